@@ -1,0 +1,33 @@
+# Every target sets up its own virtualenv in .venv: nothing is assumed installed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install --python $(BIN)/python -q -e ".[dev,examples,mlflow]"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job: a real contract, end to end, on an embedded local Ray.
+demo: $(STAMP)
+	$(BIN)/plan validate examples/digits/contract.yaml
+	$(BIN)/plan run examples/digits/contract.yaml --runs-dir runs
+	$(BIN)/plan report "$$(ls -d runs/digits-adamw-vs-sgd/*/ | tail -n 1)" --format md
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check planner tests bench examples
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

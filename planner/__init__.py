@@ -1,0 +1,56 @@
+"""planner: plan and run controlled ML training experiments.
+
+What users may rely on is exactly what `__all__` names. Heavy modules (Ray,
+pandas, matplotlib) load only when the feature that needs them is used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner._errors import (
+    ContractError,
+    PlannerError,
+    RunError,
+    RunLockedError,
+    TrialProtocolError,
+    UsageError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ContractError",
+    "PlannerError",
+    "RunError",
+    "RunLockedError",
+    "TrialProtocolError",
+    "UsageError",
+    "__version__",
+    "load_contract",
+    "load_run",
+    "report",
+]
+
+# name -> (module, attribute): imported on first use, so `import planner` stays cheap.
+_LAZY = {
+    "load_contract": ("planner._validate", "load_contract"),
+    "load_run": ("planner._results", "load_run"),
+    "report": ("planner._script_report", "report"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from planner._results import load_run
+    from planner._script_report import report
+    from planner._validate import load_contract
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'planner' has no attribute {name!r}")

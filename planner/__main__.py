@@ -1,0 +1,3 @@
+from planner._cli import main
+
+raise SystemExit(main())

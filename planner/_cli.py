@@ -1,0 +1,143 @@
+"""The `plan` command line: it parses, calls the planner's steps, and prints.
+
+Exit codes: 0 success; 1 invalid contract (or, for reeval, results that do not
+reproduce); 2 usage error or unreadable file; 3 a run that ended without
+completing; 70 an internal bug (the message says how to see the trace).
+No traceback reaches a user unless they ask for it with --debug or PLANNER_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from planner._errors import PlannerError
+
+EXIT_INTERNAL = 70
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check a contract and show the experiment it plans")
+    p.add_argument("contract", help="the contract YAML file")
+    p.add_argument("--json", action="store_true", help="print the diagnostics and summary as JSON")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--pilot", metavar="RUN_DIR", help="warn when the declared seeds are underpowered, from a pilot run")
+    p.set_defaults(handler=_cmd_validate)
+
+
+def _add_schema(sub) -> None:
+    p = sub.add_parser("schema", help="print the contract's JSON Schema (for editors)")
+    p.set_defaults(handler=_cmd_schema)
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="tune, confirm and decide, through Ray")
+    p.add_argument("contract", help="the contract YAML file")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: ./runs)")
+    p.add_argument("--address", default=None, help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)")
+    p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped")
+    p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
+    p.set_defaults(handler=_cmd_run)
+
+
+def _add_status(sub) -> None:
+    p = sub.add_parser("status", help="where a run stands")
+    p.add_argument("run_dir")
+    p.set_defaults(handler=_cmd_status)
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["md", "html", "json"], default="md")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
+    p.set_defaults(handler=_cmd_report)
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)")
+    p.set_defaults(handler=_cmd_export)
+
+
+def _add_reeval(sub) -> None:
+    p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
+    p.add_argument("run_dir")
+    p.add_argument("--arm", required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="new seeds (default: the logged confirmation seeds)")
+    p.add_argument("--tolerance", type=float, default=0.0, help="largest per-seed difference that still reproduces")
+    p.add_argument("--address", default=None)
+    p.set_defaults(handler=_cmd_reeval)
+
+
+def _add_power(sub) -> None:
+    p = sub.add_parser("power", help="seeds needed for the contract's min_effect, from a pilot's spread")
+    p.add_argument("contract")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--pilot", metavar="RUN_DIR")
+    src.add_argument("--sd", type=float)
+    p.set_defaults(handler=_cmd_power)
+
+
+def _add_estimate(sub) -> None:
+    p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
+    p.add_argument("contract")
+    p.add_argument("--pilot", metavar="RUN_DIR", default=None)
+    p.add_argument("--slots", type=int, default=None, help="parallel trial slots (default: this machine's CPUs / cpu per trial)")
+    p.set_defaults(handler=_cmd_estimate)
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"plan {name}: not available in this version", file=sys.stderr)
+        return 2
+
+    return handler
+
+
+_cmd_validate = _not_built("validate")
+_cmd_schema = _not_built("schema")
+_cmd_run = _not_built("run")
+_cmd_status = _not_built("status")
+_cmd_report = _not_built("report")
+_cmd_export = _not_built("export")
+_cmd_reeval = _not_built("reeval")
+_cmd_power = _not_built("power")
+_cmd_estimate = _not_built("estimate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
+    parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
+                _add_reeval, _add_power, _add_estimate):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("PLANNER_DEBUG") == "1"
+    try:
+        return int(args.handler(args) or 0)
+    except PlannerError as error:
+        print(f"plan {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print(f"plan {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # an internal bug: short message, trace on request
+        if debug:
+            raise
+        print(
+            f"plan {args.command}: internal error: {type(error).__name__}: {error}\n"
+            "This is a bug in planner. Run again with --debug (or PLANNER_DEBUG=1) to see the trace.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
