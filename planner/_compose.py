@@ -1,0 +1,281 @@
+"""Compose each arm's effective config: base + config.overrides + the arm's overrides.
+
+Hydra does the composing (its config directory, defaults lists and override
+grammar). A Hydra `compose` reloads Hydra's own config tree each time (about
+50 ms), so we compose once per distinct set of *group* overrides (`optimizer=adam`)
+and apply plain value overrides (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf,
+which is what Hydra itself does after composition. Arms that differ only in
+values therefore cost one compose in all.
+
+Hydra's global state never leaks: every compose runs inside
+`initialize_config_dir`, which clears it on the way out, so many contracts can
+be composed in one process.
+
+Contracts are data: an interpolation that calls a resolver (`${oc.env:HOME}`,
+`${oc.decode:...}`, any custom one) is refused, so composing never reads the
+environment or runs code. Plain references (`${model.width}`) are resolved.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_RESOLVER_CALL = re.compile(r"\$\{\s*[A-Za-z_][\w.\-]*\s*:")
+
+
+@dataclass(frozen=True)
+class ComposeProblem:
+    """Why one arm's config could not be composed.
+
+    `source` says which override list the problem is in ("config" for
+    config.overrides, or the arm's name), `index` which override (None when it is
+    about the config dir or name itself).
+    """
+
+    kind: str  # missing_dir | missing_config | missing_option | bad_override | no_such_key | resolver | compose_failed
+    message: str
+    arm: str
+    source: str
+    index: int | None = None
+
+
+@dataclass
+class ComposedArms:
+    """The effective config of every arm, as plain dicts, or the problems found."""
+
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[ComposeProblem] = field(default_factory=list)
+    composes: int = 0  # how many Hydra compose calls it took
+
+
+@dataclass(frozen=True)
+class _Override:
+    text: str
+    source: str
+    index: int
+
+
+def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
+    """Compose every arm of `contract` (baseline first); collect problems, never raise for bad input."""
+    result = ComposedArms()
+    base = contract.config
+    base_dir = None
+    if base.dir is not None:
+        base_dir = (Path(contract_dir) / base.dir).resolve()
+        if not base_dir.is_dir():
+            for arm in contract.all_arms:
+                result.problems.append(ComposeProblem(
+                    "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
+                    arm.name, "config"))
+            return result
+    cache: dict[tuple[str, ...], Any] = {}
+    for arm in contract.all_arms:
+        overrides = [_Override(t, "config", i) for i, t in enumerate(base.overrides)]
+        overrides += [_Override(t, arm.name, i) for i, t in enumerate(arm.overrides)]
+        config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)
+        result.problems.extend(problems)
+        if config is not None:
+            result.configs[arm.name] = config
+    return result
+
+
+def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    parser = OverridesParser.create()
+    parsed = []
+    problems: list[ComposeProblem] = []
+    for ov in overrides:
+        if _RESOLVER_CALL.search(ov.text):
+            problems.append(ComposeProblem(
+                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
+                arm, ov.source, ov.index))
+            continue
+        try:
+            (item,) = parser.parse_overrides([ov.text])
+        except Exception as error:  # Hydra raises OverrideParseException (and others) for bad grammar
+            problems.append(ComposeProblem("bad_override", f"override {ov.text!r} does not parse: {_first_line(error)}",
+                                           arm, ov.source, ov.index))
+            continue
+        if item.is_sweep_override():
+            problems.append(ComposeProblem("bad_override", f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
+                                           arm, ov.source, ov.index))
+            continue
+        parsed.append((ov, item))
+    if problems:
+        return None, problems
+
+    group, value = [], []
+    for ov, item in parsed:
+        is_group = base_dir is not None and (
+            item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir())
+        (group if is_group else value).append((ov, item))
+
+    key = tuple(ov.text for ov, _ in group)
+    if key not in cache:
+        cache[key] = _compose_base(base, base_dir, group, arm, result)
+    composed = cache[key]
+    if isinstance(composed, list):  # problems
+        return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
+
+    cfg = OmegaConf.create(copy.deepcopy(composed))
+    for ov, item in value:
+        problem = _apply_value_override(cfg, ov, item, arm)
+        if problem:
+            problems.append(problem)
+    if problems:
+        return None, problems
+    container = OmegaConf.to_container(cfg, resolve=False)
+    bad = _find_resolver_calls(container)
+    if bad:
+        return None, [ComposeProblem("resolver", f"config key {path!r} calls a resolver ({text!r}); a contract's configs may only reference other keys",
+                                     arm, "config") for path, text in bad]
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True, throw_on_missing=True)
+    except Exception as error:  # an interpolation to a missing key, a ??? value
+        return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
+    return resolved, []
+
+
+def _compose_base(base, base_dir: Path | None, group, arm: str, result):
+    """Plain container of the base config with the group overrides, or a list of problems."""
+    if base_dir is None:
+        return copy.deepcopy(base.values)
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from omegaconf import OmegaConf
+
+    result.composes += 1
+    try:
+        with initialize_config_dir(config_dir=str(base_dir), version_base=None):
+            cfg = compose(config_name=base.name, overrides=[ov.text for ov, _ in group])
+    except MissingConfigException as error:
+        missing = _missing_option(error, group)
+        if missing is None:
+            return [ComposeProblem("missing_config", f"config {base.name!r} not found in {base_dir}: {_first_line(error)}", arm, "config")]
+        ov, options = missing
+        hint = f"; available: {', '.join(options)}" if options else ""
+        return [ComposeProblem("missing_option", f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
+                               arm, ov.source, ov.index)]
+    except ConfigCompositionException as error:
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
+    except Exception as error:  # Hydra raises a zoo of errors for bad config files
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
+def _missing_option(error, group):
+    """Which group override named an option that does not exist, with the options that do."""
+    options = list(getattr(error, "options", None) or [])
+    missing_name = getattr(error, "missing_cfg_file", None) or ""
+    for ov, item in group:
+        value = str(item.value())
+        if missing_name.endswith(f"{item.key_or_group}/{value}") or missing_name == value or (
+                f"{item.key_or_group}/{value}" in str(error)):
+            return ov, options
+    return None
+
+
+def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem | None:
+    from omegaconf import OmegaConf
+
+    key = item.key_or_group
+    exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
+    try:
+        if item.is_delete():
+            if not exists:
+                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)
+            parent, _, leaf = key.rpartition(".")
+            node = OmegaConf.select(cfg, parent) if parent else cfg
+            del node[leaf]
+            return None
+        value = item.value()
+        if item.is_add() and exists:
+            return ComposeProblem("bad_override", f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it", arm, ov.source, ov.index)
+        if not (item.is_add() or item.is_force_add()) and not exists:
+            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config; write '+{ov.text}' to add it",
+                                  arm, ov.source, ov.index)
+        OmegaConf.update(cfg, key, value, merge=True, force_add=True)
+    except Exception as error:
+        return ComposeProblem("bad_override", f"override {ov.text!r} cannot be applied: {_first_line(error)}", arm, ov.source, ov.index)
+    return None
+
+
+_ABSENT = object()
+
+
+def _find_resolver_calls(node, path: str = "") -> list[tuple[str, str]]:
+    found = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            found += _find_resolver_calls(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            found += _find_resolver_calls(v, f"{path}.{i}" if path else str(i))
+    elif isinstance(node, str) and _RESOLVER_CALL.search(node):
+        found.append((path, node))
+    return found
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}: leaves by dotted path (lists are leaves)."""
+    if isinstance(config, dict) and config:
+        out: dict[str, Any] = {}
+        for k, v in config.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: config}
+
+
+def config_diff(baseline: dict[str, Any], arm: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Leaves that differ: (dotted path, baseline value, arm value); a missing side is `MISSING`."""
+    a, b = flatten(baseline), flatten(arm)
+    diff = []
+    for path in sorted(set(a) | set(b)):
+        va, vb = a.get(path, MISSING), b.get(path, MISSING)
+        if va != vb or type(va) is not type(vb):
+            diff.append((path, va, vb))
+    return diff
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+MISSING = _Missing()
+
+
+def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `config` with dotted-path values set (the sampled tuning values)."""
+    out = copy.deepcopy(config)
+    for path, value in params.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def get_path(config: dict[str, Any], path: str, default: Any = MISSING) -> Any:
+    node: Any = config
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return node
