@@ -200,7 +200,11 @@ class LocalCluster:
         self.stop()
 
     def _node_env(self) -> dict[str, str]:
-        env = _python_env({k: v for k, v in os.environ.items() if not k.startswith("RAY_")})
+        # No RAY_* and no PYTHONPATH from the caller: a node knows only its own
+        # environment, so code reaches its workers through runtime_env or not at all.
+        env = _python_env(
+            {k: v for k, v in os.environ.items() if not k.startswith("RAY_") and k != "PYTHONPATH"}
+        )
         env.update(STARTUP_ENV)
         env.update(self.auth_env)
         env.update(self.extra_env)
@@ -344,6 +348,16 @@ class LocalCluster:
     def kill_node(self, index: int) -> None:
         """End one node at once, as if its machine died: SIGKILL to all its processes."""
         self._kill(self.nodes[index])
+
+    def restart_node(self, index: int, timeout: float = 180.0) -> Node:
+        """Kill node `index` if it runs, start a fresh one with the same spec, wait until all are alive."""
+        old = self.nodes[index]
+        self._discard(old)
+        self.nodes.remove(old)
+        node = self._start_node(index, old.spec, timeout)
+        self.nodes.sort(key=lambda n: n.index)
+        self.wait_for_nodes(len(self.specs), timeout=timeout)
+        return node
 
     def _discard(self, node: Node) -> None:
         self._kill(node)
