@@ -402,3 +402,77 @@ def _running(proc: psutil.Process) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+# -- a small contract whose trainable must be shipped -------------------------
+
+SMALL_TRAINABLE = '''"""A quick synthetic trainable for cluster runs: it records where each attempt ran."""
+
+import json
+import math
+import os
+import random
+import time
+
+
+def train(config, trial):
+    from planner._cluster import node_facts
+
+    facts = dict(node_facts(), module_file=__file__, cwd=os.getcwd(), phase=trial.phase, seed=trial.seed)
+    os.makedirs(trial.dir, exist_ok=True)
+    with open(os.path.join(trial.dir, f"node-{facts['pid']}-{time.time_ns()}.json"), "w") as f:
+        json.dump(facts, f)
+    recipe = config["recipe"]
+    rng = random.Random(trial.seed)
+    miss = abs(math.log10(recipe["lr"]) + 2.0) * 0.05
+    for step in range(1, trial.budget + 1):
+        time.sleep(config["step_s"])
+        acc = recipe["level"] - miss + 0.02 * step / trial.budget + rng.gauss(0.0, 0.01)
+        if trial.phase == "tune":
+            trial.report(step, val_acc=acc)
+        else:
+            trial.report(step, val_acc=acc, test_acc=acc)
+'''
+
+
+def write_small_contract(
+    folder: Path,
+    *,
+    name: str = "cluster-small",
+    trials_per_arm: int = 4,
+    seeds: tuple[int, ...] = (0, 1, 2, 3),
+    exposure: int = 3,
+    step_s: float = 0.5,
+    resources: dict | None = None,
+    retries: int = 0,
+) -> Path:
+    """A two-arm contract with a synthetic trainable in `folder` (on no node's path)."""
+    import yaml
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "cluster_trainable.py").write_text(SMALL_TRAINABLE)
+    contract = {
+        "version": 1,
+        "name": name,
+        "hypothesis": "The treatment recipe raises val_acc by more than 0.05.",
+        "trainable": "cluster_trainable:train",
+        "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01}, "step_s": step_s}},
+        "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
+        "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+        "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+        "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
+        "acceptance": {"min_effect": 0.05},
+        "seeds": list(seeds),
+        "budget": {"exposure": exposure, "resources": resources or {"cpu": 1, "gpu": 0}},
+        "failures": {"retries": retries},
+    }
+    if trials_per_arm:
+        contract["tuning"] = {
+            "trials_per_arm": trials_per_arm,
+            "seeds": [1000],
+            "sampler": {"name": "tpe", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+        }
+    path = folder / "contract.yaml"
+    path.write_text(yaml.safe_dump(contract, sort_keys=False))
+    return path
