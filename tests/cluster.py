@@ -416,9 +416,10 @@ import time
 
 
 def train(config, trial):
-    from planner._cluster import node_facts
+    import ray
 
-    facts = dict(node_facts(), module_file=__file__, cwd=os.getcwd(), phase=trial.phase, seed=trial.seed)
+    facts = {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+             "module_file": __file__, "cwd": os.getcwd(), "phase": trial.phase, "seed": trial.seed}
     os.makedirs(trial.dir, exist_ok=True)
     with open(os.path.join(trial.dir, f"node-{facts['pid']}-{time.time_ns()}.json"), "w") as f:
         json.dump(facts, f)

@@ -514,7 +514,13 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 def _attempt_facts(run_dir: Path) -> list[dict]:
     """What each trial attempt wrote into its trial.dir: node id, module file, phase."""
-    return [json.loads(p.read_text()) for p in run_dir.glob("trials/*/node-*.json")]
+    facts = []
+    for path in run_dir.glob("trials/*/node-*.json"):
+        try:
+            facts.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue  # being written right now
+    return facts
 
 
 def _planned(run_dir: Path) -> int:
