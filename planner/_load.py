@@ -57,17 +57,22 @@ class LoadedYaml:
     key_positions: dict[Path_, Position] = field(default_factory=dict)  # where each mapping key starts
 
     def position(self, path: Path_, key: bool = False) -> Position:
-        """Position of `path`, or of its nearest ancestor that exists (for a missing key)."""
+        """Position of `path` (its key when `key` or when the value is a block below the key),
+        or of its nearest existing ancestor's key (for a missing key)."""
         path = tuple(path)
         while True:
-            if key and path in self.key_positions:
-                return self.key_positions[path]
+            key_position = self.key_positions.get(path)
+            if key and key_position:
+                return key_position
             if path in self.positions:
-                return self.positions[path]
+                value_position = self.positions[path]
+                if key_position and value_position[0] > key_position[0]:
+                    return key_position  # a block mapping or list: point at its key, not its first item
+                return value_position
             if not path:
                 return (1, 1)
             path = path[:-1]
-            key = False
+            key = True  # a missing key: point at its parent's key, where it belongs
 
 
 def format_path(path: Path_) -> str:
