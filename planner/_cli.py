@@ -99,8 +99,30 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
-_cmd_validate = _not_built("validate")
-_cmd_schema = _not_built("schema")
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from planner._validate import format_result, validate
+
+    if args.pilot:
+        print("plan validate: --pilot (power warnings) is not available yet; ignored", file=sys.stderr)
+    result = validate(args.contract, strict=args.strict)
+    if args.json:
+        import json
+
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print(format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
+    return result.exit_code
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from planner._contract import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
 _cmd_run = _not_built("run")
 _cmd_status = _not_built("status")
 _cmd_report = _not_built("report")
