@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 DECISION_COLORS = {"accept": "#1a7f37", "reject": "#cf222e", "inconclusive": "#9a6700", "incomplete": "#6e7781"}
 ARM_COLORS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781", "#bf3989", "#0a3069"]
@@ -55,7 +56,7 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     return _png(fig)
 
 
-def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str) -> bytes:
+def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, exposure: int | None = None) -> bytes:
     """Median per step with its spread, per arm; tuning and confirmation side by side."""
     phases = [p for p in ("tune", "confirm", "reeval") if p in set(curves["phase"].astype(str))]
     titles = {"tune": "tuning: median, 25–75 % of trials", "confirm": "confirmation: median, min–max over seeds",
@@ -79,7 +80,10 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str) ->
             lo, hi = ("q25", "q75") if phase == "tune" else ("min", "max")
             ax.fill_between(x, sub[lo].to_numpy(), sub[hi].to_numpy(), color=color, alpha=0.18, lw=0)
             ax.plot(x, sub["median"].to_numpy(), color=color, lw=1.8, label=arm)
+        if exposure is not None and float(curves["step"].max()) > exposure:
+            ax.axvline(exposure, color="#cf222e", lw=1, ls=":", label="budget")
         ax.set_title(titles[phase], fontsize=10)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(unit)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)

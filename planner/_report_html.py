@@ -11,6 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from planner import _report as rp
+from planner import _runfolder_read as rf
 from planner._report import _fmt
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +27,9 @@ code{background:#f6f8fa;padding:1px 4px;border-radius:4px;font-size:13px}
 .accept{background:#1a7f37}.reject{background:#cf222e}.inconclusive{background:#9a6700}.incomplete,.none{background:#6e7781}
 .state{background:#0969da}.warn{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:6px}
 .muted{color:#656d76}.hyp{font-size:16px;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 14px}
-img{max-width:100%;display:block;margin:8px 0}
+img{max-width:100%;display:block;margin:8px 0}.kv th{font-weight:600;white-space:nowrap}
+td.id{white-space:nowrap;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+.glance td{border:0;padding:2px 12px 2px 0}.glance{margin:0}.bad{color:#cf222e;font-weight:600}
 """
 
 
@@ -38,15 +41,22 @@ def _f(value: Any) -> str:
     return _e(_fmt(value))
 
 
-def _table(header: list[str], rows: list[list[str]], num: set[int] | None = None) -> str:
-    """A table from already-escaped cells."""
+def _table(header: list[str] | None, rows: list[list[str]], num: set[int] | None = None) -> str:
+    """A table from already-escaped cells; no header row for a key-value table (header None)."""
     num = num or set()
+    if header is None:
+        body = "".join(f"<tr><th>{r[0]}</th><td>{r[1]}</td></tr>" for r in rows)
+        return f"<table class='kv'><tbody>{body}</tbody></table>"
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(
         "<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _id(trial_id: Any) -> str:
+    return f"<span style='white-space:nowrap'>{_e(trial_id)}</span>"
 
 
 def _img(png: bytes, alt: str) -> str:
@@ -78,6 +88,7 @@ def render_html(results: RunResults) -> str:
     for note in s["notes"]:
         parts.append(f"<p class='warn'>{_e(note)}</p>")
 
+    parts.append(_glance(s))
     parts.append("<h2>Hypothesis</h2>")
     parts.append(f"<p class='hyp'>{_e(str(s.get('hypothesis') or '–').strip())}</p>")
     parts.append(
@@ -131,7 +142,8 @@ def render_html(results: RunResults) -> str:
 
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
-    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit),
+    exposure = rf.contract_get(results.contract, "budget.exposure")
+    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure),
                       "learning curves per arm"))
     parts.append("<p class='muted'>Tuning: every tuning trial of the arm, whatever its params; trials stopped early "
                  "leave the curve at their last step.</p>")
@@ -149,22 +161,23 @@ def render_html(results: RunResults) -> str:
     rows = [[_e(t["phase"]), _e(t["arm"]), f"{_f(t['ended'])} / {_f(t['planned'])}",
              ", ".join(f"{_e(k)} {_f(v)}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
     parts.append(_table(["phase", "arm", "ended / planned", "statuses"], rows))
-    parts.append(_table(["budget", "used"], [[_e(a), _e(b)] for a, b in rp.budget_lines(s["budget"])]))
+    parts.append(_table(None, [[_e(a), _e(b)] for a, b in rp.budget_lines(s["budget"])]))
 
     parts.append("<h2>Failures</h2>")
     if s["failures"]:
-        rows = [[_e(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
+        rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
                  _e(f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]),
                  f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"]]
         parts.append(_table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows))
     else:
         parts.append("<p>None.</p>")
 
-    parts.append("<h2>Protocol violations</h2>")
+    parts.append("<h2>Protocol violations" + (f" <span class='badge reject'>{len(s['violations'])}</span>"
+                                              if s["violations"] else "") + "</h2>")
     if s["violations"]:
         labels = {"heldout_in_tuning": "held-out metric in tuning (test exposure)",
                   "report_past_budget": "report past the budget"}
-        rows = [[_e(labels.get(v["kind"], v["kind"])), _e(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
+        rows = [[_e(labels.get(v["kind"], v["kind"])), _id(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
                  "logged" if v["logged"] else "found in the reports"] for v in s["violations"]]
         parts.append(_table(["violation", "trial", "step", "detail", "source"], rows))
     else:
@@ -191,7 +204,7 @@ def render_html(results: RunResults) -> str:
             ["data", "<br>".join(f"<code>{_e(p)}</code> sha256 {_e(str(hh)[:16])}…" for p, hh in ident["data"].items()) or "–"],
             ["contract sha256", f"<code>{_e(ident.get('contract_sha256') or '–')}</code>"],
         ]
-        parts.append(_table(["", ""], rows))
+        parts.append(_table(None, rows))
     else:
         parts.append("<p>identity.json is missing.</p>")
     parts.append(f"<p class='muted'>Run folder: <code>{_e(s['run_dir'])}</code></p>")
@@ -200,6 +213,30 @@ def render_html(results: RunResults) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
+
+
+def _glance(s: dict[str, Any]) -> str:
+    """Run state, decisions, budget and protocol: three facts kept apart, at the top."""
+    decisions = ", ".join(
+        f"{_e(d['arm'])} {_badge(d['decision'])}"
+        + (f" {_f(d['effect'])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]" if d.get("effect") is not None else "")
+        for d in s["decisions"]) or "–"
+    b = s["budget"]
+    lines = dict(rp.budget_lines(b))
+    budget = f"{_f(b.get('trials_ended'))} of {_f(b.get('trials_planned'))} trials; " + "; ".join(
+        f"{_e(k)} {_e(v)}" for k, v in lines.items() if k.startswith(("exposure", "wall")))
+    h = s["heldout"]
+    protocol = []
+    if s["violations"]:
+        protocol.append(f"<span class='bad'>{len(s['violations'])} violation(s)</span>")
+    fails = [f for f in s["failures"] if not f["retried"]]
+    protocol.append(f"{len(fails)} failed trial(s)")
+    if h.get("metric"):
+        cap = f" of {_f(h['cap'])}" if h.get("cap") is not None else ""
+        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}")
+    rows = [["decisions", decisions], ["budget used", budget], ["protocol", "; ".join(protocol)]]
+    return "<table class='glance'><tbody>" + "".join(
+        f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</tbody></table>"
 
 
 def _md_to_html(text: str) -> str:
