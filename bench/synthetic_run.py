@@ -163,11 +163,13 @@ def make_run(
     state: str = "completed",
     effects: tuple[float, ...] = DEFAULT_EFFECTS,
     torn: bool = False,
+    early_stopped: float = 0.4,
     rng_seed: int = 0,
 ) -> Path:
     """Write a complete run folder at `path` (created) and return it.
 
-    `state="running"` writes a run stopped mid-tuning: a lock, about 60 % of the
+    `early_stopped` is the share of regular tuning trials the scheduler stops
+    early. `state="running"` writes a run stopped mid-tuning: a lock, about 60 % of the
     tuning trials, no selection or decisions. `torn=True` ends trials.jsonl with
     half a record, as a crash mid-write would.
     """
@@ -226,7 +228,7 @@ def make_run(
                 if with_failures and a == 1 and ts == tune_seeds[0] and t >= tune_trials - 4:
                     special = ("failed", "diverged", "protocol_error", "heldout")[t - (tune_trials - 4)]
                 if special is None:
-                    stop = rungs[int(rng.integers(len(rungs)))] if rungs and rng.random() < 0.4 else exposure
+                    stop = rungs[int(rng.integers(len(rungs)))] if rungs and rng.random() < early_stopped else exposure
                     acc, loss = w.curve(q, np.arange(1, stop + 1), 0.004)
                     status = "completed" if stop == exposure else "early_stopped"
                     w.trial(trial_id=tid, phase="tune", arm=arm, seed=ts, index=t, params=params, config=config,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,14 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True) -> RunResults:
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     info = folder.run_info()
-    lines = folder.trials()
-    records, notes = _dedupe(lines.records)
-    notes = lines.notes + notes
+    notes: list[str] = []
+    collector = _Collector(contract, want_reports=reports)
+    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+        collector.add(record)
+    trials, report_frame, records = collector.frames()
+    notes += collector.notes
     state = folder.state() or {}
     plan = folder.plan()
-    trials, report_frame = _frames(records, want_reports=reports)
     decision_doc = folder.decisions() or {}
     return RunResults(
         run_dir=folder.path, run_id=str(info.get("run_id")),
@@ -109,19 +112,6 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True) -> RunResults:
     )
 
 
-def _dedupe(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Keep the last record of a trial logged twice (a resumed run re-ran it)."""
-    seen: dict[Any, int] = {}
-    for i, r in enumerate(records):
-        if "trial_id" not in r:
-            raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        seen[r["trial_id"]] = i
-    if len(seen) == len(records):
-        return records, []
-    keep = sorted(seen.values())
-    return [records[i] for i in keep], [f"{len(records) - len(keep)} trial(s) were logged twice; the last record of each is used"]
-
-
 def _numeric(values: list[Any]) -> np.ndarray:
     try:
         return np.asarray(values, dtype=float)
@@ -129,105 +119,167 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
-def _frames(records: list[dict[str, Any]], want_reports: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _doubles(values: list[Any]) -> list[float]:
+    """Numbers as floats; anything else (a string, a bool, None) as NaN."""
+    return [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan for v in values]
+
+
+class _Collector:
+    """Columns of the reports table, gathered one trial record at a time.
+
+    Reports go straight into typed buffers (8 bytes a value) and the record is
+    slimmed (its reports dropped) before the next one is read, so memory holds
+    columns, never a million report dicts.
+    """
+
+    def __init__(self, contract: dict[str, Any], want_reports: bool):
+        self.contract = contract
+        self.want = want_reports
+        self.records: list[dict[str, Any]] = []
+        self.steps = array("q")
+        self.times = array("d")
+        self.values = array("d")
+        self.run_trial: list[int] = []
+        self.run_metric: list[int] = []
+        self.run_length: list[int] = []
+        self.metric_code: dict[str, int] = {}
+        self.finals: dict[str, list[tuple[int, float]]] = {}
+        self.n_reports: list[int] = []
+        self.notes: list[str] = []
+
+    def add(self, r: dict[str, Any]) -> None:
+        i = len(self.records)
+        if "trial_id" not in r:
+            raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
+        get = dict.get
+        reps = get(r, "reports") or []
+        self.n_reports.append(len(reps))
+        if reps:
+            mets = [get(p, "metrics") or {} for p in reps]
+            names = set().union(*mets)
+            r["_metric_names"] = names
+            if self.want:
+                step_i = [get(p, "step") for p in reps]
+                time_i = [get(p, "time_s", math.nan) for p in reps]
+            for name in sorted(names):
+                vals = [get(m, name) for m in mets]
+                s_i = t_i = None
+                if None in vals:
+                    keep = [j for j, v in enumerate(vals) if v is not None]
+                    vals = [vals[j] for j in keep]
+                    if self.want:
+                        s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
+                elif self.want:
+                    s_i, t_i = step_i, time_i
+                last = vals[-1]
+                self.finals.setdefault(name, []).append(
+                    (i, float(last) if isinstance(last, int | float) and not isinstance(last, bool) else math.nan))
+                if self.want:
+                    self._extend(name, i, vals, s_i, t_i)
+        else:
+            r["_metric_names"] = set()
+        self.records.append(rf.slim_record(r, self.contract))
+
+    def _extend(self, name: str, i: int, vals: list[Any], steps: list[Any], times: list[Any]) -> None:
+        try:
+            self.values.extend(vals)
+        except TypeError:
+            self.values.extend(_doubles(vals))
+        try:
+            self.times.extend(times)
+        except TypeError:
+            self.times.extend(_doubles(times))
+        try:
+            self.steps.extend(steps)
+        except (TypeError, OverflowError):
+            self.steps.extend([int(s) if isinstance(s, int | float) and math.isfinite(s) else -1 for s in steps])
+        self.run_trial.append(i)
+        self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
+        self.run_length.append(len(vals))
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+        """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
+        records = self.records
+        last: dict[Any, int] = {}
+        for i, r in enumerate(records):
+            last[r["trial_id"]] = i
+        keep = None
+        if len(last) < len(records):
+            keep = np.zeros(len(records), dtype=bool)
+            keep[list(last.values())] = True
+            self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
+                              "the last record of each is used")
+        trials = _trial_frame(records, self.n_reports, self.finals)
+        reports = self._report_frame(trials, len(records))
+        if keep is not None:
+            trials = trials[keep].reset_index(drop=True)
+            if len(reports):
+                rows = keep[self._trial_index()]
+                reports = reports[rows].reset_index(drop=True)
+            records = [r for r, k in zip(records, keep, strict=True) if k]
+        return trials, reports, records
+
+    def _trial_index(self) -> np.ndarray:
+        lengths = np.asarray(self.run_length, dtype=np.int64)
+        return np.repeat(np.asarray(self.run_trial, dtype=np.int64), lengths)
+
+    def _report_frame(self, trials: pd.DataFrame, n: int) -> pd.DataFrame:
+        phase_cat, arm_cat = trials["phase"].array, trials["arm"].array
+        if not self.want or not self.run_length:
+            return _empty_reports(phase_cat, arm_cat)
+        trial_idx = self._trial_index()
+        lengths = np.asarray(self.run_length, dtype=np.int64)
+        metric_names = sorted(self.metric_code, key=self.metric_code.get)
+        ids = trials["trial_id"].to_numpy(dtype=object)
+        id_cat = pd.Categorical(ids)  # ids may repeat (a trial logged twice): categories stay unique
+        return pd.DataFrame({
+            "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
+            "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
+            "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
+            "seed": trials["seed"].array[trial_idx],
+            "step": np.frombuffer(self.steps, dtype=np.int64),
+            "metric": pd.Categorical.from_codes(np.repeat(np.asarray(self.run_metric, dtype=np.int64), lengths),
+                                                categories=metric_names),
+            "value": np.frombuffer(self.values, dtype=np.float64),
+            "time_s": np.frombuffer(self.times, dtype=np.float64),
+        })
+
+
+def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
+                 finals: dict[str, list[tuple[int, float]]]) -> pd.DataFrame:
     n = len(records)
     get = dict.get
-    trial_ids = [str(get(r, "trial_id")) for r in records]
+    nan = math.nan
     phases = [get(r, "phase") for r in records]
     arms = [get(r, "arm") for r in records]
-    seeds = [get(r, "seed") for r in records]
-
-    # Reports, long format: flat value lists per column, plus run lengths for the repeated keys.
-    steps: list[Any] = []
-    times: list[Any] = []
-    values: list[Any] = []
-    run_trial: list[int] = []
-    run_metric: list[int] = []
-    run_length: list[int] = []
-    metric_code: dict[str, int] = {}
-    finals: dict[str, np.ndarray] = {}
-    n_reports = np.zeros(n, dtype=np.int64)
-    nan = math.nan
-    for i, r in enumerate(records):
-        reps = get(r, "reports") or []
-        n_reports[i] = len(reps)
-        if not reps:
-            r["_metric_names"] = set()
-            continue
-        mets = [get(p, "metrics") or {} for p in reps]
-        names = set().union(*mets)
-        r["_metric_names"] = names
-        step_i = [get(p, "step") for p in reps] if want_reports else None
-        time_i = [get(p, "time_s", nan) for p in reps] if want_reports else None
-        for name in sorted(names):
-            vals = [get(m, name) for m in mets]
-            if None in vals:
-                keep = [j for j, v in enumerate(vals) if v is not None]
-                vals = [vals[j] for j in keep]
-                s_i = [step_i[j] for j in keep] if want_reports else None
-                t_i = [time_i[j] for j in keep] if want_reports else None
-            else:
-                s_i, t_i = step_i, time_i
-            column = finals.get(name)
-            if column is None:
-                column = finals[name] = np.full(n, nan)
-            last = vals[-1]
-            column[i] = last if isinstance(last, int | float) else nan
-            if want_reports:
-                code = metric_code.setdefault(name, len(metric_code))
-                steps.extend(s_i)
-                times.extend(t_i)
-                values.extend(vals)
-                run_trial.append(i)
-                run_metric.append(code)
-                run_length.append(len(vals))
-
-    phase_cat = pd.Categorical(phases, categories=_ordered(phases, PHASES))
-    arm_cat = pd.Categorical(arms, categories=_ordered(arms, []))
-    seed_arr = pd.array(seeds, dtype="Int64")
     columns: dict[str, Any] = {
-        "trial_id": pd.array(trial_ids, dtype="string"),
-        "phase": phase_cat,
-        "arm": arm_cat,
-        "seed": seed_arr,
+        "trial_id": pd.array([str(get(r, "trial_id")) for r in records], dtype="string"),
+        "phase": pd.Categorical(phases, categories=_ordered(phases, PHASES)),
+        "arm": pd.Categorical(arms, categories=_ordered(arms, [])),
+        "seed": pd.array([get(r, "seed") for r in records], dtype="Int64"),
         "index": pd.array([get(r, "index") for r in records], dtype="Int64"),
         "status": pd.Categorical([get(r, "status") for r in records]),
         "exposure": pd.array([get(r, "exposure") for r in records], dtype="Int64"),
         "attempts": pd.array([get(r, "attempts", 1) for r in records], dtype="Int64"),
         "duration_s": _numeric([get(r, "duration_s", nan) for r in records]),
-        "started": pd.to_datetime(pd.Series([get(r, "started") for r in records], dtype=object), utc=True,
-                                  format="ISO8601", errors="coerce").array,
-        "ended": pd.to_datetime(pd.Series([get(r, "ended") for r in records], dtype=object), utc=True,
-                                format="ISO8601", errors="coerce").array,
+        "started": _times([get(r, "started") for r in records]),
+        "ended": _times([get(r, "ended") for r in records]),
         "host": pd.array([get(r, "host") for r in records], dtype="string"),
-        "n_reports": n_reports,
+        "n_reports": np.asarray(n_reports, dtype=np.int64),
         "error": pd.array([_last_error(get(r, "errors")) for r in records], dtype="string"),
     }
     for key, col in _param_columns(records).items():
         columns[f"param.{key}"] = col
     for name in sorted(finals):
-        columns[f"final.{name}"] = finals[name]
-    trials = pd.DataFrame(columns, index=pd.RangeIndex(n))
+        column = np.full(n, nan)
+        idx, vals = zip(*finals[name], strict=True)
+        column[list(idx)] = vals
+        columns[f"final.{name}"] = column
+    return pd.DataFrame(columns, index=pd.RangeIndex(n))
 
-    if not want_reports or not run_length:
-        return trials, _empty_reports(phase_cat, arm_cat)
-    lengths = np.asarray(run_length, dtype=np.int64)
-    trial_idx = np.repeat(np.asarray(run_trial, dtype=np.int64), lengths)
-    metric_names = sorted(metric_code, key=metric_code.get)
-    tid_codes = pd.Categorical(trial_ids).codes if len(set(trial_ids)) == n else None
-    reports = pd.DataFrame({
-        "trial_id": (pd.Categorical.from_codes(np.asarray(tid_codes)[trial_idx], categories=sorted(set(trial_ids)))
-                     if tid_codes is not None else pd.Categorical(np.asarray(trial_ids, dtype=object)[trial_idx])),
-        "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
-        "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
-        "seed": seed_arr[trial_idx],
-        "step": _int_or_float(steps),
-        "metric": pd.Categorical.from_codes(np.repeat(np.asarray(run_metric, dtype=np.int64), lengths),
-                                            categories=metric_names),
-        "value": _numeric(values),
-        "time_s": _numeric(times),
-    })
-    return trials, reports
+
+def _times(values: list[Any]) -> Any:
+    return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce").array
 
 
 def _int_or_float(values: list[Any]) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,45 +46,50 @@ class JsonLines:
     torn: bool = False
 
 
-def read_jsonl(path: Path) -> JsonLines:
-    """Every record of an append-only JSON lines file; a missing file has none.
+def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
+    """Stream the records of an append-only JSON lines file (none when it is missing).
 
-    A last line that does not parse is a torn write and is skipped (noted). Any
-    other line that does not parse, or that is not a JSON object, is a RunError.
+    A last line that does not parse is a torn write: it is skipped and a note is
+    appended to `notes`. Any other line that does not parse, or that is not a
+    JSON object, is a RunError. The file is read line by line: memory stays flat.
     """
     try:
-        data = path.read_bytes()
+        f = open(path, "rb")  # noqa: SIM115 - closed below, around the generator's life
     except FileNotFoundError:
-        return JsonLines([])
+        return
     except OSError as error:
         raise RunError(f"cannot read {path}: {error.strerror or error}") from None
-    lines = data.split(b"\n")
-    records: list[dict[str, Any]] = []
-    result = JsonLines(records)
-    last = len(lines) - 1
-    while last >= 0 and not lines[last].strip():
-        last -= 1
-    for number, line in enumerate(lines[: last + 1], start=1):
-        if not line.strip():
-            continue
-        try:
-            value = _loads(line)
-        except ValueError:
-            if number - 1 == last:
-                result.torn = True
-                result.notes.append(
-                    f"the last line of {path.name} (line {number}) is incomplete, as a write cut short "
-                    "leaves it, and was skipped"
+    bad: int | None = None  # a line that did not parse: torn if nothing follows it
+    with f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                raise RunError(
+                    f"line {bad} of {path} is not valid JSON, and it is not the last line, "
+                    "so it is not a torn write: the file is damaged"
                 )
-                break
-            raise RunError(
-                f"line {number} of {path} is not valid JSON, and it is not the last line, "
-                "so it is not a torn write: the file is damaged"
-            ) from None
-        if not isinstance(value, dict):
-            raise RunError(f"line {number} of {path} is not a JSON object")
-        records.append(value)
-    return result
+            try:
+                value = _loads(line)
+            except ValueError:
+                bad = number
+                continue
+            if not isinstance(value, dict):
+                raise RunError(f"line {number} of {path} is not a JSON object")
+            yield value
+    if bad is not None:
+        notes.append(f"the last line of {path.name} (line {bad}) is incomplete, as a write cut short "
+                     "leaves it, and was skipped")
+
+
+def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None) -> JsonLines:
+    """Every record of a JSON lines file. With `slim` (a contract), trial records are slimmed."""
+    notes: list[str] = []
+    if slim is None:
+        records = list(iter_jsonl(path, notes))
+    else:
+        records = [slim_record(r, slim) for r in iter_jsonl(path, notes)]
+    return JsonLines(records, notes, torn=bool(notes))
 
 
 def read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:
@@ -167,8 +173,9 @@ class RunFolder:
         except RunError:
             return {"pid": None, "host": None, "started": None}
 
-    def trials(self) -> JsonLines:
-        return read_jsonl(self.file("trials.jsonl"))
+    def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines:
+        """trials.jsonl; pass the contract as `slim` to drop reports not needed for the facts below."""
+        return read_jsonl(self.file("trials.jsonl"), slim=slim)
 
     def events(self) -> JsonLines:
         return read_jsonl(self.file("events.jsonl"))
@@ -236,6 +243,13 @@ def planned_trials(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
 FAILED_STATUSES = ("failed", "diverged", "protocol_error", "timeout", "oom")
 
 
+def record_last_step(record: dict[str, Any]) -> Any:
+    if "_last_step" in record:
+        return record["_last_step"]
+    reports = record.get("reports") or []
+    return reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
+
+
 def metric_names(record: dict[str, Any]) -> set[str]:
     """The names of the metrics a trial reported (cached in the record under `_metric_names`)."""
     names = record.get("_metric_names")
@@ -243,6 +257,26 @@ def metric_names(record: dict[str, Any]) -> set[str]:
         names = set().union(*[p.get("metrics") or {} for p in record.get("reports") or []])
         record["_metric_names"] = names
     return names
+
+
+def slim_record(record: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
+    """The record without its reports, unless they show a violation (kept for `violations`).
+
+    What the facts below need from the reports is cached first: the metric names
+    and the last step. A run of 10k trials x 100 reports then fits in little memory.
+    """
+    reports = record.get("reports") or []
+    names = metric_names(record)
+    last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
+    record["_last_step"] = last.get("step")
+    exposure = contract_get(contract, "budget.exposure")
+    heldout = contract_get(contract, "metric.heldout")
+    steps = [s for s in (record.get("exposure"), record["_last_step"]) if isinstance(s, int | float)]
+    anomalous = (exposure is not None and any(s > exposure for s in steps)) or (
+        heldout is not None and record.get("phase") == "tune" and heldout in names)
+    if not anomalous:
+        record["reports"] = []
+    return record
 
 
 def traceback_line(traceback: str | None) -> str:
@@ -299,7 +333,7 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
             detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
             out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "logged": True})
         reports = r.get("reports") or []
-        last_step = reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
+        last_step = record_last_step(r)
         if (exposure is not None and "report_past_budget" not in kinds
                 and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))):
             past = [p.get("step") for p in reports if isinstance(p.get("step"), int | float) and p["step"] > exposure]

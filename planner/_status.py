@@ -37,7 +37,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     info = folder.run_info()
     state = folder.state() or {}
     plan = folder.plan()
-    lines = folder.trials()
+    lines = folder.trials(slim=contract)
     records = lines.records
     planned = rf.planned_trials(plan)
     arm_order = {a: i for i, a in enumerate(rf.arm_names(contract))}
