@@ -52,7 +52,9 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     ax.set_xlabel(f"effect on {metric} vs the baseline (CI at the adjusted alpha)")
     ax.margins(x=0.25)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
+    width = max(len(str(d["arm"])) for d in rows)
+    fig.subplots_adjust(left=min(0.35, 0.06 + 0.011 * width), right=0.97, top=0.95,
+                        bottom=0.8 / fig.get_figheight())  # fixed margins: tight_layout costs a second draw
     return _png(fig)
 
 
@@ -80,7 +82,7 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
             lo, hi = ("q25", "q75") if phase == "tune" else ("min", "max")
             ax.fill_between(x, sub[lo].to_numpy(), sub[hi].to_numpy(), color=color, alpha=0.18, lw=0)
             ax.plot(x, sub["median"].to_numpy(), color=color, lw=1.8, label=arm)
-        if exposure is not None and float(curves["step"].max()) > exposure:
+        if exposure is not None and float(curves["step"].to_numpy()[phase_col == phase].max()) > exposure:
             ax.axvline(exposure, color="#cf222e", lw=1, ls=":", label="budget")
         ax.set_title(titles[phase], fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -88,7 +90,7 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
     axes[0].legend(fontsize=8, frameon=False)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.4 / fig.get_figwidth() * 2, right=0.98, top=0.92, bottom=0.14, wspace=0.18)
     return _png(fig)
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 import os
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ REPORT_COLUMNS = ["trial_id", "phase", "arm", "seed", "step", "metric", "value",
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
 PHASES = ["tune", "confirm", "reeval"]
+_STEP_TIME_METRICS = itemgetter("step", "time_s", "metrics")
 
 
 @dataclass
@@ -151,36 +154,57 @@ class _Collector:
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        get = dict.get
-        reps = get(r, "reports") or []
+        reps = r.get("reports") or []
         self.n_reports.append(len(reps))
-        if reps:
-            mets = [get(p, "metrics") or {} for p in reps]
-            names = set().union(*mets)
-            r["_metric_names"] = names
-            if self.want:
-                step_i = [get(p, "step") for p in reps]
-                time_i = [get(p, "time_s", math.nan) for p in reps]
-            for name in sorted(names):
-                vals = [get(m, name) for m in mets]
-                s_i = t_i = None
-                if None in vals:
-                    keep = [j for j, v in enumerate(vals) if v is not None]
-                    vals = [vals[j] for j in keep]
-                    if self.want:
-                        s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
-                elif self.want:
-                    s_i, t_i = step_i, time_i
-                last = vals[-1]
-                self.finals.setdefault(name, []).append(
-                    (i, float(last) if isinstance(last, int | float) and not isinstance(last, bool) else math.nan))
-                if self.want:
-                    self._extend(name, i, vals, s_i, t_i)
-        else:
+        if not reps:
             r["_metric_names"] = set()
+        elif not self._add_regular(i, r, reps):
+            self._add_irregular(i, r, reps)
         self.records.append(rf.slim_record(r, self.contract))
 
-    def _extend(self, name: str, i: int, vals: list[Any], steps: list[Any], times: list[Any]) -> None:
+    def _add_regular(self, i: int, r: dict[str, Any], reps: list[Any]) -> bool:
+        """The common case, in C loops: every report has step, time_s and the same metrics."""
+        try:
+            steps, times, mets = zip(*map(_STEP_TIME_METRICS, reps), strict=True)
+            names = sorted(set().union(*mets))
+            if len(names) == 1:
+                columns = [tuple(map(itemgetter(names[0]), mets))]
+            else:
+                columns = list(zip(*map(itemgetter(*names), mets), strict=True))
+        except (KeyError, TypeError, ValueError):
+            return False
+        r["_metric_names"] = set(names)
+        for name, vals in zip(names, columns, strict=True):
+            self._final(name, i, vals[-1])
+            if self.want:
+                self._extend(name, i, vals, steps, times)
+        return True
+
+    def _add_irregular(self, i: int, r: dict[str, Any], reps: list[Any]) -> None:
+        """Reports with missing keys or metrics that come and go: one metric at a time."""
+        get = dict.get
+        reps = [p if isinstance(p, dict) else {} for p in reps]
+        mets = [get(p, "metrics") or {} for p in reps]
+        names = set().union(*mets)
+        r["_metric_names"] = names
+        step_i = [get(p, "step") for p in reps]
+        time_i = [get(p, "time_s", math.nan) for p in reps]
+        for name in sorted(names):
+            vals = [get(m, name) for m in mets]
+            s_i, t_i = step_i, time_i
+            if None in vals:
+                keep = [j for j, v in enumerate(vals) if v is not None]
+                vals = [vals[j] for j in keep]
+                s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
+            self._final(name, i, vals[-1])
+            if self.want:
+                self._extend(name, i, vals, s_i, t_i)
+
+    def _final(self, name: str, i: int, last: Any) -> None:
+        value = float(last) if isinstance(last, int | float) and not isinstance(last, bool) else math.nan
+        self.finals.setdefault(name, []).append((i, value))
+
+    def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
         try:
             self.values.extend(vals)
         except TypeError:
