@@ -135,10 +135,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from planner._report import render
-    from planner._results import load_run
+    from planner._report import load_for_report, render
 
-    results = load_run(args.run_dir)
+    results = load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
     text = render(results, args.format)
     if args.output:

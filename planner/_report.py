@@ -27,6 +27,16 @@ KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy
 MAX_CURVE_POINTS = 200
 
 
+def load_for_report(run_dir: Any, fmt: str) -> RunResults:
+    """The run, read with what `fmt` shows: curves of the tuning metric for html, no reports otherwise."""
+    from planner._results import load_run
+
+    if fmt != "html":
+        return load_run(run_dir, reports=False)
+    metric = rf.contract_get(rf.open_run(run_dir).contract(), "metric.name")
+    return load_run(run_dir, metrics=[metric] if metric else None)
+
+
 def render(results: RunResults, fmt: str) -> str:
     """The report in `fmt` (md, json or html) as a string."""
     if fmt == "json":

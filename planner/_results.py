@@ -89,13 +89,18 @@ class RunResults:
                 f"reports={len(self.reports)}, decisions={len(self.decisions)})")
 
 
-def load_run(run_dir: str | os.PathLike, *, reports: bool = True) -> RunResults:
-    """Read a run folder into DataFrames. `reports=False` skips the long reports table."""
+def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[str] | None = None) -> RunResults:
+    """Read a run folder into DataFrames.
+
+    `reports=False` leaves the long reports table empty; `metrics` keeps only
+    those metrics in it (the trials table always has every metric's final value).
+    A torn last line of trials.jsonl is skipped and noted in `notes`.
+    """
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     info = folder.run_info()
     notes: list[str] = []
-    collector = _Collector(contract, want_reports=reports)
+    collector = _Collector(contract, want_reports=reports, metrics=metrics)
     for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
         collector.add(record)
     trials, report_frame, records = collector.frames()
@@ -122,9 +127,25 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
-def _doubles(values: list[Any]) -> list[float]:
+def _doubles(values: Sequence[Any]) -> list[float]:
     """Numbers as floats; anything else (a string, a bool, None) as NaN."""
     return [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan for v in values]
+
+
+def _integers(values: Sequence[Any]) -> list[int]:
+    """Steps as integers; anything else as -1 (its report broke the protocol)."""
+    return [int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else -1
+            for v in values]
+
+
+def _append(buffer: array, values: Sequence[Any], convert: Any) -> None:
+    """Extend a typed buffer; on a value of the wrong type, undo the partial extend and convert."""
+    n = len(buffer)
+    try:
+        buffer.extend(values)
+    except (TypeError, OverflowError):
+        del buffer[n:]
+        buffer.extend(convert(values))
 
 
 class _Collector:
@@ -135,9 +156,10 @@ class _Collector:
     columns, never a million report dicts.
     """
 
-    def __init__(self, contract: dict[str, Any], want_reports: bool):
+    def __init__(self, contract: dict[str, Any], want_reports: bool, metrics: list[str] | None = None):
         self.contract = contract
         self.want = want_reports
+        self.metrics = None if metrics is None else set(metrics)
         self.records: list[dict[str, Any]] = []
         self.steps = array("q")
         self.times = array("d")
@@ -167,17 +189,19 @@ class _Collector:
         try:
             steps, times, mets = zip(*map(_STEP_TIME_METRICS, reps), strict=True)
             names = sorted(set().union(*mets))
-            if len(names) == 1:
-                columns = [tuple(map(itemgetter(names[0]), mets))]
-            else:
-                columns = list(zip(*map(itemgetter(*names), mets), strict=True))
+            last = itemgetter(*names)(mets[-1])
+            wanted = [n for n in names if self.metrics is None or n in self.metrics] if self.want else []
+            if len(wanted) == 1:
+                columns = [tuple(map(itemgetter(wanted[0]), mets))]
+            elif wanted:
+                columns = list(zip(*map(itemgetter(*wanted), mets), strict=True))
         except (KeyError, TypeError, ValueError):
             return False
         r["_metric_names"] = set(names)
-        for name, vals in zip(names, columns, strict=True):
-            self._final(name, i, vals[-1])
-            if self.want:
-                self._extend(name, i, vals, steps, times)
+        for name, value in zip(names, last if len(names) > 1 else (last,), strict=True):
+            self._final(name, i, value)
+        for name, vals in zip(wanted, columns if wanted else [], strict=True):
+            self._extend(name, i, vals, steps, times)
         return True
 
     def _add_irregular(self, i: int, r: dict[str, Any], reps: list[Any]) -> None:
@@ -197,7 +221,7 @@ class _Collector:
                 vals = [vals[j] for j in keep]
                 s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
             self._final(name, i, vals[-1])
-            if self.want:
+            if self.want and (self.metrics is None or name in self.metrics):
                 self._extend(name, i, vals, s_i, t_i)
 
     def _final(self, name: str, i: int, last: Any) -> None:
@@ -205,18 +229,9 @@ class _Collector:
         self.finals.setdefault(name, []).append((i, value))
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
-        try:
-            self.values.extend(vals)
-        except TypeError:
-            self.values.extend(_doubles(vals))
-        try:
-            self.times.extend(times)
-        except TypeError:
-            self.times.extend(_doubles(times))
-        try:
-            self.steps.extend(steps)
-        except (TypeError, OverflowError):
-            self.steps.extend([int(s) if isinstance(s, int | float) and math.isfinite(s) else -1 for s in steps])
+        _append(self.values, vals, _doubles)
+        _append(self.times, times, _doubles)
+        _append(self.steps, steps, _integers)
         self.run_trial.append(i)
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
         self.run_length.append(len(vals))

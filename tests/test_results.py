@@ -198,3 +198,46 @@ def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["run_state"] == "completed"
+
+
+def test_metrics_filter_and_no_reports_keep_every_final_value(run_dir, results):
+    only = load_run(run_dir, metrics=["val_acc"])
+    assert set(only.reports["metric"].astype(str)) == {"val_acc"}
+    assert len(only.reports) == int((results.reports["metric"] == "val_acc").sum())
+    none = load_run(run_dir, reports=False)
+    assert len(none.reports) == 0 and list(none.reports.columns) == list(results.reports.columns)
+    for res in (only, none):
+        pd.testing.assert_frame_equal(res.trials, results.trials)
+
+
+def test_a_trial_logged_twice_keeps_its_last_record(tmp_path, run_dir, results):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    lines = (copy / "trials.jsonl").read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    rerun = dict(first, status="completed", attempts=3, reports=first["reports"][:1])
+    (copy / "trials.jsonl").write_text("".join(lines) + json.dumps(rerun) + "\n")
+    res = load_run(copy)
+    assert len(res.trials) == len(results.trials) and res.trials["trial_id"].is_unique
+    row = res.trials.set_index("trial_id").loc[first["trial_id"]]
+    assert row["attempts"] == 3 and row["n_reports"] == 1
+    assert (res.reports["trial_id"] == first["trial_id"]).sum() == len(first["reports"][0]["metrics"])
+    assert len(res.reports) == len(results.reports) - sum(len(p["metrics"]) for p in first["reports"][1:])
+    assert res.notes == ["1 trial(s) were logged twice; the last record of each is used"]
+
+
+def test_irregular_reports_are_read_one_metric_at_a_time(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rec = json.loads((copy / "trials.jsonl").read_text().splitlines()[0])
+    rec["trial_id"] = "tune-sgd-s1000-t999"
+    rec["reports"] = [{"step": 1, "metrics": {"val_acc": 0.5}}, {"step": 2, "metrics": {"loss": 1.0}, "time_s": 2.0},
+                      {"step": 3, "metrics": {"val_acc": "oops", "loss": 0.5}, "time_s": 3.0}]
+    (copy / "trials.jsonl").write_text(json.dumps(rec) + "\n")
+    res = load_run(copy)
+    r = res.reports
+    # metrics in name order within a trial; a report without a metric has no row for it
+    assert r[["step", "metric"]].astype(str).values.tolist() == [["2", "loss"], ["3", "loss"], ["1", "val_acc"], ["3", "val_acc"]]
+    assert r["value"].iloc[:3].tolist() == [1.0, 0.5, 0.5] and np.isnan(r["value"].iloc[3])  # "oops" is not a number
+    assert np.isnan(r["time_s"].iloc[2]) and r["time_s"].iloc[3] == 3.0
+    assert np.isnan(res.trials["final.val_acc"].iloc[0]) and res.trials["final.loss"].iloc[0] == 0.5
