@@ -373,3 +373,13 @@ def test_a_script_that_composes_another_config_is_stopped_before_reporting(tmp_p
 def _app_config():
     contract = Contract.model_validate(yaml.safe_load((APP / "contract.yaml").read_text()))
     return compose_arms(contract, APP).configs["sgd"]
+
+
+def test_the_trainable_pickles_for_ray_and_knows_its_limits(app_trainable):
+    import pickle
+
+    train, _ = app_trainable
+    clone = pickle.loads(pickle.dumps(train))
+    assert clone == train
+    assert train.timeout_s == 120.0 and train.cwd == str(APP)
+    assert train.arm_overrides == {"sgd": ("optimizer=sgd",), "momentum": ("optimizer=momentum",)}
