@@ -77,6 +77,32 @@ def log_run_to_mlflow(run_dir: str | Path, tracking_uri: str | None = None,
             f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
 
 
+def mlflow_missing_reason() -> str | None:
+    """Why MLflow tracking cannot work here, or None; cheap (mlflow is not imported). For `plan validate`."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlflow") is None:
+        return "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; " \
+               "install it with: pip install 'planner[mlflow]'"
+    return None
+
+
+def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
+    """Open the store and get or create the experiment, before any trial runs; returns its id.
+
+    So that a store MLflow refuses fails the run at its start, not after the compute is spent.
+    """
+    mlflow = _import_mlflow()
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        return _experiment_id(client, experiment)
+    except MlflowException as error:
+        raise MlflowTrackingError(
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
+
+
 def _log(mlflow, run: RunFolder, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
     from mlflow.entities import Metric, Param, RunTag
 

@@ -178,3 +178,16 @@ def test_without_mlflow_installed_the_error_says_how_to_install_it(tmp_path, mon
     monkeypatch.setitem(sys.modules, "mlflow", None)  # what an environment without the extra looks like
     with pytest.raises(MlflowTrackingError, match=r"pip install 'planner\[mlflow\]'"):
         log_run_to_mlflow(run_dir, tracking_uri="sqlite:///unused.db")
+
+
+def test_the_store_is_checked_before_a_run_starts(tmp_path, sqlite_uri, monkeypatch):
+    from planner._mlflow import check_mlflow_tracking, mlflow_missing_reason
+
+    assert mlflow_missing_reason() is None
+    experiment_id = check_mlflow_tracking(sqlite_uri, "checked")
+    assert mlflow.MlflowClient(tracking_uri=sqlite_uri).get_experiment_by_name("checked").experiment_id == experiment_id
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    with pytest.raises(MlflowTrackingError, match="refused"):
+        check_mlflow_tracking((tmp_path / "mlruns").as_uri(), "checked")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert "pip install 'planner[mlflow]'" in mlflow_missing_reason()
