@@ -231,7 +231,7 @@ def run_command(
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
-    attempt_dir = _new_attempt_dir(Path(trial.dir))
+    attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
     report_path = attempt_dir / "reports.jsonl"
     report_path.touch()
     argv = command_argv(command) + list(overrides)
@@ -535,7 +535,12 @@ def _short(line: bytes | str, limit: int = 200) -> str:
 
 
 class _ConfigCheck:
-    """Compares the config the Hydra app composed with the one the contract composed, once."""
+    """Compares the config the Hydra app composed with the one the contract composed, once.
+
+    Leaves that are interpolations in the app's config (`${optimizer.lr}`) are
+    derived, not chosen, and are left out: the planner's configs carry them
+    resolved against the untuned values.
+    """
 
     def __init__(self, path: Path, expected: Mapping[str, Any] | None):
         self.path = path
@@ -548,10 +553,13 @@ class _ConfigCheck:
         self.done = True
         from omegaconf import OmegaConf
 
-        from planner._compose import config_diff
+        from planner._compose import config_diff, flatten
 
-        composed = OmegaConf.to_container(OmegaConf.load(self.path), resolve=True)
-        differences = config_diff(dict(self.expected), composed)
+        loaded = OmegaConf.load(self.path)
+        derived = {path for path, value in flatten(OmegaConf.to_container(loaded, resolve=False)).items()
+                   if isinstance(value, str) and "${" in value}
+        composed = OmegaConf.to_container(loaded, resolve=True)
+        differences = [d for d in config_diff(dict(self.expected), composed) if d[0] not in derived]
         if differences:
             shown = "; ".join(f"{path}: contract {a!r}, script {b!r}" for path, a, b in differences[:5])
             more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""

@@ -383,3 +383,25 @@ def test_the_trainable_pickles_for_ray_and_knows_its_limits(app_trainable):
     assert clone == train
     assert train.timeout_s == 120.0 and train.cwd == str(APP)
     assert train.arm_overrides == {"sgd": ("optimizer=sgd",), "momentum": ("optimizer=momentum",)}
+
+
+def test_interpolated_keys_are_not_a_mismatch_and_a_relative_trial_dir_works(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text("lr: 0.1\npeak_lr: ${lr}\n")
+    (tmp_path / "app.py").write_text(textwrap.dedent("""
+        import hydra, planner
+
+        @hydra.main(config_path="conf", config_name="config", version_base=None)
+        def main(cfg):
+            planner.report(1, peak_lr=cfg.peak_lr)
+
+        main()
+    """))
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the planner's folder is not the app's
+    trial = TrialDouble(dir="trial", budget=1)
+    # the planner's trial config holds peak_lr resolved before tuning changed lr
+    run_command("python app.py", ["lr=0.5"], trial, cwd=tmp_path, timeout_s=60,
+                expected_config={"lr": 0.5, "peak_lr": 0.1})
+    assert trial.reports == [(1, {"peak_lr": 0.5})]
+    assert (tmp_path / "elsewhere" / "trial" / "attempt-1" / "hydra" / ".hydra" / "config.yaml").exists()
