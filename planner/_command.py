@@ -31,6 +31,7 @@ import os
 import re
 import selectors
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -316,12 +317,42 @@ def run_command(
 
 def command_argv(command: str | Sequence[str]) -> list[str]:
     """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own interpreter."""
-    argv = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:  # an unbalanced quote
+            raise CommandFailedError(f"the command {command!r} does not parse: {error}; quote as in a shell") from None
+    else:
+        argv = [str(part) for part in command]
     if not argv:
         raise CommandFailedError("the command is empty; write one like `python train.py`")
     if argv[0] in ("python", "python3"):
         argv[0] = sys.executable
     return argv
+
+
+def command_problems(command: str, cwd: str | os.PathLike) -> list[str]:
+    """What would stop `command` from starting in `cwd`, as sentences; [] when it looks runnable.
+
+    For `plan validate`: cheap, runs nothing. Checks that it parses, that the
+    program exists (on PATH, or as a path relative to `cwd`), and that a
+    `python script.py` names a script that is there.
+    """
+    try:
+        argv = command_argv(command)
+    except CommandFailedError as error:
+        return [str(error)]
+    cwd = Path(cwd)
+    problems = []
+    program = argv[0]
+    if os.sep in program:
+        if not (cwd / program).exists():
+            problems.append(f"the command's program {program} does not exist (looked from {cwd})")
+    elif shutil.which(program) is None:
+        problems.append(f"the command's program {program!r} is not on PATH")
+    if program == sys.executable and len(argv) > 1 and argv[1].endswith(".py") and not (cwd / argv[1]).is_file():
+        problems.append(f"the command runs {argv[1]}, which is not in {cwd}; the command runs in the contract's folder")
+    return problems
 
 
 def _new_attempt_dir(trial_dir: Path) -> Path:

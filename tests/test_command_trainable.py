@@ -405,3 +405,15 @@ def test_interpolated_keys_are_not_a_mismatch_and_a_relative_trial_dir_works(tmp
                 expected_config={"lr": 0.5, "peak_lr": 0.1})
     assert trial.reports == [(1, {"peak_lr": 0.5})]
     assert (tmp_path / "elsewhere" / "trial" / "attempt-1" / "hydra" / ".hydra" / "config.yaml").exists()
+
+
+def test_validation_can_ask_whether_a_command_would_start(tmp_path):
+    from planner._command import command_problems
+
+    assert command_problems("python train.py optimizer=sgd", APP) == []
+    assert command_problems("python trian.py", APP) == [
+        f"the command runs trian.py, which is not in {APP}; the command runs in the contract's folder"]
+    assert command_problems("no-such-program x", APP) == ["the command's program 'no-such-program' is not on PATH"]
+    assert command_problems("./run.sh", tmp_path) == [f"the command's program ./run.sh does not exist (looked from {tmp_path})"]
+    (problem,) = command_problems("python train.py 'unbalanced", APP)
+    assert "does not parse: No closing quotation" in problem
