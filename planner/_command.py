@@ -232,10 +232,10 @@ def run_command(
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
+    argv = command_argv(command) + list(overrides)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
     report_path = attempt_dir / "reports.jsonl"
     report_path.touch()
-    argv = command_argv(command) + list(overrides)
     if hydra_run_dir:
         argv.append(f"hydra.run.dir={format_override_value(str(attempt_dir / 'hydra'))}")
     child_env = _child_env(env, trial, report_path)
@@ -254,8 +254,8 @@ def run_command(
         proc = subprocess.Popen(argv, cwd=cwd, env=child_env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     except OSError as error:
-        stdout.close()
-        stderr.close()
+        for opened in (stdout, stderr, reports):
+            opened.close()
         raise failure(CommandFailedError, f"cannot start {shlex.join(argv[:1])} in {cwd}: {error.strerror or error}") from None
 
     forwarded = 0
@@ -279,6 +279,7 @@ def run_command(
             if timeout_s is not None and now - started > timeout_s:
                 _stop_group(proc, kill_grace_s)
                 _drain(selector, 1.0)
+                forward(reports.read_new())  # what finished before the limit is kept
                 raise failure(CommandTimeoutError, f"command ran past its time limit of {timeout_s:g} s and was stopped")
             if max_memory_bytes is not None and now >= next_memory_check:
                 next_memory_check = now + 0.5
@@ -286,6 +287,7 @@ def run_command(
                 if used > max_memory_bytes:
                     _stop_group(proc, kill_grace_s)
                     _drain(selector, 1.0)
+                    forward(reports.read_new())
                     raise failure(CommandMemoryError,
                                   f"command used {used / 2**20:.0f} MiB, over its limit of {max_memory_bytes / 2**20:.0f} MiB, and was stopped")
         _drain(selector, 2.0)  # what the process wrote before exiting

@@ -208,6 +208,7 @@ def test_a_script_killed_by_a_signal_says_which(tmp_path):
 
 
 def test_a_hanging_script_times_out_and_its_process_group_is_stopped(tmp_path):
+    trial = TrialDouble(dir=str(tmp_path / "trial"))
     started = time.monotonic()
     with pytest.raises(CommandTimeoutError, match="time limit of 1 s") as caught:
         _run(tmp_path, """
@@ -216,8 +217,9 @@ def test_a_hanging_script_times_out_and_its_process_group_is_stopped(tmp_path):
             open("child.pid", "w").write(str(child.pid))
             planner.report(1, acc=0.5)
             time.sleep(600)
-        """, timeout_s=1)
+        """, trial=trial, timeout_s=1)
     assert isinstance(caught.value, TimeoutError)
+    assert trial.reports == [(1, {"acc": 0.5})]
     assert time.monotonic() - started < 15
     assert not _alive(int((tmp_path / "child.pid").read_text()))
 
