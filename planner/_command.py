@@ -606,30 +606,50 @@ class _ConfigCheck:
 
 @dataclass(frozen=True)
 class CommandTrainable:
-    """`train(config, trial)` for a contract with `command:`; picklable, so Ray can ship it.
+    """`train(config, trial)` for a contract with `command:`; plain data, so Ray can ship it.
 
-    `arm_overrides[arm]` is config.overrides + the arm's overrides, `arm_configs[arm]`
-    the arm's composed effective config (what `compose_arms` returns). The
-    trial's sampled values are recovered as the difference between the config
-    the trainable receives and its arm's config. With `seed_key` / `budget_key`
-    the seed and budget are also passed as overrides of those config keys, for
-    an app that reads them from its config rather than from PLANNER_SEED.
+    `arm_overrides[arm]` is config.overrides + the arm's overrides. The trial's
+    sampled values reach the command as overrides: taken as the difference
+    between the config the trainable receives and `arm_configs[arm]` (the
+    arm's composed config, from `compose_arms`) when given, else from
+    `trial.params`. Either way the config check (`check_config`) catches a
+    sampled value that did not arrive. With `seed_key` / `budget_key` the seed
+    and budget are also passed as overrides of those config keys, for an app
+    that reads them from its config rather than from PLANNER_SEED.
     """
 
     command: str
     cwd: str
     arm_overrides: Mapping[str, tuple[str, ...]]
-    arm_configs: Mapping[str, Mapping[str, Any]]
+    arm_configs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     timeout_s: float | None = None
     max_memory_bytes: int | None = None
     seed_key: str | None = None
     budget_key: str | None = None
     check_config: bool = True
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
+        return {
+            "command": self.command, "cwd": self.cwd,
+            "arm_overrides": {arm: list(items) for arm, items in self.arm_overrides.items()},
+            "arm_configs": {arm: dict(config) for arm, config in self.arm_configs.items()},
+            "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
+            "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CommandTrainable:
+        data = dict(data)
+        data["arm_overrides"] = {arm: tuple(items) for arm, items in data["arm_overrides"].items()}
+        return cls(**data)
+
     def trial_overrides(self, config: Mapping[str, Any], trial: Any) -> list[str]:
-        arm_config = self.arm_configs[trial.arm]
         out = overrides_for(self.arm_overrides[trial.arm])
-        out += config_changes_as_overrides(arm_config, config)
+        if trial.arm in self.arm_configs:
+            out += config_changes_as_overrides(self.arm_configs[trial.arm], config)
+        else:
+            out = overrides_for(out, getattr(trial, "params", None) or {})
         if self.seed_key:
             out.append(f"{self.seed_key}={int(trial.seed)}")
         if self.budget_key:
@@ -655,12 +675,13 @@ class CommandTrainable:
 
 
 def command_trainable(contract: Any, contract_dir: str | os.PathLike,
-                      arm_configs: Mapping[str, Mapping[str, Any]], *,
+                      arm_configs: Mapping[str, Mapping[str, Any]] | None = None, *,
                       seed_key: str | None = None, budget_key: str | None = None) -> CommandTrainable:
     """The trainable for `contract.command`, run in the contract's folder.
 
-    `arm_configs` is `compose_arms(contract, contract_dir).configs`. The time and
-    memory limits come from `budget.max_trial_time` and `budget.max_trial_memory`.
+    `arm_configs` is `compose_arms(contract, contract_dir).configs`; without it
+    the sampled values are read from `trial.params`. The time and memory limits
+    come from `budget.max_trial_time` and `budget.max_trial_memory`.
     """
     if not contract.command:
         raise PlannerError("this contract names a `trainable:`, not a `command:`")
@@ -669,7 +690,7 @@ def command_trainable(contract: Any, contract_dir: str | os.PathLike,
         command=contract.command,
         cwd=str(Path(contract_dir).resolve()),
         arm_overrides={arm.name: tuple(base + list(arm.overrides)) for arm in contract.all_arms},
-        arm_configs={name: dict(config) for name, config in arm_configs.items()},
+        arm_configs={name: dict(config) for name, config in (arm_configs or {}).items()},
         timeout_s=contract.budget.max_trial_time_s,
         max_memory_bytes=contract.budget.max_trial_memory_bytes,
         seed_key=seed_key,

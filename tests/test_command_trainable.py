@@ -419,3 +419,32 @@ def test_validation_can_ask_whether_a_command_would_start(tmp_path):
     assert command_problems("./run.sh", tmp_path) == [f"the command's program ./run.sh does not exist (looked from {tmp_path})"]
     (problem,) = command_problems("python train.py 'unbalanced", APP)
     assert "does not parse: No closing quotation" in problem
+
+
+def test_the_trainable_travels_as_plain_data_and_can_take_params_from_the_trial(app_trainable, tmp_path):
+    from planner._command import CommandTrainable
+
+    train, configs = app_trainable
+    plain = json.loads(json.dumps(train.to_dict()))
+    assert CommandTrainable.from_dict(plain) == train
+
+    without_configs = CommandTrainable.from_dict({**plain, "arm_configs": {}})
+    trial = TrialDouble(dir=str(tmp_path / "t"), arm="momentum", seed=3)
+    trial.params = {"optimizer.lr": 0.25}
+    assert without_configs.trial_overrides(configs["momentum"], trial) == ["optimizer=momentum", "optimizer.lr=0.25"]
+    with_seed = CommandTrainable.from_dict({**plain, "seed_key": "seed", "budget_key": "epochs"})
+    assert with_seed.trial_overrides(configs["sgd"], TrialDouble(dir="t", seed=3, budget=4, arm="sgd")) == [
+        "optimizer=sgd", "seed=3", "epochs=4"]
+
+
+def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainable, tmp_path):
+    from planner._command import CommandTrainable
+
+    train, configs = app_trainable
+    blind = CommandTrainable.from_dict({**train.to_dict(), "arm_configs": {}})  # and the trial has no params
+    config = json.loads(json.dumps(configs["sgd"]))
+    config["optimizer"]["lr"] = 0.25
+    trial = TrialDouble(dir=str(tmp_path / "t"), arm="sgd", budget=2)
+    with pytest.raises(CommandConfigMismatchError, match=r"optimizer.lr: contract 0.25, script 0.05"):
+        blind(config, trial)
+    assert trial.reports == []
