@@ -388,6 +388,8 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
     finally:
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
+            if name == "planner" or name.startswith("planner."):
+                continue  # the planner's own modules stay: one copy of each class
             origin = getattr(sys.modules[name], "__file__", None) or ""
             if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
                 del sys.modules[name]
