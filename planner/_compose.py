@@ -189,7 +189,6 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.config_repository import CachingConfigRepository
     from hydra._internal.defaults_list import create_defaults_list
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -197,7 +196,7 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     saved = base.getbase()
     version.setbase(None)
     try:
-        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config_dir)))
+        loader = ConfigLoaderImpl(config_search_path=_search_path(config_dir))
         loader.ensure_main_config_source_available()
         repo = CachingConfigRepository(loader.repository)
         primary = repo.load_config(config_path=config_name)
@@ -216,6 +215,36 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
         return OmegaConf.to_container(cfg, resolve=False)
     finally:
         base.version_base = saved
+
+
+def _search_path(config_dir: Path):
+    """Hydra's search path for `config_dir`, minus its own `pkg://hydra.conf` (not composed here).
+
+    Hydra scans every plugin to let search-path plugins add folders; those can only
+    come from the `hydra_plugins` package. Without it installed, the search path is
+    the folder and the structured-config store, and the scan (and the imports it
+    brings) is skipped; the two config-source types are registered as the scan would.
+    """
+    import importlib.util
+
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+    from hydra._internal.utils import create_config_search_path
+
+    if importlib.util.find_spec("hydra_plugins") is not None:
+        search_path = create_config_search_path(str(config_dir))
+        search_path.config_search_path = [e for e in search_path.config_search_path if e.provider != "hydra"]
+        return search_path
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+    from hydra._internal.sources_registry import SourcesRegistry
+
+    registry = SourcesRegistry.instance()
+    registry.register(FileConfigSource)
+    registry.register(StructuredConfigSource)
+    search_path = ConfigSearchPathImpl()
+    search_path.append("main", str(config_dir))
+    search_path.append("schema", "structured://")
+    return search_path
 
 
 def _missing_option(error, group):
