@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._compose import MISSING, ComposedArms, ComposeProblem, config_diff, flatten, get_path
-from planner._diagnostics import Diagnostic, Severity
+from planner._diagnostics import Diagnostic, Severity, short_repr
 from planner._load import LoadedYaml, format_path
 
 MIN_SEEDS_WARNING = 5
@@ -302,10 +302,7 @@ def _names(names: list[str]) -> str:
 
 
 def _value(value: Any) -> str:
-    if value is MISSING:
-        return "<absent>"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return "<absent>" if value is MISSING else short_repr(value, 40)
 
 
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:

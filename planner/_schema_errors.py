@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Any
 
-from planner._diagnostics import Diagnostic
+from planner._diagnostics import Diagnostic, short_repr
 from planner._load import LoadedYaml, format_path
 
 _TYPE_WORDS = {
@@ -99,10 +99,10 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
     elif all(e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]] for e in errs):
         code = "P102"
         expected = " or ".join(dict.fromkeys(_TYPE_WORDS[e["type"]] for e in errs))
-        message = f"{where} should be {expected}, not {_show(error.get('input'))}"
+        message = f"{where} should be {expected}, not {short_repr(error.get('input'))}"
         hint = f"Write {expected} here."
     else:
-        message = f"{where}: {error['msg']} (got {_show(error.get('input'))})"
+        message = f"{where}: {error['msg']} (got {short_repr(error.get('input'))})"
         hint = _range_hint(error, leaf)
         if path == ("seeds",) and kind == "too_short":
             code, hint = "P401", "Give at least 2 distinct confirmation seeds (5 or more is better)."
@@ -137,11 +137,6 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
     if kind == "string_too_short":
         return "Write a non-empty value."
     return "Change the value to what the message asks for."
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def allowed_keys(path: tuple[Any, ...]) -> list[str]:
