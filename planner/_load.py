@@ -33,7 +33,7 @@ from planner._errors import ContractError, UsageError
 MAX_BYTES = 1024 * 1024  # 1 MiB: a contract is a page of YAML
 MAX_DEPTH = 64
 MAX_ALIASES = 100  # aliases written in the file
-MAX_NODES = 10_000  # values in the file (P012), and after expanding aliases (P006)
+MAX_NODES = 5_000  # values in the file (P012), and after expanding aliases (P006)
 
 Path_ = tuple[Any, ...]
 Position = tuple[int, int]

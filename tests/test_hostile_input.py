@@ -80,7 +80,8 @@ def test_hostile_file_is_a_clear_error(tmp_path, name, capsys, yaml_parser):
     if code == "P007":
         assert result.diagnostics[0].line >= min(MAX_DEPTH - 1, data.count(b"\n"))
     assert result.diagnostics[0].hint
-    assert elapsed < 2.0, f"{name} took {elapsed:.2f} s"
+    # seconds even on a loaded 2-core machine; the pure-Python scanner is several times slower than libyaml
+    assert elapsed < (2.0 if yaml_parser == "libyaml" else 4.0), f"{name} took {elapsed:.2f} s"
     assert not marker.exists(), "a YAML tag ran code"
     assert main(["validate", str(path)]) == exit_code
     out, err = capsys.readouterr()
