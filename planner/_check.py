@@ -263,7 +263,7 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
         for key in tuning.space:
             missing = [name for name, config in configs.items() if get_path(config, key) is MISSING]
             if missing:
-                close = difflib.get_close_matches(key, _all_paths(base_leaves), n=1)
+                close = difflib.get_close_matches(key, [p for p in _all_paths(base_leaves) if p != key], n=1)
                 report.add("P405", ("tuning", "space", key),
                            f"tuning.space key {key!r} is not in the effective config of {_names(missing)}",
                            f"Did you mean `{close[0]}`?" if close else

@@ -70,8 +70,12 @@ def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
     base = contract.config
     base_dir = None
     if base.dir is not None:
-        base_dir = (Path(contract_dir) / base.dir).resolve()
-        if not base_dir.is_dir():
+        try:
+            base_dir = (Path(contract_dir) / base.dir).resolve()
+            found = base_dir.is_dir()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            base_dir, found = Path(contract_dir) / base.dir, False
+        if not found:
             for arm in contract.all_arms:
                 result.problems.append(ComposeProblem(
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
@@ -119,7 +123,15 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     for ov, item in parsed:
         is_group = base_dir is not None and (
             item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir())
+        if not is_group and "/" in item.key_or_group:  # a group path (hydra/launcher) that config.dir lacks
+            problems.append(ComposeProblem(
+                "bad_override", f"override {ov.text!r} names config group {item.key_or_group!r}, which "
+                + ("config.dir does not have" if base_dir is not None else "an inline config cannot have"),
+                arm, ov.source, ov.index))
+            continue
         (group if is_group else value).append((ov, item))
+    if problems:
+        return None, problems
 
     key = tuple(ov.text for ov, _ in group)
     if key not in cache:
