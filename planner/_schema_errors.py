@@ -92,10 +92,13 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         parent = format_path(path[:-1])
         message = f"missing required key {leaf!r}" + (f" in {parent}" if parent else "")
         hint = f"Add `{leaf}:`" + (f" under `{parent}`." if parent else " at the top level.")
-    elif kind == "value_error":
+    elif kind == "value_error" and isinstance(error.get("input"), dict):  # a model's own check across its fields
         code = "P104"
         message = f"{where}: {_strip_value_error(error['msg'])}"
         hint = "Change the fields as the message says."
+    elif kind == "value_error":  # a field's own check: a value out of range
+        message = f"{where}: {_strip_value_error(error['msg'])}"
+        hint = "Change the value as the message says."
     elif all(e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]] for e in errs):
         code = "P102"
         expected = " or ".join(dict.fromkeys(_TYPE_WORDS[e["type"]] for e in errs))

@@ -13,6 +13,8 @@ FAILING = [
     ("unknown-nested-key", "hydra.yaml", [("  exposure: 10", "  exposur: 10")], "P100", "exposur:"),
     ("missing-key", "hydra.yaml", [("  mode: max\n", "")], "P101", "metric:"),
     ("wrong-type", "hydra.yaml", [("exposure: 10", "exposure: ten")], "P102", "exposure: ten"),
+    ("wrong-type-for-a-union", "hydra.yaml", [("max_trials: 100", "max_trials: 100\n  max_wall_time: [1]")], "P102", "max_wall_time"),
+    ("bad-duration", "hydra.yaml", [("max_trials: 100", "max_trials: 100\n  max_wall_time: soon")], "P103", "max_wall_time"),
     ("out-of-range", "hydra.yaml", [("min_effect: 0.01", "min_effect: 0.01\n  alpha: 0.7")], "P103", "alpha: 0.7"),
     ("not-allowed-value", "hydra.yaml", [("mode: max", "mode: maximum")], "P103", "mode: maximum"),
     ("fields-clash", "hydra.yaml", [("  overrides: []", "  overrides: []\n  values: {a: 1}")], "P104", "config:"),
