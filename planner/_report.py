@@ -25,6 +25,7 @@ FORMATS = ("md", "json", "html")
 KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy", "pandas", "scikit-learn",
                 "hydra-core", "transformers")
 MAX_CURVE_POINTS = 200
+SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
@@ -145,7 +146,7 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
             "ended": int(len(sub)), "completed": int((status == "completed").sum()),
             "full_exposure": full, "early_stopped": int((status == "early_stopped").sum()),
             "failed": int(status.isin(rf.FAILED_STATUSES).sum()),
-            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("value")),
+            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
             "selected_params": _clean(sel.get("params") or {}),
         })
     if not planned and not len(tune):
@@ -398,7 +399,7 @@ def render_markdown(results: RunResults) -> str:
         out += ["None.", ""]
     out += ["## Protocol violations", ""]
     if s["violations"]:
-        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], "logged" if v["logged"] else "found in the reports"]
+        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], SOURCES.get(v["source"], v["source"])]
                 for v in s["violations"]]
         out += _table(["kind", "trial", "step", "detail", "source"], rows)
     else:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner import _report as rp
 from planner import _runfolder_read as rf
-from planner._report import _fmt
+from planner._report import SOURCES, _fmt
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results import RunResults
@@ -178,7 +178,7 @@ def render_html(results: RunResults) -> str:
         labels = {"heldout_in_tuning": "held-out metric in tuning (test exposure)",
                   "report_past_budget": "report past the budget"}
         rows = [[_e(labels.get(v["kind"], v["kind"])), _id(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
-                 "logged" if v["logged"] else "found in the reports"] for v in s["violations"]]
+                 SOURCES.get(v["source"], v["source"])] for v in s["violations"]]
         parts.append(_table(["violation", "trial", "step", "detail", "source"], rows))
     else:
         parts.append("<p>None.</p>")

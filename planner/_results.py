@@ -127,9 +127,20 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "NaN": math.nan, "Infinity": math.inf,
+               "-Infinity": -math.inf}
+
+
+def _number(v: Any) -> float:
+    """A metric value as a float: non-finite values stored as "nan", "inf", "-inf" read back; else NaN."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
+
+
 def _doubles(values: Sequence[Any]) -> list[float]:
-    """Numbers as floats; anything else (a string, a bool, None) as NaN."""
-    return [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan for v in values]
+    """Numbers as floats ("nan", "inf", "-inf" included); anything else (a string, a bool, None) as NaN."""
+    return [_number(v) for v in values]
 
 
 def _integers(values: Sequence[Any]) -> list[int]:
@@ -225,8 +236,7 @@ class _Collector:
                 self._extend(name, i, vals, s_i, t_i)
 
     def _final(self, name: str, i: int, last: Any) -> None:
-        value = float(last) if isinstance(last, int | float) and not isinstance(last, bool) else math.nan
-        self.finals.setdefault(name, []).append((i, value))
+        self.finals.setdefault(name, []).append((i, _number(last)))
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
         _append(self.values, vals, _doubles)

@@ -63,7 +63,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
-        "trials": rows, "trials_ended": len(records), "trials_planned": (plan or {}).get("planned_trials", len(planned) or None),
+        "trials": rows, "trials_ended": len(records), "trials_planned": rf.planned_count(plan),
         "running": running,
         "failures": rf.failures(records), "violations": rf.violations(records, contract),
         "budget": rf.budget_used(records, contract, state, plan),

@@ -88,7 +88,8 @@ def test_markdown_shows_every_section(results):
     for heading in ["## Hypothesis", "## Arms", "## Decisions", "## Confirmation by seed (`test_acc`)", "## Tuning",
                     "## Trials and budget", "## Failures", "## Protocol violations", "## Held-out ledger", "## Identity"]:
         assert heading in md, heading
-    assert "| adam | accept | 0.03204 |" in md
+    first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
+    assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
     assert "`optimizer.name`: sgd → adam" in md
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
     assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md

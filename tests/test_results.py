@@ -84,6 +84,8 @@ def test_reports_long_format_matches_the_records(results, run_dir):
     assert len(held) == 15 + 1 and set(held["step"]) == {10, 3}
     diverged = r[(r["trial_id"] == "tune-adam-s1000-t005") & (r["metric"] == "val_acc")]
     assert np.isnan(diverged["value"].iloc[-1]) and diverged["value"].iloc[:-1].notna().all()
+    loss = r[(r["trial_id"] == "tune-adam-s1000-t005") & (r["metric"] == "loss")]["value"]
+    assert loss.iloc[-1] == np.inf  # stored as the string "inf"
 
 
 def test_decisions_has_one_row_per_treatment_arm(results, run_dir):
@@ -102,6 +104,7 @@ def test_heldout_ledger_budget_and_violations(results):
     assert h["by_arm"] == {"sgd": 5, "adam": 5, "adamw": 5} and h["over_cap"] is False
     kinds = {(v["kind"], v["trial_id"], v["step"]) for v in results.violations}
     assert kinds == {("heldout_in_tuning", "tune-adam-s1000-t007", 3), ("report_past_budget", "tune-adam-s1000-t006", 11)}
+    assert {v["source"] for v in results.violations} == {"logged", "error"}  # diverged is a result, not a violation
     b = results.budget
     assert b["trials_ended"] == b["trials_planned"] == 39
     assert b["steps"] == int(results.trials["exposure"].sum()) and b["steps_planned"] == 390
@@ -115,9 +118,9 @@ def test_violations_not_logged_are_found_in_the_reports(tmp_path, run_dir):
     for rec in records:
         rec["violations"] = []
     (copy / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    found = {(v["kind"], v["trial_id"], v["logged"]) for v in load_run(copy, reports=False).violations}
-    assert found == {("heldout_in_tuning", "tune-adam-s1000-t007", False),
-                     ("report_past_budget", "tune-adam-s1000-t006", False)}
+    found = {(v["kind"], v["trial_id"], v["source"]) for v in load_run(copy, reports=False).violations}
+    assert found == {("heldout_in_tuning", "tune-adam-s1000-t007", "reports"),
+                     ("report_past_budget", "tune-adam-s1000-t006", "error")}
 
 
 def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
