@@ -370,7 +370,7 @@ def decide(frozen: dict[str, Any], finals: dict[str, list[float]], state: str) -
         else:
             decision, reason = "inconclusive", "the CI straddles min_effect"
         decisions.append({"arm": r["arm"], "decision": decision, "effect": round(effect, 6),
-                          "ci_low": round(lo, 6), "ci_high": round(hi, 6), "p_value": round(r["p"], 6),
+                          "ci_low": round(lo, 6), "ci_high": round(hi, 6), "p_value": float(f"{r['p']:.6g}"),
                           "alpha_adjusted": round(alpha_adj, 6), "n_baseline": int(base.size),
                           "n_arm": int(x.size), "reason": reason})
     decisions.sort(key=lambda d: [a["name"] for a in frozen["arms"]].index(d["arm"]))
