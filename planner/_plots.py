@@ -32,7 +32,8 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     fig = Figure(figsize=(8, 0.6 * max(len(rows), 1) + 1.4))
     ax = fig.add_subplot()
     if not rows:
-        ax.text(0.5, 0.5, "no decisions yet", ha="center", va="center", transform=ax.transAxes)
+        why = "no decisions yet" if not decisions else "no effect to plot: no arm has a complete comparison"
+        ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return _png(fig)
     for y, d in enumerate(reversed(rows)):

@@ -123,7 +123,8 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     for arm in arms:
         vals = [c["value"] for (s, a), c in cells.items() if a == arm and c["value"] is not None]
         means[arm] = _clean(float(np.mean(vals))) if vals else None
-    return {"metric": metric, "arms": arms, "rows": rows, "mean": means}
+    missing = "pending" if results.run_state == "running" else "missing"
+    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
@@ -371,7 +372,7 @@ def render_markdown(results: RunResults) -> str:
             cells = []
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append("pending" if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                cells.append(ps["missing"] if c is None else _fmt(c["value"]) if c["status"] == "completed"
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])

@@ -147,3 +147,34 @@ def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out}\n"
     assert main(["report", str(run_dir), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["run_state"] == "completed"
+
+
+def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
+    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=5, reports_per_trial=6, heldout=False)
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    contract["tuning"] = None
+    (run / "contract.yaml").write_text(yaml.safe_dump(contract))
+    records = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
+    kept = [r for r in records if r["phase"] == "confirm" and r["trial_id"] != "confirm-adam-s2"]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    plan = json.loads((run / "plan.json").read_text())
+    plan["phases"] = [p for p in plan["phases"] if p["phase"] == "confirm"]
+    plan["planned_count"] = 6
+    (run / "plan.json").write_text(json.dumps(plan))
+    (run / "selection.json").unlink()
+    (run / "identity.json").unlink()
+    decisions = json.loads((run / "decisions.json").read_text())
+    decisions["decisions"] = [{"arm": "adam", "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
+                               "p_value": None, "alpha_adjusted": None, "n_baseline": 3, "n_arm": 2,
+                               "reason": "adam: seed 2 has no confirmation result"}]
+    (run / "decisions.json").write_text(json.dumps(decisions))
+    res = load_run(run)
+    md = render(res, "md")
+    assert "| adam | incomplete | – | – | – |" in md
+    assert "| 2 | " in md and "| missing |" in md  # a completed run's absent trial is missing, not pending
+    assert "## Tuning" not in md and "identity.json is missing." in md
+    assert "No held-out metric is declared" in md
+    doc = json.loads(render(res, "json"))
+    assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
+    page = render(res, "html")
+    assert page.count("data:image/png;base64,") == 2
