@@ -343,7 +343,7 @@ def render_markdown(results: RunResults) -> str:
     if s.get("lock"):
         lk = s["lock"]
         out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
-    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip(), ""]
+    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
     m = s["metric"]
     out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
             f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "

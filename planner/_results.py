@@ -187,7 +187,7 @@ class _Collector:
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        reps = r.get("reports") or []
+        reps = rf.reports_of(r)
         self.n_reports.append(len(reps))
         if not reps:
             r["_metric_names"] = set()
@@ -305,11 +305,11 @@ def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
         "trial_id": pd.array([str(get(r, "trial_id")) for r in records], dtype="string"),
         "phase": pd.Categorical(phases, categories=_ordered(phases, PHASES)),
         "arm": pd.Categorical(arms, categories=_ordered(arms, [])),
-        "seed": pd.array([get(r, "seed") for r in records], dtype="Int64"),
-        "index": pd.array([get(r, "index") for r in records], dtype="Int64"),
+        "seed": _ints([get(r, "seed") for r in records]),
+        "index": _ints([get(r, "index") for r in records]),
         "status": pd.Categorical([get(r, "status") for r in records]),
-        "exposure": pd.array([get(r, "exposure") for r in records], dtype="Int64"),
-        "attempts": pd.array([get(r, "attempts", 1) for r in records], dtype="Int64"),
+        "exposure": _ints([get(r, "exposure") for r in records]),
+        "attempts": _ints([get(r, "attempts", 1) for r in records]),
         "duration_s": _numeric([get(r, "duration_s", nan) for r in records]),
         "started": _times([get(r, "started") for r in records]),
         "ended": _times([get(r, "ended") for r in records]),
@@ -325,6 +325,14 @@ def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
         column[list(idx)] = vals
         columns[f"final.{name}"] = column
     return pd.DataFrame(columns, index=pd.RangeIndex(n))
+
+
+def _ints(values: list[Any]) -> Any:
+    """A nullable integer column; a value that is not an integer (a damaged record) is NA."""
+    try:
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError):
+        return pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64")
 
 
 def _times(values: list[Any]) -> Any:
@@ -405,7 +413,7 @@ def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
         if col in ("effect", "ci_low", "ci_high", "p_value", "alpha_adjusted"):
             data[col] = _numeric([math.nan if v is None else v for v in vals])
         elif col in ("n_baseline", "n_arm"):
-            data[col] = pd.array(vals, dtype="Int64")
+            data[col] = _ints(vals)
         else:
             data[col] = pd.array(vals, dtype="string")
     return pd.DataFrame(data, index=pd.RangeIndex(len(arms)))

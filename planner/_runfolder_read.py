@@ -254,10 +254,16 @@ def planned_trials(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
 FAILED_STATUSES = ("failed", "diverged", "protocol_error", "timeout", "oom")
 
 
+def reports_of(record: dict[str, Any]) -> list[Any]:
+    """The record's reports; anything but a list (a damaged record) reads as none."""
+    reports = record.get("reports")
+    return reports if isinstance(reports, list) else []
+
+
 def record_last_step(record: dict[str, Any]) -> Any:
     if "_last_step" in record:
         return record["_last_step"]
-    reports = record.get("reports") or []
+    reports = reports_of(record)
     return reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
 
 
@@ -265,7 +271,7 @@ def metric_names(record: dict[str, Any]) -> set[str]:
     """The names of the metrics a trial reported (cached in the record under `_metric_names`)."""
     names = record.get("_metric_names")
     if names is None:
-        names = set().union(*[p.get("metrics") or {} for p in record.get("reports") or []])
+        names = set().union(*[p.get("metrics") or {} for p in reports_of(record) if isinstance(p, dict)])
         record["_metric_names"] = names
     return names
 
@@ -276,7 +282,7 @@ def slim_record(record: dict[str, Any], contract: dict[str, Any]) -> dict[str, A
     What the facts below need from the reports is cached first: the metric names
     and the last step. A run of 10k trials x 100 reports then fits in little memory.
     """
-    reports = record.get("reports") or []
+    reports = reports_of(record)
     names = metric_names(record)
     last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
     record["_last_step"] = last.get("step")
@@ -348,7 +354,7 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
             kinds.add(kind)
             detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
             out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
-        reports = r.get("reports") or []
+        reports = [p for p in reports_of(r) if isinstance(p, dict)]
         last_step = record_last_step(r)
         if (exposure is not None and "report_past_budget" not in kinds
                 and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))):
@@ -399,6 +405,13 @@ def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> d
     }
 
 
+def _finite(value: Any) -> float:
+    """A number from a record, 0 when it is absent or not a finite number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return 0.0
+
+
 def _seconds(value: Any) -> float | None:
     """'90', '20m', '2h', '1d' or a number -> seconds; None when absent or unreadable.
 
@@ -422,7 +435,7 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
     """Trials, steps of exposure and wall time used, against what was planned and allowed."""
     exposure = contract_get(contract, "budget.exposure")
     n_planned = planned_count(plan)
-    steps = sum(int(r.get("exposure") or 0) for r in records)
+    steps = int(sum(_finite(r.get("exposure")) for r in records))
     st_budget = (state or {}).get("budget") or {}
     max_wall = contract_get(contract, "budget.max_wall_time")
     max_wall_s = _seconds(max_wall)
@@ -432,5 +445,5 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
         "steps": steps, "steps_planned": None if not (n_planned and exposure) else n_planned * exposure,
         "unit": contract_get(contract, "budget.unit", "step"),
         "wall_time_s": st_budget.get("wall_time_s"), "max_wall_time_s": max_wall_s,
-        "trial_time_s": round(sum(float(r.get("duration_s") or 0) for r in records), 3),
+        "trial_time_s": round(sum(_finite(r.get("duration_s")) for r in records), 3),
     }

@@ -244,3 +244,18 @@ def test_irregular_reports_are_read_one_metric_at_a_time(tmp_path, run_dir):
     assert r["value"].iloc[:3].tolist() == [1.0, 0.5, 0.5] and np.isnan(r["value"].iloc[3])  # "oops" is not a number
     assert np.isnan(r["time_s"].iloc[2]) and r["time_s"].iloc[3] == 3.0
     assert np.isnan(res.trials["final.val_acc"].iloc[0]) and res.trials["final.loss"].iloc[0] == 0.5
+
+
+def test_a_damaged_record_reads_as_missing_values_not_a_crash(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rec = json.loads((copy / "trials.jsonl").read_text().splitlines()[0])
+    rec.update(trial_id="tune-sgd-s1000-t998", seed="x", exposure=2.5, attempts=True, reports="oops",
+               errors="bad", violations=[1], started="yesterday", duration_s="long")
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    res = load_run(copy)
+    row = res.trials.set_index("trial_id").loc["tune-sgd-s1000-t998"]
+    assert row["seed"] is pd.NA and row["exposure"] is pd.NA and row["n_reports"] == 0
+    assert pd.isna(row["started"]) and np.isnan(row["duration_s"])
+    assert main(["status", str(copy)]) == 0
