@@ -25,6 +25,7 @@ FORMATS = ("md", "json", "html")
 KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy", "pandas", "scikit-learn",
                 "hydra-core", "transformers")
 MAX_CURVE_POINTS = 200
+MAX_ROWS = 100  # failures and violations listed in md and html; json lists them all
 SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
 
 
@@ -314,6 +315,13 @@ def budget_lines(b: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def more_line(total: int) -> list[str]:
+    """The line under a table cut at MAX_ROWS rows, or nothing."""
+    if total <= MAX_ROWS:
+        return []
+    return [f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.", ""]
+
+
 def heldout_line(h: dict[str, Any]) -> str:
     if not h.get("metric"):
         return "No held-out metric is declared: the decision uses the tuning metric."
@@ -394,15 +402,15 @@ def render_markdown(results: RunResults) -> str:
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
                  f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"], f["where"]]
-                for f in s["failures"]]
-        out += _table(["trial", "status", "attempts", "error", "where"], rows)
+                for f in s["failures"][:MAX_ROWS]]
+        out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(len(s["failures"]))
     else:
         out += ["None.", ""]
     out += ["## Protocol violations", ""]
     if s["violations"]:
         rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], SOURCES.get(v["source"], v["source"])]
-                for v in s["violations"]]
-        out += _table(["kind", "trial", "step", "detail", "source"], rows)
+                for v in s["violations"][:MAX_ROWS]]
+        out += _table(["kind", "trial", "step", "detail", "source"], rows) + more_line(len(s["violations"]))
     else:
         out += ["None.", ""]
     out += ["## Held-out ledger", "", heldout_line(s["heldout"]), ""]

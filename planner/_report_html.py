@@ -167,8 +167,9 @@ def render_html(results: RunResults) -> str:
     if s["failures"]:
         rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
                  _e(f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]),
-                 f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"]]
+                 f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"][:rp.MAX_ROWS]]
         parts.append(_table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows))
+        parts.append(_more(len(s["failures"])))
     else:
         parts.append("<p>None.</p>")
 
@@ -178,8 +179,9 @@ def render_html(results: RunResults) -> str:
         labels = {"heldout_in_tuning": "held-out metric in tuning (test exposure)",
                   "report_past_budget": "report past the budget"}
         rows = [[_e(labels.get(v["kind"], v["kind"])), _id(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
-                 SOURCES.get(v["source"], v["source"])] for v in s["violations"]]
+                 SOURCES.get(v["source"], v["source"])] for v in s["violations"][:rp.MAX_ROWS]]
         parts.append(_table(["violation", "trial", "step", "detail", "source"], rows))
+        parts.append(_more(len(s["violations"])))
     else:
         parts.append("<p>None.</p>")
 
@@ -213,6 +215,11 @@ def render_html(results: RunResults) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
+
+
+def _more(total: int) -> str:
+    lines = rp.more_line(total)
+    return f"<p class='muted'>{_md_to_html(lines[0])}</p>" if lines else ""
 
 
 def _glance(s: dict[str, Any]) -> str:

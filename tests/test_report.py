@@ -178,3 +178,17 @@ def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
     assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
     page = render(res, "html")
     assert page.count("data:image/png;base64,") == 2
+
+
+def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeypatch):
+    import planner._report as rp
+
+    monkeypatch.setattr(rp, "MAX_ROWS", 2)
+    n = len(results.failures)
+    assert n == 4
+    md = render(results, "md")
+    failures = md.split("## Failures")[1].split("## Protocol violations")[0]
+    assert failures.count("\n| tune-") == 2 and "confirm-sgd-s0" not in failures
+    assert f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
+    assert f"... and {n - 2} more" in render(results, "html")
+    assert len(json.loads(render(results, "json"))["failures"]) == n
