@@ -55,6 +55,12 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
+def _wall_hours(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int, exposure: int) -> int:
+    """A wall-time budget the synthetic run fits in: 12 h, or more for a big run (2 slots, 0.5 s a step)."""
+    trials = len(arms) * (len(seeds) + len(tune_seeds) * tune_trials)
+    return max(12, math.ceil(trials * exposure * 0.5 / 2 * 1.5 / 3600))
+
+
 def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int,
                   exposure: int, heldout: bool, name: str = "optimizer-compare") -> dict[str, Any]:
     """The frozen contract (every default written out) of a synthetic run."""
@@ -76,7 +82,7 @@ def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int]
         "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc" if heldout else None},
         "acceptance": {"min_effect": 0.01, "alpha": 0.05, "test": "welch", "correction": "holm"},
         "seeds": seeds,
-        "budget": {"unit": "epoch", "exposure": exposure, "max_wall_time": "12h",
+        "budget": {"unit": "epoch", "exposure": exposure, "max_wall_time": f"{_wall_hours(arms, seeds, tune_seeds, tune_trials, exposure)}h",
                    "max_heldout_evaluations": 4 * len(arms) * len(seeds)},
         "tuning": {
             "trials_per_arm": tune_trials,
@@ -286,7 +292,7 @@ def make_run(
         for line in w.events[: 2 * len(lines) + (1 if state == "running" else 0)]:
             f.write(line + "\n")
     reason = {"completed": "all planned trials ended", "running": "tuning",
-              "budget_exhausted": "budget.max_wall_time (12h) reached",
+              "budget_exhausted": f"budget.max_wall_time ({frozen['budget']['max_wall_time']}) reached",
               "interrupted": "stopped by SIGINT", "failed": "the planner could not go on"}.get(state, state)
     _write_json(run_dir / "state.json", {"state": state, "updated": _iso(CREATED + timedelta(seconds=wall)),
                                          "reason": reason, "budget": {"wall_time_s": wall, "trials_ended": len(lines)}})

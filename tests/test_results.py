@@ -194,6 +194,7 @@ def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
         f"assert main(['status', {str(run_dir)!r}]) == 0\n"
         f"assert main(['report', {str(run_dir)!r}, '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}]) == 0\n"
         f"assert main(['report', {str(run_dir)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}]) == 0\n"
+        f"assert main(['export', {str(run_dir)!r}, '-o', {str(tmp_path / 'export')!r}]) == 0\n"
         "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not bad, bad\n"
     )
