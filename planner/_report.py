@@ -263,6 +263,24 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     return out.reset_index()[cols]
 
 
+def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
+    """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
+    metric = metric or results.metric
+    r = results.reports
+    arms = ((results.selection or {}).get("arms") or {})
+    out = {}
+    if not len(r) or metric not in r["metric"].cat.categories:
+        return out
+    is_metric = r["metric"].to_numpy() == metric
+    for arm, sel in arms.items():
+        tid = (sel or {}).get("trial_id")
+        if tid and tid in r["trial_id"].cat.categories:
+            rows = r.loc[is_metric & (r["trial_id"] == tid).to_numpy(), ["step", "value"]]
+            if len(rows):
+                out[str(arm)] = rows.reset_index(drop=True)
+    return out
+
+
 # ---------------------------------------------------------------- markdown
 
 

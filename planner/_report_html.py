@@ -143,10 +143,12 @@ def render_html(results: RunResults) -> str:
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
     exposure = rf.contract_get(results.contract, "budget.exposure")
-    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure),
+    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure,
+                                        rp.selected_curves(results)),
                       "learning curves per arm"))
-    parts.append("<p class='muted'>Tuning: every tuning trial of the arm, whatever its params; trials stopped early "
-                 "leave the curve at their last step.</p>")
+    parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
+                 "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
+                 "for confirmation. Confirmation: the median and the range over seeds.</p>")
 
     if s["tuning"]:
         parts.append("<h2>Tuning</h2>")

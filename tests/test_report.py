@@ -192,3 +192,15 @@ def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeyp
     assert f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
     assert f"... and {n - 2} more" in render(results, "html")
     assert len(json.loads(render(results, "json"))["failures"]) == n
+
+
+def test_selected_curves_are_the_selected_trials_reports(results):
+    from planner._report import selected_curves
+
+    chosen = json.loads((results.run_dir / "selection.json").read_text())["arms"]
+    got = selected_curves(results)
+    assert set(got) == set(ARMS)
+    r = results.reports
+    tid = chosen["adamw"]["trial_id"]
+    expected = r[(r["trial_id"] == tid) & (r["metric"] == "val_acc")]["value"].tolist()
+    assert got["adamw"]["value"].tolist() == expected and len(expected) == 10
