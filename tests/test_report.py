@@ -78,6 +78,12 @@ def test_curves_are_median_and_spread_per_phase_arm_and_step(results):
     sel = r[(r["metric"] == "val_acc") & (r["phase"] == "confirm") & (r["arm"] == "adamw") & (r["step"] == 4)]["value"]
     row = c[(c["phase"] == "confirm") & (c["arm"] == "adamw") & (c["step"] == 4)].iloc[0]
     assert row["n"] == 5 and row["median"] == np.median(sel) and row["min"] == sel.min() and row["max"] == sel.max()
+    assert row["q25"] == pytest.approx(np.quantile(sel, 0.25)) and row["q75"] == pytest.approx(np.quantile(sel, 0.75))
+    tune = r[(r["metric"] == "val_acc") & (r["phase"] == "tune")]
+    g = tune[np.isfinite(tune["value"])].groupby(["arm", "step"], observed=True)["value"]
+    t = c[c["phase"] == "tune"].set_index(["arm", "step"])
+    for name, ref in [("n", g.size()), ("median", g.median()), ("q25", g.quantile(0.25)), ("q75", g.quantile(0.75))]:
+        assert np.allclose(t[name].to_numpy(dtype=float), ref.reindex(t.index).to_numpy(dtype=float)), name
     assert set(c["phase"].astype(str)) == {"tune", "confirm"}
     few = curves(results, max_points=4)
     assert few.groupby(["phase", "arm"], observed=True).size().max() <= 4
