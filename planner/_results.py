@@ -17,7 +17,6 @@ import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ REPORT_COLUMNS = ["trial_id", "phase", "arm", "seed", "step", "metric", "value",
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
 PHASES = ["tune", "confirm", "reeval"]
-_STEP_TIME_METRICS = itemgetter("step", "time_s", "metrics")
 
 
 @dataclass
@@ -196,22 +194,28 @@ class _Collector:
         self.records.append(rf.slim_record(r, self.contract))
 
     def _add_regular(self, i: int, r: dict[str, Any], reps: list[Any]) -> bool:
-        """The common case, in C loops: every report has step, time_s and the same metrics."""
+        """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
+
+        Everything is computed before anything is stored, so a KeyError or TypeError
+        (an irregular report) leaves no trace and the general path takes over.
+        """
         try:
-            steps, times, mets = zip(*map(_STEP_TIME_METRICS, reps), strict=True)
+            mets = [p["metrics"] for p in reps]
             names = sorted(set().union(*mets))
-            last = itemgetter(*names)(mets[-1])
-            wanted = [n for n in names if self.metrics is None or n in self.metrics] if self.want else []
-            if len(wanted) == 1:
-                columns = [tuple(map(itemgetter(wanted[0]), mets))]
-            elif wanted:
-                columns = list(zip(*map(itemgetter(*wanted), mets), strict=True))
-        except (KeyError, TypeError, ValueError):
+            last = mets[-1]
+            finals = [last[n] for n in names]
+            columns = []
+            if self.want:
+                steps = [p["step"] for p in reps]
+                times = [p["time_s"] for p in reps]
+                wanted = [n for n in names if self.metrics is None or n in self.metrics]
+                columns = [(n, [m[n] for m in mets]) for n in wanted]
+        except (KeyError, TypeError):
             return False
         r["_metric_names"] = set(names)
-        for name, value in zip(names, last if len(names) > 1 else (last,), strict=True):
+        for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
-        for name, vals in zip(wanted, columns if wanted else [], strict=True):
+        for name, vals in columns:
             self._extend(name, i, vals, steps, times)
         return True
 
