@@ -430,7 +430,7 @@ def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Co
 
 def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) -> str:
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
-    said = f"{name} changes {metric} by {c.effect:+.4g} against {baseline} ({ci})"
+    said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     if decision == "accept":
         return f"{said}: the CI is above 0 and the effect reaches the minimum {min_effect:g}."
     if decision == "reject":
