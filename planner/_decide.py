@@ -94,11 +94,15 @@ class Decision:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        """Exactly DECISION_KEYS, JSON-able: NaN becomes None, infinities stay floats."""
+        """Exactly DECISION_KEYS as strict JSON values: NaN and infinities become None.
+
+        A null CI bound next to a finite effect means an unbounded CI (the
+        bootstrap test with too few seeds); the reason says so.
+        """
         out = {}
         for key in DECISION_KEYS:
             value = getattr(self, key)
-            if isinstance(value, float) and math.isnan(value):
+            if isinstance(value, float) and not math.isfinite(value):
                 value = None
             out[key] = value
         return out
@@ -199,21 +203,35 @@ def _t_interval(effect, se, df, alpha):
     return effect, effect - half, effect + half, np.minimum(p, 1.0)
 
 
-def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
-    n_b, n_a = base.shape[-1], arm.shape[-1]
-    var_b = base.var(axis=-1, ddof=1) / n_b
-    var_a = arm.var(axis=-1, ddof=1) / n_a
-    se = np.sqrt(var_a + var_b)
+def welch_df(se2_arm, se2_base, n_arm, n_base):
+    """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        df = (var_a + var_b) ** 2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
-    return _t_interval(arm.mean(axis=-1) - base.mean(axis=-1), se, df, alpha)
+        return (se2_arm + se2_base) ** 2 / (se2_arm**2 / (n_arm - 1) + se2_base**2 / (n_base - 1))
 
 
-def _paired_t(base: np.ndarray, arm: np.ndarray, alpha: float):
+def _welch_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of Welch's t per row."""
+    n_b, n_a = base.shape[-1], arm.shape[-1]
+    se2_b = base.var(axis=-1, ddof=1) / n_b
+    se2_a = arm.var(axis=-1, ddof=1) / n_a
+    effect = arm.mean(axis=-1) - base.mean(axis=-1)
+    return effect, np.sqrt(se2_a + se2_b), welch_df(se2_a, se2_b, n_a, n_b)
+
+
+def _paired_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of the paired t per row; columns are paired seeds."""
     diff = arm - base
     n = diff.shape[-1]
     se = diff.std(axis=-1, ddof=1) / np.sqrt(n)
-    return _t_interval(diff.mean(axis=-1), se, np.full(se.shape, n - 1.0), alpha)
+    return diff.mean(axis=-1), se, np.full(se.shape, n - 1.0)
+
+
+def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_welch_parts(base, arm), alpha)
+
+
+def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_paired_parts(base, arm), alpha)
 
 
 def permutation_splits(n_arm: int, n_baseline: int, rng_seed: int = 0,

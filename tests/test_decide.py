@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from planner._contract import Acceptance
@@ -85,6 +87,7 @@ def test_bootstrap_at_three_seeds_cannot_reach_005_and_says_so():
                   {"b": [(0, 0.0), (1, 0.1), (2, 0.2)], "a": [(0, 5.0), (1, 5.1), (2, 5.2)]},
                   "b", planned_seeds=[0, 1, 2])  # fmt: skip
     assert d.decision == "inconclusive" and "cannot reach alpha" in d.reason
+    assert json.loads(json.dumps(d.as_dict(), allow_nan=False))["ci_low"] is None
 
 
 def test_random_permutations_are_reproducible_and_include_the_observed_split():
@@ -198,3 +201,20 @@ def test_bad_input_is_refused():
         decide(acc, "max", {"base": [(0, 1.0), (0, 2.0)], "a": []}, "base", planned_seeds=SEEDS)
     with pytest.raises(ValueError, match="unknown test"):
         compare(BASE, ARM, mode="max", test="mann", alpha=0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.floats(-5, 5), min_size=2, max_size=7),
+    st.lists(st.floats(-5, 5), min_size=2, max_size=7),
+    st.sampled_from(["welch", "bootstrap"]),
+    st.sampled_from([0.01, 0.05, 0.2]),
+)
+def test_ci_and_p_agree_and_min_mode_mirrors_max(base, arm, test, alpha):
+    up = compare(base, arm, mode="max", test=test, alpha=alpha)
+    excludes_zero = up.ci_low > 0 or up.ci_high < 0
+    if not math.isclose(up.p_value, alpha, rel_tol=1e-9):
+        assert excludes_zero == (up.p_value <= alpha)
+    assert up.ci_low <= up.effect <= up.ci_high
+    down = compare([-v for v in base], [-v for v in arm], mode="min", test=test, alpha=alpha)
+    assert (down.effect, down.ci_low, down.ci_high) == pytest.approx((up.effect, up.ci_low, up.ci_high))

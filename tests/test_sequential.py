@@ -83,6 +83,8 @@ def test_looks_continue_accept_and_stop_for_futility():
     clear = base + 3.0 + rng.normal(0, 0.1, 12)
     step = sequential_decision(1, base[:8], clear[:8], design=design, mode="max", min_effect=0.5)
     assert step.action == step.decision == "accept" and "early" in step.reason
+    recorded = step.as_decision("clear").as_dict()
+    assert recorded["decision"] == "accept" and recorded["p_value"] is None and recorded["alpha_adjusted"] == ALPHA
 
     worse = base - 2.0 + rng.normal(0, 0.1, 12)
     step = sequential_decision(0, base[:4], worse[:4], design=design, mode="max", min_effect=0.5)
