@@ -17,8 +17,9 @@ Tests:
                (randomization) distribution of the difference of means, inverted
                into a CI for the shift. p: two-sided permutation p-value,
                2 * min(one-sided p's), capped at 1. With few seeds the smallest
-               reachable p is 1 / C(n_a + n_b, n_a): at 3 + 3 seeds that is 0.05,
-               so at alpha 0.05 the CI is unbounded and the decision inconclusive.
+               one-sided p is 1 / C(n_a + n_b, n_a): 0.05 at 3 + 3 seeds, above
+               the 0.025 that accept needs at alpha 0.05, so the CI is unbounded
+               and the decision inconclusive.
 
 Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 "CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
@@ -82,6 +83,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Decision:
+    """One arm's entry of decisions.json (docs/run-folder.md)."""
+
     arm: str
     decision: Verdict
     effect: float
@@ -272,8 +275,11 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     slope = (n_a - arm_kept) * (1 / n_a + 1 / n_b)  # 0 for splits equal to the observed one
     same = slope == 0
     n_splits, n_same = len(splits), int(same.sum())
+    gap = observed - stat
+    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a tie
+    gap = np.where(np.abs(gap) <= 1e-9 * np.abs(pooled).max(axis=-1, keepdims=True), 0.0, gap)
     with np.errstate(divide="ignore", invalid="ignore"):
-        crossing = (observed - stat) / np.where(same, 1.0, slope)
+        crossing = gap / np.where(same, 1.0, slope)
     low_side = np.where(same, np.inf, crossing)  # never counted by "d <= delta"
     high_side = np.where(same, -np.inf, crossing)  # never counted by "d >= delta"
     p_upper = (n_same + (low_side <= 0).sum(axis=1)) / n_splits

@@ -66,6 +66,18 @@ def test_bootstrap_p_is_the_exact_permutation_p():
     assert c.p_value == pytest.approx(ref.pvalue)
 
 
+def test_bootstrap_counts_ties_despite_rounding():
+    base, arm = [0.7, 0.8, 0.9, 0.8, 0.7], [0.9, 0.8, 0.7, 0.9, 0.8]  # many sums tie, up to float error
+    c = compare(base, arm, mode="max", test="bootstrap", alpha=0.05)
+    ref = stats.permutation_test(
+        (arm, base), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type="independent", n_resamples=np.inf, vectorized=True,
+    )  # fmt: skip
+    assert c.p_value == pytest.approx(ref.pvalue)
+    mirrored = compare(arm, base, mode="max", test="bootstrap", alpha=0.05)
+    assert mirrored.p_value == pytest.approx(c.p_value)
+
+
 def test_bootstrap_ci_is_the_set_of_shifts_the_permutation_test_keeps():
     alpha = 0.1
     c = compare(BASE, ARM, mode="max", test="bootstrap", alpha=alpha)
