@@ -296,6 +296,19 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     return observed[:, 0], low, high, p
 
 
+def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
+    """The two-sided level the bootstrap (permutation) test really has at nominal alpha.
+
+    Its one-sided p takes values k / C(n_a + n_b, n_a), so "CI low > 0" happens
+    with probability floor(alpha / 2 * C) / C under no effect; 0 means never.
+    With random splits (large C) the level is alpha.
+    """
+    splits = math.comb(n_arm + n_baseline, n_arm)
+    if splits > MAX_ENUMERATED_SPLITS:
+        return alpha
+    return 2 * math.floor(alpha / 2 * splits + 1e-9) / splits
+
+
 def smallest_p_value(n_arm: int, n_baseline: int) -> float:
     """The smallest two-sided p the bootstrap (permutation) test can give."""
     return min(1.0, 2 / math.comb(n_arm + n_baseline, n_arm))
