@@ -56,7 +56,7 @@ def test_look_sizes():
     assert look_sizes(10, 3) == [3, 7, 10]
     assert look_sizes(5, 1) == [5]
     assert look_sizes(5, 3) == [2, 3, 5]
-    with pytest.raises(ValueError, match="cannot make"):
+    with pytest.raises(ValueError, match="cannot make 3 looks.*at most 2 looks"):
         look_sizes(3, 3)
 
 
