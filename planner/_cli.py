@@ -101,13 +101,20 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 
 _cmd_validate = _not_built("validate")
 _cmd_schema = _not_built("schema")
-_cmd_run = _not_built("run")
 _cmd_status = _not_built("status")
 _cmd_report = _not_built("report")
 _cmd_export = _not_built("export")
 _cmd_reeval = _not_built("reeval")
 _cmd_power = _not_built("power")
 _cmd_estimate = _not_built("estimate")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from planner._run import format_result, run
+
+    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
+    print(format_result(result))
+    return result.exit_code
 
 
 def build_parser() -> argparse.ArgumentParser:
