@@ -32,3 +32,11 @@ def diverge(config, trial):
             trial.report(step, val_acc=float("nan") if step == 2 else 0.5, test_acc=float("nan") if step == 2 else 0.5)
         return
     train(config, trial)
+
+
+def slow(config, trial):
+    import time
+
+    for step in range(1, trial.budget + 1):
+        time.sleep(config["recipe"].get("sleep", 1.0))
+        trial.report(step, val_acc=0.5, test_acc=0.5)
