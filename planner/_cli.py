@@ -123,7 +123,14 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-_cmd_run = _not_built("run")
+def _cmd_run(args: argparse.Namespace) -> int:
+    from planner._run import format_result, run
+
+    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
+    print(format_result(result))
+    return result.exit_code
+
+
 _cmd_reeval = _not_built("reeval")
 _cmd_power = _not_built("power")
 _cmd_estimate = _not_built("estimate")
