@@ -29,11 +29,17 @@ class Diagnostic:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else (self.file or "<contract>")
         text = f"{where}: {self.severity} {self.code}: {self.message}"
         if self.hint:
-            text += f" {self.hint}"
+            text += ("" if text.endswith((".", "?", "!")) else ".") + f" {self.hint}"
         return text
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def short_repr(value: object, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters, for quoting a value in a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

@@ -1,0 +1,77 @@
+"""How long `plan validate` takes next to the floor of importing what it needs.
+
+Times, in fresh processes and interleaved so that machine load hits all alike:
+  - floor:    python -c "import hydra, pydantic"   (the target's floor; pydantic's import is lazy here)
+  - models:   python -c "import hydra; from pydantic import BaseModel"   (what using pydantic models costs)
+  - validate: python -m planner validate valid/optimizer-tuned.yaml (two config-group options: two composes)
+and prints the medians and the ratios. The target is validate within 1.5x of the floor.
+
+    python bench/bench_validate.py [--runs 10] [--contract PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "contracts"
+TARGET = 1.5
+
+
+def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child): CPU time is steadier on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--contract", type=Path, default=SHARED / "valid" / "optimizer-tuned.yaml")
+    args = parser.parse_args()
+    contract = args.contract.resolve()
+    # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
+    cwd = contract.parent.parent
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    commands = {
+        "import floor (import hydra, pydantic)": [sys.executable, "-c", "import hydra, pydantic"],
+        "import hydra; from pydantic import BaseModel": [sys.executable, "-c", "import hydra; from pydantic import BaseModel"],
+        f"plan validate {contract.name}": [sys.executable, "-m", "planner", "validate", str(contract)],
+    }
+    for argv in commands.values():  # warm the file cache
+        _time(argv, cwd, env)
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(args.runs):
+        for name, argv in commands.items():
+            w, c = _time(argv, cwd, env)
+            wall[name].append(w)
+            cpu[name].append(c)
+    walls = {name: statistics.median(values) for name, values in wall.items()}
+    cpus = {name: statistics.median(values) for name, values in cpu.items()}
+    for name in commands:
+        print(f"{name}: median wall {walls[name]:.3f} s, CPU {cpus[name]:.3f} s over {args.runs} runs")
+    floor, models, validate = walls.values()
+    cpu_floor, cpu_models, cpu_validate = cpus.values()
+    ratio = validate / floor
+    print(f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_validate / cpu_floor:.2f} (target <= {TARGET}); "
+          f"validate / models: wall {validate / models:.2f}, CPU {cpu_validate / cpu_models:.2f}")
+    return 0 if ratio <= TARGET else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

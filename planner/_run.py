@@ -1,0 +1,549 @@
+"""`plan run`: one contract from the YAML file to a decision per arm.
+
+validate -> freeze the run folder -> tune (Ray Tune) -> select -> confirm (Ray
+tasks) -> decide -> decisions.json. Every ended trial is written as it ends;
+the run state (completed / budget_exhausted / interrupted / failed) is kept
+apart from the decisions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner._diagnostics import Diagnostic
+from planner._errors import ContractError, PlannerError, RunError, UsageError
+from planner._plan import Plan, make_plan
+from planner._store import RunStore, read_jsonl
+from planner._trial import TrialSpec
+
+EXIT_COMPLETED, EXIT_INVALID, EXIT_INCOMPLETE = 0, 1, 3
+FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    state: str
+    reason: str
+    decisions: list[dict]
+    wall_time_s: float
+    trials_ended: int
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_COMPLETED if self.state == "completed" else EXIT_INCOMPLETE
+
+
+# ------------------------------------------------------------------ loading and validating
+
+def load_and_validate(contract_path: str | os.PathLike):
+    """(contract, contract_dir, composed configs, plan), or ContractError / UsageError."""
+    path = Path(contract_path)
+    if not path.is_file():
+        raise UsageError(f"cannot read {contract_path}: no such file")
+    contract = _load(path)
+    from planner._compose import compose_arms
+
+    composed = compose_arms(contract, path.parent)
+    if composed.problems:
+        raise ContractError([Diagnostic(f"compose.{p.kind}", "error", p.message,
+                                        path="config" if p.source == "config" else f"arm {p.source}",
+                                        file=str(path)) for p in composed.problems])
+    if contract.trainable is not None:
+        missing = _trainable_problem(contract.trainable, _search_path(path.parent.resolve()))
+        if missing:
+            raise ContractError([Diagnostic("trainable.not_found", "error", missing, path="trainable", file=str(path))])
+    plan = make_plan(contract)
+    problem = plan.budget_problem()
+    if problem:
+        raise ContractError([Diagnostic("budget.max_trials", "error", problem, path="budget.max_trials",
+                                        file=str(path))])
+    return contract, path.parent.resolve(), composed.configs, plan
+
+
+def _trainable_problem(trainable: str, search_path: list[str]) -> str | None:
+    """Why `module:function` cannot be found from the contract's folder and the current folder (without importing it)."""
+    import importlib.util
+
+    module = trainable.partition(":")[0]
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in search_path if p not in sys.path]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return (f"trainable {trainable!r}: no module {module!r} on the import path (the contract's folder "
+                f"and the current folder, {os.getcwd()}); run from the folder it imports from")
+    return None
+
+
+def _load(path: Path):
+    """The contract, validated by `planner._validate` when it is there, else by the model alone."""
+    try:
+        from planner import _validate  # lands with the contract-validation branch
+    except ImportError:
+        _validate = None
+    if _validate is not None and hasattr(_validate, "load_contract"):
+        loaded = _validate.load_contract(path)
+        return getattr(loaded, "contract", loaded)  # main's validator returns a LoadedContract
+    from pydantic import ValidationError
+
+    from planner._contract import Contract
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path}: {error}") from None
+    except yaml.YAMLError as error:
+        raise ContractError([Diagnostic("yaml", "error", f"not valid YAML: {error}", file=str(path))]) from None
+    if not isinstance(data, dict):
+        raise ContractError([Diagnostic("yaml", "error", "a contract is a YAML mapping", file=str(path))])
+    try:
+        return Contract.model_validate(data)
+    except ValidationError as error:
+        raise ContractError([Diagnostic(f"schema.{e['type']}", "error",
+                                        f"{'.'.join(str(p) for p in e['loc']) or 'contract'}: {e['msg']}",
+                                        path=".".join(str(p) for p in e["loc"]), file=str(path))
+                             for e in error.errors()]) from None
+
+
+# ------------------------------------------------------------------ the decision (stand-in)
+
+def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
+    """STAND-IN until planner._decide lands: Welch's t for every test, Holm/Bonferroni across arms.
+
+    Returns one dict per treatment arm with the keys of decisions.json.
+    """
+    from scipy import stats
+
+    metric = contract.metric.decision_metric
+    acceptance = contract.acceptance
+    sign = 1.0 if contract.metric.mode == "max" else -1.0
+
+    def values(arm: str) -> tuple[list[float] | None, str]:
+        by_seed = {r["seed"]: r for r in confirm_records if r["arm"] == arm and r["phase"] == "confirm"}
+        out, problems = [], []
+        for seed in contract.seeds:
+            record = by_seed.get(seed)
+            if record is None:
+                problems.append(f"seed {seed} has no confirmation result")
+            elif record["status"] == "diverged":
+                if contract.failures.diverged_value is None:
+                    problems.append(f"seed {seed} diverged (no failures.diverged_value given)")
+                else:
+                    out.append(float(contract.failures.diverged_value))
+            elif record["status"] != "completed":
+                problems.append(f"seed {seed} {record['status']}")
+            else:
+                value = _final(record, metric)
+                if value is None:
+                    problems.append(f"seed {seed} did not report {metric}")
+                else:
+                    out.append(value)
+        return (None, "; ".join(problems)) if problems else (out, "")
+
+    base, base_problem = values(contract.baseline.name)
+    rows = []
+    for arm in contract.arms:
+        row = {"arm": arm.name, "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
+               "p_value": None, "alpha_adjusted": None, "n_baseline": len(base or []), "n_arm": 0, "reason": ""}
+        treated, problem = values(arm.name)
+        row["n_arm"] = len(treated or [])
+        if base is None or treated is None:
+            row["reason"] = "; ".join(x for x in (f"baseline: {base_problem}" if base is None else "",
+                                                  f"{arm.name}: {problem}" if treated is None else "") if x)
+        else:
+            effect = sign * (_mean(treated) - _mean(base))
+            va, vb = _var(treated), _var(base)
+            se = math.sqrt(va / len(treated) + vb / len(base))
+            if se == 0:
+                df, p = math.inf, (1.0 if effect == 0 else 0.0)
+            else:
+                df = (va / len(treated) + vb / len(base)) ** 2 / (
+                    (va / len(treated)) ** 2 / (len(treated) - 1) + (vb / len(base)) ** 2 / (len(base) - 1))
+                p = float(2 * stats.t.sf(abs(effect / se), df))
+            row.update(effect=effect, p_value=p, _se=se, _df=df)
+        rows.append(row)
+    complete = sorted((r for r in rows if r["p_value"] is not None), key=lambda r: r["p_value"])
+    m = len(contract.arms)
+    for rank, row in enumerate(complete):
+        if acceptance.correction == "holm":
+            alpha = acceptance.alpha / (m - rank)
+        elif acceptance.correction == "bonferroni":
+            alpha = acceptance.alpha / m
+        else:
+            alpha = acceptance.alpha
+        se, df, effect = row.pop("_se"), row.pop("_df"), row["effect"]
+        half = 0.0 if se == 0 else float(stats.t.ppf(1 - alpha / 2, df)) * se
+        row.update(alpha_adjusted=alpha, ci_low=effect - half, ci_high=effect + half)
+        if row["ci_low"] > 0 and effect >= acceptance.min_effect:
+            row["decision"], row["reason"] = "accept", "CI above 0 and effect >= min_effect"
+        elif row["ci_high"] < acceptance.min_effect:
+            row["decision"], row["reason"] = "reject", "CI below min_effect: any improvement is too small to matter"
+        else:
+            row["decision"], row["reason"] = "inconclusive", "the CI spans min_effect or 0"
+        row["reason"] += " (stand-in Welch test; planner._decide not merged)"
+    return rows
+
+
+def _final(record: dict, metric: str) -> float | None:
+    for report in reversed(record.get("reports", [])):
+        if metric in report.get("metrics", {}):
+            value = float(report["metrics"][metric])
+            return value if math.isfinite(value) else None
+    return None
+
+
+def _mean(xs: list[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _var(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mu = _mean(xs)
+    return sum((x - mu) ** 2 for x in xs) / (len(xs) - 1)
+
+
+# ------------------------------------------------------------------ Ray
+
+def _search_path(contract_dir: Path) -> list[str]:
+    planner_parent = str(Path(__file__).resolve().parent.parent)
+    out = []
+    for folder in (str(contract_dir), os.getcwd(), planner_parent):
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
+def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool) -> bool:
+    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it."""
+    import ray
+
+    from planner._dispatch import WORKER_ENV
+
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address:
+        cwd = Path.cwd()
+        excludes = [".git", ".venv", "**/__pycache__", "*.pyc", "runs"]
+        try:
+            excludes.append(str(runs_dir.resolve().relative_to(cwd)))
+        except ValueError:
+            pass
+        py_modules = [str(Path(__file__).resolve().parent)]
+        runtime_env = {"working_dir": str(cwd), "excludes": excludes, "py_modules": py_modules,
+                       "env_vars": dict(WORKER_ENV)}
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
+                     configure_logging=False)
+        except Exception as error:  # ConnectionError and friends: a sentence, not a trace
+            raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
+        return True
+    pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
+             log_to_driver=log_to_driver, configure_logging=False)
+    return True
+
+
+# ------------------------------------------------------------------ the run
+
+class _Runner:
+    def __init__(self, contract, contract_dir: Path, configs: dict[str, dict], plan: Plan, store: RunStore,
+                 display_factory, previous_wall_s: float = 0.0):
+        from planner._progress import Progress
+
+        self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
+        self.store = store
+        self.sha = contract.sha256()
+        self.search_path = _search_path(contract_dir)
+        self.t0 = time.monotonic()
+        self.previous_wall_s = previous_wall_s
+        planned: dict[tuple[str, str], int] = {}
+        for t in plan.trials:
+            planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
+        self.progress = Progress(list(plan.arms), planned, metric=contract.metric.name, mode=contract.metric.mode,
+                                 decision_metric=contract.metric.decision_metric,
+                                 max_wall_time_s=contract.budget.max_wall_time_s)
+        self.display = display_factory(self.progress)
+        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()}
+        for record in self.records.values():
+            self.progress.ended(record, was_running=False)
+
+    # time
+    def wall_s(self) -> float:
+        return self.previous_wall_s + time.monotonic() - self.t0
+
+    def remaining_s(self) -> float | None:
+        limit = self.contract.budget.max_wall_time_s
+        return None if limit is None else limit - self.wall_s()
+
+    def write_state(self, state: str, reason: str = "") -> None:
+        self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
+
+    # hooks
+    def _started(self, spec: TrialSpec) -> None:
+        self.store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
+        self.progress.started(spec.phase, spec.arm)
+        self.display.update()
+
+    def _ended(self, record: dict) -> None:
+        self.store.record_trial(record)
+        self.records[record["trial_id"]] = record
+        self.store.event("trial_ended", trial_id=record["trial_id"], status=record["status"],
+                         exposure=record["exposure"])
+        self.progress.ended(record)
+        self.write_state("running")
+        self.display.update(record)
+
+    def _cancelled(self, spec: TrialSpec, why: str) -> None:
+        self.store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
+        self.progress.cancelled(spec.phase, spec.arm)
+        self.display.update()
+
+    def hooks(self):
+        from planner._dispatch import Hooks
+
+        return Hooks(self._started, self._ended, self._cancelled)
+
+    def spec(self, trial, config: dict) -> TrialSpec:
+        c = self.contract
+        return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
+                         index=trial.index, params={}, config=config, budget=c.budget.exposure,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable, metric=c.metric.name,
+                         heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
+                         max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
+                         cwd=os.getcwd())
+
+    def resources(self) -> dict:
+        r = self.contract.budget.resources
+        return {"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)}
+
+    # phases
+    def tune(self) -> str | None:
+        from planner._dispatch import Sweep, run_tuning
+        from planner._space import arm_space, make_sampler, to_optuna
+
+        tuning = self.contract.tuning
+        sweeps = []
+        for group in self.plan.tune_groups:
+            trials = [t for t in self.plan.tune if t.arm == group.arm and t.seed == group.seed]
+            done = [self.records[t.trial_id] for t in trials if t.trial_id in self.records]
+            todo = [t for t in trials if t.trial_id not in self.records]
+            if not todo:
+                continue
+            space = arm_space(tuning, group.arm)
+            evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
+                         for v in [_final(r, self.contract.metric.name)] if v is not None]
+            sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
+                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
+        if not sweeps:
+            return None
+        self.progress.phase = "tune"
+        self.store.event("phase_started", phase="tune", trials=sum(len(s.specs) for s in sweeps))
+        self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
+        remaining = self.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return "budget"
+        outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
+                             exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
+                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining)
+        self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
+        return outcome.stopped
+
+    def select(self) -> dict[str, dict]:
+        """Each arm's confirmation config; writes selection.json."""
+        from planner._compose import apply_params
+        from planner._select import select
+
+        c = self.contract
+        if c.tuning is None:
+            return {arm: config for arm, config in self.configs.items()}
+        selected = select(c, [r for r in self.records.values() if r["phase"] == "tune"])
+        self.store.write_selection({
+            "rule": c.tuning.selection.rule, "k": c.tuning.selection.k, "metric": c.metric.name,
+            "mode": c.metric.mode, "arms": {arm: s.as_dict() for arm, s in selected.items()}})
+        for arm, s in selected.items():
+            self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
+                             reason=s.reason)
+            self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
+        return {arm: apply_params(self.configs[arm], s.params) for arm, s in selected.items() if s.trial_id}
+
+    def confirm(self, configs: dict[str, dict]) -> str | None:
+        from planner._dispatch import run_fixed
+
+        specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
+                 if t.trial_id not in self.records and t.arm in configs]
+        skipped = [t.trial_id for t in self.plan.confirm if t.arm not in configs]
+        if skipped:
+            self.store.event("trials_skipped", phase="confirm", trial_ids=skipped,
+                             reason="the arm has no selected config (no tuning trial completed the full exposure)")
+        if not specs:
+            return None
+        self.progress.phase = "confirm"
+        self.store.event("phase_started", phase="confirm", trials=len(specs))
+        self.display.note(f"confirming: {len(specs)} trials")
+        remaining = self.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return "budget"
+        outcome = run_fixed(specs, resources=self.resources(), hooks=self.hooks(),
+                            max_trial_time_s=self.contract.budget.max_trial_time_s,
+                            deadline=None if remaining is None else time.monotonic() + remaining)
+        self.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped)
+        return outcome.stopped
+
+    def decide(self, state: str) -> list[dict]:
+        c = self.contract
+        rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        self.store.write_decisions({
+            "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
+            "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
+            "min_effect": c.acceptance.min_effect, "decisions": rows})
+        return rows
+
+
+def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
+        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None) -> RunResult:
+    """Run a contract end to end. Raises ContractError/UsageError before anything starts."""
+    from planner import __version__
+    from planner._identity import run_identity
+    from planner._progress import make_display
+
+    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    if contract.trainable is None:
+        raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
+    previous_wall = 0.0
+    if resume is not None:
+        store = RunStore.open(resume)
+        logged = store.run_info().get("contract_sha256")
+        if logged != contract.sha256():
+            raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
+                           f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
+        store.lock()
+        state = read_state(store.root)
+        previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
+        store.event("run_resumed", pid=os.getpid())
+    else:
+        store = RunStore.create(runs_dir, contract.name)
+        store.lock()
+        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), __version__)
+        store.write_identity(run_identity(contract, contract_dir, _search_path(contract_dir)))
+        store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+    stream = stream or sys.stdout
+    runner = _Runner(contract, contract_dir, configs, plan, store,
+                     lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    runner.write_state("running")
+    started_ray = False
+    state, reason = "failed", ""
+    previous_term = _on_sigterm_interrupt()
+    try:
+        live = not quiet and stream.isatty()
+        started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
+        with runner.display:
+            stopped = runner.tune() if contract.tuning is not None else None
+            if stopped is None:
+                stopped = runner.confirm(runner.select())
+            elif contract.tuning is not None:
+                runner.select()
+        if stopped == "budget":
+            state, reason = "budget_exhausted", f"budget.max_wall_time of {contract.budget.max_wall_time} reached"
+        elif stopped == "interrupted":
+            state, reason = "interrupted", "stopped by the user"
+        else:
+            state, reason = "completed", "all planned trials ended"
+            missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
+            if missing:
+                reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
+    except KeyboardInterrupt:
+        state, reason = "interrupted", "stopped by the user (Ctrl-C)"
+    except PlannerError as error:
+        state, reason = "failed", str(error)
+        raise
+    except BaseException as error:
+        state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
+        raise
+    finally:
+        decisions = []
+        try:
+            decisions = runner.decide(state)
+        finally:
+            runner.write_state(state, reason)
+            store.event("run_ended", state=state, reason=reason)
+            store.close()
+            store.unlock()
+            _restore_sigterm(previous_term)
+            if started_ray:
+                import ray
+
+                ray.shutdown()
+    failures = [{"trial_id": r["trial_id"], "status": r["status"],
+                 "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
+                for r in runner.records.values() if r["status"] in FAILED_STATUSES]
+    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+
+
+def _on_sigterm_interrupt():
+    """SIGTERM stops a run like Ctrl-C does (state `interrupted`, finished trials kept)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
+
+
+def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads((Path(run_dir) / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def read_records(run_dir: str | os.PathLike) -> list[dict]:
+    return read_jsonl(Path(run_dir) / "trials.jsonl")
+
+
+def format_result(result: RunResult) -> str:
+    """The end of `plan run`: the run state, then the decision per arm, kept apart."""
+    lines = [f"run folder: {result.run_dir}",
+             f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
+             f"{result.wall_time_s:.1f} s"]
+    if result.failures:
+        lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
+            f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+    lines.append("decisions:")
+    for d in result.decisions:
+        if d["effect"] is None:
+            lines.append(f"  {d['arm']}: {d['decision']} ({d['reason']})")
+        else:
+            lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
+                         f"CI [{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]  p={d['p_value']:.3g}  "
+                         f"n={d['n_arm']} vs {d['n_baseline']}")
+    return "\n".join(lines)

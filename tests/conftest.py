@@ -1,0 +1,40 @@
+"""Shared fixtures. `ray_local`: ONE local Ray (2 CPUs) for the whole test session.
+
+Use it in any test that needs Ray (mark the test `@pytest.mark.ray`); never
+call ray.init/ray.shutdown in a test. Workers get the repository root on
+their PYTHONPATH, so `tests.trainables.*` and `planner` import there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    import ray
+
+    from planner._dispatch import WORKER_ENV
+
+    if ray.is_initialized():
+        yield ray
+        return
+    pythonpath = os.pathsep.join([str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
+             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    """Run from the repository root (the trainables of tests/ import as tests.trainables.*)."""
+    monkeypatch.chdir(REPO)
+    return REPO
