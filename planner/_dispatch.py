@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from planner._trial import TrialSpec, make_record, now_iso, run_trial
+from planner._trial import TrialSpec, make_record, now_iso, ray_node_id, run_trial
 
 # Tune knobs that cost time per trial and buy nothing here.
 TUNE_ENV = {
@@ -90,7 +90,7 @@ def _tune_trainable(config: dict) -> dict:
     from ray import tune
 
     spec = TrialSpec(**config["planner_spec"])
-    meta = {"started": now_iso(), "host": os.uname().nodename, "pid": os.getpid()}
+    meta = {"started": now_iso(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
 
     def forward(step: int, metrics: dict[str, float], elapsed: float) -> None:
         tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed, "meta": meta}})
@@ -151,6 +151,7 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
     outcome = Outcome()
     if total == 0:
         return outcome
+    retries = max(spec.retries for sweep in sweeps for spec in sweep.specs)
 
     class _Sweeps(Searcher):
         """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
@@ -264,6 +265,7 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
             self.records: dict[str, dict] = {}
             self.reports: dict[str, list] = {}
             self.meta: dict[str, dict] = {}
+            self.lost: dict[str, list] = {}  # attempts whose worker died (a node lost), before Tune's retry
 
         def on_trial_start(self, iteration, trials, trial, **info):
             entry = searcher.of_trial.get(trial.trial_id)
@@ -286,11 +288,16 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
         def _end(self, trial, record):
             if trial.trial_id in self.records:
                 return
+            lost = self.lost.get(trial.trial_id, [])
+            if lost and not record.get("_counted_lost"):
+                own = [dict(e, attempt=e["attempt"] + len(lost)) for e in record["errors"]]
+                record = dict(record, attempts=record["attempts"] + len(lost), errors=lost + own)
+            record.pop("_counted_lost", None)
             self.records[trial.trial_id] = record
             outcome.ended += 1
             hooks.trial_ended(record)
 
-        def _rebuilt(self, trial, status: str, errors: list) -> dict | None:
+        def _rebuilt(self, trial, status: str, errors: list, attempts: int = 1) -> dict | None:
             entry = searcher.of_trial.get(trial.trial_id)
             if entry is None:
                 return None
@@ -298,10 +305,21 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
             meta = self.meta.get(trial.trial_id, {})
             reports = self.reports.get(trial.trial_id, [])
             duration = reports[-1]["time_s"] if reports else 0.0
-            record = make_record(spec, status, None, 1, errors, meta.get("started", now_iso()), duration, reports)
+            record = make_record(spec, status, None, attempts, errors, meta.get("started", now_iso()), duration,
+                                 reports)
             record["host"] = meta.get("host", record["host"])
             record["pid"] = meta.get("pid", record["pid"])
+            record["node_id"] = meta.get("node_id", record.get("node_id"))
             return record
+
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            """The trial's worker died (its node was lost) and Tune runs it again from the start."""
+            message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+            lost = self.lost.setdefault(trial.trial_id, [])
+            lost.append({"attempt": len(lost) + 1, "type": "WorkerDied",
+                         "message": message.splitlines()[0] if message else "", "traceback": message})
+            self.reports.pop(trial.trial_id, None)  # the retry reports from step 1 again
+            _last_seen.pop(trial.trial_id, None)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id in self.records:
@@ -319,10 +337,12 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
             if trial.trial_id in self.records:
                 return
             message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
-            record = self._rebuilt(trial, "failed", [{"attempt": 1, "type": "WorkerError",
-                                                      "message": message.splitlines()[0] if message else "",
-                                                      "traceback": message}])
+            lost = self.lost.get(trial.trial_id, [])
+            record = self._rebuilt(trial, "failed", lost + [{"attempt": len(lost) + 1, "type": "WorkerError",
+                                                             "message": message.splitlines()[0] if message else "",
+                                                             "traceback": message}], attempts=len(lost) + 1)
             if record is not None:
+                record["_counted_lost"] = True
                 self._end(trial, record)
 
     searcher = _Sweeps()
@@ -339,7 +359,10 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0, callbacks=[recorder],
-                                  log_to_file=False, failure_config=tune.FailureConfig(max_failures=0),
+                                  log_to_file=False,
+                                  # A raise is retried inside the trial (run_trial); Tune's retries
+                                  # only see a worker that died, e.g. on a node that was lost.
+                                  failure_config=tune.FailureConfig(max_failures=retries),
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
                                   progress_reporter=_SilentReporter()),
     )
