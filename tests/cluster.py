@@ -112,9 +112,23 @@ def free_ports(n: int) -> list[int]:
 # address makes every node report 127.0.0.1, and Ray's servers then bind to
 # loopback only. Test-only: a real cluster's nodes have real addresses.
 _RAY_START_ON_LOOPBACK = (
-    "import sys, ray._private.services as s; "
-    "s.resolve_ip_for_localhost = lambda host: host; "
-    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"
+    "import os, signal, sys, threading, time\n"
+    "import ray._private.services as s\n"
+    "s.resolve_ip_for_localhost = lambda host: host\n"
+    # The node dies with the process that started the cluster, even when that
+    # one is killed without running its teardown (SIGKILL, a CI timeout).
+    "owner = int(os.environ['PLANNER_CLUSTER_OWNER'])\n"
+    "def watch():\n"
+    "    while True:\n"
+    "        time.sleep(1.0)\n"
+    "        try:\n"
+    "            os.kill(owner, 0)\n"
+    "        except ProcessLookupError:\n"
+    "            os.killpg(0, signal.SIGKILL)\n"
+    "threading.Thread(target=watch, daemon=True).start()\n"
+    "from ray.scripts.scripts import main\n"
+    "sys.argv[0] = 'ray'\n"
+    "sys.exit(main())\n"
 )
 
 _PROBE = textwrap.dedent(
@@ -207,6 +221,7 @@ class LocalCluster:
         )
         env.update(STARTUP_ENV)
         env.update(self.auth_env)
+        env["PLANNER_CLUSTER_OWNER"] = str(os.getpid())
         env.update(self.extra_env)
         return env
 

@@ -13,6 +13,7 @@ node has on its path: it reaches the workers only if runtime_env ships it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -175,8 +176,8 @@ def two_nodes():
 
     with LocalCluster(
         [
-            NodeSpec(num_cpus=1, resources={"head_only": 1}),
-            NodeSpec(num_cpus=1, resources={"worker_slot": 2}),
+            NodeSpec(num_cpus=1, resources={"head_only": 1, "trial_slot": 1}),
+            NodeSpec(num_cpus=1, resources={"worker_slot": 2, "trial_slot": 1}),
         ]
     ) as running:
         yield running
@@ -234,6 +235,57 @@ def test_the_nodes_are_alive_on_loopback_with_resources_of_their_own(two_nodes):
     head, worker = (by_id[node.node_id] for node in two_nodes.nodes)
     assert head.get("head_only") == 1 and "worker_slot" not in head
     assert worker.get("worker_slot") == 2 and "head_only" not in worker
+
+
+ORPHAN_OWNER = """
+    import json, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from tests.cluster import LocalCluster, NodeSpec
+
+    cluster = LocalCluster([NodeSpec(num_cpus=1)]).start()
+    print(json.dumps({"root": str(cluster.root), "sessions": [n.process.pid for n in cluster.nodes]}), flush=True)
+    time.sleep(600)  # killed before it can tear anything down
+"""
+
+
+@cluster
+@pytest.mark.timeout(300)
+def test_nodes_die_with_the_process_that_started_them(tmp_path):
+    import psutil
+
+    script = tmp_path / "owner.py"
+    script.write_text(textwrap.dedent(ORPHAN_OWNER))
+    owner = subprocess.Popen(
+        [sys.executable, str(script), str(REPO)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        info = json.loads(owner.stdout.readline())
+    finally:
+        owner.kill()  # SIGKILL: no finalizer, no atexit
+        owner.wait()
+
+    def ours() -> list[int]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if os.getsid(proc.pid) in info["sessions"] or any(
+                    info["root"] in a for a in proc.info["cmdline"] or []
+                ):
+                    if proc.status() != psutil.STATUS_ZOMBIE:
+                        found.append(proc.pid)
+            except (psutil.Error, OSError):
+                continue
+        return found
+
+    assert ours(), "the cluster was not running"
+    deadline = time.monotonic() + 30
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    leftover = ours()
+    import shutil
+
+    shutil.rmtree(info["root"], ignore_errors=True)
+    assert leftover == [], "the nodes outlived the process that started them"
 
 
 TASKS_DRIVER = """
