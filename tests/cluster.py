@@ -11,7 +11,9 @@ session), and tears down only what it started:
 - each node's `ray start --block` runs in a new session, so killing that
   process group ends the node's GCS, raylet, agents and workers;
 - then a sweep kills any stray process whose command line names this cluster's
-  own temp dir (a worker that outlived its raylet), and removes the dir.
+  own temp dir (a worker that outlived its raylet), and removes the dir;
+- and should the owner die without tearing down (SIGKILL, a CI timeout), each
+  node notices within a second and kills its own process group.
 
 Every node reports 127.0.0.1, so Ray's servers bind to loopback only (see
 `_RAY_START_ON_LOOPBACK`), and the cluster uses token auth with a token of its
@@ -40,7 +42,6 @@ from pathlib import Path
 
 import psutil
 
-RAY = str(Path(sys.executable).with_name("ray"))
 LOOPBACK = "127.0.0.1"
 # A driver's Ray resolves 127.0.0.1 to the machine's outside IP unless this is 0.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
