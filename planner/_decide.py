@@ -208,8 +208,9 @@ def _t_interval(effect, se, df, alpha):
 
 def welch_df(se2_arm, se2_base, n_arm, n_base):
     """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (se2_arm + se2_base) ** 2 / (se2_arm**2 / (n_arm - 1) + se2_base**2 / (n_base - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):  # in shares of the total: no underflow for tiny values
+        share_arm = se2_arm / (se2_arm + se2_base)
+        return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
 
 
 def _welch_parts(base: np.ndarray, arm: np.ndarray):
