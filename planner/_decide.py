@@ -410,11 +410,12 @@ def decide(
     for name, level in zip(arms, levels, strict=True):
         values, problem = collected[name]
         if base_problem is not None or problem is not None:
-            who = f"the baseline {baseline}" if base_problem is not None else name
+            said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            said += [f"in {name}, {problem}"] if problem is not None else []
             decisions.append(Decision(
                 arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
                 p_value=math.nan, alpha_adjusted=level, n_baseline=len(base_values), n_arm=len(values),
-                reason=f"No decision: {who} {base_problem or problem}.",
+                reason=f"Incomplete: {'; '.join(said)}.",
             ))  # fmt: skip
             continue
         c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
@@ -425,6 +426,16 @@ def decide(
             reason=_reason(name, decision, c, level, min_effect, metric, baseline),
         ))  # fmt: skip
     return decisions
+
+
+_STATUS_PHRASES = {
+    "failed": "failed",
+    "timeout": "timed out",
+    "oom": "ran out of memory",
+    "protocol_error": "broke the reporting protocol",
+    "pending": "is still running",
+    "early_stopped": "was stopped early",
+}
 
 
 def _collect(outcomes, planned: list[int], diverged_value):
@@ -450,8 +461,10 @@ def _collect(outcomes, planned: list[int], diverged_value):
                 values[outcome.seed] = float(diverged_value)
         elif outcome.status == "completed" and value is not None:
             values[outcome.seed] = value
+        elif outcome.status == "completed":
+            problems.append(f"seed {outcome.seed} reported no value")
         else:
-            problems.append(f"seed {outcome.seed} is {outcome.status}" if outcome.status != "completed" else f"seed {outcome.seed} reported no value")
+            problems.append(f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}")
     missing = [s for s in planned if s not in seen]
     if missing:
         problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")

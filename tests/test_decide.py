@@ -183,6 +183,12 @@ def test_missing_failed_or_diverged_trials_make_arms_incomplete():
     assert d.decision == "incomplete" and "baseline" in d.reason and "failed" in d.reason
 
     res = results(good=ARM)
+    res["good"][0] = (0, 0.9, "timeout")
+    res["good"][1] = (1, None)
+    (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
+    assert d.reason == "Incomplete: in good, seed 0 timed out; seed 1 reported no value."
+
+    res = results(good=ARM)
     res["good"][2] = (2, math.nan, "diverged")
     (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
     assert d.decision == "incomplete" and "diverged" in d.reason
