@@ -260,3 +260,20 @@ def test_a_damaged_record_reads_as_missing_values_not_a_crash(tmp_path, run_dir)
     assert row["seed"] is pd.NA and row["exposure"] is pd.NA and row["n_reports"] == 0
     assert pd.isna(row["started"]) and np.isnan(row["duration_s"])
     assert main(["status", str(copy)]) == 0
+
+
+def test_cli_exit_codes_and_notes(tmp_path, run_dir, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "decisions.json").write_text("{")
+    assert main(["report", str(copy), "--format", "json"]) == 3  # a run file that cannot be read
+    err = capsys.readouterr().err
+    assert err == f"plan report: {copy / 'decisions.json'} is not valid JSON: the file is damaged\n"
+    (copy / "decisions.json").unlink()
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write('{"trial_id": "tune-sgd')
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "r.md")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("plan report: note: the last line of trials.jsonl (line 40) is incomplete")
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    assert "cannot write" in capsys.readouterr().err
