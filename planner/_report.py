@@ -216,10 +216,14 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "hypothesis": c.get("hypothesis"),
         "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
-        "metric": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
-                   "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
-        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
+        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        "metric": results.decision_metric,
+        **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
+           for k in ("test", "alpha", "correction", "min_effect")},
         "decisions": _decisions(results),
+        "metrics": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
+                    "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
         "budget": results.budget,
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
@@ -397,7 +401,7 @@ def render_markdown(results: RunResults) -> str:
         lk = s["lock"]
         out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
     out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
-    m = s["metric"]
+    m = s["metrics"]
     out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
             f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "
             f"{acc['test']} test, alpha {acc['alpha']}, {acc['correction']} correction, min_effect {acc['min_effect']}.", ""]

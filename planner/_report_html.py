@@ -73,7 +73,7 @@ def render_html(results: RunResults) -> str:
     from planner import _plots
 
     s = rp.summarize(results)
-    m, acc = s["metric"], s["acceptance"]
+    m, acc = s["metrics"], s["acceptance"]
     parts = [f"<h1>{_e(s['name'])} <span class='muted'>/ {_e(s['run_id'])}</span></h1>"]
     state = f"<span class='badge state'>{_e(s['run_state'])}</span>"
     if s.get("state_reason"):

@@ -35,6 +35,9 @@ def test_json_report_has_the_documented_keys_and_values(results, run_dir):
     doc = json.loads(render(results, "json"))
     decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     assert doc["run_state"] == "completed"
+    decided_doc = json.loads((run_dir / "decisions.json").read_text())
+    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == \
+        {k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")}
     assert [{k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
             for d in doc["decisions"]] == [
         {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")} for d in decided]
