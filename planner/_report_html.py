@@ -242,7 +242,8 @@ def _glance(s: dict[str, Any]) -> str:
     protocol.append(f"{len(fails)} failed trial(s)")
     if h.get("metric"):
         cap = f" of {_f(h['cap'])}" if h.get("cap") is not None else ""
-        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}")
+        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}"
+                        + (" <span class='bad'>(over the cap)</span>" if h.get("over_cap") else ""))
     rows = [["decisions", decisions], ["budget used", budget], ["protocol", "; ".join(protocol)]]
     return "<table class='glance'><tbody>" + "".join(
         f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</tbody></table>"
