@@ -103,7 +103,11 @@ def _decisions(results: RunResults) -> list[dict[str, Any]]:
 
 
 def per_seed(results: RunResults) -> dict[str, Any]:
-    """Confirmation values of the decision metric, by seed (rows) and arm (columns)."""
+    """Confirmation values of the decision metric, by seed (rows) and arm (columns).
+
+    Each cell is the trial's last value and its status; the mean per arm is over
+    completed trials only, as the decision takes them.
+    """
     metric = results.decision_metric
     t = results.trials
     conf = t[t["phase"] == "confirm"] if len(t) else t
@@ -122,7 +126,8 @@ def per_seed(results: RunResults) -> dict[str, Any]:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
     means = {}
     for arm in arms:
-        vals = [c["value"] for (s, a), c in cells.items() if a == arm and c["value"] is not None]
+        vals = [c["value"] for (s, a), c in cells.items()
+                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == "running" else "missing"
     return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
