@@ -131,13 +131,25 @@ def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
     assert len(again.notes) == 1 and "line 40" in again.notes[0] and "skipped" in again.notes[0]
 
 
-def test_a_damaged_middle_line_is_a_run_error(tmp_path, run_dir):
+def test_a_torn_line_inside_the_file_keeps_the_record_glued_after_it(tmp_path, run_dir, results):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     lines = (copy / "trials.jsonl").read_text().splitlines(keepends=True)
-    lines[5] = lines[5][:40] + "\n"
+    # a crash cut line 6 short, then the resumed run appended line 7 right after it
+    lines[5] = lines[5][:200] + lines[6]
+    del lines[6]
+    lines[10] = lines[10][:40] + "\n"  # a line damaged beyond repair
     (copy / "trials.jsonl").write_text("".join(lines))
-    with pytest.raises(RunError, match="line 6 of .* is not valid JSON"):
+    res = load_run(copy)
+    assert len(res.trials) == len(results.trials) - 2  # the record torn on line 6, and line 11
+    assert json.loads(lines[5][200:])["trial_id"] in set(res.trials["trial_id"])
+    assert res.notes == [
+        "line 6 of trials.jsonl starts with a write cut short (a crash before a resume): "
+        "that part was skipped, the whole record after it kept",
+        "line 11 of trials.jsonl is damaged (not valid JSON) and was skipped",
+    ]
+    (copy / "trials.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(RunError, match="line 1 of .* is not a JSON object"):
         load_run(copy)
 
 
