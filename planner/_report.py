@@ -473,7 +473,7 @@ def render_markdown(results: RunResults) -> str:
     if ident:
         pk = ", ".join(f"{k} {v}" for k, v in ident["packages"].items())
         out += _table(["", ""], [
-            ["commit", f"{ident.get('commit') or '–'}" + (" (dirty)" if ident.get("dirty") else "")],
+            ["commit", f"{ident.get('commit') or 'not recorded (not a git checkout?)'}" + (" (dirty)" if ident.get("dirty") else "")],
             ["repo", ident.get("repo") or "–"], ["trainable", ident.get("trainable") or "–"],
             ["python", ident.get("python") or "–"],
             ["packages", pk + (f" (+{ident['other_packages']} more)" if ident.get("other_packages") else "")],

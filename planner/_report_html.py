@@ -201,7 +201,8 @@ def render_html(results: RunResults) -> str:
             pk += f" <span class='muted'>(+{_f(ident['other_packages'])} more in identity.json)</span>"
         dirty = " <span class='badge reject'>dirty</span>" if ident.get("dirty") else ""
         rows = [
-            ["commit", f"<code>{_e(ident.get('commit') or '–')}</code>{dirty}"],
+            ["commit", (f"<code>{_e(ident['commit'])}</code>" if ident.get("commit")
+                        else "<span class='muted'>not recorded (not a git checkout?)</span>") + dirty],
             ["repo", _e(ident.get("repo") or "–")], ["trainable", f"<code>{_e(ident.get('trainable') or '–')}</code>"],
             ["python", _e(ident.get("python") or "–")], ["packages", pk or "–"],
             ["host", _e(f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)")],
