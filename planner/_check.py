@@ -38,7 +38,7 @@ _COMPOSE_HINTS = {
     "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
     "P204": "Use a key the config has, or add a new one with `+key=value`.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
-    "P206": "Fix the config files so that Hydra can compose them.",
+    "P206": "Fix the override or the config files so that Hydra can compose them.",
 }
 
 

@@ -164,7 +164,7 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     if base_dir is None:
         return copy.deepcopy(base.values)
     from hydra import compose, initialize_config_dir
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import MissingConfigException
     from omegaconf import OmegaConf
 
     result.composes += 1
@@ -183,10 +183,10 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         hint = f"; available: {', '.join(options)}" if options else ""
         return [ComposeProblem("missing_option", f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
                                arm, ov.source, ov.index)]
-    except ConfigCompositionException as error:
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
-    except Exception as error:  # Hydra raises a zoo of errors for bad config files
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
+    except Exception as error:  # ConfigCompositionException, and a zoo of others for bad config files
+        blamed = _mentioned(error, group)
+        where = (blamed.source, blamed.index) if blamed else ("config", None)
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
 
 
@@ -261,6 +261,16 @@ def _search_path(config_dir: Path):
     search_path.append("main", str(config_dir))
     search_path.append("schema", "structured://")
     return search_path
+
+
+def _mentioned(error: BaseException, group) -> _Override | None:
+    """The group override whose key Hydra's message names ("Could not override 'optimizer@'"), if any."""
+    text = str(error)
+    for ov, item in group:
+        key = item.key_or_group + (f"@{item.package}" if item.package else "")
+        if f"'{key}" in text or f"for {item.key_or_group}." in text:
+            return ov
+    return None
 
 
 def _missing_option(error, group):

@@ -27,6 +27,7 @@ FAILING = [
     ("config-dir-with-a-nul-byte", "hydra.yaml", [("dir: conf", 'dir: "co\\0nf"')], "P200", "dir:"),
     ("override-names-a-group-the-dir-lacks", "hydra.yaml", [("[optimizer=adam]", "[optimizer=adam, +hydra/launcher=basic]")],
      "P203", "hydra/launcher"),
+    ("group-override-hydra-refuses", "hydra.yaml", [("[optimizer=adam]", "[+optimizer=adam]")], "P206", "+optimizer=adam"),
     ("override-unknown-key", "hydra.yaml", [("[optimizer=adam]", "[optimizer=adam, optimizer.lrr=0.1]")], "P204", "lrr"),
     ("override-calls-resolver", "hydra.yaml", [("  overrides: []", "  overrides: ['model.width=${oc.env:HOME}']")], "P205", "oc.env"),
     ("config-does-not-resolve", "hydra.yaml", [("  overrides: []", "  overrides: ['+model.extra=${model.nope}']")], "P206", "config:"),
