@@ -227,10 +227,8 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
             report.add("P305", ("factor", "keys", i) if ("factor", "keys") in loaded.positions else ("factor", "name"),
                        f"factor key {key!r} is not in the baseline's effective config",
                        f"Did you mean `{close[0]}`?" if close else "Name a dotted path that the composed config has.")
-    arm_indices = {arm.name: i for i, arm in enumerate(contract.arms)}
     seen: dict[str, str] = {}
-    for arm in contract.arms:
-        i = arm_indices[arm.name]
+    for i, arm in enumerate(contract.arms):
         config = configs[arm.name]
         diff = config_diff(base, config)
         if not diff:
