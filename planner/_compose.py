@@ -6,8 +6,9 @@ set of *group* overrides (`optimizer=adam`) and apply plain value overrides
 (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf, which is what Hydra itself
 does after composition. Arms that differ only in values cost one compose in all.
 Each compose runs Hydra's own steps without building Hydra's `hydra:` node
-(`compose_without_hydra_node`, about 4x cheaper than `hydra.compose`, which
-rebuilds that node every call and drops it); anything unusual, and every error,
+(`compose_without_hydra_node`, several times cheaper than `hydra.compose`, which
+rebuilds that node every call and drops it; bench/bench_validate.py times both);
+anything unusual, and every error,
 goes through `hydra.compose` itself, so messages are Hydra's.
 
 Hydra's global state never leaks: the direct path creates no GlobalHydra and
