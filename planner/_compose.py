@@ -8,8 +8,8 @@ does after composition. Arms that differ only in values cost one compose in all.
 Each compose runs Hydra's own steps without building Hydra's `hydra:` node
 (`compose_without_hydra_node`, several times cheaper than `hydra.compose`, which
 rebuilds that node every call and drops it; bench/bench_validate.py times both);
-anything unusual, and every error,
-goes through `hydra.compose` itself, so messages are Hydra's.
+anything unusual, and every error, goes through `hydra.compose` itself, so
+messages are Hydra's.
 
 Hydra's global state never leaks: the direct path creates no GlobalHydra and
 restores the version base, and `hydra.compose` runs inside
