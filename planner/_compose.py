@@ -141,7 +141,10 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    cfg = OmegaConf.create(copy.deepcopy(composed))
+    try:
+        cfg = OmegaConf.create(copy.deepcopy(composed))
+    except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
+        return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
     for ov, item in value:
         problem = _apply_value_override(cfg, ov, item, arm)
         if problem:
@@ -290,8 +293,8 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
     from omegaconf import OmegaConf
 
     key = item.key_or_group
-    exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
     try:
+        exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
                 return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)
