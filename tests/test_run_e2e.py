@@ -276,3 +276,38 @@ def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_pa
     assert not (run_dir / "lock").exists()
     assert json.loads((run_dir / "decisions.json").read_text())["run_state"] == "interrupted"
     assert "run state:  interrupted" in out
+
+
+def test_grid_sampler_and_median_rule_run_through_tune(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 3, "seeds": [100], "sampler": {"name": "grid", "seed": 0},
+              "space": {"recipe.lr": {"choice": [0.001, 0.01, 0.1]}},
+              "early_stop": {"rule": "median", "grace": 1}}
+    result = run(write(tmp_path, tuning=tuning, seeds=[0, 1]), runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed"
+    tune_records = [r for r in records(result) if r["phase"] == "tune"]
+    for arm in ("base", "treat"):
+        assert sorted(r["params"]["recipe.lr"] for r in tune_records if r["arm"] == arm) == [0.001, 0.01, 0.1]
+    selection = json.loads((result.run_dir / "selection.json").read_text())["arms"]
+    assert selection["base"]["params"] == {"recipe.lr": 0.01}  # best_lr of the base config
+
+
+def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    path = write(tmp_path, tuning=tuning, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    all_records = records(first)
+    dropped = {"tune-treat-s100-t001", "tune-treat-s100-t003"}
+    kept = [r for r in all_records if r["phase"] == "tune" and r["trial_id"] not in dropped]
+    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert resumed.state == "completed"
+    after = records(resumed)
+    ids = [r["trial_id"] for r in after]
+    assert len(ids) == len(set(ids)) == 8 + 4
+    rerun = [r for r in after if r["trial_id"] in dropped]
+    assert len(rerun) == 2 and all(r["status"] == "completed" for r in rerun)
+    untouched = {r["trial_id"]: r for r in kept}
+    assert all(untouched[r["trial_id"]] == r for r in after if r["trial_id"] in untouched)
+    events = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")]
+    assert events.count("run_started") == 1 and events.count("run_resumed") == 1
