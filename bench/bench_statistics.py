@@ -78,6 +78,13 @@ def a_a_table() -> str:
                              correlation=0.5 if test == "paired" else 0.0, rng_seed=n, permutations=1_999)  # fmt: skip
                 cells.append(f"{r.detected:.4f}")
             rows.append([test, distribution, sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
+    for test in ("welch", "bootstrap"):
+        cells = []
+        for n in (3, 5, 10):
+            r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], rng_seed=50 + n,
+                         permutations=1_999, arm_sd_ratio=3.0)  # fmt: skip
+            cells.append(f"{r.detected:.4f}")
+        rows.append([test, "normal, arm sd x 3 (same mean)", sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
     rng = np.random.default_rng(14)
     for distribution in ("normal", "lognormal"):
         cells = []
@@ -98,12 +105,14 @@ def power_table() -> str:
             sims = 4_000 if test == "bootstrap" else 20_000
             r = simulate(test, n, effect, alpha=ALPHA, min_effect=effect, sd=sd, correlation=rho, sims=sims,
                          rng_seed=20 + n, permutations=1_999)  # fmt: skip
+            pooled = stats.nct.sf(stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, effect / math.sqrt(2 / n))
             rows.append([
                 test, n, f"{effect:.3f}", f"{detection_power(n, effect, 1.0, ALPHA, test):.3f}", f"{r.detected:.3f}",
+                f"{pooled:.3f}" if test == "welch" else "",
                 f"{accept_probability(n, effect, 1.0, ALPHA, effect, test):.3f}", f"{r.accept:.3f}",
             ])  # fmt: skip
     return table(["test", "n", "true effect = min_effect (sd 1)", "P(CI low > 0) analytic", "simulated",
-                  "P(accept) analytic", "simulated"], rows)  # fmt: skip
+                  "pooled-t formula", "P(accept) analytic", "simulated"], rows)  # fmt: skip
 
 
 def seeds_table() -> str:

@@ -208,8 +208,9 @@ def _t_interval(effect, se, df, alpha):
 
 def welch_df(se2_arm, se2_base, n_arm, n_base):
     """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (se2_arm + se2_base) ** 2 / (se2_arm**2 / (n_arm - 1) + se2_base**2 / (n_base - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):  # in shares of the total: no underflow for tiny values
+        share_arm = se2_arm / (se2_arm + se2_base)
+        return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
 
 
 def _welch_parts(base: np.ndarray, arm: np.ndarray):
@@ -409,11 +410,12 @@ def decide(
     for name, level in zip(arms, levels, strict=True):
         values, problem = collected[name]
         if base_problem is not None or problem is not None:
-            who = f"the baseline {baseline}" if base_problem is not None else name
+            said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            said += [f"in {name}, {problem}"] if problem is not None else []
             decisions.append(Decision(
                 arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
                 p_value=math.nan, alpha_adjusted=level, n_baseline=len(base_values), n_arm=len(values),
-                reason=f"No decision: {who} {base_problem or problem}.",
+                reason=f"Incomplete: {'; '.join(said)}.",
             ))  # fmt: skip
             continue
         c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
@@ -424,6 +426,16 @@ def decide(
             reason=_reason(name, decision, c, level, min_effect, metric, baseline),
         ))  # fmt: skip
     return decisions
+
+
+_STATUS_PHRASES = {
+    "failed": "failed",
+    "timeout": "timed out",
+    "oom": "ran out of memory",
+    "protocol_error": "broke the reporting protocol",
+    "pending": "is still running",
+    "early_stopped": "was stopped early",
+}
 
 
 def _collect(outcomes, planned: list[int], diverged_value):
@@ -449,8 +461,10 @@ def _collect(outcomes, planned: list[int], diverged_value):
                 values[outcome.seed] = float(diverged_value)
         elif outcome.status == "completed" and value is not None:
             values[outcome.seed] = value
+        elif outcome.status == "completed":
+            problems.append(f"seed {outcome.seed} reported no value")
         else:
-            problems.append(f"seed {outcome.seed} is {outcome.status}" if outcome.status != "completed" else f"seed {outcome.seed} reported no value")
+            problems.append(f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}")
     missing = [s for s in planned if s not in seen]
     if missing:
         problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")

@@ -217,8 +217,8 @@ def draw(distribution: str, size, rng: np.random.Generator) -> np.ndarray:
 
 def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
              sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
-             rng_seed: int = 0, chunk: int = 500,
-             permutations: int = RANDOM_PERMUTATIONS) -> SimulatedRates:  # fmt: skip
+             rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
+             arm_sd_ratio: float = 1.0) -> SimulatedRates:  # fmt: skip
     """Run `sims` experiments of n seeds per arm through the deciding code.
 
     The arm's values are the baseline's noise distribution shifted by `effect`
@@ -226,7 +226,8 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
     seed gives both arms alike, which the paired test removes: the sd of the
     differences is sd * sqrt(2 * (1 - correlation)). `permutations`: random
     splits the bootstrap test draws when it cannot list them all (fewer make
-    the simulation cheaper and stay valid).
+    the simulation cheaper and stay valid). `arm_sd_ratio` scales the arm's
+    noise: a null where the arm changes the spread but not the mean.
     """
     rng = np.random.default_rng(rng_seed)
     splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
@@ -236,7 +237,7 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
         shared = math.sqrt(correlation) * draw(distribution, (rows, n), rng)
         own = math.sqrt(1 - correlation)
         base = sd * (shared + own * draw(distribution, (rows, n), rng))
-        arm = effect + sd * (shared + own * draw(distribution, (rows, n), rng))
+        arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
         if test == "welch":
             est, low, high, _ = _welch_t(base, arm, alpha)
         elif test == "paired":

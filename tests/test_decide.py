@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
@@ -183,6 +183,12 @@ def test_missing_failed_or_diverged_trials_make_arms_incomplete():
     assert d.decision == "incomplete" and "baseline" in d.reason and "failed" in d.reason
 
     res = results(good=ARM)
+    res["good"][0] = (0, 0.9, "timeout")
+    res["good"][1] = (1, None)
+    (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
+    assert d.reason == "Incomplete: in good, seed 0 timed out; seed 1 reported no value."
+
+    res = results(good=ARM)
     res["good"][2] = (2, math.nan, "diverged")
     (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
     assert d.decision == "incomplete" and "diverged" in d.reason
@@ -216,6 +222,7 @@ def test_bad_input_is_refused():
 
 
 @settings(max_examples=60, deadline=None)
+@example([0.0, 0.0], [7e-131, 1e-130], "welch", 0.05)  # Welch's df once underflowed to NaN here
 @given(
     st.lists(st.floats(-5, 5), min_size=2, max_size=7),
     st.lists(st.floats(-5, 5), min_size=2, max_size=7),
