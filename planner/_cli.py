@@ -99,14 +99,28 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
     return handler
 
 
-_cmd_validate = _not_built("validate")
-_cmd_schema = _not_built("schema")
-_cmd_status = _not_built("status")
-_cmd_report = _not_built("report")
-_cmd_export = _not_built("export")
-_cmd_reeval = _not_built("reeval")
-_cmd_power = _not_built("power")
-_cmd_estimate = _not_built("estimate")
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from planner._validate import format_result, validate
+
+    if args.pilot:
+        print("plan validate: --pilot (power warnings) is not available yet; ignored", file=sys.stderr)
+    result = validate(args.contract, strict=args.strict)
+    if args.json:
+        import json
+
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print(format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
+    return result.exit_code
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from planner._contract import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -115,6 +129,61 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
     print(format_result(result))
     return result.exit_code
+_cmd_reeval = _not_built("reeval")
+_cmd_power = _not_built("power")
+_cmd_estimate = _not_built("estimate")
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write atomically (temporary file, then rename); an unwritable path is a usage error."""
+    from pathlib import Path
+
+    from planner._errors import UsageError
+
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as error:
+        raise UsageError(f"cannot write {target}: {error.strerror or error}") from None
+
+
+def _print_notes(command: str, notes: list[str]) -> None:
+    for note in notes:
+        print(f"plan {command}: note: {note}", file=sys.stderr)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from planner._status import format_status, read_status
+
+    print(format_status(read_status(args.run_dir)), end="")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from planner._report import load_for_report, render
+
+    results = load_for_report(args.run_dir, args.format)
+    _print_notes("report", results.notes)
+    text = render(results, args.format)
+    if args.output:
+        _write_text(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from planner._results import export_tables, load_run
+
+    results = load_run(args.run_dir)
+    _print_notes("export", results.notes)
+    out_dir = args.output or os.path.join(args.run_dir, "export")
+    for path in export_tables(results, out_dir, args.format):
+        print(f"wrote {path}")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -152,9 +152,13 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     from omegaconf import OmegaConf
 
     result.composes += 1
+    overrides = [ov.text for ov, _ in group]
     try:
-        with initialize_config_dir(config_dir=str(base_dir), version_base=None):
-            cfg = compose(config_name=base.name, overrides=[ov.text for ov, _ in group])
+        try:
+            return compose_without_hydra_node(base_dir, base.name, overrides)
+        except Exception:  # anything unusual (or a user error): compose as Hydra's public API does, for its message
+            with initialize_config_dir(config_dir=str(base_dir), version_base=None):
+                cfg = compose(config_name=base.name, overrides=overrides)
     except MissingConfigException as error:
         missing = _missing_option(error, group)
         if missing is None:
@@ -168,6 +172,50 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     except Exception as error:  # Hydra raises a zoo of errors for bad config files
         return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
     return OmegaConf.to_container(cfg, resolve=False)
+
+
+def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: list[str]) -> dict[str, Any]:
+    """`hydra.compose(config_name, overrides)` as a plain container, without composing Hydra's own `hydra:` node.
+
+    `compose` builds Hydra's own config (about a dozen files and a large structured
+    config) on every call and then drops it from the result; that is most of its
+    cost. This runs the same Hydra steps (search path, defaults list, merge, then the
+    overrides in struct mode) with `prepend_hydra=False`. It raises on anything it is
+    not sure of (a primary config that touches `hydra`, any Hydra error), and the
+    caller then falls back to the public `compose`. Hydra's global state is left as
+    it was: no GlobalHydra is created and the version base is restored.
+    """
+    from hydra import version
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.config_repository import CachingConfigRepository
+    from hydra._internal.defaults_list import create_defaults_list
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    base = version.VersionBase.instance()
+    saved = base.getbase()
+    version.setbase(None)
+    try:
+        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config_dir)))
+        loader.ensure_main_config_source_available()
+        repo = CachingConfigRepository(loader.repository)
+        primary = repo.load_config(config_path=config_name)
+        if primary is None or not OmegaConf.is_dict(primary.config) or "hydra" in primary.config:
+            raise LookupError("not a plain primary config")
+        parsed = OverridesParser.create().parse_overrides(overrides=overrides)
+        if any(o.is_hydra_override() for o in parsed):
+            raise LookupError("an override about Hydra itself")
+        defaults = create_defaults_list(repo=repo, config_name=config_name, overrides_list=parsed,
+                                        prepend_hydra=False, skip_missing=False)
+        cfg = loader._compose_config_from_defaults_list(defaults=defaults.defaults, repo=repo)
+        if "hydra" in cfg:
+            raise LookupError("a config that sets hydra")
+        OmegaConf.set_struct(cfg, True)
+        ConfigLoaderImpl._apply_overrides_to_config(defaults.config_overrides, cfg)
+        return OmegaConf.to_container(cfg, resolve=False)
+    finally:
+        base.version_base = saved
 
 
 def _missing_option(error, group):

@@ -29,7 +29,7 @@ class Diagnostic:
         where = f"{self.file}:{self.line}:{self.column}" if self.line else (self.file or "<contract>")
         text = f"{where}: {self.severity} {self.code}: {self.message}"
         if self.hint:
-            text += f" {self.hint}"
+            text += ("" if text.endswith((".", "?", "!")) else ".") + f" {self.hint}"
         return text
 
     def as_dict(self) -> dict:

@@ -1,0 +1,93 @@
+"""Benchmark: `plan report` (html, md) and `load_run` on a 10,000-trial x 100-report run.
+
+Each measurement is a fresh child process (so imports count, as a user pays
+them), timed by wall clock, with its CPU time and peak memory (ru_maxrss) from
+os.wait4. A calibration line times `import pandas` the same way: compare it
+with shared/design/MEASUREMENTS.md (0.38 s on a quiet machine) to tell a slow
+run of the code from a busy machine. Prints a markdown table.
+
+    PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
+
+Target: under 3 s and under 1 GB peak each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.synthetic_run import make_run  # noqa: E402
+
+ARMS = ("sgd", "adam", "adamw", "lion")
+SEEDS = 10
+
+
+def measure(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, cpu s, peak MiB) of one child process."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--reports", type=int, default=100, help="reports per trial (the exposure)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", default=None, help="write the synthetic run here and keep it")
+    args = parser.parse_args(argv)
+
+    tmp = tempfile.TemporaryDirectory(prefix="bench-report-")
+    base = Path(args.keep) if args.keep else Path(tmp.name)
+    run_dir = base / "20261129-181700-bench"
+    tune_trials = (args.trials - len(ARMS) * SEEDS) // len(ARMS)
+    t0 = time.perf_counter()
+    if not (run_dir / "trials.jsonl").is_file():
+        make_run(run_dir, arms=ARMS, seeds=SEEDS, tune_trials=tune_trials, reports_per_trial=args.reports,
+                 early_stopped=0.0)
+    made = time.perf_counter() - t0
+    n_trials = sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+    size_mb = (run_dir / "trials.jsonl").stat().st_size / 2**20
+    py = sys.executable
+    out = base / "out"
+    out.mkdir(exist_ok=True)
+    cases = [
+        ("calibration: python -c 'import pandas'", [py, "-c", "import pandas"]),
+        ("load_run (trials + reports frames)",
+         [py, "-c", f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0"]),
+        ("plan report --format md", [py, "-m", "planner", "report", str(run_dir), "--format", "md", "-o", str(out / "r.md")]),
+        ("plan report --format html", [py, "-m", "planner", "report", str(run_dir), "--format", "html", "-o", str(out / "r.html")]),
+        ("plan status", [py, "-m", "planner", "status", str(run_dir)]),
+    ]
+    print(f"Run: {n_trials} trials x {args.reports} reports (2 metrics each, held-out at the end of confirmation), "
+          f"trials.jsonl {size_mb:.0f} MiB, written in {made:.1f} s. Median of {args.repeat}; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n")
+    print("| what | wall s | CPU s | peak MiB |")
+    print("|---|---:|---:|---:|")
+    for label, cmd in cases:
+        runs = [measure(cmd) for _ in range(args.repeat)]
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        peak = max(r[2] for r in runs)
+        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {peak:.0f} |", flush=True)
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
