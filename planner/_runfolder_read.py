@@ -400,7 +400,12 @@ def _seconds(value: Any) -> float | None:
 
 def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: dict[str, Any] | None,
                 plan: dict[str, Any] | None) -> dict[str, Any]:
-    """Trials, steps of exposure and wall time used, against what was planned and allowed."""
+    """Trials, steps of exposure and wall time used, against what was planned and allowed.
+
+    `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`, `reeval_steps`).
+    """
+    reeval = [r for r in records if r.get("phase") == "reeval"]
+    records = [r for r in records if r.get("phase") != "reeval"]
     exposure = contract_get(contract, "budget.exposure")
     planned = planned_trials(plan)
     n_planned = (plan or {}).get("planned_trials", len(planned) or None)
@@ -415,4 +420,5 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
         "unit": contract_get(contract, "budget.unit", "step"),
         "wall_time_s": st_budget.get("wall_time_s"), "max_wall_time_s": max_wall_s,
         "trial_time_s": round(sum(float(r.get("duration_s") or 0) for r in records), 3),
+        "reeval_trials": len(reeval), "reeval_steps": sum(int(r.get("exposure") or 0) for r in reeval),
     }

@@ -63,7 +63,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
-        "trials": rows, "trials_ended": len(records), "trials_planned": (plan or {}).get("planned_trials", len(planned) or None),
+        "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records), "trials_planned": (plan or {}).get("planned_trials", len(planned) or None),
         "running": running,
         "failures": rf.failures(records), "violations": rf.violations(records, contract),
         "budget": rf.budget_used(records, contract, state, plan),
@@ -101,7 +101,9 @@ def format_status(status: dict[str, Any]) -> str:
         elif s["state"] != "running":
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
-    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned")
+    reevals = s["budget"].get("reeval_trials")
+    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
+               + (f" (and {reevals} in re-evaluation, not planned)" if reevals else ""))
     if s["trials"]:
         width = max(len(str(t["arm"])) for t in s["trials"])
         for t in s["trials"]:
