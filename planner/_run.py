@@ -58,12 +58,35 @@ def load_and_validate(contract_path: str | os.PathLike):
         raise ContractError([Diagnostic(f"compose.{p.kind}", "error", p.message,
                                         path="config" if p.source == "config" else f"arm {p.source}",
                                         file=str(path)) for p in composed.problems])
+    if contract.trainable is not None:
+        missing = _trainable_problem(contract.trainable, _search_path(path.parent.resolve()))
+        if missing:
+            raise ContractError([Diagnostic("trainable.not_found", "error", missing, path="trainable", file=str(path))])
     plan = make_plan(contract)
     problem = plan.budget_problem()
     if problem:
         raise ContractError([Diagnostic("budget.max_trials", "error", problem, path="budget.max_trials",
                                         file=str(path))])
     return contract, path.parent.resolve(), composed.configs, plan
+
+
+def _trainable_problem(trainable: str, search_path: list[str]) -> str | None:
+    """Why `module:function` cannot be found from the contract's folder and the current folder (without importing it)."""
+    import importlib.util
+
+    module = trainable.partition(":")[0]
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in search_path if p not in sys.path]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return (f"trainable {trainable!r}: no module {module!r} on the import path (the contract's folder "
+                f"and the current folder, {os.getcwd()}); run from the folder it imports from")
+    return None
 
 
 def _load(path: Path):
@@ -90,7 +113,8 @@ def _load(path: Path):
     try:
         return Contract.model_validate(data)
     except ValidationError as error:
-        raise ContractError([Diagnostic(f"schema.{e['type']}", "error", e["msg"],
+        raise ContractError([Diagnostic(f"schema.{e['type']}", "error",
+                                        f"{'.'.join(str(p) for p in e['loc']) or 'contract'}: {e['msg']}",
                                         path=".".join(str(p) for p in e["loc"]), file=str(path))
                              for e in error.errors()]) from None
 
@@ -424,6 +448,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
+    previous_term = _on_sigterm_interrupt()
     try:
         live = not quiet and stream.isatty()
         started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
@@ -459,6 +484,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             store.event("run_ended", state=state, reason=reason)
             store.close()
             store.unlock()
+            _restore_sigterm(previous_term)
             if started_ray:
                 import ray
 
@@ -467,6 +493,28 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in runner.records.values() if r["status"] in FAILED_STATUSES]
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+
+
+def _on_sigterm_interrupt():
+    """SIGTERM stops a run like Ctrl-C does (state `interrupted`, finished trials kept)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -28,7 +28,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def write_atomic(path: Path, text: str) -> None:
