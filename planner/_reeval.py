@@ -14,7 +14,8 @@ prints.
 
 Exit codes (ReevalResult.exit_code): 0 the logged results reproduce within the
 tolerance (or only new seeds ran, and all ran); 1 a logged seed does not
-reproduce; 3 trials failed to run. Refusals raise: UsageError (2) for an
+reproduce; 3 trials failed to run. An interrupted reeval (Ctrl-C, SIGTERM) is
+logged with verdict `interrupted` and ends as a KeyboardInterrupt (130). Refusals raise: UsageError (2) for an
 unknown arm, a bad option or the held-out cap; RunError (3) for a run folder
 that cannot be re-evaluated.
 """
@@ -391,13 +392,14 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     """Run the planned reeval trials through Ray, log them, compare them with the log."""
     from planner import __version__
     from planner._dispatch import Hooks, run_fixed
-    from planner._run import _start_ray
+    from planner._run import _on_sigterm_interrupt, _restore_sigterm, _start_ray
     from planner._store import RunStore, utc_now
     from planner._trial import TrialSpec
 
     c = plan.contract
     store = RunStore.open(plan.run_dir)
     store.lock()
+    previous_term = _on_sigterm_interrupt()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
     records: dict[str, dict] = {}
     started = utc_now()
     started_ray = False
@@ -425,15 +427,21 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                            max_trial_time_s=c.budget.max_trial_time_s, path=tuple(plan.search_path), cwd=os.getcwd())
                  for seed in plan.seeds]
         started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False)
-        run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
-                  hooks=Hooks(on_started, on_ended, on_cancelled), max_trial_time_s=c.budget.max_trial_time_s,
-                  deadline=None)
+        outcome = run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
+                            hooks=Hooks(on_started, on_ended, on_cancelled),
+                            max_trial_time_s=c.budget.max_trial_time_s, deadline=None)
         result = _result(plan, records)
+        if outcome.stopped == "interrupted":
+            result.verdict = result.record["verdict"] = "interrupted"
+            result.exit_code = result.record["exit_code"] = 130
         result.record.update(started=started, ended=utc_now(), planner_version=__version__)
         store.append("reevals.jsonl", result.record)
         store.event("reeval_ended", reeval=plan.reeval_number, verdict=result.verdict)
+        if outcome.stopped == "interrupted":
+            raise KeyboardInterrupt
         return result
     finally:
+        _restore_sigterm(previous_term)
         store.close()
         store.unlock()
         if started_ray:
@@ -547,6 +555,7 @@ def format_result(result: ReevalResult) -> str:
         "failed": f"failed: {sum(r.new_status in FAILED_STATUSES for r in result.rows)} trial(s) did not run to "
                   f"the end (see trials.jsonl)",
         "new_seeds": f"new seeds only: {len(result.rows)} trial(s) ran; nothing logged to compare",
+        "interrupted": "interrupted before every trial ended",
     }[result.verdict]
     lines.append(f"verdict: {text}")
     if result.verdict == "not_reproduced" and plan.differences:
