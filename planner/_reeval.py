@@ -426,7 +426,12 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                            heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=plan.contract_sha256,
                            max_trial_time_s=c.budget.max_trial_time_s, path=tuple(plan.search_path), cwd=os.getcwd())
                  for seed in plan.seeds]
-        started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False)
+        try:
+            started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False)
+        except RunError:
+            raise
+        except Exception as error:  # a local Ray that cannot start (an overloaded machine): a sentence
+            raise RunError(f"cannot start a local Ray for the reeval: {error}; nothing ran") from None
         outcome = run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
                             hooks=Hooks(on_started, on_ended, on_cancelled),
                             max_trial_time_s=c.budget.max_trial_time_s, deadline=None)
