@@ -332,7 +332,11 @@ def test_status_report_and_load_run_count_reeval_trials_apart_from_confirmation(
     assert (results.trials["phase"] == "confirm").sum() == 6
     assert (results.trials["phase"] == "reeval").sum() == n_reeval
     assert results.heldout["evaluations"] == 6 + n_reeval and results.budget["trials_ended"] == 6
-    assert f"{6 + n_reeval} time(s)" in render(load_for_report(root, "md"), "md")
+    markdown = render(load_for_report(root, "md"), "md")
+    assert f"{6 + n_reeval} time(s)" in markdown and "## Re-evaluations (plan reeval)" in markdown
+    assert "| 1 | treat | 0, 1, 2 | 0 | reproduced | none |" in markdown
+    document = json.loads(render(load_for_report(root, "json"), "json"))
+    assert [r["reeval"] for r in document["reevals"]] == [r["reeval"] for r in reevals(root)]
 
 
 @pytest.mark.ray
