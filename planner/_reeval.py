@@ -195,10 +195,13 @@ def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
     cap, used = ledger.get("cap"), int(ledger.get("evaluations") or 0)
     if not ledger.get("metric") or cap is None or used + adding <= cap:
         return None
+    left = max(cap - used, 0)
+    what = (f"re-evaluate at most {left} seed(s), or start a new run with fresh held-out data" if left else
+            "the cap is spent: start a new run with fresh held-out data")
     return (f"the held-out metric {ledger['metric']} has been evaluated {used} time(s) in this run "
             f"(confirm {ledger.get('confirm', 0)}, reeval {ledger.get('reeval', 0)}); {adding} more would make "
-            f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out data spends it: "
-            f"re-evaluate fewer seeds (at most {max(cap - used, 0)}), or start a new run with fresh held-out data")
+            f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out data spends "
+            f"some of its value: {what}")
 
 
 def next_reeval_number(reevals: list[dict], records: list[dict]) -> int:

@@ -140,7 +140,8 @@ def test_the_heldout_cap_refuses_past_it_and_names_the_count_and_the_cap():
     assert heldout_refusal(ledger, 1) is None
     message = heldout_refusal(ledger, 2)
     assert "evaluated 6 time(s)" in message and "would make 8" in message
-    assert "budget.max_heldout_evaluations = 7" in message and "at most 1" in message
+    assert "budget.max_heldout_evaluations = 7" in message and "re-evaluate at most 1 seed(s)" in message
+    assert "the cap is spent" in heldout_refusal({**ledger, "evaluations": 7}, 1)
     assert heldout_refusal({**ledger, "cap": None}, 100) is None
     assert heldout_refusal({**ledger, "metric": None}, 100) is None
 
@@ -395,6 +396,6 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(t
     assert main(["reeval", str(root), "--arm", "treat", "--seeds", "0", "1"]) == 2
     err = capsys.readouterr().err
     assert "test_acc has been evaluated 6 time(s) in this run (confirm 4, reeval 2)" in err
-    assert "would make 8, over budget.max_heldout_evaluations = 7" in err and "at most 1" in err
+    assert "would make 8, over budget.max_heldout_evaluations = 7" in err and "at most 1 seed(s)" in err
     assert "Traceback" not in err
     assert len(read_jsonl(root / "trials.jsonl")) == before and len(reevals(root)) == 2
