@@ -148,6 +148,8 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
     from ray.tune.search.optuna import OptunaSearch
 
     total = sum(len(s.specs) for s in sweeps)
+    # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(resources))))
     outcome = Outcome()
     if total == 0:
         return outcome

@@ -272,6 +272,7 @@ class _Runner:
         self.search_path = _search_path(contract_dir)
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
+        self._state_written = 0.0
         planned: dict[tuple[str, str], int] = {}
         for t in plan.trials:
             planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
@@ -291,26 +292,32 @@ class _Runner:
         limit = self.contract.budget.max_wall_time_s
         return None if limit is None else limit - self.wall_s()
 
-    def write_state(self, state: str, reason: str = "") -> None:
+    def write_state(self, state: str, reason: str = "", *, every_s: float = 0.0) -> None:
+        """Rewrite state.json (at most once per `every_s` seconds while running)."""
+        now = time.monotonic()
+        if every_s and now - self._state_written < every_s:
+            return
+        self._state_written = now
         self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
 
     # hooks
     def _started(self, spec: TrialSpec) -> None:
-        self.store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
+        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
+                         seed=spec.seed)
         self.progress.started(spec.phase, spec.arm)
         self.display.update()
 
     def _ended(self, record: dict) -> None:
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
-        self.store.event("trial_ended", trial_id=record["trial_id"], status=record["status"],
+        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
                          exposure=record["exposure"])
         self.progress.ended(record)
-        self.write_state("running")
+        self.write_state("running", every_s=1.0)
         self.display.update(record)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
-        self.store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
+        self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
         self.progress.cancelled(spec.phase, spec.arm)
         self.display.update()
 
