@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._compose import MISSING, ComposedArms, ComposeProblem, config_diff, flatten, get_path
-from planner._diagnostics import Diagnostic, Severity
+from planner._diagnostics import Diagnostic, Severity, short_repr
 from planner._load import LoadedYaml, format_path
 
 MIN_SEEDS_WARNING = 5
@@ -92,7 +92,7 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
     cap = contract.budget.max_heldout_evaluations
     confirm_evaluations = len(contract.all_arms) * len(contract.seeds)
     if contract.metric.heldout is not None and cap is not None and confirm_evaluations > cap:
-        report.add("P412", ("budget", "max_heldout_evaluations"),
+        report.add("P413", ("budget", "max_heldout_evaluations"),
                    f"confirmation alone evaluates the held-out metric {contract.metric.heldout!r} {confirm_evaluations} "
                    f"times ({len(contract.all_arms)} arms x {len(contract.seeds)} seeds) but "
                    f"budget.max_heldout_evaluations is {cap}",
@@ -138,8 +138,9 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                            f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
         grace = tuning.early_stop.grace
         if grace is not None and grace >= exposure:
+            given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"
             report.add("P407", ("tuning", "early_stop", "grace"),
-                       f"early_stop.grace is {grace} but budget.exposure is {exposure}: no trial could ever be stopped early",
+                       f"early_stop.grace is {grace}{given} but budget.exposure is {exposure}: no trial could ever be stopped early",
                        f"Use a grace below {exposure}, or early_stop rule none.")
         k = tuning.selection.k
         if tuning.selection.rule == "mean_last_k" and k is not None and k > exposure:
@@ -221,7 +222,7 @@ def compose_diagnostics(contract, loaded: LoadedYaml, problems: list[ComposeProb
 
 
 def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list[Diagnostic]:
-    """P300-P305 and P405: the arms' effective configs against the baseline's and the factor."""
+    """P300-P305, P405 and P412: the arms' effective configs against the baseline's, the factor and the space."""
     report = _Report(loaded)
     configs = composed.configs
     base_name = contract.baseline.name
@@ -258,10 +259,19 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
         seen.setdefault(fingerprint, arm.name)
     tuning = contract.tuning
     if tuning is not None:
+        for arm in contract.arms:
+            diff = config_diff(base, configs[arm.name])
+            tuned = [key for key in tuning.space if any(_inside(path, [key]) for path, _, _ in diff)]
+            if diff and all(_inside(path, list(tuning.space)) for path, _, _ in diff) \
+                    and arm.name not in tuning.arm_space and base_name not in tuning.arm_space:
+                report.add("P412", ("tuning", "space", tuned[0]),
+                           f"tuning.space tunes {_names(tuned)}, everything arm {arm.name!r} changes: tuning overwrites the "
+                           f"factor, so after tuning the arm and the baseline {base_name!r} are the same experiment",
+                           "Tune other keys, or give the arms different ranges in tuning.arm_space.", key=True)
         for key in tuning.space:
             missing = [name for name, config in configs.items() if get_path(config, key) is MISSING]
             if missing:
-                close = difflib.get_close_matches(key, _all_paths(base_leaves), n=1)
+                close = difflib.get_close_matches(key, [p for p in _all_paths(base_leaves) if p != key], n=1)
                 report.add("P405", ("tuning", "space", key),
                            f"tuning.space key {key!r} is not in the effective config of {_names(missing)}",
                            f"Did you mean `{close[0]}`?" if close else
@@ -300,10 +310,7 @@ def _names(names: list[str]) -> str:
 
 
 def _value(value: Any) -> str:
-    if value is MISSING:
-        return "<absent>"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return "<absent>" if value is MISSING else short_repr(value, 40)
 
 
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -396,6 +403,8 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
     finally:
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
+            if name == "planner" or name.startswith("planner."):
+                continue  # the planner's own modules stay: one copy of each class
             origin = getattr(sys.modules[name], "__file__", None) or ""
             if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
                 del sys.modules[name]

@@ -1,8 +1,10 @@
 """Load a contract file: safe YAML, with the line and column of every node.
 
-PyYAML composes the node graph (a `SafeLoader` subclass: no Python tags can
-ever be constructed), and we build plain data from it ourselves, recording
-where each node starts. Limits keep hostile files cheap to refuse: a size limit,
+PyYAML composes the node graph (never constructing objects, so no Python tag can
+ever run), and we build plain data from it ourselves, recording where each node
+starts. With libyaml (PyYAML's C extension) the limits below are checked on the
+C parser's event stream before the C composer runs; without it, a `SafeLoader`
+subclass checks them as it composes. Limits keep hostile files cheap to refuse: a size limit,
 a nesting-depth limit, a cap on aliases in the text and on the nodes that
 aliases expand to (an "alias bomb" fails in milliseconds), no duplicate keys,
 and only the standard tags (str, int, float, bool, null, map, seq).
@@ -31,7 +33,7 @@ from planner._errors import ContractError, UsageError
 MAX_BYTES = 1024 * 1024  # 1 MiB: a contract is a page of YAML
 MAX_DEPTH = 64
 MAX_ALIASES = 100  # aliases written in the file
-MAX_NODES = 20_000  # nodes after expanding aliases
+MAX_NODES = 5_000  # values in the file (P012), and after expanding aliases (P006)
 
 Path_ = tuple[Any, ...]
 Position = tuple[int, int]
@@ -140,7 +142,11 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
     loader = None
     try:
         try:
-            loader = _Loader(text)
+            if yaml.__with_libyaml__:  # libyaml: check the limits on its event stream, then compose in C
+                _check_events(yaml.parse(text, Loader=yaml.CSafeLoader))
+                loader = yaml.CSafeLoader(text)
+            else:  # pure Python: the composer checks the limits as it goes
+                loader = _Loader(text)
             node = loader.get_single_node()
         except _LimitError as error:
             raise ContractError([_diag(error.code, error.message, file, error.hint, *error.position)]) from None
@@ -153,6 +159,9 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             problem = error.problem or "invalid YAML"
             if error.context and error.problem:
                 problem = f"{error.context}, {error.problem}"
+            if "nesting depth" in str(problem):  # libyaml's own limit, deeper than ours
+                raise ContractError([_diag("P007", f"the YAML nests more than {MAX_DEPTH} levels deep", file,
+                                           "Flatten the structure.", line, column)]) from None
             if "expected a single document" in str(problem):
                 raise ContractError([_diag("P010", "the file holds more than one YAML document", file,
                                            "Keep one contract per file: remove the extra `---` document.", line, column)]) from None
@@ -190,6 +199,31 @@ class _LimitError(Exception):
         self.code, self.message, self.hint, self.position = code, message, hint, position
 
 
+def _check_events(events) -> None:
+    """Enforce the depth, value and alias limits on a parser's event stream (iterative: any depth is safe)."""
+    import yaml
+
+    depth = nodes = aliases = 0
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
+                                  "Write the values out; a contract needs few or no aliases.", _mark(event))
+        elif isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent):
+            nodes += 1
+            if nodes > MAX_NODES:
+                raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
+                                  "Keep data out of the contract (name data files under data.fingerprint).", _mark(event))
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep",
+                                      "Flatten the structure; a contract is a few levels deep.", _mark(event))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _mark(node) -> Position:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
@@ -204,6 +238,7 @@ def _make_loader_class():
             super().__init__(stream)
             self._depth = 0
             self._aliases = 0
+            self._nodes = 0
 
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
@@ -214,6 +249,12 @@ def _make_loader_class():
                                       "Write the values out; a contract needs few or no aliases.",
                                       (mark.line + 1, mark.column + 1))
                 return super().compose_node(parent, index)
+            self._nodes += 1
+            if self._nodes > MAX_NODES:
+                mark = self.peek_event().start_mark
+                raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
+                                  "Keep data out of the contract (name data files under data.fingerprint).",
+                                  (mark.line + 1, mark.column + 1))
             self._depth += 1
             try:
                 if self._depth > MAX_DEPTH:

@@ -97,7 +97,7 @@ def _load(path: Path):
         _validate = None
     if _validate is not None and hasattr(_validate, "load_contract"):
         loaded = _validate.load_contract(path)
-        return getattr(loaded, "contract", loaded)  # main's load_contract returns a LoadedContract
+        return getattr(loaded, "contract", loaded)  # main's validator returns a LoadedContract
     from pydantic import ValidationError
 
     from planner._contract import Contract

@@ -175,7 +175,9 @@ def format_result(result: ValidationResult) -> str:
     if lines:
         lines.append("")
     factor = summary["factor"]
-    lines.append(f"{result.file}: valid contract {summary['name']!r}")
+    count = len(result.diagnostics)  # a valid contract's diagnostics are warnings
+    noted = f" ({count} warning{'s' if count != 1 else ''})" if count else ""
+    lines.append(f"{result.file}: valid contract {summary['name']!r}{noted}")
     lines.append(f"  factor   {factor['name']} (keys: {', '.join(factor['keys'])})")
     metric = summary["metric"]
     decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
