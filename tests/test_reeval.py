@@ -399,3 +399,25 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(t
     assert "would make 8, over budget.max_heldout_evaluations = 7" in err and "at most 1 seed(s)" in err
     assert "Traceback" not in err
     assert len(read_jsonl(root / "trials.jsonl")) == before and len(reevals(root)) == 2
+
+
+def test_new_seeds_are_compared_with_the_logged_baseline_by_the_contracts_test():
+    from planner._contract import Contract
+    from planner._reeval import compare_new, estimate
+
+    data = contract_data("m", seeds=(0, 1, 2))
+    welch = Contract.model_validate(data)
+    base = {0: 0.40, 1: 0.41, 2: 0.42}
+    new = {7: 0.60, 8: 0.62, 9: 0.61}
+    c = compare_new(welch, "treat", new, base)
+    assert c["test"] == "welch" and c["effect"] == pytest.approx(0.2) and c["ci_low"] > 0 and c["note"] == ""
+    assert compare_new(welch, "base", new, base) is None  # the baseline against itself is not a comparison
+    assert compare_new(welch, "treat", {7: 0.6}, base) is None  # one value: mean only
+    paired = Contract.model_validate({**data, "acceptance": {"min_effect": 0.05, "test": "paired"}})
+    c = compare_new(paired, "treat", new, base)
+    assert c["test"] == "welch" and "paired test needs seeds the baseline ran" in c["note"]
+    c = compare_new(paired, "treat", {0: 0.60, 1: 0.62, 2: 0.61}, base)
+    assert c["test"] == "paired" and c["note"] == ""
+    assert estimate([]) == {"n": 0, "mean": None, "sd": None}
+    assert estimate([1.0]) == {"n": 1, "mean": 1.0, "sd": None}
+    assert estimate([1.0, 3.0]) == {"n": 2, "mean": 2.0, "sd": pytest.approx(2 ** 0.5)}
