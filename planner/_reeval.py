@@ -401,7 +401,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
 
     c = plan.contract
     store = RunStore.open(plan.run_dir)
-    store.lock()
+    store.lock("plan reeval")
     previous_term = _on_sigterm_interrupt()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
     records: dict[str, dict] = {}
     started = utc_now()

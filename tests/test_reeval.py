@@ -421,3 +421,18 @@ def test_new_seeds_are_compared_with_the_logged_baseline_by_the_contracts_test()
     assert estimate([]) == {"n": 0, "mean": None, "sd": None}
     assert estimate([1.0]) == {"n": 1, "mean": 1.0, "sd": None}
     assert estimate([1.0, 3.0]) == {"n": 2, "mean": 2.0, "sd": pytest.approx(2 ** 0.5)}
+
+
+def test_a_reeval_holding_the_lock_is_named_as_such(tmp_path):
+    from planner._errors import RunLockedError
+    from planner._store import RunStore
+
+    root = synthetic_run(tmp_path)
+    holder = RunStore.open(root)
+    holder.lock("plan reeval")
+    try:
+        with pytest.raises(RunLockedError, match="is in use by `plan reeval` \\(pid"):
+            RunStore.open(root).lock()
+    finally:
+        holder.unlock()
+    assert not (root / "lock").exists()
