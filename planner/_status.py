@@ -99,10 +99,11 @@ def format_status(status: dict[str, Any]) -> str:
            + (f", updated {s['updated']}" if s.get("updated") else "")]
     lock = s.get("lock")
     if lock:
-        holder = f"locked by pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
+        by = f"`{lock['command']}`, " if lock.get("command") else ""
+        holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
-        elif s["state"] != "running":
+        elif s["state"] != "running" and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
     reevals = s["budget"].get("reeval_trials")
