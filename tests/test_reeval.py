@@ -436,3 +436,18 @@ def test_a_reeval_holding_the_lock_is_named_as_such(tmp_path):
     finally:
         holder.unlock()
     assert not (root / "lock").exists()
+
+
+def test_status_names_a_reeval_that_holds_the_lock_without_calling_it_stale(tmp_path):
+    from planner._status import format_status, read_status
+    from planner._store import RunStore
+
+    root = synthetic_run(tmp_path)
+    RunStore.open(root).write_state("completed", reason="all planned trials ended")
+    holder = RunStore.open(root)
+    holder.lock("plan reeval")
+    try:
+        line = next(x for x in format_status(read_status(root)).splitlines() if x.startswith("locked by"))
+    finally:
+        holder.unlock()
+    assert line.startswith("locked by `plan reeval`, pid ") and "stale" not in line
