@@ -275,7 +275,8 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     info = folder.run_info()
     records = folder.trials().records
     metric = contract.metric.decision_metric
-    logged = {r["seed"]: r for r in records if r.get("phase") == "confirm" and r.get("arm") == arm}
+    logged = {r["seed"]: r for r in records
+              if r.get("phase") == "confirm" and r.get("arm") == arm and isinstance(r.get("seed"), int)}
     order = {s: i for i, s in enumerate(contract.seeds)}
     logged = dict(sorted(logged.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     if seeds is None:
@@ -322,7 +323,8 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
 def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, float]:
     """seed -> the final decision-metric value of the arm's completed confirmation trials."""
     return {r["seed"]: v for r in records if r.get("phase") == "confirm" and r.get("arm") == arm
-            and r.get("status") == "completed" for v in [final_value(r, metric)] if v is not None}
+            and r.get("status") == "completed" and isinstance(r.get("seed"), int)
+            for v in [final_value(r, metric)] if v is not None}
 
 
 def _frozen_contract(folder):
