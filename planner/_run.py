@@ -254,9 +254,23 @@ def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_
             raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
         return True
     pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
-             log_to_driver=log_to_driver, configure_logging=False)
+    start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
     return True
+
+
+def start_local_ray(attempts: int = 3, **options) -> None:
+    """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
+    fixed 30-second start-up wait."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, **options)
+            return
+        except Exception as error:  # Ray raises a bare Exception for a start-up timeout
+            ray.shutdown()
+            if attempt == attempts:
+                raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
 
 
 # ------------------------------------------------------------------ the run

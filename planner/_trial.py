@@ -79,7 +79,7 @@ class _Stop(BaseException):
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
-    def __init__(self, spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None,
+    def __init__(self, spec: TrialSpec, forward: Callable[..., None] | None,
                  already_forwarded: int | None = None):
         self.seed = spec.seed
         self.budget = spec.budget
@@ -131,7 +131,7 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
-            self._forward(step, forwarded, elapsed)
+            self._forward(step, forwarded, elapsed, self.violations)
 
 
 def _jsonable(value: float) -> float | str:
@@ -175,7 +175,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None = None) -> dict[str, Any]:
+def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
     """Run `spec` to its end (retrying raises) and return its record."""
     started, t0 = now_iso(), time.monotonic()
     errors: list[dict[str, Any]] = []
