@@ -338,6 +338,8 @@ def test_status_report_and_load_run_count_reeval_trials_apart_from_confirmation(
     assert "| 1 | treat | 0, 1, 2 | 0 | reproduced | none |" in markdown
     document = json.loads(render(load_for_report(root, "json"), "json"))
     assert [r["reeval"] for r in document["reevals"]] == [r["reeval"] for r in reevals(root)]
+    html = render(load_for_report(root, "html"), "html")
+    assert "<h2>Re-evaluations (plan reeval)</h2>" in html and "<td>0, 1, 2</td><td>0</td><td>reproduced</td>" in html
 
 
 @pytest.mark.ray
