@@ -364,6 +364,21 @@ def test_new_seeds_report_a_new_estimate_beside_the_logged_one(finished_run, cap
 
 
 @pytest.mark.ray
+def test_a_resumed_run_leaves_reeval_trials_out_of_its_counts_and_decisions(finished_run):
+    from planner._run import run
+
+    root = finished_run
+    if not reevals(root):
+        assert main(["reeval", str(root), "--arm", "treat"]) == 0
+    contract_path = json.loads((root / "run.json").read_text())["contract_path"]
+    result = run(contract_path, resume=root, quiet=True)
+    assert result.state == "completed" and result.trials_ended == 6
+    assert json.loads((root / "state.json").read_text())["budget"]["trials_ended"] == 6
+    decision = json.loads((root / "decisions.json").read_text())["decisions"][0]
+    assert decision["n_arm"] == decision["n_baseline"] == 3
+
+
+@pytest.mark.ray
 def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(tmp_path, ray_local, capsys):
     path, source = project(tmp_path / "project", cap=7)
     root = run_contract(path, tmp_path / "runs")
