@@ -495,7 +495,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             state, reason = "completed", "all planned trials ended"
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
             if missing:
-                reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
+                reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
+                          "(arms whose tuning left nothing to select)")
     except KeyboardInterrupt:
         state, reason = "interrupted", "stopped by the user (Ctrl-C)"
     except PlannerError as error:
