@@ -149,23 +149,31 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
 
     Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir.
     """
-    with _Quiet():
-        return _run_tuning(sweeps, **options)
+    saved = {key: os.environ.get(key) for key in [*TUNE_ENV, "TUNE_MAX_PENDING_TRIALS_PG"]}
+    try:
+        for key, value in TUNE_ENV.items():
+            os.environ.setdefault(key, value)
+        # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(options.get("resources", {})))))
+        with _Quiet():
+            return _run_tuning(sweeps, **options)
+    finally:  # Tune reads these while it runs; leave the process as it was
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
                 resources: dict[str, float], hooks: Hooks, time_budget_s: float | None,
                 storage_dir: str | None = None) -> Outcome:
-    for key, value in TUNE_ENV.items():
-        os.environ.setdefault(key, value)
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
     from ray.tune.search import Searcher
     from ray.tune.search.optuna import OptunaSearch
 
     total = sum(len(s.specs) for s in sweeps)
-    # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
-    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(resources))))
     outcome = Outcome()
     if total == 0:
         return outcome
