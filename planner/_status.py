@@ -113,7 +113,7 @@ def format_status(status: dict[str, Any]) -> str:
         width = max(len(str(t["arm"])) for t in s["trials"])
         for t in s["trials"]:
             statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
-            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {_n(t['planned']):<5} {statuses}")
+            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
         label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"
