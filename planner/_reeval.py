@@ -409,8 +409,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     started = utc_now()
     started_ray = False
     try:
-        store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
-                    tolerance=plan.tolerance)
+        _recheck_under_lock(plan)
 
         def on_started(spec):
             store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
@@ -437,6 +436,8 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             raise
         except Exception as error:  # a local Ray that cannot start (an overloaded machine): a sentence
             raise RunError(f"cannot start a local Ray for the reeval: {error}; nothing ran") from None
+        store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
+                    tolerance=plan.tolerance)
         outcome = run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
                             hooks=Hooks(on_started, on_ended, on_cancelled),
                             max_trial_time_s=c.budget.max_trial_time_s, deadline=None)
@@ -458,6 +459,19 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             import ray
 
             ray.shutdown()
+
+
+def _recheck_under_lock(plan: ReevalPlan) -> None:
+    """Another reeval may have ended between `prepare` and the lock: re-count the ledger and renumber."""
+    from planner import _runfolder_read as rf
+
+    folder = rf.RunFolder(plan.run_dir)
+    frozen = folder.contract()
+    plan.ledger = rf.heldout_ledger(folder.trials(slim=frozen).records, frozen)
+    refusal = heldout_refusal(plan.ledger, len(plan.seeds))
+    if refusal:
+        raise UsageError(refusal)
+    plan.reeval_number = next_reeval_number(folder.reevals().records, folder.trials(slim=frozen).records)
 
 
 def _result(plan: ReevalPlan, records: dict[str, dict]) -> ReevalResult:

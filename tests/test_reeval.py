@@ -187,12 +187,12 @@ def project(folder: Path, **options) -> tuple[Path, Path]:
     return path, source
 
 
-def synthetic_run(tmp_path: Path) -> Path:
+def synthetic_run(tmp_path: Path, cap: int | None = None) -> Path:
     """A run folder as `plan run` leaves it after tuning, before any confirmation trial ended."""
     from planner._contract import Contract
     from planner._store import RunStore
 
-    path, _ = project(tmp_path / "project", tuning=True)
+    path, _ = project(tmp_path / "project", tuning=True, cap=cap)
     contract = Contract.model_validate(yaml.safe_load(path.read_text()))
     store = RunStore.create(tmp_path / "runs", contract.name)
     configs = {"base": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "noise": 0.01}},
@@ -468,3 +468,23 @@ def test_status_names_a_reeval_that_holds_the_lock_without_calling_it_stale(tmp_
     finally:
         holder.unlock()
     assert line.startswith("locked by `plan reeval`, pid ") and "stale" not in line
+
+
+def test_under_the_lock_the_ledger_is_counted_again_and_the_reeval_renumbered(tmp_path):
+    from planner._reeval import _recheck_under_lock
+    from planner._store import RunStore
+
+    root = synthetic_run(tmp_path, cap=5)
+    plan = prepare(root, "treat", seeds=[5, 6])
+    assert plan.reeval_number == 1 and plan.ledger["evaluations"] == 0
+    store = RunStore.open(root)  # meanwhile, another reeval of 4 seeds ended
+    store.append("reevals.jsonl", {"reeval": 1, "arm": "treat"})
+    for seed in range(4):
+        store.record_trial({"trial_id": f"reeval-treat-s{seed}-1", "phase": "reeval", "arm": "treat", "seed": seed,
+                            "status": "completed", "reports": [{"step": 3, "metrics": {"test_acc": 0.5}}]})
+    store.close()
+    with pytest.raises(UsageError, match="evaluated 4 time\\(s\\).*would make 6, over budget.max_heldout_evaluations = 5"):
+        _recheck_under_lock(plan)
+    plan.seeds = [5]
+    _recheck_under_lock(plan)
+    assert plan.reeval_number == 2 and plan.trial_id(5) == "reeval-treat-s5-2"
