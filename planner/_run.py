@@ -316,7 +316,8 @@ class _Runner:
             return "budget"
         outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
-                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining)
+                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining,
+                             prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped
 
