@@ -218,6 +218,11 @@ class _Runner:
         self.store = store
         self.sha = contract.sha256()
         self.search_path = _search_path(contract_dir)
+        self._command_extra: dict = {}
+        if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
+            from planner._command import command_trainable
+
+            self._command_extra = {"command": command_trainable(contract, contract_dir, configs).to_dict()}
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
         self._state_written = 0.0
@@ -279,10 +284,11 @@ class _Runner:
         c = self.contract
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
                          index=trial.index, params={}, config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable, metric=c.metric.name,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
-                         cwd=os.getcwd())
+                         cwd=os.getcwd(), extra=self._command_extra)
 
     def resources(self) -> dict:
         r = self.contract.budget.resources
@@ -380,8 +386,6 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._progress import make_display
 
     contract, contract_dir, configs, plan = load_and_validate(contract_path)
-    if contract.trainable is None:
-        raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
     previous_wall = 0.0
     if resume is not None:
         store = RunStore.open(resume)
