@@ -78,13 +78,18 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
     return out
 
 
-def current_identity(trainable: str, search_path: list[str], data_paths: list[str], contract_dir: Path) -> dict:
-    """Today's code, python, packages and data fingerprints, as identity.json records them."""
+def current_identity(trainable: str, search_path: list[str], data_paths: list[str], contract_dir: Path,
+                     module: bool = True) -> dict:
+    """Today's code, python, packages and data fingerprints, as identity.json records them.
+
+    A `command:` trainable (module=False) has no module to digest: its code identity is its command line.
+    """
     import platform
 
     from planner._identity import code_identity, data_fingerprints, packages
 
-    return {"code": code_identity(trainable, search_path), "python": platform.python_version(),
+    code = code_identity(trainable, search_path) if module else {"trainable": trainable}
+    return {"code": code, "python": platform.python_version(),
             "packages": packages(), "data": data_fingerprints(data_paths, contract_dir)}
 
 
@@ -246,6 +251,7 @@ class ReevalPlan:
     identity: dict[str, Any]  # today's
     differences: list[Difference]
     ledger: dict[str, Any]
+    arm_configs: dict[str, dict] = field(default_factory=dict)  # configs/<arm>.yaml (a command trainable needs them)
     notes: list[str] = field(default_factory=list)
 
     def trial_id(self, seed: int) -> str:
@@ -266,8 +272,6 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if arm not in arms:
         listed = ", ".join(f"{a} (baseline)" if a == contract.baseline.name else a for a in arms)
         raise UsageError(f"{arm!r} is not an arm of this run; its arms are: {listed}")
-    if contract.trainable is None:
-        raise RunError("this run used a `command:` trainable; plan reeval re-runs `trainable: module:function` only")
     if seeds is not None:
         duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
         if duplicates:
@@ -298,7 +302,8 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if reused:
         notes.append(f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
                      "so their estimate is optimistic")
-    identity = current_identity(contract.trainable, search_path, list(contract.data.fingerprint), contract_dir)
+    identity = current_identity(contract.trainable or f"command: {contract.command}", search_path,
+                                list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None)
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(0, Difference("contract_sha256", info["contract_sha256"], contract.sha256()))
@@ -317,7 +322,7 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
         logged={s: r for s, r in logged.items() if s in seeds}, arm_logged=arm_logged,
         baseline_logged=baseline_logged,
         logged_effect=logged_effect, reeval_number=next_reeval_number(folder.reevals().records, records),
-        identity=identity, differences=differences, ledger=ledger, notes=notes)
+        identity=identity, differences=differences, ledger=ledger, arm_configs=folder.configs(), notes=notes)
 
 
 def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, float]:
@@ -424,11 +429,18 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
 
         r = c.budget.resources
+        extra: dict[str, Any] = {}
+        if c.command:  # a `command:` trainable travels as plain data, built from the logged configs
+            from planner._command import command_trainable
+
+            extra = {"command": command_trainable(c, plan.contract_dir, plan.arm_configs).to_dict()}
         specs = [TrialSpec(trial_id=plan.trial_id(seed), phase="reeval", arm=plan.arm, seed=seed, index=0,
                            params=dict(plan.params), config=plan.config, budget=c.budget.exposure,
-                           dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable, metric=c.metric.name,
+                           dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable or c.command,
+                           metric=c.metric.name,
                            heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=plan.contract_sha256,
-                           max_trial_time_s=c.budget.max_trial_time_s, path=tuple(plan.search_path), cwd=os.getcwd())
+                           max_trial_time_s=c.budget.max_trial_time_s, path=tuple(plan.search_path), cwd=os.getcwd(),
+                           extra=extra)
                  for seed in plan.seeds]
         try:
             started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False)

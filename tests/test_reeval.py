@@ -488,3 +488,28 @@ def test_under_the_lock_the_ledger_is_counted_again_and_the_reeval_renumbered(tm
     plan.seeds = [5]
     _recheck_under_lock(plan)
     assert plan.reeval_number == 2 and plan.trial_id(5) == "reeval-treat-s5-2"
+
+
+@pytest.mark.ray
+def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local, capsys):
+    app = tmp_path / "app"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "hydra_app", app)
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = [0, 1]
+    contract["budget"]["exposure"] = 3
+    contract["tuning"]["trials_per_arm"] = 1
+    (app / "contract.yaml").write_text(yaml.safe_dump(contract))
+    from planner._run import run
+
+    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed"
+    root = result.run_dir
+    selected = json.loads((root / "selection.json").read_text())["arms"]["momentum"]["params"]["optimizer.lr"]
+
+    assert main(["reeval", str(root), "--arm", "momentum"]) == 0
+    out = lines_of(capsys.readouterr().out)
+    assert "identity: code, python, packages and data match the log" in out
+    assert "verdict: reproduced: 2 of 2 logged seeds exactly" in out
+    new = [r for r in read_jsonl(root / "trials.jsonl") if r["phase"] == "reeval"]
+    assert len(new) == 2 and all(r["config"]["optimizer"]["lr"] == selected for r in new)
+    assert all(any((root / "trials" / r["trial_id"]).rglob("stdout.log")) for r in new)
