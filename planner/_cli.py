@@ -162,8 +162,8 @@ def _cmd_power(args: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from planner._estimate import default_slots, estimate, format_estimate
     from planner._errors import UsageError
+    from planner._estimate import default_slots, estimate, format_estimate
     from planner._validate import load_contract
 
     contract = load_contract(args.contract).contract

@@ -135,7 +135,7 @@ def format_power(s: dict[str, Any]) -> str:
     lines = [
         f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect {s['min_effect']:g}, {alpha}",
         f"  sd {s['sd']:.4g}: {s['sd_source']}",
-        f"  power = P(CI low > 0) when the true improvement is min_effect; accept also needs the estimate >= min_effect",
+        "  power = P(CI low > 0) when the true improvement is min_effect; accept also needs the estimate >= min_effect",
         "",
         f"  {'':<22}{'seeds/arm':>10}{'trials':>8}{'power':>8}{'P(accept)':>11}",
     ]
