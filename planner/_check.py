@@ -89,10 +89,14 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add("P411", ("metric", "heldout"),
                    f"metric.heldout is the tuning metric {contract.metric.name!r}: the held-out metric must be a different one",
                    "Name a metric the trainable reports on held-out data (like test_acc), or remove `heldout`.")
-    if contract.confirmation.looks > len(contract.seeds):
-        report.add("P410", ("confirmation", "looks"),
-                   f"confirmation.looks is {contract.confirmation.looks} but there are only {len(contract.seeds)} seeds to split into looks",
-                   "Use at most as many looks as confirmation seeds.")
+    if contract.confirmation.looks > 1:
+        from planner._looks import look_sizes  # the sizes planner._sequential uses, without scipy
+
+        try:
+            look_sizes(len(contract.seeds), contract.confirmation.looks)
+        except ValueError as error:
+            report.add("P410", ("confirmation", "looks"), f"confirmation.looks: {error}",
+                       "Every look adds new seeds and the first look needs at least 2 per arm.")
     tuning = contract.tuning
     if tuning is not None:
         _duplicates(report, tuning.seeds, ("tuning", "seeds"), "tuning seed")
