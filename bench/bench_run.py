@@ -62,8 +62,8 @@ def raw_tune(n: int, seconds: float, reuse: bool, quiet_loggers: bool, storage: 
     return time.perf_counter() - t0
 
 
-def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int]:
-    """(tuning-phase wall, whole-run wall, trials in the whole run)."""
+def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int, float]:
+    """(tuning-phase wall, whole-run wall, trials in the whole run, confirmation-phase wall)."""
     from planner._run import run
     from planner._store import read_jsonl
 
@@ -92,9 +92,13 @@ def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int]:
     result = run(folder / "contract.yaml", runs_dir=folder / "runs", quiet=True)
     whole = time.perf_counter() - t0
     events = {e["event"] + "/" + e.get("phase", ""): e for e in read_jsonl(result.run_dir / "events.jsonl")}
-    start = datetime.fromisoformat(events["phase_started/tune"]["time"].replace("Z", "+00:00"))
-    end = datetime.fromisoformat(events["phase_ended/tune"]["time"].replace("Z", "+00:00"))
-    return (end - start).total_seconds(), whole, n + 4
+
+    def span(phase):
+        start = datetime.fromisoformat(events[f"phase_started/{phase}"]["time"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(events[f"phase_ended/{phase}"]["time"].replace("Z", "+00:00"))
+        return (end - start).total_seconds()
+
+    return span("tune"), whole, n + 4, span("confirm")
 
 
 def main(argv=None) -> int:
@@ -103,6 +107,7 @@ def main(argv=None) -> int:
     parser.add_argument("--trial-seconds", type=float, default=1.0)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--skip-default", action="store_true", help="skip raw Tune with default settings (slow)")
     args = parser.parse_args(argv)
     n, seconds, slots = args.trials, args.trial_seconds, args.cpus
 
@@ -111,18 +116,21 @@ def main(argv=None) -> int:
     from planner._dispatch import WORKER_ENV
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=slots, include_dashboard=False, configure_logging=False, log_to_driver=False,
-             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
+    from planner._run import start_local_ray
+
+    start_local_ray(num_cpus=slots, log_to_driver=False,
+                    runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
     startup = time.perf_counter() - t0
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         tmp = Path(tmp)
-        rows["raw Tune, default"] = raw_tune(n, seconds, reuse=False, quiet_loggers=False, storage=str(tmp / "a"))
+        if not args.skip_default:
+            rows["raw Tune, default"] = raw_tune(n, seconds, reuse=False, quiet_loggers=False, storage=str(tmp / "a"))
         rows["raw Tune, reuse_actors"] = raw_tune(n, seconds, reuse=True, quiet_loggers=False, storage=str(tmp / "b"))
         rows["raw Tune, reuse_actors, loggers off"] = raw_tune(n, seconds, reuse=True, quiet_loggers=True,
                                                                storage=str(tmp / "c"))
         (tmp / "plan").mkdir()
-        tune_wall, whole, whole_n = plan_run(n, seconds, tmp / "plan")
+        tune_wall, whole, whole_n, confirm_wall = plan_run(n, seconds, tmp / "plan")
         rows["plan run, tuning phase"] = tune_wall
     ray.shutdown()
 
@@ -140,7 +148,10 @@ def main(argv=None) -> int:
     whole_util = whole_n * seconds / (slots * whole)
     print(f"{'plan run, whole run (' + str(whole_n) + ' trials)':40s} {whole:8.2f} {'':>15s} {whole_util:11.1%}"
           f"   (ideal {math.ceil(whole_n / slots) * seconds:.1f} s)")
-    out["plan_run_whole"] = {"trials": whole_n, "wall_s": whole, "utilization": whole_util}
+    print(f"{'plan run, confirmation phase (4 trials)':40s} {confirm_wall:8.2f}"
+          f"   (ideal {math.ceil(4 / slots) * seconds:.1f} s)")
+    out["plan_run_whole"] = {"trials": whole_n, "wall_s": whole, "utilization": whole_util,
+                             "confirm_phase_s": confirm_wall}
     target_ok = rows["plan run, tuning phase"] <= 1.05 * fastest_raw
     print(f"\ntarget: plan run within 5% of the fastest raw Tune: {'met' if target_ok else 'NOT met'}; "
           f"utilization >= 85%: {'met' if out['rows']['plan run, tuning phase']['utilization'] >= 0.85 else 'NOT met'}")

@@ -7,11 +7,15 @@ Times, in fresh processes and interleaved so that machine load hits all alike:
 and prints the medians and the ratios. The target is validate within 1.5x of the floor.
 
     python bench/bench_validate.py [--runs 10] [--contract PATH]
+
+It also times, in this process, one compose of the contract's config through
+`hydra.compose` and through planner's direct path (`compose_without_hydra_node`).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import resource
 import statistics
@@ -47,6 +51,9 @@ def main() -> int:
     # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
     cwd = contract.parent.parent
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # byte-compile planner as an install would: with PYTHONDONTWRITEBYTECODE set, a stale .pyc
+    # would otherwise be recompiled on every run and counted against validate
+    compileall.compile_dir(str(REPO / "planner"), quiet=1)
     commands = {
         "import floor (import hydra, pydantic)": [sys.executable, "-c", "import hydra, pydantic"],
         "import hydra; from pydantic import BaseModel": [sys.executable, "-c", "import hydra; from pydantic import BaseModel"],
@@ -70,7 +77,38 @@ def main() -> int:
     ratio = validate / floor
     print(f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_validate / cpu_floor:.2f} (target <= {TARGET}); "
           f"validate / models: wall {validate / models:.2f}, CPU {cpu_validate / cpu_models:.2f}")
+    _compare_composes(contract, args.runs)
     return 0 if ratio <= TARGET else 1
+
+
+def _compare_composes(contract: Path, runs: int) -> None:
+    sys.path.insert(0, str(REPO))
+    import yaml
+    from hydra import compose, initialize_config_dir
+
+    from planner._compose import compose_without_hydra_node
+
+    config = yaml.safe_load(contract.read_text())["config"]
+    config_dir = (contract.parent / config["dir"]).resolve()
+
+    def public() -> None:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            compose(config_name=config["name"])
+
+    def direct() -> None:
+        compose_without_hydra_node(config_dir, config["name"], [])
+
+    medians = {}
+    for name, call in (("hydra.compose", public), ("compose_without_hydra_node", direct)):
+        call()  # first-call imports and caches
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        medians[name] = statistics.median(times)
+        print(f"{name}: median {medians[name] * 1000:.1f} ms per compose")
+    print(f"direct compose is {medians['hydra.compose'] / medians['compose_without_hydra_node']:.1f}x faster")
 
 
 if __name__ == "__main__":

@@ -6,9 +6,10 @@ set of *group* overrides (`optimizer=adam`) and apply plain value overrides
 (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf, which is what Hydra itself
 does after composition. Arms that differ only in values cost one compose in all.
 Each compose runs Hydra's own steps without building Hydra's `hydra:` node
-(`compose_without_hydra_node`, about 4x cheaper than `hydra.compose`, which
-rebuilds that node every call and drops it); anything unusual, and every error,
-goes through `hydra.compose` itself, so messages are Hydra's.
+(`compose_without_hydra_node`, several times cheaper than `hydra.compose`, which
+rebuilds that node every call and drops it; bench/bench_validate.py times both);
+anything unusual, and every error, goes through `hydra.compose` itself, so
+messages are Hydra's.
 
 Hydra's global state never leaks: the direct path creates no GlobalHydra and
 restores the version base, and `hydra.compose` runs inside
@@ -140,7 +141,10 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    cfg = OmegaConf.create(copy.deepcopy(composed))
+    try:
+        cfg = OmegaConf.create(copy.deepcopy(composed))
+    except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
+        return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
     for ov, item in value:
         problem = _apply_value_override(cfg, ov, item, arm)
         if problem:
@@ -164,7 +168,7 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     if base_dir is None:
         return copy.deepcopy(base.values)
     from hydra import compose, initialize_config_dir
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import MissingConfigException
     from omegaconf import OmegaConf
 
     result.composes += 1
@@ -183,10 +187,10 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         hint = f"; available: {', '.join(options)}" if options else ""
         return [ComposeProblem("missing_option", f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
                                arm, ov.source, ov.index)]
-    except ConfigCompositionException as error:
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
-    except Exception as error:  # Hydra raises a zoo of errors for bad config files
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
+    except Exception as error:  # ConfigCompositionException, and a zoo of others for bad config files
+        blamed = _mentioned(error, group)
+        where = (blamed.source, blamed.index) if blamed else ("config", None)
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
 
 
@@ -263,6 +267,16 @@ def _search_path(config_dir: Path):
     return search_path
 
 
+def _mentioned(error: BaseException, group) -> _Override | None:
+    """The group override whose key Hydra's message names ("Could not override 'optimizer@'"), if any."""
+    text = str(error)
+    for ov, item in group:
+        key = item.key_or_group + (f"@{item.package}" if item.package else "")
+        if f"'{key}" in text or f"for {item.key_or_group}." in text:
+            return ov
+    return None
+
+
 def _missing_option(error, group):
     """Which group override named an option that does not exist, with the options that do."""
     options = list(getattr(error, "options", None) or [])
@@ -279,8 +293,8 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
     from omegaconf import OmegaConf
 
     key = item.key_or_group
-    exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
     try:
+        exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
                 return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)

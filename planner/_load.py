@@ -34,6 +34,7 @@ MAX_BYTES = 1024 * 1024  # 1 MiB: a contract is a page of YAML
 MAX_DEPTH = 64
 MAX_ALIASES = 100  # aliases written in the file
 MAX_NODES = 5_000  # values in the file (P012), and after expanding aliases (P006)
+_TOO_DEEP = f"the YAML nests more than {MAX_DEPTH} levels deep"
 
 Path_ = tuple[Any, ...]
 Position = tuple[int, int]
@@ -160,7 +161,7 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             if error.context and error.problem:
                 problem = f"{error.context}, {error.problem}"
             if "nesting depth" in str(problem):  # libyaml's own limit, deeper than ours
-                raise ContractError([_diag("P007", f"the YAML nests more than {MAX_DEPTH} levels deep", file,
+                raise ContractError([_diag("P007", _TOO_DEEP, file,
                                            "Flatten the structure.", line, column)]) from None
             if "expected a single document" in str(problem):
                 raise ContractError([_diag("P010", "the file holds more than one YAML document", file,
@@ -171,7 +172,7 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             raise ContractError([_diag("P004", f"YAML error: {str(error).splitlines()[0]}", file,
                                        "Fix the YAML syntax.")]) from None
         except RecursionError:
-            raise ContractError([_diag("P007", f"the YAML nests more than {MAX_DEPTH} levels deep", file,
+            raise ContractError([_diag("P007", _TOO_DEEP, file,
                                        "Flatten the structure.")]) from None
     finally:
         if loader is not None:
@@ -199,33 +200,53 @@ class _LimitError(Exception):
         self.code, self.message, self.hint, self.position = code, message, hint, position
 
 
+class _Limits:
+    """Counts aliases, values and nesting as a parser goes; raises `_LimitError` past a limit."""
+
+    def __init__(self) -> None:
+        self.depth = self.values = self.aliases = 0
+
+    def alias(self, mark) -> None:
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
+                              "Write the values out; a contract needs few or no aliases.", _position(mark))
+
+    def value(self, mark, collection: bool) -> None:
+        self.values += 1
+        if self.values > MAX_NODES:
+            raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
+                              "Keep data out of the contract (name data files under data.fingerprint).", _position(mark))
+        if collection:
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise _LimitError("P007", _TOO_DEEP, "Flatten the structure; a contract is a few levels deep.",
+                                  _position(mark))
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+
 def _check_events(events) -> None:
-    """Enforce the depth, value and alias limits on a parser's event stream (iterative: any depth is safe)."""
+    """Enforce the limits on a parser's event stream (iterative: any depth is safe)."""
     import yaml
 
-    depth = nodes = aliases = 0
+    limits = _Limits()
     for event in events:
         if isinstance(event, yaml.AliasEvent):
-            aliases += 1
-            if aliases > MAX_ALIASES:
-                raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
-                                  "Write the values out; a contract needs few or no aliases.", _mark(event))
+            limits.alias(event.start_mark)
         elif isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent):
-            nodes += 1
-            if nodes > MAX_NODES:
-                raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
-                                  "Keep data out of the contract (name data files under data.fingerprint).", _mark(event))
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep",
-                                      "Flatten the structure; a contract is a few levels deep.", _mark(event))
+            limits.value(event.start_mark, isinstance(event, yaml.CollectionStartEvent))
         elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
+            limits.leave()
+
+
+def _position(mark) -> Position:
+    return mark.line + 1, mark.column + 1
 
 
 def _mark(node) -> Position:
-    return node.start_mark.line + 1, node.start_mark.column + 1
+    return _position(node.start_mark)
 
 
 def _make_loader_class():
@@ -236,35 +257,20 @@ def _make_loader_class():
 
         def __init__(self, stream):
             super().__init__(stream)
-            self._depth = 0
-            self._aliases = 0
-            self._nodes = 0
+            self._limits = _Limits()
 
         def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                self._aliases += 1
-                if self._aliases > MAX_ALIASES:
-                    mark = self.peek_event().start_mark
-                    raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
-                                      "Write the values out; a contract needs few or no aliases.",
-                                      (mark.line + 1, mark.column + 1))
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                self._limits.alias(event.start_mark)
                 return super().compose_node(parent, index)
-            self._nodes += 1
-            if self._nodes > MAX_NODES:
-                mark = self.peek_event().start_mark
-                raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
-                                  "Keep data out of the contract (name data files under data.fingerprint).",
-                                  (mark.line + 1, mark.column + 1))
-            self._depth += 1
+            collection = isinstance(event, yaml.CollectionStartEvent)
+            self._limits.value(event.start_mark, collection)
             try:
-                if self._depth > MAX_DEPTH:
-                    mark = self.peek_event().start_mark
-                    raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep",
-                                      "Flatten the structure; a contract is a few levels deep.",
-                                      (mark.line + 1, mark.column + 1))
                 return super().compose_node(parent, index)
             finally:
-                self._depth -= 1
+                if collection:
+                    self._limits.leave()
 
     return Loader
 
@@ -299,7 +305,7 @@ class _Builder:
             raise _LimitError("P006", f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they name)",
                               "Write the values out instead of nesting aliases.", _mark(node))
         if depth > MAX_DEPTH:
-            raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep (through aliases)",
+            raise _LimitError("P007", _TOO_DEEP + " (through aliases)",
                               "Flatten the structure.", _mark(node))
         if node.tag not in _STANDARD_TAGS:
             raise _LimitError("P005", f"the tag {node.tag!r} is not allowed; a contract uses plain YAML values only",

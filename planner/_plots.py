@@ -50,7 +50,7 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
         ax.legend(loc="lower right", fontsize=8, frameon=False)
     ax.set_yticks(range(len(rows)), [str(d["arm"]) for d in reversed(rows)])
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlabel(f"effect on {metric} vs the baseline (CI at the adjusted alpha)")
+    ax.set_xlabel(f"effect on {metric} vs the baseline, positive = better (CI at the adjusted alpha)")
     ax.margins(x=0.25)
     ax.grid(axis="x", alpha=0.3)
     width = max(len(str(d["arm"])) for d in rows)

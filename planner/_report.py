@@ -103,7 +103,11 @@ def _decisions(results: RunResults) -> list[dict[str, Any]]:
 
 
 def per_seed(results: RunResults) -> dict[str, Any]:
-    """Confirmation values of the decision metric, by seed (rows) and arm (columns)."""
+    """Confirmation values of the decision metric, by seed (rows) and arm (columns).
+
+    Each cell is the trial's last value and its status; the mean per arm is over
+    completed trials only, as the decision takes them.
+    """
     metric = results.decision_metric
     t = results.trials
     conf = t[t["phase"] == "confirm"] if len(t) else t
@@ -122,7 +126,8 @@ def per_seed(results: RunResults) -> dict[str, Any]:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
     means = {}
     for arm in arms:
-        vals = [c["value"] for (s, a), c in cells.items() if a == arm and c["value"] is not None]
+        vals = [c["value"] for (s, a), c in cells.items()
+                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == "running" else "missing"
     return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
@@ -216,10 +221,14 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "hypothesis": c.get("hypothesis"),
         "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
-        "metric": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
-                   "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
-        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
+        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        "metric": results.decision_metric,
+        **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
+           for k in ("test", "alpha", "correction", "min_effect")},
         "decisions": _decisions(results),
+        "metrics": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
+                    "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
         "budget": results.budget,
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
@@ -397,7 +406,7 @@ def render_markdown(results: RunResults) -> str:
         lk = s["lock"]
         out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
     out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
-    m = s["metric"]
+    m = s["metrics"]
     out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
             f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "
             f"{acc['test']} test, alpha {acc['alpha']}, {acc['correction']} correction, min_effect {acc['min_effect']}.", ""]
@@ -464,7 +473,7 @@ def render_markdown(results: RunResults) -> str:
     if ident:
         pk = ", ".join(f"{k} {v}" for k, v in ident["packages"].items())
         out += _table(["", ""], [
-            ["commit", f"{ident.get('commit') or '–'}" + (" (dirty)" if ident.get("dirty") else "")],
+            ["commit", f"{ident.get('commit') or 'not recorded (not a git checkout?)'}" + (" (dirty)" if ident.get("dirty") else "")],
             ["repo", ident.get("repo") or "–"], ["trainable", ident.get("trainable") or "–"],
             ["python", ident.get("python") or "–"],
             ["packages", pk + (f" (+{ident['other_packages']} more)" if ident.get("other_packages") else "")],

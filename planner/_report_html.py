@@ -73,7 +73,7 @@ def render_html(results: RunResults) -> str:
     from planner import _plots
 
     s = rp.summarize(results)
-    m, acc = s["metric"], s["acceptance"]
+    m, acc = s["metrics"], s["acceptance"]
     parts = [f"<h1>{_e(s['name'])} <span class='muted'>/ {_e(s['run_id'])}</span></h1>"]
     state = f"<span class='badge state'>{_e(s['run_state'])}</span>"
     if s.get("state_reason"):
@@ -201,7 +201,8 @@ def render_html(results: RunResults) -> str:
             pk += f" <span class='muted'>(+{_f(ident['other_packages'])} more in identity.json)</span>"
         dirty = " <span class='badge reject'>dirty</span>" if ident.get("dirty") else ""
         rows = [
-            ["commit", f"<code>{_e(ident.get('commit') or '–')}</code>{dirty}"],
+            ["commit", (f"<code>{_e(ident['commit'])}</code>" if ident.get("commit")
+                        else "<span class='muted'>not recorded (not a git checkout?)</span>") + dirty],
             ["repo", _e(ident.get("repo") or "–")], ["trainable", f"<code>{_e(ident.get('trainable') or '–')}</code>"],
             ["python", _e(ident.get("python") or "–")], ["packages", pk or "–"],
             ["host", _e(f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)")],
@@ -242,7 +243,8 @@ def _glance(s: dict[str, Any]) -> str:
     protocol.append(f"{len(fails)} failed trial(s)")
     if h.get("metric"):
         cap = f" of {_f(h['cap'])}" if h.get("cap") is not None else ""
-        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}")
+        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}"
+                        + (" <span class='bad'>(over the cap)</span>" if h.get("over_cap") else ""))
     rows = [["decisions", decisions], ["budget used", budget], ["protocol", "; ".join(protocol)]]
     return "<table class='glance'><tbody>" + "".join(
         f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</tbody></table>"

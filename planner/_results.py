@@ -25,9 +25,6 @@ import pandas as pd
 
 from planner import _runfolder_read as rf
 
-TRIAL_COLUMNS = ["trial_id", "phase", "arm", "seed", "index", "status", "exposure", "attempts",
-                 "duration_s", "started", "ended", "host", "n_reports", "error"]
-REPORT_COLUMNS = ["trial_id", "phase", "arm", "seed", "step", "metric", "value", "time_s"]
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
 PHASES = ["tune", "confirm", "reeval"]
@@ -262,7 +259,7 @@ class _Collector:
             keep[list(last.values())] = True
             self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
                               "the last record of each is used")
-        trials = _trial_frame(records, self.n_reports, self.finals)
+        trials = _trial_frame(records, self.n_reports, self.finals, rf.arm_names(self.contract))
         reports = self._report_frame(trials, len(records))
         if keep is not None:
             trials = trials[keep].reset_index(drop=True)
@@ -299,7 +296,7 @@ class _Collector:
 
 
 def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
-                 finals: dict[str, list[tuple[int, float]]]) -> pd.DataFrame:
+                 finals: dict[str, list[tuple[int, float]]], arm_order: list[str]) -> pd.DataFrame:
     n = len(records)
     get = dict.get
     nan = math.nan
@@ -308,7 +305,7 @@ def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
     columns: dict[str, Any] = {
         "trial_id": pd.array([str(get(r, "trial_id")) for r in records], dtype="string"),
         "phase": pd.Categorical(phases, categories=_ordered(phases, PHASES)),
-        "arm": pd.Categorical(arms, categories=_ordered(arms, [])),
+        "arm": pd.Categorical(arms, categories=_ordered(arms, arm_order)),
         "seed": _ints([get(r, "seed") for r in records]),
         "index": _ints([get(r, "index") for r in records]),
         "status": pd.Categorical([get(r, "status") for r in records]),
@@ -341,13 +338,6 @@ def _ints(values: list[Any]) -> Any:
 
 def _times(values: list[Any]) -> Any:
     return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce").array
-
-
-def _int_or_float(values: list[Any]) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return _numeric(values)
 
 
 def _ordered(values: list[Any], preferred: list[str]) -> list[str]:

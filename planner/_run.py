@@ -119,102 +119,36 @@ def _load(path: Path):
                              for e in error.errors()]) from None
 
 
-# ------------------------------------------------------------------ the decision (stand-in)
+# ------------------------------------------------------------------ the decision
 
 def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
-    """STAND-IN until planner._decide lands: Welch's t for every test, Holm/Bonferroni across arms.
+    """The contract's decision per treatment arm (planner._decide), as decisions.json rows.
 
-    Returns one dict per treatment arm with the keys of decisions.json.
+    A confirmation record becomes an Outcome: its seed, the last reported value
+    of the decision metric, and its status; a planned seed with no record is
+    pending, which makes the arm incomplete.
     """
-    from scipy import stats
+    from planner._decide import Outcome, decide
 
     metric = contract.metric.decision_metric
-    acceptance = contract.acceptance
-    sign = 1.0 if contract.metric.mode == "max" else -1.0
-
-    def values(arm: str) -> tuple[list[float] | None, str]:
-        by_seed = {r["seed"]: r for r in confirm_records if r["arm"] == arm and r["phase"] == "confirm"}
-        out, problems = [], []
-        for seed in contract.seeds:
-            record = by_seed.get(seed)
-            if record is None:
-                problems.append(f"seed {seed} has no confirmation result")
-            elif record["status"] == "diverged":
-                if contract.failures.diverged_value is None:
-                    problems.append(f"seed {seed} diverged (no failures.diverged_value given)")
-                else:
-                    out.append(float(contract.failures.diverged_value))
-            elif record["status"] != "completed":
-                problems.append(f"seed {seed} {record['status']}")
-            else:
-                value = _final(record, metric)
-                if value is None:
-                    problems.append(f"seed {seed} did not report {metric}")
-                else:
-                    out.append(value)
-        return (None, "; ".join(problems)) if problems else (out, "")
-
-    base, base_problem = values(contract.baseline.name)
-    rows = []
-    for arm in contract.arms:
-        row = {"arm": arm.name, "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
-               "p_value": None, "alpha_adjusted": None, "n_baseline": len(base or []), "n_arm": 0, "reason": ""}
-        treated, problem = values(arm.name)
-        row["n_arm"] = len(treated or [])
-        if base is None or treated is None:
-            row["reason"] = "; ".join(x for x in (f"baseline: {base_problem}" if base is None else "",
-                                                  f"{arm.name}: {problem}" if treated is None else "") if x)
-        else:
-            effect = sign * (_mean(treated) - _mean(base))
-            va, vb = _var(treated), _var(base)
-            se = math.sqrt(va / len(treated) + vb / len(base))
-            if se == 0:
-                df, p = math.inf, (1.0 if effect == 0 else 0.0)
-            else:
-                df = (va / len(treated) + vb / len(base)) ** 2 / (
-                    (va / len(treated)) ** 2 / (len(treated) - 1) + (vb / len(base)) ** 2 / (len(base) - 1))
-                p = float(2 * stats.t.sf(abs(effect / se), df))
-            row.update(effect=effect, p_value=p, _se=se, _df=df)
-        rows.append(row)
-    complete = sorted((r for r in rows if r["p_value"] is not None), key=lambda r: r["p_value"])
-    m = len(contract.arms)
-    for rank, row in enumerate(complete):
-        if acceptance.correction == "holm":
-            alpha = acceptance.alpha / (m - rank)
-        elif acceptance.correction == "bonferroni":
-            alpha = acceptance.alpha / m
-        else:
-            alpha = acceptance.alpha
-        se, df, effect = row.pop("_se"), row.pop("_df"), row["effect"]
-        half = 0.0 if se == 0 else float(stats.t.ppf(1 - alpha / 2, df)) * se
-        row.update(alpha_adjusted=alpha, ci_low=effect - half, ci_high=effect + half)
-        if row["ci_low"] > 0 and effect >= acceptance.min_effect:
-            row["decision"], row["reason"] = "accept", "CI above 0 and effect >= min_effect"
-        elif row["ci_high"] < acceptance.min_effect:
-            row["decision"], row["reason"] = "reject", "CI below min_effect: any improvement is too small to matter"
-        else:
-            row["decision"], row["reason"] = "inconclusive", "the CI spans min_effect or 0"
-        row["reason"] += " (stand-in Welch test; planner._decide not merged)"
-    return rows
+    confirm = {contract.baseline.name: [], **{arm.name: [] for arm in contract.arms}}
+    latest: dict[tuple[str, int], dict] = {}
+    for record in confirm_records:
+        if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
+            latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
+    for (arm, seed), record in latest.items():
+        confirm[arm].append(Outcome(seed, _final(record, metric), record.get("status", "failed")))
+    decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+                       planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
+                       arms=[arm.name for arm in contract.arms], metric=metric)
+    return [d.as_dict() for d in decisions]
 
 
 def _final(record: dict, metric: str) -> float | None:
     for report in reversed(record.get("reports", [])):
         if metric in report.get("metrics", {}):
-            value = float(report["metrics"][metric])
-            return value if math.isfinite(value) else None
+            return float(report["metrics"][metric])
     return None
-
-
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _var(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    mu = _mean(xs)
-    return sum((x - mu) ** 2 for x in xs) / (len(xs) - 1)
 
 
 # ------------------------------------------------------------------ Ray
@@ -254,9 +188,23 @@ def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_
             raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
         return True
     pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
-             log_to_driver=log_to_driver, configure_logging=False)
+    start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
     return True
+
+
+def start_local_ray(attempts: int = 3, **options) -> None:
+    """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
+    fixed 30-second start-up wait."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, **options)
+            return
+        except Exception as error:  # Ray raises a bare Exception for a start-up timeout
+            ray.shutdown()
+            if attempt == attempts:
+                raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
 
 
 # ------------------------------------------------------------------ the run
@@ -270,8 +218,14 @@ class _Runner:
         self.store = store
         self.sha = contract.sha256()
         self.search_path = _search_path(contract_dir)
+        self._command_extra: dict = {}
+        if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
+            from planner._command import command_trainable
+
+            self._command_extra = {"command": command_trainable(contract, contract_dir, configs).to_dict()}
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
+        self._state_written = 0.0
         planned: dict[tuple[str, str], int] = {}
         for t in plan.trials:
             planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
@@ -291,26 +245,32 @@ class _Runner:
         limit = self.contract.budget.max_wall_time_s
         return None if limit is None else limit - self.wall_s()
 
-    def write_state(self, state: str, reason: str = "") -> None:
+    def write_state(self, state: str, reason: str = "", *, every_s: float = 0.0) -> None:
+        """Rewrite state.json (at most once per `every_s` seconds while running)."""
+        now = time.monotonic()
+        if every_s and now - self._state_written < every_s:
+            return
+        self._state_written = now
         self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
 
     # hooks
     def _started(self, spec: TrialSpec) -> None:
-        self.store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
+        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
+                         seed=spec.seed)
         self.progress.started(spec.phase, spec.arm)
         self.display.update()
 
     def _ended(self, record: dict) -> None:
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
-        self.store.event("trial_ended", trial_id=record["trial_id"], status=record["status"],
+        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
                          exposure=record["exposure"])
         self.progress.ended(record)
-        self.write_state("running")
+        self.write_state("running", every_s=1.0)
         self.display.update(record)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
-        self.store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
+        self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
         self.progress.cancelled(spec.phase, spec.arm)
         self.display.update()
 
@@ -323,10 +283,11 @@ class _Runner:
         c = self.contract
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
                          index=trial.index, params={}, config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable, metric=c.metric.name,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
-                         cwd=os.getcwd())
+                         cwd=os.getcwd(), extra=self._command_extra)
 
     def resources(self) -> dict:
         r = self.contract.budget.resources
@@ -347,7 +308,7 @@ class _Runner:
                 continue
             space = arm_space(tuning, group.arm)
             evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
-                         for v in [_final(r, self.contract.metric.name)] if v is not None]
+                         for v in [_final(r, self.contract.metric.name)] if v is not None and math.isfinite(v)]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
         if not sweeps:
@@ -436,8 +397,6 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._progress import make_display
 
     contract, contract_dir, configs, plan = load_and_validate(contract_path)
-    if contract.trainable is None:
-        raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
     previous_wall = 0.0
     if resume is not None:
         store = RunStore.open(resume)

@@ -47,12 +47,39 @@ class JsonLines:
     torn: bool = False
 
 
+def _recover(line: bytes) -> dict[str, Any] | None:
+    """The whole JSON object that ends a damaged line, if there is one.
+
+    A run that crashed mid-append and then resumed glues its next record onto
+    the torn one: `{"trial_id": "a", "pha{"trial_id": "b", ...}`. Only the start
+    of a top-level object parses through to the end of the line (a nested one
+    leaves its enclosing brackets over), so the last whole record is found by
+    trying each `{` from the right.
+    """
+    line = line.rstrip()
+    pos = len(line)
+    for _ in range(100_000):
+        pos = line.rfind(b"{", 0, pos)
+        if pos <= 0:
+            return None
+        try:
+            value = _loads(line[pos:])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
 def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
-    A last line that does not parse is a torn write: it is skipped and a note is
-    appended to `notes`. Any other line that does not parse, or that is not a
-    JSON object, is a RunError. The file is read line by line: memory stays flat.
+    A last line that does not parse is a torn write: it is skipped, and a note
+    says so. A line inside the file that does not parse is a torn write that a
+    resumed run appended after: the whole record at its end is kept and the torn
+    part skipped (noted); a line with no whole record is skipped (noted). A line
+    that holds JSON but not an object is a RunError: that is not a trials log.
+    The file is read line by line: memory stays flat.
     """
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below, around the generator's life
@@ -60,26 +87,30 @@ def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
         return
     except OSError as error:
         raise RunError(f"cannot read {path}: {error.strerror or error}") from None
-    bad: int | None = None  # a line that did not parse: torn if nothing follows it
+    bad: tuple[int, bytes] | None = None  # a line that did not parse: torn if nothing follows it
     with f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             if bad is not None:
-                raise RunError(
-                    f"line {bad} of {path} is not valid JSON, and it is not the last line, "
-                    "so it is not a torn write: the file is damaged"
-                )
+                recovered = _recover(bad[1])
+                if recovered is None:
+                    notes.append(f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped")
+                else:
+                    notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
+                                 "resume): that part was skipped, the whole record after it kept")
+                    yield recovered
+                bad = None
             try:
                 value = _loads(line)
             except ValueError:
-                bad = number
+                bad = (number, line)
                 continue
             if not isinstance(value, dict):
-                raise RunError(f"line {number} of {path} is not a JSON object")
+                raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
             yield value
     if bad is not None:
-        notes.append(f"the last line of {path.name} (line {bad}) is incomplete, as a write cut short "
+        notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
                      "leaves it, and was skipped")
 
 

@@ -26,7 +26,7 @@ _TYPE_WORDS = {
     "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
     "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
     "tuple_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-    "model_attributes_type": "a mapping", "literal_error": None, "none_required": "null",
+    "model_attributes_type": "a mapping", "none_required": "null",
 }
 
 _PATTERN_HINTS = {
@@ -99,7 +99,7 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
     elif kind == "value_error":  # a field's own check: a value out of range
         message = f"{where}: {_strip_value_error(error['msg'])}"
         hint = "Change the value as the message says."
-    elif all(e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]] for e in errs):
+    elif all(e["type"] in _TYPE_WORDS for e in errs):
         code = "P102"
         expected = " or ".join(dict.fromkeys(_TYPE_WORDS[e["type"]] for e in errs))
         message = f"{where} should be {expected}, not {short_repr(error.get('input'))}"

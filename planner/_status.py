@@ -138,9 +138,11 @@ def format_status(status: dict[str, Any]) -> str:
     out.append(budget)
     h = s["heldout"]
     if h.get("metric"):
-        cap = f" of at most {h['cap']}" if h.get("cap") is not None else " (no cap: budget.max_heldout_evaluations)"
+        cap = f" of at most {h['cap']}" if h.get("cap") is not None else ""
         line = (f"held-out ledger: {h['metric']} evaluated {h['evaluations']} time(s){cap} "
                 f"(confirm {h['confirm']}, reeval {h['reeval']})")
+        if h.get("cap") is None:
+            line += "; no cap set (budget.max_heldout_evaluations)"
         if h.get("over_cap"):
             line += "; OVER THE CAP"
         if h.get("tuning_exposures"):

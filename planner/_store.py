@@ -143,21 +143,23 @@ class RunStore:
             "state": state, "updated": utc_now(), "reason": reason,
             "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra})
 
-    def append(self, name: str, record: dict) -> None:
-        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), flushed and fsync'd."""
+    def append(self, name: str, record: dict, sync: bool = True) -> None:
+        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), flushed, and fsync'd when `sync`."""
         handle = self._handles.get(name)
         if handle is None:
             handle = open(self.root / name, "a", encoding="utf-8")
             self._handles[name] = handle
         handle.write(json.dumps(record, allow_nan=False, default=str) + "\n")
         handle.flush()
-        os.fsync(handle.fileno())
+        if sync:
+            os.fsync(handle.fileno())
 
     def record_trial(self, record: dict) -> None:
         self.append("trials.jsonl", record)
 
-    def event(self, kind: str, **fields: Any) -> None:
-        self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields})
+    def event(self, kind: str, sync: bool = True, **fields: Any) -> None:
+        """Append an event; per-trial events pass sync=False (flushed, not fsync'd: trials.jsonl is the record)."""
+        self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
         write_json(self.root / "selection.json", selection)

@@ -79,7 +79,7 @@ class _Stop(BaseException):
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
-    def __init__(self, spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None,
+    def __init__(self, spec: TrialSpec, forward: Callable[..., None] | None,
                  already_forwarded: int | None = None):
         self.seed = spec.seed
         self.budget = spec.budget
@@ -131,7 +131,7 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
-            self._forward(step, forwarded, elapsed)
+            self._forward(step, forwarded, elapsed, self.violations)
 
 
 def _jsonable(value: float) -> float | str:
@@ -175,7 +175,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None = None) -> dict[str, Any]:
+def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
     """Run `spec` to its end (retrying raises) and return its record."""
     started, t0 = now_iso(), time.monotonic()
     errors: list[dict[str, Any]] = []
@@ -192,7 +192,7 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
         seed_everything(spec.seed)
         trial = Trial(spec, forward, forwarded)
         try:
-            fn = load_trainable(spec.trainable)
+            fn = trainable_for(spec)
             seed_everything(spec.seed)  # the module body may have drawn from the RNGs
             fn(spec.config, trial)
         except _Stop as stop:
@@ -203,7 +203,13 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
             elif stop.status == "diverged":
                 trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
             break
-        except Exception as error:  # the trainable raised: retried, then failed
+        except Exception as error:  # the trainable raised: retried, then failed (a command's limits end it at once)
+            final = _final_status(error)
+            if final:
+                errors.append(_error(attempts, type(error).__name__, str(error), getattr(error, "stderr_tail", "")))
+                forwarded = trial._forwarded
+                status = final
+                break
             errors.append(_error(attempts, type(error).__name__, str(error), traceback.format_exc()))
             forwarded = trial._forwarded
             status = "failed"
@@ -217,6 +223,34 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
                                  f"the trainable returned before the full exposure of {spec.budget}: {reached}", ""))
         break
     return make_record(spec, status, trial, attempts, errors, started, time.monotonic() - t0)
+
+
+def trainable_for(spec: TrialSpec) -> Callable:
+    """The function a trial calls: the contract's `module:function`, or its `command:` as a subprocess."""
+    if "command" in spec.extra:
+        from planner._command import CommandTrainable
+
+        return CommandTrainable.from_dict(spec.extra["command"])
+    return load_trainable(spec.trainable)
+
+
+def _final_status(error: Exception) -> str | None:
+    """The status of an error that ends a trial without a retry, or None (retry it).
+
+    A protocol error (TrialProtocolError, also raised by a command that reported
+    nothing or ran another config), a command killed at its time limit, or at its
+    memory cap, will not go better on a second attempt.
+    """
+    from planner._errors import TrialProtocolError
+
+    if isinstance(error, TrialProtocolError):
+        return "protocol_error"
+    kind = type(error).__name__
+    if kind == "CommandTimeoutError":
+        return "timeout"
+    if kind == "CommandMemoryError":
+        return "oom"
+    return None
 
 
 def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:

@@ -129,7 +129,8 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._compose import MISSING, config_diff
+    from planner._check import arm_changes
+    from planner._compose import MISSING
 
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
@@ -138,7 +139,7 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         diff = [] if arm is contract.baseline else [
             {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
              "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for p, a, b in config_diff(base, loaded.configs[arm.name])]
+            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
         arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
     planned = planned_trials(contract)
     budget = contract.budget

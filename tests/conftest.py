@@ -25,8 +25,9 @@ def ray_local():
         yield ray
         return
     pythonpath = os.pathsep.join([str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
-             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
+    from planner._run import start_local_ray
+
+    start_local_ray(num_cpus=2, log_to_driver=False, runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
     try:
         yield ray
     finally:

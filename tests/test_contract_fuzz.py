@@ -16,7 +16,7 @@ from tests._contract_helpers import FIXTURES, write_contract
 CODE = re.compile(r"^P\d{3}$")
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+    st.none(), st.booleans(), st.dates(), st.binary(max_size=4), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=12), st.sampled_from(["", "0", "-1", "1e9", "${x}", "${oc.env:HOME}", "???", "a=b", "~x", "x:y", "a\x00b", "x" * 5000,
                                             "optimizer=adam", "a/b=c", "model.width=1", "!!python/name:os.system"]),
 )

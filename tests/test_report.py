@@ -35,6 +35,9 @@ def test_json_report_has_the_documented_keys_and_values(results, run_dir):
     doc = json.loads(render(results, "json"))
     decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     assert doc["run_state"] == "completed"
+    decided_doc = json.loads((run_dir / "decisions.json").read_text())
+    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == \
+        {k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")}
     assert [{k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
             for d in doc["decisions"]] == [
         {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")} for d in decided]
@@ -210,3 +213,39 @@ def test_selected_curves_are_the_selected_trials_reports(results):
     tid = chosen["adamw"]["trial_id"]
     expected = r[(r["trial_id"] == tid) & (r["metric"] == "val_acc")]["value"].tolist()
     assert got["adamw"]["value"].tolist() == expected and len(expected) == 10
+
+
+def test_html_tags_are_balanced(results):
+    from html.parser import HTMLParser
+
+    class Balance(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.errors = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "img", "br"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            if not self.stack or self.stack.pop() != tag:
+                self.errors.append(tag)
+
+    parser = Balance()
+    parser.feed(render(results, "html"))
+    assert parser.errors == [] and parser.stack == []
+
+
+def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    records = [json.loads(line) for line in (copy / "trials.jsonl").read_text().splitlines()]
+    reeval = dict(next(r for r in records if r["trial_id"] == "confirm-adam-s0"), trial_id="reeval-adam-s0-1",
+                  phase="reeval")
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write(json.dumps(reeval) + "\n")
+    res = load_run(copy)
+    h = res.heldout
+    assert (h["evaluations"], h["confirm"], h["reeval"], h["by_arm"]["adam"]) == (16, 15, 1, 6)
+    assert set(curves(res)["phase"].astype(str)) == {"tune", "confirm", "reeval"}
+    assert "16 time(s) of at most 60: 15 in confirmation, 1 in re-evaluation" in render(res, "md")

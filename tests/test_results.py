@@ -44,7 +44,7 @@ def test_trials_has_one_row_per_trial_with_its_columns(results, run_dir):
         assert col in t.columns, col
     assert t["trial_id"].is_unique
     assert t.groupby("phase", observed=True).size().to_dict() == {"tune": 24, "confirm": 15}
-    assert list(t["arm"].cat.categories) == sorted(ARMS)
+    assert list(t["arm"].cat.categories) == list(ARMS)  # the baseline first, then the arms in contract order
     assert str(t["started"].dtype).startswith("datetime64") and t["started"].notna().all()
     rec = _records(run_dir)["tune-sgd-s1000-t001"]
     row = t.set_index("trial_id").loc["tune-sgd-s1000-t001"]
@@ -131,13 +131,25 @@ def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
     assert len(again.notes) == 1 and "line 40" in again.notes[0] and "skipped" in again.notes[0]
 
 
-def test_a_damaged_middle_line_is_a_run_error(tmp_path, run_dir):
+def test_a_torn_line_inside_the_file_keeps_the_record_glued_after_it(tmp_path, run_dir, results):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     lines = (copy / "trials.jsonl").read_text().splitlines(keepends=True)
-    lines[5] = lines[5][:40] + "\n"
+    # a crash cut line 6 short, then the resumed run appended line 7 right after it
+    lines[5] = lines[5][:200] + lines[6]
+    del lines[6]
+    lines[10] = lines[10][:40] + "\n"  # a line damaged beyond repair
     (copy / "trials.jsonl").write_text("".join(lines))
-    with pytest.raises(RunError, match="line 6 of .* is not valid JSON"):
+    res = load_run(copy)
+    assert len(res.trials) == len(results.trials) - 2  # the record torn on line 6, and line 11
+    assert json.loads(lines[5][200:])["trial_id"] in set(res.trials["trial_id"])
+    assert res.notes == [
+        "line 6 of trials.jsonl starts with a write cut short (a crash before a resume): "
+        "that part was skipped, the whole record after it kept",
+        "line 11 of trials.jsonl is damaged (not valid JSON) and was skipped",
+    ]
+    (copy / "trials.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(RunError, match="line 1 of .* is not a JSON object"):
         load_run(copy)
 
 
@@ -260,3 +272,20 @@ def test_a_damaged_record_reads_as_missing_values_not_a_crash(tmp_path, run_dir)
     assert row["seed"] is pd.NA and row["exposure"] is pd.NA and row["n_reports"] == 0
     assert pd.isna(row["started"]) and np.isnan(row["duration_s"])
     assert main(["status", str(copy)]) == 0
+
+
+def test_cli_exit_codes_and_notes(tmp_path, run_dir, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "decisions.json").write_text("{")
+    assert main(["report", str(copy), "--format", "json"]) == 3  # a run file that cannot be read
+    err = capsys.readouterr().err
+    assert err == f"plan report: {copy / 'decisions.json'} is not valid JSON: the file is damaged\n"
+    (copy / "decisions.json").unlink()
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write('{"trial_id": "tune-sgd')
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "r.md")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("plan report: note: the last line of trials.jsonl (line 40) is incomplete")
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    assert "cannot write" in capsys.readouterr().err
