@@ -42,8 +42,13 @@ def write(tmp_path, **patch):
 
 
 def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_path):
-    """6 sweeps (2 arms x 3 tuning seeds) of 9 trials x 9 steps, grace 1, reduction_factor 3."""
-    path, data = write(tmp_path, seeds=[0, 1], budget={"exposure": 9}, tuning={
+    """6 sweeps (2 arms x 3 tuning seeds) of 9 trials x 9 steps, grace 1, reduction_factor 3.
+
+    The trainable ranks each sweep's trials independently and keeps the rank at
+    every step (tests/trainables/ranked.py), so the sweeps are 6 independent
+    draws of what `asha_expected_steps` models.
+    """
+    path, data = write(tmp_path, trainable="tests.trainables.ranked:train", seeds=[0, 1], budget={"exposure": 9}, tuning={
         "trials_per_arm": 9, "seeds": [1000, 1001, 1002], "sampler": {"name": "random", "seed": 0},
         "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
         "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}})
