@@ -133,6 +133,15 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
 
 
+def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
+    """Sequential confirmation: one row per arm and look taken (decisions.json `looks`), else []."""
+    if "sequential" not in results.decision_info:
+        return []
+    doc = rf.open_run(results.run_dir).decisions() or {}
+    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
+            for look in d.get("looks") or [] if isinstance(look, dict)]
+
+
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
     """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected one."""
     t = results.trials
@@ -233,6 +242,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
         "per_seed": per_seed(results),
+        "looks": sequential_looks(results),
         "failures": results.failures,
         "violations": results.violations,
         "heldout": results.heldout,
@@ -426,6 +436,13 @@ def render_markdown(results: RunResults) -> str:
         out += _table(["arm", "decision", "effect", "CI low", "CI high", "p", "alpha adj.", "n baseline", "n arm", "reason"], rows)
     else:
         out += ["No treatment arms.", ""]
+    if s.get("looks"):  # sequential confirmation (docs/planning.md)
+        out += ["### Looks", ""]
+        rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
+                 _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
+                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+        out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
+        out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
     ps = s["per_seed"]
     out += [f"## Confirmation by seed (`{ps['metric']}`)", ""]
     if ps["rows"]:
