@@ -519,7 +519,12 @@ def format_result(result: RunResult) -> str:
         if d["effect"] is None:
             lines.append(f"  {d['arm']}: {d['decision']} ({d['reason']})")
         else:
+            def num(x, spec):  # None: an unbounded CI, or no fixed-sample p after sequential looks
+                return "none" if x is None else format(x, spec)
+
+            looks = f"  at look {len(d['looks'])}" if d.get("looks") else ""
+            p = "" if d["p_value"] is None else f"p={d['p_value']:.3g}  "
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
-                         f"CI [{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]  p={d['p_value']:.3g}  "
-                         f"n={d['n_arm']} vs {d['n_baseline']}")
+                         f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
+                         f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
     return "\n".join(lines)
