@@ -130,7 +130,13 @@ def per_seed(results: RunResults) -> dict[str, Any]:
                 if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == "running" else "missing"
-    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
+    skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
+    if "sequential" in results.decision_info:
+        events = rf.open_run(results.run_dir).events().records
+        skipped = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+                   for tid in e.get("trial_ids") or []}
+    not_needed = [[p.get("seed"), p.get("arm")] for p in planned if p.get("trial_id") in skipped]
+    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing, "not_needed": not_needed}
 
 
 def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
@@ -451,7 +457,8 @@ def render_markdown(results: RunResults) -> str:
             cells = []
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append(ps["missing"] if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == "completed"
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])
