@@ -12,7 +12,7 @@ import yaml
 from planner._cli import main
 from planner._contract import Contract
 from planner._estimate import asha_expected_steps, estimate
-from planner._run import run
+from planner._run import format_result, run
 from planner._store import read_jsonl
 
 pytestmark = pytest.mark.ray
@@ -93,6 +93,10 @@ def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(ray_lo
     assert main(["status", str(result.run_dir)]) == 0
     status = capsys.readouterr().out
     assert f"{len(confirm)} of {len(confirm)} planned" in status and "not needed" in status
+    assert f"at look {len(row['looks'])}" in format_result(result)  # no fixed-sample p to print
+    assert main(["report", str(result.run_dir)]) == 0
+    report = capsys.readouterr().out
+    assert "### Looks" in report and "| not needed | not needed |" in report and "| missing" not in report
 
 
 def test_a_null_effect_does_not_accept(ray_local, in_repo, tmp_path):
