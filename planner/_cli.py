@@ -135,7 +135,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-_cmd_reeval = _not_built("reeval")
+def _cmd_reeval(args: argparse.Namespace) -> int:
+    from planner._reeval import format_plan, format_result, prepare, run_reeval
+
+    plan = prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
+    print(format_plan(plan), flush=True)
+    result = run_reeval(plan, address=args.address)
+    print(format_result(result))
+    return result.exit_code
+
 
 
 def _print_json(value) -> None:

@@ -233,7 +233,8 @@ class _Runner:
                                  decision_metric=contract.metric.decision_metric,
                                  max_wall_time_s=contract.budget.max_wall_time_s)
         self.display = display_factory(self.progress)
-        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()}
+        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()
+                                         if r.get("phase") != "reeval"}  # plan reeval trials are not the plan's
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
 
@@ -321,7 +322,8 @@ class _Runner:
             return "budget"
         outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
-                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining)
+                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining,
+                             prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped
 
@@ -404,10 +406,15 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         if logged != contract.sha256():
             raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
                            f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
+        _check_logged_configs(store.root, configs)
         store.lock()
         state = read_state(store.root)
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        store.event("run_resumed", pid=os.getpid())
+        logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
+        now_code = run_identity(contract, contract_dir, _search_path(contract_dir))["code"]
+        changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
+        store.event("run_resumed", pid=os.getpid(), trainable_source_sha256=now_code.get("trainable_source_sha256"),
+                    trainable_changed=changed)
     else:
         store = RunStore.create(runs_dir, contract.name)
         store.lock()
@@ -423,8 +430,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     previous_term = _on_sigterm_interrupt()
     try:
         live = not quiet and stream.isatty()
-        started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
         with runner.display:
+            target = address or os.environ.get("RAY_ADDRESS")
+            runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
+            t_ray = time.monotonic()
+            started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
+            runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -439,7 +450,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             not_needed = getattr(runner, "not_needed", set())  # sequential looks stopped early
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
             if missing:
-                reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
+                reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
+                          "(arms whose tuning left nothing to select)")
             if not_needed:
                 reason += (f"; {len(not_needed)} confirmation trials not needed "
                            "(the sequential confirmation stopped early)")
@@ -491,6 +503,32 @@ def _restore_sigterm(previous) -> None:
 
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)
+
+
+def _read_json_file(path: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
+    """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
+    from planner._compose import config_diff
+
+    for arm, config in configs.items():
+        path = run_dir / "configs" / f"{arm}.yaml"
+        try:
+            logged = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            raise RunError(f"{path} is missing or unreadable; cannot resume this run") from None
+        diff = config_diff(logged, config)
+        if diff:
+            key, was, now = diff[0]
+            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {was!r} then, "
+                           f"{now!r} now): the config files changed, which makes a new run; start it without --resume")
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -96,10 +96,10 @@ class RunStore:
         return self.root.name
 
     # -- the lock -----------------------------------------------------------
-    def lock(self) -> None:
-        """Take the folder's lock, or raise RunLockedError naming who holds it."""
+    def lock(self, command: str = "plan run") -> None:
+        """Take the folder's lock, or raise RunLockedError naming who holds it (and with which command)."""
         path = self.root / "lock"
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now()}
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now(), "command": command}
         for _ in range(2):
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -109,7 +109,7 @@ class RunStore:
                     path.unlink(missing_ok=True)  # a stale lock of a dead process on this host
                     continue
                 raise RunLockedError(
-                    f"{self.root} is in use by `plan run` (pid {held.get('pid', '?')} on host "
+                    f"{self.root} is in use by `{held.get('command', 'plan run')}` (pid {held.get('pid', '?')} on host "
                     f"{held.get('host', '?')}, since {held.get('started', '?')}); wait for it to end, "
                     f"or remove {path} if that process is gone") from None
             with os.fdopen(fd, "w") as handle:
