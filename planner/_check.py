@@ -97,10 +97,14 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                    f"times ({len(contract.all_arms)} arms x {len(contract.seeds)} seeds) but "
                    f"budget.max_heldout_evaluations is {cap}",
                    f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer arms or seeds.")
-    if contract.confirmation.looks > len(contract.seeds):
-        report.add("P410", ("confirmation", "looks"),
-                   f"confirmation.looks is {contract.confirmation.looks} but there are only {len(contract.seeds)} seeds to split into looks",
-                   "Use at most as many looks as confirmation seeds.")
+    if contract.confirmation.looks > 1:
+        from planner._looks import look_sizes  # the sizes planner._sequential uses, without scipy
+
+        try:
+            look_sizes(len(contract.seeds), contract.confirmation.looks)
+        except ValueError as error:
+            report.add("P410", ("confirmation", "looks"), f"confirmation.looks: {error}",
+                       "Every look adds new seeds and the first look needs at least 2 per arm.")
     tuning = contract.tuning
     if tuning is not None:
         _duplicates(report, tuning.seeds, ("tuning", "seeds"), "tuning seed")

@@ -78,8 +78,9 @@ def _add_power(sub) -> None:
     p = sub.add_parser("power", help="seeds needed for the contract's min_effect, from a pilot's spread")
     p.add_argument("contract")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pilot", metavar="RUN_DIR")
-    src.add_argument("--sd", type=float)
+    src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
+    src.add_argument("--sd", type=float, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
 
 
@@ -88,6 +89,7 @@ def _add_estimate(sub) -> None:
     p.add_argument("contract")
     p.add_argument("--pilot", metavar="RUN_DIR", default=None)
     p.add_argument("--slots", type=int, default=None, help="parallel trial slots (default: this machine's CPUs / cpu per trial)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_estimate)
 
 
@@ -102,9 +104,11 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from planner._validate import format_result, validate
 
-    if args.pilot:
-        print("plan validate: --pilot (power warnings) is not available yet; ignored", file=sys.stderr)
     result = validate(args.contract, strict=args.strict)
+    if args.pilot:
+        from planner._power_summary import with_pilot_power
+
+        result = with_pilot_power(result, args.pilot, strict=args.strict)
     if args.json:
         import json
 
@@ -141,8 +145,46 @@ def _cmd_reeval(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-_cmd_power = _not_built("power")
-_cmd_estimate = _not_built("estimate")
+
+def _print_json(value) -> None:
+    import json
+
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _cmd_power(args: argparse.Namespace) -> int:
+    from planner._power_summary import format_power, power_summary, spread_from_pilot
+    from planner._validate import load_contract
+
+    contract = load_contract(args.contract).contract
+    if args.pilot:
+        from planner._pilot import read_pilot
+
+        pilot = read_pilot(args.pilot, contract.metric.decision_metric)
+        sd, source = spread_from_pilot(pilot, contract.acceptance.test)
+    else:
+        sd, source = args.sd, "given with --sd"
+    summary = power_summary(contract, sd, sd_source=source)
+    _print_json(summary) if args.json else print(format_power(summary))
+    return 0
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from planner._errors import UsageError
+    from planner._estimate import default_slots, estimate, format_estimate
+    from planner._validate import load_contract
+
+    contract = load_contract(args.contract).contract
+    if args.slots is not None and args.slots < 1:
+        raise UsageError(f"--slots must be at least 1, got {args.slots}")
+    timing = None
+    if args.pilot:
+        from planner._pilot import read_pilot
+
+        timing = read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
+    summary = estimate(contract, timing, args.slots or default_slots(contract))
+    _print_json(summary) if args.json else print(format_estimate(summary))
+    return 0
 
 
 def _write_text(path: str, text: str) -> None:

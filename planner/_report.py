@@ -131,7 +131,22 @@ def per_seed(results: RunResults) -> dict[str, Any]:
                 if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == "running" else "missing"
-    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
+    skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
+    if "sequential" in results.decision_info:
+        events = rf.open_run(results.run_dir).events().records
+        skipped = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+                   for tid in e.get("trial_ids") or []}
+    not_needed = [[p.get("seed"), p.get("arm")] for p in planned if p.get("trial_id") in skipped]
+    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing, "not_needed": not_needed}
+
+
+def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
+    """Sequential confirmation: one row per arm and look taken (decisions.json `looks`), else []."""
+    if "sequential" not in results.decision_info:
+        return []
+    doc = rf.open_run(results.run_dir).decisions() or {}
+    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
+            for look in d.get("looks") or [] if isinstance(look, dict)]
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
@@ -234,6 +249,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
         "per_seed": per_seed(results),
+        "looks": sequential_looks(results),
         "failures": results.failures,
         "violations": results.violations,
         "heldout": results.heldout,
@@ -439,6 +455,13 @@ def render_markdown(results: RunResults) -> str:
         out += _table(["arm", "decision", "effect", "CI low", "CI high", "p", "alpha adj.", "n baseline", "n arm", "reason"], rows)
     else:
         out += ["No treatment arms.", ""]
+    if s.get("looks"):  # sequential confirmation (docs/planning.md)
+        out += ["### Looks", ""]
+        rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
+                 _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
+                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+        out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
+        out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
     ps = s["per_seed"]
     out += [f"## Confirmation by seed (`{ps['metric']}`)", ""]
     if ps["rows"]:
@@ -447,7 +470,8 @@ def render_markdown(results: RunResults) -> str:
             cells = []
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append(ps["missing"] if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == "completed"
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])

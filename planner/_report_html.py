@@ -132,7 +132,8 @@ def render_html(results: RunResults) -> str:
             cells = [_f(r["seed"])]
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append(f"<span class='muted'>{_e(ps['missing'])}</span>" if c is None else _f(c["value"])
+                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                cells.append(f"<span class='muted'>{_e(absent)}</span>" if c is None else _f(c["value"])
                              if c["status"] == "completed" else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
             rows.append(cells)
         rows.append(["<b>mean</b>", *[f"<b>{_f(ps['mean'].get(a))}</b>" for a in ps["arms"]]])

@@ -357,6 +357,11 @@ class _Runner:
     def confirm(self, configs: dict[str, dict]) -> str | None:
         from planner._dispatch import run_fixed
 
+        if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
+            from planner._sequential_confirm import confirm_in_looks
+
+            return confirm_in_looks(self, configs)
+
         specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
                  if t.trial_id not in self.records and t.arm in configs]
         skipped = [t.trial_id for t in self.plan.confirm if t.arm not in configs]
@@ -379,11 +384,19 @@ class _Runner:
 
     def decide(self, state: str) -> list[dict]:
         c = self.contract
-        rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        extra = {}
+        if c.confirmation.looks > 1:  # the decisions come from the looks (planner._sequential_confirm)
+            from planner._sequential_confirm import SequentialConfirmation
+
+            sequential = getattr(self, "sequential", None) or SequentialConfirmation(c)
+            rows = sequential.decisions(sequential.evaluate(self.records))
+            extra = {"sequential": sequential.describe()}
+        else:
+            rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
-            "min_effect": c.acceptance.min_effect, "decisions": rows})
+            "min_effect": c.acceptance.min_effect, **extra, "decisions": rows})
         return rows
 
 
@@ -447,10 +460,14 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             state, reason = "interrupted", "stopped by the user"
         else:
             state, reason = "completed", "all planned trials ended"
-            missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
+            not_needed = getattr(runner, "not_needed", set())  # sequential looks stopped early
+            missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
             if missing:
                 reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
                           "(arms whose tuning left nothing to select)")
+            if not_needed:
+                reason += (f"; {len(not_needed)} confirmation trials not needed "
+                           "(the sequential confirmation stopped early)")
     except KeyboardInterrupt:
         state, reason = "interrupted", "stopped by the user (Ctrl-C)"
     except PlannerError as error:
@@ -553,7 +570,12 @@ def format_result(result: RunResult) -> str:
         if d["effect"] is None:
             lines.append(f"  {d['arm']}: {d['decision']} ({d['reason']})")
         else:
+            def num(x, spec):  # None: an unbounded CI, or no fixed-sample p after sequential looks
+                return "none" if x is None else format(x, spec)
+
+            looks = f"  at look {len(d['looks'])}" if d.get("looks") else ""
+            p = "" if d["p_value"] is None else f"p={d['p_value']:.3g}  "
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
-                         f"CI [{d['ci_low']:+.4g}, {d['ci_high']:+.4g}]  p={d['p_value']:.3g}  "
-                         f"n={d['n_arm']} vs {d['n_baseline']}")
+                         f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
+                         f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
     return "\n".join(lines)

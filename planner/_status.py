@@ -42,7 +42,10 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     planned = rf.planned_trials(plan)
     arm_order = {a: i for i, a in enumerate(rf.arm_names(contract))}
 
-    plan_count = Counter((p.get("phase"), p.get("arm")) for p in planned)
+    events = folder.events().records
+    not_needed = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+                  for tid in e.get("trial_ids") or []}  # sequential looks stopped early: not pending
+    plan_count = Counter((p.get("phase"), p.get("arm")) for p in planned if p.get("trial_id") not in not_needed)
     ended: dict[tuple[Any, Any], Counter] = {}
     for r in records:
         ended.setdefault((r.get("phase"), r.get("arm")), Counter())[str(r.get("status"))] += 1
@@ -53,7 +56,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
 
     ended_ids = {r.get("trial_id") for r in records}
     started: dict[Any, None] = {}
-    for e in folder.events().records:
+    for e in events:
         kind, tid = e.get("event"), e.get("trial_id")
         if kind == "trial_started":
             started[tid] = None
@@ -67,7 +70,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
         "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
-        "trials_planned": rf.planned_count(plan),
+        "trials_planned": None if rf.planned_count(plan) is None else rf.planned_count(plan) - len(not_needed),
+        "not_needed": len(not_needed),
         "running": running,
         "failures": rf.failures(records), "violations": rf.violations(records, contract),
         "budget": rf.budget_used(records, contract, state, plan),
@@ -108,6 +112,8 @@ def format_status(status: dict[str, Any]) -> str:
         out.append(holder)
     reevals = s["budget"].get("reeval_trials")
     out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
+               + (f" ({s['not_needed']} more not needed: the sequential confirmation stopped early)"
+                  if s.get("not_needed") else "")
                + (f" (and {reevals} in re-evaluation, not planned)" if reevals else ""))
     if s["trials"]:
         width = max(len(str(t["arm"])) for t in s["trials"])

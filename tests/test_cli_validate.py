@@ -88,9 +88,11 @@ def test_strict_turns_warnings_into_errors(tmp_path, capsys):
     assert out.splitlines()[-1] == f"{path}: invalid (1 error)"
 
 
-def test_pilot_is_accepted_but_not_built_yet(in_fixtures, capsys):
-    assert main(["validate", "inline.yaml", "--pilot", "runs/x"]) == 0
-    assert "--pilot" in capsys.readouterr().err
+def test_a_pilot_that_is_not_a_run_is_a_usage_error(in_fixtures, capsys):
+    # the power check itself is tested in tests/test_estimate.py
+    assert main(["validate", "inline.yaml", "--pilot", "runs/x"]) == 2
+    err = capsys.readouterr().err
+    assert "runs/x does not exist" in err and "Traceback" not in err
 
 
 def test_usage_error_is_exit_2(capsys):
