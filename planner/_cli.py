@@ -254,10 +254,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get("PLANNER_DEBUG") == "1"
     try:
-        return int(args.handler(args) or 0)
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe is caught here, not at exit
+        return code
     except PlannerError as error:
         print(f"plan {args.command}: {error}", file=sys.stderr)
         return error.exit_code
+    except BrokenPipeError:  # `plan ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit then succeeds
+        return 0
     except KeyboardInterrupt:
         print(f"plan {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -119,3 +119,20 @@ def test_schema_prints_the_json_schema(capsys):
     assert schema["$schema"].startswith("https://json-schema.org/")
     assert {"version", "name", "seeds", "budget", "arms"} <= set(schema["properties"])
     assert schema["additionalProperties"] is False
+
+
+def test_a_reader_that_closes_the_pipe_early_is_not_an_internal_error():
+    """`plan validate ... | head` must not end in 'internal error' (exit 70); `true` leaves at once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    contract = repo / "examples" / "digits" / "contract.yaml"
+    proc = subprocess.run(
+        f"{sys.executable} -m planner validate {contract} | true; echo ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=repo,
+        env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
+    )
+    assert "internal error" not in proc.stderr
+    assert proc.stdout.strip() in {"0", "1"}
