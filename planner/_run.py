@@ -408,6 +408,11 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._progress import make_display
 
     contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    mlflow_tracking = contract.tracking.mlflow
+    if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
+        from planner._mlflow import check_mlflow_tracking
+
+        check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
     previous_wall = 0.0
     if resume is not None:
         store = RunStore.open(resume)
@@ -490,10 +495,24 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 import ray
 
                 ray.shutdown()
+    if mlflow_tracking is not None:
+        _log_to_mlflow(store.root, mlflow_tracking, stream)
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in runner.records.values() if r["status"] in FAILED_STATUSES]
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+
+
+def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
+    """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
+    from planner._mlflow import MlflowTrackingError, log_run_to_mlflow
+
+    try:
+        summary = log_run_to_mlflow(run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment)
+    except MlflowTrackingError as error:
+        print(f"warning: the run was not logged to MLflow: {error}", file=sys.stderr)
+        return
+    print(f"mlflow: {summary.trials_logged} trials logged to {summary.tracking_uri}", file=stream)
 
 
 def _on_sigterm_interrupt():
