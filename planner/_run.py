@@ -516,7 +516,13 @@ def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
 
 
 def _on_sigterm_interrupt():
-    """SIGTERM stops a run like Ctrl-C does (state `interrupted`, finished trials kept)."""
+    """SIGTERM and SIGINT stop a run like Ctrl-C does (state `interrupted`, finished trials kept).
+
+    SIGINT is claimed too because a process started in the background by a
+    script inherits SIGINT *ignored*, and Python then never turns it into
+    KeyboardInterrupt: `kill -INT` would be silently lost. Returns the previous
+    handlers, for `_restore_sigterm`.
+    """
     import signal
     import threading
 
@@ -526,7 +532,8 @@ def _on_sigterm_interrupt():
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    return signal.signal(signal.SIGTERM, handler)
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
 
 
 def _restore_sigterm(previous) -> None:
@@ -534,7 +541,8 @@ def _restore_sigterm(previous) -> None:
     import threading
 
     if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _read_json_file(path: Path) -> dict | None:
