@@ -94,6 +94,9 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
+        self.attempt = 1  # this attempt's number (1 + retries used so far)
+        self.resumed = False  # an earlier attempt ran (a retry, or a run resumed after its driver died):
+        # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
 
     @property
     def last_step(self) -> int | None:
@@ -176,35 +179,69 @@ def now_iso() -> str:
 
 
 def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None = None) -> dict[str, Any]:
-    """Run `spec` to its end (retrying raises) and return its record."""
+    """Run `spec` to its end (retrying raises) and return its record.
+
+    The attempt ledger in trial.dir (planner._attempts) counts attempts across
+    worker deaths; the watchdog (planner._limits) enforces max_trial_time and
+    max_trial_memory inside this process; the trainable's output goes to
+    trial.dir/output.log, capped.
+    """
+    from planner._attempts import Ledger
+    from planner._limits import TrialLimit, Watchdog, captured_output
+
     started, t0 = now_iso(), time.monotonic()
-    errors: list[dict[str, Any]] = []
     os.makedirs(spec.dir, exist_ok=True)
     for folder in reversed(spec.path):
         if folder not in sys.path and os.path.isdir(folder):
             sys.path.insert(0, folder)
     if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
         os.chdir(spec.cwd)
-    status, trial, attempts = "failed", None, 0
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    resumed = ledger.resumed_across_sessions
+    status, trial = "failed", None
     forwarded: int | None = None
+    terminal = ledger.terminal()
+    if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
+        record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
+        record["resumed"] = resumed
+        return record
+    memory = spec.extra.get("max_trial_memory_bytes")
+    scrub = _scrubber(spec)
+    attempts = ledger.used
     while attempts < 1 + spec.retries:
         attempts += 1
+        ledger.start(attempts)
         seed_everything(spec.seed)
         trial = Trial(spec, forward, forwarded)
+        trial.attempt, trial.resumed = attempts, ledger.resumed and len(ledger.attempts) > 1
+        how, error = "completed", None
         try:
-            fn = load_trainable(spec.trainable)
-            seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-            fn(spec.config, trial)
+            with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
+                    Watchdog(spec.max_trial_time_s, memory,
+                             lambda st, msg, n=attempts: ledger.end(n, st, _error(n, _KIND[st], msg, ""))) as dog:
+                try:
+                    fn = load_trainable(spec.trainable)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
+                finally:
+                    dog._stop.set()
+        except TrialLimit as limit:
+            status = limit.status
+            how, error = status, _error(attempts, _KIND[status], dog.verdict[1] if dog.verdict else status, "")
+            ledger.end(attempts, how, error)
+            break
         except _Stop as stop:
             status = stop.status
             if stop.status in ("protocol_error", "timeout"):
-                errors.append(_error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
-                                     stop.message, ""))
+                error = _error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
+                               stop.message, "")
             elif stop.status == "diverged":
                 trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
+            ledger.end(attempts, status, error)
             break
-        except Exception as error:  # the trainable raised: retried, then failed
-            errors.append(_error(attempts, type(error).__name__, str(error), traceback.format_exc()))
+        except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+            ledger.end(attempts, "raised", _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                    scrub(traceback.format_exc())))
             forwarded = trial._forwarded
             status = "failed"
             continue
@@ -213,10 +250,35 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
         else:
             status = "protocol_error"
             reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
-            errors.append(_error(attempts, "TrialProtocolError",
-                                 f"the trainable returned before the full exposure of {spec.budget}: {reached}", ""))
+            error = _error(attempts, "TrialProtocolError",
+                           f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
+        ledger.end(attempts, status, error)
         break
-    return make_record(spec, status, trial, attempts, errors, started, time.monotonic() - t0)
+    _release_memory()
+    record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
+    record["resumed"] = resumed
+    return record
+
+
+_KIND = {"oom": "OutOfMemory", "timeout": "Timeout"}
+
+
+def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
+    from planner._redact import Redactor
+
+    return Redactor.for_run(spec.config).text
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system, so a reused worker starts its next trial small."""
+    import gc
+
+    gc.collect()
+    try:
+        ctypes = __import__("ctypes")
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
