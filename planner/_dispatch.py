@@ -144,6 +144,8 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
     outcome = Outcome()
     if total == 0:
         return outcome
+    # a worker that dies under a trial: Tune restarts the trial, the attempt ledger counts the retry
+    retries = max(spec.retries for s in sweeps for spec in s.specs)
 
     class _Sweeps(Searcher):
         """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
@@ -255,13 +257,19 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
 
         def __init__(self):
             self.records: dict[str, dict] = {}
+            self.started: set[str] = set()
             self.reports: dict[str, list] = {}
             self.meta: dict[str, dict] = {}
 
         def on_trial_start(self, iteration, trials, trial, **info):
             entry = searcher.of_trial.get(trial.trial_id)
-            if entry is not None:
+            if entry is not None and trial.trial_id not in self.started:  # a restart is not a new trial
+                self.started.add(trial.trial_id)
                 hooks.trial_started(entry[1])
+
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            """Tune restarts a trial whose worker died: its reports start over (planner._attempts counts it)."""
+            self.reports.pop(trial.trial_id, None)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             payload = result.get("planner") or {}
@@ -312,10 +320,11 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
             if trial.trial_id in self.records:
                 return
             message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
-            record = self._rebuilt(trial, "failed", [{"attempt": 1, "type": "WorkerError",
-                                                      "message": message.splitlines()[0] if message else "",
-                                                      "traceback": message}])
+            entry = searcher.of_trial.get(trial.trial_id)
+            status, errors, attempts = _after_worker_death(entry[1], message) if entry else ("failed", [], 1)
+            record = self._rebuilt(trial, status, errors)
             if record is not None:
+                record["attempts"] = attempts
                 self._end(trial, record)
 
     searcher = _Sweeps()
@@ -332,7 +341,7 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0, callbacks=[recorder],
-                                  log_to_file=False, failure_config=tune.FailureConfig(max_failures=0),
+                                  log_to_file=False, failure_config=tune.FailureConfig(max_failures=retries),
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
                                   progress_reporter=_SilentReporter()),
     )
@@ -418,6 +427,35 @@ def _SilentReporter():  # noqa: N802 - a factory that reads like a class
 
 # ---------------------------------------------------------------- the driver side: confirmation
 
+BACKSTOP_S = 10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
+
+
+def _after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
+    """After a worker died under `spec`: ("retry" | a final status, the errors, attempts used).
+
+    The attempt ledger in trial.dir (planner._attempts) says whether a watchdog
+    killed it for oom/timeout (final, never retried), and how many attempts this
+    run has used (a worker death uses a retry, like a raise).
+    """
+    from planner._attempts import Ledger
+
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    terminal = ledger.terminal()
+    errors = ledger.errors(died_message=f"the worker process died: {message}")
+    for error in errors:
+        if error["type"] == "WorkerDied" and traceback and not error["traceback"]:
+            error["traceback"] = traceback
+    used = max(ledger.used, 1)
+    if terminal is not None:
+        return terminal["ended"], errors, used
+    if not ledger.used:  # no ledger (another node's disk): count on the driver's side
+        errors = [{"attempt": 1, "type": "WorkerDied", "message": f"the worker process died: {message}",
+                   "traceback": traceback}]
+    if used < 1 + spec.retries and ledger.used:
+        return "retry", errors, used
+    return "failed", errors, used
+
+
 def slots_for(resources: dict[str, float]) -> int:
     """How many trials of `resources` the connected Ray cluster runs at once (at least 1)."""
     import ray
@@ -445,7 +483,6 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
     slots = slots_for(resources)
     queue = list(specs)
     attempts: dict[str, int] = {}
-    failures: dict[str, list] = {}
     running: dict[Any, tuple[TrialSpec, float, str]] = {}
     try:
         while queue or running:
@@ -467,28 +504,22 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
                 spec, started_at, started = running.pop(ref)
                 try:
                     record = ray.get(ref)
-                except Exception as error:  # the worker died (crash, OOM kill): retried like a raise
-                    failures.setdefault(spec.trial_id, []).append(
-                        {"attempt": attempts[spec.trial_id], "type": type(error).__name__,
-                         "message": str(error).splitlines()[0] if str(error) else "", "traceback": str(error)})
-                    if attempts[spec.trial_id] <= spec.retries:
+                except Exception as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
+                    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                    status, errors, used = _after_worker_death(spec, message, traceback=str(error))
+                    if status == "retry":
                         queue.insert(0, spec)
                         continue
-                    record = make_record(spec, "failed", None, attempts[spec.trial_id], failures[spec.trial_id],
-                                         started, time.monotonic() - started_at)
-                else:
-                    if spec.trial_id in failures:
-                        record["errors"] = failures[spec.trial_id] + record["errors"]
-                        record["attempts"] += len(failures[spec.trial_id])
+                    record = make_record(spec, status, None, used, errors, started, time.monotonic() - started_at)
                 outcome.ended += 1
                 hooks.trial_ended(record)
-            if max_trial_time_s is not None:
+            if max_trial_time_s is not None:  # the worker's watchdog stops it first; this is the backstop
                 for ref, (spec, started_at, started) in list(running.items()):
-                    if time.monotonic() - started_at > max_trial_time_s:
+                    if time.monotonic() - started_at > max_trial_time_s + BACKSTOP_S:
                         ray.cancel(ref, force=True)
                         running.pop(ref)
                         record = make_record(spec, "timeout", None, attempts[spec.trial_id],
-                                             failures.get(spec.trial_id, []) + [{
+                                             [{
                                                  "attempt": attempts[spec.trial_id], "type": "Timeout",
                                                  "message": f"stopped after budget.max_trial_time of {max_trial_time_s:g} s",
                                                  "traceback": ""}], started, time.monotonic() - started_at)
