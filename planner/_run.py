@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -244,6 +245,7 @@ class _Runner:
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
         self.store = store
         self.sha = contract.sha256()
+        self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
         self.search_path = _search_path(contract_dir)
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
@@ -301,7 +303,8 @@ class _Runner:
                          dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable, metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
-                         cwd=os.getcwd())
+                         cwd=os.getcwd(), extra={"session": self.session,
+                                                 "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
     def resources(self) -> dict:
         r = self.contract.budget.resources
@@ -400,19 +403,27 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     contract, contract_dir, configs, plan = load_and_validate(contract_path)
     if contract.trainable is None:
         raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
+    from planner._redact import Redactor
+    from planner._resume import heal_files, resolve_run_dir, sigterm_as_interrupt, unfinished
+
     previous_wall = 0.0
+    redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is not None:
-        store = RunStore.open(resume)
-        logged = store.run_info().get("contract_sha256")
-        if logged != contract.sha256():
-            raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
-                           f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
-        store.lock()
+        store = RunStore.open(resolve_run_dir(resume, contract))
+        store.redactor = redactor
+        took_over = store.lock()
+        cut = heal_files(store.root)
         state = read_state(store.root)
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        store.event("run_resumed", pid=os.getpid())
+        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"))
+        if took_over is not None:
+            store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
+                        started=took_over.get("started"), reason=took_over.get("reason"))
+        for name, size in cut.items():
+            store.event("torn_record_dropped", file=name, bytes=size)
     else:
         store = RunStore.create(runs_dir, contract.name)
+        store.redactor = redactor
         store.lock()
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), __version__)
         store.write_identity(run_identity(contract, contract_dir, _search_path(contract_dir)))
@@ -420,13 +431,17 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    if resume is not None:
+        again = unfinished(store, runner.records)
+        if again:
+            store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
     try:
         live = not quiet and stream.isatty()
         started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
-        with runner.display:
+        with runner.display, sigterm_as_interrupt():
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -441,8 +456,18 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
             if missing:
                 reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
-    except KeyboardInterrupt:
-        state, reason = "interrupted", "stopped by the user (Ctrl-C)"
+    except KeyboardInterrupt as error:
+        state, reason = "interrupted", (f"stopped by {error}" if str(error).startswith("signal")
+                                        else "stopped by the user (Ctrl-C)")
+    except OSError as error:
+        from planner._resume import disk_error
+
+        if not disk_error(error):
+            state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
+            raise
+        state, reason = "failed", (f"cannot write the run folder {store.root}: {error.strerror}; what ended is "
+                                   f"kept; free space and resume with --resume {store.root}")
+        raise RunError(reason) from None
     except PlannerError as error:
         state, reason = "failed", str(error)
         raise
@@ -451,17 +476,20 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         raise
     finally:
         decisions = []
-        try:
-            decisions = runner.decide(state)
-        finally:
-            runner.write_state(state, reason)
-            store.event("run_ended", state=state, reason=reason)
-            store.close()
-            store.unlock()
-            if started_ray:
-                import ray
+        for step in (lambda: runner.decide(state), lambda: runner.write_state(state, reason),
+                     lambda: store.event("run_ended", state=state, reason=reason)):
+            try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
+                out = step()
+                if isinstance(out, list):
+                    decisions = out
+            except OSError:
+                pass
+        store.close()
+        store.unlock()
+        if started_ray:
+            import ray
 
-                ray.shutdown()
+            ray.shutdown()
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in runner.records.values() if r["status"] in FAILED_STATUSES]
