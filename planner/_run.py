@@ -74,7 +74,8 @@ def _load(path: Path):
     except ImportError:
         _validate = None
     if _validate is not None and hasattr(_validate, "load_contract"):
-        return _validate.load_contract(path)
+        loaded = _validate.load_contract(path)
+        return getattr(loaded, "contract", loaded)  # main's validator returns a LoadedContract
     from pydantic import ValidationError
 
     from planner._contract import Contract
