@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ class Ledger:
     # -- writing -------------------------------------------------------------
     def start(self, attempt: int) -> None:
         self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
-                              "started": _now(), "ended": None})
+                              "started": _now(), "started_epoch": time.time(), "ended": None})
         self._save()
 
     def end(self, attempt: int, how: str, error: dict[str, Any] | None = None) -> None:

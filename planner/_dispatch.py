@@ -428,6 +428,19 @@ def _SilentReporter():  # noqa: N802 - a factory that reads like a class
 # ---------------------------------------------------------------- the driver side: confirmation
 
 BACKSTOP_S = 10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
+STARTUP_S = 120.0  # what a trial whose start the driver cannot see may spend waiting for its worker
+
+
+def _running_for(spec: TrialSpec, submitted_at: float) -> float:
+    """Seconds the trial's current attempt has run: from its ledger when the driver can read it (the
+    trial may wait long for a worker to start), else since it was submitted."""
+    from planner._attempts import Ledger
+
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    mine = ledger.mine()
+    if not mine:  # not started yet (a worker can take long to start), or its ledger is on another node
+        return time.monotonic() - submitted_at - STARTUP_S
+    return time.time() - mine[-1].get("started_epoch", time.time())
 
 
 def _after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
@@ -515,7 +528,7 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
                 hooks.trial_ended(record)
             if max_trial_time_s is not None:  # the worker's watchdog stops it first; this is the backstop
                 for ref, (spec, started_at, started) in list(running.items()):
-                    if time.monotonic() - started_at > max_trial_time_s + BACKSTOP_S:
+                    if _running_for(spec, started_at) > max_trial_time_s + BACKSTOP_S:
                         ray.cancel(ref, force=True)
                         running.pop(ref)
                         record = make_record(spec, "timeout", None, attempts[spec.trial_id],
