@@ -164,7 +164,11 @@ class CappedOutput:
             room = self.cap - self.kept
             if room > 0:
                 piece = self.scrub(text[:room])
-                self._handle.write(piece)
+                try:
+                    self._handle.write(piece)
+                except (OSError, ValueError):  # a full disk must not turn a print into the trainable's error
+                    self.dropped += len(text)
+                    return len(text)
                 self.kept += len(piece)
                 self.dropped += max(0, len(text) - room)
             else:
@@ -174,7 +178,10 @@ class CappedOutput:
     def flush(self) -> None:
         with self._lock:
             if not self._handle.closed:
-                self._handle.flush()
+                try:
+                    self._handle.flush()
+                except OSError:
+                    pass
 
     def isatty(self) -> bool:
         return False
@@ -190,9 +197,12 @@ class CappedOutput:
 
     def close(self) -> None:
         with self._lock:
-            if self.dropped:
-                self._handle.write(f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n")
-            self._handle.close()
+            try:
+                if self.dropped:
+                    self._handle.write(f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n")
+                self._handle.close()
+            except OSError:
+                pass
 
 
 class captured_output:  # noqa: N801 - a context manager that reads like a function
