@@ -111,7 +111,7 @@ def lost_and_duplicated(run_dir: Path, before: dict[str, dict]) -> tuple[int, in
 def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(ray_local, in_repo, tmp_path):
     arms = [{"name": kind, "overrides": [f"fault.kind={kind}"]} for kind in KINDS]
     path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", arms=arms, seeds=[0, 1],
-                    budget={"exposure": 3, "max_trial_time": "1.5s", "max_trial_memory": "700M"})
+                    budget={"exposure": 3, "max_trial_time": "1.5s", "max_trial_memory": "400M"})
     t0 = time.monotonic()
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result.reason
