@@ -118,15 +118,22 @@ def _make_scheduler(early_stop, metric: str, mode: str, exposure: int):
 
 
 def _scheduler_result(result: dict, metric: str) -> dict | None:
-    """What a sweep's scheduler and searcher see of a Tune result: the step and the selection metric."""
+    """What a sweep's scheduler and searcher see of a Tune result: the step and the selection metric.
+
+    Tune hands schedulers and searchers the result flattened ("planner/step"),
+    callbacks the nested one; both forms are read here.
+    """
     payload = result.get("planner")
-    if not isinstance(payload, dict) or "step" not in payload:
+    if isinstance(payload, dict) and "step" in payload:
+        step, value, elapsed = payload["step"], payload["metrics"].get(metric), payload.get("time_s", 0.0)
+    elif "planner/step" in result:
+        step, value, elapsed = (result["planner/step"], result.get(f"planner/metrics/{metric}"),
+                                result.get("planner/time_s", 0.0))
+    else:
         return None
-    value = payload["metrics"].get(metric)
     if value is None or not math.isfinite(value):
         return None
-    return {"step": payload["step"], "training_iteration": payload["step"], metric: value,
-            "time_total_s": payload["time_s"]}
+    return {"step": step, "training_iteration": step, metric: value, "time_total_s": elapsed}
 
 
 def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
@@ -141,6 +148,8 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
     from ray.tune.search.optuna import OptunaSearch
 
     total = sum(len(s.specs) for s in sweeps)
+    # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(resources))))
     outcome = Outcome()
     if total == 0:
         return outcome

@@ -62,14 +62,15 @@ class AppendFile:
         self.path = path
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def write_line(self, line: str) -> None:
+    def write_line(self, line: str, sync: bool = True) -> None:
         data = memoryview(line.encode("utf-8"))
         start = os.fstat(self.fd).st_size
         try:
             while data:
                 written = os.write(self.fd, data)
                 data = data[written:]
-            os.fsync(self.fd)
+            if sync:
+                os.fsync(self.fd)
         except OSError:
             try:
                 os.ftruncate(self.fd, start)
@@ -87,8 +88,8 @@ def open_for_append(path: Path) -> AppendFile:
     return AppendFile(path)
 
 
-def append_line(handle: AppendFile, line: str) -> None:
-    handle.write_line(line)
+def append_line(handle: AppendFile, line: str, sync: bool = True) -> None:
+    handle.write_line(line, sync=sync)
 
 
 def whole_records(path: Path) -> tuple[list[dict], int]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 from pathlib import Path
 
 from planner._errors import RunError
@@ -86,25 +85,3 @@ def unfinished(store, records: dict[str, dict]) -> list[str]:
 
 def disk_error(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in DISK_ERRNOS
-
-
-class sigterm_as_interrupt:  # noqa: N801 - a context manager that reads like a function
-    """SIGTERM (and SIGHUP) stop the run like Ctrl-C: state `interrupted`, what ended kept, lock released."""
-
-    def __enter__(self):
-        self.saved = {}
-        try:
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                self.saved[sig] = signal.signal(sig, self._handler)
-        except ValueError:  # not the main thread: leave signals alone
-            self.saved = {}
-        return self
-
-    @staticmethod
-    def _handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    def __exit__(self, *exc):
-        for sig, handler in self.saved.items():
-            signal.signal(sig, handler)
-        return False

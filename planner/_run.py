@@ -59,12 +59,35 @@ def load_and_validate(contract_path: str | os.PathLike):
         raise ContractError([Diagnostic(f"compose.{p.kind}", "error", p.message,
                                         path="config" if p.source == "config" else f"arm {p.source}",
                                         file=str(path)) for p in composed.problems])
+    if contract.trainable is not None:
+        missing = _trainable_problem(contract.trainable, _search_path(path.parent.resolve()))
+        if missing:
+            raise ContractError([Diagnostic("trainable.not_found", "error", missing, path="trainable", file=str(path))])
     plan = make_plan(contract)
     problem = plan.budget_problem()
     if problem:
         raise ContractError([Diagnostic("budget.max_trials", "error", problem, path="budget.max_trials",
                                         file=str(path))])
     return contract, path.parent.resolve(), composed.configs, plan
+
+
+def _trainable_problem(trainable: str, search_path: list[str]) -> str | None:
+    """Why `module:function` cannot be found from the contract's folder and the current folder (without importing it)."""
+    import importlib.util
+
+    module = trainable.partition(":")[0]
+    saved = list(sys.path)
+    sys.path[:0] = [p for p in search_path if p not in sys.path]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        sys.path[:] = saved
+    if spec is None:
+        return (f"trainable {trainable!r}: no module {module!r} on the import path (the contract's folder "
+                f"and the current folder, {os.getcwd()}); run from the folder it imports from")
+    return None
 
 
 def _load(path: Path):
@@ -91,7 +114,8 @@ def _load(path: Path):
     try:
         return Contract.model_validate(data)
     except ValidationError as error:
-        raise ContractError([Diagnostic(f"schema.{e['type']}", "error", e["msg"],
+        raise ContractError([Diagnostic(f"schema.{e['type']}", "error",
+                                        f"{'.'.join(str(p) for p in e['loc']) or 'contract'}: {e['msg']}",
                                         path=".".join(str(p) for p in e["loc"]), file=str(path))
                              for e in error.errors()]) from None
 
@@ -250,6 +274,7 @@ class _Runner:
         self.search_path = _search_path(contract_dir)
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
+        self._state_written = 0.0
         planned: dict[tuple[str, str], int] = {}
         for t in plan.trials:
             planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
@@ -269,26 +294,32 @@ class _Runner:
         limit = self.contract.budget.max_wall_time_s
         return None if limit is None else limit - self.wall_s()
 
-    def write_state(self, state: str, reason: str = "") -> None:
+    def write_state(self, state: str, reason: str = "", *, every_s: float = 0.0) -> None:
+        """Rewrite state.json (at most once per `every_s` seconds while running)."""
+        now = time.monotonic()
+        if every_s and now - self._state_written < every_s:
+            return
+        self._state_written = now
         self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
 
     # hooks
     def _started(self, spec: TrialSpec) -> None:
-        self.store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
+        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
+                         seed=spec.seed)
         self.progress.started(spec.phase, spec.arm)
         self.display.update()
 
     def _ended(self, record: dict) -> None:
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
-        self.store.event("trial_ended", trial_id=record["trial_id"], status=record["status"],
+        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
                          exposure=record["exposure"])
         self.progress.ended(record)
-        self.write_state("running")
+        self.write_state("running", every_s=1.0)
         self.display.update(record)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
-        self.store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
+        self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
         self.progress.cancelled(spec.phase, spec.arm)
         self.display.update()
 
@@ -405,7 +436,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     if contract.trainable is None:
         raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
     from planner._redact import Redactor
-    from planner._resume import heal_files, resolve_run_dir, sigterm_as_interrupt, unfinished
+    from planner._resume import heal_files, resolve_run_dir, unfinished
 
     previous_wall = 0.0
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
@@ -439,10 +470,11 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
+    previous_term = _on_sigterm_interrupt()
     try:
         live = not quiet and stream.isatty()
         started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
-        with runner.display, sigterm_as_interrupt():
+        with runner.display:
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -457,9 +489,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
             if missing:
                 reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
-    except KeyboardInterrupt as error:
-        state, reason = "interrupted", (f"stopped by {error}" if str(error).startswith("signal")
-                                        else "stopped by the user (Ctrl-C)")
+    except KeyboardInterrupt:
+        state, reason = "interrupted", "stopped by the user (Ctrl-C or SIGTERM)"
     except OSError as error:
         from planner._resume import disk_error
 
@@ -487,6 +518,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 pass
         store.close()
         store.unlock()
+        _restore_sigterm(previous_term)
         if started_ray:
             import ray
 
@@ -495,6 +527,28 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in runner.records.values() if r["status"] in FAILED_STATUSES]
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+
+
+def _on_sigterm_interrupt():
+    """SIGTERM stops a run like Ctrl-C does (state `interrupted`, finished trials kept)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, previous)
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -27,7 +27,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -133,12 +133,13 @@ class RunStore:
             "state": state, "updated": utc_now(), "reason": reason,
             "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra})
 
-    def append(self, name: str, record: dict) -> None:
-        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), flushed and fsync'd.
+    def append(self, name: str, record: dict, sync: bool = True) -> None:
+        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), fsync'd when `sync`.
 
         A torn last line left by a killed writer is cut off before the first append
         (planner._jsonl); a write that fails (a full disk) is rolled back to the last
-        whole line before the error goes on.
+        whole line before the error goes on. Unsynced lines are written with one
+        os.write each: they survive a killed driver, not a power loss.
         """
         from planner._jsonl import append_line, open_for_append
 
@@ -148,13 +149,14 @@ class RunStore:
             self._handles[name] = handle
         if self.redactor is not None:
             record = self.redactor.scrub(record)
-        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n")
+        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n", sync=sync)
 
     def record_trial(self, record: dict) -> None:
         self.append("trials.jsonl", record)
 
-    def event(self, kind: str, **fields: Any) -> None:
-        self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields})
+    def event(self, kind: str, sync: bool = True, **fields: Any) -> None:
+        """Append an event; per-trial events pass sync=False (flushed, not fsync'd: trials.jsonl is the record)."""
+        self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
         write_json(self.root / "selection.json", self._scrub(selection))

@@ -151,6 +151,8 @@ def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local,
     trials = records(tuned)
     tune_records = [r for r in trials if r["phase"] == "tune"]
     assert sum(r["arm"] == "base" for r in tune_records) == sum(r["arm"] == "treat" for r in tune_records) == 12
+    stopped = [r for r in tune_records if r["status"] == "early_stopped"]
+    assert stopped and all(r["exposure"] < 3 for r in stopped)  # ASHA stopped some, on the reported step
     selection = json.loads((tuned.run_dir / "selection.json").read_text())["arms"]
     assert abs(math.log10(selection["base"]["params"]["recipe.lr"]) - math.log10(0.1)) < 0.5
     assert abs(math.log10(selection["treat"]["params"]["recipe.lr"]) - math.log10(0.001)) < 0.5

@@ -1,0 +1,162 @@
+"""plan run against raw Ray Tune: the same trivial trainable, the same trials, the same resources.
+
+    PYTHONPATH=. python bench/bench_run.py [--trials 24] [--trial-seconds 1.0] [--cpus 2] [--json out.json]
+
+One local Ray (`--cpus` CPUs) serves every side; its start-up is excluded from
+all of them. Each trial sleeps `--trial-seconds` and reports once, at 1 CPU.
+
+- raw Tune, default settings: a Tuner with num_samples = N.
+- raw Tune, reuse_actors=True.
+- raw Tune, reuse_actors=True with per-trial loggers off (the settings plan run uses).
+- plan run: a 2-arm contract with N/2 tuning trials per arm (the tuning phase is
+  the N trials compared), then 2 confirmation seeds per arm (4 more trials,
+  reported separately as the whole run).
+
+Slot utilization = busy trial-seconds / (slots x wall); ideal wall = ceil(N / slots) x trial time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+TRAINABLE = '''
+import time
+
+
+def train(config, trial):
+    time.sleep(config["sleep"])
+    trial.report(1, score=config["lr"])
+'''
+
+
+def raw_tune(n: int, seconds: float, reuse: bool, quiet_loggers: bool, storage: str) -> float:
+    from ray import tune
+
+    if quiet_loggers:
+        os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    else:
+        os.environ.pop("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", None)
+
+    def trainable(config):
+        time.sleep(seconds)
+        tune.report({"score": config["lr"]})
+
+    tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}),
+                       param_space={"lr": tune.loguniform(1e-4, 1.0)},
+                       tune_config=tune.TuneConfig(num_samples=n, reuse_actors=reuse, metric="score", mode="max"),
+                       run_config=tune.RunConfig(storage_path=storage, verbose=0))
+    t0 = time.perf_counter()
+    tuner.fit()
+    return time.perf_counter() - t0
+
+
+def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int, float]:
+    """(tuning-phase wall, whole-run wall, trials in the whole run, confirmation-phase wall)."""
+    from planner._run import run
+    from planner._store import read_jsonl
+
+    (folder / "bench_trivial.py").write_text(TRAINABLE)
+    contract = textwrap.dedent(f"""
+        version: 1
+        name: bench
+        hypothesis: Overhead only.
+        trainable: bench_trivial:train
+        config: {{values: {{sleep: {seconds}, lr: 0.1, arm: a}}}}
+        factor: {{name: arm}}
+        baseline: {{name: a, overrides: [arm=a]}}
+        arms: [{{name: b, overrides: [arm=b]}}]
+        metric: {{name: score, mode: max}}
+        acceptance: {{min_effect: 0.01}}
+        seeds: [0, 1]
+        budget: {{exposure: 1}}
+        tuning:
+          trials_per_arm: {n // 2}
+          seeds: [100]
+          sampler: {{name: random, seed: 0}}
+          space: {{lr: {{log_uniform: [1.0e-4, 1.0]}}}}
+        """)
+    (folder / "contract.yaml").write_text(contract)
+    t0 = time.perf_counter()
+    result = run(folder / "contract.yaml", runs_dir=folder / "runs", quiet=True)
+    whole = time.perf_counter() - t0
+    events = {e["event"] + "/" + e.get("phase", ""): e for e in read_jsonl(result.run_dir / "events.jsonl")}
+
+    def span(phase):
+        start = datetime.fromisoformat(events[f"phase_started/{phase}"]["time"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(events[f"phase_ended/{phase}"]["time"].replace("Z", "+00:00"))
+        return (end - start).total_seconds()
+
+    return span("tune"), whole, n + 4, span("confirm")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=24)
+    parser.add_argument("--trial-seconds", type=float, default=1.0)
+    parser.add_argument("--cpus", type=int, default=2)
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--skip-default", action="store_true", help="skip raw Tune with default settings (slow)")
+    args = parser.parse_args(argv)
+    n, seconds, slots = args.trials, args.trial_seconds, args.cpus
+
+    import ray
+
+    from planner._dispatch import WORKER_ENV
+
+    t0 = time.perf_counter()
+    ray.init(num_cpus=slots, include_dashboard=False, configure_logging=False, log_to_driver=False,
+             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
+    startup = time.perf_counter() - t0
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        tmp = Path(tmp)
+        if not args.skip_default:
+            rows["raw Tune, default"] = raw_tune(n, seconds, reuse=False, quiet_loggers=False, storage=str(tmp / "a"))
+        rows["raw Tune, reuse_actors"] = raw_tune(n, seconds, reuse=True, quiet_loggers=False, storage=str(tmp / "b"))
+        rows["raw Tune, reuse_actors, loggers off"] = raw_tune(n, seconds, reuse=True, quiet_loggers=True,
+                                                               storage=str(tmp / "c"))
+        (tmp / "plan").mkdir()
+        tune_wall, whole, whole_n, confirm_wall = plan_run(n, seconds, tmp / "plan")
+        rows["plan run, tuning phase"] = tune_wall
+    ray.shutdown()
+
+    ideal = math.ceil(n / slots) * seconds
+    fastest_raw = min(v for k, v in rows.items() if k.startswith("raw"))
+    print(f"{n} trials of {seconds:g} s at 1 CPU on {slots} CPUs; ideal wall {ideal:.1f} s; "
+          f"Ray start-up ({startup:.1f} s) excluded from every row\n")
+    print(f"{'':40s} {'wall s':>8s} {'vs fastest raw':>15s} {'utilization':>12s}")
+    out = {"trials": n, "trial_seconds": seconds, "slots": slots, "ideal_wall_s": ideal, "ray_startup_s": startup,
+           "rows": {}}
+    for name, wall in rows.items():
+        util = n * seconds / (slots * wall)
+        print(f"{name:40s} {wall:8.2f} {wall / fastest_raw:14.3f}x {util:11.1%}")
+        out["rows"][name] = {"wall_s": wall, "ratio_to_fastest_raw": wall / fastest_raw, "utilization": util}
+    whole_util = whole_n * seconds / (slots * whole)
+    print(f"{'plan run, whole run (' + str(whole_n) + ' trials)':40s} {whole:8.2f} {'':>15s} {whole_util:11.1%}"
+          f"   (ideal {math.ceil(whole_n / slots) * seconds:.1f} s)")
+    print(f"{'plan run, confirmation phase (4 trials)':40s} {confirm_wall:8.2f}"
+          f"   (ideal {math.ceil(4 / slots) * seconds:.1f} s)")
+    out["plan_run_whole"] = {"trials": whole_n, "wall_s": whole, "utilization": whole_util,
+                             "confirm_phase_s": confirm_wall}
+    target_ok = rows["plan run, tuning phase"] <= 1.05 * fastest_raw
+    print(f"\ntarget: plan run within 5% of the fastest raw Tune: {'met' if target_ok else 'NOT met'}; "
+          f"utilization >= 85%: {'met' if out['rows']['plan run, tuning phase']['utilization'] >= 0.85 else 'NOT met'}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
