@@ -255,8 +255,16 @@ def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_
             raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
         return True
     pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
-             log_to_driver=log_to_driver, configure_logging=False)
+    for attempt in range(3):
+        try:
+            ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
+                     log_to_driver=log_to_driver, configure_logging=False)
+            return True
+        except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception when its raylet starts too slowly
+            ray.shutdown()
+            if "timed out during startup" not in str(error) or attempt == 2:
+                raise RunError(f"could not start a local Ray: {error}; nothing ran, resume with --resume "
+                               "when the machine is less loaded") from None
     return True
 
 
