@@ -65,9 +65,13 @@ class Ledger:
         """True when an earlier attempt ran (in this session or a killed driver's)."""
         return bool(self.attempts)
 
-    @property
-    def resumed_across_sessions(self) -> bool:
-        return any(a.get("session") != self.session for a in self.attempts)
+    def cut_short_before(self) -> bool:
+        """True when the attempt before the latest one was cut short (its process died, its driver was
+        killed, or it raised): the trainable may continue from its checkpoint. An earlier attempt that
+        ran to an end (its record lost with a torn line) is not continued: the trial starts over."""
+        if len(self.attempts) < 2:
+            return False
+        return self.attempts[-2].get("ended") in (None, "raised")
 
     def terminal(self) -> dict[str, Any] | None:
         """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
