@@ -95,7 +95,7 @@ class Trial:
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
         self.attempt = 1  # this attempt's number (1 + retries used so far)
-        self.resumed = False  # an earlier attempt ran (a retry, or a run resumed after its driver died):
+        self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
 
     @property
@@ -197,7 +197,7 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
     if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
         os.chdir(spec.cwd)
     ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
-    resumed = ledger.resumed_across_sessions
+    resumed = False
     status, trial = "failed", None
     forwarded: int | None = None
     terminal = ledger.terminal()
@@ -213,7 +213,8 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
         ledger.start(attempts)
         seed_everything(spec.seed)
         trial = Trial(spec, forward, forwarded)
-        trial.attempt, trial.resumed = attempts, ledger.resumed and len(ledger.attempts) > 1
+        trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
+        resumed = trial.resumed
         how, error = "completed", None
         try:
             with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
