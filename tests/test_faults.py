@@ -297,12 +297,14 @@ class WorkerKiller:
     def _watch(self) -> None:
         while not self.done.is_set():
             for pid_file in self.runs_dir.glob(f"*/*/trials/*-{self.arm}-*/pid.*"):
+                if not pid_file.suffix[1:].isdigit():  # pid.1.tmp: being written
+                    continue
                 attempt = int(pid_file.suffix[1:])
                 key = (pid_file.parent.name, attempt)
                 if attempt in self.attempts and key not in self.killed:
                     try:
                         pid = int(pid_file.read_text())
-                    except ValueError:
+                    except (OSError, ValueError):
                         continue
                     try:
                         os.kill(pid, signal.SIGKILL)
@@ -509,7 +511,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_resume_finishes_it(ray_local, in_
     from planner._cli import main
 
     marker = tmp_path / "filled"
-    values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "marker": str(marker), "fill_seed": 1}}
+    values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "marker": str(marker), "fill_seed": 2}}
     path = contract(tmp_path, trainable="tests.trainables.faulty:fills_the_disk", config={"values": values})
     code = main(["run", str(path), "--runs-dir", str(tiny_disk), "--quiet"])
     err = capsys.readouterr().err
