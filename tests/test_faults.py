@@ -666,3 +666,37 @@ def test_resume_refuses_what_is_not_this_contracts_run_folder(tmp_path, capsys, 
         err = capsys.readouterr().err
         assert code == 3 and message in err and "Traceback" not in err, (target, err)
     assert not (fake / "lock").exists() and not (fake / "trials.jsonl").exists()
+
+
+# ------------------------------------------------------------------ the checkpoint convention, in the worker
+
+def _spec(tmp_path, session="now", **extra):
+    from planner._trial import TrialSpec
+
+    return TrialSpec(trial_id="confirm-base-s0", phase="confirm", arm="base", seed=0, index=0, params={},
+                     config={"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}, budget=4,
+                     dir=str(tmp_path / "trial"), trainable="tests.trainables.faulty:steady", metric="val_acc",
+                     path=(str(REPO),), extra={"session": session, **extra})
+
+
+def test_a_trial_cut_short_continues_from_its_checkpoint_and_a_finished_one_starts_over(tmp_path, monkeypatch):
+    from planner._attempts import Ledger
+    from planner._trial import run_trial
+
+    monkeypatch.chdir(REPO)
+    uninterrupted = run_trial(_spec(tmp_path / "clean"))
+    assert [r["step"] for r in uninterrupted["reports"]] == [1, 2, 3, 4] and not uninterrupted["resumed"]
+
+    spec = _spec(tmp_path, session="after-the-kill")
+    old = Ledger.load(spec.dir, "killed-driver")
+    old.start(1)  # the killed driver's attempt never ended
+    (tmp_path / "trial" / "checkpoint.json").write_text('{"step": 2}')
+    record = run_trial(spec)
+    assert record["status"] == "completed" and record["resumed"] and record["attempts"] == 1
+    assert [r["step"] for r in record["reports"]] == [3, 4]
+    assert [r["metrics"] for r in record["reports"]] == [r["metrics"] for r in uninterrupted["reports"][2:]]
+    assert record["errors"] == []  # a killed driver is not the trial's fault: no retry used
+
+    again = run_trial(_spec(tmp_path, session="after-a-torn-record"))  # the last attempt ran to its end
+    assert not again["resumed"] and [r["step"] for r in again["reports"]] == [1, 2, 3, 4]
+    assert [r["metrics"] for r in again["reports"]] == [r["metrics"] for r in uninterrupted["reports"]]
