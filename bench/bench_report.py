@@ -23,9 +23,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.synthetic_run import make_run  # noqa: E402
 
 ARMS = ("sgd", "adam", "adamw", "lion")
 SEEDS = 10
@@ -59,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     tune_trials = (args.trials - len(ARMS) * SEEDS) // len(ARMS)
     t0 = time.perf_counter()
     if not (run_dir / "trials.jsonl").is_file():
-        make_run(run_dir, arms=ARMS, seeds=SEEDS, tune_trials=tune_trials, reports_per_trial=args.reports,
-                 early_stopped=0.0)
+        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
+        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
+                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={args.reports}, early_stopped=0.0)")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     made = time.perf_counter() - t0
     n_trials = sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
     size_mb = (run_dir / "trials.jsonl").stat().st_size / 2**20

@@ -116,8 +116,10 @@ def main(argv=None) -> int:
     from planner._dispatch import WORKER_ENV
 
     t0 = time.perf_counter()
-    ray.init(num_cpus=slots, include_dashboard=False, configure_logging=False, log_to_driver=False,
-             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
+    from planner._run import start_local_ray
+
+    start_local_ray(num_cpus=slots, log_to_driver=False,
+                    runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
     startup = time.perf_counter() - t0
     rows = {}
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:

@@ -1,17 +1,23 @@
 """How long `plan validate` takes next to the floor of importing what it needs.
 
-Times, in fresh processes and interleaved so that machine load hits both alike:
-  - floor:    python -c "import hydra, pydantic"
+Times, in fresh processes and interleaved so that machine load hits all alike:
+  - floor:    python -c "import hydra, pydantic"   (the target's floor; pydantic's import is lazy here)
+  - models:   python -c "import hydra; from pydantic import BaseModel"   (what using pydantic models costs)
   - validate: python -m planner validate valid/optimizer-tuned.yaml (two config-group options: two composes)
-and prints the medians and their ratio. The target is a ratio within 1.5.
+and prints the medians and the ratios. The target is validate within 1.5x of the floor.
 
     python bench/bench_validate.py [--runs 10] [--contract PATH]
+
+It also times, in this process, one compose of the contract's config through
+`hydra.compose` and through planner's direct path (`compose_without_hydra_node`).
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -23,13 +29,17 @@ SHARED = REPO.parent / "shared" / "contracts"
 TARGET = 1.5
 
 
-def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
+def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child): CPU time is steadier on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
 
 
 def main() -> int:
@@ -41,19 +51,64 @@ def main() -> int:
     # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
     cwd = contract.parent.parent
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    floor_cmd = [sys.executable, "-c", "import hydra, pydantic"]
-    validate_cmd = [sys.executable, "-m", "planner", "validate", str(contract)]
-    _time(floor_cmd, cwd, env), _time(validate_cmd, cwd, env)  # warm the file cache
-    floor, validate = [], []
+    # byte-compile planner as an install would: with PYTHONDONTWRITEBYTECODE set, a stale .pyc
+    # would otherwise be recompiled on every run and counted against validate
+    compileall.compile_dir(str(REPO / "planner"), quiet=1)
+    commands = {
+        "import floor (import hydra, pydantic)": [sys.executable, "-c", "import hydra, pydantic"],
+        "import hydra; from pydantic import BaseModel": [sys.executable, "-c", "import hydra; from pydantic import BaseModel"],
+        f"plan validate {contract.name}": [sys.executable, "-m", "planner", "validate", str(contract)],
+    }
+    for argv in commands.values():  # warm the file cache
+        _time(argv, cwd, env)
+    wall: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.runs):
-        floor.append(_time(floor_cmd, cwd, env))
-        validate.append(_time(validate_cmd, cwd, env))
-    f, v = statistics.median(floor), statistics.median(validate)
-    ratio = v / f
-    print(f"import floor (import hydra, pydantic): median {f:.3f} s over {args.runs} runs")
-    print(f"plan validate {contract.name}: median {v:.3f} s over {args.runs} runs")
-    print(f"ratio: {ratio:.2f} (target <= {TARGET})")
+        for name, argv in commands.items():
+            w, c = _time(argv, cwd, env)
+            wall[name].append(w)
+            cpu[name].append(c)
+    walls = {name: statistics.median(values) for name, values in wall.items()}
+    cpus = {name: statistics.median(values) for name, values in cpu.items()}
+    for name in commands:
+        print(f"{name}: median wall {walls[name]:.3f} s, CPU {cpus[name]:.3f} s over {args.runs} runs")
+    floor, models, validate = walls.values()
+    cpu_floor, cpu_models, cpu_validate = cpus.values()
+    ratio = validate / floor
+    print(f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_validate / cpu_floor:.2f} (target <= {TARGET}); "
+          f"validate / models: wall {validate / models:.2f}, CPU {cpu_validate / cpu_models:.2f}")
+    _compare_composes(contract, args.runs)
     return 0 if ratio <= TARGET else 1
+
+
+def _compare_composes(contract: Path, runs: int) -> None:
+    sys.path.insert(0, str(REPO))
+    import yaml
+    from hydra import compose, initialize_config_dir
+
+    from planner._compose import compose_without_hydra_node
+
+    config = yaml.safe_load(contract.read_text())["config"]
+    config_dir = (contract.parent / config["dir"]).resolve()
+
+    def public() -> None:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            compose(config_name=config["name"])
+
+    def direct() -> None:
+        compose_without_hydra_node(config_dir, config["name"], [])
+
+    medians = {}
+    for name, call in (("hydra.compose", public), ("compose_without_hydra_node", direct)):
+        call()  # first-call imports and caches
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        medians[name] = statistics.median(times)
+        print(f"{name}: median {medians[name] * 1000:.1f} ms per compose")
+    print(f"direct compose is {medians['hydra.compose'] / medians['compose_without_hydra_node']:.1f}x faster")
 
 
 if __name__ == "__main__":

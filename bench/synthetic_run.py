@@ -9,8 +9,9 @@ report) while `plan run` is being built. Deterministic for a given `rng_seed`.
 
 The first arm is the baseline. With `with_failures`, the first tuning seed of
 the first treatment arm holds, in order after the regular trials: one trial that
-failed on both attempts (a traceback each), one that diverged (NaN metric), one
-protocol error (a report past the budget) and one completed trial that reported
+failed on both attempts (a traceback each), one that diverged (its metric stored
+as "nan", as `plan run` writes non-finite values), one protocol error (a report
+past the budget: not stored, named in the error) and one completed trial that reported
 the held-out metric during tuning (a `heldout_in_tuning` violation). One
 confirmation trial of the baseline needed a retry.
 
@@ -54,6 +55,12 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
+def _wall_hours(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int, exposure: int) -> int:
+    """A wall-time budget the synthetic run fits in: 12 h, or more for a big run (2 slots, 0.5 s a step)."""
+    trials = len(arms) * (len(seeds) + len(tune_seeds) * tune_trials)
+    return max(12, math.ceil(trials * exposure * 0.5 / 2 * 1.5 / 3600))
+
+
 def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int,
                   exposure: int, heldout: bool, name: str = "optimizer-compare") -> dict[str, Any]:
     """The frozen contract (every default written out) of a synthetic run."""
@@ -75,7 +82,7 @@ def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int]
         "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc" if heldout else None},
         "acceptance": {"min_effect": 0.01, "alpha": 0.05, "test": "welch", "correction": "holm"},
         "seeds": seeds,
-        "budget": {"unit": "epoch", "exposure": exposure, "max_wall_time": "12h",
+        "budget": {"unit": "epoch", "exposure": exposure, "max_wall_time": f"{_wall_hours(arms, seeds, tune_seeds, tune_trials, exposure)}h",
                    "max_heldout_evaluations": 4 * len(arms) * len(seeds)},
         "tuning": {
             "trials_per_arm": tune_trials,
@@ -133,9 +140,10 @@ class _Writer:
             "ended": _iso(start + timedelta(seconds=duration)), "duration_s": duration,
             "host": f"worker-{slot}", "pid": 4100 + slot, "contract_sha256": self.sha,
         }
-        self.events.append(json.dumps({"event": "trial_started", "time": _iso(start), "trial_id": trial_id}))
+        self.events.append(json.dumps({"event": "trial_started", "time": _iso(start), "trial_id": trial_id,
+                                       "arm": arm, "phase": phase, "seed": seed}))
         self.events.append(json.dumps({"event": "trial_ended", "time": record["ended"],
-                                       "trial_id": trial_id, "status": status}))
+                                       "trial_id": trial_id, "status": status, "exposure": n_steps}))
         self.lines.append(json.dumps(record).replace('"@REPORTS@"', reports))
 
     def reports(self, acc: np.ndarray, loss: np.ndarray, first_step: int = 1,
@@ -214,10 +222,10 @@ def make_run(
 
     for a, arm in enumerate(arms):
         for ts in tune_seeds:
-            best = None
+            best, n_full = None, 0
             for t in range(tune_trials):
                 tid = f"tune-{arm}-s{ts}-t{t:03d}"
-                planned_tune.append({"trial_id": tid, "arm": arm, "seed": ts, "index": t})
+                planned_tune.append({"trial_id": tid, "phase": "tune", "arm": arm, "seed": ts, "index": t})
                 lr = float(10 ** rng.uniform(-4, 0))
                 dropout = float(rng.uniform(0, 0.5))
                 params = {"optimizer.lr": round(lr, 8), "model.dropout": round(dropout, 4)}
@@ -233,19 +241,21 @@ def make_run(
                     status = "completed" if stop == exposure else "early_stopped"
                     w.trial(trial_id=tid, phase="tune", arm=arm, seed=ts, index=t, params=params, config=config,
                             status=status, reports=w.reports(acc, loss), n_steps=stop)
+                    n_full += status == "completed"
                     if status == "completed" and (best is None or acc[-1] > best[2]):
                         best = (tid, params, float(acc[-1]))
                 else:
                     _special_trial(w, special, tid, arm, ts, t, params, config, q, heldout_name)
             if best is not None:
-                selection[arm] = {"trial_id": best[0], "params": best[1], "value": round(best[2], 6)}
+                selection[arm] = {"arm": arm, "trial_id": best[0], "params": best[1], "score": round(best[2], 6),
+                                  "candidates": n_full, "trials": tune_trials, "reason": "best final val_acc"}
 
     finals: dict[str, list[float]] = {arm: [] for arm in arms}
     for a, arm in enumerate(arms):
         sel = selection.get(arm, {"trial_id": None, "params": {}})
         for s in seed_list:
             tid = f"confirm-{arm}-s{s}"
-            planned_confirm.append({"trial_id": tid, "arm": arm, "seed": s, "index": 0})
+            planned_confirm.append({"trial_id": tid, "phase": "confirm", "arm": arm, "seed": s, "index": 0})
             config = json.loads(json.dumps(configs[arm]))
             acc, loss = w.curve(quality[arm], np.arange(1, exposure + 1), 0.004)
             test = np.full(exposure, np.nan)
@@ -263,8 +273,9 @@ def make_run(
 
     planned = planned_tune + planned_confirm
     _write_json(run_dir / "plan.json", {
-        "contract_sha256": sha, "planned_trials": len(planned), "exposure": exposure,
-        "phases": [{"phase": "tune", "trials": planned_tune}, {"phase": "confirm", "trials": planned_confirm}],
+        "planned_count": len(planned), "exposure": exposure, "max_trials": None,
+        "phases": [{"phase": "tune", "count": len(planned_tune), "trials": planned_tune},
+                   {"phase": "confirm", "count": len(planned_confirm), "trials": planned_confirm}],
     })
     n_tune = sum(1 for line in w.lines if '"phase": "tune"' in line)
     lines = w.lines
@@ -281,14 +292,15 @@ def make_run(
         for line in w.events[: 2 * len(lines) + (1 if state == "running" else 0)]:
             f.write(line + "\n")
     reason = {"completed": "all planned trials ended", "running": "tuning",
-              "budget_exhausted": "budget.max_wall_time (12h) reached",
+              "budget_exhausted": f"budget.max_wall_time ({frozen['budget']['max_wall_time']}) reached",
               "interrupted": "stopped by SIGINT", "failed": "the planner could not go on"}.get(state, state)
     _write_json(run_dir / "state.json", {"state": state, "updated": _iso(CREATED + timedelta(seconds=wall)),
                                          "reason": reason, "budget": {"wall_time_s": wall, "trials_ended": len(lines)}})
     if state == "running":
         _write_json(run_dir / "lock", {"pid": 31337, "host": "gpu-box-01", "started": _iso(CREATED)})
         return run_dir
-    _write_json(run_dir / "selection.json", {"rule": "final", "metric": "val_acc", "arms": selection})
+    _write_json(run_dir / "selection.json", {"rule": "final", "k": None, "metric": "val_acc", "mode": "max",
+                                             "arms": selection})
     _write_json(run_dir / "decisions.json", decide(frozen, finals, state))
     return run_dir
 
@@ -308,18 +320,18 @@ def _special_trial(w: _Writer, kind: str, tid: str, arm: str, ts: int, t: int, p
         acc, loss = w.curve(q, np.arange(1, n + 1), 0.004)
         reports = [{"step": i + 1, "metrics": {"val_acc": float(acc[i]), "loss": float(loss[i])},
                     "time_s": round((i + 1) * w.step_s, 3)} for i in range(n)]
-        reports[-1]["metrics"] = {"val_acc": float("nan"), "loss": float("inf")}
-        w.trial(**common, status="diverged", reports=json.dumps(reports), n_steps=n)
+        reports[-1]["metrics"] = {"val_acc": "nan", "loss": "inf"}  # JSON has no NaN: stored as strings
+        w.trial(**common, status="diverged", reports=json.dumps(reports), n_steps=n,
+                violations=[{"kind": "diverged", "step": n, "message": f"val_acc is nan at step {n}"}])
     elif kind == "protocol_error":
-        n = e
-        acc, loss = w.curve(q, np.arange(1, n + 2), 0.004)
-        errors = [{"attempt": 1, "type": "TrialProtocolError",
-                   "message": f"report at step {e + 1} is past the budget of {e} steps",
+        # The runner stops the trial at the bad report: it is not stored, the error says it.
+        acc, loss = w.curve(q, np.arange(1, e + 1), 0.004)
+        message = f"trial.report: step {e + 1} is past the budget of {e}"
+        errors = [{"attempt": 1, "type": "TrialProtocolError", "message": message,
                    "traceback": "Traceback (most recent call last):\n  File \"train.py\", line 51, in train\n"
                                 "    trial.report(epoch, val_acc=acc)\n"
-                                f"planner.TrialProtocolError: report at step {e + 1} is past the budget of {e} steps\n"}]
-        w.trial(**common, status="protocol_error", reports=w.reports(acc, loss), n_steps=e + 1, errors=errors,
-                violations=[{"kind": "report_past_budget", "step": e + 1, "budget": e}])
+                                f"planner.TrialProtocolError: {message}\n"}]
+        w.trial(**common, status="protocol_error", reports=w.reports(acc, loss), n_steps=e, errors=errors)
     elif kind == "heldout":
         acc, loss = w.curve(q, np.arange(1, e + 1), 0.004)
         step = min(3, e)
@@ -364,7 +376,7 @@ def decide(frozen: dict[str, Any], finals: dict[str, list[float]], state: str) -
         else:
             decision, reason = "inconclusive", "the CI straddles min_effect"
         decisions.append({"arm": r["arm"], "decision": decision, "effect": round(effect, 6),
-                          "ci_low": round(lo, 6), "ci_high": round(hi, 6), "p_value": round(r["p"], 6),
+                          "ci_low": round(lo, 6), "ci_high": round(hi, 6), "p_value": float(f"{r['p']:.6g}"),
                           "alpha_adjusted": round(alpha_adj, 6), "n_baseline": int(base.size),
                           "n_arm": int(x.size), "reason": reason})
     decisions.sort(key=lambda d: [a["name"] for a in frozen["arms"]].index(d["arm"]))

@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner._compose import MISSING, ComposedArms, ComposeProblem, config_diff, flatten, get_path
-from planner._diagnostics import Diagnostic, Severity
+from planner._compose import MISSING, ComposedArms, ComposeProblem, flatten, get_path
+from planner._diagnostics import Diagnostic, Severity, short_repr
 from planner._load import LoadedYaml, format_path
 
 MIN_SEEDS_WARNING = 5
@@ -38,7 +38,7 @@ _COMPOSE_HINTS = {
     "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
     "P204": "Use a key the config has, or add a new one with `+key=value`.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
-    "P206": "Fix the config files so that Hydra can compose them.",
+    "P206": "Fix the override or the config files so that Hydra can compose them.",
 }
 
 
@@ -130,8 +130,9 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                            f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
         grace = tuning.early_stop.grace
         if grace is not None and grace >= exposure:
+            given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"
             report.add("P407", ("tuning", "early_stop", "grace"),
-                       f"early_stop.grace is {grace} but budget.exposure is {exposure}: no trial could ever be stopped early",
+                       f"early_stop.grace is {grace}{given} but budget.exposure is {exposure}: no trial could ever be stopped early",
                        f"Use a grace below {exposure}, or early_stop rule none.")
         k = tuning.selection.k
         if tuning.selection.rule == "mean_last_k" and k is not None and k > exposure:
@@ -183,6 +184,35 @@ def planned_trials(contract) -> dict[str, int]:
     return {"tune": tune, "confirm": confirm, "total": tune + confirm}
 
 
+def arm_changes(base: Any, arm: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Where `arm` differs from `base`: (dotted path, base value, arm value), a missing side `MISSING`.
+
+    Finer than `config_diff` (which keeps lists whole and reports a mapping emptied
+    by a deletion as a change of its own): it descends into mappings and into lists
+    of equal length, so `layers.0` can be a factor key and `~model.dropout` changes
+    only `model.dropout`.
+    """
+    if isinstance(base, dict) and isinstance(arm, dict):
+        changes = []
+        for key in sorted(set(base) | set(arm), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in arm:
+                changes += [(p, v, MISSING) for p, v in flatten(base[key], path).items()]
+            elif key not in base:
+                changes += [(p, MISSING, v) for p, v in flatten(arm[key], path).items()]
+            else:
+                changes += arm_changes(base[key], arm[key], path)
+        return changes
+    if isinstance(base, list) and isinstance(arm, list) and len(base) == len(arm):
+        changes = []
+        for i, (a, b) in enumerate(zip(base, arm, strict=True)):
+            changes += arm_changes(a, b, f"{prefix}.{i}" if prefix else str(i))
+        return changes
+    if base != arm or type(base) is not type(arm):
+        return [(prefix, base, arm)]
+    return []
+
+
 def _inside(path: str, keys: list[str]) -> bool:
     """Is the dotted `path` one of `keys` or below one of them?"""
     return any(path == key or path.startswith(key + ".") for key in keys)
@@ -213,7 +243,7 @@ def compose_diagnostics(contract, loaded: LoadedYaml, problems: list[ComposeProb
 
 
 def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list[Diagnostic]:
-    """P300-P305 and P405: the arms' effective configs against the baseline's and the factor."""
+    """P300-P305, P405 and P412: the arms' effective configs against the baseline's, the factor and the space."""
     report = _Report(loaded)
     configs = composed.configs
     base_name = contract.baseline.name
@@ -226,12 +256,10 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
             report.add("P305", ("factor", "keys", i) if ("factor", "keys") in loaded.positions else ("factor", "name"),
                        f"factor key {key!r} is not in the baseline's effective config",
                        f"Did you mean `{close[0]}`?" if close else "Name a dotted path that the composed config has.")
-    arm_indices = {arm.name: i for i, arm in enumerate(contract.arms)}
     seen: dict[str, str] = {}
-    for arm in contract.arms:
-        i = arm_indices[arm.name]
+    for i, arm in enumerate(contract.arms):
         config = configs[arm.name]
-        diff = config_diff(base, config)
+        diff = arm_changes(base, config)
         if not diff:
             report.add("P301", ("arms", i), f"arm {arm.name!r} has the same effective config as the baseline {base_name!r}",
                        "Change the factor in the arm's overrides; an arm must differ from the baseline.")
@@ -250,10 +278,19 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
         seen.setdefault(fingerprint, arm.name)
     tuning = contract.tuning
     if tuning is not None:
+        for arm in contract.arms:
+            diff = arm_changes(base, configs[arm.name])
+            tuned = [key for key in tuning.space if any(_inside(path, [key]) for path, _, _ in diff)]
+            if diff and all(_inside(path, list(tuning.space)) for path, _, _ in diff) \
+                    and arm.name not in tuning.arm_space and base_name not in tuning.arm_space:
+                report.add("P412", ("tuning", "space", tuned[0]),
+                           f"tuning.space tunes {_names(tuned)}, everything arm {arm.name!r} changes: tuning overwrites the "
+                           f"factor, so after tuning the arm and the baseline {base_name!r} are the same experiment",
+                           "Tune other keys, or give the arms different ranges in tuning.arm_space.", key=True)
         for key in tuning.space:
             missing = [name for name, config in configs.items() if get_path(config, key) is MISSING]
             if missing:
-                close = difflib.get_close_matches(key, _all_paths(base_leaves), n=1)
+                close = difflib.get_close_matches(key, [p for p in _all_paths(base_leaves) if p != key], n=1)
                 report.add("P405", ("tuning", "space", key),
                            f"tuning.space key {key!r} is not in the effective config of {_names(missing)}",
                            f"Did you mean `{close[0]}`?" if close else
@@ -292,10 +329,7 @@ def _names(names: list[str]) -> str:
 
 
 def _value(value: Any) -> str:
-    if value is MISSING:
-        return "<absent>"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return "<absent>" if value is MISSING else short_repr(value, 40)
 
 
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -310,7 +344,7 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
         for arm in contract.arms:
             if arm.name not in composed.configs:
                 continue
-            for path, _, _ in config_diff(base, composed.configs[arm.name]):
+            for path, _, _ in arm_changes(base, composed.configs[arm.name]):
                 if any(_BATCH_KEY.search(part) for part in path.split(".")):
                     owner = next((i for i, k in enumerate(contract.factor.keys) if _inside(path, [k])), 0)
                     touched.setdefault(path, owner)
@@ -388,6 +422,8 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
     finally:
         sys.path[:] = saved_path
         for name in set(sys.modules) - saved_modules:
+            if name == "planner" or name.startswith("planner."):
+                continue  # the planner's own modules stay: one copy of each class
             origin = getattr(sys.modules[name], "__file__", None) or ""
             if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
                 del sys.modules[name]

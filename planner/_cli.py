@@ -129,6 +129,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
     print(format_result(result))
     return result.exit_code
+
+
 _cmd_reeval = _not_built("reeval")
 _cmd_power = _not_built("power")
 _cmd_estimate = _not_built("estimate")

@@ -1,13 +1,18 @@
 """Compose each arm's effective config: base + config.overrides + the arm's overrides.
 
 Hydra does the composing (its config directory, defaults lists and override
-grammar). A Hydra `compose` reloads Hydra's own config tree each time (about
-50 ms), so we compose once per distinct set of *group* overrides (`optimizer=adam`)
-and apply plain value overrides (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf,
-which is what Hydra itself does after composition. Arms that differ only in
-values therefore cost one compose in all.
+grammar). A compose costs tens of milliseconds, so we compose once per distinct
+set of *group* overrides (`optimizer=adam`) and apply plain value overrides
+(`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf, which is what Hydra itself
+does after composition. Arms that differ only in values cost one compose in all.
+Each compose runs Hydra's own steps without building Hydra's `hydra:` node
+(`compose_without_hydra_node`, several times cheaper than `hydra.compose`, which
+rebuilds that node every call and drops it; bench/bench_validate.py times both);
+anything unusual, and every error, goes through `hydra.compose` itself, so
+messages are Hydra's.
 
-Hydra's global state never leaks: every compose runs inside
+Hydra's global state never leaks: the direct path creates no GlobalHydra and
+restores the version base, and `hydra.compose` runs inside
 `initialize_config_dir`, which clears it on the way out, so many contracts can
 be composed in one process.
 
@@ -66,8 +71,12 @@ def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
     base = contract.config
     base_dir = None
     if base.dir is not None:
-        base_dir = (Path(contract_dir) / base.dir).resolve()
-        if not base_dir.is_dir():
+        try:
+            base_dir = (Path(contract_dir) / base.dir).resolve()
+            found = base_dir.is_dir()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            base_dir, found = Path(contract_dir) / base.dir, False
+        if not found:
             for arm in contract.all_arms:
                 result.problems.append(ComposeProblem(
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
@@ -115,7 +124,15 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     for ov, item in parsed:
         is_group = base_dir is not None and (
             item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir())
+        if not is_group and "/" in item.key_or_group:  # a group path (hydra/launcher) that config.dir lacks
+            problems.append(ComposeProblem(
+                "bad_override", f"override {ov.text!r} names config group {item.key_or_group!r}, which "
+                + ("config.dir does not have" if base_dir is not None else "an inline config cannot have"),
+                arm, ov.source, ov.index))
+            continue
         (group if is_group else value).append((ov, item))
+    if problems:
+        return None, problems
 
     key = tuple(ov.text for ov, _ in group)
     if key not in cache:
@@ -124,7 +141,10 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    cfg = OmegaConf.create(copy.deepcopy(composed))
+    try:
+        cfg = OmegaConf.create(copy.deepcopy(composed))
+    except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
+        return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
     for ov, item in value:
         problem = _apply_value_override(cfg, ov, item, arm)
         if problem:
@@ -148,7 +168,7 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     if base_dir is None:
         return copy.deepcopy(base.values)
     from hydra import compose, initialize_config_dir
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import MissingConfigException
     from omegaconf import OmegaConf
 
     result.composes += 1
@@ -167,10 +187,10 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         hint = f"; available: {', '.join(options)}" if options else ""
         return [ComposeProblem("missing_option", f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
                                arm, ov.source, ov.index)]
-    except ConfigCompositionException as error:
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
-    except Exception as error:  # Hydra raises a zoo of errors for bad config files
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, "config")]
+    except Exception as error:  # ConfigCompositionException, and a zoo of others for bad config files
+        blamed = _mentioned(error, group)
+        where = (blamed.source, blamed.index) if blamed else ("config", None)
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
 
 
@@ -189,7 +209,6 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.config_repository import CachingConfigRepository
     from hydra._internal.defaults_list import create_defaults_list
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
@@ -197,7 +216,7 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     saved = base.getbase()
     version.setbase(None)
     try:
-        loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(config_dir)))
+        loader = ConfigLoaderImpl(config_search_path=_search_path(config_dir))
         loader.ensure_main_config_source_available()
         repo = CachingConfigRepository(loader.repository)
         primary = repo.load_config(config_path=config_name)
@@ -218,6 +237,46 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
         base.version_base = saved
 
 
+def _search_path(config_dir: Path):
+    """Hydra's search path for `config_dir`, minus its own `pkg://hydra.conf` (not composed here).
+
+    Hydra scans every plugin to let search-path plugins add folders; those can only
+    come from the `hydra_plugins` package. Without it installed, the search path is
+    the folder and the structured-config store, and the scan (and the imports it
+    brings) is skipped; the two config-source types are registered as the scan would.
+    """
+    import importlib.util
+
+    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+    from hydra._internal.utils import create_config_search_path
+
+    if importlib.util.find_spec("hydra_plugins") is not None:
+        search_path = create_config_search_path(str(config_dir))
+        search_path.config_search_path = [e for e in search_path.config_search_path if e.provider != "hydra"]
+        return search_path
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+    from hydra._internal.sources_registry import SourcesRegistry
+
+    registry = SourcesRegistry.instance()
+    registry.register(FileConfigSource)
+    registry.register(StructuredConfigSource)
+    search_path = ConfigSearchPathImpl()
+    search_path.append("main", str(config_dir))
+    search_path.append("schema", "structured://")
+    return search_path
+
+
+def _mentioned(error: BaseException, group) -> _Override | None:
+    """The group override whose key Hydra's message names ("Could not override 'optimizer@'"), if any."""
+    text = str(error)
+    for ov, item in group:
+        key = item.key_or_group + (f"@{item.package}" if item.package else "")
+        if f"'{key}" in text or f"for {item.key_or_group}." in text:
+            return ov
+    return None
+
+
 def _missing_option(error, group):
     """Which group override named an option that does not exist, with the options that do."""
     options = list(getattr(error, "options", None) or [])
@@ -234,8 +293,8 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
     from omegaconf import OmegaConf
 
     key = item.key_or_group
-    exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
     try:
+        exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
                 return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)

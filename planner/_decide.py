@@ -17,8 +17,9 @@ Tests:
                (randomization) distribution of the difference of means, inverted
                into a CI for the shift. p: two-sided permutation p-value,
                2 * min(one-sided p's), capped at 1. With few seeds the smallest
-               reachable p is 1 / C(n_a + n_b, n_a): at 3 + 3 seeds that is 0.05,
-               so at alpha 0.05 the CI is unbounded and the decision inconclusive.
+               one-sided p is 1 / C(n_a + n_b, n_a): 0.05 at 3 + 3 seeds, above
+               the 0.025 that accept needs at alpha 0.05, so the CI is unbounded
+               and the decision inconclusive.
 
 Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 "CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
@@ -82,6 +83,8 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Decision:
+    """One arm's entry of decisions.json (docs/run-folder.md)."""
+
     arm: str
     decision: Verdict
     effect: float
@@ -94,11 +97,15 @@ class Decision:
     reason: str
 
     def as_dict(self) -> dict[str, Any]:
-        """Exactly DECISION_KEYS, JSON-able: NaN becomes None, infinities stay floats."""
+        """Exactly DECISION_KEYS as strict JSON values: NaN and infinities become None.
+
+        A null CI bound next to a finite effect means an unbounded CI (the
+        bootstrap test with too few seeds); the reason says so.
+        """
         out = {}
         for key in DECISION_KEYS:
             value = getattr(self, key)
-            if isinstance(value, float) and math.isnan(value):
+            if isinstance(value, float) and not math.isfinite(value):
                 value = None
             out[key] = value
         return out
@@ -199,21 +206,36 @@ def _t_interval(effect, se, df, alpha):
     return effect, effect - half, effect + half, np.minimum(p, 1.0)
 
 
-def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
+def welch_df(se2_arm, se2_base, n_arm, n_base):
+    """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # in shares of the total: no underflow for tiny values
+        share_arm = se2_arm / (se2_arm + se2_base)
+        return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
+
+
+def _welch_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of Welch's t per row."""
     n_b, n_a = base.shape[-1], arm.shape[-1]
-    var_b = base.var(axis=-1, ddof=1) / n_b
-    var_a = arm.var(axis=-1, ddof=1) / n_a
-    se = np.sqrt(var_a + var_b)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = (var_a + var_b) ** 2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
-    return _t_interval(arm.mean(axis=-1) - base.mean(axis=-1), se, df, alpha)
+    se2_b = base.var(axis=-1, ddof=1) / n_b
+    se2_a = arm.var(axis=-1, ddof=1) / n_a
+    effect = arm.mean(axis=-1) - base.mean(axis=-1)
+    return effect, np.sqrt(se2_a + se2_b), welch_df(se2_a, se2_b, n_a, n_b)
 
 
-def _paired_t(base: np.ndarray, arm: np.ndarray, alpha: float):
+def _paired_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of the paired t per row; columns are paired seeds."""
     diff = arm - base
     n = diff.shape[-1]
     se = diff.std(axis=-1, ddof=1) / np.sqrt(n)
-    return _t_interval(diff.mean(axis=-1), se, np.full(se.shape, n - 1.0), alpha)
+    return diff.mean(axis=-1), se, np.full(se.shape, n - 1.0)
+
+
+def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_welch_parts(base, arm), alpha)
+
+
+def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_paired_parts(base, arm), alpha)
 
 
 def permutation_splits(n_arm: int, n_baseline: int, rng_seed: int = 0,
@@ -254,8 +276,11 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     slope = (n_a - arm_kept) * (1 / n_a + 1 / n_b)  # 0 for splits equal to the observed one
     same = slope == 0
     n_splits, n_same = len(splits), int(same.sum())
+    gap = observed - stat
+    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a tie
+    gap = np.where(np.abs(gap) <= 1e-9 * np.abs(pooled).max(axis=-1, keepdims=True), 0.0, gap)
     with np.errstate(divide="ignore", invalid="ignore"):
-        crossing = (observed - stat) / np.where(same, 1.0, slope)
+        crossing = gap / np.where(same, 1.0, slope)
     low_side = np.where(same, np.inf, crossing)  # never counted by "d <= delta"
     high_side = np.where(same, -np.inf, crossing)  # never counted by "d >= delta"
     p_upper = (n_same + (low_side <= 0).sum(axis=1)) / n_splits
@@ -270,6 +295,19 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
         high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
     return observed[:, 0], low, high, p
+
+
+def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
+    """The two-sided level the bootstrap (permutation) test really has at nominal alpha.
+
+    Its one-sided p takes values k / C(n_a + n_b, n_a), so "CI low > 0" happens
+    with probability floor(alpha / 2 * C) / C under no effect; 0 means never.
+    With random splits (large C) the level is alpha.
+    """
+    splits = math.comb(n_arm + n_baseline, n_arm)
+    if splits > MAX_ENUMERATED_SPLITS:
+        return alpha
+    return 2 * math.floor(alpha / 2 * splits + 1e-9) / splits
 
 
 def smallest_p_value(n_arm: int, n_baseline: int) -> float:
@@ -372,11 +410,12 @@ def decide(
     for name, level in zip(arms, levels, strict=True):
         values, problem = collected[name]
         if base_problem is not None or problem is not None:
-            who = f"the baseline {baseline}" if base_problem is not None else name
+            said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            said += [f"in {name}, {problem}"] if problem is not None else []
             decisions.append(Decision(
                 arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
                 p_value=math.nan, alpha_adjusted=level, n_baseline=len(base_values), n_arm=len(values),
-                reason=f"No decision: {who} {base_problem or problem}.",
+                reason=f"Incomplete: {'; '.join(said)}.",
             ))  # fmt: skip
             continue
         c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
@@ -387,6 +426,16 @@ def decide(
             reason=_reason(name, decision, c, level, min_effect, metric, baseline),
         ))  # fmt: skip
     return decisions
+
+
+_STATUS_PHRASES = {
+    "failed": "failed",
+    "timeout": "timed out",
+    "oom": "ran out of memory",
+    "protocol_error": "broke the reporting protocol",
+    "pending": "is still running",
+    "early_stopped": "was stopped early",
+}
 
 
 def _collect(outcomes, planned: list[int], diverged_value):
@@ -412,8 +461,10 @@ def _collect(outcomes, planned: list[int], diverged_value):
                 values[outcome.seed] = float(diverged_value)
         elif outcome.status == "completed" and value is not None:
             values[outcome.seed] = value
+        elif outcome.status == "completed":
+            problems.append(f"seed {outcome.seed} reported no value")
         else:
-            problems.append(f"seed {outcome.seed} is {outcome.status}" if outcome.status != "completed" else f"seed {outcome.seed} reported no value")
+            problems.append(f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}")
     missing = [s for s in planned if s not in seen]
     if missing:
         problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")
@@ -430,7 +481,7 @@ def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Co
 
 def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) -> str:
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
-    said = f"{name} changes {metric} by {c.effect:+.4g} against {baseline} ({ci})"
+    said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     if decision == "accept":
         return f"{said}: the CI is above 0 and the effect reaches the minimum {min_effect:g}."
     if decision == "reject":

@@ -36,6 +36,12 @@ class Diagnostic:
         return asdict(self)
 
 
+def short_repr(value: object, limit: int = 60) -> str:
+    """`repr(value)`, cut to `limit` characters, for quoting a value in a message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diagnostics if d.severity == "error"]
 

@@ -85,17 +85,25 @@ class Outcome:
 
 # ---------------------------------------------------------------- the worker side
 
-def _tune_trainable(config: dict) -> dict:
-    """The Ray Tune function trainable: run one trial, streaming each report to Tune."""
+def _tune_trainable(config: dict) -> dict | None:
+    """The Ray Tune function trainable: run one trial, streaming each report to Tune.
+
+    A trial that completed on its first attempt returns nothing: the driver builds
+    its record from the reports it streamed (saving Tune one round trip per trial).
+    Any other ending sends the worker's full record as a last result.
+    """
     from ray import tune
 
     spec = TrialSpec(**config["planner_spec"])
     meta = {"started": now_iso(), "host": os.uname().nodename, "pid": os.getpid()}
 
-    def forward(step: int, metrics: dict[str, float], elapsed: float) -> None:
-        tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed, "meta": meta}})
+    def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list) -> None:
+        tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
+                                 "meta": {**meta, "violations": list(violations)}}})
 
     record = run_trial(spec, forward)
+    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"]:
+        return None
     return {"planner": {"record": record}}
 
 
@@ -136,10 +144,18 @@ def _scheduler_result(result: dict, metric: str) -> dict | None:
     return {"step": step, "training_iteration": step, metric: value, "time_total_s": elapsed}
 
 
-def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
-               resources: dict[str, float], hooks: Hooks, time_budget_s: float | None,
-               storage_dir: str | None = None) -> Outcome:
-    """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end."""
+def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
+    """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
+
+    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir.
+    """
+    with _Quiet():
+        return _run_tuning(sweeps, **options)
+
+
+def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
+                resources: dict[str, float], hooks: Hooks, time_budget_s: float | None,
+                storage_dir: str | None = None) -> Outcome:
     for key, value in TUNE_ENV.items():
         os.environ.setdefault(key, value)
     from ray import tune
@@ -198,14 +214,20 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
                 return
             k = self.of_trial[trial_id][0]
             record = recorder.records.get(trial_id)
+            if record is not None:
+                status, reports = record["status"], record["reports"]
+            else:  # not written yet: a fast-path completion, an early stop, or a cancellation
+                reports = recorder.reports.get(trial_id, [])
+                complete = trial_id not in scheduler.stopped and reports and reports[-1]["step"] == exposure
+                status = "completed" if complete else "early_stopped"
             final = None
-            if record is not None and record["status"] == "completed":
-                values = [r["metrics"].get(metric) for r in record["reports"] if metric in r["metrics"]]
+            if status == "completed":
+                values = [r["metrics"][metric] for r in reports if metric in r["metrics"]]
                 final = values[-1] if values and isinstance(values[-1], float) else None
             if final is not None:
                 self.searchers[k].on_trial_complete(trial_id, {metric: final}, error=False)
             else:  # stopped early (pruned), failed, diverged: never a final value
-                self.searchers[k].on_trial_complete(trial_id, None, error=record is not None and record["status"] != "early_stopped")
+                self.searchers[k].on_trial_complete(trial_id, None, error=status != "early_stopped")
 
     class _PerSweepScheduler(FIFOScheduler):
         """Routes each trial to its sweep's own early-stopping rule; never stops a trial at full exposure."""
@@ -316,6 +338,13 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id in self.records:
                 return
+            reports = self.reports.get(trial.trial_id, [])
+            if trial.trial_id not in scheduler.stopped and reports and reports[-1]["step"] == exposure:
+                record = self._rebuilt(trial, "completed", [])  # the worker's fast path: see _tune_trainable
+                if record is not None:
+                    record["violations"] = list(self.meta.get(trial.trial_id, {}).get("violations", []))
+                    self._end(trial, record)
+                return
             if trial.trial_id in scheduler.stopped:
                 record = self._rebuilt(trial, "early_stopped", [])
                 if record is not None:
@@ -355,10 +384,8 @@ def run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, ea
                                   progress_reporter=_SilentReporter()),
     )
     t0 = time.monotonic()
-    quiet = _Quiet()
     try:
-        with quiet:
-            tuner.fit()
+        tuner.fit()
     finally:
         if own_storage:
             shutil.rmtree(storage, ignore_errors=True)

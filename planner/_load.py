@@ -1,8 +1,10 @@
 """Load a contract file: safe YAML, with the line and column of every node.
 
-PyYAML composes the node graph (a `SafeLoader` subclass: no Python tags can
-ever be constructed), and we build plain data from it ourselves, recording
-where each node starts. Limits keep hostile files cheap to refuse: a size limit,
+PyYAML composes the node graph (never constructing objects, so no Python tag can
+ever run), and we build plain data from it ourselves, recording where each node
+starts. With libyaml (PyYAML's C extension) the limits below are checked on the
+C parser's event stream before the C composer runs; without it, a `SafeLoader`
+subclass checks them as it composes. Limits keep hostile files cheap to refuse: a size limit,
 a nesting-depth limit, a cap on aliases in the text and on the nodes that
 aliases expand to (an "alias bomb" fails in milliseconds), no duplicate keys,
 and only the standard tags (str, int, float, bool, null, map, seq).
@@ -31,7 +33,8 @@ from planner._errors import ContractError, UsageError
 MAX_BYTES = 1024 * 1024  # 1 MiB: a contract is a page of YAML
 MAX_DEPTH = 64
 MAX_ALIASES = 100  # aliases written in the file
-MAX_NODES = 20_000  # nodes after expanding aliases
+MAX_NODES = 5_000  # values in the file (P012), and after expanding aliases (P006)
+_TOO_DEEP = f"the YAML nests more than {MAX_DEPTH} levels deep"
 
 Path_ = tuple[Any, ...]
 Position = tuple[int, int]
@@ -140,7 +143,11 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
     loader = None
     try:
         try:
-            loader = _Loader(text)
+            if yaml.__with_libyaml__:  # libyaml: check the limits on its event stream, then compose in C
+                _check_events(yaml.parse(text, Loader=yaml.CSafeLoader))
+                loader = yaml.CSafeLoader(text)
+            else:  # pure Python: the composer checks the limits as it goes
+                loader = _Loader(text)
             node = loader.get_single_node()
         except _LimitError as error:
             raise ContractError([_diag(error.code, error.message, file, error.hint, *error.position)]) from None
@@ -153,6 +160,9 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             problem = error.problem or "invalid YAML"
             if error.context and error.problem:
                 problem = f"{error.context}, {error.problem}"
+            if "nesting depth" in str(problem):  # libyaml's own limit, deeper than ours
+                raise ContractError([_diag("P007", _TOO_DEEP, file,
+                                           "Flatten the structure.", line, column)]) from None
             if "expected a single document" in str(problem):
                 raise ContractError([_diag("P010", "the file holds more than one YAML document", file,
                                            "Keep one contract per file: remove the extra `---` document.", line, column)]) from None
@@ -162,7 +172,7 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             raise ContractError([_diag("P004", f"YAML error: {str(error).splitlines()[0]}", file,
                                        "Fix the YAML syntax.")]) from None
         except RecursionError:
-            raise ContractError([_diag("P007", f"the YAML nests more than {MAX_DEPTH} levels deep", file,
+            raise ContractError([_diag("P007", _TOO_DEEP, file,
                                        "Flatten the structure.")]) from None
     finally:
         if loader is not None:
@@ -190,8 +200,53 @@ class _LimitError(Exception):
         self.code, self.message, self.hint, self.position = code, message, hint, position
 
 
+class _Limits:
+    """Counts aliases, values and nesting as a parser goes; raises `_LimitError` past a limit."""
+
+    def __init__(self) -> None:
+        self.depth = self.values = self.aliases = 0
+
+    def alias(self, mark) -> None:
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
+                              "Write the values out; a contract needs few or no aliases.", _position(mark))
+
+    def value(self, mark, collection: bool) -> None:
+        self.values += 1
+        if self.values > MAX_NODES:
+            raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
+                              "Keep data out of the contract (name data files under data.fingerprint).", _position(mark))
+        if collection:
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise _LimitError("P007", _TOO_DEEP, "Flatten the structure; a contract is a few levels deep.",
+                                  _position(mark))
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+
+def _check_events(events) -> None:
+    """Enforce the limits on a parser's event stream (iterative: any depth is safe)."""
+    import yaml
+
+    limits = _Limits()
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            limits.alias(event.start_mark)
+        elif isinstance(event, yaml.ScalarEvent | yaml.CollectionStartEvent):
+            limits.value(event.start_mark, isinstance(event, yaml.CollectionStartEvent))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            limits.leave()
+
+
+def _position(mark) -> Position:
+    return mark.line + 1, mark.column + 1
+
+
 def _mark(node) -> Position:
-    return node.start_mark.line + 1, node.start_mark.column + 1
+    return _position(node.start_mark)
 
 
 def _make_loader_class():
@@ -202,28 +257,20 @@ def _make_loader_class():
 
         def __init__(self, stream):
             super().__init__(stream)
-            self._depth = 0
-            self._aliases = 0
+            self._limits = _Limits()
 
         def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                self._aliases += 1
-                if self._aliases > MAX_ALIASES:
-                    mark = self.peek_event().start_mark
-                    raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
-                                      "Write the values out; a contract needs few or no aliases.",
-                                      (mark.line + 1, mark.column + 1))
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                self._limits.alias(event.start_mark)
                 return super().compose_node(parent, index)
-            self._depth += 1
+            collection = isinstance(event, yaml.CollectionStartEvent)
+            self._limits.value(event.start_mark, collection)
             try:
-                if self._depth > MAX_DEPTH:
-                    mark = self.peek_event().start_mark
-                    raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep",
-                                      "Flatten the structure; a contract is a few levels deep.",
-                                      (mark.line + 1, mark.column + 1))
                 return super().compose_node(parent, index)
             finally:
-                self._depth -= 1
+                if collection:
+                    self._limits.leave()
 
     return Loader
 
@@ -258,7 +305,7 @@ class _Builder:
             raise _LimitError("P006", f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they name)",
                               "Write the values out instead of nesting aliases.", _mark(node))
         if depth > MAX_DEPTH:
-            raise _LimitError("P007", f"the YAML nests more than {MAX_DEPTH} levels deep (through aliases)",
+            raise _LimitError("P007", _TOO_DEEP + " (through aliases)",
                               "Flatten the structure.", _mark(node))
         if node.tag not in _STANDARD_TAGS:
             raise _LimitError("P005", f"the tag {node.tag!r} is not allowed; a contract uses plain YAML values only",

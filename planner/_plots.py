@@ -32,7 +32,8 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     fig = Figure(figsize=(8, 0.6 * max(len(rows), 1) + 1.4))
     ax = fig.add_subplot()
     if not rows:
-        ax.text(0.5, 0.5, "no decisions yet", ha="center", va="center", transform=ax.transAxes)
+        why = "no decisions yet" if not decisions else "no effect to plot: no arm has a complete comparison"
+        ax.text(0.5, 0.5, why, ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return _png(fig)
     for y, d in enumerate(reversed(rows)):
@@ -49,7 +50,7 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
         ax.legend(loc="lower right", fontsize=8, frameon=False)
     ax.set_yticks(range(len(rows)), [str(d["arm"]) for d in reversed(rows)])
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlabel(f"effect on {metric} vs the baseline (CI at the adjusted alpha)")
+    ax.set_xlabel(f"effect on {metric} vs the baseline, positive = better (CI at the adjusted alpha)")
     ax.margins(x=0.25)
     ax.grid(axis="x", alpha=0.3)
     width = max(len(str(d["arm"])) for d in rows)
@@ -58,8 +59,13 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     return _png(fig)
 
 
-def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, exposure: int | None = None) -> bytes:
-    """Median per step with its spread, per arm; tuning and confirmation side by side."""
+def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, exposure: int | None = None,
+               selected: dict[str, pd.DataFrame] | None = None) -> bytes:
+    """Median per step with its spread, per arm; tuning and confirmation side by side.
+
+    `selected` (arm -> step, value) draws each arm's selected tuning trial, dashed, on the tuning panel.
+    """
+    selected = selected or {}
     phases = [p for p in ("tune", "confirm", "reeval") if p in set(curves["phase"].astype(str))]
     titles = {"tune": "tuning: median, 25–75 % of trials", "confirm": "confirmation: median, min–max over seeds",
               "reeval": "re-evaluation: median, min–max"}
@@ -82,6 +88,11 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
             lo, hi = ("q25", "q75") if phase == "tune" else ("min", "max")
             ax.fill_between(x, sub[lo].to_numpy(), sub[hi].to_numpy(), color=color, alpha=0.18, lw=0)
             ax.plot(x, sub["median"].to_numpy(), color=color, lw=1.8, label=arm)
+            if phase == "tune" and arm in selected:
+                sel = selected[arm]
+                ax.plot(sel["step"].to_numpy(), sel["value"].to_numpy(), color=color, lw=1.1, ls="--")
+        if phase == "tune" and selected:
+            ax.plot([], [], color="#57606a", lw=1.1, ls="--", label="selected trial")
         if exposure is not None and float(curves["step"].to_numpy()[phase_col == phase].max()) > exposure:
             ax.axvline(exposure, color="#cf222e", lw=1, ls=":", label="budget")
         ax.set_title(titles[phase], fontsize=10)

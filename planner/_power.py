@@ -35,8 +35,8 @@ from planner._decide import (
     _paired_t,
     _permutation,
     _welch_t,
+    attainable_alpha,
     permutation_splits,
-    smallest_p_value,
     verdict,
 )
 
@@ -72,9 +72,9 @@ def _critical_df(n: int, test: str) -> tuple[np.ndarray, np.ndarray]:
     return (n - 1) / (r**2 + (1 - r) ** 2), w / w.sum()
 
 
-def _reachable(n: int, alpha: float, test: str) -> bool:
-    """False when the bootstrap (permutation) test cannot reach alpha with n + n seeds."""
-    return test != "bootstrap" or smallest_p_value(n, n) <= alpha
+def _level(n: int, alpha: float, test: str) -> float:
+    """The two-sided level the test really has with n seeds per arm."""
+    return attainable_alpha(n, n, alpha) if test == "bootstrap" else alpha
 
 
 def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = "welch", *,
@@ -83,14 +83,15 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
 
     Normal errors, equal sd in both arms. welch: noncentral t, integrated over
     the law of Welch's df (see `_critical_df`). paired: noncentral t with
-    n - 1 df on the differences. bootstrap: the Welch figure (the permutation
-    test has no closed form; `simulate` measures it), or 0 when the
-    permutation test cannot reach the level at all with so few seeds.
+    n - 1 df on the differences. bootstrap: the Welch figure at the level the
+    permutation test can attain with n + n seeds (`attainable_alpha`; 0 when
+    it cannot reach the level at all); the permutation test has no closed
+    form, `simulate` measures it, and this figure is 0-3 points below.
     """
     if n < 2:
         return 0.0
-    level = comparison_alpha(alpha, n_arms, correction)
-    if not _reachable(n, level, test):
+    level = _level(n, comparison_alpha(alpha, n_arms, correction), test)
+    if level == 0:
         return 0.0
     df, se = _shape(n, sd, test)
     critical_df, weights = _critical_df(n, test)
@@ -125,8 +126,7 @@ def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
 
     inf when the bootstrap test cannot reach the level with n seeds.
     """
-    level = comparison_alpha(alpha, n_arms, correction)
-    if n < 2 or not _reachable(n, level, test):
+    if n < 2 or _level(n, comparison_alpha(alpha, n_arms, correction), test) == 0:
         return math.inf
     se = _shape(n, sd, test)[1]
     return float(optimize.brentq(
@@ -143,11 +143,12 @@ def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effec
     integrates P(D >= max(min_effect, t_crit * se_hat)) over the chi-square law
     of se_hat. Welch and bootstrap use the pooled-t approximation as `detection_power` does.
     """
-    if n < 2 or not _reachable(n, alpha, test):
+    level = _level(n, alpha, test)
+    if n < 2 or level == 0:
         return 0.0
     df, se = _shape(n, sd, test)
     critical_df, weights = _critical_df(n, test)
-    t_crit = stats.t.ppf(1 - alpha / 2, critical_df)[:, None]
+    t_crit = stats.t.ppf(1 - level / 2, critical_df)[:, None]
     # u = sqrt(chi-square(df)), se_hat = se * u / sqrt(df). Below `knot` the
     # threshold is min_effect (closed form); above it, Gauss-Legendre in u.
     u_max = math.sqrt(stats.chi2.isf(1e-14, df))
@@ -216,8 +217,8 @@ def draw(distribution: str, size, rng: np.random.Generator) -> np.ndarray:
 
 def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
              sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
-             rng_seed: int = 0, chunk: int = 500,
-             permutations: int = RANDOM_PERMUTATIONS) -> SimulatedRates:  # fmt: skip
+             rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
+             arm_sd_ratio: float = 1.0) -> SimulatedRates:  # fmt: skip
     """Run `sims` experiments of n seeds per arm through the deciding code.
 
     The arm's values are the baseline's noise distribution shifted by `effect`
@@ -225,7 +226,8 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
     seed gives both arms alike, which the paired test removes: the sd of the
     differences is sd * sqrt(2 * (1 - correlation)). `permutations`: random
     splits the bootstrap test draws when it cannot list them all (fewer make
-    the simulation cheaper and stay valid).
+    the simulation cheaper and stay valid). `arm_sd_ratio` scales the arm's
+    noise: a null where the arm changes the spread but not the mean.
     """
     rng = np.random.default_rng(rng_seed)
     splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
@@ -235,7 +237,7 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
         shared = math.sqrt(correlation) * draw(distribution, (rows, n), rng)
         own = math.sqrt(1 - correlation)
         base = sd * (shared + own * draw(distribution, (rows, n), rng))
-        arm = effect + sd * (shared + own * draw(distribution, (rows, n), rng))
+        arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
         if test == "welch":
             est, low, high, _ = _welch_t(base, arm, alpha)
         elif test == "paired":

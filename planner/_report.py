@@ -25,6 +25,8 @@ FORMATS = ("md", "json", "html")
 KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy", "pandas", "scikit-learn",
                 "hydra-core", "transformers")
 MAX_CURVE_POINTS = 200
+MAX_ROWS = 100  # failures and violations listed in md and html; json lists them all
+SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
@@ -101,7 +103,11 @@ def _decisions(results: RunResults) -> list[dict[str, Any]]:
 
 
 def per_seed(results: RunResults) -> dict[str, Any]:
-    """Confirmation values of the decision metric, by seed (rows) and arm (columns)."""
+    """Confirmation values of the decision metric, by seed (rows) and arm (columns).
+
+    Each cell is the trial's last value and its status; the mean per arm is over
+    completed trials only, as the decision takes them.
+    """
     metric = results.decision_metric
     t = results.trials
     conf = t[t["phase"] == "confirm"] if len(t) else t
@@ -120,9 +126,11 @@ def per_seed(results: RunResults) -> dict[str, Any]:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
     means = {}
     for arm in arms:
-        vals = [c["value"] for (s, a), c in cells.items() if a == arm and c["value"] is not None]
+        vals = [c["value"] for (s, a), c in cells.items()
+                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
-    return {"metric": metric, "arms": arms, "rows": rows, "mean": means}
+    missing = "pending" if results.run_state == "running" else "missing"
+    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing}
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
@@ -145,7 +153,7 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
             "ended": int(len(sub)), "completed": int((status == "completed").sum()),
             "full_exposure": full, "early_stopped": int((status == "early_stopped").sum()),
             "failed": int(status.isin(rf.FAILED_STATUSES).sum()),
-            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("value")),
+            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
             "selected_params": _clean(sel.get("params") or {}),
         })
     if not planned and not len(tune):
@@ -213,10 +221,14 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "hypothesis": c.get("hypothesis"),
         "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
-        "metric": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
-                   "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
-        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
+        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        "metric": results.decision_metric,
+        **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
+           for k in ("test", "alpha", "correction", "min_effect")},
         "decisions": _decisions(results),
+        "metrics": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
+                    "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
         "budget": results.budget,
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
@@ -239,25 +251,70 @@ def render_json(results: RunResults) -> str:
 def curves(results: RunResults, metric: str | None = None, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
     """Learning curves: per phase, arm and step, the median and spread of `metric` across trials.
 
-    Columns: phase, arm, step, n, median, q25, q75, min, max. At most `max_points`
-    steps per curve, evenly spread over the steps reported.
+    Columns: phase, arm, step, n, median, q25, q75, min, max (quantiles interpolated
+    linearly, as pandas does). At most `max_points` steps per curve, evenly spread
+    over the steps reported. One sort of the values does every group at once.
     """
     metric = metric or results.metric
     r = results.reports
     cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
     if not len(r) or metric is None or metric not in r["metric"].cat.categories:
         return pd.DataFrame({c: [] for c in cols})
-    sub = r.loc[r["metric"].to_numpy() == metric, ["phase", "arm", "step", "value"]]
-    steps = np.unique(sub["step"].to_numpy())
+    mask = r["metric"].to_numpy() == metric
+    step = r["step"].to_numpy()[mask]
+    value = r["value"].to_numpy()[mask]
+    phase = r["phase"].cat.codes.to_numpy()[mask].astype(np.int64)
+    arm = r["arm"].cat.codes.to_numpy()[mask].astype(np.int64)
+    steps = np.unique(step)
+    keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
     if steps.size > max_points:
-        keep = steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))]
-        sub = sub[np.isin(sub["step"].to_numpy(), keep)]
-    sub = sub[np.isfinite(sub["value"].to_numpy())]
-    g = sub.groupby(["phase", "arm", "step"], observed=True)["value"]
-    out = g.agg(n="size", median="median", min="min", max="max")
-    q = g.quantile([0.25, 0.75]).unstack()
-    out["q25"], out["q75"] = q[0.25], q[0.75]
-    return out.reset_index()[cols]
+        keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
+    step, value, phase, arm = step[keep], value[keep], phase[keep], arm[keep]
+    if not value.size:
+        return pd.DataFrame({c: [] for c in cols})
+    n_arms = int(arm.max()) + 1
+    step_pos = np.searchsorted(steps, step)
+    key = (phase * n_arms + arm) * steps.size + step_pos
+    order = np.lexsort((value, key))
+    key, value = key[order], value[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    counts = np.diff(np.r_[starts, key.size])
+
+    def quantile(q: float) -> np.ndarray:
+        pos = q * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        frac = pos - lo
+        return value[starts + lo] + (value[starts + hi] - value[starts + lo]) * frac
+
+    group = key[starts]
+    phase_cat, arm_cat = r["phase"].cat.categories, r["arm"].cat.categories
+    return pd.DataFrame({
+        "phase": pd.Categorical.from_codes(group // (n_arms * steps.size), categories=phase_cat),
+        "arm": pd.Categorical.from_codes((group // steps.size) % n_arms, categories=arm_cat),
+        "step": steps[group % steps.size],
+        "n": counts,
+        "median": quantile(0.5), "q25": quantile(0.25), "q75": quantile(0.75),
+        "min": value[starts], "max": value[starts + counts - 1],
+    })
+
+
+def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
+    """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
+    metric = metric or results.metric
+    r = results.reports
+    arms = ((results.selection or {}).get("arms") or {})
+    out = {}
+    if not len(r) or metric not in r["metric"].cat.categories:
+        return out
+    is_metric = r["metric"].to_numpy() == metric
+    for arm, sel in arms.items():
+        tid = (sel or {}).get("trial_id")
+        if tid and tid in r["trial_id"].cat.categories:
+            rows = r.loc[is_metric & (r["trial_id"] == tid).to_numpy(), ["step", "value"]]
+            if len(rows):
+                out[str(arm)] = rows.reset_index(drop=True)
+    return out
 
 
 # ---------------------------------------------------------------- markdown
@@ -312,6 +369,13 @@ def budget_lines(b: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def more_line(total: int) -> list[str]:
+    """The line under a table cut at MAX_ROWS rows, or nothing."""
+    if total <= MAX_ROWS:
+        return []
+    return [f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.", ""]
+
+
 def heldout_line(h: dict[str, Any]) -> str:
     if not h.get("metric"):
         return "No held-out metric is declared: the decision uses the tuning metric."
@@ -341,8 +405,8 @@ def render_markdown(results: RunResults) -> str:
     if s.get("lock"):
         lk = s["lock"]
         out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
-    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip(), ""]
-    m = s["metric"]
+    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
+    m = s["metrics"]
     out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
             f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "
             f"{acc['test']} test, alpha {acc['alpha']}, {acc['correction']} correction, min_effect {acc['min_effect']}.", ""]
@@ -370,7 +434,7 @@ def render_markdown(results: RunResults) -> str:
             cells = []
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append("pending" if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                cells.append(ps["missing"] if c is None else _fmt(c["value"]) if c["status"] == "completed"
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])
@@ -392,15 +456,15 @@ def render_markdown(results: RunResults) -> str:
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
                  f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"], f["where"]]
-                for f in s["failures"]]
-        out += _table(["trial", "status", "attempts", "error", "where"], rows)
+                for f in s["failures"][:MAX_ROWS]]
+        out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(len(s["failures"]))
     else:
         out += ["None.", ""]
     out += ["## Protocol violations", ""]
     if s["violations"]:
-        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], "logged" if v["logged"] else "found in the reports"]
-                for v in s["violations"]]
-        out += _table(["kind", "trial", "step", "detail", "source"], rows)
+        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], SOURCES.get(v["source"], v["source"])]
+                for v in s["violations"][:MAX_ROWS]]
+        out += _table(["kind", "trial", "step", "detail", "source"], rows) + more_line(len(s["violations"]))
     else:
         out += ["None.", ""]
     out += ["## Held-out ledger", "", heldout_line(s["heldout"]), ""]
@@ -409,7 +473,7 @@ def render_markdown(results: RunResults) -> str:
     if ident:
         pk = ", ".join(f"{k} {v}" for k, v in ident["packages"].items())
         out += _table(["", ""], [
-            ["commit", f"{ident.get('commit') or '–'}" + (" (dirty)" if ident.get("dirty") else "")],
+            ["commit", f"{ident.get('commit') or 'not recorded (not a git checkout?)'}" + (" (dirty)" if ident.get("dirty") else "")],
             ["repo", ident.get("repo") or "–"], ["trainable", ident.get("trainable") or "–"],
             ["python", ident.get("python") or "–"],
             ["packages", pk + (f" (+{ident['other_packages']} more)" if ident.get("other_packages") else "")],

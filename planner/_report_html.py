@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner import _report as rp
 from planner import _runfolder_read as rf
-from planner._report import _fmt
+from planner._report import SOURCES, _fmt
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results import RunResults
@@ -73,7 +73,7 @@ def render_html(results: RunResults) -> str:
     from planner import _plots
 
     s = rp.summarize(results)
-    m, acc = s["metric"], s["acceptance"]
+    m, acc = s["metrics"], s["acceptance"]
     parts = [f"<h1>{_e(s['name'])} <span class='muted'>/ {_e(s['run_id'])}</span></h1>"]
     state = f"<span class='badge state'>{_e(s['run_state'])}</span>"
     if s.get("state_reason"):
@@ -132,7 +132,7 @@ def render_html(results: RunResults) -> str:
             cells = [_f(r["seed"])]
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                cells.append("<span class='muted'>pending</span>" if c is None else _f(c["value"])
+                cells.append(f"<span class='muted'>{_e(ps['missing'])}</span>" if c is None else _f(c["value"])
                              if c["status"] == "completed" else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
             rows.append(cells)
         rows.append(["<b>mean</b>", *[f"<b>{_f(ps['mean'].get(a))}</b>" for a in ps["arms"]]])
@@ -143,10 +143,12 @@ def render_html(results: RunResults) -> str:
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
     exposure = rf.contract_get(results.contract, "budget.exposure")
-    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure),
+    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure,
+                                        rp.selected_curves(results)),
                       "learning curves per arm"))
-    parts.append("<p class='muted'>Tuning: every tuning trial of the arm, whatever its params; trials stopped early "
-                 "leave the curve at their last step.</p>")
+    parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
+                 "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
+                 "for confirmation. Confirmation: the median and the range over seeds.</p>")
 
     if s["tuning"]:
         parts.append("<h2>Tuning</h2>")
@@ -167,8 +169,9 @@ def render_html(results: RunResults) -> str:
     if s["failures"]:
         rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
                  _e(f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]),
-                 f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"]]
+                 f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"][:rp.MAX_ROWS]]
         parts.append(_table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows))
+        parts.append(_more(len(s["failures"])))
     else:
         parts.append("<p>None.</p>")
 
@@ -178,8 +181,9 @@ def render_html(results: RunResults) -> str:
         labels = {"heldout_in_tuning": "held-out metric in tuning (test exposure)",
                   "report_past_budget": "report past the budget"}
         rows = [[_e(labels.get(v["kind"], v["kind"])), _id(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
-                 "logged" if v["logged"] else "found in the reports"] for v in s["violations"]]
+                 SOURCES.get(v["source"], v["source"])] for v in s["violations"][:rp.MAX_ROWS]]
         parts.append(_table(["violation", "trial", "step", "detail", "source"], rows))
+        parts.append(_more(len(s["violations"])))
     else:
         parts.append("<p>None.</p>")
 
@@ -197,7 +201,8 @@ def render_html(results: RunResults) -> str:
             pk += f" <span class='muted'>(+{_f(ident['other_packages'])} more in identity.json)</span>"
         dirty = " <span class='badge reject'>dirty</span>" if ident.get("dirty") else ""
         rows = [
-            ["commit", f"<code>{_e(ident.get('commit') or '–')}</code>{dirty}"],
+            ["commit", (f"<code>{_e(ident['commit'])}</code>" if ident.get("commit")
+                        else "<span class='muted'>not recorded (not a git checkout?)</span>") + dirty],
             ["repo", _e(ident.get("repo") or "–")], ["trainable", f"<code>{_e(ident.get('trainable') or '–')}</code>"],
             ["python", _e(ident.get("python") or "–")], ["packages", pk or "–"],
             ["host", _e(f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)")],
@@ -213,6 +218,11 @@ def render_html(results: RunResults) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
+
+
+def _more(total: int) -> str:
+    lines = rp.more_line(total)
+    return f"<p class='muted'>{_md_to_html(lines[0])}</p>" if lines else ""
 
 
 def _glance(s: dict[str, Any]) -> str:
@@ -233,7 +243,8 @@ def _glance(s: dict[str, Any]) -> str:
     protocol.append(f"{len(fails)} failed trial(s)")
     if h.get("metric"):
         cap = f" of {_f(h['cap'])}" if h.get("cap") is not None else ""
-        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}")
+        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}"
+                        + (" <span class='bad'>(over the cap)</span>" if h.get("over_cap") else ""))
     rows = [["decisions", decisions], ["budget used", budget], ["protocol", "; ".join(protocol)]]
     return "<table class='glance'><tbody>" + "".join(
         f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</tbody></table>"

@@ -17,7 +17,6 @@ import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +25,9 @@ import pandas as pd
 
 from planner import _runfolder_read as rf
 
-TRIAL_COLUMNS = ["trial_id", "phase", "arm", "seed", "index", "status", "exposure", "attempts",
-                 "duration_s", "started", "ended", "host", "n_reports", "error"]
-REPORT_COLUMNS = ["trial_id", "phase", "arm", "seed", "step", "metric", "value", "time_s"]
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
 PHASES = ["tune", "confirm", "reeval"]
-_STEP_TIME_METRICS = itemgetter("step", "time_s", "metrics")
 
 
 @dataclass
@@ -127,9 +122,20 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "NaN": math.nan, "Infinity": math.inf,
+               "-Infinity": -math.inf}
+
+
+def _number(v: Any) -> float:
+    """A metric value as a float: non-finite values stored as "nan", "inf", "-inf" read back; else NaN."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
+
+
 def _doubles(values: Sequence[Any]) -> list[float]:
-    """Numbers as floats; anything else (a string, a bool, None) as NaN."""
-    return [float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan for v in values]
+    """Numbers as floats ("nan", "inf", "-inf" included); anything else (a string, a bool, None) as NaN."""
+    return [_number(v) for v in values]
 
 
 def _integers(values: Sequence[Any]) -> list[int]:
@@ -176,7 +182,7 @@ class _Collector:
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        reps = r.get("reports") or []
+        reps = rf.reports_of(r)
         self.n_reports.append(len(reps))
         if not reps:
             r["_metric_names"] = set()
@@ -185,22 +191,28 @@ class _Collector:
         self.records.append(rf.slim_record(r, self.contract))
 
     def _add_regular(self, i: int, r: dict[str, Any], reps: list[Any]) -> bool:
-        """The common case, in C loops: every report has step, time_s and the same metrics."""
+        """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
+
+        Everything is computed before anything is stored, so a KeyError or TypeError
+        (an irregular report) leaves no trace and the general path takes over.
+        """
         try:
-            steps, times, mets = zip(*map(_STEP_TIME_METRICS, reps), strict=True)
+            mets = [p["metrics"] for p in reps]
             names = sorted(set().union(*mets))
-            last = itemgetter(*names)(mets[-1])
-            wanted = [n for n in names if self.metrics is None or n in self.metrics] if self.want else []
-            if len(wanted) == 1:
-                columns = [tuple(map(itemgetter(wanted[0]), mets))]
-            elif wanted:
-                columns = list(zip(*map(itemgetter(*wanted), mets), strict=True))
-        except (KeyError, TypeError, ValueError):
+            last = mets[-1]
+            finals = [last[n] for n in names]
+            columns = []
+            if self.want:
+                steps = [p["step"] for p in reps]
+                times = [p["time_s"] for p in reps]
+                wanted = [n for n in names if self.metrics is None or n in self.metrics]
+                columns = [(n, [m[n] for m in mets]) for n in wanted]
+        except (KeyError, TypeError):
             return False
         r["_metric_names"] = set(names)
-        for name, value in zip(names, last if len(names) > 1 else (last,), strict=True):
+        for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
-        for name, vals in zip(wanted, columns if wanted else [], strict=True):
+        for name, vals in columns:
             self._extend(name, i, vals, steps, times)
         return True
 
@@ -225,8 +237,7 @@ class _Collector:
                 self._extend(name, i, vals, s_i, t_i)
 
     def _final(self, name: str, i: int, last: Any) -> None:
-        value = float(last) if isinstance(last, int | float) and not isinstance(last, bool) else math.nan
-        self.finals.setdefault(name, []).append((i, value))
+        self.finals.setdefault(name, []).append((i, _number(last)))
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
         _append(self.values, vals, _doubles)
@@ -248,7 +259,7 @@ class _Collector:
             keep[list(last.values())] = True
             self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
                               "the last record of each is used")
-        trials = _trial_frame(records, self.n_reports, self.finals)
+        trials = _trial_frame(records, self.n_reports, self.finals, rf.arm_names(self.contract))
         reports = self._report_frame(trials, len(records))
         if keep is not None:
             trials = trials[keep].reset_index(drop=True)
@@ -285,7 +296,7 @@ class _Collector:
 
 
 def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
-                 finals: dict[str, list[tuple[int, float]]]) -> pd.DataFrame:
+                 finals: dict[str, list[tuple[int, float]]], arm_order: list[str]) -> pd.DataFrame:
     n = len(records)
     get = dict.get
     nan = math.nan
@@ -294,12 +305,12 @@ def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
     columns: dict[str, Any] = {
         "trial_id": pd.array([str(get(r, "trial_id")) for r in records], dtype="string"),
         "phase": pd.Categorical(phases, categories=_ordered(phases, PHASES)),
-        "arm": pd.Categorical(arms, categories=_ordered(arms, [])),
-        "seed": pd.array([get(r, "seed") for r in records], dtype="Int64"),
-        "index": pd.array([get(r, "index") for r in records], dtype="Int64"),
+        "arm": pd.Categorical(arms, categories=_ordered(arms, arm_order)),
+        "seed": _ints([get(r, "seed") for r in records]),
+        "index": _ints([get(r, "index") for r in records]),
         "status": pd.Categorical([get(r, "status") for r in records]),
-        "exposure": pd.array([get(r, "exposure") for r in records], dtype="Int64"),
-        "attempts": pd.array([get(r, "attempts", 1) for r in records], dtype="Int64"),
+        "exposure": _ints([get(r, "exposure") for r in records]),
+        "attempts": _ints([get(r, "attempts", 1) for r in records]),
         "duration_s": _numeric([get(r, "duration_s", nan) for r in records]),
         "started": _times([get(r, "started") for r in records]),
         "ended": _times([get(r, "ended") for r in records]),
@@ -317,15 +328,16 @@ def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
     return pd.DataFrame(columns, index=pd.RangeIndex(n))
 
 
+def _ints(values: list[Any]) -> Any:
+    """A nullable integer column; a value that is not an integer (a damaged record) is NA."""
+    try:
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError):
+        return pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64")
+
+
 def _times(values: list[Any]) -> Any:
     return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce").array
-
-
-def _int_or_float(values: list[Any]) -> np.ndarray:
-    try:
-        return np.asarray(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        return _numeric(values)
 
 
 def _ordered(values: list[Any], preferred: list[str]) -> list[str]:
@@ -395,7 +407,7 @@ def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
         if col in ("effect", "ci_low", "ci_high", "p_value", "alpha_adjusted"):
             data[col] = _numeric([math.nan if v is None else v for v in vals])
         elif col in ("n_baseline", "n_arm"):
-            data[col] = pd.array(vals, dtype="Int64")
+            data[col] = _ints(vals)
         else:
             data[col] = pd.array(vals, dtype="string")
     return pd.DataFrame(data, index=pd.RangeIndex(len(arms)))

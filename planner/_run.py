@@ -120,102 +120,36 @@ def _load(path: Path):
                              for e in error.errors()]) from None
 
 
-# ------------------------------------------------------------------ the decision (stand-in)
+# ------------------------------------------------------------------ the decision
 
 def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
-    """STAND-IN until planner._decide lands: Welch's t for every test, Holm/Bonferroni across arms.
+    """The contract's decision per treatment arm (planner._decide), as decisions.json rows.
 
-    Returns one dict per treatment arm with the keys of decisions.json.
+    A confirmation record becomes an Outcome: its seed, the last reported value
+    of the decision metric, and its status; a planned seed with no record is
+    pending, which makes the arm incomplete.
     """
-    from scipy import stats
+    from planner._decide import Outcome, decide
 
     metric = contract.metric.decision_metric
-    acceptance = contract.acceptance
-    sign = 1.0 if contract.metric.mode == "max" else -1.0
-
-    def values(arm: str) -> tuple[list[float] | None, str]:
-        by_seed = {r["seed"]: r for r in confirm_records if r["arm"] == arm and r["phase"] == "confirm"}
-        out, problems = [], []
-        for seed in contract.seeds:
-            record = by_seed.get(seed)
-            if record is None:
-                problems.append(f"seed {seed} has no confirmation result")
-            elif record["status"] == "diverged":
-                if contract.failures.diverged_value is None:
-                    problems.append(f"seed {seed} diverged (no failures.diverged_value given)")
-                else:
-                    out.append(float(contract.failures.diverged_value))
-            elif record["status"] != "completed":
-                problems.append(f"seed {seed} {record['status']}")
-            else:
-                value = _final(record, metric)
-                if value is None:
-                    problems.append(f"seed {seed} did not report {metric}")
-                else:
-                    out.append(value)
-        return (None, "; ".join(problems)) if problems else (out, "")
-
-    base, base_problem = values(contract.baseline.name)
-    rows = []
-    for arm in contract.arms:
-        row = {"arm": arm.name, "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
-               "p_value": None, "alpha_adjusted": None, "n_baseline": len(base or []), "n_arm": 0, "reason": ""}
-        treated, problem = values(arm.name)
-        row["n_arm"] = len(treated or [])
-        if base is None or treated is None:
-            row["reason"] = "; ".join(x for x in (f"baseline: {base_problem}" if base is None else "",
-                                                  f"{arm.name}: {problem}" if treated is None else "") if x)
-        else:
-            effect = sign * (_mean(treated) - _mean(base))
-            va, vb = _var(treated), _var(base)
-            se = math.sqrt(va / len(treated) + vb / len(base))
-            if se == 0:
-                df, p = math.inf, (1.0 if effect == 0 else 0.0)
-            else:
-                df = (va / len(treated) + vb / len(base)) ** 2 / (
-                    (va / len(treated)) ** 2 / (len(treated) - 1) + (vb / len(base)) ** 2 / (len(base) - 1))
-                p = float(2 * stats.t.sf(abs(effect / se), df))
-            row.update(effect=effect, p_value=p, _se=se, _df=df)
-        rows.append(row)
-    complete = sorted((r for r in rows if r["p_value"] is not None), key=lambda r: r["p_value"])
-    m = len(contract.arms)
-    for rank, row in enumerate(complete):
-        if acceptance.correction == "holm":
-            alpha = acceptance.alpha / (m - rank)
-        elif acceptance.correction == "bonferroni":
-            alpha = acceptance.alpha / m
-        else:
-            alpha = acceptance.alpha
-        se, df, effect = row.pop("_se"), row.pop("_df"), row["effect"]
-        half = 0.0 if se == 0 else float(stats.t.ppf(1 - alpha / 2, df)) * se
-        row.update(alpha_adjusted=alpha, ci_low=effect - half, ci_high=effect + half)
-        if row["ci_low"] > 0 and effect >= acceptance.min_effect:
-            row["decision"], row["reason"] = "accept", "CI above 0 and effect >= min_effect"
-        elif row["ci_high"] < acceptance.min_effect:
-            row["decision"], row["reason"] = "reject", "CI below min_effect: any improvement is too small to matter"
-        else:
-            row["decision"], row["reason"] = "inconclusive", "the CI spans min_effect or 0"
-        row["reason"] += " (stand-in Welch test; planner._decide not merged)"
-    return rows
+    confirm = {contract.baseline.name: [], **{arm.name: [] for arm in contract.arms}}
+    latest: dict[tuple[str, int], dict] = {}
+    for record in confirm_records:
+        if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
+            latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
+    for (arm, seed), record in latest.items():
+        confirm[arm].append(Outcome(seed, _final(record, metric), record.get("status", "failed")))
+    decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+                       planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
+                       arms=[arm.name for arm in contract.arms], metric=metric)
+    return [d.as_dict() for d in decisions]
 
 
 def _final(record: dict, metric: str) -> float | None:
     for report in reversed(record.get("reports", [])):
         if metric in report.get("metrics", {}):
-            value = float(report["metrics"][metric])
-            return value if math.isfinite(value) else None
+            return float(report["metrics"][metric])
     return None
-
-
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs)
-
-
-def _var(xs: list[float]) -> float:
-    if len(xs) < 2:
-        return 0.0
-    mu = _mean(xs)
-    return sum((x - mu) ** 2 for x in xs) / (len(xs) - 1)
 
 
 # ------------------------------------------------------------------ Ray
@@ -255,17 +189,23 @@ def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_
             raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
         return True
     pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    for attempt in range(3):
-        try:
-            ray.init(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, include_dashboard=False,
-                     log_to_driver=log_to_driver, configure_logging=False)
-            return True
-        except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception when its raylet starts too slowly
-            ray.shutdown()
-            if "timed out during startup" not in str(error) or attempt == 2:
-                raise RunError(f"could not start a local Ray: {error}; nothing ran, resume with --resume "
-                               "when the machine is less loaded") from None
+    start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
     return True
+
+
+def start_local_ray(attempts: int = 3, **options) -> None:
+    """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
+    fixed 30-second start-up wait."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, **options)
+            return
+        except Exception as error:  # Ray raises a bare Exception for a start-up timeout
+            ray.shutdown()
+            if attempt == attempts:
+                raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
 
 
 # ------------------------------------------------------------------ the run
@@ -280,6 +220,11 @@ class _Runner:
         self.sha = contract.sha256()
         self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
         self.search_path = _search_path(contract_dir)
+        self._command_extra: dict = {}
+        if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
+            from planner._command import command_trainable
+
+            self._command_extra = {"command": command_trainable(contract, contract_dir, configs).to_dict()}
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
         self._state_written = 0.0
@@ -340,10 +285,11 @@ class _Runner:
         c = self.contract
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
                          index=trial.index, params={}, config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable, metric=c.metric.name,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
-                         cwd=os.getcwd(), extra={"session": self.session,
+                         cwd=os.getcwd(), extra={**self._command_extra, "session": self.session,
                                                  "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
     def resources(self) -> dict:
@@ -365,7 +311,7 @@ class _Runner:
                 continue
             space = arm_space(tuning, group.arm)
             evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
-                         for v in [_final(r, self.contract.metric.name)] if v is not None]
+                         for v in [_final(r, self.contract.metric.name)] if v is not None and math.isfinite(v)]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
         if not sweeps:
@@ -441,8 +387,6 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._progress import make_display
 
     contract, contract_dir, configs, plan = load_and_validate(contract_path)
-    if contract.trainable is None:
-        raise RunError("`command:` trainables are not supported by `plan run` yet; give `trainable: module:function`")
     from planner._redact import Redactor
     from planner._resume import heal_files, resolve_run_dir, unfinished
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,12 +47,39 @@ class JsonLines:
     torn: bool = False
 
 
+def _recover(line: bytes) -> dict[str, Any] | None:
+    """The whole JSON object that ends a damaged line, if there is one.
+
+    A run that crashed mid-append and then resumed glues its next record onto
+    the torn one: `{"trial_id": "a", "pha{"trial_id": "b", ...}`. Only the start
+    of a top-level object parses through to the end of the line (a nested one
+    leaves its enclosing brackets over), so the last whole record is found by
+    trying each `{` from the right.
+    """
+    line = line.rstrip()
+    pos = len(line)
+    for _ in range(100_000):
+        pos = line.rfind(b"{", 0, pos)
+        if pos <= 0:
+            return None
+        try:
+            value = _loads(line[pos:])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
 def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
-    A last line that does not parse is a torn write: it is skipped and a note is
-    appended to `notes`. Any other line that does not parse, or that is not a
-    JSON object, is a RunError. The file is read line by line: memory stays flat.
+    A last line that does not parse is a torn write: it is skipped, and a note
+    says so. A line inside the file that does not parse is a torn write that a
+    resumed run appended after: the whole record at its end is kept and the torn
+    part skipped (noted); a line with no whole record is skipped (noted). A line
+    that holds JSON but not an object is a RunError: that is not a trials log.
+    The file is read line by line: memory stays flat.
     """
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below, around the generator's life
@@ -59,26 +87,30 @@ def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
         return
     except OSError as error:
         raise RunError(f"cannot read {path}: {error.strerror or error}") from None
-    bad: int | None = None  # a line that did not parse: torn if nothing follows it
+    bad: tuple[int, bytes] | None = None  # a line that did not parse: torn if nothing follows it
     with f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             if bad is not None:
-                raise RunError(
-                    f"line {bad} of {path} is not valid JSON, and it is not the last line, "
-                    "so it is not a torn write: the file is damaged"
-                )
+                recovered = _recover(bad[1])
+                if recovered is None:
+                    notes.append(f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped")
+                else:
+                    notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
+                                 "resume): that part was skipped, the whole record after it kept")
+                    yield recovered
+                bad = None
             try:
                 value = _loads(line)
             except ValueError:
-                bad = number
+                bad = (number, line)
                 continue
             if not isinstance(value, dict):
-                raise RunError(f"line {number} of {path} is not a JSON object")
+                raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
             yield value
     if bad is not None:
-        notes.append(f"the last line of {path.name} (line {bad}) is incomplete, as a write cut short "
+        notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
                      "leaves it, and was skipped")
 
 
@@ -224,6 +256,16 @@ def arm_names(contract: dict[str, Any]) -> list[str]:
     return [n for n in names if n]
 
 
+def planned_count(plan: dict[str, Any] | None) -> int | None:
+    """The planned number of trials: plan.json's `planned_count`, else its trials counted."""
+    if not plan:
+        return None
+    for key in ("planned_count", "planned_trials"):
+        if isinstance(plan.get(key), int):
+            return plan[key]
+    return len(planned_trials(plan)) or None
+
+
 def planned_trials(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The planned trials of plan.json, each with its phase, in plan order."""
     if not plan:
@@ -243,10 +285,16 @@ def planned_trials(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
 FAILED_STATUSES = ("failed", "diverged", "protocol_error", "timeout", "oom")
 
 
+def reports_of(record: dict[str, Any]) -> list[Any]:
+    """The record's reports; anything but a list (a damaged record) reads as none."""
+    reports = record.get("reports")
+    return reports if isinstance(reports, list) else []
+
+
 def record_last_step(record: dict[str, Any]) -> Any:
     if "_last_step" in record:
         return record["_last_step"]
-    reports = record.get("reports") or []
+    reports = reports_of(record)
     return reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
 
 
@@ -254,7 +302,7 @@ def metric_names(record: dict[str, Any]) -> set[str]:
     """The names of the metrics a trial reported (cached in the record under `_metric_names`)."""
     names = record.get("_metric_names")
     if names is None:
-        names = set().union(*[p.get("metrics") or {} for p in record.get("reports") or []])
+        names = set().union(*[p.get("metrics") or {} for p in reports_of(record) if isinstance(p, dict)])
         record["_metric_names"] = names
     return names
 
@@ -265,7 +313,7 @@ def slim_record(record: dict[str, Any], contract: dict[str, Any]) -> dict[str, A
     What the facts below need from the reports is cached first: the metric names
     and the last step. A run of 10k trials x 100 reports then fits in little memory.
     """
-    reports = record.get("reports") or []
+    reports = reports_of(record)
     names = metric_names(record)
     last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
     record["_last_step"] = last.get("step")
@@ -311,13 +359,18 @@ def failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+NOT_VIOLATIONS = {"diverged"}  # logged as notes by the runner, but a result (see failures), not a broken rule
+_PAST_BUDGET = re.compile(r"step (\d+) is past the budget", re.IGNORECASE)
+
+
 def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[dict[str, Any]]:
     """Every protocol violation: logged ones, plus what the records show unlogged.
 
     Kinds: `heldout_in_tuning` (the held-out metric reported while tuning: test
     exposure), `report_past_budget` (a report after step budget.exposure), and
-    whatever other kinds the run logged; a `protocol_error` trial with no
-    logged violation is listed with its error message.
+    whatever other kinds the run logged. `source` says where it was found:
+    `logged` (the record's violations), `reports` (its reports show it) or
+    `error` (its protocol error says so; a protocol_error trial is always listed).
     """
     exposure = contract_get(contract, "budget.exposure")
     heldout = contract_get(contract, "metric.heldout")
@@ -326,30 +379,33 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
         base = {"trial_id": r.get("trial_id"), "phase": r.get("phase"), "arm": r.get("arm"), "seed": r.get("seed")}
         kinds = set()
         for v in r.get("violations") or []:
-            if not isinstance(v, dict):
+            if not isinstance(v, dict) or v.get("kind") in NOT_VIOLATIONS:
                 continue
             kind = str(v.get("kind", "unknown"))
             kinds.add(kind)
             detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
-            out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "logged": True})
-        reports = r.get("reports") or []
+            out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
+        reports = [p for p in reports_of(r) if isinstance(p, dict)]
         last_step = record_last_step(r)
         if (exposure is not None and "report_past_budget" not in kinds
                 and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))):
             past = [p.get("step") for p in reports if isinstance(p.get("step"), int | float) and p["step"] > exposure]
             kinds.add("report_past_budget")
             out.append({**base, "kind": "report_past_budget", "step": past[0] if past else r.get("exposure"),
-                        "detail": f"budget={exposure}", "logged": False})
+                        "detail": f"budget={exposure}", "source": "reports"})
         if heldout and r.get("phase") == "tune" and "heldout_in_tuning" not in kinds and heldout in metric_names(r):
             steps = [p.get("step") for p in reports if heldout in (p.get("metrics") or {})]
             if steps:
                 kinds.add("heldout_in_tuning")
                 out.append({**base, "kind": "heldout_in_tuning", "step": steps[0],
-                            "detail": f"metric={heldout}", "logged": False})
+                            "detail": f"metric={heldout}", "source": "reports"})
         if r.get("status") == "protocol_error" and not kinds:
             errors = r.get("errors") or [{}]
-            out.append({**base, "kind": "protocol_error", "step": r.get("exposure"),
-                        "detail": (errors[-1] or {}).get("message", ""), "logged": True})
+            message = str((errors[-1] or {}).get("message", ""))
+            past = _PAST_BUDGET.search(message)
+            out.append({**base, "kind": "report_past_budget" if past else "protocol_error",
+                        "step": int(past.group(1)) if past else r.get("exposure"), "detail": message,
+                        "source": "error"})
     return out
 
 
@@ -380,6 +436,13 @@ def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> d
     }
 
 
+def _finite(value: Any) -> float:
+    """A number from a record, 0 when it is absent or not a finite number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return 0.0
+
+
 def _seconds(value: Any) -> float | None:
     """'90', '20m', '2h', '1d' or a number -> seconds; None when absent or unreadable.
 
@@ -402,9 +465,8 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
                 plan: dict[str, Any] | None) -> dict[str, Any]:
     """Trials, steps of exposure and wall time used, against what was planned and allowed."""
     exposure = contract_get(contract, "budget.exposure")
-    planned = planned_trials(plan)
-    n_planned = (plan or {}).get("planned_trials", len(planned) or None)
-    steps = sum(int(r.get("exposure") or 0) for r in records)
+    n_planned = planned_count(plan)
+    steps = int(sum(_finite(r.get("exposure")) for r in records))
     st_budget = (state or {}).get("budget") or {}
     max_wall = contract_get(contract, "budget.max_wall_time")
     max_wall_s = _seconds(max_wall)
@@ -414,5 +476,5 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
         "steps": steps, "steps_planned": None if not (n_planned and exposure) else n_planned * exposure,
         "unit": contract_get(contract, "budget.unit", "step"),
         "wall_time_s": st_budget.get("wall_time_s"), "max_wall_time_s": max_wall_s,
-        "trial_time_s": round(sum(float(r.get("duration_s") or 0) for r in records), 3),
+        "trial_time_s": round(sum(_finite(r.get("duration_s")) for r in records), 3),
     }

@@ -18,7 +18,7 @@ import types
 import typing
 from typing import Any
 
-from planner._diagnostics import Diagnostic
+from planner._diagnostics import Diagnostic, short_repr
 from planner._load import LoadedYaml, format_path
 
 _TYPE_WORDS = {
@@ -26,7 +26,7 @@ _TYPE_WORDS = {
     "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
     "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
     "tuple_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-    "model_attributes_type": "a mapping", "literal_error": None, "none_required": "null",
+    "model_attributes_type": "a mapping", "none_required": "null",
 }
 
 _PATTERN_HINTS = {
@@ -92,17 +92,20 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         parent = format_path(path[:-1])
         message = f"missing required key {leaf!r}" + (f" in {parent}" if parent else "")
         hint = f"Add `{leaf}:`" + (f" under `{parent}`." if parent else " at the top level.")
-    elif kind == "value_error":
+    elif kind == "value_error" and isinstance(error.get("input"), dict):  # a model's own check across its fields
         code = "P104"
         message = f"{where}: {_strip_value_error(error['msg'])}"
         hint = "Change the fields as the message says."
-    elif all(e["type"] in _TYPE_WORDS and _TYPE_WORDS[e["type"]] for e in errs):
+    elif kind == "value_error":  # a field's own check: a value out of range
+        message = f"{where}: {_strip_value_error(error['msg'])}"
+        hint = "Change the value as the message says."
+    elif all(e["type"] in _TYPE_WORDS for e in errs):
         code = "P102"
         expected = " or ".join(dict.fromkeys(_TYPE_WORDS[e["type"]] for e in errs))
-        message = f"{where} should be {expected}, not {_show(error.get('input'))}"
+        message = f"{where} should be {expected}, not {short_repr(error.get('input'))}"
         hint = f"Write {expected} here."
     else:
-        message = f"{where}: {error['msg']} (got {_show(error.get('input'))})"
+        message = f"{where}: {error['msg']} (got {short_repr(error.get('input'))})"
         hint = _range_hint(error, leaf)
         if path == ("seeds",) and kind == "too_short":
             code, hint = "P401", "Give at least 2 distinct confirmation seeds (5 or more is better)."
@@ -137,11 +140,6 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
     if kind == "string_too_short":
         return "Write a non-empty value."
     return "Change the value to what the message asks for."
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def allowed_keys(path: tuple[Any, ...]) -> list[str]:

@@ -17,7 +17,8 @@ Interface for the runner:
         "inconclusive" (stopped: the improvement is real but below
         min_effect), "stop_futility", or at the last look "reject" too;
         step.decision is the contract verdict to record when the arm stops
-        ("pending" while it continues); step.reason is a sentence for users.
+        ("pending" while it continues); step.reason is a sentence for users;
+        step.as_decision(arm) is the Decision for decisions.json.
         An arm with a missing or failed trial is `incomplete`, as without
         looks: the runner checks completeness before calling this.
 
@@ -57,7 +58,15 @@ from typing import Literal
 import numpy as np
 from scipy import optimize, special, stats
 
-from planner._decide import _oriented, _pair, verdict
+from planner._decide import (
+    Decision,
+    _oriented,
+    _pair,
+    _paired_parts,
+    _welch_parts,
+    verdict,
+    welch_df,
+)
 from planner._power import draw
 
 Spending = Literal["obrien_fleming", "pocock"]
@@ -78,13 +87,27 @@ def spent(fractions, alpha_one_sided: float, spending: Spending) -> np.ndarray:
 
 
 def look_sizes(n_seeds: int, looks: int) -> list[int]:
-    """Cumulative seeds per arm at each look: K (nearly) equal batches, at least 2 at the first."""
+    """Cumulative seeds per arm at each look: K (nearly) equal batches, at least 2 at the first.
+
+    `plan validate` can call this to refuse a `confirmation.looks` the seeds cannot fill.
+    """
     if looks < 1:
         raise ValueError("looks must be at least 1")
-    sizes = [round(n_seeds * (k + 1) / looks) for k in range(looks)]
-    if sizes[0] < 2 or len(set(sizes)) < looks:
-        raise ValueError(f"{n_seeds} seeds cannot make {looks} looks of at least 2 new seeds each (first look 2 seeds)")
+    sizes = _sizes(n_seeds, looks)
+    if sizes is None:
+        if n_seeds < 2:
+            raise ValueError(f"a confirmation needs at least 2 seeds per arm, got {n_seeds}")
+        fewer = next(k for k in range(looks - 1, 0, -1) if _sizes(n_seeds, k) is not None)
+        raise ValueError(
+            f"{n_seeds} seeds cannot make {looks} looks: every look needs new seeds and the first at least 2; "
+            f"use at most {fewer} look{'s' if fewer > 1 else ''} or more seeds"
+        )
     return sizes
+
+
+def _sizes(n_seeds: int, looks: int) -> list[int] | None:
+    sizes = [round(n_seeds * (k + 1) / looks) for k in range(looks)]
+    return sizes if sizes[0] >= 2 and len(set(sizes)) == looks else None
 
 
 def boundaries(looks: int, alpha: float, spending: Spending = "obrien_fleming",
@@ -238,9 +261,8 @@ def _one_sided_p(mean, m2, count, test):
     var = m2 / (count[:, None] - 1) / count[:, None]  # squared standard errors
     if test == "paired":  # one df for all paths: rank by t, the cheap monotone transform of p
         return -mean[0] / np.sqrt(var[0])
-    se2 = var[0] + var[1]
-    df = se2**2 / (var[0] ** 2 / (count[0] - 1) + var[1] ** 2 / (count[1] - 1))
-    return special.stdtr(df, -(mean[1] - mean[0]) / np.sqrt(se2))
+    df = welch_df(var[1], var[0], count[1], count[0])
+    return special.stdtr(df, -(mean[1] - mean[0]) / np.sqrt(var[0] + var[1]))
 
 
 @dataclass(frozen=True)
@@ -256,23 +278,27 @@ class SequentialStep:
     conditional_power: float
     n_baseline: int
     n_arm: int
+    alpha: float  # the design's two-sided level for this comparison
     reason: str
+
+    def as_decision(self, arm: str) -> Decision:
+        """The Decision to record (decisions.json) once the arm has stopped.
+
+        p_value is NaN: a fixed-sample p-value does not apply after looks; the
+        repeated CI carries the evidence.
+        """
+        if self.action == "continue":
+            raise ValueError("the arm has not stopped: nothing to record yet")
+        return Decision(
+            arm=arm, decision=self.decision, effect=self.effect, ci_low=self.ci_low, ci_high=self.ci_high,
+            p_value=math.nan, alpha_adjusted=self.alpha, n_baseline=self.n_baseline, n_arm=self.n_arm,
+            reason=self.reason,
+        )  # fmt: skip
 
 
 def _look_statistics(base, arm, test, nominal_p):
     """Vectorized: effect, se, t statistic and t bound per row at one look."""
-    if test == "paired":
-        diff = arm - base
-        n = diff.shape[-1]
-        effect, se = diff.mean(axis=-1), diff.std(axis=-1, ddof=1) / math.sqrt(n)
-        df = np.full(effect.shape, n - 1.0)
-    else:
-        effect = arm.mean(axis=-1) - base.mean(axis=-1)
-        n_b, n_a = base.shape[-1], arm.shape[-1]
-        var_b, var_a = base.var(axis=-1, ddof=1) / n_b, arm.var(axis=-1, ddof=1) / n_a
-        se = np.sqrt(var_a + var_b)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            df = (var_a + var_b) ** 2 / (var_a**2 / (n_a - 1) + var_b**2 / (n_b - 1))
+    effect, se, df = (_paired_parts if test == "paired" else _welch_parts)(base, arm)
     bound = special.stdtrit(np.where(np.isfinite(df), df, 1.0), 1 - nominal_p)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = np.where(se > 0, effect / se, np.sign(effect) * np.inf)
@@ -335,7 +361,7 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
     return SequentialStep(
         look=look, action=action, decision=decision, effect=float(effect[0]), ci_low=float(low[0]),
         ci_high=float(high[0]), statistic=float(statistic[0]), t_bound=float(bound[0]),
-        conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm),
+        conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm), alpha=design.alpha,
         reason=_reason(look, design, action, decision, float(effect[0]), float(low[0]), float(high[0]),
                        float(cp[0]), min_effect),
     )  # fmt: skip

@@ -52,18 +52,21 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
              "ended": sum(ended.get(k, Counter()).values()), "statuses": dict(ended.get(k, Counter()))} for k in keys]
 
     ended_ids = {r.get("trial_id") for r in records}
-    running: list[str] = []
+    started: dict[Any, None] = {}
     for e in folder.events().records:
-        if e.get("event") == "trial_started" and e.get("trial_id") not in ended_ids:
-            running.append(e.get("trial_id"))
-    running = list(dict.fromkeys(running))
+        kind, tid = e.get("event"), e.get("trial_id")
+        if kind == "trial_started":
+            started[tid] = None
+        elif kind in ("trial_ended", "trial_cancelled"):
+            ended_ids.add(tid)
+    running = [tid for tid in started if tid not in ended_ids]
     decisions = folder.decisions() or {}
     lock = folder.lock()
     return {
         "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
-        "trials": rows, "trials_ended": len(records), "trials_planned": (plan or {}).get("planned_trials", len(planned) or None),
+        "trials": rows, "trials_ended": len(records), "trials_planned": rf.planned_count(plan),
         "running": running,
         "failures": rf.failures(records), "violations": rf.violations(records, contract),
         "budget": rf.budget_used(records, contract, state, plan),
@@ -109,12 +112,13 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {_n(t['planned']):<5} {statuses}")
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
-        out.append(f"started, not ended: {shown}")
+        label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"
+        out.append(f"{label}: {shown}")
     fails = [f for f in s["failures"] if not f["retried"]]
     retried = [f for f in s["failures"] if f["retried"]]
     if fails or retried:
         kinds = Counter(f["status"] for f in fails)
-        out.append(f"failures: {len(fails)}" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
+        out.append(f"failures: {len(fails) or 'none'}" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
                    + (f"; {len(retried)} trial(s) succeeded after a retry" if retried else ""))
         for f in fails[:10]:
             err = f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]
@@ -134,9 +138,11 @@ def format_status(status: dict[str, Any]) -> str:
     out.append(budget)
     h = s["heldout"]
     if h.get("metric"):
-        cap = f" of at most {h['cap']}" if h.get("cap") is not None else " (no cap: budget.max_heldout_evaluations)"
+        cap = f" of at most {h['cap']}" if h.get("cap") is not None else ""
         line = (f"held-out ledger: {h['metric']} evaluated {h['evaluations']} time(s){cap} "
                 f"(confirm {h['confirm']}, reeval {h['reeval']})")
+        if h.get("cap") is None:
+            line += "; no cap set (budget.max_heldout_evaluations)"
         if h.get("over_cap"):
             line += "; OVER THE CAP"
         if h.get("tuning_exposures"):

@@ -79,7 +79,7 @@ class _Stop(BaseException):
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
-    def __init__(self, spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None,
+    def __init__(self, spec: TrialSpec, forward: Callable[..., None] | None,
                  already_forwarded: int | None = None):
         self.seed = spec.seed
         self.budget = spec.budget
@@ -134,7 +134,7 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
-            self._forward(step, forwarded, elapsed)
+            self._forward(step, forwarded, elapsed, self.violations)
 
 
 def _jsonable(value: float) -> float | str:
@@ -178,7 +178,7 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float], None] | None = None) -> dict[str, Any]:
+def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
     """Run `spec` to its end (retrying raises) and return its record.
 
     The attempt ledger in trial.dir (planner._attempts) counts attempts across
@@ -217,11 +217,12 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
         resumed = trial.resumed
         how, error = "completed", None
         try:
+            own = "command" not in spec.extra  # a command trainable enforces its limits on its own subprocess
             with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
-                    Watchdog(spec.max_trial_time_s, memory,
+                    Watchdog(spec.max_trial_time_s if own else None, memory if own else None,
                              lambda st, msg, n=attempts: ledger.end(n, st, _error(n, _KIND[st], msg, ""))) as dog:
                 try:
-                    fn = load_trainable(spec.trainable)
+                    fn = trainable_for(spec)
                     seed_everything(spec.seed)  # the module body may have drawn from the RNGs
                     fn(spec.config, trial)
                 finally:
@@ -241,6 +242,13 @@ def run_trial(spec: TrialSpec, forward: Callable[[int, dict[str, float], float],
             ledger.end(attempts, status, error)
             break
         except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+            final = _final_status(exc) if isinstance(exc, Exception) else None
+            if final:  # a protocol error, a command's time or memory limit: no retry
+                ledger.end(attempts, final, _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                     scrub(getattr(exc, "stderr_tail", ""))))
+                forwarded = trial._forwarded
+                status = final
+                break
             ledger.end(attempts, "raised", _error(attempts, type(exc).__name__, scrub(str(exc)),
                                                     scrub(traceback.format_exc())))
             forwarded = trial._forwarded
@@ -280,6 +288,34 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def trainable_for(spec: TrialSpec) -> Callable:
+    """The function a trial calls: the contract's `module:function`, or its `command:` as a subprocess."""
+    if "command" in spec.extra:
+        from planner._command import CommandTrainable
+
+        return CommandTrainable.from_dict(spec.extra["command"])
+    return load_trainable(spec.trainable)
+
+
+def _final_status(error: Exception) -> str | None:
+    """The status of an error that ends a trial without a retry, or None (retry it).
+
+    A protocol error (TrialProtocolError, also raised by a command that reported
+    nothing or ran another config), a command killed at its time limit, or at its
+    memory cap, will not go better on a second attempt.
+    """
+    from planner._errors import TrialProtocolError
+
+    if isinstance(error, TrialProtocolError):
+        return "protocol_error"
+    kind = type(error).__name__
+    if kind == "CommandTimeoutError":
+        return "timeout"
+    if kind == "CommandMemoryError":
+        return "oom"
+    return None
 
 
 def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:

@@ -129,7 +129,8 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._compose import MISSING, config_diff
+    from planner._check import arm_changes
+    from planner._compose import MISSING
 
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
@@ -138,7 +139,7 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         diff = [] if arm is contract.baseline else [
             {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
              "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for p, a, b in config_diff(base, loaded.configs[arm.name])]
+            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
         arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
     planned = planned_trials(contract)
     budget = contract.budget
@@ -175,7 +176,9 @@ def format_result(result: ValidationResult) -> str:
     if lines:
         lines.append("")
     factor = summary["factor"]
-    lines.append(f"{result.file}: valid contract {summary['name']!r}")
+    count = len(result.diagnostics)  # a valid contract's diagnostics are warnings
+    noted = f" ({count} warning{'s' if count != 1 else ''})" if count else ""
+    lines.append(f"{result.file}: valid contract {summary['name']!r}{noted}")
     lines.append(f"  factor   {factor['name']} (keys: {', '.join(factor['keys'])})")
     metric = summary["metric"]
     decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"

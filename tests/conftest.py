@@ -25,15 +25,9 @@ def ray_local():
         yield ray
         return
     pythonpath = os.pathsep.join([str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    for attempt in range(3):  # on a loaded machine the raylet may miss Ray's 30 s start-up window
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
-                     runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
-            break
-        except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception for this
-            if "timed out during startup" not in str(error) or attempt == 2:
-                raise
-            ray.shutdown()
+    from planner._run import start_local_ray
+
+    start_local_ray(num_cpus=2, log_to_driver=False, runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
     try:
         yield ray
     finally:

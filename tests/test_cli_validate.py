@@ -81,6 +81,7 @@ def test_strict_turns_warnings_into_errors(tmp_path, capsys):
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"{path}:17:8: warning P901: only 3 confirmation seeds" in out
+    assert f"{path}: valid contract 'inline' (1 warning)" in out.splitlines()
     assert main(["validate", str(path), "--strict"]) == 1
     out = capsys.readouterr().out
     assert f"{path}:17:8: error P901: only 3 confirmation seeds" in out

@@ -16,9 +16,9 @@ from tests._contract_helpers import FIXTURES, write_contract
 CODE = re.compile(r"^P\d{3}$")
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(["", "0", "-1", "1e9", "${x}", "${oc.env:HOME}", "???", "a=b", "~x", "x:y",
-                                            "optimizer=adam", "model.width=1", "!!python/name:os.system"]),
+    st.none(), st.booleans(), st.dates(), st.binary(max_size=4), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12), st.sampled_from(["", "0", "-1", "1e9", "${x}", "${oc.env:HOME}", "???", "a=b", "~x", "x:y", "a\x00b", "x" * 5000,
+                                            "optimizer=adam", "a/b=c", "model.width=1", "!!python/name:os.system"]),
 )
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                       max_leaves=6)

@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from planner._contract import Acceptance
@@ -64,6 +66,18 @@ def test_bootstrap_p_is_the_exact_permutation_p():
     assert c.p_value == pytest.approx(ref.pvalue)
 
 
+def test_bootstrap_counts_ties_despite_rounding():
+    base, arm = [0.7, 0.8, 0.9, 0.8, 0.7], [0.9, 0.8, 0.7, 0.9, 0.8]  # many sums tie, up to float error
+    c = compare(base, arm, mode="max", test="bootstrap", alpha=0.05)
+    ref = stats.permutation_test(
+        (arm, base), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type="independent", n_resamples=np.inf, vectorized=True,
+    )  # fmt: skip
+    assert c.p_value == pytest.approx(ref.pvalue)
+    mirrored = compare(arm, base, mode="max", test="bootstrap", alpha=0.05)
+    assert mirrored.p_value == pytest.approx(c.p_value)
+
+
 def test_bootstrap_ci_is_the_set_of_shifts_the_permutation_test_keeps():
     alpha = 0.1
     c = compare(BASE, ARM, mode="max", test="bootstrap", alpha=alpha)
@@ -85,6 +99,7 @@ def test_bootstrap_at_three_seeds_cannot_reach_005_and_says_so():
                   {"b": [(0, 0.0), (1, 0.1), (2, 0.2)], "a": [(0, 5.0), (1, 5.1), (2, 5.2)]},
                   "b", planned_seeds=[0, 1, 2])  # fmt: skip
     assert d.decision == "inconclusive" and "cannot reach alpha" in d.reason
+    assert json.loads(json.dumps(d.as_dict(), allow_nan=False))["ci_low"] is None
 
 
 def test_random_permutations_are_reproducible_and_include_the_observed_split():
@@ -168,6 +183,12 @@ def test_missing_failed_or_diverged_trials_make_arms_incomplete():
     assert d.decision == "incomplete" and "baseline" in d.reason and "failed" in d.reason
 
     res = results(good=ARM)
+    res["good"][0] = (0, 0.9, "timeout")
+    res["good"][1] = (1, None)
+    (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
+    assert d.reason == "Incomplete: in good, seed 0 timed out; seed 1 reported no value."
+
+    res = results(good=ARM)
     res["good"][2] = (2, math.nan, "diverged")
     (d,) = decide(acc, "max", res, "base", planned_seeds=SEEDS)
     assert d.decision == "incomplete" and "diverged" in d.reason
@@ -198,3 +219,21 @@ def test_bad_input_is_refused():
         decide(acc, "max", {"base": [(0, 1.0), (0, 2.0)], "a": []}, "base", planned_seeds=SEEDS)
     with pytest.raises(ValueError, match="unknown test"):
         compare(BASE, ARM, mode="max", test="mann", alpha=0.05)
+
+
+@settings(max_examples=60, deadline=None)
+@example([0.0, 0.0], [7e-131, 1e-130], "welch", 0.05)  # Welch's df once underflowed to NaN here
+@given(
+    st.lists(st.floats(-5, 5), min_size=2, max_size=7),
+    st.lists(st.floats(-5, 5), min_size=2, max_size=7),
+    st.sampled_from(["welch", "bootstrap"]),
+    st.sampled_from([0.01, 0.05, 0.2]),
+)
+def test_ci_and_p_agree_and_min_mode_mirrors_max(base, arm, test, alpha):
+    up = compare(base, arm, mode="max", test=test, alpha=alpha)
+    excludes_zero = up.ci_low > 0 or up.ci_high < 0
+    if not math.isclose(up.p_value, alpha, rel_tol=1e-9):
+        assert excludes_zero == (up.p_value <= alpha)
+    assert up.ci_low <= up.effect <= up.ci_high
+    down = compare([-v for v in base], [-v for v in arm], mode="min", test=test, alpha=alpha)
+    assert (down.effect, down.ci_low, down.ci_high) == pytest.approx((up.effect, up.ci_low, up.ci_high))

@@ -63,14 +63,17 @@ def test_more_arms_need_more_seeds_and_paired_needs_fewer_when_seeds_correlate()
     assert seeds_for_power(sd_diff, 0.5, 0.05, 0.8, "paired") < one
 
 
-def test_bootstrap_plans_with_welch_but_never_below_what_it_can_reach():
+def test_bootstrap_plans_with_welch_at_the_level_it_can_attain():
     assert detection_power(3, 10.0, 1.0, 0.05, "bootstrap") == 0.0
     assert detectable_effect(1.0, 3, 0.05, 0.8, "bootstrap") == math.inf
-    assert detection_power(6, 1.0, 1.0, 0.05, "bootstrap") == detection_power(6, 1.0, 1.0, 0.05, "welch")
+    assert detection_power(6, 1.0, 1.0, 0.05, "bootstrap") == detection_power(6, 1.0, 1.0, 2 * 23 / 924, "welch")
     assert seeds_for_power(1.0, 100.0, 0.05, 0.8, "bootstrap") == 4  # 1 / C(8, 4) < 0.025
-    n = seeds_for_power(1.0, 1.2, 0.05, 0.8, "bootstrap")
-    sim = simulate("bootstrap", n, 1.2, alpha=0.05, min_effect=1.2, sims=4000, rng_seed=3, permutations=1999)
-    assert sim.detected >= 0.8 - mc_tolerance(0.8, 4000)
+    for n in (4, 5, 12):  # 4 seeds: the attainable level is 2/70, well below 0.05
+        effect = detectable_effect(1.0, n, 0.05, 0.7, "welch")
+        planned = detection_power(n, effect, 1.0, 0.05, "bootstrap")
+        sim = simulate("bootstrap", n, effect, alpha=0.05, min_effect=effect, sims=4000, rng_seed=n, permutations=1999)
+        assert planned - mc_tolerance(planned, 4000) <= sim.detected <= planned + 0.04
+    assert detection_power(4, 2.0, 1.0, 0.05, "bootstrap") < detection_power(4, 2.0, 1.0, 0.05, "welch") - 0.1
 
 
 def test_pilot_sd_pools_arms_and_skips_non_finite_values():

@@ -35,6 +35,9 @@ def test_json_report_has_the_documented_keys_and_values(results, run_dir):
     doc = json.loads(render(results, "json"))
     decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     assert doc["run_state"] == "completed"
+    decided_doc = json.loads((run_dir / "decisions.json").read_text())
+    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == \
+        {k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")}
     assert [{k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
             for d in doc["decisions"]] == [
         {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")} for d in decided]
@@ -78,6 +81,12 @@ def test_curves_are_median_and_spread_per_phase_arm_and_step(results):
     sel = r[(r["metric"] == "val_acc") & (r["phase"] == "confirm") & (r["arm"] == "adamw") & (r["step"] == 4)]["value"]
     row = c[(c["phase"] == "confirm") & (c["arm"] == "adamw") & (c["step"] == 4)].iloc[0]
     assert row["n"] == 5 and row["median"] == np.median(sel) and row["min"] == sel.min() and row["max"] == sel.max()
+    assert row["q25"] == pytest.approx(np.quantile(sel, 0.25)) and row["q75"] == pytest.approx(np.quantile(sel, 0.75))
+    tune = r[(r["metric"] == "val_acc") & (r["phase"] == "tune")]
+    g = tune[np.isfinite(tune["value"])].groupby(["arm", "step"], observed=True)["value"]
+    t = c[c["phase"] == "tune"].set_index(["arm", "step"])
+    for name, ref in [("n", g.size()), ("median", g.median()), ("q25", g.quantile(0.25)), ("q75", g.quantile(0.75))]:
+        assert np.allclose(t[name].to_numpy(dtype=float), ref.reindex(t.index).to_numpy(dtype=float)), name
     assert set(c["phase"].astype(str)) == {"tune", "confirm"}
     few = curves(results, max_points=4)
     assert few.groupby(["phase", "arm"], observed=True).size().max() <= 4
@@ -88,7 +97,8 @@ def test_markdown_shows_every_section(results):
     for heading in ["## Hypothesis", "## Arms", "## Decisions", "## Confirmation by seed (`test_acc`)", "## Tuning",
                     "## Trials and budget", "## Failures", "## Protocol violations", "## Held-out ledger", "## Identity"]:
         assert heading in md, heading
-    assert "| adam | accept | 0.03204 |" in md
+    first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
+    assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
     assert "`optimizer.name`: sgd → adam" in md
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
     assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md
@@ -146,3 +156,96 @@ def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
     assert capsys.readouterr().out == f"wrote {out}\n"
     assert main(["report", str(run_dir), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["run_state"] == "completed"
+
+
+def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
+    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=5, reports_per_trial=6, heldout=False)
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    contract["tuning"] = None
+    (run / "contract.yaml").write_text(yaml.safe_dump(contract))
+    records = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
+    kept = [r for r in records if r["phase"] == "confirm" and r["trial_id"] != "confirm-adam-s2"]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    plan = json.loads((run / "plan.json").read_text())
+    plan["phases"] = [p for p in plan["phases"] if p["phase"] == "confirm"]
+    plan["planned_count"] = 6
+    (run / "plan.json").write_text(json.dumps(plan))
+    (run / "selection.json").unlink()
+    (run / "identity.json").unlink()
+    decisions = json.loads((run / "decisions.json").read_text())
+    decisions["decisions"] = [{"arm": "adam", "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
+                               "p_value": None, "alpha_adjusted": None, "n_baseline": 3, "n_arm": 2,
+                               "reason": "adam: seed 2 has no confirmation result"}]
+    (run / "decisions.json").write_text(json.dumps(decisions))
+    res = load_run(run)
+    md = render(res, "md")
+    assert "| adam | incomplete | – | – | – |" in md
+    assert "| 2 | " in md and "| missing |" in md  # a completed run's absent trial is missing, not pending
+    assert "## Tuning" not in md and "identity.json is missing." in md
+    assert "No held-out metric is declared" in md
+    doc = json.loads(render(res, "json"))
+    assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
+    page = render(res, "html")
+    assert page.count("data:image/png;base64,") == 2
+
+
+def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeypatch):
+    import planner._report as rp
+
+    monkeypatch.setattr(rp, "MAX_ROWS", 2)
+    n = len(results.failures)
+    assert n == 4
+    md = render(results, "md")
+    failures = md.split("## Failures")[1].split("## Protocol violations")[0]
+    assert failures.count("\n| tune-") == 2 and "confirm-sgd-s0" not in failures
+    assert f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
+    assert f"... and {n - 2} more" in render(results, "html")
+    assert len(json.loads(render(results, "json"))["failures"]) == n
+
+
+def test_selected_curves_are_the_selected_trials_reports(results):
+    from planner._report import selected_curves
+
+    chosen = json.loads((results.run_dir / "selection.json").read_text())["arms"]
+    got = selected_curves(results)
+    assert set(got) == set(ARMS)
+    r = results.reports
+    tid = chosen["adamw"]["trial_id"]
+    expected = r[(r["trial_id"] == tid) & (r["metric"] == "val_acc")]["value"].tolist()
+    assert got["adamw"]["value"].tolist() == expected and len(expected) == 10
+
+
+def test_html_tags_are_balanced(results):
+    from html.parser import HTMLParser
+
+    class Balance(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.errors = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "img", "br"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            if not self.stack or self.stack.pop() != tag:
+                self.errors.append(tag)
+
+    parser = Balance()
+    parser.feed(render(results, "html"))
+    assert parser.errors == [] and parser.stack == []
+
+
+def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    records = [json.loads(line) for line in (copy / "trials.jsonl").read_text().splitlines()]
+    reeval = dict(next(r for r in records if r["trial_id"] == "confirm-adam-s0"), trial_id="reeval-adam-s0-1",
+                  phase="reeval")
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write(json.dumps(reeval) + "\n")
+    res = load_run(copy)
+    h = res.heldout
+    assert (h["evaluations"], h["confirm"], h["reeval"], h["by_arm"]["adam"]) == (16, 15, 1, 6)
+    assert set(curves(res)["phase"].astype(str)) == {"tune", "confirm", "reeval"}
+    assert "16 time(s) of at most 60: 15 in confirmation, 1 in re-evaluation" in render(res, "md")

@@ -44,7 +44,7 @@ def test_trials_has_one_row_per_trial_with_its_columns(results, run_dir):
         assert col in t.columns, col
     assert t["trial_id"].is_unique
     assert t.groupby("phase", observed=True).size().to_dict() == {"tune": 24, "confirm": 15}
-    assert list(t["arm"].cat.categories) == sorted(ARMS)
+    assert list(t["arm"].cat.categories) == list(ARMS)  # the baseline first, then the arms in contract order
     assert str(t["started"].dtype).startswith("datetime64") and t["started"].notna().all()
     rec = _records(run_dir)["tune-sgd-s1000-t001"]
     row = t.set_index("trial_id").loc["tune-sgd-s1000-t001"]
@@ -84,6 +84,8 @@ def test_reports_long_format_matches_the_records(results, run_dir):
     assert len(held) == 15 + 1 and set(held["step"]) == {10, 3}
     diverged = r[(r["trial_id"] == "tune-adam-s1000-t005") & (r["metric"] == "val_acc")]
     assert np.isnan(diverged["value"].iloc[-1]) and diverged["value"].iloc[:-1].notna().all()
+    loss = r[(r["trial_id"] == "tune-adam-s1000-t005") & (r["metric"] == "loss")]["value"]
+    assert loss.iloc[-1] == np.inf  # stored as the string "inf"
 
 
 def test_decisions_has_one_row_per_treatment_arm(results, run_dir):
@@ -102,6 +104,7 @@ def test_heldout_ledger_budget_and_violations(results):
     assert h["by_arm"] == {"sgd": 5, "adam": 5, "adamw": 5} and h["over_cap"] is False
     kinds = {(v["kind"], v["trial_id"], v["step"]) for v in results.violations}
     assert kinds == {("heldout_in_tuning", "tune-adam-s1000-t007", 3), ("report_past_budget", "tune-adam-s1000-t006", 11)}
+    assert {v["source"] for v in results.violations} == {"logged", "error"}  # diverged is a result, not a violation
     b = results.budget
     assert b["trials_ended"] == b["trials_planned"] == 39
     assert b["steps"] == int(results.trials["exposure"].sum()) and b["steps_planned"] == 390
@@ -115,9 +118,9 @@ def test_violations_not_logged_are_found_in_the_reports(tmp_path, run_dir):
     for rec in records:
         rec["violations"] = []
     (copy / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    found = {(v["kind"], v["trial_id"], v["logged"]) for v in load_run(copy, reports=False).violations}
-    assert found == {("heldout_in_tuning", "tune-adam-s1000-t007", False),
-                     ("report_past_budget", "tune-adam-s1000-t006", False)}
+    found = {(v["kind"], v["trial_id"], v["source"]) for v in load_run(copy, reports=False).violations}
+    assert found == {("heldout_in_tuning", "tune-adam-s1000-t007", "reports"),
+                     ("report_past_budget", "tune-adam-s1000-t006", "error")}
 
 
 def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
@@ -128,13 +131,25 @@ def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
     assert len(again.notes) == 1 and "line 40" in again.notes[0] and "skipped" in again.notes[0]
 
 
-def test_a_damaged_middle_line_is_a_run_error(tmp_path, run_dir):
+def test_a_torn_line_inside_the_file_keeps_the_record_glued_after_it(tmp_path, run_dir, results):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     lines = (copy / "trials.jsonl").read_text().splitlines(keepends=True)
-    lines[5] = lines[5][:40] + "\n"
+    # a crash cut line 6 short, then the resumed run appended line 7 right after it
+    lines[5] = lines[5][:200] + lines[6]
+    del lines[6]
+    lines[10] = lines[10][:40] + "\n"  # a line damaged beyond repair
     (copy / "trials.jsonl").write_text("".join(lines))
-    with pytest.raises(RunError, match="line 6 of .* is not valid JSON"):
+    res = load_run(copy)
+    assert len(res.trials) == len(results.trials) - 2  # the record torn on line 6, and line 11
+    assert json.loads(lines[5][200:])["trial_id"] in set(res.trials["trial_id"])
+    assert res.notes == [
+        "line 6 of trials.jsonl starts with a write cut short (a crash before a resume): "
+        "that part was skipped, the whole record after it kept",
+        "line 11 of trials.jsonl is damaged (not valid JSON) and was skipped",
+    ]
+    (copy / "trials.jsonl").write_text("[1, 2]\n")
+    with pytest.raises(RunError, match="line 1 of .* is not a JSON object"):
         load_run(copy)
 
 
@@ -191,6 +206,7 @@ def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
         f"assert main(['status', {str(run_dir)!r}]) == 0\n"
         f"assert main(['report', {str(run_dir)!r}, '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}]) == 0\n"
         f"assert main(['report', {str(run_dir)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}]) == 0\n"
+        f"assert main(['export', {str(run_dir)!r}, '-o', {str(tmp_path / 'export')!r}]) == 0\n"
         "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not bad, bad\n"
     )
@@ -241,3 +257,35 @@ def test_irregular_reports_are_read_one_metric_at_a_time(tmp_path, run_dir):
     assert r["value"].iloc[:3].tolist() == [1.0, 0.5, 0.5] and np.isnan(r["value"].iloc[3])  # "oops" is not a number
     assert np.isnan(r["time_s"].iloc[2]) and r["time_s"].iloc[3] == 3.0
     assert np.isnan(res.trials["final.val_acc"].iloc[0]) and res.trials["final.loss"].iloc[0] == 0.5
+
+
+def test_a_damaged_record_reads_as_missing_values_not_a_crash(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    rec = json.loads((copy / "trials.jsonl").read_text().splitlines()[0])
+    rec.update(trial_id="tune-sgd-s1000-t998", seed="x", exposure=2.5, attempts=True, reports="oops",
+               errors="bad", violations=[1], started="yesterday", duration_s="long")
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    res = load_run(copy)
+    row = res.trials.set_index("trial_id").loc["tune-sgd-s1000-t998"]
+    assert row["seed"] is pd.NA and row["exposure"] is pd.NA and row["n_reports"] == 0
+    assert pd.isna(row["started"]) and np.isnan(row["duration_s"])
+    assert main(["status", str(copy)]) == 0
+
+
+def test_cli_exit_codes_and_notes(tmp_path, run_dir, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    (copy / "decisions.json").write_text("{")
+    assert main(["report", str(copy), "--format", "json"]) == 3  # a run file that cannot be read
+    err = capsys.readouterr().err
+    assert err == f"plan report: {copy / 'decisions.json'} is not valid JSON: the file is damaged\n"
+    (copy / "decisions.json").unlink()
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write('{"trial_id": "tune-sgd')
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "r.md")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("plan report: note: the last line of trials.jsonl (line 40) is incomplete")
+    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    assert "cannot write" in capsys.readouterr().err

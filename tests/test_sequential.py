@@ -56,7 +56,7 @@ def test_look_sizes():
     assert look_sizes(10, 3) == [3, 7, 10]
     assert look_sizes(5, 1) == [5]
     assert look_sizes(5, 3) == [2, 3, 5]
-    with pytest.raises(ValueError, match="cannot make"):
+    with pytest.raises(ValueError, match="cannot make 3 looks.*at most 2 looks"):
         look_sizes(3, 3)
 
 
@@ -83,6 +83,8 @@ def test_looks_continue_accept_and_stop_for_futility():
     clear = base + 3.0 + rng.normal(0, 0.1, 12)
     step = sequential_decision(1, base[:8], clear[:8], design=design, mode="max", min_effect=0.5)
     assert step.action == step.decision == "accept" and "early" in step.reason
+    recorded = step.as_decision("clear").as_dict()
+    assert recorded["decision"] == "accept" and recorded["p_value"] is None and recorded["alpha_adjusted"] == ALPHA
 
     worse = base - 2.0 + rng.normal(0, 0.1, 12)
     step = sequential_decision(0, base[:4], worse[:4], design=design, mode="max", min_effect=0.5)

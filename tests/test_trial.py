@@ -76,7 +76,7 @@ def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
 def test_reports_forwarded_to_tune_leave_out_the_heldout_metric(tmp_path):
     seen = []
     run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"),
-              forward=lambda step, metrics, t: seen.append((step, metrics)))
+              forward=lambda step, metrics, t, violations: seen.append((step, metrics)))
     assert seen == [(1, {"acc": 0.5}), (2, {"acc": 0.5}), (3, {"acc": 0.5})]
 
 

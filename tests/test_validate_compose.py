@@ -38,7 +38,7 @@ def test_one_compose_per_distinct_group_choice(tmp_path):
     from tests._contract_helpers import edited, write_contract
 
     text = edited("hydra.yaml", [("    overrides: [optimizer=adam]",
-                                  "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, optimizer.lr=0.5]}"),
+                                  "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, optimizer.momentum=0.5]}"),
                                  ("max_trials: 100", "max_trials: 30")])
     result = validate(write_contract(tmp_path, text))
     assert result.valid, [d.format() for d in result.diagnostics]

@@ -1,0 +1,235 @@
+"""Measure the statistics' calibration, power and sequential savings; write them as markdown tables.
+
+    PYTHONPATH=. python bench/bench_statistics.py            # rewrites the figures block of docs/statistics.md
+    PYTHONPATH=. python bench/bench_statistics.py --stdout   # prints the tables instead
+
+Every figure in docs/statistics.md's "Measured figures" section comes from
+this script: fixed RNG seeds, so a rerun gives the same tables. It runs for
+a minute or two on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from planner._contract import Acceptance
+from planner._decide import _percentile_bootstrap, _welch_t, adjusted_alphas, decide, verdict
+from planner._power import (
+    accept_probability,
+    detectable_effect,
+    detection_power,
+    draw,
+    seeds_for_power,
+    simulate,
+)
+from planner._sequential import plan_design, simulate_design
+
+ALPHA = 0.05
+DOC = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
+START, END = "<!-- figures:start -->", "<!-- figures:end -->"
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def binomial_bound(rate: float, sims: int) -> float:
+    return stats.binom.isf(1e-3, sims, rate) / sims
+
+
+def worked_example() -> str:
+    """The doc's worked example: two arms against a baseline, 5 seeds, holm."""
+    seeds = [0, 1, 2, 3, 4]
+    results = {
+        "sgd": list(zip(seeds, [0.912, 0.905, 0.918, 0.909, 0.914], strict=True)),
+        "adamw": list(zip(seeds, [0.931, 0.926, 0.935, 0.924, 0.933], strict=True)),
+        "lion": list(zip(seeds, [0.915, 0.908, 0.921, 0.910, 0.916], strict=True)),
+    }
+    acceptance = Acceptance(min_effect=0.01, alpha=0.05, test="welch", correction="holm")
+    lines = ["```python", "acceptance = Acceptance(min_effect=0.01, alpha=0.05, test=\"welch\", correction=\"holm\")",
+             "results = {"]  # fmt: skip
+    lines += [f"    {arm!r}: {[round(v, 3) for _, v in pairs]}," for arm, pairs in results.items()]
+    lines += ["}  # values by seed 0..4", "decide(acceptance, \"max\", results, \"sgd\", planned_seeds=[0, 1, 2, 3, 4], metric=\"val_acc\")", "```", ""]
+    rows = []
+    for d in decide(acceptance, "max", results, "sgd", planned_seeds=seeds, metric="val_acc"):
+        rows.append([d.arm, d.decision, f"{d.effect:+.4f}", f"{d.ci_low:.4f}", f"{d.ci_high:.4f}",
+                     f"{d.p_value:.5f}", f"{d.alpha_adjusted:.4f}", d.reason])  # fmt: skip
+    return "\n".join(lines) + "\n" + table(["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted", "reason"], rows)
+
+
+def a_a_table() -> str:
+    sims = {"welch": 20_000, "paired": 20_000, "bootstrap": 4_000}
+    rows = []
+    for test in ("welch", "paired", "bootstrap"):
+        for distribution in ("normal", "lognormal"):
+            cells = []
+            for n in (3, 5, 10):
+                r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], distribution=distribution,
+                             correlation=0.5 if test == "paired" else 0.0, rng_seed=n, permutations=1_999)  # fmt: skip
+                cells.append(f"{r.detected:.4f}")
+            rows.append([test, distribution, sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
+    for test in ("welch", "bootstrap"):
+        cells = []
+        for n in (3, 5, 10):
+            r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], rng_seed=50 + n,
+                         permutations=1_999, arm_sd_ratio=3.0)  # fmt: skip
+            cells.append(f"{r.detected:.4f}")
+        rows.append([test, "normal, arm sd x 3 (same mean)", sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
+    rng = np.random.default_rng(14)
+    for distribution in ("normal", "lognormal"):
+        cells = []
+        for n in (3, 5, 10):
+            base, arm = draw(distribution, (4_000, n), rng), draw(distribution, (4_000, n), rng)
+            _, low, _ = _percentile_bootstrap(base, arm, ALPHA, 2_000, rng_seed=15)
+            cells.append(f"{(low > 0).mean():.4f}")
+        rows.append(["percentile bootstrap (not used)", distribution, 4_000, *cells, f"{binomial_bound(ALPHA / 2, 4_000):.4f}"])
+    return table(["test", "noise", "experiments", "n = 3", "n = 5", "n = 10", "bound"], rows)
+
+
+def power_table() -> str:
+    rows = []
+    for test in ("welch", "paired", "bootstrap"):
+        for n in (4, 5, 10) if test == "bootstrap" else (3, 5, 10):  # 3 + 3 seeds: bootstrap never detects
+            effect = detectable_effect(1.0, n, ALPHA, 0.7, "welch" if test == "bootstrap" else test)
+            sd, rho = (1.0, 0.5) if test == "paired" else (1.0, 0.0)
+            sims = 4_000 if test == "bootstrap" else 20_000
+            r = simulate(test, n, effect, alpha=ALPHA, min_effect=effect, sd=sd, correlation=rho, sims=sims,
+                         rng_seed=20 + n, permutations=1_999)  # fmt: skip
+            pooled = stats.nct.sf(stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, effect / math.sqrt(2 / n))
+            rows.append([
+                test, n, f"{effect:.3f}", f"{detection_power(n, effect, 1.0, ALPHA, test):.3f}", f"{r.detected:.3f}",
+                f"{pooled:.3f}" if test == "welch" else "",
+                f"{accept_probability(n, effect, 1.0, ALPHA, effect, test):.3f}", f"{r.accept:.3f}",
+            ])  # fmt: skip
+    return table(["test", "n", "true effect = min_effect (sd 1)", "P(CI low > 0) analytic", "simulated",
+                  "pooled-t formula", "P(accept) analytic", "simulated"], rows)  # fmt: skip
+
+
+def seeds_table() -> str:
+    rows = []
+    for effect in (0.5, 1.0, 2.0):
+        rows.append([
+            f"{effect:g}",
+            seeds_for_power(1.0, effect, ALPHA, 0.8, "welch"),
+            seeds_for_power(1.0, effect, ALPHA, 0.8, "welch", n_arms=3),
+            seeds_for_power(1.0, effect, ALPHA, 0.8, "bootstrap"),
+            seeds_for_power(math.sqrt(2 * (1 - 0.7)), effect, ALPHA, 0.8, "paired"),
+        ])  # fmt: skip
+    return table(["true effect / sd", "welch", "welch, 3 arms (holm)", "bootstrap", "paired, seed correlation 0.7"], rows)
+
+
+def holm_table() -> str:
+    rng = np.random.default_rng(40)
+    sims, n, m = 20_000, 5, 3
+    base = rng.standard_normal((sims, n))
+    arms = [rng.standard_normal((sims, n)) for _ in range(m)]
+    p = np.column_stack([_welch_t(base, arm, ALPHA)[3] for arm in arms])
+    rows = []
+    for correction in ("none", "bonferroni", "holm"):
+        levels = np.array([adjusted_alphas(row, ALPHA, correction) for row in p])
+        accepted = np.column_stack([
+            verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept" for j, arm in enumerate(arms)
+        ])  # fmt: skip
+        rows.append([correction, f"{accepted.any(axis=1).mean():.4f}", f"{accepted[:, 0].mean():.4f}"])
+    return table(["correction", "P(any of 3 A/A arms accepted)", "P(a given arm accepted)"], rows)
+
+
+def sequential_a_a_table() -> str:
+    sims = 40_000
+    rows = []
+    for test in ("welch", "paired"):
+        for n_seeds, looks, spending in [(6, 3, "obrien_fleming"), (8, 4, "pocock"), (10, 5, "obrien_fleming"), (24, 4, "pocock")]:
+            kwargs = dict(min_effect=1e-9, sims=sims, rng_seed=looks, correlation=0.5 if test == "paired" else 0.0)
+            calibrated = plan_design(n_seeds, looks, ALPHA, spending, test=test)
+            t_quantile = plan_design(n_seeds, looks, ALPHA, spending, test=test, calibration="t_quantile")
+            rows.append([
+                test, n_seeds, looks, spending,
+                f"{simulate_design(calibrated, 0.0, **kwargs).detected:.4f}",
+                f"{simulate_design(t_quantile, 0.0, **kwargs).detected:.4f}",
+                f"{simulate_design(calibrated, 0.0, z_only=True, **kwargs).detected:.4f}",
+            ])  # fmt: skip
+    note = f"{sims} experiments each; bound for a calibrated design {binomial_bound(ALPHA / 2, sims):.4f}."
+    return note + "\n\n" + table(["test", "seeds", "looks", "spending", "calibrated (used)", "t quantiles", "z bounds"], rows)
+
+
+def sequential_power_table() -> str:
+    sims, n_seeds = 40_000, 24
+    rows = []
+    for test in ("welch", "paired"):
+        for power in (0.8, 0.9):
+            min_effect = detectable_effect(1.0, n_seeds, ALPHA, power, test)
+            sd, rho = (1 / math.sqrt(2 * (1 - 0.5)), 0.5) if test == "paired" else (1.0, 0.0)
+            kwargs = dict(min_effect=min_effect, sd=sd, correlation=rho, sims=sims, rng_seed=7)
+            fixed_design = plan_design(n_seeds, 1, ALPHA, test=test)
+            fixed = simulate_design(fixed_design, min_effect, **kwargs)
+            fixed_below = simulate_design(fixed_design, 0.8 * min_effect, **kwargs)
+            fixed_null = simulate_design(fixed_design, 0.0, **kwargs)
+            rows.append([test, f"{power:g}", "fixed n", f"{fixed.detected:.3f}", f"{fixed.accept:.3f}", "1.000",
+                         f"{fixed_below.accept:.3f}", "1.000"])  # fmt: skip
+            for looks, spending, futility in [(3, "obrien_fleming", False), (4, "obrien_fleming", False),
+                                              (5, "obrien_fleming", False), (4, "obrien_fleming", True),
+                                              (4, "pocock", False), (4, "pocock", True)]:  # fmt: skip
+                design = plan_design(n_seeds, looks, ALPHA, spending, futility, test=test)
+                r = simulate_design(design, min_effect, **kwargs)
+                below = simulate_design(design, 0.8 * min_effect, **kwargs)
+                null = simulate_design(design, 0.0, **kwargs)
+                name = f"{looks} looks, {spending}{', futility' if futility else ''}"
+                rows.append([test, f"{power:g}", name, f"{r.detected:.3f}", f"{r.accept:.3f}",
+                             f"{r.expected_seeds / fixed.expected_seeds:.3f}", f"{below.accept:.3f}",
+                             f"{null.expected_seeds / fixed_null.expected_seeds:.3f}"])  # fmt: skip
+    note = (f"{n_seeds} seeds per arm at most; min_effect is the true effect the fixed design detects with the "
+            f"stated power; {sims} experiments per cell, the same data for every design.")  # fmt: skip
+    return note + "\n\n" + table(
+        ["test", "fixed power", "design", "P(CI low > 0) at min_effect", "P(accept) at min_effect",
+         "seeds / fixed at min_effect", "P(accept) at 0.8 min_effect", "seeds / fixed at 0"], rows)  # fmt: skip
+
+
+SECTIONS = [
+    ("Worked example", worked_example),
+    ("A/A false-accept rate: P(CI low > 0) with no true effect, alpha 0.05 (target <= 0.025)", a_a_table),
+    ("Power at a true effect of exactly min_effect (fixed design, sd 1; bootstrap at Welch's 70 % effect)", power_table),
+    ("Seeds per arm for 80 % power (alpha 0.05, sd 1)", seeds_table),
+    ("Family-wise false accepts: 3 A/A arms against one baseline, welch, 5 seeds, 20,000 experiments", holm_table),
+    ("Sequential: A/A false-accept rate of the per-look thresholds", sequential_a_a_table),
+    ("Sequential against fixed n: power, accepts and seeds", sequential_power_table),
+]
+
+
+def render() -> str:
+    parts = [START, "", "_Written by `PYTHONPATH=. python bench/bench_statistics.py`; do not edit by hand._", ""]
+    for title, make in SECTIONS:
+        began = time.perf_counter()
+        body = make()
+        print(f"{title}: {time.perf_counter() - began:.1f} s", file=sys.stderr)
+        parts += [f"#### {title}", "", body, ""]
+    parts.append(END)
+    return "\n".join(parts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stdout", action="store_true", help="print the tables instead of updating the doc")
+    args = parser.parse_args()
+    block = render()
+    if args.stdout:
+        print(block)
+        return
+    text = DOC.read_text()
+    if START not in text or END not in text:
+        raise SystemExit(f"{DOC} has no {START} ... {END} block to fill")
+    DOC.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+    print(f"updated {DOC}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

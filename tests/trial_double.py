@@ -1,0 +1,45 @@
+"""A stand-in for planner's Trial (planner/_trial.py) with the same interface.
+
+It records every report and enforces the reporting rules the real Trial does:
+steps strictly increasing and at most the budget. `stop_after` makes `report`
+raise StopTrial after that many reports, the way a scheduler stops a trial early.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner._errors import TrialProtocolError
+
+
+class StopTrial(Exception):
+    """Raised by `report` when the (pretend) scheduler stops the trial."""
+
+
+@dataclass
+class TrialDouble:
+    dir: str
+    seed: int = 0
+    budget: int = 10
+    arm: str = "baseline"
+    phase: str = "tune"
+    id: str = "tune-baseline-s0-t000"
+    stop_after: int | None = None
+    reports: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+    def report(self, step: int, **metrics: float) -> None:
+        last = self.reports[-1][0] if self.reports else None
+        if last is not None and step <= last:
+            raise TrialProtocolError(f"step {step} after step {last}: steps must strictly increase")
+        if step > self.budget:
+            raise TrialProtocolError(f"step {step} is past the budget of {self.budget}")
+        self.reports.append((step, dict(metrics)))
+        if self.stop_after is not None and len(self.reports) >= self.stop_after:
+            raise StopTrial(f"stopped after {len(self.reports)} reports")
+
+    @property
+    def steps(self) -> list[int]:
+        return [step for step, _ in self.reports]
+
+    def last(self, metric: str) -> float:
+        return self.reports[-1][1][metric]
