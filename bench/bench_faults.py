@@ -45,7 +45,14 @@ def table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default=None, help="pytest -k expression: a subset of the faults")
+    parser.add_argument("--from-log", default=None, metavar="FILE",
+                        help="tabulate the log of an earlier run (PLANNER_FAULT_LOG=FILE pytest tests/test_faults.py)")
     args = parser.parse_args(argv)
+    if args.from_log:
+        rows = [json.loads(line) for line in Path(args.from_log).read_text().splitlines() if line.strip()]
+        print(table(rows))
+        print(f"\n({len(rows)} faulted runs, from {args.from_log})")
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "faults.jsonl"
         env = {**os.environ, "PLANNER_FAULT_LOG": str(log), "PYTHONPATH": str(REPO)}

@@ -98,10 +98,12 @@ def fault_log(kind: str, injected: int, run_dir: Path, lost: int, duplicated: in
                                      "decision_unchanged": unchanged, "run_dir": str(run_dir)}) + "\n")
 
 
-def lost_and_duplicated(run_dir: Path, before: dict[str, dict]) -> tuple[int, int]:
-    """Records that ended before the fault and are gone or changed after it; ids that appear twice."""
+def lost_and_duplicated(run_dir: Path, before: dict[str, dict], skipped=()) -> tuple[int, int]:
+    """(trials lost, trials duplicated): records that ended before the fault and are gone or changed after
+    it, plus planned trials with no record at the end (but those the run skipped on purpose); ids twice."""
     after = by_id(run_dir)
     lost = sum(1 for k, r in before.items() if after.get(k) != r)
+    lost += len(set(planned(run_dir)) - set(after) - set(before) - set(skipped))
     ended = ids(run_dir)
     return lost, len(ended) - len(set(ended))
 
@@ -137,8 +139,8 @@ def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(r
     rows = {d["arm"]: d["decision"] for d in result.decisions}
     assert all(rows[k] == "incomplete" for k in KINDS if EXPECTED[k] != "completed")
     fault_log("misbehaving trainable (raises, no report, past budget, out of order, non-numeric, hangs, "
-              "allocates, prints, exits, dies)", len(KINDS) * 2, result.run_dir, 0,
-              lost_and_duplicated(result.run_dir, {})[1], None)
+              "allocates, prints, exits, dies)", len(KINDS) * 2, result.run_dir,
+              *lost_and_duplicated(result.run_dir, {}), None)
 
 
 TUNE_KINDS = ["raises", "non_numeric", "hangs_in_c", "allocates", "dies"]
@@ -165,8 +167,8 @@ def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_r
     assert {records[f"confirm-base-s{s}"]["status"] for s in (0, 1)} == {"completed"}
     skipped = [e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"]
     assert sorted(skipped[0]["trial_ids"]) == sorted(f"confirm-{k}-s{s}" for k in TUNE_KINDS for s in (0, 1))
-    fault_log("misbehaving trainable in tuning (Ray Tune)", len(TUNE_KINDS), result.run_dir, 0,
-              len(ended) - len(set(ended)), None)
+    fault_log("misbehaving trainable in tuning (Ray Tune)", len(TUNE_KINDS), result.run_dir,
+              *lost_and_duplicated(result.run_dir, {}, skipped=skipped[0]["trial_ids"]), None)
 
 
 # ------------------------------------------------------------------ a `plan run` subprocess we can SIGKILL
@@ -372,8 +374,8 @@ def test_a_worker_killed_mid_trial_is_retried_against_failures_retries(ray_local
             or "died" in r["errors"][0]["message"]
     same = [{k: v for k, v in d.items()} for d in decisions(result.run_dir)]
     assert same == decisions(reference.run_dir)
-    fault_log("Ray worker SIGKILL mid-trial (retried)", len(killer.killed), result.run_dir, 0,
-              lost_and_duplicated(result.run_dir, {})[1], same == decisions(reference.run_dir))
+    fault_log("Ray worker SIGKILL mid-trial (retried)", len(killer.killed), result.run_dir,
+              *lost_and_duplicated(result.run_dir, {}), same == decisions(reference.run_dir))
 
 
 def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(ray_local, in_repo, tmp_path):
@@ -393,8 +395,8 @@ def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(ra
         assert records[f"confirm-base-s{seed}"]["status"] == "completed"
     assert len(killer.killed) == 4
     assert {d["arm"]: d["decision"] for d in result.decisions} == {"treat": "incomplete"}
-    fault_log("Ray worker SIGKILL on every attempt (failed)", len(killer.killed), result.run_dir, 0,
-              lost_and_duplicated(result.run_dir, {})[1], None)
+    fault_log("Ray worker SIGKILL on every attempt (failed)", len(killer.killed), result.run_dir,
+              *lost_and_duplicated(result.run_dir, {}), None)
 
 
 # ------------------------------------------------------------------ two drivers on one run folder: the lock
@@ -418,6 +420,7 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(ray_local, i
 
     path, run_dir = _finished_run(tmp_path)
     before = (run_dir / "trials.jsonl").read_bytes()
+    before_records = by_id(run_dir)
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
@@ -440,7 +443,7 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(ray_local, i
     taken = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "stale_lock_taken_over"]
     assert taken[-1]["pid"] == holder.pid
     assert not (run_dir / "lock").exists()
-    fault_log("second driver on one run folder", 2, run_dir, 0, lost_and_duplicated(run_dir, {})[1], None)
+    fault_log("second driver on one run folder", 2, run_dir, *lost_and_duplicated(run_dir, before_records), None)
 
 
 def test_locks_after_a_reboot_are_stale_and_a_lock_from_another_host_is_not(tmp_path):
@@ -485,7 +488,7 @@ def test_a_torn_last_record_is_tolerated_and_its_trial_runs_again(ray_local, in_
     torn = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "torn_record_dropped"]
     assert torn and torn[0]["file"] == "trials.jsonl"
     assert decisions(run_dir) == reference
-    fault_log("torn last record (truncated mid-line)", 1, run_dir, 0, lost_and_duplicated(run_dir, before)[1],
+    fault_log("torn last record (truncated mid-line)", 1, run_dir, *lost_and_duplicated(run_dir, before),
               decisions(run_dir) == reference)
 
 
@@ -554,7 +557,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_resume_finishes_it(ray_local, in_
     assert result.state == "completed"
     assert_each_planned_trial_once(run_dir)
     assert lost_and_duplicated(run_dir, before) == (0, 0)
-    fault_log("full disk", 1, run_dir, 0, 0, None)
+    fault_log("full disk", 1, run_dir, *lost_and_duplicated(run_dir, before), None)
 
 
 # ------------------------------------------------------------------ security
@@ -596,9 +599,8 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     assert by_id(run_dir)["confirm-loud-s0"]["status"] == "completed" and loud.stat().st_size < (1 << 20) + 4096
     identity = json.loads((run_dir / "identity.json").read_text())
     assert "API_TOKEN" not in identity["env"]
-    fault_log("secrets in config and environment", 2, run_dir, 0, lost_and_duplicated(run_dir, {})[1], None)
-    fault_log("trainable prints megabytes (subprocess driver)", 2, run_dir, 0, lost_and_duplicated(run_dir, {})[1],
-              None)
+    fault_log("secrets in config and environment", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
+    fault_log("trainable prints megabytes (subprocess driver)", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
 
 
 HOSTILE = {
