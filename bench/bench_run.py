@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import textwrap
@@ -63,7 +64,8 @@ def raw_tune(n: int, seconds: float, reuse: bool, quiet_loggers: bool, storage: 
 
 
 def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int, float]:
-    """(tuning-phase wall, whole-run wall, trials in the whole run, confirmation-phase wall)."""
+    """(tuning-phase wall, whole-run wall, trials in the whole run, confirmation-phase wall,
+    first tuning trial start to last tuning trial end)."""
     from planner._run import run
     from planner._store import read_jsonl
 
@@ -93,12 +95,17 @@ def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int, f
     whole = time.perf_counter() - t0
     events = {e["event"] + "/" + e.get("phase", ""): e for e in read_jsonl(result.run_dir / "events.jsonl")}
 
+    tune_records = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
+    first = min(datetime.fromisoformat(r["started"].replace("Z", "+00:00")) for r in tune_records)
+    last = max(datetime.fromisoformat(r["ended"].replace("Z", "+00:00")) for r in tune_records)
+    busy_span = (last - first).total_seconds()
+
     def span(phase):
         start = datetime.fromisoformat(events[f"phase_started/{phase}"]["time"].replace("Z", "+00:00"))
         end = datetime.fromisoformat(events[f"phase_ended/{phase}"]["time"].replace("Z", "+00:00"))
         return (end - start).total_seconds()
 
-    return span("tune"), whole, n + 4, span("confirm")
+    return span("tune"), whole, n + 4, span("confirm"), busy_span
 
 
 def main(argv=None) -> int:
@@ -107,6 +114,7 @@ def main(argv=None) -> int:
     parser.add_argument("--trial-seconds", type=float, default=1.0)
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved repeats of the reuse and plan rows (medians)")
     parser.add_argument("--skip-default", action="store_true", help="skip raw Tune with default settings (slow)")
     args = parser.parse_args(argv)
     n, seconds, slots = args.trials, args.trial_seconds, args.cpus
@@ -121,26 +129,38 @@ def main(argv=None) -> int:
     start_local_ray(num_cpus=slots, log_to_driver=False,
                     runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})
     startup = time.perf_counter() - t0
-    rows = {}
+    samples: dict[str, list[float]] = {}
+    whole_runs: list[tuple[float, int, float]] = []
+    spans: list[float] = []
     with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
         tmp = Path(tmp)
         if not args.skip_default:
-            rows["raw Tune, default"] = raw_tune(n, seconds, reuse=False, quiet_loggers=False, storage=str(tmp / "a"))
-        rows["raw Tune, reuse_actors"] = raw_tune(n, seconds, reuse=True, quiet_loggers=False, storage=str(tmp / "b"))
-        rows["raw Tune, reuse_actors, loggers off"] = raw_tune(n, seconds, reuse=True, quiet_loggers=True,
-                                                               storage=str(tmp / "c"))
-        (tmp / "plan").mkdir()
-        tune_wall, whole, whole_n, confirm_wall = plan_run(n, seconds, tmp / "plan")
-        rows["plan run, tuning phase"] = tune_wall
+            samples["raw Tune, default"] = [raw_tune(n, seconds, reuse=False, quiet_loggers=False,
+                                                     storage=str(tmp / "default"))]
+        for r in range(args.repeats):  # interleaved, so a change in the machine's load hits every side
+            samples.setdefault("raw Tune, reuse_actors", []).append(
+                raw_tune(n, seconds, reuse=True, quiet_loggers=False, storage=str(tmp / f"reuse{r}")))
+            samples.setdefault("raw Tune, reuse_actors, loggers off", []).append(
+                raw_tune(n, seconds, reuse=True, quiet_loggers=True, storage=str(tmp / f"quiet{r}")))
+            (tmp / f"plan{r}").mkdir()
+            tune_wall, whole, whole_n, confirm_wall, busy_span = plan_run(n, seconds, tmp / f"plan{r}")
+            spans.append(busy_span)
+            samples.setdefault("plan run, tuning phase", []).append(tune_wall)
+            whole_runs.append((whole, whole_n, confirm_wall))
     ray.shutdown()
-
+    rows = {name: statistics.median(values) for name, values in samples.items()}
+    whole = statistics.median(w for w, _, _ in whole_runs)
+    whole_n = whole_runs[0][1]
+    confirm_wall = statistics.median(c for _, _, c in whole_runs)
     ideal = math.ceil(n / slots) * seconds
     fastest_raw = min(v for k, v in rows.items() if k.startswith("raw"))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{n} trials of {seconds:g} s at 1 CPU on {slots} CPUs; ideal wall {ideal:.1f} s; "
-          f"Ray start-up ({startup:.1f} s) excluded from every row\n")
+          f"Ray start-up ({startup:.1f} s) excluded from every row; medians of {args.repeats} interleaved "
+          f"repeat(s); load average at the end {load:.1f}\n")
     print(f"{'':40s} {'wall s':>8s} {'vs fastest raw':>15s} {'utilization':>12s}")
     out = {"trials": n, "trial_seconds": seconds, "slots": slots, "ideal_wall_s": ideal, "ray_startup_s": startup,
-           "rows": {}}
+           "repeats": args.repeats, "load_average": load, "samples": samples, "rows": {}}
     for name, wall in rows.items():
         util = n * seconds / (slots * wall)
         print(f"{name:40s} {wall:8.2f} {wall / fastest_raw:14.3f}x {util:11.1%}")
@@ -150,6 +170,10 @@ def main(argv=None) -> int:
           f"   (ideal {math.ceil(whole_n / slots) * seconds:.1f} s)")
     print(f"{'plan run, confirmation phase (4 trials)':40s} {confirm_wall:8.2f}"
           f"   (ideal {math.ceil(4 / slots) * seconds:.1f} s)")
+    span = statistics.median(spans)
+    print(f"{'plan run, tuning: first start to last end':40s} {span:8.2f} {'':>15s} {n * seconds / (slots * span):11.1%}"
+          "   (the steady state, without Tune's start-up)")
+    out["plan_run_tuning_busy_span"] = {"wall_s": span, "utilization": n * seconds / (slots * span)}
     out["plan_run_whole"] = {"trials": whole_n, "wall_s": whole, "utilization": whole_util,
                              "confirm_phase_s": confirm_wall}
     target_ok = rows["plan run, tuning phase"] <= 1.05 * fastest_raw

@@ -102,13 +102,38 @@ def _tune_trainable(config: dict) -> dict | None:
                                  "meta": {**meta, "violations": list(violations)}}})
 
     record = run_trial(spec, forward)
-    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"]:
+    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"] and not record.get("resumed"):
         return None
     return {"planner": {"record": record}}
 
 
 def _confirm_task(spec: dict) -> dict:
     return run_trial(TrialSpec(**spec))
+
+
+def _warm_task(trainable: str, path: tuple[str, ...]) -> int:
+    """Start a worker process and import what a confirmation trial needs, so the first ones start at once."""
+    import sys
+
+    from planner._trial import load_trainable
+
+    for folder in reversed(path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    try:
+        load_trainable(trainable, fresh=False)
+    except Exception:  # the trial itself will report it
+        pass
+    return os.getpid()
+
+
+def prestart_workers(template: TrialSpec, resources: dict[str, float]) -> list:
+    """One warm-up task per slot; they queue until the tuning tail frees slots, then leave warm idle workers."""
+    import ray
+
+    task = ray.remote(_warm_task).options(num_cpus=resources.get("cpu", 1), num_gpus=resources.get("gpu", 0),
+                                          resources=dict(resources.get("custom", {})) or None, max_retries=0)
+    return [task.remote(template.trainable, template.path) for _ in range(slots_for(resources))]
 
 
 # ---------------------------------------------------------------- the driver side: tuning
@@ -147,30 +172,40 @@ def _scheduler_result(result: dict, metric: str) -> dict | None:
 def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
 
-    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir.
+    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, and
+    prestart (warm one worker per slot for the confirmation that follows, during the tuning tail).
     """
-    with _Quiet():
-        return _run_tuning(sweeps, **options)
+    saved = {key: os.environ.get(key) for key in [*TUNE_ENV, "TUNE_MAX_PENDING_TRIALS_PG"]}
+    try:
+        for key, value in TUNE_ENV.items():
+            os.environ.setdefault(key, value)
+        # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(options.get("resources", {})))))
+        with _Quiet():
+            return _run_tuning(sweeps, **options)
+    finally:  # Tune reads these while it runs; leave the process as it was
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
                 resources: dict[str, float], hooks: Hooks, time_budget_s: float | None,
-                storage_dir: str | None = None) -> Outcome:
-    for key, value in TUNE_ENV.items():
-        os.environ.setdefault(key, value)
+                storage_dir: str | None = None, prestart: bool = False) -> Outcome:
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
     from ray.tune.search import Searcher
     from ray.tune.search.optuna import OptunaSearch
 
     total = sum(len(s.specs) for s in sweeps)
-    # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
-    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(resources))))
     outcome = Outcome()
     if total == 0:
         return outcome
     # a worker that dies under a trial: Tune restarts the trial, the attempt ledger counts the retry
     retries = max(spec.retries for s in sweeps for spec in s.specs)
+    warming: list = []
 
     class _Sweeps(Searcher):
         """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
@@ -287,6 +322,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
         """Turns Tune's trial events into planner records, as they happen."""
 
         def __init__(self):
+            self.started = 0
             self.records: dict[str, dict] = {}
             self.started: set[str] = set()
             self.reports: dict[str, list] = {}
@@ -297,6 +333,11 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             if entry is not None and trial.trial_id not in self.started:  # a restart is not a new trial
                 self.started.add(trial.trial_id)
                 hooks.trial_started(entry[1])
+                self.started += 1
+            if prestart and not warming and self.started == total:
+                # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
+                # so its first trials do not pay for starting processes.
+                warming.extend(prestart_workers(sweeps[0].specs[0], resources))
 
         def on_trial_recover(self, iteration, trials, trial, **info):
             """Tune restarts a trial whose worker died: its reports start over (planner._attempts counts it)."""

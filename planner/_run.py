@@ -324,7 +324,8 @@ class _Runner:
             return "budget"
         outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
-                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining)
+                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining,
+                             prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped
 
@@ -395,11 +396,16 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     if resume is not None:
         store = RunStore.open(resolve_run_dir(resume, contract))
         store.redactor = redactor
+        _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
         took_over = store.lock()
         cut = heal_files(store.root)
         state = read_state(store.root)
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"))
+        logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
+        now_code = run_identity(contract, contract_dir, _search_path(contract_dir))["code"]
+        changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
+        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
+                    trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
         if took_over is not None:
             store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
                         started=took_over.get("started"), reason=took_over.get("reason"))
@@ -425,8 +431,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     previous_term = _on_sigterm_interrupt()
     try:
         live = not quiet and stream.isatty()
-        started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
         with runner.display:
+            target = address or os.environ.get("RAY_ADDRESS")
+            runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
+            t_ray = time.monotonic()
+            started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
+            runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -440,7 +450,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             state, reason = "completed", "all planned trials ended"
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records]
             if missing:
-                reason = f"every trial that could run ended; {len(missing)} confirmation trials had no config to run"
+                reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
+                          "(arms whose tuning left nothing to select)")
     except KeyboardInterrupt:
         state, reason = "interrupted", "stopped by the user (Ctrl-C or SIGTERM)"
     except OSError as error:
@@ -501,6 +512,32 @@ def _restore_sigterm(previous) -> None:
 
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)
+
+
+def _read_json_file(path: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
+    """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
+    from planner._compose import config_diff
+
+    for arm, config in configs.items():
+        path = run_dir / "configs" / f"{arm}.yaml"
+        try:
+            logged = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            raise RunError(f"{path} is missing or unreadable; cannot resume this run") from None
+        diff = config_diff(logged, config)
+        if diff:
+            key, was, now = diff[0]
+            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {was!r} then, "
+                           f"{now!r} now): the config files changed, which makes a new run; start it without --resume")
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:

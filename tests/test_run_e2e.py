@@ -311,3 +311,16 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
     assert all(untouched[r["trial_id"]] == r for r in after if r["trial_id"] in untouched)
     events = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")]
     assert events.count("run_started") == 1 and events.count("run_resumed") == 1
+
+
+def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
+    from planner._errors import RunError
+
+    path = write(tmp_path, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    logged = first.run_dir / "configs" / "treat.yaml"
+    config = yaml.safe_load(logged.read_text())
+    config["recipe"]["noise"] = 0.5  # as if the config tree had changed since
+    logged.write_text(yaml.safe_dump(config))
+    with pytest.raises(RunError, match="recipe.noise"):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
