@@ -89,6 +89,14 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add("P411", ("metric", "heldout"),
                    f"metric.heldout is the tuning metric {contract.metric.name!r}: the held-out metric must be a different one",
                    "Name a metric the trainable reports on held-out data (like test_acc), or remove `heldout`.")
+    cap = contract.budget.max_heldout_evaluations
+    confirm_evaluations = len(contract.all_arms) * len(contract.seeds)
+    if contract.metric.heldout is not None and cap is not None and confirm_evaluations > cap:
+        report.add("P413", ("budget", "max_heldout_evaluations"),
+                   f"confirmation alone evaluates the held-out metric {contract.metric.heldout!r} {confirm_evaluations} "
+                   f"times ({len(contract.all_arms)} arms x {len(contract.seeds)} seeds) but "
+                   f"budget.max_heldout_evaluations is {cap}",
+                   f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer arms or seeds.")
     if contract.confirmation.looks > len(contract.seeds):
         report.add("P410", ("confirmation", "looks"),
                    f"confirmation.looks is {contract.confirmation.looks} but there are only {len(contract.seeds)} seeds to split into looks",

@@ -131,7 +131,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-_cmd_reeval = _not_built("reeval")
+def _cmd_reeval(args: argparse.Namespace) -> int:
+    from planner._reeval import format_plan, format_result, prepare, run_reeval
+
+    plan = prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
+    print(format_plan(plan), flush=True)
+    result = run_reeval(plan, address=args.address)
+    print(format_result(result))
+    return result.exit_code
+
+
 _cmd_power = _not_built("power")
 _cmd_estimate = _not_built("estimate")
 

@@ -113,14 +113,14 @@ class RunLock:
             self.fd = -1
 
 
-def acquire(run_dir: str | os.PathLike) -> RunLock:
+def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
     """Take `run_dir/lock`, taking over a stale one; raise RunLockedError naming the holder otherwise."""
     import secrets
 
     path = Path(run_dir) / "lock"
     pid = os.getpid()
     info = {"pid": pid, "host": socket.gethostname(), "started": utc_now(), "boot_id": boot_id(),
-            "pid_started": process_started(pid), "token": secrets.token_hex(8)}
+            "pid_started": process_started(pid), "token": secrets.token_hex(8), "command": command}
     payload = (json.dumps(info) + "\n").encode()
     for _ in range(5):
         try:
@@ -206,7 +206,7 @@ def _refuse(path: Path, held: dict | None, why: str) -> None:
                   f"machine before a restart), remove {path} and resume again")
     else:
         advice = f"wait for it to end, or stop it (kill {pid}) and resume"
-    raise RunLockedError(f"{path.parent} is in use by another `plan run` (pid {pid} on host {host}, since "
+    raise RunLockedError(f"{path.parent} is in use by `{held.get('command', 'plan run')}` (pid {pid} on host {host}, since "
                          f"{held.get('started', '?')}); {advice}") from None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -236,9 +237,21 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "failures": results.failures,
         "violations": results.violations,
         "heldout": results.heldout,
+        "reevals": reeval_summary(results.run_dir),
         "identity": identity_summary(results.identity),
         "notes": results.notes,
     })
+
+
+def reeval_summary(run_dir: Any) -> list[dict[str, Any]]:
+    """One row per `plan reeval` logged in reevals.jsonl (docs/reeval.md)."""
+    rows = []
+    for r in rf.RunFolder(Path(run_dir)).reevals().records:
+        rows.append({"reeval": r.get("reeval"), "arm": r.get("arm"), "seeds": r.get("seeds"),
+                     "new_seeds": r.get("new_seeds"), "tolerance": r.get("tolerance"), "verdict": r.get("verdict"),
+                     "identity_differences": [d.get("what") for d in r.get("identity_differences") or []],
+                     "started": r.get("started")})
+    return rows
 
 
 def render_json(results: RunResults) -> str:
@@ -468,6 +481,11 @@ def render_markdown(results: RunResults) -> str:
     else:
         out += ["None.", ""]
     out += ["## Held-out ledger", "", heldout_line(s["heldout"]), ""]
+    if s.get("reevals"):
+        out += ["## Re-evaluations (plan reeval)", ""]
+        out += _table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
+            [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
+             ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
     ident = s["identity"]
     out += ["## Identity", ""]
     if ident:

@@ -192,6 +192,12 @@ def render_html(results: RunResults) -> str:
     parts.append(f"<p>{_md_to_html(rp.heldout_line(h))}</p>")
     if h.get("by_arm"):
         parts.append(_table(["arm", "evaluations"], [[_e(a), _f(n)] for a, n in h["by_arm"].items()], num={1}))
+    if s.get("reevals"):
+        parts.append("<h2>Re-evaluations (plan reeval)</h2>")
+        parts.append(_table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
+            [_f(r["reeval"]), _e(r["arm"]), _e(", ".join(map(str, r["seeds"] or []))), _f(r["tolerance"]),
+             _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
+            for r in s["reevals"]]))
 
     parts.append("<h2>Identity</h2>")
     ident = s["identity"]

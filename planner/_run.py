@@ -235,7 +235,8 @@ class _Runner:
                                  decision_metric=contract.metric.decision_metric,
                                  max_wall_time_s=contract.budget.max_wall_time_s)
         self.display = display_factory(self.progress)
-        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()}
+        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()
+                                         if r.get("phase") != "reeval"}  # plan reeval trials are not the plan's
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
 

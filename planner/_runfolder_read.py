@@ -463,7 +463,12 @@ def _seconds(value: Any) -> float | None:
 
 def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: dict[str, Any] | None,
                 plan: dict[str, Any] | None) -> dict[str, Any]:
-    """Trials, steps of exposure and wall time used, against what was planned and allowed."""
+    """Trials, steps of exposure and wall time used, against what was planned and allowed.
+
+    `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`, `reeval_steps`).
+    """
+    reeval = [r for r in records if r.get("phase") == "reeval"]
+    records = [r for r in records if r.get("phase") != "reeval"]
     exposure = contract_get(contract, "budget.exposure")
     n_planned = planned_count(plan)
     steps = int(sum(_finite(r.get("exposure")) for r in records))
@@ -477,4 +482,5 @@ def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: 
         "unit": contract_get(contract, "budget.unit", "step"),
         "wall_time_s": st_budget.get("wall_time_s"), "max_wall_time_s": max_wall_s,
         "trial_time_s": round(sum(_finite(r.get("duration_s")) for r in records), 3),
+        "reeval_trials": len(reeval), "reeval_steps": int(sum(_finite(r.get("exposure")) for r in reeval)),
     }

@@ -66,7 +66,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
-        "trials": rows, "trials_ended": len(records), "trials_planned": rf.planned_count(plan),
+        "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
+        "trials_planned": rf.planned_count(plan),
         "running": running,
         "failures": rf.failures(records), "violations": rf.violations(records, contract),
         "budget": rf.budget_used(records, contract, state, plan),
@@ -98,18 +99,21 @@ def format_status(status: dict[str, Any]) -> str:
            + (f", updated {s['updated']}" if s.get("updated") else "")]
     lock = s.get("lock")
     if lock:
-        holder = f"locked by pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
+        by = f"`{lock['command']}`, " if lock.get("command") else ""
+        holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
-        elif s["state"] != "running":
+        elif s["state"] != "running" and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
-    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned")
+    reevals = s["budget"].get("reeval_trials")
+    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
+               + (f" (and {reevals} in re-evaluation, not planned)" if reevals else ""))
     if s["trials"]:
         width = max(len(str(t["arm"])) for t in s["trials"])
         for t in s["trials"]:
             statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
-            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {_n(t['planned']):<5} {statuses}")
+            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
         label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"

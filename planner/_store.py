@@ -96,14 +96,12 @@ class RunStore:
         return self.root.name
 
     # -- the lock -----------------------------------------------------------
-    def lock(self):
-        """Take the folder's lock (planner._lock), or raise RunLockedError naming who holds it.
-
-        Returns the stale lock it took over (with its `reason`), or None.
-        """
+    def lock(self, command: str = "plan run"):
+        """Take the folder's lock (planner._lock), or raise RunLockedError naming who holds it (and with which
+        command). Returns the stale lock it took over (with its `reason`), or None."""
         from planner._lock import acquire
 
-        self._lock = acquire(self.root)
+        self._lock = acquire(self.root, command=command)
         return self._lock.took_over
 
     def unlock(self) -> None:
