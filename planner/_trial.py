@@ -76,6 +76,10 @@ class _Stop(BaseException):
         self.message = message
 
 
+class _SessionExit(SystemExit):
+    """Ray Tune's own sys.exit from `tune.report` (the scheduler stopped the trial): never a trainable's raise."""
+
+
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
@@ -134,7 +138,10 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
-            self._forward(step, forwarded, elapsed, self.violations)
+            try:
+                self._forward(step, forwarded, elapsed, self.violations)
+            except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
+                raise _SessionExit(*stop.args) from None
 
 
 def _jsonable(value: float) -> float | str:
@@ -242,6 +249,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             ledger.end(attempts, status, error)
             break
         except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+            if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
+                raise
             final = _final_status(exc) if isinstance(exc, Exception) else None
             if final:  # a protocol error, a command's time or memory limit: no retry
                 ledger.end(attempts, final, _error(attempts, type(exc).__name__, scrub(str(exc)),
