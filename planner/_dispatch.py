@@ -322,19 +322,17 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
         """Turns Tune's trial events into planner records, as they happen."""
 
         def __init__(self):
-            self.started = 0
             self.records: dict[str, dict] = {}
-            self.started: set[str] = set()
+            self.started: set[str] = set()  # trial ids started (a restart after a dead worker is not a new trial)
             self.reports: dict[str, list] = {}
             self.meta: dict[str, dict] = {}
 
         def on_trial_start(self, iteration, trials, trial, **info):
             entry = searcher.of_trial.get(trial.trial_id)
-            if entry is not None and trial.trial_id not in self.started:  # a restart is not a new trial
+            if entry is not None and trial.trial_id not in self.started:
                 self.started.add(trial.trial_id)
                 hooks.trial_started(entry[1])
-                self.started += 1
-            if prestart and not warming and self.started == total:
+            if prestart and not warming and len(self.started) == total:
                 # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
                 # so its first trials do not pay for starting processes.
                 warming.extend(prestart_workers(sweeps[0].specs[0], resources))
