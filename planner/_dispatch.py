@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from planner._trial import TrialSpec, make_record, now_iso, run_trial
+from planner._trial import TrialSpec, make_record, now_iso, ray_node_id, run_trial
 
 # Tune knobs that cost time per trial and buy nothing here.
 TUNE_ENV = {
@@ -95,7 +95,7 @@ def _tune_trainable(config: dict) -> dict | None:
     from ray import tune
 
     spec = TrialSpec(**config["planner_spec"])
-    meta = {"started": now_iso(), "host": os.uname().nodename, "pid": os.getpid()}
+    meta = {"started": now_iso(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
 
     def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list) -> None:
         tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
@@ -203,8 +203,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
     outcome = Outcome()
     if total == 0:
         return outcome
-    # a worker that dies under a trial: Tune restarts the trial, the attempt ledger counts the retry
-    retries = max(spec.retries for s in sweeps for spec in s.specs)
+    retries = max(spec.retries for sweep in sweeps for spec in sweep.specs)
     warming: list = []
 
     class _Sweeps(Searcher):
@@ -326,6 +325,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             self.started: set[str] = set()  # trial ids started (a restart after a dead worker is not a new trial)
             self.reports: dict[str, list] = {}
             self.meta: dict[str, dict] = {}
+            self.lost: dict[str, list] = {}  # attempts whose worker died (a node lost), before Tune's retry
 
         def on_trial_start(self, iteration, trials, trial, **info):
             entry = searcher.of_trial.get(trial.trial_id)
@@ -336,10 +336,6 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
                 # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
                 # so its first trials do not pay for starting processes.
                 warming.extend(prestart_workers(sweeps[0].specs[0], resources))
-
-        def on_trial_recover(self, iteration, trials, trial, **info):
-            """Tune restarts a trial whose worker died: its reports start over (planner._attempts counts it)."""
-            self.reports.pop(trial.trial_id, None)
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             payload = result.get("planner") or {}
@@ -357,11 +353,17 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
         def _end(self, trial, record):
             if trial.trial_id in self.records:
                 return
+            lost = self.lost.get(trial.trial_id, [])
+            known = sum(1 for e in record["errors"] if e.get("type") == "WorkerDied")  # from the attempt ledger
+            if lost and not record.get("_counted_lost") and known < len(lost):
+                own = [dict(e, attempt=e["attempt"] + len(lost)) for e in record["errors"]]
+                record = dict(record, attempts=record["attempts"] + len(lost), errors=lost + own)
+            record.pop("_counted_lost", None)
             self.records[trial.trial_id] = record
             outcome.ended += 1
             hooks.trial_ended(record)
 
-        def _rebuilt(self, trial, status: str, errors: list) -> dict | None:
+        def _rebuilt(self, trial, status: str, errors: list, attempts: int = 1) -> dict | None:
             entry = searcher.of_trial.get(trial.trial_id)
             if entry is None:
                 return None
@@ -369,10 +371,21 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             meta = self.meta.get(trial.trial_id, {})
             reports = self.reports.get(trial.trial_id, [])
             duration = reports[-1]["time_s"] if reports else 0.0
-            record = make_record(spec, status, None, 1, errors, meta.get("started", now_iso()), duration, reports)
+            record = make_record(spec, status, None, attempts, errors, meta.get("started", now_iso()), duration,
+                                 reports)
             record["host"] = meta.get("host", record["host"])
             record["pid"] = meta.get("pid", record["pid"])
+            record["node_id"] = meta.get("node_id", record.get("node_id"))
             return record
+
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            """The trial's worker died (its node was lost) and Tune runs it again from the start."""
+            message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+            lost = self.lost.setdefault(trial.trial_id, [])
+            lost.append({"attempt": len(lost) + 1, "type": "WorkerDied",
+                         "message": message.splitlines()[0] if message else "", "traceback": message})
+            self.reports.pop(trial.trial_id, None)  # the retry reports from step 1 again
+            _last_seen.pop(trial.trial_id, None)
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             if trial.trial_id in self.records:
@@ -398,10 +411,16 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
                 return
             message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
             entry = searcher.of_trial.get(trial.trial_id)
+            lost = self.lost.get(trial.trial_id, [])
+            # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
             status, errors, attempts = _after_worker_death(entry[1], message) if entry else ("failed", [], 1)
-            record = self._rebuilt(trial, status, errors)
+            if status == "failed" and attempts < len(lost) + 1:  # the ledger was on another node's disk
+                errors = lost + [{"attempt": len(lost) + 1, "type": "WorkerError",
+                                  "message": message.splitlines()[0] if message else "", "traceback": message}]
+                attempts = len(lost) + 1
+            record = self._rebuilt(trial, status, errors, attempts=attempts)
             if record is not None:
-                record["attempts"] = attempts
+                record["_counted_lost"] = True
                 self._end(trial, record)
 
     searcher = _Sweeps()
@@ -418,7 +437,10 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
                                     trial_dirname_creator=lambda trial: trial.trial_id,
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0, callbacks=[recorder],
-                                  log_to_file=False, failure_config=tune.FailureConfig(max_failures=retries),
+                                  log_to_file=False,
+                                  # A raise is retried inside the trial (run_trial); Tune's retries
+                                  # only see a worker that died, e.g. on a node that was lost.
+                                  failure_config=tune.FailureConfig(max_failures=retries),
                                   checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
                                   progress_reporter=_SilentReporter()),
     )

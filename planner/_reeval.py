@@ -434,16 +434,21 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             from planner._command import command_trainable
 
             extra = {"command": command_trainable(c, plan.contract_dir, plan.arm_configs).to_dict()}
+        from planner._cluster import resolve_address
+
+        remote = resolve_address(address) is not None  # on a cluster the code ships; no driver paths
         specs = [TrialSpec(trial_id=plan.trial_id(seed), phase="reeval", arm=plan.arm, seed=seed, index=0,
                            params=dict(plan.params), config=plan.config, budget=c.budget.exposure,
                            dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable or c.command,
                            metric=c.metric.name,
                            heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=plan.contract_sha256,
-                           max_trial_time_s=c.budget.max_trial_time_s, path=tuple(plan.search_path), cwd=os.getcwd(),
+                           max_trial_time_s=c.budget.max_trial_time_s,
+                           path=() if remote else tuple(plan.search_path), cwd=None if remote else os.getcwd(),
                            extra=extra)
                  for seed in plan.seeds]
         try:
-            started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False)
+            started_ray = _start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False,
+                                     contract=c, contract_dir=plan.contract_dir)
         except RunError:
             raise
         except Exception as error:  # a local Ray that cannot start (an overloaded machine): a sentence

@@ -163,30 +163,35 @@ def _search_path(contract_dir: Path) -> list[str]:
     return out
 
 
-def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool) -> bool:
-    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it."""
+def _start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool,
+               contract=None, contract_dir: Path | None = None) -> bool:
+    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it.
+
+    On a cluster the workers get the code through runtime_env (planner._cluster):
+    the contract's folder as working_dir, the trainable's package and planner
+    itself as py_modules; and a trial request no node can ever hold is refused
+    here instead of waiting forever.
+    """
     import ray
 
+    from planner._cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
     from planner._dispatch import WORKER_ENV
 
     if ray.is_initialized():
         return False
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    address = resolve_address(address)
     if address:
-        cwd = Path.cwd()
-        excludes = [".git", ".venv", "**/__pycache__", "*.pyc", "runs"]
-        try:
-            excludes.append(str(runs_dir.resolve().relative_to(cwd)))
-        except ValueError:
-            pass
-        py_modules = [str(Path(__file__).resolve().parent)]
-        runtime_env = {"working_dir": str(cwd), "excludes": excludes, "py_modules": py_modules,
-                       "env_vars": dict(WORKER_ENV)}
+        runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
+                                      runs_dir=runs_dir, env_vars=WORKER_ENV)
         try:
             ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
                      configure_logging=False)
         except Exception as error:  # ConnectionError and friends: a sentence, not a trace
             raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
+        if contract is not None:
+            problem = unfit_reason(resources_for(contract.budget), ray.nodes())
+            if problem is not None:
+                raise RunError(problem)
         return True
     pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
@@ -220,6 +225,9 @@ class _Runner:
         self.sha = contract.sha256()
         self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
         self.search_path = _search_path(contract_dir)
+        # On a cluster the driver's folders do not exist on the workers: the code
+        # arrives through runtime_env, and trials run in (and import from) its copy.
+        self.remote = False
         self._command_extra: dict = {}
         if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
             from planner._command import command_trainable
@@ -289,9 +297,11 @@ class _Runner:
                          dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
                          metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
-                         max_trial_time_s=c.budget.max_trial_time_s, path=tuple(self.search_path),
-                         cwd=os.getcwd(), extra={**self._command_extra, "session": self.session,
-                                                 "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
+                         max_trial_time_s=c.budget.max_trial_time_s,
+                         path=() if self.remote else tuple(self.search_path),
+                         cwd=None if self.remote else os.getcwd(),
+                         extra={**self._command_extra, "session": self.session,
+                                "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
     def resources(self) -> dict:
         r = self.contract.budget.resources
@@ -432,11 +442,15 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     previous_term = _on_sigterm_interrupt()
     try:
         live = not quiet and stream.isatty()
+        from planner._cluster import resolve_address
+
+        runner.remote = resolve_address(address) is not None
         with runner.display:
             target = address or os.environ.get("RAY_ADDRESS")
             runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
             t_ray = time.monotonic()
-            started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live)
+            started_ray = _start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live,
+                                     contract=contract, contract_dir=contract_dir)
             runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:

@@ -331,6 +331,18 @@ def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
     return {"attempt": attempt, "type": kind, "message": message, "traceback": trace}
 
 
+def ray_node_id() -> str | None:
+    """The Ray node running this trial: several nodes can share a host. None outside a Ray task or actor."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        context = ray.get_runtime_context()
+        return context.get_node_id() if context.get_task_id() is not None else None
+    except Exception:  # an older or partial Ray: the record just lacks the node
+        return None
+
+
 def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int, errors: list,
                 started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
     reports = reports if reports is not None else (trial.reports if trial is not None else [])
@@ -353,5 +365,6 @@ def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int
         "duration_s": round(duration_s, 6),
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        "node_id": ray_node_id(),
         "contract_sha256": spec.contract_sha256,
     }
