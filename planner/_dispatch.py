@@ -102,7 +102,7 @@ def _tune_trainable(config: dict) -> dict | None:
                                  "meta": {**meta, "violations": list(violations)}}})
 
     record = run_trial(spec, forward)
-    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"]:
+    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"] and not record.get("resumed"):
         return None
     return {"planner": {"record": record}}
 
@@ -321,18 +321,18 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
         """Turns Tune's trial events into planner records, as they happen."""
 
         def __init__(self):
-            self.started = 0
             self.records: dict[str, dict] = {}
+            self.started: set[str] = set()  # trial ids started (a restart after a dead worker is not a new trial)
             self.reports: dict[str, list] = {}
             self.meta: dict[str, dict] = {}
             self.lost: dict[str, list] = {}  # attempts whose worker died (a node lost), before Tune's retry
 
         def on_trial_start(self, iteration, trials, trial, **info):
             entry = searcher.of_trial.get(trial.trial_id)
-            if entry is not None:
+            if entry is not None and trial.trial_id not in self.started:
+                self.started.add(trial.trial_id)
                 hooks.trial_started(entry[1])
-                self.started += 1
-            if prestart and not warming and self.started == total:
+            if prestart and not warming and len(self.started) == total:
                 # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
                 # so its first trials do not pay for starting processes.
                 warming.extend(prestart_workers(sweeps[0].specs[0], resources))
@@ -354,7 +354,8 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             if trial.trial_id in self.records:
                 return
             lost = self.lost.get(trial.trial_id, [])
-            if lost and not record.get("_counted_lost"):
+            known = sum(1 for e in record["errors"] if e.get("type") == "WorkerDied")  # from the attempt ledger
+            if lost and not record.get("_counted_lost") and known < len(lost):
                 own = [dict(e, attempt=e["attempt"] + len(lost)) for e in record["errors"]]
                 record = dict(record, attempts=record["attempts"] + len(lost), errors=lost + own)
             record.pop("_counted_lost", None)
@@ -409,10 +410,15 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             if trial.trial_id in self.records:
                 return
             message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+            entry = searcher.of_trial.get(trial.trial_id)
             lost = self.lost.get(trial.trial_id, [])
-            record = self._rebuilt(trial, "failed", lost + [{"attempt": len(lost) + 1, "type": "WorkerError",
-                                                             "message": message.splitlines()[0] if message else "",
-                                                             "traceback": message}], attempts=len(lost) + 1)
+            # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
+            status, errors, attempts = _after_worker_death(entry[1], message) if entry else ("failed", [], 1)
+            if status == "failed" and attempts < len(lost) + 1:  # the ledger was on another node's disk
+                errors = lost + [{"attempt": len(lost) + 1, "type": "WorkerError",
+                                  "message": message.splitlines()[0] if message else "", "traceback": message}]
+                attempts = len(lost) + 1
+            record = self._rebuilt(trial, status, errors, attempts=attempts)
             if record is not None:
                 record["_counted_lost"] = True
                 self._end(trial, record)
@@ -518,6 +524,48 @@ def _SilentReporter():  # noqa: N802 - a factory that reads like a class
 
 # ---------------------------------------------------------------- the driver side: confirmation
 
+BACKSTOP_S = 10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
+STARTUP_S = 120.0  # what a trial whose start the driver cannot see may spend waiting for its worker
+
+
+def _running_for(spec: TrialSpec, submitted_at: float) -> float:
+    """Seconds the trial's current attempt has run: from its ledger when the driver can read it (the
+    trial may wait long for a worker to start), else since it was submitted."""
+    from planner._attempts import Ledger
+
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    mine = ledger.mine()
+    if not mine:  # not started yet (a worker can take long to start), or its ledger is on another node
+        return time.monotonic() - submitted_at - STARTUP_S
+    return time.time() - mine[-1].get("started_epoch", time.time())
+
+
+def _after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
+    """After a worker died under `spec`: ("retry" | a final status, the errors, attempts used).
+
+    The attempt ledger in trial.dir (planner._attempts) says whether a watchdog
+    killed it for oom/timeout (final, never retried), and how many attempts this
+    run has used (a worker death uses a retry, like a raise).
+    """
+    from planner._attempts import Ledger
+
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    terminal = ledger.terminal()
+    errors = ledger.errors(died_message=f"the worker process died: {message}")
+    for error in errors:
+        if error["type"] == "WorkerDied" and traceback and not error["traceback"]:
+            error["traceback"] = traceback
+    used = max(ledger.used, 1)
+    if terminal is not None:
+        return terminal["ended"], errors, used
+    if not ledger.used:  # no ledger (another node's disk): count on the driver's side
+        errors = [{"attempt": 1, "type": "WorkerDied", "message": f"the worker process died: {message}",
+                   "traceback": traceback}]
+    if used < 1 + spec.retries and ledger.used:
+        return "retry", errors, used
+    return "failed", errors, used
+
+
 def slots_for(resources: dict[str, float]) -> int:
     """How many trials of `resources` the connected Ray cluster runs at once (at least 1)."""
     import ray
@@ -545,7 +593,6 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
     slots = slots_for(resources)
     queue = list(specs)
     attempts: dict[str, int] = {}
-    failures: dict[str, list] = {}
     running: dict[Any, tuple[TrialSpec, float, str]] = {}
     try:
         while queue or running:
@@ -567,28 +614,22 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
                 spec, started_at, started = running.pop(ref)
                 try:
                     record = ray.get(ref)
-                except Exception as error:  # the worker died (crash, OOM kill): retried like a raise
-                    failures.setdefault(spec.trial_id, []).append(
-                        {"attempt": attempts[spec.trial_id], "type": type(error).__name__,
-                         "message": str(error).splitlines()[0] if str(error) else "", "traceback": str(error)})
-                    if attempts[spec.trial_id] <= spec.retries:
+                except Exception as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
+                    message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                    status, errors, used = _after_worker_death(spec, message, traceback=str(error))
+                    if status == "retry":
                         queue.insert(0, spec)
                         continue
-                    record = make_record(spec, "failed", None, attempts[spec.trial_id], failures[spec.trial_id],
-                                         started, time.monotonic() - started_at)
-                else:
-                    if spec.trial_id in failures:
-                        record["errors"] = failures[spec.trial_id] + record["errors"]
-                        record["attempts"] += len(failures[spec.trial_id])
+                    record = make_record(spec, status, None, used, errors, started, time.monotonic() - started_at)
                 outcome.ended += 1
                 hooks.trial_ended(record)
-            if max_trial_time_s is not None:
+            if max_trial_time_s is not None:  # the worker's watchdog stops it first; this is the backstop
                 for ref, (spec, started_at, started) in list(running.items()):
-                    if time.monotonic() - started_at > max_trial_time_s:
+                    if _running_for(spec, started_at) > max_trial_time_s + BACKSTOP_S:
                         ray.cancel(ref, force=True)
                         running.pop(ref)
                         record = make_record(spec, "timeout", None, attempts[spec.trial_id],
-                                             failures.get(spec.trial_id, []) + [{
+                                             [{
                                                  "attempt": attempts[spec.trial_id], "type": "Timeout",
                                                  "message": f"stopped after budget.max_trial_time of {max_trial_time_s:g} s",
                                                  "traceback": ""}], started, time.monotonic() - started_at)

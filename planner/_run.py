@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import sys
 import time
 from dataclasses import dataclass, field
@@ -222,6 +223,7 @@ class _Runner:
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
         self.store = store
         self.sha = contract.sha256()
+        self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
         self.search_path = _search_path(contract_dir)
         # On a cluster the driver's folders do not exist on the workers: the code
         # arrives through runtime_env, and trials run in (and import from) its copy.
@@ -297,7 +299,9 @@ class _Runner:
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s,
                          path=() if self.remote else tuple(self.search_path),
-                         cwd=None if self.remote else os.getcwd(), extra=self._command_extra)
+                         cwd=None if self.remote else os.getcwd(),
+                         extra={**self._command_extra, "session": self.session,
+                                "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
     def resources(self) -> dict:
         r = self.contract.budget.resources
@@ -413,24 +417,32 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         from planner._mlflow import check_mlflow_tracking
 
         check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
+    from planner._redact import Redactor
+    from planner._resume import heal_files, resolve_run_dir, unfinished
+
     previous_wall = 0.0
+    redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is not None:
-        store = RunStore.open(resume)
-        logged = store.run_info().get("contract_sha256")
-        if logged != contract.sha256():
-            raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
-                           f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
-        _check_logged_configs(store.root, configs)
-        store.lock()
+        store = RunStore.open(resolve_run_dir(resume, contract))
+        store.redactor = redactor
+        _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
+        took_over = store.lock()
+        cut = heal_files(store.root)
         state = read_state(store.root)
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
         logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
         now_code = run_identity(contract, contract_dir, _search_path(contract_dir))["code"]
         changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
-        store.event("run_resumed", pid=os.getpid(), trainable_source_sha256=now_code.get("trainable_source_sha256"),
-                    trainable_changed=changed)
+        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
+                    trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
+        if took_over is not None:
+            store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
+                        started=took_over.get("started"), reason=took_over.get("reason"))
+        for name, size in cut.items():
+            store.event("torn_record_dropped", file=name, bytes=size)
     else:
         store = RunStore.create(runs_dir, contract.name)
+        store.redactor = redactor
         store.lock()
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), __version__)
         store.write_identity(run_identity(contract, contract_dir, _search_path(contract_dir)))
@@ -438,6 +450,10 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    if resume is not None:
+        again = unfinished(store, runner.records)
+        if again:
+            store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
@@ -474,7 +490,16 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 reason += (f"; {len(not_needed)} confirmation trials not needed "
                            "(the sequential confirmation stopped early)")
     except KeyboardInterrupt:
-        state, reason = "interrupted", "stopped by the user (Ctrl-C)"
+        state, reason = "interrupted", "stopped by the user (Ctrl-C or SIGTERM)"
+    except OSError as error:
+        from planner._resume import disk_error
+
+        if not disk_error(error):
+            state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
+            raise
+        state, reason = "failed", (f"cannot write the run folder {store.root}: {error.strerror}; what ended is "
+                                   f"kept; free space and resume with --resume {store.root}")
+        raise RunError(reason) from None
     except PlannerError as error:
         state, reason = "failed", str(error)
         raise
@@ -483,18 +508,21 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         raise
     finally:
         decisions = []
-        try:
-            decisions = runner.decide(state)
-        finally:
-            runner.write_state(state, reason)
-            store.event("run_ended", state=state, reason=reason)
-            store.close()
-            store.unlock()
-            _restore_sigterm(previous_term)
-            if started_ray:
-                import ray
+        for step in (lambda: runner.decide(state), lambda: runner.write_state(state, reason),
+                     lambda: store.event("run_ended", state=state, reason=reason)):
+            try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
+                out = step()
+                if isinstance(out, list):
+                    decisions = out
+            except OSError:
+                pass
+        store.close()
+        store.unlock()
+        _restore_sigterm(previous_term)
+        if started_ray:
+            import ray
 
-                ray.shutdown()
+            ray.shutdown()
     if mlflow_tracking is not None:
         _log_to_mlflow(store.root, mlflow_tracking, stream)
     failures = [{"trial_id": r["trial_id"], "status": r["status"],

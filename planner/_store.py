@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from planner._errors import RunError, RunLockedError
+from planner._errors import RunError
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -67,6 +66,7 @@ class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._handles: dict[str, Any] = {}
+        self.redactor = None  # a planner._redact.Redactor: scrubs secrets from everything written
 
     # -- creating -----------------------------------------------------------
     @classmethod
@@ -96,46 +96,34 @@ class RunStore:
         return self.root.name
 
     # -- the lock -----------------------------------------------------------
-    def lock(self, command: str = "plan run") -> None:
-        """Take the folder's lock, or raise RunLockedError naming who holds it (and with which command)."""
-        path = self.root / "lock"
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": utc_now(), "command": command}
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                held = _read_json(path) or {}
-                if held.get("host") == socket.gethostname() and not _alive(held.get("pid")):
-                    path.unlink(missing_ok=True)  # a stale lock of a dead process on this host
-                    continue
-                raise RunLockedError(
-                    f"{self.root} is in use by `{held.get('command', 'plan run')}` (pid {held.get('pid', '?')} on host "
-                    f"{held.get('host', '?')}, since {held.get('started', '?')}); wait for it to end, "
-                    f"or remove {path} if that process is gone") from None
-            with os.fdopen(fd, "w") as handle:
-                json.dump(info, handle)
-            return
-        raise RunLockedError(f"could not take the lock {path}")
+    def lock(self, command: str = "plan run"):
+        """Take the folder's lock (planner._lock), or raise RunLockedError naming who holds it (and with which
+        command). Returns the stale lock it took over (with its `reason`), or None."""
+        from planner._lock import acquire
+
+        self._lock = acquire(self.root, command=command)
+        return self._lock.took_over
 
     def unlock(self) -> None:
-        held = _read_json(self.root / "lock") or {}
-        if held.get("pid") == os.getpid():
-            (self.root / "lock").unlink(missing_ok=True)
+        held = getattr(self, "_lock", None)
+        if held is not None:
+            held.release()
+            self._lock = None
 
     # -- writing ------------------------------------------------------------
     def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
                      planner_version: str) -> None:
-        write_atomic(self.root / "contract.yaml", yaml.safe_dump(contract.frozen(), sort_keys=False))
+        write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False))
         write_json(self.root / "run.json", {
             "run_id": self.run_id, "name": contract.name, "contract_sha256": contract.sha256(),
             "created": utc_now(), "planner_version": planner_version,
             "contract_path": str(Path(contract_path).resolve())})
         for arm, config in configs.items():
-            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(config, sort_keys=False))
+            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False))
         write_json(self.root / "plan.json", plan)
 
     def write_identity(self, identity: dict) -> None:
-        write_json(self.root / "identity.json", identity)
+        write_json(self.root / "identity.json", self._scrub(identity))
 
     def write_state(self, state: str, *, reason: str = "", wall_time_s: float = 0.0, trials_ended: int = 0,
                     **extra: Any) -> None:
@@ -144,15 +132,22 @@ class RunStore:
             "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra})
 
     def append(self, name: str, record: dict, sync: bool = True) -> None:
-        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), flushed, and fsync'd when `sync`."""
+        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), fsync'd when `sync`.
+
+        A torn last line left by a killed writer is cut off before the first append
+        (planner._jsonl); a write that fails (a full disk) is rolled back to the last
+        whole line before the error goes on. Unsynced lines are written with one
+        os.write each: they survive a killed driver, not a power loss.
+        """
+        from planner._jsonl import append_line, open_for_append
+
         handle = self._handles.get(name)
         if handle is None:
-            handle = open(self.root / name, "a", encoding="utf-8")
+            handle = open_for_append(self.root / name)
             self._handles[name] = handle
-        handle.write(json.dumps(record, allow_nan=False, default=str) + "\n")
-        handle.flush()
-        if sync:
-            os.fsync(handle.fileno())
+        if self.redactor is not None:
+            record = self.redactor.scrub(record)
+        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n", sync=sync)
 
     def record_trial(self, record: dict) -> None:
         self.append("trials.jsonl", record)
@@ -162,10 +157,13 @@ class RunStore:
         self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
-        write_json(self.root / "selection.json", selection)
+        write_json(self.root / "selection.json", self._scrub(selection))
 
     def write_decisions(self, decisions: dict) -> None:
-        write_json(self.root / "decisions.json", decisions)
+        write_json(self.root / "decisions.json", self._scrub(decisions))
+
+    def _scrub(self, value):
+        return value if self.redactor is None else self.redactor.scrub(value)
 
     def trial_dir(self, trial_id: str) -> str:
         return str((self.root / "trials" / trial_id).resolve())
@@ -188,18 +186,6 @@ def _read_json(path: Path) -> dict | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def elapsed_since(t0: float) -> float:

@@ -76,6 +76,10 @@ class _Stop(BaseException):
         self.message = message
 
 
+class _SessionExit(SystemExit):
+    """Ray Tune's own sys.exit from `tune.report` (the scheduler stopped the trial): never a trainable's raise."""
+
+
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
@@ -94,6 +98,9 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
+        self.attempt = 1  # this attempt's number (1 + retries used so far)
+        self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
+        # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
 
     @property
     def last_step(self) -> int | None:
@@ -131,7 +138,10 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
-            self._forward(step, forwarded, elapsed, self.violations)
+            try:
+                self._forward(step, forwarded, elapsed, self.violations)
+            except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
+                raise _SessionExit(*stop.args) from None
 
 
 def _jsonable(value: float) -> float | str:
@@ -176,41 +186,80 @@ def now_iso() -> str:
 
 
 def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
-    """Run `spec` to its end (retrying raises) and return its record."""
+    """Run `spec` to its end (retrying raises) and return its record.
+
+    The attempt ledger in trial.dir (planner._attempts) counts attempts across
+    worker deaths; the watchdog (planner._limits) enforces max_trial_time and
+    max_trial_memory inside this process; the trainable's output goes to
+    trial.dir/output.log, capped.
+    """
+    from planner._attempts import Ledger
+    from planner._limits import TrialLimit, Watchdog, captured_output
+
     started, t0 = now_iso(), time.monotonic()
-    errors: list[dict[str, Any]] = []
     os.makedirs(spec.dir, exist_ok=True)
     for folder in reversed(spec.path):
         if folder not in sys.path and os.path.isdir(folder):
             sys.path.insert(0, folder)
     if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
         os.chdir(spec.cwd)
-    status, trial, attempts = "failed", None, 0
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    resumed = False
+    status, trial = "failed", None
     forwarded: int | None = None
+    terminal = ledger.terminal()
+    if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
+        record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
+        record["resumed"] = resumed
+        return record
+    memory = spec.extra.get("max_trial_memory_bytes")
+    scrub = _scrubber(spec)
+    attempts = ledger.used
     while attempts < 1 + spec.retries:
         attempts += 1
+        ledger.start(attempts)
         seed_everything(spec.seed)
         trial = Trial(spec, forward, forwarded)
+        trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
+        resumed = trial.resumed
+        how, error = "completed", None
         try:
-            fn = trainable_for(spec)
-            seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-            fn(spec.config, trial)
+            own = "command" not in spec.extra  # a command trainable enforces its limits on its own subprocess
+            with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
+                    Watchdog(spec.max_trial_time_s if own else None, memory if own else None,
+                             lambda st, msg, n=attempts: ledger.end(n, st, _error(n, _KIND[st], msg, ""))) as dog:
+                try:
+                    fn = trainable_for(spec)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
+                finally:
+                    dog._stop.set()
+        except TrialLimit as limit:
+            status = limit.status
+            how, error = status, _error(attempts, _KIND[status], dog.verdict[1] if dog.verdict else status, "")
+            ledger.end(attempts, how, error)
+            break
         except _Stop as stop:
             status = stop.status
             if stop.status in ("protocol_error", "timeout"):
-                errors.append(_error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
-                                     stop.message, ""))
+                error = _error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
+                               stop.message, "")
             elif stop.status == "diverged":
                 trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
+            ledger.end(attempts, status, error)
             break
-        except Exception as error:  # the trainable raised: retried, then failed (a command's limits end it at once)
-            final = _final_status(error)
-            if final:
-                errors.append(_error(attempts, type(error).__name__, str(error), getattr(error, "stderr_tail", "")))
+        except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+            if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
+                raise
+            final = _final_status(exc) if isinstance(exc, Exception) else None
+            if final:  # a protocol error, a command's time or memory limit: no retry
+                ledger.end(attempts, final, _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                     scrub(getattr(exc, "stderr_tail", ""))))
                 forwarded = trial._forwarded
                 status = final
                 break
-            errors.append(_error(attempts, type(error).__name__, str(error), traceback.format_exc()))
+            ledger.end(attempts, "raised", _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                    scrub(traceback.format_exc())))
             forwarded = trial._forwarded
             status = "failed"
             continue
@@ -219,10 +268,35 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         else:
             status = "protocol_error"
             reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
-            errors.append(_error(attempts, "TrialProtocolError",
-                                 f"the trainable returned before the full exposure of {spec.budget}: {reached}", ""))
+            error = _error(attempts, "TrialProtocolError",
+                           f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
+        ledger.end(attempts, status, error)
         break
-    return make_record(spec, status, trial, attempts, errors, started, time.monotonic() - t0)
+    _release_memory()
+    record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
+    record["resumed"] = resumed
+    return record
+
+
+_KIND = {"oom": "OutOfMemory", "timeout": "Timeout"}
+
+
+def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
+    from planner._redact import Redactor
+
+    return Redactor.for_run(spec.config).text
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system, so a reused worker starts its next trial small."""
+    import gc
+
+    gc.collect()
+    try:
+        ctypes = __import__("ctypes")
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def trainable_for(spec: TrialSpec) -> Callable:
