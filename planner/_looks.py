@@ -1,8 +1,8 @@
 """How the confirmation seeds split into the looks of a sequential confirmation.
 
 Pure and dependency-free, so `plan validate` can check `confirmation.looks`
-without importing numpy or scipy. The same rule as `planner._sequential.look_sizes`
-(tests/test_sequential_confirm.py checks that the two agree).
+without importing numpy or scipy. `planner._sequential` uses this same function
+(re-exported there as `look_sizes`).
 """
 
 from __future__ import annotations

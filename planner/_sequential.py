@@ -67,6 +67,7 @@ from planner._decide import (
     verdict,
     welch_df,
 )
+from planner._looks import look_sizes
 from planner._power import draw
 
 Spending = Literal["obrien_fleming", "pocock"]
@@ -86,28 +87,6 @@ def spent(fractions, alpha_one_sided: float, spending: Spending) -> np.ndarray:
     raise ValueError(f"unknown spending {spending!r}: use obrien_fleming or pocock")
 
 
-def look_sizes(n_seeds: int, looks: int) -> list[int]:
-    """Cumulative seeds per arm at each look: K (nearly) equal batches, at least 2 at the first.
-
-    `plan validate` can call this to refuse a `confirmation.looks` the seeds cannot fill.
-    """
-    if looks < 1:
-        raise ValueError("looks must be at least 1")
-    sizes = _sizes(n_seeds, looks)
-    if sizes is None:
-        if n_seeds < 2:
-            raise ValueError(f"a confirmation needs at least 2 seeds per arm, got {n_seeds}")
-        fewer = next(k for k in range(looks - 1, 0, -1) if _sizes(n_seeds, k) is not None)
-        raise ValueError(
-            f"{n_seeds} seeds cannot make {looks} looks: every look needs new seeds and the first at least 2; "
-            f"use at most {fewer} look{'s' if fewer > 1 else ''} or more seeds"
-        )
-    return sizes
-
-
-def _sizes(n_seeds: int, looks: int) -> list[int] | None:
-    sizes = [round(n_seeds * (k + 1) / looks) for k in range(looks)]
-    return sizes if sizes[0] >= 2 and len(set(sizes)) == looks else None
 
 
 def boundaries(looks: int, alpha: float, spending: Spending = "obrien_fleming",

@@ -8,9 +8,7 @@ import pytest
 
 from planner._contract import Contract
 from planner._looks import look_batches
-from planner._looks import look_sizes as light_look_sizes
 from planner._plan import confirm_trial_id
-from planner._sequential import look_sizes
 from planner._sequential_confirm import SequentialConfirmation, comparison_alpha
 
 BASE = {
@@ -41,17 +39,6 @@ def records(values: dict[str, dict[int, float]]) -> dict[str, dict]:
             r = record(arm, seed, v)
             out[r["trial_id"]] = r
     return out
-
-
-@pytest.mark.parametrize(("n", "looks"), [(n, k) for n in range(1, 13) for k in range(1, 7)])
-def test_the_light_look_sizes_agree_with_the_statistics_module(n, looks):
-    try:
-        expected = look_sizes(n, looks)
-    except ValueError as error:
-        with pytest.raises(ValueError, match=str(error).split(":")[0]):
-            light_look_sizes(n, looks)
-    else:
-        assert light_look_sizes(n, looks) == expected
 
 
 def test_batches_follow_the_contract_order_of_seeds():
