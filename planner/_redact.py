@@ -28,8 +28,13 @@ SECRET_NAME = re.compile(rf"(?:^|[^a-z0-9])(?:{_WORDS})(?:$|[^a-z0-9])", re.IGNO
 MIN_SECRET_LEN = 6  # shorter values are not cut out of free text (too many false hits); keys are still redacted
 
 
+_NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords: redacting them hid every path
+
+
 def looks_secret(name: str) -> bool:
     """True when a key or variable name looks like it holds a credential."""
+    if str(name) in _NOT_SECRETS:
+        return False
     spaced = re.sub(r"([a-z])([A-Z])", r"\1_\2", str(name))  # apiKey -> api_Key
     return bool(SECRET_NAME.search(spaced)) or bool(SECRET_NAME.search(spaced.replace("-", "_")))
 
