@@ -383,13 +383,11 @@ def _str_dict(tags: Mapping[str, Any]) -> dict[str, str]:
     return {k: _tag_value(v) for k, v in tags.items()}
 
 
-def _flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(config, dict) and config:
-        out: dict[str, Any] = {}
-        for key, value in config.items():
-            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: config} if prefix else {}
+def _flatten(config: Any) -> dict[str, Any]:
+    """Leaves by dotted path (planner._compose.flatten), with no entry for an empty or non-mapping config."""
+    from planner._compose import flatten
+
+    return {key: value for key, value in flatten(config).items() if key}
 
 
 def _ms(timestamp: str | None) -> int | None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._errors import RunError, UsageError
+from planner._pilot import final_value
 
 EXIT_REPRODUCED, EXIT_DIFFERS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom", "not_run")
@@ -117,19 +118,6 @@ class SeedRow:
     @property
     def is_new(self) -> bool:
         return self.logged_status is None
-
-
-def final_value(record: dict, metric: str) -> float | None:
-    """The last reported value of `metric` in a trial record; None when absent or not finite."""
-    for report in reversed(record.get("reports") or []):
-        metrics = report.get("metrics") or {}
-        if metric in metrics:
-            try:
-                value = float(metrics[metric])
-            except (TypeError, ValueError):
-                return None
-            return value if math.isfinite(value) else None
-    return None
 
 
 def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None, metric: str,
