@@ -66,8 +66,8 @@ def raw_tune(n: int, seconds: float, reuse: bool, quiet_loggers: bool, storage: 
 def plan_run(n: int, seconds: float, folder: Path) -> tuple[float, float, int, float]:
     """(tuning-phase wall, whole-run wall, trials in the whole run, confirmation-phase wall,
     first tuning trial start to last tuning trial end)."""
-    from planner._run import run
-    from planner._store import read_jsonl
+    from planner._dispatch.driver import run
+    from planner._store.writer import read_jsonl
 
     (folder / "bench_trivial.py").write_text(TRAINABLE)
     contract = textwrap.dedent(f"""
@@ -121,10 +121,10 @@ def main(argv=None) -> int:
 
     import ray
 
-    from planner._dispatch import WORKER_ENV
+    from planner._dispatch.tune import WORKER_ENV
 
     t0 = time.perf_counter()
-    from planner._run import start_local_ray
+    from planner._dispatch.session import start_local_ray
 
     start_local_ray(num_cpus=slots, log_to_driver=False,
                     runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}})

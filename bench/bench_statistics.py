@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from planner._contract import Acceptance
-from planner._decide import _percentile_bootstrap, _welch_t, adjusted_alphas, decide, verdict
-from planner._power import (
+from planner._contract.model import Acceptance
+from planner._stats.decide import _percentile_bootstrap, _welch_t, adjusted_alphas, decide, verdict
+from planner._stats.power import (
     accept_probability,
     detectable_effect,
     detection_power,
@@ -30,7 +30,7 @@ from planner._power import (
     seeds_for_power,
     simulate,
 )
-from planner._sequential import plan_design, simulate_design
+from planner._stats.sequential import plan_design, simulate_design
 
 ALPHA = 0.05
 DOC = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"

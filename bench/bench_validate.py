@@ -86,7 +86,7 @@ def _compare_composes(contract: Path, runs: int) -> None:
     import yaml
     from hydra import compose, initialize_config_dir
 
-    from planner._compose import compose_without_hydra_node
+    from planner._contract.compose import compose_without_hydra_node
 
     config = yaml.safe_load(contract.read_text())["config"]
     config_dir = (contract.parent / config["dir"]).resolve()

@@ -64,7 +64,7 @@ def _wall_hours(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], 
 def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int,
                   exposure: int, heldout: bool, name: str = "optimizer-compare") -> dict[str, Any]:
     """The frozen contract (every default written out) of a synthetic run."""
-    from planner._contract import Contract
+    from planner._contract.model import Contract
 
     base, *treatments = arms
     raw = {

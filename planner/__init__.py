@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from planner._errors import (
+from planner._core.errors import (
     ContractError,
     PlannerError,
     RunError,
@@ -16,8 +16,7 @@ from planner._errors import (
     TrialProtocolError,
     UsageError,
 )
-
-__version__ = "0.1.0"
+from planner._core.version import VERSION as __version__
 
 __all__ = [
     "ContractError",
@@ -34,15 +33,15 @@ __all__ = [
 
 # name -> (module, attribute): imported on first use, so `import planner` stays cheap.
 _LAZY = {
-    "load_contract": ("planner._validate", "load_contract"),
-    "load_run": ("planner._results", "load_run"),
-    "report": ("planner._script_report", "report"),
+    "load_contract": ("planner._contract.validate", "load_contract"),
+    "load_run": ("planner._results.tables", "load_run"),
+    "report": ("planner._trial.script_report", "report"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from planner._results import load_run
-    from planner._script_report import report
-    from planner._validate import load_contract
+    from planner._contract.validate import load_contract
+    from planner._results.tables import load_run
+    from planner._trial.script_report import report
 
 
 def __getattr__(name: str) -> Any:

@@ -1,3 +1,3 @@
-from planner._cli import main
+from planner._cli.main import main
 
 raise SystemExit(main())

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "contracts"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "contracts"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contracts"
 
 
 def edited(name: str, edits: list[tuple[str, str]]) -> str:

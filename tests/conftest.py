@@ -19,13 +19,13 @@ REPO = Path(__file__).resolve().parent.parent
 def ray_local():
     import ray
 
-    from planner._dispatch import WORKER_ENV
+    from planner._dispatch.tune import WORKER_ENV
 
     if ray.is_initialized():
         yield ray
         return
     pythonpath = os.pathsep.join([str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    from planner._run import start_local_ray
+    from planner._dispatch.session import start_local_ray
 
     start_local_ray(num_cpus=2, log_to_driver=False, runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
     try:
@@ -39,3 +39,19 @@ def in_repo(monkeypatch):
     """Run from the repository root (the trainables of tests/ import as tests.trainables.*)."""
     monkeypatch.chdir(REPO)
     return REPO
+
+
+# Tiers by folder (docs/architecture.md): unit (no Ray, no subprocess, no browser), e2e (a real local
+# Ray and real subprocesses), cluster (real `ray start` nodes; implies ray), browser (headless Chromium).
+TIERS = {"unit": (), "e2e": ("e2e",), "cluster": ("cluster", "ray"), "browser": ("browser",)}
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            tier = Path(str(item.fspath)).resolve().relative_to(tests_dir).parts[0]
+        except ValueError:
+            continue
+        for marker in TIERS.get(tier, ()):
+            item.add_marker(marker)

@@ -1,0 +1,277 @@
+"""The `plan` command line: it parses, calls the planner's steps, and prints.
+
+Exit codes: 0 success; 1 invalid contract (or, for reeval, results that do not
+reproduce); 2 usage error or unreadable file; 3 a run that ended without
+completing; 70 an internal bug (the message says how to see the trace).
+No traceback reaches a user unless they ask for it with --debug or PLANNER_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from planner._core.errors import PlannerError
+
+EXIT_INTERNAL = 70
+
+
+def _add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check a contract and show the experiment it plans")
+    p.add_argument("contract", help="the contract YAML file")
+    p.add_argument("--json", action="store_true", help="print the diagnostics and summary as JSON")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--pilot", metavar="RUN_DIR", help="warn when the declared seeds are underpowered, from a pilot run")
+    p.set_defaults(handler=_cmd_validate)
+
+
+def _add_schema(sub) -> None:
+    p = sub.add_parser("schema", help="print the contract's JSON Schema (for editors)")
+    p.set_defaults(handler=_cmd_schema)
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="tune, confirm and decide, through Ray")
+    p.add_argument("contract", help="the contract YAML file")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: ./runs)")
+    p.add_argument("--address", default=None, help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)")
+    p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped")
+    p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
+    p.set_defaults(handler=_cmd_run)
+
+
+def _add_status(sub) -> None:
+    p = sub.add_parser("status", help="where a run stands")
+    p.add_argument("run_dir")
+    p.set_defaults(handler=_cmd_status)
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["md", "html", "json"], default="md")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
+    p.set_defaults(handler=_cmd_report)
+
+
+def _add_export(sub) -> None:
+    p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument("--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)")
+    p.set_defaults(handler=_cmd_export)
+
+
+def _add_reeval(sub) -> None:
+    p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
+    p.add_argument("run_dir")
+    p.add_argument("--arm", required=True)
+    p.add_argument("--seeds", type=int, nargs="+", default=None, help="new seeds (default: the logged confirmation seeds)")
+    p.add_argument("--tolerance", type=float, default=0.0, help="largest per-seed difference that still reproduces")
+    p.add_argument("--address", default=None)
+    p.set_defaults(handler=_cmd_reeval)
+
+
+def _add_power(sub) -> None:
+    p = sub.add_parser("power", help="seeds needed for the contract's min_effect, from a pilot's spread")
+    p.add_argument("contract")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
+    src.add_argument("--sd", type=float, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(handler=_cmd_power)
+
+
+def _add_estimate(sub) -> None:
+    p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
+    p.add_argument("contract")
+    p.add_argument("--pilot", metavar="RUN_DIR", default=None)
+    p.add_argument("--slots", type=int, default=None, help="parallel trial slots (default: this machine's CPUs / cpu per trial)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(handler=_cmd_estimate)
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        print(f"plan {name}: not available in this version", file=sys.stderr)
+        return 2
+
+    return handler
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from planner._contract.validate import format_result, validate
+
+    result = validate(args.contract, strict=args.strict)
+    if args.pilot:
+        from planner._plan.seeds import with_pilot_power
+
+        result = with_pilot_power(result, args.pilot, strict=args.strict)
+    if args.json:
+        import json
+
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print(format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
+    return result.exit_code
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
+    from planner._contract.model import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from planner._dispatch.driver import format_result, run
+
+    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
+    print(format_result(result))
+    return result.exit_code
+
+
+def _cmd_reeval(args: argparse.Namespace) -> int:
+    from planner._reeval.rerun import format_plan, format_result, prepare, run_reeval
+
+    plan = prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
+    print(format_plan(plan), flush=True)
+    result = run_reeval(plan, address=args.address)
+    print(format_result(result))
+    return result.exit_code
+
+
+
+def _print_json(value) -> None:
+    import json
+
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _cmd_power(args: argparse.Namespace) -> int:
+    from planner._contract.validate import load_contract
+    from planner._plan.seeds import format_power, power_summary, spread_from_pilot
+
+    contract = load_contract(args.contract).contract
+    if args.pilot:
+        from planner._plan.pilot import read_pilot
+
+        pilot = read_pilot(args.pilot, contract.metric.decision_metric)
+        sd, source = spread_from_pilot(pilot, contract.acceptance.test)
+    else:
+        sd, source = args.sd, "given with --sd"
+    summary = power_summary(contract, sd, sd_source=source)
+    _print_json(summary) if args.json else print(format_power(summary))
+    return 0
+
+
+def _cmd_estimate(args: argparse.Namespace) -> int:
+    from planner._contract.validate import load_contract
+    from planner._core.errors import UsageError
+    from planner._plan.estimate import default_slots, estimate, format_estimate
+
+    contract = load_contract(args.contract).contract
+    if args.slots is not None and args.slots < 1:
+        raise UsageError(f"--slots must be at least 1, got {args.slots}")
+    timing = None
+    if args.pilot:
+        from planner._plan.pilot import read_pilot
+
+        timing = read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
+    summary = estimate(contract, timing, args.slots or default_slots(contract))
+    _print_json(summary) if args.json else print(format_estimate(summary))
+    return 0
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write atomically (temporary file, then rename); an unwritable path is a usage error."""
+    from pathlib import Path
+
+    from planner._core.errors import UsageError
+
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as error:
+        raise UsageError(f"cannot write {target}: {error.strerror or error}") from None
+
+
+def _print_notes(command: str, notes: list[str]) -> None:
+    for note in notes:
+        print(f"plan {command}: note: {note}", file=sys.stderr)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from planner._results.status import format_status, read_status
+
+    print(format_status(read_status(args.run_dir)), end="")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from planner._results.render import load_for_report, render
+
+    results = load_for_report(args.run_dir, args.format)
+    _print_notes("report", results.notes)
+    text = render(results, args.format)
+    if args.output:
+        _write_text(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from planner._results.tables import export_tables, load_run
+
+    results = load_run(args.run_dir)
+    _print_notes("export", results.notes)
+    out_dir = args.output or os.path.join(args.run_dir, "export")
+    for path in export_tables(results, out_dir, args.format):
+        print(f"wrote {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
+    parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
+                _add_reeval, _add_power, _add_estimate):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get("PLANNER_DEBUG") == "1"
+    try:
+        code = int(args.handler(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe is caught here, not at exit
+        return code
+    except PlannerError as error:
+        print(f"plan {args.command}: {error}", file=sys.stderr)
+        return error.exit_code
+    except BrokenPipeError:  # `plan ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit then succeeds
+        return 0
+    except KeyboardInterrupt:
+        print(f"plan {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # an internal bug: short message, trace on request
+        if debug:
+            raise
+        print(
+            f"plan {args.command}: internal error: {type(error).__name__}: {error}\n"
+            "This is a bug in planner. Run again with --debug (or PLANNER_DEBUG=1) to see the trace.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

@@ -1,0 +1,332 @@
+"""The experiment contract, version 1, as pydantic models (schema: docs/contract.md).
+
+These models check shape, types and ranges of single fields. Rules that need
+several fields at once or the composed configs (matching, seeds disjoint, grid
+sampler, ...) live in `planner._contract.rules`, which reports them with stable codes.
+Every model forbids unknown keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+TRAINABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
+
+
+def parse_duration(text: str | int | float) -> float:
+    """'90', '90s', '20m', '2h', '1d' -> seconds."""
+    if isinstance(text, bool):
+        raise ValueError("a duration is a number of seconds or a string like '20m', '2h', '1d'")
+    if isinstance(text, int | float):
+        if text <= 0:
+            raise ValueError("a duration must be positive")
+        return float(text)
+    match = _DURATION.match(str(text))
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a duration: write a positive number with s, m, h or d, like '20m'")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def parse_memory(text: str | int) -> int:
+    """'512M', '2G', '2GiB', 1048576 -> bytes (binary units)."""
+    if isinstance(text, bool):
+        raise ValueError("a memory size is a number of bytes or a string like '2G'")
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError("a memory size must be positive")
+        return text
+    match = _MEMORY.match(str(text))
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a memory size: write a number with K, M, G or T, like '2G'")
+    unit = (match.group(2) or "B").upper()[:1]
+    factor = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}[unit]
+    return int(float(match.group(1)) * factor)
+
+
+class _Model(BaseModel):
+    # defer_build: a model compiles its validator when first used, so a contract compiles once as a
+    # whole instead of every nested model compiling its own at import (`plan validate` starts faster)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class ConfigSource(_Model):
+    """The base config: a Hydra config directory and name, or an inline mapping."""
+
+    dir: str | None = None
+    name: str | None = None
+    overrides: list[str] = Field(default_factory=list)
+    values: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> ConfigSource:
+        has_dir = self.dir is not None or self.name is not None
+        if has_dir and self.values is not None:
+            raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both")
+        if not has_dir and self.values is None:
+            raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping)")
+        if has_dir and (self.dir is None or self.name is None):
+            missing = "name" if self.name is None else "dir"
+            raise ValueError(f"a Hydra config directory needs both `dir` and `name`; `{missing}` is missing")
+        return self
+
+
+class Factor(_Model):
+    name: Annotated[str, StringConstraints(min_length=1)]
+    keys: list[DottedKey] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _default_keys(self) -> Factor:
+        if self.keys is None:
+            object.__setattr__(self, "keys", [self.name])
+        return self
+
+
+class Arm(_Model):
+    name: ArmName
+    overrides: list[str] = Field(default_factory=list)
+
+
+class Metric(_Model):
+    name: Annotated[str, StringConstraints(min_length=1)]
+    mode: Literal["max", "min"]
+    heldout: Annotated[str, StringConstraints(min_length=1)] | None = None
+
+    @property
+    def decision_metric(self) -> str:
+        """The metric the decision uses: `heldout` when given, else `name`."""
+        return self.heldout or self.name
+
+
+class Acceptance(_Model):
+    min_effect: float = Field(gt=0)
+    alpha: float = Field(default=0.05, gt=0, le=0.5)
+    test: Literal["welch", "paired", "bootstrap"] = "welch"
+    correction: Literal["holm", "bonferroni", "none"] = "holm"
+
+
+class Resources(_Model):
+    cpu: float = Field(default=1, ge=0)
+    gpu: float = Field(default=0, ge=0)
+    custom: dict[str, float] = Field(default_factory=dict)
+
+
+class Budget(_Model):
+    unit: Annotated[str, StringConstraints(min_length=1)] = "step"
+    exposure: int = Field(ge=1)
+    max_trials: int | None = Field(default=None, ge=1)
+    max_wall_time: str | float | None = None
+    max_trial_time: str | float | None = None
+    max_trial_memory: str | int | None = None
+    max_heldout_evaluations: int | None = Field(default=None, ge=1)
+    resources: Resources = Field(default_factory=Resources)
+
+    @field_validator("max_wall_time", "max_trial_time")
+    @classmethod
+    def _duration(cls, value):
+        if value is not None:
+            parse_duration(value)
+        return value
+
+    @field_validator("max_trial_memory")
+    @classmethod
+    def _memory(cls, value):
+        if value is not None:
+            parse_memory(value)
+        return value
+
+    @property
+    def max_wall_time_s(self) -> float | None:
+        return None if self.max_wall_time is None else parse_duration(self.max_wall_time)
+
+    @property
+    def max_trial_time_s(self) -> float | None:
+        return None if self.max_trial_time is None else parse_duration(self.max_trial_time)
+
+    @property
+    def max_trial_memory_bytes(self) -> int | None:
+        return None if self.max_trial_memory is None else parse_memory(self.max_trial_memory)
+
+
+_KINDS = {"log_uniform": "log_uniform", "uniform": "uniform", "int": "integer", "choice": "choice"}
+
+
+class Dimension(_Model):
+    """One search dimension: exactly one of the four kinds."""
+
+    log_uniform: tuple[float, float] | None = None
+    uniform: tuple[float, float] | None = None
+    integer: tuple[int, int] | None = Field(default=None, alias="int")
+    choice: list[Any] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> Dimension:
+        given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
+        if len(given) != 1:
+            raise ValueError("a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]")
+        kind = given[0]
+        if kind != "choice":
+            lo, hi = getattr(self, _KINDS[kind])
+            if not lo < hi:
+                raise ValueError(f"{kind}: [lo, hi] needs lo < hi, got [{lo}, {hi}]")
+            if kind == "log_uniform" and lo <= 0:
+                raise ValueError(f"log_uniform needs a positive lower bound, got {lo}")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _only_the_given_kind(self, handler):
+        return {key: value for key, value in handler(self).items() if value is not None}
+
+    @property
+    def kind(self) -> str:
+        return next(k for k in _KINDS if getattr(self, _KINDS[k]) is not None)
+
+    @property
+    def bounds(self) -> tuple[Any, Any] | list[Any]:
+        """[lo, hi] for a range, the options for a choice."""
+        return getattr(self, _KINDS[self.kind])
+
+
+class Sampler(_Model):
+    name: Literal["tpe", "random", "grid"] = "tpe"
+    seed: int = 0
+
+
+class EarlyStop(_Model):
+    rule: Literal["none", "asha", "median"] = "none"
+    grace: int | None = Field(default=None, ge=1)
+    reduction_factor: float | None = Field(default=None, gt=1)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> EarlyStop:
+        if self.rule == "none":
+            if self.grace is not None or self.reduction_factor is not None:
+                raise ValueError("`grace` and `reduction_factor` only apply with rule asha or median")
+            return self
+        if self.rule == "median" and self.reduction_factor is not None:
+            raise ValueError("`reduction_factor` only applies with rule asha")
+        if self.grace is None:
+            object.__setattr__(self, "grace", 1)
+        if self.rule == "asha" and self.reduction_factor is None:
+            object.__setattr__(self, "reduction_factor", 3.0)
+        return self
+
+
+class Selection(_Model):
+    rule: Literal["final", "mean_last_k"] = "final"
+    k: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _k_with_mean_last_k(self) -> Selection:
+        if self.rule == "mean_last_k" and self.k is None:
+            raise ValueError("selection rule mean_last_k needs `k`, the number of last reports to average")
+        if self.rule == "final" and self.k is not None:
+            raise ValueError("`k` only applies with selection rule mean_last_k")
+        return self
+
+
+class Tuning(_Model):
+    trials_per_arm: int = Field(ge=1)
+    seeds: list[int] = Field(min_length=1)
+    sampler: Sampler = Field(default_factory=Sampler)
+    space: dict[DottedKey, Dimension] = Field(min_length=1)
+    arm_space: dict[str, dict[DottedKey, Dimension]] = Field(default_factory=dict)
+    early_stop: EarlyStop = Field(default_factory=EarlyStop)
+    selection: Selection = Field(default_factory=Selection)
+
+
+class Failures(_Model):
+    retries: int = Field(default=0, ge=0, le=100)
+    diverged_value: float | None = None
+
+
+class Data(_Model):
+    fingerprint: list[str] = Field(default_factory=list)
+
+
+class Confirmation(_Model):
+    """Sequential confirmation: seeds run in `looks` planned batches (group-sequential design)."""
+
+    looks: int = Field(default=1, ge=1, le=10)
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    futility: bool = False
+
+
+class MlflowTracking(_Model):
+    tracking_uri: str | None = None
+    experiment: str | None = None
+
+
+class Tracking(_Model):
+    mlflow: MlflowTracking | None = None
+
+
+class Contract(_Model):
+    """One experiment: what is compared, what changes, what counts, what it may cost."""
+
+    version: Literal[1]
+    name: Name
+    hypothesis: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    trainable: Annotated[str, StringConstraints(pattern=TRAINABLE_PATTERN)] | None = None
+    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
+    config: ConfigSource
+    factor: Factor
+    baseline: Arm
+    arms: list[Arm] = Field(min_length=1)
+    metric: Metric
+    acceptance: Acceptance
+    seeds: list[int] = Field(min_length=2)
+    budget: Budget
+    tuning: Tuning | None = None
+    failures: Failures = Field(default_factory=Failures)
+    data: Data = Field(default_factory=Data)
+    confirmation: Confirmation = Field(default_factory=Confirmation)
+    tracking: Tracking = Field(default_factory=Tracking)
+
+    @model_validator(mode="after")
+    def _one_way_to_train(self) -> Contract:
+        if (self.trainable is None) == (self.command is None):
+            raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
+        return self
+
+    @property
+    def all_arms(self) -> list[Arm]:
+        """The baseline first, then the treatment arms, in contract order."""
+        return [self.baseline, *self.arms]
+
+    def frozen(self) -> dict[str, Any]:
+        """The contract with every default written out, as plain JSON-able data."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def sha256(self) -> str:
+        """Hash of the normalized contract: comments and key order do not change it."""
+        canonical = json.dumps(self.frozen(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of the contract, for editors (yaml-language-server)."""
+    schema = Contract.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "planner experiment contract, version 1"
+    return schema

@@ -1,0 +1,468 @@
+"""The matching rules: what makes a schema-valid contract unfair or broken.
+
+Every rule has a stable code (the list is in docs/contract.md), points at the
+YAML node that is wrong, and says in one sentence how to fix it. Rules about
+the arms' configs run on the composed effective configs, never on the
+override text, so a config group that silently changes a second key is caught.
+
+The functions here are pure: they take the contract, the loaded YAML (for
+positions) and the composed configs, and return Diagnostics.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from planner._contract.compose import MISSING, ComposedArms, ComposeProblem, flatten, get_path
+from planner._contract.load import LoadedYaml, format_path
+from planner._core.diagnostics import Diagnostic, Severity, short_repr
+
+MIN_SEEDS_WARNING = 5
+_BATCH_KEY = re.compile(r"batch|accum|^bs$|micro_?batch", re.IGNORECASE)
+
+_COMPOSE_CODES = {
+    "missing_dir": "P200", "missing_config": "P201", "missing_option": "P202", "bad_override": "P203",
+    "no_such_key": "P204", "resolver": "P205", "compose_failed": "P206",
+}
+_COMPOSE_HINTS = {
+    "P200": "Set config.dir to a folder that exists, relative to the contract file.",
+    "P201": "Set config.name to a config file (without .yaml) inside config.dir.",
+    "P202": "Use one of the options the group has.",
+    "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
+    "P204": "Use a key the config has, or add a new one with `+key=value`.",
+    "P205": "Write the value itself, or reference another key like ${model.width}.",
+    "P206": "Fix the override or the config files so that Hydra can compose them.",
+}
+
+
+class _Report:
+    """Collects Diagnostics for one contract, placing each at its YAML node."""
+
+    def __init__(self, loaded: LoadedYaml):
+        self.loaded = loaded
+        self.items: list[Diagnostic] = []
+
+    def add(self, code: str, path: tuple[Any, ...], message: str, hint: str, *,
+            key: bool = False, severity: Severity = "error") -> None:
+        line, column = self.loaded.position(path, key=key)
+        self.items.append(Diagnostic(code=code, severity=severity, message=message, path=format_path(path),
+                                     file=self.loaded.file, line=line, column=column, hint=hint))
+
+
+def _arm_paths(contract) -> dict[str, tuple[Any, ...]]:
+    """Arm name -> its YAML path (the first arm of a name wins)."""
+    paths: dict[str, tuple[Any, ...]] = {}
+    for i, arm in enumerate(contract.arms):
+        paths.setdefault(arm.name, ("arms", i))
+    paths[contract.baseline.name] = ("baseline",)
+    return paths
+
+
+def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
+    """P303 duplicate arm names, P304 an arm named like the baseline."""
+    report = _Report(loaded)
+    seen: dict[str, int] = {}
+    for i, arm in enumerate(contract.arms):
+        if arm.name == contract.baseline.name:
+            report.add("P304", ("arms", i, "name"), f"arm {arm.name!r} has the baseline's name",
+                       "Give the arm a name of its own.")
+        elif arm.name in seen:
+            report.add("P303", ("arms", i, "name"), f"arm name {arm.name!r} is used twice (first by arms.{seen[arm.name]})",
+                       "Give every arm a unique name.")
+        seen.setdefault(arm.name, i)
+    return report.items
+
+
+def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
+    """Rules that need the contract only: seeds, tuning, budget, metric, confirmation."""
+    report = _Report(loaded)
+    _duplicates(report, contract.seeds, ("seeds",), "confirmation seed")
+    exposure = contract.budget.exposure
+    if contract.metric.heldout is not None and contract.metric.heldout == contract.metric.name:
+        report.add("P411", ("metric", "heldout"),
+                   f"metric.heldout is the tuning metric {contract.metric.name!r}: the held-out metric must be a different one",
+                   "Name a metric the trainable reports on held-out data (like test_acc), or remove `heldout`.")
+    cap = contract.budget.max_heldout_evaluations
+    confirm_evaluations = len(contract.all_arms) * len(contract.seeds)
+    if contract.metric.heldout is not None and cap is not None and confirm_evaluations > cap:
+        report.add("P413", ("budget", "max_heldout_evaluations"),
+                   f"confirmation alone evaluates the held-out metric {contract.metric.heldout!r} {confirm_evaluations} "
+                   f"times ({len(contract.all_arms)} arms x {len(contract.seeds)} seeds) but "
+                   f"budget.max_heldout_evaluations is {cap}",
+                   f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer arms or seeds.")
+    if contract.confirmation.looks > 1:
+        from planner._stats.looks import (
+            look_sizes,  # the sizes planner._stats.sequential uses, without scipy
+        )
+
+        try:
+            look_sizes(len(contract.seeds), contract.confirmation.looks)
+        except ValueError as error:
+            report.add("P410", ("confirmation", "looks"), f"confirmation.looks: {error}",
+                       "Every look adds new seeds and the first look needs at least 2 per arm.")
+    tuning = contract.tuning
+    if tuning is not None:
+        _duplicates(report, tuning.seeds, ("tuning", "seeds"), "tuning seed")
+        confirm = set(contract.seeds)
+        for j, seed in enumerate(tuning.seeds):
+            if seed in confirm:
+                report.add("P402", ("tuning", "seeds", j),
+                           f"tuning seed {seed} is also a confirmation seed: tuning on the seeds that confirm the winner inflates its score",
+                           "Use tuning seeds that are not in `seeds` (for example 1000, 1001, ...).")
+        arm_names = [arm.name for arm in contract.all_arms]
+        for name, space in tuning.arm_space.items():
+            if name not in arm_names:
+                close = difflib.get_close_matches(name, arm_names, n=1)
+                report.add("P403", ("tuning", "arm_space", name), f"tuning.arm_space names {name!r}, which is not an arm",
+                           f"Did you mean `{close[0]}`?" if close else f"Use one of the arms: {', '.join(arm_names)}.", key=True)
+            for key in space:
+                if not _inside(key, contract.factor.keys):
+                    report.add("P404", ("tuning", "arm_space", name, key),
+                               f"tuning.arm_space.{name} tunes {key!r}, which is outside factor.keys {contract.factor.keys}: "
+                               "arms would be tuned over different spaces for something that is not the factor",
+                               "Move it to tuning.space (the same for every arm), or add it to factor.keys.", key=True)
+        if tuning.sampler.name == "grid":
+            spaces = [(("tuning", "space"), tuning.space)]
+            spaces += [(("tuning", "arm_space", name), space) for name, space in tuning.arm_space.items()]
+            for where, space in spaces:
+                for key, dim in space.items():
+                    if dim.kind != "choice":
+                        report.add("P406", (*where, key),
+                                   f"the grid sampler takes only `choice` dimensions; {key!r} is {dim.kind}",
+                                   "List the values as `choice: [...]`, or use the tpe or random sampler.")
+            size = _grid_size(tuning.space)
+            if tuning.arm_space == {} and size and size != tuning.trials_per_arm:
+                report.add("P902", ("tuning", "trials_per_arm"),
+                           f"the grid has {size} points but trials_per_arm is {tuning.trials_per_arm}",
+                           f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
+        grace = tuning.early_stop.grace
+        if grace is not None and grace >= exposure:
+            given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"
+            report.add("P407", ("tuning", "early_stop", "grace"),
+                       f"early_stop.grace is {grace}{given} but budget.exposure is {exposure}: no trial could ever be stopped early",
+                       f"Use a grace below {exposure}, or early_stop rule none.")
+        k = tuning.selection.k
+        if tuning.selection.rule == "mean_last_k" and k is not None and k > exposure:
+            report.add("P408", ("tuning", "selection", "k"),
+                       f"selection k is {k} but a trial reports at most budget.exposure = {exposure} times",
+                       f"Use 1 <= k <= {exposure}.")
+    planned = planned_trials(contract)
+    max_trials = contract.budget.max_trials
+    if max_trials is not None and planned["total"] > max_trials:
+        report.add("P409", ("budget", "max_trials"),
+                   f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
+                   f"but budget.max_trials is {max_trials}",
+                   f"Raise max_trials to at least {planned['total']}, or plan fewer arms, seeds or trials_per_arm.")
+    if len(contract.seeds) < MIN_SEEDS_WARNING:
+        report.add("P901", ("seeds",),
+                   f"only {len(contract.seeds)} confirmation seeds: seed-to-seed spread will make small effects inconclusive",
+                   f"Use at least {MIN_SEEDS_WARNING} seeds (run `plan power` on a pilot to choose).", severity="warning")
+    return report.items
+
+
+def _duplicates(report: _Report, seeds: list[int], where: tuple[Any, ...], what: str) -> None:
+    first: dict[int, int] = {}
+    for j, seed in enumerate(seeds):
+        if seed in first:
+            report.add("P400", (*where, j), f"{what} {seed} is listed twice (also at position {first[seed] + 1})",
+                       "List each seed once.")
+        first.setdefault(seed, j)
+
+
+def _grid_size(space) -> int:
+    size = 1
+    for dim in space.values():
+        if dim.kind != "choice":
+            return 0
+        size *= len(dim.choice)
+    return size
+
+
+def planned_trials(contract) -> dict[str, int]:
+    """Planned trials per phase: tune = arms x tuning seeds x trials_per_arm; confirm = arms x seeds.
+
+    "Arms" counts the baseline too. Re-evaluations are not planned.
+    """
+    arms = len(contract.all_arms)
+    tune = 0
+    if contract.tuning is not None:
+        tune = arms * len(contract.tuning.seeds) * contract.tuning.trials_per_arm
+    confirm = arms * len(contract.seeds)
+    return {"tune": tune, "confirm": confirm, "total": tune + confirm}
+
+
+def arm_changes(base: Any, arm: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Where `arm` differs from `base`: (dotted path, base value, arm value), a missing side `MISSING`.
+
+    Finer than `config_diff` (which keeps lists whole and reports a mapping emptied
+    by a deletion as a change of its own): it descends into mappings and into lists
+    of equal length, so `layers.0` can be a factor key and `~model.dropout` changes
+    only `model.dropout`.
+    """
+    if isinstance(base, dict) and isinstance(arm, dict):
+        changes = []
+        for key in sorted(set(base) | set(arm), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in arm:
+                changes += [(p, v, MISSING) for p, v in flatten(base[key], path).items()]
+            elif key not in base:
+                changes += [(p, MISSING, v) for p, v in flatten(arm[key], path).items()]
+            else:
+                changes += arm_changes(base[key], arm[key], path)
+        return changes
+    if isinstance(base, list) and isinstance(arm, list) and len(base) == len(arm):
+        changes = []
+        for i, (a, b) in enumerate(zip(base, arm, strict=True)):
+            changes += arm_changes(a, b, f"{prefix}.{i}" if prefix else str(i))
+        return changes
+    if base != arm or type(base) is not type(arm):
+        return [(prefix, base, arm)]
+    return []
+
+
+def _inside(path: str, keys: list[str]) -> bool:
+    """Is the dotted `path` one of `keys` or below one of them?"""
+    return any(path == key or path.startswith(key + ".") for key in keys)
+
+
+def compose_diagnostics(contract, loaded: LoadedYaml, problems: list[ComposeProblem]) -> list[Diagnostic]:
+    """P200-P206: the problems composition found, each at the override (or config key) at fault."""
+    report = _Report(loaded)
+    arm_paths = _arm_paths(contract)
+    seen = set()
+    for problem in problems:
+        key = (problem.kind, problem.source, problem.index, problem.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        code = _COMPOSE_CODES.get(problem.kind, "P206")
+        if problem.source == "config":
+            if problem.index is not None:
+                path = ("config", "overrides", problem.index)
+            else:
+                path = {"P200": ("config", "dir"), "P201": ("config", "name")}.get(code, ("config",))
+        else:
+            base = arm_paths.get(problem.source, ())
+            path = (*base, "overrides", problem.index) if problem.index is not None else base
+        where = "" if problem.source == "config" else f"arm {problem.source!r}: "
+        report.add(code, path, where + problem.message, _COMPOSE_HINTS[code])
+    return report.items
+
+
+def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list[Diagnostic]:
+    """P300-P305, P405 and P412: the arms' effective configs against the baseline's, the factor and the space."""
+    report = _Report(loaded)
+    configs = composed.configs
+    base_name = contract.baseline.name
+    base = configs[base_name]
+    factor_keys = contract.factor.keys
+    base_leaves = flatten(base)
+    for i, key in enumerate(factor_keys):
+        if get_path(base, key) is MISSING:
+            close = difflib.get_close_matches(key, _all_paths(base_leaves), n=1)
+            report.add("P305", ("factor", "keys", i) if ("factor", "keys") in loaded.positions else ("factor", "name"),
+                       f"factor key {key!r} is not in the baseline's effective config",
+                       f"Did you mean `{close[0]}`?" if close else "Name a dotted path that the composed config has.")
+    seen: dict[str, str] = {}
+    for i, arm in enumerate(contract.arms):
+        config = configs[arm.name]
+        diff = arm_changes(base, config)
+        if not diff:
+            report.add("P301", ("arms", i), f"arm {arm.name!r} has the same effective config as the baseline {base_name!r}",
+                       "Change the factor in the arm's overrides; an arm must differ from the baseline.")
+        outside = [d for d in diff if not _inside(d[0], factor_keys)]
+        if outside:
+            shown = "; ".join(f"{path}: {_value(a)} -> {_value(b)}" for path, a, b in outside)
+            path = _culprit(contract, arm, i, outside[0][0])
+            report.add("P300", path,
+                       f"arm {arm.name!r} differs from the baseline {base_name!r} outside factor.keys {factor_keys}: {shown}",
+                       "Change only the factor (set the other keys back with overrides, or use a key=value override "
+                       "instead of a config group), or add those keys to factor.keys if they are part of the factor.")
+        fingerprint = repr(sorted(flatten(config).items(), key=lambda kv: kv[0]))
+        if diff and fingerprint in seen:
+            report.add("P302", ("arms", i), f"arms {seen[fingerprint]!r} and {arm.name!r} have the same effective config",
+                       "Make each arm a different level of the factor, or remove the repeat.")
+        seen.setdefault(fingerprint, arm.name)
+    tuning = contract.tuning
+    if tuning is not None:
+        for arm in contract.arms:
+            diff = arm_changes(base, configs[arm.name])
+            tuned = [key for key in tuning.space if any(_inside(path, [key]) for path, _, _ in diff)]
+            if diff and all(_inside(path, list(tuning.space)) for path, _, _ in diff) \
+                    and arm.name not in tuning.arm_space and base_name not in tuning.arm_space:
+                report.add("P412", ("tuning", "space", tuned[0]),
+                           f"tuning.space tunes {_names(tuned)}, everything arm {arm.name!r} changes: tuning overwrites the "
+                           f"factor, so after tuning the arm and the baseline {base_name!r} are the same experiment",
+                           "Tune other keys, or give the arms different ranges in tuning.arm_space.", key=True)
+        for key in tuning.space:
+            missing = [name for name, config in configs.items() if get_path(config, key) is MISSING]
+            if missing:
+                close = difflib.get_close_matches(key, [p for p in _all_paths(base_leaves) if p != key], n=1)
+                report.add("P405", ("tuning", "space", key),
+                           f"tuning.space key {key!r} is not in the effective config of {_names(missing)}",
+                           f"Did you mean `{close[0]}`?" if close else
+                           "Tune keys every arm's config has (per-arm keys go in tuning.arm_space).", key=True)
+        for name, space in tuning.arm_space.items():
+            if name not in configs:
+                continue
+            for key in space:
+                if get_path(configs[name], key) is MISSING:
+                    report.add("P405", ("tuning", "arm_space", name, key),
+                               f"tuning.arm_space.{name} key {key!r} is not in arm {name!r}'s effective config",
+                               "Tune a key the arm's config has.", key=True)
+    return report.items
+
+
+def _culprit(contract, arm, i: int, path: str) -> tuple[Any, ...]:
+    """The override that most likely made `path` differ: the arm's, else the baseline's, else the arm."""
+    for where, overrides in ((("arms", i), arm.overrides), (("baseline",), contract.baseline.overrides)):
+        for j, text in enumerate(overrides):
+            key = text.split("=", 1)[0].lstrip("+~").split("@", 1)[0].replace("/", ".")
+            if key and (path == key or path.startswith(key + ".")):
+                return (*where, "overrides", j)
+    return ("arms", i, "overrides") if arm.overrides else ("arms", i)
+
+
+def _all_paths(leaves: dict[str, Any]) -> list[str]:
+    paths = set(leaves)
+    for leaf in leaves:
+        parts = leaf.split(".")
+        paths.update(".".join(parts[:n]) for n in range(1, len(parts)))
+    return sorted(paths)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names)
+
+
+def _value(value: Any) -> str:
+    return "<absent>" if value is MISSING else short_repr(value, 40)
+
+
+def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
+    """P900: a factor that touches a batch-size or accumulation key."""
+    report = _Report(loaded)
+    touched: dict[str, int] = {}
+    for i, key in enumerate(contract.factor.keys):
+        if any(_BATCH_KEY.search(part) for part in key.split(".")):
+            touched.setdefault(key, i)
+    if composed is not None and contract.baseline.name in composed.configs:
+        base = composed.configs[contract.baseline.name]
+        for arm in contract.arms:
+            if arm.name not in composed.configs:
+                continue
+            for path, _, _ in arm_changes(base, composed.configs[arm.name]):
+                if any(_BATCH_KEY.search(part) for part in path.split(".")):
+                    owner = next((i for i, k in enumerate(contract.factor.keys) if _inside(path, [k])), 0)
+                    touched.setdefault(path, owner)
+    for key, i in touched.items():
+        where = ("factor", "keys", i) if ("factor", "keys") in loaded.positions else ("factor", "name")
+        report.add("P900", where,
+                   f"the factor changes {key!r}, a batch-size or accumulation key: batch statistics change and the "
+                   "learning rate is not rescaled, so the arms may differ in more than the factor",
+                   "Keep the effective batch size fixed, or scale the learning rate with it and say so in the hypothesis.",
+                   severity="warning")
+    return report.items
+
+
+def check_trainable(contract, loaded: LoadedYaml, contract_dir: str | os.PathLike) -> list[Diagnostic]:
+    """P501-P503: the trainable `module:function` can be found and imported (skipped for `command:`)."""
+    if contract.trainable is None:
+        return []
+    report = _Report(loaded)
+    found = find_trainable(contract.trainable, Path(contract_dir))
+    if found is not None:
+        code, message, hint = found
+        report.add(code, ("trainable",), message, hint)
+    return report.items
+
+
+def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] | None:
+    """Import `module:function` with the contract's folder and the cwd first on sys.path.
+
+    Returns None when it is found and callable, else (code, message, hint). sys.path
+    is restored and the user modules this imported (files under those folders, not
+    installed packages) are removed from sys.modules again; the module's output is
+    swallowed so that it cannot corrupt `--json`.
+    """
+    import importlib
+    import importlib.util
+
+    module_name, _, function = trainable.partition(":")
+    roots = [str(contract_dir.resolve()), os.getcwd()]
+    saved_path = list(sys.path)
+    saved_modules = set(sys.modules)
+    sys.path[:0] = roots
+    importlib.invalidate_caches()
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            try:
+                spec = importlib.util.find_spec(module_name)
+            except ModuleNotFoundError:
+                spec = None
+            except BaseException as error:  # a parent package that raises on import
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                return ("P503", f"importing the trainable's package for {module_name!r} raised {_exc(error)}",
+                        "Fix the error in that package (run `python -c 'import ...'` to see it).")
+            if spec is None or not spec.has_location or not spec.origin or not os.path.isfile(spec.origin):
+                return ("P501", f"the trainable's module {module_name!r} cannot be found from the contract's folder "
+                                f"({roots[0]}) or the current folder ({roots[1]})",
+                        _where_hint(module_name, contract_dir))
+            try:
+                module = importlib.import_module(module_name)
+            except BaseException as error:
+                if isinstance(error, KeyboardInterrupt):
+                    raise
+                return ("P503", f"importing the trainable's module {module_name!r} raised {_exc(error)}",
+                        f"Fix the error in {spec.origin} (run `python -c 'import {module_name}'` to see it).")
+            target = getattr(module, function, None)
+            if target is None:
+                names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+                close = difflib.get_close_matches(function, names, n=1)
+                return ("P502", f"module {module_name!r} ({spec.origin}) has no {function!r}",
+                        f"Did you mean `{module_name}:{close[0]}`?" if close else f"Define `def {function}(config, trial)` in it.")
+            if not callable(target):
+                return ("P502", f"{trainable!r} is not a function", f"Define `def {function}(config, trial)` in {spec.origin}.")
+            return None
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - saved_modules:
+            if name == "planner" or name.startswith("planner."):
+                continue  # the planner's own modules stay: one copy of each class
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
+                del sys.modules[name]
+        importlib.invalidate_caches()
+
+
+def _is_under(path: str, root: str) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(Path(root).resolve())
+    except OSError:
+        return False
+
+
+def _where_hint(module_name: str, contract_dir: Path) -> str:
+    """Where the module's file is, if it sits in a folder above the contract."""
+    relative = Path(*module_name.split("."))
+    folder = contract_dir.resolve()
+    for parent in [folder, *folder.parents][:4]:
+        for candidate in (parent / relative.with_suffix(".py"), parent / relative / "__init__.py"):
+            if candidate.is_file():
+                return (f"It is at {candidate}: run `plan` from {parent}, or move the contract next to it "
+                        "(trials import it from the contract's folder or the current folder).")
+    return "Put the module next to the contract or in the current folder, or fix the name (`module.path:function`)."
+
+
+def _exc(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

@@ -1,0 +1,215 @@
+"""Validate a contract: load, schema, compose, check; and summarize the experiment it plans.
+
+    load_yaml -> Contract (pydantic) -> compose_arms (Hydra) -> checks -> ValidationResult
+
+`validate(path)` never raises for a bad contract: it returns every Diagnostic.
+`load_contract(path)` returns the loaded contract or raises `ContractError`
+(`ContractFileError`, exit 2, when the file cannot be read at all).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner._contract.load import ContractFileError, LoadedYaml
+from planner._contract.rules import planned_trials
+from planner._core.diagnostics import Diagnostic, errors
+from planner._core.errors import ContractError
+
+__all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
+
+
+@dataclass
+class LoadedContract:
+    """A valid contract: the model, where it came from, its YAML positions and every arm's effective config."""
+
+    contract: Any  # planner._contract.model.Contract
+    path: Path
+    positions: LoadedYaml
+    configs: dict[str, dict[str, Any]]  # arm name -> composed effective config (baseline included)
+    warnings: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def dir(self) -> Path:
+        return self.path.parent
+
+
+@dataclass
+class ValidationResult:
+    """Every Diagnostic about one contract file, and the summary when the contract could be read."""
+
+    file: str
+    diagnostics: list[Diagnostic]
+    summary: dict[str, Any] | None = None
+    unreadable: bool = False
+    loaded: LoadedContract | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.unreadable and not errors(self.diagnostics)
+
+    @property
+    def exit_code(self) -> int:
+        return 2 if self.unreadable else (0 if self.valid else 1)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}
+
+
+def load_contract(path: str | os.PathLike) -> LoadedContract:
+    """Load and check a contract; raise `ContractError` listing every error (warnings are kept on the result)."""
+    result = validate(path)
+    if result.unreadable:
+        raise ContractFileError(result.diagnostics)
+    if not result.valid:
+        raise ContractError(errors(result.diagnostics))
+    assert result.loaded is not None
+    return result.loaded
+
+
+def validate(path: str | os.PathLike, strict: bool = False) -> ValidationResult:
+    """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is valid."""
+    from planner._contract.load import load_yaml
+
+    file = str(path)
+    try:
+        loaded = load_yaml(path)
+    except ContractFileError as error:
+        return ValidationResult(file, error.diagnostics, unreadable=True)
+    except ContractError as error:
+        return ValidationResult(file, error.diagnostics)
+    diagnostics, loaded_contract = _check_loaded(loaded, Path(path))
+    if strict:
+        diagnostics = [_as_error(d) for d in diagnostics]
+    diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
+    result = ValidationResult(file, diagnostics)
+    if loaded_contract is not None and not errors(diagnostics):
+        loaded_contract.warnings = [d for d in diagnostics if d.severity == "warning"]
+        result.loaded = loaded_contract
+        result.summary = summarize(loaded_contract)
+    return result
+
+
+def _as_error(d: Diagnostic) -> Diagnostic:
+    if d.severity == "error":
+        return d
+    from dataclasses import replace
+
+    return replace(d, severity="error", message=d.message + " (a warning, made an error by --strict)")
+
+
+def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], LoadedContract | None]:
+    from pydantic import ValidationError
+
+    from planner._contract import rules as _check
+    from planner._contract.compose import compose_arms
+    from planner._contract.model import Contract
+    from planner._contract.schema_errors import schema_diagnostics
+
+    try:
+        contract = Contract.model_validate(loaded.data)
+    except ValidationError as error:
+        return schema_diagnostics(error.errors(include_url=False), loaded), None
+    contract_dir = path.parent
+    diagnostics = _check.check_names(contract, loaded) + _check.check_static(contract, loaded)
+    composed = None
+    if not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
+        composed = compose_arms(contract, contract_dir)
+        diagnostics += _check.compose_diagnostics(contract, loaded, composed.problems)
+        if not composed.problems:
+            diagnostics += _check.check_matching(contract, loaded, composed)
+    diagnostics += _check.check_trainable(contract, loaded, contract_dir)
+    diagnostics += _check.check_warnings(contract, loaded, composed)
+    configs = composed.configs if composed is not None and not composed.problems else {}
+    return diagnostics, LoadedContract(contract, path, loaded, configs)
+
+
+def summarize(loaded: LoadedContract) -> dict[str, Any]:
+    """The experiment the contract plans, as JSON-able data."""
+    from planner._contract.compose import MISSING
+    from planner._contract.rules import arm_changes
+
+    contract = loaded.contract
+    base = loaded.configs[contract.baseline.name]
+    arms = []
+    for arm in contract.all_arms:
+        diff = [] if arm is contract.baseline else [
+            {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
+             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
+            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
+        arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
+    planned = planned_trials(contract)
+    budget = contract.budget
+    return {
+        "name": contract.name,
+        "hypothesis": contract.hypothesis,
+        "factor": {"name": contract.factor.name, "keys": list(contract.factor.keys)},
+        "metric": {"name": contract.metric.name, "mode": contract.metric.mode,
+                   "decision": contract.metric.decision_metric},
+        "arms": arms,
+        "planned_trials": planned,
+        "budget": {
+            "unit": budget.unit,
+            "exposure": budget.exposure,
+            "max_trials": budget.max_trials,
+            "planned_exposure": planned["total"] * budget.exposure,
+            "max_wall_time": budget.max_wall_time,
+            "max_trial_time": budget.max_trial_time,
+            "resources": budget.resources.model_dump(),
+        },
+        "seeds": list(contract.seeds),
+        "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],
+    }
+
+
+def format_result(result: ValidationResult) -> str:
+    """The human-readable report of `plan validate` (the CLI prints it)."""
+    lines = [d.format() for d in result.diagnostics]
+    summary = result.summary
+    if summary is None:
+        count = len(errors(result.diagnostics))
+        lines.append(f"{result.file}: invalid ({count} error{'s' if count != 1 else ''})")
+        return "\n".join(lines)
+    if lines:
+        lines.append("")
+    factor = summary["factor"]
+    count = len(result.diagnostics)  # a valid contract's diagnostics are warnings
+    noted = f" ({count} warning{'s' if count != 1 else ''})" if count else ""
+    lines.append(f"{result.file}: valid contract {summary['name']!r}{noted}")
+    lines.append(f"  factor   {factor['name']} (keys: {', '.join(factor['keys'])})")
+    metric = summary["metric"]
+    decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
+    lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
+    lines.append("  arms")
+    width = max(len(arm["name"]) for arm in summary["arms"])
+    for arm in summary["arms"]:
+        if arm["baseline"]:
+            lines.append(f"    {arm['name']:<{width}}  baseline")
+            continue
+        changes = [f"{d['path']}: {_show(d, 'baseline')} -> {_show(d, 'arm')}" for d in arm["diff"]]
+        lines.append(f"    {arm['name']:<{width}}  {changes[0] if changes else '(no change)'}")
+        lines.extend(f"    {'':<{width}}  {change}" for change in changes[1:])
+    planned = summary["planned_trials"]
+    budget = summary["budget"]
+    ceiling = f" (max_trials {budget['max_trials']})" if budget["max_trials"] is not None else ""
+    lines.append(f"  trials   {planned['total']} planned: tune {planned['tune']}, confirm {planned['confirm']}{ceiling}")
+    extra = [f"max wall time {budget['max_wall_time']}"] if budget["max_wall_time"] is not None else []
+    if budget["max_trial_time"] is not None:
+        extra.append(f"max trial time {budget['max_trial_time']}")
+    resources = budget["resources"]
+    lines.append(f"  budget   {budget['exposure']} {budget['unit']} per trial, {budget['planned_exposure']} "
+                 f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per trial"
+                 + "".join(f"; {e}" for e in extra))
+    return "\n".join(lines)
+
+
+def _show(d: dict[str, Any], side: str) -> str:
+    absent = {"baseline": "added", "arm": "removed"}[side]
+    return "<absent>" if d["change"] == absent else repr(d[side])
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

@@ -1,0 +1,56 @@
+"""Timestamps and durations as planner writes and prints them: one policy each.
+
+Timestamps are UTC ISO-8601 with milliseconds and a `Z` (`2026-11-30T15:05:35.123Z`),
+everywhere: trial records, events, the lock, the attempt ledger. `parse_timestamp`
+reads them back (and any ISO-8601 text with an offset) as seconds since the epoch.
+
+Durations print as seconds below two minutes, minutes below two hours, then hours:
+`45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+
+def utc_now() -> str:
+    """Now, as planner writes every timestamp."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_timestamp(text: Any) -> float | None:
+    """Seconds since the epoch for an ISO-8601 timestamp; None for anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def format_duration(seconds: Any) -> str:
+    """`45 s`, `12.5 min`, `3.20 h`; `?` when unknown or not a finite number."""
+    try:
+        seconds = float(seconds)
+    except (TypeError, ValueError):
+        return "?"
+    if not math.isfinite(seconds):
+        return "?"
+    if seconds < 120:
+        return f"{seconds:.0f} s" if seconds >= 10 or seconds == int(seconds) else f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def clock(seconds: float | None) -> str:
+    """`h:mm:ss` for the live table; `-` when unknown."""
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"

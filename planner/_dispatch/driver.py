@@ -1,0 +1,509 @@
+"""`plan run`: one contract from the YAML file to a decision per arm.
+
+validate -> freeze the run folder -> tune (Ray Tune) -> select -> confirm (Ray
+tasks) -> decide -> decisions.json. Every ended trial is written as it ends;
+the run state (completed / budget_exhausted / interrupted / failed) is kept
+apart from the decisions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner._core.errors import PlannerError, RunError, UsageError
+from planner._dispatch.session import (
+    claim_stop_signals,
+    restore_stop_signals,
+    start_ray,
+    trainable_search_path,
+)
+from planner._plan.trials import Plan, make_plan
+from planner._store.writer import RunStore, read_jsonl
+from planner._trial.protocol import TrialSpec
+
+EXIT_COMPLETED, EXIT_INVALID, EXIT_INCOMPLETE = 0, 1, 3
+FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    state: str
+    reason: str
+    decisions: list[dict]
+    wall_time_s: float
+    trials_ended: int
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_COMPLETED if self.state == "completed" else EXIT_INCOMPLETE
+
+
+# ------------------------------------------------------------------ loading and validating
+
+def load_and_validate(contract_path: str | os.PathLike):
+    """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
+
+    The contract is loaded, composed and checked once, by `plan validate`'s own
+    `load_contract`; the plan is made from it and must fit `budget.max_trials`.
+    """
+    from planner._contract.validate import load_contract
+
+    path = Path(contract_path)
+    if not path.is_file():
+        raise UsageError(f"cannot read {contract_path}: no such file")
+    loaded = load_contract(path)
+    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
+
+
+
+
+
+
+
+
+# ------------------------------------------------------------------ the decision
+
+def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
+    """The contract's decision per treatment arm (planner._stats.decide), as decisions.json rows.
+
+    A confirmation record becomes an Outcome: its seed, the last reported value
+    of the decision metric, and its status; a planned seed with no record is
+    pending, which makes the arm incomplete.
+    """
+    from planner._stats.decide import Outcome, decide
+
+    metric = contract.metric.decision_metric
+    confirm = {contract.baseline.name: [], **{arm.name: [] for arm in contract.arms}}
+    latest: dict[tuple[str, int], dict] = {}
+    for record in confirm_records:
+        if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
+            latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
+    for (arm, seed), record in latest.items():
+        confirm[arm].append(Outcome(seed, _final(record, metric), record.get("status", "failed")))
+    decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+                       planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
+                       arms=[arm.name for arm in contract.arms], metric=metric)
+    return [d.as_dict() for d in decisions]
+
+
+def _final(record: dict, metric: str) -> float | None:
+    for report in reversed(record.get("reports", [])):
+        if metric in report.get("metrics", {}):
+            return float(report["metrics"][metric])
+    return None
+
+
+
+
+
+
+
+
+
+# ------------------------------------------------------------------ the run
+
+class _Runner:
+    def __init__(self, contract, contract_dir: Path, configs: dict[str, dict], plan: Plan, store: RunStore,
+                 display_factory, previous_wall_s: float = 0.0):
+        from planner._dispatch.progress import Progress
+
+        self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
+        self.store = store
+        self.sha = contract.sha256()
+        self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
+        self.search_path = trainable_search_path(contract_dir)
+        # On a cluster the driver's folders do not exist on the workers: the code
+        # arrives through runtime_env, and trials run in (and import from) its copy.
+        self.remote = False
+        self._command_extra: dict = {}
+        if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
+            from planner._trial.command import command_trainable
+
+            self._command_extra = {"command": command_trainable(contract, contract_dir, configs).to_dict()}
+        self.t0 = time.monotonic()
+        self.previous_wall_s = previous_wall_s
+        self._state_written = 0.0
+        planned: dict[tuple[str, str], int] = {}
+        for t in plan.trials:
+            planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
+        self.progress = Progress(list(plan.arms), planned, metric=contract.metric.name, mode=contract.metric.mode,
+                                 decision_metric=contract.metric.decision_metric,
+                                 max_wall_time_s=contract.budget.max_wall_time_s)
+        self.display = display_factory(self.progress)
+        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()
+                                         if r.get("phase") != "reeval"}  # plan reeval trials are not the plan's
+        for record in self.records.values():
+            self.progress.ended(record, was_running=False)
+
+    # time
+    def wall_s(self) -> float:
+        return self.previous_wall_s + time.monotonic() - self.t0
+
+    def remaining_s(self) -> float | None:
+        limit = self.contract.budget.max_wall_time_s
+        return None if limit is None else limit - self.wall_s()
+
+    def write_state(self, state: str, reason: str = "", *, every_s: float = 0.0) -> None:
+        """Rewrite state.json (at most once per `every_s` seconds while running)."""
+        now = time.monotonic()
+        if every_s and now - self._state_written < every_s:
+            return
+        self._state_written = now
+        self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
+
+    # hooks
+    def _started(self, spec: TrialSpec) -> None:
+        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
+                         seed=spec.seed)
+        self.progress.started(spec.phase, spec.arm)
+        self.display.update()
+
+    def _ended(self, record: dict) -> None:
+        self.store.record_trial(record)
+        self.records[record["trial_id"]] = record
+        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
+                         exposure=record["exposure"])
+        self.progress.ended(record)
+        self.write_state("running", every_s=1.0)
+        self.display.update(record)
+
+    def _cancelled(self, spec: TrialSpec, why: str) -> None:
+        self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
+        self.progress.cancelled(spec.phase, spec.arm)
+        self.display.update()
+
+    def hooks(self):
+        from planner._dispatch.tune import Hooks
+
+        return Hooks(self._started, self._ended, self._cancelled)
+
+    def spec(self, trial, config: dict) -> TrialSpec:
+        c = self.contract
+        return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
+                         index=trial.index, params={}, config=config, budget=c.budget.exposure,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         metric=c.metric.name,
+                         heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
+                         max_trial_time_s=c.budget.max_trial_time_s,
+                         path=() if self.remote else tuple(self.search_path),
+                         cwd=None if self.remote else os.getcwd(),
+                         extra={**self._command_extra, "session": self.session,
+                                "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
+
+    def resources(self) -> dict:
+        r = self.contract.budget.resources
+        return {"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)}
+
+    # phases
+    def tune(self) -> str | None:
+        from planner._dispatch.search import make_sampler, to_optuna
+        from planner._dispatch.tune import Sweep, run_tuning
+        from planner._plan.space import arm_space
+
+        tuning = self.contract.tuning
+        sweeps = []
+        for group in self.plan.tune_groups:
+            trials = [t for t in self.plan.tune if t.arm == group.arm and t.seed == group.seed]
+            done = [self.records[t.trial_id] for t in trials if t.trial_id in self.records]
+            todo = [t for t in trials if t.trial_id not in self.records]
+            if not todo:
+                continue
+            space = arm_space(tuning, group.arm)
+            evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
+                         for v in [_final(r, self.contract.metric.name)] if v is not None and math.isfinite(v)]
+            sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
+                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
+        if not sweeps:
+            return None
+        self.progress.phase = "tune"
+        self.store.event("phase_started", phase="tune", trials=sum(len(s.specs) for s in sweeps))
+        self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
+        remaining = self.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return "budget"
+        outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
+                             exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
+                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining,
+                             prestart=True)
+        self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
+        return outcome.stopped
+
+    def select(self) -> dict[str, dict]:
+        """Each arm's confirmation config; writes selection.json."""
+        from planner._contract.compose import apply_params
+        from planner._stats.select import select
+
+        c = self.contract
+        if c.tuning is None:
+            return {arm: config for arm, config in self.configs.items()}
+        selected = select(c, [r for r in self.records.values() if r["phase"] == "tune"])
+        self.store.write_selection({
+            "rule": c.tuning.selection.rule, "k": c.tuning.selection.k, "metric": c.metric.name,
+            "mode": c.metric.mode, "arms": {arm: s.as_dict() for arm, s in selected.items()}})
+        for arm, s in selected.items():
+            self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
+                             reason=s.reason)
+            self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
+        return {arm: apply_params(self.configs[arm], s.params) for arm, s in selected.items() if s.trial_id}
+
+    def confirm(self, configs: dict[str, dict]) -> str | None:
+        from planner._dispatch.tune import run_fixed
+
+        if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
+            from planner._dispatch.looks import confirm_in_looks
+
+            return confirm_in_looks(self, configs)
+
+        specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
+                 if t.trial_id not in self.records and t.arm in configs]
+        skipped = [t.trial_id for t in self.plan.confirm if t.arm not in configs]
+        if skipped:
+            self.store.event("trials_skipped", phase="confirm", trial_ids=skipped,
+                             reason="the arm has no selected config (no tuning trial completed the full exposure)")
+        if not specs:
+            return None
+        self.progress.phase = "confirm"
+        self.store.event("phase_started", phase="confirm", trials=len(specs))
+        self.display.note(f"confirming: {len(specs)} trials")
+        remaining = self.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return "budget"
+        outcome = run_fixed(specs, resources=self.resources(), hooks=self.hooks(),
+                            max_trial_time_s=self.contract.budget.max_trial_time_s,
+                            deadline=None if remaining is None else time.monotonic() + remaining)
+        self.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped)
+        return outcome.stopped
+
+    def decide(self, state: str) -> list[dict]:
+        c = self.contract
+        extra = {}
+        if c.confirmation.looks > 1:  # the decisions come from the looks (planner._dispatch.looks)
+            from planner._dispatch.looks import SequentialConfirmation
+
+            sequential = getattr(self, "sequential", None) or SequentialConfirmation(c)
+            rows = sequential.decisions(sequential.evaluate(self.records))
+            extra = {"sequential": sequential.describe()}
+        else:
+            rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        self.store.write_decisions({
+            "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
+            "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
+            "min_effect": c.acceptance.min_effect, **extra, "decisions": rows})
+        return rows
+
+
+def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
+        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None) -> RunResult:
+    """Run a contract end to end. Raises ContractError/UsageError before anything starts."""
+    from planner._core.version import VERSION
+    from planner._dispatch.progress import make_display
+    from planner._store.identity import run_identity
+
+    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    mlflow_tracking = contract.tracking.mlflow
+    if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
+        from planner._results.mlflow import check_mlflow_tracking
+
+        check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
+    from planner._core.redact import Redactor
+    from planner._store.resume import heal_files, resolve_run_dir, unfinished
+
+    previous_wall = 0.0
+    redactor = Redactor.for_run(contract.frozen(), *configs.values())
+    if resume is not None:
+        store = RunStore.open(resolve_run_dir(resume, contract))
+        store.redactor = redactor
+        _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
+        took_over = store.lock()
+        cut = heal_files(store.root)
+        state = read_state(store.root)
+        previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
+        logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
+        now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
+        changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
+        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
+                    trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
+        if took_over is not None:
+            store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
+                        started=took_over.get("started"), reason=took_over.get("reason"))
+        for name, size in cut.items():
+            store.event("torn_record_dropped", file=name, bytes=size)
+    else:
+        store = RunStore.create(runs_dir, contract.name)
+        store.redactor = redactor
+        store.lock()
+        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
+        store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
+        store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+    stream = stream or sys.stdout
+    runner = _Runner(contract, contract_dir, configs, plan, store,
+                     lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    if resume is not None:
+        again = unfinished(store, runner.records)
+        if again:
+            store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
+    runner.write_state("running")
+    started_ray = False
+    state, reason = "failed", ""
+    previous_term = claim_stop_signals()
+    try:
+        live = not quiet and stream.isatty()
+        from planner._dispatch.cluster import resolve_address
+
+        runner.remote = resolve_address(address) is not None
+        with runner.display:
+            target = address or os.environ.get("RAY_ADDRESS")
+            runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
+            t_ray = time.monotonic()
+            started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live,
+                                     contract=contract, contract_dir=contract_dir)
+            runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
+            stopped = runner.tune() if contract.tuning is not None else None
+            if stopped is None:
+                stopped = runner.confirm(runner.select())
+            elif contract.tuning is not None:
+                runner.select()
+        if stopped == "budget":
+            state, reason = "budget_exhausted", f"budget.max_wall_time of {contract.budget.max_wall_time} reached"
+        elif stopped == "interrupted":
+            state, reason = "interrupted", "stopped by the user"
+        else:
+            state, reason = "completed", "all planned trials ended"
+            not_needed = getattr(runner, "not_needed", set())  # sequential looks stopped early
+            missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
+            if missing:
+                reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
+                          "(arms whose tuning left nothing to select)")
+            if not_needed:
+                reason += (f"; {len(not_needed)} confirmation trials not needed "
+                           "(the sequential confirmation stopped early)")
+    except KeyboardInterrupt:
+        state, reason = "interrupted", "stopped by the user (Ctrl-C or SIGTERM)"
+    except OSError as error:
+        from planner._store.resume import disk_error
+
+        if not disk_error(error):
+            state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
+            raise
+        state, reason = "failed", (f"cannot write the run folder {store.root}: {error.strerror}; what ended is "
+                                   f"kept; free space and resume with --resume {store.root}")
+        raise RunError(reason) from None
+    except PlannerError as error:
+        state, reason = "failed", str(error)
+        raise
+    except BaseException as error:
+        state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
+        raise
+    finally:
+        decisions = []
+        for step in (lambda: runner.decide(state), lambda: runner.write_state(state, reason),
+                     lambda: store.event("run_ended", state=state, reason=reason)):
+            try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
+                out = step()
+                if isinstance(out, list):
+                    decisions = out
+            except OSError:
+                pass
+        store.close()
+        store.unlock()
+        restore_stop_signals(previous_term)
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+    if mlflow_tracking is not None:
+        _log_to_mlflow(store.root, mlflow_tracking, stream)
+    failures = [{"trial_id": r["trial_id"], "status": r["status"],
+                 "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
+                for r in runner.records.values() if r["status"] in FAILED_STATUSES]
+    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+
+
+def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
+    """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
+    from planner._results.mlflow import MlflowTrackingError, log_run_to_mlflow
+
+    try:
+        summary = log_run_to_mlflow(run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment)
+    except MlflowTrackingError as error:
+        print(f"warning: the run was not logged to MLflow: {error}", file=sys.stderr)
+        return
+    print(f"mlflow: {summary.trials_logged} trials logged to {summary.tracking_uri}", file=stream)
+
+
+
+
+
+
+def _read_json_file(path: Path) -> dict | None:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
+    """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
+    from planner._contract.compose import config_diff
+
+    for arm, config in configs.items():
+        path = run_dir / "configs" / f"{arm}.yaml"
+        try:
+            logged = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            raise RunError(f"{path} is missing or unreadable; cannot resume this run") from None
+        diff = config_diff(logged, config)
+        if diff:
+            key, was, now = diff[0]
+            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {was!r} then, "
+                           f"{now!r} now): the config files changed, which makes a new run; start it without --resume")
+
+
+def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
+    import json
+
+    try:
+        return json.loads((Path(run_dir) / "state.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def read_records(run_dir: str | os.PathLike) -> list[dict]:
+    return read_jsonl(Path(run_dir) / "trials.jsonl")
+
+
+def format_result(result: RunResult) -> str:
+    """The end of `plan run`: the run state, then the decision per arm, kept apart."""
+    lines = [f"run folder: {result.run_dir}",
+             f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
+             f"{result.wall_time_s:.1f} s"]
+    if result.failures:
+        lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
+            f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+    lines.append("decisions:")
+    for d in result.decisions:
+        if d["effect"] is None:
+            lines.append(f"  {d['arm']}: {d['decision']} ({d['reason']})")
+        else:
+            def num(x, spec):  # None: an unbounded CI, or no fixed-sample p after sequential looks
+                return "none" if x is None else format(x, spec)
+
+            looks = f"  at look {len(d['looks'])}" if d.get("looks") else ""
+            p = "" if d["p_value"] is None else f"p={d['p_value']:.3g}  "
+            lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
+                         f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
+                         f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+    return "\n".join(lines)

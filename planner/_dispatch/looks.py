@@ -1,0 +1,237 @@
+"""Sequential confirmation inside `plan run`: the confirmation seeds run in looks.
+
+With `confirmation: {looks: K > 1, spending, futility}` the confirmation seeds
+run in K planned batches (`planner._stats.looks.look_batches`, the sizes of
+`planner._stats.sequential.look_sizes`). After each batch, every arm still running
+is asked `planner._stats.sequential.sequential_decision`: continue, accept,
+inconclusive, stop_futility, or (last look) reject. An arm that stopped gets
+no more seeds; the baseline runs a batch while any arm needs it.
+
+Several arms: each comparison is monitored at alpha / m (Bonferroni; Holm's
+step-down does not carry over to repeated looks), with m the number of
+treatment arms, unless `correction: none`.
+
+Everything here is a function of the trial records, so a resumed run finds
+the same looks again:
+
+    SequentialConfirmation(contract).evaluate(records) -> LookState
+        the steps so far per arm, which arms stopped, which are incomplete,
+        and which (arm, seed) trials the next batch needs.
+    LookState.decisions(...) -> rows for decisions.json, each with `looks`.
+    confirm_in_looks(runner, configs) -> the runner's confirmation phase.
+
+Trials an arm no longer needs are "not needed": never run, logged in one
+`trials_skipped` event with `by_design: true`; they make no arm incomplete
+and the run `completed` (docs/planning.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner._plan.pilot import final_value
+from planner._plan.trials import confirm_trial_id
+from planner._stats.decide import Decision, Outcome, collect
+from planner._stats.looks import look_batches
+
+
+def comparison_alpha(contract) -> float:
+    """The two-sided level each arm's looks use: alpha / m across m arms (Bonferroni), alpha with one arm."""
+    a = contract.acceptance
+    m = len(contract.arms)
+    return a.alpha if a.correction == "none" or m == 1 else a.alpha / m
+
+
+@dataclass
+class ArmLooks:
+    arm: str
+    steps: list = field(default_factory=list)  # SequentialStep per look taken
+    stopped: bool = False  # decided (a step other than continue) or incomplete
+    problem: str | None = None  # why the arm is incomplete
+    waiting: int | None = None  # the look it waits for (missing trials), while running
+
+    def looks_json(self) -> list[dict[str, Any]]:
+        return [_look_json(s) for s in self.steps]
+
+
+def _number(x: float) -> float | None:
+    return float(x) if isinstance(x, int | float) and math.isfinite(x) else None
+
+
+def _look_json(step) -> dict[str, Any]:
+    return {"look": step.look + 1, "n_baseline": step.n_baseline, "n_arm": step.n_arm,
+            "effect": _number(step.effect), "ci_low": _number(step.ci_low), "ci_high": _number(step.ci_high),
+            "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
+            "conditional_power": _number(step.conditional_power), "action": step.action}
+
+
+@dataclass
+class LookState:
+    arms: dict[str, ArmLooks]
+    needed: list[tuple[str, int]]  # (arm, seed) trials the next batches need, in plan order
+
+    @property
+    def running(self) -> list[str]:
+        return [a for a, s in self.arms.items() if not s.stopped]
+
+
+class SequentialConfirmation:
+    """The looks of one contract's confirmation (plan_design runs once, about a second)."""
+
+    def __init__(self, contract):
+        from planner._stats.sequential import plan_design
+
+        c = contract
+        self.contract = c
+        self.baseline = c.baseline.name
+        self.alpha = comparison_alpha(c)
+        self.batches = look_batches(list(c.seeds), c.confirmation.looks)
+        self.design = plan_design(len(c.seeds), c.confirmation.looks, self.alpha, c.confirmation.spending,
+                                  c.confirmation.futility, test=c.acceptance.test)
+
+    def describe(self) -> dict[str, Any]:
+        d = self.design
+        return {"looks": d.looks, "spending": d.spending, "futility": d.futility, "look_sizes": list(d.look_sizes),
+                "alpha_per_comparison": self.alpha, "monitored_test": d.test,
+                "nominal_p": [float(p) for p in d.nominal_p]}
+
+    def _outcomes(self, records: dict[str, dict], arm: str, seeds: list[int]) -> list[Outcome] | None:
+        """Outcomes of `arm` at `seeds`, or None when one has no record yet."""
+        metric = self.contract.metric.decision_metric
+        out = []
+        for seed in seeds:
+            r = records.get(confirm_trial_id(arm, seed))
+            if r is None:
+                return None
+            out.append(Outcome(seed, final_value(r, metric), r.get("status", "completed")))
+        return out
+
+    def evaluate(self, records: dict[str, dict]) -> LookState:
+        """Walk the looks on the records so far: each arm's steps, and the trials still needed."""
+        from planner._stats.sequential import sequential_decision
+
+        c = self.contract
+        diverged = c.failures.diverged_value
+        arms = {a.name: ArmLooks(a.name) for a in c.arms}
+        for arm, state in arms.items():
+            for k, _ in enumerate(self.batches):
+                seeds = [s for batch in self.batches[: k + 1] for s in batch]
+                base_out = self._outcomes(records, self.baseline, seeds)
+                arm_out = self._outcomes(records, arm, seeds)
+                problems = []
+                if base_out is not None:
+                    _, problem = collect(base_out, seeds, diverged)
+                    if problem:
+                        problems.append(f"in the baseline {self.baseline}, {problem}")
+                if arm_out is not None:
+                    _, problem = collect(arm_out, seeds, diverged)
+                    if problem:
+                        problems.append(f"in {arm}, {problem}")
+                if problems:
+                    state.stopped, state.problem = True, "; ".join(problems)
+                    break
+                if base_out is None or arm_out is None:
+                    state.waiting = k
+                    break
+                base_values, _ = collect(base_out, seeds, diverged)
+                arm_values, _ = collect(arm_out, seeds, diverged)
+                step = sequential_decision(
+                    k, list(base_values.values()), list(arm_values.values()), design=self.design,
+                    mode=c.metric.mode, min_effect=c.acceptance.min_effect,
+                    baseline_seeds=list(base_values), arm_seeds=list(arm_values))
+                state.steps.append(step)
+                if step.action != "continue":
+                    state.stopped = True
+                    break
+        needed: list[tuple[str, int]] = []
+        waiting = [s for s in arms.values() if not s.stopped and s.waiting is not None]
+        for state in waiting:
+            seeds = [s for batch in self.batches[: state.waiting + 1] for s in batch]
+            for arm in (self.baseline, state.arm):
+                needed += [(arm, s) for s in seeds
+                           if confirm_trial_id(arm, s) not in records and (arm, s) not in needed]
+        order = {(a.name, s): i for i, (a, s) in enumerate((a, s) for a in c.all_arms for s in c.seeds)}
+        return LookState(arms, sorted(needed, key=order.__getitem__))
+
+    def decisions(self, state: LookState) -> list[dict[str, Any]]:
+        """decisions.json rows, one per treatment arm, each with its `looks`."""
+        metric = self.contract.metric.decision_metric
+        rows = []
+        for arm, s in state.arms.items():
+            if s.problem is not None or not s.stopped:
+                if s.problem is not None:
+                    reason = f"Incomplete: {s.problem}."
+                else:
+                    look = (s.waiting or 0) + 1
+                    reason = (f"Incomplete: look {look} of {self.design.looks} did not get its seeds "
+                              f"(the run stopped before the batch ended).")
+                last = s.steps[-1] if s.steps else None
+                decision = Decision(arm=arm, decision="incomplete", effect=math.nan, ci_low=math.nan,
+                                    ci_high=math.nan, p_value=math.nan, alpha_adjusted=self.alpha,
+                                    n_baseline=last.n_baseline if last else 0, n_arm=last.n_arm if last else 0,
+                                    reason=reason)
+            else:
+                step = s.steps[-1]
+                decision = step.as_decision(arm)
+                decision = Decision(**{**decision.__dict__, "reason": f"{step.reason} (metric {metric})"})
+            rows.append({**decision.as_dict(), "looks": s.looks_json()})
+        return rows
+
+
+# --------------------------------------------------------------------------- the runner's phase
+
+
+def confirm_in_looks(runner, configs: dict[str, dict]) -> str | None:
+    """`_Runner.confirm` for looks > 1: run batch after batch until every arm has stopped.
+
+    Returns what stopped the phase early ("budget", "interrupted") or None.
+    Sets `runner.not_needed` to the planned confirmation trials no arm needs.
+    """
+    from planner._dispatch.tune import run_fixed
+
+    sequential = SequentialConfirmation(runner.contract)
+    runner.sequential = sequential
+    planned = {(t.arm, t.seed): t for t in runner.plan.confirm}
+    without = [t.trial_id for t in runner.plan.confirm if t.arm not in configs]
+    if without:
+        runner.store.event("trials_skipped", phase="confirm", trial_ids=without,
+                           reason="the arm has no selected config (no tuning trial completed the full exposure)")
+    runner.progress.phase = "confirm"
+    previous: list[tuple[str, int]] | None = None
+    while True:
+        state = sequential.evaluate(runner.records)
+        todo = [pair for pair in state.needed if pair[0] in configs]
+        if not todo or todo == previous:
+            break
+        previous = todo
+        look = 1 + min(s.waiting for s in state.arms.values() if not s.stopped and s.waiting is not None)
+        runner.store.event("phase_started", phase="confirm", trials=len(todo), look=look,
+                           arms=state.running)
+        runner.display.note(f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials")
+        remaining = runner.remaining_s()
+        if remaining is not None and remaining <= 0:
+            return "budget"
+        specs = [runner.spec(planned[pair], configs[pair[0]]) for pair in todo]
+        outcome = run_fixed(specs, resources=runner.resources(), hooks=runner.hooks(),
+                            max_trial_time_s=runner.contract.budget.max_trial_time_s,
+                            deadline=None if remaining is None else time.monotonic() + remaining)
+        runner.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped, look=look)
+        for arm, s in sequential.evaluate(runner.records).arms.items():
+            if s.steps and s.steps[-1].look == look - 1:
+                runner.store.event("look", arm=arm, **_look_json(s.steps[-1]))
+        if outcome.stopped:
+            return outcome.stopped
+    state = sequential.evaluate(runner.records)
+    not_needed = [t.trial_id for t in runner.plan.confirm
+                  if t.trial_id not in runner.records and t.arm in configs and (t.arm, t.seed) not in state.needed]
+    if not_needed and not state.running:
+        runner.not_needed = set(not_needed)
+        runner.store.event("trials_skipped", phase="confirm", trial_ids=not_needed, by_design=True,
+                           reason="not needed: the sequential confirmation stopped every arm before its last look")
+        for trial_id in not_needed:
+            t = next(p for p in runner.plan.confirm if p.trial_id == trial_id)
+            runner.progress.cell("confirm", t.arm).planned -= 1
+    return None

@@ -1,0 +1,192 @@
+"""Live progress of a run: trials per arm and phase, best so far, failures, time and budget.
+
+`Progress` keeps the counts (a value any display can read); `LiveDisplay`
+draws them with rich on a terminal, `LineDisplay` prints one plain line per
+ended trial (no terminal, or piped output), `QuietDisplay` prints nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from planner._core.text import clock
+
+FAILED = ("failed", "protocol_error", "timeout", "oom")
+
+
+@dataclass
+class Cell:
+    planned: int = 0
+    running: int = 0
+    ended: int = 0
+    failed: int = 0
+    diverged: int = 0
+    early_stopped: int = 0
+    best: float | None = None
+    values: list[float] = field(default_factory=list)
+
+
+class Progress:
+    """Counts of one run, per (phase, arm)."""
+
+    def __init__(self, arms: list[str], planned: dict[tuple[str, str], int], *, metric: str, mode: str,
+                 decision_metric: str, max_wall_time_s: float | None):
+        self.arms = list(arms)
+        self.cells = {key: Cell(planned=n) for key, n in planned.items()}
+        self.metric, self.mode, self.decision_metric = metric, mode, decision_metric
+        self.max_wall_time_s = max_wall_time_s
+        self.t0 = time.monotonic()
+        self.phase = "starting"
+        self.notes: list[str] = []
+
+    def cell(self, phase: str, arm: str) -> Cell:
+        return self.cells.setdefault((phase, arm), Cell())
+
+    def started(self, phase: str, arm: str) -> None:
+        self.cell(phase, arm).running += 1
+
+    def cancelled(self, phase: str, arm: str) -> None:
+        cell = self.cell(phase, arm)
+        cell.running = max(0, cell.running - 1)
+
+    def ended(self, record: dict, *, was_running: bool = True) -> None:
+        cell = self.cell(record["phase"], record["arm"])
+        if was_running:
+            cell.running = max(0, cell.running - 1)
+        cell.ended += 1
+        status = record["status"]
+        cell.failed += status in FAILED
+        cell.diverged += status == "diverged"
+        cell.early_stopped += status == "early_stopped"
+        if status != "completed":
+            return
+        metric = self.metric if record["phase"] == "tune" else self.decision_metric
+        value = last_value(record, metric)
+        if value is None:
+            return
+        cell.values.append(value)
+        better = cell.best is None or (value > cell.best if self.mode == "max" else value < cell.best)
+        if better:
+            cell.best = value
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def totals(self) -> tuple[int, int]:
+        return (sum(c.ended for c in self.cells.values()), sum(c.planned for c in self.cells.values()))
+
+    def header(self) -> str:
+        ended, planned = self.totals()
+        budget = f" of {clock(self.max_wall_time_s)}" if self.max_wall_time_s else ""
+        return f"{self.phase}: {ended}/{planned} trials ended, {clock(self.elapsed)}{budget} elapsed"
+
+
+def last_value(record: dict, metric: str) -> float | None:
+    for report in reversed(record.get("reports", [])):
+        if metric in report.get("metrics", {}):
+            value = report["metrics"][metric]
+            value = float(value)
+            return value if math.isfinite(value) else None
+    return None
+
+
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+class QuietDisplay:
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, record: dict | None = None) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+class LineDisplay(QuietDisplay):
+    """One plain line per ended trial and per phase: for logs and pipes."""
+
+    def __init__(self, progress: Progress, stream: TextIO | None = None):
+        super().__init__(progress)
+        self.stream = stream or sys.stdout
+
+    def update(self, record: dict | None = None) -> None:
+        if record is None:
+            return
+        p = self.progress
+        metric = p.metric if record["phase"] == "tune" else p.decision_metric
+        value = last_value(record, metric)
+        ended, planned = p.totals()
+        shown = f" {metric}={_fmt(value)}" if value is not None else ""
+        print(f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown} "
+              f"(exposure {record['exposure']}; {ended}/{planned} ended)", file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"[{clock(self.progress.elapsed)}] {text}", file=self.stream, flush=True)
+
+
+class LiveDisplay(QuietDisplay):
+    """A rich table redrawn in place: per arm and phase, ended/planned, running, failed, best."""
+
+    def __init__(self, progress: Progress):
+        super().__init__(progress)
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=False)
+        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
+                         get_renderable=self._render)
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.__exit__(*exc)
+        return False
+
+    def update(self, record: dict | None = None) -> None:
+        self.live.refresh()
+
+    def note(self, text: str) -> None:
+        self.progress.notes = (self.progress.notes + [text])[-4:]
+        self.live.refresh()
+
+    def _render(self) -> Any:
+        from rich.console import Group
+        from rich.table import Table
+        from rich.text import Text
+
+        p = self.progress
+        table = Table(title=p.header(), title_justify="left", expand=False)
+        for column in ("arm", "phase", "ended/planned", "running", "failed", "diverged", "stopped early", "best"):
+            table.add_column(column, justify="left" if column in ("arm", "phase") else "right")
+        for (phase, arm), cell in sorted(p.cells.items(), key=lambda kv: (kv[0][0] != "tune", p.arms.index(kv[0][1])
+                                                                          if kv[0][1] in p.arms else 99)):
+            table.add_row(arm, phase, f"{cell.ended}/{cell.planned}", str(cell.running), str(cell.failed),
+                          str(cell.diverged), str(cell.early_stopped), _fmt(cell.best))
+        return Group(table, *[Text(note, style="dim") for note in p.notes])
+
+
+def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):
+    stream = stream or sys.stdout
+    if quiet:
+        return QuietDisplay(progress)
+    if stream.isatty():
+        return LiveDisplay(progress)
+    return LineDisplay(progress, stream)

@@ -1,0 +1,43 @@
+"""The Optuna boundary: an arm's tuning space and sampler as Optuna objects.
+
+The space itself is pure (planner._plan.space); only this module imports Optuna.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner._plan.space import grid
+
+
+def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
+    """{dotted key: optuna distribution} for a space of `Dimension`s."""
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    out: dict[str, Any] = {}
+    for key, dim in space.items():
+        kind, bounds = dim.kind, dim.bounds
+        if kind == "log_uniform":
+            out[key] = FloatDistribution(float(bounds[0]), float(bounds[1]), log=True)
+        elif kind == "uniform":
+            out[key] = FloatDistribution(float(bounds[0]), float(bounds[1]))
+        elif kind == "int":
+            out[key] = IntDistribution(int(bounds[0]), int(bounds[1]))
+        else:
+            out[key] = CategoricalDistribution(list(bounds))
+    return out
+
+
+def make_sampler(sampler, space: dict[str, Any]):
+    """The declared Optuna sampler (tpe | random | grid) with the declared seed."""
+    import optuna
+
+    if sampler.name == "tpe":
+        return optuna.samplers.TPESampler(seed=sampler.seed)
+    if sampler.name == "random":
+        return optuna.samplers.RandomSampler(seed=sampler.seed)
+    return optuna.samplers.GridSampler(grid(space), seed=sampler.seed)

@@ -1,0 +1,107 @@
+"""The Ray session a command runs in, shared by `plan run` and `plan reeval`.
+
+Where trainables are found (the search path), connecting to a cluster or
+starting an embedded local Ray, and SIGTERM/SIGINT turned into a clean stop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from planner._core.errors import RunError
+
+
+def trainable_search_path(contract_dir: Path) -> list[str]:
+    """Where a trainable module is found: the contract's folder, the working folder, planner's own parent."""
+    planner_parent = str(Path(__file__).resolve().parents[2])
+    out = []
+    for folder in (str(contract_dir), os.getcwd(), planner_parent):
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
+def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool,
+               contract=None, contract_dir: Path | None = None) -> bool:
+    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it.
+
+    On a cluster the workers get the code through runtime_env (planner._dispatch.cluster):
+    the contract's folder as working_dir, the trainable's package and planner
+    itself as py_modules; and a trial request no node can ever hold is refused
+    here instead of waiting forever.
+    """
+    import ray
+
+    from planner._dispatch.cluster import (
+        resolve_address,
+        resources_for,
+        runtime_env_for,
+        unfit_reason,
+    )
+    from planner._dispatch.tune import WORKER_ENV
+
+    if ray.is_initialized():
+        return False
+    address = resolve_address(address)
+    if address:
+        runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
+                                      runs_dir=runs_dir, env_vars=WORKER_ENV)
+        try:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
+                     configure_logging=False)
+        except Exception as error:  # ConnectionError and friends: a sentence, not a trace
+            raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
+        if contract is not None:
+            problem = unfit_reason(resources_for(contract.budget), ray.nodes())
+            if problem is not None:
+                raise RunError(problem)
+        return True
+    pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
+    return True
+
+
+def start_local_ray(attempts: int = 3, **options) -> None:
+    """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
+    fixed 30-second start-up wait."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, **options)
+            return
+        except Exception as error:  # Ray raises a bare Exception for a start-up timeout
+            ray.shutdown()
+            if attempt == attempts:
+                raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
+
+
+def claim_stop_signals():
+    """SIGTERM and SIGINT stop a run like Ctrl-C does (state `interrupted`, finished trials kept).
+
+    SIGINT is claimed too because a process started in the background by a
+    script inherits SIGINT *ignored*, and Python then never turns it into
+    KeyboardInterrupt: `kill -INT` would be silently lost. Returns the previous
+    handlers, for `restore_stop_signals`.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    return {signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
+            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+
+
+def restore_stop_signals(previous) -> None:
+    import signal
+    import threading
+
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)

@@ -1,0 +1,210 @@
+"""`plan power` and `plan validate --pilot`: the seeds a contract needs, from a pilot's spread.
+
+Pure functions; the CLI prints.
+
+    spread_from_pilot(pilot, test)             -> (sd, how it was measured)
+    power_summary(contract, sd, sd_source=...) -> dict
+    format_power(summary)                      -> str
+    underpowered_warning(loaded, summary)      -> Diagnostic P903 or None
+
+"Power" is the chance that the improvement is detected, P(CI low > 0),
+when the true improvement is exactly min_effect. "accept" also needs the
+*estimated* effect to reach min_effect, so at a true effect of min_effect
+it happens only about half the time whatever the seeds: the summary also
+gives P(accept) and the true effect at which accept is 80 % likely.
+Statistics: `planner._stats.power` (docs/statistics.md, docs/planning.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from planner._core.errors import UsageError
+
+POWER_TARGETS = (0.8, 0.9)
+UNDERPOWERED = 0.8  # validate --pilot warns below this power at min_effect
+
+
+def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
+    """The sd to plan with: pooled within-arm sd (welch, bootstrap), or the sd of per-seed differences (paired)."""
+    from planner._stats.power import pilot_sd
+
+    values = pilot.require_values()
+    if test != "paired":
+        counts = ", ".join(f"{arm} {len(v)}" for arm, v in values.items())
+        try:
+            return pilot_sd({a: list(v.values()) for a, v in values.items()}), f"pooled seed-to-seed sd of {pilot.metric} over the pilot's arms ({counts} seeds)"
+        except ValueError as error:
+            raise UsageError(f"the pilot {pilot.run_dir}: {error}") from None
+    base = values.get(pilot.baseline or "", {})
+    squares, dof, used = 0.0, 0, []
+    for arm, by_seed in values.items():
+        if arm == pilot.baseline:
+            continue
+        diffs = [by_seed[s] - base[s] for s in base if s in by_seed]
+        if len(diffs) >= 2:
+            mean = sum(diffs) / len(diffs)
+            squares += sum((d - mean) ** 2 for d in diffs)
+            dof += len(diffs) - 1
+            used.append(f"{arm} {len(diffs)}")
+    if dof == 0:
+        raise UsageError(
+            f"the pilot {pilot.run_dir} has no arm with 2 seeds that the baseline {pilot.baseline!r} also has: "
+            "the paired test needs the sd of per-seed differences; give it with --sd")
+    return (math.sqrt(squares / dof),
+            f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} seeds)")
+
+
+def power_summary(contract, sd: float, *, sd_source: str = "given with --sd") -> dict[str, Any]:
+    """Seeds for 80 % and 90 % power, P(accept), and the smallest effect the declared seeds detect.
+
+    contract: a `planner._contract.model.Contract`; sd: seed-to-seed sd of the
+    decision metric (paired: of the per-seed differences), in metric units.
+    """
+    from planner._stats.power import (
+        accept_probability,
+        comparison_alpha,
+        detectable_effect,
+        detection_power,
+        seeds_for_power,
+    )
+
+    if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
+        raise UsageError(f"the sd must be a positive number, got {sd}")
+    a = contract.acceptance
+    n_arms = len(contract.arms)
+    level = comparison_alpha(a.alpha, n_arms, a.correction)
+    n = len(contract.seeds)
+    common = dict(n_arms=n_arms, correction=a.correction)
+
+    def row(seeds: int | None) -> dict[str, Any]:
+        if seeds is None:
+            return {"seeds": None}
+        return {"seeds": seeds, "trials": seeds * len(contract.all_arms),
+                "power": detection_power(seeds, a.min_effect, sd, a.alpha, a.test, **common),
+                "accept_probability": accept_probability(seeds, a.min_effect, sd, level, a.min_effect, a.test)}
+
+    needed = {}
+    for target in POWER_TARGETS:
+        try:
+            needed[f"{round(100 * target)}"] = row(seeds_for_power(sd, a.min_effect, a.alpha, target, a.test, **common))
+        except ValueError:
+            needed[f"{round(100 * target)}"] = row(None)
+    declared = row(n)
+    declared["detectable_effect_80"] = _finite(detectable_effect(sd, n, a.alpha, 0.8, a.test, **common))
+    declared["accept_80_at_effect"] = _finite(_effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8))
+    return {
+        "name": contract.name, "metric": contract.metric.decision_metric, "mode": contract.metric.mode,
+        "test": a.test, "alpha": a.alpha, "correction": a.correction, "arms": n_arms,
+        "comparison_alpha": level, "min_effect": a.min_effect, "sd": sd, "sd_source": sd_source,
+        "needed": needed, "declared": declared, "underpowered": declared["power"] < UNDERPOWERED,
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _effect_for_accept(n: int, sd: float, level: float, min_effect: float, test: str, target: float) -> float:
+    """The true effect at which P(accept) reaches `target` with n seeds (inf when it never does)."""
+    from scipy import optimize
+
+    from planner._stats.power import accept_probability
+
+    def gap(e: float) -> float:
+        return accept_probability(n, e, sd, level, min_effect, test) - target
+
+    high = min_effect + sd
+    for _ in range(60):
+        if gap(high) > 0:
+            return float(optimize.brentq(gap, 0.0, high, xtol=1e-10 * max(1.0, high)))
+        high *= 2
+    return math.inf
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f} %"
+
+
+def format_power(s: dict[str, Any]) -> str:
+    """The text `plan power` prints."""
+    alpha = f"alpha {s['alpha']:g}"
+    if s["comparison_alpha"] != s["alpha"]:
+        alpha += f" ({s['correction']} across {s['arms']} arms: {s['comparison_alpha']:.4g} per comparison)"
+    lines = [
+        f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect {s['min_effect']:g}, {alpha}",
+        f"  sd {s['sd']:.4g}: {s['sd_source']}",
+        "  power = P(CI low > 0) when the true improvement is min_effect; accept also needs the estimate >= min_effect",
+        "",
+        f"  {'':<22}{'seeds/arm':>10}{'trials':>8}{'power':>8}{'P(accept)':>11}",
+    ]
+    for key, label in (("80", "for 80 % power"), ("90", "for 90 % power"), (None, "declared seeds")):
+        r = s["declared"] if key is None else s["needed"][key]
+        if r["seeds"] is None:
+            lines.append(f"  {label:<22}{'> 100000':>10}")
+            continue
+        lines.append(f"  {label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}")
+    d = s["declared"]
+    lines.append("")
+    if d["detectable_effect_80"] is None:
+        lines.append(f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: add seeds")
+    else:
+        lines.append(f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: {d['detectable_effect_80']:.4g}"
+                     f" ({d['detectable_effect_80'] / s['min_effect']:.2f} x min_effect)")
+        if d["accept_80_at_effect"] is not None:
+            lines.append(f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}")
+    if s["underpowered"]:
+        need = s["needed"]["80"]["seeds"]
+        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at min_effect; use at least {need} seeds per arm")
+    return "\n".join(lines)
+
+
+def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
+    """P903: the declared seeds have less than 80 % power at min_effect (a Diagnostic at `seeds`), else None."""
+    from planner._core.diagnostics import Diagnostic
+
+    if not summary["underpowered"]:
+        return None
+    d, need = summary["declared"], summary["needed"]["80"]["seeds"]
+    line, column = loaded.positions.position(("seeds",))
+    more = f"use at least {need} seeds per arm" if need else "the spread is too large for any practical number of seeds"
+    return Diagnostic(
+        code="P903", severity="warning", path="seeds", file=str(loaded.path), line=line, column=column,
+        message=(f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
+                 f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
+                 f"the smallest effect they detect with 80 % power is "
+                 f"{'unbounded' if d['detectable_effect_80'] is None else format(d['detectable_effect_80'], '.4g')}"),
+        hint=f"For 80 % power {more} (`plan power` shows the figures), or raise min_effect.",
+    )
+
+
+def with_pilot_power(result, pilot_dir: str, strict: bool = False):
+    """`plan validate --pilot`: the ValidationResult with P903 added when the seeds are underpowered.
+
+    A valid contract's summary gains "power" (the `power_summary`). With
+    --strict the warning is an error, so the contract is no longer valid.
+    """
+    from dataclasses import replace
+
+    from planner._plan.pilot import read_pilot
+
+    loaded = result.loaded
+    if loaded is None:  # invalid or unreadable: nothing to plan with
+        return result
+    contract = loaded.contract
+    pilot = read_pilot(pilot_dir, contract.metric.decision_metric)
+    sd, source = spread_from_pilot(pilot, contract.acceptance.test)
+    summary = power_summary(contract, sd, sd_source=source)
+    result.summary = {**(result.summary or {}), "power": summary}
+    warning = underpowered_warning(loaded, summary, pilot_dir)
+    if warning is None:
+        return result
+    if strict:
+        warning = replace(warning, severity="error", message=warning.message + " (a warning, made an error by --strict)")
+    result.diagnostics = sorted([*result.diagnostics, warning], key=lambda d: (d.line, d.column, d.code))
+    if warning.severity == "error":
+        result.summary, result.loaded = None, None
+    else:
+        loaded.warnings = [*loaded.warnings, warning]
+    return result

@@ -1,0 +1,404 @@
+"""Optional MLflow tracking: copy a finished run folder into MLflow (docs/mlflow.md).
+
+Off by default; a contract turns it on with `tracking: {mlflow: {...}}` and the
+planner calls `log_run_to_mlflow` when `plan run` ends. MLflow is an extra
+(`pip install 'planner[mlflow]'`) and is imported only here, only when used.
+
+The run folder stays the record; MLflow gets a copy that people can browse:
+
+- one parent MLflow run per planner run (run name = run id), tagged with the
+  run's identity, state and every arm's decision; effects and CIs as metrics;
+- one child run per trial (run name = trial id): the trial's effective config as
+  params (dotted paths), each report as metrics at its step, and tags carrying
+  the identity (contract sha256, run id, commit, dirty, host, seed, arm, phase,
+  status) and the arm's decision.
+
+Logging the same run folder again adds only what is new (trials are found by
+their `planner.trial_id` tag) and refreshes the tags that can change: the run
+state and the decisions. A trial whose logging was cut short is logged again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from planner._core.errors import PlannerError
+
+TAG_PREFIX = "planner."
+KIND_RUN, KIND_TRIAL = "run", "trial"
+_COMPLETE = "complete"
+
+# planner trial status -> MLflow run status
+_MLFLOW_STATUS = {
+    "completed": "FINISHED",
+    "diverged": "FINISHED",
+    "early_stopped": "KILLED",
+}
+
+
+class MlflowTrackingError(PlannerError):
+    """MLflow is missing, refuses the tracking URI, or the run folder cannot be read."""
+
+
+@dataclass(frozen=True)
+class MlflowLogSummary:
+    """What one call of `log_run_to_mlflow` did."""
+
+    tracking_uri: str
+    experiment_id: str
+    parent_run_id: str
+    trials_logged: int  # new MLflow runs made for trials
+    trials_already_logged: int
+    trials_updated: int  # existing trial runs whose decision tag changed
+    lines_skipped: int  # unreadable lines of trials.jsonl
+
+
+def log_run_to_mlflow(run_dir: str | Path, tracking_uri: str | None = None,
+                      experiment: str | None = None) -> MlflowLogSummary:
+    """Log the run folder `run_dir` to MLflow; safe to call again (nothing is duplicated).
+
+    `tracking_uri` defaults to MLflow's own resolution (MLFLOW_TRACKING_URI, ...);
+    `experiment` defaults to the contract's name and is created when missing.
+    """
+    run = read_run_folder(run_dir)
+    mlflow = _import_mlflow()
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return _log(mlflow, run, tracking_uri, experiment or run.name)
+    except MlflowException as error:
+        raise MlflowTrackingError(
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
+
+
+def mlflow_missing_reason() -> str | None:
+    """Why MLflow tracking cannot work here, or None; cheap (mlflow is not imported). For `plan validate`."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlflow") is None:
+        return "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; " \
+               "install it with: pip install 'planner[mlflow]'"
+    return None
+
+
+def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
+    """Open the store and get or create the experiment, before any trial runs; returns its id.
+
+    So that a store MLflow refuses fails the run at its start, not after the compute is spent.
+    """
+    mlflow = _import_mlflow()
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+        return _experiment_id(client, experiment)
+    except MlflowException as error:
+        raise MlflowTrackingError(
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
+
+
+def _log(mlflow, run: RunFolder, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
+    from mlflow.entities import Metric, Param, RunTag
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    experiment_id = _experiment_id(client, experiment)
+    existing = _existing_runs(client, experiment_id, run.run_id)
+
+    parent = existing.pop(("run", run.run_id), None)
+    if parent is None:
+        parent_id = client.create_run(experiment_id, start_time=_ms(run.created), run_name=run.run_id,
+                                      tags=_str_dict(run.run_tags())).info.run_id
+    else:
+        parent_id = parent.info.run_id
+    _log_batch(client, parent_id, RunTag, Metric, Param,
+               tags={**run.run_tags(), **run.decision_tags()}, metrics=run.decision_metrics())
+
+    logged = already = updated = 0
+    for trial in run.trials:
+        tags = run.trial_tags(trial)
+        found = existing.get(("trial", trial["trial_id"]))
+        if found is not None and found.data.tags.get(TAG_PREFIX + "logged") == _COMPLETE:
+            already += 1
+            changed = {k: v for k, v in tags.items() if found.data.tags.get(k) != _tag_value(v)}
+            if changed:
+                _log_batch(client, found.info.run_id, RunTag, Metric, Param, tags=changed)
+                updated += 1
+            continue
+        if found is not None:  # logging was cut short last time: start that trial over
+            client.delete_run(found.info.run_id)
+        _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param)
+        logged += 1
+
+    if run.state != "running":
+        client.set_terminated(parent_id, status=_parent_status(run.state), end_time=_ms(run.updated))
+    return MlflowLogSummary(
+        tracking_uri=tracking_uri or mlflow.get_tracking_uri(), experiment_id=experiment_id,
+        parent_run_id=parent_id, trials_logged=logged, trials_already_logged=already,
+        trials_updated=updated, lines_skipped=run.lines_skipped)
+
+
+def _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param) -> None:
+    started = _ms(trial.get("started"))
+    run_id = client.create_run(experiment_id, start_time=started, run_name=trial["trial_id"],
+                               tags={"mlflow.parentRunId": parent_id, **_str_dict(tags)}).info.run_id
+    params = {_mlflow_key(k): _param_value(v) for k, v in _flatten(trial.get("config") or {}).items()}
+    metrics = []
+    for report in trial.get("reports") or []:
+        timestamp = (started or 0) + int(1000 * float(report.get("time_s") or 0.0))
+        for name, value in (report.get("metrics") or {}).items():
+            metrics.append(Metric(_mlflow_key(name), float(value), timestamp, int(report["step"])))
+    _log_batch(client, run_id, RunTag, Metric, Param, params=params, metric_objects=metrics)
+    status = _MLFLOW_STATUS.get(trial.get("status"), "FAILED")
+    client.set_tag(run_id, TAG_PREFIX + "logged", _COMPLETE)  # last: marks the trial as fully logged
+    client.set_terminated(run_id, status=status, end_time=_ms(trial.get("ended")))
+
+
+def _log_batch(client, run_id, RunTag, Metric, Param, *, tags=None, params=None, metrics=None,
+               metric_objects=None) -> None:
+    """log_batch within MLflow's limits (100 params or tags, 1000 entities per call)."""
+    tag_items = [RunTag(k, _tag_value(v)) for k, v in (tags or {}).items()]
+    param_items = [Param(k, v) for k, v in (params or {}).items()]
+    metric_items = list(metric_objects or [])
+    metric_items += [Metric(_mlflow_key(k), float(v), 0, 0) for k, v in (metrics or {}).items()]
+    for chunk in _chunks(tag_items, 100):
+        client.log_batch(run_id, tags=chunk)
+    for chunk in _chunks(param_items, 100):
+        client.log_batch(run_id, params=chunk)
+    for chunk in _chunks(metric_items, 1000):
+        client.log_batch(run_id, metrics=chunk)
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _import_mlflow():
+    try:
+        import mlflow
+    except ImportError:
+        raise MlflowTrackingError(
+            "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; "
+            "install it with: pip install 'planner[mlflow]'") from None
+    return mlflow
+
+
+def _experiment_id(client, name: str) -> str:
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        if found.lifecycle_stage == "deleted":
+            raise MlflowTrackingError(
+                f"the MLflow experiment {name!r} is deleted; restore it, or name another in tracking.mlflow.experiment")
+        return found.experiment_id
+    return client.create_experiment(name)
+
+
+def _existing_runs(client, experiment_id: str, run_id: str) -> dict[tuple[str, str], Any]:
+    """MLflow runs already made for this planner run, keyed by ("run", run id) or ("trial", trial id)."""
+    out = {}
+    query = f"tags.`{TAG_PREFIX}run_id` = '{run_id}'"
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=query, max_results=1000, page_token=token)
+        for found in page:
+            tags = found.data.tags
+            if tags.get(TAG_PREFIX + "kind") == KIND_RUN:
+                out[("run", run_id)] = found
+            elif TAG_PREFIX + "trial_id" in tags:
+                out[("trial", tags[TAG_PREFIX + "trial_id"])] = found
+        token = page.token
+        if not token:
+            return out
+
+
+# ------------------------------------------------------------ the run folder
+
+
+@dataclass
+class RunFolder:
+    """What MLflow needs from a run folder (docs/run-folder.md)."""
+
+    path: Path
+    run_id: str
+    name: str
+    contract_sha256: str
+    created: str | None
+    planner_version: str | None
+    state: str
+    updated: str | None
+    identity: dict[str, Any]
+    baseline: str | None
+    decisions: dict[str, dict[str, Any]]
+    trials: list[dict[str, Any]]
+    lines_skipped: int
+
+    def run_tags(self) -> dict[str, Any]:
+        code = self.identity.get("code") or {}
+        host = self.identity.get("host") or {}
+        tags = {
+            "kind": KIND_RUN,
+            "run_id": self.run_id,
+            "contract": self.name,
+            "contract_sha256": self.contract_sha256,
+            "planner_version": self.planner_version,
+            "run_state": self.state,
+            "commit": code.get("commit"),
+            "dirty": code.get("dirty"),
+            "host": host.get("hostname"),
+            "baseline": self.baseline,
+            "run_dir": str(self.path),
+        }
+        return {TAG_PREFIX + k: v for k, v in tags.items() if v is not None}
+
+    def decision_tags(self) -> dict[str, Any]:
+        return {f"{TAG_PREFIX}decision.{_mlflow_key(arm)}": d.get("decision") for arm, d in self.decisions.items()
+                if d.get("decision") is not None}
+
+    def decision_metrics(self) -> dict[str, float]:
+        out = {}
+        for arm, decision in self.decisions.items():
+            for field in ("effect", "ci_low", "ci_high", "p_value"):
+                value = decision.get(field)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    out[f"{field}.{arm}"] = float(value)
+        return out
+
+    def trial_tags(self, trial: Mapping[str, Any]) -> dict[str, Any]:
+        code = self.identity.get("code") or {}
+        host = self.identity.get("host") or {}
+        arm = trial.get("arm")
+        if arm == self.baseline:
+            decision = "baseline"
+        else:
+            decision = (self.decisions.get(arm) or {}).get("decision") or "none"
+        tags = {
+            "kind": KIND_TRIAL,
+            "run_id": self.run_id,
+            "trial_id": trial["trial_id"],
+            "contract_sha256": trial.get("contract_sha256") or self.contract_sha256,
+            "commit": code.get("commit"),
+            "dirty": code.get("dirty"),
+            "host": trial.get("host") or host.get("hostname"),
+            "seed": trial.get("seed"),
+            "arm": arm,
+            "phase": trial.get("phase"),
+            "status": trial.get("status"),
+            "exposure": trial.get("exposure"),
+            "attempts": trial.get("attempts"),
+            "sampled": ",".join(sorted(trial.get("params") or {})),
+            "decision": decision,
+        }
+        return {TAG_PREFIX + k: v for k, v in tags.items() if v is not None}
+
+
+def read_run_folder(run_dir: str | Path) -> RunFolder:
+    """Read a run folder; a missing run.json is an error, the rest may be absent or partial."""
+    path = Path(run_dir).resolve()
+    run = _read_json(path / "run.json", required=True)
+    missing = [key for key in ("run_id", "name", "contract_sha256") if key not in run]
+    if missing:
+        raise MlflowTrackingError(f"{path / 'run.json'} lacks {', '.join(missing)}; is {path} a planner run folder?")
+    state = _read_json(path / "state.json") or {}
+    decisions_file = _read_json(path / "decisions.json") or {}
+    decisions = {d["arm"]: d for d in decisions_file.get("decisions") or [] if isinstance(d, dict) and "arm" in d}
+    trials, skipped = _read_trials(path / "trials.jsonl")
+    return RunFolder(
+        path=path, run_id=str(run["run_id"]), name=str(run["name"]), contract_sha256=str(run["contract_sha256"]),
+        created=run.get("created"), planner_version=run.get("planner_version"),
+        state=str(state.get("state") or decisions_file.get("run_state") or "unknown"),
+        updated=state.get("updated"), identity=_read_json(path / "identity.json") or {},
+        baseline=_baseline_name(path / "contract.yaml"), decisions=decisions, trials=trials, lines_skipped=skipped)
+
+
+def _read_json(path: Path, required: bool = False) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        if required:
+            raise MlflowTrackingError(f"{path.parent} is not a planner run folder: it has no {path.name}") from None
+        return None
+    except (OSError, ValueError) as error:
+        raise MlflowTrackingError(f"cannot read {path}: {error}") from None
+
+
+def _read_trials(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """Trial records by trial id (the last record of an id wins); unreadable lines are counted."""
+    if not path.exists():
+        return [], 0
+    by_id: dict[str, dict[str, Any]] = {}
+    skipped = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            skipped += 1  # a torn last line, or a damaged one
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("trial_id"), str):
+            skipped += 1
+            continue
+        by_id[record["trial_id"]] = record
+    return list(by_id.values()), skipped
+
+
+def _baseline_name(path: Path) -> str | None:
+    try:
+        import yaml
+
+        frozen = yaml.safe_load(path.read_text())
+        return str(frozen["baseline"]["name"])
+    except Exception:  # no frozen contract, or an odd one: the baseline is then not marked
+        return None
+
+
+# ------------------------------------------------------------------ helpers
+
+
+_BAD_KEY_CHARS = re.compile(r"[^\w.\- /:]")
+
+
+def _mlflow_key(key: str) -> str:
+    """MLflow keys allow letters, digits, `_ - . / : space`; anything else becomes `_`."""
+    return _BAD_KEY_CHARS.sub("_", str(key))[:250]
+
+
+def _param_value(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, list | dict | bool) or value is None else str(value)
+    return text if len(text) <= 6000 else text[:5997] + "..."
+
+
+def _tag_value(value: Any) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return text if len(text) <= 8000 else text[:7997] + "..."
+
+
+def _str_dict(tags: Mapping[str, Any]) -> dict[str, str]:
+    return {k: _tag_value(v) for k, v in tags.items()}
+
+
+def _flatten(config: Any) -> dict[str, Any]:
+    """Leaves by dotted path (planner._contract.compose.flatten), with no entry for an empty or non-mapping config."""
+    from planner._contract.compose import flatten
+
+    return {key: value for key, value in flatten(config).items() if key}
+
+
+def _ms(timestamp: str | None) -> int | None:
+    if not timestamp:
+        return None
+    try:
+        return int(datetime.fromisoformat(timestamp).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _parent_status(state: str) -> str:
+    return {"completed": "FINISHED", "interrupted": "KILLED",
+            "budget_exhausted": "FINISHED"}.get(state, "FAILED")

@@ -1,0 +1,501 @@
+"""The run report: one summary of a run folder, rendered as JSON, Markdown or HTML.
+
+`summarize(results)` gathers everything a reviewer needs into plain data (the
+JSON report is exactly that); `render_markdown` and `render_html` lay the same
+content out. All are pure: they return strings, and only the CLI prints or
+writes. HTML lives in `planner._results.html`, plots in `planner._results.plots`
+(matplotlib loads only there); `planner._results.render` picks the format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from planner._core.text import format_duration
+from planner._store import read as rf
+
+if TYPE_CHECKING:  # pragma: no cover
+    from planner._results.tables import RunResults
+
+KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy", "pandas", "scikit-learn",
+                "hydra-core", "transformers")
+MAX_CURVE_POINTS = 200
+MAX_ROWS = 100  # failures and violations listed in md and html; json lists them all
+SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
+
+
+
+
+
+
+# ---------------------------------------------------------------- the summary
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become None, numpy and pandas scalars plain Python."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    return value
+
+
+def _flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {} if out is None else out
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = value
+    return out
+
+
+def config_diff(baseline: dict[str, Any], arm: dict[str, Any]) -> list[dict[str, Any]]:
+    """Dotted paths where `arm`'s config differs from the baseline's, with both values."""
+    a, b = _flatten(baseline), _flatten(arm)
+    missing = object()
+    rows = []
+    for path in sorted(set(a) | set(b)):
+        va, vb = a.get(path, missing), b.get(path, missing)
+        if va != vb:
+            rows.append({"path": path, "baseline": None if va is missing else va,
+                         "arm": None if vb is missing else vb,
+                         "change": "added" if va is missing else "removed" if vb is missing else "changed"})
+    return rows
+
+
+def _decisions(results: RunResults) -> list[dict[str, Any]]:
+    cols = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted", "n_baseline", "n_arm", "reason"]
+    frame = results.decisions
+    return [_clean({c: frame[c].iloc[i] for c in cols}) for i in range(len(frame))]
+
+
+def per_seed(results: RunResults) -> dict[str, Any]:
+    """Confirmation values of the decision metric, by seed (rows) and arm (columns).
+
+    Each cell is the trial's last value and its status; the mean per arm is over
+    completed trials only, as the decision takes them.
+    """
+    metric = results.decision_metric
+    t = results.trials
+    conf = t[t["phase"] == "confirm"] if len(t) else t
+    arms = results.arms
+    column = f"final.{metric}"
+    cells: dict[tuple[Any, str], dict[str, Any]] = {}
+    for i in range(len(conf)):
+        row = conf.iloc[i]
+        value = row[column] if column in conf.columns else math.nan
+        cells[(row["seed"], row["arm"])] = {"value": _clean(float(value)), "status": row["status"]}
+    seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
+    planned = [p for p in rf.planned_trials(results.plan) if p.get("phase") == "confirm"]
+    seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
+    rows = []
+    for seed in seeds:
+        rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
+    means = {}
+    for arm in arms:
+        vals = [c["value"] for (s, a), c in cells.items()
+                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
+        means[arm] = _clean(float(np.mean(vals))) if vals else None
+    missing = "pending" if results.run_state == "running" else "missing"
+    skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
+    if "sequential" in results.decision_info:
+        events = rf.open_run(results.run_dir).events().records
+        skipped = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+                   for tid in e.get("trial_ids") or []}
+    not_needed = [[p.get("seed"), p.get("arm")] for p in planned if p.get("trial_id") in skipped]
+    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing, "not_needed": not_needed}
+
+
+def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
+    """Sequential confirmation: one row per arm and look taken (decisions.json `looks`), else []."""
+    if "sequential" not in results.decision_info:
+        return []
+    doc = rf.open_run(results.run_dir).decisions() or {}
+    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
+            for look in d.get("looks") or [] if isinstance(look, dict)]
+
+
+def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
+    """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected one."""
+    t = results.trials
+    tune = t[t["phase"] == "tune"] if len(t) else t
+    exposure = rf.contract_get(results.contract, "budget.exposure")
+    planned = [p for p in rf.planned_trials(results.plan) if p.get("phase") == "tune"]
+    selection = (results.selection or {}).get("arms") or {}
+    rows = []
+    for arm in results.arms:
+        sub = tune[tune["arm"] == arm] if len(tune) else tune
+        status = sub["status"].astype(str) if len(sub) else pd.Series([], dtype=str)
+        ok = ~status.isin(rf.FAILED_STATUSES).to_numpy()
+        full = int(((sub["exposure"] >= exposure).to_numpy(dtype=bool, na_value=False) & ok).sum()) \
+            if exposure is not None and len(sub) else 0
+        sel = selection.get(arm) or {}
+        rows.append({
+            "arm": arm, "planned": sum(1 for p in planned if p.get("arm") == arm) or None,
+            "ended": int(len(sub)), "completed": int((status == "completed").sum()),
+            "full_exposure": full, "early_stopped": int((status == "early_stopped").sum()),
+            "failed": int(status.isin(rf.FAILED_STATUSES).sum()),
+            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
+            "selected_params": _clean(sel.get("params") or {}),
+        })
+    if not planned and not len(tune):
+        return []
+    return rows
+
+
+def status_counts(results: RunResults) -> list[dict[str, Any]]:
+    """Trials ended by phase, arm and status, against the planned count."""
+    t = results.trials
+    planned = rf.planned_trials(results.plan)
+    plan_count: dict[tuple[str, str], int] = {}
+    for p in planned:
+        key = (p.get("phase"), p.get("arm"))
+        plan_count[key] = plan_count.get(key, 0) + 1
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    if len(t):
+        grouped = t.groupby(["phase", "arm", "status"], observed=True).size()
+        for (phase, arm, status), n in grouped.items():
+            counts.setdefault((phase, arm), {})[str(status)] = int(n)
+    keys = list(dict.fromkeys(list(plan_count) + list(counts)))
+    order = {p: i for i, p in enumerate(["tune", "confirm", "reeval"])}
+    arm_order = {a: i for i, a in enumerate(results.arms)}
+    keys.sort(key=lambda k: (order.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])))
+    return [{"phase": k[0], "arm": k[1], "ended": sum(counts.get(k, {}).values()),
+             "planned": plan_count.get(k), "statuses": counts.get(k, {})} for k in keys]
+
+
+def identity_summary(identity: dict[str, Any] | None) -> dict[str, Any]:
+    if not identity:
+        return {}
+    code = identity.get("code") or {}
+    host = identity.get("host") or {}
+    packages = identity.get("packages") or {}
+    key = {k: packages[k] for k in KEY_PACKAGES if k in packages}
+    return _clean({
+        "commit": code.get("commit"), "dirty": code.get("dirty"), "repo": code.get("repo"),
+        "trainable": code.get("trainable"), "python": identity.get("python"),
+        "packages": key, "other_packages": len(packages) - len(key),
+        "host": host.get("hostname"), "platform": host.get("platform"), "cpus": host.get("cpus"),
+        "memory_bytes": host.get("memory_bytes"), "data": identity.get("data") or {},
+        "contract_sha256": identity.get("contract_sha256"),
+    })
+
+
+def summarize(results: RunResults) -> dict[str, Any]:
+    """Everything the report shows, as JSON-able data (the JSON report)."""
+    c = results.contract
+    configs = results.configs
+    base = results.baseline
+    arms_info = []
+    for arm in results.arms:
+        overrides = []
+        for a in [c.get("baseline") or {}] + list(c.get("arms") or []):
+            if isinstance(a, dict) and a.get("name") == arm:
+                overrides = list(a.get("overrides") or [])
+        diff = config_diff(configs[base], configs[arm]) if base in configs and arm in configs and arm != base else []
+        arms_info.append({"arm": arm, "baseline": arm == base, "overrides": overrides, "config_diff": diff,
+                          "has_config": arm in configs})
+    state = results.state
+    return _clean({
+        "run_id": results.run_id, "name": results.name, "run_dir": str(results.run_dir),
+        "run_state": results.run_state, "state_reason": state.get("reason"), "state_updated": state.get("updated"),
+        "lock": results.lock,
+        "hypothesis": c.get("hypothesis"),
+        "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
+        "baseline": base, "arms": arms_info,
+        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        "metric": results.decision_metric,
+        **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
+           for k in ("test", "alpha", "correction", "min_effect")},
+        "decisions": _decisions(results),
+        "metrics": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
+                    "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
+        "budget": results.budget,
+        "trials": status_counts(results),
+        "tuning": tuning_summary(results),
+        "per_seed": per_seed(results),
+        "looks": sequential_looks(results),
+        "failures": results.failures,
+        "violations": results.violations,
+        "heldout": results.heldout,
+        "reevals": reeval_summary(results.run_dir),
+        "identity": identity_summary(results.identity),
+        "notes": results.notes,
+    })
+
+
+def reeval_summary(run_dir: Any) -> list[dict[str, Any]]:
+    """One row per `plan reeval` logged in reevals.jsonl (docs/reeval.md)."""
+    rows = []
+    for r in rf.RunFolder(Path(run_dir)).reevals().records:
+        rows.append({"reeval": r.get("reeval"), "arm": r.get("arm"), "seeds": r.get("seeds"),
+                     "new_seeds": r.get("new_seeds"), "tolerance": r.get("tolerance"), "verdict": r.get("verdict"),
+                     "identity_differences": [d.get("what") for d in r.get("identity_differences") or []],
+                     "started": r.get("started")})
+    return rows
+
+
+def render_json(results: RunResults) -> str:
+    return json.dumps(summarize(results), indent=2, allow_nan=False) + "\n"
+
+
+# ---------------------------------------------------------------- curves
+
+
+def curves(results: RunResults, metric: str | None = None, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
+    """Learning curves: per phase, arm and step, the median and spread of `metric` across trials.
+
+    Columns: phase, arm, step, n, median, q25, q75, min, max (quantiles interpolated
+    linearly, as pandas does). At most `max_points` steps per curve, evenly spread
+    over the steps reported. One sort of the values does every group at once.
+    """
+    metric = metric or results.metric
+    r = results.reports
+    cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
+    if not len(r) or metric is None or metric not in r["metric"].cat.categories:
+        return pd.DataFrame({c: [] for c in cols})
+    mask = r["metric"].to_numpy() == metric
+    step = r["step"].to_numpy()[mask]
+    value = r["value"].to_numpy()[mask]
+    phase = r["phase"].cat.codes.to_numpy()[mask].astype(np.int64)
+    arm = r["arm"].cat.codes.to_numpy()[mask].astype(np.int64)
+    steps = np.unique(step)
+    keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
+    if steps.size > max_points:
+        keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
+    step, value, phase, arm = step[keep], value[keep], phase[keep], arm[keep]
+    if not value.size:
+        return pd.DataFrame({c: [] for c in cols})
+    n_arms = int(arm.max()) + 1
+    step_pos = np.searchsorted(steps, step)
+    key = (phase * n_arms + arm) * steps.size + step_pos
+    order = np.lexsort((value, key))
+    key, value = key[order], value[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    counts = np.diff(np.r_[starts, key.size])
+
+    def quantile(q: float) -> np.ndarray:
+        pos = q * (counts - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, counts - 1)
+        frac = pos - lo
+        return value[starts + lo] + (value[starts + hi] - value[starts + lo]) * frac
+
+    group = key[starts]
+    phase_cat, arm_cat = r["phase"].cat.categories, r["arm"].cat.categories
+    return pd.DataFrame({
+        "phase": pd.Categorical.from_codes(group // (n_arms * steps.size), categories=phase_cat),
+        "arm": pd.Categorical.from_codes((group // steps.size) % n_arms, categories=arm_cat),
+        "step": steps[group % steps.size],
+        "n": counts,
+        "median": quantile(0.5), "q25": quantile(0.25), "q75": quantile(0.75),
+        "min": value[starts], "max": value[starts + counts - 1],
+    })
+
+
+def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
+    """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
+    metric = metric or results.metric
+    r = results.reports
+    arms = ((results.selection or {}).get("arms") or {})
+    out = {}
+    if not len(r) or metric not in r["metric"].cat.categories:
+        return out
+    is_metric = r["metric"].to_numpy() == metric
+    for arm, sel in arms.items():
+        tid = (sel or {}).get("trial_id")
+        if tid and tid in r["trial_id"].cat.categories:
+            rows = r.loc[is_metric & (r["trial_id"] == tid).to_numpy(), ["step", "value"]]
+            if len(rows):
+                out[str(arm)] = rows.reset_index(drop=True)
+    return out
+
+
+# ---------------------------------------------------------------- markdown
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
+    return str(value)
+
+
+def _md(text: Any) -> str:
+    """A table cell: pipes escaped, one line."""
+    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+    return lines + [""]
+
+
+
+
+def budget_lines(b: dict[str, Any]) -> list[tuple[str, str]]:
+    """(what, used of allowed) pairs for the budget."""
+    def of(used: Any, total: Any) -> str:
+        return f"{_fmt(used)} of {_fmt(total)}" if total else _fmt(used)
+
+    rows = [("trials ended", of(b.get("trials_ended"), b.get("trials_planned")) + " planned")]
+    if b.get("max_trials"):
+        rows.append(("max_trials", _fmt(b["max_trials"])))
+    rows.append((f"exposure ({b.get('unit') or 'step'}s)", of(b.get("steps"), b.get("steps_planned")) + " planned"))
+    wall = format_duration(b.get("wall_time_s"))
+    if b.get("max_wall_time_s"):
+        wall += f" of {format_duration(b['max_wall_time_s'])} allowed"
+    rows.append(("wall time", wall))
+    rows.append(("trial time (sum)", format_duration(b.get("trial_time_s"))))
+    return rows
+
+
+def more_line(total: int) -> list[str]:
+    """The line under a table cut at MAX_ROWS rows, or nothing."""
+    if total <= MAX_ROWS:
+        return []
+    return [f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.", ""]
+
+
+def heldout_line(h: dict[str, Any]) -> str:
+    if not h.get("metric"):
+        return "No held-out metric is declared: the decision uses the tuning metric."
+    cap = f" of at most {h['cap']}" if h.get("cap") is not None else " (no cap set: budget.max_heldout_evaluations)"
+    text = (f"`{h['metric']}` was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
+            f"{h['reeval']} in re-evaluation.")
+    if h.get("over_cap"):
+        text += " **Over the cap.**"
+    if h.get("tuning_exposures"):
+        text += f" **{h['tuning_exposures']} tuning trial(s) reported it: test exposure.**"
+    return text
+
+
+def decision_sentence(d: dict[str, Any], min_effect: Any) -> str:
+    if d.get("decision") is None:
+        return "not decided yet"
+    return (f"{d['decision']}: effect {_fmt(d.get('effect'))} "
+            f"[{_fmt(d.get('ci_low'))}, {_fmt(d.get('ci_high'))}] vs min_effect {_fmt(min_effect)}")
+
+
+def render_markdown(results: RunResults) -> str:
+    s = summarize(results)
+    acc = s["acceptance"]
+    out = [f"# Run report: {s['name']} / {s['run_id']}", ""]
+    out += [f"**Run state:** {s['run_state']}" + (f" ({s['state_reason']})" if s.get("state_reason") else "")
+            + (f", updated {s['state_updated']}" if s.get("state_updated") else ""), ""]
+    if s.get("lock"):
+        lk = s["lock"]
+        out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
+    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
+    m = s["metrics"]
+    out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
+            f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "
+            f"{acc['test']} test, alpha {acc['alpha']}, {acc['correction']} correction, min_effect {acc['min_effect']}.", ""]
+    out += ["## Arms", ""]
+    for a in s["arms"]:
+        title = f"**{a['arm']}**" + (" (baseline)" if a["baseline"] else "")
+        over = ", ".join(f"`{o}`" for o in a["overrides"]) or "no overrides"
+        out.append(f"- {title}: {over}")
+        for d in a["config_diff"]:
+            out.append(f"  - `{d['path']}`: {_fmt(d['baseline'])} → {_fmt(d['arm'])}")
+    out.append("")
+    out += ["## Decisions", ""]
+    if s["decisions"]:
+        rows = [[d["arm"], d["decision"] or "not decided", _fmt(d["effect"]), _fmt(d["ci_low"]), _fmt(d["ci_high"]),
+                 _fmt(d["p_value"]), _fmt(d["alpha_adjusted"]), _fmt(d["n_baseline"]), _fmt(d["n_arm"]),
+                 d["reason"] or ""] for d in s["decisions"]]
+        out += _table(["arm", "decision", "effect", "CI low", "CI high", "p", "alpha adj.", "n baseline", "n arm", "reason"], rows)
+    else:
+        out += ["No treatment arms.", ""]
+    if s.get("looks"):  # sequential confirmation (docs/planning.md)
+        out += ["### Looks", ""]
+        rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
+                 _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
+                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+        out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
+        out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
+    ps = s["per_seed"]
+    out += [f"## Confirmation by seed (`{ps['metric']}`)", ""]
+    if ps["rows"]:
+        rows = []
+        for r in ps["rows"]:
+            cells = []
+            for arm in ps["arms"]:
+                c = r["values"].get(arm)
+                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                             else f"{_fmt(c['value'])} ({c['status']})")
+            rows.append([r["seed"], *cells])
+        rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])
+        out += _table(["seed", *ps["arms"]], rows)
+    else:
+        out += ["No confirmation trials yet.", ""]
+    if s["tuning"]:
+        out += ["## Tuning", ""]
+        rows = [[t["arm"], _fmt(t["planned"]), t["ended"], t["full_exposure"], t["early_stopped"], t["failed"],
+                 t["selected_trial"] or "–", _fmt(t["selected_value"]),
+                 ", ".join(f"{k}={_fmt(v)}" for k, v in t["selected_params"].items())] for t in s["tuning"]]
+        out += _table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected", "value", "params"], rows)
+    out += ["## Trials and budget", ""]
+    rows = [[t["phase"], t["arm"], f"{t['ended']} / {_fmt(t['planned'])}",
+             ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
+    out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
+    out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
+    out += ["## Failures", ""]
+    if s["failures"]:
+        rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
+                 f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"], f["where"]]
+                for f in s["failures"][:MAX_ROWS]]
+        out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(len(s["failures"]))
+    else:
+        out += ["None.", ""]
+    out += ["## Protocol violations", ""]
+    if s["violations"]:
+        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], SOURCES.get(v["source"], v["source"])]
+                for v in s["violations"][:MAX_ROWS]]
+        out += _table(["kind", "trial", "step", "detail", "source"], rows) + more_line(len(s["violations"]))
+    else:
+        out += ["None.", ""]
+    out += ["## Held-out ledger", "", heldout_line(s["heldout"]), ""]
+    if s.get("reevals"):
+        out += ["## Re-evaluations (plan reeval)", ""]
+        out += _table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
+            [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
+             ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
+    ident = s["identity"]
+    out += ["## Identity", ""]
+    if ident:
+        pk = ", ".join(f"{k} {v}" for k, v in ident["packages"].items())
+        out += _table(["", ""], [
+            ["commit", f"{ident.get('commit') or 'not recorded (not a git checkout?)'}" + (" (dirty)" if ident.get("dirty") else "")],
+            ["repo", ident.get("repo") or "–"], ["trainable", ident.get("trainable") or "–"],
+            ["python", ident.get("python") or "–"],
+            ["packages", pk + (f" (+{ident['other_packages']} more)" if ident.get("other_packages") else "")],
+            ["host", f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)"],
+            ["data", ", ".join(f"{p}: {str(h)[:12]}" for p, h in ident["data"].items()) or "–"],
+        ])
+    else:
+        out += ["identity.json is missing.", ""]
+    if s["notes"]:
+        out += ["## Notes", ""] + [f"- {n}" for n in s["notes"]] + [""]
+    return "\n".join(out).rstrip() + "\n"

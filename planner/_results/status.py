@@ -1,0 +1,163 @@
+"""`plan status RUN_DIR`: where a run stands, read from its folder alone.
+
+`read_status(run_dir)` gathers the facts (plain data; no pandas, no Ray, so it
+starts fast and can run while `plan run` writes); `format_status(status)`
+returns the text the CLI prints.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections import Counter
+from typing import Any
+
+from planner._core.text import format_duration
+from planner._store import read as rf
+
+PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
+
+
+def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
+    """True/False when the holder runs on this host; None when it cannot be told from here."""
+    if not lock or lock.get("host") != socket.gethostname() or not isinstance(lock.get("pid"), int):
+        return None
+    try:
+        os.kill(lock["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The facts `plan status` shows, as plain data."""
+    folder = rf.open_run(run_dir)
+    contract = folder.contract()
+    info = folder.run_info()
+    state = folder.state() or {}
+    plan = folder.plan()
+    lines = folder.trials(slim=contract)
+    records = lines.records
+    planned = rf.planned_trials(plan)
+    arm_order = {a: i for i, a in enumerate(rf.arm_names(contract))}
+
+    events = folder.events().records
+    not_needed = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+                  for tid in e.get("trial_ids") or []}  # sequential looks stopped early: not pending
+    plan_count = Counter((p.get("phase"), p.get("arm")) for p in planned if p.get("trial_id") not in not_needed)
+    ended: dict[tuple[Any, Any], Counter] = {}
+    for r in records:
+        ended.setdefault((r.get("phase"), r.get("arm")), Counter())[str(r.get("status"))] += 1
+    keys = sorted(set(plan_count) | set(ended),
+                  key=lambda k: (PHASE_ORDER.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])))
+    rows = [{"phase": k[0], "arm": k[1], "planned": plan_count.get(k) or None,
+             "ended": sum(ended.get(k, Counter()).values()), "statuses": dict(ended.get(k, Counter()))} for k in keys]
+
+    ended_ids = {r.get("trial_id") for r in records}
+    started: dict[Any, None] = {}
+    for e in events:
+        kind, tid = e.get("event"), e.get("trial_id")
+        if kind == "trial_started":
+            started[tid] = None
+        elif kind in ("trial_ended", "trial_cancelled"):
+            ended_ids.add(tid)
+    running = [tid for tid in started if tid not in ended_ids]
+    decisions = folder.decisions() or {}
+    lock = folder.lock()
+    return {
+        "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
+        "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
+        "lock": lock, "lock_alive": _lock_alive(lock),
+        "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
+        "trials_planned": None if rf.planned_count(plan) is None else rf.planned_count(plan) - len(not_needed),
+        "not_needed": len(not_needed),
+        "running": running,
+        "failures": rf.failures(records), "violations": rf.violations(records, contract),
+        "budget": rf.budget_used(records, contract, state, plan),
+        "heldout": rf.heldout_ledger(records, contract),
+        "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
+        "notes": lines.notes,
+    }
+
+
+def _n(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The status as text: state, trials vs plan, failures, budget, held-out ledger, lock."""
+    s = status
+    out = [f"run {s['name']} / {s['run_id']}: {s['state']}" + (f" ({s['reason']})" if s.get("reason") else "")
+           + (f", updated {s['updated']}" if s.get("updated") else "")]
+    lock = s.get("lock")
+    if lock:
+        by = f"`{lock['command']}`, " if lock.get("command") else ""
+        holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
+        if s.get("lock_alive") is False:
+            holder += " (that process is gone: a stale lock)"
+        elif s["state"] != "running" and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
+            holder += f" (but the state is {s['state']}: the lock may be stale)"
+        out.append(holder)
+    reevals = s["budget"].get("reeval_trials")
+    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
+               + (f" ({s['not_needed']} more not needed: the sequential confirmation stopped early)"
+                  if s.get("not_needed") else "")
+               + (f" (and {reevals} in re-evaluation, not planned)" if reevals else ""))
+    if s["trials"]:
+        width = max(len(str(t["arm"])) for t in s["trials"])
+        for t in s["trials"]:
+            statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
+            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
+    if s["running"]:
+        shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
+        label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"
+        out.append(f"{label}: {shown}")
+    fails = [f for f in s["failures"] if not f["retried"]]
+    retried = [f for f in s["failures"] if f["retried"]]
+    if fails or retried:
+        kinds = Counter(f["status"] for f in fails)
+        out.append(f"failures: {len(fails) or 'none'}" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
+                   + (f"; {len(retried)} trial(s) succeeded after a retry" if retried else ""))
+        for f in fails[:10]:
+            err = f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]
+            out.append(f"  {f['trial_id']} {f['status']}: {err}" + (f"  [{f['where']}]" if f["where"] else ""))
+        if len(fails) > 10:
+            out.append(f"  ... and {len(fails) - 10} more (plan report shows all)")
+    else:
+        out.append("failures: none")
+    b = s["budget"]
+    budget = f"budget: {b['trials_ended']} trials"
+    if b.get("max_trials"):
+        budget += f" (max_trials {b['max_trials']})"
+    budget += f", {b['steps']}" + (f" of {b['steps_planned']}" if b.get("steps_planned") else "") + f" {b['unit']}s of exposure"
+    budget += f", wall time {format_duration(b.get('wall_time_s'))}"
+    if b.get("max_wall_time_s"):
+        budget += f" of {format_duration(b['max_wall_time_s'])}"
+    out.append(budget)
+    h = s["heldout"]
+    if h.get("metric"):
+        cap = f" of at most {h['cap']}" if h.get("cap") is not None else ""
+        line = (f"held-out ledger: {h['metric']} evaluated {h['evaluations']} time(s){cap} "
+                f"(confirm {h['confirm']}, reeval {h['reeval']})")
+        if h.get("cap") is None:
+            line += "; no cap set (budget.max_heldout_evaluations)"
+        if h.get("over_cap"):
+            line += "; OVER THE CAP"
+        if h.get("tuning_exposures"):
+            line += f"; {h['tuning_exposures']} tuning trial(s) reported it: test exposure"
+        out.append(line)
+    else:
+        out.append("held-out ledger: no held-out metric declared")
+    if s["violations"]:
+        kinds = Counter(v["kind"] for v in s["violations"])
+        out.append(f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
+    if s["decisions"]:
+        out.append("decisions: " + ", ".join(f"{d['arm']} {d['decision']}" for d in s["decisions"]))
+    else:
+        out.append("decisions: none yet")
+    out += [f"note: {n}" for n in s["notes"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,436 @@
+"""A run folder's results as pandas DataFrames: `planner.load_run(run_dir)`.
+
+    run = planner.load_run("runs/adam-vs-sgd/20261129-181700-a3f2")
+    run.trials      one row per ended trial: ids, status, exposure, timing, param.<key>, final.<metric>
+    run.reports     long format: one row per (trial, report, metric)
+    run.decisions   one row per treatment arm, from decisions.json (NA until decided)
+
+Frames are built from column arrays collected while reading trials.jsonl, never
+from per-row dicts (see shared/design/MEASUREMENTS.md). A torn last line of
+trials.jsonl is skipped and listed in `run.notes`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner._store import read as rf
+
+DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
+                    "n_baseline", "n_arm", "reason"]
+PHASES = ["tune", "confirm", "reeval"]
+
+
+@dataclass
+class RunResults:
+    """One run folder, read: its tables and the facts a report needs."""
+
+    run_dir: Path
+    run_id: str
+    name: str
+    contract: dict[str, Any]
+    state: dict[str, Any]
+    trials: pd.DataFrame
+    reports: pd.DataFrame
+    decisions: pd.DataFrame
+    decision_info: dict[str, Any] = field(default_factory=dict)
+    identity: dict[str, Any] | None = None
+    plan: dict[str, Any] | None = None
+    selection: dict[str, Any] | None = None
+    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: dict[str, Any] | None = None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[dict[str, Any]] = field(default_factory=list)
+    heldout: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def run_state(self) -> str:
+        return str(self.state.get("state") or "unknown")
+
+    @property
+    def baseline(self) -> str | None:
+        return rf.contract_get(self.contract, "baseline.name")
+
+    @property
+    def arms(self) -> list[str]:
+        """The baseline first, then the treatments; arms seen only in trials come last."""
+        names = rf.arm_names(self.contract)
+        for arm in self.trials["arm"].dropna().unique().tolist() if len(self.trials) else []:
+            if arm not in names:
+                names.append(arm)
+        return names
+
+    @property
+    def metric(self) -> str | None:
+        return rf.contract_get(self.contract, "metric.name")
+
+    @property
+    def decision_metric(self) -> str | None:
+        return rf.contract_get(self.contract, "metric.heldout") or self.metric
+
+    def __repr__(self) -> str:
+        return (f"RunResults({self.run_id!r}, state={self.run_state!r}, trials={len(self.trials)}, "
+                f"reports={len(self.reports)}, decisions={len(self.decisions)})")
+
+
+def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[str] | None = None) -> RunResults:
+    """Read a run folder into DataFrames.
+
+    `reports=False` leaves the long reports table empty; `metrics` keeps only
+    those metrics in it (the trials table always has every metric's final value).
+    A torn last line of trials.jsonl is skipped and noted in `notes`.
+    """
+    folder = rf.open_run(run_dir)
+    contract = folder.contract()
+    info = folder.run_info()
+    notes: list[str] = []
+    collector = _Collector(contract, want_reports=reports, metrics=metrics)
+    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+        collector.add(record)
+    trials, report_frame, records = collector.frames()
+    notes += collector.notes
+    state = folder.state() or {}
+    plan = folder.plan()
+    decision_doc = folder.decisions() or {}
+    return RunResults(
+        run_dir=folder.path, run_id=str(info.get("run_id")),
+        name=str(info.get("name") or contract.get("name") or ""), contract=contract, state=state,
+        trials=trials, reports=report_frame, decisions=_decisions(decision_doc, contract),
+        decision_info={k: v for k, v in decision_doc.items() if k != "decisions"},
+        identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
+        lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
+        heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
+        notes=notes,
+    )
+
+
+def _numeric(values: list[Any]) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
+
+
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "NaN": math.nan, "Infinity": math.inf,
+               "-Infinity": -math.inf}
+
+
+def _number(v: Any) -> float:
+    """A metric value as a float: non-finite values stored as "nan", "inf", "-inf" read back; else NaN."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return float(v)
+    return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
+
+
+def _doubles(values: Sequence[Any]) -> list[float]:
+    """Numbers as floats ("nan", "inf", "-inf" included); anything else (a string, a bool, None) as NaN."""
+    return [_number(v) for v in values]
+
+
+def _integers(values: Sequence[Any]) -> list[int]:
+    """Steps as integers; anything else as -1 (its report broke the protocol)."""
+    return [int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else -1
+            for v in values]
+
+
+def _append(buffer: array, values: Sequence[Any], convert: Any) -> None:
+    """Extend a typed buffer; on a value of the wrong type, undo the partial extend and convert."""
+    n = len(buffer)
+    try:
+        buffer.extend(values)
+    except (TypeError, OverflowError):
+        del buffer[n:]
+        buffer.extend(convert(values))
+
+
+class _Collector:
+    """Columns of the reports table, gathered one trial record at a time.
+
+    Reports go straight into typed buffers (8 bytes a value) and the record is
+    slimmed (its reports dropped) before the next one is read, so memory holds
+    columns, never a million report dicts.
+    """
+
+    def __init__(self, contract: dict[str, Any], want_reports: bool, metrics: list[str] | None = None):
+        self.contract = contract
+        self.want = want_reports
+        self.metrics = None if metrics is None else set(metrics)
+        self.records: list[dict[str, Any]] = []
+        self.steps = array("q")
+        self.times = array("d")
+        self.values = array("d")
+        self.run_trial: list[int] = []
+        self.run_metric: list[int] = []
+        self.run_length: list[int] = []
+        self.metric_code: dict[str, int] = {}
+        self.finals: dict[str, list[tuple[int, float]]] = {}
+        self.n_reports: list[int] = []
+        self.notes: list[str] = []
+
+    def add(self, r: dict[str, Any]) -> None:
+        i = len(self.records)
+        if "trial_id" not in r:
+            raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
+        reps = rf.reports_of(r)
+        self.n_reports.append(len(reps))
+        if not reps:
+            r["_metric_names"] = set()
+        elif not self._add_regular(i, r, reps):
+            self._add_irregular(i, r, reps)
+        self.records.append(rf.slim_record(r, self.contract))
+
+    def _add_regular(self, i: int, r: dict[str, Any], reps: list[Any]) -> bool:
+        """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
+
+        Everything is computed before anything is stored, so a KeyError or TypeError
+        (an irregular report) leaves no trace and the general path takes over.
+        """
+        try:
+            mets = [p["metrics"] for p in reps]
+            names = sorted(set().union(*mets))
+            last = mets[-1]
+            finals = [last[n] for n in names]
+            columns = []
+            if self.want:
+                steps = [p["step"] for p in reps]
+                times = [p["time_s"] for p in reps]
+                wanted = [n for n in names if self.metrics is None or n in self.metrics]
+                columns = [(n, [m[n] for m in mets]) for n in wanted]
+        except (KeyError, TypeError):
+            return False
+        r["_metric_names"] = set(names)
+        for name, value in zip(names, finals, strict=True):
+            self._final(name, i, value)
+        for name, vals in columns:
+            self._extend(name, i, vals, steps, times)
+        return True
+
+    def _add_irregular(self, i: int, r: dict[str, Any], reps: list[Any]) -> None:
+        """Reports with missing keys or metrics that come and go: one metric at a time."""
+        get = dict.get
+        reps = [p if isinstance(p, dict) else {} for p in reps]
+        mets = [get(p, "metrics") or {} for p in reps]
+        names = set().union(*mets)
+        r["_metric_names"] = names
+        step_i = [get(p, "step") for p in reps]
+        time_i = [get(p, "time_s", math.nan) for p in reps]
+        for name in sorted(names):
+            vals = [get(m, name) for m in mets]
+            s_i, t_i = step_i, time_i
+            if None in vals:
+                keep = [j for j, v in enumerate(vals) if v is not None]
+                vals = [vals[j] for j in keep]
+                s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
+            self._final(name, i, vals[-1])
+            if self.want and (self.metrics is None or name in self.metrics):
+                self._extend(name, i, vals, s_i, t_i)
+
+    def _final(self, name: str, i: int, last: Any) -> None:
+        self.finals.setdefault(name, []).append((i, _number(last)))
+
+    def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
+        _append(self.values, vals, _doubles)
+        _append(self.times, times, _doubles)
+        _append(self.steps, steps, _integers)
+        self.run_trial.append(i)
+        self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
+        self.run_length.append(len(vals))
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+        """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
+        records = self.records
+        last: dict[Any, int] = {}
+        for i, r in enumerate(records):
+            last[r["trial_id"]] = i
+        keep = None
+        if len(last) < len(records):
+            keep = np.zeros(len(records), dtype=bool)
+            keep[list(last.values())] = True
+            self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
+                              "the last record of each is used")
+        trials = _trial_frame(records, self.n_reports, self.finals, rf.arm_names(self.contract))
+        reports = self._report_frame(trials, len(records))
+        if keep is not None:
+            trials = trials[keep].reset_index(drop=True)
+            if len(reports):
+                rows = keep[self._trial_index()]
+                reports = reports[rows].reset_index(drop=True)
+            records = [r for r, k in zip(records, keep, strict=True) if k]
+        return trials, reports, records
+
+    def _trial_index(self) -> np.ndarray:
+        lengths = np.asarray(self.run_length, dtype=np.int64)
+        return np.repeat(np.asarray(self.run_trial, dtype=np.int64), lengths)
+
+    def _report_frame(self, trials: pd.DataFrame, n: int) -> pd.DataFrame:
+        phase_cat, arm_cat = trials["phase"].array, trials["arm"].array
+        if not self.want or not self.run_length:
+            return _empty_reports(phase_cat, arm_cat)
+        trial_idx = self._trial_index()
+        lengths = np.asarray(self.run_length, dtype=np.int64)
+        metric_names = sorted(self.metric_code, key=self.metric_code.get)
+        ids = trials["trial_id"].to_numpy(dtype=object)
+        id_cat = pd.Categorical(ids)  # ids may repeat (a trial logged twice): categories stay unique
+        return pd.DataFrame({
+            "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
+            "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
+            "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
+            "seed": trials["seed"].array[trial_idx],
+            "step": np.frombuffer(self.steps, dtype=np.int64),
+            "metric": pd.Categorical.from_codes(np.repeat(np.asarray(self.run_metric, dtype=np.int64), lengths),
+                                                categories=metric_names),
+            "value": np.frombuffer(self.values, dtype=np.float64),
+            "time_s": np.frombuffer(self.times, dtype=np.float64),
+        })
+
+
+def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
+                 finals: dict[str, list[tuple[int, float]]], arm_order: list[str]) -> pd.DataFrame:
+    n = len(records)
+    get = dict.get
+    nan = math.nan
+    phases = [get(r, "phase") for r in records]
+    arms = [get(r, "arm") for r in records]
+    columns: dict[str, Any] = {
+        "trial_id": pd.array([str(get(r, "trial_id")) for r in records], dtype="string"),
+        "phase": pd.Categorical(phases, categories=_ordered(phases, PHASES)),
+        "arm": pd.Categorical(arms, categories=_ordered(arms, arm_order)),
+        "seed": _ints([get(r, "seed") for r in records]),
+        "index": _ints([get(r, "index") for r in records]),
+        "status": pd.Categorical([get(r, "status") for r in records]),
+        "exposure": _ints([get(r, "exposure") for r in records]),
+        "attempts": _ints([get(r, "attempts", 1) for r in records]),
+        "duration_s": _numeric([get(r, "duration_s", nan) for r in records]),
+        "started": _times([get(r, "started") for r in records]),
+        "ended": _times([get(r, "ended") for r in records]),
+        "host": pd.array([get(r, "host") for r in records], dtype="string"),
+        "n_reports": np.asarray(n_reports, dtype=np.int64),
+        "error": pd.array([_last_error(get(r, "errors")) for r in records], dtype="string"),
+    }
+    for key, col in _param_columns(records).items():
+        columns[f"param.{key}"] = col
+    for name in sorted(finals):
+        column = np.full(n, nan)
+        idx, vals = zip(*finals[name], strict=True)
+        column[list(idx)] = vals
+        columns[f"final.{name}"] = column
+    return pd.DataFrame(columns, index=pd.RangeIndex(n))
+
+
+def _ints(values: list[Any]) -> Any:
+    """A nullable integer column; a value that is not an integer (a damaged record) is NA."""
+    try:
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError):
+        return pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64")
+
+
+def _times(values: list[Any]) -> Any:
+    return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce").array
+
+
+def _ordered(values: list[Any], preferred: list[str]) -> list[str]:
+    present = {v for v in values if v is not None}
+    return [p for p in preferred if p in present] + sorted(str(v) for v in present if v not in preferred)
+
+
+def _empty_reports(phase_cat: pd.Categorical, arm_cat: pd.Categorical) -> pd.DataFrame:
+    return pd.DataFrame({
+        "trial_id": pd.Categorical([]), "phase": pd.Categorical([], dtype=phase_cat.dtype),
+        "arm": pd.Categorical([], dtype=arm_cat.dtype), "seed": pd.array([], dtype="Int64"),
+        "step": np.array([], dtype=np.int64), "metric": pd.Categorical([]),
+        "value": np.array([], dtype=float), "time_s": np.array([], dtype=float),
+    })
+
+
+def _last_error(errors: Any) -> str | None:
+    if not errors or not isinstance(errors[-1], dict):
+        return None
+    e = errors[-1]
+    return f"{e.get('type') or 'Error'}: {e.get('message') or ''}".strip()
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+
+
+def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """`params` by dotted key, one column each (NA where a trial has no such param)."""
+    n = len(records)
+    cols: dict[str, list[Any]] = {}
+    for i, r in enumerate(records):
+        params = r.get("params") or {}
+        if not params:
+            continue
+        flat: dict[str, Any] = {}
+        _flatten("", params, flat)
+        for key, value in flat.items():
+            col = cols.get(key)
+            if col is None:
+                col = cols[key] = [None] * n
+            col[i] = value
+    out = {}
+    for key in sorted(cols):
+        col = cols[key]
+        present = [v for v in col if v is not None]
+        if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+            out[key] = _numeric([math.nan if v is None else v for v in col])
+        else:
+            out[key] = pd.array([None if v is None else (v if isinstance(v, str) else str(v)) for v in col],
+                                dtype="string")
+    return out
+
+
+def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
+    """One row per treatment arm: decisions.json's entry, or NA while undecided."""
+    rows = {d.get("arm"): d for d in doc.get("decisions") or [] if isinstance(d, dict)}
+    arms = [a for a in rf.arm_names(contract)[1:]]
+    arms += [a for a in rows if a not in arms]
+    data: dict[str, Any] = {}
+    for col in DECISION_COLUMNS:
+        vals = [rows.get(arm, {}).get(col) if col != "arm" else arm for arm in arms]
+        if col in ("effect", "ci_low", "ci_high", "p_value", "alpha_adjusted"):
+            data[col] = _numeric([math.nan if v is None else v for v in vals])
+        elif col in ("n_baseline", "n_arm"):
+            data[col] = _ints(vals)
+        else:
+            data[col] = pd.array(vals, dtype="string")
+    return pd.DataFrame(data, index=pd.RangeIndex(len(arms)))
+
+
+def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
+    """Write trials, reports and decisions as parquet or csv files in `out_dir`; return their paths."""
+    if fmt not in ("parquet", "csv"):
+        raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise rf.UsageError(f"cannot create {out}: {error.strerror or error}") from None
+    paths = []
+    for name in ("trials", "reports", "decisions"):
+        frame: pd.DataFrame = getattr(results, name)
+        path = out / f"{name}.{fmt}"
+        tmp = path.with_name(path.name + ".tmp")
+        if fmt == "parquet":
+            frame.to_parquet(tmp, index=False)
+        else:
+            frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths

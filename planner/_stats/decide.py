@@ -1,0 +1,496 @@
+"""The decision rule: one arm against the baseline, then every arm under a correction.
+
+Pure functions of values (no Ray, no printing); docs/statistics.md explains the
+statistics and the figures that back them.
+
+    compare(baseline, arm, mode=..., test=..., alpha=...) -> Comparison
+        the effect (improvement in the direction of `mode`), a two-sided
+        (1 - alpha) CI and a p-value for one arm against the baseline.
+    decide(acceptance, mode, results_by_arm, baseline, planned_seeds=...) -> list[Decision]
+        the contract's rule for every arm: accept | reject | inconclusive | incomplete.
+
+Tests:
+    welch      Welch t, Welch-Satterthwaite df. p: two-sided, H0 effect = 0.
+    paired     one-sample t on the per-seed differences (seeds both arms have;
+               the others are dropped and counted). p: two-sided, H0 effect = 0.
+    bootstrap  a resampling test calibrated at small n: the permutation
+               (randomization) distribution of the difference of means, inverted
+               into a CI for the shift. p: two-sided permutation p-value,
+               2 * min(one-sided p's), capped at 1. With few seeds the smallest
+               one-sided p is 1 / C(n_a + n_b, n_a): 0.05 at 3 + 3 seeds, above
+               the 0.025 that accept needs at alpha 0.05, so the CI is unbounded
+               and the decision inconclusive.
+
+Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
+"CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Literal
+
+import numpy as np
+from scipy import special
+
+Mode = Literal["max", "min"]
+Test = Literal["welch", "paired", "bootstrap"]
+Correction = Literal["holm", "bonferroni", "none"]
+Verdict = Literal["accept", "reject", "inconclusive", "incomplete"]
+
+TESTS = ("welch", "paired", "bootstrap")
+CORRECTIONS = ("holm", "bonferroni", "none")
+DECISION_KEYS = (
+    "arm", "decision", "effect", "ci_low", "ci_high", "p_value",
+    "alpha_adjusted", "n_baseline", "n_arm", "reason",
+)  # fmt: skip
+
+# Permutation test: enumerate every split up to this many, else draw this many at random.
+MAX_ENUMERATED_SPLITS = 20_000
+RANDOM_PERMUTATIONS = 9_999
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One arm against the baseline. `effect` > 0 means the arm is better."""
+
+    test: str
+    alpha: float
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_baseline: int
+    n_arm: int
+    n_unpaired: int = 0  # paired test: seeds only one side had, dropped
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One confirmation trial as the decision sees it.
+
+    `status` is the trial record's status (`completed`, `diverged`, `failed`,
+    `timeout`, `oom`, `protocol_error`, ...) or `pending` for one not ended yet.
+    """
+
+    seed: int
+    value: float | None
+    status: str = "completed"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One arm's entry of decisions.json (docs/run-folder.md)."""
+
+    arm: str
+    decision: Verdict
+    effect: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    alpha_adjusted: float
+    n_baseline: int
+    n_arm: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """Exactly DECISION_KEYS as strict JSON values: NaN and infinities become None.
+
+        A null CI bound next to a finite effect means an unbounded CI (the
+        bootstrap test with too few seeds); the reason says so.
+        """
+        out = {}
+        for key in DECISION_KEYS:
+            value = getattr(self, key)
+            if isinstance(value, float) and not math.isfinite(value):
+                value = None
+            out[key] = value
+        return out
+
+
+# --------------------------------------------------------------------------- one comparison
+
+
+def compare(
+    baseline: Sequence[float],
+    arm: Sequence[float],
+    *,
+    mode: Mode,
+    test: Test,
+    alpha: float,
+    baseline_seeds: Sequence[int] | None = None,
+    arm_seeds: Sequence[int] | None = None,
+    rng_seed: int = 0,
+) -> Comparison:
+    """Effect, two-sided (1 - alpha) CI and p-value of `arm` against `baseline`.
+
+    Values must be finite. `paired` pairs by seed when both seed lists are
+    given, else by position (equal lengths required). `rng_seed` fixes the
+    random permutations the bootstrap test draws when there are too many
+    splits to enumerate, so a decision is reproducible.
+    """
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}: use one of {', '.join(TESTS)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    base = _oriented(baseline, mode)
+    treated = _oriented(arm, mode)
+    if test == "paired":
+        base, treated, n_unpaired = _pair(base, treated, baseline_seeds, arm_seeds)
+        if len(base) < 2:
+            raise ValueError(f"the paired test needs at least 2 seeds both arms have, got {len(base)}")
+        effect, low, high, p = _paired_t(base[None], treated[None], alpha)
+    else:
+        n_unpaired = 0
+        if len(base) < 2 or len(treated) < 2:
+            raise ValueError(f"the {test} test needs at least 2 values per arm, got {len(base)} and {len(treated)}")
+        if test == "welch":
+            effect, low, high, p = _welch_t(base[None], treated[None], alpha)
+        else:
+            splits = permutation_splits(len(treated), len(base), rng_seed)
+            effect, low, high, p = _permutation(base[None], treated[None], alpha, splits)
+    return Comparison(
+        test=test, alpha=alpha, effect=float(effect[0]), ci_low=float(low[0]),
+        ci_high=float(high[0]), p_value=float(p[0]), n_baseline=len(base),
+        n_arm=len(treated), n_unpaired=n_unpaired,
+    )  # fmt: skip
+
+
+def _oriented(values: Sequence[float], mode: Mode) -> np.ndarray:
+    """Values turned so that larger is better."""
+    if mode not in ("max", "min"):
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or not np.all(np.isfinite(array)):
+        raise ValueError("values must be a flat sequence of finite numbers")
+    return array if mode == "max" else -array
+
+
+def _pair(base, treated, baseline_seeds, arm_seeds):
+    if baseline_seeds is None or arm_seeds is None:
+        if len(base) != len(treated):
+            raise ValueError("the paired test without seeds pairs by position and needs equal lengths")
+        return base, treated, 0
+    if len(baseline_seeds) != len(base) or len(arm_seeds) != len(treated):
+        raise ValueError("each seed list must be as long as its values")
+    arm_index = {seed: i for i, seed in enumerate(arm_seeds)}
+    common = [seed for seed in baseline_seeds if seed in arm_index]
+    base_index = {seed: i for i, seed in enumerate(baseline_seeds)}
+    n_unpaired = len(base) + len(treated) - 2 * len(common)
+    return (
+        base[[base_index[s] for s in common]],
+        treated[[arm_index[s] for s in common]],
+        n_unpaired,
+    )
+
+
+# ------------------------------------------------------------- vectorized tests (rows = experiments)
+#
+# Each takes oriented values of shape (experiments, n) and returns arrays
+# (effect, ci_low, ci_high, p_value), so the calibration tests and the bench
+# simulate with exactly the code that decides. The t tests take alpha as a
+# scalar or one level per experiment.
+
+
+def _t_interval(effect, se, df, alpha):
+    """CI and two-sided p of effect / se ~ t(df); se == 0 gives a point CI."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # scipy.special: stats.t's ufuncs, less overhead
+        half = special.stdtrit(df, 1 - np.asarray(alpha) / 2) * se
+        p = 2 * special.stdtr(df, -np.abs(effect) / se)
+    degenerate = se == 0
+    half = np.where(degenerate, 0.0, half)
+    p = np.where(degenerate, np.where(effect == 0, 1.0, 0.0), p)
+    return effect, effect - half, effect + half, np.minimum(p, 1.0)
+
+
+def welch_df(se2_arm, se2_base, n_arm, n_base):
+    """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # in shares of the total: no underflow for tiny values
+        share_arm = se2_arm / (se2_arm + se2_base)
+        return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
+
+
+def _welch_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of Welch's t per row."""
+    n_b, n_a = base.shape[-1], arm.shape[-1]
+    se2_b = base.var(axis=-1, ddof=1) / n_b
+    se2_a = arm.var(axis=-1, ddof=1) / n_a
+    effect = arm.mean(axis=-1) - base.mean(axis=-1)
+    return effect, np.sqrt(se2_a + se2_b), welch_df(se2_a, se2_b, n_a, n_b)
+
+
+def _paired_parts(base: np.ndarray, arm: np.ndarray):
+    """(effect, se, df) of the paired t per row; columns are paired seeds."""
+    diff = arm - base
+    n = diff.shape[-1]
+    se = diff.std(axis=-1, ddof=1) / np.sqrt(n)
+    return diff.mean(axis=-1), se, np.full(se.shape, n - 1.0)
+
+
+def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_welch_parts(base, arm), alpha)
+
+
+def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
+    return _t_interval(*_paired_parts(base, arm), alpha)
+
+
+def permutation_splits(n_arm: int, n_baseline: int, rng_seed: int = 0,
+                       n_random: int = RANDOM_PERMUTATIONS) -> np.ndarray:  # fmt: skip
+    """Boolean matrix (splits, n_arm + n_baseline): True where a value goes to the arm group.
+
+    Row 0 is the observed split (the arm's values first). Every split is listed
+    when there are at most MAX_ENUMERATED_SPLITS, else `n_random` random ones
+    follow the observed split; both give valid p-values (a random set only
+    adds Monte-Carlo noise to the p, never bias below the level).
+    """
+    n = n_arm + n_baseline
+    if math.comb(n, n_arm) <= MAX_ENUMERATED_SPLITS:
+        chosen = np.array(list(combinations(range(n), n_arm)))  # (0..n_arm-1) comes first
+    else:
+        rng = np.random.default_rng(rng_seed)
+        random = rng.random((n_random, n)).argsort(axis=1)[:, :n_arm]
+        chosen = np.vstack([np.arange(n_arm)[None], random])
+    splits = np.zeros((len(chosen), n), dtype=bool)
+    np.put_along_axis(splits, chosen, True, axis=1)
+    return splits
+
+
+def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.ndarray):
+    """Permutation test of the difference of means, inverted into a CI for a shift.
+
+    Shifting the arm by -delta changes a split's statistic linearly in delta, so
+    each split has a critical shift d where it crosses the observed statistic;
+    the one-sided p at delta counts splits with d <= delta (upper) or d >= delta
+    (lower), and the CI bounds are order statistics of d.
+    """
+    n_a, n_b = arm.shape[-1], base.shape[-1]
+    pooled = np.concatenate([arm, base], axis=-1)
+    arm_sums = pooled @ splits.T.astype(float)  # (experiments, splits)
+    stat = arm_sums / n_a - (pooled.sum(axis=-1, keepdims=True) - arm_sums) / n_b
+    observed = stat[:, :1]
+    arm_kept = splits[:, :n_a].sum(axis=1)
+    slope = (n_a - arm_kept) * (1 / n_a + 1 / n_b)  # 0 for splits equal to the observed one
+    same = slope == 0
+    n_splits, n_same = len(splits), int(same.sum())
+    gap = observed - stat
+    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a tie
+    gap = np.where(np.abs(gap) <= 1e-9 * np.abs(pooled).max(axis=-1, keepdims=True), 0.0, gap)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        crossing = gap / np.where(same, 1.0, slope)
+    low_side = np.where(same, np.inf, crossing)  # never counted by "d <= delta"
+    high_side = np.where(same, -np.inf, crossing)  # never counted by "d >= delta"
+    p_upper = (n_same + (low_side <= 0).sum(axis=1)) / n_splits
+    p_lower = (n_same + (high_side >= 0).sum(axis=1)) / n_splits
+    # smallest count j of crossings with (n_same + j) / n_splits > alpha / 2
+    j = math.floor(alpha / 2 * n_splits - n_same + 1e-9) + 1
+    rows = len(stat)
+    if j <= 0:
+        low, high = np.full(rows, -np.inf), np.full(rows, np.inf)
+    else:
+        low = np.partition(low_side, j - 1, axis=1)[:, j - 1]
+        high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
+    p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
+    return observed[:, 0], low, high, p
+
+
+def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
+    """The two-sided level the bootstrap (permutation) test really has at nominal alpha.
+
+    Its one-sided p takes values k / C(n_a + n_b, n_a), so "CI low > 0" happens
+    with probability floor(alpha / 2 * C) / C under no effect; 0 means never.
+    With random splits (large C) the level is alpha.
+    """
+    splits = math.comb(n_arm + n_baseline, n_arm)
+    if splits > MAX_ENUMERATED_SPLITS:
+        return alpha
+    return 2 * math.floor(alpha / 2 * splits + 1e-9) / splits
+
+
+def smallest_p_value(n_arm: int, n_baseline: int) -> float:
+    """The smallest two-sided p the bootstrap (permutation) test can give."""
+    return min(1.0, 2 / math.comb(n_arm + n_baseline, n_arm))
+
+
+def _percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int):
+    """Plain percentile bootstrap CI of the difference of means. NOT calibrated at small n:
+    kept only so the calibration tests can show they catch an uncalibrated method."""
+    rng = np.random.default_rng(rng_seed)
+    rows, n_b = base.shape
+    n_a = arm.shape[1]
+    pick_b = rng.integers(0, n_b, size=(n_boot, n_b))
+    pick_a = rng.integers(0, n_a, size=(n_boot, n_a))
+    counts_b = (pick_b[:, :, None] == np.arange(n_b)).sum(axis=1) / n_b  # (boot, n_b) weights
+    counts_a = (pick_a[:, :, None] == np.arange(n_a)).sum(axis=1) / n_a
+    diffs = arm @ counts_a.T - base @ counts_b.T  # (rows, boot)
+    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2], axis=1)
+    return arm.mean(axis=1) - base.mean(axis=1), low, high
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+def verdict(effect, ci_low, ci_high, min_effect: float):
+    """The contract's rule on arrays: 'accept' | 'reject' | 'inconclusive' per element."""
+    effect, ci_low, ci_high = np.broadcast_arrays(effect, ci_low, ci_high)
+    accept = (ci_low > 0) & (effect >= min_effect)
+    reject = ci_high < min_effect
+    return np.where(accept, "accept", np.where(reject, "reject", "inconclusive"))
+
+
+def adjusted_alphas(p_values: Sequence[float], alpha: float, correction: Correction) -> list[float]:
+    """The two-sided level at which each comparison's CI is drawn.
+
+    bonferroni: alpha / m for every arm. none: alpha. holm: arms in order of
+    p-value (NaN last, as if p = 1) get alpha / m, alpha / (m - 1), ... while
+    each p is within its level; the first arm whose p is not, and every arm
+    after it, get that arm's level. So an arm's CI excludes 0 exactly when
+    Holm's step-down rejects it, and arms Holm retains get CIs that cover 0.
+    """
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}: use one of {', '.join(CORRECTIONS)}")
+    m = len(p_values)
+    if correction == "none" or m == 0:
+        return [alpha] * m
+    if correction == "bonferroni":
+        return [alpha / m] * m
+    p = np.array([1.0 if p is None or math.isnan(p) else p for p in p_values])
+    levels = [0.0] * m
+    stopped_at = None
+    for rank, index in enumerate(np.argsort(p, kind="stable")):
+        if stopped_at is None:
+            level = alpha / (m - rank)
+            if p[index] > level:
+                stopped_at = level
+        levels[index] = stopped_at if stopped_at is not None else level
+    return levels
+
+
+def decide(
+    acceptance: Any,
+    mode: Mode,
+    results_by_arm: Mapping[str, Iterable[Outcome | tuple]],
+    baseline: str,
+    *,
+    planned_seeds: Sequence[int],
+    diverged_value: float | None = None,
+    arms: Sequence[str] | None = None,
+    metric: str = "the metric",
+    rng_seed: int = 0,
+) -> list[Decision]:
+    """The contract's decision for every arm against `baseline`.
+
+    acceptance: an `Acceptance` (or anything with min_effect, alpha, test, correction).
+    results_by_arm: arm -> confirmation outcomes, each an `Outcome` or a tuple
+        (seed, value) or (seed, value, status). A seed of `planned_seeds` with
+        no outcome is pending: the arm is incomplete.
+    arms: the treatment arms in contract order (default: every key but the
+        baseline). Their number is the m of the correction, whether or not
+        every arm completed, so a failure cannot loosen the others' alpha.
+    """
+    test, alpha, min_effect = acceptance.test, acceptance.alpha, acceptance.min_effect
+    arms = [a for a in results_by_arm if a != baseline] if arms is None else list(arms)
+    if baseline not in results_by_arm:
+        raise ValueError(f"no results for the baseline {baseline!r}")
+    planned = list(planned_seeds)
+    base_values, base_problem = collect(results_by_arm[baseline], planned, diverged_value)
+    collected = {a: collect(results_by_arm.get(a, ()), planned, diverged_value) for a in arms}
+
+    first = {}
+    for name in arms:
+        values, problem = collected[name]
+        if base_problem is None and problem is None:
+            first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
+    levels = adjusted_alphas([first[a].p_value if a in first else math.nan for a in arms], alpha, acceptance.correction)
+
+    decisions = []
+    for name, level in zip(arms, levels, strict=True):
+        values, problem = collected[name]
+        if base_problem is not None or problem is not None:
+            said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            said += [f"in {name}, {problem}"] if problem is not None else []
+            decisions.append(Decision(
+                arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
+                p_value=math.nan, alpha_adjusted=level, n_baseline=len(base_values), n_arm=len(values),
+                reason=f"Incomplete: {'; '.join(said)}.",
+            ))  # fmt: skip
+            continue
+        c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
+        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect))
+        decisions.append(Decision(
+            arm=name, decision=decision, effect=c.effect, ci_low=c.ci_low, ci_high=c.ci_high,
+            p_value=c.p_value, alpha_adjusted=level, n_baseline=c.n_baseline, n_arm=c.n_arm,
+            reason=_reason(name, decision, c, level, min_effect, metric, baseline),
+        ))  # fmt: skip
+    return decisions
+
+
+_STATUS_PHRASES = {
+    "failed": "failed",
+    "timeout": "timed out",
+    "oom": "ran out of memory",
+    "protocol_error": "broke the reporting protocol",
+    "pending": "is still running",
+    "early_stopped": "was stopped early",
+}
+
+
+def collect(outcomes, planned: list[int], diverged_value):
+    """seed -> value for the planned seeds, and why the arm is incomplete (or None)."""
+    values: dict[int, float] = {}
+    problems: list[str] = []
+    seen = set()
+    for item in outcomes:
+        outcome = item if isinstance(item, Outcome) else Outcome(*item)
+        if outcome.seed in seen:
+            raise ValueError(f"seed {outcome.seed} has two outcomes")
+        if outcome.seed not in planned:
+            raise ValueError(f"seed {outcome.seed} is not a planned confirmation seed {planned}")
+        seen.add(outcome.seed)
+        value = None if outcome.value is None else float(outcome.value)
+        diverged = outcome.status == "diverged" or (
+            outcome.status == "completed" and value is not None and not math.isfinite(value)
+        )
+        if diverged:
+            if diverged_value is None:
+                problems.append(f"seed {outcome.seed} diverged and the contract sets no failures.diverged_value")
+            else:
+                values[outcome.seed] = float(diverged_value)
+        elif outcome.status == "completed" and value is not None:
+            values[outcome.seed] = value
+        elif outcome.status == "completed":
+            problems.append(f"seed {outcome.seed} reported no value")
+        else:
+            problems.append(f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}")
+    missing = [s for s in planned if s not in seen]
+    if missing:
+        problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")
+    ordered = {s: values[s] for s in planned if s in values}
+    return ordered, ("; ".join(problems) if problems else None)
+
+
+def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Comparison:
+    return compare(
+        list(base.values()), list(arm.values()), mode=mode, test=test, alpha=alpha,
+        baseline_seeds=list(base), arm_seeds=list(arm), rng_seed=rng_seed,
+    )  # fmt: skip
+
+
+def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) -> str:
+    ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
+    said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
+    if decision == "accept":
+        return f"{said}: the CI is above 0 and the effect reaches the minimum {min_effect:g}."
+    if decision == "reject":
+        return f"{said}: even the CI's upper end is below the minimum effect {min_effect:g}."
+    if c.test == "bootstrap" and not math.isfinite(c.ci_low) and smallest_p_value(c.n_arm, c.n_baseline) > level:
+        return (
+            f"{said}: with {c.n_arm} + {c.n_baseline} seeds the bootstrap test cannot reach alpha {level:.4g} "
+            "(its smallest p is {:.3g}); add seeds or use welch.".format(smallest_p_value(c.n_arm, c.n_baseline))
+        )
+    if c.ci_low > 0:
+        return f"{said}: the CI is above 0 but the effect is below the minimum {min_effect:g}."
+    return f"{said}: the CI includes 0 and reaches the minimum effect {min_effect:g}, so the data cannot tell."

@@ -1,0 +1,250 @@
+"""Power and seeds: how many confirmation seeds a contract needs (for `plan power`).
+
+Pure functions. "Power" here is the chance that the improvement is detected,
+P(CI low > 0), when the true improvement is `effect`: the one-sided test at
+alpha / 2 that "accept" relies on. "accept" also asks the *estimated* effect
+to reach min_effect, so at a true effect of exactly min_effect it happens at
+most about half the time; `accept_probability` gives that figure.
+
+    detection_power(n, effect, sd, alpha, test)               -> P(CI low > 0)
+    seeds_for_power(sd, min_effect, alpha, power, test, ...)  -> seeds per arm
+    detectable_effect(sd, n, alpha, power, test, ...)         -> true effect detected with `power`
+    accept_probability(n, effect, sd, alpha, min_effect, test) -> P(accept)
+    pilot_sd(values_by_arm), pilot_sd_of_differences(base, arm) -> sd to plan with
+    simulate(test, n, effect, ...)                            -> the same rates by simulation
+
+sd: seed-to-seed standard deviation of the metric within an arm (welch,
+bootstrap), or of the per-seed differences arm - baseline (paired).
+Across arms (n_arms > 1, correction holm or bonferroni) the plan uses
+alpha / n_arms: Holm's first step is Bonferroni's, so each arm's power under
+Holm is at least this figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, special, stats
+
+from planner._stats.decide import (
+    RANDOM_PERMUTATIONS,
+    TESTS,
+    _paired_t,
+    _permutation,
+    _welch_t,
+    attainable_alpha,
+    permutation_splits,
+    verdict,
+)
+
+
+def comparison_alpha(alpha: float, n_arms: int = 1, correction: str = "holm") -> float:
+    """The per-arm two-sided level a plan uses."""
+    return alpha if correction == "none" else alpha / n_arms
+
+
+def _shape(n: int, sd: float, test: str) -> tuple[float, float]:
+    """(degrees of freedom of the statistic, standard error of the effect) with n seeds per arm."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}: use one of {', '.join(TESTS)}")
+    if test == "paired":
+        return n - 1.0, sd / math.sqrt(n)
+    return 2 * n - 2.0, sd * math.sqrt(2 / n)
+
+
+def _critical_df(n: int, test: str) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of the df the CI's t quantile uses.
+
+    paired: n - 1. welch: at equal n and sd the Welch statistic equals the
+    pooled t (2n - 2 df), but its df is (n - 1) / (r^2 + (1 - r)^2) with
+    r = s1^2 / (s1^2 + s2^2) ~ Beta((n-1)/2, (n-1)/2), independent of the
+    statistic; Gauss-Jacobi nodes integrate over r, so the power is exact
+    under normal errors rather than the pooled-t approximation.
+    """
+    if test == "paired":
+        return np.array([n - 1.0]), np.array([1.0])
+    a = (n - 1) / 2
+    y, w = special.roots_jacobi(48, a - 1, a - 1)
+    r = (1 + y) / 2
+    return (n - 1) / (r**2 + (1 - r) ** 2), w / w.sum()
+
+
+def _level(n: int, alpha: float, test: str) -> float:
+    """The two-sided level the test really has with n seeds per arm."""
+    return attainable_alpha(n, n, alpha) if test == "bootstrap" else alpha
+
+
+def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = "welch", *,
+          n_arms: int = 1, correction: str = "holm") -> float:  # fmt: skip
+    """P(CI low > 0) with n seeds per arm when the true improvement is `effect`.
+
+    Normal errors, equal sd in both arms. welch: noncentral t, integrated over
+    the law of Welch's df (see `_critical_df`). paired: noncentral t with
+    n - 1 df on the differences. bootstrap: the Welch figure at the level the
+    permutation test can attain with n + n seeds (`attainable_alpha`; 0 when
+    it cannot reach the level at all); the permutation test has no closed
+    form, `simulate` measures it, and this figure is 0-3 points below.
+    """
+    if n < 2:
+        return 0.0
+    level = _level(n, comparison_alpha(alpha, n_arms, correction), test)
+    if level == 0:
+        return 0.0
+    df, se = _shape(n, sd, test)
+    critical_df, weights = _critical_df(n, test)
+    return float(weights @ stats.nct.sf(stats.t.ppf(1 - level / 2, critical_df), df, effect / se))
+
+
+def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0.8,
+                    test: str = "welch", *, n_arms: int = 1, correction: str = "holm",
+                    max_seeds: int = 100_000) -> int:  # fmt: skip
+    """The fewest seeds per arm with detection_power(n, min_effect, ...) >= power."""
+    if not (sd > 0 and min_effect > 0 and 0 < power < 1):
+        raise ValueError("need sd > 0, min_effect > 0 and 0 < power < 1")
+
+    def enough(n: int) -> bool:
+        return detection_power(n, min_effect, sd, alpha, test, n_arms=n_arms, correction=correction) >= power
+
+    high = 2
+    while not enough(high):
+        if high >= max_seeds:
+            raise ValueError(f"more than {max_seeds} seeds per arm would be needed")
+        high = min(2 * high, max_seeds)
+    low = max(2, high // 2)  # enough(high); find the first n that is enough (power grows with n)
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid + 1, high)
+    return high
+
+
+def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
+                      test: str = "welch", *, n_arms: int = 1, correction: str = "holm") -> float:  # fmt: skip
+    """The true improvement detected (CI low > 0) with probability `power` at n seeds per arm.
+
+    inf when the bootstrap test cannot reach the level with n seeds.
+    """
+    if n < 2 or _level(n, comparison_alpha(alpha, n_arms, correction), test) == 0:
+        return math.inf
+    se = _shape(n, sd, test)[1]
+    return float(optimize.brentq(
+        lambda e: detection_power(n, e, sd, alpha, test, n_arms=n_arms, correction=correction) - power,
+        0.0, 100 * se,
+    ))  # fmt: skip
+
+
+def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effect: float,
+                       test: str = "welch") -> float:  # fmt: skip
+    """P(accept) = P(CI low > 0 and estimated effect >= min_effect), normal errors.
+
+    The estimate D ~ N(effect, se^2) is independent of the sd estimate; this
+    integrates P(D >= max(min_effect, t_crit * se_hat)) over the chi-square law
+    of se_hat. Welch and bootstrap use the pooled-t approximation as `detection_power` does.
+    """
+    level = _level(n, alpha, test)
+    if n < 2 or level == 0:
+        return 0.0
+    df, se = _shape(n, sd, test)
+    critical_df, weights = _critical_df(n, test)
+    t_crit = stats.t.ppf(1 - level / 2, critical_df)[:, None]
+    # u = sqrt(chi-square(df)), se_hat = se * u / sqrt(df). Below `knot` the
+    # threshold is min_effect (closed form); above it, Gauss-Legendre in u.
+    u_max = math.sqrt(stats.chi2.isf(1e-14, df))
+    knot = np.minimum(u_max, math.sqrt(df) * min_effect / (t_crit * se))
+    below = stats.norm.sf((min_effect - effect) / se) * stats.chi2.cdf(knot**2, df)
+    nodes, node_weights = np.polynomial.legendre.leggauss(96)
+    u = knot + (u_max - knot) * (nodes + 1) / 2
+    density = stats.chi2.pdf(u**2, df) * 2 * u
+    tail = stats.norm.sf((t_crit * u / math.sqrt(df) * se - effect) / se)
+    above = (density * tail) @ node_weights * (u_max - knot[:, 0]) / 2
+    return float(min(1.0, weights @ (below[:, 0] + above)))
+
+
+def pilot_sd(values_by_arm: Mapping[str, Sequence[float]]) -> float:
+    """Pooled seed-to-seed sd: sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)) over arms.
+
+    Non-finite values are ignored; arms with fewer than 2 values add nothing.
+    """
+    squares, dof = 0.0, 0
+    for values in values_by_arm.values():
+        v = np.asarray(values, dtype=float)
+        v = v[np.isfinite(v)]
+        if len(v) >= 2:
+            squares += float(((v - v.mean()) ** 2).sum())
+            dof += len(v) - 1
+    if dof == 0:
+        raise ValueError("a pilot sd needs an arm with at least 2 finite values")
+    return math.sqrt(squares / dof)
+
+
+def pilot_sd_of_differences(baseline_by_seed: Mapping[int, float], arm_by_seed: Mapping[int, float]) -> float:
+    """The sd of per-seed differences arm - baseline: what the paired test's power needs."""
+    diffs = [arm_by_seed[s] - baseline_by_seed[s] for s in baseline_by_seed if s in arm_by_seed]
+    d = np.asarray(diffs, dtype=float)
+    d = d[np.isfinite(d)]
+    if len(d) < 2:
+        raise ValueError("a pilot sd of differences needs at least 2 seeds both arms have")
+    return float(d.std(ddof=1))
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+@dataclass(frozen=True)
+class SimulatedRates:
+    """Fractions of simulated experiments; `sims` of them."""
+
+    sims: int
+    accept: float
+    detected: float  # CI low > 0
+    reject: float
+
+
+def draw(distribution: str, size, rng: np.random.Generator) -> np.ndarray:
+    """Seed-to-seed noise with mean 0 and sd 1: 'normal', 'lognormal' (sigma 1, skew 6.2)
+    or 'exponential' (skew 2)."""
+    if distribution == "normal":
+        return rng.standard_normal(size)
+    if distribution == "lognormal":
+        mean, var = math.exp(0.5), (math.e - 1) * math.e
+        return (rng.lognormal(0.0, 1.0, size) - mean) / math.sqrt(var)
+    if distribution == "exponential":
+        return rng.exponential(1.0, size) - 1.0
+    raise ValueError(f"unknown distribution {distribution!r}")
+
+
+def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
+             sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
+             rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
+             arm_sd_ratio: float = 1.0) -> SimulatedRates:  # fmt: skip
+    """Run `sims` experiments of n seeds per arm through the deciding code.
+
+    The arm's values are the baseline's noise distribution shifted by `effect`
+    (the improvement; mode max). `correlation` is the share of the variance a
+    seed gives both arms alike, which the paired test removes: the sd of the
+    differences is sd * sqrt(2 * (1 - correlation)). `permutations`: random
+    splits the bootstrap test draws when it cannot list them all (fewer make
+    the simulation cheaper and stay valid). `arm_sd_ratio` scales the arm's
+    noise: a null where the arm changes the spread but not the mean.
+    """
+    rng = np.random.default_rng(rng_seed)
+    splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
+    counts = np.zeros(3)
+    for start in range(0, sims, chunk):
+        rows = min(chunk, sims - start)
+        shared = math.sqrt(correlation) * draw(distribution, (rows, n), rng)
+        own = math.sqrt(1 - correlation)
+        base = sd * (shared + own * draw(distribution, (rows, n), rng))
+        arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
+        if test == "welch":
+            est, low, high, _ = _welch_t(base, arm, alpha)
+        elif test == "paired":
+            est, low, high, _ = _paired_t(base, arm, alpha)
+        else:
+            est, low, high, _ = _permutation(base, arm, alpha, splits)
+        v = verdict(est, low, high, min_effect)
+        counts += [(v == "accept").sum(), (low > 0).sum(), (v == "reject").sum()]
+    accept, detected, reject = counts / sims
+    return SimulatedRates(sims, accept, detected, reject)

@@ -1,0 +1,154 @@
+"""The run identity: which code, packages, host and data a run used.
+
+Environment values are allow-listed, never dumped; a value under a name that
+looks like a credential is redacted even when allow-listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("planner", "ray", "optuna", "hydra-core", "omegaconf", "pydantic", "numpy", "pandas",
+            "scipy", "scikit-learn", "torch")
+ENV_ALLOW = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "RAY_ADDRESS", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
+_SECRET = re.compile(r"token|secret|passw|key|credential|auth", re.IGNORECASE)
+
+
+def env_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    out = {}
+    for name in ENV_ALLOW:
+        if name in environ:
+            out[name] = "<redacted>" if _SECRET.search(name) else environ[name]
+    if "RAY_ADDRESS" in out:
+        out["RAY_ADDRESS"] = _strip_userinfo(out["RAY_ADDRESS"])
+    return out
+
+
+def _strip_userinfo(address: str) -> str:
+    return re.sub(r"//[^/@]*@", "//<redacted>@", address)
+
+
+def packages() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if "planner" not in out:
+        from planner._core.version import VERSION
+
+        out["planner"] = VERSION
+    return out
+
+
+def sha256_path(path: Path) -> str:
+    """sha256 of a file, or of a folder's files (relative names and contents, in sorted order)."""
+    digest = hashlib.sha256()
+    if path.is_file():
+        return _file_sha(path)
+    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(child.relative_to(path)).encode() + b"\0")
+        digest.update(_file_sha(child).encode() + b"\n")
+    return digest.hexdigest()
+
+
+def _file_sha(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.decode(errors="replace")
+
+
+def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
+    """Git facts of the repository holding the trainable's module, and the module source's sha256."""
+    module_name = trainable.partition(":")[0]
+    source = _module_file(module_name, search_path)
+    info: dict[str, Any] = {"repo": None, "commit": None, "dirty": None, "diff_sha256": None,
+                            "trainable": trainable, "trainable_source_sha256": None,
+                            "trainable_file": str(source) if source else None}
+    if source is None:
+        return info
+    info["trainable_source_sha256"] = _file_sha(source)
+    top = _git(["rev-parse", "--show-toplevel"], source.parent)
+    if top is None:
+        return info
+    repo = Path(top.strip())
+    info["repo"] = str(repo)
+    commit = _git(["rev-parse", "HEAD"], repo)
+    info["commit"] = commit.strip() if commit else None
+    status = _git(["status", "--porcelain", "--untracked-files=no"], repo)
+    info["dirty"] = bool(status.strip()) if status is not None else None
+    diff = _git(["diff", "HEAD"], repo)
+    if diff is not None:
+        info["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
+    return info
+
+
+def _module_file(module_name: str, search_path: list[str]) -> Path | None:
+    saved = list(sys.path)
+    try:
+        sys.path[:0] = [p for p in search_path if p not in sys.path]
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        sys.path[:] = saved
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return None
+    return Path(spec.origin).resolve()
+
+
+def host_info() -> dict[str, Any]:
+    info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
+                            "cpus": os.cpu_count(), "memory_bytes": None}
+    try:
+        import psutil
+
+        info["memory_bytes"] = psutil.virtual_memory().total
+    except ImportError:
+        pass
+    return info
+
+
+def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for entry in paths:
+        path = (base / entry).resolve()
+        out[entry] = sha256_path(path) if path.exists() else None
+    return out
+
+
+def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
+    trainable = contract.trainable or f"command: {contract.command}"
+    return {
+        "contract_sha256": contract.sha256(),
+        "code": code_identity(contract.trainable, search_path) if contract.trainable else
+        {"trainable": trainable},
+        "python": platform.python_version(),
+        "packages": packages(),
+        "host": host_info(),
+        "data": data_fingerprints(contract.data.fingerprint, contract_dir),
+        "env": env_snapshot(),
+    }

@@ -1,0 +1,486 @@
+"""Tolerant readers of a run folder (format: docs/run-folder.md).
+
+Everything here only reads: a run may be running while it is read. JSON lines
+files skip a torn last line (a crash or a writer mid-append) and say so in the
+returned notes; a missing optional file reads as None. What cannot be read
+raises `UsageError` (no such folder, not a run folder) or `RunError` (a file
+of the run that is not valid JSON), each with one sentence. No pandas here:
+`plan status` uses these readers alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner._core.errors import RunError, UsageError
+
+try:  # optional: about twice as fast on trials.jsonl; the standard library is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+RUN_MARKERS = ("run.json", "contract.yaml")
+
+
+def _loads(line: bytes) -> Any:
+    """One JSON value; NaN and Infinity (as Python's json writes them) are accepted."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(line)
+        except _orjson.JSONDecodeError:
+            pass  # NaN / Infinity, which orjson refuses: the standard library reads them
+    return json.loads(line)
+
+
+@dataclass
+class JsonLines:
+    """The records of a JSON lines file and what was skipped while reading it."""
+
+    records: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+    torn: bool = False
+
+
+def _recover(line: bytes) -> dict[str, Any] | None:
+    """The whole JSON object that ends a damaged line, if there is one.
+
+    A run that crashed mid-append and then resumed glues its next record onto
+    the torn one: `{"trial_id": "a", "pha{"trial_id": "b", ...}`. Only the start
+    of a top-level object parses through to the end of the line (a nested one
+    leaves its enclosing brackets over), so the last whole record is found by
+    trying each `{` from the right.
+    """
+    line = line.rstrip()
+    pos = len(line)
+    for _ in range(100_000):
+        pos = line.rfind(b"{", 0, pos)
+        if pos <= 0:
+            return None
+        try:
+            value = _loads(line[pos:])
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
+    """Stream the records of an append-only JSON lines file (none when it is missing).
+
+    A last line that does not parse is a torn write: it is skipped, and a note
+    says so. A line inside the file that does not parse is a torn write that a
+    resumed run appended after: the whole record at its end is kept and the torn
+    part skipped (noted); a line with no whole record is skipped (noted). A line
+    that holds JSON but not an object is a RunError: that is not a trials log.
+    The file is read line by line: memory stays flat.
+    """
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below, around the generator's life
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+    bad: tuple[int, bytes] | None = None  # a line that did not parse: torn if nothing follows it
+    with f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if bad is not None:
+                recovered = _recover(bad[1])
+                if recovered is None:
+                    notes.append(f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped")
+                else:
+                    notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
+                                 "resume): that part was skipped, the whole record after it kept")
+                    yield recovered
+                bad = None
+            try:
+                value = _loads(line)
+            except ValueError:
+                bad = (number, line)
+                continue
+            if not isinstance(value, dict):
+                raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
+            yield value
+    if bad is not None:
+        notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
+                     "leaves it, and was skipped")
+
+
+def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None) -> JsonLines:
+    """Every record of a JSON lines file. With `slim` (a contract), trial records are slimmed."""
+    notes: list[str] = []
+    if slim is None:
+        records = list(iter_jsonl(path, notes))
+    else:
+        records = [slim_record(r, slim) for r in iter_jsonl(path, notes)]
+    return JsonLines(records, notes, torn=bool(notes))
+
+
+def read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:
+    """A JSON object file (written atomically); None when absent and not required."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        if required:
+            raise RunError(f"{path} is missing: the run folder is incomplete") from None
+        return None
+    except OSError as error:
+        raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        value = _loads(text)
+    except ValueError:
+        raise RunError(f"{path} is not valid JSON: the file is damaged") from None
+    if not isinstance(value, dict):
+        raise RunError(f"{path} does not hold a JSON object")
+    return value
+
+
+def read_yaml(path: Path, *, required: bool = False) -> dict[str, Any] | None:
+    import yaml
+
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        if required:
+            raise RunError(f"{path} is missing: the run folder is incomplete") from None
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunError(f"cannot read {path}: {error}") from None
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise RunError(f"{path} is not valid YAML: the file is damaged") from None
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RunError(f"{path} does not hold a mapping")
+    return value
+
+
+class RunFolder:
+    """A run folder on disk: paths and small, tolerant reads of its files."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def run_info(self) -> dict[str, Any]:
+        info = read_json(self.file("run.json")) or {}
+        info.setdefault("run_id", self.path.name)
+        return info
+
+    def contract(self) -> dict[str, Any]:
+        """The frozen contract as plain data ({} when a run wrote none yet)."""
+        return read_yaml(self.file("contract.yaml")) or {}
+
+    def state(self) -> dict[str, Any] | None:
+        return read_json(self.file("state.json"))
+
+    def identity(self) -> dict[str, Any] | None:
+        return read_json(self.file("identity.json"))
+
+    def plan(self) -> dict[str, Any] | None:
+        return read_json(self.file("plan.json"))
+
+    def selection(self) -> dict[str, Any] | None:
+        return read_json(self.file("selection.json"))
+
+    def decisions(self) -> dict[str, Any] | None:
+        return read_json(self.file("decisions.json"))
+
+    def lock(self) -> dict[str, Any] | None:
+        """The lock's holder, or None. A lock that does not parse is still a lock."""
+        try:
+            return read_json(self.file("lock"))
+        except RunError:
+            return {"pid": None, "host": None, "started": None}
+
+    def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines:
+        """trials.jsonl; pass the contract as `slim` to drop reports not needed for the facts below."""
+        return read_jsonl(self.file("trials.jsonl"), slim=slim)
+
+    def events(self) -> JsonLines:
+        return read_jsonl(self.file("events.jsonl"))
+
+    def reevals(self) -> JsonLines:
+        return read_jsonl(self.file("reevals.jsonl"))
+
+    def configs(self) -> dict[str, dict[str, Any]]:
+        """Each arm's effective config from configs/<arm>.yaml, by arm name."""
+        folder = self.file("configs")
+        if not folder.is_dir():
+            return {}
+        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))}
+
+
+def open_run(run_dir: str | os.PathLike) -> RunFolder:
+    """Check that `run_dir` is a run folder and return it; a clear UsageError otherwise."""
+    path = Path(run_dir)
+    if not path.exists():
+        raise UsageError(f"{path} does not exist: give the path of a run folder, like runs/<name>/<run id>")
+    if not path.is_dir():
+        raise UsageError(f"{path} is a file, not a run folder: give the folder that holds run.json")
+    if not any((path / marker).is_file() for marker in RUN_MARKERS):
+        subruns = sorted(p.name for p in path.iterdir() if p.is_dir() and (p / "run.json").is_file())
+        hint = f"; it holds runs: {', '.join(subruns[-3:])}" if subruns else ""
+        raise UsageError(f"{path} is not a run folder: it has no run.json or contract.yaml{hint}")
+    return RunFolder(path)
+
+
+# Small accessors for the frozen contract, tolerant of a partial one.
+
+
+def contract_get(contract: dict[str, Any], dotted: str, default: Any = None) -> Any:
+    value: Any = contract
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return default if value is None else value
+
+
+def arm_names(contract: dict[str, Any]) -> list[str]:
+    """The baseline first, then the treatment arms, in contract order."""
+    names = [contract_get(contract, "baseline.name")]
+    names += [a.get("name") for a in contract.get("arms") or [] if isinstance(a, dict)]
+    return [n for n in names if n]
+
+
+def planned_count(plan: dict[str, Any] | None) -> int | None:
+    """The planned number of trials: plan.json's `planned_count`, else its trials counted."""
+    if not plan:
+        return None
+    for key in ("planned_count", "planned_trials"):
+        if isinstance(plan.get(key), int):
+            return plan[key]
+    return len(planned_trials(plan)) or None
+
+
+def planned_trials(plan: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The planned trials of plan.json, each with its phase, in plan order."""
+    if not plan:
+        return []
+    out: list[dict[str, Any]] = []
+    for phase in plan.get("phases") or []:
+        name = phase.get("phase") or phase.get("name")
+        for trial in phase.get("trials") or []:
+            out.append({"phase": trial.get("phase", name), **trial})
+    for trial in plan.get("trials") or []:  # a flat list is accepted too
+        out.append(trial)
+    return out
+
+
+# Facts computed from trial records, without pandas (shared by status and results).
+
+FAILED_STATUSES = ("failed", "diverged", "protocol_error", "timeout", "oom")
+
+
+def reports_of(record: dict[str, Any]) -> list[Any]:
+    """The record's reports; anything but a list (a damaged record) reads as none."""
+    reports = record.get("reports")
+    return reports if isinstance(reports, list) else []
+
+
+def record_last_step(record: dict[str, Any]) -> Any:
+    if "_last_step" in record:
+        return record["_last_step"]
+    reports = reports_of(record)
+    return reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
+
+
+def metric_names(record: dict[str, Any]) -> set[str]:
+    """The names of the metrics a trial reported (cached in the record under `_metric_names`)."""
+    names = record.get("_metric_names")
+    if names is None:
+        names = set().union(*[p.get("metrics") or {} for p in reports_of(record) if isinstance(p, dict)])
+        record["_metric_names"] = names
+    return names
+
+
+def slim_record(record: dict[str, Any], contract: dict[str, Any]) -> dict[str, Any]:
+    """The record without its reports, unless they show a violation (kept for `violations`).
+
+    What the facts below need from the reports is cached first: the metric names
+    and the last step. A run of 10k trials x 100 reports then fits in little memory.
+    """
+    reports = reports_of(record)
+    names = metric_names(record)
+    last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
+    record["_last_step"] = last.get("step")
+    exposure = contract_get(contract, "budget.exposure")
+    heldout = contract_get(contract, "metric.heldout")
+    steps = [s for s in (record.get("exposure"), record["_last_step"]) if isinstance(s, int | float)]
+    anomalous = (exposure is not None and any(s > exposure for s in steps)) or (
+        heldout is not None and record.get("phase") == "tune" and heldout in names)
+    if not anomalous:
+        record["reports"] = []
+    return record
+
+
+def traceback_line(traceback: str | None) -> str:
+    """The line of a traceback that says where it broke: its innermost `File ...` line."""
+    if not traceback:
+        return ""
+    frames = [line.strip() for line in traceback.splitlines() if line.strip().startswith("File ")]
+    if frames:
+        return frames[-1]
+    lines = [line.strip() for line in traceback.splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def failures(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trials that did not end well, and trials that needed retries, with their last error."""
+    out = []
+    for r in records:
+        errors = r.get("errors") or []
+        status = r.get("status")
+        if status not in FAILED_STATUSES and not errors:
+            continue
+        last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+        message = last.get("message") or ""
+        if not last and status == "diverged":
+            message = "the decision metric went NaN or infinite"
+        out.append({
+            "trial_id": r.get("trial_id"), "phase": r.get("phase"), "arm": r.get("arm"), "seed": r.get("seed"),
+            "status": status, "attempts": r.get("attempts", 1), "error_type": last.get("type") or "",
+            "message": message, "where": traceback_line(last.get("traceback")),
+            "retried": len(errors) > 0 and status not in FAILED_STATUSES,
+        })
+    return out
+
+
+NOT_VIOLATIONS = {"diverged"}  # logged as notes by the runner, but a result (see failures), not a broken rule
+_PAST_BUDGET = re.compile(r"step (\d+) is past the budget", re.IGNORECASE)
+
+
+def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every protocol violation: logged ones, plus what the records show unlogged.
+
+    Kinds: `heldout_in_tuning` (the held-out metric reported while tuning: test
+    exposure), `report_past_budget` (a report after step budget.exposure), and
+    whatever other kinds the run logged. `source` says where it was found:
+    `logged` (the record's violations), `reports` (its reports show it) or
+    `error` (its protocol error says so; a protocol_error trial is always listed).
+    """
+    exposure = contract_get(contract, "budget.exposure")
+    heldout = contract_get(contract, "metric.heldout")
+    out = []
+    for r in records:
+        base = {"trial_id": r.get("trial_id"), "phase": r.get("phase"), "arm": r.get("arm"), "seed": r.get("seed")}
+        kinds = set()
+        for v in r.get("violations") or []:
+            if not isinstance(v, dict) or v.get("kind") in NOT_VIOLATIONS:
+                continue
+            kind = str(v.get("kind", "unknown"))
+            kinds.add(kind)
+            detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
+            out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
+        reports = [p for p in reports_of(r) if isinstance(p, dict)]
+        last_step = record_last_step(r)
+        if (exposure is not None and "report_past_budget" not in kinds
+                and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))):
+            past = [p.get("step") for p in reports if isinstance(p.get("step"), int | float) and p["step"] > exposure]
+            kinds.add("report_past_budget")
+            out.append({**base, "kind": "report_past_budget", "step": past[0] if past else r.get("exposure"),
+                        "detail": f"budget={exposure}", "source": "reports"})
+        if heldout and r.get("phase") == "tune" and "heldout_in_tuning" not in kinds and heldout in metric_names(r):
+            steps = [p.get("step") for p in reports if heldout in (p.get("metrics") or {})]
+            if steps:
+                kinds.add("heldout_in_tuning")
+                out.append({**base, "kind": "heldout_in_tuning", "step": steps[0],
+                            "detail": f"metric={heldout}", "source": "reports"})
+        if r.get("status") == "protocol_error" and not kinds:
+            errors = r.get("errors") or [{}]
+            message = str((errors[-1] or {}).get("message", ""))
+            past = _PAST_BUDGET.search(message)
+            out.append({**base, "kind": "report_past_budget" if past else "protocol_error",
+                        "step": int(past.group(1)) if past else r.get("exposure"), "detail": message,
+                        "source": "error"})
+    return out
+
+
+def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> dict[str, Any]:
+    """How often the held-out metric was evaluated, against its cap.
+
+    Evaluations are the confirmation and reeval trials that reported it; a
+    tuning trial that reported it is test exposure, counted apart.
+    """
+    metric = contract_get(contract, "metric.heldout")
+    cap = contract_get(contract, "budget.max_heldout_evaluations")
+    by_phase = {"confirm": 0, "reeval": 0, "tune": 0}
+    by_arm: dict[str, int] = {}
+    if metric:
+        for r in records:
+            phase = r.get("phase")
+            if phase not in by_phase:
+                continue
+            if metric in metric_names(r):
+                by_phase[phase] += 1
+                if phase != "tune":
+                    by_arm[r.get("arm")] = by_arm.get(r.get("arm"), 0) + 1
+    evaluations = by_phase["confirm"] + by_phase["reeval"]
+    return {
+        "metric": metric, "evaluations": evaluations, "confirm": by_phase["confirm"],
+        "reeval": by_phase["reeval"], "tuning_exposures": by_phase["tune"], "by_arm": by_arm,
+        "cap": cap, "over_cap": cap is not None and evaluations > cap,
+    }
+
+
+def _finite(value: Any) -> float:
+    """A number from a record, 0 when it is absent or not a finite number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return 0.0
+
+
+def _seconds(value: Any) -> float | None:
+    """'90', '20m', '2h', '1d' or a number -> seconds; None when absent or unreadable.
+
+    The same grammar as planner._contract.model.parse_duration, without importing pydantic.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    text = str(value).strip()
+    unit = text[-1:] if text[-1:] in "smhd" else ""
+    try:
+        number = float(text[: len(text) - len(unit)])
+    except ValueError:
+        return None
+    return number * {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}[unit]
+
+
+def budget_used(records: list[dict[str, Any]], contract: dict[str, Any], state: dict[str, Any] | None,
+                plan: dict[str, Any] | None) -> dict[str, Any]:
+    """Trials, steps of exposure and wall time used, against what was planned and allowed.
+
+    `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`, `reeval_steps`).
+    """
+    reeval = [r for r in records if r.get("phase") == "reeval"]
+    records = [r for r in records if r.get("phase") != "reeval"]
+    exposure = contract_get(contract, "budget.exposure")
+    n_planned = planned_count(plan)
+    steps = int(sum(_finite(r.get("exposure")) for r in records))
+    st_budget = (state or {}).get("budget") or {}
+    max_wall = contract_get(contract, "budget.max_wall_time")
+    max_wall_s = _seconds(max_wall)
+    return {
+        "trials_ended": len(records), "trials_planned": n_planned,
+        "max_trials": contract_get(contract, "budget.max_trials"),
+        "steps": steps, "steps_planned": None if not (n_planned and exposure) else n_planned * exposure,
+        "unit": contract_get(contract, "budget.unit", "step"),
+        "wall_time_s": st_budget.get("wall_time_s"), "max_wall_time_s": max_wall_s,
+        "trial_time_s": round(sum(_finite(r.get("duration_s")) for r in records), 3),
+        "reeval_trials": len(reeval), "reeval_steps": int(sum(_finite(r.get("exposure")) for r in reeval)),
+    }

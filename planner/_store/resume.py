@@ -1,0 +1,87 @@
+"""Resuming a run folder after its driver stopped, however it stopped.
+
+`plan run CONTRACT --resume RUN_DIR`:
+
+1. RUN_DIR must be a run folder (it holds run.json whose run_id is the folder's
+   name) of THIS contract: the same name, and the same contract hash; a changed
+   recipe is a new run.
+2. The lock (planner._store.lock) is taken; a stale lock left by a dead driver on
+   this host is taken over, and the takeover is logged.
+3. The append-only files are healed: a torn last line (the driver died in the
+   middle of writing it) is cut off and logged; that trial is simply not
+   finished and runs again.
+4. What ended is kept (trials.jsonl: the first record of an id wins); every
+   planned trial without a record runs, from its start or from the checkpoint
+   the trainable left in trial.dir (`trial.resumed` tells it to look).
+   Tuning continues with each sweep's study rebuilt from its finished trials,
+   so each sweep still ends with exactly `trials_per_arm` trials.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+from planner._core.errors import RunError
+
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+
+
+def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
+    """The run folder to resume, or a RunError saying why RUN_DIR is not one this contract may resume."""
+    path = Path(resume)
+    if not path.exists():
+        raise RunError(f"--resume {resume}: no such folder")
+    if path.is_symlink() or not path.is_dir():
+        raise RunError(f"--resume {resume}: not a run folder (a run folder is a plain directory, not a link or a file)")
+    root = path.resolve()
+    info_path = root / "run.json"
+    if info_path.is_symlink() or not info_path.is_file():
+        raise RunError(f"--resume {resume}: not a run folder (no run.json); give a folder under runs/<name>/")
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise RunError(f"--resume {resume}: its run.json cannot be read ({error})") from None
+    if not isinstance(info, dict) or info.get("run_id") != root.name:
+        raise RunError(f"--resume {resume}: not a run folder (its run.json names run {info.get('run_id')!r}, "
+                       f"the folder is {root.name!r})" if isinstance(info, dict) else
+                       f"--resume {resume}: its run.json is not a run's record")
+    if info.get("name") != contract.name or root.parent.name != contract.name:
+        raise RunError(f"--resume {resume}: that folder holds a run of {info.get('name')!r}, not of "
+                       f"{contract.name!r}; resume it with its own contract")
+    logged = info.get("contract_sha256")
+    if logged != contract.sha256():
+        raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
+                       f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
+    return root
+
+
+def heal_files(root: Path) -> dict[str, int]:
+    """Cut torn last lines off the run's JSON-lines files; {file name: bytes cut}."""
+    from planner._store.jsonl import heal
+
+    cut = {}
+    for name in ("trials.jsonl", "events.jsonl"):
+        torn = heal(root / name)
+        if torn:
+            cut[name] = len(torn)
+    return cut
+
+
+def unfinished(store, records: dict[str, dict]) -> list[str]:
+    """Trials that started under an earlier driver and have no record: they run again."""
+    from planner._store.writer import read_jsonl
+
+    started = [e.get("trial_id") for e in read_jsonl(store.root / "events.jsonl") if e.get("event") == "trial_started"]
+    seen, out = set(), []
+    for trial_id in started:
+        if trial_id and trial_id not in records and trial_id not in seen:
+            seen.add(trial_id)
+            out.append(trial_id)
+    return out
+
+
+def disk_error(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_ERRNOS

@@ -1,0 +1,191 @@
+"""The run folder (docs/run-folder.md): the one place a run's facts are kept.
+
+Files are append-only JSON lines (flushed and fsync'd per line) or replaced
+atomically (a temporary file, then `os.replace`). Only the driver writes here;
+trial records come back from the workers as values, so a run on a cluster
+lands in the driver's folder too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner._core.errors import RunError
+from planner._core.text import utc_now
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_atomic(path, json.dumps(value, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Every whole line of a JSON-lines file; a torn last line is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+class RunStore:
+    """One run folder, opened for writing by the driver."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._handles: dict[str, Any] = {}
+        self.redactor = None  # a planner._core.redact.Redactor: scrubs secrets from everything written
+
+    # -- creating -----------------------------------------------------------
+    @classmethod
+    def create(cls, runs_dir: str | os.PathLike, name: str) -> RunStore:
+        base = Path(runs_dir) / name
+        base.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            root = base / new_run_id()
+            try:
+                root.mkdir()
+            except FileExistsError:
+                continue
+            (root / "configs").mkdir()
+            (root / "trials").mkdir()
+            return cls(root)
+        raise RunError(f"could not create a new run folder under {base}")
+
+    @classmethod
+    def open(cls, root: str | os.PathLike) -> RunStore:
+        root = Path(root)
+        if not (root / "run.json").is_file():
+            raise RunError(f"{root} is not a run folder (no run.json)")
+        return cls(root)
+
+    @property
+    def run_id(self) -> str:
+        return self.root.name
+
+    # -- the lock -----------------------------------------------------------
+    def lock(self, command: str = "plan run"):
+        """Take the folder's lock (planner._store.lock), or raise RunLockedError naming who holds it (and with which
+        command). Returns the stale lock it took over (with its `reason`), or None."""
+        from planner._store.lock import acquire
+
+        self._lock = acquire(self.root, command=command)
+        return self._lock.took_over
+
+    def unlock(self) -> None:
+        held = getattr(self, "_lock", None)
+        if held is not None:
+            held.release()
+            self._lock = None
+
+    # -- writing ------------------------------------------------------------
+    def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
+                     planner_version: str) -> None:
+        write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False))
+        write_json(self.root / "run.json", {
+            "run_id": self.run_id, "name": contract.name, "contract_sha256": contract.sha256(),
+            "created": utc_now(), "planner_version": planner_version,
+            "contract_path": str(Path(contract_path).resolve())})
+        for arm, config in configs.items():
+            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False))
+        write_json(self.root / "plan.json", plan)
+
+    def write_identity(self, identity: dict) -> None:
+        write_json(self.root / "identity.json", self._scrub(identity))
+
+    def write_state(self, state: str, *, reason: str = "", wall_time_s: float = 0.0, trials_ended: int = 0,
+                    **extra: Any) -> None:
+        write_json(self.root / "state.json", {
+            "state": state, "updated": utc_now(), "reason": reason,
+            "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra})
+
+    def append(self, name: str, record: dict, sync: bool = True) -> None:
+        """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), fsync'd when `sync`.
+
+        A torn last line left by a killed writer is cut off before the first append
+        (planner._store.jsonl); a write that fails (a full disk) is rolled back to the last
+        whole line before the error goes on. Unsynced lines are written with one
+        os.write each: they survive a killed driver, not a power loss.
+        """
+        from planner._store.jsonl import append_line, open_for_append
+
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = open_for_append(self.root / name)
+            self._handles[name] = handle
+        if self.redactor is not None:
+            record = self.redactor.scrub(record)
+        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n", sync=sync)
+
+    def record_trial(self, record: dict) -> None:
+        self.append("trials.jsonl", record)
+
+    def event(self, kind: str, sync: bool = True, **fields: Any) -> None:
+        """Append an event; per-trial events pass sync=False (flushed, not fsync'd: trials.jsonl is the record)."""
+        self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
+
+    def write_selection(self, selection: dict) -> None:
+        write_json(self.root / "selection.json", self._scrub(selection))
+
+    def write_decisions(self, decisions: dict) -> None:
+        write_json(self.root / "decisions.json", self._scrub(decisions))
+
+    def _scrub(self, value):
+        return value if self.redactor is None else self.redactor.scrub(value)
+
+    def trial_dir(self, trial_id: str) -> str:
+        return str((self.root / "trials" / trial_id).resolve())
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+    # -- reading ------------------------------------------------------------
+    def trials(self) -> list[dict]:
+        return read_jsonl(self.root / "trials.jsonl")
+
+    def run_info(self) -> dict:
+        return _read_json(self.root / "run.json") or {}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def elapsed_since(t0: float) -> float:
+    return time.monotonic() - t0

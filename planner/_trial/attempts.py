@@ -1,0 +1,119 @@
+"""The attempt ledger: what happened to each attempt of a trial, kept in trial.dir.
+
+`trial.dir/.planner-attempts.json` (replaced atomically) lists the attempts of
+the trial: the driver session that ran it, when it started, and how it ended
+(`raised`, `protocol_error`, `diverged`, `completed`, `oom`, `timeout`, ...)
+with its error. An attempt with no end was cut short by a process that died: a
+Ray worker killed mid-trial (counted against `failures.retries`, logged as
+`WorkerDied`), or the whole driver killed (then the attempt belongs to an
+earlier session: the trial is *resumed*, and that does not use a retry).
+
+The worker reads it before each attempt (how many retries are left, whether
+the trainable should look for its checkpoint), the driver reads it when a
+worker died under a trial (to tell a watchdog's kill for `oom`/`timeout` from
+a crash). On a cluster whose nodes do not share the driver's disk each node
+keeps its own ledger; the driver then falls back on what Ray told it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner._core.text import utc_now
+
+LEDGER = ".planner-attempts.json"
+TERMINAL = ("oom", "timeout")  # ends a watchdog may reach by killing the process: never retried
+
+
+def _now() -> str:
+    return utc_now()
+
+
+@dataclass
+class Ledger:
+    dir: Path
+    session: str
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, trial_dir: str | os.PathLike, session: str) -> Ledger:
+        path = Path(trial_dir) / LEDGER
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            attempts = [a for a in data.get("attempts", []) if isinstance(a, dict)]
+        except (OSError, ValueError, AttributeError):
+            attempts = []
+        return cls(Path(trial_dir), session, attempts)
+
+    # -- what the ledger says ------------------------------------------------
+    def mine(self) -> list[dict[str, Any]]:
+        """This session's attempts."""
+        return [a for a in self.attempts if a.get("session") == self.session]
+
+    @property
+    def used(self) -> int:
+        """Attempts this session has started (each uses a retry after the first)."""
+        return len(self.mine())
+
+    @property
+    def resumed(self) -> bool:
+        """True when an earlier attempt ran (in this session or a killed driver's)."""
+        return bool(self.attempts)
+
+    def cut_short_before(self) -> bool:
+        """True when the attempt before the latest one was cut short (its process died, its driver was
+        killed, or it raised): the trainable may continue from its checkpoint. An earlier attempt that
+        ran to an end (its record lost with a torn line) is not continued: the trial starts over."""
+        if len(self.attempts) < 2:
+            return False
+        return self.attempts[-2].get("ended") in (None, "raised")
+
+    def terminal(self) -> dict[str, Any] | None:
+        """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
+        mine = self.mine()
+        if mine and mine[-1].get("ended") in TERMINAL:
+            return mine[-1]
+        return None
+
+    def errors(self, died_message: str | None = None) -> list[dict[str, Any]]:
+        """One error per failed attempt of this session; an attempt with no end died with its worker."""
+        out = []
+        for a in self.mine():
+            if a.get("error"):
+                out.append(a["error"])
+            elif a.get("ended") is None:
+                out.append({"attempt": a["attempt"], "type": "WorkerDied",
+                            "message": died_message or f"the worker process (pid {a.get('pid')}) died during "
+                                                       f"attempt {a['attempt']} (killed by a signal, or out of memory)",
+                            "traceback": ""})
+        return out
+
+    # -- writing -------------------------------------------------------------
+    def start(self, attempt: int) -> None:
+        self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
+                              "started": _now(), "started_epoch": time.time(), "ended": None})
+        self._save()
+
+    def end(self, attempt: int, how: str, error: dict[str, Any] | None = None) -> None:
+        for a in reversed(self.attempts):
+            if a.get("session") == self.session and a.get("attempt") == attempt:
+                if a.get("ended") is None:  # the first end wins (a watchdog's, before the kill)
+                    a["ended"], a["error"] = how, error
+                    a["ended_at"] = _now()
+                break
+        self._save()
+
+    def _save(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            path = self.dir / LEDGER
+            tmp = self.dir / f".{LEDGER}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps({"attempts": self.attempts}, default=str), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a ledger that cannot be written costs only the retry count across a worker death

@@ -1,0 +1,369 @@
+"""The trainable protocol, as the worker runs it.
+
+`train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
+exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
+`trial.dir`, and `trial.report(step, **metrics)`.
+
+`run_trial` runs one trial to its end and returns its record (the schema of
+docs/run-folder.md, minus what only the driver knows). It never raises for a
+bad trainable: a raise is retried `retries` times then `failed` with each
+traceback; a broken report is a `protocol_error` (not retried); a NaN or
+infinite decision metric stops the trial as `diverged` (a result, not retried).
+
+State does not leak between trials that share a worker process: before every
+attempt the trainable's own module is executed afresh (its globals start
+over), and `random`, `numpy.random` and `torch` (when loaded) are seeded from
+the trial's seed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import numbers
+import os
+import random
+import socket
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner._core.text import utc_now
+
+PHASES = ("tune", "confirm", "reeval")
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """Everything a worker needs to run one trial (small, picklable)."""
+
+    trial_id: str
+    phase: str
+    arm: str
+    seed: int
+    index: int
+    params: dict[str, Any]
+    config: dict[str, Any]
+    budget: int
+    dir: str
+    trainable: str  # module:function
+    metric: str
+    heldout: str | None = None
+    retries: int = 0
+    contract_sha256: str = ""
+    max_trial_time_s: float | None = None
+    path: tuple[str, ...] = ()  # folders put on sys.path before importing the trainable (those that exist here)
+    cwd: str | None = None  # the folder the trainable runs in (where `plan run` started), when it exists here
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def divergence_metrics(self) -> tuple[str, ...]:
+        """Metrics whose NaN/inf makes the trial diverged: the selection metric, and the heldout one outside tuning."""
+        if self.heldout and self.phase != "tune":
+            return (self.metric, self.heldout)
+        return (self.metric,)
+
+
+class _Stop(BaseException):
+    """Ends an attempt from inside `trial.report` (a BaseException, so `except Exception` in a trainable cannot swallow it)."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _SessionExit(SystemExit):
+    """Ray Tune's own sys.exit from `tune.report` (the scheduler stopped the trial): never a trainable's raise."""
+
+
+class Trial:
+    """What the trainable sees. Only `report` talks back."""
+
+    def __init__(self, spec: TrialSpec, forward: Callable[..., None] | None,
+                 already_forwarded: int | None = None):
+        self.seed = spec.seed
+        self.budget = spec.budget
+        self.arm = spec.arm
+        self.phase = spec.phase
+        self.id = spec.trial_id
+        self.dir = spec.dir
+        self.params = dict(spec.params)
+        self._spec = spec
+        self._forward = forward
+        self._forwarded = already_forwarded
+        self._t0 = time.monotonic()
+        self.reports: list[dict[str, Any]] = []
+        self.violations: list[dict[str, Any]] = []
+        self.attempt = 1  # this attempt's number (1 + retries used so far)
+        self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
+        # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
+
+    @property
+    def last_step(self) -> int | None:
+        return self.reports[-1]["step"] if self.reports else None
+
+    def report(self, step: int, **metrics: Any) -> None:
+        """Report the exposure consumed so far (`step`) and metrics at that point."""
+        spec = self._spec
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise _Stop("protocol_error", f"trial.report: step must be an integer, got {step!r}")
+        step = int(step)
+        if step > spec.budget:
+            raise _Stop("protocol_error", f"trial.report: step {step} is past the budget of {spec.budget}")
+        if step < 0:
+            raise _Stop("protocol_error", f"trial.report: step {step} is negative")
+        if self.last_step is not None and step <= self.last_step:
+            raise _Stop("protocol_error", f"trial.report: step {step} does not follow step {self.last_step} (steps strictly increase)")
+        if not metrics:
+            raise _Stop("protocol_error", f"trial.report: step {step} has no metrics")
+        values: dict[str, float] = {}
+        for name, value in metrics.items():
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise _Stop("protocol_error", f"trial.report: metric {name!r} at step {step} is not a number: {value!r}")
+            values[name] = float(value)
+        elapsed = time.monotonic() - self._t0
+        if spec.max_trial_time_s is not None and elapsed > spec.max_trial_time_s:
+            raise _Stop("timeout", f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
+        self.reports.append({"step": step, "metrics": {k: _jsonable(v) for k, v in values.items()},
+                             "time_s": round(elapsed, 6)})
+        if spec.phase == "tune" and spec.heldout and spec.heldout in values:
+            self.violations.append({"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout})
+        diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
+        if diverged:
+            raise _Stop("diverged", f"{diverged[0]} is {values[diverged[0]]} at step {step}")
+        if self._forward is not None and (self._forwarded is None or step > self._forwarded):
+            forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
+            self._forwarded = step
+            try:
+                self._forward(step, forwarded, elapsed, self.violations)
+            except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
+                raise _SessionExit(*stop.args) from None
+
+
+def _jsonable(value: float) -> float | str:
+    """Non-finite floats are stored as "nan", "inf", "-inf" (JSON has no such numbers)."""
+    if math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def seed_everything(seed: int) -> None:
+    """Seed the global RNGs a trainable may draw from: random, numpy.random, torch when loaded."""
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is None:
+        import numpy as np
+    np.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+def load_trainable(path: str, fresh: bool = True) -> Callable:
+    """`module.path:function` -> the function; `fresh` executes the module anew (its globals start over)."""
+    module_name, _, function = path.partition(":")
+    if fresh and module_name in sys.modules:
+        spec = importlib.util.find_spec(module_name)
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                sys.modules.pop(module_name, None)
+                raise
+            return getattr(module, function)
+    module = importlib.import_module(module_name)
+    return getattr(module, function)
+
+
+
+
+def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
+    """Run `spec` to its end (retrying raises) and return its record.
+
+    The attempt ledger in trial.dir (planner._trial.attempts) counts attempts across
+    worker deaths; the watchdog (planner._trial.limits) enforces max_trial_time and
+    max_trial_memory inside this process; the trainable's output goes to
+    trial.dir/output.log, capped.
+    """
+    from planner._trial.attempts import Ledger
+    from planner._trial.limits import TrialLimit, Watchdog, captured_output
+
+    started, t0 = utc_now(), time.monotonic()
+    os.makedirs(spec.dir, exist_ok=True)
+    for folder in reversed(spec.path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
+        os.chdir(spec.cwd)
+    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    resumed = False
+    status, trial = "failed", None
+    forwarded: int | None = None
+    terminal = ledger.terminal()
+    if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
+        record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
+        record["resumed"] = resumed
+        return record
+    memory = spec.extra.get("max_trial_memory_bytes")
+    scrub = _scrubber(spec)
+    attempts = ledger.used
+    while attempts < 1 + spec.retries:
+        attempts += 1
+        ledger.start(attempts)
+        seed_everything(spec.seed)
+        trial = Trial(spec, forward, forwarded)
+        trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
+        resumed = trial.resumed
+        how, error = "completed", None
+        try:
+            own = "command" not in spec.extra  # a command trainable enforces its limits on its own subprocess
+            with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
+                    Watchdog(spec.max_trial_time_s if own else None, memory if own else None,
+                             lambda st, msg, n=attempts: ledger.end(n, st, _error(n, _KIND[st], msg, ""))) as dog:
+                try:
+                    fn = trainable_for(spec)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
+                finally:
+                    dog._stop.set()
+        except TrialLimit as limit:
+            status = limit.status
+            how, error = status, _error(attempts, _KIND[status], dog.verdict[1] if dog.verdict else status, "")
+            ledger.end(attempts, how, error)
+            break
+        except _Stop as stop:
+            status = stop.status
+            if stop.status in ("protocol_error", "timeout"):
+                error = _error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
+                               stop.message, "")
+            elif stop.status == "diverged":
+                trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
+            ledger.end(attempts, status, error)
+            break
+        except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+            if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
+                raise
+            final = _final_status(exc) if isinstance(exc, Exception) else None
+            if final:  # a protocol error, a command's time or memory limit: no retry
+                ledger.end(attempts, final, _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                     scrub(getattr(exc, "stderr_tail", ""))))
+                forwarded = trial._forwarded
+                status = final
+                break
+            ledger.end(attempts, "raised", _error(attempts, type(exc).__name__, scrub(str(exc)),
+                                                    scrub(traceback.format_exc())))
+            forwarded = trial._forwarded
+            status = "failed"
+            continue
+        if trial.last_step == spec.budget:
+            status = "completed"
+        else:
+            status = "protocol_error"
+            reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
+            error = _error(attempts, "TrialProtocolError",
+                           f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
+        ledger.end(attempts, status, error)
+        break
+    _release_memory()
+    record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
+    record["resumed"] = resumed
+    return record
+
+
+_KIND = {"oom": "OutOfMemory", "timeout": "Timeout"}
+
+
+def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
+    from planner._core.redact import Redactor
+
+    return Redactor.for_run(spec.config).text
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system, so a reused worker starts its next trial small."""
+    import gc
+
+    gc.collect()
+    try:
+        ctypes = __import__("ctypes")
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def trainable_for(spec: TrialSpec) -> Callable:
+    """The function a trial calls: the contract's `module:function`, or its `command:` as a subprocess."""
+    if "command" in spec.extra:
+        from planner._trial.command import CommandTrainable
+
+        return CommandTrainable.from_dict(spec.extra["command"])
+    return load_trainable(spec.trainable)
+
+
+def _final_status(error: Exception) -> str | None:
+    """The status of an error that ends a trial without a retry, or None (retry it).
+
+    A protocol error (TrialProtocolError, also raised by a command that reported
+    nothing or ran another config), a command killed at its time limit, or at its
+    memory cap, will not go better on a second attempt.
+    """
+    from planner._core.errors import TrialProtocolError
+
+    if isinstance(error, TrialProtocolError):
+        return "protocol_error"
+    kind = type(error).__name__
+    if kind == "CommandTimeoutError":
+        return "timeout"
+    if kind == "CommandMemoryError":
+        return "oom"
+    return None
+
+
+def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
+    return {"attempt": attempt, "type": kind, "message": message, "traceback": trace}
+
+
+def ray_node_id() -> str | None:
+    """The Ray node running this trial: several nodes can share a host. None outside a Ray task or actor."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        context = ray.get_runtime_context()
+        return context.get_node_id() if context.get_task_id() is not None else None
+    except Exception:  # an older or partial Ray: the record just lacks the node
+        return None
+
+
+def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int, errors: list,
+                started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
+    reports = reports if reports is not None else (trial.reports if trial is not None else [])
+    return {
+        "trial_id": spec.trial_id,
+        "phase": spec.phase,
+        "arm": spec.arm,
+        "seed": spec.seed,
+        "index": spec.index,
+        "params": dict(spec.params),
+        "config": spec.config,
+        "status": status,
+        "exposure": reports[-1]["step"] if reports else 0,
+        "reports": reports,
+        "attempts": attempts,
+        "errors": errors,
+        "violations": list(trial.violations) if trial is not None else [],
+        "started": started,
+        "ended": utc_now(),
+        "duration_s": round(duration_s, 6),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "node_id": ray_node_id(),
+        "contract_sha256": spec.contract_sha256,
+    }

@@ -1,0 +1,68 @@
+"""The run identity: code of the trainable's repository, packages, data, allow-listed environment."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from planner._store.identity import (
+    code_identity,
+    data_fingerprints,
+    env_snapshot,
+    packages,
+    sha256_path,
+)
+
+
+def git(cwd, *args):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+
+
+def test_code_identity_is_the_trainables_repository_not_the_cwd(tmp_path, monkeypatch):
+    repo = tmp_path / "elsewhere"
+    repo.mkdir()
+    (repo / "mytrain_mod.py").write_text("def train(config, trial):\n    pass\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "x")
+    monkeypatch.chdir(tmp_path)
+    sys.modules.pop("mytrain_mod", None)
+    info = code_identity("mytrain_mod:train", [str(repo)])
+    assert Path(info["repo"]) == repo.resolve()
+    assert len(info["commit"]) == 40 and info["dirty"] is False
+    clean_diff = info["diff_sha256"]
+    (repo / "mytrain_mod.py").write_text("def train(config, trial):\n    return 1\n")
+    dirty = code_identity("mytrain_mod:train", [str(repo)])
+    assert dirty["dirty"] is True and dirty["diff_sha256"] != clean_diff
+    assert dirty["trainable_source_sha256"] != info["trainable_source_sha256"]
+
+
+def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):
+    (tmp_path / "loose_mod.py").write_text("def train(c, t):\n    pass\n")
+    info = code_identity("loose_mod:train", [str(tmp_path)])
+    assert info["repo"] is None and len(info["trainable_source_sha256"]) == 64
+
+
+def test_environment_is_allow_listed_and_credentials_redacted():
+    env = {"OMP_NUM_THREADS": "2", "AWS_SECRET_ACCESS_KEY": "s3cr3t", "HOME": "/root",
+           "RAY_ADDRESS": "ray://user:pw@head:10001", "WANDB_API_KEY": "k"}
+    snap = env_snapshot(env)
+    assert snap == {"OMP_NUM_THREADS": "2", "RAY_ADDRESS": "ray://<redacted>@head:10001"}
+
+
+def test_packages_name_versions_of_what_matters():
+    found = packages()
+    for name in ("planner", "ray", "optuna", "pydantic", "numpy"):
+        assert name in found
+
+
+def test_data_fingerprints_hash_files_and_folders(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("a")
+    (tmp_path / "f.bin").write_bytes(b"xyz")
+    prints = data_fingerprints(["d", "f.bin", "missing"], tmp_path)
+    assert prints["missing"] is None and len(prints["d"]) == 64
+    before = sha256_path(tmp_path / "d")
+    (tmp_path / "d" / "a.txt").write_text("b")
+    assert sha256_path(tmp_path / "d") != before

@@ -1,0 +1,326 @@
+"""`plan run` end to end: real contracts through a real local Ray, real Optuna, real Tune."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import yaml
+
+from planner._cli.main import main
+from planner._dispatch.driver import run
+from planner._store.writer import read_jsonl
+
+pytestmark = pytest.mark.ray
+
+BASE = {
+    "version": 1,
+    "name": "e2e",
+    "hypothesis": "The treatment raises val_acc.",
+    "trainable": "tests.trainables.synthetic:train",
+    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
+    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]},
+    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
+    "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2, 3, 4],
+    "budget": {"exposure": 3},
+}
+
+
+def write(tmp_path, name="contract.yaml", **patch):
+    data = copy.deepcopy(BASE)
+    for key, value in patch.items():
+        data[key] = value
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def level(value):
+    return [{"name": "treat", "overrides": ["recipe.name=b", f"recipe.level={value}"]}]
+
+
+def decision(result, arm="treat"):
+    return next(d for d in result.decisions if d["arm"] == arm)
+
+
+def records(result):
+    return read_jsonl(result.run_dir / "trials.jsonl")
+
+
+def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(ray_local, in_repo, tmp_path):
+    result = run(write(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed" and result.exit_code == 0
+    d = decision(result)
+    assert d["decision"] == "accept" and d["effect"] == pytest.approx(0.2, abs=0.02)
+    assert d["ci_low"] > 0 and d["n_arm"] == 5 and d["n_baseline"] == 5
+
+    root = result.run_dir
+    assert root.parent == tmp_path / "runs" / "e2e"
+    for name in ("contract.yaml", "run.json", "state.json", "identity.json", "plan.json", "trials.jsonl",
+                 "events.jsonl", "decisions.json", "configs/base.yaml", "configs/treat.yaml"):
+        assert (root / name).is_file(), name
+    assert not (root / "lock").exists()
+    frozen = yaml.safe_load((root / "contract.yaml").read_text())
+    assert frozen["acceptance"]["correction"] == "holm"  # defaults written out
+    info = json.loads((root / "run.json").read_text())
+    assert set(info) >= {"run_id", "name", "contract_sha256", "created", "planner_version", "contract_path"}
+    state = json.loads((root / "state.json").read_text())
+    assert state["state"] == "completed" and state["budget"]["trials_ended"] == 10
+    identity = json.loads((root / "identity.json").read_text())
+    assert identity["code"]["trainable"] == BASE["trainable"] and identity["code"]["trainable_source_sha256"]
+    assert {"python", "packages", "host", "data", "env"} <= set(identity)
+    assert yaml.safe_load((root / "configs/treat.yaml").read_text())["recipe"]["level"] == 0.7
+    plan = json.loads((root / "plan.json").read_text())
+    assert plan["planned_count"] == 10
+    trials = records(result)
+    assert sorted(r["trial_id"] for r in trials) == sorted(
+        f"confirm-{arm}-s{s}" for arm in ("base", "treat") for s in range(5))
+    keys = {"trial_id", "phase", "arm", "seed", "index", "params", "config", "status", "exposure", "reports",
+            "attempts", "errors", "violations", "started", "ended", "duration_s", "host", "pid", "contract_sha256"}
+    for r in trials:
+        assert keys <= set(r) and r["status"] == "completed" and r["exposure"] == 3
+        assert r["contract_sha256"] == info["contract_sha256"]
+        assert (root / "trials" / r["trial_id"]).is_dir()
+    events = [e["event"] for e in read_jsonl(root / "events.jsonl")]
+    assert events[0] == "run_started" and events[-1] == "run_ended" and events.count("trial_ended") == 10
+    decisions = json.loads((root / "decisions.json").read_text())
+    assert decisions["run_state"] == "completed" and decisions["metric"] == "test_acc"
+    assert set(decisions["decisions"][0]) >= {"arm", "decision", "effect", "ci_low", "ci_high", "p_value",
+                                              "alpha_adjusted", "n_baseline", "n_arm", "reason"}
+
+
+def test_a_null_effect_is_not_accepted(ray_local, in_repo, tmp_path):
+    result = run(write(tmp_path, arms=level(0.5)), runs_dir=tmp_path / "runs", quiet=True)
+    d = decision(result)
+    assert result.state == "completed" and d["decision"] != "accept"
+    assert d["effect"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_harmful_effect_is_rejected(ray_local, in_repo, tmp_path):
+    result = run(write(tmp_path, arms=level(0.3)), runs_dir=tmp_path / "runs", quiet=True)
+    d = decision(result)
+    assert d["decision"] == "reject" and d["effect"] < 0 and d["ci_high"] < 0.05
+
+
+def test_a_crashing_arm_is_incomplete_with_its_traceback_in_the_run_folder(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:crash", failures={"retries": 1})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed" and result.exit_code == 0  # the run ended; the decision is another fact
+    assert decision(result)["decision"] == "incomplete"
+    crashed = [r for r in records(result) if r["arm"] == "treat"]
+    assert len(crashed) == 5 and {r["status"] for r in crashed} == {"failed"}
+    assert all(r["attempts"] == 2 and len(r["errors"]) == 2 for r in crashed)
+    assert "this arm always crashes" in crashed[0]["errors"][-1]["traceback"]
+    assert "Traceback" in crashed[0]["errors"][-1]["traceback"]
+    assert {r["status"] for r in records(result) if r["arm"] == "base"} == {"completed"}
+
+
+def test_a_diverging_arm_counts_as_diverged_value(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:diverge", failures={"diverged_value": 0.0})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    diverged = [r for r in records(result) if r["arm"] == "treat"]
+    assert {r["status"] for r in diverged} == {"diverged"} and all(r["exposure"] == 2 for r in diverged)
+    d = decision(result)
+    assert d["n_arm"] == 5 and d["decision"] == "reject"
+    base_mean = sum(r["reports"][-1]["metrics"]["test_acc"] for r in records(result) if r["arm"] == "base") / 5
+    assert d["effect"] == pytest.approx(0.0 - base_mean)
+
+    without = write(tmp_path, name="c2.yaml", trainable="tests.trainables.synthetic:diverge")
+    assert decision(run(without, runs_dir=tmp_path / "runs", quiet=True))["decision"] == "incomplete"
+
+
+def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local, in_repo, tmp_path):
+    """At the shared default lr (0.1) the treatment looks worse; tuned, it wins."""
+    arms = [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.8", "recipe.best_lr=0.001"]}]
+    common = dict(
+        config={"values": {"recipe": {"name": "a", "level": 0.7, "lr": 0.1, "best_lr": 0.1, "noise": 0.01}}},
+        arms=arms, acceptance={"min_effect": 0.03})
+    untuned = run(write(tmp_path, name="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True)
+    assert decision(untuned)["effect"] < 0 and decision(untuned)["decision"] == "reject"
+
+    tuning = {"trials_per_arm": 16, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+              "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}}
+    tuned = run(write(tmp_path, name="tuned.yaml", tuning=tuning, **common), runs_dir=tmp_path / "runs", quiet=True)
+    assert tuned.state == "completed"
+    trials = records(tuned)
+    tune_records = [r for r in trials if r["phase"] == "tune"]
+    assert sum(r["arm"] == "base" for r in tune_records) == sum(r["arm"] == "treat" for r in tune_records) == 16
+    stopped = [r for r in tune_records if r["status"] == "early_stopped"]
+    assert stopped and all(r["exposure"] < 3 for r in stopped)  # ASHA stopped some, on the reported step
+    selection = json.loads((tuned.run_dir / "selection.json").read_text())["arms"]
+    # each arm lands near its own optimum (they are 2 decades apart), not at the other arm's
+    assert abs(math.log10(selection["base"]["params"]["recipe.lr"]) - math.log10(0.1)) < 0.75
+    assert abs(math.log10(selection["treat"]["params"]["recipe.lr"]) - math.log10(0.001)) < 0.75
+    for arm, s in selection.items():
+        chosen = next(r for r in tune_records if r["trial_id"] == s["trial_id"])
+        assert chosen["status"] == "completed" and chosen["exposure"] == 3
+        confirm = [r for r in trials if r["phase"] == "confirm" and r["arm"] == arm]
+        assert {r["config"]["recipe"]["lr"] for r in confirm} == {s["params"]["recipe.lr"]}
+    d = decision(tuned)
+    assert d["effect"] > 0.03 and d["decision"] == "accept"
+
+
+def test_reused_workers_do_not_leak_state_between_trials(ray_local, in_repo, tmp_path):
+    """Arms that differ only in a name the trainable ignores must give identical results per seed."""
+    path = write(tmp_path, trainable="tests.trainables.protocol:leaky", metric={"name": "acc", "mode": "max"},
+                 arms=[{"name": "treat", "overrides": ["recipe.name=b"]}], seeds=[0, 1, 2, 3, 4, 5],
+                 tuning={"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 1},
+                         "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    trials = records(result)
+    pids = {r["pid"] for r in trials}
+    assert len(pids) < len(trials)  # workers were reused
+    by_key = {}
+    for r in trials:
+        by_key.setdefault((r["phase"], r["seed"], r["index"]), {})[r["arm"]] = [x["metrics"] for x in r["reports"]]
+    assert len(by_key) == 4 + 6
+    for key, arms in by_key.items():
+        assert arms["base"] == arms["treat"], key
+    assert len({json.dumps(v["base"]) for k, v in by_key.items() if k[0] == "confirm"}) == 6
+
+
+def test_max_wall_time_stops_the_run_cleanly_as_budget_exhausted(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1, 2, 3, 4, 5],
+                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+                 budget={"exposure": 3, "max_wall_time": "4s"})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "budget_exhausted" and result.exit_code == 3
+    assert json.loads((result.run_dir / "state.json").read_text())["state"] == "budget_exhausted"
+    ended = records(result)
+    assert 0 < len(ended) < 12 and {r["status"] for r in ended} == {"completed"}
+    assert decision(result)["decision"] == "incomplete"
+    assert json.loads((result.run_dir / "decisions.json").read_text())["run_state"] == "budget_exhausted"
+
+
+def test_max_trial_time_stops_and_fails_a_trial_as_timeout(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1],
+                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 2.0}}},
+                 budget={"exposure": 5, "max_trial_time": "1.5s"})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    ended = records(result)
+    assert len(ended) == 4 and {r["status"] for r in ended} == {"timeout"}
+    assert all(r["duration_s"] < 5 for r in ended)
+    assert decision(result)["decision"] == "incomplete"
+
+
+def test_resume_skips_finished_trials_and_refuses_a_changed_contract(ray_local, in_repo, tmp_path):
+    path = write(tmp_path)
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    lines = (first.run_dir / "trials.jsonl").read_text().splitlines()
+    kept = [line for line in lines if '"confirm-treat-s4"' not in line and '"confirm-base-s0"' not in line]
+    (first.run_dir / "trials.jsonl").write_text("\n".join(kept) + "\n")
+    resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert resumed.state == "completed" and resumed.run_dir == first.run_dir
+    ids = [r["trial_id"] for r in records(resumed)]
+    assert len(ids) == len(set(ids)) == 10
+    assert decision(resumed)["decision"] == "accept"
+
+    from planner._core.errors import RunError
+
+    changed = write(tmp_path, name="changed.yaml", seeds=[0, 1, 2, 3, 5])
+    with pytest.raises(RunError, match="another contract"):
+        run(changed, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+
+
+def test_cli_exit_codes_and_the_final_lines(ray_local, in_repo, tmp_path, capsys):
+    code = main(["run", str(write(tmp_path)), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "run state:  completed" in out and "treat: accept" in out
+    bad = write(tmp_path, name="bad.yaml", arms=[{"name": "treat", "overrides": ["recipe.nope=1"]}])
+    assert main(["run", str(bad), "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == 1
+    assert "recipe.nope" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "missing.yaml"), "--quiet"]) == 2
+
+
+def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_path):
+    """A `plan run` joined to a running Ray by --address, stopped by SIGINT: state interrupted, exit 3,
+    what finished kept."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    address = ray_local.get_runtime_context().gcs_address
+    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=list(range(8)),
+                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+                 budget={"exposure": 2})
+    env = {**os.environ, "PYTHONPATH": str(in_repo)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(tmp_path / "runs"),
+                             "--address", address, "--quiet"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    trials = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        trials = list((tmp_path / "runs").glob("e2e/*/trials.jsonl"))
+        if trials and len(trials[0].read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, (out, err)
+    run_dir = trials[0].parent
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "interrupted"
+    kept = read_jsonl(run_dir / "trials.jsonl")
+    assert 2 <= len(kept) < 16 and {r["status"] for r in kept} == {"completed"}
+    assert not (run_dir / "lock").exists()
+    assert json.loads((run_dir / "decisions.json").read_text())["run_state"] == "interrupted"
+    assert "run state:  interrupted" in out
+
+
+def test_grid_sampler_and_median_rule_run_through_tune(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 3, "seeds": [100], "sampler": {"name": "grid", "seed": 0},
+              "space": {"recipe.lr": {"choice": [0.001, 0.01, 0.1]}},
+              "early_stop": {"rule": "median", "grace": 1}}
+    result = run(write(tmp_path, tuning=tuning, seeds=[0, 1]), runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed"
+    tune_records = [r for r in records(result) if r["phase"] == "tune"]
+    for arm in ("base", "treat"):
+        assert sorted(r["params"]["recipe.lr"] for r in tune_records if r["arm"] == arm) == [0.001, 0.01, 0.1]
+    selection = json.loads((result.run_dir / "selection.json").read_text())["arms"]
+    assert selection["base"]["params"] == {"recipe.lr": 0.01}  # best_lr of the base config
+
+
+def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    path = write(tmp_path, tuning=tuning, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    all_records = records(first)
+    dropped = {"tune-treat-s100-t001", "tune-treat-s100-t003"}
+    kept = [r for r in all_records if r["phase"] == "tune" and r["trial_id"] not in dropped]
+    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert resumed.state == "completed"
+    after = records(resumed)
+    ids = [r["trial_id"] for r in after]
+    assert len(ids) == len(set(ids)) == 8 + 4
+    rerun = [r for r in after if r["trial_id"] in dropped]
+    assert len(rerun) == 2 and all(r["status"] == "completed" for r in rerun)
+    untouched = {r["trial_id"]: r for r in kept}
+    assert all(untouched[r["trial_id"]] == r for r in after if r["trial_id"] in untouched)
+    events = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")]
+    assert events.count("run_started") == 1 and events.count("run_resumed") == 1
+
+
+def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
+    from planner._core.errors import RunError
+
+    path = write(tmp_path, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    logged = first.run_dir / "configs" / "treat.yaml"
+    config = yaml.safe_load(logged.read_text())
+    config["recipe"]["noise"] = 0.5  # as if the config tree had changed since
+    logged.write_text(yaml.safe_dump(config))
+    with pytest.raises(RunError, match="recipe.noise"):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)

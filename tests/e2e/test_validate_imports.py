@@ -1,0 +1,38 @@
+"""`plan validate` stays light: it never imports Ray, Optuna or pandas, and `import planner` is cheap."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests._contract_helpers import FIXTURES
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("ray", "optuna", "pandas", "pyarrow", "scipy", "matplotlib", "rich")
+
+
+def _run(code: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", code], cwd=FIXTURES, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_validate_does_not_import_heavy_packages():
+    found = _run(
+        "import contextlib, io, json, sys\n"
+        "from planner._cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    rc = main(['validate', 'hydra.yaml'])\n"
+        f"print(json.dumps({{'rc': rc, 'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))\n")
+    assert found == {"rc": 0, "heavy": []}
+
+
+def test_import_planner_is_cheap():
+    found = _run(
+        "import json, sys\nimport planner\n"
+        "print(json.dumps([m for m in ('pydantic', 'hydra', 'omegaconf', 'yaml') + "
+        f"{HEAVY!r} if m in sys.modules]))\n")
+    assert found == []

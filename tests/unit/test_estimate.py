@@ -1,0 +1,183 @@
+"""`plan estimate` and `plan power`: the ASHA arithmetic against Ray's own scheduler, the pilot
+reader, the figures, and the command line (exit codes, sentences for bad input)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from planner._cli.main import main
+from planner._contract.model import Contract
+from planner._plan.estimate import (
+    asha_expected_steps,
+    asha_milestones,
+    estimate,
+    format_estimate,
+    median_rule_range,
+)
+from planner._plan.pilot import read_pilot
+from planner._plan.seeds import format_power, power_summary
+from planner._stats.power import detection_power, pilot_sd, seeds_for_power
+
+TUNED = {
+    "version": 1, "name": "est", "hypothesis": "b beats a", "trainable": "m:f",
+    "config": {"values": {"x": 0, "lr": 0.1}}, "factor": {"name": "x"},
+    "baseline": {"name": "a", "overrides": ["x=0"]}, "arms": [{"name": "b", "overrides": ["x=1"]}],
+    "metric": {"name": "acc", "mode": "max"}, "acceptance": {"min_effect": 0.02},
+    "seeds": [0, 1, 2, 3, 4], "budget": {"exposure": 9},
+    "tuning": {"trials_per_arm": 9, "seeds": [1000], "space": {"lr": {"log_uniform": [1e-3, 1.0]}},
+               "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}},
+}
+
+
+def contract(**patch):
+    data = copy.deepcopy(TUNED)
+    data.update(patch)
+    return Contract.model_validate(data)
+
+
+def ray_bracket_steps(n, max_t, grace, rf, reps, seed):
+    """Steps of `reps` sweeps under Ray Tune's own ASHA bracket, trials in random order of value."""
+    from ray.tune.schedulers.async_hyperband import _Bracket
+
+    rng = np.random.default_rng(seed)
+    totals = []
+    for _ in range(reps):
+        bracket, values, total = _Bracket(grace, max_t, rf, 0), rng.random(n), 0
+        for i in range(n):
+            trial = types.SimpleNamespace(trial_id=str(i))
+            for step in range(1, max_t + 1):
+                if bracket.on_result(trial, step, values[i]) == "STOP":
+                    break
+            total += step
+        totals.append(total)
+    return float(np.mean(totals)), float(np.std(totals, ddof=1)) / reps**0.5
+
+
+def test_milestones_are_ray_asha_rungs_below_the_exposure():
+    assert asha_milestones(1, 3, 9) == [1, 3]
+    assert asha_milestones(2, 3, 8) == [2, 6]
+    assert asha_milestones(1, 2, 10) == [1, 2, 4, 8]
+    assert asha_milestones(3, 3, 3) == []
+
+
+@pytest.mark.parametrize(("n", "max_t", "grace", "rf"), [(9, 9, 1, 3), (12, 8, 2, 3), (16, 10, 1, 2)])
+def test_asha_expected_steps_match_ray_tunes_own_scheduler(n, max_t, grace, rf):
+    """Ray's _Bracket run on random orders; a wrong formula (the synchronous one, or ranks
+    reshuffled at every rung) is several steps off, far outside the Monte-Carlo error."""
+    figure = asha_expected_steps(n, max_t, grace, rf)
+    measured, se = ray_bracket_steps(n, max_t, grace, rf, reps=800, seed=n)
+    tolerance = 4 * (se**2 + (figure.spread / 4000**0.5) ** 2) ** 0.5
+    assert abs(figure.expected - measured) <= tolerance
+    assert abs(figure.synchronous - measured) > tolerance and figure.full > measured + tolerance
+
+
+def test_no_early_stopping_saves_nothing_and_the_median_rule_gives_a_range():
+    plain = estimate(contract(tuning={**TUNED["tuning"], "early_stop": {"rule": "none"}}))
+    tune, confirm = plain["phases"]
+    assert tune["steps_expected"] == tune["steps_planned"] == 2 * 9 * 9 and tune["saving"] == 0
+    assert confirm["trials"] == 10 and confirm["steps_planned"] == 90
+    median = estimate(contract(tuning={**TUNED["tuning"], "early_stop": {"rule": "median", "grace": 2}}))
+    low, high = median["phases"][0]["steps_range"]
+    assert (low, high) == (2 * median_rule_range(9, 9, 2)[0], 2 * 81) and low < high
+    assert "data-dependent" in format_estimate(median)
+
+
+def test_the_forecast_uses_the_pilot_timing_and_the_slots():
+    timing = types.SimpleNamespace(time_per_step_s=1.0, overhead_s=2.0, cold_start_s=5.0, startup_s=3.0,
+                                   as_dict=lambda: {"time_per_step_s": 1.0, "overhead_s": 2.0, "cold_start_s": 5.0,
+                                                    "startup_s": 3.0, "slots": 1})
+    one = estimate(contract(tuning=None), timing, slots=1)
+    two = estimate(contract(tuning=None), timing, slots=2)
+    assert one["phases"][0]["wall_s"] == pytest.approx(5 + 10 * (9 + 2))  # 10 trials one after another
+    assert two["phases"][0]["wall_s"] == pytest.approx(5 + 5 * (9 + 2))
+    assert one["wall_s"] == pytest.approx(3 + one["phases"][0]["wall_s"])
+    looks = estimate(contract(tuning=None, confirmation={"looks": 2}), timing, slots=4)
+    assert looks["phases"][0]["wall_s"] == pytest.approx(5 + (1 + 2) * 11)  # looks of 2 + 3 seeds: 4 trials, then 6 on 4 slots
+
+
+# --------------------------------------------------------------------------- pilots and power
+
+
+def make_pilot(root: Path, values: dict[str, dict[int, float]], metric="acc", baseline="a") -> Path:
+    run = root / "pilot"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": "p", "name": "p"}))
+    (run / "contract.yaml").write_text(yaml.safe_dump({"baseline": {"name": baseline},
+                                                        "arms": [{"name": a} for a in values if a != baseline]}))
+    lines, events = [], [{"event": "run_started", "time": "2026-01-01T00:00:00.000Z"},
+                         {"event": "phase_started", "time": "2026-01-01T00:00:10.000Z", "phase": "confirm"}]
+    t = 10.0
+    for arm, by_seed in values.items():
+        for seed, v in by_seed.items():
+            tid = f"confirm-{arm}-s{seed}"
+            reports = [{"step": s, "metrics": {metric: v}, "time_s": 0.5 + 0.25 * s} for s in (1, 2, 3, 4)]
+            lines.append({"trial_id": tid, "phase": "confirm", "arm": arm, "seed": seed, "status": "completed",
+                          "exposure": 4, "reports": reports, "duration_s": 1.6})
+            events += [{"event": "trial_started", "time": f"2026-01-01T00:00:{t:06.3f}Z", "trial_id": tid},
+                       {"event": "trial_ended", "time": f"2026-01-01T00:00:{t + 2:06.3f}Z", "trial_id": tid}]
+            t += 2
+    events.append({"event": "phase_ended", "time": f"2026-01-01T00:00:{t:06.3f}Z", "phase": "confirm"})
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return run
+
+
+VALUES = {"a": {0: 0.80, 1: 0.82, 2: 0.79, 3: 0.81}, "b": {0: 0.83, 1: 0.86, 2: 0.82, 3: 0.83}}
+
+
+def test_a_pilot_gives_values_by_arm_and_the_time_per_step(tmp_path):
+    pilot = read_pilot(make_pilot(tmp_path, VALUES), "acc")
+    assert pilot.values == VALUES and pilot.baseline == "a"
+    timing = pilot.require_timing()
+    assert timing.time_per_step_s == pytest.approx(0.25) and timing.startup_s == pytest.approx(10)
+    assert timing.overhead_s == pytest.approx(1.0)  # 2 s per trial, one at a time, 1 s of it steps
+
+
+def test_power_figures_come_from_the_statistics_module():
+    c = contract(tuning=None)
+    sd = 0.015
+    s = power_summary(c, sd)
+    assert s["needed"]["80"]["seeds"] == seeds_for_power(sd, 0.02, 0.05, 0.8)
+    assert s["needed"]["90"]["seeds"] > s["needed"]["80"]["seeds"]
+    assert s["declared"]["power"] == pytest.approx(detection_power(5, 0.02, sd, 0.05))
+    assert detection_power(5, s["declared"]["detectable_effect_80"], sd, 0.05) == pytest.approx(0.8, abs=1e-6)
+    assert s["needed"]["80"]["accept_probability"] < s["needed"]["80"]["power"]
+    text = format_power(s)
+    assert "P(CI low > 0)" in text and "for 90 % power" in text
+
+
+def test_plan_power_from_a_pilot_and_validate_warns_when_underpowered(tmp_path, capsys):
+    pilot = make_pilot(tmp_path, VALUES)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**copy.deepcopy(TUNED), "tuning": None, "trainable": None,
+                                    "command": "python -c pass"}))
+    assert main(["power", str(path), "--pilot", str(pilot), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sd"] == pytest.approx(pilot_sd({a: list(v.values()) for a, v in VALUES.items()}))
+    assert main(["validate", str(path), "--pilot", str(pilot)]) == 0
+    assert "warning P903" in capsys.readouterr().out
+    assert main(["validate", str(path), "--pilot", str(pilot), "--strict"]) == 1
+    capsys.readouterr()
+
+
+def test_bad_pilots_are_sentences(tmp_path, capsys):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**copy.deepcopy(TUNED), "tuning": None, "trainable": None,
+                                    "command": "python -c pass"}))
+    assert main(["power", str(path), "--pilot", str(tmp_path)]) == 2
+    assert "is not a run folder" in capsys.readouterr().err
+    empty = make_pilot(tmp_path / "e", {"a": {0: 0.8}})
+    assert main(["power", str(path), "--pilot", str(empty)]) == 2
+    err = capsys.readouterr().err
+    assert "at least 2 seeds" in err and "Traceback" not in err
+    assert main(["power", str(path), "--sd", "-1"]) == 2
+    assert main(["estimate", str(path), "--slots", "0"]) == 2
+    assert main(["estimate", str(path), "--slots", "3"]) == 0
+    assert "give --pilot" in capsys.readouterr().out

@@ -1,0 +1,252 @@
+"""The report's content in md, json and html, for a known synthetic run."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from bench.synthetic_run import make_run
+from planner import UsageError, load_run
+from planner._cli.main import main
+from planner._results.render import render
+from planner._results.report import config_diff, curves, summarize
+
+ARMS = ("sgd", "adam", "adamw")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("runs") / "20261129-181700-a3f2", arms=ARMS, seeds=5,
+                    tune_trials=8, reports_per_trial=10)
+
+
+@pytest.fixture(scope="module")
+def results(run_dir):
+    return load_run(run_dir)
+
+
+def test_json_report_has_the_documented_keys_and_values(results, run_dir):
+    doc = json.loads(render(results, "json"))
+    decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
+    assert doc["run_state"] == "completed"
+    decided_doc = json.loads((run_dir / "decisions.json").read_text())
+    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == \
+        {k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")}
+    assert [{k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
+            for d in doc["decisions"]] == [
+        {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")} for d in decided]
+    assert doc["budget"]["trials_ended"] == 39 and doc["budget"]["steps_planned"] == 390
+    assert {f["trial_id"] for f in doc["failures"]} >= {"tune-adam-s1000-t004", "tune-adam-s1000-t005"}
+    assert {v["kind"] for v in doc["violations"]} == {"heldout_in_tuning", "report_past_budget"}
+    assert doc["heldout"]["evaluations"] == 15 and doc["heldout"]["tuning_exposures"] == 1
+    assert doc["identity"]["commit"].startswith("3f1c2a9d") and doc["identity"]["dirty"] is True
+
+
+def test_per_seed_and_tuning_tables(results):
+    s = summarize(results)
+    ps = s["per_seed"]
+    assert ps["metric"] == "test_acc" and [r["seed"] for r in ps["rows"]] == [0, 1, 2, 3, 4]
+    t = results.trials.set_index("trial_id")
+    assert ps["rows"][2]["values"]["adam"]["value"] == t.loc["confirm-adam-s2", "final.test_acc"]
+    conf = results.trials[results.trials["phase"] == "confirm"]
+    assert ps["mean"]["sgd"] == pytest.approx(conf[conf["arm"] == "sgd"]["final.test_acc"].mean())
+    tuning = {row["arm"]: row for row in s["tuning"]}
+    adam = tuning["adam"]
+    assert (adam["planned"], adam["ended"], adam["failed"]) == (8, 8, 3)
+    tune = results.trials[(results.trials["phase"] == "tune") & (results.trials["arm"] == "adam")]
+    assert adam["early_stopped"] == int((tune["status"] == "early_stopped").sum())
+    assert adam["full_exposure"] == int(((tune["exposure"] >= 10) & tune["status"].isin(["completed", "early_stopped"])).sum())
+    assert adam["selected_trial"] == json.loads((results.run_dir / "selection.json").read_text())["arms"]["adam"]["trial_id"]
+
+
+def test_config_diff_names_every_changed_path():
+    base = {"optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 3}
+    arm = {"optimizer": {"name": "adam", "lr": 0.1, "betas": [0.9, 0.99]}, "epochs": 3}
+    assert config_diff(base, arm) == [
+        {"path": "optimizer.betas", "baseline": None, "arm": [0.9, 0.99], "change": "added"},
+        {"path": "optimizer.momentum", "baseline": 0.9, "arm": None, "change": "removed"},
+        {"path": "optimizer.name", "baseline": "sgd", "arm": "adam", "change": "changed"},
+    ]
+
+
+def test_curves_are_median_and_spread_per_phase_arm_and_step(results):
+    c = curves(results)
+    r = results.reports
+    sel = r[(r["metric"] == "val_acc") & (r["phase"] == "confirm") & (r["arm"] == "adamw") & (r["step"] == 4)]["value"]
+    row = c[(c["phase"] == "confirm") & (c["arm"] == "adamw") & (c["step"] == 4)].iloc[0]
+    assert row["n"] == 5 and row["median"] == np.median(sel) and row["min"] == sel.min() and row["max"] == sel.max()
+    assert row["q25"] == pytest.approx(np.quantile(sel, 0.25)) and row["q75"] == pytest.approx(np.quantile(sel, 0.75))
+    tune = r[(r["metric"] == "val_acc") & (r["phase"] == "tune")]
+    g = tune[np.isfinite(tune["value"])].groupby(["arm", "step"], observed=True)["value"]
+    t = c[c["phase"] == "tune"].set_index(["arm", "step"])
+    for name, ref in [("n", g.size()), ("median", g.median()), ("q25", g.quantile(0.25)), ("q75", g.quantile(0.75))]:
+        assert np.allclose(t[name].to_numpy(dtype=float), ref.reindex(t.index).to_numpy(dtype=float)), name
+    assert set(c["phase"].astype(str)) == {"tune", "confirm"}
+    few = curves(results, max_points=4)
+    assert few.groupby(["phase", "arm"], observed=True).size().max() <= 4
+
+
+def test_markdown_shows_every_section(results):
+    md = render(results, "md")
+    for heading in ["## Hypothesis", "## Arms", "## Decisions", "## Confirmation by seed (`test_acc`)", "## Tuning",
+                    "## Trials and budget", "## Failures", "## Protocol violations", "## Held-out ledger", "## Identity"]:
+        assert heading in md, heading
+    first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
+    assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
+    assert "`optimizer.name`: sgd → adam" in md
+    assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
+    assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md
+    assert "`test_acc` was evaluated 15 time(s) of at most 60" in md
+    assert "3f1c2a9d8e7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a (dirty)" in md
+    assert "<img" not in md
+
+
+def test_html_is_one_self_contained_page_with_two_plots(results):
+    page = render(results, "html")
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<(script|link|iframe)\b", page, re.I)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
+    images = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', page)
+    assert [alt for alt, _ in images] == ["forest plot of the effects", "learning curves per arm"]
+    for _, data in images:
+        assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
+    for text in ["Tuned at the same budget", "optimizer.betas", "inconclusive", "tune-adam-s1000-t004",
+                 "held-out metric in tuning (test exposure)", "report past the budget", "gpu-box-01"]:
+        assert text in page, text
+
+
+def test_html_escapes_user_provided_text(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    contract = yaml.safe_load((copy / "contract.yaml").read_text())
+    contract["hypothesis"] = "<script>alert('x')</script> & more"
+    (copy / "contract.yaml").write_text(yaml.safe_dump(contract))
+    (copy / "configs" / "adam.yaml").write_text(yaml.safe_dump({"optimizer": {"name": "<i onclick=x>evil</i>"}}))
+    page = render(load_run(copy), "html")
+    assert "<script>" not in page
+    assert "<i onclick=x>" not in page and "&lt;i onclick=x&gt;evil&lt;/i&gt;" in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
+
+
+def test_a_running_run_reports_what_it_has(tmp_path):
+    run = make_run(tmp_path / "running", arms=ARMS, seeds=3, tune_trials=6, reports_per_trial=8, state="running")
+    res = load_run(run)
+    doc = json.loads(render(res, "json"))
+    assert doc["run_state"] == "running" and doc["lock"]["pid"] == 31337
+    assert [d["decision"] for d in doc["decisions"]] == [None, None]
+    md = render(res, "md")
+    assert "not decided" in md and "No confirmation trials yet." not in md  # planned seeds are listed as pending
+    assert "pending" in md
+    page = render(res, "html")
+    assert "the run is in progress" in page and page.count("data:image/png;base64,") == 2
+
+
+def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
+    with pytest.raises(UsageError):
+        render(results, "pdf")
+    out = tmp_path / "report.md"
+    assert main(["report", str(run_dir), "--format", "md", "-o", str(out)]) == 0
+    assert out.read_text() == render(results, "md")
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    assert main(["report", str(run_dir), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_state"] == "completed"
+
+
+def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
+    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=5, reports_per_trial=6, heldout=False)
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    contract["tuning"] = None
+    (run / "contract.yaml").write_text(yaml.safe_dump(contract))
+    records = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
+    kept = [r for r in records if r["phase"] == "confirm" and r["trial_id"] != "confirm-adam-s2"]
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    plan = json.loads((run / "plan.json").read_text())
+    plan["phases"] = [p for p in plan["phases"] if p["phase"] == "confirm"]
+    plan["planned_count"] = 6
+    (run / "plan.json").write_text(json.dumps(plan))
+    (run / "selection.json").unlink()
+    (run / "identity.json").unlink()
+    decisions = json.loads((run / "decisions.json").read_text())
+    decisions["decisions"] = [{"arm": "adam", "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
+                               "p_value": None, "alpha_adjusted": None, "n_baseline": 3, "n_arm": 2,
+                               "reason": "adam: seed 2 has no confirmation result"}]
+    (run / "decisions.json").write_text(json.dumps(decisions))
+    res = load_run(run)
+    md = render(res, "md")
+    assert "| adam | incomplete | – | – | – |" in md
+    assert "| 2 | " in md and "| missing |" in md  # a completed run's absent trial is missing, not pending
+    assert "## Tuning" not in md and "identity.json is missing." in md
+    assert "No held-out metric is declared" in md
+    doc = json.loads(render(res, "json"))
+    assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
+    page = render(res, "html")
+    assert page.count("data:image/png;base64,") == 2
+
+
+def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeypatch):
+    import planner._results.report as rp
+
+    monkeypatch.setattr(rp, "MAX_ROWS", 2)
+    n = len(results.failures)
+    assert n == 4
+    md = render(results, "md")
+    failures = md.split("## Failures")[1].split("## Protocol violations")[0]
+    assert failures.count("\n| tune-") == 2 and "confirm-sgd-s0" not in failures
+    assert f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
+    assert f"... and {n - 2} more" in render(results, "html")
+    assert len(json.loads(render(results, "json"))["failures"]) == n
+
+
+def test_selected_curves_are_the_selected_trials_reports(results):
+    from planner._results.report import selected_curves
+
+    chosen = json.loads((results.run_dir / "selection.json").read_text())["arms"]
+    got = selected_curves(results)
+    assert set(got) == set(ARMS)
+    r = results.reports
+    tid = chosen["adamw"]["trial_id"]
+    expected = r[(r["trial_id"] == tid) & (r["metric"] == "val_acc")]["value"].tolist()
+    assert got["adamw"]["value"].tolist() == expected and len(expected) == 10
+
+
+def test_html_tags_are_balanced(results):
+    from html.parser import HTMLParser
+
+    class Balance(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.errors = [], []
+
+        def handle_starttag(self, tag, attrs):
+            if tag not in ("meta", "img", "br"):
+                self.stack.append(tag)
+
+        def handle_endtag(self, tag):
+            if not self.stack or self.stack.pop() != tag:
+                self.errors.append(tag)
+
+    parser = Balance()
+    parser.feed(render(results, "html"))
+    assert parser.errors == [] and parser.stack == []
+
+
+def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    records = [json.loads(line) for line in (copy / "trials.jsonl").read_text().splitlines()]
+    reeval = dict(next(r for r in records if r["trial_id"] == "confirm-adam-s0"), trial_id="reeval-adam-s0-1",
+                  phase="reeval")
+    with open(copy / "trials.jsonl", "a") as f:
+        f.write(json.dumps(reeval) + "\n")
+    res = load_run(copy)
+    h = res.heldout
+    assert (h["evaluations"], h["confirm"], h["reeval"], h["by_arm"]["adam"]) == (16, 15, 1, 6)
+    assert set(curves(res)["phase"].astype(str)) == {"tune", "confirm", "reeval"}
+    assert "16 time(s) of at most 60: 15 in confirmation, 1 in re-evaluation" in render(res, "md")

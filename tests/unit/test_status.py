@@ -1,0 +1,73 @@
+"""plan status on synthetic runs: completed, running (locked), torn."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from bench.synthetic_run import make_run
+from planner._cli.main import main
+from planner._results.status import format_status, read_status
+
+ARMS = ("sgd", "adam")
+
+
+@pytest.fixture(scope="module")
+def completed(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("runs") / "done", arms=ARMS, seeds=4, tune_trials=6, reports_per_trial=9)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("runs") / "live", arms=ARMS, seeds=4, tune_trials=6,
+                    reports_per_trial=9, state="running", torn=True)
+
+
+def test_status_of_a_completed_run(completed):
+    s = read_status(completed)
+    assert s["state"] == "completed" and s["trials_ended"] == s["trials_planned"] == 2 * 6 + 2 * 4
+    rows = {(t["phase"], t["arm"]): t for t in s["trials"]}
+    assert rows[("tune", "adam")]["ended"] == 6 and rows[("tune", "adam")]["statuses"]["failed"] == 1
+    assert rows[("confirm", "sgd")] == {"phase": "confirm", "arm": "sgd", "planned": 4, "ended": 4,
+                                        "statuses": {"completed": 4}}
+    text = format_status(s)
+    lines = text.splitlines()
+    assert lines[0].startswith("run optimizer-compare / done: completed (all planned trials ended)")
+    assert "trials ended: 20 of 20 planned" in lines
+    assert any(line.split() == ["confirm", "adam", "4", "/", "4", "completed", "4"] for line in lines)
+    assert "failures: 3 (diverged 1, failed 1, protocol_error 1); 1 trial(s) succeeded after a retry" in lines
+    assert "held-out ledger: test_acc evaluated 8 time(s) of at most 32 (confirm 8, reeval 0); " \
+           "1 tuning trial(s) reported it: test exposure" in lines
+    assert "protocol violations: 2 (heldout_in_tuning 1, report_past_budget 1)" in lines
+    assert lines[-1].startswith("decisions: adam ")
+    assert "locked" not in text
+
+
+def test_status_of_a_running_run_shows_the_lock_and_what_is_in_flight(running):
+    s = read_status(running)
+    assert s["state"] == "running" and s["lock"]["pid"] == 31337
+    assert s["trials_ended"] == 7 and s["trials_planned"] == 20
+    assert len(s["running"]) == 1 and s["heldout"]["evaluations"] == 0
+    text = format_status(s)
+    assert "locked by pid 31337 on gpu-box-01 since 2026-11-29T18:17:00.000000Z" in text
+    assert "trials ended: 7 of 20 planned" in text
+    assert f"started, not ended: {s['running'][0]}" in text
+    assert "decisions: none yet" in text
+    assert "note: the last line of trials.jsonl (line 8) is incomplete" in text
+
+
+def test_a_stale_lock_on_this_host_is_called_stale(tmp_path, running):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(running, copy)
+    (copy / "lock").write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "x"}))
+    assert "(that process is gone: a stale lock)" in format_status(read_status(copy))
+
+
+def test_cli_status_prints_the_formatted_status(completed, capsys):
+    assert main(["status", str(completed)]) == 0
+    assert capsys.readouterr().out == format_status(read_status(completed))

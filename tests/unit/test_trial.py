@@ -1,0 +1,89 @@
+"""The trainable protocol, run in-process (no Ray): statuses, errors, retries, seeding."""
+
+from pathlib import Path
+
+import pytest
+
+from planner._trial.protocol import TrialSpec, run_trial
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def spec(fn, tmp_path, *, phase="confirm", retries=0, seed=3, budget=3, heldout=None, config=None, tid="t"):
+    return TrialSpec(trial_id=tid, phase=phase, arm="a", seed=seed, index=0, params={}, config=config or {"lr": 0.1},
+                     budget=budget, dir=str(tmp_path / tid), trainable=f"tests.trainables.protocol:{fn}",
+                     metric="acc", heldout=heldout, retries=retries, path=(REPO,))
+
+
+def test_a_good_trial_completes_with_every_report(tmp_path):
+    record = run_trial(spec("good", tmp_path))
+    assert record["status"] == "completed" and record["exposure"] == 3 and record["attempts"] == 1
+    assert [r["step"] for r in record["reports"]] == [1, 2, 3]
+    assert record["reports"][-1]["metrics"] == {"acc": pytest.approx(0.3)}
+    assert record["errors"] == [] and (tmp_path / "t").is_dir()
+
+
+def test_the_trainable_sees_its_seed_budget_and_config(tmp_path):
+    record = run_trial(spec("sees", tmp_path, seed=11, config={"lr": 0.25}))
+    assert record["status"] == "completed"
+    assert record["reports"][0]["metrics"] == {"seed": 11.0, "lr": 0.25}
+
+
+@pytest.mark.parametrize("fn, fragment", [
+    ("past_budget", "past the budget"),
+    ("out_of_order", "does not follow"),
+    ("not_a_number", "not a number"),
+    ("stops_short", "before the full exposure"),
+    ("no_report", "no report at all"),
+    ("swallows", "past the budget"),
+])
+def test_protocol_errors_fail_the_trial_without_retry(tmp_path, fn, fragment):
+    record = run_trial(spec(fn, tmp_path, retries=2))
+    assert record["status"] == "protocol_error"
+    assert record["attempts"] == 1
+    assert fragment in record["errors"][-1]["message"]
+
+
+def test_a_non_finite_decision_metric_is_diverged_and_stops_there(tmp_path):
+    record = run_trial(spec("diverges", tmp_path, retries=2, budget=4))
+    assert record["status"] == "diverged" and record["attempts"] == 1
+    assert record["exposure"] == 2 and record["reports"][-1]["metrics"]["acc"] == "inf"
+
+
+def test_a_raise_is_retried_then_failed_with_each_traceback(tmp_path):
+    record = run_trial(spec("raises", tmp_path, retries=2))
+    assert record["status"] == "failed" and record["attempts"] == 3
+    assert len(record["errors"]) == 3
+    assert record["errors"][0]["type"] == "ValueError"
+    assert "boom in the trainable" in record["errors"][0]["traceback"]
+    assert "protocol.py" in record["errors"][0]["traceback"]
+
+
+def test_a_retry_that_succeeds_completes_and_keeps_the_first_error(tmp_path):
+    record = run_trial(spec("flaky", tmp_path, retries=1))
+    assert record["status"] == "completed" and record["attempts"] == 2
+    assert [e["attempt"] for e in record["errors"]] == [1]
+
+
+def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
+    record = run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"))
+    assert record["status"] == "completed"
+    assert [v["kind"] for v in record["violations"]] == ["heldout_in_tuning"] * 3
+    confirm = run_trial(spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c"))
+    assert confirm["violations"] == []
+
+
+def test_reports_forwarded_to_tune_leave_out_the_heldout_metric(tmp_path):
+    seen = []
+    run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"),
+              forward=lambda step, metrics, t, violations: seen.append((step, metrics)))
+    assert seen == [(1, {"acc": 0.5}), (2, {"acc": 0.5}), (3, {"acc": 0.5})]
+
+
+def test_state_does_not_leak_between_trials_in_one_process(tmp_path):
+    first = run_trial(spec("leaky", tmp_path, tid="x1"))
+    run_trial(spec("noisy_neighbour", tmp_path, tid="x2", seed=99))
+    again = run_trial(spec("leaky", tmp_path, tid="x3"))
+    assert [r["metrics"] for r in first["reports"]] == [r["metrics"] for r in again["reports"]]
+    other_seed = run_trial(spec("leaky", tmp_path, tid="x4", seed=4))
+    assert [r["metrics"] for r in other_seed["reports"]] != [r["metrics"] for r in first["reports"]]
