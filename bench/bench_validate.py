@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared" / "contracts"
+EXAMPLES = REPO / "examples" / "contracts"
 TARGET = 1.5
 
 
@@ -45,7 +45,7 @@ def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--contract", type=Path, default=SHARED / "valid" / "optimizer-tuned.yaml")
+    parser.add_argument("--contract", type=Path, default=EXAMPLES / "valid" / "optimizer-tuned.yaml")
     args = parser.parse_args()
     contract = args.contract.resolve()
     # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
