@@ -431,7 +431,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                            extra=extra)
                  for seed in plan.seeds]
         try:
-            started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False,
+            started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_dir=plan.run_dir,
                                      contract=c, contract_dir=plan.contract_dir)
         except RunError:
             raise
