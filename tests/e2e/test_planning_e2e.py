@@ -14,23 +14,12 @@ from planner._contract.model import Contract
 from planner._dispatch.driver import format_result, run
 from planner._plan.estimate import asha_expected_steps, estimate
 from planner._store.writer import read_jsonl
+from tests._contract_helpers import synthetic_contract
 
 pytestmark = pytest.mark.ray
 
-BASE = {
-    "version": 1,
-    "name": "planning",
-    "hypothesis": "The treatment raises val_acc.",
-    "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
-    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2, 3, 4, 5],
-    "budget": {"exposure": 3},
-}
+BASE = synthetic_contract(name="planning", metric={"name": "val_acc", "mode": "max", "heldout": "test_acc"},
+                          seeds=[0, 1, 2, 3, 4, 5])
 
 
 def write(tmp_path, **patch):

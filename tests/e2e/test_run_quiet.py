@@ -16,23 +16,13 @@ import sys
 import pytest
 import yaml
 
+from tests._contract_helpers import synthetic_contract
+
 pytestmark = pytest.mark.ray
 
-CONTRACT = {
-    "version": 1,
-    "name": "quiet",
-    "hypothesis": "The treatment raises val_acc.",
-    "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
-    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max"},
-    "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1],
-    "budget": {"exposure": 3},
-    "tuning": {"trials_per_arm": 2, "seeds": [100], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}},
-}
+CONTRACT = synthetic_contract(
+    name="quiet", seeds=[0, 1],
+    tuning={"trials_per_arm": 2, "seeds": [100], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
 # planner's own lines: the progress display ("[0:00:12] ..."), the final summary
 PLANNER_LINE = re.compile(r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: (accept|reject|inconclusive|incomplete) )")
 RAY_WORDS = re.compile(r"[Tt]oken authentication|only available when the process is a worker|raylet|pid=\d+\)|"
