@@ -2,13 +2,19 @@
 
 Each measurement is a fresh child process (so imports count, as a user pays
 them), timed by wall clock, with its CPU time and peak memory (ru_maxrss) from
-os.wait4. A calibration line times `import pandas` the same way: compare it
-with shared/design/MEASUREMENTS.md (0.38 s on a quiet machine) to tell a slow
-run of the code from a busy machine. Prints a markdown table.
+os.wait4. The cases run interleaved (one round of every case, then the next),
+so that a busy machine slows them alike. A calibration line times `import
+pandas` the same way (0.38 s on a quiet machine) to tell a slow run of the code
+from a busy machine. Prints a markdown table, then the ratios to the floor.
+
+The floor is what any reader of the run pays: a fresh process that imports
+orjson, pandas and matplotlib and parses trials.jsonl with orjson, line by line
+(each record parsed, then dropped: the parse itself, not holding a million dicts).
+Targets (CPU time, steadier than wall time on a shared machine):
+  - `plan report --format html` within 1.5x the floor;
+  - `load_run` within the floor + 0.5 s.
 
     PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
-
-Target: under 3 s and under 1 GB peak each.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 ARMS = ("sgd", "adam", "adamw", "lion")
+FLOOR = "floor: import orjson, pandas, matplotlib; orjson-parse trials.jsonl"
 SEEDS = 10
 
 
@@ -68,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(exist_ok=True)
     cases = [
         ("calibration: python -c 'import pandas'", [py, "-c", "import pandas"]),
+        (FLOOR, [py, "-c", "import orjson, pandas, matplotlib\n"
+                 f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)"]),
         ("load_run (trials + reports frames)",
          [py, "-c", f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0"]),
         ("plan report --format md", [py, "-m", "planner", "report", str(run_dir), "--format", "md", "-o", str(out / "r.md")]),
@@ -79,12 +88,22 @@ def main(argv: list[str] | None = None) -> None:
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n")
     print("| what | wall s | CPU s | peak MiB |")
     print("|---|---:|---:|---:|")
-    for label, cmd in cases:
-        runs = [measure(cmd) for _ in range(args.repeat)]
-        wall = statistics.median(r[0] for r in runs)
-        cpu = statistics.median(r[1] for r in runs)
-        peak = max(r[2] for r in runs)
-        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {peak:.0f} |", flush=True)
+    runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in cases}
+    for _ in range(args.repeat):
+        for label, cmd in cases:
+            runs[label].append(measure(cmd))
+    cpu = {}
+    for label, _ in cases:
+        wall = statistics.median(r[0] for r in runs[label])
+        cpu[label] = statistics.median(r[1] for r in runs[label])
+        peak = max(r[2] for r in runs[label])
+        print(f"| {label} | {wall:.2f} | {cpu[label]:.2f} | {peak:.0f} |", flush=True)
+    floor = cpu[FLOOR]
+    html = cpu["plan report --format html"]
+    load = cpu["load_run (trials + reports frames)"]
+    print(f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 1.5x)")
+    print(f"load_run - floor: CPU {load:.2f} - {floor:.2f} = {load - floor:+.2f} s (target <= +0.5 s); "
+          f"ratio {load / floor:.2f}x")
     tmp.cleanup()
 
 

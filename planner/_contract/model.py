@@ -6,7 +6,6 @@ sampler, ...) live in `planner._contract.rules`, which reports them with stable 
 Every model forbids unknown keys.
 """
 
-from __future__ import annotations
 
 import hashlib
 import json
@@ -79,7 +78,7 @@ class ConfigSource(_Model):
     values: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> ConfigSource:
+    def _exactly_one_source(self) -> "ConfigSource":
         has_dir = self.dir is not None or self.name is not None
         if has_dir and self.values is not None:
             raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both")
@@ -96,7 +95,7 @@ class Factor(_Model):
     keys: list[DottedKey] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _default_keys(self) -> Factor:
+    def _default_keys(self) -> "Factor":
         if self.keys is None:
             object.__setattr__(self, "keys", [self.name])
         return self
@@ -180,7 +179,7 @@ class Dimension(_Model):
     choice: list[Any] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _exactly_one_kind(self) -> Dimension:
+    def _exactly_one_kind(self) -> "Dimension":
         given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
         if len(given) != 1:
             raise ValueError("a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]")
@@ -218,7 +217,7 @@ class EarlyStop(_Model):
     reduction_factor: float | None = Field(default=None, gt=1)
 
     @model_validator(mode="after")
-    def _defaults(self) -> EarlyStop:
+    def _defaults(self) -> "EarlyStop":
         if self.rule == "none":
             if self.grace is not None or self.reduction_factor is not None:
                 raise ValueError("`grace` and `reduction_factor` only apply with rule asha or median")
@@ -237,7 +236,7 @@ class Selection(_Model):
     k: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _k_with_mean_last_k(self) -> Selection:
+    def _k_with_mean_last_k(self) -> "Selection":
         if self.rule == "mean_last_k" and self.k is None:
             raise ValueError("selection rule mean_last_k needs `k`, the number of last reports to average")
         if self.rule == "final" and self.k is not None:
@@ -304,13 +303,13 @@ class Contract(_Model):
     tracking: Tracking = Field(default_factory=Tracking)
 
     @model_validator(mode="after")
-    def _one_way_to_train(self) -> Contract:
+    def _one_way_to_train(self) -> "Contract":
         if (self.trainable is None) == (self.command is None):
             raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
         return self
 
     @property
-    def all_arms(self) -> list[Arm]:
+    def all_arms(self) -> "list[Arm]":
         """The baseline first, then the treatment arms, in contract order."""
         return [self.baseline, *self.arms]
 
