@@ -270,12 +270,12 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
     if not len(r) or metric is None or metric not in r["metric"].cat.categories:
         return pd.DataFrame({c: [] for c in cols})
-    mask = r["metric"].to_numpy() == metric
+    mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)  # codes: no strings
     step = r["step"].to_numpy()[mask]
     value = r["value"].to_numpy()[mask]
     phase = r["phase"].cat.codes.to_numpy()[mask].astype(np.int64)
     arm = r["arm"].cat.codes.to_numpy()[mask].astype(np.int64)
-    steps = np.unique(step)
+    steps = _distinct(step)
     keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
     if steps.size > max_points:
         keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
@@ -285,7 +285,7 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     n_arms = int(arm.max()) + 1
     step_pos = np.searchsorted(steps, step)
     key = (phase * n_arms + arm) * steps.size + step_pos
-    order = np.lexsort((value, key))
+    order = _order_by_key_then_value(key, value)
     key, value = key[order], value[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     counts = np.diff(np.r_[starts, key.size])
@@ -309,6 +309,22 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     })
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique of non-negative integers such as steps, by counting when their range is small (no sort)."""
+    if values.size and values.dtype.kind in "iu" and values.min() >= 0 and values.max() < 4 * values.size + 1024:
+        return np.flatnonzero(np.bincount(values)).astype(values.dtype)
+    return np.unique(values)
+
+
+def _order_by_key_then_value(key: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """np.lexsort((value, key)) in half the time: sort by value, then a stable sort by key, which
+    for keys below 2**15 is numpy's radix sort."""
+    if not key.size or key.min() < 0 or key.max() >= 2**15:
+        return np.lexsort((value, key))
+    by_value = np.argsort(value)
+    return by_value[np.argsort(key[by_value].astype(np.int16), kind="stable")]
+
+
 def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
     """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
     metric = metric or results.metric
@@ -317,7 +333,7 @@ def selected_curves(results: RunResults, metric: str | None = None) -> dict[str,
     out = {}
     if not len(r) or metric not in r["metric"].cat.categories:
         return out
-    is_metric = r["metric"].to_numpy() == metric
+    is_metric = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)
     for arm, sel in arms.items():
         tid = (sel or {}).get("trial_id")
         if tid and tid in r["trial_id"].cat.categories:
