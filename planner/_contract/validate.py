@@ -105,6 +105,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
     from pydantic import ValidationError
 
     from planner._contract import rules as _check
+    from planner._contract.command_rules import check_command
     from planner._contract.compose import compose_arms
     from planner._contract.model import Contract
     from planner._contract.schema_errors import schema_diagnostics
@@ -122,6 +123,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
+    diagnostics += check_command(contract, loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
     configs = composed.configs if composed is not None and not composed.problems else {}
     return diagnostics, LoadedContract(contract, path, loaded, configs)

@@ -192,7 +192,7 @@ class _Runner:
         c = self.contract
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
                          index=trial.index, params={}, config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command_line,
                          metric=c.metric.name,
                          heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
                          max_trial_time_s=c.budget.max_trial_time_s,

@@ -291,7 +291,7 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if reused:
         notes.append(f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
                      "so their estimate is optimistic")
-    identity = current_identity(contract.trainable or f"command: {contract.command}", search_path,
+    identity = current_identity(contract.trainable or f"command: {contract.command_line}", search_path,
                                 list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None)
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
@@ -423,7 +423,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         remote = resolve_address(address) is not None  # on a cluster the code ships; no driver paths
         specs = [TrialSpec(trial_id=plan.trial_id(seed), phase="reeval", arm=plan.arm, seed=seed, index=0,
                            params=dict(plan.params), config=plan.config, budget=c.budget.exposure,
-                           dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable or c.command,
+                           dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable or c.command_line,
                            metric=c.metric.name,
                            heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=plan.contract_sha256,
                            max_trial_time_s=c.budget.max_trial_time_s,
