@@ -289,7 +289,7 @@ class MetricsFileTail:
 
     `root` is the trial's Hydra output folder; `spec.file` a path or glob in it.
     With several matches the most recently modified one is read (a Trainer's
-    newest `checkpoint-*/trainer_state.json`).
+    newest `checkpoint-*/trainer_state.json`); on a tie, the larger.
     """
 
     def __init__(self, root: Path, spec: MetricsSpec):
@@ -308,7 +308,7 @@ class MetricsFileTail:
             matches = [self.root / pattern] if (self.root / pattern).is_file() else []
         if not matches:
             return None
-        return max(matches, key=lambda p: (_mtime(p), str(p)))
+        return max(matches, key=_recency)
 
     def _read(self, final: bool) -> list[tuple[int, dict[str, float]]]:
         path = self._find()
@@ -375,8 +375,10 @@ class MetricsFileTail:
         pass
 
 
-def _mtime(path: Path) -> int:
+def _recency(path: Path) -> tuple[int, int, str]:
+    """Newest first; on a tie of times (coarse clocks), the larger file: a later save holds more rows."""
     try:
-        return path.stat().st_mtime_ns
+        stat = path.stat()
     except FileNotFoundError:
-        return 0
+        return (0, 0, str(path))
+    return (stat.st_mtime_ns, stat.st_size, str(path))
