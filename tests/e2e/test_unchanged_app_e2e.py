@@ -119,3 +119,58 @@ def test_json_lines_and_trainer_state_writers_under_asha(ray_local, tmp_path, sc
     assert [rep["step"] for rep in done["reports"]] == [1, 2, 3, 4]  # the train-loss rows were skipped
     (decision,) = result.decisions
     assert decision["arm"] == "better" and decision["decision"] == "accept", decision
+
+
+def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_path):
+    """`plan run` in a terminal-like subprocess: SIGINT mid-tuning, then the printed command, run as printed."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    app = tmp_path / "app"
+    shutil.copytree(APP, app)
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = [0, 1]
+    contract["tuning"]["trials_per_arm"] = 4
+    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}
+
+    def plan(*args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "planner", *args], cwd=tmp_path, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    first = plan("run", "app/contract.yaml", "--runs-dir", "runs", "--quiet")
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "runs").glob("*/*/trials.jsonl"))
+            if found and len(read_jsonl(found[0])) >= 2:
+                break
+            assert first.poll() is None, first.communicate()[0]
+            time.sleep(0.2)
+        first.send_signal(signal.SIGINT)
+        output, _ = first.communicate(timeout=180)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert first.returncode == 3, output
+    run_dir = found[0].parent
+    kept = len({r["trial_id"] for r in read_jsonl(run_dir / "trials.jsonl")})
+    (line,) = [ln for ln in output.splitlines() if ln.startswith("to resume:")]
+    command = shlex.split(line.removeprefix("to resume:"))
+    assert command == ["plan", "run", "app/contract.yaml", "--quiet", "--resume", str(Path("runs") / run_dir.relative_to(tmp_path / "runs"))], line
+
+    second = plan(*command[1:])
+    output, _ = second.communicate(timeout=600)
+    assert second.returncode == 0, output
+    counts = re.search(r"resumed: (\d+) trials? kept, (\d+) trials? run again .*?, (\d+) trials? not started yet", output)
+    assert counts, output
+    assert int(counts[1]) == kept and int(counts[1]) + int(counts[2]) + int(counts[3]) == 12, output
+    assert "run state:  completed" in output
+    shutil.rmtree(ray_tmp, ignore_errors=True)
