@@ -129,17 +129,13 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._contract.compose import MISSING
-    from planner._contract.rules import arm_changes
+    from planner._contract.paths import diff_rows
 
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
     arms = []
     for arm in contract.all_arms:
-        diff = [] if arm is contract.baseline else [
-            {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
-             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
+        diff = [] if arm is contract.baseline else diff_rows(base, loaded.configs[arm.name])
         arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
     planned = planned_trials(contract)
     budget = contract.budget

@@ -241,7 +241,7 @@ class _Runner:
 
     def select(self) -> dict[str, dict]:
         """Each arm's confirmation config; writes selection.json."""
-        from planner._contract.compose import apply_params
+        from planner._contract.paths import apply_params
         from planner._stats.select import select
 
         c = self.contract
@@ -457,7 +457,7 @@ def _read_json_file(path: Path) -> dict | None:
 
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
     """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
-    from planner._contract.compose import config_diff
+    from planner._contract.paths import config_diff
 
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"

@@ -497,7 +497,7 @@ def _plain(value: Any) -> Any:
 
 
 def _with_params(template: TrialSpec, params: dict[str, Any]) -> TrialSpec:
-    from planner._contract.compose import apply_params
+    from planner._contract.paths import apply_params
 
     data = asdict(template)
     data["params"] = params

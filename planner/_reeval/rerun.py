@@ -340,7 +340,7 @@ def _frozen_contract(folder):
 
 def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes: list[str]):
     """(config, params, source): what the arm's confirmation trials received, from the log alone."""
-    from planner._contract.compose import apply_params
+    from planner._contract.paths import apply_params
 
     selection = (folder.selection() or {}).get("arms", {}).get(arm) or {}
     stored = folder.configs().get(arm)

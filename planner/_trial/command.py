@@ -172,7 +172,7 @@ def config_changes_as_overrides(arm_config: Mapping[str, Any], trial_config: Map
     applied; the difference from the arm's config is exactly those values. A
     leaf that is new is written `+key=value`, one that is gone `~key`.
     """
-    from planner._contract.compose import MISSING, config_diff
+    from planner._contract.paths import MISSING, config_diff
 
     out = []
     for path, before, after in config_diff(dict(arm_config), dict(trial_config)):
@@ -586,7 +586,7 @@ class _ConfigCheck:
         self.done = True
         from omegaconf import OmegaConf
 
-        from planner._contract.compose import config_diff, flatten
+        from planner._contract.paths import config_diff, flatten
 
         loaded = OmegaConf.load(self.path)
         derived = {path for path, value in flatten(OmegaConf.to_container(loaded, resolve=False)).items()
@@ -657,7 +657,7 @@ class CommandTrainable:
         return out
 
     def expected_config(self, config: Mapping[str, Any], trial: Any) -> dict[str, Any]:
-        from planner._contract.compose import apply_params
+        from planner._contract.paths import apply_params
 
         fixed = {}
         if self.seed_key:
