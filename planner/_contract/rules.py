@@ -155,11 +155,9 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                        f"selection k is {k} but a trial reports at most budget.exposure = {exposure} times",
                        f"Use 1 <= k <= {exposure}.")
     planned = planned_trials(contract)
-    max_trials = contract.budget.max_trials
-    if max_trials is not None and planned["total"] > max_trials:
-        report.add("P409", ("budget", "max_trials"),
-                   f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
-                   f"but budget.max_trials is {max_trials}",
+    problem = max_trials_problem(planned, contract.budget.max_trials)
+    if problem:
+        report.add("P409", ("budget", "max_trials"), problem,
                    f"Raise max_trials to at least {planned['total']}, or plan fewer arms, seeds or trials_per_arm.")
     if len(contract.seeds) < MIN_SEEDS_WARNING:
         report.add("P901", ("seeds",),
@@ -189,7 +187,10 @@ def _grid_size(space) -> int:
 def planned_trials(contract) -> dict[str, int]:
     """Planned trials per phase: tune = arms x tuning seeds x trials_per_arm; confirm = arms x seeds.
 
-    "Arms" counts the baseline too. Re-evaluations are not planned.
+    "Arms" counts the baseline too. Re-evaluations are not planned. The one
+    count: `plan validate`, `plan estimate`, P409 and the plan's own lists
+    (`planner._plan.trials.make_plan`, which checks that it made this many)
+    all use it.
     """
     arms = len(contract.all_arms)
     tune = 0
@@ -197,6 +198,14 @@ def planned_trials(contract) -> dict[str, int]:
         tune = arms * len(contract.tuning.seeds) * contract.tuning.trials_per_arm
     confirm = arms * len(contract.seeds)
     return {"tune": tune, "confirm": confirm, "total": tune + confirm}
+
+
+def max_trials_problem(planned: dict[str, int], max_trials: int | None) -> str | None:
+    """The `budget.max_trials` rule (P409): why `planned` (as from `planned_trials`) does not fit, or None."""
+    if max_trials is None or planned["total"] <= max_trials:
+        return None
+    return (f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
+            f"but budget.max_trials is {max_trials}")
 
 
 def _inside(path: str, keys: list[str]) -> bool:
