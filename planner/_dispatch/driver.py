@@ -201,9 +201,8 @@ class _Runner:
                          extra={**self._command_extra, "session": self.session,
                                 "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
-    def resources(self) -> dict:
-        r = self.contract.budget.resources
-        return {"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)}
+    def resources(self):
+        return self.contract.budget.resources
 
     # phases
     def tune(self) -> str | None:

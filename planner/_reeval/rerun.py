@@ -412,7 +412,6 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         def on_cancelled(spec, why):
             store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
 
-        r = c.budget.resources
         extra: dict[str, Any] = {}
         if c.command:  # a `command:` trainable travels as plain data, built from the logged configs
             from planner._trial.command import command_trainable
@@ -439,7 +438,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             raise RunError(f"cannot start a local Ray for the reeval: {error}; nothing ran") from None
         store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
                     tolerance=plan.tolerance)
-        outcome = run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
+        outcome = run_fixed(specs, resources=c.budget.resources,
                             hooks=Hooks(on_started, on_ended, on_cancelled),
                             max_trial_time_s=c.budget.max_trial_time_s, deadline=None)
         result = _result(plan, records)
