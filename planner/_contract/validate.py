@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._contract.load import ContractFileError, LoadedYaml
+from planner._contract.load import LoadedYaml
 from planner._contract.rules import planned_trials
 from planner._core.diagnostics import Diagnostic, errors
-from planner._core.errors import ContractError
+from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 
 __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
 
@@ -53,7 +53,7 @@ class ValidationResult:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.unreadable else (0 if self.valid else 1)
+        return EXIT_USAGE if self.unreadable else (EXIT_OK if self.valid else EXIT_INVALID)
 
     def as_dict(self) -> dict[str, Any]:
         return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from planner._core.errors import PlannerError, RunError, UsageError
+from planner._core.errors import EXIT_INCOMPLETE, EXIT_OK, PlannerError, RunError, UsageError
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -30,7 +30,6 @@ from planner._plan.trials import Plan, make_plan
 from planner._store.writer import RunStore, read_jsonl
 from planner._trial.protocol import TrialSpec
 
-EXIT_COMPLETED, EXIT_INVALID, EXIT_INCOMPLETE = 0, 1, 3
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
 
 
@@ -46,7 +45,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_COMPLETED if self.state == "completed" else EXIT_INCOMPLETE
+        return EXIT_OK if self.state == "completed" else EXIT_INCOMPLETE
 
 
 # ------------------------------------------------------------------ loading and validating

@@ -30,11 +30,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import RunError, UsageError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    RunError,
+    UsageError,
+)
 from planner._dispatch.session import trainable_search_path
 from planner._plan.pilot import final_value
 
-EXIT_REPRODUCED, EXIT_DIFFERS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom", "not_run")
 CODE_KEYS = ("commit", "dirty", "diff_sha256", "trainable_source_sha256", "trainable_file")
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
@@ -146,12 +152,12 @@ def verdict(rows: list[SeedRow]) -> tuple[str, int]:
     """(verdict, exit code): a logged seed that differs -> not_reproduced (1); else a trial that failed
     to run -> failed (3); else reproduced (0), or new_seeds (0) when no logged seed was compared."""
     if any(r.reproduced is False for r in rows):
-        return "not_reproduced", EXIT_DIFFERS
+        return "not_reproduced", EXIT_INVALID
     if any(r.new_status in FAILED_STATUSES for r in rows):
-        return "failed", EXIT_FAILED
+        return "failed", EXIT_INCOMPLETE
     if any(not r.is_new for r in rows):
-        return "reproduced", EXIT_REPRODUCED
-    return "new_seeds", EXIT_REPRODUCED
+        return "reproduced", EXIT_OK
+    return "new_seeds", EXIT_OK
 
 
 def estimate(values: list[float]) -> dict[str, Any]:
@@ -444,7 +450,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         result = _result(plan, records)
         if outcome.stopped == "interrupted":
             result.verdict = result.record["verdict"] = "interrupted"
-            result.exit_code = result.record["exit_code"] = 130
+            result.exit_code = result.record["exit_code"] = EXIT_INTERRUPTED
         result.record.update(started=started, ended=utc_now(), planner_version=VERSION)
         store.append("reevals.jsonl", result.record)
         store.event("reeval_ended", reeval=plan.reeval_number, verdict=result.verdict)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import flatten
-from planner._core.errors import PlannerError
+from planner._core.errors import MlflowTrackingError
 
 TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
@@ -41,10 +41,6 @@ _MLFLOW_STATUS = {
     "diverged": "FINISHED",
     "early_stopped": "KILLED",
 }
-
-
-class MlflowTrackingError(PlannerError):
-    """MLflow is missing, refuses the tracking URI, or the run folder cannot be read."""
 
 
 @dataclass(frozen=True)
