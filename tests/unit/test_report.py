@@ -6,7 +6,6 @@ import base64
 import json
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,19 +16,9 @@ from planner import UsageError, load_run
 from planner._cli.main import main
 from planner._results.render import render
 from planner._results.report import curves, summarize
+from tests._runs import SYNTHETIC_ARMS
 
-ARMS = ("sgd", "adam", "adamw")
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "20261129-181700-a3f2", arms=ARMS, seeds=5,
-                    tune_trials=8, reports_per_trial=10)
-
-
-@pytest.fixture(scope="module")
-def results(run_dir):
-    return load_run(run_dir)
+ARMS = SYNTHETIC_ARMS
 
 
 def test_json_report_has_the_documented_keys_and_values(results, run_dir):
