@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.paths import flatten
+
 _RESOLVER_CALL = re.compile(r"\$\{\s*[A-Za-z_][\w.\-]*\s*:")
 
 
@@ -317,17 +319,9 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
 _ABSENT = object()
 
 
-def _find_resolver_calls(node, path: str = "") -> list[tuple[str, str]]:
-    found = []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            found += _find_resolver_calls(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            found += _find_resolver_calls(v, f"{path}.{i}" if path else str(i))
-    elif isinstance(node, str) and _RESOLVER_CALL.search(node):
-        found.append((path, node))
-    return found
+def _find_resolver_calls(node) -> list[tuple[str, str]]:
+    return [(path, value) for path, value in flatten(node, into_lists=True).items()
+            if isinstance(value, str) and _RESOLVER_CALL.search(value)]
 
 
 def _first_line(error: BaseException) -> str:

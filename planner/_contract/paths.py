@@ -36,14 +36,21 @@ class _Missing:
 MISSING = _Missing()
 
 
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}, "c": [1, 2], "d": {}} -> {"a.b": 1, "c": [1, 2], "d": {}}: leaves by dotted path."""
+def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[str, Any]:
+    """{"a": {"b": 1}, "c": [1, 2], "d": {}} -> {"a.b": 1, "c": [1, 2], "d": {}}: leaves by dotted path.
+
+    `into_lists`: walk non-empty lists too (`c.0`, `c.1`), to find every scalar of a config.
+    """
     if isinstance(config, dict) and config:
-        out: dict[str, Any] = {}
-        for k, v in config.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: config} if prefix else {}
+        items = [(str(k), v) for k, v in config.items()]
+    elif into_lists and isinstance(config, list) and config:
+        items = [(str(i), v) for i, v in enumerate(config)]
+    else:
+        return {prefix: config} if prefix else {}
+    out: dict[str, Any] = {}
+    for k, v in items:
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else k, into_lists=into_lists))
+    return out
 
 
 def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:

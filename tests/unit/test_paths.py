@@ -60,3 +60,8 @@ def test_get_and_apply_params_use_the_same_dotted_paths():
     assert changed == {"model": {"layers": [64, 32], "width": 8}, "lr": 0.1}
     assert config == {"model": {"layers": [64, 32]}}  # a copy
     assert [path for path, _, _ in config_diff(config, changed)] == ["lr", "model.width"]
+
+
+def test_flatten_into_lists_reaches_every_scalar():
+    config = {"a": [{"b": "x"}, 2], "c": [], "d": {}}
+    assert flatten(config, into_lists=True) == {"a.0.b": "x", "a.1": 2, "c": [], "d": {}}
