@@ -12,8 +12,9 @@ from __future__ import annotations
 from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
-from planner._contract.compose import MISSING, ComposedArms, get_path
+from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
+from planner._contract.paths import MISSING, get_path
 from planner._contract.rules import _inside, _Report
 from planner._core.diagnostics import Diagnostic
 
