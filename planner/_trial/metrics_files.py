@@ -255,15 +255,19 @@ class MetricsReader:
                 raise TrialProtocolError(f"{self.where} now holds {len(table.rows)} rows, fewer than the {self.seen} "
                                          "already read: the script rewrote its metrics with rows removed")
             return []
-        new, self.seen = table.rows[self.seen:], len(table.rows)
-        out = []
-        for where, row in new:
-            report = self._report(where, row)
+        # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
+        out, last_step, last_where = [], self.last_step, self.last_where
+        for where, row in table.rows[self.seen:]:
+            report = self._report(where, row, last_step, last_where)
             if report is not None:
                 out.append(report)
+                last_step, last_where = report[0], where
+        self.seen, self.last_step, self.last_where = len(table.rows), last_step, last_where
+        self.reported += len(out)
         return out
 
-    def _report(self, where: str, row: dict[str, Any]) -> tuple[int, dict[str, float]] | None:
+    def _report(self, where: str, row: dict[str, Any], last_step: int | None,
+                last_where: str | None) -> tuple[int, dict[str, float]] | None:
         spec = self.spec
         column = spec.names[spec.require]
         if column not in row:
@@ -272,13 +276,10 @@ class MetricsReader:
         if spec.step not in row:
             raise TrialProtocolError(f"{at} has {column!r} but no step {spec.step!r} (its columns: {', '.join(row)})")
         step = _step(row[spec.step], f"{at}: the step {spec.step!r}") + (1 - spec.step_base)
-        if self.last_step is not None and step <= self.last_step:
-            raise TrialProtocolError(f"{at}: step {step} does not follow step {self.last_step} of "
-                                     f"{self.last_where} (steps strictly increase)")
-        metrics = {name: _number(row[key], f"{at}: {key!r}") for name, key in spec.names.items() if key in row}
-        self.last_step, self.last_where = step, where
-        self.reported += 1
-        return step, metrics
+        if last_step is not None and step <= last_step:
+            raise TrialProtocolError(f"{at}: step {step} does not follow step {last_step} of "
+                                     f"{last_where} (steps strictly increase)")
+        return step, {name: _number(row[key], f"{at}: {key!r}") for name, key in spec.names.items() if key in row}
 
 
 # ------------------------------------------------------------------ tailing the file

@@ -261,3 +261,12 @@ def test_tail_names_what_the_folder_holds_when_the_file_never_appears(tmp_path):
     tail.finish()
     message = tail.nothing_read()
     assert "'metrics.csv' never appeared" in message and "train.log" in message
+
+
+def test_a_failing_feed_changes_nothing_so_the_next_read_fails_the_same_way():
+    reader = MetricsReader(spec(step_base=1))
+    bad = b"epoch,val_acc\n2,0.5\n1,0.6\n"
+    for _ in range(2):
+        with pytest.raises(TrialProtocolError, match="step 1 does not follow step 2"):
+            reader.feed(bad)
+    assert reader.seen == 0 and reader.last_step is None
