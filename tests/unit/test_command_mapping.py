@@ -112,3 +112,19 @@ def test_the_trainable_passes_seed_and_budget_as_overrides_and_reads_the_metrics
     assert train.metrics == {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 0,
                              "names": {"val_acc": "val_acc", "val_loss": "val_loss"}, "require": "val_acc"}
     assert type(train).from_dict(train.to_dict()) == train
+
+
+def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
+    from planner._contract.validate import format_result
+
+    result = validate(app_contract(tmp_path))
+    text = format_result(result)
+    assert "  command  python train.py (seed -> seed, exposure -> trainer.max_epochs)" in text
+    assert "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- val_loss)" in text
+    assert result.summary["command"]["metrics"]["step_base"] == 0
+
+    def edit(data):
+        data["command"] = "python train.py"
+
+    text = format_result(validate(app_contract(tmp_path / "string", edit)))
+    assert "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text and "from planner.report" in text
