@@ -16,8 +16,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     field_validator,
     model_serializer,
     model_validator,
@@ -314,7 +316,11 @@ class Contract(_Model):
     name: Name
     hypothesis: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     trainable: Annotated[str, StringConstraints(pattern=TRAINABLE_PATTERN)] | None = None
-    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | CommandSpec | None = None
+    command: Annotated[
+        Annotated[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)], Tag("line")]
+        | Annotated[CommandSpec, Tag("mapping")],
+        Discriminator(lambda v: "mapping" if isinstance(v, dict | CommandSpec) else "line"),  # one form's errors only
+    ] | None = None
     config: ConfigSource
     factor: Factor
     baseline: Arm

@@ -128,3 +128,11 @@ def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
 
     text = format_result(validate(app_contract(tmp_path / "string", edit)))
     assert "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text and "from planner.report" in text
+
+
+def test_a_bad_mapping_gets_the_mapping_forms_errors_only(tmp_path):
+    def edit(data):
+        data["command"] = {"seed_key": "seed"}
+
+    result = validate(app_contract(tmp_path, edit))
+    assert [(d.code, d.message) for d in result.diagnostics] == [("P101", "missing required key 'run' in command")]
