@@ -174,3 +174,23 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
     assert int(counts[1]) == kept and int(counts[1]) + int(counts[2]) + int(counts[3]) == 12, output
     assert "run state:  completed" in output
     shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_plan_reeval_reproduces_the_unchanged_apps_confirmation(ray_local, tmp_path, capsys):
+    from planner._cli.main import main
+
+    app = tmp_path / "app"
+    shutil.copytree(APP, app)
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = [0, 1]
+    contract["tuning"]["trials_per_arm"] = 1
+    contract["budget"]["exposure"] = 3
+    contract["tuning"]["early_stop"]["grace"] = 1
+    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed", result
+
+    assert main(["reeval", str(result.run_dir), "--arm", "standardized"]) == 0
+    assert "verdict: reproduced: 2 of 2 logged seeds exactly" in capsys.readouterr().out
+    new = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "reeval"]
+    assert sorted(_seed_in_hydra_config(result.run_dir, r["trial_id"]) for r in new) == [0, 1]
