@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner._store.writer import read_jsonl
+
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "unchanged_app"
 
@@ -25,16 +27,6 @@ def two_nodes():
                        NodeSpec(num_cpus=1, resources={"trial_slot": 1})]) as running:
         yield running
     assert running.leftover_processes() == [], "the cluster's processes outlived its teardown"
-
-
-def _jsonl(path: Path) -> list[dict]:
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except ValueError:
-            continue
-    return rows
 
 
 @pytest.mark.cluster
@@ -55,7 +47,7 @@ def test_the_unchanged_app_runs_on_the_loopback_cluster_under_asha(two_nodes, tm
     assert proc.returncode == 0, f"plan run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
 
     (run_dir,) = [p for p in (tmp_path / "runs").glob("*/*") if (p / "run.json").is_file()]
-    records = _jsonl(run_dir / "trials.jsonl")
+    records = read_jsonl(run_dir / "trials.jsonl")
     assert len(records) == 12 + 6
     head_id, worker_id = (node.node_id for node in two_nodes.nodes)
     assert {r["node_id"] for r in records} == {head_id, worker_id}, "trials did not land on both nodes"
