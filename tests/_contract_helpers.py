@@ -35,22 +35,3 @@ def line_of(text: str, needle: str) -> int:
             return number
     raise AssertionError(f"{needle!r} not in the contract")
 
-
-def synthetic_contract(**patch) -> dict:
-    """A two-arm contract over tests.trainables.synthetic:train (inline config), with top-level keys replaced."""
-    contract = {
-        "version": 1,
-        "name": "synthetic",
-        "hypothesis": "The treatment raises val_acc.",
-        "trainable": "tests.trainables.synthetic:train",
-        "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
-        "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-        "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-        "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-        "metric": {"name": "val_acc", "mode": "max"},
-        "acceptance": {"min_effect": 0.05},
-        "seeds": [0, 1, 2, 3, 4],
-        "budget": {"exposure": 3},
-    }
-    contract.update(patch)
-    return contract

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._contract.load import ContractFileError, LoadedYaml
+from planner._contract.load import LoadedYaml
 from planner._contract.rules import planned_trials
 from planner._core.diagnostics import Diagnostic, errors
-from planner._core.errors import ContractError
+from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 
 __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
 
@@ -53,7 +53,7 @@ class ValidationResult:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.unreadable else (0 if self.valid else 1)
+        return EXIT_USAGE if self.unreadable else (EXIT_OK if self.valid else EXIT_INVALID)
 
     def as_dict(self) -> dict[str, Any]:
         return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}
@@ -105,6 +105,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
     from pydantic import ValidationError
 
     from planner._contract import rules as _check
+    from planner._contract.command_rules import check_command
     from planner._contract.compose import compose_arms
     from planner._contract.model import Contract
     from planner._contract.schema_errors import schema_diagnostics
@@ -122,6 +123,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
+    diagnostics += check_command(contract, loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
     configs = composed.configs if composed is not None and not composed.problems else {}
     return diagnostics, LoadedContract(contract, path, loaded, configs)
@@ -129,17 +131,13 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._contract.compose import MISSING
-    from planner._contract.rules import arm_changes
+    from planner._contract.paths import diff_rows
 
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
     arms = []
     for arm in contract.all_arms:
-        diff = [] if arm is contract.baseline else [
-            {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
-             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
+        diff = [] if arm is contract.baseline else diff_rows(base, loaded.configs[arm.name])
         arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
     planned = planned_trials(contract)
     budget = contract.budget
@@ -162,7 +160,36 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         },
         "seeds": list(contract.seeds),
         "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],
+        "command": _command_summary(contract),
     }
+
+
+def _command_summary(contract) -> dict[str, Any] | None:
+    """How a `command:` trainable gets its seed, budget and metrics (None for a `trainable:`)."""
+    spec = contract.command_spec
+    if spec is None:
+        return None
+    metrics = spec.metrics
+    return {"run": spec.run, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
+            "metrics": None if metrics is None else {
+                "file": metrics.file, "format": metrics.format, "step": metrics.step,
+                "step_base": 1 if metrics.step_base is None else metrics.step_base,
+                "names": metrics.columns(contract.metric.name, contract.metric.heldout)}}
+
+
+def _command_lines(command: dict[str, Any]) -> list[str]:
+    seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
+    budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
+    lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    metrics = command["metrics"]
+    if metrics is None:
+        lines.append("           metrics from planner.report")
+    else:
+        base = ", from 0" if metrics["step_base"] == 0 else ""
+        names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
+        lines.append(f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+                     f"{names})")
+    return lines
 
 
 def format_result(result: ValidationResult) -> str:
@@ -183,6 +210,8 @@ def format_result(result: ValidationResult) -> str:
     metric = summary["metric"]
     decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
     lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
+    if summary.get("command"):
+        lines.extend(_command_lines(summary["command"]))
     lines.append("  arms")
     width = max(len(arm["name"]) for arm in summary["arms"])
     for arm in summary["arms"]:

@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from tests._contract_helpers import synthetic_contract
+from tests._runs import synthetic_contract
 
 pytestmark = pytest.mark.ray
 
