@@ -294,7 +294,13 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
         low = np.partition(low_side, j - 1, axis=1)[:, j - 1]
         high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
-    return observed[:, 0], low, high, p
+    # the crossings are the estimate minus a split's statistic, over a slope: with tied values a bound
+    # equals the estimate up to rounding and may land a few ulps on the wrong side of it
+    effect = observed[:, 0]
+    tolerance = 1e-9 * np.abs(pooled).max(axis=-1)
+    low = np.where((low > effect) & (low - effect <= tolerance), effect, low)
+    high = np.where((high < effect) & (effect - high <= tolerance), effect, high)
+    return effect, low, high, p
 
 
 def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
