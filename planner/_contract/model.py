@@ -260,8 +260,23 @@ class Failures(_Model):
     diverged_value: float | None = None
 
 
+SplitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class Independent(_Model):
+    """Split pairs that must share nothing, by unit and by each named group (docs/data.md)."""
+
+    pairs: list[tuple[SplitName, SplitName]] = Field(min_length=1)
+    by: list[SplitName] = Field(default_factory=lambda: ["unit"], min_length=1)
+
+
 class Data(_Model):
     fingerprint: list[str] = Field(default_factory=list)
+    unit: SplitName = "unit"  # what one id is, for the report: "3,000 distinct images"
+    independent: Independent | None = None
+    matched: bool = True
+    fixed: list[SplitName] = Field(default_factory=list)
+    require: list[SplitName] = Field(default_factory=list)
 
 
 class Confirmation(_Model):

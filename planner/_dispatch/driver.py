@@ -97,6 +97,18 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     return [d.as_dict() for d in decisions]
 
 
+def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
+    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
+    from planner._data.checks import invalid_reasons
+    from planner._stats.decide import mark_invalid
+
+    latest: dict[tuple, dict] = {}
+    for record in confirm_records:
+        latest[(record.get("arm"), record.get("seed"))] = record
+    reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
+    return mark_invalid(rows, reasons)
+
+
 def _final(record: dict, metric: str) -> float | None:
     for report in reversed(record.get("reports", [])):
         if metric in report.get("metrics", {}):
@@ -170,6 +182,7 @@ class _Runner:
         self.display.update()
 
     def _ended(self, record: dict) -> None:
+        self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
         self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
@@ -177,6 +190,20 @@ class _Runner:
         self.progress.ended(record)
         self.write_state("running", every_s=1.0)
         self.display.update(record)
+
+    def _check_data(self, record: dict) -> None:
+        """The data checks across trials (docs/data.md), added to the record before it is written;
+        every data violation also becomes an event and a line on the display, at once."""
+        from planner._data.checks import cross_trial_violations, data_violations
+
+        data = self.contract.data.model_dump()
+        if record.get("splits"):
+            earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
+            record["violations"] = list(record.get("violations") or []) + cross_trial_violations(record, earlier, data)
+        for v in data_violations(record):
+            self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
+                             phase=record.get("phase"), seed=record.get("seed"), **v)
+            self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
         self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
@@ -198,7 +225,7 @@ class _Runner:
                          max_trial_time_s=c.budget.max_trial_time_s,
                          path=() if self.remote else tuple(self.search_path),
                          cwd=None if self.remote else os.getcwd(),
-                         extra={**self._command_extra, "session": self.session,
+                         extra={**self._command_extra, "session": self.session, "data": c.data.model_dump(),
                                 "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
 
     def resources(self) -> dict:
@@ -296,6 +323,7 @@ class _Runner:
             extra = {"sequential": sequential.describe()}
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,

@@ -264,6 +264,9 @@ def run_command(
         nonlocal forwarded
         for step, metrics in lines:
             config_check.run()
+            if step is None:  # a planner.log_split line: (None, (name, summary))
+                trial.add_split_summary(*metrics)
+                continue
             trial.report(step, **metrics)
             forwarded += 1
 
@@ -542,13 +545,16 @@ class _ReportTail:
         self._file.close()
 
 
-def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int, dict[str, float]]:
-    """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); TrialProtocolError otherwise."""
+def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int | None, Any]:
+    """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); a planner.log_split line
+    `{"split": "train", "data": {...}}` -> (None, ("train", {...})); TrialProtocolError otherwise."""
     expected = 'expected {"step": <int>, "metrics": {"<name>": <number>, ...}}'
     try:
         record = json.loads(line)
     except (ValueError, UnicodeDecodeError) as error:
         raise TrialProtocolError(f"{where} is not JSON ({error}); {expected}") from None
+    if isinstance(record, dict) and set(record) == {"split", "data"}:
+        return _split_line(record, where)
     if not isinstance(record, dict) or set(record) != {"step", "metrics"}:
         raise TrialProtocolError(f"{where}: {_short(line)}; {expected}")
     step, metrics = record["step"], record["metrics"]
@@ -560,6 +566,16 @@ def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int, di
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TrialProtocolError(f"{where}: metric {name!r} must be a number, got {value!r}")
     return step, {name: float(value) for name, value in metrics.items()}
+
+
+def _split_line(record: dict, where: str) -> tuple[None, Any]:
+    """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is malformed."""
+    name, data = record["split"], record["data"]
+    if not isinstance(name, str) or not name or not isinstance(data, dict) or not isinstance(
+            data.get("fingerprint"), str) or not isinstance(data.get("distinct"), int):
+        raise TrialProtocolError(f"{where}: a split line must be what planner.log_split writes: "
+                                 '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}')
+    return None, (name, data)
 
 
 def _short(line: bytes | str, limit: int = 200) -> str:
