@@ -57,7 +57,7 @@ def overlap_violations(splits: Mapping[str, Mapping[str, Any]], data: Mapping[st
     for a, b in pairs:
         if a not in splits or b not in splits or (only is not None and only not in (a, b)):
             continue
-        first, second = (a, b) if b in (splits[a].get("overlap") or {}) else (b, a)
+        first, second = (a, b) if a in (splits[b].get("overlap") or {}) else (b, a)  # the later split holds the count
         counts = (splits[second].get("overlap") or {}).get(first) or {}
         for key in by:
             if key not in counts:

@@ -202,7 +202,7 @@ class _Runner:
             record["violations"] = list(record.get("violations") or []) + cross_trial_violations(record, earlier, data)
         for v in data_violations(record):
             self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
-                             phase=record.get("phase"), seed=record.get("seed"), **v)
+                             phase=record.get("phase"), seed=record.get("seed"), violation=v)
             self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
