@@ -269,8 +269,9 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
             "presentations": span(p["presentations"]), "distinct": span(p["distinct"]),
             "groups": {g: span(v) for g, v in p["groups"].items()}, "overlap": p["overlap"],
         })
+    pairs, by = _independent(data)
     return {"splits": rows, "violations": kinds, "trials_with_splits": with_splits, "trials": total,
-            "unit": _unit_word(data)}
+            "unit": _unit_word(data), "independent": {"pairs": [list(p) for p in pairs], "by": by}}
 
 
 def _range_line(name: str, p: Mapping[str, Any], data: Mapping[str, Any]) -> str:
@@ -284,12 +285,23 @@ def _range_line(name: str, p: Mapping[str, Any], data: Mapping[str, Any]) -> str
     return text
 
 
-def overlap_lines(row: Mapping[str, Any], data: Mapping[str, Any] | None) -> list[str]:
-    """'train and test share 0 images, 37 patients (at most, in one trial)' per pair a trial measured."""
+def overlap_lines(row: Mapping[str, Any], data: Mapping[str, Any] | None,
+                  independent: Mapping[str, Any] | None = None) -> list[str]:
+    """'train and test share 0 images, 37 patients (the most in one trial)' per pair a trial measured,
+    saying which shared counts the contract does not check (a pair not declared, a group not in `by`)."""
+    pairs = {frozenset(p) for p in (independent or {}).get("pairs") or []}
+    by = list((independent or {}).get("by") or [UNIT])
     out = []
     for other, counts in (row.get("overlap") or {}).items():
         shown = ", ".join(noun(_key_word(k, data or {}), n) for k, n in counts.items())
-        out.append(f"{other} and {row['split']} share {shown} (the most in one trial)")
+        line = f"{other} and {row['split']} share {shown} (the most in one trial"
+        if frozenset((other, row["split"])) not in pairs:
+            line += "; not declared independent"
+        else:
+            unchecked = [k for k, n in counts.items() if k not in by and n]
+            if unchecked:
+                line += f"; NOT CHECKED: {', '.join(unchecked)} is not in data.independent.by"
+        out.append(line + ")")
     return out
 
 
@@ -303,7 +315,7 @@ def summary_lines(summary: Mapping[str, Any], data: Mapping[str, Any] | None) ->
         sets = ("the same set in every trial" if row["sets"] == 1
                 else f"{row['sets']} different sets over {row['seeds']} seed{'s' if row['seeds'] != 1 else ''}")
         out.append(f"{row['line']} ({row['trials']} trial{'s' if row['trials'] != 1 else ''}, {sets})")
-        out += ["  " + line for line in overlap_lines(row, data)]
+        out += ["  " + line for line in overlap_lines(row, data, summary.get("independent"))]
     kinds = summary.get("violations") or {}
     out.append("data violations: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) if kinds else "none"))
     return out

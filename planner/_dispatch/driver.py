@@ -534,4 +534,6 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+        if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
+            lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
     return "\n".join(lines)
