@@ -46,7 +46,17 @@ def as_ids(values: Any, what: str) -> np.ndarray:
         values = np.asarray(values)
     if isinstance(values, str | bytes) or isinstance(values, Mapping) or not hasattr(values, "__len__"):
         raise SplitError(f"{what} must be a list, array or column of ids, got {type(values).__name__}")
-    array = values if isinstance(values, np.ndarray) else np.asarray(list(values) if not isinstance(values, list) else values)
+    if not isinstance(values, np.ndarray):  # a list or tuple: numpy would turn [1, "a"] into strings silently
+        values = values if isinstance(values, list) else list(values)
+        types = set(map(type, values))
+        if not (types <= {str} or all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_)
+                                      for t in types)):
+            if any(issubclass(t, float | np.floating) for t in types) and not types & {str}:
+                raise SplitError(f"{what} must be ints or strings, got floats")
+            if not any(issubclass(t, list | tuple | np.ndarray) for t in types):
+                shown = ", ".join(sorted(t.__name__ for t in types))
+                raise SplitError(f"{what} must hold only ints or only strings, got {shown}")
+    array = values if isinstance(values, np.ndarray) else np.asarray(values)
     if array.ndim != 1:
         raise SplitError(f"{what} must be one-dimensional, got shape {array.shape}")
     if array.size == 0:
