@@ -49,7 +49,7 @@ def as_ids(values: Any, what: str) -> np.ndarray:
     if not isinstance(values, np.ndarray):  # a list or tuple: numpy would turn [1, "a"] into strings silently
         values = values if isinstance(values, list) else list(values)
         types = set(map(type, values))
-        if not (types <= {str} or all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_)
+        if not (all(issubclass(t, str) for t in types) or all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_)
                                       for t in types)):
             if any(issubclass(t, float | np.floating) for t in types) and not types & {str}:
                 raise SplitError(f"{what} must be ints or strings, got floats")
@@ -70,7 +70,7 @@ def as_ids(values: Any, what: str) -> np.ndarray:
         return array
     if kind == "O":
         types = {type(v) for v in array.tolist()}
-        if types <= {str}:
+        if all(issubclass(t, str) for t in types):
             return array.astype(str)
         if all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_) for t in types):
             return array.astype(np.int64)

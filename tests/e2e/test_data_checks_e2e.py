@@ -13,6 +13,7 @@ import json
 import pytest
 import yaml
 
+from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._results.report import render_markdown
 from planner._results.status import format_status, read_status
@@ -128,3 +129,15 @@ def test_a_required_split_left_unlogged_is_a_protocol_error(ray_local, in_repo, 
     message = records[0]["errors"][-1]["message"]
     assert "logged no split test, which data.require needs" in message
     assert all(d["decision"] == "incomplete" for d in result.decisions)
+
+
+def test_a_reeval_on_different_data_is_not_a_reproduction(ray_local, in_repo, tmp_path, capsys):
+    result = run(contract(tmp_path, "function", config_overrides=["data.reeval_shift=true"]),
+                 runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed" and not violations(result.run_dir, "split_varies")
+    capsys.readouterr()
+    assert main(["reeval", str(result.run_dir), "--arm", "treat"]) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERS (different data: split test differs (unit fingerprint" in out, out
+    row = read_jsonl(result.run_dir / "reevals.jsonl")[-1]["rows"][0]
+    assert row["reproduced"] is False and row["diff"] == 0.0 and row["data"]  # the metric alone reproduced

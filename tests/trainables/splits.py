@@ -5,7 +5,8 @@ patient's rows in one split, `by: row` scatters them (a leak when the contract
 declares the patient grouping); `shuffle` offsets the train/val shuffle (an arm
 with another value sees other data at the same seed); `test_varies` draws the
 test split from the trial's seed (a test set that is not fixed); `log_test: false`
-leaves the test split unlogged. `split_script.py` is the same as a `command:` script.
+leaves the test split unlogged; `reeval_shift` moves one test row when re-evaluated
+(`plan reeval` on data that changed). `split_script.py` is the same as a `command:` script.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 DEFAULTS = {
     "recipe": {"name": "a", "level": 0.5},
     "data": {"rows": 400, "rows_per_patient": 4, "by": "patient", "shuffle": 0, "test_varies": False,
-             "log_test": True},
+             "log_test": True, "reeval_shift": False},
 }
 
 
@@ -58,6 +59,8 @@ def curve(config: dict, seed: int, budget: int):
 def train(config, trial):
     d = config["data"]
     presented, val, test, patient = split_ids(d, trial.seed)
+    if d["reeval_shift"] and trial.phase == "reeval":
+        test = np.r_[test[1:], [n for n in range(len(patient)) if n not in set(test)][:1]]
     trial.log_split("train", presented, groups={"patient": patient[presented]})
     trial.log_split("val", list(val), groups={"patient": list(patient[val])})
     if d["log_test"]:

@@ -41,6 +41,8 @@ def test_strings_from_lists_arrays_and_pandas_columns_agree_and_differ_from_ints
     assert a == summarize("t", np.array(["a", "b"]))[0]["fingerprint"]
     assert a == summarize("t", pd.Series(["a", "b", "b"], dtype=object))[0]["fingerprint"]
     assert a == summarize("t", pd.Series(["a", "b"], dtype="category"))[0]["fingerprint"]
+    assert a == summarize("t", list(np.array(["a", "b"])))[0]["fingerprint"]  # numpy str_ elements
+    assert summarize("t", list(np.arange(3)))[0]["fingerprint"] == summarize("t", [0, 1, 2])[0]["fingerprint"]
     assert summarize("t", ["1", "2"])[0]["fingerprint"] != summarize("t", [1, 2])[0]["fingerprint"]
     # lengths are hashed: "ab" + "c" is not "a" + "bc"
     assert summarize("t", ["ab", "c"])[0]["fingerprint"] != summarize("t", ["a", "bc"])[0]["fingerprint"]
