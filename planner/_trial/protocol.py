@@ -142,7 +142,8 @@ class Trial:
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
             try:
-                self._forward(step, forwarded, elapsed, self.violations)
+                self._forward(step, forwarded, elapsed, self.violations,
+                              **({"splits": dict(self.splits)} if self.splits else {}))
             except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
                 raise _SessionExit(*stop.args) from None
 

@@ -27,7 +27,7 @@ DATA = {"unit": "row", "independent": {"pairs": [["train", "test"], ["train", "v
         "fixed": ["test"], "require": ["train", "val", "test"]}
 
 
-def contract(tmp_path, kind: str, *, config_overrides=(), treat=(), data=None):
+def contract(tmp_path, kind: str, *, config_overrides=(), treat=(), data=None, tuning=None):
     base = {
         "version": 1, "name": "data-checks", "hypothesis": "The treatment raises val_acc.",
         "config": {"values": copy.deepcopy(DEFAULTS), "overrides": list(config_overrides)},
@@ -40,6 +40,8 @@ def contract(tmp_path, kind: str, *, config_overrides=(), treat=(), data=None):
         "budget": {"exposure": 2},
         "data": data or DATA,
     }
+    if tuning:
+        base["tuning"] = tuning
     if kind == "function":
         base["trainable"] = "tests.trainables.splits:train"
     else:
@@ -141,3 +143,15 @@ def test_a_reeval_on_different_data_is_not_a_reproduction(ray_local, in_repo, tm
     assert "DIFFERS (different data: split test differs (unit fingerprint" in out, out
     row = read_jsonl(result.run_dir / "reevals.jsonl")[-1]["rows"][0]
     assert row["reproduced"] is False and row["diff"] == 0.0 and row["data"]  # the metric alone reproduced
+
+
+def test_tuning_trials_carry_their_splits_when_the_driver_builds_their_records_from_the_reports(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 3, "seeds": [100], "space": {"recipe.noise": {"uniform": [0.001, 0.02]}},
+              "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2}}
+    path = contract(tmp_path, "function", treat=["data.shuffle=1"], tuning=tuning)
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    tuned = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
+    assert len(tuned) == 6 and all(set(r.get("splits") or {}) == {"train", "val", "test"} for r in tuned), \
+        [(r["trial_id"], r["status"], list(r.get("splits") or {})) for r in tuned]
+    unmatched = [v for r in tuned for v in r["violations"] if v["kind"] == "unmatched_data"]
+    assert unmatched and all(v["seed"] == 100 for v in unmatched)

@@ -16,7 +16,7 @@ import random
 import numpy as np
 
 DEFAULTS = {
-    "recipe": {"name": "a", "level": 0.5},
+    "recipe": {"name": "a", "level": 0.5, "noise": 0.01},
     "data": {"rows": 400, "rows_per_patient": 4, "by": "patient", "shuffle": 0, "test_varies": False,
              "log_test": True, "reeval_shift": False},
 }
