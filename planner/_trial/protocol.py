@@ -2,7 +2,8 @@
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
 exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
-`trial.dir`, and `trial.report(step, **metrics)`.
+`trial.dir`, `trial.report(step, **metrics)` and `trial.log_split(name, ids, groups)`
+(docs/data.md).
 
 `run_trial` runs one trial to its end and returns its record (the schema of
 docs/run-folder.md, minus what only the driver knows). It never raises for a
@@ -146,7 +147,6 @@ class Trial:
                               **({"splits": dict(self.splits)} if self.splits else {}))
             except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
                 raise _SessionExit(*stop.args) from None
-
 
     def log_split(self, name: str, ids: Any, groups: Any = None) -> dict[str, Any]:
         """Log the unit ids of split `name` in row order, and optional aligned `groups` ({"patient": [...]}).
