@@ -147,7 +147,9 @@ def shared(a: np.ndarray, b: np.ndarray) -> int:
     """How many values two distinct sets share (0 when their types differ: an int id is never a string id)."""
     if a.size == 0 or b.size == 0 or (a.dtype.kind == "U") != (b.dtype.kind == "U"):
         return 0
-    return int(np.intersect1d(a, b, assume_unique=True).size)
+    small, large = (a, b) if a.size <= b.size else (b, a)  # both sorted and distinct: binary search, no re-sort
+    at = np.minimum(np.searchsorted(large, small), large.size - 1)
+    return int(np.count_nonzero(large[at] == small))
 
 
 class SplitLog:
