@@ -298,6 +298,9 @@ def overlap_lines(row: Mapping[str, Any], data: Mapping[str, Any] | None,
         if frozenset((other, row["split"])) not in pairs:
             line += "; not declared independent"
         else:
+            broken = [_key_word(k, data or {}) for k, n in counts.items() if k in by and n]
+            if broken:
+                line += f"; declared independent by {', '.join(broken)}: split_overlap"
             unchecked = [k for k, n in counts.items() if k not in by and n]
             if unchecked:
                 line += f"; NOT CHECKED: {', '.join(unchecked)} is not in data.independent.by"

@@ -208,6 +208,7 @@ def test_the_data_summary_over_trials():
     lines = summary_lines(summary, DATA)
     assert lines[0] == ("train: 3 presentations of 2 distinct images from 2 patients "
                         "(2 trials, 2 different sets over 2 seeds)")
-    assert lines[2] == "  train and test share 0 images, 1 patient (the most in one trial)"
+    assert lines[2] == ("  train and test share 0 images, 1 patient (the most in one trial; declared independent "
+                        "by patient: split_overlap)")
     assert lines[-1] == "data violations: split_overlap 1"
     assert summary_lines(data_summary([], DATA), DATA)[0].startswith("no split logged")
