@@ -294,6 +294,8 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
         low = np.partition(low_side, j - 1, axis=1)[:, j - 1]
         high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
+    # the inverted CI holds the observed effect (p = 1 there); a crossing one ulp off it is rounding
+    low, high = np.minimum(low, observed[:, 0]), np.maximum(high, observed[:, 0])
     return observed[:, 0], low, high, p
 
 
