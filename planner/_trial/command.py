@@ -213,8 +213,9 @@ def run_command(
 
     stdout = _BoundedLog(attempt_dir / "stdout.log", max_log_bytes)
     stderr = _BoundedLog(attempt_dir / "stderr.log", max_log_bytes)
-    reports: _ReportTail | MetricsFileTail = (
-        _ReportTail(report_path) if metrics is None else MetricsFileTail(attempt_dir / "hydra", metrics))
+    reports: _ReportTail | MetricsFileTail | _WithSplits = (
+        _ReportTail(report_path) if metrics is None
+        else _WithSplits(MetricsFileTail(attempt_dir / "hydra", metrics), _ReportTail(report_path)))
     config_check = _ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
 
     def failure(cls, message, returncode=None):
@@ -273,13 +274,13 @@ def run_command(
         returncode = proc.returncode
         if returncode != 0:
             raise failure(CommandFailedError, f"command exited with {_describe_exit(returncode)}", returncode)
-        if metrics is not None and report_path.stat().st_size:
+        if isinstance(reports, _WithSplits) and reports.reported:
             raise failure(CommandMetricsError,
                           f"the script called planner.report and the contract reads its metrics from {metrics.file!r}: "
                           "use one or the other (remove `metrics:` from the command, or the planner.report calls)")
-        if forwarded == 0 and isinstance(reports, MetricsFileTail):
+        if forwarded == 0 and isinstance(reports, _WithSplits):
             config_check.run()
-            raise failure(CommandMetricsError, f"command exited 0 but {reports.nothing_read()}", returncode)
+            raise failure(CommandMetricsError, f"command exited 0 but {reports.metrics.nothing_read()}", returncode)
         if forwarded == 0:
             config_check.run()
             raise failure(CommandNoReportError,
@@ -522,6 +523,30 @@ class _ReportTail:
 
     def close(self) -> None:
         self._file.close()
+
+
+class _WithSplits:
+    """A script's own metrics log, plus the report file for its planner.log_split lines (docs/data.md)."""
+
+    def __init__(self, metrics: MetricsFileTail, report_file: _ReportTail):
+        self.metrics, self.report_file = metrics, report_file
+        self.reported = False  # the script also called planner.report: refused, the metrics come from its log
+
+    def _splits(self, lines: list) -> list:
+        self.reported = self.reported or any(line[0] is not None for line in lines)
+        return [line for line in lines if line[0] is None]
+
+    def read_new(self) -> list:
+        return self._splits(self.report_file.read_new()) + self.metrics.read_new()
+
+    def finish(self) -> tuple[list, str | None]:
+        splits = self._splits(self.report_file.finish()[0])
+        final, torn = self.metrics.finish()
+        return splits + final, torn
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.report_file.close()
 
 
 def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int | None, Any]:

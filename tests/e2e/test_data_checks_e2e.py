@@ -155,3 +155,31 @@ def test_tuning_trials_carry_their_splits_when_the_driver_builds_their_records_f
         [(r["trial_id"], r["status"], list(r.get("splits") or {})) for r in tuned]
     unmatched = [v for r in tuned for v in r["violations"] if v["kind"] == "unmatched_data"]
     assert unmatched and all(v["seed"] == 100 for v in unmatched)
+
+
+def test_a_script_that_logs_its_metrics_to_a_file_still_logs_its_splits(tmp_path):
+    import sys
+    import textwrap
+
+    from planner._trial.command import run_command
+    from planner._trial.metrics_files import MetricsSpec
+    from tests.trial_double import TrialDouble
+
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        import planner
+        out = sys.argv[-1].split('=', 1)[1].strip("'")
+        os.makedirs(out + '/logs')
+        planner.log_split('train', [1, 2, 3, 3], groups={'patient': ['a', 'b', 'c', 'c']})
+        planner.log_split('test', [4, 5], groups={'patient': ['c', 'd']})
+        with open(out + '/logs/m.csv', 'w') as f:
+            f.write('epoch,val_acc\\n0,0.5\\n1,0.6\\n')
+    """))
+    spec = MetricsSpec(file="logs/*.csv", format="csv", step="epoch", names={"val_acc": "val_acc"},
+                       require="val_acc", step_base=0)
+    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=2)
+    run_command([sys.executable, str(script)], [], trial, cwd=tmp_path, metrics=spec, kill_grace_s=1.0)
+    assert trial.reports == [(1, {"val_acc": 0.5}), (2, {"val_acc": 0.6})]
+    assert trial.splits["train"]["presentations"] == 4 and trial.splits["train"]["distinct"] == 3
+    assert trial.splits["test"]["overlap"] == {"train": {"unit": 0, "patient": 1}}
