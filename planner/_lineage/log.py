@@ -165,7 +165,9 @@ def format_log(log: dict[str, Any]) -> str:
                                + (f"; withdrawn {p['withdrawn']['time']} {p['withdrawn']['note']!r}"
                                   if p["withdrawn"] else ""))
                 if x["decisions"] and not x["promoted"]:
-                    out.append("         nothing promoted: the baseline stays")
+                    accepted = any(d.get("decision") == "accept" for d in x["decisions"])
+                    out.append("         accepted, not promoted: the baseline stays until `plan promote`" if accepted
+                               else "         nothing promoted: the baseline stays")
                 if x.get("repetition"):
                     out.append(f"         ! {x['repetition']['sentence']}")
                 if x.get("edited_after_decisions"):
