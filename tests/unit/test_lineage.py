@@ -228,6 +228,25 @@ def test_a_changed_trainable_code_warns(project):
     assert validate(write(tmp_path / "c2", second(first)), strict=True, runs_dir=runs).exit_code == 1
 
 
+def test_an_edited_trainable_file_warns(tmp_path):
+    """The real thing: the trainable's source changes after the run that earned the baseline."""
+    source = (REPO / "tests" / "trainables" / "lineage.py").read_text()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "mytrain.py").write_text(source)
+    runs = tmp_path / "runs"
+    first = fake_run(write(tmp_path / "c", dict(FIRST, trainable="mytrain:train")), runs, {"high": "accept"},
+                     params={"base": {}, "high": {}})
+    promote(first, "high")
+    path = write(tmp_path / "c", dict(second(first), trainable="mytrain:train"), "second.yaml")
+    assert "P932" not in codes(validate(path, runs_dir=runs))
+    (tmp_path / "c" / "mytrain.py").write_text(source.replace("0.5 * abs", "0.6 * abs"))
+    result = validate(path, runs_dir=runs)
+    assert result.valid and "P932" in codes(result)
+    other = write(tmp_path / "c", dict(second(first), trainable=TRAINABLE), "third.yaml")
+    (p932,) = [d for d in validate(other, runs_dir=runs).diagnostics if d.code == "P932"]
+    assert "'mytrain:train' then, 'tests.trainables.lineage:train' now" in p932.message
+
+
 def test_bad_references_are_errors_with_a_code(project):
     tmp_path, runs, first = project
     assert "P701" in codes(validate(write(tmp_path / "a", second(tmp_path / "nowhere")), runs_dir=runs))
