@@ -389,6 +389,9 @@ class Contract(_Model):
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the contract, for editors (yaml-language-server)."""
     schema = Contract.model_json_schema()
+    baseline = schema["properties"]["baseline"]  # anyOf: `{name: b}` fits both forms; planner tells them apart
+    baseline["anyOf"] = [*baseline.pop("oneOf"), {  # `baseline: NAME`, read by a before-validator
+        "type": "string", "pattern": NAME_PATTERN, "description": "a line of work: shorthand for {line: NAME}"}]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "planner experiment contract, version 1"
     return schema

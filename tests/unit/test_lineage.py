@@ -365,6 +365,14 @@ def test_a_run_with_no_end_in_the_ledger_is_read_from_its_folder(project):
     assert any("incomplete" in n for n in log["notes"])  # the torn last line
 
 
+def test_the_schema_accepts_the_three_baseline_forms():
+    from planner._contract.model import json_schema
+
+    forms = json_schema()["properties"]["baseline"]["anyOf"]
+    assert {"$ref": "#/$defs/Arm"} in forms and {"$ref": "#/$defs/BaselineRef"} in forms
+    assert any(f.get("type") == "string" for f in forms)
+
+
 def test_load_contract_is_the_public_one():
     import planner
 
