@@ -14,35 +14,35 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import UsageError
+from planner._core.errors import LineageError, UsageError
 from planner._lineage import history
 from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
-from planner._lineage.source import Refused, read_arm
+from planner._lineage.source import read_arm
 
 
 def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
             runs_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """Record the promotion of `arm` of `run_dir` in the ledger; `Refused` when it may not be promoted."""
+    """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be promoted."""
     source = read_arm(run_dir, arm, need_config=False)
     where = f"run {Path(run_dir)}"
     if source.state != "completed":
-        raise Refused("P710", f"{where} is {source.state or 'of unknown state (no state.json)'}, not completed: only "
+        raise LineageError("P710", f"{where} is {source.state or 'of unknown state (no state.json)'}, not completed: only "
                       "an accepted arm of a completed run can be promoted",
                       "Finish it first (plan run --resume RUN_DIR), or promote from a completed run.")
     if arm == source.baseline_arm:
-        raise Refused("P712", f"arm {arm!r} is the baseline of {where}: it was not tested, so no decision accepted it",
+        raise LineageError("P712", f"arm {arm!r} is the baseline of {where}: it was not tested, so no decision accepted it",
                       "Promote a treatment arm that was accepted; the baseline in force stays as it is.")
     decision = source.decision
     if decision is None:
-        raise Refused("P712", f"{where} has no decision for arm {arm!r} (decisions.json is missing or does not "
+        raise LineageError("P712", f"{where} has no decision for arm {arm!r} (decisions.json is missing or does not "
                       "list it)")
     if decision.get("decision") != "accept":
-        raise Refused("P711", f"the decision for arm {arm!r} in {where} was {decision.get('decision')}"
+        raise LineageError("P711", f"the decision for arm {arm!r} in {where} was {decision.get('decision')}"
                       + (f" ({decision['reason']})" if decision.get("reason") else "")
                       + ": only an accepted arm can be promoted",
                       "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.")
     if (source.decisions or {}).get("run_state", "completed") != "completed":
-        raise Refused("P710", f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
+        raise LineageError("P710", f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
                       "not completed")
     source = read_arm(run_dir, arm)  # P703/P704: the promoted config must be rebuildable from the folder
     base = Path(runs_dir) if runs_dir is not None else runs_dir_of(run_dir)
@@ -51,7 +51,7 @@ def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
     line = history.line_of(ledger, run_dir)
     in_force = ledger.in_force(line)
     if in_force is not None and (in_force.get("run"), in_force.get("arm")) == (key, arm):
-        raise Refused("P713", f"arm {arm!r} of {key} is already the baseline in force of line {line!r} "
+        raise LineageError("P713", f"arm {arm!r} of {key} is already the baseline in force of line {line!r} "
                       f"(promoted {in_force.get('time')})")
     code = source.code
     return append(base, "promoted", run=key, arm=arm, line=line, note=note or "", name=source.name,
@@ -73,7 +73,7 @@ def withdraw(run_dir: str | os.PathLike, arm: str, note: str | None,
     promotion = ledger.promotion_of(key, arm)
     if promotion is None or promotion["withdrawn"] is not None:
         state = "was withdrawn already" if promotion is not None else f"was never promoted (ledger {ledger.path})"
-        raise Refused("P714", f"arm {arm!r} of {key} {state}: there is no promotion to withdraw")
+        raise LineageError("P714", f"arm {arm!r} of {key} {state}: there is no promotion to withdraw")
     record = append(base, "withdrawn", run=key, arm=arm, line=promotion.get("line"), note=note.strip())
     now = read(base).in_force(str(promotion.get("line")))
     return {**record, "in_force": None if now is None else {"run": now.get("run"), "arm": now.get("arm")}}

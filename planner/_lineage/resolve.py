@@ -15,9 +15,10 @@ from typing import Any
 
 from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
+from planner._core.errors import LineageError
 from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
-from planner._lineage.source import ArmOfRun, Refused, read_arm
+from planner._lineage.source import ArmOfRun, read_arm
 
 
 class ProjectLineage:
@@ -36,7 +37,7 @@ class ProjectLineage:
             else:
                 run_dir, arm, via = self._from_line(ref.line)
             source = read_arm(run_dir, arm)
-        except Refused as refused:
+        except LineageError as refused:
             where = ("baseline", "from_run" if ref.from_run is not None else "line")
             self.resolved = ResolvedBaseline(None, findings=[finding(refused.code, refused.message, refused.hint,
                                                                      path=where)])
@@ -51,7 +52,7 @@ class ProjectLineage:
         here = Path(contract_dir) / path
         if not here.exists() and Path(text).exists():
             rel = os.path.relpath(Path(text).resolve(), Path(contract_dir).resolve())
-            raise Refused("P701", f"{here} does not exist (from_run is relative to the contract's folder, like "
+            raise LineageError("P701", f"{here} does not exist (from_run is relative to the contract's folder, like "
                           "config.dir)", f"From the contract's folder that run is {rel!r}.")
         return here
 
@@ -61,9 +62,9 @@ class ProjectLineage:
         if promotion is None:
             if line not in ledger.lines():
                 known = ", ".join(ledger.lines()) or "none yet"
-                raise Refused("P705", f"the ledger {ledger.path} has no line of work named {line!r} (lines: {known})",
+                raise LineageError("P705", f"the ledger {ledger.path} has no line of work named {line!r} (lines: {known})",
                               "Name a line that `plan log` shows, or use --runs-dir to point at the project's runs.")
-            raise Refused("P705", f"line {line!r} has no promoted baseline in force (none promoted, or every "
+            raise LineageError("P705", f"line {line!r} has no promoted baseline in force (none promoted, or every "
                           "promotion withdrawn)",
                           "Promote an accepted arm with `plan promote`, or start from a run with "
                           "`baseline: {from_run: RUN_DIR, arm: A}`.")

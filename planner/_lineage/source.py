@@ -13,20 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import PlannerError, RunError, UsageError
-
-
-class Refused(PlannerError):
-    """A lineage step refused, with its rule code (docs/contract.md): `plan promote` exits 1 with it."""
-
-    exit_code = 1
-
-    def __init__(self, code: str, message: str, hint: str = ""):
-        self.code, self.message, self.hint = code, message, hint
-        text = f"{code}: {message}"
-        if hint:
-            text += ("" if text.endswith((".", "?", "!")) else ".") + f" {hint}"
-        super().__init__(text)
+from planner._core.errors import LineageError, RunError, UsageError
 
 
 @dataclass
@@ -64,7 +51,7 @@ class ArmOfRun:
 
 
 def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) -> ArmOfRun:
-    """The arm `arm` of the run folder `run_dir`; `Refused` (P701-P704) when it cannot be read or rebuilt."""
+    """The arm `arm` of the run folder `run_dir`; `LineageError` (P701-P704) when it cannot be read or rebuilt."""
     from planner._store.read import arm_names, open_run
 
     try:
@@ -75,10 +62,10 @@ def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) 
         decisions = folder.decisions()
         identity = folder.identity()
     except (UsageError, RunError) as error:
-        raise Refused("P701", str(error), "Give the folder of a run, like runs/<name>/<run id>.") from None
+        raise LineageError("P701", str(error), "Give the folder of a run, like runs/<name>/<run id>.") from None
     arms = arm_names(contract)
     if arm not in arms:
-        raise Refused("P702", f"run {folder.path} has no arm {arm!r}; its arms are {', '.join(arms) or 'none'}",
+        raise LineageError("P702", f"run {folder.path} has no arm {arm!r}; its arms are {', '.join(arms) or 'none'}",
                       "Name one of them.")
     out = ArmOfRun(Path(run_dir).resolve(), arm, contract, info, state, decisions, identity=identity)
     if need_config:
@@ -87,29 +74,29 @@ def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) 
 
 
 def _effective_config(folder, contract: dict[str, Any], arm: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from planner._contract.compose import apply_params, flatten
+    from planner._contract.paths import apply_params, flatten
     from planner._core.redact import REDACTED
 
     try:
         stored = folder.configs().get(arm)
         selection = folder.selection()
     except RunError as error:
-        raise Refused("P703", f"the logged config of arm {arm!r} cannot be read: {error}") from None
+        raise LineageError("P703", f"the logged config of arm {arm!r} cannot be read: {error}") from None
     if stored is None:
-        raise Refused("P703", f"{folder.file('configs')}/{arm}.yaml is missing: the arm's config is not logged")
+        raise LineageError("P703", f"{folder.file('configs')}/{arm}.yaml is missing: the arm's config is not logged")
     params: dict[str, Any] = {}
     if contract.get("tuning"):
         chosen = ((selection or {}).get("arms") or {}).get(arm) or {}
         if not chosen.get("trial_id"):
             why = chosen.get("reason") or ("the run has no selection.json" if selection is None
                                            else "selection.json does not list it")
-            raise Refused("P703", f"arm {arm!r} of run {folder.path} has no selected tuned config ({why})",
+            raise LineageError("P703", f"arm {arm!r} of run {folder.path} has no selected tuned config ({why})",
                           "Start from an arm whose tuning selected a config (an arm that was confirmed).")
         params = dict(chosen.get("params") or {})
     config = apply_params(stored, params)
-    hidden = sorted(path for path, value in flatten(config).items() if value == REDACTED)
+    hidden = sorted(path for path, value in flatten(config, into_lists=True).items() if value == REDACTED)
     if hidden:
-        raise Refused("P704", f"the logged config of arm {arm!r} has redacted values ({', '.join(hidden)}): the "
+        raise LineageError("P704", f"the logged config of arm {arm!r} has redacted values ({', '.join(hidden)}): the "
                       "run folder does not hold the config that ran",
                       "Keep credentials out of the config (read them from the environment in the trainable).")
     return config, params

@@ -14,12 +14,12 @@ import yaml
 
 from planner._cli.main import main
 from planner._contract.validate import validate as validate_without_lineage
+from planner._core.errors import LineageError
 from planner._lineage import record
 from planner._lineage.ledger import read
 from planner._lineage.log import build_log
 from planner._lineage.promote import promote, withdraw
 from planner._lineage.resolve import ProjectLineage, load_contract, validate
-from planner._lineage.source import Refused
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINABLE = "tests.trainables.lineage:train"
@@ -123,9 +123,9 @@ def test_an_accepted_arm_of_a_completed_run_is_promoted_and_becomes_the_line_bas
     # promotion is its own state: the run's decisions are untouched
     assert json.loads((first / "decisions.json").read_text())["decisions"][0]["decision"] == "accept"
     assert "promot" not in (first / "decisions.json").read_text()
-    with pytest.raises(Refused, match="P713"):
+    with pytest.raises(LineageError, match="P713"):
         promote(first, "high")
-    with pytest.raises(Refused, match="P712"):
+    with pytest.raises(LineageError, match="P712"):
         promote(first, "base")
 
 
@@ -145,7 +145,7 @@ def test_an_incomplete_run_is_refused_and_so_is_its_baseline_and_there_is_no_for
                    params={"base": {}, "high": {}})
     assert main(["promote", str(run), "--arm", "high"]) == 1
     assert "P710" in capsys.readouterr().err and "budget_exhausted, not completed" in str(
-        pytest.raises(Refused, promote, run, "high").value)
+        pytest.raises(LineageError, promote, run, "high").value)
     with pytest.raises(SystemExit) as stop:
         main(["promote", str(run), "--arm", "high", "--force"])
     assert stop.value.code == 2
@@ -161,7 +161,7 @@ def test_a_withdrawal_needs_a_note_and_the_line_falls_back(project, tmp_path):
         withdraw(second_run, "wide", None)
     out = withdraw(second_run, "wide", "the gain did not reproduce")
     assert out["in_force"] == {"run": f"levels/{first.name}", "arm": "high"}
-    with pytest.raises(Refused, match="P714"):
+    with pytest.raises(LineageError, match="P714"):
         withdraw(second_run, "wide", "again")
 
 
