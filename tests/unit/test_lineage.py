@@ -337,6 +337,8 @@ def test_a_repeated_test_is_counted_with_its_family_wise_alpha(project, capsys):
     from planner._results.render import load_for_report, render
 
     assert "factor width was tested 3 times" in render(load_for_report(three, "md"), "md")
+    assert "<h2>Lineage</h2>" in render(load_for_report(three, "html"), "html")
+    assert json.loads(render(load_for_report(three, "json"), "json"))["lineage"]["repetition"]["count"] == 3
 
 
 def test_a_contract_edited_under_the_same_name_after_decisions_warns(project):
