@@ -62,7 +62,7 @@ def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) 
         decisions = folder.decisions()
         identity = folder.identity()
     except (UsageError, RunError) as error:
-        raise LineageError("P701", str(error), "Give the folder of a run, like runs/<name>/<run id>.") from None
+        raise LineageError("P701", str(error)) from None  # the reader's message says what a run folder is
     arms = arm_names(contract)
     if arm not in arms:
         raise LineageError("P702", f"run {folder.path} has no arm {arm!r}; its arms are {', '.join(arms) or 'none'}",
