@@ -88,7 +88,11 @@ def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
         if not origin.is_absolute():
             origin = Path(str(folder.run_info().get("contract_path") or ".")).parent / origin
         if origin.is_dir():
+            from planner._core.errors import PlannerError
             from planner._lineage.ledger import read
 
-            return line_of(read(runs_dir_of(origin)), origin, depth + 1)
+            try:
+                return line_of(read(runs_dir_of(origin)), origin, depth + 1)
+            except PlannerError:  # the origin is gone or damaged: the run starts a line of its own name
+                pass
     return str(contract.get("name") or folder.run_info().get("name") or "?")
