@@ -379,3 +379,12 @@ def test_load_contract_is_the_public_one():
     import planner
 
     assert planner.load_contract is load_contract
+
+
+def test_runs_from_before_the_ledger_get_their_line_from_their_frozen_contracts(project):
+    tmp_path, runs, first = project
+    second_run = fake_run(write(tmp_path / "c2", second(first)), runs, {"wide": "accept"})
+    (runs / "ledger.jsonl").unlink()  # as if both ran before the ledger existed
+    rec = promote(second_run, "wide")
+    assert rec["line"] == "levels"  # wider's baseline came from a run of the line `levels`
+    assert read(runs).in_force("levels")["run"] == f"wider/{second_run.name}"
