@@ -507,4 +507,7 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+    from planner._lineage.record import forking_lines
+
+    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
     return "\n".join(lines)

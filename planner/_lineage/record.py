@@ -84,10 +84,16 @@ def lineage_lines(facts: dict[str, Any] | None) -> list[str]:
                    + (f"promoted {origin['promoted']}." if origin.get("promoted") else "not promoted."))
     else:
         out.append(f"Baseline {base.get('arm')!r}: the contract's own.")
-    rep = facts.get("repetition")
+    return out + forking_lines(facts)
+
+
+def forking_lines(facts: dict[str, Any] | None) -> list[str]:
+    """The forking paths a run's lineage.json records: a repeated test, an edited contract (none: [])."""
+    out = []
+    rep = (facts or {}).get("repetition")
     if rep:
         out.append(f"Forking paths: {rep['sentence']}.")
-    for e in facts.get("edited_after_decisions") or []:
+    for e in (facts or {}).get("edited_after_decisions") or []:
         out.append(f"Forking paths: this contract's name was run before with another contract (run {e['run']}, "
                    f"sha256 {str(e.get('contract_sha256'))[:12]}, {e['decisions']}): it was edited after an earlier "
                    "run of it had reported decisions.")
