@@ -23,8 +23,8 @@ from planner._core.version import VERSION as __version__
 # name -> (module, attribute): imported on first use.
 _LAZY = {
     # a contract
-    "load_contract": ("planner._contract.validate", "load_contract"),
-    "validate": ("planner._contract.validate", "validate"),
+    "load_contract": ("planner._lineage.resolve", "load_contract"),  # a baseline may come from a run
+    "validate": ("planner._lineage.resolve", "validate"),
     "planned_trials": ("planner._contract.validate", "planned_trials"),
     "LoadedContract": ("planner._contract.validate", "LoadedContract"),
     "ValidationResult": ("planner._contract.validate", "ValidationResult"),
@@ -47,6 +47,7 @@ _LAZY = {
     "MlflowTrackingError": ("planner._results.mlflow", "MlflowTrackingError"),
     # trainables that are commands
     "report": ("planner._trial.script_report", "report"),
+    "log_split": ("planner._trial.script_report", "log_split"),
     "CommandTrainable": ("planner._trial.command", "CommandTrainable"),
     "command_trainable": ("planner._trial.command", "command_trainable"),
 }
@@ -74,6 +75,7 @@ __all__ = [  # every name but the errors and the version loads lazily (_LAZY, `s
     "load_contract",
     "load_run",
     "log_run_to_mlflow",
+    "log_split",
     "planned_trials",
     "prepare_reeval",
     "reeval",
@@ -89,21 +91,16 @@ del _error
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner import stats
-    from planner._contract.validate import (
-        LoadedContract,
-        ValidationResult,
-        load_contract,
-        planned_trials,
-        validate,
-    )
+    from planner._contract.validate import LoadedContract, ValidationResult, planned_trials
     from planner._core.diagnostics import Diagnostic
     from planner._dispatch.driver import RunResult, run
+    from planner._lineage.resolve import load_contract, validate
     from planner._reeval.rerun import ReevalPlan, ReevalResult, reeval, run_reeval
     from planner._reeval.rerun import prepare as prepare_reeval
     from planner._results.mlflow import MlflowLogSummary, MlflowTrackingError, log_run_to_mlflow
     from planner._results.tables import RunResults, load_run
     from planner._trial.command import CommandTrainable, command_trainable
-    from planner._trial.script_report import report
+    from planner._trial.script_report import log_split, report
 
 
 def __getattr__(name: str) -> Any:

@@ -54,7 +54,7 @@ class RunResult:
 
 # ------------------------------------------------------------------ loading and validating
 
-def load_and_validate(contract_path: str | os.PathLike):
+def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
@@ -65,7 +65,7 @@ def load_and_validate(contract_path: str | os.PathLike):
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
-    loaded = load_contract(path)
+    loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
 
 
@@ -98,6 +98,18 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
+
+
+def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
+    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
+    from planner._data.checks import invalid_reasons
+    from planner._stats.decide import mark_invalid
+
+    latest: dict[tuple, dict] = {}
+    for record in confirm_records:
+        latest[(record.get("arm"), record.get("seed"))] = record
+    reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
+    return mark_invalid(rows, reasons)
 
 
 def _final(record: dict, metric: str) -> float | None:
@@ -172,6 +184,10 @@ class _Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
+        from planner._data.checks import data_violations
+
+        for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
+            self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
         self.write_state("running", every_s=1.0)
         self.display.update(record)
@@ -288,6 +304,7 @@ class _Runner:
             extra = {"sequential": sequential.describe()}
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
@@ -305,9 +322,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     """
     from planner._core.version import VERSION
     from planner._dispatch.progress import make_display
+    from planner._lineage import record as lineage_record
+    from planner._lineage.resolve import ProjectLineage
     from planner._store.identity import run_identity
 
-    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
+    contract, contract_dir, configs, plan = load_and_validate(contract_path, lineage)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
@@ -336,6 +356,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                         started=took_over.get("started"), reason=took_over.get("reason"))
         for name, size in cut.items():
             store.event("torn_record_dropped", file=name, bytes=size)
+        lineage_record.run_started(store.root, contract, configs, None, resumed=True)
     else:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
@@ -343,6 +364,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+        try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
+            lineage_record.run_started(store.root, contract, configs,
+                                       lineage.resolved.source if lineage.resolved else None)
+        except BaseException:
+            store.unlock()
+            raise
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
@@ -415,6 +442,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                     decisions = out
             except OSError:
                 pass
+        lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
         store.close()
         store.unlock()
         restore_stop_signals(previous_term)
@@ -531,6 +559,11 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+        if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
+            lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
+    from planner._lineage.record import forking_lines
+
+    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
     return "\n".join(lines)
