@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner._results.cost import cost_by_arm
 from planner._store import read as rf
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
@@ -53,6 +54,7 @@ class RunResults:
     heldout: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cost: list[dict[str, Any]] = field(default_factory=list)  # per arm, apart from the decision (cost.py)
 
     @property
     def run_state(self) -> str:
@@ -111,7 +113,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
         lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
         heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
-        notes=notes,
+        notes=notes, cost=cost_by_arm(records, contract),
     )
 
 
