@@ -137,6 +137,7 @@ def test_curves_still_rising_at_the_end_ask_for_twice_the_exposure(tmp_path):
 def test_a_flat_curve_and_a_late_decline_are_told_apart(tmp_path):
     data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7",
                                                                 "recipe.shape=decline"]}],
+                         factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.shape"]},
                          recipe={"shape": "flat"}, budget={"exposure": 5})
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
     flat = one(audit, "flat", "base")
