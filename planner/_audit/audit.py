@@ -41,11 +41,10 @@ class Audit:
 def audit_run(run_dir: str | os.PathLike) -> Audit:
     ev = read_evidence(run_dir)
     notes = list(ev.notes)
-    model = _control.load_model(ev, notes)
     cost = cost_by_arm(ev.records, ev.contract)
-    findings = find_all(ev, cost, model)
+    findings = find_all(ev, cost)
     return Audit(ev, what_ran(ev), findings, missing_evidence(ev, findings),
-                 _control.next_control(ev, findings, model), cost, notes)
+                 _control.next_control(ev, findings, notes), cost, notes)
 
 
 def contract_text(audit: Audit, target: str | os.PathLike) -> tuple[str, list[str]]:
@@ -117,13 +116,18 @@ def _seeds(seeds: list[Any]) -> str:
     return ",".join(map(str, seeds))
 
 
+def _compact(value: Any) -> str:
+    """A value of the evidence in a line: numbers to 4 significant digits, long lists cut."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        shown = [_compact(v) for v in value[:6]]
+        return "[" + ", ".join(shown + ([f"... {len(value)} in all"] if len(value) > 6 else [])) + "]"
+    return _g(value)
+
+
 def _evidence_line(item: dict[str, Any]) -> str:
-    parts = []
-    for k, v in item.items():
-        if isinstance(v, list) and len(v) > 6:
-            v = [*v[:6], f"... ({len(v)} in all)"]
-        parts.append(f"{k}={_g(v) if not isinstance(v, list | dict) else json.dumps(_clean(v), default=str)}")
-    return ", ".join(parts)
+    return ", ".join(f"{k}={_compact(v)}" for k, v in item.items())
 
 
 def format_audit(audit: Audit, max_evidence: int = 5) -> str:

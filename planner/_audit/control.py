@@ -207,12 +207,13 @@ _TEXT = {
 }
 
 
-def next_control(ev: Evidence, findings: list[Finding], model: Any) -> dict[str, Any] | None:
+def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dict[str, Any] | None:
     """The next control as {code, arm, change, falsifier, expected, held_fixed, name, contract}; None without one."""
-    if model is None:
-        return None
     f = strongest(findings)
     if f is None:
+        return None
+    model = load_model(ev, notes)
+    if model is None:
         return None
     old = copy.deepcopy(model.frozen())
     data = copy.deepcopy(old)
@@ -299,7 +300,7 @@ def load_model(ev: Evidence, notes: list[str]) -> Any:
     except ValidationError as error:
         first = error.errors()[0]
         notes.append(f"the frozen contract does not load with this planner ({'.'.join(map(str, first['loc']))}: "
-                     f"{first['msg']}): no power figures and no next control")
+                     f"{first['msg']}): no next control")
         return None
 
 

@@ -345,12 +345,12 @@ def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
     return [d for d in (ev.decisions or {}).get("decisions") or [] if isinstance(d, dict)]
 
 
-def seed_spread(ev: Evidence, model: Any) -> list[Finding]:
+def seed_spread(ev: Evidence) -> list[Finding]:
     """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
     min_effect = rf.contract_get(ev.contract, "acceptance.min_effect")
     if not finite(min_effect):
         return []
-    power = _power(ev, model)
+    power = _power(ev)
     out = []
     for d in _decision_rows(ev):
         lo, hi = d.get("ci_low"), d.get("ci_high")
@@ -372,15 +372,14 @@ def seed_spread(ev: Evidence, model: Any) -> list[Finding]:
     return out
 
 
-def _power(ev: Evidence, model: Any) -> dict[str, Any]:
-    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power (or why not)."""
+def _power(ev: Evidence) -> dict[str, Any]:
+    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
     from planner._core.errors import PlannerError
     from planner._plan.pilot import Pilot
-    from planner._plan.seeds import power_summary, spread_from_pilot
+    from planner._plan.seeds import spread_from_pilot
+    from planner._stats.power import detection_power, seeds_for_power
 
     declared = len(rf.contract_get(ev.contract, "seeds", []))
-    if model is None:
-        return {"seeds_declared": declared, "why": "the frozen contract does not load with this planner"}
     metric = ev.decision_metric
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
@@ -388,13 +387,16 @@ def _power(ev: Evidence, model: Any) -> dict[str, Any]:
         if t.status == "completed" and v is not None and math.isfinite(v) and isinstance(t.seed, int):
             values.setdefault(t.arm, {})[t.seed] = v
     pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
+    acceptance = {k: rf.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
+    test, alpha, min_effect = acceptance["test"] or "welch", acceptance["alpha"] or 0.05, acceptance["min_effect"]
+    common = {"n_arms": len(ev.contract.get("arms") or []) or 1, "correction": acceptance["correction"] or "holm"}
     try:
-        sd, source = spread_from_pilot(pilot, model.acceptance.test)
-        summary = power_summary(model, sd, sd_source=source)
+        sd, source = spread_from_pilot(pilot, test)
+        need = seeds_for_power(sd, min_effect, alpha, 0.8, test, **common)
     except (PlannerError, ValueError) as error:
         return {"seeds_declared": declared, "why": str(error)}
-    return {"sd": sd, "sd_source": source, "seeds_declared": declared,
-            "seeds_80": summary["needed"]["80"]["seeds"], "power_declared": summary["declared"]["power"]}
+    return {"sd": sd, "sd_source": source, "seeds_declared": declared, "seeds_80": need,
+            "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common)}
 
 
 def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
@@ -424,10 +426,10 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
 # ---------------------------------------------------------------- the protocol
 
 
-def heldout_exposure(ev: Evidence) -> list[Finding]:
+def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]:
     out = []
     seen = {}
-    for v in rf.violations(ev.records, ev.contract):
+    for v in found:
         if v["kind"] == "heldout_in_tuning":
             seen.setdefault(v["arm"], []).append({"trial_id": v["trial_id"], "step": v["step"], "source": v["source"]})
     for arm, items in seen.items():
@@ -442,10 +444,10 @@ def heldout_exposure(ev: Evidence) -> list[Finding]:
     return out
 
 
-def other_violations(ev: Evidence) -> list[Finding]:
+def other_violations(found: list[dict[str, Any]]) -> list[Finding]:
     """Logged or found protocol and data violations other than held-out exposure, per arm."""
     by_arm: dict[Any, list[dict[str, Any]]] = {}
-    for v in rf.violations(ev.records, ev.contract):
+    for v in found:
         if v["kind"] != "heldout_in_tuning":
             by_arm.setdefault(v["arm"], []).append(v)
     out = []
@@ -509,7 +511,7 @@ def _logged_findings(ev: Evidence) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- all of them
 
 
-def find_all(ev: Evidence, cost: list[dict[str, Any]], model: Any) -> list[Finding]:
+def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
     """Every finding of the run, in a stable order: by code (CODES order), then arm order."""
     found: list[Finding] = []
     for arm in ev.arms:
@@ -527,11 +529,12 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]], model: Any) -> list[Findi
         opt = selection_optimism(ev, arm)
         if opt:
             found.append(opt)
-    found += seed_spread(ev, model)
+    found += seed_spread(ev)
     cost_finding = unequal_cost(ev, cost)
     if cost_finding:
         found.append(cost_finding)
-    found += heldout_exposure(ev) + failures(ev) + other_violations(ev)
+    violations = rf.violations(ev.records, ev.contract)
+    found += heldout_exposure(ev, violations) + failures(ev) + other_violations(violations)
     order = {c: i for i, c in enumerate(CODES)}
     arms = {a: i for i, a in enumerate(ev.arms)}
     found.sort(key=lambda f: (order.get(f.code, 99), arms.get(f.arm, -1 if f.arm is None else 98)))

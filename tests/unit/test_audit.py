@@ -185,6 +185,11 @@ def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
     f = one(audit, "seed_spread", "treat")
     e = f.evidence[0]
     assert e["decision"] == "inconclusive" and e["width"] > 0.02 and e["seeds_80"] > 3
+    from planner._contract.model import Contract
+    from planner._plan.seeds import power_summary
+
+    said = power_summary(Contract.model_validate(data), e["sd"])  # what `plan power --pilot RUN_DIR` prints
+    assert e["seeds_80"] == said["needed"]["80"]["seeds"] and e["power_declared"] == said["declared"]["power"]
     new = check_next(tmp_path, audit, data, "seed_spread", f"seeds-{e['seeds_80']}")
     assert new["seeds"][:3] == [0, 1, 2] and len(new["seeds"]) == e["seeds_80"]
     assert new["budget"]["max_trials"] == 2 * e["seeds_80"]
