@@ -31,15 +31,15 @@ PRIORITY = ("diverged_region", "selected_at_boundary", "still_improving", "seed_
 WIDEN = 0.5  # a boundary range grows by half its span (log span for log_uniform) on the boundary's side
 
 
-def strongest(findings: list[Finding]) -> Finding | None:
-    """The finding the next control answers: the first code of PRIORITY with a recipe, the most extreme first."""
+def candidates(findings: list[Finding]) -> list[Finding]:
+    """The findings a next control could answer, strongest first: PRIORITY order, then the most extreme."""
+    out = []
     for code in PRIORITY:
-        candidates = [f for f in findings if f.code == code and f.recipe]
-        if candidates:
-            if code == "selected_at_boundary":  # the value nearest its bound
-                return min(candidates, key=lambda f: min(f.recipe["position"], 1 - f.recipe["position"]))
-            return candidates[0]
-    return None
+        found = [f for f in findings if f.code == code and f.recipe]
+        if code == "selected_at_boundary":  # the value nearest its bound first
+            found.sort(key=lambda f: min(f.recipe["position"], 1 - f.recipe["position"]))
+        out += found
+    return out
 
 
 def _short(key: str) -> str:
@@ -208,14 +208,25 @@ _TEXT = {
 
 
 def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dict[str, Any] | None:
-    """The next control as {code, arm, change, falsifier, expected, held_fixed, name, contract}; None without one."""
-    f = strongest(findings)
-    if f is None:
-        return None
-    model = load_model(ev, notes)
-    if model is None:
-        return None
-    old = copy.deepcopy(model.frozen())
+    """The next control as {code, arm, change, falsifier, expected, held_fixed, name, contract}; None without one.
+
+    The strongest finding whose recipe gives a change answers; one whose recipe
+    cannot (a range at 0 that cannot widen below it) gives way to the next.
+    """
+    for f in candidates(findings):
+        try:
+            control = _control_for(ev, f)
+        except (KeyError, TypeError, IndexError) as error:
+            notes.append(f"the frozen contract lacks what the next control for {f.code} changes ({error}): "
+                         "no next control from it")
+            continue
+        if control is not None:
+            return control
+    return None
+
+
+def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
+    old = copy.deepcopy(ev.contract)  # the frozen contract: every default written out
     data = copy.deepcopy(old)
     kind = f.recipe["change"]
     if kind in ("widen", "narrow"):
@@ -241,7 +252,6 @@ def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dic
         f"A control for the audit's {f.code} finding on run {ev.name}/{ev.run_id}: {f.summary} "
         f"Change: {what}" + (f" (budget raised with it: {raised})" if raised else "")
         + f"; everything else as in {old['name']}. Falsifier: {falsifier}. Expected: {expected}.")
-    _check(data)
     return {
         "code": f.code, "arm": f.arm, "name": data["name"],
         "change": {"summary": what, "paths": [_public(c) for c in changes], "budget": [_public(c) for c in budget]},
@@ -274,7 +284,7 @@ def _public(change: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in change.items() if not k.startswith("_")}
 
 
-def _check(data: dict[str, Any]) -> None:
+def check(data: dict[str, Any]) -> None:
     """The derived contract must load with the contract model (plan validate checks the rest)."""
     from pydantic import ValidationError
 
@@ -289,21 +299,6 @@ def _check(data: dict[str, Any]) -> None:
                        f"({'.'.join(map(str, first['loc']))}: {first['msg']}); this is a bug in planner") from None
 
 
-def load_model(ev: Evidence, notes: list[str]) -> Any:
-    """The frozen contract as the contract model, or None (with a note) when it does not load with this planner."""
-    from pydantic import ValidationError
-
-    from planner._contract.model import Contract
-
-    try:
-        return Contract.model_validate(ev.contract)
-    except ValidationError as error:
-        first = error.errors()[0]
-        notes.append(f"the frozen contract does not load with this planner ({'.'.join(map(str, first['loc']))}: "
-                     f"{first['msg']}): no next control")
-        return None
-
-
 # ---------------------------------------------------------------- writing it
 
 
@@ -316,6 +311,7 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
     """
     import yaml
 
+    check(control["contract"])
     data = copy.deepcopy(control["contract"])
     notes: list[str] = []
     source = Path(ev.contract_path).parent if ev.contract_path else None

@@ -272,3 +272,19 @@ def test_a_next_control_written_elsewhere_keeps_its_folders(tmp_path):
 def test_not_a_run_folder_is_a_sentence(tmp_path, capsys):
     assert main(["audit", str(tmp_path)]) == 2
     assert "is not a run folder" in capsys.readouterr().err
+
+
+def test_a_range_that_cannot_widen_gives_way_to_the_next_finding(tmp_path):
+    space = {"recipe.lr": {"log_uniform": [0.001, 1.0]}, "recipe.drop": {"uniform": [0.0, 0.5]}}
+    data = contract_data(tuning={**TUNING, "space": space}, recipe={"shape": "rising", "drop": 0.1},
+                         budget={"exposure": 6})
+    tune = [curve_trial(data, arm, "tune", 1000, index=i, params={"recipe.lr": lr, "recipe.drop": 0.01 * (i + 1)})
+            for arm in ("base", "treat") for i, lr in enumerate(MIDDLE)]
+    selected = {"recipe.lr": 0.01, "recipe.drop": 0.01}  # the lower 10 % of [0, 0.5], which starts at 0
+    audit = audit_run(write_run(tmp_path, data, tune + confirm_trials(data, params={"base": selected,
+                                                                                     "treat": selected}),
+                                selection={"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
+                                    a: {"arm": a, "trial_id": f"tune-{a}-s1000-t000", "params": selected,
+                                        "score": 0.5} for a in ("base", "treat")}}))
+    assert one(audit, "selected_at_boundary", "base").evidence[0]["key"] == "recipe.drop"
+    check_next(tmp_path, audit, data, "still_improving", "exposure-x2")
