@@ -143,13 +143,14 @@ def _seeds_change(data: dict[str, Any], need: int) -> tuple[list[dict[str, Any]]
     return [{"path": "seeds", "from": seeds, "to": new, "_set": ("seeds",)}], f"seeds-{need}"
 
 
-def _planned(data: dict[str, Any]) -> tuple[int, int]:
-    """(planned trials, planned exposure) of a contract as plain data (tune + confirm, the baseline counted)."""
-    arms = 1 + len(data.get("arms") or [])
-    tuning = data.get("tuning") or {}
-    tune = arms * len(tuning.get("seeds") or []) * int(tuning.get("trials_per_arm") or 0) if tuning else 0
-    total = tune + arms * len(data.get("seeds") or [])
-    return total, total * int(data["budget"]["exposure"])
+def _planned(data: dict[str, Any]) -> tuple[dict[str, int], int]:
+    """(planned trials per phase, as `plan validate` counts them; planned exposure) of a contract as data."""
+    from planner._contract.model import Contract
+    from planner._contract.rules import planned_trials
+
+    model = Contract.model_validate(data)
+    planned = planned_trials(model)
+    return planned, planned["total"] * model.budget.exposure
 
 
 def _scale_duration(value: Any, ratio: float) -> Any:
@@ -165,12 +166,14 @@ def _scale_duration(value: Any, ratio: float) -> Any:
 
 def _budget_follows(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """The budget caps the change would break, raised with it."""
+    from planner._contract.rules import max_trials_problem
+
     out = []
     budget = new["budget"]
-    total, exposure = _planned(new)
+    planned, exposure = _planned(new)
     _, old_exposure = _planned(old)
-    if budget.get("max_trials") is not None and total > budget["max_trials"]:
-        out.append({"path": "budget.max_trials", "from": budget["max_trials"], "to": total,
+    if max_trials_problem(planned, budget.get("max_trials")):  # the P409 rule
+        out.append({"path": "budget.max_trials", "from": budget["max_trials"], "to": planned["total"],
                     "_set": ("budget", "max_trials")})
     cap = budget.get("max_heldout_evaluations")
     evaluations = (1 + len(new.get("arms") or [])) * len(new.get("seeds") or [])

@@ -14,7 +14,7 @@ from typing import Any
 
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._audit.findings import Finding, curves, identical_seeds
-from planner._contract.compose import MISSING, config_diff
+from planner._contract.paths import MISSING, config_diff
 from planner._store import read as rf
 
 

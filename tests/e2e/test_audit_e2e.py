@@ -16,7 +16,7 @@ import yaml
 from planner._audit.findings import SYMPTOMS
 from planner._cli.main import main
 from planner._dispatch.driver import run
-from tests.audit_runs import contract_data, differences
+from tests._audit_runs import contract_data, differences
 
 pytestmark = pytest.mark.ray
 

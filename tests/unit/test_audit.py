@@ -12,7 +12,7 @@ from planner._audit.audit import audit_json, audit_run, contract_text, format_au
 from planner._audit.findings import SYMPTOMS
 from planner._cli.main import main
 from planner._contract.validate import validate
-from tests.audit_runs import (
+from tests._audit_runs import (
     TUNING,
     confirm_trials,
     contract_data,
