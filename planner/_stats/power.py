@@ -96,7 +96,12 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
     df, se = _shape(n, sd, test)
     critical_df, weights = _critical_df(n, test)
     critical = special.stdtrit(critical_df, 1 - level / 2)  # the t quantile (scipy.stats' t.ppf)
-    return float(weights @ (1 - special.nctdtr(df, effect / se, critical)))  # noncentral t sf (nct.sf)
+    sf = 1 - special.nctdtr(df, effect / se, critical)  # the noncentral t's sf, as scipy.stats' nct.sf ...
+    if not np.all(np.isfinite(sf)):  # ... except far in its tails, where nctdtr gives NaN and nct.sf does not
+        from scipy import stats
+
+        sf = stats.nct.sf(critical, df, effect / se)
+    return float(weights @ sf)
 
 
 def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0.8,
