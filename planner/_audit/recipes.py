@@ -32,7 +32,7 @@ def _row(arm: str, phase: str, trials: list[Trial], params: dict[str, Any], base
     config = next((t.config for t in trials if t.config), None)
     differs = {}
     if config is not None and base is not None:
-        differs = {path: None if value is MISSING else value for path, _, value in config_diff(base, config)
+        differs = {path: "<absent>" if value is MISSING else value for path, _, value in config_diff(base, config)
                    if path not in params}
     return {
         "arm": arm, "phase": phase, "params": params, "sampled": sampled, "trials": len(trials),

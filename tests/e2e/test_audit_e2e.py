@@ -67,10 +67,15 @@ def test_a_healthy_run_gets_no_symptom(ray_local, in_repo, tmp_path, capsys):
 
 
 def test_divergence_at_high_lr_and_the_control_that_lowers_it(ray_local, in_repo, tmp_path, capsys):
-    data = contract_data(tuning={**TUNING, "trials_per_arm": 8}, recipe={"diverge_above": 0.1})
+    # the trainable also reports the held-out metric while tuning: test exposure
+    data = contract_data(tuning={**TUNING, "trials_per_arm": 8}, recipe={"diverge_above": 0.1, "leak": True})
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     trials = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+    for arm in ("base", "treat"):
+        exposed = found(doc, "heldout_exposure", arm)
+        assert len(exposed) == 1 and {e["trial_id"] for e in exposed[0]["evidence"]} == {
+            t["trial_id"] for t in trials if t["phase"] == "tune" and t["arm"] == arm}
     diverged = {t["trial_id"] for t in trials if t["status"] == "diverged"}
     assert diverged and all(t["params"]["recipe.lr"] > 0.1 for t in trials if t["trial_id"] in diverged)
     for f in found(doc, "diverged"):
