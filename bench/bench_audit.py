@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench.bench_report import ARMS, ROOT, SEEDS, measure
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script (bench/run_all.py): bench imports
+
+from bench.bench_report import bench_run, measure  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,15 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-audit-")
     base = Path(args.keep) if args.keep else Path(tmp.name)
-    run_dir = base / "20261129-181700-bench"
-    tune_trials = (args.trials - len(ARMS) * SEEDS) // len(ARMS)
-    t0 = time.perf_counter()
-    if not (run_dir / "trials.jsonl").is_file():
-        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={args.reports}, early_stopped=0.0)")
-        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    made = time.perf_counter() - t0
-    n_trials = sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+    run_dir, made, n_trials = bench_run(base, args.trials, args.reports)
     out = base / "out"
     out.mkdir(exist_ok=True)
     py = sys.executable
