@@ -152,8 +152,10 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
                      ", ".join(f"{k} {n}" for k, n in r["statuses"].items()), reach,
                      _g(r["s_per_step"]) if r["s_per_step"] is not None else "–"])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-    for row in [header, *rows]:
+    for row in [header, *rows] if rows else []:
         lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if not rows:
+        lines.append("  no trial ended yet")
     for r in audit.recipes:
         if r["config_vs_baseline"] and r["phase"] != "tune":
             diff = ", ".join(f"{k}={_g(v)}" for k, v in r["config_vs_baseline"].items())

@@ -83,7 +83,7 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
     decided = {m for m in (ev.metric, ev.heldout) if m}
     others = names - decided
     if not ev.trials:
-        out.append({"what": "no trial ended", "why": "there is nothing to audit yet: every finding needs trial records"})
+        return [{"what": "no trial ended", "why": "there is nothing to audit yet: every finding needs trial records"}]
     if not any(w in n.lower() for n in others for w in TRAIN_WORDS):
         out.append({"what": "no training-loss metric",
                     "why": "a flat or declining validation curve cannot be told apart as a failure to optimize or "

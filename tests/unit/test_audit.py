@@ -288,3 +288,10 @@ def test_a_range_that_cannot_widen_gives_way_to_the_next_finding(tmp_path):
                                         "score": 0.5} for a in ("base", "treat")}}))
     assert one(audit, "selected_at_boundary", "base").evidence[0]["key"] == "recipe.drop"
     check_next(tmp_path, audit, data, "still_improving", "exposure-x2")
+
+
+def test_a_run_with_no_trial_yet_says_so(tmp_path):
+    audit = audit_run(write_run(tmp_path, contract_data(), []))
+    assert audit.findings == [] and audit.next is None and audit.recipes == []
+    assert [m["what"] for m in audit.missing] == ["no trial ended"]
+    assert "no trial ended yet" in format_audit(audit)
