@@ -59,12 +59,6 @@ class Trial:
     final: dict[str, float] = field(default_factory=dict)  # last value of each decision metric
     curve: list[tuple[Any, dict[str, float]]] | None = None  # confirm / reeval: (step, metrics) per report
     config: dict[str, Any] | None = None  # confirm / reeval, and one tuning trial per arm
-    extra: dict[str, Any] = field(default_factory=dict)  # fields of the record this planner does not know
-
-
-KNOWN_KEYS = {"trial_id", "phase", "arm", "seed", "index", "params", "config", "status", "exposure", "reports",
-              "attempts", "errors", "violations", "started", "ended", "duration_s", "host", "pid", "node_id",
-              "contract_sha256", "resumed"}
 
 
 @dataclass
@@ -188,14 +182,14 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     # held-out metric reported mid-way through a tuning trial is found by the violation the runner logs.
     names = set(first.get("metrics") or {}) | set(last)
     r["_metric_names"] = names
+    r["_timing"] = rf.report_timing(r)  # once: seconds_per_step and slim_record read it
     t = Trial(
         trial_id=str(r.get("trial_id")), phase=phase, arm=arm, seed=r.get("seed"), index=r.get("index"),
         status=str(r.get("status")), exposure=r.get("exposure"), params=dict(r.get("params") or {}),
         duration_s=r.get("duration_s") if finite(r.get("duration_s")) else None,
         s_per_step=rf.seconds_per_step(r), attempts=int(r.get("attempts") or 1),
         errors=[e for e in r.get("errors") or [] if isinstance(e, dict)],
-        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names,
-        extra={k: v for k, v in r.items() if k not in KNOWN_KEYS and not k.startswith("_")})
+        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names)
     for m in watched:
         if m in last:
             t.final[m] = number(last[m])

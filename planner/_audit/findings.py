@@ -143,14 +143,10 @@ def curves(ev: Evidence, arm: str) -> Curves | None:
 def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
     """The arm's confirmation trials when 2 or more seeds reported exactly the same curves; else None."""
     trials = confirmation_trials(ev, arm)
-    if len(trials) < 2:
+    if len(trials) < 2 or not trials[0].curve:
         return None
-
-    def key(t: Trial) -> list[Any]:
-        return [(s, sorted((k, repr(v)) for k, v in m.items())) for s, m in t.curve or []]
-
-    first = key(trials[0])
-    return trials if first and all(key(t) == first for t in trials[1:]) else None
+    first = trials[0].curve  # (step, metrics) per report: equal lists when every value is equal
+    return trials if all(t.curve == first for t in trials[1:]) else None
 
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
