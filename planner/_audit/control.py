@@ -144,13 +144,22 @@ def _seeds_change(data: dict[str, Any], need: int) -> tuple[list[dict[str, Any]]
 
 
 def _planned(data: dict[str, Any]) -> tuple[dict[str, int], int]:
-    """(planned trials per phase, as `plan validate` counts them; planned exposure) of a contract as data."""
-    from planner._contract.model import Contract
+    """(planned trials per phase, as `plan validate` counts them; planned exposure) of a contract as data.
+
+    `planned_trials` reads only the arms, the seeds and the tuning seeds and trials of a contract: they are
+    given to it from the data, so the audit loads no contract model until --next writes the contract.
+    """
+    from types import SimpleNamespace
+
     from planner._contract.rules import planned_trials
 
-    model = Contract.model_validate(data)
-    planned = planned_trials(model)
-    return planned, planned["total"] * model.budget.exposure
+    tuning = data.get("tuning")
+    counts = SimpleNamespace(
+        all_arms=[data["baseline"], *data["arms"]], seeds=list(data["seeds"]),
+        tuning=None if not tuning else SimpleNamespace(seeds=list(tuning["seeds"]),
+                                                        trials_per_arm=int(tuning["trials_per_arm"])))
+    planned = planned_trials(counts)
+    return planned, planned["total"] * int(data["budget"]["exposure"])
 
 
 def _scale_duration(value: Any, ratio: float) -> Any:

@@ -314,12 +314,17 @@ def seconds_per_step(record: dict[str, Any]) -> float | None:
     Set-up inside the trainable (before the first report) is not a step. A trial
     with one report: its time_s over its step. None without timed reports.
     """
+    if "_s_per_step" in record:
+        return record["_s_per_step"]
     s0, t0, s1, t1 = report_timing(record)
     if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (s0, t0, s1, t1)):
-        return None
-    if s1 > s0:
-        return max(0.0, (t1 - t0) / (s1 - s0))
-    return t1 / s1 if s1 > 0 else None
+        slope = None
+    elif s1 > s0:
+        slope = max(0.0, (t1 - t0) / (s1 - s0))
+    else:
+        slope = t1 / s1 if s1 > 0 else None
+    record["_s_per_step"] = slope  # cached: the report's cost and the audit both ask
+    return slope
 
 
 def metric_names(record: dict[str, Any]) -> set[str]:
