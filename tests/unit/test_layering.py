@@ -24,6 +24,7 @@ RANKS = {
     "_contract": 20,  # load, model, compose, rules, validate
     "_store": 30,     # the run folder: writer, one reader, JSON lines, lock, resume, identity
     "_plan": 40,      # planned trials, space, estimate, pilot, seeds
+    "_data": 45,      # splits: counts, fingerprints, overlap and matching checks: pure
     "_trial": 50,     # the trainable protocol in the worker: attempts, limits, command
     "_results": 60,   # tables, status, reports, plots, MLflow
     "_audit": 65,     # plan audit: findings, missing evidence, the next control (reads via _store)
