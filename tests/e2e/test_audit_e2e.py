@@ -66,9 +66,11 @@ def test_a_healthy_run_gets_no_symptom(ray_local, in_repo, tmp_path, capsys):
                                                                ("treat", "tune"), ("treat", "confirm")}
 
 
-def test_divergence_at_high_lr_and_the_control_that_lowers_it(ray_local, in_repo, tmp_path, capsys):
+def test_divergence_at_high_lr_test_exposure_and_the_winners_curse(ray_local, in_repo, tmp_path, capsys):
     # the trainable also reports the held-out metric while tuning: test exposure
-    data = contract_data(tuning={**TUNING, "trials_per_arm": 8}, recipe={"diverge_above": 0.1, "leak": True})
+    # and its tuning scores carry an offset per trial that confirmation does not repeat: the winner's curse
+    data = contract_data(tuning={**TUNING, "trials_per_arm": 8},
+                         recipe={"diverge_above": 0.1, "leak": True, "tune_offset": 0.05})
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     trials = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
@@ -85,6 +87,12 @@ def test_divergence_at_high_lr_and_the_control_that_lowers_it(ray_local, in_repo
     region = found(doc, "diverged_region")
     assert region and all(r["evidence"][0]["side"] == "high" for r in region)
     edge = min(r["evidence"][0]["diverged_from"] for r in region if r["arm"] == doc["next"]["arm"])
+    selection = json.loads((run_dir / "selection.json").read_text())["arms"]
+    optimism = found(doc, "selection_optimism")
+    assert optimism
+    for f in optimism:
+        e = f["evidence"][0]
+        assert e["tuning_score"] == selection[f["arm"]]["score"] and e["optimism"] > e["ci_half_width"]
     new = check_next(tmp_path, run_dir, doc, capsys, "diverged_region", "lower-lr")
     assert new["tuning"]["space"]["recipe.lr"]["log_uniform"] == [0.001, edge]
 
@@ -105,13 +113,13 @@ def test_rising_and_declining_curves(ray_local, in_repo, tmp_path, capsys):
     assert new["budget"]["exposure"] == 10 and new["budget"]["max_trial_time"] == "4m"
 
 
-def test_flat_identical_seeds_and_failures(ray_local, in_repo, tmp_path, capsys):
+def test_flat_identical_seeds_failures_and_unequal_cost(ray_local, in_repo, tmp_path, capsys):
     data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7",
-                                                                "recipe.ignore_seed=true"]}],
+                                                                "recipe.ignore_seed=true", "recipe.sleep=0.05"]}],
                          recipe={"shape": "flat", "noise": 0.001, "offset": 0.01, "crash_seed": 2,
-                                 "ignore_seed": False},
-                         seeds=[0, 1, 2, 3], factor={"name": "recipe",
-                                                     "keys": ["recipe.name", "recipe.level", "recipe.ignore_seed"]})
+                                 "ignore_seed": False, "sleep": 0.0},
+                         seeds=[0, 1, 2, 3], factor={"name": "recipe", "keys": ["recipe.name", "recipe.level",
+                                                                                "recipe.ignore_seed", "recipe.sleep"]})
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     flat = found(doc, "flat", "base")
@@ -121,6 +129,10 @@ def test_flat_identical_seeds_and_failures(ray_local, in_repo, tmp_path, capsys)
     fails = {e["trial_id"] for f in found(doc, "failures") for e in f["evidence"]}
     assert fails == {"confirm-base-s2", "confirm-treat-s2"}
     assert not found(doc, "seeds_identical", "base") and not found(doc, "flat", "treat")
+    cost = found(doc, "unequal_cost")  # treat's steps sleep 50 ms, base's do not
+    assert len(cost) == 1 and cost[0]["arm"] == "treat"
+    per_step = {row["arm"]: row["median_s_per_step"] for row in cost[0]["evidence"]}
+    assert per_step["treat"] >= 0.05 > per_step["base"]
 
 
 def test_a_selected_lr_at_the_top_of_its_range(ray_local, in_repo, tmp_path, capsys):

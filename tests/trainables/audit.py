@@ -10,10 +10,13 @@ recipe keys (config["recipe"]):
     ignore_seed    every seed gives the same curve
     crash_seed     this seed raises
     leak           report the held-out metric while tuning too
+    tune_offset    sd of an offset drawn per tuning trial (tuning scores that confirmation does not repeat)
+    sleep          seconds each step takes
 """
 
 import math
 import random
+import time
 
 
 def value(recipe, step, budget, noise_draw):
@@ -39,7 +42,10 @@ def train(config, trial):
     rng = random.Random(f"{seed}-{recipe.get('lr')}")
     noise = recipe.get("noise", 0.005)
     offset = rng.gauss(0, recipe.get("offset", 0.0))
+    if trial.phase == "tune" and recipe.get("tune_offset"):
+        offset += random.Random(f"tune-{trial.arm}-{sorted(trial.params.items())}").gauss(0, recipe["tune_offset"])
     for step in range(1, trial.budget + 1):
+        time.sleep(recipe.get("sleep", 0.0))
         v = value(recipe, step, trial.budget, offset + rng.gauss(0, noise))
         if recipe.get("lr", 0.0) > recipe.get("diverge_above", math.inf) and step >= 2:
             v = float("nan")
