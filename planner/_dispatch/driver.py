@@ -54,7 +54,7 @@ class RunResult:
 
 # ------------------------------------------------------------------ loading and validating
 
-def load_and_validate(contract_path: str | os.PathLike):
+def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
@@ -65,7 +65,7 @@ def load_and_validate(contract_path: str | os.PathLike):
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
-    loaded = load_contract(path)
+    loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
 
 
@@ -322,9 +322,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     """
     from planner._core.version import VERSION
     from planner._dispatch.progress import make_display
+    from planner._lineage import record as lineage_record
+    from planner._lineage.resolve import ProjectLineage
     from planner._store.identity import run_identity
 
-    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
+    contract, contract_dir, configs, plan = load_and_validate(contract_path, lineage)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
@@ -353,6 +356,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                         started=took_over.get("started"), reason=took_over.get("reason"))
         for name, size in cut.items():
             store.event("torn_record_dropped", file=name, bytes=size)
+        lineage_record.run_started(store.root, contract, configs, None, resumed=True)
     else:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
@@ -360,6 +364,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+        try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
+            lineage_record.run_started(store.root, contract, configs,
+                                       lineage.resolved.source if lineage.resolved else None)
+        except BaseException:
+            store.unlock()
+            raise
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
@@ -433,6 +443,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                     decisions = out
             except OSError:
                 pass
+        lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
         store.close()
         store.unlock()
         restore_stop_signals(previous_term)
@@ -553,4 +564,7 @@ def format_result(result: RunResult) -> str:
             lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
+    from planner._lineage.record import forking_lines
+
+    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
     return "\n".join(lines)

@@ -203,6 +203,11 @@ def render_html(results: RunResults) -> str:
             [_f(r["reeval"]), _e(r["arm"]), _e(", ".join(map(str, r["seeds"] or []))), _f(r["tolerance"]),
              _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
             for r in s["reevals"]]))
+    if s.get("lineage"):  # docs/lineage.md
+        from planner._lineage.record import lineage_lines
+
+        parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
+                     + "</ul>")
 
     parts.append("<h2>Identity</h2>")
     ident = s["identity"]

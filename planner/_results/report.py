@@ -213,6 +213,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "heldout": results.heldout,
         "data": results.data,
         "reevals": reeval_summary(results.run_dir),
+        "lineage": rf.read_json(Path(results.run_dir) / "lineage.json"),  # docs/lineage.md
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
@@ -472,6 +473,10 @@ def render_markdown(results: RunResults) -> str:
         out += _table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
             [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
              ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
+    if s.get("lineage"):
+        from planner._lineage.record import lineage_lines
+
+        out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
     ident = s["identity"]
     out += ["## Identity", ""]
     if ident:
