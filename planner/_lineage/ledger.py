@@ -151,9 +151,11 @@ class Ledger:
 
 def read(runs_dir: str | os.PathLike) -> Ledger:
     """The ledger of `runs_dir` (empty when there is none yet)."""
+    path = ledger_path(runs_dir)
+    if not path.exists():  # no ledger yet (the common case for validate): skip importing the run reader
+        return Ledger(path, [], [])
     from planner._store.read import read_jsonl
 
-    path = ledger_path(runs_dir)
     lines = read_jsonl(path)
     records = [r for r in lines.records if r.get("event") in EVENTS]
     notes = list(lines.notes)

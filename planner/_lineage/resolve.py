@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import LineageError
-from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
-from planner._lineage.source import ArmOfRun, read_arm
+
+if TYPE_CHECKING:
+    from planner._lineage.source import ArmOfRun
+
+# planner._lineage.history and .source are imported where used: `plan validate` of a contract whose
+# baseline is its own, in a project with no ledger yet, never needs them (bench/bench_validate.py).
 
 
 class ProjectLineage:
@@ -30,6 +34,8 @@ class ProjectLineage:
 
     # -- the baseline -----------------------------------------------------------
     def resolve_baseline(self, contract: Any, contract_dir: Path) -> ResolvedBaseline:
+        from planner._lineage.source import read_arm
+
         ref = contract.baseline
         try:
             if ref.from_run is not None:
@@ -72,6 +78,8 @@ class ProjectLineage:
         return (run if run.is_absolute() else ledger.runs_dir / run), str(promotion["arm"]), line
 
     def _describe(self, source: ArmOfRun, via: str | None, contract: Any, contract_dir: Path) -> ResolvedBaseline:
+        from planner._lineage import history
+
         ledger = read(runs_dir_of(source.run_dir))
         key = run_key(source.run_dir, ledger.runs_dir)
         line = via or history.line_of(ledger, source.run_dir)
@@ -126,6 +134,10 @@ class ProjectLineage:
     # -- the ledger's warnings about this contract ------------------------------
     def check(self, contract: Any, configs: dict[str, dict[str, Any]], contract_dir: Path) -> list[Diagnostic]:
         ledger = read(self.runs_dir)
+        if not ledger.records:  # nothing ran yet: no earlier name or test to warn about
+            return []
+        from planner._lineage import history
+
         out: list[Diagnostic] = []
         sha = contract.sha256()
         edited = history.edited_before(ledger, contract.name, sha)
