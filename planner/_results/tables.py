@@ -12,14 +12,11 @@ trials.jsonl is skipped and listed in `run.notes`.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 from array import array
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +101,9 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
     info = folder.run_info()
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
-    with _no_cycle_collection():
-        for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
-            collector.add(record)
-        trials, report_frame, records = collector.frames()
+    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+        collector.add(record)
+    trials, report_frame, records = collector.frames()
     notes += collector.notes
     state = folder.state() or {}
     plan = folder.plan()
@@ -123,24 +119,6 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         notes=notes, data=data_summary(records, rf.contract_get(contract, "data")),
         cost=cost_by_arm(records, contract),
     )
-
-
-@contextmanager
-def _no_cycle_collection() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a run's records are read.
-
-    Parsed JSON holds no reference cycles, but each record allocates ~100 containers, which
-    triggers a full collection over every live object (pandas' and matplotlib's modules
-    included) again and again: that was over half of load_run's time on a 10,000-trial run
-    (bench/bench_report.py). Reference counting still frees everything as usual.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _numeric(values: list[Any]) -> np.ndarray:
@@ -180,9 +158,6 @@ def _append(buffer: array, values: Sequence[Any], convert: Any) -> None:
     except (TypeError, OverflowError):
         del buffer[n:]
         buffer.extend(convert(values))
-
-
-_METRICS, _STEP, _TIME_S = itemgetter("metrics"), itemgetter("step"), itemgetter("time_s")
 
 
 class _Collector:
@@ -228,16 +203,16 @@ class _Collector:
         (an irregular report) leaves no trace and the general path takes over.
         """
         try:
-            mets = list(map(_METRICS, reps))  # map(itemgetter) runs in C: ~2x a list comprehension
+            mets = [p["metrics"] for p in reps]
             names = sorted(set().union(*mets))
             last = mets[-1]
             finals = [last[n] for n in names]
             columns = []
             if self.want:
-                steps = list(map(_STEP, reps))
-                times = list(map(_TIME_S, reps))
+                steps = [p["step"] for p in reps]
+                times = [p["time_s"] for p in reps]
                 wanted = [n for n in names if self.metrics is None or n in self.metrics]
-                columns = [(n, list(map(itemgetter(n), mets))) for n in wanted]
+                columns = [(n, [m[n] for m in mets]) for n in wanted]
         except (KeyError, TypeError):
             return False
         r["_metric_names"] = set(names)
