@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner._store import read as rf
+from planner._store.files import write_atomic
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
@@ -96,7 +97,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
     info = folder.run_info()
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
-    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+    for record in folder.iter_trials(notes):
         collector.add(record)
     trials, report_frame, records = collector.frames()
     notes += collector.notes
@@ -426,11 +427,13 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
     for name in ("trials", "reports", "decisions"):
         frame: pd.DataFrame = getattr(results, name)
         path = out / f"{name}.{fmt}"
-        tmp = path.with_name(path.name + ".tmp")
         if fmt == "parquet":
-            frame.to_parquet(tmp, index=False)
+            data = frame.to_parquet(index=False)
         else:
-            frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+            data = frame.to_csv(index=False)
+        try:
+            write_atomic(path, data)
+        except OSError as error:
+            raise rf.UsageError(f"cannot write {path}: {error.strerror or error}") from None
         paths.append(path)
     return paths

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.text import utc_now
+from planner._store.files import write_atomic
 
 LEDGER = ".planner-attempts.json"
 TERMINAL = ("oom", "timeout")  # ends a watchdog may reach by killing the process: never retried
@@ -111,9 +112,6 @@ class Ledger:
     def _save(self) -> None:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            path = self.dir / LEDGER
-            tmp = self.dir / f".{LEDGER}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps({"attempts": self.attempts}, default=str), encoding="utf-8")
-            os.replace(tmp, path)
+            write_atomic(self.dir / LEDGER, json.dumps({"attempts": self.attempts}, default=str))
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death
