@@ -186,3 +186,22 @@ class StreamScrubber:
     def flush(self) -> str:
         out, self.pending = self.pending, ""
         return self.redactor.text(out) if out else ""
+
+
+class ScrubbedStream:
+    """A text stream (the terminal) whose every write goes through a Redactor first.
+
+    Each write is scrubbed on its own (nothing is held: live progress stays live); `plan` wraps its
+    standard output and error in one, so no command prints a secret it read.
+    """
+
+    def __init__(self, stream: Any, redactor: Redactor):
+        self._stream = stream
+        self._redactor = redactor
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._redactor.text(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

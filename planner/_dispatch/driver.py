@@ -325,8 +325,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.redactor = redactor
         _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
         took_over = store.lock()
-        cut = heal_files(store.root)
-        state = read_state(store.root)
+        try:  # a folder refused after the lock was taken (a planted link, a damaged file) keeps no lock of ours
+            cut = heal_files(store.root)
+            state = read_state(store.root)
+        except BaseException:
+            store.unlock()
+            raise
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
         logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
         logged_code = logged_code if isinstance(logged_code, dict) else {}

@@ -300,8 +300,8 @@ class MlflowRun:
 def read_run_folder(run_dir: str | Path) -> MlflowRun:
     """Read a run folder through the one reader; a missing run.json is an error, the rest may be absent or partial.
 
-    trials.jsonl by the one JSON-lines policy (docs/run-folder.md); the first record of a trial id wins,
-    as on resume. `lines_skipped` counts the lines that policy skipped.
+    trials.jsonl by the one JSON-lines policy (docs/run-folder.md); a trial logged twice counts with its
+    last record, as for every reader. `lines_skipped` counts the lines that policy skipped.
     """
     from planner._store import read as rf
 
@@ -319,7 +319,7 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
     read = folder.trials()
     by_id: dict[str, dict[str, Any]] = {}
     for record in read.records:
-        by_id.setdefault(record["trial_id"], record)
+        by_id[record["trial_id"]] = record  # a trial logged twice: the last record counts (docs/run-folder.md)
     baseline = rf.contract_get(folder.contract(), "baseline.name")
     return MlflowRun(
         path=path, run_id=str(run["run_id"]), name=str(run["name"]), contract_sha256=str(run["contract_sha256"]),

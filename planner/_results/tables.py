@@ -419,6 +419,10 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
     if fmt not in ("parquet", "csv"):
         raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
     out = Path(out_dir)
+    inside = Path(results.run_dir) in (out, *out.parents)  # RUN_DIR/export: no link followed below the run folder
+    if inside and out.is_symlink():
+        raise rf.RunError(f"{out} is a symbolic link, not a folder inside the run folder: planner follows no link "
+                          "there; remove it, or export with -o to a folder of your choice")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -432,7 +436,7 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
         else:
             data = frame.to_csv(index=False)
         try:
-            write_atomic(path, data)
+            write_atomic(path, data, root=results.run_dir if inside else None)
         except OSError as error:
             raise rf.UsageError(f"cannot write {path}: {error.strerror or error}") from None
         paths.append(path)

@@ -150,6 +150,12 @@ class RunStore:
         return value if self.redactor is None else self.redactor.scrub(value)
 
     def trial_dir(self, trial_id: str) -> str:
+        """The trial's own folder (created here); a link in its place, or as `trials/`, is refused (RunError)."""
+        folder = self.root / "trials"
+        for path in (folder, folder / trial_id):
+            if path.is_symlink() or (path.exists() and not path.is_dir()):
+                raise RunError(f"{path} is a link or not a folder: a trial's folder must be a plain folder inside the "
+                               "run folder (planner follows no link there); remove it and resume")
         return str((self.root / "trials" / trial_id).resolve())
 
     def close(self) -> None:
