@@ -365,10 +365,12 @@ def test_non_finite_numbers_are_refused_with_p420(tmp_path, old, new, capsys):
     assert code == 1 and [d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"] == ["P420"]
 
 
-def test_non_finite_command_line_numbers_are_usage_errors(capsys):
+@pytest.mark.parametrize("args", [["power", str(FIXTURES / "inline.yaml"), "--sd", "inf"],
+                                  ["reeval", "runs/x", "--arm", "a", "--tolerance", "nan"]], ids=["sd", "tolerance"])
+def test_non_finite_command_line_numbers_are_usage_errors(args, capsys):
     with pytest.raises(SystemExit) as ended:
-        main(["power", str(FIXTURES / "inline.yaml"), "--sd", "inf"])
-    assert ended.value.code == 2
+        main(args)
+    assert ended.value.code == 2 and "finite number" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("call", ["os._exit(0)", "os.abort()", "__import__('posix')._exit(0)"])
