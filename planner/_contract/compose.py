@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.paths import flatten
+
 
 def calls_resolver(text: str) -> bool:
     """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`.
@@ -58,23 +60,6 @@ def calls_resolver(text: str) -> bool:
             return True
         stack.extend(getattr(node, "children", None) or [])
     return False
-
-
-def _strings(node: Any):
-    """Every string in a nested value (keys included), with its dotted path."""
-    todo = [("", node)]
-    while todo:
-        path, value = todo.pop()
-        if isinstance(value, dict):
-            for k, v in value.items():
-                sub = f"{path}.{k}" if path else str(k)
-                if isinstance(k, str):
-                    yield sub, k
-                todo.append((sub, v))
-        elif isinstance(value, list | tuple):
-            todo += [(f"{path}.{i}" if path else str(i), v) for i, v in enumerate(value)]
-        elif isinstance(value, str):
-            yield path, value
 
 
 @dataclass(frozen=True)
@@ -159,7 +144,7 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
                                            arm, ov.source, ov.index))
             continue
         value = item.value() if not item.is_sweep_override() else None
-        if any(calls_resolver(text) for _, text in _strings([item.key_or_group, value])):
+        if _find_resolver_calls([item.key_or_group, value]):
             problems.append(ComposeProblem(
                 "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
                 arm, ov.source, ov.index))
@@ -374,9 +359,12 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
 _ABSENT = object()
 
 
-def _find_resolver_calls(node, path: str = "") -> list[tuple[str, str]]:
-    """(dotted path, text) of every string in `node` that calls a resolver, sorted by path."""
-    return sorted((p, text) for p, text in _strings(node) if calls_resolver(text))
+def _find_resolver_calls(node) -> list[tuple[str, str]]:
+    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver."""
+    if isinstance(node, str):
+        return [("", node)] if calls_resolver(node) else []
+    return [(path, value) for path, value in flatten(node, into_lists=True).items()
+            if isinstance(value, str) and calls_resolver(value)]
 
 
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
@@ -397,63 +385,10 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
             continue  # Hydra will say what is wrong with it, if it is used
         if isinstance(data, dict) and "defaults" in data:
-            found += [(str(path.relative_to(config_dir)), t) for _, t in _strings(data["defaults"]) if calls_resolver(t)]
+            found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]
     return found
 
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}: leaves by dotted path (lists are leaves)."""
-    if isinstance(config, dict) and config:
-        out: dict[str, Any] = {}
-        for k, v in config.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: config}
-
-
-def config_diff(baseline: dict[str, Any], arm: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Leaves that differ: (dotted path, baseline value, arm value); a missing side is `MISSING`."""
-    a, b = flatten(baseline), flatten(arm)
-    diff = []
-    for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, MISSING), b.get(path, MISSING)
-        if va != vb or type(va) is not type(vb):
-            diff.append((path, va, vb))
-    return diff
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-MISSING = _Missing()
-
-
-def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `config` with dotted-path values set (the sampled tuning values)."""
-    out = copy.deepcopy(config)
-    for path, value in params.items():
-        node = out
-        *parents, leaf = path.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
-
-
-def get_path(config: dict[str, Any], path: str, default: Any = MISSING) -> Any:
-    node: Any = config
-    for part in path.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return default
-    return node
