@@ -123,16 +123,23 @@ def open_inside(root: str | os.PathLike, path: str | os.PathLike, flags: int = o
     return fd
 
 
-def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSON_CAP) -> bytes | None:
-    """The bytes of the regular file `path` below `root` (None when missing), refused past `cap` bytes."""
+def _reader(root: str | os.PathLike, path: str | os.PathLike) -> int | None:
+    """open_inside for reading: None when the file is missing, RunError (naming it) when it cannot be read."""
     try:
-        fd = open_inside(root, path)
+        return open_inside(root, path)
     except FileNotFoundError:
         return None
     except RunError:
         raise
     except OSError as error:
         raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSON_CAP) -> bytes | None:
+    """The bytes of the regular file `path` below `root` (None when missing), refused past `cap` bytes."""
+    fd = _reader(root, path)
+    if fd is None:
+        return None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
@@ -146,14 +153,9 @@ def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSO
 
 def open_stream(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSONL_CAP):
     """A binary reader of the regular file `path` below `root` (None when missing), refused past `cap`."""
-    try:
-        fd = open_inside(root, path)
-    except FileNotFoundError:
+    fd = _reader(root, path)
+    if fd is None:
         return None
-    except RunError:
-        raise
-    except OSError as error:
-        raise RunError(f"cannot read {path}: {error.strerror or error}") from None
     size = os.fstat(fd).st_size
     if size > cap:
         os.close(fd)

@@ -96,12 +96,14 @@ def _trial(r: dict) -> None:
     _num(r.get("duration_s"), "duration_s")
     _dict(r.get("params"), "params")
     _dict(r.get("config"), "config")
-    for i, report in enumerate(_list(r.get("reports"), "reports")):
-        if not isinstance(report, dict):
-            raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
-        _num(report.get("step"), f"reports[{i}].step")
-        for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
-            _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
+    reports = _list(r.get("reports"), "reports")
+    if not _plain_reports(reports):  # the fast check failed: the slow one names the field
+        for i, report in enumerate(reports):
+            if not isinstance(report, dict):
+                raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
+            _num(report.get("step"), f"reports[{i}].step")
+            for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
+                _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
     for i, error in enumerate(_list(r.get("errors"), "errors")):
         if not isinstance(error, dict):
             raise _Bad(f"errors[{i}]", "a mapping {type, message, traceback}", error)
@@ -113,6 +115,32 @@ def _trial(r: dict) -> None:
         if isinstance(violation, dict):
             _str(violation.get("kind"), f"violations[{i}].kind")
             _num(violation.get("step"), f"violations[{i}].step")
+
+
+def _plain_reports(reports: list) -> bool:
+    """True when every report is {step: finite number, metrics: {name: number or "nan"/"inf"/"-inf"}}.
+
+    The common case, checked in one tight loop (a run of 10k trials x 100 reports reads a million).
+    """
+    for report in reports:
+        if type(report) is not dict:
+            return False
+        step = report.get("step")
+        kind = type(step)
+        if not ((kind is int and -BIG <= step <= BIG) or (kind is float and step - step == 0) or step is None):
+            return False
+        metrics = report.get("metrics")
+        if metrics is None:
+            continue
+        if type(metrics) is not dict:
+            return False
+        for value in metrics.values():
+            kind = type(value)
+            if kind is float or value is None or (kind is int and -BIG <= value <= BIG) or (
+                    kind is str and value in NON_FINITE):
+                continue
+            return False
+    return True
 
 
 def _event(r: dict) -> None:
