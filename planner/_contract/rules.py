@@ -143,6 +143,17 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 report.add("P902", ("tuning", "trials_per_arm"),
                            f"the grid has {size} points but trials_per_arm is {tuning.trials_per_arm}",
                            f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
+        from planner._contract.compose import calls_resolver
+
+        spaces = [(("tuning", "space"), tuning.space)]
+        spaces += [(("tuning", "arm_space", name), space) for name, space in tuning.arm_space.items()]
+        for where, space in spaces:  # a sampled value reaches the config (and a command's Hydra app) as it is
+            for key, dim in space.items():
+                for j, option in enumerate(dim.choice or []):
+                    if isinstance(option, str) and calls_resolver(option):
+                        report.add("P205", (*where, key, "choice", j),
+                                   f"{key!r} offers {option!r}, which calls a resolver; a sampled value must be plain",
+                                   "Write the value itself.")
         grace = tuning.early_stop.grace
         if grace is not None and grace >= exposure:
             given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"

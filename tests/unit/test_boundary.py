@@ -445,3 +445,12 @@ def test_export_into_a_linked_export_folder_is_refused(run, tmp_path, capsys):
     (run / "export").symlink_to(elsewhere)
     code, _, err = cli(["export", str(run)], capsys)
     assert code == 3 and "symbolic link" in err and list(elsewhere.iterdir()) == []
+
+
+def test_no_resolver_among_the_sampled_values(tmp_path, capsys):
+    """A `choice` value reaches the config and a command's Hydra app unresolved: one calling a resolver is refused."""
+    text = (FIXTURES / "inline.yaml").read_text() + (
+        "tuning:\n  trials_per_arm: 2\n  seeds: [100]\n  space:\n"
+        "    optimizer.name: {choice: [sgd, '${${r}:HF_TOKEN}']}\n")
+    code, out, _ = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
+    assert code == 1 and "P205" in [d["code"] for d in json.loads(out)["diagnostics"]]
