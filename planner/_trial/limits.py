@@ -161,7 +161,9 @@ class CappedOutput:
         self.kept = 0
         self.dropped = 0
         self._lock = threading.Lock()
-        self._handle = open(path, "a", encoding="utf-8", errors="replace")
+        # O_NOFOLLOW: an output.log planted as a link in a downloaded run folder is refused (OSError), not followed
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        self._handle = open(fd, "a", encoding="utf-8", errors="replace")
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):

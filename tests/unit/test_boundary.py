@@ -454,3 +454,20 @@ def test_no_resolver_among_the_sampled_values(tmp_path, capsys):
         "    optimizer.name: {choice: [sgd, '${${r}:HF_TOKEN}']}\n")
     code, out, _ = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     assert code == 1 and "P205" in [d["code"] for d in json.loads(out)["diagnostics"]]
+
+
+def test_a_linked_output_log_or_trial_folder_is_never_written_through(run, tmp_path):
+    """A resumed trial writes its output.log in trials/<id>/: a link planted there (or as the folder) is refused."""
+    from planner._store.writer import RunStore
+    from planner._trial.limits import captured_output
+
+    victim = outside(run)
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / "output.log").symlink_to(victim)
+    with captured_output(str(tmp_path / "trial" / "output.log")) as stream:
+        print("this goes nowhere near the victim")
+    assert stream is None and victim.read_text() == OUTSIDE
+    (run / "trials").mkdir(exist_ok=True)
+    (run / "trials" / "t-linked").symlink_to(tmp_path / "trial")
+    with pytest.raises(RunError, match="link or not a folder"):
+        RunStore(run).trial_dir("t-linked")
