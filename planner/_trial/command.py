@@ -205,6 +205,10 @@ def run_command(
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
     argv = command_argv(command) + list(overrides)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
+    if redactor is not None:  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
+        for earlier in sorted(attempt_dir.parent.glob("attempt-*/hydra")):
+            if earlier.parent != attempt_dir:
+                scrub_files(earlier, redactor)
     report_path = attempt_dir / "reports.jsonl"
     report_path.touch()
     if hydra_run_dir:
