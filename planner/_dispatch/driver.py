@@ -42,6 +42,8 @@ class RunResult:
     wall_time_s: float
     trials_ended: int
     failures: list[dict] = field(default_factory=list)
+    resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
+    resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
 
     @property
     def exit_code(self) -> int:
@@ -50,7 +52,7 @@ class RunResult:
 
 # ------------------------------------------------------------------ loading and validating
 
-def load_and_validate(contract_path: str | os.PathLike):
+def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
@@ -61,7 +63,7 @@ def load_and_validate(contract_path: str | os.PathLike):
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
-    loaded = load_contract(path)
+    loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
 
 
@@ -94,6 +96,18 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
+
+
+def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
+    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
+    from planner._data.checks import invalid_reasons
+    from planner._stats.decide import mark_invalid
+
+    latest: dict[tuple, dict] = {}
+    for record in confirm_records:
+        latest[(record.get("arm"), record.get("seed"))] = record
+    reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
+    return mark_invalid(rows, reasons)
 
 
 def _final(record: dict, metric: str) -> float | None:
@@ -168,6 +182,10 @@ class _Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
+        from planner._data.checks import data_violations
+
+        for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
+            self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
         self.write_state("running", every_s=1.0)
         self.display.update(record)
@@ -284,6 +302,7 @@ class _Runner:
             extra = {"sequential": sequential.describe()}
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
@@ -292,13 +311,21 @@ class _Runner:
 
 
 def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
-        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None) -> RunResult:
-    """Run a contract end to end. Raises ContractError/UsageError before anything starts."""
+        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
+        resume_argv: list[str] | None = None) -> RunResult:
+    """Run a contract end to end. Raises ContractError/UsageError before anything starts.
+
+    `resume_argv` is the contract path and options as the user typed them: an
+    interrupted run's result carries the `plan run ... --resume RUN_DIR` that continues it.
+    """
     from planner._core.version import VERSION
     from planner._dispatch.progress import make_display
+    from planner._lineage import record as lineage_record
+    from planner._lineage.resolve import ProjectLineage
     from planner._store.identity import run_identity
 
-    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
+    contract, contract_dir, configs, plan = load_and_validate(contract_path, lineage)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
@@ -333,6 +360,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                         started=took_over.get("started"), reason=took_over.get("reason"))
         for name, size in cut.items():
             store.event("torn_record_dropped", file=name, bytes=size)
+        lineage_record.run_started(store.root, contract, configs, None, resumed=True)
     else:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
@@ -340,13 +368,21 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+        try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
+            lineage_record.run_started(store.root, contract, configs,
+                                       lineage.resolved.source if lineage.resolved else None)
+        except BaseException:
+            store.unlock()
+            raise
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    resumed = None
     if resume is not None:
         again = unfinished(store, runner.records)
         if again:
             store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
+        resumed = resume_counts(plan, runner.records, again)
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
@@ -363,6 +399,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live,
                                      contract=contract, contract_dir=contract_dir)
             runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
+            if resumed is not None:
+                runner.display.note(format_resumed(resumed))
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -409,6 +447,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                     decisions = out
             except OSError:
                 pass
+        lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
         store.close()
         store.unlock()
         restore_stop_signals(previous_term)
@@ -421,7 +460,30 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in runner.records.values() if r["status"] in FAILED_STATUSES]
-    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+    resume_command = None
+    if state == "interrupted":
+        import shlex
+
+        argv = resume_argv or [str(contract_path)]
+        resume_command = shlex.join(["plan", "run", *argv, "--resume", str(store.root)])
+    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
+                     resume_command=resume_command, resumed=resumed)
+
+
+def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:
+    """On --resume: the planned trials whose records are kept, those cut short that run again, the rest."""
+    planned = {t.trial_id for t in plan.trials}
+    kept = len(planned & set(records))
+    rerun = len(planned & set(again))
+    return {"kept": kept, "rerun": rerun, "not_started": len(planned) - kept - rerun}
+
+
+def format_resumed(counts: dict[str, int]) -> str:
+    def trials(n: int) -> str:
+        return f"{n} trial{'s' if n != 1 else ''}"
+
+    return (f"resumed: {trials(counts['kept'])} kept, {trials(counts['rerun'])} run again (cut short when the run "
+            f"stopped), {trials(counts['not_started'])} not started yet")
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
@@ -472,6 +534,8 @@ def format_result(result: RunResult) -> str:
     lines = [f"run folder: {result.run_dir}",
              f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
              f"{result.wall_time_s:.1f} s"]
+    if result.resumed is not None:
+        lines.insert(1, format_resumed(result.resumed))
     if result.failures:
         lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
@@ -488,4 +552,12 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+        if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
+            lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
+    if result.resume_command:
+        lines.append(f"to resume:  {result.resume_command}")
+    from planner._lineage.record import forking_lines
+    from planner._store.read import RunFolder
+
+    lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
     return "\n".join(lines)

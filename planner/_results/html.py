@@ -24,7 +24,7 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}th,td{border:1px
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f6f8fa;padding:1px 4px;border-radius:4px;font-size:13px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600;font-size:13px}
-.accept{background:#1a7f37}.reject{background:#cf222e}.inconclusive{background:#9a6700}.incomplete,.none{background:#6e7781}
+.accept{background:#1a7f37}.reject{background:#cf222e}.inconclusive{background:#9a6700}.incomplete,.none{background:#6e7781}.invalid{background:#8250df}
 .state{background:#0969da}.warn{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:6px}
 .muted{color:#656d76}.hyp{font-size:16px;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 14px}
 img{max-width:100%;display:block;margin:8px 0}.kv th{font-weight:600;white-space:nowrap}
@@ -65,7 +65,7 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _badge(decision: Any) -> str:
-    cls = decision if decision in ("accept", "reject", "inconclusive", "incomplete") else "none"
+    cls = decision if decision in ("accept", "reject", "inconclusive", "incomplete", "invalid") else "none"
     return f'<span class="badge {cls}">{_e(decision or "not decided")}</span>'
 
 
@@ -160,6 +160,9 @@ def render_html(results: RunResults) -> str:
         parts.append(_table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected",
                              "value", "selected params"], rows, num={1, 2, 3, 4, 5, 7}))
 
+    parts.append("<h2>Data</h2>")
+    parts.append("<ul>" + "".join(f"<li>{_e(line.lstrip('- '))}</li>" for line in rp.data_lines(s)) + "</ul>")
+
     parts.append("<h2>Trials and budget</h2>")
     rows = [[_e(t["phase"]), _e(t["arm"]), f"{_f(t['ended'])} / {_f(t['planned'])}",
              ", ".join(f"{_e(k)} {_f(v)}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
@@ -199,6 +202,11 @@ def render_html(results: RunResults) -> str:
             [_f(r["reeval"]), _e(r["arm"]), _e(", ".join(map(str, r["seeds"] or []))), _f(r["tolerance"]),
              _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
             for r in s["reevals"]]))
+    if s.get("lineage"):  # docs/lineage.md
+        from planner._lineage.record import lineage_lines
+
+        parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
+                     + "</ul>")
 
     parts.append("<h2>Identity</h2>")
     ident = s["identity"]

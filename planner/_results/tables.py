@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import flatten
+from planner._data.checks import data_summary
 from planner._store import read as rf
 from planner._store.files import write_atomic
 
@@ -55,6 +56,7 @@ class RunResults:
     heldout: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # the splits trials logged (planner._data.checks.data_summary)
 
     @property
     def run_state(self) -> str:
@@ -113,7 +115,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
         lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
         heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
-        notes=notes,
+        notes=notes, data=data_summary(records, rf.contract_get(contract, "data")),
     )
 
 

@@ -39,7 +39,7 @@ from scipy import special
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]
 Correction = Literal["holm", "bonferroni", "none"]
-Verdict = Literal["accept", "reject", "inconclusive", "incomplete"]
+Verdict = Literal["accept", "reject", "inconclusive", "incomplete", "invalid"]
 
 TESTS = ("welch", "paired", "bootstrap")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -294,6 +294,8 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
         low = np.partition(low_side, j - 1, axis=1)[:, j - 1]
         high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
+    # the inverted CI holds the observed effect (p = 1 there); a crossing one ulp off it is rounding
+    low, high = np.minimum(low, observed[:, 0]), np.maximum(high, observed[:, 0])
     return observed[:, 0], low, high, p
 
 
@@ -494,3 +496,14 @@ def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) 
     if c.ci_low > 0:
         return f"{said}: the CI is above 0 but the effect is below the minimum {min_effect:g}."
     return f"{said}: the CI includes 0 and reaches the minimum effect {min_effect:g}, so the data cannot tell."
+
+
+def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+    """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
+    contract's data section, docs/data.md). The measured effect and CI stay; the reason says why they do not count."""
+    out = []
+    for row in rows:
+        if row.get("arm") in reasons:
+            row = {**row, "decision": "invalid", "reason": f"{reasons[row['arm']]} Measured: {row.get('reason', '')}"}
+        out.append(row)
+    return out

@@ -54,6 +54,16 @@ def packages() -> dict[str, str]:
     return out
 
 
+def trainable_search_path(contract_dir: Path) -> list[str]:
+    """Where a trainable module is found: the contract's folder, the working folder, planner's own parent."""
+    planner_parent = str(Path(__file__).resolve().parents[2])
+    out = []
+    for folder in (str(contract_dir), os.getcwd(), planner_parent):
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
 def sha256_path(path: Path) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, in sorted order)."""
     digest = hashlib.sha256()
@@ -141,7 +151,7 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
-    trainable = contract.trainable or f"command: {contract.command}"
+    trainable = contract.trainable or f"command: {contract.command_line}"
     return {
         "contract_sha256": contract.sha256(),
         "code": code_identity(contract.trainable, search_path) if contract.trainable else
