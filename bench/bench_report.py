@@ -42,6 +42,20 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def bench_run(base: Path, trials: int, reports: int) -> tuple[Path, float, int]:
+    """(the synthetic run folder under `base`, seconds to write it, its trials), written unless already there."""
+    run_dir = base / "20261129-181700-bench"
+    tune_trials = (trials - len(ARMS) * SEEDS) // len(ARMS)
+    t0 = time.perf_counter()
+    if not (run_dir / "trials.jsonl").is_file():
+        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
+        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
+                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    made = time.perf_counter() - t0
+    return run_dir, made, sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10_000)
@@ -52,16 +66,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-report-")
     base = Path(args.keep) if args.keep else Path(tmp.name)
-    run_dir = base / "20261129-181700-bench"
-    tune_trials = (args.trials - len(ARMS) * SEEDS) // len(ARMS)
-    t0 = time.perf_counter()
-    if not (run_dir / "trials.jsonl").is_file():
-        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
-        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={args.reports}, early_stopped=0.0)")
-        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    made = time.perf_counter() - t0
-    n_trials = sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+    run_dir, made, n_trials = bench_run(base, args.trials, args.reports)
     size_mb = (run_dir / "trials.jsonl").stat().st_size / 2**20
     py = sys.executable
     out = base / "out"

@@ -251,6 +251,30 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_audit(sub) -> None:
+    p = sub.add_parser("audit", help="findings, missing evidence and the next control, from a run folder alone")
+    p.add_argument("run_dir")
+    p.add_argument("--json", action="store_true", help="print the audit as JSON")
+    p.add_argument("--next", metavar="FILE", default=None, help="write the next control's contract to FILE")
+    p.set_defaults(handler=_cmd_audit)
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from planner._audit.audit import audit_run, contract_text, format_audit, render_json
+
+    audit = audit_run(args.run_dir)
+    print(render_json(audit) if args.json else format_audit(audit), end="")
+    if args.next:
+        if audit.next is None:
+            print(f"plan audit: no next control, so {args.next} is not written", file=sys.stderr)
+            return EXIT_OK
+        text, notes = contract_text(audit, args.next)
+        _print_notes("audit", notes)
+        _write_text(args.next, text)
+        print(f"wrote {args.next}", file=sys.stderr if args.json else sys.stdout)
+    return EXIT_OK
+
+
 def _add_promote(sub) -> None:
     p = sub.add_parser("promote", help="make an accepted arm the baseline of its line of work (or withdraw that)")
     p.add_argument("run_dir", help="a completed run folder")
@@ -295,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"plan (planner) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
-                _add_reeval, _add_power, _add_estimate, _add_promote, _add_log):
+                _add_reeval, _add_power, _add_estimate, _add_promote, _add_log, _add_audit):
         add(sub)
     return parser
 

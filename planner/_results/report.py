@@ -216,6 +216,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "lineage": rf.read_json(Path(results.run_dir) / "lineage.json"),  # docs/lineage.md
         "identity": identity_summary(results.identity),
         "notes": results.notes,
+        "cost": results.cost,
     })
 
 
@@ -461,6 +462,7 @@ def render_markdown(results: RunResults) -> str:
              ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
     out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
     out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
+    out += cost_lines(s["cost"])
     out += ["## Failures", ""]
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
@@ -503,3 +505,25 @@ def render_markdown(results: RunResults) -> str:
     if s["notes"]:
         out += ["## Notes", ""] + [f"- {_md(n)}" for n in s["notes"]] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------- cost (apart from the decision)
+
+COST_NOTE = ("What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
+             "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved.")
+
+
+def cost_rows(cost: list[dict[str, Any]]) -> list[list[str]]:
+    """The Cost table's cells: arm, trials, trial-seconds, median s/step, cpu-seconds, gpu-seconds."""
+    return [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"]), _fmt(c["median_s_per_step"]),
+             _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] for c in cost]
+
+
+COST_HEADER = ["arm", "trials", "trial time", "median s / step", "cpu-seconds", "gpu-seconds"]
+
+
+def cost_lines(cost: list[dict[str, Any]]) -> list[str]:
+    """The markdown Cost section (empty without trials)."""
+    if not any(c["trials"] for c in cost):
+        return []
+    return ["## Cost (apart from the decision)", "", COST_NOTE, ""] + _table(COST_HEADER, cost_rows(cost))
