@@ -212,6 +212,17 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _write_text(path: str, text: str) -> None:
+    """Write atomically with the one atomic writer (nothing left behind); an unwritable path is a usage error."""
+    from planner._core.errors import UsageError
+    from planner._store.files import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
+
+
 def _print_notes(command: str, notes: list[str]) -> None:
     from planner._core.text import terminal_safe
 
