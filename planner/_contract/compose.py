@@ -19,20 +19,47 @@ be composed in one process.
 Contracts are data: an interpolation that calls a resolver (`${oc.env:HOME}`,
 `${oc.decode:...}`, any custom one) is refused, so composing never reads the
 environment or runs code. Plain references (`${model.width}`) are resolved.
+The check reads OmegaConf's own parse tree of every string (`calls_resolver`),
+not the text: a resolver whose name is itself built by an interpolation
+(`${${r}:HF_TOKEN}`), one nested in another's arguments, one in a quoted
+override or in a Hydra config file's defaults list is found as surely as
+`${oc.env:X}`; it is checked before anything is resolved, and again on the
+resolved values (an escaped interpolation resolves to the text of a call).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import flatten
 
-_RESOLVER_CALL = re.compile(r"\$\{\s*[A-Za-z_][\w.\-]*\s*:")
+
+def calls_resolver(text: str) -> bool:
+    """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`.
+
+    Read on OmegaConf's grammar (omegaconf.grammar_parser): any `interpolationResolver` node in the
+    parse tree. Text that does not parse as a value is treated as a call (OmegaConf would not resolve it).
+    """
+    if "${" not in text:
+        return False
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    try:
+        tree = grammar_parser.parse(text)
+    except Exception:  # GrammarParseError: no resolution would happen, but no such text is a config value
+        return True
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+            return True
+        stack.extend(getattr(node, "children", None) or [])
+    return False
 
 
 @dataclass(frozen=True)
@@ -94,6 +121,13 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
                     arm.name, "config"))
             return result
+        calls = defaults_resolver_calls(base_dir)
+        if calls:
+            for arm in contract.all_arms:
+                result.problems += [ComposeProblem(
+                    "resolver", f"{name}'s defaults list calls a resolver ({text!r}); a contract's configs may only "
+                    "reference other keys", arm.name, "config") for name, text in calls]
+            return result
     cache: dict[tuple[str, ...], Any] = {}
     for arm in contract.all_arms:
         if arm.name in result.configs:  # a baseline from earlier work: given, not composed
@@ -115,16 +149,17 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     parsed = []
     problems: list[ComposeProblem] = []
     for ov in overrides:
-        if _RESOLVER_CALL.search(ov.text):
-            problems.append(ComposeProblem(
-                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
-                arm, ov.source, ov.index))
-            continue
         try:
             (item,) = parser.parse_overrides([ov.text])
         except Exception as error:  # Hydra raises OverrideParseException (and others) for bad grammar
             problems.append(ComposeProblem("bad_override", f"override {ov.text!r} does not parse: {_first_line(error)}",
                                            arm, ov.source, ov.index))
+            continue
+        value = item.value() if not item.is_sweep_override() else None
+        if _find_resolver_calls([item.key_or_group, value]):
+            problems.append(ComposeProblem(
+                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
+                arm, ov.source, ov.index))
             continue
         if item.is_sweep_override():
             problems.append(ComposeProblem("bad_override", f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
@@ -174,6 +209,11 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
         resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True, throw_on_missing=True)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
+    bad = _find_resolver_calls(resolved)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
+    if bad:
+        return None, [ComposeProblem("resolver", f"config key {path!r} resolves to a resolver call ({text!r}); a "
+                                     "contract's configs may only reference other keys", arm, "config")
+                      for path, text in bad]
     return resolved, []
 
 
@@ -332,8 +372,33 @@ _ABSENT = object()
 
 
 def _find_resolver_calls(node) -> list[tuple[str, str]]:
+    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver."""
+    if isinstance(node, str):
+        return [("", node)] if calls_resolver(node) else []
     return [(path, value) for path, value in flatten(node, into_lists=True).items()
-            if isinstance(value, str) and _RESOLVER_CALL.search(value)]
+            if isinstance(value, str) and calls_resolver(value)]
+
+
+def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
+    """(file, entry) of every defaults-list entry under `config_dir` that calls a resolver.
+
+    Hydra resolves the defaults list of a config file while composing, before any value is seen:
+    those entries are checked on the files themselves.
+    """
+    import yaml
+
+    found = []
+    for path in sorted(config_dir.rglob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            if "${" not in text:
+                continue
+            data = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # Hydra will say what is wrong with it, if it is used
+        if isinstance(data, dict) and "defaults" in data:
+            found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]
+    return found
 
 
 def _first_line(error: BaseException) -> str:

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from planner._core.errors import EXIT_INCOMPLETE, EXIT_OK, PlannerError, RunError, UsageError
 from planner._dispatch.session import (
     claim_stop_signals,
@@ -334,6 +332,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
 
         check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
     from planner._core.redact import Redactor
+    from planner._store.read import RunFolder
     from planner._store.resume import heal_files, resolve_run_dir, unfinished
 
     previous_wall = 0.0
@@ -343,10 +342,15 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.redactor = redactor
         _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
         took_over = store.lock()
-        cut = heal_files(store.root)
-        state = read_state(store.root)
+        try:  # a folder refused after the lock was taken (a planted link, a damaged file) keeps no lock of ours
+            cut = heal_files(store.root)
+            state = read_state(store.root)
+        except BaseException:
+            store.unlock()
+            raise
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
+        logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
+        logged_code = logged_code if isinstance(logged_code, dict) else {}
         now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
         changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
         store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
@@ -497,25 +501,16 @@ def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
 
 
 
-def _read_json_file(path: Path) -> dict | None:
-    import json
-
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
     """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
     from planner._contract.paths import config_diff
+    from planner._store.read import read_yaml
 
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"
-        try:
-            logged = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            raise RunError(f"{path} is missing or unreadable; cannot resume this run") from None
+        logged = read_yaml(path, root=run_dir)
+        if logged is None:
+            raise RunError(f"{path} is missing; cannot resume this run")
         diff = config_diff(logged, config)
         if diff:
             key, was, now = diff[0]
@@ -524,12 +519,9 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
-    import json
+    from planner._store.read import RunFolder
 
-    try:
-        return json.loads((Path(run_dir) / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return RunFolder(Path(run_dir)).state() or {}
 
 
 def read_records(run_dir: str | os.PathLike) -> list[dict]:
@@ -564,6 +556,7 @@ def format_result(result: RunResult) -> str:
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
     from planner._lineage.record import forking_lines
+    from planner._store.read import RunFolder
 
-    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
+    lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
     return "\n".join(lines)

@@ -407,7 +407,10 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     from planner._store.writer import RunStore, utc_now
 
     c = plan.contract
+    from planner._core.redact import Redactor
+
     store = RunStore.open(plan.run_dir)
+    store.redactor = Redactor.for_run(c.frozen(), *plan.arm_configs.values())  # what a run scrubs, a reeval scrubs
     store.lock("plan reeval")
     previous_term = claim_stop_signals()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
     started = utc_now()

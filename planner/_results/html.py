@@ -232,6 +232,7 @@ def render_html(results: RunResults) -> str:
 
     title = f"{s['name']} / {s['run_id']}: run report"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="generator" content="planner report">'
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 

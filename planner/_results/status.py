@@ -12,7 +12,7 @@ import socket
 from collections import Counter
 from typing import Any
 
-from planner._core.text import format_duration
+from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import read as rf
 
@@ -166,4 +166,4 @@ def format_status(status: dict[str, Any]) -> str:
     else:
         out.append("decisions: none yet")
     out += [f"note: {n}" for n in s["notes"]]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out)) + "\n"  # text of the run folder is shown, never obeyed by the terminal
