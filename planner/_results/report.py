@@ -431,7 +431,8 @@ def render_markdown(results: RunResults) -> str:
         out += ["### Looks", ""]
         rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
                  _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
-                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+                 _fmt(lk.get("statistic")), lk.get("note") or _fmt(lk.get("boundary")), lk.get("action")]
+                for lk in s["looks"]]
         out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
         out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
     ps = s["per_seed"]
