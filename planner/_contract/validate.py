@@ -123,6 +123,9 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
     diagnostics += _check.check_warnings(contract, loaded, composed)
+    from planner._contract.decidable import check_decidable
+
+    diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
     return diagnostics, LoadedContract(contract, path, loaded, configs)
 

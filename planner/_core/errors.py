@@ -5,6 +5,7 @@
      +-- ContractError           the contract is invalid; carries Diagnostics (exit 1)
      +-- RunError                a run cannot start or go on (lock held, hash changed, ...)
      |    +-- RunLockedError     another `plan run` holds the run folder
+     |    +-- NoUsableValueError an arm ended with no usable confirmation value (exit 4)
      +-- TrialProtocolError      a trainable broke the reporting protocol (fails that trial)
 
 The CLI prints `str(error)` for any PlannerError and never a traceback;
@@ -40,6 +41,12 @@ class RunError(PlannerError):
     """A run cannot start or continue."""
 
     exit_code = 3
+
+
+class NoUsableValueError(RunError):
+    """A run ended with an arm that has no usable confirmation value: nothing can be decided (exit 4)."""
+
+    exit_code = 4
 
 
 class RunLockedError(RunError):

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from planner._core.errors import PlannerError, RunError, UsageError
+from planner._core.errors import NoUsableValueError, PlannerError, RunError, UsageError
+from planner._core.records import error_groups, final_value, finite_final_value
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -31,6 +32,7 @@ from planner._store.writer import RunStore, read_jsonl
 from planner._trial.protocol import TrialSpec
 
 EXIT_COMPLETED, EXIT_INVALID, EXIT_INCOMPLETE = 0, 1, 3
+EXIT_NO_VALUE = NoUsableValueError.exit_code  # 4: an arm has no usable confirmation value
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
 
 
@@ -43,10 +45,16 @@ class RunResult:
     wall_time_s: float
     trials_ended: int
     failures: list[dict] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)  # failed trials by error, first occurrence first
+    no_value_arms: list[str] = field(default_factory=list)  # arms without one usable confirmation value
+    heldout_exposures: int = 0  # tuning trials that reported metric.heldout
+    heldout: str | None = None
 
     @property
     def exit_code(self) -> int:
-        return EXIT_COMPLETED if self.state == "completed" else EXIT_INCOMPLETE
+        if self.state != "completed":
+            return EXIT_INCOMPLETE
+        return EXIT_NO_VALUE if self.no_value_arms else EXIT_COMPLETED
 
 
 # ------------------------------------------------------------------ loading and validating
@@ -90,18 +98,13 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
         if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
             latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
     for (arm, seed), record in latest.items():
-        confirm[arm].append(Outcome(seed, _final(record, metric), record.get("status", "failed")))
+        confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", "failed")))
     decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
 
 
-def _final(record: dict, metric: str) -> float | None:
-    for report in reversed(record.get("reports", [])):
-        if metric in report.get("metrics", {}):
-            return float(report["metrics"][metric])
-    return None
 
 
 
@@ -221,7 +224,7 @@ class _Runner:
                 continue
             space = arm_space(tuning, group.arm)
             evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
-                         for v in [_final(r, self.contract.metric.name)] if v is not None and math.isfinite(v)]
+                         for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
         if not sweeps:
@@ -251,11 +254,34 @@ class _Runner:
         self.store.write_selection({
             "rule": c.tuning.selection.rule, "k": c.tuning.selection.k, "metric": c.metric.name,
             "mode": c.metric.mode, "arms": {arm: s.as_dict() for arm, s in selected.items()}})
+        self.unselected = {arm: s.reason for arm, s in selected.items() if not s.trial_id}
         for arm, s in selected.items():
             self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
                              reason=s.reason)
             self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
         return {arm: apply_params(self.configs[arm], s.params) for arm, s in selected.items() if s.trial_id}
+
+    def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
+        """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
+        "seeds not run yet" (which reads as pending work that --resume would do)."""
+        unselected = getattr(self, "unselected", {})
+        if not unselected or any(r["phase"] == "confirm" and r["arm"] in unselected for r in self.records.values()):
+            return rows
+        out = []
+        for row in rows:
+            said = []
+            for arm in (self.contract.baseline.name, row["arm"]):
+                if arm in unselected:
+                    tuned = [r for r in self.records.values() if r["phase"] == "tune" and r["arm"] == arm]
+                    groups = error_groups(tuned)
+                    error = (f"; {groups[0]['error']} in {groups[0]['count']} of them" if groups else "")
+                    said.append(f"{'the baseline ' if arm != row['arm'] else ''}{arm} was never confirmed: "
+                                f"{unselected[arm]}{error}")
+            if said and row["decision"] == "incomplete":
+                row = {**row, "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix the "
+                                        "trainable or the contract and start a new run."}
+            out.append(row)
+        return out
 
     def confirm(self, configs: dict[str, dict]) -> str | None:
         from planner._dispatch.tune import run_fixed
@@ -296,6 +322,7 @@ class _Runner:
             extra = {"sequential": sequential.describe()}
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = self._nothing_confirmed(rows)
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
@@ -406,13 +433,19 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
         raise
     finally:
-        decisions = []
-        for step in (lambda: runner.decide(state), lambda: runner.write_state(state, reason),
+        decisions, decide_error = [], None
+        try:
+            decisions = runner.decide(state)
+        except OSError:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
+            pass
+        except Exception as error:  # never skip the bookkeeping below; raised once it is done
+            decide_error = error
+            state, reason = "failed", (f"every trial that ran is kept, but the decision could not be made: "
+                                       f"{type(error).__name__}: {error}")
+        for step in (lambda: runner.write_state(state, reason),
                      lambda: store.event("run_ended", state=state, reason=reason)):
             try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
-                out = step()
-                if isinstance(out, list):
-                    decisions = out
+                step()
             except OSError:
                 pass
         store.close()
@@ -422,12 +455,44 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             import ray
 
             ray.shutdown()
+    if decide_error is not None:
+        raise RunError(f"{reason}; the run folder {store.root} is closed and unlocked "
+                       "(run with --debug for the trace)") from decide_error
     if mlflow_tracking is not None:
         _log_to_mlflow(store.root, mlflow_tracking, stream)
+    records = list(runner.records.values())
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
-                for r in runner.records.values() if r["status"] in FAILED_STATUSES]
-    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures)
+                for r in records if r["status"] in FAILED_STATUSES]
+    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
+                     errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
+                     heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout)
+
+
+def arms_without_value(contract, records: list[dict]) -> list[str]:
+    """Arms (the baseline first) with not one usable confirmation value: nothing to decide them on.
+
+    Usable: a completed confirmation trial with a finite final value of the decision
+    metric, or a diverged one when the contract sets failures.diverged_value.
+    """
+    metric, diverged_value = contract.metric.decision_metric, contract.failures.diverged_value
+    usable = set()
+    for r in records:
+        if r.get("phase") != "confirm":
+            continue
+        value = final_value(r, metric)
+        diverged = r.get("status") == "diverged" or (value is not None and not math.isfinite(value))
+        if (diverged and diverged_value is not None) or (r.get("status") == "completed" and not diverged
+                                                          and value is not None):
+            usable.add(r.get("arm"))
+    return [arm.name for arm in contract.all_arms if arm.name not in usable]
+
+
+def _heldout_exposures(contract, records: list[dict]) -> int:
+    """Tuning trials that reported metric.heldout: one per trial (the ledger's `tuning_exposures`)."""
+    from planner._store.read import heldout_tuning_trials
+
+    return len(heldout_tuning_trials(records, contract.metric.heldout))
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
@@ -493,6 +558,17 @@ def format_result(result: RunResult) -> str:
     if result.failures:
         lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+    for group in result.errors[:5]:
+        lines.append(f"error:      {group['error']} (in {group['count']} trial{'s' if group['count'] > 1 else ''}, "
+                     f"first {group['first']})")
+    if result.heldout_exposures:
+        lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
+                     f"{result.heldout!r}: test exposure (one per trial; see plan status)")
+    if result.no_value_arms and result.state == "completed":
+        lines.append(f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
+                     f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
+                     f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
+                                                           if len(result.errors) == 1 else ""))
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner._plan.pilot import final_value
+from planner._core.records import final_value
 from planner._plan.trials import confirm_trial_id
 from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches

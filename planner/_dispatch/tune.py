@@ -373,6 +373,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             duration = reports[-1]["time_s"] if reports else 0.0
             record = make_record(spec, status, None, attempts, errors, meta.get("started", utc_now()), duration,
                                  reports)
+            record["violations"] = list(meta.get("violations", []))  # an early stop keeps what it broke
             record["host"] = meta.get("host", record["host"])
             record["pid"] = meta.get("pid", record["pid"])
             record["node_id"] = meta.get("node_id", record.get("node_id"))

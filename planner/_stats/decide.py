@@ -44,6 +44,12 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special
 
+from planner._stats.attainable import (  # their home is attainable (light, for validate); re-exported here
+    MAX_ENUMERATED_SPLITS,
+    attainable_alpha,  # noqa: F401
+    smallest_p_value,
+)
+
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]
 Correction = Literal["holm", "bonferroni", "none"]
@@ -60,8 +66,7 @@ DECISION_KEYS = (
     "alpha_adjusted", "n_baseline", "n_arm", "reason",
 )  # fmt: skip
 
-# Permutation test: enumerate every split up to this many, else draw this many at random.
-MAX_ENUMERATED_SPLITS = 20_000
+# Permutation test: enumerate every split up to MAX_ENUMERATED_SPLITS, else draw this many at random.
 RANDOM_PERMUTATIONS = 9_999
 
 
@@ -333,24 +338,6 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
     low, high = np.where(degenerate, -np.inf, low), np.where(degenerate, np.inf, high)
     return observed[:, 0], low, high, np.where(degenerate, np.nan, p)
-
-
-def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
-    """The two-sided level the bootstrap (permutation) test really has at nominal alpha.
-
-    Its one-sided p takes values k / C(n_a + n_b, n_a), so "CI low > 0" happens
-    with probability floor(alpha / 2 * C) / C under no effect; 0 means never.
-    With random splits (large C) the level is alpha.
-    """
-    splits = math.comb(n_arm + n_baseline, n_arm)
-    if splits > MAX_ENUMERATED_SPLITS:
-        return alpha
-    return 2 * math.floor(alpha / 2 * splits + 1e-9) / splits
-
-
-def smallest_p_value(n_arm: int, n_baseline: int) -> float:
-    """The smallest two-sided p the bootstrap (permutation) test can give."""
-    return min(1.0, 2 / math.comb(n_arm + n_baseline, n_arm))
 
 
 def _percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int):
