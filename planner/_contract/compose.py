@@ -55,6 +55,8 @@ class ComposedArms:
 
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[ComposeProblem] = field(default_factory=list)
+    # the same configs before interpolations are resolved: tuned values are applied to these (`apply_params`)
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
     composes: int = 0  # how many Hydra compose calls it took
 
 
@@ -89,7 +91,7 @@ def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
         config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)
         result.problems.extend(problems)
         if config is not None:
-            result.configs[arm.name] = config
+            result.configs[arm.name], result.raw[arm.name] = config
     return result
 
 
@@ -160,7 +162,7 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
         resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True, throw_on_missing=True)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
-    return resolved, []
+    return (resolved, container), []
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):
@@ -297,7 +299,9 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
-                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)
+                near = near_key(cfg, key)
+                hint = f"; did you mean {near!r}?" if near is not None else ""
+                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config{hint}", arm, ov.source, ov.index)
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg
             del node[leaf]
@@ -306,8 +310,12 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         if item.is_add() and exists:
             return ComposeProblem("bad_override", f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it", arm, ov.source, ov.index)
         if not (item.is_add() or item.is_force_add()) and not exists:
-            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config; write '+{ov.text}' to add it",
-                                  arm, ov.source, ov.index)
+            near = near_key(cfg, key)
+            if near is not None:  # a typo: adding the key would make an arm that changes a key nothing reads
+                return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the "
+                                      f"config; did you mean {near!r}?", arm, ov.source, ov.index)
+            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config "
+                                  f"and no key is near it; write '+{ov.text}' to add it", arm, ov.source, ov.index)
         OmegaConf.update(cfg, key, value, merge=True, force_add=True)
     except Exception as error:
         return ComposeProblem("bad_override", f"override {ov.text!r} cannot be applied: {_first_line(error)}", arm, ov.source, ov.index)
@@ -315,6 +323,24 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
 
 
 _ABSENT = object()
+
+
+def near_key(cfg, key: str) -> str | None:
+    """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=False)
+    keys = set(flatten(container))
+    keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
+    parent = key.rpartition(".")[0]
+    same_parent = [k for k in keys if k.rpartition(".")[0] == parent]  # a sibling first, then anywhere
+    for pool in (same_parent, keys):
+        found = difflib.get_close_matches(key, sorted(pool), n=1, cutoff=0.8)
+        if found:
+            return found[0]
+    return None
 
 
 def _find_resolver_calls(node, path: str = "") -> list[tuple[str, str]]:
@@ -364,8 +390,22 @@ class _Missing:
 MISSING = _Missing()
 
 
-def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `config` with dotted-path values set (the sampled tuning values)."""
+def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
+
+    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
+    set there first and the interpolations resolved after, as Hydra does with command-line overrides:
+    with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr` too. Setting a
+    key that is itself an interpolation replaces the interpolation. Without `raw` (a config that has
+    no interpolations), the values are set on `config` as it is.
+    """
+    if raw is not None and params:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(copy.deepcopy(raw))
+        for path, value in params.items():
+            OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     out = copy.deepcopy(config)
     for path, value in params.items():
         node = out
@@ -374,6 +414,13 @@ def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, An
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def _literal(value: Any) -> Any:
+    """A sampled string is a value, never an interpolation: '${x}' is escaped to stay as written."""
+    if isinstance(value, str) and "${" in value:
+        return value.replace("${", "\\${")
+    return value
 
 
 def get_path(config: dict[str, Any], path: str, default: Any = MISSING) -> Any:

@@ -30,6 +30,7 @@ class LoadedContract:
     path: Path
     positions: LoadedYaml
     configs: dict[str, dict[str, Any]]  # arm name -> composed effective config (baseline included)
+    raw_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, interpolations unresolved
     warnings: list[Diagnostic] = field(default_factory=list)
 
     @property
@@ -127,7 +128,8 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
     diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
-    return diagnostics, LoadedContract(contract, path, loaded, configs)
+    raw = composed.raw if composed is not None and not composed.problems else {}
+    return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw)
 
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:

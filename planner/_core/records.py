@@ -72,3 +72,21 @@ def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         group = groups.setdefault(error, {"error": error, "count": 0, "first": record.get("trial_id")})
         group["count"] += 1
     return list(groups.values())
+
+
+def curve(record: dict[str, Any]) -> tuple:
+    """Everything a trial reported, as a comparable value: (step, sorted metrics) per report."""
+    reports = record.get("reports")
+    return tuple((r.get("step"), tuple(sorted((r.get("metrics") or {}).items())))
+                 for r in (reports if isinstance(reports, list) else []) if isinstance(r, dict))
+
+
+def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Arms whose completed confirmation trials (2 or more seeds) reported exactly the same curves:
+    arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
+    curves: dict[str, dict[Any, tuple]] = {}
+    for r in records:
+        if r.get("phase") == "confirm" and r.get("status") == "completed":
+            curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
+    return {arm: len(by_seed) for arm, by_seed in curves.items()
+            if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}

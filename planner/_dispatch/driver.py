@@ -49,6 +49,7 @@ class RunResult:
     no_value_arms: list[str] = field(default_factory=list)  # arms without one usable confirmation value
     heldout_exposures: int = 0  # tuning trials that reported metric.heldout
     heldout: str | None = None
+    findings: list[dict] = field(default_factory=list)  # decisions.json `findings` (seeds_identical, ...)
 
     @property
     def exit_code(self) -> int:
@@ -60,7 +61,8 @@ class RunResult:
 # ------------------------------------------------------------------ loading and validating
 
 def load_and_validate(contract_path: str | os.PathLike):
-    """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
+    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved),
+    or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
@@ -71,7 +73,7 @@ def load_and_validate(contract_path: str | os.PathLike):
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path)
-    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
+    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract), loaded.raw_configs
 
 
 
@@ -122,6 +124,7 @@ class _Runner:
         from planner._dispatch.progress import Progress
 
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
+        self.raw_configs: dict[str, dict] = {}  # interpolations unresolved: tuned values go in before resolving
         self.store = store
         self.sha = contract.sha256()
         self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
@@ -226,7 +229,8 @@ class _Runner:
             evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
+                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
+                                raw=self.raw_configs.get(group.arm)))
         if not sweeps:
             return None
         self.progress.phase = "tune"
@@ -259,7 +263,24 @@ class _Runner:
             self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
                              reason=s.reason)
             self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
-        return {arm: apply_params(self.configs[arm], s.params) for arm, s in selected.items() if s.trial_id}
+        return {arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
+                for arm, s in selected.items() if s.trial_id}
+
+    def _seeds_identical(self, rows: list[dict]) -> list[dict]:
+        """Arms whose seeds did not vary the run: their rows become `invalid`; the findings for decisions.json."""
+        from planner._core.records import seeds_identical
+        from planner._stats.decide import seeds_did_not_vary
+
+        c = self.contract
+        identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
+        for i, row in enumerate(rows):
+            decision = seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric,
+                                          row["alpha_adjusted"], row["n_baseline"], row["n_arm"])
+            if decision is not None and row["decision"] != "incomplete":
+                rows[i] = {**decision.as_dict(), **({"looks": row["looks"]} if "looks" in row else {})}
+        return [{"kind": "seeds_identical", "arm": arm, "seeds": n,
+                 "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
+                            "the seeds did not vary the run"} for arm, n in identical.items()]
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
         """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
@@ -323,6 +344,9 @@ class _Runner:
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
         rows = self._nothing_confirmed(rows)
+        self.findings = self._seeds_identical(rows)
+        if self.findings:
+            extra["findings"] = self.findings
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
@@ -337,7 +361,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._dispatch.progress import make_display
     from planner._store.identity import run_identity
 
-    contract, contract_dir, configs, plan = load_and_validate(contract_path)
+    contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
@@ -376,6 +400,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    runner.raw_configs = raw_configs
     if resume is not None:
         again = unfinished(store, runner.records)
         if again:
@@ -466,7 +491,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 for r in records if r["status"] in FAILED_STATUSES]
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
-                     heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout)
+                     heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
+                     findings=list(getattr(runner, "findings", [])))
 
 
 def arms_without_value(contract, records: list[dict]) -> list[str]:
@@ -558,6 +584,8 @@ def format_result(result: RunResult) -> str:
     if result.failures:
         lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+    for finding in result.findings:
+        lines.append(f"warning:    {finding['message']}")
     for group in result.errors[:5]:
         lines.append(f"error:      {group['error']} (in {group['count']} trial{'s' if group['count'] > 1 else ''}, "
                      f"first {group['first']})")

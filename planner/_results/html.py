@@ -24,7 +24,7 @@ table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}th,td{border:1px
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 code{background:#f6f8fa;padding:1px 4px;border-radius:4px;font-size:13px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-weight:600;font-size:13px}
-.accept{background:#1a7f37}.reject{background:#cf222e}.inconclusive{background:#9a6700}.incomplete,.none{background:#6e7781}
+.accept{background:#1a7f37}.reject{background:#cf222e}.inconclusive{background:#9a6700}.incomplete,.none{background:#6e7781}.invalid{background:#8250df}
 .state{background:#0969da}.warn{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:6px}
 .muted{color:#656d76}.hyp{font-size:16px;background:#f6f8fa;border-left:4px solid #0969da;padding:8px 14px}
 img{max-width:100%;display:block;margin:8px 0}.kv th{font-weight:600;white-space:nowrap}
@@ -65,7 +65,7 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _badge(decision: Any) -> str:
-    cls = decision if decision in ("accept", "reject", "inconclusive", "incomplete") else "none"
+    cls = decision if decision in ("accept", "reject", "inconclusive", "incomplete", "invalid") else "none"
     return f'<span class="badge {cls}">{_e(decision or "not decided")}</span>'
 
 
@@ -113,6 +113,8 @@ def render_html(results: RunResults) -> str:
     parts.append(_table(["arm", "overrides", "config diff vs the baseline"], rows))
 
     parts.append("<h2>Decisions</h2>")
+    parts += [f"<p class='bad'><b>Warning: {_e(f.get('message') or f.get('kind'))}.</b></p>"
+              for f in s.get("findings") or []]
     if s["decisions"]:
         rows = [[_e(d["arm"]), _badge(d["decision"]), _f(d["effect"]), f"[{_f(d['ci_low'])}, {_f(d['ci_high'])}]",
                  _f(d["p_value"]), _f(d["alpha_adjusted"]), _f(d["n_baseline"]), _f(d["n_arm"]), _e(d["reason"] or "")]

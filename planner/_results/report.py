@@ -237,6 +237,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "reevals": reeval_summary(results.run_dir),
         "identity": identity_summary(results.identity),
         "notes": results.notes,
+        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
     })
 
 
@@ -420,6 +421,8 @@ def render_markdown(results: RunResults) -> str:
             out.append(f"  - `{d['path']}`: {_fmt(d['baseline'])} → {_fmt(d['arm'])}")
     out.append("")
     out += ["## Decisions", ""]
+    out += [f"**Warning: {f.get('message') or f.get('kind')}.**" for f in s.get("findings") or []]
+    out += [""] if s.get("findings") else []
     if s["decisions"]:
         rows = [[d["arm"], d["decision"] or "not decided", _fmt(d["effect"]), _fmt(d["ci_low"]), _fmt(d["ci_high"]),
                  _fmt(d["p_value"]), _fmt(d["alpha_adjusted"]), _fmt(d["n_baseline"]), _fmt(d["n_arm"]),

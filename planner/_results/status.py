@@ -79,6 +79,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "heldout": rf.heldout_ledger(records, contract),
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
+        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)],
     }
 
 
@@ -159,5 +160,6 @@ def format_status(status: dict[str, Any]) -> str:
         out.append("decisions: " + ", ".join(f"{d['arm']} {d['decision']}" for d in s["decisions"]))
     else:
         out.append("decisions: none yet")
+    out += [f"warning: {f.get('message') or f.get('kind')}" for f in s.get("findings") or []]
     out += [f"note: {n}" for n in s["notes"]]
     return "\n".join(out) + "\n"

@@ -467,6 +467,26 @@ def decide(
     return decisions
 
 
+def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str,
+                       alpha_adjusted: float, n_baseline: int = 0, n_arm: int = 0) -> Decision | None:
+    """The `invalid` decision of `arm` when the seeds did not vary the baseline's or the arm's run, else None.
+
+    arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such values have
+    no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither accepted nor rejected.
+    """
+    said = [f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
+            f"{arms_identical[a]} seeds" for a in (baseline, arm) if a in arms_identical]
+    if not said:
+        return None
+    return Decision(
+        arm=arm, decision="invalid", effect=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
+        alpha_adjusted=alpha_adjusted, n_baseline=n_baseline, n_arm=n_arm,
+        reason=(f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. The trainable "
+                "ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed noise to "
+                "test an effect against. Make the trainable seed its randomness from the trial's seed and run again."),
+    )  # fmt: skip
+
+
 _STATUS_PHRASES = {
     "failed": "failed",
     "timeout": "timed out",
