@@ -7,7 +7,6 @@ import pytest
 from planner._contract.validate import load_contract, planned_trials, validate
 from tests._contract_helpers import EXAMPLES
 
-
 # invalid file -> (rule code, text on the line the error must point at)
 EXPECTED = {
     "typo.yaml": ("P100", "seed: [0, 1, 2]"),
