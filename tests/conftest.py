@@ -1,5 +1,8 @@
 """Shared fixtures. `ray_local`: ONE local Ray (2 CPUs) for the whole test session.
 
+`run_dir` and `results` (from tests/_runs.py): the synthetic run folder and its
+`load_run`, made once per test module that asks for them.
+
 Use it in any test that needs Ray (mark the test `@pytest.mark.ray`); never
 call ray.init/ray.shutdown in a test. Workers get the repository root on
 their PYTHONPATH, so `tests.trainables.*` and `planner` import there.
@@ -11,6 +14,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests._runs import results, run_dir  # noqa: F401 (fixtures shared by every tier)
 
 REPO = Path(__file__).resolve().parent.parent
 

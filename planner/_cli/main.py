@@ -1,8 +1,7 @@
 """The `plan` command line: it parses, calls the planner's steps, and prints.
 
-Exit codes: 0 success; 1 invalid contract (or, for reeval, results that do not
-reproduce); 2 usage error or unreadable file; 3 a run that ended without
-completing; 70 an internal bug (the message says how to see the trace).
+Exit codes come from the one table, `planner._core.errors.EXIT_CODES`: a
+command returns its result's code, a PlannerError its class's `exit_code`.
 No traceback reaches a user unless they ask for it with --debug or PLANNER_DEBUG=1.
 """
 
@@ -13,9 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from planner._core.errors import PlannerError
-
-EXIT_INTERNAL = 70
+from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PlannerError
 
 
 def _add_validate(sub) -> None:
@@ -96,7 +93,7 @@ def _add_estimate(sub) -> None:
 def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         print(f"plan {name}: not available in this version", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
     return handler
 
@@ -124,7 +121,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     from planner._contract.model import json_schema
 
     print(json.dumps(json_schema(), indent=2))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -166,7 +163,7 @@ def _cmd_power(args: argparse.Namespace) -> int:
         sd, source = args.sd, "given with --sd"
     summary = power_summary(contract, sd, sd_source=source)
     _print_json(summary) if args.json else print(format_power(summary))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
@@ -184,7 +181,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
         timing = read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
     summary = estimate(contract, timing, args.slots or default_slots(contract))
     _print_json(summary) if args.json else print(format_estimate(summary))
-    return 0
+    return EXIT_OK
 
 
 def _write_text(path: str, text: str) -> None:
@@ -211,7 +208,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from planner._results.status import format_status, read_status
 
     print(format_status(read_status(args.run_dir)), end="")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -225,7 +222,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         print(text, end="")
-    return 0
+    return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
@@ -236,7 +233,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     out_dir = args.output or os.path.join(args.run_dir, "export")
     for path in export_tables(results, out_dir, args.format):
         print(f"wrote {path}")
-    return 0
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -262,10 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except BrokenPipeError:  # `plan ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit then succeeds
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt:
         print(f"plan {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as error:  # an internal bug: short message, trace on request
         if debug:
             raise

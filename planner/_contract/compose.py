@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.paths import flatten
+
 _RESOLVER_CALL = re.compile(r"\$\{\s*[A-Za-z_][\w.\-]*\s*:")
 
 
@@ -343,93 +345,11 @@ def near_key(cfg, key: str) -> str | None:
     return None
 
 
-def _find_resolver_calls(node, path: str = "") -> list[tuple[str, str]]:
-    found = []
-    if isinstance(node, dict):
-        for k, v in node.items():
-            found += _find_resolver_calls(v, f"{path}.{k}" if path else str(k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            found += _find_resolver_calls(v, f"{path}.{i}" if path else str(i))
-    elif isinstance(node, str) and _RESOLVER_CALL.search(node):
-        found.append((path, node))
-    return found
+def _find_resolver_calls(node) -> list[tuple[str, str]]:
+    return [(path, value) for path, value in flatten(node, into_lists=True).items()
+            if isinstance(value, str) and _RESOLVER_CALL.search(value)]
 
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-def flatten(config: Any, prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}, "c": [1, 2]} -> {"a.b": 1, "c": [1, 2]}: leaves by dotted path (lists are leaves)."""
-    if isinstance(config, dict) and config:
-        out: dict[str, Any] = {}
-        for k, v in config.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: config}
-
-
-def config_diff(baseline: dict[str, Any], arm: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    """Leaves that differ: (dotted path, baseline value, arm value); a missing side is `MISSING`."""
-    a, b = flatten(baseline), flatten(arm)
-    diff = []
-    for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, MISSING), b.get(path, MISSING)
-        if va != vb or type(va) is not type(vb):
-            diff.append((path, va, vb))
-    return diff
-
-
-class _Missing:
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-MISSING = _Missing()
-
-
-def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
-
-    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
-    set there first and the interpolations resolved after, as Hydra does with command-line overrides:
-    with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr` too. Setting a
-    key that is itself an interpolation replaces the interpolation. Without `raw` (a config that has
-    no interpolations), the values are set on `config` as it is.
-    """
-    if raw is not None and params:
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.create(copy.deepcopy(raw))
-        for path, value in params.items():
-            OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    out = copy.deepcopy(config)
-    for path, value in params.items():
-        node = out
-        *parents, leaf = path.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
-
-
-def _literal(value: Any) -> Any:
-    """A sampled string is a value, never an interpolation: '${x}' is escaped to stay as written."""
-    if isinstance(value, str) and "${" in value:
-        return value.replace("${", "\\${")
-    return value
-
-
-def get_path(config: dict[str, Any], path: str, default: Any = MISSING) -> Any:
-    node: Any = config
-    for part in path.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return default
-    return node

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.diagnostics import Diagnostic
-from planner._core.errors import ContractError, UsageError
+from planner._core.errors import ContractError, ContractFileError
 
 MAX_BYTES = 1024 * 1024  # 1 MiB: a contract is a page of YAML
 MAX_DEPTH = 64
@@ -42,12 +42,6 @@ Position = tuple[int, int]
 _STANDARD_TAGS = {
     "tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")
 }
-
-
-class ContractFileError(ContractError, UsageError):
-    """The contract file cannot be read as text: exit 2 (a usage problem, not an invalid contract)."""
-
-    exit_code = 2
 
 
 @dataclass

@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner._contract.compose import MISSING, ComposedArms, ComposeProblem, flatten, get_path
+from planner._contract.compose import ComposedArms, ComposeProblem
 from planner._contract.load import LoadedYaml, format_path
+from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._core.diagnostics import Diagnostic, Severity, short_repr
 
 MIN_SEEDS_WARNING = 5
@@ -155,11 +156,9 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                        f"selection k is {k} but a trial reports at most budget.exposure = {exposure} times",
                        f"Use 1 <= k <= {exposure}.")
     planned = planned_trials(contract)
-    max_trials = contract.budget.max_trials
-    if max_trials is not None and planned["total"] > max_trials:
-        report.add("P409", ("budget", "max_trials"),
-                   f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
-                   f"but budget.max_trials is {max_trials}",
+    problem = max_trials_problem(planned, contract.budget.max_trials)
+    if problem:
+        report.add("P409", ("budget", "max_trials"), problem,
                    f"Raise max_trials to at least {planned['total']}, or plan fewer arms, seeds or trials_per_arm.")
     if len(contract.seeds) < MIN_SEEDS_WARNING:
         report.add("P901", ("seeds",),
@@ -189,7 +188,10 @@ def _grid_size(space) -> int:
 def planned_trials(contract) -> dict[str, int]:
     """Planned trials per phase: tune = arms x tuning seeds x trials_per_arm; confirm = arms x seeds.
 
-    "Arms" counts the baseline too. Re-evaluations are not planned.
+    "Arms" counts the baseline too. Re-evaluations are not planned. The one
+    count: `plan validate`, `plan estimate`, P409 and the plan's own lists
+    (`planner._plan.trials.make_plan`, which checks that it made this many)
+    all use it.
     """
     arms = len(contract.all_arms)
     tune = 0
@@ -199,33 +201,12 @@ def planned_trials(contract) -> dict[str, int]:
     return {"tune": tune, "confirm": confirm, "total": tune + confirm}
 
 
-def arm_changes(base: Any, arm: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """Where `arm` differs from `base`: (dotted path, base value, arm value), a missing side `MISSING`.
-
-    Finer than `config_diff` (which keeps lists whole and reports a mapping emptied
-    by a deletion as a change of its own): it descends into mappings and into lists
-    of equal length, so `layers.0` can be a factor key and `~model.dropout` changes
-    only `model.dropout`.
-    """
-    if isinstance(base, dict) and isinstance(arm, dict):
-        changes = []
-        for key in sorted(set(base) | set(arm), key=str):
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in arm:
-                changes += [(p, v, MISSING) for p, v in flatten(base[key], path).items()]
-            elif key not in base:
-                changes += [(p, MISSING, v) for p, v in flatten(arm[key], path).items()]
-            else:
-                changes += arm_changes(base[key], arm[key], path)
-        return changes
-    if isinstance(base, list) and isinstance(arm, list) and len(base) == len(arm):
-        changes = []
-        for i, (a, b) in enumerate(zip(base, arm, strict=True)):
-            changes += arm_changes(a, b, f"{prefix}.{i}" if prefix else str(i))
-        return changes
-    if base != arm or type(base) is not type(arm):
-        return [(prefix, base, arm)]
-    return []
+def max_trials_problem(planned: dict[str, int], max_trials: int | None) -> str | None:
+    """The `budget.max_trials` rule (P409): why `planned` (as from `planned_trials`) does not fit, or None."""
+    if max_trials is None or planned["total"] <= max_trials:
+        return None
+    return (f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
+            f"but budget.max_trials is {max_trials}")
 
 
 def _inside(path: str, keys: list[str]) -> bool:
@@ -274,7 +255,7 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
     seen: dict[str, str] = {}
     for i, arm in enumerate(contract.arms):
         config = configs[arm.name]
-        diff = arm_changes(base, config)
+        diff = config_diff(base, config)
         if not diff:
             report.add("P301", ("arms", i), f"arm {arm.name!r} has the same effective config as the baseline {base_name!r}",
                        "Change the factor in the arm's overrides; an arm must differ from the baseline.")
@@ -294,7 +275,7 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
     tuning = contract.tuning
     if tuning is not None:
         for arm in contract.arms:
-            diff = arm_changes(base, configs[arm.name])
+            diff = config_diff(base, configs[arm.name])
             tuned = [key for key in tuning.space if any(_inside(path, [key]) for path, _, _ in diff)]
             if diff and all(_inside(path, list(tuning.space)) for path, _, _ in diff) \
                     and arm.name not in tuning.arm_space and base_name not in tuning.arm_space:
@@ -359,7 +340,7 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
         for arm in contract.arms:
             if arm.name not in composed.configs:
                 continue
-            for path, _, _ in arm_changes(base, composed.configs[arm.name]):
+            for path, _, _ in config_diff(base, composed.configs[arm.name]):
                 if any(_BATCH_KEY.search(part) for part in path.split(".")):
                     owner = next((i for i, k in enumerate(contract.factor.keys) if _inside(path, [k])), 0)
                     touched.setdefault(path, owner)

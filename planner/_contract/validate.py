@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._contract.load import ContractFileError, LoadedYaml
+from planner._contract.load import LoadedYaml
 from planner._contract.rules import planned_trials
 from planner._core.diagnostics import Diagnostic, errors
-from planner._core.errors import ContractError
+from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 
 __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
 
@@ -54,7 +54,7 @@ class ValidationResult:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.unreadable else (0 if self.valid else 1)
+        return EXIT_USAGE if self.unreadable else (EXIT_OK if self.valid else EXIT_INVALID)
 
     def as_dict(self) -> dict[str, Any]:
         return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}
@@ -134,17 +134,13 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._contract.compose import MISSING
-    from planner._contract.rules import arm_changes
+    from planner._contract.paths import diff_rows
 
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
     arms = []
     for arm in contract.all_arms:
-        diff = [] if arm is contract.baseline else [
-            {"path": p, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
-             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for p, a, b in arm_changes(base, loaded.configs[arm.name])]
+        diff = [] if arm is contract.baseline else diff_rows(base, loaded.configs[arm.name])
         arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
     planned = planned_trials(contract)
     budget = contract.budget

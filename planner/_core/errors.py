@@ -1,57 +1,136 @@
-"""One exception tree for the whole planner.
+"""One exception tree for the whole planner, and the one table of exit codes.
 
-    PlannerError                 every error the planner raises on purpose
-     +-- UsageError              bad command line, unreadable file (exit 2)
-     +-- ContractError           the contract is invalid; carries Diagnostics (exit 1)
-     +-- RunError                a run cannot start or go on (lock held, hash changed, ...)
-     |    +-- RunLockedError     another `plan run` holds the run folder
-     |    +-- NoUsableValueError an arm ended with no usable confirmation value (exit 4)
-     +-- TrialProtocolError      a trainable broke the reporting protocol (fails that trial)
+    PlannerError                      every error the planner raises on purpose (exit 1)
+     +-- UsageError                   bad command line, unreadable file (exit 2)
+     +-- ContractError                the contract is invalid; carries Diagnostics (exit 1)
+     |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
+     +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
+     |    +-- RunLockedError          another `plan run` holds the run folder
+     |    +-- NoUsableValueError      an arm ended with no usable confirmation value (exit 4)
+     +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
+     |    +-- CommandConfigMismatchError   a script composed another config than the contract's
+     +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
+     |    +-- CommandFailedError      non-zero exit, or could not start
+     |    +-- CommandTimeoutError     past its time limit (also a TimeoutError)
+     |    +-- CommandMemoryError      past its memory limit (also a MemoryError)
+     |    +-- CommandNoReportError    exited 0 without a report (also a TrialProtocolError)
+     +-- MlflowTrackingError          MLflow missing or refusing, or a run folder it cannot read
 
-The CLI prints `str(error)` for any PlannerError and never a traceback;
-anything else is an internal bug and gets a short message plus how to see the trace.
+The CLI prints `str(error)` for any PlannerError and returns its `exit_code`,
+never a traceback; anything else is an internal bug (EXIT_INTERNAL) and gets a
+short message plus how to see the trace. `EXIT_CODES` is the table every
+command's code comes from (docs/commands.md shows it; a test keeps them equal).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+EXIT_NO_VALUE = 4
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success: a valid contract, a completed run (whatever the decisions), a reeval that reproduces",
+    EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce",
+    EXIT_USAGE: "usage error or unreadable file",
+    EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
+                     "a locked run folder)",
+    EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
+                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided",
+    EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
+}
 
 
 class PlannerError(Exception):
     """Root of every error the planner raises on purpose."""
 
-    exit_code: int = 1
+    exit_code: int = EXIT_INVALID
 
 
 class UsageError(PlannerError):
     """The command line is wrong or a named file cannot be read."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class ContractError(PlannerError):
     """The contract is invalid. `diagnostics` lists every problem found."""
 
-    exit_code = 1
+    exit_code = EXIT_INVALID
 
     def __init__(self, diagnostics):  # list[Diagnostic]
         self.diagnostics = list(diagnostics)
         super().__init__("\n".join(d.format() for d in self.diagnostics))
 
 
+class ContractFileError(ContractError, UsageError):
+    """The contract file cannot be read as text: exit 2 (a usage problem, not an invalid contract)."""
+
+    exit_code = EXIT_USAGE
+
+
 class RunError(PlannerError):
     """A run cannot start or continue."""
 
-    exit_code = 3
-
-
-class NoUsableValueError(RunError):
-    """A run ended with an arm that has no usable confirmation value: nothing can be decided (exit 4)."""
-
-    exit_code = 4
+    exit_code = EXIT_INCOMPLETE
 
 
 class RunLockedError(RunError):
     """Another process holds the run folder's lock."""
 
 
+class NoUsableValueError(RunError):
+    """A run ended with an arm that has no usable confirmation value: nothing can be decided."""
+
+    exit_code = EXIT_NO_VALUE
+
+
 class TrialProtocolError(PlannerError):
     """A trainable broke the reporting protocol: the trial fails, it is not retried."""
+
+
+class CommandError(PlannerError):
+    """The command did not end well. `stderr_tail` holds its last lines of stderr."""
+
+    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None,
+                 stderr_tail: str = "", attempt_dir: str | None = None):
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        self.attempt_dir = attempt_dir
+        text = message
+        if attempt_dir:
+            text += f" (logs in {attempt_dir})"
+        if stderr_tail.strip():
+            text += f"\n--- last lines of stderr ---\n{stderr_tail.rstrip()}"
+        super().__init__(text)
+
+
+class CommandFailedError(CommandError):
+    """The command exited with a non-zero status, or could not be started."""
+
+
+class CommandTimeoutError(CommandError, TimeoutError):
+    """The command ran past its time limit and was stopped (trial status `timeout`)."""
+
+
+class CommandMemoryError(CommandError, MemoryError):
+    """The command's processes used more memory than allowed and were stopped (status `oom`)."""
+
+
+class CommandNoReportError(CommandError, TrialProtocolError):
+    """The command exited 0 without a single report (trial status `protocol_error`)."""
+
+
+class CommandConfigMismatchError(TrialProtocolError):
+    """The script composed a different config from the one the contract composed."""
+
+
+class MlflowTrackingError(PlannerError):
+    """MLflow is missing, refuses the tracking URI, or the run folder cannot be read."""

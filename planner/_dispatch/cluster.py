@@ -92,7 +92,10 @@ def resources_for(value: Resources | Budget | Mapping[str, Any]) -> dict[str, fl
 
     This is what `tune.with_resources(trainable, resources_for(budget))` and a
     placement-group bundle take; `ray.nodes()` reports a node's resources in
-    the same names, so `unfit_reason()` compares them directly.
+    the same names, so `unfit_reason()` compares them directly. It is the one
+    spelling: the tuning trials, the confirmation and reeval tasks (through
+    `task_options`), the warm-up tasks and the slot count all take it from
+    here. A custom resource of amount 0 is left out (it asks for nothing).
     """
     resources = _resources(value)
     return {"CPU": float(resources.cpu), "GPU": float(resources.gpu), **_custom(resources)}

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import math
 import os
-import secrets
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from planner._core.errors import NoUsableValueError, PlannerError, RunError, UsageError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_NO_VALUE,
+    EXIT_OK,
+    PlannerError,
+    RunError,
+    UsageError,
+)
 from planner._core.records import error_groups, final_value, finite_final_value
 from planner._dispatch.session import (
     claim_stop_signals,
@@ -31,8 +37,9 @@ from planner._plan.trials import Plan, make_plan
 from planner._store.writer import RunStore, read_jsonl
 from planner._trial.protocol import TrialSpec
 
-EXIT_COMPLETED, EXIT_INVALID, EXIT_INCOMPLETE = 0, 1, 3
-EXIT_NO_VALUE = NoUsableValueError.exit_code  # 4: an arm has no usable confirmation value
+if TYPE_CHECKING:
+    from planner._dispatch.looks import SequentialConfirmation
+
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
 
 
@@ -55,7 +62,7 @@ class RunResult:
     def exit_code(self) -> int:
         if self.state != "completed":
             return EXIT_INCOMPLETE
-        return EXIT_NO_VALUE if self.no_value_arms else EXIT_COMPLETED
+        return EXIT_NO_VALUE if self.no_value_arms else EXIT_OK
 
 
 # ------------------------------------------------------------------ loading and validating
@@ -122,21 +129,11 @@ class _Runner:
     def __init__(self, contract, contract_dir: Path, configs: dict[str, dict], plan: Plan, store: RunStore,
                  display_factory, previous_wall_s: float = 0.0):
         from planner._dispatch.progress import Progress
+        from planner._dispatch.trials import Dispatch
 
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
         self.raw_configs: dict[str, dict] = {}  # interpolations unresolved: tuned values go in before resolving
         self.store = store
-        self.sha = contract.sha256()
-        self.session = f"{os.getpid()}-{secrets.token_hex(4)}"  # this driver: tells retries from resumes
-        self.search_path = trainable_search_path(contract_dir)
-        # On a cluster the driver's folders do not exist on the workers: the code
-        # arrives through runtime_env, and trials run in (and import from) its copy.
-        self.remote = False
-        self._command_extra: dict = {}
-        if contract.command:  # a `command:` trainable travels as plain data in every TrialSpec
-            from planner._trial.command import command_trainable
-
-            self._command_extra = {"command": command_trainable(contract, contract_dir, configs).to_dict()}
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
         self._state_written = 0.0
@@ -147,10 +144,21 @@ class _Runner:
                                  decision_metric=contract.metric.decision_metric,
                                  max_wall_time_s=contract.budget.max_wall_time_s)
         self.display = display_factory(self.progress)
-        self.records: dict[str, dict] = {r["trial_id"]: r for r in store.trials()
-                                         if r.get("phase") != "reeval"}  # plan reeval trials are not the plan's
+        # the trials' specs and the hooks that log them, shared with reeval; it hears back through
+        # started/ended/cancelled below
+        self.dispatch = Dispatch.open(contract, contract_dir, configs, store, listener=self,
+                                      records={r["trial_id"]: r for r in store.trials()
+                                               if r.get("phase") != "reeval"})  # plan reeval trials are not the plan's
+        self.records = self.dispatch.records
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
+        # what a sequential confirmation leaves for the decision and the run's end (planner._dispatch.looks)
+        self.sequential: SequentialConfirmation | None = None
+        self.not_needed: set[str] = set()
+
+    @property
+    def search_path(self) -> list[str]:
+        return self.dispatch.search_path
 
     # time
     def wall_s(self) -> float:
@@ -168,48 +176,22 @@ class _Runner:
         self._state_written = now
         self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
 
-    # hooks
-    def _started(self, spec: TrialSpec) -> None:
-        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
-                         seed=spec.seed)
+    # the live progress hears of each trial after the run folder (Dispatch's listener)
+    def started(self, spec: TrialSpec) -> None:
         self.progress.started(spec.phase, spec.arm)
         self.display.update()
 
-    def _ended(self, record: dict) -> None:
-        self.store.record_trial(record)
-        self.records[record["trial_id"]] = record
-        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
-                         exposure=record["exposure"])
+    def ended(self, record: dict) -> None:
         self.progress.ended(record)
         self.write_state("running", every_s=1.0)
         self.display.update(record)
 
-    def _cancelled(self, spec: TrialSpec, why: str) -> None:
-        self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)
+    def cancelled(self, spec: TrialSpec, why: str) -> None:
         self.progress.cancelled(spec.phase, spec.arm)
         self.display.update()
 
-    def hooks(self):
-        from planner._dispatch.tune import Hooks
-
-        return Hooks(self._started, self._ended, self._cancelled)
-
     def spec(self, trial, config: dict) -> TrialSpec:
-        c = self.contract
-        return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
-                         index=trial.index, params={}, config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
-                         metric=c.metric.name,
-                         heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=self.sha,
-                         max_trial_time_s=c.budget.max_trial_time_s,
-                         path=() if self.remote else tuple(self.search_path),
-                         cwd=None if self.remote else os.getcwd(),
-                         extra={**self._command_extra, "session": self.session,
-                                "max_trial_memory_bytes": c.budget.max_trial_memory_bytes})
-
-    def resources(self) -> dict:
-        r = self.contract.budget.resources
-        return {"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)}
+        return self.dispatch.spec(trial, config)
 
     # phases
     def tune(self) -> str | None:
@@ -241,14 +223,15 @@ class _Runner:
             return "budget"
         outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
-                             resources=self.resources(), hooks=self.hooks(), time_budget_s=remaining,
+                             resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
+                             time_budget_s=remaining,
                              prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped
 
     def select(self) -> dict[str, dict]:
         """Each arm's confirmation config; writes selection.json."""
-        from planner._contract.compose import apply_params
+        from planner._contract.paths import apply_params
         from planner._stats.select import select
 
         c = self.contract
@@ -305,32 +288,45 @@ class _Runner:
         return out
 
     def confirm(self, configs: dict[str, dict]) -> str | None:
-        from planner._dispatch.tune import run_fixed
-
+        """Run the confirmation trials of the arms in `configs`; what stopped the phase early, or None."""
         if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
             from planner._dispatch.looks import confirm_in_looks
 
-            return confirm_in_looks(self, configs)
-
+            looks = confirm_in_looks(self, configs)
+            self.sequential, self.not_needed = looks.sequential, looks.not_needed
+            return looks.stopped
+        self.skip_unselected(configs)
         specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
                  if t.trial_id not in self.records and t.arm in configs]
+        if not specs:
+            return None
+        outcome = self.run_batch(specs, f"confirming: {len(specs)} trials")
+        return "budget" if outcome is None else outcome.stopped
+
+    def skip_unselected(self, configs: dict[str, dict]) -> None:
+        """Log the confirmation trials of arms without a selected config as skipped."""
         skipped = [t.trial_id for t in self.plan.confirm if t.arm not in configs]
         if skipped:
             self.store.event("trials_skipped", phase="confirm", trial_ids=skipped,
                              reason="the arm has no selected config (no tuning trial completed the full exposure)")
-        if not specs:
-            return None
+
+    def run_batch(self, specs: list[TrialSpec], note: str, started: dict | None = None,
+                  ended: dict | None = None):
+        """One batch of confirmation trials as Ray tasks, between phase_started and phase_ended events.
+
+        Returns the Outcome, or None when the wall-time budget was spent before it could start.
+        `started` and `ended` are extra fields of the two events (a look's number).
+        """
         self.progress.phase = "confirm"
-        self.store.event("phase_started", phase="confirm", trials=len(specs))
-        self.display.note(f"confirming: {len(specs)} trials")
+        self.store.event("phase_started", phase="confirm", trials=len(specs), **(started or {}))
+        self.display.note(note)
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
-            return "budget"
-        outcome = run_fixed(specs, resources=self.resources(), hooks=self.hooks(),
-                            max_trial_time_s=self.contract.budget.max_trial_time_s,
-                            deadline=None if remaining is None else time.monotonic() + remaining)
-        self.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped)
-        return outcome.stopped
+            return None
+        outcome = self.dispatch.run_fixed(specs, remaining)
+        self.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped,
+                         **(ended or {}))
+        return outcome
 
     def decide(self, state: str) -> list[dict]:
         c = self.contract
@@ -338,7 +334,7 @@ class _Runner:
         if c.confirmation.looks > 1:  # the decisions come from the looks (planner._dispatch.looks)
             from planner._dispatch.looks import SequentialConfirmation
 
-            sequential = getattr(self, "sequential", None) or SequentialConfirmation(c)
+            sequential = self.sequential or SequentialConfirmation(c)
             rows = sequential.decisions(sequential.evaluate(self.records))
             extra = {"sequential": sequential.describe()}
         else:
@@ -413,7 +409,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         live = not quiet and stream.isatty()
         from planner._dispatch.cluster import resolve_address
 
-        runner.remote = resolve_address(address) is not None
+        runner.dispatch.remote = resolve_address(address) is not None
         with runner.display:
             target = address or os.environ.get("RAY_ADDRESS")
             runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
@@ -432,7 +428,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             state, reason = "interrupted", "stopped by the user"
         else:
             state, reason = "completed", "all planned trials ended"
-            not_needed = getattr(runner, "not_needed", set())  # sequential looks stopped early
+            not_needed = runner.not_needed  # sequential looks stopped early
             missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
             if missing:
                 reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
@@ -548,7 +544,7 @@ def _read_json_file(path: Path) -> dict | None:
 
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
     """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
-    from planner._contract.compose import config_diff
+    from planner._contract.paths import config_diff
 
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"

@@ -18,7 +18,7 @@ the same looks again:
         the steps so far per arm, which arms stopped, which are incomplete,
         and which (arm, seed) trials the next batch needs.
     LookState.decisions(...) -> rows for decisions.json, each with `looks`.
-    confirm_in_looks(runner, configs) -> the runner's confirmation phase.
+    confirm_in_looks(runner, configs) -> LooksResult: the driver's confirmation phase.
 
 Trials an arm no longer needs are "not needed": never run, logged in one
 `trials_skipped` event with `by_design: true`; they make no arm incomplete
@@ -28,7 +28,6 @@ and the run `completed` (docs/planning.md).
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,21 +191,25 @@ class SequentialConfirmation:
 # --------------------------------------------------------------------------- the runner's phase
 
 
-def confirm_in_looks(runner, configs: dict[str, dict]) -> str | None:
+@dataclass
+class LooksResult:
+    """What the confirmation in looks leaves for the driver: why it stopped, the looks, the trials not needed."""
+
+    stopped: str | None  # "budget", "interrupted", or None when every look that could run ran
+    sequential: SequentialConfirmation  # the design the decision reads the looks with
+    not_needed: set[str] = field(default_factory=set)  # planned confirmation trials no arm needs: never run
+
+
+def confirm_in_looks(runner, configs: dict[str, dict]) -> LooksResult:
     """`_Runner.confirm` for looks > 1: run batch after batch until every arm has stopped.
 
-    Returns what stopped the phase early ("budget", "interrupted") or None.
-    Sets `runner.not_needed` to the planned confirmation trials no arm needs.
+    `runner` is the driver's: its plan, records, run folder and live progress,
+    and `run_batch`, which sends one batch the way a one-look confirmation does.
+    Nothing is set on it; the driver keeps what the LooksResult says.
     """
-    from planner._dispatch.tune import run_fixed
-
     sequential = SequentialConfirmation(runner.contract)
-    runner.sequential = sequential
     planned = {(t.arm, t.seed): t for t in runner.plan.confirm}
-    without = [t.trial_id for t in runner.plan.confirm if t.arm not in configs]
-    if without:
-        runner.store.event("trials_skipped", phase="confirm", trial_ids=without,
-                           reason="the arm has no selected config (no tuning trial completed the full exposure)")
+    runner.skip_unselected(configs)
     runner.progress.phase = "confirm"
     previous: list[tuple[str, int]] | None = None
     while True:
@@ -216,30 +219,24 @@ def confirm_in_looks(runner, configs: dict[str, dict]) -> str | None:
             break
         previous = todo
         look = 1 + min(s.waiting for s in state.arms.values() if not s.stopped and s.waiting is not None)
-        runner.store.event("phase_started", phase="confirm", trials=len(todo), look=look,
-                           arms=state.running)
-        runner.display.note(f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials")
-        remaining = runner.remaining_s()
-        if remaining is not None and remaining <= 0:
-            return "budget"
         specs = [runner.spec(planned[pair], configs[pair[0]]) for pair in todo]
-        outcome = run_fixed(specs, resources=runner.resources(), hooks=runner.hooks(),
-                            max_trial_time_s=runner.contract.budget.max_trial_time_s,
-                            deadline=None if remaining is None else time.monotonic() + remaining)
-        runner.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped, look=look)
+        outcome = runner.run_batch(specs, f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials",
+                                   started={"look": look, "arms": state.running}, ended={"look": look})
+        if outcome is None:
+            return LooksResult("budget", sequential)
         for arm, s in sequential.evaluate(runner.records).arms.items():
             if s.steps and s.steps[-1].look == look - 1:
                 runner.store.event("look", arm=arm, **_look_json(s.steps[-1]))
         if outcome.stopped:
-            return outcome.stopped
+            return LooksResult(outcome.stopped, sequential)
     state = sequential.evaluate(runner.records)
     not_needed = [t.trial_id for t in runner.plan.confirm
                   if t.trial_id not in runner.records and t.arm in configs and (t.arm, t.seed) not in state.needed]
     if not_needed and not state.running:
-        runner.not_needed = set(not_needed)
         runner.store.event("trials_skipped", phase="confirm", trial_ids=not_needed, by_design=True,
                            reason="not needed: the sequential confirmation stopped every arm before its last look")
         for trial_id in not_needed:
             t = next(p for p in runner.plan.confirm if p.trial_id == trial_id)
             runner.progress.cell("confirm", t.arm).planned -= 1
-    return None
+        return LooksResult(None, sequential, set(not_needed))
+    return LooksResult(None, sequential)

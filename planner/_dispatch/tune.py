@@ -26,11 +26,14 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner._trial.protocol import TrialSpec, make_record, ray_node_id, run_trial, utc_now
+
+if TYPE_CHECKING:  # the workers import this module; pydantic and the model stay out of them
+    from planner._contract.model import Resources
 
 # Tune knobs that cost time per trial and buy nothing here.
 TUNE_ENV = {
@@ -128,12 +131,13 @@ def _warm_task(trainable: str, path: tuple[str, ...]) -> int:
     return os.getpid()
 
 
-def prestart_workers(template: TrialSpec, resources: dict[str, float]) -> list:
+def prestart_workers(template: TrialSpec, resources: Resources) -> list:
     """One warm-up task per slot; they queue until the tuning tail frees slots, then leave warm idle workers."""
     import ray
 
-    task = ray.remote(_warm_task).options(num_cpus=resources.get("cpu", 1), num_gpus=resources.get("gpu", 0),
-                                          resources=dict(resources.get("custom", {})) or None, max_retries=0)
+    from planner._dispatch.cluster import task_options
+
+    task = ray.remote(_warm_task).options(**task_options(resources), max_retries=0)
     return [task.remote(template.trainable, template.path) for _ in range(slots_for(resources))]
 
 
@@ -181,7 +185,7 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
         for key, value in TUNE_ENV.items():
             os.environ.setdefault(key, value)
         # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(options.get("resources", {})))))
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(options.get("resources") or {}))))
         with _Quiet():
             return _run_tuning(sweeps, **options)
     finally:  # Tune reads these while it runs; leave the process as it was
@@ -193,7 +197,7 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
 
 
 def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop,
-                resources: dict[str, float], hooks: Hooks, time_budget_s: float | None,
+                resources: Resources, hooks: Hooks, time_budget_s: float | None,
                 storage_dir: str | None = None, prestart: bool = False) -> Outcome:
     from ray import tune
     from ray.tune.schedulers import FIFOScheduler, TrialScheduler
@@ -430,8 +434,9 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
     recorder = _Recorder()
     own_storage = storage_dir is None
     storage = storage_dir or tempfile.mkdtemp(prefix="planner-tune-")
-    trainable = tune.with_resources(_tune_trainable, {"cpu": resources.get("cpu", 1), "gpu": resources.get("gpu", 0),
-                                                      **resources.get("custom", {})})
+    from planner._dispatch.cluster import resources_for
+
+    trainable = tune.with_resources(_tune_trainable, resources_for(resources))
     tuner = tune.Tuner(
         trainable,
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=total,
@@ -499,7 +504,7 @@ def _plain(value: Any) -> Any:
 
 
 def _with_params(template: TrialSpec, params: dict[str, Any], raw: dict[str, Any] | None = None) -> TrialSpec:
-    from planner._contract.compose import apply_params
+    from planner._contract.paths import apply_params
 
     data = asdict(template)
     data["params"] = params
@@ -568,20 +573,21 @@ def _after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> t
     return "failed", errors, used
 
 
-def slots_for(resources: dict[str, float]) -> int:
-    """How many trials of `resources` the connected Ray cluster runs at once (at least 1)."""
+def slots_for(resources: Resources | Mapping[str, Any]) -> int:
+    """How many trials of `resources` (the contract's budget.resources) the connected Ray cluster runs at once (at least 1)."""
     import ray
+
+    from planner._dispatch.cluster import resources_for
 
     total = ray.cluster_resources()
     counts = []
-    for name, need in (("CPU", resources.get("cpu", 1)), ("GPU", resources.get("gpu", 0)),
-                       *resources.get("custom", {}).items()):
-        if need and need > 0:
+    for name, need in resources_for(resources).items():
+        if need > 0:
             counts.append(int(total.get(name, 0) // need))
     return max(1, min(counts) if counts else 1)
 
 
-def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hooks,
+def run_fixed(specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
               max_trial_time_s: float | None, deadline: float | None) -> Outcome:
     """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like a raise."""
     import ray
@@ -589,9 +595,9 @@ def run_fixed(specs: list[TrialSpec], *, resources: dict[str, float], hooks: Hoo
     outcome = Outcome()
     if not specs:
         return outcome
-    task = ray.remote(_confirm_task).options(
-        num_cpus=resources.get("cpu", 1), num_gpus=resources.get("gpu", 0),
-        resources=dict(resources.get("custom", {})) or None, max_retries=0, retry_exceptions=False)
+    from planner._dispatch.cluster import task_options
+
+    task = ray.remote(_confirm_task).options(**task_options(resources), max_retries=0, retry_exceptions=False)
     slots = slots_for(resources)
     queue = list(specs)
     attempts: dict[str, int] = {}

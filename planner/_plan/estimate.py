@@ -146,16 +146,19 @@ def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: flo
     """
     if slots < 1:
         raise ValueError("slots must be at least 1")
+    from planner._contract.rules import planned_trials
+
     exposure = contract.budget.exposure
     arms = len(contract.all_arms)
+    planned = planned_trials(contract)
     phases = []
     tuning = contract.tuning
     if tuning is not None:
         sweeps = arms * len(tuning.seeds)
         n = tuning.trials_per_arm
         rule = tuning.early_stop.rule
-        full = sweeps * n * exposure
-        tune = {"phase": "tune", "trials": sweeps * n, "sweeps": sweeps, "trials_per_sweep": n,
+        full = planned["tune"] * exposure
+        tune = {"phase": "tune", "trials": planned["tune"], "sweeps": sweeps, "trials_per_sweep": n,
                 "steps_planned": full, "early_stop": rule}
         if rule == "asha":
             asha = asha_expected_steps(n, exposure, tuning.early_stop.grace, tuning.early_stop.reduction_factor)
@@ -173,7 +176,7 @@ def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: flo
         else:
             tune.update(steps_expected=full, saving=0.0, note="no early stopping: every trial runs the full exposure")
         phases.append(tune)
-    planned_confirm = arms * len(contract.seeds)
+    planned_confirm = planned["confirm"]
     looks = contract.confirmation.looks
     confirm = {"phase": "confirm", "trials": planned_confirm, "steps_planned": planned_confirm * exposure,
                "steps_expected": (confirm_trials_expected if confirm_trials_expected is not None
@@ -184,7 +187,7 @@ def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: flo
     phases.append(confirm)
     out: dict[str, Any] = {"name": contract.name, "unit": contract.budget.unit, "exposure": exposure,
                            "slots": slots, "phases": phases,
-                           "trials_planned": sum(p["trials"] for p in phases),
+                           "trials_planned": planned["total"],
                            "steps_planned": sum(p["steps_planned"] for p in phases)}
     if timing is not None:
         out["timing"] = timing.as_dict()

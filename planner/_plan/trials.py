@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from planner._contract.rules import planned_trials
+
 
 def tune_trial_id(arm: str, seed: int, index: int) -> str:
     return f"tune-{arm}-s{seed}-t{index:03d}"
@@ -57,13 +59,16 @@ class Plan:
     def trials(self) -> tuple[PlannedTrial, ...]:
         return self.tune + self.confirm
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """{"tune", "confirm", "total"}: the shape `planned_trials` gives."""
+        return {"tune": len(self.tune), "confirm": len(self.confirm), "total": self.planned_count}
+
     def budget_problem(self) -> str | None:
-        """Why the plan does not fit `budget.max_trials`, or None when it does."""
-        if self.max_trials is not None and self.planned_count > self.max_trials:
-            return (f"the plan has {self.planned_count} trials ({len(self.tune)} tuning + "
-                    f"{len(self.confirm)} confirmation) but budget.max_trials is {self.max_trials}; "
-                    "raise max_trials or plan fewer trials, arms or seeds")
-        return None
+        """Why the plan does not fit `budget.max_trials` (the P409 rule), or None when it does."""
+        from planner._contract.rules import max_trials_problem
+
+        return max_trials_problem(self.counts, self.max_trials)
 
     def as_dict(self) -> dict:
         return {
@@ -91,5 +96,8 @@ def make_plan(contract) -> Plan:
                          for i in range(group.size)]
     confirm = [PlannedTrial(confirm_trial_id(arm, seed), "confirm", arm, seed, 0)
                for arm in arms for seed in contract.seeds]
-    return Plan(arms, tuple(groups), tuple(tune), tuple(confirm),
+    plan = Plan(arms, tuple(groups), tuple(tune), tuple(confirm),
                 contract.budget.exposure, contract.budget.max_trials)
+    if plan.counts != planned_trials(contract):  # one count: validate, estimate and P409 use planned_trials
+        raise AssertionError(f"the plan lists {plan.counts} trials but planned_trials counts {planned_trials(contract)}")
+    return plan

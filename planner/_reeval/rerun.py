@@ -7,8 +7,9 @@ contract, the arm's effective config as the confirmation trials received it
 (else configs/<arm>.yaml with the selected tuning params), the seeds, the
 logged values of the decision metric, the identity differences between the log
 and today, and the held-out ledger's cap. `run_reeval(plan)` dispatches the
-trials through Ray (`run_fixed`, phase `reeval`, full exposure, no early
-stopping), appends them to trials.jsonl and one record to reevals.jsonl, and
+trials through Ray the way `plan run` confirms (the driver's `Dispatch`: the
+same specs, limits, hooks and Ray tasks; phase `reeval`, full exposure, no
+early stopping), appends them to trials.jsonl and one record to reevals.jsonl, and
 returns the comparison. The rest are pure functions of values; only the CLI
 prints.
 
@@ -30,11 +31,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import RunError, UsageError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_OK,
+    RunError,
+    UsageError,
+)
 from planner._core.records import finite_final_value
 from planner._dispatch.session import trainable_search_path
 
-EXIT_REPRODUCED, EXIT_DIFFERS, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom", "not_run")
 CODE_KEYS = ("commit", "dirty", "diff_sha256", "trainable_source_sha256", "trainable_file")
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
@@ -146,12 +153,12 @@ def verdict(rows: list[SeedRow]) -> tuple[str, int]:
     """(verdict, exit code): a logged seed that differs -> not_reproduced (1); else a trial that failed
     to run -> failed (3); else reproduced (0), or new_seeds (0) when no logged seed was compared."""
     if any(r.reproduced is False for r in rows):
-        return "not_reproduced", EXIT_DIFFERS
+        return "not_reproduced", EXIT_INVALID
     if any(r.new_status in FAILED_STATUSES for r in rows):
-        return "failed", EXIT_FAILED
+        return "failed", EXIT_INCOMPLETE
     if any(not r.is_new for r in rows):
-        return "reproduced", EXIT_REPRODUCED
-    return "new_seeds", EXIT_REPRODUCED
+        return "reproduced", EXIT_OK
+    return "new_seeds", EXIT_OK
 
 
 def estimate(values: list[float]) -> dict[str, Any]:
@@ -340,7 +347,7 @@ def _frozen_contract(folder):
 
 def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes: list[str]):
     """(config, params, source): what the arm's confirmation trials received, from the log alone."""
-    from planner._contract.compose import apply_params
+    from planner._contract.paths import apply_params
 
     selection = (folder.selection() or {}).get("arms", {}).get(arm) or {}
     stored = folder.configs().get(arm)
@@ -385,50 +392,26 @@ class ReevalResult:
 def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     """Run the planned reeval trials through Ray, log them, compare them with the log."""
     from planner._core.version import VERSION
+    from planner._dispatch.cluster import resolve_address
     from planner._dispatch.session import claim_stop_signals, restore_stop_signals, start_ray
-    from planner._dispatch.tune import Hooks, run_fixed
+    from planner._dispatch.trials import Dispatch
+    from planner._plan.trials import PlannedTrial
     from planner._store.writer import RunStore, utc_now
-    from planner._trial.protocol import TrialSpec
 
     c = plan.contract
     store = RunStore.open(plan.run_dir)
     store.lock("plan reeval")
     previous_term = claim_stop_signals()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
-    records: dict[str, dict] = {}
     started = utc_now()
     started_ray = False
     try:
         _recheck_under_lock(plan)
-
-        def on_started(spec):
-            store.event("trial_started", trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase, seed=spec.seed)
-
-        def on_ended(record):
-            store.record_trial(record)
-            records[record["trial_id"]] = record
-            store.event("trial_ended", trial_id=record["trial_id"], status=record["status"],
-                        exposure=record["exposure"])
-
-        def on_cancelled(spec, why):
-            store.event("trial_cancelled", trial_id=spec.trial_id, reason=why)
-
-        r = c.budget.resources
-        extra: dict[str, Any] = {}
-        if c.command:  # a `command:` trainable travels as plain data, built from the logged configs
-            from planner._trial.command import command_trainable
-
-            extra = {"command": command_trainable(c, plan.contract_dir, plan.arm_configs).to_dict()}
-        from planner._dispatch.cluster import resolve_address
-
-        remote = resolve_address(address) is not None  # on a cluster the code ships; no driver paths
-        specs = [TrialSpec(trial_id=plan.trial_id(seed), phase="reeval", arm=plan.arm, seed=seed, index=0,
-                           params=dict(plan.params), config=plan.config, budget=c.budget.exposure,
-                           dir=store.trial_dir(plan.trial_id(seed)), trainable=c.trainable or c.command,
-                           metric=c.metric.name,
-                           heldout=c.metric.heldout, retries=c.failures.retries, contract_sha256=plan.contract_sha256,
-                           max_trial_time_s=c.budget.max_trial_time_s,
-                           path=() if remote else tuple(plan.search_path), cwd=None if remote else os.getcwd(),
-                           extra=extra)
+        # the driver's own way to spec, send and log trials; a command trainable is built from the logged configs,
+        # and on a cluster the code ships (no driver paths)
+        dispatch = Dispatch.open(c, plan.contract_dir, plan.arm_configs, store, contract_sha256=plan.contract_sha256,
+                                 search_path=plan.search_path, remote=resolve_address(address) is not None)
+        specs = [dispatch.spec(PlannedTrial(plan.trial_id(seed), "reeval", plan.arm, seed, 0), plan.config,
+                               params=plan.params)
                  for seed in plan.seeds]
         try:
             started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False,
@@ -439,13 +422,12 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
             raise RunError(f"cannot start a local Ray for the reeval: {error}; nothing ran") from None
         store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
                     tolerance=plan.tolerance)
-        outcome = run_fixed(specs, resources={"cpu": r.cpu, "gpu": r.gpu, "custom": dict(r.custom)},
-                            hooks=Hooks(on_started, on_ended, on_cancelled),
-                            max_trial_time_s=c.budget.max_trial_time_s, deadline=None)
+        outcome = dispatch.run_fixed(specs)
+        records = dispatch.records
         result = _result(plan, records)
         if outcome.stopped == "interrupted":
             result.verdict = result.record["verdict"] = "interrupted"
-            result.exit_code = result.record["exit_code"] = 130
+            result.exit_code = result.record["exit_code"] = EXIT_INTERRUPTED
         result.record.update(started=started, ended=utc_now(), planner_version=VERSION)
         store.append("reevals.jsonl", result.record)
         store.event("reeval_ended", reeval=plan.reeval_number, verdict=result.verdict)

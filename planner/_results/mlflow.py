@@ -28,7 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import PlannerError
+from planner._contract.paths import flatten
+from planner._core.errors import MlflowTrackingError
 
 TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
@@ -40,10 +41,6 @@ _MLFLOW_STATUS = {
     "diverged": "FINISHED",
     "early_stopped": "KILLED",
 }
-
-
-class MlflowTrackingError(PlannerError):
-    """MLflow is missing, refuses the tracking URI, or the run folder cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ def _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Pa
     started = _ms(trial.get("started"))
     run_id = client.create_run(experiment_id, start_time=started, run_name=trial["trial_id"],
                                tags={"mlflow.parentRunId": parent_id, **_str_dict(tags)}).info.run_id
-    params = {_mlflow_key(k): _param_value(v) for k, v in _flatten(trial.get("config") or {}).items()}
+    params = {_mlflow_key(k): _param_value(v) for k, v in flatten(trial.get("config") or {}).items()}
     metrics = []
     for report in trial.get("reports") or []:
         timestamp = (started or 0) + int(1000 * float(report.get("time_s") or 0.0))
@@ -381,13 +378,6 @@ def _tag_value(value: Any) -> str:
 
 def _str_dict(tags: Mapping[str, Any]) -> dict[str, str]:
     return {k: _tag_value(v) for k, v in tags.items()}
-
-
-def _flatten(config: Any) -> dict[str, Any]:
-    """Leaves by dotted path (planner._contract.compose.flatten), with no entry for an empty or non-mapping config."""
-    from planner._contract.compose import flatten
-
-    return {key: value for key, value in flatten(config).items() if key}
 
 
 def _ms(timestamp: str | None) -> int | None:

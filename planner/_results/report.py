@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from planner._contract.paths import diff_rows
 from planner._core.text import format_duration
 from planner._store import read as rf
 
@@ -52,30 +53,6 @@ def _clean(value: Any) -> Any:
     if isinstance(value, pd.Timestamp):
         return value.isoformat()
     return value
-
-
-def _flatten(value: Any, prefix: str = "", out: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = {} if out is None else out
-    if isinstance(value, dict) and value:
-        for k, v in value.items():
-            _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
-    else:
-        out[prefix] = value
-    return out
-
-
-def config_diff(baseline: dict[str, Any], arm: dict[str, Any]) -> list[dict[str, Any]]:
-    """Dotted paths where `arm`'s config differs from the baseline's, with both values."""
-    a, b = _flatten(baseline), _flatten(arm)
-    missing = object()
-    rows = []
-    for path in sorted(set(a) | set(b)):
-        va, vb = a.get(path, missing), b.get(path, missing)
-        if va != vb:
-            rows.append({"path": path, "baseline": None if va is missing else va,
-                         "arm": None if vb is missing else vb,
-                         "change": "added" if va is missing else "removed" if vb is missing else "changed"})
-    return rows
 
 
 def _decisions(results: RunResults) -> list[dict[str, Any]]:
@@ -207,7 +184,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         for a in [c.get("baseline") or {}] + list(c.get("arms") or []):
             if isinstance(a, dict) and a.get("name") == arm:
                 overrides = list(a.get("overrides") or [])
-        diff = config_diff(configs[base], configs[arm]) if base in configs and arm in configs and arm != base else []
+        diff = diff_rows(configs[base], configs[arm]) if base in configs and arm in configs and arm != base else []
         arms_info.append({"arm": arm, "baseline": arm == base, "overrides": overrides, "config_diff": diff,
                           "has_config": arm in configs})
     state = results.state

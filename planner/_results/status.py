@@ -19,16 +19,16 @@ PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
 
 
 def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
-    """True/False when the holder runs on this host; None when it cannot be told from here."""
+    """True/False when the holder runs on this host; None when it cannot be told from here.
+
+    The lock's own rule (`stale_reason`): a lock whose process is gone, whose pid
+    now belongs to another process, or that was taken before a reboot is not alive.
+    """
+    from planner._store.lock import stale_reason
+
     if not lock or lock.get("host") != socket.gethostname() or not isinstance(lock.get("pid"), int):
         return None
-    try:
-        os.kill(lock["pid"], 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return stale_reason(lock) is None
 
 
 def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner._contract.paths import flatten
 from planner._store import read as rf
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
@@ -361,14 +362,6 @@ def _last_error(errors: Any) -> str | None:
     return f"{e.get('type') or 'Error'}: {e.get('message') or ''}".strip()
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
-        out[prefix] = value
-
-
 def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
     """`params` by dotted key, one column each (NA where a trial has no such param)."""
     n = len(records)
@@ -377,9 +370,7 @@ def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
         params = r.get("params") or {}
         if not params:
             continue
-        flat: dict[str, Any] = {}
-        _flatten("", params, flat)
-        for key, value in flat.items():
+        for key, value in flatten(params).items():
             col = cols.get(key)
             if col is None:
                 col = cols[key] = [None] * n

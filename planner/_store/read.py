@@ -241,11 +241,10 @@ def open_run(run_dir: str | os.PathLike) -> RunFolder:
 
 
 def contract_get(contract: dict[str, Any], dotted: str, default: Any = None) -> Any:
-    value: Any = contract
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return default
-        value = value[part]
+    """The value at a dotted path of the frozen contract; `default` when it is absent or null."""
+    from planner._contract.paths import get_path
+
+    value = get_path(contract, dotted, None)
     return default if value is None else value
 
 

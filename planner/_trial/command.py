@@ -41,7 +41,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import PlannerError, TrialProtocolError
+from planner._core.errors import (  # the command trainable's errors live in the one tree
+    CommandConfigMismatchError,
+    CommandFailedError,
+    CommandMemoryError,
+    CommandNoReportError,
+    CommandTimeoutError,
+    PlannerError,
+    TrialProtocolError,
+)
 from planner._trial.script_report import REPORT_FILE_ENV
 
 ENV_SEED = "PLANNER_SEED"
@@ -55,48 +63,6 @@ DEFAULT_MAX_LOG_BYTES = 8 * 1024 * 1024  # per stream, kept from the head of the
 TAIL_BYTES = 64 * 1024  # per stream, the end of the output, always kept
 STDERR_TAIL_LINES = 50
 MAX_REPORT_LINE_BYTES = 1024 * 1024
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class CommandError(PlannerError):
-    """The command did not end well. `stderr_tail` holds its last lines of stderr."""
-
-    exit_code = 1
-
-    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None,
-                 stderr_tail: str = "", attempt_dir: str | None = None):
-        self.argv = list(argv)
-        self.returncode = returncode
-        self.stderr_tail = stderr_tail
-        self.attempt_dir = attempt_dir
-        text = message
-        if attempt_dir:
-            text += f" (logs in {attempt_dir})"
-        if stderr_tail.strip():
-            text += f"\n--- last lines of stderr ---\n{stderr_tail.rstrip()}"
-        super().__init__(text)
-
-
-class CommandFailedError(CommandError):
-    """The command exited with a non-zero status, or could not be started."""
-
-
-class CommandTimeoutError(CommandError, TimeoutError):
-    """The command ran past its time limit and was stopped (trial status `timeout`)."""
-
-
-class CommandMemoryError(CommandError, MemoryError):
-    """The command's processes used more memory than allowed and were stopped (status `oom`)."""
-
-
-class CommandNoReportError(CommandError, TrialProtocolError):
-    """The command exited 0 without a single report (trial status `protocol_error`)."""
-
-
-class CommandConfigMismatchError(TrialProtocolError):
-    """The script composed a different config from the one the contract composed."""
 
 
 # ------------------------------------------------------------------- overrides
@@ -172,7 +138,7 @@ def config_changes_as_overrides(arm_config: Mapping[str, Any], trial_config: Map
     applied; the difference from the arm's config is exactly those values. A
     leaf that is new is written `+key=value`, one that is gone `~key`.
     """
-    from planner._contract.compose import MISSING, config_diff
+    from planner._contract.paths import MISSING, config_diff
 
     out = []
     for path, before, after in config_diff(dict(arm_config), dict(trial_config)):
@@ -586,7 +552,7 @@ class _ConfigCheck:
         self.done = True
         from omegaconf import OmegaConf
 
-        from planner._contract.compose import config_diff, flatten
+        from planner._contract.paths import config_diff, flatten
 
         loaded = OmegaConf.load(self.path)
         derived = {path for path, value in flatten(OmegaConf.to_container(loaded, resolve=False)).items()
@@ -657,7 +623,7 @@ class CommandTrainable:
         return out
 
     def expected_config(self, config: Mapping[str, Any], trial: Any) -> dict[str, Any]:
-        from planner._contract.compose import apply_params
+        from planner._contract.paths import apply_params
 
         fixed = {}
         if self.seed_key:

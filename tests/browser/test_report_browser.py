@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.synthetic_run import make_run
 from planner import load_run
 from planner._results.render import render
+from tests._runs import synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -52,8 +52,7 @@ def report_page(tmp_path_factory) -> Path:
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (apt-get install chromium; .ci/run installs it)")
     tmp = tmp_path_factory.mktemp("browser")
-    run = make_run(tmp / "20261129-181700-a3f2", arms=("sgd", "adam", "adamw"), seeds=5, tune_trials=10,
-                   reports_per_trial=20)
+    run = synthetic_run(tmp, tune_trials=10, reports_per_trial=20)
     page = render(load_run(run), "html")
     probe = tmp / "report.html"
     probe.write_text(page.replace("</body>", PROBE + "</body>"))

@@ -468,21 +468,15 @@ def write_small_contract(
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "cluster_trainable.py").write_text(SMALL_TRAINABLE)
-    contract = {
-        "version": 1,
-        "name": name,
-        "hypothesis": "The treatment recipe raises val_acc by more than 0.05.",
-        "trainable": "cluster_trainable:train",
-        "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01}, "step_s": step_s}},
-        "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-        "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-        "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-        "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-        "acceptance": {"min_effect": 0.05},
-        "seeds": list(seeds),
-        "budget": {"exposure": exposure, "resources": resources or {"cpu": 1, "gpu": 0}},
-        "failures": {"retries": retries},
-    }
+    from tests._runs import synthetic_contract
+
+    contract = synthetic_contract(
+        name=name, hypothesis="The treatment recipe raises val_acc by more than 0.05.",
+        trainable="cluster_trainable:train",
+        config={"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01}, "step_s": step_s}},
+        seeds=list(seeds), budget={"exposure": exposure, "resources": resources or {"cpu": 1, "gpu": 0}},
+        failures={"retries": retries},
+    )
     if trials_per_arm:
         contract["tuning"] = {
             "trials_per_arm": trials_per_arm,

@@ -17,13 +17,15 @@ from hypothesis import strategies as st
 
 from planner._contract.compose import compose_arms
 from planner._contract.model import Contract
-from planner._core.errors import TrialProtocolError
-from planner._trial.command import (
+from planner._core.errors import (
     CommandConfigMismatchError,
     CommandFailedError,
     CommandMemoryError,
     CommandNoReportError,
     CommandTimeoutError,
+    TrialProtocolError,
+)
+from planner._trial.command import (
     command_argv,
     command_trainable,
     config_changes_as_overrides,

@@ -7,38 +7,22 @@ import copy
 import json
 
 import pytest
-import yaml
 
 from planner._cli.main import main
 from planner._contract.model import Contract
 from planner._dispatch.driver import format_result, run
 from planner._plan.estimate import asha_expected_steps, estimate
 from planner._store.writer import read_jsonl
+from tests._runs import synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray
 
-BASE = {
-    "version": 1,
-    "name": "planning",
-    "hypothesis": "The treatment raises val_acc.",
-    "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
-    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2, 3, 4, 5],
-    "budget": {"exposure": 3},
-}
+BASE = synthetic_contract(name="planning", seeds=[0, 1, 2, 3, 4, 5])
 
 
 def write(tmp_path, **patch):
-    data = copy.deepcopy(BASE)
-    data.update(patch)
-    path = tmp_path / "contract.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path, data
+    data = {**copy.deepcopy(BASE), **patch}
+    return write_contract_data(tmp_path, data), data
 
 
 def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_path):

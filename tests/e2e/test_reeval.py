@@ -29,6 +29,7 @@ from planner._reeval.rerun import (
     verdict,
 )
 from planner._store.writer import read_jsonl
+from tests._runs import hydra_app, synthetic_contract
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "trainables" / "reeval_deterministic.py"
 
@@ -156,19 +157,9 @@ def test_reeval_numbers_count_up_from_the_log_and_the_trial_ids():
 # ------------------------------------------------------------------ the run folder, without Ray
 
 def contract_data(module: str, *, seeds=(0, 1), cap=None, tuning=False) -> dict:
-    data = {
-        "version": 1, "name": "reeval",
-        "hypothesis": "The treatment raises test_acc.",
-        "trainable": f"{module}:train",
-        "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "noise": 0.01}}},
-        "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
-        "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-        "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-        "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-        "acceptance": {"min_effect": 0.05},
-        "seeds": list(seeds),
-        "budget": {"exposure": 3},
-    }
+    data = synthetic_contract(name="reeval", hypothesis="The treatment raises test_acc.", trainable=f"{module}:train",
+                              config={"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "noise": 0.01}}},
+                              seeds=list(seeds))
     if cap is not None:
         data["budget"]["max_heldout_evaluations"] = cap
     if tuning:
@@ -492,16 +483,10 @@ def test_under_the_lock_the_ledger_is_counted_again_and_the_reeval_renumbered(tm
 
 @pytest.mark.ray
 def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local, capsys):
-    app = tmp_path / "app"
-    shutil.copytree(Path(__file__).resolve().parents[2] / "examples" / "hydra_app", app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [0, 1]
-    contract["budget"]["exposure"] = 3
-    contract["tuning"]["trials_per_arm"] = 1
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract))
+    contract = hydra_app(tmp_path, seeds=[0, 1], exposure=3, trials_per_arm=1)
     from planner._dispatch.driver import run
 
-    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
     root = result.run_dir
     selected = json.loads((root / "selection.json").read_text())["arms"]["momentum"]["params"]["optimizer.lr"]

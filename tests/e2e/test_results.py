@@ -12,23 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.synthetic_run import make_run
 from planner import RunError, UsageError, load_run
 from planner._cli.main import main
+from tests._runs import SYNTHETIC_ARMS, synthetic_run
 
 ROOT = Path(__file__).resolve().parents[2]
-ARMS = ("sgd", "adam", "adamw")
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "20261129-181700-a3f2", arms=ARMS, seeds=5,
-                    tune_trials=8, reports_per_trial=10)
-
-
-@pytest.fixture(scope="module")
-def results(run_dir):
-    return load_run(run_dir)
+ARMS = SYNTHETIC_ARMS
 
 
 def _records(run_dir: Path) -> dict[str, dict]:
@@ -124,7 +113,7 @@ def test_violations_not_logged_are_found_in_the_reports(tmp_path, run_dir):
 
 
 def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
-    torn = make_run(tmp_path / "torn", arms=ARMS, seeds=5, tune_trials=8, reports_per_trial=10, torn=True)
+    torn = synthetic_run(tmp_path / "torn", torn=True)
     assert not (torn / "trials.jsonl").read_text().endswith("\n")
     again = load_run(torn)
     assert len(again.trials) == len(results.trials)

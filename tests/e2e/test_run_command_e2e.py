@@ -3,30 +3,21 @@ its planner.report line, run once per trial as a subprocess inside Ray workers."
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
+from tests._runs import hydra_app
 
 pytestmark = pytest.mark.ray
 
-APP = Path(__file__).resolve().parents[2] / "examples" / "hydra_app"
-
 
 def test_a_command_contract_runs_tunes_and_decides_through_ray(ray_local, tmp_path):
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [0, 1]
-    contract["budget"]["exposure"] = 3
-    contract["tuning"]["trials_per_arm"] = 2
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract))
+    contract = hydra_app(tmp_path, seeds=[0, 1], exposure=3, trials_per_arm=2)
 
-    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
     trials = read_jsonl(result.run_dir / "trials.jsonl")

@@ -12,32 +12,16 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
+from tests._runs import synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray
 
-BASE = {
-    "version": 1,
-    "name": "e2e",
-    "hypothesis": "The treatment raises val_acc.",
-    "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
-    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2, 3, 4],
-    "budget": {"exposure": 3},
-}
+BASE = synthetic_contract(name="e2e", factor={"name": "recipe",
+                                               "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]})
 
 
 def write(tmp_path, name="contract.yaml", **patch):
-    data = copy.deepcopy(BASE)
-    for key, value in patch.items():
-        data[key] = value
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data))
-    return path
+    return write_contract_data(tmp_path, {**copy.deepcopy(BASE), **patch}, name)
 
 
 def level(value):

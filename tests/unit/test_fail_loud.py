@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from planner._contract.compose import apply_params, compose_arms
+from planner._contract.compose import compose_arms
 from planner._contract.model import Acceptance, Contract
+from planner._contract.paths import apply_params
 from planner._contract.validate import validate
 from planner._core.records import error_groups, final_value, seeds_identical
 from planner._stats.decide import compare, decide, seeds_did_not_vary

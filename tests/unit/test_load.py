@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner._contract.load import ContractFileError, format_path, load_yaml, parse_yaml
-from planner._core.errors import ContractError, UsageError
+from planner._contract.load import format_path, load_yaml, parse_yaml
+from planner._core.errors import ContractError, ContractFileError, UsageError
 
 TEXT = """\
 # a comment

@@ -12,7 +12,8 @@ import yaml
 
 mlflow = pytest.importorskip("mlflow")
 
-from planner._results.mlflow import MlflowTrackingError, log_run_to_mlflow  # noqa: E402
+from planner._core.errors import MlflowTrackingError  # noqa: E402
+from planner._results.mlflow import log_run_to_mlflow  # noqa: E402
 
 RUN_ID = "20261129-181700-a3f2"
 SHA = "ab" * 32

@@ -118,3 +118,22 @@ def test_grid_takes_only_choices():
         grid(arm_space(c.tuning, "a"))
     only_choice = {"width": arm_space(c.tuning, "a")["width"]}
     assert grid(only_choice) == {"width": [32, 64]}
+
+
+def test_the_plan_lists_as_many_trials_as_planned_trials_counts():
+    from planner._contract.rules import planned_trials
+    from planner._plan.estimate import estimate
+
+    for c in (contract(), contract(tuning=None)):
+        counts = planned_trials(c)
+        assert make_plan(c).counts == counts
+        assert estimate(c)["trials_planned"] == counts["total"]
+
+
+def test_the_plan_and_p409_share_one_max_trials_sentence():
+    from planner._contract.rules import max_trials_problem, planned_trials
+
+    c = contract(budget={"exposure": 5, "max_trials": 20})
+    assert make_plan(c).budget_problem() == max_trials_problem(planned_trials(c), 20)
+    assert max_trials_problem({"tune": 3, "confirm": 2, "total": 5}, 5) is None
+    assert max_trials_problem({"tune": 3, "confirm": 2, "total": 5}, None) is None

@@ -6,7 +6,6 @@ import base64
 import json
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,20 +15,10 @@ from bench.synthetic_run import make_run
 from planner import UsageError, load_run
 from planner._cli.main import main
 from planner._results.render import render
-from planner._results.report import config_diff, curves, summarize
+from planner._results.report import curves, summarize
+from tests._runs import SYNTHETIC_ARMS
 
-ARMS = ("sgd", "adam", "adamw")
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "20261129-181700-a3f2", arms=ARMS, seeds=5,
-                    tune_trials=8, reports_per_trial=10)
-
-
-@pytest.fixture(scope="module")
-def results(run_dir):
-    return load_run(run_dir)
+ARMS = SYNTHETIC_ARMS
 
 
 def test_json_report_has_the_documented_keys_and_values(results, run_dir):
@@ -64,16 +53,6 @@ def test_per_seed_and_tuning_tables(results):
     assert adam["early_stopped"] == int((tune["status"] == "early_stopped").sum())
     assert adam["full_exposure"] == int(((tune["exposure"] >= 10) & tune["status"].isin(["completed", "early_stopped"])).sum())
     assert adam["selected_trial"] == json.loads((results.run_dir / "selection.json").read_text())["arms"]["adam"]["trial_id"]
-
-
-def test_config_diff_names_every_changed_path():
-    base = {"optimizer": {"name": "sgd", "lr": 0.1, "momentum": 0.9}, "epochs": 3}
-    arm = {"optimizer": {"name": "adam", "lr": 0.1, "betas": [0.9, 0.99]}, "epochs": 3}
-    assert config_diff(base, arm) == [
-        {"path": "optimizer.betas", "baseline": None, "arm": [0.9, 0.99], "change": "added"},
-        {"path": "optimizer.momentum", "baseline": 0.9, "arm": None, "change": "removed"},
-        {"path": "optimizer.name", "baseline": "sgd", "arm": "adam", "change": "changed"},
-    ]
 
 
 def test_curves_are_median_and_spread_per_phase_arm_and_step(results):

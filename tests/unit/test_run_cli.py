@@ -1,25 +1,13 @@
 """`plan run` refuses what it cannot run before starting anything (no Ray needed)."""
 
-import yaml
-
 from planner._cli.main import main
+from tests._runs import synthetic_contract, write_contract_data
 
-BASE = {
-    "version": 1, "name": "cli", "hypothesis": "B beats A.", "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01}}},
-    "factor": {"name": "recipe", "keys": ["recipe.name"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "treat", "overrides": ["recipe.name=b"]}],
-    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1], "budget": {"exposure": 3},
-}
+BASE = synthetic_contract(name="cli", seeds=[0, 1])
 
 
 def write(tmp_path, **patch):
-    data = {**BASE, **patch}
-    path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return str(path)
+    return str(write_contract_data(tmp_path, {**BASE, **patch}, "c.yaml"))
 
 
 def run_cli(args, capsys):

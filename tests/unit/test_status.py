@@ -71,3 +71,18 @@ def test_a_stale_lock_on_this_host_is_called_stale(tmp_path, running):
 def test_cli_status_prints_the_formatted_status(completed, capsys):
     assert main(["status", str(completed)]) == 0
     assert capsys.readouterr().out == format_status(read_status(completed))
+
+
+def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
+    """One rule with the lock: a reused pid or a dead one is not a live holder; another host cannot be told."""
+    import os
+
+    from planner._results.status import _lock_alive
+    from planner._store.lock import process_started
+
+    here = {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_started(os.getpid())}
+    assert _lock_alive(here) is True
+    if here["pid_started"] is not None:
+        assert _lock_alive({**here, "pid_started": here["pid_started"] - 3600}) is False
+    assert _lock_alive({**here, "pid": 2**22 + 12345, "pid_started": None}) is False
+    assert _lock_alive({**here, "host": "another-host"}) is None

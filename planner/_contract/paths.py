@@ -1,0 +1,129 @@
+"""Dotted paths in a config: the one flatten, the one diff, get and set.
+
+A config is what Hydra composes for an arm, as plain data (mappings, lists,
+scalars). A leaf is named by its dotted path, `model.dropout`, `layers.0`.
+Every part of planner that flattens or compares configs goes through here:
+the matching rules and `plan validate`'s config diff, the report's config
+diff, the resume check, the command trainable's config check, the params
+columns of `load_run` and the MLflow params.
+
+The policy, the same for every caller:
+
+- `flatten`: mappings are walked, every other value is a leaf; a list is one
+  leaf, kept whole. An empty mapping below the root is a leaf of its own
+  (value `{}`), so `a: {}` is not the same config as no `a`. The root is not a
+  path: `flatten({})` is `{}`, and a root that is not a mapping has no leaves.
+- `config_diff`: the leaves where two configs differ, finer than comparing
+  the flattened leaves: it walks mappings and also lists of equal length (so
+  `layers.0` can be a factor key); lists of different lengths are one leaf. A
+  key on one side only gives that side's leaves under it, the other side
+  `MISSING`, so deleting `model.dropout` changes `model.dropout` and not also
+  `model`. Two values differ when they are unequal or of different types
+  (`1`, `1.0` and `True` are three configs).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+MISSING = _Missing()
+
+
+def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[str, Any]:
+    """{"a": {"b": 1}, "c": [1, 2], "d": {}} -> {"a.b": 1, "c": [1, 2], "d": {}}: leaves by dotted path.
+
+    `into_lists`: walk non-empty lists too (`c.0`, `c.1`), to find every scalar of a config.
+    """
+    if isinstance(config, dict) and config:
+        items = [(str(k), v) for k, v in config.items()]
+    elif into_lists and isinstance(config, list) and config:
+        items = [(str(i), v) for i, v in enumerate(config)]
+    else:
+        return {prefix: config} if prefix else {}
+    out: dict[str, Any] = {}
+    for k, v in items:
+        out.update(flatten(v, f"{prefix}.{k}" if prefix else k, into_lists=into_lists))
+    return out
+
+
+def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Where `other` differs from `base`: (dotted path, base value, other value), a missing side `MISSING`."""
+    if isinstance(base, dict) and isinstance(other, dict):
+        changes = []
+        for key in sorted(set(base) | set(other), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in other:
+                changes += [(p, v, MISSING) for p, v in flatten(base[key], path).items()]
+            elif key not in base:
+                changes += [(p, MISSING, v) for p, v in flatten(other[key], path).items()]
+            else:
+                changes += config_diff(base[key], other[key], path)
+        return changes
+    if isinstance(base, list) and isinstance(other, list) and len(base) == len(other):
+        changes = []
+        for i, (a, b) in enumerate(zip(base, other, strict=True)):
+            changes += config_diff(a, b, f"{prefix}.{i}" if prefix else str(i))
+        return changes
+    if base != other or type(base) is not type(other):
+        return [(prefix, base, other)]
+    return []
+
+
+def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
+    """`config_diff` as JSON rows: {path, baseline, arm, change: added|removed|changed}, an absent side None."""
+    return [{"path": path, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
+             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
+            for path, a, b in config_diff(base, other)]
+
+
+def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
+
+    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
+    set there first and the interpolations resolved after, as Hydra does with command-line overrides:
+    with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr` too. Setting a
+    key that is itself an interpolation replaces the interpolation. Without `raw` (a config that has
+    no interpolations), the values are set on `config` as it is.
+    """
+    if raw is not None and params:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(copy.deepcopy(raw))
+        for path, value in params.items():
+            OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    out = copy.deepcopy(config)
+    for path, value in params.items():
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _literal(value: Any) -> Any:
+    """A sampled string is a value, never an interpolation: '${x}' is escaped to stay as written."""
+    if isinstance(value, str) and "${" in value:
+        return value.replace("${", "\\${")
+    return value
+
+
+def get_path(config: Any, path: str, default: Any = MISSING) -> Any:
+    """The value at a dotted path (through mappings and list indices), else `default`."""
+    node: Any = config
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return node

@@ -1,0 +1,90 @@
+"""Shared fixtures of the run tests: the synthetic contract and its files, a synthetic run folder.
+
+- `synthetic_contract(**patch)`: the two-arm contract on `tests.trainables.synthetic`
+  (a recipe factor, baseline `base`, arm `treat`), as data; `patch` replaces
+  top-level keys. `write_contract_data(folder, data)` writes one as YAML.
+- `synthetic_run(folder, **options)`: the run folder the report, results and
+  browser tests read (`bench.synthetic_run.make_run`: 3 arms, 5 seeds, 8 tuning
+  trials a sweep, 10 reports a trial), options overriding.
+- `hydra_app(folder, **edits)`: a copy of examples/hydra_app with a smaller contract.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SYNTHETIC_CONTRACT: dict[str, Any] = {
+    "version": 1,
+    "name": "synthetic",
+    "hypothesis": "The treatment raises val_acc.",
+    "trainable": "tests.trainables.synthetic:train",
+    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
+    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
+    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
+    "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2, 3, 4],
+    "budget": {"exposure": 3},
+}
+
+
+def synthetic_contract(**patch: Any) -> dict[str, Any]:
+    """A fresh copy of SYNTHETIC_CONTRACT with top-level keys replaced by `patch`."""
+    data = copy.deepcopy(SYNTHETIC_CONTRACT)
+    data.update(copy.deepcopy(patch))
+    return data
+
+
+def write_contract_data(folder: Path, data: dict[str, Any], name: str = "contract.yaml") -> Path:
+    path = Path(folder) / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+SYNTHETIC_ARMS = ("sgd", "adam", "adamw")
+SYNTHETIC_RUN_ID = "20261129-181700-a3f2"
+
+
+def synthetic_run(folder: Path, **options: Any) -> Path:
+    """A synthetic run folder `folder/<run id>` (bench.synthetic_run.make_run); `options` override its shape."""
+    from bench.synthetic_run import make_run
+
+    shape = {"arms": SYNTHETIC_ARMS, "seeds": 5, "tune_trials": 8, "reports_per_trial": 10}
+    return make_run(Path(folder) / SYNTHETIC_RUN_ID, **{**shape, **options})
+
+
+def hydra_app(folder: Path, *, seeds: list[int], exposure: int, trials_per_arm: int) -> Path:
+    """examples/hydra_app copied into `folder/app`, its contract made small; the contract's path."""
+    app = Path(folder) / "app"
+    shutil.copytree(ROOT / "examples" / "hydra_app", app)
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = list(seeds)
+    contract["budget"]["exposure"] = exposure
+    contract["tuning"]["trials_per_arm"] = trials_per_arm
+    return write_contract_data(app, contract)
+
+
+# The module-scoped fixtures of the tests that read that run; tests/conftest.py offers them to every tier.
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """The synthetic run folder, once per test module."""
+    return synthetic_run(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def results(run_dir):
+    """`load_run` of it."""
+    from planner import load_run
+
+    return load_run(run_dir)
