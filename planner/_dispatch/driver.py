@@ -390,7 +390,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
         store.lock()
-        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
+        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
     stream = stream or sys.stdout

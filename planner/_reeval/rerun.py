@@ -353,7 +353,8 @@ def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes
     stored = folder.configs().get(arm)
     from_files = None
     if stored is not None:
-        from_files = apply_params(stored, selection.get("params") or {}) if contract.tuning else stored
+        raw = folder.unresolved_configs().get(arm)  # interpolations: the params go in before resolving
+        from_files = apply_params(stored, selection.get("params") or {}, raw) if contract.tuning else stored
     if logged:
         configs = [r.get("config") for r in logged.values()]
         if any(c != configs[0] for c in configs[1:]):

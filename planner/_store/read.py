@@ -222,6 +222,11 @@ class RunFolder:
             return {}
         return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))}
 
+    def unresolved_configs(self) -> dict[str, dict[str, Any]]:
+        """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before resolving."""
+        folder = self.file("configs") / "unresolved"
+        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
 
 def open_run(run_dir: str | os.PathLike) -> RunFolder:
     """Check that `run_dir` is a run folder and return it; a clear UsageError otherwise."""

@@ -64,6 +64,14 @@ def test_item1_tuned_values_reach_interpolated_keys_everywhere(ray_local, in_rep
 
     plan = prepare(result.run_dir, "treat", seeds=None, tolerance=1e-6)
     assert plan.config["sched"]["peak_lr"] == selection["treat"]["params"]["optim.lr"]
+    # without logged confirmation trials, reeval builds the config from configs/ and the selected params
+    from planner._reeval.rerun import _effective_config, _frozen_contract
+    from planner._store.read import open_run
+
+    assert (result.run_dir / "configs" / "unresolved" / "treat.yaml").is_file()
+    folder = open_run(result.run_dir)
+    config, _, _ = _effective_config(folder, _frozen_contract(folder), "treat", {}, [])
+    assert config["sched"]["peak_lr"] == config["optim"]["lr"] == selection["treat"]["params"]["optim.lr"]
 
 
 def test_item2_a_trainable_that_ignores_its_seed_is_invalid_not_rejected(ray_local, in_repo, tmp_path):
