@@ -183,6 +183,12 @@ class _Runner:
 
     def ended(self, record: dict) -> None:
         self.progress.ended(record)
+        heldout = [v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"]
+        if heldout and not getattr(self, "_warned_heldout", False):  # at once, not only in the summary
+            self._warned_heldout = True
+            self.display.note(f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
+                              f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
+                              "every such trial)")
         self.write_state("running", every_s=1.0)
         self.display.update(record)
 
