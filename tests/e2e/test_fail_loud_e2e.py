@@ -126,7 +126,8 @@ def test_item6_heldout_in_tuning_is_one_count_everywhere(ray_local, in_repo, tmp
               "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2}}
     result = run(write(tmp_path, trainable=f"{T}:heldout_everywhere", tuning=tuning, seeds=[0, 1],
                        budget={"exposure": 3}, metric={"name": "val_acc", "mode": "max", "heldout": "test_acc"}),
-                 runs_dir=tmp_path / "runs", quiet=True)
+                 runs_dir=tmp_path / "runs", stream=(stream := io.StringIO()))
+    assert "reported the held-out metric test_acc at step 1 while tuning: test exposure" in stream.getvalue()
     tune = [t for t in read_jsonl(result.run_dir / "trials.jsonl") if t["phase"] == "tune"]
     assert len(tune) == 8 and all(len(t["violations"]) == 1 for t in tune)  # early-stopped ones too
     assert result.heldout_exposures == 8 and "warning:    8 tuning trial(s) reported the held-out metric" in \
