@@ -127,9 +127,20 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from planner._dispatch.driver import format_result, run
 
-    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet)
+    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
+                 resume_argv=_resume_argv(args))
     print(format_result(result))
     return result.exit_code
+
+
+def _resume_argv(args: argparse.Namespace) -> list[str]:
+    """The options of this `plan run` that a `--resume` of it must repeat (the contract comes first)."""
+    out = [args.contract]
+    if args.address:
+        out += ["--address", args.address]
+    if args.quiet:
+        out.append("--quiet")
+    return out
 
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
@@ -239,6 +250,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
     parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
+    from planner._core.version import VERSION
+
+    parser.add_argument("--version", action="version", version=f"plan (planner) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
                 _add_reeval, _add_power, _add_estimate):

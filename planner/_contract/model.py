@@ -16,8 +16,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     field_validator,
     model_serializer,
     model_validator,
@@ -281,6 +283,32 @@ class Tracking(_Model):
     mlflow: MlflowTracking | None = None
 
 
+class MetricsFile(_Model):
+    """Where a command's script already logs its metrics (docs/command-trainables.md)."""
+
+    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    format: Literal["csv", "jsonl", "hf_trainer_state"]
+    step: Annotated[str, StringConstraints(min_length=1)]
+    names: dict[Annotated[str, StringConstraints(min_length=1)], Annotated[str, StringConstraints(min_length=1)]] = \
+        Field(default_factory=dict)
+    step_base: Literal[0, 1] | None = None  # None: 1, the step column counts exposure from 1
+
+    def columns(self, metric: str, heldout: str | None) -> dict[str, str]:
+        """Planner metric name -> the file's column: `names`, else the contract's metrics under their own names."""
+        if self.names:
+            return dict(self.names)
+        return {name: name for name in (metric, heldout) if name}
+
+
+class CommandSpec(_Model):
+    """`command:` as a mapping: the command line, the config keys for seed and budget, the metrics file."""
+
+    run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    seed_key: DottedKey | None = None
+    budget_key: DottedKey | None = None
+    metrics: MetricsFile | None = None
+
+
 class Contract(_Model):
     """One experiment: what is compared, what changes, what counts, what it may cost."""
 
@@ -288,7 +316,11 @@ class Contract(_Model):
     name: Name
     hypothesis: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     trainable: Annotated[str, StringConstraints(pattern=TRAINABLE_PATTERN)] | None = None
-    command: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
+    command: Annotated[
+        Annotated[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)], Tag("line")]
+        | Annotated[CommandSpec, Tag("mapping")],
+        Discriminator(lambda v: "mapping" if isinstance(v, dict | CommandSpec) else "line"),  # one form's errors only
+    ] | None = None
     config: ConfigSource
     factor: Factor
     baseline: Arm
@@ -308,6 +340,18 @@ class Contract(_Model):
         if (self.trainable is None) == (self.command is None):
             raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
         return self
+
+    @property
+    def command_line(self) -> str | None:
+        """The command to run, from either form of `command:` (None for a `trainable:`)."""
+        return self.command.run if isinstance(self.command, CommandSpec) else self.command
+
+    @property
+    def command_spec(self) -> CommandSpec | None:
+        """`command:` as a mapping, the string form read as `{run: <string>}` (None for a `trainable:`)."""
+        if self.command is None or isinstance(self.command, CommandSpec):
+            return self.command
+        return CommandSpec(run=self.command)
 
     @property
     def all_arms(self) -> list[Arm]:

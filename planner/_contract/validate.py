@@ -106,6 +106,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
     from pydantic import ValidationError
 
     from planner._contract import rules as _check
+    from planner._contract.command_rules import check_command
     from planner._contract.compose import compose_arms
     from planner._contract.model import Contract
     from planner._contract.schema_errors import schema_diagnostics
@@ -123,6 +124,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
+    diagnostics += check_command(contract, loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
     from planner._contract.decidable import check_decidable
 
@@ -163,7 +165,36 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         },
         "seeds": list(contract.seeds),
         "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],
+        "command": _command_summary(contract),
     }
+
+
+def _command_summary(contract) -> dict[str, Any] | None:
+    """How a `command:` trainable gets its seed, budget and metrics (None for a `trainable:`)."""
+    spec = contract.command_spec
+    if spec is None:
+        return None
+    metrics = spec.metrics
+    return {"run": spec.run, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
+            "metrics": None if metrics is None else {
+                "file": metrics.file, "format": metrics.format, "step": metrics.step,
+                "step_base": 1 if metrics.step_base is None else metrics.step_base,
+                "names": metrics.columns(contract.metric.name, contract.metric.heldout)}}
+
+
+def _command_lines(command: dict[str, Any]) -> list[str]:
+    seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
+    budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
+    lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    metrics = command["metrics"]
+    if metrics is None:
+        lines.append("           metrics from planner.report")
+    else:
+        base = ", from 0" if metrics["step_base"] == 0 else ""
+        names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
+        lines.append(f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+                     f"{names})")
+    return lines
 
 
 def format_result(result: ValidationResult) -> str:
@@ -184,6 +215,8 @@ def format_result(result: ValidationResult) -> str:
     metric = summary["metric"]
     decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
     lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
+    if summary.get("command"):
+        lines.extend(_command_lines(summary["command"]))
     lines.append("  arms")
     width = max(len(arm["name"]) for arm in summary["arms"])
     for arm in summary["arms"]:

@@ -128,6 +128,10 @@ class CommandNoReportError(CommandError, TrialProtocolError):
     """The command exited 0 without a single report (trial status `protocol_error`)."""
 
 
+class CommandMetricsError(CommandError, TrialProtocolError):
+    """The script exited 0 but its metrics log never appeared or never held the metric (`protocol_error`)."""
+
+
 class CommandConfigMismatchError(TrialProtocolError):
     """The script composed a different config from the one the contract composed."""
 

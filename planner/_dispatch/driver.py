@@ -57,6 +57,8 @@ class RunResult:
     heldout_exposures: int = 0  # tuning trials that reported metric.heldout
     heldout: str | None = None
     findings: list[dict] = field(default_factory=list)  # decisions.json `findings` (seeds_identical, ...)
+    resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
+    resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
 
     @property
     def exit_code(self) -> int:
@@ -357,8 +359,13 @@ class _Runner:
 
 
 def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
-        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None) -> RunResult:
-    """Run a contract end to end. Raises ContractError/UsageError before anything starts."""
+        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
+        resume_argv: list[str] | None = None) -> RunResult:
+    """Run a contract end to end. Raises ContractError/UsageError before anything starts.
+
+    `resume_argv` is the contract path and options as the user typed them: an
+    interrupted run's result carries the `plan run ... --resume RUN_DIR` that continues it.
+    """
     from planner._core.version import VERSION
     from planner._dispatch.progress import make_display
     from planner._store.identity import run_identity
@@ -403,10 +410,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
     runner.raw_configs = raw_configs
+    resumed = None
     if resume is not None:
         again = unfinished(store, runner.records)
         if again:
             store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
+        resumed = resume_counts(plan, runner.records, again)
     runner.write_state("running")
     started_ray = False
     state, reason = "failed", ""
@@ -423,6 +432,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live,
                                      contract=contract, contract_dir=contract_dir)
             runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
+            if resumed is not None:
+                runner.display.note(format_resumed(resumed))
             stopped = runner.tune() if contract.tuning is not None else None
             if stopped is None:
                 stopped = runner.confirm(runner.select())
@@ -491,7 +502,14 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
                 for r in records if r["status"] in FAILED_STATUSES]
+    resume_command = None
+    if state == "interrupted":
+        import shlex
+
+        argv = resume_argv or [str(contract_path)]
+        resume_command = shlex.join(["plan", "run", *argv, "--resume", str(store.root)])
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
+                     resume_command=resume_command, resumed=resumed,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
                      heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
                      findings=list(getattr(runner, "findings", [])))
@@ -521,6 +539,23 @@ def _heldout_exposures(contract, records: list[dict]) -> int:
     from planner._store.read import heldout_tuning_trials
 
     return len(heldout_tuning_trials(records, contract.metric.heldout))
+
+
+
+def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:
+    """On --resume: the planned trials whose records are kept, those cut short that run again, the rest."""
+    planned = {t.trial_id for t in plan.trials}
+    kept = len(planned & set(records))
+    rerun = len(planned & set(again))
+    return {"kept": kept, "rerun": rerun, "not_started": len(planned) - kept - rerun}
+
+
+def format_resumed(counts: dict[str, int]) -> str:
+    def trials(n: int) -> str:
+        return f"{n} trial{'s' if n != 1 else ''}"
+
+    return (f"resumed: {trials(counts['kept'])} kept, {trials(counts['rerun'])} run again (cut short when the run "
+            f"stopped), {trials(counts['not_started'])} not started yet")
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
@@ -583,6 +618,8 @@ def format_result(result: RunResult) -> str:
     lines = [f"run folder: {result.run_dir}",
              f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
              f"{result.wall_time_s:.1f} s"]
+    if result.resumed is not None:
+        lines.insert(1, format_resumed(result.resumed))
     if result.failures:
         lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
@@ -612,4 +649,6 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+    if result.resume_command:
+        lines.append(f"to resume:  {result.resume_command}")
     return "\n".join(lines)

@@ -108,6 +108,30 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+HEADERS = ("arm", "phase", "ended", "running", "failed", "diverged", "early", "value")
+ARM_WIDTH = 16  # longer arm names are cut with an ellipsis, never the headers
+MIN_WIDTH = {**{h: len(h) for h in HEADERS}, "phase": len("confirm"), "ended": len("999/999"), "value": len("mean 0.1234")}
+
+
+def summary_value(phase: str, cell: Cell) -> str:
+    """The value column: the best so far while tuning (what selection picks), the mean so far in
+    confirmation (what the decision compares); '-' before the first completed trial."""
+    if not cell.values:
+        return "-"
+    if phase == "tune":
+        return f"best {_fmt(cell.best)}"
+    return f"mean {_fmt(sum(cell.values) / len(cell.values))}"
+
+
+def table_rows(progress: Progress) -> list[tuple[str, ...]]:
+    """One row per (phase, arm), tuning first, arms in contract order: the cells under HEADERS."""
+    p = progress
+    order = sorted(p.cells.items(), key=lambda kv: (kv[0][0] != "tune",
+                                                   p.arms.index(kv[0][1]) if kv[0][1] in p.arms else 99))
+    return [(arm, phase, f"{cell.ended}/{cell.planned}", str(cell.running), str(cell.failed), str(cell.diverged),
+             str(cell.early_stopped), summary_value(phase, cell)) for (phase, arm), cell in order]
+
+
 class QuietDisplay:
     def __init__(self, progress: Progress):
         self.progress = progress
@@ -148,7 +172,8 @@ class LineDisplay(QuietDisplay):
 
 
 class LiveDisplay(QuietDisplay):
-    """A rich table redrawn in place: per arm and phase, ended/planned, running, failed, best."""
+    """A rich table redrawn in place: per arm and phase, ended/planned, running, failed, and the
+    best value while tuning, the mean in confirmation."""
 
     def __init__(self, progress: Progress):
         super().__init__(progress)
@@ -182,14 +207,17 @@ class LiveDisplay(QuietDisplay):
         from rich.text import Text
 
         p = self.progress
-        table = Table(title=p.header(), title_justify="left", expand=False)
-        for column in ("arm", "phase", "ended/planned", "running", "failed", "diverged", "stopped early", "best"):
-            table.add_column(column, justify="left" if column in ("arm", "phase") else "right")
-        for (phase, arm), cell in sorted(p.cells.items(), key=lambda kv: (kv[0][0] != "tune", p.arms.index(kv[0][1])
-                                                                          if kv[0][1] in p.arms else 99)):
-            table.add_row(arm, phase, f"{cell.ended}/{cell.planned}", str(cell.running), str(cell.failed),
-                          str(cell.diverged), str(cell.early_stopped), _fmt(cell.best))
-        return Group(table, *[Text(note, style="dim") for note in p.notes])
+        # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
+        table = Table(title=p.header(), title_justify="left", expand=False, box=None, pad_edge=False,
+                      padding=(0, 1), collapse_padding=True, header_style="bold underline")
+        for column in HEADERS:
+            left = column in ("arm", "phase")
+            table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=MIN_WIDTH[column],
+                             max_width=ARM_WIDTH if column == "arm" else None,
+                             overflow="ellipsis" if column == "arm" else "fold")
+        for row in table_rows(p):
+            table.add_row(*row)
+        return Group(table, *[Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes])
 
 
 def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):

@@ -64,7 +64,7 @@ class Dispatch:
             extra["command"] = self.command
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
                          index=trial.index, params=dict(params or {}), config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command,
+                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command_line,
                          metric=c.metric.name, heldout=c.metric.heldout, retries=c.failures.retries,
                          contract_sha256=self.contract_sha256, max_trial_time_s=c.budget.max_trial_time_s,
                          path=() if self.remote else tuple(self.search_path),

@@ -298,7 +298,7 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if reused:
         notes.append(f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
                      "so their estimate is optimistic")
-    identity = current_identity(contract.trainable or f"command: {contract.command}", search_path,
+    identity = current_identity(contract.trainable or f"command: {contract.command_line}", search_path,
                                 list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None)
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():

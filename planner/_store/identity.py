@@ -141,7 +141,7 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
-    trainable = contract.trainable or f"command: {contract.command}"
+    trainable = contract.trainable or f"command: {contract.command_line}"
     return {
         "contract_sha256": contract.sha256(),
         "code": code_identity(contract.trainable, search_path) if contract.trainable else

@@ -45,11 +45,13 @@ from planner._core.errors import (  # the command trainable's errors live in the
     CommandConfigMismatchError,
     CommandFailedError,
     CommandMemoryError,
+    CommandMetricsError,
     CommandNoReportError,
     CommandTimeoutError,
     PlannerError,
     TrialProtocolError,
 )
+from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
 from planner._trial.script_report import REPORT_FILE_ENV
 
 ENV_SEED = "PLANNER_SEED"
@@ -180,6 +182,7 @@ def run_command(
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     kill_grace_s: float = 5.0,
     poll_interval_s: float = 0.05,
+    metrics: MetricsSpec | None = None,
 ) -> CommandResult:
     """Run `command` once for `trial` and forward its reports to `trial.report`.
 
@@ -188,6 +191,8 @@ def run_command(
     given; the PLANNER_* variables are always set. With `expected_config`, the
     config the Hydra app composed (`.hydra/config.yaml`) must equal it, or the
     trial fails with CommandConfigMismatchError before any report is forwarded.
+    With `metrics`, the reports come from the script's own log in its Hydra
+    output folder (planner._trial.metrics_files) instead of $PLANNER_REPORT_FILE.
 
     Raises CommandFailedError (non-zero exit, or the command cannot start),
     CommandTimeoutError, CommandMemoryError, TrialProtocolError (a malformed
@@ -208,7 +213,8 @@ def run_command(
 
     stdout = _BoundedLog(attempt_dir / "stdout.log", max_log_bytes)
     stderr = _BoundedLog(attempt_dir / "stderr.log", max_log_bytes)
-    reports = _ReportTail(report_path)
+    reports: _ReportTail | MetricsFileTail = (
+        _ReportTail(report_path) if metrics is None else MetricsFileTail(attempt_dir / "hydra", metrics))
     config_check = _ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
 
     def failure(cls, message, returncode=None):
@@ -264,6 +270,13 @@ def run_command(
         returncode = proc.returncode
         if returncode != 0:
             raise failure(CommandFailedError, f"command exited with {_describe_exit(returncode)}", returncode)
+        if metrics is not None and report_path.stat().st_size:
+            raise failure(CommandMetricsError,
+                          f"the script called planner.report and the contract reads its metrics from {metrics.file!r}: "
+                          "use one or the other (remove `metrics:` from the command, or the planner.report calls)")
+        if forwarded == 0 and isinstance(reports, MetricsFileTail):
+            config_check.run()
+            raise failure(CommandMetricsError, f"command exited 0 but {reports.nothing_read()}", returncode)
         if forwarded == 0:
             config_check.run()
             raise failure(CommandNoReportError,
@@ -593,6 +606,8 @@ class CommandTrainable:
     seed_key: str | None = None
     budget_key: str | None = None
     check_config: bool = True
+    metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
+    heldout: str | None = None  # the held-out metric: not read from the log during tuning
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -602,6 +617,7 @@ class CommandTrainable:
             "arm_configs": {arm: dict(config) for arm, config in self.arm_configs.items()},
             "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
+            "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
         }
 
     @classmethod
@@ -635,9 +651,15 @@ class CommandTrainable:
     def __call__(self, config: Mapping[str, Any], trial: Any) -> None:
         if trial.arm not in self.arm_overrides:
             raise PlannerError(f"no arm named {trial.arm!r} in this contract; arms: {', '.join(self.arm_overrides)}")
+        metrics = None
+        if self.metrics:
+            metrics = MetricsSpec.from_dict(self.metrics)
+            if trial.phase == "tune":
+                metrics = metrics.without(self.heldout)
         run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd,
                     timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes,
-                    expected_config=self.expected_config(config, trial) if self.check_config else None)
+                    expected_config=self.expected_config(config, trial) if self.check_config else None,
+                    metrics=metrics)
 
 
 def command_trainable(contract: Any, contract_dir: str | os.PathLike,
@@ -647,19 +669,30 @@ def command_trainable(contract: Any, contract_dir: str | os.PathLike,
 
     `arm_configs` is `compose_arms(contract, contract_dir).configs`; without it
     the sampled values are read from `trial.params`. The time and memory limits
-    come from `budget.max_trial_time` and `budget.max_trial_memory`.
+    come from `budget.max_trial_time` and `budget.max_trial_memory`; the seed
+    and budget keys and the metrics file from `command:` in its mapping form
+    (`seed_key`/`budget_key` given here win).
     """
-    if not contract.command:
+    spec = contract.command_spec
+    if spec is None:
         raise PlannerError("this contract names a `trainable:`, not a `command:`")
+    metrics = None
+    if spec.metrics is not None:
+        m, metric = spec.metrics, contract.metric
+        metrics = MetricsSpec(file=m.file, format=m.format, step=m.step, require=metric.name,
+                              names=m.columns(metric.name, metric.heldout),
+                              step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)
     return CommandTrainable(
-        command=contract.command,
+        command=spec.run,
         cwd=str(Path(contract_dir).resolve()),
         arm_overrides={arm.name: tuple(base + list(arm.overrides)) for arm in contract.all_arms},
         arm_configs={name: dict(config) for name, config in (arm_configs or {}).items()},
         timeout_s=contract.budget.max_trial_time_s,
         max_memory_bytes=contract.budget.max_trial_memory_bytes,
-        seed_key=seed_key,
-        budget_key=budget_key,
+        seed_key=seed_key or spec.seed_key,
+        budget_key=budget_key or spec.budget_key,
         check_config=contract.config.dir is not None,
+        metrics=metrics,
+        heldout=contract.metric.heldout,
     )

@@ -1,0 +1,98 @@
+"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file (P520-P527, P940).
+
+`seed_key` and `budget_key` are config paths the planner sets through Hydra
+overrides for each trial, so each must be a plain value in every arm's
+composed config, and neither may be something the experiment compares or
+tunes: the factor sets it per arm, the tuning space per trial, and the
+planner's seed or budget would silently overwrite them (or they the seed).
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import Any
+
+from planner._contract.compose import ComposedArms
+from planner._contract.load import LoadedYaml
+from planner._contract.paths import MISSING, get_path
+from planner._contract.rules import _inside, _Report
+from planner._core.diagnostics import Diagnostic
+
+
+def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
+    """Diagnostics for `command: {run, seed_key, budget_key, metrics}`; [] for the string form."""
+    spec = contract.command
+    if spec is None or isinstance(spec, str):
+        return []
+    report = _Report(loaded)
+    keys = [(role, key) for role, key in (("seed_key", spec.seed_key), ("budget_key", spec.budget_key)) if key]
+    if spec.seed_key and spec.seed_key == spec.budget_key:
+        report.add("P524", ("command", "budget_key"), f"seed_key and budget_key are the same key {spec.seed_key!r}",
+                   "Name the config key the app reads its seed from, and the one it reads its epochs or steps from.")
+    configs = composed.configs if composed is not None and not composed.problems else {}
+    for role, key in keys:
+        _check_key(report, contract, configs, role, key)
+    if spec.metrics is not None:
+        _check_metrics(report, contract, spec.metrics)
+    return report.items
+
+
+def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, key: str) -> None:
+    what = "seed" if role == "seed_key" else "budget"
+    where = ("command", role)
+    factor = list(contract.factor.keys)
+    if _inside(key, factor) or any(_inside(k, [key]) for k in factor):
+        report.add("P522", where, f"command.{role} {key!r} is inside factor.keys {factor}: the planner sets it "
+                                  f"to the trial's {what}, which would overwrite what the arms compare",
+                   f"Point {role} at the key the app reads its {what} from, outside the factor.")
+    tuning = contract.tuning
+    if tuning is not None:
+        spaces = [("tuning.space", tuning.space)] + [(f"tuning.arm_space.{arm}", space)
+                                                     for arm, space in tuning.arm_space.items()]
+        for label, space in spaces:
+            tuned = [k for k in space if _inside(k, [key]) or _inside(key, [k])]
+            if tuned:
+                report.add("P523", where, f"command.{role} {key!r} is tuned in {label} ({', '.join(tuned)}): "
+                                          f"the planner sets it to the trial's {what}, so the tuned value is lost",
+                           f"Remove {', '.join(tuned)} from {label}, or point {role} at another key.")
+    for arm, config in configs.items():
+        value = get_path(config, key)
+        if value is MISSING:
+            code = "P520" if role == "seed_key" else "P521"
+            report.add(code, where, f"command.{role} {key!r} is not in arm {arm!r}'s composed config",
+                       f"Use the dotted path of the key the app reads its {what} from (as in the app's config), "
+                       f"like {'seed' if role == 'seed_key' else 'trainer.max_epochs'}.")
+            return
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            report.add("P527", where, f"command.{role} {key!r} holds {_short(value)} in arm {arm!r}'s composed "
+                                      f"config; the planner sets it to an integer {what}",
+                       f"Point {role} at a key holding an integer (or null).")
+            return
+
+
+def _check_metrics(report: _Report, contract, metrics) -> None:
+    file = metrics.file
+    if PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts:
+        report.add("P526", ("command", "metrics", "file"),
+                   f"metrics.file {file!r} is not inside the trial's Hydra output folder",
+                   "Give a path or glob relative to the Hydra output folder, like metrics.csv or "
+                   "lightning_logs/version_*/metrics.csv.")
+    if metrics.names:
+        wanted = [name for name in (contract.metric.name, contract.metric.heldout) if name]
+        for name in wanted:
+            if name not in metrics.names:
+                report.add("P525", ("command", "metrics", "names"),
+                           f"metrics.names does not say which column holds {name!r}, the contract's "
+                           f"{'metric' if name == contract.metric.name else 'held-out metric'}",
+                           f"Add `{name}: <column or key>` to metrics.names.")
+    if metrics.format == "csv" and metrics.step == "epoch" and metrics.step_base is None:
+        report.add("P940", ("command", "metrics", "step"),
+                   "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to 1, but "
+                   "Lightning's CSVLogger counts epochs from 0 (its last epoch would fall one short of the budget)",
+                   "Write step_base: 0 when the app's epochs count from 0, or step_base: 1 when they count from 1.",
+                   severity="warning")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

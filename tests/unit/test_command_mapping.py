@@ -1,0 +1,138 @@
+"""`command:` as a mapping (seed_key, budget_key, metrics): the model, the rules P520-P527 and P940,
+and the trainable it builds. The fixture is examples/unchanged_app, copied and edited."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from planner._contract.validate import load_contract, validate
+from planner._trial.command import command_trainable
+
+APP = Path(__file__).resolve().parents[2] / "examples" / "unchanged_app"
+
+
+def app_contract(tmp_path: Path, edit=None) -> Path:
+    folder = tmp_path / "app"
+    shutil.copytree(APP, folder, ignore=shutil.ignore_patterns("outputs", "runs", "__pycache__"))
+    data = yaml.safe_load((folder / "contract.yaml").read_text())
+    if edit is not None:
+        edit(data)
+    (folder / "contract.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return folder / "contract.yaml"
+
+
+def codes(path: Path) -> list[str]:
+    return [d.code for d in validate(path).diagnostics]
+
+
+def test_the_example_app_has_not_one_planner_line():
+    for path in [APP / "train.py", *sorted((APP / "conf").rglob("*.yaml"))]:
+        text = path.read_text()
+        assert not re.search(r"planner|PLANNER", text, re.IGNORECASE), f"{path} mentions the planner"
+
+
+def test_the_example_contract_is_valid_without_warnings(tmp_path):
+    assert codes(app_contract(tmp_path)) == []
+
+
+def test_the_string_form_still_works_and_reads_as_a_mapping(tmp_path):
+    def edit(data):
+        data["command"] = "python train.py"
+
+    loaded = load_contract(app_contract(tmp_path, edit)).contract
+    assert loaded.command == "python train.py" and loaded.command_line == "python train.py"
+    assert loaded.command_spec.run == "python train.py" and loaded.command_spec.metrics is None
+
+
+def set_command(**fields):
+    def edit(data):
+        data["command"].update(fields)
+    return edit
+
+
+@pytest.mark.parametrize("fields, code", [
+    ({"seed_key": "trainer.seed"}, "P520"),
+    ({"budget_key": "trainer.epochs"}, "P521"),
+    ({"seed_key": "preprocess.standardize"}, "P522"),
+    ({"budget_key": "preprocess"}, "P522"),  # covers the factor's key
+    ({"seed_key": "optimizer.lr"}, "P523"),
+    ({"budget_key": "seed"}, "P524"),
+    ({"metrics": {"file": "m.csv", "format": "csv", "step": "epoch", "step_base": 0, "names": {"loss": "l"}}}, "P525"),
+    ({"metrics": {"file": "../m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
+    ({"metrics": {"file": "/tmp/m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
+    ({"budget_key": "trainer"}, "P527"),
+])
+def test_each_rule_of_the_mapping_form(tmp_path, fields, code):
+    found = codes(app_contract(tmp_path, set_command(**fields)))
+    assert code in found, found
+
+
+def test_a_tuned_key_in_arm_space_is_refused_too(tmp_path):
+    def edit(data):
+        data["factor"]["keys"] = ["preprocess"]
+        data["tuning"]["arm_space"] = {"raw": {"preprocess.standardize": {"choice": [False]}}}
+        data["command"]["seed_key"] = "preprocess.standardize"
+
+    result = validate(app_contract(tmp_path, edit))
+    assert {"P522", "P523"} <= {d.code for d in result.diagnostics}
+
+
+def test_lightning_epochs_without_step_base_warn(tmp_path):
+    def edit(data):
+        del data["command"]["metrics"]["step_base"]
+
+    result = validate(app_contract(tmp_path, edit))
+    assert result.valid and [d.code for d in result.diagnostics] == ["P940"]
+    assert not validate(app_contract(tmp_path / "strict", edit), strict=True).valid
+
+
+def test_schema_refuses_an_unknown_format_and_key(tmp_path):
+    def edit(data):
+        data["command"]["metrics"]["format"] = "tsv"
+        data["command"]["seeds_key"] = "seed"
+
+    found = codes(app_contract(tmp_path, edit))
+    assert "P100" in found and "P103" in found, found
+
+
+def test_the_trainable_passes_seed_and_budget_as_overrides_and_reads_the_metrics_file(tmp_path):
+    loaded = load_contract(app_contract(tmp_path))
+    train = command_trainable(loaded.contract, loaded.dir, loaded.configs)
+    trial = SimpleNamespace(arm="raw", seed=7, budget=8, phase="confirm", params={})
+    overrides = train.trial_overrides(loaded.configs["raw"], trial)
+    assert overrides[-2:] == ["seed=7", "trainer.max_epochs=8"]
+    expected = train.expected_config(loaded.configs["raw"], trial)
+    assert expected["seed"] == 7 and expected["trainer"]["max_epochs"] == 8
+    assert train.metrics == {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 0,
+                             "names": {"val_acc": "val_acc", "val_loss": "val_loss"}, "require": "val_acc"}
+    assert type(train).from_dict(train.to_dict()) == train
+
+
+def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
+    from planner._contract.validate import format_result
+
+    result = validate(app_contract(tmp_path))
+    text = format_result(result)
+    assert "  command  python train.py (seed -> seed, exposure -> trainer.max_epochs)" in text
+    assert "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- val_loss)" in text
+    assert result.summary["command"]["metrics"]["step_base"] == 0
+
+    def edit(data):
+        data["command"] = "python train.py"
+
+    text = format_result(validate(app_contract(tmp_path / "string", edit)))
+    assert "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text and "from planner.report" in text
+
+
+def test_a_bad_mapping_gets_the_mapping_forms_errors_only(tmp_path):
+    def edit(data):
+        data["command"] = {"seed_key": "seed"}
+
+    result = validate(app_contract(tmp_path, edit))
+    assert [(d.code, d.message) for d in result.diagnostics] == [("P101", "missing required key 'run' in command")]
