@@ -28,20 +28,22 @@ __all__ = [
     "__version__",
     "load_contract",
     "load_run",
+    "log_split",
     "report",
 ]
 
 # name -> (module, attribute): imported on first use, so `import planner` stays cheap.
 _LAZY = {
-    "load_contract": ("planner._contract.validate", "load_contract"),
+    "load_contract": ("planner._lineage.resolve", "load_contract"),  # a baseline may come from a run
     "load_run": ("planner._results.tables", "load_run"),
     "report": ("planner._trial.script_report", "report"),
+    "log_split": ("planner._trial.script_report", "log_split"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from planner._contract.validate import load_contract
+    from planner._lineage.resolve import load_contract
     from planner._results.tables import load_run
-    from planner._trial.script_report import report
+    from planner._trial.script_report import log_split, report
 
 
 def __getattr__(name: str) -> Any:

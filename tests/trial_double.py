@@ -26,6 +26,7 @@ class TrialDouble:
     id: str = "tune-baseline-s0-t000"
     stop_after: int | None = None
     reports: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    splits: dict[str, dict] = field(default_factory=dict)
 
     def report(self, step: int, **metrics: float) -> None:
         last = self.reports[-1][0] if self.reports else None
@@ -36,6 +37,10 @@ class TrialDouble:
         self.reports.append((step, dict(metrics)))
         if self.stop_after is not None and len(self.reports) >= self.stop_after:
             raise StopTrial(f"stopped after {len(self.reports)} reports")
+
+    def add_split_summary(self, name: str, summary: dict) -> None:
+        """A `planner.log_split` line, as the real Trial takes it (docs/data.md)."""
+        self.splits[name] = summary
 
     @property
     def steps(self) -> list[int]:

@@ -21,6 +21,8 @@ def _add_validate(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the diagnostics and summary as JSON")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("--pilot", metavar="RUN_DIR", help="warn when the declared seeds are underpowered, from a pilot run")
+    p.add_argument("--runs-dir", default="runs", help="the project's runs and ledger, for a baseline from a line and "
+                   "the ledger's warnings (default: ./runs)")
     p.set_defaults(handler=_cmd_validate)
 
 
@@ -99,9 +101,10 @@ def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from planner._contract.validate import format_result, validate
+    from planner._contract.validate import format_result
+    from planner._lineage.resolve import validate
 
-    result = validate(args.contract, strict=args.strict)
+    result = validate(args.contract, strict=args.strict, runs_dir=args.runs_dir)
     if args.pilot:
         from planner._plan.seeds import with_pilot_power
 
@@ -161,7 +164,7 @@ def _print_json(value) -> None:
 
 
 def _cmd_power(args: argparse.Namespace) -> int:
-    from planner._contract.validate import load_contract
+    from planner._lineage.resolve import load_contract
     from planner._plan.seeds import format_power, power_summary, spread_from_pilot
 
     contract = load_contract(args.contract).contract
@@ -178,8 +181,8 @@ def _cmd_power(args: argparse.Namespace) -> int:
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from planner._contract.validate import load_contract
     from planner._core.errors import UsageError
+    from planner._lineage.resolve import load_contract
     from planner._plan.estimate import default_slots, estimate, format_estimate
 
     contract = load_contract(args.contract).contract
@@ -247,6 +250,42 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_promote(sub) -> None:
+    p = sub.add_parser("promote", help="make an accepted arm the baseline of its line of work (or withdraw that)")
+    p.add_argument("run_dir", help="a completed run folder")
+    p.add_argument("--arm", required=True, help="the accepted arm to promote")
+    p.add_argument("--note", default=None, help="why (kept in the ledger); required with --withdraw")
+    p.add_argument("--withdraw", action="store_true", help="withdraw this arm's promotion instead")
+    p.add_argument("--runs-dir", default=None, help="the runs dir whose ledger to write (default: the run's own)")
+    p.set_defaults(handler=_cmd_promote)
+
+
+def _add_log(sub) -> None:
+    p = sub.add_parser("log", help="the lineage: baselines, experiments, decisions, promotions, forking paths")
+    p.add_argument("--runs-dir", default="runs", help="the runs dir whose ledger to read (default: ./runs)")
+    p.add_argument("--json", action="store_true", help="print the lineage as JSON")
+    p.set_defaults(handler=_cmd_log)
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    from planner._lineage.promote import format_promotion, promote, withdraw
+
+    if args.withdraw:
+        record = withdraw(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
+    else:
+        record = promote(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
+    print(format_promotion(record))
+    return 0
+
+
+def _cmd_log(args: argparse.Namespace) -> int:
+    from planner._lineage.log import build_log, format_log
+
+    log = build_log(args.runs_dir)
+    _print_json(log) if args.json else print(format_log(log))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
     parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
@@ -255,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"plan (planner) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
-                _add_reeval, _add_power, _add_estimate):
+                _add_reeval, _add_power, _add_estimate, _add_promote, _add_log):
         add(sub)
     return parser
 

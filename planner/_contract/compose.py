@@ -69,10 +69,20 @@ class _Override:
     index: int
 
 
-def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
-    """Compose every arm of `contract` (baseline first); collect problems, never raise for bad input."""
+def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dict[str, Any] | None = None) -> ComposedArms:
+    """Compose every arm of `contract` (baseline first); collect problems, never raise for bad input.
+
+    `baseline_config` is the resolved config of a baseline from earlier work (docs/lineage.md): the
+    baseline is that config exactly, and when the contract has no `config` the arms start from it.
+    """
     result = ComposedArms()
     base = contract.config
+    if baseline_config is not None:
+        result.configs[contract.baseline.name] = copy.deepcopy(baseline_config)
+        if base is None:
+            from types import SimpleNamespace
+
+            base = SimpleNamespace(dir=None, name=None, overrides=[], values=baseline_config)
     base_dir = None
     if base.dir is not None:
         try:
@@ -81,13 +91,15 @@ def compose_arms(contract, contract_dir: str | os.PathLike) -> ComposedArms:
         except (OSError, ValueError):  # a NUL byte, a name too long for the file system
             base_dir, found = Path(contract_dir) / base.dir, False
         if not found:
-            for arm in contract.all_arms:
+            for arm in [a for a in contract.all_arms if a.name not in result.configs]:
                 result.problems.append(ComposeProblem(
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
                     arm.name, "config"))
             return result
     cache: dict[tuple[str, ...], Any] = {}
     for arm in contract.all_arms:
+        if arm.name in result.configs:  # a baseline from earlier work: given, not composed
+            continue
         overrides = [_Override(t, "config", i) for i, t in enumerate(base.overrides)]
         overrides += [_Override(t, arm.name, i) for i, t in enumerate(arm.overrides)]
         config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)

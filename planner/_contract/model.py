@@ -109,6 +109,49 @@ class Arm(_Model):
     overrides: list[str] = Field(default_factory=list)
 
 
+class BaselineRef(_Model):
+    """A baseline from earlier work (docs/lineage.md): one arm of a finished run, or a line's promoted arm.
+
+    `from_run` (a run folder, relative to the contract's folder) with `arm`, or `line` (a line of work in
+    the project ledger, resolved to its promoted arm when validated). The effective config is the arm's
+    logged config with its selected tuned values; it is read by the caller of validate, not here.
+    """
+
+    from_run: Annotated[str, StringConstraints(min_length=1)] | None = None
+    arm: ArmName | None = None
+    line: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+    name: ArmName | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> BaselineRef:
+        if (self.from_run is None) == (self.line is None):
+            raise ValueError("a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
+                             "`line` (a line of work), not both")
+        if self.from_run is not None and self.arm is None:
+            raise ValueError("`from_run` needs `arm`: the arm of that run whose config becomes the baseline")
+        if self.line is not None and self.arm is not None:
+            raise ValueError("`arm` goes with `from_run`; a `line` names its promoted arm itself")
+        if self.name is None:
+            object.__setattr__(self, "name", self.arm or "baseline")
+        return self
+
+    @property
+    def overrides(self) -> list[str]:
+        """None: the baseline is the logged config, exactly (a changed recipe is a new named control)."""
+        return []
+
+
+def _baseline_kind(value: Any) -> str:
+    if isinstance(value, BaselineRef) or (isinstance(value, dict) and ({"from_run", "line"} & set(value))):
+        return "BaselineRef"
+    return "Arm"
+
+
+def _line_shorthand(value: Any) -> Any:
+    """`baseline: NAME` is `baseline: {line: NAME}`."""
+    return {"line": value} if isinstance(value, str) else value
+
+
 class Metric(_Model):
     name: Annotated[str, StringConstraints(min_length=1)]
     mode: Literal["max", "min"]
@@ -262,8 +305,23 @@ class Failures(_Model):
     diverged_value: float | None = None
 
 
+SplitName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+
+
+class Independent(_Model):
+    """Split pairs that must share nothing, by unit and by each named group (docs/data.md)."""
+
+    pairs: list[tuple[SplitName, SplitName]] = Field(min_length=1)
+    by: list[SplitName] = Field(default_factory=lambda: ["unit"], min_length=1)
+
+
 class Data(_Model):
     fingerprint: list[str] = Field(default_factory=list)
+    unit: SplitName = "unit"  # what one id is, for the report: "3,000 distinct images"
+    independent: Independent | None = None
+    matched: bool = True
+    fixed: list[SplitName] = Field(default_factory=list)
+    require: list[SplitName] = Field(default_factory=list)
 
 
 class Confirmation(_Model):
@@ -321,9 +379,10 @@ class Contract(_Model):
         | Annotated[CommandSpec, Tag("mapping")],
         Discriminator(lambda v: "mapping" if isinstance(v, dict | CommandSpec) else "line"),  # one form's errors only
     ] | None = None
-    config: ConfigSource
+    config: ConfigSource | None = None  # optional only with a baseline from earlier work
     factor: Factor
-    baseline: Arm
+    baseline: Annotated[Annotated[Arm, Tag("Arm")] | Annotated[BaselineRef, Tag("BaselineRef")],
+                        Discriminator(_baseline_kind)]
     arms: list[Arm] = Field(min_length=1)
     metric: Metric
     acceptance: Acceptance
@@ -335,11 +394,27 @@ class Contract(_Model):
     confirmation: Confirmation = Field(default_factory=Confirmation)
     tracking: Tracking = Field(default_factory=Tracking)
 
+    @field_validator("baseline", mode="before")
+    @classmethod
+    def _baseline_line(cls, value):
+        return _line_shorthand(value)
+
     @model_validator(mode="after")
     def _one_way_to_train(self) -> Contract:
         if (self.trainable is None) == (self.command is None):
             raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
+        if self.config is None and not self.baseline_from_earlier_work:
+            raise ValueError("`config` is required (it may be left out only when the baseline comes from a run "
+                             "or a line: the arms then start from the baseline's config)")
+        if self.command is not None and self.baseline_from_earlier_work:
+            raise ValueError("a baseline from a run or a line needs `trainable:`; a `command:` receives overrides, "
+                             "and a logged config is not a list of overrides")
         return self
+
+    @property
+    def baseline_from_earlier_work(self) -> bool:
+        """True when the baseline is `{from_run, arm}` or a line (docs/lineage.md)."""
+        return isinstance(self.baseline, BaselineRef)
 
     @property
     def command_line(self) -> str | None:
@@ -371,6 +446,9 @@ class Contract(_Model):
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the contract, for editors (yaml-language-server)."""
     schema = Contract.model_json_schema()
+    baseline = schema["properties"]["baseline"]  # anyOf: `{name: b}` fits both forms; planner tells them apart
+    baseline["anyOf"] = [*baseline.pop("oneOf"), {  # `baseline: NAME`, read by a before-validator
+        "type": "string", "pattern": NAME_PATTERN, "description": "a line of work: shorthand for {line: NAME}"}]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "planner experiment contract, version 1"
     return schema

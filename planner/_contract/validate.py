@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.baseline import Lineage, ResolvedBaseline
 from planner._contract.load import LoadedYaml
 from planner._contract.rules import planned_trials
 from planner._core.diagnostics import Diagnostic, errors
@@ -32,6 +33,7 @@ class LoadedContract:
     configs: dict[str, dict[str, Any]]  # arm name -> composed effective config (baseline included)
     raw_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, interpolations unresolved
     warnings: list[Diagnostic] = field(default_factory=list)
+    baseline_source: dict[str, Any] | None = None  # where a baseline from earlier work came from (docs/lineage.md)
 
     @property
     def dir(self) -> Path:
@@ -60,9 +62,12 @@ class ValidationResult:
         return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}
 
 
-def load_contract(path: str | os.PathLike) -> LoadedContract:
-    """Load and check a contract; raise `ContractError` listing every error (warnings are kept on the result)."""
-    result = validate(path)
+def load_contract(path: str | os.PathLike, lineage: Lineage | None = None) -> LoadedContract:
+    """Load and check a contract; raise `ContractError` listing every error (warnings are kept on the result).
+
+    `lineage` resolves a baseline from earlier work (planner._contract.baseline); without it such a
+    contract is refused (P700)."""
+    result = validate(path, lineage=lineage)
     if result.unreadable:
         raise ContractFileError(result.diagnostics)
     if not result.valid:
@@ -71,8 +76,11 @@ def load_contract(path: str | os.PathLike) -> LoadedContract:
     return result.loaded
 
 
-def validate(path: str | os.PathLike, strict: bool = False) -> ValidationResult:
-    """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is valid."""
+def validate(path: str | os.PathLike, strict: bool = False, lineage: Lineage | None = None) -> ValidationResult:
+    """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is valid.
+
+    `lineage` (planner._contract.baseline.Lineage) resolves a baseline from a run or a line and checks
+    the contract against the project's ledger; the caller passes it (this stage reads no run folder)."""
     from planner._contract.load import load_yaml
 
     file = str(path)
@@ -82,7 +90,7 @@ def validate(path: str | os.PathLike, strict: bool = False) -> ValidationResult:
         return ValidationResult(file, error.diagnostics, unreadable=True)
     except ContractError as error:
         return ValidationResult(file, error.diagnostics)
-    diagnostics, loaded_contract = _check_loaded(loaded, Path(path))
+    diagnostics, loaded_contract = _check_loaded(loaded, Path(path), lineage)
     if strict:
         diagnostics = [_as_error(d) for d in diagnostics]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
@@ -102,7 +110,8 @@ def _as_error(d: Diagnostic) -> Diagnostic:
     return replace(d, severity="error", message=d.message + " (a warning, made an error by --strict)")
 
 
-def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], LoadedContract | None]:
+def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
+                  ) -> tuple[list[Diagnostic], LoadedContract | None]:
     from pydantic import ValidationError
 
     from planner._contract import rules as _check
@@ -117,21 +126,53 @@ def _check_loaded(loaded: LoadedYaml, path: Path) -> tuple[list[Diagnostic], Loa
         return schema_diagnostics(error.errors(include_url=False), loaded), None
     contract_dir = path.parent
     diagnostics = _check.check_names(contract, loaded) + _check.check_static(contract, loaded)
+    resolved = _resolve_baseline(contract, contract_dir, lineage)
+    if resolved is not None:
+        diagnostics += [_placed(d, loaded) for d in resolved.findings]
     composed = None
-    if not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
-        composed = compose_arms(contract, contract_dir)
+    if resolved is not None and resolved.config is None:
+        pass  # the baseline could not be read: nothing to compose against (the findings say why)
+    elif not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
+        composed = compose_arms(contract, contract_dir, None if resolved is None else resolved.config)
         diagnostics += _check.compose_diagnostics(contract, loaded, composed.problems)
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
     diagnostics += check_command(contract, loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
+    from planner._contract.data_rules import check_data
     from planner._contract.decidable import check_decidable
 
+    diagnostics += check_data(contract, loaded)
     diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
+    if lineage is not None and configs and not errors(diagnostics):
+        diagnostics += [_placed(d, loaded) for d in lineage.check(contract, configs, contract_dir)]
     raw = composed.raw if composed is not None and not composed.problems else {}
-    return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw)
+    return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw,
+                                       baseline_source=None if resolved is None else resolved.source)
+
+
+def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> ResolvedBaseline | None:
+    """The baseline from earlier work, resolved by the caller's `lineage`; None for a baseline of the contract's own."""
+    from planner._contract.baseline import finding
+
+    if not contract.baseline_from_earlier_work:
+        return None
+    if lineage is None:
+        return ResolvedBaseline(None, findings=[finding(
+            "P700", "the baseline comes from a run or a line, which this caller cannot read",
+            "Validate it with `plan validate` (or pass a lineage to validate()).")])
+    return lineage.resolve_baseline(contract, contract_dir)
+
+
+def _placed(d: Diagnostic, loaded: LoadedYaml) -> Diagnostic:
+    """A finding from the lineage, placed at its contract node (`path`, dotted) in the file."""
+    from dataclasses import replace
+
+    path = tuple(int(p) if p.isdigit() else p for p in d.path.split(".")) if d.path else ()
+    line, column = loaded.position(path)
+    return replace(d, file=loaded.file, line=line, column=column)
 
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
@@ -165,6 +206,7 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         },
         "seeds": list(contract.seeds),
         "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],
+        "baseline_from": loaded.baseline_source,
         "command": _command_summary(contract),
     }
 
@@ -215,6 +257,8 @@ def format_result(result: ValidationResult) -> str:
     metric = summary["metric"]
     decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
     lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
+    if summary.get("baseline_from"):
+        lines.append(f"  baseline {summary['baseline_from'].get('description', '')}")
     if summary.get("command"):
         lines.extend(_command_lines(summary["command"]))
     lines.append("  arms")

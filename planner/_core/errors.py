@@ -15,6 +15,7 @@
      |    +-- CommandMemoryError      past its memory limit (also a MemoryError)
      |    +-- CommandNoReportError    exited 0 without a report (also a TrialProtocolError)
      +-- MlflowTrackingError          MLflow missing or refusing, or a run folder it cannot read
+     +-- LineageError                 a baseline from a run that cannot be read, a refused promotion (code P7xx, exit 1)
 
 The CLI prints `str(error)` for any PlannerError and returns its `exit_code`,
 never a traceback; anything else is an internal bug (EXIT_INTERNAL) and gets a
@@ -36,7 +37,8 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success: a valid contract, a completed run (whatever the decisions), a reeval that reproduces",
-    EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce",
+    EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; for `plan promote`, "
+                  "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
                      "a locked run folder)",
@@ -138,3 +140,18 @@ class CommandConfigMismatchError(TrialProtocolError):
 
 class MlflowTrackingError(PlannerError):
     """MLflow is missing, refuses the tracking URI, or the run folder cannot be read."""
+
+
+class LineageError(PlannerError):
+    """A lineage step refused, with its rule code (docs/contract.md): a baseline from a run that cannot be
+    read (P701-P705), a promotion refused (P710-P714). `plan promote` exits 1 with it; validate reports it
+    as a Diagnostic."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, code: str, message: str, hint: str = ""):
+        self.code, self.message, self.hint = code, message, hint
+        text = f"{code}: {message}"
+        if hint:
+            text += ("" if text.endswith((".", "?", "!")) else ".") + f" {hint}"
+        super().__init__(text)

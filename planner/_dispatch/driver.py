@@ -69,7 +69,7 @@ class RunResult:
 
 # ------------------------------------------------------------------ loading and validating
 
-def load_and_validate(contract_path: str | os.PathLike):
+def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved),
     or ContractError / UsageError.
 
@@ -81,7 +81,7 @@ def load_and_validate(contract_path: str | os.PathLike):
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
-    loaded = load_contract(path)
+    loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract), loaded.raw_configs
 
 
@@ -116,6 +116,16 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     return [d.as_dict() for d in decisions]
 
 
+def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
+    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
+    from planner._data.checks import invalid_reasons
+    from planner._stats.decide import mark_invalid
+
+    latest: dict[tuple, dict] = {}
+    for record in confirm_records:
+        latest[(record.get("arm"), record.get("seed"))] = record
+    reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
+    return mark_invalid(rows, reasons)
 
 
 
@@ -184,6 +194,10 @@ class _Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
+        from planner._data.checks import data_violations
+
+        for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
+            self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
         heldout = [v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"]
         if heldout and not getattr(self, "_warned_heldout", False):  # at once, not only in the summary
@@ -257,21 +271,21 @@ class _Runner:
         return {arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
                 for arm, s in selected.items() if s.trial_id}
 
-    def _seeds_identical(self, rows: list[dict]) -> list[dict]:
-        """Arms whose seeds did not vary the run: their rows become `invalid`; the findings for decisions.json."""
+    def _seeds_identical(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """Arms whose seeds did not vary the run become `invalid` (not an incomplete one); and the
+        findings for decisions.json."""
         from planner._core.records import seeds_identical
-        from planner._stats.decide import seeds_did_not_vary
+        from planner._stats.decide import mark_invalid, seeds_did_not_vary
 
         c = self.contract
         identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
-        for i, row in enumerate(rows):
-            decision = seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric,
-                                          row["alpha_adjusted"], row["n_baseline"], row["n_arm"])
-            if decision is not None and row["decision"] != "incomplete":
-                rows[i] = {**decision.as_dict(), **({"looks": row["looks"]} if "looks" in row else {})}
-        return [{"kind": "seeds_identical", "arm": arm, "seeds": n,
-                 "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
-                            "the seeds did not vary the run"} for arm, n in identical.items()]
+        reasons = {row["arm"]: why for row in rows if row["decision"] != "incomplete"
+                   for why in [seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)]
+                   if why is not None}
+        findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
+                     "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
+                                "the seeds did not vary the run"} for arm, n in identical.items()]
+        return mark_invalid(rows, reasons), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
         """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
@@ -347,8 +361,9 @@ class _Runner:
             extra = {"sequential": sequential.describe()}
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
         rows = self._nothing_confirmed(rows)
-        self.findings = self._seeds_identical(rows)
+        rows, self.findings = self._seeds_identical(rows)
         if self.findings:
             extra["findings"] = self.findings
         self.store.write_decisions({
@@ -368,9 +383,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     """
     from planner._core.version import VERSION
     from planner._dispatch.progress import make_display
+    from planner._lineage import record as lineage_record
+    from planner._lineage.resolve import ProjectLineage
     from planner._store.identity import run_identity
 
-    contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path)
+    lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
+    contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
@@ -399,6 +417,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                         started=took_over.get("started"), reason=took_over.get("reason"))
         for name, size in cut.items():
             store.event("torn_record_dropped", file=name, bytes=size)
+        lineage_record.run_started(store.root, contract, configs, None, resumed=True)
     else:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
@@ -406,6 +425,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+        try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
+            lineage_record.run_started(store.root, contract, configs,
+                                       lineage.resolved.source if lineage.resolved else None)
+        except BaseException:
+            store.unlock()
+            raise
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
@@ -486,6 +511,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 step()
             except OSError:
                 pass
+        lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
         store.close()
         store.unlock()
         restore_stop_signals(previous_term)
@@ -649,6 +675,11 @@ def format_result(result: RunResult) -> str:
             lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+        if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
+            lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
+    from planner._lineage.record import forking_lines
+
+    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
     return "\n".join(lines)

@@ -10,16 +10,7 @@ import os
 from pathlib import Path
 
 from planner._core.errors import RunError
-
-
-def trainable_search_path(contract_dir: Path) -> list[str]:
-    """Where a trainable module is found: the contract's folder, the working folder, planner's own parent."""
-    planner_parent = str(Path(__file__).resolve().parents[2])
-    out = []
-    for folder in (str(contract_dir), os.getcwd(), planner_parent):
-        if folder not in out:
-            out.append(folder)
-    return out
+from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
 
 
 def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool,

@@ -59,7 +59,8 @@ class Dispatch:
     def spec(self, trial, config: dict, params: dict | None = None) -> TrialSpec:
         """The TrialSpec of `trial` (anything with trial_id, phase, arm, seed, index) on `config`."""
         c = self.contract
-        extra: dict[str, Any] = {"session": self.session, "max_trial_memory_bytes": c.budget.max_trial_memory_bytes}
+        extra: dict[str, Any] = {"session": self.session, "max_trial_memory_bytes": c.budget.max_trial_memory_bytes,
+                                 "data": c.data.model_dump()}  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
         return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
@@ -78,12 +79,26 @@ class Dispatch:
             self.listener.started(spec)
 
     def _ended(self, record: dict) -> None:
+        self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
         self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
                          exposure=record["exposure"])
         if self.listener is not None:
             self.listener.ended(record)
+
+    def _check_data(self, record: dict) -> None:
+        """The data checks across trials (docs/data.md), added to the record before it is written; each data
+        violation of the record is also a `data_violation` event (the listener shows it when the trial ends)."""
+        from planner._data.checks import cross_trial_violations, data_violations
+
+        if record.get("splits"):
+            earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
+            record["violations"] = list(record.get("violations") or []) + cross_trial_violations(
+                record, earlier, self.contract.data.model_dump())
+        for v in data_violations(record):
+            self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
+                             phase=record.get("phase"), seed=record.get("seed"), violation=v)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
         self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)

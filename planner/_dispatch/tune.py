@@ -101,12 +101,16 @@ def _tune_trainable(config: dict) -> dict | None:
     spec = TrialSpec(**config["planner_spec"])
     meta = {"started": utc_now(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
 
-    def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list) -> None:
+    sent: dict = {}
+
+    def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None) -> None:
+        sent["splits"] = splits or {}  # the splits logged so far travel with the reports (docs/data.md)
         tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
-                                 "meta": {**meta, "violations": list(violations)}}})
+                                 "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
 
     record = run_trial(spec, forward)
-    if record["status"] == "completed" and record["attempts"] == 1 and not record["errors"] and not record.get("resumed"):
+    if (record["status"] == "completed" and record["attempts"] == 1 and not record["errors"]
+            and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})):
         return None
     return {"planner": {"record": record}}
 
@@ -382,6 +386,9 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             record["host"] = meta.get("host", record["host"])
             record["pid"] = meta.get("pid", record["pid"])
             record["node_id"] = meta.get("node_id", record.get("node_id"))
+            if meta.get("splits"):
+                record["splits"] = meta["splits"]
+            record["violations"] = list(meta.get("violations", []))
             return record
 
         def on_trial_recover(self, iteration, trials, trial, **info):

@@ -122,6 +122,7 @@ class SeedRow:
     new: float | None
     diff: float | None  # new - logged
     reproduced: bool | None  # None: a new seed, or a trial that failed to run
+    data: tuple[str, ...] = ()  # splits whose fingerprints differ from the logged trial's (docs/data.md)
 
     @property
     def is_new(self) -> bool:
@@ -146,7 +147,14 @@ def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None
         reproduced = True  # the same non-result (both diverged, or neither reported the metric)
     else:
         reproduced = diff is not None and abs(diff) <= tolerance
-    return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced)
+    data = ()
+    if new is not None and (logged.get("splits") or new.get("splits")):
+        from planner._data.checks import fingerprint_differences
+
+        data = tuple(fingerprint_differences(logged, new))
+        if data and new_status not in FAILED_STATUSES:
+            reproduced = False  # a re-evaluation on different data is not a reproduction
+    return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced, data)
 
 
 def verdict(rows: list[SeedRow]) -> tuple[str, int]:
@@ -529,6 +537,8 @@ def format_table(rows: list[SeedRow]) -> str:
             result = "reproduced" if r.reproduced else "DIFFERS"
             if r.new_status != r.logged_status:
                 result += f" (status {r.logged_status} -> {r.new_status})"
+            if r.data:
+                result += f" (different data: {'; '.join(r.data)})"
         logged = "-" if r.is_new else (_num(r.logged) if r.logged is not None else str(r.logged_status))
         new = _num(r.new) if r.new is not None else r.new_status
         body.append([str(r.seed), logged, new, _num(r.diff, "+.3g"), result])

@@ -162,6 +162,9 @@ def render_html(results: RunResults) -> str:
         parts.append(_table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected",
                              "value", "selected params"], rows, num={1, 2, 3, 4, 5, 7}))
 
+    parts.append("<h2>Data</h2>")
+    parts.append("<ul>" + "".join(f"<li>{_e(line.lstrip('- '))}</li>" for line in rp.data_lines(s)) + "</ul>")
+
     parts.append("<h2>Trials and budget</h2>")
     rows = [[_e(t["phase"]), _e(t["arm"]), f"{_f(t['ended'])} / {_f(t['planned'])}",
              ", ".join(f"{_e(k)} {_f(v)}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
@@ -201,6 +204,11 @@ def render_html(results: RunResults) -> str:
             [_f(r["reeval"]), _e(r["arm"]), _e(", ".join(map(str, r["seeds"] or []))), _f(r["tolerance"]),
              _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
             for r in s["reevals"]]))
+    if s.get("lineage"):  # docs/lineage.md
+        from planner._lineage.record import lineage_lines
+
+        parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
+                     + "</ul>")
 
     parts.append("<h2>Identity</h2>")
     ident = s["identity"]

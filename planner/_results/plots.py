@@ -14,8 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-DECISION_COLORS = {"accept": "#1a7f37", "reject": "#cf222e", "inconclusive": "#9a6700", "incomplete": "#6e7781",
-                   "invalid": "#8250df"}
+DECISION_COLORS = {"accept": "#1a7f37", "reject": "#cf222e", "inconclusive": "#9a6700", "incomplete": "#6e7781", "invalid": "#8250df"}
 ARM_COLORS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781", "#bf3989", "#0a3069"]
 DPI = 96
 

@@ -211,7 +211,9 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "failures": results.failures,
         "violations": results.violations,
         "heldout": results.heldout,
+        "data": results.data,
         "reevals": reeval_summary(results.run_dir),
+        "lineage": rf.read_json(Path(results.run_dir) / "lineage.json"),  # docs/lineage.md
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
@@ -375,6 +377,15 @@ def decision_sentence(d: dict[str, Any], min_effect: Any) -> str:
             f"[{_fmt(d.get('ci_low'))}, {_fmt(d.get('ci_high'))}] vs min_effect {_fmt(min_effect)}")
 
 
+def data_lines(s: dict[str, Any]) -> list[str]:
+    """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
+    from planner._data.checks import summary_lines
+
+    data = (s.get("data") or {})
+    return [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
+            for line in summary_lines(data, {"unit": data.get("unit")})]
+
+
 def render_markdown(results: RunResults) -> str:
     s = summarize(results)
     acc = s["acceptance"]
@@ -437,6 +448,7 @@ def render_markdown(results: RunResults) -> str:
                  t["selected_trial"] or "–", _fmt(t["selected_value"]),
                  ", ".join(f"{k}={_fmt(v)}" for k, v in t["selected_params"].items())] for t in s["tuning"]]
         out += _table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected", "value", "params"], rows)
+    out += ["## Data", ""] + data_lines(s) + [""]
     out += ["## Trials and budget", ""]
     rows = [[t["phase"], t["arm"], f"{t['ended']} / {_fmt(t['planned'])}",
              ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
@@ -463,6 +475,10 @@ def render_markdown(results: RunResults) -> str:
         out += _table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
             [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
              ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
+    if s.get("lineage"):
+        from planner._lineage.record import lineage_lines
+
+        out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
     ident = s["identity"]
     out += ["## Identity", ""]
     if ident:

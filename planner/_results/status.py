@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from planner._core.text import format_duration
+from planner._data.checks import data_summary, summary_lines
 from planner._store import read as rf
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
@@ -79,6 +80,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "heldout": rf.heldout_ledger(records, contract),
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
+        "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
         "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)],
     }
 
@@ -156,6 +158,10 @@ def format_status(status: dict[str, Any]) -> str:
     if s["violations"]:
         kinds = Counter(v["kind"] for v in s["violations"])
         out.append(f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
+    data = s.get("data") or {}
+    if data.get("splits") or data.get("violations"):
+        out.append("data:")
+        out += ["  " + line for line in summary_lines(data, {"unit": data.get("unit")})]
     if s["decisions"]:
         out.append("decisions: " + ", ".join(f"{d['arm']} {d['decision']}" for d in s["decisions"]))
     else:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import flatten
+from planner._data.checks import data_summary
 from planner._store import read as rf
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
@@ -54,6 +55,7 @@ class RunResults:
     heldout: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)  # the splits trials logged (planner._data.checks.data_summary)
 
     @property
     def run_state(self) -> str:
@@ -112,7 +114,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
         lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
         heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
-        notes=notes,
+        notes=notes, data=data_summary(records, rf.contract_get(contract, "data")),
     )
 
 

@@ -336,6 +336,8 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
         low = np.partition(low_side, j - 1, axis=1)[:, j - 1]
         high = -np.partition(-high_side, j - 1, axis=1)[:, j - 1]
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
+    # the inverted CI holds the observed effect (p = 1 there); a crossing one ulp off it is rounding
+    low, high = np.minimum(low, observed[:, 0]), np.maximum(high, observed[:, 0])
     low, high = np.where(degenerate, -np.inf, low), np.where(degenerate, np.inf, high)
     return observed[:, 0], low, high, np.where(degenerate, np.nan, p)
 
@@ -467,9 +469,9 @@ def decide(
     return decisions
 
 
-def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str,
-                       alpha_adjusted: float, n_baseline: int = 0, n_arm: int = 0) -> Decision | None:
-    """The `invalid` decision of `arm` when the seeds did not vary the baseline's or the arm's run, else None.
+def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str) -> str | None:
+    """Why `arm` is `invalid` when the seeds did not vary the baseline's or the arm's run, else None
+    (for `mark_invalid`).
 
     arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such values have
     no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither accepted nor rejected.
@@ -478,13 +480,9 @@ def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: st
             f"{arms_identical[a]} seeds" for a in (baseline, arm) if a in arms_identical]
     if not said:
         return None
-    return Decision(
-        arm=arm, decision="invalid", effect=math.nan, ci_low=math.nan, ci_high=math.nan, p_value=math.nan,
-        alpha_adjusted=alpha_adjusted, n_baseline=n_baseline, n_arm=n_arm,
-        reason=(f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. The trainable "
-                "ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed noise to "
-                "test an effect against. Make the trainable seed its randomness from the trial's seed and run again."),
-    )  # fmt: skip
+    return (f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. The trainable "
+            "ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed noise to "
+            "test an effect against. Make the trainable seed its randomness from the trial's seed and run again.")
 
 
 _STATUS_PHRASES = {
@@ -560,3 +558,14 @@ def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) 
     if c.ci_low > 0:
         return f"{said}: the CI is above 0 but the effect is below the minimum {min_effect:g}."
     return f"{said}: the CI includes 0 and reaches the minimum effect {min_effect:g}, so the data cannot tell."
+
+
+def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+    """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
+    contract's data section, docs/data.md). The measured effect and CI stay; the reason says why they do not count."""
+    out = []
+    for row in rows:
+        if row.get("arm") in reasons:
+            row = {**row, "decision": "invalid", "reason": f"{reasons[row['arm']]} Measured: {row.get('reason', '')}"}
+        out.append(row)
+    return out

@@ -54,6 +54,16 @@ def packages() -> dict[str, str]:
     return out
 
 
+def trainable_search_path(contract_dir: Path) -> list[str]:
+    """Where a trainable module is found: the contract's folder, the working folder, planner's own parent."""
+    planner_parent = str(Path(__file__).resolve().parents[2])
+    out = []
+    for folder in (str(contract_dir), os.getcwd(), planner_parent):
+        if folder not in out:
+            out.append(folder)
+    return out
+
+
 def sha256_path(path: Path) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, in sorted order)."""
     digest = hashlib.sha256()

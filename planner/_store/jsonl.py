@@ -112,3 +112,26 @@ def whole_records(path: Path) -> tuple[list[dict], int]:
             else:
                 bad += 1
     return out, bad
+
+
+def locked_append(path: Path, line: str) -> None:
+    """Append one whole line to a file that several processes write (the project ledger).
+
+    An exclusive `flock` on `<path>.lock` is held around heal-open-write-close, so a torn
+    tail left by a killed writer is cut off while nobody else writes, and each line
+    goes out in one O_APPEND write: two concurrent writers never lose or interleave a line.
+    """
+    import fcntl
+
+    if not line.endswith("\n"):
+        line += "\n"
+    lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        handle = AppendFile(path)
+        try:
+            handle.write_line(line)
+        finally:
+            handle.close()
+    finally:
+        os.close(lock_fd)  # closing drops the flock

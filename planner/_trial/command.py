@@ -213,8 +213,9 @@ def run_command(
 
     stdout = _BoundedLog(attempt_dir / "stdout.log", max_log_bytes)
     stderr = _BoundedLog(attempt_dir / "stderr.log", max_log_bytes)
-    reports: _ReportTail | MetricsFileTail = (
-        _ReportTail(report_path) if metrics is None else MetricsFileTail(attempt_dir / "hydra", metrics))
+    reports: _ReportTail | MetricsFileTail | _WithSplits = (
+        _ReportTail(report_path) if metrics is None
+        else _WithSplits(MetricsFileTail(attempt_dir / "hydra", metrics), _ReportTail(report_path)))
     config_check = _ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
 
     def failure(cls, message, returncode=None):
@@ -236,6 +237,9 @@ def run_command(
         nonlocal forwarded
         for step, metrics in lines:
             config_check.run()
+            if step is None:  # a planner.log_split line: (None, (name, summary))
+                trial.add_split_summary(*metrics)
+                continue
             trial.report(step, **metrics)
             forwarded += 1
 
@@ -270,13 +274,13 @@ def run_command(
         returncode = proc.returncode
         if returncode != 0:
             raise failure(CommandFailedError, f"command exited with {_describe_exit(returncode)}", returncode)
-        if metrics is not None and report_path.stat().st_size:
+        if isinstance(reports, _WithSplits) and reports.reported:
             raise failure(CommandMetricsError,
                           f"the script called planner.report and the contract reads its metrics from {metrics.file!r}: "
                           "use one or the other (remove `metrics:` from the command, or the planner.report calls)")
-        if forwarded == 0 and isinstance(reports, MetricsFileTail):
+        if forwarded == 0 and isinstance(reports, _WithSplits):
             config_check.run()
-            raise failure(CommandMetricsError, f"command exited 0 but {reports.nothing_read()}", returncode)
+            raise failure(CommandMetricsError, f"command exited 0 but {reports.metrics.nothing_read()}", returncode)
         if forwarded == 0:
             config_check.run()
             raise failure(CommandNoReportError,
@@ -521,13 +525,40 @@ class _ReportTail:
         self._file.close()
 
 
-def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int, dict[str, float]]:
-    """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); TrialProtocolError otherwise."""
+class _WithSplits:
+    """A script's own metrics log, plus the report file for its planner.log_split lines (docs/data.md)."""
+
+    def __init__(self, metrics: MetricsFileTail, report_file: _ReportTail):
+        self.metrics, self.report_file = metrics, report_file
+        self.reported = False  # the script also called planner.report: refused, the metrics come from its log
+
+    def _splits(self, lines: list) -> list:
+        self.reported = self.reported or any(line[0] is not None for line in lines)
+        return [line for line in lines if line[0] is None]
+
+    def read_new(self) -> list:
+        return self._splits(self.report_file.read_new()) + self.metrics.read_new()
+
+    def finish(self) -> tuple[list, str | None]:
+        splits = self._splits(self.report_file.finish()[0])
+        final, torn = self.metrics.finish()
+        return splits + final, torn
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.report_file.close()
+
+
+def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int | None, Any]:
+    """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); a planner.log_split line
+    `{"split": "train", "data": {...}}` -> (None, ("train", {...})); TrialProtocolError otherwise."""
     expected = 'expected {"step": <int>, "metrics": {"<name>": <number>, ...}}'
     try:
         record = json.loads(line)
     except (ValueError, UnicodeDecodeError) as error:
         raise TrialProtocolError(f"{where} is not JSON ({error}); {expected}") from None
+    if isinstance(record, dict) and set(record) == {"split", "data"}:
+        return _split_line(record, where)
     if not isinstance(record, dict) or set(record) != {"step", "metrics"}:
         raise TrialProtocolError(f"{where}: {_short(line)}; {expected}")
     step, metrics = record["step"], record["metrics"]
@@ -539,6 +570,16 @@ def parse_report_line(line: bytes | str, where: str = "report") -> tuple[int, di
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TrialProtocolError(f"{where}: metric {name!r} must be a number, got {value!r}")
     return step, {name: float(value) for name, value in metrics.items()}
+
+
+def _split_line(record: dict, where: str) -> tuple[None, Any]:
+    """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is malformed."""
+    name, data = record["split"], record["data"]
+    if not isinstance(name, str) or not name or not isinstance(data, dict) or not isinstance(
+            data.get("fingerprint"), str) or not isinstance(data.get("distinct"), int):
+        raise TrialProtocolError(f"{where}: a split line must be what planner.log_split writes: "
+                                 '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}')
+    return None, (name, data)
 
 
 def _short(line: bytes | str, limit: int = 200) -> str:

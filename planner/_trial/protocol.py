@@ -2,7 +2,8 @@
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
 exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
-`trial.dir`, and `trial.report(step, **metrics)`.
+`trial.dir`, `trial.report(step, **metrics)` and `trial.log_split(name, ids, groups)`
+(docs/data.md).
 
 `run_trial` runs one trial to its end and returns its record (the schema of
 docs/run-folder.md, minus what only the driver knows). It never raises for a
@@ -104,6 +105,8 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
+        self.splits: dict[str, dict[str, Any]] = {}  # name -> counts and fingerprints (planner._data.splits)
+        self._split_log: Any = None
         self.attempt = 1  # this attempt's number (1 + retries used so far)
         self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
@@ -152,9 +155,38 @@ class Trial:
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
             try:
-                self._forward(step, forwarded, elapsed, self.violations)
+                self._forward(step, forwarded, elapsed, self.violations,
+                              **({"splits": dict(self.splits)} if self.splits else {}))
             except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
                 raise _SessionExit(*stop.args) from None
+
+    def log_split(self, name: str, ids: Any, groups: Any = None) -> dict[str, Any]:
+        """Log the unit ids of split `name` in row order, and optional aligned `groups` ({"patient": [...]}).
+
+        Only counts and fingerprints are kept (docs/data.md); overlaps with the
+        splits logged before, and the contract's `data.independent` pairs, are
+        checked here. Returns the stored summary.
+        """
+        from planner._data.splits import SplitError, SplitLog
+
+        if self._split_log is None:
+            self._split_log = SplitLog()
+        try:
+            summary = self._split_log.add(name, ids, groups)
+        except SplitError as error:
+            raise _Stop("protocol_error", f"trial.log_split: {error}") from None
+        self.add_split_summary(name, summary)
+        return summary
+
+    def add_split_summary(self, name: str, summary: dict[str, Any]) -> None:
+        """Take a split summary (from log_split, or a `command:` script's report line) and check it."""
+        from planner._data.checks import overlap_violations
+
+        self.splits[name] = summary
+        found, problems = overlap_violations(self.splits, self._spec.extra.get("data"), only=name)
+        if problems:
+            raise _Stop("protocol_error", f"log_split: {problems[0]}")
+        self.violations += [v for v in found if v not in self.violations]
 
 
 def _jsonable(value: float) -> float | str:
@@ -274,7 +306,11 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             forwarded = trial._forwarded
             status = "failed"
             continue
-        if trial.last_step == spec.budget:
+        missing = _missing_splits(spec, trial)
+        if trial.last_step == spec.budget and missing:
+            status = "protocol_error"
+            error = _error(attempts, "TrialProtocolError", missing, "")
+        elif trial.last_step == spec.budget:
             status = "completed"
         else:
             status = "protocol_error"
@@ -290,6 +326,19 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
 
 
 _KIND = {"oom": "OutOfMemory", "timeout": "Timeout"}
+
+
+def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
+    """Why the trial breaks `data.require` (a split it did not log), or None."""
+    if not (spec.extra.get("data") or {}).get("require"):
+        return None
+    from planner._data.checks import missing_required
+
+    missing = missing_required(trial.splits, spec.extra["data"])
+    if not missing:
+        return None
+    return (f"the trial logged no split {', '.join(missing)}, which data.require needs: call "
+            f"trial.log_split({missing[0]!r}, ids) (planner.log_split in a command: script)")
 
 
 def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
@@ -371,6 +420,7 @@ def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int
         "attempts": attempts,
         "errors": errors,
         "violations": list(trial.violations) if trial is not None else [],
+        **({"splits": trial.splits} if trial is not None and trial.splits else {}),
         "started": started,
         "ended": utc_now(),
         "duration_s": round(duration_s, 6),

@@ -10,7 +10,8 @@ the trial (docs/command-trainables.md). Outside the planner the variable is
 unset and `report` only checks its arguments, so the script runs standalone
 unchanged.
 
-Stdlib only: a user's script pays nothing for importing it.
+Stdlib only: a user's script pays nothing for importing it (`log_split` loads
+numpy when it is first called).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 
 REPORT_FILE_ENV = "PLANNER_REPORT_FILE"
 
-__all__ = ["REPORT_FILE_ENV", "report", "report_line"]
+__all__ = ["REPORT_FILE_ENV", "log_split", "report", "report_line"]
 
 
 def report(step: int, **metrics: float) -> None:
@@ -42,6 +43,32 @@ def report(step: int, **metrics: float) -> None:
     with open(path, "a", encoding="utf-8") as stream:
         stream.write(line)
         stream.flush()
+
+
+_SPLITS = None  # this process's SplitLog: the splits the script logged so far, for their overlaps
+
+
+def log_split(name: str, ids, groups=None) -> dict:
+    """Log the unit ids of split `name` (rows in order) and optional aligned groups ({"patient": [...]}).
+
+    The counts and fingerprints are computed here, in the script, with numpy
+    (docs/data.md); the report file gets one JSON line with them and never the
+    ids: {"split": "train", "data": {"presentations": ..., "distinct": ...,
+    "fingerprint": ..., "groups": {...}, "overlap": {...}}}. Returns that summary.
+    Raises ValueError on bad ids, at the line that made them.
+    """
+    global _SPLITS
+    from planner._data.splits import SplitLog
+
+    if _SPLITS is None:
+        _SPLITS = SplitLog()
+    summary = _SPLITS.add(name, ids, groups)
+    path = os.environ.get(REPORT_FILE_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps({"split": name, "data": summary}, separators=(",", ":")) + "\n")
+            stream.flush()
+    return summary
 
 
 def report_line(step: int, metrics: dict[str, float]) -> str:

@@ -18,7 +18,8 @@ def test_run_and_reeval_trials_get_one_spec_shape(tmp_path):
     confirm = dispatch.spec(PlannedTrial("confirm-treat-s0", "confirm", "treat", 0, 0), config)
     reeval = dispatch.spec(PlannedTrial("reeval-treat-s0-1", "reeval", "treat", 0, 0), config, params={"lr": 0.1})
     for spec in (confirm, reeval):
-        assert spec.extra == {"session": dispatch.session, "max_trial_memory_bytes": 512 * 1024**2}
+        assert spec.extra == {"session": dispatch.session, "max_trial_memory_bytes": 512 * 1024**2,
+                              "data": contract.data.model_dump()}  # the data section the worker checks splits by
         assert (spec.budget, spec.retries, spec.max_trial_time_s) == (3, 2, 60)
         assert spec.contract_sha256 == contract.sha256() and spec.config == config
         assert spec.dir == store.trial_dir(spec.trial_id)

@@ -64,10 +64,14 @@ def test_identical_curves_across_seeds_are_found_and_make_the_decision_invalid()
     records = [_record("base", s, [0.5, 0.6]) for s in range(3)]
     records += [_record("arm", s, [0.5, 0.6 + 0.01 * s]) for s in range(3)]
     assert seeds_identical(records) == {"base": 3}
-    d = seeds_did_not_vary("arm", seeds_identical(records), "base", "acc", 0.05)
-    assert d.decision == "invalid" and "the seeds did not vary the run" in d.reason
-    assert "the baseline base reported exactly the same curves on all 3 seeds" in d.reason
-    assert seeds_did_not_vary("arm", {}, "base", "acc", 0.05) is None
+    from planner._stats.decide import mark_invalid
+
+    why = seeds_did_not_vary("arm", seeds_identical(records), "base", "acc")
+    assert why.startswith("Invalid: the seeds did not vary the run")
+    assert "the baseline base reported exactly the same curves on all 3 seeds" in why
+    assert seeds_did_not_vary("arm", {}, "base", "acc") is None
+    (row,) = mark_invalid([{"arm": "arm", "decision": "reject", "reason": "measured"}], {"arm": why})
+    assert row["decision"] == "invalid" and row["reason"].startswith(why)
     # before: the identical values went to the test, which said reject with CI [+0, +0], p = 1
     values = {"base": [(s, 0.6) for s in range(3)], "arm": [(s, 0.6) for s in range(3)]}
     (plain,) = decide(Acceptance(min_effect=0.01), "max", values, "base", planned_seeds=[0, 1, 2])

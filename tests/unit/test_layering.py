@@ -23,7 +23,9 @@ RANKS = {
     "_stats": 10,     # decision rule, power, sequential looks, selection: pure
     "_contract": 20,  # load, model, compose, rules, validate
     "_store": 30,     # the run folder: writer, one reader, JSON lines, lock, resume, identity
+    "_lineage": 35,   # the project ledger, promotion, baselines from runs, plan log
     "_plan": 40,      # planned trials, space, estimate, pilot, seeds
+    "_data": 45,      # splits: counts, fingerprints, overlap and matching checks: pure
     "_trial": 50,     # the trainable protocol in the worker: attempts, limits, command
     "_results": 60,   # tables, status, reports, plots, MLflow
     "_dispatch": 70,  # the driver: Ray Tune and Optuna, confirmation, cluster, progress

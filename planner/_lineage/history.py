@@ -1,0 +1,98 @@
+"""What the ledger says about a project: lines of work, their baselines, and the forking paths.
+
+Pure functions of a `Ledger` (planner._lineage.ledger). A *line of work* is
+named by the first contract of a chain: a run whose baseline is its contract's
+own starts (or continues) the line of its contract's name; a run whose baseline
+comes from a run or a line continues that run's line. Two runs test *the same
+hypothesis* when their baselines have the same effective config (its sha256)
+and their factors the same keys. Repeating a test at level alpha k times gives
+at least one false accept with probability 1 - (1 - alpha)^k when nothing is
+there (the family-wise alpha the repetitions imply).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from planner._lineage.ledger import Ledger, RunEntry, run_key, runs_dir_of
+
+
+def family_alpha(alphas: list[float]) -> float:
+    """P(at least one false accept) over independent tests at these levels: 1 - prod(1 - alpha)."""
+    return 1.0 - math.prod(1.0 - float(a) for a in alphas)
+
+
+def hypothesis_key(started: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """(baseline config sha256, sorted factor keys) of a run_started record."""
+    baseline = started.get("baseline") or {}
+    keys = (started.get("factor") or {}).get("keys") or []
+    return baseline.get("config_sha256"), tuple(sorted(str(k) for k in keys))
+
+
+def earlier_tests(ledger: Ledger, key: tuple[str | None, tuple[str, ...]], before: int | None = None) -> list[RunEntry]:
+    """Runs that tested the same factor against the same baseline and reported decisions, in ledger order."""
+    return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
+            if e.decided and hypothesis_key(e.started) == key and (before is None or e.order < before)]
+
+
+def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:
+    """Earlier runs of a contract of the same name but another hash that had reported decisions."""
+    return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
+            if e.decided and e.started.get("name") == name and e.started.get("contract_sha256") != sha
+            and (before is None or e.order < before)]
+
+
+def decisions_text(entry: RunEntry) -> str:
+    """'inconclusive', or 'adamw accept, lion reject' for a run of several arms."""
+    rows = (entry.ended or {}).get("decisions") or []
+    if len(rows) == 1:
+        return str(rows[0].get("decision"))
+    return ", ".join(f"{d.get('arm')} {d.get('decision')}" for d in rows) or "no decision"
+
+
+def repetition(earlier: list[RunEntry], alpha: float, factor: str) -> dict[str, Any]:
+    """The facts and the sentence about a test repeated after `earlier` ones (this one included)."""
+    alphas = [float((e.ended or {}).get("alpha") or e.started.get("alpha") or alpha) for e in earlier] + [alpha]
+    count = len(alphas)
+    fwer = family_alpha(alphas)
+    earlier_words = "; ".join(f"{e.key}: {decisions_text(e)}" for e in earlier)
+    sentence = (f"factor {factor} was tested {count} times against this baseline (this test included); the "
+                f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a family-wise "
+                f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there")
+    return {"count": count, "earlier": [{"run": e.key, "decisions": (e.ended or {}).get("decisions") or []}
+                                        for e in earlier],
+            "alpha": alpha, "family_alpha": round(fwer, 6), "sentence": sentence}
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
+
+
+def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
+    """The line of work a run belongs to: from the ledger's run_started, else from its frozen contract."""
+    from planner._store.read import open_run
+
+    key = run_key(run_dir, ledger.runs_dir)
+    entry = ledger.runs().get(key)
+    if entry is not None and entry.started.get("line"):
+        return str(entry.started["line"])
+    folder = open_run(run_dir)
+    contract = folder.contract()
+    baseline = contract.get("baseline") or {}
+    if baseline.get("line"):
+        return str(baseline["line"])
+    if baseline.get("from_run") and depth < 20:
+        origin = Path(baseline["from_run"])
+        if not origin.is_absolute():
+            origin = Path(str(folder.run_info().get("contract_path") or ".")).parent / origin
+        if origin.is_dir():
+            from planner._core.errors import PlannerError
+            from planner._lineage.ledger import read
+
+            try:
+                return line_of(read(runs_dir_of(origin)), origin, depth + 1)
+            except PlannerError:  # the origin is gone or damaged: the run starts a line of its own name
+                pass
+    return str(contract.get("name") or folder.run_info().get("name") or "?")

@@ -1,0 +1,197 @@
+"""`plan log`: the lineage of every line of work in a runs dir, from its ledger.
+
+For each line: its baselines in order (the first run's own, then each promoted
+arm), the experiments run against each with their decisions, the promotions
+and withdrawals, the baseline in force now, and the forking paths (the same
+factor tested more than once against the same baseline; a contract edited under
+the same name after an earlier run of it had reported decisions).
+
+A run whose end is not in the ledger (killed before it could write it) is shown
+with the state and decisions its run folder holds, and a note.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from planner._core.errors import PlannerError, UsageError
+from planner._lineage import history
+from planner._lineage.ledger import Ledger, RunEntry, ledger_path, read
+
+
+def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
+    """The lineage of `runs_dir` as JSON-able data (`plan log --json`)."""
+    folder = Path(runs_dir)
+    if not folder.is_dir():
+        raise UsageError(f"{folder} does not exist: give the runs dir that holds {ledger_path('').name} "
+                         "(--runs-dir, default ./runs)")
+    ledger = read(folder)
+    notes = list(ledger.notes)
+    if not ledger.path.is_file():
+        notes.append(f"{ledger.path} does not exist: no run has started in {folder} since the ledger was added")
+    runs = sorted(ledger.runs().values(), key=lambda e: e.order)
+    ends = {e.key: _end(ledger, e, notes) for e in runs}
+    promotions = ledger.promotions()
+    lines = []
+    for name in ledger.lines():
+        entries = [e for e in runs if e.line == name]
+        chain = [p for p in promotions if p.get("line") == name]
+        baselines: list[dict[str, Any]] = []
+        by_sha: dict[Any, dict[str, Any]] = {}
+        for e in entries:
+            base = e.started.get("baseline") or {}
+            sha = base.get("config_sha256")
+            if sha not in by_sha:
+                by_sha[sha] = {"number": len(baselines) + 1, "arm": base.get("arm"), "config_sha256": sha,
+                               "from": base.get("from"), "first_run": e.key, "experiments": []}
+                baselines.append(by_sha[sha])
+            by_sha[sha]["experiments"].append(_experiment(ledger, e, ends[e.key], chain))
+        in_force = ledger.in_force(name)
+        lines.append({
+            "line": name, "baselines": baselines,
+            "promotions": [_promotion(p) for p in chain],
+            "in_force": _promotion(in_force) if in_force else (
+                {"run": entries[0].key, "arm": (entries[0].started.get("baseline") or {}).get("arm"),
+                 "promoted": None, "note": "nothing promoted: the contract baseline of the line's first run"}
+                if entries else None),
+            "forking": _forking(ledger, entries),
+        })
+    return {"runs_dir": str(folder), "ledger": str(ledger.path), "lines": lines, "notes": notes}
+
+
+def _end(ledger: Ledger, entry: RunEntry, notes: list[str]) -> dict[str, Any]:
+    if entry.ended is not None:
+        return {"state": entry.ended.get("state"), "ended": entry.ended.get("time"),
+                "decisions": entry.ended.get("decisions") or [], "from": "ledger"}
+    from planner._store.read import open_run
+
+    path = Path(entry.key) if Path(entry.key).is_absolute() else ledger.runs_dir / entry.key
+    try:
+        folder = open_run(path)
+        state = (folder.state() or {}).get("state")
+        doc = folder.decisions() or {}
+    except PlannerError as error:
+        notes.append(f"run {entry.key} has no end in the ledger and its folder cannot be read: {error}")
+        return {"state": None, "ended": None, "decisions": [], "from": "nowhere"}
+    notes.append(f"run {entry.key} has no end in the ledger (still running, or killed): its state "
+                 f"({state}) is read from its folder")
+    return {"state": state, "ended": None, "decisions": [
+        {k: d.get(k) for k in ("arm", "decision", "effect", "ci_low", "ci_high", "p_value", "reason")}
+        for d in doc.get("decisions") or [] if isinstance(d, dict)], "from": "run folder"}
+
+
+def _promotion(p: dict[str, Any]) -> dict[str, Any]:
+    w = p.get("withdrawn")
+    return {"run": p.get("run"), "arm": p.get("arm"), "promoted": p.get("time"), "note": p.get("note") or "",
+            "withdrawn": None if not w else {"time": w.get("time"), "note": w.get("note") or ""}}
+
+
+def _experiment(ledger: Ledger, e: RunEntry, end: dict[str, Any], chain: list[dict[str, Any]]) -> dict[str, Any]:
+    key = history.hypothesis_key(e.started)
+    earlier = history.earlier_tests(ledger, key, before=e.order)
+    edited = history.edited_before(ledger, str(e.started.get("name")), str(e.started.get("contract_sha256")),
+                                   before=e.order)
+    alpha = float(e.started.get("alpha") or 0.05)
+    return {
+        "run": e.key, "name": e.started.get("name"), "contract_sha256": e.started.get("contract_sha256"),
+        "hypothesis": e.started.get("hypothesis"), "factor": e.started.get("factor"),
+        "started": e.started.get("time"), "ended": end["ended"], "state": end["state"], "end_from": end["from"],
+        "decisions": end["decisions"],
+        "promoted": [_promotion(p) for p in chain if p.get("run") == e.key],
+        "repetition": history.repetition(earlier, alpha, str((e.started.get("factor") or {}).get("name")))
+        if earlier else None,
+        "edited_after_decisions": [x.key for x in edited],
+    }
+
+
+def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
+    """Each (baseline, factor) tested more than once, and each name run under more than one contract."""
+    out: list[dict[str, Any]] = []
+    groups: dict[Any, list[RunEntry]] = {}
+    for e in entries:
+        if e.decided:
+            groups.setdefault(history.hypothesis_key(e.started), []).append(e)
+    for (sha, keys), tests in groups.items():
+        if len(tests) > 1:
+            alphas = [float((t.ended or {}).get("alpha") or t.started.get("alpha") or 0.05) for t in tests]
+            out.append({"kind": "repeated_test", "baseline_config_sha256": sha, "factor_keys": list(keys),
+                        "count": len(tests), "runs": [t.key for t in tests],
+                        "decisions": [history.decisions_text(t) for t in tests],
+                        "family_alpha": round(history.family_alpha(alphas), 6)})
+    names: dict[str, list[RunEntry]] = {}
+    for e in entries:
+        names.setdefault(str(e.started.get("name")), []).append(e)
+    for name, runs in names.items():
+        hashes = []
+        for e in runs:
+            if e.started.get("contract_sha256") not in hashes:
+                hashes.append(e.started.get("contract_sha256"))
+        edited = [e for e in runs[1:] if history.edited_before(ledger, name, str(e.started.get("contract_sha256")),
+                                                               before=e.order)]
+        if edited:
+            out.append({"kind": "edited_contract", "name": name, "hashes": hashes, "runs": [e.key for e in runs],
+                        "edited_runs": [e.key for e in edited]})
+    return out
+
+
+def format_log(log: dict[str, Any]) -> str:
+    """The text of `plan log`."""
+    out = [f"ledger {log['ledger']}"]
+    if not log["lines"]:
+        out.append("no line of work yet: `plan run` records each run here")
+    for line in log["lines"]:
+        out += ["", f"line {line['line']}"]
+        now = line["in_force"]
+        if now and now.get("promoted"):
+            out.append(f"  baseline in force: arm {now['arm']} of {now['run']} (promoted {now['promoted']}"
+                       + (f", {now['note']!r}" if now.get("note") else "") + ")")
+        elif now:
+            out.append(f"  baseline in force: arm {now['arm']} of {now['run']} ({now['note']})")
+        for b in line["baselines"]:
+            origin = b.get("from")
+            where = (f"arm {origin['arm']} of {origin['run']}" + (" (via the line)" if origin.get("via_line") else "")
+                     if origin else f"the contract's own, first in {b['first_run']}")
+            out.append(f"  {b['number']}. baseline {b['arm']}: {where}")
+            for x in b["experiments"]:
+                factor = (x.get("factor") or {}).get("name")
+                out.append(f"       {x['run']}  {x['state'] or '?'}  factor {factor}"
+                           + ("  (end read from the run folder)" if x["end_from"] == "run folder" else ""))
+                for d in x["decisions"]:
+                    out.append(f"         {d.get('arm')}: {d.get('decision')}{_numbers(d)}")
+                for p in x["promoted"]:
+                    out.append(f"         promoted {p['arm']} {p['promoted']}" + (f" {p['note']!r}" if p["note"] else "")
+                               + (f"; withdrawn {p['withdrawn']['time']} {p['withdrawn']['note']!r}"
+                                  if p["withdrawn"] else ""))
+                if x["decisions"] and not x["promoted"]:
+                    accepted = any(d.get("decision") == "accept" for d in x["decisions"])
+                    out.append("         accepted, not promoted: the baseline stays until `plan promote`" if accepted
+                               else "         nothing promoted: the baseline stays")
+                if x.get("repetition"):
+                    out.append(f"         ! {x['repetition']['sentence']}")
+                if x.get("edited_after_decisions"):
+                    out.append(f"         ! the contract {x['name']} was edited (new sha256 {str(x['contract_sha256'])[:12]}) "
+                               f"after {', '.join(x['edited_after_decisions'])} had reported decisions")
+        for f in line["forking"]:
+            if f["kind"] == "repeated_test":
+                out.append(f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested {f['count']} times "
+                           f"against the same baseline ({'; '.join(f['decisions'])}): family-wise alpha "
+                           f"{f['family_alpha']:.3f}")
+            else:
+                out.append(f"  forking paths: contract {f['name']} ran under {len(f['hashes'])} different hashes "
+                           f"(edited after decisions: {', '.join(f['edited_runs'])})")
+    for note in log["notes"]:
+        out.append(f"note: {note}")
+    return "\n".join(out)
+
+
+def _numbers(d: dict[str, Any]) -> str:
+    if d.get("effect") is None:
+        return f"  ({d['reason']})" if d.get("reason") else ""
+
+    def num(x: Any) -> str:
+        return "none" if x is None else f"{x:+.4g}"
+
+    p = "" if d.get("p_value") is None else f"  p={d['p_value']:.3g}"
+    return f"  effect {num(d['effect'])}  CI [{num(d.get('ci_low'))}, {num(d.get('ci_high'))}]{p}"

@@ -1,0 +1,92 @@
+"""`plan promote`: an accepted arm of a completed run becomes the baseline of its line of work.
+
+Promotion is its own state, kept in the project ledger (planner._lineage.ledger),
+never in the run folder: the run's decisions stay what the statistics said. Only
+an arm whose decision is `accept` in a run whose state is `completed` can be
+promoted; everything else is refused with its rule code (P710-P714), and there
+is no way to force it. A withdrawal is recorded, with a note, and the line's
+baseline in force falls back to its previous promotion still in force.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from planner._core.errors import LineageError, UsageError
+from planner._lineage import history
+from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
+from planner._lineage.source import read_arm
+
+
+def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
+            runs_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be promoted."""
+    source = read_arm(run_dir, arm, need_config=False)
+    where = f"run {Path(run_dir)}"
+    if source.state != "completed":
+        raise LineageError("P710", f"{where} is {source.state or 'of unknown state (no state.json)'}, not completed: only "
+                      "an accepted arm of a completed run can be promoted",
+                      "Finish it first (plan run --resume RUN_DIR), or promote from a completed run.")
+    if arm == source.baseline_arm:
+        raise LineageError("P712", f"arm {arm!r} is the baseline of {where}: it was not tested, so no decision accepted it",
+                      "Promote a treatment arm that was accepted; the baseline in force stays as it is.")
+    decision = source.decision
+    if decision is None:
+        raise LineageError("P712", f"{where} has no decision for arm {arm!r} (decisions.json is missing or does not "
+                      "list it)")
+    if decision.get("decision") != "accept":
+        raise LineageError("P711", f"the decision for arm {arm!r} in {where} was {decision.get('decision')}"
+                      + (f" ({decision['reason']})" if decision.get("reason") else "")
+                      + ": only an accepted arm can be promoted",
+                      "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.")
+    if (source.decisions or {}).get("run_state", "completed") != "completed":
+        raise LineageError("P710", f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
+                      "not completed")
+    source = read_arm(run_dir, arm)  # P703/P704: the promoted config must be rebuildable from the folder
+    base = Path(runs_dir) if runs_dir is not None else runs_dir_of(run_dir)
+    ledger = read(base)
+    key = run_key(run_dir, base)
+    line = history.line_of(ledger, run_dir)
+    in_force = ledger.in_force(line)
+    if in_force is not None and (in_force.get("run"), in_force.get("arm")) == (key, arm):
+        raise LineageError("P713", f"arm {arm!r} of {key} is already the baseline in force of line {line!r} "
+                      f"(promoted {in_force.get('time')})")
+    code = source.code
+    return append(base, "promoted", run=key, arm=arm, line=line, note=note or "", name=source.name,
+                  contract_sha256=source.run_info.get("contract_sha256"),
+                  decision={k: decision.get(k) for k in ("decision", "effect", "ci_low", "ci_high", "p_value")},
+                  config_sha256=config_sha256(source.config or {}), params=source.params,
+                  code={k: code.get(k) for k in ("trainable", "trainable_source_sha256", "commit", "dirty")},
+                  replaces=None if in_force is None else {"run": in_force.get("run"), "arm": in_force.get("arm")})
+
+
+def withdraw(run_dir: str | os.PathLike, arm: str, note: str | None,
+             runs_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Record the withdrawal of the promotion of `arm` of `run_dir`; returns it with the baseline now in force."""
+    if not note or not note.strip():
+        raise UsageError("a withdrawal needs --note: say why the promotion is withdrawn")
+    base = Path(runs_dir) if runs_dir is not None else runs_dir_of(run_dir)
+    ledger = read(base)
+    key = run_key(run_dir, base)
+    promotion = ledger.promotion_of(key, arm)
+    if promotion is None or promotion["withdrawn"] is not None:
+        state = "was withdrawn already" if promotion is not None else f"was never promoted (ledger {ledger.path})"
+        raise LineageError("P714", f"arm {arm!r} of {key} {state}: there is no promotion to withdraw")
+    record = append(base, "withdrawn", run=key, arm=arm, line=promotion.get("line"), note=note.strip())
+    now = read(base).in_force(str(promotion.get("line")))
+    return {**record, "in_force": None if now is None else {"run": now.get("run"), "arm": now.get("arm")}}
+
+
+def format_promotion(record: dict[str, Any]) -> str:
+    if record["event"] == "withdrawn":
+        now = record.get("in_force")
+        after = (f"arm {now['arm']!r} of {now['run']}" if now else
+                 "none promoted (the contract baseline of the line's first run)")
+        return (f"withdrawn: arm {record['arm']!r} of {record['run']} (line {record['line']!r})\n"
+                f"baseline in force now: {after}")
+    before = record.get("replaces")
+    return (f"promoted: arm {record['arm']!r} of {record['run']} is the baseline of line {record['line']!r}"
+            + (f" (it replaces arm {before['arm']!r} of {before['run']})" if before else "")
+            + f"\nstart a contract from it with  baseline: {{line: {record['line']}}}")

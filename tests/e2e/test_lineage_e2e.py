@@ -1,0 +1,120 @@
+"""Lineage end to end: real `plan run`s (real Ray, real Optuna) write the project ledger; a promoted
+arm's logged config is the next contract's baseline, exactly; concurrent writers lose no line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._cli.main import main
+from planner._dispatch.driver import run
+from planner._lineage.ledger import read
+from planner._store.writer import read_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY = {
+    "version": 1, "name": "tiny", "hypothesis": "A higher level raises val_acc.",
+    "trainable": "tests.trainables.lineage:train",
+    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1}}},
+    "factor": {"name": "level", "keys": ["recipe.name", "recipe.level"]},
+    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+    "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2], "budget": {"exposure": 2},
+}
+
+
+def write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+APPEND = """
+import sys
+from planner._lineage.ledger import append
+for i in range(int(sys.argv[3])):
+    append(sys.argv[1], "promoted", run="x/" + sys.argv[2], arm=str(i), line="l", note="n" * 2000)
+"""
+
+
+def test_two_processes_appending_to_the_ledger_lose_no_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", APPEND, str(tmp_path), who, "300"], cwd=REPO, env=env)
+             for who in ("a", "b")]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line whole: none interleaved or torn
+    assert len(records) == 600
+    for who in ("a", "b"):
+        assert [r["arm"] for r in records if r["run"] == f"x/{who}"] == [str(i) for i in range(300)]
+
+
+@pytest.mark.ray
+def test_two_concurrent_plan_runs_both_reach_the_ledger(tmp_path):
+    runs = tmp_path / "runs"
+    procs = []
+    for name in ("one", "two"):
+        path = write(tmp_path / f"{name}.yaml", dict(TINY, name=name, seeds=[0, 1]))
+        ray_tmp = tempfile.mkdtemp(prefix="rl", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
+        procs.append((subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs),
+                                        "--quiet"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True), ray_tmp))
+    for proc, ray_tmp in procs:
+        out, _ = proc.communicate(timeout=600)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+        assert proc.returncode == 0, out
+    ledger = read(runs)
+    assert not ledger.notes
+    runs_seen = ledger.runs()
+    assert sorted(e.started["name"] for e in runs_seen.values()) == ["one", "two"]
+    assert all(e.ended and e.ended["state"] == "completed" and e.ended["decisions"] for e in runs_seen.values())
+
+
+@pytest.mark.ray
+def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    first = dict(TINY, tuning={"trials_per_arm": 2, "seeds": [1000],
+                               "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    result = run(write(tmp_path / "first.yaml", first), runs_dir=runs, quiet=True)
+    assert result.state == "completed" and result.decisions[0]["decision"] == "accept"
+    assert main(["promote", str(result.run_dir), "--arm", "high", "--note", "e2e"]) == 0
+    assert "is the baseline of line 'tiny'" in capsys.readouterr().out
+
+    second = {k: v for k, v in TINY.items() if k != "config"}
+    second.update(name="wider", hypothesis="A wider recipe raises val_acc.",
+                  factor={"name": "width", "keys": ["recipe.width"]},
+                  baseline={"from_run": f"runs/tiny/{result.run_dir.name}", "arm": "high"},
+                  arms=[{"name": "wide", "overrides": ["recipe.width=2"]}])
+    path = write(tmp_path / "second.yaml", second)
+    assert main(["validate", str(path), "--runs-dir", str(runs), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["baseline_from"]["promoted"] and summary["baseline_from"]["decision"] == "accept"
+    # the baseline is exactly what the promoted arm's confirmation trials received, tuned lr included
+    confirmed = [r["config"] for r in read_jsonl(result.run_dir / "trials.jsonl")
+                 if r["phase"] == "confirm" and r["arm"] == "high"]
+    tuned = json.loads((result.run_dir / "selection.json").read_text())["arms"]["high"]["params"]["recipe.lr"]
+    assert confirmed[0]["recipe"]["lr"] == tuned != 0.01
+
+    later = run(path, runs_dir=runs, quiet=True)
+    assert later.state == "completed" and later.decisions[0]["decision"] == "accept"
+    assert yaml.safe_load((later.run_dir / "configs" / "high.yaml").read_text()) == confirmed[0]
+    given = {r["config"]["recipe"]["lr"] for r in read_jsonl(later.run_dir / "trials.jsonl")}
+    assert given == {tuned}
+
+    assert main(["log", "--json", "--runs-dir", str(runs)]) == 0
+    (line,) = json.loads(capsys.readouterr().out)["lines"]
+    assert [b["arm"] for b in line["baselines"]] == ["base", "high"]
+    assert line["baselines"][1]["from"]["run"] == f"tiny/{result.run_dir.name}"
+    assert line["baselines"][1]["experiments"][0]["decisions"][0]["decision"] == "accept"
+    assert (line["in_force"]["arm"], line["in_force"]["note"]) == ("high", "e2e")
