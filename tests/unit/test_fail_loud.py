@@ -154,7 +154,7 @@ def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
     from planner._core.errors import NoUsableValueError
     from planner._dispatch.driver import RunResult, format_result
 
-    result = RunResult(run_dir="runs/x", state="completed", reason="all planned trials ended", decisions=[],
+    result = RunResult(run_dir=__import__("pathlib").Path("runs/x"), state="completed", reason="all planned trials ended", decisions=[],
                        wall_time_s=1.0, trials_ended=4, no_value_arms=["base", "arm"],
                        errors=[{"error": "KeyError: 'lr'", "count": 4, "first": "tune-base-1000-0"}])
     assert result.exit_code == NoUsableValueError.exit_code == 4
