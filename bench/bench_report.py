@@ -2,13 +2,19 @@
 
 Each measurement is a fresh child process (so imports count, as a user pays
 them), timed by wall clock, with its CPU time and peak memory (ru_maxrss) from
-os.wait4. A calibration line times `import pandas` the same way: compare it
-with shared/design/MEASUREMENTS.md (0.38 s on a quiet machine) to tell a slow
-run of the code from a busy machine. Prints a markdown table.
+os.wait4. The cases run interleaved (one round of every case, then the next),
+so that a busy machine slows them alike. A calibration line times `import
+pandas` the same way (0.38 s on a quiet machine) to tell a slow run of the code
+from a busy machine. Prints a markdown table, then the ratios to the floor.
+
+The floor is what any reader of the run pays: a fresh process that imports
+orjson, pandas and matplotlib and parses trials.jsonl with orjson, line by line
+(each record parsed, then dropped: the parse itself, not holding a million dicts).
+Targets (CPU time, steadier than wall time on a shared machine):
+  - `plan report --format html` within 1.5x the floor;
+  - `load_run` within the floor + 0.5 s.
 
     PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
-
-Target: under 3 s and under 1 GB peak each.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 ARMS = ("sgd", "adam", "adamw", "lion")
+FLOOR = "floor: import orjson, pandas, matplotlib; orjson-parse trials.jsonl"
 SEEDS = 10
 
 
@@ -42,6 +49,20 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def bench_run(base: Path, trials: int, reports: int) -> tuple[Path, float, int]:
+    """(the synthetic run folder under `base`, seconds to write it, its trials), written unless already there."""
+    run_dir = base / "20261129-181700-bench"
+    tune_trials = (trials - len(ARMS) * SEEDS) // len(ARMS)
+    t0 = time.perf_counter()
+    if not (run_dir / "trials.jsonl").is_file():
+        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
+        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
+                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)")
+        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    made = time.perf_counter() - t0
+    return run_dir, made, sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10_000)
@@ -52,22 +73,15 @@ def main(argv: list[str] | None = None) -> None:
 
     tmp = tempfile.TemporaryDirectory(prefix="bench-report-")
     base = Path(args.keep) if args.keep else Path(tmp.name)
-    run_dir = base / "20261129-181700-bench"
-    tune_trials = (args.trials - len(ARMS) * SEEDS) // len(ARMS)
-    t0 = time.perf_counter()
-    if not (run_dir / "trials.jsonl").is_file():
-        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
-        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={args.reports}, early_stopped=0.0)")
-        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    made = time.perf_counter() - t0
-    n_trials = sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
+    run_dir, made, n_trials = bench_run(base, args.trials, args.reports)
     size_mb = (run_dir / "trials.jsonl").stat().st_size / 2**20
     py = sys.executable
     out = base / "out"
     out.mkdir(exist_ok=True)
     cases = [
         ("calibration: python -c 'import pandas'", [py, "-c", "import pandas"]),
+        (FLOOR, [py, "-c", "import orjson, pandas, matplotlib\n"
+                 f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)"]),
         ("load_run (trials + reports frames)",
          [py, "-c", f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0"]),
         ("plan report --format md", [py, "-m", "planner", "report", str(run_dir), "--format", "md", "-o", str(out / "r.md")]),
@@ -79,12 +93,22 @@ def main(argv: list[str] | None = None) -> None:
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n")
     print("| what | wall s | CPU s | peak MiB |")
     print("|---|---:|---:|---:|")
-    for label, cmd in cases:
-        runs = [measure(cmd) for _ in range(args.repeat)]
-        wall = statistics.median(r[0] for r in runs)
-        cpu = statistics.median(r[1] for r in runs)
-        peak = max(r[2] for r in runs)
-        print(f"| {label} | {wall:.2f} | {cpu:.2f} | {peak:.0f} |", flush=True)
+    runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in cases}
+    for _ in range(args.repeat):
+        for label, cmd in cases:
+            runs[label].append(measure(cmd))
+    cpu = {}
+    for label, _ in cases:
+        wall = statistics.median(r[0] for r in runs[label])
+        cpu[label] = statistics.median(r[1] for r in runs[label])
+        peak = max(r[2] for r in runs[label])
+        print(f"| {label} | {wall:.2f} | {cpu[label]:.2f} | {peak:.0f} |", flush=True)
+    floor = cpu[FLOOR]
+    html = cpu["plan report --format html"]
+    load = cpu["load_run (trials + reports frames)"]
+    print(f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 1.5x)")
+    print(f"load_run - floor: CPU {load:.2f} - {floor:.2f} = {load - floor:+.2f} s (target <= +0.5 s); "
+          f"ratio {load / floor:.2f}x")
     tmp.cleanup()
 
 

@@ -1,7 +1,9 @@
 """planner: plan and run controlled ML training experiments.
 
-What users may rely on is exactly what `__all__` names. Heavy modules (Ray,
-pandas, matplotlib) load only when the feature that needs them is used.
+What users may rely on is exactly what `__all__` names (docs/api.md documents
+each name), plus the `planner.stats` module. Everything under a `planner._x`
+folder is private and may change. Heavy modules (Ray, pandas, matplotlib) load
+only when the name that needs them is first used, so `import planner` stays cheap.
 """
 
 from __future__ import annotations
@@ -18,7 +20,39 @@ from planner._core.errors import (
 )
 from planner._core.version import VERSION as __version__
 
-__all__ = [
+# name -> (module, attribute): imported on first use.
+_LAZY = {
+    # a contract
+    "load_contract": ("planner._lineage.resolve", "load_contract"),  # a baseline may come from a run
+    "validate": ("planner._lineage.resolve", "validate"),
+    "planned_trials": ("planner._contract.validate", "planned_trials"),
+    "LoadedContract": ("planner._contract.validate", "LoadedContract"),
+    "ValidationResult": ("planner._contract.validate", "ValidationResult"),
+    "Diagnostic": ("planner._core.diagnostics", "Diagnostic"),
+    # a run
+    "run": ("planner._dispatch.driver", "run"),
+    "RunResult": ("planner._dispatch.driver", "RunResult"),
+    # reading a run
+    "load_run": ("planner._results.tables", "load_run"),
+    "RunResults": ("planner._results.tables", "RunResults"),
+    # re-evaluating an arm
+    "reeval": ("planner._reeval.rerun", "reeval"),
+    "prepare_reeval": ("planner._reeval.rerun", "prepare"),
+    "run_reeval": ("planner._reeval.rerun", "run_reeval"),
+    "ReevalPlan": ("planner._reeval.rerun", "ReevalPlan"),
+    "ReevalResult": ("planner._reeval.rerun", "ReevalResult"),
+    # MLflow
+    "log_run_to_mlflow": ("planner._results.mlflow", "log_run_to_mlflow"),
+    "MlflowLogSummary": ("planner._results.mlflow", "MlflowLogSummary"),
+    "MlflowTrackingError": ("planner._results.mlflow", "MlflowTrackingError"),
+    # trainables that are commands
+    "report": ("planner._trial.script_report", "report"),
+    "log_split": ("planner._trial.script_report", "log_split"),
+    "CommandTrainable": ("planner._trial.command", "CommandTrainable"),
+    "command_trainable": ("planner._trial.command", "command_trainable"),
+}
+
+__all__ = [  # every name but the errors and the version loads lazily (_LAZY, `stats`)
     "ContractError",
     "PlannerError",
     "RunError",
@@ -26,32 +60,66 @@ __all__ = [
     "TrialProtocolError",
     "UsageError",
     "__version__",
+    "stats",
+    "CommandTrainable",
+    "Diagnostic",
+    "LoadedContract",
+    "MlflowLogSummary",
+    "MlflowTrackingError",
+    "ReevalPlan",
+    "ReevalResult",
+    "RunResult",
+    "RunResults",
+    "ValidationResult",
+    "command_trainable",
     "load_contract",
     "load_run",
+    "log_run_to_mlflow",
     "log_split",
+    "planned_trials",
+    "prepare_reeval",
+    "reeval",
     "report",
+    "run",
+    "run_reeval",
+    "validate",
 ]
 
-# name -> (module, attribute): imported on first use, so `import planner` stays cheap.
-_LAZY = {
-    "load_contract": ("planner._lineage.resolve", "load_contract"),  # a baseline may come from a run
-    "load_run": ("planner._results.tables", "load_run"),
-    "report": ("planner._trial.script_report", "report"),
-    "log_split": ("planner._trial.script_report", "log_split"),
-}
+for _error in (ContractError, PlannerError, RunError, RunLockedError, TrialProtocolError, UsageError):
+    _error.__module__ = "planner"
+del _error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from planner._lineage.resolve import load_contract
-    from planner._results.tables import load_run
+    from planner import stats
+    from planner._contract.validate import LoadedContract, ValidationResult, planned_trials
+    from planner._core.diagnostics import Diagnostic
+    from planner._dispatch.driver import RunResult, run
+    from planner._lineage.resolve import load_contract, validate
+    from planner._reeval.rerun import ReevalPlan, ReevalResult, reeval, run_reeval
+    from planner._reeval.rerun import prepare as prepare_reeval
+    from planner._results.mlflow import MlflowLogSummary, MlflowTrackingError, log_run_to_mlflow
+    from planner._results.tables import RunResults, load_run
+    from planner._trial.command import CommandTrainable, command_trainable
     from planner._trial.script_report import log_split, report
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name == "stats":
+        return importlib.import_module("planner.stats")
+    if name in _LAZY:
         module, attribute = _LAZY[name]
         value = getattr(importlib.import_module(module), attribute)
+        if name != "prepare_reeval":  # an alias: its own name stays `prepare`
+            try:
+                value.__module__ = "planner"
+            except (AttributeError, TypeError):  # pragma: no cover - every public name takes it today
+                pass
         globals()[name] = value
         return value
     raise AttributeError(f"module 'planner' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

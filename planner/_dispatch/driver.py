@@ -446,7 +446,6 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     state, reason = "failed", ""
     previous_term = claim_stop_signals()
     try:
-        live = not quiet and stream.isatty()
         from planner._dispatch.cluster import resolve_address
 
         runner.dispatch.remote = resolve_address(address) is not None
@@ -454,7 +453,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             target = address or os.environ.get("RAY_ADDRESS")
             runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
             t_ray = time.monotonic()
-            started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_to_driver=not live,
+            started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_dir=store.root,
                                      contract=contract, contract_dir=contract_dir)
             runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
             if resumed is not None:

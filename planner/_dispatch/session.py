@@ -2,20 +2,33 @@
 
 Where trainables are found (the search path), connecting to a cluster or
 starting an embedded local Ray, and SIGTERM/SIGINT turned into a clean stop.
+
+Ray stays off the terminal: the workers' output is not forwarded to the driver
+(`log_to_driver=False`: a trial's own prints are captured in its trial folder),
+and the driver's `ray` loggers write to the run folder's `ray.log`, which also
+names Ray's session folder (its raylet and worker logs). Without a handler,
+Python's last-resort handler would print every Ray warning on stderr.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from planner._core.errors import RunError
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
 
+RAY_LOG = "ray.log"
 
-def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool,
-               contract=None, contract_dir: Path | None = None) -> bool:
+
+def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool = False,
+              contract=None, contract_dir: Path | None = None, log_dir: Path | None = None) -> bool:
     """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it.
+
+    With `log_dir` (the run folder), Ray's own log lines go to `log_dir/ray.log`
+    (`ray_logs_to`), never to the terminal.
 
     On a cluster the workers get the code through runtime_env (planner._dispatch.cluster):
     the contract's folder as working_dir, the trainable's package and planner
@@ -34,23 +47,73 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
 
     if ray.is_initialized():
         return False
-    address = resolve_address(address)
-    if address:
-        runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
-                                      runs_dir=runs_dir, env_vars=WORKER_ENV)
-        try:
-            ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
-                     configure_logging=False)
-        except Exception as error:  # ConnectionError and friends: a sentence, not a trace
-            raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
-        if contract is not None:
-            problem = unfit_reason(resources_for(contract.budget), ray.nodes())
-            if problem is not None:
-                raise RunError(problem)
+    with _ray_logs_to_run_folder(log_dir):
+        address = resolve_address(address)
+        if address:
+            runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
+                                          runs_dir=runs_dir, env_vars=WORKER_ENV)
+            try:
+                ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
+                         configure_logging=False)
+            except Exception as error:  # ConnectionError and friends: a sentence, not a trace
+                raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
+            if contract is not None:
+                problem = unfit_reason(resources_for(contract.budget), ray.nodes())
+                if problem is not None:
+                    raise RunError(problem)
+            return True
+        pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                    if p])
+        start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}},
+                        log_to_driver=log_to_driver)
         return True
-    pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}}, log_to_driver=log_to_driver)
-    return True
+
+
+_ray_log_handler = None  # the handler of the last run folder (a later run in this process replaces it)
+
+
+@contextmanager
+def _ray_logs_to_run_folder(log_dir: Path | None):
+    """Ray's driver-side log lines (start-up notes, the token-authentication notice, Tune's warnings
+    and errors) go to `log_dir/ray.log`, never to the terminal.
+
+    `ray.init(configure_logging=False)` first clears the `ray` logger's handlers, and a
+    record no handler takes is printed on stderr by Python's last-resort handler. So
+    during start-up the file handler sits on `ray._private` (where Ray's start-up code
+    logs); afterwards on `ray` itself, which does not propagate to the root logger.
+    The file starts with where Ray's session folder (raylet and worker logs) is.
+    """
+    global _ray_log_handler
+    if log_dir is None:
+        yield
+        return
+    ray_logger, startup = logging.getLogger("ray"), logging.getLogger("ray._private")
+    if _ray_log_handler is not None:
+        ray_logger.removeHandler(_ray_log_handler)
+        _ray_log_handler.close()
+    handler = logging.FileHandler(Path(log_dir) / RAY_LOG, encoding="utf-8", delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    _ray_log_handler = handler
+    startup.addHandler(handler)
+    try:
+        yield
+    finally:
+        startup.removeHandler(handler)
+        ray_logger.addHandler(handler)
+        ray_logger.propagate = False
+        if ray_logger.level == logging.NOTSET or ray_logger.level > logging.INFO:
+            ray_logger.setLevel(logging.INFO)
+        _note_session_dir(ray_logger)
+
+
+def _note_session_dir(logger: logging.Logger) -> None:
+    import ray
+
+    try:  # not a public API: a Ray that moved it just leaves the line out
+        session = ray._private.worker._global_node.get_session_dir_path()
+    except AttributeError:
+        return
+    logger.info("Ray's own logs (raylet, GCS, workers) are in %s/logs", session)
 
 
 def start_local_ray(attempts: int = 3, **options) -> None:

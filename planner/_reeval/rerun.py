@@ -423,7 +423,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                                params=plan.params)
                  for seed in plan.seeds]
         try:
-            started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_to_driver=False,
+            started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_dir=plan.run_dir,
                                      contract=c, contract_dir=plan.contract_dir)
         except RunError:
             raise
@@ -587,3 +587,12 @@ def _estimate(e: dict[str, Any]) -> str:
         return "no values"
     sd = f" ± {e['sd']:.4g} (sd)" if e.get("sd") is not None else ""
     return f"mean {e['mean']:.6g}{sd}, n={e['n']}"
+
+
+def reeval(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None, tolerance: float = 0.0,
+           address: str | None = None) -> ReevalResult:
+    """`plan reeval RUN_DIR --arm ARM` from Python: plan (refusing early, before Ray), run, compare.
+
+    `prepare_reeval` alone reads the folder and plans without running anything.
+    """
+    return run_reeval(prepare(run_dir, arm, seeds=seeds, tolerance=tolerance), address=address)

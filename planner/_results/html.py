@@ -171,6 +171,7 @@ def render_html(results: RunResults) -> str:
     parts.append(_table(["phase", "arm", "ended / planned", "statuses"], rows))
     parts.append(_table(None, [[_e(a), _e(b)] for a, b in rp.budget_lines(s["budget"])]))
 
+    parts += _cost(s["cost"], _plots)
     parts.append("<h2>Failures</h2>")
     if s["failures"]:
         rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
@@ -275,3 +276,14 @@ def _md_to_html(text: str) -> str:
     while out.count("**") >= 2:
         out = out.replace("**", "<b>", 1).replace("**", "</b>", 1)
     return out
+
+
+def _cost(cost: list[dict[str, Any]], plots: Any) -> list[str]:
+    """The Cost section with its small plot, apart from the decisions (nothing without trials)."""
+    if not any(c["trials"] for c in cost):
+        return []
+    rows = [[_e(cell) for cell in row] for row in rp.cost_rows(cost)]
+    return ["<h2>Cost <span class='muted'>(apart from the decision)</span></h2>",
+            f"<p class='muted'>{_e(rp.COST_NOTE)}</p>",
+            _table(rp.COST_HEADER, rows, num={1, 2, 3, 4, 5}),
+            _img(plots.cost_png(cost), "trial time and seconds per step per arm")]

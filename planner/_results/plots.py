@@ -105,3 +105,31 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
     return _png(fig)
 
 
+def cost_png(cost: list[dict[str, Any]]) -> bytes:
+    """Per arm: trial time (hours, by phase) and the median seconds per step, side by side, small."""
+    arms = [str(c["arm"]) for c in cost]
+    fig = Figure(figsize=(8, 0.35 * max(len(arms), 1) + 1.3))
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    y = list(range(len(arms)))[::-1]
+    phases = sorted({p for c in cost for p in c.get("phases") or {}}, key=lambda p: ("tune", "confirm", "reeval").index(p)
+                    if p in ("tune", "confirm", "reeval") else 9)
+    total = max((c.get("trial_seconds") or 0.0 for c in cost), default=0.0)
+    unit, scale = ("s", 1.0) if total < 120 else ("min", 60.0) if total < 7200 else ("h", 3600.0)
+    start = [0.0] * len(arms)
+    for j, phase in enumerate(phases):
+        widths = [((c.get("phases") or {}).get(phase) or {}).get("trial_seconds", 0.0) / scale for c in cost]
+        left.barh(y, widths, left=start, color=ARM_COLORS[j % len(ARM_COLORS)], alpha=0.8, label=phase)
+        start = [a + b for a, b in zip(start, widths, strict=True)]
+    left.set_yticks(y, arms)
+    left.set_xlabel(f"trial time ({unit})")
+    left.legend(fontsize=7, frameon=False, loc="lower right")
+    per_step = [c.get("median_s_per_step") or 0.0 for c in cost]
+    right.barh(y, per_step, color="#57606a")
+    right.set_yticks(y, [""] * len(arms))
+    right.set_xlabel("median seconds per step")
+    for ax in (left, right):
+        ax.grid(axis="x", alpha=0.3)
+    width = max((len(a) for a in arms), default=4)
+    fig.subplots_adjust(left=min(0.3, 0.05 + 0.011 * width), right=0.98, top=0.95, bottom=0.7 / fig.get_figheight(),
+                        wspace=0.08)
+    return _png(fig)

@@ -216,6 +216,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "lineage": rf.read_json(Path(results.run_dir) / "lineage.json"),  # docs/lineage.md
         "identity": identity_summary(results.identity),
         "notes": results.notes,
+        "cost": results.cost,
         "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
     })
 
@@ -250,12 +251,12 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
     if not len(r) or metric is None or metric not in r["metric"].cat.categories:
         return pd.DataFrame({c: [] for c in cols})
-    mask = r["metric"].to_numpy() == metric
+    mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)  # codes: no strings
     step = r["step"].to_numpy()[mask]
     value = r["value"].to_numpy()[mask]
     phase = r["phase"].cat.codes.to_numpy()[mask].astype(np.int64)
     arm = r["arm"].cat.codes.to_numpy()[mask].astype(np.int64)
-    steps = np.unique(step)
+    steps = _distinct(step)
     keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
     if steps.size > max_points:
         keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
@@ -265,7 +266,7 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     n_arms = int(arm.max()) + 1
     step_pos = np.searchsorted(steps, step)
     key = (phase * n_arms + arm) * steps.size + step_pos
-    order = np.lexsort((value, key))
+    order = _order_by_key_then_value(key, value)
     key, value = key[order], value[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     counts = np.diff(np.r_[starts, key.size])
@@ -289,6 +290,22 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     })
 
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique of non-negative integers such as steps, by counting when their range is small (no sort)."""
+    if values.size and values.dtype.kind in "iu" and values.min() >= 0 and values.max() < 4 * values.size + 1024:
+        return np.flatnonzero(np.bincount(values)).astype(values.dtype)
+    return np.unique(values)
+
+
+def _order_by_key_then_value(key: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """np.lexsort((value, key)) in half the time: sort by value, then a stable sort by key, which
+    for keys below 2**15 is numpy's radix sort."""
+    if not key.size or key.min() < 0 or key.max() >= 2**15:
+        return np.lexsort((value, key))
+    by_value = np.argsort(value)
+    return by_value[np.argsort(key[by_value].astype(np.int16), kind="stable")]
+
+
 def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
     """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
     metric = metric or results.metric
@@ -297,7 +314,7 @@ def selected_curves(results: RunResults, metric: str | None = None) -> dict[str,
     out = {}
     if not len(r) or metric not in r["metric"].cat.categories:
         return out
-    is_metric = r["metric"].to_numpy() == metric
+    is_metric = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)
     for arm, sel in arms.items():
         tid = (sel or {}).get("trial_id")
         if tid and tid in r["trial_id"].cat.categories:
@@ -454,6 +471,7 @@ def render_markdown(results: RunResults) -> str:
              ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
     out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
     out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
+    out += cost_lines(s["cost"])
     out += ["## Failures", ""]
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
@@ -496,3 +514,25 @@ def render_markdown(results: RunResults) -> str:
     if s["notes"]:
         out += ["## Notes", ""] + [f"- {n}" for n in s["notes"]] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------- cost (apart from the decision)
+
+COST_NOTE = ("What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
+             "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved.")
+
+
+def cost_rows(cost: list[dict[str, Any]]) -> list[list[str]]:
+    """The Cost table's cells: arm, trials, trial-seconds, median s/step, cpu-seconds, gpu-seconds."""
+    return [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"]), _fmt(c["median_s_per_step"]),
+             _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] for c in cost]
+
+
+COST_HEADER = ["arm", "trials", "trial time", "median s / step", "cpu-seconds", "gpu-seconds"]
+
+
+def cost_lines(cost: list[dict[str, Any]]) -> list[str]:
+    """The markdown Cost section (empty without trials)."""
+    if not any(c["trials"] for c in cost):
+        return []
+    return ["## Cost (apart from the decision)", "", COST_NOTE, ""] + _table(COST_HEADER, cost_rows(cost))

@@ -25,6 +25,7 @@ import pandas as pd
 
 from planner._contract.paths import flatten
 from planner._data.checks import data_summary
+from planner._results.cost import cost_by_arm
 from planner._store import read as rf
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
@@ -55,6 +56,7 @@ class RunResults:
     heldout: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    cost: list[dict[str, Any]] = field(default_factory=list)  # per arm, apart from the decision (cost.py)
     data: dict[str, Any] = field(default_factory=dict)  # the splits trials logged (planner._data.checks.data_summary)
 
     @property
@@ -115,6 +117,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
         heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
         notes=notes, data=data_summary(records, rf.contract_get(contract, "data")),
+        cost=cost_by_arm(records, contract),
     )
 
 

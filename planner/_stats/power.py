@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special  # stats, optimize: imported where used (plan audit)
 
 from planner._stats.decide import (
     RANDOM_PERMUTATIONS,
@@ -95,7 +95,13 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
         return 0.0
     df, se = _shape(n, sd, test)
     critical_df, weights = _critical_df(n, test)
-    return float(weights @ stats.nct.sf(stats.t.ppf(1 - level / 2, critical_df), df, effect / se))
+    critical = special.stdtrit(critical_df, 1 - level / 2)  # the t quantile (scipy.stats' t.ppf)
+    sf = 1 - special.nctdtr(df, effect / se, critical)  # the noncentral t's sf, as scipy.stats' nct.sf ...
+    if not np.all(np.isfinite(sf)):  # ... except far in its tails, where nctdtr gives NaN and nct.sf does not
+        from scipy import stats
+
+        sf = stats.nct.sf(critical, df, effect / se)
+    return float(weights @ sf)
 
 
 def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0.8,
@@ -126,6 +132,8 @@ def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
 
     inf when the bootstrap test cannot reach the level with n seeds.
     """
+    from scipy import optimize
+
     if n < 2 or _level(n, comparison_alpha(alpha, n_arms, correction), test) == 0:
         return math.inf
     se = _shape(n, sd, test)[1]
@@ -143,6 +151,8 @@ def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effec
     integrates P(D >= max(min_effect, t_crit * se_hat)) over the chi-square law
     of se_hat. Welch and bootstrap use the pooled-t approximation as `detection_power` does.
     """
+    from scipy import stats
+
     level = _level(n, alpha, test)
     if n < 2 or level == 0:
         return 0.0

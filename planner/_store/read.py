@@ -11,6 +11,7 @@ of the run that is not valid JSON), each with one sentence. No pandas here:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -302,6 +303,35 @@ def record_last_step(record: dict[str, Any]) -> Any:
     return reports[-1].get("step") if reports and isinstance(reports[-1], dict) else None
 
 
+def report_timing(record: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """(first step, its time_s, last step, its time_s) of the record's reports (cached as `_timing`)."""
+    if "_timing" in record:
+        return record["_timing"]
+    reports = reports_of(record)
+    first = reports[0] if reports and isinstance(reports[0], dict) else {}
+    last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
+    return first.get("step"), first.get("time_s"), last.get("step"), last.get("time_s")
+
+
+def seconds_per_step(record: dict[str, Any]) -> float | None:
+    """Seconds per step of one trial: the slope of its reports' time_s over their steps.
+
+    Set-up inside the trainable (before the first report) is not a step. A trial
+    with one report: its time_s over its step. None without timed reports.
+    """
+    if "_s_per_step" in record:
+        return record["_s_per_step"]
+    s0, t0, s1, t1 = report_timing(record)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (s0, t0, s1, t1)):
+        slope = None
+    elif s1 > s0:
+        slope = max(0.0, (t1 - t0) / (s1 - s0))
+    else:
+        slope = t1 / s1 if s1 > 0 else None
+    record["_s_per_step"] = slope  # cached: the report's cost and the audit both ask
+    return slope
+
+
 def metric_names(record: dict[str, Any]) -> set[str]:
     """The names of the metrics a trial reported (cached in the record under `_metric_names`)."""
     names = record.get("_metric_names")
@@ -321,6 +351,7 @@ def slim_record(record: dict[str, Any], contract: dict[str, Any]) -> dict[str, A
     names = metric_names(record)
     last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
     record["_last_step"] = last.get("step")
+    record["_timing"] = report_timing(record)
     exposure = contract_get(contract, "budget.exposure")
     heldout = contract_get(contract, "metric.heldout")
     steps = [s for s in (record.get("exposure"), record["_last_step"]) if isinstance(s, int | float)]

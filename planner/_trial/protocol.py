@@ -396,8 +396,10 @@ def ray_node_id() -> str | None:
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
         return None
-    try:
+    try:  # the driver (SCRIPT_MODE) has no task; asking it for one makes Ray log a warning on stderr
         context = ray.get_runtime_context()
+        if context.worker.mode != ray.WORKER_MODE:
+            return None
         return context.get_node_id() if context.get_task_id() is not None else None
     except Exception:  # an older or partial Ray: the record just lacks the node
         return None

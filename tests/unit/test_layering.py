@@ -28,6 +28,7 @@ RANKS = {
     "_data": 45,      # splits: counts, fingerprints, overlap and matching checks: pure
     "_trial": 50,     # the trainable protocol in the worker: attempts, limits, command
     "_results": 60,   # tables, status, reports, plots, MLflow
+    "_audit": 65,     # plan audit: findings, missing evidence, the next control (reads via _store)
     "_dispatch": 70,  # the driver: Ray Tune and Optuna, confirmation, cluster, progress
     "_reeval": 80,    # re-running a logged arm (shares the driver)
     "_cli": 90,       # parses and prints

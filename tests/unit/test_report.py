@@ -87,13 +87,14 @@ def test_markdown_shows_every_section(results):
     assert "<img" not in md
 
 
-def test_html_is_one_self_contained_page_with_two_plots(results):
+def test_html_is_one_self_contained_page_with_its_plots(results):
     page = render(results, "html")
     assert page.startswith("<!DOCTYPE html>")
     assert not re.search(r"<(script|link|iframe)\b", page, re.I)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     images = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', page)
-    assert [alt for alt, _ in images] == ["forest plot of the effects", "learning curves per arm"]
+    assert [alt for alt, _ in images] == ["forest plot of the effects", "learning curves per arm",
+                                          "trial time and seconds per step per arm"]
     for _, data in images:
         assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
     for text in ["Tuned at the same budget", "optimizer.betas", "inconclusive", "tune-adam-s1000-t004",
@@ -124,7 +125,7 @@ def test_a_running_run_reports_what_it_has(tmp_path):
     assert "not decided" in md and "No confirmation trials yet." not in md  # planned seeds are listed as pending
     assert "pending" in md
     page = render(res, "html")
-    assert "the run is in progress" in page and page.count("data:image/png;base64,") == 2
+    assert "the run is in progress" in page and page.count("data:image/png;base64,") == 3  # forest, curves, cost
 
 
 def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
@@ -166,7 +167,7 @@ def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
     doc = json.loads(render(res, "json"))
     assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
     page = render(res, "html")
-    assert page.count("data:image/png;base64,") == 2
+    assert page.count("data:image/png;base64,") == 3  # forest, curves, cost
 
 
 def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeypatch):
@@ -229,3 +230,27 @@ def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir)
     assert (h["evaluations"], h["confirm"], h["reeval"], h["by_arm"]["adam"]) == (16, 15, 1, 6)
     assert set(curves(res)["phase"].astype(str)) == {"tune", "confirm", "reeval"}
     assert "16 time(s) of at most 60: 15 in confirmation, 1 in re-evaluation" in render(res, "md")
+
+
+def test_the_cost_section_per_arm_apart_from_the_decision(results, run_dir):
+    """Cost per arm from the trial records: trials, trial-seconds, median s/step, cpu- and gpu-seconds."""
+    records = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines() if line.strip()]
+    cpu = yaml.safe_load((run_dir / "contract.yaml").read_text())["budget"]["resources"]["cpu"]
+    cost = {c["arm"]: c for c in summarize(results)["cost"]}
+    assert list(cost) == results.arms
+    for arm, row in cost.items():
+        mine = [r for r in records if r["arm"] == arm]
+        seconds = sum(r["duration_s"] for r in mine)
+        first = ([r["reports"][0], r["reports"][-1]] for r in mine if r["reports"])
+        slopes = [(b["time_s"] - a["time_s"]) / (b["step"] - a["step"]) if b["step"] > a["step"]
+                  else b["time_s"] / b["step"] for a, b in first]  # one report: its time over its step
+        assert row["trials"] == len(mine) and row["trial_seconds"] == pytest.approx(seconds, abs=1e-3)
+        assert row["cpu_seconds"] == pytest.approx(seconds * cpu, abs=1e-3) and row["gpu_seconds"] == 0
+        assert row["median_s_per_step"] == pytest.approx(float(np.median(slopes)))
+        assert sum(p["trials"] for p in row["phases"].values()) == len(mine)
+    md = render(results, "md")
+    section = md[md.index("## Cost (apart from the decision)"):md.index("## Failures")]
+    assert md.index("## Decisions") < md.index("## Cost")
+    for arm in results.arms:
+        assert f"| {arm} | {cost[arm]['trials']} |" in section
+    assert json.loads(render(results, "json"))["cost"] == summarize(results)["cost"]

@@ -1,0 +1,537 @@
+"""The audit's findings: pure functions of a run's `Evidence` (docs/audit.md says how each is computed).
+
+Each finding has a stable code, the arm it is about (or None), a kind —
+`observation` (read off the log), `inference` (a reading of it that could be
+wrong) or `guess` — one sentence, and its evidence (trial ids, steps, values).
+A finding that a contract change could answer carries a `recipe`, which
+`planner._audit.control` turns into the next control.
+
+The noise model: an arm's completed confirmation seeds run the same config,
+so they differ by seed noise only. A change of the arm's curve from step a to
+step b is "more than seed noise" when the 95 % t-interval of the mean per-seed
+change, y_s(b) - y_s(a) over the seeds s, excludes zero (paired by seed, so
+a seed that sits high at every step does not count as noise).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from planner._audit.evidence import Evidence, Trial, finite
+from planner._store import read as rf
+
+PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
+LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
+BOUNDARY = 0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
+COST_RATIO = 1.20  # unequal_cost: one arm 20 % above another
+COST_FLOOR_S = 1.0  # ... and at least this many trial-seconds apart (timer and scheduler noise below)
+STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
+CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
+
+KINDS = ("observation", "inference", "guess")
+# Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
+SYMPTOMS = ("diverged", "diverged_region", "flat", "still_improving", "late_decline", "selected_at_boundary",
+            "heldout_exposure", "failures", "seeds_identical", "violations")
+CODES = SYMPTOMS + ("selection_optimism", "seed_spread", "unequal_cost")
+
+
+@dataclass
+class Finding:
+    code: str
+    arm: str | None
+    kind: str
+    summary: str
+    evidence: list[dict[str, Any]]
+    recipe: dict[str, Any] | None = field(default=None, compare=False)  # what the next control changes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "arm": self.arm, "kind": self.kind, "summary": self.summary,
+                "evidence": self.evidence}
+
+
+def _g(x: Any) -> str:
+    """A number for a sentence."""
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def orient(ev: Evidence) -> float:
+    """+1 when higher is better, -1 when lower is."""
+    return -1.0 if ev.mode == "min" else 1.0
+
+
+def arm_space(ev: Evidence, arm: str) -> dict[str, dict[str, Any]]:
+    """The arm's tuning space as plain data: tuning.space overlaid with tuning.arm_space[arm]."""
+    tuning = ev.contract.get("tuning") or {}
+    space = dict(tuning.get("space") or {})
+    space.update((tuning.get("arm_space") or {}).get(arm) or {})
+    return space
+
+
+def dimension(dim: dict[str, Any]) -> tuple[str, Any] | None:
+    """(kind, bounds) of a dimension written as plain data; None when unreadable."""
+    if not isinstance(dim, dict):
+        return None
+    for kind in ("log_uniform", "uniform", "int", "choice"):
+        if dim.get(kind) is not None:
+            return kind, dim[kind]
+    return None
+
+
+def position(kind: str, bounds: Any, value: Any) -> float | None:
+    """Where `value` lies in a range, 0 at the low end, 1 at the high end (log scale for log_uniform)."""
+    if kind not in ("log_uniform", "uniform", "int") or not finite(value):
+        return None
+    lo, hi = float(bounds[0]), float(bounds[1])
+    if kind == "log_uniform":
+        if value <= 0 or lo <= 0:
+            return None
+        lo, hi, value = math.log(lo), math.log(hi), math.log(value)
+    return None if hi == lo else (float(value) - lo) / (hi - lo)
+
+
+# ---------------------------------------------------------------- curves and seed noise
+
+
+@dataclass
+class Curves:
+    """An arm's confirmation curves of one metric on the steps every seed reported."""
+
+    arm: str
+    metric: str
+    seeds: list[Any]
+    trial_ids: list[str]
+    steps: list[Any]
+    values: list[list[float]]  # [seed][step]
+
+    def mean(self, j: int) -> float:
+        return statistics.fmean(row[j] for row in self.values)
+
+    def sd(self, j: int) -> float:
+        return statistics.stdev([row[j] for row in self.values]) if len(self.values) > 1 else math.nan
+
+
+def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
+    """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
+    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == "completed" and t.curve}
+    return [out[s] for s in sorted(out, key=lambda s: (not isinstance(s, int), s if isinstance(s, int) else 0, str(s)))]
+
+
+def curves(ev: Evidence, arm: str) -> Curves | None:
+    """The decision metric's curves when every seed reports it at 2 or more common steps; else metric.name's."""
+    trials = confirmation_trials(ev, arm)
+    if len(trials) < 2:
+        return None
+    for metric in dict.fromkeys(m for m in (ev.decision_metric, ev.metric) if m):
+        per_trial = []
+        for t in trials:
+            per_trial.append({s: m[metric] for s, m in t.curve or [] if metric in m and math.isfinite(m[metric])})
+        common = set(per_trial[0])
+        for p in per_trial[1:]:
+            common &= set(p)
+        steps = sorted(s for s in common if isinstance(s, int | float))
+        if len(steps) >= 2:
+            return Curves(arm, metric, [t.seed for t in trials], [t.trial_id for t in trials], steps,
+                          [[p[s] for s in steps] for p in per_trial])
+    return None
+
+
+def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
+    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves; else None."""
+    trials = confirmation_trials(ev, arm)
+    if len(trials) < 2 or not trials[0].curve:
+        return None
+    first = trials[0].curve  # (step, metrics) per report: equal lists when every value is equal
+    return trials if all(t.curve == first for t in trials[1:]) else None
+
+
+def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
+    """(mean oriented change from step a to step b, half-width of its CI) over the seeds, paired by seed."""
+    from scipy import special
+
+    diffs = [sign * (row[b] - row[a]) for row in c.values]
+    n = len(diffs)
+    sd = statistics.stdev(diffs) if n > 1 else math.nan
+    return statistics.fmean(diffs), float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n)
+
+
+def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]:
+    return {"metric": c.metric, "seeds": c.seeds, "trial_ids": c.trial_ids,
+            "steps": [c.steps[j] for j in steps], "mean": [c.mean(j) for j in steps],
+            "seed_sd": [c.sd(j) for j in steps], **extra}
+
+
+def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
+    """flat, still_improving and late_decline of one arm's confirmation curves."""
+    sign, out = orient(ev), []
+    floor = PRACTICAL * (rf.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
+    first, last = 0, len(c.steps) - 1
+    change, half = _change(c, first, last, sign)
+    if change - half <= 0:
+        out.append(Finding("flat", arm, "observation",
+                           f"{arm}'s {c.metric} changes by {_g(change)} from step {c.steps[first]} to step "
+                           f"{c.steps[last]} (95 % CI ± {_g(half)} over {len(c.seeds)} seeds): no improvement "
+                           "beyond seed noise over the whole exposure.",
+                           [_curve_evidence(c, [first, last], change=change, ci_half_width=half)]))
+    cut = c.steps[last] - (c.steps[last] - c.steps[first]) * LAST_PART
+    a = max(j for j, s in enumerate(c.steps) if s <= cut)
+    if a < last:
+        gain, half = _change(c, a, last, sign)
+        if gain - half > 0 and gain >= floor:
+            out.append(Finding(
+                "still_improving", arm, "inference",
+                f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
+                f"{c.steps[last]}; 95 % CI ± {_g(half)} over {len(c.seeds)} seeds): the comparison at this exposure "
+                "may be premature, and a slower learner's early score does not establish inferiority.",
+                [_curve_evidence(c, [a, last], gain=gain, ci_half_width=half, floor=floor)],
+                recipe={"change": "exposure"}))
+    peak = max(range(len(c.steps)), key=lambda j: (sign * c.mean(j), -j))
+    if peak < last:
+        drop, half = _change(c, last, peak, sign)
+        if drop - half > 0 and drop >= floor:
+            out.append(Finding(
+                "late_decline", arm, "observation",
+                f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by step {c.steps[last]} "
+                f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation decline, which picking the "
+                "best checkpoint would hide, not answer.",
+                [_curve_evidence(c, [peak, last], drop=drop, ci_half_width=half, floor=floor)]))
+    return out
+
+
+# ---------------------------------------------------------------- divergence
+
+
+def diverged(ev: Evidence, arm: str) -> Finding | None:
+    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == "diverged"]
+    if not bad:
+        return None
+    total = len(ev.of(arm=arm))
+    phases = {p: sum(1 for t in bad if t.phase == p) for p in ("tune", "confirm", "reeval")}
+    where = ", ".join(f"{n} in {p}" for p, n in phases.items() if n)
+    evidence = [{"trial_id": t.trial_id, "phase": t.phase, "seed": t.seed, "status": t.status,
+                 "step": t.nonfinite_step, "metric": t.nonfinite_metric, "params": t.params} for t in bad]
+    shared = _shared_params(bad)
+    if shared:
+        evidence.append({"shared_params": shared})
+    said = "; ".join(f"{k} {v}" for k, v in _describe_shared(shared).items())
+    return Finding("diverged", arm, "observation",
+                   f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went non-finite"
+                   + (f" (their params: {said})." if said else "."), evidence)
+
+
+def _shared_params(trials: list[Trial]) -> dict[str, Any]:
+    """Per param key: the one value every trial has, or the [min, max] of numeric values."""
+    keys = set().union(*(t.params for t in trials)) if trials else set()
+    out: dict[str, Any] = {}
+    for key in sorted(keys):
+        values = [t.params.get(key) for t in trials]
+        if all(v == values[0] for v in values):
+            out[key] = {"value": values[0]}
+        elif all(finite(v) for v in values):
+            out[key] = {"min": min(values), "max": max(values)}
+    return out
+
+
+def _describe_shared(shared: dict[str, Any]) -> dict[str, str]:
+    return {k: f"= {_g(v['value'])}" if "value" in v else f"in [{_g(v['min'])}, {_g(v['max'])}]"
+            for k, v in shared.items()}
+
+
+def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
+    """Tuning divergence separated from the rest at one end of a tuned key's range."""
+    tune = ev.of(arm=arm, phase="tune")
+    bad = [t for t in tune if t.nonfinite_step is not None or t.status == "diverged"]
+    if len(bad) < 2:
+        return []
+    first = min((t.nonfinite_step for t in bad if finite(t.nonfinite_step)), default=None)
+    out = []
+    for key, dim in arm_space(ev, arm).items():
+        kb = dimension(dim)
+        if kb is None or kb[0] == "choice":
+            continue
+        d = [t for t in bad if finite(t.params.get(key))]
+        n = [t for t in tune if t not in bad and finite(t.params.get(key))
+             and (first is None or (finite(t.exposure) and t.exposure >= first))]
+        if len(d) < 2 or not n:
+            continue
+        d_values, n_values = [t.params[key] for t in d], [t.params[key] for t in n]
+        if min(d_values) > max(n_values):
+            side, edge, other = "high", min(d_values), max(n_values)
+        elif max(d_values) < min(n_values):
+            side, edge, other = "low", max(d_values), min(n_values)
+        else:
+            continue
+        at = "≥" if side == "high" else "≤"
+        out.append(Finding(
+            "diverged_region", arm, "inference",
+            f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} trials) and none of the "
+            f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} {_g(other)} did: "
+            f"divergence sits at the {side} end of {key}'s range {list(kb[1])}.",
+            [{"key": key, "range": list(kb[1]), "side": side, "diverged_from": edge, "stable_up_to": other,
+              "diverged": sorted(d_values), "stable": sorted(n_values), "first_step": first,
+              "trial_ids": [t.trial_id for t in d]}],
+            recipe={"change": "narrow", "key": key, "side": side, "edge": edge}))
+    return out
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
+    return ((ev.selection or {}).get("arms") or {}).get(arm) or {}
+
+
+def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
+    sel = _selected(ev, arm)
+    out = []
+    for key, value in (sel.get("params") or {}).items():
+        kb = dimension(arm_space(ev, arm).get(key))
+        if kb is None:
+            continue
+        u = position(kb[0], kb[1], value)
+        if u is None or BOUNDARY < u < 1 - BOUNDARY:
+            continue
+        side = "low" if u <= BOUNDARY else "high"
+        scale = " (log scale)" if kb[0] == "log_uniform" else ""
+        out.append(Finding(
+            "selected_at_boundary", arm, "observation",
+            f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
+            f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
+            "comparison can flip once it does not.",
+            [{"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]), "kind": kb[0],
+              "position": u, "side": side}],
+            recipe={"change": "widen", "key": key, "side": side, "position": u}))
+    return out
+
+
+def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
+    """The selected trial's tuning score against the confirmation mean of the same metric."""
+    from scipy import special
+
+    sel = _selected(ev, arm)
+    score, metric = sel.get("score"), ev.metric
+    if not finite(score) or metric is None:
+        return None
+    values = [t.final[metric] for t in confirmation_trials(ev, arm)
+              if metric in t.final and math.isfinite(t.final[metric])]
+    if len(values) < 2:
+        return None
+    n, mean, sd = len(values), statistics.fmean(values), statistics.stdev(values)
+    half = float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n)
+    optimism = orient(ev) * (score - mean)
+    if optimism <= half:
+        return None
+    return Finding(
+        "selection_optimism", arm, "inference",
+        f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average {_g(mean)}: "
+        f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI (± {_g(half)}): "
+        "the winner's curse of picking the best of many noisy trials.",
+        [{"trial_id": sel.get("trial_id"), "metric": metric, "tuning_score": score, "confirmation_mean": mean,
+          "confirmation_sd": sd, "n": n, "ci_half_width": half, "optimism": optimism}])
+
+
+# ---------------------------------------------------------------- the comparison
+
+
+def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
+    return [d for d in (ev.decisions or {}).get("decisions") or [] if isinstance(d, dict)]
+
+
+def seed_spread(ev: Evidence) -> list[Finding]:
+    """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
+    min_effect = rf.contract_get(ev.contract, "acceptance.min_effect")
+    if not finite(min_effect):
+        return []
+    power = _power(ev)
+    out = []
+    for d in _decision_rows(ev):
+        lo, hi = d.get("ci_low"), d.get("ci_high")
+        if not (finite(lo) and finite(hi)) or hi - lo <= min_effect:
+            continue
+        item = {"decision": d.get("decision"), "effect": d.get("effect"), "ci_low": lo, "ci_high": hi,
+                "width": hi - lo, "min_effect": min_effect, "n_baseline": d.get("n_baseline"), "n_arm": d.get("n_arm"),
+                **power}
+        need = power.get("seeds_80")
+        said = (f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds per arm for 80 % "
+                f"power, {power['seeds_declared']} were declared" if need else
+                f"; {power['why']}" if power.get("why") else "")
+        out.append(Finding(
+            "seed_spread", d.get("arm"), "observation",
+            f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than min_effect {_g(min_effect)}"
+            + said + ".", [item],
+            recipe={"change": "seeds", "seeds": need} if need and need > power["seeds_declared"]
+            and d.get("decision") == "inconclusive" else None))
+    return out
+
+
+def _power(ev: Evidence) -> dict[str, Any]:
+    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
+    from planner._core.errors import PlannerError
+    from planner._plan.pilot import Pilot
+    from planner._plan.seeds import spread_from_pilot
+    from planner._stats.power import detection_power, seeds_for_power
+
+    declared = len(rf.contract_get(ev.contract, "seeds", []))
+    metric = ev.decision_metric
+    values: dict[str, dict[int, float]] = {}
+    for t in ev.of(phase="confirm"):
+        v = t.final.get(metric)
+        if t.status == "completed" and v is not None and math.isfinite(v) and isinstance(t.seed, int):
+            values.setdefault(t.arm, {})[t.seed] = v
+    pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
+    acceptance = {k: rf.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
+    test, alpha, min_effect = acceptance["test"] or "welch", acceptance["alpha"] or 0.05, acceptance["min_effect"]
+    common = {"n_arms": len(ev.contract.get("arms") or []) or 1, "correction": acceptance["correction"] or "holm"}
+    try:
+        sd, source = spread_from_pilot(pilot, test)
+        need = seeds_for_power(sd, min_effect, alpha, 0.8, test, **common)
+    except (PlannerError, ValueError) as error:
+        return {"seeds_declared": declared, "why": str(error)}
+    return {"sd": sd, "sd_source": source, "seeds_declared": declared, "seeds_80": need,
+            "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common)}
+
+
+def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
+    rows = [c for c in cost if c["trials"]]
+    if len(rows) < 2:
+        return None
+    said = []
+    for what, key, floor in (("trial time", "trial_seconds", COST_FLOOR_S),
+                             ("seconds per step", "median_s_per_step", STEP_FLOOR_S)):
+        have = [c for c in rows if finite(c.get(key)) and c[key] > 0]
+        if len(have) < 2:
+            continue
+        hi, lo = max(have, key=lambda c: c[key]), min(have, key=lambda c: c[key])
+        if hi[key] > COST_RATIO * lo[key] and hi[key] - lo[key] >= floor:
+            said.append((what, hi, lo, key))
+    if not said:
+        return None
+    text = "; ".join(f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
+                     for what, hi, lo, key in said)
+    return Finding("unequal_cost", said[0][1]["arm"], "observation",
+                   f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
+                   "kept apart from the decision.",
+                   [{k: c[k] for k in ("arm", "trials", "trial_seconds", "median_s_per_step", "cpu_seconds",
+                                       "gpu_seconds")} for c in rows])
+
+
+# ---------------------------------------------------------------- the protocol
+
+
+def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]:
+    out = []
+    seen = {}
+    for v in found:
+        if v["kind"] == "heldout_in_tuning":
+            seen.setdefault(v["arm"], []).append({"trial_id": v["trial_id"], "step": v["step"], "source": v["source"]})
+    for arm, items in seen.items():
+        out.append(Finding("heldout_exposure", arm, "observation",
+                           f"{len(items)} tuning trial(s) of {arm} reported the held-out metric "
+                           f"{ev.heldout}: the test set was seen while tuning.", items))
+    ledger = rf.heldout_ledger(ev.records, ev.contract)
+    if ledger.get("over_cap"):
+        out.append(Finding("heldout_exposure", None, "observation",
+                           f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
+                           f"cap of {ledger['cap']}.", [ledger]))
+    return out
+
+
+def other_violations(found: list[dict[str, Any]]) -> list[Finding]:
+    """Logged or found protocol and data violations other than held-out exposure, per arm."""
+    by_arm: dict[Any, list[dict[str, Any]]] = {}
+    for v in found:
+        if v["kind"] != "heldout_in_tuning":
+            by_arm.setdefault(v["arm"], []).append(v)
+    out = []
+    for arm, items in by_arm.items():
+        kinds: dict[str, int] = {}
+        for v in items:
+            kinds[v["kind"]] = kinds.get(v["kind"], 0) + 1
+        out.append(Finding("violations", arm, "observation",
+                           f"{len(items)} violation(s) on {arm}'s trials: "
+                           + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ".",
+                           [{k: v[k] for k in ("trial_id", "phase", "kind", "step", "detail", "source")} for v in items]))
+    return out
+
+
+def failures(ev: Evidence) -> list[Finding]:
+    by_arm: dict[Any, list[dict[str, Any]]] = {}
+    for f in rf.failures(ev.records):
+        if f["status"] in rf.FAILED_STATUSES and f["status"] != "diverged":
+            by_arm.setdefault(f["arm"], []).append(f)
+    out = []
+    for arm, items in by_arm.items():
+        statuses: dict[str, int] = {}
+        for f in items:
+            statuses[f["status"]] = statuses.get(f["status"], 0) + 1
+        phases = sorted({f["phase"] for f in items})
+        out.append(Finding("failures", arm, "observation",
+                           f"{len(items)} trial(s) of {arm} ended without a result ("
+                           + ", ".join(f"{k} {n}" for k, n in sorted(statuses.items()))
+                           + f"; in {', '.join(phases)}): " + (items[0]["error_type"] + ": " if items[0]["error_type"]
+                                                               else "") + f"{items[0]['message']}".strip() + ".",
+                           [{k: f[k] for k in ("trial_id", "phase", "seed", "status", "attempts", "error_type",
+                                               "message", "where")} for f in items]))
+    return out
+
+
+def seeds_identical(ev: Evidence, arm: str) -> Finding | None:
+    same = identical_seeds(ev, arm)
+    logged = [f for f in _logged_findings(ev) if f.get("code") == "seeds_identical" and f.get("arm") in (arm, None)]
+    if same is None and not logged:
+        return None
+    evidence: list[dict[str, Any]] = []
+    if same is not None:
+        evidence.append({"seeds": [t.seed for t in same], "trial_ids": [t.trial_id for t in same],
+                         "steps": len(same[0].curve or [])})
+    evidence += [{"source": "decisions.json", **f} for f in logged]
+    n = len(same) if same is not None else "the"
+    return Finding("seeds_identical", arm, "observation",
+                   f"{arm}'s {n} confirmation seeds reported identical curves: the seed does not reach the "
+                   "randomness, so the seeds are one run repeated and the CI measures nothing.", evidence)
+
+
+def _logged_findings(ev: Evidence) -> list[dict[str, Any]]:
+    """Findings the run's own decisions.json lists (top level or per decision), if it has any."""
+    doc = ev.decisions or {}
+    out = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
+    for d in _decision_rows(ev):
+        out += [{"arm": d.get("arm"), **f} for f in d.get("findings") or [] if isinstance(f, dict)]
+    return out
+
+
+# ---------------------------------------------------------------- all of them
+
+
+def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
+    """Every finding of the run, in a stable order: by code (CODES order), then arm order."""
+    found: list[Finding] = []
+    for arm in ev.arms:
+        d = diverged(ev, arm)
+        if d:
+            found.append(d)
+        found += diverged_region(ev, arm)
+        same = seeds_identical(ev, arm)
+        if same:
+            found.append(same)
+        c = curves(ev, arm)
+        if c is not None and identical_seeds(ev, arm) is None:
+            found += curve_findings(ev, arm, c)
+        found += selected_at_boundary(ev, arm)
+        opt = selection_optimism(ev, arm)
+        if opt:
+            found.append(opt)
+    found += seed_spread(ev)
+    cost_finding = unequal_cost(ev, cost)
+    if cost_finding:
+        found.append(cost_finding)
+    violations = rf.violations(ev.records, ev.contract)
+    found += heldout_exposure(ev, violations) + failures(ev) + other_violations(violations)
+    order = {c: i for i, c in enumerate(CODES)}
+    arms = {a: i for i, a in enumerate(ev.arms)}
+    found.sort(key=lambda f: (order.get(f.code, 99), arms.get(f.arm, -1 if f.arm is None else 98)))
+    return found

@@ -1,0 +1,204 @@
+"""The statistics planner decides with, on plain lists of per-seed values.
+
+The same code `plan run` decides with (docs/statistics.md explains it), usable
+from a notebook on values from anywhere:
+
+    >>> import planner.stats as ps
+    >>> sgd = [0.912, 0.915, 0.909, 0.918, 0.911]
+    >>> adam = [0.931, 0.928, 0.935, 0.929, 0.933]
+    >>> round(ps.compare(sgd, adam).effect, 4)              # mean(adam) - mean(sgd)
+    0.0182
+    >>> [d.decision for d in ps.decide(sgd, {"adam": adam}, min_effect=0.01)]
+    ['accept']
+    >>> ps.seeds_needed(sd=0.004, min_effect=0.005)         # seeds per arm for 80 % power
+    12
+    >>> design = ps.looks(12, 3)                            # 3 looks over 12 seeds
+    >>> design.look_sizes
+    (4, 8, 12)
+    >>> ps.sequential_decision(design, 0, sgd[:4], adam[:4], min_effect=0.01).action
+    'continue'
+
+Values are the metric of one trial per seed, in the metric's units; `mode`
+says whether larger (`"max"`, the default) or smaller (`"min"`) is better, and
+every effect is the *improvement* of the arm over the baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Literal
+
+from planner._stats import decide as _decide
+from planner._stats import power as _power
+from planner._stats import sequential as _sequential
+from planner._stats.decide import Comparison, Decision
+from planner._stats.sequential import Design, SequentialStep
+
+__all__ = [
+    "Comparison",
+    "Decision",
+    "Design",
+    "SequentialStep",
+    "accept_probability",
+    "compare",
+    "decide",
+    "detectable_effect",
+    "looks",
+    "pilot_sd",
+    "power",
+    "seeds_needed",
+    "sequential_decision",
+]
+
+Mode = Literal["max", "min"]
+Test = Literal["welch", "paired", "bootstrap"]
+Values = Sequence[float] | Mapping[int, float]
+
+
+def compare(baseline: Values, arm: Values, *, mode: Mode = "max", test: Test = "welch", alpha: float = 0.05,
+            rng_seed: int = 0) -> Comparison:
+    """One arm against the baseline: the effect, its two-sided (1 - alpha) CI and the p-value.
+
+    `baseline` and `arm` are lists of per-seed values, or mappings seed -> value.
+    The `paired` test pairs mappings by seed and lists by position. Values must
+    be finite. `rng_seed` fixes the random splits of the `bootstrap` test when
+    there are too many to enumerate.
+
+        >>> c = compare([0.91, 0.92, 0.90], [0.94, 0.95, 0.93])
+        >>> round(c.effect, 3), c.ci_low > 0
+        (0.03, True)
+    """
+    base_values, base_seeds = _split(baseline, "baseline")
+    arm_values, arm_seeds = _split(arm, "arm")
+    return _decide.compare(base_values, arm_values, mode=mode, test=test, alpha=alpha,
+                           baseline_seeds=base_seeds, arm_seeds=arm_seeds, rng_seed=rng_seed)
+
+
+def decide(baseline: Values, arms: Mapping[str, Values], *, min_effect: float, mode: Mode = "max",
+           test: Test = "welch", alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm",
+           diverged_value: float | None = None, metric: str = "the metric", baseline_name: str = "baseline",
+           rng_seed: int = 0) -> list[Decision]:
+    """The contract's decision rule for every arm: accept, reject, inconclusive or incomplete.
+
+    `arms` maps each treatment arm's name to its values; `correction` spreads
+    `alpha` over them (Holm by default, as in a contract). Every arm must have
+    the seeds the baseline has (lists: the same length; mappings: the same
+    seeds), as a contract's confirmation does. A NaN or infinite value is a
+    diverged trial: it makes the arm `incomplete` unless `diverged_value` says
+    what it counts as.
+
+        >>> [(d.arm, d.decision) for d in decide([0.91, 0.92, 0.90, 0.91],
+        ...     {"adam": [0.94, 0.95, 0.93, 0.94]}, min_effect=0.01)]
+        [('adam', 'accept')]
+    """
+    if not isinstance(arms, Mapping) or not arms:
+        raise ValueError("arms must map each treatment arm's name to its values, e.g. {'adam': [0.93, 0.94]}")
+    if baseline_name in arms:
+        raise ValueError(f"an arm is named {baseline_name!r}, like the baseline: pass another baseline_name")
+    planned = _seeds(baseline, "baseline")
+    results = {baseline_name: _outcomes(baseline)}
+    for name, values in arms.items():
+        seeds = _seeds(values, name)
+        if seeds != planned:
+            raise ValueError(f"arm {name!r} has seeds {seeds} but the baseline has {planned}: "
+                             "the decision rule compares arms on the same seeds")
+        results[name] = _outcomes(values)
+    acceptance = SimpleNamespace(min_effect=min_effect, alpha=alpha, test=test, correction=correction)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if not min_effect > 0:
+        raise ValueError(f"min_effect must be > 0, got {min_effect}")
+    return _decide.decide(acceptance, mode, results, baseline_name, planned_seeds=planned, arms=list(arms),
+                          diverged_value=diverged_value, metric=metric, rng_seed=rng_seed)
+
+
+def power(n: int, effect: float, sd: float, *, alpha: float = 0.05, test: Test = "welch", n_arms: int = 1,
+          correction: str = "holm") -> float:
+    """The chance that `n` seeds per arm detect a true improvement `effect` (P(CI low > 0)).
+
+    `sd` is the seed-to-seed standard deviation of the metric within an arm
+    (welch, bootstrap) or of the per-seed differences (paired). With
+    `n_arms` > 1 the level is the first step of the correction, alpha / n_arms.
+
+        >>> round(power(10, effect=0.01, sd=0.005), 2)
+        0.99
+    """
+    return _power.detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction)
+
+
+def seeds_needed(sd: float, min_effect: float, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
+                 n_arms: int = 1, correction: str = "holm") -> int:
+    """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan power` prints)."""
+    return _power.seeds_for_power(sd, min_effect, alpha, power, test, n_arms=n_arms, correction=correction)
+
+
+def detectable_effect(sd: float, n: int, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
+                      n_arms: int = 1, correction: str = "holm") -> float:
+    """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if none)."""
+    return _power.detectable_effect(sd, n, alpha, power, test, n_arms=n_arms, correction=correction)
+
+
+def accept_probability(n: int, effect: float, sd: float, *, min_effect: float, alpha: float = 0.05,
+                       test: Test = "welch") -> float:
+    """The chance of `accept` (CI low > 0 and estimated effect >= min_effect) at a true improvement `effect`."""
+    return _power.accept_probability(n, effect, sd, alpha, min_effect, test)
+
+
+def pilot_sd(values_by_arm: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> float:
+    """The pooled seed-to-seed standard deviation of a pilot's arms (non-finite values ignored)."""
+    if not isinstance(values_by_arm, Mapping):
+        values_by_arm = {str(i): values for i, values in enumerate(values_by_arm)}
+    return _power.pilot_sd(values_by_arm)
+
+
+def looks(n_seeds: int, looks: int, *, alpha: float = 0.05, spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming",
+          futility: bool = False, test: Test = "welch") -> Design:
+    """A sequential confirmation: `n_seeds` per arm in `looks` batches, with the bounds each look uses.
+
+    `design.look_sizes` are the cumulative seeds per arm at each look. `alpha`
+    is one comparison's two-sided level (with several arms, alpha / arms).
+    The per-look thresholds are calibrated by simulation (about a second for
+    welch, then cached).
+    """
+    return _sequential.plan_design(n_seeds, looks, alpha, spending, futility, test=test)
+
+
+def sequential_decision(design: Design, look: int, baseline: Values, arm: Values, *, min_effect: float,
+                        mode: Mode = "max") -> SequentialStep:
+    """What to do after look `look` (0-based) of `design`, given every value so far of both arms.
+
+    `step.action` is `continue`, `accept`, `inconclusive`, `stop_futility` or,
+    at the last look, `reject`; `step.reason` says why in a sentence.
+    """
+    base_values, base_seeds = _split(baseline, "baseline")
+    arm_values, arm_seeds = _split(arm, "arm")
+    return _sequential.sequential_decision(look, base_values, arm_values, design=design, mode=mode,
+                                           min_effect=min_effect, baseline_seeds=base_seeds, arm_seeds=arm_seeds)
+
+
+def _split(values: Values, what: str) -> tuple[list[float], list[int] | None]:
+    """(values, seeds or None): a mapping gives its seeds, a list none (paired by position)."""
+    if isinstance(values, Mapping):
+        return [float(v) for v in values.values()], [int(s) for s in values]
+    if isinstance(values, str | bytes):
+        raise ValueError(f"{what} must be a list of per-seed values or a mapping seed -> value, not a string")
+    try:
+        return [float(v) for v in values], None
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a list of per-seed values (numbers) or a mapping seed -> value") from None
+
+
+def _seeds(values: Values, what: str) -> list[int]:
+    numbers, seeds = _split(values, what)
+    return seeds if seeds is not None else list(range(len(numbers)))
+
+
+def _outcomes(values: Values) -> list[tuple[int, float]]:
+    numbers, seeds = _split(values, "values")
+    return list(zip(seeds if seeds is not None else range(len(numbers)), numbers, strict=True))
+
+
+for _name in __all__:
+    globals()[_name].__module__ = "planner.stats"
+del _name
