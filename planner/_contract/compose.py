@@ -84,6 +84,8 @@ class ComposedArms:
 
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[ComposeProblem] = field(default_factory=list)
+    # the same configs before interpolations are resolved: tuned values are applied to these (`apply_params`)
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
     composes: int = 0  # how many Hydra compose calls it took
 
 
@@ -137,7 +139,7 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
         config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)
         result.problems.extend(problems)
         if config is not None:
-            result.configs[arm.name] = config
+            result.configs[arm.name], result.raw[arm.name] = config
     return result
 
 
@@ -214,7 +216,7 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
         return None, [ComposeProblem("resolver", f"config key {path!r} resolves to a resolver call ({text!r}); a "
                                      "contract's configs may only reference other keys", arm, "config")
                       for path, text in bad]
-    return resolved, []
+    return (resolved, container), []
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):
@@ -351,7 +353,9 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
-                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)
+                near = near_key(cfg, key)
+                hint = f"; did you mean {near!r}?" if near is not None else ""
+                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config{hint}", arm, ov.source, ov.index)
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg
             del node[leaf]
@@ -360,8 +364,12 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         if item.is_add() and exists:
             return ComposeProblem("bad_override", f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it", arm, ov.source, ov.index)
         if not (item.is_add() or item.is_force_add()) and not exists:
-            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config; write '+{ov.text}' to add it",
-                                  arm, ov.source, ov.index)
+            near = near_key(cfg, key)
+            if near is not None:  # a typo: adding the key would make an arm that changes a key nothing reads
+                return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the "
+                                      f"config; did you mean {near!r}?", arm, ov.source, ov.index)
+            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config "
+                                  f"and no key is near it; write '+{ov.text}' to add it", arm, ov.source, ov.index)
         OmegaConf.update(cfg, key, value, merge=True, force_add=True)
     except Exception as error:
         return ComposeProblem("bad_override", f"override {ov.text!r} cannot be applied: {_first_line(error)}", arm, ov.source, ov.index)
@@ -369,6 +377,24 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
 
 
 _ABSENT = object()
+
+
+def near_key(cfg, key: str) -> str | None:
+    """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=False)
+    keys = set(flatten(container))
+    keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
+    parent = key.rpartition(".")[0]
+    same_parent = [k for k in keys if k.rpartition(".")[0] == parent]  # a sibling first, then anywhere
+    for pool in (same_parent, keys):
+        found = difflib.get_close_matches(key, sorted(pool), n=1, cutoff=0.8)
+        if found:
+            return found[0]
+    return None
 
 
 def _find_resolver_calls(node) -> list[tuple[str, str]]:

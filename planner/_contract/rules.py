@@ -37,7 +37,8 @@ _COMPOSE_HINTS = {
     "P201": "Set config.name to a config file (without .yaml) inside config.dir.",
     "P202": "Use one of the options the group has.",
     "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
-    "P204": "Use a key the config has, or add a new one with `+key=value`.",
+    "P204": "Use a key the config has (a near one is named when there is one); add a new key with `+key=value` "
+            "only when the trainable reads it.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
     "P206": "Fix the override or the config files so that Hydra can compose them.",
 }

@@ -217,6 +217,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
+        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
     })
 
 
@@ -436,6 +437,8 @@ def render_markdown(results: RunResults) -> str:
             out.append(f"  - {_code(d['path'])}: {_md(_fmt(d['baseline']))} → {_md(_fmt(d['arm']))}")
     out.append("")
     out += ["## Decisions", ""]
+    out += [f"**Warning: {f.get('message') or f.get('kind')}.**" for f in s.get("findings") or []]
+    out += [""] if s.get("findings") else []
     if s["decisions"]:
         rows = [[d["arm"], d["decision"] or "not decided", _fmt(d["effect"]), _fmt(d["ci_low"]), _fmt(d["ci_high"]),
                  _fmt(d["p_value"]), _fmt(d["alpha_adjusted"]), _fmt(d["n_baseline"]), _fmt(d["n_arm"]),
@@ -447,7 +450,8 @@ def render_markdown(results: RunResults) -> str:
         out += ["### Looks", ""]
         rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
                  _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
-                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+                 _fmt(lk.get("statistic")), lk.get("note") or _fmt(lk.get("boundary")), lk.get("action")]
+                for lk in s["looks"]]
         out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
         out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
     ps = s["per_seed"]

@@ -81,6 +81,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
+        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)],
     }
 
 
@@ -165,5 +166,6 @@ def format_status(status: dict[str, Any]) -> str:
         out.append("decisions: " + ", ".join(f"{d['arm']} {d['decision']}" for d in s["decisions"]))
     else:
         out.append("decisions: none yet")
+    out += [f"warning: {f.get('message') or f.get('kind')}" for f in s.get("findings") or []]
     out += [f"note: {n}" for n in s["notes"]]
     return terminal_safe("\n".join(out)) + "\n"  # text of the run folder is shown, never obeyed by the terminal

@@ -270,6 +270,11 @@ class RunFolder:
             return {}
         return {p.stem: read_yaml(p, root=self.path) or {} for p in sorted(folder.glob("*.yaml"))}
 
+    def unresolved_configs(self) -> dict[str, dict[str, Any]]:
+        """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before resolving."""
+        folder = self.file("configs") / "unresolved"
+        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
 
 def open_run(run_dir: str | os.PathLike) -> RunFolder:
     """Check that `run_dir` is a run folder and return it; a clear UsageError otherwise."""
@@ -459,6 +464,8 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
             if not isinstance(v, dict) or v.get("kind") in NOT_VIOLATIONS:
                 continue
             kind = str(v.get("kind", "unknown"))
+            if kind == "heldout_in_tuning" and kind in kinds:  # one per trial, at its first step (older runs
+                continue  # logged one per step)
             kinds.add(kind)
             detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
             out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
@@ -486,6 +493,17 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
     return out
 
 
+def heldout_tuning_trials(records: list[dict[str, Any]], heldout: str | None) -> list[dict[str, Any]]:
+    """Tuning trials that reported the held-out metric (test exposure): one entry per trial, the last
+    record of a trial logged twice. Their reports show it, or (reports the driver rebuilt from what Tune
+    streamed, where the held-out metric is never sent) their logged `heldout_in_tuning` violation."""
+    if not heldout:
+        return []
+    latest = {r.get("trial_id"): r for r in records if r.get("phase") == "tune"}
+    return [r for r in latest.values() if heldout in metric_names(r) or any(
+        isinstance(v, dict) and v.get("kind") == "heldout_in_tuning" for v in r.get("violations") or [])]
+
+
 def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> dict[str, Any]:
     """How often the held-out metric was evaluated, against its cap.
 
@@ -508,7 +526,8 @@ def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> d
     evaluations = by_phase["confirm"] + by_phase["reeval"]
     return {
         "metric": metric, "evaluations": evaluations, "confirm": by_phase["confirm"],
-        "reeval": by_phase["reeval"], "tuning_exposures": by_phase["tune"], "by_arm": by_arm,
+        "reeval": by_phase["reeval"], "tuning_exposures": len(heldout_tuning_trials(records, metric)),
+        "by_arm": by_arm,
         "cap": cap, "over_cap": cap is not None and evaluations > cap,
     }
 

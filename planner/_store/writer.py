@@ -94,7 +94,7 @@ class RunStore:
 
     # -- writing ------------------------------------------------------------
     def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
-                     planner_version: str) -> None:
+                     planner_version: str, raw_configs: dict[str, dict] | None = None) -> None:
         write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False),
                      root=self.root)
         write_json(self.root / "run.json", {
@@ -104,6 +104,11 @@ class RunStore:
         for arm, config in configs.items():
             write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False),
                          root=self.root)
+        for arm, raw in (raw_configs or {}).items():  # with interpolations: tuned values go in before resolving
+            if raw != configs.get(arm):
+                (self.root / "configs" / "unresolved").mkdir(parents=True, exist_ok=True)
+                write_atomic(self.root / "configs" / "unresolved" / f"{arm}.yaml",
+                             yaml.safe_dump(self._scrub(raw), sort_keys=False), root=self.root)
         write_json(self.root / "plan.json", plan, self.root)
 
     def write_identity(self, identity: dict) -> None:
