@@ -15,6 +15,19 @@ from collections.abc import Callable, Sequence
 from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PlannerError
 
 
+def _finite(text: str) -> float:
+    """A finite number on the command line (argparse turns the ValueError into a usage error, exit 2)."""
+    import math
+
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+_finite.__name__ = "finite number"
+
+
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check a contract and show the experiment it plans")
     p.add_argument("contract", help="the contract YAML file")
@@ -52,6 +65,7 @@ def _add_report(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["md", "html", "json"], default="md")
     p.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
+    p.add_argument("--force", action="store_true", help="replace an existing file that is not a report")
     p.set_defaults(handler=_cmd_report)
 
 
@@ -68,7 +82,7 @@ def _add_reeval(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--arm", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=None, help="new seeds (default: the logged confirmation seeds)")
-    p.add_argument("--tolerance", type=float, default=0.0, help="largest per-seed difference that still reproduces")
+    p.add_argument("--tolerance", type=_finite, default=0.0, help="largest per-seed difference that still reproduces")
     p.add_argument("--address", default=None)
     p.set_defaults(handler=_cmd_reeval)
 
@@ -78,7 +92,7 @@ def _add_power(sub) -> None:
     p.add_argument("contract")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
-    src.add_argument("--sd", type=float, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
+    src.add_argument("--sd", type=_finite, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
 
@@ -199,23 +213,21 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def _write_text(path: str, text: str) -> None:
-    """Write atomically (temporary file, then rename); an unwritable path is a usage error."""
-    from pathlib import Path
-
+    """Write atomically with the one atomic writer (nothing left behind); an unwritable path is a usage error."""
     from planner._core.errors import UsageError
+    from planner._store.files import write_atomic
 
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomic(path, text)
     except OSError as error:
-        raise UsageError(f"cannot write {target}: {error.strerror or error}") from None
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def _print_notes(command: str, notes: list[str]) -> None:
+    from planner._core.text import terminal_safe
+
     for note in notes:
-        print(f"plan {command}: note: {note}", file=sys.stderr)
+        print(f"plan {command}: note: {terminal_safe(note)}", file=sys.stderr)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -226,13 +238,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from planner._results.render import load_for_report, render
+    from planner._results.render import load_for_report, render, write_report
 
     results = load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
     text = render(results, args.format)
     if args.output:
-        _write_text(args.output, text)
+        write_report(args.output, text, force=args.force)
         print(f"wrote {args.output}")
     else:
         print(text, end="")
@@ -330,6 +342,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every byte `plan` prints goes through the redactor (secrets of the environment, URL userinfo, name=value)."""
+    from planner._core.redact import Redactor, ScrubbedStream
+
+    saved = sys.stdout, sys.stderr
+    redactor = Redactor.for_run()
+    sys.stdout, sys.stderr = ScrubbedStream(sys.stdout, redactor), ScrubbedStream(sys.stderr, redactor)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)

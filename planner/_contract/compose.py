@@ -19,20 +19,47 @@ be composed in one process.
 Contracts are data: an interpolation that calls a resolver (`${oc.env:HOME}`,
 `${oc.decode:...}`, any custom one) is refused, so composing never reads the
 environment or runs code. Plain references (`${model.width}`) are resolved.
+The check reads OmegaConf's own parse tree of every string (`calls_resolver`),
+not the text: a resolver whose name is itself built by an interpolation
+(`${${r}:HF_TOKEN}`), one nested in another's arguments, one in a quoted
+override or in a Hydra config file's defaults list is found as surely as
+`${oc.env:X}`; it is checked before anything is resolved, and again on the
+resolved values (an escaped interpolation resolves to the text of a call).
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import flatten
 
-_RESOLVER_CALL = re.compile(r"\$\{\s*[A-Za-z_][\w.\-]*\s*:")
+
+def calls_resolver(text: str) -> bool:
+    """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`.
+
+    Read on OmegaConf's grammar (omegaconf.grammar_parser): any `interpolationResolver` node in the
+    parse tree. Text that does not parse as a value is treated as a call (OmegaConf would not resolve it).
+    """
+    if "${" not in text:
+        return False
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    try:
+        tree = grammar_parser.parse(text)
+    except Exception:  # GrammarParseError: no resolution would happen, but no such text is a config value
+        return True
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+            return True
+        stack.extend(getattr(node, "children", None) or [])
+    return False
 
 
 @dataclass(frozen=True)
@@ -57,6 +84,8 @@ class ComposedArms:
 
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[ComposeProblem] = field(default_factory=list)
+    # the same configs before interpolations are resolved: tuned values are applied to these (`apply_params`)
+    raw: dict[str, dict[str, Any]] = field(default_factory=dict)
     composes: int = 0  # how many Hydra compose calls it took
 
 
@@ -94,6 +123,13 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
                     arm.name, "config"))
             return result
+        calls = defaults_resolver_calls(base_dir)
+        if calls:
+            for arm in contract.all_arms:
+                result.problems += [ComposeProblem(
+                    "resolver", f"{name}'s defaults list calls a resolver ({text!r}); a contract's configs may only "
+                    "reference other keys", arm.name, "config") for name, text in calls]
+            return result
     cache: dict[tuple[str, ...], Any] = {}
     for arm in contract.all_arms:
         if arm.name in result.configs:  # a baseline from earlier work: given, not composed
@@ -103,7 +139,7 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
         config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)
         result.problems.extend(problems)
         if config is not None:
-            result.configs[arm.name] = config
+            result.configs[arm.name], result.raw[arm.name] = config
     return result
 
 
@@ -115,16 +151,17 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     parsed = []
     problems: list[ComposeProblem] = []
     for ov in overrides:
-        if _RESOLVER_CALL.search(ov.text):
-            problems.append(ComposeProblem(
-                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
-                arm, ov.source, ov.index))
-            continue
         try:
             (item,) = parser.parse_overrides([ov.text])
         except Exception as error:  # Hydra raises OverrideParseException (and others) for bad grammar
             problems.append(ComposeProblem("bad_override", f"override {ov.text!r} does not parse: {_first_line(error)}",
                                            arm, ov.source, ov.index))
+            continue
+        value = item.value() if not item.is_sweep_override() else None
+        if _find_resolver_calls([item.key_or_group, value]):
+            problems.append(ComposeProblem(
+                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
+                arm, ov.source, ov.index))
             continue
         if item.is_sweep_override():
             problems.append(ComposeProblem("bad_override", f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
@@ -174,7 +211,12 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
         resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True, throw_on_missing=True)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
-    return resolved, []
+    bad = _find_resolver_calls(resolved)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
+    if bad:
+        return None, [ComposeProblem("resolver", f"config key {path!r} resolves to a resolver call ({text!r}); a "
+                                     "contract's configs may only reference other keys", arm, "config")
+                      for path, text in bad]
+    return (resolved, container), []
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):
@@ -311,7 +353,9 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
         if item.is_delete():
             if not exists:
-                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config", arm, ov.source, ov.index)
+                near = near_key(cfg, key)
+                hint = f"; did you mean {near!r}?" if near is not None else ""
+                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config{hint}", arm, ov.source, ov.index)
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg
             del node[leaf]
@@ -320,8 +364,12 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         if item.is_add() and exists:
             return ComposeProblem("bad_override", f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it", arm, ov.source, ov.index)
         if not (item.is_add() or item.is_force_add()) and not exists:
-            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config; write '+{ov.text}' to add it",
-                                  arm, ov.source, ov.index)
+            near = near_key(cfg, key)
+            if near is not None:  # a typo: adding the key would make an arm that changes a key nothing reads
+                return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the "
+                                      f"config; did you mean {near!r}?", arm, ov.source, ov.index)
+            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config "
+                                  f"and no key is near it; write '+{ov.text}' to add it", arm, ov.source, ov.index)
         OmegaConf.update(cfg, key, value, merge=True, force_add=True)
     except Exception as error:
         return ComposeProblem("bad_override", f"override {ov.text!r} cannot be applied: {_first_line(error)}", arm, ov.source, ov.index)
@@ -331,9 +379,52 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
 _ABSENT = object()
 
 
+def near_key(cfg, key: str) -> str | None:
+    """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
+    import difflib
+
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(cfg, resolve=False)
+    keys = set(flatten(container))
+    keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
+    parent = key.rpartition(".")[0]
+    same_parent = [k for k in keys if k.rpartition(".")[0] == parent]  # a sibling first, then anywhere
+    for pool in (same_parent, keys):
+        found = difflib.get_close_matches(key, sorted(pool), n=1, cutoff=0.8)
+        if found:
+            return found[0]
+    return None
+
+
 def _find_resolver_calls(node) -> list[tuple[str, str]]:
+    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver."""
+    if isinstance(node, str):
+        return [("", node)] if calls_resolver(node) else []
     return [(path, value) for path, value in flatten(node, into_lists=True).items()
-            if isinstance(value, str) and _RESOLVER_CALL.search(value)]
+            if isinstance(value, str) and calls_resolver(value)]
+
+
+def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
+    """(file, entry) of every defaults-list entry under `config_dir` that calls a resolver.
+
+    Hydra resolves the defaults list of a config file while composing, before any value is seen:
+    those entries are checked on the files themselves.
+    """
+    import yaml
+
+    found = []
+    for path in sorted(config_dir.rglob("*.yaml")):
+        try:
+            text = path.read_text(encoding="utf-8")
+            if "${" not in text:
+                continue
+            data = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # Hydra will say what is wrong with it, if it is used
+        if isinstance(data, dict) and "defaults" in data:
+            found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]
+    return found
 
 
 def _first_line(error: BaseException) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -33,13 +34,19 @@ _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+Finite = Annotated[float, Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
 DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
+
+
+NOT_FINITE = "is not a finite number"  # schema_errors gives this message rule code P420
 
 
 def parse_duration(text: str | int | float) -> float:
     """'90', '90s', '20m', '2h', '1d' -> seconds."""
     if isinstance(text, bool):
         raise ValueError("a duration is a number of seconds or a string like '20m', '2h', '1d'")
+    if isinstance(text, float) and not math.isfinite(text):
+        raise ValueError(f"{text} {NOT_FINITE}: a duration is a finite number of seconds or a string like '20m'")
     if isinstance(text, int | float):
         if text <= 0:
             raise ValueError("a duration must be positive")
@@ -164,16 +171,16 @@ class Metric(_Model):
 
 
 class Acceptance(_Model):
-    min_effect: float = Field(gt=0)
-    alpha: float = Field(default=0.05, gt=0, le=0.5)
+    min_effect: Finite = Field(gt=0)
+    alpha: Finite = Field(default=0.05, gt=0, le=0.5)
     test: Literal["welch", "paired", "bootstrap"] = "welch"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
 
 
 class Resources(_Model):
-    cpu: float = Field(default=1, ge=0)
-    gpu: float = Field(default=0, ge=0)
-    custom: dict[str, float] = Field(default_factory=dict)
+    cpu: Finite = Field(default=1, ge=0)
+    gpu: Finite = Field(default=0, ge=0)
+    custom: dict[str, Finite] = Field(default_factory=dict)
 
 
 class Budget(_Model):
@@ -219,8 +226,8 @@ _KINDS = {"log_uniform": "log_uniform", "uniform": "uniform", "int": "integer", 
 class Dimension(_Model):
     """One search dimension: exactly one of the four kinds."""
 
-    log_uniform: tuple[float, float] | None = None
-    uniform: tuple[float, float] | None = None
+    log_uniform: tuple[Finite, Finite] | None = None
+    uniform: tuple[Finite, Finite] | None = None
     integer: tuple[int, int] | None = Field(default=None, alias="int")
     choice: list[Any] | None = Field(default=None, min_length=1)
 
@@ -260,7 +267,7 @@ class Sampler(_Model):
 class EarlyStop(_Model):
     rule: Literal["none", "asha", "median"] = "none"
     grace: int | None = Field(default=None, ge=1)
-    reduction_factor: float | None = Field(default=None, gt=1)
+    reduction_factor: Finite | None = Field(default=None, gt=1)
 
     @model_validator(mode="after")
     def _defaults(self) -> EarlyStop:

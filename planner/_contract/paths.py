@@ -83,8 +83,22 @@ def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any
             for path, a, b in config_diff(base, other)]
 
 
-def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """A copy of `config` with dotted-path values set (the sampled tuning values)."""
+def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
+
+    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
+    set there first and the interpolations resolved after, as Hydra does with command-line overrides:
+    with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr` too. Setting a
+    key that is itself an interpolation replaces the interpolation. Without `raw` (a config that has
+    no interpolations), the values are set on `config` as it is.
+    """
+    if raw is not None and params:
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.create(copy.deepcopy(raw))
+        for path, value in params.items():
+            OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     out = copy.deepcopy(config)
     for path, value in params.items():
         node = out
@@ -93,6 +107,13 @@ def apply_params(config: dict[str, Any], params: dict[str, Any]) -> dict[str, An
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def _literal(value: Any) -> Any:
+    """A sampled string is a value, never an interpolation: '${x}' is escaped to stay as written."""
+    if isinstance(value, str) and "${" in value:
+        return value.replace("${", "\\${")
+    return value
 
 
 def get_path(config: Any, path: str, default: Any = MISSING) -> Any:

@@ -37,7 +37,8 @@ _COMPOSE_HINTS = {
     "P201": "Set config.name to a config file (without .yaml) inside config.dir.",
     "P202": "Use one of the options the group has.",
     "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
-    "P204": "Use a key the config has, or add a new one with `+key=value`.",
+    "P204": "Use a key the config has (a near one is named when there is one); add a new key with `+key=value` "
+            "only when the trainable reads it.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
     "P206": "Fix the override or the config files so that Hydra can compose them.",
 }
@@ -143,6 +144,17 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 report.add("P902", ("tuning", "trials_per_arm"),
                            f"the grid has {size} points but trials_per_arm is {tuning.trials_per_arm}",
                            f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
+        from planner._contract.compose import calls_resolver
+
+        spaces = [(("tuning", "space"), tuning.space)]
+        spaces += [(("tuning", "arm_space", name), space) for name, space in tuning.arm_space.items()]
+        for where, space in spaces:  # a sampled value reaches the config (and a command's Hydra app) as it is
+            for key, dim in space.items():
+                for j, option in enumerate(dim.choice or []):
+                    if isinstance(option, str) and calls_resolver(option):
+                        report.add("P205", (*where, key, "choice", j),
+                                   f"{key!r} offers {option!r}, which calls a resolver; a sampled value must be plain",
+                                   "Write the value itself.")
         grace = tuning.early_stop.grace
         if grace is not None and grace >= exposure:
             given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"
@@ -386,9 +398,14 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
     try:
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             try:
-                spec = importlib.util.find_spec(module_name)
+                with _no_process_exit():
+                    spec = importlib.util.find_spec(module_name)
             except ModuleNotFoundError:
                 spec = None
+            except _ProcessExit as ended:
+                return ("P421", f"importing the trainable's package for {module_name!r} called {ended.how}: it would "
+                                "end the process that imports it without a word",
+                        "Move that call under `if __name__ == \"__main__\":`.")
             except BaseException as error:  # a parent package that raises on import
                 if isinstance(error, KeyboardInterrupt):
                     raise
@@ -399,7 +416,13 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
                                 f"({roots[0]}) or the current folder ({roots[1]})",
                         _where_hint(module_name, contract_dir))
             try:
-                module = importlib.import_module(module_name)
+                with _no_process_exit():
+                    module = importlib.import_module(module_name)
+            except _ProcessExit as ended:
+                return ("P421", f"importing the trainable's module {module_name!r} ({spec.origin}) called "
+                                f"{ended.how}: it would end the process that imports it (plan validate, every "
+                                "Ray worker) without a word",
+                        "Move that call under `if __name__ == \"__main__\":` or into the trainable function.")
             except BaseException as error:
                 if isinstance(error, KeyboardInterrupt):
                     raise
@@ -423,6 +446,34 @@ def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] |
             if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
                 del sys.modules[name]
         importlib.invalidate_caches()
+
+
+class _ProcessExit(BaseException):
+    """os._exit or os.abort called while the trainable's module was imported (stopped, not done)."""
+
+    def __init__(self, how: str):
+        super().__init__(how)
+        self.how = how
+
+
+@contextlib.contextmanager
+def _no_process_exit():
+    """While a user module is imported, os._exit(n) and os.abort() raise _ProcessExit instead of ending planner."""
+    import posix
+
+    def _exit(code=0):
+        raise _ProcessExit(f"os._exit({code})")
+
+    def _abort():
+        raise _ProcessExit("os.abort()")
+
+    saved = os._exit, posix._exit, os.abort
+    os._exit = posix._exit = _exit
+    os.abort = _abort
+    try:
+        yield
+    finally:
+        os._exit, posix._exit, os.abort = saved
 
 
 def _is_under(path: str, root: str) -> bool:

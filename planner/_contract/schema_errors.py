@@ -9,6 +9,7 @@ missing key, and pick a code:
     P102 wrong type                            P103 value out of range / not allowed
     P104 fields that do not fit together
     P401 fewer than 2 seeds                    P500 trainable not `module:function`
+    P420 NaN or an infinity where a finite number is meant
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         parent = format_path(path[:-1])
         message = f"missing required key {leaf!r}" + (f" in {parent}" if parent else "")
         hint = f"Add `{leaf}:`" + (f" under `{parent}`." if parent else " at the top level.")
+    elif kind == "finite_number" or (kind == "value_error" and "is not a finite number" in error["msg"]):
+        code = "P420"
+        message = f"{where} is {short_repr(error.get('input'))}, not a finite number"
+        hint = "Write a finite number here (.inf and .nan are YAML's infinity and not-a-number)."
     elif kind == "value_error" and isinstance(error.get("input"), dict):  # a model's own check across its fields
         code = "P104"
         message = f"{where}: {_strip_value_error(error['msg'])}"

@@ -31,6 +31,7 @@ class LoadedContract:
     path: Path
     positions: LoadedYaml
     configs: dict[str, dict[str, Any]]  # arm name -> composed effective config (baseline included)
+    raw_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, interpolations unresolved
     warnings: list[Diagnostic] = field(default_factory=list)
     baseline_source: dict[str, Any] | None = None  # where a baseline from earlier work came from (docs/lineage.md)
 
@@ -140,12 +141,15 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     diagnostics += check_command(contract, loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
     from planner._contract.data_rules import check_data
+    from planner._contract.decidable import check_decidable
 
     diagnostics += check_data(contract, loaded)
+    diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
     if lineage is not None and configs and not errors(diagnostics):
         diagnostics += [_placed(d, loaded) for d in lineage.check(contract, configs, contract_dir)]
-    return diagnostics, LoadedContract(contract, path, loaded, configs,
+    raw = composed.raw if composed is not None and not composed.problems else {}
+    return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw,
                                        baseline_source=None if resolved is None else resolved.source)
 
 

@@ -6,6 +6,7 @@
      |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
      +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
+     |    +-- NoUsableValueError      an arm ended with no usable confirmation value (exit 4)
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
      +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
@@ -30,6 +31,7 @@ EXIT_OK = 0
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
+EXIT_NO_VALUE = 4
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -40,6 +42,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_USAGE: "usage error or unreadable file",
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
                      "a locked run folder)",
+    EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
+                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided",
     EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }
@@ -81,6 +85,12 @@ class RunError(PlannerError):
 
 class RunLockedError(RunError):
     """Another process holds the run folder's lock."""
+
+
+class NoUsableValueError(RunError):
+    """A run ended with an arm that has no usable confirmation value: nothing can be decided."""
+
+    exit_code = EXIT_NO_VALUE
 
 
 class TrialProtocolError(PlannerError):

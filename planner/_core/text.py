@@ -54,3 +54,15 @@ def clock(seconds: float | None) -> str:
         return "-"
     seconds = int(seconds)
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with control characters (escape sequences, carriage returns, ...) shown as `\\x1b`, not obeyed.
+
+    Newlines and tabs stay. Everything printed from a run folder goes through this: a trial's error
+    message cannot move the cursor, clear the screen or retitle the terminal.
+    """
+    return text.translate(_CONTROL)

@@ -16,9 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from planner._core.errors import EXIT_INCOMPLETE, EXIT_OK, PlannerError, RunError, UsageError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_NO_VALUE,
+    EXIT_OK,
+    PlannerError,
+    RunError,
+    UsageError,
+)
+from planner._core.records import error_groups, final_value, finite_final_value
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -44,18 +50,26 @@ class RunResult:
     wall_time_s: float
     trials_ended: int
     failures: list[dict] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)  # failed trials by error, first occurrence first
+    no_value_arms: list[str] = field(default_factory=list)  # arms without one usable confirmation value
+    heldout_exposures: int = 0  # tuning trials that reported metric.heldout
+    heldout: str | None = None
+    findings: list[dict] = field(default_factory=list)  # decisions.json `findings` (seeds_identical, ...)
     resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
     resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
 
     @property
     def exit_code(self) -> int:
-        return EXIT_OK if self.state == "completed" else EXIT_INCOMPLETE
+        if self.state != "completed":
+            return EXIT_INCOMPLETE
+        return EXIT_NO_VALUE if self.no_value_arms else EXIT_OK
 
 
 # ------------------------------------------------------------------ loading and validating
 
 def load_and_validate(contract_path: str | os.PathLike, lineage=None):
-    """(contract, contract_dir, composed configs, plan), or ContractError / UsageError.
+    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved),
+    or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
@@ -66,7 +80,7 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
-    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract)
+    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract), loaded.raw_configs
 
 
 
@@ -93,7 +107,7 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
         if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
             latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
     for (arm, seed), record in latest.items():
-        confirm[arm].append(Outcome(seed, _final(record, metric), record.get("status", "failed")))
+        confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", "failed")))
     decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
@@ -112,13 +126,6 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
     return mark_invalid(rows, reasons)
 
 
-def _final(record: dict, metric: str) -> float | None:
-    for report in reversed(record.get("reports", [])):
-        if metric in report.get("metrics", {}):
-            return float(report["metrics"][metric])
-    return None
-
-
 
 
 
@@ -135,6 +142,7 @@ class _Runner:
         from planner._dispatch.trials import Dispatch
 
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
+        self.raw_configs: dict[str, dict] = {}  # interpolations unresolved: tuned values go in before resolving
         self.store = store
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
@@ -189,6 +197,12 @@ class _Runner:
         for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
             self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
+        heldout = [v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"]
+        if heldout and not getattr(self, "_warned_heldout", False):  # at once, not only in the summary
+            self._warned_heldout = True
+            self.display.note(f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
+                              f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
+                              "every such trial)")
         self.write_state("running", every_s=1.0)
         self.display.update(record)
 
@@ -215,9 +229,10 @@ class _Runner:
                 continue
             space = arm_space(tuning, group.arm)
             evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
-                         for v in [_final(r, self.contract.metric.name)] if v is not None and math.isfinite(v)]
+                         for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated))
+                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
+                                raw=self.raw_configs.get(group.arm)))
         if not sweeps:
             return None
         self.progress.phase = "tune"
@@ -246,11 +261,51 @@ class _Runner:
         self.store.write_selection({
             "rule": c.tuning.selection.rule, "k": c.tuning.selection.k, "metric": c.metric.name,
             "mode": c.metric.mode, "arms": {arm: s.as_dict() for arm, s in selected.items()}})
+        self.unselected = {arm: s.reason for arm, s in selected.items() if not s.trial_id}
         for arm, s in selected.items():
             self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
                              reason=s.reason)
             self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
-        return {arm: apply_params(self.configs[arm], s.params) for arm, s in selected.items() if s.trial_id}
+        return {arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
+                for arm, s in selected.items() if s.trial_id}
+
+    def _seeds_identical(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """Arms whose seeds did not vary the run become `invalid` (not an incomplete one); and the
+        findings for decisions.json."""
+        from planner._core.records import seeds_identical
+        from planner._stats.decide import mark_invalid, seeds_did_not_vary
+
+        c = self.contract
+        identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
+        reasons = {row["arm"]: why for row in rows if row["decision"] != "incomplete"
+                   for why in [seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)]
+                   if why is not None}
+        findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
+                     "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
+                                "the seeds did not vary the run"} for arm, n in identical.items()]
+        return mark_invalid(rows, reasons), findings
+
+    def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
+        """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
+        "seeds not run yet" (which reads as pending work that --resume would do)."""
+        unselected = getattr(self, "unselected", {})
+        if not unselected or any(r["phase"] == "confirm" and r["arm"] in unselected for r in self.records.values()):
+            return rows
+        out = []
+        for row in rows:
+            said = []
+            for arm in (self.contract.baseline.name, row["arm"]):
+                if arm in unselected:
+                    tuned = [r for r in self.records.values() if r["phase"] == "tune" and r["arm"] == arm]
+                    groups = error_groups(tuned)
+                    error = (f"; {groups[0]['error']} in {groups[0]['count']} of them" if groups else "")
+                    said.append(f"{'the baseline ' if arm != row['arm'] else ''}{arm} was never confirmed: "
+                                f"{unselected[arm]}{error}")
+            if said and row["decision"] == "incomplete":
+                row = {**row, "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix the "
+                                        "trainable or the contract and start a new run."}
+            out.append(row)
+        return out
 
     def confirm(self, configs: dict[str, dict]) -> str | None:
         """Run the confirmation trials of the arms in `configs`; what stopped the phase early, or None."""
@@ -305,6 +360,10 @@ class _Runner:
         else:
             rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
         rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
+        rows = self._nothing_confirmed(rows)
+        rows, self.findings = self._seeds_identical(rows)
+        if self.findings:
+            extra["findings"] = self.findings
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
@@ -327,13 +386,14 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     from planner._store.identity import run_identity
 
     lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
-    contract, contract_dir, configs, plan = load_and_validate(contract_path, lineage)
+    contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
     mlflow_tracking = contract.tracking.mlflow
     if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
         from planner._results.mlflow import check_mlflow_tracking
 
         check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
     from planner._core.redact import Redactor
+    from planner._store.read import RunFolder
     from planner._store.resume import heal_files, resolve_run_dir, unfinished
 
     previous_wall = 0.0
@@ -343,10 +403,15 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store.redactor = redactor
         _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
         took_over = store.lock()
-        cut = heal_files(store.root)
-        state = read_state(store.root)
+        try:  # a folder refused after the lock was taken (a planted link, a damaged file) keeps no lock of ours
+            cut = heal_files(store.root)
+            state = read_state(store.root)
+        except BaseException:
+            store.unlock()
+            raise
         previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        logged_code = (_read_json_file(store.root / "identity.json") or {}).get("code", {})
+        logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
+        logged_code = logged_code if isinstance(logged_code, dict) else {}
         now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
         changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
         store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
@@ -361,7 +426,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
         store.lock()
-        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION)
+        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
         store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
         store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
         try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
@@ -373,6 +438,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
                      lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
+    runner.raw_configs = raw_configs
     resumed = None
     if resume is not None:
         again = unfinished(store, runner.records)
@@ -433,13 +499,19 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
         raise
     finally:
-        decisions = []
-        for step in (lambda: runner.decide(state), lambda: runner.write_state(state, reason),
+        decisions, decide_error = [], None
+        try:
+            decisions = runner.decide(state)
+        except OSError:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
+            pass
+        except Exception as error:  # never skip the bookkeeping below; raised once it is done
+            decide_error = error
+            state, reason = "failed", (f"every trial that ran is kept, but the decision could not be made: "
+                                       f"{type(error).__name__}: {error}")
+        for step in (lambda: runner.write_state(state, reason),
                      lambda: store.event("run_ended", state=state, reason=reason)):
             try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
-                out = step()
-                if isinstance(out, list):
-                    decisions = out
+                step()
             except OSError:
                 pass
         lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
@@ -450,11 +522,15 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             import ray
 
             ray.shutdown()
+    if decide_error is not None:
+        raise RunError(f"{reason}; the run folder {store.root} is closed and unlocked "
+                       "(run with --debug for the trace)") from decide_error
     if mlflow_tracking is not None:
         _log_to_mlflow(store.root, mlflow_tracking, stream)
+    records = list(runner.records.values())
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
-                for r in runner.records.values() if r["status"] in FAILED_STATUSES]
+                for r in records if r["status"] in FAILED_STATUSES]
     resume_command = None
     if state == "interrupted":
         import shlex
@@ -462,7 +538,37 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         argv = resume_argv or [str(contract_path)]
         resume_command = shlex.join(["plan", "run", *argv, "--resume", str(store.root)])
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
-                     resume_command=resume_command, resumed=resumed)
+                     resume_command=resume_command, resumed=resumed,
+                     errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
+                     heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
+                     findings=list(getattr(runner, "findings", [])))
+
+
+def arms_without_value(contract, records: list[dict]) -> list[str]:
+    """Arms (the baseline first) with not one usable confirmation value: nothing to decide them on.
+
+    Usable: a completed confirmation trial with a finite final value of the decision
+    metric, or a diverged one when the contract sets failures.diverged_value.
+    """
+    metric, diverged_value = contract.metric.decision_metric, contract.failures.diverged_value
+    usable = set()
+    for r in records:
+        if r.get("phase") != "confirm":
+            continue
+        value = final_value(r, metric)
+        diverged = r.get("status") == "diverged" or (value is not None and not math.isfinite(value))
+        if (diverged and diverged_value is not None) or (r.get("status") == "completed" and not diverged
+                                                          and value is not None):
+            usable.add(r.get("arm"))
+    return [arm.name for arm in contract.all_arms if arm.name not in usable]
+
+
+def _heldout_exposures(contract, records: list[dict]) -> int:
+    """Tuning trials that reported metric.heldout: one per trial (the ledger's `tuning_exposures`)."""
+    from planner._store.read import heldout_tuning_trials
+
+    return len(heldout_tuning_trials(records, contract.metric.heldout))
+
 
 
 def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:
@@ -497,25 +603,16 @@ def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
 
 
 
-def _read_json_file(path: Path) -> dict | None:
-    import json
-
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
     """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
     from planner._contract.paths import config_diff
+    from planner._store.read import read_yaml
 
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"
-        try:
-            logged = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            raise RunError(f"{path} is missing or unreadable; cannot resume this run") from None
+        logged = read_yaml(path, root=run_dir)
+        if logged is None:
+            raise RunError(f"{path} is missing; cannot resume this run")
         diff = config_diff(logged, config)
         if diff:
             key, was, now = diff[0]
@@ -524,12 +621,9 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
-    import json
+    from planner._store.read import RunFolder
 
-    try:
-        return json.loads((Path(run_dir) / "state.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return RunFolder(Path(run_dir)).state() or {}
 
 
 def read_records(run_dir: str | os.PathLike) -> list[dict]:
@@ -546,6 +640,19 @@ def format_result(result: RunResult) -> str:
     if result.failures:
         lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+    for finding in result.findings:
+        lines.append(f"warning:    {finding['message']}")
+    for group in result.errors[:5]:
+        lines.append(f"error:      {group['error']} (in {group['count']} trial{'s' if group['count'] > 1 else ''}, "
+                     f"first {group['first']})")
+    if result.heldout_exposures:
+        lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
+                     f"{result.heldout!r}: test exposure (one per trial; see plan status)")
+    if result.no_value_arms and result.state == "completed":
+        lines.append(f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
+                     f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
+                     f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
+                                                           if len(result.errors) == 1 else ""))
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:
@@ -564,6 +671,7 @@ def format_result(result: RunResult) -> str:
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
     from planner._lineage.record import forking_lines
+    from planner._store.read import RunFolder
 
-    lines += [f"lineage:    {line}" for line in forking_lines(_read_json_file(result.run_dir / "lineage.json"))]
+    lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
     return "\n".join(lines)

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner._plan.pilot import final_value
+from planner._core.records import final_value
 from planner._plan.trials import confirm_trial_id
 from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
@@ -61,10 +61,18 @@ def _number(x: float) -> float | None:
 
 
 def _look_json(step) -> dict[str, Any]:
-    return {"look": step.look + 1, "n_baseline": step.n_baseline, "n_arm": step.n_arm,
-            "effect": _number(step.effect), "ci_low": _number(step.ci_low), "ci_high": _number(step.ci_high),
-            "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
-            "conditional_power": _number(step.conditional_power), "action": step.action}
+    """One look of decisions.json; `note` says why a bound is missing (no alpha at this look, no spread)."""
+    from planner._stats.sequential import NO_STOP
+
+    out = {"look": step.look + 1, "n_baseline": step.n_baseline, "n_arm": step.n_arm,
+           "effect": _number(step.effect), "ci_low": _number(step.ci_low), "ci_high": _number(step.ci_high),
+           "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
+           "conditional_power": _number(step.conditional_power), "action": step.action}
+    if not math.isfinite(step.t_bound):
+        out["note"] = NO_STOP
+    elif not math.isfinite(step.ci_low) and math.isfinite(step.effect):
+        out["note"] = "degenerate spread: no seed-to-seed variation yet"
+    return out
 
 
 @dataclass

@@ -7,12 +7,12 @@ ended trial (no terminal, or piped output), `QuietDisplay` prints nothing.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from planner._core.records import error_of, finite_final_value
 from planner._core.text import clock
 
 FAILED = ("failed", "protocol_error", "timeout", "oom")
@@ -42,6 +42,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.phase = "starting"
         self.notes: list[str] = []
+        self.errors: dict[str, int] = {}  # "Type: message" of failed trials -> how many so far
 
     def cell(self, phase: str, arm: str) -> Cell:
         return self.cells.setdefault((phase, arm), Cell())
@@ -62,6 +63,9 @@ class Progress:
         cell.failed += status in FAILED
         cell.diverged += status == "diverged"
         cell.early_stopped += status == "early_stopped"
+        error = error_of(record)
+        if error is not None:
+            self.errors[error] = self.errors.get(error, 0) + 1
         if status != "completed":
             return
         metric = self.metric if record["phase"] == "tune" else self.decision_metric
@@ -86,13 +90,16 @@ class Progress:
         return f"{self.phase}: {ended}/{planned} trials ended, {clock(self.elapsed)}{budget} elapsed"
 
 
-def last_value(record: dict, metric: str) -> float | None:
-    for report in reversed(record.get("reports", [])):
-        if metric in report.get("metrics", {}):
-            value = report["metrics"][metric]
-            value = float(value)
-            return value if math.isfinite(value) else None
-    return None
+last_value = finite_final_value  # the one final value (planner's record policy), finite for display
+
+
+def failure_text(progress: Progress, record: dict) -> str:
+    """": KeyError: 'lr'" for a failed trial, with how many trials have failed with it so far; else ""."""
+    error = error_of(record)
+    if error is None:
+        return ""
+    count = progress.errors.get(error, 1)
+    return f": {error}" + (f" [{count} trials so far]" if count > 1 else " [first occurrence]")
 
 
 
@@ -157,7 +164,7 @@ class LineDisplay(QuietDisplay):
         value = last_value(record, metric)
         ended, planned = p.totals()
         shown = f" {metric}={_fmt(value)}" if value is not None else ""
-        print(f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown} "
+        print(f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
               f"(exposure {record['exposure']}; {ended}/{planned} ended)", file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
@@ -186,6 +193,8 @@ class LiveDisplay(QuietDisplay):
         return False
 
     def update(self, record: dict | None = None) -> None:
+        if record is not None and error_of(record) is not None and self.progress.errors.get(error_of(record)) == 1:
+            self.note(f"{record['trial_id']} {record['status']}{failure_text(self.progress, record)}")
         self.live.refresh()
 
     def note(self, text: str) -> None:

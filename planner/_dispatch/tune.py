@@ -59,6 +59,7 @@ class Sweep:
     space: dict[str, Any]  # {dotted key: optuna distribution}
     sampler: Any  # an optuna sampler
     evaluated: list[tuple[dict, float]] = field(default_factory=list)  # finished trials of a resumed sweep
+    raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
 
 
 @dataclass
@@ -241,7 +242,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
                     self.next[k] += 1
                     params = self.searchers[k].suggest(trial_id)
                     params = {key: _plain(value) for key, value in params.items()}
-                    spec = _with_params(template, params)
+                    spec = _with_params(template, params, sweeps[k].raw)
                     self.of_trial[trial_id] = (k, spec)
                     return {"planner_spec": asdict(spec)}
             return Searcher.FINISHED
@@ -381,6 +382,7 @@ def _run_tuning(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, e
             duration = reports[-1]["time_s"] if reports else 0.0
             record = make_record(spec, status, None, attempts, errors, meta.get("started", utc_now()), duration,
                                  reports)
+            record["violations"] = list(meta.get("violations", []))  # an early stop keeps what it broke
             record["host"] = meta.get("host", record["host"])
             record["pid"] = meta.get("pid", record["pid"])
             record["node_id"] = meta.get("node_id", record.get("node_id"))
@@ -508,12 +510,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _with_params(template: TrialSpec, params: dict[str, Any]) -> TrialSpec:
+def _with_params(template: TrialSpec, params: dict[str, Any], raw: dict[str, Any] | None = None) -> TrialSpec:
     from planner._contract.paths import apply_params
 
     data = asdict(template)
     data["params"] = params
-    data["config"] = apply_params(template.config, params)
+    data["config"] = apply_params(template.config, params, raw)
     return TrialSpec(**data)
 
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from planner._core.errors import UsageError
+from planner._core.records import finite_final_value
 from planner._store import read as rf
 
 
@@ -92,24 +93,11 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
     for r in records:
         if r.get("phase") != "confirm" or r.get("status") != "completed":
             continue
-        value = final_value(r, metric)
+        value = finite_final_value(r, metric)  # a spread needs usable numbers
         if value is not None and isinstance(r.get("seed"), int):
             values.setdefault(str(r.get("arm")), {})[r["seed"]] = value
     timing = _timing(records, folder.events().records)
     return Pilot(str(folder.path), metric, rf.contract_get(contract, "baseline.name"), arms, values, timing)
-
-
-def final_value(record: dict[str, Any], metric: str) -> float | None:
-    """The last reported value of `metric` in a trial record; None when absent or not finite."""
-    for report in reversed(rf.reports_of(record)):
-        metrics = report.get("metrics") if isinstance(report, dict) else None
-        if isinstance(metrics, dict) and metric in metrics:
-            try:
-                value = float(metrics[metric])
-            except (TypeError, ValueError):
-                return None
-            return value if math.isfinite(value) else None
-    return None
 
 
 def _last_per_trial(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

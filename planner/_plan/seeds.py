@@ -34,9 +34,11 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
     if test != "paired":
         counts = ", ".join(f"{arm} {len(v)}" for arm, v in values.items())
         try:
-            return pilot_sd({a: list(v.values()) for a, v in values.items()}), f"pooled seed-to-seed sd of {pilot.metric} over the pilot's arms ({counts} seeds)"
+            sd = pilot_sd({a: list(v.values()) for a, v in values.items()})
         except ValueError as error:
             raise UsageError(f"the pilot {pilot.run_dir}: {error}") from None
+        _no_spread(pilot, sd, "every seed of each arm gave the same value", counts)
+        return sd, f"pooled seed-to-seed sd of {pilot.metric} over the pilot's arms ({counts} seeds)"
     base = values.get(pilot.baseline or "", {})
     squares, dof, used = 0.0, 0, []
     for arm, by_seed in values.items():
@@ -52,8 +54,20 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
         raise UsageError(
             f"the pilot {pilot.run_dir} has no arm with 2 seeds that the baseline {pilot.baseline!r} also has: "
             "the paired test needs the sd of per-seed differences; give it with --sd")
+    _no_spread(pilot, math.sqrt(squares / dof), "every seed gave the same difference arm - "
+               f"{pilot.baseline}", ", ".join(used))
     return (math.sqrt(squares / dof),
             f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} seeds)")
+
+
+def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
+    """A pilot whose seeds show no spread cannot plan seeds: say what it showed (not the --sd wording)."""
+    if sd > 0:
+        return
+    raise UsageError(
+        f"the pilot {pilot.run_dir} shows no seed-to-seed spread in {pilot.metric}: {what} ({counts} seeds), so "
+        "there is no noise to plan seeds against. The trainable may ignore its seed (then every confirmation is "
+        "the same run), or the metric is too coarse; fix that and run the pilot again, or give a spread with --sd")
 
 
 def power_summary(contract, sd: float, *, sd_source: str = "given with --sd") -> dict[str, Any]:

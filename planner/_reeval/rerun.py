@@ -39,8 +39,8 @@ from planner._core.errors import (
     RunError,
     UsageError,
 )
+from planner._core.records import finite_final_value
 from planner._dispatch.session import trainable_search_path
-from planner._plan.pilot import final_value
 
 FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom", "not_run")
 CODE_KEYS = ("commit", "dirty", "diff_sha256", "trainable_source_sha256", "trainable_file")
@@ -133,11 +133,11 @@ def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None
                  tolerance: float) -> SeedRow:
     """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <= tolerance."""
     new_status = new.get("status", "failed") if new else "not_run"
-    new_value = final_value(new, metric) if new else None
+    new_value = finite_final_value(new, metric) if new else None
     if logged is None:
         return SeedRow(seed, trial_id, None, None, new_status, new_value, None, None)
     logged_status = str(logged.get("status"))
-    logged_value = final_value(logged, metric)
+    logged_value = finite_final_value(logged, metric)
     diff = None if logged_value is None or new_value is None else new_value - logged_value
     if new_status in FAILED_STATUSES and logged_status not in FAILED_STATUSES:
         reproduced = None  # it did not run: no evidence either way
@@ -333,7 +333,7 @@ def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, floa
     """seed -> the final decision-metric value of the arm's completed confirmation trials."""
     return {r["seed"]: v for r in records if r.get("phase") == "confirm" and r.get("arm") == arm
             and r.get("status") == "completed" and isinstance(r.get("seed"), int)
-            for v in [final_value(r, metric)] if v is not None}
+            for v in [finite_final_value(r, metric)] if v is not None}
 
 
 def _frozen_contract(folder):
@@ -361,7 +361,8 @@ def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes
     stored = folder.configs().get(arm)
     from_files = None
     if stored is not None:
-        from_files = apply_params(stored, selection.get("params") or {}) if contract.tuning else stored
+        raw = folder.unresolved_configs().get(arm)  # interpolations: the params go in before resolving
+        from_files = apply_params(stored, selection.get("params") or {}, raw) if contract.tuning else stored
     if logged:
         configs = [r.get("config") for r in logged.values()]
         if any(c != configs[0] for c in configs[1:]):
@@ -407,7 +408,10 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     from planner._store.writer import RunStore, utc_now
 
     c = plan.contract
+    from planner._core.redact import Redactor
+
     store = RunStore.open(plan.run_dir)
+    store.redactor = Redactor.for_run(c.frozen(), *plan.arm_configs.values())  # what a run scrubs, a reeval scrubs
     store.lock("plan reeval")
     previous_term = claim_stop_signals()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
     started = utc_now()

@@ -113,6 +113,8 @@ def render_html(results: RunResults) -> str:
     parts.append(_table(["arm", "overrides", "config diff vs the baseline"], rows))
 
     parts.append("<h2>Decisions</h2>")
+    parts += [f"<p class='bad'><b>Warning: {_e(f.get('message') or f.get('kind'))}.</b></p>"
+              for f in s.get("findings") or []]
     if s["decisions"]:
         rows = [[_e(d["arm"]), _badge(d["decision"]), _f(d["effect"]), f"[{_f(d['ci_low'])}, {_f(d['ci_high'])}]",
                  _f(d["p_value"]), _f(d["alpha_adjusted"]), _f(d["n_baseline"]), _f(d["n_arm"]), _e(d["reason"] or "")]
@@ -232,6 +234,7 @@ def render_html(results: RunResults) -> str:
 
     title = f"{s['name']} / {s['run_id']}: run report"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="generator" content="planner report">'
             f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
             + "\n".join(parts) + "\n</body></html>\n")
 

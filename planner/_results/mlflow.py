@@ -100,7 +100,7 @@ def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
             f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
 
 
-def _log(mlflow, run: RunFolder, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
+def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
     from mlflow.entities import Metric, Param, RunTag
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
@@ -218,8 +218,8 @@ def _existing_runs(client, experiment_id: str, run_id: str) -> dict[tuple[str, s
 
 
 @dataclass
-class RunFolder:
-    """What MLflow needs from a run folder (docs/run-folder.md)."""
+class MlflowRun:
+    """What MLflow needs from a run folder (docs/run-folder.md), as planner._store.read reads it."""
 
     path: Path
     run_id: str
@@ -294,65 +294,37 @@ class RunFolder:
         return {TAG_PREFIX + k: v for k, v in tags.items() if v is not None}
 
 
-def read_run_folder(run_dir: str | Path) -> RunFolder:
-    """Read a run folder; a missing run.json is an error, the rest may be absent or partial."""
+def read_run_folder(run_dir: str | Path) -> MlflowRun:
+    """Read a run folder through the one reader; a missing run.json is an error, the rest may be absent or partial.
+
+    trials.jsonl by the one JSON-lines policy (docs/run-folder.md); a trial logged twice counts with its
+    last record, as for every reader. `lines_skipped` counts the lines that policy skipped.
+    """
+    from planner._store import read as rf
+
     path = Path(run_dir).resolve()
-    run = _read_json(path / "run.json", required=True)
+    folder = rf.RunFolder(path)
+    run = folder.json("run.json")
+    if run is None:
+        raise MlflowTrackingError(f"{path} is not a planner run folder: it has no run.json")
     missing = [key for key in ("run_id", "name", "contract_sha256") if key not in run]
     if missing:
         raise MlflowTrackingError(f"{path / 'run.json'} lacks {', '.join(missing)}; is {path} a planner run folder?")
-    state = _read_json(path / "state.json") or {}
-    decisions_file = _read_json(path / "decisions.json") or {}
+    state = folder.state() or {}
+    decisions_file = folder.decisions() or {}
     decisions = {d["arm"]: d for d in decisions_file.get("decisions") or [] if isinstance(d, dict) and "arm" in d}
-    trials, skipped = _read_trials(path / "trials.jsonl")
-    return RunFolder(
+    read = folder.trials()
+    by_id: dict[str, dict[str, Any]] = {}
+    for record in read.records:
+        by_id[record["trial_id"]] = record  # a trial logged twice: the last record counts (docs/run-folder.md)
+    baseline = rf.contract_get(folder.contract(), "baseline.name")
+    return MlflowRun(
         path=path, run_id=str(run["run_id"]), name=str(run["name"]), contract_sha256=str(run["contract_sha256"]),
         created=run.get("created"), planner_version=run.get("planner_version"),
         state=str(state.get("state") or decisions_file.get("run_state") or "unknown"),
-        updated=state.get("updated"), identity=_read_json(path / "identity.json") or {},
-        baseline=_baseline_name(path / "contract.yaml"), decisions=decisions, trials=trials, lines_skipped=skipped)
-
-
-def _read_json(path: Path, required: bool = False) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        if required:
-            raise MlflowTrackingError(f"{path.parent} is not a planner run folder: it has no {path.name}") from None
-        return None
-    except (OSError, ValueError) as error:
-        raise MlflowTrackingError(f"cannot read {path}: {error}") from None
-
-
-def _read_trials(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Trial records by trial id (the last record of an id wins); unreadable lines are counted."""
-    if not path.exists():
-        return [], 0
-    by_id: dict[str, dict[str, Any]] = {}
-    skipped = 0
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            skipped += 1  # a torn last line, or a damaged one
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("trial_id"), str):
-            skipped += 1
-            continue
-        by_id[record["trial_id"]] = record
-    return list(by_id.values()), skipped
-
-
-def _baseline_name(path: Path) -> str | None:
-    try:
-        import yaml
-
-        frozen = yaml.safe_load(path.read_text())
-        return str(frozen["baseline"]["name"])
-    except Exception:  # no frozen contract, or an odd one: the baseline is then not marked
-        return None
+        updated=state.get("updated"), identity=folder.identity() or {},
+        baseline=None if baseline is None else str(baseline), decisions=decisions, trials=list(by_id.values()),
+        lines_skipped=len(read.notes))
 
 
 # ------------------------------------------------------------------ helpers

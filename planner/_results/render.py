@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner._results.report import render_json, render_markdown
@@ -11,6 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
 
 FORMATS = ("md", "json", "html")
+HTML_MARK = '<meta name="generator" content="planner report">'  # what marks an html file as a report
 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
@@ -34,3 +36,48 @@ def render(results: RunResults, fmt: str) -> str:
 
         return render_html(results)
     raise rf.UsageError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
+
+
+def is_report(path: Path) -> bool:
+    """True when `path` is a report `plan report` wrote (md, json or html), read without following a link."""
+    import json
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as handle:
+        import stat
+
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > 64 << 20:
+            return False
+        data = handle.read()
+    head = data[:4096].decode("utf-8", errors="replace")
+    if head.startswith("# Run report: ") or (head.startswith("<!DOCTYPE html>") and HTML_MARK in head):
+        return True
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and {"run_id", "decisions", "budget", "run_state"} <= set(doc)
+
+
+def write_report(path: str, text: str, *, force: bool = False) -> None:
+    """Write a report to `path` atomically; an existing file that is not a report is replaced only with `force`.
+
+    Nothing is left behind on failure (no temporary file); an unwritable path is a UsageError (exit 2).
+    """
+    from planner._store.files import write_atomic
+
+    target = Path(path)
+    if target.is_dir():
+        raise rf.UsageError(f"cannot write the report to {target}: it is a folder; give a file name")
+    if (target.exists() or target.is_symlink()) and not force and not is_report(target):
+        raise rf.UsageError(f"{target} exists and is not a report of plan report: it was left as it is; give "
+                            "another file name, or pass --force to replace it")
+    try:
+        write_atomic(target, text)
+    except OSError as error:
+        raise rf.UsageError(f"cannot write {target}: {error.strerror or error}") from None

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import diff_rows
-from planner._core.text import format_duration
+from planner._core.text import format_duration, terminal_safe
 from planner._store import read as rf
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -217,6 +217,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
+        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
     })
 
 
@@ -336,9 +337,18 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+_MD_SPECIAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]",
+                             "`": "\\`", "*": "\\*"})
+
+
 def _md(text: Any) -> str:
-    """A table cell: pipes escaped, one line."""
-    return " ".join(str(text).split()).replace("|", "\\|").replace("<", "&lt;")
+    """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links, code, emphasis)."""
+    return terminal_safe(" ".join(str(text).split())).translate(_MD_SPECIAL)
+
+
+def _code(text: Any) -> str:
+    """Text from the run folder as a markdown code span (its own backticks cannot end the span)."""
+    return "`" + terminal_safe(" ".join(str(text).split())).replace("`", "'") + "`"
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -377,7 +387,7 @@ def heldout_line(h: dict[str, Any]) -> str:
     if not h.get("metric"):
         return "No held-out metric is declared: the decision uses the tuning metric."
     cap = f" of at most {h['cap']}" if h.get("cap") is not None else " (no cap set: budget.max_heldout_evaluations)"
-    text = (f"`{h['metric']}` was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
+    text = (f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
             f"{h['reeval']} in re-evaluation.")
     if h.get("over_cap"):
         text += " **Over the cap.**"
@@ -405,26 +415,30 @@ def data_lines(s: dict[str, Any]) -> list[str]:
 def render_markdown(results: RunResults) -> str:
     s = summarize(results)
     acc = s["acceptance"]
-    out = [f"# Run report: {s['name']} / {s['run_id']}", ""]
-    out += [f"**Run state:** {s['run_state']}" + (f" ({s['state_reason']})" if s.get("state_reason") else "")
-            + (f", updated {s['state_updated']}" if s.get("state_updated") else ""), ""]
+    out = [f"# Run report: {_md(s['name'])} / {_md(s['run_id'])}", ""]
+    out += [f"**Run state:** {_md(s['run_state'])}" + (f" ({_md(s['state_reason'])})" if s.get("state_reason") else "")
+            + (f", updated {_md(s['state_updated'])}" if s.get("state_updated") else ""), ""]
     if s.get("lock"):
         lk = s["lock"]
-        out += [f"Locked by pid {lk.get('pid')} on {lk.get('host')} since {lk.get('started')}: the run is in progress.", ""]
-    out += ["## Hypothesis", "", str(s.get("hypothesis") or "–").strip().replace("<", "&lt;"), ""]
+        out += [f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since {_md(lk.get('started'))}: "
+                "the run is in progress.", ""]
+    out += ["## Hypothesis", "", _md(str(s.get("hypothesis") or "–").strip()), ""]
     m = s["metrics"]
-    out += [f"Factor **{s['factor']['name']}** (keys: {', '.join(s['factor']['keys'] or [])}); "
-            f"baseline **{s['baseline']}**; metric `{m['name']}` ({m['mode']}), decision on `{m['decision']}`; "
-            f"{acc['test']} test, alpha {acc['alpha']}, {acc['correction']} correction, min_effect {acc['min_effect']}.", ""]
+    out += [f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
+            f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
+            f"{_code(m['decision'])}; {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
+            f"correction, min_effect {_md(acc['min_effect'])}.", ""]
     out += ["## Arms", ""]
     for a in s["arms"]:
-        title = f"**{a['arm']}**" + (" (baseline)" if a["baseline"] else "")
-        over = ", ".join(f"`{o}`" for o in a["overrides"]) or "no overrides"
+        title = f"**{_md(a['arm'])}**" + (" (baseline)" if a["baseline"] else "")
+        over = ", ".join(_code(o) for o in a["overrides"]) or "no overrides"
         out.append(f"- {title}: {over}")
         for d in a["config_diff"]:
-            out.append(f"  - `{d['path']}`: {_fmt(d['baseline'])} → {_fmt(d['arm'])}")
+            out.append(f"  - {_code(d['path'])}: {_md(_fmt(d['baseline']))} → {_md(_fmt(d['arm']))}")
     out.append("")
     out += ["## Decisions", ""]
+    out += [f"**Warning: {f.get('message') or f.get('kind')}.**" for f in s.get("findings") or []]
+    out += [""] if s.get("findings") else []
     if s["decisions"]:
         rows = [[d["arm"], d["decision"] or "not decided", _fmt(d["effect"]), _fmt(d["ci_low"]), _fmt(d["ci_high"]),
                  _fmt(d["p_value"]), _fmt(d["alpha_adjusted"]), _fmt(d["n_baseline"]), _fmt(d["n_arm"]),
@@ -436,11 +450,12 @@ def render_markdown(results: RunResults) -> str:
         out += ["### Looks", ""]
         rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
                  _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
-                 _fmt(lk.get("statistic")), _fmt(lk.get("boundary")), lk.get("action")] for lk in s["looks"]]
+                 _fmt(lk.get("statistic")), lk.get("note") or _fmt(lk.get("boundary")), lk.get("action")]
+                for lk in s["looks"]]
         out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
         out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
     ps = s["per_seed"]
-    out += [f"## Confirmation by seed (`{ps['metric']}`)", ""]
+    out += [f"## Confirmation by seed ({_code(ps['metric'])})", ""]
     if ps["rows"]:
         rows = []
         for r in ps["rows"]:
@@ -508,7 +523,7 @@ def render_markdown(results: RunResults) -> str:
     else:
         out += ["identity.json is missing.", ""]
     if s["notes"]:
-        out += ["## Notes", ""] + [f"- {n}" for n in s["notes"]] + [""]
+        out += ["## Notes", ""] + [f"- {_md(n)}" for n in s["notes"]] + [""]
     return "\n".join(out).rstrip() + "\n"
 
 

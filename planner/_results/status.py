@@ -12,7 +12,7 @@ import socket
 from collections import Counter
 from typing import Any
 
-from planner._core.text import format_duration
+from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import read as rf
 
@@ -81,6 +81,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
+        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)],
     }
 
 
@@ -165,5 +166,6 @@ def format_status(status: dict[str, Any]) -> str:
         out.append("decisions: " + ", ".join(f"{d['arm']} {d['decision']}" for d in s["decisions"]))
     else:
         out.append("decisions: none yet")
+    out += [f"warning: {f.get('message') or f.get('kind')}" for f in s.get("findings") or []]
     out += [f"note: {n}" for n in s["notes"]]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out)) + "\n"  # text of the run folder is shown, never obeyed by the terminal

@@ -27,6 +27,7 @@ from planner._contract.paths import flatten
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
 from planner._store import read as rf
+from planner._store.files import write_atomic
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
@@ -101,7 +102,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
     info = folder.run_info()
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
-    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+    for record in folder.iter_trials(notes):
         collector.add(record)
     trials, report_frame, records = collector.frames()
     notes += collector.notes
@@ -414,6 +415,10 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
     if fmt not in ("parquet", "csv"):
         raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
     out = Path(out_dir)
+    inside = Path(results.run_dir) in (out, *out.parents)  # RUN_DIR/export: no link followed below the run folder
+    if inside and out.is_symlink():
+        raise rf.RunError(f"{out} is a symbolic link, not a folder inside the run folder: planner follows no link "
+                          "there; remove it, or export with -o to a folder of your choice")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -422,11 +427,13 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
     for name in ("trials", "reports", "decisions"):
         frame: pd.DataFrame = getattr(results, name)
         path = out / f"{name}.{fmt}"
-        tmp = path.with_name(path.name + ".tmp")
         if fmt == "parquet":
-            frame.to_parquet(tmp, index=False)
+            data = frame.to_parquet(index=False)
         else:
-            frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
+            data = frame.to_csv(index=False)
+        try:
+            write_atomic(path, data, root=results.run_dir if inside else None)
+        except OSError as error:
+            raise rf.UsageError(f"cannot write {path}: {error.strerror or error}") from None
         paths.append(path)
     return paths

@@ -23,6 +23,14 @@ Tests:
 
 Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 "CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
+
+Degenerate spread: when the values a test measures the effect against do not
+vary (paired: every seed gives the same difference; welch and bootstrap: each
+arm gives the same value on every seed), up to the float resolution of the
+values, there is no seed-to-seed noise to weigh the effect against. A CI of
+width zero and p = 0 would read as certainty; instead the test returns an
+unbounded CI and p = NaN, so a degenerate spread never yields accept or reject
+by itself (the decision is inconclusive and its reason says why).
 """
 
 from __future__ import annotations
@@ -36,10 +44,20 @@ from typing import Any, Literal
 import numpy as np
 from scipy import special
 
+from planner._stats.attainable import (  # their home is attainable (light, for validate); re-exported here
+    MAX_ENUMERATED_SPLITS,
+    attainable_alpha,  # noqa: F401
+    smallest_p_value,
+)
+
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]
 Correction = Literal["holm", "bonferroni", "none"]
 Verdict = Literal["accept", "reject", "inconclusive", "incomplete", "invalid"]
+
+# The decision values of decisions.json. `invalid`: the data cannot support any verdict
+# (the seeds did not vary the run, a data violation); the reason says which.
+VERDICTS = ("accept", "reject", "inconclusive", "incomplete", "invalid")
 
 TESTS = ("welch", "paired", "bootstrap")
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -48,8 +66,7 @@ DECISION_KEYS = (
     "alpha_adjusted", "n_baseline", "n_arm", "reason",
 )  # fmt: skip
 
-# Permutation test: enumerate every split up to this many, else draw this many at random.
-MAX_ENUMERATED_SPLITS = 20_000
+# Permutation test: enumerate every split up to MAX_ENUMERATED_SPLITS, else draw this many at random.
 RANDOM_PERMUTATIONS = 9_999
 
 
@@ -66,6 +83,11 @@ class Comparison:
     n_baseline: int
     n_arm: int
     n_unpaired: int = 0  # paired test: seeds only one side had, dropped
+
+    @property
+    def degenerate(self) -> bool:
+        """No spread to weigh the effect against (see the module doc): the CI is unbounded and p is NaN."""
+        return math.isnan(self.p_value)
 
 
 @dataclass(frozen=True)
@@ -195,15 +217,25 @@ def _pair(base, treated, baseline_seeds, arm_seeds):
 # scalar or one level per experiment.
 
 
-def _t_interval(effect, se, df, alpha):
-    """CI and two-sided p of effect / se ~ t(df); se == 0 gives a point CI."""
+# A spread within this many float steps of the values' magnitude is float noise, not spread:
+# equal decimal differences (0.81 - 0.80 and 0.91 - 0.90) give an sd near 1e-17, not 0.
+FLOAT_NOISE_STEPS = 1024
+
+
+def no_spread(spread, *values) -> np.ndarray:
+    """Per row: is `spread` zero up to the float resolution of `values` (arrays, rows = experiments)?"""
+    scale = np.max([np.abs(v).max(axis=-1) for v in values], axis=0)
+    return np.asarray(spread) <= FLOAT_NOISE_STEPS * np.finfo(float).eps * scale
+
+
+def _t_interval(effect, se, df, alpha, degenerate):
+    """CI and two-sided p of effect / se ~ t(df); a degenerate row gets (-inf, inf) and p NaN."""
     with np.errstate(divide="ignore", invalid="ignore"):  # scipy.special: stats.t's ufuncs, less overhead
         half = special.stdtrit(df, 1 - np.asarray(alpha) / 2) * se
         p = 2 * special.stdtr(df, -np.abs(effect) / se)
-    degenerate = se == 0
-    half = np.where(degenerate, 0.0, half)
-    p = np.where(degenerate, np.where(effect == 0, 1.0, 0.0), p)
-    return effect, effect - half, effect + half, np.minimum(p, 1.0)
+    half = np.where(degenerate, np.inf, half)
+    p = np.where(degenerate, np.nan, np.minimum(p, 1.0))
+    return effect, effect - half, effect + half, p
 
 
 def welch_df(se2_arm, se2_base, n_arm, n_base):
@@ -230,12 +262,19 @@ def _paired_parts(base: np.ndarray, arm: np.ndarray):
     return diff.mean(axis=-1), se, np.full(se.shape, n - 1.0)
 
 
+def degenerate_rows(base: np.ndarray, arm: np.ndarray, test: str) -> np.ndarray:
+    """Rows whose spread is zero (module doc): paired, the differences'; otherwise each arm's own."""
+    if test == "paired":
+        return no_spread((arm - base).std(axis=-1), base, arm)
+    return no_spread(np.maximum(base.std(axis=-1), arm.std(axis=-1)), base, arm)
+
+
 def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
-    return _t_interval(*_welch_parts(base, arm), alpha)
+    return _t_interval(*_welch_parts(base, arm), alpha, degenerate_rows(base, arm, "welch"))
 
 
 def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
-    return _t_interval(*_paired_parts(base, arm), alpha)
+    return _t_interval(*_paired_parts(base, arm), alpha, degenerate_rows(base, arm, "paired"))
 
 
 def permutation_splits(n_arm: int, n_baseline: int, rng_seed: int = 0,
@@ -268,7 +307,9 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     (lower), and the CI bounds are order statistics of d.
     """
     n_a, n_b = arm.shape[-1], base.shape[-1]
+    degenerate = degenerate_rows(base, arm, "bootstrap")
     pooled = np.concatenate([arm, base], axis=-1)
+    pooled = pooled - pooled.mean(axis=-1, keepdims=True)  # shift-free: the tie tolerance below is scale-free
     arm_sums = pooled @ splits.T.astype(float)  # (experiments, splits)
     stat = arm_sums / n_a - (pooled.sum(axis=-1, keepdims=True) - arm_sums) / n_b
     observed = stat[:, :1]
@@ -277,7 +318,8 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     same = slope == 0
     n_splits, n_same = len(splits), int(same.sum())
     gap = observed - stat
-    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a tie
+    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a
+    # tie; the values are centred, so the tolerance follows their spread, not their offset
     gap = np.where(np.abs(gap) <= 1e-9 * np.abs(pooled).max(axis=-1, keepdims=True), 0.0, gap)
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = gap / np.where(same, 1.0, slope)
@@ -296,25 +338,8 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     p = np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
     # the inverted CI holds the observed effect (p = 1 there); a crossing one ulp off it is rounding
     low, high = np.minimum(low, observed[:, 0]), np.maximum(high, observed[:, 0])
-    return observed[:, 0], low, high, p
-
-
-def attainable_alpha(n_arm: int, n_baseline: int, alpha: float) -> float:
-    """The two-sided level the bootstrap (permutation) test really has at nominal alpha.
-
-    Its one-sided p takes values k / C(n_a + n_b, n_a), so "CI low > 0" happens
-    with probability floor(alpha / 2 * C) / C under no effect; 0 means never.
-    With random splits (large C) the level is alpha.
-    """
-    splits = math.comb(n_arm + n_baseline, n_arm)
-    if splits > MAX_ENUMERATED_SPLITS:
-        return alpha
-    return 2 * math.floor(alpha / 2 * splits + 1e-9) / splits
-
-
-def smallest_p_value(n_arm: int, n_baseline: int) -> float:
-    """The smallest two-sided p the bootstrap (permutation) test can give."""
-    return min(1.0, 2 / math.comb(n_arm + n_baseline, n_arm))
+    low, high = np.where(degenerate, -np.inf, low), np.where(degenerate, np.inf, high)
+    return observed[:, 0], low, high, np.where(degenerate, np.nan, p)
 
 
 def _percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int):
@@ -335,11 +360,25 @@ def _percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boo
 # --------------------------------------------------------------------------- the rule
 
 
+def reaches(value, min_effect: float):
+    """value >= min_effect, up to float noise: 0.81 - 0.80 (0.010000000000000009) and
+    0.00999999999999995 both reach 0.01, as they print. NaN reaches nothing."""
+    return np.asarray(value) >= min_effect - 1e-9 * abs(min_effect)
+
+
+def below(value, min_effect: float):
+    """value < min_effect beyond float noise (the negation of `reaches`, except NaN is not below either)."""
+    return np.asarray(value) < min_effect - 1e-9 * abs(min_effect)
+
+
 def verdict(effect, ci_low, ci_high, min_effect: float):
-    """The contract's rule on arrays: 'accept' | 'reject' | 'inconclusive' per element."""
+    """The contract's rule on arrays: 'accept' | 'reject' | 'inconclusive' per element.
+
+    An unbounded CI (a degenerate spread, or too few seeds for the bootstrap test) is never accept or reject.
+    """
     effect, ci_low, ci_high = np.broadcast_arrays(effect, ci_low, ci_high)
-    accept = (ci_low > 0) & (effect >= min_effect)
-    reject = ci_high < min_effect
+    accept = (ci_low > 0) & reaches(effect, min_effect)
+    reject = below(ci_high, min_effect)
     return np.where(accept, "accept", np.where(reject, "reject", "inconclusive"))
 
 
@@ -430,6 +469,22 @@ def decide(
     return decisions
 
 
+def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str) -> str | None:
+    """Why `arm` is `invalid` when the seeds did not vary the baseline's or the arm's run, else None
+    (for `mark_invalid`).
+
+    arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such values have
+    no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither accepted nor rejected.
+    """
+    said = [f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
+            f"{arms_identical[a]} seeds" for a in (baseline, arm) if a in arms_identical]
+    if not said:
+        return None
+    return (f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. The trainable "
+            "ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed noise to "
+            "test an effect against. Make the trainable seed its randomness from the trial's seed and run again.")
+
+
 _STATUS_PHRASES = {
     "failed": "failed",
     "timeout": "timed out",
@@ -482,6 +537,13 @@ def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Co
 
 
 def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) -> str:
+    if c.degenerate:
+        what = ("every seed gave the same difference between the arms" if c.test == "paired"
+                else "each arm gave the same value on every seed")
+        return (f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but {what}: with no "
+                "seed-to-seed spread there is no noise to weigh the effect against, and a CI of width zero "
+                "is no evidence (degenerate spread). Inconclusive: add seeds, or measure the metric more "
+                "finely (a coarse metric, such as accuracy on few examples, ties).")
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
     said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     if decision == "accept":

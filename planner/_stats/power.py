@@ -225,10 +225,18 @@ def draw(distribution: str, size, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(f"unknown distribution {distribution!r}")
 
 
+def quantize(values: np.ndarray, grid: float | None, level: float = 0.0) -> np.ndarray:
+    """`level + values` rounded to multiples of `grid` (a coarse metric: accuracy on 100 examples is grid 0.01);
+    no grid: the values as they are. The rounding is done as a metric is: to the nearest k * grid, in floats."""
+    if grid is None:
+        return values
+    return np.round((level + values) / grid) * grid
+
+
 def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
              sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
              rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
-             arm_sd_ratio: float = 1.0) -> SimulatedRates:  # fmt: skip
+             arm_sd_ratio: float = 1.0, grid: float | None = None, level: float = 0.9) -> SimulatedRates:  # fmt: skip
     """Run `sims` experiments of n seeds per arm through the deciding code.
 
     The arm's values are the baseline's noise distribution shifted by `effect`
@@ -237,7 +245,9 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
     differences is sd * sqrt(2 * (1 - correlation)). `permutations`: random
     splits the bootstrap test draws when it cannot list them all (fewer make
     the simulation cheaper and stay valid). `arm_sd_ratio` scales the arm's
-    noise: a null where the arm changes the spread but not the mean.
+    noise: a null where the arm changes the spread but not the mean. `grid`:
+    the metric is quantized around `level` (see `quantize`), which makes ties
+    and zero spreads common.
     """
     rng = np.random.default_rng(rng_seed)
     splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
@@ -248,6 +258,7 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
         own = math.sqrt(1 - correlation)
         base = sd * (shared + own * draw(distribution, (rows, n), rng))
         arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
+        base, arm = quantize(base, grid, level), quantize(arm, grid, level)
         if test == "welch":
             est, low, high, _ = _welch_t(base, arm, alpha)
         elif test == "paired":

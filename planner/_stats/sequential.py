@@ -64,11 +64,12 @@ from planner._stats.decide import (
     _pair,
     _paired_parts,
     _welch_parts,
+    degenerate_rows,
     verdict,
     welch_df,
 )
 from planner._stats.looks import look_sizes
-from planner._stats.power import draw
+from planner._stats.power import draw, quantize
 
 Spending = Literal["obrien_fleming", "pocock"]
 Action = Literal["continue", "accept", "reject", "inconclusive", "stop_futility"]
@@ -276,12 +277,23 @@ class SequentialStep:
 
 
 def _look_statistics(base, arm, test, nominal_p):
-    """Vectorized: effect, se, t statistic and t bound per row at one look."""
+    """Vectorized: effect, se, t statistic and t bound per row at one look.
+
+    A row with a degenerate spread (decide's rule) gets se = NaN: its repeated CI
+    is unbounded, so it never stops for efficacy or futility and is inconclusive at
+    the last look. A look with no alpha to spend (nominal p 0) has an infinite bound.
+    """
     effect, se, df = (_paired_parts if test == "paired" else _welch_parts)(base, arm)
-    bound = special.stdtrit(np.where(np.isfinite(df), df, 1.0), 1 - nominal_p)
+    se = np.where(degenerate_rows(base, arm, test), np.nan, se)
     with np.errstate(divide="ignore", invalid="ignore"):
-        statistic = np.where(se > 0, effect / se, np.sign(effect) * np.inf)
+        bound = special.stdtrit(np.where(np.isfinite(df), df, 1.0), 1 - (nominal_p if nominal_p > 0 else 0.0))
+        statistic = effect / se
     return effect, se, statistic, bound
+
+
+def no_stop_possible(nominal_p: float) -> bool:
+    """A look the spending function gives no alpha: it can never stop for efficacy."""
+    return not nominal_p > 0
 
 
 def _conditional_power(statistic, se, fraction, final_z, min_effect, n_now, n_final):
@@ -302,13 +314,16 @@ def _actions(k, design: Design, effect, se, statistic, bound, min_effect):
     contract's rule decides: accept, or inconclusive when the effect is below
     min_effect), at a futility stop, or at the last look.
     """
-    low, high = effect - bound * se, effect + bound * se
+    with np.errstate(invalid="ignore"):
+        half = np.where(np.isnan(se) | np.isinf(bound), np.inf, bound * se)
+    low, high = effect - half, effect + half
     verdicts = verdict(effect, low, high, min_effect)
     decided = np.where(verdicts == "accept", 1, np.where(verdicts == "reject", 2, 3))
     if k == design.looks - 1:
         return decided, low, high, np.full(effect.shape, np.nan)
     n_now, n_final = design.look_sizes[k], design.n_seeds
     cp = _conditional_power(statistic, se, n_now / n_final, design.z_bounds[-1], min_effect, n_now, n_final)
+    cp = np.where(np.isnan(se), np.nan, cp)  # no spread: no conditional power either
     futile = design.futility & ((cp < design.futility_power) | (high < min_effect))
     return np.where(low > 0, decided, np.where(futile, 4, 0)), low, high, cp
 
@@ -342,12 +357,24 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
         ci_high=float(high[0]), statistic=float(statistic[0]), t_bound=float(bound[0]),
         conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm), alpha=design.alpha,
         reason=_reason(look, design, action, decision, float(effect[0]), float(low[0]), float(high[0]),
-                       float(cp[0]), min_effect),
+                       float(cp[0]), min_effect, degenerate=bool(np.isnan(se[0]))),
     )  # fmt: skip
 
 
-def _reason(look, design, action, decision, effect, low, high, cp, min_effect) -> str:
-    said = f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, repeated CI {low:.4g} to {high:.4g}"
+NO_STOP = "no stop possible at this look"
+
+
+def _reason(look, design, action, decision, effect, low, high, cp, min_effect, degenerate=False) -> str:
+    if degenerate:
+        said = (f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
+                "(degenerate spread: a CI of width zero is no evidence)")
+        if action == "continue":
+            return f"{said}; run the next batch of seeds."
+        return f"{said}: inconclusive; add seeds, or measure the metric more finely."
+    if no_stop_possible(design.nominal_p[look]):
+        said = f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, {NO_STOP} (the spending function gives it no alpha)"
+    else:
+        said = f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, repeated CI {low:.4g} to {high:.4g}"
     if action == "continue":
         return f"{said}; not yet decisive, run the next batch of seeds."
     early = look < design.looks - 1
@@ -378,9 +405,11 @@ class SimulatedDesign:
 
 def simulate_design(design: Design, effect: float, *, min_effect: float, sd: float = 1.0,
                     sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
-                    rng_seed: int = 0, z_only: bool = False) -> SimulatedDesign:  # fmt: skip
+                    rng_seed: int = 0, z_only: bool = False, grid: float | None = None,
+                    level: float = 0.9) -> SimulatedDesign:  # fmt: skip
     """Run `sims` sequential confirmations through the same vectorized code.
 
+    grid, level: a quantized metric (planner._stats.power.quantize).
     z_only: compare the t statistic with the z bounds themselves (the design
     without the small-n t correction), to show what the correction buys.
     """
@@ -390,6 +419,7 @@ def simulate_design(design: Design, effect: float, *, min_effect: float, sd: flo
     own = math.sqrt(1 - correlation)
     base = sd * (shared + own * draw(distribution, (sims, n), rng))
     arm = effect + sd * (shared + own * draw(distribution, (sims, n), rng))
+    base, arm = quantize(base, grid, level), quantize(arm, grid, level)
     code = np.zeros(sims, dtype=int)
     detected = np.zeros(sims, dtype=bool)
     seeds = np.full(sims, n)

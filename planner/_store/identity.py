@@ -11,18 +11,18 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from planner._core.redact import REDACTED, Redactor, looks_secret
+
 PACKAGES = ("planner", "ray", "optuna", "hydra-core", "omegaconf", "pydantic", "numpy", "pandas",
             "scipy", "scikit-learn", "torch")
 ENV_ALLOW = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
              "RAY_ADDRESS", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
-_SECRET = re.compile(r"token|secret|passw|key|credential|auth", re.IGNORECASE)
 
 
 def env_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -30,14 +30,14 @@ def env_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
     out = {}
     for name in ENV_ALLOW:
         if name in environ:
-            out[name] = "<redacted>" if _SECRET.search(name) else environ[name]
+            out[name] = REDACTED if looks_secret(name) else environ[name]
     if "RAY_ADDRESS" in out:
         out["RAY_ADDRESS"] = _strip_userinfo(out["RAY_ADDRESS"])
     return out
 
 
 def _strip_userinfo(address: str) -> str:
-    return re.sub(r"//[^/@]*@", "//<redacted>@", address)
+    return Redactor().text(address)
 
 
 def packages() -> dict[str, str]:

@@ -7,24 +7,30 @@
 - `append_line(handle, line)`: one whole line, flushed and fsync'd. When the
   write fails (ENOSPC, EIO), the file is truncated back to where it was, so a
   failed append never leaves half a record behind; then the error goes on.
+
+Files are opened through planner._store.files: a link, a FIFO or a device in
+the place of a JSON-lines file is refused (RunError), never followed. How the
+lines are read back is the one policy of planner._store.read.iter_jsonl.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+from planner._store.files import open_inside
 
 
 def torn_tail(path: Path) -> tuple[int, bytes]:
     """(offset just after the last newline, the bytes after it): a torn last line, or b"" when whole."""
     try:
-        size = path.stat().st_size
+        fd = open_inside(path.parent, path)  # a link or a FIFO as trials.jsonl is refused, never followed
     except FileNotFoundError:
         return 0, b""
-    if size == 0:
-        return 0, b""
-    with open(path, "rb") as handle:
+    size = os.fstat(fd).st_size
+    with os.fdopen(fd, "rb") as handle:
+        if size == 0:
+            return 0, b""
         end = size
         while end > 0:
             start = max(0, end - (1 << 16))
@@ -47,10 +53,12 @@ def heal(path: Path) -> bytes:
     """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole)."""
     keep, torn = torn_tail(path)
     if torn:
-        with open(path, "r+b") as handle:
-            handle.truncate(keep)
-            handle.flush()
-            os.fsync(handle.fileno())
+        fd = open_inside(path.parent, path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return torn
 
 
@@ -60,7 +68,7 @@ class AppendFile:
     def __init__(self, path: Path):
         heal(path)
         self.path = path
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.fd = open_inside(path.parent, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
 
     def write_line(self, line: str, sync: bool = True) -> None:
         data = memoryview(line.encode("utf-8"))
@@ -90,28 +98,6 @@ def open_for_append(path: Path) -> AppendFile:
 
 def append_line(handle: AppendFile, line: str, sync: bool = True) -> None:
     handle.write_line(line, sync=sync)
-
-
-def whole_records(path: Path) -> tuple[list[dict], int]:
-    """Every line that parses as a JSON object, and how many lines did not."""
-    out, bad = [], 0
-    if not path.exists():
-        return out, bad
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                value = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            if isinstance(value, dict):
-                out.append(value)
-            else:
-                bad += 1
-    return out, bad
 
 
 def locked_append(path: Path, line: str) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from planner._core.errors import RunLockedError
 from planner._core.text import utc_now
+from planner._store.files import open_inside, read_inside, unlink_inside
 
 
 def boot_id() -> str | None:
@@ -46,11 +47,11 @@ def process_started(pid: int) -> float | None:
 
 
 def pid_alive(pid: Any) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
+        return False  # no process has that id (a planted pid like 2**62 is no process either)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -60,9 +61,11 @@ def pid_alive(pid: Any) -> bool:
 
 
 def read_lock(path: Path) -> dict[str, Any] | None:
+    """The lock's content (None when missing or unreadable); a link or special file is refused (RunError)."""
+    data = read_inside(path.parent, path, cap=1 << 20)  # a link, a FIFO, a huge file: RunError naming it
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        value = json.loads(data) if data is not None else None
+    except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
@@ -99,9 +102,9 @@ class RunLock:
         if self.fd < 0:
             return
         try:
-            held = read_lock(self.path)
+            held = _read_fd(self.fd)  # our own file, through our descriptor: never a link put in its place
             if held and held.get("pid") == self.info["pid"] and held.get("token") == self.info["token"]:
-                self.path.unlink(missing_ok=True)
+                unlink_inside(self.path.parent, self.path, inode=os.fstat(self.fd).st_ino)
         finally:
             try:
                 os.close(self.fd)
@@ -121,7 +124,7 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
     payload = (json.dumps(info) + "\n").encode()
     for _ in range(5):
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = open_inside(path.parent, path, os.O_CREAT | os.O_EXCL | os.O_RDWR)
         except FileExistsError:
             took_over = _take_over(path, info, payload)
             if took_over is None:
@@ -136,8 +139,9 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
         try:
             _write_fd(fd, payload)
         except OSError:
+            ino = os.fstat(fd).st_ino
             os.close(fd)
-            path.unlink(missing_ok=True)
+            unlink_inside(path.parent, path, inode=ino)
             raise
         return RunLock(path, fd, info)
     raise RunLockedError(f"could not take the lock {path}: it kept changing under us; is another `plan run` starting?")
@@ -146,7 +150,7 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
 def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | None:
     """(fd, the stale lock's content) when the existing lock is stale and is now ours; raises when it is held."""
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = open_inside(path.parent, path, os.O_RDWR)  # a link or a FIFO as `lock` is refused, never followed
     except FileNotFoundError:
         return None
     try:
@@ -160,7 +164,7 @@ def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | Non
             _refuse(path, read_lock(path), "it is held by a live process")
         # the flock is ours: is this still the file at `path`, and is its holder gone?
         try:
-            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            if os.fstat(fd).st_ino != os.stat(path, follow_symlinks=False).st_ino:
                 os.close(fd)
                 return None
         except FileNotFoundError:

@@ -1,11 +1,16 @@
-"""Tolerant readers of a run folder (format: docs/run-folder.md).
+"""The one reader of a run folder (format: docs/run-folder.md).
 
-Everything here only reads: a run may be running while it is read. JSON lines
-files skip a torn last line (a crash or a writer mid-append) and say so in the
-returned notes; a missing optional file reads as None. What cannot be read
-raises `UsageError` (no such folder, not a run folder) or `RunError` (a file
-of the run that is not valid JSON), each with one sentence. No pandas here:
-`plan status` uses these readers alone.
+`plan status`, `plan report`, `load_run`, export, MLflow, reeval, resume and
+the pilot all read a run folder through here. Everything here only reads: a
+run may be running while it is read. Every file is opened through
+planner._store.files (a regular file inside the folder, no link followed,
+size-capped) and checked against its schema (planner._store.schema) before
+anything uses it. JSON lines follow one policy (`iter_jsonl`, documented in
+docs/run-folder.md); a missing optional file reads as None. What cannot be
+read raises `UsageError` (no such folder, not a run folder) or `RunError`
+(exit 3: a file that is not valid JSON, of the wrong shape, a link, a FIFO,
+...), each with one sentence naming the file and, for a wrong shape, the field.
+No pandas here: `plan status` uses these readers alone.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import RunError, UsageError
+from planner._store.files import LINE_CAP, open_stream, read_inside
 
 try:  # optional: about twice as fast on trials.jsonl; the standard library is the fallback
     import orjson as _orjson
@@ -72,7 +78,8 @@ def _recover(line: bytes) -> dict[str, Any] | None:
     return None
 
 
-def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
+def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
+               check: Any = None) -> Iterator[dict[str, Any]]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
     A last line that does not parse is a torn write: it is skipped, and a note
@@ -80,17 +87,19 @@ def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
     resumed run appended after: the whole record at its end is kept and the torn
     part skipped (noted); a line with no whole record is skipped (noted). A line
     that holds JSON but not an object is a RunError: that is not a trials log.
-    The file is read line by line: memory stays flat.
+    The file is read line by line: memory stays flat. It must be a regular file inside `root` (default: its
+    folder), reached without following a link; a line longer than 256 MiB is refused (RunError).
+    `check(record, where)` (a schema check from planner._store.schema) is run on every record kept.
     """
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below, around the generator's life
-    except FileNotFoundError:
+    f = open_stream(path.parent if root is None else root, path)
+    if f is None:
         return
-    except OSError as error:
-        raise RunError(f"cannot read {path}: {error.strerror or error}") from None
     bad: tuple[int, bytes] | None = None  # a line that did not parse: torn if nothing follows it
     with f:
-        for number, line in enumerate(f, start=1):
+        for number, line in enumerate(iter(lambda: f.readline(LINE_CAP + 1), b""), start=1):
+            if len(line) > LINE_CAP:
+                raise RunError(f"line {number} of {path} is longer than {LINE_CAP >> 20} MiB: it is not a record a "
+                               "run wrote")
             if not line.strip():
                 continue
             if bad is not None:
@@ -100,6 +109,8 @@ def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
                 else:
                     notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
                                  "resume): that part was skipped, the whole record after it kept")
+                    if check is not None:
+                        check(recovered, f"line {bad[0]} of {path}")
                     yield recovered
                 bad = None
             try:
@@ -109,54 +120,68 @@ def iter_jsonl(path: Path, notes: list[str]) -> Iterator[dict[str, Any]]:
                 continue
             if not isinstance(value, dict):
                 raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
+            if check is not None:
+                check(value, f"line {number} of {path}")
             yield value
     if bad is not None:
         notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
                      "leaves it, and was skipped")
 
 
-def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None) -> JsonLines:
-    """Every record of a JSON lines file. With `slim` (a contract), trial records are slimmed."""
+def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None) -> JsonLines:
+    """Every record of a JSON lines file, each checked against the schema of its file (by its name).
+
+    With `slim` (a contract), trial records are slimmed.
+    """
+    from planner._store.schema import checker
+
     notes: list[str] = []
+    records = iter_jsonl(path, notes, root=root, check=checker(path.name))
     if slim is None:
-        records = list(iter_jsonl(path, notes))
+        records = list(records)
     else:
-        records = [slim_record(r, slim) for r in iter_jsonl(path, notes)]
+        records = [slim_record(r, slim) for r in records]
     return JsonLines(records, notes, torn=bool(notes))
 
 
-def read_json(path: Path, *, required: bool = False) -> dict[str, Any] | None:
-    """A JSON object file (written atomically); None when absent and not required."""
-    try:
-        text = path.read_bytes()
-    except FileNotFoundError:
+def read_json(path: Path, *, required: bool = False, root: Path | None = None) -> dict[str, Any] | None:
+    """A JSON object file (written atomically); None when absent and not required.
+
+    The file must be a regular file inside `root` (default: its folder), reached without following a link,
+    of at most 64 MiB, and its content must match the schema of its name (planner._store.schema).
+    """
+    from planner._store.schema import checker
+
+    text = read_inside(path.parent if root is None else root, path)
+    if text is None:
         if required:
-            raise RunError(f"{path} is missing: the run folder is incomplete") from None
+            raise RunError(f"{path} is missing: the run folder is incomplete")
         return None
-    except OSError as error:
-        raise RunError(f"cannot read {path}: {error.strerror or error}") from None
     try:
         value = _loads(text)
     except ValueError:
         raise RunError(f"{path} is not valid JSON: the file is damaged") from None
     if not isinstance(value, dict):
         raise RunError(f"{path} does not hold a JSON object")
+    check = checker(path.name)
+    if check is not None:
+        check(value, str(path))
     return value
 
 
-def read_yaml(path: Path, *, required: bool = False) -> dict[str, Any] | None:
+def read_yaml(path: Path, *, required: bool = False, root: Path | None = None) -> dict[str, Any] | None:
+    """A YAML mapping file of the run (contract.yaml, configs/<arm>.yaml), opened as `read_json` opens one."""
     import yaml
 
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    data = read_inside(path.parent if root is None else root, path)
+    if data is None:
         if required:
-            raise RunError(f"{path} is missing: the run folder is incomplete") from None
+            raise RunError(f"{path} is missing: the run folder is incomplete")
         return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise RunError(f"cannot read {path}: {error}") from None
     try:
-        value = yaml.safe_load(text)
+        value = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RunError(f"{path} is not UTF-8 text: the file is damaged") from None
     except yaml.YAMLError:
         raise RunError(f"{path} is not valid YAML: the file is damaged") from None
     if value is None:
@@ -175,53 +200,80 @@ class RunFolder:
     def file(self, name: str) -> Path:
         return self.path / name
 
+    def json(self, name: str) -> dict[str, Any] | None:
+        """A JSON file of the run, checked (None when absent)."""
+        return read_json(self.file(name), root=self.path)
+
     def run_info(self) -> dict[str, Any]:
-        info = read_json(self.file("run.json")) or {}
+        info = self.json("run.json") or {}
         info.setdefault("run_id", self.path.name)
         return info
 
     def contract(self) -> dict[str, Any]:
         """The frozen contract as plain data ({} when a run wrote none yet)."""
-        return read_yaml(self.file("contract.yaml")) or {}
+        return read_yaml(self.file("contract.yaml"), root=self.path) or {}
 
     def state(self) -> dict[str, Any] | None:
-        return read_json(self.file("state.json"))
+        return self.json("state.json")
 
     def identity(self) -> dict[str, Any] | None:
-        return read_json(self.file("identity.json"))
+        return self.json("identity.json")
 
     def plan(self) -> dict[str, Any] | None:
-        return read_json(self.file("plan.json"))
+        return self.json("plan.json")
 
     def selection(self) -> dict[str, Any] | None:
-        return read_json(self.file("selection.json"))
+        return self.json("selection.json")
 
     def decisions(self) -> dict[str, Any] | None:
-        return read_json(self.file("decisions.json"))
+        return self.json("decisions.json")
 
     def lock(self) -> dict[str, Any] | None:
-        """The lock's holder, or None. A lock that does not parse is still a lock."""
+        """The lock's holder, or None. A lock that does not parse is still a lock; a link or a FIFO is refused."""
+        from planner._store.schema import check_lock
+
+        data = read_inside(self.path, self.file("lock"), cap=1 << 20)
+        if data is None:
+            return None
         try:
-            return read_json(self.file("lock"))
-        except RunError:
+            value = _loads(data)
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
             return {"pid": None, "host": None, "started": None}
+        check_lock(value, str(self.file("lock")))
+        return value
 
     def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines:
         """trials.jsonl; pass the contract as `slim` to drop reports not needed for the facts below."""
-        return read_jsonl(self.file("trials.jsonl"), slim=slim)
+        return read_jsonl(self.file("trials.jsonl"), slim=slim, root=self.path)
+
+    def iter_trials(self, notes: list[str]) -> Iterator[dict[str, Any]]:
+        """trials.jsonl streamed, each record checked (memory stays flat)."""
+        from planner._store.schema import checker
+
+        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=checker("trials.jsonl"))
 
     def events(self) -> JsonLines:
-        return read_jsonl(self.file("events.jsonl"))
+        return read_jsonl(self.file("events.jsonl"), root=self.path)
 
     def reevals(self) -> JsonLines:
-        return read_jsonl(self.file("reevals.jsonl"))
+        return read_jsonl(self.file("reevals.jsonl"), root=self.path)
 
     def configs(self) -> dict[str, dict[str, Any]]:
         """Each arm's effective config from configs/<arm>.yaml, by arm name."""
         folder = self.file("configs")
+        if folder.is_symlink():
+            raise RunError(f"{folder} is a symbolic link, not a folder inside the run folder: planner follows no "
+                           "link there; replace it with the folder the run wrote, or remove it")
         if not folder.is_dir():
             return {}
-        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))}
+        return {p.stem: read_yaml(p, root=self.path) or {} for p in sorted(folder.glob("*.yaml"))}
+
+    def unresolved_configs(self) -> dict[str, dict[str, Any]]:
+        """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before resolving."""
+        folder = self.file("configs") / "unresolved"
+        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
 
 
 def open_run(run_dir: str | os.PathLike) -> RunFolder:
@@ -412,6 +464,8 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
             if not isinstance(v, dict) or v.get("kind") in NOT_VIOLATIONS:
                 continue
             kind = str(v.get("kind", "unknown"))
+            if kind == "heldout_in_tuning" and kind in kinds:  # one per trial, at its first step (older runs
+                continue  # logged one per step)
             kinds.add(kind)
             detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
             out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
@@ -439,6 +493,17 @@ def violations(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[
     return out
 
 
+def heldout_tuning_trials(records: list[dict[str, Any]], heldout: str | None) -> list[dict[str, Any]]:
+    """Tuning trials that reported the held-out metric (test exposure): one entry per trial, the last
+    record of a trial logged twice. Their reports show it, or (reports the driver rebuilt from what Tune
+    streamed, where the held-out metric is never sent) their logged `heldout_in_tuning` violation."""
+    if not heldout:
+        return []
+    latest = {r.get("trial_id"): r for r in records if r.get("phase") == "tune"}
+    return [r for r in latest.values() if heldout in metric_names(r) or any(
+        isinstance(v, dict) and v.get("kind") == "heldout_in_tuning" for v in r.get("violations") or [])]
+
+
 def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> dict[str, Any]:
     """How often the held-out metric was evaluated, against its cap.
 
@@ -461,7 +526,8 @@ def heldout_ledger(records: list[dict[str, Any]], contract: dict[str, Any]) -> d
     evaluations = by_phase["confirm"] + by_phase["reeval"]
     return {
         "metric": metric, "evaluations": evaluations, "confirm": by_phase["confirm"],
-        "reeval": by_phase["reeval"], "tuning_exposures": by_phase["tune"], "by_arm": by_arm,
+        "reeval": by_phase["reeval"], "tuning_exposures": len(heldout_tuning_trials(records, metric)),
+        "by_arm": by_arm,
         "cap": cap, "over_cap": cap is not None and evaluations > cap,
     }
 

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 from pathlib import Path
 
@@ -40,10 +39,9 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
     info_path = root / "run.json"
     if info_path.is_symlink() or not info_path.is_file():
         raise RunError(f"--resume {resume}: not a run folder (no run.json); give a folder under runs/<name>/")
-    try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise RunError(f"--resume {resume}: its run.json cannot be read ({error})") from None
+    from planner._store.read import read_json
+
+    info = read_json(info_path, required=True, root=root)
     if not isinstance(info, dict) or info.get("run_id") != root.name:
         raise RunError(f"--resume {resume}: not a run folder (its run.json names run {info.get('run_id')!r}, "
                        f"the folder is {root.name!r})" if isinstance(info, dict) else
@@ -72,9 +70,10 @@ def heal_files(root: Path) -> dict[str, int]:
 
 def unfinished(store, records: dict[str, dict]) -> list[str]:
     """Trials that started under an earlier driver and have no record: they run again."""
-    from planner._store.writer import read_jsonl
+    from planner._store.read import RunFolder
 
-    started = [e.get("trial_id") for e in read_jsonl(store.root / "events.jsonl") if e.get("event") == "trial_started"]
+    events = RunFolder(store.root).events().records
+    started = [e.get("trial_id") for e in events if e.get("event") == "trial_started"]
     seen, out = set(), []
     for trial_id in started:
         if trial_id and trial_id not in records and trial_id not in seen:

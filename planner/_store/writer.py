@@ -1,7 +1,8 @@
 """The run folder (docs/run-folder.md): the one place a run's facts are kept.
 
 Files are append-only JSON lines (flushed and fsync'd per line) or replaced
-atomically (a temporary file, then `os.replace`). Only the driver writes here;
+atomically (planner._store.files.write_atomic: a temporary file, fsync, rename,
+fsync of the folder). No file is opened through a link (planner._store.files). Only the driver writes here;
 trial records come back from the workers as values, so a run on a cluster
 lands in the driver's folder too.
 """
@@ -20,6 +21,7 @@ import yaml
 
 from planner._core.errors import RunError
 from planner._core.text import utc_now
+from planner._store.files import write_atomic
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -29,34 +31,15 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, value: Any) -> None:
-    write_atomic(path, json.dumps(value, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n")
+def write_json(path: Path, value: Any, root: Path | None = None) -> None:
+    write_atomic(path, json.dumps(value, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n", root=root)
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Every whole line of a JSON-lines file; a torn last line is skipped."""
-    if not path.exists():
-        return []
-    out = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return out
+    """Every record of a JSON-lines file of a run, by the one policy (planner._store.read.iter_jsonl)."""
+    from planner._store.read import read_jsonl as read
+
+    return read(Path(path)).records
 
 
 class RunStore:
@@ -111,24 +94,31 @@ class RunStore:
 
     # -- writing ------------------------------------------------------------
     def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
-                     planner_version: str) -> None:
-        write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False))
+                     planner_version: str, raw_configs: dict[str, dict] | None = None) -> None:
+        write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False),
+                     root=self.root)
         write_json(self.root / "run.json", {
             "run_id": self.run_id, "name": contract.name, "contract_sha256": contract.sha256(),
             "created": utc_now(), "planner_version": planner_version,
-            "contract_path": str(Path(contract_path).resolve())})
+            "contract_path": str(Path(contract_path).resolve())}, self.root)
         for arm, config in configs.items():
-            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False))
-        write_json(self.root / "plan.json", plan)
+            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False),
+                         root=self.root)
+        for arm, raw in (raw_configs or {}).items():  # with interpolations: tuned values go in before resolving
+            if raw != configs.get(arm):
+                (self.root / "configs" / "unresolved").mkdir(parents=True, exist_ok=True)
+                write_atomic(self.root / "configs" / "unresolved" / f"{arm}.yaml",
+                             yaml.safe_dump(self._scrub(raw), sort_keys=False), root=self.root)
+        write_json(self.root / "plan.json", plan, self.root)
 
     def write_identity(self, identity: dict) -> None:
-        write_json(self.root / "identity.json", self._scrub(identity))
+        write_json(self.root / "identity.json", self._scrub(identity), self.root)
 
     def write_state(self, state: str, *, reason: str = "", wall_time_s: float = 0.0, trials_ended: int = 0,
                     **extra: Any) -> None:
-        write_json(self.root / "state.json", {
+        write_json(self.root / "state.json", self._scrub({
             "state": state, "updated": utc_now(), "reason": reason,
-            "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra})
+            "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra}), self.root)
 
     def append(self, name: str, record: dict, sync: bool = True) -> None:
         """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), fsync'd when `sync`.
@@ -156,15 +146,21 @@ class RunStore:
         self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
-        write_json(self.root / "selection.json", self._scrub(selection))
+        write_json(self.root / "selection.json", self._scrub(selection), self.root)
 
     def write_decisions(self, decisions: dict) -> None:
-        write_json(self.root / "decisions.json", self._scrub(decisions))
+        write_json(self.root / "decisions.json", self._scrub(decisions), self.root)
 
     def _scrub(self, value):
         return value if self.redactor is None else self.redactor.scrub(value)
 
     def trial_dir(self, trial_id: str) -> str:
+        """The trial's own folder (created here); a link in its place, or as `trials/`, is refused (RunError)."""
+        folder = self.root / "trials"
+        for path in (folder, folder / trial_id):
+            if path.is_symlink() or (path.exists() and not path.is_dir()):
+                raise RunError(f"{path} is a link or not a folder: a trial's folder must be a plain folder inside the "
+                               "run folder (planner follows no link there); remove it and resume")
         return str((self.root / "trials" / trial_id).resolve())
 
     def close(self) -> None:
@@ -177,14 +173,9 @@ class RunStore:
         return read_jsonl(self.root / "trials.jsonl")
 
     def run_info(self) -> dict:
-        return _read_json(self.root / "run.json") or {}
+        from planner._store.read import read_json
 
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+        return read_json(self.root / "run.json") or {}
 
 
 def elapsed_since(t0: float) -> float:

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._core.errors import RunError
 from planner._core.text import utc_now
+from planner._store.files import read_inside, write_atomic
 
 LEDGER = ".planner-attempts.json"
 TERMINAL = ("oom", "timeout")  # ends a watchdog may reach by killing the process: never retried
@@ -44,9 +46,9 @@ class Ledger:
     def load(cls, trial_dir: str | os.PathLike, session: str) -> Ledger:
         path = Path(trial_dir) / LEDGER
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_inside(path.parent, path, cap=16 << 20) or b"{}")  # no link followed
             attempts = [a for a in data.get("attempts", []) if isinstance(a, dict)]
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RunError):
             attempts = []
         return cls(Path(trial_dir), session, attempts)
 
@@ -111,9 +113,6 @@ class Ledger:
     def _save(self) -> None:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            path = self.dir / LEDGER
-            tmp = self.dir / f".{LEDGER}.{os.getpid()}.tmp"
-            tmp.write_text(json.dumps({"attempts": self.attempts}, default=str), encoding="utf-8")
-            os.replace(tmp, path)
+            write_atomic(self.dir / LEDGER, json.dumps({"attempts": self.attempts}, default=str))
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death

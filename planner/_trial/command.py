@@ -183,6 +183,7 @@ def run_command(
     kill_grace_s: float = 5.0,
     poll_interval_s: float = 0.05,
     metrics: MetricsSpec | None = None,
+    redactor: Any = None,
 ) -> CommandResult:
     """Run `command` once for `trial` and forward its reports to `trial.report`.
 
@@ -199,20 +200,28 @@ def run_command(
     report line, no report at all), or whatever `trial.report` raises; in every
     case the process group is stopped first. Reports that arrived before a
     failure are forwarded before the failure is raised.
+
+    With `redactor` (a planner._core.redact.Redactor), stdout.log and stderr.log are scrubbed as they
+    are written (a secret split across writes included), and Hydra's own files of the attempt
+    (`hydra/.hydra/*.yaml`, its job log) are scrubbed when the command has ended.
     """
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
     argv = command_argv(command) + list(overrides)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
+    if redactor is not None:  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
+        for earlier in sorted(attempt_dir.parent.glob("attempt-*/hydra")):
+            if earlier.parent != attempt_dir:
+                scrub_files(earlier, redactor)
     report_path = attempt_dir / "reports.jsonl"
     report_path.touch()
     if hydra_run_dir:
         argv.append(f"hydra.run.dir={format_override_value(str(attempt_dir / 'hydra'))}")
     child_env = _child_env(env, trial, report_path)
 
-    stdout = _BoundedLog(attempt_dir / "stdout.log", max_log_bytes)
-    stderr = _BoundedLog(attempt_dir / "stderr.log", max_log_bytes)
+    stdout = _BoundedLog(attempt_dir / "stdout.log", max_log_bytes, redactor=redactor)
+    stderr = _BoundedLog(attempt_dir / "stderr.log", max_log_bytes, redactor=redactor)
     reports: _ReportTail | MetricsFileTail | _WithSplits = (
         _ReportTail(report_path) if metrics is None
         else _WithSplits(MetricsFileTail(attempt_dir / "hydra", metrics), _ReportTail(report_path)))
@@ -298,6 +307,26 @@ def run_command(
         stdout.close()
         stderr.close()
         reports.close()
+        if redactor is not None:
+            scrub_files(attempt_dir / "hydra", redactor)
+
+
+def scrub_files(folder: Path, redactor: Any) -> None:
+    """Rewrite every text file under `folder` (Hydra's outputs of one attempt) with its secrets cut."""
+    from planner._store.files import write_atomic
+
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 << 20:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        clean = redactor.text(text)
+        if clean != text:
+            write_atomic(path, clean)
 
 
 def command_argv(command: str | Sequence[str]) -> list[str]:
@@ -457,11 +486,21 @@ class _BoundedLog:
     written: int = 0
     dropped: int = 0
     tail: bytearray = field(default_factory=bytearray)
+    redactor: Any = None
 
     def __post_init__(self):
+        import codecs
+
         self._file = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stream = self.redactor.stream() if self.redactor is not None else None
 
     def write(self, data: bytes) -> None:
+        if self._stream is not None:  # scrubbed line by line: a secret split across reads is still cut
+            data = self._stream.feed(self._decoder.decode(data)).encode("utf-8")
+        self._keep(data)
+
+    def _keep(self, data: bytes) -> None:
         room = max(self.max_bytes - self.written, 0)
         if room:
             self._file.write(data[:room])
@@ -473,11 +512,16 @@ class _BoundedLog:
 
     def tail_text(self, lines: int) -> str:
         text = self.tail.decode("utf-8", errors="replace")
+        if self._stream is not None and self._stream.pending:  # a last line still held: scrubbed too
+            text += self._stream.redactor.text(self._stream.pending)
         return "\n".join(text.splitlines()[-lines:])
 
     def close(self) -> None:
         if self._file.closed:
             return
+        if self._stream is not None:
+            self._keep(self._stream.feed(self._decoder.decode(b"", final=True)).encode("utf-8"))
+            self._keep(self._stream.flush().encode("utf-8"))
         if self.dropped:
             kept = bytes(self.tail[-min(self.dropped, len(self.tail)):])
             omitted = self.dropped - len(kept)
@@ -692,6 +736,8 @@ class CommandTrainable:
     def __call__(self, config: Mapping[str, Any], trial: Any) -> None:
         if trial.arm not in self.arm_overrides:
             raise PlannerError(f"no arm named {trial.arm!r} in this contract; arms: {', '.join(self.arm_overrides)}")
+        from planner._core.redact import Redactor
+
         metrics = None
         if self.metrics:
             metrics = MetricsSpec.from_dict(self.metrics)
@@ -700,7 +746,7 @@ class CommandTrainable:
         run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd,
                     timeout_s=self.timeout_s, max_memory_bytes=self.max_memory_bytes,
                     expected_config=self.expected_config(config, trial) if self.check_config else None,
-                    metrics=metrics)
+                    metrics=metrics, redactor=Redactor.for_run(config, self.arm_configs.get(trial.arm) or {}))
 
 
 def command_trainable(contract: Any, contract_dir: str | os.PathLike,

@@ -146,34 +146,46 @@ class Watchdog:
 
 
 class CappedOutput:
-    """A text stream that keeps the first `cap` bytes in a file and counts the rest."""
+    """A text stream that keeps the first `cap` bytes in a file and counts the rest.
+
+    `scrub` is a Redactor's `text` (or any str -> str). With a Redactor, text is held to the end of its
+    line and scrubbed whole, so a secret printed in pieces (or a character at a time) is still cut.
+    """
 
     def __init__(self, path: str, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
         self.path = path
         self.cap = cap
         self.scrub = scrub or (lambda s: s)
+        owner = getattr(scrub, "__self__", None)
+        self._stream = owner.stream() if hasattr(owner, "stream") else None
         self.kept = 0
         self.dropped = 0
         self._lock = threading.Lock()
-        self._handle = open(path, "a", encoding="utf-8", errors="replace")
+        # O_NOFOLLOW: an output.log planted as a link in a downloaded run folder is refused (OSError), not followed
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        self._handle = open(fd, "a", encoding="utf-8", errors="replace")
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             text = str(text)
         with self._lock:
-            room = self.cap - self.kept
-            if room > 0:
-                piece = self.scrub(text[:room])
-                try:
-                    self._handle.write(piece)
-                except (OSError, ValueError):  # a full disk must not turn a print into the trainable's error
-                    self.dropped += len(text)
-                    return len(text)
-                self.kept += len(piece)
-                self.dropped += max(0, len(text) - room)
-            else:
-                self.dropped += len(text)
+            self._keep(self._stream.feed(text) if self._stream is not None else self.scrub(text))
         return len(text)
+
+    def _keep(self, text: str) -> None:
+        """Write scrubbed text up to the cap; count the rest."""
+        room = self.cap - self.kept
+        if room <= 0:
+            self.dropped += len(text)
+            return
+        piece = text[:room]
+        try:
+            self._handle.write(piece)
+        except (OSError, ValueError):  # a full disk must not turn a print into the trainable's error
+            self.dropped += len(text)
+            return
+        self.kept += len(piece)
+        self.dropped += len(text) - len(piece)
 
     def flush(self) -> None:
         with self._lock:
@@ -197,6 +209,8 @@ class CappedOutput:
 
     def close(self) -> None:
         with self._lock:
+            if self._stream is not None:
+                self._keep(self._stream.flush())
             try:
                 if self.dropped:
                     self._handle.write(f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n")

@@ -62,6 +62,11 @@ class TrialSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def decision_metric(self) -> str:
+        """The metric every trial must report: the tuning metric while tuning, else the held-out one if set."""
+        return self.heldout if self.heldout and self.phase != "tune" else self.metric
+
+    @property
     def divergence_metrics(self) -> tuple[str, ...]:
         """Metrics whose NaN/inf makes the trial diverged: the selection metric, and the heldout one outside tuning."""
         if self.heldout and self.phase != "tune":
@@ -134,8 +139,15 @@ class Trial:
             raise _Stop("timeout", f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
         self.reports.append({"step": step, "metrics": {k: _jsonable(v) for k, v in values.items()},
                              "time_s": round(elapsed, 6)})
-        if spec.phase == "tune" and spec.heldout and spec.heldout in values:
+        if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
+                v["kind"] == "heldout_in_tuning" for v in self.violations):  # one per trial, at its first step
             self.violations.append({"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout})
+        required = spec.decision_metric
+        if step == spec.budget and not any(required in r["metrics"] for r in self.reports):
+            got = sorted({name for r in self.reports for name in r["metrics"]})
+            raise _Stop("protocol_error", f"metric {required} never reported; got {', '.join(got)} (the contract's "
+                        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the "
+                        "names the trainable reports)")
         diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
         if diverged:
             raise _Stop("diverged", f"{diverged[0]} is {values[diverged[0]]} at step {step}")

@@ -108,11 +108,12 @@ def test_random_permutations_are_reproducible_and_include_the_observed_split():
     assert len(permutation_splits(5, 5)) == math.comb(10, 5)
 
 
-def test_zero_variance_gives_a_point_interval():
-    c = compare([1.0, 1.0, 1.0], [2.0, 2.0, 2.0], mode="max", test="welch", alpha=0.05)
-    assert (c.effect, c.ci_low, c.ci_high, c.p_value) == (1.0, 1.0, 1.0, 0.0)
-    c = compare([1.0, 1.0], [1.0, 1.0], mode="max", test="welch", alpha=0.05)
-    assert (c.ci_low, c.ci_high, c.p_value) == (0.0, 0.0, 1.0)
+@pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
+def test_zero_variance_is_no_evidence_not_certainty(test):
+    """Issue 11 item 3: a spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0, 0] (reject)."""
+    for base, arm in (([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), ([1.0, 1.0], [1.0, 1.0])):
+        c = compare(base, arm, mode="max", test=test, alpha=0.05)
+        assert c.degenerate and (c.ci_low, c.ci_high) == (-math.inf, math.inf) and math.isnan(c.p_value)
 
 
 @pytest.mark.parametrize(
@@ -147,10 +148,10 @@ def test_holm_ci_excludes_zero_exactly_when_holm_rejects():
             k: list(zip(SEEDS, v, strict=True)) for k, v in arms.items()
         }
         ds = decide(Acceptance(min_effect=0.1, test="paired"), "max", res, "base", planned_seeds=SEEDS)
-        p = sorted(d.p_value for d in ds)
+        p = sorted((d.p_value for d in ds), key=lambda v: (math.isnan(v), v))  # degenerate (NaN) last
         holm_rejects = 0
         for rank, value in enumerate(p):
-            if value > 0.05 / (3 - rank):
+            if not value <= 0.05 / (3 - rank):
                 break
             holm_rejects += 1
         assert sum((d.ci_low > 0) or (d.ci_high < 0) for d in ds) == holm_rejects

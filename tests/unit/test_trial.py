@@ -9,10 +9,11 @@ from planner._trial.protocol import TrialSpec, run_trial
 REPO = str(Path(__file__).resolve().parents[2])
 
 
-def spec(fn, tmp_path, *, phase="confirm", retries=0, seed=3, budget=3, heldout=None, config=None, tid="t"):
+def spec(fn, tmp_path, *, phase="confirm", retries=0, seed=3, budget=3, heldout=None, config=None, tid="t",
+         metric="acc"):
     return TrialSpec(trial_id=tid, phase=phase, arm="a", seed=seed, index=0, params={}, config=config or {"lr": 0.1},
                      budget=budget, dir=str(tmp_path / tid), trainable=f"tests.trainables.protocol:{fn}",
-                     metric="acc", heldout=heldout, retries=retries, path=(REPO,))
+                     metric=metric, heldout=heldout, retries=retries, path=(REPO,))
 
 
 def test_a_good_trial_completes_with_every_report(tmp_path):
@@ -24,7 +25,7 @@ def test_a_good_trial_completes_with_every_report(tmp_path):
 
 
 def test_the_trainable_sees_its_seed_budget_and_config(tmp_path):
-    record = run_trial(spec("sees", tmp_path, seed=11, config={"lr": 0.25}))
+    record = run_trial(spec("sees", tmp_path, seed=11, config={"lr": 0.25}, metric="seed"))
     assert record["status"] == "completed"
     assert record["reports"][0]["metrics"] == {"seed": 11.0, "lr": 0.25}
 
@@ -68,7 +69,8 @@ def test_a_retry_that_succeeds_completes_and_keeps_the_first_error(tmp_path):
 def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
     record = run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"))
     assert record["status"] == "completed"
-    assert [v["kind"] for v in record["violations"]] == ["heldout_in_tuning"] * 3
+    # issue 11 item 6: one violation per trial, at its first step (was one per step: 3)
+    assert [(v["kind"], v["step"]) for v in record["violations"]] == [("heldout_in_tuning", 1)]
     confirm = run_trial(spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c"))
     assert confirm["violations"] == []
 

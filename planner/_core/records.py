@@ -1,0 +1,92 @@
+"""What a trial record says, read the same way everywhere: the final value of a trial.
+
+One policy, used by the decision with and without looks, the tuning resume, the
+pilot, reeval and its comparison:
+
+    final_value(record, metric) -> float | None
+        the value of `metric` in the trial's LAST report that has it;
+        None when no report has it (or it is not a number).
+        NaN and infinities are kept (stored in trials.jsonl as "nan", "inf",
+        "-inf"): a non-finite final value means the trial diverged, and the
+        decision turns it into `failures.diverged_value` (or an incomplete arm)
+        like a `diverged` status. A caller that wants only usable numbers (the
+        pilot's spread, the tuning history) drops non-finite values itself.
+
+A leaf: imports nothing of planner's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def final_value(record: dict[str, Any], metric: str) -> float | None:
+    """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
+    reports = record.get("reports")
+    for report in reversed(reports if isinstance(reports, list) else []):
+        metrics = report.get("metrics") if isinstance(report, dict) else None
+        if isinstance(metrics, dict) and metric in metrics:
+            value = metrics[metric]
+            if isinstance(value, bool):
+                return None
+            try:
+                return float(value)  # "nan", "inf", "-inf" as stored
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def finite_final_value(record: dict[str, Any], metric: str) -> float | None:
+    """`final_value`, None when it is not finite (for uses that need a usable number, never for deciding)."""
+    value = final_value(record, metric)
+    return value if value is not None and math.isfinite(value) else None
+
+
+FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
+
+
+def first_line(text: str) -> str:
+    lines = [line for line in str(text).splitlines() if line.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def error_of(record: dict[str, Any]) -> str | None:
+    """"Type: message" of the last error of a trial that failed (None for any other trial)."""
+    if record.get("status") not in FAILED_STATUSES:
+        return None
+    errors = record.get("errors") or []
+    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+    kind, message = str(last.get("type") or record.get("status")), first_line(last.get("message") or "")
+    return f"{kind}: {message}" if message else kind
+
+
+def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Failed trials grouped by their error ("Type: message"), in order of first occurrence:
+    [{"error", "count", "first": trial_id}]."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in records:
+        error = error_of(record)
+        if error is None:
+            continue
+        group = groups.setdefault(error, {"error": error, "count": 0, "first": record.get("trial_id")})
+        group["count"] += 1
+    return list(groups.values())
+
+
+def curve(record: dict[str, Any]) -> tuple:
+    """Everything a trial reported, as a comparable value: (step, sorted metrics) per report."""
+    reports = record.get("reports")
+    return tuple((r.get("step"), tuple(sorted((r.get("metrics") or {}).items())))
+                 for r in (reports if isinstance(reports, list) else []) if isinstance(r, dict))
+
+
+def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Arms whose completed confirmation trials (2 or more seeds) reported exactly the same curves:
+    arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
+    curves: dict[str, dict[Any, tuple]] = {}
+    for r in records:
+        if r.get("phase") == "confirm" and r.get("status") == "completed":
+            curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
+    return {arm: len(by_seed) for arm, by_seed in curves.items()
+            if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}

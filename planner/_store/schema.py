@@ -1,0 +1,243 @@
+"""The shape of every file in a run folder, checked as it is read (docs/run-folder.md).
+
+A run folder may come from anyone: a file with the right name and the wrong
+shape (`{"state": 5}`, `"reports": [{"step": "a"}]`, `"exposure": 10**400`)
+must not reach the code that reads it. Every reader goes through
+planner._store.read, which runs the checker of a file's name on what it
+parsed; the first field of the wrong type is a `RunError` (exit 3) naming the
+file and the field, so every command gives the same verdict on the same folder.
+
+The checks are about types and ranges a reader relies on, not about the
+meaning: a field that is absent is fine unless a reader needs it (a trial
+record's `trial_id` and `status`; an event's `event`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from planner._core.errors import RunError
+
+BIG = 2**53  # integers past this are no count, step or pid a run wrote (and overflow float)
+
+
+class _Bad(Exception):
+    def __init__(self, field: str, wanted: str, value: Any):
+        self.field, self.wanted, self.value = field, wanted, value
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _str(value: Any, field: str, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise _Bad(field, "text", value)
+
+
+def _int(value: Any, field: str, lo: int = -BIG) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= BIG:
+        raise _Bad(field, f"a whole number from {lo} to 2**53" if lo else "a whole number up to 2**53", value)
+
+
+NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite metric (JSON has no such numbers)
+
+
+def _num(value: Any, field: str, finite: bool = True) -> None:
+    """A number (int or float); `finite`: NaN and infinities refused, else also spelled "nan", "inf", "-inf"."""
+    if value is None or (not finite and value in NON_FINITE):
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Bad(field, "a number", value)
+    if isinstance(value, int) and abs(value) > BIG:
+        raise _Bad(field, "a number up to 2**53", value)
+    if finite and isinstance(value, float) and not math.isfinite(value):
+        raise _Bad(field, "a finite number", value)
+
+
+def _dict(value: Any, field: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Bad(field, "a mapping", value)
+    return value
+
+
+def _list(value: Any, field: str) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _Bad(field, "a list", value)
+    return value
+
+
+def _required(record: dict, fields: tuple[str, ...]) -> None:
+    for name in fields:
+        if name not in record:
+            raise _Bad(name, "present", "(missing)")
+
+
+def _trial(r: dict) -> None:
+    _required(r, ("trial_id", "status"))
+    for name in ("trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256"):
+        _str(r.get(name), name)
+    _int(r.get("seed"), "seed")
+    _int(r.get("index"), "index")
+    _int(r.get("attempts"), "attempts", lo=0)
+    _int(r.get("pid"), "pid", lo=0)
+    _num(r.get("exposure"), "exposure")
+    _num(r.get("duration_s"), "duration_s")
+    _dict(r.get("params"), "params")
+    _dict(r.get("config"), "config")
+    reports = _list(r.get("reports"), "reports")
+    if not _plain_reports(reports):  # the fast check failed: the slow one names the field
+        for i, report in enumerate(reports):
+            if not isinstance(report, dict):
+                raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
+            _num(report.get("step"), f"reports[{i}].step")
+            for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
+                _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
+    for i, error in enumerate(_list(r.get("errors"), "errors")):
+        if not isinstance(error, dict):
+            raise _Bad(f"errors[{i}]", "a mapping {type, message, traceback}", error)
+        for name in ("type", "message", "traceback", "status"):
+            _str(error.get(name), f"errors[{i}].{name}")
+    for i, violation in enumerate(_list(r.get("violations"), "violations")):
+        if not isinstance(violation, dict | str):
+            raise _Bad(f"violations[{i}]", "a mapping", violation)
+        if isinstance(violation, dict):
+            _str(violation.get("kind"), f"violations[{i}].kind")
+            _num(violation.get("step"), f"violations[{i}].step")
+
+
+def _plain_reports(reports: list) -> bool:
+    """True when every report is {step: finite number, metrics: {name: number or "nan"/"inf"/"-inf"}}.
+
+    The common case, checked in one tight loop (a run of 10k trials x 100 reports reads a million).
+    """
+    for report in reports:
+        if type(report) is not dict:
+            return False
+        step = report.get("step")
+        kind = type(step)
+        if not ((kind is int and -BIG <= step <= BIG) or (kind is float and step - step == 0) or step is None):
+            return False
+        metrics = report.get("metrics")
+        if metrics is None:
+            continue
+        if type(metrics) is not dict:
+            return False
+        for value in metrics.values():
+            kind = type(value)
+            if kind is float or value is None or (kind is int and -BIG <= value <= BIG) or (
+                    kind is str and value in NON_FINITE):
+                continue
+            return False
+    return True
+
+
+def _event(r: dict) -> None:
+    _required(r, ("event",))
+    _str(r.get("event"), "event", optional=False)
+    _str(r.get("time"), "time")
+    for name in ("trial_id", "phase", "arm"):
+        _str(r.get(name), name)
+
+
+def _reeval(r: dict) -> None:
+    _int(r.get("reeval"), "reeval", lo=0)
+    _str(r.get("arm"), "arm")
+    for i, seed in enumerate(_list(r.get("seeds"), "seeds")):
+        _int(seed, f"seeds[{i}]")
+
+
+def _state(r: dict) -> None:
+    for name in ("state", "reason", "updated"):
+        _str(r.get(name), name)
+    budget = _dict(r.get("budget"), "budget")
+    _num(budget.get("wall_time_s"), "budget.wall_time_s")
+    _int(budget.get("trials_ended"), "budget.trials_ended", lo=0)
+
+
+def _plan(r: dict) -> None:
+    for name in ("planned_count", "planned_trials"):
+        _int(r.get(name), name, lo=0)
+    for i, phase in enumerate(_list(r.get("phases"), "phases")):
+        phase = _dict(phase, f"phases[{i}]")
+        for j, trial in enumerate(_list(phase.get("trials"), f"phases[{i}].trials")):
+            _dict(trial, f"phases[{i}].trials[{j}]")
+    for j, trial in enumerate(_list(r.get("trials"), "trials")):
+        _dict(trial, f"trials[{j}]")
+
+
+def _decisions(r: dict) -> None:
+    _str(r.get("run_state"), "run_state")
+    _num(r.get("alpha"), "alpha")
+    _num(r.get("min_effect"), "min_effect")
+    for i, row in enumerate(_list(r.get("decisions"), "decisions")):
+        row = _dict(row, f"decisions[{i}]")
+        for name in ("arm", "decision"):
+            _str(row.get(name), f"decisions[{i}].{name}")
+
+
+def _selection(r: dict) -> None:
+    for arm, chosen in _dict(r.get("arms"), "arms").items():
+        chosen = _dict(chosen, f"arms.{arm}")
+        _str(chosen.get("trial_id"), f"arms.{arm}.trial_id")
+        _dict(chosen.get("params"), f"arms.{arm}.params")
+
+
+def _run(r: dict) -> None:
+    for name in ("run_id", "name", "contract_sha256", "created", "planner_version", "contract_path"):
+        _str(r.get(name), name)
+
+
+def _lock(r: dict) -> None:
+    _int(r.get("pid"), "pid", lo=0)
+    for name in ("host", "started", "command", "token", "boot_id"):
+        _str(r.get(name), name)
+    _num(r.get("pid_started"), "pid_started")
+
+
+def _identity(r: dict) -> None:
+    for name in ("env", "packages", "git", "host"):
+        if name in r and not isinstance(r[name], dict | str | type(None)):
+            raise _Bad(name, "a mapping", r[name])
+
+
+_CHECKS: dict[str, Callable[[dict], None]] = {
+    "trials.jsonl": _trial, "events.jsonl": _event, "reevals.jsonl": _reeval, "state.json": _state,
+    "plan.json": _plan, "decisions.json": _decisions, "selection.json": _selection, "run.json": _run,
+    "lock": _lock, "identity.json": _identity,
+}
+
+
+def check(name: str, record: dict, where: str) -> None:
+    """Raise RunError naming `where` and the field when `record` (of the file called `name`) has a wrong shape."""
+    fn = _CHECKS.get(name)
+    if fn is None:
+        return
+    try:
+        fn(record)
+    except _Bad as bad:
+        wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
+        raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
+                       "damaged or was edited)") from None
+
+
+def checker(name: str) -> Callable[[dict, str], None] | None:
+    """The check of a file named `name` as `check(record, where)`, or None when that file has no schema."""
+    if name not in _CHECKS:
+        return None
+    return lambda record, where: check(name, record, where)
+
+
+def check_lock(record: dict, where: str) -> None:
+    check("lock", record, where)
