@@ -66,3 +66,9 @@ def terminal_safe(text: str) -> str:
     message cannot move the cursor, clear the screen or retitle the terminal.
     """
     return text.translate(_CONTROL)
+
+
+def noun(word: str, count: int) -> str:
+    """'patient', 37 -> '37 patients'; 'trial', 1 -> '1 trial' (thousands separated)."""
+    plural = word if count == 1 or word.endswith("s") else word + "s"
+    return f"{count:,} {plural}"

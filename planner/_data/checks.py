@@ -16,15 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from planner._core.text import noun
 from planner._data.splits import UNIT, fingerprints
 
 DATA_KINDS = ("split_overlap", "unmatched_data", "split_varies")
-
-
-def noun(word: str, count: int) -> str:
-    """'patient', 37 -> '37 patients' (thousands separated)."""
-    plural = word if count == 1 or word.endswith("s") else word + "s"
-    return f"{count:,} {plural}"
 
 
 def _unit_word(data: Mapping[str, Any]) -> str:

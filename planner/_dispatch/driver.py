@@ -25,6 +25,7 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.records import error_groups, final_value, finite_final_value
+from planner._core.text import noun
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -633,17 +634,17 @@ def read_records(run_dir: str | os.PathLike) -> list[dict]:
 def format_result(result: RunResult) -> str:
     """The end of `plan run`: the run state, then the decision per arm, kept apart."""
     lines = [f"run folder: {result.run_dir}",
-             f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
+             f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
              f"{result.wall_time_s:.1f} s"]
     if result.resumed is not None:
         lines.insert(1, format_resumed(result.resumed))
     if result.failures:
-        lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
+        lines.append(f"failures:   {noun('trial', len(result.failures))}: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
     for finding in result.findings:
         lines.append(f"warning:    {finding['message']}")
     for group in result.errors[:5]:
-        lines.append(f"error:      {group['error']} (in {group['count']} trial{'s' if group['count'] > 1 else ''}, "
+        lines.append(f"error:      {group['error']} (in {noun('trial', group['count'])}, "
                      f"first {group['first']})")
     if result.heldout_exposures:
         lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "

@@ -195,7 +195,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "hypothesis": c.get("hypothesis"),
         "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
-        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
         "metric": results.decision_metric,
         **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
            for k in ("test", "alpha", "correction", "min_effect")},
