@@ -270,12 +270,9 @@ def yaml_file_error(error: BaseException) -> str | None:
             what = f"{problem} ({context})" if context else problem
             if mark is None:
                 return what
-            name = Path(mark.name)
-            try:
-                name = name.resolve().relative_to(Path.cwd().resolve())
-            except (ValueError, OSError):
-                pass
-            return f"{name}:{mark.line + 1}:{mark.column + 1}: {what}"
+            from planner._core.text import shown_path
+
+            return f"{shown_path(mark.name)}:{mark.line + 1}:{mark.column + 1}: {what}"
         error = error.__cause__ or error.__context__
     return None
 

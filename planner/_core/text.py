@@ -6,12 +6,16 @@ reads them back (and any ISO-8601 text with an offset) as seconds since the epoc
 
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
+Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
+when below it (`shown_path`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -72,3 +76,20 @@ def noun(word: str, count: int) -> str:
     """'patient', 37 -> '37 patients'; 'trial', 1 -> '1 trial' (thousands separated)."""
     plural = word if count == 1 or word.endswith("s") else word + "s"
     return f"{count:,} {plural}"
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as printed to the user: relative to the current folder when it is below it, else absolute.
+
+    One form for one folder, however it was reached (a relative runs/ of a first
+    run, the resolved folder of a --resume, a config file Hydra names).
+    """
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        pass
+    try:
+        return str(absolute.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(absolute)

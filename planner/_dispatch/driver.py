@@ -25,7 +25,7 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.records import error_groups, final_value, finite_final_value
-from planner._core.text import noun
+from planner._core.text import noun, shown_path
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -537,7 +537,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         import shlex
 
         argv = resume_argv or [str(contract_path)]
-        resume_command = shlex.join(["plan", "run", *argv, "--resume", str(store.root)])
+        resume_command = shlex.join(["plan", "run", *argv, "--resume", shown_path(store.root)])
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
                      resume_command=resume_command, resumed=resumed,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
@@ -633,7 +633,7 @@ def read_records(run_dir: str | os.PathLike) -> list[dict]:
 
 def format_result(result: RunResult) -> str:
     """The end of `plan run`: the run state, then the decision per arm, kept apart."""
-    lines = [f"run folder: {result.run_dir}",
+    lines = [f"run folder: {shown_path(result.run_dir)}",
              f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
              f"{result.wall_time_s:.1f} s"]
     if result.resumed is not None:
