@@ -7,7 +7,8 @@ reads them back (and any ISO-8601 text with an offset) as seconds since the epoc
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
 Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
-when below it (`shown_path`).
+when below it (`shown_path`). A config or contract value prints as YAML writes it
+(`yaml_value`: true, false, null, 'text', [1, 2]), the way the user wrote it.
 """
 
 from __future__ import annotations
@@ -93,3 +94,40 @@ def shown_path(path: str | os.PathLike) -> str:
         return str(absolute.resolve().relative_to(Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(absolute)
+
+
+def yaml_value(value: Any, limit: int | None = None) -> str:
+    """A config or contract value as the user shows it to the user, in YAML's flow style.
+
+    true / false / null (not Python's True / False / None), strings in single
+    quotes ('sgd', 'it''s'), [lists] and {key: value} mappings, .inf and .nan;
+    cut to `limit` characters when given. The one formatter of such values in
+    planner's messages, summaries and reports.
+    """
+    text = _yaml_flow(value)
+    return text if limit is None or len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def _yaml_flow(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k if isinstance(k, str) else _yaml_flow(k)}: {_yaml_flow(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)

@@ -25,7 +25,7 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.records import error_groups, final_value, finite_final_value
-from planner._core.text import noun, shown_path
+from planner._core.text import noun, shown_path, yaml_value
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -617,8 +617,9 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
         diff = config_diff(logged, config)
         if diff:
             key, was, now = diff[0]
-            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {was!r} then, "
-                           f"{now!r} now): the config files changed, which makes a new run; start it without --resume")
+            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {yaml_value(was)} "
+                           f"then, {yaml_value(now)} now): the config files changed, which makes a new run; start it "
+                           "without --resume")
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:

@@ -96,7 +96,12 @@ def current_identity(trainable: str, search_path: list[str], data_paths: list[st
     """
     import platform
 
-    from planner._store.identity import code_identity, command_code_identity, data_fingerprints, packages
+    from planner._store.identity import (
+        code_identity,
+        command_code_identity,
+        data_fingerprints,
+        packages,
+    )
 
     code = (code_identity(trainable, search_path) if module else
             command_code_identity(trainable.removeprefix("command: "), contract_dir))

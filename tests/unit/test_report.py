@@ -79,7 +79,7 @@ def test_markdown_shows_every_section(results):
         assert heading in md, heading
     first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
     assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
-    assert "`optimizer.name`: sgd → adam" in md
+    assert "`optimizer.name`: 'sgd' → 'adam'" in md  # YAML-style, as plan validate prints it
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
     assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md
     assert "`test_acc` was evaluated 15 time(s) of at most 60" in md
