@@ -65,7 +65,7 @@ def test_every_image_decodes_and_the_plots_are_not_blank(report_page, tmp_path):
     title = re.search(r"<title>PROBE (\d+)/(\d+) ([^<]*)</title>", dom.stdout)
     assert title, "the probe did not run: " + dom.stdout[:300]
     ok, total = int(title.group(1)), int(title.group(2))
-    assert total == 2 and ok == 2, title.group(0)
+    assert total == 3 and ok == 3, title.group(0)  # forest plot, learning curves, cost
     boxes = [tuple(int(v) for v in box.split(":")) for box in title.group(3).split(",")]
 
     png = tmp_path / "shot.png"
