@@ -16,7 +16,7 @@ from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
 from planner._contract.rules import _inside, _Report
-from planner._core.diagnostics import Diagnostic
+from planner._core.diagnostics import Diagnostic, short_repr
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -94,5 +94,4 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return short_repr(value, 60)

@@ -246,8 +246,35 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     except Exception as error:  # ConfigCompositionException, and a zoo of others for bad config files
         blamed = _mentioned(error, group)
         where = (blamed.source, blamed.index) if blamed else ("config", None)
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {_first_line(error)}", arm, *where)]
+        why = yaml_file_error(error) or _first_line(error)
+        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {why}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
+
+
+def yaml_file_error(error: BaseException) -> str | None:
+    """`file:line:column: problem (context)` for a YAML syntax error in a config file, None for other errors.
+
+    Hydra raises (or wraps, as the cause) the YAML parser's error, whose marks
+    name the broken file and position; the file is shown relative to the
+    current folder when it is below it.
+    """
+    import yaml
+
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, yaml.MarkedYAMLError):
+            mark = error.problem_mark or error.context_mark
+            problem = " ".join(str(error.problem or "").split()) or type(error).__name__
+            context = " ".join(str(error.context or "").split())
+            what = f"{problem} ({context})" if context else problem
+            if mark is None:
+                return what
+            from planner._core.text import shown_path
+
+            return f"{shown_path(mark.name)}:{mark.line + 1}:{mark.column + 1}: {what}"
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: list[str]) -> dict[str, Any]:

@@ -83,6 +83,14 @@ def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any
             for path, a, b in config_diff(base, other)]
 
 
+def shown_side(row: dict[str, Any], side: str) -> str:
+    """One side ('baseline' or 'arm') of a `diff_rows` row as shown to the user: YAML-style, or <absent>."""
+    from planner._core.text import yaml_value
+
+    absent = {"baseline": "added", "arm": "removed"}[side]
+    return "<absent>" if row["change"] == absent else yaml_value(row[side])
+
+
 def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
     """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
 

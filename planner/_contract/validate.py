@@ -16,6 +16,7 @@ from typing import Any
 
 from planner._contract.baseline import Lineage, ResolvedBaseline
 from planner._contract.load import LoadedYaml
+from planner._contract.paths import shown_side
 from planner._contract.rules import planned_trials
 from planner._core.diagnostics import Diagnostic, errors
 from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
@@ -267,7 +268,7 @@ def format_result(result: ValidationResult) -> str:
         if arm["baseline"]:
             lines.append(f"    {arm['name']:<{width}}  baseline")
             continue
-        changes = [f"{d['path']}: {_show(d, 'baseline')} -> {_show(d, 'arm')}" for d in arm["diff"]]
+        changes = [f"{d['path']}: {shown_side(d, 'baseline')} -> {shown_side(d, 'arm')}" for d in arm["diff"]]
         lines.append(f"    {arm['name']:<{width}}  {changes[0] if changes else '(no change)'}")
         lines.extend(f"    {'':<{width}}  {change}" for change in changes[1:])
     planned = summary["planned_trials"]
@@ -282,11 +283,6 @@ def format_result(result: ValidationResult) -> str:
                  f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per trial"
                  + "".join(f"; {e}" for e in extra))
     return "\n".join(lines)
-
-
-def _show(d: dict[str, Any], side: str) -> str:
-    absent = {"baseline": "added", "arm": "removed"}[side]
-    return "<absent>" if d["change"] == absent else repr(d[side])
 
 
 def _num(value: float) -> str:

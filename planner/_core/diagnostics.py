@@ -37,9 +37,10 @@ class Diagnostic:
 
 
 def short_repr(value: object, limit: int = 60) -> str:
-    """`repr(value)`, cut to `limit` characters, for quoting a value in a message."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """A contract or config value quoted in a message, YAML-style (true, null, 'text'), cut to `limit` characters."""
+    from planner._core.text import yaml_value
+
+    return yaml_value(value, limit)
 
 
 def errors(diagnostics: list[Diagnostic]) -> list[Diagnostic]:

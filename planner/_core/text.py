@@ -6,12 +6,17 @@ reads them back (and any ISO-8601 text with an offset) as seconds since the epoc
 
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
+Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
+when below it (`shown_path`). A config or contract value prints as YAML writes it
+(`yaml_value`: true, false, null, 'text', [1, 2]), the way the user wrote it.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -66,3 +71,63 @@ def terminal_safe(text: str) -> str:
     message cannot move the cursor, clear the screen or retitle the terminal.
     """
     return text.translate(_CONTROL)
+
+
+def noun(word: str, count: int) -> str:
+    """'patient', 37 -> '37 patients'; 'trial', 1 -> '1 trial' (thousands separated)."""
+    plural = word if count == 1 or word.endswith("s") else word + "s"
+    return f"{count:,} {plural}"
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path as printed to the user: relative to the current folder when it is below it, else absolute.
+
+    One form for one folder, however it was reached (a relative runs/ of a first
+    run, the resolved folder of a --resume, a config file Hydra names).
+    """
+    absolute = Path(os.path.abspath(path))
+    try:
+        return str(absolute.relative_to(Path.cwd()))
+    except ValueError:
+        pass
+    try:
+        return str(absolute.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(absolute)
+
+
+def yaml_value(value: Any, limit: int | None = None) -> str:
+    """A config or contract value as the user shows it to the user, in YAML's flow style.
+
+    true / false / null (not Python's True / False / None), strings in single
+    quotes ('sgd', 'it''s'), [lists] and {key: value} mappings, .inf and .nan;
+    cut to `limit` characters when given. The one formatter of such values in
+    planner's messages, summaries and reports.
+    """
+    text = _yaml_flow(value)
+    return text if limit is None or len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
+def _yaml_flow(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k if isinstance(k, str) else _yaml_flow(k)}: {_yaml_flow(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)

@@ -16,15 +16,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from planner._core.text import noun
 from planner._data.splits import UNIT, fingerprints
 
 DATA_KINDS = ("split_overlap", "unmatched_data", "split_varies")
-
-
-def noun(word: str, count: int) -> str:
-    """'patient', 37 -> '37 patients' (thousands separated)."""
-    plural = word if count == 1 or word.endswith("s") else word + "s"
-    return f"{count:,} {plural}"
 
 
 def _unit_word(data: Mapping[str, Any]) -> str:
@@ -240,12 +235,14 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
         for name, s in splits.items():
             if name not in per:
                 order.append(name)
-                per[name] = {"split": name, "trials": 0, "first": s, "sets": set(), "seeds": set(),
+                per[name] = {"split": name, "trials": 0, "first": s, "sets": set(), "seeds": set(), "cells": {},
                              "presentations": [], "distinct": [], "groups": {}, "overlap": {}}
             p = per[name]
             p["trials"] += 1
-            p["sets"].add(tuple(sorted(fingerprints(s).items())))
+            fp = tuple(sorted(fingerprints(s).items()))
+            p["sets"].add(fp)
             p["seeds"].add(r.get("seed"))
+            p["cells"].setdefault((r.get("arm"), r.get("seed")), set()).add(fp)
             p["presentations"].append(int(s.get("presentations", 0)))
             p["distinct"].append(int(s.get("distinct", 0)))
             for g, v in (s.get("groups") or {}).items():
@@ -265,6 +262,7 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
             len(set(v)) == 1 for v in p["groups"].values())
         rows.append({
             "split": name, "trials": p["trials"], "sets": len(p["sets"]), "seeds": len(p["seeds"]),
+            "varies": varies_by(p["cells"]),
             "line": split_line(name, p["first"], data) if same else _range_line(name, p, data),
             "presentations": span(p["presentations"]), "distinct": span(p["distinct"]),
             "groups": {g: span(v) for g, v in p["groups"].items()}, "overlap": p["overlap"],
@@ -272,6 +270,42 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
     pairs, by = _independent(data)
     return {"splits": rows, "violations": kinds, "trials_with_splits": with_splits, "trials": total,
             "unit": _unit_word(data), "independent": {"pairs": [list(p) for p in pairs], "by": by}}
+
+
+def varies_by(cells: Mapping[tuple[Any, Any], set]) -> list[str]:
+    """What a split's set varied with, from {(arm, seed): the sets its trials logged}.
+
+    'seed': one arm logged different sets at different seeds; 'arm': two arms
+    logged different sets at the same seed; 'trial': one arm logged different
+    sets at one seed (tuning and confirmation trials, say). [] when one set.
+    """
+    arms: dict[Any, dict[Any, frozenset]] = {}
+    seeds: dict[Any, dict[Any, frozenset]] = {}
+    for (arm, seed), sets in cells.items():
+        arms.setdefault(arm, {})[seed] = frozenset(sets)
+        seeds.setdefault(seed, {})[arm] = frozenset(sets)
+    out = []
+    if any(len(set(by_seed.values())) > 1 for by_seed in arms.values()):
+        out.append("seed")
+    if any(len(set(by_arm.values())) > 1 for by_arm in seeds.values()):
+        out.append("arm")
+    if any(len(sets) > 1 for sets in cells.values()):
+        out.append("trial")
+    return out
+
+
+_VARIES = {"seed": "between seeds", "arm": "between arms at the same seed",
+           "trial": "between trials of one arm at one seed"}
+
+
+def _sets_text(row: Mapping[str, Any]) -> str:
+    """'the same set in every trial', or how many sets and what they varied with."""
+    if row["sets"] == 1:
+        return "the same set in every trial"
+    varies = [_VARIES[v] for v in row.get("varies") or [] if v in _VARIES]
+    if not varies:  # a summary written before `varies` was recorded
+        return f"{row['sets']} different sets over {noun('seed', int(row['seeds']))}"
+    return f"{row['sets']} different sets, varying {' and '.join(varies)}"
 
 
 def _range_line(name: str, p: Mapping[str, Any], data: Mapping[str, Any]) -> str:
@@ -315,9 +349,7 @@ def summary_lines(summary: Mapping[str, Any], data: Mapping[str, Any] | None) ->
                 "report them (docs/data.md)"]
     out = []
     for row in summary["splits"]:
-        sets = ("the same set in every trial" if row["sets"] == 1
-                else f"{row['sets']} different sets over {row['seeds']} seed{'s' if row['seeds'] != 1 else ''}")
-        out.append(f"{row['line']} ({row['trials']} trial{'s' if row['trials'] != 1 else ''}, {sets})")
+        out.append(f"{row['line']} ({noun('trial', int(row['trials']))}, {_sets_text(row)})")
         out += ["  " + line for line in overlap_lines(row, data, summary.get("independent"))]
     kinds = summary.get("violations") or {}
     out.append("data violations: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) if kinds else "none"))

@@ -25,6 +25,7 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.records import error_groups, final_value, finite_final_value
+from planner._core.text import noun, shown_path, yaml_value
 from planner._dispatch.session import (
     claim_stop_signals,
     restore_stop_signals,
@@ -536,7 +537,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         import shlex
 
         argv = resume_argv or [str(contract_path)]
-        resume_command = shlex.join(["plan", "run", *argv, "--resume", str(store.root)])
+        resume_command = shlex.join(["plan", "run", *argv, "--resume", shown_path(store.root)])
     return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
                      resume_command=resume_command, resumed=resumed,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
@@ -616,8 +617,9 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
         diff = config_diff(logged, config)
         if diff:
             key, was, now = diff[0]
-            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {was!r} then, "
-                           f"{now!r} now): the config files changed, which makes a new run; start it without --resume")
+            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {yaml_value(was)} "
+                           f"then, {yaml_value(now)} now): the config files changed, which makes a new run; start it "
+                           "without --resume")
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -632,18 +634,18 @@ def read_records(run_dir: str | os.PathLike) -> list[dict]:
 
 def format_result(result: RunResult) -> str:
     """The end of `plan run`: the run state, then the decision per arm, kept apart."""
-    lines = [f"run folder: {result.run_dir}",
-             f"run state:  {result.state} ({result.reason}); {result.trials_ended} trials ended in "
+    lines = [f"run folder: {shown_path(result.run_dir)}",
+             f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
              f"{result.wall_time_s:.1f} s"]
     if result.resumed is not None:
         lines.insert(1, format_resumed(result.resumed))
     if result.failures:
-        lines.append(f"failures:   {len(result.failures)} trials: " + ", ".join(
+        lines.append(f"failures:   {noun('trial', len(result.failures))}: " + ", ".join(
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
     for finding in result.findings:
         lines.append(f"warning:    {finding['message']}")
     for group in result.errors[:5]:
-        lines.append(f"error:      {group['error']} (in {group['count']} trial{'s' if group['count'] > 1 else ''}, "
+        lines.append(f"error:      {group['error']} (in {noun('trial', group['count'])}, "
                      f"first {group['first']})")
     if result.heldout_exposures:
         lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "

@@ -91,13 +91,20 @@ def current_identity(trainable: str, search_path: list[str], data_paths: list[st
                      module: bool = True) -> dict:
     """Today's code, python, packages and data fingerprints, as identity.json records them.
 
-    A `command:` trainable (module=False) has no module to digest: its code identity is its command line.
+    A `command:` trainable (module=False, trainable "command: <line>") is identified by its command line and
+    the script it names in the contract's folder, when it names one.
     """
     import platform
 
-    from planner._store.identity import code_identity, data_fingerprints, packages
+    from planner._store.identity import (
+        code_identity,
+        command_code_identity,
+        data_fingerprints,
+        packages,
+    )
 
-    code = code_identity(trainable, search_path) if module else {"trainable": trainable}
+    code = (code_identity(trainable, search_path) if module else
+            command_code_identity(trainable.removeprefix("command: "), contract_dir))
     return {"code": code, "python": platform.python_version(),
             "packages": packages(), "data": data_fingerprints(data_paths, contract_dir)}
 
@@ -522,6 +529,9 @@ def format_plan(plan: ReevalPlan) -> str:
     if plan.differences:
         lines.append(f"identity: {len(plan.differences)} difference(s) from the log:")
         lines += [f"  {d}" for d in plan.differences]
+    elif plan.contract.trainable is None and not (plan.identity.get("code") or {}).get("trainable_source_sha256"):
+        lines.append("identity: python, packages and data match the log; code: not recorded for a command that "
+                     "names no script in the contract's folder (only its command line)")
     else:
         lines.append("identity: code, python, packages and data match the log")
     lines += [f"note: {n}" for n in plan.notes]

@@ -10,6 +10,7 @@ import base64
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from planner._contract.paths import shown_side
 from planner._results import report as rp
 from planner._results.report import SOURCES, _fmt
 from planner._store import read as rf
@@ -107,7 +108,7 @@ def render_html(results: RunResults) -> str:
         elif not a["has_config"]:
             diff = "<span class='muted'>configs/ has no file for this arm</span>"
         else:
-            diff = "<br>".join(f"<code>{_e(d['path'])}</code>: {_f(d['baseline'])} → <b>{_f(d['arm'])}</b>"
+            diff = "<br>".join(f"<code>{_e(d['path'])}</code>: {_e(shown_side(d, 'baseline'))} → <b>{_e(shown_side(d, 'arm'))}</b>"
                                for d in a["config_diff"]) or "<span class='muted'>no difference</span>"
         rows.append([name, over, diff])
     parts.append(_table(["arm", "overrides", "config diff vs the baseline"], rows))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from planner._contract.paths import diff_rows
+from planner._contract.paths import diff_rows, shown_side
 from planner._core.text import format_duration, terminal_safe
 from planner._store import read as rf
 
@@ -195,7 +195,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "hypothesis": c.get("hypothesis"),
         "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
-        # decisions.json's own keys first (docs/run-folder.md), with the decision metric's name as `metric`
+        # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
         "metric": results.decision_metric,
         **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
            for k in ("test", "alpha", "correction", "min_effect")},
@@ -434,7 +434,7 @@ def render_markdown(results: RunResults) -> str:
         over = ", ".join(_code(o) for o in a["overrides"]) or "no overrides"
         out.append(f"- {title}: {over}")
         for d in a["config_diff"]:
-            out.append(f"  - {_code(d['path'])}: {_md(_fmt(d['baseline']))} → {_md(_fmt(d['arm']))}")
+            out.append(f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → {_md(shown_side(d, 'arm'))}")
     out.append("")
     out += ["## Decisions", ""]
     out += [f"**Warning: {f.get('message') or f.get('kind')}.**" for f in s.get("findings") or []]

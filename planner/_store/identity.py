@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import os
 import platform
+import shlex
 import socket
 import subprocess
 import sys
@@ -101,11 +102,53 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
     if source is None:
         return info
     info["trainable_source_sha256"] = _file_sha(source)
-    top = _git(["rev-parse", "--show-toplevel"], source.parent)
-    if top is None:
+    info.update(_git_facts(source.parent))
+    return info
+
+
+def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, Any]:
+    """The code identity of a `command:` trainable: its command line, and the script it names.
+
+    The script is the first word of the command line that is a file in the
+    contract's folder (the command runs there): `python train.py --x 1` ->
+    train.py. Its sha256 and its repository's git facts are recorded under the
+    same keys as a module trainable's, so a reeval compares them the same way.
+    A command that names no file there records its command line alone.
+    """
+    info: dict[str, Any] = {"repo": None, "commit": None, "dirty": None, "diff_sha256": None,
+                            "trainable": f"command: {command_line}", "trainable_source_sha256": None,
+                            "trainable_file": None}
+    script = command_script(command_line, contract_dir)
+    if script is None:
         return info
+    info["trainable_file"] = str(script)
+    info["trainable_source_sha256"] = _file_sha(script)
+    info.update(_git_facts(script.parent))
+    return info
+
+
+def command_script(command_line: str, contract_dir: Path) -> Path | None:
+    """The first word of `command_line` that names a file in `contract_dir` (resolved), or None."""
+    try:
+        words = shlex.split(command_line)
+    except ValueError:
+        return None
+    for word in words:
+        if word.startswith("-"):
+            continue
+        path = Path(contract_dir) / word
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def _git_facts(folder: Path) -> dict[str, Any]:
+    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`."""
+    top = _git(["rev-parse", "--show-toplevel"], folder)
+    if top is None:
+        return {}
     repo = Path(top.strip())
-    info["repo"] = str(repo)
+    info: dict[str, Any] = {"repo": str(repo)}
     commit = _git(["rev-parse", "HEAD"], repo)
     info["commit"] = commit.strip() if commit else None
     status = _git(["status", "--porcelain", "--untracked-files=no"], repo)
@@ -151,11 +194,10 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
-    trainable = contract.trainable or f"command: {contract.command_line}"
     return {
         "contract_sha256": contract.sha256(),
         "code": code_identity(contract.trainable, search_path) if contract.trainable else
-        {"trainable": trainable},
+        command_code_identity(contract.command_line, contract_dir),
         "python": platform.python_version(),
         "packages": packages(),
         "host": host_info(),

@@ -76,7 +76,7 @@ def test_a_clean_split_passes_every_check_and_the_report_shows_its_counts(ray_lo
     assert "p0001" not in text
     assert next(d for d in result.decisions if d["arm"] == "treat")["decision"] == "accept"
     report = render_markdown(load_run(result.run_dir))
-    assert "- train: 384 presentations of 256 distinct rows from 64 patients (6 trials, 3 different sets over 3 seeds)" in report
+    assert "- train: 384 presentations of 256 distinct rows from 64 patients (6 trials, 3 different sets, varying between seeds)" in report
     assert "- test: 80 presentations of 80 distinct rows from 20 patients (6 trials, the same set in every trial)" in report
     assert "data violations: none" in report
 

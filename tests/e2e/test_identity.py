@@ -4,8 +4,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from planner._reeval.rerun import compare_identity
 from planner._store.identity import (
     code_identity,
+    command_code_identity,
     data_fingerprints,
     env_snapshot,
     packages,
@@ -42,6 +44,27 @@ def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):
     (tmp_path / "loose_mod.py").write_text("def train(c, t):\n    pass\n")
     info = code_identity("loose_mod:train", [str(tmp_path)])
     assert info["repo"] is None and len(info["trainable_source_sha256"]) == 64
+
+
+def test_a_command_trainable_records_the_script_it_names_so_a_reeval_sees_an_edit(tmp_path):
+    """`python train.py` -> train.py's sha256 and its repository's commit, compared like a module's."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "train.py").write_text("print(1)\n")
+    git(app, "init", "-q")
+    git(app, "add", ".")
+    git(app, "commit", "-qm", "x")
+    logged = command_code_identity("python train.py --lr 0.1", app)
+    assert logged["trainable"] == "command: python train.py --lr 0.1"
+    assert Path(logged["trainable_file"]) == (app / "train.py").resolve()
+    assert len(logged["trainable_source_sha256"]) == 64 and len(logged["commit"]) == 40
+    assert logged["dirty"] is False
+    (app / "train.py").write_text("print(2)\n")
+    today = command_code_identity("python train.py --lr 0.1", app)
+    changed = {d.what for d in compare_identity({"code": logged}, {"code": today})}
+    assert {"code.trainable_source_sha256", "code.dirty", "code.diff_sha256"} <= changed
+    none = command_code_identity("echo hello", app)
+    assert none["trainable_file"] is None and none["trainable_source_sha256"] is None
 
 
 def test_environment_is_allow_listed_and_credentials_redacted():

@@ -499,3 +499,9 @@ def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local,
     new = [r for r in read_jsonl(root / "trials.jsonl") if r["phase"] == "reeval"]
     assert len(new) == 2 and all(r["config"]["optimizer"]["lr"] == selected for r in new)
     assert all(any((root / "trials" / r["trial_id"]).rglob("stdout.log")) for r in new)
+    # the command names train.py: an edit to it is an identity difference, not a silent "code matches"
+    script = Path(json.loads((root / "identity.json").read_text())["code"]["trainable_file"])
+    assert script.name == "train.py"
+    script.write_text(script.read_text() + "\n# edited after the run\n")
+    edited = prepare(root, "momentum")
+    assert "code.trainable_source_sha256" in {d.what for d in edited.differences}

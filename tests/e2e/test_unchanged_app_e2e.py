@@ -173,6 +173,7 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
     assert counts, output
     assert int(counts[1]) == kept and int(counts[1]) + int(counts[2]) + int(counts[3]) == 12, output
     assert "run state:  completed" in output
+    assert f"run folder: {command[-1]}" in output.splitlines()  # relative, as the first run printed it
     shutil.rmtree(ray_tmp, ignore_errors=True)
 
 

@@ -207,8 +207,24 @@ def test_the_data_summary_over_trials():
     assert summary["violations"] == {"split_overlap": 1} and summary["trials_with_splits"] == 2
     lines = summary_lines(summary, DATA)
     assert lines[0] == ("train: 3 presentations of 2 distinct images from 2 patients "
-                        "(2 trials, 2 different sets over 2 seeds)")
+                        "(2 trials, 2 different sets, varying between seeds)")
     assert lines[2] == ("  train and test share 0 images, 1 patient (the most in one trial; declared independent "
                         "by patient: split_overlap)")
     assert lines[-1] == "data violations: split_overlap 1"
     assert summary_lines(data_summary([], DATA), DATA)[0].startswith("no split logged")
+
+
+def test_the_data_summary_says_what_the_sets_varied_with_seeds_or_arms():
+    """3 seeds, 2 arms: the test set differs between the arms (not the seeds); train differs by seed only."""
+    def rec(arm, seed):
+        return _record(f"{arm}{seed}", arm, seed, {"train": ([seed, 10 + seed], None),
+                                                   "test": ([100 if arm == "base" else 200], None)})
+
+    records = [rec(arm, seed) for seed in range(3) for arm in ("base", "treat")]
+    lines = {line.split(":")[0]: line for line in summary_lines(data_summary(records, DATA), DATA)}
+    assert lines["train"].endswith("(6 trials, 3 different sets, varying between seeds)")
+    assert lines["test"].endswith("(6 trials, 2 different sets, varying between arms at the same seed)")
+    assert "over 3 seeds" not in lines["test"]
+    both = records + [_record("x", "treat", 0, {"train": ([7], None), "test": ([300], None)}, phase="tune")]
+    rows = {r["split"]: r for r in data_summary(both, DATA)["splits"]}
+    assert rows["train"]["varies"] == ["seed", "arm", "trial"]

@@ -79,7 +79,7 @@ def test_markdown_shows_every_section(results):
         assert heading in md, heading
     first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
     assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
-    assert "`optimizer.name`: sgd → adam" in md
+    assert "`optimizer.name`: 'sgd' → 'adam'" in md  # YAML-style, as plan validate prints it
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
     assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md
     assert "`test_acc` was evaluated 15 time(s) of at most 60" in md
@@ -254,3 +254,32 @@ def test_the_cost_section_per_arm_apart_from_the_decision(results, run_dir):
     for arm in results.arms:
         assert f"| {arm} | {cost[arm]['trials']} |" in section
     assert json.loads(render(results, "json"))["cost"] == summarize(results)["cost"]
+
+
+def _doc_top_keys(block: str) -> list[str]:
+    """The keys at the top level of a JSON-like block (which may hold `...`)."""
+    keys, depth, i = [], 0, 0
+    while i < len(block):
+        ch = block[i]
+        if ch == '"':
+            end = block.index('"', i + 1)
+            if depth == 1 and block[end + 1:].lstrip().startswith(":"):
+                keys.append(block[i + 1:end])
+            i = end + 1
+            continue
+        depth += ch in "{[" and 1 or (-1 if ch in "}]" else 0)
+        i += 1
+    return keys
+
+
+def test_docs_json_report_example_lists_the_real_keys_in_their_order(results):
+    """docs/reports.md's `--format json` example: the report's own top-level keys, in the report's order."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
+    block = text.split("```json\n", 1)[1].split("```", 1)[0]
+    documented = _doc_top_keys(block)
+    actual = list(json.loads(render(results, "json")))
+    assert documented[:4] == ["run_id", "name", "run_dir", "run_state"]
+    assert [k for k in actual if k in documented] == documented, (documented, actual)
+    assert "tests/browser/test_report_browser.py" in text

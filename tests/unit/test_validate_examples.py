@@ -93,3 +93,19 @@ def test_load_contract_raises_with_every_error():
         load_contract(EXAMPLES / "invalid" / "typo.yaml")
     assert [d.code for d in caught.value.diagnostics] == ["P100"]
     assert caught.value.exit_code == 1
+
+
+def test_the_readme_says_to_run_from_the_folder_these_tests_run_from():
+    """The README's instructions are the ones that work: from examples/contracts, `toy` imports."""
+    readme = (EXAMPLES / "README.md").read_text()
+    assert "cd examples/contracts" in readme and "plan validate valid/warmup.yaml" in readme
+    assert "parent" not in readme
+    assert validate(EXAMPLES / "valid" / "warmup.yaml").valid  # from EXAMPLES (the autouse fixture)
+
+
+def test_no_example_suggests_an_mlflow_file_store():
+    """MLflow 3 refuses `file:` tracking stores (docs/mlflow.md): no example, even commented out, names one."""
+    root = EXAMPLES.parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.yaml")
+                 if "tracking_uri" in p.read_text() and "file:" in p.read_text()]
+    assert offenders == []
