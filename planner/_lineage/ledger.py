@@ -13,7 +13,6 @@ A run is named in the ledger by its folder relative to the runs dir
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -47,6 +46,8 @@ def run_key(run_dir: str | os.PathLike, runs_dir: str | os.PathLike) -> str:
 
 def config_sha256(config: dict[str, Any]) -> str:
     """Hash of an effective config: key order does not change it."""
+    import hashlib  # here, not at import: `plan validate` of a contract with no lineage never hashes
+
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
