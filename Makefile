@@ -3,13 +3,20 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TORCH_VERSION := 2.13.0
 
 .PHONY: venv demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
+	# torch first, with pip: on these machines torch==2.13.0 (the CPU build) lies on local disk and pip
+	# takes it from there; any other spec, or a package that pulls torch in first, downloads a CUDA build.
+	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
+	# Then the frameworks the examples train with, with pip so that they keep that torch.
+	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers tensorboard
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -q -e ".[dev,examples,mlflow]"
+	$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -12,13 +12,15 @@ pilot, reeval and its comparison:
         like a `diverged` status. A caller that wants only usable numbers (the
         pilot's spread, the tuning history) drops non-finite values itself.
 
-A leaf: imports nothing of planner's.
+A leaf: imports only `_core.status`.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from planner._core.status import FAILED
 
 
 def final_value(record: dict[str, Any], metric: str) -> float | None:
@@ -43,7 +45,7 @@ def finite_final_value(record: dict[str, Any], metric: str) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
+FAILED_STATUSES = FAILED  # the one set (planner._core.status)
 
 
 def first_line(text: str) -> str:
