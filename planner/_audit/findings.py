@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._audit.evidence import Evidence, Trial, finite
-from planner._store import read as rf
+from planner._core.status import FAILED
+from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
@@ -168,7 +169,7 @@ def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]
 def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     """flat, still_improving and late_decline of one arm's confirmation curves."""
     sign, out = orient(ev), []
-    floor = PRACTICAL * (rf.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
+    floor = PRACTICAL * (facts.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
     first, last = 0, len(c.steps) - 1
     change, half = _change(c, first, last, sign)
     if change - half <= 0:
@@ -343,7 +344,7 @@ def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
 
 def seed_spread(ev: Evidence) -> list[Finding]:
     """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
-    min_effect = rf.contract_get(ev.contract, "acceptance.min_effect")
+    min_effect = facts.contract_get(ev.contract, "acceptance.min_effect")
     if not finite(min_effect):
         return []
     power = _power(ev)
@@ -375,7 +376,7 @@ def _power(ev: Evidence) -> dict[str, Any]:
     from planner._plan.seeds import spread_from_pilot
     from planner._stats.power import detection_power, seeds_for_power
 
-    declared = len(rf.contract_get(ev.contract, "seeds", []))
+    declared = len(facts.contract_get(ev.contract, "seeds", []))
     metric = ev.decision_metric
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
@@ -383,7 +384,7 @@ def _power(ev: Evidence) -> dict[str, Any]:
         if t.status == "completed" and v is not None and math.isfinite(v) and isinstance(t.seed, int):
             values.setdefault(t.arm, {})[t.seed] = v
     pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
-    acceptance = {k: rf.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
+    acceptance = {k: facts.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
     test, alpha, min_effect = acceptance["test"] or "welch", acceptance["alpha"] or 0.05, acceptance["min_effect"]
     common = {"n_arms": len(ev.contract.get("arms") or []) or 1, "correction": acceptance["correction"] or "holm"}
     try:
@@ -432,7 +433,7 @@ def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]
         out.append(Finding("heldout_exposure", arm, "observation",
                            f"{len(items)} tuning trial(s) of {arm} reported the held-out metric "
                            f"{ev.heldout}: the test set was seen while tuning.", items))
-    ledger = rf.heldout_ledger(ev.records, ev.contract)
+    ledger = facts.heldout_ledger(ev.records, ev.contract)
     if ledger.get("over_cap"):
         out.append(Finding("heldout_exposure", None, "observation",
                            f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
@@ -460,8 +461,8 @@ def other_violations(found: list[dict[str, Any]]) -> list[Finding]:
 
 def failures(ev: Evidence) -> list[Finding]:
     by_arm: dict[Any, list[dict[str, Any]]] = {}
-    for f in rf.failures(ev.records):
-        if f["status"] in rf.FAILED_STATUSES and f["status"] != "diverged":
+    for f in facts.failures(ev.records):
+        if f["status"] in FAILED:
             by_arm.setdefault(f["arm"], []).append(f)
     out = []
     for arm, items in by_arm.items():
@@ -529,7 +530,7 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
     cost_finding = unequal_cost(ev, cost)
     if cost_finding:
         found.append(cost_finding)
-    violations = rf.violations(ev.records, ev.contract)
+    violations = facts.violations(ev.records, ev.contract)
     found += heldout_exposure(ev, violations) + failures(ev) + other_violations(violations)
     order = {c: i for i, c in enumerate(CODES)}
     arms = {a: i for i, a in enumerate(ev.arms)}

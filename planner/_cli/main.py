@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PlannerError
+from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, PlannerError
 
 
 def _finite(text: str) -> float:
@@ -104,14 +104,6 @@ def _add_estimate(sub) -> None:
     p.add_argument("--slots", type=int, default=None, help="parallel trial slots (default: this machine's CPUs / cpu per trial)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_estimate)
-
-
-def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        print(f"plan {name}: not available in this version", file=sys.stderr)
-        return EXIT_USAGE
-
-    return handler
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

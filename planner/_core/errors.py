@@ -6,7 +6,6 @@
      |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
      +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
-     |    +-- NoUsableValueError      an arm ended with no usable confirmation value (exit 4)
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
      +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
@@ -85,12 +84,6 @@ class RunError(PlannerError):
 
 class RunLockedError(RunError):
     """Another process holds the run folder's lock."""
-
-
-class NoUsableValueError(RunError):
-    """A run ended with an arm that has no usable confirmation value: nothing can be decided."""
-
-    exit_code = EXIT_NO_VALUE
 
 
 class TrialProtocolError(PlannerError):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from planner._contract.paths import shown_side
 from planner._results import report as rp
 from planner._results.report import SOURCES, _fmt
-from planner._store import read as rf
+from planner._store import facts
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
@@ -146,7 +146,7 @@ def render_html(results: RunResults) -> str:
 
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
-    exposure = rf.contract_get(results.contract, "budget.exposure")
+    exposure = facts.contract_get(results.contract, "budget.exposure")
     parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure,
                                         rp.selected_curves(results)),
                       "learning curves per arm"))

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner._results.report import render_json, render_markdown
+from planner._store import facts
 from planner._store import read as rf
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -21,7 +22,7 @@ def load_for_report(run_dir: Any, fmt: str) -> RunResults:
 
     if fmt != "html":
         return load_run(run_dir, reports=False)
-    metric = rf.contract_get(rf.open_run(run_dir).contract(), "metric.name")
+    metric = facts.contract_get(rf.open_run(run_dir).contract(), "metric.name")
     return load_run(run_dir, metrics=[metric] if metric else None)
 
 

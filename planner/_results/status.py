@@ -14,6 +14,7 @@ from typing import Any
 
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
+from planner._store import facts
 from planner._store import read as rf
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
@@ -41,8 +42,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     plan = folder.plan()
     lines = folder.trials(slim=contract)
     records = lines.records
-    planned = rf.planned_trials(plan)
-    arm_order = {a: i for i, a in enumerate(rf.arm_names(contract))}
+    planned = facts.plan_entries(plan)
+    arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
     events = folder.events().records
     not_needed = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
@@ -72,12 +73,12 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
         "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
-        "trials_planned": None if rf.planned_count(plan) is None else rf.planned_count(plan) - len(not_needed),
+        "trials_planned": None if facts.planned_count(plan) is None else facts.planned_count(plan) - len(not_needed),
         "not_needed": len(not_needed),
         "running": running,
-        "failures": rf.failures(records), "violations": rf.violations(records, contract),
-        "budget": rf.budget_used(records, contract, state, plan),
-        "heldout": rf.heldout_ledger(records, contract),
+        "failures": facts.failures(records), "violations": facts.violations(records, contract),
+        "budget": facts.budget_used(records, contract, state, plan),
+        "heldout": facts.heldout_ledger(records, contract),
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -176,7 +175,3 @@ class RunStore:
         from planner._store.read import read_json
 
         return read_json(self.root / "run.json") or {}
-
-
-def elapsed_since(t0: float) -> float:
-    return time.monotonic() - t0
