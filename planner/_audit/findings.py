@@ -20,8 +20,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from scipy import special
+
 from planner._audit.evidence import Evidence, Trial, finite
+from planner._core.errors import PlannerError
 from planner._core.status import FAILED
+from planner._plan.pilot import Pilot
+from planner._plan.seeds import spread_from_pilot
+from planner._stats.power import detection_power, seeds_for_power
 from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
@@ -152,8 +158,6 @@ def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
     """(mean oriented change from step a to step b, half-width of its CI) over the seeds, paired by seed."""
-    from scipy import special
-
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
@@ -311,8 +315,6 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
 
 def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
     """The selected trial's tuning score against the confirmation mean of the same metric."""
-    from scipy import special
-
     sel = _selected(ev, arm)
     score, metric = sel.get("score"), ev.metric
     if not finite(score) or metric is None:
@@ -371,10 +373,6 @@ def seed_spread(ev: Evidence) -> list[Finding]:
 
 def _power(ev: Evidence) -> dict[str, Any]:
     """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
-    from planner._core.errors import PlannerError
-    from planner._plan.pilot import Pilot
-    from planner._plan.seeds import spread_from_pilot
-    from planner._stats.power import detection_power, seeds_for_power
 
     declared = len(facts.contract_get(ev.contract, "seeds", []))
     metric = ev.decision_metric

@@ -11,6 +11,8 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from planner._contract.paths import shown_side
+from planner._lineage.record import lineage_lines
+from planner._results import plots as _plots
 from planner._results import report as rp
 from planner._results.report import SOURCES, _fmt
 from planner._store import facts
@@ -71,8 +73,6 @@ def _badge(decision: Any) -> str:
 
 
 def render_html(results: RunResults) -> str:
-    from planner._results import plots as _plots
-
     s = rp.summarize(results)
     m, acc = s["metrics"], s["acceptance"]
     parts = [f"<h1>{_e(s['name'])} <span class='muted'>/ {_e(s['run_id'])}</span></h1>"]
@@ -207,7 +207,6 @@ def render_html(results: RunResults) -> str:
              _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
             for r in s["reevals"]]))
     if s.get("lineage"):  # docs/lineage.md
-        from planner._lineage.record import lineage_lines
 
         parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
                      + "</ul>")

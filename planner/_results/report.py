@@ -19,6 +19,8 @@ import pandas as pd
 from planner._contract.paths import diff_rows, shown_side
 from planner._core.status import UNUSABLE
 from planner._core.text import format_duration, terminal_safe
+from planner._data.checks import summary_lines
+from planner._lineage.record import lineage_lines
 from planner._store import facts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -393,8 +395,6 @@ def heldout_line(h: dict[str, Any]) -> str:
 
 def data_lines(s: dict[str, Any]) -> list[str]:
     """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
-    from planner._data.checks import summary_lines
-
     data = (s.get("data") or {})
     return [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
             for line in summary_lines(data, {"unit": data.get("unit")})]
@@ -493,8 +493,6 @@ def render_markdown(results: RunResults) -> str:
             [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
              ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
     if s.get("lineage"):
-        from planner._lineage.record import lineage_lines
-
         out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
     ident = s["identity"]
     out += ["## Identity", ""]

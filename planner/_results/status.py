@@ -16,6 +16,7 @@ from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
+from planner._store.lock import stale_reason
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
 
@@ -26,8 +27,6 @@ def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
     The lock's own rule (`stale_reason`): a lock whose process is gone, whose pid
     now belongs to another process, or that was taken before a reboot is not alive.
     """
-    from planner._store.lock import stale_reason
-
     if not lock or lock.get("host") != socket.gethostname() or not isinstance(lock.get("pid"), int):
         return None
     return stale_reason(lock) is None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,8 +173,6 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.P
     renamed over the target (a link at the target is replaced, never followed), and the folder is fsync'd.
     With `root` (a run folder), every folder between `root` and `path` is opened without following a link.
     """
-    import secrets
-
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     if root is None:

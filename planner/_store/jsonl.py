@@ -15,6 +15,7 @@ lines are read back is the one policy of planner._store.read.iter_jsonl.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -107,8 +108,6 @@ def locked_append(path: Path, line: str) -> None:
     tail left by a killed writer is cut off while nobody else writes, and each line
     goes out in one O_APPEND write: two concurrent writers never lose or interleave a line.
     """
-    import fcntl
-
     if not line.endswith("\n"):
         line += "\n"
     lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
