@@ -471,6 +471,13 @@ def render_markdown(results: RunResults) -> str:
     out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
     out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
     out += cost_lines(s["cost"])
+    out += _failure_md(s) + _identity_md(s)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _failure_md(s: dict[str, Any]) -> list[str]:
+    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in markdown."""
+    out: list[str] = []
     out += ["## Failures", ""]
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
@@ -494,6 +501,12 @@ def render_markdown(results: RunResults) -> str:
              ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
     if s.get("lineage"):
         out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
+    return out
+
+
+def _identity_md(s: dict[str, Any]) -> list[str]:
+    """The run's identity and the notes of reading it, in markdown."""
+    out: list[str] = []
     ident = s["identity"]
     out += ["## Identity", ""]
     if ident:
@@ -510,7 +523,7 @@ def render_markdown(results: RunResults) -> str:
         out += ["identity.json is missing.", ""]
     if s["notes"]:
         out += ["## Notes", ""] + [f"- {_md(n)}" for n in s["notes"]] + [""]
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 # ---------------------------------------------------------------- cost (apart from the decision)
