@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.status import TrialStatus
 from planner._store import facts
 from planner._store import read as rf
 
@@ -192,7 +193,7 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     for m in watched:
         if m in last:
             t.final[m] = number(last[m])
-    suspicious = t.status == "diverged" or any(not math.isfinite(v) for v in t.final.values()) or any(
+    suspicious = t.status == TrialStatus.DIVERGED or any(not math.isfinite(v) for v in t.final.values()) or any(
         v.get("kind") == "diverged" for v in t.violations)
     if suspicious:  # where it went non-finite: one pass over the reports of this trial only
         for p in reports:

@@ -24,7 +24,7 @@ from scipy import special
 
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
-from planner._core.status import FAILED
+from planner._core.status import FAILED, TrialStatus
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
 from planner._stats.power import detection_power, seeds_for_power
@@ -124,7 +124,7 @@ class Curves:
 
 def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
     """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
-    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == "completed" and t.curve}
+    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == TrialStatus.COMPLETED and t.curve}
     return [out[s] for s in sorted(out, key=lambda s: (not isinstance(s, int), s if isinstance(s, int) else 0, str(s)))]
 
 
@@ -211,7 +211,7 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
 
 
 def diverged(ev: Evidence, arm: str) -> Finding | None:
-    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == "diverged"]
+    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED]
     if not bad:
         return None
     total = len(ev.of(arm=arm))
@@ -249,7 +249,7 @@ def _describe_shared(shared: dict[str, Any]) -> dict[str, str]:
 def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
     """Tuning divergence separated from the rest at one end of a tuned key's range."""
     tune = ev.of(arm=arm, phase="tune")
-    bad = [t for t in tune if t.nonfinite_step is not None or t.status == "diverged"]
+    bad = [t for t in tune if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED]
     if len(bad) < 2:
         return []
     first = min((t.nonfinite_step for t in bad if finite(t.nonfinite_step)), default=None)
@@ -379,7 +379,7 @@ def _power(ev: Evidence) -> dict[str, Any]:
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
         v = t.final.get(metric)
-        if t.status == "completed" and v is not None and math.isfinite(v) and isinstance(t.seed, int):
+        if t.status == TrialStatus.COMPLETED and v is not None and math.isfinite(v) and isinstance(t.seed, int):
             values.setdefault(t.arm, {})[t.seed] = v
     pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
     acceptance = {k: facts.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}

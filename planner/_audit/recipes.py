@@ -15,6 +15,7 @@ from typing import Any
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._audit.findings import Finding, curves, identical_seeds
 from planner._contract.paths import MISSING, config_diff
+from planner._core.status import TrialStatus
 from planner._store import facts
 
 
@@ -110,7 +111,7 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append({"what": "no data fingerprint (data.fingerprint)",
                     "why": "whether every trial read the same data is not recorded"})
     for arm in ev.arms:
-        trials = [t for t in ev.of(arm=arm, phase="confirm") if t.status == "completed"]
+        trials = [t for t in ev.of(arm=arm, phase="confirm") if t.status == TrialStatus.COMPLETED]
         if len(trials) < 2:
             out.append({"what": f"fewer than 2 completed confirmation seeds of {arm}",
                         "why": "its seed noise is unknown, so flat, still_improving and late_decline are not computed"})

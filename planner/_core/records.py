@@ -148,7 +148,7 @@ def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
     arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
     curves: dict[str, dict[Any, tuple]] = {}
     for r in records:
-        if r.get("phase") == "confirm" and r.get("status") == "completed":
+        if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED:
             curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
     return {arm: len(by_seed) for arm, by_seed in curves.items()
             if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}

@@ -19,6 +19,7 @@ from planner._contract import (
 from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import LineageError
+from planner._core.status import RunState
 from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
 from planner._lineage.source import ArmOfRun, read_arm
@@ -86,10 +87,10 @@ class ProjectLineage:
             findings.append(finding("P930", f"arm {source.arm!r} was the baseline of run {key}, not a tested arm: "
                                     "no decision accepted it", "Start from an accepted, promoted arm, or say in "
                                     "the hypothesis why this baseline stays.", path=where, severity="warning"))
-        elif decision is None or decision.get("decision") != "accept" or source.state != "completed":
+        elif decision is None or decision.get("decision") != "accept" or source.state != RunState.COMPLETED:
             what = decision.get("decision") if decision else "no decision"
             why = f" ({decision.get('reason')})" if decision and decision.get("reason") else ""
-            state = "" if source.state == "completed" else f"; the run is {source.state or 'of unknown state'}"
+            state = "" if source.state == RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
             findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} was {what}{why}, "
                                     f"not accept{state}", "A baseline should be a config that earned its place: "
                                     "start from an accepted arm of a completed run.", path=where, severity="warning"))

@@ -24,6 +24,7 @@ from typing import Any
 
 from planner._core.errors import UsageError
 from planner._core.records import finite_final_value
+from planner._core.status import TrialStatus
 from planner._store import facts
 from planner._store import read as rf
 
@@ -92,7 +93,7 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
     arms = facts.arm_names(contract)
     values: dict[str, dict[int, float]] = {}
     for r in records:
-        if r.get("phase") != "confirm" or r.get("status") != "completed":
+        if r.get("phase") != "confirm" or r.get("status") != TrialStatus.COMPLETED:
             continue
         value = finite_final_value(r, metric)  # a spread needs usable numbers
         if value is not None and isinstance(r.get("seed"), int):

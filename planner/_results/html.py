@@ -11,6 +11,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from planner._contract.paths import shown_side
+from planner._core.status import TrialStatus
 from planner._lineage.record import lineage_lines
 from planner._results import plots as _plots
 from planner._results import report as rp
@@ -169,7 +170,7 @@ def _per_seed_parts(s: dict[str, Any]) -> list[str]:
                 c = r["values"].get(arm)
                 absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
                 cells.append(f"<span class='muted'>{_e(absent)}</span>" if c is None else _f(c["value"])
-                             if c["status"] == "completed" else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
+                             if c["status"] == TrialStatus.COMPLETED else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
             rows.append(cells)
         rows.append(["<b>mean</b>", *[f"<b>{_f(ps['mean'].get(a))}</b>" for a in ps["arms"]]])
         parts.append(_table(["seed", *ps["arms"]], rows, num=set(range(1, len(ps["arms"]) + 1))))

@@ -135,7 +135,7 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
         _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param)
         logged += 1
 
-    if run.state != "running":
+    if run.state != RunState.RUNNING:
         client.set_terminated(parent_id, status=_parent_status(run.state), end_time=_ms(run.updated))
     return MlflowLogSummary(
         tracking_uri=tracking_uri or mlflow.get_tracking_uri(), experiment_id=experiment_id,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import diff_rows, shown_side
-from planner._core.status import UNUSABLE
+from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
@@ -88,9 +88,9 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     means = {}
     for arm in arms:
         vals = [c["value"] for (s, a), c in cells.items()
-                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
+                if a == arm and c["value"] is not None and c["status"] == TrialStatus.COMPLETED]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
-    missing = "pending" if results.run_state == "running" else "missing"
+    missing = "pending" if results.run_state == RunState.RUNNING else "missing"
     skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
     if "sequential" in results.decision_info:
         skipped = {tid for e in results.events if e.get("event") == "trials_skipped" and e.get("by_design")
@@ -121,8 +121,8 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
         sel = selection.get(arm) or {}
         rows.append({
             "arm": arm, "planned": sum(1 for p in planned if p.get("arm") == arm) or None,
-            "ended": int(len(sub)), "completed": int((status == "completed").sum()),
-            "full_exposure": full, "early_stopped": int((status == "early_stopped").sum()),
+            "ended": int(len(sub)), "completed": int((status == TrialStatus.COMPLETED).sum()),
+            "full_exposure": full, "early_stopped": int((status == TrialStatus.EARLY_STOPPED).sum()),
             "failed": int(status.isin(UNUSABLE).sum()),
             "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
             "selected_params": _clean(sel.get("params") or {}),
@@ -451,7 +451,7 @@ def render_markdown(results: RunResults) -> str:
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
                 absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
-                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == TrialStatus.COMPLETED
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])

@@ -12,6 +12,7 @@ import socket
 from collections import Counter
 from typing import Any
 
+from planner._core.status import RunState
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
@@ -102,7 +103,7 @@ def format_status(status: dict[str, Any]) -> str:
         holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
-        elif s["state"] != "running" and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
+        elif s["state"] != RunState.RUNNING and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
     reevals = s["budget"].get("reeval_trials")
@@ -117,7 +118,7 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
-        label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"
+        label = "started, not ended" if s["state"] == RunState.RUNNING else "started, never ended (no record)"
         out.append(f"{label}: {shown}")
     fails = [f for f in s["failures"] if not f["retried"]]
     retried = [f for f in s["failures"] if f["retried"]]
