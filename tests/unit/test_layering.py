@@ -150,24 +150,24 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_heavy_libraries_only_at_their_boundary():
+def _outside(boundaries: dict[str, set[str]], place) -> list[str]:
+    """Imports of a bound library from a module whose `place(module)` (its stage, or its name) is not allowed."""
     problems = []
     for module, path in MODULES.items():
-        own = _stage(module)
         for target, _, line in _imports(path):
             top = target.split(".")[0]
-            if top in BOUNDARIES and own not in BOUNDARIES[top]:
-                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(BOUNDARIES[top])})")
+            if top in boundaries and place(module) not in boundaries[top]:
+                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(boundaries[top])})")
+    return problems
+
+
+def test_heavy_libraries_only_at_their_boundary():
+    problems = _outside(BOUNDARIES, _stage)
     assert not problems, "\n".join(problems)
 
 
 def test_scipy_hydra_and_pydantic_only_in_their_modules():
-    problems = []
-    for module, path in MODULES.items():
-        for target, _, line in _imports(path):
-            top = target.split(".")[0]
-            if top in MODULE_BOUNDARIES and module not in MODULE_BOUNDARIES[top]:
-                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(MODULE_BOUNDARIES[top])})")
+    problems = _outside(MODULE_BOUNDARIES, lambda module: module)
     assert not problems, "\n".join(problems)
 
 
