@@ -23,7 +23,7 @@ A leaf: imports only `_core.status`.
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 from planner._core.status import FAILED, TrialStatus
 
@@ -80,7 +80,7 @@ class TrialRecord(TypedDict, total=False):
     node_id: str | None
     resumed: bool
     contract_sha256: str
-    summary: NotRequired[ReportSummary]  # set by the reader on a slimmed record only, never written
+    summary: ReportSummary  # set by the reader on a slimmed record only, never written
 
 
 def final_value(record: dict[str, Any], metric: str) -> float | None:

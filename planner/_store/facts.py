@@ -133,7 +133,7 @@ def slim_record(record: TrialRecord, contract: dict[str, Any],
     steps = [s for s in (record.get("exposure"), summary.last_step) if isinstance(s, int | float)]
     anomalous = (exposure is not None and any(s > exposure for s in steps)) or (
         heldout is not None and record.get("phase") == "tune" and heldout in summary.metric_names)
-    slim: TrialRecord = {**record, "summary": summary}  # type: ignore[typeddict-item]
+    slim: TrialRecord = {**record, "summary": summary}
     if not anomalous:
         slim["reports"] = []
     return slim
