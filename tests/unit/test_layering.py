@@ -44,13 +44,13 @@ BOUNDARIES = {
     "rich": {"_dispatch"},
 }
 # Libraries bound to named modules, not whole stages: SciPy to the statistics and the few planning and audit
-# modules that call it, Hydra and OmegaConf to composing configs (and the command trainable's overrides),
+# modules that call it, Hydra and OmegaConf to composing configs (and the command trainable's config check),
 # pydantic to the contract model and the code that checks data against it.
 MODULE_BOUNDARIES = {
     "scipy": {"planner._stats.decide", "planner._stats.power", "planner._stats.sequential", "planner._plan.seeds",
               "planner._audit.findings"},
     "hydra": {"planner._contract.compose"},
-    "omegaconf": {"planner._contract.compose", "planner._contract.paths", "planner._trial.command"},
+    "omegaconf": {"planner._contract.compose", "planner._contract.paths", "planner._trial.config_check"},
     "pydantic": {"planner._contract.model", "planner._contract.schema_errors", "planner._contract.validate",
                  "planner._audit.control",  # the next control's contract, checked by the model
                  "planner._reeval.rerun"},  # the frozen contract, loaded back by the model

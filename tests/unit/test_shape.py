@@ -21,7 +21,6 @@ ALLOWED = {
     "_dispatch/driver.py:run",  # the run's lifecycle as named phases
     "_dispatch/tune.py:_run_tuning",  # the sweep's search, hooks and recorder as top-level classes
     "_stats/sequential.py:_reason",  # the look's facts as one value
-    "_trial/command.py:run_command",  # the command trainable in pieces, the limits as one value
 }
 
 
