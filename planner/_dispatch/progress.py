@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from planner._core.records import error_of, finite_final_value
+from planner._core.status import FAILED, TrialStatus
 from planner._core.text import clock
-
-FAILED = ("failed", "protocol_error", "timeout", "oom")
 
 
 @dataclass
@@ -61,12 +60,12 @@ class Progress:
         cell.ended += 1
         status = record["status"]
         cell.failed += status in FAILED
-        cell.diverged += status == "diverged"
-        cell.early_stopped += status == "early_stopped"
+        cell.diverged += status == TrialStatus.DIVERGED
+        cell.early_stopped += status == TrialStatus.EARLY_STOPPED
         error = error_of(record)
         if error is not None:
             self.errors[error] = self.errors.get(error, 0) + 1
-        if status != "completed":
+        if status != TrialStatus.COMPLETED:
             return
         metric = self.metric if record["phase"] == "tune" else self.decision_metric
         value = last_value(record, metric)
