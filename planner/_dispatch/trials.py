@@ -27,6 +27,7 @@ from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import trainable_search_path
+from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
 
@@ -53,8 +54,6 @@ class Dispatch:
         """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them)."""
         command = None
         if contract.command:
-            from planner._trial.command import command_trainable
-
             command = command_trainable(contract, contract_dir, configs).to_dict()
         return cls(contract, store, search_path if search_path is not None else trainable_search_path(contract_dir),
                    contract_sha256 or contract.sha256(), command, **options)
