@@ -514,7 +514,7 @@ class _End:
     reason: str = ""
     decisions: list[dict] = field(default_factory=list)
 
-    def __call__(self, error: BaseException | None) -> BaseException | None:
+    def __call__(self, error: BaseException | None) -> BaseException | str | None:
         runner, store = self.runner, self.runner.store
         self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
                                                        budget=runner.contract.budget.max_wall_time)

@@ -161,13 +161,17 @@ def restore_stop_signals(previous) -> None:
 
 # ------------------------------------------------------------------ the session of one command
 
-def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | None = None,
-                budget: str | None = None) -> tuple[RunState, str, BaseException | None]:
-    """(the run state, its reason, the error to raise instead of `error` or None) for a command body that
-    ended with `error` (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
+HANDLED = "handled"  # what an end's bookkeeping returns for an error it handled: the command returns normally
 
-    Ctrl-C and SIGTERM are `interrupted`; a full disk is `failed` with a sentence that says how to resume (a
-    RunError replaces the OSError); any other error is `failed` and raised as it is.
+
+def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | None = None,
+                budget: str | None = None) -> tuple[RunState, str, BaseException | str | None]:
+    """(the run state, its reason, what becomes of `error`) for a command body that ended with `error`
+    (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
+
+    What becomes of it: None, raised as it is; HANDLED, not raised (Ctrl-C and SIGTERM: `interrupted`, the
+    command returns its result); or the error to raise instead (a full disk is `failed` with a sentence
+    that says how to resume, a RunError in place of the OSError). Any other error is `failed`.
     """
     if error is None:
         if stopped == StopReason.BUDGET:
@@ -176,7 +180,7 @@ def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | No
             return RunState.INTERRUPTED, "stopped by the user", None
         return RunState.COMPLETED, "all planned trials ended", None
     if isinstance(error, KeyboardInterrupt):
-        return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", None
+        return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", HANDLED
     if isinstance(error, OSError) and disk_error(error):
         reason = (f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
                   f"kept; free space and resume with --resume {run_dir}")
@@ -202,9 +206,10 @@ class RunSession:
             session.start_ray(address, search_path, runs_dir, ...)
             ...
 
-    On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None; an error it
-    returns is raised in place of the body's once everything below is done), then the store closed and
-    unlocked, the stop signals restored, and a Ray this session started shut down.
+    On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None), then the
+    store closed and unlocked, the stop signals restored, and a Ray this session started shut down. What
+    `bookkeeping` returns says what becomes of the error (final_state): None, it propagates as it is;
+    HANDLED, it does not; an exception, raised in its place once everything above is done.
     """
 
     def __init__(self, store, *, command: str = "plan run"):
@@ -213,7 +218,7 @@ class RunSession:
         self._signals = None
         self._claimed = False
         self._started_ray = False
-        self._end: Callable[[BaseException | None], BaseException | None] | None = None
+        self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
 
     def __enter__(self) -> RunSession:
         self.took_over = self.store.lock(self.command)
@@ -223,7 +228,7 @@ class RunSession:
         """From here on SIGTERM and SIGINT stop the command like Ctrl-C does (claim_stop_signals)."""
         self._signals, self._claimed = claim_stop_signals(), True
 
-    def on_end(self, bookkeeping: Callable[[BaseException | None], BaseException | None]) -> None:
+    def on_end(self, bookkeeping: Callable[[BaseException | None], BaseException | str | None]) -> None:
         self._end = bookkeeping
 
     def start_ray(self, address: str | None, search_path: list[str], runs_dir: Path, **options) -> None:
@@ -244,6 +249,6 @@ class RunSession:
                 import ray
 
                 ray.shutdown()
-        if replacement is not None:
+        if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it
-        return False
+        return replacement == HANDLED and error is not None
