@@ -61,7 +61,7 @@ def test_a_full_disk_becomes_one_sentence_and_other_errors_stay_what_they_are(tm
     assert raised.value.__suppress_context__ and raised.value.__cause__ is None
     with pytest.raises(ZeroDivisionError), RunSession(store) as session:
         session.on_end(lambda error: final_state(error)[2])
-        1 / 0
+        raise ZeroDivisionError("x")
     assert final_state(ZeroDivisionError("x"))[:2] == (RunState.FAILED, "internal error: ZeroDivisionError: x")
     assert _lock_is_free(store)
 
