@@ -666,7 +666,7 @@ def format_result(result: RunResult) -> str:
     if result.heldout_exposures:
         lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
                      f"{result.heldout!r}: test exposure (one per trial; see plan status)")
-    if result.no_value_arms and result.state == "completed":
+    if result.no_value_arms and result.state == RunState.COMPLETED:
         lines.append(f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
                      f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
                      f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
+from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
 
@@ -37,7 +38,7 @@ def tune_trainable(config: dict) -> dict | None:
                                  "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
 
     record = run_trial(spec, forward)
-    if (record["status"] == "completed" and record["attempts"] == 1 and not record["errors"]
+    if (record["status"] == TrialStatus.COMPLETED and record["attempts"] == 1 and not record["errors"]
             and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})):
         return None
     return {"planner": {"record": record}}
