@@ -25,6 +25,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import planner._stats.decide as decision_rule  # called through its module (tests swap the rule there)
 from planner._contract.paths import apply_params, config_diff
 from planner._contract.validate import load_contract
 from planner._core.errors import (
@@ -53,7 +54,7 @@ from planner._lineage.resolve import ProjectLineage
 from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
-from planner._stats.decide import Outcome, decide, mark_invalid, seeds_did_not_vary
+from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
 from planner._stats.select import select
 from planner._store.identity import run_identity
 from planner._store.read import RunFolder, heldout_tuning_trials, read_yaml
@@ -119,7 +120,7 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
             latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
     for (arm, seed), record in latest.items():
         confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", TrialStatus.FAILED)))
-    decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+    decisions = decision_rule.decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
