@@ -36,6 +36,7 @@ from planner._core.errors import (
     RunError,
     UsageError,
 )
+from planner._core.lazy import lazy_import
 from planner._core.records import error_groups, final_value, finite_final_value, seeds_identical
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
@@ -61,6 +62,9 @@ from planner._store.read import RunFolder, heldout_tuning_trials, read_yaml
 from planner._store.resume import heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
 from planner._trial.protocol import TrialSpec
+
+# Ray Tune and Optuna, loaded when tuning starts (a run without tuning never loads them)
+tuning_pieces = lazy_import("planner._dispatch.tune")
 
 
 @dataclass
@@ -233,9 +237,6 @@ class Runner:
 
     # phases
     def tune(self) -> StopReason | None:
-        # the Ray Tune and Optuna boundary, loaded when tuning starts (the workers never import it)
-        from planner._dispatch.tune import Sweep, run_tuning
-
         tuning = self.contract.tuning
         sweeps = []
         for group in self.plan.tune_groups:
@@ -247,7 +248,7 @@ class Runner:
             space = arm_space(tuning, group.arm)
             evaluated = [(r["params"], v) for r in done if r["status"] == TrialStatus.COMPLETED
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
-            sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
+            sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
                                 raw=self.raw_configs.get(group.arm)))
         if not sweeps:
@@ -258,7 +259,7 @@ class Runner:
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
             return StopReason.BUDGET
-        outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
+        outcome = tuning_pieces.run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
                              resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
                              time_budget_s=remaining, prestart=True)

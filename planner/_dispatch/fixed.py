@@ -5,8 +5,6 @@ They need none of Tune's machinery, so the driver knows when each started (for
 at `max_wall_time`. A worker that died is retried like a raise, unless its
 attempt ledger (planner._trial.attempts) says a watchdog stopped it for good.
 
-Ray is imported where it is used: this module is imported by `plan run` and
-`plan reeval` before Ray starts.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from planner._contract.model import Resources
+from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for, task_options
@@ -25,6 +24,8 @@ from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
 
+ray = lazy_import("ray")  # imported when the first trial is sent: `plan reeval`'s refusals never load it
+
 BACKSTOP_S = 10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
 STARTUP_S = 120.0  # what a trial whose start the driver cannot see may spend waiting for its worker
 RETRY = "retry"  # after_worker_death: the trial runs again (a retry is left)
@@ -32,8 +33,6 @@ RETRY = "retry"  # after_worker_death: the trial runs again (a retry is left)
 
 def slots_for(resources: Resources | Mapping[str, Any]) -> int:
     """How many trials of `resources` (the contract's budget.resources) the connected Ray cluster runs at once (at least 1)."""
-    import ray
-
     total = ray.cluster_resources()
     counts = []
     for name, need in resources_for(resources).items():
@@ -44,8 +43,6 @@ def slots_for(resources: Resources | Mapping[str, Any]) -> int:
 
 def prestart_workers(template: TrialSpec, resources: Resources) -> list:
     """One warm-up task per slot; they queue until the tuning tail frees slots, then leave warm idle workers."""
-    import ray
-
     task = ray.remote(warm_task).options(**task_options(resources), max_retries=0)
     return [task.remote(template.trainable, template.path) for _ in range(slots_for(resources))]
 
@@ -89,8 +86,6 @@ class _FixedBatch:
 
     def __init__(self, specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
                  max_trial_time_s: float | None):
-        import ray
-
         self.task = ray.remote(confirm_task).options(**task_options(resources), max_retries=0,
                                                      retry_exceptions=False)
         self.slots = slots_for(resources)
@@ -115,8 +110,6 @@ class _FixedBatch:
 
     def collect(self, done: list) -> None:
         """The tasks that returned: their records, or a retry / a final status after a dead worker."""
-        import ray
-
         for ref in done:
             spec, started_at, started = self.running.pop(ref)
             try:
@@ -132,8 +125,6 @@ class _FixedBatch:
 
     def backstop(self) -> None:
         """Kill a trial past max_trial_time + BACKSTOP_S (the worker's watchdog stops it first)."""
-        import ray
-
         if self.max_trial_time_s is None:
             return
         for ref, (spec, started_at, started) in list(self.running.items()):
@@ -148,8 +139,6 @@ class _FixedBatch:
                                       time.monotonic() - started_at))
 
     def cancel_running(self) -> None:
-        import ray
-
         for ref, (spec, _, _) in self.running.items():
             ray.cancel(ref, force=True)
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
@@ -158,8 +147,6 @@ class _FixedBatch:
 def run_fixed(specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
               max_trial_time_s: float | None, deadline: float | None) -> Outcome:
     """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like a raise."""
-    import ray
-
     if not specs:
         return Outcome()
     batch = _FixedBatch(specs, resources=resources, hooks=hooks, max_trial_time_s=max_trial_time_s)

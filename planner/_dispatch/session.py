@@ -26,11 +26,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from planner._core.errors import PlannerError, RunError
+from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
 from planner._dispatch.worker import WORKER_ENV
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
 from planner._store.resume import disk_error
+
+ray = lazy_import("ray")  # imported when a command starts or joins Ray
 
 RAY_LOG = "ray.log"
 
@@ -47,8 +50,6 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
     itself as py_modules; and a trial request no node can ever hold is refused
     here instead of waiting forever.
     """
-    import ray
-
     if ray.is_initialized():
         return False
     with _ray_logs_to_run_folder(log_dir):
@@ -111,8 +112,6 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
 
 
 def _note_session_dir(logger: logging.Logger) -> None:
-    import ray
-
     try:  # not a public API: a Ray that moved it just leaves the line out
         session = ray._private.worker._global_node.get_session_dir_path()
     except AttributeError:
@@ -123,8 +122,6 @@ def _note_session_dir(logger: logging.Logger) -> None:
 def start_local_ray(attempts: int = 3, **options) -> None:
     """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
     fixed 30-second start-up wait."""
-    import ray
-
     for attempt in range(1, attempts + 1):
         try:
             ray.init(include_dashboard=False, configure_logging=False, **options)
@@ -246,8 +243,6 @@ class RunSession:
             if self._claimed:
                 restore_stop_signals(self._signals)
             if self._started_ray:
-                import ray
-
                 ray.shutdown()
         if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it

@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 import sys
 
+from planner._core.lazy import lazy_import
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
+
+ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
 
 # The workers' environment (planner._dispatch.session passes it through runtime_env).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
@@ -25,8 +28,6 @@ def tune_trainable(config: dict) -> dict | None:
     its record from the reports it streamed (saving Tune one round trip per trial).
     Any other ending sends the worker's full record as a last result.
     """
-    from ray import tune
-
     spec = TrialSpec(**config["planner_spec"])
     meta = {"started": utc_now(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
 
@@ -34,7 +35,7 @@ def tune_trainable(config: dict) -> dict | None:
 
     def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None) -> None:
         sent["splits"] = splits or {}  # the splits logged so far travel with the reports (docs/data.md)
-        tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
+        ray_tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
                                  "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
 
     record = run_trial(spec, forward)
