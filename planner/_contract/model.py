@@ -155,6 +155,7 @@ class Acceptance(_Model):
     alpha: Finite = Field(default=0.05, gt=0, le=0.5)
     test: Literal["welch", "paired", "bootstrap"] = "welch"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
+    rule: Literal["estimate", "margin"] = "estimate"  # margin: accept only when the CI's lower end reaches min_effect
 
 
 class Resources(_Model):

@@ -64,6 +64,9 @@ from planner._stats.decide import (
     _pair,
     _paired_parts,
     _welch_parts,
+    check_alpha,
+    check_min_effect,
+    check_test,
     degenerate_rows,
     verdict,
     welch_df,
@@ -171,7 +174,8 @@ def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "ob
     the z bound's own p, Phi(-c_k) (slightly liberal for paired at small n;
     kept for comparison).
     """
-    test = "paired" if test == "paired" else "welch"
+    _check_design(n_seeds, looks, alpha, spending, futility, futility_power, test)
+    test = "paired" if test == "paired" else "welch"  # bootstrap is monitored with Welch's t
     sizes = look_sizes(n_seeds, looks)
     fractions = [s / n_seeds for s in sizes]
     z = boundaries(looks, alpha, spending, fractions)
@@ -183,6 +187,20 @@ def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "ob
         raise ValueError(f"unknown calibration {calibration!r}")
     return Design(n_seeds, looks, alpha, spending, test, futility, futility_power, tuple(sizes),
                   tuple(map(float, z)), p)  # fmt: skip
+
+
+def _check_design(n_seeds, looks, alpha, spending, futility, futility_power, test) -> None:
+    """Each input of `plan_design` refused with one sentence (ValueError)."""
+    for value, what in ((n_seeds, "n_seeds"), (looks, "looks")):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    check_alpha(alpha)
+    if spending not in ("obrien_fleming", "pocock"):
+        raise ValueError(f"unknown spending {spending!r}: use obrien_fleming or pocock")
+    if not isinstance(futility, bool):
+        raise ValueError(f"futility must be true or false, got {futility!r}")
+    check_alpha(futility_power, "futility_power")
+    check_test(test)  # never silently another test
 
 
 @functools.lru_cache(maxsize=64)
@@ -336,8 +354,11 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
                         baseline_seeds: Sequence[int] | None = None,
                         arm_seeds: Sequence[int] | None = None) -> SequentialStep:  # fmt: skip
     """What to do after look `look` (0-based), given every value so far of both arms."""
-    if not 0 <= look < design.looks:
-        raise ValueError(f"look must be in 0..{design.looks - 1}, got {look}")
+    if not isinstance(design, Design):
+        raise ValueError(f"design must be a Design (from looks / plan_design), got {type(design).__name__}")
+    if isinstance(look, bool) or not isinstance(look, int | np.integer) or not 0 <= look < design.looks:
+        raise ValueError(f"look must be a whole number in 0..{design.looks - 1}, got {look!r}")
+    check_min_effect(min_effect)
     base, arm = _oriented(baseline_values, mode), _oriented(arm_values, mode)
     if design.test == "paired":
         base, arm, _ = _pair(base, arm, baseline_seeds, arm_seeds)
