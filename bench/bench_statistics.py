@@ -223,7 +223,14 @@ def quantized_a_a_table() -> str:
 
 def edges_a_a_table() -> str:
     """Issue 20 item 6: A/A false accepts with diverged seeds, ties and a large offset, every test, fixed."""
-    from planner._stats.calibration import EDGES, LEVEL, MIN_EFFECT, OFFSET_SD, SD, edge_false_accept
+    from planner._stats.calibration import (
+        EDGES,
+        LEVEL,
+        MIN_EFFECT,
+        OFFSET_SD,
+        SD,
+        edge_false_accept,
+    )
 
     sims = 20_000
     rows = []

@@ -106,7 +106,14 @@ def offset_check(test: str, n: int, *, effect: float = 0.0, alpha: float = 0.05,
                  rng_seed: int = 0) -> OffsetCheck:
     """Decide the same values at offset 0 and OFFSET: a real spread stays a spread (the rule does not fire);
     what differs is float rounding at 1e10 (a float step there is 1.9e-6, 0.2 % of the sd)."""
-    from planner._stats.decide import _paired_t, _permutation, _welch_t, degenerate_rows, permutation_splits, verdict
+    from planner._stats.decide import (
+        _paired_t,
+        _permutation,
+        _welch_t,
+        degenerate_rows,
+        permutation_splits,
+        verdict,
+    )
 
     rng = np.random.default_rng(rng_seed)
     base = OFFSET_SD * rng.standard_normal((sims, n))
