@@ -311,6 +311,9 @@ def test_margin_with_looks_is_refused_before_any_compute(tmp_path):
     result = validate(write_contract(tmp_path, plain))
     assert result.valid and result.loaded.contract.acceptance.rule == "margin"
     assert Acceptance(min_effect=0.01).rule == "estimate"
+    # the default stays out of the frozen copy (contract hashes of earlier runs hold); margin is written
+    assert "rule" not in Acceptance(min_effect=0.01).model_dump(mode="json")
+    assert result.loaded.contract.frozen()["acceptance"]["rule"] == "margin"
     result = validate(write_contract(tmp_path, edited("hydra.yaml", [("  min_effect: 0.01\n",
                                                                       "  min_effect: 0.01\n  rule: margins\n")])))
     assert [d.code for d in result.diagnostics if d.severity == "error"] == ["P103"]
