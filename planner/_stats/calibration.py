@@ -98,7 +98,7 @@ class OffsetCheck:
     effect: float
     accept_at_0: float
     accept_at_offset: float
-    degenerate_at_offset: int  # experiments the degenerate-spread rule finds at the offset (none at 0)
+    degenerate_at_offset: int  # experiments the degenerate-spread rule finds at the offset (a side, or none at all)
     changed: int  # experiments whose decision differs between the two
 
 
@@ -111,6 +111,7 @@ def offset_check(test: str, n: int, *, effect: float = 0.0, alpha: float = 0.05,
         _permutation,
         _welch_t,
         degenerate_rows,
+        flat_rows,
         permutation_splits,
         verdict,
     )
@@ -122,9 +123,11 @@ def offset_check(test: str, n: int, *, effect: float = 0.0, alpha: float = 0.05,
 
     def decided(b, a):
         if test == "bootstrap":
-            return verdict(*_permutation(b, a, alpha, splits)[:3], OFFSET_SD)
-        return verdict(*(_paired_t if test == "paired" else _welch_t)(b, a, alpha)[:3], OFFSET_SD)
+            return verdict(*_permutation(b, a, alpha, splits)[:3], OFFSET_SD, flat=flat_rows(b, a))
+        return verdict(*(_paired_t if test == "paired" else _welch_t)(b, a, alpha)[:3], OFFSET_SD,
+                       flat=flat_rows(b, a))
 
     at_0, at_offset = decided(base, arm), decided(base + OFFSET, arm + OFFSET)
     return OffsetCheck(test, n, sims, effect, float((at_0 == "accept").mean()), float((at_offset == "accept").mean()),
-                       int(degenerate_rows(base + OFFSET, arm + OFFSET, test).sum()), int((at_0 != at_offset).sum()))
+                       int((flat_rows(base + OFFSET, arm + OFFSET) | degenerate_rows(base + OFFSET, arm + OFFSET, test)).sum()),
+                       int((at_0 != at_offset).sum()))

@@ -24,15 +24,20 @@ Tests:
 Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 "CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
 
-Degenerate spread: when either side shows no seed-to-seed spread (the
-baseline or the arm gives the same value on every seed, say every seed
-diverged to failures.diverged_value; paired: also every seed gives the same
-difference), up to the float resolution of the values at their magnitude,
-that side's noise was never observed, and no test can weigh the effect
-against it. A CI of width zero (or one drawn from the other side's noise
-alone) would read as certainty; instead the test returns an unbounded CI and
-p = NaN, so a degenerate spread never yields accept or reject by itself (the
-decision is inconclusive and its reason says which side and why).
+Degenerate spread: a side shows no seed-to-seed spread when it gives the same
+value on every seed (say every seed diverged to failures.diverged_value), up
+to the float resolution of the values at their magnitude.
+- Both sides (welch, bootstrap), or every seed the same difference (paired):
+  there is no noise at all to weigh the effect against. A CI of width zero
+  and p = 0 would read as certainty; instead the test returns an unbounded
+  CI and p = NaN, so the decision is neither accept nor reject.
+- One side: its noise was never observed, and the CI is drawn from the other
+  side's noise alone, too narrow to show an improvement: such a comparison
+  is never accepted (`verdict(..., flat=...)`); it can still be rejected, as
+  the CI shows the arm falling short. An all-diverged baseline at 2 seeds
+  is the case that made A/A comparisons accept 5-7 % of the time.
+The reason says which side, and whether its values were equal or only
+within the float resolution.
 
 Rules (acceptance.rule): `estimate` (the default) accepts when the CI is above
 0 and the estimate reaches min_effect; `margin` only when the CI's lower end
@@ -109,12 +114,17 @@ class Comparison:
     n_baseline: int
     n_arm: int
     n_unpaired: int = 0  # paired test: seeds only one side had, dropped
-    no_spread: tuple[NoSpread, ...] = ()  # the sides without spread, when degenerate
+    no_spread: tuple[NoSpread, ...] = ()  # the sides without spread (module doc)
 
     @property
     def degenerate(self) -> bool:
         """No spread to weigh the effect against (see the module doc): the CI is unbounded and p is NaN."""
         return math.isnan(self.p_value)
+
+    @property
+    def one_side_flat(self) -> bool:
+        """A side without spread (module doc): whatever the CI says, the comparison is never accepted."""
+        return bool(self.no_spread)
 
 
 @dataclass(frozen=True)
@@ -333,17 +343,21 @@ def _paired_parts(base: np.ndarray, arm: np.ndarray):
 
 
 def degenerate_rows(base: np.ndarray, arm: np.ndarray, test: str) -> np.ndarray:
-    """Rows with a side of zero spread (module doc): the baseline's or the arm's own, or, paired, the
-    differences'. One side of zero spread is enough: its noise was never observed (an all-diverged
-    baseline at 2 seeds), and a CI from the other side's noise alone is far too narrow."""
-    flat = no_spread(base) | no_spread(arm)
+    """Rows with no spread at all to weigh the effect against (module doc): paired, the differences';
+    otherwise both arms' own. Such a row gets an unbounded CI and p NaN."""
     if test == "paired":
-        flat |= no_spread(arm - base, base, arm)
-    return flat
+        return no_spread(arm - base, base, arm)
+    return no_spread(base) & no_spread(arm)
+
+
+def flat_rows(base: np.ndarray, arm: np.ndarray) -> np.ndarray:
+    """Rows where a side (the baseline or the arm) shows no spread: never accepted (module doc)."""
+    return no_spread(base) | no_spread(arm)
 
 
 def sides_without_spread(base: np.ndarray, arm: np.ndarray, test: str) -> tuple[NoSpread, ...]:
-    """The sides of one comparison (1-D oriented values) that `degenerate_rows` finds without spread."""
+    """The sides of one comparison (1-D oriented values) that `flat_rows` (baseline, arm) and, paired,
+    `degenerate_rows` (differences) find without spread."""
     sides = [("baseline", base, (base,)), ("arm", arm, (arm,))]
     if test == "paired":
         sides.append(("differences", arm - base, (base, arm)))
@@ -443,16 +457,19 @@ def below(value, min_effect: float):
     return np.asarray(value) < min_effect - 1e-9 * abs(min_effect)
 
 
-def verdict(effect, ci_low, ci_high, min_effect: float, rule: Rule = "estimate"):
+def verdict(effect, ci_low, ci_high, min_effect: float, rule: Rule = "estimate", *, flat=None):
     """The contract's rule on arrays: 'accept' | 'reject' | 'inconclusive' per element.
 
     estimate: accept when CI low > 0 and the estimate reaches min_effect. margin: accept only when
     CI low itself reaches min_effect. Both reject when CI high is below min_effect. An unbounded CI
-    (a degenerate spread, or too few seeds for the bootstrap test) is never accept or reject.
+    (a degenerate spread, or too few seeds for the bootstrap test) is never accept or reject; an
+    element of `flat` (`flat_rows`: a side without spread) is never accept.
     """
     check_rule(rule)
     effect, ci_low, ci_high = np.broadcast_arrays(effect, ci_low, ci_high)
     accept = (ci_low > 0) & reaches(ci_low if rule == "margin" else effect, min_effect)
+    if flat is not None:
+        accept &= ~np.asarray(flat, dtype=bool)
     reject = below(ci_high, min_effect)
     return np.where(accept, "accept", np.where(reject, "reject", "inconclusive"))
 
@@ -527,7 +544,9 @@ def decide(
         values, problem, _ = collected[name]
         if base_problem is None and problem is None:
             first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
-    levels = adjusted_alphas([first[a].p_value if a in first else math.nan for a in arms], alpha, acceptance.correction)
+    # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's noise
+    p_values = [first[a].p_value if a in first and not first[a].one_side_flat else math.nan for a in arms]
+    levels = adjusted_alphas(p_values, alpha, acceptance.correction)
 
     decisions = []
     for name, level in zip(arms, levels, strict=True):
@@ -542,7 +561,7 @@ def decide(
             ))  # fmt: skip
             continue
         c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
-        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule))
+        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat))
         names = {"baseline": baseline, "arm": name, "metric": metric}
         decisions.append(Decision(
             arm=name, decision=decision, effect=c.effect, ci_low=c.ci_low, ci_high=c.ci_high,
@@ -632,23 +651,28 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
     """The decision's sentence. names: baseline, arm, metric; diverged: side -> diverged seeds counted."""
     name, baseline, metric = names["arm"], names["baseline"], names["metric"]
     if c.degenerate:
-        one_side = len(c.no_spread) == 1 and c.no_spread[0].side != "differences"
-        why = ("that side's seed-to-seed noise was never observed, and a CI drawn from the other side's noise "
-               "alone is no evidence" if one_side else "with no seed-to-seed spread there is no noise to weigh "
-               "the effect against, and a CI of width zero is no evidence")
         return (f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but "
-                f"{_no_spread_said(c.no_spread, names, diverged)}: {why} (degenerate spread). Inconclusive: add "
-                "seeds, or measure the metric more finely (a coarse metric, such as accuracy on few examples, "
-                "ties).")
+                f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there is no noise "
+                "to weigh the effect against, and a CI of width zero is no evidence (degenerate spread). "
+                "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as accuracy on "
+                "few examples, ties).")
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
     said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     m = f"{min_effect:g}"
+    if c.one_side_flat and decision != "reject":
+        return (f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's seed-to-seed noise "
+                "was never observed, and a CI drawn from the other side's noise alone cannot show an improvement "
+                "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a coarse "
+                "metric, such as accuracy on few examples, ties).")
     if decision == "accept" and reaches(c.ci_low, min_effect):
         return f"{said}: the CI's lower end reaches the minimum effect {m}, so an improvement of at least {m} is shown."
     if decision == "accept":
         return (f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the CI's lower end "
                 f"is below {m}: an improvement is shown, one of at least {m} only estimated "
                 "(acceptance.rule margin accepts only when the CI shows it).")
+    if decision == "reject" and c.one_side_flat:
+        return (f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on one side's "
+                f"noise, as {_no_spread_said(c.no_spread, names, diverged)}.")
     if decision == "reject":
         return f"{said}: even the CI's upper end is below the minimum effect {m}."
     if c.test == "bootstrap" and not math.isfinite(c.ci_low) and smallest_p_value(c.n_arm, c.n_baseline) > level:

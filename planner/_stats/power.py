@@ -40,6 +40,7 @@ from planner._stats.decide import (
     check_min_effect,
     check_rule,
     check_test,
+    flat_rows,
     permutation_splits,
     verdict,
 )
@@ -362,7 +363,7 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
             est, low, high, _ = _paired_t(base, arm, alpha)
         else:
             est, low, high, _ = _permutation(base, arm, alpha, splits)
-        v = verdict(est, low, high, min_effect, rule)
+        v = verdict(est, low, high, min_effect, rule, flat=flat_rows(base, arm))
         counts += [(v == "accept").sum(), (low > 0).sum(), (v == "reject").sum()]
     accept, detected, reject = counts / sims
     return SimulatedRates(sims, accept, detected, reject)

@@ -68,6 +68,7 @@ from planner._stats.decide import (
     check_min_effect,
     check_test,
     degenerate_rows,
+    flat_rows,
     verdict,
     welch_df,
 )
@@ -325,17 +326,20 @@ def _conditional_power(statistic, se, fraction, final_z, min_effect, n_now, n_fi
     return stats.norm.sf((final_z - b_now - drift * (1 - fraction)) / math.sqrt(1 - fraction))
 
 
-def _actions(k, design: Design, effect, se, statistic, bound, min_effect):
+def _actions(k, design: Design, effect, se, statistic, bound, min_effect, *, flat=None):
     """Vectorized action codes: 0 continue, 1 accept, 2 reject, 3 inconclusive, 4 stop_futility.
 
     An arm stops at the first look whose repeated CI is above 0 (then the
     contract's rule decides: accept, or inconclusive when the effect is below
-    min_effect), at a futility stop, or at the last look.
+    min_effect), at a futility stop, or at the last look. A row of `flat`
+    (decide's `flat_rows`: a side without spread so far) never stops for
+    efficacy and is never accepted.
     """
     with np.errstate(invalid="ignore"):
         half = np.where(np.isnan(se) | np.isinf(bound), np.inf, bound * se)
     low, high = effect - half, effect + half
-    verdicts = verdict(effect, low, high, min_effect)
+    flat = np.zeros(effect.shape, dtype=bool) if flat is None else flat
+    verdicts = verdict(effect, low, high, min_effect, flat=flat)
     decided = np.where(verdicts == "accept", 1, np.where(verdicts == "reject", 2, 3))
     if k == design.looks - 1:
         return decided, low, high, np.full(effect.shape, np.nan)
@@ -343,7 +347,7 @@ def _actions(k, design: Design, effect, se, statistic, bound, min_effect):
     cp = _conditional_power(statistic, se, n_now / n_final, design.z_bounds[-1], min_effect, n_now, n_final)
     cp = np.where(np.isnan(se), np.nan, cp)  # no spread: no conditional power either
     futile = design.futility & ((cp < design.futility_power) | (high < min_effect))
-    return np.where(low > 0, decided, np.where(futile, 4, 0)), low, high, cp
+    return np.where((low > 0) & ~flat, decided, np.where(futile, 4, 0)), low, high, cp
 
 
 _NAMES = np.array(["continue", "accept", "reject", "inconclusive", "stop_futility"])
@@ -367,10 +371,11 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
         raise ValueError(f"look {look} needs {need} seeds per arm, got {len(base)} and {len(arm)}")
     p = design.nominal_p[look]
     effect, se, statistic, bound = _look_statistics(base[None], arm[None], design.test, p)
-    code, low, high, cp = _actions(look, design, effect, se, statistic, bound, min_effect)
+    flat = flat_rows(base[None], arm[None])
+    code, low, high, cp = _actions(look, design, effect, se, statistic, bound, min_effect, flat=flat)
     action = str(_NAMES[code[0]])
     if action == "stop_futility":
-        decision = str(verdict(effect[0], low[0], high[0], min_effect))
+        decision = str(verdict(effect[0], low[0], high[0], min_effect, flat=flat[0]))
     else:
         decision = "pending" if action == "continue" else action
     return SequentialStep(
@@ -378,17 +383,18 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
         ci_high=float(high[0]), statistic=float(statistic[0]), t_bound=float(bound[0]),
         conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm), alpha=design.alpha,
         reason=_reason(look, design, action, decision, float(effect[0]), float(low[0]), float(high[0]),
-                       float(cp[0]), min_effect, degenerate=bool(np.isnan(se[0]))),
+                       float(cp[0]), min_effect=min_effect,
+                       degenerate=bool(np.isnan(se[0]) or (flat[0] and action in ("continue", "inconclusive")))),
     )  # fmt: skip
 
 
 NO_STOP = "no stop possible at this look"
 
 
-def _reason(look, design, action, decision, effect, low, high, cp, min_effect, degenerate=False) -> str:
+def _reason(look, design, action, decision, effect, low, high, cp, *, min_effect, degenerate=False) -> str:
     if degenerate:
         said = (f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
-                "(degenerate spread: a CI of width zero is no evidence)")
+                "(degenerate spread: a CI without the seed-to-seed noise of both sides is no evidence)")
         if action == "continue":
             return f"{said}; run the next batch of seeds."
         return f"{said}: inconclusive; add seeds, or measure the metric more finely."
@@ -451,7 +457,8 @@ def simulate_design(design: Design, effect: float, *, min_effect: float, sd: flo
         e, se, stat, bound = _look_statistics(base[open_, :size], arm[open_, :size], design.test, design.nominal_p[k])
         if z_only:
             bound = np.full(e.shape, design.z_bounds[k])
-        codes, low, _, _ = _actions(k, design, e, se, stat, bound, min_effect)
+        codes, low, _, _ = _actions(k, design, e, se, stat, bound, min_effect,
+                                    flat=flat_rows(base[open_, :size], arm[open_, :size]))
         rows = np.flatnonzero(open_)
         code[rows] = codes
         detected[rows] = low > 0
