@@ -4,7 +4,11 @@ Pure functions. "Power" here is the chance that the improvement is detected,
 P(CI low > 0), when the true improvement is `effect`: the one-sided test at
 alpha / 2 that "accept" relies on. "accept" also asks the *estimated* effect
 to reach min_effect, so at a true effect of exactly min_effect it happens at
-most about half the time; `accept_probability` gives that figure.
+most about half the time; `accept_probability` gives that figure. Under
+acceptance.rule margin, accept is CI low >= min_effect, the detection of
+effect - min_effect: `rule="margin"` with `min_effect` gives its figures, and
+`seeds_for_power` needs the true effect to plan for (above min_effect).
+Every input is checked: a bad one is a ValueError with one sentence.
 
     detection_power(n, effect, sd, alpha, test)               -> P(CI low > 0)
     seeds_for_power(sd, min_effect, alpha, power, test, ...)  -> seeds per arm
