@@ -85,7 +85,9 @@ LIBERAL = {(case, test, n) for case in EDGES if case.startswith("diverged") for 
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 @pytest.mark.parametrize("case", list(EDGES))
 def test_edge_aa_false_accept_stays_within_half_alpha(case, test, n):
-    figure = edge_false_accept(case, test, n, alpha=ALPHA, sims=SIMS, rng_seed=n)
+    # bootstrap at 8 + 8 seeds lists all 12,870 splits: fewer experiments keep the unit tier fast
+    sims = SIMS // 4 if (test, n) == ("bootstrap", 8) else SIMS
+    figure = edge_false_accept(case, test, n, alpha=ALPHA, sims=sims, rng_seed=n)
     if (case, test, n) in LIBERAL:
         assert figure.within(2 * ALPHA), f"{case} {test} n={n}: {figure.rate} +- {figure.mc_error}"
     else:
