@@ -116,6 +116,8 @@ def _add_power(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
     src.add_argument("--sd", type=_finite, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
+    p.add_argument("--effect", type=_finite, default=None,
+                   help="the true effect to plan for (default min_effect; required under acceptance.rule margin)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
 
@@ -182,7 +184,7 @@ def _cmd_power(args: argparse.Namespace) -> int:
         sd, source = plan_seeds.spread_from_pilot(pilot, contract.acceptance.test)
     else:
         sd, source = args.sd, "given with --sd"
-    summary = plan_seeds.power_summary(contract, sd, sd_source=source)
+    summary = plan_seeds.power_summary(contract, sd, sd_source=source, effect=args.effect)
     _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
     return EXIT_OK
 

@@ -155,6 +155,9 @@ class Acceptance(_Model):
     alpha: Finite = Field(default=0.05, gt=0, le=0.5)
     test: Literal["welch", "paired", "bootstrap"] = "welch"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
+    # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
+    # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.
+    rule: Literal["estimate", "margin"] = Field(default="estimate", exclude_if=lambda rule: rule == "estimate")
 
 
 class Resources(_Model):
