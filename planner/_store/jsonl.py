@@ -100,6 +100,28 @@ def append_line(handle: AppendFile, line: str, sync: bool = True) -> None:
     handle.write_line(line, sync=sync)
 
 
+LEDGER_LOCK_WAIT_S = 60.0  # a ledger append takes milliseconds; a lock held longer is held by something else
+
+
+def _flock_within(fd: int, path: Path, wait_s: float) -> None:
+    """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path` after that)."""
+    import fcntl
+    import time
+
+    from planner._core.errors import RunError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RunError(f"{path} has been locked by another process for {wait_s:g} s: a ledger append takes "
+                               "milliseconds; find the process holding it (fuser) and stop it") from None
+            time.sleep(0.05)
+
+
 def locked_append(path: Path, line: str) -> None:
     """Append one whole line to a file that several processes write (the project ledger).
 
@@ -107,13 +129,13 @@ def locked_append(path: Path, line: str) -> None:
     tail left by a killed writer is cut off while nobody else writes, and each line
     goes out in one O_APPEND write: two concurrent writers never lose or interleave a line.
     """
-    import fcntl
-
     if not line.endswith("\n"):
         line += "\n"
-    lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
+    # opened as the run lock is (planner._store.lock): no link followed, a regular file of one name, and
+    # O_NONBLOCK, so a FIFO in its place is refused at once instead of hanging `plan run`
+    lock_fd = open_inside(path.parent, path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        _flock_within(lock_fd, path.with_name(path.name + ".lock"), LEDGER_LOCK_WAIT_S)
         handle = AppendFile(path)
         try:
             handle.write_line(line)
