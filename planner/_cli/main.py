@@ -267,12 +267,18 @@ def _add_audit(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument("--next", metavar="FILE", default=None, help="write the next control's contract to FILE")
+    p.add_argument("--force", action="store_true", help="replace FILE of --next when it exists")
     p.set_defaults(handler=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     from planner._audit.audit import audit_run, contract_text, format_audit, render_json
 
+    if args.next and not args.force and (os.path.lexists(args.next)):
+        from planner._core.errors import UsageError
+
+        raise UsageError(f"{args.next} exists: it was left as it is (it may be your contract); give another file "
+                         "name for --next, or pass --force to replace it")
     audit = audit_run(args.run_dir)
     print(render_json(audit) if args.json else format_audit(audit), end="")
     if args.next:

@@ -20,6 +20,7 @@ import pandas as pd
 from planner._contract.paths import diff_rows, shown_side
 from planner._core.text import format_duration, terminal_safe
 from planner._store import read as rf
+from planner._store.claims import decision_findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
@@ -217,7 +218,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
-        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
+        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)]
+        + decision_findings({"min_effect": results.decision_info.get("min_effect"), "decisions": _decisions(results)}),
     })
 
 
