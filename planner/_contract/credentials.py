@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.diagnostics import Diagnostic
-from planner._core.redact import Redactor, credentials_in
+from planner._core.redact import Redactor, credentials_in, secret_values
 
 CODE = "P230"
 HINT = ("Pass a credential through the environment instead (say `export HF_TOKEN=...`, read with os.environ in "
@@ -109,3 +109,17 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
             if isinstance(value, str) and calls_resolver(value):
                 found.append((name, "hydra" + (f".{key}" if key else ""), "a resolver", "P205"))
     return found
+
+
+def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list[Diagnostic]:
+    """`diagnostics` with every credential of the contract and its configs cut from their messages and hints:
+    once P230 has found one, another rule (P300's two values, P204's override) must not print it either."""
+    if not any(d.code == CODE for d in diagnostics):
+        return diagnostics
+    from dataclasses import replace
+
+    values = secret_values(loaded.data)
+    for config in (composed.configs if composed is not None else {}).values():
+        values += secret_values(config)
+    redactor = Redactor(values)
+    return [replace(d, message=redactor.text(d.message), hint=redactor.text(d.hint)) for d in diagnostics]

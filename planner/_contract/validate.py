@@ -140,9 +140,10 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
             diagnostics += _check.check_matching(contract, loaded, composed)
     diagnostics += _check.check_trainable(contract, loaded, contract_dir)
     diagnostics += check_command(contract, loaded, composed)
-    from planner._contract.credentials import check_credentials
+    from planner._contract.credentials import check_credentials, without_credentials
 
-    diagnostics += check_credentials(contract, loaded, composed, contract_dir)
+    diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),
+                                      loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
     from planner._contract.data_rules import check_data
     from planner._contract.decidable import check_decidable

@@ -186,8 +186,18 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
     elif isinstance(value, str):
         if under_secret and could_be_credential(value):
             out.append(value)
-        out += url_secrets(value)
-        out += [m.group(0) for _, pattern in SHAPES for m in pattern.finditer(value)]
+        out += credential_texts(value)
+    return out
+
+
+def credential_texts(text: str) -> list[str]:
+    """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
+    out = url_secrets(text) + [m.group(0) for _, pattern in SHAPES for m in pattern.finditer(text)]
+    for pattern in (_FLAG, _ASSIGNED):
+        for match in pattern.finditer(text):
+            value = _unquoted(match.group("value"))
+            if looks_secret(match.group("name")) and could_be_credential(value, numbers=True):
+                out.append(value)
     return out
 
 

@@ -52,6 +52,11 @@ def check_value(value: Any, where: str) -> None:
             raise _damaged(where, _field(path), "is an integer beyond 64 bits")
 
 
+def long_digits(data: bytes) -> bool:
+    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits)."""
+    return _LONG_DIGITS.search(data) is not None
+
+
 def quick_ok(data: bytes) -> bool:
     """True when the text `data` cannot break a limit (few brackets, no run of 19 digits): no walk needed."""
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH and not _LONG_DIGITS.search(data)

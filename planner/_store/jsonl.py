@@ -50,7 +50,14 @@ def torn_tail(path: Path) -> tuple[int, bytes]:
 
 
 def heal(path: Path) -> bytes:
-    """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole)."""
+    """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole).
+
+    The file is opened for writing first, torn or not: one that cannot be written in place (a link, hard or
+    symbolic, a FIFO) is refused here, before a resume writes anything (LinkedFileError)."""
+    try:
+        os.close(open_inside(path.parent, path, os.O_RDWR))
+    except FileNotFoundError:
+        return b""
     keep, torn = torn_tail(path)
     if torn:
         fd = open_inside(path.parent, path, os.O_RDWR)

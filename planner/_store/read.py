@@ -39,10 +39,11 @@ def _loads(line: bytes, where: str = "a JSON value") -> Any:
     """One JSON value; NaN and Infinity (as Python's json writes them) are accepted.
 
     Within the limits of planner._store.bounds (depth, 64-bit integers), else RunError naming `where`."""
-    from planner._store.bounds import check_value, quick_ok, too_deep
+    from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
 
+    data = line if isinstance(line, bytes) else str(line).encode()
     value: Any = _NOTHING
-    if _orjson is not None:
+    if _orjson is not None and not long_digits(data):  # orjson reads a huge integer as a float: not here
         try:
             value = _orjson.loads(line)
         except _orjson.JSONDecodeError:
@@ -52,7 +53,7 @@ def _loads(line: bytes, where: str = "a JSON value") -> Any:
             value = json.loads(line)
         except RecursionError:
             raise too_deep(where) from None
-    if not quick_ok(line if isinstance(line, bytes) else str(line).encode()):
+    if not quick_ok(data):
         check_value(value, where)
     return value
 
