@@ -49,21 +49,17 @@ def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
         expected = follows(row, min_effect)
         if expected is None or expected == row.get("decision"):
             continue
-
-        def show(key: str) -> str:
-            value = _number(row.get(key))
-            return "none" if value is None else f"{value:.4g}"
-
+        effect, low, high = (_shown(row.get(k)) for k in ("effect", "ci_low", "ci_high"))
         out.append({"kind": "decision_does_not_follow", "arm": row.get("arm"), "message": (
-            f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own numbers (effect "
-            f"{show('effect')}, CI [{show('ci_low')}, {show('ci_high')}], min_effect {_shown(min_effect)}) give "
-            f"{expected}: the file was edited or is damaged, so this decision is not shown as the run's")})
+            f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own numbers (effect {effect}, "
+            f"CI [{low}, {high}], min_effect {_shown(min_effect)}) give {expected}: the file was edited or is "
+            "damaged, so this decision is not the run's")})
     return out
 
 
 def _shown(value: Any) -> str:
     number = _number(value)
-    return "none" if number is None else f"{number:g}"
+    return "none" if number is None else f"{number:.4g}"
 
 
 def accepted(doc: dict[str, Any] | None, arm: str) -> str | None:

@@ -17,15 +17,13 @@ import pytest
 import yaml
 
 from bench.synthetic_run import make_run
-from planner._cli.main import main
 from planner._core.errors import LinkedFileError, RunError
 from planner._core.redact import REDACTED, Redactor
 from planner._store.files import rewrite_tree
 from planner._store.jsonl import AppendFile, heal
 from planner._store.lock import acquire
 from tests._contract_helpers import FIXTURES, write_contract
-
-OUTSIDE = "precious: this file is outside the run folder\n"
+from tests.unit.test_boundary import OUTSIDE, cli, outside  # round 1's helpers
 
 
 @pytest.fixture(scope="module")
@@ -36,20 +34,11 @@ def pristine(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def run(pristine, tmp_path) -> Path:
+    """A fresh copy of a completed run folder, and a file outside it that must stay untouched (round 1's)."""
     copy = tmp_path / "runs" / "demo" / pristine.name
     shutil.copytree(pristine, copy)
     (tmp_path / "outside.txt").write_text(OUTSIDE)
     return copy
-
-
-def outside(run: Path) -> Path:
-    return run.parents[2] / "outside.txt"
-
-
-def cli(args: list[str], capsys) -> tuple[int, str, str]:
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "") -> Path:
