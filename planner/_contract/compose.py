@@ -447,7 +447,7 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
             if "${" not in text:
                 continue
             data = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra will say what is wrong with it, if it is used
         if isinstance(data, dict) and "defaults" in data:
             found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]

@@ -9,7 +9,8 @@ what it receives from the contract. `check_credentials` refuses, without printin
   in every arm's composed config, and in every Hydra config file of `config.dir`, its `hydra:` node
   included;
 - a resolver call in a Hydra config file's `hydra:` node (P205), which composing never reads but the
-  trainable's own Hydra resolves (`${oc.env:HF_TOKEN}` as a log file name).
+  trainable's own Hydra resolves (`${oc.env:HF_TOKEN}` as a log file name); only Hydra's own `now` and
+  `hydra` resolvers are allowed there (`hydra.run.dir: outputs/${now:%Y-%m-%d}`).
 
 What is a credential is decided in planner._core.redact, the one place the scrubber also reads.
 """
@@ -73,6 +74,11 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
 def _yaml_files(base: Path) -> list[Path]:
     """The YAML files under `base`, no link followed (a link to a folder outside is not walked)."""
     found: list[Path] = []
+    try:
+        if not base.is_dir():  # P200 says so
+            return found
+    except (OSError, ValueError):  # a NUL byte, a name too long: P200 too
+        return found
     for folder, dirs, files in os.walk(base, followlinks=False):
         dirs.sort()
         for name in sorted(files):
@@ -106,9 +112,32 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
             continue
         values = {"": hydra} if isinstance(hydra, str) else flatten(hydra, into_lists=True)
         for key, value in values.items():
-            if isinstance(value, str) and calls_resolver(value):
+            if isinstance(value, str) and calls_resolver(value) and not _only_hydra_own(value):
                 found.append((name, "hydra" + (f".{key}" if key else ""), "a resolver", "P205"))
     return found
+
+
+# Hydra's own resolvers, which read the clock or Hydra's own state (neither the environment nor user code):
+# `hydra.run.dir: outputs/${now:%Y-%m-%d}` is how Hydra apps are written; in the hydra: node they are allowed.
+HYDRA_OWN_RESOLVERS = frozenset({"now", "hydra"})
+
+
+def _only_hydra_own(text: str) -> bool:
+    """True when every resolver `text` calls is one of HYDRA_OWN_RESOLVERS, by its plain name."""
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    try:
+        stack = [grammar_parser.parse(text)]
+    except Exception:  # noqa: BLE001 - GrammarParseError: not a value Hydra resolves as meant
+        return False
+    while stack:
+        node = stack.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+            if node.resolverName().getText() not in HYDRA_OWN_RESOLVERS:  # `${${r}:x}`: a built name is none
+                return False
+        stack.extend(getattr(node, "children", None) or [])
+    return True
 
 
 def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list[Diagnostic]:

@@ -200,6 +200,10 @@ def read_yaml(path: Path, *, required: bool = False, root: Path | None = None) -
         raise RunError(f"{path} is not UTF-8 text: the file is damaged") from None
     except yaml.YAMLError:
         raise RunError(f"{path} is not valid YAML: the file is damaged") from None
+    except RecursionError:
+        from planner._store.bounds import too_deep
+
+        raise too_deep(str(path)) from None
     if value is None:
         return {}
     if not isinstance(value, dict):

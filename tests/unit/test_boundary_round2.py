@@ -134,7 +134,8 @@ def test_credential_flags_in_command_are_refused(tmp_path, capsys):
     assert code == 1 and "P230" in out and "PLANTED" not in out + err, out + err
 
 
-@pytest.mark.parametrize("planted", ["value", "hydra node credential", "hydra node resolver"])
+@pytest.mark.parametrize("planted", ["value", "hydra node credential", "hydra node resolver",
+                                     "hydra node, now and oc.env", "hydra node, now alone"])
 def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(tmp_path, planted, capsys, monkeypatch):
     """`${oc.env:HF_TOKEN}` in a Hydra file's hydra: node passed validation, and the token became a log file name."""
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4tokenxyz")
@@ -146,14 +147,21 @@ def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(tmp_pat
         data["wandb"] = {"api_key": "PLANTED17key"}
     elif planted == "hydra node credential":
         data["hydra"] = {"job": {"env_set": {"WANDB_API_KEY": "PLANTED18key"}}}
-    else:
+    elif planted == "hydra node resolver":
         data["hydra"] = {"job": {"name": "${oc.env:HF_TOKEN}"}}
+    elif planted == "hydra node, now and oc.env":
+        data["hydra"] = {"run": {"dir": "outputs/${now:%Y-%m-%d}/${oc.env:HF_TOKEN}"}}
+    else:  # how Hydra apps are written: Hydra's own clock resolver is allowed in its own node
+        data["hydra"] = {"run": {"dir": "outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}"}}
     primary.write_text(yaml.safe_dump(data, sort_keys=False))
     contract = (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}")
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, contract))], capsys)
     codes = {d["code"] for d in json.loads(out)["diagnostics"]}
+    if planted == "hydra node, now alone":
+        assert code == 0, out
+        return
     assert code == 1 and "PLANTED" not in out + err, out
-    assert ("P205" if planted == "hydra node resolver" else "P230") in codes, codes
+    assert ("P230" if "credential" in planted or planted == "value" else "P205") in codes, codes
 
 
 def test_the_driver_redactor_changes_no_recorded_value():
@@ -318,11 +326,13 @@ def test_the_tree_rewrite_refuses_a_linked_folder(tmp_path):
 DEEP = "[" * 200_000 + "]" * 200_000
 
 
-@pytest.mark.parametrize("name", ["trials.jsonl", "decisions.json", "state.json"])
+@pytest.mark.parametrize("name", ["trials.jsonl", "decisions.json", "state.json", "contract.yaml"])
 @pytest.mark.parametrize("command", ["status", "report", "export"])
 def test_a_deeply_nested_file_gets_a_sentence(run, name, command, capsys, tmp_path):
-    """A 200k-deep JSON array ended every reader in RecursionError (exit 70)."""
-    if name == "trials.jsonl":
+    """A 200k-deep JSON array (or YAML sequence) ended every reader in RecursionError (exit 70)."""
+    if name == "contract.yaml":
+        (run / name).write_text((run / name).read_text() + "deep: " + DEEP + "\n")
+    elif name == "trials.jsonl":
         with open(run / name, "a") as f:
             f.write('{"trial_id": "t", "status": "completed", "config": {"x": ' + DEEP + "}}\n")
     else:
