@@ -8,6 +8,7 @@ only when the name that needs them is first used, so `import planner` stays chea
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from planner._core.errors import (
@@ -104,8 +105,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def __getattr__(name: str) -> Any:
-    import importlib
-
     if name == "stats":
         return importlib.import_module("planner.stats")
     if name in _LAZY:

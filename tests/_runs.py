@@ -2,7 +2,10 @@
 
 - `synthetic_contract(**patch)`: the two-arm contract on `tests.trainables.synthetic`
   (a recipe factor, baseline `base`, arm `treat`), as data; `patch` replaces
-  top-level keys. `write_contract_data(folder, data)` writes one as YAML.
+  top-level keys. `write_contract_data(folder, data)` writes one as YAML; `contract_writer(base)` is the
+  `write(folder, **patch)` of a test module (a patched copy of `base`, written); `write_yaml(path, data)` is
+  the one writer of a test's YAML file under all of them.
+- `lineage_contract(**patch)`: the two-arm contract on `tests.trainables.lineage` the lineage tests run.
 - `synthetic_run(folder, **options)`: the run folder the report, results and
   browser tests read (`bench.synthetic_run.make_run`: 3 arms, 5 seeds, 8 tuning
   trials a sweep, 10 reports a trial), options overriding.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +48,46 @@ def synthetic_contract(**patch: Any) -> dict[str, Any]:
     return data
 
 
-def write_contract_data(folder: Path, data: dict[str, Any], name: str = "contract.yaml") -> Path:
-    path = Path(folder) / name
-    path.write_text(yaml.safe_dump(data))
+def write_yaml(path: Path, data: Any, *, sort_keys: bool = True) -> Path:
+    """`data` as YAML at `path`, its folders made."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=sort_keys))
     return path
+
+
+def write_contract_data(folder: Path, data: dict[str, Any], name: str = "contract.yaml", *,
+                        sort_keys: bool = True) -> Path:
+    return write_yaml(Path(folder) / name, data, sort_keys=sort_keys)
+
+
+def contract_writer(base: dict[str, Any], *, file: str = "contract.yaml") -> Callable[..., Path]:
+    """`write(folder, file=..., **patch) -> Path`: a copy of `base` with top-level keys replaced by `patch`,
+    written as folder/file."""
+
+    def write(folder: Path, file: str = file, **patch: Any) -> Path:
+        return write_contract_data(folder, {**copy.deepcopy(base), **copy.deepcopy(patch)}, file)
+
+    return write
+
+
+LINEAGE_CONTRACT: dict[str, Any] = {
+    "version": 1, "name": "tiny", "hypothesis": "A higher level raises val_acc.",
+    "trainable": "tests.trainables.lineage:train",
+    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1}}},
+    "factor": {"name": "level", "keys": ["recipe.name", "recipe.level"]},
+    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+    "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2], "budget": {"exposure": 2},
+}
+
+
+def lineage_contract(**patch: Any) -> dict[str, Any]:
+    """A fresh copy of LINEAGE_CONTRACT with top-level keys replaced by `patch`."""
+    data = copy.deepcopy(LINEAGE_CONTRACT)
+    data.update(copy.deepcopy(patch))
+    return data
 
 
 SYNTHETIC_ARMS = ("sgd", "adam", "adamw")

@@ -22,10 +22,19 @@ import math
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+import yaml
 
 from planner._audit.evidence import Evidence
 from planner._audit.findings import Finding, _g, dimension
+from planner._contract.rules import max_trials_problem, planned_trials
+from planner._core.errors import RunError
+from planner._core.lazy import lazy_import
+
+contract_model = lazy_import("planner._contract.model")  # pydantic: loaded only when --next writes a contract
+pydantic = lazy_import("pydantic")
 
 PRIORITY = ("diverged_region", "selected_at_boundary", "still_improving", "seed_spread")
 WIDEN = 0.5  # a boundary range grows by half its span (log span for log_uniform) on the boundary's side
@@ -149,10 +158,6 @@ def _planned(data: dict[str, Any]) -> tuple[dict[str, int], int]:
     `planned_trials` reads only the arms, the seeds and the tuning seeds and trials of a contract: they are
     given to it from the data, so the audit loads no contract model until --next writes the contract.
     """
-    from types import SimpleNamespace
-
-    from planner._contract.rules import planned_trials
-
     tuning = data.get("tuning")
     counts = SimpleNamespace(
         all_arms=[data["baseline"], *data["arms"]], seeds=list(data["seeds"]),
@@ -175,8 +180,6 @@ def _scale_duration(value: Any, ratio: float) -> Any:
 
 def _budget_follows(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, Any]]:
     """The budget caps the change would break, raised with it."""
-    from planner._contract.rules import max_trials_problem
-
     out = []
     budget = new["budget"]
     planned, exposure = _planned(new)
@@ -298,14 +301,9 @@ def _public(change: dict[str, Any]) -> dict[str, Any]:
 
 def check(data: dict[str, Any]) -> None:
     """The derived contract must load with the contract model (plan validate checks the rest)."""
-    from pydantic import ValidationError
-
-    from planner._contract.model import Contract
-    from planner._core.errors import RunError
-
     try:
-        Contract.model_validate(data)
-    except ValidationError as error:
+        contract_model.Contract.model_validate(data)
+    except pydantic.ValidationError as error:
         first = error.errors()[0]
         raise RunError(f"the next control derived from the frozen contract does not load "
                        f"({'.'.join(map(str, first['loc']))}: {first['msg']}); this is a bug in planner") from None
@@ -321,8 +319,6 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
     elsewhere, they are rewritten relative to `target`'s folder so they name the
     same place (a note says so). Returns (text, notes).
     """
-    import yaml
-
     check(control["contract"])
     data = copy.deepcopy(control["contract"])
     notes: list[str] = []

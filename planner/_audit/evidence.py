@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.status import TrialStatus
+from planner._store import facts
 from planner._store import read as rf
 
 CURVE_PHASES = ("confirm", "reeval")
@@ -81,7 +83,7 @@ class Evidence:
     @property
     def arms(self) -> list[str]:
         """The baseline first, then the treatments; arms seen only in trials last."""
-        names = rf.arm_names(self.contract)
+        names = facts.arm_names(self.contract)
         for arm in dict.fromkeys(t.arm for t in self.trials):
             if arm not in names:
                 names.append(arm)
@@ -89,15 +91,15 @@ class Evidence:
 
     @property
     def baseline(self) -> str | None:
-        return rf.contract_get(self.contract, "baseline.name")
+        return facts.contract_get(self.contract, "baseline.name")
 
     @property
     def metric(self) -> str | None:
-        return rf.contract_get(self.contract, "metric.name")
+        return facts.contract_get(self.contract, "metric.name")
 
     @property
     def heldout(self) -> str | None:
-        return rf.contract_get(self.contract, "metric.heldout")
+        return facts.contract_get(self.contract, "metric.heldout")
 
     @property
     def decision_metric(self) -> str | None:
@@ -105,11 +107,11 @@ class Evidence:
 
     @property
     def mode(self) -> str:
-        return str(rf.contract_get(self.contract, "metric.mode", "max"))
+        return str(facts.contract_get(self.contract, "metric.mode", "max"))
 
     @property
     def exposure(self) -> int | None:
-        return rf.contract_get(self.contract, "budget.exposure")
+        return facts.contract_get(self.contract, "budget.exposure")
 
     def of(self, *, arm: str | None = None, phase: str | None = None) -> list[Trial]:
         """The trials of an arm and/or a phase, in log order (indexed once: audits ask often)."""
@@ -130,7 +132,7 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
     if not contract:
         raise RunError(f"{folder.path} has no frozen contract.yaml: there is nothing to audit against")
     info = folder.run_info()
-    watched = [m for m in (rf.contract_get(contract, "metric.name"), rf.contract_get(contract, "metric.heldout")) if m]
+    watched = [m for m in (facts.contract_get(contract, "metric.name"), facts.contract_get(contract, "metric.heldout")) if m]
     notes: list[str] = []
     trials: list[Trial] = []
     records: list[dict[str, Any]] = []
@@ -156,7 +158,7 @@ def _read_trials(folder: Any, contract: dict[str, Any], watched: list[str], note
         if "trial_id" not in record:
             raise RunError(f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a trials log")
         trial = _trial(record, watched, tuned_config_arms)
-        records.append(rf.slim_record(record, contract))
+        records.append(facts.slim_record(record, contract, trial.metric_names))
         tid = trial.trial_id
         if tid in by_id:
             trials[by_id[tid]] = trial
@@ -168,12 +170,12 @@ def _read_trials(folder: Any, contract: dict[str, Any], watched: list[str], note
 
 
 def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -> Trial:
-    """The audit's view of one record; caches what the shared readers need (`_metric_names`) on the record.
+    """The audit's view of one record (the record itself is left as it is).
 
     A tuning trial's reports are read at their ends only, and, for a trial
     that diverged, in one pass to find where: 10,000 trials x 100 reports stay cheap.
     """
-    reports = rf.reports_of(r)
+    reports = facts.reports_of(r)
     phase, arm = str(r.get("phase")), str(r.get("arm"))
     first = reports[0] if reports and isinstance(reports[0], dict) else {}
     last_report = reports[-1] if reports and isinstance(reports[-1], dict) else {}
@@ -181,19 +183,17 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     # The metric names of the first and last report (a union over every report would cost a pass): a
     # held-out metric reported mid-way through a tuning trial is found by the violation the runner logs.
     names = set(first.get("metrics") or {}) | set(last)
-    r["_metric_names"] = names
-    r["_timing"] = rf.report_timing(r)  # once: seconds_per_step and slim_record read it
     t = Trial(
         trial_id=str(r.get("trial_id")), phase=phase, arm=arm, seed=r.get("seed"), index=r.get("index"),
         status=str(r.get("status")), exposure=r.get("exposure"), params=dict(r.get("params") or {}),
         duration_s=r.get("duration_s") if finite(r.get("duration_s")) else None,
-        s_per_step=rf.seconds_per_step(r), attempts=int(r.get("attempts") or 1),
+        s_per_step=facts.seconds_per_step(r), attempts=int(r.get("attempts") or 1),
         errors=[e for e in r.get("errors") or [] if isinstance(e, dict)],
         violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names)
     for m in watched:
         if m in last:
             t.final[m] = number(last[m])
-    suspicious = t.status == "diverged" or any(not math.isfinite(v) for v in t.final.values()) or any(
+    suspicious = t.status == TrialStatus.DIVERGED or any(not math.isfinite(v) for v in t.final.values()) or any(
         v.get("kind") == "diverged" for v in t.violations)
     if suspicious:  # where it went non-finite: one pass over the reports of this trial only
         for p in reports:

@@ -20,8 +20,15 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from scipy import special
+
 from planner._audit.evidence import Evidence, Trial, finite
-from planner._store import read as rf
+from planner._core.errors import PlannerError
+from planner._core.status import FAILED, TrialStatus
+from planner._plan.pilot import Pilot
+from planner._plan.seeds import spread_from_pilot
+from planner._stats.power import detection_power, seeds_for_power
+from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
@@ -117,7 +124,7 @@ class Curves:
 
 def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
     """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
-    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == "completed" and t.curve}
+    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == TrialStatus.COMPLETED and t.curve}
     return [out[s] for s in sorted(out, key=lambda s: (not isinstance(s, int), s if isinstance(s, int) else 0, str(s)))]
 
 
@@ -151,8 +158,6 @@ def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
     """(mean oriented change from step a to step b, half-width of its CI) over the seeds, paired by seed."""
-    from scipy import special
-
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
@@ -168,7 +173,7 @@ def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]
 def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     """flat, still_improving and late_decline of one arm's confirmation curves."""
     sign, out = orient(ev), []
-    floor = PRACTICAL * (rf.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
+    floor = PRACTICAL * (facts.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
     first, last = 0, len(c.steps) - 1
     change, half = _change(c, first, last, sign)
     if change - half <= 0:
@@ -206,7 +211,7 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
 
 
 def diverged(ev: Evidence, arm: str) -> Finding | None:
-    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == "diverged"]
+    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED]
     if not bad:
         return None
     total = len(ev.of(arm=arm))
@@ -244,7 +249,7 @@ def _describe_shared(shared: dict[str, Any]) -> dict[str, str]:
 def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
     """Tuning divergence separated from the rest at one end of a tuned key's range."""
     tune = ev.of(arm=arm, phase="tune")
-    bad = [t for t in tune if t.nonfinite_step is not None or t.status == "diverged"]
+    bad = [t for t in tune if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED]
     if len(bad) < 2:
         return []
     first = min((t.nonfinite_step for t in bad if finite(t.nonfinite_step)), default=None)
@@ -310,8 +315,6 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
 
 def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
     """The selected trial's tuning score against the confirmation mean of the same metric."""
-    from scipy import special
-
     sel = _selected(ev, arm)
     score, metric = sel.get("score"), ev.metric
     if not finite(score) or metric is None:
@@ -343,7 +346,7 @@ def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
 
 def seed_spread(ev: Evidence) -> list[Finding]:
     """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
-    min_effect = rf.contract_get(ev.contract, "acceptance.min_effect")
+    min_effect = facts.contract_get(ev.contract, "acceptance.min_effect")
     if not finite(min_effect):
         return []
     power = _power(ev)
@@ -370,20 +373,16 @@ def seed_spread(ev: Evidence) -> list[Finding]:
 
 def _power(ev: Evidence) -> dict[str, Any]:
     """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
-    from planner._core.errors import PlannerError
-    from planner._plan.pilot import Pilot
-    from planner._plan.seeds import spread_from_pilot
-    from planner._stats.power import detection_power, seeds_for_power
 
-    declared = len(rf.contract_get(ev.contract, "seeds", []))
+    declared = len(facts.contract_get(ev.contract, "seeds", []))
     metric = ev.decision_metric
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
         v = t.final.get(metric)
-        if t.status == "completed" and v is not None and math.isfinite(v) and isinstance(t.seed, int):
+        if t.status == TrialStatus.COMPLETED and v is not None and math.isfinite(v) and isinstance(t.seed, int):
             values.setdefault(t.arm, {})[t.seed] = v
     pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
-    acceptance = {k: rf.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
+    acceptance = {k: facts.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
     test, alpha, min_effect = acceptance["test"] or "welch", acceptance["alpha"] or 0.05, acceptance["min_effect"]
     common = {"n_arms": len(ev.contract.get("arms") or []) or 1, "correction": acceptance["correction"] or "holm"}
     try:
@@ -432,7 +431,7 @@ def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]
         out.append(Finding("heldout_exposure", arm, "observation",
                            f"{len(items)} tuning trial(s) of {arm} reported the held-out metric "
                            f"{ev.heldout}: the test set was seen while tuning.", items))
-    ledger = rf.heldout_ledger(ev.records, ev.contract)
+    ledger = facts.heldout_ledger(ev.records, ev.contract)
     if ledger.get("over_cap"):
         out.append(Finding("heldout_exposure", None, "observation",
                            f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
@@ -460,8 +459,8 @@ def other_violations(found: list[dict[str, Any]]) -> list[Finding]:
 
 def failures(ev: Evidence) -> list[Finding]:
     by_arm: dict[Any, list[dict[str, Any]]] = {}
-    for f in rf.failures(ev.records):
-        if f["status"] in rf.FAILED_STATUSES and f["status"] != "diverged":
+    for f in facts.failures(ev.records):
+        if f["status"] in FAILED:
             by_arm.setdefault(f["arm"], []).append(f)
     out = []
     for arm, items in by_arm.items():
@@ -529,7 +528,7 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
     cost_finding = unequal_cost(ev, cost)
     if cost_finding:
         found.append(cost_finding)
-    violations = rf.violations(ev.records, ev.contract)
+    violations = facts.violations(ev.records, ev.contract)
     found += heldout_exposure(ev, violations) + failures(ev) + other_violations(violations)
     order = {c: i for i, c in enumerate(CODES)}
     arms = {a: i for i, a in enumerate(ev.arms)}

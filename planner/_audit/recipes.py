@@ -15,7 +15,8 @@ from typing import Any
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._audit.findings import Finding, curves, identical_seeds
 from planner._contract.paths import MISSING, config_diff
-from planner._store import read as rf
+from planner._core.status import TrialStatus
+from planner._store import facts
 
 
 def _counts(values: list[Any]) -> dict[str, int]:
@@ -106,11 +107,11 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append({"what": "uncommitted changes in the identity",
                     "why": f"the commit {str(code.get('commit'))[:12]} is not the code that ran; only a hash of the "
                            "diff is recorded"})
-    if not rf.contract_get(ev.contract, "data.fingerprint"):
+    if not facts.contract_get(ev.contract, "data.fingerprint"):
         out.append({"what": "no data fingerprint (data.fingerprint)",
                     "why": "whether every trial read the same data is not recorded"})
     for arm in ev.arms:
-        trials = [t for t in ev.of(arm=arm, phase="confirm") if t.status == "completed"]
+        trials = [t for t in ev.of(arm=arm, phase="confirm") if t.status == TrialStatus.COMPLETED]
         if len(trials) < 2:
             out.append({"what": f"fewer than 2 completed confirmation seeds of {arm}",
                         "why": "its seed noise is unknown, so flat, still_improving and late_decline are not computed"})

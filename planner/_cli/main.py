@@ -8,17 +8,40 @@ No traceback reaches a user unless they ask for it with --debug or PLANNER_DEBUG
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, PlannerError
+from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, PlannerError, UsageError
+from planner._core.lazy import lazy_import
+from planner._core.redact import Redactor, ScrubbedStream
+from planner._core.text import terminal_safe
+from planner._core.version import VERSION
+from planner._store.files import write_atomic
+
+# Each command's own modules, imported when that command runs: they bring Ray and Optuna (run, reeval), pandas
+# and matplotlib (report, export), Hydra and pydantic (validate, schema, power, estimate) or SciPy (power, audit),
+# and `plan validate` or `plan status` must not pay for the others' (tests/e2e/test_validate_imports.py).
+audit = lazy_import("planner._audit.audit")
+contract_model = lazy_import("planner._contract.model")
+contract_validate = lazy_import("planner._contract.validate")
+driver = lazy_import("planner._dispatch.driver")
+lineage_log = lazy_import("planner._lineage.log")
+lineage_promote = lazy_import("planner._lineage.promote")
+resolve = lazy_import("planner._lineage.resolve")
+plan_estimate = lazy_import("planner._plan.estimate")
+plan_pilot = lazy_import("planner._plan.pilot")
+plan_seeds = lazy_import("planner._plan.seeds")
+rerun = lazy_import("planner._reeval.rerun")
+results_render = lazy_import("planner._results.render")
+results_status = lazy_import("planner._results.status")
+results_tables = lazy_import("planner._results.tables")
 
 
 def _finite(text: str) -> float:
     """A finite number on the command line (argparse turns the ValueError into a usage error, exit 2)."""
-    import math
-
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(text)
@@ -106,47 +129,26 @@ def _add_estimate(sub) -> None:
     p.set_defaults(handler=_cmd_estimate)
 
 
-def _not_built(name: str) -> Callable[[argparse.Namespace], int]:
-    def handler(args: argparse.Namespace) -> int:
-        print(f"plan {name}: not available in this version", file=sys.stderr)
-        return EXIT_USAGE
-
-    return handler
-
-
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from planner._contract.validate import format_result
-    from planner._lineage.resolve import validate
-
-    result = validate(args.contract, strict=args.strict, runs_dir=args.runs_dir)
+    result = resolve.validate(args.contract, strict=args.strict, runs_dir=args.runs_dir)
     if args.pilot:
-        from planner._plan.seeds import with_pilot_power
-
-        result = with_pilot_power(result, args.pilot, strict=args.strict)
+        result = plan_seeds.with_pilot_power(result, args.pilot, strict=args.strict)
     if args.json:
-        import json
-
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
-        print(format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
+        print(contract_validate.format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
     return result.exit_code
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    import json
-
-    from planner._contract.model import json_schema
-
-    print(json.dumps(json_schema(), indent=2))
+    print(json.dumps(contract_model.json_schema(), indent=2))
     return EXIT_OK
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from planner._dispatch.driver import format_result, run
-
-    result = run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
+    result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
                  resume_argv=_resume_argv(args))
-    print(format_result(result))
+    print(driver.format_result(result))
     return result.exit_code
 
 
@@ -161,62 +163,44 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
-    from planner._reeval.rerun import format_plan, format_result, prepare, run_reeval
-
-    plan = prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
-    print(format_plan(plan), flush=True)
-    result = run_reeval(plan, address=args.address)
-    print(format_result(result))
+    plan = rerun.prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
+    print(rerun.format_plan(plan), flush=True)
+    result = rerun.run_reeval(plan, address=args.address)
+    print(rerun.format_result(result))
     return result.exit_code
 
 
 
 def _print_json(value) -> None:
-    import json
-
     print(json.dumps(value, indent=2, default=str))
 
 
 def _cmd_power(args: argparse.Namespace) -> int:
-    from planner._lineage.resolve import load_contract
-    from planner._plan.seeds import format_power, power_summary, spread_from_pilot
-
-    contract = load_contract(args.contract).contract
+    contract = resolve.load_contract(args.contract).contract
     if args.pilot:
-        from planner._plan.pilot import read_pilot
-
-        pilot = read_pilot(args.pilot, contract.metric.decision_metric)
-        sd, source = spread_from_pilot(pilot, contract.acceptance.test)
+        pilot = plan_pilot.read_pilot(args.pilot, contract.metric.decision_metric)
+        sd, source = plan_seeds.spread_from_pilot(pilot, contract.acceptance.test)
     else:
         sd, source = args.sd, "given with --sd"
-    summary = power_summary(contract, sd, sd_source=source)
-    _print_json(summary) if args.json else print(format_power(summary))
+    summary = plan_seeds.power_summary(contract, sd, sd_source=source)
+    _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
     return EXIT_OK
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    from planner._core.errors import UsageError
-    from planner._lineage.resolve import load_contract
-    from planner._plan.estimate import default_slots, estimate, format_estimate
-
-    contract = load_contract(args.contract).contract
+    contract = resolve.load_contract(args.contract).contract
     if args.slots is not None and args.slots < 1:
         raise UsageError(f"--slots must be at least 1, got {args.slots}")
     timing = None
     if args.pilot:
-        from planner._plan.pilot import read_pilot
-
-        timing = read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
-    summary = estimate(contract, timing, args.slots or default_slots(contract))
-    _print_json(summary) if args.json else print(format_estimate(summary))
+        timing = plan_pilot.read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
+    summary = plan_estimate.estimate(contract, timing, args.slots or plan_estimate.default_slots(contract))
+    _print_json(summary) if args.json else print(plan_estimate.format_estimate(summary))
     return EXIT_OK
 
 
 def _write_text(path: str, text: str) -> None:
     """Write atomically with the one atomic writer (nothing left behind); an unwritable path is a usage error."""
-    from planner._core.errors import UsageError
-    from planner._store.files import write_atomic
-
     try:
         write_atomic(path, text)
     except OSError as error:
@@ -224,27 +208,21 @@ def _write_text(path: str, text: str) -> None:
 
 
 def _print_notes(command: str, notes: list[str]) -> None:
-    from planner._core.text import terminal_safe
-
     for note in notes:
         print(f"plan {command}: note: {terminal_safe(note)}", file=sys.stderr)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from planner._results.status import format_status, read_status
-
-    print(format_status(read_status(args.run_dir)), end="")
+    print(results_status.format_status(results_status.read_status(args.run_dir)), end="")
     return EXIT_OK
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from planner._results.render import load_for_report, render, write_report
-
-    results = load_for_report(args.run_dir, args.format)
+    results = results_render.load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
-    text = render(results, args.format)
+    text = results_render.render(results, args.format)
     if args.output:
-        write_report(args.output, text, force=args.force)
+        results_render.write_report(args.output, text, force=args.force)
         print(f"wrote {args.output}")
     else:
         print(text, end="")
@@ -252,12 +230,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from planner._results.tables import export_tables, load_run
-
-    results = load_run(args.run_dir)
+    results = results_tables.load_run(args.run_dir)
     _print_notes("export", results.notes)
     out_dir = args.output or os.path.join(args.run_dir, "export")
-    for path in export_tables(results, out_dir, args.format):
+    for path in results_tables.export_tables(results, out_dir, args.format):
         print(f"wrote {path}")
     return EXIT_OK
 
@@ -272,20 +248,16 @@ def _add_audit(sub) -> None:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from planner._audit.audit import audit_run, contract_text, format_audit, render_json
-
-    if args.next and not args.force and (os.path.lexists(args.next)):
-        from planner._core.errors import UsageError
-
+    if args.next and not args.force and os.path.lexists(args.next):
         raise UsageError(f"{args.next} exists: it was left as it is (it may be your contract); give another file "
                          "name for --next, or pass --force to replace it")
-    audit = audit_run(args.run_dir)
-    print(render_json(audit) if args.json else format_audit(audit), end="")
+    found = audit.audit_run(args.run_dir)
+    print(audit.render_json(found) if args.json else audit.format_audit(found), end="")
     if args.next:
-        if audit.next is None:
+        if found.next is None:
             print(f"plan audit: no next control, so {args.next} is not written", file=sys.stderr)
             return EXIT_OK
-        text, notes = contract_text(audit, args.next)
+        text, notes = audit.contract_text(found, args.next)
         _print_notes("audit", notes)
         _write_text(args.next, text)
         print(f"wrote {args.next}", file=sys.stderr if args.json else sys.stdout)
@@ -310,21 +282,17 @@ def _add_log(sub) -> None:
 
 
 def _cmd_promote(args: argparse.Namespace) -> int:
-    from planner._lineage.promote import format_promotion, promote, withdraw
-
     if args.withdraw:
-        record = withdraw(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
+        record = lineage_promote.withdraw(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
     else:
-        record = promote(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
-    print(format_promotion(record))
+        record = lineage_promote.promote(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
+    print(lineage_promote.format_promotion(record))
     return 0
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
-    from planner._lineage.log import build_log, format_log
-
-    log = build_log(args.runs_dir)
-    _print_json(log) if args.json else print(format_log(log))
+    log = lineage_log.build_log(args.runs_dir)
+    _print_json(log) if args.json else print(lineage_log.format_log(log))
     return 0
 
 
@@ -334,8 +302,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     over its imports); anything else gets every subcommand, for help and errors."""
     parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
     parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
-    from planner._core.version import VERSION
-
     parser.add_argument("--version", action="version", version=f"plan (planner) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     adders = (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
@@ -349,8 +315,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Every byte `plan` prints goes through the redactor (secrets of the environment, URL userinfo, name=value)."""
-    from planner._core.redact import Redactor, ScrubbedStream
-
     saved = sys.stdout, sys.stderr
     redactor = Redactor.for_run()
     sys.stdout, sys.stderr = ScrubbedStream(sys.stdout, redactor), ScrubbedStream(sys.stderr, redactor)

@@ -30,12 +30,31 @@ resolved values (an escaped interpolation resolves to the text of a call).
 from __future__ import annotations
 
 import copy
+import difflib
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import yaml
+from hydra import compose, initialize_config_dir, version
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_repository import CachingConfigRepository
+from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+from hydra._internal.core_plugins.file_config_source import FileConfigSource
+from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+from hydra._internal.defaults_list import create_defaults_list
+from hydra._internal.sources_registry import SourcesRegistry
+from hydra._internal.utils import create_config_search_path
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import MissingConfigException
+from omegaconf import OmegaConf, grammar_parser
+from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
 from planner._contract.paths import flatten
+from planner._core.text import shown_path
 
 
 def calls_resolver(text: str) -> bool:
@@ -46,8 +65,6 @@ def calls_resolver(text: str) -> bool:
     """
     if "${" not in text:
         return False
-    from omegaconf import grammar_parser
-    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
 
     try:
         tree = grammar_parser.parse(text)
@@ -60,6 +77,27 @@ def calls_resolver(text: str) -> bool:
             return True
         stack.extend(getattr(node, "children", None) or [])
     return False
+
+
+def resolvers_called(text: str) -> list[str] | None:
+    """The names of the resolvers OmegaConf would call to resolve `text` (by its grammar, as `calls_resolver`
+    reads it), a built name (`${${r}:x}`) as written; None when `text` does not parse as a value."""
+    if "${" not in text:
+        return []
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    try:
+        stack = [grammar_parser.parse(text)]
+    except Exception:  # noqa: BLE001 - GrammarParseError
+        return None
+    names = []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+            names.append(node.resolverName().getText())
+        stack.extend(getattr(node, "children", None) or [])
+    return names
 
 
 @dataclass(frozen=True)
@@ -107,8 +145,6 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
     if baseline_config is not None:
         result.configs[contract.baseline.name] = copy.deepcopy(baseline_config)
         if base is None:
-            from types import SimpleNamespace
-
             base = SimpleNamespace(dir=None, name=None, overrides=[], values=baseline_config)
     base_dir = None
     if base.dir is not None:
@@ -144,8 +180,6 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
 
 
 def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result):
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
 
     parser = OverridesParser.create()
     parsed = []
@@ -223,9 +257,6 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     """Plain container of the base config with the group overrides, or a list of problems."""
     if base_dir is None:
         return copy.deepcopy(base.values)
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import MissingConfigException
-    from omegaconf import OmegaConf
 
     result.composes += 1
     overrides = [ov.text for ov, _ in group]
@@ -258,8 +289,6 @@ def yaml_file_error(error: BaseException) -> str | None:
     name the broken file and position; the file is shown relative to the
     current folder when it is below it.
     """
-    import yaml
-
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
@@ -270,7 +299,6 @@ def yaml_file_error(error: BaseException) -> str | None:
             what = f"{problem} ({context})" if context else problem
             if mark is None:
                 return what
-            from planner._core.text import shown_path
 
             return f"{shown_path(mark.name)}:{mark.line + 1}:{mark.column + 1}: {what}"
         error = error.__cause__ or error.__context__
@@ -288,12 +316,6 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     caller then falls back to the public `compose`. Hydra's global state is left as
     it was: no GlobalHydra is created and the version base is restored.
     """
-    from hydra import version
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.config_repository import CachingConfigRepository
-    from hydra._internal.defaults_list import create_defaults_list
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
 
     base = version.VersionBase.instance()
     saved = base.getbase()
@@ -328,18 +350,11 @@ def _search_path(config_dir: Path):
     the folder and the structured-config store, and the scan (and the imports it
     brings) is skipped; the two config-source types are registered as the scan would.
     """
-    import importlib.util
-
-    from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
-    from hydra._internal.utils import create_config_search_path
 
     if importlib.util.find_spec("hydra_plugins") is not None:
         search_path = create_config_search_path(str(config_dir))
         search_path.config_search_path = [e for e in search_path.config_search_path if e.provider != "hydra"]
         return search_path
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
-    from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
-    from hydra._internal.sources_registry import SourcesRegistry
 
     registry = SourcesRegistry.instance()
     registry.register(FileConfigSource)
@@ -373,8 +388,6 @@ def _missing_option(error, group):
 
 
 def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem | None:
-    from omegaconf import OmegaConf
-
     key = item.key_or_group
     try:
         exists = OmegaConf.select(cfg, key, default=_ABSENT, throw_on_missing=False) is not _ABSENT
@@ -408,10 +421,6 @@ _ABSENT = object()
 
 def near_key(cfg, key: str) -> str | None:
     """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
-    import difflib
-
-    from omegaconf import OmegaConf
-
     container = OmegaConf.to_container(cfg, resolve=False)
     keys = set(flatten(container))
     keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
@@ -438,8 +447,6 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
     Hydra resolves the defaults list of a config file while composing, before any value is seen:
     those entries are checked on the files themselves.
     """
-    import yaml
-
     found = []
     for path in sorted(config_dir.rglob("*.yaml")):
         try:

@@ -124,20 +124,10 @@ HYDRA_OWN_RESOLVERS = frozenset({"now", "hydra"})
 
 def _only_hydra_own(text: str) -> bool:
     """True when every resolver `text` calls is one of HYDRA_OWN_RESOLVERS, by its plain name."""
-    from omegaconf import grammar_parser
-    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+    from planner._contract.compose import resolvers_called
 
-    try:
-        stack = [grammar_parser.parse(text)]
-    except Exception:  # noqa: BLE001 - GrammarParseError: not a value Hydra resolves as meant
-        return False
-    while stack:
-        node = stack.pop()
-        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
-            if node.resolverName().getText() not in HYDRA_OWN_RESOLVERS:  # `${${r}:x}`: a built name is none
-                return False
-        stack.extend(getattr(node, "children", None) or [])
-    return True
+    names = resolvers_called(text)
+    return names is not None and all(name in HYDRA_OWN_RESOLVERS for name in names)  # a built name is none
 
 
 def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list[Diagnostic]:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import ContractError, ContractFileError
 
@@ -131,8 +133,6 @@ def load_yaml(path: str | os.PathLike) -> LoadedYaml:
 
 def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
     """Parse YAML text into plain data with positions; raise `ContractError` with one Diagnostic."""
-    import yaml
-
     loaded = LoadedYaml(data=None, file=file)
     loader = None
     try:
@@ -223,8 +223,6 @@ class _Limits:
 
 def _check_events(events) -> None:
     """Enforce the limits on a parser's event stream (iterative: any depth is safe)."""
-    import yaml
-
     limits = _Limits()
     for event in events:
         if isinstance(event, yaml.AliasEvent):
@@ -244,8 +242,6 @@ def _mark(node) -> Position:
 
 
 def _make_loader_class():
-    import yaml
-
     class Loader(yaml.SafeLoader):
         """Composes nodes only, refusing deep nesting and too many aliases as it goes."""
 
@@ -283,8 +279,6 @@ class _Builder:
     """Node graph -> plain data, recording positions; counts expanded nodes to stop alias bombs."""
 
     def __init__(self, loaded: LoadedYaml):
-        import yaml
-
         self.yaml = yaml
         self.loaded = loaded
         self.nodes = 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -26,35 +25,16 @@ from pydantic import (
     model_validator,
 )
 
+from planner._core.text import parse_duration
+
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 TRAINABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 Finite = Annotated[float, Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
 DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
-
-
-NOT_FINITE = "is not a finite number"  # schema_errors gives this message rule code P420
-
-
-def parse_duration(text: str | int | float) -> float:
-    """'90', '90s', '20m', '2h', '1d' -> seconds."""
-    if isinstance(text, bool):
-        raise ValueError("a duration is a number of seconds or a string like '20m', '2h', '1d'")
-    if isinstance(text, float) and not math.isfinite(text):
-        raise ValueError(f"{text} {NOT_FINITE}: a duration is a finite number of seconds or a string like '20m'")
-    if isinstance(text, int | float):
-        if text <= 0:
-            raise ValueError("a duration must be positive")
-        return float(text)
-    match = _DURATION.match(str(text))
-    if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a duration: write a positive number with s, m, h or d, like '20m'")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 def parse_memory(text: str | int) -> int:

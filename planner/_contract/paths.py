@@ -27,6 +27,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from planner._core.lazy import lazy_import
+from planner._core.text import yaml_value
+
+omegaconf = lazy_import("omegaconf")  # only apply_params needs it: `plan status` reads contracts without it
+
 
 class _Missing:
     def __repr__(self) -> str:
@@ -85,8 +90,6 @@ def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any
 
 def shown_side(row: dict[str, Any], side: str) -> str:
     """One side ('baseline' or 'arm') of a `diff_rows` row as shown to the user: YAML-style, or <absent>."""
-    from planner._core.text import yaml_value
-
     absent = {"baseline": "added", "arm": "removed"}[side]
     return "<absent>" if row["change"] == absent else yaml_value(row[side])
 
@@ -101,12 +104,10 @@ def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, 
     no interpolations), the values are set on `config` as it is.
     """
     if raw is not None and params:
-        from omegaconf import OmegaConf
-
-        cfg = OmegaConf.create(copy.deepcopy(raw))
+        cfg = omegaconf.OmegaConf.create(copy.deepcopy(raw))
         for path, value in params.items():
-            OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+            omegaconf.OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
+        return omegaconf.OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     out = copy.deepcopy(config)
     for path, value in params.items():
         node = out

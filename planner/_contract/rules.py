@@ -6,24 +6,23 @@ the arms' configs run on the composed effective configs, never on the
 override text, so a config group that silently changes a second key is caught.
 
 The functions here are pure: they take the contract, the loaded YAML (for
-positions) and the composed configs, and return Diagnostics.
+positions), the composed configs and what importing the trainable showed (a
+`TrainableProbe`, from planner._contract.probe, which is where user code runs),
+and return Diagnostics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import io
-import os
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
-from planner._contract.compose import ComposedArms, ComposeProblem
+from planner._contract.compose import ComposedArms, ComposeProblem, calls_resolver
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.paths import MISSING, config_diff, flatten, get_path
+from planner._contract.probe import TrainableProbe
 from planner._core.diagnostics import Diagnostic, Severity, short_repr
+from planner._stats.looks import look_sizes
 
 MIN_SEEDS_WARNING = 5
 _BATCH_KEY = re.compile(r"batch|accum|^bs$|micro_?batch", re.IGNORECASE)
@@ -100,10 +99,6 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                    f"budget.max_heldout_evaluations is {cap}",
                    f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer arms or seeds.")
     if contract.confirmation.looks > 1:
-        from planner._stats.looks import (
-            look_sizes,  # the sizes planner._stats.sequential uses, without scipy
-        )
-
         try:
             look_sizes(len(contract.seeds), contract.confirmation.looks)
         except ValueError as error:
@@ -144,7 +139,6 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 report.add("P902", ("tuning", "trials_per_arm"),
                            f"the grid has {size} points but trials_per_arm is {tuning.trials_per_arm}",
                            f"Set trials_per_arm to {size} to visit each point once.", severity="warning")
-        from planner._contract.compose import calls_resolver
 
         spaces = [(("tuning", "space"), tuning.space)]
         spaces += [(("tuning", "arm_space", name), space) for name, space in tuning.arm_space.items()]
@@ -365,136 +359,54 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
     return report.items
 
 
-def check_trainable(contract, loaded: LoadedYaml, contract_dir: str | os.PathLike) -> list[Diagnostic]:
-    """P501-P503: the trainable `module:function` can be found and imported (skipped for `command:`)."""
-    if contract.trainable is None:
+def check_trainable(contract, loaded: LoadedYaml, probe: TrainableProbe | None) -> list[Diagnostic]:
+    """P421, P501-P503: what importing the trainable `module:function` showed (`probe`, planner._contract.probe;
+    None for a `command:` trainable, which is not imported)."""
+    if contract.trainable is None or probe is None:
         return []
     report = _Report(loaded)
-    found = find_trainable(contract.trainable, Path(contract_dir))
+    found = trainable_problem(probe)
     if found is not None:
         code, message, hint = found
         report.add(code, ("trainable",), message, hint)
     return report.items
 
 
-def find_trainable(trainable: str, contract_dir: Path) -> tuple[str, str, str] | None:
-    """Import `module:function` with the contract's folder and the cwd first on sys.path.
-
-    Returns None when it is found and callable, else (code, message, hint). sys.path
-    is restored and the user modules this imported (files under those folders, not
-    installed packages) are removed from sys.modules again; the module's output is
-    swallowed so that it cannot corrupt `--json`.
-    """
-    import importlib
-    import importlib.util
-
-    module_name, _, function = trainable.partition(":")
-    roots = [str(contract_dir.resolve()), os.getcwd()]
-    saved_path = list(sys.path)
-    saved_modules = set(sys.modules)
-    sys.path[:0] = roots
-    importlib.invalidate_caches()
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            try:
-                with _no_process_exit():
-                    spec = importlib.util.find_spec(module_name)
-            except ModuleNotFoundError:
-                spec = None
-            except _ProcessExit as ended:
-                return ("P421", f"importing the trainable's package for {module_name!r} called {ended.how}: it would "
-                                "end the process that imports it without a word",
-                        "Move that call under `if __name__ == \"__main__\":`.")
-            except BaseException as error:  # a parent package that raises on import
-                if isinstance(error, KeyboardInterrupt):
-                    raise
-                return ("P503", f"importing the trainable's package for {module_name!r} raised {_exc(error)}",
-                        "Fix the error in that package (run `python -c 'import ...'` to see it).")
-            if spec is None or not spec.has_location or not spec.origin or not os.path.isfile(spec.origin):
-                return ("P501", f"the trainable's module {module_name!r} cannot be found from the contract's folder "
-                                f"({roots[0]}) or the current folder ({roots[1]})",
-                        _where_hint(module_name, contract_dir))
-            try:
-                with _no_process_exit():
-                    module = importlib.import_module(module_name)
-            except _ProcessExit as ended:
-                return ("P421", f"importing the trainable's module {module_name!r} ({spec.origin}) called "
-                                f"{ended.how}: it would end the process that imports it (plan validate, every "
-                                "Ray worker) without a word",
-                        "Move that call under `if __name__ == \"__main__\":` or into the trainable function.")
-            except BaseException as error:
-                if isinstance(error, KeyboardInterrupt):
-                    raise
-                return ("P503", f"importing the trainable's module {module_name!r} raised {_exc(error)}",
-                        f"Fix the error in {spec.origin} (run `python -c 'import {module_name}'` to see it).")
-            target = getattr(module, function, None)
-            if target is None:
-                names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
-                close = difflib.get_close_matches(function, names, n=1)
-                return ("P502", f"module {module_name!r} ({spec.origin}) has no {function!r}",
-                        f"Did you mean `{module_name}:{close[0]}`?" if close else f"Define `def {function}(config, trial)` in it.")
-            if not callable(target):
-                return ("P502", f"{trainable!r} is not a function", f"Define `def {function}(config, trial)` in {spec.origin}.")
-            return None
-    finally:
-        sys.path[:] = saved_path
-        for name in set(sys.modules) - saved_modules:
-            if name == "planner" or name.startswith("planner."):
-                continue  # the planner's own modules stay: one copy of each class
-            origin = getattr(sys.modules[name], "__file__", None) or ""
-            if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
-                del sys.modules[name]
-        importlib.invalidate_caches()
+def trainable_problem(probe: TrainableProbe) -> tuple[str, str, str] | None:
+    """(code, message, hint) for a trainable the probe could not import or call; None when it is found."""
+    module, origin, function = probe.module, probe.origin, probe.function
+    if probe.outcome == "package_exit":
+        return ("P421", f"importing the trainable's package for {module!r} called {probe.how}: it would "
+                        "end the process that imports it without a word",
+                "Move that call under `if __name__ == \"__main__\":`.")
+    if probe.outcome == "package_raised":
+        return ("P503", f"importing the trainable's package for {module!r} raised {probe.error}",
+                "Fix the error in that package (run `python -c 'import ...'` to see it).")
+    if probe.outcome == "not_found":
+        return ("P501", f"the trainable's module {module!r} cannot be found from the contract's folder "
+                        f"({probe.roots[0]}) or the current folder ({probe.roots[1]})", _where_hint(probe.near))
+    if probe.outcome == "module_exit":
+        return ("P421", f"importing the trainable's module {module!r} ({origin}) called "
+                        f"{probe.how}: it would end the process that imports it (plan validate, every "
+                        "Ray worker) without a word",
+                "Move that call under `if __name__ == \"__main__\":` or into the trainable function.")
+    if probe.outcome == "module_raised":
+        return ("P503", f"importing the trainable's module {module!r} raised {probe.error}",
+                f"Fix the error in {origin} (run `python -c 'import {module}'` to see it).")
+    if probe.outcome == "no_function":
+        return ("P502", f"module {module!r} ({origin}) has no {function!r}",
+                f"Did you mean `{module}:{probe.close}`?" if probe.close else f"Define `def {function}(config, trial)` in it.")
+    if probe.outcome == "not_callable":
+        return ("P502", f"{probe.trainable!r} is not a function", f"Define `def {function}(config, trial)` in {origin}.")
+    if probe.outcome == "found":
+        return None
+    raise AssertionError(f"a trainable probe with an unknown outcome {probe.outcome!r}")
 
 
-class _ProcessExit(BaseException):
-    """os._exit or os.abort called while the trainable's module was imported (stopped, not done)."""
-
-    def __init__(self, how: str):
-        super().__init__(how)
-        self.how = how
-
-
-@contextlib.contextmanager
-def _no_process_exit():
-    """While a user module is imported, os._exit(n) and os.abort() raise _ProcessExit instead of ending planner."""
-    import posix
-
-    def _exit(code=0):
-        raise _ProcessExit(f"os._exit({code})")
-
-    def _abort():
-        raise _ProcessExit("os.abort()")
-
-    saved = os._exit, posix._exit, os.abort
-    os._exit = posix._exit = _exit
-    os.abort = _abort
-    try:
-        yield
-    finally:
-        os._exit, posix._exit, os.abort = saved
-
-
-def _is_under(path: str, root: str) -> bool:
-    try:
-        return Path(path).resolve().is_relative_to(Path(root).resolve())
-    except OSError:
-        return False
-
-
-def _where_hint(module_name: str, contract_dir: Path) -> str:
+def _where_hint(near: tuple[str, str] | None) -> str:
     """Where the module's file is, if it sits in a folder above the contract."""
-    relative = Path(*module_name.split("."))
-    folder = contract_dir.resolve()
-    for parent in [folder, *folder.parents][:4]:
-        for candidate in (parent / relative.with_suffix(".py"), parent / relative / "__init__.py"):
-            if candidate.is_file():
-                return (f"It is at {candidate}: run `plan` from {parent}, or move the contract next to it "
-                        "(trials import it from the contract's folder or the current folder).")
+    if near is not None:
+        candidate, parent = near
+        return (f"It is at {candidate}: run `plan` from {parent}, or move the contract next to it "
+                "(trials import it from the contract's folder or the current folder).")
     return "Put the module next to the contract or in the current folder, or fix the name (`module.path:function`)."
-
-
-def _exc(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

@@ -19,7 +19,10 @@ import types
 import typing
 from typing import Any
 
+from pydantic import BaseModel
+
 from planner._contract.load import LoadedYaml, format_path
+from planner._contract.model import Contract
 from planner._core.diagnostics import Diagnostic, short_repr
 
 _TYPE_WORDS = {
@@ -149,10 +152,6 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
 
 def allowed_keys(path: tuple[Any, ...]) -> list[str]:
     """The keys the contract model accepts at `path` ([] when it is not a model there)."""
-    from pydantic import BaseModel
-
-    from planner._contract.model import Contract
-
     t: Any = Contract
     for part in path:
         t = _child_type(t, part)
@@ -165,8 +164,6 @@ def allowed_keys(path: tuple[Any, ...]) -> list[str]:
 
 
 def _unwrap(t: Any) -> Any:
-    from pydantic import BaseModel
-
     while True:
         origin = typing.get_origin(t)
         if origin is typing.Annotated:
@@ -180,8 +177,6 @@ def _unwrap(t: Any) -> Any:
 
 
 def _child_type(t: Any, part: Any) -> Any:
-    from pydantic import BaseModel
-
     t = _unwrap(t)
     if isinstance(t, type) and issubclass(t, BaseModel):
         for name, field in t.model_fields.items():

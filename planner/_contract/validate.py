@@ -10,14 +10,24 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from planner._contract.baseline import Lineage, ResolvedBaseline
-from planner._contract.load import LoadedYaml
-from planner._contract.paths import shown_side
+from pydantic import ValidationError
+
+from planner._contract import rules as _check
+from planner._contract.baseline import Lineage, ResolvedBaseline, finding
+from planner._contract.command_rules import check_command
+from planner._contract.compose import compose_arms
+from planner._contract.data_rules import check_data
+from planner._contract.decidable import check_decidable
+from planner._contract.load import LoadedYaml, load_yaml
+from planner._contract.model import Contract
+from planner._contract.paths import diff_rows, shown_side
+from planner._contract.probe import probe_trainable
 from planner._contract.rules import planned_trials
+from planner._contract.schema_errors import schema_diagnostics
 from planner._core.diagnostics import Diagnostic, errors
 from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 
@@ -82,8 +92,6 @@ def validate(path: str | os.PathLike, strict: bool = False, lineage: Lineage | N
 
     `lineage` (planner._contract.baseline.Lineage) resolves a baseline from a run or a line and checks
     the contract against the project's ledger; the caller passes it (this stage reads no run folder)."""
-    from planner._contract.load import load_yaml
-
     file = str(path)
     try:
         loaded = load_yaml(path)
@@ -106,20 +114,12 @@ def validate(path: str | os.PathLike, strict: bool = False, lineage: Lineage | N
 def _as_error(d: Diagnostic) -> Diagnostic:
     if d.severity == "error":
         return d
-    from dataclasses import replace
 
     return replace(d, severity="error", message=d.message + " (a warning, made an error by --strict)")
 
 
 def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
                   ) -> tuple[list[Diagnostic], LoadedContract | None]:
-    from pydantic import ValidationError
-
-    from planner._contract import rules as _check
-    from planner._contract.command_rules import check_command
-    from planner._contract.compose import compose_arms
-    from planner._contract.model import Contract
-    from planner._contract.schema_errors import schema_diagnostics
 
     try:
         contract = Contract.model_validate(loaded.data)
@@ -138,15 +138,14 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
         diagnostics += _check.compose_diagnostics(contract, loaded, composed.problems)
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
-    diagnostics += _check.check_trainable(contract, loaded, contract_dir)
+    probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
+    diagnostics += _check.check_trainable(contract, loaded, probe)
     diagnostics += check_command(contract, loaded, composed)
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),
                                       loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
-    from planner._contract.data_rules import check_data
-    from planner._contract.decidable import check_decidable
 
     diagnostics += check_data(contract, loaded)
     diagnostics += check_decidable(contract, loaded)
@@ -160,8 +159,6 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
 
 def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> ResolvedBaseline | None:
     """The baseline from earlier work, resolved by the caller's `lineage`; None for a baseline of the contract's own."""
-    from planner._contract.baseline import finding
-
     if not contract.baseline_from_earlier_work:
         return None
     if lineage is None:
@@ -173,8 +170,6 @@ def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> 
 
 def _placed(d: Diagnostic, loaded: LoadedYaml) -> Diagnostic:
     """A finding from the lineage, placed at its contract node (`path`, dotted) in the file."""
-    from dataclasses import replace
-
     path = tuple(int(p) if p.isdigit() else p for p in d.path.split(".")) if d.path else ()
     line, column = loaded.position(path)
     return replace(d, file=loaded.file, line=line, column=column)
@@ -182,8 +177,6 @@ def _placed(d: Diagnostic, loaded: LoadedYaml) -> Diagnostic:
 
 def summarize(loaded: LoadedContract) -> dict[str, Any]:
     """The experiment the contract plans, as JSON-able data."""
-    from planner._contract.paths import diff_rows
-
     contract = loaded.contract
     base = loaded.configs[contract.baseline.name]
     arms = []

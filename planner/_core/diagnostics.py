@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
+from planner._core.text import yaml_value
+
 Severity = Literal["error", "warning"]
 
 
@@ -38,8 +40,6 @@ class Diagnostic:
 
 def short_repr(value: object, limit: int = 60) -> str:
     """A contract or config value quoted in a message, YAML-style (true, null, 'text'), cut to `limit` characters."""
-    from planner._core.text import yaml_value
-
     return yaml_value(value, limit)
 
 

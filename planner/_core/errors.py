@@ -6,8 +6,7 @@
      |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
      +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
- |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or symbolic) or special
-     |    +-- NoUsableValueError      an arm ended with no usable confirmation value (exit 4)
+     |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or symbolic) or special
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
      +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
@@ -91,12 +90,6 @@ class RunLockedError(RunError):
 class LinkedFileError(RunError):
     """A file planner was to write in a run folder (or the runs dir) is a link, hard or symbolic, a FIFO or a
     device: writing it would change a file outside the folder, so it is refused (exit 3)."""
-
-
-class NoUsableValueError(RunError):
-    """A run ended with an arm that has no usable confirmation value: nothing can be decided."""
-
-    exit_code = EXIT_NO_VALUE
 
 
 class TrialProtocolError(PlannerError):

@@ -12,15 +12,75 @@ pilot, reeval and its comparison:
         like a `diverged` status. A caller that wants only usable numbers (the
         pilot's spread, the tuning history) drops non-finite values itself.
 
+`TrialRecord` is the shape of a record at the store boundary (docs/run-folder.md): what the
+reader hands out and what the facts of `planner._store.facts` take. A record read from disk is a
+plain dict of that shape; `summary` is never on disk, the reader sets it on a slimmed record
+(reports dropped to save memory) to keep what the facts need of them.
+
 A leaf: imports only `_core.status`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple, TypedDict
 
-from planner._core.status import FAILED
+from planner._core.status import FAILED, TrialStatus
+
+
+class Report(TypedDict):
+    """One report of a trial: its step, its metrics (non-finite values as "nan", "inf", "-inf"), its time."""
+
+    step: int
+    metrics: dict[str, float | str]
+    time_s: float
+
+
+class TrialError(TypedDict, total=False):
+    """One failed attempt of a trial."""
+
+    attempt: int
+    type: str
+    message: str
+    traceback: str
+
+
+class ReportSummary(NamedTuple):
+    """What the facts need of a trial's reports once the reader dropped them (a slimmed record)."""
+
+    metric_names: frozenset[str]
+    first_step: Any
+    first_time_s: Any
+    last_step: Any
+    last_time_s: Any
+
+
+class TrialRecord(TypedDict, total=False):
+    """A trial record of trials.jsonl (docs/run-folder.md, checked by planner._store.schema)."""
+
+    trial_id: str
+    phase: str  # tune, confirm, reeval
+    arm: str
+    seed: int
+    index: int
+    status: TrialStatus | str
+    params: dict[str, Any]
+    config: dict[str, Any]
+    exposure: int
+    reports: list[Report]
+    attempts: int
+    errors: list[TrialError]
+    violations: list[dict[str, Any]]
+    splits: dict[str, Any]
+    started: str
+    ended: str
+    duration_s: float
+    host: str
+    pid: int
+    node_id: str | None
+    resumed: bool
+    contract_sha256: str
+    summary: ReportSummary  # set by the reader on a slimmed record only, never written
 
 
 def final_value(record: dict[str, Any], metric: str) -> float | None:
@@ -88,7 +148,7 @@ def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
     arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
     curves: dict[str, dict[Any, tuple]] = {}
     for r in records:
-        if r.get("phase") == "confirm" and r.get("status") == "completed":
+        if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED:
             curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
     return {arm: len(by_seed) for arm, by_seed in curves.items()
             if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}

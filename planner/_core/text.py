@@ -6,6 +6,8 @@ reads them back (and any ISO-8601 text with an offset) as seconds since the epoc
 
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
+A duration a contract gives (`budget.max_wall_time: 20m`) reads with `parse_duration`, the one
+parser of '90', '90s', '20m', '2h', '1d' (the contract model and the run folder's reader both use it).
 Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
 when below it (`shown_path`). A config or contract value prints as YAML writes it
 (`yaml_value`: true, false, null, 'text', [1, 2]), the way the user wrote it.
@@ -15,9 +17,30 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+NOT_FINITE = "is not a finite number"  # the contract's schema errors give this message rule code P420
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """'90', '90s', '20m', '2h', '1d' -> seconds (a ValueError with its sentence otherwise)."""
+    if isinstance(text, bool):
+        raise ValueError("a duration is a number of seconds or a string like '20m', '2h', '1d'")
+    if isinstance(text, float) and not math.isfinite(text):
+        raise ValueError(f"{text} {NOT_FINITE}: a duration is a finite number of seconds or a string like '20m'")
+    if isinstance(text, int | float):
+        if text <= 0:
+            raise ValueError("a duration must be positive")
+        return float(text)
+    match = _DURATION.match(str(text))
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a duration: write a positive number with s, m, h or d, like '20m'")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 def utc_now() -> str:

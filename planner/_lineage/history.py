@@ -16,7 +16,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from planner._lineage.ledger import Ledger, RunEntry, run_key, runs_dir_of
+from planner._core.errors import PlannerError
+from planner._lineage.ledger import Ledger, RunEntry, read, run_key, runs_dir_of
+from planner._store.read import open_run
 
 
 def family_alpha(alphas: list[float]) -> float:
@@ -72,8 +74,6 @@ def _num(value: float) -> str:
 
 def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
     """The line of work a run belongs to: from the ledger's run_started, else from its frozen contract."""
-    from planner._store.read import open_run
-
     key = run_key(run_dir, ledger.runs_dir)
     entry = ledger.runs().get(key)
     if entry is not None and entry.started.get("line"):
@@ -88,8 +88,6 @@ def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
         if not origin.is_absolute():
             origin = Path(str(folder.run_info().get("contract_path") or ".")).parent / origin
         if origin.is_dir():
-            from planner._core.errors import PlannerError
-            from planner._lineage.ledger import read
 
             try:
                 return line_of(read(runs_dir_of(origin)), origin, depth + 1)

@@ -20,10 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.lazy import lazy_import
 from planner._core.text import utc_now
+from planner._store.jsonl import locked_append
+from planner._store.read import read_jsonl
 
 LEDGER = "ledger.jsonl"
 EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
+
+hashlib = lazy_import("hashlib")  # OpenSSL: `plan validate` of a contract with no lineage never hashes
 
 
 def ledger_path(runs_dir: str | os.PathLike) -> Path:
@@ -46,15 +51,11 @@ def run_key(run_dir: str | os.PathLike, runs_dir: str | os.PathLike) -> str:
 
 def config_sha256(config: dict[str, Any]) -> str:
     """Hash of an effective config: key order does not change it."""
-    import hashlib  # here, not at import: `plan validate` of a contract with no lineage never hashes
-
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, Any]:
     """Append one event to the ledger of `runs_dir` (created when absent); return the record written."""
-    from planner._store.jsonl import locked_append
-
     assert event in EVENTS, event
     record = {"event": event, "time": utc_now(), **fields}
     folder = Path(runs_dir)
@@ -155,7 +156,6 @@ def read(runs_dir: str | os.PathLike) -> Ledger:
     path = ledger_path(runs_dir)
     if not path.exists():  # no ledger yet (the common case for validate): skip importing the run reader
         return Ledger(path, [], [])
-    from planner._store.read import read_jsonl
 
     lines = read_jsonl(path)
     records = [r for r in lines.records if r.get("event") in EVENTS]

@@ -19,6 +19,7 @@ from typing import Any
 from planner._core.errors import PlannerError, UsageError
 from planner._lineage import history
 from planner._lineage.ledger import Ledger, RunEntry, ledger_path, read
+from planner._store.read import open_run
 
 
 def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
@@ -66,7 +67,6 @@ def _end(ledger: Ledger, entry: RunEntry, notes: list[str]) -> dict[str, Any]:
     if entry.ended is not None:
         return {"state": entry.ended.get("state"), "ended": entry.ended.get("time"),
                 "decisions": entry.ended.get("decisions") or [], "from": "ledger"}
-    from planner._store.read import open_run
 
     path = Path(entry.key) if Path(entry.key).is_absolute() else ledger.runs_dir / entry.key
     try:

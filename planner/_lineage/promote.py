@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import LineageError, UsageError
+from planner._core.status import RunState
 from planner._lineage import history
 from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
 from planner._lineage.source import read_arm
@@ -25,7 +26,7 @@ def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
     """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be promoted."""
     source = read_arm(run_dir, arm, need_config=False)
     where = f"run {Path(run_dir)}"
-    if source.state != "completed":
+    if source.state != RunState.COMPLETED:
         raise LineageError("P710", f"{where} is {source.state or 'of unknown state (no state.json)'}, not completed: only "
                       "an accepted arm of a completed run can be promoted",
                       "Finish it first (plan run --resume RUN_DIR), or promote from a completed run.")
@@ -41,7 +42,7 @@ def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
                       + (f" ({decision['reason']})" if decision.get("reason") else "")
                       + ": only an accepted arm can be promoted",
                       "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.")
-    if (source.decisions or {}).get("run_state", "completed") != "completed":
+    if (source.decisions or {}).get("run_state", "completed") != RunState.COMPLETED:
         raise LineageError("P710", f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
                       "not completed")
     source = read_arm(run_dir, arm)  # P703/P704: the promoted config must be rebuildable from the folder

@@ -14,6 +14,7 @@ from typing import Any
 from planner._core.errors import PlannerError
 from planner._lineage import history
 from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
+from planner._store.writer import write_json
 
 LINEAGE_FILE = "lineage.json"
 
@@ -21,8 +22,6 @@ LINEAGE_FILE = "lineage.json"
 def run_started(run_dir: Path, contract: Any, configs: dict[str, dict[str, Any]],
                 baseline_source: dict[str, Any] | None, *, resumed: bool = False) -> dict[str, Any] | None:
     """Append run_started (or run_resumed) to the ledger beside the run; write lineage.json (new runs)."""
-    from planner._store.writer import write_json
-
     runs_dir = runs_dir_of(run_dir)
     key = run_key(run_dir, runs_dir)
     if resumed:  # a note: the start, with its facts, is in the ledger already

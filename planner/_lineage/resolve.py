@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from planner._contract import (
+    validate as contract_stage,  # looked up at each call: one validate, patchable
+)
 from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import LineageError
+from planner._core.status import RunState
+from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
-
-if TYPE_CHECKING:
-    from planner._lineage.source import ArmOfRun
-
-# planner._lineage.history and .source are imported where used: `plan validate` of a contract whose
-# baseline is its own, in a project with no ledger yet, never needs them (bench/bench_validate.py).
+from planner._lineage.source import ArmOfRun, read_arm
+from planner._store.identity import code_identity, trainable_search_path
 
 
 class ProjectLineage:
@@ -34,8 +35,6 @@ class ProjectLineage:
 
     # -- the baseline -----------------------------------------------------------
     def resolve_baseline(self, contract: Any, contract_dir: Path) -> ResolvedBaseline:
-        from planner._lineage.source import read_arm
-
         ref = contract.baseline
         try:
             if ref.from_run is not None:
@@ -78,8 +77,6 @@ class ProjectLineage:
         return (run if run.is_absolute() else ledger.runs_dir / run), str(promotion["arm"]), line
 
     def _describe(self, source: ArmOfRun, via: str | None, contract: Any, contract_dir: Path) -> ResolvedBaseline:
-        from planner._lineage import history
-
         ledger = read(runs_dir_of(source.run_dir))
         key = run_key(source.run_dir, ledger.runs_dir)
         line = via or history.line_of(ledger, source.run_dir)
@@ -90,10 +87,10 @@ class ProjectLineage:
             findings.append(finding("P930", f"arm {source.arm!r} was the baseline of run {key}, not a tested arm: "
                                     "no decision accepted it", "Start from an accepted, promoted arm, or say in "
                                     "the hypothesis why this baseline stays.", path=where, severity="warning"))
-        elif decision is None or decision.get("decision") != "accept" or source.state != "completed":
+        elif decision is None or decision.get("decision") != "accept" or source.state != RunState.COMPLETED:
             what = decision.get("decision") if decision else "no decision"
             why = f" ({decision.get('reason')})" if decision and decision.get("reason") else ""
-            state = "" if source.state == "completed" else f"; the run is {source.state or 'of unknown state'}"
+            state = "" if source.state == RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
             findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} was {what}{why}, "
                                     f"not accept{state}", "A baseline should be a config that earned its place: "
                                     "start from an accepted arm of a completed run.", path=where, severity="warning"))
@@ -136,7 +133,6 @@ class ProjectLineage:
         ledger = read(self.runs_dir)
         if not ledger.records:  # nothing ran yet: no earlier name or test to warn about
             return []
-        from planner._lineage import history
 
         out: list[Diagnostic] = []
         sha = contract.sha256()
@@ -163,7 +159,6 @@ class ProjectLineage:
 
 def _code_findings(source: ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]) -> list[Diagnostic]:
     """P932: the trainable (its name, its source file's sha256) differs from the one that ran the arm."""
-    from planner._store.identity import code_identity, trainable_search_path
 
     then = source.code
     if not then:
@@ -191,13 +186,9 @@ def _code_findings(source: ArmOfRun, contract: Any, contract_dir: Path, where: t
 
 def validate(path: str | os.PathLike, strict: bool = False, runs_dir: str | os.PathLike = "runs"):
     """`plan validate`: the contract stage's validate, with the project's history of `runs_dir`."""
-    from planner._contract.validate import validate as validate_contract
-
-    return validate_contract(path, strict=strict, lineage=ProjectLineage(runs_dir))
+    return contract_stage.validate(path, strict=strict, lineage=ProjectLineage(runs_dir))
 
 
 def load_contract(path: str | os.PathLike, runs_dir: str | os.PathLike = "runs"):
     """`planner.load_contract`: load a contract whose baseline may come from a run or a line."""
-    from planner._contract.validate import load_contract as load
-
-    return load(path, lineage=ProjectLineage(runs_dir))
+    return contract_stage.load_contract(path, lineage=ProjectLineage(runs_dir))

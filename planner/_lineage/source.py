@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.paths import apply_params, flatten
 from planner._core.errors import LineageError, RunError, UsageError
+from planner._core.redact import REDACTED
+from planner._store.facts import arm_names
+from planner._store.read import open_run
 
 
 @dataclass
@@ -52,8 +56,6 @@ class ArmOfRun:
 
 def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) -> ArmOfRun:
     """The arm `arm` of the run folder `run_dir`; `LineageError` (P701-P704) when it cannot be read or rebuilt."""
-    from planner._store.read import arm_names, open_run
-
     try:
         folder = open_run(run_dir)
         contract = folder.contract()
@@ -74,8 +76,6 @@ def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) 
 
 
 def _effective_config(folder, contract: dict[str, Any], arm: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from planner._contract.paths import apply_params, flatten
-    from planner._core.redact import REDACTED
 
     try:
         stored = folder.configs().get(arm)

@@ -31,13 +31,16 @@ so a little more goes on than this figure says.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from planner._contract.rules import planned_trials
 from planner._core.text import format_duration
+from planner._stats.looks import look_batches
 
 MEDIAN_MIN_SAMPLES = 3  # Ray's MedianStoppingRule: min_samples_required (its default)
 
@@ -146,7 +149,6 @@ def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: flo
     """
     if slots < 1:
         raise ValueError("slots must be at least 1")
-    from planner._contract.rules import planned_trials
 
     exposure = contract.budget.exposure
     arms = len(contract.all_arms)
@@ -209,7 +211,6 @@ def _phase_wall(phase: dict[str, Any], timing, slots: int, exposure: int, contra
         work = steps * timing.time_per_step_s + phase["trials"] * timing.overhead_s
         return max(work / min(slots, phase["trials"]), one_trial)
     # confirmation: equal trials in waves of `slots`; each look waits for its batch
-    from planner._stats.looks import look_batches
 
     arms = len(contract.all_arms)
     waves = sum(math.ceil(arms * len(batch) / slots) for batch in look_batches(list(contract.seeds), phase["looks"]))
@@ -256,8 +257,6 @@ def format_estimate(summary: dict[str, Any]) -> str:
 
 def default_slots(contract) -> int:
     """Trials this machine runs at once: its CPUs / cpu per trial (GPUs too when a trial asks for one)."""
-    import os
-
     resources = contract.budget.resources
     cpus = os.cpu_count() or 1
     slots = int(cpus // resources.cpu) if resources.cpu > 0 else cpus

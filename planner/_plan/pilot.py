@@ -24,6 +24,8 @@ from typing import Any
 
 from planner._core.errors import UsageError
 from planner._core.records import finite_final_value
+from planner._core.status import TrialStatus
+from planner._store import facts
 from planner._store import read as rf
 
 
@@ -88,16 +90,16 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     records = _last_per_trial(folder.trials().records)
-    arms = rf.arm_names(contract)
+    arms = facts.arm_names(contract)
     values: dict[str, dict[int, float]] = {}
     for r in records:
-        if r.get("phase") != "confirm" or r.get("status") != "completed":
+        if r.get("phase") != "confirm" or r.get("status") != TrialStatus.COMPLETED:
             continue
         value = finite_final_value(r, metric)  # a spread needs usable numbers
         if value is not None and isinstance(r.get("seed"), int):
             values.setdefault(str(r.get("arm")), {})[r["seed"]] = value
     timing = _timing(records, folder.events().records)
-    return Pilot(str(folder.path), metric, rf.contract_get(contract, "baseline.name"), arms, values, timing)
+    return Pilot(str(folder.path), metric, facts.contract_get(contract, "baseline.name"), arms, values, timing)
 
 
 def _last_per_trial(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -117,7 +119,7 @@ def _parse_time(text: Any) -> float | None:
 def _step_time(record: dict[str, Any]) -> float | None:
     """Seconds per step of one trial: the slope of time_s over steps."""
     points = []
-    for report in rf.reports_of(record):
+    for report in facts.reports_of(record):
         if isinstance(report, dict) and isinstance(report.get("step"), int | float) \
                 and isinstance(report.get("time_s"), int | float):
             points.append((float(report["step"]), float(report["time_s"])))

@@ -18,9 +18,22 @@ Statistics: `planner._stats.power` (docs/statistics.md, docs/planning.md).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
+from scipy import optimize
+
+from planner._core.diagnostics import Diagnostic
 from planner._core.errors import UsageError
+from planner._plan.pilot import read_pilot
+from planner._stats.power import (
+    accept_probability,
+    comparison_alpha,
+    detectable_effect,
+    detection_power,
+    pilot_sd,
+    seeds_for_power,
+)
 
 POWER_TARGETS = (0.8, 0.9)
 UNDERPOWERED = 0.8  # validate --pilot warns below this power at min_effect
@@ -28,8 +41,6 @@ UNDERPOWERED = 0.8  # validate --pilot warns below this power at min_effect
 
 def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
     """The sd to plan with: pooled within-arm sd (welch, bootstrap), or the sd of per-seed differences (paired)."""
-    from planner._stats.power import pilot_sd
-
     values = pilot.require_values()
     if test != "paired":
         counts = ", ".join(f"{arm} {len(v)}" for arm, v in values.items())
@@ -76,14 +87,6 @@ def power_summary(contract, sd: float, *, sd_source: str = "given with --sd") ->
     contract: a `planner._contract.model.Contract`; sd: seed-to-seed sd of the
     decision metric (paired: of the per-seed differences), in metric units.
     """
-    from planner._stats.power import (
-        accept_probability,
-        comparison_alpha,
-        detectable_effect,
-        detection_power,
-        seeds_for_power,
-    )
-
     if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
         raise UsageError(f"the sd must be a positive number, got {sd}")
     a = contract.acceptance
@@ -122,10 +125,6 @@ def _finite(x: float) -> float | None:
 
 def _effect_for_accept(n: int, sd: float, level: float, min_effect: float, test: str, target: float) -> float:
     """The true effect at which P(accept) reaches `target` with n seeds (inf when it never does)."""
-    from scipy import optimize
-
-    from planner._stats.power import accept_probability
-
     def gap(e: float) -> float:
         return accept_probability(n, e, sd, level, min_effect, test) - target
 
@@ -176,8 +175,6 @@ def format_power(s: dict[str, Any]) -> str:
 
 def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
     """P903: the declared seeds have less than 80 % power at min_effect (a Diagnostic at `seeds`), else None."""
-    from planner._core.diagnostics import Diagnostic
-
     if not summary["underpowered"]:
         return None
     d, need = summary["declared"], summary["needed"]["80"]["seeds"]
@@ -199,10 +196,6 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     A valid contract's summary gains "power" (the `power_summary`). With
     --strict the warning is an error, so the contract is no longer valid.
     """
-    from dataclasses import replace
-
-    from planner._plan.pilot import read_pilot
-
     loaded = result.loaded
     if loaded is None:  # invalid or unreadable: nothing to plan with
         return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from planner._contract.rules import planned_trials
+from planner._contract.rules import max_trials_problem, planned_trials
 
 
 def tune_trial_id(arm: str, seed: int, index: int) -> str:
@@ -66,8 +66,6 @@ class Plan:
 
     def budget_problem(self) -> str | None:
         """Why the plan does not fit `budget.max_trials` (the P409 rule), or None when it does."""
-        from planner._contract.rules import max_trials_problem
-
         return max_trials_problem(self.counts, self.max_trials)
 
     def as_dict(self) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from planner._store import read as rf
+from planner._store import facts
 
 
 def _seconds(value: Any) -> float:
@@ -28,9 +28,9 @@ def _seconds(value: Any) -> float:
 
 def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per arm (the contract's order, then arms seen only in records)."""
-    cpu = _seconds(rf.contract_get(contract, "budget.resources.cpu", 1.0))
-    gpu = _seconds(rf.contract_get(contract, "budget.resources.gpu", 0.0))
-    arms = rf.arm_names(contract)
+    cpu = _seconds(facts.contract_get(contract, "budget.resources.cpu", 1.0))
+    gpu = _seconds(facts.contract_get(contract, "budget.resources.gpu", 0.0))
+    arms = facts.arm_names(contract)
     acc: dict[str, dict[str, Any]] = {}
     for r in records:
         arm = r.get("arm")
@@ -43,7 +43,7 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         seconds = _seconds(r.get("duration_s"))
         a["trials"] += 1
         a["seconds"] += seconds
-        slope = rf.seconds_per_step(r)
+        slope = facts.seconds_per_step(r)
         if slope is not None:
             a["slopes"].append(slope)
         p = a["phases"].setdefault(str(r.get("phase")), {"trials": 0, "trial_seconds": 0.0})

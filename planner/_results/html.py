@@ -11,9 +11,12 @@ from html import escape
 from typing import TYPE_CHECKING, Any
 
 from planner._contract.paths import shown_side
+from planner._core.status import TrialStatus
+from planner._lineage.record import lineage_lines
+from planner._results import plots as _plots
 from planner._results import report as rp
 from planner._results.report import SOURCES, _fmt
-from planner._store import read as rf
+from planner._store import facts
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
@@ -71,10 +74,19 @@ def _badge(decision: Any) -> str:
 
 
 def render_html(results: RunResults) -> str:
-    from planner._results import plots as _plots
-
     s = rp.summarize(results)
-    m, acc = s["metrics"], s["acceptance"]
+    parts = _state_parts(s) + [_glance(s)] + _hypothesis_parts(s) + _arm_parts(s) + _decision_parts(s)
+    parts += _per_seed_parts(s) + _curve_parts(s, results) + _tuning_parts(s) + _failure_parts(s)
+    parts += _violation_parts(s) + _heldout_parts(s) + _identity_parts(s)
+    title = f"{s['name']} / {s['run_id']}: run report"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="generator" content="planner report">'
+            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+def _state_parts(s: dict[str, Any]) -> list[str]:
+    """The title, the run state, the lock and the notes."""
     parts = [f"<h1>{_e(s['name'])} <span class='muted'>/ {_e(s['run_id'])}</span></h1>"]
     state = f"<span class='badge state'>{_e(s['run_state'])}</span>"
     if s.get("state_reason"):
@@ -88,8 +100,13 @@ def render_html(results: RunResults) -> str:
                      f"{_e(lk.get('started'))}: the run is in progress and this report is partial.</p>")
     for note in s["notes"]:
         parts.append(f"<p class='warn'>{_e(note)}</p>")
+    return parts
 
-    parts.append(_glance(s))
+
+def _hypothesis_parts(s: dict[str, Any]) -> list[str]:
+    """The hypothesis, the factor, the metric and the acceptance rule."""
+    m, acc = s["metrics"], s["acceptance"]
+    parts: list[str] = []
     parts.append("<h2>Hypothesis</h2>")
     parts.append(f"<p class='hyp'>{_e(str(s.get('hypothesis') or '–').strip())}</p>")
     parts.append(
@@ -97,7 +114,12 @@ def render_html(results: RunResults) -> str:
         f"baseline <b>{_e(s['baseline'])}</b>. Metric <code>{_e(m['name'])}</code> ({_e(m['mode'])}); the decision uses "
         f"<code>{_e(m['decision'])}</code>. {_e(acc['test'])} test, alpha {_f(acc['alpha'])}, {_e(acc['correction'])} "
         f"correction, min_effect {_f(acc['min_effect'])}.</p>")
+    return parts
 
+
+def _arm_parts(s: dict[str, Any]) -> list[str]:
+    """Each arm's overrides and config diff against the baseline."""
+    parts: list[str] = []
     parts.append("<h2>Arms and their config against the baseline</h2>")
     rows = []
     for a in s["arms"]:
@@ -112,7 +134,13 @@ def render_html(results: RunResults) -> str:
                                for d in a["config_diff"]) or "<span class='muted'>no difference</span>"
         rows.append([name, over, diff])
     parts.append(_table(["arm", "overrides", "config diff vs the baseline"], rows))
+    return parts
 
+
+def _decision_parts(s: dict[str, Any]) -> list[str]:
+    """The decisions, their warnings and the forest plot."""
+    m, acc = s["metrics"], s["acceptance"]
+    parts: list[str] = []
     parts.append("<h2>Decisions</h2>")
     parts += [f"<p class='bad'><b>Warning: {_e(f.get('message') or f.get('kind'))}.</b></p>"
               for f in s.get("findings") or []]
@@ -126,7 +154,12 @@ def render_html(results: RunResults) -> str:
                           "forest plot of the effects"))
     else:
         parts.append("<p>No treatment arms.</p>")
+    return parts
 
+
+def _per_seed_parts(s: dict[str, Any]) -> list[str]:
+    """Confirmation values by seed and arm."""
+    parts: list[str] = []
     ps = s["per_seed"]
     parts.append(f"<h2>Confirmation by seed <span class='muted'>({_e(ps['metric'])})</span></h2>")
     if ps["rows"]:
@@ -137,23 +170,34 @@ def render_html(results: RunResults) -> str:
                 c = r["values"].get(arm)
                 absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
                 cells.append(f"<span class='muted'>{_e(absent)}</span>" if c is None else _f(c["value"])
-                             if c["status"] == "completed" else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
+                             if c["status"] == TrialStatus.COMPLETED else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
             rows.append(cells)
         rows.append(["<b>mean</b>", *[f"<b>{_f(ps['mean'].get(a))}</b>" for a in ps["arms"]]])
         parts.append(_table(["seed", *ps["arms"]], rows, num=set(range(1, len(ps["arms"]) + 1))))
     else:
         parts.append("<p>No confirmation trials yet.</p>")
+    return parts
 
+
+def _curve_parts(s: dict[str, Any], results: RunResults) -> list[str]:
+    """The learning curves per arm."""
+    m = s["metrics"]
+    parts: list[str] = []
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
-    exposure = rf.contract_get(results.contract, "budget.exposure")
+    exposure = facts.contract_get(results.contract, "budget.exposure")
     parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure,
                                         rp.selected_curves(results)),
                       "learning curves per arm"))
     parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
                  "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
                  "for confirmation. Confirmation: the median and the range over seeds.</p>")
+    return parts
 
+
+def _tuning_parts(s: dict[str, Any]) -> list[str]:
+    """Tuning per arm, the data, the trials, the budget and the cost."""
+    parts: list[str] = []
     if s["tuning"]:
         parts.append("<h2>Tuning</h2>")
         rows = [[_e(t["arm"]), _f(t["planned"]), _f(t["ended"]), _f(t["full_exposure"]), _f(t["early_stopped"]),
@@ -173,6 +217,12 @@ def render_html(results: RunResults) -> str:
     parts.append(_table(None, [[_e(a), _e(b)] for a, b in rp.budget_lines(s["budget"])]))
 
     parts += _cost(s["cost"], _plots)
+    return parts
+
+
+def _failure_parts(s: dict[str, Any]) -> list[str]:
+    """Failed and retried trials."""
+    parts: list[str] = []
     parts.append("<h2>Failures</h2>")
     if s["failures"]:
         rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
@@ -182,7 +232,12 @@ def render_html(results: RunResults) -> str:
         parts.append(_more(len(s["failures"])))
     else:
         parts.append("<p>None.</p>")
+    return parts
 
+
+def _violation_parts(s: dict[str, Any]) -> list[str]:
+    """Protocol violations."""
+    parts: list[str] = []
     parts.append("<h2>Protocol violations" + (f" <span class='badge reject'>{len(s['violations'])}</span>"
                                               if s["violations"] else "") + "</h2>")
     if s["violations"]:
@@ -194,7 +249,12 @@ def render_html(results: RunResults) -> str:
         parts.append(_more(len(s["violations"])))
     else:
         parts.append("<p>None.</p>")
+    return parts
 
+
+def _heldout_parts(s: dict[str, Any]) -> list[str]:
+    """The held-out ledger, re-evaluations and the lineage."""
+    parts: list[str] = []
     parts.append("<h2>Held-out ledger</h2>")
     h = s["heldout"]
     parts.append(f"<p>{_md_to_html(rp.heldout_line(h))}</p>")
@@ -207,11 +267,15 @@ def render_html(results: RunResults) -> str:
              _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
             for r in s["reevals"]]))
     if s.get("lineage"):  # docs/lineage.md
-        from planner._lineage.record import lineage_lines
 
         parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
                      + "</ul>")
+    return parts
 
+
+def _identity_parts(s: dict[str, Any]) -> list[str]:
+    """The run's identity and its folder."""
+    parts: list[str] = []
     parts.append("<h2>Identity</h2>")
     ident = s["identity"]
     if ident:
@@ -232,12 +296,7 @@ def render_html(results: RunResults) -> str:
     else:
         parts.append("<p>identity.json is missing.</p>")
     parts.append(f"<p class='muted'>Run folder: <code>{_e(s['run_dir'])}</code></p>")
-
-    title = f"{s['name']} / {s['run_id']}: run report"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="generator" content="planner report">'
-            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+    return parts
 
 
 def _more(total: int) -> str:

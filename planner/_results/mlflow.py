@@ -30,16 +30,19 @@ from typing import Any
 
 from planner._contract.paths import flatten
 from planner._core.errors import MlflowTrackingError
+from planner._core.status import RunState, TrialStatus
+from planner._store import facts
+from planner._store import read as rf
 
 TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
 _COMPLETE = "complete"
 
 # planner trial status -> MLflow run status
-_MLFLOW_STATUS = {
-    "completed": "FINISHED",
-    "diverged": "FINISHED",
-    "early_stopped": "KILLED",
+_MLFLOW_STATUS = {  # every other status (planner._core.status.FAILED) is an MLflow FAILED run
+    TrialStatus.COMPLETED: "FINISHED",
+    TrialStatus.DIVERGED: "FINISHED",
+    TrialStatus.EARLY_STOPPED: "KILLED",
 }
 
 
@@ -132,7 +135,7 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
         _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param)
         logged += 1
 
-    if run.state != "running":
+    if run.state != RunState.RUNNING:
         client.set_terminated(parent_id, status=_parent_status(run.state), end_time=_ms(run.updated))
     return MlflowLogSummary(
         tracking_uri=tracking_uri or mlflow.get_tracking_uri(), experiment_id=experiment_id,
@@ -300,8 +303,6 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
     trials.jsonl by the one JSON-lines policy (docs/run-folder.md); a trial logged twice counts with its
     last record, as for every reader. `lines_skipped` counts the lines that policy skipped.
     """
-    from planner._store import read as rf
-
     path = Path(run_dir).resolve()
     folder = rf.RunFolder(path)
     run = folder.json("run.json")
@@ -317,7 +318,7 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
     by_id: dict[str, dict[str, Any]] = {}
     for record in read.records:
         by_id[record["trial_id"]] = record  # a trial logged twice: the last record counts (docs/run-folder.md)
-    baseline = rf.contract_get(folder.contract(), "baseline.name")
+    baseline = facts.contract_get(folder.contract(), "baseline.name")
     return MlflowRun(
         path=path, run_id=str(run["run_id"]), name=str(run["name"]), contract_sha256=str(run["contract_sha256"]),
         created=run.get("created"), planner_version=run.get("planner_version"),
@@ -362,5 +363,5 @@ def _ms(timestamp: str | None) -> int | None:
 
 
 def _parent_status(state: str) -> str:
-    return {"completed": "FINISHED", "interrupted": "KILLED",
-            "budget_exhausted": "FINISHED"}.get(state, "FAILED")
+    return {RunState.COMPLETED: "FINISHED", RunState.INTERRUPTED: "KILLED",
+            RunState.BUDGET_EXHAUSTED: "FINISHED"}.get(state, "FAILED")

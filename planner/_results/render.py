@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from planner._core.lazy import lazy_import
 from planner._results.report import render_json, render_markdown
+from planner._results.tables import RunResults, load_run
+from planner._store import facts
 from planner._store import read as rf
+from planner._store.files import write_atomic
 
-if TYPE_CHECKING:  # pragma: no cover
-    from planner._results.tables import RunResults
+html = lazy_import("planner._results.html")  # matplotlib: only an html report draws plots
 
 FORMATS = ("md", "json", "html")
 HTML_MARK = '<meta name="generator" content="planner report">'  # what marks an html file as a report
@@ -17,11 +23,9 @@ HTML_MARK = '<meta name="generator" content="planner report">'  # what marks an 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
     """The run, read with what `fmt` shows: curves of the tuning metric for html, no reports otherwise."""
-    from planner._results.tables import load_run
-
     if fmt != "html":
         return load_run(run_dir, reports=False)
-    metric = rf.contract_get(rf.open_run(run_dir).contract(), "metric.name")
+    metric = facts.contract_get(rf.open_run(run_dir).contract(), "metric.name")
     return load_run(run_dir, metrics=[metric] if metric else None)
 
 
@@ -32,24 +36,18 @@ def render(results: RunResults, fmt: str) -> str:
     if fmt == "md":
         return render_markdown(results)
     if fmt == "html":
-        from planner._results.html import render_html
-
-        return render_html(results)
+        return html.render_html(results)
     raise rf.UsageError(f"unknown report format {fmt!r}: use one of {', '.join(FORMATS)}")
 
 
 def is_report(path: Path) -> bool:
     """True when `path` is a report `plan report` wrote (md, json or html), read without following a link."""
-    import json
-    import os
 
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return False
     with os.fdopen(fd, "rb") as handle:
-        import stat
-
         st = os.fstat(handle.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_size > 64 << 20:
             return False
@@ -69,8 +67,6 @@ def write_report(path: str, text: str, *, force: bool = False) -> None:
 
     Nothing is left behind on failure (no temporary file); an unwritable path is a UsageError (exit 2).
     """
-    from planner._store.files import write_atomic
-
     target = Path(path)
     if target.is_dir():
         raise rf.UsageError(f"cannot write the report to {target}: it is a folder; give a file name")

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from planner._contract.paths import diff_rows, shown_side
+from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
-from planner._store import read as rf
+from planner._data.checks import summary_lines
+from planner._lineage.record import lineage_lines
+from planner._store import facts
 from planner._store.claims import decision_findings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,7 +81,7 @@ def per_seed(results: RunResults) -> dict[str, Any]:
         value = row[column] if column in conf.columns else math.nan
         cells[(row["seed"], row["arm"])] = {"value": _clean(float(value)), "status": row["status"]}
     seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
-    planned = [p for p in rf.planned_trials(results.plan) if p.get("phase") == "confirm"]
+    planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "confirm"]
     seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
     rows = []
     for seed in seeds:
@@ -87,13 +89,12 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     means = {}
     for arm in arms:
         vals = [c["value"] for (s, a), c in cells.items()
-                if a == arm and c["value"] is not None and c["status"] == "completed"]  # as the decision counts them
+                if a == arm and c["value"] is not None and c["status"] == TrialStatus.COMPLETED]  # as the decision counts them
         means[arm] = _clean(float(np.mean(vals))) if vals else None
-    missing = "pending" if results.run_state == "running" else "missing"
+    missing = "pending" if results.run_state == RunState.RUNNING else "missing"
     skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
     if "sequential" in results.decision_info:
-        events = rf.open_run(results.run_dir).events().records
-        skipped = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
+        skipped = {tid for e in results.events if e.get("event") == "trials_skipped" and e.get("by_design")
                    for tid in e.get("trial_ids") or []}
     not_needed = [[p.get("seed"), p.get("arm")] for p in planned if p.get("trial_id") in skipped]
     return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing, "not_needed": not_needed}
@@ -101,33 +102,29 @@ def per_seed(results: RunResults) -> dict[str, Any]:
 
 def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
     """Sequential confirmation: one row per arm and look taken (decisions.json `looks`), else []."""
-    if "sequential" not in results.decision_info:
-        return []
-    doc = rf.open_run(results.run_dir).decisions() or {}
-    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
-            for look in d.get("looks") or [] if isinstance(look, dict)]
+    return list(results.looks) if "sequential" in results.decision_info else []
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
     """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected one."""
     t = results.trials
     tune = t[t["phase"] == "tune"] if len(t) else t
-    exposure = rf.contract_get(results.contract, "budget.exposure")
-    planned = [p for p in rf.planned_trials(results.plan) if p.get("phase") == "tune"]
+    exposure = facts.contract_get(results.contract, "budget.exposure")
+    planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "tune"]
     selection = (results.selection or {}).get("arms") or {}
     rows = []
     for arm in results.arms:
         sub = tune[tune["arm"] == arm] if len(tune) else tune
         status = sub["status"].astype(str) if len(sub) else pd.Series([], dtype=str)
-        ok = ~status.isin(rf.FAILED_STATUSES).to_numpy()
+        ok = ~status.isin(UNUSABLE).to_numpy()
         full = int(((sub["exposure"] >= exposure).to_numpy(dtype=bool, na_value=False) & ok).sum()) \
             if exposure is not None and len(sub) else 0
         sel = selection.get(arm) or {}
         rows.append({
             "arm": arm, "planned": sum(1 for p in planned if p.get("arm") == arm) or None,
-            "ended": int(len(sub)), "completed": int((status == "completed").sum()),
-            "full_exposure": full, "early_stopped": int((status == "early_stopped").sum()),
-            "failed": int(status.isin(rf.FAILED_STATUSES).sum()),
+            "ended": int(len(sub)), "completed": int((status == TrialStatus.COMPLETED).sum()),
+            "full_exposure": full, "early_stopped": int((status == TrialStatus.EARLY_STOPPED).sum()),
+            "failed": int(status.isin(UNUSABLE).sum()),
             "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
             "selected_params": _clean(sel.get("params") or {}),
         })
@@ -139,7 +136,7 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
 def status_counts(results: RunResults) -> list[dict[str, Any]]:
     """Trials ended by phase, arm and status, against the planned count."""
     t = results.trials
-    planned = rf.planned_trials(results.plan)
+    planned = facts.plan_entries(results.plan)
     plan_count: dict[tuple[str, str], int] = {}
     for p in planned:
         key = (p.get("phase"), p.get("arm"))
@@ -194,16 +191,16 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "run_state": results.run_state, "state_reason": state.get("reason"), "state_updated": state.get("updated"),
         "lock": results.lock,
         "hypothesis": c.get("hypothesis"),
-        "factor": {"name": rf.contract_get(c, "factor.name"), "keys": rf.contract_get(c, "factor.keys", [])},
+        "factor": {"name": facts.contract_get(c, "factor.name"), "keys": facts.contract_get(c, "factor.keys", [])},
         "baseline": base, "arms": arms_info,
         # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
         "metric": results.decision_metric,
-        **{k: results.decision_info.get(k, rf.contract_get(c, f"acceptance.{k}"))
+        **{k: results.decision_info.get(k, facts.contract_get(c, f"acceptance.{k}"))
            for k in ("test", "alpha", "correction", "min_effect")},
         "decisions": _decisions(results),
-        "metrics": {"name": results.metric, "mode": rf.contract_get(c, "metric.mode"),
-                    "heldout": rf.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
-        "acceptance": {k: rf.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
+        "metrics": {"name": results.metric, "mode": facts.contract_get(c, "metric.mode"),
+                    "heldout": facts.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+        "acceptance": {k: facts.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
         "budget": results.budget,
         "trials": status_counts(results),
         "tuning": tuning_summary(results),
@@ -213,8 +210,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "violations": results.violations,
         "heldout": results.heldout,
         "data": results.data,
-        "reevals": reeval_summary(results.run_dir),
-        "lineage": rf.read_json(Path(results.run_dir) / "lineage.json"),  # docs/lineage.md
+        "reevals": reeval_summary(results.reevals),
+        "lineage": results.lineage,  # docs/lineage.md
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
@@ -223,10 +220,10 @@ def summarize(results: RunResults) -> dict[str, Any]:
     })
 
 
-def reeval_summary(run_dir: Any) -> list[dict[str, Any]]:
+def reeval_summary(reevals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per `plan reeval` logged in reevals.jsonl (docs/reeval.md)."""
     rows = []
-    for r in rf.RunFolder(Path(run_dir)).reevals().records:
+    for r in reevals:
         rows.append({"reeval": r.get("reeval"), "arm": r.get("arm"), "seeds": r.get("seeds"),
                      "new_seeds": r.get("new_seeds"), "tolerance": r.get("tolerance"), "verdict": r.get("verdict"),
                      "identity_differences": [d.get("what") for d in r.get("identity_differences") or []],
@@ -398,17 +395,8 @@ def heldout_line(h: dict[str, Any]) -> str:
     return text
 
 
-def decision_sentence(d: dict[str, Any], min_effect: Any) -> str:
-    if d.get("decision") is None:
-        return "not decided yet"
-    return (f"{d['decision']}: effect {_fmt(d.get('effect'))} "
-            f"[{_fmt(d.get('ci_low'))}, {_fmt(d.get('ci_high'))}] vs min_effect {_fmt(min_effect)}")
-
-
 def data_lines(s: dict[str, Any]) -> list[str]:
     """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
-    from planner._data.checks import summary_lines
-
     data = (s.get("data") or {})
     return [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
             for line in summary_lines(data, {"unit": data.get("unit")})]
@@ -465,7 +453,7 @@ def render_markdown(results: RunResults) -> str:
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
                 absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
-                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == "completed"
+                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == TrialStatus.COMPLETED
                              else f"{_fmt(c['value'])} ({c['status']})")
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])
@@ -485,6 +473,13 @@ def render_markdown(results: RunResults) -> str:
     out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
     out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
     out += cost_lines(s["cost"])
+    out += _failure_md(s) + _identity_md(s)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _failure_md(s: dict[str, Any]) -> list[str]:
+    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in markdown."""
+    out: list[str] = []
     out += ["## Failures", ""]
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
@@ -507,9 +502,13 @@ def render_markdown(results: RunResults) -> str:
             [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
              ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
     if s.get("lineage"):
-        from planner._lineage.record import lineage_lines
-
         out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
+    return out
+
+
+def _identity_md(s: dict[str, Any]) -> list[str]:
+    """The run's identity and the notes of reading it, in markdown."""
+    out: list[str] = []
     ident = s["identity"]
     out += ["## Identity", ""]
     if ident:
@@ -526,7 +525,7 @@ def render_markdown(results: RunResults) -> str:
         out += ["identity.json is missing.", ""]
     if s["notes"]:
         out += ["## Notes", ""] + [f"- {_md(n)}" for n in s["notes"]] + [""]
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
 # ---------------------------------------------------------------- cost (apart from the decision)

@@ -12,10 +12,13 @@ import socket
 from collections import Counter
 from typing import Any
 
+from planner._core.status import RunState
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
+from planner._store import facts
 from planner._store import read as rf
 from planner._store.claims import decision_findings
+from planner._store.lock import stale_reason
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
 
@@ -26,8 +29,6 @@ def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
     The lock's own rule (`stale_reason`): a lock whose process is gone, whose pid
     now belongs to another process, or that was taken before a reboot is not alive.
     """
-    from planner._store.lock import stale_reason
-
     if not lock or lock.get("host") != socket.gethostname() or not isinstance(lock.get("pid"), int):
         return None
     return stale_reason(lock) is None
@@ -42,8 +43,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     plan = folder.plan()
     lines = folder.trials(slim=contract)
     records = lines.records
-    planned = rf.planned_trials(plan)
-    arm_order = {a: i for i, a in enumerate(rf.arm_names(contract))}
+    planned = facts.plan_entries(plan)
+    arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
     events = folder.events().records
     not_needed = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
@@ -73,12 +74,12 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
         "lock": lock, "lock_alive": _lock_alive(lock),
         "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
-        "trials_planned": None if rf.planned_count(plan) is None else rf.planned_count(plan) - len(not_needed),
+        "trials_planned": None if facts.planned_count(plan) is None else facts.planned_count(plan) - len(not_needed),
         "not_needed": len(not_needed),
         "running": running,
-        "failures": rf.failures(records), "violations": rf.violations(records, contract),
-        "budget": rf.budget_used(records, contract, state, plan),
-        "heldout": rf.heldout_ledger(records, contract),
+        "failures": facts.failures(records), "violations": facts.violations(records, contract),
+        "budget": facts.budget_used(records, contract, state, plan),
+        "heldout": facts.heldout_ledger(records, contract),
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
@@ -103,7 +104,7 @@ def format_status(status: dict[str, Any]) -> str:
         holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
-        elif s["state"] != "running" and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
+        elif s["state"] != RunState.RUNNING and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
     reevals = s["budget"].get("reeval_trials")
@@ -118,7 +119,7 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
-        label = "started, not ended" if s["state"] == "running" else "started, never ended (no record)"
+        label = "started, not ended" if s["state"] == RunState.RUNNING else "started, never ended (no record)"
         out.append(f"{label}: {shown}")
     fails = [f for f in s["failures"] if not f["retried"]]
     retried = [f for f in s["failures"] if f["retried"]]

@@ -26,6 +26,7 @@ import pandas as pd
 from planner._contract.paths import flatten
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
+from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
 
@@ -59,6 +60,10 @@ class RunResults:
     notes: list[str] = field(default_factory=list)
     cost: list[dict[str, Any]] = field(default_factory=list)  # per arm, apart from the decision (cost.py)
     data: dict[str, Any] = field(default_factory=dict)  # the splits trials logged (planner._data.checks.data_summary)
+    events: list[dict[str, Any]] = field(default_factory=list)  # events.jsonl, in order
+    looks: list[dict[str, Any]] = field(default_factory=list)  # sequential confirmation: one per arm and look
+    reevals: list[dict[str, Any]] = field(default_factory=list)  # reevals.jsonl: one per `plan reeval`
+    lineage: dict[str, Any] | None = None  # lineage.json (docs/lineage.md)
 
     @property
     def run_state(self) -> str:
@@ -66,12 +71,12 @@ class RunResults:
 
     @property
     def baseline(self) -> str | None:
-        return rf.contract_get(self.contract, "baseline.name")
+        return facts.contract_get(self.contract, "baseline.name")
 
     @property
     def arms(self) -> list[str]:
         """The baseline first, then the treatments; arms seen only in trials come last."""
-        names = rf.arm_names(self.contract)
+        names = facts.arm_names(self.contract)
         for arm in self.trials["arm"].dropna().unique().tolist() if len(self.trials) else []:
             if arm not in names:
                 names.append(arm)
@@ -79,11 +84,11 @@ class RunResults:
 
     @property
     def metric(self) -> str | None:
-        return rf.contract_get(self.contract, "metric.name")
+        return facts.contract_get(self.contract, "metric.name")
 
     @property
     def decision_metric(self) -> str | None:
-        return rf.contract_get(self.contract, "metric.heldout") or self.metric
+        return facts.contract_get(self.contract, "metric.heldout") or self.metric
 
     def __repr__(self) -> str:
         return (f"RunResults({self.run_id!r}, state={self.run_state!r}, trials={len(self.trials)}, "
@@ -115,11 +120,18 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         trials=trials, reports=report_frame, decisions=_decisions(decision_doc, contract),
         decision_info={k: v for k, v in decision_doc.items() if k != "decisions"},
         identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
-        lock=folder.lock(), failures=rf.failures(records), violations=rf.violations(records, contract),
-        heldout=rf.heldout_ledger(records, contract), budget=rf.budget_used(records, contract, state, plan),
-        notes=notes, data=data_summary(records, rf.contract_get(contract, "data")),
-        cost=cost_by_arm(records, contract),
+        lock=folder.lock(), failures=facts.failures(records), violations=facts.violations(records, contract),
+        heldout=facts.heldout_ledger(records, contract), budget=facts.budget_used(records, contract, state, plan),
+        notes=notes, data=data_summary(records, facts.contract_get(contract, "data")),
+        cost=cost_by_arm(records, contract), events=folder.events().records, looks=_looks(decision_doc),
+        reevals=folder.reevals().records, lineage=folder.json("lineage.json"),
     )
+
+
+def _looks(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """decisions.json's sequential looks: one row per arm and look taken ([] without looks)."""
+    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
+            for look in d.get("looks") or [] if isinstance(look, dict)]
 
 
 def _numeric(values: list[Any]) -> np.ndarray:
@@ -189,19 +201,20 @@ class _Collector:
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        reps = rf.reports_of(r)
+        reps = facts.reports_of(r)
         self.n_reports.append(len(reps))
-        if not reps:
-            r["_metric_names"] = set()
-        elif not self._add_regular(i, r, reps):
-            self._add_irregular(i, r, reps)
-        self.records.append(rf.slim_record(r, self.contract))
+        names: set[str] | None = set()
+        if reps:
+            names = self._add_regular(i, reps)
+            if names is None:
+                names = self._add_irregular(i, reps)
+        self.records.append(facts.slim_record(r, self.contract, names))
 
-    def _add_regular(self, i: int, r: dict[str, Any], reps: list[Any]) -> bool:
+    def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
         """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
 
         Everything is computed before anything is stored, so a KeyError or TypeError
-        (an irregular report) leaves no trace and the general path takes over.
+        (an irregular report) leaves no trace and the general path takes over (None). The metric names.
         """
         try:
             mets = [p["metrics"] for p in reps]
@@ -215,21 +228,19 @@ class _Collector:
                 wanted = [n for n in names if self.metrics is None or n in self.metrics]
                 columns = [(n, [m[n] for m in mets]) for n in wanted]
         except (KeyError, TypeError):
-            return False
-        r["_metric_names"] = set(names)
+            return None
         for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
         for name, vals in columns:
             self._extend(name, i, vals, steps, times)
-        return True
+        return set(names)
 
-    def _add_irregular(self, i: int, r: dict[str, Any], reps: list[Any]) -> None:
+    def _add_irregular(self, i: int, reps: list[Any]) -> set[str]:
         """Reports with missing keys or metrics that come and go: one metric at a time."""
         get = dict.get
         reps = [p if isinstance(p, dict) else {} for p in reps]
         mets = [get(p, "metrics") or {} for p in reps]
         names = set().union(*mets)
-        r["_metric_names"] = names
         step_i = [get(p, "step") for p in reps]
         time_i = [get(p, "time_s", math.nan) for p in reps]
         for name in sorted(names):
@@ -242,6 +253,7 @@ class _Collector:
             self._final(name, i, vals[-1])
             if self.want and (self.metrics is None or name in self.metrics):
                 self._extend(name, i, vals, s_i, t_i)
+        return names
 
     def _final(self, name: str, i: int, last: Any) -> None:
         self.finals.setdefault(name, []).append((i, _number(last)))
@@ -266,7 +278,7 @@ class _Collector:
             keep[list(last.values())] = True
             self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
                               "the last record of each is used")
-        trials = _trial_frame(records, self.n_reports, self.finals, rf.arm_names(self.contract))
+        trials = _trial_frame(records, self.n_reports, self.finals, facts.arm_names(self.contract))
         reports = self._report_frame(trials, len(records))
         if keep is not None:
             trials = trials[keep].reset_index(drop=True)
@@ -396,7 +408,7 @@ def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
 def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
     """One row per treatment arm: decisions.json's entry, or NA while undecided."""
     rows = {d.get("arm"): d for d in doc.get("decisions") or [] if isinstance(d, dict)}
-    arms = [a for a in rf.arm_names(contract)[1:]]
+    arms = [a for a in facts.arm_names(contract)[1:]]
     arms += [a for a in rows if a not in arms]
     data: dict[str, Any] = {}
     for col in DECISION_COLUMNS:

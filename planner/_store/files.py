@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -200,8 +201,6 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.P
 
 def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path) -> None:
     """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename, fsync."""
-    import secrets
-
     tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
     try:

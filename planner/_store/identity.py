@@ -18,7 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from planner._core.redact import REDACTED, Redactor, looks_secret
+from planner._core.version import VERSION
 
 PACKAGES = ("planner", "ray", "optuna", "hydra-core", "omegaconf", "pydantic", "numpy", "pandas",
             "scipy", "scikit-learn", "torch")
@@ -49,8 +52,6 @@ def packages() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     if "planner" not in out:
-        from planner._core.version import VERSION
-
         out["planner"] = VERSION
     return out
 
@@ -177,8 +178,6 @@ def host_info() -> dict[str, Any]:
     info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
                             "cpus": os.cpu_count(), "memory_bytes": None}
     try:
-        import psutil
-
         info["memory_bytes"] = psutil.virtual_memory().total
     except ImportError:
         pass

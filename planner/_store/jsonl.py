@@ -15,6 +15,7 @@ lines are read back is the one policy of planner._store.read.iter_jsonl.
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -112,7 +113,6 @@ LEDGER_LOCK_WAIT_S = 60.0  # a ledger append takes milliseconds; a lock held lon
 
 def _flock_within(fd: int, path: Path, wait_s: float) -> None:
     """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path` after that)."""
-    import fcntl
     import time
 
     from planner._core.errors import RunError

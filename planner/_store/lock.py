@@ -19,10 +19,14 @@ import errno
 import fcntl
 import json
 import os
+import secrets
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from planner._core.errors import RunLockedError
 from planner._core.text import utc_now
@@ -39,8 +43,6 @@ def boot_id() -> str | None:
 def process_started(pid: int) -> float | None:
     """The start time of process `pid` (seconds since the epoch), or None when it is not running."""
     try:
-        import psutil
-
         return round(psutil.Process(pid).create_time(), 2)
     except Exception:  # noqa: BLE001 - no such process, no psutil, no permission: unknown
         return None
@@ -115,8 +117,6 @@ class RunLock:
 
 def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
     """Take `run_dir/lock`, taking over a stale one; raise RunLockedError naming the holder otherwise."""
-    import secrets
-
     path = Path(run_dir) / "lock"
     pid = os.getpid()
     info = {"pid": pid, "host": socket.gethostname(), "started": utc_now(), "boot_id": boot_id(),
@@ -172,8 +172,6 @@ def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | Non
             return None
         held = _read_fd(fd)
         if held is None:
-            import time
-
             if time.time() - os.fstat(fd).st_mtime < 5.0:  # another process may be writing it right now
                 os.close(fd)
                 fd = -1

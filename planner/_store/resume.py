@@ -24,6 +24,8 @@ import os
 from pathlib import Path
 
 from planner._core.errors import RunError
+from planner._store.jsonl import heal
+from planner._store.read import RunFolder, read_json
 
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 
@@ -39,7 +41,6 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
     info_path = root / "run.json"
     if info_path.is_symlink() or not info_path.is_file():
         raise RunError(f"--resume {resume}: not a run folder (no run.json); give a folder under runs/<name>/")
-    from planner._store.read import read_json
 
     info = read_json(info_path, required=True, root=root)
     if not isinstance(info, dict) or info.get("run_id") != root.name:
@@ -58,8 +59,6 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
 
 def heal_files(root: Path) -> dict[str, int]:
     """Cut torn last lines off the run's JSON-lines files; {file name: bytes cut}."""
-    from planner._store.jsonl import heal
-
     cut = {}
     for name in ("trials.jsonl", "events.jsonl"):
         torn = heal(root / name)
@@ -70,8 +69,6 @@ def heal_files(root: Path) -> dict[str, int]:
 
 def unfinished(store, records: dict[str, dict]) -> list[str]:
     """Trials that started under an earlier driver and have no record: they run again."""
-    from planner._store.read import RunFolder
-
     events = RunFolder(store.root).events().records
     started = [e.get("trial_id") for e in events if e.get("event") == "trial_started"]
     seen, out = set(), []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,10 @@ import yaml
 from planner._core.errors import RunError
 from planner._core.text import utc_now
 from planner._store.files import write_atomic
+from planner._store.jsonl import append_line, open_for_append
+from planner._store.lock import acquire
+from planner._store.read import read_json
+from planner._store.read import read_jsonl as read
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -37,8 +40,6 @@ def write_json(path: Path, value: Any, root: Path | None = None) -> None:
 
 def read_jsonl(path: Path) -> list[dict]:
     """Every record of a JSON-lines file of a run, by the one policy (planner._store.read.iter_jsonl)."""
-    from planner._store.read import read_jsonl as read
-
     return read(Path(path)).records
 
 
@@ -81,8 +82,6 @@ class RunStore:
     def lock(self, command: str = "plan run"):
         """Take the folder's lock (planner._store.lock), or raise RunLockedError naming who holds it (and with which
         command). Returns the stale lock it took over (with its `reason`), or None."""
-        from planner._store.lock import acquire
-
         self._lock = acquire(self.root, command=command)
         return self._lock.took_over
 
@@ -130,8 +129,6 @@ class RunStore:
         whole line before the error goes on. Unsynced lines are written with one
         os.write each: they survive a killed driver, not a power loss.
         """
-        from planner._store.jsonl import append_line, open_for_append
-
         handle = self._handles.get(name)
         if handle is None:
             handle = open_for_append(self.root / name)
@@ -175,10 +172,4 @@ class RunStore:
         return read_jsonl(self.root / "trials.jsonl")
 
     def run_info(self) -> dict:
-        from planner._store.read import read_json
-
         return read_json(self.root / "run.json") or {}
-
-
-def elapsed_since(t0: float) -> float:
-    return time.monotonic() - t0

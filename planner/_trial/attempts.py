@@ -25,15 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._store.files import read_inside, write_atomic
 
 LEDGER = ".planner-attempts.json"
-TERMINAL = ("oom", "timeout")  # ends a watchdog may reach by killing the process: never retried
-
-
-def _now() -> str:
-    return utc_now()
+TERMINAL = (TrialStatus.OOM, TrialStatus.TIMEOUT)  # ends a watchdog may reach by killing the process: never retried
+RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
 
 
 @dataclass
@@ -62,18 +60,13 @@ class Ledger:
         """Attempts this session has started (each uses a retry after the first)."""
         return len(self.mine())
 
-    @property
-    def resumed(self) -> bool:
-        """True when an earlier attempt ran (in this session or a killed driver's)."""
-        return bool(self.attempts)
-
     def cut_short_before(self) -> bool:
         """True when the attempt before the latest one was cut short (its process died, its driver was
         killed, or it raised): the trainable may continue from its checkpoint. An earlier attempt that
         ran to an end (its record lost with a torn line) is not continued: the trial starts over."""
         if len(self.attempts) < 2:
             return False
-        return self.attempts[-2].get("ended") in (None, "raised")
+        return self.attempts[-2].get("ended") in (None, RAISED)
 
     def terminal(self) -> dict[str, Any] | None:
         """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
@@ -98,15 +91,15 @@ class Ledger:
     # -- writing -------------------------------------------------------------
     def start(self, attempt: int) -> None:
         self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
-                              "started": _now(), "started_epoch": time.time(), "ended": None})
+                              "started": utc_now(), "started_epoch": time.time(), "ended": None})
         self._save()
 
-    def end(self, attempt: int, how: str, error: dict[str, Any] | None = None) -> None:
+    def end(self, attempt: int, how: TrialStatus | str, error: dict[str, Any] | None = None) -> None:
         for a in reversed(self.attempts):
             if a.get("session") == self.session and a.get("attempt") == attempt:
                 if a.get("ended") is None:  # the first end wins (a watchdog's, before the kill)
                     a["ended"], a["error"] = how, error
-                    a["ended_at"] = _now()
+                    a["ended_at"] = utc_now()
                 break
         self._save()
 

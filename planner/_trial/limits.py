@@ -21,12 +21,17 @@
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
+
+import psutil
+
+from planner._core.status import TrialStatus
 
 POLL_S = 0.05
 GRACE_S = 2.0
@@ -35,21 +40,19 @@ OUTPUT_CAP = 1 << 20
 
 
 class TrialLimit(BaseException):  # noqa: N818 - a BaseException, so `except Exception` in a trainable cannot swallow it
-    status = ""
+    status: TrialStatus
 
 
 class TrialTimeout(TrialLimit):
-    status = "timeout"
+    status = TrialStatus.TIMEOUT
 
 
 class TrialOutOfMemory(TrialLimit):
-    status = "oom"
+    status = TrialStatus.OOM
 
 
 def rss_bytes(process=None) -> int:
     """Resident memory of this process and its children."""
-    import psutil
-
     process = process or psutil.Process()
     total = process.memory_info().rss
     for child in process.children(recursive=True):
@@ -80,13 +83,12 @@ class Watchdog:
     """Enforces the time and memory limits of one attempt, run in the trainable's thread."""
 
     def __init__(self, max_time_s: float | None, max_memory_bytes: int | None,
-                 on_kill: Callable[[str, str], None]):
+                 on_kill: Callable[[TrialStatus, str], None]):
         self.max_time_s = max_time_s
         self.max_memory = max_memory_bytes
         self.on_kill = on_kill  # (status, message) -> None: write the verdict before the process dies
         self.thread_id = threading.get_ident()
-        self.verdict: tuple[str, str] | None = None
-        self.peak = 0
+        self.verdict: tuple[TrialStatus, str] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
@@ -107,9 +109,11 @@ class Watchdog:
                 _clear(self.thread_id)  # an exception still pending must not fire in the planner's code
         return False
 
-    def _watch(self) -> None:
-        import psutil
+    def stop(self) -> None:
+        """Stop watching: the trainable returned (or raised)."""
+        self._stop.set()
 
+    def _watch(self) -> None:
         process = psutil.Process()
         raised_at: float | None = None
         while not self._stop.wait(POLL_S):
@@ -120,15 +124,14 @@ class Watchdog:
                     rss = rss_bytes(process)
                 except Exception:  # noqa: BLE001
                     rss = 0
-                self.peak = max(self.peak, rss)
             if self.verdict is None:
                 if self.max_memory is not None and rss > self.max_memory:
-                    self.verdict = ("oom", f"the trial's process used {_fmt_bytes(rss)}, past budget.max_trial_memory "
-                                           f"of {_fmt_bytes(self.max_memory)}")
+                    self.verdict = (TrialStatus.OOM, f"the trial's process used {_fmt_bytes(rss)}, past "
+                                                     f"budget.max_trial_memory of {_fmt_bytes(self.max_memory)}")
                     exc: type[BaseException] = TrialOutOfMemory
                 elif self.max_time_s is not None and elapsed > self.max_time_s:
-                    self.verdict = ("timeout", f"stopped after {elapsed:.1f} s, past budget.max_trial_time of "
-                                               f"{self.max_time_s:g} s")
+                    self.verdict = (TrialStatus.TIMEOUT, f"stopped after {elapsed:.1f} s, past "
+                                                         f"budget.max_trial_time of {self.max_time_s:g} s")
                     exc = TrialTimeout
                 else:
                     continue
@@ -199,8 +202,6 @@ class CappedOutput:
         return False
 
     def fileno(self) -> int:
-        import io
-
         raise io.UnsupportedOperation("trial output is captured; it has no file descriptor")
 
     @property

@@ -19,6 +19,8 @@ the trial's seed.
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import importlib.util
 import math
@@ -33,9 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner._core.text import utc_now
+import numpy as np
 
-PHASES = ("tune", "confirm", "reeval")
+from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
+from planner._core.redact import Redactor
+from planner._core.status import TrialStatus
+from planner._core.text import utc_now
+from planner._data.checks import missing_required, overlap_violations
+from planner._data.splits import SplitError, SplitLog
+from planner._trial.attempts import RAISED, Ledger
+from planner._trial.command import CommandTrainable
+from planner._trial.limits import TrialLimit, Watchdog, captured_output
 
 
 @dataclass(frozen=True)
@@ -77,7 +87,7 @@ class TrialSpec:
 class _Stop(BaseException):
     """Ends an attempt from inside `trial.report` (a BaseException, so `except Exception` in a trainable cannot swallow it)."""
 
-    def __init__(self, status: str, message: str):
+    def __init__(self, status: TrialStatus, message: str):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -119,24 +129,24 @@ class Trial:
         """Report the exposure consumed so far (`step`) and metrics at that point."""
         spec = self._spec
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-            raise _Stop("protocol_error", f"trial.report: step must be an integer, got {step!r}")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step must be an integer, got {step!r}")
         step = int(step)
         if step > spec.budget:
-            raise _Stop("protocol_error", f"trial.report: step {step} is past the budget of {spec.budget}")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} is past the budget of {spec.budget}")
         if step < 0:
-            raise _Stop("protocol_error", f"trial.report: step {step} is negative")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} is negative")
         if self.last_step is not None and step <= self.last_step:
-            raise _Stop("protocol_error", f"trial.report: step {step} does not follow step {self.last_step} (steps strictly increase)")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} does not follow step {self.last_step} (steps strictly increase)")
         if not metrics:
-            raise _Stop("protocol_error", f"trial.report: step {step} has no metrics")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} has no metrics")
         values: dict[str, float] = {}
         for name, value in metrics.items():
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise _Stop("protocol_error", f"trial.report: metric {name!r} at step {step} is not a number: {value!r}")
+                raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: metric {name!r} at step {step} is not a number: {value!r}")
             values[name] = float(value)
         elapsed = time.monotonic() - self._t0
         if spec.max_trial_time_s is not None and elapsed > spec.max_trial_time_s:
-            raise _Stop("timeout", f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
+            raise _Stop(TrialStatus.TIMEOUT, f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
         self.reports.append({"step": step, "metrics": {k: _jsonable(v) for k, v in values.items()},
                              "time_s": round(elapsed, 6)})
         if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
@@ -145,12 +155,12 @@ class Trial:
         required = spec.decision_metric
         if step == spec.budget and not any(required in r["metrics"] for r in self.reports):
             got = sorted({name for r in self.reports for name in r["metrics"]})
-            raise _Stop("protocol_error", f"metric {required} never reported; got {', '.join(got)} (the contract's "
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {required} never reported; got {', '.join(got)} (the contract's "
                         f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the "
                         "names the trainable reports)")
         diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
         if diverged:
-            raise _Stop("diverged", f"{diverged[0]} is {values[diverged[0]]} at step {step}")
+            raise _Stop(TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}")
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
@@ -167,25 +177,21 @@ class Trial:
         splits logged before, and the contract's `data.independent` pairs, are
         checked here. Returns the stored summary.
         """
-        from planner._data.splits import SplitError, SplitLog
-
         if self._split_log is None:
             self._split_log = SplitLog()
         try:
             summary = self._split_log.add(name, ids, groups)
         except SplitError as error:
-            raise _Stop("protocol_error", f"trial.log_split: {error}") from None
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.log_split: {error}") from None
         self.add_split_summary(name, summary)
         return summary
 
     def add_split_summary(self, name: str, summary: dict[str, Any]) -> None:
         """Take a split summary (from log_split, or a `command:` script's report line) and check it."""
-        from planner._data.checks import overlap_violations
-
         self.splits[name] = summary
         found, problems = overlap_violations(self.splits, self._spec.extra.get("data"), only=name)
         if problems:
-            raise _Stop("protocol_error", f"log_split: {problems[0]}")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"log_split: {problems[0]}")
         self.violations += [v for v in found if v not in self.violations]
 
 
@@ -199,11 +205,8 @@ def _jsonable(value: float) -> float | str:
 def seed_everything(seed: int) -> None:
     """Seed the global RNGs a trainable may draw from: random, numpy.random, torch when loaded."""
     random.seed(seed)
-    np = sys.modules.get("numpy")
-    if np is None:
-        import numpy as np
     np.random.seed(seed % 2**32)
-    torch = sys.modules.get("torch")
+    torch = sys.modules.get("torch")  # seeded only when the trainable loaded it: torch is heavy
     if torch is not None:
         torch.manual_seed(seed)
 
@@ -226,8 +229,6 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
     return getattr(module, function)
 
 
-
-
 def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
     """Run `spec` to its end (retrying raises) and return its record.
 
@@ -236,27 +237,17 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     max_trial_memory inside this process; the trainable's output goes to
     trial.dir/output.log, capped.
     """
-    from planner._trial.attempts import Ledger
-    from planner._trial.limits import TrialLimit, Watchdog, captured_output
-
     started, t0 = utc_now(), time.monotonic()
-    os.makedirs(spec.dir, exist_ok=True)
-    for folder in reversed(spec.path):
-        if folder not in sys.path and os.path.isdir(folder):
-            sys.path.insert(0, folder)
-    if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
-        os.chdir(spec.cwd)
+    _enter(spec)
     ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
-    resumed = False
-    status, trial = "failed", None
-    forwarded: int | None = None
     terminal = ledger.terminal()
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
-        record["resumed"] = resumed
+        record["resumed"] = False
         return record
-    memory = spec.extra.get("max_trial_memory_bytes")
     scrub = _scrubber(spec)
+    status, trial, resumed = TrialStatus.FAILED, None, False
+    forwarded: int | None = None
     attempts = ledger.used
     while attempts < 1 + spec.retries:
         attempts += 1
@@ -265,75 +256,92 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
-        how, error = "completed", None
-        try:
-            own = "command" not in spec.extra  # a command trainable enforces its limits on its own subprocess
-            with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), \
-                    Watchdog(spec.max_trial_time_s if own else None, memory if own else None,
-                             lambda st, msg, n=attempts: ledger.end(n, st, _error(n, _KIND[st], msg, ""))) as dog:
-                try:
-                    fn = trainable_for(spec)
-                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-                    fn(spec.config, trial)
-                finally:
-                    dog._stop.set()
-        except TrialLimit as limit:
-            status = limit.status
-            how, error = status, _error(attempts, _KIND[status], dog.verdict[1] if dog.verdict else status, "")
-            ledger.end(attempts, how, error)
+        how, error = _attempt(spec, trial, ledger, scrub)
+        ledger.end(attempts, how, error)
+        if how != RAISED:
+            status = how
             break
-        except _Stop as stop:
-            status = stop.status
-            if stop.status in ("protocol_error", "timeout"):
-                error = _error(attempts, "TrialProtocolError" if stop.status == "protocol_error" else "Timeout",
-                               stop.message, "")
-            elif stop.status == "diverged":
-                trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
-            ledger.end(attempts, status, error)
-            break
-        except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
-            if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
-                raise
-            final = _final_status(exc) if isinstance(exc, Exception) else None
-            if final:  # a protocol error, a command's time or memory limit: no retry
-                ledger.end(attempts, final, _error(attempts, type(exc).__name__, scrub(str(exc)),
-                                                     scrub(getattr(exc, "stderr_tail", ""))))
-                forwarded = trial._forwarded
-                status = final
-                break
-            ledger.end(attempts, "raised", _error(attempts, type(exc).__name__, scrub(str(exc)),
-                                                    scrub(traceback.format_exc())))
-            forwarded = trial._forwarded
-            status = "failed"
-            continue
-        missing = _missing_splits(spec, trial)
-        if trial.last_step == spec.budget and missing:
-            status = "protocol_error"
-            error = _error(attempts, "TrialProtocolError", missing, "")
-        elif trial.last_step == spec.budget:
-            status = "completed"
-        else:
-            status = "protocol_error"
-            reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
-            error = _error(attempts, "TrialProtocolError",
-                           f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
-        ledger.end(attempts, status, error)
-        break
+        forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
+        status = TrialStatus.FAILED
     _release_memory()
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
     return record
 
 
-_KIND = {"oom": "OutOfMemory", "timeout": "Timeout"}
+def _enter(spec: TrialSpec) -> None:
+    """The trial's folder made, its trainable's folders on sys.path, its working folder entered."""
+    os.makedirs(spec.dir, exist_ok=True)
+    for folder in reversed(spec.path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    if spec.cwd and os.path.isdir(spec.cwd) and os.getcwd() != spec.cwd:
+        os.chdir(spec.cwd)
+
+
+_ERROR_TYPE = {TrialStatus.OOM: "OutOfMemory", TrialStatus.TIMEOUT: "Timeout",
+               TrialStatus.PROTOCOL_ERROR: "TrialProtocolError"}  # an error's `type` in the record, by status
+
+
+def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], str]
+             ) -> tuple[TrialStatus | str, dict[str, Any] | None]:
+    """One attempt: how it ended (a status, or RAISED to retry it) and its error."""
+    n = trial.attempt
+    try:
+        _call(spec, trial, ledger, scrub)
+    except _Stop as stop:
+        if stop.status == TrialStatus.DIVERGED:
+            trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
+            return stop.status, None
+        return stop.status, _error(n, _ERROR_TYPE[stop.status], stop.message, "")
+    except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
+        if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
+            raise
+        final = _final_status(exc) if isinstance(exc, Exception) else None
+        if final:  # a protocol error, a command's time or memory limit: no retry
+            return final, _error(n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", "")))
+        return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(traceback.format_exc()))
+    missing = _missing_splits(spec, trial)
+    if trial.last_step == spec.budget and missing:
+        return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", missing, "")
+    if trial.last_step == spec.budget:
+        return TrialStatus.COMPLETED, None
+    reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
+    return TrialStatus.PROTOCOL_ERROR, _error(
+        n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
+
+
+def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], str]) -> None:
+    """Call the trainable under the watchdog, its output captured; a limit reached is a _Stop.
+
+    A command trainable enforces its limits on its own subprocess, so the
+    watchdog then has nothing to watch. A watchdog about to kill the process
+    writes its verdict to the ledger first.
+    """
+    own = "command" not in spec.extra
+    memory = spec.extra.get("max_trial_memory_bytes")
+    n = trial.attempt
+
+    def on_kill(status: TrialStatus, message: str) -> None:
+        ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""))
+
+    dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
+    try:
+        with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), dog:
+            try:
+                fn = trainable_for(spec)
+                seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                fn(spec.config, trial)
+            finally:
+                dog.stop()
+    except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
+        raise _Stop(limit.status, dog.verdict[1] if dog.verdict else limit.status) from None
 
 
 def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
     """Why the trial breaks `data.require` (a split it did not log), or None."""
     if not (spec.extra.get("data") or {}).get("require"):
         return None
-    from planner._data.checks import missing_required
-
     missing = missing_required(trial.splits, spec.extra["data"])
     if not missing:
         return None
@@ -342,18 +350,13 @@ def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
 
 
 def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
-    from planner._core.redact import Redactor
-
     return Redactor.for_run(spec.config).text
 
 
 def _release_memory() -> None:
     """Give freed memory back to the system, so a reused worker starts its next trial small."""
-    import gc
-
     gc.collect()
     try:
-        ctypes = __import__("ctypes")
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
@@ -362,28 +365,23 @@ def _release_memory() -> None:
 def trainable_for(spec: TrialSpec) -> Callable:
     """The function a trial calls: the contract's `module:function`, or its `command:` as a subprocess."""
     if "command" in spec.extra:
-        from planner._trial.command import CommandTrainable
-
         return CommandTrainable.from_dict(spec.extra["command"])
     return load_trainable(spec.trainable)
 
 
-def _final_status(error: Exception) -> str | None:
+def _final_status(error: Exception) -> TrialStatus | None:
     """The status of an error that ends a trial without a retry, or None (retry it).
 
     A protocol error (TrialProtocolError, also raised by a command that reported
     nothing or ran another config), a command killed at its time limit, or at its
     memory cap, will not go better on a second attempt.
     """
-    from planner._core.errors import TrialProtocolError
-
     if isinstance(error, TrialProtocolError):
-        return "protocol_error"
-    kind = type(error).__name__
-    if kind == "CommandTimeoutError":
-        return "timeout"
-    if kind == "CommandMemoryError":
-        return "oom"
+        return TrialStatus.PROTOCOL_ERROR
+    if isinstance(error, CommandTimeoutError):
+        return TrialStatus.TIMEOUT
+    if isinstance(error, CommandMemoryError):
+        return TrialStatus.OOM
     return None
 
 
@@ -393,7 +391,7 @@ def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
 
 def ray_node_id() -> str | None:
     """The Ray node running this trial: several nodes can share a host. None outside a Ray task or actor."""
-    ray = sys.modules.get("ray")
+    ray = sys.modules.get("ray")  # never imported here: only asked when the worker already runs in Ray
     if ray is None or not ray.is_initialized():
         return None
     try:  # the driver (SCRIPT_MODE) has no task; asking it for one makes Ray log a warning on stderr
@@ -405,8 +403,9 @@ def ray_node_id() -> str | None:
         return None
 
 
-def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int, errors: list,
+def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None, attempts: int, errors: list,
                 started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
+    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus."""
     reports = reports if reports is not None else (trial.reports if trial is not None else [])
     return {
         "trial_id": spec.trial_id,
@@ -416,7 +415,7 @@ def make_record(spec: TrialSpec, status: str, trial: Trial | None, attempts: int
         "index": spec.index,
         "params": dict(spec.params),
         "config": spec.config,
-        "status": status,
+        "status": TrialStatus(status).value,  # the plain word on disk; an unknown status fails here, loud
         "exposure": reports[-1]["step"] if reports else 0,
         "reports": reports,
         "attempts": attempts,

@@ -25,15 +25,14 @@ from planner._core.errors import (
     CommandTimeoutError,
     TrialProtocolError,
 )
-from planner._trial.command import (
+from planner._trial.command import command_trainable, run_command
+from planner._trial.command_line import (
     command_argv,
-    command_trainable,
     config_changes_as_overrides,
     format_override_value,
     overrides_for,
-    parse_report_line,
-    run_command,
 )
+from planner._trial.reports import parse_report_line
 from tests.trial_double import StopTrial, TrialDouble
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "hydra_app"
@@ -409,18 +408,6 @@ def test_interpolated_keys_are_not_a_mismatch_and_a_relative_trial_dir_works(tmp
                 expected_config={"lr": 0.5, "peak_lr": 0.1})
     assert trial.reports == [(1, {"peak_lr": 0.5})]
     assert (tmp_path / "elsewhere" / "trial" / "attempt-1" / "hydra" / ".hydra" / "config.yaml").exists()
-
-
-def test_validation_can_ask_whether_a_command_would_start(tmp_path):
-    from planner._trial.command import command_problems
-
-    assert command_problems("python train.py optimizer=sgd", APP) == []
-    assert command_problems("python trian.py", APP) == [
-        f"the command runs trian.py, which is not in {APP}; the command runs in the contract's folder"]
-    assert command_problems("no-such-program x", APP) == ["the command's program 'no-such-program' is not on PATH"]
-    assert command_problems("./run.sh", tmp_path) == [f"the command's program ./run.sh does not exist (looked from {tmp_path})"]
-    (problem,) = command_problems("python train.py 'unbalanced", APP)
-    assert "does not parse: No closing quotation" in problem
 
 
 def test_the_trainable_travels_as_plain_data_and_can_take_params_from_the_trial(app_trainable, tmp_path):

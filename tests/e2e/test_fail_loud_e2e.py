@@ -6,15 +6,14 @@ tests/trainables/fail_loud.py.
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 
 import pytest
-import yaml
 
 from planner._dispatch.driver import format_result, run
 from planner._store.writer import read_jsonl
+from tests._runs import contract_writer
 
 pytestmark = pytest.mark.ray
 
@@ -33,12 +32,7 @@ TUNING = {"trials_per_arm": 2, "seeds": [1000], "sampler": {"name": "random", "s
           "space": {"optim.lr": {"log_uniform": [1.0e-3, 1.0e-1]}}}
 
 
-def write(tmp_path, **patch):
-    data = copy.deepcopy(BASE)
-    data.update(patch)
-    path = tmp_path / "contract.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return path
+write = contract_writer(BASE)
 
 
 def status_text(run_dir):

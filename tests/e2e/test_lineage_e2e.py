@@ -3,6 +3,7 @@ arm's logged config is the next contract's baseline, exactly; concurrent writers
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -18,25 +19,14 @@ from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._lineage.ledger import read
 from planner._store.writer import read_jsonl
+from tests._runs import lineage_contract, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
-TINY = {
-    "version": 1, "name": "tiny", "hypothesis": "A higher level raises val_acc.",
-    "trainable": "tests.trainables.lineage:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1}}},
-    "factor": {"name": "level", "keys": ["recipe.name", "recipe.level"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2], "budget": {"exposure": 2},
-}
+TINY = lineage_contract()
 
 
-def write(path: Path, data: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+write = functools.partial(write_yaml, sort_keys=False)  # write(path, data)
 
 
 APPEND = """

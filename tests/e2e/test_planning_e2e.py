@@ -3,26 +3,24 @@ tuning run, and sequential confirmation stopping early (and a null effect that d
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
+import yaml
 
 from planner._cli.main import main
 from planner._contract.model import Contract
 from planner._dispatch.driver import format_result, run
 from planner._plan.estimate import asha_expected_steps, estimate
 from planner._store.writer import read_jsonl
-from tests._runs import synthetic_contract, write_contract_data
+from tests._runs import contract_writer, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
 BASE = synthetic_contract(name="planning", seeds=[0, 1, 2, 3, 4, 5])
 
 
-def write(tmp_path, **patch):
-    data = {**copy.deepcopy(BASE), **patch}
-    return write_contract_data(tmp_path, data), data
+write = contract_writer(BASE)
 
 
 def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_path):
@@ -32,7 +30,7 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     every step (tests/trainables/ranked.py), so the sweeps are 6 independent
     draws of what `asha_expected_steps` models.
     """
-    path, data = write(tmp_path, trainable="tests.trainables.ranked:train", seeds=[0, 1], budget={"exposure": 9}, tuning={
+    path = write(tmp_path, trainable="tests.trainables.ranked:train", seeds=[0, 1], budget={"exposure": 9}, tuning={
         "trials_per_arm": 9, "seeds": [1000, 1001, 1002], "sampler": {"name": "random", "seed": 0},
         "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
         "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}})
@@ -40,7 +38,7 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     assert result.state == "completed"
     tune = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
     measured = sum(r["exposure"] for r in tune)
-    summary = estimate(Contract.model_validate(data))
+    summary = estimate(Contract.model_validate(yaml.safe_load(path.read_text())))
     phase = summary["phases"][0]
     one = asha_expected_steps(9, 9, 1, 3)
     tolerance = 3 * one.spread * 6**0.5  # 3 sd of the sum of 6 independent sweeps
@@ -59,7 +57,7 @@ def _looks(result):
 
 
 def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(ray_local, in_repo, tmp_path, capsys):
-    path, _ = write(tmp_path, confirmation={"looks": 3, "spending": "obrien_fleming", "futility": True})
+    path = write(tmp_path, confirmation={"looks": 3, "spending": "obrien_fleming", "futility": True})
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed" and result.exit_code == 0
     decisions, row = _looks(result)
@@ -84,7 +82,7 @@ def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(ray_lo
 
 
 def test_a_null_effect_does_not_accept(ray_local, in_repo, tmp_path):
-    path, _ = write(tmp_path, arms=[{"name": "treat", "overrides": ["recipe.name=b"]}],
+    path = write(tmp_path, arms=[{"name": "treat", "overrides": ["recipe.name=b"]}],
                     confirmation={"looks": 3, "futility": True})
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 
@@ -12,7 +11,7 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
-from tests._runs import synthetic_contract, write_contract_data
+from tests._runs import contract_writer, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
@@ -20,8 +19,7 @@ BASE = synthetic_contract(name="e2e", factor={"name": "recipe",
                                                "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]})
 
 
-def write(tmp_path, name="contract.yaml", **patch):
-    return write_contract_data(tmp_path, {**copy.deepcopy(BASE), **patch}, name)
+write = contract_writer(BASE)
 
 
 def level(value):
@@ -115,7 +113,7 @@ def test_a_diverging_arm_counts_as_diverged_value(ray_local, in_repo, tmp_path):
     base_mean = sum(r["reports"][-1]["metrics"]["test_acc"] for r in records(result) if r["arm"] == "base") / 5
     assert d["effect"] == pytest.approx(0.0 - base_mean)
 
-    without = write(tmp_path, name="c2.yaml", trainable="tests.trainables.synthetic:diverge")
+    without = write(tmp_path, file="c2.yaml", trainable="tests.trainables.synthetic:diverge")
     assert decision(run(without, runs_dir=tmp_path / "runs", quiet=True))["decision"] == "incomplete"
 
 
@@ -125,13 +123,13 @@ def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local,
     common = dict(
         config={"values": {"recipe": {"name": "a", "level": 0.7, "lr": 0.1, "best_lr": 0.1, "noise": 0.01}}},
         arms=arms, acceptance={"min_effect": 0.03})
-    untuned = run(write(tmp_path, name="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True)
+    untuned = run(write(tmp_path, file="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True)
     assert decision(untuned)["effect"] < 0 and decision(untuned)["decision"] == "reject"
 
     tuning = {"trials_per_arm": 16, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
               "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
               "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}}
-    tuned = run(write(tmp_path, name="tuned.yaml", tuning=tuning, **common), runs_dir=tmp_path / "runs", quiet=True)
+    tuned = run(write(tmp_path, file="tuned.yaml", tuning=tuning, **common), runs_dir=tmp_path / "runs", quiet=True)
     assert tuned.state == "completed"
     trials = records(tuned)
     tune_records = [r for r in trials if r["phase"] == "tune"]
@@ -208,7 +206,7 @@ def test_resume_skips_finished_trials_and_refuses_a_changed_contract(ray_local, 
 
     from planner._core.errors import RunError
 
-    changed = write(tmp_path, name="changed.yaml", seeds=[0, 1, 2, 3, 5])
+    changed = write(tmp_path, file="changed.yaml", seeds=[0, 1, 2, 3, 5])
     with pytest.raises(RunError, match="another contract"):
         run(changed, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
 
@@ -218,7 +216,7 @@ def test_cli_exit_codes_and_the_final_lines(ray_local, in_repo, tmp_path, capsys
     out = capsys.readouterr().out
     assert code == 0
     assert "run state:  completed" in out and "treat: accept" in out
-    bad = write(tmp_path, name="bad.yaml", arms=[{"name": "treat", "overrides": ["recipe.nope=1"]}])
+    bad = write(tmp_path, file="bad.yaml", arms=[{"name": "treat", "overrides": ["recipe.nope=1"]}])
     assert main(["run", str(bad), "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == 1
     assert "recipe.nope" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "missing.yaml"), "--quiet"]) == 2

@@ -271,9 +271,9 @@ def test_a_secret_printed_in_pieces_is_cut(tmp_path, pieces):
 
 
 def test_command_logs_are_scrubbed_across_reads(tmp_path):
-    from planner._trial.command import _BoundedLog
+    from planner._trial.processes import BoundedLog
 
-    log = _BoundedLog(tmp_path / "stdout.log", 1 << 20, redactor=Redactor.for_run({"password": "hunter2-PLANTED2"},
+    log = BoundedLog(tmp_path / "stdout.log", 1 << 20, redactor=Redactor.for_run({"password": "hunter2-PLANTED2"},
                                                                                   environ={}))
     for chunk in (b"pass: hunt", b"er2-PLAN", b"TED2\nnext ", "é hunter2-PLANTED2".encode()[:3],
                   "é hunter2-PLANTED2".encode()[3:]):

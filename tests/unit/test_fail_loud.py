@@ -151,13 +151,13 @@ def test_failed_trials_are_grouped_by_error_in_order_of_first_occurrence():
 
 
 def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
-    from planner._core.errors import NoUsableValueError
+    from planner._core.errors import EXIT_NO_VALUE
     from planner._dispatch.driver import RunResult, format_result
 
     result = RunResult(run_dir=__import__("pathlib").Path("runs/x"), state="completed", reason="all planned trials ended", decisions=[],
                        wall_time_s=1.0, trials_ended=4, no_value_arms=["base", "arm"],
                        errors=[{"error": "KeyError: 'lr'", "count": 4, "first": "tune-base-1000-0"}])
-    assert result.exit_code == NoUsableValueError.exit_code == 4
+    assert result.exit_code == EXIT_NO_VALUE == 4
     text = format_result(result)
     assert "error:      KeyError: 'lr' (in 4 trials, first tune-base-1000-0)" in text
     assert "arms base, arm ended with no usable confirmation value" in text
@@ -167,7 +167,7 @@ def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
 
 
 def test_heldout_in_tuning_is_counted_once_per_trial_everywhere():
-    from planner._store.read import heldout_ledger, violations
+    from planner._store.facts import heldout_ledger, violations
 
     contract = {"metric": {"name": "val_acc", "heldout": "test_acc"}, "budget": {"exposure": 3}}
     logged = [{"kind": "heldout_in_tuning", "step": s, "metric": "test_acc"} for s in (1, 2, 3)]  # an older run

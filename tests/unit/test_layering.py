@@ -4,7 +4,8 @@ Each stage lives in one private subpackage with a rank; a module may import
 its own subpackage and any subpackage of lower rank, never a higher one. The
 leaf modules of `_core` import nothing of planner's. No import cycle between
 modules, no private name imported across subpackages, and the heavy libraries
-only where their boundary is.
+only where their boundary is. A deferred import (`lazy_import("x")`, planner._core.lazy)
+counts as an import of x.
 """
 
 from __future__ import annotations
@@ -42,6 +43,18 @@ BOUNDARIES = {
     "mlflow": {"_results"},
     "rich": {"_dispatch"},
 }
+# Libraries bound to named modules, not whole stages: SciPy to the statistics and the few planning and audit
+# modules that call it, Hydra and OmegaConf to composing configs (and the command trainable's config check),
+# pydantic to the contract model and the code that checks data against it.
+MODULE_BOUNDARIES = {
+    "scipy": {"planner._stats.decide", "planner._stats.power", "planner._stats.sequential", "planner._plan.seeds",
+              "planner._audit.findings"},
+    "hydra": {"planner._contract.compose"},
+    "omegaconf": {"planner._contract.compose", "planner._contract.paths", "planner._trial.config_check"},
+    "pydantic": {"planner._contract.model", "planner._contract.schema_errors", "planner._contract.validate",
+                 "planner._audit.control",  # the next control's contract, checked by the model
+                 "planner._reeval.rerun"},  # the frozen contract, loaded back by the model
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -56,11 +69,14 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
-    """(module imported, names imported from it, line) for every import, local ones included."""
+    """(module imported, names imported from it, line) for every import, local and deferred ones included."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "lazy_import"
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            found.append((node.args[0].value, [], node.lineno))
+        elif isinstance(node, ast.Import):
             found += [(alias.name, [], node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"{path}:{node.lineno}: relative import; planner uses absolute ones"
@@ -134,12 +150,29 @@ def test_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
 
 
-def test_heavy_libraries_only_at_their_boundary():
+def _outside(boundaries: dict[str, set[str]], place) -> list[str]:
+    """Imports of a bound library from a module whose `place(module)` (its stage, or its name) is not allowed."""
     problems = []
     for module, path in MODULES.items():
-        own = _stage(module)
         for target, _, line in _imports(path):
             top = target.split(".")[0]
-            if top in BOUNDARIES and own not in BOUNDARIES[top]:
-                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(BOUNDARIES[top])})")
+            if top in boundaries and place(module) not in boundaries[top]:
+                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(boundaries[top])})")
+    return problems
+
+
+def test_heavy_libraries_only_at_their_boundary():
+    problems = _outside(BOUNDARIES, _stage)
     assert not problems, "\n".join(problems)
+
+
+def test_scipy_hydra_and_pydantic_only_in_their_modules():
+    problems = _outside(MODULE_BOUNDARIES, lambda module: module)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_deferred_import_is_seen_as_an_import():
+    """The boundary tests above read `lazy_import("...")`: a deferred import cannot slip past them."""
+    source = (ROOT / "_cli" / "main.py").read_text()
+    assert "import planner._dispatch" not in source and "from planner._dispatch" not in source  # only deferred
+    assert "planner._dispatch.driver" in {target for target, _, _ in _imports(ROOT / "_cli" / "main.py")}

@@ -6,6 +6,7 @@ folder's own writer, and the ledger through the same calls `plan run` makes; no 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -20,20 +21,13 @@ from planner._lineage.ledger import read
 from planner._lineage.log import build_log
 from planner._lineage.promote import promote, withdraw
 from planner._lineage.resolve import ProjectLineage, load_contract, validate
+from tests._runs import lineage_contract, write_contract_data
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINABLE = "tests.trainables.lineage:train"
 
-FIRST = {
-    "version": 1, "name": "levels", "hypothesis": "A higher level raises val_acc.", "trainable": TRAINABLE,
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1}}},
-    "factor": {"name": "level", "keys": ["recipe.name", "recipe.level"]},
-    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
-    "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2], "budget": {"exposure": 2},
-    "tuning": {"trials_per_arm": 2, "seeds": [1000], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}},
-}
+FIRST = lineage_contract(name="levels", trainable=TRAINABLE, tuning={
+    "trials_per_arm": 2, "seeds": [1000], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
 
 
 @pytest.fixture(autouse=True)
@@ -41,11 +35,7 @@ def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)  # the trainable imports as tests.trainables.lineage
 
 
-def write(folder: Path, data: dict, name: str = "contract.yaml") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+write = functools.partial(write_contract_data, sort_keys=False)  # write(folder, data, name="contract.yaml")
 
 
 def fake_run(contract_path: Path, runs_dir: Path, decisions: dict[str, str], *, state: str = "completed",

@@ -1,17 +1,16 @@
 """`plan run` refuses what it cannot run before starting anything (no Ray needed)."""
 
 from planner._cli.main import main
-from tests._runs import synthetic_contract, write_contract_data
+from tests._runs import contract_writer, synthetic_contract
 
 BASE = synthetic_contract(name="cli", seeds=[0, 1])
 
 
-def write(tmp_path, **patch):
-    return str(write_contract_data(tmp_path, {**BASE, **patch}, "c.yaml"))
+write = contract_writer(BASE, file="c.yaml")
 
 
 def run_cli(args, capsys):
-    code = main(["run", *args, "--quiet"])
+    code = main(["run", *map(str, args), "--quiet"])
     out = capsys.readouterr()
     return code, out.out, out.err
 

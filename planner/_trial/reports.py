@@ -1,0 +1,141 @@
+"""What a running command reports, read as it arrives.
+
+A script reports through `planner.report`, one JSON line per call appended to
+`$PLANNER_REPORT_FILE` (`ReportTail` reads it as it grows; `parse_report_line`
+is the one reading of a line), or, with `command.metrics`, through its own
+metrics log (`planner._trial.metrics_files`), when the report file carries only
+its `planner.log_split` lines (`WithSplits`).
+
+Every source yields `(step, metrics)` per report and `(None, (name, summary))`
+per logged split, from `read_new()` while the command runs and `finish()` once
+it has ended (which also returns a torn last line, skipped).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+from planner._core.errors import TrialProtocolError
+from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
+
+MAX_REPORT_LINE_BYTES = 1024 * 1024
+
+Line = tuple[int | None, Any]  # (step, {name: value}) or (None, (split name, summary))
+
+
+class ReportSource(Protocol):
+    def read_new(self) -> list[Line]: ...
+
+    def finish(self) -> tuple[list[Line], str | None]: ...
+
+    def close(self) -> None: ...
+
+
+def report_source(report_file: Path, hydra_dir: Path, metrics: MetricsSpec | None) -> ReportTail | WithSplits:
+    """The reports of one attempt: its report file, or with `metrics` the script's own log under `hydra_dir`."""
+    if metrics is None:
+        return ReportTail(report_file)
+    return WithSplits(MetricsFileTail(hydra_dir, metrics), ReportTail(report_file))
+
+
+class ReportTail:
+    """Reads the report file as it grows; yields (step, metrics) per whole line."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed in close()
+        self._partial = b""
+        self._line_no = 0
+
+    def read_new(self) -> list[Line]:
+        data = self._file.read()
+        if not data:
+            return []
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        if len(self._partial) > MAX_REPORT_LINE_BYTES:
+            raise TrialProtocolError(f"{self.path}: a report line is longer than {MAX_REPORT_LINE_BYTES} bytes")
+        out = []
+        for line in lines:
+            self._line_no += 1
+            if line.strip():
+                out.append(parse_report_line(line, f"{self.path} line {self._line_no}"))
+        return out
+
+    def finish(self) -> tuple[list[Line], str | None]:
+        """The last lines; an unterminated last line is kept if it parses, else returned as torn."""
+        out = self.read_new()
+        partial, self._partial = self._partial, b""
+        if not partial.strip():
+            return out, None
+        try:
+            out.append(parse_report_line(partial, f"{self.path} last line"))
+            return out, None
+        except TrialProtocolError:
+            return out, partial.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class WithSplits:
+    """A script's own metrics log, plus the report file for its planner.log_split lines (docs/data.md)."""
+
+    def __init__(self, metrics: MetricsFileTail, report_file: ReportTail):
+        self.metrics, self.report_file = metrics, report_file
+        self.reported = False  # the script also called planner.report: refused, the metrics come from its log
+
+    def _splits(self, lines: list[Line]) -> list[Line]:
+        self.reported = self.reported or any(line[0] is not None for line in lines)
+        return [line for line in lines if line[0] is None]
+
+    def read_new(self) -> list[Line]:
+        return self._splits(self.report_file.read_new()) + self.metrics.read_new()
+
+    def finish(self) -> tuple[list[Line], str | None]:
+        splits = self._splits(self.report_file.finish()[0])
+        final, torn = self.metrics.finish()
+        return splits + final, torn
+
+    def close(self) -> None:
+        self.metrics.close()
+        self.report_file.close()
+
+
+def parse_report_line(line: bytes | str, where: str = "report") -> Line:
+    """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); a planner.log_split line
+    `{"split": "train", "data": {...}}` -> (None, ("train", {...})); TrialProtocolError otherwise."""
+    expected = 'expected {"step": <int>, "metrics": {"<name>": <number>, ...}}'
+    try:
+        record = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise TrialProtocolError(f"{where} is not JSON ({error}); {expected}") from None
+    if isinstance(record, dict) and set(record) == {"split", "data"}:
+        return _split_line(record, where)
+    if not isinstance(record, dict) or set(record) != {"step", "metrics"}:
+        raise TrialProtocolError(f"{where}: {_short(line)}; {expected}")
+    step, metrics = record["step"], record["metrics"]
+    if isinstance(step, bool) or not isinstance(step, int):
+        raise TrialProtocolError(f"{where}: step must be an int, got {step!r}")
+    if not isinstance(metrics, dict) or not metrics:
+        raise TrialProtocolError(f"{where}: metrics must be a non-empty mapping of names to numbers, got {metrics!r}")
+    for name, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TrialProtocolError(f"{where}: metric {name!r} must be a number, got {value!r}")
+    return step, {name: float(value) for name, value in metrics.items()}
+
+
+def _split_line(record: dict, where: str) -> tuple[None, Any]:
+    """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is malformed."""
+    name, data = record["split"], record["data"]
+    if not isinstance(name, str) or not name or not isinstance(data, dict) or not isinstance(
+            data.get("fingerprint"), str) or not isinstance(data.get("distinct"), int):
+        raise TrialProtocolError(f"{where}: a split line must be what planner.log_split writes: "
+                                 '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}')
+    return None, (name, data)
+
+
+def _short(line: bytes | str, limit: int = 200) -> str:
+    text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+    return text if len(text) <= limit else text[:limit] + "..."
