@@ -16,29 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.synthetic_run import make_run
 from planner._core.errors import LinkedFileError, RunError
 from planner._core.redact import REDACTED, Redactor
 from planner._store.files import rewrite_tree
 from planner._store.jsonl import AppendFile, heal
 from planner._store.lock import acquire
 from tests._contract_helpers import FIXTURES, write_contract
+from tests.unit import test_boundary as round1
 from tests.unit.test_boundary import OUTSIDE, cli, outside  # round 1's helpers
 
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "demo" / "20261201-120000-abcd", arms=("sgd", "adam"), seeds=3,
-                    tune_trials=3, reports_per_trial=4)
-
-
-@pytest.fixture
-def run(pristine, tmp_path) -> Path:
-    """A fresh copy of a completed run folder, and a file outside it that must stay untouched (round 1's)."""
-    copy = tmp_path / "runs" / "demo" / pristine.name
-    shutil.copytree(pristine, copy)
-    (tmp_path / "outside.txt").write_text(OUTSIDE)
-    return copy
+# round 1's planted run folder: a fresh copy of a completed synthetic run, and a file outside it
+pristine, run = round1.pristine, round1.run
 
 
 def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "") -> Path:
