@@ -418,3 +418,35 @@ def test_audit_next_does_not_replace_an_existing_file(run, tmp_path, capsys):
     assert code == 2 and "--force" in err and mine.read_text() == "my contract\n"
     code, _, err = cli(["audit", str(run), "--next", str(mine), "--force"], capsys)
     assert code == 0, err
+
+
+def test_plan_promote_refuses_an_accept_its_numbers_do_not_give(run, capsys):
+    """A decisions.json forged to `accept` (its CI includes 0) was promoted into the ledger as it said."""
+    doc = json.loads((run / "decisions.json").read_text())
+    arm = doc["decisions"][0]["arm"]
+    selection = json.loads((run / "selection.json").read_text())  # the synthetic run selects for its baseline only
+    tuned = next(r for r in map(json.loads, (run / "trials.jsonl").read_text().splitlines())
+                 if r["phase"] == "tune" and r["arm"] == arm)
+    selection["arms"][arm] = {"arm": arm, "trial_id": tuned["trial_id"], "params": tuned["params"]}
+    (run / "selection.json").write_text(json.dumps(selection))
+    _forge(run, "accept", -0.02, 0.05)
+    code, out, err = cli(["promote", str(run), "--arm", arm], capsys)
+    assert code == 1 and "P711" in err and "do not give accept" in err, out + err
+    assert not (run.parents[1] / "ledger.jsonl").exists()
+
+
+def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path, monkeypatch):
+    """`baseline: {from_run: ...}` believed a decisions.json forged to `accept` (its CI includes 0)."""
+    from planner._lineage.resolve import validate
+    from tests.unit.test_lineage import FIRST, REPO, codes, fake_run, second, write
+
+    monkeypatch.chdir(REPO)  # the lineage trainable imports as tests.trainables.lineage
+    runs = tmp_path / "runs"
+    first = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"},
+                     params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    assert "P930" not in codes(validate(write(tmp_path / "c2", second(first)), runs_dir=runs))
+    doc = json.loads((first / "decisions.json").read_text())
+    doc["decisions"][0]["ci_low"] = -0.1
+    (first / "decisions.json").write_text(json.dumps(doc))
+    result = validate(write(tmp_path / "c3", second(first)), runs_dir=runs)
+    assert "P930" in codes(result) and any("do not give accept" in d.message for d in result.diagnostics)
