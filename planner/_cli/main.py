@@ -245,10 +245,14 @@ def _add_audit(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument("--next", metavar="FILE", default=None, help="write the next control's contract to FILE")
+    p.add_argument("--force", action="store_true", help="replace FILE of --next when it exists")
     p.set_defaults(handler=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.next and not args.force and os.path.lexists(args.next):
+        raise UsageError(f"{args.next} exists: it was left as it is (it may be your contract); give another file "
+                         "name for --next, or pass --force to replace it")
     found = audit.audit_run(args.run_dir)
     print(audit.render_json(found) if args.json else audit.format_audit(found), end="")
     if args.next:
