@@ -222,13 +222,7 @@ def trainer_state_table(data: bytes, *, final: bool = False, where: str = "train
 
 def results_values(data: bytes, *, where: str = "results file") -> dict[str, Any]:
     """A flat JSON object of names and values: what a Trainer's `save_metrics(split, metrics)` writes."""
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise TrialProtocolError(f"{where} is not JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise TrialProtocolError(f"{where} is a JSON {type(value).__name__}, not an object of metric names and values")
-    return {key: item for key, item in value.items() if item is not None and not isinstance(item, dict | list)}
+    return {key: item for key, item in _json_object(data, where).items() if not isinstance(item, dict | list)}
 
 
 def tensorboard_table(path: str | Path, *, final: bool = False, where: str | None = None) -> Table:

@@ -12,7 +12,12 @@ import json
 import pytest
 import yaml
 
-from tests.e2e._frameworks import DECIDED, check_every_planned_trial_recorded, heldout_never_read, run_example
+from tests.e2e._frameworks import (
+    DECIDED,
+    check_every_planned_trial_recorded,
+    heldout_never_read,
+    run_example,
+)
 
 pytestmark = pytest.mark.ray
 
