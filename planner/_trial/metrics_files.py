@@ -77,9 +77,10 @@ class MetricsSpec:
     heldout_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "format": self.format, "step": self.step, "names": dict(self.names),
-                "require": self.require, "step_base": self.step_base, "heldout": self.heldout,
-                "heldout_file": self.heldout_file}
+        out = {"file": self.file, "format": self.format, "step": self.step, "names": dict(self.names),
+               "require": self.require, "step_base": self.step_base}
+        return out | {key: value for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
+                      if value is not None}  # only when set: a spec without them reads as before
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricsSpec:

@@ -514,3 +514,11 @@ def test_a_file_that_is_not_an_event_file_yields_no_rows_and_the_tail_says_so(tm
     tail = MetricsFileTail(tmp_path, spec(file="events.out.tfevents.*", format="tensorboard"))
     assert tail.finish() == ([], None)
     assert "never held 'val_acc'" in tail.nothing_read() and "its columns: step" in tail.nothing_read()
+
+
+def test_a_spec_with_a_held_out_source_crosses_to_a_worker_and_without_one_reads_as_before():
+    full = hf_spec(heldout_file="hf/test_results.json")
+    assert MetricsSpec.from_dict(full.to_dict()) == full
+    assert "heldout" not in spec().to_dict() and "heldout_file" not in spec().to_dict()
+    tuning = full.without("test_acc")
+    assert tuning.heldout is None and tuning.heldout_file is None and "test_acc" not in tuning.names
