@@ -40,3 +40,11 @@ def heldout_never_read(records: list[dict], heldout: str) -> list[str]:
     """The confirmation trials that ended because the held-out metric was never read."""
     return [r["trial_id"] for r in records if r["phase"] == "confirm" and r["status"] == "protocol_error"
             and any(f"metric {heldout} never reported" in str(e) for e in r["errors"])]
+
+
+def last_hydra_folder(run_dir: Path, trial_id: str) -> Path:
+    """The Hydra output folder of a command trial's last attempt (a retried trial has several)."""
+    folders = sorted((run_dir / "trials" / trial_id).glob("attempt-*/hydra"),
+                     key=lambda p: int(p.parent.name.removeprefix("attempt-")))
+    assert folders, f"{trial_id} has no attempt folder"
+    return folders[-1]

@@ -16,6 +16,7 @@ from tests.e2e._frameworks import (
     DECIDED,
     check_every_planned_trial_recorded,
     heldout_never_read,
+    last_hydra_folder,
     run_example,
 )
 
@@ -33,13 +34,13 @@ def test_the_trainer_script_runs_unchanged_and_its_test_evaluation_is_the_held_o
         assert all({"train_loss", "grad_norm", "val_acc", "val_loss"} <= set(rep["metrics"]) for rep in r["reports"])
     confirm = [r for r in records if r["phase"] == "confirm"]
     for r in confirm:
-        hydra = next((result.run_dir / "trials" / r["trial_id"]).glob("attempt-*/hydra"))
+        hydra = last_hydra_folder(result.run_dir, r["trial_id"])
         assert yaml.safe_load((hydra / ".hydra" / "config.yaml").read_text())["seed"] == r["seed"]
     assert not any("test_acc" in rep["metrics"] for r in records if r["phase"] == "tune" for rep in r["reports"])
 
     assert not heldout_never_read(records, "test_acc")
     for r in confirm:  # the value evaluate(test_ds) returned, as save_metrics wrote it
-        hydra = next((result.run_dir / "trials" / r["trial_id"]).glob("attempt-*/hydra"))
+        hydra = last_hydra_folder(result.run_dir, r["trial_id"])
         saved = json.loads((hydra / "hf" / "test_results.json").read_text())
         assert r["status"] == "completed" and r["reports"][-1]["metrics"]["test_acc"] == saved["test_accuracy"]
     (decision,) = result.decisions

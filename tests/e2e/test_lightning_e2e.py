@@ -16,6 +16,7 @@ from tests.e2e._frameworks import (
     DECIDED,
     check_every_planned_trial_recorded,
     heldout_never_read,
+    last_hydra_folder,
     run_example,
 )
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.ray
 
 
 def _metrics_csv(run_dir: Path, trial_id: str) -> list[dict]:
-    (path,) = (run_dir / "trials" / trial_id).glob("attempt-*/hydra/csv/version_*/metrics.csv")
+    (path,) = last_hydra_folder(run_dir, trial_id).glob("csv/version_*/metrics.csv")
     return list(csv.DictReader(path.open(newline="")))
 
 
@@ -41,7 +42,7 @@ def test_the_lightning_app_runs_unchanged_with_every_logged_name_read(ray_local,
         assert [rep["metrics"]["train_loss"] for rep in r["reports"]] == logged[: len(r["reports"])]
     confirm = [r for r in records if r["phase"] == "confirm"]
     for r in confirm:  # the seed reached the app through its config
-        hydra_config = next((result.run_dir / "trials" / r["trial_id"]).glob("attempt-*/hydra/.hydra/config.yaml"))
+        hydra_config = last_hydra_folder(result.run_dir, r["trial_id"]) / ".hydra" / "config.yaml"
         assert yaml.safe_load(hydra_config.read_text())["seed"] == r["seed"]
     assert len(result.decisions) == 1 and result.decisions[0]["arm"] == "adam"
 
