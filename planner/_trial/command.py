@@ -90,6 +90,7 @@ class CommandTrial(Protocol):
     arm: str
     phase: str
     id: str
+    notes: list[str]
 
     def report(self, step: int, **metrics: float) -> None: ...
 
@@ -242,6 +243,8 @@ class _Run:
         self.forward(self.reports.read_new())
         final, torn = self.reports.finish()
         self.forward(final)
+        if isinstance(self.reports, WithSplits):  # a declared name no row held: said on the record, never dropped
+            self.trial.notes[:] = self.reports.metrics.notes()
         returncode = processes.returncode
         if returncode != 0:
             raise self.failure(CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode)
@@ -421,6 +424,7 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     if spec.metrics is not None:
         m, metric = spec.metrics, contract.metric
         metrics = MetricsSpec(file=m.file, format=m.format, step=m.step, require=metric.name,
+                              heldout=metric.heldout, heldout_file=m.heldout_file,
                               names=m.columns(metric.name, metric.heldout),
                               step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)
