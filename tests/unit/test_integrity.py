@@ -51,3 +51,74 @@ def test_grouped_errors_keep_their_type_apart_and_their_order_of_first_occurrenc
                            failed("t2", "ValueError", "bad 3"), {"trial_id": "t3", "status": "completed"}])
     assert groups == [{"error": "ValueError: bad 1", "count": 2, "first": "t0"},
                       {"error": "KeyError: bad 2", "count": 1, "first": "t1"}]
+
+
+# ---------------------------------------------------------------- #20.3: data checks compare like with like
+
+
+def _split_record(trial_id, arm, seed, splits, phase="confirm"):
+    from planner._data.splits import SplitLog
+
+    log = SplitLog()
+    return {"trial_id": trial_id, "arm": arm, "seed": seed, "phase": phase, "violations": [],
+            "splits": {name: log.add(name, *args) for name, args in splits.items()}}
+
+
+DATA = {"unit": "row", "independent": {"pairs": [["train", "test"]], "by": ["unit", "patient"]},
+        "matched": True, "fixed": ["test"]}
+
+
+def _arm_splits(kind: str, seed: int) -> dict:
+    """clean: patients 0-7 train, 8-9 test; leaky: patient 7's rows in both; shifted: another train set."""
+    patient = lambda rows: [f"p{r // 2}" for r in rows]  # noqa: E731 (two rows a patient)
+    train, test = list(range(16)), [16, 17, 18, 19]
+    if kind == "leaky":
+        train, test = list(range(15)), [15, 16, 17, 18, 19]
+    if kind == "shifted":
+        train = [r + 20 * (seed + 1) for r in train]
+    return {"train": (train, {"patient": patient(train)}), "test": (test, {"patient": patient(test)})}
+
+
+def test_each_arm_is_matched_against_the_baseline_never_another_arm_whatever_order_trials_end():
+    from planner._data.checks import cross_trial_violations, invalid_reasons
+
+    arms = ["leaky", "shifted", "same"]
+    for order in (["clean", *arms], [*arms, "clean"], ["leaky", "clean", "same", "shifted"]):
+        ended, records = [], []
+        for seed in (0, 1):
+            for arm in order:
+                record = _split_record(f"confirm-{arm}-s{seed}", arm, seed, _arm_splits(arm, seed))
+                from planner._data.checks import overlap_violations
+
+                record["violations"] = overlap_violations(record["splits"], DATA)[0]
+                record["violations"] += cross_trial_violations(record, ended, DATA, baseline="clean")
+                ended.append(record)
+                records.append(record)
+        unmatched = [v for r in records for v in r["violations"] if v["kind"] == "unmatched_data"]
+        assert unmatched and all("clean" in v["arms"] for v in unmatched), order
+        assert {a for v in unmatched for a in v["arms"]} == {"clean", "leaky", "shifted"}
+        reasons = invalid_reasons(records, "clean", arms)
+        assert set(reasons) == {"leaky", "shifted"}, (order, reasons)
+        assert "split_overlap" in reasons["leaky"] or "unmatched_data" in reasons["leaky"]
+        assert "unmatched_data" in reasons["shifted"] and "clean" in reasons["shifted"]
+
+
+def test_a_treatment_arm_against_another_treatment_arm_in_an_older_run_folder_invalidates_neither():
+    from planner._data.checks import invalid_reasons
+
+    between = {"kind": "unmatched_data", "arms": ["leaky", "same"], "message": "split test differs between arms "
+               "leaky and same at seed 0"}
+    assert invalid_reasons([{"trial_id": "confirm-same-s0", "arm": "same", "violations": [between]}],
+                           "clean", ["leaky", "same"]) == {}
+
+
+def test_a_fixed_split_varies_within_an_arm_not_against_another_arm():
+    from planner._data.checks import cross_trial_violations
+
+    shifted = _split_record("confirm-shifted-s0", "shifted", 0, {"test": ([30, 31], None)})
+    base1 = _split_record("confirm-clean-s1", "clean", 1, {"test": ([1, 2], None)})
+    # the baseline's fixed test split is not "varying" because another arm logged another one at seed 0
+    assert [v["kind"] for v in cross_trial_violations(base1, [shifted], DATA, baseline="clean")] == []
+    base0 = _split_record("confirm-clean-s0", "clean", 0, {"test": ([1, 3], None)})
+    [v] = cross_trial_violations(base1, [shifted, base0], DATA, baseline="clean")
+    assert v["kind"] == "split_varies" and v["seeds"] == [0, 1] and v["trial_ids"][0] == "confirm-clean-s0"
