@@ -122,3 +122,45 @@ def test_a_fixed_split_varies_within_an_arm_not_against_another_arm():
     base0 = _split_record("confirm-clean-s0", "clean", 0, {"test": ([1, 3], None)})
     [v] = cross_trial_violations(base1, [shifted, base0], DATA, baseline="clean")
     assert v["kind"] == "split_varies" and v["seeds"] == [0, 1] and v["trial_ids"][0] == "confirm-clean-s0"
+
+
+# ---------------------------------------------------------------- #20.7: P934 counts only completed tests of the trainable
+
+
+def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainable(tmp_path):
+    import json
+
+    from planner._lineage import history
+    from planner._lineage.ledger import append, read
+
+    runs = tmp_path / "runs"
+    key = ("sha-of-the-baseline", ("width",))
+
+    def one(name, state, decision, trainable=None, identity=None):
+        started = {"run": f"{name}/r", "name": name, "baseline": {"config_sha256": key[0]},
+                   "factor": {"name": "width", "keys": ["width"]}, "alpha": 0.05}
+        if trainable:
+            started["trainable"] = trainable
+        append(runs, "run_started", **started)
+        append(runs, "run_ended", run=f"{name}/r", state=state, alpha=0.05,
+               decisions=[{"arm": "wide", "decision": decision}])
+        if identity:  # an older ledger: the trainable only in the run folder's identity.json
+            folder = runs / name / "r"
+            folder.mkdir(parents=True)
+            (folder / "run.json").write_text(json.dumps({"run_id": "r", "name": name}))
+            (folder / "identity.json").write_text(json.dumps({"code": {"trainable": identity}}))
+
+    one("done", "completed", "inconclusive", trainable="m:train")
+    one("accepted", "completed", "accept", identity="m:train")
+    one("cut-short", "interrupted", "incomplete", trainable="m:train")
+    one("no-value", "completed", "incomplete", trainable="m:train")
+    one("broken-data", "completed", "invalid", trainable="m:train")
+    one("another-trainable", "completed", "reject", trainable="other:train")
+    one("a-command", "completed", "reject", identity="command: python train.py")
+    ledger = read(runs)
+    counted = [e.started["name"] for e in history.earlier_tests(ledger, key, trainable="m:train")]
+    assert counted == ["done", "accepted"]
+    rep = history.repetition(history.earlier_tests(ledger, key, trainable="m:train"), 0.05, "width")
+    assert rep["count"] == 3 and "tested 3 times" in rep["sentence"]
+    assert [e.started["name"] for e in history.earlier_tests(ledger, key, trainable="command: python train.py")] \
+        == ["a-command"]
