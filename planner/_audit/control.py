@@ -312,12 +312,28 @@ def check(data: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- writing it
 
 
+def _rebase_command(data: dict[str, Any], rebase: Any, dest: Path) -> list[str]:
+    """A `command:` keeps running in the folder it ran in: its `cwd` (".": the contract's folder) rebased."""
+    command = data.get("command")
+    if not command:
+        return []
+    spec = dict(command) if isinstance(command, dict) else {"run": command}
+    old = spec.get("cwd") or "."
+    if os.path.isabs(old):
+        return []
+    spec["cwd"] = rebase(old)
+    data["command"] = spec
+    return [f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen from {dest}"]
+
+
 def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLike) -> tuple[str, list[str]]:
     """The next control as YAML to write at `target`, with relative paths rebased to stay the same folders.
 
-    config.dir and data.fingerprint are relative to the contract's folder: written
-    elsewhere, they are rewritten relative to `target`'s folder so they name the
-    same place (a note says so). Returns (text, notes).
+    Every relative path of a contract is relative to the contract's folder:
+    written elsewhere, config.dir, data.fingerprint, baseline.from_run and the
+    folder a `command:` runs in (`command.cwd`, the contract's folder when unset)
+    are rewritten relative to `target`'s folder so they name the same place (a
+    note says so): the control runs wherever it is written. Returns (text, notes).
     """
     check(control["contract"])
     data = copy.deepcopy(control["contract"])
@@ -340,6 +356,12 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
         if any(not os.path.isabs(p) for p in prints):
             data["data"]["fingerprint"] = [rebase(p) for p in prints]
             notes.append(f"data.fingerprint paths are rewritten to be seen from {dest}")
+        notes += _rebase_command(data, rebase, dest)
+        baseline = data.get("baseline") or {}
+        if baseline.get("from_run") and not os.path.isabs(baseline["from_run"]):
+            new = rebase(baseline["from_run"])
+            notes.append(f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run folder")
+            baseline["from_run"] = new
         if data.get("trainable"):
             notes.append(f"the trainable {data['trainable']} is imported from {dest} or the current folder: "
                          f"validate and run it from where the original ran ({source})")

@@ -110,8 +110,8 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
 def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, Any]:
     """The code identity of a `command:` trainable: its command line, and the script it names.
 
-    The script is the first word of the command line that is a file in the
-    contract's folder (the command runs there): `python train.py --x 1` ->
+    `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's folder, or
+    `command.cwd`). The script is the first word of the command line that is a file there: `python train.py --x 1` ->
     train.py. Its sha256 and its repository's git facts are recorded under the
     same keys as a module trainable's, so a reeval compares them the same way.
     A command that names no file there records its command line alone.
@@ -196,7 +196,7 @@ def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[s
     return {
         "contract_sha256": contract.sha256(),
         "code": code_identity(contract.trainable, search_path) if contract.trainable else
-        command_code_identity(contract.command_line, contract_dir),
+        command_code_identity(contract.command_line, contract.command_dir(contract_dir)),
         "python": platform.python_version(),
         "packages": packages(),
         "host": host_info(),

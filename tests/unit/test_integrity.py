@@ -164,3 +164,22 @@ def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainabl
     assert rep["count"] == 3 and "tested 3 times" in rep["sentence"]
     assert [e.started["name"] for e in history.earlier_tests(ledger, key, trainable="command: python train.py")] \
         == ["a-command"]
+
+
+# ---------------------------------------------------------------- #20.7: the folder a command runs in
+
+
+def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_frozen_copy_when_unset(tmp_path):
+    from planner._contract.model import Contract
+
+    base = {"version": 1, "name": "c", "hypothesis": "h", "config": {"values": {"x": 1}},
+            "factor": {"name": "x", "keys": ["x"]}, "baseline": {"name": "a", "overrides": ["x=1"]},
+            "arms": [{"name": "b", "overrides": ["x=2"]}], "metric": {"name": "acc", "mode": "max"},
+            "acceptance": {"min_effect": 0.01}, "seeds": [0, 1], "budget": {"exposure": 2}}
+    plain = Contract.model_validate({**base, "command": {"run": "python train.py"}})
+    assert "cwd" not in plain.frozen()["command"]  # a contract without it keeps its hash
+    assert plain.command_dir(tmp_path) == tmp_path.resolve()
+    moved = Contract.model_validate({**base, "command": {"run": "python train.py", "cwd": "../project"}})
+    assert moved.command_dir(tmp_path / "controls") == (tmp_path / "project").resolve()
+    assert moved.frozen()["command"]["cwd"] == "../project" and moved.sha256() != plain.sha256()
+    assert Contract.model_validate({**base, "command": "python train.py"}).command_dir(tmp_path) == tmp_path.resolve()
