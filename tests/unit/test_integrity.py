@@ -183,3 +183,48 @@ def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_fr
     assert moved.command_dir(tmp_path / "controls") == (tmp_path / "project").resolve()
     assert moved.frozen()["command"]["cwd"] == "../project" and moved.sha256() != plain.sha256()
     assert Contract.model_validate({**base, "command": "python train.py"}).command_dir(tmp_path) == tmp_path.resolve()
+
+
+# ---------------------------------------------------------------- #24.8: tuning that says when it is weak
+
+
+def _tuned(tmp_path, *, sampler=None, trials=6, grace=1, warmup="sched.warmup_epochs=3", rule="asha"):
+    import yaml
+
+    from planner._contract.validate import validate
+
+    tuning = {"trials_per_arm": trials, "seeds": [1000], "space": {"optim.lr": {"log_uniform": [1e-4, 1e-1]}},
+              "early_stop": {"rule": rule, **({"grace": grace} if rule != "none" else {})}}
+    if sampler:
+        tuning["sampler"] = {"name": sampler}
+    data = {"version": 1, "name": "warm", "hypothesis": "A warmup helps.", "command": "python train.py",
+            "config": {"values": {"optim": {"lr": 0.01}, "sched": {"warmup_epochs": 0, "warmup_ratio": 0.0}}},
+            "factor": {"name": "warmup", "keys": ["sched"]}, "baseline": {"name": "constant", "overrides": []},
+            "arms": [{"name": "warm", "overrides": [warmup]}], "metric": {"name": "val_acc", "mode": "max"},
+            "acceptance": {"min_effect": 0.01}, "seeds": [0, 1, 2, 3, 4], "budget": {"exposure": 6},
+            "tuning": tuning}
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = validate(path)
+    assert result.valid, [d.format() for d in result.diagnostics]
+    return {d.code: d for d in result.diagnostics if d.severity == "warning"}
+
+
+def test_tpe_with_fewer_trials_than_its_start_up_is_named_random_search(tmp_path):
+    warned = _tuned(tmp_path, grace=3)
+    assert "P905" in warned and "sampler tpe (the default) gets 6 trials per sweep" in warned["P905"].message
+    assert "random search" in warned["P905"].message
+    assert "P905" not in _tuned(tmp_path, sampler="random", grace=3)
+    assert "P905" not in _tuned(tmp_path, trials=10, grace=3)
+
+
+def test_a_grace_below_the_warmup_the_factor_changes_is_warned(tmp_path):
+    warned = _tuned(tmp_path, sampler="random", grace=1)
+    assert "P906" in warned and "arm 'warm' warms up for 3 of 6 (its sched.warmup_epochs)" in warned["P906"].message
+    assert "a grace of at least 3" in warned["P906"].hint
+    assert "P906" not in _tuned(tmp_path, sampler="random", grace=3)
+    assert "P906" not in _tuned(tmp_path, sampler="random", rule="none")
+    ratio = _tuned(tmp_path, sampler="random", grace=2, warmup="sched.warmup_ratio=0.5")
+    assert "warms up for 3 of 6 (its sched.warmup_ratio)" in ratio["P906"].message
+    # 500 optimizer steps cannot be placed on a 6-epoch exposure: no guess
+    assert "P906" not in _tuned(tmp_path, sampler="random", grace=1, warmup="sched.warmup_epochs=500")
