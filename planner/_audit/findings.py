@@ -42,7 +42,7 @@ KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
 SYMPTOMS = ("diverged", "diverged_region", "flat", "still_improving", "late_decline", "selected_at_boundary",
             "heldout_exposure", "failures", "seeds_identical", "violations")
-CODES = SYMPTOMS + ("selection_optimism", "seed_spread", "unequal_cost")
+CODES = SYMPTOMS + ("stopped_early_at_selected", "selection_optimism", "seed_spread", "unequal_cost")
 
 
 @dataclass
@@ -337,6 +337,54 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
           "confirmation_sd": sd, "n": n, "ci_half_width": half, "optimism": optimism}])
 
 
+def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two tuned-params mappings hold the same values (floats to 1e-9 relative)."""
+    if not a or set(a) != set(b):
+        return False
+    for key, value in a.items():
+        other = b[key]
+        if finite(value) and finite(other):
+            if not math.isclose(float(value), float(other), rel_tol=1e-9, abs_tol=0.0):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
+    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while the two
+    arms were confirmed at different values: the arm may have lost that value to being judged early."""
+    tuning = ev.contract.get("tuning") or {}
+    early = tuning.get("early_stop") or {}
+    if early.get("rule") in (None, "none"):
+        return None
+    grace = early.get("grace") or 1
+    mine = _selected(ev, arm).get("params") or {}
+    for other in ev.arms:
+        theirs = _selected(ev, other).get("params") or {}
+        if other == arm or not theirs or not mine or _same_values(mine, theirs):
+            continue
+        stopped = [t for t in ev.of(arm=arm, phase="tune") if _same_values(t.params, theirs)
+                   and t.status == TrialStatus.EARLY_STOPPED and finite(t.exposure) and t.exposure <= grace]
+        if not stopped:
+            continue
+        t = stopped[0]
+        values = ", ".join(f"{k}={_g(v)}" for k, v in theirs.items())
+        return Finding(
+            "stopped_early_at_selected", arm, "inference",
+            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the first rung "
+            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at different values "
+            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's early score does not "
+            f"establish that the value is worse for {arm}, so the arms may differ in how they were judged, not only "
+            "in the factor.",
+            [{"trial_id": x.trial_id, "params": x.params, "status": x.status, "exposure": x.exposure,
+              "grace": grace, "rule": early.get("rule"), "other_arm": other,
+              "other_selected": _selected(ev, other).get("trial_id"), "other_params": theirs,
+              "selected_params": mine, "selected_trial": _selected(ev, arm).get("trial_id")} for x in stopped],
+            recipe={"change": "no_early_stop"})
+    return None
+
+
 # ---------------------------------------------------------------- the comparison
 
 
@@ -576,6 +624,9 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         if c is not None and identical_seeds(ev, arm) is None:
             found += curve_findings(ev, arm, c)
         found += selected_at_boundary(ev, arm)
+        early = stopped_early_at_selected(ev, arm)
+        if early:
+            found.append(early)
         opt = selection_optimism(ev, arm)
         if opt:
             found.append(opt)

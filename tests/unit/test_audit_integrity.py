@@ -107,3 +107,38 @@ def test_training_loss_and_gradient_norm_come_from_what_was_declared_and_logged(
     # a name that only contains "norm" or "grad" is not a gradient norm
     (hydra / "metrics.csv").write_text("epoch,val_acc,layer_norm_scale,grad_clip_count\n1,0.5,1.0,0\n")
     assert "no gradient-norm or update-size metric" in _missing(audit_run(run))
+
+
+def test_an_arm_stopped_at_the_first_rung_at_the_other_arms_selected_value_is_reported_with_a_control(tmp_path):
+    from planner._contract.model import Contract
+
+    data = contract_data(tuning={**TUNING, "trials_per_arm": 4, "sampler": {"name": "random", "seed": 0},
+                                 "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2}})
+    tune = [curve_trial(data, arm, "tune", 1000, index=i, params={"recipe.lr": lr})
+            for arm in ("base", "treat") for i, lr in enumerate(MIDDLE)]
+    stopped = next(t for t in tune if t["arm"] == "treat" and t["params"]["recipe.lr"] == 0.02)
+    stopped["reports"], stopped["status"], stopped["exposure"] = stopped["reports"][:1], "early_stopped", 1
+    selected = {"base": 0.02, "treat": 0.01}
+    selection = {"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
+        arm: {"arm": arm, "trial_id": f"tune-{arm}-s1000-t00{MIDDLE.index(lr)}", "params": {"recipe.lr": lr},
+              "score": 0.5} for arm, lr in selected.items()}}
+    confirm = confirm_trials(data, params={a: {"recipe.lr": lr} for a, lr in selected.items()})
+    run = write_run(tmp_path, data, tune + confirm, selection=selection)
+    audit = audit_run(run)
+    [f] = [f for f in audit.findings if f.code == "stopped_early_at_selected"]
+    assert f.arm == "treat" and f.kind == "inference"
+    assert f.evidence[0]["trial_id"] == stopped["trial_id"] and f.evidence[0]["exposure"] == 1
+    assert f.evidence[0]["other_arm"] == "base" and f.evidence[0]["other_params"] == {"recipe.lr": 0.02}
+    assert "stopped at the first rung" in f.summary
+    assert audit.next["code"] == "stopped_early_at_selected" and audit.next["name"].endswith("-no-early-stop")
+    text, _ = contract_text(audit, tmp_path / "next.yaml")
+    new = yaml.safe_load(text)
+    assert new["tuning"]["early_stop"]["rule"] == "none"
+    assert Contract.model_validate(new).tuning.early_stop.rule == "none"
+    # the same run where base never stopped treat at that value: no finding
+    stopped["status"], stopped["exposure"] = "completed", 4
+    other = tmp_path / "healthy"
+    other.mkdir()
+    stopped["reports"] = curve_trial(data, "treat", "tune", 1000, index=2, params={"recipe.lr": 0.02})["reports"]
+    assert "stopped_early_at_selected" not in codes(audit_run(write_run(other, data, tune + confirm,
+                                                                        selection=selection)))
