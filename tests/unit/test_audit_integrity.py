@@ -20,7 +20,7 @@ def _workers(trials, firsts, startup_s=3.0):
         t["started"] = f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.000Z"
         t["pid"] = 100 + i
     by_id = {t["trial_id"]: t for t in trials}
-    for n, tid in enumerate(firsts):
+    for tid in firsts:
         t = by_id[tid]
         for r in t["reports"]:
             r["time_s"] += startup_s

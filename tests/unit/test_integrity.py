@@ -228,3 +228,58 @@ def test_a_grace_below_the_warmup_the_factor_changes_is_warned(tmp_path):
     assert "warms up for 3 of 6 (its sched.warmup_ratio)" in ratio["P906"].message
     # 500 optimizer steps cannot be placed on a 6-epoch exposure: no guess
     assert "P906" not in _tuned(tmp_path, sampler="random", grace=1, warmup="sched.warmup_epochs=500")
+
+
+# ---------------------------------------------------------------- #21.5: the packages the trainable used
+
+
+def _identity_contract(**how):
+    from planner._contract.model import Contract
+
+    return Contract.model_validate({
+        "version": 1, "name": "lit", "hypothesis": "h", "config": {"values": {"x": 1}}, **how,
+        "factor": {"name": "x", "keys": ["x"]}, "baseline": {"name": "a", "overrides": ["x=1"]},
+        "arms": [{"name": "b", "overrides": ["x=2"]}], "metric": {"name": "acc", "mode": "max"},
+        "acceptance": {"min_effect": 0.01}, "seeds": [0, 1], "budget": {"exposure": 2}})
+
+
+def test_identity_records_the_packages_a_command_script_and_its_local_modules_import(tmp_path):
+    import importlib.metadata
+
+    from planner._store.identity import packages, trainable_packages
+
+    (tmp_path / "train.py").write_text("import os\nimport lightning as L\nfrom models.net import Net\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "net.py").write_text("from . import parts\n")
+    (tmp_path / "models" / "parts.py").write_text("import torchmetrics\nfrom sklearn import datasets\n")
+    used = trainable_packages(_identity_contract(command="python train.py --fast"), tmp_path, [])
+    assert {"lightning", "torchmetrics", "torch", "scikit-learn"} <= set(used)  # torch: what lightning requires
+    assert "models" not in used and "os" not in used
+    recorded = packages(used)
+    assert recorded["lightning"] == importlib.metadata.version("lightning")
+    assert recorded["torchmetrics"] == importlib.metadata.version("torchmetrics")
+    assert recorded["torch"] == importlib.metadata.version("torch")
+
+
+def test_identity_records_the_packages_a_function_trainables_module_imports(tmp_path):
+    from planner._store.identity import trainable_packages
+
+    (tmp_path / "lit_train.py").write_text("def train(config, trial):\n    import torchmetrics\n")
+    used = trainable_packages(_identity_contract(trainable="lit_train:train"), tmp_path, [str(tmp_path)])
+    assert {"torchmetrics", "torch"} <= set(used) and "lightning" not in used
+
+
+def test_reeval_names_a_changed_or_removed_package_the_run_used():
+    from planner._reeval.rerun import compare_identity, current_identity
+
+    today = current_identity("command: python -c pass", [], [], __import__("pathlib").Path("."), module=False,
+                             package_names=["lightning", "no-such-distribution-here"])
+    import importlib.metadata
+
+    assert today["packages"]["lightning"] == importlib.metadata.version("lightning")
+    logged = {"code": today["code"], "python": today["python"], "data": {},
+              "packages": {**today["packages"], "lightning": "1.0.0", "no-such-distribution-here": "2.0"}}
+    found = {d.what: (d.logged, d.current) for d in compare_identity(logged, today)}
+    assert found == {"packages.lightning": ("1.0.0", importlib.metadata.version("lightning")),
+                     "packages.no-such-distribution-here": ("2.0", None)}
