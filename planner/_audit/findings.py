@@ -510,12 +510,13 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
         f"{_g(startup['others_median_startup_s'])} s), the worker's imports.")
     by_arm = {p["arm"]: p for p in per_trial}
+    starts = {t.trial_id: t.startup_s for t in firsts}
     evidence = [{**{k: c[k] for k in ("arm", "trials", "trial_seconds", "median_s_per_step", "cpu_seconds",
                                       "gpu_seconds")},
                  **{k: (by_arm.get(c["arm"]) or {}).get(k) for k in ("median_trial_s", "median_resource_s",
-                                                                       "excluded")}} for c in rows]
-    if startup:
-        evidence.append({"arm": None, "startup": startup})
+                                                                       "excluded")},
+                 "first_trials": {tid: s for tid, s in starts.items() if tid in {t.trial_id for t in ev.of(arm=c["arm"])}},
+                 "startup": startup} for c in rows]
     return Finding("unequal_cost", said[0][1]["arm"], "observation",
                    f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
                    "kept apart from the decision." + left_out, evidence)

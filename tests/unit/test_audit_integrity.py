@@ -53,7 +53,9 @@ def test_unequal_cost_leaves_out_the_start_up_the_first_trial_of_each_worker_pai
     assert cost.arm == "treat" and "seconds per step: treat 0.4 vs base 0.1" in cost.summary
     assert "resource-seconds per trial" in cost.summary
     assert "The first trial of each worker (2: tune-base-s1000-t000, tune-treat-s1000-t000)" in cost.summary
-    startup = next(e["startup"] for e in cost.evidence if e.get("startup"))
+    per_arm = {e["arm"]: e for e in cost.evidence}
+    assert set(per_arm) == {"base", "treat"} and set(per_arm["base"]["first_trials"]) == {"tune-base-s1000-t000"}
+    startup = per_arm["treat"]["startup"]
     assert startup["extra_s"] == startup["median_startup_s"] - startup["others_median_startup_s"] > 2.5
 
 
