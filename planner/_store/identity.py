@@ -103,9 +103,10 @@ def imported_names(entry: Path, root: Path) -> set[str]:
                 found = [node.module or ""]
             else:
                 continue
+            members = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
             for name in found:
                 parts = name.split(".")
-                local = _local_files(root, parts, [])
+                local = _local_files(root, parts, members)
                 if local:
                     queue += local
                 elif parts[0]:

@@ -283,3 +283,13 @@ def test_reeval_names_a_changed_or_removed_package_the_run_used():
     found = {d.what: (d.logged, d.current) for d in compare_identity(logged, today)}
     assert found == {"packages.lightning": ("1.0.0", importlib.metadata.version("lightning")),
                      "packages.no-such-distribution-here": ("2.0", None)}
+
+
+def test_a_submodule_imported_by_name_from_a_local_package_is_followed(tmp_path):
+    from planner._store.identity import imported_names
+
+    (tmp_path / "train.py").write_text("from models import net\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "__init__.py").write_text("")
+    (tmp_path / "models" / "net.py").write_text("import torchmetrics\n")
+    assert imported_names(tmp_path / "train.py", tmp_path) == {"torchmetrics"}
