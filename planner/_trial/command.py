@@ -421,7 +421,7 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     base = list(contract.config.overrides)
     return CommandTrainable(
         command=spec.run,
-        cwd=str(Path(contract_dir).resolve()),
+        cwd=str(contract.command_dir(contract_dir)),
         arm_overrides={arm.name: tuple(base + list(arm.overrides)) for arm in contract.all_arms},
         arm_configs={name: dict(config) for name, config in (arm_configs or {}).items()},
         timeout_s=contract.budget.max_trial_time_s,
