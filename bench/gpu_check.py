@@ -151,7 +151,8 @@ def summarize(run_dir: Path, args) -> tuple[dict, list[str]]:
     cost = json.loads(report.stdout)["cost"] if report.returncode == 0 else []
     markdown = subprocess.run([sys.executable, "-m", "planner", "report", str(run_dir)], capture_output=True,
                               text=True, timeout=300, env=_env()).stdout
-    cost_md = markdown.split("## Cost", 1)[1].split("\n## ", 1)[0] if "## Cost" in markdown else "(no Cost section)"
+    cost_md = ("## Cost" + markdown.split("## Cost", 1)[1].split("\n## ", 1)[0] if "## Cost" in markdown
+               else "(the report has no Cost section)")
     trials = []
     for r in records:
         last = (probes.get(r["trial_id"]) or [{}])[-1]
@@ -189,8 +190,8 @@ def print_facts(facts: dict, failed: list[str], proc: subprocess.CompletedProces
         seen = ", ".join(t["devices"] or []) or "-"
         print(f"| {t['trial_id']} | {t['phase']} | {t['arm']} | {t['status']} | {t['duration_s'] or 0:.1f} | "
               f"{t['cuda_visible_devices']} | {seen} | {mib} | {t['lightning']} |")
-    print(f"\nmost trials at once on the GPU: {facts['most_at_once']}")
-    print("\nThe report's Cost section:" + facts["cost_md"])
+    print(f"\nmost trials running at once: {facts['most_at_once']}\n")
+    print(facts["cost_md"].rstrip())
     print("\nchecks: " + ("all held" if not failed else "FAILED\n- " + "\n- ".join(failed)))
 
 
