@@ -194,7 +194,8 @@ class _Run:
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
         try:
-            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr)
+            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr,
+                                          grace_s=self.limits.kill_grace_s)
         except OSError as error:
             self.close()
             raise self.failure(CommandFailedError, f"cannot start {shlex.join(self.argv[:1])} in {cwd}: "
