@@ -65,7 +65,7 @@ from planner._trial.processes import (
     LimitFields,
     describe_exit,
 )
-from planner._trial.reports import Line, WithSplits, report_source
+from planner._trial.reports import Line, WithSplits, nearest_name, report_source
 from planner._trial.script_report import REPORT_FILE_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -211,6 +211,18 @@ class _Run:
             self.trial.report(step, **metrics)
             self.forwarded += 1
 
+    def fail_fast_on_a_misnamed_metric(self) -> None:
+        """Before any report: a log holding the metric only under another name (`eval_accuracy` for
+        `accuracy`) ends the trial now, not after the script has spent its whole budget."""
+        if self.forwarded or not isinstance(self.reports, WithSplits):
+            return
+        misnamed = self.reports.misnamed()
+        if misnamed is None:
+            return
+        if misnamed.step is not None and misnamed.metrics:  # the exposure it spent stays on the record
+            self.trial.report(misnamed.step, **misnamed.metrics)
+        raise self.failure(CommandMetricsError, misnamed.message)
+
     def watch(self, processes: CommandProcesses) -> None:
         """Pump and forward until the command exits; stop it at its time or memory limit."""
         limits = self.limits
@@ -218,6 +230,7 @@ class _Run:
         while processes.running():
             processes.pump(limits.poll_interval_s)
             self.forward(self.reports.read_new())
+            self.fail_fast_on_a_misnamed_metric()
             now = time.monotonic()
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
@@ -253,8 +266,10 @@ class _Run:
                                "or the planner.report calls)")
         self.config_check.run()
         if self.forwarded == 0 and isinstance(self.reports, WithSplits):
-            raise self.failure(CommandMetricsError, f"command exited 0 but {self.reports.metrics.nothing_read()}",
-                               returncode)
+            self.fail_fast_on_a_misnamed_metric()
+            tail = self.reports.metrics
+            near = nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns) if tail.reader else ""
+            raise self.failure(CommandMetricsError, f"command exited 0 but {tail.nothing_read()}{near}", returncode)
         if self.forwarded == 0:
             raise self.failure(CommandNoReportError,
                                f"command exited 0 without reporting anything; call planner.report(step, metric=value) "

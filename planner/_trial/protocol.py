@@ -46,6 +46,7 @@ from planner._data.splits import SplitError, SplitLog
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import TrialLimit, Watchdog, captured_output
+from planner._trial.reports import nearest_name
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,13 @@ class TrialSpec:
     def decision_metric(self) -> str:
         """The metric every trial must report: the tuning metric while tuning, else the held-out one if set."""
         return self.heldout if self.heldout and self.phase != "tune" else self.metric
+
+    @property
+    def first_report_metrics(self) -> tuple[str, ...]:
+        """A trial's first report holds one of these (the selection metric; outside tuning, or the held-out one)."""
+        if self.heldout and self.phase != "tune":
+            return (self.metric, self.heldout)
+        return (self.metric,)
 
     @property
     def divergence_metrics(self) -> tuple[str, ...]:
@@ -152,12 +160,12 @@ class Trial:
         if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
                 v["kind"] == "heldout_in_tuning" for v in self.violations):  # one per trial, at its first step
             self.violations.append({"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout})
-        required = spec.decision_metric
-        if step == spec.budget and not any(required in r["metrics"] for r in self.reports):
-            got = sorted({name for r in self.reports for name in r["metrics"]})
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {required} never reported; got {', '.join(got)} (the contract's "
-                        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the "
-                        "names the trainable reports)")
+        if len(self.reports) == 1 and not any(name in values for name in spec.first_report_metrics):
+            # a misnamed metric ends the trial at once, with what it spent on the record
+            near = nearest_name(spec.metric, values)
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {spec.metric} never reported; got "
+                        f"{', '.join(sorted(values))} in the trial's first report (step {step}){near} (the "
+                        "contract's metric.name must be one of the names the trainable reports)")
         diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
         if diverged:
             raise _Stop(TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}")
@@ -301,6 +309,8 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         if final:  # a protocol error, a command's time or memory limit: no retry
             return final, _error(n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", "")))
         return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(traceback.format_exc()))
+    if trial.last_step == spec.budget and (never := _never_reported(spec, trial)):
+        return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", never, "")
     missing = _missing_splits(spec, trial)
     if trial.last_step == spec.budget and missing:
         return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", missing, "")
@@ -336,6 +346,21 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
         raise _Stop(limit.status, dog.verdict[1] if dog.verdict else limit.status) from None
+
+
+def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:
+    """Why a trial that reached its budget and ended lacks its decision metric, or None.
+
+    Asked once the trainable has returned (a script has exited): what it reports after its last
+    budget step (a final evaluation on the test split) counts.
+    """
+    required = spec.decision_metric
+    if any(required in r["metrics"] for r in trial.reports):
+        return None
+    got = sorted({name for r in trial.reports for name in r["metrics"]})
+    return (f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} (the contract's "
+            f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the names the "
+            "trainable reports)")
 
 
 def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
