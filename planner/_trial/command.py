@@ -50,7 +50,9 @@ from planner._core.errors import (  # the command trainable's errors live in the
 )
 from planner._core.redact import Redactor
 from planner._store.files import write_atomic
+from planner._trial import checkpoints
 from planner._trial.command_line import (
+    checkpoint_override,
     command_argv,
     config_changes_as_overrides,
     hydra_run_dir_override,
@@ -363,6 +365,7 @@ class CommandTrainable:
     check_config: bool = True
     metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
+    checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -373,6 +376,7 @@ class CommandTrainable:
             "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
             "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
+            "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
         }
 
     @classmethod
@@ -414,9 +418,23 @@ class CommandTrainable:
             metrics = MetricsSpec.from_dict(self.metrics)
             if trial.phase == "tune":
                 metrics = metrics.without(self.heldout)
-        run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd, limits=self.limits,
-                    expected_config=self.expected_config(config, trial) if self.check_config else None,
+        overrides, expected = self.trial_overrides(config, trial), self.expected_config(config, trial)
+        found = self.resume_from(trial)
+        if found is not None:  # a cut-short trial continues from its newest checkpoint, of any attempt
+            key = self.checkpoint["resume_key"]
+            overrides += checkpoint_override(key, found)
+            expected = apply_params(expected, {key: str(found)})
+            trial.resumed_from = checkpoints.describe(found, trial.dir)
+        run_command(self.command, overrides, trial, cwd=self.cwd, limits=self.limits,
+                    expected_config=expected if self.check_config else None,
                     metrics=metrics, redactor=Redactor.for_run(config, self.arm_configs.get(trial.arm) or {}))
+
+    def resume_from(self, trial: CommandTrial) -> Path | None:
+        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
+            return None
+        found = checkpoints.newest(trial.dir, self.checkpoint["file"])
+        return found.resolve() if found is not None else None
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
@@ -452,4 +470,5 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
         check_config=contract.config.dir is not None,
         metrics=metrics,
         heldout=contract.metric.heldout,
+        checkpoint=spec.checkpoint.model_dump() if spec.checkpoint is not None else None,
     )

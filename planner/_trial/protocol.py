@@ -43,6 +43,7 @@ from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
+from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import TrialLimit, Watchdog, captured_output
@@ -128,6 +129,7 @@ class Trial:
         self.attempt = 1  # this attempt's number (1 + retries used so far)
         self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
+        self.resumed_from: dict[str, Any] | None = None  # the checkpoint a command continued from (checkpoints.describe)
 
     @property
     def last_step(self) -> int | None:
@@ -274,7 +276,17 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     _release_memory()
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
+    record["resumed_from"] = trial.resumed_from if trial is not None else None
     return record
+
+
+def _tidy(spec: TrialSpec) -> int | None:
+    """Once a trial has ended: remove the checkpoints `command.checkpoint.keep` does not keep; the bytes
+    its folder then holds (None when the folder is not on this machine's disk)."""
+    checkpoint = (spec.extra.get("command") or {}).get("checkpoint")
+    if checkpoint and checkpoint.get("keep", "all") != "all":
+        checkpoints.prune(spec.dir, checkpoint["file"], checkpoint["keep"])
+    return checkpoints.disk_bytes(spec.dir)
 
 
 def _enter(spec: TrialSpec) -> None:
@@ -430,8 +442,13 @@ def ray_node_id() -> str | None:
 
 def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None, attempts: int, errors: list,
                 started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
-    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus."""
+    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus.
+
+    A record is made when the trial has ended (in the worker, or in the driver for a trial its scheduler
+    stopped): its folder is tidied first (`command.checkpoint.keep`), then measured (`disk_bytes`).
+    """
     reports = reports if reports is not None else (trial.reports if trial is not None else [])
+    disk = _tidy(spec)
     return {
         "trial_id": spec.trial_id,
         "phase": spec.phase,
@@ -454,4 +471,5 @@ def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None,
         "pid": os.getpid(),
         "node_id": ray_node_id(),
         "contract_sha256": spec.contract_sha256,
+        "disk_bytes": disk,
     }
