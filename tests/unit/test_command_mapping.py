@@ -156,3 +156,14 @@ def test_checkpoint_alone_is_valid_and_reaches_the_trainable(tmp_path):
     assert bare.command_spec.checkpoint.keep == "all"
     found = codes(app_contract(tmp_path / "bad", set_command(checkpoint={"file": "c.ckpt", "keep": "first"})))
     assert found and found[0].startswith("P1"), found
+
+
+def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
+    from planner._contract.validate import format_result
+
+    text = format_result(validate(app_contract(tmp_path, set_command(
+        checkpoint={"file": "ckpt/*.ckpt", "resume_key": "data.name", "keep": "last"})), strict=False))
+    assert "P529" in text  # data.name is not in the app's config
+    text = format_result(validate(app_contract(tmp_path / "ok", set_command(
+        checkpoint={"file": "hf/checkpoint-*", "keep": "none"}))))
+    assert "checkpoints hf/checkpoint-* (not passed to the script; keep none)" in text
