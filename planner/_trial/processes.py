@@ -96,7 +96,7 @@ class CommandProcesses:
         read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", SUPERVISOR, str(write_end), repr(float(grace_s)), str(os.getpid()), "--",
+                [sys.executable, "-P", SUPERVISOR, str(write_end), repr(float(grace_s)), str(os.getpid()), "--",
                  *argv], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, start_new_session=True, pass_fds=(write_end,))
         except BaseException:

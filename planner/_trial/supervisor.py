@@ -1,9 +1,10 @@
 """The supervisor of one run of a `command:` trainable: the command and every process it starts end with it.
 
 Run by `planner._trial.processes` as a script of its own, between the Ray
-worker and the command (`python -I supervisor.py STATUS_FD GRACE_S PARENT_PID
+worker and the command (`python -P supervisor.py STATUS_FD GRACE_S PARENT_PID
 -- argv...`), so that the worker itself never becomes the reaper of unrelated
-processes. It imports nothing of planner's.
+processes. It imports nothing of planner's (only the standard library and
+psutil), and `-P` keeps its own folder off `sys.path`.
 
 - It makes itself Linux's *child subreaper* (`prctl(PR_SET_CHILD_SUBREAPER)`):
   a process the command starts that leaves its parent behind (a double fork, a
@@ -145,7 +146,9 @@ def main(args: list[str]) -> int:
     supervisor.end_tree()
     code = supervisor.returncode()
     supervisor.send({"exit": code})
-    return 0 if code is None else (128 - code if code < 0 else code)
+    if code is None:  # the command could not be reaped (stuck in the kernel past SIGKILL)
+        return 125
+    return 128 - code if code < 0 else code
 
 
 if __name__ == "__main__":
