@@ -184,10 +184,11 @@ class CommandProcesses:
             except subprocess.TimeoutExpired:
                 _end_process(self.proc)
         self._read_exit()
-        try:  # the command's own group, should anything of it be left behind a dead supervisor
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if self._exit is None:  # the supervisor died without ending the tree: what is left of its group goes
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def close(self, grace_s: float) -> None:
         """Stop what still runs and close the pipes."""
