@@ -10,6 +10,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +29,8 @@ from planner._trial.protocol import TrialSpec, run_trial
 APP = Path(__file__).resolve().parents[1] / "trainables" / "lightning_resume"
 
 
-def _spec(tmp_path: Path, *, keep: str = "last", retries: int = 1, die_after: int = 3) -> TrialSpec:
+def _spec(tmp_path: Path, *, keep: str = "last", retries: int = 1, die_after: int = 3, die_how: str = "exit",
+          session: str = "") -> TrialSpec:
     contract_data = yaml.safe_load((APP / "contract.yaml").read_text())
     contract_data["command"]["checkpoint"]["keep"] = keep
     contract = Contract.model_validate(contract_data)
@@ -32,10 +38,11 @@ def _spec(tmp_path: Path, *, keep: str = "last", retries: int = 1, die_after: in
     assert composed.problems == []
     trainable = command_trainable(contract, APP, composed.configs)
     config = json.loads(json.dumps(composed.configs["base"]))
-    config["die_after"] = die_after
+    config["die_after"], config["die_how"] = die_after, die_how
     return TrialSpec(trial_id="confirm-base-s0", phase="confirm", arm="base", seed=0, index=0, params={},
                      config=config, budget=5, dir=str(tmp_path / "run" / "trials" / "confirm-base-s0"),
-                     trainable="", metric="val_acc", retries=retries, extra={"command": trainable.to_dict()})
+                     trainable="", metric="val_acc", retries=retries,
+                     extra={"command": trainable.to_dict(), "session": session})
 
 
 def _epochs(metrics_csv: Path) -> list[int]:
@@ -78,3 +85,57 @@ def test_a_fresh_trial_is_not_resumed_and_keep_none_leaves_no_checkpoint(tmp_pat
     assert not list(trial.rglob("*.ckpt"))
     assert (trial / "attempt-1" / "hydra" / ".hydra" / "config.yaml").exists()  # only the checkpoints went
     assert os.path.getsize(next(trial.glob("attempt-1/hydra/lightning_logs/version_*/metrics.csv"))) > 0
+
+
+@pytest.mark.slow
+def test_a_trial_whose_worker_was_killed_continues_in_the_next_session(tmp_path):
+    """The process running the trial (a Ray worker, under a driver that is killed) dies at epoch 3: the
+    supervisor ends the script, and the resumed run's attempt continues from the checkpoint of epoch 2."""
+    first = _spec(tmp_path, die_how="hang", session="session-1", retries=0)
+    (tmp_path / "spec.pkl").write_bytes(pickle.dumps(first))
+    root = Path(__file__).resolve().parents[2]
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import pickle, sys; from planner._trial.protocol import run_trial; "
+                               "run_trial(pickle.loads(open(sys.argv[1], 'rb').read()))", str(tmp_path / "spec.pkl")],
+        cwd=root, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
+    trial = Path(first.dir)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(trial.glob("attempt-1/hydra/ckpt/epoch=2-*.ckpt")):
+            assert worker.poll() is None and time.monotonic() < deadline, "the first attempt never saved epoch 2"
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the hang at the start of epoch 3
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        assert _script_ends(str(trial / "attempt-1"), within_s=15)  # the supervisor ended the hanging script
+        ledger = json.loads((trial / ".planner-attempts.json").read_text())
+        assert [a["ended"] for a in ledger["attempts"]] == [None]  # cut short, as a killed driver leaves it
+
+        record = run_trial(_spec(tmp_path, die_how="hang", session="session-2", retries=0))
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert record["status"] == "completed" and record["attempts"] == 1, record["errors"]
+    assert record["resumed"] is True and record["resumed_from"]["held"]["epoch"] == 2
+    assert _epochs(next(trial.glob("attempt-2/hydra/lightning_logs/version_*/metrics.csv"))) == [3, 4]
+    assert [r["step"] for r in record["reports"]] == [4, 5]
+
+
+def _script_ends(attempt: str, within_s: float) -> bool:
+    """No process has the attempt's folder on its command line (`hydra.run.dir=...`), within `within_s`."""
+    import psutil
+
+    deadline = time.monotonic() + within_s
+    while True:
+        left = []
+        for process in psutil.process_iter(["cmdline"]):
+            if any(attempt in part for part in process.info["cmdline"] or []):
+                left.append(process)
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            for process in left:
+                process.kill()
+            return False
+        time.sleep(0.1)

@@ -6,6 +6,7 @@ node, a fresh start (`ckpt_path` null) ends its process without a word once `die
 """
 
 import os
+import time
 
 import hydra
 import lightning as L
@@ -41,13 +42,16 @@ class Linear(L.LightningModule):
 
 
 class LostNode(Callback):
-    """At the start of epoch `after` of a fresh start, the process ends (its checkpoints are saved)."""
+    """At the start of epoch `after` of a fresh start (its checkpoints saved), the process ends
+    (`how: exit`), or hangs until it is killed (`how: hang`: the test kills the worker under it)."""
 
-    def __init__(self, after: int):
-        self.after = after
+    def __init__(self, after: int, how: str):
+        self.after, self.how = after, how
 
     def on_train_epoch_start(self, trainer, module):
         if trainer.current_epoch == self.after:
+            if self.how == "hang":
+                time.sleep(600)
             os._exit(1)
 
 
@@ -62,7 +66,7 @@ def main(cfg):
     out = HydraConfig.get().runtime.output_dir
     callbacks = [ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), save_top_k=-1, every_n_epochs=1)]
     if cfg.ckpt_path is None:
-        callbacks.append(LostNode(cfg.die_after))
+        callbacks.append(LostNode(cfg.die_after, cfg.die_how))
     trainer = L.Trainer(max_epochs=cfg.trainer.max_epochs, logger=CSVLogger(out, flush_logs_every_n_steps=1),
                         callbacks=callbacks, enable_progress_bar=False, enable_model_summary=False,
                         accelerator="cpu", devices=1, num_sanity_val_steps=0)
