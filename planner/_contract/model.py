@@ -352,8 +352,17 @@ class MetricsFile(_Model):
         return {name: name for name in (metric, heldout) if name}
 
 
+class Checkpoint(_Model):
+    """Where a command's script saves its checkpoints, the config key it resumes from, what is kept after."""
+
+    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]  # a glob: files or folders
+    resume_key: DottedKey | None = None  # set to the newest checkpoint when a cut-short trial runs again
+    keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
+
+
 class CommandSpec(_Model):
-    """`command:` as a mapping: the command line, the config keys for seed and budget, the metrics file."""
+    """`command:` as a mapping: the command line, the config keys for seed and budget, the metrics file,
+    the checkpoints."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out
@@ -363,6 +372,7 @@ class CommandSpec(_Model):
     seed_key: DottedKey | None = None
     budget_key: DottedKey | None = None
     metrics: MetricsFile | None = None
+    checkpoint: Checkpoint | None = None
 
 
 class Contract(_Model):

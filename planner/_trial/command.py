@@ -50,7 +50,9 @@ from planner._core.errors import (  # the command trainable's errors live in the
 )
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
+from planner._trial import checkpoints
 from planner._trial.command_line import (
+    checkpoint_override,
     command_argv,
     config_changes_as_overrides,
     hydra_run_dir_override,
@@ -65,7 +67,7 @@ from planner._trial.processes import (
     LimitFields,
     describe_exit,
 )
-from planner._trial.reports import Line, WithSplits, report_source
+from planner._trial.reports import Line, WithSplits, nearest_name, report_source
 from planner._trial.script_report import REPORT_FILE_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -195,7 +197,8 @@ class _Run:
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
         try:
-            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr)
+            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr,
+                                          grace_s=self.limits.kill_grace_s)
         except OSError as error:
             self.close()
             raise self.failure(CommandFailedError, f"cannot start {shlex.join(self.argv[:1])} in {cwd}: "
@@ -211,6 +214,18 @@ class _Run:
             self.trial.report(step, **metrics)
             self.forwarded += 1
 
+    def fail_fast_on_a_misnamed_metric(self) -> None:
+        """Before any report: a log holding the metric only under another name (`eval_accuracy` for
+        `accuracy`) ends the trial now, not after the script has spent its whole budget."""
+        if self.forwarded or not isinstance(self.reports, WithSplits):
+            return
+        misnamed = self.reports.misnamed()
+        if misnamed is None:
+            return
+        if misnamed.step is not None and misnamed.metrics:  # the exposure it spent stays on the record
+            self.trial.report(misnamed.step, **misnamed.metrics)
+        raise self.failure(CommandMetricsError, misnamed.message)
+
     def watch(self, processes: CommandProcesses) -> None:
         """Pump and forward until the command exits; stop it at its time or memory limit."""
         limits = self.limits
@@ -218,6 +233,7 @@ class _Run:
         while processes.running():
             processes.pump(limits.poll_interval_s)
             self.forward(self.reports.read_new())
+            self.fail_fast_on_a_misnamed_metric()
             now = time.monotonic()
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
@@ -255,8 +271,10 @@ class _Run:
                                "or the planner.report calls)")
         self.config_check.run()
         if self.forwarded == 0 and isinstance(self.reports, WithSplits):
-            raise self.failure(CommandMetricsError, f"command exited 0 but {self.reports.metrics.nothing_read()}",
-                               returncode)
+            self.fail_fast_on_a_misnamed_metric()
+            tail = self.reports.metrics
+            near = nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns) if tail.reader else ""
+            raise self.failure(CommandMetricsError, f"command exited 0 but {tail.nothing_read()}{near}", returncode)
         if self.forwarded == 0:
             raise self.failure(CommandNoReportError,
                                f"command exited 0 without reporting anything; call planner.report(step, metric=value) "
@@ -341,6 +359,7 @@ class CommandTrainable:
     check_config: bool = True
     metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
+    checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -351,6 +370,7 @@ class CommandTrainable:
             "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
             "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
+            "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
         }
 
     @classmethod
@@ -392,9 +412,23 @@ class CommandTrainable:
             metrics = MetricsSpec.from_dict(self.metrics)
             if trial.phase == "tune":
                 metrics = metrics.without(self.heldout)
-        run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd, limits=self.limits,
-                    expected_config=self.expected_config(config, trial) if self.check_config else None,
+        overrides, expected = self.trial_overrides(config, trial), self.expected_config(config, trial)
+        found = self.resume_from(trial)
+        if found is not None:  # a cut-short trial continues from its newest checkpoint, of any attempt
+            key = self.checkpoint["resume_key"]
+            overrides += checkpoint_override(key, found)
+            expected = apply_params(expected, {key: str(found)})
+            trial.resumed_from = checkpoints.describe(found, trial.dir)
+        run_command(self.command, overrides, trial, cwd=self.cwd, limits=self.limits,
+                    expected_config=expected if self.check_config else None,
                     metrics=metrics, redactor=Redactor.for_run(config, self.arm_configs.get(trial.arm) or {}))
+
+    def resume_from(self, trial: CommandTrial) -> Path | None:
+        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
+            return None
+        found = checkpoints.newest(trial.dir, self.checkpoint["file"])
+        return found.resolve() if found is not None else None
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
@@ -431,4 +465,5 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
         check_config=contract.config.dir is not None,
         metrics=metrics,
         heldout=contract.metric.heldout,
+        checkpoint=spec.checkpoint.model_dump() if spec.checkpoint is not None else None,
     )
