@@ -155,3 +155,19 @@ def test_a_trainer_that_ignores_the_budget_is_a_protocol_error(tmp_path, in_repo
     record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:own_epochs"))
     assert record["status"] == "protocol_error" and record["attempts"] == 1
     assert "max_epochs=callback.max_epochs" in record["errors"][0]["message"], record["errors"]
+
+
+def test_import_planner_loads_lightning_only_when_the_callback_is_used():
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nimport planner\nnames = dir(planner) + list(planner.__all__)\n"
+            "before = [m for m in ('torch', 'lightning') if m in sys.modules]\n"
+            "callback = planner.LightningCallback\n"
+            "print(json.dumps([before, [m for m in ('torch', 'lightning') if m in sys.modules], callback.__module__,"
+            " issubclass(callback, sys.modules['lightning'].pytorch.Callback)]))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], ["torch", "lightning"], "planner", True]
