@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import time
 
+import hydra
 import lightning as L
 
+import planner
+from examples.lightning.train import DigitsData, DigitsMLP
 from examples.lightning.train_fn import train
 
 
@@ -49,29 +52,21 @@ def counts_epochs(config, trial):
     train(config, trial, extra_callbacks=[_Fault(trial, "none")])
 
 
-def never_tests(config, trial):
-    """train_fn's Trainer, with trainer.test() left out: outside tuning its last report has nothing to wait for."""
-    import hydra
 
-    import planner
-    from examples.lightning.train import DigitsData, DigitsMLP
-
+def _fit_alone(config, trial, max_epochs: int) -> None:
+    """A small Trainer with the callback and no trainer.test() after fit."""
     callback = planner.LightningCallback(trial)
-    trainer = L.Trainer(max_epochs=callback.max_epochs, callbacks=[callback], logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
     model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
-    trainer.fit(model, datamodule=DigitsData(**config["data"]))
+    trainer.fit(model, datamodule=DigitsData(**config["data"]), ckpt_path=callback.ckpt_path)
+
+
+def never_tests(config, trial):
+    """Outside tuning its last report waits for a trainer.test() that never comes."""
+    _fit_alone(config, trial, trial.budget)
 
 
 def own_epochs(config, trial):
     """A Trainer that takes its epochs from the config (6), not from the trial's budget."""
-    import planner
-
-    callback = planner.LightningCallback(trial)
-    trainer = L.Trainer(max_epochs=config["trainer"]["max_epochs"], callbacks=[callback], logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
-    from examples.lightning.train import DigitsData, DigitsMLP
-    import hydra
-
-    model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
-    trainer.fit(model, datamodule=DigitsData(**config["data"]))
+    _fit_alone(config, trial, config["trainer"]["max_epochs"])
