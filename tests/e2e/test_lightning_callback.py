@@ -4,7 +4,8 @@ Through `plan run` (a real local Ray): ASHA stops Lightning trials in-process
 (the Trainer tears down and the worker runs the next trial); a trial that dies
 after epoch 3 continues from its epoch-3 checkpoint on the retry; the example's
 callback contract ends with every planned trial recorded and a decision. And
-through the worker's own protocol (no Ray): the held-out report, a budget the
+through the worker's own protocol (no Ray): the held-out report, a trial whose process was
+killed after epoch 3 continuing in the next session (as `--resume` runs it), a budget the
 Trainer does not take.
 """
 
@@ -124,7 +125,8 @@ def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, i
 
 # ------------------------------------------------------------------ through the worker's protocol, no Ray
 
-def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int = 3, overrides=()) -> TrialSpec:
+def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int = 3, overrides=(),
+          session: str = "") -> TrialSpec:
     from planner._contract.validate import load_contract
 
     config = load_contract(CONTRACT).configs["adam"]
@@ -134,7 +136,7 @@ def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int
     trial_dir = tmp_path / "run" / "trials" / "t1"
     return TrialSpec(trial_id="t1", phase=phase, arm="adam", seed=3, index=0, params={}, config=config,
                      budget=budget, dir=str(trial_dir), trainable=trainable, metric="val_acc", heldout="test_acc",
-                     retries=1)
+                     retries=1, extra={"session": session} if session else {})
 
 
 def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo):
@@ -149,6 +151,27 @@ def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path
     record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:never_tests"))
     assert record["status"] == "protocol_error" and [r["step"] for r in record["reports"]] == [1, 2]
     assert any("waits for trainer.test()" in note for note in record["notes"]), record.get("notes")
+
+
+def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path, in_repo):
+    """The driver's process dies under the trial after epoch 3 (os._exit); `--resume`'s session continues it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\nfrom planner._trial.protocol import run_trial\n"
+            "from tests.e2e.test_lightning_callback import TRAINABLES, _spec\n"
+            "run_trial(_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', budget=5, session='killed'))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stderr[-2000:]  # os._exit(1) after epoch 3: no record was made
+    record = run_trial(_spec(tmp_path, f"{TRAINABLES}:exits_after_epoch_3", budget=5, session="resumed"))
+
+    trial_dir = tmp_path / "run" / "trials" / "t1"
+    assert record["status"] == "completed" and record["resumed"] and record["errors"] == []  # no retry used
+    # a new session numbers its attempts afresh: the killed process started epochs 1-3, this one 4 and 5
+    assert [r["step"] for r in record["reports"]] == [4, 5] and _epochs(trial_dir, 1) == [1, 2, 3, 4, 5]
+    assert record["resumed_from"]["path"].startswith("trials/t1/checkpoints/epoch=2-")
+    assert record["resumed_from"]["held"]["step"] == 3
 
 
 def test_a_trainer_that_ignores_the_budget_is_a_protocol_error(tmp_path, in_repo):
