@@ -2,8 +2,9 @@
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
 exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
-`trial.dir`, `trial.report(step, **metrics)` and `trial.log_split(name, ids, groups)`
-(docs/data.md).
+`trial.dir`, `trial.heldout` (metric.heldout's name, or None), `trial.resumed`, `trial.report(step, **metrics)`
+and `trial.log_split(name, ids, groups)` (docs/data.md). A trainable that continued from a checkpoint sets
+`trial.resumed_from` (path, sha256, what it held) for the record.
 
 `run_trial` runs one trial to its end and returns its record (the schema of
 docs/run-folder.md, minus what only the driver knows). It never raises for a
@@ -131,6 +132,7 @@ class Trial:
         self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
         self.resumed_from: dict[str, Any] | None = None  # the checkpoint a command continued from (checkpoints.describe)
+        self.heldout = spec.heldout  # metric.heldout's name (None when unset): reported outside tuning only
 
     @property
     def last_step(self) -> int | None:
