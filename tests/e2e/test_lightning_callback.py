@@ -20,7 +20,12 @@ import yaml
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from planner._trial.protocol import TrialSpec, run_trial
-from tests.e2e._frameworks import DECIDED, REPO, check_every_planned_trial_recorded, heldout_never_read
+from tests.e2e._frameworks import (
+    DECIDED,
+    REPO,
+    check_every_planned_trial_recorded,
+    heldout_never_read,
+)
 
 pytest.importorskip("lightning")
 
