@@ -29,7 +29,6 @@ first use): `import planner` loads neither torch nor Lightning.
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import os
 import re
@@ -40,6 +39,7 @@ from typing import Any
 import lightning.pytorch as pl
 
 from planner._core.errors import TrialProtocolError
+from planner._trial import checkpoints
 
 FOLDER = "checkpoints"  # inside trial.dir
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
@@ -187,18 +187,12 @@ def newest_checkpoint(folder: Path) -> Path | None:
 
 
 def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
-    """What a trial's record says of the checkpoint it continued from: path in the run folder, sha256, what it held.
-
-    `held.step` is planner's step (epochs completed: the last report it held); `epoch` and `global_step` as
-    Lightning counts them (the name Lightning's ModelCheckpoint would give it).
-    """
-    trial_dir = Path(trial_dir).resolve()
-    root = trial_dir.parents[1] if trial_dir.parent.name == "trials" else trial_dir
+    """What a trial's record says of the checkpoint it continued from (`_trial.checkpoints.describe`: path in
+    the run folder, sha256), with `held` read from the name Lightning's ModelCheckpoint gives it: `step` is
+    planner's step (epochs completed: the last report it held), `epoch` and `global_step` as Lightning counts."""
+    described = checkpoints.describe(path, trial_dir)
     match = _NAME.match(path.name)
-    held = {"step": int(match.group(1)) + 1, "epoch": int(match.group(1)), "global_step": int(match.group(2))} \
-        if match else {}
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return {"path": path.resolve().relative_to(root).as_posix(), "sha256": digest.hexdigest(), "held": held}
+    if match:
+        described["held"] = {"step": int(match.group(1)) + 1, "epoch": int(match.group(1)),
+                             "global_step": int(match.group(2))}
+    return described
