@@ -25,9 +25,9 @@ from planner._core.diagnostics import Diagnostic
 from planner._core.redact import Redactor, credentials_in, secret_values
 
 CODE = "P230"
-HINT = ("Pass a credential through the environment instead (say `export HF_TOKEN=...`, read with os.environ in "
-        "the trainable or the script): planner never records the environment, and records a contract and its "
-        "configs exactly as they are")
+HINT = ("Pass a credential through the environment instead: export it in the shell that runs plan (an "
+        "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the script; "
+        "planner never records the environment, and records a contract and its configs exactly as they are")
 MAX_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
 
 

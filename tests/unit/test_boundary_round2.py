@@ -468,3 +468,11 @@ def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(t
     with pytest.raises(RunError):
         scrub_files(trial / "attempt-1" / "hydra", Redactor.for_run(environ={}))
     assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
+
+
+def test_the_credential_refusals_hint_survives_the_terminals_scrubber():
+    """A new user saw the hint as "say `export HF_TOKEN=<redacted> read with ...": planner's own advice was
+    scrubbed as if it held a credential, and its backtick never closed."""
+    from planner._contract.credentials import HINT
+
+    assert Redactor.for_run(environ={}).text(HINT) == HINT
