@@ -60,7 +60,9 @@ class Finding:
 
 
 def _g(x: Any) -> str:
-    """A number for a sentence."""
+    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in plan run)."""
+    if x is None:
+        return "none"
     if isinstance(x, float):
         return f"{x:.4g}"
     return str(x)

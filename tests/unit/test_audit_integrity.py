@@ -144,3 +144,10 @@ def test_an_arm_stopped_at_the_first_rung_at_the_other_arms_selected_value_is_re
     stopped["reports"] = curve_trial(data, "treat", "tune", 1000, index=2, params={"recipe.lr": 0.02})["reports"]
     assert "stopped_early_at_selected" not in codes(audit_run(write_run(other, data, tune + confirm,
                                                                         selection=selection)))
+
+
+def test_an_unbounded_ci_reads_none_not_pythons_None():
+    """A new user saw `CI [None, None]` in plan audit's What-ran rows (a degenerate spread has no CI)."""
+    from planner._audit import findings
+
+    assert findings._g(None) == "none" and findings._g(0.12345) == "0.1235"
