@@ -13,7 +13,8 @@ from typing import Any
 
 from planner._core.errors import PlannerError
 from planner._lineage import history
-from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
+from planner._lineage.ledger import RunEntry, append, config_sha256, read, run_key, runs_dir_of
+from planner._store.read import read_json
 from planner._store.writer import write_json
 
 LINEAGE_FILE = "lineage.json"
@@ -68,6 +69,33 @@ def run_ended(run_dir: Path, state: str, reason: str, decisions: list[dict[str, 
     except (PlannerError, OSError) as error:
         print(f"warning: the project ledger did not get this run's end ({error}); plan log reads it from the "
               "run folder instead", file=sys.stderr)
+    _untested_repetition(run_dir, state, decisions)
+
+
+def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, Any]]) -> None:
+    """A run that tested nothing (interrupted, failed, every decision incomplete or invalid) does not count
+    itself among the repeated tests: lineage.json's repetition is rewritten to the earlier tests alone."""
+    if history.completed_test(RunEntry("", {}, {"state": str(state), "decisions": decisions})):
+        return
+    try:
+        facts = read_json(Path(run_dir) / LINEAGE_FILE, root=Path(run_dir))
+    except (PlannerError, OSError):
+        return
+    rep = (facts or {}).get("repetition")
+    if not rep or rep.get("this_run_tested") is False:
+        return
+    earlier = rep.get("earlier") or []
+    alphas = [float(rep.get("alpha") or 0.05)] * len(earlier)
+    rep = {**rep, "count": len(earlier), "this_run_tested": False,
+           "family_alpha": round(history.family_alpha(alphas), 6) if alphas else 0.0,
+           "sentence": (f"this run tested nothing (state {state}; no decision that says what the test found), "
+                        f"so it adds no test: the factor was tested {len(earlier)} "
+                        f"time{'s' if len(earlier) != 1 else ''} before against this baseline "
+                        f"({'; '.join(str(e.get('run')) for e in earlier)})")}
+    try:
+        write_json(Path(run_dir) / LINEAGE_FILE, {**facts, "repetition": rep})
+    except (PlannerError, OSError) as error:
+        print(f"warning: lineage.json was not updated ({error})", file=sys.stderr)
 
 
 def lineage_lines(facts: dict[str, Any] | None) -> list[str]:

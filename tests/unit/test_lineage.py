@@ -387,3 +387,19 @@ def test_runs_from_before_the_ledger_get_their_line_from_their_frozen_contracts(
     rec = promote(second_run, "wide")
     assert rec["line"] == "levels"  # wider's baseline came from a run of the line `levels`
     assert read(runs).in_force("levels")["run"] == f"wider/{second_run.name}"
+
+
+def test_a_run_that_tested_nothing_does_not_count_itself_among_the_repeated_tests(project):
+    """A new user's crash run (every arm incomplete), interrupted run and invalid run each printed "factor
+    warmup was tested 2 times ... (this test included)": they tested nothing (P934's own rule)."""
+    tmp_path, runs, first = project
+    promote(first, "high")
+    one = fake_run(write(tmp_path / "c2", second(first)), runs, {"wide": "inconclusive"})
+    for name, decisions, state in (("wider-crash", {"wide": "incomplete"}, "completed"),
+                                   ("wider-stopped", {"wide": "inconclusive"}, "interrupted"),
+                                   ("wider-invalid", {"wide": "invalid"}, "completed")):
+        run = fake_run(write(tmp_path / name, dict(second(first), name=name)), runs, decisions, state=state)
+        rep = json.loads((run / "lineage.json").read_text())["repetition"]
+        assert rep["count"] == 1 and rep["this_run_tested"] is False, (name, rep)
+        assert "this run tested nothing" in rep["sentence"] and f"wider/{one.name}" in rep["sentence"]
+        assert "this test included" not in rep["sentence"]
