@@ -58,7 +58,8 @@ from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
 from planner._stats.select import select
 from planner._store.identity import run_identity
-from planner._store.read import RunFolder, heldout_tuning_trials, read_yaml
+from planner._store.facts import heldout_tuning_trials
+from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
 from planner._trial.protocol import TrialSpec
@@ -381,7 +382,8 @@ class Runner:
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
-            "min_effect": c.acceptance.min_effect, **extra, "decisions": rows})
+            "min_effect": c.acceptance.min_effect, "rule": c.acceptance.rule, **extra,
+            "decisions": rows})
         return rows
 
 
@@ -438,7 +440,7 @@ def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunS
         return store
     store = RunStore.open(resolve_run_dir(resume, contract))
     store.redactor = redactor
-    _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
+    _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store
 
 
