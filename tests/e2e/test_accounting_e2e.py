@@ -1,0 +1,68 @@
+"""Every planned trial is accounted for (issue #20.1): a `command:` script that takes 3 s to exit on
+SIGTERM, tuned under ASHA with reused Tune actors, ends with a record for every planned trial.
+
+Before: Tune waits TUNE_FUNCTION_THREAD_TIMEOUT_S (2 s) for the stopped trial of a reused actor, then
+`Could not re-use actor ... requires reset_config()`, and the next trial vanished without a record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import yaml
+
+from planner._dispatch.driver import run
+from planner._store.facts import plan_entries
+from planner._store.writer import read_jsonl
+from tests._runs import hydra_app, write_contract_data
+
+pytestmark = pytest.mark.ray
+
+SLOW_EXIT = '''
+import signal as _signal
+import time as _time
+
+
+def _slow_exit(signum, frame):  # a Lightning-like teardown: 3 s between SIGTERM and the exit
+    _time.sleep(3.0)
+    raise SystemExit(0)
+
+
+_signal.signal(_signal.SIGTERM, _slow_exit)
+'''
+
+
+def slow_exit_app(tmp_path, *, trials_per_arm: int, exposure: int = 6):
+    """examples/hydra_app, each epoch 0.3 s, 3 s to exit on SIGTERM, tuned under ASHA."""
+    path = hydra_app(tmp_path, seeds=[0, 1], exposure=exposure, trials_per_arm=trials_per_arm)
+    script = path.parent / "train.py"
+    text = script.read_text().replace("import planner\n", "import planner\n" + SLOW_EXIT, 1)
+    text = text.replace("        planner.report(epoch,", "        _time.sleep(0.3)\n        planner.report(epoch,", 1)
+    assert "_time.sleep(0.3)" in text and "_slow_exit" in text
+    script.write_text(text)
+    contract = yaml.safe_load(path.read_text())
+    contract["tuning"]["early_stop"] = {"rule": "asha", "grace": 1, "reduction_factor": 3}
+    return write_contract_data(path.parent, contract)
+
+
+def test_a_slow_exiting_command_under_asha_loses_no_tuning_trial(ray_local, tmp_path):
+    path = slow_exit_app(tmp_path, trials_per_arm=8)
+    t0 = time.monotonic()
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    wall = time.monotonic() - t0
+    records = read_jsonl(result.run_dir / "trials.jsonl")
+    planned = {t["trial_id"] for t in plan_entries(json.loads((result.run_dir / "plan.json").read_text()))}
+    recorded = {r["trial_id"] for r in records}
+    assert planned == recorded, f"planned trials with no record: {sorted(planned - recorded)}"
+    tuned = [r for r in records if r["phase"] == "tune"]
+    assert len(tuned) == 16
+    assert any(r["status"] == "early_stopped" for r in tuned), "ASHA stopped no trial: the repro did not run"
+    assert all(r["status"] in ("completed", "early_stopped") for r in tuned), [
+        (r["trial_id"], r["status"], r["errors"]) for r in tuned if r["status"] not in ("completed", "early_stopped")]
+    assert result.state == "completed", result.reason
+    assert "did not run" not in result.reason
+    ray_log = (result.run_dir / "ray.log").read_text() if (result.run_dir / "ray.log").exists() else ""
+    assert "Could not re-use actor" not in ray_log
+    print(f"slow-exit repro: {len(tuned)} tuning trials, wall {wall:.1f} s")
