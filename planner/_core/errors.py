@@ -43,7 +43,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
                      "a locked run folder)",
     EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
-                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided",
+                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
+                   "decision is `invalid` (the data or the tuning budget broke the contract)",
     EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }

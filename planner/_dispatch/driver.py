@@ -40,7 +40,7 @@ from planner._core.lazy import lazy_import
 from planner._core.records import error_groups, final_value, finite_final_value, seeds_identical
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
-from planner._core.text import noun, shown_path, yaml_value
+from planner._core.text import noun, shown_path, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
@@ -57,12 +57,14 @@ from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
 from planner._stats.select import select
-from planner._store.identity import run_identity
 from planner._store.facts import heldout_tuning_trials
+from planner._store.identity import run_identity
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
-from planner._trial.protocol import TrialSpec
+from planner._trial.protocol import TrialSpec, make_record
+
+NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
 
 # Ray Tune and Optuna, loaded when tuning starts (a run without tuning never loads them)
 tuning_pieces = lazy_import("planner._dispatch.tune")
@@ -89,7 +91,8 @@ class RunResult:
     def exit_code(self) -> int:
         if self.state != RunState.COMPLETED:
             return EXIT_INCOMPLETE
-        return EXIT_NO_VALUE if self.no_value_arms else EXIT_OK
+        undecidable = self.no_value_arms or any(d.get("decision") == "invalid" for d in self.decisions)
+        return EXIT_NO_VALUE if undecidable else EXIT_OK  # 4: nothing, or nothing valid, to decide on
 
 
 # ------------------------------------------------------------------ loading and validating
@@ -138,6 +141,23 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
         latest[(record.get("arm"), record.get("seed"))] = record
     reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
     return mark_invalid(rows, reasons)
+
+
+def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[str, str]:
+    """Arms whose tuning ran fewer trials than the plan gives every arm (a planned trial Ray never ran,
+    recorded as such): arm -> why its decision is `invalid`. The baseline's shortfall is every arm's."""
+    planned: dict[str, int] = {}
+    never: dict[str, int] = {}
+    for t in plan.tune:
+        planned[t.arm] = planned.get(t.arm, 0) + 1
+        record = records.get(t.trial_id)
+        if record is not None and any(e.get("type") == NEVER_RAN for e in record.get("errors") or []):
+            never[t.arm] = never.get(t.arm, 0) + 1
+    short = {arm: f"tuning budget not matched: {arm} {planned[arm] - n} of {planned[arm]} trials."
+             for arm, n in never.items() if n}
+    base = short.get(contract.baseline.name)
+    return {arm.name: " ".join(w for w in (short.get(arm.name), base) if w) for arm in contract.arms
+            if arm.name in short or base}
 
 
 # ------------------------------------------------------------------ the runner's state
@@ -238,6 +258,43 @@ class Runner:
 
     # phases
     def tune(self) -> StopReason | None:
+        """The tuning phase; a planned trial Tune ended without a record runs once more (as --resume
+        would run it), and one that still has none is recorded `failed` with Ray's reason."""
+        stopped, unrecorded = self._tune_pass()
+        if stopped is None and self._unrecorded("tune", unrecorded):
+            stopped, again = self._tune_pass()
+            unrecorded.update(again)
+        if stopped is None:
+            self._record_never_ran("tune", unrecorded)
+        return stopped
+
+    def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
+        """The planned trials of `phase` with no record after it (`wanted`: only those trials); logged
+        as run again."""
+        missing = [t.trial_id for t in self.plan.trials if t.phase == phase and t.trial_id not in self.records
+                   and t.trial_id not in self.not_needed and (wanted is None or wanted(t))]
+        if missing:
+            self.store.event("trials_rerun", trial_ids=missing, reasons={m: reasons.get(m, "") for m in missing},
+                             reason="planned, but the phase ended without their records")
+            self.display.note(f"{noun('planned trial', len(missing))} ended with no record; running "
+                              f"{'it' if len(missing) == 1 else 'them'} again: {', '.join(missing[:5])}"
+                              + (" ..." if len(missing) > 5 else ""))
+        return missing
+
+    def _record_never_ran(self, phase: str, reasons: dict[str, str], wanted=None) -> None:
+        """A planned trial of `phase` that still has no record: recorded `failed`, with what Ray said."""
+        for t in self.plan.trials:
+            if (t.phase != phase or t.trial_id in self.records or t.trial_id in self.not_needed
+                    or (wanted is not None and not wanted(t))):
+                continue
+            why = reasons.get(t.trial_id) or "Ray ended the phase without running it"
+            error = {"attempt": 1, "type": NEVER_RAN, "traceback": "",
+                     "message": f"the trial did not run twice: {why}"}
+            config = self.configs[t.arm]
+            record = make_record(self.spec(t, config), TrialStatus.FAILED, None, 1, [error], utc_now(), 0.0)
+            self.dispatch.hooks().trial_ended(record)
+
+    def _tune_pass(self) -> tuple[StopReason | None, dict[str, str]]:
         tuning = self.contract.tuning
         sweeps = []
         for group in self.plan.tune_groups:
@@ -253,19 +310,19 @@ class Runner:
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
                                 raw=self.raw_configs.get(group.arm)))
         if not sweeps:
-            return None
+            return None, {}
         self.progress.phase = "tune"
         self.store.event("phase_started", phase="tune", trials=sum(len(s.specs) for s in sweeps))
         self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
-            return StopReason.BUDGET
+            return StopReason.BUDGET, {}
         outcome = tuning_pieces.run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
                              resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
                              time_budget_s=remaining, prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
-        return outcome.stopped
+        return outcome.stopped, outcome.unrecorded
 
     def select(self) -> dict[str, dict]:
         """Each arm's confirmation config; writes selection.json."""
@@ -331,6 +388,15 @@ class Runner:
                 self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
+        stopped = self._confirm_pass(configs)
+        selected = lambda t: t.arm in configs  # noqa: E731 - the arms with a config to confirm
+        if stopped is None and self._unrecorded("confirm", {}, selected):
+            stopped = self._confirm_pass(configs)
+        if stopped is None:
+            self._record_never_ran("confirm", {}, selected)
+        return stopped
+
+    def _confirm_pass(self, configs: dict[str, dict]) -> StopReason | None:
         specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
                  if t.trial_id not in self.records and t.arm in configs]
         if not specs:
@@ -375,6 +441,7 @@ class Runner:
         else:
             rows = _decide_arms(c, confirm_records)
         rows = _invalid_on_data(c, rows, confirm_records)
+        rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records))
         rows = self._nothing_confirmed(rows)
         rows, self.findings = self._seeds_identical(rows)
         if self.findings:
@@ -552,11 +619,19 @@ def _completed_reason(runner: Runner) -> str:
     """Why a run whose phases all returned is `completed`, naming planned trials that did not run."""
     reason = "all planned trials ended"
     not_needed = runner.not_needed  # sequential looks stopped early
-    missing = [t.trial_id for t in runner.plan.trials
-               if t.trial_id not in runner.records and t.trial_id not in not_needed]
-    if missing:
-        reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
-                  "(arms whose tuning left nothing to select)")
+    missing = [t for t in runner.plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
+    unselected = sorted({t.arm for t in missing if t.phase == "confirm" and t.arm in runner.unselected})
+    other = [t for t in missing if not (t.phase == "confirm" and t.arm in runner.unselected)]
+    if missing:  # what the run folder shows, never a guessed cause
+        said = []
+        if unselected:
+            n = sum(1 for t in missing if t.arm in unselected and t.phase == "confirm")
+            said.append(f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config was "
+                        "selected (see selection.json)")
+        if other:
+            said.append(f"{noun('planned trial', len(other))} with no record: {', '.join(t.trial_id for t in other[:5])}"
+                        + (" ..." if len(other) > 5 else ""))
+        reason = "every trial that could run ended; " + "; ".join(said)
     if not_needed:
         reason += f"; {len(not_needed)} confirmation trials not needed (the sequential confirmation stopped early)"
     return reason
@@ -675,6 +750,10 @@ def format_result(result: RunResult) -> str:
                      f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
                      f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
                                                            if len(result.errors) == 1 else ""))
+    invalid = [d["arm"] for d in result.decisions if d.get("decision") == "invalid"]
+    if invalid and result.state == RunState.COMPLETED:
+        lines.append(f"invalid:    arm{'s' if len(invalid) > 1 else ''} {', '.join(invalid)}: the run completed, but "
+                     f"the data or the budget broke the contract, so there is no valid decision (exit {EXIT_NO_VALUE})")
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:

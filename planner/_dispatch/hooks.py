@@ -9,7 +9,7 @@ ended and why it stopped early (a `StopReason`, or None).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner._core.status import StopReason
 from planner._trial.protocol import TrialSpec
@@ -40,3 +40,5 @@ class Outcome:
 
     stopped: StopReason | None = None
     ended: int = 0
+    # planner trial id -> what Ray said, for a trial Ray ended without a record (the driver runs it again)
+    unrecorded: dict[str, str] = field(default_factory=dict)

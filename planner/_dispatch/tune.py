@@ -413,7 +413,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        tuner.fit()
+        _note_unrecorded(state, tuner.fit())
     finally:
         if own_storage:
             shutil.rmtree(storage, ignore_errors=True)
@@ -421,6 +421,20 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
             and time.monotonic() - t0 >= time_budget_s * 0.98):
         state.outcome.stopped = StopReason.BUDGET
     return state.outcome
+
+
+def _note_unrecorded(state: TuneState, grid) -> None:
+    """Trials Tune ended with no record (no callback tells of them: e.g. `Could not re-use actor`), with
+    Tune's reason, in `outcome.unrecorded`; the driver runs them again. A trial folder is named by its
+    Tune trial id (trial_dirname_creator)."""
+    for result in grid:
+        tune_id = os.path.basename(str(result.path or "").rstrip("/"))
+        entry = state.of_trial.get(tune_id)
+        if entry is None or tune_id in state.records:
+            continue
+        error = result.error
+        message = (str(error).strip().splitlines() or [type(error).__name__])[-1] if error is not None else ""
+        state.outcome.unrecorded[entry[1].trial_id] = message or "Ray Tune ended the trial without running it"
 
 
 class _Quiet:

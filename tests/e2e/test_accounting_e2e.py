@@ -16,7 +16,7 @@ import yaml
 from planner._dispatch.driver import run
 from planner._store.facts import plan_entries
 from planner._store.writer import read_jsonl
-from tests._runs import hydra_app, write_contract_data
+from tests._runs import contract_writer, hydra_app, synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray
 
@@ -66,3 +66,35 @@ def test_a_slow_exiting_command_under_asha_loses_no_tuning_trial(ray_local, tmp_
     ray_log = (result.run_dir / "ray.log").read_text() if (result.run_dir / "ray.log").exists() else ""
     assert "Could not re-use actor" not in ray_log
     print(f"slow-exit repro: {len(tuned)} tuning trials, wall {wall:.1f} s")
+
+
+TUNING = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+          "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+          "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}}
+write = contract_writer(synthetic_contract(name="accounting", trainable="tests.trainables.accounting:slow_stop",
+                                           seeds=[0, 1], budget={"exposure": 6}, tuning=TUNING))
+
+
+def test_a_trial_ray_drops_runs_again_or_is_recorded_with_rays_reason_and_the_arm_is_not_matched(
+        ray_local, in_repo, tmp_path):
+    """Whatever the cause: the driver compares the plan with the records after each phase."""
+    result = run(write(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
+    records = read_jsonl(result.run_dir / "trials.jsonl")
+    planned = {t["trial_id"] for t in plan_entries(json.loads((result.run_dir / "plan.json").read_text()))}
+    assert planned == {r["trial_id"] for r in records}, "a planned trial has no record"
+    events = read_jsonl(result.run_dir / "events.jsonl")
+    rerun = [e for e in events if e["event"] == "trials_rerun"]
+    assert rerun, "Tune dropped no trial: the repro did not reproduce"
+    assert "Could not re-use actor" not in result.reason and "did not run" not in result.reason
+    never = [r for r in records if any(e["type"] == "NotRun" for e in r["errors"])]
+    for r in never:  # still not run: failed, with Ray's reason
+        assert r["status"] == "failed" and "reset_config" in r["errors"][0]["message"], r["errors"]
+    for d in result.decisions:
+        short = {r["arm"] for r in never if r["phase"] == "tune"}
+        if short & {d["arm"], "base"}:
+            assert d["decision"] == "invalid" and "tuning budget not matched" in d["reason"], d
+            arm = sorted(short)[0]
+            n = sum(1 for r in never if r["arm"] == arm and r["phase"] == "tune")
+            assert f"tuning budget not matched: {arm} {6 - n} of 6 trials" in d["reason"]
+        else:
+            assert "tuning budget not matched" not in d["reason"]
