@@ -229,8 +229,17 @@ class RunSession:
         self._end = bookkeeping
 
     def start_ray(self, address: str | None, search_path: list[str], runs_dir: Path, **options) -> None:
-        """start_ray; a Ray started here is shut down when the session ends."""
-        self._started_ray = start_ray(address, search_path, runs_dir, **options)
+        """start_ray; a Ray started here is shut down when the session ends.
+
+        ray.init installs Ray's own SIGTERM handler (a `sys.exit(1)` with its stack dump on the
+        terminal), replacing ours: the stop signals are claimed again once Ray is up, so SIGTERM stays
+        an interruption (SLURM and Kubernetes end jobs with it). What is restored at the end is still
+        what the command found before its first claim."""
+        try:
+            self._started_ray = start_ray(address, search_path, runs_dir, **options)
+        finally:
+            if self._claimed:
+                claim_stop_signals()
 
     def __exit__(self, exc_type, error, tb) -> bool:
         replacement = None
