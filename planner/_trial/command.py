@@ -49,7 +49,7 @@ from planner._core.errors import (  # the command trainable's errors live in the
     PlannerError,
 )
 from planner._core.redact import Redactor
-from planner._store.files import write_atomic
+from planner._store.files import rewrite_tree
 from planner._trial.command_line import (
     command_argv,
     config_changes_as_overrides,
@@ -272,19 +272,10 @@ class _Run:
 
 
 def scrub_files(folder: Path, redactor: Redactor) -> None:
-    """Rewrite every text file under `folder` (Hydra's outputs of one attempt) with its secrets cut."""
-    if not folder.is_dir():
-        return
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 << 20:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        clean = redactor.text(text)
-        if clean != text:
-            write_atomic(path, clean)
+    """Rewrite every text file under `folder` (Hydra's outputs of one attempt, trials/<id>/attempt-N/hydra)
+    with its secrets cut; no link is followed (`_store.files.rewrite_tree`: a linked folder on the way is a
+    RunError, a linked file below is skipped, a hard link's other name keeps its bytes)."""
+    rewrite_tree(folder.parent.parent, folder, redactor.text)
 
 
 def _new_attempt_dir(trial_dir: Path) -> Path:
@@ -430,7 +421,7 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     base = list(contract.config.overrides)
     return CommandTrainable(
         command=spec.run,
-        cwd=str(Path(contract_dir).resolve()),
+        cwd=str(contract.command_dir(contract_dir)),
         arm_overrides={arm.name: tuple(base + list(arm.overrides)) for arm in contract.all_arms},
         arm_configs={name: dict(config) for name, config in (arm_configs or {}).items()},
         timeout_s=contract.budget.max_trial_time_s,

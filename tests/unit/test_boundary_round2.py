@@ -450,3 +450,21 @@ def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path,
     (first / "decisions.json").write_text(json.dumps(doc))
     result = validate(write(tmp_path / "c3", second(first)), runs_dir=runs)
     assert "P930" in codes(result) and any("do not give accept" in d.message for d in result.diagnostics)
+
+
+def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(tmp_path):
+    """Issue 22 case 1: trials/<id>/attempt-1/hydra replaced by a link to an outside folder; the scrub that
+    --resume runs (a killed attempt's Hydra files) rewrote the outside .pypirc and docker config.json."""
+    from planner._trial.command import scrub_files
+
+    trial = tmp_path / "trials" / "t1"
+    (trial / "attempt-1").mkdir(parents=True)
+    outside = tmp_path / "home"
+    outside.mkdir()
+    (outside / ".pypirc").write_text("[pypi]\npassword = hunter2-PLANTED\n")
+    (outside / "config.json").write_text('{"auths": {"ghcr.io": {"auth": "aHVudGVyMi1QTEFOVEVE"}}}\n')
+    (trial / "attempt-1" / "hydra").symlink_to(outside)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+    with pytest.raises(RunError):
+        scrub_files(trial / "attempt-1" / "hydra", Redactor.for_run(environ={}))
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
