@@ -44,6 +44,7 @@ from planner._core.text import noun, shown_path, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
+from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
@@ -177,6 +178,7 @@ class Runner:
     stream: Any = None  # where the live progress prints (stdout when None)
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
+    keep_going: bool = False  # plan run --keep-going: never fail fast
     t0: float = field(init=False, default_factory=time.monotonic)
     progress: Progress = field(init=False)
     display: Any = field(init=False)  # planner._dispatch.progress: a Quiet, Line or Live display
@@ -188,6 +190,7 @@ class Runner:
     findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
     sequential: SequentialConfirmation | None = field(init=False, default=None)  # the looks a sequential confirmation ran
     not_needed: set[str] = field(init=False, default_factory=set)  # confirmation trials the looks did not need
+    fail_fast: FailFast = field(init=False)  # the first trials, watched for a run that can only fail
 
     def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
@@ -198,6 +201,7 @@ class Runner:
                                  decision_metric=c.metric.decision_metric,
                                  max_wall_time_s=c.budget.max_wall_time_s)
         self.display = make_display(self.progress, quiet=self.quiet, stream=self.stream or sys.stdout)
+        self.fail_fast = FailFast(c.metric.name, frozenset(a.name for a in c.all_arms), enabled=not self.keep_going)
         # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
         self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
                                       remote=self.remote,
@@ -233,6 +237,7 @@ class Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
+        self.fail_fast.trial_ended(record)
         for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
             self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
@@ -244,6 +249,19 @@ class Runner:
                               "every such trial)")
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
+
+    def should_stop(self) -> str | None:
+        return self.fail_fast.should_stop()
+
+    def trial_reported(self, trial_id: str, metrics: dict) -> None:
+        self.fail_fast.trial_reported(trial_id, metrics)
+
+    def stop_if_failing_fast(self) -> None:
+        """Raise the fail-fast sentence (planner._dispatch.failfast) once its sign was seen; the run ends
+        `failed`, every ended trial kept."""
+        if self.fail_fast.reason is not None:
+            self.store.event("fail_fast", reason=self.fail_fast.reason)
+            raise RunError(self.fail_fast.reason)
 
     def cancelled(self, spec: TrialSpec, why: str) -> None:
         self.progress.cancelled(spec.phase, spec.arm)
@@ -261,8 +279,10 @@ class Runner:
         """The tuning phase; a planned trial Tune ended without a record runs once more (as --resume
         would run it), and one that still has none is recorded `failed` with Ray's reason."""
         stopped, unrecorded = self._tune_pass()
+        self.stop_if_failing_fast()
         if stopped is None and self._unrecorded("tune", unrecorded):
             stopped, again = self._tune_pass()
+            self.stop_if_failing_fast()
             unrecorded.update(again)
         if stopped is None:
             self._record_never_ran("tune", unrecorded)
@@ -383,15 +403,18 @@ class Runner:
         if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
             self.progress.phase = "confirm"
             looks = confirm_in_looks(self, configs)
+            self.stop_if_failing_fast()
             for trial_id in looks.not_needed:  # never run: no longer planned in the live progress
                 t = next(p for p in self.plan.confirm if p.trial_id == trial_id)
                 self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
         stopped = self._confirm_pass(configs)
+        self.stop_if_failing_fast()
         selected = lambda t: t.arm in configs  # noqa: E731 - the arms with a config to confirm
         if stopped is None and self._unrecorded("confirm", {}, selected):
             stopped = self._confirm_pass(configs)
+            self.stop_if_failing_fast()
         if stopped is None:
             self._record_never_ran("confirm", {}, selected)
         return stopped
@@ -458,7 +481,7 @@ class Runner:
 
 def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
         resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
-        resume_argv: list[str] | None = None) -> RunResult:
+        resume_argv: list[str] | None = None, keep_going: bool = False) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
     `resume_argv` is the contract path and options as the user typed them: an
@@ -476,7 +499,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
             previous_wall = 0.0
         runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
-                        remote=remote, previous_wall_s=previous_wall)
+                        remote=remote, previous_wall_s=previous_wall, keep_going=keep_going)
         resumed = _rerun_cut_short(store, plan, runner.records) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()

@@ -155,6 +155,8 @@ def run_fixed(specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
             if deadline is not None and time.monotonic() >= deadline:
                 batch.outcome.stopped = StopReason.BUDGET
                 break
+            if hooks.should_stop():  # the run fails fast: the driver says why
+                break
             batch.submit()
             wait_s = 0.5
             if deadline is not None:

@@ -22,12 +22,15 @@ class Hooks:
     trial_started: Callable[[TrialSpec], None]
     trial_ended: Callable[[dict], None]
     trial_cancelled: Callable[[TrialSpec, str], None]
+    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning report seen
+    should_stop: Callable[[], str | None] = lambda: None
+    trial_reported: Callable[[str, dict], None] = lambda trial_id, metrics: None
 
     def __getstate__(self):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
         return {}
 
     def __setstate__(self, state):
-        self.trial_started = self.trial_ended = self.trial_cancelled = _ignore
+        self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = self.trial_reported = _ignore
 
 
 def _ignore(*args, **kwargs) -> None:

@@ -287,6 +287,9 @@ class Recorder(tune.Callback):
             seen = scheduler_result(result, self.state.metric)
             if seen is not None:
                 self.state.last_seen[trial.trial_id] = seen
+            entry = self.state.of_trial.get(trial.trial_id)
+            if entry is not None:
+                self.state.hooks.trial_reported(entry[1].trial_id, payload["metrics"])
 
     def _end(self, trial, record: dict, *, counted_lost: bool = False) -> None:
         if trial.trial_id in self.state.records:
@@ -404,6 +407,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0,
                                   callbacks=[Recorder(state, prestart=prestart, resources=resources)],
+                                  stop=_StopAll(hooks),  # fail fast (planner._dispatch.failfast)
                                   log_to_file=False,
                                   # A raise is retried inside the trial (run_trial); Tune's retries
                                   # only see a worker that died, e.g. on a node that was lost.
@@ -421,6 +425,19 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
             and time.monotonic() - t0 >= time_budget_s * 0.98):
         state.outcome.stopped = StopReason.BUDGET
     return state.outcome
+
+
+class _StopAll(tune.Stopper):
+    """Stops the whole tuning when the driver says it must (hooks.should_stop: the run fails fast)."""
+
+    def __init__(self, hooks: Hooks):
+        self.hooks = hooks
+
+    def __call__(self, trial_id, result) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return bool(self.hooks.should_stop())
 
 
 def _note_unrecorded(state: TuneState, grid) -> None:

@@ -13,6 +13,7 @@ import time
 import pytest
 import yaml
 
+from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._store.facts import plan_entries
 from planner._store.writer import read_jsonl
@@ -98,3 +99,56 @@ def test_a_trial_ray_drops_runs_again_or_is_recorded_with_rays_reason_and_the_ar
             assert f"tuning budget not matched: {arm} {6 - n} of 6 trials" in d["reason"]
         else:
             assert "tuning budget not matched" not in d["reason"]
+
+
+# ------------------------------------------------------------------ fail fast (#20.5)
+
+FAST = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+        "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}}
+
+
+def fail_fast_contract(tmp_path, trainable: str, **patch):
+    data = {"name": "failfast", "trainable": f"tests.trainables.accounting:{trainable}", "seeds": [0, 1],
+            "budget": {"exposure": 10}, "tuning": FAST, **patch}
+    return contract_writer(synthetic_contract(**data))(tmp_path)
+
+
+def test_a_trainable_that_fails_every_trial_stops_after_the_first_few_with_the_error_named_once(
+        ray_local, in_repo, tmp_path, capsys):
+    path = fail_fast_contract(tmp_path, "missing_file")
+    code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    records = read_jsonl(run_dir / "trials.jsonl")
+    assert 3 <= len(records) < 12, len(records)  # stopped early; what ended is kept
+    assert all(r["status"] == "failed" for r in records)
+    assert "all failed with one error and none succeeded: FileNotFoundError" in err
+    assert err.count("No such file or directory") == 1 and "--keep-going" in err, err
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "failed" and "none succeeded" in state["reason"]
+
+
+def test_keep_going_runs_every_trial_of_a_trainable_that_fails_every_trial(ray_local, in_repo, tmp_path, capsys):
+    path = fail_fast_contract(tmp_path, "missing_file", tuning={**FAST, "trials_per_arm": 3})
+    code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet", "--keep-going"])
+    out = capsys.readouterr().out
+    assert code == 4, out  # completed, nothing to decide on
+    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    assert sum(1 for r in read_jsonl(run_dir / "trials.jsonl") if r["phase"] == "tune") == 6
+    assert "error:      FileNotFoundError" in out and "(in 6 trials" in out, out
+
+
+def test_a_metric_reported_under_another_name_stops_the_run_early(ray_local, in_repo, tmp_path, capsys):
+    path = fail_fast_contract(tmp_path, "misnamed_metric", metric={"name": "val_acc", "mode": "max"})
+    t0 = time.monotonic()
+    code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
+    wall = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "never reported the metric 'val_acc' in their first 2 reports (they report val_accuracy)" in err, err
+    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    records = read_jsonl(run_dir / "trials.jsonl")
+    assert all(r["exposure"] < 10 for r in records), [(r["trial_id"], r["exposure"]) for r in records]
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "failed"
+    assert wall < 12 * 10 * 0.3 / 2, wall  # less than the tuning's own time on two slots

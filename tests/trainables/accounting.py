@@ -28,3 +28,16 @@ def train_step(config, trial, step):
     value = recipe["level"] - 0.2 / step - 0.1 * abs(recipe["lr"] - recipe["best_lr"]) + noise
     trial.report(step, val_acc=value, **({"test_acc": value} if trial.phase != "tune" else {}))
 
+
+
+def missing_file(config, trial):
+    """Fails on every trial with one error that differs only in a path and a number."""
+    time.sleep(0.3)
+    raise FileNotFoundError(f"[Errno 2] No such file or directory: '/data/run-{random.randrange(10**6)}/train.csv'")
+
+
+def misnamed_metric(config, trial):
+    """Reports val_accuracy where the contract declares val_acc."""
+    for step in range(1, trial.budget + 1):
+        time.sleep(0.3)
+        trial.report(step, val_accuracy=0.5 + 0.01 * step)
