@@ -47,7 +47,12 @@ from planner._contract.paths import apply_params
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for
-from planner._dispatch.fixed import after_worker_death, prestart_workers, slots_for
+from planner._dispatch.fixed import (
+    after_worker_death,
+    completed_reports,
+    prestart_workers,
+    slots_for,
+)
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, make_record
@@ -351,6 +356,13 @@ class Recorder(tune.Callback):
             return
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         entry = self.state.of_trial.get(trial.trial_id)
+        reports = completed_reports(entry[1]) if entry else None
+        if reports is not None:  # the attempt had completed before its worker went: its result is kept
+            self.state.reports[trial.trial_id] = reports
+            record = self._rebuilt(trial, TrialStatus.COMPLETED, [])
+            if record is not None:
+                self._end(trial, record, counted_lost=True)
+                return
         lost = self.lost.get(trial.trial_id, [])
         # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
         status, errors, attempts = (after_worker_death(entry[1], message) if entry
