@@ -17,13 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner._core.records import error_groups
-from planner._core.status import FAILED
+from planner._core.status import TrialStatus
 from planner._core.text import noun
 
 FAIL_FAST_K = 3  # trials: the first K ended trials, or the first K to report
 METRIC_K = 2  # trials: the first to report (two slots see it at once)
 FIRST_REPORTS = 2  # reports: a metric logged only every few steps is not missing
 KEEP_GOING = "plan run --keep-going runs every trial"
+# The trainable's own failures: a raise, a broken protocol. A limit's verdict (timeout, oom) depends on the
+# budget the contract sets and is no sign that the trainable can only fail.
+OWN_FAILURES = frozenset({TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR})
 
 
 @dataclass
@@ -47,8 +50,8 @@ class FailFast:
         if not self.enabled or self.reason is not None:
             return
         groups = error_groups(self.ended)
-        if record.get("status") not in FAILED or len(groups) > 1:
-            self.enabled = False  # a trial that did not fail, or another error: not one cause
+        if record.get("status") not in OWN_FAILURES or len(groups) > 1:
+            self.enabled = False  # a trial that did not fail (or hit a limit), or another error: not one cause
             return
         if len(self.ended) >= self.k and self.arms <= {r.get("arm") for r in self.ended}:
             g, n = groups[0], len(self.ended)
