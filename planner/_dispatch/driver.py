@@ -48,7 +48,13 @@ from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
-from planner._dispatch.session import RunSession, final_state, raised_from, trainable_search_path
+from planner._dispatch.session import (
+    RAY_LOST,
+    RunSession,
+    final_state,
+    raised_from,
+    trainable_search_path,
+)
 from planner._dispatch.trials import Dispatch
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
@@ -511,7 +517,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     if contract.tracking.mlflow is not None:
         _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
     return _result(runner, end, resumed, resume_command=_resume_command(end.state, contract_path, resume_argv,
-                                                                          store.root))
+                                                                          store.root, end.reason))
 
 
 def _check_tracking(contract) -> None:
@@ -660,9 +666,10 @@ def _completed_reason(runner: Runner) -> str:
     return reason
 
 
-def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path) -> str | None:
-    """How to continue an interrupted run: `plan run ... --resume RUN_DIR`."""
-    if state != RunState.INTERRUPTED:
+def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path,
+                    reason: str = "") -> str | None:
+    """How to continue an interrupted run, or one whose Ray session was lost: `plan run ... --resume RUN_DIR`."""
+    if state != RunState.INTERRUPTED and not (state == RunState.FAILED and reason.startswith(RAY_LOST)):
         return None
     argv = resume_argv or [str(contract_path)]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])

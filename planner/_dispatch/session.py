@@ -184,7 +184,29 @@ def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | No
         return RunState.FAILED, reason, raised_from(RunError(reason))
     if isinstance(error, PlannerError):
         return RunState.FAILED, str(error), None
+    if ray_session_lost(error):  # the GCS or the embedded Ray died: not our bug, and resumable
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        return RunState.FAILED, f"{RAY_LOST} ({type(error).__name__}: {first}); what ended is kept", HANDLED
     return RunState.FAILED, f"internal error: {type(error).__name__}: {error}", None
+
+
+RAY_LOST = "the Ray session was lost"  # final_state's reason for it; the run's result says how to resume
+
+
+def ray_session_lost(error: BaseException) -> bool:
+    """An error by which Ray says its session is gone (the GCS died, the cluster went away), not a bug:
+    a Ray system or connection error, or any error once Ray is no longer connected."""
+    if isinstance(error, ConnectionError):
+        return True
+    name = type(error).__module__ or ""
+    if name.startswith("ray.") and type(error).__name__ in (
+            "RaySystemError", "GetTimeoutError", "RpcError", "ActorUnavailableError", "NodeDiedError",
+            "RayError", "ObjectLostError", "OwnerDiedError"):
+        return True
+    try:
+        return name.startswith(("ray", "pyarrow", "grpc")) and not ray.is_initialized()
+    except Exception:  # ray itself unusable: the session is gone
+        return True
 
 
 def raised_from(error: BaseException, cause: BaseException | None = None) -> BaseException:

@@ -130,3 +130,20 @@ def test_a_completed_run_with_an_invalid_decision_exits_4():
     assert result("accept").exit_code == 0
     assert result("invalid").exit_code == 4
     assert RunResult(Path("runs/x"), "interrupted", "", [{"arm": "a", "decision": "invalid"}], 1.0, 2).exit_code == 3
+
+
+def test_a_lost_ray_session_ends_failed_resumable_not_an_internal_error(tmp_path):
+    import ray.exceptions
+
+    from planner._dispatch.driver import _resume_command
+    from planner._dispatch.session import HANDLED, RAY_LOST, final_state
+
+    for error in (ray.exceptions.RaySystemError("Failed to connect to GCS at 127.0.0.1:6379"),
+                  ConnectionError("GCS is unreachable")):
+        state, reason, instead = final_state(error)
+        assert (state, instead) == ("failed", HANDLED) and reason.startswith(RAY_LOST), reason
+        assert "internal error" not in reason
+        line = _resume_command(state, "c.yaml", None, tmp_path / "runs" / "x", reason)
+        assert line is not None and line.startswith("plan run c.yaml --resume ")
+    assert final_state(ValueError("a bug"))[1].startswith("internal error")
+    assert _resume_command("failed", "c.yaml", None, tmp_path, "internal error: ValueError: a bug") is None
