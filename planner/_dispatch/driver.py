@@ -49,6 +49,7 @@ from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
 from planner._dispatch.session import (
+    HANDLED,
     RAY_LOST,
     RunSession,
     final_state,
@@ -509,7 +510,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
         resumed = _rerun_cut_short(store, plan, runner.records) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()
-        end = _End(runner)
+        end = _End(runner, session, resume=lambda state, reason: _resume_command(
+            state, contract_path, resume_argv, store.root, reason))
         session.on_end(end)
         with runner.display:
             _connect(session, runner, address, Path(runs_dir), resumed)
@@ -609,15 +611,27 @@ class _End:
     """The end of a run, on the way out of its RunSession: the decision, state.json, run_ended, the lineage."""
 
     runner: Runner
+    session: Any = None  # the RunSession: whether its Ray session was lost (RunSession.lost)
     stopped: StopReason | None = None  # what stopped the phases early (set when they return)
     state: RunState = RunState.FAILED
     reason: str = ""
     decisions: list[dict] = field(default_factory=list)
+    resume: Any = None  # (state, reason) -> the `plan run ... --resume` line, or None
+
+    def emergency_note(self) -> str:
+        """What to print when the run ends from the GCS watch's thread (RunSession._lost)."""
+        lines = [f"run folder: {shown_path(self.runner.store.root)}", f"run state:  {self.state} ({self.reason})"]
+        line = self.resume(self.state, self.reason) if self.resume is not None else None
+        return "\n".join(lines + ([f"to resume:  {line}"] if line else []))
 
     def __call__(self, error: BaseException | None) -> BaseException | str | None:
         runner, store = self.runner, self.runner.store
         self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
                                                        budget=runner.contract.budget.max_wall_time)
+        lost = self.session.lost if self.session is not None else None
+        if lost is not None:  # the GCS went: interrupted, resumable (not Ray's exit 1 with state `running`)
+            self.state, self.reason = RunState.INTERRUPTED, f"{RAY_LOST}: {lost}; what ended is kept"
+            instead = HANDLED if error is not None else None
         if error is None and self.state == RunState.COMPLETED:
             self.reason = _completed_reason(runner)
         decide_error = None
