@@ -163,7 +163,7 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
         out += ["--address", args.address]
     if args.quiet:
         out.append("--quiet")
-    if args.keep_going:
+    if getattr(args, "keep_going", False):
         out.append("--keep-going")
     return out
 

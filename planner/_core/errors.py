@@ -36,7 +36,8 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
-    EXIT_OK: "success: a valid contract, a completed run (whatever the decisions), a reeval that reproduces",
+    EXIT_OK: "success: a valid contract, a completed run whose decisions are accept, reject or inconclusive, a "
+             "reeval that reproduces",
     EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; for `plan promote`, "
                   "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
