@@ -74,6 +74,8 @@ def _add_run(sub) -> None:
     p.add_argument("--address", default=None, help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)")
     p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped")
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
+    p.add_argument("--keep-going", action="store_true",
+                   help="run every trial even when the first ones can only fail (no fail fast)")
     p.set_defaults(handler=_cmd_run)
 
 
@@ -149,7 +151,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
-                 resume_argv=_resume_argv(args))
+                 resume_argv=_resume_argv(args), keep_going=args.keep_going)
     print(driver.format_result(result))
     return result.exit_code
 
@@ -161,6 +163,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
         out += ["--address", args.address]
     if args.quiet:
         out.append("--quiet")
+    if getattr(args, "keep_going", False):
+        out.append("--keep-going")
     return out
 
 

@@ -36,14 +36,16 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
-    EXIT_OK: "success: a valid contract, a completed run (whatever the decisions), a reeval that reproduces",
+    EXIT_OK: "success: a valid contract, a completed run whose decisions are accept, reject or inconclusive, a "
+             "reeval that reproduces",
     EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; for `plan promote`, "
                   "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
                      "a locked run folder)",
     EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
-                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided",
+                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
+                   "decision is `invalid` (the data or the tuning budget broke the contract)",
     EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }

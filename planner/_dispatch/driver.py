@@ -40,14 +40,22 @@ from planner._core.lazy import lazy_import
 from planner._core.records import error_groups, final_value, finite_final_value, seeds_identical
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
-from planner._core.text import noun, shown_path, yaml_value
+from planner._core.text import noun, shown_path, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
+from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
-from planner._dispatch.session import RunSession, final_state, raised_from, trainable_search_path
+from planner._dispatch.session import (
+    HANDLED,
+    RAY_LOST,
+    RunSession,
+    final_state,
+    raised_from,
+    trainable_search_path,
+)
 from planner._dispatch.trials import Dispatch
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
@@ -57,11 +65,14 @@ from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
 from planner._stats.select import select
+from planner._store.facts import heldout_tuning_trials
 from planner._store.identity import run_identity
-from planner._store.read import RunFolder, heldout_tuning_trials, read_yaml
+from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
-from planner._trial.protocol import TrialSpec
+from planner._trial.protocol import TrialSpec, make_record
+
+NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
 
 # Ray Tune and Optuna, loaded when tuning starts (a run without tuning never loads them)
 tuning_pieces = lazy_import("planner._dispatch.tune")
@@ -88,7 +99,8 @@ class RunResult:
     def exit_code(self) -> int:
         if self.state != RunState.COMPLETED:
             return EXIT_INCOMPLETE
-        return EXIT_NO_VALUE if self.no_value_arms else EXIT_OK
+        undecidable = self.no_value_arms or any(d.get("decision") == "invalid" for d in self.decisions)
+        return EXIT_NO_VALUE if undecidable else EXIT_OK  # 4: nothing, or nothing valid, to decide on
 
 
 # ------------------------------------------------------------------ loading and validating
@@ -139,6 +151,23 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
     return mark_invalid(rows, reasons)
 
 
+def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[str, str]:
+    """Arms whose tuning ran fewer trials than the plan gives every arm (a planned trial Ray never ran,
+    recorded as such): arm -> why its decision is `invalid`. The baseline's shortfall is every arm's."""
+    planned: dict[str, int] = {}
+    never: dict[str, int] = {}
+    for t in plan.tune:
+        planned[t.arm] = planned.get(t.arm, 0) + 1
+        record = records.get(t.trial_id)
+        if record is not None and any(e.get("type") == NEVER_RAN for e in record.get("errors") or []):
+            never[t.arm] = never.get(t.arm, 0) + 1
+    short = {arm: f"tuning budget not matched: {arm} {planned[arm] - n} of {planned[arm]} trials."
+             for arm, n in never.items() if n}
+    base = short.get(contract.baseline.name)
+    return {arm.name: " ".join(w for w in (short.get(arm.name), base) if w) for arm in contract.arms
+            if arm.name in short or base}
+
+
 # ------------------------------------------------------------------ the runner's state
 
 @dataclass
@@ -156,6 +185,7 @@ class Runner:
     stream: Any = None  # where the live progress prints (stdout when None)
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
+    keep_going: bool = False  # plan run --keep-going: never fail fast
     t0: float = field(init=False, default_factory=time.monotonic)
     progress: Progress = field(init=False)
     display: Any = field(init=False)  # planner._dispatch.progress: a Quiet, Line or Live display
@@ -167,6 +197,7 @@ class Runner:
     findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
     sequential: SequentialConfirmation | None = field(init=False, default=None)  # the looks a sequential confirmation ran
     not_needed: set[str] = field(init=False, default_factory=set)  # confirmation trials the looks did not need
+    fail_fast: FailFast = field(init=False)  # the first trials, watched for a run that can only fail
 
     def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
@@ -177,6 +208,7 @@ class Runner:
                                  decision_metric=c.metric.decision_metric,
                                  max_wall_time_s=c.budget.max_wall_time_s)
         self.display = make_display(self.progress, quiet=self.quiet, stream=self.stream or sys.stdout)
+        self.fail_fast = FailFast(c.metric.name, frozenset(a.name for a in c.all_arms), enabled=not self.keep_going)
         # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
         self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
                                       remote=self.remote,
@@ -212,6 +244,7 @@ class Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
+        self.fail_fast.trial_ended(record)
         for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
             self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
@@ -223,6 +256,19 @@ class Runner:
                               "every such trial)")
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
+
+    def should_stop(self) -> str | None:
+        return self.fail_fast.should_stop()
+
+    def trial_reported(self, trial_id: str, metrics: dict) -> None:
+        self.fail_fast.trial_reported(trial_id, metrics)
+
+    def stop_if_failing_fast(self) -> None:
+        """Raise the fail-fast sentence (planner._dispatch.failfast) once its sign was seen; the run ends
+        `failed`, every ended trial kept."""
+        if self.fail_fast.reason is not None:
+            self.store.event("fail_fast", reason=self.fail_fast.reason)
+            raise RunError(self.fail_fast.reason)
 
     def cancelled(self, spec: TrialSpec, why: str) -> None:
         self.progress.cancelled(spec.phase, spec.arm)
@@ -237,6 +283,45 @@ class Runner:
 
     # phases
     def tune(self) -> StopReason | None:
+        """The tuning phase; a planned trial Tune ended without a record runs once more (as --resume
+        would run it), and one that still has none is recorded `failed` with Ray's reason."""
+        stopped, unrecorded = self._tune_pass()
+        self.stop_if_failing_fast()
+        if stopped is None and self._unrecorded("tune", unrecorded):
+            stopped, again = self._tune_pass()
+            self.stop_if_failing_fast()
+            unrecorded.update(again)
+        if stopped is None:
+            self._record_never_ran("tune", unrecorded)
+        return stopped
+
+    def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
+        """The planned trials of `phase` with no record after it (`wanted`: only those trials); logged
+        as run again."""
+        missing = [t.trial_id for t in self.plan.trials if t.phase == phase and t.trial_id not in self.records
+                   and t.trial_id not in self.not_needed and (wanted is None or wanted(t))]
+        if missing:
+            self.store.event("trials_rerun", trial_ids=missing, reasons={m: reasons.get(m, "") for m in missing},
+                             reason="planned, but the phase ended without their records")
+            self.display.note(f"{noun('planned trial', len(missing))} ended with no record; running "
+                              f"{'it' if len(missing) == 1 else 'them'} again: {', '.join(missing[:5])}"
+                              + (" ..." if len(missing) > 5 else ""))
+        return missing
+
+    def _record_never_ran(self, phase: str, reasons: dict[str, str], wanted=None) -> None:
+        """A planned trial of `phase` that still has no record: recorded `failed`, with what Ray said."""
+        for t in self.plan.trials:
+            if (t.phase != phase or t.trial_id in self.records or t.trial_id in self.not_needed
+                    or (wanted is not None and not wanted(t))):
+                continue
+            why = reasons.get(t.trial_id) or "Ray ended the phase without running it"
+            error = {"attempt": 1, "type": NEVER_RAN, "traceback": "",
+                     "message": f"the trial did not run twice: {why}"}
+            config = self.configs[t.arm]
+            record = make_record(self.spec(t, config), TrialStatus.FAILED, None, 1, [error], utc_now(), 0.0)
+            self.dispatch.hooks().trial_ended(record)
+
+    def _tune_pass(self) -> tuple[StopReason | None, dict[str, str]]:
         tuning = self.contract.tuning
         sweeps = []
         for group in self.plan.tune_groups:
@@ -252,19 +337,19 @@ class Runner:
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
                                 raw=self.raw_configs.get(group.arm)))
         if not sweeps:
-            return None
+            return None, {}
         self.progress.phase = "tune"
         self.store.event("phase_started", phase="tune", trials=sum(len(s.specs) for s in sweeps))
         self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
-            return StopReason.BUDGET
+            return StopReason.BUDGET, {}
         outcome = tuning_pieces.run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
                              resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
                              time_budget_s=remaining, prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
-        return outcome.stopped
+        return outcome.stopped, outcome.unrecorded
 
     def select(self) -> dict[str, dict]:
         """Each arm's confirmation config; writes selection.json."""
@@ -325,11 +410,23 @@ class Runner:
         if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
             self.progress.phase = "confirm"
             looks = confirm_in_looks(self, configs)
+            self.stop_if_failing_fast()
             for trial_id in looks.not_needed:  # never run: no longer planned in the live progress
                 t = next(p for p in self.plan.confirm if p.trial_id == trial_id)
                 self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
+        stopped = self._confirm_pass(configs)
+        self.stop_if_failing_fast()
+        selected = lambda t: t.arm in configs  # noqa: E731 - the arms with a config to confirm
+        if stopped is None and self._unrecorded("confirm", {}, selected):
+            stopped = self._confirm_pass(configs)
+            self.stop_if_failing_fast()
+        if stopped is None:
+            self._record_never_ran("confirm", {}, selected)
+        return stopped
+
+    def _confirm_pass(self, configs: dict[str, dict]) -> StopReason | None:
         specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
                  if t.trial_id not in self.records and t.arm in configs]
         if not specs:
@@ -374,6 +471,7 @@ class Runner:
         else:
             rows = _decide_arms(c, confirm_records)
         rows = _invalid_on_data(c, rows, confirm_records)
+        rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records))
         rows = self._nothing_confirmed(rows)
         rows, self.findings = self._seeds_identical(rows)
         if self.findings:
@@ -381,7 +479,8 @@ class Runner:
         self.store.write_decisions({
             "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
             "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
-            "min_effect": c.acceptance.min_effect, **extra, "decisions": rows})
+            "min_effect": c.acceptance.min_effect, "rule": c.acceptance.rule, **extra,
+            "decisions": rows})
         return rows
 
 
@@ -389,7 +488,7 @@ class Runner:
 
 def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
         resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
-        resume_argv: list[str] | None = None) -> RunResult:
+        resume_argv: list[str] | None = None, keep_going: bool = False) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
     `resume_argv` is the contract path and options as the user typed them: an
@@ -407,11 +506,12 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
             previous_wall = 0.0
         runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
-                        remote=remote, previous_wall_s=previous_wall)
+                        remote=remote, previous_wall_s=previous_wall, keep_going=keep_going)
         resumed = _rerun_cut_short(store, plan, runner.records) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()
-        end = _End(runner)
+        end = _End(runner, session, resume=lambda state, reason: _resume_command(
+            state, contract_path, resume_argv, store.root, reason))
         session.on_end(end)
         with runner.display:
             _connect(session, runner, address, Path(runs_dir), resumed)
@@ -419,7 +519,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     if contract.tracking.mlflow is not None:
         _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
     return _result(runner, end, resumed, resume_command=_resume_command(end.state, contract_path, resume_argv,
-                                                                          store.root))
+                                                                          store.root, end.reason))
 
 
 def _check_tracking(contract) -> None:
@@ -438,7 +538,7 @@ def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunS
         return store
     store = RunStore.open(resolve_run_dir(resume, contract))
     store.redactor = redactor
-    _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
+    _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store
 
 
@@ -511,15 +611,27 @@ class _End:
     """The end of a run, on the way out of its RunSession: the decision, state.json, run_ended, the lineage."""
 
     runner: Runner
+    session: Any = None  # the RunSession: whether its Ray session was lost (RunSession.lost)
     stopped: StopReason | None = None  # what stopped the phases early (set when they return)
     state: RunState = RunState.FAILED
     reason: str = ""
     decisions: list[dict] = field(default_factory=list)
+    resume: Any = None  # (state, reason) -> the `plan run ... --resume` line, or None
+
+    def emergency_note(self) -> str:
+        """What to print when the run ends from the GCS watch's thread (RunSession._lost)."""
+        lines = [f"run folder: {shown_path(self.runner.store.root)}", f"run state:  {self.state} ({self.reason})"]
+        line = self.resume(self.state, self.reason) if self.resume is not None else None
+        return "\n".join(lines + ([f"to resume:  {line}"] if line else []))
 
     def __call__(self, error: BaseException | None) -> BaseException | str | None:
         runner, store = self.runner, self.runner.store
         self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
                                                        budget=runner.contract.budget.max_wall_time)
+        lost = self.session.lost if self.session is not None else None
+        if lost is not None:  # the GCS went: interrupted, resumable (not Ray's exit 1 with state `running`)
+            self.state, self.reason = RunState.INTERRUPTED, f"{RAY_LOST}: {lost}; what ended is kept"
+            instead = HANDLED if error is not None else None
         if error is None and self.state == RunState.COMPLETED:
             self.reason = _completed_reason(runner)
         decide_error = None
@@ -550,19 +662,28 @@ def _completed_reason(runner: Runner) -> str:
     """Why a run whose phases all returned is `completed`, naming planned trials that did not run."""
     reason = "all planned trials ended"
     not_needed = runner.not_needed  # sequential looks stopped early
-    missing = [t.trial_id for t in runner.plan.trials
-               if t.trial_id not in runner.records and t.trial_id not in not_needed]
-    if missing:
-        reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
-                  "(arms whose tuning left nothing to select)")
+    missing = [t for t in runner.plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
+    unselected = sorted({t.arm for t in missing if t.phase == "confirm" and t.arm in runner.unselected})
+    other = [t for t in missing if not (t.phase == "confirm" and t.arm in runner.unselected)]
+    if missing:  # what the run folder shows, never a guessed cause
+        said = []
+        if unselected:
+            n = sum(1 for t in missing if t.arm in unselected and t.phase == "confirm")
+            said.append(f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config was "
+                        "selected (see selection.json)")
+        if other:
+            said.append(f"{noun('planned trial', len(other))} with no record: {', '.join(t.trial_id for t in other[:5])}"
+                        + (" ..." if len(other) > 5 else ""))
+        reason = "every trial that could run ended; " + "; ".join(said)
     if not_needed:
         reason += f"; {len(not_needed)} confirmation trials not needed (the sequential confirmation stopped early)"
     return reason
 
 
-def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path) -> str | None:
-    """How to continue an interrupted run: `plan run ... --resume RUN_DIR`."""
-    if state != RunState.INTERRUPTED:
+def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path,
+                    reason: str = "") -> str | None:
+    """How to continue an interrupted run, or one whose Ray session was lost: `plan run ... --resume RUN_DIR`."""
+    if state != RunState.INTERRUPTED and not (state == RunState.FAILED and reason.startswith(RAY_LOST)):
         return None
     argv = resume_argv or [str(contract_path)]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
@@ -673,6 +794,10 @@ def format_result(result: RunResult) -> str:
                      f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
                      f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
                                                            if len(result.errors) == 1 else ""))
+    invalid = [d["arm"] for d in result.decisions if d.get("decision") == "invalid"]
+    if invalid and result.state == RunState.COMPLETED:
+        lines.append(f"invalid:    arm{'s' if len(invalid) > 1 else ''} {', '.join(invalid)}: the run completed, but "
+                     f"the data or the budget broke the contract, so there is no valid decision (exit {EXIT_NO_VALUE})")
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from planner._contract.model import Resources
+from planner._core.errors import TrialProtocolError
 from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
@@ -23,6 +25,7 @@ from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.reports import parse_report_line
 
 ray = lazy_import("ray")  # imported when the first trial is sent: `plan reeval`'s refusals never load it
 
@@ -57,6 +60,29 @@ def running_for(spec: TrialSpec, submitted_at: float) -> float:
     return time.time() - mine[-1].get("started_epoch", time.time())
 
 
+def completed_reports(spec: TrialSpec) -> list[dict] | None:
+    """The reports of a trial whose last attempt of this session ended `completed` in its attempt ledger
+    and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full exposure: its
+    result exists, whatever happened to its worker afterwards (#20.2). None when not so."""
+    mine = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).mine()
+    if not mine or mine[-1].get("ended") != TrialStatus.COMPLETED:
+        return None
+    path = Path(spec.dir) / f"attempt-{mine[-1].get('attempt')}" / "reports.jsonl"
+    try:
+        lines = path.read_bytes().splitlines() if path.is_file() and not path.is_symlink() else []
+    except OSError:
+        return None
+    reports = []
+    for line in lines:
+        try:
+            step, metrics = parse_report_line(line)
+        except TrialProtocolError:
+            continue  # a torn last line
+        if step is not None:
+            reports.append({"step": step, "metrics": metrics, "time_s": 0.0})
+    return reports if reports and reports[-1]["step"] == spec.budget else None
+
+
 def after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
     """After a worker died under `spec`: (RETRY | a final status, the errors, attempts used).
 
@@ -78,6 +104,9 @@ def after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tu
                    "traceback": traceback}]
     if used < 1 + spec.retries and ledger.used:
         return RETRY, errors, used
+    if not errors:  # a failed record always says why (#20.2)
+        errors = [{"attempt": used, "type": "WorkerDied", "message": f"the worker process died: {message}",
+                   "traceback": traceback}]
     return TrialStatus.FAILED, errors, used
 
 
@@ -115,6 +144,12 @@ class _FixedBatch:
             try:
                 record = ray.get(ref)
             except Exception as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
+                reports = completed_reports(spec)
+                if reports is not None:  # it had completed: its result is kept
+                    self._end(make_record(spec, TrialStatus.COMPLETED, None, max(Ledger.load(
+                        spec.dir, str(spec.extra.get("session", ""))).used, 1), [], started,
+                        time.monotonic() - started_at, reports))
+                    continue
                 message = str(error).splitlines()[0] if str(error) else type(error).__name__
                 status, errors, used = after_worker_death(spec, message, traceback=str(error))
                 if status == RETRY:
@@ -154,6 +189,8 @@ def run_fixed(specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
         while batch.queue or batch.running:
             if deadline is not None and time.monotonic() >= deadline:
                 batch.outcome.stopped = StopReason.BUDGET
+                break
+            if hooks.should_stop():  # the run fails fast: the driver says why
                 break
             batch.submit()
             wait_s = 0.5

@@ -9,7 +9,7 @@ ended and why it stopped early (a `StopReason`, or None).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from planner._core.status import StopReason
 from planner._trial.protocol import TrialSpec
@@ -22,12 +22,15 @@ class Hooks:
     trial_started: Callable[[TrialSpec], None]
     trial_ended: Callable[[dict], None]
     trial_cancelled: Callable[[TrialSpec, str], None]
+    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning report seen
+    should_stop: Callable[[], str | None] = lambda: None
+    trial_reported: Callable[[str, dict], None] = lambda trial_id, metrics: None
 
     def __getstate__(self):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
         return {}
 
     def __setstate__(self, state):
-        self.trial_started = self.trial_ended = self.trial_cancelled = _ignore
+        self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = self.trial_reported = _ignore
 
 
 def _ignore(*args, **kwargs) -> None:
@@ -40,3 +43,5 @@ class Outcome:
 
     stopped: StopReason | None = None
     ended: int = 0
+    # planner trial id -> what Ray said, for a trial Ray ended without a record (the driver runs it again)
+    unrecorded: dict[str, str] = field(default_factory=dict)

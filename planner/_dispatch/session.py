@@ -17,16 +17,19 @@ Python's last-resort handler would print every Ray warning on stderr.
 
 from __future__ import annotations
 
+import _thread
+import atexit
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from planner._core.errors import PlannerError, RunError
+from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
@@ -250,6 +253,56 @@ def restore_stop_signals(previous) -> None:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+class GcsWatch:
+    """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer accepts a
+    connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the driver process
+    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 10 s and
+    interrupts the main thread, so the command ends through its own bookkeeping (`lost` says why)."""
+
+    def __init__(self, address: str, on_lost: Callable[[], None], *, every_s: float = 2.0, misses: int = 4):
+        self.address, self.on_lost, self.every_s, self.misses = address, on_lost, every_s, misses
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="planner-gcs-watch", daemon=True)
+
+    def start(self) -> GcsWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        host, _, port = self.address.rpartition(":")
+        missed = 0
+        while not self._stop.wait(self.every_s):
+            try:
+                socket.create_connection((host, int(port)), timeout=self.every_s).close()
+                missed = 0
+            except (OSError, ValueError):
+                missed += 1
+            if missed >= self.misses:
+                self.lost = (f"{RAY_LOST_GCS} at {self.address} stopped answering "
+                             f"({self.misses} checks over {self.misses * self.every_s:g} s)")
+                self.on_lost()
+                return
+
+
+RAY_LOST_GCS = "Ray's GCS"
+
+
+def watch_gcs(on_lost: Callable[[], None]) -> GcsWatch | None:
+    """A GcsWatch on the connected Ray's GCS (None when Ray does not say where it is)."""
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:  # not public in every Ray: no watch, Ray's own handling stays
+        return None
+    return GcsWatch(address, on_lost).start() if address and ":" in address else None
+
+
+MAIN_THREAD_WAIT_S = 10.0  # after a lost GCS: how long the main thread gets to end the command itself
+
+
 # ------------------------------------------------------------------ the session of one command
 
 HANDLED = "handled"  # what an end's bookkeeping returns for an error it handled: the command returns normally
@@ -278,7 +331,44 @@ def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | No
         return RunState.FAILED, reason, raised_from(RunError(reason))
     if isinstance(error, PlannerError):
         return RunState.FAILED, str(error), None
+    if ray_session_lost(error):  # the GCS or the embedded Ray died: not our bug, and resumable
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        return RunState.FAILED, f"{RAY_LOST} ({type(error).__name__}: {first}); what ended is kept", HANDLED
     return RunState.FAILED, f"internal error: {type(error).__name__}: {error}", None
+
+
+RAY_LOST = "the Ray session was lost"  # final_state's reason for it; the run's result says how to resume
+
+
+def _ray_gone() -> None:
+    """After a lost GCS: drop Ray's exit hook (it would wait on the dead GCS until Ray's client ends the
+    process with exit 1) and end what is left of the embedded Ray's processes."""
+    try:
+        atexit.unregister(ray.shutdown)
+    except Exception:
+        pass
+    try:
+        node = ray._private.worker._global_node
+        if node is not None:
+            node.kill_all_processes(check_alive=False, allow_graceful=False)
+    except Exception:  # not public in every Ray
+        pass
+
+
+def ray_session_lost(error: BaseException) -> bool:
+    """An error by which Ray says its session is gone (the GCS died, the cluster went away), not a bug:
+    a Ray system or connection error, or any error once Ray is no longer connected."""
+    if isinstance(error, ConnectionError):
+        return True
+    name = type(error).__module__ or ""
+    if name.startswith("ray.") and type(error).__name__ in (
+            "RaySystemError", "GetTimeoutError", "RpcError", "ActorUnavailableError", "NodeDiedError",
+            "RayError", "ObjectLostError", "OwnerDiedError"):
+        return True
+    try:
+        return name.startswith(("ray", "pyarrow", "grpc")) and not ray.is_initialized()
+    except Exception:  # ray itself unusable: the session is gone
+        return True
 
 
 def raised_from(error: BaseException, cause: BaseException | None = None) -> BaseException:
@@ -309,6 +399,8 @@ class RunSession:
         self._signals = None
         self._claimed = False
         self._started_ray = False
+        self._gcs: GcsWatch | None = None
+        self._exiting = threading.Event()  # __exit__ began: the main thread ends the command
         self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
 
     def __enter__(self) -> RunSession:
@@ -323,11 +415,58 @@ class RunSession:
         self._end = bookkeeping
 
     def start_ray(self, address: str | None, search_path: list[str], runs_dir: Path, **options) -> None:
-        """start_ray; a Ray started here is shut down when the session ends."""
-        self._started_ray = start_ray(address, search_path, runs_dir, **options)
+        """start_ray; a Ray started here is shut down when the session ends.
+
+        ray.init installs Ray's own SIGTERM handler (a `sys.exit(1)` with its stack dump on the
+        terminal), replacing ours: the stop signals are claimed again once Ray is up, so SIGTERM stays
+        an interruption (SLURM and Kubernetes end jobs with it). What is restored at the end is still
+        what the command found before its first claim."""
+        try:
+            self._started_ray = start_ray(address, search_path, runs_dir, **options)
+        finally:
+            if self._claimed:
+                claim_stop_signals()
+        self._gcs = watch_gcs(self._lost)
+
+    def _lost(self) -> None:
+        """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command through its
+        bookkeeping; when it is stuck in a Ray call that waits on the dead GCS (Ray's client would end the
+        process with exit 1 after 60 s, its state left `running`), this thread does the bookkeeping (the
+        end's `emergency_note` says what to print), unlocks the folder and exits 3."""
+        _thread.interrupt_main()
+        if self._exiting.wait(MAIN_THREAD_WAIT_S):
+            return
+        self._exiting.set()
+        note = None
+        try:
+            if self._end is not None:
+                self._end(KeyboardInterrupt())
+                note = getattr(self._end, "emergency_note", lambda: None)()
+        except BaseException:  # noqa: BLE001 - whatever happens, the folder is unlocked and the process ends
+            pass
+        finally:
+            try:
+                self.store.close()
+                self.store.unlock()
+            except BaseException:  # noqa: BLE001
+                pass
+        try:
+            print(note or f"{self.command}: {self.lost}", flush=True)
+        finally:
+            os._exit(EXIT_INCOMPLETE)
+
+    @property
+    def lost(self) -> str | None:
+        """Why the Ray session was lost (GcsWatch), or None."""
+        return None if self._gcs is None else self._gcs.lost
 
     def __exit__(self, exc_type, error, tb) -> bool:
         replacement = None
+        if self._exiting.is_set():  # the GCS watch's thread is ending the command
+            threading.Event().wait()
+        self._exiting.set()
+        if self._gcs is not None:
+            self._gcs.stop()
         try:
             if self._end is not None:
                 replacement = self._end(error)
@@ -336,8 +475,10 @@ class RunSession:
             self.store.unlock()
             if self._claimed:
                 restore_stop_signals(self._signals)
-            if self._started_ray:
+            if self._started_ray and self.lost is None:
                 ray.shutdown()
+            elif self._started_ray:  # Ray's processes are gone with its GCS; shutting down would wait for them
+                _ray_gone()
         if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it
         return replacement == HANDLED and error is not None

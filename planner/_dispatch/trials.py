@@ -106,7 +106,10 @@ class Dispatch:
             self.listener.cancelled(spec, why)
 
     def hooks(self) -> Hooks:
-        return Hooks(self._started, self._ended, self._cancelled)
+        listener = self.listener
+        return Hooks(self._started, self._ended, self._cancelled,
+                     should_stop=getattr(listener, "should_stop", lambda: None),
+                     trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None))
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
         """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the Outcome."""

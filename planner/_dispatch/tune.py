@@ -47,7 +47,12 @@ from planner._contract.paths import apply_params
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for
-from planner._dispatch.fixed import after_worker_death, prestart_workers, slots_for
+from planner._dispatch.fixed import (
+    after_worker_death,
+    completed_reports,
+    prestart_workers,
+    slots_for,
+)
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, make_record
@@ -287,6 +292,9 @@ class Recorder(tune.Callback):
             seen = scheduler_result(result, self.state.metric)
             if seen is not None:
                 self.state.last_seen[trial.trial_id] = seen
+            entry = self.state.of_trial.get(trial.trial_id)
+            if entry is not None:
+                self.state.hooks.trial_reported(entry[1].trial_id, payload["metrics"])
 
     def _end(self, trial, record: dict, *, counted_lost: bool = False) -> None:
         if trial.trial_id in self.state.records:
@@ -348,6 +356,13 @@ class Recorder(tune.Callback):
             return
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         entry = self.state.of_trial.get(trial.trial_id)
+        reports = completed_reports(entry[1]) if entry else None
+        if reports is not None:  # the attempt had completed before its worker went: its result is kept
+            self.state.reports[trial.trial_id] = reports
+            record = self._rebuilt(trial, TrialStatus.COMPLETED, [])
+            if record is not None:
+                self._end(trial, record, counted_lost=True)
+                return
         lost = self.lost.get(trial.trial_id, [])
         # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
         status, errors, attempts = (after_worker_death(entry[1], message) if entry
@@ -404,6 +419,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
                                     trial_name_creator=lambda trial: trial.trial_id),
         run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0,
                                   callbacks=[Recorder(state, prestart=prestart, resources=resources)],
+                                  stop=_StopAll(hooks),  # fail fast (planner._dispatch.failfast)
                                   log_to_file=False,
                                   # A raise is retried inside the trial (run_trial); Tune's retries
                                   # only see a worker that died, e.g. on a node that was lost.
@@ -413,7 +429,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        tuner.fit()
+        _note_unrecorded(state, tuner.fit())
     finally:
         if own_storage:
             shutil.rmtree(storage, ignore_errors=True)
@@ -421,6 +437,33 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
             and time.monotonic() - t0 >= time_budget_s * 0.98):
         state.outcome.stopped = StopReason.BUDGET
     return state.outcome
+
+
+class _StopAll(tune.Stopper):
+    """Stops the whole tuning when the driver says it must (hooks.should_stop: the run fails fast)."""
+
+    def __init__(self, hooks: Hooks):
+        self.hooks = hooks
+
+    def __call__(self, trial_id, result) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return bool(self.hooks.should_stop())
+
+
+def _note_unrecorded(state: TuneState, grid) -> None:
+    """Trials Tune ended with no record (no callback tells of them: e.g. `Could not re-use actor`), with
+    Tune's reason, in `outcome.unrecorded`; the driver runs them again. A trial folder is named by its
+    Tune trial id (trial_dirname_creator)."""
+    for result in grid:
+        tune_id = os.path.basename(str(result.path or "").rstrip("/"))
+        entry = state.of_trial.get(tune_id)
+        if entry is None or tune_id in state.records:
+            continue
+        error = result.error
+        message = (str(error).strip().splitlines() or [type(error).__name__])[-1] if error is not None else ""
+        state.outcome.unrecorded[entry[1].trial_id] = message or "Ray Tune ended the trial without running it"
 
 
 class _Quiet:

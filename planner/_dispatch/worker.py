@@ -13,12 +13,22 @@ import sys
 from planner._core.lazy import lazy_import
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
+from planner._trial.processes import CommandLimits
 from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
 
 ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
 
+# How long a reused Tune actor waits for its previous trial to end before it takes the next one
+# (Ray's TUNE_FUNCTION_THREAD_TIMEOUT_S, 2 s by default, read in the worker by reset_config). A trial
+# stopped early (ASHA) ends when its command's process group has gone: SIGTERM, then SIGKILL after
+# CommandLimits.kill_grace_s. Ray's 2 s is shorter than many teardowns (Lightning's): reset_config
+# then fails, and Tune drops the next trial with "Could not re-use actor" and no record (#20.1).
+# Long enough for the grace and the reaping, so a reused actor always ends its trial first.
+REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
+
 # The workers' environment (planner._dispatch.session passes it through runtime_env).
-WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
+WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+              "TUNE_FUNCTION_THREAD_TIMEOUT_S": str(REUSE_WAIT_S)}
 
 
 def tune_trainable(config: dict) -> dict | None:

@@ -56,6 +56,7 @@ from planner._dispatch.session import RunSession, trainable_search_path
 from planner._dispatch.trials import Dispatch
 from planner._plan.trials import PlannedTrial
 from planner._stats.decide import compare
+from planner._store import facts
 from planner._store import read as rf
 from planner._store.identity import (
     code_identity,
@@ -335,7 +336,7 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(0, Difference("contract_sha256", info["contract_sha256"], contract.sha256()))
-    ledger = rf.heldout_ledger(folder.trials(slim=folder.contract()).records, folder.contract())
+    ledger = facts.heldout_ledger(folder.trials(slim=folder.contract()).records, folder.contract())
     refusal = heldout_refusal(ledger, len(seeds))
     if refusal:
         raise UsageError(refusal)
@@ -462,7 +463,7 @@ def _recheck_under_lock(plan: ReevalPlan) -> None:
     """Another reeval may have ended between `prepare` and the lock: re-count the ledger and renumber."""
     folder = rf.RunFolder(plan.run_dir)
     frozen = folder.contract()
-    plan.ledger = rf.heldout_ledger(folder.trials(slim=frozen).records, frozen)
+    plan.ledger = facts.heldout_ledger(folder.trials(slim=frozen).records, frozen)
     refusal = heldout_refusal(plan.ledger, len(plan.seeds))
     if refusal:
         raise UsageError(refusal)

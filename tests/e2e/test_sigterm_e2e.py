@@ -1,0 +1,114 @@
+"""SIGTERM is an interruption (issue #22.5): a real `plan run` subprocess on an embedded Ray, sent SIGTERM
+mid-tuning, ends like Ctrl-C: state `interrupted`, exit 3, the `to resume:` line, nothing of Ray's on the
+terminal. Before: Ray's own handler (installed by ray.init) won: `failed | internal error: SystemExit: 1`,
+exit 1, Ray's `*** SIGTERM received` dump, no resume line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._store.writer import read_jsonl
+from tests._runs import synthetic_contract
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+TUNING = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+          "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}}
+
+
+def _start(tmp_path):
+    """`plan run` of a slow two-arm contract in a subprocess with its own embedded Ray; (proc, runs, ray_tmp)."""
+    data = synthetic_contract(name="sigterm", trainable="tests.trainables.synthetic:slow", seeds=[0, 1],
+                              budget={"exposure": 3}, tuning=TUNING)
+    data["config"]["values"]["recipe"]["sleep"] = 0.5
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    runs = tmp_path / "runs"
+    ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    return proc, runs, ray_tmp
+
+
+def _mid_tuning(proc, runs) -> Path:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = sorted(runs.glob("*/*/trials.jsonl"))
+        if found and any(r["phase"] == "tune" for r in read_jsonl(found[0])):
+            return found[0].parent
+        time.sleep(0.1)
+    raise AssertionError(proc.communicate(timeout=60))
+
+
+def _clean_up(proc, ray_tmp) -> None:
+    import psutil
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for p in psutil.process_iter(["cmdline"]):  # what is left of this test's own Ray
+        try:
+            if ray_tmp in " ".join(p.info["cmdline"] or []):
+                p.kill()
+        except psutil.Error:
+            pass
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
+    proc, runs, ray_tmp = _start(tmp_path)
+    try:
+        run_dir = _mid_tuning(proc, runs)
+        os.kill(proc.pid, signal.SIGTERM)  # the driver alone, as `kill PID` or SLURM's first signal
+        out, err = proc.communicate(timeout=180)
+    finally:
+        _clean_up(proc, ray_tmp)
+    assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "interrupted", state
+    assert "to resume:  plan run" in out and "--resume" in out, out[-2000:]
+    assert "SIGTERM" not in err and "SystemExit" not in err and "internal error" not in (out + err), err[-2000:]
+    assert not any(line.startswith(("(raylet)", "***", "[20")) or "ray." in line for line in err.splitlines()), err
+    ended = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "run_ended"]
+    assert ended and ended[-1]["state"] == "interrupted"
+    assert not (run_dir / "lock").exists()
+
+
+def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp_path):
+    """Before: Ray's client ended the driver 60 s after the GCS died: exit 1, state `running`, no resume line."""
+    import psutil
+
+    proc, runs, ray_tmp = _start(tmp_path)
+    try:
+        run_dir = _mid_tuning(proc, runs)
+        gcs = [p for p in psutil.process_iter(["cmdline"])
+               if "gcs_server" in " ".join(p.info["cmdline"] or []) and ray_tmp in " ".join(p.info["cmdline"] or [])]
+        assert gcs, "no GCS of this test's Ray"
+        for p in gcs:
+            p.kill()
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t0
+    finally:
+        _clean_up(proc, ray_tmp)
+    assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
+    assert waited < 45, waited  # well before Ray's own 60 s
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["state"] == "interrupted" and "the Ray session was lost" in state["reason"], state
+    assert "to resume:  plan run" in out and "--resume" in out, out[-2000:]
+    assert "GCS" not in err and "Traceback" not in err, err[-2000:]
+    assert not (run_dir / "lock").exists()
