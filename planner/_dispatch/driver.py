@@ -76,12 +76,14 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
     """
     from planner._contract.validate import load_contract
+    from planner._dispatch.trials import at_budget
 
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
-    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract), loaded.raw_configs
+    configs, raw_configs = at_budget(loaded.contract, loaded.configs, loaded.raw_configs)  # as the trials get them
+    return loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs
 
 
 
@@ -138,12 +140,12 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
 
 class _Runner:
     def __init__(self, contract, contract_dir: Path, configs: dict[str, dict], plan: Plan, store: RunStore,
-                 display_factory, previous_wall_s: float = 0.0):
+                 display_factory, previous_wall_s: float = 0.0, *, raw_configs: dict[str, dict] | None = None):
         from planner._dispatch.progress import Progress
         from planner._dispatch.trials import Dispatch
 
         self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
-        self.raw_configs: dict[str, dict] = {}  # interpolations unresolved: tuned values go in before resolving
+        self.raw_configs: dict[str, dict] = dict(raw_configs or {})  # unresolved: tuned values go in first
         self.store = store
         self.t0 = time.monotonic()
         self.previous_wall_s = previous_wall_s
@@ -157,7 +159,7 @@ class _Runner:
         self.display = display_factory(self.progress)
         # the trials' specs and the hooks that log them, shared with reeval; it hears back through
         # started/ended/cancelled below
-        self.dispatch = Dispatch.open(contract, contract_dir, configs, store, listener=self,
+        self.dispatch = Dispatch.open(contract, contract_dir, configs, store, listener=self, raw_configs=self.raw_configs,
                                       records={r["trial_id"]: r for r in store.trials()
                                                if r.get("phase") != "reeval"})  # plan reeval trials are not the plan's
         self.records = self.dispatch.records
@@ -233,7 +235,7 @@ class _Runner:
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
-                                raw=self.raw_configs.get(group.arm)))
+                                raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
             return None
         self.progress.phase = "tune"
@@ -438,8 +440,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             raise
     stream = stream or sys.stdout
     runner = _Runner(contract, contract_dir, configs, plan, store,
-                     lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall)
-    runner.raw_configs = raw_configs
+                     lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall,
+                     raw_configs=raw_configs)
     resumed = None
     if resume is not None:
         again = unfinished(store, runner.records)
