@@ -346,9 +346,11 @@ class MetricsFile(_Model):
 
 
 class CommandSpec(_Model):
-    """`command:` as a mapping: the command line, the config keys for seed and budget, the metrics file."""
+    """`command:` as a mapping: the command line, how the config is passed, the config keys for seed and
+    budget, the metrics file."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    args: Literal["hydra", "argparse"] = "hydra"  # how the config reaches the script: overrides, or --key value flags
     seed_key: DottedKey | None = None
     budget_key: DottedKey | None = None
     metrics: MetricsFile | None = None

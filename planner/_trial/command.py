@@ -33,13 +33,15 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
+from planner._contract.command_help import ScriptHelp, read_help
 from planner._contract.paths import apply_params
 from planner._core.errors import (  # the command trainable's errors live in the one tree
+    CommandArgumentsError,
     CommandError,
     CommandFailedError,
     CommandMemoryError,
@@ -50,6 +52,7 @@ from planner._core.errors import (  # the command trainable's errors live in the
 )
 from planner._core.redact import Redactor
 from planner._store.files import write_atomic
+from planner._trial.command_args import argparse_flags
 from planner._trial.command_line import (
     command_argv,
     config_changes_as_overrides,
@@ -110,7 +113,7 @@ class CommandResult:
 
 def run_command(
     command: str | Sequence[str],
-    overrides: Sequence[str],
+    overrides: Sequence[str] | Callable[[Path], Sequence[str]],
     trial: CommandTrial,
     *,
     cwd: str | os.PathLike,
@@ -125,7 +128,9 @@ def run_command(
     """Run `command` once for `trial` and forward its reports to `trial.report`.
 
     `command` is split with `shlex` (no shell); `overrides` (see `overrides_for`)
-    follow it on the command line. `limits` bounds the run (its time, memory,
+    follow it on the command line; given as a function, it is called with the
+    attempt's output folder (`<attempt>/hydra`) and returns them (argparse flags
+    that name that folder: planner._trial.command_args). `limits` bounds the run (its time, memory,
     logs, the grace before SIGKILL); a field of it given by name
     (`timeout_s=60`) replaces that field. `env` replaces the inherited
     environment when given; the PLANNER_* variables are always set. With
@@ -150,8 +155,9 @@ def run_command(
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
-    argv = command_argv(command) + list(overrides)
+    argv = command_argv(command)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
+    argv += list(overrides(attempt_dir / "hydra") if callable(overrides) else overrides)
     if redactor is not None:  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
         for earlier in sorted(attempt_dir.parent.glob("attempt-*/hydra")):
             if earlier.parent != attempt_dir:
@@ -347,6 +353,8 @@ class CommandTrainable:
     check_config: bool = True
     metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
+    args: str = "hydra"  # "argparse": the config goes as --key value flags (planner._trial.command_args)
+    script_help: Mapping[str, str] | None = None  # an argparse script's options, from its --help (ScriptHelp)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -357,6 +365,7 @@ class CommandTrainable:
             "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
             "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
+            "args": self.args, "script_help": dict(self.script_help) if self.script_help is not None else None,
         }
 
     @classmethod
@@ -398,9 +407,47 @@ class CommandTrainable:
             metrics = MetricsSpec.from_dict(self.metrics)
             if trial.phase == "tune":
                 metrics = metrics.without(self.heldout)
+        redactor = Redactor.for_run(config, self.arm_configs.get(trial.arm) or {})
+        if self.args == "argparse":
+            self._run_argparse(config, trial, metrics, redactor)
+            return
         run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd, limits=self.limits,
                     expected_config=self.expected_config(config, trial) if self.check_config else None,
-                    metrics=metrics, redactor=Redactor.for_run(config, self.arm_configs.get(trial.arm) or {}))
+                    metrics=metrics, redactor=redactor)
+
+    def _run_argparse(self, config: Mapping[str, Any], trial: CommandTrial, metrics: MetricsSpec | None,
+                      redactor: Redactor) -> None:
+        """Run an argparse script on the trial's config as flags; exit status 2 (argparse's "error:") is its
+        usage error, shown in the trial's error and not retried."""
+        help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
+        received = self.expected_config(config, trial)
+
+        def flags(output_dir: Path) -> list[str]:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            return argparse_flags(received, help, output_dir)
+
+        try:
+            run_command(self.command, flags, trial, cwd=self.cwd, limits=self.limits, hydra_run_dir=False,
+                        metrics=metrics, redactor=redactor)
+        except CommandFailedError as error:
+            usage = _usage_error(error)
+            if usage is None:
+                raise
+            raise CommandArgumentsError(f"the script refused its flags (exit status 2): {usage}", argv=error.argv,
+                                        returncode=error.returncode, stderr_tail=error.stderr_tail,
+                                        attempt_dir=error.attempt_dir) from None
+
+
+def _usage_error(error: CommandFailedError) -> str | None:
+    """argparse's own last lines (`usage: ...` and `...: error: ...`) when the script exited 2 on them, else None."""
+    if error.returncode != 2 or isinstance(error, CommandArgumentsError):
+        return None
+    lines = [line for line in (error.stderr_tail or "").splitlines() if line.strip()]
+    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("usage:")), None)
+    if at is None or not any(": error: " in line for line in lines[at:]):
+        return None
+    shown = lines[at:]
+    return " ".join(shown[:2] + ["..."] + shown[-2:]) if len(shown) > 6 else " ".join(shown)
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
@@ -424,6 +471,10 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
                               names=m.columns(metric.name, metric.heldout),
                               step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)
+    script_help = None
+    if spec.args == "argparse":  # read once here, in the driver: every trial's flags are written from it
+        found, _ = read_help(command_argv(spec.run), contract_dir)
+        script_help = found.to_dict() if found is not None else None
     return CommandTrainable(
         command=spec.run,
         cwd=str(Path(contract_dir).resolve()),
@@ -433,7 +484,9 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
         max_memory_bytes=contract.budget.max_trial_memory_bytes,
         seed_key=seed_key or spec.seed_key,
         budget_key=budget_key or spec.budget_key,
-        check_config=contract.config.dir is not None,
+        check_config=contract.config.dir is not None and spec.args == "hydra",
         metrics=metrics,
         heldout=contract.metric.heldout,
+        args=spec.args,
+        script_help=script_help,
     )

@@ -1,7 +1,8 @@
 """The command line of one run of a `command:` trainable: the command split into argv, then the
 trial's values in Hydra's override grammar.
 
-- `command_argv`: `shlex.split(command)` (no shell); a leading `python`/`python3`
+- `command_argv` (from planner._contract.command_help, which `plan validate` shares):
+  `shlex.split(command)` (no shell); a leading `python`/`python3`
   is the interpreter running the planner.
 - `overrides_for`: the arm's overrides as written in the contract, then sampled
   values as `key=value`; `config_changes_as_overrides`: the overrides that turn
@@ -17,33 +18,15 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from planner._contract.command_help import command_argv  # noqa: F401 - where the adapter takes it from
 from planner._contract.paths import MISSING, config_diff
-from planner._core.errors import CommandFailedError
 
 _PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
 _GRAMMAR_WORDS = {"true", "false", "null", "nan", "inf", "+inf", "-inf"}
-
-
-def command_argv(command: str | Sequence[str]) -> list[str]:
-    """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own interpreter."""
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as error:  # an unbalanced quote
-            raise CommandFailedError(f"the command {command!r} does not parse: {error}; quote as in a shell") from None
-    else:
-        argv = [str(part) for part in command]
-    if not argv:
-        raise CommandFailedError("the command is empty; write one like `python train.py`")
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
-    return argv
 
 
 def format_override_value(value: Any) -> str:
@@ -57,17 +40,9 @@ def format_override_value(value: Any) -> str:
         value = value.item()  # numpy scalars
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        number = float(value)
-        if math.isnan(number):
-            return "nan"
-        if math.isinf(number):
-            return "inf" if number > 0 else "-inf"
-        return repr(number)
+    number = number_text(value)
+    if number is not None:
+        return number
     if isinstance(value, str):
         if _PLAIN_STRING.match(value) and value.lower() not in _GRAMMAR_WORDS:
             return value
@@ -82,6 +57,25 @@ def format_override_value(value: Any) -> str:
             items.append(f"{key}:{format_override_value(item)}")
         return "{" + ",".join(items) + "}"
     raise ValueError(f"cannot write a {type(value).__name__} ({value!r}) as a Hydra override value")
+
+
+def number_text(value: Any) -> str | None:
+    """A bool, int or float as both Hydra's grammar and argparse's `type=` read it back (`true`, `3`, `0.001`,
+    `nan`, `-inf`); None for anything else."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes | list | tuple | dict):
+        value = value.item()  # numpy scalars
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return "nan"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return repr(number)
+    return None
 
 
 def _quote(text: str) -> str:
