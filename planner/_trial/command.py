@@ -5,7 +5,8 @@ The protocol (docs/command-trainables.md), in short:
 - argv: `shlex.split(command)` (no shell), then the arm's overrides and the
   trial's sampled values in Hydra's override syntax, then
   `hydra.run.dir=<attempt dir>/hydra` so Hydra's outputs land with the trial
-  (planner._trial.command_line).
+  (planner._trial.command_line); with `args: argparse`, the trial's config as
+  `--key=value` flags instead (planner._trial.command_args).
 - environment: the planner's own, plus `PLANNER_SEED`, `PLANNER_BUDGET`,
   `PLANNER_ARM`, `PLANNER_PHASE`, `PLANNER_TRIAL_ID`, `PLANNER_TRIAL_DIR` and
   `PLANNER_REPORT_FILE`.

@@ -47,3 +47,11 @@ def test_the_interpolation_is_kept_as_written_and_references_to_it_follow():
                             "lr": 0.1, "name": "lr0.1"}
     assert apply_params(resolve(raw), {"lr": 0.5}, raw)["name"] == "lr0.5"
     assert not calls_resolver("${hydra:runtime.output_dir}") and calls_resolver("${hydra:x}", hydra=False)
+
+
+def test_a_tuning_choice_stays_plain_even_in_a_command_contract(tmp_path):
+    edits = [COMMAND, ("metric: {name: loss, mode: min}", "metric: {name: loss, mode: min}\ntuning:\n  trials_per_arm: 2\n"
+                       "  seeds: [9]\n  space:\n    optimizer.name: {choice: [sgd, '${hydra:job.name}']}")]
+    result = validate(write_contract(tmp_path, edited("inline.yaml", edits)))
+    assert [d.code for d in result.diagnostics if d.severity == "error"] == ["P205"]
+
