@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	# takes it from there; any other spec, or a package that pulls torch in first, downloads a CUDA build.
 	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
 	# Then the frameworks the examples train with, with pip so that they keep that torch.
-	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers tensorboard
+	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers accelerate tensorboard
 	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -q -e ".[dev,examples,mlflow]"
 	$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
 	touch $(STAMP)

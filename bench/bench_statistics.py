@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from planner._contract.model import Acceptance
-from planner._stats.decide import _percentile_bootstrap, _welch_t, adjusted_alphas, decide, verdict
-from planner._stats.power import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo's planner and tests
+
+from planner._contract.model import Acceptance  # noqa: E402
+from planner._stats.decide import _welch_t, adjusted_alphas, decide, verdict  # noqa: E402
+from planner._stats.power import (  # noqa: E402
     accept_probability,
     detectable_effect,
     detection_power,
@@ -30,7 +32,8 @@ from planner._stats.power import (
     seeds_for_power,
     simulate,
 )
-from planner._stats.sequential import plan_design, simulate_design
+from planner._stats.sequential import plan_design, simulate_design  # noqa: E402
+from tests.unit.test_statistics_calibration import percentile_bootstrap  # noqa: E402  (the counter-example)
 
 ALPHA = 0.05
 DOC = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
@@ -90,7 +93,7 @@ def a_a_table() -> str:
         cells = []
         for n in (3, 5, 10):
             base, arm = draw(distribution, (4_000, n), rng), draw(distribution, (4_000, n), rng)
-            _, low, _ = _percentile_bootstrap(base, arm, ALPHA, 2_000, rng_seed=15)
+            _, low, _ = percentile_bootstrap(base, arm, ALPHA, 2_000, rng_seed=15)
             cells.append(f"{(low > 0).mean():.4f}")
         rows.append(["percentile bootstrap (not used)", distribution, 4_000, *cells, f"{binomial_bound(ALPHA / 2, 4_000):.4f}"])
     return table(["test", "noise", "experiments", "n = 3", "n = 5", "n = 10", "bound"], rows)
@@ -218,6 +221,87 @@ def quantized_a_a_table() -> str:
     return note + "\n\n" + table(["test", "seeds", "fixed: P(accept)", "sequential: P(accept)", "looks"], rows)
 
 
+def edges_a_a_table() -> str:
+    """Issue 20 item 6: A/A false accepts with diverged seeds, ties and a large offset, every test, fixed."""
+    from planner._stats.calibration import (
+        EDGES,
+        LEVEL,
+        MIN_EFFECT,
+        OFFSET_SD,
+        SD,
+        edge_false_accept,
+    )
+
+    sims = 20_000
+    rows = []
+    for case in EDGES:
+        for test in ("welch", "paired", "bootstrap"):
+            cells = []
+            for n in (2, 3, 5, 8, 10):
+                f = edge_false_accept(case, test, n, alpha=ALPHA, sims=sims, rng_seed=n)
+                cells.append(f"{f.rate:.4f} ± {f.mc_error:.4f}")
+            rows.append([case, test, *cells])
+    note = (f"No true effect; {sims} experiments per cell (± one Monte Carlo standard error); target at most "
+            f"{ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). Values around "
+            f"{LEVEL} with seed-to-seed sd {SD} and min_effect {MIN_EFFECT}, except at the offset (sd and min_effect "
+            f"{OFFSET_SD}). Diverged: each seed of either arm diverges with that chance and counts as "
+            "failures.diverged_value 0.0; before an all-diverged side counted as degenerate, the 2-seed A/A rate was "
+            "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about 33 examples), "
+            "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on a third or half "
+            "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the bootstrap test, "
+            "exact under no effect, is not).")
+    return note + "\n\n" + table(["case", "test", "n = 2", "n = 3", "n = 5", "n = 8", "n = 10"], rows)
+
+
+def offset_table() -> str:
+    """Issue 20 item 6: a real spread far from 0 is no degenerate spread; the same data at offset 0 and 1e10."""
+    from planner._stats.calibration import OFFSET, OFFSET_SD, offset_check
+
+    sims = 20_000
+    rows = []
+    for test in ("welch", "paired", "bootstrap"):
+        for n in (2, 3, 5, 10):
+            for effect in (0.0, 2 * OFFSET_SD):
+                c = offset_check(test, n, effect=effect, alpha=ALPHA, sims=sims, rng_seed=n)
+                rows.append([test, n, f"{effect:g}", f"{c.accept_at_0:.4f}", f"{c.accept_at_offset:.4f}",
+                             c.degenerate_at_offset, c.changed])
+    note = (f"{sims} experiments per row, decided twice: as drawn (sd {OFFSET_SD}, min_effect {OFFSET_SD}) and with "
+            f"{OFFSET:g} added to every value. A float step at {OFFSET:g} is {np.spacing(OFFSET):.2g}, so a spread of "
+            f"{OFFSET_SD} is about {OFFSET_SD / np.spacing(OFFSET):.0f} steps: not degenerate. The rule fires only "
+            "where the drawn spread itself falls within 2 float steps of the magnitude (with 2 seeds about 1 % of "
+            "pairs, by chance); the other changed decisions are rounding at 1e10 (0.2 % of the sd). Before, the rule's "
+            "tolerance (1024 steps, 2.3e-3 at 1e10) exceeded the spread and nearly every experiment was degenerate.")
+    return note + "\n\n" + table(["test", "n", "true effect", "P(accept) at offset 0", f"at offset {OFFSET:g}",
+                                   "degenerate at the offset", "decisions changed"], rows)
+
+
+def margin_table() -> str:
+    """Issue 20 item 6: the estimate rule against the margin rule, welch, sd 1, min_effect 1."""
+    sims, min_effect = 20_000, 1.0
+    rows = []
+    for rule in ("estimate", "margin"):
+        for n in (5, 10, 20):
+            cells = []
+            for k, factor in enumerate((0.0, 0.95, 1.0, 2.0)):
+                effect = factor * min_effect
+                analytic = accept_probability(n, effect, 1.0, ALPHA, min_effect, "welch", rule=rule)
+                r = simulate("welch", n, effect, alpha=ALPHA, min_effect=min_effect, sims=sims, rule=rule,
+                             rng_seed=60 + 4 * n + k)
+                cells.append(f"{analytic:.3f} / {r.accept:.3f}")
+            rows.append([rule, n, *cells])
+    estimate = seeds_for_power(1.0, min_effect, ALPHA, 0.8, "welch")
+    margin = {f: seeds_for_power(1.0, min_effect, ALPHA, 0.8, "welch", rule="margin", effect=f * min_effect)
+              for f in (1.5, 2.0, 3.0)}
+    note = (f"Welch, seed-to-seed sd 1, min_effect {min_effect:g}, alpha {ALPHA}; each cell analytic / simulated "
+            f"({sims} experiments). estimate (the default): accept when the CI is above 0 and the estimate reaches "
+            "min_effect; margin: when the CI's lower end reaches min_effect. Seeds per arm for 80 %: estimate "
+            f"{estimate} (P(CI low > 0) at a true effect of min_effect, what `plan power` plans); margin, P(accept) "
+            "at a true effect of " + ", ".join(f"{f:g} x min_effect {k}" for f, k in margin.items()) +
+            " (the margin rule needs a true effect above min_effect to plan for).")
+    return note + "\n\n" + table(["rule", "n", "P(accept) at 0", "at 0.95 x min_effect", "at min_effect",
+                                   "at 2 x min_effect"], rows)
+
+
 SECTIONS = [
     ("Worked example", worked_example),
     ("A/A false-accept rate: P(CI low > 0) with no true effect, alpha 0.05 (target <= 0.025)", a_a_table),
@@ -227,6 +311,10 @@ SECTIONS = [
     ("Sequential: A/A false-accept rate of the per-look thresholds", sequential_a_a_table),
     ("Quantized metric: A/A false-accept rate with ties (degenerate-spread rule), fixed and sequential",
      quantized_a_a_table),
+    ("At the edges: A/A false-accept rate with diverged seeds, ties and a large offset (fixed design)",
+     edges_a_a_table),
+    ("A large offset: the same experiments at 0 and at 1e10", offset_table),
+    ("The acceptance rules: P(accept) under estimate and margin", margin_table),
     ("Sequential against fixed n: power, accepts and seeds", sequential_power_table),
 ]
 

@@ -61,9 +61,9 @@ def compare(baseline: Values, arm: Values, *, mode: Mode = "max", test: Test = "
     """One arm against the baseline: the effect, its two-sided (1 - alpha) CI and the p-value.
 
     `baseline` and `arm` are lists of per-seed values, or mappings seed -> value.
-    The `paired` test pairs mappings by seed and lists by position. Values must
-    be finite. `rng_seed` fixes the random splits of the `bootstrap` test when
-    there are too many to enumerate.
+    The `paired` test pairs mappings by seed (whatever their order) and lists by
+    position. Values must be finite. `rng_seed` fixes the random splits of the
+    `bootstrap` test when there are too many to enumerate.
 
         >>> c = compare([0.91, 0.92, 0.90], [0.94, 0.95, 0.93])
         >>> round(c.effect, 3), c.ci_low > 0
@@ -71,22 +71,28 @@ def compare(baseline: Values, arm: Values, *, mode: Mode = "max", test: Test = "
     """
     base_values, base_seeds = _split(baseline, "baseline")
     arm_values, arm_seeds = _split(arm, "arm")
+    if test == "paired" and (base_seeds is None) != (arm_seeds is None):
+        raise ValueError("the paired test pairs mappings by seed and lists by position: give both as mappings "
+                         "seed -> value, or both as lists")
     return _decide.compare(base_values, arm_values, mode=mode, test=test, alpha=alpha,
                            baseline_seeds=base_seeds, arm_seeds=arm_seeds, rng_seed=rng_seed)
 
 
 def decide(baseline: Values, arms: Mapping[str, Values], *, min_effect: float, mode: Mode = "max",
            test: Test = "welch", alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm",
-           diverged_value: float | None = None, metric: str = "the metric", baseline_name: str = "baseline",
-           rng_seed: int = 0) -> list[Decision]:
+           rule: Literal["estimate", "margin"] = "estimate", diverged_value: float | None = None,
+           metric: str = "the metric", baseline_name: str = "baseline", rng_seed: int = 0) -> list[Decision]:
     """The contract's decision rule for every arm: accept, reject, inconclusive or incomplete.
 
     `arms` maps each treatment arm's name to its values; `correction` spreads
     `alpha` over them (Holm by default, as in a contract). Every arm must have
-    the seeds the baseline has (lists: the same length; mappings: the same
-    seeds), as a contract's confirmation does. A NaN or infinite value is a
-    diverged trial: it makes the arm `incomplete` unless `diverged_value` says
-    what it counts as.
+    the seeds the baseline has, as a contract's confirmation does: lists of the
+    same length (paired by position), or mappings with the same seeds (paired by
+    seed, in any order). A NaN or infinite value is a diverged trial: it makes
+    the arm `incomplete` unless `diverged_value` says what it counts as.
+    `rule="estimate"` (the default) accepts when the CI is above 0 and the
+    estimate reaches min_effect; `rule="margin"` only when the CI's lower end
+    reaches min_effect.
 
         >>> [(d.arm, d.decision) for d in decide([0.91, 0.92, 0.90, 0.91],
         ...     {"adam": [0.94, 0.95, 0.93, 0.94]}, min_effect=0.01)]
@@ -96,53 +102,70 @@ def decide(baseline: Values, arms: Mapping[str, Values], *, min_effect: float, m
         raise ValueError("arms must map each treatment arm's name to its values, e.g. {'adam': [0.93, 0.94]}")
     if baseline_name in arms:
         raise ValueError(f"an arm is named {baseline_name!r}, like the baseline: pass another baseline_name")
+    if len({isinstance(v, Mapping) for v in (baseline, *arms.values())}) > 1:
+        raise ValueError("give the baseline and every arm as lists (paired by position) or all as mappings "
+                         "seed -> value (paired by seed), not some of each")
     planned = _seeds(baseline, "baseline")
-    results = {baseline_name: _outcomes(baseline)}
+    if len(planned) < 2:
+        raise ValueError(f"the baseline needs at least 2 seeds (a spread needs two values), got {len(planned)}")
+    results = {baseline_name: _outcomes(baseline, "baseline")}
     for name, values in arms.items():
         seeds = _seeds(values, name)
-        if seeds != planned:
-            raise ValueError(f"arm {name!r} has seeds {seeds} but the baseline has {planned}: "
+        if sorted(seeds) != sorted(planned):
+            raise ValueError(f"arm {name!r} has seeds {sorted(seeds)} but the baseline has {sorted(planned)}: "
                              "the decision rule compares arms on the same seeds")
-        results[name] = _outcomes(values)
-    acceptance = SimpleNamespace(min_effect=min_effect, alpha=alpha, test=test, correction=correction)
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if not min_effect > 0:
-        raise ValueError(f"min_effect must be > 0, got {min_effect}")
+        results[name] = _outcomes(values, name)
+    acceptance = SimpleNamespace(min_effect=min_effect, alpha=alpha, test=test, correction=correction, rule=rule)
     return _decide.decide(acceptance, mode, results, baseline_name, planned_seeds=planned, arms=list(arms),
                           diverged_value=diverged_value, metric=metric, rng_seed=rng_seed)
 
 
 def power(n: int, effect: float, sd: float, *, alpha: float = 0.05, test: Test = "welch", n_arms: int = 1,
-          correction: str = "holm") -> float:
+          correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
+          min_effect: float | None = None) -> float:
     """The chance that `n` seeds per arm detect a true improvement `effect` (P(CI low > 0)).
 
     `sd` is the seed-to-seed standard deviation of the metric within an arm
     (welch, bootstrap) or of the per-seed differences (paired). With
     `n_arms` > 1 the level is the first step of the correction, alpha / n_arms.
+    `rule="margin"` (give `min_effect`): the chance of its accept, P(CI low >= min_effect).
 
         >>> round(power(10, effect=0.01, sd=0.005), 2)
         0.99
     """
-    return _power.detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction)
+    _power.check_seeds(n)
+    return _power.detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction, rule=rule,
+                                  min_effect=min_effect)
 
 
 def seeds_needed(sd: float, min_effect: float, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
-                 n_arms: int = 1, correction: str = "holm") -> int:
-    """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan power` prints)."""
-    return _power.seeds_for_power(sd, min_effect, alpha, power, test, n_arms=n_arms, correction=correction)
+                 n_arms: int = 1, correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
+                 effect: float | None = None) -> int:
+    """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan power` prints).
+
+    `rule="margin"`: the fewest seeds with which accept (CI low >= min_effect) has probability
+    `power` at a true improvement `effect`, which must be given and above min_effect.
+    """
+    return _power.seeds_for_power(sd, min_effect, alpha, power, test, n_arms=n_arms, correction=correction,
+                                  rule=rule, effect=effect)
 
 
 def detectable_effect(sd: float, n: int, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
-                      n_arms: int = 1, correction: str = "holm") -> float:
-    """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if none)."""
-    return _power.detectable_effect(sd, n, alpha, power, test, n_arms=n_arms, correction=correction)
+                      n_arms: int = 1, correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
+                      min_effect: float | None = None) -> float:
+    """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if none);
+    `rule="margin"` (give `min_effect`): accept with that probability."""
+    _power.check_seeds(n)
+    return _power.detectable_effect(sd, n, alpha, power, test, n_arms=n_arms, correction=correction, rule=rule,
+                                    min_effect=min_effect)
 
 
 def accept_probability(n: int, effect: float, sd: float, *, min_effect: float, alpha: float = 0.05,
-                       test: Test = "welch") -> float:
-    """The chance of `accept` (CI low > 0 and estimated effect >= min_effect) at a true improvement `effect`."""
-    return _power.accept_probability(n, effect, sd, alpha, min_effect, test)
+                       test: Test = "welch", rule: Literal["estimate", "margin"] = "estimate") -> float:
+    """The chance of `accept` at a true improvement `effect`: CI low > 0 and estimated effect >= min_effect
+    (rule estimate), or CI low >= min_effect (rule margin)."""
+    _power.check_seeds(n)
+    return _power.accept_probability(n, effect, sd, alpha, min_effect, test, rule=rule)
 
 
 def pilot_sd(values_by_arm: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> float:
@@ -180,7 +203,10 @@ def sequential_decision(design: Design, look: int, baseline: Values, arm: Values
 def _split(values: Values, what: str) -> tuple[list[float], list[int] | None]:
     """(values, seeds or None): a mapping gives its seeds, a list none (paired by position)."""
     if isinstance(values, Mapping):
-        return [float(v) for v in values.values()], [int(s) for s in values]
+        try:
+            return [float(v) for v in values.values()], [_seed(s) for s in values]
+        except (TypeError, ValueError):
+            raise ValueError(f"{what} as a mapping must map whole-number seeds to numbers") from None
     if isinstance(values, str | bytes):
         raise ValueError(f"{what} must be a list of per-seed values or a mapping seed -> value, not a string")
     try:
@@ -189,13 +215,19 @@ def _split(values: Values, what: str) -> tuple[list[float], list[int] | None]:
         raise ValueError(f"{what} must be a list of per-seed values (numbers) or a mapping seed -> value") from None
 
 
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or int(seed) != seed:
+        raise ValueError(seed)
+    return int(seed)
+
+
 def _seeds(values: Values, what: str) -> list[int]:
     numbers, seeds = _split(values, what)
     return seeds if seeds is not None else list(range(len(numbers)))
 
 
-def _outcomes(values: Values) -> list[tuple[int, float]]:
-    numbers, seeds = _split(values, "values")
+def _outcomes(values: Values, what: str) -> list[tuple[int, float]]:
+    numbers, seeds = _split(values, what)
     return list(zip(seeds if seeds is not None else range(len(numbers)), numbers, strict=True))
 
 

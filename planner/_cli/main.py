@@ -116,6 +116,8 @@ def _add_power(sub) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
     src.add_argument("--sd", type=_finite, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
+    p.add_argument("--effect", type=_finite, default=None,
+                   help="the true effect to plan for (default min_effect; required under acceptance.rule margin)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
 
@@ -182,7 +184,7 @@ def _cmd_power(args: argparse.Namespace) -> int:
         sd, source = plan_seeds.spread_from_pilot(pilot, contract.acceptance.test)
     else:
         sd, source = args.sd, "given with --sd"
-    summary = plan_seeds.power_summary(contract, sd, sd_source=source)
+    summary = plan_seeds.power_summary(contract, sd, sd_source=source, effect=args.effect)
     _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
     return EXIT_OK
 
@@ -243,10 +245,14 @@ def _add_audit(sub) -> None:
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument("--next", metavar="FILE", default=None, help="write the next control's contract to FILE")
+    p.add_argument("--force", action="store_true", help="replace FILE of --next when it exists")
     p.set_defaults(handler=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
+    if args.next and not args.force and os.path.lexists(args.next):
+        raise UsageError(f"{args.next} exists: it was left as it is (it may be your contract); give another file "
+                         "name for --next, or pass --force to replace it")
     found = audit.audit_run(args.run_dir)
     print(audit.render_json(found) if args.json else audit.format_audit(found), end="")
     if args.next:

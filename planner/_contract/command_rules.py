@@ -121,13 +121,21 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
             return
 
 
+def _outside(file: str) -> bool:
+    return PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts
+
+
 def _check_metrics(report: _Report, contract, metrics) -> None:
-    file = metrics.file
-    if PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts:
-        report.add("P526", ("command", "metrics", "file"),
-                   f"metrics.file {file!r} is not inside the trial's Hydra output folder",
-                   "Give a path or glob relative to the Hydra output folder, like metrics.csv or "
-                   "lightning_logs/version_*/metrics.csv.")
+    for key, file in (("file", metrics.file), ("heldout_file", metrics.heldout_file)):
+        if file is not None and _outside(file):
+            report.add("P526", ("command", "metrics", key),
+                       f"metrics.{key} {file!r} is not inside the trial's Hydra output folder",
+                       "Give a path or glob relative to the Hydra output folder, like metrics.csv or "
+                       "lightning_logs/version_*/metrics.csv.")
+    if metrics.heldout_file is not None and not contract.metric.heldout:
+        report.add("P526", ("command", "metrics", "heldout_file"),
+                   "metrics.heldout_file is read only for the held-out metric, and the contract has no "
+                   "metric.heldout", "Set metric.heldout, or remove metrics.heldout_file.")
     if metrics.names:
         wanted = [name for name in (contract.metric.name, contract.metric.heldout) if name]
         for name in wanted:

@@ -73,6 +73,27 @@ def calls_resolver(text: str, *, hydra: bool = True) -> bool:
     return found is None or (bool(found) and not hydra)
 
 
+def resolvers_called(text: str) -> list[str] | None:
+    """The names of the resolvers OmegaConf would call to resolve `text` (by its grammar, as `calls_resolver`
+    reads it), a built name (`${${r}:x}`) as written; None when `text` does not parse as a value."""
+    if "${" not in text:
+        return []
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+
+    try:
+        stack = [grammar_parser.parse(text)]
+    except Exception:  # noqa: BLE001 - GrammarParseError
+        return None
+    names = []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
+            names.append(node.resolverName().getText())
+        stack.extend(getattr(node, "children", None) or [])
+    return names
+
+
 @dataclass(frozen=True)
 class ComposeProblem:
     """Why one arm's config could not be composed.
@@ -440,7 +461,7 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
             if "${" not in text:
                 continue
             data = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra will say what is wrong with it, if it is used
         if isinstance(data, dict) and "defaults" in data:
             found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]

@@ -155,6 +155,9 @@ class Acceptance(_Model):
     alpha: Finite = Field(default=0.05, gt=0, le=0.5)
     test: Literal["welch", "paired", "bootstrap"] = "welch"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
+    # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
+    # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.
+    rule: Literal["estimate", "margin"] = Field(default="estimate", exclude_if=lambda rule: rule == "estimate")
 
 
 class Resources(_Model):
@@ -332,11 +335,13 @@ class MetricsFile(_Model):
     """Where a command's script already logs its metrics (docs/command-trainables.md)."""
 
     file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    format: Literal["csv", "jsonl", "hf_trainer_state"]
+    format: Literal["csv", "jsonl", "hf_trainer_state", "tensorboard"]
     step: Annotated[str, StringConstraints(min_length=1)]
     names: dict[Annotated[str, StringConstraints(min_length=1)], Annotated[str, StringConstraints(min_length=1)]] = \
         Field(default_factory=dict)
     step_base: Literal[0, 1] | None = None  # None: 1, the step column counts exposure from 1
+    # a flat JSON results file (a Trainer's save_metrics `test_results.json`), read for metric.heldout at the end
+    heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
 
     def columns(self, metric: str, heldout: str | None) -> dict[str, str]:
         """Planner metric name -> the file's column: `names`, else the contract's metrics under their own names."""

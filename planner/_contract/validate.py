@@ -141,6 +141,10 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
     diagnostics += _check.check_trainable(contract, loaded, probe)
     diagnostics += check_command(contract, loaded, composed)
+    from planner._contract.credentials import check_credentials, without_credentials
+
+    diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),
+                                      loaded, composed)
     diagnostics += _check.check_warnings(contract, loaded, composed)
 
     diagnostics += check_data(contract, loaded)

@@ -6,6 +6,7 @@
      |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
      +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
+     |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or symbolic) or special
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
      +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
@@ -84,6 +85,11 @@ class RunError(PlannerError):
 
 class RunLockedError(RunError):
     """Another process holds the run folder's lock."""
+
+
+class LinkedFileError(RunError):
+    """A file planner was to write in a run folder (or the runs dir) is a link, hard or symbolic, a FIFO or a
+    device: writing it would change a file outside the folder, so it is refused (exit 3)."""
 
 
 class TrialProtocolError(PlannerError):

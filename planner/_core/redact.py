@@ -1,62 +1,121 @@
-"""Secrets never reach the run folder.
+"""Credentials: the one definition of what is one, the one scrubber of free text.
 
-A value under a key whose name looks like a credential (password, passwd,
-secret, token, api_key, access_key, private_key, credential(s), auth, ...:
-matched by the word rule of `looks_secret`, so `max_tokens` is not one) is
-replaced by `<redacted>` wherever the run folder would hold it: the frozen
-contract, configs/*.yaml, identity.json, every trial record's `config` and
-`params`, events. And the VALUES of those secrets, and of environment variables
-with credential-like names, are cut out of every string written (error
-messages, tracebacks, captured output), so a trainable that prints or raises
-with a secret in its message does not leak it either.
+A credential never enters a contract or a config: `plan validate` refuses one (P230,
+planner._contract.credentials, which asks this module what is a credential). So what a trainable
+receives is recorded exactly as it is (the frozen contract, configs/*.yaml, every trial's `config`
+and `params`, selection.json) and resume, reeval and lineage get the real values back; nothing is
+ever rewritten to `<redacted>` there. A credential reaches a trainable through the environment,
+which planner never records (identity.json keeps allow-listed variables only).
 
-The trainable still receives the real config: redaction happens at the one
-place the driver writes (planner._store.writer.RunStore) and in the captured output.
+What is printed or written as free text (captured output, exception messages and tracebacks, Hydra's
+logs, the terminal, status, reports) still goes through `Redactor.text`, which cuts:
+
+- the values of environment variables with credential names (and their repr/JSON-escaped spellings);
+- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA..., xox?-...,
+  a JWT, a PEM private key, a Slack webhook) and a URL's userinfo, whatever characters it holds;
+- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`;
+- `--password VALUE`, `--hf-token VALUE`, ... flags, and `name=value` / `name: value` pairs under a
+  credential name, whatever punctuation the value holds (quoted values up to their closing quote).
+
+The name rule (`looks_secret`): a name is split into words (at anything not a letter or digit and at
+camelCase humps); it is a credential's name when its LAST word is a credential noun (NOUNS), ends with
+one (STEMS: `dbpassword`), or its last two words make one (`api_key`, `access_key`, `private_key`).
+So `db_password`, `apiKey`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `client-secret` are credentials'
+names, and `token_dropout`, `max_token_length`, `pad_token_id`, `max_tokens`, `skip_pass`, `seed_key`,
+`author` are not. A name alone makes a credential only of a value that could be one
+(`could_be_credential`): not a number, a bool, an empty text, `???`, or a tokenizer's special token
+like `<pad>`, `</s>` or `[PAD]`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
-# The one secret-name rule (docs/run-folder.md, "Secrets"): a name is split into words (at anything not a
-# letter or digit, and at camelCase humps); it looks like a credential when one of its words is one of WORDS,
-# or contains one of STEMS. So `db_password`, `apiKey`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `dbpassword` are
-# secrets, and `max_tokens`, `seed_key`, `keyboard`, `author` are not (`key` alone is no credential word).
-WORDS = frozenset({"password", "passwd", "passphrase", "pwd", "pass", "secret", "secrets", "token", "apikey",
-                   "credential", "credentials", "auth", "authorization", "cookie", "signature", "dsn",
-                   "sessionkey", "privatekey", "accesskey", "secretkey"})
-STEMS = ("password", "passwd", "secret", "apikey", "credential", "privatekey", "accesskey", "authtoken")
-MIN_SECRET_LEN = 6  # shorter values are not cut out of free text (too many false hits); keys are still redacted
+NOUNS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets", "token", "apikey", "credential",
+                   "credentials", "auth", "authorization", "cookie", "dsn", "sessionkey", "privatekey", "accesskey",
+                   "secretkey", "authtoken", "accesstoken", "refreshtoken", "clientsecret"})
+STEMS = ("password", "passwd", "secret", "apikey", "credential", "credentials", "privatekey", "accesskey",
+         "authtoken", "token")
+MIN_SECRET_LEN = 6  # shorter values of the environment are not searched for in free text (too many false hits)
 
-
-_NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords: redacting them hid every path
+_NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-zA-Z0-9]+")
+_STEM_EXCEPT = ("tokens",)  # `max_tokens`: a count, not a credential
+
+
+def _words(name: str) -> list[str]:
+    return [w.lower() for w in _SPLIT.split(_HUMP.sub(r"\1_\2", str(name))) if w]
 
 
 def looks_secret(name: str) -> bool:
-    """True when a key or variable name looks like it holds a credential (the rule above)."""
+    """True when a key, flag or variable name is a credential's name (the last-word rule above)."""
     name = str(name)
     if name in _NOT_SECRETS:
         return False
-    words = [w.lower() for w in _SPLIT.split(_HUMP.sub(r"\1_\2", name)) if w]
-    joined = "".join(words)
-    for i, word in enumerate(words):
-        if word in WORDS or any(stem in word for stem in STEMS):
-            return True
-        if i + 1 < len(words) and word + words[i + 1] in WORDS:  # api_key, access_key, private_key
-            return True
-    return any(stem in joined for stem in STEMS)
+    words = _words(name)
+    if not words:
+        return False
+    last = words[-1]
+    if last in NOUNS or (len(words) > 1 and words[-2] + last in NOUNS):
+        return True
+    return last not in _STEM_EXCEPT and any(last.endswith(stem) for stem in STEMS)
 
 
-# user:password@ in a URL (postgres://svc:PASS@host/x): always cut, whatever key holds the URL.
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s/?#@\"'<>]*)@")
-# name=value, name: value, 'name': 'value' in free text, where the name looks like a credential.
-_ASSIGNED = re.compile(r"""(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['"]?\s*[=:]\s*['"]?)(?P<value>[^\s'",;}&]+)""")
+_SPECIAL_TOKEN = re.compile(r"^(<[^<>\s]{1,24}>|\[[A-Za-z_]{1,24}\]|<\|[^|\s]{1,24}\|>|\?\?\?)$")
+_NOT_CREDENTIALS = frozenset({"", "none", "null", "true", "false", "yes", "no", REDACTED})
+
+
+_NUMBER = re.compile(r"^[-+]?(\d[\d_]*\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|\.?inf|\.?nan)$", re.IGNORECASE)
+
+
+def could_be_credential(value: Any, numbers: bool = False) -> bool:
+    """True when `value` could be a credential if its name says it is one: a text that is no special token
+    (nor a number written as text, unless `numbers`: free text cuts `pin=123456`, a contract may hold it)."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if text.lower() in _NOT_CREDENTIALS or _SPECIAL_TOKEN.match(text) or (not numbers and _NUMBER.match(text)):
+        return False
+    return not re.fullmatch(r"\$\{[A-Za-z0-9_.\[\]-]*\}", text)  # a plain reference to another key
+
+
+# The credential shapes, by kind: a value of one of these is a credential wherever it is.
+_B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
+SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a PEM private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE "
+                                     r"KEY-----|[\s\S]*)")),
+    ("a Slack webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+")),
+    ("a JSON web token", re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),
+    ("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{12,}")),
+    ("an API key (sk-...)", re.compile(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
+    ("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+)
+# user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
+# (so a password holding `@` or `/` is cut whole).
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)@(?=[A-Za-z0-9\[][A-Za-z0-9.:\[\]-]*"
+                          r"(?:[/?#\s\"'<>,;)]|$))")
+_AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
+                          r"[^\s\"']+)")
+_BEARER = re.compile(r"(?i)(\b(?:bearer|basic|token|digest)\s+)(?=[^\s]*[0-9+/=])([A-Za-z0-9._~+/=-]{16,})")
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+# --password VALUE, --hf-token=VALUE
+_FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
+                   r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
+# name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its closing quote
+_ASSIGNED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*)(?P<value>" + _QUOTED +
+                       r"|[^\s\"'{\[(]\S*)")
+
+
+def _unquoted(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
 
 
 def url_secrets(text: str) -> list[str]:
@@ -71,21 +130,52 @@ def url_secrets(text: str) -> list[str]:
     return out
 
 
-def _cut_userinfo(text: str) -> str:
-    return URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), text)
+def credential_in_text(text: str) -> str | None:
+    """What credential the text `text` holds ("a GitHub token", "a value after --db-password"), or None.
+
+    The same patterns `Redactor.text` cuts: a text it would change holds a credential.
+    """
+    for kind, pattern in SHAPES:
+        if pattern.search(text):
+            return kind
+    for match in URL_USERINFO.finditer(text):
+        if ":" in match.group(2) or any(p.search(match.group(2)) for _, p in SHAPES):
+            return "a URL with a password in it (user:password@host)"
+    if _AUTH_HEADER.search(text) or _BEARER.search(text):
+        return "an Authorization header's credential"
+    for match in _FLAG.finditer(text):
+        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value"))):
+            return f"a value after {match.group('name')}"
+    for match in _ASSIGNED.finditer(text):
+        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value"))):
+            return f"a value given to {match.group('name')}"
+    return None
 
 
-def _cut_assigned(text: str) -> str:
-    def one(m: re.Match) -> str:
-        if looks_secret(m.group("name")) and m.group("value") != REDACTED and m.group("value")[:1] not in "{[(":
-            return m.group("name") + m.group("sep") + REDACTED
-        return m.group(0)
-
-    return _ASSIGNED.sub(one, text)
+def credentials_in(value: Any, path: tuple[Any, ...] = (), under_secret: str | None = None
+                   ) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """(path, what) of every credential in nested data: a text under a credential's name that could be one,
+    or a text of a credential's shape anywhere (mapping keys included). The value itself is never yielded."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(k, str) and credential_in_text(k):
+                yield (*path, k), f"a key holding {credential_in_text(k)}"
+            name = under_secret or (str(k) if looks_secret(str(k)) else None)
+            yield from credentials_in(v, (*path, k), name)
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from credentials_in(v, (*path, i), under_secret)
+    elif isinstance(value, str):
+        if under_secret is not None and could_be_credential(value):
+            yield path, f"a value under the credential name {under_secret!r}"
+        else:
+            found = credential_in_text(value)
+            if found is not None:
+                yield path, found
 
 
 def secret_values(value: Any, under_secret: bool = False) -> list[str]:
-    """Every scalar under a credential-like key in a nested config, as text, and every URL's user:password."""
+    """Every credential's text in nested data (what `credentials_in` finds), to be cut out of free text."""
     out: list[str] = []
     if isinstance(value, Mapping):
         for k, v in value.items():
@@ -93,59 +183,100 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
     elif isinstance(value, list | tuple):
         for v in value:
             out += secret_values(v, under_secret)
-    elif under_secret and value is not None and not isinstance(value, bool):
-        out.append(str(value))
     elif isinstance(value, str):
-        out += url_secrets(value)
+        if under_secret and could_be_credential(value):
+            out.append(value)
+        out += credential_texts(value)
     return out
+
+
+def credential_texts(text: str) -> list[str]:
+    """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
+    out = url_secrets(text) + [m.group(0) for _, pattern in SHAPES for m in pattern.finditer(text)]
+    for pattern in (_FLAG, _ASSIGNED):
+        for match in pattern.finditer(text):
+            value = _unquoted(match.group("value"))
+            if looks_secret(match.group("name")) and could_be_credential(value, numbers=True):
+                out.append(value)
+    return out
+
+
+def _env_name_is_secret(name: str) -> bool:
+    """A variable whose value is cut from free text: a credential's name, or one with such a word anywhere."""
+    return name not in _NOT_SECRETS and (looks_secret(name) or any(
+        w in NOUNS or w in ("pass", "key") and i > 0 for i, w in enumerate(_words(name))))
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables with credential-like names, and the user:password of URLs in any."""
     environ = os.environ if environ is None else environ
-    out = [v for k, v in environ.items() if looks_secret(k) and v]
+    out = [v for k, v in environ.items() if v and _env_name_is_secret(k)]
     for v in environ.values():
         if "://" in v:
             out += url_secrets(v)
     return out
 
 
+def _spellings(value: str) -> list[str]:
+    """A secret as printed: itself, and escaped as repr() and JSON write it."""
+    out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    return list(dict.fromkeys(out))
+
+
 class Redactor:
-    """Scrubs secret keys and known secret values out of JSON-like data and text."""
+    """Cuts credentials out of free text (`text`), and out of the free text in records (`scrub`)."""
+
+    # The values under these keys are what a trainable received: recorded exactly, never rewritten.
+    VERBATIM = frozenset({"config", "params"})
 
     def __init__(self, values: Iterable[str] = ()):
-        found = sorted({v for v in values if len(v) >= MIN_SECRET_LEN}, key=len, reverse=True)
-        self.values = found
-        self._pattern = re.compile("|".join(re.escape(v) for v in found)) if found else None
+        found = {s for v in values if len(v) >= MIN_SECRET_LEN for s in _spellings(v)}
+        self.values = sorted(found, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
 
     @classmethod
     def for_run(cls, *configs: Any, environ: Mapping[str, str] | None = None) -> Redactor:
+        """The secrets of the environment (and of `configs`, which validation keeps free of any)."""
         values: list[str] = env_secrets(environ)
         for config in configs:
             values += secret_values(config)
         return cls(values)
 
     def text(self, value: str) -> str:
-        """`value` with every known secret, every URL's user:password and every `secret_name=value` cut out."""
+        """`value` with every known secret, credential shape, URL userinfo, Authorization value, credential flag
+        and `credential_name=value` cut out."""
         if self._pattern is not None:
             value = self._pattern.sub(REDACTED, value)
+        for _, pattern in SHAPES:
+            value = pattern.sub(REDACTED, value)
         if "://" in value:
-            value = _cut_userinfo(value)
+            value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), value)
+        value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
+        value = _BEARER.sub(lambda m: m.group(1) + REDACTED, value)
+        if "-" in value:
+            value = _FLAG.sub(lambda m: self._cut_named(m, value), value)
         if "=" in value or ":" in value:
-            value = _cut_assigned(value)
+            value = _ASSIGNED.sub(lambda m: self._cut_named(m, value), value)
         return value
+
+    @staticmethod
+    def _cut_named(m: re.Match, _text: str) -> str:
+        raw = m.group("value")
+        if not looks_secret(m.group("name")) or not could_be_credential(_unquoted(raw), numbers=True):
+            return m.group(0)
+        quote = raw[0] if raw[:1] in ("'", '"') and raw.endswith(raw[0]) and len(raw) > 1 else ""
+        return m.group("name") + m.group("sep") + quote + REDACTED + quote
 
     def stream(self) -> StreamScrubber:
         """A scrubber for output that arrives in pieces: a secret split across writes is still cut."""
         return StreamScrubber(self)
 
-    def scrub(self, value: Any, under_secret: bool = False) -> Any:
+    def scrub(self, value: Any) -> Any:
+        """The free text of a record (messages, tracebacks) scrubbed; `config` and `params` kept exactly."""
         if isinstance(value, Mapping):
-            return {k: self.scrub(v, under_secret or looks_secret(str(k))) for k, v in value.items()}
+            return {k: v if k in self.VERBATIM else self.scrub(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
-            return [self.scrub(v, under_secret) for v in value]
-        if under_secret and value is not None and not isinstance(value, bool):
-            return REDACTED
+            return [self.scrub(v) for v in value]
         if isinstance(value, str):
             return self.text(value)
         return value

@@ -36,6 +36,9 @@ from typing import Any
 
 from planner._contract.model import Budget, Resources
 from planner._core.errors import UsageError
+from planner._core.lazy import lazy_import
+
+ray = lazy_import("ray")  # only node_facts and cluster_nodes call Ray, once it is connected
 
 # Never shipped from the contract's folder: run folders, VCS data, environments, caches.
 # Ray reads these like .gitignore lines, relative to the folder shipped.
@@ -143,8 +146,6 @@ def unfit_reason(request: Mapping[str, float], nodes: Iterable[Mapping[str, Any]
 
 def cluster_nodes() -> list[dict[str, Any]]:
     """`ray.nodes()` of the connected cluster (needs `ray.init` first)."""
-    import ray
-
     return list(ray.nodes())
 
 
@@ -287,9 +288,7 @@ def node_facts() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
     }
-    if "ray" in sys.modules:
-        import ray
-
+    if "ray" in sys.modules:  # a trial in a Ray worker (never imports Ray for a trial run without it)
         if ray.is_initialized():
             facts["node_id"] = ray.get_runtime_context().get_node_id()
             facts["node_ip"] = ray.util.get_node_ip_address()

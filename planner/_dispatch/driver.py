@@ -1,45 +1,70 @@
 """`plan run`: one contract from the YAML file to a decision per arm.
 
-validate -> freeze the run folder -> tune (Ray Tune) -> select -> confirm (Ray
-tasks) -> decide -> decisions.json. Every ended trial is written as it ends;
-the run state (completed / budget_exhausted / interrupted / failed) is kept
-apart from the decisions.
+    run(contract)
+      prepare      validate the contract, open (resume) or create the run folder
+      session      RunSession: the lock, the stop signals, Ray, the end's bookkeeping
+      tune         every sweep through one Ray Tune Tuner (planner._dispatch.tune)
+      select       each arm's confirmation config; selection.json
+      confirm      fixed-config Ray tasks (planner._dispatch.fixed), in looks when
+                   confirmation.looks > 1 (planner._dispatch.looks)
+      decide       decisions.json, on the way out, whatever stopped the run
+      finish       state.json, run_ended, the lineage; the RunResult
+
+Every ended trial is written as it ends; the run state (completed /
+budget_exhausted / interrupted / failed) is kept apart from the decisions.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import planner._stats.decide as decision_rule  # called through its module (tests swap the rule there)
+from planner._contract.paths import apply_params, config_diff
+from planner._contract.validate import load_contract
 from planner._core.errors import (
     EXIT_INCOMPLETE,
     EXIT_NO_VALUE,
     EXIT_OK,
-    PlannerError,
+    MlflowTrackingError,
     RunError,
     UsageError,
 )
-from planner._core.records import error_groups, final_value, finite_final_value
+from planner._core.lazy import lazy_import
+from planner._core.records import error_groups, final_value, finite_final_value, seeds_identical
+from planner._core.redact import Redactor
+from planner._core.status import FAILED, RunState, StopReason, TrialStatus
 from planner._core.text import noun, shown_path, yaml_value
-from planner._dispatch.session import (
-    claim_stop_signals,
-    restore_stop_signals,
-    start_ray,
-    trainable_search_path,
-)
+from planner._core.version import VERSION
+from planner._data.checks import data_violations, invalid_reasons
+from planner._dispatch.cluster import resolve_address
+from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
+from planner._dispatch.progress import Progress, make_display
+from planner._dispatch.search import make_sampler, to_optuna
+from planner._dispatch.session import RunSession, final_state, raised_from, trainable_search_path
+from planner._dispatch.trials import Dispatch, at_budget
+from planner._lineage import record as lineage_record
+from planner._lineage.record import forking_lines
+from planner._lineage.resolve import ProjectLineage
+from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
-from planner._store.writer import RunStore, read_jsonl
+from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
+from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
+from planner._stats.select import select
+from planner._store.identity import run_identity
+from planner._store.read import RunFolder, heldout_tuning_trials, read_yaml
+from planner._store.resume import heal_files, resolve_run_dir, unfinished
+from planner._store.writer import RunStore
 from planner._trial.protocol import TrialSpec
 
-if TYPE_CHECKING:
-    from planner._dispatch.looks import SequentialConfirmation
-
-FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom")
+# Ray Tune and Optuna, loaded when tuning starts (a run without tuning never loads them)
+tuning_pieces = lazy_import("planner._dispatch.tune")
 
 
 @dataclass
@@ -61,7 +86,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        if self.state != "completed":
+        if self.state != RunState.COMPLETED:
             return EXIT_INCOMPLETE
         return EXIT_NO_VALUE if self.no_value_arms else EXIT_OK
 
@@ -75,21 +100,12 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     The contract is loaded, composed and checked once, by `plan validate`'s own
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
     """
-    from planner._contract.validate import load_contract
-    from planner._dispatch.trials import at_budget
-
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     configs, raw_configs = at_budget(loaded.contract, loaded.configs, loaded.raw_configs)  # as the trials get them
     return loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs
-
-
-
-
-
-
 
 
 # ------------------------------------------------------------------ the decision
@@ -101,8 +117,6 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     of the decision metric, and its status; a planned seed with no record is
     pending, which makes the arm incomplete.
     """
-    from planner._stats.decide import Outcome, decide
-
     metric = contract.metric.decision_metric
     confirm = {contract.baseline.name: [], **{arm.name: [] for arm in contract.arms}}
     latest: dict[tuple[str, int], dict] = {}
@@ -110,8 +124,8 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
         if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
             latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
     for (arm, seed), record in latest.items():
-        confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", "failed")))
-    decisions = decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+        confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", TrialStatus.FAILED)))
+    decisions = decision_rule.decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
@@ -119,9 +133,6 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
 
 def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
     """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
-    from planner._data.checks import invalid_reasons
-    from planner._stats.decide import mark_invalid
-
     latest: dict[tuple, dict] = {}
     for record in confirm_records:
         latest[(record.get("arm"), record.get("seed"))] = record
@@ -129,45 +140,52 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
     return mark_invalid(rows, reasons)
 
 
+# ------------------------------------------------------------------ the runner's state
 
+@dataclass
+class Runner:
+    """The state of one `plan run` between its phases; the Dispatch's listener (started/ended/cancelled)."""
 
+    contract: Any  # planner._contract.model.Contract
+    contract_dir: Path
+    configs: dict[str, dict]
+    raw_configs: dict[str, dict]  # interpolations unresolved: tuned values go in before resolving
+    plan: Plan
+    store: RunStore
+    _: KW_ONLY
+    quiet: bool = False
+    stream: Any = None  # where the live progress prints (stdout when None)
+    remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
+    previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
+    t0: float = field(init=False, default_factory=time.monotonic)
+    progress: Progress = field(init=False)
+    display: Any = field(init=False)  # planner._dispatch.progress: a Quiet, Line or Live display
+    dispatch: Dispatch = field(init=False)  # the trials' specs and the hooks that log them, shared with reeval
+    records: dict[str, dict] = field(init=False)  # trial_id -> record: the plan's trials ended so far
+    state_written: float = field(init=False, default=0.0)  # when state.json was last rewritten while running (monotonic)
+    warned_heldout: bool = field(init=False, default=False)  # the held-out exposure warning was shown
+    unselected: dict[str, str] = field(init=False, default_factory=dict)  # arm -> why tuning selected nothing
+    findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
+    sequential: SequentialConfirmation | None = field(init=False, default=None)  # the looks a sequential confirmation ran
+    not_needed: set[str] = field(init=False, default_factory=set)  # confirmation trials the looks did not need
 
-
-
-
-
-# ------------------------------------------------------------------ the run
-
-class _Runner:
-    def __init__(self, contract, contract_dir: Path, configs: dict[str, dict], plan: Plan, store: RunStore,
-                 display_factory, previous_wall_s: float = 0.0, *, raw_configs: dict[str, dict] | None = None):
-        from planner._dispatch.progress import Progress
-        from planner._dispatch.trials import Dispatch
-
-        self.contract, self.contract_dir, self.configs, self.plan = contract, contract_dir, configs, plan
-        self.raw_configs: dict[str, dict] = dict(raw_configs or {})  # unresolved: tuned values go in first
-        self.store = store
-        self.t0 = time.monotonic()
-        self.previous_wall_s = previous_wall_s
-        self._state_written = 0.0
+    def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
-        for t in plan.trials:
+        for t in self.plan.trials:
             planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
-        self.progress = Progress(list(plan.arms), planned, metric=contract.metric.name, mode=contract.metric.mode,
-                                 decision_metric=contract.metric.decision_metric,
-                                 max_wall_time_s=contract.budget.max_wall_time_s)
-        self.display = display_factory(self.progress)
-        # the trials' specs and the hooks that log them, shared with reeval; it hears back through
-        # started/ended/cancelled below
-        self.dispatch = Dispatch.open(contract, contract_dir, configs, store, listener=self, raw_configs=self.raw_configs,
-                                      records={r["trial_id"]: r for r in store.trials()
-                                               if r.get("phase") != "reeval"})  # plan reeval trials are not the plan's
+        c = self.contract
+        self.progress = Progress(list(self.plan.arms), planned, metric=c.metric.name, mode=c.metric.mode,
+                                 decision_metric=c.metric.decision_metric,
+                                 max_wall_time_s=c.budget.max_wall_time_s)
+        self.display = make_display(self.progress, quiet=self.quiet, stream=self.stream or sys.stdout)
+        # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
+        self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
+                                      remote=self.remote, raw_configs=self.raw_configs,
+                                      records={r["trial_id"]: r for r in self.store.trials()
+                                               if r.get("phase") != "reeval"})
         self.records = self.dispatch.records
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
-        # what a sequential confirmation leaves for the decision and the run's end (planner._dispatch.looks)
-        self.sequential: SequentialConfirmation | None = None
-        self.not_needed: set[str] = set()
 
     @property
     def search_path(self) -> list[str]:
@@ -184,9 +202,9 @@ class _Runner:
     def write_state(self, state: str, reason: str = "", *, every_s: float = 0.0) -> None:
         """Rewrite state.json (at most once per `every_s` seconds while running)."""
         now = time.monotonic()
-        if every_s and now - self._state_written < every_s:
+        if every_s and now - self.state_written < every_s:
             return
-        self._state_written = now
+        self.state_written = now
         self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
 
     # the live progress hears of each trial after the run folder (Dispatch's listener)
@@ -195,18 +213,16 @@ class _Runner:
         self.display.update()
 
     def ended(self, record: dict) -> None:
-        from planner._data.checks import data_violations
-
         for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
             self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
         self.progress.ended(record)
         heldout = [v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"]
-        if heldout and not getattr(self, "_warned_heldout", False):  # at once, not only in the summary
-            self._warned_heldout = True
+        if heldout and not self.warned_heldout:  # at once, not only in the summary
+            self.warned_heldout = True
             self.display.note(f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
                               f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
                               "every such trial)")
-        self.write_state("running", every_s=1.0)
+        self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
 
     def cancelled(self, spec: TrialSpec, why: str) -> None:
@@ -216,12 +232,12 @@ class _Runner:
     def spec(self, trial, config: dict) -> TrialSpec:
         return self.dispatch.spec(trial, config)
 
-    # phases
-    def tune(self) -> str | None:
-        from planner._dispatch.search import make_sampler, to_optuna
-        from planner._dispatch.tune import Sweep, run_tuning
-        from planner._plan.space import arm_space
+    def event(self, kind: str, **fields: Any) -> None:
+        """An event in the run folder (the looks' notes: a look taken, trials not needed)."""
+        self.store.event(kind, **fields)
 
+    # phases
+    def tune(self) -> StopReason | None:
         tuning = self.contract.tuning
         sweeps = []
         for group in self.plan.tune_groups:
@@ -231,9 +247,9 @@ class _Runner:
             if not todo:
                 continue
             space = arm_space(tuning, group.arm)
-            evaluated = [(r["params"], v) for r in done if r["status"] == "completed"
+            evaluated = [(r["params"], v) for r in done if r["status"] == TrialStatus.COMPLETED
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
-            sweeps.append(Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
+            sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
                                 raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
@@ -243,20 +259,16 @@ class _Runner:
         self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
-            return "budget"
-        outcome = run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
+            return StopReason.BUDGET
+        outcome = tuning_pieces.run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
                              exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
                              resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
-                             time_budget_s=remaining,
-                             prestart=True)
+                             time_budget_s=remaining, prestart=True)
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped
 
     def select(self) -> dict[str, dict]:
         """Each arm's confirmation config; writes selection.json."""
-        from planner._contract.paths import apply_params
-        from planner._stats.select import select
-
         c = self.contract
         if c.tuning is None:
             return {arm: config for arm, config in self.configs.items()}
@@ -272,12 +284,10 @@ class _Runner:
         return {arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
                 for arm, s in selected.items() if s.trial_id}
 
+
     def _seeds_identical(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
         """Arms whose seeds did not vary the run become `invalid` (not an incomplete one); and the
         findings for decisions.json."""
-        from planner._core.records import seeds_identical
-        from planner._stats.decide import mark_invalid, seeds_did_not_vary
-
         c = self.contract
         identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
         reasons = {row["arm"]: why for row in rows if row["decision"] != "incomplete"
@@ -291,7 +301,7 @@ class _Runner:
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
         """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
         "seeds not run yet" (which reads as pending work that --resume would do)."""
-        unselected = getattr(self, "unselected", {})
+        unselected = self.unselected
         if not unselected or any(r["phase"] == "confirm" and r["arm"] in unselected for r in self.records.values()):
             return rows
         out = []
@@ -310,21 +320,23 @@ class _Runner:
             out.append(row)
         return out
 
-    def confirm(self, configs: dict[str, dict]) -> str | None:
+    def confirm(self, configs: dict[str, dict]) -> StopReason | None:
         """Run the confirmation trials of the arms in `configs`; what stopped the phase early, or None."""
+        self.skip_unselected(configs)
         if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
-            from planner._dispatch.looks import confirm_in_looks
-
+            self.progress.phase = "confirm"
             looks = confirm_in_looks(self, configs)
+            for trial_id in looks.not_needed:  # never run: no longer planned in the live progress
+                t = next(p for p in self.plan.confirm if p.trial_id == trial_id)
+                self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
-        self.skip_unselected(configs)
         specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
                  if t.trial_id not in self.records and t.arm in configs]
         if not specs:
             return None
         outcome = self.run_batch(specs, f"confirming: {len(specs)} trials")
-        return "budget" if outcome is None else outcome.stopped
+        return StopReason.BUDGET if outcome is None else outcome.stopped
 
     def skip_unselected(self, configs: dict[str, dict]) -> None:
         """Log the confirmation trials of arms without a selected config as skipped."""
@@ -352,17 +364,17 @@ class _Runner:
         return outcome
 
     def decide(self, state: str) -> list[dict]:
+        """The decision per arm from the records so far; writes decisions.json."""
         c = self.contract
         extra = {}
+        confirm_records = [r for r in self.records.values() if r["phase"] == "confirm"]
         if c.confirmation.looks > 1:  # the decisions come from the looks (planner._dispatch.looks)
-            from planner._dispatch.looks import SequentialConfirmation
-
             sequential = self.sequential or SequentialConfirmation(c)
             rows = sequential.decisions(sequential.evaluate(self.records))
             extra = {"sequential": sequential.describe()}
         else:
-            rows = _decide_arms(c, [r for r in self.records.values() if r["phase"] == "confirm"])
-        rows = _invalid_on_data(c, rows, [r for r in self.records.values() if r["phase"] == "confirm"])
+            rows = _decide_arms(c, confirm_records)
+        rows = _invalid_on_data(c, rows, confirm_records)
         rows = self._nothing_confirmed(rows)
         rows, self.findings = self._seeds_identical(rows)
         if self.findings:
@@ -374,6 +386,8 @@ class _Runner:
         return rows
 
 
+# ------------------------------------------------------------------ the phases of `plan run`
+
 def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
         resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
         resume_argv: list[str] | None = None) -> RunResult:
@@ -382,169 +396,189 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     `resume_argv` is the contract path and options as the user typed them: an
     interrupted run's result carries the `plan run ... --resume RUN_DIR` that continues it.
     """
-    from planner._core.version import VERSION
-    from planner._dispatch.progress import make_display
-    from planner._lineage import record as lineage_record
-    from planner._lineage.resolve import ProjectLineage
-    from planner._store.identity import run_identity
-
     lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
     contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
-    mlflow_tracking = contract.tracking.mlflow
-    if mlflow_tracking is not None:  # a store MLflow refuses fails here, before any compute is spent
-        from planner._results.mlflow import check_mlflow_tracking
+    _check_tracking(contract)
+    remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
+    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume)
+    with RunSession(store) as session:
+        if resume is not None:
+            previous_wall = _resume_folder(store, session.took_over, contract, contract_dir, configs)
+        else:
+            _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
+            previous_wall = 0.0
+        runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
+                        remote=remote, previous_wall_s=previous_wall)
+        resumed = _rerun_cut_short(store, plan, runner.records) if resume is not None else None
+        runner.write_state(RunState.RUNNING)
+        session.stop_on_signals()
+        end = _End(runner)
+        session.on_end(end)
+        with runner.display:
+            _connect(session, runner, address, Path(runs_dir), resumed)
+            end.stopped = _tune_select_confirm(runner)
+    if contract.tracking.mlflow is not None:
+        _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
+    return _result(runner, end, resumed, resume_command=_resume_command(end.state, contract_path, resume_argv,
+                                                                          store.root))
 
-        check_mlflow_tracking(mlflow_tracking.tracking_uri, mlflow_tracking.experiment or contract.name)
-    from planner._core.redact import Redactor
-    from planner._store.read import RunFolder
-    from planner._store.resume import heal_files, resolve_run_dir, unfinished
 
-    previous_wall = 0.0
+def _check_tracking(contract) -> None:
+    """A store MLflow refuses fails here, before any compute is spent."""
+    tracking = contract.tracking.mlflow
+    if tracking is not None:
+        check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
+
+
+def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunStore:
+    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently)."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
-    if resume is not None:
-        store = RunStore.open(resolve_run_dir(resume, contract))
-        store.redactor = redactor
-        _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
-        took_over = store.lock()
-        try:  # a folder refused after the lock was taken (a planted link, a damaged file) keeps no lock of ours
-            cut = heal_files(store.root)
-            state = read_state(store.root)
-        except BaseException:
-            store.unlock()
-            raise
-        previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
-        logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
-        logged_code = logged_code if isinstance(logged_code, dict) else {}
-        now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
-        changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
-        store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
-                    trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
-        if took_over is not None:
-            store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
-                        started=took_over.get("started"), reason=took_over.get("reason"))
-        for name, size in cut.items():
-            store.event("torn_record_dropped", file=name, bytes=size)
-        lineage_record.run_started(store.root, contract, configs, None, resumed=True)
-    else:
+    if resume is None:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
-        store.lock()
-        store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
-        store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
-        store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
-        try:  # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
-            lineage_record.run_started(store.root, contract, configs,
-                                       lineage.resolved.source if lineage.resolved else None)
-        except BaseException:
-            store.unlock()
-            raise
-    stream = stream or sys.stdout
-    runner = _Runner(contract, contract_dir, configs, plan, store,
-                     lambda progress: make_display(progress, quiet=quiet, stream=stream), previous_wall,
-                     raw_configs=raw_configs)
-    resumed = None
-    if resume is not None:
-        again = unfinished(store, runner.records)
-        if again:
-            store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
-        resumed = resume_counts(plan, runner.records, again)
-    runner.write_state("running")
-    started_ray = False
-    state, reason = "failed", ""
-    previous_term = claim_stop_signals()
-    try:
-        from planner._dispatch.cluster import resolve_address
+        return store
+    store = RunStore.open(resolve_run_dir(resume, contract))
+    store.redactor = redactor
+    _check_logged_configs(store.root, {arm: redactor.scrub(config) for arm, config in configs.items()})
+    return store
 
-        runner.dispatch.remote = resolve_address(address) is not None
-        with runner.display:
-            target = address or os.environ.get("RAY_ADDRESS")
-            runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
-            t_ray = time.monotonic()
-            started_ray = start_ray(address, runner.search_path, Path(runs_dir), log_dir=store.root,
-                                     contract=contract, contract_dir=contract_dir)
-            runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
-            if resumed is not None:
-                runner.display.note(format_resumed(resumed))
-            stopped = runner.tune() if contract.tuning is not None else None
-            if stopped is None:
-                stopped = runner.confirm(runner.select())
-            elif contract.tuning is not None:
-                runner.select()
-        if stopped == "budget":
-            state, reason = "budget_exhausted", f"budget.max_wall_time of {contract.budget.max_wall_time} reached"
-        elif stopped == "interrupted":
-            state, reason = "interrupted", "stopped by the user"
-        else:
-            state, reason = "completed", "all planned trials ended"
-            not_needed = runner.not_needed  # sequential looks stopped early
-            missing = [t.trial_id for t in plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
-            if missing:
-                reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
-                          "(arms whose tuning left nothing to select)")
-            if not_needed:
-                reason += (f"; {len(not_needed)} confirmation trials not needed "
-                           "(the sequential confirmation stopped early)")
-    except KeyboardInterrupt:
-        state, reason = "interrupted", "stopped by the user (Ctrl-C or SIGTERM)"
-    except OSError as error:
-        from planner._store.resume import disk_error
+def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
+                   plan: Plan, raw_configs: dict[str, dict], lineage: ProjectLineage) -> None:
+    """Freeze the contract, the configs, the plan and the identity in the new (locked) run folder."""
+    store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
+    store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
+    store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
+    # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
+    lineage_record.run_started(store.root, contract, configs, lineage.resolved.source if lineage.resolved else None)
 
-        if not disk_error(error):
-            state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
-            raise
-        state, reason = "failed", (f"cannot write the run folder {store.root}: {error.strerror}; what ended is "
-                                   f"kept; free space and resume with --resume {store.root}")
-        raise RunError(reason) from None
-    except PlannerError as error:
-        state, reason = "failed", str(error)
-        raise
-    except BaseException as error:
-        state, reason = "failed", f"internal error: {type(error).__name__}: {error}"
-        raise
-    finally:
-        decisions, decide_error = [], None
+
+def _resume_folder(store: RunStore, took_over: dict | None, contract, contract_dir: Path,
+                   configs: dict[str, dict]) -> float:
+    """Heal the (locked) run folder and log the resume; the wall time the run had used before."""
+    cut = heal_files(store.root)
+    state = read_state(store.root)
+    previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
+    logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
+    logged_code = logged_code if isinstance(logged_code, dict) else {}
+    now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
+    changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
+    store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
+                trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
+    if took_over is not None:
+        store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
+                    started=took_over.get("started"), reason=took_over.get("reason"))
+    for name, size in cut.items():
+        store.event("torn_record_dropped", file=name, bytes=size)
+    lineage_record.run_started(store.root, contract, configs, None, resumed=True)
+    return previous_wall
+
+
+def _rerun_cut_short(store: RunStore, plan: Plan, records: dict[str, dict]) -> dict[str, int]:
+    """On --resume: log the trials an earlier driver started and never ended (they run again); the counts."""
+    again = unfinished(store, records)
+    if again:
+        store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
+    return resume_counts(plan, records, again)
+
+
+def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir: Path,
+             resumed: dict[str, int] | None) -> None:
+    """Join the cluster or start an embedded Ray, saying which and how long it took."""
+    target = address or os.environ.get("RAY_ADDRESS")
+    runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
+    t_ray = time.monotonic()
+    session.start_ray(address, runner.search_path, runs_dir, log_dir=runner.store.root,
+                      contract=runner.contract, contract_dir=runner.contract_dir)
+    runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
+    if resumed is not None:
+        runner.display.note(format_resumed(resumed))
+
+
+def _tune_select_confirm(runner: Runner) -> StopReason | None:
+    """The run's phases: tune, select, confirm; what stopped them early, or None. A stopped tuning
+    still selects (selection.json says what the trials so far would give) and confirms nothing."""
+    if runner.contract.tuning is None:
+        return runner.confirm(runner.select())
+    stopped = runner.tune()
+    if stopped is None:
+        return runner.confirm(runner.select())
+    runner.select()
+    return stopped
+
+
+@dataclass
+class _End:
+    """The end of a run, on the way out of its RunSession: the decision, state.json, run_ended, the lineage."""
+
+    runner: Runner
+    stopped: StopReason | None = None  # what stopped the phases early (set when they return)
+    state: RunState = RunState.FAILED
+    reason: str = ""
+    decisions: list[dict] = field(default_factory=list)
+
+    def __call__(self, error: BaseException | None) -> BaseException | str | None:
+        runner, store = self.runner, self.runner.store
+        self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
+                                                       budget=runner.contract.budget.max_wall_time)
+        if error is None and self.state == RunState.COMPLETED:
+            self.reason = _completed_reason(runner)
+        decide_error = None
         try:
-            decisions = runner.decide(state)
+            self.decisions = runner.decide(self.state)
         except OSError:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
             pass
-        except Exception as error:  # never skip the bookkeeping below; raised once it is done
-            decide_error = error
-            state, reason = "failed", (f"every trial that ran is kept, but the decision could not be made: "
-                                       f"{type(error).__name__}: {error}")
-        for step in (lambda: runner.write_state(state, reason),
-                     lambda: store.event("run_ended", state=state, reason=reason)):
+        except Exception as failure:  # never skip the bookkeeping below; raised once it is done
+            decide_error = failure
+            self.state, self.reason = RunState.FAILED, (
+                f"every trial that ran is kept, but the decision could not be made: "
+                f"{type(failure).__name__}: {failure}")
+        for step in (lambda: runner.write_state(self.state, self.reason),
+                     lambda: store.event("run_ended", state=self.state, reason=self.reason)):
             try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
                 step()
             except OSError:
                 pass
-        lineage_record.run_ended(store.root, state, reason, decisions, contract.acceptance.alpha)  # warns, never raises
-        store.close()
-        store.unlock()
-        restore_stop_signals(previous_term)
-        if started_ray:
-            import ray
+        lineage_record.run_ended(store.root, self.state, self.reason, self.decisions,
+                                 runner.contract.acceptance.alpha)  # warns, never raises
+        if error is None and decide_error is not None:
+            return raised_from(RunError(f"{self.reason}; the run folder {store.root} is closed and unlocked "
+                                        "(run with --debug for the trace)"), decide_error)
+        return instead
 
-            ray.shutdown()
-    if decide_error is not None:
-        raise RunError(f"{reason}; the run folder {store.root} is closed and unlocked "
-                       "(run with --debug for the trace)") from decide_error
-    if mlflow_tracking is not None:
-        _log_to_mlflow(store.root, mlflow_tracking, stream)
+
+def _completed_reason(runner: Runner) -> str:
+    """Why a run whose phases all returned is `completed`, naming planned trials that did not run."""
+    reason = "all planned trials ended"
+    not_needed = runner.not_needed  # sequential looks stopped early
+    missing = [t.trial_id for t in runner.plan.trials
+               if t.trial_id not in runner.records and t.trial_id not in not_needed]
+    if missing:
+        reason = (f"every trial that could run ended; {len(missing)} planned trials did not run "
+                  "(arms whose tuning left nothing to select)")
+    if not_needed:
+        reason += f"; {len(not_needed)} confirmation trials not needed (the sequential confirmation stopped early)"
+    return reason
+
+
+def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path) -> str | None:
+    """How to continue an interrupted run: `plan run ... --resume RUN_DIR`."""
+    if state != RunState.INTERRUPTED:
+        return None
+    argv = resume_argv or [str(contract_path)]
+    return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
+
+
+def _result(runner: Runner, end: _End, resumed: dict | None, *, resume_command: str | None) -> RunResult:
+    contract = runner.contract
     records = list(runner.records.values())
     failures = [{"trial_id": r["trial_id"], "status": r["status"],
                  "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
-                for r in records if r["status"] in FAILED_STATUSES]
-    resume_command = None
-    if state == "interrupted":
-        import shlex
-
-        argv = resume_argv or [str(contract_path)]
-        resume_command = shlex.join(["plan", "run", *argv, "--resume", shown_path(store.root)])
-    return RunResult(store.root, state, reason, decisions, runner.wall_s(), len(runner.records), failures,
-                     resume_command=resume_command, resumed=resumed,
+                for r in records if r["status"] in FAILED]
+    return RunResult(runner.store.root, end.state, end.reason, end.decisions, runner.wall_s(), len(runner.records),
+                     failures, resume_command=resume_command, resumed=resumed,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
                      heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
-                     findings=list(getattr(runner, "findings", [])))
+                     findings=list(runner.findings))
 
 
 def arms_without_value(contract, records: list[dict]) -> list[str]:
@@ -559,8 +593,8 @@ def arms_without_value(contract, records: list[dict]) -> list[str]:
         if r.get("phase") != "confirm":
             continue
         value = final_value(r, metric)
-        diverged = r.get("status") == "diverged" or (value is not None and not math.isfinite(value))
-        if (diverged and diverged_value is not None) or (r.get("status") == "completed" and not diverged
+        diverged = r.get("status") == TrialStatus.DIVERGED or (value is not None and not math.isfinite(value))
+        if (diverged and diverged_value is not None) or (r.get("status") == TrialStatus.COMPLETED and not diverged
                                                           and value is not None):
             usable.add(r.get("arm"))
     return [arm.name for arm in contract.all_arms if arm.name not in usable]
@@ -568,10 +602,7 @@ def arms_without_value(contract, records: list[dict]) -> list[str]:
 
 def _heldout_exposures(contract, records: list[dict]) -> int:
     """Tuning trials that reported metric.heldout: one per trial (the ledger's `tuning_exposures`)."""
-    from planner._store.read import heldout_tuning_trials
-
     return len(heldout_tuning_trials(records, contract.metric.heldout))
-
 
 
 def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:
@@ -592,8 +623,6 @@ def format_resumed(counts: dict[str, int]) -> str:
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
     """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
-    from planner._results.mlflow import MlflowTrackingError, log_run_to_mlflow
-
     try:
         summary = log_run_to_mlflow(run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment)
     except MlflowTrackingError as error:
@@ -602,15 +631,8 @@ def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
     print(f"mlflow: {summary.trials_logged} trials logged to {summary.tracking_uri}", file=stream)
 
 
-
-
-
-
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
     """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
-    from planner._contract.paths import config_diff
-    from planner._store.read import read_yaml
-
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"
         logged = read_yaml(path, root=run_dir)
@@ -625,13 +647,7 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
-    from planner._store.read import RunFolder
-
     return RunFolder(Path(run_dir)).state() or {}
-
-
-def read_records(run_dir: str | os.PathLike) -> list[dict]:
-    return read_jsonl(Path(run_dir) / "trials.jsonl")
 
 
 def format_result(result: RunResult) -> str:
@@ -652,7 +668,7 @@ def format_result(result: RunResult) -> str:
     if result.heldout_exposures:
         lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
                      f"{result.heldout!r}: test exposure (one per trial; see plan status)")
-    if result.no_value_arms and result.state == "completed":
+    if result.no_value_arms and result.state == RunState.COMPLETED:
         lines.append(f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
                      f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
                      f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
@@ -671,11 +687,8 @@ def format_result(result: RunResult) -> str:
                          f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
         if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
-            lines.append(f"    {d['reason'].split(' Measured: ')[0]}")
+            lines.append(f"    {d.get('invalid_reason') or d['reason']}")  # the short why (_stats.decide.mark_invalid)
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
-    from planner._lineage.record import forking_lines
-    from planner._store.read import RunFolder
-
     lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
     return "\n".join(lines)

@@ -18,7 +18,8 @@ the same looks again:
         the steps so far per arm, which arms stopped, which are incomplete,
         and which (arm, seed) trials the next batch needs.
     LookState.decisions(...) -> rows for decisions.json, each with `looks`.
-    confirm_in_looks(runner, configs) -> LooksResult: the driver's confirmation phase.
+    confirm_in_looks(runner, configs) -> LooksResult: the driver's confirmation phase;
+        `runner` is anything with the `LooksRunner` protocol (the driver's Runner).
 
 Trials an arm no longer needs are "not needed": never run, logged in one
 `trials_skipped` event with `by_design: true`; they make no arm incomplete
@@ -28,13 +29,18 @@ and the run `completed` (docs/planning.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from planner._core.records import final_value
-from planner._plan.trials import confirm_trial_id
+from planner._core.status import StopReason, TrialStatus
+from planner._dispatch.hooks import Outcome as PhaseOutcome
+from planner._plan.trials import Plan, confirm_trial_id
 from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
+from planner._stats.sequential import NO_STOP, plan_design, sequential_decision
+from planner._trial.protocol import TrialSpec
 
 
 def comparison_alpha(contract) -> float:
@@ -62,8 +68,6 @@ def _number(x: float) -> float | None:
 
 def _look_json(step) -> dict[str, Any]:
     """One look of decisions.json; `note` says why a bound is missing (no alpha at this look, no spread)."""
-    from planner._stats.sequential import NO_STOP
-
     out = {"look": step.look + 1, "n_baseline": step.n_baseline, "n_arm": step.n_arm,
            "effect": _number(step.effect), "ci_low": _number(step.ci_low), "ci_high": _number(step.ci_high),
            "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
@@ -89,8 +93,6 @@ class SequentialConfirmation:
     """The looks of one contract's confirmation (plan_design runs once, about a second)."""
 
     def __init__(self, contract):
-        from planner._stats.sequential import plan_design
-
         c = contract
         self.contract = c
         self.baseline = c.baseline.name
@@ -113,13 +115,11 @@ class SequentialConfirmation:
             r = records.get(confirm_trial_id(arm, seed))
             if r is None:
                 return None
-            out.append(Outcome(seed, final_value(r, metric), r.get("status", "completed")))
+            out.append(Outcome(seed, final_value(r, metric), r.get("status", TrialStatus.COMPLETED)))
         return out
 
     def evaluate(self, records: dict[str, dict]) -> LookState:
         """Walk the looks on the records so far: each arm's steps, and the trials still needed."""
-        from planner._stats.sequential import sequential_decision
-
         c = self.contract
         diverged = c.failures.diverged_value
         arms = {a.name: ArmLooks(a.name) for a in c.arms}
@@ -191,26 +191,41 @@ class SequentialConfirmation:
 # --------------------------------------------------------------------------- the runner's phase
 
 
+class LooksRunner(Protocol):
+    """What a confirmation in looks needs from the driver: the plan, the records so far, a way to run one
+    batch (within the time the run has left), and the run folder's events for its notes."""
+
+    contract: Any  # planner._contract.model.Contract
+    plan: Plan
+
+    @property
+    def records(self) -> Mapping[str, dict]: ...
+
+    def spec(self, trial, config: dict) -> TrialSpec: ...
+
+    def run_batch(self, specs: list[TrialSpec], note: str, started: dict | None = None,
+                  ended: dict | None = None) -> PhaseOutcome | None: ...  # None: no time left to start it
+
+    def event(self, kind: str, **fields: Any) -> None: ...
+
+
 @dataclass
 class LooksResult:
     """What the confirmation in looks leaves for the driver: why it stopped, the looks, the trials not needed."""
 
-    stopped: str | None  # "budget", "interrupted", or None when every look that could run ran
+    stopped: StopReason | None  # None when every look that could run ran
     sequential: SequentialConfirmation  # the design the decision reads the looks with
     not_needed: set[str] = field(default_factory=set)  # planned confirmation trials no arm needs: never run
 
 
-def confirm_in_looks(runner, configs: dict[str, dict]) -> LooksResult:
-    """`_Runner.confirm` for looks > 1: run batch after batch until every arm has stopped.
+def confirm_in_looks(runner: LooksRunner, configs: dict[str, dict]) -> LooksResult:
+    """The confirmation phase for looks > 1: run batch after batch until every arm has stopped.
 
-    `runner` is the driver's: its plan, records, run folder and live progress,
-    and `run_batch`, which sends one batch the way a one-look confirmation does.
-    Nothing is set on it; the driver keeps what the LooksResult says.
+    Nothing is set on `runner`; the driver keeps what the LooksResult says (the
+    looks for the decision, the trials not needed for its progress and end).
     """
     sequential = SequentialConfirmation(runner.contract)
     planned = {(t.arm, t.seed): t for t in runner.plan.confirm}
-    runner.skip_unselected(configs)
-    runner.progress.phase = "confirm"
     previous: list[tuple[str, int]] | None = None
     while True:
         state = sequential.evaluate(runner.records)
@@ -223,20 +238,17 @@ def confirm_in_looks(runner, configs: dict[str, dict]) -> LooksResult:
         outcome = runner.run_batch(specs, f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials",
                                    started={"look": look, "arms": state.running}, ended={"look": look})
         if outcome is None:
-            return LooksResult("budget", sequential)
+            return LooksResult(StopReason.BUDGET, sequential)
         for arm, s in sequential.evaluate(runner.records).arms.items():
             if s.steps and s.steps[-1].look == look - 1:
-                runner.store.event("look", arm=arm, **_look_json(s.steps[-1]))
+                runner.event("look", arm=arm, **_look_json(s.steps[-1]))
         if outcome.stopped:
             return LooksResult(outcome.stopped, sequential)
     state = sequential.evaluate(runner.records)
     not_needed = [t.trial_id for t in runner.plan.confirm
                   if t.trial_id not in runner.records and t.arm in configs and (t.arm, t.seed) not in state.needed]
     if not_needed and not state.running:
-        runner.store.event("trials_skipped", phase="confirm", trial_ids=not_needed, by_design=True,
-                           reason="not needed: the sequential confirmation stopped every arm before its last look")
-        for trial_id in not_needed:
-            t = next(p for p in runner.plan.confirm if p.trial_id == trial_id)
-            runner.progress.cell("confirm", t.arm).planned -= 1
+        runner.event("trials_skipped", phase="confirm", trial_ids=not_needed, by_design=True,
+                     reason="not needed: the sequential confirmation stopped every arm before its last look")
         return LooksResult(None, sequential, set(not_needed))
     return LooksResult(None, sequential)

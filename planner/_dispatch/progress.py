@@ -12,10 +12,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from planner._core.lazy import lazy_import
 from planner._core.records import error_of, finite_final_value
+from planner._core.status import FAILED, TrialStatus
 from planner._core.text import clock
 
-FAILED = ("failed", "protocol_error", "timeout", "oom")
+# rich draws the live table on a terminal only: a piped or --quiet run never loads it
+rich_console = lazy_import("rich.console")
+rich_live = lazy_import("rich.live")
+rich_table = lazy_import("rich.table")
+rich_text = lazy_import("rich.text")
 
 
 @dataclass
@@ -61,12 +67,12 @@ class Progress:
         cell.ended += 1
         status = record["status"]
         cell.failed += status in FAILED
-        cell.diverged += status == "diverged"
-        cell.early_stopped += status == "early_stopped"
+        cell.diverged += status == TrialStatus.DIVERGED
+        cell.early_stopped += status == TrialStatus.EARLY_STOPPED
         error = error_of(record)
         if error is not None:
             self.errors[error] = self.errors.get(error, 0) + 1
-        if status != "completed":
+        if status != TrialStatus.COMPLETED:
             return
         metric = self.metric if record["phase"] == "tune" else self.decision_metric
         value = last_value(record, metric)
@@ -177,11 +183,8 @@ class LiveDisplay(QuietDisplay):
 
     def __init__(self, progress: Progress):
         super().__init__(progress)
-        from rich.console import Console
-        from rich.live import Live
-
-        self.console = Console(stderr=False)
-        self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
+        self.console = rich_console.Console(stderr=False)
+        self.live = rich_live.Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
                          get_renderable=self._render)
 
     def __enter__(self):
@@ -202,14 +205,10 @@ class LiveDisplay(QuietDisplay):
         self.live.refresh()
 
     def _render(self) -> Any:
-        from rich.console import Group
-        from rich.table import Table
-        from rich.text import Text
-
         p = self.progress
         # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
-        table = Table(title=p.header(), title_justify="left", expand=False, box=None, pad_edge=False,
-                      padding=(0, 1), collapse_padding=True, header_style="bold underline")
+        table = rich_table.Table(title=p.header(), title_justify="left", expand=False, box=None, pad_edge=False,
+                             padding=(0, 1), collapse_padding=True, header_style="bold underline")
         for column in HEADERS:
             left = column in ("arm", "phase")
             table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=MIN_WIDTH[column],
@@ -217,7 +216,8 @@ class LiveDisplay(QuietDisplay):
                              overflow="ellipsis" if column == "arm" else "fold")
         for row in table_rows(p):
             table.add_row(*row)
-        return Group(table, *[Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes])
+        notes = [rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes]
+        return rich_console.Group(table, *notes)
 
 
 def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):

@@ -7,35 +7,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from planner._core.lazy import lazy_import
 from planner._plan.space import grid
+
+optuna = lazy_import("optuna")  # imported when a run builds its first study
 
 
 def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
     """{dotted key: optuna distribution} for a space of `Dimension`s."""
-    from optuna.distributions import (
-        CategoricalDistribution,
-        FloatDistribution,
-        IntDistribution,
-    )
-
     out: dict[str, Any] = {}
     for key, dim in space.items():
         kind, bounds = dim.kind, dim.bounds
         if kind == "log_uniform":
-            out[key] = FloatDistribution(float(bounds[0]), float(bounds[1]), log=True)
+            out[key] = optuna.distributions.FloatDistribution(float(bounds[0]), float(bounds[1]), log=True)
         elif kind == "uniform":
-            out[key] = FloatDistribution(float(bounds[0]), float(bounds[1]))
+            out[key] = optuna.distributions.FloatDistribution(float(bounds[0]), float(bounds[1]))
         elif kind == "int":
-            out[key] = IntDistribution(int(bounds[0]), int(bounds[1]))
+            out[key] = optuna.distributions.IntDistribution(int(bounds[0]), int(bounds[1]))
         else:
-            out[key] = CategoricalDistribution(list(bounds))
+            out[key] = optuna.distributions.CategoricalDistribution(list(bounds))
     return out
 
 
 def make_sampler(sampler, space: dict[str, Any]):
     """The declared Optuna sampler (tpe | random | grid) with the declared seed."""
-    import optuna
-
     if sampler.name == "tpe":
         return optuna.samplers.TPESampler(seed=sampler.seed)
     if sampler.name == "random":

@@ -1,7 +1,12 @@
-"""The Ray session a command runs in, shared by `plan run` and `plan reeval`.
+"""The session a command runs in, shared by `plan run` and `plan reeval`.
 
-Where trainables are found (the search path), connecting to a cluster or
-starting an embedded local Ray, and SIGTERM/SIGINT turned into a clean stop.
+`RunSession` is a command's hold on a run folder: the folder's lock, SIGTERM
+and SIGINT turned into a clean stop, the Ray it started or joined, and the
+bookkeeping of its end (the command's `on_end`: state.json, run_ended and the
+lineage for `plan run`), then the lock released, the signals restored and Ray
+shut down, whatever happened. `final_state` maps how the command's body ended
+to the run state and its reason. Also: where trainables are found (the search
+path), and connecting to a cluster or starting an embedded local Ray.
 
 Ray stays off the terminal: the workers' output is not forwarded to the driver
 (`log_to_driver=False`: a trial's own prints are captured in its trial folder),
@@ -14,11 +19,21 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from planner._core.errors import RunError
+from planner._core.errors import PlannerError, RunError
+from planner._core.lazy import lazy_import
+from planner._core.status import RunState, StopReason
+from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
+from planner._dispatch.worker import WORKER_ENV
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
+from planner._store.resume import disk_error
+
+ray = lazy_import("ray")  # imported when a command starts or joins Ray
 
 RAY_LOG = "ray.log"
 
@@ -35,16 +50,6 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
     itself as py_modules; and a trial request no node can ever hold is refused
     here instead of waiting forever.
     """
-    import ray
-
-    from planner._dispatch.cluster import (
-        resolve_address,
-        resources_for,
-        runtime_env_for,
-        unfit_reason,
-    )
-    from planner._dispatch.tune import WORKER_ENV
-
     if ray.is_initialized():
         return False
     with _ray_logs_to_run_folder(log_dir):
@@ -107,8 +112,6 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
 
 
 def _note_session_dir(logger: logging.Logger) -> None:
-    import ray
-
     try:  # not a public API: a Ray that moved it just leaves the line out
         session = ray._private.worker._global_node.get_session_dir_path()
     except AttributeError:
@@ -119,8 +122,6 @@ def _note_session_dir(logger: logging.Logger) -> None:
 def start_local_ray(attempts: int = 3, **options) -> None:
     """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
     fixed 30-second start-up wait."""
-    import ray
-
     for attempt in range(1, attempts + 1):
         try:
             ray.init(include_dashboard=False, configure_logging=False, **options)
@@ -139,9 +140,6 @@ def claim_stop_signals():
     KeyboardInterrupt: `kill -INT` would be silently lost. Returns the previous
     handlers, for `restore_stop_signals`.
     """
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return None
 
@@ -153,9 +151,99 @@ def claim_stop_signals():
 
 
 def restore_stop_signals(previous) -> None:
-    import signal
-    import threading
-
     if previous is not None and threading.current_thread() is threading.main_thread():
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+# ------------------------------------------------------------------ the session of one command
+
+HANDLED = "handled"  # what an end's bookkeeping returns for an error it handled: the command returns normally
+
+
+def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | None = None,
+                budget: str | None = None) -> tuple[RunState, str, BaseException | str | None]:
+    """(the run state, its reason, what becomes of `error`) for a command body that ended with `error`
+    (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
+
+    What becomes of it: None, raised as it is; HANDLED, not raised (Ctrl-C and SIGTERM: `interrupted`, the
+    command returns its result); or the error to raise instead (a full disk is `failed` with a sentence
+    that says how to resume, a RunError in place of the OSError). Any other error is `failed`.
+    """
+    if error is None:
+        if stopped == StopReason.BUDGET:
+            return RunState.BUDGET_EXHAUSTED, f"budget.max_wall_time of {budget} reached", None
+        if stopped == StopReason.INTERRUPTED:
+            return RunState.INTERRUPTED, "stopped by the user", None
+        return RunState.COMPLETED, "all planned trials ended", None
+    if isinstance(error, KeyboardInterrupt):
+        return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", HANDLED
+    if isinstance(error, OSError) and disk_error(error):
+        reason = (f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
+                  f"kept; free space and resume with --resume {run_dir}")
+        return RunState.FAILED, reason, raised_from(RunError(reason))
+    if isinstance(error, PlannerError):
+        return RunState.FAILED, str(error), None
+    return RunState.FAILED, f"internal error: {type(error).__name__}: {error}", None
+
+
+def raised_from(error: BaseException, cause: BaseException | None = None) -> BaseException:
+    """`error` raised `from cause` (from None when None): the trace shows the cause, or nothing before it."""
+    error.__cause__, error.__suppress_context__ = cause, True
+    return error
+
+
+class RunSession:
+    """One command's hold on a run folder and on Ray, as a context manager.
+
+        with RunSession(store, command="plan run") as session:   # takes the lock (session.took_over)
+            ...                                                  # a refusal here only unlocks
+            session.stop_on_signals()
+            session.on_end(bookkeeping)                          # bookkeeping(error) before the unlock
+            session.start_ray(address, search_path, runs_dir, ...)
+            ...
+
+    On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None), then the
+    store closed and unlocked, the stop signals restored, and a Ray this session started shut down. What
+    `bookkeeping` returns says what becomes of the error (final_state): None, it propagates as it is;
+    HANDLED, it does not; an exception, raised in its place once everything above is done.
+    """
+
+    def __init__(self, store, *, command: str = "plan run"):
+        self.store, self.command = store, command
+        self.took_over = None
+        self._signals = None
+        self._claimed = False
+        self._started_ray = False
+        self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
+
+    def __enter__(self) -> RunSession:
+        self.took_over = self.store.lock(self.command)
+        return self
+
+    def stop_on_signals(self) -> None:
+        """From here on SIGTERM and SIGINT stop the command like Ctrl-C does (claim_stop_signals)."""
+        self._signals, self._claimed = claim_stop_signals(), True
+
+    def on_end(self, bookkeeping: Callable[[BaseException | None], BaseException | str | None]) -> None:
+        self._end = bookkeeping
+
+    def start_ray(self, address: str | None, search_path: list[str], runs_dir: Path, **options) -> None:
+        """start_ray; a Ray started here is shut down when the session ends."""
+        self._started_ray = start_ray(address, search_path, runs_dir, **options)
+
+    def __exit__(self, exc_type, error, tb) -> bool:
+        replacement = None
+        try:
+            if self._end is not None:
+                replacement = self._end(error)
+        finally:
+            self.store.close()
+            self.store.unlock()
+            if self._claimed:
+                restore_stop_signals(self._signals)
+            if self._started_ray:
+                ray.shutdown()
+        if isinstance(replacement, BaseException):
+            raise replacement  # its __cause__ (or none) is set by whoever made it
+        return replacement == HANDLED and error is not None

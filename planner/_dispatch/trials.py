@@ -25,8 +25,12 @@ from typing import Any
 
 from planner._contract.paths import MISSING, apply_params, config_diff, flatten, get_path
 from planner._core.errors import PlannerError
+from planner._data.checks import cross_trial_violations, data_violations
+from planner._dispatch.fixed import run_fixed
+from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
+from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
 
@@ -69,8 +73,6 @@ class Dispatch:
         `raw_configs` (an option) the same before interpolations are resolved."""
         command = None
         if contract.command:
-            from planner._trial.command import command_trainable
-
             command = command_trainable(contract, contract_dir, configs).to_dict()
         return cls(contract, store, search_path if search_path is not None else trainable_search_path(contract_dir),
                    contract_sha256 or contract.sha256(), command, configs=dict(configs), **options)
@@ -162,8 +164,6 @@ class Dispatch:
     def _check_data(self, record: dict) -> None:
         """The data checks across trials (docs/data.md), added to the record before it is written; each data
         violation of the record is also a `data_violation` event (the listener shows it when the trial ends)."""
-        from planner._data.checks import cross_trial_violations, data_violations
-
         if record.get("splits"):
             earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
             record["violations"] = list(record.get("violations") or []) + cross_trial_violations(
@@ -177,15 +177,11 @@ class Dispatch:
         if self.listener is not None:
             self.listener.cancelled(spec, why)
 
-    def hooks(self):
-        from planner._dispatch.tune import Hooks
-
+    def hooks(self) -> Hooks:
         return Hooks(self._started, self._ended, self._cancelled)
 
-    def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None):
+    def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
         """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the Outcome."""
-        from planner._dispatch.tune import run_fixed
-
         return run_fixed(specs, resources=self.contract.budget.resources, hooks=self.hooks(),
                          max_trial_time_s=self.contract.budget.max_trial_time_s,
                          deadline=None if remaining_s is None else time.monotonic() + remaining_s)

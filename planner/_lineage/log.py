@@ -35,6 +35,7 @@ def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
     runs = sorted(ledger.runs().values(), key=lambda e: e.order)
     ends = {e.key: _end(ledger, e, notes) for e in runs}
     promotions = ledger.promotions()
+    marks = {_key(p): _unverified(ledger, p) for p in promotions}
     lines = []
     for name in ledger.lines():
         entries = [e for e in runs if e.line == name]
@@ -48,12 +49,12 @@ def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
                 by_sha[sha] = {"number": len(baselines) + 1, "arm": base.get("arm"), "config_sha256": sha,
                                "from": base.get("from"), "first_run": e.key, "experiments": []}
                 baselines.append(by_sha[sha])
-            by_sha[sha]["experiments"].append(_experiment(ledger, e, ends[e.key], chain))
+            by_sha[sha]["experiments"].append(_experiment(ledger, e, ends[e.key], chain, marks))
         in_force = ledger.in_force(name)
         lines.append({
             "line": name, "baselines": baselines,
-            "promotions": [_promotion(p) for p in chain],
-            "in_force": _promotion(in_force) if in_force else (
+            "promotions": [_promotion(p, marks) for p in chain],
+            "in_force": _promotion(in_force, marks) if in_force else (
                 {"run": entries[0].key, "arm": (entries[0].started.get("baseline") or {}).get("arm"),
                  "promoted": None, "note": "nothing promoted: the contract baseline of the line's first run"}
                 if entries else None),
@@ -82,13 +83,33 @@ def _end(ledger: Ledger, entry: RunEntry, notes: list[str]) -> dict[str, Any]:
         for d in doc.get("decisions") or [] if isinstance(d, dict)], "from": "run folder"}
 
 
-def _promotion(p: dict[str, Any]) -> dict[str, Any]:
+def _key(p: dict[str, Any]) -> tuple[str, str, str]:
+    return str(p.get("run")), str(p.get("arm")), str(p.get("time"))
+
+
+def _unverified(ledger: Ledger, p: dict[str, Any]) -> str | None:
+    """Why the run folder does not back a ledger line's promotion (None when it shows the arm accepted)."""
+    from planner._store.claims import accepted
+    from planner._store.read import open_run
+
+    key, arm = str(p.get("run")), str(p.get("arm"))
+    path = Path(key) if Path(key).is_absolute() else ledger.runs_dir / key
+    try:
+        doc = open_run(path).decisions()
+    except PlannerError as error:
+        return f"its run folder cannot be read ({error})"
+    return accepted(doc, arm)
+
+
+def _promotion(p: dict[str, Any], marks: dict[tuple[str, str, str], str | None]) -> dict[str, Any]:
     w = p.get("withdrawn")
     return {"run": p.get("run"), "arm": p.get("arm"), "promoted": p.get("time"), "note": p.get("note") or "",
-            "withdrawn": None if not w else {"time": w.get("time"), "note": w.get("note") or ""}}
+            "withdrawn": None if not w else {"time": w.get("time"), "note": w.get("note") or ""},
+            "unverified": marks.get(_key(p))}
 
 
-def _experiment(ledger: Ledger, e: RunEntry, end: dict[str, Any], chain: list[dict[str, Any]]) -> dict[str, Any]:
+def _experiment(ledger: Ledger, e: RunEntry, end: dict[str, Any], chain: list[dict[str, Any]],
+                marks: dict[tuple[str, str, str], str | None]) -> dict[str, Any]:
     key = history.hypothesis_key(e.started)
     earlier = history.earlier_tests(ledger, key, before=e.order)
     edited = history.edited_before(ledger, str(e.started.get("name")), str(e.started.get("contract_sha256")),
@@ -99,7 +120,7 @@ def _experiment(ledger: Ledger, e: RunEntry, end: dict[str, Any], chain: list[di
         "hypothesis": e.started.get("hypothesis"), "factor": e.started.get("factor"),
         "started": e.started.get("time"), "ended": end["ended"], "state": end["state"], "end_from": end["from"],
         "decisions": end["decisions"],
-        "promoted": [_promotion(p) for p in chain if p.get("run") == e.key],
+        "promoted": [_promotion(p, marks) for p in chain if p.get("run") == e.key],
         "repetition": history.repetition(earlier, alpha, str((e.started.get("factor") or {}).get("name")))
         if earlier else None,
         "edited_after_decisions": [x.key for x in edited],
@@ -146,7 +167,7 @@ def format_log(log: dict[str, Any]) -> str:
         now = line["in_force"]
         if now and now.get("promoted"):
             out.append(f"  baseline in force: arm {now['arm']} of {now['run']} (promoted {now['promoted']}"
-                       + (f", {now['note']!r}" if now.get("note") else "") + ")")
+                       + (f", {now['note']!r}" if now.get("note") else "") + ")" + _unverified_text(now))
         elif now:
             out.append(f"  baseline in force: arm {now['arm']} of {now['run']} ({now['note']})")
         for b in line["baselines"]:
@@ -163,7 +184,7 @@ def format_log(log: dict[str, Any]) -> str:
                 for p in x["promoted"]:
                     out.append(f"         promoted {p['arm']} {p['promoted']}" + (f" {p['note']!r}" if p["note"] else "")
                                + (f"; withdrawn {p['withdrawn']['time']} {p['withdrawn']['note']!r}"
-                                  if p["withdrawn"] else ""))
+                                  if p["withdrawn"] else "") + _unverified_text(p))
                 if x["decisions"] and not x["promoted"]:
                     accepted = any(d.get("decision") == "accept" for d in x["decisions"])
                     out.append("         accepted, not promoted: the baseline stays until `plan promote`" if accepted
@@ -184,6 +205,10 @@ def format_log(log: dict[str, Any]) -> str:
     for note in log["notes"]:
         out.append(f"note: {note}")
     return "\n".join(out)
+
+
+def _unverified_text(p: dict[str, Any]) -> str:
+    return f"  UNVERIFIED: the ledger says it was promoted, but {p['unverified']}" if p.get("unverified") else ""
 
 
 def _numbers(d: dict[str, Any]) -> str:

@@ -42,6 +42,12 @@ def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
                       + (f" ({decision['reason']})" if decision.get("reason") else "")
                       + ": only an accepted arm can be promoted",
                       "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.")
+    from planner._store.claims import accepted
+
+    if accepted(source.decisions, arm) is not None:  # a forged or damaged decisions.json: its numbers say otherwise
+        raise LineageError("P711", f"the decision for arm {arm!r} in {where} says accept, but its own numbers "
+                      "(effect, CI, min_effect) do not give accept: decisions.json was edited or is damaged",
+                      "Nothing is promoted on a claim its own numbers do not support; re-run or `plan reeval` the arm.")
     if (source.decisions or {}).get("run_state", "completed") != RunState.COMPLETED:
         raise LineageError("P710", f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
                       "not completed")

@@ -23,6 +23,7 @@ from planner._core.status import RunState
 from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
 from planner._lineage.source import ArmOfRun, read_arm
+from planner._store.claims import accepted
 from planner._store.identity import code_identity, trainable_search_path
 
 
@@ -87,6 +88,11 @@ class ProjectLineage:
             findings.append(finding("P930", f"arm {source.arm!r} was the baseline of run {key}, not a tested arm: "
                                     "no decision accepted it", "Start from an accepted, promoted arm, or say in "
                                     "the hypothesis why this baseline stays.", path=where, severity="warning"))
+        elif decision is not None and decision.get("decision") == "accept" and accepted(source.decisions, source.arm):
+            findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} says accept, but its "
+                                    "own numbers (effect, CI, min_effect) do not give accept: its decisions.json was "
+                                    "edited or is damaged", "A baseline should be a config that earned its place: "
+                                    "start from an arm its own numbers accept.", path=where, severity="warning"))
         elif decision is None or decision.get("decision") != "accept" or source.state != RunState.COMPLETED:
             what = decision.get("decision") if decision else "no decision"
             why = f" ({decision.get('reason')})" if decision and decision.get("reason") else ""

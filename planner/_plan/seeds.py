@@ -81,8 +81,14 @@ def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
         "the same run), or the metric is too coarse; fix that and run the pilot again, or give a spread with --sd")
 
 
-def power_summary(contract, sd: float, *, sd_source: str = "given with --sd") -> dict[str, Any]:
+def power_summary(contract, sd: float, *, sd_source: str = "given with --sd",
+                  effect: float | None = None) -> dict[str, Any]:
     """Seeds for 80 % and 90 % power, P(accept), and the smallest effect the declared seeds detect.
+
+    Under the default rule (`estimate`) power is P(CI low > 0) at a true effect of
+    `effect` (default min_effect). Under `acceptance.rule: margin` power is P(accept) =
+    P(CI low >= min_effect), which needs a true effect above min_effect to plan for:
+    `effect` is required there (UsageError without it).
 
     contract: a `planner._contract.model.Contract`; sd: seed-to-seed sd of the
     decision metric (paired: of the per-seed differences), in metric units.
@@ -90,31 +96,43 @@ def power_summary(contract, sd: float, *, sd_source: str = "given with --sd") ->
     if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
         raise UsageError(f"the sd must be a positive number, got {sd}")
     a = contract.acceptance
+    if effect is not None and not (isinstance(effect, int | float) and math.isfinite(effect) and effect > 0):
+        raise UsageError(f"the effect to plan for must be a positive number, got {effect}")
+    if a.rule == "margin" and (effect is None or not effect > a.min_effect):
+        raise UsageError(
+            "under acceptance.rule margin, accept needs the CI's lower end to reach min_effect "
+            f"{a.min_effect:g}, which at a true effect of min_effect happens alpha / 2 of the time whatever the "
+            "seeds: give the true effect to plan for, above min_effect (plan power --effect X)"
+            + ("" if effect is None else f"; got {effect:g}"))
+    effect = a.min_effect if effect is None else effect
     n_arms = len(contract.arms)
     level = comparison_alpha(a.alpha, n_arms, a.correction)
     n = len(contract.seeds)
-    common = dict(n_arms=n_arms, correction=a.correction)
+    common = dict(n_arms=n_arms, correction=a.correction, rule=a.rule, min_effect=a.min_effect)
 
     def row(seeds: int | None) -> dict[str, Any]:
         if seeds is None:
             return {"seeds": None}
         return {"seeds": seeds, "trials": seeds * len(contract.all_arms),
-                "power": detection_power(seeds, a.min_effect, sd, a.alpha, a.test, **common),
-                "accept_probability": accept_probability(seeds, a.min_effect, sd, level, a.min_effect, a.test)}
+                "power": detection_power(seeds, effect, sd, a.alpha, a.test, **common),
+                "accept_probability": accept_probability(seeds, effect, sd, level, a.min_effect, a.test,
+                                                         rule=a.rule)}
 
     needed = {}
     for target in POWER_TARGETS:
         try:
-            needed[f"{round(100 * target)}"] = row(seeds_for_power(sd, a.min_effect, a.alpha, target, a.test, **common))
+            needed[f"{round(100 * target)}"] = row(seeds_for_power(sd, a.min_effect, a.alpha, target, a.test, effect=effect,
+                                                                   n_arms=n_arms, correction=a.correction,
+                                                                   rule=a.rule))
         except ValueError:
             needed[f"{round(100 * target)}"] = row(None)
     declared = row(n)
     declared["detectable_effect_80"] = _finite(detectable_effect(sd, n, a.alpha, 0.8, a.test, **common))
-    declared["accept_80_at_effect"] = _finite(_effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8))
+    declared["accept_80_at_effect"] = _finite(_effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8, a.rule))
     return {
         "name": contract.name, "metric": contract.metric.decision_metric, "mode": contract.metric.mode,
         "test": a.test, "alpha": a.alpha, "correction": a.correction, "arms": n_arms,
-        "comparison_alpha": level, "min_effect": a.min_effect, "sd": sd, "sd_source": sd_source,
+        "comparison_alpha": level, "min_effect": a.min_effect, "rule": a.rule, "effect": effect, "sd": sd, "sd_source": sd_source,
         "needed": needed, "declared": declared, "underpowered": declared["power"] < UNDERPOWERED,
     }
 
@@ -123,10 +141,11 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _effect_for_accept(n: int, sd: float, level: float, min_effect: float, test: str, target: float) -> float:
+def _effect_for_accept(n: int, sd: float, level: float, min_effect: float, test: str, target: float,
+                       rule: str = "estimate") -> float:
     """The true effect at which P(accept) reaches `target` with n seeds (inf when it never does)."""
     def gap(e: float) -> float:
-        return accept_probability(n, e, sd, level, min_effect, test) - target
+        return accept_probability(n, e, sd, level, min_effect, test, rule=rule) - target
 
     high = min_effect + sd
     for _ in range(60):
@@ -148,7 +167,11 @@ def format_power(s: dict[str, Any]) -> str:
     lines = [
         f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect {s['min_effect']:g}, {alpha}",
         f"  sd {s['sd']:.4g}: {s['sd_source']}",
-        "  power = P(CI low > 0) when the true improvement is min_effect; accept also needs the estimate >= min_effect",
+        (f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true improvement is {s['effect']:g}"
+         if s.get("rule") == "margin" else
+         f"  power = P(CI low > 0) when the true improvement is "
+         f"{'min_effect' if s.get('effect', s['min_effect']) == s['min_effect'] else format(s['effect'], 'g')}; "
+         "accept also needs the estimate >= min_effect"),
         "",
         f"  {'':<22}{'seeds/arm':>10}{'trials':>8}{'power':>8}{'P(accept)':>11}",
     ]
@@ -169,7 +192,8 @@ def format_power(s: dict[str, Any]) -> str:
             lines.append(f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}")
     if s["underpowered"]:
         need = s["needed"]["80"]["seeds"]
-        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at min_effect; use at least {need} seeds per arm")
+        at = "min_effect" if s.get("effect", s["min_effect"]) == s["min_effect"] else f"an effect of {s['effect']:g}"
+        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at {at}; use at least {need} seeds per arm")
     return "\n".join(lines)
 
 
@@ -202,6 +226,9 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     contract = loaded.contract
     pilot = read_pilot(pilot_dir, contract.metric.decision_metric)
     sd, source = spread_from_pilot(pilot, contract.acceptance.test)
+    if contract.acceptance.rule == "margin":  # planning for margin needs a true effect: plan power --effect
+        result.summary = {**(result.summary or {}), "power": None}
+        return result
     summary = power_summary(contract, sd, sd_source=source)
     result.summary = {**(result.summary or {}), "power": summary}
     warning = underpowered_warning(loaded, summary, pilot_dir)

@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import re
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from planner._contract.model import Contract
+from planner._contract.paths import apply_params, config_diff, flatten
 from planner._core.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -40,9 +45,27 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.records import finite_final_value
-from planner._dispatch.session import trainable_search_path
+from planner._core.redact import Redactor
+from planner._core.status import FAILED, StopReason, TrialStatus
+from planner._core.text import utc_now
+from planner._core.version import VERSION
+from planner._data.checks import fingerprint_differences
+from planner._dispatch.cluster import resolve_address
+from planner._dispatch.session import RunSession, trainable_search_path
+from planner._dispatch.trials import Dispatch
+from planner._plan.trials import PlannedTrial
+from planner._stats.decide import compare
+from planner._store import read as rf
+from planner._store.identity import (
+    code_identity,
+    command_code_identity,
+    data_fingerprints,
+    packages,
+)
+from planner._store.writer import RunStore
 
-FAILED_STATUSES = ("failed", "protocol_error", "timeout", "oom", "not_run")
+# a reeval trial that did not give a result: it failed, or it never ran (NOT_RUN: a logged seed not run again)
+DID_NOT_RUN = FAILED | {TrialStatus.NOT_RUN}
 CODE_KEYS = ("commit", "dirty", "diff_sha256", "trainable_source_sha256", "trainable_file")
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
 
@@ -94,15 +117,6 @@ def current_identity(trainable: str, search_path: list[str], data_paths: list[st
     A `command:` trainable (module=False, trainable "command: <line>") is identified by its command line and
     the script it names in the contract's folder, when it names one.
     """
-    import platform
-
-    from planner._store.identity import (
-        code_identity,
-        command_code_identity,
-        data_fingerprints,
-        packages,
-    )
-
     code = (code_identity(trainable, search_path) if module else
             command_code_identity(trainable.removeprefix("command: "), contract_dir))
     return {"code": code, "python": platform.python_version(),
@@ -139,14 +153,14 @@ class SeedRow:
 def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None, metric: str,
                  tolerance: float) -> SeedRow:
     """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <= tolerance."""
-    new_status = new.get("status", "failed") if new else "not_run"
+    new_status = new.get("status", TrialStatus.FAILED) if new else TrialStatus.NOT_RUN
     new_value = finite_final_value(new, metric) if new else None
     if logged is None:
         return SeedRow(seed, trial_id, None, None, new_status, new_value, None, None)
     logged_status = str(logged.get("status"))
     logged_value = finite_final_value(logged, metric)
     diff = None if logged_value is None or new_value is None else new_value - logged_value
-    if new_status in FAILED_STATUSES and logged_status not in FAILED_STATUSES:
+    if new_status in DID_NOT_RUN and logged_status not in DID_NOT_RUN:
         reproduced = None  # it did not run: no evidence either way
     elif new_status != logged_status:
         reproduced = False
@@ -156,10 +170,8 @@ def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None
         reproduced = diff is not None and abs(diff) <= tolerance
     data = ()
     if new is not None and (logged.get("splits") or new.get("splits")):
-        from planner._data.checks import fingerprint_differences
-
         data = tuple(fingerprint_differences(logged, new))
-        if data and new_status not in FAILED_STATUSES:
+        if data and new_status not in DID_NOT_RUN:
             reproduced = False  # a re-evaluation on different data is not a reproduction
     return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced, data)
 
@@ -169,7 +181,7 @@ def verdict(rows: list[SeedRow]) -> tuple[str, int]:
     to run -> failed (3); else reproduced (0), or new_seeds (0) when no logged seed was compared."""
     if any(r.reproduced is False for r in rows):
         return "not_reproduced", EXIT_INVALID
-    if any(r.new_status in FAILED_STATUSES for r in rows):
+    if any(r.new_status in DID_NOT_RUN for r in rows):
         return "failed", EXIT_INCOMPLETE
     if any(not r.is_new for r in rows):
         return "reproduced", EXIT_OK
@@ -192,8 +204,6 @@ def compare_new(contract, arm: str, new: dict[int, float], baseline_logged: dict
     """
     if arm == contract.baseline.name or len(new) < 2 or len(baseline_logged) < 2:
         return None
-    from planner._stats.decide import compare
-
     test, note = contract.acceptance.test, ""
     if test == "paired" and len(set(new) & set(baseline_logged)) < 2:
         test, note = "welch", "the paired test needs seeds the baseline ran; Welch's test used instead"
@@ -272,8 +282,6 @@ class ReevalPlan:
 def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None,
             tolerance: float = 0.0) -> ReevalPlan:
     """Read the run folder and plan the reeval; refuse (UsageError / RunError) before anything runs."""
-    from planner._store import read as rf
-
     if not isinstance(tolerance, int | float) or not math.isfinite(tolerance) or tolerance < 0:
         raise UsageError(f"--tolerance must be a finite number >= 0, got {tolerance}")
     folder = rf.open_run(run_dir)
@@ -339,15 +347,11 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
 def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, float]:
     """seed -> the final decision-metric value of the arm's completed confirmation trials."""
     return {r["seed"]: v for r in records if r.get("phase") == "confirm" and r.get("arm") == arm
-            and r.get("status") == "completed" and isinstance(r.get("seed"), int)
+            and r.get("status") == TrialStatus.COMPLETED and isinstance(r.get("seed"), int)
             for v in [finite_final_value(r, metric)] if v is not None}
 
 
 def _frozen_contract(folder):
-    from pydantic import ValidationError
-
-    from planner._contract.model import Contract
-
     data = folder.contract()
     if not data:
         raise RunError(f"{folder.path} has no frozen contract.yaml: nothing to re-run")
@@ -363,8 +367,6 @@ def _frozen_contract(folder):
 def _same_but_seed(contract, raw: dict | None):
     """Whether two configs of the arm are one config run on two seeds: equal but for `command.seed_key`, which
     each record holds at its own seed, and the keys that interpolate something (`data.split_seed: ${seed}`)."""
-    from planner._contract.paths import config_diff, flatten
-
     spec = contract.command_spec
     ignored = {spec.seed_key} if spec is not None and spec.seed_key else set()
     if ignored:
@@ -380,8 +382,6 @@ def _same_but_seed(contract, raw: dict | None):
 
 def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes: list[str]):
     """(config, params, source): what the arm's confirmation trials received, from the log alone."""
-    from planner._contract.paths import apply_params
-
     selection = (folder.selection() or {}).get("arms", {}).get(arm) or {}
     stored = folder.configs().get(arm)
     from_files = None
@@ -425,30 +425,21 @@ class ReevalResult:
 
 
 def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
-    """Run the planned reeval trials through Ray, log them, compare them with the log."""
-    from planner._core.version import VERSION
-    from planner._dispatch.cluster import resolve_address
-    from planner._dispatch.session import claim_stop_signals, restore_stop_signals, start_ray
-    from planner._dispatch.trials import Dispatch
-    from planner._plan.trials import PlannedTrial
-    from planner._store.writer import RunStore, utc_now
+    """Run the planned reeval trials through Ray, log them, compare them with the log.
 
+    The RunSession `plan run` uses holds the folder: its lock (as `plan reeval`), SIGTERM stopping a reeval
+    like Ctrl-C, and Ray, shut down with the lock released whatever happens.
+    """
     c = plan.contract
-    from planner._core.redact import Redactor
-
     store = RunStore.open(plan.run_dir)
     store.redactor = Redactor.for_run(c.frozen(), *plan.arm_configs.values())  # what a run scrubs, a reeval scrubs
-    store.lock("plan reeval")
-    previous_term = claim_stop_signals()  # SIGTERM stops a reeval like Ctrl-C: the lock is released
     started = utc_now()
-    started_ray = False
-    try:
+    with RunSession(store, command="plan reeval") as session:
+        session.stop_on_signals()
         _recheck_under_lock(plan)
         # the driver's own way to spec, send and log trials; a command trainable is built from the logged configs,
         # and on a cluster the code ships (no driver paths)
-        from planner._store.read import open_run
-
-        raw_configs = open_run(plan.run_dir).unresolved_configs()  # a key that interpolates the seed follows it
+        raw_configs = rf.open_run(plan.run_dir).unresolved_configs()  # a key that interpolates the seed follows it
         dispatch = Dispatch.open(c, plan.contract_dir, plan.arm_configs, store, contract_sha256=plan.contract_sha256,
                                  raw_configs=raw_configs, search_path=plan.search_path,
                                  remote=resolve_address(address) is not None)
@@ -456,8 +447,8 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                                params=plan.params)
                  for seed in plan.seeds]
         try:
-            started_ray = start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_dir=plan.run_dir,
-                                     contract=c, contract_dir=plan.contract_dir)
+            session.start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_dir=plan.run_dir,
+                              contract=c, contract_dir=plan.contract_dir)
         except RunError:
             raise
         except Exception as error:  # a local Ray that cannot start (an overloaded machine): a sentence
@@ -465,31 +456,20 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
                     tolerance=plan.tolerance)
         outcome = dispatch.run_fixed(specs)
-        records = dispatch.records
-        result = _result(plan, records)
-        if outcome.stopped == "interrupted":
+        result = _result(plan, dispatch.records)
+        if outcome.stopped == StopReason.INTERRUPTED:
             result.verdict = result.record["verdict"] = "interrupted"
             result.exit_code = result.record["exit_code"] = EXIT_INTERRUPTED
         result.record.update(started=started, ended=utc_now(), planner_version=VERSION)
         store.append("reevals.jsonl", result.record)
         store.event("reeval_ended", reeval=plan.reeval_number, verdict=result.verdict)
-        if outcome.stopped == "interrupted":
+        if outcome.stopped == StopReason.INTERRUPTED:
             raise KeyboardInterrupt
         return result
-    finally:
-        restore_stop_signals(previous_term)
-        store.close()
-        store.unlock()
-        if started_ray:
-            import ray
-
-            ray.shutdown()
 
 
 def _recheck_under_lock(plan: ReevalPlan) -> None:
     """Another reeval may have ended between `prepare` and the lock: re-count the ledger and renumber."""
-    from planner._store import read as rf
-
     folder = rf.RunFolder(plan.run_dir)
     frozen = folder.contract()
     plan.ledger = rf.heldout_ledger(folder.trials(slim=frozen).records, frozen)
@@ -566,7 +546,7 @@ def format_table(rows: list[SeedRow]) -> str:
     body = []
     for r in rows:
         if r.is_new:
-            result = "new seed" if r.new_status not in FAILED_STATUSES else f"{r.new_status} (did not run)"
+            result = "new seed" if r.new_status not in DID_NOT_RUN else f"{r.new_status} (did not run)"
         elif r.reproduced is None:
             result = f"{r.new_status} (did not run)"
         else:
@@ -606,7 +586,7 @@ def format_result(result: ReevalResult) -> str:
         "reproduced": f"reproduced: {len(compared)} of {len(compared)} logged seeds {tolerance}",
         "not_reproduced": f"NOT reproduced: {sum(r.reproduced is False for r in compared)} of {len(compared)} "
                           f"logged seeds differ (tolerance {plan.tolerance:g})",
-        "failed": f"failed: {sum(r.new_status in FAILED_STATUSES for r in result.rows)} trial(s) did not run to "
+        "failed": f"failed: {sum(r.new_status in DID_NOT_RUN for r in result.rows)} trial(s) did not run to "
                   f"the end (see trials.jsonl)",
         "new_seeds": f"new seeds only: {len(result.rows)} trial(s) ran; nothing logged to compare",
         "interrupted": "interrupted before every trial ended",

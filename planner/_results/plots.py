@@ -6,6 +6,7 @@ changed in a user's session); imported only when an HTML report is rendered.
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import Any
 
@@ -19,6 +20,19 @@ ARM_COLORS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781", 
 DPI = 96
 
 
+def _literal(draw):
+    """Draw with mathtext off: metric and arm names come from the run folder and are drawn as written
+    (`val_$\\sqrt{acc$` is a name, not a formula that fails to parse)."""
+    import matplotlib
+
+    @functools.wraps(draw)
+    def literal(*args, **kwargs):
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return literal
+
+
 def _png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buffer = io.BytesIO()
@@ -26,6 +40,7 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+@_literal
 def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric: str) -> bytes:
     """Each arm's effect with its CI, 0 and min_effect marked."""
     rows = [d for d in decisions if d.get("effect") is not None]
@@ -59,6 +74,7 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
     return _png(fig)
 
 
+@_literal
 def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, exposure: int | None = None,
                selected: dict[str, pd.DataFrame] | None = None) -> bytes:
     """Median per step with its spread, per arm; tuning and confirmation side by side.
@@ -105,6 +121,7 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
     return _png(fig)
 
 
+@_literal
 def cost_png(cost: list[dict[str, Any]]) -> bytes:
     """Per arm: trial time (hours, by phase) and the median seconds per step, side by side, small."""
     arms = [str(c["arm"]) for c in cost]

@@ -57,7 +57,7 @@ def is_report(path: Path) -> bool:
         return True
     try:
         doc = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # a 200k-deep array is no report either
         return False
     return isinstance(doc, dict) and {"run_id", "decisions", "budget", "run_state"} <= set(doc)
 

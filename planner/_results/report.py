@@ -22,6 +22,7 @@ from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
 from planner._store import facts
+from planner._store.claims import decision_findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
@@ -214,7 +215,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
         "identity": identity_summary(results.identity),
         "notes": results.notes,
         "cost": results.cost,
-        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)],
+        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)]
+        + decision_findings({"min_effect": results.decision_info.get("min_effect"), "decisions": _decisions(results)}),
     })
 
 

@@ -17,6 +17,7 @@ from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
+from planner._store.claims import decision_findings
 from planner._store.lock import stale_reason
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
@@ -82,7 +83,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
-        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)],
+        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)] + decision_findings(decisions),
     }
 
 

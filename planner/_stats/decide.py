@@ -24,13 +24,25 @@ Tests:
 Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 "CI low > 0" exactly when the one-sided p (improvement) is <= alpha / 2.
 
-Degenerate spread: when the values a test measures the effect against do not
-vary (paired: every seed gives the same difference; welch and bootstrap: each
-arm gives the same value on every seed), up to the float resolution of the
-values, there is no seed-to-seed noise to weigh the effect against. A CI of
-width zero and p = 0 would read as certainty; instead the test returns an
-unbounded CI and p = NaN, so a degenerate spread never yields accept or reject
-by itself (the decision is inconclusive and its reason says why).
+Degenerate spread: a side shows no seed-to-seed spread when it gives the same
+value on every seed (say every seed diverged to failures.diverged_value), up
+to the float resolution of the values at their magnitude.
+- Both sides (welch, bootstrap), or every seed the same difference (paired):
+  there is no noise at all to weigh the effect against. A CI of width zero
+  and p = 0 would read as certainty; instead the test returns an unbounded
+  CI and p = NaN, so the decision is neither accept nor reject.
+- One side: its noise was never observed, and the CI is drawn from the other
+  side's noise alone, too narrow to show an improvement: such a comparison
+  is never accepted (`verdict(..., flat=...)`); it can still be rejected, as
+  the CI shows the arm falling short. An all-diverged baseline at 2 seeds
+  is the case that made A/A comparisons accept 5-7 % of the time.
+The reason says which side, and whether its values were equal or only
+within the float resolution.
+
+Rules (acceptance.rule): `estimate` (the default) accepts when the CI is above
+0 and the estimate reaches min_effect; `margin` only when the CI's lower end
+reaches min_effect (superiority by a margin). Both reject when the CI's upper
+end is below min_effect.
 """
 
 from __future__ import annotations
@@ -53,6 +65,7 @@ from planner._stats.attainable import (  # their home is attainable (light, for 
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]
 Correction = Literal["holm", "bonferroni", "none"]
+Rule = Literal["estimate", "margin"]
 Verdict = Literal["accept", "reject", "inconclusive", "incomplete", "invalid"]
 
 # The decision values of decisions.json. `invalid`: the data cannot support any verdict
@@ -61,6 +74,7 @@ VERDICTS = ("accept", "reject", "inconclusive", "incomplete", "invalid")
 
 TESTS = ("welch", "paired", "bootstrap")
 CORRECTIONS = ("holm", "bonferroni", "none")
+RULES = ("estimate", "margin")
 DECISION_KEYS = (
     "arm", "decision", "effect", "ci_low", "ci_high", "p_value",
     "alpha_adjusted", "n_baseline", "n_arm", "reason",
@@ -68,6 +82,23 @@ DECISION_KEYS = (
 
 # Permutation test: enumerate every split up to MAX_ENUMERATED_SPLITS, else draw this many at random.
 RANDOM_PERMUTATIONS = 9_999
+
+
+@dataclass(frozen=True)
+class NoSpread:
+    """One side of a comparison that shows no seed-to-seed spread (the degenerate-spread rule).
+
+    side: "baseline", "arm" or "differences" (paired: arm - baseline per seed).
+    equal: every seed gave exactly the same value; else the values differ, but their sd is
+    below `resolution`, the float resolution of the values at their magnitude.
+    """
+
+    side: str
+    n: int
+    equal: bool
+    sd: float
+    resolution: float
+    magnitude: float
 
 
 @dataclass(frozen=True)
@@ -83,11 +114,17 @@ class Comparison:
     n_baseline: int
     n_arm: int
     n_unpaired: int = 0  # paired test: seeds only one side had, dropped
+    no_spread: tuple[NoSpread, ...] = ()  # the sides without spread (module doc)
 
     @property
     def degenerate(self) -> bool:
         """No spread to weigh the effect against (see the module doc): the CI is unbounded and p is NaN."""
         return math.isnan(self.p_value)
+
+    @property
+    def one_side_flat(self) -> bool:
+        """A side without spread (module doc): whatever the CI says, the comparison is never accepted."""
+        return bool(self.no_spread)
 
 
 @dataclass(frozen=True)
@@ -154,10 +191,8 @@ def compare(
     random permutations the bootstrap test draws when there are too many
     splits to enumerate, so a decision is reproducible.
     """
-    if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}: use one of {', '.join(TESTS)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    check_test(test)
+    check_alpha(alpha)
     base = _oriented(baseline, mode)
     treated = _oriented(arm, mode)
     if test == "paired":
@@ -177,15 +212,45 @@ def compare(
     return Comparison(
         test=test, alpha=alpha, effect=float(effect[0]), ci_low=float(low[0]),
         ci_high=float(high[0]), p_value=float(p[0]), n_baseline=len(base),
-        n_arm=len(treated), n_unpaired=n_unpaired,
+        n_arm=len(treated), n_unpaired=n_unpaired, no_spread=sides_without_spread(base, treated, test),
     )  # fmt: skip
+
+
+def check_test(test: str) -> None:
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}: use one of {', '.join(TESTS)}")
+
+
+def check_alpha(alpha: float, what: str = "alpha") -> None:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise ValueError(f"{what} must be a number in (0, 1), got {alpha!r}")
+
+
+def check_rule(rule: str) -> None:
+    if rule not in RULES:
+        raise ValueError(f"unknown acceptance rule {rule!r}: use one of {', '.join(RULES)}")
+
+
+def check_min_effect(min_effect: float) -> None:
+    if (isinstance(min_effect, bool) or not isinstance(min_effect, int | float) or not math.isfinite(min_effect)
+            or not min_effect > 0):
+        raise ValueError(f"min_effect must be a finite number > 0 (the smallest improvement that matters), "
+                         f"got {min_effect!r}")
+
+
+def check_correction(correction: str) -> None:
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}: use one of {', '.join(CORRECTIONS)}")
 
 
 def _oriented(values: Sequence[float], mode: Mode) -> np.ndarray:
     """Values turned so that larger is better."""
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    array = np.asarray(values, dtype=float)
+    try:
+        array = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("values must be a flat sequence of finite numbers") from None
     if array.ndim != 1 or not np.all(np.isfinite(array)):
         raise ValueError("values must be a flat sequence of finite numbers")
     return array if mode == "max" else -array
@@ -217,15 +282,30 @@ def _pair(base, treated, baseline_seeds, arm_seeds):
 # scalar or one level per experiment.
 
 
-# A spread within this many float steps of the values' magnitude is float noise, not spread:
-# equal decimal differences (0.81 - 0.80 and 0.91 - 0.90) give an sd near 1e-17, not 0.
-FLOAT_NOISE_STEPS = 1024
+# A spread within this many float steps (machine epsilons) of the values' magnitude is float noise,
+# not spread: equal decimal differences (0.81 - 0.80 and 0.91 - 0.90) or 0.1 + 0.2 against 0.3 differ by
+# about one step (their sd is near 1e-17 at 0.9), not 0. The spread is measured on the values less their
+# first one (exact for values this close), so the sd's own arithmetic adds nothing and 2 steps cover
+# the rounding of the values; a real spread at a large offset stays a spread (values near 1e10 with sd
+# 1e-3 are about 500 steps apart). Values exactly equal are no spread whatever the tolerance.
+FLOAT_NOISE_STEPS = 2
 
 
-def no_spread(spread, *values) -> np.ndarray:
-    """Per row: is `spread` zero up to the float resolution of `values` (arrays, rows = experiments)?"""
+def resolution(*values) -> np.ndarray:
+    """Per row: the float resolution of `values` (arrays, rows = experiments) at their magnitude."""
     scale = np.max([np.abs(v).max(axis=-1) for v in values], axis=0)
-    return np.asarray(spread) <= FLOAT_NOISE_STEPS * np.finfo(float).eps * scale
+    return FLOAT_NOISE_STEPS * np.finfo(float).eps * scale
+
+
+def spread(values: np.ndarray) -> np.ndarray:
+    """Per row: the sd (ddof 0) of the values, measured on the values less the row's first (see above)."""
+    return (values - values[..., :1]).std(axis=-1)
+
+
+def no_spread(values: np.ndarray, *scale_of) -> np.ndarray:
+    """Per row: do `values` show no spread: exactly equal, or an sd within the float resolution at the
+    magnitude of `scale_of` (default: the values themselves)?"""
+    return (np.ptp(values, axis=-1) == 0) | (spread(values) <= resolution(*(scale_of or (values,))))
 
 
 def _t_interval(effect, se, df, alpha, degenerate):
@@ -263,10 +343,31 @@ def _paired_parts(base: np.ndarray, arm: np.ndarray):
 
 
 def degenerate_rows(base: np.ndarray, arm: np.ndarray, test: str) -> np.ndarray:
-    """Rows whose spread is zero (module doc): paired, the differences'; otherwise each arm's own."""
+    """Rows with no spread at all to weigh the effect against (module doc): paired, the differences';
+    otherwise both arms' own. Such a row gets an unbounded CI and p NaN."""
     if test == "paired":
-        return no_spread((arm - base).std(axis=-1), base, arm)
-    return no_spread(np.maximum(base.std(axis=-1), arm.std(axis=-1)), base, arm)
+        return no_spread(arm - base, base, arm)
+    return no_spread(base) & no_spread(arm)
+
+
+def flat_rows(base: np.ndarray, arm: np.ndarray) -> np.ndarray:
+    """Rows where a side (the baseline or the arm) shows no spread: never accepted (module doc)."""
+    return no_spread(base) | no_spread(arm)
+
+
+def sides_without_spread(base: np.ndarray, arm: np.ndarray, test: str) -> tuple[NoSpread, ...]:
+    """The sides of one comparison (1-D oriented values) that `flat_rows` (baseline, arm) and, paired,
+    `degenerate_rows` (differences) find without spread."""
+    sides = [("baseline", base, (base,)), ("arm", arm, (arm,))]
+    if test == "paired":
+        sides.append(("differences", arm - base, (base, arm)))
+    out = []
+    for side, values, scale_of in sides:
+        if no_spread(values, *scale_of):
+            magnitude = float(max(np.abs(v).max() for v in scale_of))
+            out.append(NoSpread(side, len(values), bool(np.ptp(values) == 0), float(spread(values)),
+                                float(resolution(*scale_of)), magnitude))
+    return tuple(out)
 
 
 def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
@@ -342,21 +443,6 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     return observed[:, 0], low, high, np.where(degenerate, np.nan, p)
 
 
-def _percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int):
-    """Plain percentile bootstrap CI of the difference of means. NOT calibrated at small n:
-    kept only so the calibration tests can show they catch an uncalibrated method."""
-    rng = np.random.default_rng(rng_seed)
-    rows, n_b = base.shape
-    n_a = arm.shape[1]
-    pick_b = rng.integers(0, n_b, size=(n_boot, n_b))
-    pick_a = rng.integers(0, n_a, size=(n_boot, n_a))
-    counts_b = (pick_b[:, :, None] == np.arange(n_b)).sum(axis=1) / n_b  # (boot, n_b) weights
-    counts_a = (pick_a[:, :, None] == np.arange(n_a)).sum(axis=1) / n_a
-    diffs = arm @ counts_a.T - base @ counts_b.T  # (rows, boot)
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2], axis=1)
-    return arm.mean(axis=1) - base.mean(axis=1), low, high
-
-
 # --------------------------------------------------------------------------- the rule
 
 
@@ -371,13 +457,19 @@ def below(value, min_effect: float):
     return np.asarray(value) < min_effect - 1e-9 * abs(min_effect)
 
 
-def verdict(effect, ci_low, ci_high, min_effect: float):
+def verdict(effect, ci_low, ci_high, min_effect: float, rule: Rule = "estimate", *, flat=None):
     """The contract's rule on arrays: 'accept' | 'reject' | 'inconclusive' per element.
 
-    An unbounded CI (a degenerate spread, or too few seeds for the bootstrap test) is never accept or reject.
+    estimate: accept when CI low > 0 and the estimate reaches min_effect. margin: accept only when
+    CI low itself reaches min_effect. Both reject when CI high is below min_effect. An unbounded CI
+    (a degenerate spread, or too few seeds for the bootstrap test) is never accept or reject; an
+    element of `flat` (`flat_rows`: a side without spread) is never accept.
     """
+    check_rule(rule)
     effect, ci_low, ci_high = np.broadcast_arrays(effect, ci_low, ci_high)
-    accept = (ci_low > 0) & reaches(effect, min_effect)
+    accept = (ci_low > 0) & reaches(ci_low if rule == "margin" else effect, min_effect)
+    if flat is not None:
+        accept &= ~np.asarray(flat, dtype=bool)
     reject = below(ci_high, min_effect)
     return np.where(accept, "accept", np.where(reject, "reject", "inconclusive"))
 
@@ -391,8 +483,7 @@ def adjusted_alphas(p_values: Sequence[float], alpha: float, correction: Correct
     after it, get that arm's level. So an arm's CI excludes 0 exactly when
     Holm's step-down rejects it, and arms Holm retains get CIs that cover 0.
     """
-    if correction not in CORRECTIONS:
-        raise ValueError(f"unknown correction {correction!r}: use one of {', '.join(CORRECTIONS)}")
+    check_correction(correction)
     m = len(p_values)
     if correction == "none" or m == 0:
         return [alpha] * m
@@ -424,7 +515,8 @@ def decide(
 ) -> list[Decision]:
     """The contract's decision for every arm against `baseline`.
 
-    acceptance: an `Acceptance` (or anything with min_effect, alpha, test, correction).
+    acceptance: an `Acceptance` (or anything with min_effect, alpha, test, correction, and
+        optionally rule: "estimate", the default, or "margin").
     results_by_arm: arm -> confirmation outcomes, each an `Outcome` or a tuple
         (seed, value) or (seed, value, status). A seed of `planned_seeds` with
         no outcome is pending: the arm is incomplete.
@@ -433,23 +525,32 @@ def decide(
         every arm completed, so a failure cannot loosen the others' alpha.
     """
     test, alpha, min_effect = acceptance.test, acceptance.alpha, acceptance.min_effect
+    rule = getattr(acceptance, "rule", "estimate")
+    check_test(test), check_alpha(alpha), check_min_effect(min_effect), check_rule(rule)
+    check_correction(acceptance.correction)
+    if mode not in ("max", "min"):
+        raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+    if diverged_value is not None and not (isinstance(diverged_value, int | float) and math.isfinite(diverged_value)):
+        raise ValueError(f"diverged_value must be a finite number (the metric's worst value), got {diverged_value!r}")
     arms = [a for a in results_by_arm if a != baseline] if arms is None else list(arms)
     if baseline not in results_by_arm:
         raise ValueError(f"no results for the baseline {baseline!r}")
     planned = list(planned_seeds)
-    base_values, base_problem = collect(results_by_arm[baseline], planned, diverged_value)
-    collected = {a: collect(results_by_arm.get(a, ()), planned, diverged_value) for a in arms}
+    base_values, base_problem, base_diverged = _collect(results_by_arm[baseline], planned, diverged_value)
+    collected = {a: _collect(results_by_arm.get(a, ()), planned, diverged_value) for a in arms}
 
     first = {}
     for name in arms:
-        values, problem = collected[name]
+        values, problem, _ = collected[name]
         if base_problem is None and problem is None:
             first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
-    levels = adjusted_alphas([first[a].p_value if a in first else math.nan for a in arms], alpha, acceptance.correction)
+    # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's noise
+    p_values = [first[a].p_value if a in first and not first[a].one_side_flat else math.nan for a in arms]
+    levels = adjusted_alphas(p_values, alpha, acceptance.correction)
 
     decisions = []
     for name, level in zip(arms, levels, strict=True):
-        values, problem = collected[name]
+        values, problem, diverged = collected[name]
         if base_problem is not None or problem is not None:
             said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
             said += [f"in {name}, {problem}"] if problem is not None else []
@@ -460,11 +561,13 @@ def decide(
             ))  # fmt: skip
             continue
         c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
-        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect))
+        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat))
+        names = {"baseline": baseline, "arm": name, "metric": metric}
         decisions.append(Decision(
             arm=name, decision=decision, effect=c.effect, ci_low=c.ci_low, ci_high=c.ci_high,
             p_value=c.p_value, alpha_adjusted=level, n_baseline=c.n_baseline, n_arm=c.n_arm,
-            reason=_reason(name, decision, c, level, min_effect, metric, baseline),
+            reason=_reason(c, decision, level=level, min_effect=min_effect, rule=rule, names=names,
+                           diverged={"baseline": base_diverged, "arm": diverged}),
         ))  # fmt: skip
     return decisions
 
@@ -497,9 +600,16 @@ _STATUS_PHRASES = {
 
 def collect(outcomes, planned: list[int], diverged_value):
     """seed -> value for the planned seeds, and why the arm is incomplete (or None)."""
+    ordered, problem, _ = _collect(outcomes, planned, diverged_value)
+    return ordered, problem
+
+
+def _collect(outcomes, planned: list[int], diverged_value):
+    """`collect`, and how many of the values are diverged seeds counted as diverged_value."""
     values: dict[int, float] = {}
     problems: list[str] = []
     seen = set()
+    n_diverged = 0
     for item in outcomes:
         outcome = item if isinstance(item, Outcome) else Outcome(*item)
         if outcome.seed in seen:
@@ -516,6 +626,7 @@ def collect(outcomes, planned: list[int], diverged_value):
                 problems.append(f"seed {outcome.seed} diverged and the contract sets no failures.diverged_value")
             else:
                 values[outcome.seed] = float(diverged_value)
+                n_diverged += 1
         elif outcome.status == "completed" and value is not None:
             values[outcome.seed] = value
         elif outcome.status == "completed":
@@ -526,7 +637,7 @@ def collect(outcomes, planned: list[int], diverged_value):
     if missing:
         problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")
     ordered = {s: values[s] for s in planned if s in values}
-    return ordered, ("; ".join(problems) if problems else None)
+    return ordered, ("; ".join(problems) if problems else None), n_diverged
 
 
 def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Comparison:
@@ -536,36 +647,85 @@ def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Co
     )  # fmt: skip
 
 
-def _reason(name, decision, c: Comparison, level, min_effect, metric, baseline) -> str:
+def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, diverged) -> str:
+    """The decision's sentence. names: baseline, arm, metric; diverged: side -> diverged seeds counted."""
+    name, baseline, metric = names["arm"], names["baseline"], names["metric"]
     if c.degenerate:
-        what = ("every seed gave the same difference between the arms" if c.test == "paired"
-                else "each arm gave the same value on every seed")
-        return (f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but {what}: with no "
-                "seed-to-seed spread there is no noise to weigh the effect against, and a CI of width zero "
-                "is no evidence (degenerate spread). Inconclusive: add seeds, or measure the metric more "
-                "finely (a coarse metric, such as accuracy on few examples, ties).")
+        return (f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but "
+                f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there is no noise "
+                "to weigh the effect against, and a CI of width zero is no evidence (degenerate spread). "
+                "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as accuracy on "
+                "few examples, ties).")
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
     said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
+    m = f"{min_effect:g}"
+    if c.one_side_flat and decision != "reject":
+        return (f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's seed-to-seed noise "
+                "was never observed, and a CI drawn from the other side's noise alone cannot show an improvement "
+                "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a coarse "
+                "metric, such as accuracy on few examples, ties).")
+    if decision == "accept" and reaches(c.ci_low, min_effect):
+        return f"{said}: the CI's lower end reaches the minimum effect {m}, so an improvement of at least {m} is shown."
     if decision == "accept":
-        return f"{said}: the CI is above 0 and the effect reaches the minimum {min_effect:g}."
+        return (f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the CI's lower end "
+                f"is below {m}: an improvement is shown, one of at least {m} only estimated "
+                "(acceptance.rule margin accepts only when the CI shows it).")
+    if decision == "reject" and c.one_side_flat:
+        return (f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on one side's "
+                f"noise, as {_no_spread_said(c.no_spread, names, diverged)}.")
     if decision == "reject":
-        return f"{said}: even the CI's upper end is below the minimum effect {min_effect:g}."
+        return f"{said}: even the CI's upper end is below the minimum effect {m}."
     if c.test == "bootstrap" and not math.isfinite(c.ci_low) and smallest_p_value(c.n_arm, c.n_baseline) > level:
         return (
             f"{said}: with {c.n_arm} + {c.n_baseline} seeds the bootstrap test cannot reach alpha {level:.4g} "
             "(its smallest p is {:.3g}); add seeds or use welch.".format(smallest_p_value(c.n_arm, c.n_baseline))
         )
+    if c.ci_low > 0 and rule == "margin":
+        return (f"{said}: the CI is above 0 but its lower end is below the minimum effect {m}: an improvement is "
+                f"shown, one of at least {m} is not, and acceptance.rule margin accepts only that; more seeds "
+                "narrow the CI.")
     if c.ci_low > 0:
-        return f"{said}: the CI is above 0 but the effect is below the minimum {min_effect:g}."
-    return f"{said}: the CI includes 0 and reaches the minimum effect {min_effect:g}, so the data cannot tell."
+        return f"{said}: the CI is above 0 but the effect is below the minimum {m}."
+    return f"{said}: the CI includes 0 and reaches the minimum effect {m}, so the data cannot tell."
+
+
+def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
+    """What is true of the sides without spread: the same value on every seed, or a spread below the
+    float resolution of the metric at its magnitude."""
+    base = names["baseline"]
+    who = {"baseline": "the baseline" if base == "baseline" else f"the baseline {base}", "arm": names["arm"]}
+    by = {s.side: s for s in sides}
+    if "differences" in by:
+        d = by["differences"]
+        said = "every seed gave the same difference between the arms"
+        if not d.equal:
+            said += (f" up to the float resolution of {names['metric']} at its magnitude (the differences' sd "
+                     f"{d.sd:.2g} is below {d.resolution:.2g} at {d.magnitude:.4g})")
+        return said
+    parts = []
+    for s in sides:
+        if s.equal:
+            part = f"{who[s.side]} gave the same value on all {s.n} seeds"
+            if diverged.get(s.side) == s.n:
+                part += " (every one diverged and counts as failures.diverged_value)"
+        else:
+            part = (f"the spread of {who[s.side]}'s values (sd {s.sd:.2g}) is below the float resolution of "
+                    f"{names['metric']} at its magnitude ({s.resolution:.2g} at {s.magnitude:.4g})")
+        parts.append(part)
+    return " and ".join(parts)
 
 
 def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str]) -> list[dict[str, Any]]:
     """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
-    contract's data section, docs/data.md). The measured effect and CI stay; the reason says why they do not count."""
+    contract's data section, docs/data.md). The measured effect and CI stay; `reason` says why they do not
+    count ("<why> Measured: <the measured reason>") and `invalid_reason` is the why alone, for code to read
+    (a row marked twice keeps both: "<why> <earlier why>")."""
     out = []
     for row in rows:
         if row.get("arm") in reasons:
-            row = {**row, "decision": "invalid", "reason": f"{reasons[row['arm']]} Measured: {row.get('reason', '')}"}
+            why = reasons[row["arm"]]
+            both = f"{why} {row['invalid_reason']}" if row.get("invalid_reason") else why
+            row = {**row, "decision": "invalid", "reason": f"{why} Measured: {row.get('reason', '')}",
+                   "invalid_reason": both}
         out.append(row)
     return out

@@ -4,7 +4,11 @@ Pure functions. "Power" here is the chance that the improvement is detected,
 P(CI low > 0), when the true improvement is `effect`: the one-sided test at
 alpha / 2 that "accept" relies on. "accept" also asks the *estimated* effect
 to reach min_effect, so at a true effect of exactly min_effect it happens at
-most about half the time; `accept_probability` gives that figure.
+most about half the time; `accept_probability` gives that figure. Under
+acceptance.rule margin, accept is CI low >= min_effect, the detection of
+effect - min_effect: `rule="margin"` with `min_effect` gives its figures, and
+`seeds_for_power` needs the true effect to plan for (above min_effect).
+Every input is checked: a bad one is a ValueError with one sentence.
 
     detection_power(n, effect, sd, alpha, test)               -> P(CI low > 0)
     seeds_for_power(sd, min_effect, alpha, power, test, ...)  -> seeds per arm
@@ -31,25 +35,75 @@ from scipy import special  # stats, optimize: imported where used (plan audit)
 
 from planner._stats.decide import (
     RANDOM_PERMUTATIONS,
-    TESTS,
     _paired_t,
     _permutation,
     _welch_t,
     attainable_alpha,
+    check_alpha,
+    check_correction,
+    check_min_effect,
+    check_rule,
+    check_test,
+    flat_rows,
     permutation_splits,
     verdict,
 )
 
 
+def check_plan(*, alpha: float | None = None, test: str | None = None, n_arms: int = 1,
+               correction: str = "holm", sd: float | None = None, rule: str = "estimate") -> None:
+    """The inputs every plan shares, each refused with one sentence (ValueError)."""
+    if alpha is not None:
+        check_alpha(alpha)
+    if test is not None:
+        check_test(test)
+    check_correction(correction), check_rule(rule)
+    if isinstance(n_arms, bool) or not isinstance(n_arms, int) or n_arms < 1:
+        raise ValueError(f"n_arms must be a whole number >= 1 (the treatment arms, the baseline not counted), "
+                         f"got {n_arms!r}")
+    if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int | float) or not math.isfinite(sd)
+                           or not sd > 0):
+        raise ValueError(f"sd must be a finite number > 0 (the seed-to-seed standard deviation), got {sd!r}")
+
+
+def check_number(value: float, what: str) -> None:
+    """A finite number (an effect may be negative: the arm worse)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{what} must be a finite number, got {value!r}")
+
+
+def check_seeds(n: int, what: str = "n") -> None:
+    """Seeds per arm: a whole number >= 2 (a spread needs two values)."""
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
+        raise ValueError(f"{what} must be a whole number of seeds per arm >= 2 (a spread needs two values), got {n!r}")
+
+
+def check_power(power: float) -> None:
+    if isinstance(power, bool) or not isinstance(power, int | float) or not 0 < power < 1:
+        raise ValueError(f"power must be a number in (0, 1), got {power!r}")
+
+
 def comparison_alpha(alpha: float, n_arms: int = 1, correction: str = "holm") -> float:
     """The per-arm two-sided level a plan uses."""
+    check_plan(alpha=alpha, n_arms=n_arms, correction=correction)
     return alpha if correction == "none" else alpha / n_arms
+
+
+def margin_effect(effect: float, min_effect: float | None, rule: str) -> float:
+    """The effect whose detection (CI low > 0) is an accept under `rule`: margin accepts when CI low reaches
+    min_effect, which is detecting effect - min_effect; estimate: the effect itself."""
+    check_rule(rule)
+    if rule == "estimate":
+        return effect
+    if min_effect is None:
+        raise ValueError("the margin rule accepts when the CI's lower end reaches min_effect: give min_effect")
+    check_min_effect(min_effect)
+    return effect - min_effect
 
 
 def _shape(n: int, sd: float, test: str) -> tuple[float, float]:
     """(degrees of freedom of the statistic, standard error of the effect) with n seeds per arm."""
-    if test not in TESTS:
-        raise ValueError(f"unknown test {test!r}: use one of {', '.join(TESTS)}")
+    check_test(test)
     if test == "paired":
         return n - 1.0, sd / math.sqrt(n)
     return 2 * n - 2.0, sd * math.sqrt(2 / n)
@@ -78,8 +132,10 @@ def _level(n: int, alpha: float, test: str) -> float:
 
 
 def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = "welch", *,
-          n_arms: int = 1, correction: str = "holm") -> float:  # fmt: skip
-    """P(CI low > 0) with n seeds per arm when the true improvement is `effect`.
+          n_arms: int = 1, correction: str = "holm", rule: str = "estimate",
+          min_effect: float | None = None) -> float:  # fmt: skip
+    """P(CI low > 0) with n seeds per arm when the true improvement is `effect`; under rule
+    margin, P(CI low >= min_effect), which is its accept.
 
     Normal errors, equal sd in both arms. welch: noncentral t, integrated over
     the law of Welch's df (see `_critical_df`). paired: noncentral t with
@@ -87,7 +143,12 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
     permutation test can attain with n + n seeds (`attainable_alpha`; 0 when
     it cannot reach the level at all); the permutation test has no closed
     form, `simulate` measures it, and this figure is 0-3 points below.
+    Margin: CI low >= min_effect is CI low > 0 for the effect - min_effect.
+    Fewer than 2 seeds detect nothing (0).
     """
+    check_plan(alpha=alpha, test=test, n_arms=n_arms, correction=correction, sd=sd, rule=rule)
+    check_number(effect, "effect")
+    effect = margin_effect(effect, min_effect, rule)
     if n < 2:
         return 0.0
     level = _level(n, comparison_alpha(alpha, n_arms, correction), test)
@@ -106,13 +167,32 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
 
 def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0.8,
                     test: str = "welch", *, n_arms: int = 1, correction: str = "holm",
+                    rule: str = "estimate", effect: float | None = None,
                     max_seeds: int = 100_000) -> int:  # fmt: skip
-    """The fewest seeds per arm with detection_power(n, min_effect, ...) >= power."""
-    if not (sd > 0 and min_effect > 0 and 0 < power < 1):
-        raise ValueError("need sd > 0, min_effect > 0 and 0 < power < 1")
+    """The fewest seeds per arm with detection_power(n, effect, ...) >= power.
+
+    estimate rule: power = P(CI low > 0) at a true effect of `effect` (default min_effect).
+    margin rule: power = P(accept) = P(CI low >= min_effect) at a true effect of `effect`,
+    which must be given and above min_effect (at min_effect itself accept happens alpha / 2 of
+    the time, whatever the seeds).
+    """
+    check_plan(alpha=alpha, test=test, n_arms=n_arms, correction=correction, sd=sd, rule=rule)
+    check_min_effect(min_effect), check_power(power)
+    if effect is None and rule == "margin":
+        raise ValueError("under the margin rule accept needs the CI's lower end to reach min_effect, which at a "
+                         "true effect of min_effect happens alpha / 2 of the time whatever the seeds: give the "
+                         "true effect to plan for (effect, above min_effect)")
+    effect = min_effect if effect is None else effect
+    check_number(effect, "effect")
+    if rule == "margin" and not effect > min_effect:
+        raise ValueError(f"under the margin rule the true effect to plan for must be above min_effect "
+                         f"{min_effect:g}, got {effect:g}")
+    if not effect > 0:
+        raise ValueError(f"the true effect to plan for must be > 0, got {effect:g}")
 
     def enough(n: int) -> bool:
-        return detection_power(n, min_effect, sd, alpha, test, n_arms=n_arms, correction=correction) >= power
+        return detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction, rule=rule,
+                               min_effect=min_effect) >= power
 
     high = 2
     while not enough(high):
@@ -127,32 +207,43 @@ def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0
 
 
 def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
-                      test: str = "welch", *, n_arms: int = 1, correction: str = "holm") -> float:  # fmt: skip
-    """The true improvement detected (CI low > 0) with probability `power` at n seeds per arm.
+                      test: str = "welch", *, n_arms: int = 1, correction: str = "holm",
+                      rule: str = "estimate", min_effect: float | None = None) -> float:  # fmt: skip
+    """The true improvement detected (CI low > 0) with probability `power` at n seeds per arm;
+    under rule margin, accepted (CI low >= min_effect): min_effect more.
 
     inf when the bootstrap test cannot reach the level with n seeds.
     """
     from scipy import optimize
 
+    check_plan(alpha=alpha, test=test, n_arms=n_arms, correction=correction, sd=sd, rule=rule)
+    check_power(power)
+    shift = -margin_effect(0.0, min_effect, rule)
     if n < 2 or _level(n, comparison_alpha(alpha, n_arms, correction), test) == 0:
         return math.inf
     se = _shape(n, sd, test)[1]
-    return float(optimize.brentq(
+    return shift + float(optimize.brentq(
         lambda e: detection_power(n, e, sd, alpha, test, n_arms=n_arms, correction=correction) - power,
         0.0, 100 * se,
     ))  # fmt: skip
 
 
 def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effect: float,
-                       test: str = "welch") -> float:  # fmt: skip
-    """P(accept) = P(CI low > 0 and estimated effect >= min_effect), normal errors.
+                       test: str = "welch", *, rule: str = "estimate") -> float:  # fmt: skip
+    """P(accept) at the two-sided level `alpha`, normal errors.
 
-    The estimate D ~ N(effect, se^2) is independent of the sd estimate; this
+    estimate rule: P(CI low > 0 and estimated effect >= min_effect). The
+    estimate D ~ N(effect, se^2) is independent of the sd estimate; this
     integrates P(D >= max(min_effect, t_crit * se_hat)) over the chi-square law
     of se_hat. Welch and bootstrap use the pooled-t approximation as `detection_power` does.
+    margin rule: P(CI low >= min_effect), `detection_power` of effect - min_effect.
     """
     from scipy import stats
 
+    check_plan(alpha=alpha, test=test, sd=sd, rule=rule)
+    check_number(effect, "effect"), check_min_effect(min_effect)
+    if rule == "margin":
+        return detection_power(n, effect, sd, alpha, test, correction="none", rule=rule, min_effect=min_effect)
     level = _level(n, alpha, test)
     if n < 2 or level == 0:
         return 0.0
@@ -236,7 +327,9 @@ def quantize(values: np.ndarray, grid: float | None, level: float = 0.0) -> np.n
 def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
              sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
              rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
-             arm_sd_ratio: float = 1.0, grid: float | None = None, level: float = 0.9) -> SimulatedRates:  # fmt: skip
+             arm_sd_ratio: float = 1.0, grid: float | None = None, level: float = 0.9,
+             rule: str = "estimate", diverged: float = 0.0, diverged_value: float = 0.0,
+             offset: float = 0.0) -> SimulatedRates:  # fmt: skip
     """Run `sims` experiments of n seeds per arm through the deciding code.
 
     The arm's values are the baseline's noise distribution shifted by `effect`
@@ -247,8 +340,12 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
     the simulation cheaper and stay valid). `arm_sd_ratio` scales the arm's
     noise: a null where the arm changes the spread but not the mean. `grid`:
     the metric is quantized around `level` (see `quantize`), which makes ties
-    and zero spreads common.
+    and zero spreads common. `diverged`: the chance that a seed diverges (in
+    either arm alike), its value then `diverged_value` (around `level` + noise
+    otherwise), as `decide` counts failures.diverged_value. `offset` is added
+    to every value (a metric far from 0). `rule`: the acceptance rule.
     """
+    check_rule(rule)
     rng = np.random.default_rng(rng_seed)
     splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
     counts = np.zeros(3)
@@ -259,13 +356,18 @@ def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: floa
         base = sd * (shared + own * draw(distribution, (rows, n), rng))
         arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
         base, arm = quantize(base, grid, level), quantize(arm, grid, level)
+        if diverged:  # around `level` (quantize has put them there already)
+            centre = level if grid is None else 0.0
+            base = np.where(rng.random(base.shape) < diverged, diverged_value, centre + base)
+            arm = np.where(rng.random(arm.shape) < diverged, diverged_value, centre + arm)
+        base, arm = base + offset, arm + offset
         if test == "welch":
             est, low, high, _ = _welch_t(base, arm, alpha)
         elif test == "paired":
             est, low, high, _ = _paired_t(base, arm, alpha)
         else:
             est, low, high, _ = _permutation(base, arm, alpha, splits)
-        v = verdict(est, low, high, min_effect)
+        v = verdict(est, low, high, min_effect, rule, flat=flat_rows(base, arm))
         counts += [(v == "accept").sum(), (low > 0).sum(), (v == "reject").sum()]
     accept, detected, reject = counts / sims
     return SimulatedRates(sims, accept, detected, reject)

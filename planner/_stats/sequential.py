@@ -64,7 +64,11 @@ from planner._stats.decide import (
     _pair,
     _paired_parts,
     _welch_parts,
+    check_alpha,
+    check_min_effect,
+    check_test,
     degenerate_rows,
+    flat_rows,
     verdict,
     welch_df,
 )
@@ -171,7 +175,8 @@ def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "ob
     the z bound's own p, Phi(-c_k) (slightly liberal for paired at small n;
     kept for comparison).
     """
-    test = "paired" if test == "paired" else "welch"
+    _check_design(n_seeds, looks, alpha, spending, futility, futility_power, test)
+    test = "paired" if test == "paired" else "welch"  # bootstrap is monitored with Welch's t
     sizes = look_sizes(n_seeds, looks)
     fractions = [s / n_seeds for s in sizes]
     z = boundaries(looks, alpha, spending, fractions)
@@ -183,6 +188,20 @@ def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "ob
         raise ValueError(f"unknown calibration {calibration!r}")
     return Design(n_seeds, looks, alpha, spending, test, futility, futility_power, tuple(sizes),
                   tuple(map(float, z)), p)  # fmt: skip
+
+
+def _check_design(n_seeds, looks, alpha, spending, futility, futility_power, test) -> None:
+    """Each input of `plan_design` refused with one sentence (ValueError)."""
+    for value, what in ((n_seeds, "n_seeds"), (looks, "looks")):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    check_alpha(alpha)
+    if spending not in ("obrien_fleming", "pocock"):
+        raise ValueError(f"unknown spending {spending!r}: use obrien_fleming or pocock")
+    if not isinstance(futility, bool):
+        raise ValueError(f"futility must be true or false, got {futility!r}")
+    check_alpha(futility_power, "futility_power")
+    check_test(test)  # never silently another test
 
 
 @functools.lru_cache(maxsize=64)
@@ -307,17 +326,20 @@ def _conditional_power(statistic, se, fraction, final_z, min_effect, n_now, n_fi
     return stats.norm.sf((final_z - b_now - drift * (1 - fraction)) / math.sqrt(1 - fraction))
 
 
-def _actions(k, design: Design, effect, se, statistic, bound, min_effect):
+def _actions(k, design: Design, effect, se, statistic, bound, min_effect, *, flat=None):
     """Vectorized action codes: 0 continue, 1 accept, 2 reject, 3 inconclusive, 4 stop_futility.
 
     An arm stops at the first look whose repeated CI is above 0 (then the
     contract's rule decides: accept, or inconclusive when the effect is below
-    min_effect), at a futility stop, or at the last look.
+    min_effect), at a futility stop, or at the last look. A row of `flat`
+    (decide's `flat_rows`: a side without spread so far) never stops for
+    efficacy and is never accepted.
     """
     with np.errstate(invalid="ignore"):
         half = np.where(np.isnan(se) | np.isinf(bound), np.inf, bound * se)
     low, high = effect - half, effect + half
-    verdicts = verdict(effect, low, high, min_effect)
+    flat = np.zeros(effect.shape, dtype=bool) if flat is None else flat
+    verdicts = verdict(effect, low, high, min_effect, flat=flat)
     decided = np.where(verdicts == "accept", 1, np.where(verdicts == "reject", 2, 3))
     if k == design.looks - 1:
         return decided, low, high, np.full(effect.shape, np.nan)
@@ -325,7 +347,7 @@ def _actions(k, design: Design, effect, se, statistic, bound, min_effect):
     cp = _conditional_power(statistic, se, n_now / n_final, design.z_bounds[-1], min_effect, n_now, n_final)
     cp = np.where(np.isnan(se), np.nan, cp)  # no spread: no conditional power either
     futile = design.futility & ((cp < design.futility_power) | (high < min_effect))
-    return np.where(low > 0, decided, np.where(futile, 4, 0)), low, high, cp
+    return np.where((low > 0) & ~flat, decided, np.where(futile, 4, 0)), low, high, cp
 
 
 _NAMES = np.array(["continue", "accept", "reject", "inconclusive", "stop_futility"])
@@ -336,8 +358,11 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
                         baseline_seeds: Sequence[int] | None = None,
                         arm_seeds: Sequence[int] | None = None) -> SequentialStep:  # fmt: skip
     """What to do after look `look` (0-based), given every value so far of both arms."""
-    if not 0 <= look < design.looks:
-        raise ValueError(f"look must be in 0..{design.looks - 1}, got {look}")
+    if not isinstance(design, Design):
+        raise ValueError(f"design must be a Design (from looks / plan_design), got {type(design).__name__}")
+    if isinstance(look, bool) or not isinstance(look, int | np.integer) or not 0 <= look < design.looks:
+        raise ValueError(f"look must be a whole number in 0..{design.looks - 1}, got {look!r}")
+    check_min_effect(min_effect)
     base, arm = _oriented(baseline_values, mode), _oriented(arm_values, mode)
     if design.test == "paired":
         base, arm, _ = _pair(base, arm, baseline_seeds, arm_seeds)
@@ -346,10 +371,11 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
         raise ValueError(f"look {look} needs {need} seeds per arm, got {len(base)} and {len(arm)}")
     p = design.nominal_p[look]
     effect, se, statistic, bound = _look_statistics(base[None], arm[None], design.test, p)
-    code, low, high, cp = _actions(look, design, effect, se, statistic, bound, min_effect)
+    flat = flat_rows(base[None], arm[None])
+    code, low, high, cp = _actions(look, design, effect, se, statistic, bound, min_effect, flat=flat)
     action = str(_NAMES[code[0]])
     if action == "stop_futility":
-        decision = str(verdict(effect[0], low[0], high[0], min_effect))
+        decision = str(verdict(effect[0], low[0], high[0], min_effect, flat=flat[0]))
     else:
         decision = "pending" if action == "continue" else action
     return SequentialStep(
@@ -357,17 +383,18 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
         ci_high=float(high[0]), statistic=float(statistic[0]), t_bound=float(bound[0]),
         conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm), alpha=design.alpha,
         reason=_reason(look, design, action, decision, float(effect[0]), float(low[0]), float(high[0]),
-                       float(cp[0]), min_effect, degenerate=bool(np.isnan(se[0]))),
+                       float(cp[0]), min_effect=min_effect,
+                       degenerate=bool(np.isnan(se[0]) or (flat[0] and action in ("continue", "inconclusive")))),
     )  # fmt: skip
 
 
 NO_STOP = "no stop possible at this look"
 
 
-def _reason(look, design, action, decision, effect, low, high, cp, min_effect, degenerate=False) -> str:
+def _reason(look, design, action, decision, effect, low, high, cp, *, min_effect, degenerate=False) -> str:
     if degenerate:
         said = (f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
-                "(degenerate spread: a CI of width zero is no evidence)")
+                "(degenerate spread: a CI without the seed-to-seed noise of both sides is no evidence)")
         if action == "continue":
             return f"{said}; run the next batch of seeds."
         return f"{said}: inconclusive; add seeds, or measure the metric more finely."
@@ -430,7 +457,8 @@ def simulate_design(design: Design, effect: float, *, min_effect: float, sd: flo
         e, se, stat, bound = _look_statistics(base[open_, :size], arm[open_, :size], design.test, design.nominal_p[k])
         if z_only:
             bound = np.full(e.shape, design.z_bounds[k])
-        codes, low, _, _ = _actions(k, design, e, se, stat, bound, min_effect)
+        codes, low, _, _ = _actions(k, design, e, se, stat, bound, min_effect,
+                                    flat=flat_rows(base[open_, :size], arm[open_, :size]))
         rows = np.flatnonzero(open_)
         code[rows] = codes
         detected[rows] = low > 0

@@ -8,7 +8,12 @@ directory file descriptors (`dir_fd=`, the openat family): a link anywhere
 below the run folder is never followed, and there is no window between a
 check and the open. What is opened must be a regular file (a FIFO, a device
 like /dev/zero, a socket or a folder is refused), and readers cap its size.
-Anything else is a `RunError` (exit 3) with one sentence naming the file.
+A file opened for writing must also have one name only (`st_nlink == 1`): a hard
+link to a file outside (what `cp -al` or `rsync --link-dest` snapshots of runs/
+make) would carry every append, truncation or rewrite there. Anything else is a
+`RunError` (`LinkedFileError` for a file to be written; exit 3) with one sentence
+naming the file. `rewrite_tree` is the one walk that rewrites files under a folder
+of a run (the scrub of a trial's Hydra outputs): it follows no link, hard or symbolic.
 
 `write_atomic` is the one atomic writer of the package (run folder files,
 reports, exports, the attempts ledger): a temporary file in the same folder,
@@ -25,7 +30,7 @@ import stat
 from contextlib import contextmanager
 from pathlib import Path
 
-from planner._core.errors import RunError
+from planner._core.errors import LinkedFileError, RunError
 
 JSON_CAP = 64 << 20  # a JSON or YAML file of a run folder: 64 MiB is far past any real one
 JSONL_CAP = 16 << 30  # trials.jsonl is streamed; a line is capped apart (LINE_CAP)
@@ -48,7 +53,14 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _refuse(path: Path, what: str) -> RunError:
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_TRUNC
+
+
+def _refuse(path: Path, what: str, writing: bool = False) -> RunError:
+    if writing:
+        return LinkedFileError(f"{path} is {what}: planner writes only plain files with one name inside a run folder, "
+                               "so that nothing outside it changes; replace it with a copy of its own (cp --remove-"
+                               "destination, or remove it) and run again")
     return RunError(f"{path} is {what}, not a regular file inside the run folder: planner reads and writes only "
                     "plain files there and follows no link; replace it with the file the run wrote, or remove it")
 
@@ -105,17 +117,21 @@ def open_inside(root: str | os.PathLike, path: str | os.PathLike, flags: int = o
             # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; cleared below for a regular file
             fd = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode, dir_fd=dfd)
         except OSError as error:
+            writing = bool(flags & _WRITING)
             if error.errno == errno.ELOOP:
-                raise _refuse(full, "a symbolic link") from None
+                raise _refuse(full, "a symbolic link", writing) from None
             if error.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
-                raise _refuse(full, "a FIFO (named pipe)") from None
+                raise _refuse(full, "a FIFO (named pipe)", writing) from None
             if error.errno == errno.EISDIR:
-                raise _refuse(full, "a folder") from None
+                raise _refuse(full, "a folder", writing) from None
             raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _refuse(full, kind(st.st_mode))
+            raise _refuse(full, kind(st.st_mode), writing=bool(flags & _WRITING))
+        if flags & _WRITING and st.st_nlink > 1:
+            raise _refuse(full, f"a file with {st.st_nlink} hard links (one of them may be outside the run folder)",
+                          writing=True)
         if _NONBLOCK:
             os.set_blocking(fd, True)
     except BaseException:
@@ -180,30 +196,81 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.P
     else:
         base, parts = _parts(Path(root), path)
     with _dir_fd(base, parts, path) as dfd:
-        name = parts[-1]
-        tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
+        _replace_at(dfd, parts[-1], payload, mode, path)
+
+
+def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path) -> None:
+    """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename, fsync."""
+    tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
+    try:
         try:
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if stat.S_ISDIR(_lstat_mode(name, dfd)):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
+        os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+    try:
+        os.fsync(dfd)
+    except OSError:  # some file systems cannot fsync a folder; the rename is done
+        pass
+
+
+def rewrite_tree(root: str | os.PathLike, folder: str | os.PathLike, rewrite, cap: int = JSON_CAP) -> int:
+    """Replace every UTF-8 text file under `folder` (below `root`, a run or trial folder) by `rewrite(text)` when
+    that differs; return how many were replaced.
+
+    No link is followed, hard or symbolic: `folder` and every folder between `root` and it are opened with
+    O_NOFOLLOW (a link there is a `RunError`), the walk (os.fwalk, by descriptors) never enters a linked folder,
+    a symbolic link, FIFO or device below is skipped, and a file is replaced by rename (a hard link's other name,
+    maybe outside, keeps its bytes). Files past `cap` bytes or not UTF-8 are left as they are.
+    """
+    root, parts = _parts(Path(root), Path(folder) / "_")
+    try:
+        with _dir_fd(root, parts, Path(folder)) as top:
+            return _rewrite_below(top, Path(folder), rewrite, cap)
+    except FileNotFoundError:
+        return 0
+
+
+def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
+    replaced = 0
+    for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.startswith(".") and name.endswith(".tmp"):
+                continue
             try:
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK, dir_fd=dfd)
+            except OSError:  # a symbolic link (ELOOP), gone, unreadable: not ours to rewrite
+                continue
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+                    continue
+                with os.fdopen(os.dup(fd), "rb") as handle:
+                    data = handle.read(cap + 1)
             finally:
                 os.close(fd)
-            if stat.S_ISDIR(_lstat_mode(name, dfd)):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
-            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
             try:
-                os.unlink(tmp, dir_fd=dfd)
-            except OSError:
-                pass
-            raise
-        try:
-            os.fsync(dfd)
-        except OSError:  # some file systems cannot fsync a folder; the rename is done
-            pass
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            clean = rewrite(text)
+            if clean != text:
+                _replace_at(dfd, name, clean.encode("utf-8"), stat.S_IMODE(st.st_mode), folder / dirpath / name)
+                replaced += 1
+    return replaced
 
 
 def _lstat_mode(name: str, dfd: int) -> int:

@@ -51,7 +51,14 @@ def torn_tail(path: Path) -> tuple[int, bytes]:
 
 
 def heal(path: Path) -> bytes:
-    """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole)."""
+    """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole).
+
+    The file is opened for writing first, torn or not: one that cannot be written in place (a link, hard or
+    symbolic, a FIFO) is refused here, before a resume writes anything (LinkedFileError)."""
+    try:
+        os.close(open_inside(path.parent, path, os.O_RDWR))
+    except FileNotFoundError:
+        return b""
     keep, torn = torn_tail(path)
     if torn:
         fd = open_inside(path.parent, path, os.O_RDWR)
@@ -101,6 +108,27 @@ def append_line(handle: AppendFile, line: str, sync: bool = True) -> None:
     handle.write_line(line, sync=sync)
 
 
+LEDGER_LOCK_WAIT_S = 60.0  # a ledger append takes milliseconds; a lock held longer is held by something else
+
+
+def _flock_within(fd: int, path: Path, wait_s: float) -> None:
+    """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path` after that)."""
+    import time
+
+    from planner._core.errors import RunError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RunError(f"{path} has been locked by another process for {wait_s:g} s: a ledger append takes "
+                               "milliseconds; find the process holding it (fuser) and stop it") from None
+            time.sleep(0.05)
+
+
 def locked_append(path: Path, line: str) -> None:
     """Append one whole line to a file that several processes write (the project ledger).
 
@@ -110,9 +138,11 @@ def locked_append(path: Path, line: str) -> None:
     """
     if not line.endswith("\n"):
         line += "\n"
-    lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT, 0o644)
+    # opened as the run lock is (planner._store.lock): no link followed, a regular file of one name, and
+    # O_NONBLOCK, so a FIFO in its place is refused at once instead of hanging `plan run`
+    lock_fd = open_inside(path.parent, path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        _flock_within(lock_fd, path.with_name(path.name + ".lock"), LEDGER_LOCK_WAIT_S)
         handle = AppendFile(path)
         try:
             handle.write_line(line)

@@ -67,7 +67,7 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     data = read_inside(path.parent, path, cap=1 << 20)  # a link, a FIFO, a huge file: RunError naming it
     try:
         value = json.loads(data) if data is not None else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -227,6 +227,6 @@ def _read_fd(fd: int) -> dict | None:
         chunks.append(chunk)
     try:
         value = json.loads(b"".join(chunks).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

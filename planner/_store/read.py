@@ -43,14 +43,30 @@ except ImportError:  # pragma: no cover - depends on the environment
 RUN_MARKERS = ("run.json", "contract.yaml")
 
 
-def _loads(line: bytes) -> Any:
-    """One JSON value; NaN and Infinity (as Python's json writes them) are accepted."""
-    if _orjson is not None:
+def _loads(line: bytes, where: str = "a JSON value") -> Any:
+    """One JSON value; NaN and Infinity (as Python's json writes them) are accepted.
+
+    Within the limits of planner._store.bounds (depth, 64-bit integers), else RunError naming `where`."""
+    from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
+
+    data = line if isinstance(line, bytes) else str(line).encode()
+    value: Any = _NOTHING
+    if _orjson is not None and not long_digits(data):  # orjson reads a huge integer as a float: not here
         try:
-            return _orjson.loads(line)
+            value = _orjson.loads(line)
         except _orjson.JSONDecodeError:
             pass  # NaN / Infinity, which orjson refuses: the standard library reads them
-    return json.loads(line)
+    if value is _NOTHING:
+        try:
+            value = json.loads(line)
+        except RecursionError:
+            raise too_deep(where) from None
+    if not quick_ok(data):
+        check_value(value, where)
+    return value
+
+
+_NOTHING = object()
 
 
 @dataclass
@@ -62,7 +78,7 @@ class JsonLines:
     torn: bool = False
 
 
-def _recover(line: bytes) -> dict[str, Any] | None:
+def _recover(line: bytes, where: str = "a JSON value") -> dict[str, Any] | None:
     """The whole JSON object that ends a damaged line, if there is one.
 
     A run that crashed mid-append and then resumed glues its next record onto
@@ -78,7 +94,7 @@ def _recover(line: bytes) -> dict[str, Any] | None:
         if pos <= 0:
             return None
         try:
-            value = _loads(line[pos:])
+            value = _loads(line[pos:], where)
         except ValueError:
             continue
         if isinstance(value, dict):
@@ -111,7 +127,7 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
             if not line.strip():
                 continue
             if bad is not None:
-                recovered = _recover(bad[1])
+                recovered = _recover(bad[1], f"line {bad[0]} of {path}")
                 if recovered is None:
                     notes.append(f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped")
                 else:
@@ -122,7 +138,7 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
                     yield recovered
                 bad = None
             try:
-                value = _loads(line)
+                value = _loads(line, f"line {number} of {path}")
             except ValueError:
                 bad = (number, line)
                 continue
@@ -162,7 +178,7 @@ def read_json(path: Path, *, required: bool = False, root: Path | None = None) -
             raise RunError(f"{path} is missing: the run folder is incomplete")
         return None
     try:
-        value = _loads(text)
+        value = _loads(text, str(path))
     except ValueError:
         raise RunError(f"{path} is not valid JSON: the file is damaged") from None
     if not isinstance(value, dict):
@@ -186,6 +202,10 @@ def read_yaml(path: Path, *, required: bool = False, root: Path | None = None) -
         raise RunError(f"{path} is not UTF-8 text: the file is damaged") from None
     except yaml.YAMLError:
         raise RunError(f"{path} is not valid YAML: the file is damaged") from None
+    except RecursionError:
+        from planner._store.bounds import too_deep
+
+        raise too_deep(str(path)) from None
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -236,7 +256,7 @@ class RunFolder:
         if data is None:
             return None
         try:
-            value = _loads(data)
+            value = _loads(data, str(self.file("lock")))
         except ValueError:
             value = None
         if not isinstance(value, dict):

@@ -51,15 +51,24 @@ NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite me
 
 
 def _num(value: Any, field: str, finite: bool = True) -> None:
-    """A number (int or float); `finite`: NaN and infinities refused, else also spelled "nan", "inf", "-inf"."""
+    """A number (int or float); `finite`: NaN and infinities refused, and past 2**53 (no step, count or time is
+    that large: 10**30 overflowed the reports); else also spelled "nan", "inf", "-inf", and of any size."""
     if value is None or (not finite and value in NON_FINITE):
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Bad(field, "a number", value)
-    if isinstance(value, int) and abs(value) > BIG:
+    if (isinstance(value, int) or finite) and abs(value) > BIG:
         raise _Bad(field, "a number up to 2**53", value)
     if finite and isinstance(value, float) and not math.isfinite(value):
         raise _Bad(field, "a finite number", value)
+
+
+def _measured(value: Any, field: str) -> None:
+    """A finite number of any size (an effect, a CI bound: a run writes null, never NaN, for an undefined one)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _Bad(field, "a finite number or null", value)
 
 
 def _dict(value: Any, field: str) -> dict:
@@ -127,7 +136,7 @@ def _plain_reports(reports: list) -> bool:
             return False
         step = report.get("step")
         kind = type(step)
-        if not ((kind is int and -BIG <= step <= BIG) or (kind is float and step - step == 0) or step is None):
+        if not ((kind is int and -BIG <= step <= BIG) or (kind is float and -BIG <= step <= BIG) or step is None):
             return False
         metrics = report.get("metrics")
         if metrics is None:
@@ -185,6 +194,10 @@ def _decisions(r: dict) -> None:
         row = _dict(row, f"decisions[{i}]")
         for name in ("arm", "decision"):
             _str(row.get(name), f"decisions[{i}].{name}")
+        for name in ("effect", "ci_low", "ci_high", "p_value", "alpha_adjusted"):  # null when undefined
+            _measured(row.get(name), f"decisions[{i}].{name}")
+        for name in ("n_baseline", "n_arm"):
+            _int(row.get(name), f"decisions[{i}].{name}", lo=0)
 
 
 def _selection(r: dict) -> None:

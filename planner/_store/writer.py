@@ -49,7 +49,7 @@ class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._handles: dict[str, Any] = {}
-        self.redactor = None  # a planner._core.redact.Redactor: scrubs secrets from everything written
+        self.redactor = None  # a planner._core.redact.Redactor: scrubs the free text of records, events and state
 
     # -- creating -----------------------------------------------------------
     @classmethod
@@ -94,24 +94,26 @@ class RunStore:
     # -- writing ------------------------------------------------------------
     def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
                      planner_version: str, raw_configs: dict[str, dict] | None = None) -> None:
-        write_atomic(self.root / "contract.yaml", yaml.safe_dump(self._scrub(contract.frozen()), sort_keys=False),
+        """The frozen contract and every arm's config, exactly as the trainable receives them (validation keeps
+        credentials out of both: planner._contract.credentials), never scrubbed."""
+        write_atomic(self.root / "contract.yaml", yaml.safe_dump(contract.frozen(), sort_keys=False),
                      root=self.root)
         write_json(self.root / "run.json", {
             "run_id": self.run_id, "name": contract.name, "contract_sha256": contract.sha256(),
             "created": utc_now(), "planner_version": planner_version,
             "contract_path": str(Path(contract_path).resolve())}, self.root)
         for arm, config in configs.items():
-            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(self._scrub(config), sort_keys=False),
+            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(config, sort_keys=False),
                          root=self.root)
         for arm, raw in (raw_configs or {}).items():  # with interpolations: tuned values go in before resolving
             if raw != configs.get(arm):
                 (self.root / "configs" / "unresolved").mkdir(parents=True, exist_ok=True)
                 write_atomic(self.root / "configs" / "unresolved" / f"{arm}.yaml",
-                             yaml.safe_dump(self._scrub(raw), sort_keys=False), root=self.root)
+                             yaml.safe_dump(raw, sort_keys=False), root=self.root)
         write_json(self.root / "plan.json", plan, self.root)
 
     def write_identity(self, identity: dict) -> None:
-        write_json(self.root / "identity.json", self._scrub(identity), self.root)
+        write_json(self.root / "identity.json", identity, self.root)
 
     def write_state(self, state: str, *, reason: str = "", wall_time_s: float = 0.0, trials_ended: int = 0,
                     **extra: Any) -> None:
@@ -143,7 +145,7 @@ class RunStore:
         self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
-        write_json(self.root / "selection.json", self._scrub(selection), self.root)
+        write_json(self.root / "selection.json", selection, self.root)
 
     def write_decisions(self, decisions: dict) -> None:
         write_json(self.root / "decisions.json", self._scrub(decisions), self.root)

@@ -52,7 +52,7 @@ from planner._core.errors import (  # the command trainable's errors live in the
     PlannerError,
 )
 from planner._core.redact import Redactor
-from planner._store.files import write_atomic
+from planner._store.files import rewrite_tree
 from planner._trial.command_args import argparse_flags
 from planner._trial.command_line import (
     command_argv,
@@ -94,6 +94,7 @@ class CommandTrial(Protocol):
     arm: str
     phase: str
     id: str
+    notes: list[str]
 
     def report(self, step: int, **metrics: float) -> None: ...
 
@@ -249,6 +250,8 @@ class _Run:
         self.forward(self.reports.read_new())
         final, torn = self.reports.finish()
         self.forward(final)
+        if isinstance(self.reports, WithSplits):  # a declared name no row held: said on the record, never dropped
+            self.trial.notes[:] = self.reports.metrics.notes()
         returncode = processes.returncode
         if returncode != 0:
             raise self.failure(CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode)
@@ -276,19 +279,10 @@ class _Run:
 
 
 def scrub_files(folder: Path, redactor: Redactor) -> None:
-    """Rewrite every text file under `folder` (Hydra's outputs of one attempt) with its secrets cut."""
-    if not folder.is_dir():
-        return
-    for path in sorted(folder.rglob("*")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 64 << 20:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        clean = redactor.text(text)
-        if clean != text:
-            write_atomic(path, clean)
+    """Rewrite every text file under `folder` (Hydra's outputs of one attempt, trials/<id>/attempt-N/hydra)
+    with its secrets cut; no link is followed (`_store.files.rewrite_tree`: a linked folder on the way is a
+    RunError, a linked file below is skipped, a hard link's other name keeps its bytes)."""
+    rewrite_tree(folder.parent.parent, folder, redactor.text)
 
 
 def _new_attempt_dir(trial_dir: Path) -> Path:
@@ -469,6 +463,7 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     if spec.metrics is not None:
         m, metric = spec.metrics, contract.metric
         metrics = MetricsSpec(file=m.file, format=m.format, step=m.step, require=metric.name,
+                              heldout=metric.heldout, heldout_file=m.heldout_file,
                               names=m.columns(metric.name, metric.heldout),
                               step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)

@@ -1,39 +1,51 @@
-"""Metrics read from the app's own log: a CSV, JSON lines, or Hugging Face's trainer_state.json.
+"""Metrics read from the app's own log: a CSV, JSON lines, Hugging Face's trainer_state.json, TensorBoard events.
 
 A contract's `command: {run, metrics: {file, format, step, names, step_base}}`
 says where an unchanged training script already writes its metrics. The
-planner tails that file while the script runs and turns each new row holding
-the contract's metric into a report, so a tuning scheduler can stop the trial
-early (docs/command-trainables.md lists the exact rules).
+planner tails that file while the script runs and turns what it logged into
+reports, so a tuning scheduler can stop the trial early
+(docs/command-trainables.md lists the exact rules).
 
 Two layers:
 
-- pure, on bytes (unit-tested): `csv_table`, `jsonl_table`, `trainer_state_table`
-  parse the whole file content as it is now into rows; `MetricsReader.feed(data)`
-  turns the rows it has not seen yet into `(step, metrics)` reports, checks that
-  steps increase, and survives partial last lines and whole-file rewrites
-  (Lightning's CSVLogger rewrites the file when a new column appears; the
-  Trainer rewrites trainer_state.json at each save);
+- pure (unit-tested): `csv_table`, `jsonl_table`, `trainer_state_table` parse
+  the whole file content as it is now into rows (`tensorboard_table` reads an
+  event file with the tensorboard package's own loader); `MetricsReader.feed(data)`
+  merges the rows it has not seen yet by step into `(step, metrics)` reports,
+  checks that steps increase, and survives partial last lines and whole-file
+  rewrites (Lightning's CSVLogger rewrites the file when a new column appears;
+  the Trainer rewrites trainer_state.json at each save);
 - `MetricsFileTail`: finds the file (a glob, relative to the trial's Hydra
   output folder; the newest match wins), re-reads it when its size or time
   changes, and feeds the reader.
+
+How rows become reports (Lightning writes train, validation and test rows
+apart, with empty cells): a row holding the decision metric (`require`) opens
+the report of its step; rows before it since the previous report, and rows of
+the same step after it, add their named values to it (the latest value of a
+name wins). A row holding the held-out metric and not the decision metric
+(`trainer.test()`'s row after fit, a Trainer's `test_*` entry) adds its values
+to the report before it, whatever its step. A report is handed on once it
+holds every name it can expect (each name already seen, and each name not
+seen yet), or when a row of a later step comes, or when the script has ended.
 """
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from planner._core.errors import TrialProtocolError
 
-FORMATS = ("csv", "jsonl", "hf_trainer_state")
+FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard")
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a metrics log larger than this is not a metrics log
 SETTLE_S = 0.2  # a parse error mid-run must survive a re-read this much later (a file caught mid-rewrite heals)
 
@@ -45,9 +57,14 @@ class MetricsSpec:
     """Where and how to read one trial's metrics; plain data, so it crosses to a Ray worker.
 
     `names` maps the planner's metric names to the file's columns (or keys);
-    `require` is the planner name a row must hold to be a report (the
+    `require` is the planner name a row must hold to open a report (the
     contract's `metric.name`). `step_base` 0 means the step column counts from 0
-    (Lightning's epochs): the exposure reached is its value + 1.
+    (Lightning's epochs): the exposure reached is its value + 1. `heldout` is the
+    planner name of the held-out metric: a row holding it without `require`
+    (a test row after fit) adds to the report before it. `heldout_file` is a
+    flat JSON object (a Trainer's `save_metrics` `<split>_results.json`, a path or
+    glob in the same folder) read once the script has ended, for the named
+    columns the last report lacks.
     """
 
     file: str
@@ -56,10 +73,14 @@ class MetricsSpec:
     names: Mapping[str, str]
     require: str
     step_base: int = 1
+    heldout: str | None = None
+    heldout_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "format": self.format, "step": self.step, "names": dict(self.names),
-                "require": self.require, "step_base": self.step_base}
+        out = {"file": self.file, "format": self.format, "step": self.step, "names": dict(self.names),
+               "require": self.require, "step_base": self.step_base}
+        return out | {key: value for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
+                      if value is not None}  # only when set: a spec without them reads as before
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricsSpec:
@@ -69,8 +90,9 @@ class MetricsSpec:
         """The same spec without the planner metric `name` (the held-out one during tuning)."""
         if name is None or name not in self.names or name == self.require:
             return self
-        return MetricsSpec(self.file, self.format, self.step, {k: v for k, v in self.names.items() if k != name},
-                           self.require, self.step_base)
+        gone = name == self.heldout
+        return replace(self, names={k: v for k, v in self.names.items() if k != name},
+                       heldout=None if gone else self.heldout, heldout_file=None if gone else self.heldout_file)
 
 
 # ------------------------------------------------------------------ parsing: bytes -> rows
@@ -199,6 +221,65 @@ def trainer_state_table(data: bytes, *, final: bool = False, where: str = "train
     return Table(rows, list(columns))
 
 
+def results_values(data: bytes, *, where: str = "results file") -> dict[str, Any]:
+    """A flat JSON object of names and values: what a Trainer's `save_metrics(split, metrics)` writes."""
+    return {key: item for key, item in _json_object(data, where).items() if not isinstance(item, dict | list)}
+
+
+def tensorboard_table(path: str | Path, *, final: bool = False, where: str | None = None) -> Table:
+    """A TensorBoard event file, read with the tensorboard package's own `EventFileLoader`.
+
+    Scalars are taken in file order; consecutive scalars of one step form a row
+    (a tag seen again at the same step starts the next row: another log call),
+    with the event's step in the column `step`. A record still being written
+    is left for the next read (the loader stops before it).
+    """
+    loader_class, make_ndarray = _tensorboard()
+    where = where or str(path)
+    rows: list[Row] = []
+    current: dict[str, Any] | None = None
+    columns: dict[str, None] = {"step": None}
+    try:
+        events = list(loader_class(str(path)).Load())
+    except Exception as error:  # the loader's own errors (a file that is not an event file)
+        raise TrialProtocolError(f"{where} is not a TensorBoard event file ({type(error).__name__}: {error})") from None
+    for event in events:
+        if not event.HasField("summary"):
+            continue
+        for value in event.summary.value:
+            number = _scalar(value, make_ndarray)
+            if number is None:
+                continue
+            if current is None or current["step"] != event.step or value.tag in current:
+                current = {"step": event.step}
+                rows.append((f"step {event.step} (row {len(rows) + 1})", current))
+            current[value.tag] = number
+            columns[value.tag] = None
+    return Table(rows, list(columns))
+
+
+def _tensorboard():
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+        from tensorboard.util.tensor_util import make_ndarray
+    except ImportError:
+        raise TrialProtocolError("`format: tensorboard` reads event files with the tensorboard package, which is "
+                                 "not installed where the trial runs: pip install tensorboard") from None
+    return EventFileLoader, make_ndarray
+
+
+def _scalar(value: Any, make_ndarray: Any) -> float | None:
+    """A summary value's number when it is a scalar (EventFileLoader migrates simple_value to a tensor)."""
+    if value.HasField("tensor"):
+        array = make_ndarray(value.tensor)
+        if array.shape == () and array.dtype.kind in "fiu":
+            return float(array)
+        return None
+    if value.WhichOneof("value") == "simple_value":
+        return float(value.simple_value)
+    return None
+
+
 PARSERS = {"csv": csv_table, "jsonl": jsonl_table, "hf_trainer_state": trainer_state_table}
 
 
@@ -225,61 +306,188 @@ def _step(value: Any, what: str) -> int:
     return int(number)
 
 
+@dataclass
+class _Group:
+    """The report being formed: the row with the decision metric, and the rows merged into it."""
+
+    raw: float  # the step column's value
+    step: int  # the exposure: raw + 1 - step_base
+    where: str  # the row that opened it
+    cells: dict[str, tuple[Any, str]]  # column -> (value, where it was read)
+    emitted: bool = False
+
+
+@dataclass
+class _State:
+    """What the reader knows; copied before a feed, so a feed that fails leaves it as it was."""
+
+    seen: int = 0  # rows consumed
+    last_step: int | None = None
+    last_where: str | None = None
+    carried: dict[str, tuple[Any, str]] = field(default_factory=dict)  # named cells since the last report
+    group: _Group | None = None
+    present: set[str] = field(default_factory=set)  # named columns that held a value in some row
+    late: set[str] = field(default_factory=set)  # named columns that came in a row after their report's row
+    notes: list[str] = field(default_factory=list)
+
+
 class MetricsReader:
     """Turns the file's content, fed again each time it changes, into the reports not yet seen.
 
     Rows are counted in file order; a rewrite (the same rows again, maybe with
-    new columns) yields only the rows past those already seen. A row without
-    the required metric is skipped; a row with it must hold the step, and steps
-    of the reports strictly increase.
+    new columns) yields only the rows past those already seen. Rows are merged
+    by step into reports (the module's docstring); a row with the decision
+    metric must hold the step, and the steps of the reports strictly increase.
     """
 
     def __init__(self, spec: MetricsSpec, where: str = "metrics file"):
         self.spec = spec
         self.where = where
-        self.parse = PARSERS[spec.format]
-        self.seen = 0  # rows consumed, skipped ones included
-        self.last_step: int | None = None
-        self.last_where: str | None = None
+        self.parse = PARSERS.get(spec.format)
+        self.state = _State()
         self.columns: list[str] = []
         self.reported = 0
+        self.wanted = set(spec.names.values())
 
-    def feed(self, data: bytes, *, final: bool = False) -> list[tuple[int, dict[str, float]]]:
-        table = self.parse(data, final=final, where=self.where)
+    @property
+    def seen(self) -> int:
+        return self.state.seen
+
+    @property
+    def last_step(self) -> int | None:
+        return self.state.last_step
+
+    def feed(self, data: bytes, *, final: bool = False,
+             late: tuple[str, Mapping[str, Any]] | None = None) -> list[tuple[int, dict[str, float]]]:
+        """The new reports in `data` (the whole file as it is now); `final`: the script has ended.
+
+        `late` is `(where, values)` read after the script ended (a `<split>_results.json`):
+        its named values go to the last report, where that report lacks them.
+        """
+        if self.parse is None:
+            raise TrialProtocolError(f"format {self.spec.format!r} is read from a path (tensorboard_table), not bytes")
+        return self.feed_table(self.parse(data, final=final, where=self.where), final=final, late=late)
+
+    def feed_table(self, table: Table, *, final: bool = False,
+                   late: tuple[str, Mapping[str, Any]] | None = None) -> list[tuple[int, dict[str, float]]]:
         if not table.whole:
             return []
         if table.columns:
             self.columns = table.columns
-        if len(table.rows) < self.seen:  # caught mid-rewrite: the rest comes back
+        if len(table.rows) < self.state.seen:  # caught mid-rewrite: the rest comes back
             if final:
-                raise TrialProtocolError(f"{self.where} now holds {len(table.rows)} rows, fewer than the {self.seen} "
-                                         "already read: the script rewrote its metrics with rows removed")
+                raise TrialProtocolError(f"{self.where} now holds {len(table.rows)} rows, fewer than the "
+                                         f"{self.state.seen} already read: the script rewrote its metrics with "
+                                         "rows removed")
             return []
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
-        out, last_step, last_where = [], self.last_step, self.last_where
-        for where, row in table.rows[self.seen:]:
-            report = self._report(where, row, last_step, last_where)
-            if report is not None:
-                out.append(report)
-                last_step, last_where = report[0], where
-        self.seen, self.last_step, self.last_where = len(table.rows), last_step, last_where
+        state, out = copy.deepcopy(self.state), []
+        for where, row in table.rows[state.seen:]:
+            self._row(state, where, row, out)
+        state.seen = len(table.rows)
+        if final:
+            if late is not None:
+                self._late(state, *late)
+            self._flush(state, out)
+        self.state = state
         self.reported += len(out)
         return out
 
-    def _report(self, where: str, row: dict[str, Any], last_step: int | None,
-                last_where: str | None) -> tuple[int, dict[str, float]] | None:
+    def _row(self, state: _State, where: str, row: dict[str, Any], out: list) -> None:
         spec = self.spec
         column = spec.names[spec.require]
-        if column not in row:
-            return None
-        at = f"{self.where} {where}"
-        if spec.step not in row:
-            raise TrialProtocolError(f"{at} has {column!r} but no step {spec.step!r} (its columns: {', '.join(row)})")
+        cells = {key: (value, where) for key, value in row.items() if key in self.wanted}
+        state.present.update(cells)
+        group = state.group
+        raw = _number(row[spec.step], f"{self.where} {where}: the step {spec.step!r}") if spec.step in row else None
+        if column in row:
+            self._open(state, where, row, raw, cells, out)
+        elif group is not None and raw is not None and raw == group.raw:
+            self._merge(state, group, cells)
+        elif spec.heldout and spec.names.get(spec.heldout) in row:
+            self._held_out(state, where, cells)
+        else:
+            self._flush(state, out)
+            state.carried.update(cells)
+        self._hand_on_if_whole(state, out)
+
+    def _open(self, state: _State, where: str, row: dict[str, Any], raw: float | None, cells: dict,
+              out: list) -> None:
+        spec, at = self.spec, f"{self.where} {where}"
+        if raw is None:
+            raise TrialProtocolError(f"{at} has {spec.names[spec.require]!r} but no step {spec.step!r} "
+                                     f"(its columns: {', '.join(row)})")
         step = _step(row[spec.step], f"{at}: the step {spec.step!r}") + (1 - spec.step_base)
-        if last_step is not None and step <= last_step:
-            raise TrialProtocolError(f"{at}: step {step} does not follow step {last_step} of "
+        last = state.group.step if state.group is not None else state.last_step
+        last_where = state.group.where if state.group is not None else state.last_where
+        if last is not None and step <= last:
+            raise TrialProtocolError(f"{at}: step {step} does not follow step {last} of "
                                      f"{last_where} (steps strictly increase)")
-        return step, {name: _number(row[key], f"{at}: {key!r}") for name, key in spec.names.items() if key in row}
+        self._flush(state, out)
+        state.group = _Group(raw, step, where, {**state.carried, **cells})
+        state.carried = {}
+
+    def _merge(self, state: _State, group: _Group, cells: dict) -> None:
+        """A row of the report's own step, after the row that opened it (Lightning's epoch-end train row)."""
+        if not cells:
+            return
+        state.late.update(key for key in cells if key not in group.cells)
+        if not group.emitted:
+            group.cells.update(cells)
+
+    def _held_out(self, state: _State, where: str, cells: dict) -> None:
+        """A row with the held-out metric and not the decision metric: it belongs to the report before it."""
+        group = state.group
+        if group is None or group.emitted:
+            held = self.spec.names[self.spec.heldout]
+            before = "no report came before it" if group is None else f"the report of step {group.step} was made"
+            state.notes.append(f"{self.where} {where} holds {held!r} but {before}: its values were not read")
+            return
+        state.late.update(key for key in cells if key not in group.cells)
+        group.cells.update(cells)
+
+    def _late(self, state: _State, where: str, values: Mapping[str, Any]) -> None:
+        """Values read after the script ended (a results file) go to the last report, where it lacks them."""
+        cells = {key: (value, where) for key, value in values.items() if key in self.wanted}
+        state.present.update(cells)
+        group = state.group
+        if group is None or group.emitted:
+            if cells:
+                state.notes.append(f"{where} holds {', '.join(sorted(cells))} but the last report was already "
+                                   "made: its values were not read")
+            return
+        group.cells.update({key: cell for key, cell in cells.items() if key not in group.cells})
+
+    def _expects(self, state: _State, column: str) -> bool:
+        return column not in state.present or column in state.late
+
+    def _hand_on_if_whole(self, state: _State, out: list) -> None:
+        group = state.group
+        if group is not None and not group.emitted and all(
+                column in group.cells or not self._expects(state, column) for column in self.wanted):
+            self._emit(state, group, out)
+
+    def _flush(self, state: _State, out: list) -> None:
+        if state.group is not None and not state.group.emitted:
+            self._emit(state, state.group, out)
+        state.group = None
+
+    def _emit(self, state: _State, group: _Group, out: list) -> None:
+        metrics = {name: _number(group.cells[key][0], f"{self.where} {group.cells[key][1]}: {key!r}")
+                   for name, key in self.spec.names.items() if key in group.cells}
+        out.append((group.step, metrics))
+        group.emitted = True
+        state.last_step, state.last_where = group.step, group.where
+
+    def notes(self) -> list[str]:
+        """Protocol notes for the end of the trial: named columns no row held, values that were not read."""
+        out = list(self.state.notes)
+        columns = ", ".join(self.columns) if self.columns else "none"
+        for name, key in self.spec.names.items():
+            if key not in self.state.present and name != self.spec.require:
+                out.append(f"metrics.names maps {name!r} to {key!r}, which no row of {self.where} holds "
+                           f"(its columns: {columns}); {name!r} was not reported")
+        return out
 
 
 # ------------------------------------------------------------------ tailing the file
@@ -300,19 +508,14 @@ class MetricsFileTail:
         self.reader: MetricsReader | None = None
         self._stat: tuple[int, int] | None = None
         self._pending: tuple[tuple[int, int], float, TrialProtocolError] | None = None
+        self._notes: list[str] = []
 
-    def _find(self) -> Path | None:
-        pattern = self.spec.file
-        if any(ch in pattern for ch in "*?["):
-            matches = [p for p in self.root.glob(pattern) if p.is_file()]
-        else:
-            matches = [self.root / pattern] if (self.root / pattern).is_file() else []
-        if not matches:
-            return None
-        return max(matches, key=_recency)
+    def _find(self, pattern: str | None = None) -> Path | None:
+        return _newest(self.root, pattern or self.spec.file)
 
     def _read(self, final: bool) -> list[tuple[int, dict[str, float]]]:
         path = self._find()
+        late = self._results() if final else None
         if path is None:
             return []
         if path != self.path:
@@ -330,13 +533,11 @@ class MetricsFileTail:
             return []
         if stat.st_size > MAX_FILE_BYTES:
             raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read as a metrics log")
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return []
         assert self.reader is not None
         try:
-            out = self.reader.feed(data, final=final)
+            out = self._feed(path, final, late)
+        except FileNotFoundError:
+            return []
         except TrialProtocolError as error:
             if final:
                 raise
@@ -351,11 +552,34 @@ class MetricsFileTail:
         self._stat = key
         return out
 
+    def _feed(self, path: Path, final: bool, late: tuple[str, dict[str, Any]] | None) -> list:
+        assert self.reader is not None
+        if self.spec.format == "tensorboard":
+            return self.reader.feed_table(tensorboard_table(path, final=final), final=final, late=late)
+        return self.reader.feed(path.read_bytes(), final=final, late=late)
+
+    def _results(self) -> tuple[str, dict[str, Any]] | None:
+        """The `heldout_file` (a flat JSON object), read once the script has ended; None when absent."""
+        if not self.spec.heldout_file:
+            return None
+        path = self._find(self.spec.heldout_file)
+        if path is None:
+            self._notes.append(f"metrics.heldout_file {self.spec.heldout_file!r} never appeared in {self.root}: "
+                               "the held-out metric was not read from it")
+            return None
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read")
+        return str(path), results_values(path.read_bytes(), where=str(path))
+
     def read_new(self) -> list[tuple[int, dict[str, float]]]:
         return self._read(final=False)
 
     def finish(self) -> tuple[list[tuple[int, dict[str, float]]], str | None]:
         return self._read(final=True), None
+
+    def notes(self) -> list[str]:
+        """Protocol notes for the end of the trial (after `finish`): names no row held, values not read."""
+        return self._notes + (self.reader.notes() if self.reader is not None else [])
 
     def nothing_read(self) -> str:
         """Why no report came from the file: it never appeared, or it never held the metric."""
@@ -374,6 +598,15 @@ class MetricsFileTail:
 
     def close(self) -> None:
         pass
+
+
+def _newest(root: Path, pattern: str) -> Path | None:
+    """The newest file matching `pattern` (a path or a glob) under `root`; None when none does."""
+    if any(ch in pattern for ch in "*?["):
+        matches = [p for p in root.glob(pattern) if p.is_file()]
+    else:
+        matches = [root / pattern] if (root / pattern).is_file() else []
+    return max(matches, key=_recency) if matches else None
 
 
 def _recency(path: Path) -> tuple[int, int, str]:

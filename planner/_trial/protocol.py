@@ -115,6 +115,7 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
+        self.notes: list[str] = []  # protocol notes of the attempt that ended (a declared metric no row held)
         self.splits: dict[str, dict[str, Any]] = {}  # name -> counts and fingerprints (planner._data.splits)
         self._split_log: Any = None
         self.attempt = 1  # this attempt's number (1 + retries used so far)
@@ -422,6 +423,7 @@ def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None,
         "errors": errors,
         "violations": list(trial.violations) if trial is not None else [],
         **({"splits": trial.splits} if trial is not None and trial.splits else {}),
+        **({"notes": list(trial.notes)} if trial is not None and trial.notes else {}),
         "started": started,
         "ended": utc_now(),
         "duration_s": round(duration_s, 6),

@@ -1,15 +1,19 @@
 """The run folder is a boundary, tried on real runs: `plan run` in a subprocess (real Ray, real Hydra).
 
-Secrets are planted in config values, a URL's userinfo, an override, an environment variable and the
-output of the trainable (printed whole, in two pieces, a character at a time, in an exception), for a
-function trainable and for a `command:` Hydra app. Then every file of the run folder, every report
-format, `plan status`, the exported CSV and everything printed on the terminal are searched for them.
-The planted links (lock, trials.jsonl) are tried with `plan reeval` and `plan run --resume`.
+A contract cannot hold a credential (P230): `plan run` of one planted in config values, a URL's userinfo
+or an override is refused before anything starts, and prints none of it. Credentials reach a trainable
+through the environment: there they are planted (and printed whole, in two pieces, a character at a
+time, in an exception), for a function trainable and for a `command:` Hydra app; then every file of the
+run folder, every report format, `plan status`, the exported CSV and everything printed on the terminal
+are searched for them. Keys with credential words that are no credential (`token_dropout`, tuned, and a
+tokenizer's `pad_token: <pad>`) are recorded exactly and reach a resumed trial as they are.
+The planted links (lock, trials.jsonl, hard links) are tried with `plan reeval` and `plan run --resume`.
 Cases and verdicts: docs/reliability.md, "Hostile and careless run folders".
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -21,8 +25,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "hydra_app"
-SECRETS = {"api_key": "sk-live-PLANTED1", "password": "hunter2-PLANTED2", "db_pass": "PASSW0RD-PLANTED3",
-           "env": "hf_PLANTED4token", "wandb_token": "wandb-PLANTED5", "override": "ovr-PLANTED6"}
+SECRETS = {"API_KEY": "sk-live-PLANTED1", "DB_PASSWORD": "hunter2-PLANTED2",
+           "DATABASE_URL": "postgres://svc:PASSW0RD-PLANTED3@db.example/x", "HF_TOKEN": "hf_PLANTED4token",
+           "WANDB_TOKEN": "wandb-PLANTED5"}
 MARK = "PLANTED"
 
 FUNCTION_TRAINABLE = '''
@@ -31,30 +36,35 @@ import sys
 
 
 def train(config, trial):
-    key = config["api_key"]
+    dropout = config["model"]["token_dropout"]
+    if not isinstance(dropout, float) or config["tokenizer"]["pad_token"] != "<pad>":
+        raise TypeError(f"the trainable received token_dropout={dropout!r}, pad_token={config['tokenizer']['pad_token']!r}")
+    key = os.environ["API_KEY"]
     print(key[:7], end="")
     sys.stdout.flush()
     print(key[7:])                                   # two pieces
-    for ch in config["password"]:                    # a character at a time
+    for ch in os.environ["DB_PASSWORD"]:             # a character at a time
         sys.stdout.write(ch)
         sys.stdout.flush()
     sys.stdout.write("\\n")
-    print("env", os.environ.get("HF_TOKEN"), "db", config["db"]["url"], {"wandb_token": config["wandb_token"]})
-    print("override", config["extra_password"], file=sys.stderr)
+    print("env", os.environ.get("HF_TOKEN"), "db", os.environ["DATABASE_URL"], {"wandb_token": os.environ["WANDB_TOKEN"]})
+    print("header", "Authorization: Bearer " + os.environ["API_KEY"], file=sys.stderr)
     if trial.phase == "confirm" and trial.seed == 1 and trial.arm == "wide":
-        raise RuntimeError(f"cannot connect to {config['db']['url']} as {config['password']}")
+        raise RuntimeError(f"cannot connect to {os.environ['DATABASE_URL']} as {os.environ['DB_PASSWORD']}")
     for step in range(1, trial.budget + 1):
-        trial.report(step, loss=1.0 / (step + trial.seed + config["model"]["width"] / 64))
+        trial.report(step, loss=1.0 / (step + trial.seed + config["model"]["width"] / 64) + dropout / 100)
 '''
 
 APP_LINES = '''
     import logging
     logging.getLogger(__name__).info("config: %s", dict(cfg))
-    print("key", cfg.api_key[:5], end="", flush=True)
-    print(cfg.api_key[5:], "token", cfg.wandb_token, "pw", cfg.password, "env", os.environ.get("HF_TOKEN"))
-    print("db", cfg.db.url, file=sys.stderr)
+    key = os.environ["API_KEY"]
+    print("key", key[:5], end="", flush=True)
+    print(key[5:], "token", os.environ["WANDB_TOKEN"], "pw", os.environ["DB_PASSWORD"], "env", os.environ.get("HF_TOKEN"))
+    print("db", os.environ["DATABASE_URL"], file=sys.stderr)
+    logging.getLogger(__name__).info("connecting to %s", os.environ["DATABASE_URL"])
     if seed == 1 and cfg.optimizer.momentum > 0:
-        raise SystemExit(f"cannot connect to {cfg.db.url}")
+        raise SystemExit(f"cannot connect to {os.environ['DATABASE_URL']}")
 '''
 
 
@@ -66,7 +76,7 @@ def plan(*args: str, cwd: Path, env: dict[str, str], timeout: float = 900) -> su
 def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PYTHONPATH"] = str(ROOT)
-    env["HF_TOKEN"] = SECRETS["env"]
+    env.update(SECRETS)
     return env
 
 
@@ -90,24 +100,26 @@ def everything_printed(run_dir: Path, cwd: Path, env: dict[str, str], tmp_path: 
     return printed + done.stdout + done.stderr, leaks(out)
 
 
+FUNCTION_CONTRACT = {
+    "version": 1, "name": "leaky", "hypothesis": "wider is better", "trainable": "leaky:train",
+    "config": {"values": {"model": {"width": 64, "token_dropout": 0.1, "pad_token_id": 0},
+                          "tokenizer": {"pad_token": "<pad>"}}},
+    "factor": {"name": "width", "keys": ["model.width"]},
+    "baseline": {"name": "narrow", "overrides": ["model.width=64"]},
+    "arms": [{"name": "wide", "overrides": ["model.width=128"]}],
+    "metric": {"name": "loss", "mode": "min"}, "acceptance": {"min_effect": 0.01},
+    "seeds": [0, 1, 2], "budget": {"exposure": 2},
+    "tuning": {"trials_per_arm": 2, "seeds": [1000], "sampler": {"name": "random", "seed": 0},
+               "space": {"model.token_dropout": {"uniform": [0.0, 0.5]}}},
+}
+
+
 @pytest.fixture(scope="module")
 def function_run(tmp_path_factory):
-    """A run of a function trainable whose config, environment and output carry planted secrets."""
+    """A run of a function trainable whose environment and output carry planted secrets."""
     home = tmp_path_factory.mktemp("function")
     (home / "leaky.py").write_text(FUNCTION_TRAINABLE)
-    contract = {
-        "version": 1, "name": "leaky", "hypothesis": "wider is better", "trainable": "leaky:train",
-        "config": {"values": {"model": {"width": 64}, "api_key": SECRETS["api_key"], "password": SECRETS["password"],
-                              "wandb_token": SECRETS["wandb_token"],
-                              "db": {"url": f"postgres://svc:{SECRETS['db_pass']}@db.example/x"}},
-                   "overrides": [f"+extra_password={SECRETS['override']}"]},
-        "factor": {"name": "width", "keys": ["model.width"]},
-        "baseline": {"name": "narrow", "overrides": ["model.width=64"]},
-        "arms": [{"name": "wide", "overrides": ["model.width=128"]}],
-        "metric": {"name": "loss", "mode": "min"}, "acceptance": {"min_effect": 0.01},
-        "seeds": [0, 1, 2], "budget": {"exposure": 2},
-    }
-    (home / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    (home / "contract.yaml").write_text(yaml.safe_dump(FUNCTION_CONTRACT, sort_keys=False))
     env = environment()
     done = plan("run", "contract.yaml", "--quiet", cwd=home, env=env)
     assert done.returncode in (0, 3), done.stdout + done.stderr
@@ -121,8 +133,7 @@ def command_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("command") / "app"
     shutil.copytree(APP, home)
     config = yaml.safe_load((home / "conf" / "config.yaml").read_text())
-    config.update({"api_key": SECRETS["api_key"], "wandb_token": SECRETS["wandb_token"],
-                   "password": SECRETS["password"], "db": {"url": f"postgres://svc:{SECRETS['db_pass']}@db/x"}})
+    config.update({"tokenizer": {"pad_token": "<pad>"}, "token_dropout": 0.1})  # no credential: ordinary keys
     (home / "conf" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     source = (home / "train.py").read_text().replace("import os\n", "import os\nimport sys\n", 1)
     anchor = "    x_train, y_train, x_val, y_val = make_data(cfg)\n"
@@ -145,10 +156,12 @@ def test_no_planted_secret_in_a_function_run(function_run, tmp_path):
     assert (run_dir / "trials.jsonl").is_file()
     logs = "".join(p.read_text() for p in run_dir.rglob("output.log"))
     assert logs.count("<redacted>") >= 4  # the output was kept, the secrets cut out of it
+    assert "Authorization: <redacted>" in logs  # the scheme and the credential, not just the word
     printed, exported = everything_printed(run_dir, home, env, tmp_path)
     assert leaks(run_dir) == [] and exported == []
     assert MARK not in terminal + printed
     assert "cannot connect to postgres://<redacted>@db.example/x" in printed  # the failure is shown, scrubbed
+    assert "<redacted>" not in "".join(p.read_text() for p in (run_dir / "configs").rglob("*.yaml"))
 
 
 def test_no_planted_secret_in_a_command_run(command_run, tmp_path):
@@ -189,3 +202,70 @@ def test_resume_refuses_a_symlinked_trials_jsonl_and_keeps_its_target(function_r
     finally:
         (run_dir / "trials.jsonl").unlink()
         (run_dir / "trials.jsonl").write_bytes(original)
+
+
+def test_plan_run_refuses_a_credential_in_the_contract(tmp_path):
+    """Credentials in config values, a URL's userinfo and an override were redacted in the run folder (and
+    the trainable of a resumed run got `<redacted>`); now `plan run` refuses them and prints none of them."""
+    contract = json.loads(json.dumps(FUNCTION_CONTRACT))
+    contract["config"]["values"].update({"api_key": "sk-live-PLANTED1", "password": "hunter2-PLANTED2",
+                                         "db": {"url": "postgres://svc:PASSW0RD-PLANTED3@db.example/x"}})
+    contract["config"]["overrides"] = ["+extra_password=ovr-PLANTED6"]
+    (tmp_path / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    (tmp_path / "leaky.py").write_text(FUNCTION_TRAINABLE)
+    done = plan("run", "contract.yaml", "--quiet", cwd=tmp_path, env=environment(), timeout=300)
+    assert done.returncode == 1 and "P230" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert MARK not in done.stdout + done.stderr
+    assert not (tmp_path / "runs" / "leaky").exists() or not any((tmp_path / "runs" / "leaky").iterdir())
+
+
+def _copy_run(run_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "runs" / "leaky" / run_dir.name
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def test_tuned_values_are_recorded_exactly_and_a_resume_gets_them(function_run, tmp_path):
+    """`model.token_dropout` was logged as <redacted> (configs, selection.json, the frozen contract's uniform);
+    after a resume every confirmation trial got the string '<redacted>' for it."""
+    home, run_dir, env, _ = function_run
+    frozen = yaml.safe_load((run_dir / "contract.yaml").read_text())
+    assert frozen["tuning"]["space"]["model.token_dropout"]["uniform"] == [0.0, 0.5]
+    assert yaml.safe_load((run_dir / "configs" / "wide.yaml").read_text())["model"]["token_dropout"] == 0.1
+    chosen = json.loads((run_dir / "selection.json").read_text())["arms"]["wide"]["params"]
+    assert isinstance(chosen["model.token_dropout"], float)
+    run = _copy_run(run_dir, tmp_path)
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    kept = [line for line in lines if not json.loads(line)["trial_id"].startswith("confirm-wide")]
+    assert len(kept) < len(lines)
+    (run / "trials.jsonl").write_text("\n".join(kept) + "\n")
+    done = plan("run", "contract.yaml", "--resume", str(run), "--quiet", cwd=home, env=env)
+    assert done.returncode in (0, 3, 4), done.stdout + done.stderr
+    records = {json.loads(line)["trial_id"]: json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()}
+    rerun = records["confirm-wide-s0"]
+    assert rerun["status"] == "completed", rerun.get("errors")
+    assert rerun["config"]["model"]["token_dropout"] == chosen["model.token_dropout"]
+    assert rerun["config"]["tokenizer"]["pad_token"] == "<pad>"
+
+
+def test_resume_refuses_hardlinked_files_and_keeps_their_other_names(function_run, tmp_path):
+    """`cp -al` / `rsync --link-dest` snapshots: --resume appended records to a hard link's other name, cut its
+    last line, and wrote the lock's JSON into the file a planted lock was linked to."""
+    home, run_dir, env, _ = function_run
+    run = _copy_run(run_dir, tmp_path)
+    snapshot = tmp_path / "snapshot"
+    snapshot.mkdir()
+    for name in ("trials.jsonl", "events.jsonl"):
+        shutil.copy(run / name, snapshot / name)
+        (run / name).unlink()
+        os.link(snapshot / name, run / name)
+    (snapshot / "lock").write_text(json.dumps({"pid": 2**30, "host": os.uname().nodename, "started": "x"}))
+    os.link(snapshot / "lock", run / "lock")
+    before = {p.name: p.read_bytes() for p in snapshot.iterdir()}
+    done = plan("run", "contract.yaml", "--resume", str(run), "--quiet", cwd=home, env=env, timeout=300)
+    assert done.returncode == 3 and "lock is a file with 2 hard links" in done.stderr, done.stderr
+    (run / "lock").unlink()
+    done = plan("run", "contract.yaml", "--resume", str(run), "--quiet", cwd=home, env=env, timeout=300)
+    assert done.returncode == 3 and "hard links" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert {p.name: p.read_bytes() for p in snapshot.iterdir()} == before
+    assert not (run / "lock").exists()  # the refused resume released its lock

@@ -566,16 +566,16 @@ SECRET_TOKEN = "tok-3f9a1c7e55d2"
 
 
 def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
-    """A password in the config and a token in the environment: grep the whole run folder for them."""
-    values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}, "db": {"password": "hunter2"}}
+    """A password and a token in the environment (a contract cannot hold one: P230): grep the whole run folder."""
+    values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}
     path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", config={"values": values}, seeds=[0, 1],
                     arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=leaks_secret"]},
                           {"name": "loud", "overrides": ["fault.level=0.6", "fault.kind=prints_megabytes"]}])
-    os.environ["API_TOKEN"] = SECRET_TOKEN
+    os.environ["API_TOKEN"], os.environ["DB_PASSWORD"] = SECRET_TOKEN, "hunter2"
     try:
         driver = Driver(path, tmp_path / "runs")
     finally:
-        del os.environ["API_TOKEN"]
+        del os.environ["API_TOKEN"], os.environ["DB_PASSWORD"]
     try:
         # treat fails on every seed: the run completes with no usable value for it (exit 4, issue 11 item 5)
         assert driver.proc.wait(timeout=600) == 4, driver.output()
@@ -586,7 +586,7 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     run_dir = next((tmp_path / "runs").glob("faults/*"))
     failed = by_id(run_dir)["confirm-treat-s0"]
     assert failed["status"] == "failed" and "<redacted>" in failed["errors"][0]["message"]
-    assert failed["config"]["db"]["password"] == "<redacted>"
+    assert failed["config"]["fault"]["kind"] == "leaks_secret" and "<redacted>" not in json.dumps(failed["config"])
     assert "<redacted>" in (run_dir / "trials" / "confirm-treat-s0" / "output.log").read_text()
     seen = 0
     for file in run_dir.rglob("*"):
@@ -600,7 +600,7 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     loud = run_dir / "trials" / "confirm-loud-s0" / "output.log"
     assert by_id(run_dir)["confirm-loud-s0"]["status"] == "completed" and loud.stat().st_size < (1 << 20) + 4096
     identity = json.loads((run_dir / "identity.json").read_text())
-    assert "API_TOKEN" not in identity["env"]
+    assert "API_TOKEN" not in identity["env"] and "DB_PASSWORD" not in identity["env"]
     fault_log("secrets in config and environment", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
     fault_log("trainable prints megabytes (subprocess driver)", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
 

@@ -257,8 +257,10 @@ def test_bad_references_are_errors_with_a_code(project):
 
 
 def test_redacted_values_in_the_logged_config_are_refused(tmp_path):
+    # a run folder of an older planner, which logged a credential's value as <redacted> (a contract cannot
+    # hold a credential now: P230; `<redacted>` itself is no credential, so it gets to the run folder as is)
     data = dict(FIRST, config={"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1,
-                                                     "api_key": "abcdefgh"}}})
+                                                     "api_key": "<redacted>"}}})
     run = fake_run(write(tmp_path / "c", data), tmp_path / "runs", {"high": "accept"},
                    params={"base": {}, "high": {}})
     result = validate(write(tmp_path / "c2", second(run)), runs_dir=tmp_path / "runs")

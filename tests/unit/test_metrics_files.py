@@ -22,6 +22,8 @@ from planner._trial.metrics_files import (
     MetricsSpec,
     csv_table,
     jsonl_table,
+    results_values,
+    tensorboard_table,
     trainer_state_table,
 )
 
@@ -270,3 +272,253 @@ def test_a_failing_feed_changes_nothing_so_the_next_read_fails_the_same_way():
         with pytest.raises(TrialProtocolError, match="step 1 does not follow step 2"):
             reader.feed(bad)
     assert reader.seen == 0 and reader.last_step is None
+
+
+# ------------------------------------------------------------------ frameworks' own logs, as they write them
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+LIGHTNING_CSV = (DATA / "lightning_metrics.csv").read_bytes()  # examples/lightning, 3 epochs, as Lightning 2.6 wrote it
+LIGHTNING_NAMES = {"val_acc": "val_acc", "val_loss": "val_loss", "train_loss": "train_loss_epoch", "test_acc": "test_acc"}
+
+
+def lightning_spec(heldout: bool = True, **kw) -> MetricsSpec:
+    full = spec(names=LIGHTNING_NAMES, heldout="test_acc", **kw)
+    return full if heldout else full.without("test_acc")
+
+
+def csv_column(content: bytes, name: str) -> list[float]:
+    return [float(r[name]) for r in csv.DictReader(io.StringIO(content.decode())) if r[name]]
+
+
+def fed_line_by_line(reader: MetricsReader, content: bytes) -> list[tuple[int, list]]:
+    """(lines read, reports) at each growth of the file, then the reports at the script's end."""
+    lines = content.splitlines(keepends=True)
+    out = [(n, reader.feed(b"".join(lines[:n]))) for n in range(1, len(lines) + 1)]
+    return [(n, r) for n, r in out if r] + [(len(lines), reader.feed(content, final=True))]
+
+
+def test_lightning_csv_train_validation_and_test_rows_merge_into_one_report_per_epoch():
+    reader = MetricsReader(lightning_spec())
+    reports = reader.feed(LIGHTNING_CSV, final=True)
+    assert [s for s, _ in reports] == [1, 2, 3]  # epochs 0..2; the test row (epoch 3) is no report of its own
+    assert [m["train_loss"] for _, m in reports] == csv_column(LIGHTNING_CSV, "train_loss_epoch")
+    assert [m["val_acc"] for _, m in reports] == csv_column(LIGHTNING_CSV, "val_acc")
+    assert [m["val_loss"] for _, m in reports] == csv_column(LIGHTNING_CSV, "val_loss")
+    # trainer.test()'s row after fit (its own epoch, no val_acc) is the last report's held-out value
+    assert reports[-1][1]["test_acc"] == csv_column(LIGHTNING_CSV, "test_acc")[0]
+    assert all("test_acc" not in m for _, m in reports[:-1])
+    assert reader.notes() == []
+
+
+def test_lightning_csv_read_as_it_grows_gives_the_same_reports_without_waiting_for_the_next_epoch():
+    whole = MetricsReader(lightning_spec(heldout=False)).feed(LIGHTNING_CSV, final=True)
+    grown = fed_line_by_line(MetricsReader(lightning_spec(heldout=False)), LIGHTNING_CSV)
+    assert [r for _, reports in grown for r in reports] == whole
+    rows = list(csv.DictReader(io.StringIO(LIGHTNING_CSV.decode())))
+    epoch_end = [i + 2 for i, r in enumerate(rows) if r["train_loss_epoch"]]  # file lines of the epoch-end train rows
+    # each epoch's report is handed on as soon as its epoch-end train row is read (an early-stopping rule sees it then)
+    assert [n for n, _ in grown[:-1]] == epoch_end
+
+
+def test_during_tuning_the_test_row_is_not_read_and_nothing_waits_for_it():
+    reports = MetricsReader(lightning_spec(heldout=False)).feed(LIGHTNING_CSV)
+    assert [s for s, _ in reports] == [1, 2, 3] and all("test_acc" not in m for _, m in reports)
+
+
+def test_the_held_out_report_waits_for_the_test_row_then_is_handed_on():
+    reader = MetricsReader(lightning_spec())
+    without_test = LIGHTNING_CSV[: LIGHTNING_CSV.rstrip(b"\n").rfind(b"\n") + 1]
+    assert [s for s, _ in reader.feed(without_test)] == [1, 2]  # the last epoch waits: test_acc may still come
+    (step, metrics), = reader.feed(LIGHTNING_CSV)
+    assert step == 3 and metrics["test_acc"] == csv_column(LIGHTNING_CSV, "test_acc")[0]
+
+
+def test_a_rewrite_with_the_test_columns_keeps_train_validation_and_test_values():
+    writer = LightningCsvWriter()  # Lightning's writer: the test row's new columns rewrite the whole file
+    step = 0
+    for epoch in range(2):
+        for _ in range(3):
+            step += 1
+            writer.log_metrics({"train_loss_step": 1.0 / step, "epoch": epoch}, step)
+            writer.save()
+        writer.log_metrics({"val_acc": 0.5 + epoch / 10, "val_loss": 0.9, "epoch": epoch}, step)
+        writer.save()
+        writer.log_metrics({"train_loss_epoch": 1.0 / (epoch + 1), "epoch": epoch}, step)
+        writer.save()
+    reader = MetricsReader(lightning_spec())
+    assert [s for s, _ in reader.feed(writer.content)] == [1]
+    header = writer.content.splitlines()[0]
+    writer.log_metrics({"test_acc": 0.75, "test_loss": 0.8, "epoch": 2}, step + 1)
+    writer.save()
+    assert writer.content.splitlines()[0] != header  # rewritten with the wider header
+    assert reader.feed(writer.content) == [(2, {"val_acc": 0.6, "val_loss": 0.9, "train_loss": 0.5, "test_acc": 0.75})]
+
+
+def test_rows_before_a_report_and_epochs_without_validation_add_to_the_next_report():
+    content = (b"epoch,step,train_loss,val_acc\n"
+               b"0,5,0.9,\n"  # epoch 0: no validation
+               b"1,10,0.8,\n"
+               b"1,10,,0.6\n"  # validated every second epoch
+               b"2,15,0.7,\n3,20,0.6,\n3,20,,0.7\n")
+    reports = MetricsReader(spec(names={"val_acc": "val_acc", "train_loss": "train_loss"})).feed(content, final=True)
+    assert reports == [(2, {"train_loss": 0.8, "val_acc": 0.6}), (4, {"train_loss": 0.6, "val_acc": 0.7})]
+
+
+def test_a_name_no_row_holds_is_a_note_and_does_not_hold_reports_back_past_the_next_row():
+    reader = MetricsReader(spec(names={**LIGHTNING_NAMES, "train_loss": "train_loss"}, heldout="test_acc"))
+    grown = fed_line_by_line(reader, LIGHTNING_CSV)
+    assert [s for _, reports in grown for s, _ in reports] == [1, 2, 3]
+    (note,) = reader.notes()
+    assert "'train_loss' to 'train_loss', which no row of" in note and "train_loss_epoch" in note
+    assert "'train_loss' was not reported" in note
+
+
+def test_a_held_out_metric_that_never_came_is_a_note():
+    no_test = LIGHTNING_CSV[: LIGHTNING_CSV.rstrip(b"\n").rfind(b"\n") + 1]
+    reader = MetricsReader(lightning_spec())
+    assert [s for s, _ in reader.feed(no_test, final=True)] == [1, 2, 3]
+    assert any("'test_acc' to 'test_acc', which no row" in n for n in reader.notes())
+
+
+def test_a_test_row_before_any_report_is_a_note_not_a_value():
+    reader = MetricsReader(lightning_spec())
+    content = b"epoch,step,test_acc,val_acc\n0,1,0.7,\n0,2,,0.5\n"
+    assert reader.feed(content, final=True) == [(1, {"val_acc": 0.5})]
+    assert any("holds 'test_acc' but no report came before it" in n for n in reader.notes())
+
+
+def test_a_second_value_of_the_metric_at_the_same_step_is_an_error():
+    with pytest.raises(TrialProtocolError, match="line 3: step 1 does not follow step 1 of line 2"):
+        MetricsReader(spec()).feed(b"epoch,val_acc\n0,0.5\n0,0.6\n")
+
+
+HF_STATE = (DATA / "hf_trainer_state.json").read_bytes()  # examples/hf_trainer after save_state(), 3 epochs
+HF_NAMES = {"val_acc": "eval_accuracy", "val_loss": "eval_loss", "train_loss": "loss", "grad_norm": "grad_norm",
+            "test_acc": "test_accuracy"}
+
+
+def hf_spec(**kw) -> MetricsSpec:
+    return MetricsSpec(**{**dict(file="hf/**/trainer_state.json", format="hf_trainer_state", step="epoch",
+                                 names=HF_NAMES, require="val_acc", heldout="test_acc"), **kw})
+
+
+def test_trainer_state_test_entry_from_evaluate_is_the_held_out_metric():
+    history = json.loads(HF_STATE)["log_history"]
+    reports = MetricsReader(hf_spec()).feed(HF_STATE, final=True)
+    assert [s for s, _ in reports] == [1, 2, 3]
+    assert [m["val_acc"] for _, m in reports] == [e["eval_accuracy"] for e in history if "eval_accuracy" in e]
+    assert [m["train_loss"] for _, m in reports] == [e["loss"] for e in history if "loss" in e]
+    assert reports[-1][1]["test_acc"] == next(e["test_accuracy"] for e in history if "test_accuracy" in e)
+    tuning = MetricsReader(hf_spec().without("test_acc")).feed(HF_STATE)
+    assert [m for _, m in tuning] == [{k: v for k, v in m.items() if k != "test_acc"} for _, m in reports]
+
+
+def _write(path, data: bytes, mtime: float):
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    os.utime(path, (mtime, mtime))
+
+
+def _state_upto(epochs: int, test: bool = False) -> bytes:
+    state = json.loads(HF_STATE)
+    state["log_history"] = [e for e in state["log_history"] if e["epoch"] <= epochs and
+                            ("train_runtime" not in e or test) and ("test_accuracy" not in e or test)]
+    return json.dumps(state, indent=2).encode()
+
+
+def test_the_newest_trainer_state_of_several_is_read(tmp_path):
+    tail = MetricsFileTail(tmp_path, hf_spec())
+    _write(tmp_path / "hf" / "checkpoint-34" / "trainer_state.json", _state_upto(1), 1000)
+    assert [s for s, _ in tail.read_new()] == []  # waits: test_acc may still come, and a later row flushes it
+    _write(tmp_path / "hf" / "checkpoint-68" / "trainer_state.json", _state_upto(2), 2000)
+    assert [s for s, _ in tail.read_new()] == [1]
+    _write(tmp_path / "hf" / "trainer_state.json", _state_upto(3, test=True), 3000)  # save_state() at the end
+    final, _ = tail.finish()
+    assert tail.path == tmp_path / "hf" / "trainer_state.json"
+    assert [s for s, _ in final] == [2, 3] and "test_acc" in final[-1][1]
+    assert tail.notes() == []
+
+
+def test_save_metrics_results_file_is_a_held_out_source(tmp_path):
+    results = (DATA / "hf_test_results.json").read_bytes()
+    _write(tmp_path / "hf" / "checkpoint-102" / "trainer_state.json", _state_upto(3), 1000)
+    _write(tmp_path / "hf" / "test_results.json", results, 2000)
+    tail = MetricsFileTail(tmp_path, hf_spec(heldout_file="hf/test_results.json"))
+    assert [s for s, _ in tail.read_new()] == [1, 2]
+    final, _ = tail.finish()
+    assert final == [(3, final[0][1])] and final[0][1]["test_acc"] == json.loads(results)["test_accuracy"]
+    missing = MetricsFileTail(tmp_path, hf_spec(heldout_file="hf/eval_results.json"))
+    assert "test_acc" not in missing.finish()[0][-1][1]
+    assert any("'hf/eval_results.json' never appeared" in n for n in missing.notes())
+    assert hf_spec(heldout_file="x.json").without("test_acc").heldout_file is None
+
+
+def test_results_file_must_be_a_json_object():
+    with pytest.raises(TrialProtocolError, match="is a JSON list"):
+        results_values(b"[1]", where="test_results.json")
+    assert results_values(b'{"test_accuracy": 0.9, "epoch": 3.0, "x": null}') == {"test_accuracy": 0.9, "epoch": 3.0}
+
+
+def _tensorboard_events(folder, with_test: bool = True) -> None:
+    """What Lightning's TensorBoardLogger writes: one add_scalar per logged value, step = global step."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(folder))
+    step = 0
+    for epoch in range(3):
+        step += 5
+        writer.add_scalar("train_loss_step", 1.0 / step, step)
+        writer.add_scalar("epoch", epoch, step)
+        for tag, value in (("val_acc", 0.5 + epoch / 10), ("val_loss", 1.0 - epoch / 10), ("epoch", epoch)):
+            writer.add_scalar(tag, value, step)
+        for tag, value in (("train_loss_epoch", 1.0 / (epoch + 1)), ("epoch", epoch)):
+            writer.add_scalar(tag, value, step)
+    if with_test:
+        writer.add_scalar("test_acc", 0.75, step)
+        writer.add_scalar("epoch", 3, step)
+    writer.close()
+
+
+def test_tensorboard_events_read_with_the_tensorboard_reader(tmp_path):
+    _tensorboard_events(tmp_path / "tb")
+    (path,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    table = tensorboard_table(path)
+    assert {"step", "epoch", "val_acc", "train_loss_epoch", "test_acc"} <= set(table.columns)
+    names = {"val_acc": "val_acc", "train_loss": "train_loss_epoch", "test_acc": "test_acc"}
+    reader = MetricsReader(spec(format="tensorboard", names=names, heldout="test_acc"))
+    reports = reader.feed_table(table, final=True)
+    assert [s for s, _ in reports] == [1, 2, 3]
+    assert reports[0][1] == pytest.approx({"val_acc": 0.5, "train_loss": 1.0})
+    assert reports[-1][1]["test_acc"] == pytest.approx(0.75)
+    tail = MetricsFileTail(tmp_path, spec(file="tb/events.out.tfevents.*", format="tensorboard", names=names,
+                                          step="step", step_base=1))
+    assert [s for s, _ in tail.finish()[0]] == [5, 10, 15]  # by the global step instead
+
+
+def test_tensorboard_missing_is_a_clear_error(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    with pytest.raises(TrialProtocolError, match="needs|tensorboard package, which is not installed"):
+        tensorboard_table(tmp_path / "events.out.tfevents.x")
+
+
+def test_a_file_that_is_not_an_event_file_yields_no_rows_and_the_tail_says_so(tmp_path):
+    pytest.importorskip("tensorboard")
+    path = tmp_path / "events.out.tfevents.x"
+    path.write_bytes(b"epoch,val_acc\n0,0.5\n" * 20)
+    assert tensorboard_table(path).rows == []  # the loader stops at a record it cannot frame: never garbage
+    tail = MetricsFileTail(tmp_path, spec(file="events.out.tfevents.*", format="tensorboard"))
+    assert tail.finish() == ([], None)
+    assert "never held 'val_acc'" in tail.nothing_read() and "its columns: step" in tail.nothing_read()
+
+
+def test_a_spec_with_a_held_out_source_crosses_to_a_worker_and_without_one_reads_as_before():
+    full = hf_spec(heldout_file="hf/test_results.json")
+    assert MetricsSpec.from_dict(full.to_dict()) == full
+    assert "heldout" not in spec().to_dict() and "heldout_file" not in spec().to_dict()
+    tuning = full.without("test_acc")
+    assert tuning.heldout is None and tuning.heldout_file is None and "test_acc" not in tuning.names

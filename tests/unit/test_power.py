@@ -84,3 +84,32 @@ def test_pilot_sd_pools_arms_and_skips_non_finite_values():
     with pytest.raises(ValueError):
         pilot_sd({"a": [1.0]})
     assert pilot_sd_of_differences({0: 1.0, 1: 2.0, 2: 3.0}, {0: 2.0, 1: 4.0, 2: 6.0, 9: 0.0}) == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ plan power under acceptance.rule margin
+
+def _margin_contract(tmp_path, rule: str):
+    from tests.unit.test_estimate import contract
+
+    return contract(acceptance={"min_effect": 0.01, "rule": rule})
+
+
+def test_plan_power_plans_the_margin_rule_at_the_given_effect(tmp_path):
+    import pytest
+
+    from planner._core.errors import UsageError
+    from planner._plan.seeds import format_power, power_summary
+    from planner._stats.power import detection_power
+
+    contract = _margin_contract(tmp_path, "margin")
+    with pytest.raises(UsageError, match="--effect"):  # at min_effect itself accept is alpha / 2 whatever the seeds
+        power_summary(contract, 0.01)
+    with pytest.raises(UsageError, match="above min_effect"):
+        power_summary(contract, 0.01, effect=0.01)
+    summary = power_summary(contract, 0.01, effect=0.03)
+    assert summary["rule"] == "margin" and summary["effect"] == 0.03
+    assert summary["declared"]["power"] == detection_power(5, 0.03, 0.01, 0.05, "welch", rule="margin", min_effect=0.01)
+    # margin needs more seeds than the estimate rule at the same effect
+    estimate = power_summary(_margin_contract(tmp_path, "estimate"), 0.01, effect=0.03)
+    assert summary["needed"]["80"]["seeds"] > estimate["needed"]["80"]["seeds"]
+    assert "rule margin: power = P(accept)" in format_power(summary)

@@ -1,0 +1,42 @@
+"""What a phase's trials tell the driver as they go, and what a phase returns.
+
+`Hooks` are the driver's callbacks (write the record, update progress), called
+by the tuning pieces (`_dispatch/tune`) and the fixed-config trials
+(`_dispatch/fixed`) alike; `Outcome` is what a phase returns: how many trials
+ended and why it stopped early (a `StopReason`, or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from planner._core.status import StopReason
+from planner._trial.protocol import TrialSpec
+
+
+@dataclass
+class Hooks:
+    """What the driver does as trials start and end (write the record, update progress)."""
+
+    trial_started: Callable[[TrialSpec], None]
+    trial_ended: Callable[[dict], None]
+    trial_cancelled: Callable[[TrialSpec, str], None]
+
+    def __getstate__(self):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
+        return {}
+
+    def __setstate__(self, state):
+        self.trial_started = self.trial_ended = self.trial_cancelled = _ignore
+
+
+def _ignore(*args, **kwargs) -> None:
+    return None
+
+
+@dataclass
+class Outcome:
+    """A phase's end: why it stopped before every trial ended (None: it did not), and how many ended."""
+
+    stopped: StopReason | None = None
+    ended: int = 0

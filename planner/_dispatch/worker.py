@@ -1,0 +1,62 @@
+"""What runs in the Ray workers: the Tune function trainable, the fixed-config task, the warm-up task.
+
+The workers import this module (Ray pickles these functions by reference), so
+it stays light: the trial protocol only, never pydantic, the contract model,
+Tune's driver side or Optuna.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from planner._core.lazy import lazy_import
+from planner._core.status import TrialStatus
+from planner._core.text import utc_now
+from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
+
+ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
+
+# The workers' environment (planner._dispatch.session passes it through runtime_env).
+WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
+
+
+def tune_trainable(config: dict) -> dict | None:
+    """The Ray Tune function trainable: run one trial, streaming each report to Tune.
+
+    A trial that completed on its first attempt returns nothing: the driver builds
+    its record from the reports it streamed (saving Tune one round trip per trial).
+    Any other ending sends the worker's full record as a last result.
+    """
+    spec = TrialSpec(**config["planner_spec"])
+    meta = {"started": utc_now(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
+
+    sent: dict = {}
+
+    def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None) -> None:
+        sent["splits"] = splits or {}  # the splits logged so far travel with the reports (docs/data.md)
+        ray_tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
+                                 "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
+
+    record = run_trial(spec, forward)
+    if (record["status"] == TrialStatus.COMPLETED and record["attempts"] == 1 and not record["errors"]
+            and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})):
+        return None
+    return {"planner": {"record": record}}
+
+
+def confirm_task(spec: dict) -> dict:
+    """One fixed-config trial (confirmation, reeval) as a plain Ray task: its record."""
+    return run_trial(TrialSpec(**spec))
+
+
+def warm_task(trainable: str, path: tuple[str, ...]) -> int:
+    """Start a worker process and import what a confirmation trial needs, so the first ones start at once."""
+    for folder in reversed(path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    try:
+        load_trainable(trainable, fresh=False)
+    except Exception:  # the trial itself will report it
+        pass
+    return os.getpid()

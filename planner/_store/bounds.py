@@ -1,0 +1,70 @@
+"""Limits on any value read from a run folder, before its schema (planner._store.schema) is checked.
+
+A run writes shallow JSON: a trial record is at most a few levels deep, its numbers fit in 64 bits.
+A damaged or planted file may hold a 200,000-deep array (Python's parser and every recursive reader
+after it end in RecursionError) or an integer of hundreds of digits (OverflowError as soon as it is
+used as a float). So every value read is checked here first: at most MAX_DEPTH levels of lists and
+mappings, integers within 64 bits; anything else is a `RunError` (exit 3) naming the file, the line
+and the field, as the schema check does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner._core.errors import RunError
+
+MAX_DEPTH = 64  # levels of lists and mappings in one JSON value (a trial record uses about 6)
+INT_LIMIT = 2**63  # integers of a run folder are 64-bit: counts, steps, seeds, pids
+_DIGITS_AS_NINES = bytes(b"9"[0] if 48 <= b <= 57 else 32 for b in range(256))  # every digit a 9, all else a space
+_NINETEEN = b"9" * 19
+
+
+def _damaged(where: str, field: str, what: str) -> RunError:
+    at = f"field `{field}` " if field else ""
+    return RunError(f"{where}: {at}{what}; this is not a file a run wrote (the folder is damaged or was edited)")
+
+
+def too_deep(where: str) -> RunError:
+    """The error for a value too deep to even parse (RecursionError in the JSON parser)."""
+    return _damaged(where, "", f"is nested deeper than {MAX_DEPTH} levels")
+
+
+def _field(path: list[Any]) -> str:
+    out = ""
+    for part in path[:8]:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out + ("..." if len(path) > 8 else "")
+
+
+# A trial record's `reports` (a hundred small mappings) are checked by the schema instead, in one tight loop
+# (planner._store.schema: a step and numeric metrics each); no reader walks into anything else there.
+SCHEMA_CHECKED = frozenset({"reports"})
+
+
+def check_value(value: Any, where: str) -> None:
+    """Raise RunError naming `where` and the field when `value` nests past MAX_DEPTH or holds a huge integer
+    (a top-level `reports` list is left to the schema check)."""
+    if isinstance(value, dict) and SCHEMA_CHECKED.intersection(value):
+        value = {k: v for k, v in value.items() if k not in SCHEMA_CHECKED}
+    stack: list[tuple[Any, list[Any]]] = [(value, [])]
+    while stack:
+        node, path = stack.pop()
+        if len(path) >= MAX_DEPTH and isinstance(node, dict | list) and node:
+            raise _damaged(where, _field(path), f"is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((v, [*path, k]) for k, v in node.items() if isinstance(v, dict | list | int))
+        elif isinstance(node, list):
+            stack.extend((v, [*path, i]) for i, v in enumerate(node) if isinstance(v, dict | list | int))
+        elif isinstance(node, int) and not isinstance(node, bool) and not -INT_LIMIT <= node < INT_LIMIT:
+            raise _damaged(where, _field(path), "is an integer beyond 64 bits")
+
+
+def long_digits(data: bytes) -> bool:
+    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits)."""
+    return _NINETEEN in data.translate(_DIGITS_AS_NINES)  # two C passes; a regex search is 20x slower here
+
+
+def quick_ok(data: bytes) -> bool:
+    """True when the JSON text `data` cannot break a limit (few brackets, no run of 19 digits): no walk needed."""
+    return data.count(b"[") + data.count(b"{") <= MAX_DEPTH and not long_digits(data)
