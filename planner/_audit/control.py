@@ -5,6 +5,7 @@ order (what the comparison measures before how precisely it measures it):
 
     diverged_region       a lower (or higher) range for the diverging key      `<name>-lower-<key>`
     selected_at_boundary  the boundary key's range widened for every arm alike  `<name>-wider-<key>`
+    stopped_early_at_selected  tuning without early stopping                    `<name>-no-early-stop`
     still_improving       the exposure doubled                                  `<name>-exposure-x2`
     seed_spread           the seeds `plan power` asks for                       `<name>-seeds-<n>`
 
@@ -36,7 +37,7 @@ from planner._core.lazy import lazy_import
 contract_model = lazy_import("planner._contract.model")  # pydantic: loaded only when --next writes a contract
 pydantic = lazy_import("pydantic")
 
-PRIORITY = ("diverged_region", "selected_at_boundary", "still_improving", "seed_spread")
+PRIORITY = ("diverged_region", "selected_at_boundary", "stopped_early_at_selected", "still_improving", "seed_spread")
 WIDEN = 0.5  # a boundary range grows by half its span (log span for log_uniform) on the boundary's side
 
 
@@ -216,6 +217,10 @@ _TEXT = {
                  "same, the original comparison was not premature",
                  "the curves level off before the new end; the decision is confirmed, or it changes if the slower "
                  "learner catches up"),
+    "no_early_stop": ("if {arm} selects the same values without early stopping and the decision is unchanged, "
+                      "judging it at the first rung did not shape the comparison",
+                      "every tuning trial runs the full exposure; the arms may select the same values, and the "
+                      "decision then compares the factor alone"),
     "seeds": ("if the CI at {n} seeds is still wider than min_effect, the spread was underestimated; if it "
               "straddles min_effect, the effect sits at the threshold",
               "a CI about as wide as min_effect, and a decision of accept or reject instead of inconclusive"),
@@ -251,6 +256,12 @@ def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
         changes, suffix = made
     elif kind == "exposure":
         changes, suffix = _exposure_change(data)
+    elif kind == "no_early_stop":
+        old_stop = data["tuning"]["early_stop"]
+        changes = [{"path": "tuning.early_stop", "from": dict(old_stop),
+                    "to": {**old_stop, "rule": "none", "grace": None, "reduction_factor": None},
+                    "_set": ("tuning", "early_stop")}]
+        suffix = "no-early-stop"
     else:
         changes, suffix = _seeds_change(data, int(f.recipe["seeds"]))
     for c in changes:
@@ -280,6 +291,8 @@ def _show(value: Any) -> str:
     """A value for the change's sentence; a long seed list as its count and ends."""
     if isinstance(value, list) and len(value) > 6:
         return f"{len(value)} seeds [{value[0]}, {value[1]}, ..., {value[-1]}]"
+    if isinstance(value, dict):  # tuning.early_stop: "rule asha, grace 2, reduction_factor 3"
+        return "{" + ", ".join(f"{k} {_g(v)}" for k, v in value.items() if v is not None) + "}"
     return _g(value)
 
 
@@ -287,6 +300,8 @@ def _held_fixed(name: str, kind: str, key: str, raised: bool) -> str:
     held = ["the factor", "the arms and their overrides", "the metric", "the acceptance rule",
             "the trainable and its config",
             f"the tuning space but {key}" if kind in ("widen", "narrow") else "the tuning space"]
+    if kind != "no_early_stop":
+        held.append("the tuning's early stopping")
     if kind != "seeds":
         held.append("the confirmation seeds")
     if kind != "exposure":
@@ -312,12 +327,28 @@ def check(data: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- writing it
 
 
+def _rebase_command(data: dict[str, Any], rebase: Any, dest: Path) -> list[str]:
+    """A `command:` keeps running in the folder it ran in: its `cwd` (".": the contract's folder) rebased."""
+    command = data.get("command")
+    if not command:
+        return []
+    spec = dict(command) if isinstance(command, dict) else {"run": command}
+    old = spec.get("cwd") or "."
+    if os.path.isabs(old):
+        return []
+    spec["cwd"] = rebase(old)
+    data["command"] = spec
+    return [f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen from {dest}"]
+
+
 def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLike) -> tuple[str, list[str]]:
     """The next control as YAML to write at `target`, with relative paths rebased to stay the same folders.
 
-    config.dir and data.fingerprint are relative to the contract's folder: written
-    elsewhere, they are rewritten relative to `target`'s folder so they name the
-    same place (a note says so). Returns (text, notes).
+    Every relative path of a contract is relative to the contract's folder:
+    written elsewhere, config.dir, data.fingerprint, baseline.from_run and the
+    folder a `command:` runs in (`command.cwd`, the contract's folder when unset)
+    are rewritten relative to `target`'s folder so they name the same place (a
+    note says so): the control runs wherever it is written. Returns (text, notes).
     """
     check(control["contract"])
     data = copy.deepcopy(control["contract"])
@@ -340,6 +371,12 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
         if any(not os.path.isabs(p) for p in prints):
             data["data"]["fingerprint"] = [rebase(p) for p in prints]
             notes.append(f"data.fingerprint paths are rewritten to be seen from {dest}")
+        notes += _rebase_command(data, rebase, dest)
+        baseline = data.get("baseline") or {}
+        if baseline.get("from_run") and not os.path.isabs(baseline["from_run"]):
+            new = rebase(baseline["from_run"])
+            notes.append(f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run folder")
+            baseline["from_run"] = new
         if data.get("trainable"):
             notes.append(f"the trainable {data['trainable']} is imported from {dest} or the current folder: "
                          f"validate and run it from where the original ran ({source})")

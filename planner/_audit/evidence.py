@@ -56,6 +56,9 @@ class Trial:
     errors: list[dict[str, Any]]
     violations: list[dict[str, Any]]
     metric_names: set[str]
+    worker: str | None = None  # host:pid of the process that ran it (the first trial of a worker pays its imports)
+    started: str | None = None
+    startup_s: float | None = None  # seconds before its first step began: the first report's time less its steps
     nonfinite_step: Any = None  # first step where a decision metric was not finite (None: never)
     nonfinite_metric: str | None = None
     final: dict[str, float] = field(default_factory=dict)  # last value of each decision metric
@@ -189,7 +192,11 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
         duration_s=r.get("duration_s") if finite(r.get("duration_s")) else None,
         s_per_step=facts.seconds_per_step(r), attempts=int(r.get("attempts") or 1),
         errors=[e for e in r.get("errors") or [] if isinstance(e, dict)],
-        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names)
+        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names,
+        worker=f"{r.get('host')}:{r.get('pid')}" if r.get("pid") is not None else None,
+        started=str(r["started"]) if r.get("started") else None)
+    if t.s_per_step is not None and finite(first.get("time_s")) and finite(first.get("step")):
+        t.startup_s = max(0.0, float(first["time_s"]) - float(first["step"]) * t.s_per_step)
     for m in watched:
         if m in last:
             t.final[m] = number(last[m])
@@ -208,6 +215,8 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     if phase in CURVE_PHASES:
         t.curve = [(p.get("step"), {k: number(v) for k, v in (p.get("metrics") or {}).items()})
                    for p in reports if isinstance(p, dict)]
+        for _, metrics in t.curve:  # every name a confirmation trial reported (a sparse train row included)
+            t.metric_names.update(metrics)
         t.config = r.get("config") if isinstance(r.get("config"), dict) else None
     elif arm not in tuned_config_arms and isinstance(r.get("config"), dict):
         tuned_config_arms.add(arm)

@@ -34,7 +34,7 @@ PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half m
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
 BOUNDARY = 0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
 COST_RATIO = 1.20  # unequal_cost: one arm 20 % above another
-COST_FLOOR_S = 1.0  # ... and at least this many trial-seconds apart (timer and scheduler noise below)
+COST_FLOOR_S = 1.0  # ... and at least this many resource-seconds per trial apart (timer and scheduler noise)
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
 
@@ -42,7 +42,7 @@ KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
 SYMPTOMS = ("diverged", "diverged_region", "flat", "still_improving", "late_decline", "selected_at_boundary",
             "heldout_exposure", "failures", "seeds_identical", "violations")
-CODES = SYMPTOMS + ("selection_optimism", "seed_spread", "unequal_cost")
+CODES = SYMPTOMS + ("stopped_early_at_selected", "selection_optimism", "seed_spread", "unequal_cost")
 
 
 @dataclass
@@ -337,6 +337,54 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
           "confirmation_sd": sd, "n": n, "ci_half_width": half, "optimism": optimism}])
 
 
+def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two tuned-params mappings hold the same values (floats to 1e-9 relative)."""
+    if not a or set(a) != set(b):
+        return False
+    for key, value in a.items():
+        other = b[key]
+        if finite(value) and finite(other):
+            if not math.isclose(float(value), float(other), rel_tol=1e-9, abs_tol=0.0):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
+    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while the two
+    arms were confirmed at different values: the arm may have lost that value to being judged early."""
+    tuning = ev.contract.get("tuning") or {}
+    early = tuning.get("early_stop") or {}
+    if early.get("rule") in (None, "none"):
+        return None
+    grace = early.get("grace") or 1
+    mine = _selected(ev, arm).get("params") or {}
+    for other in ev.arms:
+        theirs = _selected(ev, other).get("params") or {}
+        if other == arm or not theirs or not mine or _same_values(mine, theirs):
+            continue
+        stopped = [t for t in ev.of(arm=arm, phase="tune") if _same_values(t.params, theirs)
+                   and t.status == TrialStatus.EARLY_STOPPED and finite(t.exposure) and t.exposure <= grace]
+        if not stopped:
+            continue
+        t = stopped[0]
+        values = ", ".join(f"{k}={_g(v)}" for k, v in theirs.items())
+        return Finding(
+            "stopped_early_at_selected", arm, "inference",
+            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the first rung "
+            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at different values "
+            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's early score does not "
+            f"establish that the value is worse for {arm}, so the arms may differ in how they were judged, not only "
+            "in the factor.",
+            [{"trial_id": x.trial_id, "params": x.params, "status": x.status, "exposure": x.exposure,
+              "grace": grace, "rule": early.get("rule"), "other_arm": other,
+              "other_selected": _selected(ev, other).get("trial_id"), "other_params": theirs,
+              "selected_params": mine, "selected_trial": _selected(ev, arm).get("trial_id")} for x in stopped],
+            recipe={"change": "no_early_stop"})
+    return None
+
+
 # ---------------------------------------------------------------- the comparison
 
 
@@ -394,14 +442,58 @@ def _power(ev: Evidence) -> dict[str, Any]:
             "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common)}
 
 
+def first_of_workers(ev: Evidence) -> list[Trial]:
+    """The first trial each worker process ran (by start time): it paid the process's start-up (imports such
+    as torch, a dataset's first read) that the worker's later trials did not. Empty without worker facts."""
+    first: dict[str, Trial] = {}
+    for t in ev.trials:
+        if t.worker is None or t.started is None or t.phase == "reeval":
+            continue
+        if t.worker not in first or t.started < (first[t.worker].started or ""):
+            first[t.worker] = t
+    return list(first.values())
+
+
+def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
+    """What the first trials of the workers paid before their first step, against the other trials."""
+    ids = {t.trial_id for t in firsts}
+    mine = [t.startup_s for t in firsts if t.startup_s is not None]
+    others = [t.startup_s for t in ev.trials if t.trial_id not in ids and t.startup_s is not None]
+    if not mine:
+        return None
+    extra = statistics.median(mine) - (statistics.median(others) if others else 0.0)
+    return {"first_trials": sorted(ids), "median_startup_s": statistics.median(mine),
+            "others_median_startup_s": statistics.median(others) if others else None, "extra_s": extra}
+
+
+def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any] | None:
+    """The arm's median seconds and resource-seconds per trial, over the trials that ran the full exposure,
+    the first trial of each worker left out (while other trials remain)."""
+    full = [t for t in ev.of(arm=arm) if t.phase != "reeval" and t.duration_s is not None
+            and (ev.exposure is None or t.exposure == ev.exposure)]
+    kept = [t for t in full if t.trial_id not in excluded] or full
+    if not kept:
+        return None
+    seconds = statistics.median(t.duration_s for t in kept)
+    cpu = facts.contract_get(ev.contract, "budget.resources.cpu", 1.0) or 0.0
+    gpu = facts.contract_get(ev.contract, "budget.resources.gpu", 0.0) or 0.0
+    return {"arm": arm, "trials": len(kept), "excluded": len(full) - len(kept), "median_trial_s": seconds,
+            "median_resource_s": seconds * (float(cpu) + float(gpu))}
+
+
 def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
+    """The arms' cost compared like for like: the median seconds per step, and the median per-trial
+    resource-seconds of full-exposure trials without the start-up the first trial of each worker paid."""
     rows = [c for c in cost if c["trials"]]
     if len(rows) < 2:
         return None
+    firsts = first_of_workers(ev)
+    excluded = {t.trial_id for t in firsts}
+    per_trial = [p for p in (per_trial_cost(ev, c["arm"], excluded) for c in rows) if p is not None]
     said = []
-    for what, key, floor in (("trial time", "trial_seconds", COST_FLOOR_S),
-                             ("seconds per step", "median_s_per_step", STEP_FLOOR_S)):
-        have = [c for c in rows if finite(c.get(key)) and c[key] > 0]
+    for what, key, floor, have in (("seconds per step", "median_s_per_step", STEP_FLOOR_S, rows),
+                                   ("resource-seconds per trial", "median_resource_s", COST_FLOOR_S, per_trial)):
+        have = [c for c in have if finite(c.get(key)) and c[key] > 0]
         if len(have) < 2:
             continue
         hi, lo = max(have, key=lambda c: c[key]), min(have, key=lambda c: c[key])
@@ -411,11 +503,23 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         return None
     text = "; ".join(f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
                      for what, hi, lo, key in said)
+    startup = _startup(ev, firsts)
+    left_out = "" if not startup or not any(p["excluded"] for p in per_trial) else (
+        f" The first trial of each worker ({len(startup['first_trials'])}: {', '.join(startup['first_trials'][:3])}"
+        f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial figure: it paid a "
+        f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
+        f"{_g(startup['others_median_startup_s'])} s), the worker's imports.")
+    by_arm = {p["arm"]: p for p in per_trial}
+    starts = {t.trial_id: t.startup_s for t in firsts}
+    evidence = [{**{k: c[k] for k in ("arm", "trials", "trial_seconds", "median_s_per_step", "cpu_seconds",
+                                      "gpu_seconds")},
+                 **{k: (by_arm.get(c["arm"]) or {}).get(k) for k in ("median_trial_s", "median_resource_s",
+                                                                       "excluded")},
+                 "first_trials": {tid: s for tid, s in starts.items() if tid in {t.trial_id for t in ev.of(arm=c["arm"])}},
+                 "startup": startup} for c in rows]
     return Finding("unequal_cost", said[0][1]["arm"], "observation",
                    f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
-                   "kept apart from the decision.",
-                   [{k: c[k] for k in ("arm", "trials", "trial_seconds", "median_s_per_step", "cpu_seconds",
-                                       "gpu_seconds")} for c in rows])
+                   "kept apart from the decision." + left_out, evidence)
 
 
 # ---------------------------------------------------------------- the protocol
@@ -521,6 +625,9 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         if c is not None and identical_seeds(ev, arm) is None:
             found += curve_findings(ev, arm, c)
         found += selected_at_boundary(ev, arm)
+        early = stopped_early_at_selected(ev, arm)
+        if early:
+            found.append(early)
         opt = selection_optimism(ev, arm)
         if opt:
             found.append(opt)

@@ -9,14 +9,21 @@ the baseline's, never today's checkout.
 
 from __future__ import annotations
 
+import re
 import statistics
+from pathlib import Path
 from typing import Any
 
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._audit.findings import Finding, curves, identical_seeds
 from planner._contract.paths import MISSING, config_diff
+from planner._core.errors import PlannerError
 from planner._core.status import TrialStatus
 from planner._store import facts
+from planner._store.files import read_inside
+from planner._trial.metrics_files import MAX_FILE_BYTES, csv_table, jsonl_table, trainer_state_table
+
+_TABLES = {"csv": csv_table, "jsonl": jsonl_table, "hf_trainer_state": trainer_state_table}
 
 
 def _counts(values: list[Any]) -> dict[str, int]:
@@ -73,8 +80,58 @@ def what_ran(ev: Evidence) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- missing evidence
 
-TRAIN_WORDS = ("train", "loss")
-UPDATE_WORDS = ("grad", "update", "norm")
+# A training loss by its name: loss, train_loss, training_loss, train/loss, loss_epoch, train_loss_step ...,
+# never val_loss or test_loss (a substring "loss" is not a training loss).
+TRAIN_LOSS = re.compile(r"^(?:train(?:ing)?[_/.\- ]?)?loss(?:[_/.\-](?:epoch|step))?$", re.IGNORECASE)
+# A gradient norm or an update size by its name: grad_norm (the Trainer's), gradient_norm, grad/norm,
+# global_grad_norm, update_norm, param_update ... (a "norm" of another thing, layer_norm_weight, is not one).
+UPDATE = re.compile(r"(?:^|[_/.\-])(?:grad(?:ient)?s?[_/.\-]?(?:l2[_/.\-]?)?norm|update[_/.\-]?(?:size|norm|ratio)"
+                    r"|param(?:eter)?[_/.\-]?update)(?:$|[_/.\-])", re.IGNORECASE)
+
+
+def declared_names(ev: Evidence) -> dict[str, str]:
+    """The metric names a `command:` contract declares (`command.metrics.names`: planner's name -> the column)."""
+    command = ev.contract.get("command")
+    metrics = (command or {}).get("metrics") if isinstance(command, dict) else None
+    names = (metrics or {}).get("names") if isinstance(metrics, dict) else None
+    return {str(k): str(v) for k, v in (names or {}).items()}
+
+
+def training_loss(ev: Evidence, reported: set[str]) -> tuple[list[str], list[str]]:
+    """(the training-loss names the trials reported, the ones declared but never reported).
+
+    With `command.metrics.names`, only the declared names count: planner's name or its column is a training
+    loss (`TRAIN_LOSS`). Without, the reported names that are one. `val_loss` is not a training loss.
+    """
+    declared = declared_names(ev)
+    if declared:
+        losses = [name for name, column in declared.items() if TRAIN_LOSS.match(name) or TRAIN_LOSS.match(column)]
+        return [n for n in losses if n in reported], [n for n in losses if n not in reported]
+    return sorted(n for n in reported if TRAIN_LOSS.match(n)), []
+
+
+def logged_columns(ev: Evidence) -> set[str]:
+    """The columns of a `command:` script's own metrics file, as one completed confirmation trial left it
+    (what the trial logged, read or not): the audit's evidence of what else the script measured."""
+    command = ev.contract.get("command")
+    spec = (command or {}).get("metrics") if isinstance(command, dict) else None
+    if not isinstance(spec, dict) or spec.get("format") not in _TABLES:
+        return set()
+    root = Path(ev.run_dir)
+    for t in reversed(ev.trials):
+        if t.phase != "confirm" or t.status != TrialStatus.COMPLETED:
+            continue
+        attempts = sorted((root / "trials" / t.trial_id).glob("attempt-*/hydra"), key=lambda p: p.parent.name)
+        for hydra in reversed(attempts):
+            files = sorted(hydra.glob(str(spec["file"])), key=lambda p: p.stat().st_mtime_ns if p.is_file() else 0)
+            for path in reversed(files):
+                try:
+                    data = read_inside(root, path, cap=MAX_FILE_BYTES)
+                    return set(_TABLES[spec["format"]](data or b"", final=True).columns)
+                except (PlannerError, OSError, ValueError):
+                    continue
+        return set()
+    return set()
 
 
 def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, str]]:
@@ -85,11 +142,14 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
     others = names - decided
     if not ev.trials:
         return [{"what": "no trial ended", "why": "there is nothing to audit yet: every finding needs trial records"}]
-    if not any(w in n.lower() for n in others for w in TRAIN_WORDS):
+    losses, unread = training_loss(ev, others)
+    if not losses:
         out.append({"what": "no training-loss metric",
-                    "why": "a flat or declining validation curve cannot be told apart as a failure to optimize or "
-                           "to generalize without the training loss beside it"})
-    if not any(w in n.lower() for n in names for w in UPDATE_WORDS):
+                    "why": ("a flat or declining validation curve cannot be told apart as a failure to optimize or "
+                            "to generalize without the training loss beside it")
+                           + (f"; command.metrics.names declares {', '.join(unread)}, but no trial reported it"
+                              if unread else "")})
+    if not any(UPDATE.search(n) for n in names | logged_columns(ev)):
         out.append({"what": "no gradient-norm or update-size metric",
                     "why": "exploding updates cannot be told from a learning rate that is merely too high, nor "
                            "divergence from a bad batch"})
@@ -107,7 +167,7 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append({"what": "uncommitted changes in the identity",
                     "why": f"the commit {str(code.get('commit'))[:12]} is not the code that ran; only a hash of the "
                            "diff is recorded"})
-    if not facts.contract_get(ev.contract, "data.fingerprint"):
+    if not facts.contract_get(ev.contract, "data.fingerprint") and not any(r.get("splits") for r in ev.records):
         out.append({"what": "no data fingerprint (data.fingerprint)",
                     "why": "whether every trial read the same data is not recorded"})
     for arm in ev.arms:

@@ -44,11 +44,11 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
     if spec.metrics is not None:
         _check_metrics(report, contract, spec.metrics)
     if spec.args == "argparse" and configs:
-        _check_flags(report, contract, configs, Path(loaded.file).resolve().parent)
+        _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
     return report.items
 
 
-def _check_flags(report: _Report, contract, configs: dict[str, dict], contract_dir: Path) -> None:
+def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> None:
     """`args: argparse`: every config key a trial passes is a value a flag can carry (P529), and, when the
     script's `--help` can be read within a few seconds, one of its options (P528); else a note (P941)."""
     where = ("command", "args")
@@ -65,7 +65,7 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], contract_d
             for key in space:
                 keys.setdefault(key, None)
     try:
-        help, why = read_help(command_argv(contract.command_line), contract_dir)
+        help, why = read_help(command_argv(contract.command_line), command_dir)
     except CommandFailedError as error:
         help, why = None, str(error)
     if help is None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -355,7 +357,13 @@ class CommandSpec(_Model):
     budget, the metrics file."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    args: Literal["hydra", "argparse"] = "hydra"  # how the config reaches the script: overrides, or --key value flags
+    # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
+    # it is the default, so a contract without it keeps its hash
+    args: Literal["hydra", "argparse"] = Field(default="hydra", exclude_if=lambda args: args == "hydra")
+    # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out
+    # of the frozen copy when unset, so a contract without it keeps its hash
+    cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(
+        default=None, exclude_if=lambda cwd: cwd is None)
     seed_key: DottedKey | None = None
     budget_key: DottedKey | None = None
     metrics: MetricsFile | None = None
@@ -409,6 +417,11 @@ class Contract(_Model):
     def baseline_from_earlier_work(self) -> bool:
         """True when the baseline is `{from_run, arm}` or a line (docs/lineage.md)."""
         return isinstance(self.baseline, BaselineRef)
+
+    def command_dir(self, contract_dir: str | os.PathLike) -> Path:
+        """The folder a `command:` runs in: `command.cwd` resolved from the contract's folder, else that folder."""
+        spec = self.command_spec
+        return (Path(contract_dir) / (spec.cwd if spec is not None and spec.cwd else ".")).resolve()
 
     @property
     def command_line(self) -> str | None:

@@ -14,6 +14,7 @@ and return Diagnostics.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from typing import Any
 
@@ -25,6 +26,9 @@ from planner._core.diagnostics import Diagnostic, Severity, short_repr
 from planner._stats.looks import look_sizes
 
 MIN_SEEDS_WARNING = 5
+TPE_STARTUP_TRIALS = 10  # optuna.samplers.TPESampler's n_startup_trials, which planner leaves at its default
+_WARMUP_KEY = re.compile(r"warm_?up", re.IGNORECASE)
+_FRACTION_KEY = re.compile(r"ratio|frac|fraction|pct|percent|proportion", re.IGNORECASE)
 _BATCH_KEY = re.compile(r"batch|accum|^bs$|micro_?batch", re.IGNORECASE)
 
 _COMPOSE_CODES = {
@@ -149,6 +153,15 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                         report.add("P205", (*where, key, "choice", j),
                                    f"{key!r} offers {option!r}, which calls a resolver; a sampled value must be plain",
                                    "Write the value itself.")
+        if tuning.sampler.name == "tpe" and tuning.trials_per_arm < TPE_STARTUP_TRIALS:
+            given = "" if ("tuning", "sampler") in loaded.positions else " (the default)"
+            report.add("P905", ("tuning", "sampler") if ("tuning", "sampler") in loaded.positions
+                       else ("tuning", "trials_per_arm"),
+                       f"sampler tpe{given} gets {tuning.trials_per_arm} trials per sweep (tuning.trials_per_arm), fewer "
+                       f"than its {TPE_STARTUP_TRIALS} start-up trials (Optuna's n_startup_trials): every sweep is random "
+                       "search, and the tuning is weaker than `tpe` says",
+                       f"Give each sweep at least {TPE_STARTUP_TRIALS + 10} trials for TPE to model any of them, or say "
+                       "`sampler: {name: random}`.", severity="warning")
         grace = tuning.early_stop.grace
         if grace is not None and grace >= exposure:
             given = "" if ("tuning", "early_stop", "grace") in loaded.positions else " (the default)"
@@ -333,9 +346,55 @@ def _value(value: Any) -> str:
     return "<absent>" if value is MISSING else short_repr(value, 40)
 
 
+def warmup_lengths(contract, composed: ComposedArms) -> dict[str, tuple[str, float]]:
+    """Arm -> (key, length in exposure units) of the longest warmup the factor changes in that arm.
+
+    A warmup key is a config path with `warmup` in it that is in `factor.keys` or that the arm's composed
+    config changes against the baseline's. Its length: a fraction of training (`warmup_ratio: 0.2`) times
+    `budget.exposure`; a whole number up to the exposure (`warmup_epochs: 3`) as it is. A count in another
+    unit (500 optimizer steps against 10 epochs) cannot be placed on the exposure's scale and is left out.
+    """
+    base = composed.configs.get(contract.baseline.name) or {}
+    exposure = contract.budget.exposure
+    out: dict[str, tuple[str, float]] = {}
+    for arm in contract.all_arms:
+        config = composed.configs.get(arm.name)
+        if config is None:
+            continue
+        paths = {path for path, _, _ in config_diff(base, config)} | {
+            path for path in flatten(config) if _inside(path, list(contract.factor.keys))}
+        for path in sorted(paths):
+            if not _WARMUP_KEY.search(path):
+                continue
+            value = get_path(config, path)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                continue
+            last = path.rsplit(".", 1)[-1]
+            length = value * exposure if _FRACTION_KEY.search(last) and value <= 1 else value
+            if length > exposure or (not _FRACTION_KEY.search(last) and float(value) != int(value)):
+                continue
+            if arm.name not in out or length > out[arm.name][1]:
+                out[arm.name] = (path, float(length))
+    return out
+
+
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
-    """P900: a factor that touches a batch-size or accumulation key."""
+    """P900: a factor that touches a batch-size or accumulation key; P906: early stopping whose first rung comes
+    before a warmup the factor changes has ended."""
     report = _Report(loaded)
+    tuning = contract.tuning
+    grace = tuning.early_stop.grace if tuning is not None and tuning.early_stop.rule != "none" else None
+    if grace is not None and composed is not None:
+        for arm, (key, length) in warmup_lengths(contract, composed).items():
+            if grace < length:
+                where = ("tuning", "early_stop", "grace") if ("tuning", "early_stop", "grace") in loaded.positions \
+                    else ("tuning", "early_stop")
+                report.add("P906", where,
+                           f"early_stop.grace is {grace} but arm {arm!r} warms up for {length:g} of "
+                           f"{contract.budget.exposure} (its {key}): a trial of it is judged at the first rung before "
+                           "the factor's effect could show, and a slower starter is stopped for being slow to start",
+                           f"Use a grace of at least {math.ceil(length)}, or early_stop rule none for this comparison.",
+                           severity="warning")
     touched: dict[str, int] = {}
     for i, key in enumerate(contract.factor.keys):
         if any(_BATCH_KEY.search(part) for part in key.split(".")):

@@ -23,6 +23,7 @@ A leaf: imports only `_core.status`.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, NamedTuple, TypedDict
 
 from planner._core.status import FAILED, TrialStatus
@@ -123,15 +124,38 @@ def error_of(record: dict[str, Any]) -> str | None:
     return f"{kind}: {message}" if message else kind
 
 
+# What differs between two occurrences of one failure, replaced in `error_key` (order matters: a path may
+# hold a trial id or a hex id, a trial id holds numbers).
+_NORMALIZE = (
+    (re.compile(r"(?:[A-Za-z]:)?(?:[\w.~+@-]*[/\\])+[\w.~+@-]*"), "<path>"),
+    (re.compile(r"\b(?:tune|confirm|reeval)-[A-Za-z0-9_.-]+?-s-?\d+(?:-t\d+|-\d+)?(?![\w-])"), "<trial>"),
+    (re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"), "<hex>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    (re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
+    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])|(?<![\w.])-?\.\d+(?![\w.])"), "<n>"),
+)
+
+
+def error_key(error: str) -> str:
+    """The error with what varies between occurrences of one failure normalized: trial ids, paths, hex ids
+    (and uuids, addresses), numbers. Two failures with the same key are one failure: "KeyError: 'lr'" in
+    every trial, or "can't open file '/runs/x/trials/t3/train.py'" once per trial folder."""
+    text = str(error)
+    for pattern, placeholder in _NORMALIZE:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
 def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Failed trials grouped by their error ("Type: message"), in order of first occurrence:
-    [{"error", "count", "first": trial_id}]."""
+    """Failed trials grouped by their error ("Type: message") with trial ids, paths, hex ids and numbers
+    normalized (`error_key`), in order of first occurrence: [{"error", "count", "first": trial_id}], where
+    "error" is the first occurrence's own text (a real path, a real number) and "first" its trial."""
     groups: dict[str, dict[str, Any]] = {}
     for record in records:
         error = error_of(record)
         if error is None:
             continue
-        group = groups.setdefault(error, {"error": error, "count": 0, "first": record.get("trial_id")})
+        group = groups.setdefault(error_key(error), {"error": error, "count": 0, "first": record.get("trial_id")})
         group["count"] += 1
     return list(groups.values())
 

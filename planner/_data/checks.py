@@ -5,8 +5,9 @@ section as plain data (`contract.data.model_dump()` or the frozen contract's
 `data`). Violations are dicts, the shape docs/run-folder.md documents:
 
     split_overlap   one trial: two splits declared independent share units or group values
-    unmatched_data  two arms at the same seed logged a split with different sets (or only one logged it)
-    split_varies    a split declared `fixed` differs from the first trial that logged it
+    unmatched_data  a treatment arm and the baseline at the same seed logged a split with different sets
+                    (or only one logged it)
+    split_varies    a split declared `fixed` differs from the first trial of the same arm that logged it
 
 Each carries `kind`, `message` (a sentence), and the fields that locate it.
 """
@@ -91,15 +92,66 @@ def _describe(summary: Mapping[str, Any], key: str, data: Mapping[str, Any]) -> 
     return "no " + key + " group" if group is None else noun(key, int(group.get("distinct", 0)))
 
 
-def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]],
-                           data: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The violations `record` shows against the trials that ended before it.
+def _compared_with(record: Mapping[str, Any], other: Mapping[str, Any], baseline: str | None) -> bool:
+    """Whether `other` is a trial whose data `record`'s must match: another arm at the same seed and phase,
+    and (once the baseline is known) one of the two the baseline: a treatment arm is matched against the
+    baseline, never against another treatment arm."""
+    if (other.get("arm") == record.get("arm") or other.get("seed") != record.get("seed")
+            or other.get("phase") != record.get("phase")):
+        return False
+    return baseline is None or baseline in (record.get("arm"), other.get("arm"))
 
-    unmatched_data (unless `data.matched` is false): against the first earlier
-    trial of every other arm at the same seed and phase that logged splits, any
-    split whose distinct sets differ or that only one of them logged.
-    split_varies: every `data.fixed` split against the first earlier trial
-    that logged it, at another seed.
+
+def _unmatched(record: Mapping[str, Any], other: Mapping[str, Any], data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """unmatched_data violations of `record` against `other` (another arm at the same seed): every split whose
+    distinct sets differ, or that only one of them logged."""
+    splits, theirs = record.get("splits") or {}, other.get("splits") or {}
+    arms = [other.get("arm"), record.get("arm")]
+    out = []
+    for name in sorted(set(splits) | set(theirs)):
+        base = {"kind": "unmatched_data", "split": name, "arms": arms, "seed": record.get("seed"),
+                "trial_ids": [other.get("trial_id"), record.get("trial_id")]}
+        if name not in splits or name not in theirs:
+            has, lacks = (arms[0], arms[1]) if name in theirs else (arms[1], arms[0])
+            out.append({**base, "by": "split", "message": f"arm {has} logged split {name} at seed "
+                        f"{record.get('seed')} and arm {lacks} did not"})
+            continue
+        key = _first_difference(theirs[name], splits[name])
+        if key is not None:
+            out.append({**base, "by": key, "message": (
+                f"split {name} differs between arms {arms[0]} and {arms[1]} at seed {record.get('seed')}: "
+                f"{_describe(theirs[name], key, data)} vs {_describe(splits[name], key, data)}"
+                + (", a different set" if key == UNIT or key in (splits[name].get('groups') or {}) else ""))})
+    return out
+
+
+def _varies(record: Mapping[str, Any], other: Mapping[str, Any], name: str,
+            data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A split_varies of `record`'s fixed split `name` against `other` (the same arm at another seed)."""
+    splits = record.get("splits") or {}
+    key = _first_difference(other["splits"][name], splits[name])
+    if key is None:
+        return []
+    return [{"kind": "split_varies", "split": name, "by": key, "seeds": [other.get("seed"), record.get("seed")],
+             "trial_ids": [other.get("trial_id"), record.get("trial_id")],
+             "message": (f"split {name} is declared fixed but differs between seed {other.get('seed')} "
+                         f"({other.get('trial_id')}) and seed {record.get('seed')}: "
+                         f"{_describe(other['splits'][name], key, data)} vs "
+                         f"{_describe(splits[name], key, data)}, a different set")}]
+
+
+def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]],
+                           data: Mapping[str, Any] | None, *, baseline: str | None = None) -> list[dict[str, Any]]:
+    """The violations `record` shows against the trials that ended before it; like is compared with like.
+
+    unmatched_data (unless `data.matched` is false): a treatment arm's trial against the first earlier
+    trial of the `baseline` at the same seed and phase that logged splits; the baseline's trial against the
+    first such trial of every treatment arm (whichever of the two ends later finds the difference). Two
+    treatment arms are never compared with each other: an arm with broken data does not make another arm's
+    data unmatched. (Without `baseline`, every other arm is compared: a caller that does not know it.)
+    Any split whose distinct sets differ or that only one of them logged is a violation.
+    split_varies: every `data.fixed` split against the first earlier trial of the same arm that logged it,
+    at another seed (an arm whose fixed split differs from the baseline's is an unmatched_data already).
     """
     data = data or {}
     splits = record.get("splits") or {}
@@ -114,41 +166,16 @@ def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[
         theirs = other.get("splits") or {}
         if not theirs or other.get("trial_id") == record.get("trial_id"):
             continue
-        for name in fixed:
-            if name in theirs and name not in first_fixed:
-                first_fixed[name] = other
-        if (not matched or other.get("arm") == record.get("arm") or other.get("arm") in seen_arms
-                or other.get("seed") != record.get("seed") or other.get("phase") != record.get("phase")):
-            continue
-        seen_arms.add(other.get("arm"))
-        arms = [other.get("arm"), record.get("arm")]
-        for name in sorted(set(splits) | set(theirs)):
-            base = {"kind": "unmatched_data", "split": name, "arms": arms, "seed": record.get("seed"),
-                    "trial_ids": [other.get("trial_id"), record.get("trial_id")]}
-            if name not in splits or name not in theirs:
-                has, lacks = (arms[0], arms[1]) if name in theirs else (arms[1], arms[0])
-                out.append({**base, "by": "split", "message": f"arm {has} logged split {name} at seed "
-                            f"{record.get('seed')} and arm {lacks} did not"})
-                continue
-            key = _first_difference(theirs[name], splits[name])
-            if key is not None:
-                out.append({**base, "by": key, "message": (
-                    f"split {name} differs between arms {arms[0]} and {arms[1]} at seed {record.get('seed')}: "
-                    f"{_describe(theirs[name], key, data)} vs {_describe(splits[name], key, data)}"
-                    + (", a different set" if key == UNIT or key in (splits[name].get('groups') or {}) else ""))})
+        if other.get("arm") == record.get("arm") and other.get("seed") != record.get("seed"):
+            for name in fixed:
+                if name in theirs and name not in first_fixed:
+                    first_fixed[name] = other
+        if matched and other.get("arm") not in seen_arms and _compared_with(record, other, baseline):
+            seen_arms.add(other.get("arm"))
+            out += _unmatched(record, other, data)
     for name in fixed:
-        other = first_fixed.get(name)
-        if name not in splits or other is None or other.get("seed") == record.get("seed"):
-            continue
-        key = _first_difference(other["splits"][name], splits[name])
-        if key is not None:
-            out.append({"kind": "split_varies", "split": name, "by": key,
-                        "seeds": [other.get("seed"), record.get("seed")],
-                        "trial_ids": [other.get("trial_id"), record.get("trial_id")],
-                        "message": (f"split {name} is declared fixed but differs between seed {other.get('seed')} "
-                                    f"({other.get('trial_id')}) and seed {record.get('seed')}: "
-                                    f"{_describe(other['splits'][name], key, data)} vs "
-                                    f"{_describe(splits[name], key, data)}, a different set")})
+        if name in splits and name in first_fixed:
+            out += _varies(record, first_fixed[name], name, data)
     return out
 
 
@@ -161,15 +188,18 @@ def invalid_reasons(confirm_records: Iterable[Mapping[str, Any]], baseline: str,
     """Treatment arm -> why its decision is `invalid`: a data violation on its confirmation trials or the baseline's.
 
     A split_overlap or split_varies on an arm's trial touches that arm (on the
-    baseline's, every arm); an unmatched_data touches the treatment arms it names.
+    baseline's, every arm); an unmatched_data between the baseline and an arm touches
+    that arm; one between two treatment arms (only an older planner logged such) none.
     """
     arms = list(arms)
     found: dict[str, list[str]] = {arm: [] for arm in arms}
     for record in confirm_records:
         for v in data_violations(record):
             if v["kind"] == "unmatched_data":
+                if baseline not in (v.get("arms") or []):
+                    continue  # two treatment arms (a run folder of an older planner): not like with like
                 touched = [a for a in v.get("arms") or [] if a in found]
-                if not touched and baseline in (v.get("arms") or []):
+                if not touched:
                     touched = arms
             else:
                 touched = arms if record.get("arm") == baseline else [a for a in [record.get("arm")] if a in found]

@@ -167,7 +167,7 @@ class Dispatch:
         if record.get("splits"):
             earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
             record["violations"] = list(record.get("violations") or []) + cross_trial_violations(
-                record, earlier, self.contract.data.model_dump())
+                record, earlier, self.contract.data.model_dump(), baseline=self.contract.baseline.name)
         for v in data_violations(record):
             self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
                              phase=record.get("phase"), seed=record.get("seed"), violation=v)

@@ -5,7 +5,8 @@ named by the first contract of a chain: a run whose baseline is its contract's
 own starts (or continues) the line of its contract's name; a run whose baseline
 comes from a run or a line continues that run's line. Two runs test *the same
 hypothesis* when their baselines have the same effective config (its sha256)
-and their factors the same keys. Repeating a test at level alpha k times gives
+and their factors the same keys; a repeated test is a run that completed with decisions (not incomplete
+or invalid) of the same trainable. Repeating a test at level alpha k times gives
 at least one false accept with probability 1 - (1 - alpha)^k when nothing is
 there (the family-wise alpha the repetitions imply).
 """
@@ -33,10 +34,43 @@ def hypothesis_key(started: dict[str, Any]) -> tuple[str | None, tuple[str, ...]
     return baseline.get("config_sha256"), tuple(sorted(str(k) for k in keys))
 
 
-def earlier_tests(ledger: Ledger, key: tuple[str | None, tuple[str, ...]], before: int | None = None) -> list[RunEntry]:
-    """Runs that tested the same factor against the same baseline and reported decisions, in ledger order."""
+TESTED = ("accept", "reject", "inconclusive")  # a decision that reports what the test found (not incomplete, invalid)
+
+
+def completed_test(entry: RunEntry) -> bool:
+    """True when the run completed and at least one of its decisions says what the test found: an
+    incomplete, invalid or interrupted run tested nothing (it cannot be a false accept)."""
+    ended = entry.ended or {}
+    return ended.get("state") == "completed" and any(
+        isinstance(d, dict) and d.get("decision") in TESTED for d in ended.get("decisions") or [])
+
+
+def contract_trainable(contract: Any) -> str:
+    """A contract's trainable as identity.json's `code.trainable` spells it: `module:function` or `command: ...`."""
+    return str(contract.trainable) if contract.trainable else f"command: {contract.command_line}"
+
+
+def trainable_of(ledger: Ledger, entry: RunEntry) -> str | None:
+    """The trainable a run used (`module:function` or `command: ...`): from its run_started record, else its
+    run folder's identity.json (a ledger written before run_started named it); None when neither says."""
+    if entry.started.get("trainable"):
+        return str(entry.started["trainable"])
+    try:
+        code = (open_run(ledger.runs_dir / entry.key).identity() or {}).get("code") or {}
+    except PlannerError:
+        return None
+    return str(code["trainable"]) if code.get("trainable") else None
+
+
+def earlier_tests(ledger: Ledger, key: tuple[str | None, tuple[str, ...]], before: int | None = None, *,
+                  trainable: str | None = None) -> list[RunEntry]:
+    """Runs that tested the same factor against the same baseline, completed with decisions that say what they
+    found (`completed_test`), in ledger order; with `trainable`, only runs of that trainable (a run whose
+    trainable is not known counts: a repetition is not dropped for want of a record)."""
     return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
-            if e.decided and hypothesis_key(e.started) == key and (before is None or e.order < before)]
+            if e.decided and completed_test(e) and hypothesis_key(e.started) == key
+            and (before is None or e.order < before)
+            and (trainable is None or trainable_of(ledger, e) in (None, trainable))]
 
 
 def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:

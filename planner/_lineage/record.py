@@ -40,7 +40,8 @@ def run_started(run_dir: Path, contract: Any, configs: dict[str, dict[str, Any]]
                   "promoted": baseline_source.get("promoted")}
     line = baseline_source["line"] if baseline_source else contract.name
     factor = {"name": contract.factor.name, "keys": list(contract.factor.keys)}
-    earlier = history.earlier_tests(ledger, (base_sha, tuple(sorted(factor["keys"]))))
+    trainable = history.contract_trainable(contract)
+    earlier = history.earlier_tests(ledger, (base_sha, tuple(sorted(factor["keys"]))), trainable=trainable)
     edited = history.edited_before(ledger, contract.name, sha)
     facts = {
         "line": line, "ledger": str(ledger.path),
@@ -51,7 +52,7 @@ def run_started(run_dir: Path, contract: Any, configs: dict[str, dict[str, Any]]
     }
     append(runs_dir, "run_started", run=key, run_id=Path(run_dir).name, name=contract.name, contract_sha256=sha,
            line=line, hypothesis=contract.hypothesis, factor=factor, baseline=facts["baseline"],
-           arms=[a.name for a in contract.arms], alpha=contract.acceptance.alpha, pid=os.getpid(),
+           arms=[a.name for a in contract.arms], alpha=contract.acceptance.alpha, trainable=trainable, pid=os.getpid(),
            host=socket.gethostname())
     write_json(Path(run_dir) / LINEAGE_FILE, facts)
     return facts

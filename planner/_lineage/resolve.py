@@ -154,7 +154,7 @@ class ProjectLineage:
         baseline = configs.get(contract.baseline.name)
         if baseline is not None:
             key = (config_sha256(baseline), tuple(sorted(contract.factor.keys)))
-            earlier = history.earlier_tests(ledger, key)
+            earlier = history.earlier_tests(ledger, key, trainable=history.contract_trainable(contract))
             if earlier:
                 rep = history.repetition(earlier, contract.acceptance.alpha, contract.factor.name)
                 out.append(finding("P934", rep["sentence"],

@@ -28,6 +28,7 @@ import os
 import platform
 import re
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,16 +112,19 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
 
 
 def current_identity(trainable: str, search_path: list[str], data_paths: list[str], contract_dir: Path,
-                     module: bool = True) -> dict:
+                     module: bool = True, *, command_dir: Path | None = None,
+                     package_names: Iterable[str] = ()) -> dict:
     """Today's code, python, packages and data fingerprints, as identity.json records them.
 
     A `command:` trainable (module=False, trainable "command: <line>") is identified by its command line and
-    the script it names in the contract's folder, when it names one.
+    the script it names in the folder it runs in (`command_dir`: `Contract.command_dir`), when it names one.
+    `package_names`: the packages whose versions are compared besides planner's own (the logged run's and the
+    ones the trainable uses today), so a changed, added or removed lightning is named.
     """
     code = (code_identity(trainable, search_path) if module else
-            command_code_identity(trainable.removeprefix("command: "), contract_dir))
+            command_code_identity(trainable.removeprefix("command: "), command_dir or contract_dir))
     return {"code": code, "python": platform.python_version(),
-            "packages": packages(), "data": data_fingerprints(data_paths, contract_dir)}
+            "packages": packages(package_names), "data": data_fingerprints(data_paths, contract_dir)}
 
 
 def _short(value: Any) -> str:
@@ -321,8 +325,13 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if reused:
         notes.append(f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
                      "so their estimate is optimistic")
+    from planner._store.identity import trainable_packages
+
+    used = set((folder.identity() or {}).get("packages") or {}) | set(
+        trainable_packages(contract, contract_dir, search_path))
     identity = current_identity(contract.trainable or f"command: {contract.command_line}", search_path,
-                                list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None)
+                                list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None,
+                                command_dir=contract.command_dir(contract_dir), package_names=sorted(used))
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(0, Difference("contract_sha256", info["contract_sha256"], contract.sha256()))

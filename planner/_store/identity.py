@@ -6,15 +6,18 @@ looks like a credential is redacted even when allow-listed.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
 import platform
+import re
 import shlex
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +47,159 @@ def _strip_userinfo(address: str) -> str:
     return Redactor().text(address)
 
 
-def packages() -> dict[str, str]:
-    out = {}
+def packages(extra: Iterable[str] = ()) -> dict[str, str | None]:
+    """`name -> version` of planner's own packages (PACKAGES, those installed) and of `extra` (the packages a
+    trainable used: `used_packages`), an `extra` one that is not installed as None (a reeval names it gone)."""
+    out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
+    for name in sorted({canonical(n) for n in extra} - set(out)):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
     if "planner" not in out:
         out["planner"] = VERSION
     return out
+
+
+def canonical(name: str) -> str:
+    """A distribution's name as PEP 503 compares it: `PyYAML` -> `pyyaml`, `typing_extensions` -> `typing-extensions`."""
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+MAX_SOURCE_FILES = 500  # the local modules followed from a trainable's file (a repository, not a site-packages)
+
+
+def imported_names(entry: Path, root: Path) -> set[str]:
+    """The top-level names a Python file imports (its `ast`), following the local modules it imports: a name
+    that is a module or package under `root` is read in turn, not recorded. Relative imports are local."""
+    seen: set[Path] = set()
+    names: set[str] = set()
+    queue = [entry.resolve()]
+    while queue and len(seen) < MAX_SOURCE_FILES:
+        path = queue.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # from . import x: a module of its own package
+                    base = path.parent
+                    for _ in range(node.level - 1):
+                        base = base.parent
+                    parts = (node.module or "").split(".") if node.module else []
+                    queue += _local_files(base, parts, [a.name for a in node.names])
+                    continue
+                found = [node.module or ""]
+            else:
+                continue
+            members = [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            for name in found:
+                parts = name.split(".")
+                local = _local_files(root, parts, members)
+                if local:
+                    queue += local
+                elif parts[0]:
+                    names.add(parts[0])
+    return names
+
+
+def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]:
+    """The files of a module `parts` under `base` (a module file or a package's __init__, and its `members`
+    that are modules of that package); [] when it is not there."""
+    folder = base.joinpath(*parts) if parts else base
+    out = []
+    if parts and folder.with_suffix(".py").is_file():
+        out.append(folder.with_suffix(".py"))
+    if (folder / "__init__.py").is_file() or (not parts and folder.is_dir()):
+        if (folder / "__init__.py").is_file():
+            out.append(folder / "__init__.py")
+        out += [folder / f"{m}.py" for m in members if (folder / f"{m}.py").is_file()]
+    return out
+
+
+def used_packages(names: Iterable[str]) -> list[str]:
+    """The installed distributions behind top-level import names (importlib.metadata.packages_distributions),
+    with every installed distribution they require, and so on: what importing them loads (lightning brings
+    torch and torchmetrics). The standard library and names no distribution provides are left out."""
+    providers = importlib.metadata.packages_distributions()
+    todo = [canonical(d) for name in names if name not in sys.stdlib_module_names for d in providers.get(name, [])]
+    out: set[str] = set()
+    while todo:
+        dist = todo.pop()
+        if dist in out:
+            continue
+        try:
+            requires = importlib.metadata.requires(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        out.add(dist)
+        todo += [canonical(r) for r in map(_required_name, requires) if r]
+    return sorted(out)
+
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_EXTRA_MARKER = re.compile(r"\bextra\s*==")
+
+
+def _required_name(requirement: str) -> str | None:
+    """The distribution a `Requires-Dist` line names, unless only an extra needs it (`; extra == "test"`).
+    A platform marker is not evaluated: a distribution it excludes is not installed, and is skipped then."""
+    name, _, marker = requirement.partition(";")
+    match = _REQUIREMENT.match(name)
+    if match is None or _EXTRA_MARKER.search(marker):
+        return None
+    return match.group(1)
+
+
+def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
+    """The distributions the trainable uses, as the driver can tell from its source: the imports of the
+    trainable's module (a `command:`, of the script it names), local modules followed, and what those need.
+    (A function trainable's worker may import more at run time; that is not seen here.)"""
+    if contract.trainable:
+        entry = _module_file(contract.trainable.partition(":")[0], search_path)
+        root = None if entry is None else _import_root(entry, contract.trainable.partition(":")[0])
+    else:
+        command_dir = contract.command_dir(contract_dir)
+        entry, root = command_script(contract.command_line, command_dir), command_dir
+        module = _module_of_command(contract.command_line)
+        if entry is None and module:
+            entry = _module_file(module, [str(command_dir), *search_path])
+            root = None if entry is None else _import_root(entry, module)
+    if entry is None or root is None:
+        return []
+    return used_packages(imported_names(entry, root))
+
+
+def _import_root(module_file: Path, module_name: str) -> Path:
+    """The folder a module's top-level package sits in: `a/b/c.py` of `b.c` -> `a`."""
+    depth = module_name.count(".") + (1 if module_file.name == "__init__.py" else 0)
+    root = module_file.parent
+    for _ in range(depth):
+        root = root.parent
+    return root
+
+
+def _module_of_command(command_line: str) -> str | None:
+    """`python -m pkg.train ...` -> `pkg.train`; else None."""
+    try:
+        words = shlex.split(command_line)
+    except ValueError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if word == "-m":
+            return words[i + 1]
+    return None
 
 
 def trainable_search_path(contract_dir: Path) -> list[str]:
@@ -110,8 +256,8 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
 def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, Any]:
     """The code identity of a `command:` trainable: its command line, and the script it names.
 
-    The script is the first word of the command line that is a file in the
-    contract's folder (the command runs there): `python train.py --x 1` ->
+    `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's folder, or
+    `command.cwd`). The script is the first word of the command line that is a file there: `python train.py --x 1` ->
     train.py. Its sha256 and its repository's git facts are recorded under the
     same keys as a module trainable's, so a reeval compares them the same way.
     A command that names no file there records its command line alone.
@@ -196,9 +342,9 @@ def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[s
     return {
         "contract_sha256": contract.sha256(),
         "code": code_identity(contract.trainable, search_path) if contract.trainable else
-        command_code_identity(contract.command_line, contract_dir),
+        command_code_identity(contract.command_line, contract.command_dir(contract_dir)),
         "python": platform.python_version(),
-        "packages": packages(),
+        "packages": packages(trainable_packages(contract, contract_dir, search_path)),
         "host": host_info(),
         "data": data_fingerprints(contract.data.fingerprint, contract_dir),
         "env": env_snapshot(),

@@ -469,11 +469,11 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     base = list(contract.config.overrides)
     script_help = None
     if spec.args == "argparse":  # read once here, in the driver: every trial's flags are written from it
-        found, _ = read_help(command_argv(spec.run), contract_dir)
+        found, _ = read_help(command_argv(spec.run), contract.command_dir(contract_dir))
         script_help = found.to_dict() if found is not None else None
     return CommandTrainable(
         command=spec.run,
-        cwd=str(Path(contract_dir).resolve()),
+        cwd=str(contract.command_dir(contract_dir)),
         arm_overrides={arm.name: tuple(base + list(arm.overrides)) for arm in contract.all_arms},
         arm_configs={name: dict(config) for name, config in (arm_configs or {}).items()},
         timeout_s=contract.budget.max_trial_time_s,

@@ -72,7 +72,7 @@ FAILING = [
      "P412", "    optimizer.lr: {log"),
     ("default-grace-not-below-exposure", "hydra.yaml",
      [("exposure: 10", "exposure: 1"), ("{rule: asha, grace: 2}", "{rule: median}")], "P407", "early_stop:"),
-    ("grid-with-a-range", "hydra.yaml", [("name: tpe", "name: grid")], "P406", "optimizer.lr:"),
+    ("grid-with-a-range", "hydra.yaml", [("name: random", "name: grid")], "P406", "optimizer.lr:"),
     ("grace-not-below-exposure", "hydra.yaml", [("grace: 2", "grace: 10")], "P407", "grace: 10"),
     ("mean-last-k-over-exposure", "hydra.yaml", [("{rule: final}", "{rule: mean_last_k, k: 11}")], "P408", "mean_last_k"),
     ("over-max-trials", "hydra.yaml", [("max_trials: 100", "max_trials: 17")], "P409", "max_trials: 17"),
@@ -100,7 +100,7 @@ WARNING = [
      "P900", "keys: [data]"),
     ("few-seeds", "hydra.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]")], "P901", "seeds: [0, 1, 2]"),
     ("grid-size-mismatch", "hydra.yaml",
-     [("name: tpe", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001]}")], "P902", "trials_per_arm"),
+     [("name: random", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001]}")], "P902", "trials_per_arm"),
 ]
 
 # contracts at the edge of a rule, on the passing side
@@ -122,7 +122,7 @@ PASSING = [
      [("keys: [optimizer]", "keys: [optimizer.lr]"), ("[optimizer=adam]", "[optimizer.lr=0.01]"),
       ("  early_stop:", "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-3, 1.0e-1]}}\n  early_stop:")]),
     ("grid-with-choices", "hydra.yaml",
-     [("name: tpe", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001, 0.0001]}")]),
+     [("name: random", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001, 0.0001]}")]),
     ("factor-key-inside-a-list", "inline.yaml",
      [("data: {batch_size: 32}", "data: {batch_size: 32}\n    layers: [64, 64]"),
       ("factor: {name: width, keys: [model.width]}", "factor: {name: width, keys: [layers.0]}"),
