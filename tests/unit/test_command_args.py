@@ -74,3 +74,10 @@ def test_without_a_readable_help_booleans_are_written_as_values():
         argparse_flags({"name": "${hydra:job.name}"}, None, OUT)
     with pytest.raises(CommandFailedError, match="mappings"):
         argparse_flags({"stages": [{"lr": 1}]}, None, OUT)
+
+
+def test_the_default_args_is_left_out_of_the_frozen_contract_so_hashes_stay():
+    from planner._contract.model import CommandSpec
+
+    assert "args" not in CommandSpec(run="python train.py").model_dump(mode="json")
+    assert CommandSpec(run="python train.py", args="argparse").model_dump(mode="json")["args"] == "argparse"
