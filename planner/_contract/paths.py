@@ -132,8 +132,9 @@ def resolve(container: Any, *, throw_on_missing: bool = True) -> Any:
 HYDRA_RESOLVER = "hydra"
 
 
-def hydra_calls(text: str) -> list[int] | None:
-    """Where `text` calls Hydra's own resolver: the offsets of its `${hydra:...}` interpolations ([] for none).
+def hydra_calls(text: str) -> list[tuple[int, int]] | None:
+    """Where `text` calls Hydra's own resolver: the (start, end) offsets of its `${hydra:...}` interpolations,
+    `text[start:end]` each ([] for none).
 
     Read on OmegaConf's parse tree of the value (omegaconf.grammar_parser). None when `text` calls any
     other resolver (by any spelling), when a `hydra` call stands inside another interpolation or takes
@@ -149,7 +150,7 @@ def hydra_calls(text: str) -> list[int] | None:
         tree = grammar_parser.parse(text)
     except Exception:  # GrammarParseError: no such text is a config value OmegaConf would resolve
         return None
-    found: list[int] = []
+    found: list[tuple[int, int]] = []
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -159,7 +160,7 @@ def hydra_calls(text: str) -> list[int] | None:
             arguments = node.sequence()
             if arguments is not None and "${" in arguments.getText():
                 return None
-            found.append(node.start.start)
+            found.append((node.start.start, node.stop.stop + 1))
             continue
         stack.extend(getattr(node, "children", None) or [])
     return sorted(found)
@@ -181,7 +182,7 @@ def _hydra_calls_escaped(node: Any) -> Any:
     if isinstance(node, list):
         return [_hydra_calls_escaped(value) for value in node]
     if isinstance(node, str) and "${" in node:
-        for offset in reversed(hydra_calls(node) or []):
+        for offset, _ in reversed(hydra_calls(node) or []):
             node = node[:offset] + "\\" + node[offset:]
     return node
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.command_help import command_argv  # noqa: F401 - where the adapter takes it from
-from planner._contract.paths import MISSING, config_diff
+from planner._contract.paths import MISSING, config_diff, hydra_calls
 
 _PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
 _GRAMMAR_WORDS = {"true", "false", "null", "nan", "inf", "+inf", "-inf"}
@@ -78,12 +78,21 @@ def number_text(value: Any) -> str | None:
     return None
 
 
-def _quote(text: str) -> str:
-    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled.
-    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
+def _quote(text: str, keep: Sequence[tuple[int, int]] = ()) -> str:
+    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled; the spans in
+    # `keep` (Hydra's own `${hydra:...}` calls) stay interpolations, for the app's Hydra to resolve.
+    pieces, at = [], 0
+    for start, end in keep:
+        pieces += [_escape_interpolations(text[at:start]), text[start:end]]
+        at = end
+    text = "".join(pieces) + _escape_interpolations(text[at:])
     # Hydra's quoted strings: backslashes right before a quote (or the closing one) doubled.
     text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
     return "'" + text.replace("'", "\\'") + "'"
+
+
+def _escape_interpolations(text: str) -> str:
+    return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
 
 
 def overrides_for(arm_overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[str]:
@@ -110,11 +119,16 @@ def config_changes_as_overrides(arm_config: Mapping[str, Any], trial_config: Map
     for path, before, after in config_diff(dict(arm_config), dict(trial_config)):
         if after is MISSING:
             out.append(f"~{path}")
-        elif before is MISSING:
-            out.append(f"+{path}={format_override_value(after)}")
         else:
-            out.append(f"{path}={format_override_value(after)}")
+            out.append(f"{'+' if before is MISSING else ''}{path}={_changed_value(after)}")
     return out
+
+
+def _changed_value(value: Any) -> str:
+    """A changed leaf as an override; a text holding `${hydra:...}` (`${hydra:runtime.output_dir}/s3`, a
+    key that interpolates Hydra's resolver and the seed) keeps those calls, as the composed config does."""
+    calls = hydra_calls(value) if isinstance(value, str) else None
+    return _quote(value, calls) if calls else format_override_value(value)
 
 
 def hydra_run_dir_override(folder: Path) -> str:

@@ -30,6 +30,7 @@ def _app(tmp_path: Path) -> Path:
     conf["data"]["split_seed"] = "${seed}"  # follows the trial's seed (21.6)
     conf["run_name"] = "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"  # a tuned value, the seed and the budget
     conf["output_dir"] = "${hydra:runtime.output_dir}"  # the Trainer idiom (24.7)
+    conf["ckpt_dir"] = "${hydra:runtime.output_dir}/s${seed}"  # Hydra's resolver and the seed in one value
     (app / "conf" / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
     contract = yaml.safe_load((app / "contract.yaml").read_text())
     contract["seeds"] = [3, 4]
@@ -65,8 +66,11 @@ def _check_records(run_dir: Path, records: list[dict]) -> None:
     for r in records:
         saved = r["config"]
         hydra_dir = run_dir / "trials" / r["trial_id"] / "attempt-1" / "hydra"
-        composed = resolve(yaml.safe_load((hydra_dir / ".hydra" / "config.yaml").read_text()))
-        assert saved == composed, r["trial_id"]
+        received = yaml.safe_load((hydra_dir / ".hydra" / "config.yaml").read_text())
+        assert saved == resolve(received), r["trial_id"]
+        # the script's Hydra got an interpolation to resolve, not its escaped text
+        assert received["ckpt_dir"] in ("${hydra:runtime.output_dir}/s${seed}", f"${{hydra:runtime.output_dir}}/s{r['seed']}")
+        assert saved["ckpt_dir"] == f"${{hydra:runtime.output_dir}}/s{r['seed']}"
         assert saved["seed"] == r["seed"] and saved["data"]["split_seed"] == r["seed"]
         assert saved["trainer"]["max_epochs"] == 3
         assert saved["run_name"] == f"lr{saved['optimizer']['lr']}-s{r['seed']}-e3"
