@@ -35,7 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.cluster import LocalCluster, NodeSpec, write_small_contract  # noqa: E402
+from tests.cluster.nodes import LocalCluster, NodeSpec, write_small_contract  # noqa: E402
 
 LAYOUTS = {
     "two nodes (1 CPU + 1 CPU)": [

@@ -2,7 +2,7 @@
 
 What users may rely on is exactly what `__all__` names (docs/api.md documents
 each name), plus the `planner.stats` module. Everything under a `planner._x`
-folder is private and may change. Heavy modules (Ray, pandas, matplotlib) load
+folder is private and may change. Heavy modules (Ray, pandas, matplotlib, Lightning) load
 only when the name that needs them is first used, so `import planner` stays cheap.
 """
 
@@ -51,6 +51,8 @@ _LAZY = {
     "log_split": ("planner._trial.script_report", "log_split"),
     "CommandTrainable": ("planner._trial.command", "CommandTrainable"),
     "command_trainable": ("planner._trial.command", "command_trainable"),
+    # Lightning inside a function trainable (imports lightning on first use)
+    "LightningCallback": ("planner._trial.lightning", "LightningCallback"),
 }
 
 __all__ = [  # every name but the errors and the version loads lazily (_LAZY, `stats`)
@@ -64,6 +66,7 @@ __all__ = [  # every name but the errors and the version loads lazily (_LAZY, `s
     "stats",
     "CommandTrainable",
     "Diagnostic",
+    "LightningCallback",
     "LoadedContract",
     "MlflowLogSummary",
     "MlflowTrackingError",
@@ -101,6 +104,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from planner._results.mlflow import MlflowLogSummary, MlflowTrackingError, log_run_to_mlflow
     from planner._results.tables import RunResults, load_run
     from planner._trial.command import CommandTrainable, command_trainable
+    from planner._trial.lightning import LightningCallback
     from planner._trial.script_report import log_split, report
 
 

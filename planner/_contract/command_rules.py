@@ -1,11 +1,12 @@
-"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, an argparse
-script's flags (P520-P529, P940, P941).
+"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the checkpoints,
+an argparse script's flags (P520-P531, P940, P941).
 
-`seed_key` and `budget_key` are config paths the planner sets through Hydra
-overrides for each trial, so each must be a plain value in every arm's
-composed config, and neither may be something the experiment compares or
-tunes: the factor sets it per arm, the tuning space per trial, and the
-planner's seed or budget would silently overwrite them (or they the seed).
+`seed_key`, `budget_key` and `checkpoint.resume_key` are config paths the
+planner sets through Hydra overrides for a trial, so each must be a plain
+value in every arm's composed config, and none may be something the
+experiment compares or tunes: the factor sets it per arm, the tuning space per
+trial, and the planner's seed, budget or checkpoint would silently overwrite
+them (or they the seed).
 """
 
 from __future__ import annotations
@@ -34,30 +35,39 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
     if spec is None or isinstance(spec, str):
         return []
     report = _Report(loaded)
-    keys = [(role, key) for role, key in (("seed_key", spec.seed_key), ("budget_key", spec.budget_key)) if key]
+    resume_key = spec.checkpoint.resume_key if spec.checkpoint is not None else None
+    keys = [(role, key) for role, key in (("seed_key", spec.seed_key), ("budget_key", spec.budget_key),
+                                          ("resume_key", resume_key)) if key]
     if spec.seed_key and spec.seed_key == spec.budget_key:
         report.add("P524", ("command", "budget_key"), f"seed_key and budget_key are the same key {spec.seed_key!r}",
                    "Name the config key the app reads its seed from, and the one it reads its epochs or steps from.")
+    if resume_key and resume_key in (spec.seed_key, spec.budget_key):
+        report.add("P524", ("command", "checkpoint", "resume_key"),
+                   f"checkpoint.resume_key {resume_key!r} is also the seed_key or budget_key",
+                   "Name the config key the app reads the checkpoint to resume from, like ckpt_path.")
     configs = composed.configs if composed is not None and not composed.problems else {}
     for role, key in keys:
         _check_key(report, contract, configs, role, key)
     if spec.metrics is not None:
         _check_metrics(report, contract, spec.metrics)
+    if spec.checkpoint is not None:
+        _check_inside(report, ("command", "checkpoint", "file"), "P528", "checkpoint.file", spec.checkpoint.file,
+                      "like checkpoints/*.ckpt or hf/checkpoint-*")
     if spec.args == "argparse" and configs:
         _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
     return report.items
 
 
 def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> None:
-    """`args: argparse`: every config key a trial passes is a value a flag can carry (P529), and, when the
-    script's `--help` can be read within a few seconds, one of its options (P528); else a note (P941)."""
+    """`args: argparse`: every config key a trial passes is a value a flag can carry (P531), and, when the
+    script's `--help` can be read within a few seconds, one of its options (P530); else a note (P941)."""
     where = ("command", "args")
     keys: dict[str, Any] = {}
     for arm, config in configs.items():
         for key, value in flag_leaves(config):
             why = unfit_for_flags(value)
             if why is not None and key not in keys:
-                report.add("P529", where, f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                report.add("P531", where, f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
                            "Give the key a scalar or a list of scalars, or remove it from the contract's config.")
             keys.setdefault(key, value)
     if contract.tuning is not None:
@@ -78,42 +88,54 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
         kind = help.kind(key)
         if kind is None and not (isinstance(value, bool) and help.negation(key)):
             near = help.near(key)
-            report.add("P528", where, f"config key {key!r} would be passed as --{key}, which the script's --help "
+            report.add("P530", where, f"config key {key!r} would be passed as --{key}, which the script's --help "
                                       f"does not list{f'; did you mean {near}?' if near else ''}",
                        "Name the config key as the script's option (without the leading --), or add the option "
                        "to the script's parser.")
         elif kind == SWITCH and value is not None and not isinstance(value, bool):
-            report.add("P528", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
+            report.add("P530", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
                                       "switch that takes no value",
                        "Give the key true or false, or make the option take a value.")
 
 
+_WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}
+_MISSING = {"seed_key": ("P520", "seed"), "budget_key": ("P521", "trainer.max_epochs"), "resume_key": ("P529", "ckpt_path")}
+
+
 def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, key: str) -> None:
-    what = "seed" if role == "seed_key" else "budget"
-    where = ("command", role)
+    what = _WHAT[role]
+    where = ("command", "checkpoint", role) if role == "resume_key" else ("command", role)
+    label = f"checkpoint.{role}" if role == "resume_key" else role
     factor = list(contract.factor.keys)
     if _inside(key, factor) or any(_inside(k, [key]) for k in factor):
-        report.add("P522", where, f"command.{role} {key!r} is inside factor.keys {factor}: the planner sets it "
+        report.add("P522", where, f"command.{label} {key!r} is inside factor.keys {factor}: the planner sets it "
                                   f"to the trial's {what}, which would overwrite what the arms compare",
                    f"Point {role} at the key the app reads its {what} from, outside the factor.")
     tuning = contract.tuning
     if tuning is not None:
         spaces = [("tuning.space", tuning.space)] + [(f"tuning.arm_space.{arm}", space)
                                                      for arm, space in tuning.arm_space.items()]
-        for label, space in spaces:
+        for space_label, space in spaces:
             tuned = [k for k in space if _inside(k, [key]) or _inside(key, [k])]
             if tuned:
-                report.add("P523", where, f"command.{role} {key!r} is tuned in {label} ({', '.join(tuned)}): "
+                report.add("P523", where, f"command.{label} {key!r} is tuned in {space_label} ({', '.join(tuned)}): "
                                           f"the planner sets it to the trial's {what}, so the tuned value is lost",
-                           f"Remove {', '.join(tuned)} from {label}, or point {role} at another key.")
+                           f"Remove {', '.join(tuned)} from {space_label}, or point {role} at another key.")
     for arm, config in configs.items():
         value = get_path(config, key)
         if value is MISSING:
-            code = "P520" if role == "seed_key" else "P521"
-            report.add(code, where, f"command.{role} {key!r} is not in arm {arm!r}'s composed config",
+            code, like = _MISSING[role]
+            report.add(code, where, f"command.{label} {key!r} is not in arm {arm!r}'s composed config",
                        f"Use the dotted path of the key the app reads its {what} from (as in the app's config), "
-                       f"like {'seed' if role == 'seed_key' else 'trainer.max_epochs'}.")
+                       f"like {like}" + (" (null in the config: a fresh start)." if role == "resume_key" else "."))
             return
+        if role == "resume_key":
+            if value is not None and not isinstance(value, str):
+                report.add("P529", where, f"command.checkpoint.resume_key {key!r} holds {_short(value)} in arm "
+                                          f"{arm!r}'s composed config; the planner sets it to a checkpoint's path",
+                           "Point resume_key at a key holding null (a fresh start) or a path.")
+                return
+            continue
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             report.add("P527", where, f"command.{role} {key!r} holds {_short(value)} in arm {arm!r}'s composed "
                                       f"config; the planner sets it to an integer {what}",
@@ -121,21 +143,22 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
             return
 
 
-def _outside(file: str) -> bool:
-    return PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts
+def _check_inside(report: _Report, where: tuple[str, ...], code: str, label: str, file: str, like: str) -> None:
+    if PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts:
+        report.add(code, where, f"{label} {file!r} is not inside the trial's Hydra output folder",
+                   f"Give a path or glob relative to the Hydra output folder, {like}.")
 
 
 def _check_metrics(report: _Report, contract, metrics) -> None:
-    for key, file in (("file", metrics.file), ("heldout_file", metrics.heldout_file)):
-        if file is not None and _outside(file):
-            report.add("P526", ("command", "metrics", key),
-                       f"metrics.{key} {file!r} is not inside the trial's Hydra output folder",
-                       "Give a path or glob relative to the Hydra output folder, like metrics.csv or "
-                       "lightning_logs/version_*/metrics.csv.")
-    if metrics.heldout_file is not None and not contract.metric.heldout:
-        report.add("P526", ("command", "metrics", "heldout_file"),
-                   "metrics.heldout_file is read only for the held-out metric, and the contract has no "
-                   "metric.heldout", "Set metric.heldout, or remove metrics.heldout_file.")
+    _check_inside(report, ("command", "metrics", "file"), "P526", "metrics.file", metrics.file,
+                  "like metrics.csv or lightning_logs/version_*/metrics.csv")
+    if metrics.heldout_file is not None:
+        _check_inside(report, ("command", "metrics", "heldout_file"), "P526", "metrics.heldout_file",
+                      metrics.heldout_file, "like test_results.json or hf/test_results.json")
+        if not contract.metric.heldout:
+            report.add("P526", ("command", "metrics", "heldout_file"),
+                       "metrics.heldout_file is read only for the held-out metric, and the contract has no "
+                       "metric.heldout", "Set metric.heldout, or remove metrics.heldout_file.")
     if metrics.names:
         wanted = [name for name in (contract.metric.name, contract.metric.heldout) if name]
         for name in wanted:

@@ -352,9 +352,17 @@ class MetricsFile(_Model):
         return {name: name for name in (metric, heldout) if name}
 
 
+class Checkpoint(_Model):
+    """Where a command's script saves its checkpoints, the config key it resumes from, what is kept after."""
+
+    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]  # a glob: files or folders
+    resume_key: DottedKey | None = None  # set to the newest checkpoint when a cut-short trial runs again
+    keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
+
+
 class CommandSpec(_Model):
     """`command:` as a mapping: the command line, how the config is passed, the config keys for seed and
-    budget, the metrics file."""
+    budget, the metrics file, the checkpoints."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
@@ -367,6 +375,7 @@ class CommandSpec(_Model):
     seed_key: DottedKey | None = None
     budget_key: DottedKey | None = None
     metrics: MetricsFile | None = None
+    checkpoint: Checkpoint | None = None
 
 
 class Contract(_Model):

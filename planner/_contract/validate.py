@@ -219,7 +219,8 @@ def _command_summary(contract) -> dict[str, Any] | None:
             "metrics": None if metrics is None else {
                 "file": metrics.file, "format": metrics.format, "step": metrics.step,
                 "step_base": 1 if metrics.step_base is None else metrics.step_base,
-                "names": metrics.columns(contract.metric.name, contract.metric.heldout)}}
+                "names": metrics.columns(contract.metric.name, contract.metric.heldout)},
+            "checkpoint": None if spec.checkpoint is None else spec.checkpoint.model_dump()}
 
 
 def _command_lines(command: dict[str, Any]) -> list[str]:
@@ -236,6 +237,11 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
         lines.append(f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
                      f"{names})")
+    checkpoint = command.get("checkpoint")
+    if checkpoint:
+        resume = (f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
+                  if checkpoint["resume_key"] else "not passed to the script")
+        lines.append(f"           checkpoints {checkpoint['file']} ({resume}; keep {checkpoint['keep']})")
     return lines
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
 from planner._dispatch.worker import WORKER_ENV
+from planner._store.files import open_inside
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
 from planner._store.resume import disk_error
 
@@ -57,11 +59,12 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
         if address:
             runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
                                           runs_dir=runs_dir, env_vars=WORKER_ENV)
-            try:
-                ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
-                         configure_logging=False)
-            except Exception as error:  # ConnectionError and friends: a sentence, not a trace
-                raise RunError(f"cannot connect to the Ray cluster at {address}: {error}") from None
+            with _stderr_to_ray_log(log_dir):  # Ray's C++ core logs a refused connection on fd 2
+                try:
+                    ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
+                             configure_logging=False)
+                except Exception as error:  # ConnectionError and friends: a sentence, not a trace
+                    raise RunError(connect_failure(address, error, log_dir=log_dir)) from None
             if contract is not None:
                 problem = unfit_reason(resources_for(contract.budget), ray.nodes())
                 if problem is not None:
@@ -72,6 +75,97 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
         start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}},
                         log_to_driver=log_to_driver)
         return True
+
+
+# How Ray words a connection its GCS refused for the token: the ConnectionError ray.init raises
+# carries the AuthenticationError only as text, in its cause's formatted traceback.
+_REFUSED = ("InvalidAuthToken", "Authentication token is missing or incorrect")
+# The driver's own token problems, raised before anything is sent (an AuthenticationError of its own).
+_NO_TOKEN = "no authentication token was found"
+_BAD_TOKEN_FILE = "RAY_AUTH_TOKEN_PATH is set but"
+
+
+def _error_chain(error: BaseException | None):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def connect_failure(address: str, error: BaseException, environ=None, *, log_dir: Path | None = None) -> str:
+    """The one sentence for a `ray.init(address=...)` that failed with `error`.
+
+    A refusal for authentication says so and what to set. With an explicit address Ray sends a
+    token only when the driver's environment has RAY_AUTH_MODE set to token (RAY_AUTH_TOKEN alone
+    sends nothing); the token comes from RAY_AUTH_TOKEN, else the file RAY_AUTH_TOKEN_PATH names,
+    else ~/.ray/auth_token. Neither the token nor its file is printed (the redactor would cut them
+    anyway), and no sentence writes NAME=value for these names, which the redactor would cut too.
+    """
+    environ = os.environ if environ is None else environ
+    chain = list(_error_chain(error))
+    texts = [f"{type(e).__name__}: {e}" for e in chain]
+    where = f" (Ray's own lines: {Path(log_dir) / RAY_LOG})" if log_dir is not None else ""
+    refused = any(mark in text for text in texts for mark in _REFUSED)
+    if not refused and not any(type(e).__name__ == "AuthenticationError" for e in chain):
+        return f"cannot connect to the Ray cluster at {address}: {error}{where}"
+    if not refused:  # the driver had no token to send
+        if any(_BAD_TOKEN_FILE in text for text in texts):
+            problem = "RAY_AUTH_TOKEN_PATH names a file that cannot be read or is empty"
+        elif any(_NO_TOKEN in text for text in texts):
+            problem = "no token was found in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+        else:
+            problem = f"Ray says: {str(error).split('. ')[0]}"
+        return (f"cannot connect to the Ray cluster at {address}: token authentication is on (RAY_AUTH_MODE is "
+                f"token) but {problem}; set RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a "
+                "file that holds it")
+    # Ray itself sets RAY_AUTH_MODE to token in this process when it joins `auto` and finds a token.
+    if environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return (f"the Ray cluster at {address} refused the connection: authentication failed, because the cluster "
+                "uses token authentication and the driver sent no token (Ray sends one only when RAY_AUTH_MODE is "
+                "token); set RAY_AUTH_MODE to token, and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's "
+                f"token, in the environment of plan run{where}")
+    if environ.get("RAY_AUTH_TOKEN", "").strip():
+        source = "RAY_AUTH_TOKEN"
+    elif environ.get("RAY_AUTH_TOKEN_PATH", "").strip():
+        source = "the file RAY_AUTH_TOKEN_PATH names"
+    else:
+        source = "~/.ray/auth_token"
+    return (f"the Ray cluster at {address} refused the connection: authentication failed, because the token the "
+            f"driver sent (from {source}) is not the cluster's; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
+            f"token the cluster was started with (`ray get-auth-token` on the head prints it){where}")
+
+
+@contextmanager
+def _stderr_to_ray_log(log_dir: Path | None):
+    """While Ray connects, the process's stderr (file descriptor 2) is the run folder's ray.log.
+
+    Ray's C++ core logs to fd 2, not through Python's logging: a driver whose token the cluster
+    refuses prints a warning a second for about 20 s, then a traceback. With fd 2 on ray.log those
+    lines stay with Ray's others, and the terminal gets only planner's sentence.
+    """
+    if log_dir is None:
+        yield
+        return
+    log = open_inside(log_dir, Path(log_dir) / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    _flush_stderr()
+    saved = os.dup(2)
+    try:
+        os.dup2(log, 2)
+        yield
+    finally:
+        _flush_stderr()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log)
+
+
+def _flush_stderr() -> None:
+    for stream in {id(s): s for s in (sys.stderr, sys.__stderr__) if s is not None}.values():
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
 
 
 _ray_log_handler = None  # the handler of the last run folder (a later run in this process replaces it)

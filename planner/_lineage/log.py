@@ -19,6 +19,7 @@ from typing import Any
 from planner._core.errors import PlannerError, UsageError
 from planner._lineage import history
 from planner._lineage.ledger import Ledger, RunEntry, ledger_path, read
+from planner._store.claims import accepted
 from planner._store.read import open_run
 
 
@@ -89,9 +90,6 @@ def _key(p: dict[str, Any]) -> tuple[str, str, str]:
 
 def _unverified(ledger: Ledger, p: dict[str, Any]) -> str | None:
     """Why the run folder does not back a ledger line's promotion (None when it shows the arm accepted)."""
-    from planner._store.claims import accepted
-    from planner._store.read import open_run
-
     key, arm = str(p.get("run")), str(p.get("arm"))
     path = Path(key) if Path(key).is_absolute() else ledger.runs_dir / key
     try:

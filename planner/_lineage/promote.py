@@ -19,6 +19,7 @@ from planner._core.status import RunState
 from planner._lineage import history
 from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
 from planner._lineage.source import read_arm
+from planner._store.claims import accepted
 
 
 def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
@@ -42,8 +43,6 @@ def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
                       + (f" ({decision['reason']})" if decision.get("reason") else "")
                       + ": only an accepted arm can be promoted",
                       "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.")
-    from planner._store.claims import accepted
-
     if accepted(source.decisions, arm) is not None:  # a forged or damaged decisions.json: its numbers say otherwise
         raise LineageError("P711", f"the decision for arm {arm!r} in {where} says accept, but its own numbers "
                       "(effect, CI, min_effect) do not give accept: decisions.json was edited or is damaged",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from planner._stats.decide import verdict
+
 RULED = ("accept", "reject", "inconclusive")
 
 
@@ -25,8 +27,6 @@ def _number(value: Any) -> float | None:
 
 def follows(row: dict[str, Any], min_effect: Any) -> str | None:
     """The decision the row's own numbers give (None when the row is not one the rule decides)."""
-    from planner._stats.decide import verdict
-
     if row.get("decision") not in RULED:
         return None
     effect, low, high = (_number(row.get(k)) for k in ("effect", "ci_low", "ci_high"))

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
+from planner._core.errors import RunError
 from planner._store.files import open_inside
 
 
@@ -113,10 +115,6 @@ LEDGER_LOCK_WAIT_S = 60.0  # a ledger append takes milliseconds; a lock held lon
 
 def _flock_within(fd: int, path: Path, wait_s: float) -> None:
     """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path` after that)."""
-    import time
-
-    from planner._core.errors import RunError
-
     deadline = time.monotonic() + wait_s
     while True:
         try:

@@ -28,6 +28,7 @@ import yaml
 
 from planner._core.errors import RunError, UsageError
 from planner._core.records import TrialRecord
+from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
 from planner._store.facts import heldout_ledger, heldout_tuning_trials, slim_record  # noqa: F401 (*)
 from planner._store.files import LINE_CAP, open_stream, read_inside
 from planner._store.schema import check_lock, checker
@@ -47,8 +48,6 @@ def _loads(line: bytes, where: str = "a JSON value") -> Any:
     """One JSON value; NaN and Infinity (as Python's json writes them) are accepted.
 
     Within the limits of planner._store.bounds (depth, 64-bit integers), else RunError naming `where`."""
-    from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
-
     data = line if isinstance(line, bytes) else str(line).encode()
     value: Any = _NOTHING
     if _orjson is not None and not long_digits(data):  # orjson reads a huge integer as a float: not here
@@ -203,8 +202,6 @@ def read_yaml(path: Path, *, required: bool = False, root: Path | None = None) -
     except yaml.YAMLError:
         raise RunError(f"{path} is not valid YAML: the file is damaged") from None
     except RecursionError:
-        from planner._store.bounds import too_deep
-
         raise too_deep(str(path)) from None
     if value is None:
         return {}

@@ -53,8 +53,10 @@ from planner._core.errors import (  # the command trainable's errors live in the
 )
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
+from planner._trial import checkpoints
 from planner._trial.command_args import argparse_flags
 from planner._trial.command_line import (
+    checkpoint_override,
     command_argv,
     config_changes_as_overrides,
     hydra_run_dir_override,
@@ -69,7 +71,7 @@ from planner._trial.processes import (
     LimitFields,
     describe_exit,
 )
-from planner._trial.reports import Line, WithSplits, report_source
+from planner._trial.reports import Line, WithSplits, nearest_name, report_source
 from planner._trial.script_report import REPORT_FILE_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -202,7 +204,8 @@ class _Run:
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
         try:
-            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr)
+            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr,
+                                          grace_s=self.limits.kill_grace_s)
         except OSError as error:
             self.close()
             raise self.failure(CommandFailedError, f"cannot start {shlex.join(self.argv[:1])} in {cwd}: "
@@ -218,6 +221,18 @@ class _Run:
             self.trial.report(step, **metrics)
             self.forwarded += 1
 
+    def fail_fast_on_a_misnamed_metric(self) -> None:
+        """Before any report: a log holding the metric only under another name (`eval_accuracy` for
+        `accuracy`) ends the trial now, not after the script has spent its whole budget."""
+        if self.forwarded or not isinstance(self.reports, WithSplits):
+            return
+        misnamed = self.reports.misnamed()
+        if misnamed is None:
+            return
+        if misnamed.step is not None and misnamed.metrics:  # the exposure it spent stays on the record
+            self.trial.report(misnamed.step, **misnamed.metrics)
+        raise self.failure(CommandMetricsError, misnamed.message)
+
     def watch(self, processes: CommandProcesses) -> None:
         """Pump and forward until the command exits; stop it at its time or memory limit."""
         limits = self.limits
@@ -225,6 +240,7 @@ class _Run:
         while processes.running():
             processes.pump(limits.poll_interval_s)
             self.forward(self.reports.read_new())
+            self.fail_fast_on_a_misnamed_metric()
             now = time.monotonic()
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
@@ -262,8 +278,10 @@ class _Run:
                                "or the planner.report calls)")
         self.config_check.run()
         if self.forwarded == 0 and isinstance(self.reports, WithSplits):
-            raise self.failure(CommandMetricsError, f"command exited 0 but {self.reports.metrics.nothing_read()}",
-                               returncode)
+            self.fail_fast_on_a_misnamed_metric()
+            tail = self.reports.metrics
+            near = nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns) if tail.reader else ""
+            raise self.failure(CommandMetricsError, f"command exited 0 but {tail.nothing_read()}{near}", returncode)
         if self.forwarded == 0:
             raise self.failure(CommandNoReportError,
                                f"command exited 0 without reporting anything; call planner.report(step, metric=value) "
@@ -350,6 +368,7 @@ class CommandTrainable:
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
     args: str = "hydra"  # "argparse": the config goes as --key value flags (planner._trial.command_args)
     script_help: Mapping[str, str] | None = None  # an argparse script's options, from its --help (ScriptHelp)
+    checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -361,6 +380,7 @@ class CommandTrainable:
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
             "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
             "args": self.args, "script_help": dict(self.script_help) if self.script_help is not None else None,
+            "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
         }
 
     @classmethod
@@ -403,19 +423,24 @@ class CommandTrainable:
             if trial.phase == "tune":
                 metrics = metrics.without(self.heldout)
         redactor = Redactor.for_run(config, self.arm_configs.get(trial.arm) or {})
-        if self.args == "argparse":
-            self._run_argparse(config, trial, metrics, redactor)
+        expected, found = self.expected_config(config, trial), self.resume_from(trial)
+        if found is not None:  # a cut-short trial continues from its newest checkpoint, of any attempt
+            expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
+            trial.resumed_from = checkpoints.describe(found, trial.dir)
+        if self.args == "argparse":  # the resume key, a config key, is one of the flags
+            self._run_argparse(expected, trial, metrics, redactor)
             return
-        run_command(self.command, self.trial_overrides(config, trial), trial, cwd=self.cwd, limits=self.limits,
-                    expected_config=self.expected_config(config, trial) if self.check_config else None,
-                    metrics=metrics, redactor=redactor)
+        overrides = self.trial_overrides(config, trial)
+        if found is not None:
+            overrides += checkpoint_override(self.checkpoint["resume_key"], found)
+        run_command(self.command, overrides, trial, cwd=self.cwd, limits=self.limits,
+                    expected_config=expected if self.check_config else None, metrics=metrics, redactor=redactor)
 
-    def _run_argparse(self, config: Mapping[str, Any], trial: CommandTrial, metrics: MetricsSpec | None,
+    def _run_argparse(self, received: Mapping[str, Any], trial: CommandTrial, metrics: MetricsSpec | None,
                       redactor: Redactor) -> None:
-        """Run an argparse script on the trial's config as flags; exit status 2 (argparse's "error:") is its
-        usage error, shown in the trial's error and not retried."""
+        """Run an argparse script on the config it receives, as flags; exit status 2 (argparse's "error:") is
+        its usage error, shown in the trial's error and not retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
-        received = self.expected_config(config, trial)
 
         def flags(output_dir: Path) -> list[str]:
             output_dir.mkdir(parents=True, exist_ok=True)
@@ -443,6 +468,13 @@ def _usage_error(error: CommandFailedError) -> str | None:
         return None
     shown = lines[at:]
     return " ".join(shown[:2] + ["..."] + shown[-2:]) if len(shown) > 6 else " ".join(shown)
+
+    def resume_from(self, trial: CommandTrial) -> Path | None:
+        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
+            return None
+        found = checkpoints.newest(trial.dir, self.checkpoint["file"])
+        return found.resolve() if found is not None else None
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
@@ -485,4 +517,5 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
         heldout=contract.metric.heldout,
         args=spec.args,
         script_help=script_help,
+        checkpoint=spec.checkpoint.model_dump() if spec.checkpoint is not None else None,
     )

@@ -11,6 +11,7 @@ trial's values in Hydra's override grammar.
 - `format_override_value`: a value written so that the Hydra app receives it
   back unchanged (Hydra's override parser, then OmegaConf).
 - `hydra_run_dir_override`: the override that puts Hydra's outputs in the attempt's folder.
+- `checkpoint_override`: `KEY=<path>`, the checkpoint a cut-short trial continues from.
 """
 
 from __future__ import annotations
@@ -134,3 +135,9 @@ def _changed_value(value: Any) -> str:
 def hydra_run_dir_override(folder: Path) -> str:
     """The override that makes Hydra write its outputs (`.hydra/`, its job log) in `folder`."""
     return f"hydra.run.dir={format_override_value(str(folder))}"
+
+
+def checkpoint_override(key: str, path: Path) -> list[str]:
+    """The command-line items that hand the script the checkpoint to continue from: `KEY=<path>` in
+    Hydra's grammar (the one place a command line of another grammar changes)."""
+    return [f"{key}={format_override_value(str(path))}"]

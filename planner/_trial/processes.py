@@ -1,13 +1,18 @@
 """The processes of one run of a `command:` trainable, supervised from the worker.
 
-- start: the command leads a session and process group of its own, stdin
-  closed, stdout and stderr piped.
+- start: the command runs under a small supervisor (planner._trial.supervisor),
+  the child subreaper of everything the command starts, in a session and
+  process group of their own, stdin closed, stdout and stderr piped.
 - output: the pipes are pumped into two `BoundedLog`s (`stdout.log`,
   `stderr.log`): the first `max_log_bytes` and the last `TAIL_BYTES` of each
   stream are kept, secrets cut as they are written.
-- memory: the resident memory of the command and every child it started.
-- stop: SIGTERM to the whole group, SIGKILL to what is left after a grace, the
-  leader reaped; `describe_exit` says how it ended ("status 1", "SIGKILL ...").
+- memory: the resident memory of every process under the supervisor: the
+  command, its children, and those re-parented to the supervisor (`setsid`,
+  double-forked), so `max_trial_memory` counts the whole tree.
+- stop: the supervisor SIGTERMs the whole tree, SIGKILLs what is left after a
+  grace, and exits with the command's status; it does the same on its own when
+  the command exits, so nothing the command started outlives the run.
+  `describe_exit` says how it ended ("status 1", "SIGKILL ...").
 
 `CommandLimits` is what bounds one run: its time, its memory, the grace before
 SIGKILL, the size of its logs, how often it is looked at. The run itself (what
@@ -17,10 +22,13 @@ is watched when) is `planner._trial.command.run_command`.
 from __future__ import annotations
 
 import codecs
+import json
 import os
+import select
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +41,9 @@ from planner._core.redact import Redactor
 
 DEFAULT_MAX_LOG_BYTES = 8 * 1024 * 1024  # per stream, kept from the head of the output
 TAIL_BYTES = 64 * 1024  # per stream, the end of the output, always kept
+SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))  # run as a script: it imports nothing of planner's
+START_TIMEOUT_S = 60.0  # for the supervisor to start the command and say so
+SUPERVISOR_SLACK_S = 3.0  # past the grace, for the supervisor to end the tree and exit
 
 
 @dataclass(frozen=True)
@@ -66,28 +77,66 @@ class Sink(Protocol):
 
 
 class CommandProcesses:
-    """The command's process group: started, its pipes pumped into two sinks, measured, stopped."""
+    """The command under its supervisor (planner._trial.supervisor): started, its pipes pumped into two
+    sinks, its whole process tree measured and stopped."""
 
-    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink):
+    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int):
         self.proc = proc
+        self.command_pid = command_pid
+        self._status = status  # the supervisor's status pipe: its last word is the command's exit
+        self._exit: int | None = None
         self._selector = selectors.DefaultSelector()
         self._selector.register(proc.stdout, selectors.EVENT_READ, stdout)
         self._selector.register(proc.stderr, selectors.EVENT_READ, stderr)
 
     @classmethod
     def start(cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-              stdout: Sink, stderr: Sink) -> CommandProcesses:
-        """Start `argv` in a session of its own; OSError when it cannot start."""
-        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        return cls(proc, stdout, stderr)
+              stdout: Sink, stderr: Sink, grace_s: float = 5.0) -> CommandProcesses:
+        """Start `argv` under a supervisor, in a session of its own; OSError when it cannot start."""
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-P", SUPERVISOR, str(write_end), repr(float(grace_s)), str(os.getpid()), "--",
+                 *argv], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True, pass_fds=(write_end,))
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)
+        first = _status_line(read_end, START_TIMEOUT_S)
+        if first is None or "pid" not in first:
+            os.close(read_end)
+            _end_process(proc)
+            error = proc.stderr.read().decode("utf-8", errors="replace").strip()[-500:] if first is None else ""
+            for stream in (proc.stdout, proc.stderr):
+                stream.close()
+            if first is not None and "error" in first:
+                raise OSError(int(first.get("errno") or 0), str(first["error"]))
+            raise OSError(0, f"planner's supervisor did not start the command ({error or 'no word from it'})")
+        return cls(proc, stdout, stderr, read_end, int(first["pid"]))
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.returncode
+        """The command's exit status (negative: the signal that ended it), once the supervisor has ended."""
+        if self.proc.returncode is None:
+            return None
+        return self._exit if self._exit is not None else self.proc.returncode
 
     def running(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc.poll() is None:
+            return True
+        self._read_exit()
+        return False
+
+    def _read_exit(self) -> None:
+        if self._status < 0:
+            return
+        while (line := _status_line(self._status, 0.5)) is not None:
+            if "exit" in line and line["exit"] is not None:
+                self._exit = int(line["exit"])
+        os.close(self._status)
+        self._status = -1
 
     def pump(self, timeout_s: float) -> None:
         """Move what the pipes hold into the sinks, waiting at most `timeout_s` for it."""
@@ -108,10 +157,10 @@ class CommandProcesses:
             self.pump(0.05)
 
     def memory_bytes(self) -> int:
-        """Resident memory of the command and every child it started; 0 when it is gone."""
+        """Resident memory of the command and every process under it (re-parented ones included:
+        the supervisor is their subreaper); the supervisor's own is not counted. 0 when it is gone."""
         try:
-            leader = psutil.Process(self.proc.pid)
-            processes = [leader, *leader.children(recursive=True)]
+            processes = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
             return 0
         total = 0
@@ -123,36 +172,64 @@ class CommandProcesses:
         return total
 
     def stop(self, grace_s: float) -> None:
-        """SIGTERM the process group, SIGKILL what is left after `grace_s`, reap the leader."""
-        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        """End the whole tree: the supervisor SIGTERMs every descendant and SIGKILLs what is left after
+        `grace_s`; if it does not end in time, what is under it, and it, are killed from here."""
+        if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, sig)
+                self.proc.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(grace_s + SUPERVISOR_SLACK_S)
+            except subprocess.TimeoutExpired:
+                _end_process(self.proc)
+        self._read_exit()
+        if self._exit is None:  # the supervisor died without ending the tree: what is left of its group goes
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
-                break
-            if wait_s is None:
-                break
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline and self._group_alive():
-                time.sleep(0.02)
-            if not self._group_alive():
-                break
-        self.proc.wait()
-
-    def _group_alive(self) -> bool:
-        self.proc.poll()  # reap the leader if it exited
-        try:
-            os.killpg(self.proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
+                pass
 
     def close(self, grace_s: float) -> None:
         """Stop what still runs and close the pipes."""
-        if self.running():
-            self.stop(grace_s)
+        self.stop(grace_s)
         self._selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+
+
+def _end_process(proc: subprocess.Popen) -> None:
+    """SIGKILL a supervisor that did not end when asked, and every process under it, and reap it."""
+    try:
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.Error:
+        victims = []
+    for process in [*victims]:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    proc.kill()
+    proc.wait()
+
+
+def _status_line(fd: int, timeout_s: float) -> dict | None:
+    """The next line on the supervisor's status pipe, or None at its end (or after `timeout_s`)."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while not data.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            return None
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return None
+        data += chunk
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def describe_exit(returncode: int) -> str:

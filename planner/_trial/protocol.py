@@ -2,8 +2,9 @@
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
 exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
-`trial.dir`, `trial.report(step, **metrics)` and `trial.log_split(name, ids, groups)`
-(docs/data.md).
+`trial.dir`, `trial.heldout` (metric.heldout's name, or None), `trial.resumed`, `trial.report(step, **metrics)`
+and `trial.log_split(name, ids, groups)` (docs/data.md). A trainable that continued from a checkpoint sets
+`trial.resumed_from` (path, sha256, what it held) for the record.
 
 `run_trial` runs one trial to its end and returns its record (the schema of
 docs/run-folder.md, minus what only the driver knows). It never raises for a
@@ -43,9 +44,11 @@ from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
+from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import TrialLimit, Watchdog, captured_output
+from planner._trial.reports import nearest_name
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,13 @@ class TrialSpec:
     def decision_metric(self) -> str:
         """The metric every trial must report: the tuning metric while tuning, else the held-out one if set."""
         return self.heldout if self.heldout and self.phase != "tune" else self.metric
+
+    @property
+    def first_report_metrics(self) -> tuple[str, ...]:
+        """A trial's first report holds one of these (the selection metric; outside tuning, or the held-out one)."""
+        if self.heldout and self.phase != "tune":
+            return (self.metric, self.heldout)
+        return (self.metric,)
 
     @property
     def divergence_metrics(self) -> tuple[str, ...]:
@@ -121,6 +131,8 @@ class Trial:
         self.attempt = 1  # this attempt's number (1 + retries used so far)
         self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
+        self.resumed_from: dict[str, Any] | None = None  # the checkpoint a command continued from (checkpoints.describe)
+        self.heldout = spec.heldout  # metric.heldout's name (None when unset): reported outside tuning only
 
     @property
     def last_step(self) -> int | None:
@@ -153,12 +165,12 @@ class Trial:
         if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
                 v["kind"] == "heldout_in_tuning" for v in self.violations):  # one per trial, at its first step
             self.violations.append({"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout})
-        required = spec.decision_metric
-        if step == spec.budget and not any(required in r["metrics"] for r in self.reports):
-            got = sorted({name for r in self.reports for name in r["metrics"]})
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {required} never reported; got {', '.join(got)} (the contract's "
-                        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the "
-                        "names the trainable reports)")
+        if len(self.reports) == 1 and not any(name in values for name in spec.first_report_metrics):
+            # a misnamed metric ends the trial at once, with what it spent on the record
+            near = nearest_name(spec.metric, values)
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {spec.metric} never reported; got "
+                        f"{', '.join(sorted(values))} in the trial's first report (step {step}){near} (the "
+                        "contract's metric.name must be one of the names the trainable reports)")
         diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
         if diverged:
             raise _Stop(TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}")
@@ -267,7 +279,17 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     _release_memory()
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
+    record["resumed_from"] = trial.resumed_from if trial is not None else None
     return record
+
+
+def _tidy(spec: TrialSpec) -> int | None:
+    """Once a trial has ended: remove the checkpoints `command.checkpoint.keep` does not keep; the bytes
+    its folder then holds (None when the folder is not on this machine's disk)."""
+    checkpoint = (spec.extra.get("command") or {}).get("checkpoint")
+    if checkpoint and checkpoint.get("keep", "all") != "all":
+        checkpoints.prune(spec.dir, checkpoint["file"], checkpoint["keep"])
+    return checkpoints.disk_bytes(spec.dir)
 
 
 def _enter(spec: TrialSpec) -> None:
@@ -302,6 +324,8 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         if final:  # a protocol error, a command's time or memory limit: no retry
             return final, _error(n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", "")))
         return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(traceback.format_exc()))
+    if trial.last_step == spec.budget and (never := _never_reported(spec, trial)):
+        return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", never, "")
     missing = _missing_splits(spec, trial)
     if trial.last_step == spec.budget and missing:
         return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", missing, "")
@@ -337,6 +361,21 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
         raise _Stop(limit.status, dog.verdict[1] if dog.verdict else limit.status) from None
+
+
+def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:
+    """Why a trial that reached its budget and ended lacks its decision metric, or None.
+
+    Asked once the trainable has returned (a script has exited): what it reports after its last
+    budget step (a final evaluation on the test split) counts.
+    """
+    required = spec.decision_metric
+    if any(required in r["metrics"] for r in trial.reports):
+        return None
+    got = sorted({name for r in trial.reports for name in r["metrics"]})
+    return (f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} (the contract's "
+            f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the names the "
+            "trainable reports)")
 
 
 def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
@@ -406,8 +445,13 @@ def ray_node_id() -> str | None:
 
 def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None, attempts: int, errors: list,
                 started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
-    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus."""
+    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus.
+
+    A record is made when the trial has ended (in the worker, or in the driver for a trial its scheduler
+    stopped): its folder is tidied first (`command.checkpoint.keep`), then measured (`disk_bytes`).
+    """
     reports = reports if reports is not None else (trial.reports if trial is not None else [])
+    disk = _tidy(spec)
     return {
         "trial_id": spec.trial_id,
         "phase": spec.phase,
@@ -431,4 +475,5 @@ def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None,
         "pid": os.getpid(),
         "node_id": ray_node_id(),
         "contract_sha256": spec.contract_sha256,
+        "disk_bytes": disk,
     }

@@ -13,14 +13,22 @@ it has ended (which also returns a torn last line, skipped).
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from planner._core.errors import TrialProtocolError
-from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
+from planner._trial.metrics_files import PARSERS, MetricsFileTail, MetricsSpec
 
 MAX_REPORT_LINE_BYTES = 1024 * 1024
+# what frameworks put around a metric's name when they log an evaluation: `eval_accuracy` (the Trainer),
+# `val_acc_epoch` (Lightning's on_epoch), `val/acc`
+EVALUATION_AFFIXES = ("eval", "val", "valid", "validation", "test", "epoch", "step")
+AFFIX_SEPARATORS = "_/-."
 
 Line = tuple[int | None, Any]  # (step, {name: value}) or (None, (split name, summary))
 
@@ -102,6 +110,67 @@ class WithSplits:
         self.metrics.close()
         self.report_file.close()
 
+    def misnamed(self) -> Misnamed | None:
+        """Before the first report: the file has no column for the metric but holds it under an evaluation
+        prefix or suffix (`eval_accuracy` for `accuracy`): the first row that does, and what to say."""
+        tail, spec = self.metrics, self.metrics.spec
+        reader, column = tail.reader, spec.names[spec.require]
+        if reader is None or reader.reported or tail.path is None or column in reader.columns:
+            return None
+        near = evaluation_spellings(column, reader.columns)
+        if not near:
+            return None
+        message = (f"the metrics file {tail.path} has no column {column!r} for the metric {spec.require!r}"
+                   f"{nearest_name(column, near)} (its columns: {', '.join(reader.columns)}). Fix `metrics.names`")
+        try:
+            rows = PARSERS[spec.format](tail.path.read_bytes(), final=False, where=str(tail.path)).rows
+        except (OSError, TrialProtocolError):
+            rows = []
+        for _, row in rows:
+            if any(name in row for name in near):
+                return Misnamed(_whole(row.get(spec.step), 1 - spec.step_base), _numbers(row, spec.step), message)
+        return Misnamed(None, {}, message)
+
+
+@dataclass(frozen=True)
+class Misnamed:
+    """A metric the script's log holds under another name: the row's step and values (what the trial spent)."""
+
+    step: int | None
+    metrics: dict[str, float]
+    message: str
+
+
+def evaluation_spellings(column: str, columns: Iterable[str]) -> list[str]:
+    """The columns that are `column` with an evaluation prefix or suffix: `eval_accuracy`, `val_acc_epoch`."""
+    spellings = {f"{affix}{sep}{column}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS}
+    spellings |= {f"{column}{sep}{affix}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS}
+    return [name for name in columns if name in spellings]
+
+
+def _numbers(row: dict[str, Any], step: str) -> dict[str, float]:
+    out = {}
+    for name, value in row.items():
+        if name in (step, "step") or isinstance(value, bool):  # `step` is trial.report's own argument
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            out[name] = number
+    return out
+
+
+def _whole(value: Any, shift: int) -> int | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number) or number != int(number) or int(number) + shift < 0:
+        return None
+    return int(number) + shift
+
 
 def parse_report_line(line: bytes | str, where: str = "report") -> Line:
     """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); a planner.log_split line
@@ -139,3 +208,9 @@ def _split_line(record: dict, where: str) -> tuple[None, Any]:
 def _short(line: bytes | str, limit: int = 200) -> str:
     text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def nearest_name(name: str, names: Iterable[str]) -> str:
+    """`; did you mean `eval_accuracy`?` when one of `names` is close to `name` (difflib), else ''."""
+    close = difflib.get_close_matches(name, [n for n in names if n != name], n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""

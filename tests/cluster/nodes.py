@@ -422,7 +422,11 @@ def _running(proc: psutil.Process) -> bool:
 
 # -- a small contract whose trainable must be shipped -------------------------
 
-SMALL_TRAINABLE = '''"""A quick synthetic trainable for cluster runs: it records where each attempt ran."""
+SMALL_TRAINABLE = '''"""A quick synthetic trainable for cluster runs: it records where each attempt ran.
+
+Each attempt writes trials/<id>/node-<pid>-<ns>.json: its Ray node, the module file that ran,
+the GPUs Ray gave it (ray.get_gpu_ids(), CUDA_VISIBLE_DEVICES) and when it started and ended.
+"""
 
 import json
 import math
@@ -431,14 +435,22 @@ import random
 import time
 
 
+def _write(path, facts):
+    with open(path + ".tmp", "w") as f:
+        json.dump(facts, f)
+    os.replace(path + ".tmp", path)
+
+
 def train(config, trial):
     import ray
 
     facts = {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-             "module_file": __file__, "cwd": os.getcwd(), "phase": trial.phase, "seed": trial.seed}
+             "module_file": __file__, "cwd": os.getcwd(), "phase": trial.phase, "seed": trial.seed,
+             "trial_id": trial.id, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+             "gpu_ids": [str(g) for g in ray.get_gpu_ids()], "start": time.time(), "end": None}
     os.makedirs(trial.dir, exist_ok=True)
-    with open(os.path.join(trial.dir, f"node-{facts['pid']}-{time.time_ns()}.json"), "w") as f:
-        json.dump(facts, f)
+    path = os.path.join(trial.dir, f"node-{facts['pid']}-{time.time_ns()}.json")
+    _write(path, facts)
     recipe = config["recipe"]
     rng = random.Random(trial.seed)
     miss = abs(math.log10(recipe["lr"]) + 2.0) * 0.05
@@ -449,6 +461,7 @@ def train(config, trial):
             trial.report(step, val_acc=acc)
         else:
             trial.report(step, val_acc=acc, test_acc=acc)
+    _write(path, {**facts, "end": time.time()})
 '''
 
 

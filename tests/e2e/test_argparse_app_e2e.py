@@ -76,7 +76,7 @@ def test_a_flag_the_script_refuses_shows_its_usage_error_and_is_not_retried(ray_
 def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
     result = validate(_app(tmp_path, optimiser={"lr": 0.1}, verbose=False))
     errors = [(d.code, d.message) for d in result.diagnostics if d.severity == "error"]
-    assert errors == [("P528", "config key 'optimiser.lr' would be passed as --optimiser.lr, which the script's "
+    assert errors == [("P530", "config key 'optimiser.lr' would be passed as --optimiser.lr, which the script's "
                                "--help does not list; did you mean --optimizer.lr?")]
     (tmp_path / "app" / "train.py").write_text("import sys\nsys.exit(1)\n")  # no --help to read: a note
     result = validate(tmp_path / "app" / "contract.yaml")

@@ -437,3 +437,72 @@ def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainabl
     with pytest.raises(CommandConfigMismatchError, match=r"optimizer.lr: contract 0.25, script 0.05"):
         blind(config, trial)
     assert trial.reports == []
+
+
+# ------------------------------------------ the script ends on its own (#24.2), a misnamed metric (#24.6)
+
+
+def _command_spec(tmp_path, body, *, phase="confirm", metric="val_acc", heldout="test_acc", budget=3, retries=0,
+                  metrics=None, tid="trial"):
+    from planner._trial.command import CommandTrainable
+    from planner._trial.protocol import TrialSpec
+
+    command = CommandTrainable(command=_script(tmp_path, body), cwd=str(tmp_path), arm_overrides={"a": ()},
+                               check_config=False, metrics=metrics, heldout=heldout, timeout_s=60)
+    return TrialSpec(trial_id=tid, phase=phase, arm="a", seed=1, index=0, params={}, config={}, budget=budget,
+                     dir=str(tmp_path / tid), trainable="", metric=metric, heldout=heldout, retries=retries,
+                     extra={"command": command.to_dict()})
+
+
+def test_the_script_is_not_stopped_at_its_last_budget_step(tmp_path):
+    """After its last report the script evaluates and saves; it is awaited, not stopped."""
+    from planner._trial.protocol import run_trial
+
+    record = run_trial(_command_spec(tmp_path, """
+        for step in (1, 2, 3):
+            planner.report(step, val_acc=0.5 + step / 10)
+        time.sleep(1.0)  # the final evaluation on the test split, the saving
+        open(os.path.join(os.environ["PLANNER_TRIAL_DIR"], "finished"), "w").write("saved")
+    """))
+    assert (tmp_path / "trial" / "finished").read_text() == "saved"
+    assert record["exposure"] == 3 and record["status"] == "protocol_error"
+    assert record["errors"][-1]["message"].startswith("metric test_acc never reported; got val_acc")
+
+
+def test_a_metric_missing_from_the_first_report_ends_the_trial_at_once_with_the_near_name(tmp_path):
+    from planner._trial.protocol import run_trial
+
+    started = time.monotonic()
+    record = run_trial(_command_spec(tmp_path, """
+        planner.report(1, eval_accuracy=0.5, eval_loss=0.9)
+        time.sleep(600)
+    """, phase="tune", metric="accuracy", budget=5))
+    assert time.monotonic() - started < 30
+    assert record["status"] == "protocol_error" and record["attempts"] == 1
+    assert "did you mean `eval_accuracy`?" in record["errors"][-1]["message"]
+    assert record["exposure"] == 1 and [r["step"] for r in record["reports"]] == [1]  # the compute spent counts
+
+
+def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_its_first_evaluation(tmp_path):
+    """The Trainer logs `eval_accuracy`; the contract says `accuracy`: stopped at epoch 1 of 20, not after 20."""
+    from planner._trial.metrics_files import MetricsSpec
+    from planner._trial.protocol import run_trial
+
+    metrics = MetricsSpec(file="trainer_state.json", format="hf_trainer_state", step="epoch",
+                          names={"accuracy": "accuracy"}, require="accuracy").to_dict()
+    started = time.monotonic()
+    record = run_trial(_command_spec(tmp_path, """
+        out = os.path.join(os.path.dirname(os.environ["PLANNER_REPORT_FILE"]), "hydra")
+        os.makedirs(out, exist_ok=True)
+        history = []
+        for epoch in range(1, 21):
+            history.append({"epoch": epoch - 0.5, "step": 10 * epoch - 5, "loss": 1.0 / epoch, "grad_norm": 1.0})
+            history.append({"epoch": float(epoch), "step": 10 * epoch, "eval_loss": 1.0 / epoch,
+                            "eval_accuracy": 0.5 + epoch / 100, "eval_runtime": 0.1})
+            json.dump({"log_history": history, "global_step": 10 * epoch}, open(os.path.join(out, "trainer_state.json"), "w"))
+            time.sleep(2)
+    """, phase="tune", metric="accuracy", heldout=None, budget=20, metrics=metrics))
+    assert time.monotonic() - started < 20
+    message = record["errors"][-1]["message"]
+    assert record["status"] == "protocol_error" and "did you mean `eval_accuracy`?" in message, message
+    assert record["exposure"] == 1  # its first evaluation was spent, and counted

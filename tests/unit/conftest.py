@@ -5,10 +5,15 @@ The one process allowed is `git`: the code identity asks it for the commit of a 
 
 from __future__ import annotations
 
+import platform
 import subprocess
 import sys
 
 import pytest
+
+# platform.platform() (the host identity) asks `uname -p` once per process and caches the answer: ask it
+# here, before the guard, so a unit test that records a host identity does not depend on which test ran first.
+platform.platform()
 
 
 @pytest.fixture(autouse=True)

@@ -67,6 +67,12 @@ def set_command(**fields):
     ({"metrics": {"file": "../m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
     ({"metrics": {"file": "/tmp/m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
     ({"budget_key": "trainer"}, "P527"),
+    ({"checkpoint": {"file": "../ckpt/*.ckpt", "keep": "last"}}, "P528"),
+    ({"checkpoint": {"file": "/ckpt/last.ckpt"}}, "P528"),
+    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "ckpt_path"}}, "P529"),  # not in the app's config
+    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "trainer.max_epochs"}}, "P524"),  # the budget's key
+    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "data.n_train"}}, "P529"),  # holds an integer
+    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "preprocess.standardize"}}, "P522"),
 ])
 def test_each_rule_of_the_mapping_form(tmp_path, fields, code):
     found = codes(app_contract(tmp_path, set_command(**fields)))
@@ -136,3 +142,28 @@ def test_a_bad_mapping_gets_the_mapping_forms_errors_only(tmp_path):
 
     result = validate(app_contract(tmp_path, edit))
     assert [(d.code, d.message) for d in result.diagnostics] == [("P101", "missing required key 'run' in command")]
+
+
+def test_checkpoint_alone_is_valid_and_reaches_the_trainable(tmp_path):
+    """`checkpoint: {file, keep}` without resume_key is valid; keep defaults to all."""
+    path = app_contract(tmp_path, set_command(checkpoint={"file": "hf/checkpoint-*", "keep": "last"}))
+    assert codes(path) == []
+    loaded = load_contract(path)
+    train = command_trainable(loaded.contract, loaded.dir, loaded.configs)
+    assert train.checkpoint == {"file": "hf/checkpoint-*", "resume_key": None, "keep": "last"}
+    assert type(train).from_dict(train.to_dict()) == train
+    bare = load_contract(app_contract(tmp_path / "bare", set_command(checkpoint={"file": "c.ckpt"}))).contract
+    assert bare.command_spec.checkpoint.keep == "all"
+    found = codes(app_contract(tmp_path / "bad", set_command(checkpoint={"file": "c.ckpt", "keep": "first"})))
+    assert found and found[0].startswith("P1"), found
+
+
+def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
+    from planner._contract.validate import format_result
+
+    text = format_result(validate(app_contract(tmp_path, set_command(
+        checkpoint={"file": "ckpt/*.ckpt", "resume_key": "data.name", "keep": "last"})), strict=False))
+    assert "P529" in text  # data.name is not in the app's config
+    text = format_result(validate(app_contract(tmp_path / "ok", set_command(
+        checkpoint={"file": "hf/checkpoint-*", "keep": "none"}))))
+    assert "checkpoints hf/checkpoint-* (not passed to the script; keep none)" in text

@@ -50,6 +50,7 @@ MODULE_BOUNDARIES = {
     "scipy": {"planner._stats.decide", "planner._stats.power", "planner._stats.sequential", "planner._plan.seeds",
               "planner._audit.findings"},
     "hydra": {"planner._contract.compose"},
+    "lightning": {"planner._trial.lightning"},  # planner.LightningCallback, loaded on first use
     "omegaconf": {"planner._contract.compose", "planner._contract.paths", "planner._trial.config_check"},
     "pydantic": {"planner._contract.model", "planner._contract.schema_errors", "planner._contract.validate",
                  "planner._audit.control",  # the next control's contract, checked by the model

@@ -1,0 +1,198 @@
+"""`planner.LightningCallback`: a Lightning Trainer that trains inside a function trainable.
+
+A function trainable (`train(config, trial)`) adds the callback to its Trainer:
+
+    callback = planner.LightningCallback(trial)          # seeds everything with trial.seed
+    trainer = L.Trainer(max_epochs=callback.max_epochs, callbacks=[callback])
+    trainer.fit(model, datamodule=data, ckpt_path=callback.ckpt_path)
+    trainer.test(model, datamodule=data)                 # metric.heldout, outside tuning
+
+- At each training epoch's end (after its validation), the scalars in
+  `trainer.callback_metrics` are reported as `trial.report(epoch + 1, ...)`.
+  A scheduler's stop (ASHA) is raised from that report, through Lightning's
+  own interrupt handling (loggers finalized, teardown run), so the trial
+  stops in-process.
+- Before each report, Lightning's full checkpoint (weights, optimizer,
+  schedulers, loops, callbacks' state) is written to
+  `trial.dir/checkpoints/epoch=E-step=S.ckpt` (written aside, then renamed;
+  the older one removed). When the trial's previous attempt was cut short,
+  `ckpt_path` is the newest one, and the trial's record says which
+  (`resumed_from`: its path inside the run folder, sha256, what it held).
+- Outside tuning, when the contract names `metric.heldout` and the epochs
+  did not log it, the last epoch's report waits for `trainer.test()`, whose
+  metrics join it (a report's steps strictly increase: the test has no step
+  of its own). During tuning the test's metrics are not reported.
+
+Lightning is imported when this module is (`planner.LightningCallback` on
+first use): `import planner` loads neither torch nor Lightning.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+
+from planner._core.errors import TrialProtocolError
+from planner._trial import checkpoints
+
+FOLDER = "checkpoints"  # inside trial.dir
+_NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
+
+
+class LightningCallback(pl.Callback):
+    """Reports a Trainer's epochs to a planner trial, and saves and restores its checkpoints in `trial.dir`."""
+
+    def __init__(self, trial: Any, *, seed: bool = True, checkpoints: bool = True):
+        super().__init__()
+        self.trial = trial
+        self.checkpoints = checkpoints
+        self._held: dict[str, Any] | None = None  # the last epoch's report, waiting for trainer.test()
+        self._last: dict[str, Any] | None = None  # the last report this callback made, or restored
+        self._reported = False  # a report was made in this attempt
+        self._ckpt_path: str | None = None
+        self._looked = False
+        if seed:
+            pl.seed_everything(trial.seed, workers=True, verbose=False)
+
+    @property
+    def max_epochs(self) -> int:
+        """The trial's budget, in epochs: pass it as `Trainer(max_epochs=...)`."""
+        return int(self.trial.budget)
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.trial.dir) / FOLDER
+
+    @property
+    def ckpt_path(self) -> str | None:
+        """The newest checkpoint in trial.dir when the previous attempt was cut short, else None (a fresh start)."""
+        if not self._looked:
+            self._looked = True
+            if getattr(self.trial, "resumed", False) and self.checkpoints:
+                newest = newest_checkpoint(self.folder)
+                self._ckpt_path = str(newest) if newest is not None else None
+        return self._ckpt_path
+
+    # -- Lightning's hooks --------------------------------------------------------------------------------
+
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.world_size > 1:
+            raise TrialProtocolError(f"LightningCallback runs one process a trial; this Trainer runs {trainer.world_size} "
+                                     "(devices=1, or one node and one device per trial)")
+        if trainer.max_epochs != self.max_epochs:
+            raise TrialProtocolError(f"Trainer(max_epochs={trainer.max_epochs}) but the trial's budget is "
+                                     f"{self.max_epochs} epochs: pass max_epochs=callback.max_epochs")
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Everything is restored by now: say on the trial which checkpoint it continues from."""
+        restored = getattr(trainer, "ckpt_path", None)
+        if restored and self._ckpt_path and os.path.abspath(restored) == os.path.abspath(self._ckpt_path):
+            self.trial.resumed_from = describe(Path(self._ckpt_path), self.trial.dir)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        step = trainer.current_epoch + 1
+        metrics = scalars(trainer.callback_metrics)
+        if self.checkpoints:
+            self._save(trainer, step)
+        self._epoch_report(step, metrics)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A continuation from the full budget's checkpoint trains no epoch: its restored last report is made again."""
+        last = self._last
+        if not self._reported and last is not None and last["step"] == self.max_epochs:
+            self._epoch_report(last["step"], dict(last["metrics"]))
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        held, self._held = self._held, None
+        if held is None or self.trial.phase == "tune":
+            return
+        notes = getattr(self.trial, "notes", None)
+        if isinstance(notes, list) and _WAITING in notes:
+            notes.remove(_WAITING)
+        self._report(held["step"], {**held["metrics"], **scalars(trainer.callback_metrics)})
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last": self._last}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._last = state_dict.get("last")
+
+    # -- reporting and saving -------------------------------------------------------------------------------
+
+    def _epoch_report(self, step: int, metrics: dict[str, float]) -> None:
+        heldout = getattr(self.trial, "heldout", None)
+        if step == self.max_epochs and self.trial.phase != "tune" and heldout and heldout not in metrics:
+            self._held = {"step": step, "metrics": metrics}
+            self._last, self._reported = {"step": step, "metrics": metrics}, True
+            notes = getattr(self.trial, "notes", None)
+            if isinstance(notes, list) and _WAITING not in notes:
+                notes.append(_WAITING)  # gone once trainer.test() has run: else it says why the last step is missing
+            return
+        self._report(step, metrics)
+
+    def _report(self, step: int, metrics: dict[str, float]) -> None:
+        self._last, self._reported = {"step": step, "metrics": metrics}, True
+        self.trial.report(step, **metrics)
+
+    def _save(self, trainer: pl.Trainer, step: int) -> None:
+        """Lightning's full checkpoint of the epoch that ended, written aside and renamed; the older ones removed."""
+        folder = self.folder
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise TrialProtocolError(f"{folder} is not a folder of the trial's own (a link or a file): "
+                                     "no checkpoint is written through it")
+        folder.mkdir(parents=True, exist_ok=True)
+        self._last = {"step": step, "metrics": scalars(trainer.callback_metrics)}  # saved in the checkpoint
+        name = f"epoch={trainer.current_epoch}-step={trainer.global_step}.ckpt"
+        partial = folder / f".{name}.partial"
+        trainer.save_checkpoint(str(partial))
+        os.replace(partial, folder / name)
+        for old in folder.iterdir():
+            if old.name != name and (_NAME.match(old.name) or old.name.endswith(".ckpt.partial")):
+                old.unlink()  # a link is removed as a link
+
+
+_WAITING = ("the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
+            "call trainer.test() after trainer.fit()")
+
+
+def scalars(metrics: Any) -> dict[str, float]:
+    """The one-number values of `trainer.callback_metrics` (tensors of one element, Python numbers) as floats."""
+    out = {}
+    for name, value in dict(metrics).items():
+        if hasattr(value, "numel") and value.numel() == 1:
+            out[str(name)] = float(value.detach().cpu().item())
+        elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+            out[str(name)] = float(value)
+    return out
+
+
+def newest_checkpoint(folder: Path) -> Path | None:
+    """The checkpoint of the latest epoch among `epoch=E-step=S.ckpt` in `folder` (regular files, no link)."""
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    found = []
+    for path in folder.iterdir():
+        match = _NAME.match(path.name)
+        if match and stat.S_ISREG(os.lstat(path).st_mode):
+            found.append(((int(match.group(1)), int(match.group(2))), path))
+    return max(found)[1] if found else None
+
+
+def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
+    """What a trial's record says of the checkpoint it continued from (`_trial.checkpoints.describe`: path in
+    the run folder, sha256), with `held` read from the name Lightning's ModelCheckpoint gives it: `step` is
+    planner's step (epochs completed: the last report it held), `epoch` and `global_step` as Lightning counts."""
+    described = checkpoints.describe(path, trial_dir)
+    match = _NAME.match(path.name)
+    if match:
+        described["held"] = {"step": int(match.group(1)) + 1, "epoch": int(match.group(1)),
+                             "global_step": int(match.group(2))}
+    return described

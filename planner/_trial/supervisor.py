@@ -1,0 +1,155 @@
+"""The supervisor of one run of a `command:` trainable: the command and every process it starts end with it.
+
+Run by `planner._trial.processes` as a script of its own, between the Ray
+worker and the command (`python -P supervisor.py STATUS_FD GRACE_S PARENT_PID
+-- argv...`), so that the worker itself never becomes the reaper of unrelated
+processes. It imports nothing of planner's (only the standard library and
+psutil), and `-P` keeps its own folder off `sys.path`.
+
+- It makes itself Linux's *child subreaper* (`prctl(PR_SET_CHILD_SUBREAPER)`):
+  a process the command starts that leaves its parent behind (a double fork, a
+  daemon, a `setsid` child whose parent exited) is re-parented to the
+  supervisor instead of to init, so every descendant of the command stays in
+  the supervisor's process tree, where it is measured (`max_trial_memory`
+  counts the whole tree) and ended. Where the call is not available (another
+  OS), the tree is still walked and ended, but a double-forked process escapes.
+- It starts the command (`posix_spawnp`), tells the worker its pid on
+  STATUS_FD (`{"pid": N}` or `{"error": ..., "errno": N}` when it cannot
+  start), and reaps every process re-parented to it.
+- When the command exits, or when the supervisor is asked to stop (SIGTERM,
+  SIGINT, SIGHUP, or its parent, the worker, dying: `PR_SET_PDEATHSIG`), every
+  descendant still there gets SIGTERM, and SIGKILL after GRACE_S; then it
+  writes `{"exit": returncode}` (negative: the signal that ended the command,
+  as `subprocess` says it) on STATUS_FD and exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+POLL_S = 0.02
+GIVE_UP_S = 10.0  # past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
+
+
+def _prctl(option: int, value: int) -> bool:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return libc.prctl(option, value, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+class Supervisor:
+    def __init__(self, status_fd: int, grace_s: float):
+        self.status_fd = status_fd
+        self.grace_s = grace_s
+        self.stop_requested = False
+        self.child: int | None = None
+        self.status: int | None = None  # the command's wait status, once reaped
+
+    def request_stop(self, signum, frame) -> None:
+        self.stop_requested = True
+
+    def send(self, message: dict) -> None:
+        try:
+            os.write(self.status_fd, (json.dumps(message) + "\n").encode())
+        except OSError:
+            pass  # the worker is gone: the tree is still ended
+
+    def spawn(self, argv: list[str]) -> bool:
+        os.set_inheritable(self.status_fd, False)  # the command never sees the status pipe
+        try:
+            self.child = os.posix_spawnp(argv[0], argv, os.environ,
+                                         setsigdef=(signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+        except OSError as error:
+            self.send({"error": error.strerror or str(error), "errno": error.errno or 0})
+            return False
+        self.send({"pid": self.child})
+        return True
+
+    def reap(self) -> None:
+        """Collect every child that ended (the command, or an orphan re-parented here)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid == self.child:
+                self.status = status
+
+    def wait(self) -> None:
+        """Until the command exits or a stop is asked for."""
+        while self.status is None and not self.stop_requested:
+            self.reap()
+            if self.status is None and not self.stop_requested:
+                time.sleep(POLL_S)
+
+    def end_tree(self) -> None:
+        """SIGTERM every descendant, SIGKILL what is left after the grace, until none is left."""
+        me = psutil.Process()
+        termed: set[int] = set()
+        deadline = time.monotonic() + self.grace_s
+        while True:
+            self.reap()
+            try:
+                living = [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+            except psutil.Error:
+                living = []
+            if not living:
+                break
+            now = time.monotonic()
+            if now > deadline + GIVE_UP_S:
+                break
+            for process in living:
+                sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
+                if sig == signal.SIGTERM and process.pid in termed:
+                    continue
+                termed.add(process.pid)
+                try:
+                    os.kill(process.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(POLL_S)
+        self.reap()
+
+    def returncode(self) -> int | None:
+        if self.status is None:
+            return None
+        return -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
+
+
+def main(args: list[str]) -> int:
+    status_fd, grace_s, parent = int(args[0]), float(args[1]), int(args[2])
+    command = args[4:] if len(args) > 3 and args[3] == "--" else args[3:]
+    supervisor = Supervisor(status_fd, grace_s)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, supervisor.request_stop)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:  # the worker died before the line above: nobody waits for this run
+        return 1
+    if not command or not supervisor.spawn(command):
+        return 127
+    supervisor.wait()
+    supervisor.end_tree()
+    code = supervisor.returncode()
+    supervisor.send({"exit": code})
+    if code is None:  # the command could not be reaped (stuck in the kernel past SIGKILL)
+        return 125
+    return 128 - code if code < 0 else code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,168 @@
+"""A trial's processes end with it (#22.4): real scripts whose children try to outlive them.
+
+The script starts a `setsid` child and four double-forked children (re-parented away from it), each
+holding memory; the planner's supervisor (planner._trial.supervisor), their child subreaper, counts
+them in `max_trial_memory` and ends every one when the run ends: it exits, is stopped, or its worker dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from planner._core.errors import CommandMemoryError
+from planner._trial.command import run_command
+from tests.trial_double import StopTrial, TrialDouble
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ESCAPING = """
+import os, subprocess, sys, time
+import planner
+
+MB = int(sys.argv[1])
+AFTER = sys.argv[2]  # exit | sleep
+TRIAL = os.environ["PLANNER_TRIAL_DIR"]
+# each child waits for `go` (all five exist, their pids written), takes its memory, says `ready`, sleeps
+HOLD = ("import os, sys, time\\n"
+        "while not os.path.exists(os.path.join(sys.argv[1], 'go')): time.sleep(0.01)\\n"
+        "b = b'x' * ({mb} << 20)\\n"
+        "open(os.path.join(sys.argv[1], sys.argv[2] + '.ready'), 'w').close()\\n"
+        "time.sleep(600)\\n").format(mb=MB)
+
+def write_pid(name, pid):
+    with open(os.path.join(TRIAL, name + ".pid.tmp"), "w") as f:
+        f.write(str(pid))
+    os.replace(os.path.join(TRIAL, name + ".pid.tmp"), os.path.join(TRIAL, name + ".pid"))
+
+# a child in a session (and process group) of its own
+child = subprocess.Popen([sys.executable, "-c", HOLD, TRIAL, "setsid"], start_new_session=True)
+write_pid("setsid", child.pid)
+# four double-forked children: the middle process exits, the grandchild is re-parented
+for i in range(4):
+    if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            os.execv(sys.executable, [sys.executable, "-c", HOLD, TRIAL, f"fork{i}"])
+        write_pid(f"fork{i}", pid)
+        os._exit(0)
+    os.wait()
+open(os.path.join(TRIAL, "go"), "w").close()
+names = ["setsid"] + [f"fork{i}" for i in range(4)]
+while not all(os.path.exists(os.path.join(TRIAL, n + ".ready")) for n in names):
+    time.sleep(0.02)
+planner.report(1, acc=0.5)
+time.sleep(3 if AFTER == "exit" else 600)
+"""
+
+
+def _script(tmp_path: Path) -> str:
+    (tmp_path / "escape.py").write_text(textwrap.dedent(ESCAPING))
+    return "escape.py"
+
+
+def _pids(trial_dir: Path) -> list[int]:
+    return [int(p.read_text()) for p in sorted(trial_dir.glob("*.pid"))]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _none_alive(pids: list[int], within_s: float = 0.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while any(_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def cleanup(tmp_path):
+    """Whatever a failing test left alive is ended, so it cannot disturb the machine."""
+    seen: list[int] = []
+    yield seen
+    for pid in {*seen, *_pids(tmp_path / "trial")}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def test_no_child_outlives_a_script_that_exits(tmp_path, cleanup):
+    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=1)
+    result = run_command(f"python {_script(tmp_path)} 1 exit", [], trial, cwd=tmp_path, timeout_s=60,
+                         hydra_run_dir=False)
+    pids = _pids(tmp_path / "trial")
+    cleanup.extend(pids)
+    assert result.returncode == 0 and trial.steps == [1]
+    assert len(pids) == 5
+    assert _none_alive(pids), [pid for pid in pids if _alive(pid)]
+
+
+def test_the_whole_tree_counts_against_max_trial_memory_and_none_outlives_the_trial(tmp_path, cleanup):
+    """Each child holds 120 MiB, under the 200 MiB cap alone; together they are over it."""
+    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=1)
+    with pytest.raises(CommandMemoryError, match="over its limit of 200 MiB"):
+        run_command(f"python {_script(tmp_path)} 120 exit", [], trial, cwd=tmp_path, timeout_s=60,
+                    max_memory_bytes=200 << 20, memory_check_s=0.2, hydra_run_dir=False)
+    pids = _pids(tmp_path / "trial")
+    cleanup.extend(pids)
+    assert len(pids) == 5
+    assert _none_alive(pids), [pid for pid in pids if _alive(pid)]
+
+
+def test_no_child_outlives_a_trial_its_scheduler_stops(tmp_path, cleanup):
+    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=10, stop_after=1)  # as ASHA stops a trial
+    with pytest.raises(StopTrial):
+        run_command(f"python {_script(tmp_path)} 1 sleep", [], trial, cwd=tmp_path, timeout_s=60,
+                    hydra_run_dir=False)
+    pids = _pids(tmp_path / "trial")
+    cleanup.extend(pids)
+    assert len(pids) == 5
+    assert _none_alive(pids), [pid for pid in pids if _alive(pid)]
+
+
+def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
+    """The process running the trial (a Ray worker) is SIGKILLed mid-run: the supervisor ends the tree."""
+    script = _script(tmp_path)
+    runner = tmp_path / "runner.py"
+    runner.write_text(textwrap.dedent(f"""
+        from planner._trial.command import run_command
+        from tests.trial_double import TrialDouble
+        trial = TrialDouble(dir={str(tmp_path / "trial")!r}, budget=10)
+        run_command("python {script} 1 sleep", [], trial, cwd={str(tmp_path)!r}, timeout_s=120, hydra_run_dir=False)
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    worker = subprocess.Popen([sys.executable, str(runner)], env=env, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while len(list((tmp_path / "trial").glob("*.ready"))) < 5:
+            assert time.monotonic() < deadline and worker.poll() is None, "the script did not start its children"
+            time.sleep(0.05)
+        pids = _pids(tmp_path / "trial")
+        cleanup.extend(pids)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        assert _none_alive(pids, within_s=15), [pid for pid in pids if _alive(pid)]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()

@@ -1,0 +1,201 @@
+"""planner.LightningCallback: examples/lightning's model trained in-process (train_fn.py), with real Lightning.
+
+Through `plan run` (a real local Ray): ASHA stops Lightning trials in-process
+(the Trainer tears down and the worker runs the next trial); a trial that dies
+after epoch 3 continues from its epoch-3 checkpoint on the retry; the example's
+callback contract ends with every planned trial recorded and a decision. And
+through the worker's own protocol (no Ray): the held-out report, a trial whose process was
+killed after epoch 3 continuing in the next session (as `--resume` runs it), a budget the
+Trainer does not take.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._dispatch.driver import run
+from planner._store.writer import read_jsonl
+from planner._trial.protocol import TrialSpec, run_trial
+from tests.e2e._frameworks import (
+    DECIDED,
+    REPO,
+    check_every_planned_trial_recorded,
+    heldout_never_read,
+)
+
+pytest.importorskip("lightning")
+
+CONTRACT = REPO / "examples" / "lightning" / "contract_callback.yaml"
+TRAINABLES = "tests.trainables.lightning_callback"
+
+
+def _contract(tmp_path: Path, **changes) -> Path:
+    """contract_callback.yaml with `changes` (None drops a key), written beside the example's conf/."""
+    contract = yaml.safe_load(CONTRACT.read_text())
+    for key, value in changes.items():
+        if value is None:
+            contract.pop(key, None)
+        else:
+            contract[key] = value
+    contract["config"]["dir"] = str(CONTRACT.parent / "conf")
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(contract, sort_keys=False))
+    return path
+
+
+def _epochs(trial_dir: Path, attempt: int) -> list[int]:
+    path = trial_dir / f"epochs.{attempt}"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.ray
+def test_asha_stops_lightning_trials_in_process(ray_local, in_repo, tmp_path):
+    tuning = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+              "space": {"optimizer.lr": {"log_uniform": [1.0e-5, 0.5]}},
+              "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}}
+    path = _contract(tmp_path, trainable=f"{TRAINABLES}:counts_epochs", tuning=tuning, seeds=[0, 1],
+                     failures={"retries": 0},
+                     budget={"unit": "epoch", "exposure": 4, "max_trial_time": "3m", "resources": {"cpu": 1, "gpu": 0}})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+
+    assert result.state == "completed", result
+    records = read_jsonl(result.run_dir / "trials.jsonl")
+    stopped = [r for r in records if r["status"] == "early_stopped"]
+    assert stopped, [(r["trial_id"], r["status"], r["exposure"]) for r in records]
+    for r in stopped:  # the Trainer stopped at the report ASHA cut: it trained no epoch past it
+        trial_dir = result.run_dir / "trials" / r["trial_id"]
+        assert r["exposure"] < 4 and _epochs(trial_dir, 1) == list(range(1, r["exposure"] + 1)), r["trial_id"]
+        (checkpoint,) = (trial_dir / "checkpoints").iterdir()
+        assert checkpoint.name.startswith(f"epoch={r['exposure'] - 1}-")
+    # stopped in-process: the worker of a stopped trial went on to train a later trial
+    started = {}
+    for r in records:
+        pid, at = (result.run_dir / "trials" / r["trial_id"] / "started.1").read_text().split()
+        started[r["trial_id"]] = (int(pid), float(at))
+    assert any(started[o][0] == started[r["trial_id"]][0] and started[o][1] > started[r["trial_id"]][1]
+               for r in stopped for o in started), "no worker of a stopped trial trained another trial"
+    assert all(r["status"] in ("completed", "early_stopped") for r in records), \
+        [(r["trial_id"], r["status"], r["errors"][:1]) for r in records]
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("trainable", ["dies_after_epoch_3", "exits_after_epoch_3"])
+def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(ray_local, in_repo, tmp_path, trainable):
+    path = _contract(tmp_path, trainable=f"{TRAINABLES}:{trainable}", tuning=None, seeds=[0, 1],
+                     budget={"unit": "epoch", "exposure": 5, "max_trial_time": "3m", "resources": {"cpu": 1, "gpu": 0}})
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+
+    assert result.state == "completed", result
+    records = read_jsonl(result.run_dir / "trials.jsonl")
+    assert {r["phase"] for r in records} == {"confirm"} and len(records) == 4
+    for r in records:
+        trial_dir = result.run_dir / "trials" / r["trial_id"]
+        assert r["status"] == "completed" and r["attempts"] == 2, (r["trial_id"], r["status"], r["errors"])
+        assert _epochs(trial_dir, 1) == [1, 2, 3] and _epochs(trial_dir, 2) == [4, 5]  # trained on, not again
+        assert [rep["step"] for rep in r["reports"]] == [4, 5]  # the second attempt's reports start at epoch 4
+        assert r["resumed"] is True
+        source = r["resumed_from"]
+        assert re.fullmatch(rf"trials/{r['trial_id']}/checkpoints/epoch=2-step=\d+\.ckpt", source["path"]), source
+        assert re.fullmatch(r"[0-9a-f]{64}", source["sha256"])
+        assert source["held"]["step"] == 3 and source["held"]["epoch"] == 2
+        assert "test_acc" in r["reports"][-1]["metrics"]
+    assert result.decisions and result.decisions[0]["decision"] in DECIDED
+
+
+@pytest.mark.ray
+def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, in_repo, tmp_path):
+    result = run(CONTRACT, runs_dir=tmp_path / "runs", quiet=True)
+
+    check_every_planned_trial_recorded(result, read_jsonl(result.run_dir / "trials.jsonl"), CONTRACT)
+    records = read_jsonl(result.run_dir / "trials.jsonl")
+    assert not heldout_never_read(records, "test_acc")
+    confirm = [r for r in records if r["phase"] == "confirm"]
+    assert all(r["status"] == "completed" and r["exposure"] == 6 for r in confirm), \
+        [(r["trial_id"], r["status"], r["errors"][:1]) for r in confirm]
+    for r in confirm:  # every epoch reports what the LightningModule logged; trainer.test()'s joins the last
+        assert all({"train_loss_epoch", "val_acc", "val_loss"} <= set(rep["metrics"]) for rep in r["reports"])
+        assert "test_acc" in r["reports"][-1]["metrics"] and "test_acc" not in r["reports"][0]["metrics"]
+        assert not r["resumed"] and r["resumed_from"] is None
+    assert not any("test_acc" in rep["metrics"] for r in records if r["phase"] == "tune" for rep in r["reports"])
+    for arm in ("sgd", "adam"):  # each confirmation seed trained its own way (the trial's seed reached Lightning)
+        finals = [r["reports"][-1]["metrics"]["train_loss_epoch"] for r in confirm if r["arm"] == arm]
+        assert len(set(finals)) == len(finals), finals
+    (decision,) = result.decisions
+    assert decision["arm"] == "adam" and decision["decision"] in DECIDED, decision
+
+
+# ------------------------------------------------------------------ through the worker's protocol, no Ray
+
+def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int = 3, overrides=(),
+          session: str = "") -> TrialSpec:
+    from planner._contract.validate import load_contract
+
+    config = load_contract(CONTRACT).configs["adam"]
+    for override in overrides:
+        key, _, value = override.partition("=")
+        config = {**config, key: yaml.safe_load(value)}
+    trial_dir = tmp_path / "run" / "trials" / "t1"
+    return TrialSpec(trial_id="t1", phase=phase, arm="adam", seed=3, index=0, params={}, config=config,
+                     budget=budget, dir=str(trial_dir), trainable=trainable, metric="val_acc", heldout="test_acc",
+                     retries=1, extra={"session": session} if session else {})
+
+
+def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo):
+    record = run_trial(_spec(tmp_path, "examples.lightning.train_fn:train"))
+    assert record["status"] == "completed" and [r["step"] for r in record["reports"]] == [1, 2, 3]
+    assert "test_acc" in record["reports"][-1]["metrics"] and not record.get("notes")
+    tuned = run_trial(_spec(tmp_path / "tune", "examples.lightning.train_fn:train", phase="tune"))
+    assert tuned["status"] == "completed" and not any("test_acc" in r["metrics"] for r in tuned["reports"])
+
+
+def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path, in_repo):
+    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:never_tests"))
+    assert record["status"] == "protocol_error" and [r["step"] for r in record["reports"]] == [1, 2]
+    assert any("waits for trainer.test()" in note for note in record["notes"]), record.get("notes")
+
+
+def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path, in_repo):
+    """The driver's process dies under the trial after epoch 3 (os._exit); `--resume`'s session continues it."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom pathlib import Path\nfrom planner._trial.protocol import run_trial\n"
+            "from tests.e2e.test_lightning_callback import TRAINABLES, _spec\n"
+            "run_trial(_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', budget=5, session='killed'))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stderr[-2000:]  # os._exit(1) after epoch 3: no record was made
+    record = run_trial(_spec(tmp_path, f"{TRAINABLES}:exits_after_epoch_3", budget=5, session="resumed"))
+
+    trial_dir = tmp_path / "run" / "trials" / "t1"
+    assert record["status"] == "completed" and record["resumed"] and record["errors"] == []  # no retry used
+    # a new session numbers its attempts afresh: the killed process started epochs 1-3, this one 4 and 5
+    assert [r["step"] for r in record["reports"]] == [4, 5] and _epochs(trial_dir, 1) == [1, 2, 3, 4, 5]
+    assert record["resumed_from"]["path"].startswith("trials/t1/checkpoints/epoch=2-")
+    assert record["resumed_from"]["held"]["step"] == 3
+
+
+def test_a_trainer_that_ignores_the_budget_is_a_protocol_error(tmp_path, in_repo):
+    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:own_epochs"))
+    assert record["status"] == "protocol_error" and record["attempts"] == 1
+    assert "max_epochs=callback.max_epochs" in record["errors"][0]["message"], record["errors"]
+
+
+def test_import_planner_loads_lightning_only_when_the_callback_is_used():
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nimport planner\nnames = dir(planner) + list(planner.__all__)\n"
+            "before = [m for m in ('torch', 'lightning') if m in sys.modules]\n"
+            "callback = planner.LightningCallback\n"
+            "print(json.dumps([before, [m for m in ('torch', 'lightning') if m in sys.modules], callback.__module__,"
+            " issubclass(callback, sys.modules['lightning'].pytorch.Callback)]))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], ["torch", "lightning"], "planner", True]

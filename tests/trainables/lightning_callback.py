@@ -1,0 +1,72 @@
+"""examples/lightning/train_fn.py with a fault: the first attempt dies after its 3rd epoch (tests/e2e/test_lightning_callback.py).
+
+`dies_after_epoch_3` raises (the attempt is retried in the same worker),
+`exits_after_epoch_3` calls os._exit (the worker vanishes, and Ray runs the
+trial again); `counts_epochs` has no fault. The fault fires after
+planner.LightningCallback has saved and reported epoch 3, on the first attempt
+only. Every attempt writes each epoch it starts to trial.dir/epochs.<attempt>,
+and its worker's pid and start time to trial.dir/started.<attempt>.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import hydra
+import lightning as L
+
+import planner
+from examples.lightning.train import DigitsData, DigitsMLP
+from examples.lightning.train_fn import train
+
+
+class _Fault(L.Callback):
+    def __init__(self, trial, how: str):
+        self.trial, self.how = trial, how
+
+    def on_fit_start(self, trainer, pl_module):
+        with open(os.path.join(self.trial.dir, f"started.{self.trial.attempt}"), "w") as handle:
+            handle.write(f"{os.getpid()} {time.time()}\n")
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        with open(os.path.join(self.trial.dir, f"epochs.{self.trial.attempt}"), "a") as handle:
+            handle.write(f"{trainer.current_epoch + 1}\n")
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        if self.how != "none" and self.trial.attempt == 1 and trainer.current_epoch + 1 == 3:
+            if self.how == "exit":
+                os._exit(1)
+            raise RuntimeError("the first attempt dies after epoch 3, on purpose")
+
+
+def dies_after_epoch_3(config, trial):
+    train(config, trial, extra_callbacks=[_Fault(trial, "raise")])
+
+
+def exits_after_epoch_3(config, trial):
+    train(config, trial, extra_callbacks=[_Fault(trial, "exit")])
+
+
+def counts_epochs(config, trial):
+    train(config, trial, extra_callbacks=[_Fault(trial, "none")])
+
+
+
+def _fit_alone(config, trial, max_epochs: int) -> None:
+    """A small Trainer with the callback and no trainer.test() after fit."""
+    callback = planner.LightningCallback(trial)
+    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
+    trainer.fit(model, datamodule=DigitsData(**config["data"]), ckpt_path=callback.ckpt_path)
+
+
+def never_tests(config, trial):
+    """Outside tuning its last report waits for a trainer.test() that never comes."""
+    _fit_alone(config, trial, trial.budget)
+
+
+def own_epochs(config, trial):
+    """A Trainer that takes its epochs from the config (6), not from the trial's budget."""
+    _fit_alone(config, trial, config["trainer"]["max_epochs"])
