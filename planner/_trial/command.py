@@ -457,6 +457,13 @@ class CommandTrainable:
                                         returncode=error.returncode, stderr_tail=error.stderr_tail,
                                         attempt_dir=error.attempt_dir) from None
 
+    def resume_from(self, trial: CommandTrial) -> Path | None:
+        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
+            return None
+        found = checkpoints.newest(trial.dir, self.checkpoint["file"])
+        return found.resolve() if found is not None else None
+
 
 def _usage_error(error: CommandFailedError) -> str | None:
     """argparse's own last lines (`usage: ...` and `...: error: ...`) when the script exited 2 on them, else None."""
@@ -468,13 +475,6 @@ def _usage_error(error: CommandFailedError) -> str | None:
         return None
     shown = lines[at:]
     return " ".join(shown[:2] + ["..."] + shown[-2:]) if len(shown) > 6 else " ".join(shown)
-
-    def resume_from(self, trial: CommandTrial) -> Path | None:
-        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
-        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
-            return None
-        found = checkpoints.newest(trial.dir, self.checkpoint["file"])
-        return found.resolve() if found is not None else None
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
