@@ -1,5 +1,5 @@
-"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the checkpoints
-(P520-P529, P940).
+"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the checkpoints,
+an argparse script's flags (P520-P531, P940, P941).
 
 `seed_key`, `budget_key` and `checkpoint.resume_key` are config paths the
 planner sets through Hydra overrides for a trial, so each must be a plain
@@ -11,14 +11,22 @@ them (or they the seed).
 
 from __future__ import annotations
 
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from planner._contract.command_help import (
+    SWITCH,
+    command_argv,
+    flag_leaves,
+    read_help,
+    unfit_for_flags,
+)
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
 from planner._contract.rules import _inside, _Report
 from planner._core.diagnostics import Diagnostic, short_repr
+from planner._core.errors import CommandFailedError
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -45,7 +53,49 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
     if spec.checkpoint is not None:
         _check_inside(report, ("command", "checkpoint", "file"), "P528", "checkpoint.file", spec.checkpoint.file,
                       "like checkpoints/*.ckpt or hf/checkpoint-*")
+    if spec.args == "argparse" and configs:
+        _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
     return report.items
+
+
+def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> None:
+    """`args: argparse`: every config key a trial passes is a value a flag can carry (P531), and, when the
+    script's `--help` can be read within a few seconds, one of its options (P530); else a note (P941)."""
+    where = ("command", "args")
+    keys: dict[str, Any] = {}
+    for arm, config in configs.items():
+        for key, value in flag_leaves(config):
+            why = unfit_for_flags(value)
+            if why is not None and key not in keys:
+                report.add("P531", where, f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                           "Give the key a scalar or a list of scalars, or remove it from the contract's config.")
+            keys.setdefault(key, value)
+    if contract.tuning is not None:
+        for space in (contract.tuning.space, *contract.tuning.arm_space.values()):
+            for key in space:
+                keys.setdefault(key, None)
+    try:
+        help, why = read_help(command_argv(contract.command_line), command_dir)
+    except CommandFailedError as error:
+        help, why = None, str(error)
+    if help is None:
+        report.add("P941", where, f"the flag names are not checked against the script: {why}",
+                   "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
+                   "after parsing the arguments), or check the names yourself: each trial passes --<key> <value>.",
+                   severity="warning")
+        return
+    for key, value in keys.items():
+        kind = help.kind(key)
+        if kind is None and not (isinstance(value, bool) and help.negation(key)):
+            near = help.near(key)
+            report.add("P530", where, f"config key {key!r} would be passed as --{key}, which the script's --help "
+                                      f"does not list{f'; did you mean {near}?' if near else ''}",
+                       "Name the config key as the script's option (without the leading --), or add the option "
+                       "to the script's parser.")
+        elif kind == SWITCH and value is not None and not isinstance(value, bool):
+            report.add("P530", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
+                                      "switch that takes no value",
+                       "Give the key true or false, or make the option take a value.")
 
 
 _WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}

@@ -19,6 +19,11 @@ be composed in one process.
 Contracts are data: an interpolation that calls a resolver (`${oc.env:HOME}`,
 `${oc.decode:...}`, any custom one) is refused, so composing never reads the
 environment or runs code. Plain references (`${model.width}`) are resolved.
+One resolver is let through, for a `command:` app only: Hydra's own
+`${hydra:...}` (`output_dir: ${hydra:runtime.output_dir}`), which reads
+nothing but the app's Hydra config when it runs; its text is kept as written
+in the composed config (planner._contract.paths.resolve), as Hydra's saved
+`.hydra/config.yaml` keeps it.
 The check reads OmegaConf's own parse tree of every string (`calls_resolver`),
 not the text: a resolver whose name is itself built by an interpolation
 (`${${r}:HF_TOKEN}`), one nested in another's arguments, one in a quoted
@@ -50,33 +55,22 @@ from hydra._internal.sources_registry import SourcesRegistry
 from hydra._internal.utils import create_config_search_path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import MissingConfigException
-from omegaconf import OmegaConf, grammar_parser
-from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser
+from omegaconf import OmegaConf
 
-from planner._contract.paths import flatten
+from planner._contract.paths import flatten, hydra_calls, resolve
 from planner._core.text import shown_path
 
 
-def calls_resolver(text: str) -> bool:
-    """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`.
+def calls_resolver(text: str, *, hydra: bool = True) -> bool:
+    """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`,
+    other than Hydra's own `${hydra:...}` when `hydra` is true (a `command:` app resolves it itself).
 
     Read on OmegaConf's grammar (omegaconf.grammar_parser): any `interpolationResolver` node in the
-    parse tree. Text that does not parse as a value is treated as a call (OmegaConf would not resolve it).
+    parse tree (planner._contract.paths.hydra_calls). Text that does not parse as a value is treated
+    as a call (OmegaConf would not resolve it).
     """
-    if "${" not in text:
-        return False
-
-    try:
-        tree = grammar_parser.parse(text)
-    except Exception:  # GrammarParseError: no resolution would happen, but no such text is a config value
-        return True
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, OmegaConfGrammarParser.InterpolationResolverContext):
-            return True
-        stack.extend(getattr(node, "children", None) or [])
-    return False
+    found = hydra_calls(text)
+    return found is None or (bool(found) and not hydra)
 
 
 def resolvers_called(text: str) -> list[str] | None:
@@ -139,8 +133,11 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
 
     `baseline_config` is the resolved config of a baseline from earlier work (docs/lineage.md): the
     baseline is that config exactly, and when the contract has no `config` the arms start from it.
+    `${hydra:...}` interpolations are allowed when the contract runs a `command:` (its Hydra resolves
+    them; planner sets `hydra.run.dir`), and refused like any other resolver call otherwise.
     """
     result = ComposedArms()
+    hydra = getattr(contract, "command", None) is not None
     base = contract.config
     if baseline_config is not None:
         result.configs[contract.baseline.name] = copy.deepcopy(baseline_config)
@@ -172,14 +169,14 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
             continue
         overrides = [_Override(t, "config", i) for i, t in enumerate(base.overrides)]
         overrides += [_Override(t, arm.name, i) for i, t in enumerate(arm.overrides)]
-        config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result)
+        config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result, hydra=hydra)
         result.problems.extend(problems)
         if config is not None:
             result.configs[arm.name], result.raw[arm.name] = config
     return result
 
 
-def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result):
+def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result, *, hydra: bool):
 
     parser = OverridesParser.create()
     parsed = []
@@ -192,10 +189,10 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
                                            arm, ov.source, ov.index))
             continue
         value = item.value() if not item.is_sweep_override() else None
-        if _find_resolver_calls([item.key_or_group, value]):
+        if _find_resolver_calls([item.key_or_group, value], hydra=hydra):
             problems.append(ComposeProblem(
-                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like ${{model.width}}",
-                arm, ov.source, ov.index))
+                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like "
+                f"${{model.width}}{_hydra_note(ov.text, hydra)}", arm, ov.source, ov.index))
             continue
         if item.is_sweep_override():
             problems.append(ComposeProblem("bad_override", f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
@@ -237,15 +234,16 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if problems:
         return None, problems
     container = OmegaConf.to_container(cfg, resolve=False)
-    bad = _find_resolver_calls(container)
+    bad = _find_resolver_calls(container, hydra=hydra)
     if bad:
-        return None, [ComposeProblem("resolver", f"config key {path!r} calls a resolver ({text!r}); a contract's configs may only reference other keys",
-                                     arm, "config") for path, text in bad]
-    try:
-        resolved = OmegaConf.to_container(OmegaConf.create(container), resolve=True, throw_on_missing=True)
+        return None, [ComposeProblem("resolver", f"config key {path!r} calls a resolver ({text!r}); a contract's configs "
+                                     f"may only reference other keys{_hydra_note(text, hydra)}", arm, "config")
+                      for path, text in bad]
+    try:  # `${hydra:...}` stays as written: the app's Hydra resolves it when it runs (paths.resolve)
+        resolved = resolve(container)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
-    bad = _find_resolver_calls(resolved)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
+    bad = _find_resolver_calls(resolved, hydra=hydra)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
     if bad:
         return None, [ComposeProblem("resolver", f"config key {path!r} resolves to a resolver call ({text!r}); a "
                                      "contract's configs may only reference other keys", arm, "config")
@@ -433,12 +431,21 @@ def near_key(cfg, key: str) -> str | None:
     return None
 
 
-def _find_resolver_calls(node) -> list[tuple[str, str]]:
-    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver."""
+def _find_resolver_calls(node, *, hydra: bool = False) -> list[tuple[str, str]]:
+    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver
+    (`${hydra:...}` counted only when `hydra` is false)."""
     if isinstance(node, str):
-        return [("", node)] if calls_resolver(node) else []
+        return [("", node)] if calls_resolver(node, hydra=hydra) else []
     return [(path, value) for path, value in flatten(node, into_lists=True).items()
-            if isinstance(value, str) and calls_resolver(value)]
+            if isinstance(value, str) and calls_resolver(value, hydra=hydra)]
+
+
+def _hydra_note(text: str, hydra: bool) -> str:
+    """Why a `${hydra:...}` the text holds is refused here, or ""."""
+    if not hydra and hydra_calls(text):
+        return ("; ${hydra:...} is resolved by a `command:` app's Hydra when it runs, and this contract's "
+                "`trainable:` runs without Hydra")
+    return ""
 
 
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:

@@ -361,10 +361,13 @@ class Checkpoint(_Model):
 
 
 class CommandSpec(_Model):
-    """`command:` as a mapping: the command line, the config keys for seed and budget, the metrics file,
-    the checkpoints."""
+    """`command:` as a mapping: the command line, how the config is passed, the config keys for seed and
+    budget, the metrics file, the checkpoints."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+    # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
+    # it is the default, so a contract without it keeps its hash
+    args: Literal["hydra", "argparse"] = Field(default="hydra", exclude_if=lambda args: args == "hydra")
     # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out
     # of the frozen copy when unset, so a contract without it keeps its hash
     cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(

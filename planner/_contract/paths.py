@@ -104,7 +104,7 @@ def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, 
     no interpolations), the values are set on `config` as it is.
     """
     if raw is not None and params:
-        cfg = omegaconf.OmegaConf.create(copy.deepcopy(raw))
+        cfg = omegaconf.OmegaConf.create(_hydra_calls_escaped(copy.deepcopy(raw)))
         for path, value in params.items():
             omegaconf.OmegaConf.update(cfg, path, _literal(value), merge=False, force_add=True)
         return omegaconf.OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -116,6 +116,75 @@ def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, 
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def resolve(container: Any, *, throw_on_missing: bool = True) -> Any:
+    """A plain config with its interpolations resolved by OmegaConf, `${hydra:...}` left as written.
+
+    Hydra's own resolver reads the running app's Hydra config (`hydra.runtime.output_dir`), which exists
+    only in the script, at run time: planner keeps the interpolation's text, as the app's saved
+    `.hydra/config.yaml` does.
+    """
+    cfg = omegaconf.OmegaConf.create(_hydra_calls_escaped(copy.deepcopy(container)))
+    return omegaconf.OmegaConf.to_container(cfg, resolve=True, throw_on_missing=throw_on_missing)
+
+
+HYDRA_RESOLVER = "hydra"
+
+
+def hydra_calls(text: str) -> list[tuple[int, int]] | None:
+    """Where `text` calls Hydra's own resolver: the (start, end) offsets of its `${hydra:...}` interpolations,
+    `text[start:end]` each ([] for none).
+
+    Read on OmegaConf's parse tree of the value (omegaconf.grammar_parser). None when `text` calls any
+    other resolver (by any spelling), when a `hydra` call stands inside another interpolation or takes
+    one in its argument (`${${hydra:x}}`, `${hydra:${x}}`), or when `text` does not parse: what only
+    OmegaConf could decide is never let through.
+    """
+    if "${" not in text:
+        return []
+    from omegaconf import grammar_parser
+    from omegaconf.grammar.gen.OmegaConfGrammarParser import OmegaConfGrammarParser as Grammar
+
+    try:
+        tree = grammar_parser.parse(text)
+    except Exception:  # GrammarParseError: no such text is a config value OmegaConf would resolve
+        return None
+    found: list[tuple[int, int]] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Grammar.InterpolationResolverContext):
+            if node.resolverName().getText() != HYDRA_RESOLVER or _inside_interpolation(node, Grammar):
+                return None
+            arguments = node.sequence()
+            if arguments is not None and "${" in arguments.getText():
+                return None
+            found.append((node.start.start, node.stop.stop + 1))
+            continue
+        stack.extend(getattr(node, "children", None) or [])
+    return sorted(found)
+
+
+def _inside_interpolation(node: Any, grammar: Any) -> bool:
+    parent = node.parentCtx
+    while parent is not None:
+        if isinstance(parent, grammar.InterpolationResolverContext | grammar.InterpolationNodeContext):
+            return True
+        parent = parent.parentCtx
+    return False
+
+
+def _hydra_calls_escaped(node: Any) -> Any:
+    """`node` with each `${hydra:...}` escaped (`\\${hydra:...}`), so OmegaConf resolves it to its own text."""
+    if isinstance(node, dict):
+        return {key: _hydra_calls_escaped(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_hydra_calls_escaped(value) for value in node]
+    if isinstance(node, str) and "${" in node:
+        for offset, _ in reversed(hydra_calls(node) or []):
+            node = node[:offset] + "\\" + node[offset:]
+    return node
 
 
 def _literal(value: Any) -> Any:

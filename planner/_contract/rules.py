@@ -149,7 +149,7 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         for where, space in spaces:  # a sampled value reaches the config (and a command's Hydra app) as it is
             for key, dim in space.items():
                 for j, option in enumerate(dim.choice or []):
-                    if isinstance(option, str) and calls_resolver(option):
+                    if isinstance(option, str) and calls_resolver(option, hydra=False):
                         report.add("P205", (*where, key, "choice", j),
                                    f"{key!r} offers {option!r}, which calls a resolver; a sampled value must be plain",
                                    "Write the value itself.")

@@ -215,7 +215,7 @@ def _command_summary(contract) -> dict[str, Any] | None:
     if spec is None:
         return None
     metrics = spec.metrics
-    return {"run": spec.run, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
+    return {"run": spec.run, "args": spec.args, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
             "metrics": None if metrics is None else {
                 "file": metrics.file, "format": metrics.format, "step": metrics.step,
                 "step_base": 1 if metrics.step_base is None else metrics.step_base,
@@ -227,6 +227,8 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
     seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
     budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    if command.get("args") == "argparse":
+        lines.append("           the config as argparse flags (--key=value), checked against its --help")
     metrics = command["metrics"]
     if metrics is None:
         lines.append("           metrics from planner.report")

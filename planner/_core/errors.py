@@ -135,6 +135,10 @@ class CommandMetricsError(CommandError, TrialProtocolError):
     """The script exited 0 but its metrics log never appeared or never held the metric (`protocol_error`)."""
 
 
+class CommandArgumentsError(CommandFailedError, TrialProtocolError):
+    """An argparse script refused its flags (exit status 2, its usage error in the message): not retried."""
+
+
 class CommandConfigMismatchError(TrialProtocolError):
     """The script composed a different config from the one the contract composed."""
 

@@ -56,7 +56,7 @@ from planner._dispatch.session import (
     raised_from,
     trainable_search_path,
 )
-from planner._dispatch.trials import Dispatch
+from planner._dispatch.trials import Dispatch, at_budget
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
@@ -116,7 +116,8 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
-    return loaded.contract, path.parent.resolve(), loaded.configs, make_plan(loaded.contract), loaded.raw_configs
+    configs, raw_configs = at_budget(loaded.contract, loaded.configs, loaded.raw_configs)  # as the trials get them
+    return loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs
 
 
 # ------------------------------------------------------------------ the decision
@@ -211,7 +212,7 @@ class Runner:
         self.fail_fast = FailFast(c.metric.name, frozenset(a.name for a in c.all_arms), enabled=not self.keep_going)
         # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
         self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
-                                      remote=self.remote,
+                                      remote=self.remote, raw_configs=self.raw_configs,
                                       records={r["trial_id"]: r for r in self.store.trials()
                                                if r.get("phase") != "reeval"})
         self.records = self.dispatch.records
@@ -335,7 +336,7 @@ class Runner:
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
-                                raw=self.raw_configs.get(group.arm)))
+                                raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
             return None, {}
         self.progress.phase = "tune"
@@ -540,7 +541,6 @@ def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunS
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store
-
 
 def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
                    plan: Plan, raw_configs: dict[str, dict], lineage: ProjectLineage) -> None:

@@ -23,12 +23,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner._contract.paths import MISSING, apply_params, config_diff, flatten, get_path
+from planner._core.errors import PlannerError
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import trainable_search_path
+from planner._plan.space import arm_space
 from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
+
+
+def at_budget(contract, configs: dict[str, dict], raw_configs: dict[str, dict]) -> tuple[dict, dict]:
+    """The arms' composed configs (and unresolved ones) with `command.budget_key` set to the exposure, as every
+    trial receives it: what configs/<arm>.yaml and the lineage hashes hold. The seed differs per trial, so
+    its key keeps the composed value there; each trial's record holds the seed it ran."""
+    spec = contract.command_spec
+    if spec is None or not spec.budget_key:
+        return configs, raw_configs
+    values = {spec.budget_key: int(contract.budget.exposure)}
+    return ({arm: apply_params(config, values, raw_configs.get(arm)) for arm, config in configs.items()},
+            {arm: apply_params(raw, values) for arm, raw in raw_configs.items()})
 
 
 def new_session() -> str:
@@ -47,20 +62,77 @@ class Dispatch:
     session: str = field(default_factory=new_session)
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
     listener: Any = None  # started(spec), ended(record), cancelled(spec, why), after the run folder
+    # the arms' composed configs, and the same before interpolations are resolved: a trial's config is built on them
+    configs: dict[str, dict] = field(default_factory=dict)
+    raw_configs: dict[str, dict] = field(default_factory=dict)
 
     @classmethod
     def open(cls, contract, contract_dir: Path, configs: dict[str, dict], store, *,
              contract_sha256: str | None = None, search_path: list[str] | None = None, **options) -> Dispatch:
-        """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them)."""
+        """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them),
+        `raw_configs` (an option) the same before interpolations are resolved."""
         command = None
         if contract.command:
             command = command_trainable(contract, contract_dir, configs).to_dict()
         return cls(contract, store, search_path if search_path is not None else trainable_search_path(contract_dir),
-                   contract_sha256 or contract.sha256(), command, **options)
+                   contract_sha256 or contract.sha256(), command, configs=dict(configs), **options)
+
+    def planner_values(self, seed: int) -> dict[str, int]:
+        """What planner sets in a trial's config besides the tuned values: `command.seed_key` (the trial's
+        seed) and `command.budget_key` (the exposure); {} for a function trainable, which reads trial.seed."""
+        keys = self.command or {}
+        out = {}
+        if keys.get("seed_key"):
+            out[keys["seed_key"]] = int(seed)
+        if keys.get("budget_key"):
+            out[keys["budget_key"]] = int(self.contract.budget.exposure)
+        return out
+
+    def raw_for(self, arm: str, seed: int) -> dict | None:
+        """The arm's unresolved config with the planner's values set (a sweep's, whose trials share a seed):
+        the tuned values go in on top, then it is resolved (apply_params)."""
+        raw = self.raw_configs.get(arm)
+        values = self.planner_values(seed)
+        return raw if raw is None or not values else apply_params(raw, values)  # set, not resolved
+
+    def received(self, arm: str, seed: int, config: dict) -> dict:
+        """The config a trial of `arm` at `seed` receives: `config` (the arm's, with any tuned values) with the
+        planner's values set, as the trainable gets it (docs/command-trainables.md, "What a record holds").
+
+        The values are set on the arm's unresolved config together with what made `config` from the arm's
+        (its tuned keys, and every other leaf that differs and is not itself an interpolation), then
+        resolved: a key that interpolates the seed (`data.split_seed: ${seed}`) follows it, as with
+        tuned values. Anything else coming out different is a planner bug, and raised as one.
+        """
+        values = self.planner_values(seed)
+        raw, base = self.raw_configs.get(arm), self.configs.get(arm)
+        if not values or raw is None or base is None or raw == base:  # no interpolation to follow
+            return apply_params(config, values)
+        chosen = {}
+        for path, _, after in config_diff(base, config):
+            if after is MISSING:
+                raise PlannerError(f"the config of a trial of {arm!r} lacks {path!r}, which the arm's composed "
+                                   "config has: it cannot be rebuilt from the arm's config")
+            if not _interpolation(get_path(raw, path)):
+                chosen[path] = after
+        if self.contract.tuning is not None:
+            chosen.update({key: get_path(config, key) for key in arm_space(self.contract.tuning, arm)
+                           if get_path(config, key) is not MISSING})
+        out = apply_params(base, {**chosen, **values}, raw)
+        derived = {path for path, value in flatten(raw, into_lists=True).items() if _interpolation(value)}
+        wrong = [path for path, _, _ in config_diff(apply_params(base, chosen, raw), config)
+                 if path not in derived]
+        if wrong:
+            raise PlannerError(f"planner could not rebuild the config of a trial of {arm!r} from the arm's config "
+                               f"({', '.join(wrong[:3])} differ): this is a bug in planner; please report it")
+        return out
 
     def spec(self, trial, config: dict, params: dict | None = None) -> TrialSpec:
-        """The TrialSpec of `trial` (anything with trial_id, phase, arm, seed, index) on `config`."""
+        """The TrialSpec of `trial` (anything with trial_id, phase, arm, seed, index) on `config`, with the
+        planner's values (`planner_values`) set: the config in the spec, and so in the record, is the one
+        the trainable receives."""
         c = self.contract
+        config = self.received(trial.arm, trial.seed, config)
         extra: dict[str, Any] = {"session": self.session, "max_trial_memory_bytes": c.budget.max_trial_memory_bytes,
                                  "data": c.data.model_dump()}  # the worker checks the splits against it
         if self.command is not None:
@@ -116,3 +188,7 @@ class Dispatch:
         return run_fixed(specs, resources=self.contract.budget.resources, hooks=self.hooks(),
                          max_trial_time_s=self.contract.budget.max_trial_time_s,
                          deadline=None if remaining_s is None else time.monotonic() + remaining_s)
+
+
+def _interpolation(value: Any) -> bool:
+    return isinstance(value, str) and "${" in value

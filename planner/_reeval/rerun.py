@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner._contract.model import Contract
-from planner._contract.paths import apply_params
+from planner._contract.paths import apply_params, config_diff, flatten
 from planner._core.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -374,6 +374,22 @@ def _frozen_contract(folder):
                        f"version ({where}: {first['msg']}); re-evaluate it with the planner version that ran it") from None
 
 
+def _same_but_seed(contract, raw: dict | None):
+    """Whether two configs of the arm are one config run on two seeds: equal but for `command.seed_key`, which
+    each record holds at its own seed, and the keys that interpolate something (`data.split_seed: ${seed}`)."""
+    spec = contract.command_spec
+    ignored = {spec.seed_key} if spec is not None and spec.seed_key else set()
+    if ignored:
+        ignored |= {path for path, value in flatten(raw or {}, into_lists=True).items()
+                    if isinstance(value, str) and "${" in value}
+
+    def same(a: dict | None, b: dict | None) -> bool:
+        if not (ignored and isinstance(a, dict) and isinstance(b, dict)):
+            return a == b
+        return all(path in ignored for path, _, _ in config_diff(a, b))
+    return same
+
+
 def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes: list[str]):
     """(config, params, source): what the arm's confirmation trials received, from the log alone."""
     selection = (folder.selection() or {}).get("arms", {}).get(arm) or {}
@@ -384,10 +400,11 @@ def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes
         from_files = apply_params(stored, selection.get("params") or {}, raw) if contract.tuning else stored
     if logged:
         configs = [r.get("config") for r in logged.values()]
-        if any(c != configs[0] for c in configs[1:]):
+        same = _same_but_seed(contract, folder.unresolved_configs().get(arm))
+        if any(not same(c, configs[0]) for c in configs[1:]):
             raise RunError(f"the logged confirmation trials of {arm!r} received different configs; the log does "
                            "not say which one to re-run")
-        if from_files is not None and from_files != configs[0]:
+        if from_files is not None and not same(from_files, configs[0]):
             notes.append(f"configs/{arm}.yaml with the selected params differs from what the confirmation trials "
                          "received; re-running what they received")
         return configs[0], dict(next(iter(logged.values())).get("params") or {}), "the logged confirmation trials"
@@ -432,8 +449,10 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         _recheck_under_lock(plan)
         # the driver's own way to spec, send and log trials; a command trainable is built from the logged configs,
         # and on a cluster the code ships (no driver paths)
+        raw_configs = rf.open_run(plan.run_dir).unresolved_configs()  # a key that interpolates the seed follows it
         dispatch = Dispatch.open(c, plan.contract_dir, plan.arm_configs, store, contract_sha256=plan.contract_sha256,
-                                 search_path=plan.search_path, remote=resolve_address(address) is not None)
+                                 raw_configs=raw_configs, search_path=plan.search_path,
+                                 remote=resolve_address(address) is not None)
         specs = [dispatch.spec(PlannedTrial(plan.trial_id(seed), "reeval", plan.arm, seed, 0), plan.config,
                                params=plan.params)
                  for seed in plan.seeds]

@@ -5,7 +5,8 @@ The protocol (docs/command-trainables.md), in short:
 - argv: `shlex.split(command)` (no shell), then the arm's overrides and the
   trial's sampled values in Hydra's override syntax, then
   `hydra.run.dir=<attempt dir>/hydra` so Hydra's outputs land with the trial
-  (planner._trial.command_line).
+  (planner._trial.command_line); with `args: argparse`, the trial's config as
+  `--key=value` flags instead (planner._trial.command_args).
 - environment: the planner's own, plus `PLANNER_SEED`, `PLANNER_BUDGET`,
   `PLANNER_ARM`, `PLANNER_PHASE`, `PLANNER_TRIAL_ID`, `PLANNER_TRIAL_DIR` and
   `PLANNER_REPORT_FILE`.
@@ -33,13 +34,15 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
+from planner._contract.command_help import ScriptHelp, read_help
 from planner._contract.paths import apply_params
 from planner._core.errors import (  # the command trainable's errors live in the one tree
+    CommandArgumentsError,
     CommandError,
     CommandFailedError,
     CommandMemoryError,
@@ -51,6 +54,7 @@ from planner._core.errors import (  # the command trainable's errors live in the
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
 from planner._trial import checkpoints
+from planner._trial.command_args import argparse_flags
 from planner._trial.command_line import (
     checkpoint_override,
     command_argv,
@@ -113,7 +117,7 @@ class CommandResult:
 
 def run_command(
     command: str | Sequence[str],
-    overrides: Sequence[str],
+    overrides: Sequence[str] | Callable[[Path], Sequence[str]],
     trial: CommandTrial,
     *,
     cwd: str | os.PathLike,
@@ -128,7 +132,9 @@ def run_command(
     """Run `command` once for `trial` and forward its reports to `trial.report`.
 
     `command` is split with `shlex` (no shell); `overrides` (see `overrides_for`)
-    follow it on the command line. `limits` bounds the run (its time, memory,
+    follow it on the command line; given as a function, it is called with the
+    attempt's output folder (`<attempt>/hydra`) and returns them (argparse flags
+    that name that folder: planner._trial.command_args). `limits` bounds the run (its time, memory,
     logs, the grace before SIGKILL); a field of it given by name
     (`timeout_s=60`) replaces that field. `env` replaces the inherited
     environment when given; the PLANNER_* variables are always set. With
@@ -153,8 +159,9 @@ def run_command(
     cwd = Path(cwd)
     if not cwd.is_dir():
         raise CommandFailedError(f"cannot run {command!r}: its working folder {cwd} does not exist")
-    argv = command_argv(command) + list(overrides)
+    argv = command_argv(command)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
+    argv += list(overrides(attempt_dir / "hydra") if callable(overrides) else overrides)
     if redactor is not None:  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
         for earlier in sorted(attempt_dir.parent.glob("attempt-*/hydra")):
             if earlier.parent != attempt_dir:
@@ -359,6 +366,8 @@ class CommandTrainable:
     check_config: bool = True
     metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
+    args: str = "hydra"  # "argparse": the config goes as --key value flags (planner._trial.command_args)
+    script_help: Mapping[str, str] | None = None  # an argparse script's options, from its --help (ScriptHelp)
     checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
 
     def to_dict(self) -> dict[str, Any]:
@@ -370,6 +379,7 @@ class CommandTrainable:
             "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
             "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
             "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
+            "args": self.args, "script_help": dict(self.script_help) if self.script_help is not None else None,
             "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
         }
 
@@ -412,16 +422,40 @@ class CommandTrainable:
             metrics = MetricsSpec.from_dict(self.metrics)
             if trial.phase == "tune":
                 metrics = metrics.without(self.heldout)
-        overrides, expected = self.trial_overrides(config, trial), self.expected_config(config, trial)
-        found = self.resume_from(trial)
+        redactor = Redactor.for_run(config, self.arm_configs.get(trial.arm) or {})
+        expected, found = self.expected_config(config, trial), self.resume_from(trial)
         if found is not None:  # a cut-short trial continues from its newest checkpoint, of any attempt
-            key = self.checkpoint["resume_key"]
-            overrides += checkpoint_override(key, found)
-            expected = apply_params(expected, {key: str(found)})
+            expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
             trial.resumed_from = checkpoints.describe(found, trial.dir)
+        if self.args == "argparse":  # the resume key, a config key, is one of the flags
+            self._run_argparse(expected, trial, metrics, redactor)
+            return
+        overrides = self.trial_overrides(config, trial)
+        if found is not None:
+            overrides += checkpoint_override(self.checkpoint["resume_key"], found)
         run_command(self.command, overrides, trial, cwd=self.cwd, limits=self.limits,
-                    expected_config=expected if self.check_config else None,
-                    metrics=metrics, redactor=Redactor.for_run(config, self.arm_configs.get(trial.arm) or {}))
+                    expected_config=expected if self.check_config else None, metrics=metrics, redactor=redactor)
+
+    def _run_argparse(self, received: Mapping[str, Any], trial: CommandTrial, metrics: MetricsSpec | None,
+                      redactor: Redactor) -> None:
+        """Run an argparse script on the config it receives, as flags; exit status 2 (argparse's "error:") is
+        its usage error, shown in the trial's error and not retried."""
+        help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
+
+        def flags(output_dir: Path) -> list[str]:
+            output_dir.mkdir(parents=True, exist_ok=True)
+            return argparse_flags(received, help, output_dir)
+
+        try:
+            run_command(self.command, flags, trial, cwd=self.cwd, limits=self.limits, hydra_run_dir=False,
+                        metrics=metrics, redactor=redactor)
+        except CommandFailedError as error:
+            usage = _usage_error(error)
+            if usage is None:
+                raise
+            raise CommandArgumentsError(f"the script refused its flags (exit status 2): {usage}", argv=error.argv,
+                                        returncode=error.returncode, stderr_tail=error.stderr_tail,
+                                        attempt_dir=error.attempt_dir) from None
 
     def resume_from(self, trial: CommandTrial) -> Path | None:
         """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
@@ -429,6 +463,18 @@ class CommandTrainable:
             return None
         found = checkpoints.newest(trial.dir, self.checkpoint["file"])
         return found.resolve() if found is not None else None
+
+
+def _usage_error(error: CommandFailedError) -> str | None:
+    """argparse's own last lines (`usage: ...` and `...: error: ...`) when the script exited 2 on them, else None."""
+    if error.returncode != 2 or isinstance(error, CommandArgumentsError):
+        return None
+    lines = [line for line in (error.stderr_tail or "").splitlines() if line.strip()]
+    at = next((i for i in range(len(lines) - 1, -1, -1) if lines[i].startswith("usage:")), None)
+    if at is None or not any(": error: " in line for line in lines[at:]):
+        return None
+    shown = lines[at:]
+    return " ".join(shown[:2] + ["..."] + shown[-2:]) if len(shown) > 6 else " ".join(shown)
 
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
@@ -453,6 +499,10 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
                               names=m.columns(metric.name, metric.heldout),
                               step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)
+    script_help = None
+    if spec.args == "argparse":  # read once here, in the driver: every trial's flags are written from it
+        found, _ = read_help(command_argv(spec.run), contract.command_dir(contract_dir))
+        script_help = found.to_dict() if found is not None else None
     return CommandTrainable(
         command=spec.run,
         cwd=str(contract.command_dir(contract_dir)),
@@ -462,8 +512,10 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
         max_memory_bytes=contract.budget.max_trial_memory_bytes,
         seed_key=seed_key or spec.seed_key,
         budget_key=budget_key or spec.budget_key,
-        check_config=contract.config.dir is not None,
+        check_config=contract.config.dir is not None and spec.args == "hydra",
         metrics=metrics,
         heldout=contract.metric.heldout,
+        args=spec.args,
+        script_help=script_help,
         checkpoint=spec.checkpoint.model_dump() if spec.checkpoint is not None else None,
     )

@@ -1,7 +1,8 @@
 """The command line of one run of a `command:` trainable: the command split into argv, then the
 trial's values in Hydra's override grammar.
 
-- `command_argv`: `shlex.split(command)` (no shell); a leading `python`/`python3`
+- `command_argv` (from planner._contract.command_help, which `plan validate` shares):
+  `shlex.split(command)` (no shell); a leading `python`/`python3`
   is the interpreter running the planner.
 - `overrides_for`: the arm's overrides as written in the contract, then sampled
   values as `key=value`; `config_changes_as_overrides`: the overrides that turn
@@ -18,33 +19,15 @@ from __future__ import annotations
 import math
 import numbers
 import re
-import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from planner._contract.paths import MISSING, config_diff
-from planner._core.errors import CommandFailedError
+from planner._contract.command_help import command_argv  # noqa: F401 - where the adapter takes it from
+from planner._contract.paths import MISSING, config_diff, hydra_calls
 
 _PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
 _GRAMMAR_WORDS = {"true", "false", "null", "nan", "inf", "+inf", "-inf"}
-
-
-def command_argv(command: str | Sequence[str]) -> list[str]:
-    """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own interpreter."""
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as error:  # an unbalanced quote
-            raise CommandFailedError(f"the command {command!r} does not parse: {error}; quote as in a shell") from None
-    else:
-        argv = [str(part) for part in command]
-    if not argv:
-        raise CommandFailedError("the command is empty; write one like `python train.py`")
-    if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
-    return argv
 
 
 def format_override_value(value: Any) -> str:
@@ -58,17 +41,9 @@ def format_override_value(value: Any) -> str:
         value = value.item()  # numpy scalars
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, numbers.Integral):
-        return str(int(value))
-    if isinstance(value, numbers.Real):
-        number = float(value)
-        if math.isnan(number):
-            return "nan"
-        if math.isinf(number):
-            return "inf" if number > 0 else "-inf"
-        return repr(number)
+    number = number_text(value)
+    if number is not None:
+        return number
     if isinstance(value, str):
         if _PLAIN_STRING.match(value) and value.lower() not in _GRAMMAR_WORDS:
             return value
@@ -85,12 +60,40 @@ def format_override_value(value: Any) -> str:
     raise ValueError(f"cannot write a {type(value).__name__} ({value!r}) as a Hydra override value")
 
 
-def _quote(text: str) -> str:
-    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled.
-    text = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
+def number_text(value: Any) -> str | None:
+    """A bool, int or float as both Hydra's grammar and argparse's `type=` read it back (`true`, `3`, `0.001`,
+    `nan`, `-inf`); None for anything else."""
+    if hasattr(value, "item") and not isinstance(value, str | bytes | list | tuple | dict):
+        value = value.item()  # numpy scalars
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isnan(number):
+            return "nan"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return repr(number)
+    return None
+
+
+def _quote(text: str, keep: Sequence[tuple[int, int]] = ()) -> str:
+    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled; the spans in
+    # `keep` (Hydra's own `${hydra:...}` calls) stay interpolations, for the app's Hydra to resolve.
+    pieces, at = [], 0
+    for start, end in keep:
+        pieces += [_escape_interpolations(text[at:start]), text[start:end]]
+        at = end
+    text = "".join(pieces) + _escape_interpolations(text[at:])
     # Hydra's quoted strings: backslashes right before a quote (or the closing one) doubled.
     text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
     return "'" + text.replace("'", "\\'") + "'"
+
+
+def _escape_interpolations(text: str) -> str:
+    return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
 
 
 def overrides_for(arm_overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[str]:
@@ -117,11 +120,16 @@ def config_changes_as_overrides(arm_config: Mapping[str, Any], trial_config: Map
     for path, before, after in config_diff(dict(arm_config), dict(trial_config)):
         if after is MISSING:
             out.append(f"~{path}")
-        elif before is MISSING:
-            out.append(f"+{path}={format_override_value(after)}")
         else:
-            out.append(f"{path}={format_override_value(after)}")
+            out.append(f"{'+' if before is MISSING else ''}{path}={_changed_value(after)}")
     return out
+
+
+def _changed_value(value: Any) -> str:
+    """A changed leaf as an override; a text holding `${hydra:...}` (`${hydra:runtime.output_dir}/s3`, a
+    key that interpolates Hydra's resolver and the seed) keeps those calls, as the composed config does."""
+    calls = hydra_calls(value) if isinstance(value, str) else None
+    return _quote(value, calls) if calls else format_override_value(value)
 
 
 def hydra_run_dir_override(folder: Path) -> str:

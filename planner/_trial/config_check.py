@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planner._contract.paths import config_diff, flatten
+from planner._contract.paths import config_diff, flatten, resolve
 from planner._core.errors import CommandConfigMismatchError
 
 
@@ -40,7 +40,7 @@ class ConfigCheck:
         loaded = OmegaConf.load(self.path)
         derived = {path for path, value in flatten(OmegaConf.to_container(loaded, resolve=False)).items()
                    if isinstance(value, str) and "${" in value}
-        composed = OmegaConf.to_container(loaded, resolve=True)
+        composed = resolve(OmegaConf.to_container(loaded, resolve=False), throw_on_missing=False)
         differences = [d for d in config_diff(dict(self.expected), composed) if d[0] not in derived]
         if differences:
             shown = "; ".join(f"{path}: contract {a!r}, script {b!r}" for path, a, b in differences[:5])

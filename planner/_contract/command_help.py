@@ -1,0 +1,132 @@
+"""What an argparse script accepts, read from its own `--help` (`command.args: argparse`).
+
+`plan validate` and `plan run` run the command once with `--help` (no shell, in the contract's folder,
+a few seconds at most) and read the options section argparse prints: each option string, and whether
+it takes a value. HfArgumentParser is argparse underneath and prints the same. The flags a trial gets
+are written from this (planner._trial.command_args): a boolean as the script's own `--flag`/`--no-flag`
+when it has that pair (`BooleanOptionalAction`), else `--flag=true|false` when the option takes a
+value (HfArgumentParser's booleans), else `--flag` alone for true (`store_true`).
+
+A script whose `--help` cannot be read (it needs a GPU to start, it takes long to import, it is not
+argparse) gets no name check: `read_help` says why, and the flags are written without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner._contract.paths import flatten, hydra_calls
+from planner._core.errors import CommandFailedError
+
+HELP_TIMEOUT_S = 5.0
+SWITCH, VALUE, OPTIONAL = "switch", "value", "optional"  # takes no value; takes one or more; takes one or none
+
+_OPTION_LINE = re.compile(r"^\s{1,8}(-\S.*)$")
+
+OUTPUT_DIR = "${hydra:runtime.output_dir}"  # the one Hydra key an argparse script's config may name: planner fills it
+
+
+def command_argv(command: str | Sequence[str]) -> list[str]:
+    """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own interpreter."""
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as error:  # an unbalanced quote
+            raise CommandFailedError(f"the command {command!r} does not parse: {error}; quote as in a shell") from None
+    else:
+        argv = [str(part) for part in command]
+    if not argv:
+        raise CommandFailedError("the command is empty; write one like `python train.py`")
+    if argv[0] in ("python", "python3"):
+        argv[0] = sys.executable
+    return argv
+
+
+def flag_leaves(config: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The leaves of `config` that become flags, by dotted path: a null, an empty list or an empty mapping
+    is left out (the script's own default applies)."""
+    return [(path, value) for path, value in flatten(config).items()
+            if value is not None and value != [] and value != {}]
+
+
+def unfit_for_flags(value: Any) -> str | None:
+    """Why `value` cannot be written as a flag's value(s), or None: a mapping inside a list, or a
+    `${hydra:...}` other than `${hydra:runtime.output_dir}` (no Hydra runs an argparse script)."""
+    items = value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, dict | list):
+            return "a list holding mappings or lists, which argparse flags cannot carry"
+        if isinstance(item, str) and hydra_calls(item.replace(OUTPUT_DIR, "")):
+            return (f"{item!r}: of Hydra's keys only {OUTPUT_DIR} means something to an argparse script "
+                    "(the trial's output folder)")
+    return None
+
+
+@dataclass(frozen=True)
+class ScriptHelp:
+    """The options of an argparse script: option string (`--optimizer.lr`) -> SWITCH | VALUE | OPTIONAL."""
+
+    options: dict[str, str] = field(default_factory=dict)
+
+    def kind(self, key: str) -> str | None:
+        return self.options.get(f"--{key}")
+
+    def negation(self, key: str) -> str | None:
+        """The script's `--no-key` (or HfArgumentParser's `--no_key`) switch, when it has one."""
+        for option in (f"--no-{key}", f"--no_{key}"):
+            if self.options.get(option) == SWITCH:
+                return option
+        return None
+
+    def near(self, key: str) -> str | None:
+        import difflib
+
+        found = difflib.get_close_matches(f"--{key}", sorted(self.options), n=1, cutoff=0.7)
+        return found[0] if found else None
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.options)
+
+
+def parse_help(text: str) -> ScriptHelp:
+    """The options argparse lists in `text` (the output of `--help`); empty when it lists none."""
+    options: dict[str, str] = {}
+    for line in text.splitlines():
+        match = _OPTION_LINE.match(line)
+        if not match:
+            continue
+        invocation = re.split(r"\s{2,}", match.group(1).rstrip(), maxsplit=1)[0]
+        for part in invocation.split(", "):
+            name, _, metavar = part.strip().partition(" ")
+            if not name.startswith("-") or not re.fullmatch(r"-{1,2}[^\s=,]+", name):
+                break  # not an option line after all (a wrapped help text that starts with a dash)
+            metavar = metavar.strip()
+            options[name] = SWITCH if not metavar else OPTIONAL if metavar.startswith("[") else VALUE
+    return ScriptHelp(options)
+
+
+def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HELP_TIMEOUT_S
+              ) -> tuple[ScriptHelp | None, str]:
+    """(the script's options, "") from running `argv --help`, or (None, why it could not be read)."""
+    try:
+        done = subprocess.run([*argv, "--help"], cwd=Path(cwd), capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"`{' '.join(argv)} --help` took over {timeout_s:g} s"
+    except OSError as error:
+        return None, f"`{' '.join(argv)} --help` did not start: {error.strerror or error}"
+    if done.returncode != 0:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+        return None, f"`{' '.join(argv)} --help` exited with status {done.returncode} ({last[0][:200]})"
+    found = parse_help(done.stdout)
+    if not found.options:
+        return None, f"`{' '.join(argv)} --help` printed no argparse options"
+    return found, ""

@@ -1,0 +1,98 @@
+"""An argparse script, unchanged, under `plan run` (issue 24.4): the config goes as `--key value` flags
+(the seed, the budget and the tuned values included), the flags are the names its `--help` lists, and
+a script that refuses its flags shows argparse's own usage error."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._contract.command_help import SWITCH, VALUE, read_help
+from planner._contract.paths import flatten
+from planner._contract.validate import validate
+from planner._dispatch.driver import run
+from planner._store.writer import read_jsonl
+
+pytestmark = pytest.mark.ray
+
+APP = Path(__file__).resolve().parents[2] / "examples" / "argparse_app"
+
+
+def _app(tmp_path: Path, **values) -> Path:
+    app = tmp_path / "app"
+    shutil.copytree(APP, app)
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = [3, 4]
+    contract["budget"]["exposure"] = 3
+    contract["tuning"]["trials_per_arm"] = 2
+    contract["tuning"].pop("early_stop")
+    contract["config"]["values"].update(values)
+    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    return app / "contract.yaml"
+
+
+def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_parsed(ray_local, tmp_path):
+    result = run(_app(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
+
+    assert result.state == "completed", result
+    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    assert len(trials) == 8 and all(r["status"] == "completed" and r["exposure"] == 3 for r in trials), \
+        [(r["trial_id"], r["status"], r["errors"][:1]) for r in trials]
+    for r in trials:
+        output = result.run_dir / "trials" / r["trial_id"] / "attempt-1" / "hydra"
+        parsed = json.loads((output / "args.json").read_text())  # what argparse handed the script
+        expected = flatten(r["config"])
+        assert expected.pop("output_dir") == "${hydra:runtime.output_dir}" and parsed.pop("output_dir") == str(output)
+        assert parsed == expected, r["trial_id"]
+        assert parsed["seed"] == r["seed"] and parsed["epochs"] == 3
+        assert parsed["preprocess.standardize"] is (r["arm"] == "standardized")  # --preprocess.standardize / --no-
+        assert parsed["data.scales"] == [-1.0, 1.5] and parsed["verbose"] is True
+        for key, value in r["params"].items():
+            assert parsed[key] == value
+    (decision,) = result.decisions
+    assert decision["arm"] == "standardized"
+
+
+def test_a_flag_the_script_refuses_shows_its_usage_error_and_is_not_retried(ray_local, tmp_path):
+    shown = io.StringIO()
+    contract = _app(tmp_path, batch_size="big")  # a name --help lists, a value its type= refuses
+
+    result = run(contract, runs_dir=tmp_path / "runs", stream=shown)
+
+    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    assert trials and all(r["status"] == "protocol_error" and r["attempts"] == 1 for r in trials)
+    message = trials[0]["errors"][0]["message"]
+    assert message.startswith("the script refused its flags (exit status 2): usage: train.py")
+    assert "argument --batch_size: invalid int value: 'big'" in message.splitlines()[0]
+    assert "invalid int value: 'big'" in shown.getvalue()
+
+
+def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
+    result = validate(_app(tmp_path, optimiser={"lr": 0.1}, verbose=False))
+    errors = [(d.code, d.message) for d in result.diagnostics if d.severity == "error"]
+    assert errors == [("P530", "config key 'optimiser.lr' would be passed as --optimiser.lr, which the script's "
+                               "--help does not list; did you mean --optimizer.lr?")]
+    (tmp_path / "app" / "train.py").write_text("import sys\nsys.exit(1)\n")  # no --help to read: a note
+    result = validate(tmp_path / "app" / "contract.yaml")
+    assert [d.code for d in result.diagnostics if d.severity == "error"] == []  # nothing to check the names on
+    assert any(d.code == "P941" and "exited with status 1" in d.message for d in result.diagnostics)
+
+
+def test_the_help_is_read_from_the_script_and_a_script_without_one_says_why(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float)\n"
+                      "p.parse_args()\n")
+    found, why = read_help([sys.executable, str(script)], tmp_path)
+    assert why == "" and found.kind("lr") == VALUE and found.kind("help") == SWITCH
+    (tmp_path / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    found, why = read_help([sys.executable, "slow.py"], tmp_path, timeout_s=0.5)
+    assert found is None and "took over 0.5 s" in why
+    (tmp_path / "plain.py").write_text("print('no options here')\n")
+    found, why = read_help([sys.executable, "plain.py"], tmp_path)
+    assert found is None and "printed no argparse options" in why

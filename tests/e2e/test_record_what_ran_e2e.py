@@ -1,0 +1,79 @@
+"""The record is what ran (issue 24.1, 21.6, 24.7): under `plan run`, every trial's recorded config is the
+config the Hydra app composed (its `.hydra/config.yaml`), with the seed, the budget and the tuned values
+planner sets, and the keys that interpolate them; `${hydra:runtime.output_dir}` is allowed and kept."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._cli.main import main
+from planner._contract.paths import resolve
+from planner._dispatch.driver import run
+from planner._lineage.ledger import config_sha256
+from planner._store.writer import read_jsonl
+
+pytestmark = pytest.mark.ray
+
+APP = Path(__file__).resolve().parents[2] / "examples" / "unchanged_app"
+
+
+def _app(tmp_path: Path) -> Path:
+    app = tmp_path / "app"
+    shutil.copytree(APP, app)
+    conf = yaml.safe_load((app / "conf" / "config.yaml").read_text())
+    conf["trainer"]["max_epochs"] = 20  # the app's own default: the budget of 3 must win
+    conf["data"]["split_seed"] = "${seed}"  # follows the trial's seed (21.6)
+    conf["run_name"] = "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"  # a tuned value, the seed and the budget
+    conf["output_dir"] = "${hydra:runtime.output_dir}"  # the Trainer idiom (24.7)
+    conf["ckpt_dir"] = "${hydra:runtime.output_dir}/s${seed}"  # Hydra's resolver and the seed in one value
+    (app / "conf" / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
+    contract = yaml.safe_load((app / "contract.yaml").read_text())
+    contract["seeds"] = [3, 4]
+    contract["budget"]["exposure"] = 3
+    contract["tuning"].update(trials_per_arm=2, early_stop=None)
+    contract["tuning"].pop("early_stop")
+    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    return app / "contract.yaml"
+
+
+def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):
+    result = run(_app(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
+
+    assert result.state == "completed", result
+    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    assert len(trials) == 8 and all(r["status"] == "completed" for r in trials), \
+        [(r["trial_id"], r["status"], r["errors"][:1]) for r in trials]
+    _check_records(result.run_dir, trials)
+    # the arms' configs and the lineage hash hold the budget that ran
+    configs = {p.stem: yaml.safe_load(p.read_text()) for p in (result.run_dir / "configs").glob("*.yaml")}
+    assert {arm: c["trainer"]["max_epochs"] for arm, c in configs.items()} == {"raw": 3, "standardized": 3}
+    lineage = json.loads((result.run_dir / "lineage.json").read_text())
+    assert lineage["baseline"]["config_sha256"] == config_sha256(configs["raw"])
+
+    # a reeval re-runs one config on each seed: the logged configs differ only where the seed reaches them
+    assert main(["reeval", str(result.run_dir), "--arm", "standardized", "--seeds", "3", "5"]) == 0
+    reeval = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "reeval"]
+    assert sorted(r["seed"] for r in reeval) == [3, 5]
+    _check_records(result.run_dir, reeval)
+
+
+def _check_records(run_dir: Path, records: list[dict]) -> None:
+    for r in records:
+        saved = r["config"]
+        hydra_dir = run_dir / "trials" / r["trial_id"] / "attempt-1" / "hydra"
+        received = yaml.safe_load((hydra_dir / ".hydra" / "config.yaml").read_text())
+        assert saved == resolve(received), r["trial_id"]
+        # the script's Hydra got an interpolation to resolve, not its escaped text
+        assert received["ckpt_dir"] in ("${hydra:runtime.output_dir}/s${seed}", f"${{hydra:runtime.output_dir}}/s{r['seed']}")
+        assert saved["ckpt_dir"] == f"${{hydra:runtime.output_dir}}/s{r['seed']}"
+        assert saved["seed"] == r["seed"] and saved["data"]["split_seed"] == r["seed"]
+        assert saved["trainer"]["max_epochs"] == 3
+        assert saved["run_name"] == f"lr{saved['optimizer']['lr']}-s{r['seed']}-e3"
+        assert saved["output_dir"] == "${hydra:runtime.output_dir}"
+        for key, value in r["params"].items():  # a tuning trial's sampled value is in its config too
+            assert saved["optimizer"][key.split(".")[1]] == value
