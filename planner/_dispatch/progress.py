@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from planner._core.lazy import lazy_import
-from planner._core.records import error_of, finite_final_value
+from planner._core.records import error_key, error_of, finite_final_value
 from planner._core.status import FAILED, TrialStatus
 from planner._core.text import clock
 
@@ -48,7 +48,7 @@ class Progress:
         self.t0 = time.monotonic()
         self.phase = "starting"
         self.notes: list[str] = []
-        self.errors: dict[str, int] = {}  # "Type: message" of failed trials -> how many so far
+        self.errors: dict[str, int] = {}  # error_key("Type: message") of failed trials -> how many so far
 
     def cell(self, phase: str, arm: str) -> Cell:
         return self.cells.setdefault((phase, arm), Cell())
@@ -70,8 +70,9 @@ class Progress:
         cell.diverged += status == TrialStatus.DIVERGED
         cell.early_stopped += status == TrialStatus.EARLY_STOPPED
         error = error_of(record)
-        if error is not None:
-            self.errors[error] = self.errors.get(error, 0) + 1
+        if error is not None:  # counted by its normalized key: a path or a number that differs is one failure
+            key = error_key(error)
+            self.errors[key] = self.errors.get(key, 0) + 1
         if status != TrialStatus.COMPLETED:
             return
         metric = self.metric if record["phase"] == "tune" else self.decision_metric
@@ -104,7 +105,7 @@ def failure_text(progress: Progress, record: dict) -> str:
     error = error_of(record)
     if error is None:
         return ""
-    count = progress.errors.get(error, 1)
+    count = progress.errors.get(error_key(error), 1)
     return f": {error}" + (f" [{count} trials so far]" if count > 1 else " [first occurrence]")
 
 

@@ -198,8 +198,13 @@ class _Run:
         self.started = time.monotonic()
 
     def failure(self, cls: type[CommandError], message: str, returncode: int | None = None) -> CommandError:
-        return cls(message, argv=self.argv, returncode=returncode,
-                   stderr_tail=self.stderr.tail_text(STDERR_TAIL_LINES), attempt_dir=str(self.attempt_dir))
+        tail = self.stderr.tail_text(STDERR_TAIL_LINES)
+        if returncode:  # the script's own last word (its exception's line) in the message's first line
+            last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+            if last and last not in message:
+                message = f"{message}: {last[:300]}"
+        return cls(message, argv=self.argv, returncode=returncode, stderr_tail=tail,
+                   attempt_dir=str(self.attempt_dir))
 
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()

@@ -506,3 +506,17 @@ def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_i
     message = record["errors"][-1]["message"]
     assert record["status"] == "protocol_error" and "did you mean `eval_accuracy`?" in message, message
     assert record["exposure"] == 1  # its first evaluation was spent, and counted
+
+
+def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_path):
+    """A new user's typo (cfg.model.hiden) showed only "command exited with status 1" on the terminal; the
+    cause was in stderr.log. The first line, which the progress and the run summary show, names it now."""
+    from planner._core.records import first_line
+
+    trial = TrialDouble(dir=str(tmp_path / "trial"))
+    with pytest.raises(CommandFailedError) as caught:
+        _run(tmp_path, """
+            raise KeyError("Key 'hiden' is not in struct")
+        """, trial=trial)
+    head = first_line(str(caught.value))
+    assert head.startswith("command exited with status 1: KeyError:") and "hiden" in head, head
