@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from planner._results.cost import cost_by_arm
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
+from planner._store.schema import ReportColumns
 
 DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
                     "n_baseline", "n_arm", "reason"]
@@ -107,8 +107,8 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
     info = folder.run_info()
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
-    for record in folder.iter_trials(notes):
-        collector.add(record)
+    for record, columns in folder.iter_trial_columns(notes):
+        collector.add(record, columns)
     trials, report_frame, records = collector.frames()
     notes += collector.notes
     state = folder.state() or {}
@@ -163,20 +163,37 @@ def _integers(values: Sequence[Any]) -> list[int]:
             for v in values]
 
 
-def _append(buffer: array, values: Sequence[Any], convert: Any) -> None:
-    """Extend a typed buffer; on a value of the wrong type, undo the partial extend and convert."""
-    n = len(buffer)
-    try:
-        buffer.extend(values)
-    except (TypeError, OverflowError):
-        del buffer[n:]
-        buffer.extend(convert(values))
+_NUMBER_KINDS = frozenset({float, int})
+
+
+def _float_array(values: Sequence[Any]) -> np.ndarray:
+    """Values as float64: numbers as they are (numpy converts a list of them in C), anything else by `_doubles`."""
+    if set(map(type, values)) <= _NUMBER_KINDS:
+        try:
+            return np.array(values, dtype=np.float64)
+        except OverflowError:
+            pass
+    return np.array(_doubles(values), dtype=np.float64)
+
+
+def _int_array(values: Sequence[Any]) -> np.ndarray:
+    """Steps as int64: whole numbers as they are, anything else by `_integers` (-1)."""
+    if set(map(type, values)) == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            pass
+    return np.array(_integers(values), dtype=np.int64)
+
+
+def _joined(chunks: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(chunks) if chunks else np.array([], dtype=dtype)
 
 
 class _Collector:
     """Columns of the reports table, gathered one trial record at a time.
 
-    Reports go straight into typed buffers (8 bytes a value) and the record is
+    Reports go straight into typed numpy chunks (8 bytes a value, joined at the end) and the record is
     slimmed (its reports dropped) before the next one is read, so memory holds
     columns, never a million report dicts.
     """
@@ -186,9 +203,9 @@ class _Collector:
         self.want = want_reports
         self.metrics = None if metrics is None else set(metrics)
         self.records: list[dict[str, Any]] = []
-        self.steps = array("q")
-        self.times = array("d")
-        self.values = array("d")
+        self.steps: list[np.ndarray] = []  # one typed chunk per (trial, metric) run, joined at the end
+        self.times: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
         self.run_trial: list[int] = []
         self.run_metric: list[int] = []
         self.run_length: list[int] = []
@@ -197,18 +214,34 @@ class _Collector:
         self.n_reports: list[int] = []
         self.notes: list[str] = []
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: dict[str, Any], columns: ReportColumns | None = None) -> None:
+        """One record; `columns`: its reports as the reader's schema check returned them, when regular."""
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        reps = facts.reports_of(r)
-        self.n_reports.append(len(reps))
-        names: set[str] | None = set()
-        if reps:
-            names = self._add_regular(i, reps)
-            if names is None:
-                names = self._add_irregular(i, reps)
+        if columns is not None:
+            names = self._add_columns(i, columns)
+        else:
+            reps = facts.reports_of(r)
+            self.n_reports.append(len(reps))
+            names = set()
+            if reps:
+                names = self._add_regular(i, reps)
+                if names is None:
+                    names = self._add_irregular(i, reps)
         self.records.append(facts.slim_record(r, self.contract, names))
+
+    def _add_columns(self, i: int, columns: ReportColumns) -> set[str]:
+        """Reports the reader already took apart into checked columns: stored as they are. The metric names."""
+        self.n_reports.append(len(columns.steps))
+        steps = times = None  # converted once, shared by the trial's metrics
+        for name, vals in zip(columns.names, columns.values, strict=True):
+            self._final(name, i, vals[-1])
+            if self.want and (self.metrics is None or name in self.metrics):
+                if steps is None:
+                    steps, times = _int_array(columns.steps), _float_array(columns.times)
+                self._extend(name, i, vals, steps, times)
+        return set(columns.names)
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
         """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
@@ -259,9 +292,9 @@ class _Collector:
         self.finals.setdefault(name, []).append((i, _number(last)))
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
-        _append(self.values, vals, _doubles)
-        _append(self.times, times, _doubles)
-        _append(self.steps, steps, _integers)
+        self.values.append(_float_array(vals))
+        self.times.append(times if isinstance(times, np.ndarray) else _float_array(times))
+        self.steps.append(steps if isinstance(steps, np.ndarray) else _int_array(steps))
         self.run_trial.append(i)
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
         self.run_length.append(len(vals))
@@ -306,11 +339,11 @@ class _Collector:
             "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
             "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
             "seed": trials["seed"].array[trial_idx],
-            "step": np.frombuffer(self.steps, dtype=np.int64),
+            "step": _joined(self.steps, np.int64),
             "metric": pd.Categorical.from_codes(np.repeat(np.asarray(self.run_metric, dtype=np.int64), lengths),
                                                 categories=metric_names),
-            "value": np.frombuffer(self.values, dtype=np.float64),
-            "time_s": np.frombuffer(self.times, dtype=np.float64),
+            "value": _joined(self.values, np.float64),
+            "time_s": _joined(self.times, np.float64),
         })
 
 

@@ -30,7 +30,7 @@ from planner._core.errors import RunError, UsageError
 from planner._core.records import TrialRecord
 from planner._store.facts import heldout_ledger, heldout_tuning_trials, slim_record  # noqa: F401 (*)
 from planner._store.files import LINE_CAP, open_stream, read_inside
-from planner._store.schema import check_lock, checker
+from planner._store.schema import ReportColumns, check_lock, check_trial, checker
 
 # (*) heldout_ledger and heldout_tuning_trials are no reader's: _dispatch/driver.py and _reeval/rerun.py import
 # them from here until their owners import them from planner._store.facts; then this line keeps slim_record only.
@@ -87,7 +87,7 @@ def _recover(line: bytes) -> dict[str, Any] | None:
 
 
 def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
-               check: Any = None) -> Iterator[dict[str, Any]]:
+               check: Any = None, pairs: bool = False) -> Iterator[Any]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
     A last line that does not parse is a torn write: it is skipped, and a note
@@ -97,7 +97,8 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
     that holds JSON but not an object is a RunError: that is not a trials log.
     The file is read line by line: memory stays flat. It must be a regular file inside `root` (default: its
     folder), reached without following a link; a line longer than 256 MiB is refused (RunError).
-    `check(record, where)` (a schema check from planner._store.schema) is run on every record kept.
+    `check(record, where)` (a schema check from planner._store.schema) is run on every record kept; with
+    `pairs`, each record comes as (record, what the check returned).
     """
     f = open_stream(path.parent if root is None else root, path)
     if f is None:
@@ -117,9 +118,8 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
                 else:
                     notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
                                  "resume): that part was skipped, the whole record after it kept")
-                    if check is not None:
-                        check(recovered, f"line {bad[0]} of {path}")
-                    yield recovered
+                    checked = None if check is None else check(recovered, f"line {bad[0]} of {path}")
+                    yield (recovered, checked) if pairs else recovered
                 bad = None
             try:
                 value = _loads(line)
@@ -128,9 +128,8 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
                 continue
             if not isinstance(value, dict):
                 raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
-            if check is not None:
-                check(value, f"line {number} of {path}")
-            yield value
+            checked = None if check is None else check(value, f"line {number} of {path}")
+            yield (value, checked) if pairs else value
     if bad is not None:
         notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
                      "leaves it, and was skipped")
@@ -251,6 +250,11 @@ class RunFolder:
     def iter_trials(self, notes: list[str]) -> Iterator[TrialRecord]:
         """trials.jsonl streamed, each record checked (memory stays flat)."""
         return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=checker("trials.jsonl"))
+
+    def iter_trial_columns(self, notes: list[str]) -> Iterator[tuple[TrialRecord, ReportColumns | None]]:
+        """trials.jsonl streamed, each record checked, with its reports as checked columns when they are
+        regular (planner._store.schema.ReportColumns; None otherwise): a columnar reader takes them as they are."""
+        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check_trial, pairs=True)
 
     def events(self) -> JsonLines:
         return read_jsonl(self.file("events.jsonl"), root=self.path)
