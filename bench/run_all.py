@@ -81,8 +81,10 @@ class Sample:
         return statistics.median(getattr(self, what))
 
 
-def measure(cmd: list[str], pythonpath: Path, cwd: Path = ROOT, timeout: float = 900) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak MiB, stdout) of one child process with PYTHONPATH=`pythonpath`."""
+def measure(cmd: list[str], pythonpath: Path, cwd: Path = ROOT) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak MiB, stdout) of one child process with PYTHONPATH=`pythonpath`.
+
+    `cwd` must hold no planner: `python -m` and `-c` put it first on sys.path, before PYTHONPATH."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "PYTHONDONTWRITEBYTECODE": "1"}
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -201,7 +203,7 @@ def table_rows(args: argparse.Namespace, sides: dict[str, Path], tmp: Path) -> l
     run_dir = synthetic_run(Path(args.keep) if args.keep else tmp, args.trials, args.reports)
     out = tmp / "reports"
     out.mkdir(exist_ok=True)
-    rep = run_cases(report_cases(run_dir, out), sides, args.repeat)
+    rep = run_cases(report_cases(run_dir, out), sides, args.repeat, cwd=out)  # cwd: no planner on sys.path[0]
     floor_name = next(c for c, _ in rep if c.startswith("floor"))
     floor = rep[(floor_name, "after")]
     fcpu = floor.median("cpu")
