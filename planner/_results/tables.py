@@ -109,7 +109,7 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
     with rf.paused_gc():
-        for record, columns in folder.iter_trial_columns(notes):
+        for record, columns in folder.iter_trial_columns(notes, metrics if reports else []):
             collector.add(record, columns)
         trials, report_frame, records = collector.frames()
         events = folder.events().records
@@ -235,12 +235,11 @@ class _Collector:
     def _add_columns(self, i: int, columns: ReportColumns) -> set[str]:
         """Reports the reader already took apart into checked columns: stored as they are. The metric names."""
         self.n_reports.append(len(columns.steps))
-        steps = times = None  # converted once, shared by the trial's metrics
-        for name, vals in zip(columns.names, columns.values, strict=True):
-            self._final(name, i, vals[-1])
-            if self.want and (self.metrics is None or name in self.metrics):
-                if steps is None:
-                    steps, times = _int_array(columns.steps), _float_array(columns.times)
+        for name, last in zip(columns.names, columns.last, strict=True):
+            self._final(name, i, last)
+        if self.want and columns.values:  # the reader carried only the metrics asked for
+            steps, times = _int_array(columns.steps), _float_array(columns.times)  # shared by the metrics
+            for name, vals in columns.values.items():
                 self._extend(name, i, vals, steps, times)
         return set(columns.names)
 

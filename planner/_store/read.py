@@ -170,7 +170,9 @@ def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | N
 
 def _trial_check(name: str) -> Any:
     """The check of a trials log (returning its columns); of another file, its check returning None."""
-    return check_trial if name == "trials.jsonl" else checker(name)
+    if name != "trials.jsonl":
+        return checker(name)
+    return lambda record, where: check_trial(record, where, frozenset())  # names only: no values are kept
 
 
 def read_json(path: Path, *, required: bool = False, root: Path | None = None) -> dict[str, Any] | None:
@@ -275,10 +277,14 @@ class RunFolder:
         """trials.jsonl streamed, each record checked (memory stays flat)."""
         return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=checker("trials.jsonl"))
 
-    def iter_trial_columns(self, notes: list[str]) -> Iterator[tuple[TrialRecord, ReportColumns | None]]:
+    def iter_trial_columns(self, notes: list[str], metrics: list[str] | None = None
+                           ) -> Iterator[tuple[TrialRecord, ReportColumns | None]]:
         """trials.jsonl streamed, each record checked, with its reports as checked columns when they are
-        regular (planner._store.schema.ReportColumns; None otherwise): a columnar reader takes them as they are."""
-        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check_trial, pairs=True)
+        regular (planner._store.schema.ReportColumns; None otherwise): a columnar reader takes them as they are.
+        `metrics`: the metrics whose values the columns carry (every metric is checked; all by default)."""
+        wanted = None if metrics is None else frozenset(metrics)
+        check = check_trial if wanted is None else (lambda record, where: check_trial(record, where, wanted))
+        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check, pairs=True)
 
     def events(self) -> JsonLines:
         return read_jsonl(self.file("events.jsonl"), root=self.path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from planner._core.errors import RunError
@@ -87,20 +88,23 @@ def _required(record: dict, fields: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class ReportColumns:
-    """A trial's reports as columns, already checked: steps, times, the sorted metric names, a list per name.
+    """A trial's reports as columns, already checked: steps, times, the sorted metric names, the last value of
+    each, and the values of each metric asked for (`check_trial`'s `metrics`; every one by default) by name.
 
     Only for the regular case (every report has `step`, `time_s` and the same metrics, steps whole numbers):
-    `trial_columns` returns None for any other reports, after checking them one by one.
+    `check_trial` returns None for any other reports, after checking them one by one.
     """
 
     steps: list
     times: list
     names: list[str]
-    values: list[list]
+    last: list
+    values: dict[str, list]
 
 
-def _trial(r: dict) -> ReportColumns | None:
-    """Check a trial record; its reports as columns when they are regular (else None)."""
+def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """Check a trial record; its reports as columns when they are regular (else None), with the values of
+    `metrics` only (all by default)."""
     _required(r, ("trial_id", "status"))
     for name in ("trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256"):
         _str(r.get(name), name)
@@ -113,7 +117,7 @@ def _trial(r: dict) -> ReportColumns | None:
     _dict(r.get("params"), "params")
     _dict(r.get("config"), "config")
     reports = _list(r.get("reports"), "reports")
-    columns = _report_columns(reports)
+    columns = _report_columns(reports, metrics)
     if columns is None and not _plain_reports(reports):  # the fast checks failed: the slow one names the field
         for i, report in enumerate(reports):
             if not isinstance(report, dict):
@@ -139,10 +143,10 @@ _NON_FINITE_SET = frozenset(NON_FINITE)
 _VALUE_KINDS = frozenset({float, int, str, type(None)})
 
 
-def _report_columns(reports: list) -> ReportColumns | None:
+def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
     """The reports as checked columns when they are regular, else None (the per-report checks then decide).
 
-    Columns are checked by the set of their element types (one pass in C): steps must all be whole numbers
+    Columns are checked by the set of their element types (a pass in C): steps must all be whole numbers
     up to 2**53, metric values numbers up to 2**53, None or "nan"/"inf"/"-inf" -- what `_plain_reports`
     accepts. A million reports cost a few list comprehensions instead of a Python loop per value.
     """
@@ -153,22 +157,24 @@ def _report_columns(reports: list) -> ReportColumns | None:
         if reports and set(map(type, mets)) != {dict}:
             return None
         names = sorted(set().union(*mets))
-        values = [[m[n] for m in mets] for n in names]
     except (KeyError, TypeError):
+        return None
+    if reports and set(map(len, mets)) != {len(names)}:  # a report lacks a metric another has
         return None
     if steps and (set(map(type, steps)) != {int} or min(steps) < -BIG or max(steps) > BIG):
         return None
-    for column in values:
-        kinds = set(map(type, column))
-        if kinds == {float}:
-            continue
+    kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))  # every value, in one pass
+    if kinds - {float}:
         if not kinds <= _VALUE_KINDS:
             return None
-        if int in kinds and not all(-BIG <= v <= BIG for v in column if type(v) is int):
+        every = list(chain.from_iterable(map(dict.values, mets)))
+        if int in kinds and not all(-BIG <= v <= BIG for v in every if type(v) is int):
             return None
-        if str in kinds and not {v for v in column if type(v) is str} <= _NON_FINITE_SET:
+        if str in kinds and not {v for v in every if type(v) is str} <= _NON_FINITE_SET:
             return None
-    return ReportColumns(steps, times, names, values)
+    last = mets[-1] if mets else {}
+    values = {n: [m[n] for m in mets] for n in names if metrics is None or n in metrics}
+    return ReportColumns(steps, times, names, [last[n] for n in names], values)
 
 
 def _plain_reports(reports: list) -> bool:
@@ -284,9 +290,13 @@ def check(name: str, record: dict, where: str) -> Any:
     try:
         return fn(record)
     except _Bad as bad:
-        wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
-        raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
-                       "damaged or was edited)") from None
+        _raise(bad, where)
+
+
+def _raise(bad: _Bad, where: str) -> None:
+    wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
+    raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
+                   "damaged or was edited)") from None
 
 
 def checker(name: str) -> Callable[[dict, str], None] | None:
@@ -300,6 +310,10 @@ def check_lock(record: dict, where: str) -> None:
     check("lock", record, where)
 
 
-def check_trial(record: dict, where: str) -> ReportColumns | None:
-    """The check of a trials.jsonl record; its reports as checked columns when they are regular (else None)."""
-    return check("trials.jsonl", record, where)
+def check_trial(record: dict, where: str, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """The check of a trials.jsonl record; its reports as checked columns when they are regular (else None),
+    with the values of `metrics` only (every metric's by default)."""
+    try:
+        return _trial(record, metrics)
+    except _Bad as bad:
+        _raise(bad, where)

@@ -8,6 +8,7 @@ from the columns as from the records themselves.
 import json
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -57,6 +58,10 @@ def test_reports_the_per_report_check_accepts_pass_with_or_without_columns(name)
         assert columns is not None
         assert columns.names == sorted({n for p in ACCEPTED[name] for n in p["metrics"]})
         assert columns.steps == [p["step"] for p in ACCEPTED[name]]
+        assert columns.values == {n: [p["metrics"][n] for p in ACCEPTED[name]] for n in columns.names}
+        assert columns.last == [ACCEPTED[name][-1]["metrics"][n] for n in columns.names]
+        only = schema.check_trial(_record(ACCEPTED[name]), "line 1", frozenset(columns.names[:1]))
+        assert list(only.values) == columns.names[:1] and only.last == columns.last
     else:
         assert columns is None  # not regular: checked report by report, read by the general path
 
@@ -78,7 +83,7 @@ def test_load_run_builds_the_same_frames_from_columns_as_from_records(tmp_path, 
     columnar = tables.load_run(run)
     assert columnar.reports["trial_id"].astype(str).str.startswith("odd-").any()
 
-    def records_only(self, notes):  # the reader without its columns: the collector takes every record apart
+    def records_only(self, notes, metrics=None):  # the reader without its columns: the collector takes every record apart
         return ((r, None) for r in self.iter_trials(notes))
 
     monkeypatch.setattr(rf.RunFolder, "iter_trial_columns", records_only)
@@ -86,3 +91,10 @@ def test_load_run_builds_the_same_frames_from_columns_as_from_records(tmp_path, 
     pd.testing.assert_frame_equal(columnar.trials, general.trials)
     pd.testing.assert_frame_equal(columnar.reports, general.reports)
     assert columnar.violations == general.violations and columnar.heldout == general.heldout
+    monkeypatch.undo()
+    one = tables.load_run(run, metrics=["val_acc"])
+    assert set(one.reports["metric"].astype(str)) == {"val_acc"}
+    pd.testing.assert_frame_equal(one.trials, columnar.trials)
+    kept = columnar.reports[columnar.reports["metric"].astype(str) == "val_acc"].reset_index(drop=True)
+    assert np.array_equal(one.reports["value"].to_numpy(), kept["value"].to_numpy(), equal_nan=True)
+    assert one.reports["trial_id"].astype(str).tolist() == kept["trial_id"].astype(str).tolist()
