@@ -341,13 +341,19 @@ class _Collector:
             "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
             "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
             "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
-            "seed": trials["seed"].array[trial_idx],
+            "seed": _taken(trials["seed"].array, trial_idx),
             "step": np.frombuffer(self.steps, dtype=np.int64),
             "metric": pd.Categorical.from_codes(np.repeat(np.asarray(self.run_metric, dtype=_code_kind(metric_names)),
                                                           lengths), categories=metric_names),
             "value": np.frombuffer(self.values, dtype=np.float64),
             "time_s": np.frombuffer(self.times, dtype=np.float64),
         }, copy=False)  # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB lower)
+
+
+def _taken(column: Any, rows: np.ndarray) -> Any:
+    """A nullable integer column repeated row by row: numpy takes its values and its mask (no masked take)."""
+    values = column.to_numpy(dtype=np.int64, na_value=0)
+    return pd.arrays.IntegerArray(values[rows], np.asarray(column.isna())[rows])
 
 
 def _code_kind(categories: Sequence[Any]) -> Any:
