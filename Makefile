@@ -37,8 +37,9 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check planner tests bench examples
 
+# make bench BENCH_ARGS="--before ../other-checkout": issue 23's table, before and after side by side (docs/speed.md)
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

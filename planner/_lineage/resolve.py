@@ -24,7 +24,6 @@ from planner._lineage import history
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
 from planner._lineage.source import ArmOfRun, read_arm
 from planner._store.claims import accepted
-from planner._store.identity import code_identity, trainable_search_path
 
 
 class ProjectLineage:
@@ -179,6 +178,10 @@ def _code_findings(source: ArmOfRun, contract: Any, contract_dir: Path, where: t
                         severity="warning")]
     if contract.trainable is None:
         return []
+    # deferred: identity brings psutil, subprocess and importlib.metadata, which `plan validate` of a contract
+    # without a baseline from a run does not need (about 20 ms of its start-up)
+    from planner._store.identity import code_identity, trainable_search_path
+
     now = code_identity(contract.trainable, trainable_search_path(Path(contract_dir)))
     a, b = then.get("trainable_source_sha256"), now.get("trainable_source_sha256")
     if a != b:

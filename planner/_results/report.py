@@ -251,22 +251,39 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     if not len(r) or metric is None or metric not in r["metric"].cat.categories:
         return pd.DataFrame({c: [] for c in cols})
     mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)  # codes: no strings
-    step = r["step"].to_numpy()[mask]
-    value = r["value"].to_numpy()[mask]
-    phase = r["phase"].cat.codes.to_numpy()[mask].astype(np.int64)
-    arm = r["arm"].cat.codes.to_numpy()[mask].astype(np.int64)
+    columns = [r["step"].to_numpy(), r["value"].to_numpy(), r["phase"].cat.codes.to_numpy(),
+               r["arm"].cat.codes.to_numpy()]
+    if not mask.all():  # the html report reads one metric: then no copy of a million rows selects them all
+        columns = [column[mask] for column in columns]
+    step, value, phase_codes, arm_codes = columns
+    del columns, mask
     steps = _distinct(step)
+    # the group key below fits in int16 for any ordinary run (phases x arms x steps < 2**15): a quarter of
+    # the memory of int64 over a million reports, and the key numpy's radix sort takes
+    small = len(r["phase"].cat.categories) * len(r["arm"].cat.categories) * steps.size < 2**15
+    kind = np.int16 if small else np.int64
+    phase, arm = phase_codes.astype(kind), arm_codes.astype(kind)
+    del phase_codes, arm_codes
     keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
     if steps.size > max_points:
         keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
-    step, value, phase, arm = step[keep], value[keep], phase[keep], arm[keep]
+    if not keep.all():
+        step, value, phase, arm = step[keep], value[keep], phase[keep], arm[keep]
+    del keep
     if not value.size:
         return pd.DataFrame({c: [] for c in cols})
     n_arms = int(arm.max()) + 1
-    step_pos = np.searchsorted(steps, step)
-    key = (phase * n_arms + arm) * steps.size + step_pos
+    key = np.searchsorted(steps, step).astype(kind)  # the step's position; the whole key is built on it in place
+    del step
+    phase *= n_arms  # phase and arm are this function's own copies
+    phase += arm
+    del arm
+    phase *= steps.size
+    key += phase
+    del phase
     order = _order_by_key_then_value(key, value)
     key, value = key[order], value[order]
+    del order
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     counts = np.diff(np.r_[starts, key.size])
 
@@ -277,7 +294,7 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
         frac = pos - lo
         return value[starts + lo] + (value[starts + hi] - value[starts + lo]) * frac
 
-    group = key[starts]
+    group = key[starts].astype(np.int64)
     phase_cat, arm_cat = r["phase"].cat.categories, r["arm"].cat.categories
     return pd.DataFrame({
         "phase": pd.Categorical.from_codes(group // (n_arms * steps.size), categories=phase_cat),

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from planner._core.errors import RunError
@@ -93,7 +95,25 @@ def _required(record: dict, fields: tuple[str, ...]) -> None:
             raise _Bad(name, "present", "(missing)")
 
 
-def _trial(r: dict) -> None:
+@dataclass(frozen=True, slots=True)
+class ReportColumns:
+    """A trial's reports as columns, already checked: steps, times, the sorted metric names, the last value of
+    each, and the values of each metric asked for (`check_trial`'s `metrics`; every one by default) by name.
+
+    Only for the regular case (every report has `step`, `time_s` and the same metrics, steps whole numbers):
+    `check_trial` returns None for any other reports, after checking them one by one.
+    """
+
+    steps: list
+    times: list
+    names: list[str]
+    last: list
+    values: dict[str, list]
+
+
+def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """Check a trial record; its reports as columns when they are regular (else None), with the values of
+    `metrics` only (all by default)."""
     _required(r, ("trial_id", "status"))
     for name in ("trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256"):
         _str(r.get(name), name)
@@ -106,7 +126,8 @@ def _trial(r: dict) -> None:
     _dict(r.get("params"), "params")
     _dict(r.get("config"), "config")
     reports = _list(r.get("reports"), "reports")
-    if not _plain_reports(reports):  # the fast check failed: the slow one names the field
+    columns = _report_columns(reports, metrics)
+    if columns is None and not _plain_reports(reports):  # the fast checks failed: the slow one names the field
         for i, report in enumerate(reports):
             if not isinstance(report, dict):
                 raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
@@ -124,6 +145,45 @@ def _trial(r: dict) -> None:
         if isinstance(violation, dict):
             _str(violation.get("kind"), f"violations[{i}].kind")
             _num(violation.get("step"), f"violations[{i}].step")
+    return columns
+
+
+_NON_FINITE_SET = frozenset(NON_FINITE)
+_VALUE_KINDS = frozenset({float, int, str, type(None)})
+
+
+def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """The reports as checked columns when they are regular, else None (the per-report checks then decide).
+
+    Columns are checked by the set of their element types (a pass in C): steps must all be whole numbers
+    up to 2**53, metric values numbers up to 2**53, None or "nan"/"inf"/"-inf" -- what `_plain_reports`
+    accepts. A million reports cost a few list comprehensions instead of a Python loop per value.
+    """
+    try:
+        mets = [p["metrics"] for p in reports]
+        steps = [p["step"] for p in reports]
+        times = [p["time_s"] for p in reports]
+        if reports and set(map(type, mets)) != {dict}:
+            return None
+        names = sorted(set().union(*mets))
+    except (KeyError, TypeError):
+        return None
+    if reports and set(map(len, mets)) != {len(names)}:  # a report lacks a metric another has
+        return None
+    if steps and (set(map(type, steps)) != {int} or min(steps) < -BIG or max(steps) > BIG):
+        return None
+    kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))  # every value, in one pass
+    if kinds - {float}:
+        if not kinds <= _VALUE_KINDS:
+            return None
+        every = list(chain.from_iterable(map(dict.values, mets)))
+        if int in kinds and not all(-BIG <= v <= BIG for v in every if type(v) is int):
+            return None
+        if str in kinds and not {v for v in every if type(v) is str} <= _NON_FINITE_SET:
+            return None
+    last = mets[-1] if mets else {}
+    values = {n: [m[n] for m in mets] for n in names if metrics is None or n in metrics}
+    return ReportColumns(steps, times, names, [last[n] for n in names], values)
 
 
 def _plain_reports(reports: list) -> bool:
@@ -225,24 +285,31 @@ def _identity(r: dict) -> None:
             raise _Bad(name, "a mapping", r[name])
 
 
-_CHECKS: dict[str, Callable[[dict], None]] = {
+_CHECKS: dict[str, Callable[[dict], Any]] = {
     "trials.jsonl": _trial, "events.jsonl": _event, "reevals.jsonl": _reeval, "state.json": _state,
     "plan.json": _plan, "decisions.json": _decisions, "selection.json": _selection, "run.json": _run,
     "lock": _lock, "identity.json": _identity,
 }
 
 
-def check(name: str, record: dict, where: str) -> None:
-    """Raise RunError naming `where` and the field when `record` (of the file called `name`) has a wrong shape."""
+def check(name: str, record: dict, where: str) -> Any:
+    """Raise RunError naming `where` and the field when `record` (of the file called `name`) has a wrong shape.
+
+    A trial record's check returns its reports as `ReportColumns` when they are regular (else None).
+    """
     fn = _CHECKS.get(name)
     if fn is None:
-        return
+        return None
     try:
-        fn(record)
+        return fn(record)
     except _Bad as bad:
-        wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
-        raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
-                       "damaged or was edited)") from None
+        _raise(bad, where)
+
+
+def _raise(bad: _Bad, where: str) -> None:
+    wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
+    raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
+                   "damaged or was edited)") from None
 
 
 def checker(name: str) -> Callable[[dict, str], None] | None:
@@ -254,3 +321,12 @@ def checker(name: str) -> Callable[[dict, str], None] | None:
 
 def check_lock(record: dict, where: str) -> None:
     check("lock", record, where)
+
+
+def check_trial(record: dict, where: str, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """The check of a trials.jsonl record; its reports as checked columns when they are regular (else None),
+    with the values of `metrics` only (every metric's by default)."""
+    try:
+        return _trial(record, metrics)
+    except _Bad as bad:
+        _raise(bad, where)
