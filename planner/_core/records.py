@@ -160,6 +160,19 @@ def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
+def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:
+    """The protocol notes trials carry (`notes`: a declared metric no row held), grouped like errors (by
+    `error_key`), in order of first occurrence: [{"note", "count", "first": trial_id}]."""
+    groups: dict[str, dict[str, Any]] = {}
+    for record in records:
+        notes = record.get("notes")
+        for note in notes if isinstance(notes, list) else []:
+            group = groups.setdefault(error_key(str(note)), {"note": str(note), "count": 0,
+                                                             "first": record.get("trial_id")})
+            group["count"] += 1
+    return list(groups.values())
+
+
 def curve(record: dict[str, Any]) -> tuple:
     """Everything a trial reported, as a comparable value: (step, sorted metrics) per report."""
     reports = record.get("reports")

@@ -37,7 +37,13 @@ from planner._core.errors import (
     UsageError,
 )
 from planner._core.lazy import lazy_import
-from planner._core.records import error_groups, final_value, finite_final_value, seeds_identical
+from planner._core.records import (
+    error_groups,
+    final_value,
+    finite_final_value,
+    note_groups,
+    seeds_identical,
+)
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
 from planner._core.text import noun, shown_path, utc_now, yaml_value
@@ -92,6 +98,7 @@ class RunResult:
     heldout_exposures: int = 0  # tuning trials that reported metric.heldout
     heldout: str | None = None
     findings: list[dict] = field(default_factory=list)  # decisions.json `findings` (seeds_identical, ...)
+    notes: list[dict] = field(default_factory=list)  # the trials' protocol notes, grouped (records.note_groups)
     resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
     resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
 
@@ -699,7 +706,7 @@ def _result(runner: Runner, end: _End, resumed: dict | None, *, resume_command: 
                      failures, resume_command=resume_command, resumed=resumed,
                      errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
                      heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
-                     findings=list(runner.findings))
+                     findings=list(runner.findings), notes=note_groups(records))
 
 
 def arms_without_value(contract, records: list[dict]) -> list[str]:
@@ -783,6 +790,8 @@ def format_result(result: RunResult) -> str:
             f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
     for finding in result.findings:
         lines.append(f"warning:    {finding['message']}")
+    for group in result.notes[:5]:  # a declared metric no row held: said, never dropped (docs/command-trainables.md)
+        lines.append(f"warning:    {group['note']} (in {noun('trial', group['count'])}, first {group['first']})")
     for group in result.errors[:5]:
         lines.append(f"error:      {group['error']} (in {noun('trial', group['count'])}, "
                      f"first {group['first']})")
@@ -813,6 +822,8 @@ def format_result(result: RunResult) -> str:
                          f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
         if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
             lines.append(f"    {d.get('invalid_reason') or d['reason']}")  # the short why (_stats.decide.mark_invalid)
+        elif d["effect"] is not None and d.get("ci_low") is None and d.get("ci_high") is None and d.get("reason"):
+            lines.append(f"    {d['reason']}")  # no CI (a degenerate spread): the numbers alone do not say why
     if result.resume_command:
         lines.append(f"to resume:  {result.resume_command}")
     lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]

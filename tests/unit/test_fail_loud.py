@@ -265,3 +265,25 @@ def _by_id(records):
     from planner._plan.trials import confirm_trial_id
 
     return [{**r, "trial_id": confirm_trial_id(r["arm"], r["seed"])} for r in records]
+
+
+def test_a_declared_metric_no_row_held_is_a_warning_at_the_end_of_the_run_and_a_degenerate_decision_says_why():
+    """A new user's `train_loss: train_los_epoch` typo ended exit 0 with nothing on the terminal (the note sat
+    in trials.jsonl); and `wd: inconclusive effect +0 CI [none, none]` printed without its reason."""
+    from pathlib import Path
+
+    from planner._core.records import note_groups
+    from planner._dispatch.driver import RunResult, format_result
+
+    note = "metrics.names maps 'train_loss' to 'train_los_epoch', which no row of {} holds"
+    records = [{"trial_id": f"confirm-a-s{s}", "notes": [note.format(f"/runs/x/trials/confirm-a-s{s}/m.csv")]}
+               for s in range(3)] + [{"trial_id": "confirm-b-s0"}]
+    groups = note_groups(records)
+    assert [(g["count"], g["first"]) for g in groups] == [(3, "confirm-a-s0")]
+    degenerate = {"arm": "wd", "decision": "inconclusive", "effect": 0.0, "ci_low": None, "ci_high": None,
+                  "p_value": None, "n_arm": 3, "n_baseline": 3,
+                  "reason": "Inconclusive (degenerate spread): every seed gave the same value."}
+    text = format_result(RunResult(run_dir=Path("runs/x"), state="completed", reason="all planned trials ended",
+                                   decisions=[degenerate], wall_time_s=1.0, trials_ended=4, notes=groups))
+    assert "warning:    metrics.names maps 'train_loss' to 'train_los_epoch'" in text and "(in 3 trials, first confirm-a-s0)" in text
+    assert "    Inconclusive (degenerate spread): every seed gave the same value." in text
