@@ -40,7 +40,7 @@ import numpy as np
 
 from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
 from planner._core.redact import Redactor
-from planner._core.status import TrialStatus
+from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
@@ -257,6 +257,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
         record["resumed"] = False
+        record["exposure"] = ledger.reached()  # the steps it reported before the kill were spent
         return record
     scrub = _scrubber(spec)
     status, trial, resumed = TrialStatus.FAILED, None, False
@@ -269,8 +270,12 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
-        how, error = _attempt(spec, trial, ledger, scrub)
-        ledger.end(attempts, how, error)
+        try:
+            how, error = _attempt(spec, trial, ledger, scrub)
+        except _SessionExit:  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
+            ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            raise
+        ledger.end(attempts, how, error, trial.last_step)
         if how != RAISED:
             status = how
             break
@@ -280,6 +285,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
+    if status in FAILED:  # the steps a failed trial spent count, also those of an attempt before its last
+        record["exposure"] = max(record["exposure"], ledger.reached())
     return record
 
 
@@ -348,7 +355,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     n = trial.attempt
 
     def on_kill(status: TrialStatus, message: str) -> None:
-        ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""))
+        ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
     try:
