@@ -234,7 +234,8 @@ def new_modules(before: set[str], machinery: set[str] | None = None) -> list[str
     keeps them (`modules`): the imports inside its function body, which its source does not show."""
     skip = before | MACHINERY | (machinery or set())
     return sorted(name for name in top_level_modules() - skip
-                  if name not in sys.stdlib_module_names and not name.startswith("__"))
+                  if name not in sys.stdlib_module_names and not name.startswith(("__", "_cython_"))
+                  and name != "cython_runtime")  # Cython's runtime entries: no package
 
 
 def seed_everything(seed: int) -> None:
