@@ -72,7 +72,7 @@ from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
-from planner._store.identity import run_identity
+from planner._store.identity import add_used_packages, run_identity
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
@@ -651,7 +651,8 @@ class _End:
             self.state, self.reason = RunState.FAILED, (
                 f"every trial that ran is kept, but the decision could not be made: "
                 f"{type(failure).__name__}: {failure}")
-        for step in (lambda: runner.write_state(self.state, self.reason),
+        for step in (lambda: add_used_packages(store.root, runner.records.values()),
+                     lambda: runner.write_state(self.state, self.reason),
                      lambda: store.event("run_ended", state=self.state, reason=self.reason)):
             try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
                 step()

@@ -23,6 +23,7 @@ from typing import Any
 
 import psutil
 
+from planner._core.errors import RunError
 from planner._core.redact import REDACTED, Redactor, looks_secret
 from planner._core.version import VERSION
 
@@ -162,10 +163,51 @@ def _required_name(requirement: str) -> str | None:
     return match.group(1)
 
 
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def record_modules(records: Iterable[dict[str, Any]]) -> set[str]:
+    """The top-level module names the trials' records say their workers loaded (a function trainable's
+    `modules`: what its first attempt imported, its function body's imports among them)."""
+    out: set[str] = set()
+    for record in records:
+        names = record.get("modules") if isinstance(record, dict) else None
+        if isinstance(names, list):
+            out |= {n for n in names if isinstance(n, str) and _MODULE_NAME.fullmatch(n)}
+    return out
+
+
+def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
+    """Add to the run folder's identity.json the packages behind the modules its trials' workers loaded
+    (`record_modules`, mapped by `used_packages`) that it does not list yet, with today's versions: a
+    function trainable that imports torch inside its body records torch. Written atomically, never through
+    a link (planner._store.writer.write_json). Returns the names added; a folder whose identity.json is
+    missing or unreadable is left as it is (a reeval says so)."""
+    from planner._store.read import RunFolder  # the one reader of a run folder
+    from planner._store.writer import write_json  # the one atomic writer (imports the reader)
+
+    root = Path(root)
+    try:
+        identity = RunFolder(root).identity()
+    except RunError:
+        return []
+    if not isinstance(identity, dict):
+        return []
+    logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
+    added = [name for name in used_packages(record_modules(records)) if name not in logged]
+    if not added:
+        return []
+    versions = packages(added)
+    identity["packages"] = {**logged, **{name: versions.get(name) for name in added}}
+    write_json(root / "identity.json", identity, root)
+    return added
+
+
 def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
     """The distributions the trainable uses, as the driver can tell from its source: the imports of the
     trainable's module (a `command:`, of the script it names), local modules followed, and what those need.
-    (A function trainable's worker may import more at run time; that is not seen here.)"""
+    (A function trainable's worker may import more at run time: its records' `modules`, added to
+    identity.json at the run's end by `add_used_packages`.)"""
     if contract.trainable:
         entry = _module_file(contract.trainable.partition(":")[0], search_path)
         root = None if entry is None else _import_root(entry, contract.trainable.partition(":")[0])

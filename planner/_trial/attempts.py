@@ -2,8 +2,11 @@
 
 `trial.dir/.planner-attempts.json` (replaced atomically) lists the attempts of
 the trial: the driver session that ran it, when it started, and how it ended
-(`raised`, `protocol_error`, `diverged`, `completed`, `oom`, `timeout`, ...)
-with its error. An attempt with no end was cut short by a process that died: a
+(`raised`, `protocol_error`, `diverged`, `completed`, `oom`, `timeout`,
+`early_stopped`, ...) with its error and the last step it reported (`step`). `early_stopped`: Ray
+Tune stopped the attempt at one of its reports (the sweep's early-stopping rule; the phase's time
+budget stops a trial the same way, and that trial, left without a record, runs again on --resume
+and may continue). An attempt with no end was cut short by a process that died: a
 Ray worker killed mid-trial (counted against `failures.retries`, logged as
 `WorkerDied`), or the whole driver killed (then the attempt belongs to an
 earlier session: the trial is *resumed*, and that does not use a retry).
@@ -62,11 +65,12 @@ class Ledger:
 
     def cut_short_before(self) -> bool:
         """True when the attempt before the latest one was cut short (its process died, its driver was
-        killed, or it raised): the trainable may continue from its checkpoint. An earlier attempt that
+        killed, it raised, or Tune stopped it at a report and it runs again, so with no record: the phase's
+        time budget): the trainable may continue from its checkpoint. An earlier attempt that
         ran to an end (its record lost with a torn line) is not continued: the trial starts over."""
         if len(self.attempts) < 2:
             return False
-        return self.attempts[-2].get("ended") in (None, RAISED)
+        return self.attempts[-2].get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED)
 
     def terminal(self) -> dict[str, Any] | None:
         """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
@@ -74,6 +78,12 @@ class Ledger:
         if mine and mine[-1].get("ended") in TERMINAL:
             return mine[-1]
         return None
+
+    def reached(self) -> int:
+        """The furthest step an attempt of this session reported (0 when none did): the exposure a
+        trial spent, also when its last attempt was killed or raised before its first report."""
+        steps = [a.get("step") for a in self.mine()]
+        return max((s for s in steps if isinstance(s, int) and not isinstance(s, bool)), default=0)
 
     def errors(self, died_message: str | None = None) -> list[dict[str, Any]]:
         """One error per failed attempt of this session; an attempt with no end died with its worker."""
@@ -94,11 +104,13 @@ class Ledger:
                               "started": utc_now(), "started_epoch": time.time(), "ended": None})
         self._save()
 
-    def end(self, attempt: int, how: TrialStatus | str, error: dict[str, Any] | None = None) -> None:
+    def end(self, attempt: int, how: TrialStatus | str, error: dict[str, Any] | None = None,
+            step: int | None = None) -> None:
+        """Close `attempt`: how it ended, its error, the last step it reported (None: no report)."""
         for a in reversed(self.attempts):
             if a.get("session") == self.session and a.get("attempt") == attempt:
                 if a.get("ended") is None:  # the first end wins (a watchdog's, before the kill)
-                    a["ended"], a["error"] = how, error
+                    a["ended"], a["error"], a["step"] = how, error, step
                     a["ended_at"] = utc_now()
                 break
         self._save()

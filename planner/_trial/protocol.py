@@ -40,7 +40,7 @@ import numpy as np
 
 from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
 from planner._core.redact import Redactor
-from planner._core.status import TrialStatus
+from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
@@ -133,6 +133,7 @@ class Trial:
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
         self.resumed_from: dict[str, Any] | None = None  # the checkpoint a command continued from (checkpoints.describe)
         self.heldout = spec.heldout  # metric.heldout's name (None when unset): reported outside tuning only
+        self.machinery: set[str] | None = None  # top-level modules the first forward loaded (Ray Tune's own)
 
     @property
     def last_step(self) -> int | None:
@@ -177,11 +178,15 @@ class Trial:
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
             self._forwarded = step
+            before = top_level_modules() if self.machinery is None else None
             try:
                 self._forward(step, forwarded, elapsed, self.violations,
                               **({"splits": dict(self.splits)} if self.splits else {}))
             except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
                 raise _SessionExit(*stop.args) from None
+            finally:
+                if before is not None:  # the first report imports ray.tune in the worker: not the trainable's
+                    self.machinery = top_level_modules() - before
 
     def log_split(self, name: str, ids: Any, groups: Any = None) -> dict[str, Any]:
         """Log the unit ids of split `name` in row order, and optional aligned `groups` ({"patient": [...]}).
@@ -213,6 +218,24 @@ def _jsonable(value: float) -> float | str:
     if math.isfinite(value):
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+MACHINERY = frozenset({"planner", "ray"})  # planner's own and Ray's worker, never a trainable's package
+
+
+def top_level_modules() -> set[str]:
+    """The top-level names of the modules loaded in this process (`torch` for `torch.nn`)."""
+    return {name.partition(".")[0] for name in list(sys.modules)}
+
+
+def new_modules(before: set[str], machinery: set[str] | None = None) -> list[str]:
+    """The top-level modules loaded since `before` (names only): not the standard library, planner's or
+    Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function trainable's record
+    keeps them (`modules`): the imports inside its function body, which its source does not show."""
+    skip = before | MACHINERY | (machinery or set())
+    return sorted(name for name in top_level_modules() - skip
+                  if name not in sys.stdlib_module_names and not name.startswith(("__", "_cython_"))
+                  and name != "cython_runtime")  # Cython's runtime entries: no package
 
 
 def seed_everything(seed: int) -> None:
@@ -257,11 +280,14 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
         record["resumed"] = False
+        record["exposure"] = ledger.reached()  # the steps it reported before the kill were spent
         return record
     scrub = _scrubber(spec)
     status, trial, resumed = TrialStatus.FAILED, None, False
     forwarded: int | None = None
     attempts = ledger.used
+    before = top_level_modules() if "command" not in spec.extra else None  # a function trainable's imports
+    modules: list[str] | None = None
     while attempts < 1 + spec.retries:
         attempts += 1
         ledger.start(attempts)
@@ -269,8 +295,14 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
-        how, error = _attempt(spec, trial, ledger, scrub)
-        ledger.end(attempts, how, error)
+        try:
+            how, error = _attempt(spec, trial, ledger, scrub)
+        except _SessionExit:  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
+            ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            raise
+        ledger.end(attempts, how, error, trial.last_step)
+        if before is not None and modules is None:  # once per trial: what its first attempt loaded
+            modules = new_modules(before, trial.machinery)
         if how != RAISED:
             status = how
             break
@@ -280,6 +312,10 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
+    if modules is not None:
+        record["modules"] = modules
+    if status in FAILED:  # the steps a failed trial spent count, also those of an attempt before its last
+        record["exposure"] = max(record["exposure"], ledger.reached())
     return record
 
 
@@ -348,7 +384,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     n = trial.attempt
 
     def on_kill(status: TrialStatus, message: str) -> None:
-        ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""))
+        ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
     try:

@@ -1,0 +1,111 @@
+"""The worker's side of a trial's end (issues #21 item 5, #24): the modules a function trainable loaded,
+the attempt ledger closed when Tune stops a trial, the exposure a failed trial spent."""
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from planner._store import facts
+from planner._store.identity import add_used_packages, packages, record_modules
+from planner._trial.attempts import LEDGER, Ledger
+from planner._trial.protocol import TrialSpec, run_trial
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def spec(tmp_path, trainable, *, retries=0, budget=3, path=(REPO,), session="s1", tid="t"):
+    return TrialSpec(trial_id=tid, phase="tune", arm="a", seed=3, index=0, params={}, config={"lr": 0.1},
+                     budget=budget, dir=str(tmp_path / tid), trainable=trainable, metric="acc", retries=retries,
+                     path=tuple(path), extra={"session": session})
+
+
+def ledger(tmp_path, tid="t"):
+    return json.loads((tmp_path / tid / LEDGER).read_text())["attempts"]
+
+
+def test_a_function_trainables_record_names_the_modules_its_body_loaded_not_rays_nor_the_stdlib(tmp_path):
+    body, tune_side = f"body_pkg_{uuid.uuid4().hex[:8]}", f"tune_side_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{body}.py").write_text("VALUE = 1\n")
+    (tmp_path / f"{tune_side}.py").write_text("VALUE = 2\n")
+    module = f"trainable_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import importlib\n\ndef train(config, trial):\n"
+        f"    importlib.import_module({body!r})\n    importlib.import_module('json')\n"
+        "    for step in (1, 2, 3):\n        trial.report(step, acc=0.1 * step)\n")
+
+    def forward(step, metrics, elapsed, violations, **extra):  # as Ray Tune's first report imports ray.tune
+        __import__(tune_side)
+
+    record = run_trial(spec(tmp_path, f"{module}:train", path=(str(tmp_path),)), forward)
+    assert record["status"] == "completed"
+    assert body in record["modules"] and module in record["modules"]
+    assert tune_side not in record["modules"]  # loaded by the forward: the worker's machinery
+    assert not {"json", "importlib", "planner", "ray"} & set(record["modules"])
+    again = run_trial(spec(tmp_path, f"{module}:train", path=(str(tmp_path),), tid="t2"), forward)
+    assert body not in again["modules"]  # once per worker process: the first trial that loaded it names it
+    for name in (body, tune_side, module):
+        sys.modules.pop(name, None)
+
+
+def test_a_trial_tune_stops_at_a_report_closes_its_attempt_as_early_stopped(tmp_path):
+    def forward(step, metrics, elapsed, violations, **extra):
+        if step == 2:
+            sys.exit(0)  # what Ray Tune's session does in tune.report when the scheduler stopped the trial
+
+    with pytest.raises(SystemExit):
+        run_trial(spec(tmp_path, "tests.trainables.worker_ends:three_steps"), forward)
+    (attempt,) = ledger(tmp_path)
+    assert attempt["ended"] == "early_stopped" and attempt["step"] == 2 and attempt["ended_at"]
+    # such a trial runs again only when it was left without a record (the phase's time budget): it continues
+    rerun = Ledger.load(tmp_path / "t", "s2")
+    rerun.start(1)
+    assert rerun.cut_short_before()
+
+
+def test_a_failed_trial_keeps_the_exposure_an_earlier_attempt_spent(tmp_path):
+    record = run_trial(spec(tmp_path, "tests.trainables.worker_ends:reports_then_raises_then_raises_at_once",
+                            retries=1))
+    assert record["status"] == "failed" and record["attempts"] == 2 and record["reports"] == []
+    assert record["exposure"] == 2
+    assert [(a["ended"], a["step"]) for a in ledger(tmp_path)] == [("raised", 2), ("raised", None)]
+    used = facts.budget_used([record], {"budget": {"exposure": 3, "unit": "epoch"}}, None, None)
+    assert used["steps"] == 2
+
+
+def test_a_trial_a_watchdog_killed_records_the_steps_it_reported_before_the_kill(tmp_path):
+    book = Ledger.load(tmp_path / "t", "s1")
+    book.start(1)
+    book.end(1, "oom", {"attempt": 1, "type": "OutOfMemory", "message": "over 1 MiB", "traceback": ""}, 2)
+    record = run_trial(spec(tmp_path, "tests.trainables.worker_ends:three_steps"))
+    assert record["status"] == "oom" and record["exposure"] == 2
+
+
+def _run_folder(tmp_path, identity):
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "identity.json").write_text(json.dumps(identity))
+    return root
+
+
+def test_the_packages_behind_the_workers_modules_are_added_to_identity_json(tmp_path):
+    root = _run_folder(tmp_path, {"python": "3", "packages": {"planner": "0.1", "numpy": "9.9"}})
+    records = [{"modules": ["mpmath", "../evil", 3]}, {"modules": ["numpy"]}, {"status": "completed"}]
+    assert record_modules(records) == {"mpmath", "numpy"}
+    assert add_used_packages(root, records) == ["mpmath"]
+    written = json.loads((root / "identity.json").read_text())
+    assert written["packages"] == {"planner": "0.1", "numpy": "9.9", "mpmath": packages(["mpmath"])["mpmath"]}
+    assert written["python"] == "3"  # the rest as it was; a logged version is never replaced
+    assert add_used_packages(root, records) == []
+
+
+def test_identity_json_is_never_written_through_a_link(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"packages": {}}))
+    root = tmp_path / "run"
+    root.mkdir()
+    (root / "identity.json").symlink_to(target)
+    assert add_used_packages(root, [{"modules": ["mpmath"]}]) == []
+    assert json.loads(target.read_text()) == {"packages": {}}
