@@ -146,7 +146,10 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(ray_local, in_
     wall = time.monotonic() - t0
     err = capsys.readouterr().err
     assert code == 3, err
-    assert "never reported the metric 'val_acc' in their first 2 reports (they report val_accuracy)" in err, err
+    # Either rule of fail fast may see it first: the first report without the metric ends each trial at once
+    # (a protocol error with the near name), so the same error in the first 3 trials usually stops the run.
+    assert ("never reported the metric 'val_acc' in their first 2 reports (they report val_accuracy)" in err
+            or ("the first 3 trials all failed with one error" in err and "did you mean `val_accuracy`?" in err)), err
     run_dir = next((tmp_path / "runs" / "failfast").iterdir())
     records = read_jsonl(run_dir / "trials.jsonl")
     assert all(r["exposure"] < 10 for r in records), [(r["trial_id"], r["exposure"]) for r in records]

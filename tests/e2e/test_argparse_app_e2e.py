@@ -63,7 +63,7 @@ def test_a_flag_the_script_refuses_shows_its_usage_error_and_is_not_retried(ray_
     shown = io.StringIO()
     contract = _app(tmp_path, batch_size="big")  # a name --help lists, a value its type= refuses
 
-    result = run(contract, runs_dir=tmp_path / "runs", stream=shown)
+    result = run(contract, runs_dir=tmp_path / "runs", stream=shown, keep_going=True)  # every trial, not fail fast
 
     trials = read_jsonl(result.run_dir / "trials.jsonl")
     assert trials and all(r["status"] == "protocol_error" and r["attempts"] == 1 for r in trials)

@@ -85,8 +85,10 @@ def test_item2_a_trainable_that_ignores_its_seed_is_invalid_not_rejected(ray_loc
 
 def test_item4_a_metric_never_reported_is_a_protocol_error_and_says_so(ray_local, in_repo, tmp_path):
     stream = io.StringIO()
+    # keep_going: every trial runs to show its own message (fail fast would stop after the first few:
+    # tests/e2e/test_accounting_e2e.py)
     result = run(write(tmp_path, trainable=f"{T}:misnamed", tuning=TUNING), runs_dir=tmp_path / "runs",
-                 stream=stream)
+                 stream=stream, keep_going=True)
     trials = read_jsonl(result.run_dir / "trials.jsonl")
     assert {t["status"] for t in trials} == {"protocol_error"} and len(trials) == 4
     said = "metric val_acc never reported; got train_loss, val_accuracy"
@@ -102,7 +104,7 @@ def test_item5_a_trainable_that_always_fails_names_its_error_and_exits_4(ray_loc
 
     stream = io.StringIO()
     result = run(write(tmp_path, trainable=f"{T}:key_error", seeds=[0, 1]), runs_dir=tmp_path / "runs",
-                 stream=stream)
+                 stream=stream, keep_going=True)  # every trial runs (fail fast: test_accounting_e2e.py)
     lines = [line for line in stream.getvalue().splitlines() if " failed" in line]
     assert len(lines) == 4
     assert "failed: KeyError: 'lr' [first occurrence]" in lines[0]
@@ -112,7 +114,7 @@ def test_item5_a_trainable_that_always_fails_names_its_error_and_exits_4(ray_loc
     assert "error:      KeyError: 'lr' (in 4 trials, first confirm-" in text
     assert "arms base, treat ended with no usable confirmation value" in text
     assert main(["run", str(write(tmp_path, trainable=f"{T}:key_error", seeds=[0, 1])),
-                 "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == 4
+                 "--runs-dir", str(tmp_path / "runs"), "--quiet", "--keep-going"]) == 4
 
 
 def test_item6_heldout_in_tuning_is_one_count_everywhere(ray_local, in_repo, tmp_path):
