@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from planner._stats.decide import verdict
+from planner._core.lazy import lazy_import
+
+decide = lazy_import("planner._stats.decide")  # SciPy: plan validate reads claims (a baseline's accept) and loads none
+
 
 RULED = ("accept", "reject", "inconclusive")
 
@@ -34,7 +37,7 @@ def follows(row: dict[str, Any], min_effect: Any) -> str | None:
     if floor is None or effect is None:
         return "inconclusive"
     nan = float("nan")
-    return str(verdict(effect, nan if low is None else low, nan if high is None else high, floor))
+    return str(decide.verdict(effect, nan if low is None else low, nan if high is None else high, floor))
 
 
 def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
