@@ -150,10 +150,13 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
-                 resume_argv=_resume_argv(args), keep_going=args.keep_going)
-    print(driver.format_result(result))
-    return result.exit_code
+    # The result is printed (the run folder already closed and unlocked) before an embedded Ray is shut down;
+    # the process exits once it is, SIGINT and SIGTERM held off from the shutdown on (the result stands).
+    with driver.ray_shutdown_deferred(hold_signals_to_exit=True):
+        result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume,
+                            quiet=args.quiet, resume_argv=_resume_argv(args), keep_going=args.keep_going)
+        print(driver.format_result(result), flush=True)
+        return result.exit_code
 
 
 def _resume_argv(args: argparse.Namespace) -> list[str]:
