@@ -405,13 +405,13 @@ def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
 
 @contextmanager
 def _signals_held(*, restore: bool = True):
-    """SIGINT and SIGTERM are noted and ignored inside, and after it unless `restore` (the main thread only;
-    elsewhere nothing changes)."""
+    """SIGINT and SIGTERM are ignored inside, and after it unless `restore` (the main thread only; elsewhere
+    nothing changes). A handler that does nothing, not SIG_IGN: the processes Ray starts from here on do not
+    inherit it ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: held.append(signum))
+    previous = {signum: signal.signal(signum, lambda signum, frame: None)
                 for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
@@ -439,7 +439,8 @@ class RunSession:
             ...
 
     On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None), then the
-    store closed and unlocked, the stop signals restored, and a Ray this session started shut down. What
+    store closed and unlocked, the stop signals restored, and a Ray this session started shut down (inside
+    `ray_shutdown_deferred`: at the end of that block). What
     `bookkeeping` returns says what becomes of the error (final_state): None, it propagates as it is;
     HANDLED, it does not; an exception, raised in its place once everything above is done.
     """
