@@ -377,7 +377,20 @@ def raised_from(error: BaseException, cause: BaseException | None = None) -> Bas
     return error
 
 
-_deferred: list[Callable[[], None]] | None = None  # inside ray_shutdown_deferred: the shutdowns left to its end
+class _Deferred:
+    """The shutdowns an open ray_shutdown_deferred block was left, and the signal handlers held off since the first."""
+
+    def __init__(self):
+        self.shutdowns: list[Callable[[], None]] = []
+        self.previous: dict | None = None
+
+    def add(self, shutdown: Callable[[], None]) -> None:
+        if self.previous is None:  # from the run's end on, its result stands
+            self.previous = _hold_signals()
+        self.shutdowns.append(shutdown)
+
+
+_deferred: _Deferred | None = None  # the open ray_shutdown_deferred block's
 
 
 @contextmanager
@@ -387,43 +400,43 @@ def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
     happened in it. `plan run` prints its result inside, so the user reads the decision without waiting
     for Ray's processes to stop (about 1.8 s); the process still exits only once they have.
 
-    While Ray shuts down, SIGINT and SIGTERM are held off: the run has ended and its result stands, so a
-    Ctrl-C then neither interrupts the shutdown half-way (Ray's processes left behind, its trace on the
-    terminal) nor changes the exit code. With `hold_signals_to_exit` (a command whose process ends right
-    after: the interpreter's own exit takes up to a second more) they stay held off after it."""
+    From the session's end (the run's state written) until Ray is down, SIGINT and SIGTERM are held off:
+    the result stands, so a Ctrl-C then neither interrupts the shutdown half-way (Ray's processes left
+    behind, its trace on the terminal) nor changes the exit code. With `hold_signals_to_exit` (a command
+    whose process ends right after: the interpreter's own exit takes up to a second more) they stay held
+    off after it."""
     global _deferred
-    outer, _deferred = _deferred, []
+    outer, _deferred = _deferred, _Deferred()
     try:
         yield
     finally:
-        shutdowns, _deferred = _deferred, outer
-        if shutdowns:
-            with _signals_held(restore=not hold_signals_to_exit):
-                for shutdown in shutdowns:
-                    shutdown()
+        deferred, _deferred = _deferred, outer
+        try:
+            for shutdown in deferred.shutdowns:
+                shutdown()
+        finally:
+            if deferred.previous is not None and not hold_signals_to_exit:
+                _release_signals(deferred.previous)
 
 
-@contextmanager
-def _signals_held(*, restore: bool = True):
-    """SIGINT and SIGTERM are ignored inside, and after it unless `restore` (the main thread only; elsewhere
-    nothing changes). A handler that does nothing, not SIG_IGN: the processes Ray starts from here on do not
-    inherit it ignored."""
+def _hold_signals() -> dict:
+    """SIGINT and SIGTERM ignored from now on (the main thread only; elsewhere nothing changes); the handlers
+    they had. A handler that does nothing, not SIG_IGN: the processes started from here on do not inherit
+    them ignored."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, lambda signum, frame: None)
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items() if restore else ():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        return {}
+    return {signum: signal.signal(signum, lambda signum, frame: None) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _release_signals(previous: dict) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _shut_ray_down() -> None:
     """Ray shut down now, or at the end of the open ray_shutdown_deferred block."""
     if _deferred is not None:
-        _deferred.append(ray.shutdown)
+        _deferred.add(ray.shutdown)
     else:
         ray.shutdown()
 
