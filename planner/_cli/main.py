@@ -150,10 +150,14 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume, quiet=args.quiet,
-                 resume_argv=_resume_argv(args), keep_going=args.keep_going)
-    print(driver.format_result(result))
-    return result.exit_code
+    # The result is printed (the run folder already closed and unlocked) before an embedded Ray is shut down;
+    # the process exits once it is, SIGINT and SIGTERM held off from the shutdown on (the result stands), to
+    # the process's exit when this is its own command line (called in-process, they are restored after).
+    with driver.ray_shutdown_deferred(hold_signals_to_exit=getattr(args, "exits_after", False)):
+        result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume,
+                            quiet=args.quiet, resume_argv=_resume_argv(args), keep_going=args.keep_going)
+        print(driver.format_result(result), flush=True)
+        return result.exit_code
 
 
 def _resume_argv(args: argparse.Namespace) -> list[str]:
@@ -331,9 +335,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
+    exits_after = argv is None  # the process's own command line (`plan`, `python -m planner`): it exits after
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
+    args.exits_after = exits_after
     debug = args.debug or os.environ.get("PLANNER_DEBUG") == "1"
     try:
         code = int(args.handler(args) or 0)

@@ -60,6 +60,7 @@ from planner._dispatch.session import (
     RunSession,
     final_state,
     raised_from,
+    ray_shutdown_deferred,  # noqa: F401 - the CLI's name for it (it imports only the driver)
     trainable_search_path,
 )
 from planner._dispatch.trials import Dispatch, at_budget

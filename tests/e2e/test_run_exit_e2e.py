@@ -1,0 +1,128 @@
+"""`plan run` prints its result before it shuts its embedded Ray down (issue #23.1), and exits only after:
+a real `plan run` subprocess with its own Ray. When the result's first line is on stdout, the run folder
+is already closed: state.json and run_ended say `completed`, the lock is gone. The process then exits
+0 with none of its Ray's processes left, also when SIGTERM and SIGINT arrive while Ray shuts down (they
+neither change the exit code nor put anything of Ray's on the terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner._store.writer import read_jsonl
+from tests._runs import synthetic_contract
+
+pytestmark = pytest.mark.ray
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start(tmp_path):
+    """`plan run` of a small confirmation-only contract in a subprocess with its own embedded Ray."""
+    data = synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2})
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    runs = tmp_path / "runs"
+    ray_tmp = tempfile.mkdtemp(prefix="rx", dir="/tmp")  # Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    return proc, runs, ray_tmp
+
+
+def _ray_processes(ray_tmp: str) -> list:
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if ray_tmp in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+def _clean_up(proc, ray_tmp) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for p in _ray_processes(ray_tmp):  # what is left of this test's own Ray (a failure is reported above)
+        try:
+            p.kill()
+        except Exception:
+            pass
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _until_result(proc) -> list[str]:
+    """stdout's lines up to and with the result's first line ("run folder: ...")."""
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("run folder:"):
+            return lines
+    raise AssertionError(("no result printed", proc.wait(timeout=60), "".join(lines), proc.stderr.read()[-3000:]))
+
+
+def _rest(proc) -> tuple[str, str]:
+    """The rest of stdout (what the line reader buffered included; communicate would skip it) and stderr."""
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=120)
+    return out, err
+
+
+def _folder_closed_at_print(runs: Path) -> None:
+    (run_dir,) = runs.glob("*/*/")
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
+    assert read_jsonl(run_dir / "events.jsonl")[-1]["event"] == "run_ended"
+    assert not (run_dir / "lock").exists()
+
+
+def _no_ray_left(ray_tmp: str) -> None:
+    deadline = time.monotonic() + 30  # a process Ray sent its signal may take a moment to go
+    while _ray_processes(ray_tmp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = [" ".join(p.cmdline())[:200] for p in _ray_processes(ray_tmp)]
+    assert not left, left
+
+
+def test_the_result_comes_with_the_folder_closed_and_the_process_ends_with_its_ray(tmp_path):
+    proc, runs, ray_tmp = _start(tmp_path)
+    try:
+        before = "".join(_until_result(proc))
+        _folder_closed_at_print(runs)
+        out, err = _rest(proc)
+        out = before + out
+        _no_ray_left(ray_tmp)
+    finally:
+        _clean_up(proc, ray_tmp)
+    assert proc.returncode == 0, (proc.returncode, out[-2000:], err[-2000:])
+    assert "run state:  completed" in out and "treat" in out, out
+
+
+def test_sigterm_and_sigint_while_ray_shuts_down_change_nothing(tmp_path):
+    proc, runs, ray_tmp = _start(tmp_path)
+    try:
+        _until_result(proc)
+        os.kill(proc.pid, signal.SIGTERM)  # the driver alone, as `kill PID` does
+        os.killpg(proc.pid, signal.SIGINT)  # and Ctrl-C, which the terminal sends to the whole group
+        out, err = _rest(proc)
+        _no_ray_left(ray_tmp)
+    finally:
+        _clean_up(proc, ray_tmp)
+    assert proc.returncode == 0, (proc.returncode, out[-2000:], err[-2000:])
+    for noise in ("Traceback", "SIGTERM", "KeyboardInterrupt", "interrupted", "ray"):
+        assert noise not in err, err[-3000:]
+    _folder_closed_at_print(runs)
