@@ -7,7 +7,9 @@ last report's step and time are cached in them) and the frozen contract.
 - seconds per step: the median over the arm's trials of the slope of report
   time over step (set-up before the first report is not a step);
 - cpu- and gpu-seconds: trial-seconds times the resources each trial reserved
-  (`budget.resources`): what the arm held, not what it used.
+  (`budget.resources`): what the arm held, not what it used;
+- disk: the sum of the trials' `disk_bytes` (what a command trial's folder held once its record was
+  written and its checkpoints pruned); None when no trial of the arm measured it.
 
 Every phase counts (tuning, confirmation, re-evaluation); `phases` splits it.
 """
@@ -39,7 +41,10 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         arm = str(arm)
         if arm not in arms:
             arms.append(arm)
-        a = acc.setdefault(arm, {"trials": 0, "seconds": 0.0, "slopes": [], "phases": {}})
+        a = acc.setdefault(arm, {"trials": 0, "seconds": 0.0, "slopes": [], "phases": {}, "disk": None})
+        disk = r.get("disk_bytes")
+        if isinstance(disk, int) and not isinstance(disk, bool) and disk >= 0:
+            a["disk"] = (a["disk"] or 0) + disk
         seconds = _seconds(r.get("duration_s"))
         a["trials"] += 1
         a["seconds"] += seconds
@@ -54,12 +59,13 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         a = acc.get(arm)
         if a is None:
             rows.append({"arm": arm, "trials": 0, "trial_seconds": 0.0, "median_s_per_step": None,
-                         "cpu_seconds": 0.0, "gpu_seconds": 0.0, "phases": {}})
+                         "cpu_seconds": 0.0, "gpu_seconds": 0.0, "disk_bytes": None, "phases": {}})
             continue
         rows.append({
             "arm": arm, "trials": a["trials"], "trial_seconds": round(a["seconds"], 3),
             "median_s_per_step": statistics.median(a["slopes"]) if a["slopes"] else None,
             "cpu_seconds": round(a["seconds"] * cpu, 3), "gpu_seconds": round(a["seconds"] * gpu, 3),
+            "disk_bytes": a["disk"],
             "phases": {k: {"trials": v["trials"], "trial_seconds": round(v["trial_seconds"], 3)}
                        for k, v in a["phases"].items()},
         })

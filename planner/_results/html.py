@@ -343,8 +343,9 @@ def _cost(cost: list[dict[str, Any]], plots: Any) -> list[str]:
     """The Cost section with its small plot, apart from the decisions (nothing without trials)."""
     if not any(c["trials"] for c in cost):
         return []
-    rows = [[_e(cell) for cell in row] for row in rp.cost_rows(cost)]
+    header, cells = rp.cost_table(cost)
+    rows = [[_e(cell) for cell in row] for row in cells]
     return ["<h2>Cost <span class='muted'>(apart from the decision)</span></h2>",
             f"<p class='muted'>{_e(rp.COST_NOTE)}</p>",
-            _table(rp.COST_HEADER, rows, num={1, 2, 3, 4, 5}),
+            _table(header, rows, num=set(range(1, len(header)))),
             _img(plots.cost_png(cost), "trial time and seconds per step per arm")]

@@ -551,10 +551,23 @@ COST_NOTE = ("What each arm cost, whatever it decided: trial-seconds summed over
              "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved.")
 
 
-def cost_rows(cost: list[dict[str, Any]]) -> list[list[str]]:
-    """The Cost table's cells: arm, trials, trial-seconds, median s/step, cpu-seconds, gpu-seconds."""
-    return [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"]), _fmt(c["median_s_per_step"]),
-             _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] for c in cost]
+def _disk(n: Any) -> str:
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "–"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def cost_table(cost: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The Cost table: arm, trials, trial-seconds, median s/step, cpu-seconds, gpu-seconds, and the disk its
+    trials used when any trial measured it (command trials: `disk_bytes`)."""
+    disk = any(c.get("disk_bytes") is not None for c in cost)
+    rows = [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"]), _fmt(c["median_s_per_step"]),
+             _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] + ([_disk(c.get("disk_bytes"))] if disk else [])
+            for c in cost]
+    return COST_HEADER + (["disk"] if disk else []), rows
 
 
 COST_HEADER = ["arm", "trials", "trial time", "median s / step", "cpu-seconds", "gpu-seconds"]
@@ -564,4 +577,4 @@ def cost_lines(cost: list[dict[str, Any]]) -> list[str]:
     """The markdown Cost section (empty without trials)."""
     if not any(c["trials"] for c in cost):
         return []
-    return ["## Cost (apart from the decision)", "", COST_NOTE, ""] + _table(COST_HEADER, cost_rows(cost))
+    return ["## Cost (apart from the decision)", "", COST_NOTE, ""] + _table(*cost_table(cost))
