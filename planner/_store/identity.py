@@ -258,14 +258,15 @@ def sha256_path(path: Path) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, in sorted order)."""
     digest = hashlib.sha256()
     if path.is_file():
-        return _file_sha(path)
+        return file_sha256(path)
     for child in sorted(p for p in path.rglob("*") if p.is_file()):
         digest.update(str(child.relative_to(path)).encode() + b"\0")
-        digest.update(_file_sha(child).encode() + b"\n")
+        digest.update(file_sha256(child).encode() + b"\n")
     return digest.hexdigest()
 
 
-def _file_sha(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in 1 MiB blocks (the code identity, a checkpoint's record)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -290,7 +291,7 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
                             "trainable_file": str(source) if source else None}
     if source is None:
         return info
-    info["trainable_source_sha256"] = _file_sha(source)
+    info["trainable_source_sha256"] = file_sha256(source)
     info.update(_git_facts(source.parent))
     return info
 
@@ -311,7 +312,7 @@ def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, An
     if script is None:
         return info
     info["trainable_file"] = str(script)
-    info["trainable_source_sha256"] = _file_sha(script)
+    info["trainable_source_sha256"] = file_sha256(script)
     info.update(_git_facts(script.parent))
     return info
 

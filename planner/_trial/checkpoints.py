@@ -30,6 +30,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from planner._store.identity import file_sha256
+
 KEEP = ("all", "last", "none")
 _HELD = (("epoch", re.compile(r"(?:^|[^a-z])epoch[=_-]?(\d+)")), ("global_step", re.compile(r"(?:^|[^a-z])step[=_-]?(\d+)")),
          ("global_step", re.compile(r"^checkpoint-(\d+)$")))
@@ -136,18 +138,11 @@ def _written(path: Path) -> tuple[int, str]:
 
 def _sha256(path: Path) -> str:
     """Of a file's bytes; of a folder: of each file's name inside it and its bytes' sha256, in order."""
-    def of_file(file: Path) -> str:
-        digest = hashlib.sha256()
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
-
     if not path.is_dir():
-        return of_file(path)
+        return file_sha256(path)
     digest = hashlib.sha256()
     for file in _files(path):
-        digest.update(f"{file.relative_to(path).as_posix()}\0{of_file(file)}\n".encode())
+        digest.update(f"{file.relative_to(path).as_posix()}\0{file_sha256(file)}\n".encode())
     return digest.hexdigest()
 
 
