@@ -561,13 +561,13 @@ def _disk(n: Any) -> str:
 
 
 def cost_table(cost: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The Cost table: arm, trials, trial-seconds, median s/step, cpu-seconds, gpu-seconds, and the disk its
-    trials used when any trial measured it (command trials: `disk_bytes`)."""
+    """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial measured it:
+    command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
     disk = any(c.get("disk_bytes") is not None for c in cost)
-    rows = [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"]), _fmt(c["median_s_per_step"]),
-             _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] + ([_disk(c.get("disk_bytes"))] if disk else [])
-            for c in cost]
-    return COST_HEADER + (["disk"] if disk else []), rows
+    rows = [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"])]
+            + ([_disk(c.get("disk_bytes"))] if disk else [])
+            + [_fmt(c["median_s_per_step"]), _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] for c in cost]
+    return COST_HEADER[:3] + (["disk"] if disk else []) + COST_HEADER[3:], rows
 
 
 COST_HEADER = ["arm", "trials", "trial time", "median s / step", "cpu-seconds", "gpu-seconds"]
