@@ -75,9 +75,27 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
             return True
         pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                     if p])
-        start_local_ray(runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}},
-                        log_to_driver=log_to_driver)
+        with _inherited_by_ray({**WORKER_ENV, "PYTHONPATH": pythonpath}):
+            start_local_ray(log_to_driver=log_to_driver)
         return True
+
+
+@contextmanager
+def _inherited_by_ray(env_vars: dict[str, str]):
+    """`env_vars` in this process's environment while an embedded Ray starts, then as they were: Ray's
+    processes, and every worker the raylet starts, inherit them. A job-level runtime_env would say the
+    same, but a worker Ray prestarts at its start (one per CPU) serves only jobs without one: with it,
+    every first trial waited for a worker to start (about 0.5 s a slot)."""
+    before = {name: os.environ.get(name) for name in env_vars}
+    os.environ.update(env_vars)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 # How Ray words a connection its GCS refused for the token: the ConnectionError ray.init raises
@@ -436,9 +454,26 @@ def _release_signals(previous: dict) -> None:
 def _shut_ray_down() -> None:
     """Ray shut down now, or at the end of the open ray_shutdown_deferred block."""
     if _deferred is not None:
-        _deferred.add(ray.shutdown)
+        _deferred.add(_shutdown)
     else:
-        ray.shutdown()
+        _shutdown()
+
+
+def _shutdown() -> None:
+    """ray.shutdown, without its one-second wait on the autoscaler's monitor: ray.shutdown stops Ray's
+    processes one after another, each given a second after SIGTERM, and the monitor of an embedded head
+    does not exit on SIGTERM, so it is killed after that second whatever happens. It holds nothing of a
+    run's (it reports the cluster's load to the autoscaler), so it is killed first; the raylet, the GCS
+    and the rest are then stopped by ray.shutdown as before."""
+    try:
+        node = ray._private.worker._global_node
+        for info in (node.all_processes.get("monitor", []) if node is not None else []):
+            if info.process.poll() is None:
+                info.process.kill()
+                info.process.wait(timeout=5)
+    except Exception:  # not public in every Ray: ray.shutdown alone then
+        pass
+    ray.shutdown()
 
 
 class RunSession:

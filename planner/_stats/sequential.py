@@ -56,8 +56,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
+from planner._core.lazy import lazy_import
 from planner._stats.decide import (
     Decision,
     _oriented,
@@ -74,6 +75,9 @@ from planner._stats.decide import (
 )
 from planner._stats.looks import look_sizes
 from planner._stats.power import draw, quantize
+
+optimize = lazy_import("scipy.optimize")  # a run without sequential looks never loads them (0.3 s)
+stats = lazy_import("scipy.stats")
 
 Spending = Literal["obrien_fleming", "pocock"]
 Action = Literal["continue", "accept", "reject", "inconclusive", "stop_futility"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import signal
 
 import pytest
@@ -72,3 +73,13 @@ def test_a_phase_that_stopped_early_gives_the_run_state():
     assert final_state(None, StopReason.INTERRUPTED)[0] == RunState.INTERRUPTED
     assert final_state(None)[:2] == (RunState.COMPLETED, "all planned trials ended")
     assert final_state(None)[2] is None and final_state(KeyboardInterrupt())[2] == HANDLED
+
+
+def test_the_workers_environment_is_set_only_while_ray_starts(monkeypatch):
+    from planner._dispatch.session import _inherited_by_ray
+
+    monkeypatch.setenv("PYTHONPATH", "/before")
+    monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
+    with _inherited_by_ray({"PYTHONPATH": "/contract:/before", "RAY_CHDIR_TO_TRIAL_DIR": "0"}):
+        assert os.environ["PYTHONPATH"] == "/contract:/before" and os.environ["RAY_CHDIR_TO_TRIAL_DIR"] == "0"
+    assert os.environ["PYTHONPATH"] == "/before" and "RAY_CHDIR_TO_TRIAL_DIR" not in os.environ
