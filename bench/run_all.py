@@ -185,6 +185,38 @@ def write_run_contract(folder: Path, name: str, tune_per_arm: int, seeds: int, s
     return contract
 
 
+# what a user would write instead of the small ablation: one embedded Ray, 10 trials tuned by Optuna in one
+# Ray Tune run (its actors reused, as a careful user sets it; Tune's default starts one per trial), 10
+# fixed-config trials as Ray tasks, Ray shut down; each trial sleeps 1 s and reports once
+RAW_TUNE = textwrap.dedent("""
+    import time
+    import ray
+    from ray import tune
+    from ray.tune.search.optuna import OptunaSearch
+
+    def trainable(config):
+        time.sleep(1.0)
+        tune.report({"score": config["lr"]})
+
+    @ray.remote(num_cpus=1)
+    def fixed(lr, seed):
+        time.sleep(1.0)
+        return lr + seed * 1e-6
+
+    ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False)
+    grid = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"lr": tune.loguniform(1e-4, 1.0)},
+                      tune_config=tune.TuneConfig(search_alg=OptunaSearch(seed=0), num_samples=10,
+                                                  metric="score", mode="max", reuse_actors=True),
+                      run_config=tune.RunConfig(verbose=0)).fit()
+    best = grid.get_best_result().config["lr"]
+    ray.get([fixed.remote(best, seed) for seed in range(10)])
+    ray.shutdown()
+""")
+
+
+RAY_ALONE = "import ray; ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False); ray.shutdown()"
+
+
 def run_case(contract: Path, runs: Path) -> Callable[[Path], list[str]]:
     return lambda p: [PY, "-c", DRIVER, "run", str(contract), "--runs-dir", str(runs / p.name), "--quiet"]
 
@@ -238,12 +270,23 @@ def _run_rows(args: argparse.Namespace, sides: dict[str, Path], tmp: Path) -> li
     few = write_run_contract(folder, f"trivial{n1}", tune_per_arm=(n1 - 10) // 2, seeds=5, steps=3, sleep=0.0)
     many = write_run_contract(folder, f"trivial{n2}", tune_per_arm=(n2 - 10) // 2, seeds=5, steps=3, sleep=0.0)
     cases = {"ablation": run_case(small, tmp / "runs"), "few": run_case(few, tmp / "runs"),
-             "many": run_case(many, tmp / "runs")}
+             "many": run_case(many, tmp / "runs"), "raw Ray Tune": lambda _: [PY, "-c", RAW_TUNE],
+             "Ray alone": lambda _: [PY, "-c", RAY_ALONE]}
     got = run_cases(cases, sides, args.run_repeat, cwd=folder)
     ideal = math.ceil(20 / 2) * 1.0
+    raw = got[("raw Ray Tune", "after")].median("wall")
+    ray_alone = got[("Ray alone", "after")].median("wall")
     rows = [("whole `plan run`, 20 trials x 1 s on 2 slots, wall s", f"{ideal:.0f} s (ceil(20/2) x 1 s)",
              {s: (f"{got[('ablation', s)].median('wall'):.1f}", _ratio(got[("ablation", s)].median("wall"), ideal))
-              for s in sides}, "<= 1.4x")]
+              for s in sides}, "<= 1.4x"),
+            ("the same, against plain Ray Tune doing it (10 trials by Optuna in a Tuner, 10 as Ray tasks, "
+             "embedded Ray started and stopped), wall s", f"{raw:.1f} s (plain Ray Tune)",
+             {s: (f"{got[('ablation', s)].median('wall'):.1f}", _ratio(got[("ablation", s)].median("wall"), raw))
+              for s in sides}, "-"),
+            ("the same, against the ideal plus an embedded Ray's own start and stop (ray.init; ray.shutdown), wall s",
+             f"{ideal + ray_alone:.1f} s ({ideal:.0f} s + {ray_alone:.1f} s)",
+             {s: (f"{got[('ablation', s)].median('wall'):.1f}",
+                  _ratio(got[("ablation", s)].median("wall"), ideal + ray_alone)) for s in sides}, "-")]
     per_trial, memory = {}, {}
     for s in sides:
         a, b = got[("few", s)], got[("many", s)]

@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -239,12 +240,50 @@ def start_local_ray(attempts: int = 3, **options) -> None:
     fixed 30-second start-up wait."""
     for attempt in range(1, attempts + 1):
         try:
-            ray.init(include_dashboard=False, configure_logging=False, **options)
+            with _node_registration_polled():
+                ray.init(include_dashboard=False, configure_logging=False, **options)
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
             if attempt == attempts:
                 raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
+
+
+@contextmanager
+def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
+    """While an embedded Ray starts, its wait for the new raylet to register with the GCS polls every
+    `every_s` instead of every second.
+
+    ray.init asks the GCS for the node it started (ray._private.services.get_node); asked before the
+    raylet has registered (about 0.6-1.2 s after its start here, once its agents are up), Ray's C++ client
+    waits a whole second before it asks again, so Ray's start took 1 or 2 s longer than the raylet needed.
+    Here the node list of the new GCS is read every `every_s` until the node is in it (at most `within_s`), then Ray's own
+    call answers at once. Should any of this not be there in the installed Ray, Ray's own call runs alone."""
+    services = getattr(getattr(ray, "_private", None), "services", None)
+    original = getattr(services, "get_node", None)
+    if original is None:
+        yield
+        return
+
+    def get_node(gcs_address, node_id):
+        try:
+            from ray._raylet import GcsClient
+
+            client = GcsClient(address=gcs_address)
+            deadline = time.monotonic() + within_s
+            while time.monotonic() < deadline:
+                if client.get_all_node_info(timeout=2):  # an embedded Ray's own GCS: its one node is this one
+                    break
+                time.sleep(every_s)
+        except Exception:  # Ray's own wait, below, says what went wrong
+            pass
+        return original(gcs_address, node_id)
+
+    services.get_node = get_node
+    try:
+        yield
+    finally:
+        services.get_node = original
 
 
 def claim_stop_signals():

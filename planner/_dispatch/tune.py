@@ -450,7 +450,7 @@ def callbacks_tagged_without_integrations():
     Tune's `tag_callbacks` imports the MLflow, W&B, Comet and Aim callbacks (and so MLflow, W&B... when they
     are installed: 0.7 s for MLflow here) only to tell a built-in callback from a custom one, on every
     tuning phase's start. planner's one callback is its `Recorder`, which Ray counts as a custom callback:
-    that same tag is recorded (tests/e2e/test_tuning_imports.py compares it with Ray's own count). Any
+    that same tag is recorded (tests/e2e/test_ray_internals.py compares it with Ray's own count). Any
     other callback list goes to Ray's function unchanged; a Ray without the function is left alone."""
     from ray.air._internal import usage
 

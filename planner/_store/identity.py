@@ -129,11 +129,32 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
     return out
 
 
+_PROVIDERS: tuple[tuple, dict] | None = None  # (what sys.path's folders looked like, the map read then)
+
+
+def _providers() -> dict:
+    """importlib.metadata.packages_distributions(), read again only when a folder of sys.path changed (a
+    distribution installed or removed touches its site-packages folder): reading every installed
+    distribution's file list takes about 0.2 s, and a run asks at its start and at its end."""
+    global _PROVIDERS
+    key = tuple((path, _mtime(path)) for path in sys.path)
+    if _PROVIDERS is None or _PROVIDERS[0] != key:
+        _PROVIDERS = (key, importlib.metadata.packages_distributions())
+    return _PROVIDERS[1]
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path or ".").st_mtime_ns
+    except OSError:
+        return None
+
+
 def used_packages(names: Iterable[str]) -> list[str]:
     """The installed distributions behind top-level import names (importlib.metadata.packages_distributions),
     with every installed distribution they require, and so on: what importing them loads (lightning brings
     torch and torchmetrics). The standard library and names no distribution provides are left out."""
-    providers = importlib.metadata.packages_distributions()
+    providers = _providers()
     todo = [canonical(d) for name in names if name not in sys.stdlib_module_names for d in providers.get(name, [])]
     out: set[str] = set()
     while todo:

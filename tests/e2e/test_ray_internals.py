@@ -66,3 +66,32 @@ print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys
 """)
     assert got == []
 
+
+
+def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
+    """The Ray internals the start and the shutdown lean on are there (a Ray without them would only be
+    slower), the node wait is the polled one, and the shutdown leaves none of Ray's processes."""
+    got = _fresh("""
+import inspect, json, os
+import psutil, ray
+import ray._private.services as services
+from planner._dispatch import session
+assert list(inspect.signature(services.get_node).parameters) == ["gcs_address", "node_id"]
+calls = []
+original = session._node_registration_polled
+def counted(*a, **k):
+    calls.append(1)
+    return original(*a, **k)
+session._node_registration_polled = counted
+session.start_local_ray()
+node = ray._private.worker._global_node
+monitor = [info.process.pid for info in node.all_processes["monitor"]]
+pids = [info.process.pid for infos in node.all_processes.values() for info in infos]
+restored = services.get_node.__module__ == services.__name__
+answer = ray.get(ray.remote(lambda: 41 + 1).remote())
+session._shutdown()
+alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+print(json.dumps({"calls": len(calls), "monitor": monitor, "restored": restored, "answer": answer, "alive": alive}))
+""")
+    assert got["calls"] == 1 and len(got["monitor"]) == 1 and got["restored"] and got["answer"] == 42
+    assert got["alive"] == [], got
