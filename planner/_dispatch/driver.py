@@ -591,7 +591,12 @@ def _rerun_cut_short(store: RunStore, plan: Plan, records: dict[str, dict]) -> d
 
 def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir: Path,
              resumed: dict[str, int] | None) -> None:
-    """Join the cluster or start an embedded Ray, saying which and how long it took."""
+    """Join the cluster or start an embedded Ray, saying which and how long it took; on a --resume where
+    every planned trial has its record already (a finished run resumed), neither: nothing is left to run,
+    and the run decides again from its records without Ray."""
+    if resumed is not None and resumed["rerun"] == 0 and resumed["not_started"] == 0:
+        runner.display.note(format_resumed(resumed) + ": nothing left to run, Ray not started")
+        return
     target = address or os.environ.get("RAY_ADDRESS")
     runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
     t_ray = time.monotonic()

@@ -211,6 +211,25 @@ def test_resume_skips_finished_trials_and_refuses_a_changed_contract(ray_local, 
         run(changed, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
 
 
+def test_resuming_a_finished_run_decides_again_without_starting_ray(ray_local, in_repo, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = write(tmp_path)
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    before = decision(first)
+    out = subprocess.run([sys.executable, "-m", "planner", "run", str(path), "--resume", str(first.run_dir)],
+                         cwd=in_repo, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(in_repo), "RAY_ENABLE_AUTO_CONNECT": "0"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "nothing left to run, Ray not started" in out.stdout and "embedded local Ray" not in out.stdout, out.stdout
+    again = json.loads((first.run_dir / "decisions.json").read_text())["decisions"]
+    assert [(d["arm"], d["decision"], d["effect"]) for d in again] == [(before["arm"], before["decision"],
+                                                                       before["effect"])]
+    assert len(records(first)) == 10  # no trial ran again
+
+
 def test_cli_exit_codes_and_the_final_lines(ray_local, in_repo, tmp_path, capsys):
     code = main(["run", str(write(tmp_path)), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
     out = capsys.readouterr().out
