@@ -308,7 +308,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             break
         forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
         status = TrialStatus.FAILED
-    _release_memory()
+    _release_memory(time.monotonic() - t0)
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
@@ -429,9 +429,22 @@ def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
     return Redactor.for_run(spec.config).text
 
 
-def _release_memory() -> None:
-    """Give freed memory back to the system, so a reused worker starts its next trial small."""
-    gc.collect()
+_FULL_COLLECTION_S = [0.0]  # how long this process's last full collection took
+
+
+def _release_memory(trial_s: float) -> None:
+    """Give freed memory back to the system, so a reused worker starts its next trial small.
+
+    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a worker), so it
+    runs after a trial only when it costs at most a twentieth of the trial's own time (`trial_s`); after a
+    shorter trial the young generations are collected, and the interpreter's own collections do the rest.
+    A thousand trivial trials no longer spend most of their workers' time in the collector."""
+    if trial_s >= 20 * _FULL_COLLECTION_S[0]:
+        t0 = time.perf_counter()
+        gc.collect()
+        _FULL_COLLECTION_S[0] = time.perf_counter() - t0
+    else:
+        gc.collect(1)
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):

@@ -1,0 +1,43 @@
+"""What a trial leaves in a cycle is freed when it ends, whether its worker then runs a full collection
+(a trial long beside one) or only the young generations (a trivial one)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from planner._trial import protocol
+from planner._trial.protocol import TrialSpec, run_trial
+from tests.trainables.cycles_left import LEFT
+
+REPO = str(Path(__file__).resolve().parents[2])
+
+
+def _spec(tmp_path, tid: str, sleep: float) -> TrialSpec:
+    return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": sleep},
+                     budget=1, dir=str(tmp_path / tid), trainable="tests.trainables.cycles:train", metric="score",
+                     path=(REPO,), extra={})
+
+
+@pytest.fixture
+def no_automatic_collection(monkeypatch):
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.mark.parametrize("full_collection_s, expect_full", [(0.0, True), (10.0, False)])
+def test_a_trials_cyclic_garbage_is_freed_when_it_ends(tmp_path, monkeypatch, no_automatic_collection,
+                                                        full_collection_s, expect_full):
+    monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [full_collection_s])
+    collected = []
+    real = gc.collect
+    monkeypatch.setattr(protocol.gc, "collect", lambda *generation: collected.append(generation) or real(*generation))
+    record = run_trial(_spec(tmp_path, f"t{int(expect_full)}", 0.01))
+    assert record["status"] == "completed"
+    assert LEFT[-1]() is None  # the 1 MiB cycle is gone
+    assert collected == ([()] if expect_full else [(1,)])
+    if expect_full:  # what the full collection took is what the next trial's choice weighs
+        assert protocol._FULL_COLLECTION_S[0] > 0
