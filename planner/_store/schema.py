@@ -109,6 +109,7 @@ class ReportColumns:
     names: list[str]
     last: list
     values: dict[str, list]
+    numeric: bool = False  # every metric value is a number (no None, no "nan"): a reader converts them as they are
 
 
 def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
@@ -150,6 +151,7 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
 
 _NON_FINITE_SET = frozenset(NON_FINITE)
 _VALUE_KINDS = frozenset({float, int, str, type(None)})
+_NUMBER_KINDS = frozenset({float, int})
 
 
 def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
@@ -183,7 +185,7 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
             return None
     last = mets[-1] if mets else {}
     values = {n: [m[n] for m in mets] for n in names if metrics is None or n in metrics}
-    return ReportColumns(steps, times, names, [last[n] for n in names], values)
+    return ReportColumns(steps, times, names, [last[n] for n in names], values, numeric=kinds <= _NUMBER_KINDS)
 
 
 def _plain_reports(reports: list) -> bool:
