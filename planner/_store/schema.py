@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -174,7 +175,12 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
         return None
     if steps and (set(map(type, steps)) != {int} or min(steps) < -BIG or max(steps) > BIG):
         return None
-    kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))  # every value, in one pass
+    if metrics is not None and not metrics:  # no values wanted: every value's type, in one pass
+        columns: dict[str, list] = {}
+        kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))
+    else:  # every metric's column (each report has them all), then the types of their values
+        columns = {n: [m[n] for m in mets] for n in names}
+        kinds = set().union(*map(set, map(partial(map, type), columns.values())))
     if kinds - {float}:
         if not kinds <= _VALUE_KINDS:
             return None
@@ -184,7 +190,7 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
         if str in kinds and not {v for v in every if type(v) is str} <= _NON_FINITE_SET:
             return None
     last = mets[-1] if mets else {}
-    values = {n: [m[n] for m in mets] for n in names if metrics is None or n in metrics}
+    values = columns if metrics is None else {n: v for n, v in columns.items() if n in metrics}
     return ReportColumns(steps, times, names, [last[n] for n in names], values, numeric=kinds <= _NUMBER_KINDS)
 
 
