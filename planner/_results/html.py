@@ -74,9 +74,12 @@ def _badge(decision: Any) -> str:
 
 
 def render_html(results: RunResults) -> str:
+    # the curves first: their sort's scratch memory (a million rows) is then reused by what follows (the
+    # summary, SciPy's import for the decision rule, the plots) instead of adding to the peak
+    curves = rp.curves(results), rp.selected_curves(results)
     s = rp.summarize(results)
     parts = _state_parts(s) + [_glance(s)] + _hypothesis_parts(s) + _arm_parts(s) + _decision_parts(s)
-    parts += _per_seed_parts(s) + _curve_parts(s, results) + _tuning_parts(s) + _failure_parts(s)
+    parts += _per_seed_parts(s) + _curve_parts(s, results, *curves) + _tuning_parts(s) + _failure_parts(s)
     parts += _violation_parts(s) + _heldout_parts(s) + _identity_parts(s)
     title = f"{s['name']} / {s['run_id']}: run report"
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -179,15 +182,14 @@ def _per_seed_parts(s: dict[str, Any]) -> list[str]:
     return parts
 
 
-def _curve_parts(s: dict[str, Any], results: RunResults) -> list[str]:
-    """The learning curves per arm."""
+def _curve_parts(s: dict[str, Any], results: RunResults, curves: Any, selected: dict[str, Any]) -> list[str]:
+    """The learning curves per arm (`rp.curves` and `rp.selected_curves` of `results`)."""
     m = s["metrics"]
     parts: list[str] = []
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
     exposure = facts.contract_get(results.contract, "budget.exposure")
-    parts.append(_img(_plots.curves_png(rp.curves(results), results.arms, str(m["name"]), unit, exposure,
-                                        rp.selected_curves(results)),
+    parts.append(_img(_plots.curves_png(curves, results.arms, str(m["name"]), unit, exposure, selected),
                       "learning curves per arm"))
     parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
                  "its params (trials stopped early leave the band at their last step); dashed, the trial selected "

@@ -262,26 +262,35 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     # the memory of int64 over a million reports, and the key numpy's radix sort takes
     small = len(r["phase"].cat.categories) * len(r["arm"].cat.categories) * steps.size < 2**15
     kind = np.int16 if small else np.int64
-    phase, arm = phase_codes.astype(kind), arm_codes.astype(kind)
-    del phase_codes, arm_codes
-    keep = np.isfinite(value) & (phase >= 0) & (arm >= 0)
+    key = _positions(steps, step, kind)  # the step's position (in `kind`: rows left out below copy 2 bytes each)
+    del step
+    keep = np.isfinite(value) & (phase_codes >= 0) & (arm_codes >= 0)
     if steps.size > max_points:
-        keep &= np.isin(step, steps[np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))])
+        keep &= np.isin(key, np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int)))
     if not keep.all():
-        step, value, phase, arm = step[keep], value[keep], phase[keep], arm[keep]
+        key, value, phase_codes, arm_codes = key[keep], value[keep], phase_codes[keep], arm_codes[keep]
     del keep
     if not value.size:
         return pd.DataFrame({c: [] for c in cols})
+    phase, arm = phase_codes.astype(kind), arm_codes.astype(kind)
+    del phase_codes, arm_codes
     n_arms = int(arm.max()) + 1
-    key = np.searchsorted(steps, step).astype(kind)  # the step's position; the whole key is built on it in place
-    del step
-    phase *= n_arms  # phase and arm are this function's own copies
+    phase *= n_arms  # phase and arm are this function's own copies; the whole key is built on the step's in place
     phase += arm
     del arm
     phase *= steps.size
     key += phase
     del phase
-    order = _order_by_key_then_value(key, value)
+    # sorted by key, then by value: np.lexsort((value, key)) in half the time when the keys are below 2**15 (a
+    # sort by value, then a stable sort by key: numpy's radix sort); each side is taken in order as soon as its
+    # order is known, so that one index array of a million rows is alive at a time (the html report's peak)
+    if key.min() < 0 or key.max() >= 2**15:
+        order = np.lexsort((value, key))
+    else:
+        order = np.argsort(value)
+        key, value = key[order].astype(np.int16, copy=False), value[order]
+        del order
+        order = np.argsort(key, kind="stable")
     key, value = key[order], value[order]
     del order
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
@@ -313,13 +322,14 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return np.unique(values)
 
 
-def _order_by_key_then_value(key: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """np.lexsort((value, key)) in half the time: sort by value, then a stable sort by key, which
-    for keys below 2**15 is numpy's radix sort."""
-    if not key.size or key.min() < 0 or key.max() >= 2**15:
-        return np.lexsort((value, key))
-    by_value = np.argsort(value)
-    return by_value[np.argsort(key[by_value].astype(np.int16), kind="stable")]
+def _positions(steps: np.ndarray, step: np.ndarray, kind: Any) -> np.ndarray:
+    """Each step's position in the sorted distinct `steps`, as `kind`: through a lookup table when the steps
+    are small non-negative integers (no int64 array of a million positions on the way), else searchsorted."""
+    if steps.size and steps.dtype.kind in "iu" and steps.min() >= 0 and steps.max() < 4 * step.size + 1024:
+        table = np.zeros(int(steps.max()) + 1, dtype=kind)
+        table[steps] = np.arange(steps.size, dtype=kind)
+        return table[step]
+    return np.searchsorted(steps, step).astype(kind)
 
 
 def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:

@@ -238,9 +238,11 @@ class _Collector:
         for name, last in zip(columns.names, columns.last, strict=True):
             self._final(name, i, last)
         if self.want and columns.values:  # the reader carried only the metrics asked for
-            steps, times = _int_array(columns.steps), _float_array(columns.times)  # shared by the metrics
+            # shared by the metrics; the check found the steps whole numbers up to 2**53 (and whether every
+            # value is a number): numpy converts them as they are
+            steps, times = np.array(columns.steps, dtype=np.int64), _float_array(columns.times)
             for name, vals in columns.values.items():
-                self._extend(name, i, vals, steps, times)
+                self._extend(name, i, np.array(vals, dtype=np.float64) if columns.numeric else vals, steps, times)
         return set(columns.names)
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
@@ -293,7 +295,7 @@ class _Collector:
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
         # numpy converts a list in C, several times faster than array.extend; frombytes is then a copy
-        self.values.frombytes(_float_array(vals).data.cast("B"))
+        self.values.frombytes((vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"))
         self.times.frombytes((times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"))
         self.steps.frombytes((steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"))
         self.run_trial.append(i)

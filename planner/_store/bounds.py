@@ -65,6 +65,32 @@ def long_digits(data: bytes) -> bool:
     return _NINETEEN in data.translate(_DIGITS_AS_NINES)  # two C passes; a regex search is 20x slower here
 
 
-def quick_ok(data: bytes) -> bool:
-    """True when the JSON text `data` cannot break a limit (few brackets, no run of 19 digits): no walk needed."""
-    return data.count(b"[") + data.count(b"{") <= MAX_DEPTH and not long_digits(data)
+def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> bool:
+    """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need not walk it.
+
+    No run of 19 digits (so every integer fits in 64 bits; `digits`: `long_digits(data)` when the caller has
+    it), and few brackets, or (a trial record) no part outside a top-level `reports` list nested past MAX_DEPTH.
+    """
+    if long_digits(data) if digits is None else digits:
+        return False
+    if type(value) is dict and "reports" in value:  # a trial record: its reports hold most of its brackets
+        return _fits(value, 0, skip=SCHEMA_CHECKED)
+    return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
+
+
+def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
+    """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels down; its keys
+    in `skip` left out) lies MAX_DEPTH levels down: `check_value`'s depth rule, in a recursion that stops
+    there (JSON values: exact types)."""
+    kind = type(node)
+    if kind is dict:
+        children = node.values() if not skip else [v for k, v in node.items() if k not in skip]
+    elif kind is list:
+        children = node
+    else:
+        return True
+    for child in children:
+        kind = type(child)
+        if (kind is dict or kind is list) and child and (depth + 1 >= MAX_DEPTH or not _fits(child, depth + 1)):
+            return False
+    return True

@@ -52,7 +52,8 @@ def _loads(line: bytes, where: str = "a JSON value") -> Any:
     Within the limits of planner._store.bounds (depth, 64-bit integers), else RunError naming `where`."""
     data = line if isinstance(line, bytes) else str(line).encode()
     value: Any = _NOTHING
-    if _orjson is not None and not long_digits(data):  # orjson reads a huge integer as a float: not here
+    digits = long_digits(data)
+    if _orjson is not None and not digits:  # orjson reads a huge integer as a float: not here
         try:
             value = _orjson.loads(line)
         except _orjson.JSONDecodeError:
@@ -62,7 +63,7 @@ def _loads(line: bytes, where: str = "a JSON value") -> Any:
             value = json.loads(line)
         except RecursionError:
             raise too_deep(where) from None
-    if not quick_ok(data):
+    if not quick_ok(data, value, digits=digits):
         check_value(value, where)
     return value
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from itertools import chain
 from typing import Any
 
@@ -109,6 +110,7 @@ class ReportColumns:
     names: list[str]
     last: list
     values: dict[str, list]
+    numeric: bool = False  # every metric value is a number (no None, no "nan"): a reader converts them as they are
 
 
 def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
@@ -150,6 +152,7 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
 
 _NON_FINITE_SET = frozenset(NON_FINITE)
 _VALUE_KINDS = frozenset({float, int, str, type(None)})
+_NUMBER_KINDS = frozenset({float, int})
 
 
 def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
@@ -172,7 +175,12 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
         return None
     if steps and (set(map(type, steps)) != {int} or min(steps) < -BIG or max(steps) > BIG):
         return None
-    kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))  # every value, in one pass
+    if metrics is not None and not metrics:  # no values wanted: every value's type, in one pass
+        columns: dict[str, list] = {}
+        kinds = set(map(type, chain.from_iterable(map(dict.values, mets))))
+    else:  # every metric's column (each report has them all), then the types of their values
+        columns = {n: [m[n] for m in mets] for n in names}
+        kinds = set().union(*map(set, map(partial(map, type), columns.values())))
     if kinds - {float}:
         if not kinds <= _VALUE_KINDS:
             return None
@@ -182,8 +190,8 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
         if str in kinds and not {v for v in every if type(v) is str} <= _NON_FINITE_SET:
             return None
     last = mets[-1] if mets else {}
-    values = {n: [m[n] for m in mets] for n in names if metrics is None or n in metrics}
-    return ReportColumns(steps, times, names, [last[n] for n in names], values)
+    values = columns if metrics is None else {n: v for n, v in columns.items() if n in metrics}
+    return ReportColumns(steps, times, names, [last[n] for n in names], values, numeric=kinds <= _NUMBER_KINDS)
 
 
 def _plain_reports(reports: list) -> bool:

@@ -476,3 +476,24 @@ def test_the_credential_refusals_hint_survives_the_terminals_scrubber():
     from planner._contract.credentials import HINT
 
     assert Redactor.for_run(environ={}).text(HINT) == HINT
+
+
+@pytest.mark.parametrize("depth", [62, 63, 64, 65, 66])
+@pytest.mark.parametrize("where", ["config", "errors", "top", "reports"])
+def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
+    """`quick_ok` skips the walk only where `check_value` would pass: a value nested to the limit, in a trial
+    record with a hundred reports (most of its brackets) or in a small record, at every depth around it."""
+    from planner._store.bounds import check_value, quick_ok
+
+    deep = json.loads("[" * depth + "[1]" + "]" * depth)
+    reports = [{"step": i, "metrics": {"loss": 0.5}, "time_s": 1.0} for i in range(100)]
+    record = {"trial_id": "t", "status": "completed", "reports": reports}
+    value = {"top": deep, "config": {"trial_id": "t", "status": "completed", "config": {"x": deep}, "reports": []},
+             "errors": {**record, "errors": [{"type": "E", "message": "m", "traceback": deep}]},
+             "reports": {**record, "reports": [*reports, {"step": 1, "metrics": {"x": deep}}]}}[where]
+    try:
+        check_value(value, "here")
+        walked = True
+    except RunError:
+        walked = False
+    assert quick_ok(json.dumps(value).encode(), value) is walked
