@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from typing import Any
 import optuna
 from ray import tune
 from ray.tune import ProgressReporter
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, TrialScheduler
 from ray.tune.search import Searcher
 from ray.tune.search.optuna import OptunaSearch
@@ -212,12 +214,24 @@ class PerSweepScheduler(FIFOScheduler):
         super().__init__()
         self.state = state
         self.rules = [_make_rule(early_stop, state.metric, state.mode, state.exposure) for _ in state.sweeps]
+        self.added: deque = deque()  # the trials added, in order, until they leave PENDING
 
     def _rule(self, trial):
         k = self.state.sweep_of(trial.trial_id)
         return None if k is None else self.rules[k]
 
+    def choose_trial_to_run(self, tc):
+        """FIFOScheduler's choice, the first PENDING trial in the order added, without its walk over every
+        trial of the run at each step of Tune's loop (a quarter of the driver's time at 5,000 trials, growing
+        with the run): trials that left PENDING are dropped from the front of `added`, so a step costs O(1)
+        amortized. No trial is ever PAUSED here (no rule pauses), and a trial Tune sets back to PENDING (a
+        retry after its worker died) is started by Tune's own pass over its pending trials, as before."""
+        while self.added and self.added[0].status != Trial.PENDING:
+            self.added.popleft()
+        return self.added[0] if self.added else None
+
     def on_trial_add(self, tc, trial):
+        self.added.append(trial)
         rule = self._rule(trial)
         if rule is not None:
             rule.on_trial_add(tc, trial)
