@@ -54,13 +54,15 @@ from itertools import combinations
 from typing import Any, Literal
 
 import numpy as np
-from scipy import special
 
+from planner._core.lazy import lazy_import
 from planner._stats.attainable import (  # their home is attainable (light, for validate); re-exported here
     MAX_ENUMERATED_SPLITS,
     attainable_alpha,  # noqa: F401
     smallest_p_value,
 )
+
+special = lazy_import("scipy.special")  # the t test's quantiles: a report that checks a rule never loads SciPy
 
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]
