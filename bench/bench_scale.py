@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -27,21 +26,19 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.run_all import DRIVER, write_run_contract  # noqa: E402
+from bench.throughput import rates  # noqa: E402
 
 
 def measure(side: Path, contract: Path, runs: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(side)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     out = subprocess.run([sys.executable, "-c", DRIVER, "run", str(contract), "--runs-dir", str(runs), "--quiet"],
                          cwd=contract.parent, env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
         raise SystemExit(f"plan run failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    peak = json.loads(out.stdout.strip().splitlines()[-1])["driver_maxrss_kib"]
-    return {"wall_s": wall, "cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime),
-            "driver_peak_mib": peak / 1024}
+    driver = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"wall_s": wall, "driver_cpu_s": driver["driver_cpu_s"], "driver_peak_mib": driver["driver_maxrss_kib"] / 1024}
 
 
 def main() -> None:
@@ -56,15 +53,22 @@ def main() -> None:
     sides = ({"before": args.before.resolve()} if args.before else {}) | {"after": ROOT}
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; load average "
           f"{os.getloadavg()[0]:.1f}; {total} trials of {args.steps} steps, no sleep", flush=True)
-    print("| side | wall s | trials/s | wall ms a trial | CPU s (the driver and the Ray processes it reaped) | driver peak MiB |")
-    print("|---|---:|---:|---:|---:|---|")
+    print("| side | wall s | trials/s | wall ms a trial | driver CPU s | driver CPU ms a trial | driver peak MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    windows: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         contract = write_run_contract(Path(tmp), f"scale{total}", tune_per_arm=tune_per_arm, seeds=args.seeds,
                                       steps=args.steps, sleep=0.0)
         for name, side in sides.items():
-            got = measure(side, contract, Path(tmp) / "runs" / name)
+            runs = Path(tmp) / "runs" / name
+            got = measure(side, contract, runs)
             print(f"| {name} | {got['wall_s']:.0f} | {total / got['wall_s']:.1f} | {got['wall_s'] / total * 1000:.0f} | "
-                  f"{got['cpu_s']:.0f} | {got['driver_peak_mib']:.0f} |", flush=True)
+                  f"{got['driver_cpu_s']:.0f} | {got['driver_cpu_s'] / total * 1000:.1f} | "
+                  f"{got['driver_peak_mib']:.0f} |", flush=True)
+            windows[name] = rates(str(next(runs.glob("*/*/trials.jsonl"))), max(100, total // 10))
+    for name, got in windows.items():  # a driver whose cost per trial grows with the run slows window after window
+        print(f"{name}: trials/s by windows of {max(100, total // 10)} trials: "
+              + ", ".join(f"{rate:.0f} (to {n})" for n, rate in got))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

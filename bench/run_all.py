@@ -67,7 +67,8 @@ DRIVER = textwrap.dedent("""
     except SystemExit as done:
         if done.code not in (0, None):
             raise
-    print(json.dumps({"driver_maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"driver_maxrss_kib": own.ru_maxrss, "driver_cpu_s": own.ru_utime + own.ru_stime}))
 """)
 
 
