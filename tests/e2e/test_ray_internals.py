@@ -90,7 +90,12 @@ pids = [info.process.pid for infos in node.all_processes.values() for info in in
 restored = services.get_node.__module__ == services.__name__
 answer = ray.get(ray.remote(lambda: 41 + 1).remote())
 session._shutdown()
-alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+def running(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # gone between the listing and the look
+        return False
+alive = [p for p in pids if running(p)]
 print(json.dumps({"calls": len(calls), "monitor": monitor, "restored": restored, "answer": answer, "alive": alive}))
 """)
     assert got["calls"] == 1 and len(got["monitor"]) == 1 and got["restored"] and got["answer"] == 42
