@@ -9,13 +9,21 @@
 - `synthetic_run(folder, **options)`: the run folder the report, results and
   browser tests read (`bench.synthetic_run.make_run`: 3 arms, 5 seeds, 8 tuning
   trials a sweep, 10 reports a trial), options overriding.
-- `hydra_app(folder, **edits)`: a copy of examples/hydra_app with a smaller contract.
+- `example_app(name, folder, edit)`: a copy of examples/<name> in `folder/app`, its contract edited in place
+  by `edit(contract)`; `hydra_app(folder, **edits)` is examples/hydra_app with a smaller contract.
+- `start_plan_run(tmp_path, data, prefix)`: `plan run` of a contract (as data) in a subprocess with its own
+  embedded Ray; `ray_processes(ray_tmp)` lists what is alive of that Ray, `end_plan_run` kills what is left.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,15 +110,70 @@ def synthetic_run(folder: Path, **options: Any) -> Path:
     return make_run(Path(folder) / SYNTHETIC_RUN_ID, **{**shape, **options})
 
 
+def example_app(name: str, folder: Path, edit: Callable[[dict], None] | None = None, *, dest: str = "app",
+                sort_keys: bool = False) -> Path:
+    """examples/<name> copied into `folder/dest`, its contract.yaml edited in place by `edit(contract)`
+    (when given) and written back; the contract's path."""
+    app = Path(folder) / dest
+    shutil.copytree(ROOT / "examples" / name, app)
+    path = app / "contract.yaml"
+    if edit is not None:
+        contract = yaml.safe_load(path.read_text())
+        edit(contract)
+        write_yaml(path, contract, sort_keys=sort_keys)
+    return path
+
+
 def hydra_app(folder: Path, *, seeds: list[int], exposure: int, trials_per_arm: int) -> Path:
     """examples/hydra_app copied into `folder/app`, its contract made small; the contract's path."""
-    app = Path(folder) / "app"
-    shutil.copytree(ROOT / "examples" / "hydra_app", app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = list(seeds)
-    contract["budget"]["exposure"] = exposure
-    contract["tuning"]["trials_per_arm"] = trials_per_arm
-    return write_contract_data(app, contract)
+    def edit(contract: dict) -> None:
+        contract["seeds"] = list(seeds)
+        contract["budget"]["exposure"] = exposure
+        contract["tuning"]["trials_per_arm"] = trials_per_arm
+
+    return example_app("hydra_app", folder, edit, sort_keys=True)
+
+
+def start_plan_run(tmp_path: Path, data: dict[str, Any], prefix: str) -> tuple[subprocess.Popen, Path, str]:
+    """`plan run` of the contract `data` (written to tmp_path/contract.yaml) in a subprocess of its own session,
+    with its own embedded Ray under a fresh RAY_TMPDIR; (the process, the runs folder, that RAY_TMPDIR)."""
+    path = write_yaml(tmp_path / "contract.yaml", data, sort_keys=False)
+    runs = tmp_path / "runs"
+    ray_tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # Ray's socket paths must fit 107 bytes
+    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    return proc, runs, ray_tmp
+
+
+def ray_processes(ray_tmp: str) -> list:
+    """The live (not zombie) processes of the Ray that runs under `ray_tmp`."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if ray_tmp in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+def end_plan_run(proc: subprocess.Popen, ray_tmp: str) -> None:
+    """Kill what is left of a `start_plan_run`: its process group, its Ray's processes, its RAY_TMPDIR."""
+    import psutil
+
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    for p in ray_processes(ray_tmp):
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 # The module-scoped fixtures of the tests that read that run; tests/conftest.py offers them to every tier.

@@ -6,35 +6,31 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner._contract.command_help import SWITCH, VALUE, read_help
 from planner._contract.paths import flatten
 from planner._contract.validate import validate
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
+from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
 
-APP = Path(__file__).resolve().parents[2] / "examples" / "argparse_app"
 
 
 def _app(tmp_path: Path, **values) -> Path:
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [3, 4]
-    contract["budget"]["exposure"] = 3
-    contract["tuning"]["trials_per_arm"] = 2
-    contract["tuning"].pop("early_stop")
-    contract["config"]["values"].update(values)
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
-    return app / "contract.yaml"
+    def edit(contract: dict) -> None:
+        contract["seeds"] = [3, 4]
+        contract["budget"]["exposure"] = 3
+        contract["tuning"]["trials_per_arm"] = 2
+        contract["tuning"].pop("early_stop")
+        contract["config"]["values"].update(values)
+
+    return example_app("argparse_app", tmp_path, edit)
 
 
 def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_parsed(ray_local, tmp_path):

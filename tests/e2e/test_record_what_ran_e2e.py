@@ -5,7 +5,6 @@ planner sets, and the keys that interpolate them; `${hydra:runtime.output_dir}` 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,21 @@ from planner._contract.paths import resolve
 from planner._dispatch.driver import run
 from planner._lineage.ledger import config_sha256
 from planner._store.writer import read_jsonl
+from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
 
-APP = Path(__file__).resolve().parents[2] / "examples" / "unchanged_app"
 
 
 def _app(tmp_path: Path) -> Path:
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
+    def edit(contract: dict) -> None:
+        contract["seeds"] = [3, 4]
+        contract["budget"]["exposure"] = 3
+        contract["tuning"]["trials_per_arm"] = 2
+        contract["tuning"].pop("early_stop")
+
+    path = example_app("unchanged_app", tmp_path, edit)
+    app = path.parent
     conf = yaml.safe_load((app / "conf" / "config.yaml").read_text())
     conf["trainer"]["max_epochs"] = 20  # the app's own default: the budget of 3 must win
     conf["data"]["split_seed"] = "${seed}"  # follows the trial's seed (21.6)
@@ -32,13 +37,7 @@ def _app(tmp_path: Path) -> Path:
     conf["output_dir"] = "${hydra:runtime.output_dir}"  # the Trainer idiom (24.7)
     conf["ckpt_dir"] = "${hydra:runtime.output_dir}/s${seed}"  # Hydra's resolver and the seed in one value
     (app / "conf" / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [3, 4]
-    contract["budget"]["exposure"] = 3
-    contract["tuning"].update(trials_per_arm=2, early_stop=None)
-    contract["tuning"].pop("early_stop")
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
-    return app / "contract.yaml"
+    return path
 
 
 def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):

@@ -8,62 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner._store.writer import read_jsonl
-from tests._runs import synthetic_contract
+from tests._runs import end_plan_run, ray_processes, start_plan_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _start(tmp_path):
     """`plan run` of a small confirmation-only contract in a subprocess with its own embedded Ray."""
-    data = synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2})
-    path = tmp_path / "contract.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    runs = tmp_path / "runs"
-    ray_tmp = tempfile.mkdtemp(prefix="rx", dir="/tmp")  # Ray's socket paths must fit 107 bytes
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    return proc, runs, ray_tmp
-
-
-def _ray_processes(ray_tmp: str) -> list:
-    import psutil
-
-    found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if ray_tmp in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.Error:
-            pass
-    return found
-
-
-def _clean_up(proc, ray_tmp) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for p in _ray_processes(ray_tmp):  # what is left of this test's own Ray (a failure is reported above)
-        try:
-            p.kill()
-        except Exception:
-            pass
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    return start_plan_run(tmp_path, synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2}), "rx")
 
 
 def _until_result(proc) -> list[str]:
@@ -92,9 +52,9 @@ def _folder_closed_at_print(runs: Path) -> None:
 
 def _no_ray_left(ray_tmp: str) -> None:
     deadline = time.monotonic() + 30  # a process Ray sent its signal may take a moment to go
-    while _ray_processes(ray_tmp) and time.monotonic() < deadline:
+    while ray_processes(ray_tmp) and time.monotonic() < deadline:
         time.sleep(0.2)
-    left = [" ".join(p.cmdline())[:200] for p in _ray_processes(ray_tmp)]
+    left = [" ".join(p.cmdline())[:200] for p in ray_processes(ray_tmp)]
     assert not left, left
 
 
@@ -107,7 +67,7 @@ def test_the_result_comes_with_the_folder_closed_and_the_process_ends_with_its_r
         out = before + out
         _no_ray_left(ray_tmp)
     finally:
-        _clean_up(proc, ray_tmp)
+        end_plan_run(proc, ray_tmp)
     assert proc.returncode == 0, (proc.returncode, out[-2000:], err[-2000:])
     assert "run state:  completed" in out and "treat" in out, out
 
@@ -121,7 +81,7 @@ def test_sigterm_and_sigint_while_ray_shuts_down_change_nothing(tmp_path):
         out, err = _rest(proc)
         _no_ray_left(ray_tmp)
     finally:
-        _clean_up(proc, ray_tmp)
+        end_plan_run(proc, ray_tmp)
     assert proc.returncode == 0, (proc.returncode, out[-2000:], err[-2000:])
     for noise in ("Traceback", "SIGTERM", "KeyboardInterrupt", "interrupted", "ray"):
         assert noise not in err, err[-3000:]

@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner._store.writer import read_jsonl
-from tests._runs import synthetic_contract
+from tests._runs import end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
-REPO = Path(__file__).resolve().parents[2]
 TUNING = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
           "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}}
 
@@ -33,15 +27,7 @@ def _start(tmp_path):
     data = synthetic_contract(name="sigterm", trainable="tests.trainables.synthetic:slow", seeds=[0, 1],
                               budget={"exposure": 3}, tuning=TUNING)
     data["config"]["values"]["recipe"]["sleep"] = 0.5
-    path = tmp_path / "contract.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    runs = tmp_path / "runs"
-    ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # Ray's socket paths must fit 107 bytes
-    env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    return proc, runs, ray_tmp
+    return start_plan_run(tmp_path, data, "rs")
 
 
 def _mid_tuning(proc, runs) -> Path:
@@ -54,21 +40,6 @@ def _mid_tuning(proc, runs) -> Path:
     raise AssertionError(proc.communicate(timeout=60))
 
 
-def _clean_up(proc, ray_tmp) -> None:
-    import psutil
-
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    for p in psutil.process_iter(["cmdline"]):  # what is left of this test's own Ray
-        try:
-            if ray_tmp in " ".join(p.info["cmdline"] or []):
-                p.kill()
-        except psutil.Error:
-            pass
-    shutil.rmtree(ray_tmp, ignore_errors=True)
-
-
 def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
     proc, runs, ray_tmp = _start(tmp_path)
     try:
@@ -76,7 +47,7 @@ def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
         os.kill(proc.pid, signal.SIGTERM)  # the driver alone, as `kill PID` or SLURM's first signal
         out, err = proc.communicate(timeout=180)
     finally:
-        _clean_up(proc, ray_tmp)
+        end_plan_run(proc, ray_tmp)
     assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted", state
@@ -104,7 +75,7 @@ def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp
         out, err = proc.communicate(timeout=120)
         waited = time.monotonic() - t0
     finally:
-        _clean_up(proc, ray_tmp)
+        end_plan_run(proc, ray_tmp)
     assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
     assert waited < 45, waited  # well before Ray's own 60 s
     state = json.loads((run_dir / "state.json").read_text())

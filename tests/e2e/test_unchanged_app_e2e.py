@@ -18,11 +18,11 @@ import yaml
 
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
+from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
 
 REPO = Path(__file__).resolve().parents[2]
-APP = REPO / "examples" / "unchanged_app"
 LOG_APPS = REPO / "tests" / "trainables" / "log_apps"
 
 
@@ -58,13 +58,9 @@ def _check_seeds_and_cuts(run_dir: Path, trials: list[dict], exposure: int, line
 
 
 def test_the_unchanged_example_app_runs_under_asha_and_finds_the_effect(ray_local, tmp_path):
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [0, 1, 2]
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    path = example_app("unchanged_app", tmp_path, lambda contract: contract.update(seeds=[0, 1, 2]))
 
-    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
     trials = read_jsonl(result.run_dir / "trials.jsonl")
@@ -135,12 +131,11 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
     import tempfile
     import time
 
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [0, 1]
-    contract["tuning"]["trials_per_arm"] = 4
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
+    def edit(contract: dict) -> None:
+        contract["seeds"] = [0, 1]
+        contract["tuning"]["trials_per_arm"] = 4
+
+    example_app("unchanged_app", tmp_path, edit)
     ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}
 
@@ -184,15 +179,13 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
 def test_plan_reeval_reproduces_the_unchanged_apps_confirmation(ray_local, tmp_path, capsys):
     from planner._cli.main import main
 
-    app = tmp_path / "app"
-    shutil.copytree(APP, app)
-    contract = yaml.safe_load((app / "contract.yaml").read_text())
-    contract["seeds"] = [0, 1]
-    contract["tuning"]["trials_per_arm"] = 1
-    contract["budget"]["exposure"] = 3
-    contract["tuning"]["early_stop"]["grace"] = 1
-    (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
-    result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
+    def edit(contract: dict) -> None:
+        contract["seeds"] = [0, 1]
+        contract["tuning"]["trials_per_arm"] = 1
+        contract["budget"]["exposure"] = 3
+        contract["tuning"]["early_stop"]["grace"] = 1
+
+    result = run(example_app("unchanged_app", tmp_path, edit), runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result
 
     assert main(["reeval", str(result.run_dir), "--arm", "standardized"]) == 0
