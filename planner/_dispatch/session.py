@@ -76,19 +76,22 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
             return True
         pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                     if p])
-        with _inherited_by_ray({**WORKER_ENV, "PYTHONPATH": pythonpath}):
+        # In the environment while the embedded Ray starts: its processes, and every worker the raylet starts,
+        # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
+        # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
+        with environ({**WORKER_ENV, "PYTHONPATH": pythonpath}):
             start_local_ray(log_to_driver=log_to_driver)
         return True
 
 
 @contextmanager
-def _inherited_by_ray(env_vars: dict[str, str]):
-    """`env_vars` in this process's environment while an embedded Ray starts, then as they were: Ray's
-    processes, and every worker the raylet starts, inherit them. A job-level runtime_env would say the
-    same, but a worker Ray prestarts at its start (one per CPU) serves only jobs without one: with it,
-    every first trial waited for a worker to start (about 0.5 s a slot)."""
-    before = {name: os.environ.get(name) for name in env_vars}
-    os.environ.update(env_vars)
+def environ(values: dict[str, str], *, override: bool = True):
+    """`values` in this process's environment while the block runs, then every one of them as it was
+    (unset again when it was unset). With `override=False` a variable already set keeps its value."""
+    before = {name: os.environ.get(name) for name in values}
+    for name, value in values.items():
+        if override or name not in os.environ:
+            os.environ[name] = value
     try:
         yield
     finally:
@@ -257,8 +260,9 @@ def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
     ray.init asks the GCS for the node it started (ray._private.services.get_node); asked before the
     raylet has registered (about 0.6-1.2 s after its start here, once its agents are up), Ray's C++ client
     waits a whole second before it asks again, so Ray's start took 1 or 2 s longer than the raylet needed.
-    Here the node list of the new GCS is read every `every_s` until the node is in it (at most `within_s`), then Ray's own
-    call answers at once. Should any of this not be there in the installed Ray, Ray's own call runs alone."""
+    Here the new GCS's node list is read every `every_s` until it holds a node (at most `within_s`; an
+    embedded Ray's own GCS holds only the one it started), then Ray's own call answers at once. Should any
+    of this not be there in the installed Ray, Ray's own call runs alone."""
     services = getattr(getattr(ray, "_private", None), "services", None)
     original = getattr(services, "get_node", None)
     if original is None:
@@ -279,11 +283,19 @@ def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
             pass
         return original(gcs_address, node_id)
 
-    services.get_node = get_node
+    with replaced(services, "get_node", get_node):
+        yield
+
+
+@contextmanager
+def replaced(owner, name: str, value):
+    """`owner.name` is `value` while the block runs, then what it was (a library's function, for the block)."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        services.get_node = original
+        setattr(owner, name, original)
 
 
 def claim_stop_signals():

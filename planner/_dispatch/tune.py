@@ -58,6 +58,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.session import environ, replaced
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, make_record
 
@@ -400,20 +401,11 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, and
     prestart (warm one worker per slot for the confirmation that follows, during the tuning tail).
     """
-    saved = {key: os.environ.get(key) for key in [*TUNE_ENV, "TUNE_MAX_PENDING_TRIALS_PG"]}
-    try:
-        for key, value in TUNE_ENV.items():
-            os.environ.setdefault(key, value)
-        # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(max(2, slots_for(options.get("resources") or {}))))
-        with _Quiet():
-            return _fit(sweeps, **options)
-    finally:  # Tune reads these while it runs; leave the process as it was
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    # Tune reads these while it runs (the user's own values win); the process is left as it was. Tune lets a
+    # custom searcher keep one trial pending; one per slot keeps every slot fed.
+    pending = str(max(2, slots_for(options.get("resources") or {})))
+    with environ({**TUNE_ENV, "TUNE_MAX_PENDING_TRIALS_PG": pending}, override=False), _Quiet():
+        return _fit(sweeps, **options)
 
 
 def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop, resources: Resources,
@@ -479,11 +471,8 @@ def callbacks_tagged_without_integrations():
         usage.record_extra_usage_tag(usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)}))
         return True
 
-    usage.tag_callbacks = tag_callbacks
-    try:
+    with replaced(usage, "tag_callbacks", tag_callbacks):
         yield
-    finally:
-        usage.tag_callbacks = original
 
 
 class _StopAll(tune.Stopper):

@@ -7,6 +7,7 @@ looks like a credential is redacted even when allow-listed.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -129,18 +130,17 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
     return out
 
 
-_PROVIDERS: tuple[tuple, dict] | None = None  # (what sys.path's folders looked like, the map read then)
-
-
 def _providers() -> dict:
     """importlib.metadata.packages_distributions(), read again only when a folder of sys.path changed (a
     distribution installed or removed touches its site-packages folder): reading every installed
     distribution's file list takes about 0.2 s, and a run asks at its start and at its end."""
-    global _PROVIDERS
-    key = tuple((path, _mtime(path)) for path in sys.path)
-    if _PROVIDERS is None or _PROVIDERS[0] != key:
-        _PROVIDERS = (key, importlib.metadata.packages_distributions())
-    return _PROVIDERS[1]
+    return _providers_while(tuple((path, _mtime(path)) for path in sys.path))
+
+
+@functools.lru_cache(maxsize=1)
+def _providers_while(_folders: tuple) -> dict:
+    """The map for one state of sys.path's folders (`_folders`: each folder with its mtime)."""
+    return importlib.metadata.packages_distributions()
 
 
 def _mtime(path: str) -> int | None:

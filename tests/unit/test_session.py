@@ -76,10 +76,20 @@ def test_a_phase_that_stopped_early_gives_the_run_state():
 
 
 def test_the_workers_environment_is_set_only_while_ray_starts(monkeypatch):
-    from planner._dispatch.session import _inherited_by_ray
+    from planner._dispatch.session import environ
 
     monkeypatch.setenv("PYTHONPATH", "/before")
     monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
-    with _inherited_by_ray({"PYTHONPATH": "/contract:/before", "RAY_CHDIR_TO_TRIAL_DIR": "0"}):
+    with environ({"PYTHONPATH": "/contract:/before", "RAY_CHDIR_TO_TRIAL_DIR": "0"}):
         assert os.environ["PYTHONPATH"] == "/contract:/before" and os.environ["RAY_CHDIR_TO_TRIAL_DIR"] == "0"
     assert os.environ["PYTHONPATH"] == "/before" and "RAY_CHDIR_TO_TRIAL_DIR" not in os.environ
+
+
+def test_tunes_variables_keep_a_value_the_user_set_and_are_unset_after(monkeypatch):
+    from planner._dispatch.session import environ
+
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
+    monkeypatch.delenv("TUNE_GLOBAL_CHECKPOINT_S", raising=False)
+    with environ({"TUNE_MAX_PENDING_TRIALS_PG": "2", "TUNE_GLOBAL_CHECKPOINT_S": "1000000"}, override=False):
+        assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1000000"
+    assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and "TUNE_GLOBAL_CHECKPOINT_S" not in os.environ
