@@ -200,10 +200,15 @@ class SweepSearch(Searcher):
         if status == TrialStatus.COMPLETED:
             values = [r["metrics"][metric] for r in reports if metric in r["metrics"]]
             final = values[-1] if values and isinstance(values[-1], float) else None
+        searcher = self.searchers[k]
         if final is not None:
-            self.searchers[k].on_trial_complete(trial_id, {metric: final}, error=False)
+            searcher.on_trial_complete(trial_id, {metric: final}, error=False)
         else:  # stopped early (pruned), failed, diverged: never a final value
-            self.searchers[k].on_trial_complete(trial_id, None, error=status != TrialStatus.EARLY_STOPPED)
+            searcher.on_trial_complete(trial_id, None, error=status != TrialStatus.EARLY_STOPPED)
+        # The study holds the told trial; OptunaSearch also keeps the asked one, with a copy of it, until the
+        # run ends. A completed id is never asked about again (it is in `_completed_trials`).
+        if trial_id in getattr(searcher, "_completed_trials", ()):
+            getattr(searcher, "_ot_trials", {}).pop(trial_id, None)
 
 
 # ---------------------------------------------------------------- the scheduler
@@ -286,6 +291,8 @@ class Recorder(tune.Callback):
         self.prestart, self.resources = prestart, resources
         self.warming: list = []
         self.total = sum(len(s.specs) for s in state.sweeps)
+        self.ended: deque = deque()  # trials that ended, in order, until Tune has let go of them (`forget`)
+        self.requests: dict = {}  # one copy of each resource request, for the trials forgotten
 
     def on_trial_start(self, iteration, trials, trial, **info):
         entry = self.state.of_trial.get(trial.trial_id)
@@ -298,7 +305,15 @@ class Recorder(tune.Callback):
             self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        payload = result.get("planner") or {}
+        # Tune summarizes every number of a result (a summary and two windows of recent values each, in
+        # `Trial.update_last_result`, after the callbacks, which may change the result in place): planner's
+        # payload is read here, once, and what Tune keeps of it is one word. The scheduler and the searcher
+        # have seen it already (Tune calls them before its callbacks); Tune's own progress callback prints
+        # "Trial ... completed. Last result:" for a trial whose last result has no key of its own, hence
+        # the word rather than nothing.
+        payload = result.get("planner")
+        payload = payload if isinstance(payload, dict) else {}
+        result["planner"] = "read"
         if "record" in payload:
             self._end(trial, payload["record"])
             return
@@ -352,7 +367,16 @@ class Recorder(tune.Callback):
         self.state.reports.pop(trial.trial_id, None)  # the retry reports from step 1 again
         self.state.last_seen.pop(trial.trial_id, None)
 
+    def on_step_end(self, iteration, trials, **info):
+        while self.ended and self.ended[0].is_finished():
+            trial = self.ended.popleft()
+            forget(trial, self.requests)
+            if trial.trial_id in self.state.records:  # what the record was built from
+                for seen in (self.state.reports, self.state.last_seen, self.meta):
+                    seen.pop(trial.trial_id, None)
+
     def on_trial_complete(self, iteration, trials, trial, **info):
+        self.ended.append(trial)
         if trial.trial_id in self.state.records:
             return
         if self.state.completed_at_full_exposure(trial.trial_id):
@@ -369,6 +393,7 @@ class Recorder(tune.Callback):
             self._end(trial, record)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        self.ended.append(trial)
         if trial.trial_id in self.state.records:
             return
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
@@ -391,6 +416,32 @@ class Recorder(tune.Callback):
         record = self._rebuilt(trial, status, errors, attempts=attempts)
         if record is not None:
             self._end(trial, record, counted_lost=True)
+
+
+def forget(trial, requests: dict) -> None:
+    """What Tune keeps of a trial that has ended, down to what it reads again: its status, folder and error.
+
+    Tune holds every trial of a run until the run ends, with the trial's config (here planner's whole trial
+    spec), its flattened copy, its last result and a summary of each number in it: about 40 KiB a trivial
+    trial, the driver's memory growth on a large sweep. Once a trial is TERMINATED or ERROR none of these
+    is read again: the scheduler and the searcher were told (`stop_trial`, `_process_trial_failure`), the
+    record is written, and at the end the `ResultGrid` is read only for each trial's folder and error
+    (`_note_unrecorded`). A trial that Tune will run again (a retry after its worker died) is never
+    finished, so it is never forgotten."""
+    metadata = trial.run_metadata
+    trial._default_result_or_future = None  # else an empty last result is fetched again from the actor
+    metadata.last_result = {}
+    metadata.metric_analysis = {}
+    metadata.metric_n_steps = {}
+    trial.config = {}
+    if hasattr(trial, "_Trial__unresolved_config"):  # the config's original, kept for Tune's own restore
+        trial._Trial__unresolved_config = {}
+    trial.evaluated_params = {}
+    trial.invalidate_json_state()
+    # Each trial holds its own copy of the one resource request (Tune deep-copies the experiment per trial),
+    # with its bound signature; an ended trial takes the first ended trial's equal copy (requests are
+    # compared by value, `PlacementGroupFactory.__eq__`; `requests` maps each to the first).
+    trial.placement_group_factory = requests.setdefault(trial.placement_group_factory, trial.placement_group_factory)
 
 
 # ---------------------------------------------------------------- the tuning
@@ -437,7 +488,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        with callbacks_tagged_without_integrations():
+        with callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), one_experiment_snapshot():
             _note_unrecorded(state, tuner.fit())
     finally:
         if own_storage:
@@ -472,6 +523,66 @@ def callbacks_tagged_without_integrations():
         return True
 
     with replaced(usage, "tag_callbacks", tag_callbacks):
+        yield
+
+
+@contextmanager
+def cancelled_actors_forgotten():
+    """While Tune runs, an actor request it cancels takes the tasks queued for that actor with it.
+
+    With reused actors Tune requests a new actor for every trial and cancels the request when it hands the
+    trial a cached actor instead; Ray's actor manager drops the request but keeps the tasks queued for it
+    (the trial's setup, with its config) in `_pending_actors_to_enqueued_actor_tasks` until the run ends:
+    a few KiB a trial. A queue is dropped only for a request that was pending and is no longer (never for
+    an actor that started: its queue was handed to it). A Ray without that manager is left alone."""
+    try:
+        from ray.air.execution._internal.actor_manager import RayActorManager
+    except ImportError:
+        yield
+        return
+    original = getattr(RayActorManager, "remove_actor", None)
+    if original is None:
+        yield
+        return
+
+    def remove_actor(self, tracked_actor, *args, **kwargs):
+        pending = getattr(self, "_pending_actors_to_attrs", {})
+        was_pending = tracked_actor in pending
+        try:
+            return original(self, tracked_actor, *args, **kwargs)
+        finally:
+            queues = getattr(self, "_pending_actors_to_enqueued_actor_tasks", None)
+            if was_pending and tracked_actor not in pending and queues is not None:
+                queues.pop(tracked_actor, None)
+
+    with replaced(RayActorManager, "remove_actor", remove_actor):
+        yield
+
+
+@contextmanager
+def one_experiment_snapshot():
+    """While Tune runs, it writes its experiment snapshot once, at its first step, and never again.
+
+    Tune snapshots the whole experiment (every trial's state as JSON, cached on each trial) so that a Tune
+    run can be restored; planner never restores one (a run resumes from its own trials.jsonl), but the
+    `ResultGrid` that `Tuner.fit` returns needs the snapshot file to exist. The snapshot forced at the end
+    was a JSON of every trial of the run: 9 KiB a trial here, held until `fit` returned, and its CPU. The
+    first one (written when `_last_save_time` leaves its initial -inf) is kept; a Ray whose controller or
+    checkpoint manager lacks these names is left alone."""
+    from ray.tune.execution.tune_controller import TuneController
+
+    original = getattr(TuneController, "checkpoint", None)
+    if original is None:
+        yield
+        return
+
+    def checkpoint(self, force: bool = False, wait: bool = False):
+        last = getattr(getattr(self, "_checkpoint_manager", None), "_last_save_time", None)
+        if last is None or last == float("-inf"):
+            return original(self, force=force, wait=wait)
+        return None
+
+    with replaced(TuneController, "checkpoint", checkpoint):
         yield
 
 

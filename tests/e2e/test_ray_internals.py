@@ -4,11 +4,14 @@ SciPy's optimize and stats outside sequential looks (issue 23)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests._runs import write_contract_data
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,3 +103,63 @@ print(json.dumps({"calls": len(calls), "monitor": monitor, "restored": restored,
 """)
     assert got["calls"] == 1 and len(got["monitor"]) == 1 and got["restored"] and got["answer"] == 42
     assert got["alive"] == [], got
+
+
+WHAT_TUNE_KEEPS = """
+import gc, json, runpy, sys
+import planner._dispatch.tune as T
+seen = {}
+
+def on_experiment_end(self, trials, **info):
+    gc.collect()
+    controller = next(o for o in gc.get_objects() if type(o).__name__ == "TuneController")
+    manager = controller._actor_manager
+    queued = [a for a in manager._pending_actors_to_enqueued_actor_tasks if a not in manager._pending_actors_to_attrs]
+    ended = [t for t in trials if t.is_finished()]
+    searchers = controller._search_alg.searcher.searchers
+    seen.update(trials=len(trials), ended=len(ended),
+                with_config=sum(1 for t in ended if t.config or t.evaluated_params),
+                with_result=sum(1 for t in ended if t.run_metadata.last_result or t.run_metadata.metric_analysis),
+                requests=len({id(t.placement_group_factory) for t in ended}),
+                last_results=[t.last_result for t in ended[:3]],
+                queued_for_cancelled=len(queued), asked_left=sum(len(s._ot_trials) for s in searchers),
+                told=sum(len(s._ot_study.trials) for s in searchers))
+
+T.Recorder.on_experiment_end = on_experiment_end
+sys.argv = ["plan", "run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"]
+try:
+    runpy.run_module("planner", run_name="__main__")
+except SystemExit as stop:
+    seen["exit"] = stop.code
+print(json.dumps(seen))
+"""
+
+
+def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_every_trial(tmp_path):
+    """Issue 23: the driver's memory per trial. An ended trial keeps nothing Tune would read again (its
+    config, last result and the numbers' summaries are gone; one resource request is shared); a cancelled
+    actor request leaves no queued task behind; Optuna's asked trials are let go once told; and the run
+    itself is whole: every planned trial has its record and the study was told of every tuning trial."""
+    (tmp_path / "trivial.py").write_text(
+        "def train(config, trial):\n"
+        "    for step in range(1, 4):\n"
+        "        trial.report(step, score=config['lr'] * step + trial.seed * 1e-6)\n")
+    contract = write_contract_data(tmp_path, {
+        "version": 1, "name": "forget", "hypothesis": "Overhead only.", "trainable": "trivial:train",
+        "config": {"values": {"lr": 0.1, "arm": "a"}}, "factor": {"name": "arm"},
+        "baseline": {"name": "a", "overrides": ["arm=a"]}, "arms": [{"name": "b", "overrides": ["arm=b"]}],
+        "metric": {"name": "score", "mode": "max"}, "acceptance": {"min_effect": 0.01}, "seeds": [0, 1, 2],
+        "budget": {"exposure": 3},
+        "tuning": {"trials_per_arm": 12, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+                   "space": {"lr": {"log_uniform": [1.0e-4, 1.0]}}}})
+    out = subprocess.run([sys.executable, "-c", WHAT_TUNE_KEEPS, str(contract), str(tmp_path / "runs")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["trials"] == got["ended"] == 24, got
+    assert got["with_config"] == 0 and got["with_result"] == 0 and got["requests"] == 1, got
+    assert all(set(result) <= {"trial_id"} for result in got["last_results"]), got  # read without the actor
+    assert got["queued_for_cancelled"] == 0 and got["asked_left"] == 0 and got["told"] == 24, got
+    records = [json.loads(line) for line in next((tmp_path / "runs").glob("*/*/trials.jsonl")).read_text().splitlines()]
+    assert len(records) == 24 + 6 and {r["status"] for r in records} == {"completed"}
