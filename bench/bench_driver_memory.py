@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from bench.run_all import write_run_contract  # noqa: E402
 
 CHILD = '''
-import gc, runpy, sys, tracemalloc
+import gc, sys, tracemalloc
 tracemalloc.start(12)
 import planner._dispatch.tune as T
 snaps = {}
@@ -50,8 +50,8 @@ def _end(self, *a, **k):
     return out
 
 T.Recorder.on_trial_start, T.Recorder._end = on_trial_start, _end
-sys.argv = ["plan", "run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"]
-runpy.run_module("planner", run_name="__main__")
+from planner._cli.main import main
+main(["run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"])
 '''
 
 

@@ -58,17 +58,17 @@ def train(config, trial):
 '''
 
 # the driver of `plan run` in this process, so that ru_maxrss is the driver's alone (Ray's raylet, GCS and
-# workers are other processes); the peak is printed as the last line
+# workers are other processes); the peak is printed as the last line, then the process ends as `plan` ends
+# (planner._cli.main: a checkout without `_exit_now` exits the ordinary way)
 DRIVER = textwrap.dedent("""
-    import json, resource, runpy, sys
-    sys.argv = ["plan", *sys.argv[1:]]
-    try:
-        runpy.run_module("planner", run_name="__main__")
-    except SystemExit as done:
-        if done.code not in (0, None):
-            raise
+    import json, resource, sys
+    from planner._cli import main as cli
+    code = cli.main(sys.argv[1:])
+    if code not in (0, None):
+        raise SystemExit(code)
     own = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({"driver_maxrss_kib": own.ru_maxrss, "driver_cpu_s": own.ru_utime + own.ru_stime}))
+    print(json.dumps({"driver_maxrss_kib": own.ru_maxrss, "driver_cpu_s": own.ru_utime + own.ru_stime}), flush=True)
+    getattr(cli, "_exit_now", lambda code: None)(code)
 """)
 
 

@@ -44,9 +44,15 @@ def slots_for(resources: Resources | Mapping[str, Any]) -> int:
     return max(1, min(counts) if counts else 1)
 
 
-def prestart_workers(template: TrialSpec, resources: Resources) -> list:
-    """One warm-up task per slot; they queue until the tuning tail frees slots, then leave warm idle workers."""
-    task = ray.remote(warm_task).options(**task_options(resources), max_retries=0)
+def prestart_workers(template: TrialSpec, resources: Resources, *, one_machine: bool = False) -> list:
+    """One warm-up task per slot, leaving warm idle workers for the confirmation's first trials.
+
+    On one machine (an embedded Ray) a warm-up asks for no resources: it starts its worker and imports at
+    once, beside the last tuning trials, and the confirmation's tasks take those workers (every worker of
+    the machine serves them). On a cluster it asks for a trial's resources, so that it lands on a node that
+    can run a trial: it then waits until the tuning's tail frees slots there."""
+    options = {"num_cpus": 0} if one_machine else task_options(resources)
+    task = ray.remote(warm_task).options(**options, max_retries=0)
     return [task.remote(template.trainable, template.path) for _ in range(slots_for(resources))]
 
 

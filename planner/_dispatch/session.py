@@ -79,9 +79,20 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
         # In the environment while the embedded Ray starts: its processes, and every worker the raylet starts,
         # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
         # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
+        global _embedded_environ
         with environ({**WORKER_ENV, "PYTHONPATH": pythonpath}):
             start_local_ray(log_to_driver=log_to_driver)
+            _embedded_environ = dict(os.environ)
         return True
+
+
+_embedded_environ: dict[str, str] | None = None  # what the workers of the embedded Ray started here inherited
+
+
+def embedded_worker_environ() -> dict[str, str] | None:
+    """The environment every worker of the embedded Ray this process started inherits (None when none was
+    started, or it joined a cluster, or that Ray was shut down)."""
+    return _embedded_environ if ray.is_initialized() else None
 
 
 @contextmanager
@@ -243,7 +254,7 @@ def start_local_ray(attempts: int = 3, **options) -> None:
     fixed 30-second start-up wait."""
     for attempt in range(1, attempts + 1):
         try:
-            with _node_registration_polled():
+            with _node_registration_polled(), _without_idle_head_processes(bool(options.get("log_to_driver"))):
                 ray.init(include_dashboard=False, configure_logging=False, **options)
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
@@ -284,6 +295,40 @@ def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
         return original(gcs_address, node_id)
 
     with replaced(services, "get_node", get_node):
+        yield
+
+
+@contextmanager
+def _without_idle_head_processes(log_to_driver: bool):
+    """While an embedded Ray starts, it starts none of the three head processes a run on one machine leaves
+    idle: the autoscaler's monitor (an embedded Ray has nothing to scale), the log monitor (it streams the
+    workers' log files to a driver that asked for them, and this one did not: `log_to_driver=False`; the
+    files stay in Ray's session folder), and the dashboard's API server (`include_dashboard=False` still
+    starts it, to load Ray's usage-statistics module alone, and ray.init waits for it to come up).
+
+    Each is a Python process booting beside the GCS, the raylet, its agents and the first workers on the
+    same CPUs: ray.init took 1.8-2.6 s with them and 1.0-1.1 s without them here, and `ray.shutdown` has
+    fewer processes to stop. `ray status` and Ray's state API (`ray list`), which read them, are not used by
+    planner. Names missing in the installed Ray leave Ray's own start as it is."""
+    parameter = getattr(getattr(ray, "_private", None), "parameter", None)
+    node = getattr(getattr(ray, "_private", None), "node", None)
+    params_class = getattr(parameter, "RayParams", None)
+    node_class = getattr(node, "Node", None)
+    if params_class is None or node_class is None or not hasattr(node_class, "start_api_server"):
+        yield
+        return
+
+    def ray_params(*args, **kwargs):
+        params = params_class(*args, **kwargs)
+        if hasattr(params, "no_monitor") and hasattr(params, "include_log_monitor"):
+            params.no_monitor = True
+            params.include_log_monitor = bool(log_to_driver)
+        return params
+
+    def start_api_server(self, **kwargs):
+        return None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
+
+    with replaced(parameter, "RayParams", ray_params), replaced(node_class, "start_api_server", start_api_server):
         yield
 
 
@@ -524,6 +569,8 @@ def _shutdown() -> None:
                 info.process.wait(timeout=5)
     except Exception:  # not public in every Ray: ray.shutdown alone then
         pass
+    global _embedded_environ
+    _embedded_environ = None
     ray.shutdown()
 
 

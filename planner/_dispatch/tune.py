@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import optuna
+import ray
 from ray import tune
 from ray.tune import ProgressReporter
 from ray.tune.experiment import Trial
@@ -58,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.session import environ, replaced
+from planner._dispatch.session import embedded_worker_environ, environ, replaced
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, make_record
 
@@ -302,7 +303,8 @@ class Recorder(tune.Callback):
         if self.prestart and not self.warming and len(self.started) == self.total:
             # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
             # so its first trials do not pay for starting processes.
-            self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources))
+            self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources,
+                                                 one_machine=embedded_worker_environ() is not None))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         # Tune summarizes every number of a result (a summary and two windows of recent values each, in
@@ -488,7 +490,8 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        with callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), one_experiment_snapshot():
+        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), one_experiment_snapshot(),
+              trial_actors_on_inherited_environment(embedded_worker_environ())):
             _note_unrecorded(state, tuner.fit())
     finally:
         if own_storage:
@@ -556,6 +559,43 @@ def cancelled_actors_forgotten():
                 queues.pop(tracked_actor, None)
 
     with replaced(RayActorManager, "remove_actor", remove_actor):
+        yield
+
+
+@contextmanager
+def trial_actors_on_inherited_environment(inherited: dict[str, str] | None):
+    """While Tune runs on an embedded Ray, its trial actors take a worker Ray has started already.
+
+    Tune registers its trial actor class with a runtime_env of its own (`_ActorClassCache.get`: env_vars
+    PL_DISABLE_FORK, and the driver's AWS_* and Ray Train variables when set); a worker serves only actors
+    and tasks of its own runtime_env, so every first Tune actor waited for a new worker process to start
+    with it: 0.5-0.6 s of a small run's tuning start here. When each of those variables already has the
+    same value in the environment the embedded Ray's workers inherited (`inherited`; WORKER_ENV carries
+    Tune's defaults), the class is registered without a runtime_env: the actors run in the environment they
+    would have had, on a worker that is up. Otherwise (a cluster: `inherited` is None; a variable that
+    differs) Tune's own registration runs; a Ray without these names is left alone."""
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:
+        yield
+        return
+    cache_class = getattr(class_cache, "_ActorClassCache", None)
+    defaults = getattr(class_cache, "DEFAULT_ENV_VARS", None)
+    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if inherited is None or cache_class is None or defaults is None or propagated is None:
+        yield
+        return
+    original = cache_class.get
+
+    def get(self, trainable_cls):
+        env_vars = {**defaults, **{name: os.environ[name] for name in propagated if name in os.environ}}
+        cache = getattr(self, "_cache", None)
+        if cache is None or trainable_cls in cache or any(inherited.get(k) != v for k, v in env_vars.items()):
+            return original(self, trainable_cls)
+        cache[trainable_cls] = ray.remote(trainable_cls)
+        return cache[trainable_cls]
+
+    with replaced(cache_class, "get", get):
         yield
 
 

@@ -26,9 +26,13 @@ ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in th
 # Long enough for the grace and the reaping, so a reused actor always ends its trial first.
 REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
 
-# The workers' environment (planner._dispatch.session passes it through runtime_env).
+# The workers' environment (an embedded Ray's workers inherit it, a cluster's get it through runtime_env:
+# planner._dispatch.session). PL_DISABLE_FORK is what Ray Tune gives its own trial actors
+# (ray.tune.execution.class_cache.DEFAULT_ENV_VARS: Lightning's fork-based strategies do not work in a Ray
+# worker, ray-project/ray#28197); here every trial has it, tuning and confirmation alike, and Tune's actors
+# need no runtime_env of their own on an embedded Ray (tune.trial_actors_on_inherited_environment).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-              "TUNE_FUNCTION_THREAD_TIMEOUT_S": str(REUSE_WAIT_S)}
+              "TUNE_FUNCTION_THREAD_TIMEOUT_S": str(REUSE_WAIT_S), "PL_DISABLE_FORK": "1"}
 
 
 def tune_trainable(config: dict) -> dict | None:

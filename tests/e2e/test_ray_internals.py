@@ -73,7 +73,9 @@ print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys
 
 def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
     """The Ray internals the start and the shutdown lean on are there (a Ray without them would only be
-    slower), the node wait is the polled one, and the shutdown leaves none of Ray's processes."""
+    slower), the node wait is the polled one, the head starts only the GCS and the raylet (no autoscaler
+    monitor, log monitor or dashboard API server: issue 23), and the shutdown leaves none of Ray's
+    processes."""
     got = _fresh("""
 import inspect, json, os
 import psutil, ray
@@ -88,9 +90,11 @@ def counted(*a, **k):
 session._node_registration_polled = counted
 session.start_local_ray()
 node = ray._private.worker._global_node
-monitor = [info.process.pid for info in node.all_processes["monitor"]]
+kinds = sorted(node.all_processes)
 pids = [info.process.pid for infos in node.all_processes.values() for info in infos]
-restored = services.get_node.__module__ == services.__name__
+restored = (services.get_node.__module__ == services.__name__
+            and ray._private.parameter.RayParams.__module__ == "ray._private.parameter"
+            and ray._private.node.Node.start_api_server.__module__ == "ray._private.node")
 answer = ray.get(ray.remote(lambda: 41 + 1).remote())
 session._shutdown()
 def running(pid):
@@ -99,14 +103,15 @@ def running(pid):
     except psutil.NoSuchProcess:  # gone between the listing and the look
         return False
 alive = [p for p in pids if running(p)]
-print(json.dumps({"calls": len(calls), "monitor": monitor, "restored": restored, "answer": answer, "alive": alive}))
+print(json.dumps({"calls": len(calls), "kinds": kinds, "restored": restored, "answer": answer, "alive": alive}))
 """)
-    assert got["calls"] == 1 and len(got["monitor"]) == 1 and got["restored"] and got["answer"] == 42
+    assert got["calls"] == 1 and got["kinds"] == ["gcs_server", "raylet"], got
+    assert got["restored"] and got["answer"] == 42
     assert got["alive"] == [], got
 
 
 WHAT_TUNE_KEEPS = """
-import gc, json, runpy, sys
+import gc, json, sys
 import planner._dispatch.tune as T
 seen = {}
 
@@ -117,31 +122,33 @@ def on_experiment_end(self, trials, **info):
     queued = [a for a in manager._pending_actors_to_enqueued_actor_tasks if a not in manager._pending_actors_to_attrs]
     ended = [t for t in trials if t.is_finished()]
     searchers = controller._search_alg.searcher.searchers
+    actor_envs = [cls._default_options.get("runtime_env") for cls in controller._class_cache._cache.values()]
     seen.update(trials=len(trials), ended=len(ended),
                 with_config=sum(1 for t in ended if t.config or t.evaluated_params),
                 with_result=sum(1 for t in ended if t.run_metadata.last_result or t.run_metadata.metric_analysis),
                 requests=len({id(t.placement_group_factory) for t in ended}),
                 last_results=[t.last_result for t in ended[:3]],
                 queued_for_cancelled=len(queued), asked_left=sum(len(s._ot_trials) for s in searchers),
-                told=sum(len(s._ot_study.trials) for s in searchers))
+                told=sum(len(s._ot_study.trials) for s in searchers), actor_envs=actor_envs)
 
 T.Recorder.on_experiment_end = on_experiment_end
-sys.argv = ["plan", "run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"]
-try:
-    runpy.run_module("planner", run_name="__main__")
-except SystemExit as stop:
-    seen["exit"] = stop.code
+from planner._cli.main import main
+seen["exit"] = main(["run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"])
 print(json.dumps(seen))
 """
 
 
 def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_every_trial(tmp_path):
-    """Issue 23: the driver's memory per trial. An ended trial keeps nothing Tune would read again (its
+    """Issue 23: the driver's memory per trial, and Tune's actors on an embedded Ray's own workers. An ended trial keeps nothing Tune would read again (its
     config, last result and the numbers' summaries are gone; one resource request is shared); a cancelled
     actor request leaves no queued task behind; Optuna's asked trials are let go once told; and the run
-    itself is whole: every planned trial has its record and the study was told of every tuning trial."""
+    itself is whole: every planned trial has its record and the study was told of every tuning trial. The
+    trial actor class has no runtime_env, and every trial (tuning and confirmation) ran with the variable
+    Tune would have given its actors."""
     (tmp_path / "trivial.py").write_text(
+        "import os\n"
         "def train(config, trial):\n"
+        "    assert os.environ.get('PL_DISABLE_FORK') == '1'  # Tune's actor variable, in every trial\n"
         "    for step in range(1, 4):\n"
         "        trial.report(step, score=config['lr'] * step + trial.seed * 1e-6)\n")
     contract = write_contract_data(tmp_path, {
@@ -161,5 +168,18 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
     assert got["with_config"] == 0 and got["with_result"] == 0 and got["requests"] == 1, got
     assert all(set(result) <= {"trial_id"} for result in got["last_results"]), got  # read without the actor
     assert got["queued_for_cancelled"] == 0 and got["asked_left"] == 0 and got["told"] == 24, got
+    assert got["actor_envs"] == [None], got  # Tune's actors on the workers Ray started: no runtime_env
     records = [json.loads(line) for line in next((tmp_path / "runs").glob("*/*/trials.jsonl")).read_text().splitlines()]
     assert len(records) == 24 + 6 and {r["status"] for r in records} == {"completed"}
+
+
+def test_the_workers_environment_holds_what_tune_gives_its_trial_actors():
+    """Tune's actors drop their runtime_env only when the workers already have its variables: planner's
+    WORKER_ENV must carry Ray Tune's defaults (a Ray that adds one runs its actors as before, only slower)."""
+    got = _fresh("""
+import json
+from ray.tune.execution import class_cache
+from planner._dispatch.worker import WORKER_ENV
+print(json.dumps({"defaults": class_cache.DEFAULT_ENV_VARS, "held": {k: WORKER_ENV.get(k) for k in class_cache.DEFAULT_ENV_VARS}}))
+""")
+    assert got["defaults"] == got["held"], got
