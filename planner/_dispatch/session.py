@@ -274,27 +274,25 @@ def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
     Here the new GCS's node list is read every `every_s` until it holds a node (at most `within_s`; an
     embedded Ray's own GCS holds only the one it started), then Ray's own call answers at once. Should any
     of this not be there in the installed Ray, Ray's own call runs alone."""
-    services = getattr(getattr(ray, "_private", None), "services", None)
-    original = getattr(services, "get_node", None)
-    if original is None:
-        yield
-        return
 
-    def get_node(gcs_address, node_id):
-        try:
-            from ray._raylet import GcsClient
+    def polled(original):
+        def get_node(gcs_address, node_id):
+            try:
+                from ray._raylet import GcsClient
 
-            client = GcsClient(address=gcs_address)
-            deadline = time.monotonic() + within_s
-            while time.monotonic() < deadline:
-                if client.get_all_node_info(timeout=2):  # an embedded Ray's own GCS: its one node is this one
-                    break
-                time.sleep(every_s)
-        except Exception:  # Ray's own wait, below, says what went wrong
-            pass
-        return original(gcs_address, node_id)
+                client = GcsClient(address=gcs_address)
+                deadline = time.monotonic() + within_s
+                while time.monotonic() < deadline:
+                    if client.get_all_node_info(timeout=2):  # an embedded Ray's own GCS: its one node is this one
+                        break
+                    time.sleep(every_s)
+            except Exception:  # Ray's own wait, below, says what went wrong
+                pass
+            return original(gcs_address, node_id)
 
-    with replaced(services, "get_node", get_node):
+        return get_node
+
+    with wrapped(getattr(getattr(ray, "_private", None), "services", None), "get_node", polled):
         yield
 
 
@@ -329,6 +327,18 @@ def _without_idle_head_processes(log_to_driver: bool):
         return None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
 
     with replaced(parameter, "RayParams", ray_params), replaced(node_class, "start_api_server", start_api_server):
+        yield
+
+
+@contextmanager
+def wrapped(owner, name: str, wrap: Callable):
+    """`owner.name` is `wrap(original)` while the block runs, then the original again; an `owner` (a library's
+    module or class) without `name`, or None, is left as it is: what is swapped for speed is never needed."""
+    original = getattr(owner, name, None) if owner is not None else None
+    if original is None:
+        yield
+        return
+    with replaced(owner, name, wrap(original)):
         yield
 
 

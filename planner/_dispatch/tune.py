@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.session import embedded_worker_environ, environ, replaced
+from planner._dispatch.session import embedded_worker_environ, environ, wrapped
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, make_record
 
@@ -514,18 +514,16 @@ def callbacks_tagged_without_integrations():
     other callback list goes to Ray's function unchanged; a Ray without the function is left alone."""
     from ray.air._internal import usage
 
-    original = getattr(usage, "tag_callbacks", None)
-    if original is None or not hasattr(usage, "record_extra_usage_tag"):
-        yield
-        return
+    def tagged(original):
+        def tag_callbacks(callbacks):
+            if not callbacks or not all(type(callback) is Recorder for callback in callbacks):
+                return original(callbacks)
+            usage.record_extra_usage_tag(usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)}))
+            return True
 
-    def tag_callbacks(callbacks):
-        if not callbacks or not all(type(callback) is Recorder for callback in callbacks):
-            return original(callbacks)
-        usage.record_extra_usage_tag(usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)}))
-        return True
+        return tag_callbacks
 
-    with replaced(usage, "tag_callbacks", tag_callbacks):
+    with wrapped(usage if hasattr(usage, "record_extra_usage_tag") else None, "tag_callbacks", tagged):
         yield
 
 
@@ -541,24 +539,22 @@ def cancelled_actors_forgotten():
     try:
         from ray.air.execution._internal.actor_manager import RayActorManager
     except ImportError:
-        yield
-        return
-    original = getattr(RayActorManager, "remove_actor", None)
-    if original is None:
-        yield
-        return
+        RayActorManager = None
 
-    def remove_actor(self, tracked_actor, *args, **kwargs):
-        pending = getattr(self, "_pending_actors_to_attrs", {})
-        was_pending = tracked_actor in pending
-        try:
-            return original(self, tracked_actor, *args, **kwargs)
-        finally:
-            queues = getattr(self, "_pending_actors_to_enqueued_actor_tasks", None)
-            if was_pending and tracked_actor not in pending and queues is not None:
-                queues.pop(tracked_actor, None)
+    def with_queue(original):
+        def remove_actor(self, tracked_actor, *args, **kwargs):
+            pending = getattr(self, "_pending_actors_to_attrs", {})
+            was_pending = tracked_actor in pending
+            try:
+                return original(self, tracked_actor, *args, **kwargs)
+            finally:
+                queues = getattr(self, "_pending_actors_to_enqueued_actor_tasks", None)
+                if was_pending and tracked_actor not in pending and queues is not None:
+                    queues.pop(tracked_actor, None)
 
-    with replaced(RayActorManager, "remove_actor", remove_actor):
+        return remove_actor
+
+    with wrapped(RayActorManager, "remove_actor", with_queue):
         yield
 
 
@@ -585,17 +581,19 @@ def trial_actors_on_inherited_environment(inherited: dict[str, str] | None):
     if inherited is None or cache_class is None or defaults is None or propagated is None:
         yield
         return
-    original = cache_class.get
 
-    def get(self, trainable_cls):
-        env_vars = {**defaults, **{name: os.environ[name] for name in propagated if name in os.environ}}
-        cache = getattr(self, "_cache", None)
-        if cache is None or trainable_cls in cache or any(inherited.get(k) != v for k, v in env_vars.items()):
-            return original(self, trainable_cls)
-        cache[trainable_cls] = ray.remote(trainable_cls)
-        return cache[trainable_cls]
+    def inheriting(original):
+        def get(self, trainable_cls):
+            env_vars = {**defaults, **{name: os.environ[name] for name in propagated if name in os.environ}}
+            cache = getattr(self, "_cache", None)
+            if cache is None or trainable_cls in cache or any(inherited.get(k) != v for k, v in env_vars.items()):
+                return original(self, trainable_cls)
+            cache[trainable_cls] = ray.remote(trainable_cls)
+            return cache[trainable_cls]
 
-    with replaced(cache_class, "get", get):
+        return get
+
+    with wrapped(cache_class, "get", inheriting):
         yield
 
 
@@ -611,18 +609,16 @@ def one_experiment_snapshot():
     checkpoint manager lacks these names is left alone."""
     from ray.tune.execution.tune_controller import TuneController
 
-    original = getattr(TuneController, "checkpoint", None)
-    if original is None:
-        yield
-        return
+    def once(original):
+        def checkpoint(self, force: bool = False, wait: bool = False):
+            last = getattr(getattr(self, "_checkpoint_manager", None), "_last_save_time", None)
+            if last is None or last == float("-inf"):
+                return original(self, force=force, wait=wait)
+            return None
 
-    def checkpoint(self, force: bool = False, wait: bool = False):
-        last = getattr(getattr(self, "_checkpoint_manager", None), "_last_save_time", None)
-        if last is None or last == float("-inf"):
-            return original(self, force=force, wait=wait)
-        return None
+        return checkpoint
 
-    with replaced(TuneController, "checkpoint", checkpoint):
+    with wrapped(TuneController, "checkpoint", once):
         yield
 
 
