@@ -490,7 +490,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), one_experiment_snapshot(),
+        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(),
               trial_actors_on_inherited_environment(embedded_worker_environ())):
             _note_unrecorded(state, tuner.fit())
     finally:
@@ -594,31 +594,6 @@ def trial_actors_on_inherited_environment(inherited: dict[str, str] | None):
         return get
 
     with wrapped(cache_class, "get", inheriting):
-        yield
-
-
-@contextmanager
-def one_experiment_snapshot():
-    """While Tune runs, it writes its experiment snapshot once, at its first step, and never again.
-
-    Tune snapshots the whole experiment (every trial's state as JSON, cached on each trial) so that a Tune
-    run can be restored; planner never restores one (a run resumes from its own trials.jsonl), but the
-    `ResultGrid` that `Tuner.fit` returns needs the snapshot file to exist. The snapshot forced at the end
-    was a JSON of every trial of the run: 9 KiB a trial here, held until `fit` returned, and its CPU. The
-    first one (written when `_last_save_time` leaves its initial -inf) is kept; a Ray whose controller or
-    checkpoint manager lacks these names is left alone."""
-    from ray.tune.execution.tune_controller import TuneController
-
-    def once(original):
-        def checkpoint(self, force: bool = False, wait: bool = False):
-            last = getattr(getattr(self, "_checkpoint_manager", None), "_last_save_time", None)
-            if last is None or last == float("-inf"):
-                return original(self, force=force, wait=wait)
-            return None
-
-        return checkpoint
-
-    with wrapped(TuneController, "checkpoint", once):
         yield
 
 
