@@ -130,7 +130,8 @@ def on_experiment_end(self, trials, **info):
                 last_results=[t.last_result for t in ended[:3]],
                 queued_for_cancelled=len(queued), asked_left=sum(len(s._ot_trials) for s in searchers),
                 told=sum(len(s._ot_study.trials) for s in searchers), actor_envs=actor_envs,
-                unresolved=[bool(t._Trial__unresolved_config) for t in ended if hasattr(t, "_Trial__unresolved_config")])
+                unresolved=[bool(t._Trial__unresolved_config) for t in ended if hasattr(t, "_Trial__unresolved_config")],
+                snapshot=[list(map(json.loads, t.get_json_state())) for t in ended])
 
 T.Recorder.on_experiment_end = on_experiment_end
 from planner._cli.main import main
@@ -171,6 +172,10 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
     assert got["queued_for_cancelled"] == 0 and got["asked_left"] == 0 and got["told"] == 24, got
     assert got["actor_envs"] == [None], got  # Tune's actors on the workers Ray started: no runtime_env
     assert got["unresolved"] == [False] * 24, got  # the name `forget` uses
+    # each ended trial's entry in Tune's snapshot is its id, status and folder (a few hundred bytes, not 4.4 KB)
+    assert [state["status"] for state, _ in got["snapshot"]] == ["TERMINATED"] * 24, got["snapshot"][:2]
+    assert all(state["trial_id"] == state["relative_logdir"] and "storage" not in state and
+               "checkpoint_manager" not in meta for state, meta in got["snapshot"]), got["snapshot"][:2]
     records = [json.loads(line) for line in next((tmp_path / "runs").glob("*/*/trials.jsonl")).read_text().splitlines()]
     assert len(records) == 24 + 6 and {r["status"] for r in records} == {"completed"}
 
