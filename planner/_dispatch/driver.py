@@ -59,6 +59,7 @@ from planner._dispatch.session import (
     RAY_LOST,
     RunSession,
     final_state,
+    importing_meanwhile,
     raised_from,
     ray_shutdown_deferred,  # noqa: F401 - the CLI's name for it (it imports only the driver)
     trainable_search_path,
@@ -600,8 +601,11 @@ def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir:
     target = address or os.environ.get("RAY_ADDRESS")
     runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
     t_ray = time.monotonic()
-    session.start_ray(address, runner.search_path, runs_dir, log_dir=runner.store.root,
-                      contract=runner.contract, contract_dir=runner.contract_dir)
+    # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when the plan tunes
+    tunes = not target and any(t.phase == "tune" for t in runner.plan.trials)
+    with importing_meanwhile("planner._dispatch.tune" if tunes else None):
+        session.start_ray(address, runner.search_path, runs_dir, log_dir=runner.store.root,
+                          contract=runner.contract, contract_dir=runner.contract_dir)
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
         runner.display.note(format_resumed(resumed))

@@ -131,21 +131,26 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
 
 
 def _providers() -> dict:
-    """importlib.metadata.packages_distributions(), read again only when a folder of sys.path changed (a
-    distribution installed or removed touches its site-packages folder): reading every installed
-    distribution's file list takes about 0.2 s, and a run asks at its start and at its end."""
-    return _providers_while(tuple((path, _mtime(path)) for path in sys.path))
+    """importlib.metadata.packages_distributions(), read again only when the distributions on sys.path
+    changed: reading every installed distribution's file list takes about 0.2 s, and a run asks at its
+    start and at its end. The key is the names of the `*.dist-info` / `*.egg-info` entries of each folder
+    of sys.path (an install, an upgrade or a removal changes them). Not the folders' mtimes: a run writes
+    into folders on sys.path (the trainable's `__pycache__` beside it, the runs folder), which made the
+    second read a miss on nearly every first run."""
+    return _providers_while(tuple((path, _distributions_in(path)) for path in sys.path))
 
 
 @functools.lru_cache(maxsize=1)
 def _providers_while(_folders: tuple) -> dict:
-    """The map for one state of sys.path's folders (`_folders`: each folder with its mtime)."""
+    """The map for one state of sys.path's folders (`_folders`: each folder with its distributions' entries)."""
     return importlib.metadata.packages_distributions()
 
 
-def _mtime(path: str) -> int | None:
+def _distributions_in(path: str) -> frozenset[str] | None:
+    """The names of the distribution metadata entries in one folder of sys.path (None: not a folder)."""
     try:
-        return os.stat(path or ".").st_mtime_ns
+        with os.scandir(path or ".") as entries:
+            return frozenset(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info", ".egg-link")))
     except OSError:
         return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import sys
 
 import pytest
 
@@ -93,3 +94,28 @@ def test_tunes_variables_keep_a_value_the_user_set_and_are_unset_after(monkeypat
     with environ({"TUNE_MAX_PENDING_TRIALS_PG": "2", "TUNE_GLOBAL_CHECKPOINT_S": "1000000"}, override=False):
         assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1000000"
     assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and "TUNE_GLOBAL_CHECKPOINT_S" not in os.environ
+
+
+def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is_raised_where_it_is_used(
+        tmp_path, monkeypatch):
+    """Issue 23: Ray Tune is imported in a thread while an embedded Ray starts. After the block the module
+    is imported (by that thread, not the main one); a module whose import fails leaves nothing swallowed:
+    importing it where it is needed raises its own error."""
+    import importlib
+    import threading
+
+    from planner._dispatch.session import importing_meanwhile
+
+    (tmp_path / "beside_ok.py").write_text("import threading\nIMPORTED_BY = threading.current_thread().name\n")
+    (tmp_path / "beside_bad.py").write_text("raise ValueError('the import itself fails')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with importing_meanwhile("beside_ok"):
+        main = threading.current_thread().name
+    assert sys.modules["beside_ok"].IMPORTED_BY not in (main, None)
+    with importing_meanwhile("beside_bad"):
+        pass
+    assert "beside_bad" not in sys.modules
+    with pytest.raises(ValueError, match="the import itself fails"):
+        importlib.import_module("beside_bad")
+    with importing_meanwhile(None):  # nothing to import: the block runs alone
+        pass

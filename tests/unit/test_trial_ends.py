@@ -109,3 +109,27 @@ def test_identity_json_is_never_written_through_a_link(tmp_path):
     (root / "identity.json").symlink_to(target)
     assert add_used_packages(root, [{"modules": ["mpmath"]}]) == []
     assert json.loads(target.read_text()) == {"packages": {}}
+
+
+def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_not_when_a_run_writes(
+        tmp_path, monkeypatch):
+    """Issue 23: `used_packages` reads every distribution's file list (about 0.2 s) at a run's start and
+    end; the second read is skipped unless a distribution appeared or went on sys.path. A run writing into
+    a folder on sys.path (a `__pycache__`, the runs folder) is no such change; a new `*.dist-info` is."""
+    from planner._store import identity
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.setattr("sys.path", [str(folder), *sys.path])
+    identity._providers_while.cache_clear()
+    first = identity._providers()
+    (folder / "__pycache__").mkdir()
+    (folder / "runs").mkdir()
+    assert identity._providers() is first  # the cached map: nothing was installed
+    dist = folder / "tinydist-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinydist\nVersion: 1.0\n")
+    (dist / "RECORD").write_text("tinydist_mod.py,,\n")
+    (folder / "tinydist_mod.py").write_text("")
+    again = identity._providers()
+    assert again is not first and again["tinydist_mod"] == ["tinydist"]
