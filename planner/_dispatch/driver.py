@@ -227,6 +227,7 @@ class Runner:
         self.records = self.dispatch.records
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
+            self.dispatch.slim(record)  # a resumed run's tuning records, as a running one keeps them
 
     @property
     def search_path(self) -> list[str]:

@@ -30,6 +30,7 @@ from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
+from planner._store.facts import kept_of_tuning
 from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
@@ -65,6 +66,7 @@ class Dispatch:
     # the arms' composed configs, and the same before interpolations are resolved: a trial's config is built on them
     configs: dict[str, dict] = field(default_factory=dict)
     raw_configs: dict[str, dict] = field(default_factory=dict)
+    _frozen: dict | None = field(default=None, repr=False)  # the contract as plain data (what the facts read)
 
     @classmethod
     def open(cls, contract, contract_dir: Path, configs: dict[str, dict], store, *,
@@ -160,6 +162,20 @@ class Dispatch:
                          exposure=record["exposure"])
         if self.listener is not None:
             self.listener.ended(record)
+        self.slim(record)
+
+    def slim(self, record: dict) -> None:
+        """A tuning trial's record, once written whole and heard by the listener, down to what the driver
+        reads of it again (planner._store.facts.kept_of_tuning: the selection metric's last reports and the
+        summary the facts read), in place: the one object Tune's state, fail fast and `records` hold. The
+        confirmation's records stay whole (the decision, the looks and the seeds check read their reports)."""
+        if record.get("phase") != "tune":
+            return
+        if self._frozen is None:
+            self._frozen = self.contract.frozen()
+        selection = self.contract.tuning.selection if self.contract.tuning is not None else None
+        kept = kept_of_tuning(record, self._frozen, self.contract.metric.name, selection.k if selection else None)
+        record["reports"], record["summary"] = kept["reports"], kept["summary"]
 
     def _check_data(self, record: dict) -> None:
         """The data checks across trials (docs/data.md), added to the record before it is written; each data

@@ -139,7 +139,23 @@ def slim_record(record: TrialRecord, contract: dict[str, Any],
     return slim
 
 
+def kept_of_tuning(record: TrialRecord, contract: dict[str, Any], metric: str, k: int | None = None) -> TrialRecord:
+    """What a running driver keeps of a tuning trial once its whole record is on disk (trials.jsonl):
+    `slim_record` (the `summary` the facts read; every report when the reports show a violation) with the
+    last `k` (default 1) reports that hold `metric`, the selection metric: all that selection reads of a
+    tuning trial (`_stats.select.score`: the final value, or the mean of the last k) and what the searcher
+    is told. A sweep of trials with 100 reports each then holds a few of each in the driver, not all.
+    A new record; `record` is left as it is."""
+    slim = slim_record(record, contract)
+    if not slim["reports"]:
+        holding = [p for p in reports_of(record) if isinstance(p, dict) and isinstance(p.get("metrics"), dict)
+                   and metric in p["metrics"]]
+        slim["reports"] = holding[-max(k or 1, 1):]
+    return slim
+
+
 # ---------------------------------------------------------------- failures and violations
+
 
 
 def traceback_line(traceback: str | None) -> str:

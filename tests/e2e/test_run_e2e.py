@@ -326,3 +326,38 @@ def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo
     logged.write_text(yaml.safe_dump(config))
     with pytest.raises(RunError, match="recipe.noise"):
         run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+
+
+def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_records_on_disk_do(
+        ray_local, in_repo, tmp_path, monkeypatch):
+    """Issue 23: once a tuning trial's whole record is in trials.jsonl, the driver keeps of it the selection
+    metric's last k reports and the summary the facts read, not all its reports (a large sweep of long trials
+    would hold every report otherwise). Selected by the mean of the last 3 of 12 reports, each arm's choice
+    and score are those that the whole records on disk give; the confirmation's records stay whole."""
+    import planner._dispatch.driver as driver
+    from planner._contract.validate import load_contract
+    from planner._stats.select import select
+
+    seen: list[list[dict]] = []
+
+    def selecting(contract, tune_records):
+        seen.append([dict(r) for r in tune_records])
+        return select(contract, tune_records)
+
+    monkeypatch.setattr(driver, "select", selecting)
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-3, 1.0e-1]}}, "selection": {"rule": "mean_last_k", "k": 3}}
+    path = write(tmp_path, tuning=tuning, budget={"exposure": 12}, seeds=[0, 1])
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert result.state == "completed"
+    on_disk = records(result)
+    whole = [r for r in on_disk if r["phase"] == "tune"]
+    assert len(whole) == 8 and all(len(r["reports"]) == 12 for r in whole)
+    assert len(seen) == 1 and len(seen[0]) == 8
+    assert all(len(r["reports"]) == 3 and r["reports"] == next(w for w in whole if w["trial_id"] == r["trial_id"])
+               ["reports"][-3:] for r in seen[0]), [len(r["reports"]) for r in seen[0]]
+    expected = select(load_contract(path).contract, whole)
+    chosen = json.loads((result.run_dir / "selection.json").read_text())["arms"]
+    assert {arm: (s["trial_id"], s["score"]) for arm, s in chosen.items()} == {
+        arm: (s.trial_id, s.score) for arm, s in expected.items()}
+    assert all(len(r["reports"]) == 12 for r in on_disk if r["phase"] == "confirm")

@@ -33,9 +33,9 @@ RECORDS = [
 ]
 
 
-def _all_facts(records):
-    return (facts.failures(records), facts.violations(records, CONTRACT), facts.heldout_ledger(records, CONTRACT),
-            facts.budget_used(records, CONTRACT, {"budget": {"wall_time_s": 9.0}}, {"planned_count": 4}),
+def _all_facts(records, contract=CONTRACT):
+    return (facts.failures(records), facts.violations(records, contract), facts.heldout_ledger(records, contract),
+            facts.budget_used(records, contract, {"budget": {"wall_time_s": 9.0}}, {"planned_count": 4}),
             [facts.seconds_per_step(r) for r in records], [sorted(facts.metric_names(r)) for r in records],
             [facts.record_last_step(r) for r in records])
 
@@ -57,6 +57,34 @@ def test_a_slimmed_record_gives_the_same_facts_as_the_full_one():
     assert {v["kind"] for v in full[1]} == {"heldout_in_tuning", "report_past_budget"}
     assert full[2]["evaluations"] == 3 and full[2]["over_cap"] and full[2]["tuning_exposures"] == 1
     assert full[3]["max_wall_time_s"] == 7200.0 and full[3]["reeval_trials"] == 1 and full[4][0] == 2.0
+
+
+
+def test_what_the_driver_keeps_of_a_tuning_trial_selects_and_gives_the_facts_as_the_whole_record():
+    """Issue 23: a running driver keeps of a tuning trial the selection metric's last k reports and the
+    summary: the same score (final and mean of the last k, with reports that lack the metric in between),
+    the same facts; reports that show a violation are kept whole; the record itself is left as it is."""
+    from planner._stats.select import score
+
+    irregular = _record("tune-base-s1-t001", "tune", "base", "completed", list(range(1, 11)))
+    for i, report in enumerate(irregular["reports"]):
+        report["metrics"]["acc"] = [0.3, 0.5, 0.2, 0.9, 0.4, 0.6, 0.1, 0.8, 0.7, 0.55][i]
+        if i in (8, 9):
+            del report["metrics"]["acc"]  # the metric missing from the last reports
+            report["metrics"]["loss"] = 1.0 / (i + 1)
+    records = [irregular, *RECORDS]
+    before = copy.deepcopy(records)
+    contract = {**CONTRACT, "budget": {**CONTRACT["budget"], "exposure": 10}}  # the 10 reports are within budget
+    for k in (None, 1, 3):
+        kept = [facts.kept_of_tuning(r, contract, "acc", k) for r in records]
+        assert records == before
+        for whole, slim in zip(records, kept, strict=True):
+            assert score(slim, "acc", "final") == score(whole, "acc", "final")
+            assert score(slim, "acc", "mean_last_k", k or 1) == score(whole, "acc", "mean_last_k", k or 1)
+        assert _all_facts(kept, contract) == _all_facts(records, contract)
+        assert len(kept[0]["reports"]) == (k or 1) and all("acc" in p["metrics"] for p in kept[0]["reports"])
+        assert sorted(facts.metric_names(kept[0])) == ["acc", "loss"] and facts.record_last_step(kept[0]) == 10
+    assert len(facts.kept_of_tuning(RECORDS[0], CONTRACT, "acc")["reports"]) == 3  # held-out in tuning: whole
 
 
 def test_the_trainable_rules_read_the_probe_and_import_nothing(tmp_path):
