@@ -14,8 +14,9 @@ pilot, reeval and its comparison:
 
 `TrialRecord` is the shape of a record at the store boundary (docs/run-folder.md): what the
 reader hands out and what the facts of `planner._store.facts` take. A record read from disk is a
-plain dict of that shape; `summary` is never on disk, the reader sets it on a slimmed record
-(reports dropped to save memory) to keep what the facts need of them.
+plain dict of that shape; `summary` is never on disk: the reader sets it on a slimmed record
+(reports dropped to save memory), and so does a running driver on a tuning record once it is on disk
+(`planner._store.facts.kept_of_tuning`), to keep what the facts need of them.
 
 A leaf: imports only `_core.status`.
 """
@@ -81,7 +82,7 @@ class TrialRecord(TypedDict, total=False):
     node_id: str | None
     resumed: bool
     contract_sha256: str
-    summary: ReportSummary  # set by the reader on a slimmed record only, never written
+    summary: ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
 
 
 def final_value(record: dict[str, Any], metric: str) -> float | None:

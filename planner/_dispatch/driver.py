@@ -602,8 +602,8 @@ def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir:
     target = address or os.environ.get("RAY_ADDRESS")
     runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
     t_ray = time.monotonic()
-    # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when the plan tunes
-    tunes = not target and any(t.phase == "tune" for t in runner.plan.trials)
+    # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when tuning trials are left
+    tunes = not target and any(t.phase == "tune" and t.trial_id not in runner.records for t in runner.plan.trials)
     with importing_meanwhile("planner._dispatch.tune" if tunes else None):
         session.start_ray(address, runner.search_path, runs_dir, log_dir=runner.store.root,
                           contract=runner.contract, contract_dir=runner.contract_dir)
