@@ -423,7 +423,7 @@ class Recorder(tune.Callback):
 def trial_id_of(trial) -> str:
     """A Tune trial's name and folder name: its id. A function of this module, so that Tune's snapshot of each
     trial (which pickles both creators into its JSON) names it (about 80 bytes) instead of holding a lambda's
-    code (1.3 KB a creator, a trial)"""
+    code (1.3 KB a creator, a trial)."""
     return trial.trial_id
 
 

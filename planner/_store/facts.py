@@ -157,7 +157,6 @@ def kept_of_tuning(record: TrialRecord, contract: dict[str, Any], metric: str, k
 # ---------------------------------------------------------------- failures and violations
 
 
-
 def traceback_line(traceback: str | None) -> str:
     """The line of a traceback that says where it broke: its innermost `File ...` line."""
     if not traceback:
