@@ -1,7 +1,7 @@
 """Where the driver's memory per trial goes: tracemalloc in the `plan run` process, between the second tuning
 trial's start and the last tuning trial's end, grouped by who allocated (Ray/Tune, planner, other).
 
-    python bench/bench_driver_memory.py [--trials 330]
+    python bench/bench_driver_memory.py [--trials 330] [--steps 3]
 
 A two-arm contract of trivial trials (bench/run_all.py's), run in a child process with tracemalloc on; the
 growth of the Python heap over the tuning trials, per trial, is printed by owner: an allocation is planner's
@@ -58,9 +58,10 @@ main(["run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"])
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=330)
+    parser.add_argument("--steps", type=int, default=3, help="reports per trial")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        contract = write_run_contract(Path(tmp), "memory", tune_per_arm=(args.trials - 10) // 2, seeds=5, steps=3,
+        contract = write_run_contract(Path(tmp), "memory", tune_per_arm=(args.trials - 10) // 2, seeds=5, steps=args.steps,
                                       sleep=0.0)
         out = subprocess.run([sys.executable, "-c", CHILD, str(contract), str(Path(tmp) / "runs")], cwd=tmp,
                              env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
@@ -69,7 +70,7 @@ def main() -> None:
         raise SystemExit(f"plan run failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
     parts = dict(item.split("=") for item in line.split()[1:])
     total = sum(float(v) for v in parts.values())
-    print(f"Python heap growth per tuning trial over {args.trials} trials: {total:.1f} KiB; "
+    print(f"Python heap growth per tuning trial over {args.trials} trials of {args.steps} reports: {total:.1f} KiB; "
           + ", ".join(f"{k} {float(v):.1f} KiB" for k, v in parts.items()))
 
 
