@@ -20,6 +20,7 @@ from planner._audit import control as _control
 from planner._audit.evidence import Evidence, read_evidence
 from planner._audit.findings import SYMPTOMS, Finding, _g, find_all
 from planner._audit.recipes import missing_evidence, what_ran
+from planner._core.text import terminal_safe
 from planner._results.cost import cost_by_arm
 
 
@@ -195,4 +196,4 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
     if audit.notes:
         lines.append("")
         lines += [f"note: {note}" for note in audit.notes]
-    return "\n".join(lines) + "\n"
+    return terminal_safe("\n".join(lines)) + "\n"  # text of the run folder is shown, never obeyed by the terminal

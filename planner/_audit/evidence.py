@@ -157,7 +157,7 @@ def _read_trials(folder: Any, contract: dict[str, Any], watched: list[str], note
                  records: list[dict[str, Any]]) -> None:
     by_id: dict[str, int] = {}
     tuned_config_arms: set[str] = set()
-    for record in rf.iter_jsonl(folder.file("trials.jsonl"), notes):
+    for record in folder.iter_trials(notes):  # checked by the shared schema, as every reader is
         if "trial_id" not in record:
             raise RunError(f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a trials log")
         trial = _trial(record, watched, tuned_config_arms)

@@ -176,9 +176,9 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
     plan = rerun.prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
-    print(rerun.format_plan(plan), flush=True)
+    print(terminal_safe(rerun.format_plan(plan)), flush=True)
     result = rerun.run_reeval(plan, address=args.address)
-    print(rerun.format_result(result))
+    print(terminal_safe(rerun.format_result(result)))
     return result.exit_code
 
 
@@ -298,7 +298,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         record = lineage_promote.withdraw(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
     else:
         record = lineage_promote.promote(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
-    print(lineage_promote.format_promotion(record))
+    print(terminal_safe(lineage_promote.format_promotion(record)))
     return 0
 
 
@@ -377,7 +377,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # inside the try: a closed pipe is caught here, not at exit
         return code
     except PlannerError as error:
-        print(f"plan {args.command}: {error}", file=sys.stderr)
+        print(f"plan {args.command}: {terminal_safe(str(error))}", file=sys.stderr)
         return error.exit_code
     except BrokenPipeError:  # `plan ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit then succeeds

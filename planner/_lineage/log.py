@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import PlannerError, UsageError
+from planner._core.text import terminal_safe
 from planner._lineage import history
 from planner._lineage.ledger import Ledger, RunEntry, ledger_path, read
 from planner._store.claims import accepted
@@ -202,7 +203,7 @@ def format_log(log: dict[str, Any]) -> str:
                            f"(edited after decisions: {', '.join(f['edited_runs'])})")
     for note in log["notes"]:
         out.append(f"note: {note}")
-    return "\n".join(out)
+    return terminal_safe("\n".join(out))  # text of the ledger is shown, never obeyed by the terminal
 
 
 def _unverified_text(p: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ import functools
 import io
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -18,6 +19,13 @@ from matplotlib.ticker import MaxNLocator
 DECISION_COLORS = {"accept": "#1a7f37", "reject": "#cf222e", "inconclusive": "#9a6700", "incomplete": "#6e7781", "invalid": "#8250df"}
 ARM_COLORS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#6e7781", "#bf3989", "#0a3069"]
 DPI = 96
+DRAWN = 1e300  # a finite value past this is drawn at it: matplotlib cannot lay out an axis up to 1.7e308
+
+
+def _drawable(values: Any) -> np.ndarray:
+    """Values as floats, each finite one held within +-DRAWN (a run folder's metric may be any finite number)."""
+    a = np.asarray(values, dtype=float)
+    return np.where(np.isfinite(a), np.clip(a, -DRAWN, DRAWN), a)
 
 
 def _literal(draw):
@@ -53,15 +61,16 @@ def forest_png(decisions: list[dict[str, Any]], min_effect: float | None, metric
         return _png(fig)
     for y, d in enumerate(reversed(rows)):
         color = DECISION_COLORS.get(str(d.get("decision")), "#24292f")
-        lo = d["ci_low"] if d.get("ci_low") is not None else d["effect"]
-        hi = d["ci_high"] if d.get("ci_high") is not None else d["effect"]
+        effect = float(_drawable(d["effect"]))
+        lo = float(_drawable(d["ci_low"])) if d.get("ci_low") is not None else effect
+        hi = float(_drawable(d["ci_high"])) if d.get("ci_high") is not None else effect
         ax.plot([lo, hi], [y, y], color=color, lw=2.5, solid_capstyle="butt")
-        ax.plot([d["effect"]], [y], "o", color=color, ms=8)
+        ax.plot([effect], [y], "o", color=color, ms=8)
         ax.annotate(f"{d.get('decision')}", (hi, y), xytext=(6, 0), textcoords="offset points",
                     va="center", color=color, fontsize=9)
     ax.axvline(0, color="#57606a", lw=1)
     if min_effect is not None:
-        ax.axvline(min_effect, color="#cf222e", lw=1.2, ls="--", label=f"min_effect = {min_effect:g}")
+        ax.axvline(float(_drawable(min_effect)), color="#cf222e", lw=1.2, ls="--", label=f"min_effect = {min_effect:g}")
         ax.legend(loc="lower right", fontsize=8, frameon=False)
     ax.set_yticks(range(len(rows)), [str(d["arm"]) for d in reversed(rows)])
     ax.set_ylim(-0.7, len(rows) - 0.3)
@@ -102,11 +111,11 @@ def curves_png(curves: pd.DataFrame, arms: list[str], metric: str, unit: str, ex
             color = ARM_COLORS[i % len(ARM_COLORS)]
             x = sub["step"].to_numpy()
             lo, hi = ("q25", "q75") if phase == "tune" else ("min", "max")
-            ax.fill_between(x, sub[lo].to_numpy(), sub[hi].to_numpy(), color=color, alpha=0.18, lw=0)
-            ax.plot(x, sub["median"].to_numpy(), color=color, lw=1.8, label=arm)
+            ax.fill_between(x, _drawable(sub[lo]), _drawable(sub[hi]), color=color, alpha=0.18, lw=0)
+            ax.plot(x, _drawable(sub["median"]), color=color, lw=1.8, label=arm)
             if phase == "tune" and arm in selected:
                 sel = selected[arm]
-                ax.plot(sel["step"].to_numpy(), sel["value"].to_numpy(), color=color, lw=1.1, ls="--")
+                ax.plot(sel["step"].to_numpy(), _drawable(sel["value"]), color=color, lw=1.1, ls="--")
         if phase == "tune" and selected:
             ax.plot([], [], color="#57606a", lw=1.1, ls="--", label="selected trial")
         if exposure is not None and float(curves["step"].to_numpy()[phase_col == phase].max()) > exposure:

@@ -147,7 +147,26 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
         if isinstance(violation, dict):
             _str(violation.get("kind"), f"violations[{i}].kind")
             _num(violation.get("step"), f"violations[{i}].step")
+    _splits(r.get("splits"))
     return columns
+
+
+def _splits(value: Any) -> None:
+    """`splits`: per split name, {presentations, distinct, fingerprint, groups: {g: {distinct, fingerprint}},
+    overlap: {other split: {key: count}}} (docs/run-folder.md)."""
+    for name, split in _dict(value, "splits").items():
+        where = f"splits.{name}"
+        split = _dict(split, where)
+        for count in ("presentations", "distinct"):
+            _int(split.get(count), f"{where}.{count}", lo=0)
+        _str(split.get("fingerprint"), f"{where}.fingerprint")
+        for group, summary in _dict(split.get("groups"), f"{where}.groups").items():
+            summary = _dict(summary, f"{where}.groups.{group}")
+            _int(summary.get("distinct"), f"{where}.groups.{group}.distinct", lo=0)
+            _str(summary.get("fingerprint"), f"{where}.groups.{group}.fingerprint")
+        for other, counts in _dict(split.get("overlap"), f"{where}.overlap").items():
+            for key, n in _dict(counts, f"{where}.overlap.{other}").items():
+                _int(n, f"{where}.overlap.{other}.{key}", lo=0)
 
 
 _NON_FINITE_SET = frozenset(NON_FINITE)
@@ -288,15 +307,35 @@ def _lock(r: dict) -> None:
 
 
 def _identity(r: dict) -> None:
-    for name in ("env", "packages", "git", "host"):
+    for name in ("env", "git"):
         if name in r and not isinstance(r[name], dict | str | type(None)):
             raise _Bad(name, "a mapping", r[name])
+    for name in ("code", "packages", "host", "data"):  # the report reads their fields
+        _dict(r.get(name), name)
+
+
+def _lineage(r: dict) -> None:
+    """lineage.json (docs/lineage.md): what the report's lineage lines read."""
+    _str(r.get("line"), "line")
+    base = _dict(r.get("baseline"), "baseline")
+    _str(base.get("arm"), "baseline.arm")
+    origin = _dict(base.get("from"), "baseline.from")
+    for name in ("arm", "run", "decision", "promoted"):
+        _str(origin.get(name), f"baseline.from.{name}")
+    repetition = _dict(r.get("repetition"), "repetition")
+    if repetition:
+        _required(repetition, ("sentence",))
+        _str(repetition["sentence"], "repetition.sentence")
+    for i, edit in enumerate(_list(r.get("edited_after_decisions"), "edited_after_decisions")):
+        edit = _dict(edit, f"edited_after_decisions[{i}]")
+        _required(edit, ("run", "decisions"))
+        _str(edit.get("contract_sha256"), f"edited_after_decisions[{i}].contract_sha256")
 
 
 _CHECKS: dict[str, Callable[[dict], Any]] = {
     "trials.jsonl": _trial, "events.jsonl": _event, "reevals.jsonl": _reeval, "state.json": _state,
     "plan.json": _plan, "decisions.json": _decisions, "selection.json": _selection, "run.json": _run,
-    "lock": _lock, "identity.json": _identity,
+    "lock": _lock, "identity.json": _identity, "lineage.json": _lineage,
 }
 
 

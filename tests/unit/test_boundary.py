@@ -161,7 +161,17 @@ WRONG = [
     ("trials.jsonl", {}, "trial_id"),
     ("lock", {"pid": 2**62, "host": "h"}, "pid"),
     ("events.jsonl", {"event": 3}, "event"),
+    ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": "x"}, "splits"),
+    ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": {"train": 5}}, "splits.train"),
+    ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": {"train": {"presentations": "x"}}},
+     "splits.train.presentations"),
+    ("trials.jsonl", {"trial_id": "t", "status": "completed", "params": [1, 2]}, "params"),
+    ("trials.jsonl", {"trial_id": "t", "status": "failed", "errors": [{"type": 1, "message": 2}]}, "errors[0].type"),
+    ("identity.json", {"code": "x"}, "code"),
+    ("lineage.json", {"line": "l", "baseline": "x", "repetition": 3}, "baseline"),
 ]
+AUDITED = ("trials.jsonl", "identity.json", "state.json")  # what `plan audit` reads of these
+UNREAD = {("identity.json", "status"), ("lineage.json", "status")}  # (file, command): the command never reads it
 
 
 def _plant(run: Path, name: str, value: dict) -> None:
@@ -176,7 +186,7 @@ def _plant(run: Path, name: str, value: dict) -> None:
 
 @pytest.mark.parametrize(("name", "value", "field"), WRONG, ids=[f"{n}:{f}" for n, _, f in WRONG])
 def test_a_wrongly_typed_file_gets_one_sentence_exit_3_in_every_reader(run, name, value, field, capsys, tmp_path):
-    """status, report (md, json, html), export and load_run give the same verdict: the file and the field."""
+    """status, report (md, json, html), export, audit and load_run give the same verdict: the file and the field."""
     _plant(run, name, value)
     if name == "events.jsonl":  # read by resume, reeval and a sequential report: the reader itself refuses
         with pytest.raises(RunError, match=re.escape(f"`{field}`")):
@@ -184,8 +194,10 @@ def test_a_wrongly_typed_file_gets_one_sentence_exit_3_in_every_reader(run, name
         return
     verdicts = set()
     for args in (["status", str(run)], ["report", str(run)], ["report", str(run), "--format", "json"],
-                 ["report", str(run), "--format", "html"], ["export", str(run), "-o", str(tmp_path / "x")]):
-        if name == "lock" and args[0] == "export":
+                 ["report", str(run), "--format", "html"], ["export", str(run), "-o", str(tmp_path / "x")],
+                 ["audit", str(run)], ["audit", str(run), "--json"]):
+        if (name == "lock" and args[0] == "export") or (args[0] == "audit" and name not in AUDITED) or (
+                name, args[0]) in UNREAD:
             continue
         code, _, err = cli(args, capsys)
         assert code == 3, (args, err)
@@ -389,6 +401,48 @@ def test_terminal_escapes_are_shown_not_obeyed(run, capsys):
                             "errors": [{"type": "E", "message": "\x1b]0;pwned\x07\x1b[2J\rgone"}]}) + "\n")
     code, out, _ = cli(["status", str(run)], capsys)
     assert code == 0 and "\x1b" not in out and "\r" not in out and "\\x1b]0;pwned" in out
+
+
+ESC = "\x1b]0;PWNED\x07\x1b[2J"
+
+
+def test_audit_shows_escapes_from_the_run_folder_not_obeys_them(run, capsys):
+    """`plan audit` printed a record's arm, status, a params key, a violation and the state's reason raw."""
+    state = json.loads((run / "state.json").read_text())
+    (run / "state.json").write_text(json.dumps({**state, "reason": ESC}))
+    with open(run / "trials.jsonl", "a") as f:
+        f.write(json.dumps({"trial_id": "evil", "phase": "tune", "arm": ESC, "status": "failed" + ESC,
+                            "params": {ESC: 1}, "violations": [{"kind": ESC, "message": ESC}],
+                            "errors": [{"type": "E", "message": ESC}]}) + "\n")
+    code, out, err = cli(["audit", str(run)], capsys)
+    assert code in (0, 1), err
+    assert "\x1b" not in out + err and "\\x1b]0;PWNED" in out, out
+
+
+def test_plan_log_shows_escapes_from_the_ledger_not_obeys_them(run, capsys):
+    from planner._lineage.ledger import append
+
+    runs = run.parents[1]
+    append(runs, "run_started", run=f"demo/{run.name}", line="demo" + ESC, name="demo", hypothesis=ESC,
+           baseline={"arm": "sgd"})
+    code, out, err = cli(["log", "--runs-dir", str(runs)], capsys)
+    assert code == 0, err
+    assert "\x1b" not in out + err and "\\x1b]0;PWNED" in out, out
+
+
+def test_a_huge_finite_metric_is_drawn_in_the_html_report(run, tmp_path, capsys):
+    """A metric of 1.7e308 (finite, so the schema lets it through) crashed the curves (`arange: cannot compute
+    length`, exit 70)."""
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines):  # every report of every trial: the median and the spread are huge too
+        r = json.loads(line)
+        for report in r.get("reports") or []:
+            report["metrics"] = {k: 1.7e308 for k in report.get("metrics") or {}}
+        lines[i] = json.dumps(r)
+    (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = cli(["report", str(run), "--format", "html", "-o", str(tmp_path / "r.html")], capsys)
+    assert code == 0, err
+    assert "<img" in (tmp_path / "r.html").read_text()
 
 
 def test_markdown_escapes_names_from_the_run_folder(run, capsys):
