@@ -24,6 +24,7 @@ from scipy import special
 
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
+from planner._core.records import first_line
 from planner._core.status import FAILED, TrialStatus
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
@@ -577,11 +578,19 @@ def failures(ev: Evidence) -> list[Finding]:
         out.append(Finding("failures", arm, "observation",
                            f"{len(items)} trial(s) of {arm} ended without a result ("
                            + ", ".join(f"{k} {n}" for k, n in sorted(statuses.items()))
-                           + f"; in {', '.join(phases)}): " + (items[0]["error_type"] + ": " if items[0]["error_type"]
-                                                               else "") + f"{items[0]['message']}".strip() + ".",
-                           [{k: f[k] for k in ("trial_id", "phase", "seed", "status", "attempts", "error_type",
-                                               "message", "where")} for f in items]))
+                           + f"; in {', '.join(phases)}): " + _errors_said(items),
+                           [{**{k: f[k] for k in ("trial_id", "phase", "seed", "status", "attempts", "error_type",
+                                                  "where")}, "message": first_line(f["message"])} for f in items]))
     return out
+
+
+def _errors_said(items: list[dict[str, Any]]) -> str:
+    """Each error of the failed trials on one line, grouped as `plan run` groups them; the tracebacks stay in
+    trials.jsonl and the trials' logs."""
+    groups = facts.failure_groups(items)
+    shown = "; ".join(g["error"] + (f" (in {g['count']} trials, first {g['first']})" if g["count"] > 1 else "")
+                      for g in groups[:3])
+    return shown.rstrip(".") + (f"; and {len(groups) - 3} more errors" if len(groups) > 3 else "") + "."
 
 
 def seeds_identical(ev: Evidence, arm: str) -> Finding | None:

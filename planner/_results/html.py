@@ -228,7 +228,7 @@ def _failure_parts(s: dict[str, Any]) -> list[str]:
     parts.append("<h2>Failures</h2>")
     if s["failures"]:
         rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
-                 _e(f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]),
+                 _e(f["error"]),  # one line: the traceback stays in trials.jsonl and the trial's logs
                  f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"][:rp.MAX_ROWS]]
         parts.append(_table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows))
         parts.append(_more(len(s["failures"])))

@@ -510,7 +510,7 @@ def _failure_md(s: dict[str, Any]) -> list[str]:
     out += ["## Failures", ""]
     if s["failures"]:
         rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
-                 f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"], f["where"]]
+                 f["error"], f["where"]]  # one line: the traceback stays in trials.jsonl and the trial's logs
                 for f in s["failures"][:MAX_ROWS]]
         out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(len(s["failures"]))
     else:

@@ -93,6 +93,19 @@ def _n(value: Any) -> str:
 
 
 
+def failure_line(group: dict[str, Any]) -> str:
+    """One line per error, as `plan run` sums them up: its first trial, where it broke, where its logs are,
+    and the other trials that failed the same way (planner._store.facts.failure_groups)."""
+    line = f"  {group['first']} {group['status']}: {group['error']}"
+    line += f"  [{group['where']}]" if group["where"] else ""
+    line += f" (logs in {group['logs']})" if group.get("logs") else ""
+    others = group["trial_ids"][1:]
+    if others:
+        line += (f"; the same in {len(others)} more: {', '.join(map(str, others[:5]))}"
+                 + (" ..." if len(others) > 5 else ""))
+    return line
+
+
 def format_status(status: dict[str, Any]) -> str:
     """The status as text: state, trials vs plan, failures, budget, held-out ledger, lock."""
     s = status
@@ -127,11 +140,10 @@ def format_status(status: dict[str, Any]) -> str:
         kinds = Counter(f["status"] for f in fails)
         out.append(f"failures: {len(fails) or 'none'}" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
                    + (f"; {len(retried)} trial(s) succeeded after a retry" if retried else ""))
-        for f in fails[:10]:
-            err = f"{f['error_type']}: {f['message']}" if f["error_type"] else f["message"]
-            out.append(f"  {f['trial_id']} {f['status']}: {err}" + (f"  [{f['where']}]" if f["where"] else ""))
-        if len(fails) > 10:
-            out.append(f"  ... and {len(fails) - 10} more (plan report shows all)")
+        groups = facts.failure_groups(fails, s["run_dir"])
+        out += [failure_line(g) for g in groups[:10]]
+        if len(groups) > 10:
+            out.append(f"  ... and {len(groups) - 10} more errors (plan report shows all)")
     else:
         out.append("failures: none")
     b = s["budget"]

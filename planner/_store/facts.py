@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner._contract.paths import get_path
-from planner._core.records import ReportSummary, TrialRecord
+from planner._core.records import ReportSummary, TrialRecord, error_key, first_line
 from planner._core.status import UNUSABLE, TrialStatus
 from planner._core.text import parse_duration
 
@@ -185,7 +185,34 @@ def failures(records: list[TrialRecord]) -> list[dict[str, Any]]:
             "status": status, "attempts": r.get("attempts", 1), "error_type": last.get("type") or "",
             "message": message, "where": traceback_line(last.get("traceback")),
             "retried": len(errors) > 0 and status not in UNUSABLE,
+            "error": _one_line(last.get("type") or "", message),
         })
+    return out
+
+
+def _one_line(kind: str, message: str) -> str:
+    """"Type: first line of the message", as `plan run`'s summary shows an error (the traceback and the last
+    lines of stderr stay in trials.jsonl and the trial's logs)."""
+    line = first_line(message)
+    return f"{kind}: {line}" if kind and line else kind or line
+
+
+def failure_groups(failures: list[dict[str, Any]], run_dir: str | None = None) -> list[dict[str, Any]]:
+    """`failures` grouped by their one-line error as `plan run` groups them (planner._core.records.error_key),
+    in order of first occurrence: [{"error", "status", "where", "first", "trial_ids", "count"}]; with
+    `run_dir`, an error that does not say where its logs are says so (the first trial's folder)."""
+    groups: dict[tuple[str, Any], dict[str, Any]] = {}
+    for f in failures:
+        group = groups.setdefault((error_key(f["error"]), f["status"]), {
+            "error": f["error"], "error_type": f["error_type"], "status": f["status"], "where": f["where"],
+            "first": f["trial_id"], "trial_ids": [], "count": 0})
+        group["trial_ids"].append(f["trial_id"])
+        group["count"] += 1
+    out = list(groups.values())
+    if run_dir is not None:
+        for group in out:
+            if group["error_type"] and "(logs in " not in group["error"]:
+                group["logs"] = f"{run_dir}/trials/{group['first']}"
     return out
 
 
