@@ -50,7 +50,7 @@ from planner._core.text import noun, shown_path, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
-from planner._dispatch.failfast import FailFast
+from planner._dispatch.failfast import FailedFast, FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
@@ -279,7 +279,7 @@ class Runner:
         `failed`, every ended trial kept."""
         if self.fail_fast.reason is not None:
             self.store.event("fail_fast", reason=self.fail_fast.reason)
-            raise RunError(self.fail_fast.reason)
+            raise FailedFast(self.fail_fast.reason)
 
     def cancelled(self, spec: TrialSpec, why: str) -> None:
         self.progress.cancelled(spec.phase, spec.arm)
@@ -646,6 +646,8 @@ class _End:
         runner, store = self.runner, self.runner.store
         self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
                                                        budget=runner.contract.budget.max_wall_time)
+        if isinstance(error, FailedFast):  # an ending, not a crash: the result is printed as every run's is
+            instead = HANDLED
         lost = self.session.lost if self.session is not None else None
         if lost is not None:  # the GCS went: interrupted, resumable (not Ray's exit 1 with state `running`)
             self.state, self.reason = RunState.INTERRUPTED, f"{RAY_LOST}: {lost}; what ended is kept"
@@ -804,7 +806,7 @@ def format_result(result: RunResult) -> str:
         lines.append(f"warning:    {finding['message']}")
     for group in result.notes[:5]:  # a declared metric no row held: said, never dropped (docs/command-trainables.md)
         lines.append(f"warning:    {group['note']} (in {noun('trial', group['count'])}, first {group['first']})")
-    for group in result.errors[:5]:
+    for group in [g for g in result.errors if g["error"] not in result.reason][:5]:  # fail fast's names it
         lines.append(f"error:      {group['error']} (in {noun('trial', group['count'])}, "
                      f"first {group['first']})")
     if result.heldout_exposures:

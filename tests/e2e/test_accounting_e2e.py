@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from planner._cli.main import main
+from planner._core.text import shown_path
 from planner._dispatch.driver import run
 from planner._store.facts import plan_entries
 from planner._store.writer import read_jsonl
@@ -117,11 +118,15 @@ def test_a_trainable_that_fails_every_trial_stops_after_the_first_few_with_the_e
         ray_local, in_repo, tmp_path, capsys):
     path = fail_fast_contract(tmp_path, "missing_file")
     code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.out + captured.err
     assert code == 3, err
     run_dir = next((tmp_path / "runs" / "failfast").iterdir())
     records = read_jsonl(run_dir / "trials.jsonl")
     assert 3 <= len(records) < 12, len(records)  # stopped early; what ended is kept
+    # it ends as every run ends (the folder, the state), not as an error of the command
+    assert f"run folder: {shown_path(run_dir)}" in captured.out and "run state:  failed (the first" in captured.out
+    assert "plan run:" not in captured.err, captured.err
     assert all(r["status"] == "failed" for r in records)
     assert "all failed with one error and none succeeded: FileNotFoundError" in err
     assert err.count("No such file or directory") == 1 and "--keep-going" in err, err
@@ -144,7 +149,8 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(ray_local, in_
     t0 = time.monotonic()
     code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
     wall = time.monotonic() - t0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.out + captured.err
     assert code == 3, err
     # Either rule of fail fast may see it first: the first report without the metric ends each trial at once
     # (a protocol error with the near name), so the same error in the first 3 trials usually stops the run.
