@@ -45,7 +45,8 @@ EXIT_CODES: dict[int, str] = {
                      "a locked run folder)",
     EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
                    "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
-                   "decision is `invalid` (the data or the tuning budget broke the contract)",
+                   "decision is `invalid` (the data or the tuning budget broke the contract, or the seeds did not "
+                   "vary the run)",
     EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }
@@ -83,6 +84,11 @@ class RunError(PlannerError):
     """A run cannot start or continue."""
 
     exit_code = EXIT_INCOMPLETE
+
+
+class FailedFast(RunError):
+    """The run stopped because its first trials can only fail (planner._dispatch.failfast): it ends `failed`
+    (exit 3) and says so as every run's ending does (run folder, run state), not as an error of the command."""
 
 
 class RunLockedError(RunError):

@@ -32,6 +32,7 @@ from planner._core.errors import (
     EXIT_INCOMPLETE,
     EXIT_NO_VALUE,
     EXIT_OK,
+    FailedFast,
     MlflowTrackingError,
     RunError,
     UsageError,
@@ -50,7 +51,7 @@ from planner._core.text import noun, shown_path, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
-from planner._dispatch.failfast import FailedFast, FailFast
+from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
 from planner._dispatch.search import make_sampler, to_optuna
@@ -723,6 +724,19 @@ def _result(runner: Runner, end: _End, resumed: dict | None, *, resume_command: 
                      findings=list(runner.findings), notes=note_groups(records))
 
 
+INVALID_WHY = (  # what in an invalid row's reason says which rule it broke -> the summary's words for it
+    ("seeds did not vary the run", "the seeds did not vary the run"),  # _stats.decide.seeds_did_not_vary
+    ("tuning budget not matched", "the tuning budget was not matched"),  # _budget_not_matched
+    ("contract's data section", "the data broke the contract's data section"),  # _data.checks.invalid_reasons
+)
+
+
+def invalid_why(reason: str) -> str:
+    """The rules an `invalid` decision's reason says were broken, in the run summary's words."""
+    said = [words for mark, words in INVALID_WHY if mark in reason]
+    return " and ".join(said) or "the data or the budget broke the contract"
+
+
 def arms_without_value(contract, records: list[dict]) -> list[str]:
     """Arms (the baseline first) with not one usable confirmation value: nothing to decide them on.
 
@@ -817,10 +831,14 @@ def format_result(result: RunResult) -> str:
                      f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
                      f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
                                                            if len(result.errors) == 1 else ""))
-    invalid = [d["arm"] for d in result.decisions if d.get("decision") == "invalid"]
+    invalid: dict[str, list[str]] = {}  # why -> the arms it makes invalid
+    for d in result.decisions:
+        if d.get("decision") == "invalid":
+            invalid.setdefault(invalid_why(d.get("invalid_reason") or d.get("reason") or ""), []).append(d["arm"])
     if invalid and result.state == RunState.COMPLETED:
-        lines.append(f"invalid:    arm{'s' if len(invalid) > 1 else ''} {', '.join(invalid)}: the run completed, but "
-                     f"the data or the budget broke the contract, so there is no valid decision (exit {EXIT_NO_VALUE})")
+        lines.append("invalid:    " + "; ".join(
+            f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: the run completed, but {why}" for why, arms in
+            invalid.items()) + f", so there is no valid decision (exit {EXIT_NO_VALUE})")
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:
@@ -838,7 +856,7 @@ def format_result(result: RunResult) -> str:
             lines.append(f"    {d.get('invalid_reason') or d['reason']}")  # the short why (_stats.decide.mark_invalid)
         elif d["effect"] is not None and d.get("ci_low") is None and d.get("ci_high") is None and d.get("reason"):
             lines.append(f"    {d['reason']}")  # no CI (a degenerate spread): the numbers alone do not say why
-    if result.resume_command:
-        lines.append(f"to resume:  {result.resume_command}")
     lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
+    if result.resume_command:  # the last line: the exact command that continues the run (docs/commands.md)
+        lines.append(f"to resume:  {result.resume_command}")
     return "\n".join(lines)

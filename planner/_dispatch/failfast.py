@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner._core.errors import RunError
 from planner._core.records import error_groups
 from planner._core.status import TrialStatus
 from planner._core.text import noun
@@ -28,11 +27,6 @@ KEEP_GOING = "plan run --keep-going runs every trial"
 # The trainable's own failures: a raise, a broken protocol. A limit's verdict (timeout, oom) depends on the
 # budget the contract sets and is no sign that the trainable can only fail.
 OWN_FAILURES = frozenset({TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR})
-
-
-class FailedFast(RunError):
-    """The run stopped because its first trials can only fail: it ends `failed` (exit 3) and says so as every
-    run's ending does (run folder, run state, the errors), not as an error of the command."""
 
 
 @dataclass

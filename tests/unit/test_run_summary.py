@@ -1,0 +1,40 @@
+"""The lines `plan run` ends with (format_result): what an `invalid` decision broke, the resume line last."""
+
+from __future__ import annotations
+
+import json
+
+from planner._dispatch.driver import RunResult, format_result
+
+
+def _row(arm: str, why: str) -> dict:
+    return {"arm": arm, "decision": "invalid", "effect": 0.01, "ci_low": -0.01, "ci_high": 0.03, "p_value": 0.4,
+            "n_arm": 3, "n_baseline": 3, "reason": f"{why} Measured: ...", "invalid_reason": why}
+
+
+SEEDS = ("Invalid: the seeds did not vary the run: 3 seeds of base and 3 seeds of adam reported identical curves "
+         "of val_acc. The trainable ignores its seed.")
+DATA = ("Invalid: split_overlap in confirm-adam-s1: train and val share 4 units. The data the arms saw break the "
+        "contract's data section.")
+BUDGET = "tuning budget not matched: lion 5 of 6 trials."
+
+
+def test_the_invalid_line_says_which_rule_was_broken(tmp_path):
+    result = RunResult(tmp_path, "completed", "all planned trials ended",
+                       [_row("adam", SEEDS), _row("sgdw", DATA), _row("lion", BUDGET)], 1.0, 12)
+    line = next(x for x in format_result(result).splitlines() if x.startswith("invalid:"))
+    assert "arm adam: the run completed, but the seeds did not vary the run" in line, line
+    assert "arm sgdw: the run completed, but the data broke the contract's data section" in line, line
+    assert "arm lion: the run completed, but the tuning budget was not matched" in line, line
+    assert "the data or the budget" not in line, line
+
+
+def test_the_resume_line_is_the_last_line_with_lineage_history(tmp_path):
+    (tmp_path / "lineage.json").write_text(json.dumps({
+        "line": "demo", "baseline": {"arm": "base", "from": None},
+        "repetition": {"sentence": "factor optim was tested 2 times against this baseline (this test included)"}}))
+    result = RunResult(tmp_path, "interrupted", "stopped by the user", [], 1.0, 3,
+                       resume_command=f"plan run contract.yaml --resume {tmp_path}")
+    lines = format_result(result).splitlines()
+    assert any(x.startswith("lineage:") for x in lines), lines
+    assert lines[-1] == f"to resume:  plan run contract.yaml --resume {tmp_path}", lines
