@@ -223,12 +223,13 @@ def _command_summary(contract) -> dict[str, Any] | None:
             "checkpoint": None if spec.checkpoint is None else spec.checkpoint.model_dump()}
 
 
-def _command_lines(command: dict[str, Any]) -> list[str]:
+def _command_lines(command: dict[str, Any], flags_checked: bool = True) -> list[str]:
     seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
     budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
     if command.get("args") == "argparse":
-        lines.append("           the config as argparse flags (--key=value), checked against its --help")
+        lines.append("           the config as argparse flags (--key=value), " + (
+            "checked against its --help" if flags_checked else "not checked against its --help (P941)"))
     metrics = command["metrics"]
     if metrics is None:
         lines.append("           metrics from planner.report")
@@ -266,7 +267,7 @@ def format_result(result: ValidationResult) -> str:
     if summary.get("baseline_from"):
         lines.append(f"  baseline {summary['baseline_from'].get('description', '')}")
     if summary.get("command"):
-        lines.extend(_command_lines(summary["command"]))
+        lines.extend(_command_lines(summary["command"], not any(d.code == "P941" for d in result.diagnostics)))
     lines.append("  arms")
     width = max(len(arm["name"]) for arm in summary["arms"])
     for arm in summary["arms"]:
