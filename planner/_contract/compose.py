@@ -38,6 +38,7 @@ import copy
 import difflib
 import importlib.util
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -419,16 +420,31 @@ _ABSENT = object()
 
 def near_key(cfg, key: str) -> str | None:
     """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
-    container = OmegaConf.to_container(cfg, resolve=False)
-    keys = set(flatten(container))
+    return near_path(flatten(OmegaConf.to_container(cfg, resolve=False)), key)
+
+
+def near_path(leaves, key: str) -> str | None:
+    """Of the dotted paths `leaves` (and the groups above them), the one closest to `key`, or None: a typo
+    (`model.hiden` -> `model.hidden`), or a sibling whose name is the other's initials
+    (`optim.learning_rate` <-> `optim.lr`). The one suggestion rule of every "did you mean"."""
+    keys = set(leaves)
     keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
-    parent = key.rpartition(".")[0]
-    same_parent = [k for k in keys if k.rpartition(".")[0] == parent]  # a sibling first, then anywhere
-    for pool in (same_parent, keys):
-        found = difflib.get_close_matches(key, sorted(pool), n=1, cutoff=0.8)
+    keys.discard(key)
+    parent, _, name = key.rpartition(".")
+    same_parent = sorted(k for k in keys if k.rpartition(".")[0] == parent)  # a sibling first, then anywhere
+    for pool in (same_parent, sorted(keys)):
+        found = difflib.get_close_matches(key, pool, n=1, cutoff=0.8)
         if found:
             return found[0]
-    return None
+    short = [k for k in same_parent if _initials(k.rpartition(".")[2]) == name or _initials(name) == k.rpartition(
+        ".")[2]]
+    return short[0] if len(short) == 1 else None
+
+
+def _initials(name: str) -> str | None:
+    """`learning_rate` -> `lr`; None for a name of one word (its initial is no abbreviation)."""
+    words = [w for w in re.split(r"[_\-]+", name) if w]
+    return "".join(w[0] for w in words) if len(words) > 1 else None
 
 
 def _find_resolver_calls(node, *, hydra: bool = False) -> list[tuple[str, str]]:

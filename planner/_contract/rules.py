@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from planner._contract.compose import ComposedArms, ComposeProblem, calls_resolver
+from planner._contract.compose import ComposedArms, ComposeProblem, calls_resolver, near_path
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._contract.probe import TrainableProbe
@@ -304,10 +304,10 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
         for key in tuning.space:
             missing = [name for name, config in configs.items() if get_path(config, key) is MISSING]
             if missing:
-                close = difflib.get_close_matches(key, [p for p in _all_paths(base_leaves) if p != key], n=1)
+                close = near_path(base_leaves, key)  # P204's rule
                 report.add("P405", ("tuning", "space", key),
                            f"tuning.space key {key!r} is not in the effective config of {_names(missing)}",
-                           f"Did you mean `{close[0]}`?" if close else
+                           f"Did you mean `{close}`?" if close else
                            "Tune keys every arm's config has (per-arm keys go in tuning.arm_space).", key=True)
         for name, space in tuning.arm_space.items():
             if name not in configs:

@@ -178,3 +178,21 @@ def test_a_contract_that_keeps_the_rules_is_valid(tmp_path, fixture, edits):
     assert result.valid, [d.format() for d in result.diagnostics]
     assert result.exit_code == 0
     assert not [d for d in result.diagnostics if d.severity == "warning"], [d.format() for d in result.diagnostics]
+
+
+@pytest.mark.parametrize(("key", "near"), [("optimizer.learning_rate", "optimizer.lr"), ("optimizer.llr", "optimizer.lr")])
+def test_a_misspelt_tuning_key_gets_the_did_you_mean_overrides_get(tmp_path, key, near):
+    """P405 suggests the config's near key by P204's rule (near_path): a typo, or a name and its initials."""
+    path = write_contract(tmp_path, edited("hydra.yaml", [("    optimizer.lr:", f"    {key}:")]))
+    found = [d for d in validate(path).diagnostics if d.code == "P405"]
+    assert found and f"Did you mean `{near}`?" in found[0].format(), [d.format() for d in found]
+
+
+def test_one_suggestion_rule_for_overrides_and_tuning_keys():
+    from planner._contract.compose import near_path
+
+    leaves = {"optim.lr": 0.1, "optim.momentum": 0.9, "model.hidden": 16, "model.learning_rate": 1}
+    assert near_path(leaves, "optim.learning_rate") == "optim.lr"  # the sibling whose name is its initials
+    assert near_path(leaves, "model.lr") == "model.learning_rate"
+    assert near_path(leaves, "model.hiden") == "model.hidden"
+    assert near_path(leaves, "data.size") is None
