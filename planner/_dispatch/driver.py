@@ -345,7 +345,7 @@ class Runner:
             evaluated = [(r["params"], v) for r in done if r["status"] == TrialStatus.COMPLETED
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
+                                to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), evaluated,
                                 raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
             return None, {}

@@ -315,6 +315,23 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
     assert events.count("run_started") == 1 and events.count("run_resumed") == 1
 
 
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(sampler, ray_local, in_repo, tmp_path):
+    """Before: the resumed sweep's sampler started its seeded sequence over, so t001 drew t000's lr again."""
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": sampler, "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    path = write(tmp_path, tuning=tuning, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    kept = [r for r in records(first) if r["phase"] == "tune" and r["index"] == 0]  # as if stopped after t000
+    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert resumed.state == "completed"
+    tune = [r for r in records(resumed) if r["phase"] == "tune"]
+    for arm in ("base", "treat"):
+        lrs = [r["params"]["recipe.lr"] for r in tune if r["arm"] == arm]
+        assert len(lrs) == 4 and len(set(lrs)) == 4, (arm, lrs)
+
+
 def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
     from planner._core.errors import RunError
 
