@@ -509,7 +509,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
     _check_tracking(contract)
     remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
-    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume)
+    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
     with RunSession(store) as session:
         if resume is not None:
             previous_wall = _resume_folder(store, session.took_over, contract, contract_dir, configs)
@@ -540,8 +540,9 @@ def _check_tracking(contract) -> None:
         check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
 
 
-def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunStore:
-    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently)."""
+def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path) -> RunStore:
+    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently
+    or the trainable's source changed)."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is None:
         store = RunStore.create(runs_dir, contract.name)
@@ -550,7 +551,22 @@ def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunS
     store = RunStore.open(resolve_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
+    _check_trainable_unchanged(store.root, contract, contract_dir)
     return store
+
+
+def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> None:
+    """A resumed run runs the code it logged; refuse when the trainable's source changed since (a new run)."""
+    logged = (RunFolder(run_dir).identity() or {}).get("code", {})
+    was = logged.get("trainable_source_sha256") if isinstance(logged, dict) else None
+    now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
+    now = now_code.get("trainable_source_sha256")
+    if was != now:
+        where = now_code.get("trainable_file") or now_code.get("trainable")
+        then_text, now_text = (str(h)[:12] if h else "none recorded" for h in (was, now))
+        raise RunError(f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
+                       f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume")
+
 
 def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
                    plan: Plan, raw_configs: dict[str, dict], lineage: ProjectLineage) -> None:

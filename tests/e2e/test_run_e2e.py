@@ -332,6 +332,29 @@ def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(sampler, r
         assert len(lrs) == 4 and len(set(lrs)) == 4, (arm, lrs)
 
 
+def test_resume_refuses_a_trainable_whose_source_changed(ray_local, in_repo, tmp_path, capsys):
+    """Before: a resume after editing the trainable ran the new code beside the old trials, exit 0, and only
+    events.jsonl said `trainable_changed`."""
+    import shutil
+
+    from planner._core.errors import RunError
+
+    shutil.copy(in_repo / "tests" / "trainables" / "synthetic.py", tmp_path / "edited_synthetic.py")
+    path = write(tmp_path, trainable="edited_synthetic:train", seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert first.state == "completed"
+    source = tmp_path / "edited_synthetic.py"
+    source.write_text(source.read_text().replace("0.2 / step", "0.3 / step"))
+    before = (first.run_dir / "events.jsonl").read_bytes()
+    with pytest.raises(RunError, match=r"edited_synthetic\.py changed since .*changed code is a new run"):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(first.run_dir),
+                 "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "changed code is a new run" in err and "Traceback" not in err
+    assert (first.run_dir / "events.jsonl").read_bytes() == before  # refused before the folder is touched
+
+
 def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
     from planner._core.errors import RunError
 
