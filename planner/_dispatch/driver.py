@@ -43,6 +43,7 @@ from planner._core.records import (
     finite_final_value,
     note_groups,
     seeds_identical,
+    tuned_values_identical,
 )
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
@@ -71,7 +72,12 @@ from planner._lineage.resolve import ProjectLineage
 from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
-from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
+from planner._stats.decide import (
+    Outcome,
+    mark_invalid,
+    seeds_did_not_vary,
+    tuned_values_did_not_vary,
+)
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
 from planner._store.identity import add_used_packages, run_identity
@@ -380,17 +386,26 @@ class Runner:
                 for arm, s in selected.items() if s.trial_id}
 
 
-    def _seeds_identical(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
-        """Arms whose seeds did not vary the run become `invalid` (not an incomplete one); and the
-        findings for decisions.json."""
+    def _did_not_vary(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an incomplete
+        one); and the findings for decisions.json. One rule: trials that should differ reported the same curves."""
         c = self.contract
         identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
-        reasons = {row["arm"]: why for row in rows if row["decision"] != "incomplete"
-                   for why in [seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)]
-                   if why is not None}
+        tuned = tuned_values_identical([r for r in self.records.values() if r["phase"] == "tune"], c.metric.name)
+        reasons = {}
+        for row in rows:
+            whys = [why for why in (tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name),
+                                    seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric))
+                    if why is not None]
+            if whys and row["decision"] != "incomplete":
+                reasons[row["arm"]] = " ".join(whys)
         findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
                      "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
                                 "the seeds did not vary the run"} for arm, n in identical.items()]
+        findings += [{"kind": "tuned_values_identical", "arm": arm, "trials": n,
+                      "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
+                                 f"different params reported the same curves of {c.metric.name}; check that the "
+                                 "trainable uses them"} for arm, n in tuned.items()]
         return mark_invalid(rows, reasons), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
@@ -484,7 +499,7 @@ class Runner:
         rows = _invalid_on_data(c, rows, confirm_records)
         rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records))
         rows = self._nothing_confirmed(rows)
-        rows, self.findings = self._seeds_identical(rows)
+        rows, self.findings = self._did_not_vary(rows)
         if self.findings:
             extra["findings"] = self.findings
         self.store.write_decisions({

@@ -401,3 +401,39 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
     assert {arm: (s["trial_id"], s["score"]) for arm, s in chosen.items()} == {
         arm: (s.trial_id, s.score) for arm, s in expected.items()}
     assert all(len(r["reports"]) == 12 for r in on_disk if r["phase"] == "confirm")
+
+
+TUNED_LR = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+
+
+def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(ray_local, in_repo, tmp_path, capsys):
+    """Before: a trainable that ignores its tuned lr got a 'best' lr selected and a confident accept."""
+    path = write(tmp_path, trainable="tests.trainables.synthetic:ignores_lr", tuning=TUNED_LR, seeds=[0, 1, 2])
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 4
+    out = capsys.readouterr().out
+    run_dir = next((tmp_path / "runs" / "e2e").iterdir())
+    doc = json.loads((run_dir / "decisions.json").read_text())
+    row = next(d for d in doc["decisions"] if d["arm"] == "treat")
+    assert row["decision"] == "invalid"
+    assert row["invalid_reason"].startswith("Invalid: the tuned values did not vary the run: 4 tuning trials of the "
+                                            "baseline base with different params reported the same curves and 4 "
+                                            "tuning trials of arm treat")
+    kinds = {(f["kind"], f["arm"]) for f in doc["findings"]}
+    assert kinds == {("tuned_values_identical", "base"), ("tuned_values_identical", "treat")}
+    assert "warning:    the tuned values did not vary the run: 4 tuning trials of arm treat" in out
+    assert main(["audit", str(run_dir), "--json"]) == 0
+    audit = capsys.readouterr().out
+    codes = {(f["code"], f["arm"]) for f in json.loads(audit[: audit.rindex("}") + 1])["findings"]}
+    assert ("tuned_values_identical", "treat") in codes
+    assert not any(code == "selection_optimism" for code, _ in codes)
+
+
+def test_tuning_trials_that_tie_on_the_final_value_only_are_not_flagged(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:ties_at_the_end", tuning=TUNED_LR, seeds=[0, 1, 2])
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    tune = [r for r in records(result) if r["phase"] == "tune"]
+    assert len({r["reports"][-1]["metrics"]["val_acc"] for r in tune if r["arm"] == "treat"}) == 1
+    doc = json.loads((result.run_dir / "decisions.json").read_text())
+    assert not any(f["kind"] == "tuned_values_identical" for f in doc.get("findings") or [])
+    assert all("tuned values" not in d["reason"] for d in doc["decisions"])
