@@ -209,7 +209,9 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
     """Arms whose tuning trials with different params reported exactly the same curves of `metric` (the
     selection metric): arm -> how many tuning trials. The tuned values did not reach the run (a trainable
     that never reads them). Read per sweep (an arm at a tuning seed) whose trials all completed with 2 or
-    more distinct param sets; an arm with a sweep whose curves differ is not flagged."""
+    more distinct param sets; an arm with a sweep whose curves differ is not flagged. A trial that continued
+    from its checkpoint (`resumed`) reported only the steps it had left: it counts, but its curve is not
+    compared."""
     sweeps: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("phase") == "tune":
@@ -217,8 +219,9 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
     same: dict[str, int] = {}
     varied: set[str] = set()
     for (arm, _), trials in sweeps.items():
-        params = {repr(sorted((t.get("params") or {}).items())) for t in trials}
-        curves = {metric_curve(t, metric) for t in trials}
+        whole = [t for t in trials if not t.get("resumed")]
+        params = {repr(sorted((t.get("params") or {}).items())) for t in whole}
+        curves = {metric_curve(t, metric) for t in whole}
         if len(params) < 2 or None in curves or any(t.get("status") != TrialStatus.COMPLETED for t in trials):
             continue
         if len(curves) == 1:

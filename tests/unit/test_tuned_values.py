@@ -64,3 +64,9 @@ def test_a_slimmed_tuning_record_is_compared_on_the_curve_it_kept():
     same = tuning_records(synthetic.ignores_lr)
     slim = [{**r, "metric_curve": metric_curve(r, "val_acc"), "reports": []} for r in same]
     assert tuned_values_identical(slim, "val_acc") == {"treat": 4}
+
+
+def test_a_trial_resumed_from_its_checkpoint_counts_but_its_partial_curve_is_not_compared():
+    records = tuning_records(synthetic.ignores_lr)
+    records[2] = {**records[2], "resumed": True, "reports": records[2]["reports"][2:]}  # steps 3 and 4 only
+    assert tuned_values_identical(records, "val_acc") == {"treat": 4}
