@@ -42,7 +42,7 @@ CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmatio
 KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
 SYMPTOMS = ("diverged", "diverged_region", "flat", "still_improving", "late_decline", "selected_at_boundary",
-            "heldout_exposure", "failures", "seeds_identical", "violations")
+            "heldout_exposure", "failures", "seeds_identical", "tuned_values_identical", "violations")
 CODES = SYMPTOMS + ("stopped_early_at_selected", "selection_optimism", "seed_spread", "unequal_cost")
 
 
@@ -609,6 +609,20 @@ def seeds_identical(ev: Evidence, arm: str) -> Finding | None:
                    "randomness, so the seeds are one run repeated and the CI measures nothing.", evidence)
 
 
+def tuned_values_identical(ev: Evidence, arm: str) -> Finding | None:
+    """The run's decision found that the arm's tuning trials with different params reported the same curves
+    (decisions.json `tuned_values_identical`): the tuned values did not reach the run."""
+    logged = [f for f in _logged_findings(ev) if "tuned_values_identical" in (f.get("kind"), f.get("code"))
+              and f.get("arm") == arm]
+    if not logged:
+        return None
+    n = logged[0].get("trials", "the")
+    return Finding("tuned_values_identical", arm, "observation",
+                   f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned values "
+                   "do not reach the run, so its selection is arbitrary and the arm was not tuned.",
+                   [{"source": "decisions.json", **f} for f in logged])
+
+
 def _logged_findings(ev: Evidence) -> list[dict[str, Any]]:
     """Findings the run's own decisions.json lists (top level or per decision), if it has any."""
     doc = ev.decisions or {}
@@ -639,7 +653,10 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         early = stopped_early_at_selected(ev, arm)
         if early:
             found.append(early)
-        opt = selection_optimism(ev, arm)
+        untuned = tuned_values_identical(ev, arm)
+        if untuned:
+            found.append(untuned)
+        opt = None if untuned else selection_optimism(ev, arm)  # no optimism in picking among equal trials
         if opt:
             found.append(opt)
     found += seed_spread(ev)

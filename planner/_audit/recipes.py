@@ -33,15 +33,17 @@ def _counts(values: list[Any]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def _row(arm: str, phase: str, trials: list[Trial], params: dict[str, Any], base: dict[str, Any] | None,
+def _row(arm: str, phase: str, trials: list[Trial], params: dict[str, Any], base: BaselineConfigs | None,
          sampled: bool) -> dict[str, Any]:
     exposures = [t.exposure for t in trials if finite(t.exposure)]
     slopes = [t.s_per_step for t in trials if t.s_per_step is not None]
-    config = next((t.config for t in trials if t.config), None)
+    first = next((t for t in trials if t.config), None)
     differs = {}
-    if config is not None and base is not None:
-        differs = {path: "<absent>" if value is MISSING else value for path, _, value in config_diff(base, config)
-                   if path not in params}
+    base_config = base.like(first) if base is not None and first is not None else None
+    if first is not None and base_config is not None:
+        differs = {path: "<absent>" if value is MISSING else value
+                   for path, _, value in config_diff(base_config, first.config)
+                   if path not in params and path not in base.per_trial}
     return {
         "arm": arm, "phase": phase, "params": params, "sampled": sampled, "trials": len(trials),
         "seeds": sorted({t.seed for t in trials}, key=str), "statuses": _counts([t.status for t in trials]),
@@ -51,11 +53,27 @@ def _row(arm: str, phase: str, trials: list[Trial], params: dict[str, Any], base
     }
 
 
+class BaselineConfigs:
+    """The baseline's logged configs, to compare a trial's with like for like: the baseline trial of the
+    same phase and seed when there is one (else its first confirmation trial, else its first trial), and
+    never on the keys planner sets per trial (the command's seed_key and budget_key)."""
+
+    def __init__(self, ev: Evidence):
+        trials = [t for t in ev.trials if t.arm == ev.baseline and t.config]
+        self.by_seed = {(t.phase, t.seed): t.config for t in reversed(trials)}  # the first of each wins
+        fallback = next((t for t in trials if t.phase != "tune"), trials[0] if trials else None)
+        self.fallback = fallback.config if fallback else None
+        command = ev.contract.get("command")
+        keys = [command.get(k) for k in ("seed_key", "budget_key")] if isinstance(command, dict) else []
+        self.per_trial = {str(k) for k in keys if k}
+
+    def like(self, trial: Trial) -> dict[str, Any] | None:
+        return self.by_seed.get((trial.phase, trial.seed), self.fallback)
+
+
 def what_ran(ev: Evidence) -> list[dict[str, Any]]:
     """The rows of What ran: per arm, its tuning sweep, then each recipe it confirmed or re-evaluated."""
-    base_trial = next((t for t in ev.trials if t.arm == ev.baseline and t.config and t.phase != "tune"),
-                      next((t for t in ev.trials if t.arm == ev.baseline and t.config), None))
-    base_config = base_trial.config if base_trial else None
+    base_config = BaselineConfigs(ev)
     selection = (ev.selection or {}).get("arms") or {}
     rows = []
     for arm in ev.arms:

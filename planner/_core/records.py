@@ -23,6 +23,7 @@ A leaf: imports only `_core.status`.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from typing import Any, NamedTuple, TypedDict
@@ -190,3 +191,41 @@ def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
             curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
     return {arm: len(by_seed) for arm, by_seed in curves.items()
             if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}
+
+
+def metric_curve(record: dict[str, Any], metric: str) -> str | None:
+    """A digest of the (step, value) of `metric` in every report of the trial: equal digests, equal curves.
+    A running driver keeps it on a tuning record it slimmed (`metric_curve`); None when no report has it."""
+    kept = record.get("metric_curve")
+    if isinstance(kept, str):
+        return kept
+    reports = record.get("reports")
+    series = [(r.get("step"), r["metrics"][metric]) for r in (reports if isinstance(reports, list) else [])
+              if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
+    return hashlib.sha256(repr(series).encode()).hexdigest() if series else None
+
+
+def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[str, int]:
+    """Arms whose tuning trials with different params reported exactly the same curves of `metric` (the
+    selection metric): arm -> how many tuning trials. The tuned values did not reach the run (a trainable
+    that never reads them). Read per sweep (an arm at a tuning seed) whose trials all completed with 2 or
+    more distinct param sets; an arm with a sweep whose curves differ is not flagged. A trial that continued
+    from its checkpoint (`resumed`) reported only the steps it had left: it counts, but its curve is not
+    compared."""
+    sweeps: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for r in records:
+        if r.get("phase") == "tune":
+            sweeps.setdefault((str(r.get("arm")), r.get("seed")), []).append(r)
+    same: dict[str, int] = {}
+    varied: set[str] = set()
+    for (arm, _), trials in sweeps.items():
+        whole = [t for t in trials if not t.get("resumed")]
+        params = {repr(sorted((t.get("params") or {}).items())) for t in whole}
+        curves = {metric_curve(t, metric) for t in whole}
+        if len(params) < 2 or None in curves or any(t.get("status") != TrialStatus.COMPLETED for t in trials):
+            continue
+        if len(curves) == 1:
+            same[arm] = same.get(arm, 0) + len(trials)
+        else:
+            varied.add(arm)
+    return {arm: n for arm, n in same.items() if arm not in varied}

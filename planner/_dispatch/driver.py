@@ -44,6 +44,7 @@ from planner._core.records import (
     finite_final_value,
     note_groups,
     seeds_identical,
+    tuned_values_identical,
 )
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
@@ -72,7 +73,12 @@ from planner._lineage.resolve import ProjectLineage
 from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
-from planner._stats.decide import Outcome, mark_invalid, seeds_did_not_vary
+from planner._stats.decide import (
+    Outcome,
+    mark_invalid,
+    seeds_did_not_vary,
+    tuned_values_did_not_vary,
+)
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
 from planner._store.identity import add_used_packages, run_identity
@@ -346,7 +352,7 @@ class Runner:
             evaluated = [(r["params"], v) for r in done if r["status"] == TrialStatus.COMPLETED
                          for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space), evaluated,
+                                to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), evaluated,
                                 raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
             return None, {}
@@ -381,17 +387,26 @@ class Runner:
                 for arm, s in selected.items() if s.trial_id}
 
 
-    def _seeds_identical(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
-        """Arms whose seeds did not vary the run become `invalid` (not an incomplete one); and the
-        findings for decisions.json."""
+    def _did_not_vary(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
+        """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an incomplete
+        one); and the findings for decisions.json. One rule: trials that should differ reported the same curves."""
         c = self.contract
         identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
-        reasons = {row["arm"]: why for row in rows if row["decision"] != "incomplete"
-                   for why in [seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)]
-                   if why is not None}
+        tuned = tuned_values_identical([r for r in self.records.values() if r["phase"] == "tune"], c.metric.name)
+        reasons = {}
+        for row in rows:
+            whys = [why for why in (tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name),
+                                    seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric))
+                    if why is not None]
+            if whys and row["decision"] != "incomplete":
+                reasons[row["arm"]] = " ".join(whys)
         findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
                      "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
                                 "the seeds did not vary the run"} for arm, n in identical.items()]
+        findings += [{"kind": "tuned_values_identical", "arm": arm, "trials": n,
+                      "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
+                                 f"different params reported the same curves of {c.metric.name}; check that the "
+                                 "trainable uses them"} for arm, n in tuned.items()]
         return mark_invalid(rows, reasons), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
@@ -485,7 +500,7 @@ class Runner:
         rows = _invalid_on_data(c, rows, confirm_records)
         rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records))
         rows = self._nothing_confirmed(rows)
-        rows, self.findings = self._seeds_identical(rows)
+        rows, self.findings = self._did_not_vary(rows)
         if self.findings:
             extra["findings"] = self.findings
         self.store.write_decisions({
@@ -510,7 +525,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
     _check_tracking(contract)
     remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
-    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume)
+    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
     with RunSession(store) as session:
         if resume is not None:
             previous_wall = _resume_folder(store, session.took_over, contract, contract_dir, configs)
@@ -541,8 +556,9 @@ def _check_tracking(contract) -> None:
         check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
 
 
-def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunStore:
-    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently)."""
+def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path) -> RunStore:
+    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently
+    or the trainable's source changed)."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is None:
         store = RunStore.create(runs_dir, contract.name)
@@ -551,7 +567,22 @@ def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume) -> RunS
     store = RunStore.open(resolve_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
+    _check_trainable_unchanged(store.root, contract, contract_dir)
     return store
+
+
+def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> None:
+    """A resumed run runs the code it logged; refuse when the trainable's source changed since (a new run)."""
+    logged = (RunFolder(run_dir).identity() or {}).get("code", {})
+    was = logged.get("trainable_source_sha256") if isinstance(logged, dict) else None
+    now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
+    now = now_code.get("trainable_source_sha256")
+    if was != now:
+        where = now_code.get("trainable_file") or now_code.get("trainable")
+        then_text, now_text = (str(h)[:12] if h else "none recorded" for h in (was, now))
+        raise RunError(f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
+                       f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume")
+
 
 def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
                    plan: Plan, raw_configs: dict[str, dict], lineage: ProjectLineage) -> None:

@@ -5,6 +5,7 @@ The space itself is pure (planner._plan.space); only this module imports Optuna.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from planner._core.lazy import lazy_import
@@ -29,10 +30,21 @@ def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def make_sampler(sampler, space: dict[str, Any]):
-    """The declared Optuna sampler (tpe | random | grid) with the declared seed."""
+def make_sampler(sampler, space: dict[str, Any], finished: int = 0):
+    """The declared Optuna sampler (tpe | random | grid), seeded for a sweep with `finished` trials already ended.
+
+    A new sweep (`finished` 0) gets the declared seed. A resumed one gets a seed drawn from (declared seed,
+    finished): the declared seed's sequence would start over and draw the finished trials' params again.
+    """
+    seed = sampler.seed if not finished else resumed_seed(sampler.seed, finished)
     if sampler.name == "tpe":
-        return optuna.samplers.TPESampler(seed=sampler.seed)
+        return optuna.samplers.TPESampler(seed=seed)
     if sampler.name == "random":
-        return optuna.samplers.RandomSampler(seed=sampler.seed)
-    return optuna.samplers.GridSampler(grid(space), seed=sampler.seed)
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.GridSampler(grid(space), seed=seed)
+
+
+def resumed_seed(seed: int, finished: int) -> int:
+    """The seed of a sweep resumed after `finished` ended trials: reproducible, and distinct for each count."""
+    digest = hashlib.sha256(f"planner-resumed-sweep:{seed}:{finished}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")

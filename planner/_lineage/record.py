@@ -74,24 +74,32 @@ def run_ended(run_dir: Path, state: str, reason: str, decisions: list[dict[str, 
 
 def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, Any]]) -> None:
     """A run that tested nothing (interrupted, failed, every decision incomplete or invalid) does not count
-    itself among the repeated tests: lineage.json's repetition is rewritten to the earlier tests alone."""
-    if history.completed_test(RunEntry("", {}, {"state": str(state), "decisions": decisions})):
-        return
+    itself among the repeated tests: lineage.json's repetition is rewritten to the earlier tests alone, and
+    the repetition as the run started is kept beside it (`as_tested`). A resumed run that then tests
+    something counts itself again: the repetition it started with comes back."""
     try:
         facts = read_json(Path(run_dir) / LINEAGE_FILE, root=Path(run_dir))
     except (PlannerError, OSError):
         return
     rep = (facts or {}).get("repetition")
-    if not rep or rep.get("this_run_tested") is False:
+    if not rep:
         return
-    earlier = rep.get("earlier") or []
-    alphas = [float(rep.get("alpha") or 0.05)] * len(earlier)
-    rep = {**rep, "count": len(earlier), "this_run_tested": False,
-           "family_alpha": round(history.family_alpha(alphas), 6) if alphas else 0.0,
-           "sentence": (f"this run tested nothing (state {state}; no decision that says what the test found), "
-                        f"so it adds no test: the factor was tested {len(earlier)} "
-                        f"time{'s' if len(earlier) != 1 else ''} before against this baseline "
-                        f"({'; '.join(str(e.get('run')) for e in earlier)})")}
+    if history.completed_test(RunEntry("", {}, {"state": str(state), "decisions": decisions})):
+        if rep.get("this_run_tested") is not False or not isinstance(rep.get("as_tested"), dict):
+            return
+        rep = {**rep["as_tested"], "this_run_tested": True}
+    elif rep.get("this_run_tested") is False:
+        return
+    else:
+        earlier = rep.get("earlier") or []
+        alphas = [float(rep.get("alpha") or 0.05)] * len(earlier)
+        rep = {**rep, "count": len(earlier), "this_run_tested": False,
+               "family_alpha": round(history.family_alpha(alphas), 6) if alphas else 0.0,
+               "sentence": (f"this run tested nothing (state {state}; no decision that says what the test found), "
+                            f"so it adds no test: the factor was tested {len(earlier)} "
+                            f"time{'s' if len(earlier) != 1 else ''} before against this baseline "
+                            f"({'; '.join(str(e.get('run')) for e in earlier)})"),
+               "as_tested": {k: v for k, v in rep.items() if k != "this_run_tested"}}
     try:
         write_json(Path(run_dir) / LINEAGE_FILE, {**facts, "repetition": rep})
     except (PlannerError, OSError) as error:

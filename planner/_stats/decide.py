@@ -590,6 +590,22 @@ def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: st
             "test an effect against. Make the trainable seed its randomness from the trial's seed and run again.")
 
 
+def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str) -> str | None:
+    """Why `arm` is `invalid` when the tuned values did not vary the baseline's or the arm's run, else None
+    (for `mark_invalid`).
+
+    arms_identical: arm -> how many tuning trials with different params reported exactly the same curves
+    (`planner._core.records.tuned_values_identical`). The selection among them is arbitrary: the arm was not
+    tuned, and its selected params are not what ran.
+    """
+    said = [f"{arms_identical[a]} tuning trials of {'the baseline' if a == baseline else 'arm'} {a} with different "
+            "params reported the same curves" for a in (baseline, arm) if a in arms_identical]
+    if not said:
+        return None
+    return (f"Invalid: the tuned values did not vary the run: {' and '.join(said)}; check that the trainable uses "
+            "them (the tuned keys of its config or command line).")
+
+
 _STATUS_PHRASES = {
     "failed": "failed",
     "timeout": "timed out",

@@ -108,3 +108,46 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
     assert line["baselines"][1]["from"]["run"] == f"tiny/{result.run_dir.name}"
     assert line["baselines"][1]["experiments"][0]["decisions"][0]["decision"] == "accept"
     assert (line["in_force"]["arm"], line["in_force"]["note"]) == ("high", "e2e")
+
+
+@pytest.mark.ray
+def test_an_interrupted_run_resumed_to_completion_counts_its_test_again(ray_local, in_repo, tmp_path, capsys):
+    """Before: the interrupt rewrote lineage.json to "this run tested nothing (state interrupted; ...)" and the
+    resumed run that completed kept saying so (lineage.json, the final `lineage:` line, the report)."""
+    import signal
+    import time
+
+    runs = tmp_path / "runs"
+    slow = {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1, "sleep": 0.4}}}
+    earlier = run(write(tmp_path / "one.yaml", dict(TINY, name="one", config=slow)), runs_dir=runs, quiet=True)
+    assert earlier.state == "completed" and earlier.decisions[0]["decision"] == "accept"
+    path = write(tmp_path / "two.yaml", dict(TINY, name="two", config=slow, seeds=[0, 1, 2, 3]))
+    env = {**os.environ, "PYTHONPATH": str(in_repo)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs), "--quiet",
+                             "--address", ray_local.get_runtime_context().gcs_address], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, trials = time.monotonic() + 180, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        trials = list(runs.glob("two/*/trials.jsonl"))
+        if trials and trials[0].read_text().splitlines():
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, (out, err)
+    run_dir = trials[0].parent
+    stopped = json.loads((run_dir / "lineage.json").read_text())["repetition"]
+    assert stopped["this_run_tested"] is False and stopped["count"] == 1  # the interrupted run tested nothing
+
+    assert main(["run", str(path), "--runs-dir", str(runs), "--resume", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    rep = json.loads((run_dir / "lineage.json").read_text())["repetition"]
+    assert rep["this_run_tested"] is True and rep["count"] == 2 and rep["family_alpha"] > 0.05
+    assert "tested nothing" not in rep["sentence"] and "this test included" in rep["sentence"]
+    lineage = [line for line in out.splitlines() if line.startswith("lineage:")]
+    assert lineage and "tested 2 times" in lineage[0] and "tested nothing" not in out, out
+    assert main(["report", str(run_dir)]) == 0
+    report = capsys.readouterr().out
+    assert "this test included" in report and "tested nothing" not in report

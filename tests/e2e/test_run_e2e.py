@@ -315,6 +315,46 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
     assert events.count("run_started") == 1 and events.count("run_resumed") == 1
 
 
+@pytest.mark.parametrize("sampler", ["random", "tpe"])
+def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(sampler, ray_local, in_repo, tmp_path):
+    """Before: the resumed sweep's sampler started its seeded sequence over, so t001 drew t000's lr again."""
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": sampler, "seed": 0},
+              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    path = write(tmp_path, tuning=tuning, seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    kept = [r for r in records(first) if r["phase"] == "tune" and r["index"] == 0]  # as if stopped after t000
+    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert resumed.state == "completed"
+    tune = [r for r in records(resumed) if r["phase"] == "tune"]
+    for arm in ("base", "treat"):
+        lrs = [r["params"]["recipe.lr"] for r in tune if r["arm"] == arm]
+        assert len(lrs) == 4 and len(set(lrs)) == 4, (arm, lrs)
+
+
+def test_resume_refuses_a_trainable_whose_source_changed(ray_local, in_repo, tmp_path, capsys):
+    """Before: a resume after editing the trainable ran the new code beside the old trials, exit 0, and only
+    events.jsonl said `trainable_changed`."""
+    import shutil
+
+    from planner._core.errors import RunError
+
+    shutil.copy(in_repo / "tests" / "trainables" / "synthetic.py", tmp_path / "edited_synthetic.py")
+    path = write(tmp_path, trainable="edited_synthetic:train", seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert first.state == "completed"
+    source = tmp_path / "edited_synthetic.py"
+    source.write_text(source.read_text().replace("0.2 / step", "0.3 / step"))
+    before = (first.run_dir / "events.jsonl").read_bytes()
+    with pytest.raises(RunError, match=r"edited_synthetic\.py changed since .*changed code is a new run"):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(first.run_dir),
+                 "--quiet"]) == 3
+    err = capsys.readouterr().err
+    assert "changed code is a new run" in err and "Traceback" not in err
+    assert (first.run_dir / "events.jsonl").read_bytes() == before  # refused before the folder is touched
+
+
 def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
     from planner._core.errors import RunError
 
@@ -361,3 +401,39 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
     assert {arm: (s["trial_id"], s["score"]) for arm, s in chosen.items()} == {
         arm: (s.trial_id, s.score) for arm, s in expected.items()}
     assert all(len(r["reports"]) == 12 for r in on_disk if r["phase"] == "confirm")
+
+
+TUNED_LR = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+
+
+def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(ray_local, in_repo, tmp_path, capsys):
+    """Before: a trainable that ignores its tuned lr got a 'best' lr selected and a confident accept."""
+    path = write(tmp_path, trainable="tests.trainables.synthetic:ignores_lr", tuning=TUNED_LR, seeds=[0, 1, 2])
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 4
+    out = capsys.readouterr().out
+    run_dir = next((tmp_path / "runs" / "e2e").iterdir())
+    doc = json.loads((run_dir / "decisions.json").read_text())
+    row = next(d for d in doc["decisions"] if d["arm"] == "treat")
+    assert row["decision"] == "invalid"
+    assert row["invalid_reason"].startswith("Invalid: the tuned values did not vary the run: 4 tuning trials of the "
+                                            "baseline base with different params reported the same curves and 4 "
+                                            "tuning trials of arm treat")
+    kinds = {(f["kind"], f["arm"]) for f in doc["findings"]}
+    assert kinds == {("tuned_values_identical", "base"), ("tuned_values_identical", "treat")}
+    assert "warning:    the tuned values did not vary the run: 4 tuning trials of arm treat" in out
+    assert main(["audit", str(run_dir), "--json"]) == 0
+    audit = capsys.readouterr().out
+    codes = {(f["code"], f["arm"]) for f in json.loads(audit[: audit.rindex("}") + 1])["findings"]}
+    assert ("tuned_values_identical", "treat") in codes
+    assert not any(code == "selection_optimism" for code, _ in codes)
+
+
+def test_tuning_trials_that_tie_on_the_final_value_only_are_not_flagged(ray_local, in_repo, tmp_path):
+    path = write(tmp_path, trainable="tests.trainables.synthetic:ties_at_the_end", tuning=TUNED_LR, seeds=[0, 1, 2])
+    result = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    tune = [r for r in records(result) if r["phase"] == "tune"]
+    assert len({r["reports"][-1]["metrics"]["val_acc"] for r in tune if r["arm"] == "treat"}) == 1
+    doc = json.loads((result.run_dir / "decisions.json").read_text())
+    assert not any(f["kind"] == "tuned_values_identical" for f in doc.get("findings") or [])
+    assert all("tuned values" not in d["reason"] for d in doc["decisions"])

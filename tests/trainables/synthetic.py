@@ -40,3 +40,31 @@ def slow(config, trial):
     for step in range(1, trial.budget + 1):
         time.sleep(config["recipe"].get("sleep", 1.0))
         trial.report(step, val_acc=0.5, test_acc=0.5)
+
+
+def ignores_lr(config, trial):
+    """Never reads recipe.lr (like a script that hard-codes its learning rate): every tuning trial of a
+    sweep reports the same curve, whatever lr it was given; the seeds still vary the run."""
+    recipe = config["recipe"]
+    rng = random.Random(trial.seed)
+    for step in range(1, trial.budget + 1):
+        value = recipe["level"] - 0.2 / step + rng.gauss(0, 0.01)
+        metrics = {"val_acc": value}
+        if trial.phase != "tune":
+            metrics["test_acc"] = value + rng.gauss(0, 0.01)
+        trial.report(step, **metrics)
+
+
+def ties_at_the_end(config, trial):
+    """Uses recipe.lr on the way, but its last value is quantized to the same number for every lr: tuning
+    trials tie by chance on the final value with different curves."""
+    recipe = config["recipe"]
+    rng = random.Random(trial.seed)
+    for step in range(1, trial.budget + 1):
+        value = recipe["level"] - 0.1 * abs(math.log10(recipe["lr"])) / step + rng.gauss(0, 0.01)
+        if step == trial.budget:  # quantized: the tuning's final value is the same for every lr
+            value = round(recipe["level"], 1) + (rng.gauss(0, 0.01) if trial.phase != "tune" else 0.0)
+        metrics = {"val_acc": value}
+        if trial.phase != "tune":
+            metrics["test_acc"] = value + rng.gauss(0, 0.01)
+        trial.report(step, **metrics)

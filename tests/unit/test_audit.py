@@ -295,3 +295,18 @@ def test_a_run_with_no_trial_yet_says_so(tmp_path):
     assert audit.findings == [] and audit.next is None and audit.recipes == []
     assert [m["what"] for m in audit.missing] == ["no trial ended"]
     assert "no trial ended yet" in format_audit(audit)
+
+
+def test_what_ran_compares_a_recipe_with_the_baseline_like_for_like(tmp_path):
+    """Before: `treat ran, against the baseline's logged config: ..., seed=0`: the arm's first trial (seed 0)
+    was compared with the baseline's first trial to finish (seed 1), seed key included."""
+    data = contract_data(seeds=[0, 1, 2])
+    data["command"] = {"run": "python train.py", "seed_key": "seed", "budget_key": "epochs"}
+    data.pop("trainable", None)
+    trials = confirm_trials(data)
+    for t in trials:
+        t["config"] = {**t["config"], "seed": t["seed"], "epochs": 4}
+    base = [t for t in trials if t["arm"] == "base"]
+    trials = [base[1], base[0], base[2]] + [t for t in trials if t["arm"] != "base"]  # seed 1 finished first
+    recipes = {(r["arm"], r["phase"]): r for r in audit_run(write_run(tmp_path, data, trials)).recipes}
+    assert recipes[("treat", "confirm")]["config_vs_baseline"] == {"recipe.level": 0.7, "recipe.name": "b"}

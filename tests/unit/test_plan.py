@@ -112,6 +112,20 @@ def test_samplers_are_the_declared_ones_with_the_declared_seed():
     assert isinstance(make_sampler(random_decl, space), optuna.samplers.RandomSampler)
 
 
+def test_a_resumed_sweep_sampler_does_not_start_the_declared_sequence_over():
+    import optuna
+
+    c = contract()
+    space = arm_space(c.tuning, "a")
+
+    def first_draw(finished):
+        study = optuna.create_study(sampler=make_sampler(c.tuning.sampler, space, finished=finished))
+        return study.ask(to_optuna(space)).params["opt.lr"]
+
+    assert first_draw(0) == first_draw(0) and first_draw(1) == first_draw(1)  # reproducible
+    assert len({first_draw(0), first_draw(1), first_draw(2)}) == 3
+
+
 def test_grid_takes_only_choices():
     c = contract()
     with pytest.raises(ValueError, match="opt.lr"):

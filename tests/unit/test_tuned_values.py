@@ -1,0 +1,72 @@
+"""The tuned values did not vary the run: tuning trials with different params that reported the same curves
+(planner._core.records.tuned_values_identical), read from records the test trainables really report."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from planner._core.records import tuned_values_identical
+from planner._stats.decide import tuned_values_did_not_vary
+from tests.trainables import synthetic
+
+LRS = [0.001, 0.01, 0.1, 0.3]
+
+
+def tuning_records(trainable, arm="treat", seed=100, lrs=LRS, status="completed"):
+    """The records of one sweep: `trainable` really called once per lr, its reports kept as a run keeps them."""
+    out = []
+    for i, lr in enumerate(lrs):
+        reports = []
+        trial = SimpleNamespace(seed=seed, budget=4, phase="tune",
+                                report=lambda step, _r=reports, **m: _r.append({"step": step, "metrics": m}))
+        trainable({"recipe": {"name": "b", "level": 0.7, "lr": lr, "best_lr": 0.01}}, trial)
+        out.append({"trial_id": f"tune-{arm}-s{seed}-t{i:03d}", "phase": "tune", "arm": arm, "seed": seed,
+                    "params": {"recipe.lr": lr}, "status": status, "reports": reports})
+    return out
+
+
+def test_a_trainable_that_ignores_the_tuned_value_is_found():
+    assert tuned_values_identical(tuning_records(synthetic.ignores_lr), "val_acc") == {"treat": 4}
+    why = tuned_values_did_not_vary("treat", {"treat": 4}, "base")
+    assert why == ("Invalid: the tuned values did not vary the run: 4 tuning trials of arm treat with different "
+                   "params reported the same curves; check that the trainable uses them (the tuned keys of its "
+                   "config or command line).")
+    assert "the baseline base" in tuned_values_did_not_vary("treat", {"base": 4}, "base")
+    assert tuned_values_did_not_vary("treat", {}, "base") is None
+
+
+def test_a_trainable_that_uses_the_tuned_value_is_not_flagged():
+    assert tuned_values_identical(tuning_records(synthetic.train), "val_acc") == {}
+
+
+def test_a_tie_on_the_final_value_with_different_curves_is_not_flagged():
+    records = tuning_records(synthetic.ties_at_the_end)
+    assert len({r["reports"][-1]["metrics"]["val_acc"] for r in records}) == 1  # the finals tie
+    assert tuned_values_identical(records, "val_acc") == {}
+
+
+def test_what_the_rule_needs_before_it_says_anything():
+    assert tuned_values_identical(tuning_records(synthetic.ignores_lr, lrs=[0.01, 0.01]), "val_acc") == {}
+    one_stopped = tuning_records(synthetic.ignores_lr)
+    one_stopped[1]["status"] = "early_stopped"
+    assert tuned_values_identical(one_stopped, "val_acc") == {}
+    # a sweep of the arm whose curves differ: the values reach the run there
+    both = tuning_records(synthetic.ignores_lr) + tuning_records(synthetic.train, seed=200)
+    assert tuned_values_identical(both, "val_acc") == {}
+
+
+def test_a_slimmed_tuning_record_is_compared_on_the_curve_it_kept():
+    from planner._core.records import metric_curve
+
+    records = tuning_records(synthetic.train)
+    slim = [{**r, "metric_curve": metric_curve(r, "val_acc"), "reports": r["reports"][-1:]} for r in records]
+    assert tuned_values_identical(slim, "val_acc") == {}
+    same = tuning_records(synthetic.ignores_lr)
+    slim = [{**r, "metric_curve": metric_curve(r, "val_acc"), "reports": []} for r in same]
+    assert tuned_values_identical(slim, "val_acc") == {"treat": 4}
+
+
+def test_a_trial_resumed_from_its_checkpoint_counts_but_its_partial_curve_is_not_compared():
+    records = tuning_records(synthetic.ignores_lr)
+    records[2] = {**records[2], "resumed": True, "reports": records[2]["reports"][2:]}  # steps 3 and 4 only
+    assert tuned_values_identical(records, "val_acc") == {"treat": 4}
