@@ -165,7 +165,7 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
     for record in confirm_records:
         latest[(record.get("arm"), record.get("seed"))] = record
     reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
-    return mark_invalid(rows, reasons)
+    return mark_invalid(rows, reasons, "data")
 
 
 def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[str, str]:
@@ -393,13 +393,14 @@ class Runner:
         c = self.contract
         identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
         tuned = tuned_values_identical([r for r in self.records.values() if r["phase"] == "tune"], c.metric.name)
-        reasons = {}
+        reasons, rules = {}, {}
         for row in rows:
-            whys = [why for why in (tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name),
-                                    seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric))
-                    if why is not None]
+            whys = {rule: why for rule, why in (
+                ("tuned_values", tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name)),
+                ("seeds", seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)))
+                if why is not None}
             if whys and row["decision"] != "incomplete":
-                reasons[row["arm"]] = " ".join(whys)
+                reasons[row["arm"]], rules[row["arm"]] = " ".join(whys.values()), list(whys)
         findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
                      "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
                                 "the seeds did not vary the run"} for arm, n in identical.items()]
@@ -407,7 +408,7 @@ class Runner:
                       "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
                                  f"different params reported the same curves of {c.metric.name}; check that the "
                                  "trainable uses them"} for arm, n in tuned.items()]
-        return mark_invalid(rows, reasons), findings
+        return mark_invalid(rows, reasons, rules), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
         """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
@@ -498,7 +499,7 @@ class Runner:
         else:
             rows = _decide_arms(c, confirm_records)
         rows = _invalid_on_data(c, rows, confirm_records)
-        rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records))
+        rows = mark_invalid(rows, _budget_not_matched(c, self.plan, self.records), "budget")
         rows = self._nothing_confirmed(rows)
         rows, self.findings = self._did_not_vary(rows)
         if self.findings:
@@ -755,17 +756,18 @@ def _result(runner: Runner, end: _End, resumed: dict | None, *, resume_command: 
                      findings=list(runner.findings), notes=note_groups(records))
 
 
-INVALID_WHY = (  # what in an invalid row's reason says which rule it broke -> the summary's words for it
-    ("seeds did not vary the run", "the seeds did not vary the run"),  # _stats.decide.seeds_did_not_vary
-    ("tuning budget not matched", "the tuning budget was not matched"),  # _budget_not_matched
-    ("contract's data section", "the data broke the contract's data section"),  # _data.checks.invalid_reasons
-)
+INVALID_WHY = {  # the rules an invalid row names (decide.mark_invalid's `invalid_rules`) -> the summary's words
+    "seeds": "the seeds did not vary the run",  # _stats.decide.seeds_did_not_vary
+    "tuned_values": "the tuned values did not vary the run",  # _stats.decide.tuned_values_did_not_vary
+    "budget": "the tuning budget was not matched",  # _budget_not_matched
+    "data": "the data broke the contract's data section",  # _data.checks.invalid_reasons
+}
 
 
-def invalid_why(reason: str) -> str:
-    """The rules an `invalid` decision's reason says were broken, in the run summary's words."""
-    said = [words for mark, words in INVALID_WHY if mark in reason]
-    return " and ".join(said) or "the data or the budget broke the contract"
+def invalid_why(row: dict) -> str:
+    """The rules an `invalid` decision row says were broken, in the run summary's words."""
+    said = [INVALID_WHY.get(rule, str(rule)) for rule in row.get("invalid_rules") or []]
+    return " and ".join(said) or "the run broke the contract"
 
 
 def arms_without_value(contract, records: list[dict]) -> list[str]:
@@ -865,7 +867,7 @@ def format_result(result: RunResult) -> str:
     invalid: dict[str, list[str]] = {}  # why -> the arms it makes invalid
     for d in result.decisions:
         if d.get("decision") == "invalid":
-            invalid.setdefault(invalid_why(d.get("invalid_reason") or d.get("reason") or ""), []).append(d["arm"])
+            invalid.setdefault(invalid_why(d), []).append(d["arm"])
     if invalid and result.state == RunState.COMPLETED:
         lines.append("invalid:    " + "; ".join(
             f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: the run completed, but {why}" for why, arms in

@@ -733,17 +733,22 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
     return " and ".join(parts)
 
 
-def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str],
+                 rules: str | Mapping[str, list[str]]) -> list[dict[str, Any]]:
     """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
-    contract's data section, docs/data.md). The measured effect and CI stay; `reason` says why they do not
-    count ("<why> Measured: <the measured reason>") and `invalid_reason` is the why alone, for code to read
-    (a row marked twice keeps both: "<why> <earlier why>")."""
+    contract's data section, docs/data.md; the budget; seeds or tuned values that did not vary the run).
+    The measured effect and CI stay; `reason` says why they do not count ("<why> Measured: <the measured
+    reason>"), `invalid_reason` is the why alone and `invalid_rules` the names of the rules broken (`rules`:
+    one name for every arm, or arm -> names), for code to read: no reader parses the sentence (a row marked
+    twice keeps both: "<why> <earlier why>", the earlier rules after the new)."""
     out = []
     for row in rows:
         if row.get("arm") in reasons:
             why = reasons[row["arm"]]
             both = f"{why} {row['invalid_reason']}" if row.get("invalid_reason") else why
+            named = [rules] if isinstance(rules, str) else list(rules.get(row["arm"], []))
+            broken = list(dict.fromkeys(named + list(row.get("invalid_rules") or [])))
             row = {**row, "decision": "invalid", "reason": f"{why} Measured: {row.get('reason', '')}",
-                   "invalid_reason": both}
+                   "invalid_reason": both, "invalid_rules": broken}
         out.append(row)
     return out

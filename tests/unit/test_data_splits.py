@@ -176,7 +176,7 @@ def test_invalid_reasons_touch_the_arm_or_every_arm_through_the_baseline():
 def test_mark_invalid_keeps_the_measurement_and_says_why():
     rows = [{"arm": "a", "decision": "accept", "effect": 0.2, "reason": "Improvement..."},
             {"arm": "b", "decision": "reject", "effect": -0.1, "reason": "Worse."}]
-    out = mark_invalid(rows, {"a": "Invalid: leak."})
+    out = mark_invalid(rows, {"a": "Invalid: leak."}, "data")
     assert out[0]["decision"] == "invalid" and out[0]["effect"] == 0.2
     assert out[0]["reason"] == "Invalid: leak. Measured: Improvement..."
     assert out[1] == rows[1] and rows[0]["decision"] == "accept"  # the input rows are not changed

@@ -70,7 +70,7 @@ def test_identical_curves_across_seeds_are_found_and_make_the_decision_invalid()
     assert why.startswith("Invalid: the seeds did not vary the run")
     assert "the baseline base reported exactly the same curves on all 3 seeds" in why
     assert seeds_did_not_vary("arm", {}, "base", "acc") is None
-    (row,) = mark_invalid([{"arm": "arm", "decision": "reject", "reason": "measured"}], {"arm": why})
+    (row,) = mark_invalid([{"arm": "arm", "decision": "reject", "reason": "measured"}], {"arm": why}, "data")
     assert row["decision"] == "invalid" and row["reason"].startswith(why)
     # before: the identical values went to the test, which said reject with CI [+0, +0], p = 1
     values = {"base": [(s, 0.6) for s in range(3)], "arm": [(s, 0.6) for s in range(3)]}

@@ -321,10 +321,10 @@ def test_seeds_needed_plans_for_the_margin_rule():
 
 def test_mark_invalid_carries_the_reason_as_structure():
     rows = [{"arm": "a", "decision": "accept", "reason": "Improvement..."}, {"arm": "b", "decision": "reject"}]
-    (a, b) = mark_invalid(rows, {"a": "Invalid: leak."})
+    (a, b) = mark_invalid(rows, {"a": "Invalid: leak."}, "data")
     assert a["invalid_reason"] == "Invalid: leak." and a["reason"] == "Invalid: leak. Measured: Improvement..."
     assert "invalid_reason" not in b
-    (again, _) = mark_invalid([a, b], {"a": "Invalid: seeds."})
+    (again, _) = mark_invalid([a, b], {"a": "Invalid: seeds."}, "seeds")
     assert again["invalid_reason"] == "Invalid: seeds. Invalid: leak." and again["decision"] == "invalid"
 
 
