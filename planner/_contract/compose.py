@@ -39,6 +39,7 @@ import difflib
 import importlib.util
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -60,6 +61,8 @@ from omegaconf import OmegaConf
 
 from planner._contract.paths import flatten, hydra_calls, resolve
 from planner._core.text import shown_path
+
+MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
 
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:
@@ -464,6 +467,51 @@ def _hydra_note(text: str, hydra: bool) -> str:
     return ""
 
 
+def config_files(base: Path) -> list[Path]:
+    """The YAML files under `base` as Hydra reads them: links to files and folders followed (Hydra follows them,
+    so a linked `config.yaml` or `model/` is checked like a plain one), each folder walked once (a link loop
+    ends), at most MAX_CONFIG_FILES. Every check of a config dir's files walks it so (P205 of a defaults list
+    or a `hydra:` node, P230)."""
+    found: list[Path] = []
+    try:
+        if not base.is_dir():  # P200 says so
+            return found
+    except (OSError, ValueError):  # a NUL byte, a name too long: P200 too
+        return found
+    seen: set[tuple[int, int]] = set()
+    for folder, dirs, files in os.walk(base, followlinks=True):
+        try:
+            st = os.stat(folder)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (st.st_dev, st.st_ino) in seen:  # a link back up, or a second link to one folder
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith((".yaml", ".yml")):
+                found.append(Path(folder) / name)
+                if len(found) >= MAX_CONFIG_FILES:
+                    return found
+    return found
+
+
+def read_config_file(path: Path) -> str | None:
+    """The text of `path` (a link followed, as Hydra does) when it is a regular file; None for a FIFO, a device,
+    a dangling link (opened without blocking: a FIFO never stalls validation)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)
+        return handle.read().decode("utf-8")
+
+
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
     """(file, entry) of every defaults-list entry under `config_dir` that calls a resolver.
 
@@ -471,10 +519,10 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
     those entries are checked on the files themselves.
     """
     found = []
-    for path in sorted(config_dir.rglob("*.yaml")):
+    for path in config_files(config_dir):
         try:
-            text = path.read_text(encoding="utf-8")
-            if "${" not in text:
+            text = read_config_file(path)
+            if text is None or "${" not in text:
                 continue
             data = yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):

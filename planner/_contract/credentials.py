@@ -7,7 +7,7 @@ what it receives from the contract. `check_credentials` refuses, without printin
   not `token_dropout: 0.1`), and a text of a credential's shape anywhere (`hf_...`, `sk-...`, a URL with
   user:password, ...): in the contract itself (config values, overrides, tuning choices, `command:`),
   in every arm's composed config, and in every Hydra config file of `config.dir`, its `hydra:` node
-  included;
+  included (links to files and folders followed, as Hydra follows them: planner._contract.compose.config_files);
 - a resolver call in a Hydra config file's `hydra:` node (P205), which composing never reads but the
   trainable's own Hydra resolves (`${oc.env:HF_TOKEN}` as a log file name); only Hydra's own `now` and
   `hydra` resolvers are allowed there (`hydra.run.dir: outputs/${now:%Y-%m-%d}`).
@@ -28,7 +28,6 @@ CODE = "P230"
 HINT = ("Pass a credential through the environment instead: export it in the shell that runs plan (an "
         "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the script; "
         "planner never records the environment, and records a contract and its configs exactly as they are")
-MAX_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
 
 
 def _dotted(path: tuple[Any, ...]) -> str:
@@ -71,37 +70,21 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
     return out
 
 
-def _yaml_files(base: Path) -> list[Path]:
-    """The YAML files under `base`, no link followed (a link to a folder outside is not walked)."""
-    found: list[Path] = []
-    try:
-        if not base.is_dir():  # P200 says so
-            return found
-    except (OSError, ValueError):  # a NUL byte, a name too long: P200 too
-        return found
-    for folder, dirs, files in os.walk(base, followlinks=False):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            if name.endswith((".yaml", ".yml")) and not path.is_symlink():
-                found.append(path)
-                if len(found) >= MAX_FILES:
-                    return found
-    return found
-
-
 def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
     """(file, dotted key, what, code) of every credential (P230) in the Hydra files under `base`, and of every
     resolver call in a file's `hydra:` node (P205)."""
     import yaml
 
-    from planner._contract.compose import calls_resolver
+    from planner._contract.compose import calls_resolver, config_files, read_config_file
     from planner._contract.paths import flatten
 
     found = []
-    for path in _yaml_files(base):
+    for path in config_files(base):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            text = read_config_file(path)
+            if text is None:
+                continue
+            data = yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra says what is wrong with it, if it is used
         name = str(path.relative_to(base))

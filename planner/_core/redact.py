@@ -12,10 +12,14 @@ logs, the terminal, status, reports) still goes through `Redactor.text`, which c
 
 - the values of environment variables with credential names (and their repr/JSON-escaped spellings);
 - values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA..., xox?-...,
-  a JWT, a PEM private key, a Slack webhook) and a URL's userinfo, whatever characters it holds;
+  glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
+  user:password@host without a scheme, a JWT, a PEM private key, a Slack webhook) and a URL's userinfo,
+  whatever characters it holds;
+- a command's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS, sshpass -p PASS);
 - `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`;
 - `--password VALUE`, `--hf-token VALUE`, ... flags, and `name=value` / `name: value` pairs under a
-  credential name, whatever punctuation the value holds (quoted values up to their closing quote).
+  credential name (`name => value` too, and inside another pair's value), whatever punctuation the value
+  holds (quoted values up to their closing quote).
 
 The name rule (`looks_secret`): a name is split into words (at anything not a letter or digit and at
 camelCase humps); it is a credential's name when its LAST word is a credential noun (NOUNS), ends with
@@ -38,7 +42,8 @@ from typing import Any
 REDACTED = "<redacted>"
 NOUNS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets", "token", "apikey", "credential",
                    "credentials", "auth", "authorization", "cookie", "dsn", "sessionkey", "privatekey", "accesskey",
-                   "secretkey", "authtoken", "accesstoken", "refreshtoken", "clientsecret"})
+                   "secretkey", "authtoken", "accesstoken", "refreshtoken", "clientsecret", "pw", "accountkey",
+                   "sharedaccesskey"})
 STEMS = ("password", "passwd", "secret", "apikey", "credential", "credentials", "privatekey", "accesskey",
          "authtoken", "token")
 MIN_SECRET_LEN = 6  # shorter values of the environment are not searched for in free text (too many false hits)
@@ -97,6 +102,21 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
     ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
     ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a GitLab token", re.compile(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
+    ("a PyPI token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
+    ("an npm token", re.compile(_B + r"npm_[A-Za-z0-9]{30,}")),
+    ("a Google API key", re.compile(_B + r"AIza[0-9A-Za-z_-]{30,}")),
+    ("an Azure account key", re.compile(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}")),
+    ("an Azure SAS signature", re.compile(r"(?i)(?<=[?&;]sig=)[A-Za-z0-9+/%=]{16,}")),
+    # user:password@host without a scheme (`svc:pw@db.internal:5432`); not an image digest (`name:1.0@sha256:...`)
+    ("a user:password@host", re.compile(r"(?<![\w/:.@%+~-])[A-Za-z][A-Za-z0-9._~%+-]*:[^\s:@/\"'<>]+(?=@(?!sha\d)"
+                                        r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")),
+)
+# A command's own password spelling: `mysql -pPASS`, `curl -u user:PASS`, `sshpass -p PASS` (the value is group 2).
+COMMAND_PASSWORDS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]*?\s-p)([^\s'\"]+)"),
+    re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+    re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)"),
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
 # (so a password holding `@` or `/` is cut whole).
@@ -110,12 +130,25 @@ _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
 _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
                    r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
 # name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its closing quote
-_ASSIGNED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*[=:]\s*)(?P<value>" + _QUOTED +
+_ASSIGNED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)(?P<value>" + _QUOTED +
                        r"|[^\s\"'{\[(]\S*)")
 
 
 def _unquoted(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+
+
+def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
+    """The matches of `_FLAG` or `_ASSIGNED` in `text` whose name is a credential's and whose value could be one.
+    A pair under another name does not swallow what follows it: the search goes on from its value, so
+    `printed: password => X` and `Protocol=https;AccountKey=X` find the credential's pair inside the value."""
+    pos = 0
+    while (match := pattern.search(text, pos)) is not None:
+        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value")), numbers=True):
+            yield match
+            pos = match.end()
+        else:
+            pos = match.start("value") if match.start("value") > match.start() else match.end()
 
 
 def url_secrets(text: str) -> list[str]:
@@ -143,11 +176,13 @@ def credential_in_text(text: str) -> str | None:
             return "a URL with a password in it (user:password@host)"
     if _AUTH_HEADER.search(text) or _BEARER.search(text):
         return "an Authorization header's credential"
-    for match in _FLAG.finditer(text):
-        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value"))):
+    if any(p.search(text) for p in COMMAND_PASSWORDS):
+        return "a command's password (mysql -p, curl -u user:password, sshpass -p)"
+    for match in _named(_FLAG, text):
+        if could_be_credential(_unquoted(match.group("value"))):
             return f"a value after {match.group('name')}"
-    for match in _ASSIGNED.finditer(text):
-        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value"))):
+    for match in _named(_ASSIGNED, text):
+        if could_be_credential(_unquoted(match.group("value"))):
             return f"a value given to {match.group('name')}"
     return None
 
@@ -193,18 +228,18 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
 def credential_texts(text: str) -> list[str]:
     """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
     out = url_secrets(text) + [m.group(0) for _, pattern in SHAPES for m in pattern.finditer(text)]
+    out += [m.group(2) for pattern in COMMAND_PASSWORDS for m in pattern.finditer(text)]
     for pattern in (_FLAG, _ASSIGNED):
-        for match in pattern.finditer(text):
-            value = _unquoted(match.group("value"))
-            if looks_secret(match.group("name")) and could_be_credential(value, numbers=True):
-                out.append(value)
+        out += [_unquoted(match.group("value")) for match in _named(pattern, text)]
     return out
 
 
 def _env_name_is_secret(name: str) -> bool:
     """A variable whose value is cut from free text: a credential's name, or one with such a word anywhere."""
+    words = _words(name)
     return name not in _NOT_SECRETS and (looks_secret(name) or any(
-        w in NOUNS or w in ("pass", "key") and i > 0 for i, w in enumerate(_words(name))))
+        w in NOUNS or w in ("pass", "key", "pat") and i > 0 for i, w in enumerate(words))
+        or "connection_string" in "_".join(words))
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -253,19 +288,24 @@ class Redactor:
             value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), value)
         value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
         value = _BEARER.sub(lambda m: m.group(1) + REDACTED, value)
+        for pattern in COMMAND_PASSWORDS:
+            value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
         if "-" in value:
-            value = _FLAG.sub(lambda m: self._cut_named(m, value), value)
+            value = self._cut_named(_FLAG, value)
         if "=" in value or ":" in value:
-            value = _ASSIGNED.sub(lambda m: self._cut_named(m, value), value)
+            value = self._cut_named(_ASSIGNED, value)
         return value
 
     @staticmethod
-    def _cut_named(m: re.Match, _text: str) -> str:
-        raw = m.group("value")
-        if not looks_secret(m.group("name")) or not could_be_credential(_unquoted(raw), numbers=True):
-            return m.group(0)
-        quote = raw[0] if raw[:1] in ("'", '"') and raw.endswith(raw[0]) and len(raw) > 1 else ""
-        return m.group("name") + m.group("sep") + quote + REDACTED + quote
+    def _cut_named(pattern: re.Pattern[str], text: str) -> str:
+        """`text` with the value of every credential's pair or flag (`_named`) cut, its quotes kept."""
+        out, last = [], 0
+        for m in _named(pattern, text):
+            raw = m.group("value")
+            quote = raw[0] if raw[:1] in ("'", '"') and raw.endswith(raw[0]) and len(raw) > 1 else ""
+            out += [text[last:m.start("value")], quote, REDACTED, quote]
+            last = m.end()
+        return "".join(out) + text[last:]
 
     def stream(self) -> StreamScrubber:
         """A scrubber for output that arrives in pieces: a secret split across writes is still cut."""

@@ -5,7 +5,10 @@
 writes the whole line at once (planner._store.jsonl.locked_append), so two
 `plan run`s and a `plan promote` can write at the same time without losing a
 line. The ledger is read with the run folder's tolerant JSON-lines reader: a
-torn last line is skipped with a note.
+torn last line is skipped with a note. Every record goes through the one scrubber
+(planner._core.redact) on its way in: a run's end reason or a decision's reason
+is free text (an exception's message, a `--address` with a password), so no
+secret of the environment and no credential's shape is written here.
 
 A run is named in the ledger by its folder relative to the runs dir
 (`<contract name>/<run id>`), or by its absolute path when it lives elsewhere.
@@ -21,6 +24,7 @@ from typing import Any
 
 from planner._core.errors import RunError
 from planner._core.lazy import lazy_import
+from planner._core.redact import Redactor
 from planner._core.text import utc_now
 from planner._store.jsonl import locked_append
 from planner._store.read import read_jsonl
@@ -57,7 +61,7 @@ def config_sha256(config: dict[str, Any]) -> str:
 def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, Any]:
     """Append one event to the ledger of `runs_dir` (created when absent); return the record written."""
     assert event in EVENTS, event
-    record = {"event": event, "time": utc_now(), **fields}
+    record = Redactor.for_run().scrub({"event": event, "time": utc_now(), **fields})  # `params` kept exactly
     folder = Path(runs_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,9 @@ an arm whose decision is `accept` in a run whose state is `completed` can be
 promoted; everything else is refused with its rule code (P710-P714), and there
 is no way to force it. A withdrawal is recorded, with a note, and the line's
 baseline in force falls back to its previous promotion still in force.
+
+A note is kept in the ledger as it is typed, so a note holding a credential (a token's shape, a
+`password=...`, a credential-named environment variable's value) is refused at the door (exit 2).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import LineageError, UsageError
+from planner._core.redact import Redactor, credential_in_text
 from planner._core.status import RunState
 from planner._lineage import history
 from planner._lineage.ledger import append, config_sha256, read, run_key, runs_dir_of
@@ -22,9 +26,18 @@ from planner._lineage.source import read_arm
 from planner._store.claims import accepted
 
 
+def _check_note(note: str | None) -> None:
+    """UsageError when the note holds a credential (what the scrubber would cut); the value is never printed."""
+    if note and Redactor.for_run().text(note) != note:
+        what = credential_in_text(note) or "the value of a credential-named environment variable"
+        raise UsageError(f"the --note holds a credential ({what}); a note is kept in the project ledger as "
+                         "written, so it never holds one: say why without it")
+
+
 def promote(run_dir: str | os.PathLike, arm: str, note: str | None = None,
             runs_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be promoted."""
+    _check_note(note)
     source = read_arm(run_dir, arm, need_config=False)
     where = f"run {Path(run_dir)}"
     if source.state != RunState.COMPLETED:
@@ -73,6 +86,7 @@ def withdraw(run_dir: str | os.PathLike, arm: str, note: str | None,
     """Record the withdrawal of the promotion of `arm` of `run_dir`; returns it with the baseline now in force."""
     if not note or not note.strip():
         raise UsageError("a withdrawal needs --note: say why the promotion is withdrawn")
+    _check_note(note)
     base = Path(runs_dir) if runs_dir is not None else runs_dir_of(run_dir)
     ledger = read(base)
     key = run_key(run_dir, base)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import PlannerError
+from planner._core.redact import Redactor
 from planner._lineage import history
 from planner._lineage.ledger import RunEntry, append, config_sha256, read, run_key, runs_dir_of
 from planner._store.read import read_json
@@ -55,7 +56,7 @@ def run_started(run_dir: Path, contract: Any, configs: dict[str, dict[str, Any]]
            line=line, hypothesis=contract.hypothesis, factor=factor, baseline=facts["baseline"],
            arms=[a.name for a in contract.arms], alpha=contract.acceptance.alpha, trainable=trainable, pid=os.getpid(),
            host=socket.gethostname())
-    write_json(Path(run_dir) / LINEAGE_FILE, facts)
+    write_json(Path(run_dir) / LINEAGE_FILE, Redactor.for_run().scrub(facts))  # the ledger's free text, scrubbed
     return facts
 
 

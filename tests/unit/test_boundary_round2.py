@@ -152,6 +152,40 @@ def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(tmp_pat
     assert ("P230" if "credential" in planted or planted == "value" else "P205") in codes, codes
 
 
+@pytest.mark.parametrize("planted", ["linked primary file", "linked group folder", "link loop and a FIFO"])
+def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, capsys, monkeypatch):
+    """conf/train.yaml a link to ../shared/train.yaml whose hydra: node reads $HF_TOKEN was not read by the check
+    (links were skipped) but Hydra follows it: P205 was skipped and the token became a log file's name. A link
+    loop ends, and a FIFO named like a YAML file does not stall validation."""
+    monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4tokenxyz")
+    conf, shared = tmp_path / "conf", tmp_path / "shared"
+    shutil.copytree(FIXTURES / "conf", conf)
+    shared.mkdir()
+    if planted == "linked primary file":
+        data = yaml.safe_load((conf / "train.yaml").read_text())
+        data["hydra"] = {"job": {"name": "${oc.env:HF_TOKEN}"}}
+        (shared / "train.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        (conf / "train.yaml").unlink()
+        (conf / "train.yaml").symlink_to("../shared/train.yaml")
+    elif planted == "linked group folder":
+        shutil.move(conf / "optimizer", shared / "optimizer")
+        (shared / "optimizer" / "unused.yaml").write_text("name: x\nwandb: {api_key: PLANTED19key}\n")
+        (conf / "optimizer").symlink_to(shared / "optimizer", target_is_directory=True)
+    else:
+        (conf / "schedule" / "loop").symlink_to("..", target_is_directory=True)
+        os.mkfifo(conf / "schedule" / "pipe.yaml")
+    contract = (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}")
+    code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, contract))], capsys)
+    diagnostics = json.loads(out)["diagnostics"]
+    if planted == "link loop and a FIFO":
+        assert code == 0, out
+        return
+    assert code == 1 and "PLANTED" not in out + err, out
+    expected = ("P205", "train.yaml: hydra.job.name") if planted == "linked primary file" else (
+        "P230", "optimizer/unused.yaml: wandb.api_key")
+    assert any(d["code"] == expected[0] and d["message"].startswith(expected[1]) for d in diagnostics), diagnostics
+
+
 def test_the_driver_redactor_changes_no_recorded_value():
     """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params as they are."""
     config = {"model": {"token_dropout": 0.1, "pad_token": "<pad>"}, "note": "max_token_length=5"}

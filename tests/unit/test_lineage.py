@@ -155,6 +155,47 @@ def test_a_withdrawal_needs_a_note_and_the_line_falls_back(project, tmp_path):
         withdraw(second_run, "wide", "again")
 
 
+def test_the_ledger_and_lineage_json_hold_no_secret_of_the_free_text_they_are_given(tmp_path, monkeypatch):
+    """A run's end reason (an exception's message, `--address ray://user:PASS@...`) and a decision's reason
+    are free text: the ledger gets them scrubbed, as state.json and the terminal do; params stay exact."""
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
+    runs = tmp_path / "runs"
+    run = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"},
+                   params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    reason = ("cannot connect to the Ray cluster at ray://admin:S3cretLEAKMARK@127.0.0.1:1; Boom: the db said "
+              "hunter2-LEAKMARK-9f3 was wrong")
+    record.run_ended(run, "failed", reason, [{"arm": "high", "decision": "incomplete",
+                                              "reason": "token hf_LEAKMARKabcdefghijklmnop refused"}], 0.05)
+    record.run_started(run, *_loaded(tmp_path / "c" / "contract.yaml", runs), None, resumed=True)
+    text = (runs / "ledger.jsonl").read_text()
+    assert "LEAKMARK" not in text and "ray://<redacted>@127.0.0.1:1" in text
+    ended = [r for r in read(runs).records if r["event"] == "run_ended"][-1]
+    assert ended["reason"].endswith("the db said <redacted> was wrong")
+    promote(run, "high", note="clear win")
+    assert [r for r in read(runs).records if r["event"] == "promoted"][-1]["params"] == {"recipe.lr": 0.0125}
+
+
+def _loaded(path: Path, runs: Path):
+    loaded = load_contract_with(path, ProjectLineage(runs))
+    return loaded.contract, loaded.configs
+
+
+@pytest.mark.parametrize("note", ["pushed with hf_LEAKMARKabcdefghijklmnop", "password=Hunter2LEAKMARK",
+                                  "see https://admin:LEAKMARKpw@registry.example/x", "db said hunter2-LEAKMARK-9f3"])
+def test_a_note_holding_a_credential_is_refused_at_the_door(project, note, monkeypatch, capsys):
+    """`plan promote --note` keeps the note as typed, so a credential in it is refused (exit 2), never printed."""
+    monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
+    _, runs, first = project
+    assert main(["promote", str(first), "--arm", "high", "--note", note]) == 2
+    err = capsys.readouterr().err
+    assert "--note holds a credential" in err and "LEAKMARK" not in err
+    assert "LEAKMARK" not in (runs / "ledger.jsonl").read_text()
+    assert not any(r["event"] == "promoted" for r in read(runs).records)
+    assert main(["promote", str(first), "--arm", "high", "--note", "clear win, p-value 0.01, lr=3e-4"]) == 0
+    assert main(["promote", str(first), "--arm", "high", "--withdraw", "--note", note]) == 2
+    assert read(runs).in_force("levels")["note"] == "clear win, p-value 0.01, lr=3e-4"
+
+
 # ---------------------------------------------------------------- a baseline from a run
 
 def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(project):
