@@ -71,6 +71,7 @@ def warm_task(trainable: str, path: tuple[str, ...]) -> int:
             sys.path.insert(0, folder)
     try:
         load_trainable(trainable, fresh=False)
-    except Exception:  # the trial itself will report it
-        pass
+    except BaseException as exc:  # noqa: BLE001 - the trial itself will report it (a user's BaseException too)
+        if isinstance(exc, KeyboardInterrupt):  # Ray cancelling the task
+            raise
     return os.getpid()

@@ -23,3 +23,20 @@ def reports_then_raises_then_raises_at_once(config, trial):
 def three_steps(config, trial):
     for step in range(1, trial.budget + 1):
         trial.report(step, acc=0.1 * step)
+
+
+class Unreachable(BaseException):  # noqa: N818 - a user's BaseException subclass, not an Exception
+    """What some libraries raise for a fatal condition: not an Exception, so `except Exception` misses it."""
+
+
+def raises_a_base_exception(config, trial):
+    """Reports step 1, then raises a BaseException subclass whose message holds $DB_PASSWORD."""
+    import os
+
+    trial.report(1, acc=0.1)
+    raise Unreachable("cannot reach the store with " + os.environ["DB_PASSWORD"])
+
+
+def raises_keyboard_interrupt(config, trial):
+    """As Ray's cancellation of a task does in its thread."""
+    raise KeyboardInterrupt
