@@ -1,8 +1,9 @@
 """The processes of one run of a `command:` trainable, supervised from the worker.
 
-- start: the command runs under a small supervisor (planner._trial.supervisor),
-  the child subreaper of everything the command starts, in a session and
-  process group of their own, stdin closed, stdout and stderr piped.
+- start: the command runs under a small supervisor (planner._core.supervisor:
+  a relay the worker starts, and the supervisor proper it forks), the child
+  subreaper of everything the command starts, in a session and process group
+  of their own, stdin closed, stdout and stderr piped.
 - output: the pipes are pumped into two `BoundedLog`s (`stdout.log`,
   `stderr.log`): the first `max_log_bytes` and the last `TAIL_BYTES` of each
   stream are kept, secrets cut as they are written.
@@ -37,11 +38,12 @@ from typing import Protocol, TypedDict
 
 import psutil
 
+from planner._core import supervisor
 from planner._core.redact import Redactor
 
 DEFAULT_MAX_LOG_BYTES = 8 * 1024 * 1024  # per stream, kept from the head of the output
 TAIL_BYTES = 64 * 1024  # per stream, the end of the output, always kept
-SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))  # run as a script: it imports nothing of planner's
+SUPERVISOR = supervisor.__file__  # run as a script: it imports nothing of planner's
 START_TIMEOUT_S = 60.0  # for the supervisor to start the command and say so
 SUPERVISOR_SLACK_S = 3.0  # past the grace, for the supervisor to end the tree and exit
 
@@ -77,12 +79,14 @@ class Sink(Protocol):
 
 
 class CommandProcesses:
-    """The command under its supervisor (planner._trial.supervisor): started, its pipes pumped into two
+    """The command under its supervisor (planner._core.supervisor): started, its pipes pumped into two
     sinks, its whole process tree measured and stopped."""
 
-    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int):
-        self.proc = proc
+    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int, *,
+                 supervisor_pid: int = 0):
+        self.proc = proc  # the supervisor's relay (the worker's child)
         self.command_pid = command_pid
+        self.supervisor_pid = supervisor_pid  # the supervisor proper, under the relay: not counted in the memory
         self._status = status  # the supervisor's status pipe: its last word is the command's exit
         self._exit: int | None = None
         self._selector = selectors.DefaultSelector()
@@ -114,7 +118,7 @@ class CommandProcesses:
             if first is not None and "error" in first:
                 raise OSError(int(first.get("errno") or 0), str(first["error"]))
             raise OSError(0, f"planner's supervisor did not start the command ({error or 'no word from it'})")
-        return cls(proc, stdout, stderr, read_end, int(first["pid"]))
+        return cls(proc, stdout, stderr, read_end, int(first["pid"]), supervisor_pid=int(first.get("supervisor") or 0))
 
     @property
     def returncode(self) -> int | None:
@@ -165,6 +169,8 @@ class CommandProcesses:
             return 0
         total = 0
         for process in processes:
+            if process.pid == self.supervisor_pid:
+                continue
             try:
                 total += process.memory_info().rss
             except psutil.Error:
