@@ -109,36 +109,48 @@ class Supervisor:
 
     def end_tree(self) -> None:
         """SIGTERM every descendant, SIGKILL what is left after the grace, until none is left."""
-        me = psutil.Process()
-        termed: set[int] = set()
-        deadline = time.monotonic() + self.grace_s
-        while True:
-            self.reap()
-            try:
-                living = [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-            except psutil.Error:
-                living = []
-            if not living:
-                break
-            now = time.monotonic()
-            if now > deadline + GIVE_UP_S:
-                break
-            for process in living:
-                sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
-                if sig == signal.SIGTERM and process.pid in termed:
-                    continue
-                termed.add(process.pid)
-                try:
-                    os.kill(process.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(POLL_S)
-        self.reap()
+        end_descendants(self.grace_s, self.reap)
 
     def returncode(self) -> int | None:
         if self.status is None:
             return None
         return -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
+
+
+def end_descendants(grace_s: float, reap, spare: frozenset[int] = frozenset()) -> None:
+    """SIGTERM every descendant of this process but those in `spare`, SIGKILL what is left after `grace_s`,
+    until none is left (or GIVE_UP_S past the grace); `reap()` collects the ended children between looks."""
+    me = psutil.Process()
+    termed: set[int] = set()
+    deadline = time.monotonic() + grace_s
+    while True:
+        reap()
+        try:
+            living = [p for p in me.children(recursive=True)
+                      if p.pid not in spare and p.status() != psutil.STATUS_ZOMBIE]
+        except psutil.Error:
+            living = []
+        if not living:
+            break
+        now = time.monotonic()
+        if now > deadline + GIVE_UP_S:
+            break
+        for process in living:
+            sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
+            if sig == signal.SIGTERM and process.pid in termed:
+                continue
+            termed.add(process.pid)
+            try:
+                os.kill(process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(POLL_S)
+    reap()
+
+
+def become_subreaper() -> bool:
+    """This process becomes Linux's child subreaper: what its descendants orphan is re-parented to it."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def main(args: list[str]) -> int:

@@ -31,7 +31,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypedDict
@@ -202,6 +203,46 @@ class CommandProcesses:
         self._selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+
+
+@contextmanager
+def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator[None]:
+    """Every process a trial starts in this process (a Ray worker) ends with the trial: a function trainable's
+    child, its `setsid` daemon, its double-forked grandchild.
+
+    This process becomes the child subreaper of what it starts (Linux), so a daemon that leaves its parent
+    behind is re-parented here, not to init; when the block ends (the trial returned, raised, was stopped),
+    each descendant that was not there when it began gets SIGTERM, SIGKILL after `grace_s`, and is reaped.
+    Where the call is not available, only what is still in the tree is ended."""
+    supervisor.become_subreaper()
+    spare = frozenset(_descendants())
+    try:
+        yield
+    finally:
+        supervisor.end_descendants(grace_s, lambda: _reap_children(spare), spare)
+
+
+def _descendants() -> list[int]:
+    try:
+        return [p.pid for p in psutil.Process().children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _reap_children(spare: frozenset[int]) -> None:
+    """Collect this process's ended children but those in `spare` (never `waitpid(-1)`: a child Ray or a
+    library waits for itself keeps its status)."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        if child.pid in spare:
+            continue
+        try:
+            os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def _end_process(proc: subprocess.Popen) -> None:

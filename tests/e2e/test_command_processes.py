@@ -252,3 +252,27 @@ def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(tmp_path, clean
     assert (found is None and "took over 3 s" in why) if hang else (why == "" and found.kind("lr"))
     assert len(pids) == 2
     assert _none_alive(pids, within_s=10), [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.ray
+def test_no_daemon_of_a_function_trainable_outlives_its_trial(tmp_path, cleanup):
+    """F10: a function trainable leaves a `setsid` child, a plain child and a double-forked grandchild that
+    ignores SIGTERM; a real `plan run` (embedded Ray, tuning and confirmation): each ends with its trial, the
+    Ray worker being their subreaper. Before: they outlived the run, re-parented to init."""
+    from tests._runs import end_plan_run, start_plan_run, synthetic_contract
+
+    data = synthetic_contract(name="daemons", trainable="tests.trainables.worker_ends:leaves_daemons", seeds=[0, 1],
+                              budget={"exposure": 2},
+                              tuning={"trials_per_arm": 1, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+                                      "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    proc, runs, ray_tmp = start_plan_run(tmp_path, data, "dm")
+    try:
+        out, err = proc.communicate(timeout=300)
+        trials = sorted(runs.glob("*/*/trials/*"))
+        pids = [int(p.read_text()) for t in trials for p in t.glob("*.pid")]
+        cleanup.extend(pids)
+    finally:
+        end_plan_run(proc, ray_tmp)
+    assert proc.returncode == 0, (out[-2000:], err[-2000:])
+    assert len(trials) == 6 and len(pids) == 18, (trials, pids)
+    assert _none_alive(pids, within_s=2), [pid for pid in pids if _alive(pid)]
