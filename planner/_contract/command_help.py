@@ -13,6 +13,7 @@ argparse) gets no name check: `read_help` says why, and the flags are written wi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -24,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import flatten, hydra_calls
+from planner._core import supervisor
 from planner._core.errors import CommandFailedError
 
 HELP_TIMEOUT_S = 5.0
+HELP_GRACE_S = 2.0  # from SIGTERM to SIGKILL, for what the script left running once it ends
 SWITCH, VALUE, OPTIONAL = "switch", "value", "optional"  # takes no value; takes one or more; takes one or none
 
 _OPTION_LINE = re.compile(r"^\s{1,8}(-\S.*)$")
@@ -115,14 +118,26 @@ def parse_help(text: str) -> ScriptHelp:
 
 def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HELP_TIMEOUT_S
               ) -> tuple[ScriptHelp | None, str]:
-    """(the script's options, "") from running `argv --help`, or (None, why it could not be read)."""
+    """(the script's options, "") from running `argv --help`, or (None, why it could not be read).
+
+    The script runs under planner's supervisor, as a trial does: whatever it starts (a daemon at its top
+    level, a `setsid` child) ends with it, also when it is killed for taking too long."""
+    read_end, write_end = os.pipe()
     try:
-        done = subprocess.run([*argv, "--help"], cwd=Path(cwd), capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False)
+        done = subprocess.run(
+            [sys.executable, "-P", supervisor.__file__, str(write_end), repr(HELP_GRACE_S), str(os.getpid()), "--",
+             *argv, "--help"], cwd=Path(cwd), capture_output=True, text=True, timeout=timeout_s,
+            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False,
+            pass_fds=(write_end,), start_new_session=True)
     except subprocess.TimeoutExpired:
         return None, f"`{' '.join(argv)} --help` took over {timeout_s:g} s"
     except OSError as error:
         return None, f"`{' '.join(argv)} --help` did not start: {error.strerror or error}"
+    finally:
+        os.close(write_end)
+        said = _drain(read_end)
+    if said.get("error"):  # the supervisor could not start the script
+        return None, f"`{' '.join(argv)} --help` did not start: {said['error']}"
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
         return None, f"`{' '.join(argv)} --help` exited with status {done.returncode} ({last[0][:200]})"
@@ -130,3 +145,25 @@ def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HE
     if not found.options:
         return None, f"`{' '.join(argv)} --help` printed no argparse options"
     return found, ""
+
+
+def _drain(fd: int) -> dict:
+    """What the supervisor said on its status pipe (each line a JSON object, merged), the pipe closed."""
+    data = b""
+    try:
+        os.set_blocking(fd, False)
+        while chunk := os.read(fd, 65536):
+            data += chunk
+    except BlockingIOError:  # a killed relay's supervisor may still hold the pipe: what is there is enough
+        pass
+    finally:
+        os.close(fd)
+    said: dict = {}
+    for line in data.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            said.update(value)
+    return said

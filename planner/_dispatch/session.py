@@ -404,6 +404,31 @@ def claim_stop_signals():
             signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
 
 
+@contextmanager
+def _stops_deferred_while_ray_starts(claimed: bool):
+    """While the block runs (ray.init), SIGTERM and SIGINT are noted and the stop comes once it has returned:
+    a KeyboardInterrupt then, as claim_stop_signals' handler raises (state `interrupted`, exit 3).
+
+    Ray installs its own SIGTERM handler in ray.init (`sys.exit(15)` wherever it is: recorded as an internal
+    error), and an exception raised inside ray.init while its core worker connects left that core worker to
+    abort the process at exit (exit 134); here Ray's handler is not installed and nothing interrupts
+    ray.init. Nothing changes when the signals are not claimed (or off the main thread)."""
+    if not claimed or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    asked: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda signum, frame: asked.append(signum))
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    try:
+        with wrapped(utils, "set_sigterm_handler", lambda original: lambda handler: None):
+            yield
+    finally:
+        claim_stop_signals()  # ours again, in place of the one Ray's C++ core installs in ray.init
+    if asked:
+        raise KeyboardInterrupt
+
+
 def restore_stop_signals(previous) -> None:
     if previous is not None and threading.current_thread() is threading.main_thread():
         for signum, handler in previous.items():
@@ -661,9 +686,12 @@ class RunSession:
         ray.init installs Ray's own SIGTERM handler (a `sys.exit(1)` with its stack dump on the
         terminal), replacing ours: the stop signals are claimed again once Ray is up, so SIGTERM stays
         an interruption (SLURM and Kubernetes end jobs with it). What is restored at the end is still
-        what the command found before its first claim."""
+        what the command found before its first claim. A stop while ray.init runs comes once it has
+        returned (`_stops_deferred_while_ray_starts`): an interruption too; and the stack dump Ray's C++ core
+        prints on such a signal goes, with fd 2, to the run folder's ray.log."""
         try:
-            self._started_ray = start_ray(address, search_path, runs_dir, **options)
+            with _stderr_to_ray_log(options.get("log_dir")), _stops_deferred_while_ray_starts(self._claimed):
+                self._started_ray = start_ray(address, search_path, runs_dir, **options)
         finally:
             if self._claimed:
                 claim_stop_signals()

@@ -13,7 +13,7 @@ import sys
 from planner._core.lazy import lazy_import
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
-from planner._trial.processes import CommandLimits
+from planner._trial.processes import CommandLimits, trial_processes_end
 from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
 
 ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
@@ -52,7 +52,8 @@ def tune_trainable(config: dict) -> dict | None:
         ray_tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
                                  "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
 
-    record = run_trial(spec, forward)
+    with trial_processes_end():
+        record = run_trial(spec, forward)
     if (record["status"] == TrialStatus.COMPLETED and record["attempts"] == 1 and not record["errors"]
             and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})):
         return None
@@ -61,7 +62,8 @@ def tune_trainable(config: dict) -> dict | None:
 
 def confirm_task(spec: dict) -> dict:
     """One fixed-config trial (confirmation, reeval) as a plain Ray task: its record."""
-    return run_trial(TrialSpec(**spec))
+    with trial_processes_end():
+        return run_trial(TrialSpec(**spec))
 
 
 def warm_task(trainable: str, path: tuple[str, ...]) -> int:
@@ -71,6 +73,7 @@ def warm_task(trainable: str, path: tuple[str, ...]) -> int:
             sys.path.insert(0, folder)
     try:
         load_trainable(trainable, fresh=False)
-    except Exception:  # the trial itself will report it
-        pass
+    except BaseException as exc:  # noqa: BLE001 - the trial itself will report it (a user's BaseException too)
+        if isinstance(exc, KeyboardInterrupt):  # Ray cancelling the task
+            raise
     return os.getpid()

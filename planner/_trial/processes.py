@@ -1,8 +1,9 @@
 """The processes of one run of a `command:` trainable, supervised from the worker.
 
-- start: the command runs under a small supervisor (planner._trial.supervisor),
-  the child subreaper of everything the command starts, in a session and
-  process group of their own, stdin closed, stdout and stderr piped.
+- start: the command runs under a small supervisor (planner._core.supervisor:
+  a relay the worker starts, and the supervisor proper it forks), the child
+  subreaper of everything the command starts, in a session and process group
+  of their own, stdin closed, stdout and stderr piped.
 - output: the pipes are pumped into two `BoundedLog`s (`stdout.log`,
   `stderr.log`): the first `max_log_bytes` and the last `TAIL_BYTES` of each
   stream are kept, secrets cut as they are written.
@@ -30,18 +31,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypedDict
 
 import psutil
 
+from planner._core import supervisor
 from planner._core.redact import Redactor
 
 DEFAULT_MAX_LOG_BYTES = 8 * 1024 * 1024  # per stream, kept from the head of the output
 TAIL_BYTES = 64 * 1024  # per stream, the end of the output, always kept
-SUPERVISOR = str(Path(__file__).with_name("supervisor.py"))  # run as a script: it imports nothing of planner's
+SUPERVISOR = supervisor.__file__  # run as a script: it imports nothing of planner's
 START_TIMEOUT_S = 60.0  # for the supervisor to start the command and say so
 SUPERVISOR_SLACK_S = 3.0  # past the grace, for the supervisor to end the tree and exit
 
@@ -77,12 +80,14 @@ class Sink(Protocol):
 
 
 class CommandProcesses:
-    """The command under its supervisor (planner._trial.supervisor): started, its pipes pumped into two
+    """The command under its supervisor (planner._core.supervisor): started, its pipes pumped into two
     sinks, its whole process tree measured and stopped."""
 
-    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int):
-        self.proc = proc
+    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int, *,
+                 supervisor_pid: int = 0):
+        self.proc = proc  # the supervisor's relay (the worker's child)
         self.command_pid = command_pid
+        self.supervisor_pid = supervisor_pid  # the supervisor proper, under the relay: not counted in the memory
         self._status = status  # the supervisor's status pipe: its last word is the command's exit
         self._exit: int | None = None
         self._selector = selectors.DefaultSelector()
@@ -114,7 +119,7 @@ class CommandProcesses:
             if first is not None and "error" in first:
                 raise OSError(int(first.get("errno") or 0), str(first["error"]))
             raise OSError(0, f"planner's supervisor did not start the command ({error or 'no word from it'})")
-        return cls(proc, stdout, stderr, read_end, int(first["pid"]))
+        return cls(proc, stdout, stderr, read_end, int(first["pid"]), supervisor_pid=int(first.get("supervisor") or 0))
 
     @property
     def returncode(self) -> int | None:
@@ -165,6 +170,8 @@ class CommandProcesses:
             return 0
         total = 0
         for process in processes:
+            if process.pid == self.supervisor_pid:
+                continue
             try:
                 total += process.memory_info().rss
             except psutil.Error:
@@ -196,6 +203,46 @@ class CommandProcesses:
         self._selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+
+
+@contextmanager
+def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator[None]:
+    """Every process a trial starts in this process (a Ray worker) ends with the trial: a function trainable's
+    child, its `setsid` daemon, its double-forked grandchild.
+
+    This process becomes the child subreaper of what it starts (Linux), so a daemon that leaves its parent
+    behind is re-parented here, not to init; when the block ends (the trial returned, raised, was stopped),
+    each descendant that was not there when it began gets SIGTERM, SIGKILL after `grace_s`, and is reaped.
+    Where the call is not available, only what is still in the tree is ended."""
+    supervisor.become_subreaper()
+    spare = frozenset(_descendants())
+    try:
+        yield
+    finally:
+        supervisor.end_descendants(grace_s, lambda: _reap_children(spare), spare)
+
+
+def _descendants() -> list[int]:
+    try:
+        return [p.pid for p in psutil.Process().children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _reap_children(spare: frozenset[int]) -> None:
+    """Collect this process's ended children but those in `spare` (never `waitpid(-1)`: a child Ray or a
+    library waits for itself keeps its status)."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        if child.pid in spare:
+            continue
+        try:
+            os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
 
 
 def _end_process(proc: subprocess.Popen) -> None:

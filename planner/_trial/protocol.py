@@ -338,6 +338,12 @@ def _enter(spec: TrialSpec) -> None:
         os.chdir(spec.cwd)
 
 
+# What ends an attempt without being the trainable's error: Tune stopping the trial at a report (its thread ends
+# as Tune intends), Ray cancelling the task or the worker's SIGINT (KeyboardInterrupt), a watchdog's limit (the
+# watchdog's own verdict is recorded). Any other BaseException a trainable raises is its error: a user's
+# BaseException subclass left to Ray kills a tuning run and cannot be deserialized by the driver (F7).
+_PROPAGATE = (_SessionExit, KeyboardInterrupt, TrialLimit)
+
 _ERROR_TYPE = {TrialStatus.OOM: "OutOfMemory", TrialStatus.TIMEOUT: "Timeout",
                TrialStatus.PROTOCOL_ERROR: "TrialProtocolError"}  # an error's `type` in the record, by status
 
@@ -353,8 +359,8 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
             trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
             return stop.status, None
         return stop.status, _error(n, _ERROR_TYPE[stop.status], stop.message, "")
-    except (Exception, SystemExit) as exc:  # the trainable raised (or called sys.exit): retried, then failed
-        if isinstance(exc, _SessionExit):  # Tune stopped the trial: let its thread end as Tune intends
+    except BaseException as exc:  # the trainable raised (any BaseException, sys.exit too): retried, then failed
+        if isinstance(exc, _PROPAGATE):  # Tune stopping the trial, Ray cancelling it, a limit: not the trainable's
             raise
         final = _final_status(exc) if isinstance(exc, Exception) else None
         if final:  # a protocol error, a command's time or memory limit: no retry

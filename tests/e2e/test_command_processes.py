@@ -1,7 +1,7 @@
 """A trial's processes end with it (#22.4): real scripts whose children try to outlive them.
 
 The script starts a `setsid` child and four double-forked children (re-parented away from it), each
-holding memory; the planner's supervisor (planner._trial.supervisor), their child subreaper, counts
+holding memory; the planner's supervisor (planner._core.supervisor), their child subreaper, counts
 them in `max_trial_memory` and ends every one when the run ends: it exits, is stopped, or its worker dies.
 """
 
@@ -140,6 +140,23 @@ def test_no_child_outlives_a_trial_its_scheduler_stops(tmp_path, cleanup):
     assert _none_alive(pids), [pid for pid in pids if _alive(pid)]
 
 
+def _worker(runner: Path) -> subprocess.Popen:
+    """`runner` started as the process running the trial (a Ray worker's stand-in)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, str(runner)], env=env, cwd=ROOT)
+
+
+def _children_started(tmp_path: Path, worker: subprocess.Popen, cleanup: list[int]) -> list[int]:
+    """Once the script's five children hold their memory: their pids (also left to `cleanup`)."""
+    deadline = time.monotonic() + 60
+    while len(list((tmp_path / "trial").glob("*.ready"))) < 5:
+        assert time.monotonic() < deadline and worker.poll() is None, "the script did not start its children"
+        time.sleep(0.05)
+    pids = _pids(tmp_path / "trial")
+    cleanup.extend(pids)
+    return pids
+
+
 def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
     """The process running the trial (a Ray worker) is SIGKILLed mid-run: the supervisor ends the tree."""
     script = _script(tmp_path)
@@ -150,15 +167,9 @@ def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
         trial = TrialDouble(dir={str(tmp_path / "trial")!r}, budget=10)
         run_command("python {script} 1 sleep", [], trial, cwd={str(tmp_path)!r}, timeout_s=120, hydra_run_dir=False)
     """))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    worker = subprocess.Popen([sys.executable, str(runner)], env=env, cwd=ROOT)
+    worker = _worker(runner)
     try:
-        deadline = time.monotonic() + 60
-        while len(list((tmp_path / "trial").glob("*.ready"))) < 5:
-            assert time.monotonic() < deadline and worker.poll() is None, "the script did not start its children"
-            time.sleep(0.05)
-        pids = _pids(tmp_path / "trial")
-        cleanup.extend(pids)
+        pids = _children_started(tmp_path, worker, cleanup)
         worker.send_signal(signal.SIGKILL)
         worker.wait()
         assert _none_alive(pids, within_s=15), [pid for pid in pids if _alive(pid)]
@@ -166,3 +177,102 @@ def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
         if worker.poll() is None:
             worker.kill()
             worker.wait()
+
+
+def test_no_child_outlives_a_worker_that_kills_its_children_as_it_exits(tmp_path, cleanup):
+    """F9: a Ray worker that exits (its driver stopped: `plan run` got SIGTERM) SIGKILLs its direct children
+    (Ray's kill_child_processes_on_worker_exit). The worker's child is the supervisor's relay, never the
+    supervisor itself, which ends the tree: the script, its setsid child and its double-forked grandchildren."""
+    script = _script(tmp_path)
+    runner = tmp_path / "runner.py"
+    runner.write_text(textwrap.dedent(f"""
+        import os, signal, threading
+        import psutil
+        from planner._trial.command import run_command
+        from tests.trial_double import TrialDouble
+        trial = TrialDouble(dir={str(tmp_path / "trial")!r}, budget=10)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGTERM}})
+        threading.Thread(target=run_command, daemon=True, args=("python {script} 1 sleep", [], trial),
+                         kwargs=dict(cwd={str(tmp_path)!r}, timeout_s=120, hydra_run_dir=False)).start()
+        signal.sigwait({{signal.SIGTERM}})
+        for child in psutil.Process().children():  # what Ray's worker does on exit
+            child.kill()
+        os._exit(0)
+    """))
+    worker = _worker(runner)
+    try:
+        pids = _children_started(tmp_path, worker, cleanup)
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(30) == 0
+        assert _none_alive(pids, within_s=15), [pid for pid in pids if _alive(pid)]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+DAEMONS_AT_TOP = """
+import os, subprocess, sys, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+def write_pid(name, pid):
+    with open(os.path.join(HERE, name + ".tmp"), "w") as f:
+        f.write(str(pid))
+    os.replace(os.path.join(HERE, name + ".tmp"), os.path.join(HERE, name + ".pid"))
+if os.fork() == 0:  # a double-forked daemon, in a session of its own
+    os.setsid()
+    pid = os.fork()
+    if pid == 0:
+        os.execv("/bin/sleep", ["sleep", "605"])
+    write_pid("fork", pid)
+    os._exit(0)
+os.wait()
+write_pid("setsid", subprocess.Popen(["sleep", "606"], start_new_session=True).pid)
+if sys.argv[1:] == ["--help"] and os.environ.get("HANG") != "1":
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float)
+    parser.parse_args()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("hang", [False, True], ids=["prints-help", "times-out"])
+def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(tmp_path, cleanup, monkeypatch, hang):
+    """F9: `plan validate` runs `<command> --help`; what the script starts at its top level ends with it, when it
+    prints its usage and exits, and when it is killed for taking too long."""
+    from planner._contract.command_help import read_help
+
+    folder = tmp_path / "trial"  # where `cleanup` looks for pids
+    folder.mkdir()
+    (folder / "train.py").write_text(DAEMONS_AT_TOP)
+    monkeypatch.setenv("HANG", "1" if hang else "0")
+    found, why = read_help([sys.executable, "train.py"], folder, timeout_s=3.0 if hang else 30.0)
+    pids = _pids(folder)
+    cleanup.extend(pids)
+    assert (found is None and "took over 3 s" in why) if hang else (why == "" and found.kind("lr"))
+    assert len(pids) == 2
+    assert _none_alive(pids, within_s=10), [pid for pid in pids if _alive(pid)]
+
+
+@pytest.mark.ray
+def test_no_daemon_of_a_function_trainable_outlives_its_trial(tmp_path, cleanup):
+    """F10: a function trainable leaves a `setsid` child, a plain child and a double-forked grandchild that
+    ignores SIGTERM; a real `plan run` (embedded Ray, tuning and confirmation): each ends with its trial, the
+    Ray worker being their subreaper. Before: they outlived the run, re-parented to init."""
+    from tests._runs import end_plan_run, start_plan_run, synthetic_contract
+
+    data = synthetic_contract(name="daemons", trainable="tests.trainables.worker_ends:leaves_daemons", seeds=[0, 1],
+                              budget={"exposure": 2},
+                              tuning={"trials_per_arm": 1, "seeds": [100], "sampler": {"name": "random", "seed": 0},
+                                      "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    proc, runs, ray_tmp = start_plan_run(tmp_path, data, "dm")
+    try:
+        out, err = proc.communicate(timeout=300)
+        trials = sorted(runs.glob("*/*/trials/*"))
+        pids = [int(p.read_text()) for t in trials for p in t.glob("*.pid")]
+        cleanup.extend(pids)
+    finally:
+        end_plan_run(proc, ray_tmp)
+    assert proc.returncode == 0, (out[-2000:], err[-2000:])
+    assert len(trials) == 6 and len(pids) == 18, (trials, pids)
+    assert _none_alive(pids, within_s=2), [pid for pid in pids if _alive(pid)]

@@ -133,3 +133,22 @@ def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_
     (folder / "tinydist_mod.py").write_text("")
     again = identity._providers()
     assert again is not first and again["tinydist_mod"] == ["tinydist"]
+
+
+def test_a_base_exception_the_trainable_raises_is_its_error_retried_then_failed_and_redacted(tmp_path, monkeypatch):
+    """F7: a BaseException subclass (not an Exception) from user code is recorded as the trial's error, like
+    any exception, its message scrubbed; it no longer escapes to Ray (which killed a tuning run with it)."""
+    secret = "hunter2-LEAKMARK-9f3"
+    monkeypatch.setenv("DB_PASSWORD", secret)
+    record = run_trial(spec(tmp_path, "tests.trainables.worker_ends:raises_a_base_exception", retries=1))
+    assert record["status"] == "failed" and record["attempts"] == 2
+    assert [e["type"] for e in record["errors"]] == ["Unreachable", "Unreachable"]
+    assert record["errors"][-1]["message"].startswith("cannot reach the store with ")
+    assert secret not in json.dumps(record)
+    assert [a["ended"] for a in ledger(tmp_path)] == ["raised", "raised"]
+
+
+def test_a_keyboard_interrupt_in_a_trial_still_ends_the_worker_s_task(tmp_path):
+    """Ray cancels a task (and a worker's SIGINT lands) as a KeyboardInterrupt: it is not the trainable's error."""
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(spec(tmp_path, "tests.trainables.worker_ends:raises_keyboard_interrupt"))

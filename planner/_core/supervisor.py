@@ -3,8 +3,17 @@
 Run by `planner._trial.processes` as a script of its own, between the Ray
 worker and the command (`python -P supervisor.py STATUS_FD GRACE_S PARENT_PID
 -- argv...`), so that the worker itself never becomes the reaper of unrelated
-processes. It imports nothing of planner's (only the standard library and
-psutil), and `-P` keeps its own folder off `sys.path`.
+processes; `plan validate`'s `--help` probe of an argparse script runs under it
+too (planner._contract.command_help). It imports nothing of planner's (only the
+standard library and psutil), and `-P` keeps its own folder off `sys.path`.
+
+- It is two processes: the one its parent started (the *relay*) forks the
+  supervisor proper and only passes a stop on to it, waits for it, and exits
+  with its status. A Ray worker that exits SIGKILLs its direct children
+  (Ray's `kill_child_processes_on_worker_exit`): that kills the relay, never
+  the supervisor, which is told by the kernel (`PR_SET_PDEATHSIG` on the
+  relay) and ends the tree before it exits. The relay is a subreaper too, and
+  ends whatever is left under it once the supervisor has gone.
 
 - It makes itself Linux's *child subreaper* (`prctl(PR_SET_CHILD_SUBREAPER)`):
   a process the command starts that leaves its parent behind (a double fork, a
@@ -25,6 +34,7 @@ psutil), and `-P` keeps its own folder off `sys.path`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -38,6 +48,7 @@ import psutil
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.02
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what asks the supervisor to end the tree
 GIVE_UP_S = 10.0  # past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
 
 
@@ -70,11 +81,11 @@ class Supervisor:
         os.set_inheritable(self.status_fd, False)  # the command never sees the status pipe
         try:
             self.child = os.posix_spawnp(argv[0], argv, os.environ,
-                                         setsigdef=(signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+                                         setsigdef=(signal.SIGPIPE, *STOPS), setsigmask=())
         except OSError as error:
             self.send({"error": error.strerror or str(error), "errno": error.errno or 0})
             return False
-        self.send({"pid": self.child})
+        self.send({"pid": self.child, "supervisor": os.getpid()})
         return True
 
     def reap(self) -> None:
@@ -98,31 +109,7 @@ class Supervisor:
 
     def end_tree(self) -> None:
         """SIGTERM every descendant, SIGKILL what is left after the grace, until none is left."""
-        me = psutil.Process()
-        termed: set[int] = set()
-        deadline = time.monotonic() + self.grace_s
-        while True:
-            self.reap()
-            try:
-                living = [p for p in me.children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
-            except psutil.Error:
-                living = []
-            if not living:
-                break
-            now = time.monotonic()
-            if now > deadline + GIVE_UP_S:
-                break
-            for process in living:
-                sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
-                if sig == signal.SIGTERM and process.pid in termed:
-                    continue
-                termed.add(process.pid)
-                try:
-                    os.kill(process.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(POLL_S)
-        self.reap()
+        end_descendants(self.grace_s, self.reap)
 
     def returncode(self) -> int | None:
         if self.status is None:
@@ -130,15 +117,82 @@ class Supervisor:
         return -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
 
 
+def end_descendants(grace_s: float, reap, spare: frozenset[int] = frozenset()) -> None:
+    """SIGTERM every descendant of this process but those in `spare`, SIGKILL what is left after `grace_s`,
+    until none is left (or GIVE_UP_S past the grace); `reap()` collects the ended children between looks."""
+    me = psutil.Process()
+    termed: set[int] = set()
+    deadline = time.monotonic() + grace_s
+    while True:
+        reap()
+        try:
+            living = [p for p in me.children(recursive=True)
+                      if p.pid not in spare and p.status() != psutil.STATUS_ZOMBIE]
+        except psutil.Error:
+            living = []
+        if not living:
+            break
+        now = time.monotonic()
+        if now > deadline + GIVE_UP_S:
+            break
+        for process in living:
+            sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
+            if sig == signal.SIGTERM and process.pid in termed:
+                continue
+            termed.add(process.pid)
+            try:
+                os.kill(process.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(POLL_S)
+    reap()
+
+
+def become_subreaper() -> bool:
+    """This process becomes Linux's child subreaper: what its descendants orphan is re-parented to it."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
 def main(args: list[str]) -> int:
     status_fd, grace_s, parent = int(args[0]), float(args[1]), int(args[2])
     command = args[4:] if len(args) > 3 and args[3] == "--" else args[3:]
-    supervisor = Supervisor(status_fd, grace_s)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, supervisor.request_stop)
+    relay = Supervisor(status_fd, grace_s)
+    for sig in STOPS:
+        signal.signal(sig, relay.request_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # a thread that blocks them may have started this one
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the worker died before the line above: nobody waits for this run
+        return 1
+    me = os.getpid()
+    relay.child = os.fork()
+    if relay.child == 0:  # the supervisor proper: the command's parent and subreaper
+        os._exit(supervise(status_fd, grace_s, me, command))
+    os.set_inheritable(status_fd, False)
+    os.close(status_fd)  # the supervisor's alone: its end tells the worker the run is over
+    relay.wait()
+    if relay.status is None:  # asked to stop: the supervisor ends the tree within its grace, then exits
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(relay.child, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s + GIVE_UP_S
+        while relay.status is None and time.monotonic() < deadline:
+            relay.reap()
+            time.sleep(POLL_S)
+    relay.end_tree()  # whatever the supervisor left (it was killed): re-parented here
+    code = relay.returncode()
+    if code is None:
+        return 125
+    return 128 - code if code < 0 else code
+
+
+def supervise(status_fd: int, grace_s: float, relay: int, command: list[str]) -> int:
+    """The supervisor proper, forked by the relay: start the command, wait, end the tree, say how it ended."""
+    supervisor = Supervisor(status_fd, grace_s)
+    for sig in STOPS:
+        signal.signal(sig, supervisor.request_stop)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the relay killed (by Ray, with its worker): end the tree
+    if os.getppid() != relay:  # the relay died before the line above
         return 1
     if not command or not supervisor.spawn(command):
         return 127
