@@ -81,9 +81,10 @@ from planner._stats.decide import (
 )
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
+from planner._store.files import refuse_in_place
 from planner._store.identity import add_used_packages, run_identity
 from planner._store.read import RunFolder, read_yaml
-from planner._store.resume import heal_files, resolve_run_dir, unfinished
+from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
 from planner._store.writer import RunStore
 from planner._trial.protocol import TrialSpec, make_record
 
@@ -598,6 +599,7 @@ def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path,
 def _resume_folder(store: RunStore, took_over: dict | None, contract, contract_dir: Path,
                    configs: dict[str, dict]) -> float:
     """Heal the (locked) run folder and log the resume; the wall time the run had used before."""
+    refuse_in_place(store.root, REWRITTEN)  # a folder where a file is replaced: refused before anything runs
     cut = heal_files(store.root)
     state = read_state(store.root)
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
@@ -690,8 +692,11 @@ class _End:
         decide_error = None
         try:
             self.decisions = runner.decide(self.state)
-        except OSError:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
-            pass
+        except OSError as failure:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
+            if not disk_error(failure):  # anything else that kept decisions.json from being written is said
+                decide_error = failure
+                self.state, self.reason = RunState.FAILED, (
+                    f"every trial that ran is kept, but decisions.json could not be written: {failure}")
         except Exception as failure:  # never skip the bookkeeping below; raised once it is done
             decide_error = failure
             self.state, self.reason = RunState.FAILED, (

@@ -237,6 +237,19 @@ def _flush_stderr() -> None:
             pass
 
 
+class _RunFolderLog(logging.FileHandler):
+    """A FileHandler on `log_dir/ray.log` opened through `open_inside`: no link followed (symbolic, dangling or
+    hard), no FIFO or device opened; a planted one is a RunError naming it, raised here, not at the first emit."""
+
+    def __init__(self, log_dir: Path):
+        self._log_dir = Path(log_dir)
+        super().__init__(self._log_dir / RAY_LOG, encoding="utf-8", delay=False)
+
+    def _open(self):
+        fd = open_inside(self._log_dir, self._log_dir / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        return os.fdopen(fd, "a", encoding="utf-8")
+
+
 _ray_log_handler = None  # the handler of the last run folder (a later run in this process replaces it)
 
 
@@ -259,7 +272,7 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
     if _ray_log_handler is not None:
         ray_logger.removeHandler(_ray_log_handler)
         _ray_log_handler.close()
-    handler = logging.FileHandler(Path(log_dir) / RAY_LOG, encoding="utf-8", delay=True)
+    handler = _RunFolderLog(log_dir)  # opened now: a planted ray.log is refused before Ray starts
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     _ray_log_handler = handler
     startup.addHandler(handler)

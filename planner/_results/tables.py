@@ -471,15 +471,33 @@ def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(data, index=pd.RangeIndex(len(arms)))
 
 
+def _inside_run(run_dir: Path, out: Path) -> Path | None:
+    """`out` spelled from `run_dir` when it lies inside the run folder in any spelling (relative, absolute,
+    with `..`, or through a link above the run folder), else None."""
+    wanted = Path(os.path.abspath(out))
+    for base, path in ((Path(os.path.abspath(run_dir)), wanted),
+                       (run_dir.resolve(), wanted.parent.resolve() / wanted.name)):
+        try:
+            return run_dir / path.relative_to(base)
+        except ValueError:
+            continue
+    return None
+
+
 def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
     """Write trials, reports and decisions as parquet or csv files in `out_dir`; return their paths."""
     if fmt not in ("parquet", "csv"):
         raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
     out = Path(out_dir)
-    inside = Path(results.run_dir) in (out, *out.parents)  # RUN_DIR/export: no link followed below the run folder
-    if inside and out.is_symlink():
-        raise rf.RunError(f"{out} is a symbolic link, not a folder inside the run folder: planner follows no link "
-                          "there; remove it, or export with -o to a folder of your choice")
+    inside = _inside_run(Path(results.run_dir), out)  # RUN_DIR/export: no link followed below the run folder
+    if inside is not None:
+        here = Path(results.run_dir)
+        for part in inside.relative_to(here).parts:
+            here = here / part
+            if here.is_symlink():
+                raise rf.RunError(f"{here} is a symbolic link, not a folder inside the run folder: planner follows "
+                                  "no link there; remove it, or export with -o to a folder of your choice")
+        out = inside
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -493,7 +511,7 @@ def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "p
         else:
             data = frame.to_csv(index=False)
         try:
-            write_atomic(path, data, root=results.run_dir if inside else None)
+            write_atomic(path, data, root=results.run_dir if inside is not None else None)
         except OSError as error:
             raise rf.UsageError(f"cannot write {path}: {error.strerror or error}") from None
         paths.append(path)

@@ -35,6 +35,7 @@ from planner._core.errors import LinkedFileError, RunError
 JSON_CAP = 64 << 20  # a JSON or YAML file of a run folder: 64 MiB is far past any real one
 JSONL_CAP = 16 << 30  # trials.jsonl is streamed; a line is capped apart (LINE_CAP)
 LINE_CAP = 256 << 20  # one JSON line (one trial record with its reports)
+TREE_DEPTH = 64  # rewrite_tree walks folders at most this deep below the one it is given
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -233,7 +234,9 @@ def rewrite_tree(root: str | os.PathLike, folder: str | os.PathLike, rewrite, ca
     No link is followed, hard or symbolic: `folder` and every folder between `root` and it are opened with
     O_NOFOLLOW (a link there is a `RunError`), the walk (os.fwalk, by descriptors) never enters a linked folder,
     a symbolic link, FIFO or device below is skipped, and a file is replaced by rename (a hard link's other name,
-    maybe outside, keeps its bytes). Files past `cap` bytes or not UTF-8 are left as they are.
+    maybe outside, keeps its bytes). Files past `cap` bytes or not UTF-8 are left as they are, and so are folders
+    more than `TREE_DEPTH` levels below `folder` (no tool writes its outputs that deep; a tree planted deeper
+    must not end the run in a RecursionError or use up the process's file descriptors).
     """
     root, parts = _parts(Path(root), Path(folder) / "_")
     try:
@@ -247,6 +250,8 @@ def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
     replaced = 0
     for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
         dirnames.sort()
+        if len(Path(dirpath).parts) >= TREE_DEPTH:  # os.fwalk recurses (a frame and a descriptor a level)
+            dirnames.clear()
         for name in sorted(filenames):
             if name.startswith(".") and name.endswith(".tmp"):
                 continue
@@ -271,6 +276,22 @@ def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
                 _replace_at(dfd, name, clean.encode("utf-8"), stat.S_IMODE(st.st_mode), folder / dirpath / name)
                 replaced += 1
     return replaced
+
+
+def refuse_in_place(root: str | os.PathLike, names) -> None:
+    """A RunError naming the first of the files `names` (below the run folder `root`) that `write_atomic` could not
+    replace: a folder there (a link, a FIFO or a file with other names is replaced by rename, never written
+    through). Called before a run goes on, so a planted folder is refused before anything runs, not lost later."""
+    root = Path(root)
+    for name in names:
+        root_, parts = _parts(root, root / name)
+        try:
+            with _dir_fd(root_, parts, root / name) as dfd:
+                mode = _lstat_mode(parts[-1], dfd)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(mode):
+            raise _refuse(root / name, "a folder")
 
 
 def _lstat_mode(name: str, dfd: int) -> int:

@@ -7,6 +7,7 @@ looks like a credential is redacted even when allow-listed.
 from __future__ import annotations
 
 import ast
+import errno
 import functools
 import hashlib
 import importlib.metadata
@@ -16,6 +17,7 @@ import platform
 import re
 import shlex
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -294,7 +296,14 @@ def sha256_path(path: Path) -> str:
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes, read in 1 MiB blocks (the code identity, a checkpoint's record)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    # O_NONBLOCK and a regular file only: a FIFO (or a device) where a file is expected is an OSError, never a
+    # read that waits for a writer or never ends
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -28,6 +28,9 @@ from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
+# the files of a run folder a resume replaces whole (write_atomic): a folder planted in place of one is refused
+# up front (files.refuse_in_place), never found at the end, when the decision could no longer be written
+REWRITTEN = ("state.json", "selection.json", "decisions.json", "identity.json", "lineage.json")
 
 
 def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:

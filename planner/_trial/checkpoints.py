@@ -52,8 +52,18 @@ def matches(trial_dir: str | os.PathLike, pattern: str) -> list[Path]:
 
 def newest(trial_dir: str | os.PathLike, pattern: str) -> Path | None:
     """The most recently written match (a folder counts its newest file), or None."""
-    found = [path for path in matches(trial_dir, pattern) if not path.is_symlink()]
+    found = [path for path in matches(trial_dir, pattern) if _candidate(path)]
     return max(found, key=_written, default=None)
+
+
+def _candidate(path: Path) -> bool:
+    """A regular file or a real folder: a link, a FIFO (opening it to hash it would wait forever), a device or
+    a socket planted where a checkpoint is looked for is never a checkpoint."""
+    try:
+        mode = path.lstat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
 
 
 def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
@@ -91,7 +101,7 @@ def disk_bytes(folder: str | os.PathLike) -> int | None:
     if not folder.is_dir() or folder.is_symlink():
         return None
     total = 0
-    for parent, dirs, files in os.walk(folder, followlinks=False):
+    for parent, dirs, files in _walk(folder):
         for name in dirs + files:
             try:
                 info = os.lstat(os.path.join(parent, name))
@@ -120,14 +130,46 @@ def _inside(root: Path, path: Path) -> bool:
     return path.parent.resolve().is_relative_to(root.resolve())
 
 
+def _walk(top: Path):
+    """`os.walk(top, followlinks=False)`, top-down, without recursion (Python 3.11's os.walk recurses once a
+    level): a tree thousands of folders deep planted in a trial's folder is walked, not a RecursionError that
+    ends the run. A folder that cannot be listed (gone, unreadable, a path past PATH_MAX) is skipped."""
+    stack = [str(top)]
+    while stack:
+        parent = stack.pop()
+        try:
+            with os.scandir(parent) as entries:
+                listed = [(entry.name, _is_dir(entry)) for entry in entries]
+        except OSError:
+            continue
+        dirs = [name for name, is_dir in listed if is_dir]
+        files = [name for name, is_dir in listed if not is_dir]
+        yield parent, dirs, files  # the caller may sort or prune `dirs`, as with os.walk
+        stack.extend(os.path.join(parent, name) for name in reversed(dirs))
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def _files(path: Path) -> list[Path]:
-    """The regular files of a folder (sorted, no link followed), or the file itself."""
-    if not path.is_dir():
-        return [path] if path.is_file() and not path.is_symlink() else []
+    """The regular files of a folder (sorted; no link, FIFO or device), or the file itself."""
+    if not _real_dir(path):
+        return [path] if _regular(path) else []
     out = []
-    for parent, dirs, files in os.walk(path, followlinks=False):
+    for parent, dirs, files in _walk(path):
         dirs.sort()
-        out += [Path(parent) / name for name in sorted(files) if not (Path(parent) / name).is_symlink()]
+        out += [Path(parent) / name for name in sorted(files) if _regular(Path(parent) / name)]
     return out
 
 
@@ -138,7 +180,7 @@ def _written(path: Path) -> tuple[int, str]:
 
 def _sha256(path: Path) -> str:
     """Of a file's bytes; of a folder: of each file's name inside it and its bytes' sha256, in order."""
-    if not path.is_dir():
+    if not _real_dir(path):
         return file_sha256(path)
     digest = hashlib.sha256()
     for file in _files(path):

@@ -31,7 +31,9 @@ from collections.abc import Callable
 
 import psutil
 
+from planner._core.errors import RunError
 from planner._core.status import TrialStatus
+from planner._store.files import open_inside
 
 POLL_S = 0.05
 GRACE_S = 2.0
@@ -155,7 +157,7 @@ class CappedOutput:
     line and scrubbed whole, so a secret printed in pieces (or a character at a time) is still cut.
     """
 
-    def __init__(self, path: str, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
+    def __init__(self, path: str | None, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
         self.path = path
         self.cap = cap
         self.scrub = scrub or (lambda s: s)
@@ -164,8 +166,12 @@ class CappedOutput:
         self.kept = 0
         self.dropped = 0
         self._lock = threading.Lock()
-        # O_NOFOLLOW: an output.log planted as a link in a downloaded run folder is refused (OSError), not followed
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        if path is None:  # a refused output.log: the prints are counted, kept nowhere
+            self._handle = open(os.devnull, "a", encoding="utf-8")
+            return
+        # an output.log planted in a downloaded run folder as a link (symbolic or hard), a FIFO or a device is
+        # refused (RunError) at once, never written through nor waited on
+        fd = open_inside(os.path.dirname(path) or ".", path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._handle = open(fd, "a", encoding="utf-8", errors="replace")
 
     def write(self, text: str) -> int:
@@ -231,6 +237,8 @@ class captured_output:  # noqa: N801 - a context manager that reads like a funct
         self.saved = sys.stdout, sys.stderr
         try:
             self.stream = CappedOutput(self.path, self.cap, self.scrub)
+        except RunError:  # output.log is a link or special file: nothing written there, and the prints
+            self.stream = CappedOutput(None, 0)  # reach neither the terminal nor Ray's logs unscrubbed
         except OSError:
             return None  # type: ignore[return-value] - no trial.dir to write to: leave output alone
         sys.stdout = sys.stderr = self.stream

@@ -1,0 +1,134 @@
+"""Files planted in a finished run folder, then `plan run --resume` reruns one trial (real Ray, `plan` in a
+subprocess): ray.log as a symbolic link, output.log as a hard link and as a FIFO, a 1500-deep tree in the trial's
+folder, a folder in place of decisions.json. The parts one at a time: tests/unit/test_planted_files.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.test_boundary_e2e import plan
+from tests.unit.test_planted_files import _remove_deep
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINABLE = '''
+import random
+
+
+def train(config, trial):
+    print("a print of", trial.seed)
+    rng = random.Random(trial.seed)
+    for step in range(1, trial.budget + 1):
+        trial.report(step, val_acc=config["recipe"]["level"] + rng.gauss(0, 0.01))
+'''
+CONTRACT = {
+    "version": 1, "name": "planted", "hypothesis": "b raises val_acc", "trainable": "planted:train",
+    "config": {"values": {"recipe": {"name": "a", "level": 0.5}}},
+    "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
+    "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
+    "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
+    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1], "budget": {"exposure": 1, "max_trial_time": "60s"},
+}
+AGAIN = "confirm-base-s0"
+OUTSIDE = "precious: outside the run folder\n"
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    home = tmp_path_factory.mktemp("planted")
+    (home / "planted.py").write_text(TRAINABLE)
+    (home / "contract.yaml").write_text(yaml.safe_dump(CONTRACT, sort_keys=False))
+    done = plan("run", "contract.yaml", "--quiet", cwd=home, env=environment(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (run_dir,) = (home / "runs" / "planted").iterdir()
+    return home, run_dir
+
+
+@pytest.fixture
+def resumable(finished, tmp_path):
+    """A copy of the finished run whose confirm-base-s0 has no record (a resume runs it again), an outside file."""
+    home, run_dir = finished
+    run = tmp_path / "runs" / "planted" / run_dir.name
+    shutil.copytree(run_dir, run)
+    lines = (run / "trials.jsonl").read_text().splitlines(True)
+    (run / "trials.jsonl").write_text("".join(line for line in lines if json.loads(line)["trial_id"] != AGAIN))
+    victim = tmp_path / "outside.txt"
+    victim.write_text(OUTSIDE)
+    return home, run, victim
+
+
+def _resume(home: Path, run: Path):
+    return plan("run", "contract.yaml", "--resume", str(run), "--quiet", cwd=home, env=environment(), timeout=240)
+
+
+def _record(run: Path) -> dict:
+    (record,) = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()
+                 if json.loads(line)["trial_id"] == AGAIN]
+    return record
+
+
+def test_a_symlinked_ray_log_is_refused_before_ray_starts(resumable):
+    """Ray's log lines were appended to the link's target."""
+    home, run, victim = resumable
+    (run / "ray.log").unlink()
+    (run / "ray.log").symlink_to(victim)
+    done = _resume(home, run)
+    assert done.returncode == 3 and "ray.log is a symbolic link" in done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and victim.read_text() == OUTSIDE and not (run / "lock").exists()
+
+
+@pytest.mark.parametrize("kind", ["hardlink", "fifo"])
+def test_a_planted_output_log_is_not_written_and_the_trial_runs(resumable, kind):
+    """A hard link's other name got the trial's prints; a FIFO hung the resume forever (the trial, with
+    max_trial_time, was recorded `timeout`)."""
+    home, run, victim = resumable
+    log = run / "trials" / AGAIN / "output.log"
+    log.unlink()
+    if kind == "hardlink":
+        os.link(victim, log)
+    else:
+        os.mkfifo(log)
+    done = _resume(home, run)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _record(run)["status"] == "completed" and victim.read_text() == OUTSIDE
+
+
+def test_a_deep_tree_in_the_trial_folder_does_not_end_the_run(resumable):
+    """1500 nested folders: `internal error: RecursionError`, exit 70, state failed, no record."""
+    home, run, _ = resumable
+    fd = os.open(run / "trials" / AGAIN, os.O_RDONLY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        below = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    os.close(fd)
+    try:
+        done = _resume(home, run)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _record(run)["status"] == "completed"
+        assert json.loads((run / "state.json").read_text())["state"] == "completed"
+    finally:
+        _remove_deep(run / "trials" / AGAIN)  # shutil.rmtree (pytest's clean-up) recurses a level a frame
+
+
+def test_a_folder_in_place_of_decisions_json_is_refused(resumable):
+    """The resume ended `completed`, exit 0, with no decision written or printed."""
+    home, run, _ = resumable
+    (run / "decisions.json").unlink()
+    (run / "decisions.json").mkdir()
+    done = _resume(home, run)
+    assert done.returncode == 3 and "decisions.json is a folder" in done.stderr, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and not (run / "lock").exists()
