@@ -178,7 +178,10 @@ class CappedOutput:
         if not isinstance(text, str):
             text = str(text)
         with self._lock:
-            self._keep(self._stream.feed(text) if self._stream is not None else self.scrub(text))
+            if self.kept >= self.cap:  # past the cap nothing is kept: counted, not scrubbed (a trial printing
+                self.dropped += len(text)  # megabytes paid the scrubber for every line it then dropped)
+            else:
+                self._keep(self._stream.feed(text) if self._stream is not None else self.scrub(text))
         return len(text)
 
     def _keep(self, text: str) -> None:

@@ -307,8 +307,20 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, refere
         if resumed_from.exists():
             assert r["resumed"] and trial_id in rerun
             assert r["reports"][0]["step"] == int(resumed_from.read_text().split()[0]) + 1
-    assert decisions(run_dir) == reference
-    fault_log(f"driver SIGKILL {point}", 1, run_dir, lost, duplicated, decisions(run_dir) == reference)
+    same = _same_decisions(decisions(run_dir), reference, exact=point != "during tuning")
+    assert same, (decisions(run_dir), reference)
+    fault_log(f"driver SIGKILL {point}", 1, run_dir, lost, duplicated, same)
+
+
+def _same_decisions(got: list[dict], want: list[dict], exact: bool) -> bool:
+    """The decisions an unfaulted run gives. Killed during tuning, the resumed sweeps draw new params
+    (docs/reliability.md: the remaining suggestions can differ from an uninterrupted run's), so the tuned
+    values selected, and the effect's last digits with them, may differ: the decision and its counts may not."""
+    if exact:
+        return got == want
+    keys = ("arm", "decision", "n_arm", "n_baseline")
+    return [{k: d.get(k) for k in keys} for d in got] == [{k: d.get(k) for k in keys} for d in want] and all(
+        abs(g["effect"] - w["effect"]) < 0.01 for g, w in zip(got, want, strict=True))
 
 
 # ------------------------------------------------------------------ a Ray worker killed mid-trial

@@ -282,6 +282,22 @@ def test_a_secret_printed_in_pieces_is_cut(tmp_path, pieces):
     assert "PLANTED1" not in text and text.count("<redacted>") == 2
 
 
+def test_output_past_the_cap_is_counted_not_scrubbed(tmp_path):
+    """A trial printing 20 MiB paid the scrubber for every line it then dropped (3 s past a trial's time limit
+    once the scrubber knew more token shapes): past the cap, text is only counted."""
+    from planner._trial.limits import CappedOutput
+
+    scrubbed = []
+    out = CappedOutput(str(tmp_path / "output.log"), cap=1000, scrub=lambda s: scrubbed.append(s) or s)
+    for _ in range(50):
+        out.write("x" * 99 + "\n")
+    out.close()
+    assert sum(map(len, scrubbed)) == 1000  # up to the cap: every character scrubbed before it is kept
+    assert out.kept == 1000 and out.dropped == 4000
+    text = (tmp_path / "output.log").read_text()
+    assert text.startswith("x" * 99) and "4000 more characters" in text
+
+
 def test_command_logs_are_scrubbed_across_reads(tmp_path):
     from planner._trial.processes import BoundedLog
 
