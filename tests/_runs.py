@@ -147,6 +147,31 @@ def start_plan_run(tmp_path: Path, data: dict[str, Any], prefix: str) -> tuple[s
     return proc, runs, ray_tmp
 
 
+def interrupt_joined_run(path: Path, runs: Path, address: str, pattern: str, records: int,
+                         poll_s: float = 0.2) -> tuple[Path, str, str]:
+    """`plan run path --quiet` joined to the Ray at `address` in a subprocess, sent SIGINT once the first
+    trials.jsonl under `runs` matching `pattern` holds `records` lines; it must end with exit 3.
+    (the run folder, its stdout, its stderr)."""
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs), "--quiet",
+                             "--address", address], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline, trials = time.monotonic() + 180, []
+    while time.monotonic() < deadline and proc.poll() is None:
+        trials = list(runs.glob(pattern))
+        if trials and len(trials[0].read_text().splitlines()) >= records:
+            break
+        time.sleep(poll_s)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, (out, err)
+    return trials[0].parent, out, err
+
+
 def ray_processes(ray_tmp: str) -> list:
     """The live (not zombie) processes of the Ray that runs under `ray_tmp`."""
     import psutil

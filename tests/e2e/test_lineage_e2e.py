@@ -19,7 +19,7 @@ from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._lineage.ledger import read
 from planner._store.writer import read_jsonl
-from tests._runs import lineage_contract, write_yaml
+from tests._runs import interrupt_joined_run, lineage_contract, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,30 +114,14 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
 def test_an_interrupted_run_resumed_to_completion_counts_its_test_again(ray_local, in_repo, tmp_path, capsys):
     """Before: the interrupt rewrote lineage.json to "this run tested nothing (state interrupted; ...)" and the
     resumed run that completed kept saying so (lineage.json, the final `lineage:` line, the report)."""
-    import signal
-    import time
 
     runs = tmp_path / "runs"
     slow = {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1, "sleep": 0.4}}}
     earlier = run(write(tmp_path / "one.yaml", dict(TINY, name="one", config=slow)), runs_dir=runs, quiet=True)
     assert earlier.state == "completed" and earlier.decisions[0]["decision"] == "accept"
     path = write(tmp_path / "two.yaml", dict(TINY, name="two", config=slow, seeds=[0, 1, 2, 3]))
-    env = {**os.environ, "PYTHONPATH": str(in_repo)}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs), "--quiet",
-                             "--address", ray_local.get_runtime_context().gcs_address], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline, trials = time.monotonic() + 180, []
-    while time.monotonic() < deadline and proc.poll() is None:
-        trials = list(runs.glob("two/*/trials.jsonl"))
-        if trials and trials[0].read_text().splitlines():
-            break
-        time.sleep(0.1)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (out, err)
-    run_dir = trials[0].parent
+    run_dir, _, _ = interrupt_joined_run(path, runs, ray_local.get_runtime_context().gcs_address,
+                                         "two/*/trials.jsonl", 1, poll_s=0.1)
     stopped = json.loads((run_dir / "lineage.json").read_text())["repetition"]
     assert stopped["this_run_tested"] is False and stopped["count"] == 1  # the interrupted run tested nothing
 

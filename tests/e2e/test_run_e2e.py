@@ -11,7 +11,7 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
-from tests._runs import contract_writer, synthetic_contract
+from tests._runs import contract_writer, interrupt_joined_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
@@ -244,33 +244,11 @@ def test_cli_exit_codes_and_the_final_lines(ray_local, in_repo, tmp_path, capsys
 def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_path):
     """A `plan run` joined to a running Ray by --address, stopped by SIGINT: state interrupted, exit 3,
     what finished kept."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     address = ray_local.get_runtime_context().gcs_address
     path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=list(range(8)),
                  config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
                  budget={"exposure": 2})
-    env = {**os.environ, "PYTHONPATH": str(in_repo)}
-    env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(tmp_path / "runs"),
-                             "--address", address, "--quiet"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    trials = []
-    while time.monotonic() < deadline and proc.poll() is None:
-        trials = list((tmp_path / "runs").glob("e2e/*/trials.jsonl"))
-        if trials and len(trials[0].read_text().splitlines()) >= 2:
-            break
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (out, err)
-    run_dir = trials[0].parent
+    run_dir, out, _ = interrupt_joined_run(path, tmp_path / "runs", address, "e2e/*/trials.jsonl", 2)
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted"
     kept = read_jsonl(run_dir / "trials.jsonl")
