@@ -52,12 +52,54 @@ STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what asks the supervis
 GIVE_UP_S = 10.0  # past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
 
 
+_LIBC: list = []  # the C library, loaded once: `find_library` runs `ldconfig` in a subprocess each call
+
+
 def _prctl(option: int, value: int) -> bool:
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+        if not _LIBC:
+            _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True))
+        return _LIBC[0].prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
+
+
+def process_table() -> dict[int, tuple[int, bool]]:
+    """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass over Linux's
+    /proc (each `stat` file read once); elsewhere psutil's view of the same."""
+    if not os.path.isdir("/proc/self"):
+        return {p.pid: (p.info["ppid"] or 0, p.info["status"] == psutil.STATUS_ZOMBIE)
+                for p in psutil.process_iter(["ppid", "status"])}
+    table: dict[int, tuple[int, bool]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+        except OSError:
+            continue  # it ended between the listing and the open
+        try:
+            data = os.read(fd, 1024)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        state, ppid = data[data.rfind(b")") + 2:].split(b" ", 2)[:2]  # "pid (comm) S ppid ...": comm may hold ")"
+        table[int(name)] = (int(ppid), state == b"Z")
+    return table
+
+
+def descendants(table: dict[int, tuple[int, bool]], root: int) -> list[int]:
+    """The pids under `root` in `table` (children first, then theirs)."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, frontier = [], [root]
+    while frontier:
+        below = [child for parent in frontier for child in children.get(parent, ())]
+        found += below
+        frontier = below
+    return found
 
 
 class Supervisor:
@@ -117,35 +159,44 @@ class Supervisor:
         return -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
 
 
-def end_descendants(grace_s: float, reap, spare: frozenset[int] = frozenset()) -> None:
+def end_descendants(grace_s: float, reap=None, spare: frozenset[int] = frozenset()) -> None:
     """SIGTERM every descendant of this process but those in `spare`, SIGKILL what is left after `grace_s`,
-    until none is left (or GIVE_UP_S past the grace); `reap()` collects the ended children between looks."""
-    me = psutil.Process()
+    until none is left (or GIVE_UP_S past the grace). `reap()` collects the ended children between looks;
+    without it, the ended children not in `spare` are reaped by pid (never `waitpid(-1)`). One look is one
+    pass over the process table."""
+    me = os.getpid()
     termed: set[int] = set()
     deadline = time.monotonic() + grace_s
     while True:
-        reap()
-        try:
-            living = [p for p in me.children(recursive=True)
-                      if p.pid not in spare and p.status() != psutil.STATUS_ZOMBIE]
-        except psutil.Error:
-            living = []
+        if reap is not None:
+            reap()
+        table = process_table()
+        living = []
+        for pid in descendants(table, me):
+            if pid in spare:
+                continue
+            if not table[pid][1]:
+                living.append(pid)
+            elif reap is None and table[pid][0] == me:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
         if not living:
             break
         now = time.monotonic()
         if now > deadline + GIVE_UP_S:
             break
-        for process in living:
+        for pid in living:
             sig = signal.SIGKILL if now >= deadline else signal.SIGTERM
-            if sig == signal.SIGTERM and process.pid in termed:
+            if sig == signal.SIGTERM and pid in termed:
                 continue
-            termed.add(process.pid)
+            termed.add(pid)
             try:
-                os.kill(process.pid, sig)
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(POLL_S)
-    reap()
+    if reap is not None:
+        reap()
 
 
 def become_subreaper() -> bool:

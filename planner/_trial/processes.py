@@ -215,34 +215,11 @@ def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator
     each descendant that was not there when it began gets SIGTERM, SIGKILL after `grace_s`, and is reaped.
     Where the call is not available, only what is still in the tree is ended."""
     supervisor.become_subreaper()
-    spare = frozenset(_descendants())
+    spare = frozenset(supervisor.descendants(supervisor.process_table(), os.getpid()))
     try:
         yield
     finally:
-        supervisor.end_descendants(grace_s, lambda: _reap_children(spare), spare)
-
-
-def _descendants() -> list[int]:
-    try:
-        return [p.pid for p in psutil.Process().children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _reap_children(spare: frozenset[int]) -> None:
-    """Collect this process's ended children but those in `spare` (never `waitpid(-1)`: a child Ray or a
-    library waits for itself keeps its status)."""
-    try:
-        children = psutil.Process().children()
-    except psutil.Error:
-        return
-    for child in children:
-        if child.pid in spare:
-            continue
-        try:
-            os.waitpid(child.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
+        supervisor.end_descendants(grace_s, spare=spare)
 
 
 def _end_process(proc: subprocess.Popen) -> None:
