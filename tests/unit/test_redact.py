@@ -61,3 +61,39 @@ def test_ordinary_ml_text_is_no_credential():
                  "entity/project:v1@latest.x", "curl -u admin https://h/"):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
+
+
+def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
+    """The scrubber searches a rule only where one of its needles occurs: a needle a pattern can match without
+    would let that credential through. Random texts built from the rules' own pieces, and each kind's sample."""
+    import random
+
+    from planner._core import redact
+
+    rules = [*redact.SHAPES, *redact.COMMAND_PASSWORDS, ("an Authorization header", redact._AUTH_HEADER),
+             ("a bearer token", redact._BEARER)]
+    assert {name for name, _ in rules} == set(redact.NEEDLES)
+    pieces = ["-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "https://hooks.slack.com/services/",
+              "eyJ", "hf_", "sk-", "sk_", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "glpat-", "pypi-AgE", "npm_",
+              "AIza", "AccountKey=", "SharedAccessKey=", "?sig=", "&SIG=", "svc:", "@db.internal", "mysql", " -p", "curl",
+              " -u ", "sshpass", "Authorization: ", "PROXY-AUTHORIZATION=", "Bearer ", "Basic ", "TOKEN ", "digest ",
+              "=", ":", "@", "/", " ", "\n", "\"", "'", "a", "Z", "0", "9", "_", "-", "+", "%",
+              "abcdefghijklmnopqrstuvwxyzABCDEF0123456789"]
+    rng = random.Random(7)
+    texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
+             "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
+             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
+    for text in texts:
+        for name, pattern in rules:
+            if pattern.search(text):
+                assert redact.may_hold(name, text), (name, text)
+
+
+def test_a_long_word_before_a_colon_is_scrubbed_in_linear_time():
+    import time
+
+    line = "x" * 65536 + ": 1\n"
+    start = time.process_time()
+    assert Redactor().text(line) == line
+    assert time.process_time() - start < 1.0, "the name=value rule scanned every suffix of the word"
