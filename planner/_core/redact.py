@@ -33,6 +33,7 @@ like `<pad>`, `</s>` or `[PAD]`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -277,6 +278,7 @@ def credential_texts(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)  # every trial's Redactor reads the same environment's names
 def _env_name_is_secret(name: str) -> bool:
     """A variable whose value is cut from free text: a credential's name, or one with such a word anywhere."""
     words = _words(name)

@@ -64,6 +64,19 @@ def _prctl(option: int, value: int) -> bool:
         return False
 
 
+def has_children() -> bool:
+    """Whether this process has a child, living or ended and not yet reaped, in one system call that reaps
+    nothing (`waitid` with WNOWAIT). With no child there is no descendant to end (a subreaper's orphaned
+    descendants become its children), so the process table need not be read."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    except (AttributeError, OSError):  # no waitid here: ask the table
+        return bool(descendants(process_table(), os.getpid()))
+    return True
+
+
 def process_table() -> dict[int, tuple[int, bool]]:
     """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass over Linux's
     /proc (each `stat` file read once); elsewhere psutil's view of the same."""

@@ -183,12 +183,14 @@ def open_stream(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSO
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.PathLike | None = None,
-                 mode: int = 0o644) -> None:
+                 mode: int = 0o644, durable: bool = True) -> None:
     """Replace `path` with `data` atomically: nothing half-written is ever seen, nothing is left behind on failure.
 
     A temporary file in the target's folder (created exclusively, no link followed) is written and fsync'd,
     renamed over the target (a link at the target is replaced, never followed), and the folder is fsync'd.
     With `root` (a run folder), every folder between `root` and `path` is opened without following a link.
+    `durable=False` leaves out the two fsyncs: still atomic, and it outlives the process that wrote it, but
+    not a crash of the machine (for a file rewritten at every trial's start and end, whose loss costs little).
     """
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -197,10 +199,10 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.P
     else:
         base, parts = _parts(Path(root), path)
     with _dir_fd(base, parts, path) as dfd:
-        _replace_at(dfd, parts[-1], payload, mode, path)
+        _replace_at(dfd, parts[-1], payload, mode, path, durable)
 
 
-def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path) -> None:
+def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path, durable: bool = True) -> None:
     """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename, fsync."""
     tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
@@ -209,7 +211,8 @@ def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path) -> N
             view = memoryview(payload)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         if stat.S_ISDIR(_lstat_mode(name, dfd)):
@@ -221,6 +224,8 @@ def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path) -> N
         except OSError:
             pass
         raise
+    if not durable:
+        return
     try:
         os.fsync(dfd)
     except OSError:  # some file systems cannot fsync a folder; the rename is done

@@ -118,6 +118,7 @@ class Ledger:
     def _save(self) -> None:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.dir / LEDGER, json.dumps({"attempts": self.attempts}, default=str))
+            # not fsync'd: it must outlive a worker's or the driver's death, which it does once renamed into place
+            write_atomic(self.dir / LEDGER, json.dumps({"attempts": self.attempts}, default=str), durable=False)
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death

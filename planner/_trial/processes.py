@@ -215,11 +215,13 @@ def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator
     each descendant that was not there when it began gets SIGTERM, SIGKILL after `grace_s`, and is reaped.
     Where the call is not available, only what is still in the tree is ended."""
     supervisor.become_subreaper()
-    spare = frozenset(supervisor.descendants(supervisor.process_table(), os.getpid()))
+    had_children = supervisor.has_children()
+    spare = frozenset(supervisor.descendants(supervisor.process_table(), os.getpid())) if had_children else frozenset()
     try:
         yield
     finally:
-        supervisor.end_descendants(grace_s, spare=spare)
+        if had_children or supervisor.has_children():  # none: nothing it started is left, no table to read
+            supervisor.end_descendants(grace_s, spare=spare)
 
 
 def _end_process(proc: subprocess.Popen) -> None:

@@ -436,23 +436,32 @@ def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
 
 
 _FULL_COLLECTION_S = [0.0]  # how long this process's last full collection took
+_TRIM_S = [0.0]  # and its last malloc_trim
+_LIBC: list = []
 
 
 def _release_memory(trial_s: float) -> None:
     """Give freed memory back to the system, so a reused worker starts its next trial small.
 
-    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a worker), so it
-    runs after a trial only when it costs at most a twentieth of the trial's own time (`trial_s`); after a
-    shorter trial the young generations are collected, and the interpreter's own collections do the rest.
-    A thousand trivial trials no longer spend most of their workers' time in the collector."""
+    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a worker), and
+    malloc_trim walks the C heap (about 1 ms), so each runs after a trial only when it costs at most a
+    twentieth of the trial's own time (`trial_s`); after a shorter trial the young generations are collected,
+    and the interpreter's own collections do the rest. A thousand trivial trials no longer spend most of
+    their workers' time in the collector."""
     if trial_s >= 20 * _FULL_COLLECTION_S[0]:
         t0 = time.perf_counter()
         gc.collect()
         _FULL_COLLECTION_S[0] = time.perf_counter() - t0
     else:
         gc.collect(1)
+    if trial_s < 20 * _TRIM_S[0]:
+        return
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        if not _LIBC:
+            _LIBC.append(ctypes.CDLL("libc.so.6"))
+        t0 = time.perf_counter()
+        _LIBC[0].malloc_trim(0)
+        _TRIM_S[0] = time.perf_counter() - t0
     except (OSError, AttributeError):
         pass
 

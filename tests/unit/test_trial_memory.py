@@ -41,3 +41,17 @@ def test_a_trials_cyclic_garbage_is_freed_when_it_ends(tmp_path, monkeypatch, no
     assert collected == ([()] if expect_full else [(1,)])
     if expect_full:  # what the full collection took is what the next trial's choice weighs
         assert protocol._FULL_COLLECTION_S[0] > 0
+
+
+@pytest.mark.parametrize("trim_s, expect_trim", [(0.0, True), (10.0, False)])
+def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(monkeypatch, trim_s, expect_trim):
+    trimmed = []
+
+    class Libc:
+        def malloc_trim(self, pad):
+            trimmed.append(pad)
+
+    monkeypatch.setattr(protocol, "_TRIM_S", [trim_s])
+    monkeypatch.setattr(protocol, "_LIBC", [Libc()])
+    protocol._release_memory(0.5)
+    assert trimmed == ([0] if expect_trim else [])
