@@ -353,7 +353,13 @@ def _without_idle_head_processes(log_to_driver: bool):
     Each is a Python process booting beside the GCS, the raylet, its agents and the first workers on the
     same CPUs: ray.init took 1.8-2.6 s with them and 1.0-1.1 s without them here, and `ray.shutdown` has
     fewer processes to stop. `ray status` and Ray's state API (`ray list`), which read them, are not used by
-    planner. Names missing in the installed Ray leave Ray's own start as it is."""
+    planner. Names missing in the installed Ray leave Ray's own start as it is.
+
+    The raylet's dashboard agent (metrics, logs and events for the dashboard, which an embedded Ray does not
+    run) starts `--minimal`, as it does where Ray is installed without its dashboard's packages: to decide,
+    ray.init imports those packages (aiohttp, grpc, opencensus, opentelemetry, prometheus_client) into the
+    driver (0.14 s here, where the import stops at a missing aiohttp_cors, so the agent was minimal anyway),
+    and where they are all installed the full agent imports them again while the raylet waits for it."""
     parameter = getattr(getattr(ray, "_private", None), "parameter", None)
     node = getattr(getattr(ray, "_private", None), "node", None)
     params_class = getattr(parameter, "RayParams", None)
@@ -372,7 +378,12 @@ def _without_idle_head_processes(log_to_driver: bool):
     def start_api_server(self, **kwargs):
         return None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
 
-    with replaced(parameter, "RayParams", ray_params), replaced(node_class, "start_api_server", start_api_server):
+    def no_dashboard_packages():
+        return ImportError("an embedded Ray runs no dashboard: its agent starts --minimal")
+
+    utils = getattr(getattr(ray, "_private", None), "utils", None)
+    with replaced(parameter, "RayParams", ray_params), replaced(node_class, "start_api_server", start_api_server), \
+            wrapped(utils, "get_dashboard_dependency_error", lambda original: no_dashboard_packages):
         yield
 
 

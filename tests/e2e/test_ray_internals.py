@@ -74,10 +74,10 @@ print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys
 def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
     """The Ray internals the start and the shutdown lean on are there (a Ray without them would only be
     slower), the node wait is the polled one, the head starts only the GCS and the raylet (no autoscaler
-    monitor, log monitor or dashboard API server: issue 23), and the shutdown leaves none of Ray's
-    processes."""
+    monitor, log monitor or dashboard API server: issue 23; its dashboard agent minimal), and the shutdown
+    leaves none of Ray's processes."""
     got = _fresh("""
-import inspect, json, os
+import inspect, json, os, sys
 import psutil, ray
 import ray._private.services as services
 from planner._dispatch import session
@@ -92,7 +92,11 @@ session.start_local_ray()
 node = ray._private.worker._global_node
 kinds = sorted(node.all_processes)
 pids = [info.process.pid for infos in node.all_processes.values() for info in infos]
-restored = (services.get_node.__module__ == services.__name__
+agents = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)
+          if any("dashboard/agent.py" in part for part in p.cmdline())]
+minimal = bool(agents) and all("--minimal" in a for a in agents)
+restored = (ray._private.utils.get_dashboard_dependency_error.__module__ == "ray._private.utils"
+            and services.get_node.__module__ == services.__name__
             and ray._private.parameter.RayParams.__module__ == "ray._private.parameter"
             and ray._private.node.Node.start_api_server.__module__ == "ray._private.node")
 answer = ray.get(ray.remote(lambda: 41 + 1).remote())
@@ -103,11 +107,14 @@ def running(pid):
     except psutil.NoSuchProcess:  # gone between the listing and the look
         return False
 alive = [p for p in pids if running(p)]
-print(json.dumps({"calls": len(calls), "kinds": kinds, "restored": restored, "answer": answer, "alive": alive}))
+print(json.dumps({"calls": len(calls), "kinds": kinds, "restored": restored, "answer": answer, "alive": alive,
+                  "minimal": minimal, "dashboard_packages": "aiohttp" in sys.modules}))
 """)
     assert got["calls"] == 1 and got["kinds"] == ["gcs_server", "raylet"], got
     assert got["restored"] and got["answer"] == 42
     assert got["alive"] == [], got
+    # the raylet's dashboard agent runs minimal, and the driver never imported the dashboard's packages
+    assert got["minimal"] and not got["dashboard_packages"], got
 
 
 WHAT_TUNE_KEEPS = """

@@ -126,6 +126,11 @@ def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_
     (folder / "__pycache__").mkdir()
     (folder / "runs").mkdir()
     assert identity._providers() is first  # the cached map: nothing was installed
+    contract_folder = tmp_path / "contract"
+    contract_folder.mkdir()
+    (contract_folder / "train.py").write_text("")
+    sys.path.insert(0, str(contract_folder))  # what plan run does between the two reads
+    assert identity._providers() is first, "a folder with no distribution in it changes nothing of the map"
     dist = folder / "tinydist-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinydist\nVersion: 1.0\n")
