@@ -83,10 +83,16 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
         # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
         global _embedded_environ
         with environ({**WORKER_ENV, "PYTHONPATH": pythonpath}):
-            start_local_ray(log_to_driver=log_to_driver)
+            start_local_ray(log_to_driver=log_to_driver, _system_config=EMBEDDED_SYSTEM_CONFIG)
             _embedded_environ = dict(os.environ)
         return True
 
+
+# An embedded Ray keeps an idle worker a minute, not a second, before it ends it as one too many (Ray ends idle
+# workers beyond one per CPU): the workers warmed for the confirmation during the tuning's tail (the tuning's
+# actors hold the CPUs meanwhile) are still there when its first trials are sent, instead of each first trial
+# waiting for a new worker process (1-2.5 s here). Idle workers hold memory only; Ray's shutdown ends them.
+EMBEDDED_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 60_000}
 
 # Imported by both ray.init and Ray Tune (Ray 2.60): imported first, before the two run side by side.
 SHARED_WITH_RAY_INIT = ("ray._common.usage.usage_lib", "ray.dashboard")

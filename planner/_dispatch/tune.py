@@ -300,11 +300,18 @@ class Recorder(tune.Callback):
         if entry is not None and trial.trial_id not in self.started:
             self.started.add(trial.trial_id)
             self.state.hooks.trial_started(entry[1])
-        if self.prestart and not self.warming and len(self.started) == self.total:
-            # The last tuning trials run and none waits: warm one worker per slot for the confirmation,
-            # so its first trials do not pay for starting processes.
+        if self.prestart and not self.warming and len(self.started) >= self._warm_from():
+            # Warm one worker per slot for the confirmation, so its first trials do not pay for starting
+            # processes: on a cluster once the last tuning trials run and none waits (a warm-up asks for a
+            # trial's resources there); on one machine from the last two waves on (it asks for none, and an
+            # embedded Ray keeps an idle worker, so it is ready however short the tuning's tail).
             self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources,
                                                  one_machine=embedded_worker_environ() is not None))
+
+    def _warm_from(self) -> int:
+        if embedded_worker_environ() is None or self.resources is None:
+            return self.total
+        return max(1, self.total - 2 * slots_for(self.resources))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         # Tune summarizes every number of a result (a summary and two windows of recent values each, in
