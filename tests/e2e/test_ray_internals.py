@@ -197,3 +197,33 @@ from planner._dispatch.worker import WORKER_ENV
 print(json.dumps({"defaults": class_cache.DEFAULT_ENV_VARS, "held": {k: WORKER_ENV.get(k) for k in class_cache.DEFAULT_ENV_VARS}}))
 """)
     assert got["defaults"] == got["held"], got
+
+
+def test_an_embedded_rays_worker_warmed_while_the_cpus_are_held_serves_the_next_trial_task():
+    """Issue 23: the confirmation's warm-ups (no resources asked, sent while the tuning's actors hold every
+    CPU) leave idle workers that the confirmation's first tasks take, instead of each waiting for a new
+    worker process: an embedded Ray keeps them idle longer than its one second (EMBEDDED_SYSTEM_CONFIG)."""
+    got = _fresh("""
+import json, os, time
+import ray
+from planner._dispatch import session
+session.start_local_ray(_system_config=session.EMBEDDED_SYSTEM_CONFIG)
+cpus = int(ray.cluster_resources()["CPU"])
+@ray.remote(num_cpus=1)
+class Holder:
+    def pid(self): return os.getpid()
+@ray.remote
+def warm(): return os.getpid()
+@ray.remote(num_cpus=1)
+def trial(): return os.getpid()
+holders = [Holder.remote() for _ in range(cpus)]
+ray.get([h.pid.remote() for h in holders])
+warmed = ray.get([warm.options(num_cpus=0).remote() for _ in range(cpus)])
+time.sleep(2.5)  # idle past Ray's own one second
+for h in holders:
+    ray.kill(h)
+ran = ray.get([trial.remote() for _ in range(cpus)])
+session._shutdown()
+print(json.dumps({"warmed": sorted(warmed), "ran": sorted(ran)}))
+""")
+    assert got["ran"] == got["warmed"], got
