@@ -523,7 +523,7 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     )
     t0 = time.monotonic()
     try:
-        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(),
+        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), trainable_looked_up_once(),
               trial_actors_on_inherited_environment(embedded_worker_environ())):
             _note_unrecorded(state, tuner.fit())
     finally:
@@ -588,6 +588,43 @@ def cancelled_actors_forgotten():
         return remove_actor
 
     with wrapped(RayActorManager, "remove_actor", with_queue):
+        yield
+
+
+@contextmanager
+def trainable_looked_up_once():
+    """While Tune runs, its registry answers for the run's trainable from what it read the first time.
+
+    Tune registers the trainable in Ray's GCS (key-value store) when the Tuner is built and then, for every
+    trial, asks the GCS whether it is there (a new Trial) and reads and unpickles it again (twice more as
+    the trial starts): three round trips to the GCS and a cloudpickle load a trial, a tenth of the driver's
+    time in a sweep of trivial trials. Nothing re-registers it while the Tuner runs, so the first answer
+    for each trainable is kept for the block (a lookup that found nothing is asked again). Other
+    categories of the registry, and a Ray without it, are left alone."""
+    try:
+        from ray.tune.registry import TRAINABLE_CLASS, _Registry
+    except ImportError:
+        yield
+        return
+    found: dict = {}
+
+    def cached_get(original):
+        def get(self, category, key):
+            if category != TRAINABLE_CLASS:
+                return original(self, category, key)
+            if (id(self), key) not in found:
+                found[(id(self), key)] = original(self, category, key)
+            return found[(id(self), key)]
+
+        return get
+
+    def cached_contains(original):
+        def contains(self, category, key):
+            return (category == TRAINABLE_CLASS and (id(self), key) in found) or original(self, category, key)
+
+        return contains
+
+    with wrapped(_Registry, "get", cached_get), wrapped(_Registry, "contains", cached_contains):
         yield
 
 

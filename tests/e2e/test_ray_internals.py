@@ -141,8 +141,13 @@ def on_experiment_end(self, trials, **info):
                 snapshot=[list(map(json.loads, t.get_json_state())) for t in ended])
 
 T.Recorder.on_experiment_end = on_experiment_end
+from ray.tune import registry
+reads = []
+read = registry._internal_kv_get
+registry._internal_kv_get = lambda key, *a, **k: reads.append(key) or read(key, *a, **k)
 from planner._cli.main import main
 seen["exit"] = main(["run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"])
+seen["registry_reads"] = len(reads)
 print(json.dumps(seen))
 """
 
@@ -153,7 +158,7 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
     actor request leaves no queued task behind; Optuna's asked trials are let go once told; and the run
     itself is whole: every planned trial has its record and the study was told of every tuning trial. The
     trial actor class has no runtime_env, and every trial (tuning and confirmation) ran with the variable
-    Tune would have given its actors."""
+    Tune would have given its actors. Tune's registry reads the trainable from the GCS once."""
     (tmp_path / "trivial.py").write_text(
         "import os\n"
         "def train(config, trial):\n"
@@ -179,6 +184,8 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
     assert got["queued_for_cancelled"] == 0 and got["asked_left"] == 0 and got["told"] == 24, got
     assert got["actor_envs"] == [None], got  # Tune's actors on the workers Ray started: no runtime_env
     assert got["unresolved"] == [False] * 24, got  # the name `forget` uses
+    # the trainable is read from the GCS once, not three times a trial
+    assert 1 <= got["registry_reads"] <= 3, got["registry_reads"]
     # each ended trial's entry in Tune's snapshot is its id, status and folder (a few hundred bytes, not 4.4 KB)
     assert [state["status"] for state, _ in got["snapshot"]] == ["TERMINATED"] * 24, got["snapshot"][:2]
     assert all(state["trial_id"] == state["relative_logdir"] and "storage" not in state and
