@@ -26,6 +26,7 @@ the top and is imported when the tuning phase starts, never by a worker.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -300,7 +301,7 @@ class Recorder(tune.Callback):
         if entry is not None and trial.trial_id not in self.started:
             self.started.add(trial.trial_id)
             self.state.hooks.trial_started(entry[1])
-        if self.prestart and not self.warming and len(self.started) >= self._warm_from():
+        if self.prestart and not self.warming and len(self.started) >= self.warm_from:
             # Warm one worker per slot for the confirmation, so its first trials do not pay for starting
             # processes: on a cluster once the last tuning trials run and none waits (a warm-up asks for a
             # trial's resources there); on one machine from the last two waves on (it asks for none, and an
@@ -308,7 +309,9 @@ class Recorder(tune.Callback):
             self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources,
                                                  one_machine=embedded_worker_environ() is not None))
 
-    def _warm_from(self) -> int:
+    @functools.cached_property
+    def warm_from(self) -> int:
+        """How many trials have started when the warm-ups go out (asked once: slots_for asks the GCS)."""
         if embedded_worker_environ() is None or self.resources is None:
             return self.total
         return max(1, self.total - 2 * slots_for(self.resources))
