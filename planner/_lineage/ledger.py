@@ -27,12 +27,13 @@ from planner._core.lazy import lazy_import
 from planner._core.redact import Redactor
 from planner._core.text import utc_now
 from planner._store.jsonl import locked_append
-from planner._store.read import read_jsonl
 
 LEDGER = "ledger.jsonl"
 EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
 
 hashlib = lazy_import("hashlib")  # OpenSSL: `plan validate` of a contract with no lineage never hashes
+# the run folder's reader (its record schema, bounds, orjson): `plan validate` where no ledger is yet never reads one
+store_read = lazy_import("planner._store.read")
 
 
 def ledger_path(runs_dir: str | os.PathLike) -> Path:
@@ -161,7 +162,7 @@ def read(runs_dir: str | os.PathLike) -> Ledger:
     if not path.exists():  # no ledger yet (the common case for validate): skip importing the run reader
         return Ledger(path, [], [])
 
-    lines = read_jsonl(path)
+    lines = store_read.read_jsonl(path)
     records = [r for r in lines.records if r.get("event") in EVENTS]
     notes = list(lines.notes)
     unknown = len(lines.records) - len(records)
