@@ -325,7 +325,7 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     try:
         loader = ConfigLoaderImpl(config_search_path=_search_path(config_dir))
         loader.ensure_main_config_source_available()
-        repo = CachingConfigRepository(loader.repository)
+        repo = _OwnCachingRepository(loader.repository)
         primary = repo.load_config(config_path=config_name)
         if primary is None or not OmegaConf.is_dict(primary.config) or "hydra" in primary.config:
             raise LookupError("not a plain primary config")
@@ -342,6 +342,22 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
         return OmegaConf.to_container(cfg, resolve=False)
     finally:
         base.version_base = saved
+
+
+class _OwnCachingRepository(CachingConfigRepository):
+    """Hydra's caching repository (each config file loaded once a compose) over a repository that this
+    compose alone holds.
+
+    Hydra's own `__init__` deep-copies the repository it is given, with Hydra's whole ConfigStore (2-3 ms a
+    compose), so that a later `initialize_sources` (a primary config's `hydra.searchpath`) cannot change a
+    repository that others share. `compose_without_hydra_node` builds its loader and repository afresh on
+    each call, drops them after, and never calls `initialize_sources`; the ConfigStore copies each node it
+    loads (`ConfigStore.load`), so nothing reaches the shared store either. Only the copy is left out.
+    """
+
+    def __init__(self, delegate) -> None:
+        self.delegate = delegate
+        self.cache: dict[str, Any] = {}
 
 
 def _search_path(config_dir: Path):
