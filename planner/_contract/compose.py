@@ -35,7 +35,6 @@ resolved values (an escaped interpolation resolves to the text of a call).
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib.util
 import os
 import re
@@ -60,7 +59,10 @@ from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
 from planner._contract.paths import flatten, hydra_calls, resolve
+from planner._core.lazy import lazy_import
 from planner._core.text import shown_path
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
 
