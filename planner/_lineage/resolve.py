@@ -20,14 +20,15 @@ from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import LineageError
 from planner._core.lazy import lazy_import
-from planner._core.status import RunState
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
 
-# what reads run folders (the history of runs, an arm of a run, its claims): loaded when a baseline comes from a
-# run or a line, or the ledger has records; `plan validate` of a new project's contract never needs them
+# what reads run folders (the history of runs, an arm of a run, its claims, a run's states): loaded when a
+# baseline comes from a run or a line, or the ledger has records; `plan validate` of a new project's contract
+# never needs them
 history = lazy_import("planner._lineage.history")
 lineage_source = lazy_import("planner._lineage.source")
 claims = lazy_import("planner._store.claims")
+status = lazy_import("planner._core.status")
 
 
 class ProjectLineage:
@@ -96,10 +97,10 @@ class ProjectLineage:
                                     "own numbers (effect, CI, min_effect) do not give accept: its decisions.json was "
                                     "edited or is damaged", "A baseline should be a config that earned its place: "
                                     "start from an arm its own numbers accept.", path=where, severity="warning"))
-        elif decision is None or decision.get("decision") != "accept" or source.state != RunState.COMPLETED:
+        elif decision is None or decision.get("decision") != "accept" or source.state != status.RunState.COMPLETED:
             what = decision.get("decision") if decision else "no decision"
             why = f" ({decision.get('reason')})" if decision and decision.get("reason") else ""
-            state = "" if source.state == RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
+            state = "" if source.state == status.RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
             findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} was {what}{why}, "
                                     f"not accept{state}", "A baseline should be a config that earned its place: "
                                     "start from an accepted arm of a completed run.", path=where, severity="warning"))
