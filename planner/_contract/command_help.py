@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from planner._core.lazy import lazy_import
 # the supervisor (psutil, ctypes) or subprocess (12-15 ms of its start-up)
 subprocess = lazy_import("subprocess")
 supervisor = lazy_import("planner._core.supervisor")
+shlex = lazy_import("shlex")  # a `command:` line's words: a `trainable:` contract has none
 
 HELP_TIMEOUT_S = 5.0
 HELP_GRACE_S = 2.0  # from SIGTERM to SIGKILL, for what the script left running once it ends
