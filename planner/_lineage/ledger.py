@@ -26,14 +26,15 @@ from planner._core.errors import RunError
 from planner._core.lazy import lazy_import
 from planner._core.redact import Redactor
 from planner._core.text import utc_now
-from planner._store.jsonl import locked_append
 
 LEDGER = "ledger.jsonl"
 EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
 
 hashlib = lazy_import("hashlib")  # OpenSSL: `plan validate` of a contract with no lineage never hashes
-# the run folder's reader (its record schema, bounds, orjson): `plan validate` where no ledger is yet never reads one
+# the run folder's reader (its record schema, bounds, orjson) and the locked appender (fcntl): `plan validate`
+# where no ledger is yet neither reads one nor writes to it
 store_read = lazy_import("planner._store.read")
+jsonl = lazy_import("planner._store.jsonl")
 
 
 def ledger_path(runs_dir: str | os.PathLike) -> Path:
@@ -66,7 +67,7 @@ def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, 
     folder = Path(runs_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        locked_append(ledger_path(folder), json.dumps(record, allow_nan=False, default=str))
+        jsonl.locked_append(ledger_path(folder), json.dumps(record, allow_nan=False, default=str))
     except OSError as error:
         raise RunError(f"cannot write the project ledger {ledger_path(folder)}: {error.strerror or error}") from None
     return record
