@@ -6,8 +6,9 @@ sampler, ...) live in `planner._contract.rules`, which reports them with stable 
 Every model forbids unknown keys.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: with it pydantic evaluates every field's annotation from its
+# text as the classes are made (about 3 ms of `plan validate`); the return annotations that name their own
+# class, not made yet, are quoted.
 import hashlib
 import json
 import os
@@ -81,7 +82,7 @@ class ConfigSource(_Model):
     values: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> ConfigSource:
+    def _exactly_one_source(self) -> "ConfigSource":
         has_dir = self.dir is not None or self.name is not None
         if has_dir and self.values is not None:
             raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both")
@@ -98,7 +99,7 @@ class Factor(_Model):
     keys: list[DottedKey] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _default_keys(self) -> Factor:
+    def _default_keys(self) -> "Factor":
         if self.keys is None:
             object.__setattr__(self, "keys", [self.name])
         return self
@@ -123,7 +124,7 @@ class BaselineRef(_Model):
     name: ArmName | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> BaselineRef:
+    def _one_source(self) -> "BaselineRef":
         if (self.from_run is None) == (self.line is None):
             raise ValueError("a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
                              "`line` (a line of work), not both")
@@ -228,7 +229,7 @@ class Dimension(_Model):
     choice: list[Any] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _exactly_one_kind(self) -> Dimension:
+    def _exactly_one_kind(self) -> "Dimension":
         given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
         if len(given) != 1:
             raise ValueError("a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]")
@@ -266,7 +267,7 @@ class EarlyStop(_Model):
     reduction_factor: Finite | None = Field(default=None, gt=1)
 
     @model_validator(mode="after")
-    def _defaults(self) -> EarlyStop:
+    def _defaults(self) -> "EarlyStop":
         if self.rule == "none":
             if self.grace is not None or self.reduction_factor is not None:
                 raise ValueError("`grace` and `reduction_factor` only apply with rule asha or median")
@@ -285,7 +286,7 @@ class Selection(_Model):
     k: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _k_with_mean_last_k(self) -> Selection:
+    def _k_with_mean_last_k(self) -> "Selection":
         if self.rule == "mean_last_k" and self.k is None:
             raise ValueError("selection rule mean_last_k needs `k`, the number of last reports to average")
         if self.rule == "final" and self.k is not None:
@@ -422,7 +423,7 @@ class Contract(_Model):
         return _line_shorthand(value)
 
     @model_validator(mode="after")
-    def _one_way_to_train(self) -> Contract:
+    def _one_way_to_train(self) -> "Contract":
         if (self.trainable is None) == (self.command is None):
             raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
         if self.config is None and not self.baseline_from_earlier_work:
