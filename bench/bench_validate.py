@@ -8,10 +8,11 @@ Times, in fresh processes and interleaved so that machine load hits all alike:
 and prints the medians and the ratios side by side. The target is validate within 1.5x of the
 floor, in CPU time (steadier than wall time on a shared machine) and in wall time.
 
-    python bench/bench_validate.py [--runs 10] [--contract PATH] [--before CHECKOUT]
+    python bench/bench_validate.py [--runs 10] [--contract PATH] [--before CHECKOUT ...]
 
-With --before, the same validate is timed from a second checkout (e.g. a worktree of main), its
-runs interleaved with this checkout's, so that a change is measured before and after under one load.
+With --before, the same validate is timed from another checkout (e.g. a worktree of main, or a
+`git archive` of one commit), its runs interleaved with this checkout's, so that a change is measured
+before and after under one load; --before may be given more than once (a commit at a time).
 
 It also times, in this process, one compose of the contract's config through
 `hydra.compose` and through planner's direct path (`compose_without_hydra_node`).
@@ -51,8 +52,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--contract", type=Path, default=EXAMPLES / "valid" / "optimizer-tuned.yaml")
-    parser.add_argument("--before", type=Path, default=None,
-                        help="a second checkout whose validate is timed too, interleaved with this one's")
+    parser.add_argument("--before", type=Path, action="append", default=[],
+                        help="another checkout whose validate is timed too, interleaved with this one's (repeatable)")
     parser.add_argument("--no-compose", action="store_true", help="skip the in-process compose comparison")
     args = parser.parse_args()
     contract = args.contract.resolve()
@@ -66,8 +67,7 @@ def main() -> int:
          [sys.executable, "-c", "import hydra; from pydantic import BaseModel"], REPO, cwd),
         (validate_name, [sys.executable, "-m", "planner", "validate", str(contract)], REPO, cwd),
     ]
-    if args.before is not None:
-        before = args.before.resolve()
+    for before in (path.resolve() for path in args.before):
         # the same contract, as the other checkout has it (its examples, its trainable)
         other = before / contract.relative_to(REPO)
         commands.append((f"{validate_name} (before: {before})",
@@ -95,9 +95,8 @@ def main() -> int:
     ratio, cpu_ratio = validate / floor, cpu_validate / cpu_floor
     print(f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_ratio:.2f} (target <= {TARGET}); "
           f"validate / imports: wall {validate / imports:.2f}, CPU {cpu_validate / cpu_imports:.2f}")
-    if args.before is not None:
-        name = commands[3][0]
-        print(f"before / floor: wall {walls[name] / floor:.2f}, CPU {cpus[name] / cpu_floor:.2f}; "
+    for name, *_ in commands[3:]:
+        print(f"{name}: / floor: wall {walls[name] / floor:.2f}, CPU {cpus[name] / cpu_floor:.2f}; "
               f"this checkout saves wall {(walls[name] - validate) * 1000:.1f} ms, "
               f"CPU {(cpus[name] - cpu_validate) * 1000:.1f} ms (medians)")
     if not args.no_compose:
