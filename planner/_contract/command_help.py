@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import flatten, hydra_calls
-from planner._core import supervisor
 from planner._core.errors import CommandFailedError
+from planner._core.lazy import lazy_import
+
+# only `read_help` runs a script: `plan validate` of a contract without `command.args: argparse` never loads
+# the supervisor (psutil, ctypes) or subprocess (12-15 ms of its start-up)
+subprocess = lazy_import("subprocess")
+supervisor = lazy_import("planner._core.supervisor")
+shlex = lazy_import("shlex")  # a `command:` line's words: a `trainable:` contract has none
 
 HELP_TIMEOUT_S = 5.0
 HELP_GRACE_S = 2.0  # from SIGTERM to SIGKILL, for what the script left running once it ends

@@ -35,7 +35,6 @@ resolved values (an escaped interpolation resolves to the text of a call).
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib.util
 import os
 import re
@@ -60,7 +59,10 @@ from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
 from planner._contract.paths import flatten, hydra_calls, resolve
+from planner._core.lazy import lazy_import
 from planner._core.text import shown_path
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
 
@@ -227,24 +229,27 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    try:
-        cfg = OmegaConf.create(copy.deepcopy(composed))
-    except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
-        return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
-    for ov, item in value:
-        problem = _apply_value_override(cfg, ov, item, arm)
-        if problem:
-            problems.append(problem)
-    if problems:
-        return None, problems
-    container = OmegaConf.to_container(cfg, resolve=False)
+    if value or base_dir is None:
+        try:
+            cfg = OmegaConf.create(copy.deepcopy(composed))
+        except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
+            return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
+        for ov, item in value:
+            problem = _apply_value_override(cfg, ov, item, arm)
+            if problem:
+                problems.append(problem)
+        if problems:
+            return None, problems
+        container = OmegaConf.to_container(cfg, resolve=False)
+    else:  # Hydra's container (OmegaConf.to_container) with no value to set: OmegaConf and back would give it as it is
+        container = copy.deepcopy(composed)
     bad = _find_resolver_calls(container, hydra=hydra)
     if bad:
         return None, [ComposeProblem("resolver", f"config key {path!r} calls a resolver ({text!r}); a contract's configs "
                                      f"may only reference other keys{_hydra_note(text, hydra)}", arm, "config")
                       for path, text in bad]
     try:  # `${hydra:...}` stays as written: the app's Hydra resolves it when it runs (paths.resolve)
-        resolved = resolve(container)
+        resolved = resolve(container) if _to_resolve(container) else copy.deepcopy(container)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
     bad = _find_resolver_calls(resolved, hydra=hydra)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
@@ -253,6 +258,14 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
                                      "contract's configs may only reference other keys", arm, "config")
                       for path, text in bad]
     return (resolved, container), []
+
+
+def _to_resolve(container) -> bool:
+    """Whether OmegaConf has anything to do in resolving `container` (an `OmegaConf.to_container` result): a string
+    that holds an interpolation (`${`, as OmegaConf tells one) or is the missing value `???`. Without one,
+    resolving gives the container back as it is, and is skipped (about 1 ms an arm)."""
+    return any(isinstance(value, str) and ("${" in value or value == "???")
+               for value in flatten(container, into_lists=True).values())
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):
@@ -325,7 +338,7 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
     try:
         loader = ConfigLoaderImpl(config_search_path=_search_path(config_dir))
         loader.ensure_main_config_source_available()
-        repo = CachingConfigRepository(loader.repository)
+        repo = _OwnCachingRepository(loader.repository)
         primary = repo.load_config(config_path=config_name)
         if primary is None or not OmegaConf.is_dict(primary.config) or "hydra" in primary.config:
             raise LookupError("not a plain primary config")
@@ -342,6 +355,22 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
         return OmegaConf.to_container(cfg, resolve=False)
     finally:
         base.version_base = saved
+
+
+class _OwnCachingRepository(CachingConfigRepository):
+    """Hydra's caching repository (each config file loaded once a compose) over a repository that this
+    compose alone holds.
+
+    Hydra's own `__init__` deep-copies the repository it is given, with Hydra's whole ConfigStore (2-3 ms a
+    compose), so that a later `initialize_sources` (a primary config's `hydra.searchpath`) cannot change a
+    repository that others share. `compose_without_hydra_node` builds its loader and repository afresh on
+    each call, drops them after, and never calls `initialize_sources`; the ConfigStore copies each node it
+    loads (`ConfigStore.load`), so nothing reaches the shared store either. Only the copy is left out.
+    """
+
+    def __init__(self, delegate) -> None:
+        self.delegate = delegate
+        self.cache: dict[str, Any] = {}
 
 
 def _search_path(config_dir: Path):

@@ -6,8 +6,9 @@ sampler, ...) live in `planner._contract.rules`, which reports them with stable 
 Every model forbids unknown keys.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: with it pydantic evaluates every field's annotation from its
+# text as the classes are made (about 3 ms of `plan validate`); the return annotations that name their own
+# class, not made yet, are quoted.
 import hashlib
 import json
 import os
@@ -39,6 +40,13 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]  # NaN and infinities refu
 DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
 
 
+def _no_items() -> list[Any]:
+    """An empty list: `default_factory=list` as a Python function. pydantic reads the signature of each default
+    factory when it compiles a model, and the builtin `list`'s is parsed from its text signature with `tokenize`
+    (its first use compiles tokenize's patterns: 2-3 ms of `plan validate`'s first contract)."""
+    return []
+
+
 def parse_memory(text: str | int) -> int:
     """'512M', '2G', '2GiB', 1048576 -> bytes (binary units)."""
     if isinstance(text, bool):
@@ -57,7 +65,11 @@ def parse_memory(text: str | int) -> int:
 
 class _Model(BaseModel):
     # defer_build: a model compiles its validator when first used, so a contract compiles once as a
-    # whole instead of every nested model compiling its own at import (`plan validate` starts faster)
+    # whole instead of every nested model compiling its own at import (`plan validate` starts faster).
+    # For the same reason a nested model's default is `Field(default_factory=dict, validate_default=True)`:
+    # the parent's validator makes it from `{}` (the same value as calling the class, and the same JSON
+    # Schema), where calling the class would compile that model's own validator apart (2-3 ms for the
+    # contract's four defaults)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
@@ -66,11 +78,11 @@ class ConfigSource(_Model):
 
     dir: str | None = None
     name: str | None = None
-    overrides: list[str] = Field(default_factory=list)
+    overrides: list[str] = Field(default_factory=_no_items)
     values: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> ConfigSource:
+    def _exactly_one_source(self) -> "ConfigSource":
         has_dir = self.dir is not None or self.name is not None
         if has_dir and self.values is not None:
             raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both")
@@ -87,7 +99,7 @@ class Factor(_Model):
     keys: list[DottedKey] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _default_keys(self) -> Factor:
+    def _default_keys(self) -> "Factor":
         if self.keys is None:
             object.__setattr__(self, "keys", [self.name])
         return self
@@ -95,7 +107,7 @@ class Factor(_Model):
 
 class Arm(_Model):
     name: ArmName
-    overrides: list[str] = Field(default_factory=list)
+    overrides: list[str] = Field(default_factory=_no_items)
 
 
 class BaselineRef(_Model):
@@ -112,7 +124,7 @@ class BaselineRef(_Model):
     name: ArmName | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> BaselineRef:
+    def _one_source(self) -> "BaselineRef":
         if (self.from_run is None) == (self.line is None):
             raise ValueError("a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
                              "`line` (a line of work), not both")
@@ -176,7 +188,7 @@ class Budget(_Model):
     max_trial_time: str | float | None = None
     max_trial_memory: str | int | None = None
     max_heldout_evaluations: int | None = Field(default=None, ge=1)
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(default_factory=dict, validate_default=True)
 
     @field_validator("max_wall_time", "max_trial_time")
     @classmethod
@@ -217,7 +229,7 @@ class Dimension(_Model):
     choice: list[Any] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
-    def _exactly_one_kind(self) -> Dimension:
+    def _exactly_one_kind(self) -> "Dimension":
         given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
         if len(given) != 1:
             raise ValueError("a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]")
@@ -255,7 +267,7 @@ class EarlyStop(_Model):
     reduction_factor: Finite | None = Field(default=None, gt=1)
 
     @model_validator(mode="after")
-    def _defaults(self) -> EarlyStop:
+    def _defaults(self) -> "EarlyStop":
         if self.rule == "none":
             if self.grace is not None or self.reduction_factor is not None:
                 raise ValueError("`grace` and `reduction_factor` only apply with rule asha or median")
@@ -274,7 +286,7 @@ class Selection(_Model):
     k: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _k_with_mean_last_k(self) -> Selection:
+    def _k_with_mean_last_k(self) -> "Selection":
         if self.rule == "mean_last_k" and self.k is None:
             raise ValueError("selection rule mean_last_k needs `k`, the number of last reports to average")
         if self.rule == "final" and self.k is not None:
@@ -285,11 +297,11 @@ class Selection(_Model):
 class Tuning(_Model):
     trials_per_arm: int = Field(ge=1)
     seeds: list[int] = Field(min_length=1)
-    sampler: Sampler = Field(default_factory=Sampler)
+    sampler: Sampler = Field(default_factory=dict, validate_default=True)
     space: dict[DottedKey, Dimension] = Field(min_length=1)
     arm_space: dict[str, dict[DottedKey, Dimension]] = Field(default_factory=dict)
-    early_stop: EarlyStop = Field(default_factory=EarlyStop)
-    selection: Selection = Field(default_factory=Selection)
+    early_stop: EarlyStop = Field(default_factory=dict, validate_default=True)
+    selection: Selection = Field(default_factory=dict, validate_default=True)
 
 
 class Failures(_Model):
@@ -308,12 +320,12 @@ class Independent(_Model):
 
 
 class Data(_Model):
-    fingerprint: list[str] = Field(default_factory=list)
+    fingerprint: list[str] = Field(default_factory=_no_items)
     unit: SplitName = "unit"  # what one id is, for the report: "3,000 distinct images"
     independent: Independent | None = None
     matched: bool = True
-    fixed: list[SplitName] = Field(default_factory=list)
-    require: list[SplitName] = Field(default_factory=list)
+    fixed: list[SplitName] = Field(default_factory=_no_items)
+    require: list[SplitName] = Field(default_factory=_no_items)
 
 
 class Confirmation(_Model):
@@ -400,10 +412,10 @@ class Contract(_Model):
     seeds: list[int] = Field(min_length=2)
     budget: Budget
     tuning: Tuning | None = None
-    failures: Failures = Field(default_factory=Failures)
-    data: Data = Field(default_factory=Data)
-    confirmation: Confirmation = Field(default_factory=Confirmation)
-    tracking: Tracking = Field(default_factory=Tracking)
+    failures: Failures = Field(default_factory=dict, validate_default=True)
+    data: Data = Field(default_factory=dict, validate_default=True)
+    confirmation: Confirmation = Field(default_factory=dict, validate_default=True)
+    tracking: Tracking = Field(default_factory=dict, validate_default=True)
 
     @field_validator("baseline", mode="before")
     @classmethod
@@ -411,7 +423,7 @@ class Contract(_Model):
         return _line_shorthand(value)
 
     @model_validator(mode="after")
-    def _one_way_to_train(self) -> Contract:
+    def _one_way_to_train(self) -> "Contract":
         if (self.trainable is None) == (self.command is None):
             raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
         if self.config is None and not self.baseline_from_earlier_work:

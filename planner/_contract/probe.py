@@ -12,7 +12,6 @@ rule P421 / P501-P503 that turns them into sentences is `rules.check_trainable`,
 from __future__ import annotations
 
 import contextlib
-import difflib
 import importlib
 import importlib.util
 import io
@@ -21,6 +20,10 @@ import posix
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from planner._core.lazy import lazy_import
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ and return Diagnostics.
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from typing import Any
@@ -23,7 +22,10 @@ from planner._contract.load import LoadedYaml, format_path
 from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._contract.probe import TrainableProbe
 from planner._core.diagnostics import Diagnostic, Severity, short_repr
+from planner._core.lazy import lazy_import
 from planner._stats.looks import look_sizes
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 MIN_SEEDS_WARNING = 5
 TPE_STARTUP_TRIALS = 10  # optuna.samplers.TPESampler's n_startup_trials, which planner leaves at its default

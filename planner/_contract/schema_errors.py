@@ -14,7 +14,6 @@ missing key, and pick a code:
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from typing import Any
@@ -24,6 +23,9 @@ from pydantic import BaseModel
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.model import Contract
 from planner._core.diagnostics import Diagnostic, short_repr
+from planner._core.lazy import lazy_import
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 _TYPE_WORDS = {
     "string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",

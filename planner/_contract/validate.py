@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from planner._contract import rules as _check
 from planner._contract.baseline import Lineage, ResolvedBaseline, finding
-from planner._contract.command_rules import check_command
 from planner._contract.compose import compose_arms
 from planner._contract.data_rules import check_data
 from planner._contract.decidable import check_decidable
@@ -30,6 +29,11 @@ from planner._contract.rules import planned_trials
 from planner._contract.schema_errors import schema_diagnostics
 from planner._core.diagnostics import Diagnostic, errors
 from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
+from planner._core.lazy import lazy_import
+
+# the rules of a `command:` trainable (its keys, metrics file, checkpoints, argparse flags) and what they read
+# a script's --help with: a `trainable:` contract has no command to check and never loads them
+command_rules = lazy_import("planner._contract.command_rules")
 
 __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
 
@@ -140,7 +144,8 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
             diagnostics += _check.check_matching(contract, loaded, composed)
     probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
     diagnostics += _check.check_trainable(contract, loaded, probe)
-    diagnostics += check_command(contract, loaded, composed)
+    if contract.command is not None:
+        diagnostics += command_rules.check_command(contract, loaded, composed)
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),

@@ -26,13 +26,15 @@ from planner._core.errors import RunError
 from planner._core.lazy import lazy_import
 from planner._core.redact import Redactor
 from planner._core.text import utc_now
-from planner._store.jsonl import locked_append
-from planner._store.read import read_jsonl
 
 LEDGER = "ledger.jsonl"
 EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
 
 hashlib = lazy_import("hashlib")  # OpenSSL: `plan validate` of a contract with no lineage never hashes
+# the run folder's reader (its record schema, bounds, orjson) and the locked appender (fcntl): `plan validate`
+# where no ledger is yet neither reads one nor writes to it
+store_read = lazy_import("planner._store.read")
+jsonl = lazy_import("planner._store.jsonl")
 
 
 def ledger_path(runs_dir: str | os.PathLike) -> Path:
@@ -65,7 +67,7 @@ def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, 
     folder = Path(runs_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        locked_append(ledger_path(folder), json.dumps(record, allow_nan=False, default=str))
+        jsonl.locked_append(ledger_path(folder), json.dumps(record, allow_nan=False, default=str))
     except OSError as error:
         raise RunError(f"cannot write the project ledger {ledger_path(folder)}: {error.strerror or error}") from None
     return record
@@ -161,7 +163,7 @@ def read(runs_dir: str | os.PathLike) -> Ledger:
     if not path.exists():  # no ledger yet (the common case for validate): skip importing the run reader
         return Ledger(path, [], [])
 
-    lines = read_jsonl(path)
+    lines = store_read.read_jsonl(path)
     records = [r for r in lines.records if r.get("event") in EVENTS]
     notes = list(lines.notes)
     unknown = len(lines.records) - len(records)

@@ -19,11 +19,16 @@ from planner._contract import (
 from planner._contract.baseline import ResolvedBaseline, finding
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import LineageError
-from planner._core.status import RunState
-from planner._lineage import history
+from planner._core.lazy import lazy_import
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
-from planner._lineage.source import ArmOfRun, read_arm
-from planner._store.claims import accepted
+
+# what reads run folders (the history of runs, an arm of a run, its claims, a run's states): loaded when a
+# baseline comes from a run or a line, or the ledger has records; `plan validate` of a new project's contract
+# never needs them
+history = lazy_import("planner._lineage.history")
+lineage_source = lazy_import("planner._lineage.source")
+claims = lazy_import("planner._store.claims")
+status = lazy_import("planner._core.status")
 
 
 class ProjectLineage:
@@ -41,7 +46,7 @@ class ProjectLineage:
                 run_dir, arm, via = self._from_run(ref.from_run, contract_dir), ref.arm, None
             else:
                 run_dir, arm, via = self._from_line(ref.line)
-            source = read_arm(run_dir, arm)
+            source = lineage_source.read_arm(run_dir, arm)
         except LineageError as refused:
             where = ("baseline", "from_run" if ref.from_run is not None else "line")
             self.resolved = ResolvedBaseline(None, findings=[finding(refused.code, refused.message, refused.hint,
@@ -76,7 +81,7 @@ class ProjectLineage:
         run = Path(str(promotion["run"]))
         return (run if run.is_absolute() else ledger.runs_dir / run), str(promotion["arm"]), line
 
-    def _describe(self, source: ArmOfRun, via: str | None, contract: Any, contract_dir: Path) -> ResolvedBaseline:
+    def _describe(self, source: lineage_source.ArmOfRun, via: str | None, contract: Any, contract_dir: Path) -> ResolvedBaseline:
         ledger = read(runs_dir_of(source.run_dir))
         key = run_key(source.run_dir, ledger.runs_dir)
         line = via or history.line_of(ledger, source.run_dir)
@@ -87,15 +92,15 @@ class ProjectLineage:
             findings.append(finding("P930", f"arm {source.arm!r} was the baseline of run {key}, not a tested arm: "
                                     "no decision accepted it", "Start from an accepted, promoted arm, or say in "
                                     "the hypothesis why this baseline stays.", path=where, severity="warning"))
-        elif decision is not None and decision.get("decision") == "accept" and accepted(source.decisions, source.arm):
+        elif decision is not None and decision.get("decision") == "accept" and claims.accepted(source.decisions, source.arm):
             findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} says accept, but its "
                                     "own numbers (effect, CI, min_effect) do not give accept: its decisions.json was "
                                     "edited or is damaged", "A baseline should be a config that earned its place: "
                                     "start from an arm its own numbers accept.", path=where, severity="warning"))
-        elif decision is None or decision.get("decision") != "accept" or source.state != RunState.COMPLETED:
+        elif decision is None or decision.get("decision") != "accept" or source.state != status.RunState.COMPLETED:
             what = decision.get("decision") if decision else "no decision"
             why = f" ({decision.get('reason')})" if decision and decision.get("reason") else ""
-            state = "" if source.state == RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
+            state = "" if source.state == status.RunState.COMPLETED else f"; the run is {source.state or 'of unknown state'}"
             findings.append(finding("P930", f"the decision for arm {source.arm!r} in run {key} was {what}{why}, "
                                     f"not accept{state}", "A baseline should be a config that earned its place: "
                                     "start from an accepted arm of a completed run.", path=where, severity="warning"))
@@ -162,7 +167,7 @@ class ProjectLineage:
         return out
 
 
-def _code_findings(source: ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]) -> list[Diagnostic]:
+def _code_findings(source: lineage_source.ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]) -> list[Diagnostic]:
     """P932: the trainable (its name, its source file's sha256) differs from the one that ran the arm."""
 
     then = source.code
