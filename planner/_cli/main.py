@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
+import gc
 import json
 import math
 import os
@@ -229,10 +231,23 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+@contextlib.contextmanager
+def _frozen_gc():
+    """What is alive now (the modules, the run just read) left out of the cyclic collector's walks until the
+    block ends (gc.freeze): it lives until then, so a walk of it frees nothing. The html report imports
+    matplotlib and draws after the read; each full collection there walked every module and the run again."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     results = results_render.load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
-    text = results_render.render(results, args.format)
+    with _frozen_gc():
+        text = results_render.render(results, args.format)
     if args.output:
         results_render.write_report(args.output, text, force=args.force)
         print(f"wrote {args.output}")

@@ -46,6 +46,9 @@ def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[
 
     `into_lists`: walk non-empty lists too (`c.0`, `c.1`), to find every scalar of a config.
     """
+    if not prefix and type(config) is dict and not into_lists and all(
+            type(k) is str and k and not (isinstance(v, dict) and v) for k, v in config.items()):
+        return dict(config)  # flat already (a trial's params, 10,000 of them in a report): each leaf its own key
     if isinstance(config, dict) and config:
         items = [(str(k), v) for k, v in config.items()]
     elif into_lists and isinstance(config, list) and config:

@@ -283,3 +283,15 @@ def test_docs_json_report_example_lists_the_real_keys_in_their_order(results):
     assert documented[:4] == ["run_id", "name", "run_dir", "run_state"]
     assert [k for k in actual if k in documented] == documented, (documented, actual)
     assert "tests/browser/test_report_browser.py" in text
+
+
+def test_reading_and_reporting_leave_the_cyclic_collector_as_they_found_it(run_dir, tmp_path):
+    """load_run pauses the collector and `plan report` freezes what is alive while it renders (both for
+    speed, docs/speed.md): each is undone at its end, so a caller keeps an ordinary heap."""
+    import gc
+
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    load_run(run_dir)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert main(["report", str(run_dir), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
