@@ -6,7 +6,9 @@ Each figure is taken in a fresh process (with `--before PATH`, also with PYTHONP
   - the run's Redactor scrubbing one 1 KiB line of output (us a line; a trial's output is scrubbed line by
     line up to its 1 MiB cap, so at most about a thousand such lines a trial);
   - entering and leaving `trial_processes_end`, which ends what a function trial started (ms a trial), with
-    the number of processes on the machine beside it (it scans them).
+    the number of processes on the machine beside it (it scans them);
+  - a trial's attempts ledger, written at its start and its end (ms a trial);
+  - the look at the modules loaded, four a trial in a worker beside Ray Tune (us a look).
 """
 
 from __future__ import annotations
@@ -42,6 +44,28 @@ print((time.perf_counter() - t) / n * 1e3)
 """
 
 
+LEDGER = """
+import sys, tempfile, time
+from planner._trial.attempts import Ledger
+folder, n = tempfile.mkdtemp(), max(1, int(sys.argv[1]) // 10)
+t = time.perf_counter()
+for i in range(n):
+    ledger = Ledger.load(folder, "bench")
+    ledger.start(1); ledger.end(1, "completed", None, 3)
+print((time.perf_counter() - t) / n * 1e3)
+"""
+
+MODULES = """
+import sys, time
+import ray.tune
+from planner._trial.protocol import top_level_modules
+n = int(sys.argv[1])
+t = time.perf_counter()
+for _ in range(n): top_level_modules()
+print((time.perf_counter() - t) / n * 1e6)
+"""
+
+
 def measure(code: str, path: Path, rounds: int) -> str:
     env = {**os.environ, "PYTHONPATH": str(path)}
     out = subprocess.run([sys.executable, "-c", code, str(rounds)], env=env, cwd=path, capture_output=True, text=True,
@@ -62,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
           + " | ".join(measure(SCRUB, path, args.rounds) for _, path in sides) + " |")
     print(f"| end a function trial's process tree ({processes} processes on the machine), ms a trial | "
           + " | ".join(measure(PROCESS_END, path, args.rounds) for _, path in sides) + " |")
+    print("| a trial's attempts ledger, written at its start and end, ms a trial | "
+          + " | ".join(measure(LEDGER, path, args.rounds) for _, path in sides) + " |")
+    print("| look at the modules loaded (beside Ray Tune; four a trial), us a look | "
+          + " | ".join(measure(MODULES, path, args.rounds) for _, path in sides) + " |")
 
 
 if __name__ == "__main__":
