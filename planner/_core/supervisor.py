@@ -97,8 +97,11 @@ def process_table() -> dict[int, tuple[int, bool]]:
             continue
         finally:
             os.close(fd)
-        state, ppid = data[data.rfind(b")") + 2:].split(b" ", 2)[:2]  # "pid (comm) S ppid ...": comm may hold ")"
-        table[int(name)] = (int(ppid), state == b"Z")
+        try:  # "pid (comm) S ppid ...": comm may hold ")"
+            state, ppid = data[data.rfind(b")") + 2:].split(b" ", 2)[:2]
+            table[int(name)] = (int(ppid), state == b"Z")
+        except ValueError:
+            continue  # an empty or cut read: a process that was ending
     return table
 
 
