@@ -311,10 +311,12 @@ class Recorder(tune.Callback):
 
     @functools.cached_property
     def warm_from(self) -> int:
-        """How many trials have started when the warm-ups go out (asked once: slots_for asks the GCS)."""
+        """How many trials have started when the warm-ups go out (asked once: slots_for asks the GCS): never
+        before every slot's first trial has its actor, which might otherwise wait for a new worker."""
         if embedded_worker_environ() is None or self.resources is None:
             return self.total
-        return max(1, self.total - 2 * slots_for(self.resources))
+        slots = slots_for(self.resources)
+        return min(self.total, max(slots, self.total - 2 * slots))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         # Tune summarizes every number of a result (a summary and two windows of recent values each, in
