@@ -145,6 +145,8 @@ def may_hold(rule: str, text: str) -> bool:
     """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the other rules)."""
     needles, folded = NEEDLES[rule]
     if folded:
+        if not text.isascii():  # the pattern's IGNORECASE also takes ı, İ and ſ for i and s: search it
+            return True
         text = text.lower()
     return any(needle in text for needle in needles)
 

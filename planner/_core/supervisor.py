@@ -110,9 +110,10 @@ def descendants(table: dict[int, tuple[int, bool]], root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
-    found, frontier = [], [root]
-    while frontier:
-        below = [child for parent in frontier for child in children.get(parent, ())]
+    found, seen, frontier = [], {root}, [root]
+    while frontier:  # `seen`: a pid reused while the table was read can make it a cycle
+        below = [child for parent in frontier for child in children.get(parent, ()) if child not in seen]
+        seen.update(below)
         found += below
         frontier = below
     return found

@@ -142,7 +142,8 @@ def _providers() -> dict:
     `plan run` puts the contract's folder on sys.path between the two reads, which changed nothing of the
     map and cost a second read (0.2-0.5 s) before the result was printed."""
     folders = ((path, _distributions_in(path)) for path in sys.path)
-    return _providers_while(tuple((path, names) for path, names in folders if names))
+    # an empty folder is left out; a zip or an egg file (None: not a folder) stays, importlib reads them too
+    return _providers_while(tuple((path, names) for path, names in folders if names != frozenset()))
 
 
 @functools.lru_cache(maxsize=1)

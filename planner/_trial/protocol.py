@@ -223,19 +223,20 @@ def _jsonable(value: float) -> float | str:
 MACHINERY = frozenset({"planner", "ray"})  # planner's own and Ray's worker, never a trainable's package
 
 
-_LAST_LOOK: list = []  # (how many modules, the last one loaded, their top-level names) at the last look
+_LAST_LOOK: list = []  # (how many modules, the last one's name and object id, their top-level names) at the last look
 
 
 def top_level_modules() -> frozenset[str]:
     """The top-level names of the modules loaded in this process (`torch` for `torch.nn`).
 
     Asked four times a trial in a worker holding thousands of modules: while `sys.modules` has as many
-    entries as at the last look and the same one last (a module loaded since would be last), the names
-    are the last look's."""
+    entries as at the last look and the same module object last (a module loaded since would be last), the
+    names are the last look's."""
     modules = list(sys.modules)
-    key = (len(modules), modules[-1] if modules else None)
-    if _LAST_LOOK and _LAST_LOOK[0][:2] == key:
-        return _LAST_LOOK[0][2]
+    last = modules[-1] if modules else None
+    key = (len(modules), last, id(sys.modules.get(last)))  # a module loaded again is a new object
+    if _LAST_LOOK and _LAST_LOOK[0][:3] == key:
+        return _LAST_LOOK[0][3]
     names = frozenset(name.partition(".")[0] for name in modules)
     _LAST_LOOK[:] = [(*key, names)]
     return names

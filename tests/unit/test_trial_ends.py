@@ -131,6 +131,12 @@ def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_
     (contract_folder / "train.py").write_text("")
     sys.path.insert(0, str(contract_folder))  # what plan run does between the two reads
     assert identity._providers() is first, "a folder with no distribution in it changes nothing of the map"
+    archive = tmp_path / "vendored.zip"  # a zip on sys.path may hold distributions: importlib reads it
+    archive.write_bytes(b"")
+    sys.path.insert(0, str(archive))
+    zipped = identity._providers()
+    assert zipped is not first, "a file on sys.path (a zip, an egg) may hold distributions: read again"
+    first = zipped
     dist = folder / "tinydist-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinydist\nVersion: 1.0\n")
