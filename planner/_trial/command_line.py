@@ -26,7 +26,7 @@ from typing import Any
 from planner._contract.command_help import command_argv  # noqa: F401 - where the adapter takes it from
 from planner._contract.paths import MISSING, config_diff, hydra_calls
 
-_PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*$")
+_PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*\Z")  # \Z: `$` also matches before a final newline
 _GRAMMAR_WORDS = {"true", "false", "null", "nan", "inf", "+inf", "-inf"}
 
 
@@ -88,7 +88,7 @@ def _quote(text: str, keep: Sequence[tuple[int, int]] = ()) -> str:
         at = end
     text = "".join(pieces) + _escape_interpolations(text[at:])
     # Hydra's quoted strings: backslashes right before a quote (or the closing one) doubled.
-    text = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text)
+    text = re.sub(r"(\\+)(?='|\Z)", lambda m: m.group(1) * 2, text)
     return "'" + text.replace("'", "\\'") + "'"
 
 

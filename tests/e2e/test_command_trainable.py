@@ -54,6 +54,7 @@ def _as_received(text: str):
     0, -3, 10**12, 0.1, 1e-5, -2.5e10, float("inf"), float("-inf"), True, False, None,
     "adam", "true", "null", "1", "0.5", "nan", "", "a b", "it's", "a,b", "a=b", "[x]", "{y}",
     "trailing\\", "back\\'quote", "${model.width}", "\\${x}", "path/to/file.txt", "-dash",
+    "A\n", "back\\\n",  # a final newline: `$` in a pattern matched before it (found by the property test)
     [1, 2.5, "x y"], [[64, 64], [128]], {"a": 1, "b": "c d"},
 ])
 def test_values_reach_the_app_unchanged(value):
