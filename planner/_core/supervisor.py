@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import json
 import os
 import signal
@@ -52,14 +51,21 @@ STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what asks the supervis
 GIVE_UP_S = 10.0  # past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
 
 
-_LIBC: list = []  # the C library, loaded once: `find_library` runs `ldconfig` in a subprocess each call
+_LIBC: list = []
+
+
+def libc():
+    """The C library this process runs on, loaded once (the process's own symbols, `dlopen(NULL)`: no
+    `ctypes.util.find_library`, which runs `ldconfig` in a subprocess each call). A function it lacks
+    (`prctl` off Linux) is an AttributeError."""
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def _prctl(option: int, value: int) -> bool:
     try:
-        if not _LIBC:
-            _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True))
-        return _LIBC[0].prctl(option, value, 0, 0, 0) == 0
+        return libc().prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 

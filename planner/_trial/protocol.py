@@ -20,7 +20,6 @@ the trial's seed.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib
 import importlib.util
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from planner._core import supervisor
 from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, TrialStatus
@@ -451,7 +451,6 @@ def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
 
 _FULL_COLLECTION_S = [0.0]  # how long this process's last full collection took
 _TRIM_S = [0.0]  # and its last malloc_trim
-_LIBC: list = []
 
 
 def _release_memory(trial_s: float) -> None:
@@ -471,10 +470,8 @@ def _release_memory(trial_s: float) -> None:
     if trial_s < 20 * _TRIM_S[0]:
         return
     try:
-        if not _LIBC:
-            _LIBC.append(ctypes.CDLL("libc.so.6"))
         t0 = time.perf_counter()
-        _LIBC[0].malloc_trim(0)
+        supervisor.libc().malloc_trim(0)
         _TRIM_S[0] = time.perf_counter() - t0
     except (OSError, AttributeError):
         pass

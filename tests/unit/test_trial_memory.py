@@ -52,6 +52,6 @@ def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(m
             trimmed.append(pad)
 
     monkeypatch.setattr(protocol, "_TRIM_S", [trim_s])
-    monkeypatch.setattr(protocol, "_LIBC", [Libc()])
+    monkeypatch.setattr(protocol.supervisor, "libc", lambda: Libc())
     protocol._release_memory(0.5)
     assert trimmed == ([0] if expect_trim else [])
