@@ -222,7 +222,9 @@ class Holder:
 @ray.remote
 def warm(): return os.getpid()
 @ray.remote(num_cpus=1)
-def trial(): return os.getpid()
+def trial():
+    time.sleep(1.0)  # the trials overlap, one a CPU: an instant one let the next reuse its worker
+    return os.getpid()
 holders = [Holder.remote() for _ in range(cpus)]
 ray.get([h.pid.remote() for h in holders])
 warmed = ray.get([warm.options(num_cpus=0).remote() for _ in range(cpus)])
