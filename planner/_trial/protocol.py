@@ -451,6 +451,7 @@ def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
 
 _FULL_COLLECTION_S = [0.0]  # how long this process's last full collection took
 _TRIM_S = [0.0]  # and its last malloc_trim
+_AT_MOST = 20  # a release runs after a trial only when its last run took at most 1/20 of the trial's time
 
 
 def _release_memory(trial_s: float) -> None:
@@ -461,18 +462,25 @@ def _release_memory(trial_s: float) -> None:
     twentieth of the trial's own time (`trial_s`); after a shorter trial the young generations are collected,
     and the interpreter's own collections do the rest. A thousand trivial trials no longer spend most of
     their workers' time in the collector."""
-    if trial_s >= 20 * _FULL_COLLECTION_S[0]:
-        t0 = time.perf_counter()
-        gc.collect()
-        _FULL_COLLECTION_S[0] = time.perf_counter() - t0
-    else:
+    if not _if_cheap(trial_s, _FULL_COLLECTION_S, gc.collect):
         gc.collect(1)
-    if trial_s < 20 * _TRIM_S[0]:
-        return
+    _if_cheap(trial_s, _TRIM_S, _malloc_trim)
+
+
+def _if_cheap(trial_s: float, last_s: list[float], release: Callable[[], object]) -> bool:
+    """Run `release` when its last run (`last_s[0]`) took at most 1/_AT_MOST of `trial_s`, keeping what this
+    run took; False when it was too dear to run."""
+    if trial_s < _AT_MOST * last_s[0]:
+        return False
+    t0 = time.perf_counter()
+    release()
+    last_s[0] = time.perf_counter() - t0
+    return True
+
+
+def _malloc_trim() -> None:
     try:
-        t0 = time.perf_counter()
         supervisor.libc().malloc_trim(0)
-        _TRIM_S[0] = time.perf_counter() - t0
     except (OSError, AttributeError):
         pass
 
