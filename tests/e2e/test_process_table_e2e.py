@@ -24,6 +24,12 @@ def _wait_until(predicate, timeout_s: float = 10.0) -> bool:
     return False
 
 
+def _in_a_fresh_process(code: str) -> str:
+    """What `code` prints, run in a fresh Python: this process may hold the tier's session Ray as children."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+
+
 def test_a_child_is_seen_with_its_parent_and_becomes_a_zombie_unreaped(tmp_path):
     # a command name with ") Z 1 (" in it: the state and the parent are read after the last ")"
     odd = tmp_path / "x) Z 1 (y"
@@ -55,8 +61,7 @@ print([parent.pid in table, grandchild not in table or table[grandchild][1], spa
 spared.kill()
 spared.wait()
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+    out = _in_a_fresh_process(code)
     # the ended child reaped by pid (gone from the table), the grandchild ended too, the spared one alive
     assert out.strip() == "[False, True, True]", out
 
@@ -76,7 +81,6 @@ child.wait()
 seen.append(supervisor.has_children())
 print(seen)
 """
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+    out = _in_a_fresh_process(code)
     # none at first; the living child; still a child once ended, not reaped by the look; none once waited for
     assert out.strip() == "[False, True, True, True, False]", out
