@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.records import curve as record_curve
 from planner._core.status import TrialStatus
 from planner._store import facts
 from planner._store import read as rf
@@ -63,6 +64,7 @@ class Trial:
     nonfinite_metric: str | None = None
     final: dict[str, float] = field(default_factory=dict)  # last value of each decision metric
     curve: list[tuple[Any, dict[str, float]]] | None = None  # confirm / reeval: (step, metrics) per report
+    curve_key: tuple = ()  # confirm / reeval: the record's reports as `planner._core.records.curve` compares them
     config: dict[str, Any] | None = None  # confirm / reeval, and one tuning trial per arm
 
 
@@ -215,6 +217,7 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     if phase in CURVE_PHASES:
         t.curve = [(p.get("step"), {k: number(v) for k, v in (p.get("metrics") or {}).items()})
                    for p in reports if isinstance(p, dict)]
+        t.curve_key = record_curve(r)
         for _, metrics in t.curve:  # every name a confirmation trial reported (a sparse train row included)
             t.metric_names.update(metrics)
         t.config = r.get("config") if isinstance(r.get("config"), dict) else None

@@ -24,7 +24,7 @@ from scipy import special
 
 from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
-from planner._core.records import first_line
+from planner._core.records import first_line, same_curve_every_seed
 from planner._core.status import FAILED, TrialStatus
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
@@ -151,12 +151,11 @@ def curves(ev: Evidence, arm: str) -> Curves | None:
 
 
 def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
-    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves; else None."""
+    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves (the rule the run's
+    own `seeds_identical` finding follows); else None."""
     trials = confirmation_trials(ev, arm)
-    if len(trials) < 2 or not trials[0].curve:
-        return None
-    first = trials[0].curve  # (step, metrics) per report: equal lists when every value is equal
-    return trials if all(t.curve == first for t in trials[1:]) else None
+    same = same_curve_every_seed((arm, t.seed, t.curve_key) for t in trials)
+    return trials if arm in same else None
 
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
@@ -593,7 +592,7 @@ def _errors_said(items: list[dict[str, Any]]) -> str:
     return shown.rstrip(".") + (f"; and {len(groups) - 3} more errors" if len(groups) > 3 else "") + "."
 
 
-def seeds_identical(ev: Evidence, arm: str) -> Finding | None:
+def seeds_identical_finding(ev: Evidence, arm: str) -> Finding | None:
     same = identical_seeds(ev, arm)
     logged = [f for f in _logged_findings(ev) if f.get("code") == "seeds_identical" and f.get("arm") in (arm, None)]
     if same is None and not logged:
@@ -609,7 +608,7 @@ def seeds_identical(ev: Evidence, arm: str) -> Finding | None:
                    "randomness, so the seeds are one run repeated and the CI measures nothing.", evidence)
 
 
-def tuned_values_identical(ev: Evidence, arm: str) -> Finding | None:
+def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
     """The run's decision found that the arm's tuning trials with different params reported the same curves
     (decisions.json `tuned_values_identical`): the tuned values did not reach the run."""
     logged = [f for f in _logged_findings(ev) if "tuned_values_identical" in (f.get("kind"), f.get("code"))
@@ -643,7 +642,7 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         if d:
             found.append(d)
         found += diverged_region(ev, arm)
-        same = seeds_identical(ev, arm)
+        same = seeds_identical_finding(ev, arm)
         if same:
             found.append(same)
         c = curves(ev, arm)
@@ -653,7 +652,7 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         early = stopped_early_at_selected(ev, arm)
         if early:
             found.append(early)
-        untuned = tuned_values_identical(ev, arm)
+        untuned = tuned_values_finding(ev, arm)
         if untuned:
             found.append(untuned)
         opt = None if untuned else selection_optimism(ev, arm)  # no optimism in picking among equal trials

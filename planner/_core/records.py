@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterable
 from typing import Any, NamedTuple, TypedDict
 
 from planner._core.status import FAILED, TrialStatus
@@ -185,11 +186,17 @@ def curve(record: dict[str, Any]) -> tuple:
 def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
     """Arms whose completed confirmation trials (2 or more seeds) reported exactly the same curves:
     arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
-    curves: dict[str, dict[Any, tuple]] = {}
-    for r in records:
-        if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED:
-            curves.setdefault(str(r.get("arm")), {})[r.get("seed")] = curve(r)
-    return {arm: len(by_seed) for arm, by_seed in curves.items()
+    return same_curve_every_seed((str(r.get("arm")), r.get("seed"), curve(r)) for r in records
+                                 if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED)
+
+
+def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str, int]:
+    """The one rule of `seeds_identical`, on (arm, seed, `curve` of the trial): the arms whose 2 or more seeds
+    all have the same curve, arm -> how many seeds (a seed seen twice counts once, its last curve)."""
+    by_arm: dict[str, dict[Any, tuple]] = {}
+    for arm, seed, c in curves:
+        by_arm.setdefault(arm, {})[seed] = c
+    return {arm: len(by_seed) for arm, by_seed in by_arm.items()
             if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}
 
 

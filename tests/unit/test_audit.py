@@ -12,6 +12,7 @@ from planner._audit.audit import audit_json, audit_run, contract_text, format_au
 from planner._audit.findings import SYMPTOMS
 from planner._cli.main import main
 from planner._contract.validate import validate
+from planner._core.records import seeds_identical
 from tests._audit_runs import (
     TUNING,
     confirm_trials,
@@ -310,3 +311,19 @@ def test_what_ran_compares_a_recipe_with_the_baseline_like_for_like(tmp_path):
     trials = [base[1], base[0], base[2]] + [t for t in trials if t["arm"] != "base"]  # seed 1 finished first
     recipes = {(r["arm"], r["phase"]): r for r in audit_run(write_run(tmp_path, data, trials)).recipes}
     assert recipes[("treat", "confirm")]["config_vs_baseline"] == {"recipe.level": 0.7, "recipe.name": "b"}
+
+
+def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
+    # Every seed of base reported the same curves, a metric stored as "nan" (a non-finite value) included: the
+    # run's own rule calls the seeds identical, and the audit reads the same records by the same rule (it used to
+    # compare its own float copies, where nan != nan, and said nothing).
+    data = contract_data(recipe={"ignore_seed": True})
+    confirm = confirm_trials(data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}})
+    for r in confirm:
+        for report in r["reports"]:
+            report["metrics"]["grad_norm"] = "nan"
+    assert seeds_identical(confirm).get("base") == 3
+    audit = audit_run(write_run(tmp_path, data, confirm))
+    assert one(audit, "seeds_identical", "base").evidence[0]["seeds"] == [0, 1, 2]
+    assert ("base" in seeds_identical(confirm)) and ("treat" in seeds_identical(confirm)) == (
+        "seeds_identical" in codes(audit, "treat"))
