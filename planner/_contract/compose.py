@@ -527,9 +527,9 @@ def config_files(base: Path) -> list[Path]:
     return found
 
 
-def read_config_file(path: Path) -> str | None:
-    """The text of `path` (a link followed, as Hydra does) when it is a regular file; None for a FIFO, a device,
-    a dangling link (opened without blocking: a FIFO never stalls validation)."""
+def read_config_file(path: Path, max_bytes: int | None = None) -> str | None:
+    """The text of `path` (a link followed, as Hydra does) when it is a regular file (of at most `max_bytes`);
+    None for a FIFO, a device, a dangling link (opened without blocking: a FIFO never stalls validation)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -538,7 +538,8 @@ def read_config_file(path: Path) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         os.set_blocking(fd, True)
-        return handle.read().decode("utf-8")
+        data = handle.read(-1 if max_bytes is None else max_bytes + 1)
+        return None if max_bytes is not None and len(data) > max_bytes else data.decode("utf-8")
 
 
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
