@@ -65,6 +65,9 @@ from planner._core.text import shown_path
 difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
+MAX_CONFIG_ENTRIES = 20_000  # names listed in the walk of config.dir, files and folders (a link to / stops here)
+MAX_CONFIG_DEPTH = 32  # folders below config.dir (Hydra's groups nest a few deep)
+MAX_CONFIG_BYTES = 1 << 20  # of YAML files, in all: each check parses them, at some 5 s a MiB (a config dir is kilobytes)
 
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:
@@ -496,35 +499,82 @@ def _hydra_note(text: str, hydra: bool) -> str:
     return ""
 
 
-def config_files(base: Path) -> list[Path]:
+class ConfigFiles(list):
+    """The YAML files `config_files` found, in walk order; `cut` says where the walk stopped short, or is None."""
+
+    cut: str | None = None
+
+
+def config_files(base: Path) -> ConfigFiles:
     """The YAML files under `base` as Hydra reads them: links to files and folders followed (Hydra follows them,
     so a linked `config.yaml` or `model/` is checked like a plain one), each folder walked once (a link loop
-    ends), at most MAX_CONFIG_FILES. Every check of a config dir's files walks it so (P205 of a defaults list
-    or a `hydra:` node, P230)."""
-    found: list[Path] = []
+    ends), folders in name order, depth first. Every check of a config dir's files walks it so (P205 of a
+    defaults list or a `hydra:` node, P230).
+
+    The walk is bounded, so a link to / or to a data tree costs no more than a large config dir: at most
+    MAX_CONFIG_ENTRIES names listed, MAX_CONFIG_DEPTH folders deep, MAX_CONFIG_FILES YAML files of
+    MAX_CONFIG_BYTES in all; past a bound `cut` says which (P907)."""
+    found = ConfigFiles()
     try:
         if not base.is_dir():  # P200 says so
             return found
     except (OSError, ValueError):  # a NUL byte, a name too long: P200 too
         return found
     seen: set[tuple[int, int]] = set()
-    for folder, dirs, files in os.walk(base, followlinks=True):
+    listed = size = 0
+    stack = [(str(base), 0)]
+    while stack:
+        folder, depth = stack.pop()
         try:
             st = os.stat(folder)
         except OSError:
-            dirs[:] = []
             continue
         if (st.st_dev, st.st_ino) in seen:  # a link back up, or a second link to one folder
-            dirs[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
+        dirs, files, listed = _listing(folder, listed)
         for name in sorted(files):
             if name.endswith((".yaml", ".yml")):
-                found.append(Path(folder) / name)
-                if len(found) >= MAX_CONFIG_FILES:
+                path = Path(folder) / name
+                try:
+                    size += os.stat(path).st_size
+                except OSError:  # a dangling link: read_config_file passes it by
+                    pass
+                if size > MAX_CONFIG_BYTES:
+                    found.cut = f"{MAX_CONFIG_BYTES >> 20} MiB of YAML files (at {shown_path(path)})"
                     return found
+                found.append(path)
+                if len(found) >= MAX_CONFIG_FILES:
+                    found.cut = f"{MAX_CONFIG_FILES} YAML files"
+                    return found
+        if listed > MAX_CONFIG_ENTRIES:
+            found.cut = f"{MAX_CONFIG_ENTRIES} names listed (in {shown_path(folder)})"
+            return found
+        if dirs and depth >= MAX_CONFIG_DEPTH:
+            found.cut = found.cut or f"{MAX_CONFIG_DEPTH} folders deep (in {shown_path(folder)})"
+            continue
+        stack.extend((os.path.join(folder, name), depth + 1) for name in sorted(dirs, reverse=True))
     return found
+
+
+def _listing(folder: str, listed: int) -> tuple[list[str], list[str], int]:
+    """(folders, other names) in `folder`, links to folders among the folders, as the walk's count `listed`
+    goes up by each name, stopping past MAX_CONFIG_ENTRIES (a folder of millions is not listed in full)."""
+    dirs: list[str] = []
+    files: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                listed += 1
+                if listed > MAX_CONFIG_ENTRIES:
+                    break
+                try:
+                    (dirs if entry.is_dir() else files).append(entry.name)  # a link followed, as Hydra does
+                except OSError:
+                    files.append(entry.name)
+    except OSError:  # unreadable, or gone
+        pass
+    return dirs, files, listed
 
 
 def read_config_file(path: Path, max_bytes: int | None = None) -> str | None:
