@@ -60,7 +60,7 @@ from omegaconf import OmegaConf
 
 from planner._contract.paths import flatten, hydra_calls, resolve
 from planner._core.lazy import lazy_import
-from planner._core.text import shown_path
+from planner._core.text import file_kind, shown_path
 
 difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
@@ -112,7 +112,8 @@ class ComposeProblem:
     about the config dir or name itself).
     """
 
-    kind: str  # missing_dir | missing_config | missing_option | bad_override | no_such_key | resolver | compose_failed
+    kind: str  # missing_dir | missing_config | missing_option | not_a_file | bad_override | no_such_key | resolver
+    # | compose_failed
     message: str
     arm: str
     source: str
@@ -164,6 +165,11 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
                 result.problems.append(ComposeProblem(
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
                     arm.name, "config"))
+            return result
+        odd = not_a_config_file(base_dir, base.name)  # one stat: Hydra would wait on a FIFO, read a device forever
+        if odd:
+            for arm in [a for a in contract.all_arms if a.name not in result.configs]:
+                result.problems.append(ComposeProblem("not_a_file", f"config {base.name!r}: {odd}", arm.name, "config"))
             return result
         calls = defaults_resolver_calls(base_dir)
         if calls:
@@ -285,6 +291,12 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
             with initialize_config_dir(config_dir=str(base_dir), version_base=None):
                 cfg = compose(config_name=base.name, overrides=overrides)
     except MissingConfigException as error:
+        odd = not_a_config_file(base_dir, getattr(error, "missing_cfg_file", None) or "")
+        if odd:  # Hydra passes over what is not a regular file and says "not found": say what it is
+            blamed = _missing_option(error, group)
+            where = (blamed[0].source, blamed[0].index) if blamed else ("config", None)
+            what = f"override {blamed[0].text!r}" if blamed else f"the defaults list of config {base.name!r}"
+            return [ComposeProblem("not_a_file", f"{what}: {odd}", arm, *where)]
         missing = _missing_option(error, group)
         if missing is None:
             return [ComposeProblem("missing_config", f"config {base.name!r} not found in {base_dir}: {_first_line(error)}", arm, "config")]
@@ -298,6 +310,25 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         why = yaml_file_error(error) or _first_line(error)
         return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {why}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
+
+
+def not_a_config_file(config_dir: Path, name: str) -> str | None:
+    """Why `<config_dir>/<name>.yaml`, which exists, is no config Hydra reads (it is a FIFO, a device, a folder, a
+    link to nothing), or None: it is a regular file, or there is none. A link is followed, as Hydra follows it;
+    nothing is opened."""
+    if not name:
+        return None
+    path = config_dir / (name if name.endswith(".yaml") else f"{name}.yaml")  # as Hydra names the file
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{shown_path(path)} is a link to nothing" if os.path.islink(path) else None
+    except (OSError, ValueError):  # a name too long, a NUL byte: Hydra says it is not found
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return (f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only from a "
+            "regular file, and planner opens no other")
 
 
 def yaml_file_error(error: BaseException) -> str | None:

@@ -225,6 +225,33 @@ def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(tmp_path, pla
         assert code == 0 and "PLANTED" not in out, out
 
 
+@pytest.mark.parametrize("planted", ["a FIFO as the primary config", "a FIFO as an arm's option",
+                                     "a link to a device in a defaults list", "a dangling link as the primary"])
+def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, planted, capsys):
+    """Hydra passes over a config file that is not a regular file and says it is not found ("Cannot find primary
+    config 'train'", "no such option ... available: sgd") while the file is there: a FIFO or a device."""
+    conf = tmp_path / "conf"
+    shutil.copytree(FIXTURES / "conf", conf)
+    file, what, where = {
+        "a FIFO as the primary config": ("train.yaml", "a FIFO (named pipe)", "config 'train'"),
+        "a FIFO as an arm's option": ("optimizer/adam.yaml", "a FIFO (named pipe)",
+                                      "arm 'adam': override 'optimizer=adam'"),
+        "a link to a device in a defaults list": ("schedule/constant.yaml", "a character device",
+                                                  "the defaults list of config 'train'"),
+        "a dangling link as the primary": ("train.yaml", "a link to nothing", "config 'train'"),
+    }[planted]
+    (conf / file).unlink()
+    if "FIFO" in planted:
+        os.mkfifo(conf / file)
+    else:
+        (conf / file).symlink_to("/dev/zero" if "device" in planted else tmp_path / "gone.yaml")
+    contract = (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}")
+    code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, contract))], capsys)
+    errors = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
+    assert code == 1 and [d["code"] for d in errors] == ["P207"], out
+    assert errors[0]["message"].startswith(f"{where}: {conf / file} is {what}"), errors[0]["message"]
+
+
 def test_the_driver_redactor_changes_no_recorded_value():
     """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params as they are."""
     config = {"model": {"token_dropout": 0.1, "pad_token": "<pad>"}, "note": "max_token_length=5"}
