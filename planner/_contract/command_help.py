@@ -8,7 +8,8 @@ when it has that pair (`BooleanOptionalAction`), else `--flag=true|false` when t
 value (HfArgumentParser's booleans), else `--flag` alone for true (`store_true`).
 
 A script whose `--help` cannot be read (it needs a GPU to start, it takes long to import, it is not
-argparse) gets no name check: `read_help` says why, and the flags are written without it.
+argparse) has its options read from its source instead (planner._contract.command_source), when that is
+unambiguous; else it gets no name check: `read_help` says why, and the flags are written without it.
 """
 
 from __future__ import annotations
@@ -79,9 +80,11 @@ def unfit_for_flags(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class ScriptHelp:
-    """The options of an argparse script: option string (`--optimizer.lr`) -> SWITCH | VALUE | OPTIONAL."""
+    """The options of an argparse script: option string (`--optimizer.lr`) -> SWITCH | VALUE | OPTIONAL;
+    `read_from` says where they were read when not from its `--help` (planner._contract.command_source)."""
 
     options: dict[str, str] = field(default_factory=dict)
+    read_from: str = ""
 
     def kind(self, key: str) -> str | None:
         return self.options.get(f"--{key}")

@@ -14,13 +14,8 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from planner._contract.command_help import (
-    SWITCH,
-    command_argv,
-    flag_leaves,
-    read_help,
-    unfit_for_flags,
-)
+from planner._contract.command_help import SWITCH, command_argv, flag_leaves, unfit_for_flags
+from planner._contract.command_source import script_options
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
@@ -53,14 +48,25 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
     if spec.checkpoint is not None:
         _check_inside(report, ("command", "checkpoint", "file"), "P528", "checkpoint.file", spec.checkpoint.file,
                       "like checkpoints/*.ckpt or hf/checkpoint-*")
-    if spec.args == "argparse" and configs:
-        _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
     return report.items
 
 
-def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> None:
-    """`args: argparse`: every config key a trial passes is a value a flag can carry (P531), and, when the
-    script's `--help` can be read within a few seconds, one of its options (P530); else a note (P941)."""
+def check_flags(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> tuple[list[Diagnostic], str | None]:
+    """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), and how their names
+    were checked, as the summary says it (None for a contract without `args: argparse`, or with no configs)."""
+    spec = contract.command
+    configs = composed.configs if composed is not None and not composed.problems else {}
+    if spec is None or isinstance(spec, str) or spec.args != "argparse" or not configs:
+        return [], None
+    report = _Report(loaded)
+    how = _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
+    return report.items, how
+
+
+def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> str:
+    """Every config key a trial passes is a value a flag can carry (P531), and one of the script's options
+    (P530), read from its `--help`, else from its source (planner._contract.command_source); else a note
+    (P941). Returns how the names were checked."""
     where = ("command", "args")
     keys: dict[str, Any] = {}
     for arm, config in configs.items():
@@ -75,27 +81,30 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
             for key in space:
                 keys.setdefault(key, None)
     try:
-        help, why = read_help(command_argv(contract.command_line), command_dir)
+        help, why = script_options(command_argv(contract.command_line), command_dir)
     except CommandFailedError as error:
         help, why = None, str(error)
     if help is None:
         report.add("P941", where, f"the flag names are not checked against the script: {why}",
                    "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
-                   "after parsing the arguments), or check the names yourself: each trial passes --<key> <value>.",
+                   "after parsing the arguments), or add the options with literal add_argument calls in the "
+                   "script's own file, or check the names yourself: each trial passes --<key> <value>.",
                    severity="warning")
-        return
+        return "not checked against its --help (P941)"
+    lists = f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
     for key, value in keys.items():
         kind = help.kind(key)
         if kind is None and not (isinstance(value, bool) and help.negation(key)):
             near = help.near(key)
-            report.add("P530", where, f"config key {key!r} would be passed as --{key}, which the script's --help "
-                                      f"does not list{f'; did you mean {near}?' if near else ''}",
+            report.add("P530", where, f"config key {key!r} would be passed as --{key}, which {lists}"
+                                      f"{f'; did you mean {near}?' if near else ''}",
                        "Name the config key as the script's option (without the leading --), or add the option "
                        "to the script's parser.")
         elif kind == SWITCH and value is not None and not isinstance(value, bool):
             report.add("P530", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
                                       "switch that takes no value",
                        "Give the key true or false, or make the option take a value.")
+    return f"checked against {help.read_from} ({why})" if help.read_from else "checked against its --help"
 
 
 _WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}

@@ -60,11 +60,14 @@ from omegaconf import OmegaConf
 
 from planner._contract.paths import flatten, hydra_calls, resolve
 from planner._core.lazy import lazy_import
-from planner._core.text import shown_path
+from planner._core.text import file_kind, shown_path
 
 difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
+MAX_CONFIG_ENTRIES = 20_000  # names listed in the walk of config.dir, files and folders (a link to / stops here)
+MAX_CONFIG_DEPTH = 32  # folders below config.dir (Hydra's groups nest a few deep)
+MAX_CONFIG_BYTES = 1 << 20  # of YAML files, in all: each check parses them, at some 5 s a MiB (a config dir is kilobytes)
 
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:
@@ -109,7 +112,8 @@ class ComposeProblem:
     about the config dir or name itself).
     """
 
-    kind: str  # missing_dir | missing_config | missing_option | bad_override | no_such_key | resolver | compose_failed
+    kind: str  # missing_dir | missing_config | missing_option | not_a_file | bad_override | no_such_key | resolver
+    # | compose_failed
     message: str
     arm: str
     source: str
@@ -161,6 +165,11 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
                 result.problems.append(ComposeProblem(
                     "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
                     arm.name, "config"))
+            return result
+        odd = not_a_config_file(base_dir, base.name)  # one stat: Hydra would wait on a FIFO, read a device forever
+        if odd:
+            for arm in [a for a in contract.all_arms if a.name not in result.configs]:
+                result.problems.append(ComposeProblem("not_a_file", f"config {base.name!r}: {odd}", arm.name, "config"))
             return result
         calls = defaults_resolver_calls(base_dir)
         if calls:
@@ -282,6 +291,12 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
             with initialize_config_dir(config_dir=str(base_dir), version_base=None):
                 cfg = compose(config_name=base.name, overrides=overrides)
     except MissingConfigException as error:
+        odd = not_a_config_file(base_dir, getattr(error, "missing_cfg_file", None) or "")
+        if odd:  # Hydra passes over what is not a regular file and says "not found": say what it is
+            blamed = _missing_option(error, group)
+            where = (blamed[0].source, blamed[0].index) if blamed else ("config", None)
+            what = f"override {blamed[0].text!r}" if blamed else f"the defaults list of config {base.name!r}"
+            return [ComposeProblem("not_a_file", f"{what}: {odd}", arm, *where)]
         missing = _missing_option(error, group)
         if missing is None:
             return [ComposeProblem("missing_config", f"config {base.name!r} not found in {base_dir}: {_first_line(error)}", arm, "config")]
@@ -295,6 +310,25 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         why = yaml_file_error(error) or _first_line(error)
         return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {why}", arm, *where)]
     return OmegaConf.to_container(cfg, resolve=False)
+
+
+def not_a_config_file(config_dir: Path, name: str) -> str | None:
+    """Why `<config_dir>/<name>.yaml`, which exists, is no config Hydra reads (it is a FIFO, a device, a folder, a
+    link to nothing), or None: it is a regular file, or there is none. A link is followed, as Hydra follows it;
+    nothing is opened."""
+    if not name:
+        return None
+    path = config_dir / (name if name.endswith(".yaml") else f"{name}.yaml")  # as Hydra names the file
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{shown_path(path)} is a link to nothing" if os.path.islink(path) else None
+    except (OSError, ValueError):  # a name too long, a NUL byte: Hydra says it is not found
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return (f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only from a "
+            "regular file, and planner opens no other")
 
 
 def yaml_file_error(error: BaseException) -> str | None:
@@ -496,40 +530,87 @@ def _hydra_note(text: str, hydra: bool) -> str:
     return ""
 
 
-def config_files(base: Path) -> list[Path]:
+class ConfigFiles(list):
+    """The YAML files `config_files` found, in walk order; `cut` says where the walk stopped short, or is None."""
+
+    cut: str | None = None
+
+
+def config_files(base: Path) -> ConfigFiles:
     """The YAML files under `base` as Hydra reads them: links to files and folders followed (Hydra follows them,
     so a linked `config.yaml` or `model/` is checked like a plain one), each folder walked once (a link loop
-    ends), at most MAX_CONFIG_FILES. Every check of a config dir's files walks it so (P205 of a defaults list
-    or a `hydra:` node, P230)."""
-    found: list[Path] = []
+    ends), folders in name order, depth first. Every check of a config dir's files walks it so (P205 of a
+    defaults list or a `hydra:` node, P230).
+
+    The walk is bounded, so a link to / or to a data tree costs no more than a large config dir: at most
+    MAX_CONFIG_ENTRIES names listed, MAX_CONFIG_DEPTH folders deep, MAX_CONFIG_FILES YAML files of
+    MAX_CONFIG_BYTES in all; past a bound `cut` says which (P907)."""
+    found = ConfigFiles()
     try:
         if not base.is_dir():  # P200 says so
             return found
     except (OSError, ValueError):  # a NUL byte, a name too long: P200 too
         return found
     seen: set[tuple[int, int]] = set()
-    for folder, dirs, files in os.walk(base, followlinks=True):
+    listed = size = 0
+    stack = [(str(base), 0)]
+    while stack:
+        folder, depth = stack.pop()
         try:
             st = os.stat(folder)
         except OSError:
-            dirs[:] = []
             continue
         if (st.st_dev, st.st_ino) in seen:  # a link back up, or a second link to one folder
-            dirs[:] = []
             continue
         seen.add((st.st_dev, st.st_ino))
-        dirs.sort()
+        dirs, files, listed = _listing(folder, listed)
         for name in sorted(files):
             if name.endswith((".yaml", ".yml")):
-                found.append(Path(folder) / name)
-                if len(found) >= MAX_CONFIG_FILES:
+                path = Path(folder) / name
+                try:
+                    size += os.stat(path).st_size
+                except OSError:  # a dangling link: read_config_file passes it by
+                    pass
+                if size > MAX_CONFIG_BYTES:
+                    found.cut = f"{MAX_CONFIG_BYTES >> 20} MiB of YAML files (at {shown_path(path)})"
                     return found
+                found.append(path)
+                if len(found) >= MAX_CONFIG_FILES:
+                    found.cut = f"{MAX_CONFIG_FILES} YAML files"
+                    return found
+        if listed > MAX_CONFIG_ENTRIES:
+            found.cut = f"{MAX_CONFIG_ENTRIES} names listed (in {shown_path(folder)})"
+            return found
+        if dirs and depth >= MAX_CONFIG_DEPTH:
+            found.cut = found.cut or f"{MAX_CONFIG_DEPTH} folders deep (in {shown_path(folder)})"
+            continue
+        stack.extend((os.path.join(folder, name), depth + 1) for name in sorted(dirs, reverse=True))
     return found
 
 
-def read_config_file(path: Path) -> str | None:
-    """The text of `path` (a link followed, as Hydra does) when it is a regular file; None for a FIFO, a device,
-    a dangling link (opened without blocking: a FIFO never stalls validation)."""
+def _listing(folder: str, listed: int) -> tuple[list[str], list[str], int]:
+    """(folders, other names) in `folder`, links to folders among the folders, as the walk's count `listed`
+    goes up by each name, stopping past MAX_CONFIG_ENTRIES (a folder of millions is not listed in full)."""
+    dirs: list[str] = []
+    files: list[str] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                listed += 1
+                if listed > MAX_CONFIG_ENTRIES:
+                    break
+                try:
+                    (dirs if entry.is_dir() else files).append(entry.name)  # a link followed, as Hydra does
+                except OSError:
+                    files.append(entry.name)
+    except OSError:  # unreadable, or gone
+        pass
+    return dirs, files, listed
+
+
+def read_config_file(path: Path, max_bytes: int | None = None) -> str | None:
+    """The text of `path` (a link followed, as Hydra does) when it is a regular file (of at most `max_bytes`);
+    None for a FIFO, a device, a dangling link (opened without blocking: a FIFO never stalls validation)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:
@@ -538,7 +619,8 @@ def read_config_file(path: Path) -> str | None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         os.set_blocking(fd, True)
-        return handle.read().decode("utf-8")
+        data = handle.read(-1 if max_bytes is None else max_bytes + 1)
+        return None if max_bytes is not None and len(data) > max_bytes else data.decode("utf-8")
 
 
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:

@@ -38,9 +38,9 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
     """Every credential in the contract, its composed configs and its Hydra files, as Diagnostics (P230, P205)."""
     out: list[Diagnostic] = []
 
-    def add(code: str, path: tuple[Any, ...], message: str, hint: str = HINT) -> None:
+    def add(code: str, path: tuple[Any, ...], message: str, hint: str = HINT, severity: str = "error") -> None:
         line, column = loaded.position(path)
-        out.append(Diagnostic(code=code, severity="error", message=message, path=".".join(map(str, path)),
+        out.append(Diagnostic(code=code, severity=severity, message=message, path=".".join(map(str, path)),
                               file=loaded.file, line=line, column=column, hint=hint))
 
     flagged: set[str] = set()
@@ -60,7 +60,12 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
     if config_dir:
         base = Path(contract_dir) / config_dir
         for name, path, what, code in hydra_file_findings(base):
-            if code == "P205":
+            if code == "P907":
+                add(code, ("config", "dir"), f"the walk of config.dir {config_dir!r} stopped at {what}: its files "
+                    "past that are not checked for credentials (P230) or resolver calls (P205)",
+                    "Keep config.dir to the Hydra configs: move data, outputs and environments out of it, or "
+                    "remove the link to a large folder", severity="warning")
+            elif code == "P205":
                 add(code, ("config", "dir"), f"{name}: {path} calls a resolver in Hydra's own `hydra:` node; the "
                     "script's Hydra would resolve it (reading the environment into a log file name)",
                     "Write the value itself in the hydra: node, or leave it out")
@@ -71,15 +76,16 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
 
 
 def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
-    """(file, dotted key, what, code) of every credential (P230) in the Hydra files under `base`, and of every
-    resolver call in a file's `hydra:` node (P205)."""
+    """(file, dotted key, what, code) of every credential (P230) in the Hydra files under `base`, of every
+    resolver call in a file's `hydra:` node (P205), and, last, where the walk of `base` stopped short (P907)."""
     import yaml
 
     from planner._contract.compose import calls_resolver, config_files, read_config_file
     from planner._contract.paths import flatten
 
     found = []
-    for path in config_files(base):
+    files = config_files(base)
+    for path in files:
         try:
             text = read_config_file(path)
             if text is None:
@@ -97,6 +103,8 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
         for key, value in values.items():
             if isinstance(value, str) and calls_resolver(value) and not _only_hydra_own(value):
                 found.append((name, "hydra" + (f".{key}" if key else ""), "a resolver", "P205"))
+    if files.cut:
+        found.append(("", "", files.cut, "P907"))
     return found
 
 

@@ -35,7 +35,7 @@ _BATCH_KEY = re.compile(r"batch|accum|^bs$|micro_?batch", re.IGNORECASE)
 
 _COMPOSE_CODES = {
     "missing_dir": "P200", "missing_config": "P201", "missing_option": "P202", "bad_override": "P203",
-    "no_such_key": "P204", "resolver": "P205", "compose_failed": "P206",
+    "no_such_key": "P204", "resolver": "P205", "compose_failed": "P206", "not_a_file": "P207",
 }
 _COMPOSE_HINTS = {
     "P200": "Set config.dir to a folder that exists, relative to the contract file.",
@@ -46,6 +46,7 @@ _COMPOSE_HINTS = {
             "only when the trainable reads it.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
     "P206": "Fix the override or the config files so that Hydra can compose them.",
+    "P207": "Replace it with a regular YAML file (a copy, not a FIFO or a device), or name another config.",
 }
 
 
@@ -249,7 +250,8 @@ def compose_diagnostics(contract, loaded: LoadedYaml, problems: list[ComposeProb
             if problem.index is not None:
                 path = ("config", "overrides", problem.index)
             else:
-                path = {"P200": ("config", "dir"), "P201": ("config", "name")}.get(code, ("config",))
+                path = {"P200": ("config", "dir"), "P201": ("config", "name"), "P207": ("config", "name")}.get(
+                    code, ("config",))
         else:
             base = arm_paths.get(problem.source, ())
             path = (*base, "overrides", problem.index) if problem.index is not None else base

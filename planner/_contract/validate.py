@@ -49,6 +49,7 @@ class LoadedContract:
     raw_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, interpolations unresolved
     warnings: list[Diagnostic] = field(default_factory=list)
     baseline_source: dict[str, Any] | None = None  # where a baseline from earlier work came from (docs/lineage.md)
+    command_flags: str | None = None  # `args: argparse`: how the flags' names were checked ("checked against ...")
 
     @property
     def dir(self) -> Path:
@@ -144,8 +145,11 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
             diagnostics += _check.check_matching(contract, loaded, composed)
     probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
     diagnostics += _check.check_trainable(contract, loaded, probe)
+    flags = None
     if contract.command is not None:
         diagnostics += command_rules.check_command(contract, loaded, composed)
+        found, flags = command_rules.check_flags(contract, loaded, composed)
+        diagnostics += found
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),
@@ -159,7 +163,8 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
         diagnostics += [_placed(d, loaded) for d in lineage.check(contract, configs, contract_dir)]
     raw = composed.raw if composed is not None and not composed.problems else {}
     return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw,
-                                       baseline_source=None if resolved is None else resolved.source)
+                                       baseline_source=None if resolved is None else resolved.source,
+                                       command_flags=flags)
 
 
 def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> ResolvedBaseline | None:
@@ -210,17 +215,17 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         "seeds": list(contract.seeds),
         "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],
         "baseline_from": loaded.baseline_source,
-        "command": _command_summary(contract),
+        "command": _command_summary(contract, loaded.command_flags),
     }
 
 
-def _command_summary(contract) -> dict[str, Any] | None:
+def _command_summary(contract, flags: str | None = None) -> dict[str, Any] | None:
     """How a `command:` trainable gets its seed, budget and metrics (None for a `trainable:`)."""
     spec = contract.command_spec
     if spec is None:
         return None
     metrics = spec.metrics
-    return {"run": spec.run, "args": spec.args, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
+    return {"run": spec.run, "args": spec.args, "flags": flags, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
             "metrics": None if metrics is None else {
                 "file": metrics.file, "format": metrics.format, "step": metrics.step,
                 "step_base": 1 if metrics.step_base is None else metrics.step_base,
@@ -228,13 +233,12 @@ def _command_summary(contract) -> dict[str, Any] | None:
             "checkpoint": None if spec.checkpoint is None else spec.checkpoint.model_dump()}
 
 
-def _command_lines(command: dict[str, Any], flags_checked: bool = True) -> list[str]:
+def _command_lines(command: dict[str, Any]) -> list[str]:
     seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
     budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
     if command.get("args") == "argparse":
-        lines.append("           the config as argparse flags (--key=value), " + (
-            "checked against its --help" if flags_checked else "not checked against its --help (P941)"))
+        lines.append(f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}")
     metrics = command["metrics"]
     if metrics is None:
         lines.append("           metrics from planner.report")
@@ -272,7 +276,7 @@ def format_result(result: ValidationResult) -> str:
     if summary.get("baseline_from"):
         lines.append(f"  baseline {summary['baseline_from'].get('description', '')}")
     if summary.get("command"):
-        lines.extend(_command_lines(summary["command"], not any(d.code == "P941" for d in result.diagnostics)))
+        lines.extend(_command_lines(summary["command"]))
     lines.append("  arms")
     width = max(len(arm["name"]) for arm in summary["arms"])
     for arm in summary["arms"]:

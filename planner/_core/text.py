@@ -9,7 +9,7 @@ Durations print as seconds below two minutes, minutes below two hours, then hour
 A duration a contract gives (`budget.max_wall_time: 20m`) reads with `parse_duration`, the one
 parser of '90', '90s', '20m', '2h', '1d' (the contract model and the run folder's reader both use it).
 Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
-when below it (`shown_path`). A config or contract value prints as YAML writes it
+when below it (`shown_path`); a file that is not a regular one by what it is (`file_kind`). A config or contract value prints as YAML writes it
 (`yaml_value`: true, false, null, 'text', [1, 2]), the way the user wrote it.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import stat
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,19 @@ def noun(word: str, count: int) -> str:
     """'patient', 37 -> '37 patients'; 'trial', 1 -> '1 trial' (thousands separated)."""
     plural = word if count == 1 or word.endswith("s") else word + "s"
     return f"{count:,} {plural}"
+
+
+_FILE_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, from its `st_mode`: "a FIFO (named pipe)", "a folder", ..."""
+    for test, name in _FILE_KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def shown_path(path: str | os.PathLike) -> str:

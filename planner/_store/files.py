@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from planner._core.errors import LinkedFileError, RunError
+from planner._core.text import file_kind
 
 JSON_CAP = 64 << 20  # a JSON or YAML file of a run folder: 64 MiB is far past any real one
 JSONL_CAP = 16 << 30  # trials.jsonl is streamed; a line is capped apart (LINE_CAP)
@@ -41,18 +42,6 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-
-_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
-
-
-def kind(mode: int) -> str:
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
-
 
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_TRUNC
 
@@ -129,7 +118,7 @@ def open_inside(root: str | os.PathLike, path: str | os.PathLike, flags: int = o
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise _refuse(full, kind(st.st_mode), writing=bool(flags & _WRITING))
+            raise _refuse(full, file_kind(st.st_mode), writing=bool(flags & _WRITING))
         if flags & _WRITING and st.st_nlink > 1:
             raise _refuse(full, f"a file with {st.st_nlink} hard links (one of them may be outside the run folder)",
                           writing=True)

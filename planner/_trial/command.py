@@ -39,7 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
-from planner._contract.command_help import ScriptHelp, read_help
+from planner._contract.command_help import ScriptHelp
+from planner._contract.command_source import script_options
 from planner._contract.paths import apply_params
 from planner._core.errors import (  # the command trainable's errors live in the one tree
     CommandArgumentsError,
@@ -506,7 +507,7 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     base = list(contract.config.overrides)
     script_help = None
     if spec.args == "argparse":  # read once here, in the driver: every trial's flags are written from it
-        found, _ = read_help(command_argv(spec.run), contract.command_dir(contract_dir))
+        found, _ = script_options(command_argv(spec.run), contract.command_dir(contract_dir))
         script_help = found.to_dict() if found is not None else None
     return CommandTrainable(
         command=spec.run,

@@ -235,13 +235,16 @@ class captured_output:  # noqa: N801 - a context manager that reads like a funct
     def __init__(self, path: str, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
         self.path, self.cap, self.scrub = path, cap, scrub
         self.stream: CappedOutput | None = None
+        self.refused: str | None = None  # the note the trial's record carries when output.log was refused
 
     def __enter__(self) -> CappedOutput:
         self.saved = sys.stdout, sys.stderr
         try:
             self.stream = CappedOutput(self.path, self.cap, self.scrub)
-        except RunError:  # output.log is a link or special file: nothing written there, and the prints
+        except RunError as error:  # output.log is a link or special file: nothing written there, and the prints
             self.stream = CappedOutput(None, 0)  # reach neither the terminal nor Ray's logs unscrubbed
+            what = str(error).partition(": planner ")[0]  # "<trial dir>/output.log is a FIFO (named pipe)"
+            self.refused = f"{what}: nothing was written there, and the trial's prints were kept nowhere"
         except OSError:
             return None  # type: ignore[return-value] - no trial.dir to write to: leave output alone
         sys.stdout = sys.stderr = self.stream

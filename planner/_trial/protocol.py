@@ -125,7 +125,8 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
-        self.notes: list[str] = []  # protocol notes of the attempt that ended (a declared metric no row held)
+        self.notes: list[str] = []  # protocol notes of the attempt that ended (a declared metric no row held,
+        # an output.log refused)
         self.splits: dict[str, dict[str, Any]] = {}  # name -> counts and fingerprints (planner._data.splits)
         self._split_log: Any = None
         self.attempt = 1  # this attempt's number (1 + retries used so far)
@@ -407,8 +408,9 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
         ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
+    output = captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub)
     try:
-        with captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub), dog:
+        with output, dog:
             try:
                 fn = trainable_for(spec)
                 seed_everything(spec.seed)  # the module body may have drawn from the RNGs
@@ -417,6 +419,9 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
         raise _Stop(limit.status, dog.verdict[1] if dog.verdict else limit.status) from None
+    finally:  # after the trainable: a command trainable sets the notes of its metrics file while it runs
+        if output.refused is not None and output.refused not in trial.notes:
+            trial.notes.append(output.refused)
 
 
 def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:

@@ -84,6 +84,32 @@ def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
         result)  # the summary no longer says the names were checked
 
 
+def test_a_script_whose_help_is_slow_has_its_flags_checked_on_its_add_argument_calls(tmp_path, monkeypatch):
+    from planner._contract import command_help
+    from planner._contract.validate import format_result
+    from planner._trial.command import command_trainable
+
+    monkeypatch.setattr(command_help, "HELP_TIMEOUT_S", 1.0)  # the usual script imports torch for 2-10 s
+    contract = _app(tmp_path, optimiser={"lr": 0.1})
+    train = contract.parent / "train.py"
+    train.write_text(train.read_text().replace("import os\n", "import os\nimport time\n\ntime.sleep(30)\n", 1))
+    result = validate(contract)
+    assert [(d.code, d.message) for d in result.diagnostics if d.severity == "error"] == [(
+        "P530", "config key 'optimiser.lr' would be passed as --optimiser.lr, which the add_argument calls in "
+                "train.py do not add; did you mean --optimizer.lr?")]
+    assert not any(d.code == "P941" for d in result.diagnostics)
+    _app(tmp_path / "fixed")  # the same script, the names right: valid, and the summary says how they were checked
+    fixed = tmp_path / "fixed" / "app"
+    (fixed / "train.py").write_text(train.read_text())
+    result = validate(fixed / "contract.yaml")
+    assert result.valid, result.diagnostics
+    line = next(line for line in format_result(result).splitlines() if "argparse flags" in line)
+    assert line.strip().startswith("the config as argparse flags (--key=value), checked against the add_argument "
+                                   "calls in train.py (`") and line.endswith("train.py --help` took over 1 s)")
+    trainable = command_trainable(result.loaded.contract, fixed)  # plan run writes the booleans from the same reading
+    assert trainable.script_help["--no-preprocess.standardize"] == SWITCH
+
+
 def test_the_help_is_read_from_the_script_and_a_script_without_one_says_why(tmp_path):
     script = tmp_path / "train.py"
     script.write_text("import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr', type=float)\n"

@@ -136,3 +136,25 @@ def test_a_reader_that_closes_the_pipe_early_is_not_an_internal_error():
     )
     assert "internal error" not in proc.stderr
     assert proc.stdout.strip() in {"0", "1"}
+
+
+def test_a_fifo_as_the_primary_config_is_refused_at_once_by_the_real_cli(tmp_path):
+    """`plan validate` as a user runs it, with the primary config a FIFO: an answer within seconds, exit 1, the
+    file named for what it is (Hydra said "Cannot find primary config"), no traceback."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    conf = tmp_path / "conf"
+    shutil.copytree(FIXTURES / "conf", conf)
+    (conf / "train.yaml").unlink()
+    os.mkfifo(conf / "train.yaml")
+    contract = write_contract(tmp_path, (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}"))
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "planner", "validate", str(contract)], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error P207: config 'train': conf/train.yaml is a FIFO (named pipe), not a regular file" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr

@@ -103,6 +103,10 @@ def test_a_planted_output_log_is_not_written_and_the_trial_runs(resumable, kind)
     done = _resume(home, run)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _record(run)["status"] == "completed" and victim.read_text() == OUTSIDE
+    what = "a file with 2 hard links" if kind == "hardlink" else "a FIFO (named pipe)"
+    (note,) = _record(run)["notes"]  # the record says the prints were kept nowhere, and plan run said it too
+    assert note.startswith(f"{log} is {what}") and note.endswith("the trial's prints were kept nowhere")
+    assert "output.log is " + what in done.stdout + done.stderr
 
 
 def test_a_deep_tree_in_the_trial_folder_does_not_end_the_run(resumable):

@@ -130,6 +130,25 @@ def test_a_planted_output_log_is_neither_written_through_nor_waited_on(tmp_path,
     assert victim.read_text() == OUTSIDE
 
 
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_a_trial_whose_output_log_was_refused_says_so_in_its_record(tmp_path, kind):
+    """Nothing was written to a planted output.log (right), but the record did not say the prints were kept
+    nowhere: a reader took the empty log for a trial that printed nothing."""
+    from planner._trial.protocol import run_trial
+    from tests.unit.test_trial import spec
+
+    victim = tmp_path / "outside.txt"
+    victim.write_text(OUTSIDE)
+    (tmp_path / "t").mkdir()
+    _plant(kind, tmp_path / "t" / "output.log", victim)
+    record = run_trial(spec("good", tmp_path))
+    assert record["status"] == "completed" and victim.read_text() == OUTSIDE
+    what = "a symbolic link" if kind == "symlink" else "a FIFO (named pipe)"
+    assert record["notes"] == [f"{tmp_path / 't' / 'output.log'} is {what}: nothing was written there, and the "
+                               "trial's prints were kept nowhere"]
+    assert "notes" not in run_trial(spec("good", tmp_path, tid="plain"))  # a plain output.log: no note
+
+
 def test_a_plain_output_log_keeps_the_prints(tmp_path):
     with captured_output(str(tmp_path / "output.log")):
         print("kept")
