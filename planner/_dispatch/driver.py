@@ -94,6 +94,10 @@ NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice withou
 tuning_pieces = lazy_import("planner._dispatch.tune")
 
 
+# decisions that test nothing: the run exits 4 even when it completed (docs/running.md, exit codes)
+UNDECIDED = ("invalid", "incomplete")
+
+
 @dataclass
 class RunResult:
     run_dir: Path
@@ -116,8 +120,8 @@ class RunResult:
     def exit_code(self) -> int:
         if self.state != RunState.COMPLETED:
             return EXIT_INCOMPLETE
-        undecidable = self.no_value_arms or any(d.get("decision") == "invalid" for d in self.decisions)
-        return EXIT_NO_VALUE if undecidable else EXIT_OK  # 4: nothing, or nothing valid, to decide on
+        undecidable = self.no_value_arms or any(d.get("decision") in UNDECIDED for d in self.decisions)
+        return EXIT_NO_VALUE if undecidable else EXIT_OK  # 4: nothing, or nothing valid or whole, to decide on
 
 
 # ------------------------------------------------------------------ loading and validating
@@ -154,7 +158,7 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
             latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
     for (arm, seed), record in latest.items():
         confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", TrialStatus.FAILED)))
-    decisions = decision_rule.decide(contract.acceptance, contract.metric.mode, confirm, contract.baseline.name,
+    decisions = decision_rule.decide(contract.acceptance, contract.metric.decision_mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)
     return [d.as_dict() for d in decisions]
@@ -877,6 +881,12 @@ def format_result(result: RunResult) -> str:
         lines.append("invalid:    " + "; ".join(
             f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: the run completed, but {why}" for why, arms in
             invalid.items()) + f", so there is no valid decision (exit {EXIT_NO_VALUE})")
+    incomplete = [d["arm"] for d in result.decisions
+                  if d.get("decision") == "incomplete" and d["arm"] not in result.no_value_arms]
+    if incomplete and result.state == RunState.COMPLETED:
+        lines.append(f"incomplete: arm{'s' if len(incomplete) > 1 else ''} {', '.join(incomplete)}: a confirmation "
+                     "result of the arm or of the baseline is missing, failed or broke the protocol (the reason "
+                     f"below), so the comparison tested nothing (exit {EXIT_NO_VALUE})")
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:

@@ -128,7 +128,9 @@ def test_a_completed_run_with_an_invalid_decision_exits_4():
         return RunResult(Path("runs/x"), "completed", "", [{"arm": "a", "decision": d} for d in decisions], 1.0, 2)
 
     assert result("accept").exit_code == 0
+    assert result("accept", "reject", "inconclusive").exit_code == 0
     assert result("invalid").exit_code == 4
+    assert result("accept", "incomplete").exit_code == 4  # a comparison that lacks a confirmation result tested nothing
     assert RunResult(Path("runs/x"), "interrupted", "", [{"arm": "a", "decision": "invalid"}], 1.0, 2).exit_code == 3
 
 

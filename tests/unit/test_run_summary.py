@@ -52,3 +52,15 @@ def test_the_resume_line_is_the_last_line_with_lineage_history(tmp_path):
     lines = format_result(result).splitlines()
     assert any(x.startswith("lineage:") for x in lines), lines
     assert lines[-1] == f"to resume:  plan run contract.yaml --resume {tmp_path}", lines
+
+
+def test_an_incomplete_decision_has_its_line_and_exit_4(tmp_path):
+    row = {"arm": "adam", "decision": "incomplete", "effect": None,
+           "reason": "Incomplete: in the baseline sgd, seed 0 broke the reporting protocol."}
+    result = RunResult(tmp_path, "completed", "all planned trials ended", [row], 1.0, 12)
+    assert result.exit_code == 4
+    line = next(x for x in format_result(result).splitlines() if x.startswith("incomplete:"))
+    assert "arm adam:" in line and "(exit 4)" in line, line
+    # an arm already said to have no value gets no second line
+    said = RunResult(tmp_path, "completed", "all planned trials ended", [row], 1.0, 12, no_value_arms=["adam"])
+    assert not any(x.startswith("incomplete:") for x in format_result(said).splitlines())
