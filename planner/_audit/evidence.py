@@ -114,6 +114,11 @@ class Evidence:
     def mode(self) -> str:
         return str(facts.contract_get(self.contract, "metric.mode", "max"))
 
+    def mode_of(self, metric: str | None) -> str:
+        """The direction `metric` is read in: the decision's for the held-out metric, else `mode`."""
+        held = facts.contract_get(self.contract, "metric.heldout")
+        return facts.contract_decision_mode(self.contract) if held and metric == held else self.mode
+
     @property
     def exposure(self) -> int | None:
         return facts.contract_get(self.contract, "budget.exposure")

@@ -69,9 +69,9 @@ def _g(x: Any) -> str:
     return str(x)
 
 
-def orient(ev: Evidence) -> float:
-    """+1 when higher is better, -1 when lower is."""
-    return -1.0 if ev.mode == "min" else 1.0
+def orient(ev: Evidence, metric: str | None = None) -> float:
+    """+1 when higher is better, -1 when lower is (for `metric`: the held-out metric has the decision's direction)."""
+    return -1.0 if (ev.mode if metric is None else ev.mode_of(metric)) == "min" else 1.0
 
 
 def arm_space(ev: Evidence, arm: str) -> dict[str, dict[str, Any]]:
@@ -174,7 +174,7 @@ def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]
 
 def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     """flat, still_improving and late_decline of one arm's confirmation curves."""
-    sign, out = orient(ev), []
+    sign, out = orient(ev, c.metric), []
     floor = PRACTICAL * (facts.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
     first, last = 0, len(c.steps) - 1
     change, half = _change(c, first, last, sign)

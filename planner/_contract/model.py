@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from planner._core.records import decision_mode
 from planner._core.text import parse_duration
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -157,11 +158,18 @@ class Metric(_Model):
     name: Annotated[str, StringConstraints(min_length=1)]
     mode: Literal["max", "min"]
     heldout: Annotated[str, StringConstraints(min_length=1)] | None = None
+    # the held-out metric's own direction, when it is not `mode`'s (tune on val_loss, min; decide on test_acc, max)
+    heldout_mode: Literal["max", "min"] | None = None
 
     @property
     def decision_metric(self) -> str:
         """The metric the decision uses: `heldout` when given, else `name`."""
         return self.heldout or self.name
+
+    @property
+    def decision_mode(self) -> str:
+        """The direction the decision reads `decision_metric` in: `heldout_mode` when given, else `mode`."""
+        return decision_mode(self.mode, self.heldout, self.heldout_mode)
 
 
 class Acceptance(_Model):

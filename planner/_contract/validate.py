@@ -200,7 +200,7 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
         "hypothesis": contract.hypothesis,
         "factor": {"name": contract.factor.name, "keys": list(contract.factor.keys)},
         "metric": {"name": contract.metric.name, "mode": contract.metric.mode,
-                   "decision": contract.metric.decision_metric},
+                   "decision": contract.metric.decision_metric, "decision_mode": contract.metric.decision_mode},
         "arms": arms,
         "planned_trials": planned,
         "budget": {
@@ -271,7 +271,9 @@ def format_result(result: ValidationResult) -> str:
     lines.append(f"{result.file}: valid contract {summary['name']!r}{noted}")
     lines.append(f"  factor   {factor['name']} (keys: {', '.join(factor['keys'])})")
     metric = summary["metric"]
-    decision = "" if metric["decision"] == metric["name"] else f", decided on {metric['decision']}"
+    decision = "" if metric["decision"] == metric["name"] else (
+        f", decided on {metric['decision']}" if metric.get("decision_mode", metric["mode"]) == metric["mode"]
+        else f"; decided on {metric['decision']}, {metric['decision_mode']}")
     lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
     if summary.get("baseline_from"):
         lines.append(f"  baseline {summary['baseline_from'].get('description', '')}")

@@ -87,6 +87,12 @@ class TrialRecord(TypedDict, total=False):
     summary: ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
 
 
+def decision_mode(mode: str, heldout: str | None, heldout_mode: str | None) -> str:
+    """The direction the decision reads its metric in (a contract's `metric`): a held-out metric's own
+    `heldout_mode` when it has one, else `mode`, which also directs the tuning."""
+    return (heldout_mode or mode) if heldout else mode
+
+
 def final_value(record: dict[str, Any], metric: str) -> float | None:
     """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
     reports = record.get("reports")

@@ -147,7 +147,7 @@ class SequentialConfirmation:
                 arm_values, _ = collect(arm_out, seeds, diverged)
                 step = sequential_decision(
                     k, list(base_values.values()), list(arm_values.values()), design=self.design,
-                    mode=c.metric.mode, min_effect=c.acceptance.min_effect,
+                    mode=c.metric.decision_mode, min_effect=c.acceptance.min_effect,
                     baseline_seeds=list(base_values), arm_seeds=list(arm_values))
                 state.steps.append(step)
                 if step.action != "continue":

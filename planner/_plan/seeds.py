@@ -130,7 +130,7 @@ def power_summary(contract, sd: float, *, sd_source: str = "given with --sd",
     declared["detectable_effect_80"] = _finite(detectable_effect(sd, n, a.alpha, 0.8, a.test, **common))
     declared["accept_80_at_effect"] = _finite(_effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8, a.rule))
     return {
-        "name": contract.name, "metric": contract.metric.decision_metric, "mode": contract.metric.mode,
+        "name": contract.name, "metric": contract.metric.decision_metric, "mode": contract.metric.decision_mode,
         "test": a.test, "alpha": a.alpha, "correction": a.correction, "arms": n_arms,
         "comparison_alpha": level, "min_effect": a.min_effect, "rule": a.rule, "effect": effect, "sd": sd, "sd_source": sd_source,
         "needed": needed, "declared": declared, "underpowered": declared["power"] < UNDERPOWERED,

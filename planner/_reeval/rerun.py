@@ -213,7 +213,7 @@ def compare_new(contract, arm: str, new: dict[int, float], baseline_logged: dict
     if test == "paired" and len(set(new) & set(baseline_logged)) < 2:
         test, note = "welch", "the paired test needs seeds the baseline ran; Welch's test used instead"
     try:
-        c = compare(list(baseline_logged.values()), list(new.values()), mode=contract.metric.mode, test=test,
+        c = compare(list(baseline_logged.values()), list(new.values()), mode=contract.metric.decision_mode, test=test,
                     alpha=contract.acceptance.alpha, baseline_seeds=list(baseline_logged), arm_seeds=list(new))
     except ValueError as error:
         return {"test": test, "note": str(error)}

@@ -115,7 +115,7 @@ def _hypothesis_parts(s: dict[str, Any]) -> list[str]:
     parts.append(
         f"<p>Factor <b>{_e(s['factor']['name'])}</b> (keys: {', '.join(f'<code>{_e(k)}</code>' for k in s['factor']['keys'] or [])}); "
         f"baseline <b>{_e(s['baseline'])}</b>. Metric <code>{_e(m['name'])}</code> ({_e(m['mode'])}); the decision uses "
-        f"<code>{_e(m['decision'])}</code>. {_e(acc['test'])} test, alpha {_f(acc['alpha'])}, {_e(acc['correction'])} "
+        f"<code>{_e(m['decision'])}</code> ({_e(m['decision_mode'])}). {_e(acc['test'])} test, alpha {_f(acc['alpha'])}, {_e(acc['correction'])} "
         f"correction, min_effect {_f(acc['min_effect'])}.</p>")
     return parts
 

@@ -199,7 +199,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
            for k in ("test", "alpha", "correction", "min_effect")},
         "decisions": _decisions(results),
         "metrics": {"name": results.metric, "mode": facts.contract_get(c, "metric.mode"),
-                    "heldout": facts.contract_get(c, "metric.heldout"), "decision": results.decision_metric},
+                    "heldout": facts.contract_get(c, "metric.heldout"), "decision": results.decision_metric,
+                    "decision_mode": facts.contract_decision_mode(c)},
         "acceptance": {k: facts.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
         "budget": results.budget,
         "trials": status_counts(results),
@@ -443,7 +444,7 @@ def render_markdown(results: RunResults) -> str:
     m = s["metrics"]
     out += [f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
             f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
-            f"{_code(m['decision'])}; {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
+            f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
             f"correction, min_effect {_md(acc['min_effect'])}.", ""]
     out += ["## Arms", ""]
     for a in s["arms"]:

@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from planner._contract.paths import get_path
-from planner._core.records import ReportSummary, TrialRecord, error_key, first_line
+from planner._core.records import ReportSummary, TrialRecord, decision_mode, error_key, first_line
 from planner._core.status import UNUSABLE, TrialStatus
 from planner._core.text import parse_duration
 
@@ -30,6 +30,12 @@ def contract_get(contract: dict[str, Any], dotted: str, default: Any = None) -> 
     """The value at a dotted path of the frozen contract; `default` when it is absent or null."""
     value = get_path(contract, dotted, None)
     return default if value is None else value
+
+
+def contract_decision_mode(contract: dict[str, Any]) -> str:
+    """The frozen contract's decision direction (`metric.heldout_mode` for a held-out metric, else `metric.mode`)."""
+    return decision_mode(str(contract_get(contract, "metric.mode", "max")), contract_get(contract, "metric.heldout"),
+                         contract_get(contract, "metric.heldout_mode"))
 
 
 def arm_names(contract: dict[str, Any]) -> list[str]:
