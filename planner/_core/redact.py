@@ -133,6 +133,7 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "an Azure account key": (("accountkey=", "sharedaccesskey="), True),
     "an Azure SAS signature": (("sig=",), True),
     "a user:password@host": (("@",), False),
+    "a URL's userinfo": (("://", ":\\"), False),
     "mysql -p": (("mysql",), False),
     "curl -u": (("curl",), False),
     "sshpass -p": (("sshpass",), False),
@@ -162,9 +163,10 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
-# (so a password holding `@` or `/` is cut whole).
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)@(?=[A-Za-z0-9\[][A-Za-z0-9.:\[\]-]*"
-                          r"(?:[/?#\s\"'<>,;)]|$))")
+# (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
+# as PHP, Java and some loggers write it) or a repr() escaped those again, and before an escaped quote (`h\"`).
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]*)@(?=[A-Za-z0-9\[]"
+                          r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic|token|digest)\s+)(?=[^\s]*[0-9+/=])([A-Za-z0-9._~+/=-]{16,})")
@@ -198,7 +200,9 @@ def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
 
 def url_secrets(text: str) -> list[str]:
     """The user:password parts of every URL in `text` (and the password alone)."""
-    out = []
+    out: list[str] = []
+    if not may_hold("a URL's userinfo", text):
+        return out
     for match in URL_USERINFO.finditer(text):
         info = match.group(2)
         if info:
@@ -216,7 +220,7 @@ def credential_in_text(text: str) -> str | None:
     for kind, pattern in _shapes_in(text):
         if pattern.search(text):
             return kind
-    for match in URL_USERINFO.finditer(text):
+    for match in URL_USERINFO.finditer(text) if may_hold("a URL's userinfo", text) else ():
         if ":" in match.group(2) or any(p.search(match.group(2)) for _, p in _shapes_in(match.group(2))):
             return "a URL with a password in it (user:password@host)"
     if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or (
@@ -294,8 +298,7 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     out = [v for k, v in environ.items() if v and _env_name_is_secret(k)]
     for v in environ.values():
-        if "://" in v:
-            out += url_secrets(v)
+        out += url_secrets(v)
     return out
 
 
@@ -332,7 +335,7 @@ class Redactor:
         for kind, pattern in SHAPES:
             if may_hold(kind, value):
                 value = pattern.sub(REDACTED, value)
-        if "://" in value:
+        if may_hold("a URL's userinfo", value):
             value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), value)
         if may_hold("an Authorization header", value):
             value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)

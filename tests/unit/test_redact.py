@@ -31,14 +31,21 @@ MISSED = {
     "sshpass -p": "sshpass -p Hunter2LEAKMARK ssh host",
     "password => X": "password => Hunter2LEAKMARK",
 }
+# The forms an attacker-style probe found still missed (each one rule of planner/_core/redact.py, both read).
+MISSED_PROBE = {
+    "URL with JSON-escaped slashes": '{"url": "https:\\/\\/user:s3cretLEAKMARK@db.example.com\\/x"}',
+    "URL with JSON-escaped slashes, repr'd": "'https:\\\\/\\\\/user:s3cretLEAKMARK@db.example.com'",
+    "URL before an escaped quote": '{\\"url\\": \\"https://user:s3cretLEAKMARK@db.example.com\\"}',
+}
 
 
 def test_each_missed_credential_form_is_cut_from_free_text_and_refused_in_a_contract():
     from planner._core.redact import credential_in_text, credentials_in
 
-    for kind, text in MISSED.items():
+    for kind, text in {**MISSED, **MISSED_PROBE}.items():
         out = Redactor().text(f"printed: {text} end")
-        assert "LEAKMARK" not in out and "<redacted>" in out and out.endswith(" end"), (kind, out)
+        assert "leakmark" not in out.lower() and "<redacted>" in out and out.endswith(" end"), (kind, out)
+        assert Redactor().text(out) == out, (kind, out)  # what it cut is cut
         assert credential_in_text(text) is not None, kind
         assert list(credentials_in({"config": {"x": text}})), kind
     assert Redactor().text("AccountName=acct;AccountKey=Zm9vYmFyLEAKMARK1MjM0NTY3ODkw==").startswith("AccountName=acct;")
@@ -58,7 +65,11 @@ def test_ordinary_ml_text_is_no_credential():
     for text in ("p-value 0.01", "lr=3e-4", "image: nvcr.io/nvidia/pytorch:24.01-py3", "repo/name:1.0@sha256:abc.def",
                  "git@github.com:org/repo.git", "user@example.com", "at 12:30@home.x", "python -u train.py:main",
                  "sig=0.05", "kl_weight => 0.5", "pw_norm: l2", "s3://bucket/key", "mysql -h host db",
-                 "entity/project:v1@latest.x", "curl -u admin https://h/"):
+                 "entity/project:v1@latest.x", "curl -u admin https://h/",
+                 # near the probe's forms: prose, digests, ids and paths, never a credential
+                 "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
+                 "trial_5e3c2a1b0f", "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+                 "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x"):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
 
@@ -71,7 +82,7 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
     from planner._core import redact
 
     rules = [*redact.SHAPES, *redact.COMMAND_PASSWORDS, ("an Authorization header", redact._AUTH_HEADER),
-             ("a bearer token", redact._BEARER)]
+             ("a bearer token", redact._BEARER), ("a URL's userinfo", redact.URL_USERINFO)]
     assert {name for name, _ in rules} == set(redact.NEEDLES)
     pieces = ["-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "https://hooks.slack.com/services/",
               "eyJ", "hf_", "sk-", "sk_", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "glpat-", "pypi-AgE", "npm_",
@@ -79,11 +90,12 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
               " -u ", "sshpass", "Authorization: ", "PROXY-AUTHORIZATION=", "Bearer ", "Basic ", "TOKEN ", "digest ",
               "=", ":", "@", "/", " ", "\n", "\"", "'", "a", "Z", "0", "9", "_", "-", "+", "%",
               "abcdefghijklmnopqrstuvwxyzABCDEF0123456789", "ı", "İ", "ſ", "K", "authorızation: ", "baſic ",
-              "dıgest ", "&ſig=", "ſharedAccessKey="]
+              "dıgest ", "&ſig=", "ſharedAccessKey=",
+              "https://", "https:\\/\\/", "s3:\\\\/\\\\/", "\\", ":\\/", "u:p@h.x"]
     rng = random.Random(7)
     texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
              "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
-             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij"]
+             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij", *MISSED_PROBE.values()]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
     for text in texts:
         for name, pattern in rules:
