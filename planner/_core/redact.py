@@ -101,7 +101,11 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{12,}")),
     ("an API key (sk-...)", re.compile(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
     ("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet (base32: a-z, 2-7),
+    # with a digit, as one word (not `asiancuisinedatasets`, not `asiasoutheast1bucket`)
+    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])|"
+                                        r"(?<![A-Za-z0-9])(?:akia|asia|agpa|aida|aroa)(?=[a-z]{0,15}[2-7])"
+                                        r"[a-z2-7]{16}(?![A-Za-z0-9])")),
     ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
     ("a GitLab token", re.compile(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
     ("a PyPI token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
@@ -115,8 +119,8 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # What each shape cannot match without: a text that holds none of a shape's needles is not searched for it
 # (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded: looked for in the
-# lowercased text (the pattern ignores case). tests/unit/test_redact.py checks every rule below has needles
-# and that a text a pattern matches always holds one.
+# lowercased text (the pattern ignores case, or spells out the cases it takes). tests/unit/test_redact.py checks
+# every rule below has needles and that a text a pattern matches always holds one.
 NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "a PEM private key": (("-----BEGIN ",), False),
     "a Slack webhook": (("https://hooks.slack.com/",), False),
@@ -124,7 +128,7 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "a Hugging Face token": (("hf_",), False),
     "an API key (sk-...)": (("sk-", "sk_"), False),
     "a GitHub token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False),
-    "an AWS access key id": (("AKIA", "ASIA", "AGPA", "AIDA", "AROA"), False),
+    "an AWS access key id": (("akia", "asia", "agpa", "aida", "aroa"), True),
     "a Slack token": (("xox",), False),
     "a GitLab token": (("glpat-", "gldt-", "glrt-", "glptt-"), False),
     "a PyPI token": (("pypi-AgE",), False),
@@ -146,10 +150,22 @@ def may_hold(rule: str, text: str) -> bool:
     """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the other rules)."""
     needles, folded = NEEDLES[rule]
     if folded:
-        if not text.isascii():  # the pattern's IGNORECASE also takes ı, İ and ſ for i and s: search it
+        if rule in _UNICODE_FOLDED and not text.isascii():  # IGNORECASE also takes ı, İ and ſ for i and s: search it
             return True
-        text = text.lower()
+        text = _lowered(text)
     return any(needle in text for needle in needles)
+
+
+_LOWERED: list[tuple[str, str]] = [("", "")]  # the last text lowercased: a scrub asks for it once a folded rule
+
+
+def _lowered(text: str) -> str:
+    last = _LOWERED[0]
+    if last[0] is text:
+        return last[1]
+    lowered = text.lower()
+    _LOWERED[0] = (text, lowered)
+    return lowered
 
 
 def _shapes_in(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
@@ -179,6 +195,14 @@ _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+
 # each start inside a long word scanned the rest of it (a 1 KiB word before a `:` took 30 ms, 64 KiB minutes).
 _ASSIGNED = re.compile(r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)(?P<value>" + _QUOTED +
                        r"|[^\s\"'{\[(]\S*)")
+
+
+# The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold` searches them in
+# any text that is not ASCII. For a pattern that folds ASCII letters only (`(?ai)`), or spells out the cases it
+# takes (the AWS key id's), its needles in the lowercased text are enough.
+_UNICODE_FOLDED = frozenset(name for name, pattern in (*SHAPES, *COMMAND_PASSWORDS, ("an Authorization header",
+                            _AUTH_HEADER), ("a bearer token", _BEARER), ("a URL's userinfo", URL_USERINFO))
+                            if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII)
 
 
 def _unquoted(value: str) -> str:

@@ -90,6 +90,7 @@ CREDENTIALS = {
     "a PEM private key": ("    thing: \"-----BEGIN PRIVATE KEY-----\\nPLANTED12\\n-----END PRIVATE KEY-----\"\n", ""),
     "a Hugging Face token in a list": ("    things: [a, hf_PLANTED4tokenxyz]\n", ""),
     "a URL with JSON-escaped slashes": ("    db: {url: 'https:\\/\\/svc:PLANTED20pw@db.example.com\\/x'}\n", ""),
+    "a lowercased AWS key id": ("    thing: akiaplanted2abcdefgh\n", ""),
 }
 
 

@@ -36,6 +36,7 @@ MISSED_PROBE = {
     "URL with JSON-escaped slashes": '{"url": "https:\\/\\/user:s3cretLEAKMARK@db.example.com\\/x"}',
     "URL with JSON-escaped slashes, repr'd": "'https:\\\\/\\\\/user:s3cretLEAKMARK@db.example.com'",
     "URL before an escaped quote": '{\\"url\\": \\"https://user:s3cretLEAKMARK@db.example.com\\"}',
+    "lowercased AWS access key id": "https://logs.example.com/q?key=akialeakmark2abcdefg&x=1",
 }
 
 
@@ -69,7 +70,8 @@ def test_ordinary_ml_text_is_no_credential():
                  # near the probe's forms: prose, digests, ids and paths, never a credential
                  "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
                  "trial_5e3c2a1b0f", "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
-                 "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x"):
+                 "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x",
+                 "asiancuisinedatasets", "asiasoutheast1bucket", "aidapipelinev2stage3x", "AKIA", "akia2345"):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
 
@@ -91,7 +93,8 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
               "=", ":", "@", "/", " ", "\n", "\"", "'", "a", "Z", "0", "9", "_", "-", "+", "%",
               "abcdefghijklmnopqrstuvwxyzABCDEF0123456789", "ı", "İ", "ſ", "K", "authorızation: ", "baſic ",
               "dıgest ", "&ſig=", "ſharedAccessKey=",
-              "https://", "https:\\/\\/", "s3:\\\\/\\\\/", "\\", ":\\/", "u:p@h.x"]
+              "https://", "https:\\/\\/", "s3:\\\\/\\\\/", "\\", ":\\/", "u:p@h.x",
+              "akia", "asia", "aroa", "2", "7", "abcdefghijklmnop", "abcdefghijklmn27", "ABCDEFGHIJKLMN27"]
     rng = random.Random(7)
     texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
              "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
