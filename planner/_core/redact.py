@@ -141,6 +141,10 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "mysql -p": (("mysql",), False),
     "curl -u": (("curl",), False),
     "sshpass -p": (("sshpass",), False),
+    "SQL IDENTIFIED BY": (("identified",), True),
+    "SQL IDENTIFIED BY pw": (("identified",), True),
+    "SQL PASSWORD": (("password",), True),
+    "netrc password": (("password",), False),
     "an Authorization header": (("authorization",), True),
     "a bearer token": (("bearer", "basic", "token", "digest"), True),
 }
@@ -172,11 +176,30 @@ def _shapes_in(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
     return ((kind, pattern) for kind, pattern in SHAPES if may_hold(kind, text))
 
 
-# A command's own password spelling: `mysql -pPASS`, `curl -u user:PASS`, `sshpass -p PASS` (the value is group 2).
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+# A quoted SQL string's text (the quotes are not in it): `'it''s'`, `'a\'b'`, `"pw"`.
+_SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(?="))"""
+# A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl -u user:PASS`,
+# `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT; `IDENTIFIED WITH plugin BY`, `BY
+# PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a CREATE/ALTER USER or CONNECT TO (not "identified by
+# the model"), Postgres' `PASSWORD 'PASS'` (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal);
+# a netrc's `machine HOST [login USER] password PASS` (`default login USER password PASS`; HOST a host name, with a
+# `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password policy"), and in its form
+# of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
 COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]*?\s-p)([^\s'\"]+)")),
     ("curl -u", re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)")),
     ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
+    ("SQL IDENTIFIED BY", re.compile(r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
+                                     + _SQL_QUOTED + r")")),
+    ("SQL IDENTIFIED BY pw", re.compile(r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
+                                           r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)")),
+    ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+')(" + _SQL_QUOTED + r")")),
+    ("netrc password", re.compile(r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
+                                    r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
+                                    r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
+                                    r"^[ \t]*(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?=(?:" + _QUOTED + r"|\S+)[ \t\r]*$))"
+                                    r"(" + _QUOTED + r"|\S+)")),
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
 # (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
@@ -186,7 +209,6 @@ URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic|token|digest)\s+)(?=[^\s]*[0-9+/=])([A-Za-z0-9._~+/=-]{16,})")
-_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
 # --password VALUE, --hf-token=VALUE
 _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
                    r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
@@ -203,6 +225,12 @@ _ASSIGNED = re.compile(r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep
 _UNICODE_FOLDED = frozenset(name for name, pattern in (*SHAPES, *COMMAND_PASSWORDS, ("an Authorization header",
                             _AUTH_HEADER), ("a bearer token", _BEARER), ("a URL's userinfo", URL_USERINFO))
                             if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII)
+
+
+def _command_passwords(text: str) -> Iterator[tuple[str, re.Match]]:
+    """(rule, match) of every command's or statement's password in `text` (a `<redacted>` one is none)."""
+    return ((rule, m) for rule, pattern in COMMAND_PASSWORDS if may_hold(rule, text)
+            for m in pattern.finditer(text) if _unquoted(m.group(2)) != REDACTED)
 
 
 def _unquoted(value: str) -> str:
@@ -250,8 +278,8 @@ def credential_in_text(text: str) -> str | None:
     if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or (
             may_hold("a bearer token", text) and _BEARER.search(text)):
         return "an Authorization header's credential"
-    if any(p.search(text) for rule, p in COMMAND_PASSWORDS if may_hold(rule, text)):
-        return "a command's password (mysql -p, curl -u user:password, sshpass -p)"
+    for rule, _ in _command_passwords(text):
+        return f"a command's or statement's password ({rule})"
     for match in _named(_FLAG, text):
         if could_be_credential(_unquoted(match.group("value"))):
             return f"a value after {match.group('name')}"
@@ -302,7 +330,7 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
 def credential_texts(text: str) -> list[str]:
     """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
     out = url_secrets(text) + [m.group(0) for _, pattern in _shapes_in(text) for m in pattern.finditer(text)]
-    out += [m.group(2) for rule, pattern in COMMAND_PASSWORDS if may_hold(rule, text) for m in pattern.finditer(text)]
+    out += [m.group(2) for _, m in _command_passwords(text)]
     for pattern in (_FLAG, _ASSIGNED):
         out += [_unquoted(match.group("value")) for match in _named(pattern, text)]
     return out
@@ -367,7 +395,8 @@ class Redactor:
             value = _BEARER.sub(lambda m: m.group(1) + REDACTED, value)
         for rule, pattern in COMMAND_PASSWORDS:
             if may_hold(rule, value):
-                value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
+                value = pattern.sub(lambda m: m.group(0) if _unquoted(m.group(2)) == REDACTED else m.group(1) + REDACTED,
+                                    value)
         if "-" in value:
             value = self._cut_named(_FLAG, value)
         if "=" in value or ":" in value:

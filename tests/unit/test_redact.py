@@ -37,6 +37,18 @@ MISSED_PROBE = {
     "URL with JSON-escaped slashes, repr'd": "'https:\\\\/\\\\/user:s3cretLEAKMARK@db.example.com'",
     "URL before an escaped quote": '{\\"url\\": \\"https://user:s3cretLEAKMARK@db.example.com\\"}',
     "lowercased AWS access key id": "https://logs.example.com/q?key=akialeakmark2abcdefg&x=1",
+    "SQL IDENTIFIED BY 'pw'": "CREATE USER 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK';",
+    'SQL IDENTIFIED BY "pw"': 'ALTER USER app IDENTIFIED BY "Hun\'ter2 LEAKMARK";',
+    "SQL IDENTIFIED WITH plugin BY 'pw'": "ALTER USER 'app'@'h' IDENTIFIED WITH caching_sha2_password BY 'it''sLEAKMARK'",
+    "SQL GRANT ... IDENTIFIED BY": "GRANT ALL ON db.* TO 'app'@'h' IDENTIFIED BY 'Hunter2LEAKMARK'",
+    "SQL IDENTIFIED BY PASSWORD 'hash'": "IDENTIFIED BY PASSWORD '*94BDCEBE19083CE2A1F959FD02F964C7AFLEAKMARK'",
+    "Oracle IDENTIFIED BY pw": "create user scott identified by Tiger2LEAKMARK default tablespace users",
+    "Oracle CONNECT TO ... IDENTIFIED BY pw": "CREATE DATABASE LINK l CONNECT TO scott IDENTIFIED BY Tiger2LEAKMARK USING 'x'",
+    "Postgres PASSWORD 'pw'": "CREATE ROLE app WITH LOGIN PASSWORD 'Hunter2LEAKMARK' VALID UNTIL 'infinity';",
+    "Postgres ENCRYPTED PASSWORD": "alter user app with encrypted password 'md5LEAKMARK0123'",
+    "netrc line": "machine api.example.com login bob password Hunter2LEAKMARK",
+    "netrc line, password first": "machine localhost password Hunter2LEAKMARK login bob",
+    "netrc default": "default login anonymous password LEAKMARK@example.com",
 }
 
 
@@ -46,7 +58,8 @@ def test_each_missed_credential_form_is_cut_from_free_text_and_refused_in_a_cont
     for kind, text in {**MISSED, **MISSED_PROBE}.items():
         out = Redactor().text(f"printed: {text} end")
         assert "leakmark" not in out.lower() and "<redacted>" in out and out.endswith(" end"), (kind, out)
-        assert Redactor().text(out) == out, (kind, out)  # what it cut is cut
+        assert Redactor().text(out) == out, (kind, out)  # what it cut is cut, and no credential any more
+        assert credential_in_text(out) is None, (kind, out)
         assert credential_in_text(text) is not None, kind
         assert list(credentials_in({"config": {"x": text}})), kind
     assert Redactor().text("AccountName=acct;AccountKey=Zm9vYmFyLEAKMARK1MjM0NTY3ODkw==").startswith("AccountName=acct;")
@@ -71,7 +84,11 @@ def test_ordinary_ml_text_is_no_credential():
                  "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
                  "trial_5e3c2a1b0f", "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
                  "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x",
-                 "asiancuisinedatasets", "asiasoutheast1bucket", "aidapipelinev2stage3x", "AKIA", "akia2345"):
+                 "asiancuisinedatasets", "asiasoutheast1bucket", "aidapipelinev2stage3x", "AKIA", "akia2345",
+                 "the outliers identified by the model", "Samples IDENTIFIED BY THE MODEL: 12", "identified by 3 votes",
+                 "a user identified by the model", "enter your password", "Enter your password: ", "password reset required",
+                 "Password required", "the password is wrong", "machine learning", "machine learning password policy",
+                 "machine learning models", "default password policy"):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
 
@@ -94,11 +111,15 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
               "abcdefghijklmnopqrstuvwxyzABCDEF0123456789", "ı", "İ", "ſ", "K", "authorızation: ", "baſic ",
               "dıgest ", "&ſig=", "ſharedAccessKey=",
               "https://", "https:\\/\\/", "s3:\\\\/\\\\/", "\\", ":\\/", "u:p@h.x",
-              "akia", "asia", "aroa", "2", "7", "abcdefghijklmnop", "abcdefghijklmn27", "ABCDEFGHIJKLMN27"]
+              "akia", "asia", "aroa", "2", "7", "abcdefghijklmnop", "abcdefghijklmn27", "ABCDEFGHIJKLMN27",
+              "IDENTIFIED ", "identified with x ", " BY ", "by ", "identified by ", "x ", "IDENTIFIED BY '", "pw'",
+              "password ", "PASSWORD '", "create user ", "ALTER USER ", "connect to ", "ıdentıfıed by '", "paſſword '",
+              "machine ", "machine h.x ", "localhost ", " login ", "default ", " account "]
     rng = random.Random(7)
     texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
              "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
-             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij", *MISSED_PROBE.values()]
+             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij", *MISSED_PROBE.values(),
+             "password Hunter2\n", "login u password Hunter2"]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
     for text in texts:
         for name, pattern in rules:
@@ -125,3 +146,44 @@ def test_a_long_word_before_a_colon_is_scrubbed_in_linear_time():
     start = time.process_time()
     assert Redactor().text(line) == line
     assert time.process_time() - start < 1.0, "the name=value rule scanned every suffix of the word"
+
+
+def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
+    """A .netrc of a line each (`machine h` / `login u` / `password X`) printed by a trial: the password's line
+    reaches the scrubber alone, so a line that is only `password X` (or `login u password X`) is cut."""
+    netrc = ("machine api.example.com\n  login bob\n  password Hunter2LEAKMARK\n"
+             "machine h2.example.com\n  login alice password 'Quoted LEAKMARK'\r\n"
+             "default login anonymous password LEAKMARK@example.com\n")
+    scrubber = Redactor().stream()
+    out = "".join(scrubber.feed(ch) for ch in netrc) + scrubber.flush()
+    assert "LEAKMARK" not in out and out.count("<redacted>") == 3, out
+    assert out.startswith("machine api.example.com\n  login bob\n  password <redacted>\n"), out
+    from planner._core.redact import credentials_in
+
+    assert list(credentials_in({"netrc": netrc}))  # P230: a contract value holding a .netrc
+    for line in ("password reset required\n", "  the password is: \n", "login bob\n", "password\n"):
+        assert Redactor().text(line) == line, line
+
+
+def test_sql_credentials_are_cut_and_refused_but_prose_identified_by_is_not():
+    from planner._core.redact import credential_in_text
+
+    sql = "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK', 'b'@'%' IDENTIFIED BY 'x2LEAKMARK';"
+    assert Redactor().text(sql) == "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY '<redacted>', 'b'@'%' " \
+                                   "IDENTIFIED BY '<redacted>';"
+    assert Redactor().text("ALTER USER scott IDENTIFIED BY tiger2 REPLACE old") == \
+        "ALTER USER scott IDENTIFIED BY <redacted> REPLACE old"
+    assert Redactor().text("CREATE USER x IDENTIFIED BY RANDOM PASSWORD") == "CREATE USER x IDENTIFIED BY RANDOM PASSWORD"
+    assert credential_in_text("ALTER ROLE app PASSWORD '<redacted>'") is None  # an already scrubbed line
+    assert Redactor().text("ALTER ROLE app PASSWORD NULL") == "ALTER ROLE app PASSWORD NULL"
+
+
+def test_the_statement_and_netrc_rules_scrub_a_long_line_in_linear_time():
+    """`create user ` repeated before one `identified`: each start scanned the rest of the line for it."""
+    import time
+
+    for line in ("create user " * 5000 + "identified", "machine " * 8000 + "password", "password '" * 6000,
+                 "identified by '" * 4000, "password ''" * 5000, "\n password " * 5000):
+        start = time.process_time()
+        Redactor().text(line)
+        assert time.process_time() - start < 1.0, line[:30]
