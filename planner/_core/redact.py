@@ -33,6 +33,7 @@ like `<pad>`, `</s>` or `[PAD]`.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -48,6 +49,7 @@ NOUNS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets
 STEMS = ("password", "passwd", "secret", "apikey", "credential", "credentials", "privatekey", "accesskey",
          "authtoken", "token")
 MIN_SECRET_LEN = 6  # shorter values of the environment are not searched for in free text (too many false hits)
+_MIN_ENCODED = 8  # base64 of MIN_SECRET_LEN bytes: a shorter part of a secret's base64 is not searched for
 
 _NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
@@ -355,9 +357,46 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _spellings(value: str) -> list[str]:
-    """A secret as printed: itself, and escaped as repr() and JSON write it."""
+    """A secret as printed: itself, escaped as repr() and JSON write it, its UTF-8 bytes in hex (both cases) and
+    in base64 (standard and URL-safe, with and without padding). Base64 also as it reads inside a longer encoded
+    text (`user:secret` of a Basic credential, a config's JSON): for each of the three offsets the secret can
+    start at, the characters that encode its bytes alone; such a part shorter than `_MIN_ENCODED` is left out."""
     out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    raw = value.encode("utf-8", "surrogatepass")
+    out += [raw.hex(), raw.hex().upper()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        out += [whole, whole.rstrip("=")]
+        for offset, skip in ((0, 0), (1, 2), (2, 3)):  # the leading characters that also encode what precedes
+            part = encode(b"\0" * offset + raw).decode()[skip: (offset + len(raw)) // 3 * 4]
+            if len(part) >= _MIN_ENCODED:
+                out.append(part)
     return list(dict.fromkeys(out))
+
+
+def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
+    """One pattern for any of `words` that takes the longest of those starting at one place, as `a|b|...` longest
+    first does, written as a trie: a search tries each first character once a place, not each word (the spellings
+    of five secrets, about 40: 13 us a KiB of text, not 26)."""
+    trie: dict[str, dict] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def written(node: dict[str, dict]) -> str:
+        out = []
+        while len(node) == 1 and "" not in node:  # one way on: no group
+            (char, node), = node.items()
+            out.append(re.escape(char))
+        ways = [re.escape(char) + written(node[char]) for char in sorted(node) if char]
+        if ways:
+            either = ways[0] if len(ways) == 1 else "(?:" + "|".join(ways) + ")"
+            out.append(f"(?:{either})?" if "" in node else either)
+        return "".join(out)
+
+    return re.compile(written(trie))
 
 
 class Redactor:
@@ -369,7 +408,7 @@ class Redactor:
     def __init__(self, values: Iterable[str] = ()):
         found = {s for v in values if len(v) >= MIN_SECRET_LEN for s in _spellings(v)}
         self.values = sorted(found, key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
+        self._pattern = _literal_union(self.values) if self.values else None
 
     @classmethod
     def for_run(cls, *configs: Any, environ: Mapping[str, str] | None = None) -> Redactor:

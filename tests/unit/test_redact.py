@@ -148,6 +148,54 @@ def test_a_long_word_before_a_colon_is_scrubbed_in_linear_time():
     assert time.process_time() - start < 1.0, "the name=value rule scanned every suffix of the word"
 
 
+def test_encoded_copies_of_an_environment_secret_are_cut():
+    """A trial printing base64.b64encode(secret) or secret.encode().hex() printed the secret: only its own
+    spellings (and repr/JSON) were searched. Now its base64 (standard, URL-safe, with and without padding, also
+    inside a longer encoded text such as a Basic credential's user:secret) and hex (both cases) are cut too."""
+    import base64
+
+    from planner._core.redact import MIN_SECRET_LEN
+
+    secret = "s3cr3t+/Pass~w0rd?"  # + / ~ ? make the standard and URL-safe base64 differ
+    redactor = Redactor.for_run(environ={"DB_PASSWORD": secret})
+    raw = secret.encode()
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        for text in (encode(raw).decode(), encode(raw).decode().rstrip("=")):
+            assert redactor.text(f"x {text} y") == "x <redacted> y", text
+    assert redactor.text(f"x {raw.hex()} {raw.hex().upper()} y") == "x <redacted> <redacted> y"
+    for before in ("u:", "us:", "usr:", '{"db": {"password": "'):  # each of the three offsets in base64
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode((before + secret + '"}').encode()).decode()
+            out = redactor.text(f"Authorization: Basic {text}")
+            assert out == "Authorization: <redacted>", out  # the header rule
+            out = redactor.text(f"auth {text}")  # no rule but the secret's own spellings
+            assert "<redacted>" in out and len(out) - len("<redacted>") <= len(f"auth {text}") - len(secret) * 4 // 3 + 4, out
+    short = "a1b2c"
+    assert len(short) < MIN_SECRET_LEN and Redactor.for_run(environ={"DB_PASSWORD": short}).text(
+        base64.b64encode(short.encode()).decode() + " " + short.encode().hex()) == "YTFiMmM= 6131623263"
+    # hex ids and digests that are no copy of the secret are kept
+    for text in ("sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
+                 "image@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "cGFzc3dvcmQ="):
+        assert redactor.text(text) == text, text
+
+
+def test_the_secrets_pattern_takes_the_longest_spelling_as_the_alternation_did():
+    """The secrets' spellings are searched as one trie-shaped pattern (faster than `a|b|...` with 40 of them): it
+    must cut what the alternation of them, longest first, cut."""
+    import random
+    import re
+
+    from planner._core.redact import _literal_union
+
+    rng = random.Random(3)
+    for _ in range(300):
+        words = sorted({"".join(rng.choice("ab+/\\.(") for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 9))},
+                       key=len, reverse=True)
+        text = "".join(rng.choice("ab+/\\.( ") for _ in range(60))
+        alternation = re.compile("|".join(re.escape(w) for w in words))
+        assert _literal_union(words).sub("<r>", text) == alternation.sub("<r>", text), (words, text)
+
+
 def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
     """A .netrc of a line each (`machine h` / `login u` / `password X`) printed by a trial: the password's line
     reaches the scrubber alone, so a line that is only `password X` (or `login u password X`) is cut."""
