@@ -210,7 +210,12 @@ URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([
                           r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
-_BEARER = re.compile(r"(?i)(\b(?:bearer|basic|token|digest)\s+)(?=[^\s]*[0-9+/=])([A-Za-z0-9._~+/=-]{16,})")
+# `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic` credential (a
+# word of base64's shape after `Basic` alone), but only one that decodes to a printable `user:password`
+# (`_is_bearer_token`): not "basic test", not "Basic QUJD".
+_BEARER = re.compile(r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
+                     r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+                     r"(?![\w+/=.~-])|(?!)))")
 # --password VALUE, --hf-token=VALUE
 _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
                    r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
@@ -227,6 +232,24 @@ _ASSIGNED = re.compile(r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep
 _UNICODE_FOLDED = frozenset(name for name, pattern in (*SHAPES, *COMMAND_PASSWORDS, ("an Authorization header",
                             _AUTH_HEADER), ("a bearer token", _BEARER), ("a URL's userinfo", URL_USERINFO))
                             if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII)
+
+
+def _is_basic_credential(value: str) -> bool:
+    """Whether `value` is base64 of a printable `user:password` (what follows `Basic` in a header)."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return False
+    return decoded.isprintable() and 0 <= decoded.find(":") < len(decoded) - 1
+
+
+def _is_bearer_token(match: re.Match) -> bool:
+    return bool(match.group("long") or match.group("basic") and _is_basic_credential(match.group("value")))
+
+
+def _bearer_tokens(text: str) -> Iterator[re.Match]:
+    """The matches of `_BEARER` in `text` that are a credential (`Bearer <token>`, `Basic <user:password>`)."""
+    return (m for m in _BEARER.finditer(text) if _is_bearer_token(m)) if may_hold("a bearer token", text) else iter(())
 
 
 def _command_passwords(text: str) -> Iterator[tuple[str, re.Match]]:
@@ -277,8 +300,7 @@ def credential_in_text(text: str) -> str | None:
     for match in URL_USERINFO.finditer(text) if may_hold("a URL's userinfo", text) else ():
         if ":" in match.group(2) or any(p.search(match.group(2)) for _, p in _shapes_in(match.group(2))):
             return "a URL with a password in it (user:password@host)"
-    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or (
-            may_hold("a bearer token", text) and _BEARER.search(text)):
+    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or next(_bearer_tokens(text), None):
         return "an Authorization header's credential"
     for rule, _ in _command_passwords(text):
         return f"a command's or statement's password ({rule})"
@@ -431,7 +453,7 @@ class Redactor:
         if may_hold("an Authorization header", value):
             value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
         if may_hold("a bearer token", value):
-            value = _BEARER.sub(lambda m: m.group(1) + REDACTED, value)
+            value = _BEARER.sub(lambda m: m.group(1) + REDACTED if _is_bearer_token(m) else m.group(0), value)
         for rule, pattern in COMMAND_PASSWORDS:
             if may_hold(rule, value):
                 value = pattern.sub(lambda m: m.group(0) if _unquoted(m.group(2)) == REDACTED else m.group(1) + REDACTED,

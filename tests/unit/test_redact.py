@@ -88,7 +88,8 @@ def test_ordinary_ml_text_is_no_credential():
                  "the outliers identified by the model", "Samples IDENTIFIED BY THE MODEL: 12", "identified by 3 votes",
                  "a user identified by the model", "enter your password", "Enter your password: ", "password reset required",
                  "Password required", "the password is wrong", "machine learning", "machine learning password policy",
-                 "machine learning models", "default password policy"):
+                 "machine learning models", "default password policy",
+                 "basic test", "Basic QUJD", "basic statistics"):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
 
@@ -114,12 +115,14 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
               "akia", "asia", "aroa", "2", "7", "abcdefghijklmnop", "abcdefghijklmn27", "ABCDEFGHIJKLMN27",
               "IDENTIFIED ", "identified with x ", " BY ", "by ", "identified by ", "x ", "IDENTIFIED BY '", "pw'",
               "password ", "PASSWORD '", "create user ", "ALTER USER ", "connect to ", "ıdentıfıed by '", "paſſword '",
-              "machine ", "machine h.x ", "localhost ", " login ", "default ", " account "]
+              "machine ", "machine h.x ", "localhost ", " login ", "default ", " account ",
+              "dTpzZWNyZXQ=", "basic "]
     rng = random.Random(7)
     texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
              "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
              "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij", *MISSED_PROBE.values(),
-             "password Hunter2\n", "login u password Hunter2"]
+             "password Hunter2\n", "login u password Hunter2",
+             "Basic dTpzZWNyZXQ="]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
     for text in texts:
         for name, pattern in rules:
@@ -194,6 +197,23 @@ def test_the_secrets_pattern_takes_the_longest_spelling_as_the_alternation_did()
         text = "".join(rng.choice("ab+/\\.( ") for _ in range(60))
         alternation = re.compile("|".join(re.escape(w) for w in words))
         assert _literal_union(words).sub("<r>", text) == alternation.sub("<r>", text), (words, text)
+
+
+def test_a_short_basic_credential_is_cut_and_basic_words_are_not():
+    """`Basic <base64 of user:password>` was cut only from 16 characters on (user:password of 12 bytes); a shorter
+    one is cut when it decodes to a printable user:password."""
+    import base64
+
+    from planner._core.redact import credential_in_text
+
+    for pair in ("u:pw", "bob:hunter2", "a:b"):
+        text = "Basic " + base64.b64encode(pair.encode()).decode()
+        assert Redactor().text(f"sent {text} to h") == "sent Basic <redacted> to h", text
+        assert credential_in_text(text) is not None, text
+    for text in ("basic test", "Basic QUJD", "basic idea", "Basic dGVzdA==", "basic Og=="):  # ABC, test, ':' alone
+        assert Redactor().text(text) == text and credential_in_text(text) is None, text
+    for text in ("token Bearer abcdefghijklmnop1", "basic test Bearer abcdefghijklmnop1"):  # a word passed over
+        assert Redactor().text(text) == text.replace("abcdefghijklmnop1", "<redacted>"), text
 
 
 def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
