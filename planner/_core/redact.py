@@ -10,13 +10,15 @@ which planner never records (identity.json keeps allow-listed variables only).
 What is printed or written as free text (captured output, exception messages and tracebacks, Hydra's
 logs, the terminal, status, reports) still goes through `Redactor.text`, which cuts:
 
-- the values of environment variables with credential names (and their repr/JSON-escaped spellings);
-- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA..., xox?-...,
-  glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
+- the values of environment variables with credential names (and their repr/JSON-escaped spellings, their hex
+  and base64: `_spellings`);
+- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA... (akia... too),
+  xox?-..., glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
   user:password@host without a scheme, a JWT, a PEM private key, a Slack webhook) and a URL's userinfo,
-  whatever characters it holds;
-- a command's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS, sshpass -p PASS);
-- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`;
+  whatever characters it holds (also with its slashes JSON-escaped);
+- a command's or a statement's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS,
+  sshpass -p PASS, SQL's IDENTIFIED BY 'PASS' and PASSWORD 'PASS', a netrc's password);
+- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`, `Basic <b64>`;
 - `--password VALUE`, `--hf-token VALUE`, ... flags, and `name=value` / `name: value` pairs under a
   credential name (`name => value` too, and inside another pair's value), whatever punctuation the value
   holds (quoted values up to their closing quote).
