@@ -10,13 +10,15 @@ which planner never records (identity.json keeps allow-listed variables only).
 What is printed or written as free text (captured output, exception messages and tracebacks, Hydra's
 logs, the terminal, status, reports) still goes through `Redactor.text`, which cuts:
 
-- the values of environment variables with credential names (and their repr/JSON-escaped spellings);
-- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA..., xox?-...,
-  glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
+- the values of environment variables with credential names (and their repr/JSON-escaped spellings, their hex
+  and base64: `_spellings`);
+- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA... (akia... too),
+  xox?-..., glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
   user:password@host without a scheme, a JWT, a PEM private key, a Slack webhook) and a URL's userinfo,
-  whatever characters it holds;
-- a command's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS, sshpass -p PASS);
-- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`;
+  whatever characters it holds (also with its slashes JSON-escaped);
+- a command's or a statement's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS,
+  sshpass -p PASS, SQL's IDENTIFIED BY 'PASS' and PASSWORD 'PASS', a netrc's password);
+- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`, `Basic <b64>`;
 - `--password VALUE`, `--hf-token VALUE`, ... flags, and `name=value` / `name: value` pairs under a
   credential name (`name => value` too, and inside another pair's value), whatever punctuation the value
   holds (quoted values up to their closing quote).
@@ -33,6 +35,7 @@ like `<pad>`, `</s>` or `[PAD]`.
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import os
@@ -48,6 +51,7 @@ NOUNS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets
 STEMS = ("password", "passwd", "secret", "apikey", "credential", "credentials", "privatekey", "accesskey",
          "authtoken", "token")
 MIN_SECRET_LEN = 6  # shorter values of the environment are not searched for in free text (too many false hits)
+_MIN_ENCODED = 8  # base64 of MIN_SECRET_LEN bytes: a shorter part of a secret's base64 is not searched for
 
 _NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
@@ -101,7 +105,11 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{12,}")),
     ("an API key (sk-...)", re.compile(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
     ("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])")),
+    # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet (base32: a-z, 2-7),
+    # with a digit, as one word (not `asiancuisinedatasets`, not `asiasoutheast1bucket`)
+    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])|"
+                                        r"(?<![A-Za-z0-9])(?:akia|asia|agpa|aida|aroa)(?=[a-z]{0,15}[2-7])"
+                                        r"[a-z2-7]{16}(?![A-Za-z0-9])")),
     ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
     ("a GitLab token", re.compile(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
     ("a PyPI token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
@@ -115,8 +123,8 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # What each shape cannot match without: a text that holds none of a shape's needles is not searched for it
 # (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded: looked for in the
-# lowercased text (the pattern ignores case). tests/unit/test_redact.py checks every rule below has needles
-# and that a text a pattern matches always holds one.
+# lowercased text (the pattern ignores case, or spells out the cases it takes). tests/unit/test_redact.py checks
+# every rule below has needles and that a text a pattern matches always holds one.
 NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "a PEM private key": (("-----BEGIN ",), False),
     "a Slack webhook": (("https://hooks.slack.com/",), False),
@@ -124,7 +132,7 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "a Hugging Face token": (("hf_",), False),
     "an API key (sk-...)": (("sk-", "sk_"), False),
     "a GitHub token": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False),
-    "an AWS access key id": (("AKIA", "ASIA", "AGPA", "AIDA", "AROA"), False),
+    "an AWS access key id": (("akia", "asia", "agpa", "aida", "aroa"), True),
     "a Slack token": (("xox",), False),
     "a GitLab token": (("glpat-", "gldt-", "glrt-", "glptt-"), False),
     "a PyPI token": (("pypi-AgE",), False),
@@ -133,9 +141,14 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "an Azure account key": (("accountkey=", "sharedaccesskey="), True),
     "an Azure SAS signature": (("sig=",), True),
     "a user:password@host": (("@",), False),
+    "a URL's userinfo": (("://", ":\\"), False),
     "mysql -p": (("mysql",), False),
     "curl -u": (("curl",), False),
     "sshpass -p": (("sshpass",), False),
+    "SQL IDENTIFIED BY": (("identified",), True),
+    "SQL IDENTIFIED BY pw": (("identified",), True),
+    "SQL PASSWORD": (("password",), True),
+    "netrc password": (("password",), False),
     "an Authorization header": (("authorization",), True),
     "a bearer token": (("bearer", "basic", "token", "digest"), True),
 }
@@ -145,30 +158,66 @@ def may_hold(rule: str, text: str) -> bool:
     """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the other rules)."""
     needles, folded = NEEDLES[rule]
     if folded:
-        if not text.isascii():  # the pattern's IGNORECASE also takes ı, İ and ſ for i and s: search it
+        if rule in _UNICODE_FOLDED and not text.isascii():  # IGNORECASE also takes ı, İ and ſ for i and s: search it
             return True
-        text = text.lower()
+        text = _lowered(text)
     return any(needle in text for needle in needles)
+
+
+_LOWERED: list[tuple[str, str]] = [("", "")]  # the last text lowercased: a scrub asks for it once a folded rule
+
+
+def _lowered(text: str) -> str:
+    last = _LOWERED[0]
+    if last[0] is text:
+        return last[1]
+    lowered = text.lower()
+    _LOWERED[0] = (text, lowered)
+    return lowered
 
 
 def _shapes_in(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
     return ((kind, pattern) for kind, pattern in SHAPES if may_hold(kind, text))
 
 
-# A command's own password spelling: `mysql -pPASS`, `curl -u user:PASS`, `sshpass -p PASS` (the value is group 2).
+_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+# A quoted SQL string's text (the quotes are not in it): `'it''s'`, `'a\'b'`, `"pw"`.
+_SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(?="))"""
+# A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl -u user:PASS`,
+# `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT; `IDENTIFIED WITH plugin BY`, `BY
+# PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a CREATE/ALTER USER or CONNECT TO (not "identified by
+# the model"), Postgres' `PASSWORD 'PASS'` (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal);
+# a netrc's `machine HOST [login USER] password PASS` (`default login USER password PASS`; HOST a host name, with a
+# `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password policy"), and in its form
+# of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
 COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]*?\s-p)([^\s'\"]+)")),
     ("curl -u", re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)")),
     ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
+    ("SQL IDENTIFIED BY", re.compile(r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
+                                     + _SQL_QUOTED + r")")),
+    ("SQL IDENTIFIED BY pw", re.compile(r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
+                                           r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)")),
+    ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+')(" + _SQL_QUOTED + r")")),
+    ("netrc password", re.compile(r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
+                                    r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
+                                    r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
+                                    r"^[ \t]*(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?=(?:" + _QUOTED + r"|\S+)[ \t\r]*$))"
+                                    r"(" + _QUOTED + r"|\S+)")),
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
-# (so a password holding `@` or `/` is cut whole).
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)@(?=[A-Za-z0-9\[][A-Za-z0-9.:\[\]-]*"
-                          r"(?:[/?#\s\"'<>,;)]|$))")
+# (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
+# as PHP, Java and some loggers write it) or a repr() escaped those again, and before an escaped quote (`h\"`).
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]*)@(?=[A-Za-z0-9\[]"
+                          r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
-_BEARER = re.compile(r"(?i)(\b(?:bearer|basic|token|digest)\s+)(?=[^\s]*[0-9+/=])([A-Za-z0-9._~+/=-]{16,})")
-_QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
+# `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic` credential (a
+# word of base64's shape after `Basic` alone), but only one that decodes to a printable `user:password`
+# (`_is_bearer_token`): not "basic test", not "Basic QUJD".
+_BEARER = re.compile(r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
+                     r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+                     r"(?![\w+/=.~-])|(?!)))")
 # --password VALUE, --hf-token=VALUE
 _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
                    r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
@@ -177,6 +226,38 @@ _FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+
 # each start inside a long word scanned the rest of it (a 1 KiB word before a `:` took 30 ms, 64 KiB minutes).
 _ASSIGNED = re.compile(r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)(?P<value>" + _QUOTED +
                        r"|[^\s\"'{\[(]\S*)")
+
+
+# The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold` searches them in
+# any text that is not ASCII. For a pattern that folds ASCII letters only (`(?ai)`), or spells out the cases it
+# takes (the AWS key id's), its needles in the lowercased text are enough.
+_UNICODE_FOLDED = frozenset(name for name, pattern in (*SHAPES, *COMMAND_PASSWORDS, ("an Authorization header",
+                            _AUTH_HEADER), ("a bearer token", _BEARER), ("a URL's userinfo", URL_USERINFO))
+                            if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII)
+
+
+def _is_basic_credential(value: str) -> bool:
+    """Whether `value` is base64 of a printable `user:password` (what follows `Basic` in a header)."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        return False
+    return decoded.isprintable() and 0 <= decoded.find(":") < len(decoded) - 1
+
+
+def _is_bearer_token(match: re.Match) -> bool:
+    return bool(match.group("long") or match.group("basic") and _is_basic_credential(match.group("value")))
+
+
+def _bearer_tokens(text: str) -> Iterator[re.Match]:
+    """The matches of `_BEARER` in `text` that are a credential (`Bearer <token>`, `Basic <user:password>`)."""
+    return (m for m in _BEARER.finditer(text) if _is_bearer_token(m)) if may_hold("a bearer token", text) else iter(())
+
+
+def _command_passwords(text: str) -> Iterator[tuple[str, re.Match]]:
+    """(rule, match) of every command's or statement's password in `text` (a `<redacted>` one is none)."""
+    return ((rule, m) for rule, pattern in COMMAND_PASSWORDS if may_hold(rule, text)
+            for m in pattern.finditer(text) if _unquoted(m.group(2)) != REDACTED)
 
 
 def _unquoted(value: str) -> str:
@@ -198,7 +279,9 @@ def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
 
 def url_secrets(text: str) -> list[str]:
     """The user:password parts of every URL in `text` (and the password alone)."""
-    out = []
+    out: list[str] = []
+    if not may_hold("a URL's userinfo", text):
+        return out
     for match in URL_USERINFO.finditer(text):
         info = match.group(2)
         if info:
@@ -216,14 +299,13 @@ def credential_in_text(text: str) -> str | None:
     for kind, pattern in _shapes_in(text):
         if pattern.search(text):
             return kind
-    for match in URL_USERINFO.finditer(text):
+    for match in URL_USERINFO.finditer(text) if may_hold("a URL's userinfo", text) else ():
         if ":" in match.group(2) or any(p.search(match.group(2)) for _, p in _shapes_in(match.group(2))):
             return "a URL with a password in it (user:password@host)"
-    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or (
-            may_hold("a bearer token", text) and _BEARER.search(text)):
+    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or next(_bearer_tokens(text), None):
         return "an Authorization header's credential"
-    if any(p.search(text) for rule, p in COMMAND_PASSWORDS if may_hold(rule, text)):
-        return "a command's password (mysql -p, curl -u user:password, sshpass -p)"
+    for rule, _ in _command_passwords(text):
+        return f"a command's or statement's password ({rule})"
     for match in _named(_FLAG, text):
         if could_be_credential(_unquoted(match.group("value"))):
             return f"a value after {match.group('name')}"
@@ -274,7 +356,7 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
 def credential_texts(text: str) -> list[str]:
     """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
     out = url_secrets(text) + [m.group(0) for _, pattern in _shapes_in(text) for m in pattern.finditer(text)]
-    out += [m.group(2) for rule, pattern in COMMAND_PASSWORDS if may_hold(rule, text) for m in pattern.finditer(text)]
+    out += [m.group(2) for _, m in _command_passwords(text)]
     for pattern in (_FLAG, _ASSIGNED):
         out += [_unquoted(match.group("value")) for match in _named(pattern, text)]
     return out
@@ -294,15 +376,51 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     environ = os.environ if environ is None else environ
     out = [v for k, v in environ.items() if v and _env_name_is_secret(k)]
     for v in environ.values():
-        if "://" in v:
-            out += url_secrets(v)
+        out += url_secrets(v)
     return out
 
 
 def _spellings(value: str) -> list[str]:
-    """A secret as printed: itself, and escaped as repr() and JSON write it."""
+    """A secret as printed: itself, escaped as repr() and JSON write it, its UTF-8 bytes in hex (both cases) and
+    in base64 (standard and URL-safe, with and without padding). Base64 also as it reads inside a longer encoded
+    text (`user:secret` of a Basic credential, a config's JSON): for each of the three offsets the secret can
+    start at, the characters that encode its bytes alone; such a part shorter than `_MIN_ENCODED` is left out."""
     out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    raw = value.encode("utf-8", "surrogatepass")
+    out += [raw.hex(), raw.hex().upper()]
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        out += [whole, whole.rstrip("=")]
+        for offset, skip in ((0, 0), (1, 2), (2, 3)):  # the leading characters that also encode what precedes
+            part = encode(b"\0" * offset + raw).decode()[skip: (offset + len(raw)) // 3 * 4]
+            if len(part) >= _MIN_ENCODED:
+                out.append(part)
     return list(dict.fromkeys(out))
+
+
+def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
+    """One pattern for any of `words` that takes the longest of those starting at one place, as `a|b|...` longest
+    first does, written as a trie: a search tries each first character once a place, not each word (the spellings
+    of five secrets, about 40: 13 us a KiB of text, not 26)."""
+    trie: dict[str, dict] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a word ends here
+
+    def written(node: dict[str, dict]) -> str:
+        out = []
+        while len(node) == 1 and "" not in node:  # one way on: no group
+            (char, node), = node.items()
+            out.append(re.escape(char))
+        ways = [re.escape(char) + written(node[char]) for char in sorted(node) if char]
+        if ways:
+            either = ways[0] if len(ways) == 1 else "(?:" + "|".join(ways) + ")"
+            out.append(f"(?:{either})?" if "" in node else either)
+        return "".join(out)
+
+    return re.compile(written(trie))
 
 
 class Redactor:
@@ -314,7 +432,7 @@ class Redactor:
     def __init__(self, values: Iterable[str] = ()):
         found = {s for v in values if len(v) >= MIN_SECRET_LEN for s in _spellings(v)}
         self.values = sorted(found, key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(v) for v in self.values)) if self.values else None
+        self._pattern = _literal_union(self.values) if self.values else None
 
     @classmethod
     def for_run(cls, *configs: Any, environ: Mapping[str, str] | None = None) -> Redactor:
@@ -332,15 +450,16 @@ class Redactor:
         for kind, pattern in SHAPES:
             if may_hold(kind, value):
                 value = pattern.sub(REDACTED, value)
-        if "://" in value:
+        if may_hold("a URL's userinfo", value):
             value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), value)
         if may_hold("an Authorization header", value):
             value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
         if may_hold("a bearer token", value):
-            value = _BEARER.sub(lambda m: m.group(1) + REDACTED, value)
+            value = _BEARER.sub(lambda m: m.group(1) + REDACTED if _is_bearer_token(m) else m.group(0), value)
         for rule, pattern in COMMAND_PASSWORDS:
             if may_hold(rule, value):
-                value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
+                value = pattern.sub(lambda m: m.group(0) if _unquoted(m.group(2)) == REDACTED else m.group(1) + REDACTED,
+                                    value)
         if "-" in value:
             value = self._cut_named(_FLAG, value)
         if "=" in value or ":" in value:

@@ -89,6 +89,11 @@ CREDENTIALS = {
     "a Slack token": ("    thing: xoxb-PLANTED11-abcdef\n", ""),
     "a PEM private key": ("    thing: \"-----BEGIN PRIVATE KEY-----\\nPLANTED12\\n-----END PRIVATE KEY-----\"\n", ""),
     "a Hugging Face token in a list": ("    things: [a, hf_PLANTED4tokenxyz]\n", ""),
+    "a URL with JSON-escaped slashes": ("    db: {url: 'https:\\/\\/svc:PLANTED20pw@db.example.com\\/x'}\n", ""),
+    "a lowercased AWS key id": ("    thing: akiaplanted2abcdefgh\n", ""),
+    "SQL IDENTIFIED BY": ("    init_sql: \"CREATE USER app IDENTIFIED BY 'PLANTED21pw'\"\n", ""),
+    "Postgres PASSWORD": ("    init_sql: \"CREATE ROLE app LOGIN PASSWORD 'PLANTED22pw'\"\n", ""),
+    "a netrc line": ("    netrc: machine api.example.com login bob password PLANTED23pw\n", ""),
 }
 
 
