@@ -276,6 +276,10 @@ class Runner:
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
 
+    def kept(self, spec: TrialSpec, why: str) -> None:
+        self.display.note(f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
+                          f"trial's ({why})")
+
     def should_stop(self) -> str | None:
         return self.fail_fast.should_stop()
 

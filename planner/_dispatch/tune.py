@@ -62,7 +62,7 @@ from planner._dispatch.fixed import (
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import embedded_worker_environ, environ, wrapped
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
-from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.protocol import TrialSpec, kept_record, make_record
 
 __all__ = ["TUNE_ENV", "WORKER_ENV", "Sweep", "TuneState", "run_tuning"]
 
@@ -329,7 +329,11 @@ class Recorder(tune.Callback):
         payload = payload if isinstance(payload, dict) else {}
         result["planner"] = "read"
         if "record" in payload:
-            self._end(trial, payload["record"])
+            if payload.get("kept"):  # Tune ran again a trial that had ended: its worker sent the record it kept
+                lost = self.lost.get(trial.trial_id) or [{"message": "the trial's worker process died"}]
+                self._kept(trial, payload["record"], lost[-1]["message"])
+            else:
+                self._end(trial, payload["record"])
             return
         if "step" in payload:
             self.state.reports.setdefault(trial.trial_id, []).append(
@@ -354,6 +358,17 @@ class Recorder(tune.Callback):
         self.state.outcome.ended += 1
         self.state.hooks.trial_ended(record)
 
+    def _kept(self, trial, record: dict, why: str) -> None:
+        """The trial had ended and its worker died before Tune had its result: the record the worker kept is
+        the trial's, as it is (its attempts, its errors), the death logged beside it (`trial_kept`)."""
+        if trial.trial_id in self.state.records:
+            return
+        self.lost.pop(trial.trial_id, None)  # a death after the trial ended uses no attempt
+        entry = self.state.of_trial.get(trial.trial_id)
+        if entry is not None:
+            self.state.hooks.trial_kept(entry[1], record, why)
+        self._end(trial, record, counted_lost=True)
+
     def _rebuilt(self, trial, status: str, errors: list, attempts: int = 1) -> dict | None:
         """The record of a trial whose worker sent only its reports (or died), from what the driver saw."""
         entry = self.state.of_trial.get(trial.trial_id)
@@ -373,8 +388,14 @@ class Recorder(tune.Callback):
         return record
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        """The trial's worker died (its node was lost) and Tune runs it again from the start."""
+        """The trial's worker died (its node was lost) and Tune runs it again from the start; a trial that had
+        ended (its worker kept its record) is recorded now, and its new start only sends that record back."""
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        entry = self.state.of_trial.get(trial.trial_id)
+        kept = kept_record(entry[1]) if entry else None
+        if kept is not None:
+            self._kept(trial, kept, message.splitlines()[0] if message else "")
+            return
         lost = self.lost.setdefault(trial.trial_id, [])
         lost.append({"attempt": len(lost) + 1, "type": "WorkerDied",
                      "message": message.splitlines()[0] if message else "", "traceback": message})
@@ -412,11 +433,16 @@ class Recorder(tune.Callback):
             return
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         entry = self.state.of_trial.get(trial.trial_id)
+        kept = kept_record(entry[1]) if entry else None
+        if kept is not None:  # the trial had ended before its worker went, and the worker kept its record
+            self._kept(trial, kept, message.splitlines()[0] if message else "")
+            return
         reports = completed_reports(entry[1]) if entry else None
-        if reports is not None:  # the attempt had completed before its worker went: its result is kept
+        if reports is not None:  # a command's attempt had completed (its reports on disk), its record not kept
             self.state.reports[trial.trial_id] = reports
             record = self._rebuilt(trial, TrialStatus.COMPLETED, [])
             if record is not None:
+                self.state.hooks.trial_kept(entry[1], record, message.splitlines()[0] if message else "")
                 self._end(trial, record, counted_lost=True)
                 return
         lost = self.lost.get(trial.trial_id, [])
