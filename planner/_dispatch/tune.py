@@ -50,6 +50,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from planner._contract.model import Resources
 from planner._contract.paths import apply_params
+from planner._core.records import finite_final_value
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for
@@ -60,6 +61,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.search import finished_trial, grid_left
 from planner._dispatch.session import embedded_worker_environ, environ, wrapped
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
@@ -89,7 +91,7 @@ class Sweep:
     specs: list[TrialSpec]  # in order of index; only the trials still to run
     space: dict[str, Any]  # {dotted key: optuna distribution}
     sampler: Any  # an optuna sampler
-    evaluated: list[tuple[dict, float]] = field(default_factory=list)  # finished trials of a resumed sweep
+    finished: list[dict] = field(default_factory=list)  # the records of a resumed sweep's finished trials
     raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
 
 
@@ -155,11 +157,17 @@ class SweepSearch(Searcher):
     def __init__(self, state: TuneState):
         super().__init__(metric=None, mode=None)
         self.state = state
-        self.searchers = [
-            OptunaSearch(space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler,
-                         points_to_evaluate=[p for p, _ in sweep.evaluated] or None,
-                         evaluated_rewards=[v for _, v in sweep.evaluated] or None)
-            for sweep in state.sweeps]
+        self.searchers = []
+        for sweep in state.sweeps:
+            searcher = OptunaSearch(space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler)
+            study = searcher._ot_study  # OptunaSearch's study, made in its constructor
+            for record in sweep.finished:  # a resumed sweep: its study learns what ended, whatever the status
+                told = finished_trial(record, state.metric, sweep.space)
+                if told is not None:
+                    study.add_trial(told)
+            for point in grid_left(sweep.sampler, sweep.space, sweep.finished) if sweep.finished else ():
+                study.enqueue_trial(point)  # a grid sweep runs next the points no finished trial ran
+            self.searchers.append(searcher)
         self.next = [0] * len(state.sweeps)
         self.turn = 0
 
@@ -198,10 +206,7 @@ class SweepSearch(Searcher):
             reports = self.state.reports.get(trial_id, [])
             status = (TrialStatus.COMPLETED if self.state.completed_at_full_exposure(trial_id)
                       else TrialStatus.EARLY_STOPPED)
-        final = None
-        if status == TrialStatus.COMPLETED:
-            values = [r["metrics"][metric] for r in reports if metric in r["metrics"]]
-            final = values[-1] if values and isinstance(values[-1], float) else None
+        final = finite_final_value({"reports": reports}, metric) if status == TrialStatus.COMPLETED else None
         searcher = self.searchers[k]
         if final is not None:
             searcher.on_trial_complete(trial_id, {metric: final}, error=False)

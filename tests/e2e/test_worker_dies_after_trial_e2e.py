@@ -85,3 +85,32 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
             assert trial_id not in kept
     assert decisions(result.run_dir) == decisions(reference)
 
+
+
+# ------------------------------------------------------------------ a resumed grid sweep
+
+
+def test_a_resumed_grid_sweep_runs_each_point_once_when_finished_trials_failed(ray_local, in_repo, tmp_path):
+    """The trials of a grid sweep that failed (and those stopped early) are told to the resumed study, like the
+    completed ones: the resume runs the points no finished trial ran, never a point that has a record."""
+    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "grid", "seed": 3},
+              "space": {"fault.fail": {"choice": [False, True]}, "fault.lr": {"choice": [0.01, 0.1]}}}
+    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", tuning=tuning,
+                    config={"values": {"fault": {"kind": "fails_when", "level": 0.5, "sleep": 0.0, "fail": False,
+                                                          "lr": 0.01}}})
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True, keep_going=True)
+    assert first.state == "completed", first.reason
+    trials = Path(first.run_dir) / "trials.jsonl"
+    kept = [line for line in trials.read_text().splitlines(keepends=True)
+            if json.loads(line)["phase"] == "tune" and json.loads(line)["status"] == "failed"]
+    assert len(kept) == 4  # two failed points of each arm's grid; the completed ones run again on --resume
+    trials.write_text("".join(kept))
+    result = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True, keep_going=True)
+    assert result.state == "completed", result.reason
+    assert_each_planned_trial_once(result.run_dir)
+    for arm in ("base", "treat"):
+        points = sorted(json.dumps(r["params"], sort_keys=True) for r in by_id(result.run_dir).values()
+                        if r["phase"] == "tune" and r["arm"] == arm)
+        grid = sorted(json.dumps({"fault.fail": f, "fault.lr": lr}, sort_keys=True)
+                      for f in (False, True) for lr in (0.01, 0.1))
+        assert points == grid, f"{arm}: a grid point ran twice, or one never ran"

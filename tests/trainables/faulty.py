@@ -143,6 +143,14 @@ def dies_after_completing(config, trial):
     sys.setprofile(profile)  # this thread's: the one that runs the trial and returns its record to Ray
 
 
+def fails_when(config, trial):
+    """Raises when `fault.fail` is set (a tuned value: some of a grid's points fail), else runs like `steady`."""
+    if config["fault"].get("fail"):
+        trial.report(1, val_acc=0.1)
+        raise ValueError("this grid point fails on purpose")
+    steady(config, trial)
+
+
 def leaks_secret(config, trial):
     """Raises with a password and a token of the environment in its message (a contract holds no credential)."""
     token = os.environ.get("API_TOKEN", "")
