@@ -20,8 +20,10 @@ a crash, and to find the record of a trial that had ended).
 worker made of the attempt that ended the trial (`keep`), written before the
 worker returns it: a worker that dies after its trial ended (in its teardown,
 killed before Ray delivered the result) leaves the trial's result, and the
-driver records it as it is (`kept`) instead of counting a death. On a cluster whose nodes do not share the driver's disk each node
-keeps its own ledger; the driver then falls back on what Ray told it.
+driver records it as it is (`kept`) instead of counting a death.
+
+On a cluster whose nodes do not share the driver's disk each node keeps its
+own ledger (and kept record); the driver then falls back on what Ray told it.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from planner._core.errors import RunError
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._store.files import LINE_CAP, read_inside, write_atomic
+from planner._trial.checkpoints import KEPT_RECORD
 
 LEDGER = ".planner-attempts.json"
-KEPT = ".planner-record.json"  # the record of the attempt that ended the trial, kept before the worker returns it
+KEPT = KEPT_RECORD  # the record of the attempt that ended the trial, kept before the worker returns it
 TERMINAL = (TrialStatus.OOM, TrialStatus.TIMEOUT)  # ends a watchdog may reach by killing the process: never retried
 RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
 
