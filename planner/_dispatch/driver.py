@@ -41,7 +41,6 @@ from planner._core.lazy import lazy_import
 from planner._core.records import (
     error_groups,
     final_value,
-    finite_final_value,
     note_groups,
     seeds_identical,
     tuned_values_identical,
@@ -280,6 +279,10 @@ class Runner:
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
 
+    def kept(self, spec: TrialSpec, why: str) -> None:
+        self.display.note(f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
+                          f"trial's ({why})")
+
     def should_stop(self) -> str | None:
         return self.fail_fast.should_stop()
 
@@ -354,10 +357,8 @@ class Runner:
             if not todo:
                 continue
             space = arm_space(tuning, group.arm)
-            evaluated = [(r["params"], v) for r in done if r["status"] == TrialStatus.COMPLETED
-                         for v in [finite_final_value(r, self.contract.metric.name)] if v is not None]
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), evaluated,
+                                to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), done,
                                 raw=self.dispatch.raw_for(group.arm, group.seed)))
         if not sweeps:
             return None, {}

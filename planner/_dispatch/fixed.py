@@ -3,7 +3,9 @@
 They need none of Tune's machinery, so the driver knows when each started (for
 `max_trial_time`, with a backstop past the worker's own watchdog) and can stop
 at `max_wall_time`. A worker that died is retried like a raise, unless its
-attempt ledger (planner._trial.attempts) says a watchdog stopped it for good.
+attempt ledger (planner._trial.attempts) says a watchdog stopped it for good,
+or the trial had ended and its worker kept its record there (`kept_record`):
+that record is the trial's.
 
 """
 
@@ -24,7 +26,7 @@ from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
-from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.protocol import TrialSpec, kept_record, make_record
 from planner._trial.reports import parse_report_line
 
 ray = lazy_import("ray")  # imported when the first trial is sent: `plan reeval`'s refusals never load it
@@ -69,7 +71,8 @@ def running_for(spec: TrialSpec, submitted_at: float) -> float:
 def completed_reports(spec: TrialSpec) -> list[dict] | None:
     """The reports of a trial whose last attempt of this session ended `completed` in its attempt ledger
     and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full exposure: its
-    result exists, whatever happened to its worker afterwards (#20.2). None when not so."""
+    result exists, whatever happened to its worker afterwards (#20.2). None when not so. Asked only when
+    the worker kept no record (`kept_record`): it died between the attempt's end and its record."""
     mine = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).mine()
     if not mine or mine[-1].get("ended") != TrialStatus.COMPLETED:
         return None
@@ -150,13 +153,16 @@ class _FixedBatch:
             try:
                 record = ray.get(ref)
             except Exception as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
-                reports = completed_reports(spec)
-                if reports is not None:  # it had completed: its result is kept
-                    self._end(make_record(spec, TrialStatus.COMPLETED, None, max(Ledger.load(
-                        spec.dir, str(spec.extra.get("session", ""))).used, 1), [], started,
-                        time.monotonic() - started_at, reports))
-                    continue
                 message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                record = kept_record(spec)  # the trial had ended, and its worker kept the record: it stands
+                if record is None and (reports := completed_reports(spec)) is not None:
+                    record = make_record(spec, TrialStatus.COMPLETED, None, max(Ledger.load(
+                        spec.dir, str(spec.extra.get("session", ""))).used, 1), [], started,
+                        time.monotonic() - started_at, reports)
+                if record is not None:
+                    self.hooks.trial_kept(spec, record, message)
+                    self._end(record)
+                    continue
                 status, errors, used = after_worker_death(spec, message, traceback=str(error))
                 if status == RETRY:
                     self.queue.insert(0, spec)

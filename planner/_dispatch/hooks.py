@@ -25,12 +25,15 @@ class Hooks:
     # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning report seen
     should_stop: Callable[[], str | None] = lambda: None
     trial_reported: Callable[[str, dict], None] = lambda trial_id, metrics: None
+    # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's word for it)
+    trial_kept: Callable[[TrialSpec, dict, str], None] = lambda spec, record, why: None
 
     def __getstate__(self):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
         return {}
 
     def __setstate__(self, state):
         self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = self.trial_reported = _ignore
+        self.trial_kept = _ignore
 
 
 def _ignore(*args, **kwargs) -> None:

@@ -196,11 +196,20 @@ class Dispatch:
         if self.listener is not None:
             self.listener.cancelled(spec, why)
 
+    def _kept(self, spec: TrialSpec, record: dict, why: str) -> None:
+        """Before the record is written: its worker died after the trial ended, and the record is the one the
+        worker kept (nothing is hidden: the event says so, with Ray's word for the death)."""
+        self.store.event("worker_died_after_trial_ended", sync=False, trial_id=spec.trial_id, phase=spec.phase,
+                         status=record.get("status"), attempts=record.get("attempts"), reason=why)
+        if self.listener is not None and hasattr(self.listener, "kept"):
+            self.listener.kept(spec, why)
+
     def hooks(self) -> Hooks:
         listener = self.listener
         return Hooks(self._started, self._ended, self._cancelled,
                      should_stop=getattr(listener, "should_stop", lambda: None),
-                     trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None))
+                     trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
+                     trial_kept=self._kept)
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
         """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the Outcome."""

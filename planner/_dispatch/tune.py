@@ -50,6 +50,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from planner._contract.model import Resources
 from planner._contract.paths import apply_params
+from planner._core.records import finite_final_value
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for
@@ -60,9 +61,10 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.search import finished_trial, grid_left
 from planner._dispatch.session import embedded_worker_environ, environ, wrapped
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
-from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.protocol import TrialSpec, kept_record, make_record
 
 __all__ = ["TUNE_ENV", "WORKER_ENV", "Sweep", "TuneState", "run_tuning"]
 
@@ -89,7 +91,7 @@ class Sweep:
     specs: list[TrialSpec]  # in order of index; only the trials still to run
     space: dict[str, Any]  # {dotted key: optuna distribution}
     sampler: Any  # an optuna sampler
-    evaluated: list[tuple[dict, float]] = field(default_factory=list)  # finished trials of a resumed sweep
+    finished: list[dict] = field(default_factory=list)  # the records of a resumed sweep's finished trials
     raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
 
 
@@ -155,11 +157,17 @@ class SweepSearch(Searcher):
     def __init__(self, state: TuneState):
         super().__init__(metric=None, mode=None)
         self.state = state
-        self.searchers = [
-            OptunaSearch(space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler,
-                         points_to_evaluate=[p for p, _ in sweep.evaluated] or None,
-                         evaluated_rewards=[v for _, v in sweep.evaluated] or None)
-            for sweep in state.sweeps]
+        self.searchers = []
+        for sweep in state.sweeps:
+            searcher = OptunaSearch(space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler)
+            study = searcher._ot_study  # OptunaSearch's study, made in its constructor
+            for record in sweep.finished:  # a resumed sweep: its study learns what ended, whatever the status
+                told = finished_trial(record, state.metric, sweep.space)
+                if told is not None:
+                    study.add_trial(told)
+            for point in grid_left(sweep.sampler, sweep.space, sweep.finished) if sweep.finished else ():
+                study.enqueue_trial(point)  # a grid sweep runs next the points no finished trial ran
+            self.searchers.append(searcher)
         self.next = [0] * len(state.sweeps)
         self.turn = 0
 
@@ -198,10 +206,7 @@ class SweepSearch(Searcher):
             reports = self.state.reports.get(trial_id, [])
             status = (TrialStatus.COMPLETED if self.state.completed_at_full_exposure(trial_id)
                       else TrialStatus.EARLY_STOPPED)
-        final = None
-        if status == TrialStatus.COMPLETED:
-            values = [r["metrics"][metric] for r in reports if metric in r["metrics"]]
-            final = values[-1] if values and isinstance(values[-1], float) else None
+        final = finite_final_value({"reports": reports}, metric) if status == TrialStatus.COMPLETED else None
         searcher = self.searchers[k]
         if final is not None:
             searcher.on_trial_complete(trial_id, {metric: final}, error=False)
@@ -329,7 +334,11 @@ class Recorder(tune.Callback):
         payload = payload if isinstance(payload, dict) else {}
         result["planner"] = "read"
         if "record" in payload:
-            self._end(trial, payload["record"])
+            if payload.get("kept"):  # Tune ran again a trial that had ended: its worker sent the record it kept
+                lost = self.lost.get(trial.trial_id) or [{"message": "the trial's worker process died"}]
+                self._kept(trial, payload["record"], lost[-1]["message"])
+            else:
+                self._end(trial, payload["record"])
             return
         if "step" in payload:
             self.state.reports.setdefault(trial.trial_id, []).append(
@@ -354,6 +363,17 @@ class Recorder(tune.Callback):
         self.state.outcome.ended += 1
         self.state.hooks.trial_ended(record)
 
+    def _kept(self, trial, record: dict, why: str) -> None:
+        """The trial had ended and its worker died before Tune had its result: the record the worker kept is
+        the trial's, as it is (its attempts, its errors), the death logged beside it (`trial_kept`)."""
+        if trial.trial_id in self.state.records:
+            return
+        self.lost.pop(trial.trial_id, None)  # a death after the trial ended uses no attempt
+        entry = self.state.of_trial.get(trial.trial_id)
+        if entry is not None:
+            self.state.hooks.trial_kept(entry[1], record, why)
+        self._end(trial, record, counted_lost=True)
+
     def _rebuilt(self, trial, status: str, errors: list, attempts: int = 1) -> dict | None:
         """The record of a trial whose worker sent only its reports (or died), from what the driver saw."""
         entry = self.state.of_trial.get(trial.trial_id)
@@ -373,8 +393,14 @@ class Recorder(tune.Callback):
         return record
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        """The trial's worker died (its node was lost) and Tune runs it again from the start."""
+        """The trial's worker died (its node was lost) and Tune runs it again from the start; a trial that had
+        ended (its worker kept its record) is recorded now, and its new start only sends that record back."""
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        entry = self.state.of_trial.get(trial.trial_id)
+        kept = kept_record(entry[1]) if entry else None
+        if kept is not None:
+            self._kept(trial, kept, message.splitlines()[0] if message else "")
+            return
         lost = self.lost.setdefault(trial.trial_id, [])
         lost.append({"attempt": len(lost) + 1, "type": "WorkerDied",
                      "message": message.splitlines()[0] if message else "", "traceback": message})
@@ -412,11 +438,16 @@ class Recorder(tune.Callback):
             return
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         entry = self.state.of_trial.get(trial.trial_id)
+        kept = kept_record(entry[1]) if entry else None
+        if kept is not None:  # the trial had ended before its worker went, and the worker kept its record
+            self._kept(trial, kept, message.splitlines()[0] if message else "")
+            return
         reports = completed_reports(entry[1]) if entry else None
-        if reports is not None:  # the attempt had completed before its worker went: its result is kept
+        if reports is not None:  # a command's attempt had completed (its reports on disk), its record not kept
             self.state.reports[trial.trial_id] = reports
             record = self._rebuilt(trial, TrialStatus.COMPLETED, [])
             if record is not None:
+                self.state.hooks.trial_kept(entry[1], record, message.splitlines()[0] if message else "")
                 self._end(trial, record, counted_lost=True)
                 return
         lost = self.lost.get(trial.trial_id, [])

@@ -14,7 +14,7 @@ from planner._core.lazy import lazy_import
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
 from planner._trial.processes import CommandLimits, trial_processes_end
-from planner._trial.protocol import TrialSpec, load_trainable, ray_node_id, run_trial
+from planner._trial.protocol import TrialSpec, kept_record, load_trainable, ray_node_id, run_trial
 
 ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
 
@@ -40,9 +40,14 @@ def tune_trainable(config: dict) -> dict | None:
 
     A trial that completed on its first attempt returns nothing: the driver builds
     its record from the reports it streamed (saving Tune one round trip per trial).
-    Any other ending sends the worker's full record as a last result.
+    Any other ending sends the worker's full record as a last result. A trial
+    whose worker died after the trial had ended, and which Tune starts again,
+    is not run again: the record its worker kept is sent, marked `kept`.
     """
     spec = TrialSpec(**config["planner_spec"])
+    kept = kept_record(spec)
+    if kept is not None:  # Tune runs again a trial whose worker died after it ended: the record it kept stands
+        return {"planner": {"record": kept, "kept": True}}
     meta = {"started": utc_now(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
 
     sent: dict = {}

@@ -14,8 +14,16 @@ earlier session: the trial is *resumed*, and that does not use a retry).
 The worker reads it before each attempt (how many retries are left, whether
 the trainable should look for its checkpoint), the driver reads it when a
 worker died under a trial (to tell a watchdog's kill for `oom`/`timeout` from
-a crash). On a cluster whose nodes do not share the driver's disk each node
-keeps its own ledger; the driver then falls back on what Ray told it.
+a crash, and to find the record of a trial that had ended).
+
+`trial.dir/.planner-record.json` (replaced atomically) holds the record the
+worker made of the attempt that ended the trial (`keep`), written before the
+worker returns it: a worker that dies after its trial ended (in its teardown,
+killed before Ray delivered the result) leaves the trial's result, and the
+driver records it as it is (`kept`) instead of counting a death.
+
+On a cluster whose nodes do not share the driver's disk each node keeps its
+own ledger (and kept record); the driver then falls back on what Ray told it.
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ from typing import Any
 from planner._core.errors import RunError
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
-from planner._store.files import read_inside, write_atomic
+from planner._store.files import LINE_CAP, read_inside, write_atomic
+from planner._trial.checkpoints import KEPT_RECORD
 
 LEDGER = ".planner-attempts.json"
+KEPT = KEPT_RECORD  # the record of the attempt that ended the trial, kept before the worker returns it
 TERMINAL = (TrialStatus.OOM, TrialStatus.TIMEOUT)  # ends a watchdog may reach by killing the process: never retried
 RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
 
@@ -98,6 +108,24 @@ class Ledger:
                             "traceback": ""})
         return out
 
+    def kept(self) -> dict[str, Any] | None:
+        """The record this session's last attempt made as it ended the trial (`keep`), or None: when that
+        attempt did not end (cut short), raised, was stopped at a report, or kept no record (its worker died
+        before it could, or the record is on another node's disk), or the kept record is not of it."""
+        mine = self.mine()
+        if not mine or mine[-1].get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED):
+            return None
+        path = self.dir / KEPT
+        try:
+            data = json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
+        except (OSError, ValueError, RunError):
+            return None
+        record = data.get("record") if isinstance(data, dict) else None
+        if (not isinstance(record, dict) or data.get("session") != self.session
+                or data.get("attempt") != mine[-1].get("attempt") or record.get("status") != mine[-1]["ended"]):
+            return None  # another session's, another attempt's, or not what the ledger says it ended as
+        return record
+
     # -- writing -------------------------------------------------------------
     def start(self, attempt: int) -> None:
         self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
@@ -114,6 +142,17 @@ class Ledger:
                     a["ended_at"] = utc_now()
                 break
         self._save()
+
+    def keep(self, attempt: int, record: dict[str, Any]) -> bool:
+        """Keep `record`, the one `attempt` ended the trial with, beside the ledger (replaced atomically, before
+        the worker returns it: it must outlive the worker's death, which it does once renamed into place).
+        False when it could not be written: the trial's result then travels only with the worker's reply."""
+        try:
+            write_atomic(self.dir / KEPT, json.dumps({"session": self.session, "attempt": attempt, "record": record},
+                                                     default=str), durable=False)
+        except (OSError, TypeError, ValueError, RunError):
+            return False
+        return True
 
     def _save(self) -> None:
         try:

@@ -95,14 +95,21 @@ def prune(trial_dir: str | os.PathLike, pattern: str, keep: str) -> list[Path]:
     return removed
 
 
+KEPT_RECORD = ".planner-record.json"  # the trial's own record, kept after it is measured (planner._trial.attempts)
+
+
 def disk_bytes(folder: str | os.PathLike) -> int | None:
-    """Bytes the folder's files take on disk (allocated blocks; a link counts as itself); None if it is not there."""
+    """Bytes the folder's files take on disk (allocated blocks; a link counts as itself); None if it is not there.
+    The copy of the trial's record kept at its top (`KEPT_RECORD`) is not counted: it is written once the
+    record, which holds this number, is made."""
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         return None
     total = 0
     for parent, dirs, files in _walk(folder):
         for name in dirs + files:
+            if name == KEPT_RECORD and parent == str(folder):
+                continue
             try:
                 info = os.lstat(os.path.join(parent, name))
             except OSError:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import json
 import math
 import numbers
 import os
@@ -331,7 +332,29 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         record["modules"] = modules
     if status in FAILED:  # the steps a failed trial spent count, also those of an attempt before its last
         record["exposure"] = max(record["exposure"], ledger.reached())
+    if trial is not None and status == how:  # the last attempt ended the trial (it did not raise): its record
+        ledger.keep(attempts, record)  # is kept before it is returned, for a worker that dies before Ray delivers it
     return record
+
+
+def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
+    """The record of `spec` that its worker kept as the trial ended in this driver session (the attempt
+    ledger's `kept`), or None: the trial had not ended (an attempt cut short, raised, stopped at a report),
+    its worker died before it kept the record, the record is on another node's disk, or it is not this
+    trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
+    after a worker death and in a worker Tune starts again for a trial that had ended."""
+    record = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).kept()
+    if record is None or any(record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")):
+        return None
+    if _canonical(record.get("params")) != _canonical(spec.params) or \
+            _canonical(record.get("config")) != _canonical(spec.config):
+        return None
+    return record
+
+
+def _canonical(value: Any) -> str:
+    """A value as JSON (keys sorted): a record read back from disk compares equal to the spec it was made of."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _tidy(spec: TrialSpec) -> int | None:

@@ -10,6 +10,7 @@ others break one rule each; `by_kind` picks the behaviour from
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -126,6 +127,30 @@ def dies(config, trial):
     os._exit(1)
 
 
+def dies_after_completing(config, trial):
+    """Runs like `steady`; then, on its first attempt, its worker dies (SIGKILL) once the trial has ended: as
+    planner's run_trial returns the record, before Ray has delivered it (a teardown, an atexit hook or a
+    daemon thread that kills the process). `died-after.<pid>` in trial.dir says the death was staged."""
+    steady(config, trial)
+    if trial.attempt != 1:
+        return
+    _write(os.path.join(trial.dir, f"died-after.{os.getpid()}"), str(trial.attempt))
+
+    def profile(frame, event, arg):
+        if event == "return" and frame.f_code.co_name == "run_trial" and "planner" in frame.f_code.co_filename:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    sys.setprofile(profile)  # this thread's: the one that runs the trial and returns its record to Ray
+
+
+def fails_when(config, trial):
+    """Raises when `fault.fail` is set (a tuned value: some of a grid's points fail), else runs like `steady`."""
+    if config["fault"].get("fail"):
+        trial.report(1, val_acc=0.1)
+        raise ValueError("this grid point fails on purpose")
+    steady(config, trial)
+
+
 def leaks_secret(config, trial):
     """Raises with a password and a token of the environment in its message (a contract holds no credential)."""
     token = os.environ.get("API_TOKEN", "")
@@ -135,7 +160,7 @@ def leaks_secret(config, trial):
 
 
 KINDS = {name: fn for name, fn in globals().items() if callable(fn) and not name.startswith("_")
-         and name not in ("by_kind", "json", "os", "sys", "time")}
+         and name not in ("by_kind", "json", "os", "signal", "sys", "time")}
 
 
 def by_kind(config, trial):

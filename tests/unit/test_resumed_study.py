@@ -1,0 +1,63 @@
+"""A resumed sweep's study learns every trial that ended before, whatever its status (docs/reliability.md,
+"Resume"): completed ones with their final value, those stopped early as pruned, failed ones as failed; a
+grid sweep knows the points that ran, so it never runs one again. Without Ray running (Tune's searcher is
+asked directly)."""
+
+from __future__ import annotations
+
+import itertools
+
+import optuna
+
+from planner._contract.model import Dimension, Sampler
+from planner._dispatch.hooks import Hooks
+from planner._dispatch.search import finished_trial, make_sampler, to_optuna
+from planner._dispatch.tune import Sweep, SweepSearch, TuneState
+from planner._trial.protocol import TrialSpec
+
+SPACE = {"opt.lr": Dimension(choice=[0.1, 0.01, 0.001]), "opt.name": Dimension(choice=["sgd", "adam"])}
+GRID = [dict(zip(("opt.lr", "opt.name"), point, strict=True)) for point in itertools.product((0.1, 0.01, 0.001),
+                                                                                              ("sgd", "adam"))]
+
+
+def record(index, params, status, values=(0.5, 0.6)):
+    reports = [{"step": step, "metrics": {"acc": value}, "time_s": 0.0} for step, value in enumerate(values, 1)]
+    return {"trial_id": f"tune-a-s0-t{index:03d}", "status": status, "params": params, "reports": reports}
+
+
+def test_every_finished_status_is_told_with_what_its_record_holds():
+    space = to_optuna(SPACE)
+    done = finished_trial(record(0, GRID[0], "completed"), "acc", space)
+    stopped = finished_trial(record(1, GRID[1], "early_stopped", values=(0.2,)), "acc", space)
+    failed = finished_trial(record(2, GRID[2], "failed", values=()), "acc", space)
+    diverged = finished_trial(record(3, GRID[3], "diverged", values=(0.3, "nan")), "acc", space)
+    state = optuna.trial.TrialState
+    assert (done.state, done.value, done.intermediate_values) == (state.COMPLETE, 0.6, {1: 0.5, 2: 0.6})
+    assert (stopped.state, stopped.value, stopped.intermediate_values) == (state.PRUNED, None, {1: 0.2})
+    assert (failed.state, failed.value) == (state.FAIL, None)
+    assert (diverged.state, diverged.intermediate_values) == (state.FAIL, {1: 0.3})  # a NaN is no value
+    assert finished_trial(record(4, {"opt.lr": 7.0, "opt.name": "sgd"}, "completed"), "acc", space) is None
+
+
+def _sweep(finished, sampler_name="grid", seed=3):
+    template = TrialSpec(trial_id="tune-a-s0-t000", phase="tune", arm="a", seed=0, index=0, params={},
+                         config={"opt": {"lr": 1.0, "name": "x"}}, budget=2, dir="/nowhere", trainable="m:f",
+                         metric="acc")
+    todo = [TrialSpec(**{**template.__dict__, "trial_id": f"tune-a-s0-t{i:03d}", "index": i})
+            for i in range(len(finished), len(GRID))]
+    sampler = make_sampler(Sampler(name=sampler_name, seed=seed), SPACE, finished=len(finished))
+    return Sweep("a", 0, todo, to_optuna(SPACE), sampler, finished)
+
+
+def test_a_resumed_grid_sweep_runs_only_the_points_no_finished_trial_ran():
+    """Whatever the statuses of the finished trials (failed and stopped early too), and for every seed the
+    resumed sampler may get, the rest of the grid is run, each point once."""
+    statuses = ["failed", "early_stopped", "completed", "failed"]
+    for seed in range(8):
+        finished = [record(i, GRID[(0, 2, 4, 5)[i]], status) for i, status in enumerate(statuses)]
+        sweep = _sweep(finished, seed=seed)
+        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
+        suggested = [search.suggest(f"trial_{i}")["planner_spec"]["params"] for i in range(len(sweep.specs))]
+        ran = [r["params"] for r in finished] + suggested
+        assert sorted(map(repr, ran)) == sorted(map(repr, GRID)), (seed, suggested)
+        assert search.suggest("one_more") == SweepSearch.FINISHED
