@@ -413,7 +413,21 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         return TrialStatus.COMPLETED, None
     reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
     return TrialStatus.PROTOCOL_ERROR, _error(
-        n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}", "")
+        n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}"
+        f"{_why_short(spec, trial.last_step)}", "")
+
+
+def _why_short(spec: TrialSpec, last_step: int | None) -> str:
+    """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing)."""
+    metrics = (spec.extra.get("command") or {}).get("metrics") or {}
+    if metrics and last_step is not None and last_step == spec.budget - 1 and metrics.get("step_base", 1) == 1:
+        return (f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
+                "epoch does), say so with command.metrics.step_base: 0")
+    if last_step is not None and last_step < spec.budget:
+        return ("; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
+                "EarlyStoppingCallback, a patience loop) gives the arms unequal budgets: remove that, and let "
+                "tuning.early_stop stop trials by one rule for every arm")
+    return ""
 
 
 def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], str]) -> None:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import TrialSpec, _why_short, run_trial
 
 REPO = str(Path(__file__).resolve().parents[2])
 
@@ -89,3 +89,18 @@ def test_state_does_not_leak_between_trials_in_one_process(tmp_path):
     assert [r["metrics"] for r in first["reports"]] == [r["metrics"] for r in again["reports"]]
     other_seed = run_trial(spec("leaky", tmp_path, tid="x4", seed=4))
     assert [r["metrics"] for r in other_seed["reports"]] != [r["metrics"] for r in first["reports"]]
+
+
+def test_a_trial_that_stops_short_is_told_what_most_often_causes_it(tmp_path):
+    # a function trainable ended two steps short: the early-stopping clause, never a command's step_base
+    message = run_trial(spec("stops_short", tmp_path))["errors"][-1]["message"]
+    assert "EarlyStopping" in message and "tuning.early_stop" in message and "step_base" not in message
+    # a command reading a CSV's epoch column one step short: the step_base clause (the clause alone: a command's
+    # trial runs a subprocess, which this tier does not)
+    one_short = spec("stops_short", tmp_path, budget=2, tid="u")
+    one_short.extra["command"] = {"metrics": {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 1}}
+    clause = _why_short(one_short, 1)
+    assert "one step short" in clause and "step_base: 0" in clause and "epoch column" in clause
+    one_short.extra["command"]["metrics"]["step_base"] = 0  # said already: the early-stopping clause
+    assert "EarlyStopping" in _why_short(one_short, 1)
+    assert _why_short(one_short, 2) == ""
