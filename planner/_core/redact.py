@@ -191,7 +191,7 @@ _SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(
 # `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password policy"), and in its form
 # of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
 COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]*?\s-p)([^\s'\"]+)")),
+    ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]{0,512}?\s-p)([^\s'\"]+)")),
     ("curl -u", re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)")),
     ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
     ("SQL IDENTIFIED BY", re.compile(r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
@@ -208,7 +208,7 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
 # (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
 # as PHP, Java and some loggers write it) or a repr() escaped those again, and before an escaped quote (`h\"`).
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]*)@(?=[A-Za-z0-9\[]"
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})@(?=[A-Za-z0-9\[]"
                           r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
@@ -219,12 +219,14 @@ _BEARER = re.compile(r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<va
                      r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
                      r"(?![\w+/=.~-])|(?!)))")
 # --password VALUE, --hf-token=VALUE
-_FLAG = re.compile(r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)(?P<value>" + _QUOTED +
+_FLAG_HEAD = r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)"
+_FLAG = re.compile(_FLAG_HEAD + r"(?P<value>" + _QUOTED +
                    r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
 # name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its closing quote.
 # No match starts right after a letter or `_`: one starting a letter earlier would be found first anyway, and
 # each start inside a long word scanned the rest of it (a 1 KiB word before a `:` took 30 ms, 64 KiB minutes).
-_ASSIGNED = re.compile(r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)(?P<value>" + _QUOTED +
+_ASSIGNED_HEAD = r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)"
+_ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED +
                        r"|[^\s\"'{\[(]\S*)")
 
 
@@ -267,14 +269,22 @@ def _unquoted(value: str) -> str:
 def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
     """The matches of `_FLAG` or `_ASSIGNED` in `text` whose name is a credential's and whose value could be one.
     A pair under another name does not swallow what follows it: the search goes on from its value, so
-    `printed: password => X` and `Protocol=https;AccountKey=X` find the credential's pair inside the value."""
-    pos = 0
-    while (match := pattern.search(text, pos)) is not None:
-        if looks_secret(match.group("name")) and could_be_credential(_unquoted(match.group("value")), numbers=True):
+    `printed: password => X` and `Protocol=https;AccountKey=X` find the credential's pair inside the value.
+    Only a pair's name and separator are searched for (`_HEADS`); its value is read only under a credential's
+    name: a long line of `a:a:a:...` or `https://https://...` is one pass, not a scan to its end per pair."""
+    head, pos = _HEADS[pattern], 0
+    while (found := head.search(text, pos)) is not None:
+        pos = found.end()
+        if not looks_secret(found.group("name")):
+            continue
+        match = pattern.match(text, found.start())
+        if match is not None and match.group("name") == found.group("name") and could_be_credential(
+                _unquoted(match.group("value")), numbers=True):
             yield match
             pos = match.end()
-        else:
-            pos = match.start("value") if match.start("value") > match.start() else match.end()
+
+
+_HEADS = {_FLAG: re.compile(_FLAG_HEAD), _ASSIGNED: re.compile(_ASSIGNED_HEAD)}
 
 
 def url_secrets(text: str) -> list[str]:

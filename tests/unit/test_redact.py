@@ -255,3 +255,19 @@ def test_the_statement_and_netrc_rules_scrub_a_long_line_in_linear_time():
         start = time.process_time()
         Redactor().text(line)
         assert time.process_time() - start < 1.0, line[:30]
+
+
+def test_lines_of_repeated_pairs_urls_and_commands_are_scrubbed_in_linear_time():
+    """Each `https:` of `https://https://...` (and each `a:` of `a:a:a:...`) is a name=value pair whose value ran
+    to the end of the line, read again from each; the URL rule scanned to the line's end for an `@` from each
+    scheme, and `mysql` for ` -p`: minutes for a 60 KiB line a trial printed. Values are read only under a
+    credential's name now, and a URL's user info or a command's arguments are at most 512 characters."""
+    import time
+
+    for line in ("https://" * 7500 + "@", "a:" * 30000, "mysql " * 10000, "--a " * 15000, "x=https://" * 6000):
+        start = time.process_time()
+        Redactor().text(line)
+        assert time.process_time() - start < 2.0, line[:30]
+    # what the rules find is unchanged
+    assert Redactor().text("url: https://https://x:secretpw@h.com/ password: hunter2xyz") == (
+        "url: https://<redacted>@h.com/ password: <redacted>")
