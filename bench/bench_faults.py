@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/bench_faults.py [-k EXPR]
 
-Every row comes from a real run of tests/test_faults.py: each test appends what it
+Every row comes from a real run of tests/e2e/test_faults.py: each test appends what it
 injected and what it found (trials lost, trials duplicated, whether the decision is
 the unfaulted run's) to a JSON-lines log, and this script sums the log per fault.
 Nothing here is typed in: a fault whose test did not run or failed has no row or a
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-k", default=None, help="pytest -k expression: a subset of the faults")
     parser.add_argument("--from-log", default=None, metavar="FILE",
-                        help="tabulate the log of an earlier run (PLANNER_FAULT_LOG=FILE pytest tests/test_faults.py)")
+                        help="tabulate the log of an earlier run (PLANNER_FAULT_LOG=FILE pytest tests/e2e/test_faults.py)")
     args = parser.parse_args(argv)
     if args.from_log:
         rows = [json.loads(line) for line in Path(args.from_log).read_text().splitlines() if line.strip()]
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "faults.jsonl"
         env = {**os.environ, "PLANNER_FAULT_LOG": str(log), "PYTHONPATH": str(REPO)}
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_faults.py"]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/e2e/test_faults.py"]
         if args.k:
             command += ["-k", args.k]
         done = subprocess.run(command, cwd=REPO, env=env)

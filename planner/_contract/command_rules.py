@@ -88,7 +88,7 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
         report.add("P941", where, f"the flag names are not checked against the script: {why}",
                    "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
                    "after parsing the arguments), or add the options with literal add_argument calls in the "
-                   "script's own file, or check the names yourself: each trial passes --<key> <value>.",
+                   "script's own file, or check the names yourself: each trial passes --<key>=<value>.",
                    severity="warning")
         return "not checked against its --help (P941)"
     lists = f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
