@@ -237,7 +237,9 @@ def tensorboard_table(path: str | Path, *, final: bool = False, where: str | Non
     Scalars are taken in file order; consecutive scalars of one step form a row
     (a tag seen again at the same step starts the next row: another log call),
     with the event's step in the column `step`. A record still being written
-    is left for the next read (the loader stops before it).
+    is left for the next read (the loader stops before it), and so is the last
+    row unless `final` (the writer is done with the file): its log call may
+    still be adding scalars to it, and a row once read is never read again.
     """
     loader_class, make_ndarray = _tensorboard()
     where = where or str(path)
@@ -260,7 +262,7 @@ def tensorboard_table(path: str | Path, *, final: bool = False, where: str | Non
                 rows.append((f"step {event.step} (row {len(rows) + 1})", current))
             current[value.tag] = number
             columns[value.tag] = None
-    return Table(rows, list(columns))
+    return Table(rows if final else rows[:-1], list(columns))
 
 
 def _tensorboard():
@@ -592,7 +594,8 @@ class MetricsFileTail:
         if self.spec.format != "tensorboard":
             path = self.files[0]
             return PARSERS[self.spec.format](path.read_bytes(), final=final, where=str(path)), []
-        tables = [(path, tensorboard_table(path, final=final)) for path in self.files]
+        last = self.files[-1]  # an earlier file is done: its writer was closed before the next file opened
+        tables = [(path, tensorboard_table(path, final=final or path != last)) for path in self.files]
         rows = [(f"{path.name} {where}", row) for path, table in tables for where, row in table.rows]
         columns = dict.fromkeys(column for _, table in tables for column in table.columns)
         return Table(rows, list(columns)), [(path, len(table.rows)) for path, table in tables]

@@ -563,18 +563,21 @@ def test_fit_then_test_event_files_of_one_folder_are_read_as_one_log(tmp_path):
     fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
     folder = tmp_path / "lightning_logs" / "version_0"
     tail = MetricsFileTail(tmp_path, tb_spec())
-    _place(folder / FIT_FILE, fit[: len(fit) // 2])  # caught mid-write: the loader stops before a torn record
-    assert [s for s, _ in tail.read_new()] == [1]
-    _place(folder / FIT_FILE, fit)
-    assert [s for s, _ in tail.read_new()] == [2]  # the last epoch waits: test_acc may still come
-    _place(folder / TEST_FILE, test[: len(test) // 2])  # its hp_metric row (step 0) hands on nothing
-    assert tail.read_new() == []
-    _place(folder / TEST_FILE, test)
+    during_fit = []
+    for n in range(1, len(fit) + 1):  # read at every byte: a record half written, a row whose log call goes on
+        _place(folder / FIT_FILE, fit[:n])
+        during_fit += tail.read_new()
+    assert [s for s, _ in during_fit] == [1, 2]  # the last epoch waits: test_acc may still come
+    during_test = []
+    for n in range(1, len(test) + 1):
+        _place(folder / TEST_FILE, test[:n])
+        during_test += tail.read_new()
+    assert during_test == []  # its hp_metric row (step 0) hands on nothing; its last row may still grow
     final, _ = tail.finish()
     assert final == [(3, pytest.approx({"val_acc": 0.7, "val_loss": 0.8, "train_loss": 0.7, "test_acc": 0.75}))]
     assert tail.files == [folder / FIT_FILE, folder / TEST_FILE] and tail.notes() == []
     read_at_the_end = MetricsFileTail(tmp_path, tb_spec()).finish()[0]
-    assert [s for s, _ in read_at_the_end] == [1, 2, 3] and read_at_the_end[-1] == final[-1]
+    assert read_at_the_end == during_fit + final
     tuning = MetricsFileTail(tmp_path, tb_spec(heldout=False))
     assert [s for s, _ in tuning.read_new()] == [1, 2, 3]  # nothing waits for the test row, which is not read
 
@@ -627,7 +630,7 @@ def test_an_event_file_that_lost_rows_is_refused_by_name(tmp_path):
     _place(folder / FIT_FILE, fit)
     _place(folder / TEST_FILE, test)
     tail = MetricsFileTail(tmp_path, tb_spec())
-    assert [s for s, _ in tail.read_new()] == [1, 2, 3]
+    assert [s for s, _ in tail.read_new()] == [1, 2]  # the last waits for the test row, the file's last
     _place(folder / FIT_FILE, fit[: len(fit) // 2])
     with pytest.raises(TrialProtocolError, match=f"{FIT_FILE} now holds \\d+ rows, fewer than the \\d+ already read from"):
         tail.finish()
