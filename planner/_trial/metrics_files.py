@@ -17,7 +17,10 @@ Two layers:
   the Trainer rewrites trainer_state.json at each save);
 - `MetricsFileTail`: finds the file (a glob, relative to the trial's Hydra
   output folder; the newest match wins), re-reads it when its size or time
-  changes, and feeds the reader.
+  changes, and feeds the reader. For `tensorboard` the log is a folder, as
+  TensorBoard reads one: every event file matching the glob in the newest
+  match's folder, in name order (TensorBoard's DirectoryWatcher), read as one
+  stream of rows (`trainer.test()` after fit opens a second file there).
 
 How rows become reports (Lightning writes train, validation and test rows
 apart, with empty cells): a row holding the decision metric (`require`) opens
@@ -25,7 +28,9 @@ the report of its step; rows before it since the previous report, and rows of
 the same step after it, add their named values to it (the latest value of a
 name wins). A row holding the held-out metric and not the decision metric
 (`trainer.test()`'s row after fit, a Trainer's `test_*` entry) adds its values
-to the report before it, whatever its step. A report is handed on once it
+to the report before it, whatever its step. A row holding no named value and
+no later step (TensorBoardLogger's `hp_metric` at step 0, atop each event
+file) changes nothing. A report is handed on once it
 holds every name it can expect (each name already seen, and each name not
 seen yet), or when a row of a later step comes, or when the script has ended.
 """
@@ -232,7 +237,9 @@ def tensorboard_table(path: str | Path, *, final: bool = False, where: str | Non
     Scalars are taken in file order; consecutive scalars of one step form a row
     (a tag seen again at the same step starts the next row: another log call),
     with the event's step in the column `step`. A record still being written
-    is left for the next read (the loader stops before it).
+    is left for the next read (the loader stops before it), and so is the last
+    row unless `final` (the writer is done with the file): its log call may
+    still be adding scalars to it, and a row once read is never read again.
     """
     loader_class, make_ndarray = _tensorboard()
     where = where or str(path)
@@ -255,7 +262,7 @@ def tensorboard_table(path: str | Path, *, final: bool = False, where: str | Non
                 rows.append((f"step {event.step} (row {len(rows) + 1})", current))
             current[value.tag] = number
             columns[value.tag] = None
-    return Table(rows, list(columns))
+    return Table(rows if final else rows[:-1], list(columns))
 
 
 def _tensorboard():
@@ -348,6 +355,7 @@ class MetricsReader:
         self.columns: list[str] = []
         self.reported = 0
         self.wanted = set(spec.names.values())
+        self.switched_from: str | None = None  # the log the rows so far came from, when the newest match changed
 
     @property
     def seen(self) -> int:
@@ -376,10 +384,9 @@ class MetricsReader:
             self.columns = table.columns
         if len(table.rows) < self.state.seen:  # caught mid-rewrite: the rest comes back
             if final:
-                raise TrialProtocolError(f"{self.where} now holds {len(table.rows)} rows, fewer than the "
-                                         f"{self.state.seen} already read: the script rewrote its metrics with "
-                                         "rows removed")
+                raise TrialProtocolError(self._fewer(len(table.rows)))
             return []
+        self.switched_from = None  # the newest match carries on the rows read so far
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
         state, out = copy.deepcopy(self.state), []
         for where, row in table.rows[state.seen:]:
@@ -392,6 +399,16 @@ class MetricsReader:
         self.state = state
         self.reported += len(out)
         return out
+
+    def _fewer(self, rows: int) -> str:
+        """Why the log holds fewer rows than were read: rows removed from it, or another, shorter log now newest."""
+        if self.switched_from is None or self.switched_from == self.where:
+            return (f"{self.where} now holds {rows} rows, fewer than the {self.state.seen} already read: the "
+                    "script rewrote its metrics with rows removed")
+        return (f"the newest match of metrics.file {self.spec.file!r} is now {self.where}, which holds {rows} rows, "
+                f"and no longer {self.switched_from}, which the {self.state.seen} rows read so far came from: the "
+                "script began a second log beside the first (a new logger or Trainer opens its own version_* "
+                "folder) and only the newest match is read. Log to one place, or point metrics.file at one log")
 
     def _row(self, state: _State, where: str, row: dict[str, Any], out: list) -> None:
         spec = self.spec
@@ -406,6 +423,8 @@ class MetricsReader:
             self._merge(state, group, cells)
         elif spec.heldout and spec.names.get(spec.heldout) in row:
             self._held_out(state, where, cells)
+        elif not cells and group is not None and (raw is None or raw < group.raw):
+            return  # nothing named, no later step: TensorBoardLogger's hp_metric at step 0 atop each event file
         else:
             self._flush(state, out)
             state.carried.update(cells)
@@ -494,48 +513,66 @@ class MetricsReader:
 
 
 class MetricsFileTail:
-    """Tails the metrics file of one run of the script: `read_new()` while it runs, `finish()` after.
+    """Tails the metrics log of one run of the script: `read_new()` while it runs, `finish()` after.
 
     `root` is the trial's Hydra output folder; `spec.file` a path or glob in it.
     With several matches the most recently modified one is read (a Trainer's
-    newest `checkpoint-*/trainer_state.json`); on a tie, the larger.
+    newest `checkpoint-*/trainer_state.json`); on a tie, the larger. For
+    `tensorboard` the log is the newest match's folder: its event files that
+    match, in name order, as one stream (`_event_files`).
     """
 
     def __init__(self, root: Path, spec: MetricsSpec):
         self.root = Path(root)
         self.spec = spec
-        self.path: Path | None = None
+        self.path: Path | None = None  # the newest match (tensorboard: the last event file of its folder)
+        self.files: list[Path] = []  # what is read as the log: [path], or the folder's event files in name order
         self.reader: MetricsReader | None = None
-        self._stat: tuple[int, int] | None = None
-        self._pending: tuple[tuple[int, int], float, TrialProtocolError] | None = None
+        self._stat: tuple | None = None
+        self._counts: list[tuple[Path, int]] = []  # tensorboard: the rows read from each file, in stream order
+        self._pending: tuple[tuple, float, TrialProtocolError] | None = None
         self._notes: list[str] = []
 
     def _find(self, pattern: str | None = None) -> Path | None:
         return _newest(self.root, pattern or self.spec.file)
 
-    def _read(self, final: bool) -> list[tuple[int, dict[str, float]]]:
+    def _log(self) -> list[Path]:
+        if self.spec.format == "tensorboard":
+            return _event_files(self.root, self.spec.file)
         path = self._find()
+        return [] if path is None else [path]
+
+    def _source(self, files: list[Path]) -> Path:
+        """What identifies the log: its file, or for tensorboard its folder (a new event file there continues it)."""
+        return files[-1].parent if self.spec.format == "tensorboard" else files[-1]
+
+    def _read(self, final: bool) -> list[tuple[int, dict[str, float]]]:
+        files = self._log()
         late = self._results() if final else None
-        if path is None:
+        if not files:
             return []
-        if path != self.path:
-            self.path = path
-            where = str(path)
+        if not self.files or self._source(files) != self._source(self.files):  # the first match, or a newer log
+            where = str(self._source(files))
             self.reader = self.reader or MetricsReader(self.spec, where)
+            if self.reader.seen:
+                self.reader.switched_from = self.reader.switched_from or self.reader.where
             self.reader.where = where
-            self._stat = None
+            self._stat, self._counts = None, []
+        self.files, self.path = files, files[-1]
         try:
-            stat = path.stat()
+            stats = [path.stat() for path in files]
         except FileNotFoundError:
             return []
-        key = (stat.st_size, stat.st_mtime_ns)
+        key = tuple((path.name, stat.st_size, stat.st_mtime_ns) for path, stat in zip(files, stats, strict=True))
         if key == self._stat and not final and self._pending is None:
             return []
-        if stat.st_size > MAX_FILE_BYTES:
-            raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read as a metrics log")
+        for path, stat in zip(files, stats, strict=True):
+            if stat.st_size > MAX_FILE_BYTES:
+                raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read as a "
+                                         "metrics log")
         assert self.reader is not None
         try:
-            out = self._feed(path, final, late)
+            out = self._feed(final, late)
         except FileNotFoundError:
             return []
         except TrialProtocolError as error:
@@ -552,11 +589,59 @@ class MetricsFileTail:
         self._stat = key
         return out
 
-    def _feed(self, path: Path, final: bool, late: tuple[str, dict[str, Any]] | None) -> list:
+    def _table(self, final: bool) -> tuple[Table, list[tuple[Path, int]]]:
+        """The log's rows as they are now, and for tensorboard how many came from each file."""
+        if self.spec.format != "tensorboard":
+            path = self.files[0]
+            return PARSERS[self.spec.format](path.read_bytes(), final=final, where=str(path)), []
+        last = self.files[-1]  # an earlier file is done: its writer was closed before the next file opened
+        tables = [(path, tensorboard_table(path, final=final or path != last)) for path in self.files]
+        rows = [(f"{path.name} {where}", row) for path, table in tables for where, row in table.rows]
+        columns = dict.fromkeys(column for _, table in tables for column in table.columns)
+        return Table(rows, list(columns)), [(path, len(table.rows)) for path, table in tables]
+
+    def _feed(self, final: bool, late: tuple[str, dict[str, Any]] | None) -> list:
         assert self.reader is not None
-        if self.spec.format == "tensorboard":
-            return self.reader.feed_table(tensorboard_table(path, final=final), final=final, late=late)
-        return self.reader.feed(path.read_bytes(), final=final, late=late)
+        table, counts = self._table(final)
+        self._check_appended(counts)
+        out = self.reader.feed_table(table, final=final, late=late)
+        self._counts = counts
+        return out
+
+    def _check_appended(self, counts: list[tuple[Path, int]]) -> None:
+        """The rows read so far from a folder's event files must begin its stream now: files only grow, and
+        only the last one read from (TensorBoard reads a folder's files one after another and never goes back)."""
+        before = [(path, n) for path, n in self._counts if n]
+        now = dict(counts)
+        for path, n in before:
+            if now.get(path, 0) < n:
+                raise TrialProtocolError(f"{path} now holds {now.get(path, 0)} rows, fewer than the {n} already read "
+                                         "from it: the script rewrote or removed an event file (TensorBoard's "
+                                         "writers only append)")
+        head = [path for path, n in counts if n][: len(before)]  # every file read from still holds rows
+        moved = next((p for p, (q, _) in zip(head, before, strict=True) if p != q), None)  # rows before them
+        late = moved or next((path for path, n in before[:-1] if now[path] != n), None)
+        if late is not None:
+            raise TrialProtocolError(
+                f"{late} gained rows after {before[-1][0].name}, which comes after it in name order, was read: two "
+                f"writers wrote event files into {late.parent} at once. A folder's event files are read one after "
+                "another in name order, as TensorBoard reads them: close one SummaryWriter before the next opens "
+                "there, or give each its own folder")
+
+    def rows(self) -> list[Row]:
+        """The log's rows as they are now, read afresh (a look before the first report); [] when unreadable."""
+        if not self.files:
+            return []
+        try:
+            return self._table(final=False)[0].rows
+        except (OSError, TrialProtocolError):
+            return []
+
+    def described(self) -> str:
+        """The log in words, for a message: its file, or a folder's event files."""
+        if self.spec.format == "tensorboard" and self.files:
+            return f"the event files in {self.files[-1].parent} ({', '.join(path.name for path in self.files)})"
+        return f"the metrics file {self.path}"
 
     def _results(self) -> tuple[str, dict[str, Any]] | None:
         """The `heldout_file` (a flat JSON object), read once the script has ended; None when absent."""
@@ -593,20 +678,39 @@ class MetricsFileTail:
                     f"{self.root}{there}. Write the log inside Hydra's output folder "
                     "(HydraConfig.get().runtime.output_dir), or fix `metrics.file`")
         columns = self.reader.columns if self.reader else []
-        return (f"the metrics file {self.path} never held {column!r} (for the metric {spec.require!r}); "
+        return (f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
                 f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`")
 
     def close(self) -> None:
         pass
 
 
+def _matches(root: Path, pattern: str) -> list[Path]:
+    """The files matching `pattern` (a path or a glob) under `root`."""
+    if any(ch in pattern for ch in "*?["):
+        return [p for p in root.glob(pattern) if p.is_file()]
+    return [root / pattern] if (root / pattern).is_file() else []
+
+
 def _newest(root: Path, pattern: str) -> Path | None:
     """The newest file matching `pattern` (a path or a glob) under `root`; None when none does."""
-    if any(ch in pattern for ch in "*?["):
-        matches = [p for p in root.glob(pattern) if p.is_file()]
-    else:
-        matches = [root / pattern] if (root / pattern).is_file() else []
+    matches = _matches(root, pattern)
     return max(matches, key=_recency) if matches else None
+
+
+def _event_files(root: Path, pattern: str) -> list[Path]:
+    """The event files read as one log: those matching `pattern` in the newest match's folder, in name order.
+
+    As TensorBoard reads a run's folder (its DirectoryWatcher): the files whose
+    name holds `tfevents`, less the profiler's `.profile-empty` placeholders,
+    sorted by name (the writer's time comes first in it) and read one after
+    another. A newer folder (Lightning's next version_*) is a newer log.
+    """
+    matches = [p for p in _matches(root, pattern) if "tfevents" in p.name and not p.name.endswith(".profile-empty")]
+    if not matches:
+        return []
+    folder = max(matches, key=_recency).parent
+    return sorted((p for p in matches if p.parent == folder), key=lambda p: p.name)
 
 
 def _recency(path: Path) -> tuple[int, int, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from planner._core.errors import TrialProtocolError
-from planner._trial.metrics_files import PARSERS, MetricsFileTail, MetricsSpec
+from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
 
 MAX_REPORT_LINE_BYTES = 1024 * 1024
 # what frameworks put around a metric's name when they log an evaluation: `eval_accuracy` (the Trainer),
@@ -120,13 +120,9 @@ class WithSplits:
         near = evaluation_spellings(column, reader.columns)
         if not near:
             return None
-        message = (f"the metrics file {tail.path} has no column {column!r} for the metric {spec.require!r}"
+        message = (f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
                    f"{nearest_name(column, near)} (its columns: {', '.join(reader.columns)}). Fix `metrics.names`")
-        try:
-            rows = PARSERS[spec.format](tail.path.read_bytes(), final=False, where=str(tail.path)).rows
-        except (OSError, TrialProtocolError):
-            rows = []
-        for _, row in rows:
+        for _, row in tail.rows():
             if any(name in row for name in near):
                 return Misnamed(_whole(row.get(spec.step), 1 - spec.step_base), _numbers(row, spec.step), message)
         return Misnamed(None, {}, message)

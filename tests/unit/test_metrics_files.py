@@ -516,6 +516,157 @@ def test_a_file_that_is_not_an_event_file_yields_no_rows_and_the_tail_says_so(tm
     assert "never held 'val_acc'" in tail.nothing_read() and "its columns: step" in tail.nothing_read()
 
 
+# ------------------------------------------------------------------ a folder of event files, read as one log
+
+FIT = [(0, "hp_metric", -1.0)] + [row for epoch in range(3) for row in (
+    (5 * epoch + 4, "train_loss_step", 1.0 / (epoch + 1)), (5 * epoch + 4, "epoch", epoch),
+    (5 * epoch + 5, "val_loss", 1.0 - epoch / 10), (5 * epoch + 5, "val_acc", 0.5 + epoch / 10),
+    (5 * epoch + 5, "epoch", epoch), (5 * epoch + 5, "train_loss_epoch", 0.9 - epoch / 10),
+    (5 * epoch + 5, "epoch", epoch))]
+TEST = [(0, "hp_metric", -1.0), (16, "test_loss", 0.4), (16, "test_acc", 0.75), (16, "epoch", 3)]
+TB_NAMES = {"val_acc": "val_acc", "val_loss": "val_loss", "train_loss": "train_loss_epoch", "test_acc": "test_acc"}
+FIT_FILE, TEST_FILE = "events.out.tfevents.1796188811.vm.7440.0", "events.out.tfevents.1796188814.vm.7440.1"
+
+
+def _event_bytes(tmp_path, scalars) -> bytes:
+    """An event file as TensorBoardLogger's SummaryWriter writes it: one add_scalar per (step, tag, value)."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / f"writer-{len(list(tmp_path.glob('writer-*')))}"
+    writer = SummaryWriter(str(folder))
+    for step, tag, value in scalars:
+        writer.add_scalar(tag, value, step)
+    writer.close()
+    (path,) = folder.glob("events.out.tfevents.*")
+    return path.read_bytes()
+
+
+def _place(path, data: bytes, mtime: int | None = None) -> None:
+    """Write `data` at `path` (the writer's name chosen here: the order does not hang on the clock)."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+def tb_spec(heldout: bool = True, **kw) -> MetricsSpec:
+    full = spec(**{"file": "lightning_logs/version_*/events.out.tfevents.*", "format": "tensorboard",
+                   "names": TB_NAMES, "heldout": "test_acc", **kw})
+    return full if heldout else full.without("test_acc")
+
+
+def test_fit_then_test_event_files_of_one_folder_are_read_as_one_log(tmp_path):
+    """trainer.fit() then trainer.test(): Lightning's logger closes its writer after fit and opens a second file."""
+    fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
+    folder = tmp_path / "lightning_logs" / "version_0"
+    tail = MetricsFileTail(tmp_path, tb_spec())
+    during_fit = []
+    for n in range(1, len(fit) + 1):  # read at every byte: a record half written, a row whose log call goes on
+        _place(folder / FIT_FILE, fit[:n])
+        during_fit += tail.read_new()
+    assert [s for s, _ in during_fit] == [1, 2]  # the last epoch waits: test_acc may still come
+    during_test = []
+    for n in range(1, len(test) + 1):
+        _place(folder / TEST_FILE, test[:n])
+        during_test += tail.read_new()
+    assert during_test == []  # its hp_metric row (step 0) hands on nothing; its last row may still grow
+    final, _ = tail.finish()
+    assert final == [(3, pytest.approx({"val_acc": 0.7, "val_loss": 0.8, "train_loss": 0.7, "test_acc": 0.75}))]
+    assert tail.files == [folder / FIT_FILE, folder / TEST_FILE] and tail.notes() == []
+    read_at_the_end = MetricsFileTail(tmp_path, tb_spec()).finish()[0]
+    assert read_at_the_end == during_fit + final
+    tuning = MetricsFileTail(tmp_path, tb_spec(heldout=False))
+    assert [s for s, _ in tuning.read_new()] == [1, 2, 3]  # nothing waits for the test row, which is not read
+
+
+def test_the_event_files_are_read_in_name_order_as_tensorboard_reads_them(tmp_path):
+    fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
+    folder = tmp_path / "lightning_logs" / "version_0"
+    _place(folder / TEST_FILE, test, mtime=1000)  # the older by its time, the later by its name
+    _place(folder / FIT_FILE, fit, mtime=2000)
+    _place(folder / "hparams.yaml", b"lr: 0.1\n", mtime=3000)  # no event file: never read, never the newest
+    _place(folder / (FIT_FILE + ".profile-empty"), b"", mtime=3000)
+    tail = MetricsFileTail(tmp_path, tb_spec(file="lightning_logs/version_*/*"))
+    final, _ = tail.finish()
+    assert tail.files == [folder / FIT_FILE, folder / TEST_FILE]
+    assert [s for s, _ in final] == [1, 2, 3] and final[-1][1]["test_acc"] == pytest.approx(0.75)
+
+
+def test_the_newest_folder_is_the_log_and_a_shorter_one_names_the_switch(tmp_path):
+    fit, short = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, FIT[:7])
+    _place(tmp_path / "lightning_logs" / "version_0" / FIT_FILE, fit, mtime=1000)
+    tail = MetricsFileTail(tmp_path, tb_spec(heldout=False))
+    assert [s for s, _ in tail.read_new()] == [1, 2, 3]
+    _place(tmp_path / "lightning_logs" / "version_1" / FIT_FILE, short, mtime=2000)  # a second Trainer's logger
+    assert tail.read_new() == []  # mid-run: perhaps the new log is still growing
+    with pytest.raises(TrialProtocolError) as error:
+        tail.finish()
+    message = str(error.value)
+    assert "is now " + str(tmp_path / "lightning_logs" / "version_1") in message
+    assert "no longer " + str(tmp_path / "lightning_logs" / "version_0") in message
+    assert "second log" in message and "rewrote" not in message
+
+
+def test_a_shorter_newest_csv_names_the_switch_too(tmp_path):
+    _place(tmp_path / "logs" / "version_0" / "metrics.csv", b"epoch,val_acc\n0,0.5\n1,0.6\n", mtime=1000)
+    tail = MetricsFileTail(tmp_path, spec(file="logs/version_*/metrics.csv"))
+    assert [s for s, _ in tail.read_new()] == [1, 2]
+    _place(tmp_path / "logs" / "version_1" / "metrics.csv", b"epoch,test_acc\n2,0.7\n", mtime=2000)
+    with pytest.raises(TrialProtocolError, match=r"is now .*version_1.*no longer .*version_0.*2 rows read so far"):
+        tail.finish()
+    same = MetricsFileTail(tmp_path, spec(file="logs/version_0/metrics.csv"))
+    assert [s for s, _ in same.read_new()] == [1, 2]
+    _place(tmp_path / "logs" / "version_0" / "metrics.csv", b"epoch,val_acc\n0,0.5\n")
+    with pytest.raises(TrialProtocolError, match="now holds 1 rows, fewer than the 2 already read: the script rewrote"):
+        same.finish()
+
+
+def test_an_event_file_that_lost_rows_is_refused_by_name(tmp_path):
+    fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
+    folder = tmp_path / "lightning_logs" / "version_0"
+    _place(folder / FIT_FILE, fit)
+    _place(folder / TEST_FILE, test)
+    tail = MetricsFileTail(tmp_path, tb_spec())
+    assert [s for s, _ in tail.read_new()] == [1, 2]  # the last waits for the test row, the file's last
+    _place(folder / FIT_FILE, fit[: len(fit) // 2])
+    with pytest.raises(TrialProtocolError, match=f"{FIT_FILE} now holds \\d+ rows, fewer than the \\d+ already read from"):
+        tail.finish()
+
+
+def test_rows_written_to_an_earlier_event_file_after_a_later_one_was_read_are_refused(tmp_path):
+    fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
+    folder = tmp_path / "lightning_logs" / "version_0"
+    _place(folder / FIT_FILE, fit[: len(fit) // 2])
+    _place(folder / TEST_FILE, test)  # two writers at once in one folder
+    tail = MetricsFileTail(tmp_path, tb_spec())
+    tail.read_new()
+    _place(folder / FIT_FILE, fit)
+    with pytest.raises(TrialProtocolError, match=f"{FIT_FILE} gained rows after {TEST_FILE}.*two writers"):
+        tail.finish()
+    earlier = MetricsFileTail(tmp_path, tb_spec())
+    earlier.read_new()
+    _place(folder / "events.out.tfevents.1796188800.vm.7000.0", test)  # a file that sorts before those read
+    with pytest.raises(TrialProtocolError, match="1796188800.vm.7000.0 gained rows after"):
+        earlier.finish()
+
+
+def test_a_metric_the_event_files_hold_under_an_evaluation_name_is_named_before_the_budget_is_spent(tmp_path):
+    from planner._trial.reports import ReportTail, WithSplits
+
+    renamed = [(step, {"val_acc": "val_acc_epoch"}.get(tag, tag), value) for step, tag, value in FIT]
+    _place(tmp_path / "lightning_logs" / "version_0" / FIT_FILE, _event_bytes(tmp_path, renamed))
+    (tmp_path / "reports.jsonl").touch()
+    source = WithSplits(MetricsFileTail(tmp_path, tb_spec()), ReportTail(tmp_path / "reports.jsonl"))
+    assert source.read_new() == []
+    misnamed = source.misnamed()
+    source.close()
+    assert misnamed is not None and misnamed.step == 1 and misnamed.metrics["val_acc_epoch"] == pytest.approx(0.5)
+    assert "the event files in" in misnamed.message and "val_acc_epoch" in misnamed.message
+
+
 def test_a_spec_with_a_held_out_source_crosses_to_a_worker_and_without_one_reads_as_before():
     full = hf_spec(heldout_file="hf/test_results.json")
     assert MetricsSpec.from_dict(full.to_dict()) == full
