@@ -74,9 +74,13 @@ def earlier_tests(ledger: Ledger, key: tuple[str | None, tuple[str, ...]], befor
 
 
 def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:
-    """Earlier runs of a contract of the same name but another hash that had reported decisions."""
+    """Earlier runs of a contract of the same name but another hash that had reported decisions saying what a test
+    found (accept, reject, inconclusive): a run whose every decision was incomplete or invalid showed no result to
+    tune the recipe to, and mending a contract after it is no forking path."""
     return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
-            if e.decided and e.started.get("name") == name and e.started.get("contract_sha256") != sha
+            if e.decided and any(isinstance(d, dict) and d.get("decision") in TESTED
+                                 for d in (e.ended or {}).get("decisions") or [])
+            and e.started.get("name") == name and e.started.get("contract_sha256") != sha
             and (before is None or e.order < before)]
 
 

@@ -396,6 +396,15 @@ def test_a_contract_edited_under_the_same_name_after_decisions_warns(project):
     assert fork["edited_runs"] == [f"levels/{again.name}"]
 
 
+def test_a_contract_mended_after_a_run_whose_decisions_were_all_incomplete_is_no_edit(tmp_path):
+    # the earlier run of the name failed (every decision incomplete): it showed no result to tune the recipe to
+    runs = tmp_path / "runs"
+    fake_run(write(tmp_path / "c", FIRST), runs, {"high": "incomplete"}, state="failed",
+             params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    mended = write(tmp_path / "c", dict(FIRST, acceptance={"min_effect": 0.01}))
+    assert "P933" not in codes(validate(mended, runs_dir=runs))
+
+
 def test_a_run_with_no_end_in_the_ledger_is_read_from_its_folder(project):
     _, runs, first = project
     lines = (runs / "ledger.jsonl").read_text().splitlines()
