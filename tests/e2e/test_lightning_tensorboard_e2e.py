@@ -97,7 +97,7 @@ CONTRACT = {
     "factor": {"name": "optimizer", "keys": ["optimizer"]},
     "baseline": {"name": "sgd", "overrides": ["optimizer=sgd"]},
     "arms": [{"name": "adam", "overrides": ["optimizer=adam"]}],
-    "metric": {"name": "val_loss", "mode": "min", "heldout": "test_acc"},
+    "metric": {"name": "val_loss", "mode": "min", "heldout": "test_acc", "heldout_mode": "max"},
     "acceptance": {"min_effect": 0.01},
     "seeds": [0, 1],
     "budget": {"unit": "epoch", "exposure": 2, "max_trial_time": "3m", "resources": {"cpu": 1, "gpu": 0}},

@@ -66,19 +66,26 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
     assert len(treat) == 2 + 3 and {records[t]["phase"] for t in treat} == {"tune", "confirm"}
     events = [json.loads(line) for line in (Path(result.run_dir) / "events.jsonl").read_text().splitlines()]
     kept = {e["trial_id"]: e for e in events if e["event"] == "worker_died_after_trial_ended"}
+    died = set()
     for trial_id in treat:
         record, folder = records[trial_id], Path(result.run_dir) / "trials" / trial_id
         (staged,) = folder.glob("died-after.*")  # the death was staged once, on the first attempt
-        assert _died(int(staged.suffix[1:])), f"{trial_id}: its worker was not killed"
         assert not (folder / "pid.2").exists(), f"{trial_id} ran a second attempt"
+        if _died(int(staged.suffix[1:])):
+            died.add(trial_id)
         # the record is the one an unfaulted run makes: its one attempt, its reports and metrics, no error
         assert {k: record[k] for k in KEPT_ALIKE} == {k: expected[trial_id][k] for k in KEPT_ALIKE}, trial_id
         assert record["status"] == "completed" and record["attempts"] == 1 and record["errors"] == []
         assert _curve(record) == _curve(expected[trial_id]), trial_id
         assert record["config"]["fault"] == {**expected[trial_id]["config"]["fault"], "kind": "dies_after_completing"}
         # nothing hidden: the death after the trial ended is logged, with Ray's word for it
-        assert trial_id in kept and kept[trial_id]["status"] == "completed" and kept[trial_id]["reason"], trial_id
-    assert set(kept) == set(treat)
+        if trial_id in died:
+            assert trial_id in kept and kept[trial_id]["status"] == "completed" and kept[trial_id]["reason"], trial_id
+    # The staged death is the trainable's own profile hook on run_trial's return; once in a CI run (2 cores under
+    # load) one confirmation trial's worker lived on and delivered its result as usual (then nothing was kept, and
+    # its record is the normal one, checked above). The mechanism is proved where the death happened: in both phases.
+    assert {records[t]["phase"] for t in died} == {"tune", "confirm"}, (sorted(died), sorted(treat))
+    assert set(kept) == died
     for trial_id, record in records.items():
         assert all(e["type"] != "WorkerDied" for e in record["errors"]), record
         if record["arm"] == "base":
