@@ -236,3 +236,26 @@ session._shutdown()
 print(json.dumps({"warmed": sorted(warmed), "ran": sorted(ran)}))
 """)
     assert got["ran"] == got["warmed"], got
+
+
+def test_an_embedded_rays_local_connections_are_retried_often_for_rays_own_ten_seconds():
+    """Issue 23: the raylet's first connection to its object store (started a moment before, in a thread) slept
+    Ray's whole one-second retry in about half the starts. The embedded Ray retries every 20 ms, for the same
+    ten seconds in all: the driver and the workers take those values (a Ray that renamed them would refuse
+    or ignore them, and this fails)."""
+    got = _fresh("""
+import json
+import ray
+from planner._dispatch import session
+session.start_local_ray(_system_config=session.EMBEDDED_SYSTEM_CONFIG)
+def values():
+    c = ray._config
+    return [c.raylet_client_connect_timeout_milliseconds(), c.raylet_client_num_connect_attempts()]
+worker = ray.get(ray.remote(values).remote())
+driver = values()
+session._shutdown()
+print(json.dumps({"driver": driver, "worker": worker, "every": session.CONNECT_EVERY_MS,
+                  "wait": session.RAY_CONNECT_WAIT_MS}))
+""")
+    assert got["driver"] == got["worker"] == [got["every"], got["wait"] // got["every"]], got
+    assert got["every"] < 1000 and got["wait"] >= 10_000, got
