@@ -55,3 +55,22 @@ def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(m
     monkeypatch.setattr(protocol.supervisor, "libc", lambda: Libc())
     protocol._release_memory(0.5)
     assert trimmed == ([0] if expect_trim else [])
+
+
+@pytest.mark.parametrize("in_worker", [True, False])
+def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_its_collections_afresh(
+        monkeypatch, in_worker):
+    """Issue 23: after a worker's first full collection, what is still alive (its imports) leaves the collector's
+    sight, once, so that later full collections walk only what trials made; the driver, a test or a user's own
+    process never freezes (the real freeze, in a Ray worker: tests/e2e/test_worker_memory_e2e.py)."""
+    frozen = []
+    monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [0.0])
+    monkeypatch.setattr(protocol, "_FROZEN", [False])
+    monkeypatch.setattr(protocol, "_in_ray_worker", lambda: in_worker)
+    monkeypatch.setattr(protocol.gc, "freeze", lambda: frozen.append(True))
+    protocol._release_memory(5.0)
+    assert frozen == ([True] if in_worker else [])
+    assert (protocol._FULL_COLLECTION_S[0] == 0.0) is in_worker  # the next one measures what it walks now
+    protocol._release_memory(5.0)
+    protocol._release_memory(5.0)
+    assert frozen == ([True] if in_worker else [])  # once a process

@@ -1,0 +1,50 @@
+"""A reused Ray worker freezes what its first trial left alive, and still frees what later trials leave in
+a cycle (issue 23: a full collection after a trial walked all of Ray, Tune and the trainable's imports)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import gc, json, os, sys
+import ray
+from planner._dispatch import session
+from planner._dispatch.worker import confirm_task
+from planner._trial.protocol import TrialSpec
+
+def spec(tid):
+    return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": 0.3},
+                     budget=1, dir=os.path.join(sys.argv[1], tid), trainable="tests.trainables.cycles:train",
+                     metric="score", path=(sys.argv[2],), extra={}).__dict__
+
+@ray.remote(num_cpus=1, max_retries=0)
+def trial(s):
+    record = confirm_task(s)
+    from tests.trainables.cycles_left import LEFT
+    return {"status": record["status"], "pid": os.getpid(), "frozen": gc.get_freeze_count(),
+            "left_alive": sum(ref() is not None for ref in LEFT)}
+
+session.start_local_ray(num_cpus=1, _system_config=session.EMBEDDED_SYSTEM_CONFIG)
+out = [ray.get(trial.remote(spec(f"t{i}"))) for i in range(3)]
+session._shutdown()
+print(json.dumps(out))
+"""
+
+
+def test_a_reused_worker_freezes_once_and_frees_each_later_trials_cycles(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(REPO)], cwd=REPO, capture_output=True,
+                          text=True, timeout=240, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
+                                                       "HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [o["status"] for o in out] == ["completed"] * 3, out
+    assert len({o["pid"] for o in out}) == 1, out  # one worker ran the three trials
+    assert out[0]["frozen"] > 1000, out  # its imports, frozen after the first trial
+    # once: later trials' objects are not frozen (the count only falls, as frozen objects are freed)
+    assert out[0]["frozen"] >= out[1]["frozen"] >= out[2]["frozen"] > 1000, out
+    assert [o["left_alive"] for o in out] == [0, 0, 0], out  # every trial's 1 MiB cycle was freed as it ended
