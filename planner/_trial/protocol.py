@@ -276,6 +276,9 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
             except BaseException:
                 sys.modules.pop(module_name, None)
                 raise
+            parent, _, child = module_name.rpartition(".")
+            if parent in sys.modules:  # as an import does: `package.module` is the new one, the old one let go
+                setattr(sys.modules[parent], child, module)
             return getattr(module, function)
     module = importlib.import_module(module_name)
     return getattr(module, function)
@@ -324,7 +327,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             break
         forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
         status = TrialStatus.FAILED
-    _release_memory(time.monotonic() - t0)
+    _release_memory(time.monotonic() - t0, None if "command" in spec.extra else spec.trainable.partition(":")[0])
     record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
@@ -496,7 +499,7 @@ _TRIM_S = [0.0]  # and its last malloc_trim
 _AT_MOST = 20  # a release runs after a trial only when its last run took at most 1/20 of the trial's time
 
 
-def _release_memory(trial_s: float) -> None:
+def _release_memory(trial_s: float, trainable_module: str | None = None) -> None:
     """Give freed memory back to the system, so a reused worker starts its next trial small.
 
     A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a worker), and
@@ -510,10 +513,14 @@ def _release_memory(trial_s: float) -> None:
     (`gc.freeze`), once: those objects live as long as the process, and every later full collection walks
     only what trials made since (2 ms instead of 50-60 ms in a worker that imported Ray Tune, measured
     here), so it runs after nearly every trial. Objects frozen are still freed when nothing refers to them;
-    only a cycle among them would stay."""
+    only a cycle among them would stay: a module is one (its functions refer to its globals), so the
+    function trainable's module (`trainable_module`), which the next trial executes anew anyway, is let go
+    and collected first, its globals with it (a dataset it loaded at import), never frozen."""
     if not _if_cheap(trial_s, _FULL_COLLECTION_S, gc.collect):
         gc.collect(1)
     elif not _FROZEN[0] and _in_ray_worker():
+        if trainable_module and _let_go(trainable_module):
+            gc.collect()
         gc.freeze()
         _FROZEN[0] = True
         _FULL_COLLECTION_S[0] = 0.0  # the next full collection walks only what trials made: it weighs itself
@@ -521,6 +528,16 @@ def _release_memory(trial_s: float) -> None:
 
 
 _FROZEN = [False]  # whether this worker froze what its first trial left alive
+
+
+def _let_go(module_name: str) -> bool:
+    """Forget the module `module_name` (sys.modules and its package's attribute): the next import executes
+    it anew. True when it was there."""
+    module = sys.modules.pop(module_name, None)
+    parent, _, child = module_name.rpartition(".")
+    if module is not None and parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
+        delattr(sys.modules[parent], child)
+    return module is not None
 
 
 def _in_ray_worker() -> bool:

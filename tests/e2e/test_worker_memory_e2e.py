@@ -19,7 +19,7 @@ from planner._trial.protocol import TrialSpec
 
 def spec(tid):
     return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": 0.3},
-                     budget=1, dir=os.path.join(sys.argv[1], tid), trainable="tests.trainables.cycles:train",
+                     budget=1, dir=os.path.join(sys.argv[1], tid), trainable=sys.argv[3],
                      metric="score", path=(sys.argv[2],), extra={}).__dict__
 
 @ray.remote(num_cpus=1, max_retries=0)
@@ -27,7 +27,7 @@ def trial(s):
     record = confirm_task(s)
     from tests.trainables.cycles_left import LEFT
     return {"status": record["status"], "pid": os.getpid(), "frozen": gc.get_freeze_count(),
-            "left_alive": sum(ref() is not None for ref in LEFT)}
+            "left_alive": sum(ref() is not None for ref in LEFT), "left": len(LEFT)}
 
 session.start_local_ray(num_cpus=1, _system_config=session.EMBEDDED_SYSTEM_CONFIG)
 out = [ray.get(trial.remote(spec(f"t{i}"))) for i in range(3)]
@@ -36,15 +36,34 @@ print(json.dumps(out))
 """
 
 
-def test_a_reused_worker_freezes_once_and_frees_each_later_trials_cycles(tmp_path):
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(REPO)], cwd=REPO, capture_output=True,
-                          text=True, timeout=240, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin",
-                                                       "HOME": str(tmp_path)})
+def _trials(tmp_path, trainable: str) -> list[dict]:
+    """Three trials of `trainable` in one Ray worker: what each saw as it ended."""
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(REPO), trainable], cwd=REPO,
+                          capture_output=True, text=True, timeout=240,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_reused_worker_freezes_once_and_frees_each_later_trials_cycles(tmp_path):
+    out = _trials(tmp_path, "tests.trainables.cycles:train")
     assert [o["status"] for o in out] == ["completed"] * 3, out
     assert len({o["pid"] for o in out}) == 1, out  # one worker ran the three trials
     assert out[0]["frozen"] > 1000, out  # its imports, frozen after the first trial
     # once: later trials' objects are not frozen (the count only falls, as frozen objects are freed)
     assert out[0]["frozen"] >= out[1]["frozen"] >= out[2]["frozen"] > 1000, out
     assert [o["left_alive"] for o in out] == [0, 0, 0], out  # every trial's 1 MiB cycle was freed as it ended
+
+
+def test_the_trainables_module_of_the_first_trial_is_freed_not_frozen(tmp_path):
+    """Each trial executes the trainable's module anew; the first trial's copy (a cycle: its functions refer to
+    its globals) was alive when the worker froze what was left, and would have stayed for good (a dataset
+    loaded at import, held twice). Once the next trial has its own, each earlier copy is gone."""
+    out = _trials(tmp_path, "tests.trainables.module_globals:train")
+    assert [o["status"] for o in out] == ["completed"] * 3, out
+    assert len({o["pid"] for o in out}) == 1, out
+    assert out[0]["frozen"] > 1000, out
+    assert [o["left"] for o in out] == [1, 2, 3], out
+    # after the first trial its module is let go (the next trial executes it anew); after a later one, its own
+    # module is the one alive (the next trial's replaces it), every earlier one is gone
+    assert [o["left_alive"] for o in out] == [0, 1, 1], out

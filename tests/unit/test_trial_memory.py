@@ -74,3 +74,20 @@ def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_it
     protocol._release_memory(5.0)
     protocol._release_memory(5.0)
     assert frozen == ([True] if in_worker else [])  # once a process
+
+
+def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_copy_is_freed():
+    """`load_trainable` executes the module anew for each trial; the package's attribute kept the first copy
+    (and its globals, a dataset loaded at import) alive for the worker's life."""
+    import sys
+    import weakref
+
+    import tests.trainables as package
+
+    first = protocol.load_trainable("tests.trainables.module_globals:train")
+    copy = weakref.ref(sys.modules["tests.trainables.module_globals"].HELD)
+    del first
+    protocol.load_trainable("tests.trainables.module_globals:train")
+    assert package.module_globals is sys.modules["tests.trainables.module_globals"]
+    gc.collect()
+    assert copy() is None
