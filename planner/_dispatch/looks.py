@@ -33,14 +33,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from planner._core.lazy import lazy_import
 from planner._core.records import final_value
 from planner._core.status import StopReason, TrialStatus
 from planner._dispatch.hooks import Outcome as PhaseOutcome
 from planner._plan.trials import Plan, confirm_trial_id
 from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
-from planner._stats.sequential import NO_STOP, plan_design, sequential_decision
 from planner._trial.protocol import TrialSpec
+
+# SciPy (0.13 s) only for a sequential confirmation: a run without looks imports it at its decision, while its
+# confirmation runs (Dispatcher.confirm), not before Ray starts
+_sequential = lazy_import("planner._stats.sequential")
 
 
 def comparison_alpha(contract) -> float:
@@ -73,7 +77,7 @@ def _look_json(step) -> dict[str, Any]:
            "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
            "conditional_power": _number(step.conditional_power), "action": step.action}
     if not math.isfinite(step.t_bound):
-        out["note"] = NO_STOP
+        out["note"] = _sequential.NO_STOP
     elif not math.isfinite(step.ci_low) and math.isfinite(step.effect):
         out["note"] = "degenerate spread: no seed-to-seed variation yet"
     return out
@@ -98,8 +102,9 @@ class SequentialConfirmation:
         self.baseline = c.baseline.name
         self.alpha = comparison_alpha(c)
         self.batches = look_batches(list(c.seeds), c.confirmation.looks)
-        self.design = plan_design(len(c.seeds), c.confirmation.looks, self.alpha, c.confirmation.spending,
-                                  c.confirmation.futility, test=c.acceptance.test)
+        self.design = _sequential.plan_design(len(c.seeds), c.confirmation.looks, self.alpha,
+                                              c.confirmation.spending, c.confirmation.futility,
+                                              test=c.acceptance.test)
 
     def describe(self) -> dict[str, Any]:
         d = self.design
@@ -145,7 +150,7 @@ class SequentialConfirmation:
                     break
                 base_values, _ = collect(base_out, seeds, diverged)
                 arm_values, _ = collect(arm_out, seeds, diverged)
-                step = sequential_decision(
+                step = _sequential.sequential_decision(
                     k, list(base_values.values()), list(arm_values.values()), design=self.design,
                     mode=c.metric.decision_mode, min_effect=c.acceptance.min_effect,
                     baseline_seeds=list(base_values), arm_seeds=list(arm_values))
