@@ -5,6 +5,7 @@ The space itself is pure (planner._plan.space); only this module imports Optuna.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import math
@@ -90,7 +91,9 @@ def grid_left(sampler, space: dict[str, Any], records: list[dict[str, Any]]) -> 
     points = getattr(sampler, "_all_grids", None)  # Optuna's shuffled grid, values in sorted names' order
     if points is None or len(points) != math.prod(len(o) for o in options):
         points = list(itertools.product(*options))
-    ran = [tuple(_key(record.get("params", {}).get(name)) for name in names) for record in records]
+    ran: Any = [tuple(_key(record.get("params", {}).get(name)) for name in names) for record in records]
+    with contextlib.suppress(TypeError):  # a set when every value can be hashed: a large resumed grid is not
+        ran = set(ran)  # quadratic then (a grid of lists stays a list, compared one by one)
     return [dict(zip(names, point, strict=True)) for point in points
             if tuple(_key(value) for value in point) not in ran]
 
