@@ -133,23 +133,48 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
 
 
 def _providers() -> dict:
-    """importlib.metadata.packages_distributions(), read again only when the distributions on sys.path
-    changed: reading every installed distribution's file list takes about 0.2 s, and a run asks at its
-    start and at its end. The key is the names of the `*.dist-info` / `*.egg-info` entries of each folder
-    of sys.path (an install, an upgrade or a removal changes them). Not the folders' mtimes: a run writes
-    into folders on sys.path (the trainable's `__pycache__` beside it, the runs folder), which made the
-    second read a miss on nearly every first run. A folder that holds no distribution is left out of the key:
-    `plan run` puts the contract's folder on sys.path between the two reads, which changed nothing of the
-    map and cost a second read (0.2-0.5 s) before the result was printed."""
+    """importlib.metadata.packages_distributions(), each folder of sys.path read again only when its
+    distributions changed: reading every installed distribution's file list takes about 0.1-0.2 s, and a
+    run asks at its start and at its end. A folder's key is the names of its `*.dist-info` / `*.egg-info`
+    entries (an install, an upgrade or a removal changes them). Not the folders' mtimes: a run writes into
+    folders on sys.path (the trainable's `__pycache__` beside it, the runs folder), which made the second
+    read a miss on nearly every first run. A folder that holds no distribution is left out: `plan run` puts
+    the contract's folder on sys.path between the two reads. Folder by folder, because importing Ray adds
+    one (its `thirdparty_files`, two distributions) between them: the whole map was read again for it
+    (0.07 s here, 0.2-0.5 s under load) before the result was printed; now that folder alone is."""
     folders = ((path, _distributions_in(path)) for path in sys.path)
     # an empty folder is left out; a zip or an egg file (None: not a folder) stays, importlib reads them too
     return _providers_while(tuple((path, names) for path, names in folders if names != frozenset()))
 
 
+# packages_distributions() is these two rules over every distribution (Python 3.11-3.13): applied to one
+# folder's distributions at a time. A Python without them reads the whole map, as packages_distributions does.
+_DECLARED = getattr(importlib.metadata, "_top_level_declared", None)
+_INFERRED = getattr(importlib.metadata, "_top_level_inferred", None)
+_BY_FOLDER = _DECLARED is not None and _INFERRED is not None
+
+
+@functools.cache
+def _folder_providers(path: str, _names: frozenset[str] | None) -> dict[str, list[str]]:
+    """packages_distributions() of the distributions in one folder of sys.path (`_names`: its entries)."""
+    out: dict[str, list[str]] = {}
+    for dist in importlib.metadata.distributions(path=[path]):
+        for name in _DECLARED(dist) or _INFERRED(dist):
+            out.setdefault(name, []).append(dist.metadata["Name"])
+    return out
+
+
 @functools.lru_cache(maxsize=1)
-def _providers_while(_folders: tuple) -> dict:
-    """The map for one state of sys.path's folders (`_folders`: each folder with its distributions' entries)."""
-    return importlib.metadata.packages_distributions()
+def _providers_while(folders: tuple) -> dict:
+    """The map for one state of sys.path's folders (`folders`: each folder with its distributions' entries),
+    from each folder's own map (read once per state of that folder)."""
+    if not _BY_FOLDER:
+        return importlib.metadata.packages_distributions()
+    merged: dict[str, list[str]] = {}
+    for path, names in folders:  # in sys.path's order, as importlib.metadata.distributions() walks it
+        for name, dists in _folder_providers(path, names).items():
+            merged.setdefault(name, []).extend(dists)
+    return merged
 
 
 def _distributions_in(path: str) -> frozenset[str] | None:

@@ -163,3 +163,30 @@ def test_a_keyboard_interrupt_in_a_trial_still_ends_the_worker_s_task(tmp_path):
     """Ray cancels a task (and a worker's SIGINT lands) as a KeyboardInterrupt: it is not the trainable's error."""
     with pytest.raises(KeyboardInterrupt):
         run_trial(spec(tmp_path, "tests.trainables.worker_ends:raises_keyboard_interrupt"))
+
+
+def test_a_folder_added_to_sys_path_is_read_alone_and_the_map_is_what_importlib_gives(tmp_path, monkeypatch):
+    """Issue 23: importing Ray adds a folder with two distributions to sys.path between a run's two reads of
+    the map; only that folder's distributions are read then, and the map equals packages_distributions()."""
+    import importlib.metadata
+
+    from planner._store import identity
+
+    identity._providers_while.cache_clear()
+    first = identity._providers()
+    assert first == importlib.metadata.packages_distributions()
+    read = []
+    real = importlib.metadata.distributions
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda **kw: read.append(kw) or real(**kw))
+    folder = tmp_path / "thirdparty_files"
+    dist = folder / "tinydist-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tinydist\nVersion: 1.0\n")
+    (dist / "RECORD").write_text("tinydist_mod.py,,\n")
+    (folder / "tinydist_mod.py").write_text("")
+    monkeypatch.setattr("sys.path", [*sys.path, str(folder)])
+    again = identity._providers()
+    assert read == [{"path": [str(folder)]}], read  # the new folder alone
+    assert again["tinydist_mod"] == ["tinydist"]
+    monkeypatch.setattr(importlib.metadata, "distributions", real)
+    assert again == importlib.metadata.packages_distributions()
