@@ -266,10 +266,11 @@ def seed_everything(seed: int) -> None:
 def load_trainable(path: str, fresh: bool = True) -> Callable:
     """`module.path:function` -> the function; `fresh` executes the module anew (its globals start over)."""
     module_name, _, function = path.partition(":")
-    if fresh and module_name in sys.modules:
+    if fresh and (module_name in sys.modules or module_name in _LET_GO):
         spec = importlib.util.find_spec(module_name)
         if spec is not None and spec.loader is not None:
             module = importlib.util.module_from_spec(spec)
+            _with_submodules(module)  # before it runs: `import pkg.sub` at its top then `pkg.sub.x` works
             sys.modules[module_name] = module
             try:
                 spec.loader.exec_module(module)
@@ -282,6 +283,18 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
             return getattr(module, function)
     module = importlib.import_module(module_name)
     return getattr(module, function)
+
+
+def _with_submodules(module: Any) -> None:
+    """A package about to be executed anew gets the submodules that are still loaded as its attributes, as
+    their first import made them: `import pkg.sub` finds them loaded and sets nothing, so `pkg.sub.x` raised
+    AttributeError from the second trial on. What the package's own code then assigns wins."""
+    if getattr(module, "__path__", None) is not None:
+        prefix = module.__name__ + "."
+        for name, loaded in list(sys.modules.items()):
+            child = name[len(prefix):]
+            if name.startswith(prefix) and "." not in child and loaded is not None:
+                setattr(module, child, loaded)
 
 
 def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> dict[str, Any]:
@@ -530,9 +543,13 @@ def _release_memory(trial_s: float, trainable_module: str | None = None) -> None
 _FROZEN = [False]  # whether this worker froze what its first trial left alive
 
 
+_LET_GO: set[str] = set()  # trainable modules let go before the freeze: the next trial executes them anew
+
+
 def _let_go(module_name: str) -> bool:
-    """Forget the module `module_name` (sys.modules and its package's attribute): the next import executes
-    it anew. True when it was there."""
+    """Forget the module `module_name` (sys.modules and its package's attribute): the next trial executes
+    it anew (`load_trainable`). True when it was there."""
+    _LET_GO.add(module_name)
     module = sys.modules.pop(module_name, None)
     parent, _, child = module_name.rpartition(".")
     if module is not None and parent in sys.modules and getattr(sys.modules[parent], child, None) is module:

@@ -67,3 +67,12 @@ def test_the_trainables_module_of_the_first_trial_is_freed_not_frozen(tmp_path):
     # after the first trial its module is let go (the next trial executes it anew); after a later one, its own
     # module is the one alive (the next trial's replaces it), every earlier one is gone
     assert [o["left_alive"] for o in out] == [0, 1, 1], out
+
+
+def test_a_trainable_in_a_package_reaches_its_submodules_in_every_trial_and_each_earlier_copy_is_freed(tmp_path):
+    """The package is let go after the first trial (before the freeze) and executed anew for each later one;
+    its submodule, still loaded, is its attribute again each time (`import pkg.sub; pkg.sub.x`)."""
+    out = _trials(tmp_path, "tests.trainables.pkg_trainable:train")
+    assert [o["status"] for o in out] == ["completed"] * 3, out
+    assert len({o["pid"] for o in out}) == 1, out
+    assert [o["left_alive"] for o in out] == [0, 1, 1], out

@@ -91,3 +91,14 @@ def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_cop
     assert package.module_globals is sys.modules["tests.trainables.module_globals"]
     gc.collect()
     assert copy() is None
+
+
+def test_a_trainable_in_a_package_executed_anew_still_reaches_its_submodules_as_attributes(tmp_path):
+    """A package's __init__ executed anew for the second trial lacked the attributes its still-loaded
+    submodules had given it: `import pkg.sub; pkg.sub.x` raised AttributeError from the second trial on."""
+    spec = TrialSpec(trial_id="p0", phase="confirm", arm="a", seed=1, index=0, params={}, config={}, budget=1,
+                     dir=str(tmp_path / "p0"), trainable="tests.trainables.pkg_trainable:train", metric="score",
+                     path=(REPO,), extra={})
+    first = run_trial(spec)
+    second = run_trial(TrialSpec(**{**spec.__dict__, "trial_id": "p1", "dir": str(tmp_path / "p1")}))
+    assert [first["status"], second["status"]] == ["completed", "completed"], second.get("errors")
