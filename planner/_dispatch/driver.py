@@ -450,7 +450,7 @@ class Runner:
                 self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
-        with importing_meanwhile(DECISION_IMPORTS):  # the decision's SciPy, while the driver waits on trials
+        with importing_meanwhile(decision_rule.SCIPY):  # the decision's SciPy, while the driver waits on trials
             stopped = self._confirm_pass(configs)
         self.stop_if_failing_fast()
         selected = lambda t: t.arm in configs  # noqa: E731 - the arms with a config to confirm
@@ -562,11 +562,6 @@ def _check_tracking(contract) -> None:
     tracking = contract.tracking.mlflow
     if tracking is not None:
         check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
-
-
-# What the decision imports (its t quantiles, planner._stats.decide), which no step before it needs: imported in a
-# thread while the confirmation's trials run, instead of at the decision, after the last trial.
-DECISION_IMPORTS = "scipy.special"
 
 
 def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path) -> RunStore:

@@ -43,7 +43,7 @@ from planner._stats.looks import look_batches
 from planner._trial.protocol import TrialSpec
 
 # SciPy (0.13 s) only for a sequential confirmation: a run without looks imports it at its decision, while its
-# confirmation runs (Dispatcher.confirm), not before Ray starts
+# confirmation runs (Runner.confirm), not before Ray starts
 _sequential = lazy_import("planner._stats.sequential")
 
 

@@ -62,7 +62,8 @@ from planner._stats.attainable import (  # their home is attainable (light, for 
     smallest_p_value,
 )
 
-special = lazy_import("scipy.special")  # the t test's quantiles: a report that checks a rule never loads SciPy
+SCIPY = "scipy.special"  # the t test's quantiles: a report that checks a rule never loads SciPy; a run imports it
+special = lazy_import(SCIPY)  # while its confirmation runs (planner._dispatch.driver)
 
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]

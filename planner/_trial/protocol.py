@@ -277,12 +277,23 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
             except BaseException:
                 sys.modules.pop(module_name, None)
                 raise
-            parent, _, child = module_name.rpartition(".")
-            if parent in sys.modules:  # as an import does: `package.module` is the new one, the old one let go
-                setattr(sys.modules[parent], child, module)
+            _bind_in_package(module_name, module)  # as an import does: `package.module` is the new one
             return getattr(module, function)
     module = importlib.import_module(module_name)
     return getattr(module, function)
+
+
+def _bind_in_package(module_name: str, module: Any, *, was: Any = None) -> None:
+    """`package.module` is `module` (None: no attribute), as an import makes it; with `was`, only while the
+    attribute is `was` (what the package's own code put there is left)."""
+    package, _, name = module_name.rpartition(".")
+    holder = sys.modules.get(package)
+    if holder is None or (was is not None and getattr(holder, name, None) is not was):
+        return
+    if module is not None:
+        setattr(holder, name, module)
+    elif hasattr(holder, name):
+        delattr(holder, name)
 
 
 def _with_submodules(module: Any) -> None:
@@ -551,9 +562,8 @@ def _let_go(module_name: str) -> bool:
     it anew (`load_trainable`). True when it was there."""
     _LET_GO.add(module_name)
     module = sys.modules.pop(module_name, None)
-    parent, _, child = module_name.rpartition(".")
-    if module is not None and parent in sys.modules and getattr(sys.modules[parent], child, None) is module:
-        delattr(sys.modules[parent], child)
+    if module is not None:
+        _bind_in_package(module_name, None, was=module)
     return module is not None
 
 

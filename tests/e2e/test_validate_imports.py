@@ -42,8 +42,8 @@ def test_a_run_imports_scipy_only_for_its_decision():
     """Issue 23: what `plan run` imports before Ray starts holds no SciPy (0.13-0.3 s of a small run's start);
     a run without sequential looks imports it for the decision, while its confirmation runs."""
     found = _run(
-        "import json, sys\nimport planner._dispatch.driver as driver\nimport planner._stats.decide as decide\n"
-        "print(json.dumps({'scipy': 'scipy' in sys.modules, 'prefetched': driver.DECISION_IMPORTS,\n"
+        "import json, sys\nimport planner._dispatch.driver\nimport planner._stats.decide as decide\n"
+        "print(json.dumps({'scipy': 'scipy' in sys.modules, 'prefetched': decide.SCIPY,\n"
         "                  'decision': decide.special._lazy_name}))\n")
     assert found["scipy"] is False, found
     assert found["prefetched"] == found["decision"], found  # what the confirmation imports is what it needs
