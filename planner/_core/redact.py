@@ -148,6 +148,8 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "SQL IDENTIFIED BY": (("identified",), True),
     "SQL IDENTIFIED BY pw": (("identified",), True),
     "SQL PASSWORD": (("password",), True),
+    "SQL PASSWORD $$": (("password",), True),
+    "SQL SET PASSWORD": (("password",), True),
     "netrc password": (("password",), False),
     "an Authorization header": (("authorization",), True),
     "a bearer token": (("bearer", "basic", "token", "digest"), True),
@@ -186,7 +188,8 @@ _SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(
 # A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl -u user:PASS`,
 # `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT; `IDENTIFIED WITH plugin BY`, `BY
 # PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a CREATE/ALTER USER or CONNECT TO (not "identified by
-# the model"), Postgres' `PASSWORD 'PASS'` (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal);
+# the model"), Postgres' `PASSWORD 'PASS'` (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal) and
+# its dollar-quoted `PASSWORD $$PASS$$`, MySQL's `SET PASSWORD [FOR user] = 'PASS'` (or `= PASSWORD('PASS')`);
 # a netrc's `machine HOST [login USER] password PASS` (`default login USER password PASS`; HOST a host name, with a
 # `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password policy"), and in its form
 # of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
@@ -199,6 +202,9 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("SQL IDENTIFIED BY pw", re.compile(r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
                                            r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)")),
     ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+')(" + _SQL_QUOTED + r")")),
+    ("SQL PASSWORD $$", re.compile(r"(?ai)(\bpassword\s+\$\$)((?:(?!\$\$)[^\n])+)(?=\$\$)")),
+    ("SQL SET PASSWORD", re.compile(r"(?ai)(\bset\s+password\s+(?:for\s+[^=;\n]{1,200}?\s*)?=\s*(?:password\s*\(\s*)?"
+                                    r"['\"])(" + _SQL_QUOTED + r")")),
     ("netrc password", re.compile(r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
                                     r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
                                     r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
