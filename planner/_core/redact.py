@@ -213,8 +213,10 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
 # (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
-# as PHP, Java and some loggers write it) or a repr() escaped those again, and before an escaped quote (`h\"`).
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})@(?=[A-Za-z0-9\[]"
+# as PHP, Java and some loggers write it) or a repr() escaped those again, before an escaped quote (`h\"`), and
+# where JSON escaped the `@` itself (`u:p\u0040h`, as an ASCII-only encoder may).
+URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})(@|\\u0040)"
+                          r"(?=[A-Za-z0-9\[]"
                           r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
 _AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
                           r"[^\s\"']+)")
@@ -467,7 +469,7 @@ class Redactor:
             if may_hold(kind, value):
                 value = pattern.sub(REDACTED, value)
         if may_hold("a URL's userinfo", value):
-            value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED + "@" if m.group(2) else "@"), value)
+            value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED if m.group(2) else "") + m.group(3), value)
         if may_hold("an Authorization header", value):
             value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
         if may_hold("a bearer token", value):

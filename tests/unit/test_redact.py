@@ -36,6 +36,7 @@ MISSED_PROBE = {
     "URL with JSON-escaped slashes": '{"url": "https:\\/\\/user:s3cretLEAKMARK@db.example.com\\/x"}',
     "URL with JSON-escaped slashes, repr'd": "'https:\\\\/\\\\/user:s3cretLEAKMARK@db.example.com'",
     "URL before an escaped quote": '{\\"url\\": \\"https://user:s3cretLEAKMARK@db.example.com\\"}',
+    "URL with a JSON-escaped @": '{"url": "https://user:s3cretLEAKMARK\\u0040db.example.com/x"}',
     "lowercased AWS access key id": "https://logs.example.com/q?key=akialeakmark2abcdefg&x=1",
     "SQL IDENTIFIED BY 'pw'": "CREATE USER 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK';",
     "MySQL SET PASSWORD FOR": "SET PASSWORD FOR 'app'@'localhost' = 'Hunter2LEAKMARK';",
