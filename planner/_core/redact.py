@@ -399,11 +399,12 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _spellings(value: str) -> list[str]:
-    """A secret as printed: itself, escaped as repr() and JSON write it, its UTF-8 bytes in hex (both cases) and
-    in base64 (standard and URL-safe, with and without padding). Base64 also as it reads inside a longer encoded
+    """A secret as printed: itself (also lowercased and uppercased), escaped as repr() and JSON write it, its UTF-8
+    bytes in hex (both cases) and in base64 (standard and URL-safe, with and without padding). Base64 also as it reads inside a longer encoded
     text (`user:secret` of a Basic credential, a config's JSON): for each of the three offsets the secret can
     start at, the characters that encode its bytes alone; such a part shorter than `_MIN_ENCODED` is left out."""
-    out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+    out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
+           value.lower(), value.upper()]  # a log that prints it folded (`{token.lower()}`, a case-blind id)
     raw = value.encode("utf-8", "surrogatepass")
     out += [raw.hex(), raw.hex().upper()]
     for encode in (base64.b64encode, base64.urlsafe_b64encode):

@@ -171,6 +171,7 @@ def test_encoded_copies_of_an_environment_secret_are_cut():
         for text in (encode(raw).decode(), encode(raw).decode().rstrip("=")):
             assert redactor.text(f"x {text} y") == "x <redacted> y", text
     assert redactor.text(f"x {raw.hex()} {raw.hex().upper()} y") == "x <redacted> <redacted> y"
+    assert redactor.text(f"x {secret.lower()} {secret.upper()} y") == "x <redacted> <redacted> y"  # printed folded
     for before in ("u:", "us:", "usr:", '{"db": {"password": "'):  # each of the three offsets in base64
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode((before + secret + '"}').encode()).decode()
