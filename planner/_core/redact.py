@@ -148,7 +148,6 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "SQL IDENTIFIED BY": (("identified",), True),
     "SQL IDENTIFIED BY pw": (("identified",), True),
     "SQL PASSWORD": (("password",), True),
-    "SQL PASSWORD $$": (("password",), True),
     "SQL SET PASSWORD": (("password",), True),
     "netrc password": (("password",), False),
     "an Authorization header": (("authorization",), True),
@@ -185,6 +184,8 @@ def _shapes_in(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
 _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
 # A quoted SQL string's text (the quotes are not in it): `'it''s'`, `'a\'b'`, `"pw"`.
 _SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(?="))"""
+# A Postgres dollar-quoted string's text: `$$it's$$` (the dollars are not in it).
+_DOLLAR_QUOTED = r"(?<=\$\$)(?:(?!\$\$)[^\n])+(?=\$\$)"
 # A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl -u user:PASS`,
 # `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT; `IDENTIFIED WITH plugin BY`, `BY
 # PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a CREATE/ALTER USER or CONNECT TO (not "identified by
@@ -201,8 +202,7 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                      + _SQL_QUOTED + r")")),
     ("SQL IDENTIFIED BY pw", re.compile(r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
                                            r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)")),
-    ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+')(" + _SQL_QUOTED + r")")),
-    ("SQL PASSWORD $$", re.compile(r"(?ai)(\bpassword\s+\$\$)((?:(?!\$\$)[^\n])+)(?=\$\$)")),
+    ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+(?:'|\$\$))(" + _SQL_QUOTED + "|" + _DOLLAR_QUOTED + r")")),
     ("SQL SET PASSWORD", re.compile(r"(?ai)(\bset\s+password\s+(?:for\s+[^=;\n]{1,200}?\s*)?=\s*(?:password\s*\(\s*)?"
                                     r"['\"])(" + _SQL_QUOTED + r")")),
     ("netrc password", re.compile(r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
@@ -400,9 +400,10 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def _spellings(value: str) -> list[str]:
     """A secret as printed: itself (also lowercased and uppercased), escaped as repr() and JSON write it, its UTF-8
-    bytes in hex (both cases) and in base64 (standard and URL-safe, with and without padding). Base64 also as it reads inside a longer encoded
-    text (`user:secret` of a Basic credential, a config's JSON): for each of the three offsets the secret can
-    start at, the characters that encode its bytes alone; such a part shorter than `_MIN_ENCODED` is left out."""
+    bytes in hex (both cases) and in base64 (standard and URL-safe, with and without padding). Base64 also as it
+    reads inside a longer encoded text (`user:secret` of a Basic credential, a config's JSON): for each of the
+    three offsets the secret can start at, the characters that encode its bytes alone; such a part shorter than
+    `_MIN_ENCODED` is left out."""
     out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
            value.lower(), value.upper()]  # a log that prints it folded (`{token.lower()}`, a case-blind id)
     raw = value.encode("utf-8", "surrogatepass")

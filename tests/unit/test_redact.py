@@ -91,7 +91,8 @@ def test_ordinary_ml_text_is_no_credential():
                  "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x",
                  "asiancuisinedatasets", "asiasoutheast1bucket", "aidapipelinev2stage3x", "AKIA", "akia2345",
                  "the outliers identified by the model", "Samples IDENTIFIED BY THE MODEL: 12", "identified by 3 votes",
-                 "a user identified by the model", "enter your password", "Enter your password: ", "set password = ", "the password $$ cost", "password reset required",
+                 "a user identified by the model", "enter your password", "Enter your password: ", "set password = ",
+                 "the password $$ cost", "password reset required",
                  "Password required", "the password is wrong", "machine learning", "machine learning password policy",
                  "machine learning models", "default password policy",
                  "basic test", "Basic QUJD", "basic statistics"):
