@@ -29,6 +29,11 @@ MAX_REPORT_LINE_BYTES = 1024 * 1024
 # `val_acc_epoch` (Lightning's on_epoch), `val/acc`
 EVALUATION_AFFIXES = ("eval", "val", "valid", "validation", "test", "epoch", "step")
 AFFIX_SEPARATORS = "_/-."
+# a column this close to the metric's (difflib's ratio: `valacc` and `val_acc` 0.92, `valid_acc` 0.88; not
+# `train_acc` 0.63 nor `val_accuracy` 0.74) that the log holds at two steps while it never holds the metric's
+# is the metric misspelt: one step could be a sibling logged a row before the metric, two are not
+TYPO_CUTOFF = 0.8
+TYPO_STEPS = 2
 
 Line = tuple[int | None, Any]  # (step, {name: value}) or (None, (split name, summary))
 
@@ -93,6 +98,7 @@ class WithSplits:
     def __init__(self, metrics: MetricsFileTail, report_file: ReportTail):
         self.metrics, self.report_file = metrics, report_file
         self.reported = False  # the script also called planner.report: refused, the metrics come from its log
+        self._looked_at = -1  # the rows read when the log was last looked at for a misspelt metric
 
     def _splits(self, lines: list[Line]) -> list[Line]:
         self.reported = self.reported or any(line[0] is not None for line in lines)
@@ -112,20 +118,36 @@ class WithSplits:
 
     def misnamed(self) -> Misnamed | None:
         """Before the first report: the file has no column for the metric but holds it under an evaluation
-        prefix or suffix (`eval_accuracy` for `accuracy`): the first row that does, and what to say."""
+        prefix or suffix (`eval_accuracy` for `accuracy`), at once, or under a near spelling (`val_acc` for
+        `valacc`) at `TYPO_STEPS` steps: the row that shows it, and what to say."""
         tail, spec = self.metrics, self.metrics.spec
         reader, column = tail.reader, spec.names[spec.require]
         if reader is None or reader.reported or tail.path is None or column in reader.columns:
             return None
-        near = evaluation_spellings(column, reader.columns)
+        near, steps = evaluation_spellings(column, reader.columns), 1
         if not near:
-            return None
-        message = (f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
-                   f"{nearest_name(column, near)} (its columns: {', '.join(reader.columns)}). Fix `metrics.names`")
+            near, steps = difflib.get_close_matches(column, reader.columns, n=3, cutoff=TYPO_CUTOFF), TYPO_STEPS
+            if not near or self._looked_at == reader.seen:
+                return None
+            self._looked_at = reader.seen  # rows are looked at again only when the log has grown
+        shift, at = 1 - spec.step_base, {}  # step -> the first row there that holds a near name
         for _, row in tail.rows():
-            if any(name in row for name in near):
-                return Misnamed(_whole(row.get(spec.step), 1 - spec.step_base), _numbers(row, spec.step), message)
-        return Misnamed(None, {}, message)
+            step = _whole(row.get(spec.step), shift)
+            if step is not None and step not in at and any(name in row for name in near):
+                at[step] = row
+                if len(at) == steps:
+                    break
+        if len(at) < steps:
+            return None if steps > 1 else Misnamed(None, {}, self._misnamed_message(near, 0))
+        step, row = max(at.items())  # the furthest step shown: what the trial spent
+        return Misnamed(step, _numbers(row, spec.step), self._misnamed_message(near, steps))
+
+    def _misnamed_message(self, near: list[str], steps: int) -> str:
+        tail, spec = self.metrics, self.metrics.spec
+        column, columns = spec.names[spec.require], tail.reader.columns if tail.reader else []
+        held = f"it held `{near[0]}` at {steps} steps and never {column!r}; " if steps > 1 else ""
+        return (f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
+                f"{nearest_name(column, near)} ({held}its columns: {', '.join(columns)}). Fix `metrics.names`")
 
 
 @dataclass(frozen=True)

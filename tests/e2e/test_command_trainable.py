@@ -509,6 +509,29 @@ def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_i
     assert record["exposure"] == 1  # its first evaluation was spent, and counted
 
 
+def test_a_misspelt_column_ends_the_trial_at_its_second_evaluation(tmp_path):
+    """`valacc` in the contract, `val_acc` in the CSV: no evaluation affix, a typo. Stopped at epoch 2 of 20."""
+    from planner._trial.metrics_files import MetricsSpec
+    from planner._trial.protocol import run_trial
+
+    metrics = MetricsSpec(file="metrics.csv", format="csv", step="epoch", step_base=0,
+                          names={"val_acc": "valacc"}, require="val_acc").to_dict()
+    started = time.monotonic()
+    record = run_trial(_command_spec(tmp_path, """
+        out = os.path.join(os.path.dirname(os.environ["PLANNER_REPORT_FILE"]), "hydra")
+        os.makedirs(out, exist_ok=True)
+        rows = ["epoch,step,train_loss,val_acc"]
+        for epoch in range(20):
+            rows += [f"{epoch},{10 * epoch + 5},{1 / (epoch + 1)},", f"{epoch},{10 * epoch + 9},,{0.5 + epoch / 100}"]
+            open(os.path.join(out, "metrics.csv"), "w").write("\\n".join(rows) + "\\n")
+            time.sleep(1.5)
+    """, phase="tune", metric="val_acc", heldout=None, budget=20, metrics=metrics))
+    assert time.monotonic() - started < 15
+    message = record["errors"][-1]["message"]
+    assert record["status"] == "protocol_error" and "did you mean `val_acc`?" in message, message
+    assert "held `val_acc` at 2 steps" in message and record["exposure"] == 2
+
+
 def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_path):
     """A new user's typo (cfg.model.hiden) showed only "command exited with status 1" on the terminal; the
     cause was in stderr.log. The first line, which the progress and the run summary show, names it now."""

@@ -673,3 +673,39 @@ def test_a_spec_with_a_held_out_source_crosses_to_a_worker_and_without_one_reads
     assert "heldout" not in spec().to_dict() and "heldout_file" not in spec().to_dict()
     tuning = full.without("test_acc")
     assert tuning.heldout is None and tuning.heldout_file is None and "test_acc" not in tuning.names
+
+
+def _misnamed_after_each_epoch(tmp_path, names: dict[str, str], epochs: int, **kw):
+    """misnamed() looked at after each epoch a Lightning CSV log grows by: the epoch it first named the metric."""
+    from planner._trial.reports import ReportTail, WithSplits
+
+    writer, found = LightningCsvWriter(), []
+    (tmp_path / "reports.jsonl").touch()
+    source = WithSplits(MetricsFileTail(tmp_path, spec(names=names, require="val_acc", **kw)),
+                        ReportTail(tmp_path / "reports.jsonl"))
+    for epoch in range(epochs):
+        lightning_epochs(writer, range(epoch, epoch + 1))
+        _place(tmp_path / "metrics.csv", writer.content)
+        assert source.read_new() == []
+        misnamed = source.misnamed()
+        if misnamed is not None:
+            found.append((epoch, misnamed))
+    source.close()
+    return found
+
+
+def test_a_misspelt_column_is_named_once_the_log_held_its_near_spelling_at_two_steps(tmp_path):
+    """`valacc` for Lightning's `val_acc`: no evaluation affix, a typo. Named at the second validated epoch,
+    with that epoch spent, rather than after every epoch of the budget."""
+    found = _misnamed_after_each_epoch(tmp_path, {"val_acc": "valacc"}, epochs=6)
+    (epoch, misnamed), *_ = found
+    assert epoch == 1 and misnamed.step == 2  # epochs 0 and 1 (step_base 0) held val_acc
+    assert misnamed.metrics["val_acc"] == pytest.approx(0.6)
+    assert "has no column 'valacc'" in misnamed.message and "did you mean `val_acc`?" in misnamed.message
+    assert "it held `val_acc` at 2 steps" in misnamed.message
+
+
+@pytest.mark.parametrize("column", ["train_acc", "val_accuracy_top5", "val_f1"])
+def test_a_column_only_loosely_like_the_metric_never_ends_the_trial(tmp_path, column):
+    """The metric logged late (at the end only, say) beside others of a related name is not misspelt."""
+    assert _misnamed_after_each_epoch(tmp_path, {"val_acc": column}, epochs=4) == []
