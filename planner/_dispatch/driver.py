@@ -84,7 +84,9 @@ from planner._store.files import refuse_in_place
 from planner._store.identity import add_used_packages, run_identity
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
+from planner._store.schema import check_trial
 from planner._store.writer import RunStore
+from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
 
 NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
@@ -279,6 +281,30 @@ class Runner:
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
 
+    def recover(self, trial_id: str) -> bool:
+        """On --resume: record the planned trial `trial_id` from the record its worker kept, when the trial had
+        ended as the earlier driver stopped (its attempt ledger says so: planner._trial.attempts); True when
+        it was. The kept record must pass the run folder's check and be of this trial, with the tuned values
+        its attempt ran; anything else runs again."""
+        planned = next((t for t in self.plan.trials if t.trial_id == trial_id), None)
+        if planned is None:
+            return False
+        ledger = Ledger.load(self.store.trial_dir(trial_id), self.dispatch.session)
+        record = ledger.kept_before()
+        if record is None:
+            return False
+        try:
+            check_trial(record, f"{trial_id}'s kept record")
+        except RunError:
+            return False
+        same = all(record.get(key) == getattr(planned, key) for key in ("trial_id", "phase", "arm", "seed")) and (
+            record.get("contract_sha256") == self.dispatch.contract_sha256)
+        if not same or (record.get("params") or {}) != (ledger.attempts[-1].get("params") or {}):
+            return False
+        self.dispatch.recover(record, ledger.attempts[-1].get("session"))
+        self.progress.ended(record, was_running=False)
+        return True
+
     def kept(self, spec: TrialSpec, why: str) -> None:
         self.display.note(f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
                           f"trial's ({why})")
@@ -356,10 +382,14 @@ class Runner:
             todo = [t for t in trials if t.trial_id not in self.records]
             if not todo:
                 continue
+            # a trial that started before (a second pass, a --resume) runs first, with the values it started with
+            again = {t.trial_id: self.dispatch.started_params[t.trial_id] for t in todo
+                     if t.trial_id in self.dispatch.started_params}
+            todo = [t for t in todo if t.trial_id in again] + [t for t in todo if t.trial_id not in again]
             space = arm_space(tuning, group.arm)
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), done,
-                                raw=self.dispatch.raw_for(group.arm, group.seed)))
+                                raw=self.dispatch.raw_for(group.arm, group.seed), again=again))
         if not sweeps:
             return None, {}
         self.progress.phase = "tune"
@@ -542,7 +572,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             previous_wall = 0.0
         runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
                         remote=remote, previous_wall_s=previous_wall, keep_going=keep_going)
-        resumed = _rerun_cut_short(store, plan, runner.records) if resume is not None else None
+        resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()
         end = _End(runner, session, resume=lambda state, reason: _resume_command(
@@ -624,12 +654,19 @@ def _resume_folder(store: RunStore, took_over: dict | None, contract, contract_d
     return previous_wall
 
 
-def _rerun_cut_short(store: RunStore, plan: Plan, records: dict[str, dict]) -> dict[str, int]:
-    """On --resume: log the trials an earlier driver started and never ended (they run again); the counts."""
-    again = unfinished(store, records)
+def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, int]:
+    """On --resume: the trials an earlier driver started and never recorded. One that had ended as that driver
+    stopped is recorded from the record its worker kept; the others are logged and run again, a tuning trial
+    with the tuned values it first started with. The counts."""
+    started = unfinished(store, runner.records)
+    recovered = [trial_id for trial_id in started if runner.recover(trial_id)]
+    again = [trial_id for trial_id in started if trial_id not in recovered]
+    for trial_id in again:
+        if started[trial_id] is not None:
+            runner.dispatch.started_params.setdefault(trial_id, started[trial_id])
     if again:
         store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
-    return resume_counts(plan, records, again)
+    return {**resume_counts(plan, runner.records, again), "recovered": len(recovered)}
 
 
 def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir: Path,
@@ -817,8 +854,10 @@ def format_resumed(counts: dict[str, int]) -> str:
     def trials(n: int) -> str:
         return f"{n} trial{'s' if n != 1 else ''}"
 
-    return (f"resumed: {trials(counts['kept'])} kept, {trials(counts['rerun'])} run again (cut short when the run "
-            f"stopped), {trials(counts['not_started'])} not started yet")
+    recovered = counts.get("recovered", 0)
+    kept = f" ({recovered} of them ended as the run stopped: recorded now from their trial folders)" if recovered else ""
+    return (f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut short when the "
+            f"run stopped), {trials(counts['not_started'])} not started yet")
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:

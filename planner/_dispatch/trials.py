@@ -63,6 +63,9 @@ class Dispatch:
     remote: bool = False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     session: str = field(default_factory=new_session)
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
+    # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
+    # (a second pass of the phase, a --resume) runs them again, never a new draw
+    started_params: dict[str, dict] = field(default_factory=dict)
     listener: Any = None  # started(spec), ended(record), cancelled(spec, why), after the run folder
     # the arms' composed configs, and the same before interpolations are resolved: a trial's config is built on them
     configs: dict[str, dict] = field(default_factory=dict)
@@ -151,17 +154,21 @@ class Dispatch:
     # the hooks: the run folder first, then the listener
     def _started(self, spec: TrialSpec) -> None:
         self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
-                         seed=spec.seed)
+                         seed=spec.seed, params=spec.params)
+        if spec.phase == "tune":
+            self.started_params.setdefault(spec.trial_id, dict(spec.params))
         if self.listener is not None:
             self.listener.started(spec)
 
-    def _ended(self, record: dict) -> None:
+    def _ended(self, record: dict, *, heard: bool = True) -> None:
+        """A trial's record: checked across trials, written, kept; the listener hears of it when `heard`."""
+        self.started_params.pop(record["trial_id"], None)
         self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
         self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
                          exposure=record["exposure"])
-        if self.listener is not None:
+        if self.listener is not None and heard:
             self.listener.ended(record)
         self.slim(record)
 
@@ -190,6 +197,14 @@ class Dispatch:
         for v in data_violations(record):
             self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
                              phase=record.get("phase"), seed=record.get("seed"), violation=v)
+
+    def recover(self, record: dict, session: Any) -> None:
+        """On --resume, before anything runs: the record a trial's worker kept as the trial ended while the
+        earlier driver (`session`) stopped, before that driver wrote it; written now as the trial's, with an
+        event that says so. Kept like the records read back from trials.jsonl (the listener is not told)."""
+        self.store.event("trial_recovered", sync=False, trial_id=record["trial_id"], phase=record.get("phase"),
+                         status=record.get("status"), session=session)
+        self._ended(record, heard=False)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
         self.store.event("trial_cancelled", sync=False, trial_id=spec.trial_id, reason=why)

@@ -93,6 +93,9 @@ class Sweep:
     sampler: Any  # an optuna sampler
     finished: list[dict] = field(default_factory=list)  # the records of a resumed sweep's finished trials
     raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
+    # trial id -> the tuned values it started with before (a second pass, a --resume): those trials come first
+    # in `specs` and run these values again, never a new draw
+    again: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +143,22 @@ def scheduler_result(result: dict, metric: str) -> dict | None:
     return {"step": step, "training_iteration": step, metric: value, "time_total_s": elapsed}
 
 
+def _rerun_values(sweep: Sweep, trial_id: str) -> dict[str, Any] | None:
+    """The tuned values trial `trial_id` started with before, when they are values of the sweep's space (they
+    come from events.jsonl: a run folder's, so checked), else None: the trial then draws anew, and its attempt
+    ledger keeps it from continuing an earlier attempt's checkpoint (planner._trial.attempts)."""
+    params = sweep.again.get(trial_id)
+    if not isinstance(params, dict) or set(params) != set(sweep.space):
+        return None
+    for key, distribution in sweep.space.items():
+        try:
+            if not distribution._contains(distribution.to_internal_repr(params[key])):
+                return None
+        except (TypeError, ValueError, AttributeError):
+            return None
+    return dict(params)
+
+
 def _make_rule(early_stop, metric: str, mode: str, exposure: int):
     if early_stop.rule == "asha":
         return ASHAScheduler(time_attr="step", metric=metric, mode=mode, max_t=exposure,
@@ -165,8 +184,12 @@ class SweepSearch(Searcher):
                 told = finished_trial(record, state.metric, sweep.space)
                 if told is not None:
                     study.add_trial(told)
-            for point in grid_left(sweep.sampler, sweep.space, sweep.finished) if sweep.finished else ():
-                study.enqueue_trial(point)  # a grid sweep runs next the points no finished trial ran
+            again = [params for spec in sweep.specs if (params := _rerun_values(sweep, spec.trial_id)) is not None]
+            for params in again:  # the trials run again come first in specs: the study hands them out first
+                study.enqueue_trial(params)
+            ran = sweep.finished + [{"params": params} for params in again]
+            for point in grid_left(sweep.sampler, sweep.space, ran) if ran else ():
+                study.enqueue_trial(point)  # a grid sweep runs next the points no finished (or rerun) trial ran
             self.searchers.append(searcher)
         self.next = [0] * len(state.sweeps)
         self.turn = 0

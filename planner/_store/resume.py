@@ -12,7 +12,10 @@
    finished and runs again.
 4. What ended is kept (trials.jsonl: the first record of an id wins); every
    planned trial without a record runs, from its start or from the checkpoint
-   the trainable left in trial.dir (`trial.resumed` tells it to look).
+   the trainable left in trial.dir (`trial.resumed` tells it to look), with the
+   tuned values it first started with. A trial that had ended as the driver
+   stopped, before its record was written, is recorded from the record its
+   worker kept in trial.dir instead of running again.
    Tuning continues with each sweep's study rebuilt from its finished trials,
    so each sweep still ends with exactly `trials_per_arm` trials.
 """
@@ -70,15 +73,19 @@ def heal_files(root: Path) -> dict[str, int]:
     return cut
 
 
-def unfinished(store, records: dict[str, dict]) -> list[str]:
-    """Trials that started under an earlier driver and have no record: they run again."""
+def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
+    """Trials that started under an earlier driver and have no record (they run again, or their worker's kept
+    record is recorded), in the order they first started, each with the tuned values it first started with
+    (its `trial_started` event's `params`; None when the event has none: a folder from before they were
+    logged, or one that was altered)."""
     events = RunFolder(store.root).events().records
-    started = [e.get("trial_id") for e in events if e.get("event") == "trial_started"]
-    seen, out = set(), []
-    for trial_id in started:
-        if trial_id and trial_id not in records and trial_id not in seen:
-            seen.add(trial_id)
-            out.append(trial_id)
+    out: dict[str, dict | None] = {}
+    for event in events:
+        trial_id = event.get("trial_id")
+        if event.get("event") != "trial_started" or not trial_id or trial_id in records or trial_id in out:
+            continue
+        params = event.get("params")
+        out[trial_id] = dict(params) if isinstance(params, dict) else None
     return out
 
 

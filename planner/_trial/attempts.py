@@ -76,11 +76,14 @@ class Ledger:
     def cut_short_before(self) -> bool:
         """True when the attempt before the latest one was cut short (its process died, its driver was
         killed, it raised, or Tune stopped it at a report and it runs again, so with no record: the phase's
-        time budget): the trainable may continue from its checkpoint. An earlier attempt that
-        ran to an end (its record lost with a torn line) is not continued: the trial starts over."""
+        time budget) and ran the same tuned values: the trainable may continue from its checkpoint. An
+        earlier attempt that ran to an end (its record lost with a torn line), or ran other values (a ledger
+        written before attempts named theirs), is not continued: the trial starts over."""
         if len(self.attempts) < 2:
             return False
-        return self.attempts[-2].get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED)
+        before, latest = self.attempts[-2], self.attempts[-1]
+        return (before.get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED)
+                and (before.get("params") or {}) == (latest.get("params") or {}))
 
     def terminal(self) -> dict[str, Any] | None:
         """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
@@ -115,21 +118,43 @@ class Ledger:
         mine = self.mine()
         if not mine or mine[-1].get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED):
             return None
-        path = self.dir / KEPT
-        try:
-            data = json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
-        except (OSError, ValueError, RunError):
-            return None
+        data = self._kept_file()
         record = data.get("record") if isinstance(data, dict) else None
         if (not isinstance(record, dict) or data.get("session") != self.session
                 or data.get("attempt") != mine[-1].get("attempt") or record.get("status") != mine[-1]["ended"]):
             return None  # another session's, another attempt's, or not what the ledger says it ended as
         return record
 
+    def kept_before(self) -> dict[str, Any] | None:
+        """The record an earlier driver session's attempt kept as it ended the trial, when that attempt is the
+        trial's last and the ledger says it ended so: the trial ended as that driver stopped, before the
+        driver wrote its record (`plan run --resume` records it instead of running the trial again). None
+        otherwise. The record is as the worker wrote it: the reader checks it before it is used."""
+        if not self.attempts or self.attempts[-1].get("session") == self.session:
+            return None
+        last = self.attempts[-1]
+        if last.get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED):
+            return None
+        data = self._kept_file()
+        record = data.get("record") if isinstance(data, dict) else None
+        if (not isinstance(record, dict) or data.get("session") != last.get("session")
+                or data.get("attempt") != last.get("attempt") or record.get("status") != last["ended"]):
+            return None
+        return record
+
+    def _kept_file(self) -> Any:
+        path = self.dir / KEPT
+        try:
+            return json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
+        except (OSError, ValueError, RunError):
+            return None
+
     # -- writing -------------------------------------------------------------
-    def start(self, attempt: int) -> None:
+    def start(self, attempt: int, params: dict[str, Any] | None = None) -> None:
+        """`attempt` begins, running the tuned values `params` (the trial's; {} outside tuning)."""
         self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
-                              "started": utc_now(), "started_epoch": time.time(), "ended": None})
+                              "started": utc_now(), "started_epoch": time.time(), "ended": None,
+                              "params": dict(params or {})})
         self._save()
 
     def end(self, attempt: int, how: TrialStatus | str, error: dict[str, Any] | None = None,

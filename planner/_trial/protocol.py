@@ -333,7 +333,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     modules: list[str] | None = None
     while attempts < 1 + spec.retries:
         attempts += 1
-        ledger.start(attempts)
+        ledger.start(attempts, spec.params)
         seed_everything(spec.seed)
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()

@@ -302,6 +302,11 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, refere
     assert tune_counts == {"base": TUNING["trials_per_arm"], "treat": TUNING["trials_per_arm"]}
     rerun = {t for e in events if e["event"] == "trials_rerun" for t in e["trial_ids"]}
     assert not rerun & set(before)  # nothing that ended ran again
+    for trial_id in rerun:  # run again with the tuned values it first started with, never a new draw
+        started = [e["params"] for e in events if e["event"] == "trial_started" and e["trial_id"] == trial_id]
+        assert len(started) >= 2 and all(p == records[trial_id]["params"] for p in started), (trial_id, started)
+    recovered = {e["trial_id"] for e in events if e["event"] == "trial_recovered"}
+    assert not recovered & rerun and not recovered & set(before)  # ended as the driver died: recorded, not rerun
     for trial_id, r in records.items():  # a trial continued from its checkpoint reports only what it had left
         resumed_from = run_dir / "trials" / trial_id / "resumed_from"
         if resumed_from.exists():
@@ -479,7 +484,10 @@ def test_locks_after_a_reboot_are_stale_and_a_lock_from_another_host_is_not(tmp_
 
 # ------------------------------------------------------------------ torn writes
 
-def test_a_torn_last_record_is_tolerated_and_its_trial_runs_again(ray_local, in_repo, tmp_path, capsys):
+def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_worker_kept(ray_local, in_repo,
+                                                                                          tmp_path, capsys):
+    """The trial had ended; only its line in trials.jsonl was torn: the record its worker kept in its folder is
+    written on --resume (a `trial_recovered` event), and the trial does not run a second time."""
     from planner._cli.main import main
 
     path, run_dir = _finished_run(tmp_path)
@@ -497,8 +505,12 @@ def test_a_torn_last_record_is_tolerated_and_its_trial_runs_again(ray_local, in_
     assert_each_planned_trial_once(run_dir)
     assert lost_and_duplicated(run_dir, before) == (0, 0)
     assert (run_dir / "trials.jsonl").read_bytes().endswith(b"\n")
-    torn = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "torn_record_dropped"]
+    events = read_jsonl(run_dir / "events.jsonl")
+    torn = [e for e in events if e["event"] == "torn_record_dropped"]
     assert torn and torn[0]["file"] == "trials.jsonl"
+    assert [e["trial_id"] for e in events if e["event"] == "trial_recovered"] == [torn_id]
+    assert not [e for e in events if e["event"] == "trials_rerun"]
+    assert sum(1 for e in events if e["event"] == "trial_started" and e["trial_id"] == torn_id) == 1
     assert decisions(run_dir) == reference
     fault_log("torn last record (truncated mid-line)", 1, run_dir, *lost_and_duplicated(run_dir, before),
               decisions(run_dir) == reference)

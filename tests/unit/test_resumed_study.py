@@ -75,3 +75,25 @@ def test_the_points_left_of_a_large_resumed_grid_are_found_by_lookup_and_a_recor
     assert sorted(map(str, left)) == sorted(str(p) for i, p in enumerate(GRID) if i not in (0, 3))
     odd = [*ran, record(9, {"opt.lr": [0.1], "opt.name": "sgd"}, "failed")]  # unhashable: compared one by one
     assert sorted(map(str, grid_left(sampler, space, odd))) == sorted(map(str, left))
+
+
+def test_a_trial_run_again_runs_the_values_it_started_with_and_the_rest_of_the_grid_runs_once():
+    """A trial cut short (a --resume, a second pass of the phase) is asked first and gets the tuned values its
+    `trial_started` event logged, in a random sweep and in a grid one, where its point is not run twice; values
+    that are not the space's (an altered events.jsonl) are drawn anew."""
+    for name in ("random", "grid"):
+        finished = [record(0, GRID[0], "completed")]
+        sweep = _sweep(finished, sampler_name=name)
+        first, second = sweep.specs[0].trial_id, sweep.specs[1].trial_id
+        sweep.again = {second: GRID[4], first: GRID[5]}  # specs put the trials run again first, in spec order
+        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
+        suggested = [search.suggest(f"trial_{i}")["planner_spec"] for i in range(len(sweep.specs))]
+        assert [(s["trial_id"], s["params"]) for s in suggested[:2]] == [(first, GRID[5]), (second, GRID[4])]
+        if name == "grid":
+            ran = [r["params"] for r in finished] + [s["params"] for s in suggested]
+            assert sorted(map(repr, ran)) == sorted(map(repr, GRID))
+    for altered in ({"opt.lr": 7.0, "opt.name": "sgd"}, {"opt.lr": 0.1}, "0.1"):
+        sweep = _sweep([], sampler_name="random")
+        sweep.again = {sweep.specs[0].trial_id: altered}
+        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
+        assert search.suggest("t")["planner_spec"]["params"] in GRID

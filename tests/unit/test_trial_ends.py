@@ -190,3 +190,52 @@ def test_a_folder_added_to_sys_path_is_read_alone_and_the_map_is_what_importlib_
     assert again["tinydist_mod"] == ["tinydist"]
     monkeypatch.setattr(importlib.metadata, "distributions", real)
     assert again == importlib.metadata.packages_distributions()
+
+
+def test_an_attempt_cut_short_is_continued_only_by_one_running_the_same_tuned_values(tmp_path):
+    """A trial's next attempt continues from the checkpoint of one cut short only when it runs the tuned values
+    that attempt ran: a checkpoint trained with other values would make one result of two configs. A ledger
+    entry that names no values (written before attempts named theirs) is continued only with none."""
+    before = Ledger.load(tmp_path / "t", "s1")
+    before.start(1, {"optim.lr": 0.0269})  # its driver was killed: no end
+    same = Ledger.load(tmp_path / "t", "s2")
+    same.start(1, {"optim.lr": 0.0269})
+    assert same.cut_short_before()
+    other = Ledger.load(tmp_path / "u", "s1")
+    other.start(1, {"optim.lr": 0.0269})
+    drawn = Ledger.load(tmp_path / "u", "s2")
+    drawn.start(1, {"optim.lr": 0.0765})
+    assert not drawn.cut_short_before()
+    old = Ledger.load(tmp_path / "v", "s1")
+    old.attempts.append({"session": "s1", "attempt": 1, "ended": None})  # no params: an older ledger
+    old._save()
+    tuned, plain = Ledger.load(tmp_path / "v", "s2"), Ledger.load(tmp_path / "v", "s3")
+    tuned.start(1, {"optim.lr": 0.0269})
+    assert not tuned.cut_short_before()
+    plain.attempts = plain.attempts[:1]
+    plain.start(1, {})
+    assert plain.cut_short_before()
+
+
+def test_the_record_an_earlier_drivers_attempt_kept_as_it_ended_the_trial_is_found_and_nothing_else(tmp_path):
+    """`plan run --resume` records a trial that had ended as its driver stopped from the record its worker kept
+    (Ledger.kept_before): only when that attempt is the trial's last, ended it, and kept that very record."""
+    record = {"trial_id": "t", "status": "completed", "params": {"optim.lr": 0.0269}}
+    earlier = Ledger.load(tmp_path / "t", "s1")
+    earlier.start(1, record["params"])
+    earlier.end(1, "completed", None, 4)
+    assert earlier.keep(1, record)
+    assert Ledger.load(tmp_path / "t", "s2").kept_before() == record
+    assert Ledger.load(tmp_path / "t", "s1").kept_before() is None  # this session's own: not an earlier one
+    again = Ledger.load(tmp_path / "t", "s2")
+    again.start(1, record["params"])  # it ran again after all: its kept record is no longer the trial's last
+    assert Ledger.load(tmp_path / "t", "s3").kept_before() is None
+    cut = Ledger.load(tmp_path / "u", "s1")
+    cut.start(1, {})
+    assert cut.keep(1, {**record, "trial_id": "u"})
+    assert Ledger.load(tmp_path / "u", "s2").kept_before() is None  # the attempt never ended
+    other = Ledger.load(tmp_path / "w", "s1")
+    other.start(1, {})
+    other.end(1, "failed", {"type": "E", "message": "m"}, None)
+    assert other.keep(1, record)
+    assert Ledger.load(tmp_path / "w", "s2").kept_before() is None  # kept as completed, ended as failed
