@@ -39,7 +39,9 @@ def tune_trainable(config: dict) -> dict | None:
     """The Ray Tune function trainable: run one trial, streaming each report to Tune.
 
     A trial that completed on its first attempt returns nothing: the driver builds
-    its record from the reports it streamed (saving Tune one round trip per trial).
+    its record from the reports it streamed (saving Tune one round trip per trial),
+    unless the record holds what the reports do not (its protocol notes, the
+    modules its first attempt loaded).
     Any other ending sends the worker's full record as a last result. A trial
     whose worker died after the trial had ended, and which Tune starts again,
     is not run again: the record its worker kept is sent, marked `kept`.
@@ -60,7 +62,8 @@ def tune_trainable(config: dict) -> dict | None:
     with trial_processes_end():
         record = run_trial(spec, forward)
     if (record["status"] == TrialStatus.COMPLETED and record["attempts"] == 1 and not record["errors"]
-            and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})):
+            and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})
+            and not record.get("notes") and not record.get("modules")):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}
 

@@ -55,6 +55,25 @@ def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_p
     assert decision["arm"] == "standardized"
 
 
+def test_a_named_column_the_log_never_holds_is_noted_on_every_record_tuning_ones_too(ray_local, tmp_path):
+    """`metrics.names` maps `train_loss` to a column the script never writes: each trial's record says so in its
+    notes. A completed tuning trial's record is built by the driver from the reports it streamed; the notes,
+    which the reports do not carry, were lost there (seen only on the confirmation records)."""
+    def edit(contract: dict) -> None:
+        contract["seeds"] = [3, 4]
+        contract["budget"]["exposure"] = 2
+        contract["tuning"]["trials_per_arm"] = 2
+        contract["tuning"].pop("early_stop")
+        contract["command"]["metrics"]["names"]["train_loss"] = "train_loss"
+
+    result = run(example_app("argparse_app", tmp_path, edit), runs_dir=tmp_path / "runs", quiet=True)
+    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    assert sorted(r["phase"] for r in trials) == ["confirm"] * 4 + ["tune"] * 4
+    for r in trials:
+        assert r["status"] == "completed", (r["trial_id"], r["errors"][:1])
+        assert any("'train_loss' was not reported" in note for note in r.get("notes") or []), r["trial_id"]
+
+
 def test_a_flag_the_script_refuses_shows_its_usage_error_and_is_not_retried(ray_local, tmp_path):
     shown = io.StringIO()
     contract = _app(tmp_path, batch_size="big")  # a name --help lists, a value its type= refuses
