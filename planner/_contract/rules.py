@@ -321,7 +321,27 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
                     report.add("P405", ("tuning", "arm_space", name, key),
                                f"tuning.arm_space.{name} key {key!r} is not in arm {name!r}'s effective config",
                                "Tune a key the arm's config has.", key=True)
+        _floats_for_integers(report, tuning, configs)
     return report.items
+
+
+def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> None:
+    """P942: a `uniform` or `log_uniform` range for a key every arm holds as an integer (`hidden: 32`): each trial
+    gets a float (`50.57557568522359`) where the trainable had an integer; a warning, since a float may be meant."""
+    spaces = [(("tuning", "space", key), key, dim, list(configs)) for key, dim in tuning.space.items()]
+    spaces += [(("tuning", "arm_space", name, key), key, dim, [name]) for name, space in tuning.arm_space.items()
+               for key, dim in space.items() if name in configs]
+    for path, key, dim, arms in spaces:
+        if dim.kind not in ("uniform", "log_uniform"):
+            continue
+        values = [get_path(configs[arm], key) for arm in arms]
+        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            lo, hi = dim.bounds
+            report.add("P942", path, f"{'.'.join(map(str, path))} draws floats ({dim.kind}: [{lo:g}, {hi:g}]) for "
+                       f"{key!r}, which the config holds as the integer {values[0]}: each trial gets a float where "
+                       "the trainable had an integer",
+                       "Tune it with int: [lo, hi] (or choice: [...]), or write the config's value as a float "
+                       "(32.0) if a float is meant.", key=True, severity="warning")
 
 
 def _culprit(contract, arm, i: int, path: str) -> tuple[Any, ...]:

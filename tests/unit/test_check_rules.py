@@ -101,6 +101,10 @@ WARNING = [
     ("few-seeds", "hydra.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]")], "P901", "seeds: [0, 1, 2]"),
     ("grid-size-mismatch", "hydra.yaml",
      [("name: random", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001]}")], "P902", "trials_per_arm"),
+    ("floats-for-an-integer", "hydra.yaml",
+     [("    optimizer.lr:", "    model.depth: {uniform: [1, 4]}\n    optimizer.lr:")], "P942", "model.depth:"),
+    ("log-floats-for-an-integer", "hydra.yaml",
+     [("    optimizer.lr:", "    data.batch_size: {log_uniform: [16, 128]}\n    optimizer.lr:")], "P942", "data.batch_size:"),
 ]
 
 # contracts at the edge of a rule, on the passing side
@@ -121,6 +125,8 @@ PASSING = [
     ("tuned-factor-with-arm-ranges", "hydra.yaml",
      [("keys: [optimizer]", "keys: [optimizer.lr]"), ("[optimizer=adam]", "[optimizer.lr=0.01]"),
       ("  early_stop:", "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-3, 1.0e-1]}}\n  early_stop:")]),
+    ("integers-for-an-integer-and-floats-for-a-float", "hydra.yaml",
+     [("    optimizer.lr:", "    model.depth: {int: [1, 4]}\n    optimizer.lr:")]),
     ("grid-with-choices", "hydra.yaml",
      [("name: random", "name: grid"), ("{log_uniform: [1.0e-4, 1.0e-1]}", "{choice: [0.1, 0.01, 0.001, 0.0001]}")]),
     ("factor-key-inside-a-list", "inline.yaml",
