@@ -28,6 +28,7 @@ class TrialDouble:
     reports: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     splits: dict[str, dict] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # protocol notes of the attempt (a declared metric no row held)
+    log_reached: int | None = None  # the furthest step the script's own metrics log held a row at
 
     def report(self, step: int, **metrics: float) -> None:
         last = self.reports[-1][0] if self.reports else None

@@ -98,6 +98,7 @@ class CommandTrial(Protocol):
     phase: str
     id: str
     notes: list[str]
+    log_reached: int | None  # set: the furthest step the script's own metrics log held a row at
 
     def report(self, step: int, **metrics: float) -> None: ...
 
@@ -274,6 +275,8 @@ class _Run:
         self.forward(final)
         if isinstance(self.reports, WithSplits):  # a declared name no row held: said on the record, never dropped
             self.trial.notes[:] = self.reports.metrics.notes()
+            reader = self.reports.metrics.reader
+            self.trial.log_reached = reader.furthest if reader is not None else None
         returncode = processes.returncode
         if returncode != 0:
             raise self.failure(CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode)

@@ -336,6 +336,7 @@ class _State:
     present: set[str] = field(default_factory=set)  # named columns that held a value in some row
     late: set[str] = field(default_factory=set)  # named columns that came in a row after their report's row
     notes: list[str] = field(default_factory=list)
+    furthest: int | None = None  # the furthest step a row of named values held (as a report's step)
 
 
 class MetricsReader:
@@ -364,6 +365,12 @@ class MetricsReader:
     @property
     def last_step(self) -> int | None:
         return self.state.last_step
+
+    @property
+    def furthest(self) -> int | None:
+        """The furthest step a row of named values held, the metric or not (training rows past the last
+        evaluation); the held-out metric's row is not counted."""
+        return self.state.furthest
 
     def feed(self, data: bytes, *, final: bool = False,
              late: tuple[str, Mapping[str, Any]] | None = None) -> list[tuple[int, dict[str, float]]]:
@@ -417,6 +424,11 @@ class MetricsReader:
         state.present.update(cells)
         group = state.group
         raw = _number(row[spec.step], f"{self.where} {where}: the step {spec.step!r}") if spec.step in row else None
+        if cells and raw is not None and raw.is_integer() and not (spec.heldout and spec.names.get(spec.heldout) in row):
+            # a row of named values (not the held-out one): what the script trained to. Lightning's test row
+            # after fit, named nothing while tuning, carries the epoch after the last one trained
+            reached = int(raw) + 1 - spec.step_base
+            state.furthest = reached if state.furthest is None else max(state.furthest, reached)
         if column in row:
             self._open(state, where, row, raw, cells, out)
         elif group is not None and raw is not None and raw == group.raw:

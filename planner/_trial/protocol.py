@@ -126,6 +126,7 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
+        self.log_reached: int | None = None  # a command's own metrics log: the furthest step a row of it held
         self.notes: list[str] = []  # protocol notes of the attempt that ended (a declared metric no row held,
         # an output.log refused)
         self.splits: dict[str, dict[str, Any]] = {}  # name -> counts and fingerprints (planner._data.splits)
@@ -441,12 +442,19 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
     reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
     return TrialStatus.PROTOCOL_ERROR, _error(
         n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step)}", "")
+        f"{_why_short(spec, trial.last_step, trial.log_reached)}", "")
 
 
-def _why_short(spec: TrialSpec, last_step: int | None) -> str:
-    """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing)."""
+def _why_short(spec: TrialSpec, last_step: int | None, log_reached: int | None = None) -> str:
+    """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
+    `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not."""
     metrics = (spec.extra.get("command") or {}).get("metrics") or {}
+    if metrics and log_reached is not None and log_reached > (last_step or 0):
+        column = (metrics.get("names") or {}).get(spec.metric, spec.metric)
+        return (f"; the script did train to step {log_reached} (its log holds rows there) but logged {column!r} "
+                f"{'never' if last_step is None else f'last at step {last_step}'}: the steps after were not "
+                "evaluated (Lightning's check_val_every_n_epoch, the Trainer's eval_steps or eval_strategy): "
+                "evaluate at the last step too, or make the budget a multiple of the evaluation interval")
     if metrics and last_step is not None and last_step == spec.budget - 1 and metrics.get("step_base", 1) == 1:
         return (f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
                 "epoch does), say so with command.metrics.step_base: 0")

@@ -532,6 +532,39 @@ def test_a_misspelt_column_ends_the_trial_at_its_second_evaluation(tmp_path):
     assert "held `val_acc` at 2 steps" in message and record["exposure"] == 2
 
 
+@pytest.mark.parametrize(("epochs", "every", "said"), [(5, 2, "did train"), (3, 1, "EarlyStopping")])
+def test_a_last_step_trained_but_never_evaluated_is_named_as_such_not_as_early_stopping(tmp_path, epochs, every,
+                                                                                        said):
+    """Lightning's check_val_every_n_epoch=2 with 5 epochs: epoch 4 (step 5) is trained, not validated. The
+    error said the script stopped early by itself; its log shows it trained to the end, and the error says so.
+    A script that did stop early (3 epochs of 5, each validated) still hears of EarlyStopping: the test row
+    after fit, which carries the epoch after the last one trained, counts for nothing."""
+    from planner._trial.metrics_files import MetricsSpec
+    from planner._trial.protocol import run_trial
+
+    metrics = MetricsSpec(file="metrics.csv", format="csv", step="epoch", step_base=0,
+                          names={"val_acc": "val_acc", "train_loss": "train_loss"}, require="val_acc").to_dict()
+    record = run_trial(_command_spec(tmp_path, f"""
+        out = os.path.join(os.path.dirname(os.environ["PLANNER_REPORT_FILE"]), "hydra")
+        os.makedirs(out, exist_ok=True)
+        rows = ["epoch,step,train_loss,val_acc,test_acc"]
+        for epoch in range({epochs}):
+            rows.append(f"{{epoch}},{{10 * epoch + 9}},{{1 / (epoch + 1)}},,")
+            if epoch % {every} == {every} - 1:
+                rows.append(f"{{epoch}},{{10 * epoch + 9}},,{{0.5 + epoch / 100}},")
+        rows.append(f"{epochs},{10 * epochs},,,0.5")  # trainer.test() after fit: current_epoch, one past the last
+        open(os.path.join(out, "metrics.csv"), "w").write("\\n".join(rows) + "\\n")
+    """, phase="tune", metric="val_acc", heldout=None, budget=5, metrics=metrics))
+    message = record["errors"][-1]["message"]
+    assert record["status"] == "protocol_error" and record["exposure"] == (4 if every == 2 else 3), message
+    assert said in message, message
+    if every == 2:
+        assert "did train to step 5" in message and "'val_acc' last at step 4" in message, message
+        assert "check_val_every_n_epoch" in message and "EarlyStopping" not in message, message
+    else:
+        assert "did train" not in message, message
+
+
 def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_path):
     """A new user's typo (cfg.model.hiden) showed only "command exited with status 1" on the terminal; the
     cause was in stderr.log. The first line, which the progress and the run summary show, names it now."""
