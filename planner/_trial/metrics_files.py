@@ -308,8 +308,13 @@ def _number(value: Any, what: str) -> float:
 
 def _step(value: Any, what: str) -> int:
     number = _number(value, what)
-    if not math.isfinite(number) or number != int(number):
+    if not math.isfinite(number):
         raise TrialProtocolError(f"{what} is {value!r}; a step is a whole number")
+    if number != int(number):  # an evaluation every N optimizer steps, read by a fractional epoch column
+        raise TrialProtocolError(f"{what} is {value!r}; a step is a whole number: the metric was logged between "
+                                 "two whole values of that column (an evaluation every N steps: the Trainer's "
+                                 "eval_strategy 'steps'). Evaluate once per epoch, or read the step from a column "
+                                 "of whole numbers (metrics.step: step) with budget.unit in those steps")
     return int(number)
 
 

@@ -148,7 +148,8 @@ def test_steps_must_increase_and_name_the_rows():
 def test_a_row_with_the_metric_but_no_step_or_a_fractional_step_is_an_error():
     with pytest.raises(TrialProtocolError, match="no step 'epoch'"):
         MetricsReader(spec()).feed(b"epoch,val_acc\n,0.5\n")
-    with pytest.raises(TrialProtocolError, match="whole number"):
+    with pytest.raises(TrialProtocolError, match="whole number: the metric was logged between two whole values.*"
+                                                 "metrics.step: step"):  # and how to read it instead
         MetricsReader(spec()).feed(b"epoch,val_acc\n0.5,0.5\n")
     assert MetricsReader(spec()).feed(b"epoch,val_acc\n2.0,0.5\n") == [(3, {"val_acc": 0.5})]
 
