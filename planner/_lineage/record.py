@@ -89,9 +89,9 @@ def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, An
         if rep.get("this_run_tested") is not False or not isinstance(rep.get("as_tested"), dict):
             return
         rep = {**rep["as_tested"], "this_run_tested": True}
-    elif rep.get("this_run_tested") is False:
-        return
-    else:
+    else:  # untested again after a resume: the sentence names this ending's state, not the one before
+        if rep.get("this_run_tested") is False and isinstance(rep.get("as_tested"), dict):
+            rep = rep["as_tested"]
         earlier = rep.get("earlier") or []
         alphas = [float(rep.get("alpha") or 0.05)] * len(earlier)
         rep = {**rep, "count": len(earlier), "this_run_tested": False,

@@ -453,3 +453,10 @@ def test_a_run_that_tested_nothing_does_not_count_itself_among_the_repeated_test
         assert rep["count"] == 1 and rep["this_run_tested"] is False, (name, rep)
         assert "this run tested nothing" in rep["sentence"] and f"wider/{one.name}" in rep["sentence"]
         assert "this test included" not in rep["sentence"]
+        if state == "interrupted":  # resumed, it fails this time: the sentence says failed, as_tested stays whole
+            from planner._lineage.record import run_ended
+
+            as_tested = rep["as_tested"]
+            run_ended(run, "failed", "disk full", [], 0.05)
+            again = json.loads((run / "lineage.json").read_text())["repetition"]
+            assert "(state failed;" in again["sentence"] and again["as_tested"] == as_tested, again
