@@ -13,11 +13,14 @@
   by `edit(contract)`; `hydra_app(folder, **edits)` is examples/hydra_app with a smaller contract.
 - `start_plan_run(tmp_path, data, prefix)`: `plan run` of a contract (as data) in a subprocess with its own
   embedded Ray; `ray_processes(ray_tmp)` lists what is alive of that Ray, `end_plan_run` kills what is left.
+- `cut_short(run_dir, trial_ids)`: a finished run folder made as if the driver had stopped while those trials
+  ran (their records gone, and the records their workers kept), so that a `--resume` runs them again.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import signal
@@ -132,6 +135,19 @@ def hydra_app(folder: Path, *, seeds: list[int], exposure: int, trials_per_arm: 
         contract["tuning"]["trials_per_arm"] = trials_per_arm
 
     return example_app("hydra_app", folder, edit, sort_keys=True)
+
+
+def cut_short(run_dir: Path, trial_ids) -> None:
+    """As if the driver had stopped while `trial_ids` ran: their lines dropped from trials.jsonl and the records
+    their workers kept removed from their folders, so `--resume` runs them again. (With the kept record there, a
+    trial that had ended is recorded from it instead: docs/reliability.md, "Resume".)"""
+    from planner._trial.checkpoints import KEPT_RECORD
+
+    run_dir, ids = Path(run_dir), set(trial_ids)
+    lines = (run_dir / "trials.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "trials.jsonl").write_text("".join(line for line in lines if json.loads(line)["trial_id"] not in ids))
+    for trial_id in ids:
+        (run_dir / "trials" / trial_id / KEPT_RECORD).unlink(missing_ok=True)
 
 
 def start_plan_run(tmp_path: Path, data: dict[str, Any], prefix: str) -> tuple[subprocess.Popen, Path, str]:

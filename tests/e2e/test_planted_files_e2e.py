@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._runs import cut_short
 from tests.e2e.test_boundary_e2e import plan
 from tests.unit.test_planted_files import _remove_deep
 
@@ -58,12 +59,11 @@ def finished(tmp_path_factory):
 
 @pytest.fixture
 def resumable(finished, tmp_path):
-    """A copy of the finished run whose confirm-base-s0 has no record (a resume runs it again), an outside file."""
+    """A copy of the finished run whose confirm-base-s0 was cut short (a resume runs it again), an outside file."""
     home, run_dir = finished
     run = tmp_path / "runs" / "planted" / run_dir.name
     shutil.copytree(run_dir, run)
-    lines = (run / "trials.jsonl").read_text().splitlines(True)
-    (run / "trials.jsonl").write_text("".join(line for line in lines if json.loads(line)["trial_id"] != AGAIN))
+    cut_short(run, [AGAIN])
     victim = tmp_path / "outside.txt"
     victim.write_text(OUTSIDE)
     return home, run, victim

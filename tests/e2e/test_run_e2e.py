@@ -11,7 +11,7 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
-from tests._runs import contract_writer, interrupt_joined_run, synthetic_contract
+from tests._runs import contract_writer, cut_short, interrupt_joined_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
@@ -195,9 +195,7 @@ def test_max_trial_time_stops_and_fails_a_trial_as_timeout(ray_local, in_repo, t
 def test_resume_skips_finished_trials_and_refuses_a_changed_contract(ray_local, in_repo, tmp_path):
     path = write(tmp_path)
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    lines = (first.run_dir / "trials.jsonl").read_text().splitlines()
-    kept = [line for line in lines if '"confirm-treat-s4"' not in line and '"confirm-base-s0"' not in line]
-    (first.run_dir / "trials.jsonl").write_text("\n".join(kept) + "\n")
+    cut_short(first.run_dir, ["confirm-treat-s4", "confirm-base-s0"])
     resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
     assert resumed.state == "completed" and resumed.run_dir == first.run_dir
     ids = [r["trial_id"] for r in records(resumed)]
@@ -279,7 +277,7 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
     all_records = records(first)
     dropped = {"tune-treat-s100-t001", "tune-treat-s100-t003"}
     kept = [r for r in all_records if r["phase"] == "tune" and r["trial_id"] not in dropped]
-    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    cut_short(first.run_dir, [r["trial_id"] for r in all_records if r not in kept])
     resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
     assert resumed.state == "completed"
     after = records(resumed)
@@ -301,7 +299,7 @@ def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(sampler, r
     path = write(tmp_path, tuning=tuning, seeds=[0, 1])
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     kept = [r for r in records(first) if r["phase"] == "tune" and r["index"] == 0]  # as if stopped after t000
-    (first.run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    cut_short(first.run_dir, [r["trial_id"] for r in records(first) if r not in kept])
     resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
     assert resumed.state == "completed"
     tune = [r for r in records(resumed) if r["phase"] == "tune"]
