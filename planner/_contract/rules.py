@@ -337,7 +337,7 @@ def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> N
         values = [get_path(configs[arm], key) for arm in arms]
         if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
             lo, hi = dim.bounds
-            report.add("P942", path, f"{'.'.join(map(str, path))} draws floats ({dim.kind}: [{lo:g}, {hi:g}]) for "
+            report.add("P942", path, f"{format_path(path)} draws floats ({dim.kind}: [{lo:g}, {hi:g}]) for "
                        f"{key!r}, which the config holds as the integer {values[0]}: each trial gets a float where "
                        "the trainable had an integer",
                        "Tune it with int: [lo, hi] (or choice: [...]), or write the config's value as a float "

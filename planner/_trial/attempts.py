@@ -45,6 +45,8 @@ LEDGER = ".planner-attempts.json"
 KEPT = KEPT_RECORD  # the record of the attempt that ended the trial, kept before the worker returns it
 TERMINAL = (TrialStatus.OOM, TrialStatus.TIMEOUT)  # ends a watchdog may reach by killing the process: never retried
 RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
+# how an attempt ended when it did not end the trial: no end (cut short), a raise (retried), a stop at a report
+NOT_ENDED = (None, RAISED, TrialStatus.EARLY_STOPPED)
 
 
 @dataclass
@@ -82,7 +84,7 @@ class Ledger:
         if len(self.attempts) < 2:
             return False
         before, latest = self.attempts[-2], self.attempts[-1]
-        return (before.get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED)
+        return (before.get("ended") in NOT_ENDED
                 and (before.get("params") or {}) == (latest.get("params") or {}))
 
     def terminal(self) -> dict[str, Any] | None:
@@ -116,14 +118,7 @@ class Ledger:
         attempt did not end (cut short), raised, was stopped at a report, or kept no record (its worker died
         before it could, or the record is on another node's disk), or the kept record is not of it."""
         mine = self.mine()
-        if not mine or mine[-1].get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED):
-            return None
-        data = self._kept_file()
-        record = data.get("record") if isinstance(data, dict) else None
-        if (not isinstance(record, dict) or data.get("session") != self.session
-                or data.get("attempt") != mine[-1].get("attempt") or record.get("status") != mine[-1]["ended"]):
-            return None  # another session's, another attempt's, or not what the ledger says it ended as
-        return record
+        return self._kept_by(mine[-1]) if mine else None
 
     def kept_before(self) -> dict[str, Any] | None:
         """The record an earlier driver session's attempt kept as it ended the trial, when that attempt is the
@@ -132,22 +127,23 @@ class Ledger:
         otherwise. The record is as the worker wrote it: the reader checks it before it is used."""
         if not self.attempts or self.attempts[-1].get("session") == self.session:
             return None
-        last = self.attempts[-1]
-        if last.get("ended") in (None, RAISED, TrialStatus.EARLY_STOPPED):
-            return None
-        data = self._kept_file()
-        record = data.get("record") if isinstance(data, dict) else None
-        if (not isinstance(record, dict) or data.get("session") != last.get("session")
-                or data.get("attempt") != last.get("attempt") or record.get("status") != last["ended"]):
-            return None
-        return record
+        return self._kept_by(self.attempts[-1])
 
-    def _kept_file(self) -> Any:
+    def _kept_by(self, attempt: dict[str, Any]) -> dict[str, Any] | None:
+        """The kept record when `attempt` ended the trial and the kept file is that attempt's record, else None
+        (another session's, another attempt's, or not what the ledger says it ended as)."""
+        if attempt.get("ended") in NOT_ENDED:
+            return None
         path = self.dir / KEPT
         try:
-            return json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
+            data = json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
         except (OSError, ValueError, RunError):
             return None
+        record = data.get("record") if isinstance(data, dict) else None
+        if (not isinstance(record, dict) or data.get("session") != attempt.get("session")
+                or data.get("attempt") != attempt.get("attempt") or record.get("status") != attempt["ended"]):
+            return None
+        return record
 
     # -- writing -------------------------------------------------------------
     def start(self, attempt: int, params: dict[str, Any] | None = None) -> None:
