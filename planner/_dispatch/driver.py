@@ -382,10 +382,9 @@ class Runner:
             todo = [t for t in trials if t.trial_id not in self.records]
             if not todo:
                 continue
-            # a trial that started before (a second pass, a --resume) runs first, with the values it started with
+            # a trial that started before (a second pass, a --resume) runs again with the values it started with
             again = {t.trial_id: self.dispatch.started_params[t.trial_id] for t in todo
                      if t.trial_id in self.dispatch.started_params}
-            todo = [t for t in todo if t.trial_id in again] + [t for t in todo if t.trial_id not in again]
             space = arm_space(tuning, group.arm)
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
                                 to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), done,
@@ -659,7 +658,7 @@ def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, i
     stopped is recorded from the record its worker kept; the others are logged and run again, a tuning trial
     with the tuned values it first started with. The counts."""
     started = unfinished(store, runner.records)
-    recovered = [trial_id for trial_id in started if runner.recover(trial_id)]
+    recovered = {trial_id for trial_id in started if runner.recover(trial_id)}
     again = [trial_id for trial_id in started if trial_id not in recovered]
     for trial_id in again:
         if started[trial_id] is not None:

@@ -93,8 +93,8 @@ class Sweep:
     sampler: Any  # an optuna sampler
     finished: list[dict] = field(default_factory=list)  # the records of a resumed sweep's finished trials
     raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
-    # trial id -> the tuned values it started with before (a second pass, a --resume): those trials come first
-    # in `specs` and run these values again, never a new draw
+    # trial id -> the tuned values it started with before (a second pass, a --resume): SweepSearch moves those
+    # trials to the front of `specs` and runs these values again, never a new draw
     again: dict[str, dict] = field(default_factory=dict)
 
 
@@ -184,8 +184,13 @@ class SweepSearch(Searcher):
                 told = finished_trial(record, state.metric, sweep.space)
                 if told is not None:
                     study.add_trial(told)
-            again = [params for spec in sweep.specs if (params := _rerun_values(sweep, spec.trial_id)) is not None]
-            for params in again:  # the trials run again come first in specs: the study hands them out first
+            rerun = {spec.trial_id: params for spec in sweep.specs
+                     if (params := _rerun_values(sweep, spec.trial_id)) is not None}
+            # the trials run again first, in the order their values are enqueued: the study hands those out first
+            sweep.specs = ([spec for spec in sweep.specs if spec.trial_id in rerun]
+                           + [spec for spec in sweep.specs if spec.trial_id not in rerun])
+            again = list(rerun.values())
+            for params in again:
                 study.enqueue_trial(params)
             ran = sweep.finished + [{"params": params} for params in again]
             for point in grid_left(sweep.sampler, sweep.space, ran) if ran else ():

@@ -97,3 +97,10 @@ def test_a_trial_run_again_runs_the_values_it_started_with_and_the_rest_of_the_g
         sweep.again = {sweep.specs[0].trial_id: altered}
         search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
         assert search.suggest("t")["planner_spec"]["params"] in GRID
+    sweep = _sweep([], sampler_name="random")  # an altered value ahead of a good one: each trial gets its own
+    altered, kept = sweep.specs[0].trial_id, sweep.specs[2].trial_id
+    sweep.again = {altered: {"opt.lr": 7.0, "opt.name": "sgd"}, kept: GRID[3]}
+    search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
+    suggested = {s["trial_id"]: s["params"] for s in
+                 (search.suggest(f"trial_{i}")["planner_spec"] for i in range(len(sweep.specs)))}
+    assert next(iter(suggested)) == kept and suggested[kept] == GRID[3] and suggested[altered] in GRID
