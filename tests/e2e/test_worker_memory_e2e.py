@@ -18,7 +18,7 @@ from planner._dispatch.worker import confirm_task
 from planner._trial.protocol import TrialSpec
 
 def spec(tid):
-    return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": 0.3},
+    return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": 0.5},
                      budget=1, dir=os.path.join(sys.argv[1], tid), trainable=sys.argv[3],
                      metric="score", path=(sys.argv[2],), extra={}).__dict__
 
@@ -26,7 +26,9 @@ def spec(tid):
 def trial(s):
     record = confirm_task(s)
     from tests.trainables.cycles_left import LEFT
+    from planner._trial import protocol
     return {"status": record["status"], "pid": os.getpid(), "frozen": gc.get_freeze_count(),
+            "collection_s": protocol._FULL_COLLECTION_S[0],
             "left_alive": sum(ref() is not None for ref in LEFT), "left": len(LEFT)}
 
 session.start_local_ray(num_cpus=1, _system_config=session.EMBEDDED_SYSTEM_CONFIG)
