@@ -14,7 +14,13 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-from planner._contract.command_help import SWITCH, command_argv, flag_leaves, unfit_for_flags
+from planner._contract.command_help import (
+    SWITCH,
+    ScriptHelp,
+    command_argv,
+    flag_leaves,
+    unfit_for_flags,
+)
 from planner._contract.command_source import script_options
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
@@ -51,22 +57,26 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
     return report.items
 
 
-def check_flags(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> tuple[list[Diagnostic], str | None]:
-    """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), and how their names
-    were checked, as the summary says it (None for a contract without `args: argparse`, or with no configs)."""
+def check_flags(contract, loaded: LoadedYaml, composed: ComposedArms | None
+                ) -> tuple[list[Diagnostic], str | None, tuple[ScriptHelp | None, str] | None]:
+    """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), how their names were
+    checked, as the summary says it, and what `script_options` answered (None and None for a contract without
+    `args: argparse`, or with no configs): `plan run` hands that answer to the trainable, so the script's
+    `--help` (seconds, for a script that imports torch first) runs once, not again in the driver."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
     if spec is None or isinstance(spec, str) or spec.args != "argparse" or not configs:
-        return [], None
+        return [], None, None
     report = _Report(loaded)
-    how = _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
-    return report.items, how
+    how, found = _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
+    return report.items, how, found
 
 
-def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path) -> str:
+def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path
+                 ) -> tuple[str, tuple[ScriptHelp | None, str]]:
     """Every config key a trial passes is a value a flag can carry (P531), and one of the script's options
     (P530), read from its `--help`, else from its source (planner._contract.command_source); else a note
-    (P941). Returns how the names were checked."""
+    (P941). Returns how the names were checked, and the options read (or None) with why."""
     where = ("command", "args")
     keys: dict[str, Any] = {}
     for arm, config in configs.items():
@@ -90,7 +100,7 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
                    "after parsing the arguments), or add the options with literal add_argument calls in the "
                    "script's own file, or check the names yourself: each trial passes --<key>=<value>.",
                    severity="warning")
-        return "not checked against its --help (P941)"
+        return "not checked against its --help (P941)", (None, why)
     lists = f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
     for key, value in keys.items():
         kind = help.kind(key)
@@ -104,7 +114,8 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
             report.add("P530", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
                                       "switch that takes no value",
                        "Give the key true or false, or make the option take a value.")
-    return f"checked against {help.read_from} ({why})" if help.read_from else "checked against its --help"
+    how = f"checked against {help.read_from} ({why})" if help.read_from else "checked against its --help"
+    return how, (help, why)
 
 
 _WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}

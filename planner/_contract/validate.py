@@ -50,6 +50,8 @@ class LoadedContract:
     warnings: list[Diagnostic] = field(default_factory=list)
     baseline_source: dict[str, Any] | None = None  # where a baseline from earlier work came from (docs/lineage.md)
     command_flags: str | None = None  # `args: argparse`: how the flags' names were checked ("checked against ...")
+    # `args: argparse`: the script's options the check read (or None) and why, for the trainable (read once)
+    script_options: tuple[Any, str] | None = None
 
     @property
     def dir(self) -> Path:
@@ -145,10 +147,10 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
             diagnostics += _check.check_matching(contract, loaded, composed)
     probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
     diagnostics += _check.check_trainable(contract, loaded, probe)
-    flags = None
+    flags = options = None
     if contract.command is not None:
         diagnostics += command_rules.check_command(contract, loaded, composed)
-        found, flags = command_rules.check_flags(contract, loaded, composed)
+        found, flags, options = command_rules.check_flags(contract, loaded, composed)
         diagnostics += found
     from planner._contract.credentials import check_credentials, without_credentials
 
@@ -164,7 +166,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     raw = composed.raw if composed is not None and not composed.problems else {}
     return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw,
                                        baseline_source=None if resolved is None else resolved.source,
-                                       command_flags=flags)
+                                       command_flags=flags, script_options=options)
 
 
 def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> ResolvedBaseline | None:

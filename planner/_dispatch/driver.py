@@ -128,8 +128,8 @@ class RunResult:
 # ------------------------------------------------------------------ loading and validating
 
 def load_and_validate(contract_path: str | os.PathLike, lineage=None):
-    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved),
-    or ContractError / UsageError.
+    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved, the
+    options an argparse script's flags were checked against), or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
@@ -139,7 +139,8 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
         raise UsageError(f"cannot read {contract_path}: no such file")
     loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
     configs, raw_configs = at_budget(loaded.contract, loaded.configs, loaded.raw_configs)  # as the trials get them
-    return loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs
+    return (loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs,
+            loaded.script_options)
 
 
 # ------------------------------------------------------------------ the decision
@@ -209,6 +210,7 @@ class Runner:
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
     keep_going: bool = False  # plan run --keep-going: never fail fast
+    script_options: tuple | None = None  # what the flag check read of an argparse script (Dispatch.open)
     t0: float = field(init=False, default_factory=time.monotonic)
     progress: Progress = field(init=False)
     display: Any = field(init=False)  # planner._dispatch.progress: a Quiet, Line or Live display
@@ -235,6 +237,7 @@ class Runner:
         # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
         self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
                                       remote=self.remote, raw_configs=self.raw_configs,
+                                      script_options=self.script_options,
                                       records={r["trial_id"]: r for r in self.store.trials()
                                                if r.get("phase") != "reeval"})
         self.records = self.dispatch.records
@@ -559,7 +562,7 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     interrupted run's result carries the `plan run ... --resume RUN_DIR` that continues it.
     """
     lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
-    contract, contract_dir, configs, plan, raw_configs = load_and_validate(contract_path, lineage)
+    contract, contract_dir, configs, plan, raw_configs, script_options = load_and_validate(contract_path, lineage)
     _check_tracking(contract)
     remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
     store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
@@ -570,7 +573,8 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
             previous_wall = 0.0
         runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
-                        remote=remote, previous_wall_s=previous_wall, keep_going=keep_going)
+                        remote=remote, previous_wall_s=previous_wall, keep_going=keep_going,
+                        script_options=script_options)
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()

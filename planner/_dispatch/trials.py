@@ -74,12 +74,14 @@ class Dispatch:
 
     @classmethod
     def open(cls, contract, contract_dir: Path, configs: dict[str, dict], store, *,
-             contract_sha256: str | None = None, search_path: list[str] | None = None, **options) -> Dispatch:
+             contract_sha256: str | None = None, search_path: list[str] | None = None,
+             script_options: tuple | None = None, **options) -> Dispatch:
         """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them),
-        `raw_configs` (an option) the same before interpolations are resolved."""
+        `raw_configs` (an option) the same before interpolations are resolved; `script_options`, what the
+        contract's check read of an argparse script's options (`command_trainable`)."""
         command = None
         if contract.command:
-            command = command_trainable(contract, contract_dir, configs).to_dict()
+            command = command_trainable(contract, contract_dir, configs, script_options=script_options).to_dict()
         return cls(contract, store, search_path if search_path is not None else trainable_search_path(contract_dir),
                    contract_sha256 or contract.sha256(), command, configs=dict(configs), **options)
 

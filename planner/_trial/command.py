@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Unpack
 
 from planner._contract.command_help import ScriptHelp
-from planner._contract.command_source import script_options
+from planner._contract.command_source import script_options as read_script_options
 from planner._contract.paths import apply_params
 from planner._core.errors import (  # the command trainable's errors live in the one tree
     CommandArgumentsError,
@@ -488,14 +488,16 @@ def _usage_error(error: CommandFailedError) -> str | None:
 
 def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
                       arm_configs: Mapping[str, Mapping[str, Any]] | None = None, *,
-                      seed_key: str | None = None, budget_key: str | None = None) -> CommandTrainable:
+                      seed_key: str | None = None, budget_key: str | None = None,
+                      script_options: tuple[ScriptHelp | None, str] | None = None) -> CommandTrainable:
     """The trainable for `contract.command`, run in the contract's folder.
 
     `arm_configs` is `compose_arms(contract, contract_dir).configs`; without it
     the sampled values are read from `trial.params`. The time and memory limits
     come from `budget.max_trial_time` and `budget.max_trial_memory`; the seed
     and budget keys and the metrics file from `command:` in its mapping form
-    (`seed_key`/`budget_key` given here win).
+    (`seed_key`/`budget_key` given here win). `script_options` is what the contract's check read of an
+    argparse script's options (`(options or None, why)`, kept by validation); without it they are read here.
     """
     spec = contract.command_spec
     if spec is None:
@@ -509,8 +511,10 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
                               step_base=1 if m.step_base is None else m.step_base).to_dict()
     base = list(contract.config.overrides)
     script_help = None
-    if spec.args == "argparse":  # read once here, in the driver: every trial's flags are written from it
-        found, _ = script_options(command_argv(spec.run), contract.command_dir(contract_dir))
+    if spec.args == "argparse":  # read once, in the driver: every trial's flags are written from it
+        if script_options is None:
+            script_options = read_script_options(command_argv(spec.run), contract.command_dir(contract_dir))
+        found = script_options[0]
         script_help = found.to_dict() if found is not None else None
     return CommandTrainable(
         command=spec.run,

@@ -55,6 +55,25 @@ def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_p
     assert decision["arm"] == "standardized"
 
 
+def test_plan_run_reads_the_scripts_help_once(ray_local, tmp_path):
+    """The flag check of validation reads the script's `--help`; the driver writes every trial's flags from
+    that same reading instead of running `--help` again (seconds each, for a script that imports torch
+    before it parses its arguments; twice the help timeout for one that answers too slowly)."""
+    contract = _app(tmp_path)
+    script = contract.parent / "train.py"
+    calls = tmp_path / "help-calls.log"
+    script.write_text(script.read_text().replace(
+        'if __name__ == "__main__":\n',
+        f'if __name__ == "__main__":\n    if "--help" in sys.argv:\n'
+        f'        open({str(calls)!r}, "a").write("help\\n")\n', 1).replace("import json\n", "import json\nimport sys\n", 1))
+    result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
+
+    assert result.state == "completed", result
+    assert calls.read_text().splitlines() == ["help"]  # validation's; the driver ran none
+    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    assert len(trials) == 8 and all(r["status"] == "completed" for r in trials)
+
+
 def test_a_named_column_the_log_never_holds_is_noted_on_every_record_tuning_ones_too(ray_local, tmp_path):
     """`metrics.names` maps `train_loss` to a column the script never writes: each trial's record says so in its
     notes. A completed tuning trial's record is built by the driver from the reports it streamed; the notes,
