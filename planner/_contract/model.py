@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    Strict,
     StringConstraints,
     Tag,
     field_validator,
@@ -37,7 +38,11 @@ _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
-Finite = Annotated[float, Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
+# Numbers are numbers as YAML wrote them: `"0.01"` or `true` where a number goes is a P102 (an integer is a number)
+Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
+Count = Annotated[int, Strict()]  # an integer, never a bool (`exposure: true`) or a string (`looks: "2"`)
+SEED_MAX = 2**32 - 1  # numpy's legacy seeding takes 0..2**32-1: a larger seed would be cut modulo 2**32 into another
+Seed = Annotated[int, Strict(), Field(ge=0, le=SEED_MAX)]  # seed's draws, a tuning seed into a confirmation one's
 DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
 
 
@@ -190,12 +195,12 @@ class Resources(_Model):
 
 class Budget(_Model):
     unit: Annotated[str, StringConstraints(min_length=1)] = "step"
-    exposure: int = Field(ge=1)
-    max_trials: int | None = Field(default=None, ge=1)
+    exposure: Count = Field(ge=1)
+    max_trials: Count | None = Field(default=None, ge=1)
     max_wall_time: str | float | None = None
     max_trial_time: str | float | None = None
     max_trial_memory: str | int | None = None
-    max_heldout_evaluations: int | None = Field(default=None, ge=1)
+    max_heldout_evaluations: Count | None = Field(default=None, ge=1)
     resources: Resources = Field(default_factory=dict, validate_default=True)
 
     @field_validator("max_wall_time", "max_trial_time")
@@ -266,12 +271,12 @@ class Dimension(_Model):
 
 class Sampler(_Model):
     name: Literal["tpe", "random", "grid"] = "tpe"
-    seed: int = 0
+    seed: Seed = 0
 
 
 class EarlyStop(_Model):
     rule: Literal["none", "asha", "median"] = "none"
-    grace: int | None = Field(default=None, ge=1)
+    grace: Count | None = Field(default=None, ge=1)
     reduction_factor: Finite | None = Field(default=None, gt=1)
 
     @model_validator(mode="after")
@@ -291,7 +296,7 @@ class EarlyStop(_Model):
 
 class Selection(_Model):
     rule: Literal["final", "mean_last_k"] = "final"
-    k: int | None = Field(default=None, ge=1)
+    k: Count | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _k_with_mean_last_k(self) -> "Selection":
@@ -303,8 +308,8 @@ class Selection(_Model):
 
 
 class Tuning(_Model):
-    trials_per_arm: int = Field(ge=1)
-    seeds: list[int] = Field(min_length=1)
+    trials_per_arm: Count = Field(ge=1)
+    seeds: list[Seed] = Field(min_length=1)
     sampler: Sampler = Field(default_factory=dict, validate_default=True)
     space: dict[DottedKey, Dimension] = Field(min_length=1)
     arm_space: dict[str, dict[DottedKey, Dimension]] = Field(default_factory=dict)
@@ -313,7 +318,7 @@ class Tuning(_Model):
 
 
 class Failures(_Model):
-    retries: int = Field(default=0, ge=0, le=100)
+    retries: Count = Field(default=0, ge=0, le=100)
     diverged_value: float | None = None
 
 
@@ -339,7 +344,7 @@ class Data(_Model):
 class Confirmation(_Model):
     """Sequential confirmation: seeds run in `looks` planned batches (group-sequential design)."""
 
-    looks: int = Field(default=1, ge=1, le=10)
+    looks: Count = Field(default=1, ge=1, le=10)
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     futility: bool = False
 
@@ -417,7 +422,7 @@ class Contract(_Model):
     arms: list[Arm] = Field(min_length=1)
     metric: Metric
     acceptance: Acceptance
-    seeds: list[int] = Field(min_length=2)
+    seeds: list[Seed] = Field(min_length=2)
     budget: Budget
     tuning: Tuning | None = None
     failures: Failures = Field(default_factory=dict, validate_default=True)

@@ -14,6 +14,7 @@ missing key, and pick a code:
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from planner._contract.load import LoadedYaml, format_path
-from planner._contract.model import Contract
+from planner._contract.model import SEED_MAX, Contract
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.lazy import lazy_import
 
@@ -98,7 +99,8 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         parent = format_path(path[:-1])
         message = f"missing required key {leaf!r}" + (f" in {parent}" if parent else "")
         hint = f"Add `{leaf}:`" + (f" under `{parent}`." if parent else " at the top level.")
-    elif kind == "finite_number" or (kind == "value_error" and "is not a finite number" in error["msg"]):
+    elif kind == "finite_number" or (kind == "value_error" and "is not a finite number" in error["msg"]) or (
+            kind == "int_type" and isinstance(error.get("input"), float) and not math.isfinite(error["input"])):
         code = "P420"
         message = f"{where} is {short_repr(error.get('input'))}, not a finite number"
         hint = "Write a finite number here (.inf and .nan are YAML's infinity and not-a-number)."
@@ -140,6 +142,9 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
     if kind == "string_pattern_mismatch":
         return _PATTERN_HINTS.get(str(leaf), "Write a dotted config path like `optimizer.lr` or a plain name.")
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+    if kind in bounds and (leaf == "seed" or (isinstance(leaf, int) and error["loc"][-2:-1] == ("seeds",))):
+        return (f"A seed is a whole number from 0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: "
+                "a larger or negative one would be cut into that range, into another seed's draws.")
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
         return f"Use a value {bounds[kind]} {limit}."
