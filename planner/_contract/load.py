@@ -23,6 +23,7 @@ What happens to a file that cannot be loaded, and its exit code:
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,18 @@ def read_text(path: str | os.PathLike) -> str:
         if p.is_dir():
             raise ContractFileError([_diag("P001", f"{file} is a folder, not a contract file", file,
                                            "Name the contract's YAML file.")])
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise ContractFileError([_diag(
-                "P002", f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a contract", file,
-                "A contract is a short YAML file; put large data elsewhere and name it under data.fingerprint.")])
-        with open(p, "rb") as handle:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once: it is named below
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) and not stat.S_ISCHR(info.st_mode):  # /dev/zero: P002 below
+                raise ContractFileError([_diag("P001", f"{file} is not a regular file (a FIFO, a socket...): "
+                                                       "it is not read", file, "Name the contract's YAML file.")])
+            size = info.st_size
+            if size > MAX_BYTES:
+                raise ContractFileError([_diag(
+                    "P002", f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a contract", file,
+                    "A contract is a short YAML file; put large data elsewhere and name it under data.fingerprint.")])
+            os.set_blocking(fd, True)
             raw = handle.read(MAX_BYTES + 1)
     except ContractFileError:
         raise

@@ -187,14 +187,22 @@ def format_power(s: dict[str, Any]) -> str:
         lines.append(f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: add seeds")
     else:
         lines.append(f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: {d['detectable_effect_80']:.4g}"
-                     f" ({d['detectable_effect_80'] / s['min_effect']:.2f} x min_effect)")
+                     f" ({d['detectable_effect_80'] / s['min_effect']:.3g} x min_effect)")
         if d["accept_80_at_effect"] is not None:
             lines.append(f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}")
     if s["underpowered"]:
         need = s["needed"]["80"]["seeds"]
         at = "min_effect" if s.get("effect", s["min_effect"]) == s["min_effect"] else f"an effect of {s['effect']:g}"
-        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at {at}; use at least {need} seeds per arm")
+        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at {at}; {_more_seeds(need)}")
     return "\n".join(lines)
+
+
+def _more_seeds(need: int | None) -> str:
+    """What to do about too few seeds: `need` seeds per arm reach 80 % power; None: none up to 100,000 do."""
+    if need is None:
+        return ("no number of seeds up to 100,000 per arm reaches 80 % power: the spread is too large beside "
+                "min_effect (is min_effect in the metric's own units?)")
+    return f"use at least {need} seeds per arm"
 
 
 def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
@@ -203,14 +211,14 @@ def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
         return None
     d, need = summary["declared"], summary["needed"]["80"]["seeds"]
     line, column = loaded.positions.position(("seeds",))
-    more = f"use at least {need} seeds per arm" if need else "the spread is too large for any practical number of seeds"
+    more = f"For 80 % power {_more_seeds(need)}" if need else _more_seeds(need).capitalize()
     return Diagnostic(
         code="P903", severity="warning", path="seeds", file=str(loaded.path), line=line, column=column,
         message=(f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
                  f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
                  f"the smallest effect they detect with 80 % power is "
                  f"{'unbounded' if d['detectable_effect_80'] is None else format(d['detectable_effect_80'], '.4g')}"),
-        hint=f"For 80 % power {more} (`plan power` shows the figures), or raise min_effect.",
+        hint=f"{more} (`plan power` shows the figures); or raise min_effect.",
     )
 
 

@@ -154,3 +154,14 @@ def test_bad_pilots_are_sentences(tmp_path, capsys):
     assert main(["estimate", str(path), "--slots", "0"]) == 2
     assert main(["estimate", str(path), "--slots", "3"]) == 0
     assert "give --pilot" in capsys.readouterr().out
+
+
+def test_a_spread_no_practical_number_of_seeds_overcomes_is_said_in_words_not_as_none():
+    """min_effect in the wrong units (0.02 against an sd of 1): no n up to 100,000 reaches 80 % power, and the
+    summary said "use at least None seeds per arm"."""
+    s = power_summary(contract(tuning=None), 5.0)
+    assert s["underpowered"] and s["needed"]["80"]["seeds"] is None
+    text = format_power(s)
+    assert "None" not in text and "no number of seeds up to 100,000 per arm reaches 80 % power" in text
+    huge = format_power(power_summary(contract(tuning=None), 1e300))
+    assert "x min_effect" in huge and max(len(word) for word in huge.split()) < 40  # no 300-digit ratio

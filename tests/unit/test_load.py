@@ -63,3 +63,26 @@ def test_utf8_with_a_byte_order_mark_is_read(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_bytes("\ufeffname: caf\u00e9\n".encode())
     assert load_yaml(path).data == {"name": "caf\u00e9"}
+
+
+def test_a_fifo_named_as_the_contract_is_refused_not_waited_on(tmp_path):
+    """`open()` on a FIFO blocks until a writer comes: `plan validate pipe.yaml` hung for good."""
+    import os
+    import signal
+
+    from planner._contract.validate import validate
+
+    def hung(*_):
+        raise AssertionError("validate waited on the FIFO")
+
+    pipe = tmp_path / "contract.yaml"
+    os.mkfifo(pipe)
+    before = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(30)
+    try:
+        result = validate(pipe)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert result.exit_code == 2 and [d.code for d in result.diagnostics] == ["P001"]
+    assert "not a regular file" in result.diagnostics[0].message
