@@ -390,7 +390,7 @@ class Runner:
                      if t.trial_id in self.dispatch.started_params}
             space = arm_space(tuning, group.arm)
             sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space, finished=len(done)), done,
+                                to_optuna(space), make_sampler(tuning.sampler, space, drawn=len(done) + len(again)), done,
                                 raw=self.dispatch.raw_for(group.arm, group.seed), again=again))
         if not sweeps:
             return None, {}

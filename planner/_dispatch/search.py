@@ -35,13 +35,15 @@ def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def make_sampler(sampler, space: dict[str, Any], finished: int = 0):
-    """The declared Optuna sampler (tpe | random | grid), seeded for a sweep with `finished` trials already ended.
+def make_sampler(sampler, space: dict[str, Any], drawn: int = 0):
+    """The declared Optuna sampler (tpe | random | grid), seeded for a sweep whose sampler already drew values
+    for `drawn` trials (those that started in an earlier session: ended, or run again with their values).
 
-    A new sweep (`finished` 0) gets the declared seed. A resumed one gets a seed drawn from (declared seed,
-    finished): the declared seed's sequence would start over and draw the finished trials' params again.
+    A new sweep (`drawn` 0) gets the declared seed. A resumed one gets a seed drawn from (declared seed,
+    drawn): the declared seed's sequence would start over and draw the earlier trials' params again (a trial
+    cut short by the interrupt, run again with its own values, had its point tested twice).
     """
-    seed = sampler.seed if not finished else resumed_seed(sampler.seed, finished)
+    seed = sampler.seed if not drawn else resumed_seed(sampler.seed, drawn)
     if sampler.name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
     if sampler.name == "random":
@@ -49,9 +51,9 @@ def make_sampler(sampler, space: dict[str, Any], finished: int = 0):
     return optuna.samplers.GridSampler(grid(space), seed=seed)
 
 
-def resumed_seed(seed: int, finished: int) -> int:
-    """The seed of a sweep resumed after `finished` ended trials: reproducible, and distinct for each count."""
-    digest = hashlib.sha256(f"planner-resumed-sweep:{seed}:{finished}".encode()).digest()
+def resumed_seed(seed: int, drawn: int) -> int:
+    """The seed of a sweep resumed after `drawn` trials had their values: reproducible, distinct for each count."""
+    digest = hashlib.sha256(f"planner-resumed-sweep:{seed}:{drawn}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 

@@ -252,7 +252,14 @@ def _event(run_dir: Path, kind: str) -> bool:
     return any(e.get("event") == kind for e in read_jsonl(run_dir / "events.jsonl"))
 
 
+def _started(run_dir: Path) -> int:
+    return sum(1 for e in read_jsonl(run_dir / "events.jsonl") if e.get("event") == "trial_started")
+
+
 KILL_POINTS = {
+    # the first tuning trials running, none ended: on --resume each sweep has no finished trial and its cut-short
+    # ones run again with their values; the sampler once started over from the declared seed and drew them again
+    "before a tuning trial ended": lambda d: _started(d) >= 2 and _records(d, "tune") == 0,
     "during tuning": lambda d: 2 <= _records(d, "tune") < 8,
     "between phases": lambda d: _event(d, "selected"),
     "during confirmation": lambda d: _records(d, "confirm") >= 2,
@@ -305,6 +312,9 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, refere
     for trial_id in rerun:  # run again with the tuned values it first started with, never a new draw
         started = [e["params"] for e in events if e["event"] == "trial_started" and e["trial_id"] == trial_id]
         assert len(started) >= 2 and all(p == records[trial_id]["params"] for p in started), (trial_id, started)
+    for arm in ("base", "treat"):  # each point tested once: a resumed sweep's sampler never draws its trials' again
+        points = [r["params"]["fault.lr"] for r in records.values() if r["phase"] == "tune" and r["arm"] == arm]
+        assert len(set(points)) == len(points), (arm, points)
     recovered = {e["trial_id"] for e in events if e["event"] == "trial_recovered"}
     assert not recovered & rerun and not recovered & set(before)  # ended as the driver died: recorded, not rerun
     for trial_id, r in records.items():  # a trial continued from its checkpoint reports only what it had left
@@ -312,7 +322,7 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, refere
         if resumed_from.exists():
             assert r["resumed"] and trial_id in rerun
             assert r["reports"][0]["step"] == int(resumed_from.read_text().split()[0]) + 1
-    same = _same_decisions(decisions(run_dir), reference, exact=point != "during tuning")
+    same = _same_decisions(decisions(run_dir), reference, exact=point not in ("during tuning", "before a tuning trial ended"))
     assert same, (decisions(run_dir), reference)
     fault_log(f"driver SIGKILL {point}", 1, run_dir, lost, duplicated, same)
 

@@ -119,7 +119,7 @@ def test_a_resumed_sweep_sampler_does_not_start_the_declared_sequence_over():
     space = arm_space(c.tuning, "a")
 
     def first_draw(finished):
-        study = optuna.create_study(sampler=make_sampler(c.tuning.sampler, space, finished=finished))
+        study = optuna.create_study(sampler=make_sampler(c.tuning.sampler, space, drawn=finished))
         return study.ask(to_optuna(space)).params["opt.lr"]
 
     assert first_draw(0) == first_draw(0) and first_draw(1) == first_draw(1)  # reproducible

@@ -45,7 +45,7 @@ def _sweep(finished, sampler_name="grid", seed=3):
                          metric="acc")
     todo = [TrialSpec(**{**template.__dict__, "trial_id": f"tune-a-s0-t{i:03d}", "index": i})
             for i in range(len(finished), len(GRID))]
-    sampler = make_sampler(Sampler(name=sampler_name, seed=seed), SPACE, finished=len(finished))
+    sampler = make_sampler(Sampler(name=sampler_name, seed=seed), SPACE, drawn=len(finished))
     return Sweep("a", 0, todo, to_optuna(SPACE), sampler, finished)
 
 
@@ -69,7 +69,7 @@ def test_the_points_left_of_a_large_resumed_grid_are_found_by_lookup_and_a_recor
     from planner._dispatch.search import grid_left
 
     space = to_optuna(SPACE)
-    sampler = make_sampler(Sampler(name="grid", seed=0), SPACE, finished=0)
+    sampler = make_sampler(Sampler(name="grid", seed=0), SPACE, drawn=0)
     ran = [record(i, GRID[i], "completed") for i in (0, 3)]
     left = grid_left(sampler, space, ran)
     assert sorted(map(str, left)) == sorted(str(p) for i, p in enumerate(GRID) if i not in (0, 3))
