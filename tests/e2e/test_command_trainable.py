@@ -506,6 +506,9 @@ def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_i
     assert time.monotonic() - started < 20
     message = record["errors"][-1]["message"]
     assert record["status"] == "protocol_error" and "did you mean `eval_accuracy`?" in message, message
+    # the fix is the column's name in metrics.names (metric.name: eval_accuracy would be a P525): the first
+    # report's own check, which names metric.name, spoke first
+    assert "Fix `metrics.names`" in message and "metric.name must be" not in message, message
     assert record["exposure"] == 1  # its first evaluation was spent, and counted
 
 
