@@ -316,6 +316,10 @@ class Tuning(_Model):
     early_stop: EarlyStop = Field(default_factory=dict, validate_default=True)
     selection: Selection = Field(default_factory=dict, validate_default=True)
 
+    def space_for(self, arm: str) -> dict[str, Dimension]:
+        """{dotted key: Dimension} for `arm`: the shared space, then the arm's own ranges (`arm_space`)."""
+        return {**self.space, **self.arm_space.get(arm, {})}
+
 
 class Failures(_Model):
     retries: Count = Field(default=0, ge=0, le=100)

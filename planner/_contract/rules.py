@@ -322,7 +322,77 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
                                f"tuning.arm_space.{name} key {key!r} is not in arm {name!r}'s effective config",
                                "Tune a key the arm's config has.", key=True)
         _floats_for_integers(report, tuning, configs)
+        _tuned_into_the_factor(report, contract, composed)
+        if tuning.arm_space:
+            _factor_after_tuning(report, contract, configs)
     return report.items
+
+
+def _factor_after_tuning(report: _Report, contract, configs: dict[str, dict]) -> None:
+    """P412 with `tuning.arm_space`: what each arm's factor is once tuned (each factor leaf's value, or the
+    dimension that tunes it; a one-value choice is that value) is the baseline's for some arm: the ranges are the
+    same (`model.width: {choice: [64, 128]}` for both), or the arm's range holds only the baseline's value."""
+    tuning, factor_keys, base_name = contract.tuning, list(contract.factor.keys), contract.baseline.name
+
+    def factor_of(arm: str) -> list[tuple[str, str]]:
+        space = {key: dim.model_dump() for key, dim in tuning.space_for(arm).items() if _inside(key, factor_keys)}
+        fixed = {key: repr(dim["choice"][0]) for key, dim in space.items() if len(dim.get("choice") or ()) == 1}
+        tuned = {key: repr(sorted(dim.items())) for key, dim in space.items() if key not in fixed}
+        leaves = {path: repr(value) for path, value in flatten(configs[arm]).items()
+                  if _inside(path, factor_keys) and not _inside(path, list(tuned))}
+        return sorted({**leaves, **fixed}.items()) + sorted(("tuned " + key, dim) for key, dim in tuned.items())
+
+    base = factor_of(base_name)
+    for arm in contract.arms:
+        if arm.name in configs and config_diff(configs[base_name], configs[arm.name]) and factor_of(arm.name) == base:
+            report.add("P412", ("tuning", "arm_space", arm.name) if arm.name in tuning.arm_space
+                       else ("tuning", "arm_space", base_name),
+                       f"once tuned, arm {arm.name!r} has the same factor as the baseline {base_name!r}: tuning.space and "
+                       "tuning.arm_space give the factor's keys the same ranges (or only the baseline's value), "
+                       "which overwrite what the arm's overrides set, so the two are the same experiment",
+                       "Give each arm its own range of the factor in tuning.arm_space, or tune no factor key.",
+                       key=True)
+
+
+_PROBE = "planner-probe-7f3c"  # a value no config holds: where it turns up, the tuned key reaches
+
+
+def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) -> None:
+    """P418: a `tuning.space` key that reaches a factor key through an interpolation in some arms and not in
+    others (`optimizer.lr: ${train.lr}` in sgd's option, a fixed `lr: 0.001` in adam's): tuning it tunes one
+    arm's factor and leaves the other's fixed, so the arms are not tuned alike. Each arm's config is set with
+    a probe value at the key, as a trial's sampled value is (`apply_params`), and the factor's leaves that
+    take it are compared across the arms. Only configs with interpolations are probed."""
+    from planner._contract.paths import apply_params
+
+    factor_keys = list(contract.factor.keys)
+    arms = [contract.baseline.name, *(arm.name for arm in contract.arms)]
+    raws = {name: composed.raw.get(name) for name in arms}
+    if not any(raw and any(isinstance(v, str) and "${" in v for v in flatten(raw).values()) for raw in raws.values()):
+        return
+    for key in contract.tuning.space:
+        if _inside(key, factor_keys):
+            continue  # the factor itself tuned: P412's matter
+        reached: dict[str, tuple[str, ...]] = {}
+        for name in arms:
+            try:
+                probed = flatten(apply_params(composed.configs[name], {key: _PROBE}, raws[name]))
+            except Exception:  # noqa: BLE001 - a resolver that refuses the probe: nothing to compare
+                break
+            reached[name] = tuple(sorted(path for path, value in probed.items()
+                                         if value == _PROBE and path != key and _inside(path, factor_keys)))
+        if len(reached) == len(arms) and len(set(reached.values())) > 1:
+            into = {name: paths for name, paths in reached.items() if paths}
+            shown = "; ".join(f"in arm {name!r} it sets {_names(list(paths))}" for name, paths in into.items())
+            fixed = [name for name, paths in reached.items() if not paths]
+            rest = f"; in {'arm' if len(fixed) == 1 else 'arms'} {_names(fixed)} it sets no factor key" if fixed else ""
+            report.add("P418", ("tuning", "space", key),
+                       f"tuning.space key {key!r} reaches the factor through an interpolation in some arms and not "
+                       f"alike in all ({shown}{rest}): tuning it tunes the arms' factors differently, so the arms "
+                       "are not tuned alike",
+                       "Tune the factor's own key in every arm (an arm_space range each), or make every arm's "
+                       "factor take the tuned key alike, or give the arms no interpolation into the factor.",
+                       key=True)
 
 
 def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> None:

@@ -12,9 +12,7 @@ from typing import Any
 
 def arm_space(tuning, arm: str) -> dict[str, Any]:
     """{dotted key: Dimension} for `arm`: the shared space, then the arm's own ranges."""
-    space = dict(tuning.space)
-    space.update(tuning.arm_space.get(arm, {}))
-    return space
+    return tuning.space_for(arm)
 
 
 

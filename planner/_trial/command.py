@@ -237,13 +237,13 @@ class _Run:
         if misnamed is None:
             return
         if misnamed.step is not None and misnamed.metrics:  # the exposure it spent stays on the record
-            from planner._trial.protocol import _Stop  # here: protocol imports this module
-
             try:
                 self.trial.report(misnamed.step, **misnamed.metrics)
-            except _Stop:  # the report's own check of a first report without metric.name advises metric.name;
-                if self.trial.last_step != misnamed.step:  # the step is on the record: the fix is metrics.names,
-                    raise                                  # as the message below says
+            except (KeyboardInterrupt, SystemExit):  # a stop from outside (Tune's included) stands
+                raise
+            except BaseException:  # the report's own check of a first report without metric.name advises
+                if self.trial.last_step != misnamed.step:  # metric.name; with the step on the record, the fix is
+                    raise                                  # metrics.names, as the message below says
         raise self.failure(CommandMetricsError, misnamed.message)
 
     def watch(self, processes: CommandProcesses) -> None:
