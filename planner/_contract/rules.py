@@ -74,18 +74,30 @@ def _arm_paths(contract) -> dict[str, tuple[Any, ...]]:
 
 
 def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
-    """P303 duplicate arm names, P304 an arm named like the baseline."""
+    """P303 duplicate arm names, P304 an arm named like the baseline. Names are told apart regardless of case:
+    each arm has files named after it (configs/<arm>.yaml), one file for both on macOS or Windows."""
     report = _Report(loaded)
     seen: dict[str, int] = {}
     for i, arm in enumerate(contract.arms):
-        if arm.name == contract.baseline.name:
-            report.add("P304", ("arms", i, "name"), f"arm {arm.name!r} has the baseline's name",
-                       "Give the arm a name of its own.")
-        elif arm.name in seen:
-            report.add("P303", ("arms", i, "name"), f"arm name {arm.name!r} is used twice (first by arms.{seen[arm.name]})",
-                       "Give every arm a unique name.")
-        seen.setdefault(arm.name, i)
+        name = arm.name.casefold()
+        if name == contract.baseline.name.casefold():
+            same = "'s name" if arm.name == contract.baseline.name else f" name {contract.baseline.name!r} in another case"
+            report.add("P304", ("arms", i, "name"), f"arm {arm.name!r} has the baseline{same}",
+                       "Give the arm a name of its own (names that differ only in case share their files on macOS "
+                       "and Windows).")
+        elif name in seen:
+            twice = contract.arms[seen[name]].name
+            how = "used twice" if twice == arm.name else f"{twice!r} in another case"
+            report.add("P303", ("arms", i, "name"), f"arm name {arm.name!r} is {how} (first by arms.{seen[name]})",
+                       "Give every arm a unique name (names that differ only in case share their files on macOS "
+                       "and Windows).")
+        seen.setdefault(name, i)
     return report.items
+
+
+def _metric_key(name: str) -> str:
+    """A metric name as P411 compares it: `VAL_ACC` and ` val_acc` are no other metric than `val_acc`."""
+    return name.strip().casefold()
 
 
 def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
@@ -93,9 +105,11 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
     report = _Report(loaded)
     _duplicates(report, contract.seeds, ("seeds",), "confirmation seed")
     exposure = contract.budget.exposure
-    if contract.metric.heldout is not None and contract.metric.heldout == contract.metric.name:
+    if contract.metric.heldout is not None and _metric_key(contract.metric.heldout) == _metric_key(contract.metric.name):
         report.add("P411", ("metric", "heldout"),
-                   f"metric.heldout is the tuning metric {contract.metric.name!r}: the held-out metric must be a different one",
+                   f"metric.heldout {contract.metric.heldout!r} is the tuning metric {contract.metric.name!r}"
+                   f"{'' if contract.metric.heldout == contract.metric.name else ' (in another case or spacing)'}: "
+                   "the held-out metric must be a different one",
                    "Name a metric the trainable reports on held-out data (like test_acc), or remove `heldout`.")
     cap = contract.budget.max_heldout_evaluations
     confirm_evaluations = len(contract.all_arms) * len(contract.seeds)
