@@ -104,18 +104,36 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
     lists = f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
     for key, value in keys.items():
         kind = help.kind(key)
+        place, on_key = _flag_place(report, contract, key, where)
         if kind is None and not (isinstance(value, bool) and help.negation(key)):
             near = help.near(key)
-            report.add("P530", where, f"config key {key!r} would be passed as --{key}, which {lists}"
+            report.add("P530", place, f"config key {key!r} would be passed as --{key}, which {lists}"
                                       f"{f'; did you mean {near}?' if near else ''}",
                        "Name the config key as the script's option (without the leading --), or add the option "
-                       "to the script's parser.")
+                       "to the script's parser.", key=on_key)
         elif kind == SWITCH and value is not None and not isinstance(value, bool):
-            report.add("P530", where, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
+            report.add("P530", place, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
                                       "switch that takes no value",
-                       "Give the key true or false, or make the option take a value.")
+                       "Give the key true or false, or make the option take a value.", key=on_key)
     how = f"checked against {help.read_from} ({why})" if help.read_from else "checked against its --help"
     return how, (help, why)
+
+
+def _flag_place(report: _Report, contract, key: str, where: tuple) -> tuple[tuple, bool]:
+    """Where the contract names the config key `key` (its tuning dimension, or its line in `config.values`),
+    and whether that place is a key; else `where` (a key from a config folder's files)."""
+    tuning, written = contract.tuning, report.loaded.positions
+    if tuning is not None and key in tuning.space:
+        return ("tuning", "space", key), True
+    for arm, space in (tuning.arm_space.items() if tuning is not None else ()):
+        if key in space:
+            return ("tuning", "arm_space", arm, key), True
+    for depth in range(key.count(".") + 1, 0, -1):  # `optimiser: {lr: 0.1}` or `optimiser.lr: 0.1`
+        parts = key.split(".")
+        path = ("config", "values", *parts[:depth - 1], ".".join(parts[depth - 1:]))
+        if path in written:
+            return path, True
+    return where, False
 
 
 _WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}

@@ -112,6 +112,9 @@ def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
     errors = [(d.code, d.message) for d in result.diagnostics if d.severity == "error"]
     assert errors == [("P530", "config key 'optimiser.lr' would be passed as --optimiser.lr, which the script's "
                                "--help does not list; did you mean --optimizer.lr?")]
+    (found,) = [d for d in result.diagnostics if d.code == "P530"]  # at the key, not at `args: argparse`
+    lines = (tmp_path / "app" / "contract.yaml").read_text().splitlines()
+    assert found.path == "config.values.optimiser.lr" and lines[found.line - 1].strip().startswith("lr:"), found
     (tmp_path / "app" / "train.py").write_text("import sys\nsys.exit(1)\n")  # no --help to read: a note
     result = validate(tmp_path / "app" / "contract.yaml")
     assert [d.code for d in result.diagnostics if d.severity == "error"] == []  # nothing to check the names on
