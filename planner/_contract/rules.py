@@ -372,11 +372,11 @@ _PROBE = "planner-probe-7f3c"  # a value no config holds: where it turns up, the
 
 
 def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) -> None:
-    """P418: a `tuning.space` key that reaches a factor key through an interpolation in some arms and not in
-    others (`optimizer.lr: ${train.lr}` in sgd's option, a fixed `lr: 0.001` in adam's): tuning it tunes one
-    arm's factor and leaves the other's fixed, so the arms are not tuned alike. Each arm's config is set with
-    a probe value at the key, as a trial's sampled value is (`apply_params`), and the factor's leaves that
-    take it are compared across the arms. Only configs with interpolations are probed."""
+    """P418: a `tuning.space` key that reaches a factor key through an interpolation in some arms and in no
+    factor key of others (`optimizer.lr: ${train.lr}` in sgd's option, a fixed `lr: 0.001` in adam's): tuning
+    it tunes one arm's factor and leaves the other's fixed, so the arms are not tuned alike. Each arm's config
+    is set with a probe value at the key, as a trial's sampled value is (`apply_params`), and the factor's
+    leaves that take it are found. Only configs with interpolations are probed."""
     from planner._contract.paths import apply_params
 
     factor_keys = list(contract.factor.keys)
@@ -395,15 +395,15 @@ def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) ->
                 break
             reached[name] = tuple(sorted(path for path, value in probed.items()
                                          if value == _PROBE and path != key and _inside(path, factor_keys)))
-        if len(reached) == len(arms) and len(set(reached.values())) > 1:
+        if len(reached) == len(arms) and any(reached.values()) and not all(reached.values()):
             into = {name: paths for name, paths in reached.items() if paths}
             shown = "; ".join(f"in arm {name!r} it sets {_names(list(paths))}" for name, paths in into.items())
             fixed = [name for name, paths in reached.items() if not paths]
             rest = f"; in {'arm' if len(fixed) == 1 else 'arms'} {_names(fixed)} it sets no factor key" if fixed else ""
             report.add("P418", ("tuning", "space", key),
-                       f"tuning.space key {key!r} reaches the factor through an interpolation in some arms and not "
-                       f"alike in all ({shown}{rest}): tuning it tunes the arms' factors differently, so the arms "
-                       "are not tuned alike",
+                       f"tuning.space key {key!r} reaches the factor through an interpolation in some arms and no "
+                       f"factor key in others ({shown}{rest}): tuning it tunes one arm's factor and leaves the "
+                       "other's fixed, so the arms are not tuned alike",
                        "Tune the factor's own key in every arm (an arm_space range each), or make every arm's "
                        "factor take the tuned key alike, or give the arms no interpolation into the factor.",
                        key=True)
