@@ -488,7 +488,7 @@ def warmup_lengths(contract, composed: ComposedArms) -> dict[str, tuple[str, flo
 
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
     """P900: a factor that touches a batch-size or accumulation key; P906: early stopping whose first rung comes
-    before a warmup the factor changes has ended."""
+    before a warmup the factor changes has ended; P908: tuning on a metric named as a test-set one."""
     report = _Report(loaded)
     tuning = contract.tuning
     grace = tuning.early_stop.grace if tuning is not None and tuning.early_stop.rule != "none" else None
@@ -516,6 +516,14 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
                 if any(_BATCH_KEY.search(part) for part in path.split(".")):
                     owner = next((i for i, k in enumerate(contract.factor.keys) if _inside(path, [k])), 0)
                     touched.setdefault(path, owner)
+    metric = contract.metric
+    if tuning is not None and "test" in re.split(r"[^a-z0-9]+", metric.name.lower()):
+        report.add("P908", ("metric", "name"),
+                   f"metric.name {metric.name!r} reads as a test-set metric, and tuning selects each arm's config "
+                   "on it: the test set then shapes what is confirmed (a peek at it)",
+                   "Tune on a validation metric (metric.name: val_acc) and give the test metric as "
+                   "metric.heldout, which tuning never reads; a warning, since the name may mean something else.",
+                   severity="warning")
     for key, i in touched.items():
         where = ("factor", "keys", i) if ("factor", "keys") in loaded.positions else ("factor", "name")
         report.add("P900", where,

@@ -82,3 +82,11 @@ def test_a_tuned_key_every_arms_factor_takes_alike_is_fair(tmp_path):
     data["tuning"]["space"] = {"train.lr": {"log_uniform": [1e-4, 1.0]}}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     assert _errors(path) == []
+
+
+@pytest.mark.parametrize(("name", "warned"), [("test_acc", True), ("acc/test", True), ("val_acc", False),
+                                               ("latest_acc", False), ("contest_score", False)])
+def test_tuning_on_a_metric_named_as_a_test_set_one_is_warned(tmp_path, name, warned):
+    path = _contract(tmp_path, metric={"name": name, "mode": "max"})
+    found = [d for d in validate(path).diagnostics if d.code == "P908"]
+    assert bool(found) is warned and all(d.severity == "warning" for d in found)
