@@ -126,6 +126,7 @@ class ProjectLineage:
                                         "Start from the baseline in force, or say why not.", path=where,
                                         severity="warning"))
         findings += _code_findings(source, contract, contract_dir, where)
+        findings += _selected_on_these_seeds(source, contract, key, where)
         params = ", ".join(f"{k}={v!r}" for k, v in source.params.items())
         description = (f"arm {source.arm!r} of run {key}" + (f" (line {line!r} in force)" if via else "")
                        + f": decision {decision.get('decision') if decision else 'none'}, "
@@ -165,6 +166,24 @@ class ProjectLineage:
                                    "Report every test of it, or lower alpha so that the family-wise alpha stays "
                                    "at the level you claim.", path=("factor",), severity="warning"))
         return out
+
+
+def _selected_on_these_seeds(source: lineage_source.ArmOfRun, contract: Any, key: str,
+                             where: tuple[str, ...]) -> list[Diagnostic]:
+    """P936: the baseline's tuned values were selected in its run on tuning seeds this contract confirms on (P402
+    within one run): those seeds' results chose the baseline's config, and its confirmation on them flatters it."""
+    tuning = source.contract.get("tuning") if isinstance(source.contract, dict) else None
+    seeds = tuning.get("seeds") if isinstance(tuning, dict) else None
+    if not source.params or not isinstance(seeds, list):
+        return []
+    shared = sorted({s for s in seeds if isinstance(s, int)} & set(contract.seeds))
+    if not shared:
+        return []
+    return [finding("P936", f"the baseline's tuned values ({', '.join(f'{k}={v!r}' for k, v in source.params.items())}) "
+                    f"were selected in run {key} on its tuning seeds {shared}, which this contract confirms on: "
+                    "those seeds' results chose the baseline's config, so its confirmation on them flatters it",
+                    f"Confirm on seeds the baseline was not tuned on (drop {', '.join(map(str, shared))} from seeds).",
+                    path=("seeds",), severity="warning")]
 
 
 def _code_findings(source: lineage_source.ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]) -> list[Diagnostic]:

@@ -219,6 +219,18 @@ def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(
     assert "baseline arm 'high' of run levels/" in format_result(result)
 
 
+def test_confirming_a_tuned_baseline_on_the_seeds_it_was_tuned_on_warns(project):
+    """P402 across runs: run 1 selected the arm's lr on tuning seed 1000; confirming it on 1000 flatters it."""
+    tmp_path, runs, first = project
+    promote(first, "high")
+    data = second(first)
+    data["seeds"] = [0, 1, 1000]
+    result = validate(write(tmp_path / "c2", data), runs_dir=runs)
+    (found,) = [d for d in result.diagnostics if d.code == "P936"]
+    assert found.severity == "warning" and "tuning seeds [1000]" in found.message and "recipe.lr=0.0125" in found.message
+    assert "P936" not in codes(validate(write(tmp_path / "c3", second(first)), runs_dir=runs))  # other seeds
+
+
 def test_a_line_name_resolves_to_the_baseline_in_force(project):
     tmp_path, runs, first = project
     data = second(first)
