@@ -582,8 +582,10 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
             state, contract_path, resume_argv, store.root, reason))
         session.on_end(end)
         with runner.display:
-            _connect(session, runner, address, Path(runs_dir), resumed)
-            end.stopped = _tune_select_confirm(runner)
+            end.stopped = _spent_before(runner, resumed)
+            if end.stopped is None:
+                _connect(session, runner, address, Path(runs_dir), resumed)
+                end.stopped = _tune_select_confirm(runner)
     if contract.tracking.mlflow is not None:
         _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
     return _result(runner, end, resumed, resume_command=_resume_command(end.state, contract_path, resume_argv,
@@ -691,6 +693,19 @@ def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir:
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
         runner.display.note(format_resumed(resumed))
+
+
+def _spent_before(runner: Runner, resumed: dict[str, int] | None) -> StopReason | None:
+    """StopReason.BUDGET for a --resume whose earlier sessions spent all of budget.max_wall_time: nothing
+    more may run, so Ray is not started and no phase begins (the run ends as it was, budget_exhausted,
+    deciding again from its records); else None."""
+    remaining = runner.remaining_s()
+    if resumed is None or remaining is None or remaining > 0:
+        return None
+    runner.display.note(f"{format_resumed(resumed)}: the earlier sessions spent budget.max_wall_time "
+                        f"({runner.contract.budget.max_wall_time}, {runner.previous_wall_s:.1f} s used): "
+                        "nothing more runs, Ray not started")
+    return StopReason.BUDGET
 
 
 def _tune_select_confirm(runner: Runner) -> StopReason | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -179,6 +180,26 @@ def test_max_wall_time_stops_the_run_cleanly_as_budget_exhausted(ray_local, in_r
     assert 0 < len(ended) < 12 and {r["status"] for r in ended} == {"completed"}
     assert decision(result)["decision"] == "incomplete"
     assert json.loads((result.run_dir / "decisions.json").read_text())["run_state"] == "budget_exhausted"
+
+
+def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in_repo, tmp_path):
+    """It started Ray, announced a tuning pass and selected again, to end budget_exhausted as it was."""
+    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1, 2, 3, 4, 5],
+                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+                 budget={"exposure": 3, "max_wall_time": "4s"})
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert first.state == "budget_exhausted"
+    before = records(first)
+    events = len(read_jsonl(first.run_dir / "events.jsonl"))
+    shown = io.StringIO()
+    again = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, stream=shown)
+    assert again.state == "budget_exhausted" and again.exit_code == 3, shown.getvalue()
+    assert "spent budget.max_wall_time (4s" in shown.getvalue() and "Ray not started" in shown.getvalue()
+    assert "Ray ready" not in shown.getvalue() and "tuning:" not in shown.getvalue()
+    assert records(again) == before  # nothing ran
+    new = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")[events:]]
+    assert "phase_started" not in new and "trial_started" not in new, new
+    assert decision(again)["decision"] == "incomplete"
 
 
 def test_max_trial_time_stops_and_fails_a_trial_as_timeout(ray_local, in_repo, tmp_path):
