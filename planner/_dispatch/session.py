@@ -314,7 +314,13 @@ def _note_session_dir(logger: logging.Logger) -> None:
 
 def start_local_ray(attempts: int = 3, **options) -> None:
     """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
-    fixed 30-second start-up wait."""
+    fixed 30-second start-up wait.
+
+    Its own Ray, always (`address="local"`): without an address, ray.init joins the cluster that `ray start`
+    last started on this machine (/tmp/ray/ray_current_cluster), and refused to, with the embedded Ray's
+    `_system_config` ("When connecting to an existing cluster, _system_config must not be provided"): a
+    user's `plan run` without --address failed three times over while a cluster of theirs was up."""
+    options.setdefault("address", "local")
     for attempt in range(1, attempts + 1):
         try:
             with _node_registration_polled(), _without_idle_head_processes(bool(options.get("log_to_driver"))):
