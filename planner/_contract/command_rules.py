@@ -28,6 +28,9 @@ from planner._contract.paths import MISSING, get_path
 from planner._contract.rules import _inside, _Report
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.errors import CommandFailedError
+from planner._core.lazy import lazy_import
+
+difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -201,10 +204,15 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
         wanted = [name for name in (contract.metric.name, contract.metric.heldout) if name]
         for name in wanted:
             if name not in metrics.names:
+                named = [n for n in metrics.names if n not in wanted]
+                close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
+                field = "metric.name" if name == contract.metric.name else "metric.heldout"
                 report.add("P525", ("command", "metrics", "names"),
                            f"metrics.names does not say which column holds {name!r}, the contract's "
-                           f"{'metric' if name == contract.metric.name else 'held-out metric'}",
-                           f"Add `{name}: <column or key>` to metrics.names.")
+                           f"{'metric' if name == contract.metric.name else 'held-out metric'}"
+                           + (f"; it names {close[0]!r}" if close else ""),
+                           (f"Did you mean {field}: {close[0]}? Else add" if close else "Add")
+                           + f" `{name}: <column or key>` to metrics.names.")
     if metrics.format == "csv" and metrics.step == "epoch" and metrics.step_base is None:
         report.add("P940", ("command", "metrics", "step"),
                    "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to 1, but "

@@ -167,3 +167,13 @@ def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
     text = format_result(validate(app_contract(tmp_path / "ok", set_command(
         checkpoint={"file": "hf/checkpoint-*", "keep": "none"}))))
     assert "checkpoints hf/checkpoint-* (not passed to the script; keep none)" in text
+
+
+def test_a_metric_name_metrics_names_lacks_gets_the_near_name_it_has(tmp_path):
+    """metric.name val_accuracy, metrics.names {val_acc: ...}: the typo is metric.name's; P525 said only to add
+    `val_accuracy: ...` to metrics.names."""
+    def edit(data):
+        data["metric"]["name"] = "val_accuracy"
+
+    (found,) = [d for d in validate(app_contract(tmp_path, edit)).diagnostics if d.code == "P525"]
+    assert "it names 'val_acc'" in found.message and found.hint.startswith("Did you mean metric.name: val_acc?")
