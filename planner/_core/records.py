@@ -93,6 +93,27 @@ def decision_mode(mode: str, heldout: str | None, heldout_mode: str | None) -> s
     return (heldout_mode or mode) if heldout else mode
 
 
+def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reports a trial's checkpoint held when the trial continued from it (`resumed_from.reports`: the
+    steps its earlier attempt trained and reported, which the record's own `reports` leave out), in order,
+    each before the record's first report; [] for a trial that did not continue, or a malformed entry."""
+    source = record.get("resumed_from")
+    held = source.get("reports") if isinstance(source, dict) else None
+    if not isinstance(held, list):
+        return []
+    reports = record.get("reports")
+    first = reports[0].get("step") if isinstance(reports, list) and reports and isinstance(reports[0], dict) else None
+    out, last = [], None
+    for report in held:
+        step = report.get("step") if isinstance(report, dict) else None
+        if (isinstance(step, bool) or not isinstance(step, int) or not isinstance(report.get("metrics"), dict)
+                or (last is not None and step <= last) or (isinstance(first, int) and step >= first)):
+            continue
+        out.append(report)
+        last = step
+    return out
+
+
 def final_value(record: dict[str, Any], metric: str) -> float | None:
     """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
     reports = record.get("reports")

@@ -15,6 +15,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from planner._core.records import held_reports
+
 
 @dataclass(frozen=True)
 class Selected:
@@ -31,9 +33,11 @@ class Selected:
 
 
 def metric_values(record: dict, metric: str) -> list[float]:
-    """The values of `metric` in a trial record's reports, in order (non-finite ones as float)."""
+    """The values of `metric` in a trial record's reports, in order (non-finite ones as float). A trial that
+    continued from its checkpoint counts the reports the checkpoint held first (`held_reports`): its record
+    reports only the steps it had left, and `mean_last_k` scored it on fewer values than the others."""
     out = []
-    for report in record.get("reports", []):
+    for report in [*held_reports(record), *record.get("reports", [])]:
         if metric in report.get("metrics", {}):
             out.append(_as_float(report["metrics"][metric]))
     return out

@@ -40,6 +40,7 @@ import lightning.pytorch as pl
 
 from planner._core.errors import TrialProtocolError
 from planner._trial import checkpoints
+from planner._trial.protocol import _jsonable as _stored
 
 FOLDER = "checkpoints"  # inside trial.dir
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
@@ -54,6 +55,7 @@ class LightningCallback(pl.Callback):
         self.checkpoints = checkpoints
         self._held: dict[str, Any] | None = None  # the last epoch's report, waiting for trainer.test()
         self._last: dict[str, Any] | None = None  # the last report this callback made, or restored
+        self._history: list[dict[str, Any]] = []  # every report of this training, restored ones first
         self._reported = False  # a report was made in this attempt
         self._ckpt_path: str | None = None
         self._looked = False
@@ -93,7 +95,9 @@ class LightningCallback(pl.Callback):
         """Everything is restored by now: say on the trial which checkpoint it continues from."""
         restored = getattr(trainer, "ckpt_path", None)
         if restored and self._ckpt_path and os.path.abspath(restored) == os.path.abspath(self._ckpt_path):
-            self.trial.resumed_from = describe(Path(self._ckpt_path), self.trial.dir)
+            resumed = describe(Path(self._ckpt_path), self.trial.dir)
+            resumed["reports"] = self._held_reports()  # what this trial reported before (held_reports)
+            self.trial.resumed_from = resumed
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -120,10 +124,22 @@ class LightningCallback(pl.Callback):
         self._report(held["step"], {**held["metrics"], **scalars(trainer.callback_metrics)})
 
     def state_dict(self) -> dict[str, Any]:
-        return {"last": self._last}
+        return {"last": self._last, "reports": list(self._history)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._last = state_dict.get("last")
+        history = state_dict.get("reports")
+        self._history = [r for r in history if isinstance(r, dict)] if isinstance(history, list) else []
+
+    def _held_reports(self) -> list[dict[str, Any]]:
+        """The reports the restored checkpoint's training made: its epochs before the last, then the last one's
+        (saved before its report was made), as a record stores them (non-finite values as "nan"/"inf")."""
+        last = self._last
+        held = [r for r in self._history if last is None or r.get("step", 0) < last.get("step", 0)]
+        held += [last] if last is not None else []
+        return [{"step": int(r["step"]), "metrics": {k: _stored(float(v)) for k, v in dict(r.get("metrics") or {}).items()
+                                                     if isinstance(v, numbers.Real)}}
+                for r in held if isinstance(r.get("step"), int)]
 
     # -- reporting and saving -------------------------------------------------------------------------------
 
@@ -140,6 +156,8 @@ class LightningCallback(pl.Callback):
 
     def _report(self, step: int, metrics: dict[str, float]) -> None:
         self._last, self._reported = {"step": step, "metrics": metrics}, True
+        if not self._history or self._history[-1]["step"] < step:
+            self._history.append({"step": step, "metrics": dict(metrics)})
         self.trial.report(step, **metrics)
 
     def _save(self, trainer: pl.Trainer, step: int) -> None:

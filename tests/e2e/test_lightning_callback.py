@@ -11,6 +11,7 @@ Trainer does not take.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -102,6 +103,7 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(ray_local
         assert re.fullmatch(rf"trials/{r['trial_id']}/checkpoints/epoch=2-step=\d+\.ckpt", source["path"]), source
         assert re.fullmatch(r"[0-9a-f]{64}", source["sha256"])
         assert source["held"]["step"] == 3 and source["held"]["epoch"] == 2
+        assert [rep["step"] for rep in source["reports"]] == [1, 2, 3]  # what the first attempt reported
         assert "test_acc" in r["reports"][-1]["metrics"]
     assert result.decisions and result.decisions[0]["decision"] in DECIDED
 
@@ -177,6 +179,15 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
     assert [r["step"] for r in record["reports"]] == [4, 5] and _epochs(trial_dir, 1) == [1, 2, 3, 4, 5]
     assert record["resumed_from"]["path"].startswith("trials/t1/checkpoints/epoch=2-")
     assert record["resumed_from"]["held"]["step"] == 3
+    # what the checkpoint's training reported (epochs 1-3) travels with it: mean_last_k scores the trial on its
+    # last 3 epochs, as it does every other trial, not on the 2 this session reported
+    held = record["resumed_from"]["reports"]
+    assert [r["step"] for r in held] == [1, 2, 3] and all(math.isfinite(r["metrics"]["val_acc"]) for r in held)
+    from planner._stats.select import metric_values, score
+
+    values = metric_values(record, "val_acc")
+    assert len(values) == 5 and values[:3] == [r["metrics"]["val_acc"] for r in held]
+    assert score(record, "val_acc", "mean_last_k", 3) == pytest.approx(sum(values[2:]) / 3)
 
 
 def test_a_trainer_that_ignores_the_budget_is_a_protocol_error(tmp_path, in_repo):

@@ -72,3 +72,21 @@ def test_other_arms_records_are_ignored():
     mine = rec(0, [0.1] * 4)
     theirs = rec(1, [0.9] * 4, arm="b")
     assert pick([mine, theirs]).trial_id == mine["trial_id"]
+
+
+def test_a_continued_trial_is_scored_on_the_reports_its_checkpoint_held_too():
+    """mean_last_k of 3: the continued trial's record reports steps 4-5 only; its checkpoint held 1-3."""
+    import pytest
+
+    def rep(step, value):
+        return {"step": step, "metrics": {"acc": value}}
+
+    whole = {"reports": [rep(1, 0.1), rep(2, 0.2), rep(3, 0.3), rep(4, 0.4), rep(5, 0.5)]}
+    continued = {"reports": [rep(4, 0.4), rep(5, 0.5)],
+                 "resumed_from": {"path": "x", "reports": [rep(1, 0.1), rep(2, 0.2), rep(3, 0.3)]}}
+    assert score(continued, "acc", "mean_last_k", 3) == score(whole, "acc", "mean_last_k", 3) == pytest.approx(0.4)
+    # a run folder is untrusted: held reports that overlap the record's own, go back, or are malformed are left out
+    odd = {"reports": [rep(4, 0.4), rep(5, 0.5)],
+           "resumed_from": {"reports": [rep(3, 0.3), "x", {"step": True, "metrics": {}}, rep(2, 9.0), rep(4, 9.0)]}}
+    assert score(odd, "acc", "mean_last_k", 3) == pytest.approx(0.4)
+    assert score({"reports": [rep(4, 0.4)], "resumed_from": {"reports": "nope"}}, "acc", "mean_last_k", 3) == 0.4
