@@ -212,13 +212,30 @@ _EXTRA_MARKER = re.compile(r"\bextra\s*==")
 
 
 def _required_name(requirement: str) -> str | None:
-    """The distribution a `Requires-Dist` line names, unless only an extra needs it (`; extra == "test"`).
-    A platform marker is not evaluated: a distribution it excludes is not installed, and is skipped then."""
+    """The distribution a `Requires-Dist` line names, unless only an extra needs it (`; extra == "test"`) or
+    its marker excludes this platform (`colorama; platform_system == "Windows"`, tqdm's): such a
+    distribution may still be importable, from a folder another package puts on sys.path (Ray's own
+    `thirdparty_files` holds a colorama), so a run that had imported Ray recorded it and a reeval that had
+    not yet said it was gone. Markers are evaluated by `packaging` (Ray requires it)."""
     name, _, marker = requirement.partition(";")
     match = _REQUIREMENT.match(name)
     if match is None or _EXTRA_MARKER.search(marker):
         return None
+    if marker.strip() and not _marker_holds(marker):
+        return None
     return match.group(1)
+
+
+def _marker_holds(marker: str) -> bool:
+    """Whether an environment marker holds here (True when it cannot be read: the distribution is kept)."""
+    try:
+        from packaging.markers import InvalidMarker, Marker
+    except ImportError:
+        return True
+    try:
+        return Marker(marker.strip()).evaluate({"extra": ""})
+    except (InvalidMarker, ValueError, TypeError):
+        return True
 
 
 _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -239,3 +239,21 @@ def test_the_record_an_earlier_drivers_attempt_kept_as_it_ended_the_trial_is_fou
     other.end(1, "failed", {"type": "E", "message": "m"}, None)
     assert other.keep(1, record)
     assert Ledger.load(tmp_path / "w", "s2").kept_before() is None  # kept as completed, ended as failed
+
+
+def test_a_requirement_whose_marker_excludes_this_platform_is_not_a_used_package():
+    """tqdm requires `colorama; platform_system == "Windows"`. Not installed here, but importable once Ray is
+    (its thirdparty_files folder on sys.path): a run that had imported Ray recorded colorama 0.4.6, and
+    plan reeval, before Ray, said `packages.colorama: 0.4.6 (logged) -> <absent> (today)` for every run."""
+    import platform
+
+    from planner._store.identity import _required_name, used_packages
+
+    if platform.system() == "Windows":
+        pytest.skip("the marker holds on Windows")
+    assert _required_name('colorama; platform_system == "Windows"') is None
+    assert _required_name('numpy>=1.20; python_version >= "3.8"') == "numpy"
+    assert _required_name('requests; extra == "discord"') is None
+    assert _required_name("torch>=2.1") == "torch"
+    pytest.importorskip("tqdm")
+    assert "colorama" not in used_packages(["tqdm"]) and "tqdm" in used_packages(["tqdm"])
