@@ -114,6 +114,20 @@ def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
+    """arm -> the metrics that some report of the arm's `records` holds as NaN or an infinity ("nan", "inf",
+    "-inf" as stored): a training that diverged, though its decision metric (an accuracy) stayed a number."""
+    out: dict[str, set[str]] = {}
+    for record in records:
+        reports = record.get("reports")
+        for report in reports if isinstance(reports, list) else []:
+            metrics = report.get("metrics") if isinstance(report, dict) else None
+            for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
+                if value in ("nan", "inf", "-inf") or (isinstance(value, float) and not math.isfinite(value)):
+                    out.setdefault(str(record.get("arm")), set()).add(str(name))
+    return {arm: sorted(names) for arm, names in out.items()}
+
+
 def final_value(record: dict[str, Any], metric: str) -> float | None:
     """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
     reports = record.get("reports")

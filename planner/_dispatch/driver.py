@@ -41,6 +41,7 @@ from planner._core.lazy import lazy_import
 from planner._core.records import (
     error_groups,
     final_value,
+    non_finite_metrics,
     note_groups,
     seeds_identical,
     tuned_values_identical,
@@ -429,23 +430,33 @@ class Runner:
         """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an incomplete
         one); and the findings for decisions.json. One rule: trials that should differ reported the same curves."""
         c = self.contract
-        identical = seeds_identical([r for r in self.records.values() if r["phase"] == "confirm"])
-        tuned = tuned_values_identical([r for r in self.records.values() if r["phase"] == "tune"], c.metric.name)
+        confirmed = [r for r in self.records.values() if r["phase"] == "confirm"]
+        tuning = [r for r in self.records.values() if r["phase"] == "tune"]
+        identical = seeds_identical(confirmed)
+        tuned = tuned_values_identical(tuning, c.metric.name)
+        diverged_confirm = non_finite_metrics(confirmed) if identical else {}  # a cause of identical curves
+        diverged_tune = non_finite_metrics(tuning) if tuned else {}
         reasons, rules = {}, {}
         for row in rows:
             whys = {rule: why for rule, why in (
-                ("tuned_values", tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name)),
-                ("seeds", seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric)))
+                ("tuned_values", tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name, diverged_tune)),
+                ("seeds", seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric,
+                                             diverged_confirm)))
                 if why is not None}
             if whys and row["decision"] != "incomplete":
                 reasons[row["arm"]], rules[row["arm"]] = " ".join(whys.values()), list(whys)
+        def diverged(arm: str, names: dict[str, list[str]]) -> str:
+            return f" (their reports hold NaN or infinite {', '.join(names[arm])}: diverged)" if arm in names else ""
+
         findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
-                     "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves: "
-                                "the seeds did not vary the run"} for arm, n in identical.items()]
+                     "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves"
+                                f"{diverged(arm, diverged_confirm)}: the seeds did not vary the run"}
+                    for arm, n in identical.items()]
         findings += [{"kind": "tuned_values_identical", "arm": arm, "trials": n,
                       "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
-                                 f"different params reported the same curves of {c.metric.name}; check that the "
-                                 "trainable uses them"} for arm, n in tuned.items()]
+                                 f"different params reported the same curves of {c.metric.name}"
+                                 + (diverged(arm, diverged_tune) or "; check that the trainable uses them")}
+                     for arm, n in tuned.items()]
         return mark_invalid(rows, reasons, rules), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:

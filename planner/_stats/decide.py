@@ -575,23 +575,40 @@ def decide(
     return decisions
 
 
-def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str) -> str | None:
+def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str,
+                       diverged: Mapping[str, list[str]] | None = None) -> str | None:
     """Why `arm` is `invalid` when the seeds did not vary the baseline's or the arm's run, else None
     (for `mark_invalid`).
 
     arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such values have
     no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither accepted nor rejected.
+    diverged: arm -> the metrics its trials reported as NaN or an infinity: then the cause said is the
+    divergence (every diverged run reports the same chance-level value), not an ignored seed.
     """
     said = [f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
             f"{arms_identical[a]} seeds" for a in (baseline, arm) if a in arms_identical]
     if not said:
         return None
-    return (f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. The trainable "
-            "ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed noise to "
-            "test an effect against. Make the trainable seed its randomness from the trial's seed and run again.")
+    cause = _diverged_cause(arm, arms_identical, baseline, diverged)
+    return (f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. " + (cause or
+            "The trainable ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed "
+            "noise to test an effect against. Make the trainable seed its randomness from the trial's seed and "
+            "run again."))
 
 
-def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str) -> str | None:
+def _diverged_cause(arm: str, arms_identical: Mapping[str, int], baseline: str,
+                    diverged: Mapping[str, list[str]] | None) -> str:
+    """The sentence that names a divergence as the cause of identical curves, or "" when none was seen."""
+    names = sorted({n for a in (baseline, arm) if a in arms_identical for n in (diverged or {}).get(a, [])})
+    if not names:
+        return ""
+    return (f"Their reports hold NaN or infinite values of {', '.join(names)}: the training diverged, and a "
+            "diverged model reports the same value whatever its seed or tuned values. Narrow the tuned range "
+            "(a lower learning rate), or report the diverging metric so the trial ends as diverged.")
+
+
+def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str,
+                              diverged: Mapping[str, list[str]] | None = None) -> str | None:
     """Why `arm` is `invalid` when the tuned values did not vary the baseline's or the arm's run, else None
     (for `mark_invalid`).
 
@@ -603,8 +620,9 @@ def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], basel
             "params reported the same curves" for a in (baseline, arm) if a in arms_identical]
     if not said:
         return None
-    return (f"Invalid: the tuned values did not vary the run: {' and '.join(said)}; check that the trainable uses "
-            "them (the tuned keys of its config or command line).")
+    cause = _diverged_cause(arm, arms_identical, baseline, diverged)
+    return (f"Invalid: the tuned values did not vary the run: {' and '.join(said)}; " + (cause or
+            "check that the trainable uses them (the tuned keys of its config or command line)."))
 
 
 _STATUS_PHRASES = {

@@ -70,3 +70,22 @@ def test_a_trial_resumed_from_its_checkpoint_counts_but_its_partial_curve_is_not
     records = tuning_records(synthetic.ignores_lr)
     records[2] = {**records[2], "resumed": True, "reports": records[2]["reports"][2:]}  # steps 3 and 4 only
     assert tuned_values_identical(records, "val_acc") == {"treat": 4}
+
+
+def test_identical_curves_of_a_diverged_training_name_the_divergence_not_an_ignored_value():
+    """SGD at lr 1e3-1e5: every trial's losses went NaN and its val_acc sat at chance, the same in all. The
+    verdict said the trainable ignores its tuned values, and its seed; the values reached the model."""
+    from planner._core.records import non_finite_metrics
+    from planner._stats.decide import seeds_did_not_vary
+
+    records = [{"arm": "treat", "phase": "tune", "reports": [
+        {"step": 1, "metrics": {"val_acc": 0.48, "train_loss": "nan", "val_loss": "nan"}}]},
+        {"arm": "base", "phase": "tune", "reports": [{"step": 1, "metrics": {"val_acc": 0.7, "val_loss": 0.4}}]}]
+    diverged = non_finite_metrics(records)
+    assert diverged == {"treat": ["train_loss", "val_loss"]}
+    why = tuned_values_did_not_vary("treat", {"treat": 4}, "base", diverged)
+    assert "NaN or infinite values of train_loss, val_loss: the training diverged" in why
+    assert "check that the trainable uses them" not in why
+    why = seeds_did_not_vary("treat", {"treat": 3}, "base", "val_acc", diverged)
+    assert "the training diverged" in why and "ignores its seed" not in why
+    assert "ignores its seed" in seeds_did_not_vary("treat", {"treat": 3}, "base", "val_acc", {})
