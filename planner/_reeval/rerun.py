@@ -149,6 +149,7 @@ class SeedRow:
     diff: float | None  # new - logged
     reproduced: bool | None  # None: a new seed, or a trial that failed to run
     data: tuple[str, ...] = ()  # splits whose fingerprints differ from the logged trial's (docs/data.md)
+    continued: bool = False  # the logged trial continued from its checkpoint (`resumed`): no exact repeat expected
 
     @property
     def is_new(self) -> bool:
@@ -178,7 +179,9 @@ def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None
         data = tuple(fingerprint_differences(logged, new))
         if data and new_status not in DID_NOT_RUN:
             reproduced = False  # a re-evaluation on different data is not a reproduction
-    return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced, data)
+    continued = bool(logged.get("resumed") or logged.get("resumed_from"))
+    return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced, data,
+                   continued)
 
 
 def verdict(rows: list[SeedRow]) -> tuple[str, int]:
@@ -569,6 +572,8 @@ def format_table(rows: list[SeedRow]) -> str:
                 result += f" (status {r.logged_status} -> {r.new_status})"
             if r.data:
                 result += f" (different data: {'; '.join(r.data)})"
+            if r.continued and not r.reproduced:
+                result += " (logged: continued from its checkpoint)"
         logged = "-" if r.is_new else (_num(r.logged) if r.logged is not None else str(r.logged_status))
         new = _num(r.new) if r.new is not None else r.new_status
         body.append([str(r.seed), logged, new, _num(r.diff, "+.3g"), result])
@@ -606,6 +611,12 @@ def format_result(result: ReevalResult) -> str:
         "interrupted": "interrupted before every trial ended",
     }[result.verdict]
     lines.append(f"verdict: {text}")
+    continued = [r for r in compared if r.reproduced is False and r.continued]
+    if result.verdict == "not_reproduced" and continued:
+        lines.append(f"{len(continued)} of the differing logged seeds ({', '.join(str(r.seed) for r in continued)}) "
+                     "continued from a checkpoint after an interruption: their later epochs saw another data "
+                     "order than one uninterrupted training does, so they are not expected to repeat exactly; "
+                     "compare with a tolerance, or on new seeds")
     if result.verdict == "not_reproduced" and plan.differences:
         lines.append("identity differences that may explain it: " + ", ".join(d.what for d in plan.differences))
     lines.append(f"logged: reeval {plan.reeval_number} in {plan.run_dir / 'reevals.jsonl'}")

@@ -112,6 +112,16 @@ def test_a_seed_with_another_status_differs_and_one_that_did_not_run_is_no_evide
     assert new.is_new and new.reproduced is None and new.new == 0.7 and new.diff is None
 
 
+def test_a_logged_trial_that_continued_from_its_checkpoint_is_named_as_the_likely_cause():
+    """The logged seed 0 resumed from epoch 2's checkpoint after an interrupt (another data order for its later
+    epochs): the verdict blamed a package difference instead."""
+    logged = {**record("completed", 0.5), "resumed": True, "resumed_from": {"path": "trials/x/checkpoints/e.ckpt"}}
+    differs = compare_seed(0, "r", logged, record("completed", 0.52), "test_acc", 0.0)
+    assert differs.reproduced is False and differs.continued
+    assert "(logged: continued from its checkpoint)" in format_table([differs])
+    assert not compare_seed(0, "r", record("completed", 0.5), record("completed", 0.52), "test_acc", 0.0).continued
+
+
 def row(seed, reproduced, new_status="completed", logged_status="completed"):
     return SeedRow(seed, f"t{seed}", logged_status, 0.5, new_status, 0.5, 0.0, reproduced)
 
