@@ -40,6 +40,7 @@ import lightning.pytorch as pl
 
 from planner._core.errors import TrialProtocolError
 from planner._trial import checkpoints
+from planner._trial.protocol import WAITING_FOR_TEST
 from planner._trial.protocol import _jsonable as _stored
 
 FOLDER = "checkpoints"  # inside trial.dir
@@ -177,8 +178,7 @@ class LightningCallback(pl.Callback):
                 old.unlink()  # a link is removed as a link
 
 
-_WAITING = ("the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
-            "call trainer.test() after trainer.fit()")
+_WAITING = WAITING_FOR_TEST
 
 
 def scalars(metrics: Any) -> dict[str, float]:

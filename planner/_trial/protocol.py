@@ -442,12 +442,24 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
     reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
     return TrialStatus.PROTOCOL_ERROR, _error(
         n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step, trial.log_reached)}", "")
+        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}", "")
 
 
-def _why_short(spec: TrialSpec, last_step: int | None, log_reached: int | None = None) -> str:
+# planner.LightningCallback's note while the last epoch's report waits for trainer.test() (planner._trial.lightning)
+WAITING_FOR_TEST = ("the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
+                    "call trainer.test() after trainer.fit()")
+
+
+def _why_short(spec: TrialSpec, last_step: int | None, log_reached: int | None = None,
+               notes: list[str] | None = None) -> str:
     """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
-    `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not."""
+    `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
+    the trial's notes (LightningCallback's WAITING_FOR_TEST: the last report waited for a test that never
+    reached the callback)."""
+    if notes and WAITING_FOR_TEST in notes:
+        return ("; its last epoch was trained, and its report waited for trainer.test() (metric.heldout is "
+                "reported outside tuning), which never reached this trial's LightningCallback: call "
+                "trainer.test() on the Trainer that has the callback (a new Trainer without it reports nothing)")
     metrics = (spec.extra.get("command") or {}).get("metrics") or {}
     if metrics and log_reached is not None and log_reached > (last_step or 0):
         column = (metrics.get("names") or {}).get(spec.metric, spec.metric)

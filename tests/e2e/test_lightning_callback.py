@@ -158,6 +158,8 @@ def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path
     record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:never_tests"))
     assert record["status"] == "protocol_error" and [r["step"] for r in record["reports"]] == [1, 2]
     assert any("waits for trainer.test()" in note for note in record["notes"]), record.get("notes")
+    message = record["errors"][-1]["message"]  # the cause, not Lightning's EarlyStopping
+    assert "never reached this trial's LightningCallback" in message and "EarlyStopping" not in message, message
 
 
 def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path, in_repo):
