@@ -32,6 +32,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -445,6 +446,17 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}", "")
 
 
+def _uses_lightning(trainable: str) -> bool:
+    """Whether the function trainable's module holds Lightning (`import lightning as L`, `from lightning.pytorch
+    import Trainer`): a name in its globals from `lightning` or `pytorch_lightning`."""
+    module = sys.modules.get(trainable.partition(":")[0])
+    for value in vars(module).values() if module is not None else ():
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(name, str) and name.split(".")[0] in ("lightning", "pytorch_lightning"):
+            return True
+    return False
+
+
 # planner.LightningCallback's note while the last epoch's report waits for trainer.test() (planner._trial.lightning)
 WAITING_FOR_TEST = ("the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
                     "call trainer.test() after trainer.fit()")
@@ -461,6 +473,9 @@ def _why_short(spec: TrialSpec, last_step: int | None, log_reached: int | None =
                 "reported outside tuning), which never reached this trial's LightningCallback: call "
                 "trainer.test() on the Trainer that has the callback (a new Trainer without it reports nothing)")
     metrics = (spec.extra.get("command") or {}).get("metrics") or {}
+    if last_step is None and "command" not in spec.extra and _uses_lightning(spec.trainable):
+        return ("; the trainable runs Lightning: a Trainer reports its epochs to the trial through "
+                "planner.LightningCallback(trial) in its callbacks (docs/lightning.md)")
     if metrics and log_reached is not None and log_reached > (last_step or 0):
         column = (metrics.get("names") or {}).get(spec.metric, spec.metric)
         return (f"; the script did train to step {log_reached} (its log holds rows there) but logged {column!r} "

@@ -162,6 +162,13 @@ def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path
     assert "never reached this trial's LightningCallback" in message and "EarlyStopping" not in message, message
 
 
+def test_a_lightning_trainable_without_the_callback_is_told_of_it(tmp_path, in_repo):
+    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:forgets_the_callback"))
+    message = record["errors"][-1]["message"]
+    assert record["status"] == "protocol_error" and "no report at all" in message
+    assert "planner.LightningCallback(trial)" in message, message
+
+
 def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path, in_repo):
     """The driver's process dies under the trial after epoch 3 (os._exit); `--resume`'s session continues it."""
     import subprocess

@@ -70,3 +70,11 @@ def never_tests(config, trial):
 def own_epochs(config, trial):
     """A Trainer that takes its epochs from the config (6), not from the trial's budget."""
     _fit_alone(config, trial, config["trainer"]["max_epochs"])
+
+
+def forgets_the_callback(config, trial):
+    """A Trainer without planner.LightningCallback: it trains and reports nothing."""
+    trainer = L.Trainer(max_epochs=trial.budget, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
+    trainer.fit(model, datamodule=DigitsData(**config["data"]))
