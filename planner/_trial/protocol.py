@@ -154,7 +154,9 @@ class Trial:
         if step < 0:
             raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} is negative")
         if self.last_step is not None and step <= self.last_step:
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} does not follow step {self.last_step} (steps strictly increase)")
+            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} does not follow step {self.last_step} "
+                        "(steps strictly increase; a second training loop in one trial, such as trainer.fit called "
+                        "twice, starts its steps over)")
         if not metrics:
             raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} has no metrics")
         values: dict[str, float] = {}

@@ -33,6 +33,7 @@ def test_the_trainable_sees_its_seed_budget_and_config(tmp_path):
 @pytest.mark.parametrize("fn, fragment", [
     ("past_budget", "past the budget"),
     ("out_of_order", "does not follow"),
+    ("out_of_order", "trainer.fit called twice, starts its steps over"),  # the usual cause, named
     ("not_a_number", "not a number"),
     ("stops_short", "before the full exposure"),
     ("no_report", "no report at all"),
