@@ -452,7 +452,7 @@ def _uses_lightning(trainable: str) -> bool:
     """Whether the function trainable's module holds Lightning (`import lightning as L`, `from lightning.pytorch
     import Trainer`): a name in its globals from `lightning` or `pytorch_lightning`."""
     module = sys.modules.get(trainable.partition(":")[0])
-    for value in vars(module).values() if module is not None else ():
+    for value in list(getattr(module, "__dict__", {}).values()):
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
         if isinstance(name, str) and name.split(".")[0] in ("lightning", "pytorch_lightning"):
             return True
