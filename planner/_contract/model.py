@@ -42,6 +42,8 @@ ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
 Count = Annotated[int, Strict()]  # an integer, never a bool (`exposure: true`) or a string (`looks: "2"`)
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding takes 0..2**32-1: a larger seed would be cut modulo 2**32 into another
+SEED_RANGE = (f"0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: a larger or negative seed would be "
+              "cut into that range, into another seed's draws")  # said by validation (P103) and plan reeval --seeds
 Seed = Annotated[int, Strict(), Field(ge=0, le=SEED_MAX)]  # seed's draws, a tuning seed into a confirmation one's
 DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
 

@@ -17,7 +17,13 @@ import math
 import re
 from typing import Any
 
-from planner._contract.compose import ComposedArms, ComposeProblem, calls_resolver, near_path
+from planner._contract.compose import (
+    ComposedArms,
+    ComposeProblem,
+    _to_resolve,
+    calls_resolver,
+    near_path,
+)
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._contract.probe import TrainableProbe
@@ -382,7 +388,7 @@ def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) ->
     factor_keys = list(contract.factor.keys)
     arms = [contract.baseline.name, *(arm.name for arm in contract.arms)]
     raws = {name: composed.raw.get(name) for name in arms}
-    if not any(raw and any(isinstance(v, str) and "${" in v for v in flatten(raw).values()) for raw in raws.values()):
+    if not any(raw and _to_resolve(raw) for raw in raws.values()):  # no interpolation: nothing can reach
         return
     for key in contract.tuning.space:
         if _inside(key, factor_keys):

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from planner._contract.load import LoadedYaml, format_path
-from planner._contract.model import SEED_MAX, Contract
+from planner._contract.model import SEED_RANGE, Contract
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.lazy import lazy_import
 
@@ -143,8 +143,7 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
         return _PATTERN_HINTS.get(str(leaf), "Write a dotted config path like `optimizer.lr` or a plain name.")
     bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
     if kind in bounds and (leaf == "seed" or (isinstance(leaf, int) and error["loc"][-2:-1] == ("seeds",))):
-        return (f"A seed is a whole number from 0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: "
-                "a larger or negative one would be cut into that range, into another seed's draws.")
+        return f"A seed is a whole number from {SEED_RANGE}."
     if kind in bounds:
         limit = next(iter(ctx.values()), "")
         return f"Use a value {bounds[kind]} {limit}."

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner._contract.model import SEED_MAX, Contract
+from planner._contract.model import SEED_MAX, SEED_RANGE, Contract
 from planner._contract.paths import apply_params, config_diff, flatten
 from planner._core.errors import (
     EXIT_INCOMPLETE,
@@ -305,8 +305,7 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
             raise UsageError(f"--seeds lists {', '.join(map(str, duplicates))} more than once: give each seed once")
         outside = [s for s in seeds if not 0 <= s <= SEED_MAX]
         if outside:
-            raise UsageError(f"--seeds {outside[0]} is outside 0..{SEED_MAX} (2**32 - 1), the range numpy's seeding "
-                             "takes: it would be cut into that range, into another seed's draws")
+            raise UsageError(f"--seeds {outside[0]} is outside {SEED_RANGE}")
     info = folder.run_info()
     records = folder.trials().records
     metric = contract.metric.decision_metric
