@@ -87,6 +87,16 @@ class TrialRecord(TypedDict, total=False):
     summary: ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
 
 
+NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite metric (JSON has no such numbers)
+
+
+def stored_metric(value: float) -> float | str:
+    """A metric's value as a record stores it: non-finite floats as "nan", "inf", "-inf" (NON_FINITE)."""
+    if math.isfinite(value):
+        return value
+    return NON_FINITE[0] if math.isnan(value) else NON_FINITE[1 if value > 0 else 2]
+
+
 def decision_mode(mode: str, heldout: str | None, heldout_mode: str | None) -> str:
     """The direction the decision reads its metric in (a contract's `metric`): a held-out metric's own
     `heldout_mode` when it has one, else `mode`, which also directs the tuning."""
@@ -123,7 +133,7 @@ def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]
         for report in reports if isinstance(reports, list) else []:
             metrics = report.get("metrics") if isinstance(report, dict) else None
             for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
-                if value in ("nan", "inf", "-inf") or (isinstance(value, float) and not math.isfinite(value)):
+                if value in NON_FINITE or (isinstance(value, float) and not math.isfinite(value)):
                     out.setdefault(str(record.get("arm")), set()).add(str(name))
     return {arm: sorted(names) for arm, names in out.items()}
 

@@ -22,6 +22,7 @@ from itertools import chain
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.records import NON_FINITE
 
 BIG = 2**53  # integers past this are no count, step or pid a run wrote (and overflow float)
 
@@ -50,7 +51,6 @@ def _int(value: Any, field: str, lo: int = -BIG) -> None:
         raise _Bad(field, f"a whole number from {lo} to 2**53" if lo else "a whole number up to 2**53", value)
 
 
-NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite metric (JSON has no such numbers)
 
 
 def _num(value: Any, field: str, finite: bool = True) -> None:

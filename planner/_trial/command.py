@@ -52,6 +52,7 @@ from planner._core.errors import (  # the command trainable's errors live in the
     CommandTimeoutError,
     PlannerError,
 )
+from planner._core.records import stored_metric
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
 from planner._trial import checkpoints
@@ -72,7 +73,7 @@ from planner._trial.processes import (
     LimitFields,
     describe_exit,
 )
-from planner._trial.reports import Line, WithSplits, nearest_name, report_source
+from planner._trial.reports import Line, WithSplits, attempt_reports, nearest_name, report_source
 from planner._trial.script_report import REPORT_FILE_ENV
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -439,9 +440,20 @@ class CommandTrainable:
                 metrics = metrics.without(self.heldout)
         redactor = Redactor.for_run(config, self.arm_configs.get(trial.arm) or {})
         expected, found = self.expected_config(config, trial), self.resume_from(trial)
-        if found is not None:  # a cut-short trial continues from its newest checkpoint, of any attempt
-            expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
-            trial.resumed_from = checkpoints.describe(found, trial.dir)
+        if found is None:
+            self._run(config, expected, trial, metrics, redactor)
+            return
+        # a cut-short trial continues from its newest checkpoint, of any attempt
+        expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
+        trial.resumed_from = checkpoints.describe(found, trial.dir)
+        earlier = _attempt_dirs(Path(trial.dir))
+        try:
+            self._run(config, expected, trial, metrics, redactor, found)
+        finally:  # what the earlier attempts trained, for the selection (held_reports)
+            trial.resumed_from["reports"] = _held_reports(earlier, metrics, getattr(trial, "reports", None))
+
+    def _run(self, config: Mapping[str, Any], expected: Mapping[str, Any], trial: CommandTrial,
+             metrics: MetricsSpec | None, redactor: Redactor, found: Path | None = None) -> None:
         if self.args == "argparse":  # the resume key, a config key, is one of the flags
             self._run_argparse(expected, trial, metrics, redactor)
             return
@@ -478,6 +490,33 @@ class CommandTrainable:
             return None
         found = checkpoints.newest(trial.dir, self.checkpoint["file"])
         return found.resolve() if found is not None else None
+
+
+def _attempt_dirs(trial_dir: Path) -> list[Path]:
+    """The trial's attempt folders (`attempt-N`, real folders, not links), in the order they ran."""
+    found = []
+    for path in trial_dir.glob("attempt-*") if trial_dir.is_dir() else ():
+        number = path.name.removeprefix("attempt-")
+        if number.isdigit() and path.is_dir() and not path.is_symlink():
+            found.append((int(number), path))
+    return [path for _, path in sorted(found)]
+
+
+def _held_reports(earlier: list[Path], metrics: MetricsSpec | None,
+                  reports: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """The reports the earlier attempts made before the step this attempt continued at, as a record stores
+    them: each attempt's own, where a later attempt (itself a continuation) reported a step again from its
+    first step on; then only the steps before this attempt's first report (the checkpoint's)."""
+    held: list[tuple[int, dict[str, float]]] = []
+    for attempt in earlier:
+        made = attempt_reports(attempt, metrics)
+        if made:
+            held = [r for r in held if r[0] < made[0][0]] + made
+    first = reports[0].get("step") if reports else None
+    if isinstance(first, int):
+        held = [r for r in held if r[0] < first]
+    return [{"step": step, "metrics": {k: stored_metric(float(v)) for k, v in values.items()}}
+            for step, values in held]
 
 
 def _usage_error(error: CommandFailedError) -> str | None:

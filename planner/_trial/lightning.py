@@ -39,9 +39,9 @@ from typing import Any
 import lightning.pytorch as pl
 
 from planner._core.errors import TrialProtocolError
+from planner._core.records import stored_metric
 from planner._trial import checkpoints
 from planner._trial.protocol import WAITING_FOR_TEST
-from planner._trial.protocol import _jsonable as _stored
 
 FOLDER = "checkpoints"  # inside trial.dir
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
@@ -138,7 +138,7 @@ class LightningCallback(pl.Callback):
         last = self._last
         held = [r for r in self._history if last is None or r.get("step", 0) < last.get("step", 0)]
         held += [last] if last is not None else []
-        return [{"step": int(r["step"]), "metrics": {k: _stored(float(v)) for k, v in dict(r.get("metrics") or {}).items()
+        return [{"step": int(r["step"]), "metrics": {k: stored_metric(float(v)) for k, v in dict(r.get("metrics") or {}).items()
                                                      if isinstance(v, numbers.Real)}}
                 for r in held if isinstance(r.get("step"), int)]
 

@@ -41,6 +41,7 @@ import numpy as np
 
 from planner._core import supervisor
 from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
+from planner._core.records import stored_metric
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
@@ -167,7 +168,7 @@ class Trial:
         elapsed = time.monotonic() - self._t0
         if spec.max_trial_time_s is not None and elapsed > spec.max_trial_time_s:
             raise _Stop(TrialStatus.TIMEOUT, f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
-        self.reports.append({"step": step, "metrics": {k: _jsonable(v) for k, v in values.items()},
+        self.reports.append({"step": step, "metrics": {k: stored_metric(v) for k, v in values.items()},
                              "time_s": round(elapsed, 6)})
         if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
                 v["kind"] == "heldout_in_tuning" for v in self.violations):  # one per trial, at its first step
@@ -217,13 +218,6 @@ class Trial:
         if problems:
             raise _Stop(TrialStatus.PROTOCOL_ERROR, f"log_split: {problems[0]}")
         self.violations += [v for v in found if v not in self.violations]
-
-
-def _jsonable(value: float) -> float | str:
-    """Non-finite floats are stored as "nan", "inf", "-inf" (JSON has no such numbers)."""
-    if math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 
 MACHINERY = frozenset({"planner", "ray"})  # planner's own and Ray's worker, never a trainable's package

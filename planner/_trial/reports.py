@@ -53,6 +53,25 @@ def report_source(report_file: Path, hydra_dir: Path, metrics: MetricsSpec | Non
     return WithSplits(MetricsFileTail(hydra_dir, metrics), ReportTail(report_file))
 
 
+def attempt_reports(attempt_dir: Path, metrics: MetricsSpec | None) -> list[tuple[int, dict[str, float]]]:
+    """What an attempt that has ended reported, read from its folder as it was read while it ran (its report
+    file, or with `metrics` its own log): (step, metrics) in order. A log that no longer reads (torn by the
+    kill that cut the attempt short, edited) gives the reports read before the fault."""
+    report_file = attempt_dir / "reports.jsonl"
+    if not report_file.is_file() or report_file.is_symlink():
+        return []
+    out: list[Line] = []
+    source = report_source(report_file, attempt_dir / "hydra", metrics)
+    try:
+        out += source.read_new()
+        out += source.finish()[0]
+    except (TrialProtocolError, OSError, ValueError):
+        pass
+    finally:
+        source.close()
+    return [(step, dict(values)) for step, values in out if step is not None]
+
+
 class ReportTail:
     """Reads the report file as it grows; yields (step, metrics) per whole line."""
 

@@ -64,6 +64,13 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_epoch_3_on_its_retry(tmp
     assert first == [0, 1, 2]
     assert second[0] == 3 and second == [3, 4]  # continued, not started over
     assert [r["step"] for r in record["reports"]] == [4, 5]
+    # the epochs the first attempt trained are on the record, read from its own log, so that the selection
+    # (mean_last_k) counts them as it counts an uninterrupted trial's
+    held = record["resumed_from"]["reports"]
+    assert [r["step"] for r in held] == [1, 2, 3]
+    assert [r["metrics"]["val_acc"] for r in held] == _values(trial, "attempt-1", "val_acc")
+    from planner._stats.select import metric_values
+    assert len(metric_values(record, "val_acc")) == 5
     resumed = record["resumed_from"]
     assert resumed["path"].startswith("trials/confirm-base-s0/attempt-1/hydra/ckpt/epoch=2-")
     assert resumed["held"]["epoch"] == 2 and len(resumed["sha256"]) == 64
@@ -120,6 +127,14 @@ def test_a_trial_whose_worker_was_killed_continues_in_the_next_session(tmp_path)
     assert record["resumed"] is True and record["resumed_from"]["held"]["epoch"] == 2
     assert _epochs(next(trial.glob("attempt-2/hydra/lightning_logs/version_*/metrics.csv"))) == [3, 4]
     assert [r["step"] for r in record["reports"]] == [4, 5]
+    assert [r["step"] for r in record["resumed_from"]["reports"]] == [1, 2, 3]  # the killed session's epochs
+
+
+def _values(trial: Path, attempt: str, name: str) -> list[float]:
+    """`name`'s value at each epoch of the attempt's Lightning CSV log (its validation rows)."""
+    log = next(trial.glob(f"{attempt}/hydra/lightning_logs/version_*/metrics.csv"))
+    with open(log, newline="") as handle:
+        return [float(row[name]) for row in csv.DictReader(handle) if row.get(name)]
 
 
 def _script_ends(attempt: str, within_s: float) -> bool:

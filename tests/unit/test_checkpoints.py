@@ -98,3 +98,33 @@ def test_disk_bytes_counts_the_trials_own_files_not_what_links_point_to(tmp_path
     big = _write(tmp_path / "outside" / "big.bin", b"y" * 1_000_000)
     (trial / "big-link").symlink_to(big)
     assert checkpoints.disk_bytes(trial) < own + 100_000
+
+
+def _attempt(trial: Path, n: int, steps: list[int], torn: bool = False) -> Path:
+    attempt = trial / f"attempt-{n}"
+    (attempt / "hydra").mkdir(parents=True)
+    lines = "".join(json.dumps({"step": s, "metrics": {"acc": s / 10, "loss": float("nan") if s == 2 else 1.0}}) + "\n"
+                    for s in steps)
+    (attempt / "reports.jsonl").write_text(lines + ('{"step": 9, "metr' if torn else ""))
+    return attempt
+
+
+def test_a_continuation_holds_what_each_earlier_attempt_reported_before_it_continued(tmp_path):
+    """Attempt 1 reported steps 1-5 and its checkpoint held step 2; attempt 2 continued at 3 and reported 3-4
+    before a kill tore its log; this attempt continues at step 4: steps 1-3 are held, step 3 as attempt 2
+    reported it, non-finite values as a record stores them."""
+    from planner._trial.command import _attempt_dirs, _held_reports
+
+    trial = tmp_path / "trial"
+    _attempt(trial, 1, [1, 2, 3, 4, 5])
+    _attempt(trial, 2, [3, 4], torn=True)
+    (trial / "attempt-10").mkdir()  # numbered past 9: after attempt 2, not between 1 and 2
+    (trial / "attempt-x").mkdir()  # not an attempt
+    (trial / "attempt-3").symlink_to(tmp_path)  # a link is never read as an attempt
+    earlier = _attempt_dirs(trial)
+    assert [p.name for p in earlier] == ["attempt-1", "attempt-2", "attempt-10"]
+    held = _held_reports(earlier, None, [{"step": 4, "metrics": {"acc": 0.4}}])
+    assert [(r["step"], r["metrics"]["acc"]) for r in held] == [(1, 0.1), (2, 0.2), (3, 0.3)]
+    assert held[1]["metrics"]["loss"] == "nan"
+    # nothing reported by this attempt (it failed at once): every step the earlier attempts hold
+    assert [r["step"] for r in _held_reports(earlier, None, [])] == [1, 2, 3, 4]
