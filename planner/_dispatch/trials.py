@@ -150,7 +150,7 @@ class Dispatch:
                          dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command_line,
                          metric=c.metric.name, heldout=c.metric.heldout, retries=c.failures.retries,
                          contract_sha256=self.contract_sha256, max_trial_time_s=c.budget.max_trial_time_s,
-                         path=() if self.remote else tuple(self.search_path),
+                         unit=c.budget.unit, path=() if self.remote else tuple(self.search_path),
                          cwd=None if self.remote else os.getcwd(), extra=extra)
 
     # the hooks: the run folder first, then the listener

@@ -44,6 +44,7 @@ from planner._trial import checkpoints
 from planner._trial.protocol import WAITING_FOR_TEST
 
 FOLDER = "checkpoints"  # inside trial.dir
+EPOCH_UNITS = ("epoch", "epochs")  # the budget.unit spellings of what the callback counts
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
 
 
@@ -88,6 +89,11 @@ class LightningCallback(pl.Callback):
         if trainer.world_size > 1:
             raise TrialProtocolError(f"LightningCallback runs one process a trial; this Trainer runs {trainer.world_size} "
                                      "(devices=1, or one node and one device per trial)")
+        unit = getattr(self.trial, "unit", None)
+        if isinstance(unit, str) and unit.strip().lower() not in EPOCH_UNITS:
+            raise TrialProtocolError(f"budget.unit is {unit!r}, but LightningCallback counts epochs: it reports "
+                                     "trial.report(epoch + 1, ...) and its max_epochs is the budget "
+                                     f"({self.max_epochs} epochs); write budget.unit: epoch, with exposure in epochs")
         if trainer.max_epochs != self.max_epochs:
             raise TrialProtocolError(f"Trainer(max_epochs={trainer.max_epochs}) but the trial's budget is "
                                      f"{self.max_epochs} epochs: pass max_epochs=callback.max_epochs")

@@ -1,7 +1,7 @@
 """The trainable protocol, as the worker runs it.
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
-exposure), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
+exposure) and `trial.unit` (budget.unit), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
 `trial.dir`, `trial.heldout` (metric.heldout's name, or None), `trial.resumed`, `trial.report(step, **metrics)`
 and `trial.log_split(name, ids, groups)` (docs/data.md). A trainable that continued from a checkpoint sets
 `trial.resumed_from` (path, sha256, what it held) for the record.
@@ -73,6 +73,7 @@ class TrialSpec:
     retries: int = 0
     contract_sha256: str = ""
     max_trial_time_s: float | None = None
+    unit: str | None = None  # budget.unit: what one step of `budget` counts (None: not said, as in a test's spec)
     path: tuple[str, ...] = ()  # folders put on sys.path before importing the trainable (those that exist here)
     cwd: str | None = None  # the folder the trainable runs in (where `plan run` started), when it exists here
     extra: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +118,7 @@ class Trial:
                  already_forwarded: int | None = None):
         self.seed = spec.seed
         self.budget = spec.budget
+        self.unit = spec.unit  # budget.unit, or None
         self.arm = spec.arm
         self.phase = spec.phase
         self.id = spec.trial_id

@@ -133,7 +133,7 @@ def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, i
 # ------------------------------------------------------------------ through the worker's protocol, no Ray
 
 def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int = 3, overrides=(),
-          session: str = "") -> TrialSpec:
+          session: str = "", unit: str | None = None) -> TrialSpec:
     from planner._contract.validate import load_contract
 
     config = load_contract(CONTRACT).configs["adam"]
@@ -143,7 +143,7 @@ def _spec(tmp_path: Path, trainable: str, *, phase: str = "confirm", budget: int
     trial_dir = tmp_path / "run" / "trials" / "t1"
     return TrialSpec(trial_id="t1", phase=phase, arm="adam", seed=3, index=0, params={}, config=config,
                      budget=budget, dir=str(trial_dir), trainable=trainable, metric="val_acc", heldout="test_acc",
-                     retries=1, extra={"session": session} if session else {})
+                     retries=1, unit=unit, extra={"session": session} if session else {})
 
 
 def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo):
@@ -152,6 +152,15 @@ def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo
     assert "test_acc" in record["reports"][-1]["metrics"] and not record.get("notes")
     tuned = run_trial(_spec(tmp_path / "tune", "examples.lightning.train_fn:train", phase="tune"))
     assert tuned["status"] == "completed" and not any("test_acc" in r["metrics"] for r in tuned["reports"])
+
+
+def test_a_budget_counted_in_steps_is_refused_by_the_callback_that_counts_epochs(tmp_path, in_repo):
+    """budget.unit: step (the default) with exposure 3 would train 3 epochs and call them 3 steps."""
+    record = run_trial(_spec(tmp_path, "examples.lightning.train_fn:train", unit="step"))
+    message = record["errors"][-1]["message"]
+    assert record["status"] == "protocol_error" and record["reports"] == [], message
+    assert "budget.unit is 'step'" in message and "budget.unit: epoch" in message, message
+    assert run_trial(_spec(tmp_path / "epochs", "examples.lightning.train_fn:train", unit="Epochs"))["status"] == "completed"
 
 
 def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path, in_repo):

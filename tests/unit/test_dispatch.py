@@ -11,7 +11,8 @@ from tests._runs import synthetic_contract
 
 def test_run_and_reeval_trials_get_one_spec_shape(tmp_path):
     contract = Contract.model_validate(synthetic_contract(
-        budget={"exposure": 3, "max_trial_time": 60, "max_trial_memory": "512MiB"}, failures={"retries": 2}))
+        budget={"exposure": 3, "unit": "epoch", "max_trial_time": 60, "max_trial_memory": "512MiB"},
+        failures={"retries": 2}))
     store = RunStore.create(tmp_path / "runs", contract.name)
     dispatch = Dispatch.open(contract, tmp_path, {}, store)
     config = {"recipe": {"name": "b"}}
@@ -20,7 +21,7 @@ def test_run_and_reeval_trials_get_one_spec_shape(tmp_path):
     for spec in (confirm, reeval):
         assert spec.extra == {"session": dispatch.session, "max_trial_memory_bytes": 512 * 1024**2,
                               "data": contract.data.model_dump()}  # the data section the worker checks splits by
-        assert (spec.budget, spec.retries, spec.max_trial_time_s) == (3, 2, 60)
+        assert (spec.budget, spec.unit, spec.retries, spec.max_trial_time_s) == (3, "epoch", 2, 60)
         assert spec.contract_sha256 == contract.sha256() and spec.config == config
         assert spec.dir == store.trial_dir(spec.trial_id)
     assert (confirm.params, reeval.params) == ({}, {"lr": 0.1})
