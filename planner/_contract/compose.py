@@ -58,7 +58,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
-from planner._contract.paths import flatten, hydra_calls, resolve
+from planner._contract.paths import flatten, hydra_calls, is_interpolation, resolve
 from planner._core.lazy import lazy_import
 from planner._core.text import file_kind, shown_path
 
@@ -273,8 +273,7 @@ def _to_resolve(container) -> bool:
     """Whether OmegaConf has anything to do in resolving `container` (an `OmegaConf.to_container` result): a string
     that holds an interpolation (`${`, as OmegaConf tells one) or is the missing value `???`. Without one,
     resolving gives the container back as it is, and is skipped (about 1 ms an arm)."""
-    return any(isinstance(value, str) and ("${" in value or value == "???")
-               for value in flatten(container, into_lists=True).values())
+    return any(is_interpolation(value) or value == "???" for value in flatten(container, into_lists=True).values())
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):

@@ -61,6 +61,17 @@ def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[
     return out
 
 
+def is_interpolation(value: Any) -> bool:
+    """Whether `value` is a string that holds an OmegaConf interpolation (`${...}`, as OmegaConf tells one)."""
+    return isinstance(value, str) and "${" in value
+
+
+def interpolated_paths(config: Any) -> set[str]:
+    """The dotted paths of `config`'s leaves that are interpolations, list items included (`lrs.0`, as
+    `config_diff` names them): derived from other keys, not chosen."""
+    return {path for path, value in flatten(config, into_lists=True).items() if is_interpolation(value)}
+
+
 def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
     """Where `other` differs from `base`: (dotted path, base value, other value), a missing side `MISSING`."""
     if isinstance(base, dict) and isinstance(other, dict):
@@ -184,7 +195,7 @@ def _hydra_calls_escaped(node: Any) -> Any:
         return {key: _hydra_calls_escaped(value) for key, value in node.items()}
     if isinstance(node, list):
         return [_hydra_calls_escaped(value) for value in node]
-    if isinstance(node, str) and "${" in node:
+    if is_interpolation(node):
         for offset, _ in reversed(hydra_calls(node) or []):
             node = node[:offset] + "\\" + node[offset:]
     return node
@@ -192,7 +203,7 @@ def _hydra_calls_escaped(node: Any) -> Any:
 
 def _literal(value: Any) -> Any:
     """A sampled string is a value, never an interpolation: '${x}' is escaped to stay as written."""
-    if isinstance(value, str) and "${" in value:
+    if is_interpolation(value):
         return value.replace("${", "\\${")
     return value
 

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner._contract.paths import MISSING, apply_params, config_diff, flatten, get_path
+from planner._contract.paths import (
+    MISSING,
+    apply_params,
+    config_diff,
+    get_path,
+    interpolated_paths,
+    is_interpolation,
+)
 from planner._core.errors import PlannerError
 from planner._core.records import metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
@@ -121,13 +128,13 @@ class Dispatch:
             if after is MISSING:
                 raise PlannerError(f"the config of a trial of {arm!r} lacks {path!r}, which the arm's composed "
                                    "config has: it cannot be rebuilt from the arm's config")
-            if not _interpolation(get_path(raw, path)):
+            if not is_interpolation(get_path(raw, path)):
                 chosen[path] = after
         if self.contract.tuning is not None:
             chosen.update({key: get_path(config, key) for key in arm_space(self.contract.tuning, arm)
                            if get_path(config, key) is not MISSING})
         out = apply_params(base, {**chosen, **values}, raw)
-        derived = {path for path, value in flatten(raw, into_lists=True).items() if _interpolation(value)}
+        derived = interpolated_paths(raw)
         wrong = [path for path, _, _ in config_diff(apply_params(base, chosen, raw), config)
                  if path not in derived]
         if wrong:
@@ -233,7 +240,3 @@ class Dispatch:
         return run_fixed(specs, resources=self.contract.budget.resources, hooks=self.hooks(),
                          max_trial_time_s=self.contract.budget.max_trial_time_s,
                          deadline=None if remaining_s is None else time.monotonic() + remaining_s)
-
-
-def _interpolation(value: Any) -> bool:
-    return isinstance(value, str) and "${" in value

@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner._contract.model import SEED_MAX, SEED_RANGE, Contract
-from planner._contract.paths import apply_params, config_diff, flatten
+from planner._contract.paths import apply_params, config_diff, interpolated_paths
 from planner._core.errors import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -386,8 +386,7 @@ def _same_but_seed(contract, raw: dict | None):
     spec = contract.command_spec
     ignored = {spec.seed_key} if spec is not None and spec.seed_key else set()
     if ignored:
-        ignored |= {path for path, value in flatten(raw or {}, into_lists=True).items()
-                    if isinstance(value, str) and "${" in value}
+        ignored |= interpolated_paths(raw or {})
 
     def same(a: dict | None, b: dict | None) -> bool:
         if not (ignored and isinstance(a, dict) and isinstance(b, dict)):

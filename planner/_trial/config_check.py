@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planner._contract.paths import config_diff, flatten, resolve
+from planner._contract.paths import config_diff, interpolated_paths, resolve
 from planner._core.errors import CommandConfigMismatchError
 
 
@@ -38,8 +38,7 @@ class ConfigCheck:
         from omegaconf import OmegaConf
 
         loaded = OmegaConf.load(self.path)
-        derived = {path for path, value in flatten(OmegaConf.to_container(loaded, resolve=False)).items()
-                   if isinstance(value, str) and "${" in value}
+        derived = interpolated_paths(OmegaConf.to_container(loaded, resolve=False))
         composed = resolve(OmegaConf.to_container(loaded, resolve=False), throw_on_missing=False)
         differences = [d for d in config_diff(dict(self.expected), composed) if d[0] not in derived]
         if differences:

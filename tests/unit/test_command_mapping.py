@@ -177,3 +177,17 @@ def test_a_metric_name_metrics_names_lacks_gets_the_near_name_it_has(tmp_path):
 
     (found,) = [d for d in validate(app_contract(tmp_path, edit)).diagnostics if d.code == "P525"]
     assert "it names 'val_acc'" in found.message and found.hint.startswith("Did you mean metric.name: val_acc?")
+
+
+def test_the_config_check_leaves_out_interpolations_in_lists_as_in_mappings(tmp_path):
+    """`lrs: ["${lr}", 0.01]` is derived like `warmup_lr: ${lr}`: config_diff names list items (`lrs.0`),
+    so the derived paths must too, or the check compared what the app resolved with the contract's value."""
+    from planner._core.errors import CommandConfigMismatchError
+    from planner._trial.config_check import ConfigCheck
+
+    composed = tmp_path / ".hydra" / "config.yaml"
+    composed.parent.mkdir()
+    composed.write_text('lr: 0.1\nwarmup_lr: ${lr}\nlrs: ["${lr}", 0.01]\nepochs: 3\n')
+    ConfigCheck(composed, {"lr": 0.1, "warmup_lr": 0.5, "lrs": [0.5, 0.01], "epochs": 3}).run()
+    with pytest.raises(CommandConfigMismatchError, match=r"lrs\.1: contract 0\.02, script 0\.01"):
+        ConfigCheck(composed, {"lr": 0.1, "warmup_lr": 0.1, "lrs": [0.1, 0.02], "epochs": 3}).run()
