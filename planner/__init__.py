@@ -2,7 +2,7 @@
 
 What users may rely on is exactly what `__all__` names (docs/api.md documents
 each name), plus the `planner.stats` module. Everything under a `planner._x`
-folder is private and may change. Heavy modules (Ray, pandas, matplotlib, Lightning) load
+folder is private and may change. Heavy modules (Ray, pandas, Lightning) load
 only when the name that needs them is first used, so `import planner` stays cheap.
 """
 

@@ -26,7 +26,7 @@ from planner._core.version import VERSION
 from planner._store.files import write_atomic
 
 # Each command's own modules, imported when that command runs: they bring Ray and Optuna (run, reeval), pandas
-# and matplotlib (report, export), Hydra and pydantic (validate, schema, power, estimate) or SciPy (power, audit),
+# (report, export), Hydra and pydantic (validate, schema, power, estimate) or SciPy (power, audit),
 # and `plan validate` or `plan status` must not pay for the others' (tests/e2e/test_validate_imports.py).
 audit = lazy_import("planner._audit.audit")
 contract_model = lazy_import("planner._contract.model")
@@ -234,8 +234,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _frozen_gc():
     """What is alive now (the modules, the run just read) left out of the cyclic collector's walks until the
-    block ends (gc.freeze): it lives until then, so a walk of it frees nothing. The html report imports
-    matplotlib and draws after the read; each full collection there walked every module and the run again."""
+    block ends (gc.freeze): it lives until then, so a walk of it frees nothing. The html report
+    summarizes and draws after the read; each full collection there walked every module and the run again."""
     gc.freeze()
     try:
         yield

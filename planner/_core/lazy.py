@@ -2,7 +2,7 @@
 
 Imports sit at the top of every module. Where importing a library at the top would
 make a light command heavy (`import planner`, `plan validate`, `plan status` never load
-Ray, Optuna, pandas, matplotlib, MLflow, torch or SciPy), the module names it here instead:
+Ray, Optuna, pandas, MLflow, torch or SciPy), the module names it here instead:
 
     special = lazy_import("scipy.special")     # at the top of the module
     ...

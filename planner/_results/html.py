@@ -63,9 +63,10 @@ def _id(trial_id: Any) -> str:
     return f"<span style='white-space:nowrap'>{_e(trial_id)}</span>"
 
 
-def _img(png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+def _img(svg: bytes, alt: str) -> str:
+    """A plot as an image of the page: a browser runs no script of an SVG shown as an <img>, nor loads what it names."""
+    data = base64.b64encode(svg).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/svg+xml;base64,{data}">'
 
 
 def _badge(decision: Any) -> str:
@@ -153,7 +154,7 @@ def _decision_parts(s: dict[str, Any]) -> list[str]:
                 for d in s["decisions"]]
         parts.append(_table(["arm", "decision", "effect", "CI", "p", "alpha adj.", "n baseline", "n arm", "reason"],
                             rows, num={2, 4, 5, 6, 7}))
-        parts.append(_img(_plots.forest_png(s["decisions"], acc["min_effect"], m["decision"]),
+        parts.append(_img(_plots.forest_svg(s["decisions"], acc["min_effect"], m["decision"]),
                           "forest plot of the effects"))
     else:
         parts.append("<p>No treatment arms.</p>")
@@ -189,7 +190,7 @@ def _curve_parts(s: dict[str, Any], results: RunResults, curves: Any, selected: 
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
     exposure = facts.contract_get(results.contract, "budget.exposure")
-    parts.append(_img(_plots.curves_png(curves, results.arms, str(m["name"]), unit, exposure, selected),
+    parts.append(_img(_plots.curves_svg(curves, results.arms, str(m["name"]), unit, exposure, selected),
                       "learning curves per arm"))
     parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
                  "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
@@ -350,4 +351,4 @@ def _cost(cost: list[dict[str, Any]], plots: Any) -> list[str]:
     return ["<h2>Cost <span class='muted'>(apart from the decision)</span></h2>",
             f"<p class='muted'>{_e(rp.COST_NOTE)}</p>",
             _table(header, rows, num=set(range(1, len(header)))),
-            _img(plots.cost_png(cost), "trial time and seconds per step per arm")]
+            _img(plots.cost_svg(cost), "trial time and seconds per step per arm")]

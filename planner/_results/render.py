@@ -15,7 +15,7 @@ from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
 
-html = lazy_import("planner._results.html")  # matplotlib: only an html report draws plots
+html = lazy_import("planner._results.html")  # only an html report draws plots
 
 FORMATS = ("md", "json", "html")
 HTML_MARK = '<meta name="generator" content="planner report">'  # what marks an html file as a report

@@ -3,8 +3,7 @@
 `summarize(results)` gathers everything a reviewer needs into plain data (the
 JSON report is exactly that); `render_markdown` and `render_html` lay the same
 content out. All are pure: they return strings, and only the CLI prints or
-writes. HTML lives in `planner._results.html`, plots in `planner._results.plots`
-(matplotlib loads only there); `planner._results.render` picks the format.
+writes. HTML lives in `planner._results.html`, plots (SVG) in `planner._results.plots`; `planner._results.render` picks the format.
 """
 
 from __future__ import annotations

@@ -47,3 +47,19 @@ def test_a_run_imports_scipy_only_for_its_decision():
         "                  'decision': decide.special._lazy_name}))\n")
     assert found["scipy"] is False, found
     assert found["prefetched"] == found["decision"], found  # what the confirmation imports is what it needs
+
+
+def test_the_html_report_draws_without_a_plotting_library(tmp_path):
+    """Issue 23: the report's plots are SVG text (planner._results.svg); matplotlib's import and drawing were
+    more than a second of `plan report --format html` on a 10,000-trial run."""
+    from bench.synthetic_run import make_run
+
+    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=4, reports_per_trial=5)
+    found = _run(
+        "import contextlib, io, json, sys\n"
+        "from planner._cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = main(['report', {str(run)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}])\n"
+        "print(json.dumps({'rc': rc, 'matplotlib': 'matplotlib' in sys.modules}))\n")
+    assert found == {"rc": 0, "matplotlib": False}
+    assert (tmp_path / "r.html").read_text().count("data:image/svg+xml;base64,") == 3

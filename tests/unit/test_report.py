@@ -6,6 +6,7 @@ import base64
 import json
 import re
 import shutil
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -92,11 +93,20 @@ def test_html_is_one_self_contained_page_with_its_plots(results):
     assert page.startswith("<!DOCTYPE html>")
     assert not re.search(r"<(script|link|iframe)\b", page, re.I)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
-    images = re.findall(r'<img alt="([^"]*)" src="data:image/png;base64,([^"]+)"', page)
+    images = re.findall(r'<img alt="([^"]*)" src="data:image/svg\+xml;base64,([^"]+)"', page)
     assert [alt for alt, _ in images] == ["forest plot of the effects", "learning curves per arm",
                                           "trial time and seconds per step per arm"]
-    for _, data in images:
-        assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
+    forest, curves, cost = (ElementTree.fromstring(base64.b64decode(data)) for _, data in images)
+    ns = "{http://www.w3.org/2000/svg}"
+    effects = [d for d in summarize(results)["decisions"] if d["effect"] is not None]
+    assert len(forest.findall(f".//{ns}circle")) == len(effects) > 0  # each effect a point, its CI a line
+    assert {d["arm"] for d in effects} <= {t.text for t in forest.iter(f"{ns}text")}
+    # a band and a median line per arm and phase (tuning, confirmation), each arm's selected trial dashed
+    n = 2 * len(results.arms)
+    assert len(curves.findall(f".//{ns}polygon")) == n
+    lines = curves.findall(f".//{ns}polyline")
+    assert len(lines) == n + len(results.arms) and sum(1 for e in lines if e.get("stroke-dasharray")) == len(results.arms)
+    assert len(cost.findall(f".//{ns}rect")) > 4
     for text in ["Tuned at the same budget", "optimizer.betas", "inconclusive", "tune-adam-s1000-t004",
                  "held-out metric in tuning (test exposure)", "report past the budget", "gpu-box-01"]:
         assert text in page, text
@@ -125,7 +135,7 @@ def test_a_running_run_reports_what_it_has(tmp_path):
     assert "not decided" in md and "No confirmation trials yet." not in md  # planned seeds are listed as pending
     assert "pending" in md
     page = render(res, "html")
-    assert "the run is in progress" in page and page.count("data:image/png;base64,") == 3  # forest, curves, cost
+    assert "the run is in progress" in page and page.count("data:image/svg+xml;base64,") == 3  # forest, curves, cost
 
 
 def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
@@ -167,7 +177,7 @@ def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
     doc = json.loads(render(res, "json"))
     assert doc["decisions"][0]["effect"] is None and doc["budget"]["trials_planned"] == 6
     page = render(res, "html")
-    assert page.count("data:image/png;base64,") == 3  # forest, curves, cost
+    assert page.count("data:image/svg+xml;base64,") == 3  # forest, curves, cost
 
 
 def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeypatch):
