@@ -7,8 +7,14 @@ A function trainable (`train(config, trial)`) adds the callback to its Trainer:
     trainer.fit(model, datamodule=data, ckpt_path=callback.ckpt_path)
     trainer.test(model, datamodule=data)                 # metric.heldout, outside tuning
 
-- At each training epoch's end (after its validation), the scalars in
-  `trainer.callback_metrics` are reported as `trial.report(epoch + 1, ...)`.
+- At each training epoch's end (after its validation, and after the
+  LightningModule's own `on_train_epoch_end`, so what it logs there is in
+  the epoch's report), the scalars in `trainer.callback_metrics` are
+  reported as `trial.report(epoch + 1, ...)`. In an epoch that did not
+  validate (`check_val_every_n_epoch: 2`), the validation's metrics are left
+  out (Lightning keeps the last ones: they are not this epoch's), and the
+  first report waits for the first validation when the epoch lacks the
+  contract's metric.
   A scheduler's stop (ASHA) is raised from that report, through Lightning's
   own interrupt handling (loggers finalized, teardown run), so the trial
   stops in-process.
@@ -29,6 +35,7 @@ first use): `import planner` loads neither torch nor Lightning.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import os
 import re
@@ -37,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from planner._core.errors import TrialProtocolError
 from planner._core.records import stored_metric
@@ -61,6 +69,10 @@ class LightningCallback(pl.Callback):
         self._reported = False  # a report was made in this attempt
         self._ckpt_path: str | None = None
         self._looked = False
+        self._after_module = False  # the module has its own on_train_epoch_end: the report follows it
+        self._validated: int | None = None  # the last epoch (Lightning's count) a validation ran in
+        self._val_keys: set[str] = set()  # what validation logs: not an epoch's own when it did not validate
+        self._before_val: dict[str, float] = {}
         if seed:
             pl.seed_everything(trial.seed, workers=True, verbose=False)
 
@@ -94,6 +106,8 @@ class LightningCallback(pl.Callback):
             raise TrialProtocolError(f"budget.unit is {unit!r}, but LightningCallback counts epochs: it reports "
                                      "trial.report(epoch + 1, ...) and its max_epochs is the budget "
                                      f"({self.max_epochs} epochs); write budget.unit: epoch, with exposure in epochs")
+        if is_overridden("on_train_epoch_end", pl_module, parent=pl.LightningModule):
+            self._follow_module_epoch_end(pl_module)
         if trainer.max_epochs != self.max_epochs:
             raise TrialProtocolError(f"Trainer(max_epochs={trainer.max_epochs}) but the trial's budget is "
                                      f"{self.max_epochs} epochs: pass max_epochs=callback.max_epochs")
@@ -106,13 +120,60 @@ class LightningCallback(pl.Callback):
             resumed["reports"] = self._held_reports()  # what this trial reported before (held_reports)
             self.trial.resumed_from = resumed
 
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._before_val = scalars(trainer.callback_metrics)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """After the module's own validation hooks: what the validation logged (new, or changed)."""
+        if trainer.sanity_checking:
+            return
+        before = self._before_val
+        self._val_keys |= {k for k, v in scalars(trainer.callback_metrics).items() if before.get(k) != v}
+        self._validated = trainer.current_epoch
+
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._after_module:
+            self._epoch_end(trainer)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """The module's own on_train_epoch_end back as it was (the report no longer follows it)."""
+        if getattr(vars(pl_module).get("on_train_epoch_end"), "_planner_follows", False):
+            del vars(pl_module)["on_train_epoch_end"]
+        self._after_module = False
+
+    def _follow_module_epoch_end(self, pl_module: pl.LightningModule) -> None:
+        """Report after the module's own on_train_epoch_end, where epoch metrics are often computed and logged
+        (a torchmetrics `compute()`): Lightning calls a callback's on_train_epoch_end before the module's (only
+        EarlyStopping and ModelCheckpoint after), which reported them one epoch late."""
+        own = pl_module.on_train_epoch_end
+        while getattr(own, "_planner_follows", False):  # a wrapper an earlier fit left (its teardown never ran)
+            own = own.__wrapped__
+
+        @functools.wraps(own)
+        def on_train_epoch_end(*args: Any, **kwargs: Any) -> Any:
+            out = own(*args, **kwargs)
+            self._epoch_end(pl_module.trainer)
+            return out
+
+        on_train_epoch_end._planner_follows = True  # type: ignore[attr-defined]
+        vars(pl_module)["on_train_epoch_end"] = on_train_epoch_end
+        self._after_module = True
+
+    def _epoch_end(self, trainer: pl.Trainer) -> None:
         if trainer.sanity_checking:
             return
         step = trainer.current_epoch + 1
         metrics = scalars(trainer.callback_metrics)
+        validated = self._validated == trainer.current_epoch
+        if not validated:  # what Lightning still holds of the last validation is not this epoch's
+            metrics = {k: v for k, v in metrics.items() if k not in self._val_keys}
         if self.checkpoints:
-            self._save(trainer, step)
+            self._save(trainer, step, metrics)
+        every = trainer.check_val_every_n_epoch
+        if (not validated and not self._reported and isinstance(every, int) and every > 1
+                and getattr(self.trial, "metric", None) not in metrics):
+            return  # the first report waits for the first validation (Trial.report wants the metric in it)
         self._epoch_report(step, metrics)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -167,14 +228,14 @@ class LightningCallback(pl.Callback):
             self._history.append({"step": step, "metrics": dict(metrics)})
         self.trial.report(step, **metrics)
 
-    def _save(self, trainer: pl.Trainer, step: int) -> None:
+    def _save(self, trainer: pl.Trainer, step: int, metrics: dict[str, float]) -> None:
         """Lightning's full checkpoint of the epoch that ended, written aside and renamed; the older ones removed."""
         folder = self.folder
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise TrialProtocolError(f"{folder} is not a folder of the trial's own (a link or a file): "
                                      "no checkpoint is written through it")
         folder.mkdir(parents=True, exist_ok=True)
-        self._last = {"step": step, "metrics": scalars(trainer.callback_metrics)}  # saved in the checkpoint
+        self._last = {"step": step, "metrics": metrics}  # saved in the checkpoint
         name = f"epoch={trainer.current_epoch}-step={trainer.global_step}.ckpt"
         partial = folder / f".{name}.partial"
         trainer.save_checkpoint(str(partial))

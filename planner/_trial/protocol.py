@@ -119,6 +119,7 @@ class Trial:
         self.seed = spec.seed
         self.budget = spec.budget
         self.unit = spec.unit  # budget.unit, or None
+        self.metric = spec.metric  # metric.name: what each trial is tuned and selected on
         self.arm = spec.arm
         self.phase = spec.phase
         self.id = spec.trial_id

@@ -11,6 +11,7 @@ Trainer does not take.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -161,6 +162,28 @@ def test_a_budget_counted_in_steps_is_refused_by_the_callback_that_counts_epochs
     assert record["status"] == "protocol_error" and record["reports"] == [], message
     assert "budget.unit is 'step'" in message and "budget.unit: epoch" in message, message
     assert run_trial(_spec(tmp_path / "epochs", "examples.lightning.train_fn:train", unit="Epochs"))["status"] == "completed"
+
+
+def test_what_the_module_logs_at_its_own_epoch_end_is_in_that_epochs_report(tmp_path, in_repo):
+    """Lightning calls a callback's on_train_epoch_end before the module's: the callback reported a value the
+    module logs there one epoch late (step k held epoch k - 1's), and a contract metric logged there was
+    'never reported' in the first report."""
+    spec = _spec(tmp_path, f"{TRAINABLES}:logs_at_epoch_end", phase="tune", budget=3)
+    record = run_trial(dataclasses.replace(spec, metric="epoch_marker"))
+    assert record["status"] == "completed", record["errors"]
+    assert [(r["step"], r["metrics"].get("epoch_marker")) for r in record["reports"]] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert (tmp_path / "run" / "trials" / "t1" / "hook").read_text() == "restored"
+
+
+def test_an_epoch_that_did_not_validate_reports_no_stale_validation_metric(tmp_path, in_repo):
+    """check_val_every_n_epoch=2: Lightning keeps epoch 2's val_acc through epoch 3; the report of epoch 3 holds
+    only what epoch 3 logged, and the first report waits for the first validation (epoch 2)."""
+    record = run_trial(_spec(tmp_path, f"{TRAINABLES}:validates_every_2_epochs", phase="tune", budget=4))
+    assert record["status"] == "completed", record["errors"]
+    reports = {r["step"]: r["metrics"] for r in record["reports"]}
+    assert list(reports) == [2, 3, 4]
+    assert "val_acc" in reports[2] and "val_acc" in reports[4] and "val_acc" not in reports[3], reports
+    assert "train_loss" in reports[3]
 
 
 def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path, in_repo):

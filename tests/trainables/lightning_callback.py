@@ -53,13 +53,34 @@ def counts_epochs(config, trial):
 
 
 
-def _fit_alone(config, trial, max_epochs: int) -> None:
-    """A small Trainer with the callback and no trainer.test() after fit."""
+def _fit_alone(config, trial, max_epochs: int, model_class=DigitsMLP, **trainer_options) -> L.LightningModule:
+    """A small Trainer with the callback and no trainer.test() after fit; the model it trained."""
     callback = planner.LightningCallback(trial)
     trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False)
-    model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
+                        enable_progress_bar=False, enable_model_summary=False, **trainer_options)
+    model = model_class(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
     trainer.fit(model, datamodule=DigitsData(**config["data"]), ckpt_path=callback.ckpt_path)
+    return model
+
+
+class _EpochMarker(DigitsMLP):
+    """Logs a value at its own epoch end, as a torchmetrics `compute()` there does: the epoch, counted from 1."""
+
+    def on_train_epoch_end(self):
+        self.log("epoch_marker", float(self.current_epoch + 1))
+
+
+def logs_at_epoch_end(config, trial):
+    """The module's on_train_epoch_end logs `epoch_marker`; trial.dir/hook says whether the module's own hook
+    was back as it was after fit."""
+    model = _fit_alone(config, trial, trial.budget, _EpochMarker)
+    with open(os.path.join(trial.dir, "hook"), "w") as handle:
+        handle.write("restored" if "on_train_epoch_end" not in vars(model) else "still wrapped")
+
+
+def validates_every_2_epochs(config, trial):
+    """check_val_every_n_epoch=2: epochs 1 and 3 do not validate."""
+    _fit_alone(config, trial, trial.budget, check_val_every_n_epoch=2)
 
 
 def never_tests(config, trial):
