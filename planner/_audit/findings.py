@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from scipy import special
 
 from planner._audit.evidence import Evidence, Trial, finite
@@ -28,6 +29,7 @@ from planner._core.records import first_line, same_curve_every_seed
 from planner._core.status import FAILED, TrialStatus
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
+from planner._stats.decide import no_spread
 from planner._stats.power import detection_power, seeds_for_power
 from planner._store import facts
 
@@ -158,12 +160,20 @@ def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
     return trials if arm in same else None
 
 
-def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float]:
-    """(mean oriented change from step a to step b, half-width of its CI) over the seeds, paired by seed."""
+def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]:
+    """(mean oriented change from step a to step b, half-width of its CI, whether the changes show no spread)
+    over the seeds, paired by seed."""
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
-    return statistics.fmean(diffs), float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n)
+    return (statistics.fmean(diffs), float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n),
+            _tied(diffs))
+
+
+def _tied(values: list[float]) -> bool:
+    """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is no evidence,
+    so nothing is inferred beyond it (a quantized metric, accuracy on few examples, ties)."""
+    return len(values) > 1 and bool(no_spread(np.asarray([values], dtype=float))[0])
 
 
 def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]:
@@ -177,7 +187,7 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     sign, out = orient(ev, c.metric), []
     floor = PRACTICAL * (facts.contract_get(ev.contract, "acceptance.min_effect", 0.0) or 0.0)
     first, last = 0, len(c.steps) - 1
-    change, half = _change(c, first, last, sign)
+    change, half, _ = _change(c, first, last, sign)
     if change - half <= 0:
         out.append(Finding("flat", arm, "observation",
                            f"{arm}'s {c.metric} changes by {_g(change)} from step {c.steps[first]} to step "
@@ -187,8 +197,8 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     cut = c.steps[last] - (c.steps[last] - c.steps[first]) * LAST_PART
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
-        gain, half = _change(c, a, last, sign)
-        if gain - half > 0 and gain >= floor:
+        gain, half, tied = _change(c, a, last, sign)
+        if gain - half > 0 and gain >= floor and not tied:
             out.append(Finding(
                 "still_improving", arm, "inference",
                 f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
@@ -198,7 +208,7 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                 recipe={"change": "exposure"}))
     peak = max(range(len(c.steps)), key=lambda j: (sign * c.mean(j), -j))
     if peak < last:
-        drop, half = _change(c, last, peak, sign)
+        drop, half, _ = _change(c, last, peak, sign)
         if drop - half > 0 and drop >= floor:
             out.append(Finding(
                 "late_decline", arm, "observation",
@@ -323,7 +333,7 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
         return None
     values = [t.final[metric] for t in confirmation_trials(ev, arm)
               if metric in t.final and math.isfinite(t.final[metric])]
-    if len(values) < 2:
+    if len(values) < 2 or _tied(values):  # seeds that tied: no spread to weigh the tuning score against
         return None
     n, mean, sd = len(values), statistics.fmean(values), statistics.stdev(values)
     half = float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n)

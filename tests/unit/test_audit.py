@@ -217,6 +217,26 @@ def test_selection_optimism_and_unequal_cost(tmp_path):
     assert per_arm["base"]["median_s_per_step"] == pytest.approx(0.1)
 
 
+def test_seeds_that_tie_give_no_inference_from_a_ci_of_width_zero(tmp_path):
+    """A quantized metric (accuracy on a small validation set) ties across seeds: every seed of treat ends at
+    0.7 after the same rise. `selection_optimism` and `still_improving` weighed a difference against a 95 % CI of
+    +-0 and inferred it; with no spread there is no evidence (the degenerate-spread rule of the decision)."""
+    data = contract_data(tuning=TUNING)
+    tune = [curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
+            for t in tuning_trials(data, MIDDLE)]
+    confirm = [curve_trial(data, t["arm"], "confirm", t["seed"], params={"recipe.lr": 0.01}) for t in confirm_trials(data)]
+    for trial in confirm:
+        if trial["arm"] == "treat":
+            n = len(trial["reports"])
+            for step, report in enumerate(trial["reports"], start=1):
+                report["metrics"]["val_acc"] = round(0.5 + 0.2 * step / n, 2)
+    selection = {"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
+        "base": {"arm": "base", "trial_id": "tune-base-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.5},
+        "treat": {"arm": "treat", "trial_id": "tune-treat-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.9}}}
+    audit = audit_run(write_run(tmp_path, data, tune + confirm, selection=selection))
+    assert "selection_optimism" not in codes(audit, "treat") and "still_improving" not in codes(audit, "treat")
+
+
 def test_missing_evidence_is_named(tmp_path):
     data = contract_data(metric={"name": "val_acc", "mode": "max"})
     trials = confirm_trials(data)
