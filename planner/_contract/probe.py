@@ -46,6 +46,7 @@ class TrainableProbe:
     error: str | None = None
     close: str | None = None
     near: tuple[str, str] | None = None  # (the module's file, the folder to run from)
+    names: frozenset[str] = frozenset()  # every name the module's code uses (globals, attributes), when found
 
 
 def probe_trainable(trainable: str, contract_dir: Path) -> TrainableProbe:
@@ -102,7 +103,23 @@ def _probe(module_name: str, function: str, contract_dir: Path, facts: dict) -> 
         return TrainableProbe(**facts, outcome="no_function", origin=spec.origin, close=close[0] if close else None)
     if not callable(target):
         return TrainableProbe(**facts, outcome="not_callable", origin=spec.origin)
-    return TrainableProbe(**facts, outcome="found", origin=spec.origin)
+    return TrainableProbe(**facts, outcome="found", origin=spec.origin, names=_code_names(spec.origin))
+
+
+def _code_names(origin: str) -> frozenset[str]:
+    """The names the module's code uses, in every function and class of it (code objects' `co_names`: globals
+    and attribute names, as `planner.LightningCallback` names `LightningCallback`; comments and strings not)."""
+    try:
+        with open(origin, "rb") as handle:
+            stack = [compile(handle.read(), origin, "exec", dont_inherit=True)]
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    while stack:
+        code = stack.pop()
+        names.update(code.co_names)
+        stack += [const for const in code.co_consts if hasattr(const, "co_names")]
+    return frozenset(names)
 
 
 class _ProcessExit(BaseException):

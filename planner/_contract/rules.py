@@ -29,6 +29,7 @@ from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._contract.probe import TrainableProbe
 from planner._core.diagnostics import Diagnostic, Severity, short_repr
 from planner._core.lazy import lazy_import
+from planner._core.records import EPOCH_UNITS
 from planner._stats.looks import look_sizes
 
 difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
@@ -542,7 +543,8 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
 
 def check_trainable(contract, loaded: LoadedYaml, probe: TrainableProbe | None) -> list[Diagnostic]:
     """P421, P501-P503: what importing the trainable `module:function` showed (`probe`, planner._contract.probe;
-    None for a `command:` trainable, which is not imported)."""
+    None for a `command:` trainable, which is not imported); P943: a module that uses planner.LightningCallback
+    with a budget not counted in epochs."""
     if contract.trainable is None or probe is None:
         return []
     report = _Report(loaded)
@@ -550,6 +552,14 @@ def check_trainable(contract, loaded: LoadedYaml, probe: TrainableProbe | None) 
     if found is not None:
         code, message, hint = found
         report.add(code, ("trainable",), message, hint)
+    unit = contract.budget.unit
+    if "LightningCallback" in probe.names and unit.strip().lower() not in EPOCH_UNITS:
+        where = ("budget", "unit") if ("budget", "unit") in loaded.positions else ("budget",)
+        report.add("P943", where, f"the trainable's module uses planner.LightningCallback, which counts epochs, but "
+                                  f"budget.unit is {unit!r}: each trial would be a protocol_error at fit (an exposure "
+                                  f"of {contract.budget.exposure} {unit}s would train {contract.budget.exposure} "
+                                  "epochs)", "Write budget.unit: epoch, with the exposure in epochs.",
+                   severity="warning")
     return report.items
 
 

@@ -87,6 +87,7 @@ class TrialRecord(TypedDict, total=False):
     summary: ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
 
 
+EPOCH_UNITS = ("epoch", "epochs")  # the budget.unit spellings of a budget in epochs (what LightningCallback counts)
 NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite metric (JSON has no such numbers)
 
 

@@ -47,12 +47,11 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from planner._core.errors import TrialProtocolError
-from planner._core.records import stored_metric
+from planner._core.records import EPOCH_UNITS, stored_metric
 from planner._trial import checkpoints
 from planner._trial.protocol import WAITING_FOR_TEST
 
 FOLDER = "checkpoints"  # inside trial.dir
-EPOCH_UNITS = ("epoch", "epochs")  # the budget.unit spellings of what the callback counts
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
 
 
