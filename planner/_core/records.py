@@ -244,24 +244,44 @@ def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
 
 def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str, int]:
     """The one rule of `seeds_identical`, on (arm, seed, `curve` of the trial): the arms whose 2 or more seeds
-    all have the same curve, arm -> how many seeds (a seed seen twice counts once, its last curve)."""
+    all have the same curve, arm -> how many seeds (a seed seen twice counts once, its last curve). A curve
+    whose every metric holds one value at every step (a saturated or quantized metric: val_acc 1.0 from the
+    first epoch on) tells nothing of the seed: two seeds of a seeded run give it too, and it is not flagged
+    (the decision's degenerate-spread rule speaks for it)."""
     by_arm: dict[str, dict[Any, tuple]] = {}
     for arm, seed, c in curves:
         by_arm.setdefault(arm, {})[seed] = c
     return {arm: len(by_seed) for arm, by_seed in by_arm.items()
-            if len(by_seed) >= 2 and len(set(by_seed.values())) == 1}
+            if len(by_seed) >= 2 and len(set(by_seed.values())) == 1 and not _flat(next(iter(by_seed.values())))}
+
+
+def _flat(curve: tuple) -> bool:
+    """Whether every metric of a `curve` holds one value at every report (nothing in it could vary)."""
+    seen: dict[Any, Any] = {}
+    for _, metrics in curve:
+        for name, value in metrics:
+            if seen.setdefault(name, value) != value:
+                return False
+    return True
+
+
+FLAT_CURVE = "flat:"  # a metric_curve digest of a series that holds one value at every step
 
 
 def metric_curve(record: dict[str, Any], metric: str) -> str | None:
-    """A digest of the (step, value) of `metric` in every report of the trial: equal digests, equal curves.
-    A running driver keeps it on a tuning record it slimmed (`metric_curve`); None when no report has it."""
+    """A digest of the (step, value) of `metric` in every report of the trial: equal digests, equal curves;
+    prefixed FLAT_CURVE when the value is the same at every step. A running driver keeps it on a tuning record
+    it slimmed (`metric_curve`); None when no report has it."""
     kept = record.get("metric_curve")
     if isinstance(kept, str):
         return kept
     reports = record.get("reports")
     series = [(r.get("step"), r["metrics"][metric]) for r in (reports if isinstance(reports, list) else [])
               if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
-    return hashlib.sha256(repr(series).encode()).hexdigest() if series else None
+    if not series:
+        return None
+    flat = len({repr(value) for _, value in series}) == 1
+    return (FLAT_CURVE if flat else "") + hashlib.sha256(repr(series).encode()).hexdigest()
 
 
 def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[str, int]:
@@ -270,7 +290,8 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
     that never reads them). Read per sweep (an arm at a tuning seed) whose trials all completed with 2 or
     more distinct param sets; an arm with a sweep whose curves differ is not flagged. A trial that continued
     from its checkpoint (`resumed`) reported only the steps it had left: it counts, but its curve is not
-    compared."""
+    compared. A sweep whose curves hold one value at every step (a saturated metric: FLAT_CURVE) tells
+    nothing of the tuned values and is not read."""
     sweeps: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("phase") == "tune":
@@ -282,6 +303,8 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
         params = {repr(sorted((t.get("params") or {}).items())) for t in whole}
         curves = {metric_curve(t, metric) for t in whole}
         if len(params) < 2 or None in curves or any(t.get("status") != TrialStatus.COMPLETED for t in trials):
+            continue
+        if any(c.startswith(FLAT_CURVE) for c in curves):
             continue
         if len(curves) == 1:
             same[arm] = same.get(arm, 0) + len(trials)

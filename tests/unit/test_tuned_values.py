@@ -89,3 +89,25 @@ def test_identical_curves_of_a_diverged_training_name_the_divergence_not_an_igno
     why = seeds_did_not_vary("treat", {"treat": 3}, "base", "val_acc", diverged)
     assert "the training diverged" in why and "ignores its seed" not in why
     assert "ignores its seed" in seeds_did_not_vary("treat", {"treat": 3}, "base", "val_acc", {})
+
+
+def _saturated(config, trial):
+    """Uses its lr and its seed, on a task so easy that val_acc is 1.0 at every epoch (its loss, not named in
+    the contract's metrics, is what varies)."""
+    for step in range(1, trial.budget + 1):
+        trial.report(step, val_acc=1.0)
+
+
+def test_a_saturated_metric_is_not_read_as_values_or_seeds_that_did_not_vary():
+    """val_acc 1.0 at every step in every trial: identical curves, but a curve that never moves tells nothing
+    of the tuned values or of the seed. The arm was `invalid` with 'the trainable ignores its seed'."""
+    from planner._core.records import seeds_identical
+
+    assert tuned_values_identical(tuning_records(_saturated), "val_acc") == {}
+    confirm = [{**r, "phase": "confirm", "seed": seed} for seed, r in enumerate(tuning_records(_saturated)[:3])]
+    assert seeds_identical(confirm) == {}
+    # a curve that moves over its steps and is the same for every seed is still the seed ignored
+    moving = [{**r, "phase": "confirm", "seed": seed} for seed, r in enumerate(tuning_records(synthetic.ignores_lr)[:3])]
+    for r in moving:
+        r["params"] = {}
+    assert seeds_identical(moving) == {"treat": 3}
