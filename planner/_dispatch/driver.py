@@ -636,6 +636,15 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> N
         then_text, now_text = (str(h)[:12] if h else "none recorded" for h in (was, now))
         raise RunError(f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
                        f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume")
+    then_local = logged.get("local_sources") if isinstance(logged, dict) else None
+    if isinstance(then_local, dict):  # a run folder from before local modules were recorded has none to compare
+        now_local = now_code.get("local_sources") or {}
+        changed = sorted(name for name in set(then_local) | set(now_local) if then_local.get(name) != now_local.get(name))
+        if changed:
+            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            raise RunError(f"a local module the trainable imports changed since {shown_path(run_dir)} started "
+                           f"({shown}): the trials before and after would have run different code as one recipe; "
+                           "changed code is a new run, start it without --resume")
 
 
 def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],

@@ -104,6 +104,10 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
             out.append(Difference(f"code.{key}", a, b))
     if logged.get("python") != current.get("python") and current.get("python") is not None:
         out.append(Difference("python", logged.get("python"), current.get("python")))
+    a_map, b_map = logged_code.get("local_sources"), current_code.get("local_sources") or {}
+    for name in sorted(set(a_map) | set(b_map)) if isinstance(a_map, dict) else ():  # the local modules imported
+        if a_map.get(name) != b_map.get(name):
+            out.append(Difference(f"code.local_sources.{name}", a_map.get(name), b_map.get(name)))
     for section in ("packages", "data"):
         a_map, b_map = logged.get(section) or {}, current.get(section) or {}
         for name in sorted(set(a_map) | set(b_map)):

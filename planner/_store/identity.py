@@ -81,6 +81,28 @@ MAX_SOURCE_FILES = 500  # the local modules followed from a trainable's file (a 
 def imported_names(entry: Path, root: Path) -> set[str]:
     """The top-level names a Python file imports (its `ast`), following the local modules it imports: a name
     that is a module or package under `root` is read in turn, not recorded. Relative imports are local."""
+    return _import_walk(entry, root)[0]
+
+
+def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
+    """The local modules the trainable's file `entry` imports (`files`, as `_import_walk` followed them; the file
+    itself left out: its sha256 is `trainable_source_sha256`): path under `root` (else absolute) -> sha256.
+    A resumed run refuses when one of them changed, and a reeval names it (`code.local_sources.<path>`)."""
+    out = {}
+    start = entry.resolve()
+    for path in files:
+        if path == start:
+            continue
+        try:
+            name = path.relative_to(root.resolve()).as_posix()
+        except ValueError:
+            name = str(path)
+        out[name] = file_sha256(path)
+    return dict(sorted(out.items()))
+
+
+def _import_walk(entry: Path, root: Path) -> tuple[set[str], list[Path]]:
+    """(the top-level names imported, the local files read, `entry` among them), as `imported_names` says."""
     seen: set[Path] = set()
     names: set[str] = set()
     queue = [entry.resolve()]
@@ -115,7 +137,7 @@ def imported_names(entry: Path, root: Path) -> set[str]:
                     queue += local
                 elif parts[0]:
                     names.add(parts[0])
-    return names
+    return names, sorted(seen)
 
 
 def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]:
@@ -278,24 +300,36 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     return added
 
 
+def trainable_imports(contract, contract_dir: Path, search_path: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(`trainable_packages`, `local_sources` of the trainable's file), from one walk of its imports."""
+    entry, root = _trainable_entry(contract, contract_dir, search_path)
+    if entry is None or root is None:
+        return [], {}
+    names, files = _import_walk(entry, root)
+    return used_packages(names), local_sources(entry, root, files)
+
+
 def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
     """The distributions the trainable uses, as the driver can tell from its source: the imports of the
     trainable's module (a `command:`, of the script it names), local modules followed, and what those need.
     (A function trainable's worker may import more at run time: its records' `modules`, added to
     identity.json at the run's end by `add_used_packages`.)"""
+    return trainable_imports(contract, contract_dir, search_path)[0]
+
+
+def _trainable_entry(contract, contract_dir: Path, search_path: list[str]) -> tuple[Path | None, Path | None]:
+    """(the trainable's file, the folder its imports are local to): a module trainable's file and its package
+    root; a `command:`'s script (or its `python -m` module) and the folder the command runs in."""
     if contract.trainable:
         entry = _module_file(contract.trainable.partition(":")[0], search_path)
-        root = None if entry is None else _import_root(entry, contract.trainable.partition(":")[0])
-    else:
-        command_dir = contract.command_dir(contract_dir)
-        entry, root = command_script(contract.command_line, command_dir), command_dir
-        module = _module_of_command(contract.command_line)
-        if entry is None and module:
-            entry = _module_file(module, [str(command_dir), *search_path])
-            root = None if entry is None else _import_root(entry, module)
-    if entry is None or root is None:
-        return []
-    return used_packages(imported_names(entry, root))
+        return entry, None if entry is None else _import_root(entry, contract.trainable.partition(":")[0])
+    command_dir = contract.command_dir(contract_dir)
+    entry, root = command_script(contract.command_line, command_dir), command_dir
+    module = _module_of_command(contract.command_line)
+    if entry is None and module:
+        entry = _module_file(module, [str(command_dir), *search_path])
+        root = None if entry is None else _import_root(entry, module)
+    return entry, root
 
 
 def _import_root(module_file: Path, module_name: str) -> Path:
@@ -464,12 +498,14 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
+    code = code_identity(contract.trainable, search_path) if contract.trainable else \
+        command_code_identity(contract.command_line, contract.command_dir(contract_dir))
+    used, code["local_sources"] = trainable_imports(contract, contract_dir, search_path)
     return {
         "contract_sha256": contract.sha256(),
-        "code": code_identity(contract.trainable, search_path) if contract.trainable else
-        command_code_identity(contract.command_line, contract.command_dir(contract_dir)),
+        "code": code,
         "python": platform.python_version(),
-        "packages": packages(trainable_packages(contract, contract_dir, search_path)),
+        "packages": packages(used),
         "host": host_info(),
         "data": data_fingerprints(contract.data.fingerprint, contract_dir),
         "env": env_snapshot(),

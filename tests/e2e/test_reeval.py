@@ -80,6 +80,16 @@ def test_every_code_fact_package_and_data_file_that_changed_is_named():
     assert str(Difference("packages.torch", None, "2.5.0")) == "packages.torch: <absent> (logged) -> 2.5.0 (today)"
 
 
+def test_a_changed_local_module_of_the_trainable_is_named():
+    logged = changed(code={**IDENTITY["code"], "local_sources": {"helper.py": "a" * 64, "models/net.py": "b" * 64}})
+    today = changed(code={**IDENTITY["code"], "local_sources": {"helper.py": "c" * 64, "models/net.py": "b" * 64,
+                                                                  "models/new.py": "d" * 64}})
+    found = {d.what: (d.logged, d.current) for d in compare_identity(logged, today)}
+    assert found == {"code.local_sources.helper.py": ("a" * 64, "c" * 64),
+                     "code.local_sources.models/new.py": (None, "d" * 64)}
+    assert compare_identity(IDENTITY, today) == []  # a log from before local modules were recorded: not compared
+
+
 def test_a_missing_logged_identity_reports_what_today_knows():
     found = [d.what for d in compare_identity(None, IDENTITY)]
     assert "code.trainable_source_sha256" in found and "packages.ray" in found

@@ -352,6 +352,29 @@ def test_resume_refuses_a_trainable_whose_source_changed(ray_local, in_repo, tmp
     assert (first.run_dir / "events.jsonl").read_bytes() == before  # refused before the folder is touched
 
 
+def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(ray_local, in_repo, tmp_path, capsys):
+    """A new user's resume after editing `helper.py` (imported by the trainable, itself unchanged) ran the new
+    code beside the old trials and decided on the mixture; reeval said the code matched the log."""
+    from planner._core.errors import RunError
+
+    (tmp_path / "local_gain.py").write_text("GAIN = 0.05\n")
+    (tmp_path / "uses_helper.py").write_text(
+        "from local_gain import GAIN\n\n\ndef train(config, trial):\n"
+        "    for step in range(1, trial.budget + 1):\n"
+        "        trial.report(step, val_acc=GAIN * step + 0.001 * trial.seed, test_acc=GAIN * step)\n")
+    path = write(tmp_path, trainable="uses_helper:train", seeds=[0, 1])
+    first = run(path, runs_dir=tmp_path / "runs", quiet=True)
+    assert first.state == "completed"
+    logged = json.loads((first.run_dir / "identity.json").read_text())["code"]["local_sources"]
+    assert list(logged) == ["local_gain.py"]
+    (tmp_path / "local_gain.py").write_text("GAIN = 0.5\n")
+    with pytest.raises(RunError, match=r"a local module the trainable imports changed since .*\(local_gain\.py\)"):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(first.run_dir),
+                 "--quiet"]) == 3
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
     from planner._core.errors import RunError
 
