@@ -1,5 +1,5 @@
 """The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the checkpoints,
-an argparse script's flags (P520-P531, P940, P941).
+an argparse script's flags, the program it runs (P520-P532, P940, P941).
 
 `seed_key`, `budget_key` and `checkpoint.resume_key` are config paths the
 planner sets through Hydra overrides for a trial, so each must be a plain
@@ -11,6 +11,8 @@ them (or they the seed).
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -21,7 +23,7 @@ from planner._contract.command_help import (
     flag_leaves,
     unfit_for_flags,
 )
-from planner._contract.command_source import script_options
+from planner._contract.command_source import script_file, script_options
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
@@ -31,6 +33,36 @@ from planner._core.errors import CommandFailedError
 from planner._core.lazy import lazy_import
 
 difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
+
+
+def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
+    """P532: the command's program is neither on the PATH nor a file in the folder it runs in, or the script
+    it runs (`python train.py`) is not there: every trial would fail at its start."""
+    if contract.command is None:
+        return []
+    report = _Report(loaded)
+    where = ("command", "run") if ("command", "run") in loaded.positions else ("command",)
+    command_dir = contract.command_dir(Path(loaded.file).resolve().parent)
+    try:
+        argv = command_argv(contract.command_line)
+    except (CommandFailedError, ValueError):
+        return []  # a command line that does not split is the schema's to say
+    if not argv:
+        return []
+    program = argv[0]
+    found = (command_dir / program).is_file() if ("/" in program or os.sep in program) else \
+        shutil.which(program) is not None or (command_dir / program).is_file()
+    if not found:
+        report.add("P532", where, f"the command's program {program!r} is not on the PATH nor a file in "
+                                  f"{command_dir}: every trial would fail to start",
+                   "Install it, or name it as plan run finds it (an absolute path, or python with the script).")
+        return report.items
+    script = script_file(argv)
+    if script is not None and not (command_dir / script).is_file():
+        report.add("P532", where, f"the command runs {script!r}, which is not a file in {command_dir} (the folder "
+                                  "the command runs in): every trial would fail at its start",
+                   "Name the script by its path from the contract's folder, or set command.cwd to its folder.")
+    return report.items
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:

@@ -149,6 +149,7 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     diagnostics += _check.check_trainable(contract, loaded, probe)
     flags = options = None
     if contract.command is not None:
+        diagnostics += command_rules.check_program(contract, loaded)
         diagnostics += command_rules.check_command(contract, loaded, composed)
         found, flags, options = command_rules.check_flags(contract, loaded, composed)
         diagnostics += found

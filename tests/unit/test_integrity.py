@@ -205,6 +205,7 @@ def _tuned(tmp_path, *, sampler=None, trials=6, grace=1, warmup="sched.warmup_ep
             "tuning": tuning}
     path = tmp_path / "contract.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
+    (tmp_path / "train.py").write_text("")  # the script the command runs (P532 refuses a missing one)
     result = validate(path)
     assert result.valid, [d.format() for d in result.diagnostics]
     return {d.code: d for d in result.diagnostics if d.severity == "warning"}
