@@ -132,7 +132,8 @@ def csv_table(data: bytes, *, final: bool = False, where: str = "metrics file") 
 
     An unterminated last line is left for later, or, when `final`, read if it has
     as many cells as the header (else skipped as torn). A row with more cells
-    than the header is an error.
+    than the header is an error. A first column without a name is the row index
+    pandas writes (`DataFrame.to_csv(path)`, `index=True` by default): not read.
     """
     complete = _complete(data, final=False)
     tail = data[len(complete):] if final else b""
@@ -143,7 +144,8 @@ def csv_table(data: bytes, *, final: bool = False, where: str = "metrics file") 
             return Table([], [c.strip() for c in header])
         return Table()
     header = [c.strip() for c in lines[0]]
-    if len(set(header)) != len(header) or "" in header:
+    named = header[1:] if header and header[0] == "" else header  # pandas' unnamed index column, left out
+    if len(set(named)) != len(named) or "" in named:
         raise TrialProtocolError(f"{where}: the header {','.join(header)!r} has an empty or repeated column name")
     rows: list[Row] = []
     for number, cells in enumerate(lines[1:], start=2):
@@ -166,7 +168,7 @@ def _csv_row(header: list[str], cells: list[str], where: str, torn_ok: bool) -> 
             return None
         raise TrialProtocolError(f"{where} has {len(cells)} cells, the header has {len(header)} "
                                  f"({','.join(header)})")
-    return {name: cell.strip() for name, cell in zip(header, cells, strict=True) if cell.strip() != ""}
+    return {name: cell.strip() for name, cell in zip(header, cells, strict=True) if name and cell.strip() != ""}
 
 
 def jsonl_table(data: bytes, *, final: bool = False, where: str = "metrics file") -> Table:

@@ -90,6 +90,20 @@ def test_lightning_layout_sparse_rows_give_one_report_per_validation_epoch():
     assert reports[2][1]["val_acc"] == pytest.approx(0.7)
 
 
+def test_a_csv_that_pandas_wrote_with_its_index_is_read():
+    """`pd.DataFrame(rows).to_csv(path)` (index=True, the default) writes a first column with no name; every
+    trial of a new user's script failed on 'an empty or repeated column name'."""
+    import pandas as pd
+
+    data = pd.DataFrame([{"epoch": e, "val_acc": 0.5 + e / 10} for e in range(1, 4)]).to_csv().encode()
+    assert data.decode().splitlines()[0] == ",epoch,val_acc"
+    reports = MetricsReader(spec(step_base=1)).feed(data, final=True)
+    assert reports == [(1, {"val_acc": 0.6}), (2, {"val_acc": 0.7}), (3, {"val_acc": 0.8})]
+    for header in (b"epoch,,val_acc\n", b"epoch,val_acc,epoch\n"):  # an unnamed column elsewhere, a repeated one
+        with pytest.raises(TrialProtocolError, match="empty or repeated column name"):
+            csv_table(header + b"1,2,3\n")
+
+
 def test_lightning_rewrite_with_a_wider_header_yields_only_new_rows():
     writer = LightningCsvWriter()
     writer.log_metrics({"train_loss": 0.9, "epoch": 0}, 1)
