@@ -20,6 +20,7 @@ from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
+from planner._stats.decide import Outcome, collect
 from planner._store import facts
 from planner._store.claims import decision_findings
 
@@ -67,18 +68,33 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     """Confirmation values of the decision metric, by seed (rows) and arm (columns).
 
     Each cell is the trial's last value and its status; the mean per arm is over
-    completed trials only, as the decision takes them.
+    the values the decision takes (`planner._stats.decide.collect`): completed
+    trials, and with `failures.diverged_value` a diverged seed at that value
+    (its cell shows it, `counted_as`), not left out.
     """
     metric = results.decision_metric
     t = results.trials
     conf = t[t["phase"] == "confirm"] if len(t) else t
     arms = results.arms
     column = f"final.{metric}"
+    diverged_value = facts.contract_get(results.contract, "failures.diverged_value")
+    if not (isinstance(diverged_value, int | float) and not isinstance(diverged_value, bool)
+            and math.isfinite(diverged_value)):
+        diverged_value = None
     cells: dict[tuple[Any, str], dict[str, Any]] = {}
+    outcomes: dict[str, list[Outcome]] = {}
     for i in range(len(conf)):
         row = conf.iloc[i]
-        value = row[column] if column in conf.columns else math.nan
-        cells[(row["seed"], row["arm"])] = {"value": _clean(float(value)), "status": row["status"]}
+        value = float(row[column]) if column in conf.columns else math.nan
+        cell = {"value": _clean(value), "status": row["status"]}
+        if row["seed"] is not pd.NA and row["seed"] is not None:
+            seed = int(row["seed"])
+            outcomes.setdefault(str(row["arm"]), []).append(Outcome(seed, None if math.isnan(value) else value,
+                                                                    str(row["status"])))
+            counted = collect(outcomes[str(row["arm"])][-1:], [seed], diverged_value)[0]
+            if seed in counted and counted[seed] != value:  # a diverged seed the decision counts at diverged_value
+                cell = {**cell, "value": counted[seed], "counted_as": "failures.diverged_value"}
+        cells[(row["seed"], row["arm"])] = cell
     seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
     planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "confirm"]
     seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
@@ -87,8 +103,8 @@ def per_seed(results: RunResults) -> dict[str, Any]:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
     means = {}
     for arm in arms:
-        vals = [c["value"] for (s, a), c in cells.items()
-                if a == arm and c["value"] is not None and c["status"] == TrialStatus.COMPLETED]  # as the decision counts them
+        mine = outcomes.get(arm, [])
+        vals = list(collect(mine, sorted({o.seed for o in mine}), diverged_value)[0].values())  # as the decision
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == RunState.RUNNING else "missing"
     skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)

@@ -16,7 +16,7 @@ from bench.synthetic_run import make_run
 from planner import UsageError, load_run
 from planner._cli.main import main
 from planner._results.render import render
-from planner._results.report import curves, summarize
+from planner._results.report import curves, per_seed, summarize
 from tests._runs import SYNTHETIC_ARMS
 
 ARMS = SYNTHETIC_ARMS
@@ -123,6 +123,28 @@ def test_html_escapes_user_provided_text(tmp_path, run_dir):
     assert "<script>" not in page
     assert "<i onclick=x>" not in page and "&lt;i onclick=x&gt;evil&lt;/i&gt;" in page
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; more" in page
+
+
+def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path):
+    """With failures.diverged_value, the decision counts a diverged seed at that value; the report's table
+    left it out of the arm's mean (the arm looked better than the decision's effect said)."""
+    run = make_run(tmp_path / "run", arms=ARMS, seeds=3, tune_trials=4, reports_per_trial=5)
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    contract["failures"] = {**(contract.get("failures") or {}), "diverged_value": 0.0}
+    (run / "contract.yaml").write_text(yaml.safe_dump(contract))
+    metric = contract["metric"].get("heldout") or contract["metric"]["name"]
+    lines = (run / "trials.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    target = next(r for r in records if r["phase"] == "confirm" and r["arm"] == ARMS[1] and r["seed"] == 1)
+    target["status"] = "diverged"
+    target["reports"][-1]["metrics"][metric] = "nan"
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    table = per_seed(load_run(run))
+    cell = next(row["values"][ARMS[1]] for row in table["rows"] if row["seed"] == 1)
+    assert cell == {"value": 0.0, "status": "diverged", "counted_as": "failures.diverged_value"}
+    others = [row["values"][ARMS[1]]["value"] for row in table["rows"] if row["seed"] != 1]
+    assert table["mean"][ARMS[1]] == pytest.approx(sum(others) / 3)  # the diverged seed counts, at 0.0
+    assert "| 1 | " in render(load_run(run), "md") and "0 (diverged)" in render(load_run(run), "md")
 
 
 def test_a_running_run_reports_what_it_has(tmp_path):
