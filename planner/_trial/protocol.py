@@ -40,7 +40,12 @@ from typing import Any
 import numpy as np
 
 from planner._core import supervisor
-from planner._core.errors import CommandMemoryError, CommandTimeoutError, TrialProtocolError
+from planner._core.errors import (
+    CommandError,
+    CommandMemoryError,
+    CommandTimeoutError,
+    TrialProtocolError,
+)
 from planner._core.records import stored_metric
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, TrialStatus
@@ -431,7 +436,10 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         final = _final_status(exc) if isinstance(exc, Exception) else None
         if final:  # a protocol error, a command's time or memory limit: no retry
             return final, _error(n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", "")))
-        return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(traceback.format_exc()))
+        # a command's failure is the script's: its stderr's last lines, not planner's frames that ran it (a
+        # report's "where" read planner/_trial/command.py for a script that called sys.exit(3))
+        trace = (exc.stderr_tail or "") if isinstance(exc, CommandError) else traceback.format_exc()
+        return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(trace))
     if trial.last_step == spec.budget and (never := _never_reported(spec, trial)):
         return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", never, "")
     missing = _missing_splits(spec, trial)

@@ -580,3 +580,19 @@ def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_p
         """, trial=trial)
     head = first_line(str(caught.value))
     assert head.startswith("command exited with status 1: KeyError:") and "hiden" in head, head
+
+
+def test_a_failed_script_is_located_in_the_script_not_in_planner(tmp_path):
+    """A script that called sys.exit(3) was reported 'where: File .../planner/_trial/command.py, in verdict':
+    the record's traceback of a command's failure is the script's stderr, and the report's `where` reads it."""
+    from planner._store.facts import failures
+    from planner._trial.protocol import run_trial
+
+    quiet = run_trial(_command_spec(tmp_path, "planner.report(1, val_acc=0.5)\nsys.exit(3)\n", tid="quiet"))
+    raised = run_trial(_command_spec(tmp_path, "planner.report(1, val_acc=0.5)\nraise ValueError('bad batch')\n",
+                                     tid="raised"))
+    assert quiet["status"] == raised["status"] == "failed"
+    assert "planner" not in quiet["errors"][-1]["traceback"]
+    where = {f["trial_id"]: f["where"] for f in failures([quiet, raised])}
+    assert "planner/_trial" not in where["quiet"] and "planner/_trial" not in where["raised"], where
+    assert where["raised"].startswith('File "') and "script.py" in where["raised"], where
