@@ -12,6 +12,7 @@ them (or they the seed).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -23,7 +24,7 @@ from planner._contract.command_help import (
     flag_leaves,
     unfit_for_flags,
 )
-from planner._contract.command_source import script_file, script_options
+from planner._contract.command_source import options_in_source, script_file, script_options
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
@@ -62,7 +63,29 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add("P532", where, f"the command runs {script!r}, which is not a file in {command_dir} (the folder "
                                   "the command runs in): every trial would fail at its start",
                    "Name the script by its path from the contract's folder, or set command.cwd to its folder.")
+    elif script is not None and _argparse_not_said(contract, command_dir / script, script):
+        report.add("P944", where, f"{script} reads its command line with argparse (an ArgumentParser and its "
+                                  "add_argument calls, no Hydra), but the command passes each trial's config as "
+                                  "Hydra overrides (key=value), which argparse refuses: every trial would fail",
+                   "Write the command as a mapping with `args: argparse` (each config key then goes as "
+                   "--key value), or make the script a Hydra app.", severity="warning")
     return report.items
+
+
+def _argparse_not_said(contract, path: Path, shown: str) -> bool:
+    """Whether the command's script is an argparse one (its source's add_argument calls read, no Hydra import)
+    while the contract does not say `args: argparse`."""
+    spec = contract.command
+    if not isinstance(spec, str) and spec.args == "argparse":
+        return False
+    found, _ = options_in_source(path, shown)
+    if found is None:
+        return False
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return re.search(r"^\s*(import hydra\b|from hydra\b)", text, re.MULTILINE) is None
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:

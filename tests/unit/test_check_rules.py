@@ -117,6 +117,8 @@ WARNING = [
     ("lightning-callback-counting-steps", "hydra.yaml",
      [("trainable: fixture_trainable:train", "trainable: fixture_lightning:train"), ("  unit: epoch", "  unit: step")],
      "P943", "  unit: step"),
+    ("argparse-script-without-args-argparse", "hydra.yaml",
+     [("trainable: fixture_trainable:train", "command: python fixture_argparse.py")], "P944", "command:"),
     ("log-floats-for-an-integer", "hydra.yaml",
      [("    optimizer.lr:", "    data.batch_size: {log_uniform: [16, 128]}\n    optimizer.lr:")], "P942", "data.batch_size:"),
 ]
