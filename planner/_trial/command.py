@@ -198,6 +198,9 @@ class _Run:
         self.reports = report_source(attempt_dir / "reports.jsonl", attempt_dir / "hydra", metrics)
         self.config_check = ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
         self.forwarded = 0
+        self.last_step: int | None = None  # the last step forwarded to the trial
+        self.lingered: str | None = None  # the script reported its whole budget, then ran past its time limit
+        # and was stopped: the note that says so
         self.started = time.monotonic()
 
     def failure(self, cls: type[CommandError], message: str, returncode: int | None = None) -> CommandError:
@@ -228,6 +231,7 @@ class _Run:
                 continue
             self.trial.report(step, **metrics)
             self.forwarded += 1
+            self.last_step = step
 
     def fail_fast_on_a_misnamed_metric(self) -> None:
         """Before any report: a log holding the metric only under another name (`eval_accuracy` for
@@ -258,8 +262,16 @@ class _Run:
             now = time.monotonic()
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
+                if self.last_step is not None and self.last_step >= self.trial.budget:
+                    # its training and evaluation are on the record: what kept the process alive is no result
+                    self.lingered = (f"the script reported every step of its budget ({self.last_step}), then did "
+                                     f"not exit within its time limit of {limits.timeout_s:g} s (a thread or child "
+                                     "process that kept it alive) and was stopped: its reports stand")
+                    return
                 raise self.failure(CommandTimeoutError,
-                                   f"command ran past its time limit of {limits.timeout_s:g} s and was stopped")
+                                   f"command ran past its time limit of {limits.timeout_s:g} s and was stopped"
+                                   + ("" if self.last_step is None else
+                                      f" (its last report was step {self.last_step} of {self.trial.budget})"))
             if limits.max_memory_bytes is not None and now >= next_memory_check:
                 next_memory_check = now + limits.memory_check_s
                 used = processes.memory_bytes()
@@ -284,8 +296,10 @@ class _Run:
             self.trial.notes[:] = self.reports.metrics.notes()
             reader = self.reports.metrics.reader
             self.trial.log_reached = reader.furthest if reader is not None else None
+        if self.lingered:
+            self.trial.notes.append(self.lingered)
         returncode = processes.returncode
-        if returncode != 0:
+        if returncode != 0 and not self.lingered:
             raise self.failure(CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode)
         if isinstance(self.reports, WithSplits) and self.reports.reported:
             raise self.failure(CommandMetricsError,

@@ -349,7 +349,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         except _SessionExit:  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
             raise
-        ledger.end(attempts, how, error, trial.last_step)
+        ledger.end(attempts, how, error, _spent(trial))
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
@@ -451,6 +451,13 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
     return TrialStatus.PROTOCOL_ERROR, _error(
         n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}"
         f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}", "")
+
+
+def _spent(trial: Trial) -> int | None:
+    """The furthest step the attempt trained: its last report, or further where a command's own metrics log
+    holds rows past it (a metric logged under another name: the script trained to its end, reporting nothing)."""
+    steps = [s for s in (trial.last_step, trial.log_reached) if isinstance(s, int) and not isinstance(s, bool)]
+    return min(max(steps), trial.budget) if steps else None
 
 
 def _uses_lightning(trainable: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -559,7 +560,8 @@ def test_a_last_step_trained_but_never_evaluated_is_named_as_such_not_as_early_s
         open(os.path.join(out, "metrics.csv"), "w").write("\\n".join(rows) + "\\n")
     """, phase="tune", metric="val_acc", heldout=None, budget=5, metrics=metrics))
     message = record["errors"][-1]["message"]
-    assert record["status"] == "protocol_error" and record["exposure"] == (4 if every == 2 else 3), message
+    # the exposure is what it trained (its log's rows reach step 5), not the last step it reported
+    assert record["status"] == "protocol_error" and record["exposure"] == (5 if every == 2 else 3), message
     assert said in message, message
     if every == 2:
         assert "did train to step 5" in message and "'val_acc' last at step 4" in message, message
@@ -596,3 +598,25 @@ def test_a_failed_script_is_located_in_the_script_not_in_planner(tmp_path):
     where = {f["trial_id"]: f["where"] for f in failures([quiet, raised])}
     assert "planner/_trial" not in where["quiet"] and "planner/_trial" not in where["raised"], where
     assert where["raised"].startswith('File "') and "script.py" in where["raised"], where
+
+
+def test_a_script_that_reported_its_whole_budget_and_did_not_exit_keeps_its_reports(tmp_path):
+    """A leftover non-daemon thread kept a finished script alive past max_trial_time: the trial was a timeout
+    with its three reports, and the arm incomplete. Its training and evaluation are all on the record."""
+    from planner._trial.protocol import run_trial
+
+    spec = _command_spec(tmp_path, """
+        import threading
+        for step in (1, 2, 3):
+            planner.report(step, val_acc=0.5 + step / 10, test_acc=0.4)
+        threading.Thread(target=time.sleep, args=(600,)).start()  # not a daemon: the process cannot exit
+    """)
+    command = {**spec.extra["command"], "timeout_s": 3}
+    record = run_trial(dataclasses.replace(spec, extra={**spec.extra, "command": command}))
+    assert record["status"] == "completed" and record["exposure"] == 3, record["errors"]
+    assert any("reported every step of its budget (3), then did not exit" in n for n in record["notes"])
+    short = run_trial(dataclasses.replace(_command_spec(tmp_path, """
+        planner.report(1, val_acc=0.5)
+        time.sleep(600)
+    """, tid="short"), extra={**spec.extra, "command": {**command}}))
+    assert short["status"] == "timeout" and "its last report was step 1 of 3" in short["errors"][-1]["message"]
