@@ -408,7 +408,7 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
     if source is None:
         return info
     info["trainable_source_sha256"] = file_sha256(source)
-    info.update(_git_facts(source.parent))
+    info.update(_git_facts(source.parent, source))
     return info
 
 
@@ -429,7 +429,7 @@ def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, An
         return info
     info["trainable_file"] = str(script)
     info["trainable_source_sha256"] = file_sha256(script)
-    info.update(_git_facts(script.parent))
+    info.update(_git_facts(script.parent, script))
     return info
 
 
@@ -448,8 +448,10 @@ def command_script(command_line: str, contract_dir: Path) -> Path | None:
     return None
 
 
-def _git_facts(folder: Path) -> dict[str, Any]:
-    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`."""
+def _git_facts(folder: Path, source: Path | None = None) -> dict[str, Any]:
+    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`. The
+    trainable's file `source` not tracked by git makes it dirty too: the commit does not hold the code that ran
+    (`git status --untracked-files=no` says nothing of it)."""
     top = _git(["rev-parse", "--show-toplevel"], folder)
     if top is None:
         return {}
@@ -459,6 +461,8 @@ def _git_facts(folder: Path) -> dict[str, Any]:
     info["commit"] = commit.strip() if commit else None
     status = _git(["status", "--porcelain", "--untracked-files=no"], repo)
     info["dirty"] = bool(status.strip()) if status is not None else None
+    if source is not None and info["dirty"] is False and _git(["ls-files", "--error-unmatch", str(source)], repo) is None:
+        info["dirty"] = True  # not tracked (or git could not say): not what the commit holds
     diff = _git(["diff", "HEAD"], repo)
     if diff is not None:
         info["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()

@@ -40,6 +40,22 @@ def test_code_identity_is_the_trainables_repository_not_the_cwd(tmp_path, monkey
     assert dirty["trainable_source_sha256"] != info["trainable_source_sha256"]
 
 
+def test_a_script_git_does_not_track_makes_its_repository_dirty(tmp_path):
+    """A new script beside a clean commit: `git status --untracked-files=no` is empty, so the run said
+    `dirty: false` for code that no commit holds."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "README").write_text("x\n")
+    git(app, "init", "-q")
+    git(app, "add", ".")
+    git(app, "commit", "-qm", "x")
+    (app / "train.py").write_text("print(1)\n")
+    assert command_code_identity("python train.py", app)["dirty"] is True
+    git(app, "add", "train.py")
+    git(app, "commit", "-qm", "y")
+    assert command_code_identity("python train.py", app)["dirty"] is False
+
+
 def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):
     (tmp_path / "loose_mod.py").write_text("def train(c, t):\n    pass\n")
     info = code_identity("loose_mod:train", [str(tmp_path)])
