@@ -12,7 +12,6 @@ them (or they the seed).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -24,7 +23,12 @@ from planner._contract.command_help import (
     flag_leaves,
     unfit_for_flags,
 )
-from planner._contract.command_source import options_in_source, script_file, script_options
+from planner._contract.command_source import (
+    options_in_source,
+    script_file,
+    script_options,
+    top_level_imports,
+)
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
 from planner._contract.paths import MISSING, get_path
@@ -51,11 +55,16 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
     if not argv:
         return []
     program = argv[0]
+    # a name without a slash is looked for on the PATH only (as the trial's process is started: posix_spawnp)
     found = (command_dir / program).is_file() if ("/" in program or os.sep in program) else \
-        shutil.which(program) is not None or (command_dir / program).is_file()
+        shutil.which(program) is not None
     if not found:
-        report.add("P532", where, f"the command's program {program!r} is not on the PATH nor a file in "
-                                  f"{command_dir}: every trial would fail to start",
+        here = "/" not in program and (command_dir / program).is_file()
+        report.add("P532", where, f"the command's program {program!r} is not "
+                                  + (f"on the PATH (it is a file in {command_dir}, but a name without a slash is "
+                                     "looked for on the PATH only)" if here else
+                                     f"on the PATH nor a file in {command_dir}") + ": every trial would fail to start",
+                   f"Write ./{program}." if here else
                    "Install it, or name it as plan run finds it (an absolute path, or python with the script).")
         return report.items
     script = script_file(argv)
@@ -81,11 +90,8 @@ def _argparse_not_said(contract, path: Path, shown: str) -> bool:
     found, _ = options_in_source(path, shown)
     if found is None:
         return False
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return re.search(r"^\s*(import hydra\b|from hydra\b)", text, re.MULTILINE) is None
+    imported = top_level_imports(path)
+    return imported is not None and "hydra" not in imported
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:

@@ -97,6 +97,27 @@ def options_in_source(path: Path, shown: str) -> tuple[ScriptHelp | None, str]:
     return ScriptHelp(options, read_from=f"the add_argument calls in {shown}"), ""
 
 
+def top_level_imports(path: Path) -> set[str] | None:
+    """The top-level names the file at `path` imports anywhere in it (`import os, hydra` -> os, hydra;
+    `from hydra import main` -> hydra; relative imports left out), by its syntax tree; None when unreadable."""
+    from planner._contract.compose import read_config_file
+
+    try:
+        text = read_config_file(path, max_bytes=MAX_SCRIPT_BYTES)
+        tree = ast.parse(text, filename=str(path)) if text is not None else None
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if tree is None:
+        return None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
 def _called(call: ast.Call) -> str:
     func = call.func
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""

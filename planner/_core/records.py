@@ -256,13 +256,18 @@ def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str,
 
 
 def _flat(curve: tuple) -> bool:
-    """Whether every metric of a `curve` holds one value at every report (nothing in it could vary)."""
-    seen: dict[Any, Any] = {}
+    """Whether a `curve` of 2 or more reports holds one value of each metric at every report (nothing in it
+    moved); a single report is no curve, and says nothing either way."""
+    by_name: dict[Any, list[Any]] = {}
     for _, metrics in curve:
         for name, value in metrics:
-            if seen.setdefault(name, value) != value:
-                return False
-    return True
+            by_name.setdefault(name, []).append(value)
+    return len(curve) >= 2 and all(_one_value(values) for values in by_name.values())
+
+
+def _one_value(values: list[Any]) -> bool:
+    """Every value equal to the first (the one test of a flat series, for `_flat` and `metric_curve`)."""
+    return all(value == values[0] for value in values)
 
 
 FLAT_CURVE = "flat:"  # a metric_curve digest of a series that holds one value at every step
@@ -280,7 +285,7 @@ def metric_curve(record: dict[str, Any], metric: str) -> str | None:
               if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
     if not series:
         return None
-    flat = len({repr(value) for _, value in series}) == 1
+    flat = len(series) >= 2 and _one_value([value for _, value in series])
     return (FLAT_CURVE if flat else "") + hashlib.sha256(repr(series).encode()).hexdigest()
 
 
@@ -290,8 +295,8 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
     that never reads them). Read per sweep (an arm at a tuning seed) whose trials all completed with 2 or
     more distinct param sets; an arm with a sweep whose curves differ is not flagged. A trial that continued
     from its checkpoint (`resumed`) reported only the steps it had left: it counts, but its curve is not
-    compared. A sweep whose curves hold one value at every step (a saturated metric: FLAT_CURVE) tells
-    nothing of the tuned values and is not read."""
+    compared. A sweep whose trials all give one curve, holding one value at every step (a saturated metric:
+    FLAT_CURVE), tells nothing of the tuned values and is not read."""
     sweeps: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("phase") == "tune":
@@ -304,8 +309,8 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
         curves = {metric_curve(t, metric) for t in whole}
         if len(params) < 2 or None in curves or any(t.get("status") != TrialStatus.COMPLETED for t in trials):
             continue
-        if any(c.startswith(FLAT_CURVE) for c in curves):
-            continue
+        if len(curves) == 1 and next(iter(curves)).startswith(FLAT_CURVE):
+            continue  # one curve that never moves, for every param set: nothing to tell the values by
         if len(curves) == 1:
             same[arm] = same.get(arm, 0) + len(trials)
         else:

@@ -74,7 +74,7 @@ from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import (
-    Outcome,
+    latest_outcomes,
     mark_invalid,
     seeds_did_not_vary,
     tuned_values_did_not_vary,
@@ -154,13 +154,9 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     pending, which makes the arm incomplete.
     """
     metric = contract.metric.decision_metric
-    confirm = {contract.baseline.name: [], **{arm.name: [] for arm in contract.arms}}
-    latest: dict[tuple[str, int], dict] = {}
-    for record in confirm_records:
-        if record.get("phase") == "confirm" and record.get("arm") in confirm and record.get("seed") in contract.seeds:
-            latest[(record["arm"], record["seed"])] = record  # a re-run after resume supersedes
-    for (arm, seed), record in latest.items():
-        confirm[arm].append(Outcome(seed, final_value(record, metric), record.get("status", TrialStatus.FAILED)))
+    confirm = latest_outcomes(((r.get("arm"), r.get("seed"), final_value(r, metric), r.get("status", TrialStatus.FAILED))
+                               for r in confirm_records if r.get("phase") == "confirm"),
+                              [contract.baseline.name, *(arm.name for arm in contract.arms)], list(contract.seeds))
     decisions = decision_rule.decide(contract.acceptance, contract.metric.decision_mode, confirm, contract.baseline.name,
                        planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
                        arms=[arm.name for arm in contract.arms], metric=metric)

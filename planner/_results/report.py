@@ -20,7 +20,7 @@ from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
-from planner._stats.decide import Outcome, collect
+from planner._stats.decide import Outcome, collect, latest_outcomes
 from planner._store import facts
 from planner._store.claims import decision_findings
 
@@ -82,29 +82,31 @@ def per_seed(results: RunResults) -> dict[str, Any]:
             and math.isfinite(diverged_value)):
         diverged_value = None
     cells: dict[tuple[Any, str], dict[str, Any]] = {}
-    outcomes: dict[str, list[Outcome]] = {}
+    logged = []
     for i in range(len(conf)):
         row = conf.iloc[i]
         value = float(row[column]) if column in conf.columns else math.nan
         cell = {"value": _clean(value), "status": row["status"]}
         if row["seed"] is not pd.NA and row["seed"] is not None:
             seed = int(row["seed"])
-            outcomes.setdefault(str(row["arm"]), []).append(Outcome(seed, None if math.isnan(value) else value,
-                                                                    str(row["status"])))
-            counted = collect(outcomes[str(row["arm"])][-1:], [seed], diverged_value)[0]
+            logged.append((str(row["arm"]), seed, None if math.isnan(value) else value, str(row["status"])))
+            counted = collect([Outcome(*logged[-1][1:])], [seed], diverged_value)[0]
             if seed in counted and counted[seed] != value:  # a diverged seed the decision counts at diverged_value
                 cell = {**cell, "value": counted[seed], "counted_as": "failures.diverged_value"}
-        cells[(row["seed"], row["arm"])] = cell
+        cells[(row["seed"], row["arm"])] = cell  # the last of a seed, as the decision takes it
     seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
     planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "confirm"]
     seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
     rows = []
     for seed in seeds:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
+    planned_seeds = facts.contract_get(results.contract, "seeds")
+    planned_seeds = [s for s in planned_seeds if isinstance(s, int)] if isinstance(planned_seeds, list) else \
+        sorted({seed for _, seed, _, _ in logged})
+    taken = latest_outcomes(logged, arms, planned_seeds)
     means = {}
     for arm in arms:
-        mine = outcomes.get(arm, [])
-        vals = list(collect(mine, sorted({o.seed for o in mine}), diverged_value)[0].values())  # as the decision
+        vals = list(collect(taken[arm], planned_seeds, diverged_value)[0].values())  # the values the decision takes
         means[arm] = _clean(float(np.mean(vals))) if vals else None
     missing = "pending" if results.run_state == RunState.RUNNING else "missing"
     skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)

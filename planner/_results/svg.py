@@ -13,6 +13,7 @@ as an `<img>`, where a browser runs no script and loads nothing it names.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -39,7 +40,9 @@ def nice_ticks(lo: float, hi: float, most: int = 6, integer: bool = False) -> li
     if not math.isfinite(raw) or raw <= 0:
         return [lo, hi]
     power = 10.0 ** math.floor(math.log10(raw))
-    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    if not power > 0:  # a span of subnormal floats: no round step fits it
+        return [lo, hi]
+    step = next((m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw), 10 * power)
     if integer:
         step = max(1.0, float(math.ceil(step)))
     first = math.ceil(lo / step)
@@ -63,6 +66,15 @@ def tick_label(value: float, ticks: Sequence[float]) -> str:
     return f"{value:.3g}"
 
 
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def _text(value: Any) -> str:
+    """`value` as XML text or attribute: escaped, and a character XML cannot hold (a control character, a lone
+    surrogate from a damaged file) as U+FFFD; else the whole image would not parse and show blank."""
+    return escape(_NOT_XML.sub("\ufffd", str(value)), quote=True)
+
+
 def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
@@ -72,7 +84,7 @@ def _points(points: Any) -> str:
 
 
 def _attrs(**attrs: Any) -> str:
-    return "".join(f' {key.rstrip("_").replace("_", "-")}="{escape(str(value), quote=True)}"'
+    return "".join(f' {key.rstrip("_").replace("_", "-")}="{_text(value)}"'
                    for key, value in attrs.items() if value is not None)
 
 
@@ -184,7 +196,7 @@ class Panel:
         box = _attrs(x=_num(self.left), y=_num(self.top), width=_num(self.width), height=_num(self.height))
         if self.note is not None:
             out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top + self.height / 2))}'
-                       f' text-anchor="middle" dominant-baseline="middle" font-size="13">{escape(self.note)}</text>')
+                       f' text-anchor="middle" dominant-baseline="middle" font-size="13">{_text(self.note)}</text>')
             return out
         x0, x1 = self._range(self._xs, self.x_margin, self.x_from_zero)
         y0, y1 = self.y_range or self._range(self._ys, self.y_margin)
@@ -214,22 +226,22 @@ class Panel:
         for t in xticks:
             out.append(f'<line{_attrs(x1=_num(sx(t)), x2=_num(sx(t)), y1=_num(bottom), y2=_num(bottom + 4))}'
                        f' stroke="{AXIS}"/><text{_attrs(x=_num(sx(t)), y=_num(bottom + 16))}'
-                       f' text-anchor="middle" font-size="11">{escape(tick_label(t, xticks))}</text>')
+                       f' text-anchor="middle" font-size="11">{_text(tick_label(t, xticks))}</text>')
         for value, label in self.y_labels or [(t, tick_label(t, yticks)) for t in yticks]:
             y = sy(value)
             out.append(f'<line{_attrs(x1=_num(self.left - 4), x2=_num(self.left), y1=_num(y), y2=_num(y))}'
                        f' stroke="{AXIS}"/><text{_attrs(x=_num(self.left - 7), y=_num(y))} text-anchor="end"'
-                       f' dominant-baseline="middle" font-size="11">{escape(label)}</text>')
+                       f' dominant-baseline="middle" font-size="11">{_text(label)}</text>')
         if self.title:
             out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top - 8))}'
-                       f' text-anchor="middle" font-size="13">{escape(self.title)}</text>')
+                       f' text-anchor="middle" font-size="13">{_text(self.title)}</text>')
         if self.xlabel:
             out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(bottom + 34))}'
-                       f' text-anchor="middle" font-size="12">{escape(self.xlabel)}</text>')
+                       f' text-anchor="middle" font-size="12">{_text(self.xlabel)}</text>')
         if self.ylabel:
             x, y = self.left - 46, self.top + self.height / 2
             out.append(f'<text{_attrs(x=_num(x), y=_num(y), transform=f"rotate(-90 {_num(x)} {_num(y)})")}'
-                       f' text-anchor="middle" font-size="12">{escape(self.ylabel)}</text>')
+                       f' text-anchor="middle" font-size="12">{_text(self.ylabel)}</text>')
         out += self._legend()
         return out
 
@@ -267,7 +279,7 @@ class Panel:
         if not (math.isfinite(m["x"]) and math.isfinite(m["y"])):  # text
             return []
         return [f'<text{_attrs(x=_num(sx(m["x"]) + m["dx"]), y=_num(sy(m["y"])), fill=m["color"])}'
-                f' dominant-baseline="middle" font-size="{_num(m["size"])}">{escape(m["text"])}</text>']
+                f' dominant-baseline="middle" font-size="{_num(m["size"])}">{_text(m["text"])}</text>']
 
     def _legend(self) -> list[str]:
         if not self.legend:
@@ -298,7 +310,7 @@ class Panel:
             sample = (f'<line{_attrs(x1=_num(x), x2=_num(x + 18), y1=_num(cy), y2=_num(cy), stroke=color)}'
                       f'{_attrs(stroke_width=1.8, stroke_dasharray=_dash(dash, 1.2))}/>')
         return [sample, f'<text{_attrs(x=_num(x + 24), y=_num(cy))} dominant-baseline="middle"'
-                        f' font-size="{size}">{escape(label)}</text>']
+                        f' font-size="{size}">{_text(label)}</text>']
 
 
 @dataclass

@@ -635,6 +635,22 @@ _STATUS_PHRASES = {
 }
 
 
+def latest_outcomes(rows: Iterable[tuple[str, Any, float | None, str]], arms: Sequence[str],
+                    planned: Sequence[int]) -> dict[str, list[Outcome]]:
+    """arm -> the Outcomes the decision takes, from confirmation trials as (arm, seed, final value, status) in
+    the order they were logged: the last of an (arm, seed) (a re-run after a resume supersedes), planned seeds
+    of the given arms only. The one rule of the run's decision and of the report's confirmation table."""
+    latest: dict[tuple[str, int], Outcome] = {}
+    wanted, seeds = set(arms), set(planned)
+    for arm, seed, value, status in rows:
+        if arm in wanted and seed in seeds:
+            latest[(arm, seed)] = Outcome(seed, value, status)
+    out: dict[str, list[Outcome]] = {arm: [] for arm in arms}
+    for (arm, _), outcome in latest.items():
+        out[arm].append(outcome)
+    return out
+
+
 def collect(outcomes, planned: list[int], diverged_value):
     """seed -> value for the planned seeds, and why the arm is incomplete (or None)."""
     ordered, problem, _ = _collect(outcomes, planned, diverged_value)

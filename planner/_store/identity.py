@@ -89,12 +89,12 @@ def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
     itself left out: its sha256 is `trainable_source_sha256`): path under `root` (else absolute) -> sha256.
     A resumed run refuses when one of them changed, and a reeval names it (`code.local_sources.<path>`)."""
     out = {}
-    start = entry.resolve()
-    for path in files:
+    start, top = entry.resolve(), root.resolve()
+    for path in {path.resolve() for path in files}:  # one name for a file, whichever link it was reached by
         if path == start:
             continue
         try:
-            name = path.relative_to(root.resolve()).as_posix()
+            name = path.relative_to(top).as_posix()
         except ValueError:
             name = str(path)
         out[name] = file_sha256(path)
@@ -300,13 +300,15 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     return added
 
 
-def trainable_imports(contract, contract_dir: Path, search_path: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(`trainable_packages`, `local_sources` of the trainable's file), from one walk of its imports."""
+def trainable_imports(contract, contract_dir: Path, search_path: list[str]
+                      ) -> tuple[list[str], dict[str, str], list[Path]]:
+    """(`trainable_packages`, `local_sources` of the trainable's file, the local files read), from one walk of
+    its imports."""
     entry, root = _trainable_entry(contract, contract_dir, search_path)
     if entry is None or root is None:
-        return [], {}
+        return [], {}, []
     names, files = _import_walk(entry, root)
-    return used_packages(names), local_sources(entry, root, files)
+    return used_packages(names), local_sources(entry, root, files), files
 
 
 def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
@@ -504,7 +506,10 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
     code = code_identity(contract.trainable, search_path) if contract.trainable else \
         command_code_identity(contract.command_line, contract.command_dir(contract_dir))
-    used, code["local_sources"] = trainable_imports(contract, contract_dir, search_path)
+    used, code["local_sources"], files = trainable_imports(contract, contract_dir, search_path)
+    if code.get("repo") and code.get("dirty") is False and files and _git(
+            ["ls-files", "--error-unmatch", "--", *map(str, files)], Path(code["repo"])) is None:
+        code["dirty"] = True  # a local module it imports is not tracked: no commit holds the code that ran
     return {
         "contract_sha256": contract.sha256(),
         "code": code,

@@ -199,6 +199,7 @@ class _Run:
         self.config_check = ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
         self.forwarded = 0
         self.last_step: int | None = None  # the last step forwarded to the trial
+        self.names: set[str] = set()  # every metric name forwarded
         self.lingered: str | None = None  # the script reported its whole budget, then ran past its time limit
         # and was stopped: the note that says so
         self.started = time.monotonic()
@@ -232,6 +233,7 @@ class _Run:
             self.trial.report(step, **metrics)
             self.forwarded += 1
             self.last_step = step
+            self.names.update(metrics)
 
     def fail_fast_on_a_misnamed_metric(self) -> None:
         """Before any report: a log holding the metric only under another name (`eval_accuracy` for
@@ -262,7 +264,7 @@ class _Run:
             now = time.monotonic()
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
-                if self.last_step is not None and self.last_step >= self.trial.budget:
+                if self._decided_by_now():
                     # its training and evaluation are on the record: what kept the process alive is no result
                     self.lingered = (f"the script reported every step of its budget ({self.last_step}), then did "
                                      f"not exit within its time limit of {limits.timeout_s:g} s (a thread or child "
@@ -279,6 +281,15 @@ class _Run:
                     self._stop_at_limit(processes)
                     raise self.failure(CommandMemoryError, f"command used {used / 2**20:.0f} MiB, over its limit "
                                                            f"of {limits.max_memory_bytes / 2**20:.0f} MiB, and was stopped")
+
+    def _decided_by_now(self) -> bool:
+        """The script reported every step of its budget and the metric the decision reads (outside tuning the
+        held-out one, which a script often evaluates after its last step): nothing it could still do counts."""
+        trial = self.trial
+        heldout = getattr(trial, "heldout", None)
+        needed = heldout if heldout and getattr(trial, "phase", None) != "tune" else getattr(trial, "metric", None)
+        return (self.last_step is not None and self.last_step >= trial.budget
+                and (needed is None or needed in self.names))
 
     def _stop_at_limit(self, processes: CommandProcesses) -> None:
         processes.stop(self.limits.kill_grace_s)

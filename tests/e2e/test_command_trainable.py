@@ -620,3 +620,10 @@ def test_a_script_that_reported_its_whole_budget_and_did_not_exit_keeps_its_repo
         time.sleep(600)
     """, tid="short"), extra={**spec.extra, "command": {**command}}))
     assert short["status"] == "timeout" and "its last report was step 1 of 3" in short["errors"][-1]["message"]
+    # every step reported, but not the held-out metric its test evaluation would add: that is what ran too long
+    untested = run_trial(dataclasses.replace(_command_spec(tmp_path, """
+        for step in (1, 2, 3):
+            planner.report(step, val_acc=0.5)
+        time.sleep(600)  # the test evaluation, too slow
+    """, tid="untested"), extra={**spec.extra, "command": {**command}}))
+    assert untested["status"] == "timeout", untested["errors"]

@@ -43,17 +43,44 @@ def test_code_identity_is_the_trainables_repository_not_the_cwd(tmp_path, monkey
 def test_a_script_git_does_not_track_makes_its_repository_dirty(tmp_path):
     """A new script beside a clean commit: `git status --untracked-files=no` is empty, so the run said
     `dirty: false` for code that no commit holds."""
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "README").write_text("x\n")
-    git(app, "init", "-q")
-    git(app, "add", ".")
-    git(app, "commit", "-qm", "x")
+    app = _committed(tmp_path / "app", {"README": "x\n"})
     (app / "train.py").write_text("print(1)\n")
     assert command_code_identity("python train.py", app)["dirty"] is True
-    git(app, "add", "train.py")
-    git(app, "commit", "-qm", "y")
+    _committed(app, {"train.py": "print(1)\n"})
     assert command_code_identity("python train.py", app)["dirty"] is False
+
+
+def _committed(app, files: dict[str, str]):
+    """`app` a git repository (made if new) with `files` written and committed; `app`."""
+    if not (app / ".git").exists():
+        app.mkdir(exist_ok=True)
+        git(app, "init", "-q")
+    for name, text in files.items():
+        (app / name).write_text(text)
+    git(app, "add", *files)
+    git(app, "commit", "-qm", "x")
+    return app
+
+
+def test_an_untracked_local_module_makes_the_repository_dirty_and_is_named_once(tmp_path):
+    """train.py tracked, the helper.py it imports not: the run said dirty: false. Reached through a link to
+    the project, the helper keeps its own name (a resume through another path is not a changed module)."""
+    from planner._contract.model import Contract
+    from planner._store.identity import run_identity
+
+    app = _committed(tmp_path / "app", {"train.py": "from helper import GAIN\nprint(GAIN)\n"})
+    (app / "helper.py").write_text("GAIN = 1\n")
+    contract = Contract.model_validate({
+        "version": 1, "name": "lit", "hypothesis": "h", "command": "python train.py", "config": {"values": {"x": 1}},
+        "factor": {"name": "x", "keys": ["x"]}, "baseline": {"name": "a", "overrides": ["x=1"]},
+        "arms": [{"name": "b", "overrides": ["x=2"]}], "metric": {"name": "acc", "mode": "max"},
+        "acceptance": {"min_effect": 0.01}, "seeds": [0, 1], "budget": {"exposure": 2}})
+    code = run_identity(contract, app, [])["code"]
+    assert code["dirty"] is True and list(code["local_sources"]) == ["helper.py"]
+    _committed(app, {"helper.py": "GAIN = 1\n"})
+    assert run_identity(contract, app, [])["code"]["dirty"] is False
+    (tmp_path / "link").symlink_to(app)
+    assert list(run_identity(contract, tmp_path / "link", [])["code"]["local_sources"]) == ["helper.py"]
 
 
 def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):

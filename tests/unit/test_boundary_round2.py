@@ -504,6 +504,12 @@ def test_plots_of_non_finite_and_huge_values_are_valid_svg():
         assert not any(re.search(rb"nan|inf", value, re.I) for value in numbers), svg[:400]
     polylines = re.findall(rb"<polyline", curves_svg(curves, ["a"], "m", "step"))
     assert len(polylines) == 2  # the median line broken at its NaN and its infinity: steps 1, then 3
+    # a damaged file's control character or lone surrogate in a name, a span of subnormal floats: still an image
+    odd = [{"arm": "a\x01b\ud800", "decision": "acc\x02ept", "effect": 0.1, "ci_low": 0.0, "ci_high": 0.2}]
+    assert "a\ufffdb\ufffd" in ElementTree.fromstring(forest_svg(odd, 0.01, "m\x03")).itertext()
+    tiny = pd.DataFrame({"phase": ["confirm"] * 2, "arm": ["a"] * 2, "step": [1, 2], "median": [0.0, 3e-323],
+                         "min": [0.0, 0.0], "max": [0.0, 3e-323]})
+    ElementTree.fromstring(curves_svg(tiny, ["a"], "m", "step"))
 
 
 # ----------------------------------------------------------------------------- 7. check what a file claims

@@ -145,6 +145,15 @@ def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path)
     others = [row["values"][ARMS[1]]["value"] for row in table["rows"] if row["seed"] != 1]
     assert table["mean"][ARMS[1]] == pytest.approx(sum(others) / 3)  # the diverged seed counts, at 0.0
     assert "| 1 | " in render(load_run(run), "md") and "0 (diverged)" in render(load_run(run), "md")
+    # a confirmation trial run again after a resume (a second record of the seed): the later one is taken, as
+    # the decision takes it; the table said "seed 1 has two outcomes" and the report ended in a traceback
+    again = {**target, "trial_id": target["trial_id"] + "-again", "status": "completed"}
+    again["reports"] = [dict(r, metrics=dict(r["metrics"])) for r in target["reports"]]
+    again["reports"][-1]["metrics"][metric] = 0.5
+    (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*records, again]))
+    table = per_seed(load_run(run))
+    assert table["mean"][ARMS[1]] == pytest.approx((sum(others) + 0.5) / 3)
+    assert next(row["values"][ARMS[1]] for row in table["rows"] if row["seed"] == 1)["value"] == 0.5
 
 
 def test_a_running_run_reports_what_it_has(tmp_path):

@@ -111,3 +111,25 @@ def test_a_saturated_metric_is_not_read_as_values_or_seeds_that_did_not_vary():
     for r in moving:
         r["params"] = {}
     assert seeds_identical(moving) == {"treat": 3}
+
+
+def test_one_report_is_no_flat_curve_and_one_flat_trial_does_not_hide_a_sweep_that_varied():
+    """A script that reports once at its end: the same value on every seed or param set is the seed (or the
+    values) ignored, as before the flat-curve exception; and a sweep whose curves differ, one of them flat
+    (an lr stuck at chance), still shows that the values reach the run."""
+    from planner._core.records import seeds_identical
+
+    def once(config, trial):
+        trial.report(trial.budget, val_acc=0.7)
+
+    assert tuned_values_identical(tuning_records(once), "val_acc") == {"treat": 4}
+    confirm = [{**r, "phase": "confirm", "seed": seed, "params": {}} for seed, r in enumerate(tuning_records(once)[:3])]
+    assert seeds_identical(confirm) == {"treat": 3}
+
+    def stuck_at_chance(config, trial):
+        for step in range(1, trial.budget + 1):
+            trial.report(step, val_acc=0.1 if config["recipe"]["lr"] > 0.05 else 0.2 + 0.1 * step)
+
+    varied = tuning_records(stuck_at_chance)
+    same = tuning_records(synthetic.ignores_lr, seed=200)
+    assert tuned_values_identical(varied + same, "val_acc") == {}
