@@ -24,9 +24,10 @@ from planner._contract.command_help import (
     unfit_for_flags,
 )
 from planner._contract.command_source import (
-    options_in_source,
+    options_in_tree,
     script_file,
     script_options,
+    script_tree,
     top_level_imports,
 )
 from planner._contract.compose import ComposedArms
@@ -41,8 +42,9 @@ difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with
 
 
 def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
-    """P532: the command's program is neither on the PATH nor a file in the folder it runs in, or the script
-    it runs (`python train.py`) is not there: every trial would fail at its start."""
+    """P532: the command's program is not on the PATH (a name without a slash) or not a file (a path), or the
+    script it runs (`python train.py`) is not there: every trial would fail at its start. P944: that script
+    reads argparse flags and the contract does not say `args: argparse`."""
     if contract.command is None:
         return []
     report = _Report(loaded)
@@ -87,11 +89,8 @@ def _argparse_not_said(contract, path: Path, shown: str) -> bool:
     spec = contract.command
     if not isinstance(spec, str) and spec.args == "argparse":
         return False
-    found, _ = options_in_source(path, shown)
-    if found is None:
-        return False
-    imported = top_level_imports(path)
-    return imported is not None and "hydra" not in imported
+    tree, _ = script_tree(path, shown)  # read and parsed once, for its options and its imports
+    return tree is not None and options_in_tree(tree, shown)[0] is not None and "hydra" not in top_level_imports(tree)
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:

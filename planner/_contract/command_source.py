@@ -79,6 +79,12 @@ def script_file(argv: Sequence[str]) -> str | None:
 
 def options_in_source(path: Path, shown: str) -> tuple[ScriptHelp | None, str]:
     """(the options the `add_argument` calls in the file at `path` add, "") or (None, why not); see the module."""
+    tree, why = script_tree(path, shown)
+    return (None, why) if tree is None else options_in_tree(tree, shown)
+
+
+def script_tree(path: Path, shown: str) -> tuple[ast.Module | None, str]:
+    """(the syntax tree of the script at `path`, "") or (None, why it cannot be read)."""
     from planner._contract.compose import read_config_file
 
     try:
@@ -88,27 +94,22 @@ def options_in_source(path: Path, shown: str) -> tuple[ScriptHelp | None, str]:
     if text is None:
         return None, f"it is not a regular file of at most {MAX_SCRIPT_BYTES >> 20} MiB"
     try:
-        tree = ast.parse(text, filename=shown)
+        return ast.parse(text, filename=shown), ""
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None, "it does not parse as Python"
+
+
+def options_in_tree(tree: ast.Module, shown: str) -> tuple[ScriptHelp | None, str]:
+    """`options_in_source` of a script already parsed (`script_tree`)."""
     options, why = _options(tree)
     if options is None:
         return None, why
     return ScriptHelp(options, read_from=f"the add_argument calls in {shown}"), ""
 
 
-def top_level_imports(path: Path) -> set[str] | None:
-    """The top-level names the file at `path` imports anywhere in it (`import os, hydra` -> os, hydra;
-    `from hydra import main` -> hydra; relative imports left out), by its syntax tree; None when unreadable."""
-    from planner._contract.compose import read_config_file
-
-    try:
-        text = read_config_file(path, max_bytes=MAX_SCRIPT_BYTES)
-        tree = ast.parse(text, filename=str(path)) if text is not None else None
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    if tree is None:
-        return None
+def top_level_imports(tree: ast.Module) -> set[str]:
+    """The top-level names a parsed script imports anywhere in it (`import os, hydra` -> os, hydra;
+    `from hydra import main` -> hydra; relative imports left out)."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

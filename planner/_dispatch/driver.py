@@ -572,10 +572,10 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
     contract, contract_dir, configs, plan, raw_configs, script_options = load_and_validate(contract_path, lineage)
     _check_tracking(contract)
     remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
-    store = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
+    store, code = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
     with RunSession(store) as session:
         if resume is not None:
-            previous_wall = _resume_folder(store, session.took_over, contract, contract_dir, configs)
+            previous_wall = _resume_folder(store, session.took_over, contract, configs, code)
         else:
             _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
             previous_wall = 0.0
@@ -606,23 +606,24 @@ def _check_tracking(contract) -> None:
         check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
 
 
-def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path) -> RunStore:
+def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path
+                ) -> tuple[RunStore, dict[str, Any] | None]:
     """The run folder: a new one, or the one --resume names (refused when today's configs compose differently
-    or the trainable's source changed)."""
+    or the trainable's source changed), and on --resume today's code identity, which it was checked against."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is None:
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
-        return store
+        return store, None
     store = RunStore.open(resolve_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
-    _check_trainable_unchanged(store.root, contract, contract_dir)
-    return store
+    return store, _check_trainable_unchanged(store.root, contract, contract_dir)
 
 
-def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> None:
-    """A resumed run runs the code it logged; refuse when the trainable's source changed since (a new run)."""
+def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> dict[str, Any]:
+    """A resumed run runs the code it logged; refuse when the trainable's source, or a local module it imports,
+    changed since (a new run). Today's code identity, as it was compared."""
     logged = (RunFolder(run_dir).identity() or {}).get("code", {})
     was = logged.get("trainable_source_sha256") if isinstance(logged, dict) else None
     now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
@@ -641,6 +642,7 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> N
             raise RunError(f"a local module the trainable imports changed since {shown_path(run_dir)} started "
                            f"({shown}): the trials before and after would have run different code as one recipe; "
                            "changed code is a new run, start it without --resume")
+    return now_code
 
 
 def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
@@ -653,16 +655,16 @@ def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path,
     lineage_record.run_started(store.root, contract, configs, lineage.resolved.source if lineage.resolved else None)
 
 
-def _resume_folder(store: RunStore, took_over: dict | None, contract, contract_dir: Path,
-                   configs: dict[str, dict]) -> float:
-    """Heal the (locked) run folder and log the resume; the wall time the run had used before."""
+def _resume_folder(store: RunStore, took_over: dict | None, contract, configs: dict[str, dict],
+                   now_code: dict[str, Any]) -> float:
+    """Heal the (locked) run folder and log the resume; the wall time the run had used before. `now_code`:
+    today's code identity, which `_check_trainable_unchanged` compared with the logged one."""
     refuse_in_place(store.root, REWRITTEN)  # a folder where a file is replaced: refused before anything runs
     cut = heal_files(store.root)
     state = read_state(store.root)
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
     logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
     logged_code = logged_code if isinstance(logged_code, dict) else {}
-    now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
     changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
     store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
                 trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)

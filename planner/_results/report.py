@@ -20,7 +20,7 @@ from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
-from planner._stats.decide import Outcome, collect, latest_outcomes
+from planner._stats.decide import collect, latest_outcomes
 from planner._store import facts
 from planner._store.claims import decision_findings
 
@@ -86,14 +86,9 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     for i in range(len(conf)):
         row = conf.iloc[i]
         value = float(row[column]) if column in conf.columns else math.nan
-        cell = {"value": _clean(value), "status": row["status"]}
+        cells[(row["seed"], row["arm"])] = {"value": _clean(value), "status": row["status"]}  # a seed's last
         if row["seed"] is not pd.NA and row["seed"] is not None:
-            seed = int(row["seed"])
-            logged.append((str(row["arm"]), seed, None if math.isnan(value) else value, str(row["status"])))
-            counted = collect([Outcome(*logged[-1][1:])], [seed], diverged_value)[0]
-            if seed in counted and counted[seed] != value:  # a diverged seed the decision counts at diverged_value
-                cell = {**cell, "value": counted[seed], "counted_as": "failures.diverged_value"}
-        cells[(row["seed"], row["arm"])] = cell  # the last of a seed, as the decision takes it
+            logged.append((str(row["arm"]), int(row["seed"]), None if math.isnan(value) else value, str(row["status"])))
     seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
     planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "confirm"]
     seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
@@ -106,8 +101,11 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     taken = latest_outcomes(logged, arms, planned_seeds)
     means = {}
     for arm in arms:
-        vals = list(collect(taken[arm], planned_seeds, diverged_value)[0].values())  # the values the decision takes
-        means[arm] = _clean(float(np.mean(vals))) if vals else None
+        counted = collect(taken[arm], planned_seeds, diverged_value)[0]  # the values the decision takes
+        for outcome in taken[arm]:
+            if outcome.seed in counted and counted[outcome.seed] != outcome.value:  # diverged, at diverged_value
+                cells[(outcome.seed, arm)].update(value=counted[outcome.seed], counted_as="failures.diverged_value")
+        means[arm] = _clean(float(np.mean(list(counted.values())))) if counted else None
     missing = "pending" if results.run_state == RunState.RUNNING else "missing"
     skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
     if "sequential" in results.decision_info:

@@ -20,7 +20,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -400,7 +400,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout.decode(errors="replace")
 
 
-def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
+def code_identity(trainable: str, search_path: list[str], local_files: Sequence[Path] = ()) -> dict[str, Any]:
     """Git facts of the repository holding the trainable's module, and the module source's sha256."""
     module_name = trainable.partition(":")[0]
     source = _module_file(module_name, search_path)
@@ -410,11 +410,12 @@ def code_identity(trainable: str, search_path: list[str]) -> dict[str, Any]:
     if source is None:
         return info
     info["trainable_source_sha256"] = file_sha256(source)
-    info.update(_git_facts(source.parent, source))
+    info.update(_git_facts(source.parent, [source, *local_files]))
     return info
 
 
-def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, Any]:
+def command_code_identity(command_line: str, contract_dir: Path, local_files: Sequence[Path] = ()
+                          ) -> dict[str, Any]:
     """The code identity of a `command:` trainable: its command line, and the script it names.
 
     `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's folder, or
@@ -431,7 +432,7 @@ def command_code_identity(command_line: str, contract_dir: Path) -> dict[str, An
         return info
     info["trainable_file"] = str(script)
     info["trainable_source_sha256"] = file_sha256(script)
-    info.update(_git_facts(script.parent, script))
+    info.update(_git_facts(script.parent, [script, *local_files]))
     return info
 
 
@@ -450,10 +451,10 @@ def command_script(command_line: str, contract_dir: Path) -> Path | None:
     return None
 
 
-def _git_facts(folder: Path, source: Path | None = None) -> dict[str, Any]:
-    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`. The
-    trainable's file `source` not tracked by git makes it dirty too: the commit does not hold the code that ran
-    (`git status --untracked-files=no` says nothing of it)."""
+def _git_facts(folder: Path, sources: Sequence[Path] = ()) -> dict[str, Any]:
+    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`. One of
+    `sources` (the trainable's file, the local modules it imports) not tracked by git makes it dirty too: the
+    commit does not hold the code that ran (`git status --untracked-files=no` says nothing of them)."""
     top = _git(["rev-parse", "--show-toplevel"], folder)
     if top is None:
         return {}
@@ -463,8 +464,9 @@ def _git_facts(folder: Path, source: Path | None = None) -> dict[str, Any]:
     info["commit"] = commit.strip() if commit else None
     status = _git(["status", "--porcelain", "--untracked-files=no"], repo)
     info["dirty"] = bool(status.strip()) if status is not None else None
-    if source is not None and info["dirty"] is False and _git(["ls-files", "--error-unmatch", str(source)], repo) is None:
-        info["dirty"] = True  # not tracked (or git could not say): not what the commit holds
+    if sources and info["dirty"] is False and _git(["ls-files", "--error-unmatch", "--", *map(str, sources)],
+                                                   repo) is None:
+        info["dirty"] = True  # one not tracked (or git could not say): not what the commit holds
     diff = _git(["diff", "HEAD"], repo)
     if diff is not None:
         info["diff_sha256"] = hashlib.sha256(diff.encode()).hexdigest()
@@ -504,12 +506,10 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
-    code = code_identity(contract.trainable, search_path) if contract.trainable else \
-        command_code_identity(contract.command_line, contract.command_dir(contract_dir))
-    used, code["local_sources"], files = trainable_imports(contract, contract_dir, search_path)
-    if code.get("repo") and code.get("dirty") is False and files and _git(
-            ["ls-files", "--error-unmatch", "--", *map(str, files)], Path(code["repo"])) is None:
-        code["dirty"] = True  # a local module it imports is not tracked: no commit holds the code that ran
+    used, local, files = trainable_imports(contract, contract_dir, search_path)
+    code = code_identity(contract.trainable, search_path, files) if contract.trainable else \
+        command_code_identity(contract.command_line, contract.command_dir(contract_dir), files)
+    code["local_sources"] = local
     return {
         "contract_sha256": contract.sha256(),
         "code": code,
