@@ -156,7 +156,10 @@ _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "NaN": math.
 def _number(v: Any) -> float:
     """A metric value as a float: non-finite values stored as "nan", "inf", "-inf" read back; else NaN."""
     if isinstance(v, int | float) and not isinstance(v, bool):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int past a double's range (a planted time_s): an infinity, as numpy gives
+            return math.inf if v > 0 else -math.inf
     return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
 
 
@@ -242,7 +245,10 @@ class _Collector:
         self.n_reports.append(len(columns.steps))
         for name, last in zip(columns.names, columns.last, strict=True):
             self._final(name, i, last)
-        if self.want and columns.values:  # the reader carried only the metrics asked for
+        if self.want and columns.values and columns.typed:  # the C reader's: typed and converted already
+            for name, vals in columns.values.items():
+                self._extend_typed(name, vals, columns.steps, columns.times, i)
+        elif self.want and columns.values:  # the reader carried only the metrics asked for
             # shared by the metrics; the check found the steps whole numbers up to 2**53 (and whether every
             # value is a number): numpy converts them as they are
             steps, times = np.array(columns.steps, dtype=np.int64), _float_array(columns.times)
@@ -303,6 +309,15 @@ class _Collector:
         self.values.frombytes((vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"))
         self.times.frombytes((times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"))
         self.steps.frombytes((steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"))
+        self.run_trial.append(i)
+        self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
+        self.run_length.append(len(vals))
+
+    def _extend_typed(self, name: str, vals: memoryview, steps: memoryview, times: memoryview, i: int) -> None:
+        """`_extend` for columns already typed (int64 steps, float64 times and values): appended as bytes."""
+        self.values.frombytes(vals.obj)  # the bytes the C reader filled
+        self.times.frombytes(times.obj)
+        self.steps.frombytes(steps.obj)
         self.run_trial.append(i)
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
         self.run_length.append(len(vals))

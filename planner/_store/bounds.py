@@ -16,6 +16,11 @@ from planner._core.errors import RunError
 
 MAX_DEPTH = 64  # levels of lists and mappings in one JSON value (a trial record uses about 6)
 INT_LIMIT = 2**63  # integers of a run folder are 64-bit: counts, steps, seeds, pids
+try:  # the depth rule in C (setup.py builds it; optional)
+    from planner._store._columns import fits as _fits_c
+    from planner._store._columns import long_digits as _long_digits_c
+except ImportError:  # pragma: no cover - depends on the build
+    _fits_c = _long_digits_c = None
 _DIGITS_AS_NINES = bytes(b"9"[0] if 48 <= b <= 57 else 32 for b in range(256))  # every digit a 9, all else a space
 _NINETEEN = b"9" * 19
 
@@ -61,8 +66,17 @@ def check_value(value: Any, where: str) -> None:
 
 
 def long_digits(data: bytes) -> bool:
-    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits)."""
-    return _NINETEEN in data.translate(_DIGITS_AS_NINES)  # two C passes; a regex search is 20x slower here
+    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits).
+
+    One pass in C where planner/_store/_columns.c was built, else two (a regex search is 20x slower here)."""
+    if _long_digits_c is not None:
+        return _long_digits_c(data)
+    return _long_digits(data)
+
+
+def _long_digits(data: bytes) -> bool:
+    """`long_digits` in Python (the twin of the C one)."""
+    return _NINETEEN in data.translate(_DIGITS_AS_NINES)
 
 
 def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> bool:
@@ -74,14 +88,16 @@ def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> b
     if long_digits(data) if digits is None else digits:
         return False
     if type(value) is dict and "reports" in value:  # a trial record: its reports hold most of its brackets
-        return _fits(value, 0, skip=SCHEMA_CHECKED)
+        fits = None if _fits_c is None else _fits_c(value, True)  # None: a value the Python twin must judge
+        return _fits(value, 0, skip=SCHEMA_CHECKED) if fits is None else fits
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
 
 
 def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
     """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels down; its keys
     in `skip` left out) lies MAX_DEPTH levels down: `check_value`'s depth rule, in a recursion that stops
-    there (JSON values: exact types)."""
+    there (JSON values: exact types). Its twin in C (planner/_store/_columns.c, `fits`) judges trial records
+    where it was built (tests/unit/test_columns.py holds the two to the same answer)."""
     kind = type(node)
     if kind is dict:
         children = node.values() if not skip else [v for k, v in node.items() if k not in skip]

@@ -143,7 +143,7 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
             if len(line) > LINE_CAP:
                 raise RunError(f"line {number} of {path} is longer than {LINE_CAP >> 20} MiB: it is not a record a "
                                "run wrote")
-            if not line.strip():
+            if line.isspace():  # no copy of the line, as strip() makes
                 continue
             if bad is not None:
                 recovered = _recover(bad[1], f"line {bad[0]} of {path}")

@@ -15,7 +15,7 @@ record's `trial_id` and `status`; an event's `event`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain
@@ -25,6 +25,12 @@ from planner._core.errors import RunError
 from planner._core.records import NON_FINITE
 
 BIG = 2**53  # integers past this are no count, step or pid a run wrote (and overflow float)
+
+try:  # the reports' columns in C (setup.py builds it; optional): the Python twin below where it was not built
+    from planner._store._columns import take as _take
+    from planner._store._columns import trial_ok as _trial_ok
+except ImportError:  # pragma: no cover - depends on the build
+    _take = _trial_ok = None
 
 
 class _Bad(Exception):
@@ -105,17 +111,37 @@ class ReportColumns:
     `check_trial` returns None for any other reports, after checking them one by one.
     """
 
-    steps: list
-    times: list
+    steps: Sequence  # a list, or (`typed`) an int64 memoryview
+    times: Sequence  # a list, or (`typed`) a float64 memoryview: non-numbers as NaN, "inf" as an infinity
     names: list[str]
     last: list
-    values: dict[str, list]
+    values: dict[str, Sequence]  # lists, or (`typed`) float64 memoryviews: None and "nan" as NaN, "inf" as inf
     numeric: bool = False  # every metric value is a number (no None, no "nan"): a reader converts them as they are
+    typed: bool = False  # the columns are typed memoryviews already converted (the C reader's)
 
 
 def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
     """Check a trial record; its reports as columns when they are regular (else None), with the values of
     `metrics` only (all by default)."""
+    fields_ok = _trial_ok is not None and _trial_ok(r)  # every field but the reports, in C where it was built
+    if not fields_ok:
+        _trial_fields(r)
+    reports = _list(r.get("reports"), "reports")
+    columns = _report_columns(reports, metrics)
+    if columns is None and not _plain_reports(reports):  # the fast checks failed: the slow one names the field
+        for i, report in enumerate(reports):
+            if not isinstance(report, dict):
+                raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
+            _num(report.get("step"), f"reports[{i}].step")
+            for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
+                _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
+    if not fields_ok:
+        _trial_lists(r)
+    return columns
+
+
+def _trial_fields(r: dict) -> None:
+    """The scalar fields of a trial record (the first part of `_trial`; its twin in C: `trial_ok`)."""
     _required(r, ("trial_id", "status"))
     for name in ("trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256"):
         _str(r.get(name), name)
@@ -127,15 +153,10 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
     _num(r.get("duration_s"), "duration_s")
     _dict(r.get("params"), "params")
     _dict(r.get("config"), "config")
-    reports = _list(r.get("reports"), "reports")
-    columns = _report_columns(reports, metrics)
-    if columns is None and not _plain_reports(reports):  # the fast checks failed: the slow one names the field
-        for i, report in enumerate(reports):
-            if not isinstance(report, dict):
-                raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
-            _num(report.get("step"), f"reports[{i}].step")
-            for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
-                _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
+
+
+def _trial_lists(r: dict) -> None:
+    """A trial record's errors, violations and splits (the last part of `_trial`; its twin in C: `trial_ok`)."""
     for i, error in enumerate(_list(r.get("errors"), "errors")):
         if not isinstance(error, dict):
             raise _Bad(f"errors[{i}]", "a mapping {type, message, traceback}", error)
@@ -148,7 +169,6 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
             _str(violation.get("kind"), f"violations[{i}].kind")
             _num(violation.get("step"), f"violations[{i}].step")
     _splits(r.get("splits"))
-    return columns
 
 
 def _splits(value: Any) -> None:
@@ -176,6 +196,23 @@ _NUMBER_KINDS = frozenset({float, int})
 
 def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
     """The reports as checked columns when they are regular, else None (the per-report checks then decide).
+
+    In one pass in C where planner/_store/_columns.c was built (its columns are then typed memoryviews:
+    int64 steps, float64 times and values, numpy takes them without a copy); else by `_python_columns`, to
+    the same answer (tests/unit/test_columns.py holds the two to it).
+    """
+    if _take is None or type(reports) is not list:
+        return _python_columns(reports, metrics)
+    taken = _take(reports, metrics)
+    if taken is None:
+        return None
+    names, steps, times, last, values, numeric = taken
+    return ReportColumns(memoryview(steps).cast("q"), memoryview(times).cast("d"), names, last,
+                         {n: memoryview(v).cast("d") for n, v in values.items()}, numeric=numeric, typed=True)
+
+
+def _python_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+    """`_report_columns` in Python: the reports as checked columns (lists) when they are regular, else None.
 
     Columns are checked by the set of their element types (a pass in C): steps must all be whole numbers
     up to 2**53, metric values numbers up to 2**53, None or "nan"/"inf"/"-inf" -- what `_plain_reports`

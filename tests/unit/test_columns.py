@@ -51,14 +51,25 @@ REFUSED = {
 }
 
 
+def _floats(values):
+    """Each column as float64, whether the C reader's (typed already) or the Python twin's (the objects)."""
+    return {n: np.asarray(v, dtype=np.float64) if isinstance(v, memoryview) else tables._float_array(v)
+            for n, v in values.items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(np.array_equal(a[n], b[n], equal_nan=True) for n in a)
+
+
 @pytest.mark.parametrize("name", ACCEPTED)
 def test_reports_the_per_report_check_accepts_pass_with_or_without_columns(name):
     columns = schema.check_trial(_record(ACCEPTED[name]), "line 1")
     if name in ("regular", "int values", "non-finite as text", "a null value", "none"):
         assert columns is not None
         assert columns.names == sorted({n for p in ACCEPTED[name] for n in p["metrics"]})
-        assert columns.steps == [p["step"] for p in ACCEPTED[name]]
-        assert columns.values == {n: [p["metrics"][n] for p in ACCEPTED[name]] for n in columns.names}
+        assert list(columns.steps) == [p["step"] for p in ACCEPTED[name]]
+        assert _same(_floats(columns.values), {n: tables._float_array([p["metrics"][n] for p in ACCEPTED[name]])
+                                               for n in columns.names})
         assert columns.last == [ACCEPTED[name][-1]["metrics"][n] for n in columns.names]
         only = schema.check_trial(_record(ACCEPTED[name]), "line 1", frozenset(columns.names[:1]))
         assert list(only.values) == columns.names[:1] and only.last == columns.last
@@ -98,3 +109,156 @@ def test_load_run_builds_the_same_frames_from_columns_as_from_records(tmp_path, 
     kept = columnar.reports[columnar.reports["metric"].astype(str) == "val_acc"].reset_index(drop=True)
     assert np.array_equal(one.reports["value"].to_numpy(), kept["value"].to_numpy(), equal_nan=True)
     assert one.reports["trial_id"].astype(str).tolist() == kept["trial_id"].astype(str).tolist()
+
+
+# ---------------------------------------------------------------- the C reader and its Python twins
+#
+# planner/_store/_columns.c takes the common case of a trial record in C: its reports into typed columns
+# (`take`), the depth rule (`fits`), the record's other fields (`trial_ok`), the run of 19 digits
+# (`long_digits`). Each has a Python twin that decides wherever C is not built or does not know. The two
+# must give the same answer on every input: generated values, regular and not, check that here.
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from planner._store import bounds  # noqa: E402
+
+BUILT = schema._take is not None
+needs_c = pytest.mark.skipif(not BUILT, reason="planner/_store/_columns.c was not built here")
+
+NAMES = st.sampled_from(["acc", "loss", "val/acc", "é", "test_acc"])
+VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(2**64), max_value=2**64),
+    st.sampled_from([None, True, False, "nan", "inf", "-inf", "NaN", "Infinity", "high", BIG, BIG + 1, -BIG - 1]),
+    st.lists(st.floats(), max_size=1))
+STEPS = st.one_of(st.integers(min_value=-BIG - 2, max_value=BIG + 2), st.sampled_from([1.0, None, True, "1"]))
+TIMES = st.one_of(st.floats(allow_nan=True), st.integers(min_value=-(2**1100), max_value=2**1100),
+                  st.sampled_from([None, True, "nan", "inf", "-inf", "NaN", "Infinity", "-Infinity", "x"]))
+
+
+@st.composite
+def report_lists(draw):
+    """Mostly regular reports (one set of names), with now and then one thing changed."""
+    names = draw(st.lists(NAMES, unique=True, max_size=3))
+    reports = []
+    for _ in range(draw(st.integers(0, 5))):
+        metrics = {n: draw(st.one_of(st.floats(allow_nan=False, allow_infinity=False), VALUES)) for n in names}
+        report = {"step": draw(st.one_of(st.integers(0, 10**6), STEPS)), "metrics": metrics,
+                  "time_s": draw(st.one_of(st.floats(0, 1e6), TIMES))}
+        change = draw(st.integers(0, 12))
+        if change == 1:
+            report.pop(draw(st.sampled_from(["step", "metrics", "time_s"])))
+        elif change == 2:
+            metrics[draw(NAMES)] = 0.5
+        elif change == 3 and metrics:
+            metrics.pop(next(iter(metrics)))
+        elif change == 4:
+            report = draw(st.sampled_from(["step 1", 1, None, [1]]))
+        elif change == 5:
+            report["metrics"] = draw(st.sampled_from([[], None, "m"]))
+        reports.append(report)
+    return reports
+
+
+def _normal(columns, twin):
+    """A ReportColumns as plain values: the C reader's typed columns, the twin's converted as the collector does."""
+    if columns is None:
+        return None
+    if twin:
+        steps, times = list(columns.steps), tables._float_array(columns.times)
+    else:
+        steps, times = list(columns.steps), np.asarray(columns.times, dtype=np.float64)
+    return steps, times, columns.names, columns.last, _floats(columns.values), columns.numeric
+
+
+@needs_c
+@settings(max_examples=1500, deadline=None)
+@given(report_lists(), st.one_of(st.none(), st.frozensets(NAMES, max_size=2)))
+def test_the_c_columns_and_their_python_twin_agree_on_every_report_list(reports, wanted):
+    c, py = schema._report_columns(reports, wanted), schema._python_columns(reports, wanted)
+    assert (c is None) == (py is None), (reports, c, py)
+    if c is None:
+        return
+    assert c.typed and not py.typed
+    a, b = _normal(c, False), _normal(py, True)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1], equal_nan=True) and a[2] == b[2] and a[5] == b[5]
+    assert len(a[3]) == len(b[3]) and all(x is y or x == y for x, y in zip(a[3], b[3], strict=True))
+    assert _same(a[4], b[4])
+
+
+def test_the_c_reader_takes_the_reports_a_run_writes():
+    """Not only that the twins agree: on the shape every run writes, the C reader (where built) gives columns."""
+    columns = schema.check_trial(_record(REGULAR), "line 1")
+    assert columns is not None and columns.typed == BUILT
+    assert list(columns.steps) == [1, 2, 3] and list(columns.times) == [0.5, 1.0, 1.5]
+
+
+def _nested(depth, width=1, leaf=0):
+    value = leaf
+    for i in range(depth):
+        value = [value] * width if i % 2 else {"k": value, "n": i}
+    return value
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 70), st.integers(1, 2), st.sampled_from([0, [], {}, "x", 2**70]), st.booleans())
+def test_the_c_depth_rule_and_its_python_twin_agree(depth, width, leaf, with_reports):
+    from planner._store._columns import fits
+
+    width = width if depth <= 12 else 1  # shared branches: 2**depth paths for both to walk
+
+    value = {"config": _nested(depth, width, leaf), "reports": _nested(80) if with_reports else []}
+    skip = bounds.SCHEMA_CHECKED if with_reports else frozenset()
+    assert fits(value, with_reports) is bounds._fits(value, 0, skip=skip)
+    assert fits(_nested(depth, width, leaf), False) is bounds._fits(_nested(depth, width, leaf), 0)
+
+
+@needs_c
+def test_the_c_depth_rule_leaves_a_subclass_to_its_twin():
+    from planner._store._columns import fits
+
+    class Mapping(dict):
+        pass
+
+    assert fits({"a": Mapping(b=1)}, False) is None
+
+
+@needs_c
+@settings(max_examples=600, deadline=None)
+@given(st.binary(max_size=60), st.integers(0, 25), st.binary(max_size=10))
+def test_the_c_long_digits_and_its_python_twin_agree(head, run, tail):
+    data = head + b"7" * run + tail
+    from planner._store._columns import long_digits
+
+    assert long_digits(data) is bounds._long_digits(data)
+    assert long_digits(memoryview(data)) is bounds._long_digits(data)
+
+
+FIELD_VALUES = st.one_of(st.none(), st.text(max_size=3), st.integers(min_value=-BIG - 2, max_value=BIG + 2),
+                         st.floats(), st.booleans(), st.just([]), st.just({}), st.just([{"type": 1}]),
+                         st.just(["a string violation"]), st.just([{"kind": "x", "step": float("nan")}]),
+                         st.just({"train": {"presentations": -1}}), st.just({"train": None}),
+                         st.just({"train": {"groups": {"g": {"distinct": 1, "fingerprint": "f"}},
+                                            "overlap": {"test": {"k": 2}}}}),
+                         st.just({"train": {"overlap": {"test": {"k": -2}}}}))
+FIELDS = ["trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256", "seed", "index",
+          "attempts", "pid", "exposure", "duration_s", "params", "config", "errors", "violations", "splits"]
+
+
+@needs_c
+@settings(max_examples=1500, deadline=None)
+@given(st.dictionaries(st.sampled_from(FIELDS), FIELD_VALUES, max_size=6), st.booleans())
+def test_the_c_record_check_passes_only_what_its_python_twin_passes(changed, drop_id):
+    from planner._store._columns import trial_ok
+
+    record = {**_record(REGULAR), "attempts": 1, "errors": [], "violations": [], "exposure": 3, **changed}
+    if drop_id:
+        record.pop("trial_id")
+    try:
+        schema._trial_fields(record)
+        schema._trial_lists(record)
+        passes = True
+    except schema._Bad:
+        passes = False
+    assert trial_ok(record) == passes, record

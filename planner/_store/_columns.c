@@ -1,0 +1,527 @@
+/* A trial record's reports taken apart into typed columns, in one pass in C.
+ *
+ * The same rule as planner/_store/schema.py's `_report_columns` (its Python twin, used where this module
+ * was not built; tests/unit/test_columns.py holds the two to the same answer on generated reports):
+ *
+ *   take(reports, wanted) -> None when the reports are not regular, else
+ *       (names, steps, times, last, values, numeric)
+ *
+ * Regular: every report is a dict with "step", "time_s" and "metrics"; every "metrics" a dict with the same
+ * names; every step an int within +-2**53; every metric value a float, an int within +-2**53, None, or one
+ * of "nan", "inf", "-inf". `names` is sorted; `steps` the bytes of int64 values, `times` of float64 values
+ * (a number as it is; "nan", "inf", "-inf", "NaN", "Infinity", "-Infinity" as those; anything else NaN);
+ * `last` the last report's values (the objects themselves); `values` maps each name of `wanted` (every name
+ * when `wanted` is None) to the bytes of its float64 values (None and the non-finite texts as NaN and
+ * infinities); `numeric` says that every metric value is a float or an int.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <string.h>
+
+#define BIG 9007199254740992LL /* 2**53 */
+
+static PyObject *k_step, *k_time, *k_metrics, *zero;
+
+/* A text a record uses for a non-finite number: 1 and *out set when it is one (`wide`: the spellings of
+ * Python's json too), else 0. */
+static int non_finite(PyObject *s, int wide, double *out)
+{
+    Py_ssize_t n;
+    const char *text = PyUnicode_AsUTF8AndSize(s, &n);
+    if (text == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if ((n == 3 && memcmp(text, "nan", 3) == 0) || (wide && n == 3 && memcmp(text, "NaN", 3) == 0)) {
+        *out = Py_NAN;
+        return 1;
+    }
+    if ((n == 3 && memcmp(text, "inf", 3) == 0) || (wide && n == 8 && memcmp(text, "Infinity", 8) == 0)) {
+        *out = Py_HUGE_VAL;
+        return 1;
+    }
+    if ((n == 4 && memcmp(text, "-inf", 4) == 0) || (wide && n == 9 && memcmp(text, "-Infinity", 9) == 0)) {
+        *out = -Py_HUGE_VAL;
+        return 1;
+    }
+    return 0;
+}
+
+/* An int as a double: an int too large for a double is an infinity of its sign. */
+static double int_as_double(PyObject *v)
+{
+    double d = PyLong_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        d = PyObject_RichCompareBool(v, zero, Py_LT) == 1 ? -Py_HUGE_VAL : Py_HUGE_VAL;
+        PyErr_Clear();
+    }
+    return d;
+}
+
+/* A metric value: 0 (numeric), 1 (allowed, not a number), -1 (not regular). */
+static int metric_value(PyObject *v, double *out)
+{
+    if (PyFloat_CheckExact(v)) {
+        *out = PyFloat_AS_DOUBLE(v);
+        return 0;
+    }
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < -BIG || x > BIG) {
+            return -1;
+        }
+        *out = (double)x;
+        return 0;
+    }
+    if (v == Py_None) {
+        *out = Py_NAN;
+        return 1;
+    }
+    if (PyUnicode_CheckExact(v) && non_finite(v, 0, out)) {
+        return 1;
+    }
+    return -1;
+}
+
+static double time_value(PyObject *v)
+{
+    double d;
+    if (PyFloat_CheckExact(v)) {
+        return PyFloat_AS_DOUBLE(v);
+    }
+    if (PyLong_CheckExact(v)) {
+        return int_as_double(v);
+    }
+    if (PyUnicode_CheckExact(v) && non_finite(v, 1, &d)) {
+        return d;
+    }
+    return Py_NAN;
+}
+
+static PyObject *take(PyObject *self, PyObject *args)
+{
+    PyObject *reports, *wanted;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &reports, &wanted)) {
+        return NULL;
+    }
+    if (wanted != Py_None && !PyAnySet_Check(wanted)) {
+        PyErr_SetString(PyExc_TypeError, "wanted: a set of metric names or None");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(reports);
+    PyObject *names = NULL, *steps = NULL, *times = NULL, *last = NULL, *values = NULL, *result = NULL;
+    PyObject **columns = NULL; /* bytes of each wanted name's values, NULL for a name not wanted */
+    PyObject *first_metrics = NULL;
+    Py_ssize_t k = 0;
+    int numeric = 1;
+
+    if (n > 0) {
+        PyObject *first = PyList_GET_ITEM(reports, 0);
+        if (!PyDict_CheckExact(first)) {
+            Py_RETURN_NONE;
+        }
+        first_metrics = PyDict_GetItemWithError(first, k_metrics);
+        if (first_metrics == NULL) {
+            if (PyErr_Occurred()) {
+                return NULL;
+            }
+            Py_RETURN_NONE;
+        }
+        if (!PyDict_CheckExact(first_metrics)) {
+            Py_RETURN_NONE;
+        }
+        names = PyDict_Keys(first_metrics);
+    } else {
+        names = PyList_New(0);
+    }
+    if (names == NULL || PyList_Sort(names) < 0) {
+        goto error;
+    }
+    k = PyList_GET_SIZE(names);
+    steps = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(long long));
+    times = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+    columns = PyMem_Calloc(k ? k : 1, sizeof(PyObject *));
+    if (steps == NULL || times == NULL || columns == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int want = 1;
+        if (wanted != Py_None) {
+            want = PySet_Contains(wanted, PyList_GET_ITEM(names, j));
+            if (want < 0) {
+                goto error;
+            }
+        }
+        if (want) {
+            columns[j] = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+            if (columns[j] == NULL) {
+                goto error;
+            }
+        }
+    }
+    long long *step_out = (long long *)PyBytes_AS_STRING(steps);
+    double *time_out = (double *)PyBytes_AS_STRING(times);
+    PyObject *metrics = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *report = PyList_GET_ITEM(reports, i);
+        if (!PyDict_CheckExact(report)) {
+            goto irregular;
+        }
+        PyObject *step = PyDict_GetItemWithError(report, k_step);
+        PyObject *time = step == NULL ? NULL : PyDict_GetItemWithError(report, k_time);
+        metrics = time == NULL ? NULL : PyDict_GetItemWithError(report, k_metrics);
+        if (metrics == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            goto irregular;
+        }
+        if (!PyLong_CheckExact(step) || !PyDict_CheckExact(metrics) || PyDict_GET_SIZE(metrics) != k) {
+            goto irregular;
+        }
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(step, &overflow);
+        if (overflow || s < -BIG || s > BIG) {
+            goto irregular;
+        }
+        step_out[i] = s;
+        time_out[i] = time_value(time);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *value = PyDict_GetItemWithError(metrics, PyList_GET_ITEM(names, j));
+            double d;
+            if (value == NULL) {
+                if (PyErr_Occurred()) {
+                    goto error;
+                }
+                goto irregular; /* a name of the first report that this one lacks */
+            }
+            int kind = metric_value(value, &d);
+            if (kind < 0) {
+                goto irregular;
+            }
+            numeric &= kind == 0;
+            if (columns[j] != NULL) {
+                ((double *)PyBytes_AS_STRING(columns[j]))[i] = d;
+            }
+        }
+    }
+    last = PyList_New(k);
+    values = PyDict_New();
+    if (last == NULL || values == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *name = PyList_GET_ITEM(names, j);
+        PyObject *value = PyDict_GetItemWithError(metrics, name); /* the last report's metrics */
+        if (value == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError, "a metric of the last report went missing");
+            }
+            goto error;
+        }
+        Py_INCREF(value);
+        PyList_SET_ITEM(last, j, value);
+        if (columns[j] != NULL && PyDict_SetItem(values, name, columns[j]) < 0) {
+            goto error;
+        }
+    }
+    result = Py_BuildValue("(OOOOOO)", names, steps, times, last, values, numeric ? Py_True : Py_False);
+    goto done;
+irregular:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    if (columns != NULL) {
+        for (Py_ssize_t j = 0; j < k; j++) {
+            Py_XDECREF(columns[j]);
+        }
+        PyMem_Free(columns);
+    }
+    Py_XDECREF(names);
+    Py_XDECREF(steps);
+    Py_XDECREF(times);
+    Py_XDECREF(last);
+    Py_XDECREF(values);
+    return result;
+}
+
+/* ------------------------------------------------------------------ the depth rule (bounds._fits) */
+
+#define MAX_DEPTH 64
+
+/* 1 when no non-empty list or dict inside `node` (`depth` levels down) lies MAX_DEPTH levels down, 0 when
+ * one does, -1 when a value is not of a JSON type exactly (a subclass: the Python twin decides). With
+ * `skip`, the key "reports" of `node` itself is left out. */
+static int fits_at(PyObject *node, int depth, int skip);
+
+/* fits_at's answer for one child of a node `depth` levels down. */
+static int child_fits(PyObject *child, int depth)
+{
+    if ((PyDict_CheckExact(child) && PyDict_GET_SIZE(child)) || (PyList_CheckExact(child) && PyList_GET_SIZE(child))) {
+        return depth + 1 >= MAX_DEPTH ? 0 : fits_at(child, depth + 1, 0);
+    }
+    if ((PyDict_Check(child) && !PyDict_CheckExact(child)) || (PyList_Check(child) && !PyList_CheckExact(child))) {
+        return -1;
+    }
+    return 1;
+}
+
+static int fits_at(PyObject *node, int depth, int skip)
+{
+    PyObject *child, *key;
+    int ok = 1;
+    if (PyDict_CheckExact(node)) {
+        Py_ssize_t pos = 0;
+        while (ok == 1 && PyDict_Next(node, &pos, &key, &child)) {
+            if (!(skip && PyUnicode_CheckExact(key) && PyUnicode_CompareWithASCIIString(key, "reports") == 0)) {
+                ok = child_fits(child, depth);
+            }
+        }
+        return ok;
+    }
+    if (PyList_CheckExact(node)) {
+        for (Py_ssize_t i = 0; ok == 1 && i < PyList_GET_SIZE(node); i++) {
+            ok = child_fits(PyList_GET_ITEM(node, i), depth);
+        }
+        return ok;
+    }
+    return PyDict_Check(node) || PyList_Check(node) ? -1 : 1;
+}
+
+static PyObject *fits(PyObject *self, PyObject *args)
+{
+    PyObject *node;
+    int skip;
+    if (!PyArg_ParseTuple(args, "Op", &node, &skip)) {
+        return NULL;
+    }
+    int ok = fits_at(node, 0, skip);
+    if (ok < 0) {
+        Py_RETURN_NONE;
+    }
+    return PyBool_FromLong(ok);
+}
+
+/* ------------------------------------------------------------------ a trial record's fields (schema._trial) */
+
+/* The value of `key` in `d`, NULL when absent (no error set) or on an error (set). */
+static PyObject *field(PyObject *d, const char *key)
+{
+    return PyDict_GetItemString(d, key); /* borrowed; exact str keys: no error to report */
+}
+
+static int text_or_none(PyObject *v)
+{
+    return v == NULL || v == Py_None || PyUnicode_CheckExact(v);
+}
+
+/* None, or an int (not a bool) from `lo` to 2**53. */
+static int whole_or_none(PyObject *v, long long lo)
+{
+    if (v == NULL || v == Py_None) {
+        return 1;
+    }
+    if (!PyLong_CheckExact(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+        return 0;
+    }
+    return lo <= x && x <= BIG;
+}
+
+/* None, or a finite number (int or float, not a bool) of size at most 2**53. */
+static int finite_or_none(PyObject *v)
+{
+    if (v == NULL || v == Py_None) {
+        return 1;
+    }
+    if (PyFloat_CheckExact(v)) {
+        double d = PyFloat_AS_DOUBLE(v);
+        return isfinite(d) && fabs(d) <= (double)BIG;
+    }
+    return whole_or_none(v, -BIG);
+}
+
+static int dict_or_none(PyObject *v)
+{
+    return v == NULL || v == Py_None || PyDict_CheckExact(v);
+}
+
+static int list_or_none(PyObject *v)
+{
+    return v == NULL || v == Py_None || PyList_CheckExact(v);
+}
+
+/* `splits`: per split name, {presentations, distinct, fingerprint, groups, overlap} (schema._splits). */
+static int splits_ok(PyObject *splits)
+{
+    if (!dict_or_none(splits)) {
+        return 0;
+    }
+    if (splits == NULL || splits == Py_None) {
+        return 1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *name, *split;
+    while (PyDict_Next(splits, &pos, &name, &split)) {
+        if (!dict_or_none(split)) {
+            return 0;
+        }
+        if (split == Py_None) {
+            continue;
+        }
+        if (!whole_or_none(field(split, "presentations"), 0) || !whole_or_none(field(split, "distinct"), 0)
+            || !text_or_none(field(split, "fingerprint"))) {
+            return 0;
+        }
+        PyObject *groups = field(split, "groups");
+        if (!dict_or_none(groups)) {
+            return 0;
+        }
+        if (groups != NULL && groups != Py_None) {
+            Py_ssize_t gpos = 0;
+            PyObject *group, *summary;
+            while (PyDict_Next(groups, &gpos, &group, &summary)) {
+                if (!dict_or_none(summary)) {
+                    return 0;
+                }
+                if (summary != Py_None && (!whole_or_none(field(summary, "distinct"), 0)
+                                           || !text_or_none(field(summary, "fingerprint")))) {
+                    return 0;
+                }
+            }
+        }
+        PyObject *overlap = field(split, "overlap");
+        if (!dict_or_none(overlap)) {
+            return 0;
+        }
+        if (overlap != NULL && overlap != Py_None) {
+            Py_ssize_t opos = 0;
+            PyObject *other, *counts;
+            while (PyDict_Next(overlap, &opos, &other, &counts)) {
+                if (!dict_or_none(counts)) {
+                    return 0;
+                }
+                if (counts == Py_None) {
+                    continue;
+                }
+                Py_ssize_t cpos = 0;
+                PyObject *key, *n;
+                while (PyDict_Next(counts, &cpos, &key, &n)) {
+                    if (!whole_or_none(n, 0)) {
+                        return 0;
+                    }
+                }
+            }
+        }
+    }
+    return 1;
+}
+
+static const char *TEXTS[] = {"trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256", NULL};
+
+/* True when every field of a trial record that `schema._trial` checks, but its reports, is as it wants
+ * (False: the Python twin then checks the record and names what is wrong; it may also find it right). */
+static PyObject *trial_ok(PyObject *self, PyObject *record)
+{
+    if (!PyDict_CheckExact(record) || field(record, "trial_id") == NULL || field(record, "status") == NULL) {
+        Py_RETURN_FALSE;
+    }
+    for (const char **name = TEXTS; *name != NULL; name++) {
+        if (!text_or_none(field(record, *name))) {
+            Py_RETURN_FALSE;
+        }
+    }
+    if (!whole_or_none(field(record, "seed"), -BIG) || !whole_or_none(field(record, "index"), -BIG)
+        || !whole_or_none(field(record, "attempts"), 0) || !whole_or_none(field(record, "pid"), 0)
+        || !finite_or_none(field(record, "exposure")) || !finite_or_none(field(record, "duration_s"))
+        || !dict_or_none(field(record, "params")) || !dict_or_none(field(record, "config"))
+        || !list_or_none(field(record, "reports"))) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *errors = field(record, "errors");
+    if (!list_or_none(errors)) {
+        Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; errors != NULL && errors != Py_None && i < PyList_GET_SIZE(errors); i++) {
+        PyObject *error = PyList_GET_ITEM(errors, i);
+        if (!PyDict_CheckExact(error) || !text_or_none(field(error, "type")) || !text_or_none(field(error, "message"))
+            || !text_or_none(field(error, "traceback")) || !text_or_none(field(error, "status"))) {
+            Py_RETURN_FALSE;
+        }
+    }
+    PyObject *violations = field(record, "violations");
+    if (!list_or_none(violations)) {
+        Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; violations != NULL && violations != Py_None && i < PyList_GET_SIZE(violations); i++) {
+        PyObject *violation = PyList_GET_ITEM(violations, i);
+        if (PyUnicode_CheckExact(violation)) {
+            continue;
+        }
+        if (!PyDict_CheckExact(violation) || !text_or_none(field(violation, "kind"))
+            || !finite_or_none(field(violation, "step"))) {
+            Py_RETURN_FALSE;
+        }
+    }
+    if (!splits_ok(field(record, "splits"))) {
+        Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* ------------------------------------------------------------------ bounds.long_digits */
+
+/* True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits). */
+static PyObject *long_digits(PyObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *p = view.buf;
+    Py_ssize_t run = 0, found = 0;
+    for (Py_ssize_t i = 0; i < view.len; i++) {
+        if (p[i] >= '0' && p[i] <= '9') {
+            if (++run >= 19) {
+                found = 1;
+                break;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    PyBuffer_Release(&view);
+    return PyBool_FromLong(found);
+}
+
+static PyMethodDef methods[] = {
+    {"take", take, METH_VARARGS, "A trial's reports as checked typed columns, or None when they are not regular."},
+    {"fits", fits, METH_VARARGS, "The depth rule of planner._store.bounds._fits (None: a value of no exact JSON type)."},
+    {"long_digits", long_digits, METH_O, "True when the bytes hold a run of 19 digits or more (bounds.long_digits)."},
+    {"trial_ok", trial_ok, METH_O, "True when a trial record's fields but its reports pass schema._trial's checks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_columns", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__columns(void)
+{
+    k_step = PyUnicode_InternFromString("step");
+    k_time = PyUnicode_InternFromString("time_s");
+    k_metrics = PyUnicode_InternFromString("metrics");
+    zero = PyLong_FromLong(0);
+    if (k_step == NULL || k_time == NULL || k_metrics == NULL || zero == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}
