@@ -222,12 +222,15 @@ class _Collector:
         self.finals: dict[str, list[tuple[int, float]]] = {}
         self.n_reports: list[int] = []
         self.notes: list[str] = []
+        self.limits = facts.report_limits(contract)
 
     def add(self, r: dict[str, Any], columns: ReportColumns | None = None) -> None:
         """One record; `columns`: its reports as the reader's schema check returned them, when regular."""
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
+        if columns is not None and columns.line is not None and facts.reports_kept(r, r["summary"], self.limits):
+            r = rf.whole_record(columns.line, f"record {i + 1} of trials.jsonl")  # the facts read its reports
         if columns is not None:
             names = self._add_columns(i, columns)
         else:
@@ -238,7 +241,7 @@ class _Collector:
                 names = self._add_regular(i, reps)
                 if names is None:
                     names = self._add_irregular(i, reps)
-        self.records.append(facts.slim_record(r, self.contract, names))
+        self.records.append(facts.slim_record(r, self.contract, names, limits=self.limits))
 
     def _add_columns(self, i: int, columns: ReportColumns) -> set[str]:
         """Reports the reader already took apart into checked columns: stored as they are. The metric names."""

@@ -251,6 +251,442 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ reports read from their text */
+/*
+ * scan(line, start, wanted): the reports array that starts at line[start] (its "["), read from the text as a
+ * run writes it (json.dumps: {"step": 1, "metrics": {"acc": 0.5}, "time_s": 0.1}, ", " between reports),
+ * without building a dict per report. None for anything else (other spacing, escapes in a name, a number
+ * the fast reader does not take, metrics that differ between reports): the caller then parses the line
+ * whole. Else (end, names, steps, times, last, values, numeric, first_time, last_time), as `take` gives
+ * them (end: the offset just past the "]"; first_time and last_time: the first and last time_s as
+ * orjson would give them).
+ */
+
+#define MAX_NAMES 64
+
+typedef struct {
+    const char *p, *end;
+} Cursor;
+
+static int literal(Cursor *c, const char *text, Py_ssize_t n)
+{
+    if (c->end - c->p < n || memcmp(c->p, text, n) != 0) {
+        return 0;
+    }
+    c->p += n;
+    return 1;
+}
+
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A JSON number at the cursor: 1 with *is_int (and *ival) or *dval set, 0 when it is not one this reader
+ * takes (an int of 19 digits or more, a float that is not finite, a text longer than 63 characters). */
+static int number(Cursor *c, int *is_int, long long *ival, double *dval)
+{
+    const char *start = c->p, *p = c->p, *end = c->end;
+    if (p < end && *p == '-') {
+        p++;
+    }
+    const char *digits = p;
+    if (p < end && *p == '0') {
+        p++;
+    } else if (p < end && *p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+        }
+    } else {
+        return 0;
+    }
+    Py_ssize_t int_digits = p - digits;
+    int fraction = 0, exponent = 0;
+    const char *frac_start = NULL, *frac_end = NULL;
+    if (p < end && *p == '.') {
+        frac_start = ++p;
+        while (p < end && *p >= '0' && *p <= '9') {
+            p++;
+        }
+        if (p == frac_start) {
+            return 0;
+        }
+        frac_end = p;
+        fraction = 1;
+    }
+    long exp10 = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int exp_negative = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            exp_negative = *p == '-';
+            p++;
+        }
+        const char *exp_start = p;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (p - exp_start < 6) {
+                exp10 = exp10 * 10 + (*p - '0');
+            }
+            p++;
+        }
+        if (p == exp_start || p - exp_start >= 6) {
+            return 0;
+        }
+        if (exp_negative) {
+            exp10 = -exp10;
+        }
+        exponent = 1;
+    }
+    c->p = p;
+    if (!fraction && !exponent) {
+        if (int_digits > 18) {
+            return 0; /* possibly past 64 bits: the general reader's (json's exact ints) */
+        }
+        long long x = 0;
+        for (const char *d = digits; d < digits + int_digits; d++) {
+            x = x * 10 + (*d - '0');
+        }
+        *is_int = 1;
+        *ival = *start == '-' ? -x : x;
+        return 1;
+    }
+    *is_int = 0;
+    /* Clinger's fast path: a mantissa of at most 2**53 and a power of ten up to 1e22 are exact doubles, and
+     * one multiplication or division of two exact doubles is correctly rounded. */
+    unsigned long long m = 0;
+    int significant = 0, ok = 1;
+    for (const char *d = digits; d < digits + int_digits; d++) {
+        if (m || *d != '0') {
+            significant++;
+        }
+        m = m * 10 + (unsigned)(*d - '0');
+        if (significant > 18) {
+            ok = 0;
+            break;
+        }
+    }
+    if (ok && fraction) {
+        for (const char *d = frac_start; d < frac_end; d++) {
+            if (m || *d != '0') {
+                significant++;
+            }
+            m = m * 10 + (unsigned)(*d - '0');
+            exp10--;
+            if (significant > 18) {
+                ok = 0;
+                break;
+            }
+        }
+    }
+    double value;
+    if (ok && m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        value = exp10 < 0 ? (double)m / POW10[-exp10] : (double)m * POW10[exp10];
+        if (*start == '-') {
+            value = -value;
+        }
+    } else {
+        char text[64];
+        Py_ssize_t n = p - start;
+        if (n >= (Py_ssize_t)sizeof(text)) {
+            return 0;
+        }
+        memcpy(text, start, n);
+        text[n] = '\0';
+        value = PyOS_string_to_double(text, NULL, NULL);
+        if (value == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (!isfinite(value)) {
+        return 0; /* orjson refuses it; json reads it: the general reader decides */
+    }
+    *dval = value;
+    return 1;
+}
+
+/* A name: a quoted run of printable ASCII with no quote or backslash (what json.dumps writes unescaped). */
+static int name_at(Cursor *c, const char **text, Py_ssize_t *n)
+{
+    if (c->p >= c->end || *c->p != '"') {
+        return 0;
+    }
+    const char *p = ++c->p;
+    while (p < c->end && *p != '"') {
+        if (*p < 0x20 || *p > 0x7e || *p == '\\') {
+            return 0;
+        }
+        p++;
+    }
+    if (p >= c->end) {
+        return 0;
+    }
+    *text = c->p;
+    *n = p - c->p;
+    c->p = p + 1;
+    return 1;
+}
+
+enum { V_INT, V_FLOAT, V_NULL, V_NAN, V_INF, V_MINF };
+
+typedef struct {
+    int kind;
+    long long ival;
+    double dval;
+} Value;
+
+static const struct {
+    const char *text;
+    Py_ssize_t n;
+    int kind;
+} WORDS[] = {{"null", 4, V_NULL}, {"\"nan\"", 5, V_NAN}, {"\"inf\"", 5, V_INF}, {"\"-inf\"", 6, V_MINF}};
+
+/* A metric value: a number, null, "nan", "inf" or "-inf". */
+static int metric_at(Cursor *c, Value *v, double *d)
+{
+    for (size_t w = 0; w < sizeof(WORDS) / sizeof(WORDS[0]); w++) {
+        if (literal(c, WORDS[w].text, WORDS[w].n)) {
+            v->kind = WORDS[w].kind;
+            *d = v->kind == V_INF ? Py_HUGE_VAL : v->kind == V_MINF ? -Py_HUGE_VAL : Py_NAN;
+            return 1;
+        }
+    }
+    int is_int;
+    if (!number(c, &is_int, &v->ival, &v->dval)) {
+        return 0;
+    }
+    if (is_int) {
+        if (v->ival < -BIG || v->ival > BIG) {
+            return 0;
+        }
+        v->kind = V_INT;
+        *d = (double)v->ival;
+    } else {
+        v->kind = V_FLOAT;
+        *d = v->dval;
+    }
+    return 1;
+}
+
+static PyObject *value_object(const Value *v)
+{
+    switch (v->kind) {
+    case V_INT:
+        return PyLong_FromLongLong(v->ival);
+    case V_FLOAT:
+        return PyFloat_FromDouble(v->dval);
+    case V_NAN:
+        return PyUnicode_FromString("nan");
+    case V_INF:
+        return PyUnicode_FromString("inf");
+    case V_MINF:
+        return PyUnicode_FromString("-inf");
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+typedef struct {
+    long long *steps;
+    double *times, *values; /* values: report by report, k a report */
+    Py_ssize_t n, cap;
+} Rows;
+
+static int grow(Rows *rows, Py_ssize_t k)
+{
+    Py_ssize_t cap = rows->cap ? rows->cap * 2 : 128;
+    long long *steps = PyMem_Realloc(rows->steps, cap * sizeof(long long));
+    if (steps == NULL) {
+        return 0;
+    }
+    rows->steps = steps;
+    double *times = PyMem_Realloc(rows->times, cap * sizeof(double));
+    if (times == NULL) {
+        return 0;
+    }
+    rows->times = times;
+    double *values = PyMem_Realloc(rows->values, cap * (k ? k : 1) * sizeof(double));
+    if (values == NULL) {
+        return 0;
+    }
+    rows->values = values;
+    rows->cap = cap;
+    return 1;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t start;
+    PyObject *wanted;
+    if (!PyArg_ParseTuple(args, "y*nO", &view, &start, &wanted)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Rows rows = {NULL, NULL, NULL, 0, 0};
+    const char *names[MAX_NAMES];
+    Py_ssize_t lens[MAX_NAMES];
+    Value last[MAX_NAMES], first_time = {0}, last_time = {0};
+    Py_ssize_t k = 0;
+    int numeric = 1;
+    if (start < 0 || start >= view.len) {
+        goto irregular;
+    }
+    Cursor c = {(const char *)view.buf + start, (const char *)view.buf + view.len};
+    if (!literal(&c, "[", 1)) {
+        goto irregular;
+    }
+    for (;;) {
+        if (rows.n == rows.cap && !grow(&rows, rows.n ? k : MAX_NAMES)) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        int is_int;
+        long long step;
+        double ignored;
+        if (!literal(&c, "{\"step\": ", 9) || !number(&c, &is_int, &step, &ignored) || !is_int
+            || step < -BIG || step > BIG || !literal(&c, ", \"metrics\": {", 14)) {
+            goto irregular;
+        }
+        rows.steps[rows.n] = step;
+        Py_ssize_t j = 0;
+        for (;; j++) {
+            const char *text;
+            Py_ssize_t n;
+            if (j >= MAX_NAMES || !name_at(&c, &text, &n) || !literal(&c, ": ", 2)) {
+                goto irregular;
+            }
+            if (rows.n == 0) {
+                for (Py_ssize_t i = 0; i < j; i++) {
+                    if (lens[i] == n && memcmp(names[i], text, n) == 0) {
+                        goto irregular; /* a name twice in one report: the general reader's */
+                    }
+                }
+                names[j] = text;
+                lens[j] = n;
+            } else if (j >= k || lens[j] != n || memcmp(names[j], text, n) != 0) {
+                goto irregular;
+            }
+            double d;
+            if (!metric_at(&c, &last[j], &d)) {
+                goto irregular;
+            }
+            numeric &= last[j].kind == V_INT || last[j].kind == V_FLOAT;
+            rows.values[rows.n * k + j] = d; /* row 0: k is not known yet, but row 0 starts at 0 */
+            if (literal(&c, "}", 1)) {
+                break;
+            }
+            if (!literal(&c, ", ", 2)) {
+                goto irregular;
+            }
+        }
+        if (rows.n == 0) {
+            k = j + 1;
+        } else if (j + 1 != k) {
+            goto irregular;
+        }
+        Value time;
+        if (!literal(&c, ", \"time_s\": ", 12) || !number(&c, &is_int, &time.ival, &time.dval)) {
+            goto irregular;
+        }
+        time.kind = is_int ? V_INT : V_FLOAT;
+        rows.times[rows.n] = is_int ? (double)time.ival : time.dval;
+        if (rows.n == 0) {
+            first_time = time;
+        }
+        last_time = time;
+        rows.n++;
+        if (!literal(&c, "}", 1)) {
+            goto irregular;
+        }
+        if (literal(&c, "]", 1)) {
+            break;
+        }
+        if (!literal(&c, ", ", 2)) {
+            goto irregular;
+        }
+    }
+    /* sorted names, as `take` gives them */
+    PyObject *unsorted = PyList_New(k);
+    if (unsorted == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *name = PyUnicode_DecodeASCII(names[j], lens[j], NULL);
+        if (name == NULL) {
+            Py_DECREF(unsorted);
+            goto error;
+        }
+        PyList_SET_ITEM(unsorted, j, name);
+    }
+    PyObject *sorted_names = PyList_GetSlice(unsorted, 0, k);
+    if (sorted_names == NULL || PyList_Sort(sorted_names) < 0) {
+        Py_DECREF(unsorted);
+        Py_XDECREF(sorted_names);
+        goto error;
+    }
+    PyObject *last_list = PyList_New(k), *values = PyDict_New();
+    PyObject *steps = PyBytes_FromStringAndSize((const char *)rows.steps, rows.n * (Py_ssize_t)sizeof(long long));
+    PyObject *times = PyBytes_FromStringAndSize((const char *)rows.times, rows.n * (Py_ssize_t)sizeof(double));
+    int failed = last_list == NULL || values == NULL || steps == NULL || times == NULL;
+    for (Py_ssize_t s = 0; !failed && s < k; s++) {
+        PyObject *name = PyList_GET_ITEM(sorted_names, s);
+        Py_ssize_t j = 0;
+        while (PyUnicode_Compare(PyList_GET_ITEM(unsorted, j), name) != 0) {
+            j++;
+        }
+        PyObject *value = value_object(&last[j]);
+        if (value == NULL) {
+            failed = 1;
+            break;
+        }
+        PyList_SET_ITEM(last_list, s, value);
+        int want = wanted == Py_None ? 1 : PySet_Contains(wanted, name);
+        if (want < 0) {
+            failed = 1;
+            break;
+        }
+        if (want) {
+            PyObject *column = PyBytes_FromStringAndSize(NULL, rows.n * (Py_ssize_t)sizeof(double));
+            if (column == NULL) {
+                failed = 1;
+                break;
+            }
+            double *out = (double *)PyBytes_AS_STRING(column);
+            for (Py_ssize_t i = 0; i < rows.n; i++) {
+                out[i] = rows.values[i * k + j]; /* row 0 was stored before k was known, at 0 all the same */
+            }
+            failed = PyDict_SetItem(values, name, column) < 0;
+            Py_DECREF(column);
+        }
+    }
+    PyObject *first_obj = failed ? NULL : value_object(&first_time);
+    PyObject *last_obj = failed ? NULL : value_object(&last_time);
+    if (!failed && first_obj != NULL && last_obj != NULL) {
+        result = Py_BuildValue("(nOOOOOOOO)", (Py_ssize_t)(c.p - (const char *)view.buf), sorted_names, steps, times,
+                               last_list, values, numeric ? Py_True : Py_False, first_obj, last_obj);
+    }
+    Py_XDECREF(first_obj);
+    Py_XDECREF(last_obj);
+    Py_XDECREF(unsorted);
+    Py_XDECREF(sorted_names);
+    Py_XDECREF(last_list);
+    Py_XDECREF(values);
+    Py_XDECREF(steps);
+    Py_XDECREF(times);
+    goto done;
+irregular:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    PyMem_Free(rows.steps);
+    PyMem_Free(rows.times);
+    PyMem_Free(rows.values);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ------------------------------------------------------------------ the depth rule (bounds._fits) */
 
 #define MAX_DEPTH 64
@@ -506,6 +942,7 @@ static PyObject *long_digits(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"take", take, METH_VARARGS, "A trial's reports as checked typed columns, or None when they are not regular."},
+    {"scan", scan, METH_VARARGS, "A reports array read from the text a run writes, or None (then parse the line)."},
     {"fits", fits, METH_VARARGS, "The depth rule of planner._store.bounds._fits (None: a value of no exact JSON type)."},
     {"long_digits", long_digits, METH_O, "True when the bytes hold a run of 19 digits or more (bounds.long_digits)."},
     {"trial_ok", trial_ok, METH_O, "True when a trial record's fields but its reports pass schema._trial's checks."},

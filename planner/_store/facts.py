@@ -125,24 +125,34 @@ def metric_names(record: TrialRecord) -> frozenset[str]:
     return summarize_reports(record).metric_names
 
 
-def slim_record(record: TrialRecord, contract: dict[str, Any],
-                names: set[str] | frozenset[str] | None = None) -> TrialRecord:
+def slim_record(record: TrialRecord, contract: dict[str, Any], names: set[str] | frozenset[str] | None = None,
+                *, limits: tuple[Any, Any] | None = None) -> TrialRecord:
     """A new record: `record` without its reports, unless they show a violation (kept for `violations`),
     with the `summary` the facts need of them. `record` itself is left as it is.
 
     `names`: the metric names when the caller already has them. A run of 10k trials x 100 reports then
-    fits in little memory.
+    fits in little memory. `limits`: `report_limits(contract)`, when a caller slims many records.
     """
     summary = summarize_reports(record, names)
-    exposure = contract_get(contract, "budget.exposure")
-    heldout = contract_get(contract, "metric.heldout")
-    steps = [s for s in (record.get("exposure"), summary.last_step) if isinstance(s, int | float)]
-    anomalous = (exposure is not None and any(s > exposure for s in steps)) or (
-        heldout is not None and record.get("phase") == "tune" and heldout in summary.metric_names)
     slim: TrialRecord = {**record, "summary": summary}
-    if not anomalous:
+    if not reports_kept(record, summary, report_limits(contract) if limits is None else limits):
         slim["reports"] = []
     return slim
+
+
+def report_limits(contract: dict[str, Any]) -> tuple[Any, Any]:
+    """(budget.exposure, metric.heldout): what `reports_kept` holds a record's reports against."""
+    return contract_get(contract, "budget.exposure"), contract_get(contract, "metric.heldout")
+
+
+def reports_kept(record: TrialRecord, summary: ReportSummary, limits: tuple[Any, Any]) -> bool:
+    """True when a slimmed record keeps its reports: they show a violation (a report past the budget's
+    exposure, the held-out metric reported while tuning), which `violations` reads them for.
+    `limits`: `report_limits(contract)`."""
+    exposure, heldout = limits
+    steps = [s for s in (record.get("exposure"), summary.last_step) if isinstance(s, int | float)]
+    return (exposure is not None and any(s > exposure for s in steps)) or (
+        heldout is not None and record.get("phase") == "tune" and heldout in summary.metric_names)
 
 
 def kept_of_tuning(record: TrialRecord, contract: dict[str, Any], metric: str, k: int | None = None) -> TrialRecord:

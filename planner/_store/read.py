@@ -21,6 +21,7 @@ import contextlib
 import gc
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 import yaml
 
 from planner._core.errors import RunError, UsageError
-from planner._core.records import TrialRecord
+from planner._core.records import ReportSummary, TrialRecord
 from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
 from planner._store.facts import heldout_ledger, heldout_tuning_trials, slim_record  # noqa: F401 (*)
 from planner._store.files import LINE_CAP, open_stream, read_inside
@@ -42,6 +43,10 @@ try:  # optional: about twice as fast on trials.jsonl; the standard library is t
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
+try:  # the reports read from the text (setup.py builds it; optional): the whole-line reader where it was not built
+    from planner._store._columns import scan as _scan
+except ImportError:  # pragma: no cover - depends on the build
+    _scan = None
 
 RUN_MARKERS = ("run.json", "contract.yaml")
 
@@ -121,7 +126,7 @@ def _recover(line: bytes, where: str = "a JSON value") -> dict[str, Any] | None:
 
 
 def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
-               check: Any = None, pairs: bool = False) -> Iterator[Any]:
+               check: Any = None, pairs: bool = False, scan: Any = None) -> Iterator[Any]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
     A last line that does not parse is a torn write: it is skipped, and a note
@@ -132,7 +137,8 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
     The file is read line by line: memory stays flat. It must be a regular file inside `root` (default: its
     folder), reached without following a link; a line longer than 256 MiB is refused (RunError).
     `check(record, where)` (a schema check from planner._store.schema) is run on every record kept; with
-    `pairs`, each record comes as (record, what the check returned).
+    `pairs`, each record comes as (record, what the check returned). `scan(line, where)`, when given, may
+    read a line itself (a checked pair, as `check` would give it) or leave it to the rest of this policy (None).
     """
     f = open_stream(path.parent if root is None else root, path)
     if f is None:
@@ -155,6 +161,11 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
                     checked = None if check is None else check(recovered, f"line {bad[0]} of {path}")
                     yield (recovered, checked) if pairs else recovered
                 bad = None
+            if scan is not None:
+                scanned = scan(line, f"line {number} of {path}")
+                if scanned is not None:
+                    yield scanned
+                    continue
             try:
                 value = _loads(line, f"line {number} of {path}")
             except ValueError:
@@ -167,6 +178,50 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
     if bad is not None:
         notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
                      "leaves it, and was skipped")
+
+
+_REPORTS_KEY = b'"reports": ['
+# What stands in for the reports while the rest of a line is parsed: a text no file can hold (it is drawn
+# anew by each process), so a parsed record whose `reports` is this one had its reports where they were read.
+_STAND_IN = "planner-reports-" + secrets.token_hex(16)
+_STAND_IN_JSON = json.dumps(_STAND_IN).encode()
+
+
+def scanned_trial(line: bytes, where: str, metrics: frozenset[str] | None = None
+                  ) -> tuple[TrialRecord, ReportColumns] | None:
+    """A trial record whose reports are read from the line's text into typed columns, as a run writes them
+    (planner/_store/_columns.c, `scan`), never built as a dict each; the rest of the line is parsed and
+    checked as every line is. None when the line is anything else (the whole-line reader then takes it).
+
+    The record comes with its `summary` (what the facts need of its reports) and empty `reports`; the
+    columns keep the line, for a reader that needs the reports themselves (`whole_record`)."""
+    start = line.rfind(_REPORTS_KEY)
+    if start < 0:
+        return None
+    start += len(_REPORTS_KEY) - 1  # at the "["
+    taken = _scan(line, start, metrics)
+    if taken is None:
+        return None
+    end, names, steps, times, last, values, numeric, first_time, last_time = taken
+    try:
+        record = _loads(line[:start] + _STAND_IN_JSON + line[end:], where)
+    except ValueError:
+        return None  # torn or damaged: the whole-line reader's policy says what that is
+    if type(record) is not dict or record.get("reports") != _STAND_IN:
+        return None  # the text read was not the record's own reports (a key of the same name elsewhere)
+    record["reports"] = []
+    check_trial(record, where, frozenset())
+    steps, times = memoryview(steps).cast("q"), memoryview(times).cast("d")
+    record["summary"] = ReportSummary(frozenset(names), steps[0], first_time, steps[-1], last_time)
+    return record, ReportColumns(steps, times, names, last, {n: memoryview(v).cast("d") for n, v in values.items()},
+                                 numeric=numeric, typed=True, line=line)
+
+
+def whole_record(line: bytes, where: str) -> TrialRecord:
+    """A trial record's line read whole (its reports as dicts) and checked: for a record `scanned_trial` read."""
+    record = _loads(line, where)
+    check_trial(record, where, frozenset())
+    return record
 
 
 def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None) -> JsonLines:
@@ -302,7 +357,8 @@ class RunFolder:
         `metrics`: the metrics whose values the columns carry (every metric is checked; all by default)."""
         wanted = None if metrics is None else frozenset(metrics)
         check = check_trial if wanted is None else (lambda record, where: check_trial(record, where, wanted))
-        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check, pairs=True)
+        scan = None if _scan is None else (lambda line, where: scanned_trial(line, where, wanted))
+        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check, pairs=True, scan=scan)
 
     def events(self) -> JsonLines:
         return read_jsonl(self.file("events.jsonl"), root=self.path)

@@ -118,6 +118,7 @@ class ReportColumns:
     values: dict[str, Sequence]  # lists, or (`typed`) float64 memoryviews: None and "nan" as NaN, "inf" as inf
     numeric: bool = False  # every metric value is a number (no None, no "nan"): a reader converts them as they are
     typed: bool = False  # the columns are typed memoryviews already converted (the C reader's)
+    line: bytes | None = None  # the record's line, when its reports were read from the text and not kept
 
 
 def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:

@@ -121,7 +121,7 @@ def test_load_run_builds_the_same_frames_from_columns_as_from_records(tmp_path, 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from planner._store import bounds  # noqa: E402
+from planner._store import bounds, facts  # noqa: E402
 
 BUILT = schema._take is not None
 needs_c = pytest.mark.skipif(not BUILT, reason="planner/_store/_columns.c was not built here")
@@ -262,3 +262,94 @@ def test_the_c_record_check_passes_only_what_its_python_twin_passes(changed, dro
     except schema._Bad:
         passes = False
     assert trial_ok(record) == passes, record
+
+
+# ---------------------------------------------------------------- reports read from the line's text
+
+FLOATS = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.floats(-1e3, 1e3),
+                   st.sampled_from([0.1, 1e-05, 1e22, 1e23, 5e-324, 2.0**53, -0.0, 123456789.12345678, 1e300]))
+
+
+@st.composite
+def trial_lines(draw):
+    """A trial record's line as a run writes it (json.dumps), now and then with one thing a run never writes."""
+    odd = draw(st.integers(0, 3)) == 0  # one time in four, a name, a step or a value a run never writes
+    plain = ["acc", "loss", "val/acc", "a b"]
+    names = draw(st.lists(st.sampled_from(plain + (['q"', "é", "x\\\\y"] if odd else [])), unique=True,
+                          min_size=1, max_size=3))
+    value = st.one_of(FLOATS, st.integers(-BIG - 1, BIG + 1),
+                      st.sampled_from(["nan", "inf", "-inf", None] + ([True, "x"] if odd else [])))
+    step = st.one_of(st.integers(0, 10**6), STEPS) if odd else st.integers(-5, 10**15)
+    time = st.one_of(FLOATS, st.integers(0, 10**20), st.just("x")) if odd else st.one_of(FLOATS, st.integers(0, 99))
+    reports = [{"step": draw(step), "metrics": {n: draw(st.one_of(FLOATS, value)) for n in names},
+                "time_s": draw(time)} for _ in range(draw(st.integers(0, 4)))]
+    record = {"trial_id": "t", "phase": draw(st.sampled_from(["tune", "confirm"])), "arm": "a", "seed": 1,
+              "params": {"lr": 0.1}, "config": draw(st.sampled_from([{"a": 1}, {"reports": [{"step": 1}]}])),
+              "status": "completed", "exposure": 3, "reports": reports, "attempts": 1, "errors": [],
+              "violations": [], "started": "2026-12-01T00:00:00Z", "duration_s": 1.5}
+    record.update(draw(st.dictionaries(st.sampled_from(["seed", "pid", "exposure", "errors"]), FIELD_VALUES,
+                                       max_size=1)))
+    line = json.dumps(record, default=str).encode()  # NaN as a bare token too: what a planted line may hold
+    change = draw(st.integers(0, 8))
+    if change == 1:
+        line = json.dumps(record, separators=(",", ":")).encode()
+    elif change == 2:
+        line = line[:-1] + b', "reports": ' + json.dumps(reports[:1]).encode() + b"}"  # a key twice: the last wins
+    elif change == 3 and len(line) > 10:
+        cut = draw(st.integers(1, len(line) - 1))
+        line = line[:cut] + draw(st.sampled_from([b"", b" ", b"1", b"]", b"}", b'"'])) + line[cut:]
+    return line + b"\n"
+
+
+def _whole(line):
+    """The whole-line reader: (record, columns) or the RunError it raises."""
+    try:
+        record = rf._loads(line, "line 1")
+        if not isinstance(record, dict):
+            return "not a record"
+        return record, schema.check_trial(record, "line 1")
+    except RunError as error:
+        return str(error)
+    except ValueError:
+        return "damaged"
+
+
+@needs_c
+@settings(max_examples=2500, deadline=None)
+@given(trial_lines(), st.one_of(st.none(), st.just(frozenset({"acc"}))))
+def test_reports_read_from_the_text_are_what_the_whole_line_reader_reads(line, wanted):
+    whole = _whole(line)
+    try:
+        scanned = rf.scanned_trial(line, "line 1", wanted)
+    except RunError as error:
+        assert str(error) == whole  # the same refusal, naming the same field
+        return
+    if scanned is None:
+        return  # the whole-line reader takes it, as before
+    assert not isinstance(whole, str), (line, whole)
+    record, columns = scanned
+    full, full_columns = whole
+    assert full_columns is not None  # text the scan reads is regular reports
+    summary = record.pop("summary")
+    assert summary == facts.summarize_reports(full)
+    assert record == {**full, "reports": []}
+    assert columns.line == line and rf.whole_record(line, "line 1") == full
+    a, b = _normal(columns, False), _normal(full_columns, not full_columns.typed)
+    assert a[0] == b[0] and np.array_equal(a[1], b[1], equal_nan=True) and a[2] == b[2] and a[5] == b[5]
+    assert all(type(x) is type(y) and (x == y or x != x) for x, y in zip(a[3], b[3], strict=True))
+    if wanted is None:
+        assert _same(a[4], b[4])
+    else:
+        assert a[4].keys() == {n for n in b[4] if n in wanted} and _same(a[4], {n: b[4][n] for n in a[4]})
+
+
+def test_the_text_reader_takes_the_lines_a_run_writes(tmp_path):
+    """The twins agree above; here, on what every run writes, the text reader (where built) is the one used."""
+    line = json.dumps(_record(REGULAR)).encode() + b"\n"
+    scanned = rf.scanned_trial(line, "line 1")
+    if not BUILT:
+        assert rf._scan is None
+        return
+    record, columns = scanned
+    assert record["reports"] == [] and columns.typed and list(columns.steps) == [1, 2, 3]
+    assert record["summary"] == facts.summarize_reports(_record(REGULAR))
