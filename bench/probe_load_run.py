@@ -5,6 +5,8 @@ pauses it; CPU seconds of this process:
   - orjson's parse of every line of trials.jsonl (what the floor of bench/bench_report.py pays);
   - planner's `_loads`: the parse with its bounds checks (integers past 64 bits, depth);
   - the schema check of every record, which takes the reports apart into columns;
+  - instead, what the reader does: the reports read from the line's text into columns where the C reader
+    takes the line (planner/_store/_columns.c, `scan`; the rest of the line parsed and checked), else the above;
   - the same through the run folder's reader (`iter_trial_columns`);
   - the reports stored into the collector's typed buffers and the frames built.
 
@@ -52,6 +54,11 @@ def main(argv: list[str] | None = None) -> None:
         for line in open(path, "rb"):
             schema._trial(read._loads(line))
 
+    def scanned():
+        for number, line in enumerate(open(path, "rb"), start=1):
+            if read.scanned_trial(line, f"line {number}") is None:
+                schema._trial(read._loads(line))
+
     def through_reader():
         for _ in folder.iter_trial_columns([], None):
             pass
@@ -66,11 +73,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{trials} trials; CPU s, each line one stage more than the one before:")
     for label, stage in (("orjson parse", parse), ("+ bounds checks (_loads)", bounded),
                          ("+ schema check, reports into columns", checked),
+                         ("reports read from the text (C), else the above", scanned),
                          ("the same through iter_trial_columns", through_reader),
                          ("+ collector buffers and frames", collected)):
         start = time.process_time()
         stage()
-        print(f"  {label:40s} {time.process_time() - start:.3f}")
+        print(f"  {label:48s} {time.process_time() - start:.3f}")
     tmp.cleanup()
 
 
