@@ -229,8 +229,7 @@ class _Collector:
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        if columns is not None and columns.line is not None and facts.reports_kept(r, r["summary"], self.limits):
-            r = rf.whole_record(columns.line, f"record {i + 1} of trials.jsonl")  # the facts read its reports
+        r = rf.kept_whole(r, columns, self.limits)  # read whole again when the facts read its reports
         if columns is not None:
             names = self._add_columns(i, columns)
         else:

@@ -1,6 +1,6 @@
 /* A trial record's reports taken apart into typed columns, in one pass in C.
  *
- * The same rule as planner/_store/schema.py's `_report_columns` (its Python twin, used where this module
+ * The same rule as planner/_store/schema.py's `_python_columns` (its Python twin, used where this module
  * was not built; tests/unit/test_columns.py holds the two to the same answer on generated reports):
  *
  *   take(reports, wanted) -> None when the reports are not regular, else
@@ -17,11 +17,52 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <float.h>
 #include <string.h>
 
 #define BIG 9007199254740992LL /* 2**53 */
 
 static PyObject *k_step, *k_time, *k_metrics, *zero;
+
+/* 1 when every key of the dict `d` is a str exactly. Looking into such a dict runs no Python code (a key's
+ * hash and equality are str's own), so the values it lends stay alive while this module reads them: every
+ * dict this module looks into is checked first (a dict parsed from JSON always passes). */
+static int str_keys(PyObject *d)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* `wanted`: None or a set of str (exactly); else a TypeError. */
+static int wanted_ok(PyObject *wanted)
+{
+    if (wanted == Py_None) {
+        return 1;
+    }
+    if (PyAnySet_Check(wanted)) {
+        PyObject *it = PyObject_GetIter(wanted), *key; /* a set's own iterator: no Python code runs */
+        int str = it != NULL;
+        while (str && (key = PyIter_Next(it)) != NULL) {
+            str = PyUnicode_CheckExact(key);
+            Py_DECREF(key);
+        }
+        Py_XDECREF(it);
+        if (PyErr_Occurred()) {
+            return 0;
+        }
+        if (str) {
+            return 1;
+        }
+    }
+    PyErr_SetString(PyExc_TypeError, "wanted: a set of metric names (str) or None");
+    return 0;
+}
 
 /* A text a record uses for a non-finite number: 1 and *out set when it is one (`wide`: the spellings of
  * Python's json too), else 0. */
@@ -107,8 +148,7 @@ static PyObject *take(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &reports, &wanted)) {
         return NULL;
     }
-    if (wanted != Py_None && !PyAnySet_Check(wanted)) {
-        PyErr_SetString(PyExc_TypeError, "wanted: a set of metric names or None");
+    if (!wanted_ok(wanted)) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(reports);
@@ -120,7 +160,7 @@ static PyObject *take(PyObject *self, PyObject *args)
 
     if (n > 0) {
         PyObject *first = PyList_GET_ITEM(reports, 0);
-        if (!PyDict_CheckExact(first)) {
+        if (!PyDict_CheckExact(first) || !str_keys(first)) {
             Py_RETURN_NONE;
         }
         first_metrics = PyDict_GetItemWithError(first, k_metrics);
@@ -130,7 +170,7 @@ static PyObject *take(PyObject *self, PyObject *args)
             }
             Py_RETURN_NONE;
         }
-        if (!PyDict_CheckExact(first_metrics)) {
+        if (!PyDict_CheckExact(first_metrics) || !str_keys(first_metrics)) {
             Py_RETURN_NONE;
         }
         names = PyDict_Keys(first_metrics);
@@ -167,7 +207,7 @@ static PyObject *take(PyObject *self, PyObject *args)
     PyObject *metrics = NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *report = PyList_GET_ITEM(reports, i);
-        if (!PyDict_CheckExact(report)) {
+        if (!PyDict_CheckExact(report) || !str_keys(report)) {
             goto irregular;
         }
         PyObject *step = PyDict_GetItemWithError(report, k_step);
@@ -179,7 +219,8 @@ static PyObject *take(PyObject *self, PyObject *args)
             }
             goto irregular;
         }
-        if (!PyLong_CheckExact(step) || !PyDict_CheckExact(metrics) || PyDict_GET_SIZE(metrics) != k) {
+        if (!PyLong_CheckExact(step) || !PyDict_CheckExact(metrics) || PyDict_GET_SIZE(metrics) != k
+            || !str_keys(metrics)) {
             goto irregular;
         }
         int overflow = 0;
@@ -377,6 +418,9 @@ static int number(Cursor *c, int *is_int, long long *ival, double *dval)
         }
     }
     double value;
+#if FLT_EVAL_METHOD != 0 /* x87 extended precision would round twice: the exact parser only */
+    ok = 0;
+#endif
     if (ok && m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
         value = exp10 < 0 ? (double)m / POW10[-exp10] : (double)m * POW10[exp10];
         if (*start == '-') {
@@ -518,6 +562,10 @@ static PyObject *scan(PyObject *self, PyObject *args)
     Py_ssize_t start;
     PyObject *wanted;
     if (!PyArg_ParseTuple(args, "y*nO", &view, &start, &wanted)) {
+        return NULL;
+    }
+    if (!wanted_ok(wanted)) {
+        PyBuffer_Release(&view);
         return NULL;
     }
     PyObject *result = NULL;
@@ -715,6 +763,9 @@ static int fits_at(PyObject *node, int depth, int skip)
     if (PyDict_CheckExact(node)) {
         Py_ssize_t pos = 0;
         while (ok == 1 && PyDict_Next(node, &pos, &key, &child)) {
+            if (skip && PyUnicode_Check(key) && !PyUnicode_CheckExact(key)) {
+                return -1; /* a str of another type may equal "reports": the Python twin decides */
+            }
             if (!(skip && PyUnicode_CheckExact(key) && PyUnicode_CompareWithASCIIString(key, "reports") == 0)) {
                 ok = child_fits(child, depth);
             }
@@ -787,9 +838,15 @@ static int finite_or_none(PyObject *v)
     return whole_or_none(v, -BIG);
 }
 
+/* A dict this module may look into: a dict exactly, every key a str exactly (see str_keys). */
+static int lookable(PyObject *d)
+{
+    return PyDict_CheckExact(d) && str_keys(d);
+}
+
 static int dict_or_none(PyObject *v)
 {
-    return v == NULL || v == Py_None || PyDict_CheckExact(v);
+    return v == NULL || v == Py_None || lookable(v);
 }
 
 static int list_or_none(PyObject *v)
@@ -869,7 +926,7 @@ static const char *TEXTS[] = {"trial_id", "phase", "arm", "status", "started", "
  * (False: the Python twin then checks the record and names what is wrong; it may also find it right). */
 static PyObject *trial_ok(PyObject *self, PyObject *record)
 {
-    if (!PyDict_CheckExact(record) || field(record, "trial_id") == NULL || field(record, "status") == NULL) {
+    if (!lookable(record) || field(record, "trial_id") == NULL || field(record, "status") == NULL) {
         Py_RETURN_FALSE;
     }
     for (const char **name = TEXTS; *name != NULL; name++) {
@@ -890,7 +947,7 @@ static PyObject *trial_ok(PyObject *self, PyObject *record)
     }
     for (Py_ssize_t i = 0; errors != NULL && errors != Py_None && i < PyList_GET_SIZE(errors); i++) {
         PyObject *error = PyList_GET_ITEM(errors, i);
-        if (!PyDict_CheckExact(error) || !text_or_none(field(error, "type")) || !text_or_none(field(error, "message"))
+        if (!lookable(error) || !text_or_none(field(error, "type")) || !text_or_none(field(error, "message"))
             || !text_or_none(field(error, "traceback")) || !text_or_none(field(error, "status"))) {
             Py_RETURN_FALSE;
         }
@@ -904,7 +961,7 @@ static PyObject *trial_ok(PyObject *self, PyObject *record)
         if (PyUnicode_CheckExact(violation)) {
             continue;
         }
-        if (!PyDict_CheckExact(violation) || !text_or_none(field(violation, "kind"))
+        if (!lookable(violation) || !text_or_none(field(violation, "kind"))
             || !finite_or_none(field(violation, "step"))) {
             Py_RETURN_FALSE;
         }

@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import secrets
+import string
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,12 @@ import yaml
 from planner._core.errors import RunError, UsageError
 from planner._core.records import ReportSummary, TrialRecord
 from planner._store.bounds import check_value, long_digits, quick_ok, too_deep
-from planner._store.facts import heldout_ledger, heldout_tuning_trials, slim_record  # noqa: F401 (*)
+from planner._store.facts import (  # noqa: F401 (*)
+    heldout_ledger,
+    heldout_tuning_trials,
+    reports_kept,
+    slim_record,
+)
 from planner._store.files import LINE_CAP, open_stream, read_inside
 from planner._store.schema import ReportColumns, check_lock, check_trial, checker
 
@@ -183,7 +189,8 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
 _REPORTS_KEY = b'"reports": ['
 # What stands in for the reports while the rest of a line is parsed: a text no file can hold (it is drawn
 # anew by each process), so a parsed record whose `reports` is this one had its reports where they were read.
-_STAND_IN = "planner-reports-" + secrets.token_hex(16)
+_STAND_IN = "planner-reports-" + "".join(secrets.choice(string.ascii_letters) for _ in range(32))  # no digits:
+# a run of 19 would send every line to the slower exact parser (bounds.long_digits)
 _STAND_IN_JSON = json.dumps(_STAND_IN).encode()
 
 
@@ -224,6 +231,14 @@ def whole_record(line: bytes, where: str) -> TrialRecord:
     return record
 
 
+def kept_whole(record: TrialRecord, columns: ReportColumns | None, limits: tuple[Any, Any]) -> TrialRecord:
+    """`record`, read whole again when `scanned_trial` read it and a slimmed record keeps its reports (they
+    show a violation, which the facts read them for; `limits`: `facts.report_limits(contract)`)."""
+    if columns is None or columns.line is None or not reports_kept(record, record["summary"], limits):
+        return record
+    return whole_record(columns.line, f"the record of trial {record.get('trial_id')!r} in trials.jsonl")
+
+
 def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None) -> JsonLines:
     """Every record of a JSON lines file, each checked against the schema of its file (by its name).
 
@@ -234,6 +249,7 @@ def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | N
         if slim is None:
             records = list(iter_jsonl(path, notes, root=root, check=checker(path.name)))
         else:  # the check's columns name the metrics: the summary need not gather them again
+            # (the text reader, `scanned_trial`, was measured here too: no faster, since the names alone are kept)
             records = [slim_record(r, slim, None if columns is None else set(columns.names))
                        for r, columns in iter_jsonl(path, notes, root=root, check=_trial_check(path.name), pairs=True)]
     return JsonLines(records, notes, torn=bool(notes))

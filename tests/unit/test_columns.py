@@ -353,3 +353,68 @@ def test_the_text_reader_takes_the_lines_a_run_writes(tmp_path):
     record, columns = scanned
     assert record["reports"] == [] and columns.typed and list(columns.steps) == [1, 2, 3]
     assert record["summary"] == facts.summarize_reports(_record(REGULAR))
+
+
+@needs_c
+def test_the_c_reader_runs_no_python_code_of_a_key():
+    """A key whose hash or equality is Python code (built in memory; JSON never makes one) could change what
+    the C reader holds while it reads: the reader leaves such values to its twin (a review found a crash)."""
+    from planner._store import _columns
+
+    reports = [{"step": i, "metrics": {"a": 0.5}, "time_s": 0.1} for i in range(3)]
+
+    class Clearing:
+        def __hash__(self):
+            return hash("a")
+
+        def __eq__(self, other):
+            reports.clear()
+            return False
+
+    with pytest.raises(TypeError, match="wanted"):
+        _columns.take(reports, {Clearing()})
+    assert len(reports) == 3  # refused before any lookup could run it
+    odd = {"a": 1}
+    odd[Clearing()] = 2  # (its insertion beside "a" runs it, here, once)
+    assert _columns.take([{"step": 1, "metrics": odd, "time_s": 0}], None) is None
+    assert _columns.take([{"step": 1, "metrics": {"a": 1, 1: 2}, "time_s": 0}], None) is None  # unsortable names
+    record = {"trial_id": "t", "status": "completed"}
+    record[Clearing()] = 1
+    assert _columns.trial_ok(record) is False
+
+    class Text(str):
+        pass
+
+    deep = 0
+    for _ in range(70):
+        deep = [deep]
+    assert _columns.fits({Text("reports"): deep}, True) is None  # the twin, which skips it, decides
+
+
+def test_a_record_read_from_its_text_keeps_the_reports_its_violations_need(tmp_path, monkeypatch):
+    """A tuning trial that reported the held-out metric in every report (regular reports: read from the
+    text) and one past the exposure: load_run finds both violations, at their steps, as the whole-line reader
+    does, and keeps those trials' reports."""
+    from bench.synthetic_run import make_run
+
+    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=2, tune_trials=3, reports_per_trial=4,
+                   with_failures=False)
+    peek = [{"step": s, "metrics": {"val_acc": 0.5, "test_acc": 0.4}, "time_s": s * 0.1} for s in (2, 3, 4)]
+    past = [{"step": s, "metrics": {"val_acc": 0.5}, "time_s": s * 0.1} for s in (1, 4, 9)]
+    with open(run / "trials.jsonl", "a") as f:
+        f.write(json.dumps({**_record(peek), "trial_id": "peek", "exposure": 4}) + "\n")
+        f.write(json.dumps({**_record(past), "trial_id": "past", "exposure": 9}) + "\n")
+    if BUILT:
+        line = (run / "trials.jsonl").read_bytes().splitlines()[-1]
+        assert rf.scanned_trial(line, "line 1") is not None  # read from the text, not parsed whole
+    columnar = tables.load_run(run)
+    found = {(v["trial_id"], v["kind"], v["step"]) for v in columnar.violations if v["trial_id"] in ("peek", "past")}
+    assert found == {("peek", "heldout_in_tuning", 2), ("past", "report_past_budget", 9)}
+
+    def records_only(self, notes, metrics=None):
+        return ((r, None) for r in self.iter_trials(notes))
+
+    monkeypatch.setattr(rf.RunFolder, "iter_trial_columns", records_only)
+    general = tables.load_run(run)
+    assert columnar.violations == general.violations and columnar.heldout == general.heldout
+    pd.testing.assert_frame_equal(columnar.reports, general.reports)
