@@ -202,7 +202,7 @@ def scanned_trial(line: bytes, where: str, metrics: frozenset[str] | None = None
 
     The record comes with its `summary` (what the facts need of its reports) and empty `reports`; the
     columns keep the line, for a reader that needs the reports themselves (`whole_record`)."""
-    start = line.rfind(_REPORTS_KEY)
+    start = -1 if _scan is None else line.rfind(_REPORTS_KEY)  # without the C reader: always the whole line
     if start < 0:
         return None
     start += len(_REPORTS_KEY) - 1  # at the "["
