@@ -249,7 +249,7 @@ class _Collector:
             self._final(name, i, last)
         if self.want and columns.values and columns.typed:  # the C reader's: typed and converted already
             for name, vals in columns.values.items():
-                self._extend_typed(name, vals, columns.steps, columns.times, i)
+                self._append(name, i, len(vals), vals.obj, columns.steps.obj, columns.times.obj)
         elif self.want and columns.values:  # the reader carried only the metrics asked for
             # shared by the metrics; the check found the steps whole numbers up to 2**53 (and whether every
             # value is a number): numpy converts them as they are
@@ -308,21 +308,20 @@ class _Collector:
 
     def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
         # numpy converts a list in C, several times faster than array.extend; frombytes is then a copy
-        self.values.frombytes((vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"))
-        self.times.frombytes((times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"))
-        self.steps.frombytes((steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"))
-        self.run_trial.append(i)
-        self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
-        self.run_length.append(len(vals))
+        self._append(name, i, len(vals),
+                     (vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"),
+                     (steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"),
+                     (times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"))
 
-    def _extend_typed(self, name: str, vals: memoryview, steps: memoryview, times: memoryview, i: int) -> None:
-        """`_extend` for columns already typed (int64 steps, float64 times and values): appended as bytes."""
-        self.values.frombytes(vals.obj)  # the bytes the C reader filled
-        self.times.frombytes(times.obj)
-        self.steps.frombytes(steps.obj)
+    def _append(self, name: str, i: int, n: int, values: Any, steps: Any, times: Any) -> None:
+        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes, steps as
+        int64 bytes (a typed memoryview's `.obj`, the bytes the C reader filled, goes in as it is)."""
+        self.values.frombytes(values)
+        self.times.frombytes(times)
+        self.steps.frombytes(steps)
         self.run_trial.append(i)
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
-        self.run_length.append(len(vals))
+        self.run_length.append(n)
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
         """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""

@@ -797,10 +797,10 @@ static PyObject *fits(PyObject *self, PyObject *args)
 
 /* ------------------------------------------------------------------ a trial record's fields (schema._trial) */
 
-/* The value of `key` in `d`, NULL when absent (no error set) or on an error (set). */
+/* The value of `key` in `d` (a dict that passed lookable: no Python code runs), NULL when absent. Borrowed. */
 static PyObject *field(PyObject *d, const char *key)
 {
-    return PyDict_GetItemString(d, key); /* borrowed; exact str keys: no error to report */
+    return PyDict_GetItemString(d, key);
 }
 
 static int text_or_none(PyObject *v)
@@ -854,70 +854,53 @@ static int list_or_none(PyObject *v)
     return v == NULL || v == Py_None || PyList_CheckExact(v);
 }
 
-/* `splits`: per split name, {presentations, distinct, fingerprint, groups, overlap} (schema._splits). */
-static int splits_ok(PyObject *splits)
+/* None, or a dict (see lookable) whose every value passes `ok`. */
+static int each_value(PyObject *d, int (*ok)(PyObject *))
 {
-    if (!dict_or_none(splits)) {
+    if (!dict_or_none(d)) {
         return 0;
     }
-    if (splits == NULL || splits == Py_None) {
-        return 1;
-    }
     Py_ssize_t pos = 0;
-    PyObject *name, *split;
-    while (PyDict_Next(splits, &pos, &name, &split)) {
-        if (!dict_or_none(split)) {
+    PyObject *key, *value;
+    while (d != NULL && d != Py_None && PyDict_Next(d, &pos, &key, &value)) {
+        if (!ok(value)) {
             return 0;
-        }
-        if (split == Py_None) {
-            continue;
-        }
-        if (!whole_or_none(field(split, "presentations"), 0) || !whole_or_none(field(split, "distinct"), 0)
-            || !text_or_none(field(split, "fingerprint"))) {
-            return 0;
-        }
-        PyObject *groups = field(split, "groups");
-        if (!dict_or_none(groups)) {
-            return 0;
-        }
-        if (groups != NULL && groups != Py_None) {
-            Py_ssize_t gpos = 0;
-            PyObject *group, *summary;
-            while (PyDict_Next(groups, &gpos, &group, &summary)) {
-                if (!dict_or_none(summary)) {
-                    return 0;
-                }
-                if (summary != Py_None && (!whole_or_none(field(summary, "distinct"), 0)
-                                           || !text_or_none(field(summary, "fingerprint")))) {
-                    return 0;
-                }
-            }
-        }
-        PyObject *overlap = field(split, "overlap");
-        if (!dict_or_none(overlap)) {
-            return 0;
-        }
-        if (overlap != NULL && overlap != Py_None) {
-            Py_ssize_t opos = 0;
-            PyObject *other, *counts;
-            while (PyDict_Next(overlap, &opos, &other, &counts)) {
-                if (!dict_or_none(counts)) {
-                    return 0;
-                }
-                if (counts == Py_None) {
-                    continue;
-                }
-                Py_ssize_t cpos = 0;
-                PyObject *key, *n;
-                while (PyDict_Next(counts, &cpos, &key, &n)) {
-                    if (!whole_or_none(n, 0)) {
-                        return 0;
-                    }
-                }
-            }
         }
     }
     return 1;
+}
+
+static int count_ok(PyObject *n)
+{
+    return whole_or_none(n, 0);
+}
+
+/* A group's summary: None or {distinct, fingerprint}. */
+static int group_ok(PyObject *summary)
+{
+    return dict_or_none(summary) && (summary == Py_None || (whole_or_none(field(summary, "distinct"), 0)
+                                                           && text_or_none(field(summary, "fingerprint"))));
+}
+
+/* An overlap with another split: None or {key: count}. */
+static int overlap_ok(PyObject *counts)
+{
+    return each_value(counts, count_ok);
+}
+
+/* One split: None or {presentations, distinct, fingerprint, groups, overlap}. */
+static int split_ok(PyObject *split)
+{
+    return dict_or_none(split) && (split == Py_None || (
+        whole_or_none(field(split, "presentations"), 0) && whole_or_none(field(split, "distinct"), 0)
+        && text_or_none(field(split, "fingerprint")) && each_value(field(split, "groups"), group_ok)
+        && each_value(field(split, "overlap"), overlap_ok)));
+}
+
+/* `splits`: per split name, {presentations, distinct, fingerprint, groups, overlap} (schema._splits). */
+static int splits_ok(PyObject *splits)
+{
+    return each_value(splits, split_ok);
 }
 
 static const char *TEXTS[] = {"trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256", NULL};

@@ -40,7 +40,7 @@ from planner._store.facts import (  # noqa: F401 (*)
     slim_record,
 )
 from planner._store.files import LINE_CAP, open_stream, read_inside
-from planner._store.schema import ReportColumns, check_lock, check_trial, checker
+from planner._store.schema import ReportColumns, check_lock, check_trial, checker, typed_columns
 
 # (*) heldout_ledger and heldout_tuning_trials are no reader's: _dispatch/driver.py and _reeval/rerun.py import
 # them from here until their owners import them from planner._store.facts; then this line keeps slim_record only.
@@ -218,10 +218,9 @@ def scanned_trial(line: bytes, where: str, metrics: frozenset[str] | None = None
         return None  # the text read was not the record's own reports (a key of the same name elsewhere)
     record["reports"] = []
     check_trial(record, where, frozenset())
-    steps, times = memoryview(steps).cast("q"), memoryview(times).cast("d")
-    record["summary"] = ReportSummary(frozenset(names), steps[0], first_time, steps[-1], last_time)
-    return record, ReportColumns(steps, times, names, last, {n: memoryview(v).cast("d") for n, v in values.items()},
-                                 numeric=numeric, typed=True, line=line)
+    columns = typed_columns(names, steps, times, last, values, numeric, line=line)
+    record["summary"] = ReportSummary(frozenset(names), columns.steps[0], first_time, columns.steps[-1], last_time)
+    return record, columns
 
 
 def whole_record(line: bytes, where: str) -> TrialRecord:

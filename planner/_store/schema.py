@@ -205,11 +205,16 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
     if _take is None or type(reports) is not list:
         return _python_columns(reports, metrics)
     taken = _take(reports, metrics)
-    if taken is None:
-        return None
-    names, steps, times, last, values, numeric = taken
+    return None if taken is None else typed_columns(*taken)
+
+
+def typed_columns(names: list[str], steps: bytes, times: bytes, last: list, values: dict[str, bytes],
+                  numeric: bool, line: bytes | None = None) -> ReportColumns:
+    """The columns the C reader filled (`take` or `scan`: int64 steps, float64 times and values, as bytes),
+    as typed memoryviews; `line`: the record's line, when `scan` read its reports from the text."""
     return ReportColumns(memoryview(steps).cast("q"), memoryview(times).cast("d"), names, last,
-                         {n: memoryview(v).cast("d") for n, v in values.items()}, numeric=numeric, typed=True)
+                         {n: memoryview(v).cast("d") for n, v in values.items()}, numeric=numeric, typed=True,
+                         line=line)
 
 
 def _python_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
