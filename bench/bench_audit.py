@@ -19,7 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script (bench/run_all.py): bench imports
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run as a script (bench/run_all.py): bench imports
 
 from bench.bench_report import bench_run, measure  # noqa: E402
 
@@ -39,14 +41,31 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(exist_ok=True)
     py = sys.executable
     cases = [
-        ("plan report --format md", [py, "-m", "planner", "report", str(run_dir), "--format", "md", "-o", str(out / "r.md")]),
+        (
+            "plan report --format md",
+            [
+                py,
+                "-m",
+                "planner",
+                "report",
+                str(run_dir),
+                "--format",
+                "md",
+                "-o",
+                str(out / "r.md"),
+            ],
+        ),
         ("plan audit", [py, "-m", "planner", "audit", str(run_dir)]),
         ("plan audit --json", [py, "-m", "planner", "audit", str(run_dir), "--json"]),
     ]
-    print(f"Run: {n_trials} trials x {args.reports} reports, written in {made:.1f} s. {args.repeat} runs each, "
-          f"the commands interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n")
+    print(
+        f"Run: {n_trials} trials x {args.reports} reports, written in {made:.1f} s. {args.repeat} runs each, "
+        f"the commands interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n"
+    )
     results: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in cases}
-    for _ in range(args.repeat):  # interleaved, so a busy moment of the machine hits every command alike
+    for _ in range(
+        args.repeat
+    ):  # interleaved, so a busy moment of the machine hits every command alike
         for label, cmd in cases:
             results[label].append(measure(cmd))
     print("| what | wall s (median) | wall s (best) | CPU s (median) | peak MiB |")
@@ -55,13 +74,17 @@ def main(argv: list[str] | None = None) -> int:
     for label, runs in results.items():
         best[label] = min(r[0] for r in runs)
         cpu[label] = statistics.median(r[1] for r in runs)
-        print(f"| {label} | {statistics.median(r[0] for r in runs):.2f} | {best[label]:.2f} | {cpu[label]:.2f} "
-              f"| {max(r[2] for r in runs):.0f} |")
+        print(
+            f"| {label} | {statistics.median(r[0] for r in runs):.2f} | {best[label]:.2f} | {cpu[label]:.2f} "
+            f"| {max(r[2] for r in runs):.0f} |"
+        )
     report, audit = "plan report --format md", "plan audit"
     by_wall, by_cpu = best[audit] / best[report], cpu[audit] / cpu[report]
     ok = by_wall <= 1.0 and by_cpu <= 1.0
-    print(f"\naudit / md report: {by_wall:.2f} by the best wall time, {by_cpu:.2f} by CPU time "
-          f"(target: at most 1.00 each) -> {'ok' if ok else 'SLOWER'}")
+    print(
+        f"\naudit / md report: {by_wall:.2f} by the best wall time, {by_cpu:.2f} by CPU time "
+        f"(target: at most 1.00 each) -> {'ok' if ok else 'SLOWER'}"
+    )
     tmp.cleanup()
     return 0 if ok else 1
 

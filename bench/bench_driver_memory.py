@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.run_all import write_run_contract  # noqa: E402
 
-CHILD = '''
+CHILD = """
 import gc, sys, tracemalloc
 tracemalloc.start(12)
 import planner._dispatch.tune as T
@@ -52,26 +52,43 @@ def _end(self, *a, **k):
 T.Recorder.on_trial_start, T.Recorder._end = on_trial_start, _end
 from planner._cli.main import main
 main(["run", sys.argv[1], "--runs-dir", sys.argv[2], "--quiet"])
-'''
+"""
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=330)
     parser.add_argument("--steps", type=int, default=3, help="reports per trial")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        contract = write_run_contract(Path(tmp), "memory", tune_per_arm=(args.trials - 10) // 2, seeds=5, steps=args.steps,
-                                      sleep=0.0)
-        out = subprocess.run([sys.executable, "-c", CHILD, str(contract), str(Path(tmp) / "runs")], cwd=tmp,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+        contract = write_run_contract(
+            Path(tmp),
+            "memory",
+            tune_per_arm=(args.trials - 10) // 2,
+            seeds=5,
+            steps=args.steps,
+            sleep=0.0,
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, str(contract), str(Path(tmp) / "runs")],
+            cwd=tmp,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+        )
     line = next((ln for ln in out.stderr.splitlines() if ln.startswith("GROWTH ")), None)
     if out.returncode != 0 or line is None:
-        raise SystemExit(f"plan run failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+        raise SystemExit(
+            f"plan run failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+        )
     parts = dict(item.split("=") for item in line.split()[1:])
     total = sum(float(v) for v in parts.values())
-    print(f"Python heap growth per tuning trial over {args.trials} trials of {args.steps} reports: {total:.1f} KiB; "
-          + ", ".join(f"{k} {float(v):.1f} KiB" for k, v in parts.items()))
+    print(
+        f"Python heap growth per tuning trial over {args.trials} trials of {args.steps} reports: {total:.1f} KiB; "
+        + ", ".join(f"{k} {float(v):.1f} KiB" for k, v in parts.items())
+    )
 
 
 if __name__ == "__main__":

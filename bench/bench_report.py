@@ -57,9 +57,13 @@ def bench_run(base: Path, trials: int, reports: int) -> tuple[Path, float, int]:
     t0 = time.perf_counter()
     if not (run_dir / "trials.jsonl").is_file():
         # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
-        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)")
-        subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        code = (
+            f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
+            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)"
+        )
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        )
     made = time.perf_counter() - t0
     return run_dir, made, sum(1 for _ in open(run_dir / "trials.jsonl", "rb"))
 
@@ -84,17 +88,58 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(exist_ok=True)
     cases = [
         ("calibration: python -c 'import pandas'", [py, "-c", "import pandas"]),
-        (FLOOR, [py, "-c", "import orjson, pandas, matplotlib\n"
-                 f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)"]),
-        ("load_run (trials + reports frames)",
-         [py, "-c", f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0"]),
-        ("plan report --format md", [py, "-m", "planner", "report", str(run_dir), "--format", "md", "-o", str(out / "r.md")]),
-        ("plan report --format html", [py, "-m", "planner", "report", str(run_dir), "--format", "html", "-o", str(out / "r.html")]),
+        (
+            FLOOR,
+            [
+                py,
+                "-c",
+                "import orjson, pandas, matplotlib\n"
+                f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)",
+            ],
+        ),
+        (
+            "load_run (trials + reports frames)",
+            [
+                py,
+                "-c",
+                f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0",
+            ],
+        ),
+        (
+            "plan report --format md",
+            [
+                py,
+                "-m",
+                "planner",
+                "report",
+                str(run_dir),
+                "--format",
+                "md",
+                "-o",
+                str(out / "r.md"),
+            ],
+        ),
+        (
+            "plan report --format html",
+            [
+                py,
+                "-m",
+                "planner",
+                "report",
+                str(run_dir),
+                "--format",
+                "html",
+                "-o",
+                str(out / "r.html"),
+            ],
+        ),
         ("plan status", [py, "-m", "planner", "status", str(run_dir)]),
     ]
-    print(f"Run: {n_trials} trials x {args.reports} reports (2 metrics each, held-out at the end of confirmation), "
-          f"trials.jsonl {size_mb:.0f} MiB, written in {made:.1f} s. Median of {args.repeat}; "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n")
+    print(
+        f"Run: {n_trials} trials x {args.reports} reports (2 metrics each, held-out at the end of confirmation), "
+        f"trials.jsonl {size_mb:.0f} MiB, written in {made:.1f} s. Median of {args.repeat}; "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n"
+    )
     print("| what | wall s | CPU s | peak MiB |")
     print("|---|---:|---:|---:|")
     runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in cases}
@@ -110,9 +155,13 @@ def main(argv: list[str] | None = None) -> None:
     floor = cpu[FLOOR]
     html = cpu["plan report --format html"]
     load = cpu["load_run (trials + reports frames)"]
-    print(f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 1.5x)")
-    print(f"load_run - floor: CPU {load:.2f} - {floor:.2f} = {load - floor:+.2f} s (target <= +0.5 s); "
-          f"ratio {load / floor:.2f}x")
+    print(
+        f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 1.5x)"
+    )
+    print(
+        f"load_run - floor: CPU {load:.2f} - {floor:.2f} = {load - floor:+.2f} s (target <= +0.5 s); "
+        f"ratio {load / floor:.2f}x"
+    )
     tmp.cleanup()
 
 

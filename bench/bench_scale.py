@@ -32,17 +32,30 @@ from bench.throughput import rates  # noqa: E402
 def measure(side: Path, contract: Path, runs: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(side)}
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", DRIVER, "run", str(contract), "--runs-dir", str(runs), "--quiet"],
-                         cwd=contract.parent, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", DRIVER, "run", str(contract), "--runs-dir", str(runs), "--quiet"],
+        cwd=contract.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - start
     if out.returncode != 0:
-        raise SystemExit(f"plan run failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+        raise SystemExit(
+            f"plan run failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+        )
     driver = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"wall_s": wall, "driver_cpu_s": driver["driver_cpu_s"], "driver_peak_mib": driver["driver_maxrss_kib"] / 1024}
+    return {
+        "wall_s": wall,
+        "driver_cpu_s": driver["driver_cpu_s"],
+        "driver_peak_mib": driver["driver_maxrss_kib"] / 1024,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3)
@@ -51,24 +64,45 @@ def main() -> None:
     tune_per_arm = (args.trials - 2 * args.seeds) // 2
     total = 2 * (tune_per_arm + args.seeds)
     sides = ({"before": args.before.resolve()} if args.before else {}) | {"after": ROOT}
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; load average "
-          f"{os.getloadavg()[0]:.1f}; {total} trials of {args.steps} steps, no sleep", flush=True)
-    print("| side | wall s | trials/s | wall ms a trial | driver CPU s | driver CPU ms a trial | driver peak MiB |")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; load average "
+        f"{os.getloadavg()[0]:.1f}; {total} trials of {args.steps} steps, no sleep",
+        flush=True,
+    )
+    print(
+        "| side | wall s | trials/s | wall ms a trial | driver CPU s | driver CPU ms a trial | driver peak MiB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     windows: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        contract = write_run_contract(Path(tmp), f"scale{total}", tune_per_arm=tune_per_arm, seeds=args.seeds,
-                                      steps=args.steps, sleep=0.0)
+        contract = write_run_contract(
+            Path(tmp),
+            f"scale{total}",
+            tune_per_arm=tune_per_arm,
+            seeds=args.seeds,
+            steps=args.steps,
+            sleep=0.0,
+        )
         for name, side in sides.items():
             runs = Path(tmp) / "runs" / name
             got = measure(side, contract, runs)
-            print(f"| {name} | {got['wall_s']:.0f} | {total / got['wall_s']:.1f} | {got['wall_s'] / total * 1000:.0f} | "
-                  f"{got['driver_cpu_s']:.0f} | {got['driver_cpu_s'] / total * 1000:.1f} | "
-                  f"{got['driver_peak_mib']:.0f} |", flush=True)
+            print(
+                f"| {name} | {got['wall_s']:.0f} | {total / got['wall_s']:.1f} | {got['wall_s'] / total * 1000:.0f} | "
+                f"{got['driver_cpu_s']:.0f} | {got['driver_cpu_s'] / total * 1000:.1f} | "
+                f"{got['driver_peak_mib']:.0f} |",
+                flush=True,
+            )
             windows[name] = rates(str(next(runs.glob("*/*/trials.jsonl"))), max(100, total // 10))
-    for name, got in windows.items():  # a driver whose cost per trial grows with the run slows window after window
-        print(f"{name}: trials/s by windows of {max(100, total // 10)} trials: "
-              + ", ".join(f"{rate:.0f} (to {n})" for n, rate in got))
+    for (
+        name,
+        got,
+    ) in (
+        windows.items()
+    ):  # a driver whose cost per trial grows with the run slows window after window
+        print(
+            f"{name}: trials/s by windows of {max(100, total // 10)} trials: "
+            + ", ".join(f"{rate:.0f} (to {n})" for n, rate in got)
+        )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repo's planner and tests
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # run as a script: the repo's planner and tests
 
 from planner._contract.model import Acceptance  # noqa: E402
 from planner._stats.decide import _welch_t, adjusted_alphas, decide, verdict  # noqa: E402
@@ -62,12 +64,33 @@ def worked_example() -> str:
     lines = ["```python", "acceptance = Acceptance(min_effect=0.01, alpha=0.05, test=\"welch\", correction=\"holm\")",
              "results = {"]  # fmt: skip
     lines += [f"    {arm!r}: {[round(v, 3) for _, v in pairs]}," for arm, pairs in results.items()]
-    lines += ["}  # values by seed 0..4", "decide(acceptance, \"max\", results, \"sgd\", planned_seeds=[0, 1, 2, 3, 4], metric=\"val_acc\")", "```", ""]
+    lines += [
+        "}  # values by seed 0..4",
+        'decide(acceptance, "max", results, "sgd", planned_seeds=[0, 1, 2, 3, 4], metric="val_acc")',
+        "```",
+        "",
+    ]
     rows = []
     for d in decide(acceptance, "max", results, "sgd", planned_seeds=seeds, metric="val_acc"):
         rows.append([d.arm, d.decision, f"{d.effect:+.4f}", f"{d.ci_low:.4f}", f"{d.ci_high:.4f}",
                      f"{d.p_value:.5f}", f"{d.alpha_adjusted:.4f}", d.reason])  # fmt: skip
-    return "\n".join(lines) + "\n" + table(["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted", "reason"], rows)
+    return (
+        "\n".join(lines)
+        + "\n"
+        + table(
+            [
+                "arm",
+                "decision",
+                "effect",
+                "ci_low",
+                "ci_high",
+                "p_value",
+                "alpha_adjusted",
+                "reason",
+            ],
+            rows,
+        )
+    )
 
 
 def a_a_table() -> str:
@@ -80,14 +103,30 @@ def a_a_table() -> str:
                 r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], distribution=distribution,
                              correlation=0.5 if test == "paired" else 0.0, rng_seed=n, permutations=1_999)  # fmt: skip
                 cells.append(f"{r.detected:.4f}")
-            rows.append([test, distribution, sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
+            rows.append(
+                [
+                    test,
+                    distribution,
+                    sims[test],
+                    *cells,
+                    f"{binomial_bound(ALPHA / 2, sims[test]):.4f}",
+                ]
+            )
     for test in ("welch", "bootstrap"):
         cells = []
         for n in (3, 5, 10):
             r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], rng_seed=50 + n,
                          permutations=1_999, arm_sd_ratio=3.0)  # fmt: skip
             cells.append(f"{r.detected:.4f}")
-        rows.append([test, "normal, arm sd x 3 (same mean)", sims[test], *cells, f"{binomial_bound(ALPHA / 2, sims[test]):.4f}"])
+        rows.append(
+            [
+                test,
+                "normal, arm sd x 3 (same mean)",
+                sims[test],
+                *cells,
+                f"{binomial_bound(ALPHA / 2, sims[test]):.4f}",
+            ]
+        )
     rng = np.random.default_rng(14)
     for distribution in ("normal", "lognormal"):
         cells = []
@@ -95,20 +134,32 @@ def a_a_table() -> str:
             base, arm = draw(distribution, (4_000, n), rng), draw(distribution, (4_000, n), rng)
             _, low, _ = percentile_bootstrap(base, arm, ALPHA, 2_000, rng_seed=15)
             cells.append(f"{(low > 0).mean():.4f}")
-        rows.append(["percentile bootstrap (not used)", distribution, 4_000, *cells, f"{binomial_bound(ALPHA / 2, 4_000):.4f}"])
+        rows.append(
+            [
+                "percentile bootstrap (not used)",
+                distribution,
+                4_000,
+                *cells,
+                f"{binomial_bound(ALPHA / 2, 4_000):.4f}",
+            ]
+        )
     return table(["test", "noise", "experiments", "n = 3", "n = 5", "n = 10", "bound"], rows)
 
 
 def power_table() -> str:
     rows = []
     for test in ("welch", "paired", "bootstrap"):
-        for n in (4, 5, 10) if test == "bootstrap" else (3, 5, 10):  # 3 + 3 seeds: bootstrap never detects
+        for n in (
+            (4, 5, 10) if test == "bootstrap" else (3, 5, 10)
+        ):  # 3 + 3 seeds: bootstrap never detects
             effect = detectable_effect(1.0, n, ALPHA, 0.7, "welch" if test == "bootstrap" else test)
             sd, rho = (1.0, 0.5) if test == "paired" else (1.0, 0.0)
             sims = 4_000 if test == "bootstrap" else 20_000
             r = simulate(test, n, effect, alpha=ALPHA, min_effect=effect, sd=sd, correlation=rho, sims=sims,
                          rng_seed=20 + n, permutations=1_999)  # fmt: skip
-            pooled = stats.nct.sf(stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, effect / math.sqrt(2 / n))
+            pooled = stats.nct.sf(
+                stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, effect / math.sqrt(2 / n)
+            )
             rows.append([
                 test, n, f"{effect:.3f}", f"{detection_power(n, effect, 1.0, ALPHA, test):.3f}", f"{r.detected:.3f}",
                 f"{pooled:.3f}" if test == "welch" else "",
@@ -128,7 +179,16 @@ def seeds_table() -> str:
             seeds_for_power(1.0, effect, ALPHA, 0.8, "bootstrap"),
             seeds_for_power(math.sqrt(2 * (1 - 0.7)), effect, ALPHA, 0.8, "paired"),
         ])  # fmt: skip
-    return table(["true effect / sd", "welch", "welch, 3 arms (holm)", "bootstrap", "paired, seed correlation 0.7"], rows)
+    return table(
+        [
+            "true effect / sd",
+            "welch",
+            "welch, 3 arms (holm)",
+            "bootstrap",
+            "paired, seed correlation 0.7",
+        ],
+        rows,
+    )
 
 
 def holm_table() -> str:
@@ -143,7 +203,9 @@ def holm_table() -> str:
         accepted = np.column_stack([
             verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept" for j, arm in enumerate(arms)
         ])  # fmt: skip
-        rows.append([correction, f"{accepted.any(axis=1).mean():.4f}", f"{accepted[:, 0].mean():.4f}"])
+        rows.append(
+            [correction, f"{accepted.any(axis=1).mean():.4f}", f"{accepted[:, 0].mean():.4f}"]
+        )
     return table(["correction", "P(any of 3 A/A arms accepted)", "P(a given arm accepted)"], rows)
 
 
@@ -151,10 +213,22 @@ def sequential_a_a_table() -> str:
     sims = 40_000
     rows = []
     for test in ("welch", "paired"):
-        for n_seeds, looks, spending in [(6, 3, "obrien_fleming"), (8, 4, "pocock"), (10, 5, "obrien_fleming"), (24, 4, "pocock")]:
-            kwargs = dict(min_effect=1e-9, sims=sims, rng_seed=looks, correlation=0.5 if test == "paired" else 0.0)
+        for n_seeds, looks, spending in [
+            (6, 3, "obrien_fleming"),
+            (8, 4, "pocock"),
+            (10, 5, "obrien_fleming"),
+            (24, 4, "pocock"),
+        ]:
+            kwargs = dict(
+                min_effect=1e-9,
+                sims=sims,
+                rng_seed=looks,
+                correlation=0.5 if test == "paired" else 0.0,
+            )
             calibrated = plan_design(n_seeds, looks, ALPHA, spending, test=test)
-            t_quantile = plan_design(n_seeds, looks, ALPHA, spending, test=test, calibration="t_quantile")
+            t_quantile = plan_design(
+                n_seeds, looks, ALPHA, spending, test=test, calibration="t_quantile"
+            )
             rows.append([
                 test, n_seeds, looks, spending,
                 f"{simulate_design(calibrated, 0.0, **kwargs).detected:.4f}",
@@ -162,7 +236,14 @@ def sequential_a_a_table() -> str:
                 f"{simulate_design(calibrated, 0.0, z_only=True, **kwargs).detected:.4f}",
             ])  # fmt: skip
     note = f"{sims} experiments each; bound for a calibrated design {binomial_bound(ALPHA / 2, sims):.4f}."
-    return note + "\n\n" + table(["test", "seeds", "looks", "spending", "calibrated (used)", "t quantiles", "z bounds"], rows)
+    return (
+        note
+        + "\n\n"
+        + table(
+            ["test", "seeds", "looks", "spending", "calibrated (used)", "t quantiles", "z bounds"],
+            rows,
+        )
+    )
 
 
 def sequential_power_table() -> str:
@@ -207,18 +288,29 @@ def quantized_a_a_table() -> str:
         for n in (2, 3, 5, 10):
             cells = []
             for sequential in (False, True):
-                f = quantized_false_accept(test, n, sequential=sequential, alpha=ALPHA, sims=sims, rng_seed=n)
+                f = quantized_false_accept(
+                    test, n, sequential=sequential, alpha=ALPHA, sims=sims, rng_seed=n
+                )
                 looks = f"{f.looks} look{'s' if f.looks > 1 else ''}"
-                cells += [f"{f.rate:.4f} ± {f.mc_error:.4f}" + ("" if sequential else ""), looks] if sequential \
+                cells += (
+                    [f"{f.rate:.4f} ± {f.mc_error:.4f}" + ("" if sequential else ""), looks]
+                    if sequential
                     else [f"{f.rate:.4f} ± {f.mc_error:.4f}"]
+                )
             rows.append([test, n, *cells])
-    note = (f"Metric on a grid of {GRID} around 0.9 (accuracy on 100 examples), seed-to-seed sd {SD}, "
-            f"min_effect {MIN_EFFECT}, no true effect; {sims} experiments per cell (± one Monte Carlo standard "
-            f"error). Target: at most {ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). "
-            "Sequential: O'Brien-Fleming with the most looks (up to 3) the seeds make; 2 seeds make only one look; "
-            "the bootstrap test is monitored with Welch's t. Before the degenerate-spread rule, the fixed paired "
-            "test at 2 seeds accepted 0.057 and paired in 3 looks of 6 seeds 0.074.")
-    return note + "\n\n" + table(["test", "seeds", "fixed: P(accept)", "sequential: P(accept)", "looks"], rows)
+    note = (
+        f"Metric on a grid of {GRID} around 0.9 (accuracy on 100 examples), seed-to-seed sd {SD}, "
+        f"min_effect {MIN_EFFECT}, no true effect; {sims} experiments per cell (± one Monte Carlo standard "
+        f"error). Target: at most {ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). "
+        "Sequential: O'Brien-Fleming with the most looks (up to 3) the seeds make; 2 seeds make only one look; "
+        "the bootstrap test is monitored with Welch's t. Before the degenerate-spread rule, the fixed paired "
+        "test at 2 seeds accepted 0.057 and paired in 3 looks of 6 seeds 0.074."
+    )
+    return (
+        note
+        + "\n\n"
+        + table(["test", "seeds", "fixed: P(accept)", "sequential: P(accept)", "looks"], rows)
+    )
 
 
 def edges_a_a_table() -> str:
@@ -241,16 +333,20 @@ def edges_a_a_table() -> str:
                 f = edge_false_accept(case, test, n, alpha=ALPHA, sims=sims, rng_seed=n)
                 cells.append(f"{f.rate:.4f} ± {f.mc_error:.4f}")
             rows.append([case, test, *cells])
-    note = (f"No true effect; {sims} experiments per cell (± one Monte Carlo standard error); target at most "
-            f"{ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). Values around "
-            f"{LEVEL} with seed-to-seed sd {SD} and min_effect {MIN_EFFECT}, except at the offset (sd and min_effect "
-            f"{OFFSET_SD}). Diverged: each seed of either arm diverges with that chance and counts as "
-            "failures.diverged_value 0.0; before an all-diverged side counted as degenerate, the 2-seed A/A rate was "
-            "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about 33 examples), "
-            "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on a third or half "
-            "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the bootstrap test, "
-            "exact under no effect, is not).")
-    return note + "\n\n" + table(["case", "test", "n = 2", "n = 3", "n = 5", "n = 8", "n = 10"], rows)
+    note = (
+        f"No true effect; {sims} experiments per cell (± one Monte Carlo standard error); target at most "
+        f"{ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). Values around "
+        f"{LEVEL} with seed-to-seed sd {SD} and min_effect {MIN_EFFECT}, except at the offset (sd and min_effect "
+        f"{OFFSET_SD}). Diverged: each seed of either arm diverges with that chance and counts as "
+        "failures.diverged_value 0.0; before an all-diverged side counted as degenerate, the 2-seed A/A rate was "
+        "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about 33 examples), "
+        "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on a third or half "
+        "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the bootstrap test, "
+        "exact under no effect, is not)."
+    )
+    return (
+        note + "\n\n" + table(["case", "test", "n = 2", "n = 3", "n = 5", "n = 8", "n = 10"], rows)
+    )
 
 
 def offset_table() -> str:
@@ -263,16 +359,41 @@ def offset_table() -> str:
         for n in (2, 3, 5, 10):
             for effect in (0.0, 2 * OFFSET_SD):
                 c = offset_check(test, n, effect=effect, alpha=ALPHA, sims=sims, rng_seed=n)
-                rows.append([test, n, f"{effect:g}", f"{c.accept_at_0:.4f}", f"{c.accept_at_offset:.4f}",
-                             c.degenerate_at_offset, c.changed])
-    note = (f"{sims} experiments per row, decided twice: as drawn (sd {OFFSET_SD}, min_effect {OFFSET_SD}) and with "
-            f"{OFFSET:g} added to every value. A float step at {OFFSET:g} is {np.spacing(OFFSET):.2g}, so a spread of "
-            f"{OFFSET_SD} is about {OFFSET_SD / np.spacing(OFFSET):.0f} steps: not degenerate. The rule fires only "
-            "where the drawn spread itself falls within 2 float steps of the magnitude (with 2 seeds about 1 % of "
-            "pairs, by chance); the other changed decisions are rounding at 1e10 (0.2 % of the sd). Before, the rule's "
-            "tolerance (1024 steps, 2.3e-3 at 1e10) exceeded the spread and nearly every experiment was degenerate.")
-    return note + "\n\n" + table(["test", "n", "true effect", "P(accept) at offset 0", f"at offset {OFFSET:g}",
-                                   "degenerate at the offset", "decisions changed"], rows)
+                rows.append(
+                    [
+                        test,
+                        n,
+                        f"{effect:g}",
+                        f"{c.accept_at_0:.4f}",
+                        f"{c.accept_at_offset:.4f}",
+                        c.degenerate_at_offset,
+                        c.changed,
+                    ]
+                )
+    note = (
+        f"{sims} experiments per row, decided twice: as drawn (sd {OFFSET_SD}, min_effect {OFFSET_SD}) and with "
+        f"{OFFSET:g} added to every value. A float step at {OFFSET:g} is {np.spacing(OFFSET):.2g}, so a spread of "
+        f"{OFFSET_SD} is about {OFFSET_SD / np.spacing(OFFSET):.0f} steps: not degenerate. The rule fires only "
+        "where the drawn spread itself falls within 2 float steps of the magnitude (with 2 seeds about 1 % of "
+        "pairs, by chance); the other changed decisions are rounding at 1e10 (0.2 % of the sd). Before, the rule's "
+        "tolerance (1024 steps, 2.3e-3 at 1e10) exceeded the spread and nearly every experiment was degenerate."
+    )
+    return (
+        note
+        + "\n\n"
+        + table(
+            [
+                "test",
+                "n",
+                "true effect",
+                "P(accept) at offset 0",
+                f"at offset {OFFSET:g}",
+                "degenerate at the offset",
+                "decisions changed",
+            ],
+            rows,
+        )
+    )
 
 
 def margin_table() -> str:
@@ -285,34 +406,75 @@ def margin_table() -> str:
             for k, factor in enumerate((0.0, 0.95, 1.0, 2.0)):
                 effect = factor * min_effect
                 analytic = accept_probability(n, effect, 1.0, ALPHA, min_effect, "welch", rule=rule)
-                r = simulate("welch", n, effect, alpha=ALPHA, min_effect=min_effect, sims=sims, rule=rule,
-                             rng_seed=60 + 4 * n + k)
+                r = simulate(
+                    "welch",
+                    n,
+                    effect,
+                    alpha=ALPHA,
+                    min_effect=min_effect,
+                    sims=sims,
+                    rule=rule,
+                    rng_seed=60 + 4 * n + k,
+                )
                 cells.append(f"{analytic:.3f} / {r.accept:.3f}")
             rows.append([rule, n, *cells])
     estimate = seeds_for_power(1.0, min_effect, ALPHA, 0.8, "welch")
-    margin = {f: seeds_for_power(1.0, min_effect, ALPHA, 0.8, "welch", rule="margin", effect=f * min_effect)
-              for f in (1.5, 2.0, 3.0)}
-    note = (f"Welch, seed-to-seed sd 1, min_effect {min_effect:g}, alpha {ALPHA}; each cell analytic / simulated "
-            f"({sims} experiments). estimate (the default): accept when the CI is above 0 and the estimate reaches "
-            "min_effect; margin: when the CI's lower end reaches min_effect. Seeds per arm for 80 %: estimate "
-            f"{estimate} (P(CI low > 0) at a true effect of min_effect, what `plan power` plans); margin, P(accept) "
-            "at a true effect of " + ", ".join(f"{f:g} x min_effect {k}" for f, k in margin.items()) +
-            " (the margin rule needs a true effect above min_effect to plan for).")
-    return note + "\n\n" + table(["rule", "n", "P(accept) at 0", "at 0.95 x min_effect", "at min_effect",
-                                   "at 2 x min_effect"], rows)
+    margin = {
+        f: seeds_for_power(
+            1.0, min_effect, ALPHA, 0.8, "welch", rule="margin", effect=f * min_effect
+        )
+        for f in (1.5, 2.0, 3.0)
+    }
+    note = (
+        f"Welch, seed-to-seed sd 1, min_effect {min_effect:g}, alpha {ALPHA}; each cell analytic / simulated "
+        f"({sims} experiments). estimate (the default): accept when the CI is above 0 and the estimate reaches "
+        "min_effect; margin: when the CI's lower end reaches min_effect. Seeds per arm for 80 %: estimate "
+        f"{estimate} (P(CI low > 0) at a true effect of min_effect, what `plan power` plans); margin, P(accept) "
+        "at a true effect of "
+        + ", ".join(f"{f:g} x min_effect {k}" for f, k in margin.items())
+        + " (the margin rule needs a true effect above min_effect to plan for)."
+    )
+    return (
+        note
+        + "\n\n"
+        + table(
+            [
+                "rule",
+                "n",
+                "P(accept) at 0",
+                "at 0.95 x min_effect",
+                "at min_effect",
+                "at 2 x min_effect",
+            ],
+            rows,
+        )
+    )
 
 
 SECTIONS = [
     ("Worked example", worked_example),
-    ("A/A false-accept rate: P(CI low > 0) with no true effect, alpha 0.05 (target <= 0.025)", a_a_table),
-    ("Power at a true effect of exactly min_effect (fixed design, sd 1; bootstrap at Welch's 70 % effect)", power_table),
+    (
+        "A/A false-accept rate: P(CI low > 0) with no true effect, alpha 0.05 (target <= 0.025)",
+        a_a_table,
+    ),
+    (
+        "Power at a true effect of exactly min_effect (fixed design, sd 1; bootstrap at Welch's 70 % effect)",
+        power_table,
+    ),
     ("Seeds per arm for 80 % power (alpha 0.05, sd 1)", seeds_table),
-    ("Family-wise false accepts: 3 A/A arms against one baseline, welch, 5 seeds, 20,000 experiments", holm_table),
+    (
+        "Family-wise false accepts: 3 A/A arms against one baseline, welch, 5 seeds, 20,000 experiments",
+        holm_table,
+    ),
     ("Sequential: A/A false-accept rate of the per-look thresholds", sequential_a_a_table),
-    ("Quantized metric: A/A false-accept rate with ties (degenerate-spread rule), fixed and sequential",
-     quantized_a_a_table),
-    ("At the edges: A/A false-accept rate with diverged seeds, ties and a large offset (fixed design)",
-     edges_a_a_table),
+    (
+        "Quantized metric: A/A false-accept rate with ties (degenerate-spread rule), fixed and sequential",
+        quantized_a_a_table,
+    ),
+    (
+        "At the edges: A/A false-accept rate with diverged seeds, ties and a large offset (fixed design)",
+        edges_a_a_table,
+    ),
     ("A large offset: the same experiments at 0 and at 1e10", offset_table),
     ("The acceptance rules: P(accept) under estimate and margin", margin_table),
     ("Sequential against fixed n: power, accepts and seeds", sequential_power_table),
@@ -320,7 +482,12 @@ SECTIONS = [
 
 
 def render() -> str:
-    parts = [START, "", "_Written by `PYTHONPATH=. python bench/bench_statistics.py`; do not edit by hand._", ""]
+    parts = [
+        START,
+        "",
+        "_Written by `PYTHONPATH=. python bench/bench_statistics.py`; do not edit by hand._",
+        "",
+    ]
     for title, make in SECTIONS:
         began = time.perf_counter()
         body = make()
@@ -332,7 +499,9 @@ def render() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stdout", action="store_true", help="print the tables instead of updating the doc")
+    parser.add_argument(
+        "--stdout", action="store_true", help="print the tables instead of updating the doc"
+    )
     args = parser.parse_args()
     block = render()
     if args.stdout:
@@ -341,7 +510,9 @@ def main() -> None:
     text = DOC.read_text()
     if START not in text or END not in text:
         raise SystemExit(f"{DOC} has no {START} ... {END} block to fill")
-    DOC.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
+    DOC.write_text(
+        re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+    )
     print(f"updated {DOC}", file=sys.stderr)
 
 

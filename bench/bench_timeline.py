@@ -38,14 +38,34 @@ def timeline(pythonpath: Path, folder: Path, args: argparse.Namespace) -> list[t
     """[(segment, seconds)] of one run made with PYTHONPATH=`pythonpath` in `folder`."""
     import json
 
-    contract = write_run_contract(folder, "ablation", tune_per_arm=args.tune_per_arm, seeds=args.seeds, steps=1,
-                                  sleep=args.trial_seconds)
+    contract = write_run_contract(
+        folder,
+        "ablation",
+        tune_per_arm=args.tune_per_arm,
+        seeds=args.seeds,
+        steps=1,
+        sleep=args.trial_seconds,
+    )
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     start = time.time()
     printed = None  # when the result's first line ("run folder: ...") reached stdout
-    with subprocess.Popen([sys.executable, "-m", "planner", "run", str(contract), "--runs-dir",
-                           str(folder / "runs"), "--quiet"], cwd=folder, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True) as child:
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "run",
+            str(contract),
+            "--runs-dir",
+            str(folder / "runs"),
+            "--quiet",
+        ],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as child:
         for line in child.stdout:
             if printed is None and line.startswith("run folder:"):
                 printed = time.time()
@@ -56,22 +76,53 @@ def timeline(pythonpath: Path, folder: Path, args: argparse.Namespace) -> list[t
     first = {}
     for e in events:
         first.setdefault((e["event"], e.get("phase")), _t(e["time"]))
-    starts = {p: sorted(_t(e["time"]) for e in events if e["event"] == "trial_started" and e.get("phase") == p)
-              for p in ("tune", "confirm")}
+    starts = {
+        p: sorted(
+            _t(e["time"]) for e in events if e["event"] == "trial_started" and e.get("phase") == p
+        )
+        for p in ("tune", "confirm")
+    }
     records = [json.loads(line) for line in open(run_dir / "trials.jsonl")]
-    ends = {p: sorted(_t(r["ended"]) for r in records if r["phase"] == p) for p in ("tune", "confirm")}
+    ends = {
+        p: sorted(_t(r["ended"]) for r in records if r["phase"] == p) for p in ("tune", "confirm")
+    }
     marks = [
-        ("process start -> run_started (imports, contract, run folder)", start, first[("run_started", None)]),
-        ("run_started -> tuning phase_started (Ray start, plan)", first[("run_started", None)],
-         first[("phase_started", "tune")]),
-        ("tuning phase_started -> first trial_started (Tune start)", first[("phase_started", "tune")],
-         starts["tune"][0]),
+        (
+            "process start -> run_started (imports, contract, run folder)",
+            start,
+            first[("run_started", None)],
+        ),
+        (
+            "run_started -> tuning phase_started (Ray start, plan)",
+            first[("run_started", None)],
+            first[("phase_started", "tune")],
+        ),
+        (
+            "tuning phase_started -> first trial_started (Tune start)",
+            first[("phase_started", "tune")],
+            starts["tune"][0],
+        ),
         ("tuning: first trial start -> last trial end", starts["tune"][0], ends["tune"][-1]),
-        ("last tuning trial end -> confirm phase_started (selection)", ends["tune"][-1],
-         first[("phase_started", "confirm")]),
-        ("confirm phase_started -> first trial_started", first[("phase_started", "confirm")], starts["confirm"][0]),
-        ("confirmation: first trial start -> last trial end", starts["confirm"][0], ends["confirm"][-1]),
-        ("last confirm trial end -> run_ended (decide, write)", ends["confirm"][-1], first[("run_ended", None)]),
+        (
+            "last tuning trial end -> confirm phase_started (selection)",
+            ends["tune"][-1],
+            first[("phase_started", "confirm")],
+        ),
+        (
+            "confirm phase_started -> first trial_started",
+            first[("phase_started", "confirm")],
+            starts["confirm"][0],
+        ),
+        (
+            "confirmation: first trial start -> last trial end",
+            starts["confirm"][0],
+            ends["confirm"][-1],
+        ),
+        (
+            "last confirm trial end -> run_ended (decide, write)",
+            ends["confirm"][-1],
+            first[("run_ended", None)],
+        ),
         ("run_ended -> result printed (unlock, the result)", first[("run_ended", None)], printed),
         ("result printed -> process exit (Ray shutdown)", printed, end),
     ]
@@ -89,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trial-seconds", type=float, default=1.0)
     parser.add_argument("--slots", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
-    sides = {"after": ROOT} if args.before is None else {"before": args.before.resolve(), "after": ROOT}
+    sides = (
+        {"after": ROOT} if args.before is None else {"before": args.before.resolve(), "after": ROOT}
+    )
     got = {}
     for side, path in sides.items():
         with tempfile.TemporaryDirectory(prefix="bench-timeline-") as tmp:
@@ -97,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     per_phase = math.ceil(2 * args.tune_per_arm / args.slots) * args.trial_seconds
     per_confirm = math.ceil(2 * args.seeds / args.slots) * args.trial_seconds
     n = 2 * (args.tune_per_arm + args.seeds)
-    print(f"{n} trials x {args.trial_seconds:g} s on {args.slots} slots; ideal: tuning {per_phase:.1f} s, "
-          f"confirmation {per_confirm:.1f} s, whole {per_phase + per_confirm:.1f} s; load average "
-          f"{os.getloadavg()[0]:.1f}\n")
+    print(
+        f"{n} trials x {args.trial_seconds:g} s on {args.slots} slots; ideal: tuning {per_phase:.1f} s, "
+        f"confirmation {per_confirm:.1f} s, whole {per_phase + per_confirm:.1f} s; load average "
+        f"{os.getloadavg()[0]:.1f}\n"
+    )
     print("| segment | " + " | ".join(f"{s} s" for s in sides) + " |")
     print("|---|" + "---:|" * len(sides))
     for i, (name, _) in enumerate(got["after"]):

@@ -68,28 +68,50 @@ print((time.perf_counter() - t) / n * 1e6)
 
 def measure(code: str, path: Path, rounds: int) -> str:
     env = {**os.environ, "PYTHONPATH": str(path)}
-    out = subprocess.run([sys.executable, "-c", code, str(rounds)], env=env, cwd=path, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(rounds)],
+        env=env,
+        cwd=path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     return out if out == "-" else f"{float(out):.1f}"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, default=None, help="a planner checkout to measure beside this one")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="a planner checkout to measure beside this one"
+    )
     parser.add_argument("--rounds", type=int, default=2000)
     args = parser.parse_args(argv)
     sides = [("after", ROOT)] + ([("before", args.before)] if args.before else [])
-    processes = sum(1 for p in os.listdir("/proc") if p.isdigit()) if os.path.isdir("/proc") else "?"
+    processes = (
+        sum(1 for p in os.listdir("/proc") if p.isdigit()) if os.path.isdir("/proc") else "?"
+    )
     print("| figure | " + " | ".join(name for name, _ in sides) + " |")
     print("|---|" + "---:|" * len(sides))
-    print("| scrub one 1 KiB line of output, us | "
-          + " | ".join(measure(SCRUB, path, args.rounds) for _, path in sides) + " |")
-    print(f"| end a function trial's process tree ({processes} processes on the machine), ms a trial | "
-          + " | ".join(measure(PROCESS_END, path, args.rounds) for _, path in sides) + " |")
-    print("| a trial's attempts ledger, written at its start and end, ms a trial | "
-          + " | ".join(measure(LEDGER, path, args.rounds) for _, path in sides) + " |")
-    print("| look at the modules loaded (beside Ray Tune; four a trial), us a look | "
-          + " | ".join(measure(MODULES, path, args.rounds) for _, path in sides) + " |")
+    print(
+        "| scrub one 1 KiB line of output, us | "
+        + " | ".join(measure(SCRUB, path, args.rounds) for _, path in sides)
+        + " |"
+    )
+    print(
+        f"| end a function trial's process tree ({processes} processes on the machine), ms a trial | "
+        + " | ".join(measure(PROCESS_END, path, args.rounds) for _, path in sides)
+        + " |"
+    )
+    print(
+        "| a trial's attempts ledger, written at its start and end, ms a trial | "
+        + " | ".join(measure(LEDGER, path, args.rounds) for _, path in sides)
+        + " |"
+    )
+    print(
+        "| look at the modules loaded (beside Ray Tune; four a trial), us a look | "
+        + " | ".join(measure(MODULES, path, args.rounds) for _, path in sides)
+        + " |"
+    )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}")
+        raise SystemExit(
+            f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.decode()[-500:]}"
+        )
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return elapsed, cpu
 
@@ -51,10 +53,19 @@ def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--contract", type=Path, default=EXAMPLES / "valid" / "optimizer-tuned.yaml")
-    parser.add_argument("--before", type=Path, action="append", default=[],
-                        help="another checkout whose validate is timed too, interleaved with this one's (repeatable)")
-    parser.add_argument("--no-compose", action="store_true", help="skip the in-process compose comparison")
+    parser.add_argument(
+        "--contract", type=Path, default=EXAMPLES / "valid" / "optimizer-tuned.yaml"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout whose validate is timed too, interleaved with this one's (repeatable)",
+    )
+    parser.add_argument(
+        "--no-compose", action="store_true", help="skip the in-process compose comparison"
+    )
     args = parser.parse_args()
     contract = args.contract.resolve()
     # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
@@ -62,16 +73,31 @@ def main() -> int:
     # (name, argv, checkout on PYTHONPATH, folder it runs in)
     validate_name = f"plan validate {contract.name}"
     commands = [
-        ("imports (import hydra, pydantic)", [sys.executable, "-c", "import hydra, pydantic"], REPO, cwd),
-        ("floor (import hydra; from pydantic import BaseModel)",
-         [sys.executable, "-c", "import hydra; from pydantic import BaseModel"], REPO, cwd),
+        (
+            "imports (import hydra, pydantic)",
+            [sys.executable, "-c", "import hydra, pydantic"],
+            REPO,
+            cwd,
+        ),
+        (
+            "floor (import hydra; from pydantic import BaseModel)",
+            [sys.executable, "-c", "import hydra; from pydantic import BaseModel"],
+            REPO,
+            cwd,
+        ),
         (validate_name, [sys.executable, "-m", "planner", "validate", str(contract)], REPO, cwd),
     ]
     for before in (path.resolve() for path in args.before):
         # the same contract, as the other checkout has it (its examples, its trainable)
         other = before / contract.relative_to(REPO)
-        commands.append((f"{validate_name} (before: {before})",
-                         [sys.executable, "-m", "planner", "validate", str(other)], before, other.parent.parent))
+        commands.append(
+            (
+                f"{validate_name} (before: {before})",
+                [sys.executable, "-m", "planner", "validate", str(other)],
+                before,
+                other.parent.parent,
+            )
+        )
     for _, _, checkout, _ in commands:
         # byte-compile planner as an install would: with PYTHONDONTWRITEBYTECODE set, a stale .pyc
         # would otherwise be recompiled on every run and counted against validate
@@ -89,16 +115,22 @@ def main() -> int:
     walls = {name: statistics.median(values) for name, values in wall.items()}
     cpus = {name: statistics.median(values) for name, values in cpu.items()}
     for name, *_ in commands:
-        print(f"{name}: median wall {walls[name]:.3f} s, CPU {cpus[name]:.3f} s over {args.runs} runs")
+        print(
+            f"{name}: median wall {walls[name]:.3f} s, CPU {cpus[name]:.3f} s over {args.runs} runs"
+        )
     imports, floor, validate = (walls[name] for name, *_ in commands[:3])
     cpu_imports, cpu_floor, cpu_validate = (cpus[name] for name, *_ in commands[:3])
     ratio, cpu_ratio = validate / floor, cpu_validate / cpu_floor
-    print(f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_ratio:.2f} (target <= {TARGET}); "
-          f"validate / imports: wall {validate / imports:.2f}, CPU {cpu_validate / cpu_imports:.2f}")
+    print(
+        f"ratio validate / floor: wall {ratio:.2f}, CPU {cpu_ratio:.2f} (target <= {TARGET}); "
+        f"validate / imports: wall {validate / imports:.2f}, CPU {cpu_validate / cpu_imports:.2f}"
+    )
     for name, *_ in commands[3:]:
-        print(f"{name}: / floor: wall {walls[name] / floor:.2f}, CPU {cpus[name] / cpu_floor:.2f}; "
-              f"this checkout saves wall {(walls[name] - validate) * 1000:.1f} ms, "
-              f"CPU {(cpus[name] - cpu_validate) * 1000:.1f} ms (medians)")
+        print(
+            f"{name}: / floor: wall {walls[name] / floor:.2f}, CPU {cpus[name] / cpu_floor:.2f}; "
+            f"this checkout saves wall {(walls[name] - validate) * 1000:.1f} ms, "
+            f"CPU {(cpus[name] - cpu_validate) * 1000:.1f} ms (medians)"
+        )
     if not args.no_compose:
         _compare_composes(contract, args.runs)
     return 0 if cpu_ratio <= TARGET else 1
@@ -131,7 +163,9 @@ def _compare_composes(contract: Path, runs: int) -> None:
             times.append(time.perf_counter() - start)
         medians[name] = statistics.median(times)
         print(f"{name}: median {medians[name] * 1000:.1f} ms per compose")
-    print(f"direct compose is {medians['hydra.compose'] / medians['compose_without_hydra_node']:.1f}x faster")
+    print(
+        f"direct compose is {medians['hydra.compose'] / medians['compose_without_hydra_node']:.1f}x faster"
+    )
 
 
 if __name__ == "__main__":

@@ -89,8 +89,11 @@ def prepare(example: Path, work: Path, args) -> Path:
     contract["name"] = "gpu-check"
     contract["command"]["run"] = "python gpu_probe.py"
     contract.setdefault("config", {})
-    contract["config"]["overrides"] = [*contract["config"].get("overrides", []),
-                                       f"trainer.accelerator={args.accelerator}", "trainer.devices=1"]
+    contract["config"]["overrides"] = [
+        *contract["config"].get("overrides", []),
+        f"trainer.accelerator={args.accelerator}",
+        "trainer.devices=1",
+    ]
     contract["seeds"] = [0, 1]
     contract["budget"]["exposure"] = args.epochs
     contract["budget"]["resources"] = {"cpu": 1, "gpu": args.fraction}
@@ -104,7 +107,9 @@ def prepare(example: Path, work: Path, args) -> Path:
 def _env() -> dict[str, str]:
     """This environment, with this checkout's planner importable (after any PYTHONPATH given)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([*[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p], str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [*[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p], str(REPO)]
+    )
     return env
 
 
@@ -112,11 +117,22 @@ def plan_run(contract: Path, work: Path, args) -> tuple[subprocess.CompletedProc
     env = _env()
     if args.address is None and args.accelerator == "gpu":
         env["CUDA_VISIBLE_DEVICES"] = args.gpu  # the embedded Ray sees this one GPU only
-    cmd = [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(work / "runs"), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "planner",
+        "run",
+        str(contract),
+        "--runs-dir",
+        str(work / "runs"),
+        "--quiet",
+    ]
     if args.address is not None:
         cmd += ["--address", args.address]
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=args.timeout)
+    proc = subprocess.run(
+        cmd, cwd=work, env=env, capture_output=True, text=True, timeout=args.timeout
+    )
     return proc, time.monotonic() - started
 
 
@@ -146,50 +162,100 @@ def summarize(run_dir: Path, args) -> tuple[dict, list[str]]:
     for path in run_dir.glob("trials/*/gpu-probe-*.json"):
         fact = json.loads(path.read_text())
         probes.setdefault(fact["trial_id"], []).append(fact)
-    report = subprocess.run([sys.executable, "-m", "planner", "report", str(run_dir), "--format", "json"],
-                            capture_output=True, text=True, timeout=300, env=_env())
+    report = subprocess.run(
+        [sys.executable, "-m", "planner", "report", str(run_dir), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    )
     cost = json.loads(report.stdout)["cost"] if report.returncode == 0 else []
-    markdown = subprocess.run([sys.executable, "-m", "planner", "report", str(run_dir)], capture_output=True,
-                              text=True, timeout=300, env=_env()).stdout
-    cost_md = ("## Cost" + markdown.split("## Cost", 1)[1].split("\n## ", 1)[0] if "## Cost" in markdown
-               else "(the report has no Cost section)")
+    markdown = subprocess.run(
+        [sys.executable, "-m", "planner", "report", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(),
+    ).stdout
+    cost_md = (
+        "## Cost" + markdown.split("## Cost", 1)[1].split("\n## ", 1)[0]
+        if "## Cost" in markdown
+        else "(the report has no Cost section)"
+    )
     trials = []
     for r in records:
         last = (probes.get(r["trial_id"]) or [{}])[-1]
-        trials.append({"trial_id": r["trial_id"], "phase": r["phase"], "arm": r["arm"], "status": r["status"],
-                       "duration_s": r.get("duration_s"), "node_id": r.get("node_id"), **{
-                           k: last.get(k) for k in ("cuda_visible_devices", "device_count", "devices", "start",
-                                                    "end", "max_memory_allocated")},
-                       "lightning": _lightning_saw(run_dir / "trials" / r["trial_id"])})
+        trials.append(
+            {
+                "trial_id": r["trial_id"],
+                "phase": r["phase"],
+                "arm": r["arm"],
+                "status": r["status"],
+                "duration_s": r.get("duration_s"),
+                "node_id": r.get("node_id"),
+                **{
+                    k: last.get(k)
+                    for k in (
+                        "cuda_visible_devices",
+                        "device_count",
+                        "devices",
+                        "start",
+                        "end",
+                        "max_memory_allocated",
+                    )
+                },
+                "lightning": _lightning_saw(run_dir / "trials" / r["trial_id"]),
+            }
+        )
     spans = [(f["start"], f["end"]) for facts in probes.values() for f in facts if f.get("end")]
-    facts = {"run_dir": str(run_dir), "trials": trials, "most_at_once": most_at_once(spans), "cost": cost,
-             "cost_md": cost_md}
+    facts = {
+        "run_dir": str(run_dir),
+        "trials": trials,
+        "most_at_once": most_at_once(spans),
+        "cost": cost,
+        "cost_md": cost_md,
+    }
     failed = [f"{t['trial_id']}: {t['status']}" for t in trials if t["status"] != "completed"]
     if not records:
         failed.append("no trial records")
     if args.accelerator == "gpu":
-        failed += [f"{t['trial_id']} saw {t['device_count']} GPUs (CUDA_VISIBLE_DEVICES={t['cuda_visible_devices']})"
-                   for t in trials if t["device_count"] != 1 or not t["cuda_visible_devices"]]
-        failed += [f"{t['trial_id']} allocated nothing on the GPU" for t in trials if not t["max_memory_allocated"]]
+        failed += [
+            f"{t['trial_id']} saw {t['device_count']} GPUs (CUDA_VISIBLE_DEVICES={t['cuda_visible_devices']})"
+            for t in trials
+            if t["device_count"] != 1 or not t["cuda_visible_devices"]
+        ]
+        failed += [
+            f"{t['trial_id']} allocated nothing on the GPU"
+            for t in trials
+            if not t["max_memory_allocated"]
+        ]
         if len({t["cuda_visible_devices"] for t in trials}) != 1:
             failed.append("the trials did not all get the same GPU")
         share = round(1 / args.fraction) if args.fraction else 1
         if not 2 <= facts["most_at_once"] <= share:
-            failed.append(f"at most {facts['most_at_once']} trials ran at once; expected 2 to {share}")
+            failed.append(
+                f"at most {facts['most_at_once']} trials ran at once; expected 2 to {share}"
+            )
         if not cost or not all(c["gpu_seconds"] > 0 for c in cost):
             failed.append(f"the report's cost has no gpu-seconds: {cost}")
     return facts, failed
 
 
-def print_facts(facts: dict, failed: list[str], proc: subprocess.CompletedProcess, wall: float) -> None:
+def print_facts(
+    facts: dict, failed: list[str], proc: subprocess.CompletedProcess, wall: float
+) -> None:
     print(f"plan run exit {proc.returncode} in {wall:.0f} s; run folder {facts['run_dir']}")
-    print("\n| trial | phase | arm | status | s | CUDA_VISIBLE_DEVICES | GPUs seen | GPU max MiB | Lightning said |")
+    print(
+        "\n| trial | phase | arm | status | s | CUDA_VISIBLE_DEVICES | GPUs seen | GPU max MiB | Lightning said |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for t in facts["trials"]:
         mib = f"{t['max_memory_allocated'] / 2**20:.1f}" if t["max_memory_allocated"] else "-"
         seen = ", ".join(t["devices"] or []) or "-"
-        print(f"| {t['trial_id']} | {t['phase']} | {t['arm']} | {t['status']} | {t['duration_s'] or 0:.1f} | "
-              f"{t['cuda_visible_devices']} | {seen} | {mib} | {t['lightning']} |")
+        print(
+            f"| {t['trial_id']} | {t['phase']} | {t['arm']} | {t['status']} | {t['duration_s'] or 0:.1f} | "
+            f"{t['cuda_visible_devices']} | {seen} | {mib} | {t['lightning']} |"
+        )
     print(f"\nmost trials running at once: {facts['most_at_once']}\n")
     print(facts["cost_md"].rstrip())
     print("\nchecks: " + ("all held" if not failed else "FAILED\n- " + "\n- ".join(failed)))
@@ -198,40 +264,58 @@ def print_facts(facts: dict, failed: list[str], proc: subprocess.CompletedProces
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--example", type=Path, default=REPO / "examples" / "lightning")
-    parser.add_argument("--gpu", default=os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
-                        help="the one GPU the embedded Ray sees (default: the first visible)")
-    parser.add_argument("--fraction", type=float, default=0.5, help="budget.resources.gpu of a trial")
+    parser.add_argument(
+        "--gpu",
+        default=os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
+        help="the one GPU the embedded Ray sees (default: the first visible)",
+    )
+    parser.add_argument(
+        "--fraction", type=float, default=0.5, help="budget.resources.gpu of a trial"
+    )
     parser.add_argument("--accelerator", choices=["gpu", "cpu"], default="gpu")
     parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--address", default=None, help="a Ray cluster (host:port) instead of an embedded Ray")
+    parser.add_argument(
+        "--address", default=None, help="a Ray cluster (host:port) instead of an embedded Ray"
+    )
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=None, help="write the facts as JSON here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
     if not (args.example / "train.py").is_file():
-        print(f"no Lightning example at {args.example} (examples/lightning, docs/lightning.md)", file=sys.stderr)
+        print(
+            f"no Lightning example at {args.example} (examples/lightning, docs/lightning.md)",
+            file=sys.stderr,
+        )
         return 2
     if args.accelerator == "gpu":
         import torch
 
         if not torch.cuda.is_available():
-            print("no CUDA GPU visible to torch on this machine: nothing to check (--accelerator cpu runs the "
-                  "wiring without one)", file=sys.stderr)
+            print(
+                "no CUDA GPU visible to torch on this machine: nothing to check (--accelerator cpu runs the "
+                "wiring without one)",
+                file=sys.stderr,
+            )
             return 2
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     try:
         proc, wall = plan_run(prepare(args.example, work, args), work, args)
         folders = [p for p in (work / "runs").glob("*/*") if (p / "run.json").is_file()]
         if len(folders) != 1:
-            print(f"plan run left no run folder (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                  f"{proc.stderr[-3000:]}", file=sys.stderr)
+            print(
+                f"plan run left no run folder (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                f"{proc.stderr[-3000:]}",
+                file=sys.stderr,
+            )
             return 1
         facts, failed = summarize(folders[0], args)
         if proc.returncode != 0:
             failed.append(f"plan run exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
         print_facts(facts, failed, proc, wall)
         if args.out is not None:
-            args.out.write_text(json.dumps({**facts, "failed": failed, "exit": proc.returncode}, indent=2))
+            args.out.write_text(
+                json.dumps({**facts, "failed": failed, "exit": proc.returncode}, indent=2)
+            )
         return 1 if failed else 0
     finally:
         if not args.keep:

@@ -67,15 +67,21 @@ def columnar_copy(src: Path, dst: Path) -> None:
             record = orjson.loads(line)
             reports = record.get("reports") or []
             names = sorted(set().union(*(r.get("metrics") or {} for r in reports)))
-            record["reports"] = {"step": [r.get("step") for r in reports],
-                                 "time_s": [r.get("time_s") for r in reports],
-                                 "metrics": {n: [(r.get("metrics") or {}).get(n) for r in reports] for n in names}}
+            record["reports"] = {
+                "step": [r.get("step") for r in reports],
+                "time_s": [r.get("time_s") for r in reports],
+                "metrics": {n: [(r.get("metrics") or {}).get(n) for r in reports] for n in names},
+            }
             out.write(orjson.dumps(record) + b"\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", default=None, help="the benchmark run's folder's parent (as bench_report.py --keep)")
+    parser.add_argument(
+        "--keep",
+        default=None,
+        help="the benchmark run's folder's parent (as bench_report.py --keep)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     tmp = tempfile.TemporaryDirectory(prefix="probe-columnar-")
@@ -85,13 +91,18 @@ def main(argv: list[str] | None = None) -> None:
     columns = Path(tmp.name) / "trials-columnar.jsonl"
     columnar_copy(rows, columns)
     py = sys.executable
-    floor = "import orjson, pandas, matplotlib\nfor line in open({!r}, 'rb'):\n    orjson.loads(line)"
+    floor = (
+        "import orjson, pandas, matplotlib\nfor line in open({!r}, 'rb'):\n    orjson.loads(line)"
+    )
     cases = [
         ("floor, rows (as a run writes it)", [py, "-c", floor.format(str(rows))]),
         ("floor, columns", [py, "-c", floor.format(str(columns))]),
         ("least reader, rows", [py, "-c", _LEAST, str(rows), "rows"]),
         ("least reader, columns", [py, "-c", _LEAST, str(columns), "columnar"]),
-        ("load_run(reports=False), rows", [py, "-c", f"from planner import load_run; load_run({str(run_dir)!r}, reports=False)"]),
+        (
+            "load_run(reports=False), rows",
+            [py, "-c", f"from planner import load_run; load_run({str(run_dir)!r}, reports=False)"],
+        ),
         ("load_run, rows", [py, "-c", f"from planner import load_run; load_run({str(run_dir)!r})"]),
     ]
     runs: dict[str, list[float]] = {label: [] for label, _ in cases}
@@ -100,8 +111,10 @@ def main(argv: list[str] | None = None) -> None:
             runs[label].append(measure(cmd)[1])
     cpu = {label: statistics.median(v) for label, v in runs.items()}
     mib = rows.stat().st_size / 2**20, columns.stat().st_size / 2**20
-    print(f"{n_trials} trials x 100 reports; trials.jsonl {mib[0]:.0f} MiB as rows, {mib[1]:.0f} MiB as columns "
-          f"({mib[0] / mib[1]:.1f}x smaller). CPU s, median of {args.repeat}.\n")
+    print(
+        f"{n_trials} trials x 100 reports; trials.jsonl {mib[0]:.0f} MiB as rows, {mib[1]:.0f} MiB as columns "
+        f"({mib[0] / mib[1]:.1f}x smaller). CPU s, median of {args.repeat}.\n"
+    )
     print("| what | CPU s |\n|---|---:|")
     for label, _ in cases:
         print(f"| {label} | {cpu[label]:.2f} |")
@@ -109,11 +122,17 @@ def main(argv: list[str] | None = None) -> None:
     cols_extra = cpu["least reader, columns"] - cpu["floor, columns"]
     today = cpu["load_run, rows"] - cpu["floor, rows (as a run writes it)"]
     frame = cpu["load_run, rows"] - cpu["load_run(reports=False), rows"]
-    print(f"\nthe reports' columns beyond each encoding's parse: rows {rows_extra:+.2f} s, columns {cols_extra:+.2f} s")
-    print(f"load_run today: floor {today:+.2f} s, of which the reports frame {frame:.2f} s (the rest: the checks, "
-          "the slimmed records, events.jsonl, the trials frame, the facts)")
-    print(f"load_run with columns, estimated: its floor {today - (rows_extra - cols_extra):+.2f} s "
-          "(today's excess less what the columns save the least reader; target <= +0.5 s)")
+    print(
+        f"\nthe reports' columns beyond each encoding's parse: rows {rows_extra:+.2f} s, columns {cols_extra:+.2f} s"
+    )
+    print(
+        f"load_run today: floor {today:+.2f} s, of which the reports frame {frame:.2f} s (the rest: the checks, "
+        "the slimmed records, events.jsonl, the trials frame, the facts)"
+    )
+    print(
+        f"load_run with columns, estimated: its floor {today - (rows_extra - cols_extra):+.2f} s "
+        "(today's excess less what the columns save the least reader; target <= +0.5 s)"
+    )
     tmp.cleanup()
 
 

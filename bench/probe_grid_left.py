@@ -32,12 +32,22 @@ print(f"{len(left)} points left, found in {time.perf_counter() - t:.3f} s")
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, default=None, help="a planner checkout to measure beside this one")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="a planner checkout to measure beside this one"
+    )
     args = parser.parse_args(argv)
     for label, path in ([("before", args.before)] if args.before else []) + [("after", ROOT)]:
-        with tempfile.TemporaryDirectory() as empty:  # `-c` puts the cwd first on sys.path: no planner there
-            done = subprocess.run([sys.executable, "-c", CHILD], env={**os.environ, "PYTHONPATH": str(path)},
-                                  cwd=empty, capture_output=True, text=True, check=True)
+        with (
+            tempfile.TemporaryDirectory() as empty
+        ):  # `-c` puts the cwd first on sys.path: no planner there
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD],
+                env={**os.environ, "PYTHONPATH": str(path)},
+                cwd=empty,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
         print(f"{label}: {done.stdout.strip()}")
 
 

@@ -30,7 +30,9 @@ from bench.bench_report import bench_run  # noqa: E402
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", default=None, help="write the benchmark run here and keep it (reused)")
+    parser.add_argument(
+        "--keep", default=None, help="write the benchmark run here and keep it (reused)"
+    )
     args = parser.parse_args(argv)
     import orjson
 
@@ -71,11 +73,14 @@ def main(argv: list[str] | None = None) -> None:
 
     gc.disable()
     print(f"{trials} trials; CPU s, each line one stage more than the one before:")
-    for label, stage in (("orjson parse", parse), ("+ bounds checks (_loads)", bounded),
-                         ("+ schema check, reports into columns", checked),
-                         ("reports read from the text (C), else the above", scanned),
-                         ("the same through iter_trial_columns", through_reader),
-                         ("+ collector buffers and frames", collected)):
+    for label, stage in (
+        ("orjson parse", parse),
+        ("+ bounds checks (_loads)", bounded),
+        ("+ schema check, reports into columns", checked),
+        ("reports read from the text (C), else the above", scanned),
+        ("the same through iter_trial_columns", through_reader),
+        ("+ collector buffers and frames", collected),
+    ):
         start = time.process_time()
         stage()
         print(f"  {label:48s} {time.process_time() - start:.3f}")

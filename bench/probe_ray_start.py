@@ -52,13 +52,22 @@ def main(argv: list[str] | None = None) -> None:
     print("| start | retry | ray.init s | store connect s |\n|---|---|---:|---:|")
     for i in range(args.starts):
         for kind in ("ray", "planner"):
-            done = subprocess.run([sys.executable, "-c", CHILD, kind], env=env, capture_output=True, text=True,
-                                  check=True)
+            done = subprocess.run(
+                [sys.executable, "-c", CHILD, kind],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             got = json.loads(done.stdout.strip().splitlines()[-1])
             lost[kind] += got["connect_s"] > 0.5
-            print(f"| {i + 1} | {kind} | {got['init_s']:.2f} | {got['connect_s']:.3f} |", flush=True)
-    print(f"\nstarts that lost the second: Ray's retry {lost['ray']} of {args.starts}, "
-          f"planner's {lost['planner']} of {args.starts}")
+            print(
+                f"| {i + 1} | {kind} | {got['init_s']:.2f} | {got['connect_s']:.3f} |", flush=True
+            )
+    print(
+        f"\nstarts that lost the second: Ray's retry {lost['ray']} of {args.starts}, "
+        f"planner's {lost['planner']} of {args.starts}"
+    )
 
 
 if __name__ == "__main__":

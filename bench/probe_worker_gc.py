@@ -30,9 +30,11 @@ def main() -> None:
     gc.freeze()
     made = [{"a": [i]} for i in range(20_000)]  # what a trial leaves
     after = [_collect_ms() for _ in range(3)]
-    print(f"full collection, ms: {', '.join(f'{t:.1f}' for t in before)} before the freeze; "
-          f"{', '.join(f'{t:.1f}' for t in after)} after it ({gc.get_freeze_count()} objects frozen, "
-          f"{len(made)} made since)")
+    print(
+        f"full collection, ms: {', '.join(f'{t:.1f}' for t in before)} before the freeze; "
+        f"{', '.join(f'{t:.1f}' for t in after)} after it ({gc.get_freeze_count()} objects frozen, "
+        f"{len(made)} made since)"
+    )
 
 
 if __name__ == "__main__":

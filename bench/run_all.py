@@ -46,7 +46,7 @@ PY = sys.executable
 ARMS = ("sgd", "adam", "adamw", "lion")
 SEEDS = 10
 
-TRIVIAL = '''
+TRIVIAL = """
 import time
 
 
@@ -55,7 +55,7 @@ def train(config, trial):
     for step in range(1, config["steps"] + 1):
         time.sleep(config["sleep"])
         trial.report(step, score=config["lr"] * step + noise)
-'''
+"""
 
 # the driver of `plan run` in this process, so that ru_maxrss is the driver's alone (Ray's raylet, GCS and
 # workers are other processes); the peak is printed as the last line, then the process ends as `plan` ends
@@ -98,13 +98,19 @@ def measure(cmd: list[str], pythonpath: Path, cwd: Path = ROOT) -> tuple[float, 
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if code != 0:
-        raise SystemExit(f"benchmark command failed ({code}) with PYTHONPATH={pythonpath}: {' '.join(cmd)}\n"
-                         f"{stderr[-2000:]}")
+        raise SystemExit(
+            f"benchmark command failed ({code}) with PYTHONPATH={pythonpath}: {' '.join(cmd)}\n"
+            f"{stderr[-2000:]}"
+        )
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, stdout
 
 
-def run_cases(cases: dict[str, Callable[[Path], list[str]]], sides: dict[str, Path], repeat: int,
-              cwd: Path = ROOT) -> dict[tuple[str, str], Sample]:
+def run_cases(
+    cases: dict[str, Callable[[Path], list[str]]],
+    sides: dict[str, Path],
+    repeat: int,
+    cwd: Path = ROOT,
+) -> dict[tuple[str, str], Sample]:
     """Every case on every side, `repeat` interleaved rounds: {(case, side): Sample}."""
     samples = {(case, side): Sample() for case in cases for side in sides}
     floors = [c for c in cases if c.startswith("floor")]
@@ -112,7 +118,7 @@ def run_cases(cases: dict[str, Callable[[Path], list[str]]], sides: dict[str, Pa
         measure(argv, ROOT, cwd)
     for _ in range(repeat):
         for case, make in cases.items():
-            for side, path in (sides.items() if case not in floors else [("after", ROOT)]):
+            for side, path in sides.items() if case not in floors else [("after", ROOT)]:
                 wall, cpu, peak, stdout = measure(make(path), path, cwd)
                 s = samples[(case, side)]
                 s.wall.append(wall)
@@ -135,8 +141,10 @@ def synthetic_run(base: Path, trials: int, reports: int) -> Path:
     run_dir = base / "20261129-181700-bench"
     if not (run_dir / "trials.jsonl").is_file():
         tune_trials = (trials - len(ARMS) * SEEDS) // len(ARMS)
-        code = (f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-                f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)")
+        code = (
+            f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
+            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)"
+        )
         measure([PY, "-c", code], ROOT)
     return run_dir
 
@@ -145,26 +153,49 @@ def report_cases(run_dir: Path, out: Path) -> dict[str, Callable[[Path], list[st
     jsonl = str(run_dir / "trials.jsonl")
     return {
         "floor: import orjson, pandas, matplotlib; orjson-parse trials.jsonl": lambda _: [
-            PY, "-c", f"import orjson, pandas, matplotlib\nfor line in open({jsonl!r}, 'rb'):\n    orjson.loads(line)"],
-        "load_run": lambda _: [PY, "-c", f"from planner import load_run; r = load_run({str(run_dir)!r}); "
-                                         "assert len(r.reports) > 0"],
-        "plan report --format html": lambda p: [PY, "-m", "planner", "report", str(run_dir), "--format", "html",
-                                                "--force", "-o", str(out / f"{p.name}.html")],
+            PY,
+            "-c",
+            f"import orjson, pandas, matplotlib\nfor line in open({jsonl!r}, 'rb'):\n    orjson.loads(line)",
+        ],
+        "load_run": lambda _: [
+            PY,
+            "-c",
+            f"from planner import load_run; r = load_run({str(run_dir)!r}); "
+            "assert len(r.reports) > 0",
+        ],
+        "plan report --format html": lambda p: [
+            PY,
+            "-m",
+            "planner",
+            "report",
+            str(run_dir),
+            "--format",
+            "html",
+            "--force",
+            "-o",
+            str(out / f"{p.name}.html"),
+        ],
     }
 
 
 def validate_cases(contract: Path) -> dict[str, Callable[[Path], list[str]]]:
     return {
         "floor: import hydra; from pydantic import BaseModel": lambda _: [
-            PY, "-c", "import hydra; from pydantic import BaseModel"],
+            PY,
+            "-c",
+            "import hydra; from pydantic import BaseModel",
+        ],
         "plan validate": lambda _: [PY, "-m", "planner", "validate", str(contract)],
     }
 
 
-def write_run_contract(folder: Path, name: str, tune_per_arm: int, seeds: int, steps: int, sleep: float) -> Path:
+def write_run_contract(
+    folder: Path, name: str, tune_per_arm: int, seeds: int, steps: int, sleep: float
+) -> Path:
     (folder / "bench_trivial.py").write_text(TRIVIAL)
     contract = folder / f"{name}.yaml"
-    contract.write_text(textwrap.dedent(f"""
+    contract.write_text(
+        textwrap.dedent(f"""
         version: 1
         name: {name}
         hypothesis: Overhead only.
@@ -182,7 +213,8 @@ def write_run_contract(folder: Path, name: str, tune_per_arm: int, seeds: int, s
           seeds: [100]
           sampler: {{name: random, seed: 0}}
           space: {{lr: {{log_uniform: [1.0e-4, 1.0]}}}}
-        """))
+        """)
+    )
     return contract
 
 
@@ -219,7 +251,16 @@ RAY_ALONE = "import ray; ray.init(include_dashboard=False, configure_logging=Fal
 
 
 def run_case(contract: Path, runs: Path) -> Callable[[Path], list[str]]:
-    return lambda p: [PY, "-c", DRIVER, "run", str(contract), "--runs-dir", str(runs / p.name), "--quiet"]
+    return lambda p: [
+        PY,
+        "-c",
+        DRIVER,
+        "run",
+        str(contract),
+        "--runs-dir",
+        str(runs / p.name),
+        "--quiet",
+    ]
 
 
 # ---------------------------------------------------------------- the table
@@ -229,7 +270,9 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "-"
 
 
-def table_rows(args: argparse.Namespace, sides: dict[str, Path], tmp: Path) -> list[tuple[str, str, dict, str]]:
+def table_rows(
+    args: argparse.Namespace, sides: dict[str, Path], tmp: Path
+) -> list[tuple[str, str, dict, str]]:
     """(figure, floor, {side: (value, ratio)}, goal) rows, measured."""
     rows: list[tuple[str, str, dict, str]] = []
     if not args.skip_run:
@@ -237,66 +280,145 @@ def table_rows(args: argparse.Namespace, sides: dict[str, Path], tmp: Path) -> l
     run_dir = synthetic_run(Path(args.keep) if args.keep else tmp, args.trials, args.reports)
     out = tmp / "reports"
     out.mkdir(exist_ok=True)
-    rep = run_cases(report_cases(run_dir, out), sides, args.repeat, cwd=out)  # cwd: no planner on sys.path[0]
+    rep = run_cases(
+        report_cases(run_dir, out), sides, args.repeat, cwd=out
+    )  # cwd: no planner on sys.path[0]
     floor_name = next(c for c, _ in rep if c.startswith("floor"))
     floor = rep[(floor_name, "after")]
     fcpu = floor.median("cpu")
     size = f"{args.trials} trials x {args.reports} reports"
     html = {s: rep[("plan report --format html", s)] for s in sides}
-    rows.append((f"`plan report --format html`, {size}, CPU s (peak MiB)",
-                 f"{fcpu:.2f} s (import orjson+pandas+matplotlib, orjson-parse; {floor.median('peak_mib'):.0f} MiB)",
-                 {s: (f"{h.median('cpu'):.2f} ({max(h.peak_mib):.0f})", _ratio(h.median('cpu'), fcpu))
-                  for s, h in html.items()}, "<= 1.5x, < 255 MiB"))
+    rows.append(
+        (
+            f"`plan report --format html`, {size}, CPU s (peak MiB)",
+            f"{fcpu:.2f} s (import orjson+pandas+matplotlib, orjson-parse; {floor.median('peak_mib'):.0f} MiB)",
+            {
+                s: (f"{h.median('cpu'):.2f} ({max(h.peak_mib):.0f})", _ratio(h.median("cpu"), fcpu))
+                for s, h in html.items()
+            },
+            "<= 1.5x, < 255 MiB",
+        )
+    )
     load = {s: rep[("load_run", s)] for s in sides}
-    rows.append(("`load_run`, same folder, CPU s (peak MiB)", f"{fcpu:.2f} s (the same floor)",
-                 {s: (f"{v.median('cpu'):.2f} ({max(v.peak_mib):.0f})", f"floor {v.median('cpu') - fcpu:+.2f} s")
-                  for s, v in load.items()}, "floor + 0.5 s"))
+    rows.append(
+        (
+            "`load_run`, same folder, CPU s (peak MiB)",
+            f"{fcpu:.2f} s (the same floor)",
+            {
+                s: (
+                    f"{v.median('cpu'):.2f} ({max(v.peak_mib):.0f})",
+                    f"floor {v.median('cpu') - fcpu:+.2f} s",
+                )
+                for s, v in load.items()
+            },
+            "floor + 0.5 s",
+        )
+    )
     contract = ROOT / "examples" / "contracts" / "valid" / "optimizer-tuned.yaml"
-    val = run_cases(validate_cases(contract), sides, args.validate_repeat, cwd=contract.parent.parent)
+    val = run_cases(
+        validate_cases(contract), sides, args.validate_repeat, cwd=contract.parent.parent
+    )
     vfloor = val[("floor: import hydra; from pydantic import BaseModel", "after")]
     for what in ("wall", "cpu"):
         f = vfloor.median(what)
-        rows.append((f"`plan validate` two-arm Hydra-folder contract, {what} s",
-                     f"{f:.3f} s (import hydra; from pydantic import BaseModel)",
-                     {s: (f"{val[('plan validate', s)].median(what):.3f}", _ratio(val[('plan validate', s)].median(what), f))
-                      for s in sides}, "<= 1.5x"))
+        rows.append(
+            (
+                f"`plan validate` two-arm Hydra-folder contract, {what} s",
+                f"{f:.3f} s (import hydra; from pydantic import BaseModel)",
+                {
+                    s: (
+                        f"{val[('plan validate', s)].median(what):.3f}",
+                        _ratio(val[("plan validate", s)].median(what), f),
+                    )
+                    for s in sides
+                },
+                "<= 1.5x",
+            )
+        )
     return rows
 
 
-def _run_rows(args: argparse.Namespace, sides: dict[str, Path], tmp: Path) -> list[tuple[str, str, dict, str]]:
+def _run_rows(
+    args: argparse.Namespace, sides: dict[str, Path], tmp: Path
+) -> list[tuple[str, str, dict, str]]:
     folder = tmp / "contracts"
     folder.mkdir()
     small = write_run_contract(folder, "ablation", tune_per_arm=5, seeds=5, steps=1, sleep=1.0)
     n1, n2 = (110, 610) if args.large else (30, 130)
-    few = write_run_contract(folder, f"trivial{n1}", tune_per_arm=(n1 - 10) // 2, seeds=5, steps=3, sleep=0.0)
-    many = write_run_contract(folder, f"trivial{n2}", tune_per_arm=(n2 - 10) // 2, seeds=5, steps=3, sleep=0.0)
-    cases = {"ablation": run_case(small, tmp / "runs"), "few": run_case(few, tmp / "runs"),
-             "many": run_case(many, tmp / "runs"), "raw Ray Tune": lambda _: [PY, "-c", RAW_TUNE],
-             "Ray alone": lambda _: [PY, "-c", RAY_ALONE]}
+    few = write_run_contract(
+        folder, f"trivial{n1}", tune_per_arm=(n1 - 10) // 2, seeds=5, steps=3, sleep=0.0
+    )
+    many = write_run_contract(
+        folder, f"trivial{n2}", tune_per_arm=(n2 - 10) // 2, seeds=5, steps=3, sleep=0.0
+    )
+    cases = {
+        "ablation": run_case(small, tmp / "runs"),
+        "few": run_case(few, tmp / "runs"),
+        "many": run_case(many, tmp / "runs"),
+        "raw Ray Tune": lambda _: [PY, "-c", RAW_TUNE],
+        "Ray alone": lambda _: [PY, "-c", RAY_ALONE],
+    }
     got = run_cases(cases, sides, args.run_repeat, cwd=folder)
     ideal = math.ceil(20 / 2) * 1.0
     raw = got[("raw Ray Tune", "after")].median("wall")
     ray_alone = got[("Ray alone", "after")].median("wall")
-    rows = [("whole `plan run`, 20 trials x 1 s on 2 slots, wall s", f"{ideal:.0f} s (ceil(20/2) x 1 s)",
-             {s: (f"{got[('ablation', s)].median('wall'):.1f}", _ratio(got[("ablation", s)].median("wall"), ideal))
-              for s in sides}, "<= 1.4x"),
-            ("the same, against plain Ray Tune doing it (10 trials by Optuna in a Tuner, 10 as Ray tasks, "
-             "embedded Ray started and stopped), wall s", f"{raw:.1f} s (plain Ray Tune)",
-             {s: (f"{got[('ablation', s)].median('wall'):.1f}", _ratio(got[("ablation", s)].median("wall"), raw))
-              for s in sides}, "-"),
-            ("the same, against the ideal plus an embedded Ray's own start and stop (ray.init; ray.shutdown), wall s",
-             f"{ideal + ray_alone:.1f} s ({ideal:.0f} s + {ray_alone:.1f} s)",
-             {s: (f"{got[('ablation', s)].median('wall'):.1f}",
-                  _ratio(got[("ablation", s)].median("wall"), ideal + ray_alone)) for s in sides}, "-")]
+    rows = [
+        (
+            "whole `plan run`, 20 trials x 1 s on 2 slots, wall s",
+            f"{ideal:.0f} s (ceil(20/2) x 1 s)",
+            {
+                s: (
+                    f"{got[('ablation', s)].median('wall'):.1f}",
+                    _ratio(got[("ablation", s)].median("wall"), ideal),
+                )
+                for s in sides
+            },
+            "<= 1.4x",
+        ),
+        (
+            "the same, against plain Ray Tune doing it (10 trials by Optuna in a Tuner, 10 as Ray tasks, "
+            "embedded Ray started and stopped), wall s",
+            f"{raw:.1f} s (plain Ray Tune)",
+            {
+                s: (
+                    f"{got[('ablation', s)].median('wall'):.1f}",
+                    _ratio(got[("ablation", s)].median("wall"), raw),
+                )
+                for s in sides
+            },
+            "-",
+        ),
+        (
+            "the same, against the ideal plus an embedded Ray's own start and stop (ray.init; ray.shutdown), wall s",
+            f"{ideal + ray_alone:.1f} s ({ideal:.0f} s + {ray_alone:.1f} s)",
+            {
+                s: (
+                    f"{got[('ablation', s)].median('wall'):.1f}",
+                    _ratio(got[("ablation", s)].median("wall"), ideal + ray_alone),
+                )
+                for s in sides
+            },
+            "-",
+        ),
+    ]
     per_trial, memory = {}, {}
     for s in sides:
         a, b = got[("few", s)], got[("many", s)]
         per_trial[s] = (f"{(b.median('wall') - a.median('wall')) / (n2 - n1) * 1000:.0f} ms", "")
         ka = statistics.median(e["driver_maxrss_kib"] for e in a.extra)
         kb = statistics.median(e["driver_maxrss_kib"] for e in b.extra)
-        memory[s] = (f"{(kb - ka) / (n2 - n1):.0f} KiB ({ka / 1024:.0f} -> {kb / 1024:.0f} MiB)", "")
-    rows.append((f"marginal wall per trivial trial ({n1} -> {n2} trials of 3 steps)", "Ray Core: ~1,600 tasks/s",
-                 per_trial, "<= 30 ms"))
+        memory[s] = (
+            f"{(kb - ka) / (n2 - n1):.0f} KiB ({ka / 1024:.0f} -> {kb / 1024:.0f} MiB)",
+            "",
+        )
+    rows.append(
+        (
+            f"marginal wall per trivial trial ({n1} -> {n2} trials of 3 steps)",
+            "Ray Core: ~1,600 tasks/s",
+            per_trial,
+            "<= 30 ms",
+        )
+    )
     rows.append((f"driver memory per extra trial ({n1} -> {n2})", "-", memory, "<= 20 KiB"))
     return rows
 
@@ -321,18 +443,34 @@ def run_scripts() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, default=None, help="a planner checkout to measure beside this one")
+    parser.add_argument(
+        "--before", type=Path, default=None, help="a planner checkout to measure beside this one"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="rounds of the report rows (medians)")
-    parser.add_argument("--validate-repeat", type=int, default=7, help="rounds of the validate rows")
+    parser.add_argument(
+        "--validate-repeat", type=int, default=7, help="rounds of the validate rows"
+    )
     parser.add_argument("--run-repeat", type=int, default=1, help="rounds of the plan run rows")
-    parser.add_argument("--trials", type=int, default=10_000, help="trials of the synthetic run the reports read")
-    parser.add_argument("--reports", type=int, default=100, help="reports per trial of the synthetic run")
-    parser.add_argument("--large", action="store_true", help="the marginal rows at 110 -> 610 trials")
+    parser.add_argument(
+        "--trials", type=int, default=10_000, help="trials of the synthetic run the reports read"
+    )
+    parser.add_argument(
+        "--reports", type=int, default=100, help="reports per trial of the synthetic run"
+    )
+    parser.add_argument(
+        "--large", action="store_true", help="the marginal rows at 110 -> 610 trials"
+    )
     parser.add_argument("--skip-run", action="store_true", help="leave out the plan run rows")
-    parser.add_argument("--keep", default=None, help="write the synthetic run here and keep it (reused)")
-    parser.add_argument("--scripts", action="store_true", help="also run every bench_*.py after the table")
+    parser.add_argument(
+        "--keep", default=None, help="write the synthetic run here and keep it (reused)"
+    )
+    parser.add_argument(
+        "--scripts", action="store_true", help="also run every bench_*.py after the table"
+    )
     args = parser.parse_args(argv)
-    sides = {"after": ROOT} if args.before is None else {"before": args.before.resolve(), "after": ROOT}
+    sides = (
+        {"after": ROOT} if args.before is None else {"before": args.before.resolve(), "after": ROOT}
+    )
     import compileall  # byte-compile as an install would: no side pays for compiling planner
 
     for path in sides.values():
@@ -341,10 +479,13 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
         rows = table_rows(args, sides, Path(tmp))
-    print(f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs; load average {load0:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - start:.0f} s. Medians of {args.repeat} "
-          f"(reports), {args.validate_repeat} (validate), {args.run_repeat} (plan run) interleaved rounds; "
-          + (f"before = {args.before}" if args.before else "this checkout only") + ".\n")
+    print(
+        f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs; load average {load0:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - start:.0f} s. Medians of {args.repeat} "
+        f"(reports), {args.validate_repeat} (validate), {args.run_repeat} (plan run) interleaved rounds; "
+        + (f"before = {args.before}" if args.before else "this checkout only")
+        + ".\n"
+    )
     print_table(rows, sides)
     failed = run_scripts() if args.scripts else []
     if failed:

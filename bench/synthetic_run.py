@@ -36,14 +36,16 @@ CREATED = datetime(2026, 11, 29, 18, 17, 0, tzinfo=UTC)
 # True improvement of each treatment arm over the baseline, cycled: accept, reject, inconclusive.
 DEFAULT_EFFECTS = (0.03, 0.002, 0.012)
 _REPORT = '{"step": %d, "metrics": {"val_acc": %.6f, "loss": %.6f}, "time_s": %.3f}'
-_REPORT_HELDOUT = '{"step": %d, "metrics": {"val_acc": %.6f, "loss": %.6f, "test_acc": %.6f}, "time_s": %.3f}'
+_REPORT_HELDOUT = (
+    '{"step": %d, "metrics": {"val_acc": %.6f, "loss": %.6f, "test_acc": %.6f}, "time_s": %.3f}'
+)
 _TRACEBACK = (
-    'Traceback (most recent call last):\n'
+    "Traceback (most recent call last):\n"
     '  File "/home/user/project/train.py", line 42, in train\n'
-    '    loss = step(batch)\n'
+    "    loss = step(batch)\n"
     '  File "/home/user/project/train.py", line 17, in step\n'
     '    raise RuntimeError("CUDA error: an illegal memory access was encountered")\n'
-    'RuntimeError: CUDA error: an illegal memory access was encountered\n'
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n"
 )
 
 
@@ -55,14 +57,23 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2) + "\n")
 
 
-def _wall_hours(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int, exposure: int) -> int:
+def _wall_hours(
+    arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int, exposure: int
+) -> int:
     """A wall-time budget the synthetic run fits in: 12 h, or more for a big run (2 slots, 0.5 s a step)."""
     trials = len(arms) * (len(seeds) + len(tune_seeds) * tune_trials)
     return max(12, math.ceil(trials * exposure * 0.5 / 2 * 1.5 / 3600))
 
 
-def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int,
-                  exposure: int, heldout: bool, name: str = "optimizer-compare") -> dict[str, Any]:
+def contract_dict(
+    arms: tuple[str, ...],
+    seeds: list[int],
+    tune_seeds: list[int],
+    tune_trials: int,
+    exposure: int,
+    heldout: bool,
+    name: str = "optimizer-compare",
+) -> dict[str, Any]:
     """The frozen contract (every default written out) of a synthetic run."""
     from planner._contract.model import Contract
 
@@ -82,14 +93,20 @@ def contract_dict(arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int]
         "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc" if heldout else None},
         "acceptance": {"min_effect": 0.01, "alpha": 0.05, "test": "welch", "correction": "holm"},
         "seeds": seeds,
-        "budget": {"unit": "epoch", "exposure": exposure, "max_wall_time": f"{_wall_hours(arms, seeds, tune_seeds, tune_trials, exposure)}h",
-                   "max_heldout_evaluations": 4 * len(arms) * len(seeds)},
+        "budget": {
+            "unit": "epoch",
+            "exposure": exposure,
+            "max_wall_time": f"{_wall_hours(arms, seeds, tune_seeds, tune_trials, exposure)}h",
+            "max_heldout_evaluations": 4 * len(arms) * len(seeds),
+        },
         "tuning": {
             "trials_per_arm": tune_trials,
             "seeds": tune_seeds,
             "sampler": {"name": "tpe", "seed": 0},
-            "space": {"optimizer.lr": {"log_uniform": [1.0e-4, 1.0]},
-                      "model.dropout": {"uniform": [0.0, 0.5]}},
+            "space": {
+                "optimizer.lr": {"log_uniform": [1.0e-4, 1.0]},
+                "model.dropout": {"uniform": [0.0, 0.5]},
+            },
             "early_stop": {"rule": "asha", "grace": max(1, exposure // 10), "reduction_factor": 3},
         },
         "failures": {"retries": 1},
@@ -105,8 +122,12 @@ def _arm_config(arm: str, index: int) -> dict[str, Any]:
     else:
         optimizer["betas"] = [0.9, 0.999]
         optimizer["weight_decay"] = 0.01 * (index % 2)
-    return {"optimizer": optimizer, "model": {"name": "mlp", "width": 128, "layers": 2, "dropout": 0.1},
-            "data": {"batch_size": 64, "split_seed": 0}, "epochs": 30}
+    return {
+        "optimizer": optimizer,
+        "model": {"name": "mlp", "width": 128, "layers": 2, "dropout": 0.1},
+        "data": {"batch_size": 64, "split_seed": 0},
+        "epochs": 30,
+    }
 
 
 class _Writer:
@@ -119,35 +140,94 @@ class _Writer:
         self.events: list[str] = []
         self.step_s = 0.5
 
-    def curve(self, quality: float, steps: np.ndarray, noise: float) -> tuple[np.ndarray, np.ndarray]:
+    def curve(
+        self, quality: float, steps: np.ndarray, noise: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         e = self.exposure
-        acc = quality - (quality - 0.1) * np.exp(-4.0 * steps / e) + self.rng.normal(0, noise, steps.size)
-        loss = 2.3 * np.exp(-3.0 * steps / e) + (1 - quality) + self.rng.normal(0, noise, steps.size)
+        acc = (
+            quality
+            - (quality - 0.1) * np.exp(-4.0 * steps / e)
+            + self.rng.normal(0, noise, steps.size)
+        )
+        loss = (
+            2.3 * np.exp(-3.0 * steps / e) + (1 - quality) + self.rng.normal(0, noise, steps.size)
+        )
         return np.clip(acc, 0.0, 1.0), np.abs(loss)
 
-    def trial(self, *, trial_id: str, phase: str, arm: str, seed: int, index: int, params: dict,
-              config: dict, status: str, reports: str, n_steps: int, attempts: int = 1,
-              errors: list | None = None, violations: list | None = None) -> None:
+    def trial(
+        self,
+        *,
+        trial_id: str,
+        phase: str,
+        arm: str,
+        seed: int,
+        index: int,
+        params: dict,
+        config: dict,
+        status: str,
+        reports: str,
+        n_steps: int,
+        attempts: int = 1,
+        errors: list | None = None,
+        violations: list | None = None,
+    ) -> None:
         slot = int(np.argmin(self.slots))
         duration = round(max(n_steps, 1) * self.step_s * attempts + 0.2, 3)
         start = CREATED + timedelta(seconds=5 + self.slots[slot])
         self.slots[slot] += duration + 0.05
         record = {
-            "trial_id": trial_id, "phase": phase, "arm": arm, "seed": seed, "index": index,
-            "params": params, "config": config, "status": status, "exposure": n_steps,
-            "reports": "@REPORTS@", "attempts": attempts, "errors": errors or [],
-            "violations": violations or [], "started": _iso(start),
-            "ended": _iso(start + timedelta(seconds=duration)), "duration_s": duration,
-            "host": f"worker-{slot}", "pid": 4100 + slot, "contract_sha256": self.sha,
+            "trial_id": trial_id,
+            "phase": phase,
+            "arm": arm,
+            "seed": seed,
+            "index": index,
+            "params": params,
+            "config": config,
+            "status": status,
+            "exposure": n_steps,
+            "reports": "@REPORTS@",
+            "attempts": attempts,
+            "errors": errors or [],
+            "violations": violations or [],
+            "started": _iso(start),
+            "ended": _iso(start + timedelta(seconds=duration)),
+            "duration_s": duration,
+            "host": f"worker-{slot}",
+            "pid": 4100 + slot,
+            "contract_sha256": self.sha,
         }
-        self.events.append(json.dumps({"event": "trial_started", "time": _iso(start), "trial_id": trial_id,
-                                       "arm": arm, "phase": phase, "seed": seed}))
-        self.events.append(json.dumps({"event": "trial_ended", "time": record["ended"],
-                                       "trial_id": trial_id, "status": status, "exposure": n_steps}))
+        self.events.append(
+            json.dumps(
+                {
+                    "event": "trial_started",
+                    "time": _iso(start),
+                    "trial_id": trial_id,
+                    "arm": arm,
+                    "phase": phase,
+                    "seed": seed,
+                }
+            )
+        )
+        self.events.append(
+            json.dumps(
+                {
+                    "event": "trial_ended",
+                    "time": record["ended"],
+                    "trial_id": trial_id,
+                    "status": status,
+                    "exposure": n_steps,
+                }
+            )
+        )
         self.lines.append(json.dumps(record).replace('"@REPORTS@"', reports))
 
-    def reports(self, acc: np.ndarray, loss: np.ndarray, first_step: int = 1,
-                heldout: np.ndarray | None = None) -> str:
+    def reports(
+        self,
+        acc: np.ndarray,
+        loss: np.ndarray,
+        first_step: int = 1,
+        heldout: np.ndarray | None = None,
+    ) -> str:
         n = acc.size
         steps = np.arange(first_step, first_step + n)
         times = steps * self.step_s + self.rng.uniform(0, 0.05, n)
@@ -189,29 +269,60 @@ def make_run(
     rng = np.random.default_rng(rng_seed)
     frozen = contract_dict(arms, seed_list, list(tune_seeds), tune_trials, exposure, heldout)
     (run_dir / "contract.yaml").write_text(yaml.safe_dump(frozen, sort_keys=False))
-    sha = hashlib.sha256(json.dumps(frozen, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    sha = hashlib.sha256(
+        json.dumps(frozen, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
     run_id = run_dir.name
-    _write_json(run_dir / "run.json", {"run_id": run_id, "name": frozen["name"], "contract_sha256": sha,
-                                      "created": _iso(CREATED), "planner_version": "0.1.0",
-                                      "contract_path": "/home/user/project/contract.yaml"})
-    _write_json(run_dir / "identity.json", {
-        "contract_sha256": sha,
-        "code": {"repo": "git@example.com:lab/digits.git", "commit": "3f1c2a9d8e7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a",
-                 "dirty": True, "diff_sha256": "9" * 64, "trainable": "examples.digits.train:train",
-                 "trainable_source_sha256": "a" * 64},
-        "python": "3.11.7",
-        "packages": {"ray": "2.60.0", "optuna": "5.0.0", "torch": "2.9.1", "numpy": "2.3.4",
-                     "planner": "0.1.0", "scikit-learn": "1.7.2"},
-        "host": {"hostname": "gpu-box-01", "platform": "Linux-6.8.0-x86_64-with-glibc2.36",
-                 "cpus": 2, "memory_bytes": 25_275_957_248},
-        "data": {"data/digits.npz": "b" * 64},
-        "env": {"CUDA_VISIBLE_DEVICES": "0"},
-    })
+    _write_json(
+        run_dir / "run.json",
+        {
+            "run_id": run_id,
+            "name": frozen["name"],
+            "contract_sha256": sha,
+            "created": _iso(CREATED),
+            "planner_version": "0.1.0",
+            "contract_path": "/home/user/project/contract.yaml",
+        },
+    )
+    _write_json(
+        run_dir / "identity.json",
+        {
+            "contract_sha256": sha,
+            "code": {
+                "repo": "git@example.com:lab/digits.git",
+                "commit": "3f1c2a9d8e7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a",
+                "dirty": True,
+                "diff_sha256": "9" * 64,
+                "trainable": "examples.digits.train:train",
+                "trainable_source_sha256": "a" * 64,
+            },
+            "python": "3.11.7",
+            "packages": {
+                "ray": "2.60.0",
+                "optuna": "5.0.0",
+                "torch": "2.9.1",
+                "numpy": "2.3.4",
+                "planner": "0.1.0",
+                "scikit-learn": "1.7.2",
+            },
+            "host": {
+                "hostname": "gpu-box-01",
+                "platform": "Linux-6.8.0-x86_64-with-glibc2.36",
+                "cpus": 2,
+                "memory_bytes": 25_275_957_248,
+            },
+            "data": {"data/digits.npz": "b" * 64},
+            "env": {"CUDA_VISIBLE_DEVICES": "0"},
+        },
+    )
     configs = {arm: _arm_config(arm, i) for i, arm in enumerate(arms)}
     for arm, config in configs.items():
         (run_dir / "configs" / f"{arm}.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
-    quality = {arm: 0.90 + (0.0 if i == 0 else effects[(i - 1) % len(effects)]) for i, arm in enumerate(arms)}
+    quality = {
+        arm: 0.90 + (0.0 if i == 0 else effects[(i - 1) % len(effects)])
+        for i, arm in enumerate(arms)
+    }
     best_lr = {arm: 10 ** (-1.3 - 1.5 * (i > 0)) for i, arm in enumerate(arms)}
     w = _Writer(run_dir, exposure, rng, sha)
     planned_tune, planned_confirm = [], []
@@ -225,37 +336,71 @@ def make_run(
             best, n_full = None, 0
             for t in range(tune_trials):
                 tid = f"tune-{arm}-s{ts}-t{t:03d}"
-                planned_tune.append({"trial_id": tid, "phase": "tune", "arm": arm, "seed": ts, "index": t})
+                planned_tune.append(
+                    {"trial_id": tid, "phase": "tune", "arm": arm, "seed": ts, "index": t}
+                )
                 lr = float(10 ** rng.uniform(-4, 0))
                 dropout = float(rng.uniform(0, 0.5))
                 params = {"optimizer.lr": round(lr, 8), "model.dropout": round(dropout, 4)}
                 config = json.loads(json.dumps(configs[arm]))
-                config["optimizer"]["lr"], config["model"]["dropout"] = params["optimizer.lr"], params["model.dropout"]
-                q = quality[arm] - 0.04 * (math.log10(lr) - math.log10(best_lr[arm])) ** 2 - 0.05 * (dropout - 0.1) ** 2
+                config["optimizer"]["lr"], config["model"]["dropout"] = (
+                    params["optimizer.lr"],
+                    params["model.dropout"],
+                )
+                q = (
+                    quality[arm]
+                    - 0.04 * (math.log10(lr) - math.log10(best_lr[arm])) ** 2
+                    - 0.05 * (dropout - 0.1) ** 2
+                )
                 special = None
                 if with_failures and a == 1 and ts == tune_seeds[0] and t >= tune_trials - 4:
-                    special = ("failed", "diverged", "protocol_error", "heldout")[t - (tune_trials - 4)]
+                    special = ("failed", "diverged", "protocol_error", "heldout")[
+                        t - (tune_trials - 4)
+                    ]
                 if special is None:
-                    stop = rungs[int(rng.integers(len(rungs)))] if rungs and rng.random() < early_stopped else exposure
+                    stop = (
+                        rungs[int(rng.integers(len(rungs)))]
+                        if rungs and rng.random() < early_stopped
+                        else exposure
+                    )
                     acc, loss = w.curve(q, np.arange(1, stop + 1), 0.004)
                     status = "completed" if stop == exposure else "early_stopped"
-                    w.trial(trial_id=tid, phase="tune", arm=arm, seed=ts, index=t, params=params, config=config,
-                            status=status, reports=w.reports(acc, loss), n_steps=stop)
+                    w.trial(
+                        trial_id=tid,
+                        phase="tune",
+                        arm=arm,
+                        seed=ts,
+                        index=t,
+                        params=params,
+                        config=config,
+                        status=status,
+                        reports=w.reports(acc, loss),
+                        n_steps=stop,
+                    )
                     n_full += status == "completed"
                     if status == "completed" and (best is None or acc[-1] > best[2]):
                         best = (tid, params, float(acc[-1]))
                 else:
                     _special_trial(w, special, tid, arm, ts, t, params, config, q, heldout_name)
             if best is not None:
-                selection[arm] = {"arm": arm, "trial_id": best[0], "params": best[1], "score": round(best[2], 6),
-                                  "candidates": n_full, "trials": tune_trials, "reason": "best final val_acc"}
+                selection[arm] = {
+                    "arm": arm,
+                    "trial_id": best[0],
+                    "params": best[1],
+                    "score": round(best[2], 6),
+                    "candidates": n_full,
+                    "trials": tune_trials,
+                    "reason": "best final val_acc",
+                }
 
     finals: dict[str, list[float]] = {arm: [] for arm in arms}
     for a, arm in enumerate(arms):
         sel = selection.get(arm, {"trial_id": None, "params": {}})
         for s in seed_list:
             tid = f"confirm-{arm}-s{s}"
-            planned_confirm.append({"trial_id": tid, "phase": "confirm", "arm": arm, "seed": s, "index": 0})
+            planned_confirm.append(
+                {"trial_id": tid, "phase": "confirm", "arm": arm, "seed": s, "index": 0}
+            )
             config = json.loads(json.dumps(configs[arm]))
             acc, loss = w.curve(quality[arm], np.arange(1, exposure + 1), 0.004)
             test = np.full(exposure, np.nan)
@@ -263,20 +408,51 @@ def make_run(
             test[-1] = test_final
             finals[arm].append(test_final if heldout else float(acc[-1]))
             retried = with_failures and a == 0 and s == seed_list[0]
-            errors = [{"attempt": 1, "type": "RuntimeError", "message": "CUDA error: an illegal memory access was encountered",
-                       "traceback": _TRACEBACK}] if retried else []
+            errors = (
+                [
+                    {
+                        "attempt": 1,
+                        "type": "RuntimeError",
+                        "message": "CUDA error: an illegal memory access was encountered",
+                        "traceback": _TRACEBACK,
+                    }
+                ]
+                if retried
+                else []
+            )
             reports = w.reports(acc[:-1], loss[:-1])[:-1]
-            last = w.reports(acc[-1:], loss[-1:], first_step=exposure, heldout=test[-1:] if heldout else None)[1:]
+            last = w.reports(
+                acc[-1:], loss[-1:], first_step=exposure, heldout=test[-1:] if heldout else None
+            )[1:]
             reports = (reports + ", " + last) if exposure > 1 else "[" + last
-            w.trial(trial_id=tid, phase="confirm", arm=arm, seed=s, index=0, params=sel["params"], config=config,
-                    status="completed", reports=reports, n_steps=exposure, attempts=2 if retried else 1, errors=errors)
+            w.trial(
+                trial_id=tid,
+                phase="confirm",
+                arm=arm,
+                seed=s,
+                index=0,
+                params=sel["params"],
+                config=config,
+                status="completed",
+                reports=reports,
+                n_steps=exposure,
+                attempts=2 if retried else 1,
+                errors=errors,
+            )
 
     planned = planned_tune + planned_confirm
-    _write_json(run_dir / "plan.json", {
-        "planned_count": len(planned), "exposure": exposure, "max_trials": None,
-        "phases": [{"phase": "tune", "count": len(planned_tune), "trials": planned_tune},
-                   {"phase": "confirm", "count": len(planned_confirm), "trials": planned_confirm}],
-    })
+    _write_json(
+        run_dir / "plan.json",
+        {
+            "planned_count": len(planned),
+            "exposure": exposure,
+            "max_trials": None,
+            "phases": [
+                {"phase": "tune", "count": len(planned_tune), "trials": planned_tune},
+                {"phase": "confirm", "count": len(planned_confirm), "trials": planned_confirm},
+            ],
+        },
+    )
     n_tune = sum(1 for line in w.lines if '"phase": "tune"' in line)
     lines = w.lines
     if state == "running":
@@ -285,61 +461,146 @@ def make_run(
         for line in lines:
             f.write(line + "\n")
         if torn:
-            f.write(w.lines[len(lines) % len(w.lines)][: 150])
+            f.write(w.lines[len(lines) % len(w.lines)][:150])
     wall = round(max(w.slots) + 5, 3)
     with open(run_dir / "events.jsonl", "w") as f:
-        f.write(json.dumps({"event": "run_started", "time": _iso(CREATED), "run_id": run_id}) + "\n")
+        f.write(
+            json.dumps({"event": "run_started", "time": _iso(CREATED), "run_id": run_id}) + "\n"
+        )
         for line in w.events[: 2 * len(lines) + (1 if state == "running" else 0)]:
             f.write(line + "\n")
-    reason = {"completed": "all planned trials ended", "running": "tuning",
-              "budget_exhausted": f"budget.max_wall_time ({frozen['budget']['max_wall_time']}) reached",
-              "interrupted": "stopped by SIGINT", "failed": "the planner could not go on"}.get(state, state)
-    _write_json(run_dir / "state.json", {"state": state, "updated": _iso(CREATED + timedelta(seconds=wall)),
-                                         "reason": reason, "budget": {"wall_time_s": wall, "trials_ended": len(lines)}})
+    reason = {
+        "completed": "all planned trials ended",
+        "running": "tuning",
+        "budget_exhausted": f"budget.max_wall_time ({frozen['budget']['max_wall_time']}) reached",
+        "interrupted": "stopped by SIGINT",
+        "failed": "the planner could not go on",
+    }.get(state, state)
+    _write_json(
+        run_dir / "state.json",
+        {
+            "state": state,
+            "updated": _iso(CREATED + timedelta(seconds=wall)),
+            "reason": reason,
+            "budget": {"wall_time_s": wall, "trials_ended": len(lines)},
+        },
+    )
     if state == "running":
-        _write_json(run_dir / "lock", {"pid": 31337, "host": "gpu-box-01", "started": _iso(CREATED)})
+        _write_json(
+            run_dir / "lock", {"pid": 31337, "host": "gpu-box-01", "started": _iso(CREATED)}
+        )
         return run_dir
-    _write_json(run_dir / "selection.json", {"rule": "final", "k": None, "metric": "val_acc", "mode": "max",
-                                             "arms": selection})
+    _write_json(
+        run_dir / "selection.json",
+        {"rule": "final", "k": None, "metric": "val_acc", "mode": "max", "arms": selection},
+    )
     _write_json(run_dir / "decisions.json", decide(frozen, finals, state))
     return run_dir
 
 
-def _special_trial(w: _Writer, kind: str, tid: str, arm: str, ts: int, t: int, params: dict, config: dict,
-                   q: float, heldout_name: str | None) -> None:
+def _special_trial(
+    w: _Writer,
+    kind: str,
+    tid: str,
+    arm: str,
+    ts: int,
+    t: int,
+    params: dict,
+    config: dict,
+    q: float,
+    heldout_name: str | None,
+) -> None:
     e = w.exposure
-    common = {"trial_id": tid, "phase": "tune", "arm": arm, "seed": ts, "index": t, "params": params, "config": config}
+    common = {
+        "trial_id": tid,
+        "phase": "tune",
+        "arm": arm,
+        "seed": ts,
+        "index": t,
+        "params": params,
+        "config": config,
+    }
     if kind == "failed":
         n = max(1, e // 3)
         acc, loss = w.curve(q, np.arange(1, n + 1), 0.004)
-        errors = [{"attempt": i, "type": "RuntimeError", "message": "CUDA error: an illegal memory access was encountered",
-                   "traceback": _TRACEBACK} for i in (1, 2)]
-        w.trial(**common, status="failed", reports=w.reports(acc, loss), n_steps=n, attempts=2, errors=errors)
+        errors = [
+            {
+                "attempt": i,
+                "type": "RuntimeError",
+                "message": "CUDA error: an illegal memory access was encountered",
+                "traceback": _TRACEBACK,
+            }
+            for i in (1, 2)
+        ]
+        w.trial(
+            **common,
+            status="failed",
+            reports=w.reports(acc, loss),
+            n_steps=n,
+            attempts=2,
+            errors=errors,
+        )
     elif kind == "diverged":
         n = max(1, e // 2)
         acc, loss = w.curve(q, np.arange(1, n + 1), 0.004)
-        reports = [{"step": i + 1, "metrics": {"val_acc": float(acc[i]), "loss": float(loss[i])},
-                    "time_s": round((i + 1) * w.step_s, 3)} for i in range(n)]
-        reports[-1]["metrics"] = {"val_acc": "nan", "loss": "inf"}  # JSON has no NaN: stored as strings
-        w.trial(**common, status="diverged", reports=json.dumps(reports), n_steps=n,
-                violations=[{"kind": "diverged", "step": n, "message": f"val_acc is nan at step {n}"}])
+        reports = [
+            {
+                "step": i + 1,
+                "metrics": {"val_acc": float(acc[i]), "loss": float(loss[i])},
+                "time_s": round((i + 1) * w.step_s, 3),
+            }
+            for i in range(n)
+        ]
+        reports[-1]["metrics"] = {
+            "val_acc": "nan",
+            "loss": "inf",
+        }  # JSON has no NaN: stored as strings
+        w.trial(
+            **common,
+            status="diverged",
+            reports=json.dumps(reports),
+            n_steps=n,
+            violations=[{"kind": "diverged", "step": n, "message": f"val_acc is nan at step {n}"}],
+        )
     elif kind == "protocol_error":
         # The runner stops the trial at the bad report: it is not stored, the error says it.
         acc, loss = w.curve(q, np.arange(1, e + 1), 0.004)
         message = f"trial.report: step {e + 1} is past the budget of {e}"
-        errors = [{"attempt": 1, "type": "TrialProtocolError", "message": message,
-                   "traceback": "Traceback (most recent call last):\n  File \"train.py\", line 51, in train\n"
-                                "    trial.report(epoch, val_acc=acc)\n"
-                                f"planner.TrialProtocolError: {message}\n"}]
-        w.trial(**common, status="protocol_error", reports=w.reports(acc, loss), n_steps=e, errors=errors)
+        errors = [
+            {
+                "attempt": 1,
+                "type": "TrialProtocolError",
+                "message": message,
+                "traceback": 'Traceback (most recent call last):\n  File "train.py", line 51, in train\n'
+                "    trial.report(epoch, val_acc=acc)\n"
+                f"planner.TrialProtocolError: {message}\n",
+            }
+        ]
+        w.trial(
+            **common,
+            status="protocol_error",
+            reports=w.reports(acc, loss),
+            n_steps=e,
+            errors=errors,
+        )
     elif kind == "heldout":
         acc, loss = w.curve(q, np.arange(1, e + 1), 0.004)
         step = min(3, e)
         parts = json.loads(w.reports(acc, loss))
         if heldout_name:
             parts[step - 1]["metrics"][heldout_name] = round(float(acc[step - 1]) - 0.01, 6)
-        violations = [{"kind": "heldout_in_tuning", "step": step, "metric": heldout_name}] if heldout_name else []
-        w.trial(**common, status="completed", reports=json.dumps(parts), n_steps=e, violations=violations)
+        violations = (
+            [{"kind": "heldout_in_tuning", "step": step, "metric": heldout_name}]
+            if heldout_name
+            else []
+        )
+        w.trial(
+            **common,
+            status="completed",
+            reports=json.dumps(parts),
+            n_steps=e,
+            violations=violations,
+        )
 
 
 def decide(frozen: dict[str, Any], finals: dict[str, list[float]], state: str) -> dict[str, Any]:
@@ -375,14 +636,31 @@ def decide(frozen: dict[str, Any], finals: dict[str, list[float]], state: str) -
             decision, reason = "reject", "the CI lies below min_effect"
         else:
             decision, reason = "inconclusive", "the CI straddles min_effect"
-        decisions.append({"arm": r["arm"], "decision": decision, "effect": round(effect, 6),
-                          "ci_low": round(lo, 6), "ci_high": round(hi, 6), "p_value": float(f"{r['p']:.6g}"),
-                          "alpha_adjusted": round(alpha_adj, 6), "n_baseline": int(base.size),
-                          "n_arm": int(x.size), "reason": reason})
+        decisions.append(
+            {
+                "arm": r["arm"],
+                "decision": decision,
+                "effect": round(effect, 6),
+                "ci_low": round(lo, 6),
+                "ci_high": round(hi, 6),
+                "p_value": float(f"{r['p']:.6g}"),
+                "alpha_adjusted": round(alpha_adj, 6),
+                "n_baseline": int(base.size),
+                "n_arm": int(x.size),
+                "reason": reason,
+            }
+        )
     decisions.sort(key=lambda d: [a["name"] for a in frozen["arms"]].index(d["arm"]))
     metric = frozen["metric"]["heldout"] or frozen["metric"]["name"]
-    return {"run_state": state, "metric": metric, "test": acc["test"], "alpha": acc["alpha"],
-            "correction": acc["correction"], "min_effect": acc["min_effect"], "decisions": decisions}
+    return {
+        "run_state": state,
+        "metric": metric,
+        "test": acc["test"],
+        "alpha": acc["alpha"],
+        "correction": acc["correction"],
+        "min_effect": acc["min_effect"],
+        "decisions": decisions,
+    }
 
 
 def _t_quantile(p: float, df: float) -> float:
@@ -408,14 +686,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="the run folder to create")
     parser.add_argument("--trials", type=int, default=200, help="about this many trials in all")
-    parser.add_argument("--reports", type=int, default=30, help="reports per complete trial (the exposure)")
+    parser.add_argument(
+        "--reports", type=int, default=30, help="reports per complete trial (the exposure)"
+    )
     parser.add_argument("--arms", nargs="+", default=["sgd", "adam", "adamw"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--state", default="completed")
     args = parser.parse_args(argv)
     tune_trials = max(5, (args.trials - len(args.arms) * args.seeds) // len(args.arms))
-    make_run(args.out, arms=tuple(args.arms), seeds=args.seeds, tune_trials=tune_trials,
-             reports_per_trial=args.reports, state=args.state)
+    make_run(
+        args.out,
+        arms=tuple(args.arms),
+        seeds=args.seeds,
+        tune_trials=tune_trials,
+        reports_per_trial=args.reports,
+        state=args.state,
+    )
     print(args.out)
 
 

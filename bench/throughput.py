@@ -13,10 +13,16 @@ from datetime import datetime
 
 def rates(path: str, window: int) -> list[tuple[int, float]]:
     """(trials ended so far, trials a second over the last `window` of them), in the order they ended."""
-    ended = sorted(datetime.fromisoformat(json.loads(line)["ended"].replace("Z", "+00:00")).timestamp()
-                   for line in open(path) if line.strip())
-    return [(i, window / (ended[i - 1] - ended[i - window])) for i in range(window, len(ended) + 1, window)
-            if ended[i - 1] > ended[i - window]]
+    ended = sorted(
+        datetime.fromisoformat(json.loads(line)["ended"].replace("Z", "+00:00")).timestamp()
+        for line in open(path)
+        if line.strip()
+    )
+    return [
+        (i, window / (ended[i - 1] - ended[i - window]))
+        for i in range(window, len(ended) + 1, window)
+        if ended[i - 1] > ended[i - window]
+    ]
 
 
 def main() -> None:

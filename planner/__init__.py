@@ -24,7 +24,10 @@ from planner._core.version import VERSION as __version__
 # name -> (module, attribute): imported on first use.
 _LAZY = {
     # a contract
-    "load_contract": ("planner._lineage.resolve", "load_contract"),  # a baseline may come from a run
+    "load_contract": (
+        "planner._lineage.resolve",
+        "load_contract",
+    ),  # a baseline may come from a run
     "validate": ("planner._lineage.resolve", "validate"),
     "planned_trials": ("planner._contract.validate", "planned_trials"),
     "LoadedContract": ("planner._contract.validate", "LoadedContract"),
@@ -89,7 +92,14 @@ __all__ = [  # every name but the errors and the version loads lazily (_LAZY, `s
     "validate",
 ]
 
-for _error in (ContractError, PlannerError, RunError, RunLockedError, TrialProtocolError, UsageError):
+for _error in (
+    ContractError,
+    PlannerError,
+    RunError,
+    RunLockedError,
+    TrialProtocolError,
+    UsageError,
+):
     _error.__module__ = "planner"
 del _error
 
@@ -117,7 +127,10 @@ def __getattr__(name: str) -> Any:
         if name != "prepare_reeval":  # an alias: its own name stays `prepare`
             try:
                 value.__module__ = "planner"
-            except (AttributeError, TypeError):  # pragma: no cover - every public name takes it today
+            except (
+                AttributeError,
+                TypeError,
+            ):  # pragma: no cover - every public name takes it today
                 pass
         globals()[name] = value
         return value

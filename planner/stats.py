@@ -56,8 +56,15 @@ Test = Literal["welch", "paired", "bootstrap"]
 Values = Sequence[float] | Mapping[int, float]
 
 
-def compare(baseline: Values, arm: Values, *, mode: Mode = "max", test: Test = "welch", alpha: float = 0.05,
-            rng_seed: int = 0) -> Comparison:
+def compare(
+    baseline: Values,
+    arm: Values,
+    *,
+    mode: Mode = "max",
+    test: Test = "welch",
+    alpha: float = 0.05,
+    rng_seed: int = 0,
+) -> Comparison:
     """One arm against the baseline: the effect, its two-sided (1 - alpha) CI and the p-value.
 
     `baseline` and `arm` are lists of per-seed values, or mappings seed -> value.
@@ -72,16 +79,37 @@ def compare(baseline: Values, arm: Values, *, mode: Mode = "max", test: Test = "
     base_values, base_seeds = _split(baseline, "baseline")
     arm_values, arm_seeds = _split(arm, "arm")
     if test == "paired" and (base_seeds is None) != (arm_seeds is None):
-        raise ValueError("the paired test pairs mappings by seed and lists by position: give both as mappings "
-                         "seed -> value, or both as lists")
-    return _decide.compare(base_values, arm_values, mode=mode, test=test, alpha=alpha,
-                           baseline_seeds=base_seeds, arm_seeds=arm_seeds, rng_seed=rng_seed)
+        raise ValueError(
+            "the paired test pairs mappings by seed and lists by position: give both as mappings "
+            "seed -> value, or both as lists"
+        )
+    return _decide.compare(
+        base_values,
+        arm_values,
+        mode=mode,
+        test=test,
+        alpha=alpha,
+        baseline_seeds=base_seeds,
+        arm_seeds=arm_seeds,
+        rng_seed=rng_seed,
+    )
 
 
-def decide(baseline: Values, arms: Mapping[str, Values], *, min_effect: float, mode: Mode = "max",
-           test: Test = "welch", alpha: float = 0.05, correction: Literal["holm", "bonferroni", "none"] = "holm",
-           rule: Literal["estimate", "margin"] = "estimate", diverged_value: float | None = None,
-           metric: str = "the metric", baseline_name: str = "baseline", rng_seed: int = 0) -> list[Decision]:
+def decide(
+    baseline: Values,
+    arms: Mapping[str, Values],
+    *,
+    min_effect: float,
+    mode: Mode = "max",
+    test: Test = "welch",
+    alpha: float = 0.05,
+    correction: Literal["holm", "bonferroni", "none"] = "holm",
+    rule: Literal["estimate", "margin"] = "estimate",
+    diverged_value: float | None = None,
+    metric: str = "the metric",
+    baseline_name: str = "baseline",
+    rng_seed: int = 0,
+) -> list[Decision]:
     """The contract's decision rule for every arm: accept, reject, inconclusive or incomplete.
 
     `arms` maps each treatment arm's name to its values; `correction` spreads
@@ -99,30 +127,60 @@ def decide(baseline: Values, arms: Mapping[str, Values], *, min_effect: float, m
         [('adam', 'accept')]
     """
     if not isinstance(arms, Mapping) or not arms:
-        raise ValueError("arms must map each treatment arm's name to its values, e.g. {'adam': [0.93, 0.94]}")
+        raise ValueError(
+            "arms must map each treatment arm's name to its values, e.g. {'adam': [0.93, 0.94]}"
+        )
     if baseline_name in arms:
-        raise ValueError(f"an arm is named {baseline_name!r}, like the baseline: pass another baseline_name")
+        raise ValueError(
+            f"an arm is named {baseline_name!r}, like the baseline: pass another baseline_name"
+        )
     if len({isinstance(v, Mapping) for v in (baseline, *arms.values())}) > 1:
-        raise ValueError("give the baseline and every arm as lists (paired by position) or all as mappings "
-                         "seed -> value (paired by seed), not some of each")
+        raise ValueError(
+            "give the baseline and every arm as lists (paired by position) or all as mappings "
+            "seed -> value (paired by seed), not some of each"
+        )
     planned = _seeds(baseline, "baseline")
     if len(planned) < 2:
-        raise ValueError(f"the baseline needs at least 2 seeds (a spread needs two values), got {len(planned)}")
+        raise ValueError(
+            f"the baseline needs at least 2 seeds (a spread needs two values), got {len(planned)}"
+        )
     results = {baseline_name: _outcomes(baseline, "baseline")}
     for name, values in arms.items():
         seeds = _seeds(values, name)
         if sorted(seeds) != sorted(planned):
-            raise ValueError(f"arm {name!r} has seeds {sorted(seeds)} but the baseline has {sorted(planned)}: "
-                             "the decision rule compares arms on the same seeds")
+            raise ValueError(
+                f"arm {name!r} has seeds {sorted(seeds)} but the baseline has {sorted(planned)}: "
+                "the decision rule compares arms on the same seeds"
+            )
         results[name] = _outcomes(values, name)
-    acceptance = SimpleNamespace(min_effect=min_effect, alpha=alpha, test=test, correction=correction, rule=rule)
-    return _decide.decide(acceptance, mode, results, baseline_name, planned_seeds=planned, arms=list(arms),
-                          diverged_value=diverged_value, metric=metric, rng_seed=rng_seed)
+    acceptance = SimpleNamespace(
+        min_effect=min_effect, alpha=alpha, test=test, correction=correction, rule=rule
+    )
+    return _decide.decide(
+        acceptance,
+        mode,
+        results,
+        baseline_name,
+        planned_seeds=planned,
+        arms=list(arms),
+        diverged_value=diverged_value,
+        metric=metric,
+        rng_seed=rng_seed,
+    )
 
 
-def power(n: int, effect: float, sd: float, *, alpha: float = 0.05, test: Test = "welch", n_arms: int = 1,
-          correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
-          min_effect: float | None = None) -> float:
+def power(
+    n: int,
+    effect: float,
+    sd: float,
+    *,
+    alpha: float = 0.05,
+    test: Test = "welch",
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: Literal["estimate", "margin"] = "estimate",
+    min_effect: float | None = None,
+) -> float:
     """The chance that `n` seeds per arm detect a true improvement `effect` (P(CI low > 0)).
 
     `sd` is the seed-to-seed standard deviation of the metric within an arm
@@ -134,34 +192,87 @@ def power(n: int, effect: float, sd: float, *, alpha: float = 0.05, test: Test =
         0.99
     """
     _power.check_seeds(n)
-    return _power.detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction, rule=rule,
-                                  min_effect=min_effect)
+    return _power.detection_power(
+        n,
+        effect,
+        sd,
+        alpha,
+        test,
+        n_arms=n_arms,
+        correction=correction,
+        rule=rule,
+        min_effect=min_effect,
+    )
 
 
-def seeds_needed(sd: float, min_effect: float, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
-                 n_arms: int = 1, correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
-                 effect: float | None = None) -> int:
+def seeds_needed(
+    sd: float,
+    min_effect: float,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    test: Test = "welch",
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: Literal["estimate", "margin"] = "estimate",
+    effect: float | None = None,
+) -> int:
     """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan power` prints).
 
     `rule="margin"`: the fewest seeds with which accept (CI low >= min_effect) has probability
     `power` at a true improvement `effect`, which must be given and above min_effect.
     """
-    return _power.seeds_for_power(sd, min_effect, alpha, power, test, n_arms=n_arms, correction=correction,
-                                  rule=rule, effect=effect)
+    return _power.seeds_for_power(
+        sd,
+        min_effect,
+        alpha,
+        power,
+        test,
+        n_arms=n_arms,
+        correction=correction,
+        rule=rule,
+        effect=effect,
+    )
 
 
-def detectable_effect(sd: float, n: int, *, power: float = 0.8, alpha: float = 0.05, test: Test = "welch",
-                      n_arms: int = 1, correction: str = "holm", rule: Literal["estimate", "margin"] = "estimate",
-                      min_effect: float | None = None) -> float:
+def detectable_effect(
+    sd: float,
+    n: int,
+    *,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    test: Test = "welch",
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: Literal["estimate", "margin"] = "estimate",
+    min_effect: float | None = None,
+) -> float:
     """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if none);
     `rule="margin"` (give `min_effect`): accept with that probability."""
     _power.check_seeds(n)
-    return _power.detectable_effect(sd, n, alpha, power, test, n_arms=n_arms, correction=correction, rule=rule,
-                                    min_effect=min_effect)
+    return _power.detectable_effect(
+        sd,
+        n,
+        alpha,
+        power,
+        test,
+        n_arms=n_arms,
+        correction=correction,
+        rule=rule,
+        min_effect=min_effect,
+    )
 
 
-def accept_probability(n: int, effect: float, sd: float, *, min_effect: float, alpha: float = 0.05,
-                       test: Test = "welch", rule: Literal["estimate", "margin"] = "estimate") -> float:
+def accept_probability(
+    n: int,
+    effect: float,
+    sd: float,
+    *,
+    min_effect: float,
+    alpha: float = 0.05,
+    test: Test = "welch",
+    rule: Literal["estimate", "margin"] = "estimate",
+) -> float:
     """The chance of `accept` at a true improvement `effect`: CI low > 0 and estimated effect >= min_effect
     (rule estimate), or CI low >= min_effect (rule margin)."""
     _power.check_seeds(n)
@@ -175,8 +286,15 @@ def pilot_sd(values_by_arm: Mapping[str, Sequence[float]] | Sequence[Sequence[fl
     return _power.pilot_sd(values_by_arm)
 
 
-def looks(n_seeds: int, looks: int, *, alpha: float = 0.05, spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming",
-          futility: bool = False, test: Test = "welch") -> Design:
+def looks(
+    n_seeds: int,
+    looks: int,
+    *,
+    alpha: float = 0.05,
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming",
+    futility: bool = False,
+    test: Test = "welch",
+) -> Design:
     """A sequential confirmation: `n_seeds` per arm in `looks` batches, with the bounds each look uses.
 
     `design.look_sizes` are the cumulative seeds per arm at each look. `alpha`
@@ -187,8 +305,15 @@ def looks(n_seeds: int, looks: int, *, alpha: float = 0.05, spending: Literal["o
     return _sequential.plan_design(n_seeds, looks, alpha, spending, futility, test=test)
 
 
-def sequential_decision(design: Design, look: int, baseline: Values, arm: Values, *, min_effect: float,
-                        mode: Mode = "max") -> SequentialStep:
+def sequential_decision(
+    design: Design,
+    look: int,
+    baseline: Values,
+    arm: Values,
+    *,
+    min_effect: float,
+    mode: Mode = "max",
+) -> SequentialStep:
     """What to do after look `look` (0-based) of `design`, given every value so far of both arms.
 
     `step.action` is `continue`, `accept`, `inconclusive`, `stop_futility` or,
@@ -196,8 +321,16 @@ def sequential_decision(design: Design, look: int, baseline: Values, arm: Values
     """
     base_values, base_seeds = _split(baseline, "baseline")
     arm_values, arm_seeds = _split(arm, "arm")
-    return _sequential.sequential_decision(look, base_values, arm_values, design=design, mode=mode,
-                                           min_effect=min_effect, baseline_seeds=base_seeds, arm_seeds=arm_seeds)
+    return _sequential.sequential_decision(
+        look,
+        base_values,
+        arm_values,
+        design=design,
+        mode=mode,
+        min_effect=min_effect,
+        baseline_seeds=base_seeds,
+        arm_seeds=arm_seeds,
+    )
 
 
 def _split(values: Values, what: str) -> tuple[list[float], list[int] | None]:
@@ -206,13 +339,19 @@ def _split(values: Values, what: str) -> tuple[list[float], list[int] | None]:
         try:
             return [float(v) for v in values.values()], [_seed(s) for s in values]
         except (TypeError, ValueError):
-            raise ValueError(f"{what} as a mapping must map whole-number seeds to numbers") from None
+            raise ValueError(
+                f"{what} as a mapping must map whole-number seeds to numbers"
+            ) from None
     if isinstance(values, str | bytes):
-        raise ValueError(f"{what} must be a list of per-seed values or a mapping seed -> value, not a string")
+        raise ValueError(
+            f"{what} must be a list of per-seed values or a mapping seed -> value, not a string"
+        )
     try:
         return [float(v) for v in values], None
     except (TypeError, ValueError):
-        raise ValueError(f"{what} must be a list of per-seed values (numbers) or a mapping seed -> value") from None
+        raise ValueError(
+            f"{what} must be a list of per-seed values (numbers) or a mapping seed -> value"
+        ) from None
 
 
 def _seed(seed) -> int:

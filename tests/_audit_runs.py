@@ -26,8 +26,18 @@ BASE: dict[str, Any] = {
     "name": "audit-case",
     "hypothesis": "The treatment raises val_acc.",
     "trainable": "tests.trainables.audit:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.005,
-                                     "shape": "plateau"}}},
+    "config": {
+        "values": {
+            "recipe": {
+                "name": "a",
+                "level": 0.5,
+                "lr": 0.01,
+                "best_lr": 0.01,
+                "noise": 0.005,
+                "shape": "plateau",
+            }
+        }
+    },
     "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
@@ -38,8 +48,12 @@ BASE: dict[str, Any] = {
     "data": {"fingerprint": []},
 }
 
-TUNING = {"trials_per_arm": 6, "seeds": [1000], "sampler": {"name": "random", "seed": 0},
-          "space": {"recipe.lr": {"log_uniform": [0.001, 1.0]}}}
+TUNING = {
+    "trials_per_arm": 6,
+    "seeds": [1000],
+    "sampler": {"name": "random", "seed": 0},
+    "space": {"recipe.lr": {"log_uniform": [0.001, 1.0]}},
+}
 
 
 def contract_data(**patch: Any) -> dict[str, Any]:
@@ -69,9 +83,18 @@ def arm_recipe(data: dict[str, Any], arm: str) -> dict[str, Any]:
     return recipe
 
 
-def curve_trial(data: dict[str, Any], arm: str, phase: str, seed: int, *, index: int = 0,
-                params: dict[str, Any] | None = None, s_per_step: float = 0.1, exposure: int | None = None,
-                **recipe_patch: Any) -> dict[str, Any]:
+def curve_trial(
+    data: dict[str, Any],
+    arm: str,
+    phase: str,
+    seed: int,
+    *,
+    index: int = 0,
+    params: dict[str, Any] | None = None,
+    s_per_step: float = 0.1,
+    exposure: int | None = None,
+    **recipe_patch: Any,
+) -> dict[str, Any]:
     """One trial record as the runner writes it, from the audit trainable's curve."""
     recipe = {**arm_recipe(data, arm), **recipe_patch}
     for k, v in (params or {}).items():
@@ -87,41 +110,100 @@ def curve_trial(data: dict[str, Any], arm: str, phase: str, seed: int, *, index:
         metrics: dict[str, Any] = {"val_acc": v, "train_loss": 1 - v}
         if phase != "tune" or recipe.get("leak"):
             metrics["test_acc"] = v + rng.gauss(0, recipe.get("noise", 0.005))
-        metrics = {k: ("nan" if isinstance(x, float) and math.isnan(x) else x) for k, x in metrics.items()}
+        metrics = {
+            k: ("nan" if isinstance(x, float) and math.isnan(x) else x) for k, x in metrics.items()
+        }
         reports.append({"step": step, "metrics": metrics, "time_s": 1.0 + s_per_step * step})
         if metrics["val_acc"] == "nan":
             status = "diverged"
             violations.append({"kind": "diverged", "step": step, "message": "val_acc is nan"})
             break
     tid = f"tune-{arm}-s{seed}-t{index:03d}" if phase == "tune" else f"{phase}-{arm}-s{seed}"
-    return {"trial_id": tid, "phase": phase, "arm": arm, "seed": seed, "index": index, "params": dict(params or {}),
-            "config": {"recipe": recipe}, "status": status, "exposure": reports[-1]["step"], "reports": reports,
-            "attempts": 1, "errors": [], "violations": violations, "started": "2026-11-30T10:00:00.000Z",
-            "ended": "2026-11-30T10:00:01.000Z", "duration_s": reports[-1]["time_s"], "host": "h", "pid": 1,
-            "node_id": None, "contract_sha256": "x"}
+    return {
+        "trial_id": tid,
+        "phase": phase,
+        "arm": arm,
+        "seed": seed,
+        "index": index,
+        "params": dict(params or {}),
+        "config": {"recipe": recipe},
+        "status": status,
+        "exposure": reports[-1]["step"],
+        "reports": reports,
+        "attempts": 1,
+        "errors": [],
+        "violations": violations,
+        "started": "2026-11-30T10:00:00.000Z",
+        "ended": "2026-11-30T10:00:01.000Z",
+        "duration_s": reports[-1]["time_s"],
+        "host": "h",
+        "pid": 1,
+        "node_id": None,
+        "contract_sha256": "x",
+    }
 
 
 def failed_trial(arm: str, phase: str, seed: int, message: str = "seed crashes") -> dict[str, Any]:
-    return {"trial_id": f"{phase}-{arm}-s{seed}", "phase": phase, "arm": arm, "seed": seed, "index": 0,
-            "params": {}, "config": {}, "status": "failed", "exposure": 0, "reports": [], "attempts": 2,
-            "errors": [{"attempt": a, "type": "RuntimeError", "message": message,
-                        "traceback": 'File "train.py", line 3, in train'} for a in (1, 2)],
-            "violations": [], "duration_s": 0.5}
+    return {
+        "trial_id": f"{phase}-{arm}-s{seed}",
+        "phase": phase,
+        "arm": arm,
+        "seed": seed,
+        "index": 0,
+        "params": {},
+        "config": {},
+        "status": "failed",
+        "exposure": 0,
+        "reports": [],
+        "attempts": 2,
+        "errors": [
+            {
+                "attempt": a,
+                "type": "RuntimeError",
+                "message": message,
+                "traceback": 'File "train.py", line 3, in train',
+            }
+            for a in (1, 2)
+        ],
+        "violations": [],
+        "duration_s": 0.5,
+    }
 
 
-def tuning_trials(data: dict[str, Any], values: list[float], key: str = "recipe.lr", **patch: Any) -> list[dict]:
+def tuning_trials(
+    data: dict[str, Any], values: list[float], key: str = "recipe.lr", **patch: Any
+) -> list[dict]:
     """Tuning trials of every arm at the given values of `key` (one per value)."""
-    return [curve_trial(data, arm["name"], "tune", data["tuning"]["seeds"][0], index=i, params={key: v}, **patch)
-            for arm in [data["baseline"], *data["arms"]] for i, v in enumerate(values)]
+    return [
+        curve_trial(
+            data, arm["name"], "tune", data["tuning"]["seeds"][0], index=i, params={key: v}, **patch
+        )
+        for arm in [data["baseline"], *data["arms"]]
+        for i, v in enumerate(values)
+    ]
 
 
-def confirm_trials(data: dict[str, Any], params: dict[str, dict[str, Any]] | None = None, **patch: Any) -> list[dict]:
-    return [curve_trial(data, arm["name"], "confirm", seed, params=(params or {}).get(arm["name"]), **patch)
-            for arm in [data["baseline"], *data["arms"]] for seed in data["seeds"]]
+def confirm_trials(
+    data: dict[str, Any], params: dict[str, dict[str, Any]] | None = None, **patch: Any
+) -> list[dict]:
+    return [
+        curve_trial(
+            data, arm["name"], "confirm", seed, params=(params or {}).get(arm["name"]), **patch
+        )
+        for arm in [data["baseline"], *data["arms"]]
+        for seed in data["seeds"]
+    ]
 
 
-def write_run(tmp_path: Path, data: dict[str, Any], trials: list[dict[str, Any]], *, commit: str | None = "abc123",
-              decisions: dict[str, Any] | None = None, selection: dict[str, Any] | None = None) -> Path:
+def write_run(
+    tmp_path: Path,
+    data: dict[str, Any],
+    trials: list[dict[str, Any]],
+    *,
+    commit: str | None = "abc123",
+    decisions: dict[str, Any] | None = None,
+    selection: dict[str, Any] | None = None,
+) -> Path:
     """A run folder of `data` (the contract, frozen here) holding `trials`; contract.yaml is also written to tmp."""
     from planner._contract.model import Contract
     from planner._stats.decide import decide
@@ -133,35 +215,101 @@ def write_run(tmp_path: Path, data: dict[str, Any], trials: list[dict[str, Any]]
     run = tmp_path / "runs" / model.name / "20261130-100000-abcd"
     run.mkdir(parents=True)
     (run / "contract.yaml").write_text(yaml.safe_dump(model.frozen(), sort_keys=False))
-    (run / "run.json").write_text(json.dumps({"run_id": run.name, "name": model.name, "contract_sha256": model.sha256(),
-                                              "created": "2026-11-30T10:00:00.000Z", "planner_version": "0.1.0",
-                                              "contract_path": str(contract_path)}))
-    (run / "state.json").write_text(json.dumps({"state": "completed", "updated": "2026-11-30T10:01:00.000Z",
-                                                "reason": "all planned trials ended",
-                                                "budget": {"wall_time_s": 60.0, "trials_ended": len(trials)}}))
-    (run / "identity.json").write_text(json.dumps({"contract_sha256": model.sha256(), "code": {
-        "repo": "/x", "commit": commit, "dirty": False, "trainable": model.trainable}, "python": "3.11",
-        "packages": {}, "host": {"hostname": "h"}, "data": {}, "env": {}}))
-    (run / "plan.json").write_text(json.dumps({"planned_count": len(trials), "exposure": model.budget.exposure,
-                                               "max_trials": model.budget.max_trials, "phases": []}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "run_id": run.name,
+                "name": model.name,
+                "contract_sha256": model.sha256(),
+                "created": "2026-11-30T10:00:00.000Z",
+                "planner_version": "0.1.0",
+                "contract_path": str(contract_path),
+            }
+        )
+    )
+    (run / "state.json").write_text(
+        json.dumps(
+            {
+                "state": "completed",
+                "updated": "2026-11-30T10:01:00.000Z",
+                "reason": "all planned trials ended",
+                "budget": {"wall_time_s": 60.0, "trials_ended": len(trials)},
+            }
+        )
+    )
+    (run / "identity.json").write_text(
+        json.dumps(
+            {
+                "contract_sha256": model.sha256(),
+                "code": {
+                    "repo": "/x",
+                    "commit": commit,
+                    "dirty": False,
+                    "trainable": model.trainable,
+                },
+                "python": "3.11",
+                "packages": {},
+                "host": {"hostname": "h"},
+                "data": {},
+                "env": {},
+            }
+        )
+    )
+    (run / "plan.json").write_text(
+        json.dumps(
+            {
+                "planned_count": len(trials),
+                "exposure": model.budget.exposure,
+                "max_trials": model.budget.max_trials,
+                "phases": [],
+            }
+        )
+    )
     (run / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
     if model.tuning is not None:
-        chosen = selection or {"rule": "final", "k": None, "metric": model.metric.name, "mode": model.metric.mode,
-                               "arms": {a: s.as_dict() for a, s in select(model, trials).items()}}
+        chosen = selection or {
+            "rule": "final",
+            "k": None,
+            "metric": model.metric.name,
+            "mode": model.metric.mode,
+            "arms": {a: s.as_dict() for a, s in select(model, trials).items()},
+        }
         (run / "selection.json").write_text(json.dumps(chosen))
     if decisions is None:
         outcomes = {a.name: [] for a in model.all_arms}
         for t in trials:
             if t["phase"] == "confirm":
-                last = t["reports"][-1]["metrics"].get(model.metric.decision_metric) if t["reports"] else None
-                outcomes[t["arm"]].append((t["seed"], None if last in (None, "nan") else last, t["status"]))
-        made = decide(model.acceptance, model.metric.mode, outcomes, model.baseline.name,
-                      planned_seeds=list(model.seeds), arms=[a.name for a in model.arms])
-        decisions = {"run_state": "completed", "metric": model.metric.decision_metric, "test": model.acceptance.test,
-                     "alpha": model.acceptance.alpha, "correction": model.acceptance.correction,
-                     "min_effect": model.acceptance.min_effect,
-                     "decisions": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                                    for k, v in d.as_dict().items()} for d in made]}
+                last = (
+                    t["reports"][-1]["metrics"].get(model.metric.decision_metric)
+                    if t["reports"]
+                    else None
+                )
+                outcomes[t["arm"]].append(
+                    (t["seed"], None if last in (None, "nan") else last, t["status"])
+                )
+        made = decide(
+            model.acceptance,
+            model.metric.mode,
+            outcomes,
+            model.baseline.name,
+            planned_seeds=list(model.seeds),
+            arms=[a.name for a in model.arms],
+        )
+        decisions = {
+            "run_state": "completed",
+            "metric": model.metric.decision_metric,
+            "test": model.acceptance.test,
+            "alpha": model.acceptance.alpha,
+            "correction": model.acceptance.correction,
+            "min_effect": model.acceptance.min_effect,
+            "decisions": [
+                {
+                    k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                    for k, v in d.as_dict().items()
+                }
+                for d in made
+            ],
+        }
     (run / "decisions.json").write_text(json.dumps(decisions))
     return run
 

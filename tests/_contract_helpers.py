@@ -34,4 +34,3 @@ def line_of(text: str, needle: str) -> int:
         if needle in line:
             return number
     raise AssertionError(f"{needle!r} not in the contract")
-

@@ -41,7 +41,11 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
     "name": "synthetic",
     "hypothesis": "The treatment raises val_acc.",
     "trainable": "tests.trainables.synthetic:train",
-    "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}}},
+    "config": {
+        "values": {
+            "recipe": {"name": "a", "level": 0.5, "lr": 0.01, "best_lr": 0.01, "noise": 0.01}
+        }
+    },
     "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
@@ -67,8 +71,9 @@ def write_yaml(path: Path, data: Any, *, sort_keys: bool = True) -> Path:
     return path
 
 
-def write_contract_data(folder: Path, data: dict[str, Any], name: str = "contract.yaml", *,
-                        sort_keys: bool = True) -> Path:
+def write_contract_data(
+    folder: Path, data: dict[str, Any], name: str = "contract.yaml", *, sort_keys: bool = True
+) -> Path:
     return write_yaml(Path(folder) / name, data, sort_keys=sort_keys)
 
 
@@ -83,14 +88,18 @@ def contract_writer(base: dict[str, Any], *, file: str = "contract.yaml") -> Cal
 
 
 LINEAGE_CONTRACT: dict[str, Any] = {
-    "version": 1, "name": "tiny", "hypothesis": "A higher level raises val_acc.",
+    "version": 1,
+    "name": "tiny",
+    "hypothesis": "A higher level raises val_acc.",
     "trainable": "tests.trainables.lineage:train",
     "config": {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1}}},
     "factor": {"name": "level", "keys": ["recipe.name", "recipe.level"]},
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2], "budget": {"exposure": 2},
+    "metric": {"name": "val_acc", "mode": "max"},
+    "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2],
+    "budget": {"exposure": 2},
 }
 
 
@@ -113,8 +122,14 @@ def synthetic_run(folder: Path, **options: Any) -> Path:
     return make_run(Path(folder) / SYNTHETIC_RUN_ID, **{**shape, **options})
 
 
-def example_app(name: str, folder: Path, edit: Callable[[dict], None] | None = None, *, dest: str = "app",
-                sort_keys: bool = False) -> Path:
+def example_app(
+    name: str,
+    folder: Path,
+    edit: Callable[[dict], None] | None = None,
+    *,
+    dest: str = "app",
+    sort_keys: bool = False,
+) -> Path:
     """examples/<name> copied into `folder/dest`, its contract.yaml edited in place by `edit(contract)`
     (when given) and written back; the contract's path."""
     app = Path(folder) / dest
@@ -129,6 +144,7 @@ def example_app(name: str, folder: Path, edit: Callable[[dict], None] | None = N
 
 def hydra_app(folder: Path, *, seeds: list[int], exposure: int, trials_per_arm: int) -> Path:
     """examples/hydra_app copied into `folder/app`, its contract made small; the contract's path."""
+
     def edit(contract: dict) -> None:
         contract["seeds"] = list(seeds)
         contract["budget"]["exposure"] = exposure
@@ -145,26 +161,37 @@ def cut_short(run_dir: Path, trial_ids) -> None:
 
     run_dir, ids = Path(run_dir), set(trial_ids)
     lines = (run_dir / "trials.jsonl").read_text().splitlines(keepends=True)
-    (run_dir / "trials.jsonl").write_text("".join(line for line in lines if json.loads(line)["trial_id"] not in ids))
+    (run_dir / "trials.jsonl").write_text(
+        "".join(line for line in lines if json.loads(line)["trial_id"] not in ids)
+    )
     for trial_id in ids:
         (run_dir / "trials" / trial_id / KEPT_RECORD).unlink(missing_ok=True)
 
 
-def start_plan_run(tmp_path: Path, data: dict[str, Any], prefix: str) -> tuple[subprocess.Popen, Path, str]:
+def start_plan_run(
+    tmp_path: Path, data: dict[str, Any], prefix: str
+) -> tuple[subprocess.Popen, Path, str]:
     """`plan run` of the contract `data` (written to tmp_path/contract.yaml) in a subprocess of its own session,
     with its own embedded Ray under a fresh RAY_TMPDIR; (the process, the runs folder, that RAY_TMPDIR)."""
     path = write_yaml(tmp_path / "contract.yaml", data, sort_keys=False)
     runs = tmp_path / "runs"
     ray_tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # Ray's socket paths must fit 107 bytes
     env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     return proc, runs, ray_tmp
 
 
-def interrupt_joined_run(path: Path, runs: Path, address: str, pattern: str, records: int,
-                         poll_s: float = 0.2) -> tuple[Path, str, str]:
+def interrupt_joined_run(
+    path: Path, runs: Path, address: str, pattern: str, records: int, poll_s: float = 0.2
+) -> tuple[Path, str, str]:
     """`plan run path --quiet` joined to the Ray at `address` in a subprocess, sent SIGINT once the first
     trials.jsonl under `runs` matching `pattern` holds `records` lines; it must end with exit 3.
     (the run folder, its stdout, its stderr)."""
@@ -172,9 +199,24 @@ def interrupt_joined_run(path: Path, runs: Path, address: str, pattern: str, rec
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs), "--quiet",
-                             "--address", address], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "run",
+            str(path),
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+            "--address",
+            address,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline, trials = time.monotonic() + 180, []
     while time.monotonic() < deadline and proc.poll() is None:
         trials = list(runs.glob(pattern))
@@ -195,7 +237,10 @@ def ray_processes(ray_tmp: str) -> list:
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
-            if ray_tmp in " ".join(p.info["cmdline"] or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            if (
+                ray_tmp in " ".join(p.info["cmdline"] or [])
+                and p.info["status"] != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except psutil.Error:
             pass

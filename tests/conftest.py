@@ -29,10 +29,16 @@ def ray_local():
     if ray.is_initialized():
         yield ray
         return
-    pythonpath = os.pathsep.join([str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    pythonpath = os.pathsep.join(
+        [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    )
     from planner._dispatch.session import start_local_ray
 
-    start_local_ray(num_cpus=2, log_to_driver=False, runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}})
+    start_local_ray(
+        num_cpus=2,
+        log_to_driver=False,
+        runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": pythonpath}},
+    )
     try:
         yield ray
     finally:

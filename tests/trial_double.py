@@ -27,7 +27,9 @@ class TrialDouble:
     stop_after: int | None = None
     reports: list[tuple[int, dict[str, float]]] = field(default_factory=list)
     splits: dict[str, dict] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)  # protocol notes of the attempt (a declared metric no row held)
+    notes: list[str] = field(
+        default_factory=list
+    )  # protocol notes of the attempt (a declared metric no row held)
     log_reached: int | None = None  # the furthest step the script's own metrics log held a row at
 
     def report(self, step: int, **metrics: float) -> None:

@@ -21,13 +21,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--optimizer.lr", type=float, default=0.05, help="the SGD step size")
-    parser.add_argument("--preprocess.standardize", action=argparse.BooleanOptionalAction, default=False,
-                        help="scale each feature to mean 0, sd 1")
-    parser.add_argument("--data.seed", type=int, default=1234, help="the dataset is fixed by its own seed")
+    parser.add_argument(
+        "--preprocess.standardize",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="scale each feature to mean 0, sd 1",
+    )
+    parser.add_argument(
+        "--data.seed", type=int, default=1234, help="the dataset is fixed by its own seed"
+    )
     parser.add_argument("--data.n_train", type=int, default=4000)
     parser.add_argument("--data.n_val", type=int, default=1000)
-    parser.add_argument("--data.scales", type=float, nargs=2, default=[-1.0, 1.5],
-                        help="log10 range of the features' scales")
+    parser.add_argument(
+        "--data.scales",
+        type=float,
+        nargs=2,
+        default=[-1.0, 1.5],
+        help="log10 range of the features' scales",
+    )
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--output_dir", required=True, help="where metrics.jsonl and args.json go")
     return parser.parse_args(argv)
@@ -46,8 +57,12 @@ def main() -> None:
     z = data.normal(size=(n, d))
     y = (z @ data.normal(size=d) + data.normal(scale=0.5, size=n) > 0).astype(float)
     x = z * 10.0 ** data.uniform(*settings["data.scales"], size=d)
-    x_train, y_train, x_val, y_val = x[:settings["data.n_train"]], y[:settings["data.n_train"]], \
-        x[settings["data.n_train"]:], y[settings["data.n_train"]:]
+    x_train, y_train, x_val, y_val = (
+        x[: settings["data.n_train"]],
+        y[: settings["data.n_train"]],
+        x[settings["data.n_train"] :],
+        y[settings["data.n_train"] :],
+    )
     if settings["preprocess.standardize"]:
         mean, sd = x_train.mean(axis=0), x_train.std(axis=0)
         x_train, x_val = (x_train - mean) / sd, (x_val - mean) / sd
@@ -56,7 +71,7 @@ def main() -> None:
     for epoch in range(1, args.epochs + 1):
         order = rng.permutation(len(y_train))
         for start in range(0, len(order), args.batch_size):
-            batch = order[start:start + args.batch_size]
+            batch = order[start : start + args.batch_size]
             p = 1.0 / (1.0 + np.exp(-np.clip(x_train[batch] @ w, -30, 30)))
             w -= settings["optimizer.lr"] * x_train[batch].T @ (p - y_train[batch]) / len(batch)
         p = 1.0 / (1.0 + np.exp(-np.clip(x_val @ w, -30, 30)))

@@ -24,9 +24,15 @@ def _data(split_seed: int, val_fraction: float, test_fraction: float):
     x, y = load_digits(return_X_y=True)
     x = x.astype(np.float64) / 16.0
     rows = np.arange(len(y))
-    rest, test = train_test_split(rows, test_size=test_fraction, random_state=split_seed, stratify=y)
-    train, val = train_test_split(rest, test_size=val_fraction / (1 - test_fraction), random_state=split_seed,
-                                  stratify=y[rest])
+    rest, test = train_test_split(
+        rows, test_size=test_fraction, random_state=split_seed, stratify=y
+    )
+    train, val = train_test_split(
+        rest,
+        test_size=val_fraction / (1 - test_fraction),
+        random_state=split_seed,
+        stratify=y[rest],
+    )
     return tuple((x[r], y[r], r) for r in (train, val, test))
 
 
@@ -109,7 +115,8 @@ def _accuracy(params, x, y) -> float:
 def train(config: dict, trial) -> None:
     data, model, opt = config["data"], config["model"], config["optimizer"]
     (x_train, y_train, train_rows), (x_val, y_val, val_rows), (x_test, y_test, test_rows) = _data(
-        data["split_seed"], data["val_fraction"], data["test_fraction"])
+        data["split_seed"], data["val_fraction"], data["test_fraction"]
+    )
     for name, rows in (("train", train_rows), ("val", val_rows), ("test", test_rows)):
         trial.log_split(name, rows)
     rng = np.random.default_rng(trial.seed)
@@ -123,11 +130,14 @@ def train(config: dict, trial) -> None:
             order = rng.permutation(len(y_train))
             losses = []
             for start in range(0, len(order), batch):
-                idx = order[start:start + batch]
+                idx = order[start : start + batch]
                 loss, grads = _loss_and_grads(params, x_train[idx], y_train[idx])
                 optimizer.step(params, grads)
                 losses.append(loss)
-            metrics = {"val_acc": _accuracy(params, x_val, y_val), "train_loss": float(np.mean(losses))}
+            metrics = {
+                "val_acc": _accuracy(params, x_val, y_val),
+                "train_loss": float(np.mean(losses)),
+            }
             if trial.phase != "tune":
                 metrics["test_acc"] = _accuracy(params, x_test, y_test)
             trial.report(epoch, **metrics)

@@ -28,8 +28,12 @@ def make_dataset(seed: int = 0, patients: int = 160) -> dict[str, np.ndarray]:
     owner = np.repeat(np.arange(patients), per_patient)
     x = look[owner] + rng.normal(0.0, 0.3, size=(len(owner), 8))
     x[:, 0] += 2.0 * label[owner]  # the disease signal: weak next to a patient's look
-    return {"scan": np.array([f"scan{i:05d}" for i in range(len(owner))]),
-            "patient": np.array([f"P{p:04d}" for p in owner]), "x": x, "y": label[owner]}
+    return {
+        "scan": np.array([f"scan{i:05d}" for i in range(len(owner))]),
+        "patient": np.array([f"P{p:04d}" for p in owner]),
+        "x": x,
+        "y": label[owner],
+    }
 
 
 def split(data: dict[str, np.ndarray], by: str, test_fraction: float, split_seed: int, seed: int):
@@ -37,10 +41,14 @@ def split(data: dict[str, np.ndarray], by: str, test_fraction: float, split_seed
     rows = np.arange(len(data["y"]))
     unit = rows if by == "row" else data["patient"]
     keys = np.unique(unit)
-    test_keys = np.random.default_rng(split_seed).choice(keys, size=int(len(keys) * test_fraction), replace=False)
+    test_keys = np.random.default_rng(split_seed).choice(
+        keys, size=int(len(keys) * test_fraction), replace=False
+    )
     is_test = np.isin(unit, test_keys)
     rest_keys = np.setdiff1d(keys, test_keys)
-    val_keys = np.random.default_rng(seed).choice(rest_keys, size=len(rest_keys) // 5, replace=False)
+    val_keys = np.random.default_rng(seed).choice(
+        rest_keys, size=len(rest_keys) // 5, replace=False
+    )
     is_val = np.isin(unit, val_keys) & ~is_test
     return rows[~is_test & ~is_val], rows[is_val], rows[is_test]
 
@@ -55,12 +63,20 @@ def nearest_neighbour_accuracy(x_train, y_train, x_eval, y_eval, k: int) -> floa
 def train(config: dict, trial) -> None:
     data = make_dataset(config["data"]["seed"])
     s = config["split"]
-    train_rows, val_rows, test_rows = split(data, s["by"], s["test_fraction"], s["seed"], trial.seed)
+    train_rows, val_rows, test_rows = split(
+        data, s["by"], s["test_fraction"], s["seed"], trial.seed
+    )
     for name, rows in (("train", train_rows), ("val", val_rows), ("test", test_rows)):
         trial.log_split(name, data["scan"][rows], groups={"patient": data["patient"][rows]})
     k = config["model"]["k"]
     x, y = data["x"], data["y"]
-    metrics = {"val_acc": nearest_neighbour_accuracy(x[train_rows], y[train_rows], x[val_rows], y[val_rows], k)}
+    metrics = {
+        "val_acc": nearest_neighbour_accuracy(
+            x[train_rows], y[train_rows], x[val_rows], y[val_rows], k
+        )
+    }
     if trial.phase != "tune":
-        metrics["test_acc"] = nearest_neighbour_accuracy(x[train_rows], y[train_rows], x[test_rows], y[test_rows], k)
+        metrics["test_acc"] = nearest_neighbour_accuracy(
+            x[train_rows], y[train_rows], x[test_rows], y[test_rows], k
+        )
     trial.report(1, **metrics)

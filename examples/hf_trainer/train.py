@@ -47,28 +47,44 @@ class Digits(torch.utils.data.Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.input_ids[i], "attention_mask": torch.ones_like(self.input_ids[i]),
-                "labels": self.labels[i]}
+        return {
+            "input_ids": self.input_ids[i],
+            "attention_mask": torch.ones_like(self.input_ids[i]),
+            "labels": self.labels[i],
+        }
 
 
 def splits(cfg: DictConfig) -> tuple[Digits, Digits, Digits]:
     x, y = load_digits(return_X_y=True)
     rows = np.arange(len(y))
-    rest, test = train_test_split(rows, test_size=cfg.test_fraction, random_state=cfg.split_seed, stratify=y)
-    train, val = train_test_split(rest, test_size=cfg.val_fraction / (1 - cfg.test_fraction),
-                                  random_state=cfg.split_seed, stratify=y[rest])
+    rest, test = train_test_split(
+        rows, test_size=cfg.test_fraction, random_state=cfg.split_seed, stratify=y
+    )
+    train, val = train_test_split(
+        rest,
+        test_size=cfg.val_fraction / (1 - cfg.test_fraction),
+        random_state=cfg.split_seed,
+        stratify=y[rest],
+    )
     return tuple(Digits(x[r], y[r]) for r in (train, val, test))
 
 
 def accuracy(prediction) -> dict[str, float]:
-    return {"accuracy": float((prediction.predictions.argmax(axis=-1) == prediction.label_ids).mean())}
+    return {
+        "accuracy": float((prediction.predictions.argmax(axis=-1) == prediction.label_ids).mean())
+    }
 
 
 @hydra.main(config_path="conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
     train_ds, val_ds, test_ds = splits(cfg.data)
-    config = BertConfig(vocab_size=LEVELS + 2, pad_token_id=PAD, max_position_embeddings=32, num_labels=10,
-                        **cfg.model)
+    config = BertConfig(
+        vocab_size=LEVELS + 2,
+        pad_token_id=PAD,
+        max_position_embeddings=32,
+        num_labels=10,
+        **cfg.model,
+    )
     args = TrainingArguments(
         output_dir=os.path.join(HydraConfig.get().runtime.output_dir, "hf"),
         num_train_epochs=cfg.train.epochs,
@@ -87,10 +103,17 @@ def main(cfg: DictConfig) -> None:
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    trainer = Trainer(model=BertForSequenceClassification(config), args=args, train_dataset=train_ds,
-                      eval_dataset=val_ds, compute_metrics=accuracy)
+    trainer = Trainer(
+        model=BertForSequenceClassification(config),
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=val_ds,
+        compute_metrics=accuracy,
+    )
     trainer.train()
-    metrics = trainer.evaluate(test_ds, metric_key_prefix="test")  # the held-out split, once, at the end
+    metrics = trainer.evaluate(
+        test_ds, metric_key_prefix="test"
+    )  # the held-out split, once, at the end
     trainer.save_metrics("test", metrics)
     trainer.save_state()
 

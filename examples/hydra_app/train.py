@@ -27,10 +27,17 @@ def make_data(cfg: DictConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.n
     y = (x @ true_w + rng.normal(scale=1.0, size=n) > 0).astype(float)
     flip = rng.random(n) < cfg.data.label_noise
     y[flip] = 1.0 - y[flip]
-    return x[: cfg.data.n_train], y[: cfg.data.n_train], x[cfg.data.n_train :], y[cfg.data.n_train :]
+    return (
+        x[: cfg.data.n_train],
+        y[: cfg.data.n_train],
+        x[cfg.data.n_train :],
+        y[cfg.data.n_train :],
+    )
 
 
-def loss_and_grad(w: np.ndarray, x: np.ndarray, y: np.ndarray, l2: float) -> tuple[float, np.ndarray]:
+def loss_and_grad(
+    w: np.ndarray, x: np.ndarray, y: np.ndarray, l2: float
+) -> tuple[float, np.ndarray]:
     p = 1.0 / (1.0 + np.exp(-(x @ w)))
     eps = 1e-12
     loss = -np.mean(y * np.log(p + eps) + (1 - y) * np.log(1 - p + eps)) + 0.5 * l2 * w @ w

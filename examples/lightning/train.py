@@ -28,8 +28,14 @@ from torch.utils.data import DataLoader, TensorDataset
 class DigitsData(L.LightningDataModule):
     """The 8x8 digits, split by row into train, val and test with a fixed seed (stratified)."""
 
-    def __init__(self, split_seed: int, val_fraction: float, test_fraction: float, batch_size: int,
-                 num_workers: int = 0):
+    def __init__(
+        self,
+        split_seed: int,
+        val_fraction: float,
+        test_fraction: float,
+        batch_size: int,
+        num_workers: int = 0,
+    ):
         super().__init__()
         self.save_hyperparameters()
 
@@ -38,15 +44,26 @@ class DigitsData(L.LightningDataModule):
         x = torch.tensor(x / 16.0, dtype=torch.float32)
         y = torch.tensor(y, dtype=torch.long)
         hp = self.hparams
-        rest, test = train_test_split(range(len(y)), test_size=hp.test_fraction, random_state=hp.split_seed,
-                                      stratify=y)
-        train, val = train_test_split(rest, test_size=hp.val_fraction / (1 - hp.test_fraction),
-                                      random_state=hp.split_seed, stratify=y[rest])
-        self.train_set, self.val_set, self.test_set = (TensorDataset(x[rows], y[rows]) for rows in (train, val, test))
+        rest, test = train_test_split(
+            range(len(y)), test_size=hp.test_fraction, random_state=hp.split_seed, stratify=y
+        )
+        train, val = train_test_split(
+            rest,
+            test_size=hp.val_fraction / (1 - hp.test_fraction),
+            random_state=hp.split_seed,
+            stratify=y[rest],
+        )
+        self.train_set, self.val_set, self.test_set = (
+            TensorDataset(x[rows], y[rows]) for rows in (train, val, test)
+        )
 
     def _loader(self, data: TensorDataset, shuffle: bool) -> DataLoader:
-        return DataLoader(data, batch_size=self.hparams.batch_size, shuffle=shuffle,
-                          num_workers=self.hparams.num_workers)
+        return DataLoader(
+            data,
+            batch_size=self.hparams.batch_size,
+            shuffle=shuffle,
+            num_workers=self.hparams.num_workers,
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_set, shuffle=True)
@@ -65,7 +82,9 @@ class DigitsMLP(L.LightningModule):
         super().__init__()
         self.save_hyperparameters(ignore=["optimizer"])
         self.optimizer = optimizer
-        self.net = nn.Sequential(nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 10))
+        self.net = nn.Sequential(
+            nn.Linear(64, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, 10)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -96,11 +115,15 @@ class DigitsMLP(L.LightningModule):
 def main(cfg: DictConfig) -> None:
     L.seed_everything(cfg.seed, workers=True)
     data = DigitsData(**cfg.data)
-    model = DigitsMLP(hidden=cfg.model.hidden, dropout=cfg.model.dropout,
-                      optimizer=hydra.utils.instantiate(cfg.optimizer))
+    model = DigitsMLP(
+        hidden=cfg.model.hidden,
+        dropout=cfg.model.dropout,
+        optimizer=hydra.utils.instantiate(cfg.optimizer),
+    )
     logger = hydra.utils.instantiate(cfg.logger, save_dir=HydraConfig.get().runtime.output_dir)
-    trainer = hydra.utils.instantiate(cfg.trainer, logger=logger,
-                                      default_root_dir=HydraConfig.get().runtime.output_dir)
+    trainer = hydra.utils.instantiate(
+        cfg.trainer, logger=logger, default_root_dir=HydraConfig.get().runtime.output_dir
+    )
     trainer.fit(model=model, datamodule=data, ckpt_path=cfg.ckpt_path)
     if cfg.test:
         trainer.test(model=model, datamodule=data)  # the held-out split, once, after fit

@@ -19,15 +19,23 @@ from examples.lightning.train import DigitsData, DigitsMLP
 
 
 def train(config: dict, trial, *, extra_callbacks=()) -> None:
-    callback = planner.LightningCallback(trial)  # lightning.seed_everything(trial.seed, workers=True)
+    callback = planner.LightningCallback(
+        trial
+    )  # lightning.seed_everything(trial.seed, workers=True)
     data = DigitsData(**config["data"])
-    model = DigitsMLP(hidden=config["model"]["hidden"], dropout=config["model"]["dropout"],
-                      optimizer=hydra.utils.instantiate(config["optimizer"]))
+    model = DigitsMLP(
+        hidden=config["model"]["hidden"],
+        dropout=config["model"]["dropout"],
+        optimizer=hydra.utils.instantiate(config["optimizer"]),
+    )
     trainer = hydra.utils.instantiate(
-        config["trainer"], max_epochs=callback.max_epochs, callbacks=[callback, *extra_callbacks],
+        config["trainer"],
+        max_epochs=callback.max_epochs,
+        callbacks=[callback, *extra_callbacks],
         logger=hydra.utils.instantiate(config["logger"], save_dir=trial.dir),
         default_root_dir=trial.dir,
-        enable_checkpointing=False)  # the callback keeps the trial's checkpoint; no second copy
+        enable_checkpointing=False,
+    )  # the callback keeps the trial's checkpoint; no second copy
     trainer.fit(model=model, datamodule=data, ckpt_path=callback.ckpt_path)
     if trial.phase != "tune":  # the held-out split is never looked at while tuning
         trainer.test(model=model, datamodule=data, verbose=False)

@@ -22,9 +22,15 @@ def splits(data: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor, list[int]]
     """(x, y, row ids) of train, val and test: stratified, by row, with the config's fixed seed."""
     x, y = load_digits(return_X_y=True)
     rows = list(range(len(y)))
-    rest, test = train_test_split(rows, test_size=data["test_fraction"], random_state=data["split_seed"], stratify=y)
-    train, val = train_test_split(rest, test_size=data["val_fraction"] / (1 - data["test_fraction"]),
-                                  random_state=data["split_seed"], stratify=y[rest])
+    rest, test = train_test_split(
+        rows, test_size=data["test_fraction"], random_state=data["split_seed"], stratify=y
+    )
+    train, val = train_test_split(
+        rest,
+        test_size=data["val_fraction"] / (1 - data["test_fraction"]),
+        random_state=data["split_seed"],
+        stratify=y[rest],
+    )
     x = torch.tensor(x / 16.0, dtype=torch.float32)
     y = torch.tensor(y, dtype=torch.long)
     return {name: (x[r], y[r], r) for name, r in (("train", train), ("val", val), ("test", test))}
@@ -34,7 +40,9 @@ def make_optimizer(params, opt: dict) -> torch.optim.Optimizer:
     if opt["name"] == "adam":
         return torch.optim.Adam(params, lr=opt["lr"], weight_decay=opt["weight_decay"])
     if opt["name"] == "sgd":
-        return torch.optim.SGD(params, lr=opt["lr"], momentum=opt["momentum"], weight_decay=opt["weight_decay"])
+        return torch.optim.SGD(
+            params, lr=opt["lr"], momentum=opt["momentum"], weight_decay=opt["weight_decay"]
+        )
     raise ValueError(f"unknown optimizer {opt['name']!r}: adam or sgd")
 
 
@@ -50,10 +58,18 @@ def train(config: dict, trial) -> None:
     sets = splits(data)
     for name, (_, _, rows) in sets.items():
         trial.log_split(name, rows)  # ids only become counts and fingerprints (docs/data.md)
-    (x_train, y_train, _), (x_val, y_val, _), (x_test, y_test, _) = sets["train"], sets["val"], sets["test"]
+    (x_train, y_train, _), (x_val, y_val, _), (x_test, y_test, _) = (
+        sets["train"],
+        sets["val"],
+        sets["test"],
+    )
     torch.manual_seed(trial.seed)
-    model = nn.Sequential(nn.Linear(64, model_cfg["hidden"]), nn.ReLU(), nn.Dropout(model_cfg["dropout"]),
-                          nn.Linear(model_cfg["hidden"], 10))
+    model = nn.Sequential(
+        nn.Linear(64, model_cfg["hidden"]),
+        nn.ReLU(),
+        nn.Dropout(model_cfg["dropout"]),
+        nn.Linear(model_cfg["hidden"], 10),
+    )
     optimizer = make_optimizer(model.parameters(), config["optimizer"])
     order = torch.Generator().manual_seed(trial.seed)
     batch = data["batch_size"]

@@ -57,7 +57,12 @@ def make_data(cfg: DictConfig):
     z = rng.normal(size=(n, d))
     y = (z @ rng.normal(size=d) + rng.normal(scale=0.5, size=n) > 0).astype(float)
     x = z * 10.0 ** rng.uniform(-1.0, 1.5, size=d)
-    return x[: cfg.data.n_train], y[: cfg.data.n_train], x[cfg.data.n_train :], y[cfg.data.n_train :]
+    return (
+        x[: cfg.data.n_train],
+        y[: cfg.data.n_train],
+        x[cfg.data.n_train :],
+        y[cfg.data.n_train :],
+    )
 
 
 def loss_and_grad(w, x, y):

@@ -44,8 +44,15 @@ def audit_run(run_dir: str | os.PathLike) -> Audit:
     notes = list(ev.notes)
     cost = cost_by_arm(ev.records, ev.contract)
     findings = find_all(ev, cost)
-    return Audit(ev, what_ran(ev), findings, missing_evidence(ev, findings),
-                 _control.next_control(ev, findings, notes), cost, notes)
+    return Audit(
+        ev,
+        what_ran(ev),
+        findings,
+        missing_evidence(ev, findings),
+        _control.next_control(ev, findings, notes),
+        cost,
+        notes,
+    )
 
 
 def contract_text(audit: Audit, target: str | os.PathLike) -> tuple[str, list[str]]:
@@ -59,9 +66,11 @@ def no_control_sentence(audit: Audit) -> str:
     if not audit.findings:
         return "No finding calls for a next control: nothing to change."
     codes = sorted({f.code for f in audit.findings})
-    return (f"No finding calls for a next control: {', '.join(codes)} "
-            f"{'has' if len(codes) == 1 else 'have'} no contract change that answers "
-            f"{'it' if len(codes) == 1 else 'them'} (see Missing evidence, and the findings' own sentences).")
+    return (
+        f"No finding calls for a next control: {', '.join(codes)} "
+        f"{'has' if len(codes) == 1 else 'have'} no contract change that answers "
+        f"{'it' if len(codes) == 1 else 'them'} (see Missing evidence, and the findings' own sentences)."
+    )
 
 
 # ---------------------------------------------------------------- JSON
@@ -79,16 +88,26 @@ def _clean(value: Any) -> Any:
 
 def audit_json(audit: Audit) -> dict[str, Any]:
     ev = audit.evidence
-    return _clean({
-        "run": {"dir": ev.run_dir, "run_id": ev.run_id, "name": ev.name, "state": ev.state.get("state"),
-                "decisions": [{k: d.get(k) for k in ("arm", "decision", "effect", "ci_low", "ci_high")}
-                              for d in (ev.decisions or {}).get("decisions") or [] if isinstance(d, dict)]},
-        "recipes": audit.recipes,
-        "findings": [f.as_dict() for f in audit.findings],
-        "missing": audit.missing,
-        "next": audit.next,
-        "notes": audit.notes,
-    })
+    return _clean(
+        {
+            "run": {
+                "dir": ev.run_dir,
+                "run_id": ev.run_id,
+                "name": ev.name,
+                "state": ev.state.get("state"),
+                "decisions": [
+                    {k: d.get(k) for k in ("arm", "decision", "effect", "ci_low", "ci_high")}
+                    for d in (ev.decisions or {}).get("decisions") or []
+                    if isinstance(d, dict)
+                ],
+            },
+            "recipes": audit.recipes,
+            "findings": [f.as_dict() for f in audit.findings],
+            "missing": audit.missing,
+            "next": audit.next,
+            "notes": audit.notes,
+        }
+    )
 
 
 def render_json(audit: Audit) -> str:
@@ -112,7 +131,11 @@ def _params(params: dict[str, Any]) -> str:
 
 def _seeds(seeds: list[Any]) -> str:
     ints = [s for s in seeds if isinstance(s, int)]
-    if len(ints) == len(seeds) and len(ints) > 3 and ints == list(range(ints[0], ints[0] + len(ints))):
+    if (
+        len(ints) == len(seeds)
+        and len(ints) > 3
+        and ints == list(range(ints[0], ints[0] + len(ints)))
+    ):
         return f"{ints[0]}-{ints[-1]}"
     return ",".join(map(str, seeds))
 
@@ -123,7 +146,9 @@ def _compact(value: Any) -> str:
         return "{" + ", ".join(f"{k}: {_compact(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         shown = [_compact(v) for v in value[:6]]
-        return "[" + ", ".join(shown + ([f"... {len(value)} in all"] if len(value) > 6 else [])) + "]"
+        return (
+            "[" + ", ".join(shown + ([f"... {len(value)} in all"] if len(value) > 6 else [])) + "]"
+        )
     return _g(value)
 
 
@@ -137,24 +162,50 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
     lines = [f"audit of {ev.name} / {ev.run_id} ({state})", ""]
     decisions = [d for d in (ev.decisions or {}).get("decisions") or [] if isinstance(d, dict)]
     if decisions:
-        lines.append("decisions: " + "; ".join(
-            f"{d.get('arm')} {d.get('decision')} (effect {_g(d.get('effect'))}, CI [{_g(d.get('ci_low'))}, "
-            f"{_g(d.get('ci_high'))}])" for d in decisions))
+        lines.append(
+            "decisions: "
+            + "; ".join(
+                f"{d.get('arm')} {d.get('decision')} (effect {_g(d.get('effect'))}, CI [{_g(d.get('ci_low'))}, "
+                f"{_g(d.get('ci_high'))}])"
+                for d in decisions
+            )
+        )
         lines.append("")
     lines.append("What ran")
     header = ["arm", "phase", "recipe", "trials", "seeds", "statuses", "exposure", "s/step"]
     rows = []
     for r in audit.recipes:
         exposure = r["exposure"]
-        reach = "–" if exposure is None else (str(exposure["max"]) if exposure["min"] == exposure["max"]
-                                              else f"{exposure['min']}-{exposure['max']}")
+        reach = (
+            "–"
+            if exposure is None
+            else (
+                str(exposure["max"])
+                if exposure["min"] == exposure["max"]
+                else f"{exposure['min']}-{exposure['max']}"
+            )
+        )
         recipe = ("sampled: " if r["sampled"] else "") + _params(r["params"])
-        rows.append([r["arm"], r["phase"], recipe, str(r["trials"]), _seeds(r["seeds"]),
-                     ", ".join(f"{k} {n}" for k, n in r["statuses"].items()), reach,
-                     _g(r["s_per_step"]) if r["s_per_step"] is not None else "–"])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+        rows.append(
+            [
+                r["arm"],
+                r["phase"],
+                recipe,
+                str(r["trials"]),
+                _seeds(r["seeds"]),
+                ", ".join(f"{k} {n}" for k, n in r["statuses"].items()),
+                reach,
+                _g(r["s_per_step"]) if r["s_per_step"] is not None else "–",
+            ]
+        )
+    widths = [
+        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
+        for i, h in enumerate(header)
+    ]
     for row in [header, *rows] if rows else []:
-        lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        lines.append(
+            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        )
     if not rows:
         lines.append("  no trial ended yet")
     for r in audit.recipes:
@@ -170,7 +221,9 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
         for item in f.evidence[:max_evidence]:
             lines.append(f"      - {_evidence_line(item)}")
         if len(f.evidence) > max_evidence:
-            lines.append(f"      - ... and {len(f.evidence) - max_evidence} more (--json lists them all)")
+            lines.append(
+                f"      - ... and {len(f.evidence) - max_evidence} more (--json lists them all)"
+            )
     lines.append("")
     lines.append("Missing evidence")
     if not audit.missing:
@@ -187,8 +240,12 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
         lines.append(f"  contract: {n['name']}")
         lines.append(f"  change: {n['change']['summary']}")
         if n["change"]["budget"]:
-            lines.append("  budget raised with it: " + "; ".join(
-                f"{c['path']}: {_g(c['from'])} -> {_g(c['to'])}" for c in n["change"]["budget"]))
+            lines.append(
+                "  budget raised with it: "
+                + "; ".join(
+                    f"{c['path']}: {_g(c['from'])} -> {_g(c['to'])}" for c in n["change"]["budget"]
+                )
+            )
         lines.append(f"  held fixed: {n['held_fixed']}")
         lines.append(f"  falsifier: {n['falsifier']}")
         lines.append(f"  expected: {n['expected']}")
@@ -196,4 +253,6 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
     if audit.notes:
         lines.append("")
         lines += [f"note: {note}" for note in audit.notes]
-    return terminal_safe("\n".join(lines)) + "\n"  # text of the run folder is shown, never obeyed by the terminal
+    return (
+        terminal_safe("\n".join(lines)) + "\n"
+    )  # text of the run folder is shown, never obeyed by the terminal

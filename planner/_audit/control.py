@@ -34,11 +34,21 @@ from planner._contract.rules import max_trials_problem, planned_trials
 from planner._core.errors import RunError
 from planner._core.lazy import lazy_import
 
-contract_model = lazy_import("planner._contract.model")  # pydantic: loaded only when --next writes a contract
+contract_model = lazy_import(
+    "planner._contract.model"
+)  # pydantic: loaded only when --next writes a contract
 pydantic = lazy_import("pydantic")
 
-PRIORITY = ("diverged_region", "selected_at_boundary", "stopped_early_at_selected", "still_improving", "seed_spread")
-WIDEN = 0.5  # a boundary range grows by half its span (log span for log_uniform) on the boundary's side
+PRIORITY = (
+    "diverged_region",
+    "selected_at_boundary",
+    "stopped_early_at_selected",
+    "still_improving",
+    "seed_spread",
+)
+WIDEN = (
+    0.5  # a boundary range grows by half its span (log span for log_uniform) on the boundary's side
+)
 
 
 def candidates(findings: list[Finding]) -> list[Finding]:
@@ -79,8 +89,11 @@ def _space_paths(data: dict[str, Any], key: str) -> list[tuple[Any, ...]]:
     """Every place the key's range is written: tuning.space and each arm_space entry."""
     tuning = data.get("tuning") or {}
     paths = [("tuning", "space", key)] if key in (tuning.get("space") or {}) else []
-    paths += [("tuning", "arm_space", arm, key) for arm, space in (tuning.get("arm_space") or {}).items()
-              if key in (space or {})]
+    paths += [
+        ("tuning", "arm_space", arm, key)
+        for arm, space in (tuning.get("arm_space") or {}).items()
+        if key in (space or {})
+    ]
     return paths
 
 
@@ -94,7 +107,11 @@ def _widened(kind: str, bounds: list[Any], side: str) -> list[Any] | None:
     if kind == "int":
         span = max(1, round(span))
         floor = 1 if lo >= 1 else 0  # a count that started at 1 does not go to 0
-        new = [max(lo - span, floor) if lo >= floor else lo - span, hi] if side == "low" else [lo, hi + span]
+        new = (
+            [max(lo - span, floor) if lo >= floor else lo - span, hi]
+            if side == "low"
+            else [lo, hi + span]
+        )
     else:
         new = [lo - span, hi] if side == "low" else [lo, hi + span]
         if side == "low" and lo >= 0:
@@ -114,7 +131,9 @@ def _narrowed(kind: str, bounds: list[Any], side: str, edge: Any) -> list[Any] |
     return new if new[0] < new[1] and new != list(bounds) else None
 
 
-def _space_change(data: dict[str, Any], f: Finding, widen: bool) -> tuple[list[dict[str, Any]], str] | None:
+def _space_change(
+    data: dict[str, Any], f: Finding, widen: bool
+) -> tuple[list[dict[str, Any]], str] | None:
     r = f.recipe or {}
     key, side = r["key"], r["side"]
     changes = []
@@ -123,11 +142,21 @@ def _space_change(data: dict[str, Any], f: Finding, widen: bool) -> tuple[list[d
         if kb is None:
             continue
         kind, bounds = kb
-        new = _widened(kind, list(bounds), side) if widen else _narrowed(kind, list(bounds), side, r["edge"])
+        new = (
+            _widened(kind, list(bounds), side)
+            if widen
+            else _narrowed(kind, list(bounds), side, r["edge"])
+        )
         if new is None:
             continue
-        changes.append({"path": ".".join(map(str, (*path, kind))), "from": list(bounds), "to": new,
-                        "_set": (*path, kind)})
+        changes.append(
+            {
+                "path": ".".join(map(str, (*path, kind))),
+                "from": list(bounds),
+                "to": new,
+                "_set": (*path, kind),
+            }
+        )
     if not changes:
         return None
     if widen:
@@ -139,7 +168,9 @@ def _space_change(data: dict[str, Any], f: Finding, widen: bool) -> tuple[list[d
 
 def _exposure_change(data: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     old = data["budget"]["exposure"]
-    return [{"path": "budget.exposure", "from": old, "to": 2 * old, "_set": ("budget", "exposure")}], "exposure-x2"
+    return [
+        {"path": "budget.exposure", "from": old, "to": 2 * old, "_set": ("budget", "exposure")}
+    ], "exposure-x2"
 
 
 def _seeds_change(data: dict[str, Any], need: int) -> tuple[list[dict[str, Any]], str]:
@@ -161,9 +192,14 @@ def _planned(data: dict[str, Any]) -> tuple[dict[str, int], int]:
     """
     tuning = data.get("tuning")
     counts = SimpleNamespace(
-        all_arms=[data["baseline"], *data["arms"]], seeds=list(data["seeds"]),
-        tuning=None if not tuning else SimpleNamespace(seeds=list(tuning["seeds"]),
-                                                        trials_per_arm=int(tuning["trials_per_arm"])))
+        all_arms=[data["baseline"], *data["arms"]],
+        seeds=list(data["seeds"]),
+        tuning=None
+        if not tuning
+        else SimpleNamespace(
+            seeds=list(tuning["seeds"]), trials_per_arm=int(tuning["trials_per_arm"])
+        ),
+    )
     planned = planned_trials(counts)
     return planned, planned["total"] * int(data["budget"]["exposure"])
 
@@ -186,44 +222,78 @@ def _budget_follows(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, 
     planned, exposure = _planned(new)
     _, old_exposure = _planned(old)
     if max_trials_problem(planned, budget.get("max_trials")):  # the P409 rule
-        out.append({"path": "budget.max_trials", "from": budget["max_trials"], "to": planned["total"],
-                    "_set": ("budget", "max_trials")})
+        out.append(
+            {
+                "path": "budget.max_trials",
+                "from": budget["max_trials"],
+                "to": planned["total"],
+                "_set": ("budget", "max_trials"),
+            }
+        )
     cap = budget.get("max_heldout_evaluations")
     evaluations = (1 + len(new.get("arms") or [])) * len(new.get("seeds") or [])
     if cap is not None and (new.get("metric") or {}).get("heldout") and evaluations > cap:
-        out.append({"path": "budget.max_heldout_evaluations", "from": cap, "to": evaluations,
-                    "_set": ("budget", "max_heldout_evaluations")})
+        out.append(
+            {
+                "path": "budget.max_heldout_evaluations",
+                "from": cap,
+                "to": evaluations,
+                "_set": ("budget", "max_heldout_evaluations"),
+            }
+        )
     ratio = exposure / old_exposure if old_exposure else 1.0
     if ratio > 1 and budget.get("max_wall_time") is not None:
-        out.append({"path": "budget.max_wall_time", "from": budget["max_wall_time"],
-                    "to": _scale_duration(budget["max_wall_time"], ratio), "_set": ("budget", "max_wall_time")})
+        out.append(
+            {
+                "path": "budget.max_wall_time",
+                "from": budget["max_wall_time"],
+                "to": _scale_duration(budget["max_wall_time"], ratio),
+                "_set": ("budget", "max_wall_time"),
+            }
+        )
     step_ratio = new["budget"]["exposure"] / old["budget"]["exposure"]
     if step_ratio > 1 and budget.get("max_trial_time") is not None:
-        out.append({"path": "budget.max_trial_time", "from": budget["max_trial_time"],
-                    "to": _scale_duration(budget["max_trial_time"], step_ratio), "_set": ("budget", "max_trial_time")})
+        out.append(
+            {
+                "path": "budget.max_trial_time",
+                "from": budget["max_trial_time"],
+                "to": _scale_duration(budget["max_trial_time"], step_ratio),
+                "_set": ("budget", "max_trial_time"),
+            }
+        )
     return out
 
 
 _TEXT = {
-    "narrow": ("if trials still diverge inside the new range, the key's range alone does not set the divergence "
-               "(look at update sizes, the schedule, the data)",
-               "no diverged tuning trial, the tuning budget spent where training is stable, and a decision that "
-               "no longer rests on trials lost to divergence"),
-    "widen": ("if every arm's selected {key} lands inside the old range again and the decision is unchanged, the "
-              "boundary did not bind and the original comparison stands",
-              "{arm}'s selected {key} moves beyond the old bound; the decision is unchanged unless the old range "
-              "held an arm back"),
-    "exposure": ("if the curves level off in the added exposure and the decision at twice the exposure is the "
-                 "same, the original comparison was not premature",
-                 "the curves level off before the new end; the decision is confirmed, or it changes if the slower "
-                 "learner catches up"),
-    "no_early_stop": ("if {arm} selects the same values without early stopping and the decision is unchanged, "
-                      "judging it at the first rung did not shape the comparison",
-                      "every tuning trial runs the full exposure; the arms may select the same values, and the "
-                      "decision then compares the factor alone"),
-    "seeds": ("if the CI at {n} seeds is still wider than min_effect, the spread was underestimated; if it "
-              "straddles min_effect, the effect sits at the threshold",
-              "a CI about as wide as min_effect, and a decision of accept or reject instead of inconclusive"),
+    "narrow": (
+        "if trials still diverge inside the new range, the key's range alone does not set the divergence "
+        "(look at update sizes, the schedule, the data)",
+        "no diverged tuning trial, the tuning budget spent where training is stable, and a decision that "
+        "no longer rests on trials lost to divergence",
+    ),
+    "widen": (
+        "if every arm's selected {key} lands inside the old range again and the decision is unchanged, the "
+        "boundary did not bind and the original comparison stands",
+        "{arm}'s selected {key} moves beyond the old bound; the decision is unchanged unless the old range "
+        "held an arm back",
+    ),
+    "exposure": (
+        "if the curves level off in the added exposure and the decision at twice the exposure is the "
+        "same, the original comparison was not premature",
+        "the curves level off before the new end; the decision is confirmed, or it changes if the slower "
+        "learner catches up",
+    ),
+    "no_early_stop": (
+        "if {arm} selects the same values without early stopping and the decision is unchanged, "
+        "judging it at the first rung did not shape the comparison",
+        "every tuning trial runs the full exposure; the arms may select the same values, and the "
+        "decision then compares the factor alone",
+    ),
+    "seeds": (
+        "if the CI at {n} seeds is still wider than min_effect, the spread was underestimated; if it "
+        "straddles min_effect, the effect sits at the threshold",
+        "a CI about as wide as min_effect, and a decision of accept or reject instead of inconclusive",
+    ),
 }
 
 
@@ -237,8 +307,10 @@ def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dic
         try:
             control = _control_for(ev, f)
         except (KeyError, TypeError, IndexError) as error:
-            notes.append(f"the frozen contract lacks what the next control for {f.code} changes ({error}): "
-                         "no next control from it")
+            notes.append(
+                f"the frozen contract lacks what the next control for {f.code} changes ({error}): "
+                "no next control from it"
+            )
             continue
         if control is not None:
             return control
@@ -258,9 +330,14 @@ def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
         changes, suffix = _exposure_change(data)
     elif kind == "no_early_stop":
         old_stop = data["tuning"]["early_stop"]
-        changes = [{"path": "tuning.early_stop", "from": dict(old_stop),
-                    "to": {**old_stop, "rule": "none", "grace": None, "reduction_factor": None},
-                    "_set": ("tuning", "early_stop")}]
+        changes = [
+            {
+                "path": "tuning.early_stop",
+                "from": dict(old_stop),
+                "to": {**old_stop, "rule": "none", "grace": None, "reduction_factor": None},
+                "_set": ("tuning", "early_stop"),
+            }
+        ]
         suffix = "no-early-stop"
     else:
         changes, suffix = _seeds_change(data, int(f.recipe["seeds"]))
@@ -270,18 +347,29 @@ def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
     for c in budget:
         _set(data, c["_set"], c["to"])
     key = (f.recipe or {}).get("key", "")
-    falsifier, expected = (t.format(key=key, arm=f.arm, n=f.recipe.get("seeds")) for t in _TEXT[kind])
+    falsifier, expected = (
+        t.format(key=key, arm=f.arm, n=f.recipe.get("seeds")) for t in _TEXT[kind]
+    )
     what = "; ".join(f"{c['path']}: {_show(c['from'])} -> {_show(c['to'])}" for c in changes)
     raised = "; ".join(f"{c['path']}: {_g(c['from'])} -> {_g(c['to'])}" for c in budget)
     data["name"] = _name(str(old["name"]), suffix)
     data["hypothesis"] = (
         f"A control for the audit's {f.code} finding on run {ev.name}/{ev.run_id}: {f.summary} "
-        f"Change: {what}" + (f" (budget raised with it: {raised})" if raised else "")
-        + f"; everything else as in {old['name']}. Falsifier: {falsifier}. Expected: {expected}.")
+        f"Change: {what}"
+        + (f" (budget raised with it: {raised})" if raised else "")
+        + f"; everything else as in {old['name']}. Falsifier: {falsifier}. Expected: {expected}."
+    )
     return {
-        "code": f.code, "arm": f.arm, "name": data["name"],
-        "change": {"summary": what, "paths": [_public(c) for c in changes], "budget": [_public(c) for c in budget]},
-        "falsifier": falsifier, "expected": expected,
+        "code": f.code,
+        "arm": f.arm,
+        "name": data["name"],
+        "change": {
+            "summary": what,
+            "paths": [_public(c) for c in changes],
+            "budget": [_public(c) for c in budget],
+        },
+        "falsifier": falsifier,
+        "expected": expected,
         "held_fixed": _held_fixed(old["name"], kind, key, bool(budget)),
         "contract": data,
     }
@@ -297,9 +385,14 @@ def _show(value: Any) -> str:
 
 
 def _held_fixed(name: str, kind: str, key: str, raised: bool) -> str:
-    held = ["the factor", "the arms and their overrides", "the metric", "the acceptance rule",
-            "the trainable and its config",
-            f"the tuning space but {key}" if kind in ("widen", "narrow") else "the tuning space"]
+    held = [
+        "the factor",
+        "the arms and their overrides",
+        "the metric",
+        "the acceptance rule",
+        "the trainable and its config",
+        f"the tuning space but {key}" if kind in ("widen", "narrow") else "the tuning space",
+    ]
     if kind != "no_early_stop":
         held.append("the tuning's early stopping")
     if kind != "seeds":
@@ -320,8 +413,10 @@ def check(data: dict[str, Any]) -> None:
         contract_model.Contract.model_validate(data)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
-        raise RunError(f"the next control derived from the frozen contract does not load "
-                       f"({'.'.join(map(str, first['loc']))}: {first['msg']}); this is a bug in planner") from None
+        raise RunError(
+            f"the next control derived from the frozen contract does not load "
+            f"({'.'.join(map(str, first['loc']))}: {first['msg']}); this is a bug in planner"
+        ) from None
 
 
 # ---------------------------------------------------------------- writing it
@@ -338,10 +433,14 @@ def _rebase_command(data: dict[str, Any], rebase: Any, dest: Path) -> list[str]:
         return []
     spec["cwd"] = rebase(old)
     data["command"] = spec
-    return [f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen from {dest}"]
+    return [
+        f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen from {dest}"
+    ]
 
 
-def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLike) -> tuple[str, list[str]]:
+def contract_text(
+    ev: Evidence, control: dict[str, Any], target: str | os.PathLike
+) -> tuple[str, list[str]]:
     """The next control as YAML to write at `target`, with relative paths rebased to stay the same folders.
 
     Every relative path of a contract is relative to the contract's folder:
@@ -356,6 +455,7 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
     source = Path(ev.contract_path).parent if ev.contract_path else None
     dest = Path(target).resolve().parent
     if source is not None and source.resolve() != dest:
+
         def rebase(path: str) -> str:
             if os.path.isabs(path):
                 return path
@@ -365,7 +465,9 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
         if config.get("dir"):
             new = rebase(config["dir"])
             if new != config["dir"]:
-                notes.append(f"config.dir {config['dir']!r} is rewritten {new!r}: the same folder, seen from {dest}")
+                notes.append(
+                    f"config.dir {config['dir']!r} is rewritten {new!r}: the same folder, seen from {dest}"
+                )
                 config["dir"] = new
         prints = (data.get("data") or {}).get("fingerprint") or []
         if any(not os.path.isabs(p) for p in prints):
@@ -375,17 +477,22 @@ def contract_text(ev: Evidence, control: dict[str, Any], target: str | os.PathLi
         baseline = data.get("baseline") or {}
         if baseline.get("from_run") and not os.path.isabs(baseline["from_run"]):
             new = rebase(baseline["from_run"])
-            notes.append(f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run folder")
+            notes.append(
+                f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run folder"
+            )
             baseline["from_run"] = new
         if data.get("trainable"):
-            notes.append(f"the trainable {data['trainable']} is imported from {dest} or the current folder: "
-                         f"validate and run it from where the original ran ({source})")
+            notes.append(
+                f"the trainable {data['trainable']} is imported from {dest} or the current folder: "
+                f"validate and run it from where the original ran ({source})"
+            )
     elif source is None:
-        notes.append("run.json does not name the contract's path: relative paths are left as the run wrote them")
-    header = (f"# The next control proposed by `plan audit` for run {ev.name}/{ev.run_id}\n"
-              f"# ({control['code']}{': ' + control['arm'] if control.get('arm') else ''}). Exactly one change: "
-              f"{control['change']['summary']}\n")
+        notes.append(
+            "run.json does not name the contract's path: relative paths are left as the run wrote them"
+        )
+    header = (
+        f"# The next control proposed by `plan audit` for run {ev.name}/{ev.run_id}\n"
+        f"# ({control['code']}{': ' + control['arm'] if control.get('arm') else ''}). Exactly one change: "
+        f"{control['change']['summary']}\n"
+    )
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), notes
-
-
-

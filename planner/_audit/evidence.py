@@ -57,13 +57,19 @@ class Trial:
     errors: list[dict[str, Any]]
     violations: list[dict[str, Any]]
     metric_names: set[str]
-    worker: str | None = None  # host:pid of the process that ran it (the first trial of a worker pays its imports)
+    worker: str | None = (
+        None  # host:pid of the process that ran it (the first trial of a worker pays its imports)
+    )
     started: str | None = None
-    startup_s: float | None = None  # seconds before its first step began: the first report's time less its steps
+    startup_s: float | None = (
+        None  # seconds before its first step began: the first report's time less its steps
+    )
     nonfinite_step: Any = None  # first step where a decision metric was not finite (None: never)
     nonfinite_metric: str | None = None
     final: dict[str, float] = field(default_factory=dict)  # last value of each decision metric
-    curve: list[tuple[Any, dict[str, float]]] | None = None  # confirm / reeval: (step, metrics) per report
+    curve: list[tuple[Any, dict[str, float]]] | None = (
+        None  # confirm / reeval: (step, metrics) per report
+    )
     curve_key: tuple = ()  # confirm / reeval: the record's reports as `planner._core.records.curve` compares them
     config: dict[str, Any] | None = None  # confirm / reeval, and one tuning trial per arm
 
@@ -82,7 +88,9 @@ class Evidence:
     selection: dict[str, Any] | None
     decisions: dict[str, Any] | None
     trials: list[Trial]
-    records: list[dict[str, Any]]  # slim records (no reports), for the shared facts of planner._store.read
+    records: list[
+        dict[str, Any]
+    ]  # slim records (no reports), for the shared facts of planner._store.read
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -140,9 +148,18 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     if not contract:
-        raise RunError(f"{folder.path} has no frozen contract.yaml: there is nothing to audit against")
+        raise RunError(
+            f"{folder.path} has no frozen contract.yaml: there is nothing to audit against"
+        )
     info = folder.run_info()
-    watched = [m for m in (facts.contract_get(contract, "metric.name"), facts.contract_get(contract, "metric.heldout")) if m]
+    watched = [
+        m
+        for m in (
+            facts.contract_get(contract, "metric.name"),
+            facts.contract_get(contract, "metric.heldout"),
+        )
+        if m
+    ]
     notes: list[str] = []
     trials: list[Trial] = []
     records: list[dict[str, Any]] = []
@@ -154,19 +171,36 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
         if collecting:
             gc.enable()
     return Evidence(
-        run_dir=str(folder.path), run_id=str(info.get("run_id")), name=str(info.get("name") or contract.get("name") or ""),
-        contract=contract, contract_path=info.get("contract_path"), state=folder.state() or {},
-        identity=folder.identity(), selection=folder.selection(), decisions=folder.decisions(),
-        trials=trials, records=records, notes=notes)
+        run_dir=str(folder.path),
+        run_id=str(info.get("run_id")),
+        name=str(info.get("name") or contract.get("name") or ""),
+        contract=contract,
+        contract_path=info.get("contract_path"),
+        state=folder.state() or {},
+        identity=folder.identity(),
+        selection=folder.selection(),
+        decisions=folder.decisions(),
+        trials=trials,
+        records=records,
+        notes=notes,
+    )
 
 
-def _read_trials(folder: Any, contract: dict[str, Any], watched: list[str], notes: list[str], trials: list[Trial],
-                 records: list[dict[str, Any]]) -> None:
+def _read_trials(
+    folder: Any,
+    contract: dict[str, Any],
+    watched: list[str],
+    notes: list[str],
+    trials: list[Trial],
+    records: list[dict[str, Any]],
+) -> None:
     by_id: dict[str, int] = {}
     tuned_config_arms: set[str] = set()
     for record in folder.iter_trials(notes):  # checked by the shared schema, as every reader is
         if "trial_id" not in record:
-            raise RunError(f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a trials log")
+            raise RunError(
+                f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a trials log"
+            )
         trial = _trial(record, watched, tuned_config_arms)
         records.append(facts.slim_record(record, contract, trial.metric_names))
         tid = trial.trial_id
@@ -194,25 +228,39 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
     # held-out metric reported mid-way through a tuning trial is found by the violation the runner logs.
     names = set(first.get("metrics") or {}) | set(last)
     t = Trial(
-        trial_id=str(r.get("trial_id")), phase=phase, arm=arm, seed=r.get("seed"), index=r.get("index"),
-        status=str(r.get("status")), exposure=r.get("exposure"), params=dict(r.get("params") or {}),
+        trial_id=str(r.get("trial_id")),
+        phase=phase,
+        arm=arm,
+        seed=r.get("seed"),
+        index=r.get("index"),
+        status=str(r.get("status")),
+        exposure=r.get("exposure"),
+        params=dict(r.get("params") or {}),
         duration_s=r.get("duration_s") if finite(r.get("duration_s")) else None,
-        s_per_step=facts.seconds_per_step(r), attempts=int(r.get("attempts") or 1),
+        s_per_step=facts.seconds_per_step(r),
+        attempts=int(r.get("attempts") or 1),
         errors=[e for e in r.get("errors") or [] if isinstance(e, dict)],
-        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)], metric_names=names,
+        violations=[v for v in r.get("violations") or [] if isinstance(v, dict)],
+        metric_names=names,
         worker=f"{r.get('host')}:{r.get('pid')}" if r.get("pid") is not None else None,
-        started=str(r["started"]) if r.get("started") else None)
+        started=str(r["started"]) if r.get("started") else None,
+    )
     if t.s_per_step is not None and finite(first.get("time_s")) and finite(first.get("step")):
         t.startup_s = max(0.0, float(first["time_s"]) - float(first["step"]) * t.s_per_step)
     for m in watched:
         if m in last:
             t.final[m] = number(last[m])
-    suspicious = t.status == TrialStatus.DIVERGED or any(not math.isfinite(v) for v in t.final.values()) or any(
-        v.get("kind") == "diverged" for v in t.violations)
+    suspicious = (
+        t.status == TrialStatus.DIVERGED
+        or any(not math.isfinite(v) for v in t.final.values())
+        or any(v.get("kind") == "diverged" for v in t.violations)
+    )
     if suspicious:  # where it went non-finite: one pass over the reports of this trial only
         for p in reports:
             metrics = (p.get("metrics") or {}) if isinstance(p, dict) else {}
-            bad = next((m for m in watched if m in metrics and not math.isfinite(number(metrics[m]))), None)
+            bad = next(
+                (m for m in watched if m in metrics and not math.isfinite(number(metrics[m]))), None
+            )
             if bad is not None:
                 t.nonfinite_step, t.nonfinite_metric = p.get("step"), bad
                 break
@@ -220,10 +268,16 @@ def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -
             logged = next((v for v in t.violations if v.get("kind") == "diverged"), None)
             t.nonfinite_step = logged.get("step") if logged else t.exposure
     if phase in CURVE_PHASES:
-        t.curve = [(p.get("step"), {k: number(v) for k, v in (p.get("metrics") or {}).items()})
-                   for p in reports if isinstance(p, dict)]
+        t.curve = [
+            (p.get("step"), {k: number(v) for k, v in (p.get("metrics") or {}).items()})
+            for p in reports
+            if isinstance(p, dict)
+        ]
         t.curve_key = record_curve(r)
-        for _, metrics in t.curve:  # every name a confirmation trial reported (a sparse train row included)
+        for (
+            _,
+            metrics,
+        ) in t.curve:  # every name a confirmation trial reported (a sparse train row included)
             t.metric_names.update(metrics)
         t.config = r.get("config") if isinstance(r.get("config"), dict) else None
     elif arm not in tuned_config_arms and isinstance(r.get("config"), dict):

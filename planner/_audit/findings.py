@@ -35,17 +35,37 @@ from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
-BOUNDARY = 0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
+BOUNDARY = (
+    0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
+)
 COST_RATIO = 1.20  # unequal_cost: one arm 20 % above another
-COST_FLOOR_S = 1.0  # ... and at least this many resource-seconds per trial apart (timer and scheduler noise)
+COST_FLOOR_S = (
+    1.0  # ... and at least this many resource-seconds per trial apart (timer and scheduler noise)
+)
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
 
 KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
-SYMPTOMS = ("diverged", "diverged_region", "flat", "still_improving", "late_decline", "selected_at_boundary",
-            "heldout_exposure", "failures", "seeds_identical", "tuned_values_identical", "violations")
-CODES = SYMPTOMS + ("stopped_early_at_selected", "selection_optimism", "seed_spread", "unequal_cost")
+SYMPTOMS = (
+    "diverged",
+    "diverged_region",
+    "flat",
+    "still_improving",
+    "late_decline",
+    "selected_at_boundary",
+    "heldout_exposure",
+    "failures",
+    "seeds_identical",
+    "tuned_values_identical",
+    "violations",
+)
+CODES = SYMPTOMS + (
+    "stopped_early_at_selected",
+    "selection_optimism",
+    "seed_spread",
+    "unequal_cost",
+)
 
 
 @dataclass
@@ -55,11 +75,18 @@ class Finding:
     kind: str
     summary: str
     evidence: list[dict[str, Any]]
-    recipe: dict[str, Any] | None = field(default=None, compare=False)  # what the next control changes
+    recipe: dict[str, Any] | None = field(
+        default=None, compare=False
+    )  # what the next control changes
 
     def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "arm": self.arm, "kind": self.kind, "summary": self.summary,
-                "evidence": self.evidence}
+        return {
+            "code": self.code,
+            "arm": self.arm,
+            "kind": self.kind,
+            "summary": self.summary,
+            "evidence": self.evidence,
+        }
 
 
 def _g(x: Any) -> str:
@@ -124,13 +151,24 @@ class Curves:
         return statistics.fmean(row[j] for row in self.values)
 
     def sd(self, j: int) -> float:
-        return statistics.stdev([row[j] for row in self.values]) if len(self.values) > 1 else math.nan
+        return (
+            statistics.stdev([row[j] for row in self.values]) if len(self.values) > 1 else math.nan
+        )
 
 
 def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
     """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
-    out = {t.seed: t for t in ev.of(arm=arm, phase="confirm") if t.status == TrialStatus.COMPLETED and t.curve}
-    return [out[s] for s in sorted(out, key=lambda s: (not isinstance(s, int), s if isinstance(s, int) else 0, str(s)))]
+    out = {
+        t.seed: t
+        for t in ev.of(arm=arm, phase="confirm")
+        if t.status == TrialStatus.COMPLETED and t.curve
+    }
+    return [
+        out[s]
+        for s in sorted(
+            out, key=lambda s: (not isinstance(s, int), s if isinstance(s, int) else 0, str(s))
+        )
+    ]
 
 
 def curves(ev: Evidence, arm: str) -> Curves | None:
@@ -141,14 +179,22 @@ def curves(ev: Evidence, arm: str) -> Curves | None:
     for metric in dict.fromkeys(m for m in (ev.decision_metric, ev.metric) if m):
         per_trial = []
         for t in trials:
-            per_trial.append({s: m[metric] for s, m in t.curve or [] if metric in m and math.isfinite(m[metric])})
+            per_trial.append(
+                {s: m[metric] for s, m in t.curve or [] if metric in m and math.isfinite(m[metric])}
+            )
         common = set(per_trial[0])
         for p in per_trial[1:]:
             common &= set(p)
         steps = sorted(s for s in common if isinstance(s, int | float))
         if len(steps) >= 2:
-            return Curves(arm, metric, [t.seed for t in trials], [t.trial_id for t in trials], steps,
-                          [[p[s] for s in steps] for p in per_trial])
+            return Curves(
+                arm,
+                metric,
+                [t.seed for t in trials],
+                [t.trial_id for t in trials],
+                steps,
+                [[p[s] for s in steps] for p in per_trial],
+            )
     return None
 
 
@@ -166,8 +212,11 @@ def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
-    return (statistics.fmean(diffs), float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n),
-            _tied(diffs))
+    return (
+        statistics.fmean(diffs),
+        float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n),
+        _tied(diffs),
+    )
 
 
 def _tied(values: list[float]) -> bool:
@@ -177,9 +226,15 @@ def _tied(values: list[float]) -> bool:
 
 
 def _curve_evidence(c: Curves, steps: list[int], **extra: Any) -> dict[str, Any]:
-    return {"metric": c.metric, "seeds": c.seeds, "trial_ids": c.trial_ids,
-            "steps": [c.steps[j] for j in steps], "mean": [c.mean(j) for j in steps],
-            "seed_sd": [c.sd(j) for j in steps], **extra}
+    return {
+        "metric": c.metric,
+        "seeds": c.seeds,
+        "trial_ids": c.trial_ids,
+        "steps": [c.steps[j] for j in steps],
+        "mean": [c.mean(j) for j in steps],
+        "seed_sd": [c.sd(j) for j in steps],
+        **extra,
+    }
 
 
 def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
@@ -189,33 +244,49 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     first, last = 0, len(c.steps) - 1
     change, half, _ = _change(c, first, last, sign)
     if change - half <= 0:
-        out.append(Finding("flat", arm, "observation",
-                           f"{arm}'s {c.metric} changes by {_g(change)} from step {c.steps[first]} to step "
-                           f"{c.steps[last]} (95 % CI ± {_g(half)} over {len(c.seeds)} seeds): no improvement "
-                           "beyond seed noise over the whole exposure.",
-                           [_curve_evidence(c, [first, last], change=change, ci_half_width=half)]))
+        out.append(
+            Finding(
+                "flat",
+                arm,
+                "observation",
+                f"{arm}'s {c.metric} changes by {_g(change)} from step {c.steps[first]} to step "
+                f"{c.steps[last]} (95 % CI ± {_g(half)} over {len(c.seeds)} seeds): no improvement "
+                "beyond seed noise over the whole exposure.",
+                [_curve_evidence(c, [first, last], change=change, ci_half_width=half)],
+            )
+        )
     cut = c.steps[last] - (c.steps[last] - c.steps[first]) * LAST_PART
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
         gain, half, tied = _change(c, a, last, sign)
         if gain - half > 0 and gain >= floor and not tied:
-            out.append(Finding(
-                "still_improving", arm, "inference",
-                f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
-                f"{c.steps[last]}; 95 % CI ± {_g(half)} over {len(c.seeds)} seeds): the comparison at this exposure "
-                "may be premature, and a slower learner's early score does not establish inferiority.",
-                [_curve_evidence(c, [a, last], gain=gain, ci_half_width=half, floor=floor)],
-                recipe={"change": "exposure"}))
+            out.append(
+                Finding(
+                    "still_improving",
+                    arm,
+                    "inference",
+                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
+                    f"{c.steps[last]}; 95 % CI ± {_g(half)} over {len(c.seeds)} seeds): the comparison at this exposure "
+                    "may be premature, and a slower learner's early score does not establish inferiority.",
+                    [_curve_evidence(c, [a, last], gain=gain, ci_half_width=half, floor=floor)],
+                    recipe={"change": "exposure"},
+                )
+            )
     peak = max(range(len(c.steps)), key=lambda j: (sign * c.mean(j), -j))
     if peak < last:
         drop, half, _ = _change(c, last, peak, sign)
         if drop - half > 0 and drop >= floor:
-            out.append(Finding(
-                "late_decline", arm, "observation",
-                f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by step {c.steps[last]} "
-                f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation decline, which picking the "
-                "best checkpoint would hide, not answer.",
-                [_curve_evidence(c, [peak, last], drop=drop, ci_half_width=half, floor=floor)]))
+            out.append(
+                Finding(
+                    "late_decline",
+                    arm,
+                    "observation",
+                    f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by step {c.steps[last]} "
+                    f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation decline, which picking the "
+                    "best checkpoint would hide, not answer.",
+                    [_curve_evidence(c, [peak, last], drop=drop, ci_half_width=half, floor=floor)],
+                )
+            )
     return out
 
 
@@ -223,21 +294,40 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
 
 
 def diverged(ev: Evidence, arm: str) -> Finding | None:
-    bad = [t for t in ev.of(arm=arm) if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED]
+    bad = [
+        t
+        for t in ev.of(arm=arm)
+        if t.nonfinite_step is not None or t.status == TrialStatus.DIVERGED
+    ]
     if not bad:
         return None
     total = len(ev.of(arm=arm))
     phases = {p: sum(1 for t in bad if t.phase == p) for p in ("tune", "confirm", "reeval")}
     where = ", ".join(f"{n} in {p}" for p, n in phases.items() if n)
-    evidence = [{"trial_id": t.trial_id, "phase": t.phase, "seed": t.seed, "status": t.status,
-                 "step": t.nonfinite_step, "metric": t.nonfinite_metric, "params": t.params} for t in bad]
+    evidence = [
+        {
+            "trial_id": t.trial_id,
+            "phase": t.phase,
+            "seed": t.seed,
+            "status": t.status,
+            "step": t.nonfinite_step,
+            "metric": t.nonfinite_metric,
+            "params": t.params,
+        }
+        for t in bad
+    ]
     shared = _shared_params(bad)
     if shared:
         evidence.append({"shared_params": shared})
     said = "; ".join(f"{k} {v}" for k, v in _describe_shared(shared).items())
-    return Finding("diverged", arm, "observation",
-                   f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went non-finite"
-                   + (f" (their params: {said})." if said else "."), evidence)
+    return Finding(
+        "diverged",
+        arm,
+        "observation",
+        f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went non-finite"
+        + (f" (their params: {said})." if said else "."),
+        evidence,
+    )
 
 
 def _shared_params(trials: list[Trial]) -> dict[str, Any]:
@@ -254,8 +344,10 @@ def _shared_params(trials: list[Trial]) -> dict[str, Any]:
 
 
 def _describe_shared(shared: dict[str, Any]) -> dict[str, str]:
-    return {k: f"= {_g(v['value'])}" if "value" in v else f"in [{_g(v['min'])}, {_g(v['max'])}]"
-            for k, v in shared.items()}
+    return {
+        k: f"= {_g(v['value'])}" if "value" in v else f"in [{_g(v['min'])}, {_g(v['max'])}]"
+        for k, v in shared.items()
+    }
 
 
 def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
@@ -271,8 +363,13 @@ def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
         if kb is None or kb[0] == "choice":
             continue
         d = [t for t in bad if finite(t.params.get(key))]
-        n = [t for t in tune if t not in bad and finite(t.params.get(key))
-             and (first is None or (finite(t.exposure) and t.exposure >= first))]
+        n = [
+            t
+            for t in tune
+            if t not in bad
+            and finite(t.params.get(key))
+            and (first is None or (finite(t.exposure) and t.exposure >= first))
+        ]
         if len(d) < 2 or not n:
             continue
         d_values, n_values = [t.params[key] for t in d], [t.params[key] for t in n]
@@ -283,15 +380,30 @@ def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
         else:
             continue
         at = "≥" if side == "high" else "≤"
-        out.append(Finding(
-            "diverged_region", arm, "inference",
-            f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} trials) and none of the "
-            f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} {_g(other)} did: "
-            f"divergence sits at the {side} end of {key}'s range {list(kb[1])}.",
-            [{"key": key, "range": list(kb[1]), "side": side, "diverged_from": edge, "stable_up_to": other,
-              "diverged": sorted(d_values), "stable": sorted(n_values), "first_step": first,
-              "trial_ids": [t.trial_id for t in d]}],
-            recipe={"change": "narrow", "key": key, "side": side, "edge": edge}))
+        out.append(
+            Finding(
+                "diverged_region",
+                arm,
+                "inference",
+                f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} trials) and none of the "
+                f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} {_g(other)} did: "
+                f"divergence sits at the {side} end of {key}'s range {list(kb[1])}.",
+                [
+                    {
+                        "key": key,
+                        "range": list(kb[1]),
+                        "side": side,
+                        "diverged_from": edge,
+                        "stable_up_to": other,
+                        "diverged": sorted(d_values),
+                        "stable": sorted(n_values),
+                        "first_step": first,
+                        "trial_ids": [t.trial_id for t in d],
+                    }
+                ],
+                recipe={"change": "narrow", "key": key, "side": side, "edge": edge},
+            )
+        )
     return out
 
 
@@ -314,14 +426,28 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
             continue
         side = "low" if u <= BOUNDARY else "high"
         scale = " (log scale)" if kb[0] == "log_uniform" else ""
-        out.append(Finding(
-            "selected_at_boundary", arm, "observation",
-            f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
-            f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
-            "comparison can flip once it does not.",
-            [{"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]), "kind": kb[0],
-              "position": u, "side": side}],
-            recipe={"change": "widen", "key": key, "side": side, "position": u}))
+        out.append(
+            Finding(
+                "selected_at_boundary",
+                arm,
+                "observation",
+                f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
+                f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
+                "comparison can flip once it does not.",
+                [
+                    {
+                        "trial_id": sel.get("trial_id"),
+                        "key": key,
+                        "value": value,
+                        "range": list(kb[1]),
+                        "kind": kb[0],
+                        "position": u,
+                        "side": side,
+                    }
+                ],
+                recipe={"change": "widen", "key": key, "side": side, "position": u},
+            )
+        )
     return out
 
 
@@ -331,9 +457,14 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
     score, metric = sel.get("score"), ev.metric
     if not finite(score) or metric is None:
         return None
-    values = [t.final[metric] for t in confirmation_trials(ev, arm)
-              if metric in t.final and math.isfinite(t.final[metric])]
-    if len(values) < 2 or _tied(values):  # seeds that tied: no spread to weigh the tuning score against
+    values = [
+        t.final[metric]
+        for t in confirmation_trials(ev, arm)
+        if metric in t.final and math.isfinite(t.final[metric])
+    ]
+    if len(values) < 2 or _tied(
+        values
+    ):  # seeds that tied: no spread to weigh the tuning score against
         return None
     n, mean, sd = len(values), statistics.fmean(values), statistics.stdev(values)
     half = float(special.stdtrit(n - 1, 0.5 + CONFIDENCE / 2)) * sd / math.sqrt(n)
@@ -341,12 +472,25 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
     if optimism <= half:
         return None
     return Finding(
-        "selection_optimism", arm, "inference",
+        "selection_optimism",
+        arm,
+        "inference",
         f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average {_g(mean)}: "
         f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI (± {_g(half)}): "
         "the winner's curse of picking the best of many noisy trials.",
-        [{"trial_id": sel.get("trial_id"), "metric": metric, "tuning_score": score, "confirmation_mean": mean,
-          "confirmation_sd": sd, "n": n, "ci_half_width": half, "optimism": optimism}])
+        [
+            {
+                "trial_id": sel.get("trial_id"),
+                "metric": metric,
+                "tuning_score": score,
+                "confirmation_mean": mean,
+                "confirmation_sd": sd,
+                "n": n,
+                "ci_half_width": half,
+                "optimism": optimism,
+            }
+        ],
+    )
 
 
 def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -376,24 +520,45 @@ def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
         theirs = _selected(ev, other).get("params") or {}
         if other == arm or not theirs or not mine or _same_values(mine, theirs):
             continue
-        stopped = [t for t in ev.of(arm=arm, phase="tune") if _same_values(t.params, theirs)
-                   and t.status == TrialStatus.EARLY_STOPPED and finite(t.exposure) and t.exposure <= grace]
+        stopped = [
+            t
+            for t in ev.of(arm=arm, phase="tune")
+            if _same_values(t.params, theirs)
+            and t.status == TrialStatus.EARLY_STOPPED
+            and finite(t.exposure)
+            and t.exposure <= grace
+        ]
         if not stopped:
             continue
         t = stopped[0]
         values = ", ".join(f"{k}={_g(v)}" for k, v in theirs.items())
         return Finding(
-            "stopped_early_at_selected", arm, "inference",
+            "stopped_early_at_selected",
+            arm,
+            "inference",
             f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the first rung "
             f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at different values "
             f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's early score does not "
             f"establish that the value is worse for {arm}, so the arms may differ in how they were judged, not only "
             "in the factor.",
-            [{"trial_id": x.trial_id, "params": x.params, "status": x.status, "exposure": x.exposure,
-              "grace": grace, "rule": early.get("rule"), "other_arm": other,
-              "other_selected": _selected(ev, other).get("trial_id"), "other_params": theirs,
-              "selected_params": mine, "selected_trial": _selected(ev, arm).get("trial_id")} for x in stopped],
-            recipe={"change": "no_early_stop"})
+            [
+                {
+                    "trial_id": x.trial_id,
+                    "params": x.params,
+                    "status": x.status,
+                    "exposure": x.exposure,
+                    "grace": grace,
+                    "rule": early.get("rule"),
+                    "other_arm": other,
+                    "other_selected": _selected(ev, other).get("trial_id"),
+                    "other_params": theirs,
+                    "selected_params": mine,
+                    "selected_trial": _selected(ev, arm).get("trial_id"),
+                }
+                for x in stopped
+            ],
+            recipe={"change": "no_early_stop"},
+        )
     return None
 
 
@@ -415,19 +580,40 @@ def seed_spread(ev: Evidence) -> list[Finding]:
         lo, hi = d.get("ci_low"), d.get("ci_high")
         if not (finite(lo) and finite(hi)) or hi - lo <= min_effect:
             continue
-        item = {"decision": d.get("decision"), "effect": d.get("effect"), "ci_low": lo, "ci_high": hi,
-                "width": hi - lo, "min_effect": min_effect, "n_baseline": d.get("n_baseline"), "n_arm": d.get("n_arm"),
-                **power}
+        item = {
+            "decision": d.get("decision"),
+            "effect": d.get("effect"),
+            "ci_low": lo,
+            "ci_high": hi,
+            "width": hi - lo,
+            "min_effect": min_effect,
+            "n_baseline": d.get("n_baseline"),
+            "n_arm": d.get("n_arm"),
+            **power,
+        }
         need = power.get("seeds_80")
-        said = (f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds per arm for 80 % "
-                f"power, {power['seeds_declared']} were declared" if need else
-                f"; {power['why']}" if power.get("why") else "")
-        out.append(Finding(
-            "seed_spread", d.get("arm"), "observation",
-            f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than min_effect {_g(min_effect)}"
-            + said + ".", [item],
-            recipe={"change": "seeds", "seeds": need} if need and need > power["seeds_declared"]
-            and d.get("decision") == "inconclusive" else None))
+        said = (
+            f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds per arm for 80 % "
+            f"power, {power['seeds_declared']} were declared"
+            if need
+            else f"; {power['why']}"
+            if power.get("why")
+            else ""
+        )
+        out.append(
+            Finding(
+                "seed_spread",
+                d.get("arm"),
+                "observation",
+                f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than min_effect {_g(min_effect)}"
+                + said
+                + ".",
+                [item],
+                recipe={"change": "seeds", "seeds": need}
+                if need and need > power["seeds_declared"] and d.get("decision") == "inconclusive"
+                else None,
+            )
+        )
     return out
 
 
@@ -439,19 +625,39 @@ def _power(ev: Evidence) -> dict[str, Any]:
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
         v = t.final.get(metric)
-        if t.status == TrialStatus.COMPLETED and v is not None and math.isfinite(v) and isinstance(t.seed, int):
+        if (
+            t.status == TrialStatus.COMPLETED
+            and v is not None
+            and math.isfinite(v)
+            and isinstance(t.seed, int)
+        ):
             values.setdefault(t.arm, {})[t.seed] = v
     pilot = Pilot(ev.run_dir, str(metric), ev.baseline, ev.arms, values)
-    acceptance = {k: facts.contract_get(ev.contract, f"acceptance.{k}") for k in ("test", "alpha", "min_effect", "correction")}
-    test, alpha, min_effect = acceptance["test"] or "welch", acceptance["alpha"] or 0.05, acceptance["min_effect"]
-    common = {"n_arms": len(ev.contract.get("arms") or []) or 1, "correction": acceptance["correction"] or "holm"}
+    acceptance = {
+        k: facts.contract_get(ev.contract, f"acceptance.{k}")
+        for k in ("test", "alpha", "min_effect", "correction")
+    }
+    test, alpha, min_effect = (
+        acceptance["test"] or "welch",
+        acceptance["alpha"] or 0.05,
+        acceptance["min_effect"],
+    )
+    common = {
+        "n_arms": len(ev.contract.get("arms") or []) or 1,
+        "correction": acceptance["correction"] or "holm",
+    }
     try:
         sd, source = spread_from_pilot(pilot, test)
         need = seeds_for_power(sd, min_effect, alpha, 0.8, test, **common)
     except (PlannerError, ValueError) as error:
         return {"seeds_declared": declared, "why": str(error)}
-    return {"sd": sd, "sd_source": source, "seeds_declared": declared, "seeds_80": need,
-            "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common)}
+    return {
+        "sd": sd,
+        "sd_source": source,
+        "seeds_declared": declared,
+        "seeds_80": need,
+        "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common),
+    }
 
 
 def first_of_workers(ev: Evidence) -> list[Trial]:
@@ -474,23 +680,37 @@ def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
     if not mine:
         return None
     extra = statistics.median(mine) - (statistics.median(others) if others else 0.0)
-    return {"first_trials": sorted(ids), "median_startup_s": statistics.median(mine),
-            "others_median_startup_s": statistics.median(others) if others else None, "extra_s": extra}
+    return {
+        "first_trials": sorted(ids),
+        "median_startup_s": statistics.median(mine),
+        "others_median_startup_s": statistics.median(others) if others else None,
+        "extra_s": extra,
+    }
 
 
 def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any] | None:
     """The arm's median seconds and resource-seconds per trial, over the trials that ran the full exposure,
     the first trial of each worker left out (while other trials remain)."""
-    full = [t for t in ev.of(arm=arm) if t.phase != "reeval" and t.duration_s is not None
-            and (ev.exposure is None or t.exposure == ev.exposure)]
+    full = [
+        t
+        for t in ev.of(arm=arm)
+        if t.phase != "reeval"
+        and t.duration_s is not None
+        and (ev.exposure is None or t.exposure == ev.exposure)
+    ]
     kept = [t for t in full if t.trial_id not in excluded] or full
     if not kept:
         return None
     seconds = statistics.median(t.duration_s for t in kept)
     cpu = facts.contract_get(ev.contract, "budget.resources.cpu", 1.0) or 0.0
     gpu = facts.contract_get(ev.contract, "budget.resources.gpu", 0.0) or 0.0
-    return {"arm": arm, "trials": len(kept), "excluded": len(full) - len(kept), "median_trial_s": seconds,
-            "median_resource_s": seconds * (float(cpu) + float(gpu))}
+    return {
+        "arm": arm,
+        "trials": len(kept),
+        "excluded": len(full) - len(kept),
+        "median_trial_s": seconds,
+        "median_resource_s": seconds * (float(cpu) + float(gpu)),
+    }
 
 
 def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
@@ -503,8 +723,10 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
     excluded = {t.trial_id for t in firsts}
     per_trial = [p for p in (per_trial_cost(ev, c["arm"], excluded) for c in rows) if p is not None]
     said = []
-    for what, key, floor, have in (("seconds per step", "median_s_per_step", STEP_FLOOR_S, rows),
-                                   ("resource-seconds per trial", "median_resource_s", COST_FLOOR_S, per_trial)):
+    for what, key, floor, have in (
+        ("seconds per step", "median_s_per_step", STEP_FLOOR_S, rows),
+        ("resource-seconds per trial", "median_resource_s", COST_FLOOR_S, per_trial),
+    ):
         have = [c for c in have if finite(c.get(key)) and c[key] > 0]
         if len(have) < 2:
             continue
@@ -513,25 +735,57 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
             said.append((what, hi, lo, key))
     if not said:
         return None
-    text = "; ".join(f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
-                     for what, hi, lo, key in said)
+    text = "; ".join(
+        f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
+        for what, hi, lo, key in said
+    )
     startup = _startup(ev, firsts)
-    left_out = "" if not startup or not any(p["excluded"] for p in per_trial) else (
-        f" The first trial of each worker ({len(startup['first_trials'])}: {', '.join(startup['first_trials'][:3])}"
-        f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial figure: it paid a "
-        f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
-        f"{_g(startup['others_median_startup_s'])} s), the worker's imports.")
+    left_out = (
+        ""
+        if not startup or not any(p["excluded"] for p in per_trial)
+        else (
+            f" The first trial of each worker ({len(startup['first_trials'])}: {', '.join(startup['first_trials'][:3])}"
+            f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial figure: it paid a "
+            f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
+            f"{_g(startup['others_median_startup_s'])} s), the worker's imports."
+        )
+    )
     by_arm = {p["arm"]: p for p in per_trial}
     starts = {t.trial_id: t.startup_s for t in firsts}
-    evidence = [{**{k: c[k] for k in ("arm", "trials", "trial_seconds", "median_s_per_step", "cpu_seconds",
-                                      "gpu_seconds")},
-                 **{k: (by_arm.get(c["arm"]) or {}).get(k) for k in ("median_trial_s", "median_resource_s",
-                                                                       "excluded")},
-                 "first_trials": {tid: s for tid, s in starts.items() if tid in {t.trial_id for t in ev.of(arm=c["arm"])}},
-                 "startup": startup} for c in rows]
-    return Finding("unequal_cost", said[0][1]["arm"], "observation",
-                   f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
-                   "kept apart from the decision." + left_out, evidence)
+    evidence = [
+        {
+            **{
+                k: c[k]
+                for k in (
+                    "arm",
+                    "trials",
+                    "trial_seconds",
+                    "median_s_per_step",
+                    "cpu_seconds",
+                    "gpu_seconds",
+                )
+            },
+            **{
+                k: (by_arm.get(c["arm"]) or {}).get(k)
+                for k in ("median_trial_s", "median_resource_s", "excluded")
+            },
+            "first_trials": {
+                tid: s
+                for tid, s in starts.items()
+                if tid in {t.trial_id for t in ev.of(arm=c["arm"])}
+            },
+            "startup": startup,
+        }
+        for c in rows
+    ]
+    return Finding(
+        "unequal_cost",
+        said[0][1]["arm"],
+        "observation",
+        f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
+        "kept apart from the decision." + left_out,
+        evidence,
+    )
 
 
 # ---------------------------------------------------------------- the protocol
@@ -542,16 +796,32 @@ def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]
     seen = {}
     for v in found:
         if v["kind"] == "heldout_in_tuning":
-            seen.setdefault(v["arm"], []).append({"trial_id": v["trial_id"], "step": v["step"], "source": v["source"]})
+            seen.setdefault(v["arm"], []).append(
+                {"trial_id": v["trial_id"], "step": v["step"], "source": v["source"]}
+            )
     for arm, items in seen.items():
-        out.append(Finding("heldout_exposure", arm, "observation",
-                           f"{len(items)} tuning trial(s) of {arm} reported the held-out metric "
-                           f"{ev.heldout}: the test set was seen while tuning.", items))
+        out.append(
+            Finding(
+                "heldout_exposure",
+                arm,
+                "observation",
+                f"{len(items)} tuning trial(s) of {arm} reported the held-out metric "
+                f"{ev.heldout}: the test set was seen while tuning.",
+                items,
+            )
+        )
     ledger = facts.heldout_ledger(ev.records, ev.contract)
     if ledger.get("over_cap"):
-        out.append(Finding("heldout_exposure", None, "observation",
-                           f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
-                           f"cap of {ledger['cap']}.", [ledger]))
+        out.append(
+            Finding(
+                "heldout_exposure",
+                None,
+                "observation",
+                f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
+                f"cap of {ledger['cap']}.",
+                [ledger],
+            )
+        )
     return out
 
 
@@ -566,10 +836,20 @@ def other_violations(found: list[dict[str, Any]]) -> list[Finding]:
         kinds: dict[str, int] = {}
         for v in items:
             kinds[v["kind"]] = kinds.get(v["kind"], 0) + 1
-        out.append(Finding("violations", arm, "observation",
-                           f"{len(items)} violation(s) on {arm}'s trials: "
-                           + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + ".",
-                           [{k: v[k] for k in ("trial_id", "phase", "kind", "step", "detail", "source")} for v in items]))
+        out.append(
+            Finding(
+                "violations",
+                arm,
+                "observation",
+                f"{len(items)} violation(s) on {arm}'s trials: "
+                + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+                + ".",
+                [
+                    {k: v[k] for k in ("trial_id", "phase", "kind", "step", "detail", "source")}
+                    for v in items
+                ],
+            )
+        )
     return out
 
 
@@ -584,12 +864,35 @@ def failures(ev: Evidence) -> list[Finding]:
         for f in items:
             statuses[f["status"]] = statuses.get(f["status"], 0) + 1
         phases = sorted({f["phase"] for f in items})
-        out.append(Finding("failures", arm, "observation",
-                           f"{len(items)} trial(s) of {arm} ended without a result ("
-                           + ", ".join(f"{k} {n}" for k, n in sorted(statuses.items()))
-                           + f"; in {', '.join(phases)}): " + _errors_said(items),
-                           [{**{k: f[k] for k in ("trial_id", "phase", "seed", "status", "attempts", "error_type",
-                                                  "where")}, "message": first_line(f["message"])} for f in items]))
+        out.append(
+            Finding(
+                "failures",
+                arm,
+                "observation",
+                f"{len(items)} trial(s) of {arm} ended without a result ("
+                + ", ".join(f"{k} {n}" for k, n in sorted(statuses.items()))
+                + f"; in {', '.join(phases)}): "
+                + _errors_said(items),
+                [
+                    {
+                        **{
+                            k: f[k]
+                            for k in (
+                                "trial_id",
+                                "phase",
+                                "seed",
+                                "status",
+                                "attempts",
+                                "error_type",
+                                "where",
+                            )
+                        },
+                        "message": first_line(f["message"]),
+                    }
+                    for f in items
+                ],
+            )
+        )
     return out
 
 
@@ -597,39 +900,66 @@ def _errors_said(items: list[dict[str, Any]]) -> str:
     """Each error of the failed trials on one line, grouped as `plan run` groups them; the tracebacks stay in
     trials.jsonl and the trials' logs."""
     groups = facts.failure_groups(items)
-    shown = "; ".join(g["error"] + (f" (in {g['count']} trials, first {g['first']})" if g["count"] > 1 else "")
-                      for g in groups[:3])
-    return shown.rstrip(".") + (f"; and {len(groups) - 3} more errors" if len(groups) > 3 else "") + "."
+    shown = "; ".join(
+        g["error"] + (f" (in {g['count']} trials, first {g['first']})" if g["count"] > 1 else "")
+        for g in groups[:3]
+    )
+    return (
+        shown.rstrip(".")
+        + (f"; and {len(groups) - 3} more errors" if len(groups) > 3 else "")
+        + "."
+    )
 
 
 def seeds_identical_finding(ev: Evidence, arm: str) -> Finding | None:
     same = identical_seeds(ev, arm)
-    logged = [f for f in _logged_findings(ev) if f.get("code") == "seeds_identical" and f.get("arm") in (arm, None)]
+    logged = [
+        f
+        for f in _logged_findings(ev)
+        if f.get("code") == "seeds_identical" and f.get("arm") in (arm, None)
+    ]
     if same is None and not logged:
         return None
     evidence: list[dict[str, Any]] = []
     if same is not None:
-        evidence.append({"seeds": [t.seed for t in same], "trial_ids": [t.trial_id for t in same],
-                         "steps": len(same[0].curve or [])})
+        evidence.append(
+            {
+                "seeds": [t.seed for t in same],
+                "trial_ids": [t.trial_id for t in same],
+                "steps": len(same[0].curve or []),
+            }
+        )
     evidence += [{"source": "decisions.json", **f} for f in logged]
     n = len(same) if same is not None else "the"
-    return Finding("seeds_identical", arm, "observation",
-                   f"{arm}'s {n} confirmation seeds reported identical curves: the seed does not reach the "
-                   "randomness, so the seeds are one run repeated and the CI measures nothing.", evidence)
+    return Finding(
+        "seeds_identical",
+        arm,
+        "observation",
+        f"{arm}'s {n} confirmation seeds reported identical curves: the seed does not reach the "
+        "randomness, so the seeds are one run repeated and the CI measures nothing.",
+        evidence,
+    )
 
 
 def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
     """The run's decision found that the arm's tuning trials with different params reported the same curves
     (decisions.json `tuned_values_identical`): the tuned values did not reach the run."""
-    logged = [f for f in _logged_findings(ev) if "tuned_values_identical" in (f.get("kind"), f.get("code"))
-              and f.get("arm") == arm]
+    logged = [
+        f
+        for f in _logged_findings(ev)
+        if "tuned_values_identical" in (f.get("kind"), f.get("code")) and f.get("arm") == arm
+    ]
     if not logged:
         return None
     n = logged[0].get("trials", "the")
-    return Finding("tuned_values_identical", arm, "observation",
-                   f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned values "
-                   "do not reach the run, so its selection is arbitrary and the arm was not tuned.",
-                   [{"source": "decisions.json", **f} for f in logged])
+    return Finding(
+        "tuned_values_identical",
+        arm,
+        "observation",
+        f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned values "
+        "do not reach the run, so its selection is arbitrary and the arm was not tuned.",
+        [{"source": "decisions.json", **f} for f in logged],
+    )
 
 
 def _logged_findings(ev: Evidence) -> list[dict[str, Any]]:
@@ -665,7 +995,9 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
         untuned = tuned_values_finding(ev, arm)
         if untuned:
             found.append(untuned)
-        opt = None if untuned else selection_optimism(ev, arm)  # no optimism in picking among equal trials
+        opt = (
+            None if untuned else selection_optimism(ev, arm)
+        )  # no optimism in picking among equal trials
         if opt:
             found.append(opt)
     found += seed_spread(ev)

@@ -60,9 +60,17 @@ def _add_validate(sub) -> None:
     p.add_argument("contract", help="the contract YAML file")
     p.add_argument("--json", action="store_true", help="print the diagnostics and summary as JSON")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
-    p.add_argument("--pilot", metavar="RUN_DIR", help="warn when the declared seeds are underpowered, from a pilot run")
-    p.add_argument("--runs-dir", default="runs", help="the project's runs and ledger, for a baseline from a line and "
-                   "the ledger's warnings (default: ./runs)")
+    p.add_argument(
+        "--pilot",
+        metavar="RUN_DIR",
+        help="warn when the declared seeds are underpowered, from a pilot run",
+    )
+    p.add_argument(
+        "--runs-dir",
+        default="runs",
+        help="the project's runs and ledger, for a baseline from a line and "
+        "the ledger's warnings (default: ./runs)",
+    )
     p.set_defaults(handler=_cmd_validate)
 
 
@@ -75,11 +83,20 @@ def _add_run(sub) -> None:
     p = sub.add_parser("run", help="tune, confirm and decide, through Ray")
     p.add_argument("contract", help="the contract YAML file")
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: ./runs)")
-    p.add_argument("--address", default=None, help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)")
-    p.add_argument("--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)",
+    )
+    p.add_argument(
+        "--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped"
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
-    p.add_argument("--keep-going", action="store_true",
-                   help="run every trial even when the first ones can only fail (no fail fast)")
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="run every trial even when the first ones can only fail (no fail fast)",
+    )
     p.set_defaults(handler=_cmd_run)
 
 
@@ -93,8 +110,12 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["md", "html", "json"], default="md")
-    p.add_argument("--output", "-o", default=None, help="write to this file instead of standard output")
-    p.add_argument("--force", action="store_true", help="replace an existing file that is not a report")
+    p.add_argument(
+        "--output", "-o", default=None, help="write to this file instead of standard output"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace an existing file that is not a report"
+    )
     p.set_defaults(handler=_cmd_report)
 
 
@@ -102,7 +123,9 @@ def _add_export(sub) -> None:
     p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
-    p.add_argument("--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)")
+    p.add_argument(
+        "--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)"
+    )
     p.set_defaults(handler=_cmd_export)
 
 
@@ -110,20 +133,43 @@ def _add_reeval(sub) -> None:
     p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
     p.add_argument("run_dir")
     p.add_argument("--arm", required=True)
-    p.add_argument("--seeds", type=int, nargs="+", default=None, help="new seeds (default: the logged confirmation seeds)")
-    p.add_argument("--tolerance", type=_finite, default=0.0, help="largest per-seed difference that still reproduces")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="new seeds (default: the logged confirmation seeds)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=_finite,
+        default=0.0,
+        help="largest per-seed difference that still reproduces",
+    )
     p.add_argument("--address", default=None)
     p.set_defaults(handler=_cmd_reeval)
 
 
 def _add_power(sub) -> None:
-    p = sub.add_parser("power", help="seeds needed for the contract's min_effect, from a pilot's spread")
+    p = sub.add_parser(
+        "power", help="seeds needed for the contract's min_effect, from a pilot's spread"
+    )
     p.add_argument("contract")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread")
-    src.add_argument("--sd", type=_finite, help="the seed-to-seed sd of the decision metric (paired: of the differences)")
-    p.add_argument("--effect", type=_finite, default=None,
-                   help="the true effect to plan for (default min_effect; required under acceptance.rule margin)")
+    src.add_argument(
+        "--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread"
+    )
+    src.add_argument(
+        "--sd",
+        type=_finite,
+        help="the seed-to-seed sd of the decision metric (paired: of the differences)",
+    )
+    p.add_argument(
+        "--effect",
+        type=_finite,
+        default=None,
+        help="the true effect to plan for (default min_effect; required under acceptance.rule margin)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
 
@@ -132,7 +178,12 @@ def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
     p.add_argument("contract")
     p.add_argument("--pilot", metavar="RUN_DIR", default=None)
-    p.add_argument("--slots", type=int, default=None, help="parallel trial slots (default: this machine's CPUs / cpu per trial)")
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=None,
+        help="parallel trial slots (default: this machine's CPUs / cpu per trial)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_estimate)
 
@@ -144,7 +195,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
-        print(contract_validate.format_result(result), file=sys.stderr if result.unreadable else sys.stdout)
+        print(
+            contract_validate.format_result(result),
+            file=sys.stderr if result.unreadable else sys.stdout,
+        )
     return result.exit_code
 
 
@@ -158,8 +212,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     # the process exits once it is, SIGINT and SIGTERM held off from the shutdown on (the result stands), to
     # the process's exit when this is its own command line (called in-process, they are restored after).
     with driver.ray_shutdown_deferred(hold_signals_to_exit=getattr(args, "exits_after", False)):
-        result = driver.run(args.contract, runs_dir=args.runs_dir, address=args.address, resume=args.resume,
-                            quiet=args.quiet, resume_argv=_resume_argv(args), keep_going=args.keep_going)
+        result = driver.run(
+            args.contract,
+            runs_dir=args.runs_dir,
+            address=args.address,
+            resume=args.resume,
+            quiet=args.quiet,
+            resume_argv=_resume_argv(args),
+            keep_going=args.keep_going,
+        )
         print(driver.format_result(result), flush=True)
         return result.exit_code
 
@@ -182,7 +243,6 @@ def _cmd_reeval(args: argparse.Namespace) -> int:
     result = rerun.run_reeval(plan, address=args.address)
     print(terminal_safe(rerun.format_result(result)))
     return result.exit_code
-
 
 
 def _print_json(value) -> None:
@@ -208,7 +268,9 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     timing = None
     if args.pilot:
         timing = plan_pilot.read_pilot(args.pilot, contract.metric.decision_metric).require_timing()
-    summary = plan_estimate.estimate(contract, timing, args.slots or plan_estimate.default_slots(contract))
+    summary = plan_estimate.estimate(
+        contract, timing, args.slots or plan_estimate.default_slots(contract)
+    )
     _print_json(summary) if args.json else print(plan_estimate.format_estimate(summary))
     return EXIT_OK
 
@@ -266,18 +328,24 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _add_audit(sub) -> None:
-    p = sub.add_parser("audit", help="findings, missing evidence and the next control, from a run folder alone")
+    p = sub.add_parser(
+        "audit", help="findings, missing evidence and the next control, from a run folder alone"
+    )
     p.add_argument("run_dir")
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
-    p.add_argument("--next", metavar="FILE", default=None, help="write the next control's contract to FILE")
+    p.add_argument(
+        "--next", metavar="FILE", default=None, help="write the next control's contract to FILE"
+    )
     p.add_argument("--force", action="store_true", help="replace FILE of --next when it exists")
     p.set_defaults(handler=_cmd_audit)
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     if args.next and not args.force and os.path.lexists(args.next):
-        raise UsageError(f"{args.next} exists: it was left as it is (it may be your contract); give another file "
-                         "name for --next, or pass --force to replace it")
+        raise UsageError(
+            f"{args.next} exists: it was left as it is (it may be your contract); give another file "
+            "name for --next, or pass --force to replace it"
+        )
     found = audit.audit_run(args.run_dir)
     print(audit.render_json(found) if args.json else audit.format_audit(found), end="")
     if args.next:
@@ -292,18 +360,30 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _add_promote(sub) -> None:
-    p = sub.add_parser("promote", help="make an accepted arm the baseline of its line of work (or withdraw that)")
+    p = sub.add_parser(
+        "promote", help="make an accepted arm the baseline of its line of work (or withdraw that)"
+    )
     p.add_argument("run_dir", help="a completed run folder")
     p.add_argument("--arm", required=True, help="the accepted arm to promote")
-    p.add_argument("--note", default=None, help="why (kept in the ledger); required with --withdraw")
+    p.add_argument(
+        "--note", default=None, help="why (kept in the ledger); required with --withdraw"
+    )
     p.add_argument("--withdraw", action="store_true", help="withdraw this arm's promotion instead")
-    p.add_argument("--runs-dir", default=None, help="the runs dir whose ledger to write (default: the run's own)")
+    p.add_argument(
+        "--runs-dir",
+        default=None,
+        help="the runs dir whose ledger to write (default: the run's own)",
+    )
     p.set_defaults(handler=_cmd_promote)
 
 
 def _add_log(sub) -> None:
-    p = sub.add_parser("log", help="the lineage: baselines, experiments, decisions, promotions, forking paths")
-    p.add_argument("--runs-dir", default="runs", help="the runs dir whose ledger to read (default: ./runs)")
+    p = sub.add_parser(
+        "log", help="the lineage: baselines, experiments, decisions, promotions, forking paths"
+    )
+    p.add_argument(
+        "--runs-dir", default="runs", help="the runs dir whose ledger to read (default: ./runs)"
+    )
     p.add_argument("--json", action="store_true", help="print the lineage as JSON")
     p.set_defaults(handler=_cmd_log)
 
@@ -327,13 +407,28 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `plan` parser. With `command`, only that subcommand is built when its `_add_<command>`
     exists (argparse spends about a millisecond a subcommand: a tenth of `plan validate`'s margin
     over its imports); anything else gets every subcommand, for help and errors."""
-    parser = argparse.ArgumentParser(prog="plan", description="Plan and run controlled ML training experiments.")
-    parser.add_argument("--debug", action="store_true", help="show the full trace of an internal error")
+    parser = argparse.ArgumentParser(
+        prog="plan", description="Plan and run controlled ML training experiments."
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the full trace of an internal error"
+    )
     parser.add_argument("--version", action="version", version=f"plan (planner) {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    adders = (_add_validate, _add_schema, _add_run, _add_status, _add_report, _add_export,
-              _add_reeval, _add_power, _add_estimate, _add_promote, _add_log,
-              _add_audit)
+    adders = (
+        _add_validate,
+        _add_schema,
+        _add_run,
+        _add_status,
+        _add_report,
+        _add_export,
+        _add_reeval,
+        _add_power,
+        _add_estimate,
+        _add_promote,
+        _add_log,
+        _add_audit,
+    )
     only = [add for add in adders if add.__name__ == f"_add_{command}"]
     for add in only or adders:
         add(sub)
@@ -346,7 +441,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Called with no `argv` (the `plan` command, `python -m planner`) the process ends here (`_exit_now`)."""
     saved = sys.stdout, sys.stderr
     redactor = Redactor.for_run()
-    sys.stdout, sys.stderr = ScrubbedStream(sys.stdout, redactor), ScrubbedStream(sys.stderr, redactor)
+    sys.stdout, sys.stderr = (
+        ScrubbedStream(sys.stdout, redactor),
+        ScrubbedStream(sys.stderr, redactor),
+    )
     try:
         code = _main(argv)
     finally:
@@ -375,13 +473,18 @@ def _exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe or stream: as at an ordinary exit, nothing more to say
+        except (
+            OSError,
+            ValueError,
+        ):  # a closed pipe or stream: as at an ordinary exit, nothing more to say
             pass
     os._exit(code)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    exits_after = argv is None  # the process's own command line (`plan`, `python -m planner`): it exits after
+    exits_after = (
+        argv is None
+    )  # the process's own command line (`plan`, `python -m planner`): it exits after
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
@@ -395,7 +498,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"plan {args.command}: {terminal_safe(str(error))}", file=sys.stderr)
         return error.exit_code
     except BrokenPipeError:  # `plan ... | head`: the reader left; not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit then succeeds
+        os.dup2(
+            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+        )  # Python's flush at exit then succeeds
         return EXIT_OK
     except KeyboardInterrupt:
         print(f"plan {args.command}: interrupted", file=sys.stderr)

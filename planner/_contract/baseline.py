@@ -23,7 +23,9 @@ class ResolvedBaseline:
     """What a baseline reference stands for: the config (None when it could not be read) and where it came from."""
 
     config: dict[str, Any] | None
-    source: dict[str, Any] = field(default_factory=dict)  # run, arm, line, decision, promoted, params, ...
+    source: dict[str, Any] = field(
+        default_factory=dict
+    )  # run, arm, line, decision, promoted, params, ...
     findings: list[Diagnostic] = field(default_factory=list)  # errors P700-P719, warnings P930-P939
 
 
@@ -32,11 +34,24 @@ class Lineage(Protocol):
 
     def resolve_baseline(self, contract: Any, contract_dir: Path) -> ResolvedBaseline: ...
 
-    def check(self, contract: Any, configs: dict[str, dict[str, Any]], contract_dir: Path) -> list[Diagnostic]: ...
+    def check(
+        self, contract: Any, configs: dict[str, dict[str, Any]], contract_dir: Path
+    ) -> list[Diagnostic]: ...
 
 
-def finding(code: str, message: str, hint: str = "", *, path: tuple[Any, ...] = ("baseline",),
-            severity: str = "error") -> Diagnostic:
+def finding(
+    code: str,
+    message: str,
+    hint: str = "",
+    *,
+    path: tuple[Any, ...] = ("baseline",),
+    severity: str = "error",
+) -> Diagnostic:
     """A Diagnostic about the contract node at `path`, to be placed by validate."""
-    return Diagnostic(code=code, severity=severity, message=message, hint=hint,  # type: ignore[arg-type]
-                      path=".".join(str(p) for p in path))
+    return Diagnostic(
+        code=code,
+        severity=severity,
+        message=message,
+        hint=hint,  # type: ignore[arg-type]
+        path=".".join(str(p) for p in path),
+    )

@@ -35,7 +35,11 @@ shlex = lazy_import("shlex")  # a `command:` line's words: a `trainable:` contra
 
 HELP_TIMEOUT_S = 5.0
 HELP_GRACE_S = 2.0  # from SIGTERM to SIGKILL, for what the script left running once it ends
-SWITCH, VALUE, OPTIONAL = "switch", "value", "optional"  # takes no value; takes one or more; takes one or none
+SWITCH, VALUE, OPTIONAL = (
+    "switch",
+    "value",
+    "optional",
+)  # takes no value; takes one or more; takes one or none
 
 _OPTION_LINE = re.compile(r"^\s{1,8}(-\S.*)$")
 
@@ -48,7 +52,9 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
         try:
             argv = shlex.split(command)
         except ValueError as error:  # an unbalanced quote
-            raise CommandFailedError(f"the command {command!r} does not parse: {error}; quote as in a shell") from None
+            raise CommandFailedError(
+                f"the command {command!r} does not parse: {error}; quote as in a shell"
+            ) from None
     else:
         argv = [str(part) for part in command]
     if not argv:
@@ -61,8 +67,11 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
 def flag_leaves(config: dict[str, Any]) -> list[tuple[str, Any]]:
     """The leaves of `config` that become flags, by dotted path: a null, an empty list or an empty mapping
     is left out (the script's own default applies)."""
-    return [(path, value) for path, value in flatten(config).items()
-            if value is not None and value != [] and value != {}]
+    return [
+        (path, value)
+        for path, value in flatten(config).items()
+        if value is not None and value != [] and value != {}
+    ]
 
 
 def unfit_for_flags(value: Any) -> str | None:
@@ -73,8 +82,10 @@ def unfit_for_flags(value: Any) -> str | None:
         if isinstance(item, dict | list):
             return "a list holding mappings or lists, which argparse flags cannot carry"
         if isinstance(item, str) and hydra_calls(item.replace(OUTPUT_DIR, "")):
-            return (f"{item!r}: of Hydra's keys only {OUTPUT_DIR} means something to an argparse script "
-                    "(the trial's output folder)")
+            return (
+                f"{item!r}: of Hydra's keys only {OUTPUT_DIR} means something to an argparse script "
+                "(the trial's output folder)"
+            )
     return None
 
 
@@ -119,12 +130,15 @@ def parse_help(text: str) -> ScriptHelp:
             if not name.startswith("-") or not re.fullmatch(r"-{1,2}[^\s=,]+", name):
                 break  # not an option line after all (a wrapped help text that starts with a dash)
             metavar = metavar.strip()
-            options[name] = SWITCH if not metavar else OPTIONAL if metavar.startswith("[") else VALUE
+            options[name] = (
+                SWITCH if not metavar else OPTIONAL if metavar.startswith("[") else VALUE
+            )
     return ScriptHelp(options)
 
 
-def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HELP_TIMEOUT_S
-              ) -> tuple[ScriptHelp | None, str]:
+def read_help(
+    argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HELP_TIMEOUT_S
+) -> tuple[ScriptHelp | None, str]:
     """(the script's options, "") from running `argv --help`, or (None, why it could not be read).
 
     The script runs under planner's supervisor, as a trial does: whatever it starts (a daemon at its top
@@ -132,10 +146,27 @@ def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HE
     read_end, write_end = os.pipe()
     try:
         done = subprocess.run(
-            [sys.executable, "-P", supervisor.__file__, str(write_end), repr(HELP_GRACE_S), str(os.getpid()), "--",
-             *argv, "--help"], cwd=Path(cwd), capture_output=True, text=True, timeout=timeout_s,
-            stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"}, check=False,
-            pass_fds=(write_end,), start_new_session=True)
+            [
+                sys.executable,
+                "-P",
+                supervisor.__file__,
+                str(write_end),
+                repr(HELP_GRACE_S),
+                str(os.getpid()),
+                "--",
+                *argv,
+                "--help",
+            ],
+            cwd=Path(cwd),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            check=False,
+            pass_fds=(write_end,),
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         return None, f"`{' '.join(argv)} --help` took over {timeout_s:g} s"
     except OSError as error:
@@ -147,7 +178,10 @@ def read_help(argv: Sequence[str], cwd: str | os.PathLike, timeout_s: float = HE
         return None, f"`{' '.join(argv)} --help` did not start: {said['error']}"
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
-        return None, f"`{' '.join(argv)} --help` exited with status {done.returncode} ({last[0][:200]})"
+        return (
+            None,
+            f"`{' '.join(argv)} --help` exited with status {done.returncode} ({last[0][:200]})",
+        )
     found = parse_help(done.stdout)
     if not found.options:
         return None, f"`{' '.join(argv)} --help` printed no argparse options"
@@ -161,7 +195,9 @@ def _drain(fd: int) -> dict:
         os.set_blocking(fd, False)
         while chunk := os.read(fd, 65536):
             data += chunk
-    except BlockingIOError:  # a killed relay's supervisor may still hold the pipe: what is there is enough
+    except (
+        BlockingIOError
+    ):  # a killed relay's supervisor may still hold the pipe: what is there is enough
         pass
     finally:
         os.close(fd)

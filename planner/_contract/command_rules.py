@@ -38,7 +38,9 @@ from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.errors import CommandFailedError
 from planner._core.lazy import lazy_import
 
-difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
+difflib = lazy_import(
+    "difflib"
+)  # the did-you-mean hints: only a contract with a mistake needs them
 
 
 def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
@@ -58,28 +60,49 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         return []
     program = argv[0]
     # a name without a slash is looked for on the PATH only (as the trial's process is started: posix_spawnp)
-    found = (command_dir / program).is_file() if ("/" in program or os.sep in program) else \
-        shutil.which(program) is not None
+    found = (
+        (command_dir / program).is_file()
+        if ("/" in program or os.sep in program)
+        else shutil.which(program) is not None
+    )
     if not found:
         here = "/" not in program and (command_dir / program).is_file()
-        report.add("P532", where, f"the command's program {program!r} is not "
-                                  + (f"on the PATH (it is a file in {command_dir}, but a name without a slash is "
-                                     "looked for on the PATH only)" if here else
-                                     f"on the PATH nor a file in {command_dir}") + ": every trial would fail to start",
-                   f"Write ./{program}." if here else
-                   "Install it, or name it as plan run finds it (an absolute path, or python with the script).")
+        report.add(
+            "P532",
+            where,
+            f"the command's program {program!r} is not "
+            + (
+                f"on the PATH (it is a file in {command_dir}, but a name without a slash is "
+                "looked for on the PATH only)"
+                if here
+                else f"on the PATH nor a file in {command_dir}"
+            )
+            + ": every trial would fail to start",
+            f"Write ./{program}."
+            if here
+            else "Install it, or name it as plan run finds it (an absolute path, or python with the script).",
+        )
         return report.items
     script = script_file(argv)
     if script is not None and not (command_dir / script).is_file():
-        report.add("P532", where, f"the command runs {script!r}, which is not a file in {command_dir} (the folder "
-                                  "the command runs in): every trial would fail at its start",
-                   "Name the script by its path from the contract's folder, or set command.cwd to its folder.")
+        report.add(
+            "P532",
+            where,
+            f"the command runs {script!r}, which is not a file in {command_dir} (the folder "
+            "the command runs in): every trial would fail at its start",
+            "Name the script by its path from the contract's folder, or set command.cwd to its folder.",
+        )
     elif script is not None and _argparse_not_said(contract, command_dir / script, script):
-        report.add("P944", where, f"{script} reads its command line with argparse (an ArgumentParser and its "
-                                  "add_argument calls, no Hydra), but the command passes each trial's config as "
-                                  "Hydra overrides (key=value), which argparse refuses: every trial would fail",
-                   "Write the command as a mapping with `args: argparse` (each config key then goes as "
-                   "--key value), or make the script a Hydra app.", severity="warning")
+        report.add(
+            "P944",
+            where,
+            f"{script} reads its command line with argparse (an ArgumentParser and its "
+            "add_argument calls, no Hydra), but the command passes each trial's config as "
+            "Hydra overrides (key=value), which argparse refuses: every trial would fail",
+            "Write the command as a mapping with `args: argparse` (each config key then goes as "
+            "--key value), or make the script a Hydra app.",
+            severity="warning",
+        )
     return report.items
 
 
@@ -90,7 +113,11 @@ def _argparse_not_said(contract, path: Path, shown: str) -> bool:
     if not isinstance(spec, str) and spec.args == "argparse":
         return False
     tree, _ = script_tree(path, shown)  # read and parsed once, for its options and its imports
-    return tree is not None and options_in_tree(tree, shown)[0] is not None and "hydra" not in top_level_imports(tree)
+    return (
+        tree is not None
+        and options_in_tree(tree, shown)[0] is not None
+        and "hydra" not in top_level_imports(tree)
+    )
 
 
 def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
@@ -100,28 +127,49 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
         return []
     report = _Report(loaded)
     resume_key = spec.checkpoint.resume_key if spec.checkpoint is not None else None
-    keys = [(role, key) for role, key in (("seed_key", spec.seed_key), ("budget_key", spec.budget_key),
-                                          ("resume_key", resume_key)) if key]
+    keys = [
+        (role, key)
+        for role, key in (
+            ("seed_key", spec.seed_key),
+            ("budget_key", spec.budget_key),
+            ("resume_key", resume_key),
+        )
+        if key
+    ]
     if spec.seed_key and spec.seed_key == spec.budget_key:
-        report.add("P524", ("command", "budget_key"), f"seed_key and budget_key are the same key {spec.seed_key!r}",
-                   "Name the config key the app reads its seed from, and the one it reads its epochs or steps from.")
+        report.add(
+            "P524",
+            ("command", "budget_key"),
+            f"seed_key and budget_key are the same key {spec.seed_key!r}",
+            "Name the config key the app reads its seed from, and the one it reads its epochs or steps from.",
+        )
     if resume_key and resume_key in (spec.seed_key, spec.budget_key):
-        report.add("P524", ("command", "checkpoint", "resume_key"),
-                   f"checkpoint.resume_key {resume_key!r} is also the seed_key or budget_key",
-                   "Name the config key the app reads the checkpoint to resume from, like ckpt_path.")
+        report.add(
+            "P524",
+            ("command", "checkpoint", "resume_key"),
+            f"checkpoint.resume_key {resume_key!r} is also the seed_key or budget_key",
+            "Name the config key the app reads the checkpoint to resume from, like ckpt_path.",
+        )
     configs = composed.configs if composed is not None and not composed.problems else {}
     for role, key in keys:
         _check_key(report, contract, configs, role, key)
     if spec.metrics is not None:
         _check_metrics(report, contract, spec.metrics)
     if spec.checkpoint is not None:
-        _check_inside(report, ("command", "checkpoint", "file"), "P528", "checkpoint.file", spec.checkpoint.file,
-                      "like checkpoints/*.ckpt or hf/checkpoint-*")
+        _check_inside(
+            report,
+            ("command", "checkpoint", "file"),
+            "P528",
+            "checkpoint.file",
+            spec.checkpoint.file,
+            "like checkpoints/*.ckpt or hf/checkpoint-*",
+        )
     return report.items
 
 
-def check_flags(contract, loaded: LoadedYaml, composed: ComposedArms | None
-                ) -> tuple[list[Diagnostic], str | None, tuple[ScriptHelp | None, str] | None]:
+def check_flags(
+    contract, loaded: LoadedYaml, composed: ComposedArms | None
+) -> tuple[list[Diagnostic], str | None, tuple[ScriptHelp | None, str] | None]:
     """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), how their names were
     checked, as the summary says it, and what `script_options` answered (None and None for a contract without
     `args: argparse`, or with no configs): `plan run` hands that answer to the trainable, so the script's
@@ -131,12 +179,15 @@ def check_flags(contract, loaded: LoadedYaml, composed: ComposedArms | None
     if spec is None or isinstance(spec, str) or spec.args != "argparse" or not configs:
         return [], None, None
     report = _Report(loaded)
-    how, found = _check_flags(report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent))
+    how, found = _check_flags(
+        report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent)
+    )
     return report.items, how, found
 
 
-def _check_flags(report: _Report, contract, configs: dict[str, dict], command_dir: Path
-                 ) -> tuple[str, tuple[ScriptHelp | None, str]]:
+def _check_flags(
+    report: _Report, contract, configs: dict[str, dict], command_dir: Path
+) -> tuple[str, tuple[ScriptHelp | None, str]]:
     """Every config key a trial passes is a value a flag can carry (P531), and one of the script's options
     (P530), read from its `--help`, else from its source (planner._contract.command_source); else a note
     (P941). Returns how the names were checked, and the options read (or None) with why."""
@@ -146,8 +197,12 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
         for key, value in flag_leaves(config):
             why = unfit_for_flags(value)
             if why is not None and key not in keys:
-                report.add("P531", where, f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
-                           "Give the key a scalar or a list of scalars, or remove it from the contract's config.")
+                report.add(
+                    "P531",
+                    where,
+                    f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                    "Give the key a scalar or a list of scalars, or remove it from the contract's config.",
+                )
             keys.setdefault(key, value)
     if contract.tuning is not None:
         for space in (contract.tuning.space, *contract.tuning.arm_space.values()):
@@ -158,27 +213,47 @@ def _check_flags(report: _Report, contract, configs: dict[str, dict], command_di
     except CommandFailedError as error:
         help, why = None, str(error)
     if help is None:
-        report.add("P941", where, f"the flag names are not checked against the script: {why}",
-                   "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
-                   "after parsing the arguments), or add the options with literal add_argument calls in the "
-                   "script's own file, or check the names yourself: each trial passes --<key>=<value>.",
-                   severity="warning")
+        report.add(
+            "P941",
+            where,
+            f"the flag names are not checked against the script: {why}",
+            "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
+            "after parsing the arguments), or add the options with literal add_argument calls in the "
+            "script's own file, or check the names yourself: each trial passes --<key>=<value>.",
+            severity="warning",
+        )
         return "not checked against its --help (P941)", (None, why)
-    lists = f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
+    lists = (
+        f"{help.read_from} do not add" if help.read_from else "the script's --help does not list"
+    )
     for key, value in keys.items():
         kind = help.kind(key)
         place, on_key = _flag_place(report, contract, key, where)
         if kind is None and not (isinstance(value, bool) and help.negation(key)):
             near = help.near(key)
-            report.add("P530", place, f"config key {key!r} would be passed as --{key}, which {lists}"
-                                      f"{f'; did you mean {near}?' if near else ''}",
-                       "Name the config key as the script's option (without the leading --), or add the option "
-                       "to the script's parser.", key=on_key)
+            report.add(
+                "P530",
+                place,
+                f"config key {key!r} would be passed as --{key}, which {lists}"
+                f"{f'; did you mean {near}?' if near else ''}",
+                "Name the config key as the script's option (without the leading --), or add the option "
+                "to the script's parser.",
+                key=on_key,
+            )
         elif kind == SWITCH and value is not None and not isinstance(value, bool):
-            report.add("P530", place, f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
-                                      "switch that takes no value",
-                       "Give the key true or false, or make the option take a value.", key=on_key)
-    how = f"checked against {help.read_from} ({why})" if help.read_from else "checked against its --help"
+            report.add(
+                "P530",
+                place,
+                f"config key {key!r} holds {_short(value)}, but the script's --{key} is a "
+                "switch that takes no value",
+                "Give the key true or false, or make the option take a value.",
+                key=on_key,
+            )
+    how = (
+        f"checked against {help.read_from} ({why})"
+        if help.read_from
+        else "checked against its --help"
+    )
     return how, (help, why)
 
 
@@ -188,19 +263,23 @@ def _flag_place(report: _Report, contract, key: str, where: tuple) -> tuple[tupl
     tuning, written = contract.tuning, report.loaded.positions
     if tuning is not None and key in tuning.space:
         return ("tuning", "space", key), True
-    for arm, space in (tuning.arm_space.items() if tuning is not None else ()):
+    for arm, space in tuning.arm_space.items() if tuning is not None else ():
         if key in space:
             return ("tuning", "arm_space", arm, key), True
     for depth in range(key.count(".") + 1, 0, -1):  # `optimiser: {lr: 0.1}` or `optimiser.lr: 0.1`
         parts = key.split(".")
-        path = ("config", "values", *parts[:depth - 1], ".".join(parts[depth - 1:]))
+        path = ("config", "values", *parts[: depth - 1], ".".join(parts[depth - 1 :]))
         if path in written:
             return path, True
     return where, False
 
 
 _WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}
-_MISSING = {"seed_key": ("P520", "seed"), "budget_key": ("P521", "trainer.max_epochs"), "resume_key": ("P529", "ckpt_path")}
+_MISSING = {
+    "seed_key": ("P520", "seed"),
+    "budget_key": ("P521", "trainer.max_epochs"),
+    "resume_key": ("P529", "ckpt_path"),
+}
 
 
 def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, key: str) -> None:
@@ -209,57 +288,105 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
     label = f"checkpoint.{role}" if role == "resume_key" else role
     factor = list(contract.factor.keys)
     if _inside(key, factor) or any(_inside(k, [key]) for k in factor):
-        report.add("P522", where, f"command.{label} {key!r} is inside factor.keys {factor}: the planner sets it "
-                                  f"to the trial's {what}, which would overwrite what the arms compare",
-                   f"Point {role} at the key the app reads its {what} from, outside the factor.")
+        report.add(
+            "P522",
+            where,
+            f"command.{label} {key!r} is inside factor.keys {factor}: the planner sets it "
+            f"to the trial's {what}, which would overwrite what the arms compare",
+            f"Point {role} at the key the app reads its {what} from, outside the factor.",
+        )
     tuning = contract.tuning
     if tuning is not None:
-        spaces = [("tuning.space", tuning.space)] + [(f"tuning.arm_space.{arm}", space)
-                                                     for arm, space in tuning.arm_space.items()]
+        spaces = [("tuning.space", tuning.space)] + [
+            (f"tuning.arm_space.{arm}", space) for arm, space in tuning.arm_space.items()
+        ]
         for space_label, space in spaces:
             tuned = [k for k in space if _inside(k, [key]) or _inside(key, [k])]
             if tuned:
-                report.add("P523", where, f"command.{label} {key!r} is tuned in {space_label} ({', '.join(tuned)}): "
-                                          f"the planner sets it to the trial's {what}, so the tuned value is lost",
-                           f"Remove {', '.join(tuned)} from {space_label}, or point {role} at another key.")
+                report.add(
+                    "P523",
+                    where,
+                    f"command.{label} {key!r} is tuned in {space_label} ({', '.join(tuned)}): "
+                    f"the planner sets it to the trial's {what}, so the tuned value is lost",
+                    f"Remove {', '.join(tuned)} from {space_label}, or point {role} at another key.",
+                )
     for arm, config in configs.items():
         value = get_path(config, key)
         if value is MISSING:
             code, like = _MISSING[role]
-            report.add(code, where, f"command.{label} {key!r} is not in arm {arm!r}'s composed config",
-                       f"Use the dotted path of the key the app reads its {what} from (as in the app's config), "
-                       f"like {like}" + (" (null in the config: a fresh start)." if role == "resume_key" else "."))
+            report.add(
+                code,
+                where,
+                f"command.{label} {key!r} is not in arm {arm!r}'s composed config",
+                f"Use the dotted path of the key the app reads its {what} from (as in the app's config), "
+                f"like {like}"
+                + (" (null in the config: a fresh start)." if role == "resume_key" else "."),
+            )
             return
         if role == "resume_key":
             if value is not None and not isinstance(value, str):
-                report.add("P529", where, f"command.checkpoint.resume_key {key!r} holds {_short(value)} in arm "
-                                          f"{arm!r}'s composed config; the planner sets it to a checkpoint's path",
-                           "Point resume_key at a key holding null (a fresh start) or a path.")
+                report.add(
+                    "P529",
+                    where,
+                    f"command.checkpoint.resume_key {key!r} holds {_short(value)} in arm "
+                    f"{arm!r}'s composed config; the planner sets it to a checkpoint's path",
+                    "Point resume_key at a key holding null (a fresh start) or a path.",
+                )
                 return
             continue
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            report.add("P527", where, f"command.{role} {key!r} holds {_short(value)} in arm {arm!r}'s composed "
-                                      f"config; the planner sets it to an integer {what}",
-                       f"Point {role} at a key holding an integer (or null).")
+            report.add(
+                "P527",
+                where,
+                f"command.{role} {key!r} holds {_short(value)} in arm {arm!r}'s composed "
+                f"config; the planner sets it to an integer {what}",
+                f"Point {role} at a key holding an integer (or null).",
+            )
             return
 
 
-def _check_inside(report: _Report, where: tuple[str, ...], code: str, label: str, file: str, like: str) -> None:
-    if PurePosixPath(file).is_absolute() or PureWindowsPath(file).is_absolute() or ".." in PurePosixPath(file).parts:
-        report.add(code, where, f"{label} {file!r} is not inside the trial's Hydra output folder",
-                   f"Give a path or glob relative to the Hydra output folder, {like}.")
+def _check_inside(
+    report: _Report, where: tuple[str, ...], code: str, label: str, file: str, like: str
+) -> None:
+    if (
+        PurePosixPath(file).is_absolute()
+        or PureWindowsPath(file).is_absolute()
+        or ".." in PurePosixPath(file).parts
+    ):
+        report.add(
+            code,
+            where,
+            f"{label} {file!r} is not inside the trial's Hydra output folder",
+            f"Give a path or glob relative to the Hydra output folder, {like}.",
+        )
 
 
 def _check_metrics(report: _Report, contract, metrics) -> None:
-    _check_inside(report, ("command", "metrics", "file"), "P526", "metrics.file", metrics.file,
-                  "like metrics.csv or lightning_logs/version_*/metrics.csv")
+    _check_inside(
+        report,
+        ("command", "metrics", "file"),
+        "P526",
+        "metrics.file",
+        metrics.file,
+        "like metrics.csv or lightning_logs/version_*/metrics.csv",
+    )
     if metrics.heldout_file is not None:
-        _check_inside(report, ("command", "metrics", "heldout_file"), "P526", "metrics.heldout_file",
-                      metrics.heldout_file, "like test_results.json or hf/test_results.json")
+        _check_inside(
+            report,
+            ("command", "metrics", "heldout_file"),
+            "P526",
+            "metrics.heldout_file",
+            metrics.heldout_file,
+            "like test_results.json or hf/test_results.json",
+        )
         if not contract.metric.heldout:
-            report.add("P526", ("command", "metrics", "heldout_file"),
-                       "metrics.heldout_file is read only for the held-out metric, and the contract has no "
-                       "metric.heldout", "Set metric.heldout, or remove metrics.heldout_file.")
+            report.add(
+                "P526",
+                ("command", "metrics", "heldout_file"),
+                "metrics.heldout_file is read only for the held-out metric, and the contract has no "
+                "metric.heldout",
+                "Set metric.heldout, or remove metrics.heldout_file.",
+            )
     if metrics.names:
         wanted = [name for name in (contract.metric.name, contract.metric.heldout) if name]
         for name in wanted:
@@ -267,18 +394,24 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
                 named = [n for n in metrics.names if n not in wanted]
                 close = difflib.get_close_matches(name, named, n=1, cutoff=0.6)
                 field = "metric.name" if name == contract.metric.name else "metric.heldout"
-                report.add("P525", ("command", "metrics", "names"),
-                           f"metrics.names does not say which column holds {name!r}, the contract's "
-                           f"{'metric' if name == contract.metric.name else 'held-out metric'}"
-                           + (f"; it names {close[0]!r}" if close else ""),
-                           (f"Did you mean {field}: {close[0]}? Else add" if close else "Add")
-                           + f" `{name}: <column or key>` to metrics.names.")
+                report.add(
+                    "P525",
+                    ("command", "metrics", "names"),
+                    f"metrics.names does not say which column holds {name!r}, the contract's "
+                    f"{'metric' if name == contract.metric.name else 'held-out metric'}"
+                    + (f"; it names {close[0]!r}" if close else ""),
+                    (f"Did you mean {field}: {close[0]}? Else add" if close else "Add")
+                    + f" `{name}: <column or key>` to metrics.names.",
+                )
     if metrics.format == "csv" and metrics.step == "epoch" and metrics.step_base is None:
-        report.add("P940", ("command", "metrics", "step"),
-                   "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to 1, but "
-                   "Lightning's CSVLogger counts epochs from 0 (its last epoch would fall one short of the budget)",
-                   "Write step_base: 0 when the app's epochs count from 0, or step_base: 1 when they count from 1.",
-                   severity="warning")
+        report.add(
+            "P940",
+            ("command", "metrics", "step"),
+            "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to 1, but "
+            "Lightning's CSVLogger counts epochs from 0 (its last epoch would fall one short of the budget)",
+            "Write step_base: 0 when the app's epochs count from 0, or step_base: 1 when they count from 1.",
+            severity="warning",
+        )
 
 
 def _short(value: Any) -> str:

@@ -32,14 +32,36 @@ from planner._contract.command_help import OPTIONAL, SWITCH, VALUE, ScriptHelp, 
 
 MAX_SCRIPT_BYTES = 1 << 20  # a training script is a few hundred lines
 
-_PARSER_USES = frozenset({
-    "add_argument", "add_argument_group", "add_mutually_exclusive_group", "parse_args", "parse_known_args",
-    "parse_intermixed_args", "parse_known_intermixed_args", "set_defaults", "get_default", "print_help",
-    "print_usage", "format_help", "format_usage", "error", "exit"})
+_PARSER_USES = frozenset(
+    {
+        "add_argument",
+        "add_argument_group",
+        "add_mutually_exclusive_group",
+        "parse_args",
+        "parse_known_args",
+        "parse_intermixed_args",
+        "parse_known_intermixed_args",
+        "set_defaults",
+        "get_default",
+        "print_help",
+        "print_usage",
+        "format_help",
+        "format_usage",
+        "error",
+        "exit",
+    }
+)
 _GROUPS = ("add_argument_group", "add_mutually_exclusive_group")
-_SWITCH_ACTIONS = frozenset({"store_true", "store_false", "store_const", "append_const", "count", "help", "version"})
+_SWITCH_ACTIONS = frozenset(
+    {"store_true", "store_false", "store_const", "append_const", "count", "help", "version"}
+)
 _VALUE_ACTIONS = frozenset({"store", "append", "extend"})
-_NARGS = {"OPTIONAL": "?", "ZERO_OR_MORE": "*", "ONE_OR_MORE": "+", "REMAINDER": "..."}  # argparse's constants
+_NARGS = {
+    "OPTIONAL": "?",
+    "ZERO_OR_MORE": "*",
+    "ONE_OR_MORE": "+",
+    "REMAINDER": "...",
+}  # argparse's constants
 _PYTHON = re.compile(r"python[\d.]*")
 _INTERPRETER_VALUE_OPTIONS = ("-W", "-X")  # python's options that take the next word as their value
 
@@ -52,7 +74,10 @@ def script_options(argv: Sequence[str], cwd: str | os.PathLike) -> tuple[ScriptH
         return found, ""
     script = script_file(argv)
     if script is None:
-        return None, f"{why}, and the command runs no script file whose source could be read instead"
+        return (
+            None,
+            f"{why}, and the command runs no script file whose source could be read instead",
+        )
     found, not_read = options_in_source(Path(cwd) / script, script)
     if found is None:
         return None, f"{why}, and its options cannot be read from {script}: {not_read}"
@@ -121,18 +146,30 @@ def top_level_imports(tree: ast.Module) -> set[str]:
 
 def _called(call: ast.Call) -> str:
     func = call.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else ""
+    )
 
 
 def _options(tree: ast.Module) -> tuple[dict[str, str] | None, str]:
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
     builds = [call for call in calls if _called(call).endswith("ArgumentParser")]
     if len(builds) != 1 or _called(builds[0]) != "ArgumentParser":
-        return None, ("it builds no ArgumentParser" if not builds else f"it builds {len(builds)} argument parsers"
-                      if len(builds) != 1
-                      else f"its parser is a {_called(builds[0])}, not argparse's own (line {builds[0].lineno})")
+        return None, (
+            "it builds no ArgumentParser"
+            if not builds
+            else f"it builds {len(builds)} argument parsers"
+            if len(builds) != 1
+            else f"its parser is a {_called(builds[0])}, not argparse's own (line {builds[0].lineno})"
+        )
     build = builds[0]
-    if len(build.args) > 4 or any(kw.arg in (None, "parents", "prefix_chars") for kw in build.keywords):
+    if len(build.args) > 4 or any(
+        kw.arg in (None, "parents", "prefix_chars") for kw in build.keywords
+    ):
         return None, f"its ArgumentParser(...) takes options from elsewhere (line {build.lineno})"
     why = _parser_used_only_so(tree, build)
     if why:
@@ -156,7 +193,11 @@ def _options(tree: ast.Module) -> tuple[dict[str, str] | None, str]:
 def _parser_used_only_so(tree: ast.Module, build: ast.Call) -> str:
     """Why the parser (or a group of it) may gain options the file does not show, or ""."""
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}
+    functions = {
+        node.name: node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
     names: set[str] = set()
     name = _assigned_name(build, parents)
     if name is None:
@@ -187,24 +228,37 @@ class _Uses:
         return None
 
     def results_of(self, function: str) -> list[ast.Call]:
-        return [node for node in self.parents if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == function]
+        return [
+            node
+            for node in self.parents
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == function
+        ]
 
 
 def _assigned_name(call: ast.AST, parents: dict) -> str | None:
     """The plain name `call`'s value is assigned to (`x = call`), or None."""
     assigned = parents.get(call)
-    if isinstance(assigned, ast.Assign) and len(assigned.targets) == 1 and isinstance(assigned.targets[0], ast.Name):
+    if (
+        isinstance(assigned, ast.Assign)
+        and len(assigned.targets) == 1
+        and isinstance(assigned.targets[0], ast.Name)
+    ):
         return assigned.targets[0].id
     return None
 
 
 def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
-    """"" when this use of the parser `node` adds no option unseen: a group of it, a parameter it is handed to
+    """ "" when this use of the parser `node` adds no option unseen: a group of it, a parameter it is handed to
     and a name a function returning it is assigned to join `names`, to be held to the same uses."""
     parents, functions = uses.parents, uses.functions
     parent = parents.get(node)
-    if isinstance(parent, ast.Attribute) and parent.attr in _PARSER_USES and isinstance(parents.get(parent), ast.Call):
+    if (
+        isinstance(parent, ast.Attribute)
+        and parent.attr in _PARSER_USES
+        and isinstance(parents.get(parent), ast.Call)
+    ):
         call = parents[parent]
         if parent.attr in _GROUPS and not isinstance(parents.get(call), ast.Expr):
             group = _assigned_name(call, parents)
@@ -218,8 +272,11 @@ def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
         function = uses.enclosing(parent)
         for call in uses.results_of(function) if function else []:
             used = parents.get(call)
-            if isinstance(used, ast.Expr) or (isinstance(used, ast.Attribute) and used.attr in _PARSER_USES
-                                              and used.attr not in _GROUPS):  # build().parse_args()
+            if isinstance(used, ast.Expr) or (
+                isinstance(used, ast.Attribute)
+                and used.attr in _PARSER_USES
+                and used.attr not in _GROUPS
+            ):  # build().parse_args()
                 continue
             name = _assigned_name(call, parents)
             if name is None:
@@ -230,7 +287,11 @@ def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
         parent, keyword = parents.get(parent), parent.arg
     else:
         keyword = None
-    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in functions:
+    if (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in functions
+    ):
         params = functions[parent.func.id].args
         positional = [*params.posonlyargs, *params.args]
         if keyword is not None:
@@ -255,11 +316,16 @@ def _literal(node: ast.AST):
 def _added(call: ast.Call) -> tuple[dict[str, str] | None, str]:
     """The options one `add_argument` call adds, with their kinds, or (None, why it cannot be read)."""
     line = call.lineno
-    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(kw.arg is None for kw in call.keywords):
+    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(
+        kw.arg is None for kw in call.keywords
+    ):
         return None, f"an add_argument call takes *args or **kwargs (line {line})"
     strings = [_literal(arg) for arg in call.args]
     if not all(isinstance(s, str) for s in strings):
-        return None, f"an add_argument call names an option that is not a literal string (line {line})"
+        return (
+            None,
+            f"an add_argument call names an option that is not a literal string (line {line})",
+        )
     keywords = {kw.arg: kw.value for kw in call.keywords}
     kind, negate = VALUE, False
     if "action" in keywords:
@@ -267,13 +333,20 @@ def _added(call: ast.Call) -> tuple[dict[str, str] | None, str]:
         name = _literal(action)
         if name in _SWITCH_ACTIONS:
             kind = SWITCH
-        elif isinstance(action, ast.Name | ast.Attribute) and _name(action) == "BooleanOptionalAction":
+        elif (
+            isinstance(action, ast.Name | ast.Attribute)
+            and _name(action) == "BooleanOptionalAction"
+        ):
             kind, negate = SWITCH, True
         elif name not in _VALUE_ACTIONS:
             return None, f"an add_argument call has an action of its own (line {line})"
     if kind == VALUE and "nargs" in keywords:
         nargs = keywords["nargs"]
-        value = _NARGS.get(_name(nargs)) if isinstance(nargs, ast.Attribute | ast.Name) else _literal(nargs)
+        value = (
+            _NARGS.get(_name(nargs))
+            if isinstance(nargs, ast.Attribute | ast.Name)
+            else _literal(nargs)
+        )
         if value is None or isinstance(value, bool) or not isinstance(value, int | str):
             return None, f"an add_argument call has an nargs that is not a literal (line {line})"
         kind = OPTIONAL if value in ("?", "*") else SWITCH if value == 0 else VALUE
@@ -287,4 +360,10 @@ def _added(call: ast.Call) -> tuple[dict[str, str] | None, str]:
 
 
 def _name(node: ast.AST) -> str:
-    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else ""
+    )

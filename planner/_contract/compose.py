@@ -62,12 +62,18 @@ from planner._contract.paths import flatten, hydra_calls, is_interpolation, reso
 from planner._core.lazy import lazy_import
 from planner._core.text import file_kind, shown_path
 
-difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
+difflib = lazy_import(
+    "difflib"
+)  # the did-you-mean hints: only a contract with a mistake needs them
 
 MAX_CONFIG_FILES = 2000  # Hydra files read from config.dir (a config dir is dozens)
-MAX_CONFIG_ENTRIES = 20_000  # names listed in the walk of config.dir, files and folders (a link to / stops here)
+MAX_CONFIG_ENTRIES = (
+    20_000  # names listed in the walk of config.dir, files and folders (a link to / stops here)
+)
 MAX_CONFIG_DEPTH = 32  # folders below config.dir (Hydra's groups nest a few deep)
-MAX_CONFIG_BYTES = 1 << 20  # of YAML files, in all: each check parses them, at some 5 s a MiB (a config dir is kilobytes)
+MAX_CONFIG_BYTES = (
+    1 << 20
+)  # of YAML files, in all: each check parses them, at some 5 s a MiB (a config dir is kilobytes)
 
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:
@@ -138,7 +144,9 @@ class _Override:
     index: int
 
 
-def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dict[str, Any] | None = None) -> ComposedArms:
+def compose_arms(
+    contract, contract_dir: str | os.PathLike, baseline_config: dict[str, Any] | None = None
+) -> ComposedArms:
     """Compose every arm of `contract` (baseline first); collect problems, never raise for bad input.
 
     `baseline_config` is the resolved config of a baseline from earlier work (docs/lineage.md): the
@@ -162,21 +170,37 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
             base_dir, found = Path(contract_dir) / base.dir, False
         if not found:
             for arm in [a for a in contract.all_arms if a.name not in result.configs]:
-                result.problems.append(ComposeProblem(
-                    "missing_dir", f"config dir {base.dir!r} does not exist (looked in {base_dir})",
-                    arm.name, "config"))
+                result.problems.append(
+                    ComposeProblem(
+                        "missing_dir",
+                        f"config dir {base.dir!r} does not exist (looked in {base_dir})",
+                        arm.name,
+                        "config",
+                    )
+                )
             return result
-        odd = not_a_config_file(base_dir, base.name)  # one stat: Hydra would wait on a FIFO, read a device forever
+        odd = not_a_config_file(
+            base_dir, base.name
+        )  # one stat: Hydra would wait on a FIFO, read a device forever
         if odd:
             for arm in [a for a in contract.all_arms if a.name not in result.configs]:
-                result.problems.append(ComposeProblem("not_a_file", f"config {base.name!r}: {odd}", arm.name, "config"))
+                result.problems.append(
+                    ComposeProblem("not_a_file", f"config {base.name!r}: {odd}", arm.name, "config")
+                )
             return result
         calls = defaults_resolver_calls(base_dir)
         if calls:
             for arm in contract.all_arms:
-                result.problems += [ComposeProblem(
-                    "resolver", f"{name}'s defaults list calls a resolver ({text!r}); a contract's configs may only "
-                    "reference other keys", arm.name, "config") for name, text in calls]
+                result.problems += [
+                    ComposeProblem(
+                        "resolver",
+                        f"{name}'s defaults list calls a resolver ({text!r}); a contract's configs may only "
+                        "reference other keys",
+                        arm.name,
+                        "config",
+                    )
+                    for name, text in calls
+                ]
             return result
     cache: dict[tuple[str, ...], Any] = {}
     for arm in contract.all_arms:
@@ -184,14 +208,18 @@ def compose_arms(contract, contract_dir: str | os.PathLike, baseline_config: dic
             continue
         overrides = [_Override(t, "config", i) for i, t in enumerate(base.overrides)]
         overrides += [_Override(t, arm.name, i) for i, t in enumerate(arm.overrides)]
-        config, problems = _compose_one(base, base_dir, overrides, arm.name, cache, result, hydra=hydra)
+        config, problems = _compose_one(
+            base, base_dir, overrides, arm.name, cache, result, hydra=hydra
+        )
         result.problems.extend(problems)
         if config is not None:
             result.configs[arm.name], result.raw[arm.name] = config
     return result
 
 
-def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result, *, hydra: bool):
+def _compose_one(
+    base, base_dir: Path | None, overrides: list[_Override], arm: str, cache, result, *, hydra: bool
+):
 
     parser = OverridesParser.create()
     parsed = []
@@ -199,19 +227,42 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     for ov in overrides:
         try:
             (item,) = parser.parse_overrides([ov.text])
-        except Exception as error:  # Hydra raises OverrideParseException (and others) for bad grammar
-            problems.append(ComposeProblem("bad_override", f"override {ov.text!r} does not parse: {_first_line(error)}",
-                                           arm, ov.source, ov.index))
+        except (
+            Exception
+        ) as error:  # Hydra raises OverrideParseException (and others) for bad grammar
+            problems.append(
+                ComposeProblem(
+                    "bad_override",
+                    f"override {ov.text!r} does not parse: {_first_line(error)}",
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
+            )
             continue
         value = item.value() if not item.is_sweep_override() else None
         if _find_resolver_calls([item.key_or_group, value], hydra=hydra):
-            problems.append(ComposeProblem(
-                "resolver", f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like "
-                f"${{model.width}}{_hydra_note(ov.text, hydra)}", arm, ov.source, ov.index))
+            problems.append(
+                ComposeProblem(
+                    "resolver",
+                    f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like "
+                    f"${{model.width}}{_hydra_note(ov.text, hydra)}",
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
+            )
             continue
         if item.is_sweep_override():
-            problems.append(ComposeProblem("bad_override", f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
-                                           arm, ov.source, ov.index))
+            problems.append(
+                ComposeProblem(
+                    "bad_override",
+                    f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
+            )
             continue
         parsed.append((ov, item))
     if problems:
@@ -220,12 +271,25 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     group, value = [], []
     for ov, item in parsed:
         is_group = base_dir is not None and (
-            item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir())
-        if not is_group and "/" in item.key_or_group:  # a group path (hydra/launcher) that config.dir lacks
-            problems.append(ComposeProblem(
-                "bad_override", f"override {ov.text!r} names config group {item.key_or_group!r}, which "
-                + ("config.dir does not have" if base_dir is not None else "an inline config cannot have"),
-                arm, ov.source, ov.index))
+            item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir()
+        )
+        if (
+            not is_group and "/" in item.key_or_group
+        ):  # a group path (hydra/launcher) that config.dir lacks
+            problems.append(
+                ComposeProblem(
+                    "bad_override",
+                    f"override {ov.text!r} names config group {item.key_or_group!r}, which "
+                    + (
+                        "config.dir does not have"
+                        if base_dir is not None
+                        else "an inline config cannot have"
+                    ),
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
+            )
             continue
         (group if is_group else value).append((ov, item))
     if problems:
@@ -241,8 +305,17 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
     if value or base_dir is None:
         try:
             cfg = OmegaConf.create(copy.deepcopy(composed))
-        except Exception as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
-            return None, [ComposeProblem("compose_failed", f"the base config cannot be used: {_first_line(error)}", arm, "config")]
+        except (
+            Exception
+        ) as error:  # a value OmegaConf cannot hold (a YAML date in config.values, ...)
+            return None, [
+                ComposeProblem(
+                    "compose_failed",
+                    f"the base config cannot be used: {_first_line(error)}",
+                    arm,
+                    "config",
+                )
+            ]
         for ov, item in value:
             problem = _apply_value_override(cfg, ov, item, arm)
             if problem:
@@ -254,18 +327,41 @@ def _compose_one(base, base_dir: Path | None, overrides: list[_Override], arm: s
         container = copy.deepcopy(composed)
     bad = _find_resolver_calls(container, hydra=hydra)
     if bad:
-        return None, [ComposeProblem("resolver", f"config key {path!r} calls a resolver ({text!r}); a contract's configs "
-                                     f"may only reference other keys{_hydra_note(text, hydra)}", arm, "config")
-                      for path, text in bad]
+        return None, [
+            ComposeProblem(
+                "resolver",
+                f"config key {path!r} calls a resolver ({text!r}); a contract's configs "
+                f"may only reference other keys{_hydra_note(text, hydra)}",
+                arm,
+                "config",
+            )
+            for path, text in bad
+        ]
     try:  # `${hydra:...}` stays as written: the app's Hydra resolves it when it runs (paths.resolve)
         resolved = resolve(container) if _to_resolve(container) else copy.deepcopy(container)
     except Exception as error:  # an interpolation to a missing key, a ??? value
-        return None, [ComposeProblem("compose_failed", f"the config does not resolve: {_first_line(error)}", arm, "config")]
-    bad = _find_resolver_calls(resolved, hydra=hydra)  # `\${oc.env:X}` resolves to the text of a call: not passed on either
+        return None, [
+            ComposeProblem(
+                "compose_failed",
+                f"the config does not resolve: {_first_line(error)}",
+                arm,
+                "config",
+            )
+        ]
+    bad = _find_resolver_calls(
+        resolved, hydra=hydra
+    )  # `\${oc.env:X}` resolves to the text of a call: not passed on either
     if bad:
-        return None, [ComposeProblem("resolver", f"config key {path!r} resolves to a resolver call ({text!r}); a "
-                                     "contract's configs may only reference other keys", arm, "config")
-                      for path, text in bad]
+        return None, [
+            ComposeProblem(
+                "resolver",
+                f"config key {path!r} resolves to a resolver call ({text!r}); a "
+                "contract's configs may only reference other keys",
+                arm,
+                "config",
+            )
+            for path, text in bad
+        ]
     return (resolved, container), []
 
 
@@ -273,7 +369,10 @@ def _to_resolve(container) -> bool:
     """Whether OmegaConf has anything to do in resolving `container` (an `OmegaConf.to_container` result): a string
     that holds an interpolation (`${`, as OmegaConf tells one) or is the missing value `???`. Without one,
     resolving gives the container back as it is, and is skipped (about 1 ms an arm)."""
-    return any(is_interpolation(value) or value == "???" for value in flatten(container, into_lists=True).values())
+    return any(
+        is_interpolation(value) or value == "???"
+        for value in flatten(container, into_lists=True).values()
+    )
 
 
 def _compose_base(base, base_dir: Path | None, group, arm: str, result):
@@ -294,20 +393,44 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         if odd:  # Hydra passes over what is not a regular file and says "not found": say what it is
             blamed = _missing_option(error, group)
             where = (blamed[0].source, blamed[0].index) if blamed else ("config", None)
-            what = f"override {blamed[0].text!r}" if blamed else f"the defaults list of config {base.name!r}"
+            what = (
+                f"override {blamed[0].text!r}"
+                if blamed
+                else f"the defaults list of config {base.name!r}"
+            )
             return [ComposeProblem("not_a_file", f"{what}: {odd}", arm, *where)]
         missing = _missing_option(error, group)
         if missing is None:
-            return [ComposeProblem("missing_config", f"config {base.name!r} not found in {base_dir}: {_first_line(error)}", arm, "config")]
+            return [
+                ComposeProblem(
+                    "missing_config",
+                    f"config {base.name!r} not found in {base_dir}: {_first_line(error)}",
+                    arm,
+                    "config",
+                )
+            ]
         ov, options = missing
         hint = f"; available: {', '.join(options)}" if options else ""
-        return [ComposeProblem("missing_option", f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
-                               arm, ov.source, ov.index)]
-    except Exception as error:  # ConfigCompositionException, and a zoo of others for bad config files
+        return [
+            ComposeProblem(
+                "missing_option",
+                f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
+                arm,
+                ov.source,
+                ov.index,
+            )
+        ]
+    except (
+        Exception
+    ) as error:  # ConfigCompositionException, and a zoo of others for bad config files
         blamed = _mentioned(error, group)
         where = (blamed.source, blamed.index) if blamed else ("config", None)
         why = yaml_file_error(error) or _first_line(error)
-        return [ComposeProblem("compose_failed", f"Hydra could not compose {base.name!r}: {why}", arm, *where)]
+        return [
+            ComposeProblem(
+                "compose_failed", f"Hydra could not compose {base.name!r}: {why}", arm, *where
+            )
+        ]
     return OmegaConf.to_container(cfg, resolve=False)
 
 
@@ -317,7 +440,9 @@ def not_a_config_file(config_dir: Path, name: str) -> str | None:
     nothing is opened."""
     if not name:
         return None
-    path = config_dir / (name if name.endswith(".yaml") else f"{name}.yaml")  # as Hydra names the file
+    path = config_dir / (
+        name if name.endswith(".yaml") else f"{name}.yaml"
+    )  # as Hydra names the file
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -326,8 +451,10 @@ def not_a_config_file(config_dir: Path, name: str) -> str | None:
         return None
     if stat.S_ISREG(mode):
         return None
-    return (f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only from a "
-            "regular file, and planner opens no other")
+    return (
+        f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only from a "
+        "regular file, and planner opens no other"
+    )
 
 
 def yaml_file_error(error: BaseException) -> str | None:
@@ -353,7 +480,9 @@ def yaml_file_error(error: BaseException) -> str | None:
     return None
 
 
-def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: list[str]) -> dict[str, Any]:
+def compose_without_hydra_node(
+    config_dir: Path, config_name: str, overrides: list[str]
+) -> dict[str, Any]:
     """`hydra.compose(config_name, overrides)` as a plain container, without composing Hydra's own `hydra:` node.
 
     `compose` builds Hydra's own config (about a dozen files and a large structured
@@ -378,8 +507,13 @@ def compose_without_hydra_node(config_dir: Path, config_name: str, overrides: li
         parsed = OverridesParser.create().parse_overrides(overrides=overrides)
         if any(o.is_hydra_override() for o in parsed):
             raise LookupError("an override about Hydra itself")
-        defaults = create_defaults_list(repo=repo, config_name=config_name, overrides_list=parsed,
-                                        prepend_hydra=False, skip_missing=False)
+        defaults = create_defaults_list(
+            repo=repo,
+            config_name=config_name,
+            overrides_list=parsed,
+            prepend_hydra=False,
+            skip_missing=False,
+        )
         cfg = loader._compose_config_from_defaults_list(defaults=defaults.defaults, repo=repo)
         if "hydra" in cfg:
             raise LookupError("a config that sets hydra")
@@ -417,7 +551,9 @@ def _search_path(config_dir: Path):
 
     if importlib.util.find_spec("hydra_plugins") is not None:
         search_path = create_config_search_path(str(config_dir))
-        search_path.config_search_path = [e for e in search_path.config_search_path if e.provider != "hydra"]
+        search_path.config_search_path = [
+            e for e in search_path.config_search_path if e.provider != "hydra"
+        ]
         return search_path
 
     registry = SourcesRegistry.instance()
@@ -445,8 +581,11 @@ def _missing_option(error, group):
     missing_name = getattr(error, "missing_cfg_file", None) or ""
     for ov, item in group:
         value = str(item.value())
-        if missing_name.endswith(f"{item.key_or_group}/{value}") or missing_name == value or (
-                f"{item.key_or_group}/{value}" in str(error)):
+        if (
+            missing_name.endswith(f"{item.key_or_group}/{value}")
+            or missing_name == value
+            or (f"{item.key_or_group}/{value}" in str(error))
+        ):
             return ov, options
     return None
 
@@ -459,24 +598,56 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
             if not exists:
                 near = near_key(cfg, key)
                 hint = f"; did you mean {near!r}?" if near is not None else ""
-                return ComposeProblem("no_such_key", f"override {ov.text!r} deletes {key!r}, which is not in the config{hint}", arm, ov.source, ov.index)
+                return ComposeProblem(
+                    "no_such_key",
+                    f"override {ov.text!r} deletes {key!r}, which is not in the config{hint}",
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
             parent, _, leaf = key.rpartition(".")
             node = OmegaConf.select(cfg, parent) if parent else cfg
             del node[leaf]
             return None
         value = item.value()
         if item.is_add() and exists:
-            return ComposeProblem("bad_override", f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it", arm, ov.source, ov.index)
+            return ComposeProblem(
+                "bad_override",
+                f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it",
+                arm,
+                ov.source,
+                ov.index,
+            )
         if not (item.is_add() or item.is_force_add()) and not exists:
             near = near_key(cfg, key)
-            if near is not None:  # a typo: adding the key would make an arm that changes a key nothing reads
-                return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the "
-                                      f"config; did you mean {near!r}?", arm, ov.source, ov.index)
-            return ComposeProblem("no_such_key", f"override {ov.text!r} changes {key!r}, which is not in the config "
-                                  f"and no key is near it; write '+{ov.text}' to add it", arm, ov.source, ov.index)
+            if (
+                near is not None
+            ):  # a typo: adding the key would make an arm that changes a key nothing reads
+                return ComposeProblem(
+                    "no_such_key",
+                    f"override {ov.text!r} changes {key!r}, which is not in the "
+                    f"config; did you mean {near!r}?",
+                    arm,
+                    ov.source,
+                    ov.index,
+                )
+            return ComposeProblem(
+                "no_such_key",
+                f"override {ov.text!r} changes {key!r}, which is not in the config "
+                f"and no key is near it; write '+{ov.text}' to add it",
+                arm,
+                ov.source,
+                ov.index,
+            )
         OmegaConf.update(cfg, key, value, merge=True, force_add=True)
     except Exception as error:
-        return ComposeProblem("bad_override", f"override {ov.text!r} cannot be applied: {_first_line(error)}", arm, ov.source, ov.index)
+        return ComposeProblem(
+            "bad_override",
+            f"override {ov.text!r} cannot be applied: {_first_line(error)}",
+            arm,
+            ov.source,
+            ov.index,
+        )
     return None
 
 
@@ -493,16 +664,23 @@ def near_path(leaves, key: str) -> str | None:
     (`model.hiden` -> `model.hidden`), or a sibling whose name is the other's initials
     (`optim.learning_rate` <-> `optim.lr`). The one suggestion rule of every "did you mean"."""
     keys = set(leaves)
-    keys |= {".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)}  # groups too
+    keys |= {
+        ".".join(k.split(".")[:i]) for k in list(keys) for i in range(1, k.count(".") + 1)
+    }  # groups too
     keys.discard(key)
     parent, _, name = key.rpartition(".")
-    same_parent = sorted(k for k in keys if k.rpartition(".")[0] == parent)  # a sibling first, then anywhere
+    same_parent = sorted(
+        k for k in keys if k.rpartition(".")[0] == parent
+    )  # a sibling first, then anywhere
     for pool in (same_parent, sorted(keys)):
         found = difflib.get_close_matches(key, pool, n=1, cutoff=0.8)
         if found:
             return found[0]
-    short = [k for k in same_parent if _initials(k.rpartition(".")[2]) == name or _initials(name) == k.rpartition(
-        ".")[2]]
+    short = [
+        k
+        for k in same_parent
+        if _initials(k.rpartition(".")[2]) == name or _initials(name) == k.rpartition(".")[2]
+    ]
     return short[0] if len(short) == 1 else None
 
 
@@ -517,15 +695,20 @@ def _find_resolver_calls(node, *, hydra: bool = False) -> list[tuple[str, str]]:
     (`${hydra:...}` counted only when `hydra` is false)."""
     if isinstance(node, str):
         return [("", node)] if calls_resolver(node, hydra=hydra) else []
-    return [(path, value) for path, value in flatten(node, into_lists=True).items()
-            if isinstance(value, str) and calls_resolver(value, hydra=hydra)]
+    return [
+        (path, value)
+        for path, value in flatten(node, into_lists=True).items()
+        if isinstance(value, str) and calls_resolver(value, hydra=hydra)
+    ]
 
 
 def _hydra_note(text: str, hydra: bool) -> str:
     """Why a `${hydra:...}` the text holds is refused here, or ""."""
     if not hydra and hydra_calls(text):
-        return ("; ${hydra:...} is resolved by a `command:` app's Hydra when it runs, and this contract's "
-                "`trainable:` runs without Hydra")
+        return (
+            "; ${hydra:...} is resolved by a `command:` app's Hydra when it runs, and this contract's "
+            "`trainable:` runs without Hydra"
+        )
     return ""
 
 
@@ -571,7 +754,9 @@ def config_files(base: Path) -> ConfigFiles:
                 except OSError:  # a dangling link: read_config_file passes it by
                     pass
                 if size > MAX_CONFIG_BYTES:
-                    found.cut = f"{MAX_CONFIG_BYTES >> 20} MiB of YAML files (at {shown_path(path)})"
+                    found.cut = (
+                        f"{MAX_CONFIG_BYTES >> 20} MiB of YAML files (at {shown_path(path)})"
+                    )
                     return found
                 found.append(path)
                 if len(found) >= MAX_CONFIG_FILES:
@@ -599,7 +784,9 @@ def _listing(folder: str, listed: int) -> tuple[list[str], list[str], int]:
                 if listed > MAX_CONFIG_ENTRIES:
                     break
                 try:
-                    (dirs if entry.is_dir() else files).append(entry.name)  # a link followed, as Hydra does
+                    (dirs if entry.is_dir() else files).append(
+                        entry.name
+                    )  # a link followed, as Hydra does
                 except OSError:
                     files.append(entry.name)
     except OSError:  # unreadable, or gone
@@ -638,7 +825,10 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra will say what is wrong with it, if it is used
         if isinstance(data, dict) and "defaults" in data:
-            found += [(str(path.relative_to(config_dir)), t) for _, t in _find_resolver_calls(data["defaults"])]
+            found += [
+                (str(path.relative_to(config_dir)), t)
+                for _, t in _find_resolver_calls(data["defaults"])
+            ]
     return found
 
 

@@ -25,23 +25,41 @@ from planner._core.diagnostics import Diagnostic
 from planner._core.redact import Redactor, credentials_in, secret_values
 
 CODE = "P230"
-HINT = ("Pass a credential through the environment instead: export it in the shell that runs plan (an "
-        "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the script; "
-        "planner never records the environment, and records a contract and its configs exactly as they are")
+HINT = (
+    "Pass a credential through the environment instead: export it in the shell that runs plan (an "
+    "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the script; "
+    "planner never records the environment, and records a contract and its configs exactly as they are"
+)
 
 
 def _dotted(path: tuple[Any, ...]) -> str:
-    return Redactor().text(".".join(str(p) for p in path)) or "(the top)"  # a key may itself be a token
+    return (
+        Redactor().text(".".join(str(p) for p in path)) or "(the top)"
+    )  # a key may itself be a token
 
 
-def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLike) -> list[Diagnostic]:
+def check_credentials(
+    contract, loaded, composed, contract_dir: str | os.PathLike
+) -> list[Diagnostic]:
     """Every credential in the contract, its composed configs and its Hydra files, as Diagnostics (P230, P205)."""
     out: list[Diagnostic] = []
 
-    def add(code: str, path: tuple[Any, ...], message: str, hint: str = HINT, severity: str = "error") -> None:
+    def add(
+        code: str, path: tuple[Any, ...], message: str, hint: str = HINT, severity: str = "error"
+    ) -> None:
         line, column = loaded.position(path)
-        out.append(Diagnostic(code=code, severity=severity, message=message, path=".".join(map(str, path)),
-                              file=loaded.file, line=line, column=column, hint=hint))
+        out.append(
+            Diagnostic(
+                code=code,
+                severity=severity,
+                message=message,
+                path=".".join(map(str, path)),
+                file=loaded.file,
+                line=line,
+                column=column,
+                hint=hint,
+            )
+        )
 
     flagged: set[str] = set()
     for path, what in credentials_in(loaded.data):
@@ -54,24 +72,41 @@ def check_credentials(contract, loaded, composed, contract_dir: str | os.PathLik
             arms_of.setdefault((_dotted(path), what), []).append(arm)
     for (key, what), arms in arms_of.items():
         if not any(key == f or f.endswith("." + key) for f in flagged):
-            add(CODE, where_config, f"the composed config of {', '.join(arms)} holds a credential at {key} ({what}); "
-                "a config never holds one")
+            add(
+                CODE,
+                where_config,
+                f"the composed config of {', '.join(arms)} holds a credential at {key} ({what}); "
+                "a config never holds one",
+            )
     config_dir = getattr(contract.config, "dir", None)
     if config_dir:
         base = Path(contract_dir) / config_dir
         for name, path, what, code in hydra_file_findings(base):
             if code == "P907":
-                add(code, ("config", "dir"), f"the walk of config.dir {config_dir!r} stopped at {what}: its files "
+                add(
+                    code,
+                    ("config", "dir"),
+                    f"the walk of config.dir {config_dir!r} stopped at {what}: its files "
                     "past that are not checked for credentials (P230) or resolver calls (P205)",
                     "Keep config.dir to the Hydra configs: move data, outputs and environments out of it, or "
-                    "remove the link to a large folder", severity="warning")
+                    "remove the link to a large folder",
+                    severity="warning",
+                )
             elif code == "P205":
-                add(code, ("config", "dir"), f"{name}: {path} calls a resolver in Hydra's own `hydra:` node; the "
+                add(
+                    code,
+                    ("config", "dir"),
+                    f"{name}: {path} calls a resolver in Hydra's own `hydra:` node; the "
                     "script's Hydra would resolve it (reading the environment into a log file name)",
-                    "Write the value itself in the hydra: node, or leave it out")
+                    "Write the value itself in the hydra: node, or leave it out",
+                )
             else:
-                add(code, ("config", "dir"), f"{name}: {path} holds a credential ({what}); a Hydra config file "
-                    "never holds one")
+                add(
+                    code,
+                    ("config", "dir"),
+                    f"{name}: {path} holds a credential ({what}); a Hydra config file "
+                    "never holds one",
+                )
     return out
 
 
@@ -118,7 +153,9 @@ def _only_hydra_own(text: str) -> bool:
     from planner._contract.compose import resolvers_called
 
     names = resolvers_called(text)
-    return names is not None and all(name in HYDRA_OWN_RESOLVERS for name in names)  # a built name is none
+    return names is not None and all(
+        name in HYDRA_OWN_RESOLVERS for name in names
+    )  # a built name is none
 
 
 def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list[Diagnostic]:
@@ -132,4 +169,7 @@ def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list
     for config in (composed.configs if composed is not None else {}).values():
         values += secret_values(config)
     redactor = Redactor(values)
-    return [replace(d, message=redactor.text(d.message), hint=redactor.text(d.hint)) for d in diagnostics]
+    return [
+        replace(d, message=redactor.text(d.message), hint=redactor.text(d.hint))
+        for d in diagnostics
+    ]

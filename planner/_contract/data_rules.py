@@ -19,38 +19,59 @@ def check_data(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         for i, (a, b) in enumerate(data.independent.pairs):
             where = ("data", "independent", "pairs", i)
             if a == b:
-                report.add("P600", where, f"the pair [{a}, {b}] names the split {a!r} twice",
-                           "A pair is two different splits that must share nothing, like [train, test].")
+                report.add(
+                    "P600",
+                    where,
+                    f"the pair [{a}, {b}] names the split {a!r} twice",
+                    "A pair is two different splits that must share nothing, like [train, test].",
+                )
                 continue
             key = frozenset((a, b))
             if key in seen:
-                report.add("P601", where, f"the pair [{a}, {b}] is listed twice (also at position {seen[key] + 1})",
-                           "List each pair once; [a, b] and [b, a] are the same pair.")
+                report.add(
+                    "P601",
+                    where,
+                    f"the pair [{a}, {b}] is listed twice (also at position {seen[key] + 1})",
+                    "List each pair once; [a, b] and [b, a] are the same pair.",
+                )
             seen.setdefault(key, i)
             named.update((a, b))
         _twice(report, data.independent.by, ("data", "independent", "by"), "P602", "group")
         if data.unit in data.independent.by and data.unit != "unit":
-            report.add("P605", ("data", "unit"), f"data.unit {data.unit!r} is also a name in independent.by",
-                       "independent.by names the ids themselves `unit`; give data.unit a noun for the report, "
-                       "like `image`, that is not a group name.")
+            report.add(
+                "P605",
+                ("data", "unit"),
+                f"data.unit {data.unit!r} is also a name in independent.by",
+                "independent.by names the ids themselves `unit`; give data.unit a noun for the report, "
+                "like `image`, that is not a group name.",
+            )
     _twice(report, data.fixed, ("data", "fixed"), "P603", "split")
     _twice(report, data.require, ("data", "require"), "P604", "split")
     required = set(data.require)
-    for what, names, path in (("independent.pairs", sorted(named), ("data", "independent", "pairs")),
-                              ("fixed", list(data.fixed), ("data", "fixed"))):
+    for what, names, path in (
+        ("independent.pairs", sorted(named), ("data", "independent", "pairs")),
+        ("fixed", list(data.fixed), ("data", "fixed")),
+    ):
         unchecked = [n for n in names if n not in required]
         if unchecked:
-            report.add("P920", path,
-                       f"data.{what} names {', '.join(unchecked)}, not in data.require: a trial that never logs "
-                       f"{'it' if len(unchecked) == 1 else 'them'} passes the check unchecked",
-                       f"Add {', '.join(unchecked)} to data.require, so that a trial without "
-                       f"{'it' if len(unchecked) == 1 else 'them'} is a protocol error.", severity="warning")
+            report.add(
+                "P920",
+                path,
+                f"data.{what} names {', '.join(unchecked)}, not in data.require: a trial that never logs "
+                f"{'it' if len(unchecked) == 1 else 'them'} passes the check unchecked",
+                f"Add {', '.join(unchecked)} to data.require, so that a trial without "
+                f"{'it' if len(unchecked) == 1 else 'them'} is a protocol error.",
+                severity="warning",
+            )
     if not data.matched:
-        report.add("P921", ("data", "matched"),
-                   "data.matched is false: the arms may train and test on different data at the same seed, and "
-                   "the comparison is then not matched",
-                   "Remove `matched: false` unless the factor is the data itself, and say so in the hypothesis.",
-                   severity="warning")
+        report.add(
+            "P921",
+            ("data", "matched"),
+            "data.matched is false: the arms may train and test on different data at the same seed, and "
+            "the comparison is then not matched",
+            "Remove `matched: false` unless the factor is the data itself, and say so in the hypothesis.",
+            severity="warning",
+        )
     return report.items
 
 
@@ -58,6 +79,10 @@ def _twice(report: Any, names: list[str], where: tuple[Any, ...], code: str, wha
     first: dict[str, int] = {}
     for j, name in enumerate(names):
         if name in first:
-            report.add(code, (*where, j), f"the {what} {name!r} is listed twice (also at position {first[name] + 1})",
-                       f"List each {what} once.")
+            report.add(
+                code,
+                (*where, j),
+                f"the {what} {name!r} is listed twice (also at position {first[name] + 1})",
+                f"List each {what} once.",
+            )
         first.setdefault(name, j)

@@ -43,7 +43,8 @@ Path_ = tuple[Any, ...]
 Position = tuple[int, int]
 
 _STANDARD_TAGS = {
-    "tag:yaml.org,2002:" + name for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")
+    "tag:yaml.org,2002:" + name
+    for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")
 }
 
 
@@ -54,7 +55,9 @@ class LoadedYaml:
     data: Any
     file: str
     positions: dict[Path_, Position] = field(default_factory=dict)  # where each value starts
-    key_positions: dict[Path_, Position] = field(default_factory=dict)  # where each mapping key starts
+    key_positions: dict[Path_, Position] = field(
+        default_factory=dict
+    )  # where each mapping key starts
 
     def position(self, path: Path_, key: bool = False) -> Position:
         """Position of `path` (its key when `key` or when the value is a block below the key),
@@ -87,8 +90,12 @@ def format_path(path: Path_) -> str:
     return out
 
 
-def _diag(code: str, message: str, file: str, hint: str = "", line: int = 0, column: int = 0) -> Diagnostic:
-    return Diagnostic(code=code, severity="error", message=message, file=file, line=line, column=column, hint=hint)
+def _diag(
+    code: str, message: str, file: str, hint: str = "", line: int = 0, column: int = 0
+) -> Diagnostic:
+    return Diagnostic(
+        code=code, severity="error", message=message, file=file, line=line, column=column, hint=hint
+    )
 
 
 def read_text(path: str | os.PathLike) -> str:
@@ -97,40 +104,103 @@ def read_text(path: str | os.PathLike) -> str:
     p = Path(path)
     try:
         if p.is_dir():
-            raise ContractFileError([_diag("P001", f"{file} is a folder, not a contract file", file,
-                                           "Name the contract's YAML file.")])
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO opens at once: it is named below
+            raise ContractFileError(
+                [
+                    _diag(
+                        "P001",
+                        f"{file} is a folder, not a contract file",
+                        file,
+                        "Name the contract's YAML file.",
+                    )
+                ]
+            )
+        fd = os.open(
+            p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+        )  # a FIFO opens at once: it is named below
         with os.fdopen(fd, "rb") as handle:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) and not stat.S_ISCHR(info.st_mode):  # /dev/zero: P002 below
-                raise ContractFileError([_diag("P001", f"{file} is not a regular file (a FIFO, a socket...): "
-                                                       "it is not read", file, "Name the contract's YAML file.")])
+            if not stat.S_ISREG(info.st_mode) and not stat.S_ISCHR(
+                info.st_mode
+            ):  # /dev/zero: P002 below
+                raise ContractFileError(
+                    [
+                        _diag(
+                            "P001",
+                            f"{file} is not a regular file (a FIFO, a socket...): it is not read",
+                            file,
+                            "Name the contract's YAML file.",
+                        )
+                    ]
+                )
             size = info.st_size
             if size > MAX_BYTES:
-                raise ContractFileError([_diag(
-                    "P002", f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a contract", file,
-                    "A contract is a short YAML file; put large data elsewhere and name it under data.fingerprint.")])
+                raise ContractFileError(
+                    [
+                        _diag(
+                            "P002",
+                            f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a contract",
+                            file,
+                            "A contract is a short YAML file; put large data elsewhere and name it under data.fingerprint.",
+                        )
+                    ]
+                )
             os.set_blocking(fd, True)
             raw = handle.read(MAX_BYTES + 1)
     except ContractFileError:
         raise
     except FileNotFoundError:
-        raise ContractFileError([_diag("P001", f"no such file: {file}", file, "Check the path.")]) from None
+        raise ContractFileError(
+            [_diag("P001", f"no such file: {file}", file, "Check the path.")]
+        ) from None
     except OSError as error:
-        raise ContractFileError([_diag("P001", f"cannot read {file}: {error.strerror or error}", file,
-                                       "Check the path and its permissions.")]) from None
+        raise ContractFileError(
+            [
+                _diag(
+                    "P001",
+                    f"cannot read {file}: {error.strerror or error}",
+                    file,
+                    "Check the path and its permissions.",
+                )
+            ]
+        ) from None
     if len(raw) > MAX_BYTES:  # it grew while we looked
-        raise ContractFileError([_diag("P002", f"the file is over the {MAX_BYTES:,}-byte limit for a contract", file,
-                                       "A contract is a short YAML file.")])
+        raise ContractFileError(
+            [
+                _diag(
+                    "P002",
+                    f"the file is over the {MAX_BYTES:,}-byte limit for a contract",
+                    file,
+                    "A contract is a short YAML file.",
+                )
+            ]
+        )
     if b"\x00" in raw:
-        raise ContractFileError([_diag("P003", "the file is binary (it contains NUL bytes), not YAML text", file,
-                                       "Name the contract's YAML file.")])
+        raise ContractFileError(
+            [
+                _diag(
+                    "P003",
+                    "the file is binary (it contains NUL bytes), not YAML text",
+                    file,
+                    "Name the contract's YAML file.",
+                )
+            ]
+        )
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        raise ContractFileError([_diag("P003", f"the file is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})",
-                                       file, "Save the contract as UTF-8.", line, 1)]) from None
+        raise ContractFileError(
+            [
+                _diag(
+                    "P003",
+                    f"the file is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})",
+                    file,
+                    "Save the contract as UTF-8.",
+                    line,
+                    1,
+                )
+            ]
+        ) from None
 
 
 def load_yaml(path: str | os.PathLike) -> LoadedYaml:
@@ -144,17 +214,29 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
     loader = None
     try:
         try:
-            if yaml.__with_libyaml__:  # libyaml: check the limits on its event stream, then compose in C
+            if (
+                yaml.__with_libyaml__
+            ):  # libyaml: check the limits on its event stream, then compose in C
                 _check_events(yaml.parse(text, Loader=yaml.CSafeLoader))
                 loader = yaml.CSafeLoader(text)
             else:  # pure Python: the composer checks the limits as it goes
                 loader = _Loader(text)
             node = loader.get_single_node()
         except _LimitError as error:
-            raise ContractError([_diag(error.code, error.message, file, error.hint, *error.position)]) from None
+            raise ContractError(
+                [_diag(error.code, error.message, file, error.hint, *error.position)]
+            ) from None
         except yaml.reader.ReaderError as error:
-            raise ContractFileError([_diag("P003", f"the file is not YAML text: {error.reason} (character {error.character!r})",
-                                           file, "Save the contract as UTF-8 text.")]) from None
+            raise ContractFileError(
+                [
+                    _diag(
+                        "P003",
+                        f"the file is not YAML text: {error.reason} (character {error.character!r})",
+                        file,
+                        "Save the contract as UTF-8 text.",
+                    )
+                ]
+            ) from None
         except yaml.MarkedYAMLError as error:
             mark = error.problem_mark or error.context_mark
             line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
@@ -162,36 +244,88 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
             if error.context and error.problem:
                 problem = f"{error.context}, {error.problem}"
             if "nesting depth" in str(problem):  # libyaml's own limit, deeper than ours
-                raise ContractError([_diag("P007", _TOO_DEEP, file,
-                                           "Flatten the structure.", line, column)]) from None
+                raise ContractError(
+                    [_diag("P007", _TOO_DEEP, file, "Flatten the structure.", line, column)]
+                ) from None
             if "expected a single document" in str(problem):
-                raise ContractError([_diag("P010", "the file holds more than one YAML document", file,
-                                           "Keep one contract per file: remove the extra `---` document.", line, column)]) from None
-            raise ContractError([_diag("P004", f"YAML syntax error: {problem}", file,
-                                       "Fix the YAML at this position (check indentation, quotes and brackets).", line, column)]) from None
+                raise ContractError(
+                    [
+                        _diag(
+                            "P010",
+                            "the file holds more than one YAML document",
+                            file,
+                            "Keep one contract per file: remove the extra `---` document.",
+                            line,
+                            column,
+                        )
+                    ]
+                ) from None
+            raise ContractError(
+                [
+                    _diag(
+                        "P004",
+                        f"YAML syntax error: {problem}",
+                        file,
+                        "Fix the YAML at this position (check indentation, quotes and brackets).",
+                        line,
+                        column,
+                    )
+                ]
+            ) from None
         except yaml.YAMLError as error:
-            raise ContractError([_diag("P004", f"YAML error: {str(error).splitlines()[0]}", file,
-                                       "Fix the YAML syntax.")]) from None
+            raise ContractError(
+                [
+                    _diag(
+                        "P004",
+                        f"YAML error: {str(error).splitlines()[0]}",
+                        file,
+                        "Fix the YAML syntax.",
+                    )
+                ]
+            ) from None
         except RecursionError:
-            raise ContractError([_diag("P007", _TOO_DEEP, file,
-                                       "Flatten the structure.")]) from None
+            raise ContractError(
+                [_diag("P007", _TOO_DEEP, file, "Flatten the structure.")]
+            ) from None
     finally:
         if loader is not None:
             loader.dispose()
 
     if node is None:
-        raise ContractError([_diag("P009", "the file is empty: a contract is a YAML mapping", file,
-                                   "Start from an example in docs/contract.md.", 1, 1)])
+        raise ContractError(
+            [
+                _diag(
+                    "P009",
+                    "the file is empty: a contract is a YAML mapping",
+                    file,
+                    "Start from an example in docs/contract.md.",
+                    1,
+                    1,
+                )
+            ]
+        )
     if not isinstance(node, yaml.MappingNode):
         line, column = _mark(node)
         kind = "a list" if isinstance(node, yaml.SequenceNode) else "a single value"
-        raise ContractError([_diag("P009", f"the top of a contract must be a mapping of keys, not {kind}", file,
-                                   "Write `version: 1`, `name: ...` and the other keys at the top level.", line, column)])
+        raise ContractError(
+            [
+                _diag(
+                    "P009",
+                    f"the top of a contract must be a mapping of keys, not {kind}",
+                    file,
+                    "Write `version: 1`, `name: ...` and the other keys at the top level.",
+                    line,
+                    column,
+                )
+            ]
+        )
     builder = _Builder(loaded)
     try:
         loaded.data = builder.build(node, (), 0)
     except _LimitError as error:
-        raise ContractError([_diag(error.code, error.message, file, error.hint, *error.position)]) from None
+        raise ContractError(
+            [_diag(error.code, error.message, file, error.hint, *error.position)]
+        ) from None
     return loaded
 
 
@@ -210,19 +344,31 @@ class _Limits:
     def alias(self, mark) -> None:
         self.aliases += 1
         if self.aliases > MAX_ALIASES:
-            raise _LimitError("P006", f"the file uses more than {MAX_ALIASES} aliases (*name)",
-                              "Write the values out; a contract needs few or no aliases.", _position(mark))
+            raise _LimitError(
+                "P006",
+                f"the file uses more than {MAX_ALIASES} aliases (*name)",
+                "Write the values out; a contract needs few or no aliases.",
+                _position(mark),
+            )
 
     def value(self, mark, collection: bool) -> None:
         self.values += 1
         if self.values > MAX_NODES:
-            raise _LimitError("P012", f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
-                              "Keep data out of the contract (name data files under data.fingerprint).", _position(mark))
+            raise _LimitError(
+                "P012",
+                f"the file holds more than {MAX_NODES:,} values; a contract is a page of YAML",
+                "Keep data out of the contract (name data files under data.fingerprint).",
+                _position(mark),
+            )
         if collection:
             self.depth += 1
             if self.depth > MAX_DEPTH:
-                raise _LimitError("P007", _TOO_DEEP, "Flatten the structure; a contract is a few levels deep.",
-                                  _position(mark))
+                raise _LimitError(
+                    "P007",
+                    _TOO_DEEP,
+                    "Flatten the structure; a contract is a few levels deep.",
+                    _position(mark),
+                )
 
     def leave(self) -> None:
         self.depth -= 1
@@ -290,49 +436,82 @@ class _Builder:
         self.loaded = loaded
         self.nodes = 0
         self.active: set[int] = set()  # ids of the nodes being built: a repeat is a recursive alias
-        self.constructor = yaml.SafeLoader.__new__(yaml.SafeLoader)  # only for its scalar constructors
+        self.constructor = yaml.SafeLoader.__new__(
+            yaml.SafeLoader
+        )  # only for its scalar constructors
         yaml.constructor.SafeConstructor.__init__(self.constructor)
 
     def build(self, node, path: Path_, depth: int) -> Any:
         yaml = self.yaml
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _LimitError("P006", f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they name)",
-                              "Write the values out instead of nesting aliases.", _mark(node))
+            raise _LimitError(
+                "P006",
+                f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they name)",
+                "Write the values out instead of nesting aliases.",
+                _mark(node),
+            )
         if depth > MAX_DEPTH:
-            raise _LimitError("P007", _TOO_DEEP + " (through aliases)",
-                              "Flatten the structure.", _mark(node))
+            raise _LimitError(
+                "P007", _TOO_DEEP + " (through aliases)", "Flatten the structure.", _mark(node)
+            )
         if node.tag not in _STANDARD_TAGS:
-            raise _LimitError("P005", f"the tag {node.tag!r} is not allowed; a contract uses plain YAML values only",
-                              "Remove the tag (`!name` or `!!type`).", _mark(node))
+            raise _LimitError(
+                "P005",
+                f"the tag {node.tag!r} is not allowed; a contract uses plain YAML values only",
+                "Remove the tag (`!name` or `!!type`).",
+                _mark(node),
+            )
         self.loaded.positions.setdefault(path, _mark(node))
         if isinstance(node, yaml.ScalarNode):
             try:
                 return self.constructor.construct_object(node, deep=True)
             except Exception as error:  # e.g. an int too large, a malformed timestamp
-                raise _LimitError("P004", f"cannot read the value {node.value!r}: {error}",
-                                  "Quote it to make it a string, or fix it.", _mark(node)) from None
+                raise _LimitError(
+                    "P004",
+                    f"cannot read the value {node.value!r}: {error}",
+                    "Quote it to make it a string, or fix it.",
+                    _mark(node),
+                ) from None
         if id(node) in self.active:
-            raise _LimitError("P006", "an alias refers to the node that contains it (a recursive structure)",
-                              "Remove the recursive alias.", _mark(node))
+            raise _LimitError(
+                "P006",
+                "an alias refers to the node that contains it (a recursive structure)",
+                "Remove the recursive alias.",
+                _mark(node),
+            )
         self.active.add(id(node))
         try:
             if isinstance(node, yaml.SequenceNode):
-                return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
+                return [
+                    self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)
+                ]
             out: dict[Any, Any] = {}
             for key_node, value_node in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge":
-                    raise _LimitError("P011", "merge keys (`<<: *name`) are not supported in a contract",
-                                      "Write the keys out.", _mark(key_node))
+                    raise _LimitError(
+                        "P011",
+                        "merge keys (`<<: *name`) are not supported in a contract",
+                        "Write the keys out.",
+                        _mark(key_node),
+                    )
                 if not isinstance(key_node, yaml.ScalarNode):
-                    raise _LimitError("P011", "a mapping key must be a plain value, not a list or mapping",
-                                      "Use a plain name as the key.", _mark(key_node))
+                    raise _LimitError(
+                        "P011",
+                        "a mapping key must be a plain value, not a list or mapping",
+                        "Use a plain name as the key.",
+                        _mark(key_node),
+                    )
                 key = self.build(key_node, (*path, "<key>"), depth + 1)
                 if key in out:
                     first = self.loaded.key_positions.get((*path, key))
                     where = f" (first at line {first[0]})" if first else ""
-                    raise _LimitError("P008", f"duplicate key {key!r}{where}",
-                                      "Keep one of them: YAML would silently use the last.", _mark(key_node))
+                    raise _LimitError(
+                        "P008",
+                        f"duplicate key {key!r}{where}",
+                        "Keep one of them: YAML would silently use the last.",
+                        _mark(key_node),
+                    )
                 self.loaded.key_positions[(*path, key)] = _mark(key_node)
                 out[key] = self.build(value_node, (*path, key), depth + 1)
             self.loaded.positions.pop((*path, "<key>"), None)

@@ -37,15 +37,27 @@ TRAINABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-ArmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+ArmName = Annotated[
+    str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+]
 # Numbers are numbers as YAML wrote them: `"0.01"` or `true` where a number goes is a P102 (an integer is a number)
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
-Count = Annotated[int, Strict()]  # an integer, never a bool (`exposure: true`) or a string (`looks: "2"`)
-SEED_MAX = 2**32 - 1  # numpy's legacy seeding takes 0..2**32-1: a larger seed would be cut modulo 2**32 into another
-SEED_RANGE = (f"0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: a larger or negative seed would be "
-              "cut into that range, into another seed's draws")  # said by validation (P103) and plan reeval --seeds
-Seed = Annotated[int, Strict(), Field(ge=0, le=SEED_MAX)]  # seed's draws, a tuning seed into a confirmation one's
-DottedKey = Annotated[str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")]
+Count = Annotated[
+    int, Strict()
+]  # an integer, never a bool (`exposure: true`) or a string (`looks: "2"`)
+SEED_MAX = (
+    2**32 - 1
+)  # numpy's legacy seeding takes 0..2**32-1: a larger seed would be cut modulo 2**32 into another
+SEED_RANGE = (
+    f"0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: a larger or negative seed would be "
+    "cut into that range, into another seed's draws"
+)  # said by validation (P103) and plan reeval --seeds
+Seed = Annotated[
+    int, Strict(), Field(ge=0, le=SEED_MAX)
+]  # seed's draws, a tuning seed into a confirmation one's
+DottedKey = Annotated[
+    str, StringConstraints(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$")
+]
 
 
 def _no_items() -> list[Any]:
@@ -65,7 +77,9 @@ def parse_memory(text: str | int) -> int:
         return text
     match = _MEMORY.match(str(text))
     if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a memory size: write a number with K, M, G or T, like '2G'")
+        raise ValueError(
+            f"{text!r} is not a memory size: write a number with K, M, G or T, like '2G'"
+        )
     unit = (match.group(2) or "B").upper()[:1]
     factor = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}[unit]
     return int(float(match.group(1)) * factor)
@@ -93,12 +107,18 @@ class ConfigSource(_Model):
     def _exactly_one_source(self) -> "ConfigSource":
         has_dir = self.dir is not None or self.name is not None
         if has_dir and self.values is not None:
-            raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both")
+            raise ValueError(
+                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both"
+            )
         if not has_dir and self.values is None:
-            raise ValueError("give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping)")
+            raise ValueError(
+                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping)"
+            )
         if has_dir and (self.dir is None or self.name is None):
             missing = "name" if self.name is None else "dir"
-            raise ValueError(f"a Hydra config directory needs both `dir` and `name`; `{missing}` is missing")
+            raise ValueError(
+                f"a Hydra config directory needs both `dir` and `name`; `{missing}` is missing"
+            )
         return self
 
 
@@ -134,10 +154,14 @@ class BaselineRef(_Model):
     @model_validator(mode="after")
     def _one_source(self) -> "BaselineRef":
         if (self.from_run is None) == (self.line is None):
-            raise ValueError("a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
-                             "`line` (a line of work), not both")
+            raise ValueError(
+                "a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
+                "`line` (a line of work), not both"
+            )
         if self.from_run is not None and self.arm is None:
-            raise ValueError("`from_run` needs `arm`: the arm of that run whose config becomes the baseline")
+            raise ValueError(
+                "`from_run` needs `arm`: the arm of that run whose config becomes the baseline"
+            )
         if self.line is not None and self.arm is not None:
             raise ValueError("`arm` goes with `from_run`; a `line` names its promoted arm itself")
         if self.name is None:
@@ -151,7 +175,9 @@ class BaselineRef(_Model):
 
 
 def _baseline_kind(value: Any) -> str:
-    if isinstance(value, BaselineRef) or (isinstance(value, dict) and ({"from_run", "line"} & set(value))):
+    if isinstance(value, BaselineRef) or (
+        isinstance(value, dict) and ({"from_run", "line"} & set(value))
+    ):
         return "BaselineRef"
     return "Arm"
 
@@ -186,7 +212,9 @@ class Acceptance(_Model):
     correction: Literal["holm", "bonferroni", "none"] = "holm"
     # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
     # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.
-    rule: Literal["estimate", "margin"] = Field(default="estimate", exclude_if=lambda rule: rule == "estimate")
+    rule: Literal["estimate", "margin"] = Field(
+        default="estimate", exclude_if=lambda rule: rule == "estimate"
+    )
 
 
 class Resources(_Model):
@@ -247,7 +275,9 @@ class Dimension(_Model):
     def _exactly_one_kind(self) -> "Dimension":
         given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
         if len(given) != 1:
-            raise ValueError("a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]")
+            raise ValueError(
+                "a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]"
+            )
         kind = given[0]
         if kind != "choice":
             lo, hi = getattr(self, _KINDS[kind])
@@ -285,7 +315,9 @@ class EarlyStop(_Model):
     def _defaults(self) -> "EarlyStop":
         if self.rule == "none":
             if self.grace is not None or self.reduction_factor is not None:
-                raise ValueError("`grace` and `reduction_factor` only apply with rule asha or median")
+                raise ValueError(
+                    "`grace` and `reduction_factor` only apply with rule asha or median"
+                )
             return self
         if self.rule == "median" and self.reduction_factor is not None:
             raise ValueError("`reduction_factor` only applies with rule asha")
@@ -303,7 +335,9 @@ class Selection(_Model):
     @model_validator(mode="after")
     def _k_with_mean_last_k(self) -> "Selection":
         if self.rule == "mean_last_k" and self.k is None:
-            raise ValueError("selection rule mean_last_k needs `k`, the number of last reports to average")
+            raise ValueError(
+                "selection rule mean_last_k needs `k`, the number of last reports to average"
+            )
         if self.rule == "final" and self.k is not None:
             raise ValueError("`k` only applies with selection rule mean_last_k")
         return self
@@ -370,11 +404,15 @@ class MetricsFile(_Model):
     file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     format: Literal["csv", "jsonl", "hf_trainer_state", "tensorboard"]
     step: Annotated[str, StringConstraints(min_length=1)]
-    names: dict[Annotated[str, StringConstraints(min_length=1)], Annotated[str, StringConstraints(min_length=1)]] = \
-        Field(default_factory=dict)
+    names: dict[
+        Annotated[str, StringConstraints(min_length=1)],
+        Annotated[str, StringConstraints(min_length=1)],
+    ] = Field(default_factory=dict)
     step_base: Literal[0, 1] | None = None  # None: 1, the step column counts exposure from 1
     # a flat JSON results file (a Trainer's save_metrics `test_results.json`), read for metric.heldout at the end
-    heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = None
+    heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = (
+        None
+    )
 
     def columns(self, metric: str, heldout: str | None) -> dict[str, str]:
         """Planner metric name -> the file's column: `names`, else the contract's metrics under their own names."""
@@ -386,8 +424,12 @@ class MetricsFile(_Model):
 class Checkpoint(_Model):
     """Where a command's script saves its checkpoints, the config key it resumes from, what is kept after."""
 
-    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]  # a glob: files or folders
-    resume_key: DottedKey | None = None  # set to the newest checkpoint when a cut-short trial runs again
+    file: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1)
+    ]  # a glob: files or folders
+    resume_key: DottedKey | None = (
+        None  # set to the newest checkpoint when a cut-short trial runs again
+    )
     keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
 
 
@@ -398,11 +440,14 @@ class CommandSpec(_Model):
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
     # it is the default, so a contract without it keeps its hash
-    args: Literal["hydra", "argparse"] = Field(default="hydra", exclude_if=lambda args: args == "hydra")
+    args: Literal["hydra", "argparse"] = Field(
+        default="hydra", exclude_if=lambda args: args == "hydra"
+    )
     # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out
     # of the frozen copy when unset, so a contract without it keeps its hash
     cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(
-        default=None, exclude_if=lambda cwd: cwd is None)
+        default=None, exclude_if=lambda cwd: cwd is None
+    )
     seed_key: DottedKey | None = None
     budget_key: DottedKey | None = None
     metrics: MetricsFile | None = None
@@ -416,15 +461,24 @@ class Contract(_Model):
     name: Name
     hypothesis: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     trainable: Annotated[str, StringConstraints(pattern=TRAINABLE_PATTERN)] | None = None
-    command: Annotated[
-        Annotated[Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)], Tag("line")]
-        | Annotated[CommandSpec, Tag("mapping")],
-        Discriminator(lambda v: "mapping" if isinstance(v, dict | CommandSpec) else "line"),  # one form's errors only
-    ] | None = None
+    command: (
+        Annotated[
+            Annotated[
+                Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)], Tag("line")
+            ]
+            | Annotated[CommandSpec, Tag("mapping")],
+            Discriminator(
+                lambda v: "mapping" if isinstance(v, dict | CommandSpec) else "line"
+            ),  # one form's errors only
+        ]
+        | None
+    ) = None
     config: ConfigSource | None = None  # optional only with a baseline from earlier work
     factor: Factor
-    baseline: Annotated[Annotated[Arm, Tag("Arm")] | Annotated[BaselineRef, Tag("BaselineRef")],
-                        Discriminator(_baseline_kind)]
+    baseline: Annotated[
+        Annotated[Arm, Tag("Arm")] | Annotated[BaselineRef, Tag("BaselineRef")],
+        Discriminator(_baseline_kind),
+    ]
     arms: list[Arm] = Field(min_length=1)
     metric: Metric
     acceptance: Acceptance
@@ -444,13 +498,19 @@ class Contract(_Model):
     @model_validator(mode="after")
     def _one_way_to_train(self) -> "Contract":
         if (self.trainable is None) == (self.command is None):
-            raise ValueError("give exactly one of `trainable: module.path:function` or `command: python train.py ...`")
+            raise ValueError(
+                "give exactly one of `trainable: module.path:function` or `command: python train.py ...`"
+            )
         if self.config is None and not self.baseline_from_earlier_work:
-            raise ValueError("`config` is required (it may be left out only when the baseline comes from a run "
-                             "or a line: the arms then start from the baseline's config)")
+            raise ValueError(
+                "`config` is required (it may be left out only when the baseline comes from a run "
+                "or a line: the arms then start from the baseline's config)"
+            )
         if self.command is not None and self.baseline_from_earlier_work:
-            raise ValueError("a baseline from a run or a line needs `trainable:`; a `command:` receives overrides, "
-                             "and a logged config is not a list of overrides")
+            raise ValueError(
+                "a baseline from a run or a line needs `trainable:`; a `command:` receives overrides, "
+                "and a logged config is not a list of overrides"
+            )
         return self
 
     @property
@@ -493,9 +553,17 @@ class Contract(_Model):
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the contract, for editors (yaml-language-server)."""
     schema = Contract.model_json_schema()
-    baseline = schema["properties"]["baseline"]  # anyOf: `{name: b}` fits both forms; planner tells them apart
-    baseline["anyOf"] = [*baseline.pop("oneOf"), {  # `baseline: NAME`, read by a before-validator
-        "type": "string", "pattern": NAME_PATTERN, "description": "a line of work: shorthand for {line: NAME}"}]
+    baseline = schema["properties"][
+        "baseline"
+    ]  # anyOf: `{name: b}` fits both forms; planner tells them apart
+    baseline["anyOf"] = [
+        *baseline.pop("oneOf"),
+        {  # `baseline: NAME`, read by a before-validator
+            "type": "string",
+            "pattern": NAME_PATTERN,
+            "description": "a line of work: shorthand for {line: NAME}",
+        },
+    ]
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "planner experiment contract, version 1"
     return schema

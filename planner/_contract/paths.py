@@ -30,7 +30,9 @@ from typing import Any
 from planner._core.lazy import lazy_import
 from planner._core.text import yaml_value
 
-omegaconf = lazy_import("omegaconf")  # only apply_params needs it: `plan status` reads contracts without it
+omegaconf = lazy_import(
+    "omegaconf"
+)  # only apply_params needs it: `plan status` reads contracts without it
 
 
 class _Missing:
@@ -46,9 +48,15 @@ def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[
 
     `into_lists`: walk non-empty lists too (`c.0`, `c.1`), to find every scalar of a config.
     """
-    if not prefix and type(config) is dict and not into_lists and all(
-            type(k) is str and k and not (isinstance(v, dict) and v) for k, v in config.items()):
-        return dict(config)  # flat already (a trial's params, 10,000 of them in a report): each leaf its own key
+    if (
+        not prefix
+        and type(config) is dict
+        and not into_lists
+        and all(type(k) is str and k and not (isinstance(v, dict) and v) for k, v in config.items())
+    ):
+        return dict(
+            config
+        )  # flat already (a trial's params, 10,000 of them in a report): each leaf its own key
     if isinstance(config, dict) and config:
         items = [(str(k), v) for k, v in config.items()]
     elif into_lists and isinstance(config, list) and config:
@@ -69,7 +77,9 @@ def is_interpolation(value: Any) -> bool:
 def interpolated_paths(config: Any) -> set[str]:
     """The dotted paths of `config`'s leaves that are interpolations, list items included (`lrs.0`, as
     `config_diff` names them): derived from other keys, not chosen."""
-    return {path for path, value in flatten(config, into_lists=True).items() if is_interpolation(value)}
+    return {
+        path for path, value in flatten(config, into_lists=True).items() if is_interpolation(value)
+    }
 
 
 def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
@@ -97,9 +107,15 @@ def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any,
 
 def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
     """`config_diff` as JSON rows: {path, baseline, arm, change: added|removed|changed}, an absent side None."""
-    return [{"path": path, "baseline": None if a is MISSING else a, "arm": None if b is MISSING else b,
-             "change": "added" if a is MISSING else "removed" if b is MISSING else "changed"}
-            for path, a, b in config_diff(base, other)]
+    return [
+        {
+            "path": path,
+            "baseline": None if a is MISSING else a,
+            "arm": None if b is MISSING else b,
+            "change": "added" if a is MISSING else "removed" if b is MISSING else "changed",
+        }
+        for path, a, b in config_diff(base, other)
+    ]
 
 
 def shown_side(row: dict[str, Any], side: str) -> str:
@@ -108,7 +124,9 @@ def shown_side(row: dict[str, Any], side: str) -> str:
     return "<absent>" if row["change"] == absent else yaml_value(row[side])
 
 
-def apply_params(config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None) -> dict[str, Any]:
+def apply_params(
+    config: dict[str, Any], params: dict[str, Any], raw: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
 
     raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
@@ -169,7 +187,9 @@ def hydra_calls(text: str) -> list[tuple[int, int]] | None:
     while stack:
         node = stack.pop()
         if isinstance(node, Grammar.InterpolationResolverContext):
-            if node.resolverName().getText() != HYDRA_RESOLVER or _inside_interpolation(node, Grammar):
+            if node.resolverName().getText() != HYDRA_RESOLVER or _inside_interpolation(
+                node, Grammar
+            ):
                 return None
             arguments = node.sequence()
             if arguments is not None and "${" in arguments.getText():
@@ -183,7 +203,9 @@ def hydra_calls(text: str) -> list[tuple[int, int]] | None:
 def _inside_interpolation(node: Any, grammar: Any) -> bool:
     parent = node.parentCtx
     while parent is not None:
-        if isinstance(parent, grammar.InterpolationResolverContext | grammar.InterpolationNodeContext):
+        if isinstance(
+            parent, grammar.InterpolationResolverContext | grammar.InterpolationNodeContext
+        ):
             return True
         parent = parent.parentCtx
     return False

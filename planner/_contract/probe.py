@@ -23,7 +23,9 @@ from pathlib import Path
 
 from planner._core.lazy import lazy_import
 
-difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
+difflib = lazy_import(
+    "difflib"
+)  # the did-you-mean hints: only a contract with a mistake needs them
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,9 @@ class TrainableProbe:
     error: str | None = None
     close: str | None = None
     near: tuple[str, str] | None = None  # (the module's file, the folder to run from)
-    names: frozenset[str] = frozenset()  # every name the module's code uses (globals, attributes), when found
+    names: frozenset[str] = (
+        frozenset()
+    )  # every name the module's code uses (globals, attributes), when found
 
 
 def probe_trainable(trainable: str, contract_dir: Path) -> TrainableProbe:
@@ -68,7 +72,11 @@ def probe_trainable(trainable: str, contract_dir: Path) -> TrainableProbe:
             if name == "planner" or name.startswith("planner."):
                 continue  # the planner's own modules stay: one copy of each class
             origin = getattr(sys.modules[name], "__file__", None) or ""
-            if origin and any(_is_under(origin, root) for root in roots) and "site-packages" not in origin:
+            if (
+                origin
+                and any(_is_under(origin, root) for root in roots)
+                and "site-packages" not in origin
+            ):
                 del sys.modules[name]
         importlib.invalidate_caches()
 
@@ -95,15 +103,23 @@ def _probe(module_name: str, function: str, contract_dir: Path, facts: dict) -> 
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        return TrainableProbe(**facts, outcome="module_raised", origin=spec.origin, error=_exc(error))
+        return TrainableProbe(
+            **facts, outcome="module_raised", origin=spec.origin, error=_exc(error)
+        )
     target = getattr(module, function, None)
     if target is None:
-        names = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        names = [
+            n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))
+        ]
         close = difflib.get_close_matches(function, names, n=1)
-        return TrainableProbe(**facts, outcome="no_function", origin=spec.origin, close=close[0] if close else None)
+        return TrainableProbe(
+            **facts, outcome="no_function", origin=spec.origin, close=close[0] if close else None
+        )
     if not callable(target):
         return TrainableProbe(**facts, outcome="not_callable", origin=spec.origin)
-    return TrainableProbe(**facts, outcome="found", origin=spec.origin, names=_code_names(spec.origin))
+    return TrainableProbe(
+        **facts, outcome="found", origin=spec.origin, names=_code_names(spec.origin)
+    )
 
 
 def _code_names(origin: str) -> frozenset[str]:

@@ -26,14 +26,25 @@ from planner._contract.model import SEED_RANGE, Contract
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.lazy import lazy_import
 
-difflib = lazy_import("difflib")  # the did-you-mean hints: only a contract with a mistake needs them
+difflib = lazy_import(
+    "difflib"
+)  # the did-you-mean hints: only a contract with a mistake needs them
 
 _TYPE_WORDS = {
-    "string_type": "a string", "int_type": "an integer", "int_parsing": "an integer",
-    "int_from_float": "an integer", "float_type": "a number", "float_parsing": "a number",
-    "bool_type": "true or false", "bool_parsing": "true or false", "list_type": "a list",
-    "tuple_type": "a list", "dict_type": "a mapping", "model_type": "a mapping",
-    "model_attributes_type": "a mapping", "none_required": "null",
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "list_type": "a list",
+    "tuple_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "none_required": "null",
 }
 
 _PATTERN_HINTS = {
@@ -48,11 +59,16 @@ def schema_diagnostics(errors: list[dict[str, Any]], loaded: LoadedYaml) -> list
     for error in errors:
         path, on_key = _data_path(error, loaded.data)
         grouped.setdefault((path, on_key), []).append(error)
-    found = [(path, _diagnostic(path, on_key, errs, loaded)) for (path, on_key), errs in grouped.items()]
+    found = [
+        (path, _diagnostic(path, on_key, errs, loaded)) for (path, on_key), errs in grouped.items()
+    ]
     # a missing key that an unknown key at the same level is a typo of: report the typo only
     suggested = {(path[:-1], d.hint) for path, d in found if d.code == "P100"}
-    return [d for path, d in found
-            if not (d.code == "P101" and (path[:-1], f"Did you mean `{path[-1]}`?") in suggested)]
+    return [
+        d
+        for path, d in found
+        if not (d.code == "P101" and (path[:-1], f"Did you mean `{path[-1]}`?") in suggested)
+    ]
 
 
 def _data_path(error: dict[str, Any], data: Any) -> tuple[tuple[Any, ...], bool]:
@@ -76,7 +92,9 @@ def _data_path(error: dict[str, Any], data: Any) -> tuple[tuple[Any, ...], bool]
     return tuple(path), error["type"] == "extra_forbidden"
 
 
-def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]], loaded: LoadedYaml) -> Diagnostic:
+def _diagnostic(
+    path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]], loaded: LoadedYaml
+) -> Diagnostic:
     error = errs[0]
     kind = error["type"]
     where = format_path(path) or "the contract"
@@ -99,12 +117,21 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         parent = format_path(path[:-1])
         message = f"missing required key {leaf!r}" + (f" in {parent}" if parent else "")
         hint = f"Add `{leaf}:`" + (f" under `{parent}`." if parent else " at the top level.")
-    elif kind == "finite_number" or (kind == "value_error" and "is not a finite number" in error["msg"]) or (
-            kind == "int_type" and isinstance(error.get("input"), float) and not math.isfinite(error["input"])):
+    elif (
+        kind == "finite_number"
+        or (kind == "value_error" and "is not a finite number" in error["msg"])
+        or (
+            kind == "int_type"
+            and isinstance(error.get("input"), float)
+            and not math.isfinite(error["input"])
+        )
+    ):
         code = "P420"
         message = f"{where} is {short_repr(error.get('input'))}, not a finite number"
         hint = "Write a finite number here (.inf and .nan are YAML's infinity and not-a-number)."
-    elif kind == "value_error" and isinstance(error.get("input"), dict):  # a model's own check across its fields
+    elif kind == "value_error" and isinstance(
+        error.get("input"), dict
+    ):  # a model's own check across its fields
         code = "P104"
         message = f"{where}: {_strip_value_error(error['msg'])}"
         hint = "Change the fields as the message says."
@@ -120,17 +147,28 @@ def _diagnostic(path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]],
         message = f"{where}: {error['msg']} (got {short_repr(error.get('input'))})"
         hint = _range_hint(error, leaf)
         if path == ("seeds",) and kind == "too_short":
-            code, hint = "P401", "Give at least 2 distinct confirmation seeds (5 or more is better)."
+            code, hint = (
+                "P401",
+                "Give at least 2 distinct confirmation seeds (5 or more is better).",
+            )
         elif path == ("trainable",) and kind == "string_pattern_mismatch":
             code = "P500"
-    return Diagnostic(code=code, severity="error", message=message, path=format_path(path),
-                      file=loaded.file, line=line, column=column, hint=hint)
+    return Diagnostic(
+        code=code,
+        severity="error",
+        message=message,
+        path=format_path(path),
+        file=loaded.file,
+        line=line,
+        column=column,
+        hint=hint,
+    )
 
 
 def _strip_value_error(msg: str) -> str:
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
-            return msg[len(prefix):]
+            return msg[len(prefix) :]
     return msg
 
 
@@ -140,9 +178,18 @@ def _range_hint(error: dict[str, Any], leaf: Any) -> str:
     if kind == "literal_error":
         return f"Use one of {ctx.get('expected')}."
     if kind == "string_pattern_mismatch":
-        return _PATTERN_HINTS.get(str(leaf), "Write a dotted config path like `optimizer.lr` or a plain name.")
-    bounds = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
-    if kind in bounds and (leaf == "seed" or (isinstance(leaf, int) and error["loc"][-2:-1] == ("seeds",))):
+        return _PATTERN_HINTS.get(
+            str(leaf), "Write a dotted config path like `optimizer.lr` or a plain name."
+        )
+    bounds = {
+        "greater_than": ">",
+        "greater_than_equal": ">=",
+        "less_than": "<",
+        "less_than_equal": "<=",
+    }
+    if kind in bounds and (
+        leaf == "seed" or (isinstance(leaf, int) and error["loc"][-2:-1] == ("seeds",))
+    ):
         return f"A seed is a whole number from {SEED_RANGE}."
     if kind in bounds:
         limit = next(iter(ctx.values()), "")

@@ -46,10 +46,16 @@ class LoadedContract:
     path: Path
     positions: LoadedYaml
     configs: dict[str, dict[str, Any]]  # arm name -> composed effective config (baseline included)
-    raw_configs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the same, interpolations unresolved
+    raw_configs: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # the same, interpolations unresolved
     warnings: list[Diagnostic] = field(default_factory=list)
-    baseline_source: dict[str, Any] | None = None  # where a baseline from earlier work came from (docs/lineage.md)
-    command_flags: str | None = None  # `args: argparse`: how the flags' names were checked ("checked against ...")
+    baseline_source: dict[str, Any] | None = (
+        None  # where a baseline from earlier work came from (docs/lineage.md)
+    )
+    command_flags: str | None = (
+        None  # `args: argparse`: how the flags' names were checked ("checked against ...")
+    )
     # `args: argparse`: the script's options the check read (or None) and why, for the trainable (read once)
     script_options: tuple[Any, str] | None = None
 
@@ -77,7 +83,11 @@ class ValidationResult:
         return EXIT_USAGE if self.unreadable else (EXIT_OK if self.valid else EXIT_INVALID)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"valid": self.valid, "diagnostics": [d.as_dict() for d in self.diagnostics], "summary": self.summary}
+        return {
+            "valid": self.valid,
+            "diagnostics": [d.as_dict() for d in self.diagnostics],
+            "summary": self.summary,
+        }
 
 
 def load_contract(path: str | os.PathLike, lineage: Lineage | None = None) -> LoadedContract:
@@ -94,7 +104,9 @@ def load_contract(path: str | os.PathLike, lineage: Lineage | None = None) -> Lo
     return result.loaded
 
 
-def validate(path: str | os.PathLike, strict: bool = False, lineage: Lineage | None = None) -> ValidationResult:
+def validate(
+    path: str | os.PathLike, strict: bool = False, lineage: Lineage | None = None
+) -> ValidationResult:
     """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is valid.
 
     `lineage` (planner._contract.baseline.Lineage) resolves a baseline from a run or a line and checks
@@ -122,11 +134,14 @@ def _as_error(d: Diagnostic) -> Diagnostic:
     if d.severity == "error":
         return d
 
-    return replace(d, severity="error", message=d.message + " (a warning, made an error by --strict)")
+    return replace(
+        d, severity="error", message=d.message + " (a warning, made an error by --strict)"
+    )
 
 
-def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
-                  ) -> tuple[list[Diagnostic], LoadedContract | None]:
+def _check_loaded(
+    loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
+) -> tuple[list[Diagnostic], LoadedContract | None]:
 
     try:
         contract = Contract.model_validate(loaded.data)
@@ -141,11 +156,15 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     if resolved is not None and resolved.config is None:
         pass  # the baseline could not be read: nothing to compose against (the findings say why)
     elif not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
-        composed = compose_arms(contract, contract_dir, None if resolved is None else resolved.config)
+        composed = compose_arms(
+            contract, contract_dir, None if resolved is None else resolved.config
+        )
         diagnostics += _check.compose_diagnostics(contract, loaded, composed.problems)
         if not composed.problems:
             diagnostics += _check.check_matching(contract, loaded, composed)
-    probe = None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
+    probe = (
+        None if contract.trainable is None else probe_trainable(contract.trainable, contract_dir)
+    )
     diagnostics += _check.check_trainable(contract, loaded, probe)
     flags = options = None
     if contract.command is not None:
@@ -155,8 +174,9 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
         diagnostics += found
     from planner._contract.credentials import check_credentials, without_credentials
 
-    diagnostics = without_credentials(diagnostics + check_credentials(contract, loaded, composed, contract_dir),
-                                      loaded, composed)
+    diagnostics = without_credentials(
+        diagnostics + check_credentials(contract, loaded, composed, contract_dir), loaded, composed
+    )
     diagnostics += _check.check_warnings(contract, loaded, composed)
 
     diagnostics += check_data(contract, loaded)
@@ -165,19 +185,35 @@ def _check_loaded(loaded: LoadedYaml, path: Path, lineage: Lineage | None = None
     if lineage is not None and configs and not errors(diagnostics):
         diagnostics += [_placed(d, loaded) for d in lineage.check(contract, configs, contract_dir)]
     raw = composed.raw if composed is not None and not composed.problems else {}
-    return diagnostics, LoadedContract(contract, path, loaded, configs, raw_configs=raw,
-                                       baseline_source=None if resolved is None else resolved.source,
-                                       command_flags=flags, script_options=options)
+    return diagnostics, LoadedContract(
+        contract,
+        path,
+        loaded,
+        configs,
+        raw_configs=raw,
+        baseline_source=None if resolved is None else resolved.source,
+        command_flags=flags,
+        script_options=options,
+    )
 
 
-def _resolve_baseline(contract, contract_dir: Path, lineage: Lineage | None) -> ResolvedBaseline | None:
+def _resolve_baseline(
+    contract, contract_dir: Path, lineage: Lineage | None
+) -> ResolvedBaseline | None:
     """The baseline from earlier work, resolved by the caller's `lineage`; None for a baseline of the contract's own."""
     if not contract.baseline_from_earlier_work:
         return None
     if lineage is None:
-        return ResolvedBaseline(None, findings=[finding(
-            "P700", "the baseline comes from a run or a line, which this caller cannot read",
-            "Validate it with `plan validate` (or pass a lineage to validate()).")])
+        return ResolvedBaseline(
+            None,
+            findings=[
+                finding(
+                    "P700",
+                    "the baseline comes from a run or a line, which this caller cannot read",
+                    "Validate it with `plan validate` (or pass a lineage to validate()).",
+                )
+            ],
+        )
     return lineage.resolve_baseline(contract, contract_dir)
 
 
@@ -195,15 +231,26 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
     arms = []
     for arm in contract.all_arms:
         diff = [] if arm is contract.baseline else diff_rows(base, loaded.configs[arm.name])
-        arms.append({"name": arm.name, "baseline": arm is contract.baseline, "overrides": list(arm.overrides), "diff": diff})
+        arms.append(
+            {
+                "name": arm.name,
+                "baseline": arm is contract.baseline,
+                "overrides": list(arm.overrides),
+                "diff": diff,
+            }
+        )
     planned = planned_trials(contract)
     budget = contract.budget
     return {
         "name": contract.name,
         "hypothesis": contract.hypothesis,
         "factor": {"name": contract.factor.name, "keys": list(contract.factor.keys)},
-        "metric": {"name": contract.metric.name, "mode": contract.metric.mode,
-                   "decision": contract.metric.decision_metric, "decision_mode": contract.metric.decision_mode},
+        "metric": {
+            "name": contract.metric.name,
+            "mode": contract.metric.mode,
+            "decision": contract.metric.decision_metric,
+            "decision_mode": contract.metric.decision_mode,
+        },
         "arms": arms,
         "planned_trials": planned,
         "budget": {
@@ -228,33 +275,57 @@ def _command_summary(contract, flags: str | None = None) -> dict[str, Any] | Non
     if spec is None:
         return None
     metrics = spec.metrics
-    return {"run": spec.run, "args": spec.args, "flags": flags, "seed_key": spec.seed_key, "budget_key": spec.budget_key,
-            "metrics": None if metrics is None else {
-                "file": metrics.file, "format": metrics.format, "step": metrics.step,
-                "step_base": 1 if metrics.step_base is None else metrics.step_base,
-                "names": metrics.columns(contract.metric.name, contract.metric.heldout)},
-            "checkpoint": None if spec.checkpoint is None else spec.checkpoint.model_dump()}
+    return {
+        "run": spec.run,
+        "args": spec.args,
+        "flags": flags,
+        "seed_key": spec.seed_key,
+        "budget_key": spec.budget_key,
+        "metrics": None
+        if metrics is None
+        else {
+            "file": metrics.file,
+            "format": metrics.format,
+            "step": metrics.step,
+            "step_base": 1 if metrics.step_base is None else metrics.step_base,
+            "names": metrics.columns(contract.metric.name, contract.metric.heldout),
+        },
+        "checkpoint": None if spec.checkpoint is None else spec.checkpoint.model_dump(),
+    }
 
 
 def _command_lines(command: dict[str, Any]) -> list[str]:
     seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
-    budget = f"exposure -> {command['budget_key']}" if command["budget_key"] else "exposure from PLANNER_BUDGET"
+    budget = (
+        f"exposure -> {command['budget_key']}"
+        if command["budget_key"]
+        else "exposure from PLANNER_BUDGET"
+    )
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
     if command.get("args") == "argparse":
-        lines.append(f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}")
+        lines.append(
+            f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}"
+        )
     metrics = command["metrics"]
     if metrics is None:
         lines.append("           metrics from planner.report")
     else:
         base = ", from 0" if metrics["step_base"] == 0 else ""
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
-        lines.append(f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
-                     f"{names})")
+        lines.append(
+            f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+            f"{names})"
+        )
     checkpoint = command.get("checkpoint")
     if checkpoint:
-        resume = (f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
-                  if checkpoint["resume_key"] else "not passed to the script")
-        lines.append(f"           checkpoints {checkpoint['file']} ({resume}; keep {checkpoint['keep']})")
+        resume = (
+            f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
+            if checkpoint["resume_key"]
+            else "not passed to the script"
+        )
+        lines.append(
+            f"           checkpoints {checkpoint['file']} ({resume}; keep {checkpoint['keep']})"
+        )
     return lines
 
 
@@ -274,9 +345,15 @@ def format_result(result: ValidationResult) -> str:
     lines.append(f"{result.file}: valid contract {summary['name']!r}{noted}")
     lines.append(f"  factor   {factor['name']} (keys: {', '.join(factor['keys'])})")
     metric = summary["metric"]
-    decision = "" if metric["decision"] == metric["name"] else (
-        f", decided on {metric['decision']}" if metric.get("decision_mode", metric["mode"]) == metric["mode"]
-        else f"; decided on {metric['decision']}, {metric['decision_mode']}")
+    decision = (
+        ""
+        if metric["decision"] == metric["name"]
+        else (
+            f", decided on {metric['decision']}"
+            if metric.get("decision_mode", metric["mode"]) == metric["mode"]
+            else f"; decided on {metric['decision']}, {metric['decision_mode']}"
+        )
+    )
     lines.append(f"  metric   {metric['name']} ({metric['mode']}{decision})")
     if summary.get("baseline_from"):
         lines.append(f"  baseline {summary['baseline_from'].get('description', '')}")
@@ -288,20 +365,29 @@ def format_result(result: ValidationResult) -> str:
         if arm["baseline"]:
             lines.append(f"    {arm['name']:<{width}}  baseline")
             continue
-        changes = [f"{d['path']}: {shown_side(d, 'baseline')} -> {shown_side(d, 'arm')}" for d in arm["diff"]]
+        changes = [
+            f"{d['path']}: {shown_side(d, 'baseline')} -> {shown_side(d, 'arm')}"
+            for d in arm["diff"]
+        ]
         lines.append(f"    {arm['name']:<{width}}  {changes[0] if changes else '(no change)'}")
         lines.extend(f"    {'':<{width}}  {change}" for change in changes[1:])
     planned = summary["planned_trials"]
     budget = summary["budget"]
     ceiling = f" (max_trials {budget['max_trials']})" if budget["max_trials"] is not None else ""
-    lines.append(f"  trials   {planned['total']} planned: tune {planned['tune']}, confirm {planned['confirm']}{ceiling}")
-    extra = [f"max wall time {budget['max_wall_time']}"] if budget["max_wall_time"] is not None else []
+    lines.append(
+        f"  trials   {planned['total']} planned: tune {planned['tune']}, confirm {planned['confirm']}{ceiling}"
+    )
+    extra = (
+        [f"max wall time {budget['max_wall_time']}"] if budget["max_wall_time"] is not None else []
+    )
     if budget["max_trial_time"] is not None:
         extra.append(f"max trial time {budget['max_trial_time']}")
     resources = budget["resources"]
-    lines.append(f"  budget   {budget['exposure']} {budget['unit']} per trial, {budget['planned_exposure']} "
-                 f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per trial"
-                 + "".join(f"; {e}" for e in extra))
+    lines.append(
+        f"  budget   {budget['exposure']} {budget['unit']} per trial, {budget['planned_exposure']} "
+        f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per trial"
+        + "".join(f"; {e}" for e in extra)
+    )
     return "\n".join(lines)
 
 

@@ -28,7 +28,9 @@ class Diagnostic:
     hint: str = ""
 
     def format(self) -> str:
-        where = f"{self.file}:{self.line}:{self.column}" if self.line else (self.file or "<contract>")
+        where = (
+            f"{self.file}:{self.line}:{self.column}" if self.line else (self.file or "<contract>")
+        )
         text = f"{where}: {self.severity} {self.code}: {self.message}"
         if self.hint:
             text += ("" if text.endswith((".", "?", "!")) else ".") + f" {self.hint}"

@@ -37,16 +37,16 @@ EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success: a valid contract, a completed run whose decisions are accept, reject or inconclusive, a "
-             "reeval that reproduces",
+    "reeval that reproduces",
     EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; for `plan promote`, "
-                  "a refused promotion",
+    "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
-                     "a locked run folder)",
+    "a locked run folder)",
     EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
-                   "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
-                   "decision is `invalid` (the data or the tuning budget broke the contract, or the seeds did not "
-                   "vary the run)",
+    "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
+    "decision is `invalid` (the data or the tuning budget broke the contract, or the seeds did not "
+    "vary the run)",
     EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }
@@ -107,8 +107,15 @@ class TrialProtocolError(PlannerError):
 class CommandError(PlannerError):
     """The command did not end well. `stderr_tail` holds its last lines of stderr."""
 
-    def __init__(self, message: str, *, argv: Sequence[str] = (), returncode: int | None = None,
-                 stderr_tail: str = "", attempt_dir: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        argv: Sequence[str] = (),
+        returncode: int | None = None,
+        stderr_tail: str = "",
+        attempt_dir: str | None = None,
+    ):
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr_tail = stderr_tail

@@ -84,11 +84,20 @@ class TrialRecord(TypedDict, total=False):
     node_id: str | None
     resumed: bool
     contract_sha256: str
-    summary: ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
+    summary: (
+        ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
+    )
 
 
-EPOCH_UNITS = ("epoch", "epochs")  # the budget.unit spellings of a budget in epochs (what LightningCallback counts)
-NON_FINITE = ("nan", "inf", "-inf")  # how a trial record spells a non-finite metric (JSON has no such numbers)
+EPOCH_UNITS = (
+    "epoch",
+    "epochs",
+)  # the budget.unit spellings of a budget in epochs (what LightningCallback counts)
+NON_FINITE = (
+    "nan",
+    "inf",
+    "-inf",
+)  # how a trial record spells a non-finite metric (JSON has no such numbers)
 
 
 def stored_metric(value: float) -> float | str:
@@ -113,12 +122,21 @@ def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(held, list):
         return []
     reports = record.get("reports")
-    first = reports[0].get("step") if isinstance(reports, list) and reports and isinstance(reports[0], dict) else None
+    first = (
+        reports[0].get("step")
+        if isinstance(reports, list) and reports and isinstance(reports[0], dict)
+        else None
+    )
     out, last = [], None
     for report in held:
         step = report.get("step") if isinstance(report, dict) else None
-        if (isinstance(step, bool) or not isinstance(step, int) or not isinstance(report.get("metrics"), dict)
-                or (last is not None and step <= last) or (isinstance(first, int) and step >= first)):
+        if (
+            isinstance(step, bool)
+            or not isinstance(step, int)
+            or not isinstance(report.get("metrics"), dict)
+            or (last is not None and step <= last)
+            or (isinstance(first, int) and step >= first)
+        ):
             continue
         out.append(report)
         last = step
@@ -133,7 +151,7 @@ def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]
         reports = record.get("reports")
         for report in reports if isinstance(reports, list) else []:
             metrics = report.get("metrics") if isinstance(report, dict) else None
-            for name, value in (metrics.items() if isinstance(metrics, dict) else ()):
+            for name, value in metrics.items() if isinstance(metrics, dict) else ():
                 if value in NON_FINITE or (isinstance(value, float) and not math.isfinite(value)):
                     out.setdefault(str(record.get("arm")), set()).add(str(name))
     return {arm: sorted(names) for arm, names in out.items()}
@@ -170,12 +188,15 @@ def first_line(text: str) -> str:
 
 
 def error_of(record: dict[str, Any]) -> str | None:
-    """"Type: message" of the last error of a trial that failed (None for any other trial)."""
+    """ "Type: message" of the last error of a trial that failed (None for any other trial)."""
     if record.get("status") not in FAILED_STATUSES:
         return None
     errors = record.get("errors") or []
     last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
-    kind, message = str(last.get("type") or record.get("status")), first_line(last.get("message") or "")
+    kind, message = (
+        str(last.get("type") or record.get("status")),
+        first_line(last.get("message") or ""),
+    )
     return f"{kind}: {message}" if message else kind
 
 
@@ -183,11 +204,19 @@ def error_of(record: dict[str, Any]) -> str | None:
 # hold a trial id or a hex id, a trial id holds numbers).
 _NORMALIZE = (
     (re.compile(r"(?:[A-Za-z]:)?(?:[\w.~+@-]*[/\\])+[\w.~+@-]*"), "<path>"),
-    (re.compile(r"\b(?:tune|confirm|reeval)-[A-Za-z0-9_.-]+?-s-?\d+(?:-t\d+|-\d+)?(?![\w-])"), "<trial>"),
+    (
+        re.compile(r"\b(?:tune|confirm|reeval)-[A-Za-z0-9_.-]+?-s-?\d+(?:-t\d+|-\d+)?(?![\w-])"),
+        "<trial>",
+    ),
     (re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"), "<hex>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
     (re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{8,}\b"), "<hex>"),
-    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])|(?<![\w.])-?\.\d+(?![\w.])"), "<n>"),
+    (
+        re.compile(
+            r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w.])|(?<![\w.])-?\.\d+(?![\w.])"
+        ),
+        "<n>",
+    ),
 )
 
 
@@ -210,7 +239,9 @@ def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         error = error_of(record)
         if error is None:
             continue
-        group = groups.setdefault(error_key(error), {"error": error, "count": 0, "first": record.get("trial_id")})
+        group = groups.setdefault(
+            error_key(error), {"error": error, "count": 0, "first": record.get("trial_id")}
+        )
         group["count"] += 1
     return list(groups.values())
 
@@ -222,8 +253,10 @@ def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:
     for record in records:
         notes = record.get("notes")
         for note in notes if isinstance(notes, list) else []:
-            group = groups.setdefault(error_key(str(note)), {"note": str(note), "count": 0,
-                                                             "first": record.get("trial_id")})
+            group = groups.setdefault(
+                error_key(str(note)),
+                {"note": str(note), "count": 0, "first": record.get("trial_id")},
+            )
             group["count"] += 1
     return list(groups.values())
 
@@ -231,15 +264,21 @@ def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:
 def curve(record: dict[str, Any]) -> tuple:
     """Everything a trial reported, as a comparable value: (step, sorted metrics) per report."""
     reports = record.get("reports")
-    return tuple((r.get("step"), tuple(sorted((r.get("metrics") or {}).items())))
-                 for r in (reports if isinstance(reports, list) else []) if isinstance(r, dict))
+    return tuple(
+        (r.get("step"), tuple(sorted((r.get("metrics") or {}).items())))
+        for r in (reports if isinstance(reports, list) else [])
+        if isinstance(r, dict)
+    )
 
 
 def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
     """Arms whose completed confirmation trials (2 or more seeds) reported exactly the same curves:
     arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
-    return same_curve_every_seed((str(r.get("arm")), r.get("seed"), curve(r)) for r in records
-                                 if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED)
+    return same_curve_every_seed(
+        (str(r.get("arm")), r.get("seed"), curve(r))
+        for r in records
+        if r.get("phase") == "confirm" and r.get("status") == TrialStatus.COMPLETED
+    )
 
 
 def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str, int]:
@@ -251,8 +290,13 @@ def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str,
     by_arm: dict[str, dict[Any, tuple]] = {}
     for arm, seed, c in curves:
         by_arm.setdefault(arm, {})[seed] = c
-    return {arm: len(by_seed) for arm, by_seed in by_arm.items()
-            if len(by_seed) >= 2 and len(set(by_seed.values())) == 1 and not _flat(next(iter(by_seed.values())))}
+    return {
+        arm: len(by_seed)
+        for arm, by_seed in by_arm.items()
+        if len(by_seed) >= 2
+        and len(set(by_seed.values())) == 1
+        and not _flat(next(iter(by_seed.values())))
+    }
 
 
 def _flat(curve: tuple) -> bool:
@@ -281,8 +325,11 @@ def metric_curve(record: dict[str, Any], metric: str) -> str | None:
     if isinstance(kept, str):
         return kept
     reports = record.get("reports")
-    series = [(r.get("step"), r["metrics"][metric]) for r in (reports if isinstance(reports, list) else [])
-              if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]]
+    series = [
+        (r.get("step"), r["metrics"][metric])
+        for r in (reports if isinstance(reports, list) else [])
+        if isinstance(r, dict) and isinstance(r.get("metrics"), dict) and metric in r["metrics"]
+    ]
     if not series:
         return None
     flat = len(series) >= 2 and _one_value([value for _, value in series])
@@ -307,7 +354,11 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
         whole = [t for t in trials if not t.get("resumed")]
         params = {repr(sorted((t.get("params") or {}).items())) for t in whole}
         curves = {metric_curve(t, metric) for t in whole}
-        if len(params) < 2 or None in curves or any(t.get("status") != TrialStatus.COMPLETED for t in trials):
+        if (
+            len(params) < 2
+            or None in curves
+            or any(t.get("status") != TrialStatus.COMPLETED for t in trials)
+        ):
             continue
         if len(curves) == 1 and next(iter(curves)).startswith(FLAT_CURVE):
             continue  # one curve that never moves, for every param set: nothing to tell the values by

@@ -44,14 +44,53 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 REDACTED = "<redacted>"
-NOUNS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "secrets", "token", "apikey", "credential",
-                   "credentials", "auth", "authorization", "cookie", "dsn", "sessionkey", "privatekey", "accesskey",
-                   "secretkey", "authtoken", "accesstoken", "refreshtoken", "clientsecret", "pw", "accountkey",
-                   "sharedaccesskey"})
-STEMS = ("password", "passwd", "secret", "apikey", "credential", "credentials", "privatekey", "accesskey",
-         "authtoken", "token")
-MIN_SECRET_LEN = 6  # shorter values of the environment are not searched for in free text (too many false hits)
-_MIN_ENCODED = 8  # base64 of MIN_SECRET_LEN bytes: a shorter part of a secret's base64 is not searched for
+NOUNS = frozenset(
+    {
+        "password",
+        "passwd",
+        "passphrase",
+        "pwd",
+        "secret",
+        "secrets",
+        "token",
+        "apikey",
+        "credential",
+        "credentials",
+        "auth",
+        "authorization",
+        "cookie",
+        "dsn",
+        "sessionkey",
+        "privatekey",
+        "accesskey",
+        "secretkey",
+        "authtoken",
+        "accesstoken",
+        "refreshtoken",
+        "clientsecret",
+        "pw",
+        "accountkey",
+        "sharedaccesskey",
+    }
+)
+STEMS = (
+    "password",
+    "passwd",
+    "secret",
+    "apikey",
+    "credential",
+    "credentials",
+    "privatekey",
+    "accesskey",
+    "authtoken",
+    "token",
+)
+MIN_SECRET_LEN = (
+    6  # shorter values of the environment are not searched for in free text (too many false hits)
+)
+_MIN_ENCODED = (
+    8  # base64 of MIN_SECRET_LEN bytes: a shorter part of a secret's base64 is not searched for
+)
 
 _NOT_SECRETS = {"PWD", "OLDPWD"}  # the shell's working folders, not passwords
 _HUMP = re.compile(r"([a-z0-9])([A-Z])")
@@ -81,7 +120,9 @@ _SPECIAL_TOKEN = re.compile(r"^(<[^<>\s]{1,24}>|\[[A-Za-z_]{1,24}\]|<\|[^|\s]{1,
 _NOT_CREDENTIALS = frozenset({"", "none", "null", "true", "false", "yes", "no", REDACTED})
 
 
-_NUMBER = re.compile(r"^[-+]?(\d[\d_]*\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|\.?inf|\.?nan)$", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"^[-+]?(\d[\d_]*\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|\.?inf|\.?nan)$", re.IGNORECASE
+)
 
 
 def could_be_credential(value: Any, numbers: bool = False) -> bool:
@@ -90,7 +131,11 @@ def could_be_credential(value: Any, numbers: bool = False) -> bool:
     if not isinstance(value, str):
         return False
     text = value.strip()
-    if text.lower() in _NOT_CREDENTIALS or _SPECIAL_TOKEN.match(text) or (not numbers and _NUMBER.match(text)):
+    if (
+        text.lower() in _NOT_CREDENTIALS
+        or _SPECIAL_TOKEN.match(text)
+        or (not numbers and _NUMBER.match(text))
+    ):
         return False
     return not re.fullmatch(r"\$\{[A-Za-z0-9_.\[\]-]*\}", text)  # a plain reference to another key
 
@@ -98,28 +143,55 @@ def could_be_credential(value: Any, numbers: bool = False) -> bool:
 # The credential shapes, by kind: a value of one of these is a credential wherever it is.
 _B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
 SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("a PEM private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE "
-                                     r"KEY-----|[\s\S]*)")),
-    ("a Slack webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+")),
-    ("a JSON web token", re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}")),
+    (
+        "a PEM private key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE "
+            r"KEY-----|[\s\S]*)"
+        ),
+    ),
+    (
+        "a Slack webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"),
+    ),
+    (
+        "a JSON web token",
+        re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
+    ),
     ("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{12,}")),
     ("an API key (sk-...)", re.compile(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
-    ("a GitHub token", re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})")),
+    (
+        "a GitHub token",
+        re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
+    ),
     # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet (base32: a-z, 2-7),
     # with a digit, as one word (not `asiancuisinedatasets`, not `asiasoutheast1bucket`)
-    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])|"
-                                        r"(?<![A-Za-z0-9])(?:akia|asia|agpa|aida|aroa)(?=[a-z]{0,15}[2-7])"
-                                        r"[a-z2-7]{16}(?![A-Za-z0-9])")),
+    (
+        "an AWS access key id",
+        re.compile(
+            r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])|"
+            r"(?<![A-Za-z0-9])(?:akia|asia|agpa|aida|aroa)(?=[a-z]{0,15}[2-7])"
+            r"[a-z2-7]{16}(?![A-Za-z0-9])"
+        ),
+    ),
     ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
     ("a GitLab token", re.compile(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
     ("a PyPI token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
     ("an npm token", re.compile(_B + r"npm_[A-Za-z0-9]{30,}")),
     ("a Google API key", re.compile(_B + r"AIza[0-9A-Za-z_-]{30,}")),
-    ("an Azure account key", re.compile(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}")),
+    (
+        "an Azure account key",
+        re.compile(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}"),
+    ),
     ("an Azure SAS signature", re.compile(r"(?i)(?<=[?&;]sig=)[A-Za-z0-9+/%=]{16,}")),
     # user:password@host without a scheme (`svc:pw@db.internal:5432`); not an image digest (`name:1.0@sha256:...`)
-    ("a user:password@host", re.compile(r"(?<![\w/:.@%+~-])[A-Za-z][A-Za-z0-9._~%+-]*:[^\s:@/\"'<>]+(?=@(?!sha\d)"
-                                        r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")),
+    (
+        "a user:password@host",
+        re.compile(
+            r"(?<![\w/:.@%+~-])[A-Za-z][A-Za-z0-9._~%+-]*:[^\s:@/\"'<>]+(?=@(?!sha\d)"
+            r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+        ),
+    ),
 )
 # What each shape cannot match without: a text that holds none of a shape's needles is not searched for it
 # (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded: looked for in the
@@ -159,13 +231,17 @@ def may_hold(rule: str, text: str) -> bool:
     """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the other rules)."""
     needles, folded = NEEDLES[rule]
     if folded:
-        if rule in _UNICODE_FOLDED and not text.isascii():  # IGNORECASE also takes ı, İ and ſ for i and s: search it
+        if (
+            rule in _UNICODE_FOLDED and not text.isascii()
+        ):  # IGNORECASE also takes ı, İ and ſ for i and s: search it
             return True
         text = _lowered(text)
     return any(needle in text for needle in needles)
 
 
-_LOWERED: list[tuple[str, str]] = [("", "")]  # the last text lowercased: a scrub asks for it once a folded rule
+_LOWERED: list[tuple[str, str]] = [
+    ("", "")
+]  # the last text lowercased: a scrub asks for it once a folded rule
 
 
 def _lowered(text: str) -> str:
@@ -196,54 +272,95 @@ _DOLLAR_QUOTED = r"(?<=\$\$)(?:(?!\$\$)[^\n])+(?=\$\$)"
 # of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
 COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]{0,512}?\s-p)([^\s'\"]+)")),
-    ("curl -u", re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)")),
+    (
+        "curl -u",
+        re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+    ),
     ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
-    ("SQL IDENTIFIED BY", re.compile(r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
-                                     + _SQL_QUOTED + r")")),
-    ("SQL IDENTIFIED BY pw", re.compile(r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
-                                           r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)")),
-    ("SQL PASSWORD", re.compile(r"(?ai)(\bpassword\s+(?:'|\$\$))(" + _SQL_QUOTED + "|" + _DOLLAR_QUOTED + r")")),
-    ("SQL SET PASSWORD", re.compile(r"(?ai)(\bset\s+password\s+(?:for\s+[^=;\n]{1,200}?\s*)?=\s*(?:password\s*\(\s*)?"
-                                    r"['\"])(" + _SQL_QUOTED + r")")),
-    ("netrc password", re.compile(r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
-                                    r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
-                                    r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
-                                    r"^[ \t]*(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?=(?:" + _QUOTED + r"|\S+)[ \t\r]*$))"
-                                    r"(" + _QUOTED + r"|\S+)")),
+    (
+        "SQL IDENTIFIED BY",
+        re.compile(
+            r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
+            + _SQL_QUOTED
+            + r")"
+        ),
+    ),
+    (
+        "SQL IDENTIFIED BY pw",
+        re.compile(
+            r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
+            r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)"
+        ),
+    ),
+    (
+        "SQL PASSWORD",
+        re.compile(r"(?ai)(\bpassword\s+(?:'|\$\$))(" + _SQL_QUOTED + "|" + _DOLLAR_QUOTED + r")"),
+    ),
+    (
+        "SQL SET PASSWORD",
+        re.compile(
+            r"(?ai)(\bset\s+password\s+(?:for\s+[^=;\n]{1,200}?\s*)?=\s*(?:password\s*\(\s*)?"
+            r"['\"])(" + _SQL_QUOTED + r")"
+        ),
+    ),
+    (
+        "netrc password",
+        re.compile(
+            r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
+            r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
+            r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
+            r"^[ \t]*(?:login[ \t]+\S+[ \t]+)?password[ \t]+(?=(?:" + _QUOTED + r"|\S+)[ \t\r]*$))"
+            r"(" + _QUOTED + r"|\S+)"
+        ),
+    ),
 )
 # user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
 # (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
 # as PHP, Java and some loggers write it) or a repr() escaped those again, before an escaped quote (`h\"`), and
 # where JSON escaped the `@` itself (`u:p\u0040h`, as an ASCII-only encoder may).
-URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})(@|\\u0040)"
-                          r"(?=[A-Za-z0-9\[]"
-                          r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))")
-_AUTH_HEADER = re.compile(r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
-                          r"[^\s\"']+)")
+URL_USERINFO = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})(@|\\u0040)"
+    r"(?=[A-Za-z0-9\[]"
+    r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))"
+)
+_AUTH_HEADER = re.compile(
+    r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
+    r"[^\s\"']+)"
+)
 # `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic` credential (a
 # word of base64's shape after `Basic` alone), but only one that decodes to a printable `user:password`
 # (`_is_bearer_token`): not "basic test", not "Basic QUJD".
-_BEARER = re.compile(r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
-                     r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
-                     r"(?![\w+/=.~-])|(?!)))")
+_BEARER = re.compile(
+    r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
+    r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+    r"(?![\w+/=.~-])|(?!)))"
+)
 # --password VALUE, --hf-token=VALUE
 _FLAG_HEAD = r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)"
-_FLAG = re.compile(_FLAG_HEAD + r"(?P<value>" + _QUOTED +
-                   r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
+_FLAG = re.compile(
+    _FLAG_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)"
+)
 # name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its closing quote.
 # No match starts right after a letter or `_`: one starting a letter earlier would be found first anyway, and
 # each start inside a long word scanned the rest of it (a 1 KiB word before a `:` took 30 ms, 64 KiB minutes).
 _ASSIGNED_HEAD = r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)"
-_ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED +
-                       r"|[^\s\"'{\[(]\S*)")
+_ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'{\[(]\S*)")
 
 
 # The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold` searches them in
 # any text that is not ASCII. For a pattern that folds ASCII letters only (`(?ai)`), or spells out the cases it
 # takes (the AWS key id's), its needles in the lowercased text are enough.
-_UNICODE_FOLDED = frozenset(name for name, pattern in (*SHAPES, *COMMAND_PASSWORDS, ("an Authorization header",
-                            _AUTH_HEADER), ("a bearer token", _BEARER), ("a URL's userinfo", URL_USERINFO))
-                            if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII)
+_UNICODE_FOLDED = frozenset(
+    name
+    for name, pattern in (
+        *SHAPES,
+        *COMMAND_PASSWORDS,
+        ("an Authorization header", _AUTH_HEADER),
+        ("a bearer token", _BEARER),
+        ("a URL's userinfo", URL_USERINFO),
+    )
+    if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII
+)
 
 
 def _is_basic_credential(value: str) -> bool:
@@ -256,18 +373,29 @@ def _is_basic_credential(value: str) -> bool:
 
 
 def _is_bearer_token(match: re.Match) -> bool:
-    return bool(match.group("long") or match.group("basic") and _is_basic_credential(match.group("value")))
+    return bool(
+        match.group("long") or match.group("basic") and _is_basic_credential(match.group("value"))
+    )
 
 
 def _bearer_tokens(text: str) -> Iterator[re.Match]:
     """The matches of `_BEARER` in `text` that are a credential (`Bearer <token>`, `Basic <user:password>`)."""
-    return (m for m in _BEARER.finditer(text) if _is_bearer_token(m)) if may_hold("a bearer token", text) else iter(())
+    return (
+        (m for m in _BEARER.finditer(text) if _is_bearer_token(m))
+        if may_hold("a bearer token", text)
+        else iter(())
+    )
 
 
 def _command_passwords(text: str) -> Iterator[tuple[str, re.Match]]:
     """(rule, match) of every command's or statement's password in `text` (a `<redacted>` one is none)."""
-    return ((rule, m) for rule, pattern in COMMAND_PASSWORDS if may_hold(rule, text)
-            for m in pattern.finditer(text) if _unquoted(m.group(2)) != REDACTED)
+    return (
+        (rule, m)
+        for rule, pattern in COMMAND_PASSWORDS
+        if may_hold(rule, text)
+        for m in pattern.finditer(text)
+        if _unquoted(m.group(2)) != REDACTED
+    )
 
 
 def _unquoted(value: str) -> str:
@@ -286,8 +414,11 @@ def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
         if not looks_secret(found.group("name")):
             continue
         match = pattern.match(text, found.start())
-        if match is not None and match.group("name") == found.group("name") and could_be_credential(
-                _unquoted(match.group("value")), numbers=True):
+        if (
+            match is not None
+            and match.group("name") == found.group("name")
+            and could_be_credential(_unquoted(match.group("value")), numbers=True)
+        ):
             yield match
             pos = match.end()
 
@@ -318,9 +449,13 @@ def credential_in_text(text: str) -> str | None:
         if pattern.search(text):
             return kind
     for match in URL_USERINFO.finditer(text) if may_hold("a URL's userinfo", text) else ():
-        if ":" in match.group(2) or any(p.search(match.group(2)) for _, p in _shapes_in(match.group(2))):
+        if ":" in match.group(2) or any(
+            p.search(match.group(2)) for _, p in _shapes_in(match.group(2))
+        ):
             return "a URL with a password in it (user:password@host)"
-    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or next(_bearer_tokens(text), None):
+    if (may_hold("an Authorization header", text) and _AUTH_HEADER.search(text)) or next(
+        _bearer_tokens(text), None
+    ):
         return "an Authorization header's credential"
     for rule, _ in _command_passwords(text):
         return f"a command's or statement's password ({rule})"
@@ -333,8 +468,9 @@ def credential_in_text(text: str) -> str | None:
     return None
 
 
-def credentials_in(value: Any, path: tuple[Any, ...] = (), under_secret: str | None = None
-                   ) -> Iterator[tuple[tuple[Any, ...], str]]:
+def credentials_in(
+    value: Any, path: tuple[Any, ...] = (), under_secret: str | None = None
+) -> Iterator[tuple[tuple[Any, ...], str]]:
     """(path, what) of every credential in nested data: a text under a credential's name that could be one,
     or a text of a credential's shape anywhere (mapping keys included). The value itself is never yielded."""
     if isinstance(value, Mapping):
@@ -373,7 +509,9 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
 
 def credential_texts(text: str) -> list[str]:
     """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
-    out = url_secrets(text) + [m.group(0) for _, pattern in _shapes_in(text) for m in pattern.finditer(text)]
+    out = url_secrets(text) + [
+        m.group(0) for _, pattern in _shapes_in(text) for m in pattern.finditer(text)
+    ]
     out += [m.group(2) for _, m in _command_passwords(text)]
     for pattern in (_FLAG, _ASSIGNED):
         out += [_unquoted(match.group("value")) for match in _named(pattern, text)]
@@ -384,9 +522,11 @@ def credential_texts(text: str) -> list[str]:
 def _env_name_is_secret(name: str) -> bool:
     """A variable whose value is cut from free text: a credential's name, or one with such a word anywhere."""
     words = _words(name)
-    return name not in _NOT_SECRETS and (looks_secret(name) or any(
-        w in NOUNS or w in ("pass", "key", "pat") and i > 0 for i, w in enumerate(words))
-        or "connection_string" in "_".join(words))
+    return name not in _NOT_SECRETS and (
+        looks_secret(name)
+        or any(w in NOUNS or w in ("pass", "key", "pat") and i > 0 for i, w in enumerate(words))
+        or "connection_string" in "_".join(words)
+    )
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -404,15 +544,25 @@ def _spellings(value: str) -> list[str]:
     reads inside a longer encoded text (`user:secret` of a Basic credential, a config's JSON): for each of the
     three offsets the secret can start at, the characters that encode its bytes alone; such a part shorter than
     `_MIN_ENCODED` is left out."""
-    out = [value, repr(value)[1:-1], json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-           value.lower(), value.upper()]  # a log that prints it folded (`{token.lower()}`, a case-blind id)
+    out = [
+        value,
+        repr(value)[1:-1],
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        value.lower(),
+        value.upper(),
+    ]  # a log that prints it folded (`{token.lower()}`, a case-blind id)
     raw = value.encode("utf-8", "surrogatepass")
     out += [raw.hex(), raw.hex().upper()]
     for encode in (base64.b64encode, base64.urlsafe_b64encode):
         whole = encode(raw).decode()
         out += [whole, whole.rstrip("=")]
-        for offset, skip in ((0, 0), (1, 2), (2, 3)):  # the leading characters that also encode what precedes
-            part = encode(b"\0" * offset + raw).decode()[skip: (offset + len(raw)) // 3 * 4]
+        for offset, skip in (
+            (0, 0),
+            (1, 2),
+            (2, 3),
+        ):  # the leading characters that also encode what precedes
+            part = encode(b"\0" * offset + raw).decode()[skip : (offset + len(raw)) // 3 * 4]
             if len(part) >= _MIN_ENCODED:
                 out.append(part)
     return list(dict.fromkeys(out))
@@ -432,7 +582,7 @@ def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
     def written(node: dict[str, dict]) -> str:
         out = []
         while len(node) == 1 and "" not in node:  # one way on: no group
-            (char, node), = node.items()
+            ((char, node),) = node.items()
             out.append(re.escape(char))
         ways = [re.escape(char) + written(node[char]) for char in sorted(node) if char]
         if ways:
@@ -471,15 +621,25 @@ class Redactor:
             if may_hold(kind, value):
                 value = pattern.sub(REDACTED, value)
         if may_hold("a URL's userinfo", value):
-            value = URL_USERINFO.sub(lambda m: m.group(1) + (REDACTED if m.group(2) else "") + m.group(3), value)
+            value = URL_USERINFO.sub(
+                lambda m: m.group(1) + (REDACTED if m.group(2) else "") + m.group(3), value
+            )
         if may_hold("an Authorization header", value):
-            value = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value)
+            value = _AUTH_HEADER.sub(
+                lambda m: m.group(1) + REDACTED if m.group(2) != REDACTED else m.group(0), value
+            )
         if may_hold("a bearer token", value):
-            value = _BEARER.sub(lambda m: m.group(1) + REDACTED if _is_bearer_token(m) else m.group(0), value)
+            value = _BEARER.sub(
+                lambda m: m.group(1) + REDACTED if _is_bearer_token(m) else m.group(0), value
+            )
         for rule, pattern in COMMAND_PASSWORDS:
             if may_hold(rule, value):
-                value = pattern.sub(lambda m: m.group(0) if _unquoted(m.group(2)) == REDACTED else m.group(1) + REDACTED,
-                                    value)
+                value = pattern.sub(
+                    lambda m: (
+                        m.group(0) if _unquoted(m.group(2)) == REDACTED else m.group(1) + REDACTED
+                    ),
+                    value,
+                )
         if "-" in value:
             value = self._cut_named(_FLAG, value)
         if "=" in value or ":" in value:
@@ -492,8 +652,10 @@ class Redactor:
         out, last = [], 0
         for m in _named(pattern, text):
             raw = m.group("value")
-            quote = raw[0] if raw[:1] in ("'", '"') and raw.endswith(raw[0]) and len(raw) > 1 else ""
-            out += [text[last:m.start("value")], quote, REDACTED, quote]
+            quote = (
+                raw[0] if raw[:1] in ("'", '"') and raw.endswith(raw[0]) and len(raw) > 1 else ""
+            )
+            out += [text[last : m.start("value")], quote, REDACTED, quote]
             last = m.end()
         return "".join(out) + text[last:]
 
@@ -538,8 +700,10 @@ class StreamScrubber:
 
     def _safe_cut(self) -> int:
         longest = max([len(v) for v in self.redactor.values] or [0])
-        cut = len(self.pending) - max(longest, 256)  # 256: room for a URL's userinfo or a `name=value`
-        for match in re.finditer(r"\s", self.pending[cut - 4096 if cut > 4096 else 0: cut][::-1]):
+        cut = len(self.pending) - max(
+            longest, 256
+        )  # 256: room for a URL's userinfo or a `name=value`
+        for match in re.finditer(r"\s", self.pending[cut - 4096 if cut > 4096 else 0 : cut][::-1]):
             cut -= match.start()
             break
         return max(cut, 0)

@@ -36,7 +36,8 @@ class TrialStatus(StrEnum):
 
 
 FAILED: frozenset[TrialStatus] = frozenset(
-    {TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR, TrialStatus.TIMEOUT, TrialStatus.OOM})
+    {TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR, TrialStatus.TIMEOUT, TrialStatus.OOM}
+)
 UNUSABLE: frozenset[TrialStatus] = FAILED | {TrialStatus.DIVERGED}
 ENDED: frozenset[TrialStatus] = frozenset(TrialStatus) - {TrialStatus.NOT_RUN}
 DECIDABLE: frozenset[TrialStatus] = frozenset({TrialStatus.COMPLETED, TrialStatus.DIVERGED})

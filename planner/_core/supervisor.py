@@ -87,8 +87,10 @@ def process_table() -> dict[int, tuple[int, bool]]:
     """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass over Linux's
     /proc (each `stat` file read once); elsewhere psutil's view of the same."""
     if not os.path.isdir("/proc/self"):
-        return {p.pid: (p.info["ppid"] or 0, p.info["status"] == psutil.STATUS_ZOMBIE)
-                for p in psutil.process_iter(["ppid", "status"])}
+        return {
+            p.pid: (p.info["ppid"] or 0, p.info["status"] == psutil.STATUS_ZOMBIE)
+            for p in psutil.process_iter(["ppid", "status"])
+        }
     table: dict[int, tuple[int, bool]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -104,7 +106,7 @@ def process_table() -> dict[int, tuple[int, bool]]:
         finally:
             os.close(fd)
         try:  # "pid (comm) S ppid ...": comm may hold ")"
-            state, ppid = data[data.rfind(b")") + 2:].split(b" ", 2)[:2]
+            state, ppid = data[data.rfind(b")") + 2 :].split(b" ", 2)[:2]
             table[int(name)] = (int(ppid), state == b"Z")
         except ValueError:
             continue  # an empty or cut read: a process that was ending
@@ -118,7 +120,9 @@ def descendants(table: dict[int, tuple[int, bool]], root: int) -> list[int]:
         children.setdefault(ppid, []).append(pid)
     found, seen, frontier = [], {root}, [root]
     while frontier:  # `seen`: a pid reused while the table was read can make it a cycle
-        below = [child for parent in frontier for child in children.get(parent, ()) if child not in seen]
+        below = [
+            child for parent in frontier for child in children.get(parent, ()) if child not in seen
+        ]
         seen.update(below)
         found += below
         frontier = below
@@ -145,8 +149,9 @@ class Supervisor:
     def spawn(self, argv: list[str]) -> bool:
         os.set_inheritable(self.status_fd, False)  # the command never sees the status pipe
         try:
-            self.child = os.posix_spawnp(argv[0], argv, os.environ,
-                                         setsigdef=(signal.SIGPIPE, *STOPS), setsigmask=())
+            self.child = os.posix_spawnp(
+                argv[0], argv, os.environ, setsigdef=(signal.SIGPIPE, *STOPS), setsigmask=()
+            )
         except OSError as error:
             self.send({"error": error.strerror or str(error), "errno": error.errno or 0})
             return False
@@ -179,7 +184,11 @@ class Supervisor:
     def returncode(self) -> int | None:
         if self.status is None:
             return None
-        return -os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else os.WEXITSTATUS(self.status)
+        return (
+            -os.WTERMSIG(self.status)
+            if os.WIFSIGNALED(self.status)
+            else os.WEXITSTATUS(self.status)
+        )
 
 
 def end_descendants(grace_s: float, reap=None, spare: frozenset[int] = frozenset()) -> None:
@@ -233,7 +242,9 @@ def main(args: list[str]) -> int:
     relay = Supervisor(status_fd, grace_s)
     for sig in STOPS:
         signal.signal(sig, relay.request_stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOPS)  # a thread that blocks them may have started this one
+    signal.pthread_sigmask(
+        signal.SIG_UNBLOCK, STOPS
+    )  # a thread that blocks them may have started this one
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:  # the worker died before the line above: nobody waits for this run
@@ -245,7 +256,9 @@ def main(args: list[str]) -> int:
     os.set_inheritable(status_fd, False)
     os.close(status_fd)  # the supervisor's alone: its end tells the worker the run is over
     relay.wait()
-    if relay.status is None:  # asked to stop: the supervisor ends the tree within its grace, then exits
+    if (
+        relay.status is None
+    ):  # asked to stop: the supervisor ends the tree within its grace, then exits
         with contextlib.suppress(ProcessLookupError):
             os.kill(relay.child, signal.SIGTERM)
         deadline = time.monotonic() + grace_s + GIVE_UP_S
@@ -265,7 +278,9 @@ def supervise(status_fd: int, grace_s: float, relay: int, command: list[str]) ->
     for sig in STOPS:
         signal.signal(sig, supervisor.request_stop)
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # the relay killed (by Ray, with its worker): end the tree
+    _prctl(
+        PR_SET_PDEATHSIG, signal.SIGTERM
+    )  # the relay killed (by Ray, with its worker): end the tree
     if os.getppid() != relay:  # the relay died before the line above
         return 1
     if not command or not supervisor.spawn(command):

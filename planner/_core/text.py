@@ -23,7 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-NOT_FINITE = "is not a finite number"  # the contract's schema errors give this message rule code P420
+NOT_FINITE = (
+    "is not a finite number"  # the contract's schema errors give this message rule code P420
+)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -33,14 +35,18 @@ def parse_duration(text: str | int | float) -> float:
     if isinstance(text, bool):
         raise ValueError("a duration is a number of seconds or a string like '20m', '2h', '1d'")
     if isinstance(text, float) and not math.isfinite(text):
-        raise ValueError(f"{text} {NOT_FINITE}: a duration is a finite number of seconds or a string like '20m'")
+        raise ValueError(
+            f"{text} {NOT_FINITE}: a duration is a finite number of seconds or a string like '20m'"
+        )
     if isinstance(text, int | float):
         if text <= 0:
             raise ValueError("a duration must be positive")
         return float(text)
     match = _DURATION.match(str(text))
     if not match or float(match.group(1)) <= 0:
-        raise ValueError(f"{text!r} is not a duration: write a positive number with s, m, h or d, like '20m'")
+        raise ValueError(
+            f"{text!r} is not a duration: write a positive number with s, m, h or d, like '20m'"
+        )
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
@@ -71,7 +77,9 @@ def format_duration(seconds: Any) -> str:
     if not math.isfinite(seconds):
         return "?"
     if seconds < 120:
-        return f"{seconds:.0f} s" if seconds >= 10 or seconds == int(seconds) else f"{seconds:.1f} s"
+        return (
+            f"{seconds:.0f} s" if seconds >= 10 or seconds == int(seconds) else f"{seconds:.1f} s"
+        )
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
@@ -85,7 +93,10 @@ def clock(seconds: float | None) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]}
+_CONTROL = {
+    c: f"\\x{c:02x}"
+    for c in [*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]
+}
 
 
 def terminal_safe(text: str) -> str:
@@ -103,9 +114,14 @@ def noun(word: str, count: int) -> str:
     return f"{count:,} {plural}"
 
 
-_FILE_KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+_FILE_KINDS = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+)
 
 
 def file_kind(mode: int) -> str:
@@ -165,6 +181,12 @@ def _yaml_flow(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_yaml_flow(v) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k if isinstance(k, str) else _yaml_flow(k)}: {_yaml_flow(v)}"
-                               for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{k if isinstance(k, str) else _yaml_flow(k)}: {_yaml_flow(v)}"
+                for k, v in value.items()
+            )
+            + "}"
+        )
     return repr(value)

@@ -39,8 +39,10 @@ def _independent(data: Mapping[str, Any] | None) -> tuple[list[tuple[str, str]],
 
 # ------------------------------------------------------------------ within one trial
 
-def overlap_violations(splits: Mapping[str, Mapping[str, Any]], data: Mapping[str, Any] | None,
-                       only: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+
+def overlap_violations(
+    splits: Mapping[str, Mapping[str, Any]], data: Mapping[str, Any] | None, only: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
     """(split_overlap violations, problems) of one trial's splits against `independent`.
 
     A pair is checked once both its splits are logged; with `only`, just the
@@ -53,19 +55,31 @@ def overlap_violations(splits: Mapping[str, Mapping[str, Any]], data: Mapping[st
     for a, b in pairs:
         if a not in splits or b not in splits or (only is not None and only not in (a, b)):
             continue
-        first, second = (a, b) if a in (splits[b].get("overlap") or {}) else (b, a)  # the later split holds the count
+        first, second = (
+            (a, b) if a in (splits[b].get("overlap") or {}) else (b, a)
+        )  # the later split holds the count
         counts = (splits[second].get("overlap") or {}).get(first) or {}
         for key in by:
             if key not in counts:
-                lacking = [s for s in (a, b) if key != UNIT and key not in (splits[s].get("groups") or {})]
-                problems.append(f"data.independent.by names {key!r}, but split {lacking[0] if lacking else second!r} "
-                                f"was logged without a {key!r} group; pass groups={{{key!r}: ...}} to log_split")
+                lacking = [
+                    s for s in (a, b) if key != UNIT and key not in (splits[s].get("groups") or {})
+                ]
+                problems.append(
+                    f"data.independent.by names {key!r}, but split {lacking[0] if lacking else second!r} "
+                    f"was logged without a {key!r} group; pass groups={{{key!r}: ...}} to log_split"
+                )
                 continue
             if counts[key]:
-                violations.append({
-                    "kind": "split_overlap", "splits": [a, b], "by": key, "count": int(counts[key]),
-                    "message": f"{noun(_key_word(key, data), int(counts[key]))} "
-                               f"{'is' if counts[key] == 1 else 'are'} in both {a} and {b}"})
+                violations.append(
+                    {
+                        "kind": "split_overlap",
+                        "splits": [a, b],
+                        "by": key,
+                        "count": int(counts[key]),
+                        "message": f"{noun(_key_word(key, data), int(counts[key]))} "
+                        f"{'is' if counts[key] == 1 else 'are'} in both {a} and {b}",
+                    }
+                )
     return violations, problems
 
 
@@ -75,6 +89,7 @@ def missing_required(splits: Mapping[str, Any], data: Mapping[str, Any] | None) 
 
 
 # ------------------------------------------------------------------ across trials
+
 
 def _first_difference(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
     """The first key (unit, then groups in order) whose fingerprint differs between two summaries."""
@@ -92,56 +107,100 @@ def _describe(summary: Mapping[str, Any], key: str, data: Mapping[str, Any]) -> 
     return "no " + key + " group" if group is None else noun(key, int(group.get("distinct", 0)))
 
 
-def _compared_with(record: Mapping[str, Any], other: Mapping[str, Any], baseline: str | None) -> bool:
+def _compared_with(
+    record: Mapping[str, Any], other: Mapping[str, Any], baseline: str | None
+) -> bool:
     """Whether `other` is a trial whose data `record`'s must match: another arm at the same seed and phase,
     and (once the baseline is known) one of the two the baseline: a treatment arm is matched against the
     baseline, never against another treatment arm."""
-    if (other.get("arm") == record.get("arm") or other.get("seed") != record.get("seed")
-            or other.get("phase") != record.get("phase")):
+    if (
+        other.get("arm") == record.get("arm")
+        or other.get("seed") != record.get("seed")
+        or other.get("phase") != record.get("phase")
+    ):
         return False
     return baseline is None or baseline in (record.get("arm"), other.get("arm"))
 
 
-def _unmatched(record: Mapping[str, Any], other: Mapping[str, Any], data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _unmatched(
+    record: Mapping[str, Any], other: Mapping[str, Any], data: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     """unmatched_data violations of `record` against `other` (another arm at the same seed): every split whose
     distinct sets differ, or that only one of them logged."""
     splits, theirs = record.get("splits") or {}, other.get("splits") or {}
     arms = [other.get("arm"), record.get("arm")]
     out = []
     for name in sorted(set(splits) | set(theirs)):
-        base = {"kind": "unmatched_data", "split": name, "arms": arms, "seed": record.get("seed"),
-                "trial_ids": [other.get("trial_id"), record.get("trial_id")]}
+        base = {
+            "kind": "unmatched_data",
+            "split": name,
+            "arms": arms,
+            "seed": record.get("seed"),
+            "trial_ids": [other.get("trial_id"), record.get("trial_id")],
+        }
         if name not in splits or name not in theirs:
             has, lacks = (arms[0], arms[1]) if name in theirs else (arms[1], arms[0])
-            out.append({**base, "by": "split", "message": f"arm {has} logged split {name} at seed "
-                        f"{record.get('seed')} and arm {lacks} did not"})
+            out.append(
+                {
+                    **base,
+                    "by": "split",
+                    "message": f"arm {has} logged split {name} at seed "
+                    f"{record.get('seed')} and arm {lacks} did not",
+                }
+            )
             continue
         key = _first_difference(theirs[name], splits[name])
         if key is not None:
-            out.append({**base, "by": key, "message": (
-                f"split {name} differs between arms {arms[0]} and {arms[1]} at seed {record.get('seed')}: "
-                f"{_describe(theirs[name], key, data)} vs {_describe(splits[name], key, data)}"
-                + (", a different set" if key == UNIT or key in (splits[name].get('groups') or {}) else ""))})
+            out.append(
+                {
+                    **base,
+                    "by": key,
+                    "message": (
+                        f"split {name} differs between arms {arms[0]} and {arms[1]} at seed {record.get('seed')}: "
+                        f"{_describe(theirs[name], key, data)} vs {_describe(splits[name], key, data)}"
+                        + (
+                            ", a different set"
+                            if key == UNIT or key in (splits[name].get("groups") or {})
+                            else ""
+                        )
+                    ),
+                }
+            )
     return out
 
 
-def _varies(record: Mapping[str, Any], other: Mapping[str, Any], name: str,
-            data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _varies(
+    record: Mapping[str, Any], other: Mapping[str, Any], name: str, data: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     """A split_varies of `record`'s fixed split `name` against `other` (the same arm at another seed)."""
     splits = record.get("splits") or {}
     key = _first_difference(other["splits"][name], splits[name])
     if key is None:
         return []
-    return [{"kind": "split_varies", "split": name, "by": key, "seeds": [other.get("seed"), record.get("seed")],
-             "trial_ids": [other.get("trial_id"), record.get("trial_id")],
-             "message": (f"split {name} is declared fixed but differs between seed {other.get('seed')} "
-                         f"({other.get('trial_id')}) and seed {record.get('seed')}: "
-                         f"{_describe(other['splits'][name], key, data)} vs "
-                         f"{_describe(splits[name], key, data)}, a different set")}]
+    return [
+        {
+            "kind": "split_varies",
+            "split": name,
+            "by": key,
+            "seeds": [other.get("seed"), record.get("seed")],
+            "trial_ids": [other.get("trial_id"), record.get("trial_id")],
+            "message": (
+                f"split {name} is declared fixed but differs between seed {other.get('seed')} "
+                f"({other.get('trial_id')}) and seed {record.get('seed')}: "
+                f"{_describe(other['splits'][name], key, data)} vs "
+                f"{_describe(splits[name], key, data)}, a different set"
+            ),
+        }
+    ]
 
 
-def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]],
-                           data: Mapping[str, Any] | None, *, baseline: str | None = None) -> list[dict[str, Any]]:
+def cross_trial_violations(
+    record: Mapping[str, Any],
+    earlier: Iterable[Mapping[str, Any]],
+    data: Mapping[str, Any] | None,
+    *,
+    baseline: str | None = None,
+) -> list[dict[str, Any]]:
     """The violations `record` shows against the trials that ended before it; like is compared with like.
 
     unmatched_data (unless `data.matched` is false): a treatment arm's trial against the first earlier
@@ -170,7 +229,11 @@ def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[
             for name in fixed:
                 if name in theirs and name not in first_fixed:
                     first_fixed[name] = other
-        if matched and other.get("arm") not in seen_arms and _compared_with(record, other, baseline):
+        if (
+            matched
+            and other.get("arm") not in seen_arms
+            and _compared_with(record, other, baseline)
+        ):
             seen_arms.add(other.get("arm"))
             out += _unmatched(record, other, data)
     for name in fixed:
@@ -180,11 +243,16 @@ def cross_trial_violations(record: Mapping[str, Any], earlier: Iterable[Mapping[
 
 
 def data_violations(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [v for v in record.get("violations") or [] if isinstance(v, dict) and v.get("kind") in DATA_KINDS]
+    return [
+        v
+        for v in record.get("violations") or []
+        if isinstance(v, dict) and v.get("kind") in DATA_KINDS
+    ]
 
 
-def invalid_reasons(confirm_records: Iterable[Mapping[str, Any]], baseline: str,
-                    arms: Iterable[str]) -> dict[str, str]:
+def invalid_reasons(
+    confirm_records: Iterable[Mapping[str, Any]], baseline: str, arms: Iterable[str]
+) -> dict[str, str]:
     """Treatment arm -> why its decision is `invalid`: a data violation on its confirmation trials or the baseline's.
 
     A split_overlap or split_varies on an arm's trial touches that arm (on the
@@ -202,46 +270,69 @@ def invalid_reasons(confirm_records: Iterable[Mapping[str, Any]], baseline: str,
                 if not touched:
                     touched = arms
             else:
-                touched = arms if record.get("arm") == baseline else [a for a in [record.get("arm")] if a in found]
+                touched = (
+                    arms
+                    if record.get("arm") == baseline
+                    else [a for a in [record.get("arm")] if a in found]
+                )
             for arm in touched:
-                found[arm].append(f"{v['kind']} in {record.get('trial_id')}: {v.get('message', '')}")
+                found[arm].append(
+                    f"{v['kind']} in {record.get('trial_id')}: {v.get('message', '')}"
+                )
     out = {}
     for arm, said in found.items():
         if said:
-            more = f" (and {len(said) - 1} more data violation{'s' if len(said) > 2 else ''})" if len(said) > 1 else ""
-            out[arm] = f"Invalid: {said[0]}{more}. The data the arms saw break the contract's data section."
+            more = (
+                f" (and {len(said) - 1} more data violation{'s' if len(said) > 2 else ''})"
+                if len(said) > 1
+                else ""
+            )
+            out[arm] = (
+                f"Invalid: {said[0]}{more}. The data the arms saw break the contract's data section."
+            )
     return out
 
 
-def fingerprint_differences(logged: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
+def fingerprint_differences(
+    logged: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+) -> list[str]:
     """Sentences for each split whose sets differ between a logged trial and its re-evaluation."""
     a = (logged or {}).get("splits") or {}
     b = (new or {}).get("splits") or {}
     out = []
     for name in sorted(set(a) | set(b)):
         if name not in a or name not in b:
-            out.append(f"split {name} was logged {'only by the re-evaluation' if name in b else 'only by the logged trial'}")
+            out.append(
+                f"split {name} was logged {'only by the re-evaluation' if name in b else 'only by the logged trial'}"
+            )
             continue
         key = _first_difference(a[name], b[name])
         if key is not None:
-            out.append(f"split {name} differs ({key} fingerprint {str(fingerprints(a[name]).get(key))[:12]} "
-                       f"then, {str(fingerprints(b[name]).get(key))[:12]} now)")
+            out.append(
+                f"split {name} differs ({key} fingerprint {str(fingerprints(a[name]).get(key))[:12]} "
+                f"then, {str(fingerprints(b[name]).get(key))[:12]} now)"
+            )
     return out
 
 
 # ------------------------------------------------------------------ what the run shows
 
+
 def split_line(name: str, summary: Mapping[str, Any], data: Mapping[str, Any] | None) -> str:
     """'train: 12,000 presentations of 3,000 distinct images from 410 patients'."""
-    text = (f"{name}: {noun('presentation', int(summary.get('presentations', 0)))} of "
-            f"{noun('distinct ' + _unit_word(data or {}), int(summary.get('distinct', 0)))}")
+    text = (
+        f"{name}: {noun('presentation', int(summary.get('presentations', 0)))} of "
+        f"{noun('distinct ' + _unit_word(data or {}), int(summary.get('distinct', 0)))}"
+    )
     groups = summary.get("groups") or {}
     if groups:
         text += " from " + ", ".join(noun(g, int(v.get("distinct", 0))) for g, v in groups.items())
     return text
 
 
-def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] | None) -> dict[str, Any]:
+def data_summary(
+    records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """What the run's trials logged, per split: counts (the same in every trial, or a range), distinct sets, overlaps.
 
     {"splits": [{"split", "trials", "line", "sets", "seeds", "presentations": [lo, hi], "distinct": [lo, hi],
@@ -265,8 +356,18 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
         for name, s in splits.items():
             if name not in per:
                 order.append(name)
-                per[name] = {"split": name, "trials": 0, "first": s, "sets": set(), "seeds": set(), "cells": {},
-                             "presentations": [], "distinct": [], "groups": {}, "overlap": {}}
+                per[name] = {
+                    "split": name,
+                    "trials": 0,
+                    "first": s,
+                    "sets": set(),
+                    "seeds": set(),
+                    "cells": {},
+                    "presentations": [],
+                    "distinct": [],
+                    "groups": {},
+                    "overlap": {},
+                }
             p = per[name]
             p["trials"] += 1
             fp = tuple(sorted(fingerprints(s).items()))
@@ -288,18 +389,34 @@ def data_summary(records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] |
         def span(values):
             return [min(values), max(values)]
 
-        same = len(set(p["presentations"])) == 1 and len(set(p["distinct"])) == 1 and all(
-            len(set(v)) == 1 for v in p["groups"].values())
-        rows.append({
-            "split": name, "trials": p["trials"], "sets": len(p["sets"]), "seeds": len(p["seeds"]),
-            "varies": varies_by(p["cells"]),
-            "line": split_line(name, p["first"], data) if same else _range_line(name, p, data),
-            "presentations": span(p["presentations"]), "distinct": span(p["distinct"]),
-            "groups": {g: span(v) for g, v in p["groups"].items()}, "overlap": p["overlap"],
-        })
+        same = (
+            len(set(p["presentations"])) == 1
+            and len(set(p["distinct"])) == 1
+            and all(len(set(v)) == 1 for v in p["groups"].values())
+        )
+        rows.append(
+            {
+                "split": name,
+                "trials": p["trials"],
+                "sets": len(p["sets"]),
+                "seeds": len(p["seeds"]),
+                "varies": varies_by(p["cells"]),
+                "line": split_line(name, p["first"], data) if same else _range_line(name, p, data),
+                "presentations": span(p["presentations"]),
+                "distinct": span(p["distinct"]),
+                "groups": {g: span(v) for g, v in p["groups"].items()},
+                "overlap": p["overlap"],
+            }
+        )
     pairs, by = _independent(data)
-    return {"splits": rows, "violations": kinds, "trials_with_splits": with_splits, "trials": total,
-            "unit": _unit_word(data), "independent": {"pairs": [list(p) for p in pairs], "by": by}}
+    return {
+        "splits": rows,
+        "violations": kinds,
+        "trials_with_splits": with_splits,
+        "trials": total,
+        "unit": _unit_word(data),
+        "independent": {"pairs": [list(p) for p in pairs], "by": by},
+    }
 
 
 def varies_by(cells: Mapping[tuple[Any, Any], set]) -> list[str]:
@@ -324,8 +441,11 @@ def varies_by(cells: Mapping[tuple[Any, Any], set]) -> list[str]:
     return out
 
 
-_VARIES = {"seed": "between seeds", "arm": "between arms at the same seed",
-           "trial": "between trials of one arm at one seed"}
+_VARIES = {
+    "seed": "between seeds",
+    "arm": "between arms at the same seed",
+    "trial": "between trials of one arm at one seed",
+}
 
 
 def _sets_text(row: Mapping[str, Any]) -> str:
@@ -349,8 +469,11 @@ def _range_line(name: str, p: Mapping[str, Any], data: Mapping[str, Any]) -> str
     return text
 
 
-def overlap_lines(row: Mapping[str, Any], data: Mapping[str, Any] | None,
-                  independent: Mapping[str, Any] | None = None) -> list[str]:
+def overlap_lines(
+    row: Mapping[str, Any],
+    data: Mapping[str, Any] | None,
+    independent: Mapping[str, Any] | None = None,
+) -> list[str]:
     """'train and test share 0 images, 37 patients (the most in one trial)' per pair a trial measured,
     saying which shared counts the contract does not check (a pair not declared, a group not in `by`)."""
     pairs = {frozenset(p) for p in (independent or {}).get("pairs") or []}
@@ -375,12 +498,17 @@ def overlap_lines(row: Mapping[str, Any], data: Mapping[str, Any] | None,
 def summary_lines(summary: Mapping[str, Any], data: Mapping[str, Any] | None) -> list[str]:
     """The Data section as plain lines (the report and `plan status` print them)."""
     if not summary.get("splits"):
-        return [f"no split logged ({summary.get('trials', 0)} trials); trial.log_split / planner.log_split "
-                "report them (docs/data.md)"]
+        return [
+            f"no split logged ({summary.get('trials', 0)} trials); trial.log_split / planner.log_split "
+            "report them (docs/data.md)"
+        ]
     out = []
     for row in summary["splits"]:
         out.append(f"{row['line']} ({noun('trial', int(row['trials']))}, {_sets_text(row)})")
         out += ["  " + line for line in overlap_lines(row, data, summary.get("independent"))]
     kinds = summary.get("violations") or {}
-    out.append("data violations: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) if kinds else "none"))
+    out.append(
+        "data violations: "
+        + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) if kinds else "none")
+    )
     return out

@@ -40,17 +40,34 @@ class SplitError(ValueError):
 
 def as_ids(values: Any, what: str) -> np.ndarray:
     """A 1-D array of int64 or str from a list, tuple, numpy array or pandas column; SplitError otherwise."""
-    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas Series, Index, Categorical
+    if hasattr(values, "to_numpy") and not isinstance(
+        values, np.ndarray
+    ):  # pandas Series, Index, Categorical
         values = values.to_numpy()
-    elif hasattr(values, "__array__") and not isinstance(values, np.ndarray):  # torch tensors and the like
+    elif hasattr(values, "__array__") and not isinstance(
+        values, np.ndarray
+    ):  # torch tensors and the like
         values = np.asarray(values)
-    if isinstance(values, str | bytes) or isinstance(values, Mapping) or not hasattr(values, "__len__"):
-        raise SplitError(f"{what} must be a list, array or column of ids, got {type(values).__name__}")
-    if not isinstance(values, np.ndarray):  # a list or tuple: numpy would turn [1, "a"] into strings silently
+    if (
+        isinstance(values, str | bytes)
+        or isinstance(values, Mapping)
+        or not hasattr(values, "__len__")
+    ):
+        raise SplitError(
+            f"{what} must be a list, array or column of ids, got {type(values).__name__}"
+        )
+    if not isinstance(
+        values, np.ndarray
+    ):  # a list or tuple: numpy would turn [1, "a"] into strings silently
         values = values if isinstance(values, list) else list(values)
         types = set(map(type, values))
-        if not (all(issubclass(t, str) for t in types) or all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_)
-                                      for t in types)):
+        if not (
+            all(issubclass(t, str) for t in types)
+            or all(
+                issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_)
+                for t in types
+            )
+        ):
             if any(issubclass(t, float | np.floating) for t in types) and not types & {str}:
                 raise SplitError(f"{what} must be ints or strings, got floats")
             if not any(issubclass(t, list | tuple | np.ndarray) for t in types):
@@ -64,7 +81,9 @@ def as_ids(values: Any, what: str) -> np.ndarray:
     kind = array.dtype.kind
     if kind in "iu":
         if kind == "u" and array.dtype.itemsize == 8 and int(array.max()) >= 2**63:
-            raise SplitError(f"{what} has unsigned ids of 2**63 or more; use strings for ids that large")
+            raise SplitError(
+                f"{what} has unsigned ids of 2**63 or more; use strings for ids that large"
+            )
         return array.astype(np.int64, copy=False)
     if kind == "U":
         return array
@@ -72,13 +91,17 @@ def as_ids(values: Any, what: str) -> np.ndarray:
         types = {type(v) for v in array.tolist()}
         if all(issubclass(t, str) for t in types):
             return array.astype(str)
-        if all(issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_) for t in types):
+        if all(
+            issubclass(t, int | np.integer) and not issubclass(t, bool | np.bool_) for t in types
+        ):
             return array.astype(np.int64)
         shown = ", ".join(sorted(t.__name__ for t in types))
         raise SplitError(f"{what} must hold only ints or only strings, got {shown}")
     if kind == "f":
-        raise SplitError(f"{what} must be ints or strings, got floats ({array.dtype}); a pandas column of ints "
-                         "with missing values reads as floats: drop or fill them and cast with .astype(int)")
+        raise SplitError(
+            f"{what} must be ints or strings, got floats ({array.dtype}); a pandas column of ints "
+            "with missing values reads as floats: drop or fill them and cast with .astype(int)"
+        )
     raise SplitError(f"{what} must be ints or strings, got {array.dtype}")
 
 
@@ -108,7 +131,9 @@ def distinct(ids: np.ndarray) -> np.ndarray:
     return ordered[keep]
 
 
-def summarize(name: str, ids: Any, groups: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def summarize(
+    name: str, ids: Any, groups: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(the split's summary, its distinct sets by key) for `ids` and `groups` aligned with them.
 
     The summary is what the run folder stores:
@@ -119,35 +144,52 @@ def summarize(name: str, ids: Any, groups: Mapping[str, Any] | None = None) -> t
     check_name(name)
     unit_ids = as_ids(ids, f"log_split({name!r}): ids")
     sets = {UNIT: distinct(unit_ids)}
-    out: dict[str, Any] = {"presentations": int(unit_ids.size), "distinct": int(sets[UNIT].size),
-                           "fingerprint": fingerprint(sets[UNIT]), "groups": {}}
+    out: dict[str, Any] = {
+        "presentations": int(unit_ids.size),
+        "distinct": int(sets[UNIT].size),
+        "fingerprint": fingerprint(sets[UNIT]),
+        "groups": {},
+    }
     if groups is not None:
         if not isinstance(groups, Mapping):
-            raise SplitError(f"log_split({name!r}): groups must be a mapping of group name to values, "
-                             f"like {{'patient': patient_ids}}, got {type(groups).__name__}")
+            raise SplitError(
+                f"log_split({name!r}): groups must be a mapping of group name to values, "
+                f"like {{'patient': patient_ids}}, got {type(groups).__name__}"
+            )
         for group, values in groups.items():
             if not isinstance(group, str) or not group or group == UNIT:
-                raise SplitError(f"log_split({name!r}): a group name must be a non-empty string other than "
-                                 f"{UNIT!r}, got {group!r}")
+                raise SplitError(
+                    f"log_split({name!r}): a group name must be a non-empty string other than "
+                    f"{UNIT!r}, got {group!r}"
+                )
             column = as_ids(values, f"log_split({name!r}): group {group!r}")
             if column.size != unit_ids.size:
-                raise SplitError(f"log_split({name!r}): group {group!r} has {column.size} values for "
-                                 f"{unit_ids.size} ids; give one value per id, aligned")
+                raise SplitError(
+                    f"log_split({name!r}): group {group!r} has {column.size} values for "
+                    f"{unit_ids.size} ids; give one value per id, aligned"
+                )
             sets[group] = distinct(column)
-            out["groups"][group] = {"distinct": int(sets[group].size), "fingerprint": fingerprint(sets[group])}
+            out["groups"][group] = {
+                "distinct": int(sets[group].size),
+                "fingerprint": fingerprint(sets[group]),
+            }
     return out, sets
 
 
 def check_name(name: Any) -> None:
     if not isinstance(name, str) or not name.strip():
-        raise SplitError(f"a split's name must be a non-empty string like 'train' or 'test', got {name!r}")
+        raise SplitError(
+            f"a split's name must be a non-empty string like 'train' or 'test', got {name!r}"
+        )
 
 
 def shared(a: np.ndarray, b: np.ndarray) -> int:
     """How many values two distinct sets share (0 when their types differ: an int id is never a string id)."""
     if a.size == 0 or b.size == 0 or (a.dtype.kind == "U") != (b.dtype.kind == "U"):
         return 0
-    small, large = (a, b) if a.size <= b.size else (b, a)  # both sorted and distinct: binary search, no re-sort
+    small, large = (
+        (a, b) if a.size <= b.size else (b, a)
+    )  # both sorted and distinct: binary search, no re-sort
     at = np.minimum(np.searchsorted(large, small), large.size - 1)
     return int(np.count_nonzero(large[at] == small))
 
@@ -171,13 +213,18 @@ class SplitLog:
         if name in self.summaries:
             before = self.summaries[name]
             if fingerprints(before) != fingerprints(summary):
-                raise SplitError(f"split {name!r} was logged again with different units or groups; a split is "
-                                 "one set per trial: log a changing subset under its own name")
+                raise SplitError(
+                    f"split {name!r} was logged again with different units or groups; a split is "
+                    "one set per trial: log a changing subset under its own name"
+                )
             summary["overlap"] = before.get("overlap", {})
         else:
-            summary["overlap"] = {other: {key: shared(sets[key], other_sets[key])
-                                          for key in sets if key in other_sets}
-                                  for other, other_sets in self.sets.items()}
+            summary["overlap"] = {
+                other: {
+                    key: shared(sets[key], other_sets[key]) for key in sets if key in other_sets
+                }
+                for other, other_sets in self.sets.items()
+            }
         self.sets[name] = sets
         self.summaries[name] = summary
         return summary
@@ -185,5 +232,7 @@ class SplitLog:
 
 def fingerprints(summary: Mapping[str, Any]) -> dict[str, Any]:
     """key (`unit` or a group) -> fingerprint, of one stored split summary."""
-    return {UNIT: summary.get("fingerprint"),
-            **{g: v.get("fingerprint") for g, v in (summary.get("groups") or {}).items()}}
+    return {
+        UNIT: summary.get("fingerprint"),
+        **{g: v.get("fingerprint") for g, v in (summary.get("groups") or {}).items()},
+    }

@@ -288,7 +288,9 @@ def node_facts() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
     }
-    if "ray" in sys.modules:  # a trial in a Ray worker (never imports Ray for a trial run without it)
+    if (
+        "ray" in sys.modules
+    ):  # a trial in a Ray worker (never imports Ray for a trial run without it)
         if ray.is_initialized():
             facts["node_id"] = ray.get_runtime_context().get_node_id()
             facts["node_ip"] = ray.util.get_node_ip_address()

@@ -109,12 +109,20 @@ class RunResult:
     wall_time_s: float
     trials_ended: int
     failures: list[dict] = field(default_factory=list)
-    errors: list[dict] = field(default_factory=list)  # failed trials by error, first occurrence first
-    no_value_arms: list[str] = field(default_factory=list)  # arms without one usable confirmation value
+    errors: list[dict] = field(
+        default_factory=list
+    )  # failed trials by error, first occurrence first
+    no_value_arms: list[str] = field(
+        default_factory=list
+    )  # arms without one usable confirmation value
     heldout_exposures: int = 0  # tuning trials that reported metric.heldout
     heldout: str | None = None
-    findings: list[dict] = field(default_factory=list)  # decisions.json `findings` (seeds_identical, ...)
-    notes: list[dict] = field(default_factory=list)  # the trials' protocol notes, grouped (records.note_groups)
+    findings: list[dict] = field(
+        default_factory=list
+    )  # decisions.json `findings` (seeds_identical, ...)
+    notes: list[dict] = field(
+        default_factory=list
+    )  # the trials' protocol notes, grouped (records.note_groups)
     resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
     resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
 
@@ -122,11 +130,16 @@ class RunResult:
     def exit_code(self) -> int:
         if self.state != RunState.COMPLETED:
             return EXIT_INCOMPLETE
-        undecidable = self.no_value_arms or any(d.get("decision") in UNDECIDED for d in self.decisions)
-        return EXIT_NO_VALUE if undecidable else EXIT_OK  # 4: nothing, or nothing valid or whole, to decide on
+        undecidable = self.no_value_arms or any(
+            d.get("decision") in UNDECIDED for d in self.decisions
+        )
+        return (
+            EXIT_NO_VALUE if undecidable else EXIT_OK
+        )  # 4: nothing, or nothing valid or whole, to decide on
 
 
 # ------------------------------------------------------------------ loading and validating
+
 
 def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved, the
@@ -138,13 +151,24 @@ def load_and_validate(contract_path: str | os.PathLike, lineage=None):
     path = Path(contract_path)
     if not path.is_file():
         raise UsageError(f"cannot read {contract_path}: no such file")
-    loaded = load_contract(path, lineage)  # lineage: a baseline from a run or a line (planner._lineage)
-    configs, raw_configs = at_budget(loaded.contract, loaded.configs, loaded.raw_configs)  # as the trials get them
-    return (loaded.contract, path.parent.resolve(), configs, make_plan(loaded.contract), raw_configs,
-            loaded.script_options)
+    loaded = load_contract(
+        path, lineage
+    )  # lineage: a baseline from a run or a line (planner._lineage)
+    configs, raw_configs = at_budget(
+        loaded.contract, loaded.configs, loaded.raw_configs
+    )  # as the trials get them
+    return (
+        loaded.contract,
+        path.parent.resolve(),
+        configs,
+        make_plan(loaded.contract),
+        raw_configs,
+        loaded.script_options,
+    )
 
 
 # ------------------------------------------------------------------ the decision
+
 
 def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     """The contract's decision per treatment arm (planner._stats.decide), as decisions.json rows.
@@ -154,12 +178,30 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     pending, which makes the arm incomplete.
     """
     metric = contract.metric.decision_metric
-    confirm = latest_outcomes(((r.get("arm"), r.get("seed"), final_value(r, metric), r.get("status", TrialStatus.FAILED))
-                               for r in confirm_records if r.get("phase") == "confirm"),
-                              [contract.baseline.name, *(arm.name for arm in contract.arms)], list(contract.seeds))
-    decisions = decision_rule.decide(contract.acceptance, contract.metric.decision_mode, confirm, contract.baseline.name,
-                       planned_seeds=list(contract.seeds), diverged_value=contract.failures.diverged_value,
-                       arms=[arm.name for arm in contract.arms], metric=metric)
+    confirm = latest_outcomes(
+        (
+            (
+                r.get("arm"),
+                r.get("seed"),
+                final_value(r, metric),
+                r.get("status", TrialStatus.FAILED),
+            )
+            for r in confirm_records
+            if r.get("phase") == "confirm"
+        ),
+        [contract.baseline.name, *(arm.name for arm in contract.arms)],
+        list(contract.seeds),
+    )
+    decisions = decision_rule.decide(
+        contract.acceptance,
+        contract.metric.decision_mode,
+        confirm,
+        contract.baseline.name,
+        planned_seeds=list(contract.seeds),
+        diverged_value=contract.failures.diverged_value,
+        arms=[arm.name for arm in contract.arms],
+        metric=metric,
+    )
     return [d.as_dict() for d in decisions]
 
 
@@ -168,7 +210,9 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
     latest: dict[tuple, dict] = {}
     for record in confirm_records:
         latest[(record.get("arm"), record.get("seed"))] = record
-    reasons = invalid_reasons(latest.values(), contract.baseline.name, [arm.name for arm in contract.arms])
+    reasons = invalid_reasons(
+        latest.values(), contract.baseline.name, [arm.name for arm in contract.arms]
+    )
     return mark_invalid(rows, reasons, "data")
 
 
@@ -180,16 +224,25 @@ def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[
     for t in plan.tune:
         planned[t.arm] = planned.get(t.arm, 0) + 1
         record = records.get(t.trial_id)
-        if record is not None and any(e.get("type") == NEVER_RAN for e in record.get("errors") or []):
+        if record is not None and any(
+            e.get("type") == NEVER_RAN for e in record.get("errors") or []
+        ):
             never[t.arm] = never.get(t.arm, 0) + 1
-    short = {arm: f"tuning budget not matched: {arm} {planned[arm] - n} of {planned[arm]} trials."
-             for arm, n in never.items() if n}
+    short = {
+        arm: f"tuning budget not matched: {arm} {planned[arm] - n} of {planned[arm]} trials."
+        for arm, n in never.items()
+        if n
+    }
     base = short.get(contract.baseline.name)
-    return {arm.name: " ".join(w for w in (short.get(arm.name), base) if w) for arm in contract.arms
-            if arm.name in short or base}
+    return {
+        arm.name: " ".join(w for w in (short.get(arm.name), base) if w)
+        for arm in contract.arms
+        if arm.name in short or base
+    }
 
 
 # ------------------------------------------------------------------ the runner's state
+
 
 @dataclass
 class Runner:
@@ -207,40 +260,75 @@ class Runner:
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
     keep_going: bool = False  # plan run --keep-going: never fail fast
-    script_options: tuple | None = None  # what the flag check read of an argparse script (Dispatch.open)
+    script_options: tuple | None = (
+        None  # what the flag check read of an argparse script (Dispatch.open)
+    )
     t0: float = field(init=False, default_factory=time.monotonic)
     progress: Progress = field(init=False)
     display: Any = field(init=False)  # planner._dispatch.progress: a Quiet, Line or Live display
-    dispatch: Dispatch = field(init=False)  # the trials' specs and the hooks that log them, shared with reeval
-    records: dict[str, dict] = field(init=False)  # trial_id -> record: the plan's trials ended so far
-    state_written: float = field(init=False, default=0.0)  # when state.json was last rewritten while running (monotonic)
-    warned_heldout: bool = field(init=False, default=False)  # the held-out exposure warning was shown
-    unselected: dict[str, str] = field(init=False, default_factory=dict)  # arm -> why tuning selected nothing
+    dispatch: Dispatch = field(
+        init=False
+    )  # the trials' specs and the hooks that log them, shared with reeval
+    records: dict[str, dict] = field(
+        init=False
+    )  # trial_id -> record: the plan's trials ended so far
+    state_written: float = field(
+        init=False, default=0.0
+    )  # when state.json was last rewritten while running (monotonic)
+    warned_heldout: bool = field(
+        init=False, default=False
+    )  # the held-out exposure warning was shown
+    unselected: dict[str, str] = field(
+        init=False, default_factory=dict
+    )  # arm -> why tuning selected nothing
     findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
-    sequential: SequentialConfirmation | None = field(init=False, default=None)  # the looks a sequential confirmation ran
-    not_needed: set[str] = field(init=False, default_factory=set)  # confirmation trials the looks did not need
-    fail_fast: FailFast = field(init=False)  # the first trials, watched for a run that can only fail
+    sequential: SequentialConfirmation | None = field(
+        init=False, default=None
+    )  # the looks a sequential confirmation ran
+    not_needed: set[str] = field(
+        init=False, default_factory=set
+    )  # confirmation trials the looks did not need
+    fail_fast: FailFast = field(
+        init=False
+    )  # the first trials, watched for a run that can only fail
 
     def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
         for t in self.plan.trials:
             planned[(t.phase, t.arm)] = planned.get((t.phase, t.arm), 0) + 1
         c = self.contract
-        self.progress = Progress(list(self.plan.arms), planned, metric=c.metric.name, mode=c.metric.mode,
-                                 decision_metric=c.metric.decision_metric,
-                                 max_wall_time_s=c.budget.max_wall_time_s)
-        self.display = make_display(self.progress, quiet=self.quiet, stream=self.stream or sys.stdout)
-        self.fail_fast = FailFast(c.metric.name, frozenset(a.name for a in c.all_arms), enabled=not self.keep_going)
+        self.progress = Progress(
+            list(self.plan.arms),
+            planned,
+            metric=c.metric.name,
+            mode=c.metric.mode,
+            decision_metric=c.metric.decision_metric,
+            max_wall_time_s=c.budget.max_wall_time_s,
+        )
+        self.display = make_display(
+            self.progress, quiet=self.quiet, stream=self.stream or sys.stdout
+        )
+        self.fail_fast = FailFast(
+            c.metric.name, frozenset(a.name for a in c.all_arms), enabled=not self.keep_going
+        )
         # it hears back through started/ended/cancelled below; plan reeval trials are not the plan's
-        self.dispatch = Dispatch.open(c, self.contract_dir, self.configs, self.store, listener=self,
-                                      remote=self.remote, raw_configs=self.raw_configs,
-                                      script_options=self.script_options,
-                                      records={r["trial_id"]: r for r in self.store.trials()
-                                               if r.get("phase") != "reeval"})
+        self.dispatch = Dispatch.open(
+            c,
+            self.contract_dir,
+            self.configs,
+            self.store,
+            listener=self,
+            remote=self.remote,
+            raw_configs=self.raw_configs,
+            script_options=self.script_options,
+            records={r["trial_id"]: r for r in self.store.trials() if r.get("phase") != "reeval"},
+        )
         self.records = self.dispatch.records
         for record in self.records.values():
             self.progress.ended(record, was_running=False)
-            self.dispatch.slim(record)  # a resumed run's tuning records, as a running one keeps them
+            self.dispatch.slim(
+                record
+            )  # a resumed run's tuning records, as a running one keeps them
 
     @property
     def search_path(self) -> list[str]:
@@ -260,7 +348,9 @@ class Runner:
         if every_s and now - self.state_written < every_s:
             return
         self.state_written = now
-        self.store.write_state(state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records))
+        self.store.write_state(
+            state, reason=reason, wall_time_s=self.wall_s(), trials_ended=len(self.records)
+        )
 
     # the live progress hears of each trial after the run folder (Dispatch's listener)
     def started(self, spec: TrialSpec) -> None:
@@ -270,14 +360,20 @@ class Runner:
     def ended(self, record: dict) -> None:
         self.fail_fast.trial_ended(record)
         for v in data_violations(record):  # at once, as the trial ends (docs/data.md)
-            self.display.note(f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}")
+            self.display.note(
+                f"data violation: {v['kind']} in {record['trial_id']}: {v['message']}"
+            )
         self.progress.ended(record)
-        heldout = [v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"]
+        heldout = [
+            v for v in record.get("violations") or [] if v.get("kind") == "heldout_in_tuning"
+        ]
         if heldout and not self.warned_heldout:  # at once, not only in the summary
             self.warned_heldout = True
-            self.display.note(f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
-                              f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
-                              "every such trial)")
+            self.display.note(
+                f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
+                f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
+                "every such trial)"
+            )
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.display.update(record)
 
@@ -297,8 +393,9 @@ class Runner:
             check_trial(record, f"{trial_id}'s kept record")
         except RunError:
             return False
-        same = all(record.get(key) == getattr(planned, key) for key in ("trial_id", "phase", "arm", "seed")) and (
-            record.get("contract_sha256") == self.dispatch.contract_sha256)
+        same = all(
+            record.get(key) == getattr(planned, key) for key in ("trial_id", "phase", "arm", "seed")
+        ) and (record.get("contract_sha256") == self.dispatch.contract_sha256)
         if not same or (record.get("params") or {}) != (ledger.attempts[-1].get("params") or {}):
             return False
         self.dispatch.recover(record, ledger.attempts[-1].get("session"))
@@ -306,8 +403,10 @@ class Runner:
         return True
 
     def kept(self, spec: TrialSpec, why: str) -> None:
-        self.display.note(f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
-                          f"trial's ({why})")
+        self.display.note(
+            f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
+            f"trial's ({why})"
+        )
 
     def should_stop(self) -> str | None:
         return self.fail_fast.should_stop()
@@ -350,27 +449,49 @@ class Runner:
     def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
         """The planned trials of `phase` with no record after it (`wanted`: only those trials); logged
         as run again."""
-        missing = [t.trial_id for t in self.plan.trials if t.phase == phase and t.trial_id not in self.records
-                   and t.trial_id not in self.not_needed and (wanted is None or wanted(t))]
+        missing = [
+            t.trial_id
+            for t in self.plan.trials
+            if t.phase == phase
+            and t.trial_id not in self.records
+            and t.trial_id not in self.not_needed
+            and (wanted is None or wanted(t))
+        ]
         if missing:
-            self.store.event("trials_rerun", trial_ids=missing, reasons={m: reasons.get(m, "") for m in missing},
-                             reason="planned, but the phase ended without their records")
-            self.display.note(f"{noun('planned trial', len(missing))} ended with no record; running "
-                              f"{'it' if len(missing) == 1 else 'them'} again: {', '.join(missing[:5])}"
-                              + (" ..." if len(missing) > 5 else ""))
+            self.store.event(
+                "trials_rerun",
+                trial_ids=missing,
+                reasons={m: reasons.get(m, "") for m in missing},
+                reason="planned, but the phase ended without their records",
+            )
+            self.display.note(
+                f"{noun('planned trial', len(missing))} ended with no record; running "
+                f"{'it' if len(missing) == 1 else 'them'} again: {', '.join(missing[:5])}"
+                + (" ..." if len(missing) > 5 else "")
+            )
         return missing
 
     def _record_never_ran(self, phase: str, reasons: dict[str, str], wanted=None) -> None:
         """A planned trial of `phase` that still has no record: recorded `failed`, with what Ray said."""
         for t in self.plan.trials:
-            if (t.phase != phase or t.trial_id in self.records or t.trial_id in self.not_needed
-                    or (wanted is not None and not wanted(t))):
+            if (
+                t.phase != phase
+                or t.trial_id in self.records
+                or t.trial_id in self.not_needed
+                or (wanted is not None and not wanted(t))
+            ):
                 continue
             why = reasons.get(t.trial_id) or "Ray ended the phase without running it"
-            error = {"attempt": 1, "type": NEVER_RAN, "traceback": "",
-                     "message": f"the trial did not run twice: {why}"}
+            error = {
+                "attempt": 1,
+                "type": NEVER_RAN,
+                "traceback": "",
+                "message": f"the trial did not run twice: {why}",
+            }
             config = self.configs[t.arm]
-            record = make_record(self.spec(t, config), TrialStatus.FAILED, None, 1, [error], utc_now(), 0.0)
+            record = make_record(
+                self.spec(t, config), TrialStatus.FAILED, None, 1, [error], utc_now(), 0.0
+            )
             self.dispatch.hooks().trial_ended(record)
 
     def _tune_pass(self) -> tuple[StopReason | None, dict[str, str]]:
@@ -383,24 +504,45 @@ class Runner:
             if not todo:
                 continue
             # a trial that started before (a second pass, a --resume) runs again with the values it started with
-            again = {t.trial_id: self.dispatch.started_params[t.trial_id] for t in todo
-                     if t.trial_id in self.dispatch.started_params}
+            again = {
+                t.trial_id: self.dispatch.started_params[t.trial_id]
+                for t in todo
+                if t.trial_id in self.dispatch.started_params
+            }
             space = arm_space(tuning, group.arm)
-            sweeps.append(tuning_pieces.Sweep(group.arm, group.seed, [self.spec(t, self.configs[group.arm]) for t in todo],
-                                to_optuna(space), make_sampler(tuning.sampler, space, drawn=len(done) + len(again)), done,
-                                raw=self.dispatch.raw_for(group.arm, group.seed), again=again))
+            sweeps.append(
+                tuning_pieces.Sweep(
+                    group.arm,
+                    group.seed,
+                    [self.spec(t, self.configs[group.arm]) for t in todo],
+                    to_optuna(space),
+                    make_sampler(tuning.sampler, space, drawn=len(done) + len(again)),
+                    done,
+                    raw=self.dispatch.raw_for(group.arm, group.seed),
+                    again=again,
+                )
+            )
         if not sweeps:
             return None, {}
         self.progress.phase = "tune"
         self.store.event("phase_started", phase="tune", trials=sum(len(s.specs) for s in sweeps))
-        self.display.note(f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps")
+        self.display.note(
+            f"tuning: {sum(len(s.specs) for s in sweeps)} trials in {len(sweeps)} sweeps"
+        )
         remaining = self.remaining_s()
         if remaining is not None and remaining <= 0:
             return StopReason.BUDGET, {}
-        outcome = tuning_pieces.run_tuning(sweeps, metric=self.contract.metric.name, mode=self.contract.metric.mode,
-                             exposure=self.contract.budget.exposure, early_stop=tuning.early_stop,
-                             resources=self.contract.budget.resources, hooks=self.dispatch.hooks(),
-                             time_budget_s=remaining, prestart=True)
+        outcome = tuning_pieces.run_tuning(
+            sweeps,
+            metric=self.contract.metric.name,
+            mode=self.contract.metric.mode,
+            exposure=self.contract.budget.exposure,
+            early_stop=tuning.early_stop,
+            resources=self.contract.budget.resources,
+            hooks=self.dispatch.hooks(),
+            time_budget_s=remaining,
+            prestart=True,
+        )
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped, outcome.unrecorded
 
@@ -410,17 +552,33 @@ class Runner:
         if c.tuning is None:
             return {arm: config for arm, config in self.configs.items()}
         selected = select(c, [r for r in self.records.values() if r["phase"] == "tune"])
-        self.store.write_selection({
-            "rule": c.tuning.selection.rule, "k": c.tuning.selection.k, "metric": c.metric.name,
-            "mode": c.metric.mode, "arms": {arm: s.as_dict() for arm, s in selected.items()}})
+        self.store.write_selection(
+            {
+                "rule": c.tuning.selection.rule,
+                "k": c.tuning.selection.k,
+                "metric": c.metric.name,
+                "mode": c.metric.mode,
+                "arms": {arm: s.as_dict() for arm, s in selected.items()},
+            }
+        )
         self.unselected = {arm: s.reason for arm, s in selected.items() if not s.trial_id}
         for arm, s in selected.items():
-            self.store.event("selected", arm=arm, trial_id=s.trial_id, params=s.params, score=s.score,
-                             reason=s.reason)
-            self.display.note(f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip())
-        return {arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
-                for arm, s in selected.items() if s.trial_id}
-
+            self.store.event(
+                "selected",
+                arm=arm,
+                trial_id=s.trial_id,
+                params=s.params,
+                score=s.score,
+                reason=s.reason,
+            )
+            self.display.note(
+                f"selected for {arm}: {s.trial_id or 'nothing'} {s.params or ''} {s.reason}".strip()
+            )
+        return {
+            arm: apply_params(self.configs[arm], s.params, self.raw_configs.get(arm))
+            for arm, s in selected.items()
+            if s.trial_id
+        }
 
     def _did_not_vary(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
         """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an incomplete
@@ -430,50 +588,97 @@ class Runner:
         tuning = [r for r in self.records.values() if r["phase"] == "tune"]
         identical = seeds_identical(confirmed)
         tuned = tuned_values_identical(tuning, c.metric.name)
-        diverged_confirm = non_finite_metrics(confirmed) if identical else {}  # a cause of identical curves
+        diverged_confirm = (
+            non_finite_metrics(confirmed) if identical else {}
+        )  # a cause of identical curves
         diverged_tune = non_finite_metrics(tuning) if tuned else {}
         reasons, rules = {}, {}
         for row in rows:
-            whys = {rule: why for rule, why in (
-                ("tuned_values", tuned_values_did_not_vary(row["arm"], tuned, c.baseline.name, diverged_tune)),
-                ("seeds", seeds_did_not_vary(row["arm"], identical, c.baseline.name, c.metric.decision_metric,
-                                             diverged_confirm)))
-                if why is not None}
+            whys = {
+                rule: why
+                for rule, why in (
+                    (
+                        "tuned_values",
+                        tuned_values_did_not_vary(
+                            row["arm"], tuned, c.baseline.name, diverged_tune
+                        ),
+                    ),
+                    (
+                        "seeds",
+                        seeds_did_not_vary(
+                            row["arm"],
+                            identical,
+                            c.baseline.name,
+                            c.metric.decision_metric,
+                            diverged_confirm,
+                        ),
+                    ),
+                )
+                if why is not None
+            }
             if whys and row["decision"] != "incomplete":
                 reasons[row["arm"]], rules[row["arm"]] = " ".join(whys.values()), list(whys)
-        def diverged(arm: str, names: dict[str, list[str]]) -> str:
-            return f" (their reports hold NaN or infinite {', '.join(names[arm])}: diverged)" if arm in names else ""
 
-        findings = [{"kind": "seeds_identical", "arm": arm, "seeds": n,
-                     "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves"
-                                f"{diverged(arm, diverged_confirm)}: the seeds did not vary the run"}
-                    for arm, n in identical.items()]
-        findings += [{"kind": "tuned_values_identical", "arm": arm, "trials": n,
-                      "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
-                                 f"different params reported the same curves of {c.metric.name}"
-                                 + (diverged(arm, diverged_tune) or "; check that the trainable uses them")}
-                     for arm, n in tuned.items()]
+        def diverged(arm: str, names: dict[str, list[str]]) -> str:
+            return (
+                f" (their reports hold NaN or infinite {', '.join(names[arm])}: diverged)"
+                if arm in names
+                else ""
+            )
+
+        findings = [
+            {
+                "kind": "seeds_identical",
+                "arm": arm,
+                "seeds": n,
+                "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves"
+                f"{diverged(arm, diverged_confirm)}: the seeds did not vary the run",
+            }
+            for arm, n in identical.items()
+        ]
+        findings += [
+            {
+                "kind": "tuned_values_identical",
+                "arm": arm,
+                "trials": n,
+                "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
+                f"different params reported the same curves of {c.metric.name}"
+                + (diverged(arm, diverged_tune) or "; check that the trainable uses them"),
+            }
+            for arm, n in tuned.items()
+        ]
         return mark_invalid(rows, reasons, rules), findings
 
     def _nothing_confirmed(self, rows: list[dict]) -> list[dict]:
         """An arm (or the baseline) whose tuning selected nothing was never confirmed: say why, not
         "seeds not run yet" (which reads as pending work that --resume would do)."""
         unselected = self.unselected
-        if not unselected or any(r["phase"] == "confirm" and r["arm"] in unselected for r in self.records.values()):
+        if not unselected or any(
+            r["phase"] == "confirm" and r["arm"] in unselected for r in self.records.values()
+        ):
             return rows
         out = []
         for row in rows:
             said = []
             for arm in (self.contract.baseline.name, row["arm"]):
                 if arm in unselected:
-                    tuned = [r for r in self.records.values() if r["phase"] == "tune" and r["arm"] == arm]
+                    tuned = [
+                        r for r in self.records.values() if r["phase"] == "tune" and r["arm"] == arm
+                    ]
                     groups = error_groups(tuned)
-                    error = (f"; {groups[0]['error']} in {groups[0]['count']} of them" if groups else "")
-                    said.append(f"{'the baseline ' if arm != row['arm'] else ''}{arm} was never confirmed: "
-                                f"{unselected[arm]}{error}")
+                    error = (
+                        f"; {groups[0]['error']} in {groups[0]['count']} of them" if groups else ""
+                    )
+                    said.append(
+                        f"{'the baseline ' if arm != row['arm'] else ''}{arm} was never confirmed: "
+                        f"{unselected[arm]}{error}"
+                    )
             if said and row["decision"] == "incomplete":
-                row = {**row, "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix the "
-                                        "trainable or the contract and start a new run."}
+                row = {
+                    **row,
+                    "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix the "
+                    "trainable or the contract and start a new run.",
+                }
             out.append(row)
         return out
 
@@ -489,7 +694,9 @@ class Runner:
                 self.progress.cell("confirm", t.arm).planned -= 1
             self.sequential, self.not_needed = looks.sequential, looks.not_needed
             return looks.stopped
-        with importing_meanwhile(decision_rule.SCIPY):  # the decision's SciPy, while the driver waits on trials
+        with importing_meanwhile(
+            decision_rule.SCIPY
+        ):  # the decision's SciPy, while the driver waits on trials
             stopped = self._confirm_pass(configs)
         self.stop_if_failing_fast()
         selected = lambda t: t.arm in configs  # noqa: E731 - the arms with a config to confirm
@@ -501,8 +708,11 @@ class Runner:
         return stopped
 
     def _confirm_pass(self, configs: dict[str, dict]) -> StopReason | None:
-        specs = [self.spec(t, configs[t.arm]) for t in self.plan.confirm
-                 if t.trial_id not in self.records and t.arm in configs]
+        specs = [
+            self.spec(t, configs[t.arm])
+            for t in self.plan.confirm
+            if t.trial_id not in self.records and t.arm in configs
+        ]
         if not specs:
             return None
         outcome = self.run_batch(specs, f"confirming: {len(specs)} trials")
@@ -512,11 +722,20 @@ class Runner:
         """Log the confirmation trials of arms without a selected config as skipped."""
         skipped = [t.trial_id for t in self.plan.confirm if t.arm not in configs]
         if skipped:
-            self.store.event("trials_skipped", phase="confirm", trial_ids=skipped,
-                             reason="the arm has no selected config (no tuning trial completed the full exposure)")
+            self.store.event(
+                "trials_skipped",
+                phase="confirm",
+                trial_ids=skipped,
+                reason="the arm has no selected config (no tuning trial completed the full exposure)",
+            )
 
-    def run_batch(self, specs: list[TrialSpec], note: str, started: dict | None = None,
-                  ended: dict | None = None):
+    def run_batch(
+        self,
+        specs: list[TrialSpec],
+        note: str,
+        started: dict | None = None,
+        ended: dict | None = None,
+    ):
         """One batch of confirmation trials as Ray tasks, between phase_started and phase_ended events.
 
         Returns the Outcome, or None when the wall-time budget was spent before it could start.
@@ -529,8 +748,13 @@ class Runner:
         if remaining is not None and remaining <= 0:
             return None
         outcome = self.dispatch.run_fixed(specs, remaining)
-        self.store.event("phase_ended", phase="confirm", ended=outcome.ended, stopped=outcome.stopped,
-                         **(ended or {}))
+        self.store.event(
+            "phase_ended",
+            phase="confirm",
+            ended=outcome.ended,
+            stopped=outcome.stopped,
+            **(ended or {}),
+        )
         return outcome
 
     def decide(self, state: str) -> list[dict]:
@@ -550,43 +774,86 @@ class Runner:
         rows, self.findings = self._did_not_vary(rows)
         if self.findings:
             extra["findings"] = self.findings
-        self.store.write_decisions({
-            "run_state": state, "metric": c.metric.decision_metric, "test": c.acceptance.test,
-            "alpha": c.acceptance.alpha, "correction": c.acceptance.correction,
-            "min_effect": c.acceptance.min_effect, "rule": c.acceptance.rule, **extra,
-            "decisions": rows})
+        self.store.write_decisions(
+            {
+                "run_state": state,
+                "metric": c.metric.decision_metric,
+                "test": c.acceptance.test,
+                "alpha": c.acceptance.alpha,
+                "correction": c.acceptance.correction,
+                "min_effect": c.acceptance.min_effect,
+                "rule": c.acceptance.rule,
+                **extra,
+                "decisions": rows,
+            }
+        )
         return rows
 
 
 # ------------------------------------------------------------------ the phases of `plan run`
 
-def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs", address: str | None = None,
-        resume: str | os.PathLike | None = None, quiet: bool = False, stream=None,
-        resume_argv: list[str] | None = None, keep_going: bool = False) -> RunResult:
+
+def run(
+    contract_path: str | os.PathLike,
+    *,
+    runs_dir: str | os.PathLike = "runs",
+    address: str | None = None,
+    resume: str | os.PathLike | None = None,
+    quiet: bool = False,
+    stream=None,
+    resume_argv: list[str] | None = None,
+    keep_going: bool = False,
+) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
     `resume_argv` is the contract path and options as the user typed them: an
     interrupted run's result carries the `plan run ... --resume RUN_DIR` that continues it.
     """
-    lineage = ProjectLineage(Path(resume).resolve().parent.parent if resume is not None else runs_dir)
-    contract, contract_dir, configs, plan, raw_configs, script_options = load_and_validate(contract_path, lineage)
+    lineage = ProjectLineage(
+        Path(resume).resolve().parent.parent if resume is not None else runs_dir
+    )
+    contract, contract_dir, configs, plan, raw_configs, script_options = load_and_validate(
+        contract_path, lineage
+    )
     _check_tracking(contract)
-    remote = resolve_address(address) is not None  # a malformed --address is refused before the run folder
-    store, code = _open_store(contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir)
+    remote = (
+        resolve_address(address) is not None
+    )  # a malformed --address is refused before the run folder
+    store, code = _open_store(
+        contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir
+    )
     with RunSession(store) as session:
         if resume is not None:
             previous_wall = _resume_folder(store, session.took_over, contract, configs, code)
         else:
-            _create_folder(store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage)
+            _create_folder(
+                store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage
+            )
             previous_wall = 0.0
-        runner = Runner(contract, contract_dir, configs, raw_configs, plan, store, quiet=quiet, stream=stream,
-                        remote=remote, previous_wall_s=previous_wall, keep_going=keep_going,
-                        script_options=script_options)
+        runner = Runner(
+            contract,
+            contract_dir,
+            configs,
+            raw_configs,
+            plan,
+            store,
+            quiet=quiet,
+            stream=stream,
+            remote=remote,
+            previous_wall_s=previous_wall,
+            keep_going=keep_going,
+            script_options=script_options,
+        )
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
         session.stop_on_signals()
-        end = _End(runner, session, resume=lambda state, reason: _resume_command(
-            state, contract_path, resume_argv, store.root, reason))
+        end = _End(
+            runner,
+            session,
+            resume=lambda state, reason: _resume_command(
+                state, contract_path, resume_argv, store.root, reason
+            ),
+        )
         session.on_end(end)
         with runner.display:
             end.stopped = _spent_before(runner, resumed)
@@ -595,8 +862,14 @@ def run(contract_path: str | os.PathLike, *, runs_dir: str | os.PathLike = "runs
                 end.stopped = _tune_select_confirm(runner)
     if contract.tracking.mlflow is not None:
         _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
-    return _result(runner, end, resumed, resume_command=_resume_command(end.state, contract_path, resume_argv,
-                                                                          store.root, end.reason))
+    return _result(
+        runner,
+        end,
+        resumed,
+        resume_command=_resume_command(
+            end.state, contract_path, resume_argv, store.root, end.reason
+        ),
+    )
 
 
 def _check_tracking(contract) -> None:
@@ -606,8 +879,9 @@ def _check_tracking(contract) -> None:
         check_mlflow_tracking(tracking.tracking_uri, tracking.experiment or contract.name)
 
 
-def _open_store(contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path
-                ) -> tuple[RunStore, dict[str, Any] | None]:
+def _open_store(
+    contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path
+) -> tuple[RunStore, dict[str, Any] | None]:
     """The run folder: a new one, or the one --resume names (refused when today's configs compose differently
     or the trainable's source changed), and on --resume today's code identity, which it was checked against."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
@@ -631,46 +905,87 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
     if was != now:
         where = now_code.get("trainable_file") or now_code.get("trainable")
         then_text, now_text = (str(h)[:12] if h else "none recorded" for h in (was, now))
-        raise RunError(f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
-                       f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume")
+        raise RunError(
+            f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
+            f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume"
+        )
     then_local = logged.get("local_sources") if isinstance(logged, dict) else None
-    if isinstance(then_local, dict):  # a run folder from before local modules were recorded has none to compare
+    if isinstance(
+        then_local, dict
+    ):  # a run folder from before local modules were recorded has none to compare
         now_local = now_code.get("local_sources") or {}
-        changed = sorted(name for name in set(then_local) | set(now_local) if then_local.get(name) != now_local.get(name))
+        changed = sorted(
+            name
+            for name in set(then_local) | set(now_local)
+            if then_local.get(name) != now_local.get(name)
+        )
         if changed:
-            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-            raise RunError(f"a local module the trainable imports changed since {shown_path(run_dir)} started "
-                           f"({shown}): the trials before and after would have run different code as one recipe; "
-                           "changed code is a new run, start it without --resume")
+            shown = ", ".join(changed[:3]) + (
+                f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            )
+            raise RunError(
+                f"a local module the trainable imports changed since {shown_path(run_dir)} started "
+                f"({shown}): the trials before and after would have run different code as one recipe; "
+                "changed code is a new run, start it without --resume"
+            )
     return now_code
 
 
-def _create_folder(store: RunStore, contract, contract_path, contract_dir: Path, configs: dict[str, dict],
-                   plan: Plan, raw_configs: dict[str, dict], lineage: ProjectLineage) -> None:
+def _create_folder(
+    store: RunStore,
+    contract,
+    contract_path,
+    contract_dir: Path,
+    configs: dict[str, dict],
+    plan: Plan,
+    raw_configs: dict[str, dict],
+    lineage: ProjectLineage,
+) -> None:
     """Freeze the contract, the configs, the plan and the identity in the new (locked) run folder."""
-    store.write_frozen(contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs)
+    store.write_frozen(
+        contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs
+    )
     store.write_identity(run_identity(contract, contract_dir, trainable_search_path(contract_dir)))
     store.event("run_started", run_id=store.run_id, planned=plan.planned_count, pid=os.getpid())
     # the project ledger (docs/lineage.md): refused before any trial when it cannot be written
-    lineage_record.run_started(store.root, contract, configs, lineage.resolved.source if lineage.resolved else None)
+    lineage_record.run_started(
+        store.root, contract, configs, lineage.resolved.source if lineage.resolved else None
+    )
 
 
-def _resume_folder(store: RunStore, took_over: dict | None, contract, configs: dict[str, dict],
-                   now_code: dict[str, Any]) -> float:
+def _resume_folder(
+    store: RunStore,
+    took_over: dict | None,
+    contract,
+    configs: dict[str, dict],
+    now_code: dict[str, Any],
+) -> float:
     """Heal the (locked) run folder and log the resume; the wall time the run had used before. `now_code`:
     today's code identity, which `_check_trainable_unchanged` compared with the logged one."""
-    refuse_in_place(store.root, REWRITTEN)  # a folder where a file is replaced: refused before anything runs
+    refuse_in_place(
+        store.root, REWRITTEN
+    )  # a folder where a file is replaced: refused before anything runs
     cut = heal_files(store.root)
     state = read_state(store.root)
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
     logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
     logged_code = logged_code if isinstance(logged_code, dict) else {}
     changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
-    store.event("run_resumed", pid=os.getpid(), previous_state=state.get("state"),
-                trainable_source_sha256=now_code.get("trainable_source_sha256"), trainable_changed=changed)
+    store.event(
+        "run_resumed",
+        pid=os.getpid(),
+        previous_state=state.get("state"),
+        trainable_source_sha256=now_code.get("trainable_source_sha256"),
+        trainable_changed=changed,
+    )
     if took_over is not None:
-        store.event("stale_lock_taken_over", pid=took_over.get("pid"), host=took_over.get("host"),
-                    started=took_over.get("started"), reason=took_over.get("reason"))
+        store.event(
+            "stale_lock_taken_over",
+            pid=took_over.get("pid"),
+            host=took_over.get("host"),
+            started=took_over.get("started"),
+            reason=took_over.get("reason"),
+        )
     for name, size in cut.items():
         store.event("torn_record_dropped", file=name, bytes=size)
     lineage_record.run_started(store.root, contract, configs, None, resumed=True)
@@ -688,12 +1003,21 @@ def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, i
         if started[trial_id] is not None:
             runner.dispatch.started_params.setdefault(trial_id, started[trial_id])
     if again:
-        store.event("trials_rerun", trial_ids=again, reason="started under a driver that stopped before they ended")
+        store.event(
+            "trials_rerun",
+            trial_ids=again,
+            reason="started under a driver that stopped before they ended",
+        )
     return {**resume_counts(plan, runner.records, again), "recovered": len(recovered)}
 
 
-def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir: Path,
-             resumed: dict[str, int] | None) -> None:
+def _connect(
+    session: RunSession,
+    runner: Runner,
+    address: str | None,
+    runs_dir: Path,
+    resumed: dict[str, int] | None,
+) -> None:
     """Join the cluster or start an embedded Ray, saying which and how long it took; on a --resume where
     every planned trial has its record already (a finished run resumed), neither: nothing is left to run,
     and the run decides again from its records without Ray."""
@@ -701,13 +1025,23 @@ def _connect(session: RunSession, runner: Runner, address: str | None, runs_dir:
         runner.display.note(format_resumed(resumed) + ": nothing left to run, Ray not started")
         return
     target = address or os.environ.get("RAY_ADDRESS")
-    runner.display.note(f"connecting to Ray at {target}" if target else "starting an embedded local Ray")
+    runner.display.note(
+        f"connecting to Ray at {target}" if target else "starting an embedded local Ray"
+    )
     t_ray = time.monotonic()
     # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when tuning trials are left
-    tunes = not target and any(t.phase == "tune" and t.trial_id not in runner.records for t in runner.plan.trials)
+    tunes = not target and any(
+        t.phase == "tune" and t.trial_id not in runner.records for t in runner.plan.trials
+    )
     with importing_meanwhile("planner._dispatch.tune" if tunes else None):
-        session.start_ray(address, runner.search_path, runs_dir, log_dir=runner.store.root,
-                          contract=runner.contract, contract_dir=runner.contract_dir)
+        session.start_ray(
+            address,
+            runner.search_path,
+            runs_dir,
+            log_dir=runner.store.root,
+            contract=runner.contract,
+            contract_dir=runner.contract_dir,
+        )
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
         runner.display.note(format_resumed(resumed))
@@ -720,9 +1054,11 @@ def _spent_before(runner: Runner, resumed: dict[str, int] | None) -> StopReason 
     remaining = runner.remaining_s()
     if resumed is None or remaining is None or remaining > 0:
         return None
-    runner.display.note(f"{format_resumed(resumed)}: the earlier sessions spent budget.max_wall_time "
-                        f"({runner.contract.budget.max_wall_time}, {runner.previous_wall_s:.1f} s used): "
-                        "nothing more runs, Ray not started")
+    runner.display.note(
+        f"{format_resumed(resumed)}: the earlier sessions spent budget.max_wall_time "
+        f"({runner.contract.budget.max_wall_time}, {runner.previous_wall_s:.1f} s used): "
+        "nothing more runs, Ray not started"
+    )
     return StopReason.BUDGET
 
 
@@ -752,19 +1088,30 @@ class _End:
 
     def emergency_note(self) -> str:
         """What to print when the run ends from the GCS watch's thread (RunSession._lost)."""
-        lines = [f"run folder: {shown_path(self.runner.store.root)}", f"run state:  {self.state} ({self.reason})"]
+        lines = [
+            f"run folder: {shown_path(self.runner.store.root)}",
+            f"run state:  {self.state} ({self.reason})",
+        ]
         line = self.resume(self.state, self.reason) if self.resume is not None else None
         return "\n".join(lines + ([f"to resume:  {line}"] if line else []))
 
     def __call__(self, error: BaseException | None) -> BaseException | str | None:
         runner, store = self.runner, self.runner.store
-        self.state, self.reason, instead = final_state(error, self.stopped, run_dir=store.root,
-                                                       budget=runner.contract.budget.max_wall_time)
-        if isinstance(error, FailedFast):  # an ending, not a crash: the result is printed as every run's is
+        self.state, self.reason, instead = final_state(
+            error, self.stopped, run_dir=store.root, budget=runner.contract.budget.max_wall_time
+        )
+        if isinstance(
+            error, FailedFast
+        ):  # an ending, not a crash: the result is printed as every run's is
             instead = HANDLED
         lost = self.session.lost if self.session is not None else None
-        if lost is not None:  # the GCS went: interrupted, resumable (not Ray's exit 1 with state `running`)
-            self.state, self.reason = RunState.INTERRUPTED, f"{RAY_LOST}: {lost}; what ended is kept"
+        if (
+            lost is not None
+        ):  # the GCS went: interrupted, resumable (not Ray's exit 1 with state `running`)
+            self.state, self.reason = (
+                RunState.INTERRUPTED,
+                f"{RAY_LOST}: {lost}; what ended is kept",
+            )
             instead = HANDLED if error is not None else None
         if error is None and self.state == RunState.COMPLETED:
             self.reason = _completed_reason(runner)
@@ -772,27 +1119,45 @@ class _End:
         try:
             self.decisions = runner.decide(self.state)
         except OSError as failure:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
-            if not disk_error(failure):  # anything else that kept decisions.json from being written is said
+            if not disk_error(
+                failure
+            ):  # anything else that kept decisions.json from being written is said
                 decide_error = failure
-                self.state, self.reason = RunState.FAILED, (
-                    f"every trial that ran is kept, but decisions.json could not be written: {failure}")
+                self.state, self.reason = (
+                    RunState.FAILED,
+                    (
+                        f"every trial that ran is kept, but decisions.json could not be written: {failure}"
+                    ),
+                )
         except Exception as failure:  # never skip the bookkeeping below; raised once it is done
             decide_error = failure
-            self.state, self.reason = RunState.FAILED, (
-                f"every trial that ran is kept, but the decision could not be made: "
-                f"{type(failure).__name__}: {failure}")
-        for step in (lambda: add_used_packages(store.root, runner.records.values()),
-                     lambda: runner.write_state(self.state, self.reason),
-                     lambda: store.event("run_ended", state=self.state, reason=self.reason)):
+            self.state, self.reason = (
+                RunState.FAILED,
+                (
+                    f"every trial that ran is kept, but the decision could not be made: "
+                    f"{type(failure).__name__}: {failure}"
+                ),
+            )
+        for step in (
+            lambda: add_used_packages(store.root, runner.records.values()),
+            lambda: runner.write_state(self.state, self.reason),
+            lambda: store.event("run_ended", state=self.state, reason=self.reason),
+        ):
             try:  # on a full disk each may fail; the lock is released and Ray stopped all the same
                 step()
             except OSError:
                 pass
-        lineage_record.run_ended(store.root, self.state, self.reason, self.decisions,
-                                 runner.contract.acceptance.alpha)  # warns, never raises
+        lineage_record.run_ended(
+            store.root, self.state, self.reason, self.decisions, runner.contract.acceptance.alpha
+        )  # warns, never raises
         if error is None and decide_error is not None:
-            return raised_from(RunError(f"{self.reason}; the run folder {store.root} is closed and unlocked "
-                                        "(run with --debug for the trace)"), decide_error)
+            return raised_from(
+                RunError(
+                    f"{self.reason}; the run folder {store.root} is closed and unlocked "
+                    "(run with --debug for the trace)"
+                ),
+                decide_error,
+            )
         return instead
 
 
@@ -800,44 +1165,77 @@ def _completed_reason(runner: Runner) -> str:
     """Why a run whose phases all returned is `completed`, naming planned trials that did not run."""
     reason = "all planned trials ended"
     not_needed = runner.not_needed  # sequential looks stopped early
-    missing = [t for t in runner.plan.trials if t.trial_id not in runner.records and t.trial_id not in not_needed]
-    unselected = sorted({t.arm for t in missing if t.phase == "confirm" and t.arm in runner.unselected})
+    missing = [
+        t
+        for t in runner.plan.trials
+        if t.trial_id not in runner.records and t.trial_id not in not_needed
+    ]
+    unselected = sorted(
+        {t.arm for t in missing if t.phase == "confirm" and t.arm in runner.unselected}
+    )
     other = [t for t in missing if not (t.phase == "confirm" and t.arm in runner.unselected)]
     if missing:  # what the run folder shows, never a guessed cause
         said = []
         if unselected:
             n = sum(1 for t in missing if t.arm in unselected and t.phase == "confirm")
-            said.append(f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config was "
-                        "selected (see selection.json)")
+            said.append(
+                f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config was "
+                "selected (see selection.json)"
+            )
         if other:
-            said.append(f"{noun('planned trial', len(other))} with no record: {', '.join(t.trial_id for t in other[:5])}"
-                        + (" ..." if len(other) > 5 else ""))
+            said.append(
+                f"{noun('planned trial', len(other))} with no record: {', '.join(t.trial_id for t in other[:5])}"
+                + (" ..." if len(other) > 5 else "")
+            )
         reason = "every trial that could run ended; " + "; ".join(said)
     if not_needed:
         reason += f"; {len(not_needed)} confirmation trials not needed (the sequential confirmation stopped early)"
     return reason
 
 
-def _resume_command(state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path,
-                    reason: str = "") -> str | None:
+def _resume_command(
+    state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path, reason: str = ""
+) -> str | None:
     """How to continue an interrupted run, or one whose Ray session was lost: `plan run ... --resume RUN_DIR`."""
-    if state != RunState.INTERRUPTED and not (state == RunState.FAILED and reason.startswith(RAY_LOST)):
+    if state != RunState.INTERRUPTED and not (
+        state == RunState.FAILED and reason.startswith(RAY_LOST)
+    ):
         return None
     argv = resume_argv or [str(contract_path)]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
 
 
-def _result(runner: Runner, end: _End, resumed: dict | None, *, resume_command: str | None) -> RunResult:
+def _result(
+    runner: Runner, end: _End, resumed: dict | None, *, resume_command: str | None
+) -> RunResult:
     contract = runner.contract
     records = list(runner.records.values())
-    failures = [{"trial_id": r["trial_id"], "status": r["status"],
-                 "message": (r["errors"][-1]["message"] if r.get("errors") else "")}
-                for r in records if r["status"] in FAILED]
-    return RunResult(runner.store.root, end.state, end.reason, end.decisions, runner.wall_s(), len(runner.records),
-                     failures, resume_command=resume_command, resumed=resumed,
-                     errors=error_groups(records), no_value_arms=arms_without_value(contract, records),
-                     heldout_exposures=_heldout_exposures(contract, records), heldout=contract.metric.heldout,
-                     findings=list(runner.findings), notes=note_groups(records))
+    failures = [
+        {
+            "trial_id": r["trial_id"],
+            "status": r["status"],
+            "message": (r["errors"][-1]["message"] if r.get("errors") else ""),
+        }
+        for r in records
+        if r["status"] in FAILED
+    ]
+    return RunResult(
+        runner.store.root,
+        end.state,
+        end.reason,
+        end.decisions,
+        runner.wall_s(),
+        len(runner.records),
+        failures,
+        resume_command=resume_command,
+        resumed=resumed,
+        errors=error_groups(records),
+        no_value_arms=arms_without_value(contract, records),
+        heldout_exposures=_heldout_exposures(contract, records),
+        heldout=contract.metric.heldout,
+        findings=list(runner.findings),
+        notes=note_groups(records),
+    )
 
 
 INVALID_WHY = {  # the rules an invalid row names (decide.mark_invalid's `invalid_rules`) -> the summary's words
@@ -866,9 +1264,12 @@ def arms_without_value(contract, records: list[dict]) -> list[str]:
         if r.get("phase") != "confirm":
             continue
         value = final_value(r, metric)
-        diverged = r.get("status") == TrialStatus.DIVERGED or (value is not None and not math.isfinite(value))
-        if (diverged and diverged_value is not None) or (r.get("status") == TrialStatus.COMPLETED and not diverged
-                                                          and value is not None):
+        diverged = r.get("status") == TrialStatus.DIVERGED or (
+            value is not None and not math.isfinite(value)
+        )
+        if (diverged and diverged_value is not None) or (
+            r.get("status") == TrialStatus.COMPLETED and not diverged and value is not None
+        ):
             usable.add(r.get("arm"))
     return [arm.name for arm in contract.all_arms if arm.name not in usable]
 
@@ -891,15 +1292,23 @@ def format_resumed(counts: dict[str, int]) -> str:
         return f"{n} trial{'s' if n != 1 else ''}"
 
     recovered = counts.get("recovered", 0)
-    kept = f" ({recovered} of them ended as the run stopped: recorded now from their trial folders)" if recovered else ""
-    return (f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut short when the "
-            f"run stopped), {trials(counts['not_started'])} not started yet")
+    kept = (
+        f" ({recovered} of them ended as the run stopped: recorded now from their trial folders)"
+        if recovered
+        else ""
+    )
+    return (
+        f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut short when the "
+        f"run stopped), {trials(counts['not_started'])} not started yet"
+    )
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
     """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
     try:
-        summary = log_run_to_mlflow(run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment)
+        summary = log_run_to_mlflow(
+            run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment
+        )
     except MlflowTrackingError as error:
         print(f"warning: the run was not logged to MLflow: {error}", file=sys.stderr)
         return
@@ -916,9 +1325,11 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
         diff = config_diff(logged, config)
         if diff:
             key, was, now = diff[0]
-            raise RunError(f"arm {arm!r} composes differently from the run's {path.name} ({key}: {yaml_value(was)} "
-                           f"then, {yaml_value(now)} now): the config files changed, which makes a new run; start it "
-                           "without --resume")
+            raise RunError(
+                f"arm {arm!r} composes differently from the run's {path.name} ({key}: {yaml_value(was)} "
+                f"then, {yaml_value(now)} now): the config files changed, which makes a new run; start it "
+                "without --resume"
+            )
 
 
 def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -927,61 +1338,109 @@ def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def format_result(result: RunResult) -> str:
     """The end of `plan run`: the run state, then the decision per arm, kept apart."""
-    lines = [f"run folder: {shown_path(result.run_dir)}",
-             f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
-             f"{result.wall_time_s:.1f} s"]
+    lines = [
+        f"run folder: {shown_path(result.run_dir)}",
+        f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
+        f"{result.wall_time_s:.1f} s",
+    ]
     if result.resumed is not None:
         lines.insert(1, format_resumed(result.resumed))
     if result.failures:
-        lines.append(f"failures:   {noun('trial', len(result.failures))}: " + ", ".join(
-            f"{f['trial_id']} {f['status']}" for f in result.failures[:5]) + (" ..." if len(result.failures) > 5 else ""))
+        lines.append(
+            f"failures:   {noun('trial', len(result.failures))}: "
+            + ", ".join(f"{f['trial_id']} {f['status']}" for f in result.failures[:5])
+            + (" ..." if len(result.failures) > 5 else "")
+        )
     for finding in result.findings:
         lines.append(f"warning:    {finding['message']}")
-    for group in result.notes[:5]:  # a declared metric no row held: said, never dropped (docs/command-trainables.md)
-        lines.append(f"warning:    {group['note']} (in {noun('trial', group['count'])}, first {group['first']})")
-    for group in [g for g in result.errors if g["error"] not in result.reason][:5]:  # fail fast's names it
-        lines.append(f"error:      {group['error']} (in {noun('trial', group['count'])}, "
-                     f"first {group['first']})")
+    for group in result.notes[
+        :5
+    ]:  # a declared metric no row held: said, never dropped (docs/command-trainables.md)
+        lines.append(
+            f"warning:    {group['note']} (in {noun('trial', group['count'])}, first {group['first']})"
+        )
+    for group in [g for g in result.errors if g["error"] not in result.reason][
+        :5
+    ]:  # fail fast's names it
+        lines.append(
+            f"error:      {group['error']} (in {noun('trial', group['count'])}, "
+            f"first {group['first']})"
+        )
     if result.heldout_exposures:
-        lines.append(f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
-                     f"{result.heldout!r}: test exposure (one per trial; see plan status)")
+        lines.append(
+            f"warning:    {result.heldout_exposures} tuning trial(s) reported the held-out metric "
+            f"{result.heldout!r}: test exposure (one per trial; see plan status)"
+        )
     if result.no_value_arms and result.state == RunState.COMPLETED:
-        lines.append(f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
-                     f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
-                     f"decide on (exit {EXIT_NO_VALUE})" + (f"; every failure above is {result.errors[0]['error']}"
-                                                           if len(result.errors) == 1 else ""))
+        lines.append(
+            f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
+            f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
+            f"decide on (exit {EXIT_NO_VALUE})"
+            + (
+                f"; every failure above is {result.errors[0]['error']}"
+                if len(result.errors) == 1
+                else ""
+            )
+        )
     invalid: dict[str, list[str]] = {}  # why -> the arms it makes invalid
     for d in result.decisions:
         if d.get("decision") == "invalid":
             invalid.setdefault(invalid_why(d), []).append(d["arm"])
     if invalid and result.state == RunState.COMPLETED:
-        lines.append("invalid:    " + "; ".join(
-            f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: the run completed, but {why}" for why, arms in
-            invalid.items()) + f", so there is no valid decision (exit {EXIT_NO_VALUE})")
-    incomplete = [d["arm"] for d in result.decisions
-                  if d.get("decision") == "incomplete" and d["arm"] not in result.no_value_arms]
+        lines.append(
+            "invalid:    "
+            + "; ".join(
+                f"arm{'s' if len(arms) > 1 else ''} {', '.join(arms)}: the run completed, but {why}"
+                for why, arms in invalid.items()
+            )
+            + f", so there is no valid decision (exit {EXIT_NO_VALUE})"
+        )
+    incomplete = [
+        d["arm"]
+        for d in result.decisions
+        if d.get("decision") == "incomplete" and d["arm"] not in result.no_value_arms
+    ]
     if incomplete and result.state == RunState.COMPLETED:
-        lines.append(f"incomplete: arm{'s' if len(incomplete) > 1 else ''} {', '.join(incomplete)}: a confirmation "
-                     "result of the arm or of the baseline is missing, failed or broke the protocol (the reason "
-                     f"below), so the comparison tested nothing (exit {EXIT_NO_VALUE})")
+        lines.append(
+            f"incomplete: arm{'s' if len(incomplete) > 1 else ''} {', '.join(incomplete)}: a confirmation "
+            "result of the arm or of the baseline is missing, failed or broke the protocol (the reason "
+            f"below), so the comparison tested nothing (exit {EXIT_NO_VALUE})"
+        )
     lines.append("decisions:")
     for d in result.decisions:
         if d["effect"] is None:
             lines.append(f"  {d['arm']}: {d['decision']} ({d['reason']})")
         else:
+
             def num(x, spec):  # None: an unbounded CI, or no fixed-sample p after sequential looks
                 return "none" if x is None else format(x, spec)
 
             looks = f"  at look {len(d['looks'])}" if d.get("looks") else ""
             p = "" if d["p_value"] is None else f"p={d['p_value']:.3g}  "
-            lines.append(f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
-                         f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
-                         f"n={d['n_arm']} vs {d['n_baseline']}{looks}")
+            lines.append(
+                f"  {d['arm']}: {d['decision']}  effect {d['effect']:+.4g}  "
+                f"CI [{num(d['ci_low'], '+.4g')}, {num(d['ci_high'], '+.4g')}]  {p}"
+                f"n={d['n_arm']} vs {d['n_baseline']}{looks}"
+            )
         if d["decision"] == "invalid":  # the data broke the contract's data section (docs/data.md)
-            lines.append(f"    {d.get('invalid_reason') or d['reason']}")  # the short why (_stats.decide.mark_invalid)
-        elif d["effect"] is not None and d.get("ci_low") is None and d.get("ci_high") is None and d.get("reason"):
-            lines.append(f"    {d['reason']}")  # no CI (a degenerate spread): the numbers alone do not say why
-    lines += [f"lineage:    {line}" for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))]
-    if result.resume_command:  # the last line: the exact command that continues the run (docs/commands.md)
+            lines.append(
+                f"    {d.get('invalid_reason') or d['reason']}"
+            )  # the short why (_stats.decide.mark_invalid)
+        elif (
+            d["effect"] is not None
+            and d.get("ci_low") is None
+            and d.get("ci_high") is None
+            and d.get("reason")
+        ):
+            lines.append(
+                f"    {d['reason']}"
+            )  # no CI (a degenerate spread): the numbers alone do not say why
+    lines += [
+        f"lineage:    {line}"
+        for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))
+    ]
+    if (
+        result.resume_command
+    ):  # the last line: the exact command that continues the run (docs/commands.md)
         lines.append(f"to resume:  {result.resume_command}")
     return "\n".join(lines)

@@ -39,7 +39,9 @@ class FailFast:
     k: int = FAIL_FAST_K
     reason: str | None = None
     ended: list[dict] = field(default_factory=list)  # the trials that ended in this run, in order
-    first: dict[str, list[frozenset[str]]] = field(default_factory=dict)  # trial -> its first reports' metrics
+    first: dict[str, list[frozenset[str]]] = field(
+        default_factory=dict
+    )  # trial -> its first reports' metrics
     reported: bool = False  # some trial reported the metric
 
     def should_stop(self) -> str | None:
@@ -51,13 +53,17 @@ class FailFast:
             return
         groups = error_groups(self.ended)
         if record.get("status") not in OWN_FAILURES or len(groups) > 1:
-            self.enabled = False  # a trial that did not fail (or hit a limit), or another error: not one cause
+            self.enabled = (
+                False  # a trial that did not fail (or hit a limit), or another error: not one cause
+            )
             return
         if len(self.ended) >= self.k and self.arms <= {r.get("arm") for r in self.ended}:
             g, n = groups[0], len(self.ended)
-            self.reason = (f"the first {noun('trial', n)} all failed with one error and none succeeded: "
-                           f"{g['error']} (in {noun('trial', g['count'])}, first {g['first']}); stopped instead "
-                           f"of spending the budget, every ended trial is kept ({KEEP_GOING})")
+            self.reason = (
+                f"the first {noun('trial', n)} all failed with one error and none succeeded: "
+                f"{g['error']} (in {noun('trial', g['count'])}, first {g['first']}); stopped instead "
+                f"of spending the budget, every ended trial is kept ({KEEP_GOING})"
+            )
 
     def trial_reported(self, trial_id: str, metrics) -> None:
         """A tuning trial's report (its metric names)."""
@@ -73,8 +79,10 @@ class FailFast:
         full = [t for t, reports in self.first.items() if len(reports) >= FIRST_REPORTS]
         if len(full) >= METRIC_K:
             got = sorted(set().union(*(n for t in full for n in self.first[t])))
-            self.reason = (f"the first {noun('trial', len(full))} to report never reported the metric "
-                           f"{self.metric!r} in their first {FIRST_REPORTS} reports (they report "
-                           f"{', '.join(got) or 'nothing'}): the metric's name differs between the contract "
-                           f"and the trainable; stopped instead of spending the budget, every ended trial is "
-                           f"kept ({KEEP_GOING})")
+            self.reason = (
+                f"the first {noun('trial', len(full))} to report never reported the metric "
+                f"{self.metric!r} in their first {FIRST_REPORTS} reports (they report "
+                f"{', '.join(got) or 'nothing'}): the metric's name differs between the contract "
+                f"and the trainable; stopped instead of spending the budget, every ended trial is "
+                f"kept ({KEEP_GOING})"
+            )

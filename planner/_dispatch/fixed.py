@@ -29,9 +29,13 @@ from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, kept_record, make_record
 from planner._trial.reports import parse_report_line
 
-ray = lazy_import("ray")  # imported when the first trial is sent: `plan reeval`'s refusals never load it
+ray = lazy_import(
+    "ray"
+)  # imported when the first trial is sent: `plan reeval`'s refusals never load it
 
-BACKSTOP_S = 10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
+BACKSTOP_S = (
+    10.0  # past max_trial_time + this, the driver kills a trial its worker's watchdog did not stop
+)
 STARTUP_S = 120.0  # what a trial whose start the driver cannot see may spend waiting for its worker
 RETRY = "retry"  # after_worker_death: the trial runs again (a retry is left)
 
@@ -46,7 +50,9 @@ def slots_for(resources: Resources | Mapping[str, Any]) -> int:
     return max(1, min(counts) if counts else 1)
 
 
-def prestart_workers(template: TrialSpec, resources: Resources, *, one_machine: bool = False) -> list:
+def prestart_workers(
+    template: TrialSpec, resources: Resources, *, one_machine: bool = False
+) -> list:
     """One warm-up task per slot, leaving warm idle workers for the confirmation's first trials.
 
     On one machine (an embedded Ray) a warm-up asks for no resources: it starts its worker and imports at
@@ -63,7 +69,9 @@ def running_for(spec: TrialSpec, submitted_at: float) -> float:
     trial may wait long for a worker to start), else since it was submitted."""
     ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
     mine = ledger.mine()
-    if not mine:  # not started yet (a worker can take long to start), or its ledger is on another node
+    if (
+        not mine
+    ):  # not started yet (a worker can take long to start), or its ledger is on another node
         return time.monotonic() - submitted_at - STARTUP_S
     return time.time() - mine[-1].get("started_epoch", time.time())
 
@@ -109,28 +117,49 @@ def after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tu
     if terminal is not None:
         return terminal["ended"], errors, used
     if not ledger.used:  # no ledger (another node's disk): count on the driver's side
-        errors = [{"attempt": 1, "type": "WorkerDied", "message": f"the worker process died: {message}",
-                   "traceback": traceback}]
+        errors = [
+            {
+                "attempt": 1,
+                "type": "WorkerDied",
+                "message": f"the worker process died: {message}",
+                "traceback": traceback,
+            }
+        ]
     if used < 1 + spec.retries and ledger.used:
         return RETRY, errors, used
     if not errors:  # a failed record always says why (#20.2)
-        errors = [{"attempt": used, "type": "WorkerDied", "message": f"the worker process died: {message}",
-                   "traceback": traceback}]
+        errors = [
+            {
+                "attempt": used,
+                "type": "WorkerDied",
+                "message": f"the worker process died: {message}",
+                "traceback": traceback,
+            }
+        ]
     return TrialStatus.FAILED, errors, used
 
 
 class _FixedBatch:
     """The trials of one `run_fixed` call: the queue, the running tasks, the attempts so far."""
 
-    def __init__(self, specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
-                 max_trial_time_s: float | None):
-        self.task = ray.remote(confirm_task).options(**task_options(resources), max_retries=0,
-                                                     retry_exceptions=False)
+    def __init__(
+        self,
+        specs: list[TrialSpec],
+        *,
+        resources: Resources,
+        hooks: Hooks,
+        max_trial_time_s: float | None,
+    ):
+        self.task = ray.remote(confirm_task).options(
+            **task_options(resources), max_retries=0, retry_exceptions=False
+        )
         self.slots = slots_for(resources)
         self.queue = list(specs)
         self.hooks, self.max_trial_time_s = hooks, max_trial_time_s
         self.attempts: dict[str, int] = {}
-        self.running: dict[Any, tuple[TrialSpec, float, str]] = {}  # ref -> (spec, submitted at, started)
+        self.running: dict[
+            Any, tuple[TrialSpec, float, str]
+        ] = {}  # ref -> (spec, submitted at, started)
         self.outcome = Outcome()
 
     def submit(self) -> None:
@@ -152,13 +181,24 @@ class _FixedBatch:
             spec, started_at, started = self.running.pop(ref)
             try:
                 record = ray.get(ref)
-            except Exception as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
+            except (
+                Exception
+            ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
                 message = str(error).splitlines()[0] if str(error) else type(error).__name__
-                record = kept_record(spec)  # the trial had ended, and its worker kept the record: it stands
+                record = kept_record(
+                    spec
+                )  # the trial had ended, and its worker kept the record: it stands
                 if record is None and (reports := completed_reports(spec)) is not None:
-                    record = make_record(spec, TrialStatus.COMPLETED, None, max(Ledger.load(
-                        spec.dir, str(spec.extra.get("session", ""))).used, 1), [], started,
-                        time.monotonic() - started_at, reports)
+                    record = make_record(
+                        spec,
+                        TrialStatus.COMPLETED,
+                        None,
+                        max(Ledger.load(spec.dir, str(spec.extra.get("session", ""))).used, 1),
+                        [],
+                        started,
+                        time.monotonic() - started_at,
+                        reports,
+                    )
                 if record is not None:
                     self.hooks.trial_kept(spec, record, message)
                     self._end(record)
@@ -167,7 +207,9 @@ class _FixedBatch:
                 if status == RETRY:
                     self.queue.insert(0, spec)
                     continue
-                record = make_record(spec, status, None, used, errors, started, time.monotonic() - started_at)
+                record = make_record(
+                    spec, status, None, used, errors, started, time.monotonic() - started_at
+                )
             self._end(record)
 
     def backstop(self) -> None:
@@ -179,11 +221,23 @@ class _FixedBatch:
                 ray.cancel(ref, force=True)
                 self.running.pop(ref)
                 attempt = self.attempts[spec.trial_id]
-                error = {"attempt": attempt, "type": "Timeout",
-                         "message": f"stopped after budget.max_trial_time of {self.max_trial_time_s:g} s",
-                         "traceback": ""}
-                self._end(make_record(spec, TrialStatus.TIMEOUT, None, attempt, [error], started,
-                                      time.monotonic() - started_at))
+                error = {
+                    "attempt": attempt,
+                    "type": "Timeout",
+                    "message": f"stopped after budget.max_trial_time of {self.max_trial_time_s:g} s",
+                    "traceback": "",
+                }
+                self._end(
+                    make_record(
+                        spec,
+                        TrialStatus.TIMEOUT,
+                        None,
+                        attempt,
+                        [error],
+                        started,
+                        time.monotonic() - started_at,
+                    )
+                )
 
     def cancel_running(self) -> None:
         for ref, (spec, _, _) in self.running.items():
@@ -191,8 +245,14 @@ class _FixedBatch:
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
 
 
-def run_fixed(specs: list[TrialSpec], *, resources: Resources, hooks: Hooks,
-              max_trial_time_s: float | None, deadline: float | None) -> Outcome:
+def run_fixed(
+    specs: list[TrialSpec],
+    *,
+    resources: Resources,
+    hooks: Hooks,
+    max_trial_time_s: float | None,
+    deadline: float | None,
+) -> Outcome:
     """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like a raise."""
     if not specs:
         return Outcome()

@@ -28,11 +28,15 @@ class Hooks:
     # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's word for it)
     trial_kept: Callable[[TrialSpec, dict, str], None] = lambda spec, record, why: None
 
-    def __getstate__(self):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
+    def __getstate__(
+        self,
+    ):  # Tune pickles its searcher and callbacks; the driver's hooks stay behind
         return {}
 
     def __setstate__(self, state):
-        self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = self.trial_reported = _ignore
+        self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = (
+            self.trial_reported
+        ) = _ignore
         self.trial_kept = _ignore
 
 

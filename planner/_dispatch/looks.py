@@ -72,10 +72,18 @@ def _number(x: float) -> float | None:
 
 def _look_json(step) -> dict[str, Any]:
     """One look of decisions.json; `note` says why a bound is missing (no alpha at this look, no spread)."""
-    out = {"look": step.look + 1, "n_baseline": step.n_baseline, "n_arm": step.n_arm,
-           "effect": _number(step.effect), "ci_low": _number(step.ci_low), "ci_high": _number(step.ci_high),
-           "statistic": _number(step.statistic), "boundary": _number(step.t_bound),
-           "conditional_power": _number(step.conditional_power), "action": step.action}
+    out = {
+        "look": step.look + 1,
+        "n_baseline": step.n_baseline,
+        "n_arm": step.n_arm,
+        "effect": _number(step.effect),
+        "ci_low": _number(step.ci_low),
+        "ci_high": _number(step.ci_high),
+        "statistic": _number(step.statistic),
+        "boundary": _number(step.t_bound),
+        "conditional_power": _number(step.conditional_power),
+        "action": step.action,
+    }
     if not math.isfinite(step.t_bound):
         out["note"] = _sequential.NO_STOP
     elif not math.isfinite(step.ci_low) and math.isfinite(step.effect):
@@ -102,17 +110,30 @@ class SequentialConfirmation:
         self.baseline = c.baseline.name
         self.alpha = comparison_alpha(c)
         self.batches = look_batches(list(c.seeds), c.confirmation.looks)
-        self.design = _sequential.plan_design(len(c.seeds), c.confirmation.looks, self.alpha,
-                                              c.confirmation.spending, c.confirmation.futility,
-                                              test=c.acceptance.test)
+        self.design = _sequential.plan_design(
+            len(c.seeds),
+            c.confirmation.looks,
+            self.alpha,
+            c.confirmation.spending,
+            c.confirmation.futility,
+            test=c.acceptance.test,
+        )
 
     def describe(self) -> dict[str, Any]:
         d = self.design
-        return {"looks": d.looks, "spending": d.spending, "futility": d.futility, "look_sizes": list(d.look_sizes),
-                "alpha_per_comparison": self.alpha, "monitored_test": d.test,
-                "nominal_p": [float(p) for p in d.nominal_p]}
+        return {
+            "looks": d.looks,
+            "spending": d.spending,
+            "futility": d.futility,
+            "look_sizes": list(d.look_sizes),
+            "alpha_per_comparison": self.alpha,
+            "monitored_test": d.test,
+            "nominal_p": [float(p) for p in d.nominal_p],
+        }
 
-    def _outcomes(self, records: dict[str, dict], arm: str, seeds: list[int]) -> list[Outcome] | None:
+    def _outcomes(
+        self, records: dict[str, dict], arm: str, seeds: list[int]
+    ) -> list[Outcome] | None:
         """Outcomes of `arm` at `seeds`, or None when one has no record yet."""
         metric = self.contract.metric.decision_metric
         out = []
@@ -120,7 +141,9 @@ class SequentialConfirmation:
             r = records.get(confirm_trial_id(arm, seed))
             if r is None:
                 return None
-            out.append(Outcome(seed, final_value(r, metric), r.get("status", TrialStatus.COMPLETED)))
+            out.append(
+                Outcome(seed, final_value(r, metric), r.get("status", TrialStatus.COMPLETED))
+            )
         return out
 
     def evaluate(self, records: dict[str, dict]) -> LookState:
@@ -151,9 +174,15 @@ class SequentialConfirmation:
                 base_values, _ = collect(base_out, seeds, diverged)
                 arm_values, _ = collect(arm_out, seeds, diverged)
                 step = _sequential.sequential_decision(
-                    k, list(base_values.values()), list(arm_values.values()), design=self.design,
-                    mode=c.metric.decision_mode, min_effect=c.acceptance.min_effect,
-                    baseline_seeds=list(base_values), arm_seeds=list(arm_values))
+                    k,
+                    list(base_values.values()),
+                    list(arm_values.values()),
+                    design=self.design,
+                    mode=c.metric.decision_mode,
+                    min_effect=c.acceptance.min_effect,
+                    baseline_seeds=list(base_values),
+                    arm_seeds=list(arm_values),
+                )
                 state.steps.append(step)
                 if step.action != "continue":
                     state.stopped = True
@@ -163,9 +192,14 @@ class SequentialConfirmation:
         for state in waiting:
             seeds = [s for batch in self.batches[: state.waiting + 1] for s in batch]
             for arm in (self.baseline, state.arm):
-                needed += [(arm, s) for s in seeds
-                           if confirm_trial_id(arm, s) not in records and (arm, s) not in needed]
-        order = {(a.name, s): i for i, (a, s) in enumerate((a, s) for a in c.all_arms for s in c.seeds)}
+                needed += [
+                    (arm, s)
+                    for s in seeds
+                    if confirm_trial_id(arm, s) not in records and (arm, s) not in needed
+                ]
+        order = {
+            (a.name, s): i for i, (a, s) in enumerate((a, s) for a in c.all_arms for s in c.seeds)
+        }
         return LookState(arms, sorted(needed, key=order.__getitem__))
 
     def decisions(self, state: LookState) -> list[dict[str, Any]]:
@@ -178,17 +212,29 @@ class SequentialConfirmation:
                     reason = f"Incomplete: {s.problem}."
                 else:
                     look = (s.waiting or 0) + 1
-                    reason = (f"Incomplete: look {look} of {self.design.looks} did not get its seeds "
-                              f"(the run stopped before the batch ended).")
+                    reason = (
+                        f"Incomplete: look {look} of {self.design.looks} did not get its seeds "
+                        f"(the run stopped before the batch ended)."
+                    )
                 last = s.steps[-1] if s.steps else None
-                decision = Decision(arm=arm, decision="incomplete", effect=math.nan, ci_low=math.nan,
-                                    ci_high=math.nan, p_value=math.nan, alpha_adjusted=self.alpha,
-                                    n_baseline=last.n_baseline if last else 0, n_arm=last.n_arm if last else 0,
-                                    reason=reason)
+                decision = Decision(
+                    arm=arm,
+                    decision="incomplete",
+                    effect=math.nan,
+                    ci_low=math.nan,
+                    ci_high=math.nan,
+                    p_value=math.nan,
+                    alpha_adjusted=self.alpha,
+                    n_baseline=last.n_baseline if last else 0,
+                    n_arm=last.n_arm if last else 0,
+                    reason=reason,
+                )
             else:
                 step = s.steps[-1]
                 decision = step.as_decision(arm)
-                decision = Decision(**{**decision.__dict__, "reason": f"{step.reason} (metric {metric})"})
+                decision = Decision(
+                    **{**decision.__dict__, "reason": f"{step.reason} (metric {metric})"}
+                )
             rows.append({**decision.as_dict(), "looks": s.looks_json()})
         return rows
 
@@ -208,8 +254,13 @@ class LooksRunner(Protocol):
 
     def spec(self, trial, config: dict) -> TrialSpec: ...
 
-    def run_batch(self, specs: list[TrialSpec], note: str, started: dict | None = None,
-                  ended: dict | None = None) -> PhaseOutcome | None: ...  # None: no time left to start it
+    def run_batch(
+        self,
+        specs: list[TrialSpec],
+        note: str,
+        started: dict | None = None,
+        ended: dict | None = None,
+    ) -> PhaseOutcome | None: ...  # None: no time left to start it
 
     def event(self, kind: str, **fields: Any) -> None: ...
 
@@ -220,7 +271,9 @@ class LooksResult:
 
     stopped: StopReason | None  # None when every look that could run ran
     sequential: SequentialConfirmation  # the design the decision reads the looks with
-    not_needed: set[str] = field(default_factory=set)  # planned confirmation trials no arm needs: never run
+    not_needed: set[str] = field(
+        default_factory=set
+    )  # planned confirmation trials no arm needs: never run
 
 
 def confirm_in_looks(runner: LooksRunner, configs: dict[str, dict]) -> LooksResult:
@@ -238,10 +291,16 @@ def confirm_in_looks(runner: LooksRunner, configs: dict[str, dict]) -> LooksResu
         if not todo or todo == previous:
             break
         previous = todo
-        look = 1 + min(s.waiting for s in state.arms.values() if not s.stopped and s.waiting is not None)
+        look = 1 + min(
+            s.waiting for s in state.arms.values() if not s.stopped and s.waiting is not None
+        )
         specs = [runner.spec(planned[pair], configs[pair[0]]) for pair in todo]
-        outcome = runner.run_batch(specs, f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials",
-                                   started={"look": look, "arms": state.running}, ended={"look": look})
+        outcome = runner.run_batch(
+            specs,
+            f"confirming, look {look} of {sequential.design.looks}: {len(todo)} trials",
+            started={"look": look, "arms": state.running},
+            ended={"look": look},
+        )
         if outcome is None:
             return LooksResult(StopReason.BUDGET, sequential)
         for arm, s in sequential.evaluate(runner.records).arms.items():
@@ -250,10 +309,20 @@ def confirm_in_looks(runner: LooksRunner, configs: dict[str, dict]) -> LooksResu
         if outcome.stopped:
             return LooksResult(outcome.stopped, sequential)
     state = sequential.evaluate(runner.records)
-    not_needed = [t.trial_id for t in runner.plan.confirm
-                  if t.trial_id not in runner.records and t.arm in configs and (t.arm, t.seed) not in state.needed]
+    not_needed = [
+        t.trial_id
+        for t in runner.plan.confirm
+        if t.trial_id not in runner.records
+        and t.arm in configs
+        and (t.arm, t.seed) not in state.needed
+    ]
     if not_needed and not state.running:
-        runner.event("trials_skipped", phase="confirm", trial_ids=not_needed, by_design=True,
-                     reason="not needed: the sequential confirmation stopped every arm before its last look")
+        runner.event(
+            "trials_skipped",
+            phase="confirm",
+            trial_ids=not_needed,
+            by_design=True,
+            reason="not needed: the sequential confirmation stopped every arm before its last look",
+        )
         return LooksResult(None, sequential, set(not_needed))
     return LooksResult(None, sequential)

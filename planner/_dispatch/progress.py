@@ -39,8 +39,16 @@ class Cell:
 class Progress:
     """Counts of one run, per (phase, arm)."""
 
-    def __init__(self, arms: list[str], planned: dict[tuple[str, str], int], *, metric: str, mode: str,
-                 decision_metric: str, max_wall_time_s: float | None):
+    def __init__(
+        self,
+        arms: list[str],
+        planned: dict[tuple[str, str], int],
+        *,
+        metric: str,
+        mode: str,
+        decision_metric: str,
+        max_wall_time_s: float | None,
+    ):
         self.arms = list(arms)
         self.cells = {key: Cell(planned=n) for key, n in planned.items()}
         self.metric, self.mode, self.decision_metric = metric, mode, decision_metric
@@ -48,7 +56,9 @@ class Progress:
         self.t0 = time.monotonic()
         self.phase = "starting"
         self.notes: list[str] = []
-        self.errors: dict[str, int] = {}  # error_key("Type: message") of failed trials -> how many so far
+        self.errors: dict[
+            str, int
+        ] = {}  # error_key("Type: message") of failed trials -> how many so far
 
     def cell(self, phase: str, arm: str) -> Cell:
         return self.cells.setdefault((phase, arm), Cell())
@@ -70,7 +80,9 @@ class Progress:
         cell.diverged += status == TrialStatus.DIVERGED
         cell.early_stopped += status == TrialStatus.EARLY_STOPPED
         error = error_of(record)
-        if error is not None:  # counted by its normalized key: a path or a number that differs is one failure
+        if (
+            error is not None
+        ):  # counted by its normalized key: a path or a number that differs is one failure
             key = error_key(error)
             self.errors[key] = self.errors.get(key, 0) + 1
         if status != TrialStatus.COMPLETED:
@@ -80,7 +92,9 @@ class Progress:
         if value is None:
             return
         cell.values.append(value)
-        better = cell.best is None or (value > cell.best if self.mode == "max" else value < cell.best)
+        better = cell.best is None or (
+            value > cell.best if self.mode == "max" else value < cell.best
+        )
         if better:
             cell.best = value
 
@@ -89,26 +103,29 @@ class Progress:
         return time.monotonic() - self.t0
 
     def totals(self) -> tuple[int, int]:
-        return (sum(c.ended for c in self.cells.values()), sum(c.planned for c in self.cells.values()))
+        return (
+            sum(c.ended for c in self.cells.values()),
+            sum(c.planned for c in self.cells.values()),
+        )
 
     def header(self) -> str:
         ended, planned = self.totals()
         budget = f" of {clock(self.max_wall_time_s)}" if self.max_wall_time_s else ""
-        return f"{self.phase}: {ended}/{planned} trials ended, {clock(self.elapsed)}{budget} elapsed"
+        return (
+            f"{self.phase}: {ended}/{planned} trials ended, {clock(self.elapsed)}{budget} elapsed"
+        )
 
 
 last_value = finite_final_value  # the one final value (planner's record policy), finite for display
 
 
 def failure_text(progress: Progress, record: dict) -> str:
-    """": KeyError: 'lr'" for a failed trial, with how many trials have failed with it so far; else ""."""
+    """ ": KeyError: 'lr'" for a failed trial, with how many trials have failed with it so far; else ""."""
     error = error_of(record)
     if error is None:
         return ""
     count = progress.errors.get(error_key(error), 1)
     return f": {error}" + (f" [{count} trials so far]" if count > 1 else " [first occurrence]")
-
-
 
 
 def _fmt(value: float | None) -> str:
@@ -117,7 +134,12 @@ def _fmt(value: float | None) -> str:
 
 HEADERS = ("arm", "phase", "ended", "running", "failed", "diverged", "early", "value")
 ARM_WIDTH = 16  # longer arm names are cut with an ellipsis, never the headers
-MIN_WIDTH = {**{h: len(h) for h in HEADERS}, "phase": len("confirm"), "ended": len("999/999"), "value": len("mean 0.1234")}
+MIN_WIDTH = {
+    **{h: len(h) for h in HEADERS},
+    "phase": len("confirm"),
+    "ended": len("999/999"),
+    "value": len("mean 0.1234"),
+}
 
 
 def summary_value(phase: str, cell: Cell) -> str:
@@ -133,10 +155,23 @@ def summary_value(phase: str, cell: Cell) -> str:
 def table_rows(progress: Progress) -> list[tuple[str, ...]]:
     """One row per (phase, arm), tuning first, arms in contract order: the cells under HEADERS."""
     p = progress
-    order = sorted(p.cells.items(), key=lambda kv: (kv[0][0] != "tune",
-                                                   p.arms.index(kv[0][1]) if kv[0][1] in p.arms else 99))
-    return [(arm, phase, f"{cell.ended}/{cell.planned}", str(cell.running), str(cell.failed), str(cell.diverged),
-             str(cell.early_stopped), summary_value(phase, cell)) for (phase, arm), cell in order]
+    order = sorted(
+        p.cells.items(),
+        key=lambda kv: (kv[0][0] != "tune", p.arms.index(kv[0][1]) if kv[0][1] in p.arms else 99),
+    )
+    return [
+        (
+            arm,
+            phase,
+            f"{cell.ended}/{cell.planned}",
+            str(cell.running),
+            str(cell.failed),
+            str(cell.diverged),
+            str(cell.early_stopped),
+            summary_value(phase, cell),
+        )
+        for (phase, arm), cell in order
+    ]
 
 
 class QuietDisplay:
@@ -171,8 +206,12 @@ class LineDisplay(QuietDisplay):
         value = last_value(record, metric)
         ended, planned = p.totals()
         shown = f" {metric}={_fmt(value)}" if value is not None else ""
-        print(f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
-              f"(exposure {record['exposure']}; {ended}/{planned} ended)", file=self.stream, flush=True)
+        print(
+            f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
+            f"(exposure {record['exposure']}; {ended}/{planned} ended)",
+            file=self.stream,
+            flush=True,
+        )
 
     def note(self, text: str) -> None:
         print(f"[{clock(self.progress.elapsed)}] {text}", file=self.stream, flush=True)
@@ -185,8 +224,13 @@ class LiveDisplay(QuietDisplay):
     def __init__(self, progress: Progress):
         super().__init__(progress)
         self.console = rich_console.Console(stderr=False)
-        self.live = rich_live.Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
-                         get_renderable=self._render)
+        self.live = rich_live.Live(
+            self._render(),
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+            get_renderable=self._render,
+        )
 
     def __enter__(self):
         self.live.__enter__()
@@ -197,8 +241,14 @@ class LiveDisplay(QuietDisplay):
         return False
 
     def update(self, record: dict | None = None) -> None:
-        if record is not None and error_of(record) is not None and self.progress.errors.get(error_of(record)) == 1:
-            self.note(f"{record['trial_id']} {record['status']}{failure_text(self.progress, record)}")
+        if (
+            record is not None
+            and error_of(record) is not None
+            and self.progress.errors.get(error_of(record)) == 1
+        ):
+            self.note(
+                f"{record['trial_id']} {record['status']}{failure_text(self.progress, record)}"
+            )
         self.live.refresh()
 
     def note(self, text: str) -> None:
@@ -208,16 +258,31 @@ class LiveDisplay(QuietDisplay):
     def _render(self) -> Any:
         p = self.progress
         # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
-        table = rich_table.Table(title=p.header(), title_justify="left", expand=False, box=None, pad_edge=False,
-                             padding=(0, 1), collapse_padding=True, header_style="bold underline")
+        table = rich_table.Table(
+            title=p.header(),
+            title_justify="left",
+            expand=False,
+            box=None,
+            pad_edge=False,
+            padding=(0, 1),
+            collapse_padding=True,
+            header_style="bold underline",
+        )
         for column in HEADERS:
             left = column in ("arm", "phase")
-            table.add_column(column, justify="left" if left else "right", no_wrap=True, min_width=MIN_WIDTH[column],
-                             max_width=ARM_WIDTH if column == "arm" else None,
-                             overflow="ellipsis" if column == "arm" else "fold")
+            table.add_column(
+                column,
+                justify="left" if left else "right",
+                no_wrap=True,
+                min_width=MIN_WIDTH[column],
+                max_width=ARM_WIDTH if column == "arm" else None,
+                overflow="ellipsis" if column == "arm" else "fold",
+            )
         for row in table_rows(p):
             table.add_row(*row)
-        notes = [rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes]
+        notes = [
+            rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes
+        ]
         return rich_console.Group(table, *notes)
 
 

@@ -25,7 +25,9 @@ def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
     for key, dim in space.items():
         kind, bounds = dim.kind, dim.bounds
         if kind == "log_uniform":
-            out[key] = optuna.distributions.FloatDistribution(float(bounds[0]), float(bounds[1]), log=True)
+            out[key] = optuna.distributions.FloatDistribution(
+                float(bounds[0]), float(bounds[1]), log=True
+            )
         elif kind == "uniform":
             out[key] = optuna.distributions.FloatDistribution(float(bounds[0]), float(bounds[1]))
         elif kind == "int":
@@ -64,22 +66,38 @@ def finished_trial(record: dict[str, Any], metric: str, space: dict[str, Any]) -
     `early_stopped` as PRUNED, any other end (failed, diverged, ...) as FAIL; the values of `metric` its
     record holds by step go with it. None when its params do not fit `space` (the study goes without it)."""
     state = optuna.trial.TrialState
-    value = finite_final_value(record, metric) if record.get("status") == TrialStatus.COMPLETED else None
-    how = (state.COMPLETE if value is not None
-           else state.PRUNED if record.get("status") == TrialStatus.EARLY_STOPPED else state.FAIL)
+    value = (
+        finite_final_value(record, metric)
+        if record.get("status") == TrialStatus.COMPLETED
+        else None
+    )
+    how = (
+        state.COMPLETE
+        if value is not None
+        else state.PRUNED
+        if record.get("status") == TrialStatus.EARLY_STOPPED
+        else state.FAIL
+    )
     steps = {}
     for report in record.get("reports") or []:
         step, at = report.get("step"), final_value({"reports": [report]}, metric)
         if isinstance(step, int) and at is not None and math.isfinite(at):
             steps[step] = at
     try:
-        return optuna.trial.create_trial(state=how, value=value, params=dict(record.get("params") or {}),
-                                         distributions=space, intermediate_values=steps or None)
+        return optuna.trial.create_trial(
+            state=how,
+            value=value,
+            params=dict(record.get("params") or {}),
+            distributions=space,
+            intermediate_values=steps or None,
+        )
     except (ValueError, TypeError):
         return None
 
 
-def grid_left(sampler, space: dict[str, Any], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def grid_left(
+    sampler, space: dict[str, Any], records: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The grid points no finished trial of a resumed grid sweep ran, in the sampler's own (seeded) order:
     what the rebuilt study is given to run next (`enqueue_trial`), each once. [] for another sampler.
 
@@ -90,14 +108,23 @@ def grid_left(sampler, space: dict[str, Any], records: list[dict[str, Any]]) -> 
         return []
     names = sorted(space)  # `space`: the sweep's Optuna distributions, all categorical for a grid
     options = [list(space[name].choices) for name in names]
-    points = getattr(sampler, "_all_grids", None)  # Optuna's shuffled grid, values in sorted names' order
+    points = getattr(
+        sampler, "_all_grids", None
+    )  # Optuna's shuffled grid, values in sorted names' order
     if points is None or len(points) != math.prod(len(o) for o in options):
         points = list(itertools.product(*options))
-    ran: Any = [tuple(_key(record.get("params", {}).get(name)) for name in names) for record in records]
-    with contextlib.suppress(TypeError):  # a set when every value can be hashed: a large resumed grid is not
+    ran: Any = [
+        tuple(_key(record.get("params", {}).get(name)) for name in names) for record in records
+    ]
+    with contextlib.suppress(
+        TypeError
+    ):  # a set when every value can be hashed: a large resumed grid is not
         ran = set(ran)  # quadratic then (a grid of lists stays a list, compared one by one)
-    return [dict(zip(names, point, strict=True)) for point in points
-            if tuple(_key(value) for value in point) not in ran]
+    return [
+        dict(zip(names, point, strict=True))
+        for point in points
+        if tuple(_key(value) for value in point) not in ran
+    ]
 
 
 def _key(value: Any) -> Any:

@@ -46,8 +46,15 @@ ray = lazy_import("ray")  # imported when a command starts or joins Ray
 RAY_LOG = "ray.log"
 
 
-def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_to_driver: bool = False,
-              contract=None, contract_dir: Path | None = None, log_dir: Path | None = None) -> bool:
+def start_ray(
+    address: str | None,
+    search_path: list[str],
+    runs_dir: Path,
+    log_to_driver: bool = False,
+    contract=None,
+    contract_dir: Path | None = None,
+    log_dir: Path | None = None,
+) -> bool:
     """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it.
 
     With `log_dir` (the run folder), Ray's own log lines go to `log_dir/ray.log`
@@ -63,12 +70,20 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
     with _ray_logs_to_run_folder(log_dir):
         address = resolve_address(address)
         if address:
-            runtime_env = runtime_env_for(contract_dir or Path.cwd(), contract.trainable if contract else None,
-                                          runs_dir=runs_dir, env_vars=WORKER_ENV)
+            runtime_env = runtime_env_for(
+                contract_dir or Path.cwd(),
+                contract.trainable if contract else None,
+                runs_dir=runs_dir,
+                env_vars=WORKER_ENV,
+            )
             with _stderr_to_ray_log(log_dir):  # Ray's C++ core logs a refused connection on fd 2
                 try:
-                    ray.init(address=address, runtime_env=runtime_env, log_to_driver=log_to_driver,
-                             configure_logging=False)
+                    ray.init(
+                        address=address,
+                        runtime_env=runtime_env,
+                        log_to_driver=log_to_driver,
+                        configure_logging=False,
+                    )
                 except Exception as error:  # ConnectionError and friends: a sentence, not a trace
                     raise RunError(connect_failure(address, error, log_dir=log_dir)) from None
             if contract is not None:
@@ -76,8 +91,9 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
                 if problem is not None:
                     raise RunError(problem)
             return True
-        pythonpath = os.pathsep.join(search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                                    if p])
+        pythonpath = os.pathsep.join(
+            search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
         # In the environment while the embedded Ray starts: its processes, and every worker the raylet starts,
         # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
         # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
@@ -99,11 +115,15 @@ def start_ray(address: str | None, search_path: list[str], runs_dir: Path, log_t
 # again. Measured here: the raylet lost that second in 2 of 8 bare starts of an embedded Ray and in 5 of 9
 # starts within `plan run` (1.1-1.2 s, or 2.2-2.3 s with it); none in 8 with this. The workers' and the
 # driver's connections to the raylet go through the same client, with the same ten seconds.
-RAY_CONNECT_WAIT_MS = 10 * 1000  # Ray's own: raylet_client_num_connect_attempts 10 x ..._timeout_milliseconds 1000
+RAY_CONNECT_WAIT_MS = (
+    10 * 1000
+)  # Ray's own: raylet_client_num_connect_attempts 10 x ..._timeout_milliseconds 1000
 CONNECT_EVERY_MS = 20
-EMBEDDED_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 60_000,
-                          "raylet_client_connect_timeout_milliseconds": CONNECT_EVERY_MS,
-                          "raylet_client_num_connect_attempts": RAY_CONNECT_WAIT_MS // CONNECT_EVERY_MS}
+EMBEDDED_SYSTEM_CONFIG = {
+    "idle_worker_killing_time_threshold_ms": 60_000,
+    "raylet_client_connect_timeout_milliseconds": CONNECT_EVERY_MS,
+    "raylet_client_num_connect_attempts": RAY_CONNECT_WAIT_MS // CONNECT_EVERY_MS,
+}
 
 # Imported by both ray.init and Ray Tune (Ray 2.60): imported first, before the two run side by side.
 SHARED_WITH_RAY_INIT = ("ray._common.usage.usage_lib", "ray.dashboard")
@@ -123,7 +143,9 @@ def importing_meanwhile(module: str | None):
     for name in SHARED_WITH_RAY_INIT:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    thread = threading.Thread(target=_import_quietly, args=(module,), name="planner-import", daemon=True)
+    thread = threading.Thread(
+        target=_import_quietly, args=(module,), name="planner-import", daemon=True
+    )
     thread.start()
     try:
         yield
@@ -136,7 +158,9 @@ def _import_quietly(module: str) -> None:
         importlib.import_module(module)
 
 
-_embedded_environ: dict[str, str] | None = None  # what the workers of the embedded Ray started here inherited
+_embedded_environ: dict[str, str] | None = (
+    None  # what the workers of the embedded Ray started here inherited
+)
 
 
 def embedded_worker_environ() -> dict[str, str] | None:
@@ -179,7 +203,9 @@ def _error_chain(error: BaseException | None):
         error = error.__cause__ or error.__context__
 
 
-def connect_failure(address: str, error: BaseException, environ=None, *, log_dir: Path | None = None) -> str:
+def connect_failure(
+    address: str, error: BaseException, environ=None, *, log_dir: Path | None = None
+) -> str:
     """The one sentence for a `ray.init(address=...)` that failed with `error`.
 
     A refusal for authentication says so and what to set. With an explicit address Ray sends a
@@ -199,27 +225,35 @@ def connect_failure(address: str, error: BaseException, environ=None, *, log_dir
         if any(_BAD_TOKEN_FILE in text for text in texts):
             problem = "RAY_AUTH_TOKEN_PATH names a file that cannot be read or is empty"
         elif any(_NO_TOKEN in text for text in texts):
-            problem = "no token was found in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+            problem = (
+                "no token was found in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+            )
         else:
             problem = f"Ray says: {str(error).split('. ')[0]}"
-        return (f"cannot connect to the Ray cluster at {address}: token authentication is on (RAY_AUTH_MODE is "
-                f"token) but {problem}; set RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a "
-                "file that holds it")
+        return (
+            f"cannot connect to the Ray cluster at {address}: token authentication is on (RAY_AUTH_MODE is "
+            f"token) but {problem}; set RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a "
+            "file that holds it"
+        )
     # Ray itself sets RAY_AUTH_MODE to token in this process when it joins `auto` and finds a token.
     if environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
-        return (f"the Ray cluster at {address} refused the connection: authentication failed, because the cluster "
-                "uses token authentication and the driver sent no token (Ray sends one only when RAY_AUTH_MODE is "
-                "token); set RAY_AUTH_MODE to token, and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's "
-                f"token, in the environment of plan run{where}")
+        return (
+            f"the Ray cluster at {address} refused the connection: authentication failed, because the cluster "
+            "uses token authentication and the driver sent no token (Ray sends one only when RAY_AUTH_MODE is "
+            "token); set RAY_AUTH_MODE to token, and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's "
+            f"token, in the environment of plan run{where}"
+        )
     if environ.get("RAY_AUTH_TOKEN", "").strip():
         source = "RAY_AUTH_TOKEN"
     elif environ.get("RAY_AUTH_TOKEN_PATH", "").strip():
         source = "the file RAY_AUTH_TOKEN_PATH names"
     else:
         source = "~/.ray/auth_token"
-    return (f"the Ray cluster at {address} refused the connection: authentication failed, because the token the "
-            f"driver sent (from {source}) is not the cluster's; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
-            f"token the cluster was started with (`ray get-auth-token` on the head prints it){where}")
+    return (
+        f"the Ray cluster at {address} refused the connection: authentication failed, because the token the "
+        f"driver sent (from {source}) is not the cluster's; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
+        f"token the cluster was started with (`ray get-auth-token` on the head prints it){where}"
+    )
 
 
 @contextmanager
@@ -263,11 +297,15 @@ class _RunFolderLog(logging.FileHandler):
         super().__init__(self._log_dir / RAY_LOG, encoding="utf-8", delay=False)
 
     def _open(self):
-        fd = open_inside(self._log_dir, self._log_dir / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        fd = open_inside(
+            self._log_dir, self._log_dir / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        )
         return os.fdopen(fd, "a", encoding="utf-8")
 
 
-_ray_log_handler = None  # the handler of the last run folder (a later run in this process replaces it)
+_ray_log_handler = (
+    None  # the handler of the last run folder (a later run in this process replaces it)
+)
 
 
 @contextmanager
@@ -323,13 +361,18 @@ def start_local_ray(attempts: int = 3, **options) -> None:
     options.setdefault("address", "local")
     for attempt in range(1, attempts + 1):
         try:
-            with _node_registration_polled(), _without_idle_head_processes(bool(options.get("log_to_driver"))):
+            with (
+                _node_registration_polled(),
+                _without_idle_head_processes(bool(options.get("log_to_driver"))),
+            ):
                 ray.init(include_dashboard=False, configure_logging=False, **options)
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
             if attempt == attempts:
-                raise RunError(f"could not start a local Ray after {attempts} attempts: {error}") from None
+                raise RunError(
+                    f"could not start a local Ray after {attempts} attempts: {error}"
+                ) from None
 
 
 @contextmanager
@@ -352,7 +395,9 @@ def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
                 client = GcsClient(address=gcs_address)
                 deadline = time.monotonic() + within_s
                 while time.monotonic() < deadline:
-                    if client.get_all_node_info(timeout=2):  # an embedded Ray's own GCS: its one node is this one
+                    if client.get_all_node_info(
+                        timeout=2
+                    ):  # an embedded Ray's own GCS: its one node is this one
                         break
                     time.sleep(every_s)
             except Exception:  # Ray's own wait, below, says what went wrong
@@ -399,14 +444,19 @@ def _without_idle_head_processes(log_to_driver: bool):
         return params
 
     def start_api_server(self, **kwargs):
-        return None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
+        return (
+            None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
+        )
 
     def no_dashboard_packages():
         return ImportError("an embedded Ray runs no dashboard: its agent starts --minimal")
 
     utils = getattr(getattr(ray, "_private", None), "utils", None)
-    with replaced(parameter, "RayParams", ray_params), replaced(node_class, "start_api_server", start_api_server), \
-            wrapped(utils, "get_dashboard_dependency_error", lambda original: no_dashboard_packages):
+    with (
+        replaced(parameter, "RayParams", ray_params),
+        replaced(node_class, "start_api_server", start_api_server),
+        wrapped(utils, "get_dashboard_dependency_error", lambda original: no_dashboard_packages),
+    ):
         yield
 
 
@@ -447,8 +497,10 @@ def claim_stop_signals():
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    return {signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
-            signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    return {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
 
 
 @contextmanager
@@ -488,7 +540,9 @@ class GcsWatch:
     (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 10 s and
     interrupts the main thread, so the command ends through its own bookkeeping (`lost` says why)."""
 
-    def __init__(self, address: str, on_lost: Callable[[], None], *, every_s: float = 2.0, misses: int = 4):
+    def __init__(
+        self, address: str, on_lost: Callable[[], None], *, every_s: float = 2.0, misses: int = 4
+    ):
         self.address, self.on_lost, self.every_s, self.misses = address, on_lost, every_s, misses
         self.lost: str | None = None
         self._stop = threading.Event()
@@ -511,8 +565,10 @@ class GcsWatch:
             except (OSError, ValueError):
                 missed += 1
             if missed >= self.misses:
-                self.lost = (f"{RAY_LOST_GCS} at {self.address} stopped answering "
-                             f"({self.misses} checks over {self.misses * self.every_s:g} s)")
+                self.lost = (
+                    f"{RAY_LOST_GCS} at {self.address} stopped answering "
+                    f"({self.misses} checks over {self.misses * self.every_s:g} s)"
+                )
                 self.on_lost()
                 return
 
@@ -529,7 +585,9 @@ def watch_gcs(on_lost: Callable[[], None]) -> GcsWatch | None:
     return GcsWatch(address, on_lost).start() if address and ":" in address else None
 
 
-MAIN_THREAD_WAIT_S = 10.0  # after a lost GCS: how long the main thread gets to end the command itself
+MAIN_THREAD_WAIT_S = (
+    10.0  # after a lost GCS: how long the main thread gets to end the command itself
+)
 
 
 # ------------------------------------------------------------------ the session of one command
@@ -537,8 +595,13 @@ MAIN_THREAD_WAIT_S = 10.0  # after a lost GCS: how long the main thread gets to 
 HANDLED = "handled"  # what an end's bookkeeping returns for an error it handled: the command returns normally
 
 
-def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | None = None,
-                budget: str | None = None) -> tuple[RunState, str, BaseException | str | None]:
+def final_state(
+    error: BaseException | None,
+    stopped=None,
+    *,
+    run_dir: Path | None = None,
+    budget: str | None = None,
+) -> tuple[RunState, str, BaseException | str | None]:
     """(the run state, its reason, what becomes of `error`) for a command body that ended with `error`
     (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
 
@@ -555,18 +618,26 @@ def final_state(error: BaseException | None, stopped=None, *, run_dir: Path | No
     if isinstance(error, KeyboardInterrupt):
         return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", HANDLED
     if isinstance(error, OSError) and disk_error(error):
-        reason = (f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
-                  f"kept; free space and resume with --resume {run_dir}")
+        reason = (
+            f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
+            f"kept; free space and resume with --resume {run_dir}"
+        )
         return RunState.FAILED, reason, raised_from(RunError(reason))
     if isinstance(error, PlannerError):
         return RunState.FAILED, str(error), None
     if ray_session_lost(error):  # the GCS or the embedded Ray died: not our bug, and resumable
         first = (str(error).strip().splitlines() or [""])[0][:300]
-        return RunState.FAILED, f"{RAY_LOST} ({type(error).__name__}: {first}); what ended is kept", HANDLED
+        return (
+            RunState.FAILED,
+            f"{RAY_LOST} ({type(error).__name__}: {first}); what ended is kept",
+            HANDLED,
+        )
     return RunState.FAILED, f"internal error: {type(error).__name__}: {error}", None
 
 
-RAY_LOST = "the Ray session was lost"  # final_state's reason for it; the run's result says how to resume
+RAY_LOST = (
+    "the Ray session was lost"  # final_state's reason for it; the run's result says how to resume
+)
 
 
 def _ray_gone() -> None:
@@ -591,8 +662,15 @@ def ray_session_lost(error: BaseException) -> bool:
         return True
     name = type(error).__module__ or ""
     if name.startswith("ray.") and type(error).__name__ in (
-            "RaySystemError", "GetTimeoutError", "RpcError", "ActorUnavailableError", "NodeDiedError",
-            "RayError", "ObjectLostError", "OwnerDiedError"):
+        "RaySystemError",
+        "GetTimeoutError",
+        "RpcError",
+        "ActorUnavailableError",
+        "NodeDiedError",
+        "RayError",
+        "ObjectLostError",
+        "OwnerDiedError",
+    ):
         return True
     try:
         return name.startswith(("ray", "pyarrow", "grpc")) and not ray.is_initialized()
@@ -654,7 +732,10 @@ def _hold_signals() -> dict:
     them ignored."""
     if threading.current_thread() is not threading.main_thread():
         return {}
-    return {signum: signal.signal(signum, lambda signum, frame: None) for signum in (signal.SIGINT, signal.SIGTERM)}
+    return {
+        signum: signal.signal(signum, lambda signum, frame: None)
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
 
 
 def _release_signals(previous: dict) -> None:
@@ -678,7 +759,7 @@ def _shutdown() -> None:
     and the rest are then stopped by ray.shutdown as before."""
     try:
         node = ray._private.worker._global_node
-        for info in (node.all_processes.get("monitor", []) if node is not None else []):
+        for info in node.all_processes.get("monitor", []) if node is not None else []:
             if info.process.poll() is None:
                 info.process.kill()
                 info.process.wait(timeout=5)
@@ -724,10 +805,14 @@ class RunSession:
         """From here on SIGTERM and SIGINT stop the command like Ctrl-C does (claim_stop_signals)."""
         self._signals, self._claimed = claim_stop_signals(), True
 
-    def on_end(self, bookkeeping: Callable[[BaseException | None], BaseException | str | None]) -> None:
+    def on_end(
+        self, bookkeeping: Callable[[BaseException | None], BaseException | str | None]
+    ) -> None:
         self._end = bookkeeping
 
-    def start_ray(self, address: str | None, search_path: list[str], runs_dir: Path, **options) -> None:
+    def start_ray(
+        self, address: str | None, search_path: list[str], runs_dir: Path, **options
+    ) -> None:
         """start_ray; a Ray started here is shut down when the session ends.
 
         ray.init installs Ray's own SIGTERM handler (a `sys.exit(1)` with its stack dump on the
@@ -737,7 +822,10 @@ class RunSession:
         returned (`_stops_deferred_while_ray_starts`): an interruption too; and the stack dump Ray's C++ core
         prints on such a signal goes, with fd 2, to the run folder's ray.log."""
         try:
-            with _stderr_to_ray_log(options.get("log_dir")), _stops_deferred_while_ray_starts(self._claimed):
+            with (
+                _stderr_to_ray_log(options.get("log_dir")),
+                _stops_deferred_while_ray_starts(self._claimed),
+            ):
                 self._started_ray = start_ray(address, search_path, runs_dir, **options)
         finally:
             if self._claimed:
@@ -793,7 +881,9 @@ class RunSession:
                 restore_stop_signals(self._signals)
             if self._started_ray and self.lost is None:
                 _shut_ray_down()  # now, or once the command printed its result (ray_shutdown_deferred)
-            elif self._started_ray:  # Ray's processes are gone with its GCS; shutting down would wait for them
+            elif (
+                self._started_ray
+            ):  # Ray's processes are gone with its GCS; shutting down would wait for them
                 _ray_gone()
         if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it

@@ -43,7 +43,9 @@ from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
 
-def at_budget(contract, configs: dict[str, dict], raw_configs: dict[str, dict]) -> tuple[dict, dict]:
+def at_budget(
+    contract, configs: dict[str, dict], raw_configs: dict[str, dict]
+) -> tuple[dict, dict]:
     """The arms' composed configs (and unresolved ones) with `command.budget_key` set to the exposure, as every
     trial receives it: what configs/<arm>.yaml and the lineage hashes hold. The seed differs per trial, so
     its key keeps the composed value there; each trial's record holds the seed it ran."""
@@ -51,8 +53,13 @@ def at_budget(contract, configs: dict[str, dict], raw_configs: dict[str, dict]) 
     if spec is None or not spec.budget_key:
         return configs, raw_configs
     values = {spec.budget_key: int(contract.budget.exposure)}
-    return ({arm: apply_params(config, values, raw_configs.get(arm)) for arm, config in configs.items()},
-            {arm: apply_params(raw, values) for arm, raw in raw_configs.items()})
+    return (
+        {
+            arm: apply_params(config, values, raw_configs.get(arm))
+            for arm, config in configs.items()
+        },
+        {arm: apply_params(raw, values) for arm, raw in raw_configs.items()},
+    )
 
 
 def new_session() -> str:
@@ -67,7 +74,9 @@ class Dispatch:
     search_path: list[str]
     contract_sha256: str
     command: dict | None = None  # a `command:` trainable, as plain data every TrialSpec carries
-    remote: bool = False  # on a cluster the code ships through runtime_env: no driver paths in the specs
+    remote: bool = (
+        False  # on a cluster the code ships through runtime_env: no driver paths in the specs
+    )
     session: str = field(default_factory=new_session)
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
     # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
@@ -77,20 +86,40 @@ class Dispatch:
     # the arms' composed configs, and the same before interpolations are resolved: a trial's config is built on them
     configs: dict[str, dict] = field(default_factory=dict)
     raw_configs: dict[str, dict] = field(default_factory=dict)
-    _frozen: dict | None = field(default=None, repr=False)  # the contract as plain data (what the facts read)
+    _frozen: dict | None = field(
+        default=None, repr=False
+    )  # the contract as plain data (what the facts read)
 
     @classmethod
-    def open(cls, contract, contract_dir: Path, configs: dict[str, dict], store, *,
-             contract_sha256: str | None = None, search_path: list[str] | None = None,
-             script_options: tuple | None = None, **options) -> Dispatch:
+    def open(
+        cls,
+        contract,
+        contract_dir: Path,
+        configs: dict[str, dict],
+        store,
+        *,
+        contract_sha256: str | None = None,
+        search_path: list[str] | None = None,
+        script_options: tuple | None = None,
+        **options,
+    ) -> Dispatch:
         """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them),
         `raw_configs` (an option) the same before interpolations are resolved; `script_options`, what the
         contract's check read of an argparse script's options (`command_trainable`)."""
         command = None
         if contract.command:
-            command = command_trainable(contract, contract_dir, configs, script_options=script_options).to_dict()
-        return cls(contract, store, search_path if search_path is not None else trainable_search_path(contract_dir),
-                   contract_sha256 or contract.sha256(), command, configs=dict(configs), **options)
+            command = command_trainable(
+                contract, contract_dir, configs, script_options=script_options
+            ).to_dict()
+        return cls(
+            contract,
+            store,
+            search_path if search_path is not None else trainable_search_path(contract_dir),
+            contract_sha256 or contract.sha256(),
+            command,
+            configs=dict(configs),
+            **options,
+        )
 
     def planner_values(self, seed: int) -> dict[str, int]:
         """What planner sets in a trial's config besides the tuned values: `command.seed_key` (the trial's
@@ -126,20 +155,32 @@ class Dispatch:
         chosen = {}
         for path, _, after in config_diff(base, config):
             if after is MISSING:
-                raise PlannerError(f"the config of a trial of {arm!r} lacks {path!r}, which the arm's composed "
-                                   "config has: it cannot be rebuilt from the arm's config")
+                raise PlannerError(
+                    f"the config of a trial of {arm!r} lacks {path!r}, which the arm's composed "
+                    "config has: it cannot be rebuilt from the arm's config"
+                )
             if not is_interpolation(get_path(raw, path)):
                 chosen[path] = after
         if self.contract.tuning is not None:
-            chosen.update({key: get_path(config, key) for key in arm_space(self.contract.tuning, arm)
-                           if get_path(config, key) is not MISSING})
+            chosen.update(
+                {
+                    key: get_path(config, key)
+                    for key in arm_space(self.contract.tuning, arm)
+                    if get_path(config, key) is not MISSING
+                }
+            )
         out = apply_params(base, {**chosen, **values}, raw)
         derived = interpolated_paths(raw)
-        wrong = [path for path, _, _ in config_diff(apply_params(base, chosen, raw), config)
-                 if path not in derived]
+        wrong = [
+            path
+            for path, _, _ in config_diff(apply_params(base, chosen, raw), config)
+            if path not in derived
+        ]
         if wrong:
-            raise PlannerError(f"planner could not rebuild the config of a trial of {arm!r} from the arm's config "
-                               f"({', '.join(wrong[:3])} differ): this is a bug in planner; please report it")
+            raise PlannerError(
+                f"planner could not rebuild the config of a trial of {arm!r} from the arm's config "
+                f"({', '.join(wrong[:3])} differ): this is a bug in planner; please report it"
+            )
         return out
 
     def spec(self, trial, config: dict, params: dict | None = None) -> TrialSpec:
@@ -148,22 +189,46 @@ class Dispatch:
         the trainable receives."""
         c = self.contract
         config = self.received(trial.arm, trial.seed, config)
-        extra: dict[str, Any] = {"session": self.session, "max_trial_memory_bytes": c.budget.max_trial_memory_bytes,
-                                 "data": c.data.model_dump()}  # the worker checks the splits against it
+        extra: dict[str, Any] = {
+            "session": self.session,
+            "max_trial_memory_bytes": c.budget.max_trial_memory_bytes,
+            "data": c.data.model_dump(),
+        }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
-        return TrialSpec(trial_id=trial.trial_id, phase=trial.phase, arm=trial.arm, seed=trial.seed,
-                         index=trial.index, params=dict(params or {}), config=config, budget=c.budget.exposure,
-                         dir=self.store.trial_dir(trial.trial_id), trainable=c.trainable or c.command_line,
-                         metric=c.metric.name, heldout=c.metric.heldout, retries=c.failures.retries,
-                         contract_sha256=self.contract_sha256, max_trial_time_s=c.budget.max_trial_time_s,
-                         unit=c.budget.unit, path=() if self.remote else tuple(self.search_path),
-                         cwd=None if self.remote else os.getcwd(), extra=extra)
+        return TrialSpec(
+            trial_id=trial.trial_id,
+            phase=trial.phase,
+            arm=trial.arm,
+            seed=trial.seed,
+            index=trial.index,
+            params=dict(params or {}),
+            config=config,
+            budget=c.budget.exposure,
+            dir=self.store.trial_dir(trial.trial_id),
+            trainable=c.trainable or c.command_line,
+            metric=c.metric.name,
+            heldout=c.metric.heldout,
+            retries=c.failures.retries,
+            contract_sha256=self.contract_sha256,
+            max_trial_time_s=c.budget.max_trial_time_s,
+            unit=c.budget.unit,
+            path=() if self.remote else tuple(self.search_path),
+            cwd=None if self.remote else os.getcwd(),
+            extra=extra,
+        )
 
     # the hooks: the run folder first, then the listener
     def _started(self, spec: TrialSpec) -> None:
-        self.store.event("trial_started", sync=False, trial_id=spec.trial_id, arm=spec.arm, phase=spec.phase,
-                         seed=spec.seed, params=spec.params)
+        self.store.event(
+            "trial_started",
+            sync=False,
+            trial_id=spec.trial_id,
+            arm=spec.arm,
+            phase=spec.phase,
+            seed=spec.seed,
+            params=spec.params,
+        )
         if spec.phase == "tune":
             self.started_params.setdefault(spec.trial_id, dict(spec.params))
         if self.listener is not None:
@@ -175,8 +240,13 @@ class Dispatch:
         self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
-        self.store.event("trial_ended", sync=False, trial_id=record["trial_id"], status=record["status"],
-                         exposure=record["exposure"])
+        self.store.event(
+            "trial_ended",
+            sync=False,
+            trial_id=record["trial_id"],
+            status=record["status"],
+            exposure=record["exposure"],
+        )
         if self.listener is not None and heard:
             self.listener.ended(record)
         self.slim(record)
@@ -193,7 +263,9 @@ class Dispatch:
         selection = self.contract.tuning.selection if self.contract.tuning is not None else None
         metric = self.contract.metric.name
         kept = kept_of_tuning(record, self._frozen, metric, selection.k if selection else None)
-        record["metric_curve"] = metric_curve(record, metric)  # the tuned-values check compares whole curves
+        record["metric_curve"] = metric_curve(
+            record, metric
+        )  # the tuned-values check compares whole curves
         record["reports"], record["summary"] = kept["reports"], kept["summary"]
 
     def _check_data(self, record: dict) -> None:
@@ -202,17 +274,34 @@ class Dispatch:
         if record.get("splits"):
             earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
             record["violations"] = list(record.get("violations") or []) + cross_trial_violations(
-                record, earlier, self.contract.data.model_dump(), baseline=self.contract.baseline.name)
+                record,
+                earlier,
+                self.contract.data.model_dump(),
+                baseline=self.contract.baseline.name,
+            )
         for v in data_violations(record):
-            self.store.event("data_violation", sync=False, trial_id=record["trial_id"], arm=record.get("arm"),
-                             phase=record.get("phase"), seed=record.get("seed"), violation=v)
+            self.store.event(
+                "data_violation",
+                sync=False,
+                trial_id=record["trial_id"],
+                arm=record.get("arm"),
+                phase=record.get("phase"),
+                seed=record.get("seed"),
+                violation=v,
+            )
 
     def recover(self, record: dict, session: Any) -> None:
         """On --resume, before anything runs: the record a trial's worker kept as the trial ended while the
         earlier driver (`session`) stopped, before that driver wrote it; written now as the trial's, with an
         event that says so. Kept like the records read back from trials.jsonl (the listener is not told)."""
-        self.store.event("trial_recovered", sync=False, trial_id=record["trial_id"], phase=record.get("phase"),
-                         status=record.get("status"), session=session)
+        self.store.event(
+            "trial_recovered",
+            sync=False,
+            trial_id=record["trial_id"],
+            phase=record.get("phase"),
+            status=record.get("status"),
+            session=session,
+        )
         self._ended(record, heard=False)
 
     def _cancelled(self, spec: TrialSpec, why: str) -> None:
@@ -223,20 +312,35 @@ class Dispatch:
     def _kept(self, spec: TrialSpec, record: dict, why: str) -> None:
         """Before the record is written: its worker died after the trial ended, and the record is the one the
         worker kept (nothing is hidden: the event says so, with Ray's word for the death)."""
-        self.store.event("worker_died_after_trial_ended", sync=False, trial_id=spec.trial_id, phase=spec.phase,
-                         status=record.get("status"), attempts=record.get("attempts"), reason=why)
+        self.store.event(
+            "worker_died_after_trial_ended",
+            sync=False,
+            trial_id=spec.trial_id,
+            phase=spec.phase,
+            status=record.get("status"),
+            attempts=record.get("attempts"),
+            reason=why,
+        )
         if self.listener is not None and hasattr(self.listener, "kept"):
             self.listener.kept(spec, why)
 
     def hooks(self) -> Hooks:
         listener = self.listener
-        return Hooks(self._started, self._ended, self._cancelled,
-                     should_stop=getattr(listener, "should_stop", lambda: None),
-                     trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
-                     trial_kept=self._kept)
+        return Hooks(
+            self._started,
+            self._ended,
+            self._cancelled,
+            should_stop=getattr(listener, "should_stop", lambda: None),
+            trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
+            trial_kept=self._kept,
+        )
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
         """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the Outcome."""
-        return run_fixed(specs, resources=self.contract.budget.resources, hooks=self.hooks(),
-                         max_trial_time_s=self.contract.budget.max_trial_time_s,
-                         deadline=None if remaining_s is None else time.monotonic() + remaining_s)
+        return run_fixed(
+            specs,
+            resources=self.contract.budget.resources,
+            hooks=self.hooks(),
+            max_trial_time_s=self.contract.budget.max_trial_time_s,
+            deadline=None if remaining_s is None else time.monotonic() + remaining_s,
+        )

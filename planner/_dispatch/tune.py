@@ -91,8 +91,12 @@ class Sweep:
     specs: list[TrialSpec]  # in order of index; only the trials still to run
     space: dict[str, Any]  # {dotted key: optuna distribution}
     sampler: Any  # an optuna sampler
-    finished: list[dict] = field(default_factory=list)  # the records of a resumed sweep's finished trials
-    raw: dict[str, Any] | None = None  # the arm's config with interpolations unresolved (apply_params)
+    finished: list[dict] = field(
+        default_factory=list
+    )  # the records of a resumed sweep's finished trials
+    raw: dict[str, Any] | None = (
+        None  # the arm's config with interpolations unresolved (apply_params)
+    )
     # trial id -> the tuned values it started with before (a second pass, a --resume): SweepSearch moves those
     # trials to the front of `specs` and runs these values again, never a new draw
     again: dict[str, dict] = field(default_factory=dict)
@@ -107,9 +111,15 @@ class TuneState:
     mode: str
     exposure: int
     hooks: Hooks
-    of_trial: dict[str, tuple[int, TrialSpec]] = field(default_factory=dict)  # Tune trial id -> (sweep, spec)
-    reports: dict[str, list] = field(default_factory=dict)  # Tune trial id -> the reports seen, in order
-    last_seen: dict[str, dict] = field(default_factory=dict)  # Tune trial id -> its last scheduler result
+    of_trial: dict[str, tuple[int, TrialSpec]] = field(
+        default_factory=dict
+    )  # Tune trial id -> (sweep, spec)
+    reports: dict[str, list] = field(
+        default_factory=dict
+    )  # Tune trial id -> the reports seen, in order
+    last_seen: dict[str, dict] = field(
+        default_factory=dict
+    )  # Tune trial id -> its last scheduler result
     stopped: set[str] = field(default_factory=set)  # trials a sweep's early-stopping rule stopped
     records: dict[str, dict] = field(default_factory=dict)  # Tune trial id -> the record written
     outcome: Outcome = field(default_factory=Outcome)
@@ -121,7 +131,9 @@ class TuneState:
     def completed_at_full_exposure(self, trial_id: str) -> bool:
         """The one test: a trial no rule stopped whose last report is at the full exposure."""
         reports = self.reports.get(trial_id, [])
-        return trial_id not in self.stopped and bool(reports) and reports[-1]["step"] == self.exposure
+        return (
+            trial_id not in self.stopped and bool(reports) and reports[-1]["step"] == self.exposure
+        )
 
 
 def scheduler_result(result: dict, metric: str) -> dict | None:
@@ -132,10 +144,17 @@ def scheduler_result(result: dict, metric: str) -> dict | None:
     """
     payload = result.get("planner")
     if isinstance(payload, dict) and "step" in payload:
-        step, value, elapsed = payload["step"], payload["metrics"].get(metric), payload.get("time_s", 0.0)
+        step, value, elapsed = (
+            payload["step"],
+            payload["metrics"].get(metric),
+            payload.get("time_s", 0.0),
+        )
     elif "planner/step" in result:
-        step, value, elapsed = (result["planner/step"], result.get(f"planner/metrics/{metric}"),
-                                result.get("planner/time_s", 0.0))
+        step, value, elapsed = (
+            result["planner/step"],
+            result.get(f"planner/metrics/{metric}"),
+            result.get("planner/time_s", 0.0),
+        )
     else:
         return None
     if value is None or not math.isfinite(value):
@@ -161,14 +180,23 @@ def _rerun_values(sweep: Sweep, trial_id: str) -> dict[str, Any] | None:
 
 def _make_rule(early_stop, metric: str, mode: str, exposure: int):
     if early_stop.rule == "asha":
-        return ASHAScheduler(time_attr="step", metric=metric, mode=mode, max_t=exposure,
-                             grace_period=early_stop.grace, reduction_factor=early_stop.reduction_factor)
+        return ASHAScheduler(
+            time_attr="step",
+            metric=metric,
+            mode=mode,
+            max_t=exposure,
+            grace_period=early_stop.grace,
+            reduction_factor=early_stop.reduction_factor,
+        )
     if early_stop.rule == "median":
-        return MedianStoppingRule(time_attr="step", metric=metric, mode=mode, grace_period=early_stop.grace)
+        return MedianStoppingRule(
+            time_attr="step", metric=metric, mode=mode, grace_period=early_stop.grace
+        )
     return None
 
 
 # ---------------------------------------------------------------- the searcher
+
 
 class SweepSearch(Searcher):
     """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
@@ -178,23 +206,33 @@ class SweepSearch(Searcher):
         self.state = state
         self.searchers = []
         for sweep in state.sweeps:
-            searcher = OptunaSearch(space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler)
+            searcher = OptunaSearch(
+                space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler
+            )
             study = searcher._ot_study  # OptunaSearch's study, made in its constructor
-            for record in sweep.finished:  # a resumed sweep: its study learns what ended, whatever the status
+            for record in (
+                sweep.finished
+            ):  # a resumed sweep: its study learns what ended, whatever the status
                 told = finished_trial(record, state.metric, sweep.space)
                 if told is not None:
                     study.add_trial(told)
-            rerun = {spec.trial_id: params for spec in sweep.specs
-                     if (params := _rerun_values(sweep, spec.trial_id)) is not None}
+            rerun = {
+                spec.trial_id: params
+                for spec in sweep.specs
+                if (params := _rerun_values(sweep, spec.trial_id)) is not None
+            }
             # the trials run again first, in the order their values are enqueued: the study hands those out first
-            sweep.specs = ([spec for spec in sweep.specs if spec.trial_id in rerun]
-                           + [spec for spec in sweep.specs if spec.trial_id not in rerun])
+            sweep.specs = [spec for spec in sweep.specs if spec.trial_id in rerun] + [
+                spec for spec in sweep.specs if spec.trial_id not in rerun
+            ]
             again = list(rerun.values())
             for params in again:
                 study.enqueue_trial(params)
             ran = sweep.finished + [{"params": params} for params in again]
             for point in grid_left(sweep.sampler, sweep.space, ran) if ran else ():
-                study.enqueue_trial(point)  # a grid sweep runs next the points no finished (or rerun) trial ran
+                study.enqueue_trial(
+                    point
+                )  # a grid sweep runs next the points no finished (or rerun) trial ran
             self.searchers.append(searcher)
         self.next = [0] * len(state.sweeps)
         self.turn = 0
@@ -210,7 +248,9 @@ class SweepSearch(Searcher):
             if self.next[k] < len(sweeps[k].specs):
                 template = sweeps[k].specs[self.next[k]]
                 self.next[k] += 1
-                params = {key: _plain(value) for key, value in self.searchers[k].suggest(trial_id).items()}
+                params = {
+                    key: _plain(value) for key, value in self.searchers[k].suggest(trial_id).items()
+                }
                 spec = _with_params(template, params, sweeps[k].raw)
                 self.state.of_trial[trial_id] = (k, spec)
                 return {"planner_spec": asdict(spec)}
@@ -232,9 +272,16 @@ class SweepSearch(Searcher):
             status, reports = record["status"], record["reports"]
         else:  # not written yet: a fast-path completion, an early stop, or a cancellation
             reports = self.state.reports.get(trial_id, [])
-            status = (TrialStatus.COMPLETED if self.state.completed_at_full_exposure(trial_id)
-                      else TrialStatus.EARLY_STOPPED)
-        final = finite_final_value({"reports": reports}, metric) if status == TrialStatus.COMPLETED else None
+            status = (
+                TrialStatus.COMPLETED
+                if self.state.completed_at_full_exposure(trial_id)
+                else TrialStatus.EARLY_STOPPED
+            )
+        final = (
+            finite_final_value({"reports": reports}, metric)
+            if status == TrialStatus.COMPLETED
+            else None
+        )
         searcher = self.searchers[k]
         if final is not None:
             searcher.on_trial_complete(trial_id, {metric: final}, error=False)
@@ -248,13 +295,16 @@ class SweepSearch(Searcher):
 
 # ---------------------------------------------------------------- the scheduler
 
+
 class PerSweepScheduler(FIFOScheduler):
     """Routes each trial to its sweep's own early-stopping rule; never stops a trial at full exposure."""
 
     def __init__(self, state: TuneState, early_stop):
         super().__init__()
         self.state = state
-        self.rules = [_make_rule(early_stop, state.metric, state.mode, state.exposure) for _ in state.sweeps]
+        self.rules = [
+            _make_rule(early_stop, state.metric, state.mode, state.exposure) for _ in state.sweeps
+        ]
         self.added: deque = deque()  # the trials added, in order, until they leave PENDING
 
     def _rule(self, trial):
@@ -315,18 +365,27 @@ class PerSweepScheduler(FIFOScheduler):
 
 # ---------------------------------------------------------------- the recorder
 
+
 class Recorder(tune.Callback):
     """Turns Tune's trial events into planner records, as they happen."""
 
-    def __init__(self, state: TuneState, *, prestart: bool = False, resources: Resources | None = None):
+    def __init__(
+        self, state: TuneState, *, prestart: bool = False, resources: Resources | None = None
+    ):
         self.state = state
-        self.started: set[str] = set()  # trial ids started (a restart after a dead worker is not a new trial)
+        self.started: set[str] = (
+            set()
+        )  # trial ids started (a restart after a dead worker is not a new trial)
         self.meta: dict[str, dict] = {}
-        self.lost: dict[str, list] = {}  # attempts whose worker died (a node lost), before Tune's retry
+        self.lost: dict[
+            str, list
+        ] = {}  # attempts whose worker died (a node lost), before Tune's retry
         self.prestart, self.resources = prestart, resources
         self.warming: list = []
         self.total = sum(len(s.specs) for s in state.sweeps)
-        self.ended: deque = deque()  # trials that ended, in order, until Tune has let go of them (`forget`)
+        self.ended: deque = (
+            deque()
+        )  # trials that ended, in order, until Tune has let go of them (`forget`)
         self.requests: dict = {}  # one copy of each resource request, for the trials forgotten
 
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -339,8 +398,13 @@ class Recorder(tune.Callback):
             # processes: on a cluster once the last tuning trials run and none waits (a warm-up asks for a
             # trial's resources there); on one machine from the last two waves on (it asks for none, and an
             # embedded Ray keeps an idle worker, so it is ready however short the tuning's tail).
-            self.warming.extend(prestart_workers(self.state.sweeps[0].specs[0], self.resources,
-                                                 one_machine=embedded_worker_environ() is not None))
+            self.warming.extend(
+                prestart_workers(
+                    self.state.sweeps[0].specs[0],
+                    self.resources,
+                    one_machine=embedded_worker_environ() is not None,
+                )
+            )
 
     @functools.cached_property
     def warm_from(self) -> int:
@@ -362,15 +426,24 @@ class Recorder(tune.Callback):
         payload = payload if isinstance(payload, dict) else {}
         result["planner"] = "read"
         if "record" in payload:
-            if payload.get("kept"):  # Tune ran again a trial that had ended: its worker sent the record it kept
-                lost = self.lost.get(trial.trial_id) or [{"message": "the trial's worker process died"}]
+            if payload.get(
+                "kept"
+            ):  # Tune ran again a trial that had ended: its worker sent the record it kept
+                lost = self.lost.get(trial.trial_id) or [
+                    {"message": "the trial's worker process died"}
+                ]
                 self._kept(trial, payload["record"], lost[-1]["message"])
             else:
                 self._end(trial, payload["record"])
             return
         if "step" in payload:
             self.state.reports.setdefault(trial.trial_id, []).append(
-                {"step": payload["step"], "metrics": dict(payload["metrics"]), "time_s": payload["time_s"]})
+                {
+                    "step": payload["step"],
+                    "metrics": dict(payload["metrics"]),
+                    "time_s": payload["time_s"],
+                }
+            )
             self.meta[trial.trial_id] = payload.get("meta", {})
             seen = scheduler_result(result, self.state.metric)
             if seen is not None:
@@ -383,7 +456,9 @@ class Recorder(tune.Callback):
         if trial.trial_id in self.state.records:
             return
         lost = self.lost.get(trial.trial_id, [])
-        known = sum(1 for e in record["errors"] if e.get("type") == "WorkerDied")  # from the attempt ledger
+        known = sum(
+            1 for e in record["errors"] if e.get("type") == "WorkerDied"
+        )  # from the attempt ledger
         if lost and not counted_lost and known < len(lost):
             own = [dict(e, attempt=e["attempt"] + len(lost)) for e in record["errors"]]
             record = dict(record, attempts=record["attempts"] + len(lost), errors=lost + own)
@@ -410,14 +485,24 @@ class Recorder(tune.Callback):
         meta = self.meta.get(trial.trial_id, {})
         reports = self.state.reports.get(trial.trial_id, [])
         duration = reports[-1]["time_s"] if reports else 0.0
-        record = make_record(entry[1], status, None, attempts, errors, meta.get("started", utc_now()), duration,
-                             reports)
+        record = make_record(
+            entry[1],
+            status,
+            None,
+            attempts,
+            errors,
+            meta.get("started", utc_now()),
+            duration,
+            reports,
+        )
         record["host"] = meta.get("host", record["host"])
         record["pid"] = meta.get("pid", record["pid"])
         record["node_id"] = meta.get("node_id", record.get("node_id"))
         if meta.get("splits"):
             record["splits"] = meta["splits"]
-        record["violations"] = list(meta.get("violations", []))  # the one place: an early stop keeps what it broke
+        record["violations"] = list(
+            meta.get("violations", [])
+        )  # the one place: an early stop keeps what it broke
         return record
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -430,8 +515,14 @@ class Recorder(tune.Callback):
             self._kept(trial, kept, message.splitlines()[0] if message else "")
             return
         lost = self.lost.setdefault(trial.trial_id, [])
-        lost.append({"attempt": len(lost) + 1, "type": "WorkerDied",
-                     "message": message.splitlines()[0] if message else "", "traceback": message})
+        lost.append(
+            {
+                "attempt": len(lost) + 1,
+                "type": "WorkerDied",
+                "message": message.splitlines()[0] if message else "",
+                "traceback": message,
+            }
+        )
         self.state.reports.pop(trial.trial_id, None)  # the retry reports from step 1 again
         self.state.last_seen.pop(trial.trial_id, None)
 
@@ -467,24 +558,39 @@ class Recorder(tune.Callback):
         message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         entry = self.state.of_trial.get(trial.trial_id)
         kept = kept_record(entry[1]) if entry else None
-        if kept is not None:  # the trial had ended before its worker went, and the worker kept its record
+        if (
+            kept is not None
+        ):  # the trial had ended before its worker went, and the worker kept its record
             self._kept(trial, kept, message.splitlines()[0] if message else "")
             return
         reports = completed_reports(entry[1]) if entry else None
-        if reports is not None:  # a command's attempt had completed (its reports on disk), its record not kept
+        if (
+            reports is not None
+        ):  # a command's attempt had completed (its reports on disk), its record not kept
             self.state.reports[trial.trial_id] = reports
             record = self._rebuilt(trial, TrialStatus.COMPLETED, [])
             if record is not None:
-                self.state.hooks.trial_kept(entry[1], record, message.splitlines()[0] if message else "")
+                self.state.hooks.trial_kept(
+                    entry[1], record, message.splitlines()[0] if message else ""
+                )
                 self._end(trial, record, counted_lost=True)
                 return
         lost = self.lost.get(trial.trial_id, [])
         # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
-        status, errors, attempts = (after_worker_death(entry[1], message) if entry
-                                    else (TrialStatus.FAILED, [], 1))
-        if status == TrialStatus.FAILED and attempts < len(lost) + 1:  # the ledger was on another node's disk
-            errors = lost + [{"attempt": len(lost) + 1, "type": "WorkerError",
-                              "message": message.splitlines()[0] if message else "", "traceback": message}]
+        status, errors, attempts = (
+            after_worker_death(entry[1], message) if entry else (TrialStatus.FAILED, [], 1)
+        )
+        if (
+            status == TrialStatus.FAILED and attempts < len(lost) + 1
+        ):  # the ledger was on another node's disk
+            errors = lost + [
+                {
+                    "attempt": len(lost) + 1,
+                    "type": "WorkerError",
+                    "message": message.splitlines()[0] if message else "",
+                    "traceback": message,
+                }
+            ]
             attempts = len(lost) + 1
         record = self._rebuilt(trial, status, errors, attempts=attempts)
         if record is not None:
@@ -509,20 +615,28 @@ def forget(trial, requests: dict) -> None:
     (`_note_unrecorded`). A trial that Tune will run again (a retry after its worker died) is never
     finished, so it is never forgotten."""
     metadata = trial.run_metadata
-    trial._default_result_or_future = None  # else an empty last result is fetched again from the actor
+    trial._default_result_or_future = (
+        None  # else an empty last result is fetched again from the actor
+    )
     metadata.last_result = {}
     metadata.metric_analysis = {}
     metadata.metric_n_steps = {}
     trial.config = {}
-    if hasattr(trial, "_Trial__unresolved_config"):  # the config's original, kept for Tune's own restore
+    if hasattr(
+        trial, "_Trial__unresolved_config"
+    ):  # the config's original, kept for Tune's own restore
         trial._Trial__unresolved_config = {}
     trial.evaluated_params = {}
-    trial.experiment_tag = ""  # the suggested config as a string: read only to name a trial's folder, at its start
+    trial.experiment_tag = (
+        ""  # the suggested config as a string: read only to name a trial's folder, at its start
+    )
     _snapshot_entry(trial, metadata)
     # Each trial holds its own copy of the one resource request (Tune deep-copies the experiment per trial),
     # with its bound signature; an ended trial takes the first ended trial's equal copy (requests are
     # compared by value, `PlacementGroupFactory.__eq__`; `requests` maps each to the first).
-    trial.placement_group_factory = requests.setdefault(trial.placement_group_factory, trial.placement_group_factory)
+    trial.placement_group_factory = requests.setdefault(
+        trial.placement_group_factory, trial.placement_group_factory
+    )
 
 
 ENDED_ENTRY = "ended; planner's record of it is in the run folder's trials.jsonl"
@@ -538,13 +652,24 @@ def _snapshot_entry(trial, metadata) -> None:
     folder), and the trial was just emptied of what a restore would need, so its cached entry says what it
     was and where its folder is. The snapshot itself is still written (it carries the trials' error files to
     Tune's storage)."""
-    trial._state_json = json.dumps({"trial_id": trial.trial_id, "status": trial.status,
-                                    "relative_logdir": getattr(trial, "relative_logdir", None), "planner": ENDED_ENTRY})
-    metadata._cached_json = json.dumps({key: getattr(metadata, key, None) for key in (
-        "start_time", "num_failures", "error_filename", "pickled_error_filename")})
+    trial._state_json = json.dumps(
+        {
+            "trial_id": trial.trial_id,
+            "status": trial.status,
+            "relative_logdir": getattr(trial, "relative_logdir", None),
+            "planner": ENDED_ENTRY,
+        }
+    )
+    metadata._cached_json = json.dumps(
+        {
+            key: getattr(metadata, key, None)
+            for key in ("start_time", "num_failures", "error_filename", "pickled_error_filename")
+        }
+    )
 
 
 # ---------------------------------------------------------------- the tuning
+
 
 def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
@@ -559,9 +684,19 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
         return _fit(sweeps, **options)
 
 
-def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_stop, resources: Resources,
-         hooks: Hooks, time_budget_s: float | None, storage_dir: str | None = None,
-         prestart: bool = False) -> Outcome:
+def _fit(
+    sweeps: list[Sweep],
+    *,
+    metric: str,
+    mode: str,
+    exposure: int,
+    early_stop,
+    resources: Resources,
+    hooks: Hooks,
+    time_budget_s: float | None,
+    storage_dir: str | None = None,
+    prestart: bool = False,
+) -> Outcome:
     """One Tuner over the sweeps, with the three pieces sharing one TuneState."""
     state = TuneState(sweeps, metric, mode, exposure, hooks)
     total = sum(len(s.specs) for s in sweeps)
@@ -572,29 +707,46 @@ def _fit(sweeps: list[Sweep], *, metric: str, mode: str, exposure: int, early_st
     storage = storage_dir or tempfile.mkdtemp(prefix="planner-tune-")
     tuner = tune.Tuner(
         tune.with_resources(tune_trainable, resources_for(resources)),
-        tune_config=tune.TuneConfig(search_alg=SweepSearch(state), scheduler=PerSweepScheduler(state, early_stop),
-                                    num_samples=total, reuse_actors=True, time_budget_s=time_budget_s,
-                                    trial_dirname_creator=trial_id_of, trial_name_creator=trial_id_of),
-        run_config=tune.RunConfig(name="tune", storage_path=storage, verbose=0,
-                                  callbacks=[Recorder(state, prestart=prestart, resources=resources)],
-                                  stop=_StopAll(hooks),  # fail fast (planner._dispatch.failfast)
-                                  log_to_file=False,
-                                  # A raise is retried inside the trial (run_trial); Tune's retries
-                                  # only see a worker that died, e.g. on a node that was lost.
-                                  failure_config=tune.FailureConfig(max_failures=retries),
-                                  checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-                                  progress_reporter=_SilentReporter()),
+        tune_config=tune.TuneConfig(
+            search_alg=SweepSearch(state),
+            scheduler=PerSweepScheduler(state, early_stop),
+            num_samples=total,
+            reuse_actors=True,
+            time_budget_s=time_budget_s,
+            trial_dirname_creator=trial_id_of,
+            trial_name_creator=trial_id_of,
+        ),
+        run_config=tune.RunConfig(
+            name="tune",
+            storage_path=storage,
+            verbose=0,
+            callbacks=[Recorder(state, prestart=prestart, resources=resources)],
+            stop=_StopAll(hooks),  # fail fast (planner._dispatch.failfast)
+            log_to_file=False,
+            # A raise is retried inside the trial (run_trial); Tune's retries
+            # only see a worker that died, e.g. on a node that was lost.
+            failure_config=tune.FailureConfig(max_failures=retries),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
+            progress_reporter=_SilentReporter(),
+        ),
     )
     t0 = time.monotonic()
     try:
-        with (callbacks_tagged_without_integrations(), cancelled_actors_forgotten(), trainable_looked_up_once(),
-              trial_actors_on_inherited_environment(embedded_worker_environ())):
+        with (
+            callbacks_tagged_without_integrations(),
+            cancelled_actors_forgotten(),
+            trainable_looked_up_once(),
+            trial_actors_on_inherited_environment(embedded_worker_environ()),
+        ):
             _note_unrecorded(state, tuner.fit())
     finally:
         if own_storage:
             shutil.rmtree(storage, ignore_errors=True)
-    if (state.outcome.ended < total and time_budget_s is not None
-            and time.monotonic() - t0 >= time_budget_s * 0.98):
+    if (
+        state.outcome.ended < total
+        and time_budget_s is not None
+        and time.monotonic() - t0 >= time_budget_s * 0.98
+    ):
         state.outcome.stopped = StopReason.BUDGET
     return state.outcome
 
@@ -615,12 +767,16 @@ def callbacks_tagged_without_integrations():
         def tag_callbacks(callbacks):
             if not callbacks or not all(type(callback) is Recorder for callback in callbacks):
                 return original(callbacks)
-            usage.record_extra_usage_tag(usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)}))
+            usage.record_extra_usage_tag(
+                usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)})
+            )
             return True
 
         return tag_callbacks
 
-    with wrapped(usage if hasattr(usage, "record_extra_usage_tag") else None, "tag_callbacks", tagged):
+    with wrapped(
+        usage if hasattr(usage, "record_extra_usage_tag") else None, "tag_callbacks", tagged
+    ):
         yield
 
 
@@ -684,7 +840,9 @@ def trainable_looked_up_once():
 
     def cached_contains(original):
         def contains(self, category, key):
-            return (category == TRAINABLE_CLASS and (id(self), key) in found) or original(self, category, key)
+            return (category == TRAINABLE_CLASS and (id(self), key) in found) or original(
+                self, category, key
+            )
 
         return contains
 
@@ -718,9 +876,16 @@ def trial_actors_on_inherited_environment(inherited: dict[str, str] | None):
 
     def inheriting(original):
         def get(self, trainable_cls):
-            env_vars = {**defaults, **{name: os.environ[name] for name in propagated if name in os.environ}}
+            env_vars = {
+                **defaults,
+                **{name: os.environ[name] for name in propagated if name in os.environ},
+            }
             cache = getattr(self, "_cache", None)
-            if cache is None or trainable_cls in cache or any(inherited.get(k) != v for k, v in env_vars.items()):
+            if (
+                cache is None
+                or trainable_cls in cache
+                or any(inherited.get(k) != v for k, v in env_vars.items())
+            ):
                 return original(self, trainable_cls)
             cache[trainable_cls] = ray.remote(trainable_cls)
             return cache[trainable_cls]
@@ -754,8 +919,14 @@ def _note_unrecorded(state: TuneState, grid) -> None:
         if entry is None or tune_id in state.records:
             continue
         error = result.error
-        message = (str(error).strip().splitlines() or [type(error).__name__])[-1] if error is not None else ""
-        state.outcome.unrecorded[entry[1].trial_id] = message or "Ray Tune ended the trial without running it"
+        message = (
+            (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            if error is not None
+            else ""
+        )
+        state.outcome.unrecorded[entry[1].trial_id] = (
+            message or "Ray Tune ended the trial without running it"
+        )
 
 
 class _Quiet:
@@ -795,7 +966,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _with_params(template: TrialSpec, params: dict[str, Any], raw: dict[str, Any] | None = None) -> TrialSpec:
+def _with_params(
+    template: TrialSpec, params: dict[str, Any], raw: dict[str, Any] | None = None
+) -> TrialSpec:
     data = asdict(template)
     data["params"] = params
     data["config"] = apply_params(template.config, params, raw)

@@ -31,8 +31,12 @@ REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
 # (ray.tune.execution.class_cache.DEFAULT_ENV_VARS: Lightning's fork-based strategies do not work in a Ray
 # worker, ray-project/ray#28197); here every trial has it, tuning and confirmation alike, and Tune's actors
 # need no runtime_env of their own on an embedded Ray (tune.trial_actors_on_inherited_environment).
-WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
-              "TUNE_FUNCTION_THREAD_TIMEOUT_S": str(REUSE_WAIT_S), "PL_DISABLE_FORK": "1"}
+WORKER_ENV = {
+    "RAY_CHDIR_TO_TRIAL_DIR": "0",
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    "TUNE_FUNCTION_THREAD_TIMEOUT_S": str(REUSE_WAIT_S),
+    "PL_DISABLE_FORK": "1",
+}
 
 
 def tune_trainable(config: dict) -> dict | None:
@@ -48,22 +52,51 @@ def tune_trainable(config: dict) -> dict | None:
     """
     spec = TrialSpec(**config["planner_spec"])
     kept = kept_record(spec)
-    if kept is not None:  # Tune runs again a trial whose worker died after it ended: the record it kept stands
+    if (
+        kept is not None
+    ):  # Tune runs again a trial whose worker died after it ended: the record it kept stands
         return {"planner": {"record": kept, "kept": True}}
-    meta = {"started": utc_now(), "host": os.uname().nodename, "pid": os.getpid(), "node_id": ray_node_id()}
+    meta = {
+        "started": utc_now(),
+        "host": os.uname().nodename,
+        "pid": os.getpid(),
+        "node_id": ray_node_id(),
+    }
 
     sent: dict = {}
 
-    def forward(step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None) -> None:
-        sent["splits"] = splits or {}  # the splits logged so far travel with the reports (docs/data.md)
-        ray_tune.report({"planner": {"step": step, "metrics": metrics, "time_s": elapsed,
-                                 "meta": {**meta, "violations": list(violations), **({"splits": splits} if splits else {})}}})
+    def forward(
+        step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None
+    ) -> None:
+        sent["splits"] = (
+            splits or {}
+        )  # the splits logged so far travel with the reports (docs/data.md)
+        ray_tune.report(
+            {
+                "planner": {
+                    "step": step,
+                    "metrics": metrics,
+                    "time_s": elapsed,
+                    "meta": {
+                        **meta,
+                        "violations": list(violations),
+                        **({"splits": splits} if splits else {}),
+                    },
+                }
+            }
+        )
 
     with trial_processes_end():
         record = run_trial(spec, forward)
-    if (record["status"] == TrialStatus.COMPLETED and record["attempts"] == 1 and not record["errors"]
-            and not record.get("resumed") and record.get("splits", {}) == sent.get("splits", {})
-            and not record.get("notes") and not record.get("modules")):  # what the reports do not carry
+    if (
+        record["status"] == TrialStatus.COMPLETED
+        and record["attempts"] == 1
+        and not record["errors"]
+        and not record.get("resumed")
+        and record.get("splits", {}) == sent.get("splits", {})
+        and not record.get("notes")
+        and not record.get("modules")
+    ):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}
 

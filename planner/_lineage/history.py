@@ -34,7 +34,11 @@ def hypothesis_key(started: dict[str, Any]) -> tuple[str | None, tuple[str, ...]
     return baseline.get("config_sha256"), tuple(sorted(str(k) for k in keys))
 
 
-TESTED = ("accept", "reject", "inconclusive")  # a decision that reports what the test found (not incomplete, invalid)
+TESTED = (
+    "accept",
+    "reject",
+    "inconclusive",
+)  # a decision that reports what the test found (not incomplete, invalid)
 
 
 def completed_test(entry: RunEntry) -> bool:
@@ -42,7 +46,8 @@ def completed_test(entry: RunEntry) -> bool:
     incomplete, invalid or interrupted run tested nothing (it cannot be a false accept)."""
     ended = entry.ended or {}
     return ended.get("state") == "completed" and any(
-        isinstance(d, dict) and d.get("decision") in TESTED for d in ended.get("decisions") or [])
+        isinstance(d, dict) and d.get("decision") in TESTED for d in ended.get("decisions") or []
+    )
 
 
 def contract_trainable(contract: Any) -> str:
@@ -62,26 +67,43 @@ def trainable_of(ledger: Ledger, entry: RunEntry) -> str | None:
     return str(code["trainable"]) if code.get("trainable") else None
 
 
-def earlier_tests(ledger: Ledger, key: tuple[str | None, tuple[str, ...]], before: int | None = None, *,
-                  trainable: str | None = None) -> list[RunEntry]:
+def earlier_tests(
+    ledger: Ledger,
+    key: tuple[str | None, tuple[str, ...]],
+    before: int | None = None,
+    *,
+    trainable: str | None = None,
+) -> list[RunEntry]:
     """Runs that tested the same factor against the same baseline, completed with decisions that say what they
     found (`completed_test`), in ledger order; with `trainable`, only runs of that trainable (a run whose
     trainable is not known counts: a repetition is not dropped for want of a record)."""
-    return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
-            if e.decided and completed_test(e) and hypothesis_key(e.started) == key
-            and (before is None or e.order < before)
-            and (trainable is None or trainable_of(ledger, e) in (None, trainable))]
+    return [
+        e
+        for e in sorted(ledger.runs().values(), key=lambda e: e.order)
+        if e.decided
+        and completed_test(e)
+        and hypothesis_key(e.started) == key
+        and (before is None or e.order < before)
+        and (trainable is None or trainable_of(ledger, e) in (None, trainable))
+    ]
 
 
 def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:
     """Earlier runs of a contract of the same name but another hash that had reported decisions saying what a test
     found (accept, reject, inconclusive): a run whose every decision was incomplete or invalid showed no result to
     tune the recipe to, and mending a contract after it is no forking path."""
-    return [e for e in sorted(ledger.runs().values(), key=lambda e: e.order)
-            if e.decided and any(isinstance(d, dict) and d.get("decision") in TESTED
-                                 for d in (e.ended or {}).get("decisions") or [])
-            and e.started.get("name") == name and e.started.get("contract_sha256") != sha
-            and (before is None or e.order < before)]
+    return [
+        e
+        for e in sorted(ledger.runs().values(), key=lambda e: e.order)
+        if e.decided
+        and any(
+            isinstance(d, dict) and d.get("decision") in TESTED
+            for d in (e.ended or {}).get("decisions") or []
+        )
+        and e.started.get("name") == name
+        and e.started.get("contract_sha256") != sha
+        and (before is None or e.order < before)
+    ]
 
 
 def decisions_text(entry: RunEntry) -> str:
@@ -94,16 +116,26 @@ def decisions_text(entry: RunEntry) -> str:
 
 def repetition(earlier: list[RunEntry], alpha: float, factor: str) -> dict[str, Any]:
     """The facts and the sentence about a test repeated after `earlier` ones (this one included)."""
-    alphas = [float((e.ended or {}).get("alpha") or e.started.get("alpha") or alpha) for e in earlier] + [alpha]
+    alphas = [
+        float((e.ended or {}).get("alpha") or e.started.get("alpha") or alpha) for e in earlier
+    ] + [alpha]
     count = len(alphas)
     fwer = family_alpha(alphas)
     earlier_words = "; ".join(f"{e.key}: {decisions_text(e)}" for e in earlier)
-    sentence = (f"factor {factor} was tested {count} times against this baseline (this test included); the "
-                f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a family-wise "
-                f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there")
-    return {"count": count, "earlier": [{"run": e.key, "decisions": (e.ended or {}).get("decisions") or []}
-                                        for e in earlier],
-            "alpha": alpha, "family_alpha": round(fwer, 6), "sentence": sentence}
+    sentence = (
+        f"factor {factor} was tested {count} times against this baseline (this test included); the "
+        f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a family-wise "
+        f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there"
+    )
+    return {
+        "count": count,
+        "earlier": [
+            {"run": e.key, "decisions": (e.ended or {}).get("decisions") or []} for e in earlier
+        ],
+        "alpha": alpha,
+        "family_alpha": round(fwer, 6),
+        "sentence": sentence,
+    }
 
 
 def _num(value: float) -> str:
@@ -126,9 +158,10 @@ def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
         if not origin.is_absolute():
             origin = Path(str(folder.run_info().get("contract_path") or ".")).parent / origin
         if origin.is_dir():
-
             try:
                 return line_of(read(runs_dir_of(origin)), origin, depth + 1)
-            except PlannerError:  # the origin is gone or damaged: the run starts a line of its own name
+            except (
+                PlannerError
+            ):  # the origin is gone or damaged: the run starts a line of its own name
                 pass
     return str(contract.get("name") or folder.run_info().get("name") or "?")

@@ -30,7 +30,9 @@ from planner._core.text import utc_now
 LEDGER = "ledger.jsonl"
 EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
 
-hashlib = lazy_import("hashlib")  # OpenSSL: `plan validate` of a contract with no lineage never hashes
+hashlib = lazy_import(
+    "hashlib"
+)  # OpenSSL: `plan validate` of a contract with no lineage never hashes
 # the run folder's reader (its record schema, bounds, orjson) and the locked appender (fcntl): `plan validate`
 # where no ledger is yet neither reads one nor writes to it
 store_read = lazy_import("planner._store.read")
@@ -57,19 +59,25 @@ def run_key(run_dir: str | os.PathLike, runs_dir: str | os.PathLike) -> str:
 
 def config_sha256(config: dict[str, Any]) -> str:
     """Hash of an effective config: key order does not change it."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(config, sort_keys=True, separators=(",", ":"), default=str).encode()
+    ).hexdigest()
 
 
 def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, Any]:
     """Append one event to the ledger of `runs_dir` (created when absent); return the record written."""
     assert event in EVENTS, event
-    record = Redactor.for_run().scrub({"event": event, "time": utc_now(), **fields})  # `params` kept exactly
+    record = Redactor.for_run().scrub(
+        {"event": event, "time": utc_now(), **fields}
+    )  # `params` kept exactly
     folder = Path(runs_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         jsonl.locked_append(ledger_path(folder), json.dumps(record, allow_nan=False, default=str))
     except OSError as error:
-        raise RunError(f"cannot write the project ledger {ledger_path(folder)}: {error.strerror or error}") from None
+        raise RunError(
+            f"cannot write the project ledger {ledger_path(folder)}: {error.strerror or error}"
+        ) from None
     return record
 
 
@@ -133,7 +141,11 @@ class Ledger:
                 out.append({**r, "withdrawn": None})
             elif r.get("event") == "withdrawn":
                 for p in reversed(out):
-                    if p.get("run") == r.get("run") and p.get("arm") == r.get("arm") and p["withdrawn"] is None:
+                    if (
+                        p.get("run") == r.get("run")
+                        and p.get("arm") == r.get("arm")
+                        and p["withdrawn"] is None
+                    ):
                         p["withdrawn"] = r
                         break
         return out
@@ -152,7 +164,11 @@ class Ledger:
         names: list[str] = []
         for r in self.records:
             line = r.get("line")
-            if r.get("event") in ("run_started", "promoted") and isinstance(line, str) and line not in names:
+            if (
+                r.get("event") in ("run_started", "promoted")
+                and isinstance(line, str)
+                and line not in names
+            ):
                 names.append(line)
         return names
 
@@ -160,7 +176,9 @@ class Ledger:
 def read(runs_dir: str | os.PathLike) -> Ledger:
     """The ledger of `runs_dir` (empty when there is none yet)."""
     path = ledger_path(runs_dir)
-    if not path.exists():  # no ledger yet (the common case for validate): skip importing the run reader
+    if (
+        not path.exists()
+    ):  # no ledger yet (the common case for validate): skip importing the run reader
         return Ledger(path, [], [])
 
     lines = store_read.read_jsonl(path)
@@ -168,5 +186,7 @@ def read(runs_dir: str | os.PathLike) -> Ledger:
     notes = list(lines.notes)
     unknown = len(lines.records) - len(records)
     if unknown:
-        notes.append(f"{unknown} line{'s' if unknown != 1 else ''} of {path.name} with no known event were skipped")
+        notes.append(
+            f"{unknown} line{'s' if unknown != 1 else ''} of {path.name} with no known event were skipped"
+        )
     return Ledger(path, records, notes)

@@ -28,12 +28,16 @@ def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
     """The lineage of `runs_dir` as JSON-able data (`plan log --json`)."""
     folder = Path(runs_dir)
     if not folder.is_dir():
-        raise UsageError(f"{folder} does not exist: give the runs dir that holds {ledger_path('').name} "
-                         "(--runs-dir, default ./runs)")
+        raise UsageError(
+            f"{folder} does not exist: give the runs dir that holds {ledger_path('').name} "
+            "(--runs-dir, default ./runs)"
+        )
     ledger = read(folder)
     notes = list(ledger.notes)
     if not ledger.path.is_file():
-        notes.append(f"{ledger.path} does not exist: no run has started in {folder} since the ledger was added")
+        notes.append(
+            f"{ledger.path} does not exist: no run has started in {folder} since the ledger was added"
+        )
     runs = sorted(ledger.runs().values(), key=lambda e: e.order)
     ends = {e.key: _end(ledger, e, notes) for e in runs}
     promotions = ledger.promotions()
@@ -48,27 +52,48 @@ def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
             base = e.started.get("baseline") or {}
             sha = base.get("config_sha256")
             if sha not in by_sha:
-                by_sha[sha] = {"number": len(baselines) + 1, "arm": base.get("arm"), "config_sha256": sha,
-                               "from": base.get("from"), "first_run": e.key, "experiments": []}
+                by_sha[sha] = {
+                    "number": len(baselines) + 1,
+                    "arm": base.get("arm"),
+                    "config_sha256": sha,
+                    "from": base.get("from"),
+                    "first_run": e.key,
+                    "experiments": [],
+                }
                 baselines.append(by_sha[sha])
             by_sha[sha]["experiments"].append(_experiment(ledger, e, ends[e.key], chain, marks))
         in_force = ledger.in_force(name)
-        lines.append({
-            "line": name, "baselines": baselines,
-            "promotions": [_promotion(p, marks) for p in chain],
-            "in_force": _promotion(in_force, marks) if in_force else (
-                {"run": entries[0].key, "arm": (entries[0].started.get("baseline") or {}).get("arm"),
-                 "promoted": None, "note": "nothing promoted: the contract baseline of the line's first run"}
-                if entries else None),
-            "forking": _forking(ledger, entries),
-        })
+        lines.append(
+            {
+                "line": name,
+                "baselines": baselines,
+                "promotions": [_promotion(p, marks) for p in chain],
+                "in_force": _promotion(in_force, marks)
+                if in_force
+                else (
+                    {
+                        "run": entries[0].key,
+                        "arm": (entries[0].started.get("baseline") or {}).get("arm"),
+                        "promoted": None,
+                        "note": "nothing promoted: the contract baseline of the line's first run",
+                    }
+                    if entries
+                    else None
+                ),
+                "forking": _forking(ledger, entries),
+            }
+        )
     return {"runs_dir": str(folder), "ledger": str(ledger.path), "lines": lines, "notes": notes}
 
 
 def _end(ledger: Ledger, entry: RunEntry, notes: list[str]) -> dict[str, Any]:
     if entry.ended is not None:
-        return {"state": entry.ended.get("state"), "ended": entry.ended.get("time"),
-                "decisions": entry.ended.get("decisions") or [], "from": "ledger"}
+        return {
+            "state": entry.ended.get("state"),
+            "ended": entry.ended.get("time"),
+            "decisions": entry.ended.get("decisions") or [],
+            "from": "ledger",
+        }
 
     path = Path(entry.key) if Path(entry.key).is_absolute() else ledger.runs_dir / entry.key
     try:
@@ -76,13 +101,27 @@ def _end(ledger: Ledger, entry: RunEntry, notes: list[str]) -> dict[str, Any]:
         state = (folder.state() or {}).get("state")
         doc = folder.decisions() or {}
     except PlannerError as error:
-        notes.append(f"run {entry.key} has no end in the ledger and its folder cannot be read: {error}")
+        notes.append(
+            f"run {entry.key} has no end in the ledger and its folder cannot be read: {error}"
+        )
         return {"state": None, "ended": None, "decisions": [], "from": "nowhere"}
-    notes.append(f"run {entry.key} has no end in the ledger (still running, or killed): its state "
-                 f"({state}) is read from its folder")
-    return {"state": state, "ended": None, "decisions": [
-        {k: d.get(k) for k in ("arm", "decision", "effect", "ci_low", "ci_high", "p_value", "reason")}
-        for d in doc.get("decisions") or [] if isinstance(d, dict)], "from": "run folder"}
+    notes.append(
+        f"run {entry.key} has no end in the ledger (still running, or killed): its state "
+        f"({state}) is read from its folder"
+    )
+    return {
+        "state": state,
+        "ended": None,
+        "decisions": [
+            {
+                k: d.get(k)
+                for k in ("arm", "decision", "effect", "ci_low", "ci_high", "p_value", "reason")
+            }
+            for d in doc.get("decisions") or []
+            if isinstance(d, dict)
+        ],
+        "from": "run folder",
+    }
 
 
 def _key(p: dict[str, Any]) -> tuple[str, str, str]:
@@ -102,26 +141,46 @@ def _unverified(ledger: Ledger, p: dict[str, Any]) -> str | None:
 
 def _promotion(p: dict[str, Any], marks: dict[tuple[str, str, str], str | None]) -> dict[str, Any]:
     w = p.get("withdrawn")
-    return {"run": p.get("run"), "arm": p.get("arm"), "promoted": p.get("time"), "note": p.get("note") or "",
-            "withdrawn": None if not w else {"time": w.get("time"), "note": w.get("note") or ""},
-            "unverified": marks.get(_key(p))}
+    return {
+        "run": p.get("run"),
+        "arm": p.get("arm"),
+        "promoted": p.get("time"),
+        "note": p.get("note") or "",
+        "withdrawn": None if not w else {"time": w.get("time"), "note": w.get("note") or ""},
+        "unverified": marks.get(_key(p)),
+    }
 
 
-def _experiment(ledger: Ledger, e: RunEntry, end: dict[str, Any], chain: list[dict[str, Any]],
-                marks: dict[tuple[str, str, str], str | None]) -> dict[str, Any]:
+def _experiment(
+    ledger: Ledger,
+    e: RunEntry,
+    end: dict[str, Any],
+    chain: list[dict[str, Any]],
+    marks: dict[tuple[str, str, str], str | None],
+) -> dict[str, Any]:
     key = history.hypothesis_key(e.started)
     earlier = history.earlier_tests(ledger, key, before=e.order)
-    edited = history.edited_before(ledger, str(e.started.get("name")), str(e.started.get("contract_sha256")),
-                                   before=e.order)
+    edited = history.edited_before(
+        ledger, str(e.started.get("name")), str(e.started.get("contract_sha256")), before=e.order
+    )
     alpha = float(e.started.get("alpha") or 0.05)
     return {
-        "run": e.key, "name": e.started.get("name"), "contract_sha256": e.started.get("contract_sha256"),
-        "hypothesis": e.started.get("hypothesis"), "factor": e.started.get("factor"),
-        "started": e.started.get("time"), "ended": end["ended"], "state": end["state"], "end_from": end["from"],
+        "run": e.key,
+        "name": e.started.get("name"),
+        "contract_sha256": e.started.get("contract_sha256"),
+        "hypothesis": e.started.get("hypothesis"),
+        "factor": e.started.get("factor"),
+        "started": e.started.get("time"),
+        "ended": end["ended"],
+        "state": end["state"],
+        "end_from": end["from"],
         "decisions": end["decisions"],
         "promoted": [_promotion(p, marks) for p in chain if p.get("run") == e.key],
-        "repetition": history.repetition(earlier, alpha, str((e.started.get("factor") or {}).get("name")))
-        if earlier else None,
+        "repetition": history.repetition(
+            earlier, alpha, str((e.started.get("factor") or {}).get("name"))
+        )
+        if earlier
+        else None,
         "edited_after_decisions": [x.key for x in edited],
     }
 
@@ -135,11 +194,20 @@ def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
             groups.setdefault(history.hypothesis_key(e.started), []).append(e)
     for (sha, keys), tests in groups.items():
         if len(tests) > 1:
-            alphas = [float((t.ended or {}).get("alpha") or t.started.get("alpha") or 0.05) for t in tests]
-            out.append({"kind": "repeated_test", "baseline_config_sha256": sha, "factor_keys": list(keys),
-                        "count": len(tests), "runs": [t.key for t in tests],
-                        "decisions": [history.decisions_text(t) for t in tests],
-                        "family_alpha": round(history.family_alpha(alphas), 6)})
+            alphas = [
+                float((t.ended or {}).get("alpha") or t.started.get("alpha") or 0.05) for t in tests
+            ]
+            out.append(
+                {
+                    "kind": "repeated_test",
+                    "baseline_config_sha256": sha,
+                    "factor_keys": list(keys),
+                    "count": len(tests),
+                    "runs": [t.key for t in tests],
+                    "decisions": [history.decisions_text(t) for t in tests],
+                    "family_alpha": round(history.family_alpha(alphas), 6),
+                }
+            )
     names: dict[str, list[RunEntry]] = {}
     for e in entries:
         names.setdefault(str(e.started.get("name")), []).append(e)
@@ -148,11 +216,23 @@ def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
         for e in runs:
             if e.started.get("contract_sha256") not in hashes:
                 hashes.append(e.started.get("contract_sha256"))
-        edited = [e for e in runs[1:] if history.edited_before(ledger, name, str(e.started.get("contract_sha256")),
-                                                               before=e.order)]
+        edited = [
+            e
+            for e in runs[1:]
+            if history.edited_before(
+                ledger, name, str(e.started.get("contract_sha256")), before=e.order
+            )
+        ]
         if edited:
-            out.append({"kind": "edited_contract", "name": name, "hashes": hashes, "runs": [e.key for e in runs],
-                        "edited_runs": [e.key for e in edited]})
+            out.append(
+                {
+                    "kind": "edited_contract",
+                    "name": name,
+                    "hashes": hashes,
+                    "runs": [e.key for e in runs],
+                    "edited_runs": [e.key for e in edited],
+                }
+            )
     return out
 
 
@@ -165,49 +245,81 @@ def format_log(log: dict[str, Any]) -> str:
         out += ["", f"line {line['line']}"]
         now = line["in_force"]
         if now and now.get("promoted"):
-            out.append(f"  baseline in force: arm {now['arm']} of {now['run']} (promoted {now['promoted']}"
-                       + (f", {now['note']!r}" if now.get("note") else "") + ")" + _unverified_text(now))
+            out.append(
+                f"  baseline in force: arm {now['arm']} of {now['run']} (promoted {now['promoted']}"
+                + (f", {now['note']!r}" if now.get("note") else "")
+                + ")"
+                + _unverified_text(now)
+            )
         elif now:
             out.append(f"  baseline in force: arm {now['arm']} of {now['run']} ({now['note']})")
         for b in line["baselines"]:
             origin = b.get("from")
-            where = (f"arm {origin['arm']} of {origin['run']}" + (" (via the line)" if origin.get("via_line") else "")
-                     if origin else f"the contract's own, first in {b['first_run']}")
+            where = (
+                f"arm {origin['arm']} of {origin['run']}"
+                + (" (via the line)" if origin.get("via_line") else "")
+                if origin
+                else f"the contract's own, first in {b['first_run']}"
+            )
             out.append(f"  {b['number']}. baseline {b['arm']}: {where}")
             for x in b["experiments"]:
                 factor = (x.get("factor") or {}).get("name")
-                out.append(f"       {x['run']}  {x['state'] or '?'}  factor {factor}"
-                           + ("  (end read from the run folder)" if x["end_from"] == "run folder" else ""))
+                out.append(
+                    f"       {x['run']}  {x['state'] or '?'}  factor {factor}"
+                    + ("  (end read from the run folder)" if x["end_from"] == "run folder" else "")
+                )
                 for d in x["decisions"]:
                     out.append(f"         {d.get('arm')}: {d.get('decision')}{_numbers(d)}")
                 for p in x["promoted"]:
-                    out.append(f"         promoted {p['arm']} {p['promoted']}" + (f" {p['note']!r}" if p["note"] else "")
-                               + (f"; withdrawn {p['withdrawn']['time']} {p['withdrawn']['note']!r}"
-                                  if p["withdrawn"] else "") + _unverified_text(p))
+                    out.append(
+                        f"         promoted {p['arm']} {p['promoted']}"
+                        + (f" {p['note']!r}" if p["note"] else "")
+                        + (
+                            f"; withdrawn {p['withdrawn']['time']} {p['withdrawn']['note']!r}"
+                            if p["withdrawn"]
+                            else ""
+                        )
+                        + _unverified_text(p)
+                    )
                 if x["decisions"] and not x["promoted"]:
                     accepted = any(d.get("decision") == "accept" for d in x["decisions"])
-                    out.append("         accepted, not promoted: the baseline stays until `plan promote`" if accepted
-                               else "         nothing promoted: the baseline stays")
+                    out.append(
+                        "         accepted, not promoted: the baseline stays until `plan promote`"
+                        if accepted
+                        else "         nothing promoted: the baseline stays"
+                    )
                 if x.get("repetition"):
                     out.append(f"         ! {x['repetition']['sentence']}")
                 if x.get("edited_after_decisions"):
-                    out.append(f"         ! the contract {x['name']} was edited (new sha256 {str(x['contract_sha256'])[:12]}) "
-                               f"after {', '.join(x['edited_after_decisions'])} had reported decisions")
+                    out.append(
+                        f"         ! the contract {x['name']} was edited (new sha256 {str(x['contract_sha256'])[:12]}) "
+                        f"after {', '.join(x['edited_after_decisions'])} had reported decisions"
+                    )
         for f in line["forking"]:
             if f["kind"] == "repeated_test":
-                out.append(f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested {f['count']} times "
-                           f"against the same baseline ({'; '.join(f['decisions'])}): family-wise alpha "
-                           f"{f['family_alpha']:.3f}")
+                out.append(
+                    f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested {f['count']} times "
+                    f"against the same baseline ({'; '.join(f['decisions'])}): family-wise alpha "
+                    f"{f['family_alpha']:.3f}"
+                )
             else:
-                out.append(f"  forking paths: contract {f['name']} ran under {len(f['hashes'])} different hashes "
-                           f"(edited after decisions: {', '.join(f['edited_runs'])})")
+                out.append(
+                    f"  forking paths: contract {f['name']} ran under {len(f['hashes'])} different hashes "
+                    f"(edited after decisions: {', '.join(f['edited_runs'])})"
+                )
     for note in log["notes"]:
         out.append(f"note: {note}")
-    return terminal_safe("\n".join(out))  # text of the ledger is shown, never obeyed by the terminal
+    return terminal_safe(
+        "\n".join(out)
+    )  # text of the ledger is shown, never obeyed by the terminal
 
 
 def _unverified_text(p: dict[str, Any]) -> str:
-    return f"  UNVERIFIED: the ledger says it was promoted, but {p['unverified']}" if p.get("unverified") else ""
+    return (
+        f"  UNVERIFIED: the ledger says it was promoted, but {p['unverified']}"
+        if p.get("unverified")
+        else ""
+    )
 
 
 def _numbers(d: dict[str, Any]) -> str:

@@ -64,39 +64,64 @@ def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) 
         decisions = folder.decisions()
         identity = folder.identity()
     except (UsageError, RunError) as error:
-        raise LineageError("P701", str(error)) from None  # the reader's message says what a run folder is
+        raise LineageError(
+            "P701", str(error)
+        ) from None  # the reader's message says what a run folder is
     arms = arm_names(contract)
     if arm not in arms:
-        raise LineageError("P702", f"run {folder.path} has no arm {arm!r}; its arms are {', '.join(arms) or 'none'}",
-                      "Name one of them.")
-    out = ArmOfRun(Path(run_dir).resolve(), arm, contract, info, state, decisions, identity=identity)
+        raise LineageError(
+            "P702",
+            f"run {folder.path} has no arm {arm!r}; its arms are {', '.join(arms) or 'none'}",
+            "Name one of them.",
+        )
+    out = ArmOfRun(
+        Path(run_dir).resolve(), arm, contract, info, state, decisions, identity=identity
+    )
     if need_config:
         out.config, out.params = _effective_config(folder, contract, arm)
     return out
 
 
-def _effective_config(folder, contract: dict[str, Any], arm: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _effective_config(
+    folder, contract: dict[str, Any], arm: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
 
     try:
         stored = folder.configs().get(arm)
         selection = folder.selection()
     except RunError as error:
-        raise LineageError("P703", f"the logged config of arm {arm!r} cannot be read: {error}") from None
+        raise LineageError(
+            "P703", f"the logged config of arm {arm!r} cannot be read: {error}"
+        ) from None
     if stored is None:
-        raise LineageError("P703", f"{folder.file('configs')}/{arm}.yaml is missing: the arm's config is not logged")
+        raise LineageError(
+            "P703",
+            f"{folder.file('configs')}/{arm}.yaml is missing: the arm's config is not logged",
+        )
     params: dict[str, Any] = {}
     if contract.get("tuning"):
         chosen = ((selection or {}).get("arms") or {}).get(arm) or {}
         if not chosen.get("trial_id"):
-            why = chosen.get("reason") or ("the run has no selection.json" if selection is None
-                                           else "selection.json does not list it")
-            raise LineageError("P703", f"arm {arm!r} of run {folder.path} has no selected tuned config ({why})",
-                          "Start from an arm whose tuning selected a config (an arm that was confirmed).")
+            why = chosen.get("reason") or (
+                "the run has no selection.json"
+                if selection is None
+                else "selection.json does not list it"
+            )
+            raise LineageError(
+                "P703",
+                f"arm {arm!r} of run {folder.path} has no selected tuned config ({why})",
+                "Start from an arm whose tuning selected a config (an arm that was confirmed).",
+            )
         params = dict(chosen.get("params") or {})
     config = apply_params(stored, params)
-    hidden = sorted(path for path, value in flatten(config, into_lists=True).items() if value == REDACTED)
+    hidden = sorted(
+        path for path, value in flatten(config, into_lists=True).items() if value == REDACTED
+    )
     if hidden:
-        raise LineageError("P704", f"the logged config of arm {arm!r} has redacted values ({', '.join(hidden)}): the "
-                      "run folder does not hold the config that ran",
-                      "Keep credentials out of the config (read them from the environment in the trainable).")
+        raise LineageError(
+            "P704",
+            f"the logged config of arm {arm!r} has redacted values ({', '.join(hidden)}): the "
+            "run folder does not hold the config that ran",
+            "Keep credentials out of the config (read them from the environment in the trainable).",
+        )
     return config, params

@@ -49,7 +49,9 @@ def asha_milestones(grace: int, reduction_factor: float, max_t: int) -> list[int
     """The steps at which ASHA judges a trial, below max_t (a rung at max_t judges a finished trial)."""
     if grace < 1 or reduction_factor <= 1 or max_t < 1:
         raise ValueError("need grace >= 1, reduction_factor > 1 and max_t >= 1")
-    rungs = int(np.log(max_t / grace) / np.log(reduction_factor) + 1)  # as Ray's _Bracket counts them
+    rungs = int(
+        np.log(max_t / grace) / np.log(reduction_factor) + 1
+    )  # as Ray's _Bracket counts them
     steps = sorted({math.ceil(grace * reduction_factor**k) for k in range(max(rungs, 0))})
     return [s for s in steps if s < max_t]
 
@@ -58,7 +60,9 @@ ASHA_SIMULATIONS = 4000  # rule runs behind the ASHA figure (fixed seed; fewer f
 ASHA_SEED = 20261129
 
 
-def _asha_reaching(trials: int, milestones: list[int], reduction_factor: float) -> tuple[np.ndarray, float]:
+def _asha_reaching(
+    trials: int, milestones: list[int], reduction_factor: float
+) -> tuple[np.ndarray, float]:
     """Expected trials reaching each milestone (and the end), and the standard error of the expected steps' driver.
 
     Each simulated sweep draws one value per trial (its rank is the same at every
@@ -83,7 +87,9 @@ def _asha_reaching(trials: int, milestones: list[int], reduction_factor: float) 
                 cutoff = np.full(reps, -np.inf)
             else:
                 with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)  # a row with nothing recorded yet
+                    warnings.simplefilter(
+                        "ignore", RuntimeWarning
+                    )  # a row with nothing recorded yet
                     cutoff = np.nanpercentile(recorded[:, :i], q, axis=1)
                 cutoff = np.where(np.isnan(cutoff), -np.inf, cutoff)
             went_on[:, i] = arrived & (values[:, i] >= cutoff)
@@ -102,7 +108,9 @@ class AshaSteps:
     synchronous: float  # the paper's successive-halving arithmetic: floor(n / rf^k) reach rung k
     full: int  # no early stopping: trials * max_t
     expected_reaching: tuple[float, ...]  # expected trials that reach each milestone, then max_t
-    spread: float = 0.0  # sd of one sweep's steps around `expected` (what a real sweep may differ by)
+    spread: float = (
+        0.0  # sd of one sweep's steps around `expected` (what a real sweep may differ by)
+    )
 
     @property
     def saving(self) -> float:
@@ -118,11 +126,24 @@ def asha_expected_steps(trials: int, max_t: int, grace: int, reduction_factor: f
     steps = widths @ per_sweep  # steps of each simulated sweep
     reaching = per_sweep.mean(axis=1)
     expected = float(steps.mean())
-    sync_reaching = [trials] + [max(1, math.floor(trials / reduction_factor ** (k + 1))) if trials else 0
-                                for k in range(len(milestones))]
-    synchronous = sum(n * (stop - before) for n, stop, before in zip(sync_reaching, stops, [0, *stops[:-1]], strict=True))
-    return AshaSteps(trials, max_t, tuple(milestones), expected, float(synchronous), trials * max_t,
-                     tuple(map(float, reaching)), float(steps.std(ddof=1)) if reps > 1 else 0.0)
+    sync_reaching = [trials] + [
+        max(1, math.floor(trials / reduction_factor ** (k + 1))) if trials else 0
+        for k in range(len(milestones))
+    ]
+    synchronous = sum(
+        n * (stop - before)
+        for n, stop, before in zip(sync_reaching, stops, [0, *stops[:-1]], strict=True)
+    )
+    return AshaSteps(
+        trials,
+        max_t,
+        tuple(milestones),
+        expected,
+        float(synchronous),
+        trials * max_t,
+        tuple(map(float, reaching)),
+        float(steps.std(ddof=1)) if reps > 1 else 0.0,
+    )
 
 
 def median_rule_range(trials: int, max_t: int, grace: int) -> tuple[int, int]:
@@ -139,7 +160,9 @@ def median_rule_range(trials: int, max_t: int, grace: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- the whole contract
 
 
-def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: float | None = None) -> dict[str, Any]:
+def estimate(
+    contract, timing=None, slots: int = 1, confirm_trials_expected: float | None = None
+) -> dict[str, Any]:
     """Planned trials and steps per phase, the early-stopping saving and (with `timing`) a wall-time forecast.
 
     contract: a `planner._contract.model.Contract`. timing: a `planner._plan.pilot.PilotTiming`
@@ -160,37 +183,72 @@ def estimate(contract, timing=None, slots: int = 1, confirm_trials_expected: flo
         n = tuning.trials_per_arm
         rule = tuning.early_stop.rule
         full = planned["tune"] * exposure
-        tune = {"phase": "tune", "trials": planned["tune"], "sweeps": sweeps, "trials_per_sweep": n,
-                "steps_planned": full, "early_stop": rule}
+        tune = {
+            "phase": "tune",
+            "trials": planned["tune"],
+            "sweeps": sweeps,
+            "trials_per_sweep": n,
+            "steps_planned": full,
+            "early_stop": rule,
+        }
         if rule == "asha":
-            asha = asha_expected_steps(n, exposure, tuning.early_stop.grace, tuning.early_stop.reduction_factor)
-            tune.update(steps_expected=sweeps * asha.expected, steps_synchronous=sweeps * asha.synchronous,
-                        milestones=list(asha.milestones), reaching_per_sweep=[round(r, 3) for r in asha.expected_reaching],
-                        saving=asha.saving,
-                        note=f"ASHA rungs at {', '.join(map(str, asha.milestones)) or 'none below the exposure'} "
-                             f"(grace {tuning.early_stop.grace}, reduction_factor {tuning.early_stop.reduction_factor:g})")
+            asha = asha_expected_steps(
+                n, exposure, tuning.early_stop.grace, tuning.early_stop.reduction_factor
+            )
+            tune.update(
+                steps_expected=sweeps * asha.expected,
+                steps_synchronous=sweeps * asha.synchronous,
+                milestones=list(asha.milestones),
+                reaching_per_sweep=[round(r, 3) for r in asha.expected_reaching],
+                saving=asha.saving,
+                note=f"ASHA rungs at {', '.join(map(str, asha.milestones)) or 'none below the exposure'} "
+                f"(grace {tuning.early_stop.grace}, reduction_factor {tuning.early_stop.reduction_factor:g})",
+            )
         elif rule == "median":
             low, high = median_rule_range(n, exposure, tuning.early_stop.grace)
-            tune.update(steps_expected=None, steps_range=[sweeps * low, sweeps * high], saving=None,
-                        saving_range=[0.0, 1 - low / (n * exposure)],
-                        note="the median rule's saving depends on the data: it stops a trial whose best value is "
-                             "below the median of the others' running means")
+            tune.update(
+                steps_expected=None,
+                steps_range=[sweeps * low, sweeps * high],
+                saving=None,
+                saving_range=[0.0, 1 - low / (n * exposure)],
+                note="the median rule's saving depends on the data: it stops a trial whose best value is "
+                "below the median of the others' running means",
+            )
         else:
-            tune.update(steps_expected=full, saving=0.0, note="no early stopping: every trial runs the full exposure")
+            tune.update(
+                steps_expected=full,
+                saving=0.0,
+                note="no early stopping: every trial runs the full exposure",
+            )
         phases.append(tune)
     planned_confirm = planned["confirm"]
     looks = contract.confirmation.looks
-    confirm = {"phase": "confirm", "trials": planned_confirm, "steps_planned": planned_confirm * exposure,
-               "steps_expected": (confirm_trials_expected if confirm_trials_expected is not None
-                                  else planned_confirm) * exposure,
-               "looks": looks, "saving": 0.0 if confirm_trials_expected is None else 1 - confirm_trials_expected / planned_confirm,
-               "note": "every seed of every arm runs the full exposure, no early stopping" if looks == 1 else
-               f"sequential: {looks} looks; at most {planned_confirm} trials, fewer when an arm's answer is clear early"}
+    confirm = {
+        "phase": "confirm",
+        "trials": planned_confirm,
+        "steps_planned": planned_confirm * exposure,
+        "steps_expected": (
+            confirm_trials_expected if confirm_trials_expected is not None else planned_confirm
+        )
+        * exposure,
+        "looks": looks,
+        "saving": 0.0
+        if confirm_trials_expected is None
+        else 1 - confirm_trials_expected / planned_confirm,
+        "note": "every seed of every arm runs the full exposure, no early stopping"
+        if looks == 1
+        else f"sequential: {looks} looks; at most {planned_confirm} trials, fewer when an arm's answer is clear early",
+    }
     phases.append(confirm)
-    out: dict[str, Any] = {"name": contract.name, "unit": contract.budget.unit, "exposure": exposure,
-                           "slots": slots, "phases": phases,
-                           "trials_planned": planned["total"],
-                           "steps_planned": sum(p["steps_planned"] for p in phases)}
+    out: dict[str, Any] = {
+        "name": contract.name,
+        "unit": contract.budget.unit,
+        "exposure": exposure,
+        "slots": slots,
+        "phases": phases,
+        "trials_planned": planned["total"],
+        "steps_planned": sum(p["steps_planned"] for p in phases),
+    }
     if timing is not None:
         out["timing"] = timing.as_dict()
         total = timing.startup_s or 0.0
@@ -213,18 +271,21 @@ def _phase_wall(phase: dict[str, Any], timing, slots: int, exposure: int, contra
     # confirmation: equal trials in waves of `slots`; each look waits for its batch
 
     arms = len(contract.all_arms)
-    waves = sum(math.ceil(arms * len(batch) / slots) for batch in look_batches(list(contract.seeds), phase["looks"]))
+    waves = sum(
+        math.ceil(arms * len(batch) / slots)
+        for batch in look_batches(list(contract.seeds), phase["looks"])
+    )
     if phase["steps_expected"] < phase["steps_planned"]:
         waves *= phase["steps_expected"] / phase["steps_planned"]
     return waves * one_trial
 
 
-
-
 def format_estimate(summary: dict[str, Any]) -> str:
     unit = summary["unit"]
-    lines = [f"estimate for {summary['name']!r}: {summary['trials_planned']} trials planned, "
-             f"{summary['steps_planned']} {unit}s of exposure at most ({summary['exposure']} per trial)"]
+    lines = [
+        f"estimate for {summary['name']!r}: {summary['trials_planned']} trials planned, "
+        f"{summary['steps_planned']} {unit}s of exposure at most ({summary['exposure']} per trial)"
+    ]
     for p in summary["phases"]:
         head = f"  {p['phase']:<8} {p['trials']:>5} trials  {p['steps_planned']:>7} {unit}s planned"
         if p.get("steps_expected") is not None and p["steps_expected"] != p["steps_planned"]:
@@ -237,15 +298,19 @@ def format_estimate(summary: dict[str, Any]) -> str:
         lines.append(head)
         lines.append(f"           {p['note']}")
         if p.get("steps_synchronous") is not None:
-            lines.append(f"           (synchronous successive halving would use {p['steps_synchronous']:.0f}; "
-                         f"expected trials reaching each rung per sweep: "
-                         f"{', '.join(f'{r:.2f}' for r in p['reaching_per_sweep'])})")
+            lines.append(
+                f"           (synchronous successive halving would use {p['steps_synchronous']:.0f}; "
+                f"expected trials reaching each rung per sweep: "
+                f"{', '.join(f'{r:.2f}' for r in p['reaching_per_sweep'])})"
+            )
     if "wall_s" in summary:
         t = summary["timing"]
         startup = f", start-up {t['startup_s']:.3g} s" if t.get("startup_s") else ""
-        lines.append(f"wall time: about {format_duration(summary['wall_s'])} on {summary['slots']} slot(s), from the pilot's "
-                     f"{t['time_per_step_s']:.3g} s per {unit}, {t['overhead_s']:.3g} s overhead per trial, "
-                     f"{t['cold_start_s']:.3g} s cold start per phase{startup} (pilot ran {t['slots']} at once)")
+        lines.append(
+            f"wall time: about {format_duration(summary['wall_s'])} on {summary['slots']} slot(s), from the pilot's "
+            f"{t['time_per_step_s']:.3g} s per {unit}, {t['overhead_s']:.3g} s overhead per trial, "
+            f"{t['cold_start_s']:.3g} s cold start per phase{startup} (pilot ran {t['slots']} at once)"
+        )
         limit = summary.get("max_wall_time_s")
         if limit:
             fits = "fits within" if summary["wall_s"] <= limit else "EXCEEDS"

@@ -54,9 +54,14 @@ class PilotTiming:
     trials: int  # trials measured
 
     def as_dict(self) -> dict[str, Any]:
-        return {"time_per_step_s": self.time_per_step_s, "overhead_s": self.overhead_s,
-                "cold_start_s": self.cold_start_s, "startup_s": self.startup_s, "slots": self.slots,
-                "trials": self.trials}
+        return {
+            "time_per_step_s": self.time_per_step_s,
+            "overhead_s": self.overhead_s,
+            "cold_start_s": self.cold_start_s,
+            "startup_s": self.startup_s,
+            "slots": self.slots,
+            "trials": self.trials,
+        }
 
 
 @dataclass(frozen=True)
@@ -75,13 +80,16 @@ class Pilot:
             raise UsageError(
                 f"the pilot {self.run_dir} has {found} completed confirmation trial(s) reporting {self.metric!r}; "
                 "a seed-to-seed spread needs at least 2 seeds of one arm: let the pilot's confirmation finish "
-                f"(plan run --resume {self.run_dir}), or give the spread with --sd")
+                f"(plan run --resume {self.run_dir}), or give the spread with --sd"
+            )
         return self.values
 
     def require_timing(self) -> PilotTiming:
         if self.timing is None:
-            raise UsageError(f"the pilot {self.run_dir} has no ended trial with timed reports: "
-                             "nothing to forecast the wall time from")
+            raise UsageError(
+                f"the pilot {self.run_dir} has no ended trial with timed reports: "
+                "nothing to forecast the wall time from"
+            )
         return self.timing
 
 
@@ -99,7 +107,14 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
         if value is not None and isinstance(r.get("seed"), int):
             values.setdefault(str(r.get("arm")), {})[r["seed"]] = value
     timing = _timing(records, folder.events().records)
-    return Pilot(str(folder.path), metric, facts.contract_get(contract, "baseline.name"), arms, values, timing)
+    return Pilot(
+        str(folder.path),
+        metric,
+        facts.contract_get(contract, "baseline.name"),
+        arms,
+        values,
+        timing,
+    )
 
 
 def _last_per_trial(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,8 +135,11 @@ def _step_time(record: dict[str, Any]) -> float | None:
     """Seconds per step of one trial: the slope of time_s over steps."""
     points = []
     for report in facts.reports_of(record):
-        if isinstance(report, dict) and isinstance(report.get("step"), int | float) \
-                and isinstance(report.get("time_s"), int | float):
+        if (
+            isinstance(report, dict)
+            and isinstance(report.get("step"), int | float)
+            and isinstance(report.get("time_s"), int | float)
+        ):
             points.append((float(report["step"]), float(report["time_s"])))
     if not points:
         return None
@@ -141,13 +159,17 @@ def _timing(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> Pilo
     timeline = [(when, e) for e in events if (when := _parse_time(e.get("time"))) is not None]
     run_started = next((w for w, e in timeline if e.get("event") == "run_started"), None)
     first_phase = next((w for w, e in timeline if e.get("event") == "phase_started"), None)
-    startup = None if run_started is None or first_phase is None else max(0.0, first_phase - run_started)
+    startup = (
+        None if run_started is None or first_phase is None else max(0.0, first_phase - run_started)
+    )
     running, slots = set(), 1
     phases: list[dict[str, Any]] = []
     for when, e in timeline:
         kind, tid = e.get("event"), e.get("trial_id")
         if kind == "phase_started":
-            phases.append({"start": when, "end": None, "first_end": None, "started": {}, "ended": {}})
+            phases.append(
+                {"start": when, "end": None, "first_end": None, "started": {}, "ended": {}}
+            )
         elif kind == "phase_ended" and phases:
             phases[-1]["end"] = when
         elif kind == "trial_started":
@@ -165,17 +187,33 @@ def _timing(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> Pilo
         if ph["first_end"] is None:
             continue
         first = min(ph["ended"], key=ph["ended"].get)
-        warm = [t for t, w in ph["ended"].items() if ph["started"].get(t, -math.inf) >= ph["first_end"]]
+        warm = [
+            t for t, w in ph["ended"].items() if ph["started"].get(t, -math.inf) >= ph["first_end"]
+        ]
         end = ph["end"] or max(ph["ended"].values())
         if warm and end > ph["first_end"]:
             busy = (end - ph["first_end"]) * slots - sum(steps.get(t, 0.0) * tps for t in warm)
             overheads.append(max(0.0, busy / len(warm)))
         ph["first"] = first
-    overhead = statistics.median(overheads) if overheads else statistics.median(
-        max(0.0, float(r["duration_s"]) - slopes[r.get("trial_id")] * steps[r.get("trial_id")])
-        for r in records if r.get("trial_id") in slopes and isinstance(r.get("duration_s"), int | float)
-    ) if any(isinstance(r.get("duration_s"), int | float) for r in records) else 0.0
+    overhead = (
+        statistics.median(overheads)
+        if overheads
+        else statistics.median(
+            max(0.0, float(r["duration_s"]) - slopes[r.get("trial_id")] * steps[r.get("trial_id")])
+            for r in records
+            if r.get("trial_id") in slopes and isinstance(r.get("duration_s"), int | float)
+        )
+        if any(isinstance(r.get("duration_s"), int | float) for r in records)
+        else 0.0
+    )
     for ph in phases:
         if ph["first_end"] is not None:
-            colds.append(max(0.0, ph["first_end"] - ph["start"] - steps.get(ph["first"], 0.0) * tps - overhead))
-    return PilotTiming(tps, overhead, statistics.median(colds) if colds else 0.0, startup, slots, len(slopes))
+            colds.append(
+                max(
+                    0.0,
+                    ph["first_end"] - ph["start"] - steps.get(ph["first"], 0.0) * tps - overhead,
+                )
+            )
+    return PilotTiming(
+        tps, overhead, statistics.median(colds) if colds else 0.0, startup, slots, len(slopes)
+    )

@@ -49,7 +49,10 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
         except ValueError as error:
             raise UsageError(f"the pilot {pilot.run_dir}: {error}") from None
         _no_spread(pilot, sd, "every seed of each arm gave the same value", counts)
-        return sd, f"pooled seed-to-seed sd of {pilot.metric} over the pilot's arms ({counts} seeds)"
+        return (
+            sd,
+            f"pooled seed-to-seed sd of {pilot.metric} over the pilot's arms ({counts} seeds)",
+        )
     base = values.get(pilot.baseline or "", {})
     squares, dof, used = 0.0, 0, []
     for arm, by_seed in values.items():
@@ -64,11 +67,18 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
     if dof == 0:
         raise UsageError(
             f"the pilot {pilot.run_dir} has no arm with 2 seeds that the baseline {pilot.baseline!r} also has: "
-            "the paired test needs the sd of per-seed differences; give it with --sd")
-    _no_spread(pilot, math.sqrt(squares / dof), "every seed gave the same difference arm - "
-               f"{pilot.baseline}", ", ".join(used))
-    return (math.sqrt(squares / dof),
-            f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} seeds)")
+            "the paired test needs the sd of per-seed differences; give it with --sd"
+        )
+    _no_spread(
+        pilot,
+        math.sqrt(squares / dof),
+        f"every seed gave the same difference arm - {pilot.baseline}",
+        ", ".join(used),
+    )
+    return (
+        math.sqrt(squares / dof),
+        f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} seeds)",
+    )
 
 
 def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
@@ -78,11 +88,13 @@ def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
     raise UsageError(
         f"the pilot {pilot.run_dir} shows no seed-to-seed spread in {pilot.metric}: {what} ({counts} seeds), so "
         "there is no noise to plan seeds against. The trainable may ignore its seed (then every confirmation is "
-        "the same run), or the metric is too coarse; fix that and run the pilot again, or give a spread with --sd")
+        "the same run), or the metric is too coarse; fix that and run the pilot again, or give a spread with --sd"
+    )
 
 
-def power_summary(contract, sd: float, *, sd_source: str = "given with --sd",
-                  effect: float | None = None) -> dict[str, Any]:
+def power_summary(
+    contract, sd: float, *, sd_source: str = "given with --sd", effect: float | None = None
+) -> dict[str, Any]:
     """Seeds for 80 % and 90 % power, P(accept), and the smallest effect the declared seeds detect.
 
     Under the default rule (`estimate`) power is P(CI low > 0) at a true effect of
@@ -96,14 +108,17 @@ def power_summary(contract, sd: float, *, sd_source: str = "given with --sd",
     if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
         raise UsageError(f"the sd must be a positive number, got {sd}")
     a = contract.acceptance
-    if effect is not None and not (isinstance(effect, int | float) and math.isfinite(effect) and effect > 0):
+    if effect is not None and not (
+        isinstance(effect, int | float) and math.isfinite(effect) and effect > 0
+    ):
         raise UsageError(f"the effect to plan for must be a positive number, got {effect}")
     if a.rule == "margin" and (effect is None or not effect > a.min_effect):
         raise UsageError(
             "under acceptance.rule margin, accept needs the CI's lower end to reach min_effect "
             f"{a.min_effect:g}, which at a true effect of min_effect happens alpha / 2 of the time whatever the "
             "seeds: give the true effect to plan for, above min_effect (plan power --effect X)"
-            + ("" if effect is None else f"; got {effect:g}"))
+            + ("" if effect is None else f"; got {effect:g}")
+        )
     effect = a.min_effect if effect is None else effect
     n_arms = len(contract.arms)
     level = comparison_alpha(a.alpha, n_arms, a.correction)
@@ -113,27 +128,57 @@ def power_summary(contract, sd: float, *, sd_source: str = "given with --sd",
     def row(seeds: int | None) -> dict[str, Any]:
         if seeds is None:
             return {"seeds": None}
-        return {"seeds": seeds, "trials": seeds * len(contract.all_arms),
-                "power": detection_power(seeds, effect, sd, a.alpha, a.test, **common),
-                "accept_probability": accept_probability(seeds, effect, sd, level, a.min_effect, a.test,
-                                                         rule=a.rule)}
+        return {
+            "seeds": seeds,
+            "trials": seeds * len(contract.all_arms),
+            "power": detection_power(seeds, effect, sd, a.alpha, a.test, **common),
+            "accept_probability": accept_probability(
+                seeds, effect, sd, level, a.min_effect, a.test, rule=a.rule
+            ),
+        }
 
     needed = {}
     for target in POWER_TARGETS:
         try:
-            needed[f"{round(100 * target)}"] = row(seeds_for_power(sd, a.min_effect, a.alpha, target, a.test, effect=effect,
-                                                                   n_arms=n_arms, correction=a.correction,
-                                                                   rule=a.rule))
+            needed[f"{round(100 * target)}"] = row(
+                seeds_for_power(
+                    sd,
+                    a.min_effect,
+                    a.alpha,
+                    target,
+                    a.test,
+                    effect=effect,
+                    n_arms=n_arms,
+                    correction=a.correction,
+                    rule=a.rule,
+                )
+            )
         except ValueError:
             needed[f"{round(100 * target)}"] = row(None)
     declared = row(n)
-    declared["detectable_effect_80"] = _finite(detectable_effect(sd, n, a.alpha, 0.8, a.test, **common))
-    declared["accept_80_at_effect"] = _finite(_effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8, a.rule))
+    declared["detectable_effect_80"] = _finite(
+        detectable_effect(sd, n, a.alpha, 0.8, a.test, **common)
+    )
+    declared["accept_80_at_effect"] = _finite(
+        _effect_for_accept(n, sd, level, a.min_effect, a.test, 0.8, a.rule)
+    )
     return {
-        "name": contract.name, "metric": contract.metric.decision_metric, "mode": contract.metric.decision_mode,
-        "test": a.test, "alpha": a.alpha, "correction": a.correction, "arms": n_arms,
-        "comparison_alpha": level, "min_effect": a.min_effect, "rule": a.rule, "effect": effect, "sd": sd, "sd_source": sd_source,
-        "needed": needed, "declared": declared, "underpowered": declared["power"] < UNDERPOWERED,
+        "name": contract.name,
+        "metric": contract.metric.decision_metric,
+        "mode": contract.metric.decision_mode,
+        "test": a.test,
+        "alpha": a.alpha,
+        "correction": a.correction,
+        "arms": n_arms,
+        "comparison_alpha": level,
+        "min_effect": a.min_effect,
+        "rule": a.rule,
+        "effect": effect,
+        "sd": sd,
+        "sd_source": sd_source,
+        "needed": needed,
+        "declared": declared,
+        "underpowered": declared["power"] < UNDERPOWERED,
     }
 
 
@@ -141,9 +186,17 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _effect_for_accept(n: int, sd: float, level: float, min_effect: float, test: str, target: float,
-                       rule: str = "estimate") -> float:
+def _effect_for_accept(
+    n: int,
+    sd: float,
+    level: float,
+    min_effect: float,
+    test: str,
+    target: float,
+    rule: str = "estimate",
+) -> float:
     """The true effect at which P(accept) reaches `target` with n seeds (inf when it never does)."""
+
     def gap(e: float) -> float:
         return accept_probability(n, e, sd, level, min_effect, test, rule=rule) - target
 
@@ -167,32 +220,50 @@ def format_power(s: dict[str, Any]) -> str:
     lines = [
         f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect {s['min_effect']:g}, {alpha}",
         f"  sd {s['sd']:.4g}: {s['sd_source']}",
-        (f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true improvement is {s['effect']:g}"
-         if s.get("rule") == "margin" else
-         f"  power = P(CI low > 0) when the true improvement is "
-         f"{'min_effect' if s.get('effect', s['min_effect']) == s['min_effect'] else format(s['effect'], 'g')}; "
-         "accept also needs the estimate >= min_effect"),
+        (
+            f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true improvement is {s['effect']:g}"
+            if s.get("rule") == "margin"
+            else f"  power = P(CI low > 0) when the true improvement is "
+            f"{'min_effect' if s.get('effect', s['min_effect']) == s['min_effect'] else format(s['effect'], 'g')}; "
+            "accept also needs the estimate >= min_effect"
+        ),
         "",
         f"  {'':<22}{'seeds/arm':>10}{'trials':>8}{'power':>8}{'P(accept)':>11}",
     ]
-    for key, label in (("80", "for 80 % power"), ("90", "for 90 % power"), (None, "declared seeds")):
+    for key, label in (
+        ("80", "for 80 % power"),
+        ("90", "for 90 % power"),
+        (None, "declared seeds"),
+    ):
         r = s["declared"] if key is None else s["needed"][key]
         if r["seeds"] is None:
             lines.append(f"  {label:<22}{'> 100000':>10}")
             continue
-        lines.append(f"  {label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}")
+        lines.append(
+            f"  {label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}"
+        )
     d = s["declared"]
     lines.append("")
     if d["detectable_effect_80"] is None:
-        lines.append(f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: add seeds")
+        lines.append(
+            f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: add seeds"
+        )
     else:
-        lines.append(f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: {d['detectable_effect_80']:.4g}"
-                     f" ({d['detectable_effect_80'] / s['min_effect']:.3g} x min_effect)")
+        lines.append(
+            f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: {d['detectable_effect_80']:.4g}"
+            f" ({d['detectable_effect_80'] / s['min_effect']:.3g} x min_effect)"
+        )
         if d["accept_80_at_effect"] is not None:
-            lines.append(f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}")
+            lines.append(
+                f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}"
+            )
     if s["underpowered"]:
         need = s["needed"]["80"]["seeds"]
-        at = "min_effect" if s.get("effect", s["min_effect"]) == s["min_effect"] else f"an effect of {s['effect']:g}"
+        at = (
+            "min_effect"
+            if s.get("effect", s["min_effect"]) == s["min_effect"]
+            else f"an effect of {s['effect']:g}"
+        )
         lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at {at}; {_more_seeds(need)}")
     return "\n".join(lines)
 
@@ -200,8 +271,10 @@ def format_power(s: dict[str, Any]) -> str:
 def _more_seeds(need: int | None) -> str:
     """What to do about too few seeds: `need` seeds per arm reach 80 % power; None: none up to 100,000 do."""
     if need is None:
-        return ("no number of seeds up to 100,000 per arm reaches 80 % power: the spread is too large beside "
-                "min_effect (is min_effect in the metric's own units?)")
+        return (
+            "no number of seeds up to 100,000 per arm reaches 80 % power: the spread is too large beside "
+            "min_effect (is min_effect in the metric's own units?)"
+        )
     return f"use at least {need} seeds per arm"
 
 
@@ -213,11 +286,18 @@ def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
     line, column = loaded.positions.position(("seeds",))
     more = f"For 80 % power {_more_seeds(need)}" if need else _more_seeds(need).capitalize()
     return Diagnostic(
-        code="P903", severity="warning", path="seeds", file=str(loaded.path), line=line, column=column,
-        message=(f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
-                 f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
-                 f"the smallest effect they detect with 80 % power is "
-                 f"{'unbounded' if d['detectable_effect_80'] is None else format(d['detectable_effect_80'], '.4g')}"),
+        code="P903",
+        severity="warning",
+        path="seeds",
+        file=str(loaded.path),
+        line=line,
+        column=column,
+        message=(
+            f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
+            f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
+            f"the smallest effect they detect with 80 % power is "
+            f"{'unbounded' if d['detectable_effect_80'] is None else format(d['detectable_effect_80'], '.4g')}"
+        ),
         hint=f"{more} (`plan power` shows the figures); or raise min_effect.",
     )
 
@@ -234,7 +314,9 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     contract = loaded.contract
     pilot = read_pilot(pilot_dir, contract.metric.decision_metric)
     sd, source = spread_from_pilot(pilot, contract.acceptance.test)
-    if contract.acceptance.rule == "margin":  # planning for margin needs a true effect: plan power --effect
+    if (
+        contract.acceptance.rule == "margin"
+    ):  # planning for margin needs a true effect: plan power --effect
         result.summary = {**(result.summary or {}), "power": None}
         return result
     summary = power_summary(contract, sd, sd_source=source)
@@ -243,8 +325,14 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     if warning is None:
         return result
     if strict:
-        warning = replace(warning, severity="error", message=warning.message + " (a warning, made an error by --strict)")
-    result.diagnostics = sorted([*result.diagnostics, warning], key=lambda d: (d.line, d.column, d.code))
+        warning = replace(
+            warning,
+            severity="error",
+            message=warning.message + " (a warning, made an error by --strict)",
+        )
+    result.diagnostics = sorted(
+        [*result.diagnostics, warning], key=lambda d: (d.line, d.column, d.code)
+    )
     if warning.severity == "error":
         result.summary, result.loaded = None, None
     else:

@@ -15,13 +15,9 @@ def arm_space(tuning, arm: str) -> dict[str, Any]:
     return tuning.space_for(arm)
 
 
-
-
 def grid(space: dict[str, Any]) -> dict[str, list[Any]]:
     """{dotted key: options} for the grid sampler (which takes only `choice` dimensions)."""
     bad = [key for key, dim in space.items() if dim.kind != "choice"]
     if bad:
         raise ValueError(f"the grid sampler takes only choice dimensions; {', '.join(bad)} are not")
     return {key: list(dim.bounds) for key, dim in space.items()}
-
-

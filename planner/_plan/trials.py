@@ -74,8 +74,16 @@ class Plan:
             "exposure": self.exposure,
             "max_trials": self.max_trials,
             "phases": [
-                {"phase": "tune", "count": len(self.tune), "trials": [asdict(t) for t in self.tune]},
-                {"phase": "confirm", "count": len(self.confirm), "trials": [asdict(t) for t in self.confirm]},
+                {
+                    "phase": "tune",
+                    "count": len(self.tune),
+                    "trials": [asdict(t) for t in self.tune],
+                },
+                {
+                    "phase": "confirm",
+                    "count": len(self.confirm),
+                    "trials": [asdict(t) for t in self.confirm],
+                },
             ],
         }
 
@@ -90,12 +98,27 @@ def make_plan(contract) -> Plan:
             for seed in contract.tuning.seeds:
                 group = TuneGroup(arm, seed, contract.tuning.trials_per_arm)
                 groups.append(group)
-                tune += [PlannedTrial(tune_trial_id(arm, seed, i), "tune", arm, seed, i)
-                         for i in range(group.size)]
-    confirm = [PlannedTrial(confirm_trial_id(arm, seed), "confirm", arm, seed, 0)
-               for arm in arms for seed in contract.seeds]
-    plan = Plan(arms, tuple(groups), tuple(tune), tuple(confirm),
-                contract.budget.exposure, contract.budget.max_trials)
-    if plan.counts != planned_trials(contract):  # one count: validate, estimate and P409 use planned_trials
-        raise AssertionError(f"the plan lists {plan.counts} trials but planned_trials counts {planned_trials(contract)}")
+                tune += [
+                    PlannedTrial(tune_trial_id(arm, seed, i), "tune", arm, seed, i)
+                    for i in range(group.size)
+                ]
+    confirm = [
+        PlannedTrial(confirm_trial_id(arm, seed), "confirm", arm, seed, 0)
+        for arm in arms
+        for seed in contract.seeds
+    ]
+    plan = Plan(
+        arms,
+        tuple(groups),
+        tuple(tune),
+        tuple(confirm),
+        contract.budget.exposure,
+        contract.budget.max_trials,
+    )
+    if plan.counts != planned_trials(
+        contract
+    ):  # one count: validate, estimate and P409 use planned_trials
+        raise AssertionError(
+            f"the plan lists {plan.counts} trials but planned_trials counts {planned_trials(contract)}"
+        )
     return plan

@@ -74,11 +74,14 @@ _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
 
 # ------------------------------------------------------------------ identity
 
+
 @dataclass(frozen=True)
 class Difference:
     """One identity fact that is not today what the log says (None: absent on that side)."""
 
-    what: str  # dotted: code.commit, code.trainable_source_sha256, packages.ray, python, data.<path>
+    what: (
+        str  # dotted: code.commit, code.trainable_source_sha256, packages.ray, python, data.<path>
+    )
     logged: Any
     current: Any
 
@@ -105,7 +108,9 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
     if logged.get("python") != current.get("python") and current.get("python") is not None:
         out.append(Difference("python", logged.get("python"), current.get("python")))
     a_map, b_map = logged_code.get("local_sources"), current_code.get("local_sources") or {}
-    for name in sorted(set(a_map) | set(b_map)) if isinstance(a_map, dict) else ():  # the local modules imported
+    for name in (
+        sorted(set(a_map) | set(b_map)) if isinstance(a_map, dict) else ()
+    ):  # the local modules imported
         if a_map.get(name) != b_map.get(name):
             out.append(Difference(f"code.local_sources.{name}", a_map.get(name), b_map.get(name)))
     for section in ("packages", "data"):
@@ -116,9 +121,16 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
     return out
 
 
-def current_identity(trainable: str, search_path: list[str], data_paths: list[str], contract_dir: Path,
-                     module: bool = True, *, command_dir: Path | None = None,
-                     package_names: Iterable[str] = ()) -> dict:
+def current_identity(
+    trainable: str,
+    search_path: list[str],
+    data_paths: list[str],
+    contract_dir: Path,
+    module: bool = True,
+    *,
+    command_dir: Path | None = None,
+    package_names: Iterable[str] = (),
+) -> dict:
     """Today's code, python, packages and data fingerprints, as identity.json records them.
 
     A `command:` trainable (module=False, trainable "command: <line>") is identified by its command line and
@@ -126,10 +138,17 @@ def current_identity(trainable: str, search_path: list[str], data_paths: list[st
     `package_names`: the packages whose versions are compared besides planner's own (the logged run's and the
     ones the trainable uses today), so a changed, added or removed lightning is named.
     """
-    code = (code_identity(trainable, search_path) if module else
-            command_code_identity(trainable.removeprefix("command: "), command_dir or contract_dir))
-    return {"code": code, "python": platform.python_version(),
-            "packages": packages(package_names), "data": data_fingerprints(data_paths, contract_dir)}
+    code = (
+        code_identity(trainable, search_path)
+        if module
+        else command_code_identity(trainable.removeprefix("command: "), command_dir or contract_dir)
+    )
+    return {
+        "code": code,
+        "python": platform.python_version(),
+        "packages": packages(package_names),
+        "data": data_fingerprints(data_paths, contract_dir),
+    }
 
 
 def _short(value: Any) -> str:
@@ -139,6 +158,7 @@ def _short(value: Any) -> str:
 
 
 # ------------------------------------------------------------------ pure comparison
+
 
 @dataclass(frozen=True)
 class SeedRow:
@@ -152,7 +172,9 @@ class SeedRow:
     new: float | None
     diff: float | None  # new - logged
     reproduced: bool | None  # None: a new seed, or a trial that failed to run
-    data: tuple[str, ...] = ()  # splits whose fingerprints differ from the logged trial's (docs/data.md)
+    data: tuple[
+        str, ...
+    ] = ()  # splits whose fingerprints differ from the logged trial's (docs/data.md)
     continued: bool = False  # the logged trial continued from its checkpoint (`resumed`): no exact repeat expected
 
     @property
@@ -160,8 +182,9 @@ class SeedRow:
         return self.logged_status is None
 
 
-def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None, metric: str,
-                 tolerance: float) -> SeedRow:
+def compare_seed(
+    seed: int, trial_id: str, logged: dict | None, new: dict | None, metric: str, tolerance: float
+) -> SeedRow:
     """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <= tolerance."""
     new_status = new.get("status", TrialStatus.FAILED) if new else TrialStatus.NOT_RUN
     new_value = finite_final_value(new, metric) if new else None
@@ -184,8 +207,18 @@ def compare_seed(seed: int, trial_id: str, logged: dict | None, new: dict | None
         if data and new_status not in DID_NOT_RUN:
             reproduced = False  # a re-evaluation on different data is not a reproduction
     continued = bool(logged.get("resumed") or logged.get("resumed_from"))
-    return SeedRow(seed, trial_id, logged_status, logged_value, new_status, new_value, diff, reproduced, data,
-                   continued)
+    return SeedRow(
+        seed,
+        trial_id,
+        logged_status,
+        logged_value,
+        new_status,
+        new_value,
+        diff,
+        reproduced,
+        data,
+        continued,
+    )
 
 
 def verdict(rows: list[SeedRow]) -> tuple[str, int]:
@@ -203,11 +236,16 @@ def verdict(rows: list[SeedRow]) -> tuple[str, int]:
 def estimate(values: list[float]) -> dict[str, Any]:
     """n, mean and sample sd (None where undefined)."""
     n = len(values)
-    return {"n": n, "mean": statistics.fmean(values) if n else None,
-            "sd": statistics.stdev(values) if n >= 2 else None}
+    return {
+        "n": n,
+        "mean": statistics.fmean(values) if n else None,
+        "sd": statistics.stdev(values) if n >= 2 else None,
+    }
 
 
-def compare_new(contract, arm: str, new: dict[int, float], baseline_logged: dict[int, float]) -> dict | None:
+def compare_new(
+    contract, arm: str, new: dict[int, float], baseline_logged: dict[int, float]
+) -> dict | None:
     """The new seeds' effect against the logged baseline, by the contract's test; None when not meaningful.
 
     Not meaningful for the baseline itself, or with fewer than 2 values a side.
@@ -218,14 +256,33 @@ def compare_new(contract, arm: str, new: dict[int, float], baseline_logged: dict
         return None
     test, note = contract.acceptance.test, ""
     if test == "paired" and len(set(new) & set(baseline_logged)) < 2:
-        test, note = "welch", "the paired test needs seeds the baseline ran; Welch's test used instead"
+        test, note = (
+            "welch",
+            "the paired test needs seeds the baseline ran; Welch's test used instead",
+        )
     try:
-        c = compare(list(baseline_logged.values()), list(new.values()), mode=contract.metric.decision_mode, test=test,
-                    alpha=contract.acceptance.alpha, baseline_seeds=list(baseline_logged), arm_seeds=list(new))
+        c = compare(
+            list(baseline_logged.values()),
+            list(new.values()),
+            mode=contract.metric.decision_mode,
+            test=test,
+            alpha=contract.acceptance.alpha,
+            baseline_seeds=list(baseline_logged),
+            arm_seeds=list(new),
+        )
     except ValueError as error:
         return {"test": test, "note": str(error)}
-    return {"test": c.test, "alpha": c.alpha, "effect": c.effect, "ci_low": c.ci_low, "ci_high": c.ci_high,
-            "p_value": c.p_value, "n_baseline": c.n_baseline, "n_arm": c.n_arm, "note": note}
+    return {
+        "test": c.test,
+        "alpha": c.alpha,
+        "effect": c.effect,
+        "ci_low": c.ci_low,
+        "ci_high": c.ci_high,
+        "p_value": c.p_value,
+        "n_baseline": c.n_baseline,
+        "n_arm": c.n_arm,
+        "note": note,
+    }
 
 
 def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
@@ -234,19 +291,28 @@ def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
     if not ledger.get("metric") or cap is None or used + adding <= cap:
         return None
     left = max(cap - used, 0)
-    what = (f"re-evaluate at most {left} seed(s), or start a new run with fresh held-out data" if left else
-            "the cap is spent: start a new run with fresh held-out data")
-    return (f"the held-out metric {ledger['metric']} has been evaluated {used} time(s) in this run "
-            f"(confirm {ledger.get('confirm', 0)}, reeval {ledger.get('reeval', 0)}); {adding} more would make "
-            f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out data spends "
-            f"some of its value: {what}")
+    what = (
+        f"re-evaluate at most {left} seed(s), or start a new run with fresh held-out data"
+        if left
+        else "the cap is spent: start a new run with fresh held-out data"
+    )
+    return (
+        f"the held-out metric {ledger['metric']} has been evaluated {used} time(s) in this run "
+        f"(confirm {ledger.get('confirm', 0)}, reeval {ledger.get('reeval', 0)}); {adding} more would make "
+        f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out data spends "
+        f"some of its value: {what}"
+    )
 
 
 def next_reeval_number(reevals: list[dict], records: list[dict]) -> int:
     """1 + the highest reeval number logged in reevals.jsonl or in a reeval trial id."""
     seen = [int(r["reeval"]) for r in reevals if isinstance(r.get("reeval"), int)]
     for record in records:
-        match = _REEVAL_ID.match(str(record.get("trial_id", ""))) if record.get("phase") == "reeval" else None
+        match = (
+            _REEVAL_ID.match(str(record.get("trial_id", "")))
+            if record.get("phase") == "reeval"
+            else None
+        )
         if match:
             seen.append(int(match.group(1)))
     return 1 + max(seen, default=0)
@@ -257,6 +323,7 @@ def reeval_trial_id(arm: str, seed: int, n: int) -> str:
 
 
 # ------------------------------------------------------------------ reading the run folder
+
 
 @dataclass
 class ReevalPlan:
@@ -277,22 +344,27 @@ class ReevalPlan:
     params: dict[str, Any]
     config_source: str
     logged: dict[int, dict]  # seed -> the logged confirmation record of the arm
-    arm_logged: dict[int, float]  # seed -> logged decision-metric value of the arm (every logged seed)
+    arm_logged: dict[
+        int, float
+    ]  # seed -> logged decision-metric value of the arm (every logged seed)
     baseline_logged: dict[int, float]  # seed -> logged decision-metric value of the baseline
     logged_effect: dict | None  # the arm's row of decisions.json
     reeval_number: int
     identity: dict[str, Any]  # today's
     differences: list[Difference]
     ledger: dict[str, Any]
-    arm_configs: dict[str, dict] = field(default_factory=dict)  # configs/<arm>.yaml (a command trainable needs them)
+    arm_configs: dict[str, dict] = field(
+        default_factory=dict
+    )  # configs/<arm>.yaml (a command trainable needs them)
     notes: list[str] = field(default_factory=list)
 
     def trial_id(self, seed: int) -> str:
         return reeval_trial_id(self.arm, seed, self.reeval_number)
 
 
-def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None,
-            tolerance: float = 0.0) -> ReevalPlan:
+def prepare(
+    run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None, tolerance: float = 0.0
+) -> ReevalPlan:
     """Read the run folder and plan the reeval; refuse (UsageError / RunError) before anything runs."""
     if not isinstance(tolerance, int | float) or not math.isfinite(tolerance) or tolerance < 0:
         raise UsageError(f"--tolerance must be a finite number >= 0, got {tolerance}")
@@ -306,21 +378,28 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     if seeds is not None:
         duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
         if duplicates:
-            raise UsageError(f"--seeds lists {', '.join(map(str, duplicates))} more than once: give each seed once")
+            raise UsageError(
+                f"--seeds lists {', '.join(map(str, duplicates))} more than once: give each seed once"
+            )
         outside = [s for s in seeds if not 0 <= s <= SEED_MAX]
         if outside:
             raise UsageError(f"--seeds {outside[0]} is outside {SEED_RANGE}")
     info = folder.run_info()
     records = folder.trials().records
     metric = contract.metric.decision_metric
-    logged = {r["seed"]: r for r in records
-              if r.get("phase") == "confirm" and r.get("arm") == arm and isinstance(r.get("seed"), int)}
+    logged = {
+        r["seed"]: r
+        for r in records
+        if r.get("phase") == "confirm" and r.get("arm") == arm and isinstance(r.get("seed"), int)
+    }
     order = {s: i for i, s in enumerate(contract.seeds)}
     logged = dict(sorted(logged.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     if seeds is None:
         if not logged:
-            raise UsageError(f"arm {arm!r} has no logged confirmation trials to reproduce; give --seeds to run "
-                             "its selected config on seeds of your choice")
+            raise UsageError(
+                f"arm {arm!r} has no logged confirmation trials to reproduce; give --seeds to run "
+                "its selected config on seeds of your choice"
+            )
         seeds = list(logged)
     notes: list[str] = []
     config, params, source = _effective_config(folder, contract, arm, logged, notes)
@@ -328,47 +407,86 @@ def prepare(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = N
     contract_path = info.get("contract_path")
     contract_dir = Path(contract_path).parent if contract_path else run_dir
     if not contract_dir.is_dir():
-        notes.append(f"the run's contract folder {contract_dir} is gone: the trainable is imported from the "
-                     "current folder and planner's own")
+        notes.append(
+            f"the run's contract folder {contract_dir} is gone: the trainable is imported from the "
+            "current folder and planner's own"
+        )
     search_path = trainable_search_path(contract_dir)
     tuning_seeds = set(contract.tuning.seeds) if contract.tuning else set()
     reused = sorted(s for s in seeds if s in tuning_seeds)
     if reused:
-        notes.append(f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
-                     "so their estimate is optimistic")
+        notes.append(
+            f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
+            "so their estimate is optimistic"
+        )
     from planner._store.identity import trainable_packages
 
     used = set((folder.identity() or {}).get("packages") or {}) | set(
-        trainable_packages(contract, contract_dir, search_path))
-    identity = current_identity(contract.trainable or f"command: {contract.command_line}", search_path,
-                                list(contract.data.fingerprint), contract_dir, module=contract.trainable is not None,
-                                command_dir=contract.command_dir(contract_dir), package_names=sorted(used))
+        trainable_packages(contract, contract_dir, search_path)
+    )
+    identity = current_identity(
+        contract.trainable or f"command: {contract.command_line}",
+        search_path,
+        list(contract.data.fingerprint),
+        contract_dir,
+        module=contract.trainable is not None,
+        command_dir=contract.command_dir(contract_dir),
+        package_names=sorted(used),
+    )
     differences = compare_identity(folder.identity(), identity)
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
-        differences.insert(0, Difference("contract_sha256", info["contract_sha256"], contract.sha256()))
+        differences.insert(
+            0, Difference("contract_sha256", info["contract_sha256"], contract.sha256())
+        )
     ledger = facts.heldout_ledger(folder.trials(slim=folder.contract()).records, folder.contract())
     refusal = heldout_refusal(ledger, len(seeds))
     if refusal:
         raise UsageError(refusal)
     arm_logged = _logged_values(records, arm, metric)
     baseline_logged = _logged_values(records, contract.baseline.name, metric)
-    logged_effect = next((d for d in (folder.decisions() or {}).get("decisions") or [] if d.get("arm") == arm), None)
+    logged_effect = next(
+        (d for d in (folder.decisions() or {}).get("decisions") or [] if d.get("arm") == arm), None
+    )
     return ReevalPlan(
-        run_dir=run_dir, run_id=str(info.get("run_id")), contract=contract,
-        contract_sha256=str(info.get("contract_sha256") or contract.sha256()), contract_dir=contract_dir,
-        search_path=search_path, arm=arm, seeds=list(seeds), new_seeds=[s for s in seeds if s not in logged],
-        tolerance=float(tolerance), metric=metric, config=config, params=params, config_source=source,
-        logged={s: r for s, r in logged.items() if s in seeds}, arm_logged=arm_logged,
+        run_dir=run_dir,
+        run_id=str(info.get("run_id")),
+        contract=contract,
+        contract_sha256=str(info.get("contract_sha256") or contract.sha256()),
+        contract_dir=contract_dir,
+        search_path=search_path,
+        arm=arm,
+        seeds=list(seeds),
+        new_seeds=[s for s in seeds if s not in logged],
+        tolerance=float(tolerance),
+        metric=metric,
+        config=config,
+        params=params,
+        config_source=source,
+        logged={s: r for s, r in logged.items() if s in seeds},
+        arm_logged=arm_logged,
         baseline_logged=baseline_logged,
-        logged_effect=logged_effect, reeval_number=next_reeval_number(folder.reevals().records, records),
-        identity=identity, differences=differences, ledger=ledger, arm_configs=folder.configs(), notes=notes)
+        logged_effect=logged_effect,
+        reeval_number=next_reeval_number(folder.reevals().records, records),
+        identity=identity,
+        differences=differences,
+        ledger=ledger,
+        arm_configs=folder.configs(),
+        notes=notes,
+    )
 
 
 def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, float]:
     """seed -> the final decision-metric value of the arm's completed confirmation trials."""
-    return {r["seed"]: v for r in records if r.get("phase") == "confirm" and r.get("arm") == arm
-            and r.get("status") == TrialStatus.COMPLETED and isinstance(r.get("seed"), int)
-            for v in [finite_final_value(r, metric)] if v is not None}
+    return {
+        r["seed"]: v
+        for r in records
+        if r.get("phase") == "confirm"
+        and r.get("arm") == arm
+        and r.get("status") == TrialStatus.COMPLETED
+        and isinstance(r.get("seed"), int)
+        for v in [finite_final_value(r, metric)]
+        if v is not None
+    }
 
 
 def _frozen_contract(folder):
@@ -380,8 +498,10 @@ def _frozen_contract(folder):
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise RunError(f"the frozen contract in {folder.file('contract.yaml')} does not load with this planner "
-                       f"version ({where}: {first['msg']}); re-evaluate it with the planner version that ran it") from None
+        raise RunError(
+            f"the frozen contract in {folder.file('contract.yaml')} does not load with this planner "
+            f"version ({where}: {first['msg']}); re-evaluate it with the planner version that ran it"
+        ) from None
 
 
 def _same_but_seed(contract, raw: dict | None):
@@ -396,6 +516,7 @@ def _same_but_seed(contract, raw: dict | None):
         if not (ignored and isinstance(a, dict) and isinstance(b, dict)):
             return a == b
         return all(path in ignored for path, _, _ in config_diff(a, b))
+
     return same
 
 
@@ -405,31 +526,46 @@ def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes
     stored = folder.configs().get(arm)
     from_files = None
     if stored is not None:
-        raw = folder.unresolved_configs().get(arm)  # interpolations: the params go in before resolving
-        from_files = apply_params(stored, selection.get("params") or {}, raw) if contract.tuning else stored
+        raw = folder.unresolved_configs().get(
+            arm
+        )  # interpolations: the params go in before resolving
+        from_files = (
+            apply_params(stored, selection.get("params") or {}, raw) if contract.tuning else stored
+        )
     if logged:
         configs = [r.get("config") for r in logged.values()]
         same = _same_but_seed(contract, folder.unresolved_configs().get(arm))
         if any(not same(c, configs[0]) for c in configs[1:]):
-            raise RunError(f"the logged confirmation trials of {arm!r} received different configs; the log does "
-                           "not say which one to re-run")
+            raise RunError(
+                f"the logged confirmation trials of {arm!r} received different configs; the log does "
+                "not say which one to re-run"
+            )
         if from_files is not None and not same(from_files, configs[0]):
-            notes.append(f"configs/{arm}.yaml with the selected params differs from what the confirmation trials "
-                         "received; re-running what they received")
-        return configs[0], dict(next(iter(logged.values())).get("params") or {}), "the logged confirmation trials"
+            notes.append(
+                f"configs/{arm}.yaml with the selected params differs from what the confirmation trials "
+                "received; re-running what they received"
+            )
+        return (
+            configs[0],
+            dict(next(iter(logged.values())).get("params") or {}),
+            "the logged confirmation trials",
+        )
     if stored is None:
-        raise RunError(f"{folder.path} has neither confirmation trials of {arm!r} nor configs/{arm}.yaml: "
-                       "its effective config is not logged")
+        raise RunError(
+            f"{folder.path} has neither confirmation trials of {arm!r} nor configs/{arm}.yaml: "
+            "its effective config is not logged"
+        )
     if contract.tuning is not None and not selection.get("trial_id"):
         why = selection.get("reason") or "selection.json does not list it"
         raise UsageError(f"arm {arm!r} has no selected config to re-run ({why})")
-    source = f"configs/{arm}.yaml" + (" with the selected params of selection.json" if contract.tuning else "")
+    source = f"configs/{arm}.yaml" + (
+        " with the selected params of selection.json" if contract.tuning else ""
+    )
     return from_files, {}, source
 
 
-
-
 # ------------------------------------------------------------------ running (Ray)
+
 
 @dataclass
 class ReevalResult:
@@ -451,29 +587,60 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     """
     c = plan.contract
     store = RunStore.open(plan.run_dir)
-    store.redactor = Redactor.for_run(c.frozen(), *plan.arm_configs.values())  # what a run scrubs, a reeval scrubs
+    store.redactor = Redactor.for_run(
+        c.frozen(), *plan.arm_configs.values()
+    )  # what a run scrubs, a reeval scrubs
     started = utc_now()
     with RunSession(store, command="plan reeval") as session:
         session.stop_on_signals()
         _recheck_under_lock(plan)
         # the driver's own way to spec, send and log trials; a command trainable is built from the logged configs,
         # and on a cluster the code ships (no driver paths)
-        raw_configs = rf.open_run(plan.run_dir).unresolved_configs()  # a key that interpolates the seed follows it
-        dispatch = Dispatch.open(c, plan.contract_dir, plan.arm_configs, store, contract_sha256=plan.contract_sha256,
-                                 raw_configs=raw_configs, search_path=plan.search_path,
-                                 remote=resolve_address(address) is not None)
-        specs = [dispatch.spec(PlannedTrial(plan.trial_id(seed), "reeval", plan.arm, seed, 0), plan.config,
-                               params=plan.params)
-                 for seed in plan.seeds]
+        raw_configs = rf.open_run(
+            plan.run_dir
+        ).unresolved_configs()  # a key that interpolates the seed follows it
+        dispatch = Dispatch.open(
+            c,
+            plan.contract_dir,
+            plan.arm_configs,
+            store,
+            contract_sha256=plan.contract_sha256,
+            raw_configs=raw_configs,
+            search_path=plan.search_path,
+            remote=resolve_address(address) is not None,
+        )
+        specs = [
+            dispatch.spec(
+                PlannedTrial(plan.trial_id(seed), "reeval", plan.arm, seed, 0),
+                plan.config,
+                params=plan.params,
+            )
+            for seed in plan.seeds
+        ]
         try:
-            session.start_ray(address, plan.search_path, plan.run_dir.parent.parent, log_dir=plan.run_dir,
-                              contract=c, contract_dir=plan.contract_dir)
+            session.start_ray(
+                address,
+                plan.search_path,
+                plan.run_dir.parent.parent,
+                log_dir=plan.run_dir,
+                contract=c,
+                contract_dir=plan.contract_dir,
+            )
         except RunError:
             raise
-        except Exception as error:  # a local Ray that cannot start (an overloaded machine): a sentence
-            raise RunError(f"cannot start a local Ray for the reeval: {error}; nothing ran") from None
-        store.event("reeval_started", reeval=plan.reeval_number, arm=plan.arm, seeds=plan.seeds,
-                    tolerance=plan.tolerance)
+        except (
+            Exception
+        ) as error:  # a local Ray that cannot start (an overloaded machine): a sentence
+            raise RunError(
+                f"cannot start a local Ray for the reeval: {error}; nothing ran"
+            ) from None
+        store.event(
+            "reeval_started",
+            reeval=plan.reeval_number,
+            arm=plan.arm,
+            seeds=plan.seeds,
+            tolerance=plan.tolerance,
+        )
         outcome = dispatch.run_fixed(specs)
         result = _result(plan, dispatch.records)
         if outcome.stopped == StopReason.INTERRUPTED:
@@ -495,28 +662,56 @@ def _recheck_under_lock(plan: ReevalPlan) -> None:
     refusal = heldout_refusal(plan.ledger, len(plan.seeds))
     if refusal:
         raise UsageError(refusal)
-    plan.reeval_number = next_reeval_number(folder.reevals().records, folder.trials(slim=frozen).records)
+    plan.reeval_number = next_reeval_number(
+        folder.reevals().records, folder.trials(slim=frozen).records
+    )
 
 
 def _result(plan: ReevalPlan, records: dict[str, dict]) -> ReevalResult:
     """Compare the reeval records with the log (pure)."""
-    rows = [compare_seed(seed, plan.trial_id(seed), plan.logged.get(seed), records.get(plan.trial_id(seed)),
-                         plan.metric, plan.tolerance) for seed in plan.seeds]
+    rows = [
+        compare_seed(
+            seed,
+            plan.trial_id(seed),
+            plan.logged.get(seed),
+            records.get(plan.trial_id(seed)),
+            plan.metric,
+            plan.tolerance,
+        )
+        for seed in plan.seeds
+    ]
     name, code = verdict(rows)
     new_values = {r.seed: r.new for r in rows if r.is_new and r.new is not None}
     new_estimate = estimate(list(new_values.values())) if plan.new_seeds else None
-    comparison = compare_new(plan.contract, plan.arm, new_values, plan.baseline_logged) if plan.new_seeds else None
+    comparison = (
+        compare_new(plan.contract, plan.arm, new_values, plan.baseline_logged)
+        if plan.new_seeds
+        else None
+    )
     logged_estimate = estimate(list(plan.arm_logged.values()))
     record = {
-        "reeval": plan.reeval_number, "arm": plan.arm, "seeds": plan.seeds, "new_seeds": plan.new_seeds,
-        "tolerance": plan.tolerance, "metric": plan.metric, "config_source": plan.config_source,
-        "config": plan.config, "trial_ids": [plan.trial_id(s) for s in plan.seeds],
+        "reeval": plan.reeval_number,
+        "arm": plan.arm,
+        "seeds": plan.seeds,
+        "new_seeds": plan.new_seeds,
+        "tolerance": plan.tolerance,
+        "metric": plan.metric,
+        "config_source": plan.config_source,
+        "config": plan.config,
+        "trial_ids": [plan.trial_id(s) for s in plan.seeds],
         "rows": [asdict(r) for r in rows],
         "identity_differences": [asdict(d) for d in plan.differences],
-        "identity": plan.identity, "logged_estimate": logged_estimate, "new_estimate": new_estimate,
-        "comparison": comparison, "verdict": name, "exit_code": code, "notes": plan.notes,
+        "identity": plan.identity,
+        "logged_estimate": logged_estimate,
+        "new_estimate": new_estimate,
+        "comparison": comparison,
+        "verdict": name,
+        "exit_code": code,
+        "notes": plan.notes,
     }
-    return ReevalResult(plan, rows, name, code, logged_estimate, new_estimate, comparison, _jsonable(record))
+    return ReevalResult(
+        plan, rows, name, code, logged_estimate, new_estimate, comparison, _jsonable(record)
+    )
 
 
 def _jsonable(value: Any) -> Any:
@@ -532,6 +727,7 @@ def _jsonable(value: Any) -> Any:
 
 # ------------------------------------------------------------------ formatting (the CLI prints these)
 
+
 def _num(value: float | None, spec: str = ".10g") -> str:
     return "-" if value is None else format(value, spec)
 
@@ -539,21 +735,30 @@ def _num(value: float | None, spec: str = ".10g") -> str:
 def format_plan(plan: ReevalPlan) -> str:
     """What is about to run, and how today's identity differs from the log's."""
     seeds = ", ".join(f"{s}{' (new)' if s in plan.new_seeds else ''}" for s in plan.seeds)
-    lines = [f"reeval {plan.reeval_number} of arm {plan.arm} in {plan.run_dir}",
-             f"  config:  from {plan.config_source}" + (f"; params {plan.params}" if plan.params else ""),
-             f"  seeds:   {seeds}",
-             f"  metric:  {plan.metric} (final value), tolerance {plan.tolerance:g}"]
+    lines = [
+        f"reeval {plan.reeval_number} of arm {plan.arm} in {plan.run_dir}",
+        f"  config:  from {plan.config_source}"
+        + (f"; params {plan.params}" if plan.params else ""),
+        f"  seeds:   {seeds}",
+        f"  metric:  {plan.metric} (final value), tolerance {plan.tolerance:g}",
+    ]
     ledger = plan.ledger
     if ledger.get("metric"):
         cap = f" of at most {ledger['cap']}" if ledger.get("cap") is not None else ""
-        lines.append(f"  held-out ledger: {ledger['evaluations']} evaluation(s) of {ledger['metric']}{cap} so far; "
-                     f"this reeval adds {len(plan.seeds)}")
+        lines.append(
+            f"  held-out ledger: {ledger['evaluations']} evaluation(s) of {ledger['metric']}{cap} so far; "
+            f"this reeval adds {len(plan.seeds)}"
+        )
     if plan.differences:
         lines.append(f"identity: {len(plan.differences)} difference(s) from the log:")
         lines += [f"  {d}" for d in plan.differences]
-    elif plan.contract.trainable is None and not (plan.identity.get("code") or {}).get("trainable_source_sha256"):
-        lines.append("identity: python, packages and data match the log; code: not recorded for a command that "
-                     "names no script in the contract's folder (only its command line)")
+    elif plan.contract.trainable is None and not (plan.identity.get("code") or {}).get(
+        "trainable_source_sha256"
+    ):
+        lines.append(
+            "identity: python, packages and data match the log; code: not recorded for a command that "
+            "names no script in the contract's folder (only its command line)"
+        )
     else:
         lines.append("identity: code, python, packages and data match the log")
     lines += [f"note: {n}" for n in plan.notes]
@@ -565,7 +770,9 @@ def format_table(rows: list[SeedRow]) -> str:
     body = []
     for r in rows:
         if r.is_new:
-            result = "new seed" if r.new_status not in DID_NOT_RUN else f"{r.new_status} (did not run)"
+            result = (
+                "new seed" if r.new_status not in DID_NOT_RUN else f"{r.new_status} (did not run)"
+            )
         elif r.reproduced is None:
             result = f"{r.new_status} (did not run)"
         else:
@@ -576,7 +783,9 @@ def format_table(rows: list[SeedRow]) -> str:
                 result += f" (different data: {'; '.join(r.data)})"
             if r.continued and not r.reproduced:
                 result += " (logged: continued from its checkpoint)"
-        logged = "-" if r.is_new else (_num(r.logged) if r.logged is not None else str(r.logged_status))
+        logged = (
+            "-" if r.is_new else (_num(r.logged) if r.logged is not None else str(r.logged_status))
+        )
         new = _num(r.new) if r.new is not None else r.new_status
         body.append([str(r.seed), logged, new, _num(r.diff, "+.3g"), result])
     widths = [max(len(x) for x in col) for col in zip(header, *body, strict=False)]
@@ -592,35 +801,45 @@ def format_result(result: ReevalResult) -> str:
         lines.append(f"new seeds {plan.metric}: {_estimate(result.new_estimate)}")
         c = result.comparison
         if c and "effect" in c:
-            lines.append(f"new seeds vs the logged baseline ({c['test']}): effect {c['effect']:+.4g}  "
-                         f"CI [{c['ci_low']:+.4g}, {c['ci_high']:+.4g}]  p={c['p_value']:.3g}  "
-                         f"n={c['n_arm']} vs {c['n_baseline']}" + (f"  ({c['note']})" if c.get("note") else ""))
+            lines.append(
+                f"new seeds vs the logged baseline ({c['test']}): effect {c['effect']:+.4g}  "
+                f"CI [{c['ci_low']:+.4g}, {c['ci_high']:+.4g}]  p={c['p_value']:.3g}  "
+                f"n={c['n_arm']} vs {c['n_baseline']}"
+                + (f"  ({c['note']})" if c.get("note") else "")
+            )
         elif c:
             lines.append(f"new seeds vs the logged baseline: not computed ({c['note']})")
         logged = plan.logged_effect
         if logged and logged.get("effect") is not None:
-            lines.append(f"logged decision: {logged.get('decision')}  effect {logged['effect']:+.4g}  "
-                         f"CI [{logged['ci_low']:+.4g}, {logged['ci_high']:+.4g}]")
+            lines.append(
+                f"logged decision: {logged.get('decision')}  effect {logged['effect']:+.4g}  "
+                f"CI [{logged['ci_low']:+.4g}, {logged['ci_high']:+.4g}]"
+            )
     compared = [r for r in result.rows if not r.is_new]
     tolerance = "exactly" if plan.tolerance == 0 else f"within {plan.tolerance:g}"
     text = {
         "reproduced": f"reproduced: {len(compared)} of {len(compared)} logged seeds {tolerance}",
         "not_reproduced": f"NOT reproduced: {sum(r.reproduced is False for r in compared)} of {len(compared)} "
-                          f"logged seeds differ (tolerance {plan.tolerance:g})",
+        f"logged seeds differ (tolerance {plan.tolerance:g})",
         "failed": f"failed: {sum(r.new_status in DID_NOT_RUN for r in result.rows)} trial(s) did not run to "
-                  f"the end (see trials.jsonl)",
+        f"the end (see trials.jsonl)",
         "new_seeds": f"new seeds only: {len(result.rows)} trial(s) ran; nothing logged to compare",
         "interrupted": "interrupted before every trial ended",
     }[result.verdict]
     lines.append(f"verdict: {text}")
     continued = [r for r in compared if r.reproduced is False and r.continued]
     if result.verdict == "not_reproduced" and continued:
-        lines.append(f"{len(continued)} of the differing logged seeds ({', '.join(str(r.seed) for r in continued)}) "
-                     "continued from a checkpoint after an interruption: their later epochs saw another data "
-                     "order than one uninterrupted training does, so they are not expected to repeat exactly; "
-                     "compare with a tolerance, or on new seeds")
+        lines.append(
+            f"{len(continued)} of the differing logged seeds ({', '.join(str(r.seed) for r in continued)}) "
+            "continued from a checkpoint after an interruption: their later epochs saw another data "
+            "order than one uninterrupted training does, so they are not expected to repeat exactly; "
+            "compare with a tolerance, or on new seeds"
+        )
     if result.verdict == "not_reproduced" and plan.differences:
-        lines.append("identity differences that may explain it: " + ", ".join(d.what for d in plan.differences))
+        lines.append(
+            "identity differences that may explain it: "
+            + ", ".join(d.what for d in plan.differences)
+        )
     lines.append(f"logged: reeval {plan.reeval_number} in {plan.run_dir / 'reevals.jsonl'}")
     return "\n".join(lines)
 
@@ -632,8 +851,14 @@ def _estimate(e: dict[str, Any]) -> str:
     return f"mean {e['mean']:.6g}{sd}, n={e['n']}"
 
 
-def reeval(run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None, tolerance: float = 0.0,
-           address: str | None = None) -> ReevalResult:
+def reeval(
+    run_dir: str | os.PathLike,
+    arm: str,
+    *,
+    seeds: list[int] | None = None,
+    tolerance: float = 0.0,
+    address: str | None = None,
+) -> ReevalResult:
     """`plan reeval RUN_DIR --arm ARM` from Python: plan (refusing early, before Ray), run, compare.
 
     `prepare_reeval` alone reads the folder and plans without running anything.

@@ -23,7 +23,12 @@ from planner._store import facts
 
 
 def _seconds(value: Any) -> float:
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != float("inf")
+    ):
         return float(value)
     return 0.0
 
@@ -41,7 +46,9 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         arm = str(arm)
         if arm not in arms:
             arms.append(arm)
-        a = acc.setdefault(arm, {"trials": 0, "seconds": 0.0, "slopes": [], "phases": {}, "disk": None})
+        a = acc.setdefault(
+            arm, {"trials": 0, "seconds": 0.0, "slopes": [], "phases": {}, "disk": None}
+        )
         disk = r.get("disk_bytes")
         if isinstance(disk, int) and not isinstance(disk, bool) and disk >= 0:
             a["disk"] = (a["disk"] or 0) + disk
@@ -58,15 +65,32 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
     for arm in arms:
         a = acc.get(arm)
         if a is None:
-            rows.append({"arm": arm, "trials": 0, "trial_seconds": 0.0, "median_s_per_step": None,
-                         "cpu_seconds": 0.0, "gpu_seconds": 0.0, "disk_bytes": None, "phases": {}})
+            rows.append(
+                {
+                    "arm": arm,
+                    "trials": 0,
+                    "trial_seconds": 0.0,
+                    "median_s_per_step": None,
+                    "cpu_seconds": 0.0,
+                    "gpu_seconds": 0.0,
+                    "disk_bytes": None,
+                    "phases": {},
+                }
+            )
             continue
-        rows.append({
-            "arm": arm, "trials": a["trials"], "trial_seconds": round(a["seconds"], 3),
-            "median_s_per_step": statistics.median(a["slopes"]) if a["slopes"] else None,
-            "cpu_seconds": round(a["seconds"] * cpu, 3), "gpu_seconds": round(a["seconds"] * gpu, 3),
-            "disk_bytes": a["disk"],
-            "phases": {k: {"trials": v["trials"], "trial_seconds": round(v["trial_seconds"], 3)}
-                       for k, v in a["phases"].items()},
-        })
+        rows.append(
+            {
+                "arm": arm,
+                "trials": a["trials"],
+                "trial_seconds": round(a["seconds"], 3),
+                "median_s_per_step": statistics.median(a["slopes"]) if a["slopes"] else None,
+                "cpu_seconds": round(a["seconds"] * cpu, 3),
+                "gpu_seconds": round(a["seconds"] * gpu, 3),
+                "disk_bytes": a["disk"],
+                "phases": {
+                    k: {"trials": v["trials"], "trial_seconds": round(v["trial_seconds"], 3)}
+                    for k, v in a["phases"].items()
+                },
+            }
+        )
     return rows

@@ -53,7 +53,11 @@ def _table(header: list[str] | None, rows: list[list[str]], num: set[int] | None
         return f"<table class='kv'><tbody>{body}</tbody></table>"
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(
+            f'<td class="num">{c}</td>' if i in num else f"<td>{c}</td>" for i, c in enumerate(r)
+        )
+        + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -70,7 +74,11 @@ def _img(svg: bytes, alt: str) -> str:
 
 
 def _badge(decision: Any) -> str:
-    cls = decision if decision in ("accept", "reject", "inconclusive", "incomplete", "invalid") else "none"
+    cls = (
+        decision
+        if decision in ("accept", "reject", "inconclusive", "incomplete", "invalid")
+        else "none"
+    )
     return f'<span class="badge {cls}">{_e(decision or "not decided")}</span>'
 
 
@@ -79,14 +87,24 @@ def render_html(results: RunResults) -> str:
     # summary, SciPy's import for the decision rule, the plots) instead of adding to the peak
     curves = rp.curves(results), rp.selected_curves(results)
     s = rp.summarize(results)
-    parts = _state_parts(s) + [_glance(s)] + _hypothesis_parts(s) + _arm_parts(s) + _decision_parts(s)
-    parts += _per_seed_parts(s) + _curve_parts(s, results, *curves) + _tuning_parts(s) + _failure_parts(s)
+    parts = (
+        _state_parts(s) + [_glance(s)] + _hypothesis_parts(s) + _arm_parts(s) + _decision_parts(s)
+    )
+    parts += (
+        _per_seed_parts(s)
+        + _curve_parts(s, results, *curves)
+        + _tuning_parts(s)
+        + _failure_parts(s)
+    )
     parts += _violation_parts(s) + _heldout_parts(s) + _identity_parts(s)
     title = f"{s['name']} / {s['run_id']}: run report"
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            '<meta name="generator" content="planner report">'
-            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="generator" content="planner report">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
 
 
 def _state_parts(s: dict[str, Any]) -> list[str]:
@@ -100,8 +118,10 @@ def _state_parts(s: dict[str, Any]) -> list[str]:
     parts.append(f"<p>Run state: {state}</p>")
     if s.get("lock"):
         lk = s["lock"]
-        parts.append(f"<p class='warn'>Locked by pid {_e(lk.get('pid'))} on {_e(lk.get('host'))} since "
-                     f"{_e(lk.get('started'))}: the run is in progress and this report is partial.</p>")
+        parts.append(
+            f"<p class='warn'>Locked by pid {_e(lk.get('pid'))} on {_e(lk.get('host'))} since "
+            f"{_e(lk.get('started'))}: the run is in progress and this report is partial.</p>"
+        )
     for note in s["notes"]:
         parts.append(f"<p class='warn'>{_e(note)}</p>")
     return parts
@@ -117,7 +137,8 @@ def _hypothesis_parts(s: dict[str, Any]) -> list[str]:
         f"<p>Factor <b>{_e(s['factor']['name'])}</b> (keys: {', '.join(f'<code>{_e(k)}</code>' for k in s['factor']['keys'] or [])}); "
         f"baseline <b>{_e(s['baseline'])}</b>. Metric <code>{_e(m['name'])}</code> ({_e(m['mode'])}); the decision uses "
         f"<code>{_e(m['decision'])}</code> ({_e(m['decision_mode'])}). {_e(acc['test'])} test, alpha {_f(acc['alpha'])}, {_e(acc['correction'])} "
-        f"correction, min_effect {_f(acc['min_effect'])}.</p>")
+        f"correction, min_effect {_f(acc['min_effect'])}.</p>"
+    )
     return parts
 
 
@@ -127,15 +148,22 @@ def _arm_parts(s: dict[str, Any]) -> list[str]:
     parts.append("<h2>Arms and their config against the baseline</h2>")
     rows = []
     for a in s["arms"]:
-        name = f"<b>{_e(a['arm'])}</b>" + (" <span class='muted'>(baseline)</span>" if a["baseline"] else "")
+        name = f"<b>{_e(a['arm'])}</b>" + (
+            " <span class='muted'>(baseline)</span>" if a["baseline"] else ""
+        )
         over = " ".join(f"<code>{_e(o)}</code>" for o in a["overrides"]) or "–"
         if a["baseline"]:
             diff = "<span class='muted'>the reference</span>"
         elif not a["has_config"]:
             diff = "<span class='muted'>configs/ has no file for this arm</span>"
         else:
-            diff = "<br>".join(f"<code>{_e(d['path'])}</code>: {_e(shown_side(d, 'baseline'))} → <b>{_e(shown_side(d, 'arm'))}</b>"
-                               for d in a["config_diff"]) or "<span class='muted'>no difference</span>"
+            diff = (
+                "<br>".join(
+                    f"<code>{_e(d['path'])}</code>: {_e(shown_side(d, 'baseline'))} → <b>{_e(shown_side(d, 'arm'))}</b>"
+                    for d in a["config_diff"]
+                )
+                or "<span class='muted'>no difference</span>"
+            )
         rows.append([name, over, diff])
     parts.append(_table(["arm", "overrides", "config diff vs the baseline"], rows))
     return parts
@@ -146,16 +174,48 @@ def _decision_parts(s: dict[str, Any]) -> list[str]:
     m, acc = s["metrics"], s["acceptance"]
     parts: list[str] = []
     parts.append("<h2>Decisions</h2>")
-    parts += [f"<p class='bad'><b>Warning: {_e(f.get('message') or f.get('kind'))}.</b></p>"
-              for f in s.get("findings") or []]
+    parts += [
+        f"<p class='bad'><b>Warning: {_e(f.get('message') or f.get('kind'))}.</b></p>"
+        for f in s.get("findings") or []
+    ]
     if s["decisions"]:
-        rows = [[_e(d["arm"]), _badge(d["decision"]), _f(d["effect"]), f"[{_f(d['ci_low'])}, {_f(d['ci_high'])}]",
-                 _f(d["p_value"]), _f(d["alpha_adjusted"]), _f(d["n_baseline"]), _f(d["n_arm"]), _e(d["reason"] or "")]
-                for d in s["decisions"]]
-        parts.append(_table(["arm", "decision", "effect", "CI", "p", "alpha adj.", "n baseline", "n arm", "reason"],
-                            rows, num={2, 4, 5, 6, 7}))
-        parts.append(_img(_plots.forest_svg(s["decisions"], acc["min_effect"], m["decision"]),
-                          "forest plot of the effects"))
+        rows = [
+            [
+                _e(d["arm"]),
+                _badge(d["decision"]),
+                _f(d["effect"]),
+                f"[{_f(d['ci_low'])}, {_f(d['ci_high'])}]",
+                _f(d["p_value"]),
+                _f(d["alpha_adjusted"]),
+                _f(d["n_baseline"]),
+                _f(d["n_arm"]),
+                _e(d["reason"] or ""),
+            ]
+            for d in s["decisions"]
+        ]
+        parts.append(
+            _table(
+                [
+                    "arm",
+                    "decision",
+                    "effect",
+                    "CI",
+                    "p",
+                    "alpha adj.",
+                    "n baseline",
+                    "n arm",
+                    "reason",
+                ],
+                rows,
+                num={2, 4, 5, 6, 7},
+            )
+        )
+        parts.append(
+            _img(
+                _plots.forest_svg(s["decisions"], acc["min_effect"], m["decision"]),
+                "forest plot of the effects",
+            )
+        )
     else:
         parts.append("<p>No treatment arms.</p>")
     return parts
@@ -172,9 +232,16 @@ def _per_seed_parts(s: dict[str, Any]) -> list[str]:
             cells = [_f(r["seed"])]
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
-                cells.append(f"<span class='muted'>{_e(absent)}</span>" if c is None else _f(c["value"])
-                             if c["status"] == TrialStatus.COMPLETED else f"{_f(c['value'])} <b>({_e(c['status'])})</b>")
+                absent = (
+                    "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                )
+                cells.append(
+                    f"<span class='muted'>{_e(absent)}</span>"
+                    if c is None
+                    else _f(c["value"])
+                    if c["status"] == TrialStatus.COMPLETED
+                    else f"{_f(c['value'])} <b>({_e(c['status'])})</b>"
+                )
             rows.append(cells)
         rows.append(["<b>mean</b>", *[f"<b>{_f(ps['mean'].get(a))}</b>" for a in ps["arms"]]])
         parts.append(_table(["seed", *ps["arms"]], rows, num=set(range(1, len(ps["arms"]) + 1))))
@@ -183,18 +250,26 @@ def _per_seed_parts(s: dict[str, Any]) -> list[str]:
     return parts
 
 
-def _curve_parts(s: dict[str, Any], results: RunResults, curves: Any, selected: dict[str, Any]) -> list[str]:
+def _curve_parts(
+    s: dict[str, Any], results: RunResults, curves: Any, selected: dict[str, Any]
+) -> list[str]:
     """The learning curves per arm (`rp.curves` and `rp.selected_curves` of `results`)."""
     m = s["metrics"]
     parts: list[str] = []
     parts.append(f"<h2>Learning curves <span class='muted'>({_e(m['name'])})</span></h2>")
     unit = str(s["budget"].get("unit") or "step")
     exposure = facts.contract_get(results.contract, "budget.exposure")
-    parts.append(_img(_plots.curves_svg(curves, results.arms, str(m["name"]), unit, exposure, selected),
-                      "learning curves per arm"))
-    parts.append("<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
-                 "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
-                 "for confirmation. Confirmation: the median and the range over seeds.</p>")
+    parts.append(
+        _img(
+            _plots.curves_svg(curves, results.arms, str(m["name"]), unit, exposure, selected),
+            "learning curves per arm",
+        )
+    )
+    parts.append(
+        "<p class='muted'>Tuning: the median and middle half of every tuning trial of the arm, whatever "
+        "its params (trials stopped early leave the band at their last step); dashed, the trial selected "
+        "for confirmation. Confirmation: the median and the range over seeds.</p>"
+    )
     return parts
 
 
@@ -203,19 +278,53 @@ def _tuning_parts(s: dict[str, Any]) -> list[str]:
     parts: list[str] = []
     if s["tuning"]:
         parts.append("<h2>Tuning</h2>")
-        rows = [[_e(t["arm"]), _f(t["planned"]), _f(t["ended"]), _f(t["full_exposure"]), _f(t["early_stopped"]),
-                 _f(t["failed"]), _e(t["selected_trial"] or "–"), _f(t["selected_value"]),
-                 ", ".join(f"<code>{_e(k)}</code>={_f(v)}" for k, v in t["selected_params"].items())]
-                for t in s["tuning"]]
-        parts.append(_table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected",
-                             "value", "selected params"], rows, num={1, 2, 3, 4, 5, 7}))
+        rows = [
+            [
+                _e(t["arm"]),
+                _f(t["planned"]),
+                _f(t["ended"]),
+                _f(t["full_exposure"]),
+                _f(t["early_stopped"]),
+                _f(t["failed"]),
+                _e(t["selected_trial"] or "–"),
+                _f(t["selected_value"]),
+                ", ".join(f"<code>{_e(k)}</code>={_f(v)}" for k, v in t["selected_params"].items()),
+            ]
+            for t in s["tuning"]
+        ]
+        parts.append(
+            _table(
+                [
+                    "arm",
+                    "planned",
+                    "ended",
+                    "full exposure",
+                    "stopped early",
+                    "failed",
+                    "selected",
+                    "value",
+                    "selected params",
+                ],
+                rows,
+                num={1, 2, 3, 4, 5, 7},
+            )
+        )
 
     parts.append("<h2>Data</h2>")
-    parts.append("<ul>" + "".join(f"<li>{_e(line.lstrip('- '))}</li>" for line in rp.data_lines(s)) + "</ul>")
+    parts.append(
+        "<ul>" + "".join(f"<li>{_e(line.lstrip('- '))}</li>" for line in rp.data_lines(s)) + "</ul>"
+    )
 
     parts.append("<h2>Trials and budget</h2>")
-    rows = [[_e(t["phase"]), _e(t["arm"]), f"{_f(t['ended'])} / {_f(t['planned'])}",
-             ", ".join(f"{_e(k)} {_f(v)}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
+    rows = [
+        [
+            _e(t["phase"]),
+            _e(t["arm"]),
+            f"{_f(t['ended'])} / {_f(t['planned'])}",
+            ", ".join(f"{_e(k)} {_f(v)}" for k, v in sorted(t["statuses"].items())),
+        ]
+        for t in s["trials"]
+    ]
     parts.append(_table(["phase", "arm", "ended / planned", "statuses"], rows))
     parts.append(_table(None, [[_e(a), _e(b)] for a, b in rp.budget_lines(s["budget"])]))
 
@@ -228,10 +337,21 @@ def _failure_parts(s: dict[str, Any]) -> list[str]:
     parts: list[str] = []
     parts.append("<h2>Failures</h2>")
     if s["failures"]:
-        rows = [[_id(f["trial_id"]), _e(f["status"]) + (" (retried)" if f["retried"] else ""), _f(f["attempts"]),
-                 _e(f["error"]),  # one line: the traceback stays in trials.jsonl and the trial's logs
-                 f"<code>{_e(f['where'])}</code>" if f["where"] else ""] for f in s["failures"][:rp.MAX_ROWS]]
-        parts.append(_table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows))
+        rows = [
+            [
+                _id(f["trial_id"]),
+                _e(f["status"]) + (" (retried)" if f["retried"] else ""),
+                _f(f["attempts"]),
+                _e(
+                    f["error"]
+                ),  # one line: the traceback stays in trials.jsonl and the trial's logs
+                f"<code>{_e(f['where'])}</code>" if f["where"] else "",
+            ]
+            for f in s["failures"][: rp.MAX_ROWS]
+        ]
+        parts.append(
+            _table(["trial", "status", "attempts", "error", "where (innermost frame)"], rows)
+        )
         parts.append(_more(len(s["failures"])))
     else:
         parts.append("<p>None.</p>")
@@ -241,13 +361,26 @@ def _failure_parts(s: dict[str, Any]) -> list[str]:
 def _violation_parts(s: dict[str, Any]) -> list[str]:
     """Protocol violations."""
     parts: list[str] = []
-    parts.append("<h2>Protocol violations" + (f" <span class='badge reject'>{len(s['violations'])}</span>"
-                                              if s["violations"] else "") + "</h2>")
+    parts.append(
+        "<h2>Protocol violations"
+        + (f" <span class='badge reject'>{len(s['violations'])}</span>" if s["violations"] else "")
+        + "</h2>"
+    )
     if s["violations"]:
-        labels = {"heldout_in_tuning": "held-out metric in tuning (test exposure)",
-                  "report_past_budget": "report past the budget"}
-        rows = [[_e(labels.get(v["kind"], v["kind"])), _id(v["trial_id"]), _f(v["step"]), _e(v["detail"]),
-                 SOURCES.get(v["source"], v["source"])] for v in s["violations"][:rp.MAX_ROWS]]
+        labels = {
+            "heldout_in_tuning": "held-out metric in tuning (test exposure)",
+            "report_past_budget": "report past the budget",
+        }
+        rows = [
+            [
+                _e(labels.get(v["kind"], v["kind"])),
+                _id(v["trial_id"]),
+                _f(v["step"]),
+                _e(v["detail"]),
+                SOURCES.get(v["source"], v["source"]),
+            ]
+            for v in s["violations"][: rp.MAX_ROWS]
+        ]
         parts.append(_table(["violation", "trial", "step", "detail", "source"], rows))
         parts.append(_more(len(s["violations"])))
     else:
@@ -262,17 +395,44 @@ def _heldout_parts(s: dict[str, Any]) -> list[str]:
     h = s["heldout"]
     parts.append(f"<p>{_md_to_html(rp.heldout_line(h))}</p>")
     if h.get("by_arm"):
-        parts.append(_table(["arm", "evaluations"], [[_e(a), _f(n)] for a, n in h["by_arm"].items()], num={1}))
+        parts.append(
+            _table(
+                ["arm", "evaluations"], [[_e(a), _f(n)] for a, n in h["by_arm"].items()], num={1}
+            )
+        )
     if s.get("reevals"):
         parts.append("<h2>Re-evaluations (plan reeval)</h2>")
-        parts.append(_table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
-            [_f(r["reeval"]), _e(r["arm"]), _e(", ".join(map(str, r["seeds"] or []))), _f(r["tolerance"]),
-             _e(r["verdict"]), _e(", ".join(r["identity_differences"]) or "none"), _e(r["started"] or "–")]
-            for r in s["reevals"]]))
+        parts.append(
+            _table(
+                [
+                    "reeval",
+                    "arm",
+                    "seeds",
+                    "tolerance",
+                    "verdict",
+                    "identity differences",
+                    "started",
+                ],
+                [
+                    [
+                        _f(r["reeval"]),
+                        _e(r["arm"]),
+                        _e(", ".join(map(str, r["seeds"] or []))),
+                        _f(r["tolerance"]),
+                        _e(r["verdict"]),
+                        _e(", ".join(r["identity_differences"]) or "none"),
+                        _e(r["started"] or "–"),
+                    ]
+                    for r in s["reevals"]
+                ],
+            )
+        )
     if s.get("lineage"):  # docs/lineage.md
-
-        parts.append("<h2>Lineage</h2><ul>" + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
-                     + "</ul>")
+        parts.append(
+            "<h2>Lineage</h2><ul>"
+            + "".join(f"<li>{_e(line)}</li>" for line in lineage_lines(s["lineage"]))
+            + "</ul>"
+        )
     return parts
 
 
@@ -287,12 +447,33 @@ def _identity_parts(s: dict[str, Any]) -> list[str]:
             pk += f" <span class='muted'>(+{_f(ident['other_packages'])} more in identity.json)</span>"
         dirty = " <span class='badge reject'>dirty</span>" if ident.get("dirty") else ""
         rows = [
-            ["commit", (f"<code>{_e(ident['commit'])}</code>" if ident.get("commit")
-                        else "<span class='muted'>not recorded (not a git checkout?)</span>") + dirty],
-            ["repo", _e(ident.get("repo") or "–")], ["trainable", f"<code>{_e(ident.get('trainable') or '–')}</code>"],
-            ["python", _e(ident.get("python") or "–")], ["packages", pk or "–"],
-            ["host", _e(f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)")],
-            ["data", "<br>".join(f"<code>{_e(p)}</code> sha256 {_e(str(hh)[:16])}…" for p, hh in ident["data"].items()) or "–"],
+            [
+                "commit",
+                (
+                    f"<code>{_e(ident['commit'])}</code>"
+                    if ident.get("commit")
+                    else "<span class='muted'>not recorded (not a git checkout?)</span>"
+                )
+                + dirty,
+            ],
+            ["repo", _e(ident.get("repo") or "–")],
+            ["trainable", f"<code>{_e(ident.get('trainable') or '–')}</code>"],
+            ["python", _e(ident.get("python") or "–")],
+            ["packages", pk or "–"],
+            [
+                "host",
+                _e(
+                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)"
+                ),
+            ],
+            [
+                "data",
+                "<br>".join(
+                    f"<code>{_e(p)}</code> sha256 {_e(str(hh)[:16])}…"
+                    for p, hh in ident["data"].items()
+                )
+                or "–",
+            ],
             ["contract sha256", f"<code>{_e(ident.get('contract_sha256') or '–')}</code>"],
         ]
         parts.append(_table(None, rows))
@@ -309,14 +490,23 @@ def _more(total: int) -> str:
 
 def _glance(s: dict[str, Any]) -> str:
     """Run state, decisions, budget and protocol: three facts kept apart, at the top."""
-    decisions = ", ".join(
-        f"{_e(d['arm'])} {_badge(d['decision'])}"
-        + (f" {_f(d['effect'])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]" if d.get("effect") is not None else "")
-        for d in s["decisions"]) or "–"
+    decisions = (
+        ", ".join(
+            f"{_e(d['arm'])} {_badge(d['decision'])}"
+            + (
+                f" {_f(d['effect'])} [{_f(d['ci_low'])}, {_f(d['ci_high'])}]"
+                if d.get("effect") is not None
+                else ""
+            )
+            for d in s["decisions"]
+        )
+        or "–"
+    )
     b = s["budget"]
     lines = dict(rp.budget_lines(b))
     budget = f"{_f(b.get('trials_ended'))} of {_f(b.get('trials_planned'))} trials; " + "; ".join(
-        f"{_e(k)} {_e(v)}" for k, v in lines.items() if k.startswith(("exposure", "wall")))
+        f"{_e(k)} {_e(v)}" for k, v in lines.items() if k.startswith(("exposure", "wall"))
+    )
     h = s["heldout"]
     protocol = []
     if s["violations"]:
@@ -325,11 +515,16 @@ def _glance(s: dict[str, Any]) -> str:
     protocol.append(f"{len(fails)} failed trial(s)")
     if h.get("metric"):
         cap = f" of {_f(h['cap'])}" if h.get("cap") is not None else ""
-        protocol.append(f"held-out evaluated {_f(h['evaluations'])}{cap}"
-                        + (" <span class='bad'>(over the cap)</span>" if h.get("over_cap") else ""))
+        protocol.append(
+            f"held-out evaluated {_f(h['evaluations'])}{cap}"
+            + (" <span class='bad'>(over the cap)</span>" if h.get("over_cap") else "")
+        )
     rows = [["decisions", decisions], ["budget used", budget], ["protocol", "; ".join(protocol)]]
-    return "<table class='glance'><tbody>" + "".join(
-        f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</tbody></table>"
+    return (
+        "<table class='glance'><tbody>"
+        + "".join(f"<tr><td class='muted'>{k}</td><td>{v}</td></tr>" for k, v in rows)
+        + "</tbody></table>"
+    )
 
 
 def _md_to_html(text: str) -> str:
@@ -348,7 +543,9 @@ def _cost(cost: list[dict[str, Any]], plots: Any) -> list[str]:
         return []
     header, cells = rp.cost_table(cost)
     rows = [[_e(cell) for cell in row] for row in cells]
-    return ["<h2>Cost <span class='muted'>(apart from the decision)</span></h2>",
-            f"<p class='muted'>{_e(rp.COST_NOTE)}</p>",
-            _table(header, rows, num=set(range(1, len(header)))),
-            _img(plots.cost_svg(cost), "trial time and seconds per step per arm")]
+    return [
+        "<h2>Cost <span class='muted'>(apart from the decision)</span></h2>",
+        f"<p class='muted'>{_e(rp.COST_NOTE)}</p>",
+        _table(header, rows, num=set(range(1, len(header)))),
+        _img(plots.cost_svg(cost), "trial time and seconds per step per arm"),
+    ]

@@ -59,8 +59,9 @@ class MlflowLogSummary:
     lines_skipped: int  # unreadable lines of trials.jsonl
 
 
-def log_run_to_mlflow(run_dir: str | Path, tracking_uri: str | None = None,
-                      experiment: str | None = None) -> MlflowLogSummary:
+def log_run_to_mlflow(
+    run_dir: str | Path, tracking_uri: str | None = None, experiment: str | None = None
+) -> MlflowLogSummary:
     """Log the run folder `run_dir` to MLflow; safe to call again (nothing is duplicated).
 
     `tracking_uri` defaults to MLflow's own resolution (MLFLOW_TRACKING_URI, ...);
@@ -74,7 +75,8 @@ def log_run_to_mlflow(run_dir: str | Path, tracking_uri: str | None = None,
         return _log(mlflow, run, tracking_uri, experiment or run.name)
     except MlflowException as error:
         raise MlflowTrackingError(
-            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}"
+        ) from None
 
 
 def mlflow_missing_reason() -> str | None:
@@ -82,8 +84,10 @@ def mlflow_missing_reason() -> str | None:
     import importlib.util
 
     if importlib.util.find_spec("mlflow") is None:
-        return "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; " \
-               "install it with: pip install 'planner[mlflow]'"
+        return (
+            "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; "
+            "install it with: pip install 'planner[mlflow]'"
+        )
     return None
 
 
@@ -100,7 +104,8 @@ def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
         return _experiment_id(client, experiment)
     except MlflowException as error:
         raise MlflowTrackingError(
-            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}") from None
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}"
+        ) from None
 
 
 def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
@@ -112,12 +117,23 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
 
     parent = existing.pop(("run", run.run_id), None)
     if parent is None:
-        parent_id = client.create_run(experiment_id, start_time=_ms(run.created), run_name=run.run_id,
-                                      tags=_str_dict(run.run_tags())).info.run_id
+        parent_id = client.create_run(
+            experiment_id,
+            start_time=_ms(run.created),
+            run_name=run.run_id,
+            tags=_str_dict(run.run_tags()),
+        ).info.run_id
     else:
         parent_id = parent.info.run_id
-    _log_batch(client, parent_id, RunTag, Metric, Param,
-               tags={**run.run_tags(), **run.decision_tags()}, metrics=run.decision_metrics())
+    _log_batch(
+        client,
+        parent_id,
+        RunTag,
+        Metric,
+        Param,
+        tags={**run.run_tags(), **run.decision_tags()},
+        metrics=run.decision_metrics(),
+    )
 
     logged = already = updated = 0
     for trial in run.trials:
@@ -136,18 +152,31 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
         logged += 1
 
     if run.state != RunState.RUNNING:
-        client.set_terminated(parent_id, status=_parent_status(run.state), end_time=_ms(run.updated))
+        client.set_terminated(
+            parent_id, status=_parent_status(run.state), end_time=_ms(run.updated)
+        )
     return MlflowLogSummary(
-        tracking_uri=tracking_uri or mlflow.get_tracking_uri(), experiment_id=experiment_id,
-        parent_run_id=parent_id, trials_logged=logged, trials_already_logged=already,
-        trials_updated=updated, lines_skipped=run.lines_skipped)
+        tracking_uri=tracking_uri or mlflow.get_tracking_uri(),
+        experiment_id=experiment_id,
+        parent_run_id=parent_id,
+        trials_logged=logged,
+        trials_already_logged=already,
+        trials_updated=updated,
+        lines_skipped=run.lines_skipped,
+    )
 
 
 def _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param) -> None:
     started = _ms(trial.get("started"))
-    run_id = client.create_run(experiment_id, start_time=started, run_name=trial["trial_id"],
-                               tags={"mlflow.parentRunId": parent_id, **_str_dict(tags)}).info.run_id
-    params = {_mlflow_key(k): _param_value(v) for k, v in flatten(trial.get("config") or {}).items()}
+    run_id = client.create_run(
+        experiment_id,
+        start_time=started,
+        run_name=trial["trial_id"],
+        tags={"mlflow.parentRunId": parent_id, **_str_dict(tags)},
+    ).info.run_id
+    params = {
+        _mlflow_key(k): _param_value(v) for k, v in flatten(trial.get("config") or {}).items()
+    }
     metrics = []
     for report in trial.get("reports") or []:
         timestamp = (started or 0) + int(1000 * float(report.get("time_s") or 0.0))
@@ -155,12 +184,24 @@ def _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Pa
             metrics.append(Metric(_mlflow_key(name), float(value), timestamp, int(report["step"])))
     _log_batch(client, run_id, RunTag, Metric, Param, params=params, metric_objects=metrics)
     status = _MLFLOW_STATUS.get(trial.get("status"), "FAILED")
-    client.set_tag(run_id, TAG_PREFIX + "logged", _COMPLETE)  # last: marks the trial as fully logged
+    client.set_tag(
+        run_id, TAG_PREFIX + "logged", _COMPLETE
+    )  # last: marks the trial as fully logged
     client.set_terminated(run_id, status=status, end_time=_ms(trial.get("ended")))
 
 
-def _log_batch(client, run_id, RunTag, Metric, Param, *, tags=None, params=None, metrics=None,
-               metric_objects=None) -> None:
+def _log_batch(
+    client,
+    run_id,
+    RunTag,
+    Metric,
+    Param,
+    *,
+    tags=None,
+    params=None,
+    metrics=None,
+    metric_objects=None,
+) -> None:
     """log_batch within MLflow's limits (100 params or tags, 1000 entities per call)."""
     tag_items = [RunTag(k, _tag_value(v)) for k, v in (tags or {}).items()]
     param_items = [Param(k, v) for k, v in (params or {}).items()]
@@ -176,7 +217,7 @@ def _log_batch(client, run_id, RunTag, Metric, Param, *, tags=None, params=None,
 
 def _chunks(items: list, size: int) -> Iterable[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def _import_mlflow():
@@ -185,7 +226,8 @@ def _import_mlflow():
     except ImportError:
         raise MlflowTrackingError(
             "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; "
-            "install it with: pip install 'planner[mlflow]'") from None
+            "install it with: pip install 'planner[mlflow]'"
+        ) from None
     return mlflow
 
 
@@ -194,7 +236,8 @@ def _experiment_id(client, name: str) -> str:
     if found is not None:
         if found.lifecycle_stage == "deleted":
             raise MlflowTrackingError(
-                f"the MLflow experiment {name!r} is deleted; restore it, or name another in tracking.mlflow.experiment")
+                f"the MLflow experiment {name!r} is deleted; restore it, or name another in tracking.mlflow.experiment"
+            )
         return found.experiment_id
     return client.create_experiment(name)
 
@@ -205,7 +248,9 @@ def _existing_runs(client, experiment_id: str, run_id: str) -> dict[tuple[str, s
     query = f"tags.`{TAG_PREFIX}run_id` = '{run_id}'"
     token = None
     while True:
-        page = client.search_runs([experiment_id], filter_string=query, max_results=1000, page_token=token)
+        page = client.search_runs(
+            [experiment_id], filter_string=query, max_results=1000, page_token=token
+        )
         for found in page:
             tags = found.data.tags
             if tags.get(TAG_PREFIX + "kind") == KIND_RUN:
@@ -257,8 +302,11 @@ class MlflowRun:
         return {TAG_PREFIX + k: v for k, v in tags.items() if v is not None}
 
     def decision_tags(self) -> dict[str, Any]:
-        return {f"{TAG_PREFIX}decision.{_mlflow_key(arm)}": d.get("decision") for arm, d in self.decisions.items()
-                if d.get("decision") is not None}
+        return {
+            f"{TAG_PREFIX}decision.{_mlflow_key(arm)}": d.get("decision")
+            for arm, d in self.decisions.items()
+            if d.get("decision") is not None
+        }
 
     def decision_metrics(self) -> dict[str, float]:
         out = {}
@@ -310,22 +358,38 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
         raise MlflowTrackingError(f"{path} is not a planner run folder: it has no run.json")
     missing = [key for key in ("run_id", "name", "contract_sha256") if key not in run]
     if missing:
-        raise MlflowTrackingError(f"{path / 'run.json'} lacks {', '.join(missing)}; is {path} a planner run folder?")
+        raise MlflowTrackingError(
+            f"{path / 'run.json'} lacks {', '.join(missing)}; is {path} a planner run folder?"
+        )
     state = folder.state() or {}
     decisions_file = folder.decisions() or {}
-    decisions = {d["arm"]: d for d in decisions_file.get("decisions") or [] if isinstance(d, dict) and "arm" in d}
+    decisions = {
+        d["arm"]: d
+        for d in decisions_file.get("decisions") or []
+        if isinstance(d, dict) and "arm" in d
+    }
     read = folder.trials()
     by_id: dict[str, dict[str, Any]] = {}
     for record in read.records:
-        by_id[record["trial_id"]] = record  # a trial logged twice: the last record counts (docs/run-folder.md)
+        by_id[record["trial_id"]] = (
+            record  # a trial logged twice: the last record counts (docs/run-folder.md)
+        )
     baseline = facts.contract_get(folder.contract(), "baseline.name")
     return MlflowRun(
-        path=path, run_id=str(run["run_id"]), name=str(run["name"]), contract_sha256=str(run["contract_sha256"]),
-        created=run.get("created"), planner_version=run.get("planner_version"),
+        path=path,
+        run_id=str(run["run_id"]),
+        name=str(run["name"]),
+        contract_sha256=str(run["contract_sha256"]),
+        created=run.get("created"),
+        planner_version=run.get("planner_version"),
         state=str(state.get("state") or decisions_file.get("run_state") or "unknown"),
-        updated=state.get("updated"), identity=folder.identity() or {},
-        baseline=None if baseline is None else str(baseline), decisions=decisions, trials=list(by_id.values()),
-        lines_skipped=len(read.notes))
+        updated=state.get("updated"),
+        identity=folder.identity() or {},
+        baseline=None if baseline is None else str(baseline),
+        decisions=decisions,
+        trials=list(by_id.values()),
+        lines_skipped=len(read.notes),
+    )
 
 
 # ------------------------------------------------------------------ helpers
@@ -340,7 +404,9 @@ def _mlflow_key(key: str) -> str:
 
 
 def _param_value(value: Any) -> str:
-    text = json.dumps(value) if isinstance(value, list | dict | bool) or value is None else str(value)
+    text = (
+        json.dumps(value) if isinstance(value, list | dict | bool) or value is None else str(value)
+    )
     return text if len(text) <= 6000 else text[:5997] + "..."
 
 
@@ -363,5 +429,8 @@ def _ms(timestamp: str | None) -> int | None:
 
 
 def _parent_status(state: str) -> str:
-    return {RunState.COMPLETED: "FINISHED", RunState.INTERRUPTED: "KILLED",
-            RunState.BUDGET_EXHAUSTED: "FINISHED"}.get(state, "FAILED")
+    return {
+        RunState.COMPLETED: "FINISHED",
+        RunState.INTERRUPTED: "KILLED",
+        RunState.BUDGET_EXHAUSTED: "FINISHED",
+    }.get(state, "FAILED")

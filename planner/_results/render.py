@@ -18,7 +18,9 @@ from planner._store.files import write_atomic
 html = lazy_import("planner._results.html")  # only an html report draws plots
 
 FORMATS = ("md", "json", "html")
-HTML_MARK = '<meta name="generator" content="planner report">'  # what marks an html file as a report
+HTML_MARK = (
+    '<meta name="generator" content="planner report">'  # what marks an html file as a report
+)
 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
@@ -44,7 +46,9 @@ def is_report(path: Path) -> bool:
     """True when `path` is a report `plan report` wrote (md, json or html), read without following a link."""
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
     except OSError:
         return False
     with os.fdopen(fd, "rb") as handle:
@@ -53,7 +57,9 @@ def is_report(path: Path) -> bool:
             return False
         data = handle.read()
     head = data[:4096].decode("utf-8", errors="replace")
-    if head.startswith("# Run report: ") or (head.startswith("<!DOCTYPE html>") and HTML_MARK in head):
+    if head.startswith("# Run report: ") or (
+        head.startswith("<!DOCTYPE html>") and HTML_MARK in head
+    ):
         return True
     try:
         doc = json.loads(data)
@@ -69,10 +75,14 @@ def write_report(path: str, text: str, *, force: bool = False) -> None:
     """
     target = Path(path)
     if target.is_dir():
-        raise rf.UsageError(f"cannot write the report to {target}: it is a folder; give a file name")
+        raise rf.UsageError(
+            f"cannot write the report to {target}: it is a folder; give a file name"
+        )
     if (target.exists() or target.is_symlink()) and not force and not is_report(target):
-        raise rf.UsageError(f"{target} exists and is not a report of plan report: it was left as it is; give "
-                            "another file name, or pass --force to replace it")
+        raise rf.UsageError(
+            f"{target} exists and is not a report of plan report: it was left as it is; give "
+            "another file name, or pass --force to replace it"
+        )
     try:
         write_atomic(target, text)
     except OSError as error:

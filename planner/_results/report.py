@@ -27,15 +27,22 @@ from planner._store.claims import decision_findings
 if TYPE_CHECKING:  # pragma: no cover
     from planner._results.tables import RunResults
 
-KEY_PACKAGES = ("planner", "ray", "optuna", "torch", "jax", "tensorflow", "numpy", "pandas", "scikit-learn",
-                "hydra-core", "transformers")
+KEY_PACKAGES = (
+    "planner",
+    "ray",
+    "optuna",
+    "torch",
+    "jax",
+    "tensorflow",
+    "numpy",
+    "pandas",
+    "scikit-learn",
+    "hydra-core",
+    "transformers",
+)
 MAX_CURVE_POINTS = 200
 MAX_ROWS = 100  # failures and violations listed in md and html; json lists them all
 SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
-
-
-
-
 
 
 # ---------------------------------------------------------------- the summary
@@ -59,7 +66,18 @@ def _clean(value: Any) -> Any:
 
 
 def _decisions(results: RunResults) -> list[dict[str, Any]]:
-    cols = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted", "n_baseline", "n_arm", "reason"]
+    cols = [
+        "arm",
+        "decision",
+        "effect",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "alpha_adjusted",
+        "n_baseline",
+        "n_arm",
+        "reason",
+    ]
     frame = results.decisions
     return [_clean({c: frame[c].iloc[i] for c in cols}) for i in range(len(frame))]
 
@@ -78,17 +96,30 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     arms = results.arms
     column = f"final.{metric}"
     diverged_value = facts.contract_get(results.contract, "failures.diverged_value")
-    if not (isinstance(diverged_value, int | float) and not isinstance(diverged_value, bool)
-            and math.isfinite(diverged_value)):
+    if not (
+        isinstance(diverged_value, int | float)
+        and not isinstance(diverged_value, bool)
+        and math.isfinite(diverged_value)
+    ):
         diverged_value = None
     cells: dict[tuple[Any, str], dict[str, Any]] = {}
     logged = []
     for i in range(len(conf)):
         row = conf.iloc[i]
         value = float(row[column]) if column in conf.columns else math.nan
-        cells[(row["seed"], row["arm"])] = {"value": _clean(value), "status": row["status"]}  # a seed's last
+        cells[(row["seed"], row["arm"])] = {
+            "value": _clean(value),
+            "status": row["status"],
+        }  # a seed's last
         if row["seed"] is not pd.NA and row["seed"] is not None:
-            logged.append((str(row["arm"]), int(row["seed"]), None if math.isnan(value) else value, str(row["status"])))
+            logged.append(
+                (
+                    str(row["arm"]),
+                    int(row["seed"]),
+                    None if math.isnan(value) else value,
+                    str(row["status"]),
+                )
+            )
     seeds = sorted({s for s, _ in cells if s is not pd.NA and s is not None})
     planned = [p for p in facts.plan_entries(results.plan) if p.get("phase") == "confirm"]
     seeds = sorted(set(seeds) | {p.get("seed") for p in planned if p.get("seed") is not None})
@@ -96,23 +127,45 @@ def per_seed(results: RunResults) -> dict[str, Any]:
     for seed in seeds:
         rows.append({"seed": int(seed), "values": {arm: cells.get((seed, arm)) for arm in arms}})
     planned_seeds = facts.contract_get(results.contract, "seeds")
-    planned_seeds = [s for s in planned_seeds if isinstance(s, int)] if isinstance(planned_seeds, list) else \
-        sorted({seed for _, seed, _, _ in logged})
+    planned_seeds = (
+        [s for s in planned_seeds if isinstance(s, int)]
+        if isinstance(planned_seeds, list)
+        else sorted({seed for _, seed, _, _ in logged})
+    )
     taken = latest_outcomes(logged, arms, planned_seeds)
     means = {}
     for arm in arms:
-        counted = collect(taken[arm], planned_seeds, diverged_value)[0]  # the values the decision takes
+        counted = collect(taken[arm], planned_seeds, diverged_value)[
+            0
+        ]  # the values the decision takes
         for outcome in taken[arm]:
-            if outcome.seed in counted and counted[outcome.seed] != outcome.value:  # diverged, at diverged_value
-                cells[(outcome.seed, arm)].update(value=counted[outcome.seed], counted_as="failures.diverged_value")
+            if (
+                outcome.seed in counted and counted[outcome.seed] != outcome.value
+            ):  # diverged, at diverged_value
+                cells[(outcome.seed, arm)].update(
+                    value=counted[outcome.seed], counted_as="failures.diverged_value"
+                )
         means[arm] = _clean(float(np.mean(list(counted.values())))) if counted else None
     missing = "pending" if results.run_state == RunState.RUNNING else "missing"
-    skipped = set()  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
+    skipped = (
+        set()
+    )  # sequential confirmation: seeds no arm needed are not missing (docs/planning.md)
     if "sequential" in results.decision_info:
-        skipped = {tid for e in results.events if e.get("event") == "trials_skipped" and e.get("by_design")
-                   for tid in e.get("trial_ids") or []}
+        skipped = {
+            tid
+            for e in results.events
+            if e.get("event") == "trials_skipped" and e.get("by_design")
+            for tid in e.get("trial_ids") or []
+        }
     not_needed = [[p.get("seed"), p.get("arm")] for p in planned if p.get("trial_id") in skipped]
-    return {"metric": metric, "arms": arms, "rows": rows, "mean": means, "missing": missing, "not_needed": not_needed}
+    return {
+        "metric": metric,
+        "arms": arms,
+        "rows": rows,
+        "mean": means,
+        "missing": missing,
+        "not_needed": not_needed,
+    }
 
 
 def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
@@ -132,17 +185,26 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
         sub = tune[tune["arm"] == arm] if len(tune) else tune
         status = sub["status"].astype(str) if len(sub) else pd.Series([], dtype=str)
         ok = ~status.isin(UNUSABLE).to_numpy()
-        full = int(((sub["exposure"] >= exposure).to_numpy(dtype=bool, na_value=False) & ok).sum()) \
-            if exposure is not None and len(sub) else 0
+        full = (
+            int(((sub["exposure"] >= exposure).to_numpy(dtype=bool, na_value=False) & ok).sum())
+            if exposure is not None and len(sub)
+            else 0
+        )
         sel = selection.get(arm) or {}
-        rows.append({
-            "arm": arm, "planned": sum(1 for p in planned if p.get("arm") == arm) or None,
-            "ended": int(len(sub)), "completed": int((status == TrialStatus.COMPLETED).sum()),
-            "full_exposure": full, "early_stopped": int((status == TrialStatus.EARLY_STOPPED).sum()),
-            "failed": int(status.isin(UNUSABLE).sum()),
-            "selected_trial": sel.get("trial_id"), "selected_value": _clean(sel.get("score", sel.get("value"))),
-            "selected_params": _clean(sel.get("params") or {}),
-        })
+        rows.append(
+            {
+                "arm": arm,
+                "planned": sum(1 for p in planned if p.get("arm") == arm) or None,
+                "ended": int(len(sub)),
+                "completed": int((status == TrialStatus.COMPLETED).sum()),
+                "full_exposure": full,
+                "early_stopped": int((status == TrialStatus.EARLY_STOPPED).sum()),
+                "failed": int(status.isin(UNUSABLE).sum()),
+                "selected_trial": sel.get("trial_id"),
+                "selected_value": _clean(sel.get("score", sel.get("value"))),
+                "selected_params": _clean(sel.get("params") or {}),
+            }
+        )
     if not planned and not len(tune):
         return []
     return rows
@@ -165,8 +227,16 @@ def status_counts(results: RunResults) -> list[dict[str, Any]]:
     order = {p: i for i, p in enumerate(["tune", "confirm", "reeval"])}
     arm_order = {a: i for i, a in enumerate(results.arms)}
     keys.sort(key=lambda k: (order.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])))
-    return [{"phase": k[0], "arm": k[1], "ended": sum(counts.get(k, {}).values()),
-             "planned": plan_count.get(k), "statuses": counts.get(k, {})} for k in keys]
+    return [
+        {
+            "phase": k[0],
+            "arm": k[1],
+            "ended": sum(counts.get(k, {}).values()),
+            "planned": plan_count.get(k),
+            "statuses": counts.get(k, {}),
+        }
+        for k in keys
+    ]
 
 
 def identity_summary(identity: dict[str, Any] | None) -> dict[str, Any]:
@@ -176,14 +246,23 @@ def identity_summary(identity: dict[str, Any] | None) -> dict[str, Any]:
     host = identity.get("host") or {}
     packages = identity.get("packages") or {}
     key = {k: packages[k] for k in KEY_PACKAGES if k in packages}
-    return _clean({
-        "commit": code.get("commit"), "dirty": code.get("dirty"), "repo": code.get("repo"),
-        "trainable": code.get("trainable"), "python": identity.get("python"),
-        "packages": key, "other_packages": len(packages) - len(key),
-        "host": host.get("hostname"), "platform": host.get("platform"), "cpus": host.get("cpus"),
-        "memory_bytes": host.get("memory_bytes"), "data": identity.get("data") or {},
-        "contract_sha256": identity.get("contract_sha256"),
-    })
+    return _clean(
+        {
+            "commit": code.get("commit"),
+            "dirty": code.get("dirty"),
+            "repo": code.get("repo"),
+            "trainable": code.get("trainable"),
+            "python": identity.get("python"),
+            "packages": key,
+            "other_packages": len(packages) - len(key),
+            "host": host.get("hostname"),
+            "platform": host.get("platform"),
+            "cpus": host.get("cpus"),
+            "memory_bytes": host.get("memory_bytes"),
+            "data": identity.get("data") or {},
+            "contract_sha256": identity.get("contract_sha256"),
+        }
+    )
 
 
 def summarize(results: RunResults) -> dict[str, Any]:
@@ -197,53 +276,100 @@ def summarize(results: RunResults) -> dict[str, Any]:
         for a in [c.get("baseline") or {}] + list(c.get("arms") or []):
             if isinstance(a, dict) and a.get("name") == arm:
                 overrides = list(a.get("overrides") or [])
-        diff = diff_rows(configs[base], configs[arm]) if base in configs and arm in configs and arm != base else []
-        arms_info.append({"arm": arm, "baseline": arm == base, "overrides": overrides, "config_diff": diff,
-                          "has_config": arm in configs})
+        diff = (
+            diff_rows(configs[base], configs[arm])
+            if base in configs and arm in configs and arm != base
+            else []
+        )
+        arms_info.append(
+            {
+                "arm": arm,
+                "baseline": arm == base,
+                "overrides": overrides,
+                "config_diff": diff,
+                "has_config": arm in configs,
+            }
+        )
     state = results.state
-    return _clean({
-        "run_id": results.run_id, "name": results.name, "run_dir": str(results.run_dir),
-        "run_state": results.run_state, "state_reason": state.get("reason"), "state_updated": state.get("updated"),
-        "lock": results.lock,
-        "hypothesis": c.get("hypothesis"),
-        "factor": {"name": facts.contract_get(c, "factor.name"), "keys": facts.contract_get(c, "factor.keys", [])},
-        "baseline": base, "arms": arms_info,
-        # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
-        "metric": results.decision_metric,
-        **{k: results.decision_info.get(k, facts.contract_get(c, f"acceptance.{k}"))
-           for k in ("test", "alpha", "correction", "min_effect")},
-        "decisions": _decisions(results),
-        "metrics": {"name": results.metric, "mode": facts.contract_get(c, "metric.mode"),
-                    "heldout": facts.contract_get(c, "metric.heldout"), "decision": results.decision_metric,
-                    "decision_mode": facts.contract_decision_mode(c)},
-        "acceptance": {k: facts.contract_get(c, f"acceptance.{k}") for k in ("min_effect", "alpha", "test", "correction")},
-        "budget": results.budget,
-        "trials": status_counts(results),
-        "tuning": tuning_summary(results),
-        "per_seed": per_seed(results),
-        "looks": sequential_looks(results),
-        "failures": results.failures,
-        "violations": results.violations,
-        "heldout": results.heldout,
-        "data": results.data,
-        "reevals": reeval_summary(results.reevals),
-        "lineage": results.lineage,  # docs/lineage.md
-        "identity": identity_summary(results.identity),
-        "notes": results.notes,
-        "cost": results.cost,
-        "findings": [f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)]
-        + decision_findings({"min_effect": results.decision_info.get("min_effect"), "decisions": _decisions(results)}),
-    })
+    return _clean(
+        {
+            "run_id": results.run_id,
+            "name": results.name,
+            "run_dir": str(results.run_dir),
+            "run_state": results.run_state,
+            "state_reason": state.get("reason"),
+            "state_updated": state.get("updated"),
+            "lock": results.lock,
+            "hypothesis": c.get("hypothesis"),
+            "factor": {
+                "name": facts.contract_get(c, "factor.name"),
+                "keys": facts.contract_get(c, "factor.keys", []),
+            },
+            "baseline": base,
+            "arms": arms_info,
+            # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
+            "metric": results.decision_metric,
+            **{
+                k: results.decision_info.get(k, facts.contract_get(c, f"acceptance.{k}"))
+                for k in ("test", "alpha", "correction", "min_effect")
+            },
+            "decisions": _decisions(results),
+            "metrics": {
+                "name": results.metric,
+                "mode": facts.contract_get(c, "metric.mode"),
+                "heldout": facts.contract_get(c, "metric.heldout"),
+                "decision": results.decision_metric,
+                "decision_mode": facts.contract_decision_mode(c),
+            },
+            "acceptance": {
+                k: facts.contract_get(c, f"acceptance.{k}")
+                for k in ("min_effect", "alpha", "test", "correction")
+            },
+            "budget": results.budget,
+            "trials": status_counts(results),
+            "tuning": tuning_summary(results),
+            "per_seed": per_seed(results),
+            "looks": sequential_looks(results),
+            "failures": results.failures,
+            "violations": results.violations,
+            "heldout": results.heldout,
+            "data": results.data,
+            "reevals": reeval_summary(results.reevals),
+            "lineage": results.lineage,  # docs/lineage.md
+            "identity": identity_summary(results.identity),
+            "notes": results.notes,
+            "cost": results.cost,
+            "findings": [
+                f for f in results.decision_info.get("findings") or [] if isinstance(f, dict)
+            ]
+            + decision_findings(
+                {
+                    "min_effect": results.decision_info.get("min_effect"),
+                    "decisions": _decisions(results),
+                }
+            ),
+        }
+    )
 
 
 def reeval_summary(reevals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per `plan reeval` logged in reevals.jsonl (docs/reeval.md)."""
     rows = []
     for r in reevals:
-        rows.append({"reeval": r.get("reeval"), "arm": r.get("arm"), "seeds": r.get("seeds"),
-                     "new_seeds": r.get("new_seeds"), "tolerance": r.get("tolerance"), "verdict": r.get("verdict"),
-                     "identity_differences": [d.get("what") for d in r.get("identity_differences") or []],
-                     "started": r.get("started")})
+        rows.append(
+            {
+                "reeval": r.get("reeval"),
+                "arm": r.get("arm"),
+                "seeds": r.get("seeds"),
+                "new_seeds": r.get("new_seeds"),
+                "tolerance": r.get("tolerance"),
+                "verdict": r.get("verdict"),
+                "identity_differences": [
+                    d.get("what") for d in r.get("identity_differences") or []
+                ],
+                "started": r.get("started"),
+            }
+        )
     return rows
 
 
@@ -254,7 +380,9 @@ def render_json(results: RunResults) -> str:
 # ---------------------------------------------------------------- curves
 
 
-def curves(results: RunResults, metric: str | None = None, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
+def curves(
+    results: RunResults, metric: str | None = None, max_points: int = MAX_CURVE_POINTS
+) -> pd.DataFrame:
     """Learning curves: per phase, arm and step, the median and spread of `metric` across trials.
 
     Columns: phase, arm, step, n, median, q25, q75, min, max (quantiles interpolated
@@ -266,10 +394,18 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
     if not len(r) or metric is None or metric not in r["metric"].cat.categories:
         return pd.DataFrame({c: [] for c in cols})
-    mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)  # codes: no strings
-    columns = [r["step"].to_numpy(), r["value"].to_numpy(), r["phase"].cat.codes.to_numpy(),
-               r["arm"].cat.codes.to_numpy()]
-    if not mask.all():  # the html report reads one metric: then no copy of a million rows selects them all
+    mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(
+        metric
+    )  # codes: no strings
+    columns = [
+        r["step"].to_numpy(),
+        r["value"].to_numpy(),
+        r["phase"].cat.codes.to_numpy(),
+        r["arm"].cat.codes.to_numpy(),
+    ]
+    if (
+        not mask.all()
+    ):  # the html report reads one metric: then no copy of a million rows selects them all
         columns = [column[mask] for column in columns]
     step, value, phase_codes, arm_codes = columns
     del columns, mask
@@ -278,13 +414,22 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
     # the memory of int64 over a million reports, and the key numpy's radix sort takes
     small = len(r["phase"].cat.categories) * len(r["arm"].cat.categories) * steps.size < 2**15
     kind = np.int16 if small else np.int64
-    key = _positions(steps, step, kind)  # the step's position (in `kind`: rows left out below copy 2 bytes each)
+    key = _positions(
+        steps, step, kind
+    )  # the step's position (in `kind`: rows left out below copy 2 bytes each)
     del step
     keep = np.isfinite(value) & (phase_codes >= 0) & (arm_codes >= 0)
     if steps.size > max_points:
-        keep &= np.isin(key, np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int)))
+        keep &= np.isin(
+            key, np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))
+        )
     if not keep.all():
-        key, value, phase_codes, arm_codes = key[keep], value[keep], phase_codes[keep], arm_codes[keep]
+        key, value, phase_codes, arm_codes = (
+            key[keep],
+            value[keep],
+            phase_codes[keep],
+            arm_codes[keep],
+        )
     del keep
     if not value.size:
         return pd.DataFrame({c: [] for c in cols})
@@ -321,19 +466,31 @@ def curves(results: RunResults, metric: str | None = None, max_points: int = MAX
 
     group = key[starts].astype(np.int64)
     phase_cat, arm_cat = r["phase"].cat.categories, r["arm"].cat.categories
-    return pd.DataFrame({
-        "phase": pd.Categorical.from_codes(group // (n_arms * steps.size), categories=phase_cat),
-        "arm": pd.Categorical.from_codes((group // steps.size) % n_arms, categories=arm_cat),
-        "step": steps[group % steps.size],
-        "n": counts,
-        "median": quantile(0.5), "q25": quantile(0.25), "q75": quantile(0.75),
-        "min": value[starts], "max": value[starts + counts - 1],
-    })
+    return pd.DataFrame(
+        {
+            "phase": pd.Categorical.from_codes(
+                group // (n_arms * steps.size), categories=phase_cat
+            ),
+            "arm": pd.Categorical.from_codes((group // steps.size) % n_arms, categories=arm_cat),
+            "step": steps[group % steps.size],
+            "n": counts,
+            "median": quantile(0.5),
+            "q25": quantile(0.25),
+            "q75": quantile(0.75),
+            "min": value[starts],
+            "max": value[starts + counts - 1],
+        }
+    )
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
     """np.unique of non-negative integers such as steps, by counting when their range is small (no sort)."""
-    if values.size and values.dtype.kind in "iu" and values.min() >= 0 and values.max() < 4 * values.size + 1024:
+    if (
+        values.size
+        and values.dtype.kind in "iu"
+        and values.min() >= 0
+        and values.max() < 4 * values.size + 1024
+    ):
         return np.flatnonzero(np.bincount(values)).astype(values.dtype)
     return np.unique(values)
 
@@ -341,7 +498,12 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 def _positions(steps: np.ndarray, step: np.ndarray, kind: Any) -> np.ndarray:
     """Each step's position in the sorted distinct `steps`, as `kind`: through a lookup table when the steps
     are small non-negative integers (no int64 array of a million positions on the way), else searchsorted."""
-    if steps.size and steps.dtype.kind in "iu" and steps.min() >= 0 and steps.max() < 4 * step.size + 1024:
+    if (
+        steps.size
+        and steps.dtype.kind in "iu"
+        and steps.min() >= 0
+        and steps.max() < 4 * step.size + 1024
+    ):
         table = np.zeros(int(steps.max()) + 1, dtype=kind)
         table[steps] = np.arange(steps.size, dtype=kind)
         return table[step]
@@ -352,7 +514,7 @@ def selected_curves(results: RunResults, metric: str | None = None) -> dict[str,
     """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
     metric = metric or results.metric
     r = results.reports
-    arms = ((results.selection or {}).get("arms") or {})
+    arms = (results.selection or {}).get("arms") or {}
     out = {}
     if not len(r) or metric not in r["metric"].cat.categories:
         return out
@@ -379,8 +541,18 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
-_MD_SPECIAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]",
-                             "`": "\\`", "*": "\\*"})
+_MD_SPECIAL = str.maketrans(
+    {
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        "|": "\\|",
+        "[": "\\[",
+        "]": "\\]",
+        "`": "\\`",
+        "*": "\\*",
+    }
+)
 
 
 def _md(text: Any) -> str:
@@ -399,17 +571,21 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + [""]
 
 
-
-
 def budget_lines(b: dict[str, Any]) -> list[tuple[str, str]]:
     """(what, used of allowed) pairs for the budget."""
+
     def of(used: Any, total: Any) -> str:
         return f"{_fmt(used)} of {_fmt(total)}" if total else _fmt(used)
 
     rows = [("trials ended", of(b.get("trials_ended"), b.get("trials_planned")) + " planned")]
     if b.get("max_trials"):
         rows.append(("max_trials", _fmt(b["max_trials"])))
-    rows.append((f"exposure ({b.get('unit') or 'step'}s)", of(b.get("steps"), b.get("steps_planned")) + " planned"))
+    rows.append(
+        (
+            f"exposure ({b.get('unit') or 'step'}s)",
+            of(b.get("steps"), b.get("steps_planned")) + " planned",
+        )
+    )
     wall = format_duration(b.get("wall_time_s"))
     if b.get("max_wall_time_s"):
         wall += f" of {format_duration(b['max_wall_time_s'])} allowed"
@@ -422,15 +598,24 @@ def more_line(total: int) -> list[str]:
     """The line under a table cut at MAX_ROWS rows, or nothing."""
     if total <= MAX_ROWS:
         return []
-    return [f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.", ""]
+    return [
+        f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.",
+        "",
+    ]
 
 
 def heldout_line(h: dict[str, Any]) -> str:
     if not h.get("metric"):
         return "No held-out metric is declared: the decision uses the tuning metric."
-    cap = f" of at most {h['cap']}" if h.get("cap") is not None else " (no cap set: budget.max_heldout_evaluations)"
-    text = (f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
-            f"{h['reeval']} in re-evaluation.")
+    cap = (
+        f" of at most {h['cap']}"
+        if h.get("cap") is not None
+        else " (no cap set: budget.max_heldout_evaluations)"
+    )
+    text = (
+        f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
+        f"{h['reeval']} in re-evaluation."
+    )
     if h.get("over_cap"):
         text += " **Over the cap.**"
     if h.get("tuning_exposures"):
@@ -440,53 +625,117 @@ def heldout_line(h: dict[str, Any]) -> str:
 
 def data_lines(s: dict[str, Any]) -> list[str]:
     """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
-    data = (s.get("data") or {})
-    return [f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
-            for line in summary_lines(data, {"unit": data.get("unit")})]
+    data = s.get("data") or {}
+    return [
+        f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
+        for line in summary_lines(data, {"unit": data.get("unit")})
+    ]
 
 
 def render_markdown(results: RunResults) -> str:
     s = summarize(results)
     acc = s["acceptance"]
     out = [f"# Run report: {_md(s['name'])} / {_md(s['run_id'])}", ""]
-    out += [f"**Run state:** {_md(s['run_state'])}" + (f" ({_md(s['state_reason'])})" if s.get("state_reason") else "")
-            + (f", updated {_md(s['state_updated'])}" if s.get("state_updated") else ""), ""]
+    out += [
+        f"**Run state:** {_md(s['run_state'])}"
+        + (f" ({_md(s['state_reason'])})" if s.get("state_reason") else "")
+        + (f", updated {_md(s['state_updated'])}" if s.get("state_updated") else ""),
+        "",
+    ]
     if s.get("lock"):
         lk = s["lock"]
-        out += [f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since {_md(lk.get('started'))}: "
-                "the run is in progress.", ""]
+        out += [
+            f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since {_md(lk.get('started'))}: "
+            "the run is in progress.",
+            "",
+        ]
     out += ["## Hypothesis", "", _md(str(s.get("hypothesis") or "–").strip()), ""]
     m = s["metrics"]
-    out += [f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
-            f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
-            f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
-            f"correction, min_effect {_md(acc['min_effect'])}.", ""]
+    out += [
+        f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
+        f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
+        f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
+        f"correction, min_effect {_md(acc['min_effect'])}.",
+        "",
+    ]
     out += ["## Arms", ""]
     for a in s["arms"]:
         title = f"**{_md(a['arm'])}**" + (" (baseline)" if a["baseline"] else "")
         over = ", ".join(_code(o) for o in a["overrides"]) or "no overrides"
         out.append(f"- {title}: {over}")
         for d in a["config_diff"]:
-            out.append(f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → {_md(shown_side(d, 'arm'))}")
+            out.append(
+                f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → {_md(shown_side(d, 'arm'))}"
+            )
     out.append("")
     out += ["## Decisions", ""]
     out += [f"**Warning: {f.get('message') or f.get('kind')}.**" for f in s.get("findings") or []]
     out += [""] if s.get("findings") else []
     if s["decisions"]:
-        rows = [[d["arm"], d["decision"] or "not decided", _fmt(d["effect"]), _fmt(d["ci_low"]), _fmt(d["ci_high"]),
-                 _fmt(d["p_value"]), _fmt(d["alpha_adjusted"]), _fmt(d["n_baseline"]), _fmt(d["n_arm"]),
-                 d["reason"] or ""] for d in s["decisions"]]
-        out += _table(["arm", "decision", "effect", "CI low", "CI high", "p", "alpha adj.", "n baseline", "n arm", "reason"], rows)
+        rows = [
+            [
+                d["arm"],
+                d["decision"] or "not decided",
+                _fmt(d["effect"]),
+                _fmt(d["ci_low"]),
+                _fmt(d["ci_high"]),
+                _fmt(d["p_value"]),
+                _fmt(d["alpha_adjusted"]),
+                _fmt(d["n_baseline"]),
+                _fmt(d["n_arm"]),
+                d["reason"] or "",
+            ]
+            for d in s["decisions"]
+        ]
+        out += _table(
+            [
+                "arm",
+                "decision",
+                "effect",
+                "CI low",
+                "CI high",
+                "p",
+                "alpha adj.",
+                "n baseline",
+                "n arm",
+                "reason",
+            ],
+            rows,
+        )
     else:
         out += ["No treatment arms.", ""]
     if s.get("looks"):  # sequential confirmation (docs/planning.md)
         out += ["### Looks", ""]
-        rows = [[lk["arm"], lk.get("look"), f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
-                 _fmt(lk.get("effect")), f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
-                 _fmt(lk.get("statistic")), lk.get("note") or _fmt(lk.get("boundary")), lk.get("action")]
-                for lk in s["looks"]]
-        out += _table(["arm", "look", "n arm vs baseline", "effect", "repeated CI", "t", "boundary", "action"], rows)
-        out += ["Seeds after an arm's last look were not needed: the sequential confirmation stopped it.", ""]
+        rows = [
+            [
+                lk["arm"],
+                lk.get("look"),
+                f"{_fmt(lk.get('n_arm'))} vs {_fmt(lk.get('n_baseline'))}",
+                _fmt(lk.get("effect")),
+                f"{_fmt(lk.get('ci_low'))} to {_fmt(lk.get('ci_high'))}",
+                _fmt(lk.get("statistic")),
+                lk.get("note") or _fmt(lk.get("boundary")),
+                lk.get("action"),
+            ]
+            for lk in s["looks"]
+        ]
+        out += _table(
+            [
+                "arm",
+                "look",
+                "n arm vs baseline",
+                "effect",
+                "repeated CI",
+                "t",
+                "boundary",
+                "action",
+            ],
+            rows,
+        )
+        out += [
+            "Seeds after an arm's last look were not needed: the sequential confirmation stopped it.",
+            "",
+        ]
     ps = s["per_seed"]
     out += [f"## Confirmation by seed ({_code(ps['metric'])})", ""]
     if ps["rows"]:
@@ -495,9 +744,16 @@ def render_markdown(results: RunResults) -> str:
             cells = []
             for arm in ps["arms"]:
                 c = r["values"].get(arm)
-                absent = "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
-                cells.append(absent if c is None else _fmt(c["value"]) if c["status"] == TrialStatus.COMPLETED
-                             else f"{_fmt(c['value'])} ({c['status']})")
+                absent = (
+                    "not needed" if [r["seed"], arm] in ps.get("not_needed", []) else ps["missing"]
+                )
+                cells.append(
+                    absent
+                    if c is None
+                    else _fmt(c["value"])
+                    if c["status"] == TrialStatus.COMPLETED
+                    else f"{_fmt(c['value'])} ({c['status']})"
+                )
             rows.append([r["seed"], *cells])
         rows.append(["mean", *[_fmt(ps["mean"].get(a)) for a in ps["arms"]]])
         out += _table(["seed", *ps["arms"]], rows)
@@ -505,14 +761,45 @@ def render_markdown(results: RunResults) -> str:
         out += ["No confirmation trials yet.", ""]
     if s["tuning"]:
         out += ["## Tuning", ""]
-        rows = [[t["arm"], _fmt(t["planned"]), t["ended"], t["full_exposure"], t["early_stopped"], t["failed"],
-                 t["selected_trial"] or "–", _fmt(t["selected_value"]),
-                 ", ".join(f"{k}={_fmt(v)}" for k, v in t["selected_params"].items())] for t in s["tuning"]]
-        out += _table(["arm", "planned", "ended", "full exposure", "stopped early", "failed", "selected", "value", "params"], rows)
+        rows = [
+            [
+                t["arm"],
+                _fmt(t["planned"]),
+                t["ended"],
+                t["full_exposure"],
+                t["early_stopped"],
+                t["failed"],
+                t["selected_trial"] or "–",
+                _fmt(t["selected_value"]),
+                ", ".join(f"{k}={_fmt(v)}" for k, v in t["selected_params"].items()),
+            ]
+            for t in s["tuning"]
+        ]
+        out += _table(
+            [
+                "arm",
+                "planned",
+                "ended",
+                "full exposure",
+                "stopped early",
+                "failed",
+                "selected",
+                "value",
+                "params",
+            ],
+            rows,
+        )
     out += ["## Data", ""] + data_lines(s) + [""]
     out += ["## Trials and budget", ""]
-    rows = [[t["phase"], t["arm"], f"{t['ended']} / {_fmt(t['planned'])}",
-             ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items()))] for t in s["trials"]]
+    rows = [
+        [
+            t["phase"],
+            t["arm"],
+            f"{t['ended']} / {_fmt(t['planned'])}",
+            ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())),
+        ]
+        for t in s["trials"]
+    ]
     out += _table(["phase", "arm", "ended / planned", "statuses"], rows)
     out += _table(["budget", "used"], [list(r) for r in budget_lines(s["budget"])])
     out += cost_lines(s["cost"])
@@ -525,27 +812,60 @@ def _failure_md(s: dict[str, Any]) -> list[str]:
     out: list[str] = []
     out += ["## Failures", ""]
     if s["failures"]:
-        rows = [[f["trial_id"], f["status"] + (" (retried)" if f["retried"] else ""), f["attempts"],
-                 f["error"], f["where"]]  # one line: the traceback stays in trials.jsonl and the trial's logs
-                for f in s["failures"][:MAX_ROWS]]
-        out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(len(s["failures"]))
+        rows = [
+            [
+                f["trial_id"],
+                f["status"] + (" (retried)" if f["retried"] else ""),
+                f["attempts"],
+                f["error"],
+                f["where"],
+            ]  # one line: the traceback stays in trials.jsonl and the trial's logs
+            for f in s["failures"][:MAX_ROWS]
+        ]
+        out += _table(["trial", "status", "attempts", "error", "where"], rows) + more_line(
+            len(s["failures"])
+        )
     else:
         out += ["None.", ""]
     out += ["## Protocol violations", ""]
     if s["violations"]:
-        rows = [[v["kind"], v["trial_id"], _fmt(v["step"]), v["detail"], SOURCES.get(v["source"], v["source"])]
-                for v in s["violations"][:MAX_ROWS]]
-        out += _table(["kind", "trial", "step", "detail", "source"], rows) + more_line(len(s["violations"]))
+        rows = [
+            [
+                v["kind"],
+                v["trial_id"],
+                _fmt(v["step"]),
+                v["detail"],
+                SOURCES.get(v["source"], v["source"]),
+            ]
+            for v in s["violations"][:MAX_ROWS]
+        ]
+        out += _table(["kind", "trial", "step", "detail", "source"], rows) + more_line(
+            len(s["violations"])
+        )
     else:
         out += ["None.", ""]
     out += ["## Held-out ledger", "", heldout_line(s["heldout"]), ""]
     if s.get("reevals"):
         out += ["## Re-evaluations (plan reeval)", ""]
-        out += _table(["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"], [
-            [_fmt(r["reeval"]), r["arm"], ", ".join(map(str, r["seeds"] or [])), _fmt(r["tolerance"]), r["verdict"],
-             ", ".join(r["identity_differences"]) or "none", r["started"] or "–"] for r in s["reevals"]])
+        out += _table(
+            ["reeval", "arm", "seeds", "tolerance", "verdict", "identity differences", "started"],
+            [
+                [
+                    _fmt(r["reeval"]),
+                    r["arm"],
+                    ", ".join(map(str, r["seeds"] or [])),
+                    _fmt(r["tolerance"]),
+                    r["verdict"],
+                    ", ".join(r["identity_differences"]) or "none",
+                    r["started"] or "–",
+                ]
+                for r in s["reevals"]
+            ],
+        )
     if s.get("lineage"):
-        out += ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
+        out += (
+            ["## Lineage", ""] + [f"- {_md(line)}" for line in lineage_lines(s["lineage"])] + [""]
+        )
     return out
 
 
@@ -556,14 +876,31 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
     out += ["## Identity", ""]
     if ident:
         pk = ", ".join(f"{k} {v}" for k, v in ident["packages"].items())
-        out += _table(["", ""], [
-            ["commit", f"{ident.get('commit') or 'not recorded (not a git checkout?)'}" + (" (dirty)" if ident.get("dirty") else "")],
-            ["repo", ident.get("repo") or "–"], ["trainable", ident.get("trainable") or "–"],
-            ["python", ident.get("python") or "–"],
-            ["packages", pk + (f" (+{ident['other_packages']} more)" if ident.get("other_packages") else "")],
-            ["host", f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)"],
-            ["data", ", ".join(f"{p}: {str(h)[:12]}" for p, h in ident["data"].items()) or "–"],
-        ])
+        out += _table(
+            ["", ""],
+            [
+                [
+                    "commit",
+                    f"{ident.get('commit') or 'not recorded (not a git checkout?)'}"
+                    + (" (dirty)" if ident.get("dirty") else ""),
+                ],
+                ["repo", ident.get("repo") or "–"],
+                ["trainable", ident.get("trainable") or "–"],
+                ["python", ident.get("python") or "–"],
+                [
+                    "packages",
+                    pk
+                    + (
+                        f" (+{ident['other_packages']} more)" if ident.get("other_packages") else ""
+                    ),
+                ],
+                [
+                    "host",
+                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)",
+                ],
+                ["data", ", ".join(f"{p}: {str(h)[:12]}" for p, h in ident["data"].items()) or "–"],
+            ],
+        )
     else:
         out += ["identity.json is missing.", ""]
     if s["notes"]:
@@ -573,8 +910,10 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
 
 # ---------------------------------------------------------------- cost (apart from the decision)
 
-COST_NOTE = ("What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
-             "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved.")
+COST_NOTE = (
+    "What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
+    "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved."
+)
 
 
 def _disk(n: Any) -> str:
@@ -590,9 +929,12 @@ def cost_table(cost: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial measured it:
     command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
     disk = any(c.get("disk_bytes") is not None for c in cost)
-    rows = [[c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"])]
-            + ([_disk(c.get("disk_bytes"))] if disk else [])
-            + [_fmt(c["median_s_per_step"]), _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])] for c in cost]
+    rows = [
+        [c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"])]
+        + ([_disk(c.get("disk_bytes"))] if disk else [])
+        + [_fmt(c["median_s_per_step"]), _fmt(c["cpu_seconds"]), _fmt(c["gpu_seconds"])]
+        for c in cost
+    ]
     return COST_HEADER[:3] + (["disk"] if disk else []) + COST_HEADER[3:], rows
 
 

@@ -47,16 +47,32 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
     events = folder.events().records
-    not_needed = {tid for e in events if e.get("event") == "trials_skipped" and e.get("by_design")
-                  for tid in e.get("trial_ids") or []}  # sequential looks stopped early: not pending
-    plan_count = Counter((p.get("phase"), p.get("arm")) for p in planned if p.get("trial_id") not in not_needed)
+    not_needed = {
+        tid
+        for e in events
+        if e.get("event") == "trials_skipped" and e.get("by_design")
+        for tid in e.get("trial_ids") or []
+    }  # sequential looks stopped early: not pending
+    plan_count = Counter(
+        (p.get("phase"), p.get("arm")) for p in planned if p.get("trial_id") not in not_needed
+    )
     ended: dict[tuple[Any, Any], Counter] = {}
     for r in records:
         ended.setdefault((r.get("phase"), r.get("arm")), Counter())[str(r.get("status"))] += 1
-    keys = sorted(set(plan_count) | set(ended),
-                  key=lambda k: (PHASE_ORDER.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])))
-    rows = [{"phase": k[0], "arm": k[1], "planned": plan_count.get(k) or None,
-             "ended": sum(ended.get(k, Counter()).values()), "statuses": dict(ended.get(k, Counter()))} for k in keys]
+    keys = sorted(
+        set(plan_count) | set(ended),
+        key=lambda k: (PHASE_ORDER.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])),
+    )
+    rows = [
+        {
+            "phase": k[0],
+            "arm": k[1],
+            "planned": plan_count.get(k) or None,
+            "ended": sum(ended.get(k, Counter()).values()),
+            "statuses": dict(ended.get(k, Counter())),
+        }
+        for k in keys
+    ]
 
     ended_ids = {r.get("trial_id") for r in records}
     started: dict[Any, None] = {}
@@ -70,27 +86,38 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     decisions = folder.decisions() or {}
     lock = folder.lock()
     return {
-        "run_id": info.get("run_id"), "name": info.get("name") or contract.get("name"), "run_dir": str(folder.path),
-        "state": state.get("state") or "unknown", "reason": state.get("reason"), "updated": state.get("updated"),
-        "lock": lock, "lock_alive": _lock_alive(lock),
-        "trials": rows, "trials_ended": sum(r.get("phase") != "reeval" for r in records),
-        "trials_planned": None if facts.planned_count(plan) is None else facts.planned_count(plan) - len(not_needed),
+        "run_id": info.get("run_id"),
+        "name": info.get("name") or contract.get("name"),
+        "run_dir": str(folder.path),
+        "state": state.get("state") or "unknown",
+        "reason": state.get("reason"),
+        "updated": state.get("updated"),
+        "lock": lock,
+        "lock_alive": _lock_alive(lock),
+        "trials": rows,
+        "trials_ended": sum(r.get("phase") != "reeval" for r in records),
+        "trials_planned": None
+        if facts.planned_count(plan) is None
+        else facts.planned_count(plan) - len(not_needed),
         "not_needed": len(not_needed),
         "running": running,
-        "failures": facts.failures(records), "violations": facts.violations(records, contract),
+        "failures": facts.failures(records),
+        "violations": facts.violations(records, contract),
         "budget": facts.budget_used(records, contract, state, plan),
         "heldout": facts.heldout_ledger(records, contract),
-        "decisions": [{"arm": d.get("arm"), "decision": d.get("decision")} for d in decisions.get("decisions") or []],
+        "decisions": [
+            {"arm": d.get("arm"), "decision": d.get("decision")}
+            for d in decisions.get("decisions") or []
+        ],
         "notes": lines.notes,
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
-        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)] + decision_findings(decisions),
+        "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)]
+        + decision_findings(decisions),
     }
 
 
 def _n(value: Any) -> str:
     return "?" if value is None else str(value)
-
-
 
 
 def failure_line(group: dict[str, Any]) -> str:
@@ -101,45 +128,69 @@ def failure_line(group: dict[str, Any]) -> str:
     line += f" (logs in {group['logs']})" if group.get("logs") else ""
     others = group["trial_ids"][1:]
     if others:
-        line += (f"; the same in {len(others)} more: {', '.join(map(str, others[:5]))}"
-                 + (" ..." if len(others) > 5 else ""))
+        line += f"; the same in {len(others)} more: {', '.join(map(str, others[:5]))}" + (
+            " ..." if len(others) > 5 else ""
+        )
     return line
 
 
 def format_status(status: dict[str, Any]) -> str:
     """The status as text: state, trials vs plan, failures, budget, held-out ledger, lock."""
     s = status
-    out = [f"run {s['name']} / {s['run_id']}: {s['state']}" + (f" ({s['reason']})" if s.get("reason") else "")
-           + (f", updated {s['updated']}" if s.get("updated") else "")]
+    out = [
+        f"run {s['name']} / {s['run_id']}: {s['state']}"
+        + (f" ({s['reason']})" if s.get("reason") else "")
+        + (f", updated {s['updated']}" if s.get("updated") else "")
+    ]
     lock = s.get("lock")
     if lock:
         by = f"`{lock['command']}`, " if lock.get("command") else ""
         holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
-        elif s["state"] != RunState.RUNNING and lock.get("command") != "plan reeval":  # a reeval runs on a finished run
+        elif (
+            s["state"] != RunState.RUNNING and lock.get("command") != "plan reeval"
+        ):  # a reeval runs on a finished run
             holder += f" (but the state is {s['state']}: the lock may be stale)"
         out.append(holder)
     reevals = s["budget"].get("reeval_trials")
-    out.append(f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
-               + (f" ({s['not_needed']} more not needed: the sequential confirmation stopped early)"
-                  if s.get("not_needed") else "")
-               + (f" (and {reevals} in re-evaluation, not planned)" if reevals else ""))
+    out.append(
+        f"trials ended: {s['trials_ended']} of {_n(s['trials_planned'])} planned"
+        + (
+            f" ({s['not_needed']} more not needed: the sequential confirmation stopped early)"
+            if s.get("not_needed")
+            else ""
+        )
+        + (f" (and {reevals} in re-evaluation, not planned)" if reevals else "")
+    )
     if s["trials"]:
         width = max(len(str(t["arm"])) for t in s["trials"])
         for t in s["trials"]:
-            statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
-            out.append(f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}")
+            statuses = (
+                ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
+            )
+            out.append(
+                f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}"
+            )
     if s["running"]:
-        shown = ", ".join(s["running"][:5]) + (f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else "")
-        label = "started, not ended" if s["state"] == RunState.RUNNING else "started, never ended (no record)"
+        shown = ", ".join(s["running"][:5]) + (
+            f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else ""
+        )
+        label = (
+            "started, not ended"
+            if s["state"] == RunState.RUNNING
+            else "started, never ended (no record)"
+        )
         out.append(f"{label}: {shown}")
     fails = [f for f in s["failures"] if not f["retried"]]
     retried = [f for f in s["failures"] if f["retried"]]
     if fails or retried:
         kinds = Counter(f["status"] for f in fails)
-        out.append(f"failures: {len(fails) or 'none'}" + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
-                   + (f"; {len(retried)} trial(s) succeeded after a retry" if retried else ""))
+        out.append(
+            f"failures: {len(fails) or 'none'}"
+            + (f" ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})" if kinds else "")
+            + (f"; {len(retried)} trial(s) succeeded after a retry" if retried else "")
+        )
         groups = facts.failure_groups(fails, s["run_dir"])
         out += [failure_line(g) for g in groups[:10]]
         if len(groups) > 10:
@@ -150,7 +201,11 @@ def format_status(status: dict[str, Any]) -> str:
     budget = f"budget: {b['trials_ended']} trials"
     if b.get("max_trials"):
         budget += f" (max_trials {b['max_trials']})"
-    budget += f", {b['steps']}" + (f" of {b['steps_planned']}" if b.get("steps_planned") else "") + f" {b['unit']}s of exposure"
+    budget += (
+        f", {b['steps']}"
+        + (f" of {b['steps_planned']}" if b.get("steps_planned") else "")
+        + f" {b['unit']}s of exposure"
+    )
     budget += f", wall time {format_duration(b.get('wall_time_s'))}"
     if b.get("max_wall_time_s"):
         budget += f" of {format_duration(b['max_wall_time_s'])}"
@@ -158,8 +213,10 @@ def format_status(status: dict[str, Any]) -> str:
     h = s["heldout"]
     if h.get("metric"):
         cap = f" of at most {h['cap']}" if h.get("cap") is not None else ""
-        line = (f"held-out ledger: {h['metric']} evaluated {h['evaluations']} time(s){cap} "
-                f"(confirm {h['confirm']}, reeval {h['reeval']})")
+        line = (
+            f"held-out ledger: {h['metric']} evaluated {h['evaluations']} time(s){cap} "
+            f"(confirm {h['confirm']}, reeval {h['reeval']})"
+        )
         if h.get("cap") is None:
             line += "; no cap set (budget.max_heldout_evaluations)"
         if h.get("over_cap"):
@@ -171,7 +228,9 @@ def format_status(status: dict[str, Any]) -> str:
         out.append("held-out ledger: no held-out metric declared")
     if s["violations"]:
         kinds = Counter(v["kind"] for v in s["violations"])
-        out.append(f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
+        out.append(
+            f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
+        )
     data = s.get("data") or {}
     if data.get("splits") or data.get("violations"):
         out.append("data:")
@@ -182,4 +241,6 @@ def format_status(status: dict[str, Any]) -> str:
         out.append("decisions: none yet")
     out += [f"warning: {f.get('message') or f.get('kind')}" for f in s.get("findings") or []]
     out += [f"note: {n}" for n in s["notes"]]
-    return terminal_safe("\n".join(out)) + "\n"  # text of the run folder is shown, never obeyed by the terminal
+    return (
+        terminal_safe("\n".join(out)) + "\n"
+    )  # text of the run folder is shown, never obeyed by the terminal

@@ -23,7 +23,9 @@ FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 TEXT = "#24292f"
 AXIS = "#57606a"
 GRID = "#d0d7de"
-CHAR_EM = 0.62  # the width of an average character, in ems: to lay out labels without measuring them
+CHAR_EM = (
+    0.62  # the width of an average character, in ems: to lay out labels without measuring them
+)
 
 
 def text_width(text: str, size: float) -> float:
@@ -84,12 +86,17 @@ def _points(points: Any) -> str:
 
 
 def _attrs(**attrs: Any) -> str:
-    return "".join(f' {key.rstrip("_").replace("_", "-")}="{_text(value)}"'
-                   for key, value in attrs.items() if value is not None)
+    return "".join(
+        f' {key.rstrip("_").replace("_", "-")}="{_text(value)}"'
+        for key, value in attrs.items()
+        if value is not None
+    )
 
 
 def _dash(style: str | None, width: float) -> str | None:
-    return {"--": f"{4 * width:.1f} {2 * width:.1f}", ":": f"{width:.1f} {1.6 * width:.1f}"}.get(style or "")
+    return {"--": f"{4 * width:.1f} {2 * width:.1f}", ":": f"{width:.1f} {1.6 * width:.1f}"}.get(
+        style or ""
+    )
 
 
 def _finite_runs(*columns: Sequence[float]) -> list[list[int]]:
@@ -123,10 +130,14 @@ class Panel:
     y_margin: float = 0.05
     x_from_zero: bool = False
     y_range: tuple[float, float] | None = None
-    y_labels: list[tuple[float, str]] | None = None  # categorical y ticks (value, text); else numeric ticks
+    y_labels: list[tuple[float, str]] | None = (
+        None  # categorical y ticks (value, text); else numeric ticks
+    )
     grid: str = "both"  # "x", "y", "both" or "none"
     note: str | None = None  # a text in the middle instead of axes (nothing to plot)
-    legend: list[tuple[str, str, str | None, str]] = field(default_factory=list)  # label, color, dash, kind
+    legend: list[tuple[str, str, str | None, str]] = field(
+        default_factory=list
+    )  # label, color, dash, kind
     legend_at: str = "upper left"
     _marks: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _xs: list[float] = field(default_factory=list)
@@ -136,49 +147,107 @@ class Panel:
         self._xs += [float(v) for v in xs if math.isfinite(v)]
         self._ys += [float(v) for v in ys if math.isfinite(v)]
 
-    def line(self, xs: Sequence[float], ys: Sequence[float], color: str, width: float = 1.5,
-             dash: str | None = None, label: str | None = None) -> None:
+    def line(
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        color: str,
+        width: float = 1.5,
+        dash: str | None = None,
+        label: str | None = None,
+    ) -> None:
         xs, ys = [float(v) for v in xs], [float(v) for v in ys]
         self._extent(xs, ys)
-        self._marks.append(("line", {"xs": xs, "ys": ys, "color": color, "width": width, "dash": dash}))
+        self._marks.append(
+            ("line", {"xs": xs, "ys": ys, "color": color, "width": width, "dash": dash})
+        )
         if label is not None:
             self.legend.append((label, color, dash, "line"))
 
-    def band(self, xs: Sequence[float], lo: Sequence[float], hi: Sequence[float], color: str,
-             opacity: float = 0.18) -> None:
+    def band(
+        self,
+        xs: Sequence[float],
+        lo: Sequence[float],
+        hi: Sequence[float],
+        color: str,
+        opacity: float = 0.18,
+    ) -> None:
         xs, lo, hi = [float(v) for v in xs], [float(v) for v in lo], [float(v) for v in hi]
         self._extent(xs, lo)
         self._extent((), hi)
-        self._marks.append(("band", {"xs": xs, "lo": lo, "hi": hi, "color": color, "opacity": opacity}))
+        self._marks.append(
+            ("band", {"xs": xs, "lo": lo, "hi": hi, "color": color, "opacity": opacity})
+        )
 
     def point(self, x: float, y: float, color: str, radius: float = 4.0) -> None:
         self._extent([x], [y])
         self._marks.append(("point", {"x": float(x), "y": float(y), "color": color, "r": radius}))
 
-    def hbar(self, y: float, width: float, left: float, color: str, height: float = 0.8, opacity: float = 1.0,
-             label: str | None = None) -> None:
+    def hbar(
+        self,
+        y: float,
+        width: float,
+        left: float,
+        color: str,
+        height: float = 0.8,
+        opacity: float = 1.0,
+        label: str | None = None,
+    ) -> None:
         self._extent([left, left + width], [])
-        self._marks.append(("hbar", {"y": y, "w": float(width), "left": float(left), "color": color, "h": height,
-                                     "opacity": opacity}))
+        self._marks.append(
+            (
+                "hbar",
+                {
+                    "y": y,
+                    "w": float(width),
+                    "left": float(left),
+                    "color": color,
+                    "h": height,
+                    "opacity": opacity,
+                },
+            )
+        )
         if label is not None and all(entry[0] != label for entry in self.legend):
             self.legend.append((label, color, None, "box"))
 
-    def vline(self, x: float, color: str, width: float = 1.0, dash: str | None = None, label: str | None = None,
-              extent: bool = True) -> None:
+    def vline(
+        self,
+        x: float,
+        color: str,
+        width: float = 1.0,
+        dash: str | None = None,
+        label: str | None = None,
+        extent: bool = True,
+    ) -> None:
         if extent:
             self._extent([x], [])
         self._marks.append(("vline", {"x": float(x), "color": color, "width": width, "dash": dash}))
         if label is not None:
             self.legend.append((label, color, dash, "line"))
 
-    def text(self, x: float, y: float, text: str, color: str = TEXT, size: float = 12, dx: float = 0.0) -> None:
+    def text(
+        self, x: float, y: float, text: str, color: str = TEXT, size: float = 12, dx: float = 0.0
+    ) -> None:
         """`text` at (x, y) in data units, shifted `dx` px right, left-aligned and centred on y."""
-        self._marks.append(("text", {"x": float(x), "y": float(y), "text": text, "color": color, "size": size,
-                                     "dx": dx}))
+        self._marks.append(
+            (
+                "text",
+                {
+                    "x": float(x),
+                    "y": float(y),
+                    "text": text,
+                    "color": color,
+                    "size": size,
+                    "dx": dx,
+                },
+            )
+        )
 
     # -- drawing -------------------------------------------------------------------------------------------
 
-    def _range(self, values: list[float], margin: float, from_zero: bool = False) -> tuple[float, float]:
+    def _range(
+        self, values: list[float], margin: float, from_zero: bool = False
+    ) -> tuple[float, float]:
         if from_zero:
             values = [*values, 0.0]
         if not values:
@@ -193,10 +262,14 @@ class Panel:
 
     def draw(self) -> list[str]:
         out = []
-        box = _attrs(x=_num(self.left), y=_num(self.top), width=_num(self.width), height=_num(self.height))
+        box = _attrs(
+            x=_num(self.left), y=_num(self.top), width=_num(self.width), height=_num(self.height)
+        )
         if self.note is not None:
-            out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top + self.height / 2))}'
-                       f' text-anchor="middle" dominant-baseline="middle" font-size="13">{_text(self.note)}</text>')
+            out.append(
+                f"<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top + self.height / 2))}"
+                f' text-anchor="middle" dominant-baseline="middle" font-size="13">{_text(self.note)}</text>'
+            )
             return out
         x0, x1 = self._range(self._xs, self.x_margin, self.x_from_zero)
         y0, y1 = self.y_range or self._range(self._ys, self.y_margin)
@@ -210,13 +283,19 @@ class Panel:
         clip = f"c{id(self)}"
         out.append(f'<clipPath id="{clip}"><rect{box}/></clipPath>')
         xticks = nice_ticks(x0, x1, max(4, int(self.width // 60)), self.x_integer)
-        yticks = [] if self.y_labels is not None else nice_ticks(y0, y1, max(4, int(self.height // 32)))
+        yticks = (
+            [] if self.y_labels is not None else nice_ticks(y0, y1, max(4, int(self.height // 32)))
+        )
         for t in xticks if self.grid in ("x", "both") else []:
-            out.append(f'<line{_attrs(x1=_num(sx(t)), x2=_num(sx(t)), y1=_num(self.top), y2=_num(self.top + self.height))}'
-                       f' stroke="{GRID}" stroke-width="0.8"/>')
+            out.append(
+                f"<line{_attrs(x1=_num(sx(t)), x2=_num(sx(t)), y1=_num(self.top), y2=_num(self.top + self.height))}"
+                f' stroke="{GRID}" stroke-width="0.8"/>'
+            )
         for t in yticks if self.grid in ("y", "both") else []:
-            out.append(f'<line{_attrs(x1=_num(self.left), x2=_num(self.left + self.width), y1=_num(sy(t)), y2=_num(sy(t)))}'
-                       f' stroke="{GRID}" stroke-width="0.8"/>')
+            out.append(
+                f"<line{_attrs(x1=_num(self.left), x2=_num(self.left + self.width), y1=_num(sy(t)), y2=_num(sy(t)))}"
+                f' stroke="{GRID}" stroke-width="0.8"/>'
+            )
         out.append(f'<g clip-path="url(#{clip})">')
         for kind, m in self._marks:
             out += self._mark(kind, m, sx, sy)
@@ -224,62 +303,91 @@ class Panel:
         out.append(f'<rect{box} fill="none" stroke="{AXIS}" stroke-width="0.8"/>')
         bottom = self.top + self.height
         for t in xticks:
-            out.append(f'<line{_attrs(x1=_num(sx(t)), x2=_num(sx(t)), y1=_num(bottom), y2=_num(bottom + 4))}'
-                       f' stroke="{AXIS}"/><text{_attrs(x=_num(sx(t)), y=_num(bottom + 16))}'
-                       f' text-anchor="middle" font-size="11">{_text(tick_label(t, xticks))}</text>')
+            out.append(
+                f"<line{_attrs(x1=_num(sx(t)), x2=_num(sx(t)), y1=_num(bottom), y2=_num(bottom + 4))}"
+                f' stroke="{AXIS}"/><text{_attrs(x=_num(sx(t)), y=_num(bottom + 16))}'
+                f' text-anchor="middle" font-size="11">{_text(tick_label(t, xticks))}</text>'
+            )
         for value, label in self.y_labels or [(t, tick_label(t, yticks)) for t in yticks]:
             y = sy(value)
-            out.append(f'<line{_attrs(x1=_num(self.left - 4), x2=_num(self.left), y1=_num(y), y2=_num(y))}'
-                       f' stroke="{AXIS}"/><text{_attrs(x=_num(self.left - 7), y=_num(y))} text-anchor="end"'
-                       f' dominant-baseline="middle" font-size="11">{_text(label)}</text>')
+            out.append(
+                f"<line{_attrs(x1=_num(self.left - 4), x2=_num(self.left), y1=_num(y), y2=_num(y))}"
+                f' stroke="{AXIS}"/><text{_attrs(x=_num(self.left - 7), y=_num(y))} text-anchor="end"'
+                f' dominant-baseline="middle" font-size="11">{_text(label)}</text>'
+            )
         if self.title:
-            out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top - 8))}'
-                       f' text-anchor="middle" font-size="13">{_text(self.title)}</text>')
+            out.append(
+                f"<text{_attrs(x=_num(self.left + self.width / 2), y=_num(self.top - 8))}"
+                f' text-anchor="middle" font-size="13">{_text(self.title)}</text>'
+            )
         if self.xlabel:
-            out.append(f'<text{_attrs(x=_num(self.left + self.width / 2), y=_num(bottom + 34))}'
-                       f' text-anchor="middle" font-size="12">{_text(self.xlabel)}</text>')
+            out.append(
+                f"<text{_attrs(x=_num(self.left + self.width / 2), y=_num(bottom + 34))}"
+                f' text-anchor="middle" font-size="12">{_text(self.xlabel)}</text>'
+            )
         if self.ylabel:
             x, y = self.left - 46, self.top + self.height / 2
-            out.append(f'<text{_attrs(x=_num(x), y=_num(y), transform=f"rotate(-90 {_num(x)} {_num(y)})")}'
-                       f' text-anchor="middle" font-size="12">{_text(self.ylabel)}</text>')
+            out.append(
+                f"<text{_attrs(x=_num(x), y=_num(y), transform=f'rotate(-90 {_num(x)} {_num(y)})')}"
+                f' text-anchor="middle" font-size="12">{_text(self.ylabel)}</text>'
+            )
         out += self._legend()
         return out
 
     def _mark(self, kind: str, m: dict[str, Any], sx, sy) -> list[str]:
         if kind == "line":
-            style = _attrs(stroke=m["color"], stroke_width=m["width"], stroke_dasharray=_dash(m["dash"], m["width"]))
+            style = _attrs(
+                stroke=m["color"],
+                stroke_width=m["width"],
+                stroke_dasharray=_dash(m["dash"], m["width"]),
+            )
             xs, ys = m["xs"], m["ys"]
-            return [f'<polyline points="{_points((sx(xs[i]), sy(ys[i])) for i in run)}"{style} fill="none"'
-                    ' stroke-linejoin="round"/>' for run in _finite_runs(xs, ys)]
+            return [
+                f'<polyline points="{_points((sx(xs[i]), sy(ys[i])) for i in run)}"{style} fill="none"'
+                ' stroke-linejoin="round"/>'
+                for run in _finite_runs(xs, ys)
+            ]
         if kind == "band":
             out = []
             xs, lo, hi = m["xs"], m["lo"], m["hi"]
             for run in _finite_runs(xs, lo, hi):
-                edge = [(sx(xs[i]), sy(hi[i])) for i in run] + [(sx(xs[i]), sy(lo[i])) for i in reversed(run)]
-                out.append(f'<polygon points="{_points(edge)}"'
-                           f'{_attrs(fill=m["color"], fill_opacity=m["opacity"])} stroke="none"/>')
+                edge = [(sx(xs[i]), sy(hi[i])) for i in run] + [
+                    (sx(xs[i]), sy(lo[i])) for i in reversed(run)
+                ]
+                out.append(
+                    f'<polygon points="{_points(edge)}"'
+                    f'{_attrs(fill=m["color"], fill_opacity=m["opacity"])} stroke="none"/>'
+                )
             return out
         if kind == "point":
             if not (math.isfinite(m["x"]) and math.isfinite(m["y"])):
                 return []
-            return [f'<circle{_attrs(cx=_num(sx(m["x"])), cy=_num(sy(m["y"])), r=m["r"], fill=m["color"])}/>']
+            return [
+                f"<circle{_attrs(cx=_num(sx(m['x'])), cy=_num(sy(m['y'])), r=m['r'], fill=m['color'])}/>"
+            ]
         if kind == "hbar":
             if not all(math.isfinite(v) for v in (m["w"], m["left"])) or m["w"] == 0:
                 return []
             a, b = sx(m["left"]), sx(m["left"] + m["w"])
             top, bottom = sy(m["y"] + m["h"] / 2), sy(m["y"] - m["h"] / 2)
-            return [f'<rect{_attrs(x=_num(min(a, b)), y=_num(top), width=_num(abs(b - a)), height=_num(bottom - top))}'
-                    f'{_attrs(fill=m["color"], fill_opacity=m["opacity"])}/>']
+            return [
+                f"<rect{_attrs(x=_num(min(a, b)), y=_num(top), width=_num(abs(b - a)), height=_num(bottom - top))}"
+                f"{_attrs(fill=m['color'], fill_opacity=m['opacity'])}/>"
+            ]
         if kind == "vline":
             if not math.isfinite(m["x"]):
                 return []
             x = _num(sx(m["x"]))
-            return [f'<line{_attrs(x1=x, x2=x, y1=_num(self.top), y2=_num(self.top + self.height))}'
-                    f'{_attrs(stroke=m["color"], stroke_width=m["width"], stroke_dasharray=_dash(m["dash"], m["width"]))}/>']
+            return [
+                f"<line{_attrs(x1=x, x2=x, y1=_num(self.top), y2=_num(self.top + self.height))}"
+                f"{_attrs(stroke=m['color'], stroke_width=m['width'], stroke_dasharray=_dash(m['dash'], m['width']))}/>"
+            ]
         if not (math.isfinite(m["x"]) and math.isfinite(m["y"])):  # text
             return []
-        return [f'<text{_attrs(x=_num(sx(m["x"]) + m["dx"]), y=_num(sy(m["y"])), fill=m["color"])}'
-                f' dominant-baseline="middle" font-size="{_num(m["size"])}">{_text(m["text"])}</text>']
+        return [
+            f"<text{_attrs(x=_num(sx(m['x']) + m['dx']), y=_num(sy(m['y'])), fill=m['color'])}"
+            f' dominant-baseline="middle" font-size="{_num(m["size"])}">{_text(m["text"])}</text>'
+        ]
 
     def _legend(self) -> list[str]:
         if not self.legend:
@@ -294,23 +402,36 @@ class Panel:
                 x += text_width(label, size) + 40
             return out
         x = self.left + 8 if self.legend_at.endswith("left") else self.left + self.width - wide - 8
-        y = self.top + 10 if self.legend_at.startswith("upper") else self.top + self.height - row * len(self.legend) - 4
-        out.append(f'<rect{_attrs(x=_num(x - 4), y=_num(y - 2), width=_num(wide), height=_num(row * len(self.legend) + 4))}'
-                   ' fill="#ffffff" fill-opacity="0.85"/>')  # over the data it lies on, as matplotlib's frame
+        y = (
+            self.top + 10
+            if self.legend_at.startswith("upper")
+            else self.top + self.height - row * len(self.legend) - 4
+        )
+        out.append(
+            f"<rect{_attrs(x=_num(x - 4), y=_num(y - 2), width=_num(wide), height=_num(row * len(self.legend) + 4))}"
+            ' fill="#ffffff" fill-opacity="0.85"/>'
+        )  # over the data it lies on, as matplotlib's frame
         for i, (label, color, dash, kind) in enumerate(self.legend):
             out += self._key(x, y + i * row + row / 2, label, color, dash, kind, size)
         return out
 
     @staticmethod
-    def _key(x: float, cy: float, label: str, color: str, dash: str | None, kind: str, size: float) -> list[str]:
+    def _key(
+        x: float, cy: float, label: str, color: str, dash: str | None, kind: str, size: float
+    ) -> list[str]:
         """One legend entry: its sample (a line or a box) and its label."""
         if kind == "box":
-            sample = f'<rect{_attrs(x=_num(x), y=_num(cy - 5), width=18, height=10, fill=color)}/>'
+            sample = f"<rect{_attrs(x=_num(x), y=_num(cy - 5), width=18, height=10, fill=color)}/>"
         else:
-            sample = (f'<line{_attrs(x1=_num(x), x2=_num(x + 18), y1=_num(cy), y2=_num(cy), stroke=color)}'
-                      f'{_attrs(stroke_width=1.8, stroke_dasharray=_dash(dash, 1.2))}/>')
-        return [sample, f'<text{_attrs(x=_num(x + 24), y=_num(cy))} dominant-baseline="middle"'
-                        f' font-size="{size}">{_text(label)}</text>']
+            sample = (
+                f"<line{_attrs(x1=_num(x), x2=_num(x + 18), y1=_num(cy), y2=_num(cy), stroke=color)}"
+                f"{_attrs(stroke_width=1.8, stroke_dasharray=_dash(dash, 1.2))}/>"
+            )
+        return [
+            sample,
+            f'<text{_attrs(x=_num(x + 24), y=_num(cy))} dominant-baseline="middle"'
+            f' font-size="{size}">{_text(label)}</text>',
+        ]
 
 
 @dataclass
@@ -327,9 +448,11 @@ class Chart:
         return panel
 
     def svg(self) -> bytes:
-        parts = [f'<svg xmlns="http://www.w3.org/2000/svg"{_attrs(width=_num(self.width), height=_num(self.height))}'
-                 f' viewBox="0 0 {_num(self.width)} {_num(self.height)}"{_attrs(font_family=FONT, fill=TEXT)}>',
-                 f'<rect width="{_num(self.width)}" height="{_num(self.height)}" fill="#ffffff"/>']
+        parts = [
+            f'<svg xmlns="http://www.w3.org/2000/svg"{_attrs(width=_num(self.width), height=_num(self.height))}'
+            f' viewBox="0 0 {_num(self.width)} {_num(self.height)}"{_attrs(font_family=FONT, fill=TEXT)}>',
+            f'<rect width="{_num(self.width)}" height="{_num(self.height)}" fill="#ffffff"/>',
+        ]
         for panel in self.panels:
             parts += panel.draw()
         parts.append("</svg>")

@@ -31,8 +31,18 @@ from planner._store import read as rf
 from planner._store.files import write_atomic
 from planner._store.schema import ReportColumns
 
-DECISION_COLUMNS = ["arm", "decision", "effect", "ci_low", "ci_high", "p_value", "alpha_adjusted",
-                    "n_baseline", "n_arm", "reason"]
+DECISION_COLUMNS = [
+    "arm",
+    "decision",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "alpha_adjusted",
+    "n_baseline",
+    "n_arm",
+    "reason",
+]
 PHASES = ["tune", "confirm", "reeval"]
 
 
@@ -59,11 +69,19 @@ class RunResults:
     heldout: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    cost: list[dict[str, Any]] = field(default_factory=list)  # per arm, apart from the decision (cost.py)
-    data: dict[str, Any] = field(default_factory=dict)  # the splits trials logged (planner._data.checks.data_summary)
+    cost: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # per arm, apart from the decision (cost.py)
+    data: dict[str, Any] = field(
+        default_factory=dict
+    )  # the splits trials logged (planner._data.checks.data_summary)
     events: list[dict[str, Any]] = field(default_factory=list)  # events.jsonl, in order
-    looks: list[dict[str, Any]] = field(default_factory=list)  # sequential confirmation: one per arm and look
-    reevals: list[dict[str, Any]] = field(default_factory=list)  # reevals.jsonl: one per `plan reeval`
+    looks: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # sequential confirmation: one per arm and look
+    reevals: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # reevals.jsonl: one per `plan reeval`
     lineage: dict[str, Any] | None = None  # lineage.json (docs/lineage.md)
 
     @property
@@ -92,11 +110,15 @@ class RunResults:
         return facts.contract_get(self.contract, "metric.heldout") or self.metric
 
     def __repr__(self) -> str:
-        return (f"RunResults({self.run_id!r}, state={self.run_state!r}, trials={len(self.trials)}, "
-                f"reports={len(self.reports)}, decisions={len(self.decisions)})")
+        return (
+            f"RunResults({self.run_id!r}, state={self.run_state!r}, trials={len(self.trials)}, "
+            f"reports={len(self.reports)}, decisions={len(self.decisions)})"
+        )
 
 
-def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[str] | None = None) -> RunResults:
+def load_run(
+    run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[str] | None = None
+) -> RunResults:
     """Read a run folder into DataFrames.
 
     `reports=False` leaves the long reports table empty; `metrics` keeps only
@@ -121,25 +143,45 @@ def load_run(run_dir: str | os.PathLike, *, reports: bool = True, metrics: list[
         plan = folder.plan()
         decision_doc = folder.decisions() or {}
         results = RunResults(
-            run_dir=folder.path, run_id=str(info.get("run_id")),
-            name=str(info.get("name") or contract.get("name") or ""), contract=contract, state=state,
-            trials=trials, reports=report_frame, decisions=_decisions(decision_doc, contract),
+            run_dir=folder.path,
+            run_id=str(info.get("run_id")),
+            name=str(info.get("name") or contract.get("name") or ""),
+            contract=contract,
+            state=state,
+            trials=trials,
+            reports=report_frame,
+            decisions=_decisions(decision_doc, contract),
             decision_info={k: v for k, v in decision_doc.items() if k != "decisions"},
-            identity=folder.identity(), plan=plan, selection=folder.selection(), configs=folder.configs(),
-            lock=folder.lock(), failures=facts.failures(records), violations=facts.violations(records, contract),
+            identity=folder.identity(),
+            plan=plan,
+            selection=folder.selection(),
+            configs=folder.configs(),
+            lock=folder.lock(),
+            failures=facts.failures(records),
+            violations=facts.violations(records, contract),
             heldout=facts.heldout_ledger(records, contract),
             budget=facts.budget_used(records, contract, state, plan),
-            notes=notes, data=data_summary(records, facts.contract_get(contract, "data")),
-            cost=cost_by_arm(records, contract), events=events, looks=_looks(decision_doc),
-            reevals=folder.reevals().records, lineage=folder.json("lineage.json"),
+            notes=notes,
+            data=data_summary(records, facts.contract_get(contract, "data")),
+            cost=cost_by_arm(records, contract),
+            events=events,
+            looks=_looks(decision_doc),
+            reevals=folder.reevals().records,
+            lineage=folder.json("lineage.json"),
         )
         del records, collector
     return results
 
+
 def _looks(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """decisions.json's sequential looks: one row per arm and look taken ([] without looks)."""
-    return [{"arm": d.get("arm"), **look} for d in doc.get("decisions") or [] if isinstance(d, dict)
-            for look in d.get("looks") or [] if isinstance(look, dict)]
+    return [
+        {"arm": d.get("arm"), **look}
+        for d in doc.get("decisions") or []
+        if isinstance(d, dict)
+        for look in d.get("looks") or []
+        if isinstance(look, dict)
+    ]
 
 
 def _numeric(values: list[Any]) -> np.ndarray:
@@ -149,8 +191,14 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
-_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf, "NaN": math.nan, "Infinity": math.inf,
-               "-Infinity": -math.inf}
+_NON_FINITE = {
+    "nan": math.nan,
+    "inf": math.inf,
+    "-inf": -math.inf,
+    "NaN": math.nan,
+    "Infinity": math.inf,
+    "-Infinity": -math.inf,
+}
 
 
 def _number(v: Any) -> float:
@@ -158,7 +206,9 @@ def _number(v: Any) -> float:
     if isinstance(v, int | float) and not isinstance(v, bool):
         try:
             return float(v)
-        except OverflowError:  # an int past a double's range (a planted time_s): an infinity, as numpy gives
+        except (
+            OverflowError
+        ):  # an int past a double's range (a planted time_s): an infinity, as numpy gives
             return math.inf if v > 0 else -math.inf
     return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
 
@@ -170,8 +220,12 @@ def _doubles(values: Sequence[Any]) -> list[float]:
 
 def _integers(values: Sequence[Any]) -> list[int]:
     """Steps as integers; anything else as -1 (its report broke the protocol)."""
-    return [int(v) if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) else -1
-            for v in values]
+    return [
+        int(v)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        else -1
+        for v in values
+    ]
 
 
 _NUMBER_KINDS = frozenset({float, int})
@@ -197,8 +251,6 @@ def _int_array(values: Sequence[Any]) -> np.ndarray:
     return np.array(_integers(values), dtype=np.int64)
 
 
-
-
 class _Collector:
     """Columns of the reports table, gathered one trial record at a time.
 
@@ -207,12 +259,16 @@ class _Collector:
     columns, never a million report dicts.
     """
 
-    def __init__(self, contract: dict[str, Any], want_reports: bool, metrics: list[str] | None = None):
+    def __init__(
+        self, contract: dict[str, Any], want_reports: bool, metrics: list[str] | None = None
+    ):
         self.contract = contract
         self.want = want_reports
         self.metrics = None if metrics is None else set(metrics)
         self.records: list[dict[str, Any]] = []
-        self.steps = array("q")  # typed buffers: 8 bytes a value, read by numpy without a copy at the end
+        self.steps = array(
+            "q"
+        )  # typed buffers: 8 bytes a value, read by numpy without a copy at the end
         self.times = array("d")
         self.values = array("d")
         self.run_trial: list[int] = []
@@ -228,8 +284,12 @@ class _Collector:
         """One record; `columns`: its reports as the reader's schema check returned them, when regular."""
         i = len(self.records)
         if "trial_id" not in r:
-            raise rf.RunError(f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log")
-        r = rf.kept_whole(r, columns, self.limits)  # read whole again when the facts read its reports
+            raise rf.RunError(
+                f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log"
+            )
+        r = rf.kept_whole(
+            r, columns, self.limits
+        )  # read whole again when the facts read its reports
         if columns is not None:
             names = self._add_columns(i, columns)
         else:
@@ -247,7 +307,9 @@ class _Collector:
         self.n_reports.append(len(columns.steps))
         for name, last in zip(columns.names, columns.last, strict=True):
             self._final(name, i, last)
-        if self.want and columns.values and columns.typed:  # the C reader's: typed and converted already
+        if (
+            self.want and columns.values and columns.typed
+        ):  # the C reader's: typed and converted already
             for name, vals in columns.values.items():
                 self._append(name, i, len(vals), vals.obj, columns.steps.obj, columns.times.obj)
         elif self.want and columns.values:  # the reader carried only the metrics asked for
@@ -255,7 +317,13 @@ class _Collector:
             # value is a number): numpy converts them as they are
             steps, times = np.array(columns.steps, dtype=np.int64), _float_array(columns.times)
             for name, vals in columns.values.items():
-                self._extend(name, i, np.array(vals, dtype=np.float64) if columns.numeric else vals, steps, times)
+                self._extend(
+                    name,
+                    i,
+                    np.array(vals, dtype=np.float64) if columns.numeric else vals,
+                    steps,
+                    times,
+                )
         return set(columns.names)
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
@@ -306,12 +374,18 @@ class _Collector:
     def _final(self, name: str, i: int, last: Any) -> None:
         self.finals.setdefault(name, []).append((i, _number(last)))
 
-    def _extend(self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]) -> None:
+    def _extend(
+        self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]
+    ) -> None:
         # numpy converts a list in C, several times faster than array.extend; frombytes is then a copy
-        self._append(name, i, len(vals),
-                     (vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"),
-                     (steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"),
-                     (times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"))
+        self._append(
+            name,
+            i,
+            len(vals),
+            (vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"),
+            (steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"),
+            (times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"),
+        )
 
     def _append(self, name: str, i: int, n: int, values: Any, steps: Any, times: Any) -> None:
         """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes, steps as
@@ -333,8 +407,10 @@ class _Collector:
         if len(last) < len(records):
             keep = np.zeros(len(records), dtype=bool)
             keep[list(last.values())] = True
-            self.notes.append(f"{len(records) - len(last)} trial(s) were logged twice; "
-                              "the last record of each is used")
+            self.notes.append(
+                f"{len(records) - len(last)} trial(s) were logged twice; "
+                "the last record of each is used"
+            )
         trials = _trial_frame(records, self.n_reports, self.finals, facts.arm_names(self.contract))
         reports = self._report_frame(trials, len(records))
         if keep is not None:
@@ -359,18 +435,27 @@ class _Collector:
         lengths = np.asarray(self.run_length, dtype=np.int64)
         metric_names = sorted(self.metric_code, key=self.metric_code.get)
         ids = trials["trial_id"].to_numpy(dtype=object)
-        id_cat = pd.Categorical(ids)  # ids may repeat (a trial logged twice): categories stay unique
-        return pd.DataFrame({
-            "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
-            "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
-            "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
-            "seed": _taken(trials["seed"].array, trial_idx),
-            "step": np.frombuffer(self.steps, dtype=np.int64),
-            "metric": pd.Categorical.from_codes(np.repeat(np.asarray(self.run_metric, dtype=_code_kind(metric_names)),
-                                                          lengths), categories=metric_names),
-            "value": np.frombuffer(self.values, dtype=np.float64),
-            "time_s": np.frombuffer(self.times, dtype=np.float64),
-        }, copy=False)  # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB lower)
+        id_cat = pd.Categorical(
+            ids
+        )  # ids may repeat (a trial logged twice): categories stay unique
+        return pd.DataFrame(
+            {
+                "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
+                "phase": pd.Categorical.from_codes(
+                    phase_cat.codes[trial_idx], dtype=phase_cat.dtype
+                ),
+                "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
+                "seed": _taken(trials["seed"].array, trial_idx),
+                "step": np.frombuffer(self.steps, dtype=np.int64),
+                "metric": pd.Categorical.from_codes(
+                    np.repeat(np.asarray(self.run_metric, dtype=_code_kind(metric_names)), lengths),
+                    categories=metric_names,
+                ),
+                "value": np.frombuffer(self.values, dtype=np.float64),
+                "time_s": np.frombuffer(self.times, dtype=np.float64),
+            },
+            copy=False,
+        )  # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB lower)
 
 
 def _taken(column: Any, rows: np.ndarray) -> Any:
@@ -384,8 +469,12 @@ def _code_kind(categories: Sequence[Any]) -> Any:
     return np.int8 if len(categories) < 2**7 else np.int16 if len(categories) < 2**15 else np.int32
 
 
-def _trial_frame(records: list[dict[str, Any]], n_reports: list[int],
-                 finals: dict[str, list[tuple[int, float]]], arm_order: list[str]) -> pd.DataFrame:
+def _trial_frame(
+    records: list[dict[str, Any]],
+    n_reports: list[int],
+    finals: dict[str, list[tuple[int, float]]],
+    arm_order: list[str],
+) -> pd.DataFrame:
     n = len(records)
     get = dict.get
     nan = math.nan
@@ -422,27 +511,39 @@ def _ints(values: list[Any]) -> Any:
     try:
         return pd.array(values, dtype="Int64")
     except (TypeError, ValueError):
-        return pd.array([v if isinstance(v, int) and not isinstance(v, bool) else None for v in values], dtype="Int64")
+        return pd.array(
+            [v if isinstance(v, int) and not isinstance(v, bool) else None for v in values],
+            dtype="Int64",
+        )
 
 
 def _times(values: list[Any]) -> Any:
     # no cache of unique strings: trials start and end at distinct times (its mapping back cost 4x the parse)
-    return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce",
-                          cache=False).array
+    return pd.to_datetime(
+        pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce", cache=False
+    ).array
 
 
 def _ordered(values: list[Any], preferred: list[str]) -> list[str]:
     present = {v for v in values if v is not None}
-    return [p for p in preferred if p in present] + sorted(str(v) for v in present if v not in preferred)
+    return [p for p in preferred if p in present] + sorted(
+        str(v) for v in present if v not in preferred
+    )
 
 
 def _empty_reports(phase_cat: pd.Categorical, arm_cat: pd.Categorical) -> pd.DataFrame:
-    return pd.DataFrame({
-        "trial_id": pd.Categorical([]), "phase": pd.Categorical([], dtype=phase_cat.dtype),
-        "arm": pd.Categorical([], dtype=arm_cat.dtype), "seed": pd.array([], dtype="Int64"),
-        "step": np.array([], dtype=np.int64), "metric": pd.Categorical([]),
-        "value": np.array([], dtype=float), "time_s": np.array([], dtype=float),
-    })
+    return pd.DataFrame(
+        {
+            "trial_id": pd.Categorical([]),
+            "phase": pd.Categorical([], dtype=phase_cat.dtype),
+            "arm": pd.Categorical([], dtype=arm_cat.dtype),
+            "seed": pd.array([], dtype="Int64"),
+            "step": np.array([], dtype=np.int64),
+            "metric": pd.Categorical([]),
+            "value": np.array([], dtype=float),
+            "time_s": np.array([], dtype=float),
+        }
+    )
 
 
 def _last_error(errors: Any) -> str | None:
@@ -472,8 +573,10 @@ def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
         if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
             out[key] = _numeric([math.nan if v is None else v for v in col])
         else:
-            out[key] = pd.array([None if v is None else (v if isinstance(v, str) else str(v)) for v in col],
-                                dtype="string")
+            out[key] = pd.array(
+                [None if v is None else (v if isinstance(v, str) else str(v)) for v in col],
+                dtype="string",
+            )
     return out
 
 
@@ -498,8 +601,10 @@ def _inside_run(run_dir: Path, out: Path) -> Path | None:
     """`out` spelled from `run_dir` when it lies inside the run folder in any spelling (relative, absolute,
     with `..`, or through a link above the run folder), else None."""
     wanted = Path(os.path.abspath(out))
-    for base, path in ((Path(os.path.abspath(run_dir)), wanted),
-                       (run_dir.resolve(), wanted.parent.resolve() / wanted.name)):
+    for base, path in (
+        (Path(os.path.abspath(run_dir)), wanted),
+        (run_dir.resolve(), wanted.parent.resolve() / wanted.name),
+    ):
         try:
             return run_dir / path.relative_to(base)
         except ValueError:
@@ -507,19 +612,25 @@ def _inside_run(run_dir: Path, out: Path) -> Path | None:
     return None
 
 
-def export_tables(results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet") -> list[Path]:
+def export_tables(
+    results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet"
+) -> list[Path]:
     """Write trials, reports and decisions as parquet or csv files in `out_dir`; return their paths."""
     if fmt not in ("parquet", "csv"):
         raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
     out = Path(out_dir)
-    inside = _inside_run(Path(results.run_dir), out)  # RUN_DIR/export: no link followed below the run folder
+    inside = _inside_run(
+        Path(results.run_dir), out
+    )  # RUN_DIR/export: no link followed below the run folder
     if inside is not None:
         here = Path(results.run_dir)
         for part in inside.relative_to(here).parts:
             here = here / part
             if here.is_symlink():
-                raise rf.RunError(f"{here} is a symbolic link, not a folder inside the run folder: planner follows "
-                                  "no link there; remove it, or export with -o to a folder of your choice")
+                raise rf.RunError(
+                    f"{here} is a symbolic link, not a folder inside the run folder: planner follows "
+                    "no link there; remove it, or export with -o to a folder of your choice"
+                )
         out = inside
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -57,19 +57,45 @@ def quantized_false_accept(test: str, n: int, *, sequential: bool, alpha: float 
 
         looks = sequential_looks(n)
         design = plan_design(n, looks, alpha, "obrien_fleming", test=test)
-        rate = simulate_design(design, 0.0, min_effect=min_effect, sd=sd, sims=sims, grid=grid,
-                               correlation=correlation, rng_seed=rng_seed, level=LEVEL).accept
+        rate = simulate_design(
+            design,
+            0.0,
+            min_effect=min_effect,
+            sd=sd,
+            sims=sims,
+            grid=grid,
+            correlation=correlation,
+            rng_seed=rng_seed,
+            level=LEVEL,
+        ).accept
     else:
         from planner._stats.power import simulate
 
         looks = 1
-        rate = simulate(test, n, 0.0, alpha=alpha, min_effect=min_effect, sd=sd, sims=sims, grid=grid,
-                        correlation=correlation, rng_seed=rng_seed, permutations=999, level=LEVEL).accept
-    return FalseAccept(test, n, looks, sims, rate, math.sqrt(max(rate * (1 - rate), 1 / sims) / sims))
+        rate = simulate(
+            test,
+            n,
+            0.0,
+            alpha=alpha,
+            min_effect=min_effect,
+            sd=sd,
+            sims=sims,
+            grid=grid,
+            correlation=correlation,
+            rng_seed=rng_seed,
+            permutations=999,
+            level=LEVEL,
+        ).accept
+    return FalseAccept(
+        test, n, looks, sims, rate, math.sqrt(max(rate * (1 - rate), 1 / sims) / sims)
+    )
 
 
 # The edge cases of issue 20: (simulate keywords); values around LEVEL with seed sd SD unless said.
-OFFSET, OFFSET_SD = 1e10, 1e-3  # a metric far from 0 with a real spread: about 500 float steps at 1e10
+OFFSET, OFFSET_SD = (
+    1e10,
+    1e-3,
+)  # a metric far from 0 with a real spread: about 500 float steps at 1e10
 EDGES = {
     "diverged 30 %": {"diverged": 0.3, "diverged_value": 0.0},
     "diverged 50 %": {"diverged": 0.5, "diverged_value": 0.0},
@@ -78,13 +104,16 @@ EDGES = {
 }
 
 
-def edge_false_accept(case: str, test: str, n: int, *, alpha: float = 0.05, sims: int = 20_000,
-                      rng_seed: int = 0) -> FalseAccept:
+def edge_false_accept(
+    case: str, test: str, n: int, *, alpha: float = 0.05, sims: int = 20_000, rng_seed: int = 0
+) -> FalseAccept:
     """P(accept) of `test` at n seeds per arm when the arms do not differ, in the edge case `case` (EDGES)."""
     from planner._stats.power import simulate
 
     kwargs = {"sd": SD, "min_effect": MIN_EFFECT, "level": LEVEL, **EDGES[case]}
-    rate = simulate(test, n, 0.0, alpha=alpha, sims=sims, rng_seed=rng_seed, permutations=999, **kwargs).accept
+    rate = simulate(
+        test, n, 0.0, alpha=alpha, sims=sims, rng_seed=rng_seed, permutations=999, **kwargs
+    ).accept
     return FalseAccept(test, n, 1, sims, rate, math.sqrt(max(rate * (1 - rate), 1 / sims) / sims))
 
 
@@ -98,12 +127,21 @@ class OffsetCheck:
     effect: float
     accept_at_0: float
     accept_at_offset: float
-    degenerate_at_offset: int  # experiments the degenerate-spread rule finds at the offset (a side, or none at all)
+    degenerate_at_offset: (
+        int  # experiments the degenerate-spread rule finds at the offset (a side, or none at all)
+    )
     changed: int  # experiments whose decision differs between the two
 
 
-def offset_check(test: str, n: int, *, effect: float = 0.0, alpha: float = 0.05, sims: int = 20_000,
-                 rng_seed: int = 0) -> OffsetCheck:
+def offset_check(
+    test: str,
+    n: int,
+    *,
+    effect: float = 0.0,
+    alpha: float = 0.05,
+    sims: int = 20_000,
+    rng_seed: int = 0,
+) -> OffsetCheck:
     """Decide the same values at offset 0 and OFFSET: a real spread stays a spread (the rule does not fire);
     what differs is float rounding at 1e10 (a float step there is 1.9e-6, 0.2 % of the sd)."""
     from planner._stats.decide import (
@@ -124,10 +162,25 @@ def offset_check(test: str, n: int, *, effect: float = 0.0, alpha: float = 0.05,
     def decided(b, a):
         if test == "bootstrap":
             return verdict(*_permutation(b, a, alpha, splits)[:3], OFFSET_SD, flat=flat_rows(b, a))
-        return verdict(*(_paired_t if test == "paired" else _welch_t)(b, a, alpha)[:3], OFFSET_SD,
-                       flat=flat_rows(b, a))
+        return verdict(
+            *(_paired_t if test == "paired" else _welch_t)(b, a, alpha)[:3],
+            OFFSET_SD,
+            flat=flat_rows(b, a),
+        )
 
     at_0, at_offset = decided(base, arm), decided(base + OFFSET, arm + OFFSET)
-    return OffsetCheck(test, n, sims, effect, float((at_0 == "accept").mean()), float((at_offset == "accept").mean()),
-                       int((flat_rows(base + OFFSET, arm + OFFSET) | degenerate_rows(base + OFFSET, arm + OFFSET, test)).sum()),
-                       int((at_0 != at_offset).sum()))
+    return OffsetCheck(
+        test,
+        n,
+        sims,
+        effect,
+        float((at_0 == "accept").mean()),
+        float((at_offset == "accept").mean()),
+        int(
+            (
+                flat_rows(base + OFFSET, arm + OFFSET)
+                | degenerate_rows(base + OFFSET, arm + OFFSET, test)
+            ).sum()
+        ),
+        int((at_0 != at_offset).sum()),
+    )

@@ -201,12 +201,16 @@ def compare(
     if test == "paired":
         base, treated, n_unpaired = _pair(base, treated, baseline_seeds, arm_seeds)
         if len(base) < 2:
-            raise ValueError(f"the paired test needs at least 2 seeds both arms have, got {len(base)}")
+            raise ValueError(
+                f"the paired test needs at least 2 seeds both arms have, got {len(base)}"
+            )
         effect, low, high, p = _paired_t(base[None], treated[None], alpha)
     else:
         n_unpaired = 0
         if len(base) < 2 or len(treated) < 2:
-            raise ValueError(f"the {test} test needs at least 2 values per arm, got {len(base)} and {len(treated)}")
+            raise ValueError(
+                f"the {test} test needs at least 2 values per arm, got {len(base)} and {len(treated)}"
+            )
         if test == "welch":
             effect, low, high, p = _welch_t(base[None], treated[None], alpha)
         else:
@@ -235,10 +239,16 @@ def check_rule(rule: str) -> None:
 
 
 def check_min_effect(min_effect: float) -> None:
-    if (isinstance(min_effect, bool) or not isinstance(min_effect, int | float) or not math.isfinite(min_effect)
-            or not min_effect > 0):
-        raise ValueError(f"min_effect must be a finite number > 0 (the smallest improvement that matters), "
-                         f"got {min_effect!r}")
+    if (
+        isinstance(min_effect, bool)
+        or not isinstance(min_effect, int | float)
+        or not math.isfinite(min_effect)
+        or not min_effect > 0
+    ):
+        raise ValueError(
+            f"min_effect must be a finite number > 0 (the smallest improvement that matters), "
+            f"got {min_effect!r}"
+        )
 
 
 def check_correction(correction: str) -> None:
@@ -262,7 +272,9 @@ def _oriented(values: Sequence[float], mode: Mode) -> np.ndarray:
 def _pair(base, treated, baseline_seeds, arm_seeds):
     if baseline_seeds is None or arm_seeds is None:
         if len(base) != len(treated):
-            raise ValueError("the paired test without seeds pairs by position and needs equal lengths")
+            raise ValueError(
+                "the paired test without seeds pairs by position and needs equal lengths"
+            )
         return base, treated, 0
     if len(baseline_seeds) != len(base) or len(arm_seeds) != len(treated):
         raise ValueError("each seed list must be as long as its values")
@@ -313,7 +325,9 @@ def no_spread(values: np.ndarray, *scale_of) -> np.ndarray:
 
 def _t_interval(effect, se, df, alpha, degenerate):
     """CI and two-sided p of effect / se ~ t(df); a degenerate row gets (-inf, inf) and p NaN."""
-    with np.errstate(divide="ignore", invalid="ignore"):  # scipy.special: stats.t's ufuncs, less overhead
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # scipy.special: stats.t's ufuncs, less overhead
         half = special.stdtrit(df, 1 - np.asarray(alpha) / 2) * se
         p = 2 * special.stdtr(df, -np.abs(effect) / se)
     half = np.where(degenerate, np.inf, half)
@@ -323,7 +337,9 @@ def _t_interval(effect, se, df, alpha, degenerate):
 
 def welch_df(se2_arm, se2_base, n_arm, n_base):
     """Welch-Satterthwaite degrees of freedom from the squared standard errors of the two means."""
-    with np.errstate(divide="ignore", invalid="ignore"):  # in shares of the total: no underflow for tiny values
+    with np.errstate(
+        divide="ignore", invalid="ignore"
+    ):  # in shares of the total: no underflow for tiny values
         share_arm = se2_arm / (se2_arm + se2_base)
         return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
 
@@ -368,8 +384,16 @@ def sides_without_spread(base: np.ndarray, arm: np.ndarray, test: str) -> tuple[
     for side, values, scale_of in sides:
         if no_spread(values, *scale_of):
             magnitude = float(max(np.abs(v).max() for v in scale_of))
-            out.append(NoSpread(side, len(values), bool(np.ptp(values) == 0), float(spread(values)),
-                                float(resolution(*scale_of)), magnitude))
+            out.append(
+                NoSpread(
+                    side,
+                    len(values),
+                    bool(np.ptp(values) == 0),
+                    float(spread(values)),
+                    float(resolution(*scale_of)),
+                    magnitude,
+                )
+            )
     return tuple(out)
 
 
@@ -413,7 +437,9 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     n_a, n_b = arm.shape[-1], base.shape[-1]
     degenerate = degenerate_rows(base, arm, "bootstrap")
     pooled = np.concatenate([arm, base], axis=-1)
-    pooled = pooled - pooled.mean(axis=-1, keepdims=True)  # shift-free: the tie tolerance below is scale-free
+    pooled = pooled - pooled.mean(
+        axis=-1, keepdims=True
+    )  # shift-free: the tie tolerance below is scale-free
     arm_sums = pooled @ splits.T.astype(float)  # (experiments, splits)
     stat = arm_sums / n_a - (pooled.sum(axis=-1, keepdims=True) - arm_sums) / n_b
     observed = stat[:, :1]
@@ -533,13 +559,19 @@ def decide(
     check_correction(acceptance.correction)
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
-    if diverged_value is not None and not (isinstance(diverged_value, int | float) and math.isfinite(diverged_value)):
-        raise ValueError(f"diverged_value must be a finite number (the metric's worst value), got {diverged_value!r}")
+    if diverged_value is not None and not (
+        isinstance(diverged_value, int | float) and math.isfinite(diverged_value)
+    ):
+        raise ValueError(
+            f"diverged_value must be a finite number (the metric's worst value), got {diverged_value!r}"
+        )
     arms = [a for a in results_by_arm if a != baseline] if arms is None else list(arms)
     if baseline not in results_by_arm:
         raise ValueError(f"no results for the baseline {baseline!r}")
     planned = list(planned_seeds)
-    base_values, base_problem, base_diverged = _collect(results_by_arm[baseline], planned, diverged_value)
+    base_values, base_problem, base_diverged = _collect(
+        results_by_arm[baseline], planned, diverged_value
+    )
     collected = {a: _collect(results_by_arm.get(a, ()), planned, diverged_value) for a in arms}
 
     first = {}
@@ -548,14 +580,18 @@ def decide(
         if base_problem is None and problem is None:
             first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
     # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's noise
-    p_values = [first[a].p_value if a in first and not first[a].one_side_flat else math.nan for a in arms]
+    p_values = [
+        first[a].p_value if a in first and not first[a].one_side_flat else math.nan for a in arms
+    ]
     levels = adjusted_alphas(p_values, alpha, acceptance.correction)
 
     decisions = []
     for name, level in zip(arms, levels, strict=True):
         values, problem, diverged = collected[name]
         if base_problem is not None or problem is not None:
-            said = [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            said = (
+                [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
+            )
             said += [f"in {name}, {problem}"] if problem is not None else []
             decisions.append(Decision(
                 arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
@@ -563,8 +599,14 @@ def decide(
                 reason=f"Incomplete: {'; '.join(said)}.",
             ))  # fmt: skip
             continue
-        c = first[name] if level == alpha else _compare_collected(base_values, values, mode, test, level, rng_seed)
-        decision = str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat))
+        c = (
+            first[name]
+            if level == alpha
+            else _compare_collected(base_values, values, mode, test, level, rng_seed)
+        )
+        decision = str(
+            verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat)
+        )
         names = {"baseline": baseline, "arm": name, "metric": metric}
         decisions.append(Decision(
             arm=name, decision=decision, effect=c.effect, ci_low=c.ci_low, ci_high=c.ci_high,
@@ -575,8 +617,13 @@ def decide(
     return decisions
 
 
-def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str, metric: str,
-                       diverged: Mapping[str, list[str]] | None = None) -> str | None:
+def seeds_did_not_vary(
+    arm: str,
+    arms_identical: Mapping[str, int],
+    baseline: str,
+    metric: str,
+    diverged: Mapping[str, list[str]] | None = None,
+) -> str | None:
     """Why `arm` is `invalid` when the seeds did not vary the baseline's or the arm's run, else None
     (for `mark_invalid`).
 
@@ -585,30 +632,48 @@ def seeds_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: st
     diverged: arm -> the metrics its trials reported as NaN or an infinity: then the cause said is the
     divergence (every diverged run reports the same chance-level value), not an ignored seed.
     """
-    said = [f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
-            f"{arms_identical[a]} seeds" for a in (baseline, arm) if a in arms_identical]
+    said = [
+        f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
+        f"{arms_identical[a]} seeds"
+        for a in (baseline, arm)
+        if a in arms_identical
+    ]
     if not said:
         return None
     cause = _diverged_cause(arm, arms_identical, baseline, diverged)
-    return (f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. " + (cause or
-            "The trainable ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed "
-            "noise to test an effect against. Make the trainable seed its randomness from the trial's seed and "
-            "run again."))
+    return f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. " + (
+        cause
+        or "The trainable ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed "
+        "noise to test an effect against. Make the trainable seed its randomness from the trial's seed and "
+        "run again."
+    )
 
 
-def _diverged_cause(arm: str, arms_identical: Mapping[str, int], baseline: str,
-                    diverged: Mapping[str, list[str]] | None) -> str:
+def _diverged_cause(
+    arm: str,
+    arms_identical: Mapping[str, int],
+    baseline: str,
+    diverged: Mapping[str, list[str]] | None,
+) -> str:
     """The sentence that names a divergence as the cause of identical curves, or "" when none was seen."""
-    names = sorted({n for a in (baseline, arm) if a in arms_identical for n in (diverged or {}).get(a, [])})
+    names = sorted(
+        {n for a in (baseline, arm) if a in arms_identical for n in (diverged or {}).get(a, [])}
+    )
     if not names:
         return ""
-    return (f"Their reports hold NaN or infinite values of {', '.join(names)}: the training diverged, and a "
-            "diverged model reports the same value whatever its seed or tuned values. Narrow the tuned range "
-            "(a lower learning rate), or report the diverging metric so the trial ends as diverged.")
+    return (
+        f"Their reports hold NaN or infinite values of {', '.join(names)}: the training diverged, and a "
+        "diverged model reports the same value whatever its seed or tuned values. Narrow the tuned range "
+        "(a lower learning rate), or report the diverging metric so the trial ends as diverged."
+    )
 
 
-def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], baseline: str,
-                              diverged: Mapping[str, list[str]] | None = None) -> str | None:
+def tuned_values_did_not_vary(
+    arm: str,
+    arms_identical: Mapping[str, int],
+    baseline: str,
+    diverged: Mapping[str, list[str]] | None = None,
+) -> str | None:
     """Why `arm` is `invalid` when the tuned values did not vary the baseline's or the arm's run, else None
     (for `mark_invalid`).
 
@@ -616,13 +681,19 @@ def tuned_values_did_not_vary(arm: str, arms_identical: Mapping[str, int], basel
     (`planner._core.records.tuned_values_identical`). The selection among them is arbitrary: the arm was not
     tuned, and its selected params are not what ran.
     """
-    said = [f"{arms_identical[a]} tuning trials of {'the baseline' if a == baseline else 'arm'} {a} with different "
-            "params reported the same curves" for a in (baseline, arm) if a in arms_identical]
+    said = [
+        f"{arms_identical[a]} tuning trials of {'the baseline' if a == baseline else 'arm'} {a} with different "
+        "params reported the same curves"
+        for a in (baseline, arm)
+        if a in arms_identical
+    ]
     if not said:
         return None
     cause = _diverged_cause(arm, arms_identical, baseline, diverged)
-    return (f"Invalid: the tuned values did not vary the run: {' and '.join(said)}; " + (cause or
-            "check that the trainable uses them (the tuned keys of its config or command line)."))
+    return f"Invalid: the tuned values did not vary the run: {' and '.join(said)}; " + (
+        cause
+        or "check that the trainable uses them (the tuned keys of its config or command line)."
+    )
 
 
 _STATUS_PHRASES = {
@@ -635,8 +706,9 @@ _STATUS_PHRASES = {
 }
 
 
-def latest_outcomes(rows: Iterable[tuple[str, Any, float | None, str]], arms: Sequence[str],
-                    planned: Sequence[int]) -> dict[str, list[Outcome]]:
+def latest_outcomes(
+    rows: Iterable[tuple[str, Any, float | None, str]], arms: Sequence[str], planned: Sequence[int]
+) -> dict[str, list[Outcome]]:
     """arm -> the Outcomes the decision takes, from confirmation trials as (arm, seed, final value, status) in
     the order they were logged: the last of an (arm, seed) (a re-run after a resume supersedes), planned seeds
     of the given arms only. The one rule of the run's decision and of the report's confirmation table."""
@@ -676,7 +748,9 @@ def _collect(outcomes, planned: list[int], diverged_value):
         )
         if diverged:
             if diverged_value is None:
-                problems.append(f"seed {outcome.seed} diverged and the contract sets no failures.diverged_value")
+                problems.append(
+                    f"seed {outcome.seed} diverged and the contract sets no failures.diverged_value"
+                )
             else:
                 values[outcome.seed] = float(diverged_value)
                 n_diverged += 1
@@ -685,10 +759,14 @@ def _collect(outcomes, planned: list[int], diverged_value):
         elif outcome.status == "completed":
             problems.append(f"seed {outcome.seed} reported no value")
         else:
-            problems.append(f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}")
+            problems.append(
+                f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}"
+            )
     missing = [s for s in planned if s not in seen]
     if missing:
-        problems.append(f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet")
+        problems.append(
+            f"seed{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} not run yet"
+        )
     ordered = {s: values[s] for s in planned if s in values}
     return ordered, ("; ".join(problems) if problems else None), n_diverged
 
@@ -704,39 +782,55 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
     """The decision's sentence. names: baseline, arm, metric; diverged: side -> diverged seeds counted."""
     name, baseline, metric = names["arm"], names["baseline"], names["metric"]
     if c.degenerate:
-        return (f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but "
-                f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there is no noise "
-                "to weigh the effect against, and a CI of width zero is no evidence (degenerate spread). "
-                "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as accuracy on "
-                "few examples, ties).")
+        return (
+            f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but "
+            f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there is no noise "
+            "to weigh the effect against, and a CI of width zero is no evidence (degenerate spread). "
+            "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as accuracy on "
+            "few examples, ties)."
+        )
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
     said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     m = f"{min_effect:g}"
     if c.one_side_flat and decision != "reject":
-        return (f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's seed-to-seed noise "
-                "was never observed, and a CI drawn from the other side's noise alone cannot show an improvement "
-                "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a coarse "
-                "metric, such as accuracy on few examples, ties).")
+        return (
+            f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's seed-to-seed noise "
+            "was never observed, and a CI drawn from the other side's noise alone cannot show an improvement "
+            "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a coarse "
+            "metric, such as accuracy on few examples, ties)."
+        )
     if decision == "accept" and reaches(c.ci_low, min_effect):
         return f"{said}: the CI's lower end reaches the minimum effect {m}, so an improvement of at least {m} is shown."
     if decision == "accept":
-        return (f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the CI's lower end "
-                f"is below {m}: an improvement is shown, one of at least {m} only estimated "
-                "(acceptance.rule margin accepts only when the CI shows it).")
+        return (
+            f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the CI's lower end "
+            f"is below {m}: an improvement is shown, one of at least {m} only estimated "
+            "(acceptance.rule margin accepts only when the CI shows it)."
+        )
     if decision == "reject" and c.one_side_flat:
-        return (f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on one side's "
-                f"noise, as {_no_spread_said(c.no_spread, names, diverged)}.")
+        return (
+            f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on one side's "
+            f"noise, as {_no_spread_said(c.no_spread, names, diverged)}."
+        )
     if decision == "reject":
         return f"{said}: even the CI's upper end is below the minimum effect {m}."
-    if c.test == "bootstrap" and not math.isfinite(c.ci_low) and smallest_p_value(c.n_arm, c.n_baseline) > level:
+    if (
+        c.test == "bootstrap"
+        and not math.isfinite(c.ci_low)
+        and smallest_p_value(c.n_arm, c.n_baseline) > level
+    ):
         return (
             f"{said}: with {c.n_arm} + {c.n_baseline} seeds the bootstrap test cannot reach alpha {level:.4g} "
-            "(its smallest p is {:.3g}); add seeds or use welch.".format(smallest_p_value(c.n_arm, c.n_baseline))
+            "(its smallest p is {:.3g}); add seeds or use welch.".format(
+                smallest_p_value(c.n_arm, c.n_baseline)
+            )
         )
     if c.ci_low > 0 and rule == "margin":
-        return (f"{said}: the CI is above 0 but its lower end is below the minimum effect {m}: an improvement is "
-                f"shown, one of at least {m} is not, and acceptance.rule margin accepts only that; more seeds "
-                "narrow the CI.")
+        return (
+            f"{said}: the CI is above 0 but its lower end is below the minimum effect {m}: an improvement is "
+            f"shown, one of at least {m} is not, and acceptance.rule margin accepts only that; more seeds "
+            "narrow the CI."
+        )
     if c.ci_low > 0:
         return f"{said}: the CI is above 0 but the effect is below the minimum {m}."
     return f"{said}: the CI includes 0 and reaches the minimum effect {m}, so the data cannot tell."
@@ -746,14 +840,19 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
     """What is true of the sides without spread: the same value on every seed, or a spread below the
     float resolution of the metric at its magnitude."""
     base = names["baseline"]
-    who = {"baseline": "the baseline" if base == "baseline" else f"the baseline {base}", "arm": names["arm"]}
+    who = {
+        "baseline": "the baseline" if base == "baseline" else f"the baseline {base}",
+        "arm": names["arm"],
+    }
     by = {s.side: s for s in sides}
     if "differences" in by:
         d = by["differences"]
         said = "every seed gave the same difference between the arms"
         if not d.equal:
-            said += (f" up to the float resolution of {names['metric']} at its magnitude (the differences' sd "
-                     f"{d.sd:.2g} is below {d.resolution:.2g} at {d.magnitude:.4g})")
+            said += (
+                f" up to the float resolution of {names['metric']} at its magnitude (the differences' sd "
+                f"{d.sd:.2g} is below {d.resolution:.2g} at {d.magnitude:.4g})"
+            )
         return said
     parts = []
     for s in sides:
@@ -762,14 +861,17 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
             if diverged.get(s.side) == s.n:
                 part += " (every one diverged and counts as failures.diverged_value)"
         else:
-            part = (f"the spread of {who[s.side]}'s values (sd {s.sd:.2g}) is below the float resolution of "
-                    f"{names['metric']} at its magnitude ({s.resolution:.2g} at {s.magnitude:.4g})")
+            part = (
+                f"the spread of {who[s.side]}'s values (sd {s.sd:.2g}) is below the float resolution of "
+                f"{names['metric']} at its magnitude ({s.resolution:.2g} at {s.magnitude:.4g})"
+            )
         parts.append(part)
     return " and ".join(parts)
 
 
-def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str],
-                 rules: str | Mapping[str, list[str]]) -> list[dict[str, Any]]:
+def mark_invalid(
+    rows: list[dict[str, Any]], reasons: Mapping[str, str], rules: str | Mapping[str, list[str]]
+) -> list[dict[str, Any]]:
     """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
     contract's data section, docs/data.md; the budget; seeds or tuned values that did not vary the run).
     The measured effect and CI stay; `reason` says why they do not count ("<why> Measured: <the measured
@@ -783,7 +885,12 @@ def mark_invalid(rows: list[dict[str, Any]], reasons: Mapping[str, str],
             both = f"{why} {row['invalid_reason']}" if row.get("invalid_reason") else why
             named = [rules] if isinstance(rules, str) else list(rules.get(row["arm"], []))
             broken = list(dict.fromkeys(named + list(row.get("invalid_rules") or [])))
-            row = {**row, "decision": "invalid", "reason": f"{why} Measured: {row.get('reason', '')}",
-                   "invalid_reason": both, "invalid_rules": broken}
+            row = {
+                **row,
+                "decision": "invalid",
+                "reason": f"{why} Measured: {row.get('reason', '')}",
+                "invalid_reason": both,
+                "invalid_rules": broken,
+            }
         out.append(row)
     return out

@@ -50,8 +50,15 @@ from planner._stats.decide import (
 )
 
 
-def check_plan(*, alpha: float | None = None, test: str | None = None, n_arms: int = 1,
-               correction: str = "holm", sd: float | None = None, rule: str = "estimate") -> None:
+def check_plan(
+    *,
+    alpha: float | None = None,
+    test: str | None = None,
+    n_arms: int = 1,
+    correction: str = "holm",
+    sd: float | None = None,
+    rule: str = "estimate",
+) -> None:
     """The inputs every plan shares, each refused with one sentence (ValueError)."""
     if alpha is not None:
         check_alpha(alpha)
@@ -59,11 +66,19 @@ def check_plan(*, alpha: float | None = None, test: str | None = None, n_arms: i
         check_test(test)
     check_correction(correction), check_rule(rule)
     if isinstance(n_arms, bool) or not isinstance(n_arms, int) or n_arms < 1:
-        raise ValueError(f"n_arms must be a whole number >= 1 (the treatment arms, the baseline not counted), "
-                         f"got {n_arms!r}")
-    if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int | float) or not math.isfinite(sd)
-                           or not sd > 0):
-        raise ValueError(f"sd must be a finite number > 0 (the seed-to-seed standard deviation), got {sd!r}")
+        raise ValueError(
+            f"n_arms must be a whole number >= 1 (the treatment arms, the baseline not counted), "
+            f"got {n_arms!r}"
+        )
+    if sd is not None and (
+        isinstance(sd, bool)
+        or not isinstance(sd, int | float)
+        or not math.isfinite(sd)
+        or not sd > 0
+    ):
+        raise ValueError(
+            f"sd must be a finite number > 0 (the seed-to-seed standard deviation), got {sd!r}"
+        )
 
 
 def check_number(value: float, what: str) -> None:
@@ -75,7 +90,9 @@ def check_number(value: float, what: str) -> None:
 def check_seeds(n: int, what: str = "n") -> None:
     """Seeds per arm: a whole number >= 2 (a spread needs two values)."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
-        raise ValueError(f"{what} must be a whole number of seeds per arm >= 2 (a spread needs two values), got {n!r}")
+        raise ValueError(
+            f"{what} must be a whole number of seeds per arm >= 2 (a spread needs two values), got {n!r}"
+        )
 
 
 def check_power(power: float) -> None:
@@ -96,7 +113,9 @@ def margin_effect(effect: float, min_effect: float | None, rule: str) -> float:
     if rule == "estimate":
         return effect
     if min_effect is None:
-        raise ValueError("the margin rule accepts when the CI's lower end reaches min_effect: give min_effect")
+        raise ValueError(
+            "the margin rule accepts when the CI's lower end reaches min_effect: give min_effect"
+        )
     check_min_effect(min_effect)
     return effect - min_effect
 
@@ -157,8 +176,12 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
     df, se = _shape(n, sd, test)
     critical_df, weights = _critical_df(n, test)
     critical = special.stdtrit(critical_df, 1 - level / 2)  # the t quantile (scipy.stats' t.ppf)
-    sf = 1 - special.nctdtr(df, effect / se, critical)  # the noncentral t's sf, as scipy.stats' nct.sf ...
-    if not np.all(np.isfinite(sf)):  # ... except far in its tails, where nctdtr gives NaN and nct.sf does not
+    sf = 1 - special.nctdtr(
+        df, effect / se, critical
+    )  # the noncentral t's sf, as scipy.stats' nct.sf ...
+    if not np.all(
+        np.isfinite(sf)
+    ):  # ... except far in its tails, where nctdtr gives NaN and nct.sf does not
         from scipy import stats
 
         sf = stats.nct.sf(critical, df, effect / se)
@@ -179,20 +202,36 @@ def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0
     check_plan(alpha=alpha, test=test, n_arms=n_arms, correction=correction, sd=sd, rule=rule)
     check_min_effect(min_effect), check_power(power)
     if effect is None and rule == "margin":
-        raise ValueError("under the margin rule accept needs the CI's lower end to reach min_effect, which at a "
-                         "true effect of min_effect happens alpha / 2 of the time whatever the seeds: give the "
-                         "true effect to plan for (effect, above min_effect)")
+        raise ValueError(
+            "under the margin rule accept needs the CI's lower end to reach min_effect, which at a "
+            "true effect of min_effect happens alpha / 2 of the time whatever the seeds: give the "
+            "true effect to plan for (effect, above min_effect)"
+        )
     effect = min_effect if effect is None else effect
     check_number(effect, "effect")
     if rule == "margin" and not effect > min_effect:
-        raise ValueError(f"under the margin rule the true effect to plan for must be above min_effect "
-                         f"{min_effect:g}, got {effect:g}")
+        raise ValueError(
+            f"under the margin rule the true effect to plan for must be above min_effect "
+            f"{min_effect:g}, got {effect:g}"
+        )
     if not effect > 0:
         raise ValueError(f"the true effect to plan for must be > 0, got {effect:g}")
 
     def enough(n: int) -> bool:
-        return detection_power(n, effect, sd, alpha, test, n_arms=n_arms, correction=correction, rule=rule,
-                               min_effect=min_effect) >= power
+        return (
+            detection_power(
+                n,
+                effect,
+                sd,
+                alpha,
+                test,
+                n_arms=n_arms,
+                correction=correction,
+                rule=rule,
+                min_effect=min_effect,
+            )
+            >= power
+        )
 
     high = 2
     while not enough(high):
@@ -243,7 +282,9 @@ def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effec
     check_plan(alpha=alpha, test=test, sd=sd, rule=rule)
     check_number(effect, "effect"), check_min_effect(min_effect)
     if rule == "margin":
-        return detection_power(n, effect, sd, alpha, test, correction="none", rule=rule, min_effect=min_effect)
+        return detection_power(
+            n, effect, sd, alpha, test, correction="none", rule=rule, min_effect=min_effect
+        )
     level = _level(n, alpha, test)
     if n < 2 or level == 0:
         return 0.0
@@ -280,7 +321,9 @@ def pilot_sd(values_by_arm: Mapping[str, Sequence[float]]) -> float:
     return math.sqrt(squares / dof)
 
 
-def pilot_sd_of_differences(baseline_by_seed: Mapping[int, float], arm_by_seed: Mapping[int, float]) -> float:
+def pilot_sd_of_differences(
+    baseline_by_seed: Mapping[int, float], arm_by_seed: Mapping[int, float]
+) -> float:
     """The sd of per-seed differences arm - baseline: what the paired test's power needs."""
     diffs = [arm_by_seed[s] - baseline_by_seed[s] for s in baseline_by_seed if s in arm_by_seed]
     d = np.asarray(diffs, dtype=float)

@@ -57,7 +57,7 @@ def score(record: dict, metric: str, rule: str = "final", k: int | None = None) 
     if rule == "final":
         value = values[-1]
     else:
-        tail = values[-(k or 1):]
+        tail = values[-(k or 1) :]
         value = sum(tail) / len(tail)
     return value if math.isfinite(value) else None
 
@@ -66,8 +66,17 @@ def is_candidate(record: dict, exposure: int) -> bool:
     return record.get("status") == "completed" and record.get("exposure") == exposure
 
 
-def select_arm(arm: str, records: list[dict], *, metric: str, mode: str, exposure: int,
-               rule: str = "final", k: int | None = None, seed_order: list[int] | None = None) -> Selected:
+def select_arm(
+    arm: str,
+    records: list[dict],
+    *,
+    metric: str,
+    mode: str,
+    exposure: int,
+    rule: str = "final",
+    k: int | None = None,
+    seed_order: list[int] | None = None,
+) -> Selected:
     """The selected tuning trial of `arm` among `records` (tuning records of any arms)."""
     mine = [r for r in records if r.get("arm") == arm and r.get("phase") == "tune"]
     order = {seed: i for i, seed in enumerate(seed_order or [])}
@@ -85,19 +94,36 @@ def select_arm(arm: str, records: list[dict], *, metric: str, mode: str, exposur
         if best is None or oriented > best[0] or (oriented == best[0] and position < best[1]):
             best = (oriented, position, record)
     if best is None:
-        why = ("no tuning trial of this arm ended" if not mine else
-               f"none of its {len(mine)} tuning trials completed the full exposure with a finite {metric}")
+        why = (
+            "no tuning trial of this arm ended"
+            if not mine
+            else f"none of its {len(mine)} tuning trials completed the full exposure with a finite {metric}"
+        )
         return Selected(arm, None, {}, None, 0, len(mine), why)
     record = best[2]
-    return Selected(arm, record["trial_id"], dict(record.get("params", {})),
-                    best[0] if mode == "max" else -best[0], candidates, len(mine))
+    return Selected(
+        arm,
+        record["trial_id"],
+        dict(record.get("params", {})),
+        best[0] if mode == "max" else -best[0],
+        candidates,
+        len(mine),
+    )
 
 
 def select(contract, records: list[dict]) -> dict[str, Selected]:
     """The selected trial of every arm of `contract` (which has `tuning`)."""
     tuning = contract.tuning
-    return {arm.name: select_arm(arm.name, records, metric=contract.metric.name,
-                                 mode=contract.metric.mode, exposure=contract.budget.exposure,
-                                 rule=tuning.selection.rule, k=tuning.selection.k,
-                                 seed_order=list(tuning.seeds))
-            for arm in contract.all_arms}
+    return {
+        arm.name: select_arm(
+            arm.name,
+            records,
+            metric=contract.metric.name,
+            mode=contract.metric.mode,
+            exposure=contract.budget.exposure,
+            rule=tuning.selection.rule,
+            k=tuning.selection.k,
+            seed_order=list(tuning.seeds),
+        )
+        for arm in contract.all_arms
+    }

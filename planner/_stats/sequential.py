@@ -96,8 +96,6 @@ def spent(fractions, alpha_one_sided: float, spending: Spending) -> np.ndarray:
     raise ValueError(f"unknown spending {spending!r}: use obrien_fleming or pocock")
 
 
-
-
 def boundaries(looks: int, alpha: float, spending: Spending = "obrien_fleming",
                fractions: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """z-scale efficacy bounds for the one-sided alpha / 2 of a two-sided `alpha`.
@@ -106,11 +104,15 @@ def boundaries(looks: int, alpha: float, spending: Spending = "obrien_fleming",
     Computed by recursive integration of the Brownian-motion B-values
     B_k = Z_k sqrt(t_k), whose increments are independent N(0, t_k - t_{k-1}).
     """
-    return np.array(_boundaries(looks, alpha, spending, None if fractions is None else tuple(fractions)))
+    return np.array(
+        _boundaries(looks, alpha, spending, None if fractions is None else tuple(fractions))
+    )
 
 
 @functools.lru_cache(maxsize=64)
-def _boundaries(looks: int, alpha: float, spending: Spending, fractions: tuple[float, ...] | None) -> tuple[float, ...]:
+def _boundaries(
+    looks: int, alpha: float, spending: Spending, fractions: tuple[float, ...] | None
+) -> tuple[float, ...]:
     """The cached body of `boundaries`."""
     t = np.arange(1, looks + 1) / looks if fractions is None else np.asarray(fractions, dtype=float)
     if len(t) != looks or np.any(np.diff(t) <= 0) or not 0 < t[0] or not math.isclose(t[-1], 1.0):
@@ -119,14 +121,22 @@ def _boundaries(looks: int, alpha: float, spending: Spending, fractions: tuple[f
     bounds = np.empty(looks)
     bounds[0] = stats.norm.isf(increments[0])
     upper = bounds[0] * math.sqrt(t[0])
-    grid = np.arange(-_GRID_SPAN, upper / math.sqrt(t[0]), _GRID_STEP / math.sqrt(t[0])) * math.sqrt(t[0])
+    grid = np.arange(
+        -_GRID_SPAN, upper / math.sqrt(t[0]), _GRID_STEP / math.sqrt(t[0])
+    ) * math.sqrt(t[0])
     grid = np.append(grid, upper)
     density = stats.norm.pdf(grid, scale=math.sqrt(t[0]))  # continuation density of B_1
     for k in range(1, looks):
         step = math.sqrt(t[k] - t[k - 1])
-        weights = _trapezoid_weights(grid) * density  # mass of B_{k-1} at each grid point, still running
+        weights = (
+            _trapezoid_weights(grid) * density
+        )  # mass of B_{k-1} at each grid point, still running
         bounds[k] = optimize.brentq(
-            _excess_crossing, -10, 40, args=(grid, weights, math.sqrt(t[k]), step, increments[k]), xtol=1e-10
+            _excess_crossing,
+            -10,
+            40,
+            args=(grid, weights, math.sqrt(t[k]), step, increments[k]),
+            xtol=1e-10,
         )
         upper = bounds[k] * math.sqrt(t[k])
         new_grid = np.append(np.arange(-_GRID_SPAN * math.sqrt(t[k]), upper, _GRID_STEP), upper)
@@ -209,7 +219,9 @@ def _check_design(n_seeds, looks, alpha, spending, futility, futility_power, tes
 
 
 @functools.lru_cache(maxsize=64)
-def calibrated_p_thresholds(sizes: tuple[int, ...], alpha: float, spending: Spending, test: str) -> tuple[float, ...]:
+def calibrated_p_thresholds(
+    sizes: tuple[int, ...], alpha: float, spending: Spending, test: str
+) -> tuple[float, ...]:
     """Per-look one-sided p thresholds so that the t statistics spend alpha / 2 as planned.
 
     Under H0 with normal errors the paired t's p-values form a pivotal
@@ -249,7 +261,9 @@ def calibrated_p_thresholds(sizes: tuple[int, ...], alpha: float, spending: Spen
             threshold = float(cumulative[0])
             cut = threshold if test != "paired" else float(special.stdtrit(size - 1, threshold))
         else:
-            need = math.floor(cumulative[k] * paths) - (paths - int(running.sum()))  # to cross at this look
+            need = math.floor(cumulative[k] * paths) - (
+                paths - int(running.sum())
+            )  # to cross at this look
             candidates = p[running]
             cut = float(np.partition(candidates, need - 1)[need - 1]) if need > 0 else -np.inf
             threshold = cut if test != "paired" else float(special.stdtr(size - 1, cut))
@@ -309,7 +323,9 @@ def _look_statistics(base, arm, test, nominal_p):
     effect, se, df = (_paired_parts if test == "paired" else _welch_parts)(base, arm)
     se = np.where(degenerate_rows(base, arm, test), np.nan, se)
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = special.stdtrit(np.where(np.isfinite(df), df, 1.0), 1 - (nominal_p if nominal_p > 0 else 0.0))
+        bound = special.stdtrit(
+            np.where(np.isfinite(df), df, 1.0), 1 - (nominal_p if nominal_p > 0 else 0.0)
+        )
         statistic = effect / se
     return effect, se, statistic, bound
 
@@ -348,7 +364,9 @@ def _actions(k, design: Design, effect, se, statistic, bound, min_effect, *, fla
     if k == design.looks - 1:
         return decided, low, high, np.full(effect.shape, np.nan)
     n_now, n_final = design.look_sizes[k], design.n_seeds
-    cp = _conditional_power(statistic, se, n_now / n_final, design.z_bounds[-1], min_effect, n_now, n_final)
+    cp = _conditional_power(
+        statistic, se, n_now / n_final, design.z_bounds[-1], min_effect, n_now, n_final
+    )
     cp = np.where(np.isnan(se), np.nan, cp)  # no spread: no conditional power either
     futile = design.futility & ((cp < design.futility_power) | (high < min_effect))
     return np.where((low > 0) & ~flat, decided, np.where(futile, 4, 0)), low, high, cp
@@ -363,8 +381,14 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
                         arm_seeds: Sequence[int] | None = None) -> SequentialStep:  # fmt: skip
     """What to do after look `look` (0-based), given every value so far of both arms."""
     if not isinstance(design, Design):
-        raise ValueError(f"design must be a Design (from looks / plan_design), got {type(design).__name__}")
-    if isinstance(look, bool) or not isinstance(look, int | np.integer) or not 0 <= look < design.looks:
+        raise ValueError(
+            f"design must be a Design (from looks / plan_design), got {type(design).__name__}"
+        )
+    if (
+        isinstance(look, bool)
+        or not isinstance(look, int | np.integer)
+        or not 0 <= look < design.looks
+    ):
         raise ValueError(f"look must be a whole number in 0..{design.looks - 1}, got {look!r}")
     check_min_effect(min_effect)
     base, arm = _oriented(baseline_values, mode), _oriented(arm_values, mode)
@@ -376,7 +400,9 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
     p = design.nominal_p[look]
     effect, se, statistic, bound = _look_statistics(base[None], arm[None], design.test, p)
     flat = flat_rows(base[None], arm[None])
-    code, low, high, cp = _actions(look, design, effect, se, statistic, bound, min_effect, flat=flat)
+    code, low, high, cp = _actions(
+        look, design, effect, se, statistic, bound, min_effect, flat=flat
+    )
     action = str(_NAMES[code[0]])
     if action == "stop_futility":
         decision = str(verdict(effect[0], low[0], high[0], min_effect, flat=flat[0]))
@@ -395,10 +421,14 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
 NO_STOP = "no stop possible at this look"
 
 
-def _reason(look, design, action, decision, effect, low, high, cp, *, min_effect, degenerate=False) -> str:
+def _reason(
+    look, design, action, decision, effect, low, high, cp, *, min_effect, degenerate=False
+) -> str:
     if degenerate:
-        said = (f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
-                "(degenerate spread: a CI without the seed-to-seed noise of both sides is no evidence)")
+        said = (
+            f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
+            "(degenerate spread: a CI without the seed-to-seed noise of both sides is no evidence)"
+        )
         if action == "continue":
             return f"{said}; run the next batch of seeds."
         return f"{said}: inconclusive; add seeds, or measure the metric more finely."
@@ -458,11 +488,21 @@ def simulate_design(design: Design, effect: float, *, min_effect: float, sd: flo
         open_ = code == 0
         if not open_.any():
             break
-        e, se, stat, bound = _look_statistics(base[open_, :size], arm[open_, :size], design.test, design.nominal_p[k])
+        e, se, stat, bound = _look_statistics(
+            base[open_, :size], arm[open_, :size], design.test, design.nominal_p[k]
+        )
         if z_only:
             bound = np.full(e.shape, design.z_bounds[k])
-        codes, low, _, _ = _actions(k, design, e, se, stat, bound, min_effect,
-                                    flat=flat_rows(base[open_, :size], arm[open_, :size]))
+        codes, low, _, _ = _actions(
+            k,
+            design,
+            e,
+            se,
+            stat,
+            bound,
+            min_effect,
+            flat=flat_rows(base[open_, :size], arm[open_, :size]),
+        )
         rows = np.flatnonzero(open_)
         code[rows] = codes
         detected[rows] = low > 0

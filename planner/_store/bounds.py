@@ -21,13 +21,17 @@ try:  # the depth rule in C (setup.py builds it; optional)
     from planner._store._columns import long_digits as _long_digits_c
 except ImportError:  # pragma: no cover - depends on the build
     _fits_c = _long_digits_c = None
-_DIGITS_AS_NINES = bytes(b"9"[0] if 48 <= b <= 57 else 32 for b in range(256))  # every digit a 9, all else a space
+_DIGITS_AS_NINES = bytes(
+    b"9"[0] if 48 <= b <= 57 else 32 for b in range(256)
+)  # every digit a 9, all else a space
 _NINETEEN = b"9" * 19
 
 
 def _damaged(where: str, field: str, what: str) -> RunError:
     at = f"field `{field}` " if field else ""
-    return RunError(f"{where}: {at}{what}; this is not a file a run wrote (the folder is damaged or was edited)")
+    return RunError(
+        f"{where}: {at}{what}; this is not a file a run wrote (the folder is damaged or was edited)"
+    )
 
 
 def too_deep(where: str) -> RunError:
@@ -58,10 +62,18 @@ def check_value(value: Any, where: str) -> None:
         if len(path) >= MAX_DEPTH and isinstance(node, dict | list) and node:
             raise _damaged(where, _field(path), f"is nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, dict):
-            stack.extend((v, [*path, k]) for k, v in node.items() if isinstance(v, dict | list | int))
+            stack.extend(
+                (v, [*path, k]) for k, v in node.items() if isinstance(v, dict | list | int)
+            )
         elif isinstance(node, list):
-            stack.extend((v, [*path, i]) for i, v in enumerate(node) if isinstance(v, dict | list | int))
-        elif isinstance(node, int) and not isinstance(node, bool) and not -INT_LIMIT <= node < INT_LIMIT:
+            stack.extend(
+                (v, [*path, i]) for i, v in enumerate(node) if isinstance(v, dict | list | int)
+            )
+        elif (
+            isinstance(node, int)
+            and not isinstance(node, bool)
+            and not -INT_LIMIT <= node < INT_LIMIT
+        ):
             raise _damaged(where, _field(path), "is an integer beyond 64 bits")
 
 
@@ -87,8 +99,12 @@ def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> b
     """
     if long_digits(data) if digits is None else digits:
         return False
-    if type(value) is dict and "reports" in value:  # a trial record: its reports hold most of its brackets
-        fits = None if _fits_c is None else _fits_c(value, True)  # None: a value the Python twin must judge
+    if (
+        type(value) is dict and "reports" in value
+    ):  # a trial record: its reports hold most of its brackets
+        fits = (
+            None if _fits_c is None else _fits_c(value, True)
+        )  # None: a value the Python twin must judge
         return _fits(value, 0, skip=SCHEMA_CHECKED) if fits is None else fits
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
 
@@ -107,6 +123,10 @@ def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
         return True
     for child in children:
         kind = type(child)
-        if (kind is dict or kind is list) and child and (depth + 1 >= MAX_DEPTH or not _fits(child, depth + 1)):
+        if (
+            (kind is dict or kind is list)
+            and child
+            and (depth + 1 >= MAX_DEPTH or not _fits(child, depth + 1))
+        ):
             return False
     return True

@@ -15,7 +15,9 @@ from typing import Any
 
 from planner._core.lazy import lazy_import
 
-decide = lazy_import("planner._stats.decide")  # SciPy: plan validate reads claims (a baseline's accept) and loads none
+decide = lazy_import(
+    "planner._stats.decide"
+)  # SciPy: plan validate reads claims (a baseline's accept) and loads none
 
 
 RULED = ("accept", "reject", "inconclusive")
@@ -37,7 +39,9 @@ def follows(row: dict[str, Any], min_effect: Any) -> str | None:
     if floor is None or effect is None:
         return "inconclusive"
     nan = float("nan")
-    return str(decide.verdict(effect, nan if low is None else low, nan if high is None else high, floor))
+    return str(
+        decide.verdict(effect, nan if low is None else low, nan if high is None else high, floor)
+    )
 
 
 def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -53,10 +57,17 @@ def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
         if expected is None or expected == row.get("decision"):
             continue
         effect, low, high = (_shown(row.get(k)) for k in ("effect", "ci_low", "ci_high"))
-        out.append({"kind": "decision_does_not_follow", "arm": row.get("arm"), "message": (
-            f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own numbers (effect {effect}, "
-            f"CI [{low}, {high}], min_effect {_shown(min_effect)}) give {expected}: the file was edited or is "
-            "damaged, so this decision is not the run's")})
+        out.append(
+            {
+                "kind": "decision_does_not_follow",
+                "arm": row.get("arm"),
+                "message": (
+                    f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own numbers (effect {effect}, "
+                    f"CI [{low}, {high}], min_effect {_shown(min_effect)}) give {expected}: the file was edited or is "
+                    "damaged, so this decision is not the run's"
+                ),
+            }
+        )
     return out
 
 
@@ -67,7 +78,9 @@ def _shown(value: Any) -> str:
 
 def accepted(doc: dict[str, Any] | None, arm: str) -> str | None:
     """None when decisions.json `doc` shows `arm` accepted by its own numbers, else why not (a sentence)."""
-    rows = [r for r in (doc or {}).get("decisions") or [] if isinstance(r, dict) and r.get("arm") == arm]
+    rows = [
+        r for r in (doc or {}).get("decisions") or [] if isinstance(r, dict) and r.get("arm") == arm
+    ]
     if not rows:
         return f"its run folder has no decision for arm {arm}"
     row = rows[-1]

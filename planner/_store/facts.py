@@ -34,8 +34,11 @@ def contract_get(contract: dict[str, Any], dotted: str, default: Any = None) -> 
 
 def contract_decision_mode(contract: dict[str, Any]) -> str:
     """The frozen contract's decision direction (`metric.heldout_mode` for a held-out metric, else `metric.mode`)."""
-    return decision_mode(str(contract_get(contract, "metric.mode", "max")), contract_get(contract, "metric.heldout"),
-                         contract_get(contract, "metric.heldout_mode"))
+    return decision_mode(
+        str(contract_get(contract, "metric.mode", "max")),
+        contract_get(contract, "metric.heldout"),
+        contract_get(contract, "metric.heldout_mode"),
+    )
 
 
 def arm_names(contract: dict[str, Any]) -> list[str]:
@@ -78,7 +81,9 @@ def reports_of(record: TrialRecord) -> list[Any]:
     return reports if isinstance(reports, list) else []
 
 
-def summarize_reports(record: TrialRecord, names: set[str] | frozenset[str] | None = None) -> ReportSummary:
+def summarize_reports(
+    record: TrialRecord, names: set[str] | frozenset[str] | None = None
+) -> ReportSummary:
     """The summary of a record's reports (its own `summary` when the reader slimmed it).
 
     `names`: the metric names when the caller already has them (else the union over every report).
@@ -91,13 +96,20 @@ def summarize_reports(record: TrialRecord, names: set[str] | frozenset[str] | No
     last = reports[-1] if reports and isinstance(reports[-1], dict) else {}
     if names is None:
         names = set().union(*[p.get("metrics") or {} for p in reports if isinstance(p, dict)])
-    return ReportSummary(frozenset(names), first.get("step"), first.get("time_s"), last.get("step"),
-                         last.get("time_s"))
+    return ReportSummary(
+        frozenset(names),
+        first.get("step"),
+        first.get("time_s"),
+        last.get("step"),
+        last.get("time_s"),
+    )
 
 
 def record_last_step(record: TrialRecord) -> Any:
     """The step of the record's last report (None without reports)."""
-    return summarize_reports(record, frozenset()).last_step  # the names are not needed: not gathered
+    return summarize_reports(
+        record, frozenset()
+    ).last_step  # the names are not needed: not gathered
 
 
 def report_timing(record: TrialRecord) -> tuple[Any, Any, Any, Any]:
@@ -113,7 +125,10 @@ def seconds_per_step(record: TrialRecord) -> float | None:
     with one report: its time_s over its step. None without timed reports.
     """
     s0, t0, s1, t1 = report_timing(record)
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (s0, t0, s1, t1)):
+    if not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for v in (s0, t0, s1, t1)
+    ):
         return None
     if s1 > s0:
         return max(0.0, (t1 - t0) / (s1 - s0))
@@ -125,8 +140,13 @@ def metric_names(record: TrialRecord) -> frozenset[str]:
     return summarize_reports(record).metric_names
 
 
-def slim_record(record: TrialRecord, contract: dict[str, Any], names: set[str] | frozenset[str] | None = None,
-                *, limits: tuple[Any, Any] | None = None) -> TrialRecord:
+def slim_record(
+    record: TrialRecord,
+    contract: dict[str, Any],
+    names: set[str] | frozenset[str] | None = None,
+    *,
+    limits: tuple[Any, Any] | None = None,
+) -> TrialRecord:
     """A new record: `record` without its reports, unless they show a violation (kept for `violations`),
     with the `summary` the facts need of them. `record` itself is left as it is.
 
@@ -152,10 +172,13 @@ def reports_kept(record: TrialRecord, summary: ReportSummary, limits: tuple[Any,
     exposure, heldout = limits
     steps = [s for s in (record.get("exposure"), summary.last_step) if isinstance(s, int | float)]
     return (exposure is not None and any(s > exposure for s in steps)) or (
-        heldout is not None and record.get("phase") == "tune" and heldout in summary.metric_names)
+        heldout is not None and record.get("phase") == "tune" and heldout in summary.metric_names
+    )
 
 
-def kept_of_tuning(record: TrialRecord, contract: dict[str, Any], metric: str, k: int | None = None) -> TrialRecord:
+def kept_of_tuning(
+    record: TrialRecord, contract: dict[str, Any], metric: str, k: int | None = None
+) -> TrialRecord:
     """What a running driver keeps of a tuning trial once its whole record is on disk (trials.jsonl):
     `slim_record` (the `summary` the facts read; every report when the reports show a violation) with the
     last `k` (default 1) reports that hold `metric`, the selection metric: all that selection reads of a
@@ -164,9 +187,12 @@ def kept_of_tuning(record: TrialRecord, contract: dict[str, Any], metric: str, k
     A new record; `record` is left as it is."""
     slim = slim_record(record, contract)
     if not slim["reports"]:
-        holding = [p for p in reports_of(record) if isinstance(p, dict) and isinstance(p.get("metrics"), dict)
-                   and metric in p["metrics"]]
-        slim["reports"] = holding[-max(k or 1, 1):]
+        holding = [
+            p
+            for p in reports_of(record)
+            if isinstance(p, dict) and isinstance(p.get("metrics"), dict) and metric in p["metrics"]
+        ]
+        slim["reports"] = holding[-max(k or 1, 1) :]
     return slim
 
 
@@ -196,32 +222,51 @@ def failures(records: list[TrialRecord]) -> list[dict[str, Any]]:
         message = last.get("message") or ""
         if not last and status == TrialStatus.DIVERGED:
             message = "the decision metric went NaN or infinite"
-        out.append({
-            "trial_id": r.get("trial_id"), "phase": r.get("phase"), "arm": r.get("arm"), "seed": r.get("seed"),
-            "status": status, "attempts": r.get("attempts", 1), "error_type": last.get("type") or "",
-            "message": message, "where": traceback_line(last.get("traceback")),
-            "retried": len(errors) > 0 and status not in UNUSABLE,
-            "error": _one_line(last.get("type") or "", message),
-        })
+        out.append(
+            {
+                "trial_id": r.get("trial_id"),
+                "phase": r.get("phase"),
+                "arm": r.get("arm"),
+                "seed": r.get("seed"),
+                "status": status,
+                "attempts": r.get("attempts", 1),
+                "error_type": last.get("type") or "",
+                "message": message,
+                "where": traceback_line(last.get("traceback")),
+                "retried": len(errors) > 0 and status not in UNUSABLE,
+                "error": _one_line(last.get("type") or "", message),
+            }
+        )
     return out
 
 
 def _one_line(kind: str, message: str) -> str:
-    """"Type: first line of the message", as `plan run`'s summary shows an error (the traceback and the last
+    """ "Type: first line of the message", as `plan run`'s summary shows an error (the traceback and the last
     lines of stderr stay in trials.jsonl and the trial's logs)."""
     line = first_line(message)
     return f"{kind}: {line}" if kind and line else kind or line
 
 
-def failure_groups(failures: list[dict[str, Any]], run_dir: str | None = None) -> list[dict[str, Any]]:
+def failure_groups(
+    failures: list[dict[str, Any]], run_dir: str | None = None
+) -> list[dict[str, Any]]:
     """`failures` grouped by their one-line error as `plan run` groups them (planner._core.records.error_key),
     in order of first occurrence: [{"error", "status", "where", "first", "trial_ids", "count"}]; with
     `run_dir`, an error that does not say where its logs are says so (the first trial's folder)."""
     groups: dict[tuple[str, Any], dict[str, Any]] = {}
     for f in failures:
-        group = groups.setdefault((error_key(f["error"]), f["status"]), {
-            "error": f["error"], "error_type": f["error_type"], "status": f["status"], "where": f["where"],
-            "first": f["trial_id"], "trial_ids": [], "count": 0})
+        group = groups.setdefault(
+            (error_key(f["error"]), f["status"]),
+            {
+                "error": f["error"],
+                "error_type": f["error_type"],
+                "status": f["status"],
+                "where": f["where"],
+                "first": f["trial_id"],
+                "trial_ids": [],
+                "count": 0,
+            },
+        )
         group["trial_ids"].append(f["trial_id"])
         group["count"] += 1
     out = list(groups.values())
@@ -232,49 +277,90 @@ def failure_groups(failures: list[dict[str, Any]], run_dir: str | None = None) -
     return out
 
 
-NOT_VIOLATIONS = {"diverged"}  # logged as notes by the runner, but a result (see failures), not a broken rule
+NOT_VIOLATIONS = {
+    "diverged"
+}  # logged as notes by the runner, but a result (see failures), not a broken rule
 _PAST_BUDGET = re.compile(r"step (\d+) is past the budget", re.IGNORECASE)
 
 
-def _logged_violations(r: TrialRecord, base: dict[str, Any], kinds: set[str]) -> list[dict[str, Any]]:
+def _logged_violations(
+    r: TrialRecord, base: dict[str, Any], kinds: set[str]
+) -> list[dict[str, Any]]:
     out = []
     for v in r.get("violations") or []:
         if not isinstance(v, dict) or v.get("kind") in NOT_VIOLATIONS:
             continue
         kind = str(v.get("kind", "unknown"))
-        if kind == "heldout_in_tuning" and kind in kinds:  # one per trial, at its first step (older runs
+        if (
+            kind == "heldout_in_tuning" and kind in kinds
+        ):  # one per trial, at its first step (older runs
             continue  # logged one per step)
         kinds.add(kind)
         detail = ", ".join(f"{k}={v[k]}" for k in v if k not in ("kind", "step"))
-        out.append({**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"})
+        out.append(
+            {**base, "kind": kind, "step": v.get("step"), "detail": detail, "source": "logged"}
+        )
     return out
 
 
-def _record_violations(r: TrialRecord, base: dict[str, Any], kinds: set[str], exposure: Any,
-                       heldout: Any) -> list[dict[str, Any]]:
+def _record_violations(
+    r: TrialRecord, base: dict[str, Any], kinds: set[str], exposure: Any, heldout: Any
+) -> list[dict[str, Any]]:
     """What the record's reports and protocol error show that it did not log."""
     out = []
     reports = [p for p in reports_of(r) if isinstance(p, dict)]
     last_step = record_last_step(r)
-    if (exposure is not None and "report_past_budget" not in kinds
-            and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))):
-        past = [p.get("step") for p in reports if isinstance(p.get("step"), int | float) and p["step"] > exposure]
+    if (
+        exposure is not None
+        and "report_past_budget" not in kinds
+        and any(isinstance(s, int | float) and s > exposure for s in (r.get("exposure"), last_step))
+    ):
+        past = [
+            p.get("step")
+            for p in reports
+            if isinstance(p.get("step"), int | float) and p["step"] > exposure
+        ]
         kinds.add("report_past_budget")
-        out.append({**base, "kind": "report_past_budget", "step": past[0] if past else r.get("exposure"),
-                    "detail": f"budget={exposure}", "source": "reports"})
-    if heldout and r.get("phase") == "tune" and "heldout_in_tuning" not in kinds and heldout in metric_names(r):
+        out.append(
+            {
+                **base,
+                "kind": "report_past_budget",
+                "step": past[0] if past else r.get("exposure"),
+                "detail": f"budget={exposure}",
+                "source": "reports",
+            }
+        )
+    if (
+        heldout
+        and r.get("phase") == "tune"
+        and "heldout_in_tuning" not in kinds
+        and heldout in metric_names(r)
+    ):
         steps = [p.get("step") for p in reports if heldout in (p.get("metrics") or {})]
         if steps:
             kinds.add("heldout_in_tuning")
-            out.append({**base, "kind": "heldout_in_tuning", "step": steps[0],
-                        "detail": f"metric={heldout}", "source": "reports"})
+            out.append(
+                {
+                    **base,
+                    "kind": "heldout_in_tuning",
+                    "step": steps[0],
+                    "detail": f"metric={heldout}",
+                    "source": "reports",
+                }
+            )
     if r.get("status") == TrialStatus.PROTOCOL_ERROR and not kinds:
         errors = r.get("errors") or [{}]
         message = str((errors[-1] or {}).get("message", ""))
         past = _PAST_BUDGET.search(message)
-        out.append({**base, "kind": "report_past_budget" if past else "protocol_error",
-                    "step": int(past.group(1)) if past else r.get("exposure"), "detail": message,
-                    "source": "error"})
+        out.append(
+            {
+                **base,
+                "kind": "report_past_budget" if past else "protocol_error",
+                "step": int(past.group(1)) if past else r.get("exposure"),
+                "detail": message,
+                "source": "error",
+            }
+        )
     return out
 
 
@@ -291,7 +377,12 @@ def violations(records: list[TrialRecord], contract: dict[str, Any]) -> list[dic
     heldout = contract_get(contract, "metric.heldout")
     out = []
     for r in records:
-        base = {"trial_id": r.get("trial_id"), "phase": r.get("phase"), "arm": r.get("arm"), "seed": r.get("seed")}
+        base = {
+            "trial_id": r.get("trial_id"),
+            "phase": r.get("phase"),
+            "arm": r.get("arm"),
+            "seed": r.get("seed"),
+        }
         kinds: set[str] = set()
         out += _logged_violations(r, base, kinds)
         out += _record_violations(r, base, kinds, exposure, heldout)
@@ -308,8 +399,15 @@ def heldout_tuning_trials(records: list[TrialRecord], heldout: str | None) -> li
     if not heldout:
         return []
     latest = {r.get("trial_id"): r for r in records if r.get("phase") == "tune"}
-    return [r for r in latest.values() if heldout in metric_names(r) or any(
-        isinstance(v, dict) and v.get("kind") == "heldout_in_tuning" for v in r.get("violations") or [])]
+    return [
+        r
+        for r in latest.values()
+        if heldout in metric_names(r)
+        or any(
+            isinstance(v, dict) and v.get("kind") == "heldout_in_tuning"
+            for v in r.get("violations") or []
+        )
+    ]
 
 
 def heldout_ledger(records: list[TrialRecord], contract: dict[str, Any]) -> dict[str, Any]:
@@ -333,16 +431,25 @@ def heldout_ledger(records: list[TrialRecord], contract: dict[str, Any]) -> dict
                     by_arm[r.get("arm")] = by_arm.get(r.get("arm"), 0) + 1
     evaluations = by_phase["confirm"] + by_phase["reeval"]
     return {
-        "metric": metric, "evaluations": evaluations, "confirm": by_phase["confirm"],
-        "reeval": by_phase["reeval"], "tuning_exposures": len(heldout_tuning_trials(records, metric)),
+        "metric": metric,
+        "evaluations": evaluations,
+        "confirm": by_phase["confirm"],
+        "reeval": by_phase["reeval"],
+        "tuning_exposures": len(heldout_tuning_trials(records, metric)),
         "by_arm": by_arm,
-        "cap": cap, "over_cap": cap is not None and evaluations > cap,
+        "cap": cap,
+        "over_cap": cap is not None and evaluations > cap,
     }
 
 
 def _finite(value: Any) -> float:
     """A number from a record, 0 when it is absent or not a finite number."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == value and abs(value) != math.inf:
+    if (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value == value
+        and abs(value) != math.inf
+    ):
         return float(value)
     return 0.0
 
@@ -357,8 +464,12 @@ def _seconds(value: Any) -> float | None:
         return None
 
 
-def budget_used(records: list[TrialRecord], contract: dict[str, Any], state: dict[str, Any] | None,
-                plan: dict[str, Any] | None) -> dict[str, Any]:
+def budget_used(
+    records: list[TrialRecord],
+    contract: dict[str, Any],
+    state: dict[str, Any] | None,
+    plan: dict[str, Any] | None,
+) -> dict[str, Any]:
     """Trials, steps of exposure and wall time used, against what was planned and allowed.
 
     `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`, `reeval_steps`).
@@ -370,13 +481,15 @@ def budget_used(records: list[TrialRecord], contract: dict[str, Any], state: dic
     steps = int(sum(_finite(r.get("exposure")) for r in records))
     st_budget = (state or {}).get("budget") or {}
     return {
-        "trials_ended": len(records), "trials_planned": n_planned,
+        "trials_ended": len(records),
+        "trials_planned": n_planned,
         "max_trials": contract_get(contract, "budget.max_trials"),
-        "steps": steps, "steps_planned": None if not (n_planned and exposure) else n_planned * exposure,
+        "steps": steps,
+        "steps_planned": None if not (n_planned and exposure) else n_planned * exposure,
         "unit": contract_get(contract, "budget.unit", "step"),
         "wall_time_s": st_budget.get("wall_time_s"),
         "max_wall_time_s": _seconds(contract_get(contract, "budget.max_wall_time")),
         "trial_time_s": round(sum(_finite(r.get("duration_s")) for r in records), 3),
-        "reeval_trials": len(reeval), "reeval_steps": int(sum(_finite(r.get("exposure")) for r in reeval)),
+        "reeval_trials": len(reeval),
+        "reeval_steps": int(sum(_finite(r.get("exposure")) for r in reeval)),
     }
-

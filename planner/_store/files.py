@@ -48,11 +48,15 @@ _WRITING = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_TRUNC
 
 def _refuse(path: Path, what: str, writing: bool = False) -> RunError:
     if writing:
-        return LinkedFileError(f"{path} is {what}: planner writes only plain files with one name inside a run folder, "
-                               "so that nothing outside it changes; replace it with a copy of its own (cp --remove-"
-                               "destination, or remove it) and run again")
-    return RunError(f"{path} is {what}, not a regular file inside the run folder: planner reads and writes only "
-                    "plain files there and follows no link; replace it with the file the run wrote, or remove it")
+        return LinkedFileError(
+            f"{path} is {what}: planner writes only plain files with one name inside a run folder, "
+            "so that nothing outside it changes; replace it with a copy of its own (cp --remove-"
+            "destination, or remove it) and run again"
+        )
+    return RunError(
+        f"{path} is {what}, not a regular file inside the run folder: planner reads and writes only "
+        "plain files there and follows no link; replace it with the file the run wrote, or remove it"
+    )
 
 
 def _parts(root: Path, path: Path) -> tuple[Path, list[str]]:
@@ -93,8 +97,9 @@ def _dir_fd(root: Path, parts: list[str], path: Path, create: bool = False):
         os.close(fd)
 
 
-def open_inside(root: str | os.PathLike, path: str | os.PathLike, flags: int = os.O_RDONLY,
-                mode: int = 0o644) -> int:
+def open_inside(
+    root: str | os.PathLike, path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o644
+) -> int:
     """A descriptor of the regular file `path` below the run folder `root`; no link followed, nothing special opened.
 
     Raises FileNotFoundError when it is missing (and `flags` has no O_CREAT), RunError naming the file when
@@ -120,8 +125,11 @@ def open_inside(root: str | os.PathLike, path: str | os.PathLike, flags: int = o
         if not stat.S_ISREG(st.st_mode):
             raise _refuse(full, file_kind(st.st_mode), writing=bool(flags & _WRITING))
         if flags & _WRITING and st.st_nlink > 1:
-            raise _refuse(full, f"a file with {st.st_nlink} hard links (one of them may be outside the run folder)",
-                          writing=True)
+            raise _refuse(
+                full,
+                f"a file with {st.st_nlink} hard links (one of them may be outside the run folder)",
+                writing=True,
+            )
         if _NONBLOCK:
             os.set_blocking(fd, True)
     except BaseException:
@@ -142,7 +150,9 @@ def _reader(root: str | os.PathLike, path: str | os.PathLike) -> int | None:
         raise RunError(f"cannot read {path}: {error.strerror or error}") from None
 
 
-def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSON_CAP) -> bytes | None:
+def read_inside(
+    root: str | os.PathLike, path: str | os.PathLike, cap: int = JSON_CAP
+) -> bytes | None:
     """The bytes of the regular file `path` below `root` (None when missing), refused past `cap` bytes."""
     fd = _reader(root, path)
     if fd is None:
@@ -150,11 +160,15 @@ def read_inside(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSO
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
-            raise RunError(f"{path} is {size} bytes, past the {cap >> 20} MiB a run's file may hold: it is not "
-                           "a file a run wrote")
+            raise RunError(
+                f"{path} is {size} bytes, past the {cap >> 20} MiB a run's file may hold: it is not "
+                "a file a run wrote"
+            )
         data = handle.read(cap + 1)
         if len(data) > cap:
-            raise RunError(f"{path} grew past {cap >> 20} MiB while it was read: it is not a file a run wrote")
+            raise RunError(
+                f"{path} grew past {cap >> 20} MiB while it was read: it is not a file a run wrote"
+            )
         return data
 
 
@@ -166,13 +180,21 @@ def open_stream(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSO
     size = os.fstat(fd).st_size
     if size > cap:
         os.close(fd)
-        raise RunError(f"{path} is {size} bytes, past the {cap >> 30} GiB a run's file may hold: it is not a "
-                       "file a run wrote")
+        raise RunError(
+            f"{path} is {size} bytes, past the {cap >> 30} GiB a run's file may hold: it is not a "
+            "file a run wrote"
+        )
     return os.fdopen(fd, "rb")
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.PathLike | None = None,
-                 mode: int = 0o644, durable: bool = True) -> None:
+def write_atomic(
+    path: str | os.PathLike,
+    data: str | bytes,
+    *,
+    root: str | os.PathLike | None = None,
+    mode: int = 0o644,
+    durable: bool = True,
+) -> None:
     """Replace `path` with `data` atomically: nothing half-written is ever seen, nothing is left behind on failure.
 
     A temporary file in the target's folder (created exclusively, no link followed) is written and fsync'd,
@@ -191,7 +213,9 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, root: str | os.P
         _replace_at(dfd, parts[-1], payload, mode, path, durable)
 
 
-def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path, durable: bool = True) -> None:
+def _replace_at(
+    dfd: int, name: str, payload: bytes, mode: int, path: Path, durable: bool = True
+) -> None:
     """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename, fsync."""
     tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
@@ -199,7 +223,7 @@ def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path, dura
         try:
             view = memoryview(payload)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             if durable:
                 os.fsync(fd)
         finally:
@@ -221,7 +245,9 @@ def _replace_at(dfd: int, name: str, payload: bytes, mode: int, path: Path, dura
         pass
 
 
-def rewrite_tree(root: str | os.PathLike, folder: str | os.PathLike, rewrite, cap: int = JSON_CAP) -> int:
+def rewrite_tree(
+    root: str | os.PathLike, folder: str | os.PathLike, rewrite, cap: int = JSON_CAP
+) -> int:
     """Replace every UTF-8 text file under `folder` (below `root`, a run or trial folder) by `rewrite(text)` when
     that differs; return how many were replaced.
 
@@ -244,7 +270,9 @@ def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
     replaced = 0
     for dirpath, dirnames, filenames, dfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
         dirnames.sort()
-        if len(Path(dirpath).parts) >= TREE_DEPTH:  # os.fwalk recurses (a frame and a descriptor a level)
+        if (
+            len(Path(dirpath).parts) >= TREE_DEPTH
+        ):  # os.fwalk recurses (a frame and a descriptor a level)
             dirnames.clear()
         for name in sorted(filenames):
             if name.startswith(".") and name.endswith(".tmp"):
@@ -267,7 +295,13 @@ def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
                 continue
             clean = rewrite(text)
             if clean != text:
-                _replace_at(dfd, name, clean.encode("utf-8"), stat.S_IMODE(st.st_mode), folder / dirpath / name)
+                _replace_at(
+                    dfd,
+                    name,
+                    clean.encode("utf-8"),
+                    stat.S_IMODE(st.st_mode),
+                    folder / dirpath / name,
+                )
                 replaced += 1
     return replaced
 
@@ -295,7 +329,9 @@ def _lstat_mode(name: str, dfd: int) -> int:
         return 0
 
 
-def unlink_inside(root: str | os.PathLike, path: str | os.PathLike, inode: int | None = None) -> None:
+def unlink_inside(
+    root: str | os.PathLike, path: str | os.PathLike, inode: int | None = None
+) -> None:
     """Remove the entry `path` below `root` (never what a link points to); with `inode`, only if it is that file."""
     root, parts = _parts(Path(root), Path(path))
     with _dir_fd(root, parts, Path(path)) as dfd:

@@ -30,10 +30,28 @@ from planner._core.errors import RunError
 from planner._core.redact import REDACTED, Redactor, looks_secret
 from planner._core.version import VERSION
 
-PACKAGES = ("planner", "ray", "optuna", "hydra-core", "omegaconf", "pydantic", "numpy", "pandas",
-            "scipy", "scikit-learn", "torch")
-ENV_ALLOW = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-             "RAY_ADDRESS", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG")
+PACKAGES = (
+    "planner",
+    "ray",
+    "optuna",
+    "hydra-core",
+    "omegaconf",
+    "pydantic",
+    "numpy",
+    "pandas",
+    "scipy",
+    "scikit-learn",
+    "torch",
+)
+ENV_ALLOW = (
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "RAY_ADDRESS",
+    "PYTHONHASHSEED",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
 
 
 def env_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -75,7 +93,9 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
-MAX_SOURCE_FILES = 500  # the local modules followed from a trainable's file (a repository, not a site-packages)
+MAX_SOURCE_FILES = (
+    500  # the local modules followed from a trainable's file (a repository, not a site-packages)
+)
 
 
 def imported_names(entry: Path, root: Path) -> set[str]:
@@ -90,7 +110,9 @@ def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
     A resumed run refuses when one of them changed, and a reeval names it (`code.local_sources.<path>`)."""
     out = {}
     start, top = entry.resolve(), root.resolve()
-    for path in {path.resolve() for path in files}:  # one name for a file, whichever link it was reached by
+    for path in {
+        path.resolve() for path in files
+    }:  # one name for a file, whichever link it was reached by
         if path == start:
             continue
         try:
@@ -193,7 +215,10 @@ def _providers_while(folders: tuple) -> dict:
     if not _BY_FOLDER:
         return importlib.metadata.packages_distributions()
     merged: dict[str, list[str]] = {}
-    for path, names in folders:  # in sys.path's order, as importlib.metadata.distributions() walks it
+    for (
+        path,
+        names,
+    ) in folders:  # in sys.path's order, as importlib.metadata.distributions() walks it
         for name, dists in _folder_providers(path, names).items():
             merged.setdefault(name, []).extend(dists)
     return merged
@@ -203,8 +228,12 @@ def _distributions_in(path: str) -> frozenset[str] | None:
     """The names of the distribution metadata entries in one folder of sys.path (None: not a folder)."""
     try:
         with os.scandir(path or ".") as entries:
-            return frozenset(e.name for e in entries if e.name.endswith((".dist-info", ".egg-info", ".egg-link"))
-                             or e.name.lower() == "egg-info")  # a folder that is an .egg itself
+            return frozenset(
+                e.name
+                for e in entries
+                if e.name.endswith((".dist-info", ".egg-info", ".egg-link"))
+                or e.name.lower() == "egg-info"
+            )  # a folder that is an .egg itself
     except OSError:
         return None
 
@@ -214,7 +243,12 @@ def used_packages(names: Iterable[str]) -> list[str]:
     with every installed distribution they require, and so on: what importing them loads (lightning brings
     torch and torchmetrics). The standard library and names no distribution provides are left out."""
     providers = _providers()
-    todo = [canonical(d) for name in names if name not in sys.stdlib_module_names for d in providers.get(name, [])]
+    todo = [
+        canonical(d)
+        for name in names
+        if name not in sys.stdlib_module_names
+        for d in providers.get(name, [])
+    ]
     out: set[str] = set()
     while todo:
         dist = todo.pop()
@@ -300,8 +334,9 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     return added
 
 
-def trainable_imports(contract, contract_dir: Path, search_path: list[str]
-                      ) -> tuple[list[str], dict[str, str], list[Path]]:
+def trainable_imports(
+    contract, contract_dir: Path, search_path: list[str]
+) -> tuple[list[str], dict[str, str], list[Path]]:
     """(`trainable_packages`, `local_sources` of the trainable's file, the local files read), from one walk of
     its imports."""
     entry, root = _trainable_entry(contract, contract_dir, search_path)
@@ -319,12 +354,16 @@ def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> 
     return trainable_imports(contract, contract_dir, search_path)[0]
 
 
-def _trainable_entry(contract, contract_dir: Path, search_path: list[str]) -> tuple[Path | None, Path | None]:
+def _trainable_entry(
+    contract, contract_dir: Path, search_path: list[str]
+) -> tuple[Path | None, Path | None]:
     """(the trainable's file, the folder its imports are local to): a module trainable's file and its package
     root; a `command:`'s script (or its `python -m` module) and the folder the command runs in."""
     if contract.trainable:
         entry = _module_file(contract.trainable.partition(":")[0], search_path)
-        return entry, None if entry is None else _import_root(entry, contract.trainable.partition(":")[0])
+        return entry, None if entry is None else _import_root(
+            entry, contract.trainable.partition(":")[0]
+        )
     command_dir = contract.command_dir(contract_dir)
     entry, root = command_script(contract.command_line, command_dir), command_dir
     module = _module_of_command(contract.command_line)
@@ -400,13 +439,21 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout.decode(errors="replace")
 
 
-def code_identity(trainable: str, search_path: list[str], local_files: Sequence[Path] = ()) -> dict[str, Any]:
+def code_identity(
+    trainable: str, search_path: list[str], local_files: Sequence[Path] = ()
+) -> dict[str, Any]:
     """Git facts of the repository holding the trainable's module, and the module source's sha256."""
     module_name = trainable.partition(":")[0]
     source = _module_file(module_name, search_path)
-    info: dict[str, Any] = {"repo": None, "commit": None, "dirty": None, "diff_sha256": None,
-                            "trainable": trainable, "trainable_source_sha256": None,
-                            "trainable_file": str(source) if source else None}
+    info: dict[str, Any] = {
+        "repo": None,
+        "commit": None,
+        "dirty": None,
+        "diff_sha256": None,
+        "trainable": trainable,
+        "trainable_source_sha256": None,
+        "trainable_file": str(source) if source else None,
+    }
     if source is None:
         return info
     info["trainable_source_sha256"] = file_sha256(source)
@@ -414,8 +461,9 @@ def code_identity(trainable: str, search_path: list[str], local_files: Sequence[
     return info
 
 
-def command_code_identity(command_line: str, contract_dir: Path, local_files: Sequence[Path] = ()
-                          ) -> dict[str, Any]:
+def command_code_identity(
+    command_line: str, contract_dir: Path, local_files: Sequence[Path] = ()
+) -> dict[str, Any]:
     """The code identity of a `command:` trainable: its command line, and the script it names.
 
     `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's folder, or
@@ -424,9 +472,15 @@ def command_code_identity(command_line: str, contract_dir: Path, local_files: Se
     same keys as a module trainable's, so a reeval compares them the same way.
     A command that names no file there records its command line alone.
     """
-    info: dict[str, Any] = {"repo": None, "commit": None, "dirty": None, "diff_sha256": None,
-                            "trainable": f"command: {command_line}", "trainable_source_sha256": None,
-                            "trainable_file": None}
+    info: dict[str, Any] = {
+        "repo": None,
+        "commit": None,
+        "dirty": None,
+        "diff_sha256": None,
+        "trainable": f"command: {command_line}",
+        "trainable_source_sha256": None,
+        "trainable_file": None,
+    }
     script = command_script(command_line, contract_dir)
     if script is None:
         return info
@@ -464,8 +518,11 @@ def _git_facts(folder: Path, sources: Sequence[Path] = ()) -> dict[str, Any]:
     info["commit"] = commit.strip() if commit else None
     status = _git(["status", "--porcelain", "--untracked-files=no"], repo)
     info["dirty"] = bool(status.strip()) if status is not None else None
-    if sources and info["dirty"] is False and _git(["ls-files", "--error-unmatch", "--", *map(str, sources)],
-                                                   repo) is None:
+    if (
+        sources
+        and info["dirty"] is False
+        and _git(["ls-files", "--error-unmatch", "--", *map(str, sources)], repo) is None
+    ):
         info["dirty"] = True  # one not tracked (or git could not say): not what the commit holds
     diff = _git(["diff", "HEAD"], repo)
     if diff is not None:
@@ -488,8 +545,12 @@ def _module_file(module_name: str, search_path: list[str]) -> Path | None:
 
 
 def host_info() -> dict[str, Any]:
-    info: dict[str, Any] = {"hostname": socket.gethostname(), "platform": platform.platform(),
-                            "cpus": os.cpu_count(), "memory_bytes": None}
+    info: dict[str, Any] = {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "memory_bytes": None,
+    }
     try:
         info["memory_bytes"] = psutil.virtual_memory().total
     except ImportError:
@@ -507,8 +568,11 @@ def data_fingerprints(paths: list[str], base: Path) -> dict[str, str | None]:
 
 def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[str, Any]:
     used, local, files = trainable_imports(contract, contract_dir, search_path)
-    code = code_identity(contract.trainable, search_path, files) if contract.trainable else \
-        command_code_identity(contract.command_line, contract.command_dir(contract_dir), files)
+    code = (
+        code_identity(contract.trainable, search_path, files)
+        if contract.trainable
+        else command_code_identity(contract.command_line, contract.command_dir(contract_dir), files)
+    )
     code["local_sources"] = local
     return {
         "contract_sha256": contract.sha256(),

@@ -27,7 +27,9 @@ from planner._store.files import open_inside
 def torn_tail(path: Path) -> tuple[int, bytes]:
     """(offset just after the last newline, the bytes after it): a torn last line, or b"" when whole."""
     try:
-        fd = open_inside(path.parent, path)  # a link or a FIFO as trials.jsonl is refused, never followed
+        fd = open_inside(
+            path.parent, path
+        )  # a link or a FIFO as trials.jsonl is refused, never followed
     except FileNotFoundError:
         return 0, b""
     size = os.fstat(fd).st_size
@@ -110,7 +112,9 @@ def append_line(handle: AppendFile, line: str, sync: bool = True) -> None:
     handle.write_line(line, sync=sync)
 
 
-LEDGER_LOCK_WAIT_S = 60.0  # a ledger append takes milliseconds; a lock held longer is held by something else
+LEDGER_LOCK_WAIT_S = (
+    60.0  # a ledger append takes milliseconds; a lock held longer is held by something else
+)
 
 
 def _flock_within(fd: int, path: Path, wait_s: float) -> None:
@@ -122,8 +126,10 @@ def _flock_within(fd: int, path: Path, wait_s: float) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise RunError(f"{path} has been locked by another process for {wait_s:g} s: a ledger append takes "
-                               "milliseconds; find the process holding it (fuser) and stop it") from None
+                raise RunError(
+                    f"{path} has been locked by another process for {wait_s:g} s: a ledger append takes "
+                    "milliseconds; find the process holding it (fuser) and stop it"
+                ) from None
             time.sleep(0.05)
 
 
@@ -138,7 +144,9 @@ def locked_append(path: Path, line: str) -> None:
         line += "\n"
     # opened as the run lock is (planner._store.lock): no link followed, a regular file of one name, and
     # O_NONBLOCK, so a FIFO in its place is refused at once instead of hanging `plan run`
-    lock_fd = open_inside(path.parent, path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT)
+    lock_fd = open_inside(
+        path.parent, path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT
+    )
     try:
         _flock_within(lock_fd, path.with_name(path.name + ".lock"), LEDGER_LOCK_WAIT_S)
         handle = AppendFile(path)

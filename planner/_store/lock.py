@@ -60,11 +60,11 @@ def pid_alive(pid: Any) -> bool:
     return True
 
 
-
-
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock's content (None when missing or unreadable); a link or special file is refused (RunError)."""
-    data = read_inside(path.parent, path, cap=1 << 20)  # a link, a FIFO, a huge file: RunError naming it
+    data = read_inside(
+        path.parent, path, cap=1 << 20
+    )  # a link, a FIFO, a huge file: RunError naming it
     try:
         value = json.loads(data) if data is not None else None
     except (ValueError, RecursionError):
@@ -104,8 +104,14 @@ class RunLock:
         if self.fd < 0:
             return
         try:
-            held = _read_fd(self.fd)  # our own file, through our descriptor: never a link put in its place
-            if held and held.get("pid") == self.info["pid"] and held.get("token") == self.info["token"]:
+            held = _read_fd(
+                self.fd
+            )  # our own file, through our descriptor: never a link put in its place
+            if (
+                held
+                and held.get("pid") == self.info["pid"]
+                and held.get("token") == self.info["token"]
+            ):
                 unlink_inside(self.path.parent, self.path, inode=os.fstat(self.fd).st_ino)
         finally:
             try:
@@ -119,8 +125,15 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
     """Take `run_dir/lock`, taking over a stale one; raise RunLockedError naming the holder otherwise."""
     path = Path(run_dir) / "lock"
     pid = os.getpid()
-    info = {"pid": pid, "host": socket.gethostname(), "started": utc_now(), "boot_id": boot_id(),
-            "pid_started": process_started(pid), "token": secrets.token_hex(8), "command": command}
+    info = {
+        "pid": pid,
+        "host": socket.gethostname(),
+        "started": utc_now(),
+        "boot_id": boot_id(),
+        "pid_started": process_started(pid),
+        "token": secrets.token_hex(8),
+        "command": command,
+    }
     payload = (json.dumps(info) + "\n").encode()
     for _ in range(5):
         try:
@@ -133,7 +146,9 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
             return RunLock(path, fd, info, old)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:  # someone judged our empty new file stale in the instant before we locked it
+        except (
+            OSError
+        ):  # someone judged our empty new file stale in the instant before we locked it
             os.close(fd)
             _refuse(path, read_lock(path), "")
         try:
@@ -144,13 +159,17 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
             unlink_inside(path.parent, path, inode=ino)
             raise
         return RunLock(path, fd, info)
-    raise RunLockedError(f"could not take the lock {path}: it kept changing under us; is another `plan run` starting?")
+    raise RunLockedError(
+        f"could not take the lock {path}: it kept changing under us; is another `plan run` starting?"
+    )
 
 
 def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | None:
     """(fd, the stale lock's content) when the existing lock is stale and is now ours; raises when it is held."""
     try:
-        fd = open_inside(path.parent, path, os.O_RDWR)  # a link or a FIFO as `lock` is refused, never followed
+        fd = open_inside(
+            path.parent, path, os.O_RDWR
+        )  # a link or a FIFO as `lock` is refused, never followed
     except FileNotFoundError:
         return None
     try:
@@ -172,7 +191,9 @@ def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | Non
             return None
         held = _read_fd(fd)
         if held is None:
-            if time.time() - os.fstat(fd).st_mtime < 5.0:  # another process may be writing it right now
+            if (
+                time.time() - os.fstat(fd).st_mtime < 5.0
+            ):  # another process may be writing it right now
                 os.close(fd)
                 fd = -1
                 _refuse(path, None, "")
@@ -201,12 +222,16 @@ def _refuse(path: Path, held: dict | None, why: str) -> None:
     pid, host = held.get("pid", "?"), held.get("host", "?")
     here = socket.gethostname()
     if host not in ("?", here):
-        advice = (f"it was taken on another host; if no `plan run` is running there any more (or {host} was this "
-                  f"machine before a restart), remove {path} and resume again")
+        advice = (
+            f"it was taken on another host; if no `plan run` is running there any more (or {host} was this "
+            f"machine before a restart), remove {path} and resume again"
+        )
     else:
         advice = f"wait for it to end, or stop it (kill {pid}) and resume"
-    raise RunLockedError(f"{path.parent} is in use by `{held.get('command', 'plan run')}` (pid {pid} on host {host}, since "
-                         f"{held.get('started', '?')}); {advice}") from None
+    raise RunLockedError(
+        f"{path.parent} is in use by `{held.get('command', 'plan run')}` (pid {pid} on host {host}, since "
+        f"{held.get('started', '?')}); {advice}"
+    ) from None
 
 
 def _write_fd(fd: int, payload: bytes) -> None:

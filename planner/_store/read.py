@@ -131,8 +131,15 @@ def _recover(line: bytes, where: str = "a JSON value") -> dict[str, Any] | None:
     return None
 
 
-def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
-               check: Any = None, pairs: bool = False, scan: Any = None) -> Iterator[Any]:
+def iter_jsonl(
+    path: Path,
+    notes: list[str],
+    *,
+    root: Path | None = None,
+    check: Any = None,
+    pairs: bool = False,
+    scan: Any = None,
+) -> Iterator[Any]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
     A last line that does not parse is a torn write: it is skipped, and a note
@@ -153,18 +160,26 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
     with f:
         for number, line in enumerate(iter(lambda: f.readline(LINE_CAP + 1), b""), start=1):
             if len(line) > LINE_CAP:
-                raise RunError(f"line {number} of {path} is longer than {LINE_CAP >> 20} MiB: it is not a record a "
-                               "run wrote")
+                raise RunError(
+                    f"line {number} of {path} is longer than {LINE_CAP >> 20} MiB: it is not a record a "
+                    "run wrote"
+                )
             if line.isspace():  # no copy of the line, as strip() makes
                 continue
             if bad is not None:
                 recovered = _recover(bad[1], f"line {bad[0]} of {path}")
                 if recovered is None:
-                    notes.append(f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped")
+                    notes.append(
+                        f"line {bad[0]} of {path.name} is damaged (not valid JSON) and was skipped"
+                    )
                 else:
-                    notes.append(f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
-                                 "resume): that part was skipped, the whole record after it kept")
-                    checked = None if check is None else check(recovered, f"line {bad[0]} of {path}")
+                    notes.append(
+                        f"line {bad[0]} of {path.name} starts with a write cut short (a crash before a "
+                        "resume): that part was skipped, the whole record after it kept"
+                    )
+                    checked = (
+                        None if check is None else check(recovered, f"line {bad[0]} of {path}")
+                    )
                     yield (recovered, checked) if pairs else recovered
                 bad = None
             if scan is not None:
@@ -178,31 +193,40 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None,
                 bad = (number, line)
                 continue
             if not isinstance(value, dict):
-                raise RunError(f"line {number} of {path} is not a JSON object: this is not a run's log")
+                raise RunError(
+                    f"line {number} of {path} is not a JSON object: this is not a run's log"
+                )
             checked = None if check is None else check(value, f"line {number} of {path}")
             yield (value, checked) if pairs else value
     if bad is not None:
-        notes.append(f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
-                     "leaves it, and was skipped")
+        notes.append(
+            f"the last line of {path.name} (line {bad[0]}) is incomplete, as a write cut short "
+            "leaves it, and was skipped"
+        )
 
 
 _REPORTS_KEY = b'"reports": ['
 # What stands in for the reports while the rest of a line is parsed: a text no file can hold (it is drawn
 # anew by each process), so a parsed record whose `reports` is this one had its reports where they were read.
-_STAND_IN = "planner-reports-" + "".join(secrets.choice(string.ascii_letters) for _ in range(32))  # no digits:
+_STAND_IN = "planner-reports-" + "".join(
+    secrets.choice(string.ascii_letters) for _ in range(32)
+)  # no digits:
 # a run of 19 would send every line to the slower exact parser (bounds.long_digits)
 _STAND_IN_JSON = json.dumps(_STAND_IN).encode()
 
 
-def scanned_trial(line: bytes, where: str, metrics: frozenset[str] | None = None
-                  ) -> tuple[TrialRecord, ReportColumns] | None:
+def scanned_trial(
+    line: bytes, where: str, metrics: frozenset[str] | None = None
+) -> tuple[TrialRecord, ReportColumns] | None:
     """A trial record whose reports are read from the line's text into typed columns, as a run writes them
     (planner/_store/_columns.c, `scan`), never built as a dict each; the rest of the line is parsed and
     checked as every line is. None when the line is anything else (the whole-line reader then takes it).
 
     The record comes with its `summary` (what the facts need of its reports) and empty `reports`; the
     columns keep the line, for a reader that needs the reports themselves (`whole_record`)."""
-    start = -1 if _scan is None else line.rfind(_REPORTS_KEY)  # without the C reader: always the whole line
+    start = (
+        -1 if _scan is None else line.rfind(_REPORTS_KEY)
+    )  # without the C reader: always the whole line
     if start < 0:
         return None
     start += len(_REPORTS_KEY) - 1  # at the "["
@@ -219,7 +243,9 @@ def scanned_trial(line: bytes, where: str, metrics: frozenset[str] | None = None
     record["reports"] = []
     check_trial(record, where, frozenset())
     columns = typed_columns(names, steps, times, last, values, numeric, line=line)
-    record["summary"] = ReportSummary(frozenset(names), columns.steps[0], first_time, columns.steps[-1], last_time)
+    record["summary"] = ReportSummary(
+        frozenset(names), columns.steps[0], first_time, columns.steps[-1], last_time
+    )
     return record, columns
 
 
@@ -230,15 +256,25 @@ def whole_record(line: bytes, where: str) -> TrialRecord:
     return record
 
 
-def kept_whole(record: TrialRecord, columns: ReportColumns | None, limits: tuple[Any, Any]) -> TrialRecord:
+def kept_whole(
+    record: TrialRecord, columns: ReportColumns | None, limits: tuple[Any, Any]
+) -> TrialRecord:
     """`record`, read whole again when `scanned_trial` read it and a slimmed record keeps its reports (they
     show a violation, which the facts read them for; `limits`: `facts.report_limits(contract)`)."""
-    if columns is None or columns.line is None or not reports_kept(record, record["summary"], limits):
+    if (
+        columns is None
+        or columns.line is None
+        or not reports_kept(record, record["summary"], limits)
+    ):
         return record
-    return whole_record(columns.line, f"the record of trial {record.get('trial_id')!r} in trials.jsonl")
+    return whole_record(
+        columns.line, f"the record of trial {record.get('trial_id')!r} in trials.jsonl"
+    )
 
 
-def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None) -> JsonLines:
+def read_jsonl(
+    path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None
+) -> JsonLines:
     """Every record of a JSON lines file, each checked against the schema of its file (by its name).
 
     With `slim` (a contract), trial records are slimmed (planner._store.facts.slim_record).
@@ -249,8 +285,12 @@ def read_jsonl(path: Path, *, slim: dict[str, Any] | None = None, root: Path | N
             records = list(iter_jsonl(path, notes, root=root, check=checker(path.name)))
         else:  # the check's columns name the metrics: the summary need not gather them again
             # (the text reader, `scanned_trial`, was measured here too: no faster, since the names alone are kept)
-            records = [slim_record(r, slim, None if columns is None else set(columns.names))
-                       for r, columns in iter_jsonl(path, notes, root=root, check=_trial_check(path.name), pairs=True)]
+            records = [
+                slim_record(r, slim, None if columns is None else set(columns.names))
+                for r, columns in iter_jsonl(
+                    path, notes, root=root, check=_trial_check(path.name), pairs=True
+                )
+            ]
     return JsonLines(records, notes, torn=bool(notes))
 
 
@@ -258,10 +298,14 @@ def _trial_check(name: str) -> Any:
     """The check of a trials log (returning its columns); of another file, its check returning None."""
     if name != "trials.jsonl":
         return checker(name)
-    return lambda record, where: check_trial(record, where, frozenset())  # names only: no values are kept
+    return lambda record, where: check_trial(
+        record, where, frozenset()
+    )  # names only: no values are kept
 
 
-def read_json(path: Path, *, required: bool = False, root: Path | None = None) -> dict[str, Any] | None:
+def read_json(
+    path: Path, *, required: bool = False, root: Path | None = None
+) -> dict[str, Any] | None:
     """A JSON object file (written atomically); None when absent and not required.
 
     The file must be a regular file inside `root` (default: its folder), reached without following a link,
@@ -284,7 +328,9 @@ def read_json(path: Path, *, required: bool = False, root: Path | None = None) -
     return value
 
 
-def read_yaml(path: Path, *, required: bool = False, root: Path | None = None) -> dict[str, Any] | None:
+def read_yaml(
+    path: Path, *, required: bool = False, root: Path | None = None
+) -> dict[str, Any] | None:
     """A YAML mapping file of the run (contract.yaml, configs/<arm>.yaml), opened as `read_json` opens one."""
     data = read_inside(path.parent if root is None else root, path)
     if data is None:
@@ -363,17 +409,26 @@ class RunFolder:
 
     def iter_trials(self, notes: list[str]) -> Iterator[TrialRecord]:
         """trials.jsonl streamed, each record checked (memory stays flat)."""
-        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=checker("trials.jsonl"))
+        return iter_jsonl(
+            self.file("trials.jsonl"), notes, root=self.path, check=checker("trials.jsonl")
+        )
 
-    def iter_trial_columns(self, notes: list[str], metrics: list[str] | None = None
-                           ) -> Iterator[tuple[TrialRecord, ReportColumns | None]]:
+    def iter_trial_columns(
+        self, notes: list[str], metrics: list[str] | None = None
+    ) -> Iterator[tuple[TrialRecord, ReportColumns | None]]:
         """trials.jsonl streamed, each record checked, with its reports as checked columns when they are
         regular (planner._store.schema.ReportColumns; None otherwise): a columnar reader takes them as they are.
         `metrics`: the metrics whose values the columns carry (every metric is checked; all by default)."""
         wanted = None if metrics is None else frozenset(metrics)
-        check = check_trial if wanted is None else (lambda record, where: check_trial(record, where, wanted))
+        check = (
+            check_trial
+            if wanted is None
+            else (lambda record, where: check_trial(record, where, wanted))
+        )
         scan = None if _scan is None else (lambda line, where: scanned_trial(line, where, wanted))
-        return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path, check=check, pairs=True, scan=scan)
+        return iter_jsonl(
+            self.file("trials.jsonl"), notes, root=self.path, check=check, pairs=True, scan=scan
+        )
 
     def events(self) -> JsonLines:
         return read_jsonl(self.file("events.jsonl"), root=self.path)
@@ -385,8 +440,10 @@ class RunFolder:
         """Each arm's effective config from configs/<arm>.yaml, by arm name."""
         folder = self.file("configs")
         if folder.is_symlink():
-            raise RunError(f"{folder} is a symbolic link, not a folder inside the run folder: planner follows no "
-                           "link there; replace it with the folder the run wrote, or remove it")
+            raise RunError(
+                f"{folder} is a symbolic link, not a folder inside the run folder: planner follows no "
+                "link there; replace it with the folder the run wrote, or remove it"
+            )
         if not folder.is_dir():
             return {}
         return {p.stem: read_yaml(p, root=self.path) or {} for p in sorted(folder.glob("*.yaml"))}
@@ -394,18 +451,26 @@ class RunFolder:
     def unresolved_configs(self) -> dict[str, dict[str, Any]]:
         """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before resolving."""
         folder = self.file("configs") / "unresolved"
-        return {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+        return (
+            {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))}
+            if folder.is_dir()
+            else {}
+        )
 
 
 def open_run(run_dir: str | os.PathLike) -> RunFolder:
     """Check that `run_dir` is a run folder and return it; a clear UsageError otherwise."""
     path = Path(run_dir)
     if not path.exists():
-        raise UsageError(f"{path} does not exist: give the path of a run folder, like runs/<name>/<run id>")
+        raise UsageError(
+            f"{path} does not exist: give the path of a run folder, like runs/<name>/<run id>"
+        )
     if not path.is_dir():
         raise UsageError(f"{path} is a file, not a run folder: give the folder that holds run.json")
     if not any((path / marker).is_file() for marker in RUN_MARKERS):
-        subruns = sorted(p.name for p in path.iterdir() if p.is_dir() and (p / "run.json").is_file())
+        subruns = sorted(
+            p.name for p in path.iterdir() if p.is_dir() and (p / "run.json").is_file()
+        )
         hint = f"; it holds runs: {', '.join(subruns[-3:])}" if subruns else ""
         raise UsageError(f"{path} is not a run folder: it has no run.json or contract.yaml{hint}")
     return RunFolder(path)

@@ -42,24 +42,35 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
     if not path.exists():
         raise RunError(f"--resume {resume}: no such folder")
     if path.is_symlink() or not path.is_dir():
-        raise RunError(f"--resume {resume}: not a run folder (a run folder is a plain directory, not a link or a file)")
+        raise RunError(
+            f"--resume {resume}: not a run folder (a run folder is a plain directory, not a link or a file)"
+        )
     root = path.resolve()
     info_path = root / "run.json"
     if info_path.is_symlink() or not info_path.is_file():
-        raise RunError(f"--resume {resume}: not a run folder (no run.json); give a folder under runs/<name>/")
+        raise RunError(
+            f"--resume {resume}: not a run folder (no run.json); give a folder under runs/<name>/"
+        )
 
     info = read_json(info_path, required=True, root=root)
     if not isinstance(info, dict) or info.get("run_id") != root.name:
-        raise RunError(f"--resume {resume}: not a run folder (its run.json names run {info.get('run_id')!r}, "
-                       f"the folder is {root.name!r})" if isinstance(info, dict) else
-                       f"--resume {resume}: its run.json is not a run's record")
+        raise RunError(
+            f"--resume {resume}: not a run folder (its run.json names run {info.get('run_id')!r}, "
+            f"the folder is {root.name!r})"
+            if isinstance(info, dict)
+            else f"--resume {resume}: its run.json is not a run's record"
+        )
     if info.get("name") != contract.name or root.parent.name != contract.name:
-        raise RunError(f"--resume {resume}: that folder holds a run of {info.get('name')!r}, not of "
-                       f"{contract.name!r}; resume it with its own contract")
+        raise RunError(
+            f"--resume {resume}: that folder holds a run of {info.get('name')!r}, not of "
+            f"{contract.name!r}; resume it with its own contract"
+        )
     logged = info.get("contract_sha256")
     if logged != contract.sha256():
-        raise RunError(f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
-                       f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume")
+        raise RunError(
+            f"{resume} was run with another contract (hash {str(logged)[:12]}, this one "
+            f"{contract.sha256()[:12]}): a changed recipe is a new run; start it without --resume"
+        )
     return root
 
 
@@ -82,7 +93,12 @@ def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
     out: dict[str, dict | None] = {}
     for event in events:
         trial_id = event.get("trial_id")
-        if event.get("event") != "trial_started" or not trial_id or trial_id in records or trial_id in out:
+        if (
+            event.get("event") != "trial_started"
+            or not trial_id
+            or trial_id in records
+            or trial_id in out
+        ):
             continue
         params = event.get("params")
         out[trial_id] = dict(params) if isinstance(params, dict) else None

@@ -54,9 +54,11 @@ def _int(value: Any, field: str, lo: int = -BIG) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= BIG:
-        raise _Bad(field, f"a whole number from {lo} to 2**53" if lo else "a whole number up to 2**53", value)
-
-
+        raise _Bad(
+            field,
+            f"a whole number from {lo} to 2**53" if lo else "a whole number up to 2**53",
+            value,
+        )
 
 
 def _num(value: Any, field: str, finite: bool = True) -> None:
@@ -115,27 +117,37 @@ class ReportColumns:
     times: Sequence  # a list, or (`typed`) a float64 memoryview: non-numbers as NaN, "inf" as an infinity
     names: list[str]
     last: list
-    values: dict[str, Sequence]  # lists, or (`typed`) float64 memoryviews: None and "nan" as NaN, "inf" as inf
+    values: dict[
+        str, Sequence
+    ]  # lists, or (`typed`) float64 memoryviews: None and "nan" as NaN, "inf" as inf
     numeric: bool = False  # every metric value is a number (no None, no "nan"): a reader converts them as they are
     typed: bool = False  # the columns are typed memoryviews already converted (the C reader's)
-    line: bytes | None = None  # the record's line, when its reports were read from the text and not kept
+    line: bytes | None = (
+        None  # the record's line, when its reports were read from the text and not kept
+    )
 
 
 def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | None:
     """Check a trial record; its reports as columns when they are regular (else None), with the values of
     `metrics` only (all by default)."""
-    fields_ok = _trial_ok is not None and _trial_ok(r)  # every field but the reports, in C where it was built
+    fields_ok = _trial_ok is not None and _trial_ok(
+        r
+    )  # every field but the reports, in C where it was built
     if not fields_ok:
         _trial_fields(r)
     reports = _list(r.get("reports"), "reports")
     columns = _report_columns(reports, metrics)
-    if columns is None and not _plain_reports(reports):  # the fast checks failed: the slow one names the field
+    if columns is None and not _plain_reports(
+        reports
+    ):  # the fast checks failed: the slow one names the field
         for i, report in enumerate(reports):
             if not isinstance(report, dict):
                 raise _Bad(f"reports[{i}]", "a mapping {step, metrics}", report)
             _num(report.get("step"), f"reports[{i}].step")
             for name, value in _dict(report.get("metrics"), f"reports[{i}].metrics").items():
-                _num(value, f"reports[{i}].metrics.{name}", finite=False)  # NaN is a diverged trial's value
+                _num(
+                    value, f"reports[{i}].metrics.{name}", finite=False
+                )  # NaN is a diverged trial's value
     if not fields_ok:
         _trial_lists(r)
     return columns
@@ -144,7 +156,16 @@ def _trial(r: dict, metrics: frozenset[str] | None = None) -> ReportColumns | No
 def _trial_fields(r: dict) -> None:
     """The scalar fields of a trial record (the first part of `_trial`; its twin in C: `trial_ok`)."""
     _required(r, ("trial_id", "status"))
-    for name in ("trial_id", "phase", "arm", "status", "started", "ended", "host", "contract_sha256"):
+    for name in (
+        "trial_id",
+        "phase",
+        "arm",
+        "status",
+        "started",
+        "ended",
+        "host",
+        "contract_sha256",
+    ):
         _str(r.get(name), name)
     _int(r.get("seed"), "seed")
     _int(r.get("index"), "index")
@@ -208,13 +229,27 @@ def _report_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
     return None if taken is None else typed_columns(*taken)
 
 
-def typed_columns(names: list[str], steps: bytes, times: bytes, last: list, values: dict[str, bytes],
-                  numeric: bool, line: bytes | None = None) -> ReportColumns:
+def typed_columns(
+    names: list[str],
+    steps: bytes,
+    times: bytes,
+    last: list,
+    values: dict[str, bytes],
+    numeric: bool,
+    line: bytes | None = None,
+) -> ReportColumns:
     """The columns the C reader filled (`take` or `scan`: int64 steps, float64 times and values, as bytes),
     as typed memoryviews; `line`: the record's line, when `scan` read its reports from the text."""
-    return ReportColumns(memoryview(steps).cast("q"), memoryview(times).cast("d"), names, last,
-                         {n: memoryview(v).cast("d") for n, v in values.items()}, numeric=numeric, typed=True,
-                         line=line)
+    return ReportColumns(
+        memoryview(steps).cast("q"),
+        memoryview(times).cast("d"),
+        names,
+        last,
+        {n: memoryview(v).cast("d") for n, v in values.items()},
+        numeric=numeric,
+        typed=True,
+        line=line,
+    )
 
 
 def _python_columns(reports: list, metrics: frozenset[str] | None = None) -> ReportColumns | None:
@@ -253,7 +288,9 @@ def _python_columns(reports: list, metrics: frozenset[str] | None = None) -> Rep
             return None
     last = mets[-1] if mets else {}
     values = columns if metrics is None else {n: v for n, v in columns.items() if n in metrics}
-    return ReportColumns(steps, times, names, [last[n] for n in names], values, numeric=kinds <= _NUMBER_KINDS)
+    return ReportColumns(
+        steps, times, names, [last[n] for n in names], values, numeric=kinds <= _NUMBER_KINDS
+    )
 
 
 def _plain_reports(reports: list) -> bool:
@@ -266,7 +303,11 @@ def _plain_reports(reports: list) -> bool:
             return False
         step = report.get("step")
         kind = type(step)
-        if not ((kind is int and -BIG <= step <= BIG) or (kind is float and -BIG <= step <= BIG) or step is None):
+        if not (
+            (kind is int and -BIG <= step <= BIG)
+            or (kind is float and -BIG <= step <= BIG)
+            or step is None
+        ):
             return False
         metrics = report.get("metrics")
         if metrics is None:
@@ -275,8 +316,12 @@ def _plain_reports(reports: list) -> bool:
             return False
         for value in metrics.values():
             kind = type(value)
-            if kind is float or value is None or (kind is int and -BIG <= value <= BIG) or (
-                    kind is str and value in NON_FINITE):
+            if (
+                kind is float
+                or value is None
+                or (kind is int and -BIG <= value <= BIG)
+                or (kind is str and value in NON_FINITE)
+            ):
                 continue
             return False
     return True
@@ -324,7 +369,13 @@ def _decisions(r: dict) -> None:
         row = _dict(row, f"decisions[{i}]")
         for name in ("arm", "decision"):
             _str(row.get(name), f"decisions[{i}].{name}")
-        for name in ("effect", "ci_low", "ci_high", "p_value", "alpha_adjusted"):  # null when undefined
+        for name in (
+            "effect",
+            "ci_low",
+            "ci_high",
+            "p_value",
+            "alpha_adjusted",
+        ):  # null when undefined
             _measured(row.get(name), f"decisions[{i}].{name}")
         for name in ("n_baseline", "n_arm"):
             _int(row.get(name), f"decisions[{i}].{name}", lo=0)
@@ -338,7 +389,14 @@ def _selection(r: dict) -> None:
 
 
 def _run(r: dict) -> None:
-    for name in ("run_id", "name", "contract_sha256", "created", "planner_version", "contract_path"):
+    for name in (
+        "run_id",
+        "name",
+        "contract_sha256",
+        "created",
+        "planner_version",
+        "contract_path",
+    ):
         _str(r.get(name), name)
 
 
@@ -376,9 +434,17 @@ def _lineage(r: dict) -> None:
 
 
 _CHECKS: dict[str, Callable[[dict], Any]] = {
-    "trials.jsonl": _trial, "events.jsonl": _event, "reevals.jsonl": _reeval, "state.json": _state,
-    "plan.json": _plan, "decisions.json": _decisions, "selection.json": _selection, "run.json": _run,
-    "lock": _lock, "identity.json": _identity, "lineage.json": _lineage,
+    "trials.jsonl": _trial,
+    "events.jsonl": _event,
+    "reevals.jsonl": _reeval,
+    "state.json": _state,
+    "plan.json": _plan,
+    "decisions.json": _decisions,
+    "selection.json": _selection,
+    "run.json": _run,
+    "lock": _lock,
+    "identity.json": _identity,
+    "lineage.json": _lineage,
 }
 
 
@@ -398,8 +464,10 @@ def check(name: str, record: dict, where: str) -> Any:
 
 def _raise(bad: _Bad, where: str) -> None:
     wanted = "is missing" if bad.wanted == "present" else f"is {_show(bad.value)}, not {bad.wanted}"
-    raise RunError(f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
-                   "damaged or was edited)") from None
+    raise RunError(
+        f"{where}: field `{bad.field}` {wanted}; this is not a file a run wrote (the folder is "
+        "damaged or was edited)"
+    ) from None
 
 
 def checker(name: str) -> Callable[[dict, str], None] | None:
@@ -413,7 +481,9 @@ def check_lock(record: dict, where: str) -> None:
     check("lock", record, where)
 
 
-def check_trial(record: dict, where: str, metrics: frozenset[str] | None = None) -> ReportColumns | None:
+def check_trial(
+    record: dict, where: str, metrics: frozenset[str] | None = None
+) -> ReportColumns | None:
     """The check of a trials.jsonl record; its reports as checked columns when they are regular (else None),
     with the values of `metrics` only (every metric's by default)."""
     try:

@@ -32,10 +32,12 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-
-
 def write_json(path: Path, value: Any, root: Path | None = None) -> None:
-    write_atomic(path, json.dumps(value, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n", root=root)
+    write_atomic(
+        path,
+        json.dumps(value, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n",
+        root=root,
+    )
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -92,34 +94,77 @@ class RunStore:
             self._lock = None
 
     # -- writing ------------------------------------------------------------
-    def write_frozen(self, contract, contract_path: str, configs: dict[str, dict], plan: dict,
-                     planner_version: str, raw_configs: dict[str, dict] | None = None) -> None:
+    def write_frozen(
+        self,
+        contract,
+        contract_path: str,
+        configs: dict[str, dict],
+        plan: dict,
+        planner_version: str,
+        raw_configs: dict[str, dict] | None = None,
+    ) -> None:
         """The frozen contract and every arm's config, exactly as the trainable receives them (validation keeps
         credentials out of both: planner._contract.credentials), never scrubbed."""
-        write_atomic(self.root / "contract.yaml", yaml.safe_dump(contract.frozen(), sort_keys=False),
-                     root=self.root)
-        write_json(self.root / "run.json", {
-            "run_id": self.run_id, "name": contract.name, "contract_sha256": contract.sha256(),
-            "created": utc_now(), "planner_version": planner_version,
-            "contract_path": str(Path(contract_path).resolve())}, self.root)
+        write_atomic(
+            self.root / "contract.yaml",
+            yaml.safe_dump(contract.frozen(), sort_keys=False),
+            root=self.root,
+        )
+        write_json(
+            self.root / "run.json",
+            {
+                "run_id": self.run_id,
+                "name": contract.name,
+                "contract_sha256": contract.sha256(),
+                "created": utc_now(),
+                "planner_version": planner_version,
+                "contract_path": str(Path(contract_path).resolve()),
+            },
+            self.root,
+        )
         for arm, config in configs.items():
-            write_atomic(self.root / "configs" / f"{arm}.yaml", yaml.safe_dump(config, sort_keys=False),
-                         root=self.root)
-        for arm, raw in (raw_configs or {}).items():  # with interpolations: tuned values go in before resolving
+            write_atomic(
+                self.root / "configs" / f"{arm}.yaml",
+                yaml.safe_dump(config, sort_keys=False),
+                root=self.root,
+            )
+        for arm, raw in (
+            raw_configs or {}
+        ).items():  # with interpolations: tuned values go in before resolving
             if raw != configs.get(arm):
                 (self.root / "configs" / "unresolved").mkdir(parents=True, exist_ok=True)
-                write_atomic(self.root / "configs" / "unresolved" / f"{arm}.yaml",
-                             yaml.safe_dump(raw, sort_keys=False), root=self.root)
+                write_atomic(
+                    self.root / "configs" / "unresolved" / f"{arm}.yaml",
+                    yaml.safe_dump(raw, sort_keys=False),
+                    root=self.root,
+                )
         write_json(self.root / "plan.json", plan, self.root)
 
     def write_identity(self, identity: dict) -> None:
         write_json(self.root / "identity.json", identity, self.root)
 
-    def write_state(self, state: str, *, reason: str = "", wall_time_s: float = 0.0, trials_ended: int = 0,
-                    **extra: Any) -> None:
-        write_json(self.root / "state.json", self._scrub({
-            "state": state, "updated": utc_now(), "reason": reason,
-            "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended}, **extra}), self.root)
+    def write_state(
+        self,
+        state: str,
+        *,
+        reason: str = "",
+        wall_time_s: float = 0.0,
+        trials_ended: int = 0,
+        **extra: Any,
+    ) -> None:
+        write_json(
+            self.root / "state.json",
+            self._scrub(
+                {
+                    "state": state,
+                    "updated": utc_now(),
+                    "reason": reason,
+                    "budget": {"wall_time_s": round(wall_time_s, 3), "trials_ended": trials_ended},
+                    **extra,
+                }
+            ),
+            self.root,
+        )
 
     def append(self, name: str, record: dict, sync: bool = True) -> None:
         """Append one JSON line to `name` (trials.jsonl, events.jsonl, ...), fsync'd when `sync`.
@@ -158,8 +203,10 @@ class RunStore:
         folder = self.root / "trials"
         for path in (folder, folder / trial_id):
             if path.is_symlink() or (path.exists() and not path.is_dir()):
-                raise RunError(f"{path} is a link or not a folder: a trial's folder must be a plain folder inside the "
-                               "run folder (planner follows no link there); remove it and resume")
+                raise RunError(
+                    f"{path} is a link or not a folder: a trial's folder must be a plain folder inside the "
+                    "run folder (planner follows no link there); remove it and resume"
+                )
         return str((self.root / "trials" / trial_id).resolve())
 
     def close(self) -> None:

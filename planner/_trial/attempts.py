@@ -42,8 +42,13 @@ from planner._store.files import LINE_CAP, read_inside, write_atomic
 from planner._trial.checkpoints import KEPT_RECORD
 
 LEDGER = ".planner-attempts.json"
-KEPT = KEPT_RECORD  # the record of the attempt that ended the trial, kept before the worker returns it
-TERMINAL = (TrialStatus.OOM, TrialStatus.TIMEOUT)  # ends a watchdog may reach by killing the process: never retried
+KEPT = (
+    KEPT_RECORD  # the record of the attempt that ended the trial, kept before the worker returns it
+)
+TERMINAL = (
+    TrialStatus.OOM,
+    TrialStatus.TIMEOUT,
+)  # ends a watchdog may reach by killing the process: never retried
 RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
 # how an attempt ended when it did not end the trial: no end (cut short), a raise (retried), a stop at a report
 NOT_ENDED = (None, RAISED, TrialStatus.EARLY_STOPPED)
@@ -59,7 +64,9 @@ class Ledger:
     def load(cls, trial_dir: str | os.PathLike, session: str) -> Ledger:
         path = Path(trial_dir) / LEDGER
         try:
-            data = json.loads(read_inside(path.parent, path, cap=16 << 20) or b"{}")  # no link followed
+            data = json.loads(
+                read_inside(path.parent, path, cap=16 << 20) or b"{}"
+            )  # no link followed
             attempts = [a for a in data.get("attempts", []) if isinstance(a, dict)]
         except (OSError, ValueError, AttributeError, RunError):
             attempts = []
@@ -84,8 +91,9 @@ class Ledger:
         if len(self.attempts) < 2:
             return False
         before, latest = self.attempts[-2], self.attempts[-1]
-        return (before.get("ended") in NOT_ENDED
-                and (before.get("params") or {}) == (latest.get("params") or {}))
+        return before.get("ended") in NOT_ENDED and (before.get("params") or {}) == (
+            latest.get("params") or {}
+        )
 
     def terminal(self) -> dict[str, Any] | None:
         """This session's last attempt when it ended as oom/timeout (a watchdog kill), else None."""
@@ -107,10 +115,16 @@ class Ledger:
             if a.get("error"):
                 out.append(a["error"])
             elif a.get("ended") is None:
-                out.append({"attempt": a["attempt"], "type": "WorkerDied",
-                            "message": died_message or f"the worker process (pid {a.get('pid')}) died during "
-                                                       f"attempt {a['attempt']} (killed by a signal, or out of memory)",
-                            "traceback": ""})
+                out.append(
+                    {
+                        "attempt": a["attempt"],
+                        "type": "WorkerDied",
+                        "message": died_message
+                        or f"the worker process (pid {a.get('pid')}) died during "
+                        f"attempt {a['attempt']} (killed by a signal, or out of memory)",
+                        "traceback": "",
+                    }
+                )
         return out
 
     def kept(self) -> dict[str, Any] | None:
@@ -136,25 +150,44 @@ class Ledger:
             return None
         path = self.dir / KEPT
         try:
-            data = json.loads(read_inside(path.parent, path, cap=LINE_CAP) or b"{}")  # no link followed
+            data = json.loads(
+                read_inside(path.parent, path, cap=LINE_CAP) or b"{}"
+            )  # no link followed
         except (OSError, ValueError, RunError):
             return None
         record = data.get("record") if isinstance(data, dict) else None
-        if (not isinstance(record, dict) or data.get("session") != attempt.get("session")
-                or data.get("attempt") != attempt.get("attempt") or record.get("status") != attempt["ended"]):
+        if (
+            not isinstance(record, dict)
+            or data.get("session") != attempt.get("session")
+            or data.get("attempt") != attempt.get("attempt")
+            or record.get("status") != attempt["ended"]
+        ):
             return None
         return record
 
     # -- writing -------------------------------------------------------------
     def start(self, attempt: int, params: dict[str, Any] | None = None) -> None:
         """`attempt` begins, running the tuned values `params` (the trial's; {} outside tuning)."""
-        self.attempts.append({"session": self.session, "attempt": attempt, "pid": os.getpid(),
-                              "started": utc_now(), "started_epoch": time.time(), "ended": None,
-                              "params": dict(params or {})})
+        self.attempts.append(
+            {
+                "session": self.session,
+                "attempt": attempt,
+                "pid": os.getpid(),
+                "started": utc_now(),
+                "started_epoch": time.time(),
+                "ended": None,
+                "params": dict(params or {}),
+            }
+        )
         self._save()
 
-    def end(self, attempt: int, how: TrialStatus | str, error: dict[str, Any] | None = None,
-            step: int | None = None) -> None:
+    def end(
+        self,
+        attempt: int,
+        how: TrialStatus | str,
+        error: dict[str, Any] | None = None,
+        step: int | None = None,
+    ) -> None:
         """Close `attempt`: how it ended, its error, the last step it reported (None: no report)."""
         for a in reversed(self.attempts):
             if a.get("session") == self.session and a.get("attempt") == attempt:
@@ -169,8 +202,13 @@ class Ledger:
         the worker returns it: it must outlive the worker's death, which it does once renamed into place).
         False when it could not be written: the trial's result then travels only with the worker's reply."""
         try:
-            write_atomic(self.dir / KEPT, json.dumps({"session": self.session, "attempt": attempt, "record": record},
-                                                     default=str), durable=False)
+            write_atomic(
+                self.dir / KEPT,
+                json.dumps(
+                    {"session": self.session, "attempt": attempt, "record": record}, default=str
+                ),
+                durable=False,
+            )
         except (OSError, TypeError, ValueError, RunError):
             return False
         return True
@@ -179,6 +217,10 @@ class Ledger:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # not fsync'd: it must outlive a worker's or the driver's death, which it does once renamed into place
-            write_atomic(self.dir / LEDGER, json.dumps({"attempts": self.attempts}, default=str), durable=False)
+            write_atomic(
+                self.dir / LEDGER,
+                json.dumps({"attempts": self.attempts}, default=str),
+                durable=False,
+            )
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death

@@ -33,8 +33,11 @@ from typing import Any
 from planner._store.identity import file_sha256
 
 KEEP = ("all", "last", "none")
-_HELD = (("epoch", re.compile(r"(?:^|[^a-z])epoch[=_-]?(\d+)")), ("global_step", re.compile(r"(?:^|[^a-z])step[=_-]?(\d+)")),
-         ("global_step", re.compile(r"^checkpoint-(\d+)$")))
+_HELD = (
+    ("epoch", re.compile(r"(?:^|[^a-z])epoch[=_-]?(\d+)")),
+    ("global_step", re.compile(r"(?:^|[^a-z])step[=_-]?(\d+)")),
+    ("global_step", re.compile(r"^checkpoint-(\d+)$")),
+)
 
 
 def matches(trial_dir: str | os.PathLike, pattern: str) -> list[Path]:
@@ -70,7 +73,11 @@ def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
     """{"path": inside the run folder, "sha256", "held": {"epoch" / "global_step": N} as far as known}."""
     trial_dir = Path(trial_dir).resolve()
     root = trial_dir.parents[1] if trial_dir.parent.name == "trials" else trial_dir
-    return {"path": str(path.resolve().relative_to(root)), "sha256": _sha256(path), "held": _held(path)}
+    return {
+        "path": str(path.resolve().relative_to(root)),
+        "sha256": _sha256(path),
+        "held": _held(path),
+    }
 
 
 def prune(trial_dir: str | os.PathLike, pattern: str, keep: str) -> list[Path]:
@@ -201,8 +208,11 @@ def _held(path: Path) -> dict[str, int | float]:
     if path.is_dir() and state.is_file() and not state.is_symlink():
         try:
             data = json.loads(state.read_text(encoding="utf-8"))
-            return {key: data[key] for key in ("epoch", "global_step")
-                    if isinstance(data.get(key), int | float) and not isinstance(data.get(key), bool)}
+            return {
+                key: data[key]
+                for key in ("epoch", "global_step")
+                if isinstance(data.get(key), int | float) and not isinstance(data.get(key), bool)
+            }
         except (OSError, ValueError):
             return {}
     held: dict[str, int | float] = {}

@@ -165,7 +165,9 @@ def run_command(
     argv = command_argv(command)
     attempt_dir = _new_attempt_dir(Path(trial.dir).resolve())  # absolute: the child runs elsewhere
     argv += list(overrides(attempt_dir / "hydra") if callable(overrides) else overrides)
-    if redactor is not None:  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
+    if (
+        redactor is not None
+    ):  # an earlier attempt killed before its own scrub (SIGKILL, OOM) is scrubbed now
         for earlier in sorted(attempt_dir.parent.glob("attempt-*/hydra")):
             if earlier.parent != attempt_dir:
                 scrub_files(earlier, redactor)
@@ -173,8 +175,15 @@ def run_command(
     report_path.touch()
     if hydra_run_dir:
         argv.append(hydra_run_dir_override(attempt_dir / "hydra"))
-    run = _Run(argv, trial, attempt_dir, limits, metrics=metrics, expected_config=expected_config,
-               redactor=redactor)
+    run = _Run(
+        argv,
+        trial,
+        attempt_dir,
+        limits,
+        metrics=metrics,
+        expected_config=expected_config,
+        redactor=redactor,
+    )
     processes = run.start(cwd, _child_env(env, trial, report_path))
     try:
         run.watch(processes)
@@ -189,39 +198,78 @@ def run_command(
 class _Run:
     """One run of the command: its logs, its reports, the config check, what it forwarded."""
 
-    def __init__(self, argv: list[str], trial: CommandTrial, attempt_dir: Path, limits: CommandLimits, *,
-                 metrics: MetricsSpec | None, expected_config: Mapping[str, Any] | None,
-                 redactor: Redactor | None):
-        self.argv, self.trial, self.attempt_dir, self.limits, self.metrics = argv, trial, attempt_dir, limits, metrics
-        self.stdout = BoundedLog(attempt_dir / "stdout.log", limits.max_log_bytes, redactor=redactor)
-        self.stderr = BoundedLog(attempt_dir / "stderr.log", limits.max_log_bytes, redactor=redactor)
+    def __init__(
+        self,
+        argv: list[str],
+        trial: CommandTrial,
+        attempt_dir: Path,
+        limits: CommandLimits,
+        *,
+        metrics: MetricsSpec | None,
+        expected_config: Mapping[str, Any] | None,
+        redactor: Redactor | None,
+    ):
+        self.argv, self.trial, self.attempt_dir, self.limits, self.metrics = (
+            argv,
+            trial,
+            attempt_dir,
+            limits,
+            metrics,
+        )
+        self.stdout = BoundedLog(
+            attempt_dir / "stdout.log", limits.max_log_bytes, redactor=redactor
+        )
+        self.stderr = BoundedLog(
+            attempt_dir / "stderr.log", limits.max_log_bytes, redactor=redactor
+        )
         self.reports = report_source(attempt_dir / "reports.jsonl", attempt_dir / "hydra", metrics)
-        self.config_check = ConfigCheck(attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config)
+        self.config_check = ConfigCheck(
+            attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config
+        )
         self.forwarded = 0
         self.last_step: int | None = None  # the last step forwarded to the trial
         self.names: set[str] = set()  # every metric name forwarded
-        self.lingered: str | None = None  # the script reported its whole budget, then ran past its time limit
+        self.lingered: str | None = (
+            None  # the script reported its whole budget, then ran past its time limit
+        )
         # and was stopped: the note that says so
         self.started = time.monotonic()
 
-    def failure(self, cls: type[CommandError], message: str, returncode: int | None = None) -> CommandError:
+    def failure(
+        self, cls: type[CommandError], message: str, returncode: int | None = None
+    ) -> CommandError:
         tail = self.stderr.tail_text(STDERR_TAIL_LINES)
-        if returncode:  # the script's own last word (its exception's line) in the message's first line
+        if (
+            returncode
+        ):  # the script's own last word (its exception's line) in the message's first line
             last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
             if last and last not in message:
                 message = f"{message}: {last[:300]}"
-        return cls(message, argv=self.argv, returncode=returncode, stderr_tail=tail,
-                   attempt_dir=str(self.attempt_dir))
+        return cls(
+            message,
+            argv=self.argv,
+            returncode=returncode,
+            stderr_tail=tail,
+            attempt_dir=str(self.attempt_dir),
+        )
 
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
         try:
-            return CommandProcesses.start(self.argv, cwd=cwd, env=env, stdout=self.stdout, stderr=self.stderr,
-                                          grace_s=self.limits.kill_grace_s)
+            return CommandProcesses.start(
+                self.argv,
+                cwd=cwd,
+                env=env,
+                stdout=self.stdout,
+                stderr=self.stderr,
+                grace_s=self.limits.kill_grace_s,
+            )
         except OSError as error:
             self.close()
-            raise self.failure(CommandFailedError, f"cannot start {shlex.join(self.argv[:1])} in {cwd}: "
-                                                   f"{error.strerror or error}") from None
+            raise self.failure(
+                CommandFailedError,
+                f"cannot start {shlex.join(self.argv[:1])} in {cwd}: {error.strerror or error}",
+            ) from None
 
     def forward(self, lines: list[Line]) -> None:
         """Pass reports to the trial (the config check first) and logged splits to its split summaries."""
@@ -243,14 +291,20 @@ class _Run:
         misnamed = self.reports.misnamed()
         if misnamed is None:
             return
-        if misnamed.step is not None and misnamed.metrics:  # the exposure it spent stays on the record
+        if (
+            misnamed.step is not None and misnamed.metrics
+        ):  # the exposure it spent stays on the record
             try:
                 self.trial.report(misnamed.step, **misnamed.metrics)
             except (KeyboardInterrupt, SystemExit):  # a stop from outside (Tune's included) stands
                 raise
-            except BaseException:  # the report's own check of a first report without metric.name advises
-                if self.trial.last_step != misnamed.step:  # metric.name; with the step on the record, the fix is
-                    raise                                  # metrics.names, as the message below says
+            except (
+                BaseException
+            ):  # the report's own check of a first report without metric.name advises
+                if (
+                    self.trial.last_step != misnamed.step
+                ):  # metric.name; with the step on the record, the fix is
+                    raise  # metrics.names, as the message below says
         raise self.failure(CommandMetricsError, misnamed.message)
 
     def watch(self, processes: CommandProcesses) -> None:
@@ -266,30 +320,47 @@ class _Run:
                 self._stop_at_limit(processes)
                 if self._decided_by_now():
                     # its training and evaluation are on the record: what kept the process alive is no result
-                    self.lingered = (f"the script reported every step of its budget ({self.last_step}), then did "
-                                     f"not exit within its time limit of {limits.timeout_s:g} s (a thread or child "
-                                     "process that kept it alive) and was stopped: its reports stand")
+                    self.lingered = (
+                        f"the script reported every step of its budget ({self.last_step}), then did "
+                        f"not exit within its time limit of {limits.timeout_s:g} s (a thread or child "
+                        "process that kept it alive) and was stopped: its reports stand"
+                    )
                     return
-                raise self.failure(CommandTimeoutError,
-                                   f"command ran past its time limit of {limits.timeout_s:g} s and was stopped"
-                                   + ("" if self.last_step is None else
-                                      f" (its last report was step {self.last_step} of {self.trial.budget})"))
+                raise self.failure(
+                    CommandTimeoutError,
+                    f"command ran past its time limit of {limits.timeout_s:g} s and was stopped"
+                    + (
+                        ""
+                        if self.last_step is None
+                        else f" (its last report was step {self.last_step} of {self.trial.budget})"
+                    ),
+                )
             if limits.max_memory_bytes is not None and now >= next_memory_check:
                 next_memory_check = now + limits.memory_check_s
                 used = processes.memory_bytes()
                 if used > limits.max_memory_bytes:
                     self._stop_at_limit(processes)
-                    raise self.failure(CommandMemoryError, f"command used {used / 2**20:.0f} MiB, over its limit "
-                                                           f"of {limits.max_memory_bytes / 2**20:.0f} MiB, and was stopped")
+                    raise self.failure(
+                        CommandMemoryError,
+                        f"command used {used / 2**20:.0f} MiB, over its limit "
+                        f"of {limits.max_memory_bytes / 2**20:.0f} MiB, and was stopped",
+                    )
 
     def _decided_by_now(self) -> bool:
         """The script reported every step of its budget and the metric the decision reads (outside tuning the
         held-out one, which a script often evaluates after its last step): nothing it could still do counts."""
         trial = self.trial
         heldout = getattr(trial, "heldout", None)
-        needed = heldout if heldout and getattr(trial, "phase", None) != "tune" else getattr(trial, "metric", None)
-        return (self.last_step is not None and self.last_step >= trial.budget
-                and (needed is None or needed in self.names))
+        needed = (
+            heldout
+            if heldout and getattr(trial, "phase", None) != "tune"
+            else getattr(trial, "metric", None)
+        )
+        return (
+            self.last_step is not None
+            and self.last_step >= trial.budget
+            and (needed is None or needed in self.names)
+        )
 
     def _stop_at_limit(self, processes: CommandProcesses) -> None:
         processes.stop(self.limits.kill_grace_s)
@@ -303,7 +374,9 @@ class _Run:
         self.forward(self.reports.read_new())
         final, torn = self.reports.finish()
         self.forward(final)
-        if isinstance(self.reports, WithSplits):  # a declared name no row held: said on the record, never dropped
+        if isinstance(
+            self.reports, WithSplits
+        ):  # a declared name no row held: said on the record, never dropped
             self.trial.notes[:] = self.reports.metrics.notes()
             reader = self.reports.metrics.reader
             self.trial.log_reached = reader.furthest if reader is not None else None
@@ -311,25 +384,43 @@ class _Run:
             self.trial.notes.append(self.lingered)
         returncode = processes.returncode
         if returncode != 0 and not self.lingered:
-            raise self.failure(CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode)
+            raise self.failure(
+                CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode
+            )
         if isinstance(self.reports, WithSplits) and self.reports.reported:
-            raise self.failure(CommandMetricsError,
-                               f"the script called planner.report and the contract reads its metrics from "
-                               f"{self.metrics.file!r}: use one or the other (remove `metrics:` from the command, "
-                               "or the planner.report calls)")
+            raise self.failure(
+                CommandMetricsError,
+                f"the script called planner.report and the contract reads its metrics from "
+                f"{self.metrics.file!r}: use one or the other (remove `metrics:` from the command, "
+                "or the planner.report calls)",
+            )
         self.config_check.run()
         if self.forwarded == 0 and isinstance(self.reports, WithSplits):
             self.fail_fast_on_a_misnamed_metric()
             tail = self.reports.metrics
-            near = nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns) if tail.reader else ""
-            raise self.failure(CommandMetricsError, f"command exited 0 but {tail.nothing_read()}{near}", returncode)
+            near = (
+                nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns)
+                if tail.reader
+                else ""
+            )
+            raise self.failure(
+                CommandMetricsError, f"command exited 0 but {tail.nothing_read()}{near}", returncode
+            )
         if self.forwarded == 0:
-            raise self.failure(CommandNoReportError,
-                               f"command exited 0 without reporting anything; call planner.report(step, metric=value) "
-                               f"in the script (reports go to ${REPORT_FILE_ENV})", returncode)
-        return CommandResult(argv=self.argv, returncode=returncode, reports=self.forwarded,
-                             duration_s=time.monotonic() - self.started, attempt_dir=str(self.attempt_dir),
-                             torn_line=torn)
+            raise self.failure(
+                CommandNoReportError,
+                f"command exited 0 without reporting anything; call planner.report(step, metric=value) "
+                f"in the script (reports go to ${REPORT_FILE_ENV})",
+                returncode,
+            )
+        return CommandResult(
+            argv=self.argv,
+            returncode=returncode,
+            reports=self.forwarded,
+            duration_s=time.monotonic() - self.started,
+            attempt_dir=str(self.attempt_dir),
+            torn_line=torn,
+        )
 
     def close(self) -> None:
         self.stdout.close()
@@ -356,18 +447,22 @@ def _new_attempt_dir(trial_dir: Path) -> Path:
             n += 1
 
 
-def _child_env(env: Mapping[str, str] | None, trial: CommandTrial, report_path: Path) -> dict[str, str]:
+def _child_env(
+    env: Mapping[str, str] | None, trial: CommandTrial, report_path: Path
+) -> dict[str, str]:
     base = dict(os.environ if env is None else env)
     out = {key: value for key, value in base.items() if not key.startswith("PLANNER_")}
-    out.update({
-        ENV_SEED: str(int(trial.seed)),
-        ENV_BUDGET: str(int(trial.budget)),
-        ENV_ARM: str(trial.arm),
-        ENV_PHASE: str(trial.phase),
-        ENV_TRIAL_ID: str(trial.id),
-        ENV_TRIAL_DIR: str(Path(trial.dir).resolve()),
-        REPORT_FILE_ENV: str(report_path.resolve()),
-    })
+    out.update(
+        {
+            ENV_SEED: str(int(trial.seed)),
+            ENV_BUDGET: str(int(trial.budget)),
+            ENV_ARM: str(trial.arm),
+            ENV_PHASE: str(trial.phase),
+            ENV_TRIAL_ID: str(trial.id),
+            ENV_TRIAL_DIR: str(Path(trial.dir).resolve()),
+            REPORT_FILE_ENV: str(report_path.resolve()),
+        }
+    )
     out["PYTHONUNBUFFERED"] = "1"  # so stdout.log keeps up with the script
     out.setdefault("HYDRA_FULL_ERROR", "1")  # the whole traceback in stderr.log
     # `import planner` in the script must find this planner even when it is not installed.
@@ -407,20 +502,30 @@ class CommandTrainable:
     check_config: bool = True
     metrics: Mapping[str, Any] | None = None  # MetricsSpec.to_dict(): read the script's own log
     heldout: str | None = None  # the held-out metric: not read from the log during tuning
-    args: str = "hydra"  # "argparse": the config goes as --key value flags (planner._trial.command_args)
-    script_help: Mapping[str, str] | None = None  # an argparse script's options, from its --help (ScriptHelp)
+    args: str = (
+        "hydra"  # "argparse": the config goes as --key value flags (planner._trial.command_args)
+    )
+    script_help: Mapping[str, str] | None = (
+        None  # an argparse script's options, from its --help (ScriptHelp)
+    )
     checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
         return {
-            "command": self.command, "cwd": self.cwd,
+            "command": self.command,
+            "cwd": self.cwd,
             "arm_overrides": {arm: list(items) for arm, items in self.arm_overrides.items()},
             "arm_configs": {arm: dict(config) for arm, config in self.arm_configs.items()},
-            "timeout_s": self.timeout_s, "max_memory_bytes": self.max_memory_bytes,
-            "seed_key": self.seed_key, "budget_key": self.budget_key, "check_config": self.check_config,
-            "metrics": dict(self.metrics) if self.metrics else None, "heldout": self.heldout,
-            "args": self.args, "script_help": dict(self.script_help) if self.script_help is not None else None,
+            "timeout_s": self.timeout_s,
+            "max_memory_bytes": self.max_memory_bytes,
+            "seed_key": self.seed_key,
+            "budget_key": self.budget_key,
+            "check_config": self.check_config,
+            "metrics": dict(self.metrics) if self.metrics else None,
+            "heldout": self.heldout,
+            "args": self.args,
+            "script_help": dict(self.script_help) if self.script_help is not None else None,
             "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
         }
 
@@ -457,7 +562,9 @@ class CommandTrainable:
 
     def __call__(self, config: Mapping[str, Any], trial: CommandTrial) -> None:
         if trial.arm not in self.arm_overrides:
-            raise PlannerError(f"no arm named {trial.arm!r} in this contract; arms: {', '.join(self.arm_overrides)}")
+            raise PlannerError(
+                f"no arm named {trial.arm!r} in this contract; arms: {', '.join(self.arm_overrides)}"
+            )
         metrics = None
         if self.metrics:
             metrics = MetricsSpec.from_dict(self.metrics)
@@ -475,21 +582,43 @@ class CommandTrainable:
         try:
             self._run(config, expected, trial, metrics, redactor, found)
         finally:  # what the earlier attempts trained, for the selection (held_reports)
-            trial.resumed_from["reports"] = _held_reports(earlier, metrics, getattr(trial, "reports", None))
+            trial.resumed_from["reports"] = _held_reports(
+                earlier, metrics, getattr(trial, "reports", None)
+            )
 
-    def _run(self, config: Mapping[str, Any], expected: Mapping[str, Any], trial: CommandTrial,
-             metrics: MetricsSpec | None, redactor: Redactor, found: Path | None = None) -> None:
+    def _run(
+        self,
+        config: Mapping[str, Any],
+        expected: Mapping[str, Any],
+        trial: CommandTrial,
+        metrics: MetricsSpec | None,
+        redactor: Redactor,
+        found: Path | None = None,
+    ) -> None:
         if self.args == "argparse":  # the resume key, a config key, is one of the flags
             self._run_argparse(expected, trial, metrics, redactor)
             return
         overrides = self.trial_overrides(config, trial)
         if found is not None:
             overrides += checkpoint_override(self.checkpoint["resume_key"], found)
-        run_command(self.command, overrides, trial, cwd=self.cwd, limits=self.limits,
-                    expected_config=expected if self.check_config else None, metrics=metrics, redactor=redactor)
+        run_command(
+            self.command,
+            overrides,
+            trial,
+            cwd=self.cwd,
+            limits=self.limits,
+            expected_config=expected if self.check_config else None,
+            metrics=metrics,
+            redactor=redactor,
+        )
 
-    def _run_argparse(self, received: Mapping[str, Any], trial: CommandTrial, metrics: MetricsSpec | None,
-                      redactor: Redactor) -> None:
+    def _run_argparse(
+        self,
+        received: Mapping[str, Any],
+        trial: CommandTrial,
+        metrics: MetricsSpec | None,
+        redactor: Redactor,
+    ) -> None:
         """Run an argparse script on the config it receives, as flags; exit status 2 (argparse's "error:") is
         its usage error, shown in the trial's error and not retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
@@ -499,19 +628,35 @@ class CommandTrainable:
             return argparse_flags(received, help, output_dir)
 
         try:
-            run_command(self.command, flags, trial, cwd=self.cwd, limits=self.limits, hydra_run_dir=False,
-                        metrics=metrics, redactor=redactor)
+            run_command(
+                self.command,
+                flags,
+                trial,
+                cwd=self.cwd,
+                limits=self.limits,
+                hydra_run_dir=False,
+                metrics=metrics,
+                redactor=redactor,
+            )
         except CommandFailedError as error:
             usage = _usage_error(error)
             if usage is None:
                 raise
-            raise CommandArgumentsError(f"the script refused its flags (exit status 2): {usage}", argv=error.argv,
-                                        returncode=error.returncode, stderr_tail=error.stderr_tail,
-                                        attempt_dir=error.attempt_dir) from None
+            raise CommandArgumentsError(
+                f"the script refused its flags (exit status 2): {usage}",
+                argv=error.argv,
+                returncode=error.returncode,
+                stderr_tail=error.stderr_tail,
+                attempt_dir=error.attempt_dir,
+            ) from None
 
     def resume_from(self, trial: CommandTrial) -> Path | None:
         """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
-        if not (self.checkpoint and self.checkpoint.get("resume_key") and getattr(trial, "resumed", False)):
+        if not (
+            self.checkpoint
+            and self.checkpoint.get("resume_key")
+            and getattr(trial, "resumed", False)
+        ):
             return None
         found = checkpoints.newest(trial.dir, self.checkpoint["file"])
         return found.resolve() if found is not None else None
@@ -527,8 +672,9 @@ def _attempt_dirs(trial_dir: Path) -> list[Path]:
     return [path for _, path in sorted(found)]
 
 
-def _held_reports(earlier: list[Path], metrics: MetricsSpec | None,
-                  reports: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def _held_reports(
+    earlier: list[Path], metrics: MetricsSpec | None, reports: Sequence[Mapping[str, Any]] | None
+) -> list[dict[str, Any]]:
     """The reports the earlier attempts made before the step this attempt continued at, as a record stores
     them: each attempt's own, where a later attempt (itself a continuation) reported a step again from its
     first step on; then only the steps before this attempt's first report (the checkpoint's)."""
@@ -540,8 +686,10 @@ def _held_reports(earlier: list[Path], metrics: MetricsSpec | None,
     first = reports[0].get("step") if reports else None
     if isinstance(first, int):
         held = [r for r in held if r[0] < first]
-    return [{"step": step, "metrics": {k: stored_metric(float(v)) for k, v in values.items()}}
-            for step, values in held]
+    return [
+        {"step": step, "metrics": {k: stored_metric(float(v)) for k, v in values.items()}}
+        for step, values in held
+    ]
 
 
 def _usage_error(error: CommandFailedError) -> str | None:
@@ -556,10 +704,15 @@ def _usage_error(error: CommandFailedError) -> str | None:
     return " ".join(shown[:2] + ["..."] + shown[-2:]) if len(shown) > 6 else " ".join(shown)
 
 
-def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
-                      arm_configs: Mapping[str, Mapping[str, Any]] | None = None, *,
-                      seed_key: str | None = None, budget_key: str | None = None,
-                      script_options: tuple[ScriptHelp | None, str] | None = None) -> CommandTrainable:
+def command_trainable(
+    contract: Contract,
+    contract_dir: str | os.PathLike,
+    arm_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    seed_key: str | None = None,
+    budget_key: str | None = None,
+    script_options: tuple[ScriptHelp | None, str] | None = None,
+) -> CommandTrainable:
     """The trainable for `contract.command`, run in the contract's folder.
 
     `arm_configs` is `compose_arms(contract, contract_dir).configs`; without it
@@ -575,15 +728,23 @@ def command_trainable(contract: Contract, contract_dir: str | os.PathLike,
     metrics = None
     if spec.metrics is not None:
         m, metric = spec.metrics, contract.metric
-        metrics = MetricsSpec(file=m.file, format=m.format, step=m.step, require=metric.name,
-                              heldout=metric.heldout, heldout_file=m.heldout_file,
-                              names=m.columns(metric.name, metric.heldout),
-                              step_base=1 if m.step_base is None else m.step_base).to_dict()
+        metrics = MetricsSpec(
+            file=m.file,
+            format=m.format,
+            step=m.step,
+            require=metric.name,
+            heldout=metric.heldout,
+            heldout_file=m.heldout_file,
+            names=m.columns(metric.name, metric.heldout),
+            step_base=1 if m.step_base is None else m.step_base,
+        ).to_dict()
     base = list(contract.config.overrides)
     script_help = None
     if spec.args == "argparse":  # read once, in the driver: every trial's flags are written from it
         if script_options is None:
-            script_options = read_script_options(command_argv(spec.run), contract.command_dir(contract_dir))
+            script_options = read_script_options(
+                command_argv(spec.run), contract.command_dir(contract_dir)
+            )
         found = script_options[0]
         script_help = found.to_dict() if found is not None else None
     return CommandTrainable(

@@ -33,7 +33,9 @@ from planner._core.errors import CommandFailedError
 from planner._trial.command_line import number_text
 
 
-def argparse_flags(config: Mapping[str, Any], help: ScriptHelp | None, output_dir: Path) -> list[str]:
+def argparse_flags(
+    config: Mapping[str, Any], help: ScriptHelp | None, output_dir: Path
+) -> list[str]:
     """The argv items that pass `config` to an argparse script (the module's rules)."""
     out: list[str] = []
     for key, value in flag_leaves(dict(config)):

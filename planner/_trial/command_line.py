@@ -26,7 +26,9 @@ from typing import Any
 from planner._contract.command_help import command_argv  # noqa: F401 - where the adapter takes it from
 from planner._contract.paths import MISSING, config_diff, hydra_calls
 
-_PLAIN_STRING = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-./]*\Z")  # \Z: `$` also matches before a final newline
+_PLAIN_STRING = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_\-./]*\Z"
+)  # \Z: `$` also matches before a final newline
 _GRAMMAR_WORDS = {"true", "false", "null", "nan", "inf", "+inf", "-inf"}
 
 
@@ -54,7 +56,9 @@ def format_override_value(value: Any) -> str:
         items = []
         for key, item in value.items():
             if not (isinstance(key, str) and _PLAIN_STRING.match(key)):
-                raise ValueError(f"cannot write the mapping key {key!r} as a Hydra override; keys must be identifiers")
+                raise ValueError(
+                    f"cannot write the mapping key {key!r} as a Hydra override; keys must be identifiers"
+                )
             items.append(f"{key}:{format_override_value(item)}")
         return "{" + ",".join(items) + "}"
     raise ValueError(f"cannot write a {type(value).__name__} ({value!r}) as a Hydra override value")
@@ -96,7 +100,9 @@ def _escape_interpolations(text: str) -> str:
     return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", text)
 
 
-def overrides_for(arm_overrides: Sequence[str], params: Mapping[str, Any] | None = None) -> list[str]:
+def overrides_for(
+    arm_overrides: Sequence[str], params: Mapping[str, Any] | None = None
+) -> list[str]:
     """The argv overrides for one trial: the arm's overrides (config.overrides, then the
     arm's own) as written in the contract, then each sampled value as `key=value`.
 
@@ -109,7 +115,9 @@ def overrides_for(arm_overrides: Sequence[str], params: Mapping[str, Any] | None
     return out
 
 
-def config_changes_as_overrides(arm_config: Mapping[str, Any], trial_config: Mapping[str, Any]) -> list[str]:
+def config_changes_as_overrides(
+    arm_config: Mapping[str, Any], trial_config: Mapping[str, Any]
+) -> list[str]:
     """Overrides that turn the arm's composed config into the trial's config.
 
     The trainable receives the effective config with the sampled tuning values

@@ -42,8 +42,11 @@ class ConfigCheck:
         composed = resolve(OmegaConf.to_container(loaded, resolve=False), throw_on_missing=False)
         differences = [d for d in config_diff(dict(self.expected), composed) if d[0] not in derived]
         if differences:
-            shown = "; ".join(f"{path}: contract {a!r}, script {b!r}" for path, a, b in differences[:5])
+            shown = "; ".join(
+                f"{path}: contract {a!r}, script {b!r}" for path, a, b in differences[:5]
+            )
             more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""
             raise CommandConfigMismatchError(
                 f"the script composed a different config from the contract's ({self.path}): {shown}{more}. "
-                "Point the contract's `config: {dir, name}` at the app's config folder and primary config")
+                "Point the contract's `config: {dir, name}` at the app's config folder and primary config"
+            )

@@ -62,15 +62,23 @@ class LightningCallback(pl.Callback):
         super().__init__()
         self.trial = trial
         self.checkpoints = checkpoints
-        self._held: dict[str, Any] | None = None  # the last epoch's report, waiting for trainer.test()
+        self._held: dict[str, Any] | None = (
+            None  # the last epoch's report, waiting for trainer.test()
+        )
         self._last: dict[str, Any] | None = None  # the last report this callback made, or restored
-        self._history: list[dict[str, Any]] = []  # every report of this training, restored ones first
+        self._history: list[
+            dict[str, Any]
+        ] = []  # every report of this training, restored ones first
         self._reported = False  # a report was made in this attempt
         self._ckpt_path: str | None = None
         self._looked = False
-        self._after_module = False  # the module has its own on_train_epoch_end: the report follows it
+        self._after_module = (
+            False  # the module has its own on_train_epoch_end: the report follows it
+        )
         self._validated: int | None = None  # the last epoch (Lightning's count) a validation ran in
-        self._val_keys: set[str] = set()  # what validation logs: not an epoch's own when it did not validate
+        self._val_keys: set[str] = (
+            set()
+        )  # what validation logs: not an epoch's own when it did not validate
         self._before_val: dict[str, float] = {}
         if seed:
             pl.seed_everything(trial.seed, workers=True, verbose=False)
@@ -98,25 +106,37 @@ class LightningCallback(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.world_size > 1:
-            raise TrialProtocolError(f"LightningCallback runs one process a trial; this Trainer runs {trainer.world_size} "
-                                     "(devices=1, or one node and one device per trial)")
+            raise TrialProtocolError(
+                f"LightningCallback runs one process a trial; this Trainer runs {trainer.world_size} "
+                "(devices=1, or one node and one device per trial)"
+            )
         unit = getattr(self.trial, "unit", None)
         if isinstance(unit, str) and unit.strip().lower() not in EPOCH_UNITS:
-            raise TrialProtocolError(f"budget.unit is {unit!r}, but LightningCallback counts epochs: it reports "
-                                     "trial.report(epoch + 1, ...) and its max_epochs is the budget "
-                                     f"({self.max_epochs} epochs); write budget.unit: epoch, with exposure in epochs")
+            raise TrialProtocolError(
+                f"budget.unit is {unit!r}, but LightningCallback counts epochs: it reports "
+                "trial.report(epoch + 1, ...) and its max_epochs is the budget "
+                f"({self.max_epochs} epochs); write budget.unit: epoch, with exposure in epochs"
+            )
         if is_overridden("on_train_epoch_end", pl_module, parent=pl.LightningModule):
             self._follow_module_epoch_end(pl_module)
         if trainer.max_epochs != self.max_epochs:
-            raise TrialProtocolError(f"Trainer(max_epochs={trainer.max_epochs}) but the trial's budget is "
-                                     f"{self.max_epochs} epochs: pass max_epochs=callback.max_epochs")
+            raise TrialProtocolError(
+                f"Trainer(max_epochs={trainer.max_epochs}) but the trial's budget is "
+                f"{self.max_epochs} epochs: pass max_epochs=callback.max_epochs"
+            )
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Everything is restored by now: say on the trial which checkpoint it continues from."""
         restored = getattr(trainer, "ckpt_path", None)
-        if restored and self._ckpt_path and os.path.abspath(restored) == os.path.abspath(self._ckpt_path):
+        if (
+            restored
+            and self._ckpt_path
+            and os.path.abspath(restored) == os.path.abspath(self._ckpt_path)
+        ):
             resumed = describe(Path(self._ckpt_path), self.trial.dir)
-            resumed["reports"] = self._held_reports()  # what this trial reported before (held_reports)
+            resumed["reports"] = (
+                self._held_reports()
+            )  # what this trial reported before (held_reports)
             self.trial.resumed_from = resumed
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -128,7 +148,9 @@ class LightningCallback(pl.Callback):
         if trainer.sanity_checking:
             return
         before = self._before_val
-        self._val_keys |= {k for k, v in scalars(trainer.callback_metrics).items() if before.get(k) != v}
+        self._val_keys |= {
+            k for k, v in scalars(trainer.callback_metrics).items() if before.get(k) != v
+        }
         self._validated = trainer.current_epoch
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -146,7 +168,9 @@ class LightningCallback(pl.Callback):
         (a torchmetrics `compute()`): Lightning calls a callback's on_train_epoch_end before the module's (only
         EarlyStopping and ModelCheckpoint after), which reported them one epoch late."""
         own = pl_module.on_train_epoch_end
-        while getattr(own, "_planner_follows", False):  # a wrapper an earlier fit left (its teardown never ran)
+        while getattr(
+            own, "_planner_follows", False
+        ):  # a wrapper an earlier fit left (its teardown never ran)
             own = own.__wrapped__
 
         @functools.wraps(own)
@@ -170,8 +194,13 @@ class LightningCallback(pl.Callback):
         if self.checkpoints:
             self._save(trainer, step, metrics)
         every = trainer.check_val_every_n_epoch
-        if (not validated and not self._reported and isinstance(every, int) and every > 1
-                and getattr(self.trial, "metric", None) not in metrics):
+        if (
+            not validated
+            and not self._reported
+            and isinstance(every, int)
+            and every > 1
+            and getattr(self.trial, "metric", None) not in metrics
+        ):
             return  # the first report waits for the first validation (Trial.report wants the metric in it)
         self._epoch_report(step, metrics)
 
@@ -196,7 +225,9 @@ class LightningCallback(pl.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._last = state_dict.get("last")
         history = state_dict.get("reports")
-        self._history = [r for r in history if isinstance(r, dict)] if isinstance(history, list) else []
+        self._history = (
+            [r for r in history if isinstance(r, dict)] if isinstance(history, list) else []
+        )
 
     def _held_reports(self) -> list[dict[str, Any]]:
         """The reports the restored checkpoint's training made: its epochs before the last, then the last one's
@@ -204,20 +235,36 @@ class LightningCallback(pl.Callback):
         last = self._last
         held = [r for r in self._history if last is None or r.get("step", 0) < last.get("step", 0)]
         held += [last] if last is not None else []
-        return [{"step": int(r["step"]), "metrics": {k: stored_metric(float(v)) for k, v in dict(r.get("metrics") or {}).items()
-                                                     if isinstance(v, numbers.Real)}}
-                for r in held if isinstance(r.get("step"), int)]
+        return [
+            {
+                "step": int(r["step"]),
+                "metrics": {
+                    k: stored_metric(float(v))
+                    for k, v in dict(r.get("metrics") or {}).items()
+                    if isinstance(v, numbers.Real)
+                },
+            }
+            for r in held
+            if isinstance(r.get("step"), int)
+        ]
 
     # -- reporting and saving -------------------------------------------------------------------------------
 
     def _epoch_report(self, step: int, metrics: dict[str, float]) -> None:
         heldout = getattr(self.trial, "heldout", None)
-        if step == self.max_epochs and self.trial.phase != "tune" and heldout and heldout not in metrics:
+        if (
+            step == self.max_epochs
+            and self.trial.phase != "tune"
+            and heldout
+            and heldout not in metrics
+        ):
             self._held = {"step": step, "metrics": metrics}
             self._last, self._reported = {"step": step, "metrics": metrics}, True
             notes = getattr(self.trial, "notes", None)
             if isinstance(notes, list) and _WAITING not in notes:
-                notes.append(_WAITING)  # gone once trainer.test() has run: else it says why the last step is missing
+                notes.append(
+                    _WAITING
+                )  # gone once trainer.test() has run: else it says why the last step is missing
             return
         self._report(step, metrics)
 
@@ -231,8 +278,10 @@ class LightningCallback(pl.Callback):
         """Lightning's full checkpoint of the epoch that ended, written aside and renamed; the older ones removed."""
         folder = self.folder
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            raise TrialProtocolError(f"{folder} is not a folder of the trial's own (a link or a file): "
-                                     "no checkpoint is written through it")
+            raise TrialProtocolError(
+                f"{folder} is not a folder of the trial's own (a link or a file): "
+                "no checkpoint is written through it"
+            )
         folder.mkdir(parents=True, exist_ok=True)
         self._last = {"step": step, "metrics": metrics}  # saved in the checkpoint
         name = f"epoch={trainer.current_epoch}-step={trainer.global_step}.ckpt"
@@ -277,6 +326,9 @@ def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
     described = checkpoints.describe(path, trial_dir)
     match = _NAME.match(path.name)
     if match:
-        described["held"] = {"step": int(match.group(1)) + 1, "epoch": int(match.group(1)),
-                             "global_step": int(match.group(2))}
+        described["held"] = {
+            "step": int(match.group(1)) + 1,
+            "epoch": int(match.group(1)),
+            "global_step": int(match.group(2)),
+        }
     return described

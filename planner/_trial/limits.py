@@ -84,11 +84,17 @@ def _fmt_bytes(n: float) -> str:
 class Watchdog:
     """Enforces the time and memory limits of one attempt, run in the trainable's thread."""
 
-    def __init__(self, max_time_s: float | None, max_memory_bytes: int | None,
-                 on_kill: Callable[[TrialStatus, str], None]):
+    def __init__(
+        self,
+        max_time_s: float | None,
+        max_memory_bytes: int | None,
+        on_kill: Callable[[TrialStatus, str], None],
+    ):
         self.max_time_s = max_time_s
         self.max_memory = max_memory_bytes
-        self.on_kill = on_kill  # (status, message) -> None: write the verdict before the process dies
+        self.on_kill = (
+            on_kill  # (status, message) -> None: write the verdict before the process dies
+        )
         self.thread_id = threading.get_ident()
         self.verdict: tuple[TrialStatus, str] | None = None
         self._stop = threading.Event()
@@ -108,7 +114,9 @@ class Watchdog:
         if self._thread is not None:
             self._thread.join()
             if self.verdict is not None:
-                _clear(self.thread_id)  # an exception still pending must not fire in the planner's code
+                _clear(
+                    self.thread_id
+                )  # an exception still pending must not fire in the planner's code
         return False
 
     def stop(self) -> None:
@@ -128,12 +136,18 @@ class Watchdog:
                     rss = 0
             if self.verdict is None:
                 if self.max_memory is not None and rss > self.max_memory:
-                    self.verdict = (TrialStatus.OOM, f"the trial's process used {_fmt_bytes(rss)}, past "
-                                                     f"budget.max_trial_memory of {_fmt_bytes(self.max_memory)}")
+                    self.verdict = (
+                        TrialStatus.OOM,
+                        f"the trial's process used {_fmt_bytes(rss)}, past "
+                        f"budget.max_trial_memory of {_fmt_bytes(self.max_memory)}",
+                    )
                     exc: type[BaseException] = TrialOutOfMemory
                 elif self.max_time_s is not None and elapsed > self.max_time_s:
-                    self.verdict = (TrialStatus.TIMEOUT, f"stopped after {elapsed:.1f} s, past "
-                                                         f"budget.max_trial_time of {self.max_time_s:g} s")
+                    self.verdict = (
+                        TrialStatus.TIMEOUT,
+                        f"stopped after {elapsed:.1f} s, past "
+                        f"budget.max_trial_time of {self.max_time_s:g} s",
+                    )
                     exc = TrialTimeout
                 else:
                     continue
@@ -157,7 +171,9 @@ class CappedOutput:
     line and scrubbed whole, so a secret printed in pieces (or a character at a time) is still cut.
     """
 
-    def __init__(self, path: str | None, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
+    def __init__(
+        self, path: str | None, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None
+    ):
         self.path = path
         self.cap = cap
         self.scrub = scrub or (lambda s: s)
@@ -178,10 +194,16 @@ class CappedOutput:
         if not isinstance(text, str):
             text = str(text)
         with self._lock:
-            if self.kept >= self.cap:  # past the cap nothing is kept: counted, not scrubbed (a trial printing
-                self.dropped += len(text)  # megabytes paid the scrubber for every line it then dropped)
+            if (
+                self.kept >= self.cap
+            ):  # past the cap nothing is kept: counted, not scrubbed (a trial printing
+                self.dropped += len(
+                    text
+                )  # megabytes paid the scrubber for every line it then dropped)
             else:
-                self._keep(self._stream.feed(text) if self._stream is not None else self.scrub(text))
+                self._keep(
+                    self._stream.feed(text) if self._stream is not None else self.scrub(text)
+                )
         return len(text)
 
     def _keep(self, text: str) -> None:
@@ -193,7 +215,10 @@ class CappedOutput:
         piece = text[:room]
         try:
             self._handle.write(piece)
-        except (OSError, ValueError):  # a full disk must not turn a print into the trainable's error
+        except (
+            OSError,
+            ValueError,
+        ):  # a full disk must not turn a print into the trainable's error
             self.dropped += len(text)
             return
         self.kept += len(piece)
@@ -223,7 +248,9 @@ class CappedOutput:
                 self._keep(self._stream.flush())
             try:
                 if self.dropped:
-                    self._handle.write(f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n")
+                    self._handle.write(
+                        f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n"
+                    )
                 self._handle.close()
             except OSError:
                 pass
@@ -235,16 +262,26 @@ class captured_output:  # noqa: N801 - a context manager that reads like a funct
     def __init__(self, path: str, cap: int = OUTPUT_CAP, scrub: Callable[[str], str] | None = None):
         self.path, self.cap, self.scrub = path, cap, scrub
         self.stream: CappedOutput | None = None
-        self.refused: str | None = None  # the note the trial's record carries when output.log was refused
+        self.refused: str | None = (
+            None  # the note the trial's record carries when output.log was refused
+        )
 
     def __enter__(self) -> CappedOutput:
         self.saved = sys.stdout, sys.stderr
         try:
             self.stream = CappedOutput(self.path, self.cap, self.scrub)
-        except RunError as error:  # output.log is a link or special file: nothing written there, and the prints
-            self.stream = CappedOutput(None, 0)  # reach neither the terminal nor Ray's logs unscrubbed
-            what = str(error).partition(": planner ")[0]  # "<trial dir>/output.log is a FIFO (named pipe)"
-            self.refused = f"{what}: nothing was written there, and the trial's prints were kept nowhere"
+        except (
+            RunError
+        ) as error:  # output.log is a link or special file: nothing written there, and the prints
+            self.stream = CappedOutput(
+                None, 0
+            )  # reach neither the terminal nor Ray's logs unscrubbed
+            what = str(error).partition(": planner ")[
+                0
+            ]  # "<trial dir>/output.log is a FIFO (named pipe)"
+            self.refused = (
+                f"{what}: nothing was written there, and the trial's prints were kept nowhere"
+            )
         except OSError:
             return None  # type: ignore[return-value] - no trial.dir to write to: leave output alone
         sys.stdout = sys.stderr = self.stream

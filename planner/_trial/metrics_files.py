@@ -82,10 +82,19 @@ class MetricsSpec:
     heldout_file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"file": self.file, "format": self.format, "step": self.step, "names": dict(self.names),
-               "require": self.require, "step_base": self.step_base}
-        return out | {key: value for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
-                      if value is not None}  # only when set: a spec without them reads as before
+        out = {
+            "file": self.file,
+            "format": self.format,
+            "step": self.step,
+            "names": dict(self.names),
+            "require": self.require,
+            "step_base": self.step_base,
+        }
+        return out | {
+            key: value
+            for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
+            if value is not None
+        }  # only when set: a spec without them reads as before
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricsSpec:
@@ -96,8 +105,12 @@ class MetricsSpec:
         if name is None or name not in self.names or name == self.require:
             return self
         gone = name == self.heldout
-        return replace(self, names={k: v for k, v in self.names.items() if k != name},
-                       heldout=None if gone else self.heldout, heldout_file=None if gone else self.heldout_file)
+        return replace(
+            self,
+            names={k: v for k, v in self.names.items() if k != name},
+            heldout=None if gone else self.heldout,
+            heldout_file=None if gone else self.heldout_file,
+        )
 
 
 # ------------------------------------------------------------------ parsing: bytes -> rows
@@ -136,39 +149,54 @@ def csv_table(data: bytes, *, final: bool = False, where: str = "metrics file") 
     pandas writes (`DataFrame.to_csv(path)`, `index=True` by default): not read.
     """
     complete = _complete(data, final=False)
-    tail = data[len(complete):] if final else b""
+    tail = data[len(complete) :] if final else b""
     lines = list(csv.reader(io.StringIO(_text(complete, where), newline="")))
     if not lines:
         if tail.strip():  # only a header, unterminated, and the writer has exited
-            header = next(csv.reader(io.StringIO(tail.decode("utf-8", errors="replace"), newline="")), [])
+            header = next(
+                csv.reader(io.StringIO(tail.decode("utf-8", errors="replace"), newline="")), []
+            )
             return Table([], [c.strip() for c in header])
         return Table()
     header = [c.strip() for c in lines[0]]
-    named = header[1:] if header and header[0] == "" else header  # pandas' unnamed index column, left out
+    named = (
+        header[1:] if header and header[0] == "" else header
+    )  # pandas' unnamed index column, left out
     if len(set(named)) != len(named) or "" in named:
-        raise TrialProtocolError(f"{where}: the header {','.join(header)!r} has an empty or repeated column name")
+        raise TrialProtocolError(
+            f"{where}: the header {','.join(header)!r} has an empty or repeated column name"
+        )
     rows: list[Row] = []
     for number, cells in enumerate(lines[1:], start=2):
         row = _csv_row(header, cells, f"{where} line {number}", torn_ok=False)
         if row is not None:
             rows.append((f"line {number}", row))
     if tail.strip():
-        cells = next(csv.reader(io.StringIO(tail.decode("utf-8", errors="replace"), newline="")), [])
+        cells = next(
+            csv.reader(io.StringIO(tail.decode("utf-8", errors="replace"), newline="")), []
+        )
         row = _csv_row(header, cells, f"{where} last line", torn_ok=True)
         if row is not None:
             rows.append((f"line {len(lines) + 1}", row))
     return Table(rows, header)
 
 
-def _csv_row(header: list[str], cells: list[str], where: str, torn_ok: bool) -> dict[str, str] | None:
+def _csv_row(
+    header: list[str], cells: list[str], where: str, torn_ok: bool
+) -> dict[str, str] | None:
     if not cells or all(not c.strip() for c in cells):
         return None  # a blank line
     if len(cells) != len(header):
         if torn_ok:
             return None
-        raise TrialProtocolError(f"{where} has {len(cells)} cells, the header has {len(header)} "
-                                 f"({','.join(header)})")
-    return {name: cell.strip() for name, cell in zip(header, cells, strict=True) if name and cell.strip() != ""}
+        raise TrialProtocolError(
+            f"{where} has {len(cells)} cells, the header has {len(header)} ({','.join(header)})"
+        )
+    return {
+        name: cell.strip()
+        for name, cell in zip(header, cells, strict=True)
+        if name and cell.strip() != ""
+    }
 
 
 def jsonl_table(data: bytes, *, final: bool = False, where: str = "metrics file") -> Table:
@@ -180,7 +208,7 @@ def jsonl_table(data: bytes, *, final: bool = False, where: str = "metrics file"
     for number, line in enumerate(lines, start=1):
         if line.strip():
             rows.append((f"line {number}", _json_object(line, f"{where} line {number}")))
-    tail = data[len(complete):]
+    tail = data[len(complete) :]
     if final and tail.strip():
         try:
             rows.append((f"line {len(lines) + 1}", _json_object(tail, f"{where} last line")))
@@ -197,11 +225,15 @@ def _json_object(line: bytes, where: str) -> dict[str, Any]:
     except (ValueError, UnicodeDecodeError) as error:
         raise TrialProtocolError(f"{where} is not JSON ({error})") from None
     if not isinstance(value, dict):
-        raise TrialProtocolError(f"{where} is a JSON {type(value).__name__}, not an object of metric names and values")
+        raise TrialProtocolError(
+            f"{where} is a JSON {type(value).__name__}, not an object of metric names and values"
+        )
     return {key: item for key, item in value.items() if item is not None}
 
 
-def trainer_state_table(data: bytes, *, final: bool = False, where: str = "trainer_state.json") -> Table:
+def trainer_state_table(
+    data: bytes, *, final: bool = False, where: str = "trainer_state.json"
+) -> Table:
     """Hugging Face's TrainerState JSON: one row per entry of `log_history`.
 
     The Trainer rewrites the file whole at each save; content that is not whole
@@ -216,7 +248,9 @@ def trainer_state_table(data: bytes, *, final: bool = False, where: str = "train
             raise TrialProtocolError(f"{where} is not JSON ({error})") from None
         return Table(whole=False)
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
-        raise TrialProtocolError(f"{where} has no `log_history` list: it is not a Trainer's trainer_state.json")
+        raise TrialProtocolError(
+            f"{where} has no `log_history` list: it is not a Trainer's trainer_state.json"
+        )
     rows: list[Row] = []
     columns: dict[str, None] = {}
     for i, entry in enumerate(state["log_history"]):
@@ -230,7 +264,11 @@ def trainer_state_table(data: bytes, *, final: bool = False, where: str = "train
 
 def results_values(data: bytes, *, where: str = "results file") -> dict[str, Any]:
     """A flat JSON object of names and values: what a Trainer's `save_metrics(split, metrics)` writes."""
-    return {key: item for key, item in _json_object(data, where).items() if not isinstance(item, dict | list)}
+    return {
+        key: item
+        for key, item in _json_object(data, where).items()
+        if not isinstance(item, dict | list)
+    }
 
 
 def tensorboard_table(path: str | Path, *, final: bool = False, where: str | None = None) -> Table:
@@ -251,7 +289,9 @@ def tensorboard_table(path: str | Path, *, final: bool = False, where: str | Non
     try:
         events = list(loader_class(str(path)).Load())
     except Exception as error:  # the loader's own errors (a file that is not an event file)
-        raise TrialProtocolError(f"{where} is not a TensorBoard event file ({type(error).__name__}: {error})") from None
+        raise TrialProtocolError(
+            f"{where} is not a TensorBoard event file ({type(error).__name__}: {error})"
+        ) from None
     for event in events:
         if not event.HasField("summary"):
             continue
@@ -272,8 +312,10 @@ def _tensorboard():
         from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
         from tensorboard.util.tensor_util import make_ndarray
     except ImportError:
-        raise TrialProtocolError("`format: tensorboard` reads event files with the tensorboard package, which is "
-                                 "not installed where the trial runs: pip install tensorboard") from None
+        raise TrialProtocolError(
+            "`format: tensorboard` reads event files with the tensorboard package, which is "
+            "not installed where the trial runs: pip install tensorboard"
+        ) from None
     return EventFileLoader, make_ndarray
 
 
@@ -312,11 +354,15 @@ def _step(value: Any, what: str) -> int:
     number = _number(value, what)
     if not math.isfinite(number):
         raise TrialProtocolError(f"{what} is {value!r}; a step is a whole number")
-    if number != int(number):  # an evaluation every N optimizer steps, read by a fractional epoch column
-        raise TrialProtocolError(f"{what} is {value!r}; a step is a whole number: the metric was logged between "
-                                 "two whole values of that column (an evaluation every N steps: the Trainer's "
-                                 "eval_strategy 'steps'). Evaluate once per epoch, or read the step from a column "
-                                 "of whole numbers (metrics.step: step) with budget.unit in those steps")
+    if number != int(
+        number
+    ):  # an evaluation every N optimizer steps, read by a fractional epoch column
+        raise TrialProtocolError(
+            f"{what} is {value!r}; a step is a whole number: the metric was logged between "
+            "two whole values of that column (an evaluation every N steps: the Trainer's "
+            "eval_strategy 'steps'). Evaluate once per epoch, or read the step from a column "
+            "of whole numbers (metrics.step: step) with budget.unit in those steps"
+        )
     return int(number)
 
 
@@ -338,10 +384,14 @@ class _State:
     seen: int = 0  # rows consumed
     last_step: int | None = None
     last_where: str | None = None
-    carried: dict[str, tuple[Any, str]] = field(default_factory=dict)  # named cells since the last report
+    carried: dict[str, tuple[Any, str]] = field(
+        default_factory=dict
+    )  # named cells since the last report
     group: _Group | None = None
     present: set[str] = field(default_factory=set)  # named columns that held a value in some row
-    late: set[str] = field(default_factory=set)  # named columns that came in a row after their report's row
+    late: set[str] = field(
+        default_factory=set
+    )  # named columns that came in a row after their report's row
     notes: list[str] = field(default_factory=list)
     furthest: int | None = None  # the furthest step a row of named values held (as a report's step)
 
@@ -363,7 +413,9 @@ class MetricsReader:
         self.columns: list[str] = []
         self.reported = 0
         self.wanted = set(spec.names.values())
-        self.switched_from: str | None = None  # the log the rows so far came from, when the newest match changed
+        self.switched_from: str | None = (
+            None  # the log the rows so far came from, when the newest match changed
+        )
 
     @property
     def seen(self) -> int:
@@ -379,19 +431,29 @@ class MetricsReader:
         evaluation); the held-out metric's row is not counted."""
         return self.state.furthest
 
-    def feed(self, data: bytes, *, final: bool = False,
-             late: tuple[str, Mapping[str, Any]] | None = None) -> list[tuple[int, dict[str, float]]]:
+    def feed(
+        self, data: bytes, *, final: bool = False, late: tuple[str, Mapping[str, Any]] | None = None
+    ) -> list[tuple[int, dict[str, float]]]:
         """The new reports in `data` (the whole file as it is now); `final`: the script has ended.
 
         `late` is `(where, values)` read after the script ended (a `<split>_results.json`):
         its named values go to the last report, where that report lacks them.
         """
         if self.parse is None:
-            raise TrialProtocolError(f"format {self.spec.format!r} is read from a path (tensorboard_table), not bytes")
-        return self.feed_table(self.parse(data, final=final, where=self.where), final=final, late=late)
+            raise TrialProtocolError(
+                f"format {self.spec.format!r} is read from a path (tensorboard_table), not bytes"
+            )
+        return self.feed_table(
+            self.parse(data, final=final, where=self.where), final=final, late=late
+        )
 
-    def feed_table(self, table: Table, *, final: bool = False,
-                   late: tuple[str, Mapping[str, Any]] | None = None) -> list[tuple[int, dict[str, float]]]:
+    def feed_table(
+        self,
+        table: Table,
+        *,
+        final: bool = False,
+        late: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> list[tuple[int, dict[str, float]]]:
         if not table.whole:
             return []
         if table.columns:
@@ -403,7 +465,7 @@ class MetricsReader:
         self.switched_from = None  # the newest match carries on the rows read so far
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
         state, out = copy.deepcopy(self.state), []
-        for where, row in table.rows[state.seen:]:
+        for where, row in table.rows[state.seen :]:
             self._row(state, where, row, out)
         state.seen = len(table.rows)
         if final:
@@ -417,12 +479,16 @@ class MetricsReader:
     def _fewer(self, rows: int) -> str:
         """Why the log holds fewer rows than were read: rows removed from it, or another, shorter log now newest."""
         if self.switched_from is None or self.switched_from == self.where:
-            return (f"{self.where} now holds {rows} rows, fewer than the {self.state.seen} already read: the "
-                    "script rewrote its metrics with rows removed")
-        return (f"the newest match of metrics.file {self.spec.file!r} is now {self.where}, which holds {rows} rows, "
-                f"and no longer {self.switched_from}, which the {self.state.seen} rows read so far came from: the "
-                "script began a second log beside the first (a new logger or Trainer opens its own version_* "
-                "folder) and only the newest match is read. Log to one place, or point metrics.file at one log")
+            return (
+                f"{self.where} now holds {rows} rows, fewer than the {self.state.seen} already read: the "
+                "script rewrote its metrics with rows removed"
+            )
+        return (
+            f"the newest match of metrics.file {self.spec.file!r} is now {self.where}, which holds {rows} rows, "
+            f"and no longer {self.switched_from}, which the {self.state.seen} rows read so far came from: the "
+            "script began a second log beside the first (a new logger or Trainer opens its own version_* "
+            "folder) and only the newest match is read. Log to one place, or point metrics.file at one log"
+        )
 
     def _row(self, state: _State, where: str, row: dict[str, Any], out: list) -> None:
         spec = self.spec
@@ -430,8 +496,17 @@ class MetricsReader:
         cells = {key: (value, where) for key, value in row.items() if key in self.wanted}
         state.present.update(cells)
         group = state.group
-        raw = _number(row[spec.step], f"{self.where} {where}: the step {spec.step!r}") if spec.step in row else None
-        if cells and raw is not None and raw.is_integer() and not (spec.heldout and spec.names.get(spec.heldout) in row):
+        raw = (
+            _number(row[spec.step], f"{self.where} {where}: the step {spec.step!r}")
+            if spec.step in row
+            else None
+        )
+        if (
+            cells
+            and raw is not None
+            and raw.is_integer()
+            and not (spec.heldout and spec.names.get(spec.heldout) in row)
+        ):
             # a row of named values (not the held-out one): what the script trained to. Lightning's test row
             # after fit, named nothing while tuning, carries the epoch after the last one trained
             reached = int(raw) + 1 - spec.step_base
@@ -449,18 +524,29 @@ class MetricsReader:
             state.carried.update(cells)
         self._hand_on_if_whole(state, out)
 
-    def _open(self, state: _State, where: str, row: dict[str, Any], raw: float | None, cells: dict,
-              out: list) -> None:
+    def _open(
+        self,
+        state: _State,
+        where: str,
+        row: dict[str, Any],
+        raw: float | None,
+        cells: dict,
+        out: list,
+    ) -> None:
         spec, at = self.spec, f"{self.where} {where}"
         if raw is None:
-            raise TrialProtocolError(f"{at} has {spec.names[spec.require]!r} but no step {spec.step!r} "
-                                     f"(its columns: {', '.join(row)})")
+            raise TrialProtocolError(
+                f"{at} has {spec.names[spec.require]!r} but no step {spec.step!r} "
+                f"(its columns: {', '.join(row)})"
+            )
         step = _step(row[spec.step], f"{at}: the step {spec.step!r}") + (1 - spec.step_base)
         last = state.group.step if state.group is not None else state.last_step
         last_where = state.group.where if state.group is not None else state.last_where
         if last is not None and step <= last:
-            raise TrialProtocolError(f"{at}: step {step} does not follow step {last} of "
-                                     f"{last_where} (steps strictly increase)")
+            raise TrialProtocolError(
+                f"{at}: step {step} does not follow step {last} of "
+                f"{last_where} (steps strictly increase)"
+            )
         self._flush(state, out)
         state.group = _Group(raw, step, where, {**state.carried, **cells})
         state.carried = {}
@@ -478,8 +564,14 @@ class MetricsReader:
         group = state.group
         if group is None or group.emitted:
             held = self.spec.names[self.spec.heldout]
-            before = "no report came before it" if group is None else f"the report of step {group.step} was made"
-            state.notes.append(f"{self.where} {where} holds {held!r} but {before}: its values were not read")
+            before = (
+                "no report came before it"
+                if group is None
+                else f"the report of step {group.step} was made"
+            )
+            state.notes.append(
+                f"{self.where} {where} holds {held!r} but {before}: its values were not read"
+            )
             return
         state.late.update(key for key in cells if key not in group.cells)
         group.cells.update(cells)
@@ -491,8 +583,10 @@ class MetricsReader:
         group = state.group
         if group is None or group.emitted:
             if cells:
-                state.notes.append(f"{where} holds {', '.join(sorted(cells))} but the last report was already "
-                                   "made: its values were not read")
+                state.notes.append(
+                    f"{where} holds {', '.join(sorted(cells))} but the last report was already "
+                    "made: its values were not read"
+                )
             return
         group.cells.update({key: cell for key, cell in cells.items() if key not in group.cells})
 
@@ -501,8 +595,13 @@ class MetricsReader:
 
     def _hand_on_if_whole(self, state: _State, out: list) -> None:
         group = state.group
-        if group is not None and not group.emitted and all(
-                column in group.cells or not self._expects(state, column) for column in self.wanted):
+        if (
+            group is not None
+            and not group.emitted
+            and all(
+                column in group.cells or not self._expects(state, column) for column in self.wanted
+            )
+        ):
             self._emit(state, group, out)
 
     def _flush(self, state: _State, out: list) -> None:
@@ -511,8 +610,11 @@ class MetricsReader:
         state.group = None
 
     def _emit(self, state: _State, group: _Group, out: list) -> None:
-        metrics = {name: _number(group.cells[key][0], f"{self.where} {group.cells[key][1]}: {key!r}")
-                   for name, key in self.spec.names.items() if key in group.cells}
+        metrics = {
+            name: _number(group.cells[key][0], f"{self.where} {group.cells[key][1]}: {key!r}")
+            for name, key in self.spec.names.items()
+            if key in group.cells
+        }
         out.append((group.step, metrics))
         group.emitted = True
         state.last_step, state.last_where = group.step, group.where
@@ -523,8 +625,10 @@ class MetricsReader:
         columns = ", ".join(self.columns) if self.columns else "none"
         for name, key in self.spec.names.items():
             if key not in self.state.present and name != self.spec.require:
-                out.append(f"metrics.names maps {name!r} to {key!r}, which no row of {self.where} holds "
-                           f"(its columns: {columns}); {name!r} was not reported")
+                out.append(
+                    f"metrics.names maps {name!r} to {key!r}, which no row of {self.where} holds "
+                    f"(its columns: {columns}); {name!r} was not reported"
+                )
         return out
 
 
@@ -544,11 +648,17 @@ class MetricsFileTail:
     def __init__(self, root: Path, spec: MetricsSpec):
         self.root = Path(root)
         self.spec = spec
-        self.path: Path | None = None  # the newest match (tensorboard: the last event file of its folder)
-        self.files: list[Path] = []  # what is read as the log: [path], or the folder's event files in name order
+        self.path: Path | None = (
+            None  # the newest match (tensorboard: the last event file of its folder)
+        )
+        self.files: list[
+            Path
+        ] = []  # what is read as the log: [path], or the folder's event files in name order
         self.reader: MetricsReader | None = None
         self._stat: tuple | None = None
-        self._counts: list[tuple[Path, int]] = []  # tensorboard: the rows read from each file, in stream order
+        self._counts: list[
+            tuple[Path, int]
+        ] = []  # tensorboard: the rows read from each file, in stream order
         self._pending: tuple[tuple, float, TrialProtocolError] | None = None
         self._notes: list[str] = []
 
@@ -570,7 +680,9 @@ class MetricsFileTail:
         late = self._results() if final else None
         if not files:
             return []
-        if not self.files or self._source(files) != self._source(self.files):  # the first match, or a newer log
+        if not self.files or self._source(files) != self._source(
+            self.files
+        ):  # the first match, or a newer log
             where = str(self._source(files))
             self.reader = self.reader or MetricsReader(self.spec, where)
             if self.reader.seen:
@@ -582,13 +694,18 @@ class MetricsFileTail:
             stats = [path.stat() for path in files]
         except FileNotFoundError:
             return []
-        key = tuple((path.name, stat.st_size, stat.st_mtime_ns) for path, stat in zip(files, stats, strict=True))
+        key = tuple(
+            (path.name, stat.st_size, stat.st_mtime_ns)
+            for path, stat in zip(files, stats, strict=True)
+        )
         if key == self._stat and not final and self._pending is None:
             return []
         for path, stat in zip(files, stats, strict=True):
             if stat.st_size > MAX_FILE_BYTES:
-                raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read as a "
-                                         "metrics log")
+                raise TrialProtocolError(
+                    f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read as a "
+                    "metrics log"
+                )
         assert self.reader is not None
         try:
             out = self._feed(final, late)
@@ -597,7 +714,9 @@ class MetricsFileTail:
         except TrialProtocolError as error:
             if final:
                 raise
-            now = time.monotonic()  # mid-run, a file caught between truncate and write heals: re-read later
+            now = (
+                time.monotonic()
+            )  # mid-run, a file caught between truncate and write heals: re-read later
             if self._pending is None or str(self._pending[2]) != str(error):
                 self._pending = (key, now, error)
                 return []
@@ -613,9 +732,15 @@ class MetricsFileTail:
         if self.spec.format != "tensorboard":
             path = self.files[0]
             return PARSERS[self.spec.format](path.read_bytes(), final=final, where=str(path)), []
-        last = self.files[-1]  # an earlier file is done: its writer was closed before the next file opened
-        tables = [(path, tensorboard_table(path, final=final or path != last)) for path in self.files]
-        rows = [(f"{path.name} {where}", row) for path, table in tables for where, row in table.rows]
+        last = self.files[
+            -1
+        ]  # an earlier file is done: its writer was closed before the next file opened
+        tables = [
+            (path, tensorboard_table(path, final=final or path != last)) for path in self.files
+        ]
+        rows = [
+            (f"{path.name} {where}", row) for path, table in tables for where, row in table.rows
+        ]
         columns = dict.fromkeys(column for _, table in tables for column in table.columns)
         return Table(rows, list(columns)), [(path, len(table.rows)) for path, table in tables]
 
@@ -634,18 +759,25 @@ class MetricsFileTail:
         now = dict(counts)
         for path, n in before:
             if now.get(path, 0) < n:
-                raise TrialProtocolError(f"{path} now holds {now.get(path, 0)} rows, fewer than the {n} already read "
-                                         "from it: the script rewrote or removed an event file (TensorBoard's "
-                                         "writers only append)")
-        head = [path for path, n in counts if n][: len(before)]  # every file read from still holds rows
-        moved = next((p for p, (q, _) in zip(head, before, strict=True) if p != q), None)  # rows before them
+                raise TrialProtocolError(
+                    f"{path} now holds {now.get(path, 0)} rows, fewer than the {n} already read "
+                    "from it: the script rewrote or removed an event file (TensorBoard's "
+                    "writers only append)"
+                )
+        head = [path for path, n in counts if n][
+            : len(before)
+        ]  # every file read from still holds rows
+        moved = next(
+            (p for p, (q, _) in zip(head, before, strict=True) if p != q), None
+        )  # rows before them
         late = moved or next((path for path, n in before[:-1] if now[path] != n), None)
         if late is not None:
             raise TrialProtocolError(
                 f"{late} gained rows after {before[-1][0].name}, which comes after it in name order, was read: two "
                 f"writers wrote event files into {late.parent} at once. A folder's event files are read one after "
                 "another in name order, as TensorBoard reads them: close one SummaryWriter before the next opens "
-                "there, or give each its own folder")
+                "there, or give each its own folder"
+            )
 
     def rows(self) -> list[Row]:
         """The log's rows as they are now, read afresh (a look before the first report); [] when unreadable."""
@@ -668,11 +800,15 @@ class MetricsFileTail:
             return None
         path = self._find(self.spec.heldout_file)
         if path is None:
-            self._notes.append(f"metrics.heldout_file {self.spec.heldout_file!r} never appeared in {self.root}: "
-                               "the held-out metric was not read from it")
+            self._notes.append(
+                f"metrics.heldout_file {self.spec.heldout_file!r} never appeared in {self.root}: "
+                "the held-out metric was not read from it"
+            )
             return None
         if path.stat().st_size > MAX_FILE_BYTES:
-            raise TrialProtocolError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read")
+            raise TrialProtocolError(
+                f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB; it is not read"
+            )
         return str(path), results_values(path.read_bytes(), where=str(path))
 
     def read_new(self) -> list[tuple[int, dict[str, float]]]:
@@ -690,15 +826,26 @@ class MetricsFileTail:
         spec = self.spec
         column = spec.names[spec.require]
         if self.path is None:
-            present = sorted(str(p.relative_to(self.root)) for p in self.root.rglob("*")
-                             if p.is_file() and ".hydra" not in p.parts)[:10]
-            there = f"; files there: {', '.join(present)}" if present else "; nothing else was written there"
-            return (f"the metrics file {spec.file!r} never appeared in the trial's Hydra output folder "
-                    f"{self.root}{there}. Write the log inside Hydra's output folder "
-                    "(HydraConfig.get().runtime.output_dir), or fix `metrics.file`")
+            present = sorted(
+                str(p.relative_to(self.root))
+                for p in self.root.rglob("*")
+                if p.is_file() and ".hydra" not in p.parts
+            )[:10]
+            there = (
+                f"; files there: {', '.join(present)}"
+                if present
+                else "; nothing else was written there"
+            )
+            return (
+                f"the metrics file {spec.file!r} never appeared in the trial's Hydra output folder "
+                f"{self.root}{there}. Write the log inside Hydra's output folder "
+                "(HydraConfig.get().runtime.output_dir), or fix `metrics.file`"
+            )
         columns = self.reader.columns if self.reader else []
-        return (f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
-                f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`")
+        return (
+            f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
+            f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`"
+        )
 
     def close(self) -> None:
         pass
@@ -725,7 +872,11 @@ def _event_files(root: Path, pattern: str) -> list[Path]:
     sorted by name (the writer's time comes first in it) and read one after
     another. A newer folder (Lightning's next version_*) is a newer log.
     """
-    matches = [p for p in _matches(root, pattern) if "tfevents" in p.name and not p.name.endswith(".profile-empty")]
+    matches = [
+        p
+        for p in _matches(root, pattern)
+        if "tfevents" in p.name and not p.name.endswith(".profile-empty")
+    ]
     if not matches:
         return []
     folder = max(matches, key=_recency).parent

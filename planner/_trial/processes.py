@@ -54,9 +54,13 @@ class CommandLimits:
     """What bounds one run of a command. None: no limit."""
 
     timeout_s: float | None = None  # budget.max_trial_time
-    max_memory_bytes: int | None = None  # budget.max_trial_memory, the command and its children together
+    max_memory_bytes: int | None = (
+        None  # budget.max_trial_memory, the command and its children together
+    )
     kill_grace_s: float = 5.0  # from SIGTERM to SIGKILL
-    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES  # per stream, kept from the head of stdout.log / stderr.log
+    max_log_bytes: int = (
+        DEFAULT_MAX_LOG_BYTES  # per stream, kept from the head of stdout.log / stderr.log
+    )
     poll_interval_s: float = 0.05  # how often the pipes and the report file are read
     memory_check_s: float = 0.5  # how often the memory is measured
 
@@ -83,11 +87,21 @@ class CommandProcesses:
     """The command under its supervisor (planner._core.supervisor): started, its pipes pumped into two
     sinks, its whole process tree measured and stopped."""
 
-    def __init__(self, proc: subprocess.Popen, stdout: Sink, stderr: Sink, status: int, command_pid: int, *,
-                 supervisor_pid: int = 0):
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        stdout: Sink,
+        stderr: Sink,
+        status: int,
+        command_pid: int,
+        *,
+        supervisor_pid: int = 0,
+    ):
         self.proc = proc  # the supervisor's relay (the worker's child)
         self.command_pid = command_pid
-        self.supervisor_pid = supervisor_pid  # the supervisor proper, under the relay: not counted in the memory
+        self.supervisor_pid = (
+            supervisor_pid  # the supervisor proper, under the relay: not counted in the memory
+        )
         self._status = status  # the supervisor's status pipe: its last word is the command's exit
         self._exit: int | None = None
         self._selector = selectors.DefaultSelector()
@@ -95,15 +109,38 @@ class CommandProcesses:
         self._selector.register(proc.stderr, selectors.EVENT_READ, stderr)
 
     @classmethod
-    def start(cls, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],
-              stdout: Sink, stderr: Sink, grace_s: float = 5.0) -> CommandProcesses:
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdout: Sink,
+        stderr: Sink,
+        grace_s: float = 5.0,
+    ) -> CommandProcesses:
         """Start `argv` under a supervisor, in a session of its own; OSError when it cannot start."""
         read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-P", SUPERVISOR, str(write_end), repr(float(grace_s)), str(os.getpid()), "--",
-                 *argv], cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, start_new_session=True, pass_fds=(write_end,))
+                [
+                    sys.executable,
+                    "-P",
+                    SUPERVISOR,
+                    str(write_end),
+                    repr(float(grace_s)),
+                    str(os.getpid()),
+                    "--",
+                    *argv,
+                ],
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(write_end,),
+            )
         except BaseException:
             os.close(read_end)
             raise
@@ -113,13 +150,26 @@ class CommandProcesses:
         if first is None or "pid" not in first:
             os.close(read_end)
             _end_process(proc)
-            error = proc.stderr.read().decode("utf-8", errors="replace").strip()[-500:] if first is None else ""
+            error = (
+                proc.stderr.read().decode("utf-8", errors="replace").strip()[-500:]
+                if first is None
+                else ""
+            )
             for stream in (proc.stdout, proc.stderr):
                 stream.close()
             if first is not None and "error" in first:
                 raise OSError(int(first.get("errno") or 0), str(first["error"]))
-            raise OSError(0, f"planner's supervisor did not start the command ({error or 'no word from it'})")
-        return cls(proc, stdout, stderr, read_end, int(first["pid"]), supervisor_pid=int(first.get("supervisor") or 0))
+            raise OSError(
+                0, f"planner's supervisor did not start the command ({error or 'no word from it'})"
+            )
+        return cls(
+            proc,
+            stdout,
+            stderr,
+            read_end,
+            int(first["pid"]),
+            supervisor_pid=int(first.get("supervisor") or 0),
+        )
 
     @property
     def returncode(self) -> int | None:
@@ -191,7 +241,9 @@ class CommandProcesses:
             except subprocess.TimeoutExpired:
                 _end_process(self.proc)
         self._read_exit()
-        if self._exit is None:  # the supervisor died without ending the tree: what is left of its group goes
+        if (
+            self._exit is None
+        ):  # the supervisor died without ending the tree: what is left of its group goes
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -216,11 +268,17 @@ def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator
     Where the call is not available, only what is still in the tree is ended."""
     supervisor.become_subreaper()
     had_children = supervisor.has_children()
-    spare = frozenset(supervisor.descendants(supervisor.process_table(), os.getpid())) if had_children else frozenset()
+    spare = (
+        frozenset(supervisor.descendants(supervisor.process_table(), os.getpid()))
+        if had_children
+        else frozenset()
+    )
     try:
         yield
     finally:
-        if had_children or supervisor.has_children():  # none: nothing it started is left, no table to read
+        if (
+            had_children or supervisor.has_children()
+        ):  # none: nothing it started is left, no table to read
             supervisor.end_descendants(grace_s, spare=spare)
 
 
@@ -287,7 +345,9 @@ class BoundedLog:
         self._stream = self.redactor.stream() if self.redactor is not None else None
 
     def write(self, data: bytes) -> None:
-        if self._stream is not None:  # scrubbed line by line: a secret split across reads is still cut
+        if (
+            self._stream is not None
+        ):  # scrubbed line by line: a secret split across reads is still cut
             data = self._stream.feed(self._decoder.decode(data)).encode("utf-8")
         self._keep(data)
 
@@ -303,7 +363,9 @@ class BoundedLog:
 
     def tail_text(self, lines: int) -> str:
         text = self.tail.decode("utf-8", errors="replace")
-        if self._stream is not None and self._stream.pending:  # a last line still held: scrubbed too
+        if (
+            self._stream is not None and self._stream.pending
+        ):  # a last line still held: scrubbed too
             text += self._stream.redactor.text(self._stream.pending)
         return "\n".join(text.splitlines()[-lines:])
 
@@ -314,8 +376,10 @@ class BoundedLog:
             self._keep(self._stream.feed(self._decoder.decode(b"", final=True)).encode("utf-8"))
             self._keep(self._stream.flush().encode("utf-8"))
         if self.dropped:
-            kept = bytes(self.tail[-min(self.dropped, len(self.tail)):])
+            kept = bytes(self.tail[-min(self.dropped, len(self.tail)) :])
             omitted = self.dropped - len(kept)
-            self._file.write(f"\n[planner: {omitted} bytes of output omitted here; the last {len(kept)} follow]\n".encode())
+            self._file.write(
+                f"\n[planner: {omitted} bytes of output omitted here; the last {len(kept)} follow]\n".encode()
+            )
             self._file.write(kept)
         self._file.close()

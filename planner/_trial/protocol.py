@@ -78,9 +78,15 @@ class TrialSpec:
     retries: int = 0
     contract_sha256: str = ""
     max_trial_time_s: float | None = None
-    unit: str | None = None  # budget.unit: what one step of `budget` counts (None: not said, as in a test's spec)
-    path: tuple[str, ...] = ()  # folders put on sys.path before importing the trainable (those that exist here)
-    cwd: str | None = None  # the folder the trainable runs in (where `plan run` started), when it exists here
+    unit: str | None = (
+        None  # budget.unit: what one step of `budget` counts (None: not said, as in a test's spec)
+    )
+    path: tuple[
+        str, ...
+    ] = ()  # folders put on sys.path before importing the trainable (those that exist here)
+    cwd: str | None = (
+        None  # the folder the trainable runs in (where `plan run` started), when it exists here
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,8 +125,12 @@ class _SessionExit(SystemExit):
 class Trial:
     """What the trainable sees. Only `report` talks back."""
 
-    def __init__(self, spec: TrialSpec, forward: Callable[..., None] | None,
-                 already_forwarded: int | None = None):
+    def __init__(
+        self,
+        spec: TrialSpec,
+        forward: Callable[..., None] | None,
+        already_forwarded: int | None = None,
+    ):
         self.seed = spec.seed
         self.budget = spec.budget
         self.unit = spec.unit  # budget.unit, or None
@@ -136,17 +146,29 @@ class Trial:
         self._t0 = time.monotonic()
         self.reports: list[dict[str, Any]] = []
         self.violations: list[dict[str, Any]] = []
-        self.log_reached: int | None = None  # a command's own metrics log: the furthest step a row of it held
-        self.notes: list[str] = []  # protocol notes of the attempt that ended (a declared metric no row held,
+        self.log_reached: int | None = (
+            None  # a command's own metrics log: the furthest step a row of it held
+        )
+        self.notes: list[
+            str
+        ] = []  # protocol notes of the attempt that ended (a declared metric no row held,
         # an output.log refused)
-        self.splits: dict[str, dict[str, Any]] = {}  # name -> counts and fingerprints (planner._data.splits)
+        self.splits: dict[
+            str, dict[str, Any]
+        ] = {}  # name -> counts and fingerprints (planner._data.splits)
         self._split_log: Any = None
         self.attempt = 1  # this attempt's number (1 + retries used so far)
         self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
-        self.resumed_from: dict[str, Any] | None = None  # the checkpoint a command continued from (checkpoints.describe)
-        self.heldout = spec.heldout  # metric.heldout's name (None when unset): reported outside tuning only
-        self.machinery: set[str] | None = None  # top-level modules the first forward loaded (Ray Tune's own)
+        self.resumed_from: dict[str, Any] | None = (
+            None  # the checkpoint a command continued from (checkpoints.describe)
+        )
+        self.heldout = (
+            spec.heldout
+        )  # metric.heldout's name (None when unset): reported outside tuning only
+        self.machinery: set[str] | None = (
+            None  # top-level modules the first forward loaded (Ray Tune's own)
+        )
 
     @property
     def last_step(self) -> int | None:
@@ -156,51 +178,94 @@ class Trial:
         """Report the exposure consumed so far (`step`) and metrics at that point."""
         spec = self._spec
         if isinstance(step, bool) or not isinstance(step, numbers.Integral):
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step must be an integer, got {step!r}")
+            raise _Stop(
+                TrialStatus.PROTOCOL_ERROR, f"trial.report: step must be an integer, got {step!r}"
+            )
         step = int(step)
         if step > spec.budget:
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} is past the budget of {spec.budget}")
+            raise _Stop(
+                TrialStatus.PROTOCOL_ERROR,
+                f"trial.report: step {step} is past the budget of {spec.budget}",
+            )
         if step < 0:
             raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} is negative")
         if self.last_step is not None and step <= self.last_step:
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} does not follow step {self.last_step} "
-                        "(steps strictly increase; a second training loop in one trial, such as trainer.fit called "
-                        "twice, starts its steps over)")
+            raise _Stop(
+                TrialStatus.PROTOCOL_ERROR,
+                f"trial.report: step {step} does not follow step {self.last_step} "
+                "(steps strictly increase; a second training loop in one trial, such as trainer.fit called "
+                "twice, starts its steps over)",
+            )
         if not metrics:
             raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: step {step} has no metrics")
         values: dict[str, float] = {}
         for name, value in metrics.items():
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
-                raise _Stop(TrialStatus.PROTOCOL_ERROR, f"trial.report: metric {name!r} at step {step} is not a number: {value!r}")
+                raise _Stop(
+                    TrialStatus.PROTOCOL_ERROR,
+                    f"trial.report: metric {name!r} at step {step} is not a number: {value!r}",
+                )
             values[name] = float(value)
         elapsed = time.monotonic() - self._t0
         if spec.max_trial_time_s is not None and elapsed > spec.max_trial_time_s:
-            raise _Stop(TrialStatus.TIMEOUT, f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s")
-        self.reports.append({"step": step, "metrics": {k: stored_metric(v) for k, v in values.items()},
-                             "time_s": round(elapsed, 6)})
-        if spec.phase == "tune" and spec.heldout and spec.heldout in values and not any(
-                v["kind"] == "heldout_in_tuning" for v in self.violations):  # one per trial, at its first step
-            self.violations.append({"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout})
+            raise _Stop(
+                TrialStatus.TIMEOUT,
+                f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s",
+            )
+        self.reports.append(
+            {
+                "step": step,
+                "metrics": {k: stored_metric(v) for k, v in values.items()},
+                "time_s": round(elapsed, 6),
+            }
+        )
+        if (
+            spec.phase == "tune"
+            and spec.heldout
+            and spec.heldout in values
+            and not any(v["kind"] == "heldout_in_tuning" for v in self.violations)
+        ):  # one per trial, at its first step
+            self.violations.append(
+                {"kind": "heldout_in_tuning", "step": step, "metric": spec.heldout}
+            )
         if len(self.reports) == 1 and not any(name in values for name in spec.first_report_metrics):
             # a misnamed metric ends the trial at once, with what it spent on the record
             near = nearest_name(spec.metric, values)
-            raise _Stop(TrialStatus.PROTOCOL_ERROR, f"metric {spec.metric} never reported; got "
-                        f"{', '.join(sorted(values))} in the trial's first report (step {step}){near} (the "
-                        "contract's metric.name must be one of the names the trainable reports)")
-        diverged = [m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])]
+            raise _Stop(
+                TrialStatus.PROTOCOL_ERROR,
+                f"metric {spec.metric} never reported; got "
+                f"{', '.join(sorted(values))} in the trial's first report (step {step}){near} (the "
+                "contract's metric.name must be one of the names the trainable reports)",
+            )
+        diverged = [
+            m for m in spec.divergence_metrics if m in values and not math.isfinite(values[m])
+        ]
         if diverged:
-            raise _Stop(TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}")
+            raise _Stop(
+                TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}"
+            )
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
-            forwarded = {k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)}
+            forwarded = {
+                k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)
+            }
             self._forwarded = step
             before = top_level_modules() if self.machinery is None else None
             try:
-                self._forward(step, forwarded, elapsed, self.violations,
-                              **({"splits": dict(self.splits)} if self.splits else {}))
-            except SystemExit as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
+                self._forward(
+                    step,
+                    forwarded,
+                    elapsed,
+                    self.violations,
+                    **({"splits": dict(self.splits)} if self.splits else {}),
+                )
+            except (
+                SystemExit
+            ) as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
                 raise _SessionExit(*stop.args) from None
             finally:
-                if before is not None:  # the first report imports ray.tune in the worker: not the trainable's
+                if (
+                    before is not None
+                ):  # the first report imports ray.tune in the worker: not the trainable's
                     self.machinery = top_level_modules() - before
 
     def log_split(self, name: str, ids: Any, groups: Any = None) -> dict[str, Any]:
@@ -228,7 +293,9 @@ class Trial:
         self.violations += [v for v in found if v not in self.violations]
 
 
-MACHINERY = frozenset({"planner", "ray"})  # planner's own and Ray's worker, never a trainable's package
+MACHINERY = frozenset(
+    {"planner", "ray"}
+)  # planner's own and Ray's worker, never a trainable's package
 
 
 _LAST_LOOK: list = []  # (how many modules, the last one's name and object id, their top-level names) at the last look
@@ -255,9 +322,13 @@ def new_modules(before: set[str], machinery: set[str] | None = None) -> list[str
     Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function trainable's record
     keeps them (`modules`): the imports inside its function body, which its source does not show."""
     skip = before | MACHINERY | (machinery or set())
-    return sorted(name for name in top_level_modules() - skip
-                  if name not in sys.stdlib_module_names and not name.startswith(("__", "_cython_"))
-                  and name != "cython_runtime")  # Cython's runtime entries: no package
+    return sorted(
+        name
+        for name in top_level_modules() - skip
+        if name not in sys.stdlib_module_names
+        and not name.startswith(("__", "_cython_"))
+        and name != "cython_runtime"
+    )  # Cython's runtime entries: no package
 
 
 def seed_everything(seed: int) -> None:
@@ -276,14 +347,18 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
         spec = importlib.util.find_spec(module_name)
         if spec is not None and spec.loader is not None:
             module = importlib.util.module_from_spec(spec)
-            _with_submodules(module)  # before it runs: `import pkg.sub` at its top then `pkg.sub.x` works
+            _with_submodules(
+                module
+            )  # before it runs: `import pkg.sub` at its top then `pkg.sub.x` works
             sys.modules[module_name] = module
             try:
                 spec.loader.exec_module(module)
             except BaseException:
                 sys.modules.pop(module_name, None)
                 raise
-            _bind_in_package(module_name, module)  # as an import does: `package.module` is the new one
+            _bind_in_package(
+                module_name, module
+            )  # as an import does: `package.module` is the new one
             return getattr(module, function)
     module = importlib.import_module(module_name)
     return getattr(module, function)
@@ -309,7 +384,7 @@ def _with_submodules(module: Any) -> None:
     if getattr(module, "__path__", None) is not None:
         prefix = module.__name__ + "."
         for name, loaded in list(sys.modules.items()):
-            child = name[len(prefix):]
+            child = name[len(prefix) :]
             if name.startswith(prefix) and "." not in child and loaded is not None:
                 setattr(module, child, loaded)
 
@@ -327,7 +402,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
     terminal = ledger.terminal()
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
-        record = make_record(spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0)
+        record = make_record(
+            spec, terminal["ended"], None, ledger.used, ledger.errors(), started, 0.0
+        )
         record["resumed"] = False
         record["exposure"] = ledger.reached()  # the steps it reported before the kill were spent
         return record
@@ -335,7 +412,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     status, trial, resumed = TrialStatus.FAILED, None, False
     forwarded: int | None = None
     attempts = ledger.used
-    before = top_level_modules() if "command" not in spec.extra else None  # a function trainable's imports
+    before = (
+        top_level_modules() if "command" not in spec.extra else None
+    )  # a function trainable's imports
     modules: list[str] | None = None
     while attempts < 1 + spec.retries:
         attempts += 1
@@ -346,7 +425,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         resumed = trial.resumed
         try:
             how, error = _attempt(spec, trial, ledger, scrub)
-        except _SessionExit:  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
+        except (
+            _SessionExit
+        ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
             raise
         ledger.end(attempts, how, error, _spent(trial))
@@ -357,16 +438,26 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             break
         forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
         status = TrialStatus.FAILED
-    _release_memory(time.monotonic() - t0, None if "command" in spec.extra else spec.trainable.partition(":")[0])
-    record = make_record(spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0)
+    _release_memory(
+        time.monotonic() - t0, None if "command" in spec.extra else spec.trainable.partition(":")[0]
+    )
+    record = make_record(
+        spec, status, trial, attempts, ledger.errors(), started, time.monotonic() - t0
+    )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
     if modules is not None:
         record["modules"] = modules
-    if status in FAILED:  # the steps a failed trial spent count, also those of an attempt before its last
+    if (
+        status in FAILED
+    ):  # the steps a failed trial spent count, also those of an attempt before its last
         record["exposure"] = max(record["exposure"], ledger.reached())
-    if trial is not None and status == how:  # the last attempt ended the trial (it did not raise): its record
-        ledger.keep(attempts, record)  # is kept before it is returned, for a worker that dies before Ray delivers it
+    if (
+        trial is not None and status == how
+    ):  # the last attempt ended the trial (it did not raise): its record
+        ledger.keep(
+            attempts, record
+        )  # is kept before it is returned, for a worker that dies before Ray delivers it
     return record
 
 
@@ -377,10 +468,13 @@ def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
     trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
     after a worker death and in a worker Tune starts again for a trial that had ended."""
     record = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).kept()
-    if record is None or any(record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")):
+    if record is None or any(
+        record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")
+    ):
         return None
-    if _canonical(record.get("params")) != _canonical(spec.params) or \
-            _canonical(record.get("config")) != _canonical(spec.config):
+    if _canonical(record.get("params")) != _canonical(spec.params) or _canonical(
+        record.get("config")
+    ) != _canonical(spec.config):
         return None
     return record
 
@@ -415,27 +509,39 @@ def _enter(spec: TrialSpec) -> None:
 # BaseException subclass left to Ray kills a tuning run and cannot be deserialized by the driver (F7).
 _PROPAGATE = (_SessionExit, KeyboardInterrupt, TrialLimit)
 
-_ERROR_TYPE = {TrialStatus.OOM: "OutOfMemory", TrialStatus.TIMEOUT: "Timeout",
-               TrialStatus.PROTOCOL_ERROR: "TrialProtocolError"}  # an error's `type` in the record, by status
+_ERROR_TYPE = {
+    TrialStatus.OOM: "OutOfMemory",
+    TrialStatus.TIMEOUT: "Timeout",
+    TrialStatus.PROTOCOL_ERROR: "TrialProtocolError",
+}  # an error's `type` in the record, by status
 
 
-def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], str]
-             ) -> tuple[TrialStatus | str, dict[str, Any] | None]:
+def _attempt(
+    spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], str]
+) -> tuple[TrialStatus | str, dict[str, Any] | None]:
     """One attempt: how it ended (a status, or RAISED to retry it) and its error."""
     n = trial.attempt
     try:
         _call(spec, trial, ledger, scrub)
     except _Stop as stop:
         if stop.status == TrialStatus.DIVERGED:
-            trial.violations.append({"kind": "diverged", "step": trial.last_step, "message": stop.message})
+            trial.violations.append(
+                {"kind": "diverged", "step": trial.last_step, "message": stop.message}
+            )
             return stop.status, None
         return stop.status, _error(n, _ERROR_TYPE[stop.status], stop.message, "")
-    except BaseException as exc:  # the trainable raised (any BaseException, sys.exit too): retried, then failed
-        if isinstance(exc, _PROPAGATE):  # Tune stopping the trial, Ray cancelling it, a limit: not the trainable's
+    except (
+        BaseException
+    ) as exc:  # the trainable raised (any BaseException, sys.exit too): retried, then failed
+        if isinstance(
+            exc, _PROPAGATE
+        ):  # Tune stopping the trial, Ray cancelling it, a limit: not the trainable's
             raise
         final = _final_status(exc) if isinstance(exc, Exception) else None
         if final:  # a protocol error, a command's time or memory limit: no retry
-            return final, _error(n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", "")))
+            return final, _error(
+                n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", ""))
+            )
         # a command's failure is the script's: its stderr's last lines, not planner's frames that ran it (a
         # report's "where" read planner/_trial/command.py for a script that called sys.exit(3))
         trace = (exc.stderr_tail or "") if isinstance(exc, CommandError) else traceback.format_exc()
@@ -447,16 +553,28 @@ def _attempt(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str
         return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", missing, "")
     if trial.last_step == spec.budget:
         return TrialStatus.COMPLETED, None
-    reached = "no report at all" if trial.last_step is None else f"its last report was step {trial.last_step}"
+    reached = (
+        "no report at all"
+        if trial.last_step is None
+        else f"its last report was step {trial.last_step}"
+    )
     return TrialStatus.PROTOCOL_ERROR, _error(
-        n, "TrialProtocolError", f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}", "")
+        n,
+        "TrialProtocolError",
+        f"the trainable returned before the full exposure of {spec.budget}: {reached}"
+        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}",
+        "",
+    )
 
 
 def _spent(trial: Trial) -> int | None:
     """The furthest step the attempt trained: its last report, or further where a command's own metrics log
     holds rows past it (a metric logged under another name: the script trained to its end, reporting nothing)."""
-    steps = [s for s in (trial.last_step, trial.log_reached) if isinstance(s, int) and not isinstance(s, bool)]
+    steps = [
+        s
+        for s in (trial.last_step, trial.log_reached)
+        if isinstance(s, int) and not isinstance(s, bool)
+    ]
     return min(max(steps), trial.budget) if steps else None
 
 
@@ -465,44 +583,69 @@ def _uses_lightning(trainable: str) -> bool:
     import Trainer`): a name in its globals from `lightning` or `pytorch_lightning`."""
     module = sys.modules.get(trainable.partition(":")[0])
     for value in list(getattr(module, "__dict__", {}).values()):
-        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        name = (
+            value.__name__
+            if isinstance(value, types.ModuleType)
+            else getattr(value, "__module__", None)
+        )
         if isinstance(name, str) and name.split(".")[0] in ("lightning", "pytorch_lightning"):
             return True
     return False
 
 
 # planner.LightningCallback's note while the last epoch's report waits for trainer.test() (planner._trial.lightning)
-WAITING_FOR_TEST = ("the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
-                    "call trainer.test() after trainer.fit()")
+WAITING_FOR_TEST = (
+    "the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
+    "call trainer.test() after trainer.fit()"
+)
 
 
-def _why_short(spec: TrialSpec, last_step: int | None, log_reached: int | None = None,
-               notes: list[str] | None = None) -> str:
+def _why_short(
+    spec: TrialSpec,
+    last_step: int | None,
+    log_reached: int | None = None,
+    notes: list[str] | None = None,
+) -> str:
     """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
     `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
     the trial's notes (LightningCallback's WAITING_FOR_TEST: the last report waited for a test that never
     reached the callback)."""
     if notes and WAITING_FOR_TEST in notes:
-        return ("; its last epoch was trained, and its report waited for trainer.test() (metric.heldout is "
-                "reported outside tuning), which never reached this trial's LightningCallback: call "
-                "trainer.test() on the Trainer that has the callback (a new Trainer without it reports nothing)")
+        return (
+            "; its last epoch was trained, and its report waited for trainer.test() (metric.heldout is "
+            "reported outside tuning), which never reached this trial's LightningCallback: call "
+            "trainer.test() on the Trainer that has the callback (a new Trainer without it reports nothing)"
+        )
     metrics = (spec.extra.get("command") or {}).get("metrics") or {}
     if last_step is None and "command" not in spec.extra and _uses_lightning(spec.trainable):
-        return ("; the trainable runs Lightning: a Trainer reports its epochs to the trial through "
-                "planner.LightningCallback(trial) in its callbacks (docs/lightning.md)")
+        return (
+            "; the trainable runs Lightning: a Trainer reports its epochs to the trial through "
+            "planner.LightningCallback(trial) in its callbacks (docs/lightning.md)"
+        )
     if metrics and log_reached is not None and log_reached > (last_step or 0):
         column = (metrics.get("names") or {}).get(spec.metric, spec.metric)
-        return (f"; the script did train to step {log_reached} (its log holds rows there) but logged {column!r} "
-                f"{'never' if last_step is None else f'last at step {last_step}'}: the steps after were not "
-                "evaluated (Lightning's check_val_every_n_epoch, the Trainer's eval_steps or eval_strategy): "
-                "evaluate at the last step too, or make the budget a multiple of the evaluation interval")
-    if metrics and last_step is not None and last_step == spec.budget - 1 and metrics.get("step_base", 1) == 1:
-        return (f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
-                "epoch does), say so with command.metrics.step_base: 0")
+        return (
+            f"; the script did train to step {log_reached} (its log holds rows there) but logged {column!r} "
+            f"{'never' if last_step is None else f'last at step {last_step}'}: the steps after were not "
+            "evaluated (Lightning's check_val_every_n_epoch, the Trainer's eval_steps or eval_strategy): "
+            "evaluate at the last step too, or make the budget a multiple of the evaluation interval"
+        )
+    if (
+        metrics
+        and last_step is not None
+        and last_step == spec.budget - 1
+        and metrics.get("step_base", 1) == 1
+    ):
+        return (
+            f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
+            "epoch does), say so with command.metrics.step_base: 0"
+        )
     if last_step is not None and last_step < spec.budget:
-        return ("; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
-                "EarlyStoppingCallback, a patience loop) gives the arms unequal budgets: remove that, and let "
-                "tuning.early_stop stop trials by one rule for every arm")
+        return (
+            "; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
+            "EarlyStoppingCallback, a patience loop) gives the arms unequal budgets: remove that, and let "
+            "tuning.early_stop stop trials by one rule for every arm"
+        )
     return ""
 
 
@@ -547,9 +690,11 @@ def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:
     if any(required in r["metrics"] for r in trial.reports):
         return None
     got = sorted({name for r in trial.reports for name in r["metrics"]})
-    return (f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} (the contract's "
-            f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the names the "
-            "trainable reports)")
+    return (
+        f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} (the contract's "
+        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the names the "
+        "trainable reports)"
+    )
 
 
 def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
@@ -559,8 +704,10 @@ def _missing_splits(spec: TrialSpec, trial: Trial) -> str | None:
     missing = missing_required(trial.splits, spec.extra["data"])
     if not missing:
         return None
-    return (f"the trial logged no split {', '.join(missing)}, which data.require needs: call "
-            f"trial.log_split({missing[0]!r}, ids) (planner.log_split in a command: script)")
+    return (
+        f"the trial logged no split {', '.join(missing)}, which data.require needs: call "
+        f"trial.log_split({missing[0]!r}, ids) (planner.log_split in a command: script)"
+    )
 
 
 def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
@@ -569,7 +716,9 @@ def _scrubber(spec: TrialSpec) -> Callable[[str], str]:
 
 _FULL_COLLECTION_S = [0.0]  # the CPU seconds this process's last full collection took
 _TRIM_S = [0.0]  # and its last malloc_trim
-_AT_MOST = 20  # a release runs after a trial only when its last run took at most 1/20 of the trial's time
+_AT_MOST = (
+    20  # a release runs after a trial only when its last run took at most 1/20 of the trial's time
+)
 
 
 def _release_memory(trial_s: float, trainable_module: str | None = None) -> None:
@@ -596,14 +745,18 @@ def _release_memory(trial_s: float, trainable_module: str | None = None) -> None
             gc.collect()
         gc.freeze()
         _FROZEN[0] = True
-        _FULL_COLLECTION_S[0] = 0.0  # the next full collection walks only what trials made: it weighs itself
+        _FULL_COLLECTION_S[0] = (
+            0.0  # the next full collection walks only what trials made: it weighs itself
+        )
     _if_cheap(trial_s, _TRIM_S, _malloc_trim)
 
 
 _FROZEN = [False]  # whether this worker froze what its first trial left alive
 
 
-_LET_GO: set[str] = set()  # trainable modules let go before the freeze: the next trial executes them anew
+_LET_GO: set[str] = (
+    set()
+)  # trainable modules let go before the freeze: the next trial executes them anew
 
 
 def _let_go(module_name: str) -> bool:
@@ -626,8 +779,10 @@ def _if_cheap(trial_s: float, last_s: list[float], release: Callable[[], object]
     `trial_s`, keeping what this run took; False when it was too dear to run."""
     if trial_s < _AT_MOST * last_s[0]:
         return False
-    t0 = time.thread_time()  # its own CPU: a collection the scheduler paused (Ray's processes on 2 cores) is not
-    release()                # dearer, and a wall-clock figure once skipped the next trial's collection for that
+    t0 = (
+        time.thread_time()
+    )  # its own CPU: a collection the scheduler paused (Ray's processes on 2 cores) is not
+    release()  # dearer, and a wall-clock figure once skipped the next trial's collection for that
     last_s[0] = time.thread_time() - t0
     return True
 
@@ -668,7 +823,9 @@ def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
 
 def ray_node_id() -> str | None:
     """The Ray node running this trial: several nodes can share a host. None outside a Ray task or actor."""
-    ray = sys.modules.get("ray")  # never imported here: only asked when the worker already runs in Ray
+    ray = sys.modules.get(
+        "ray"
+    )  # never imported here: only asked when the worker already runs in Ray
     if ray is None or not ray.is_initialized():
         return None
     try:  # the driver (SCRIPT_MODE) has no task; asking it for one makes Ray log a warning on stderr
@@ -680,8 +837,16 @@ def ray_node_id() -> str | None:
         return None
 
 
-def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None, attempts: int, errors: list,
-                started: str, duration_s: float, reports: list | None = None) -> dict[str, Any]:
+def make_record(
+    spec: TrialSpec,
+    status: TrialStatus | str,
+    trial: Trial | None,
+    attempts: int,
+    errors: list,
+    started: str,
+    duration_s: float,
+    reports: list | None = None,
+) -> dict[str, Any]:
     """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus.
 
     A record is made when the trial has ended (in the worker, or in the driver for a trial its scheduler
@@ -697,7 +862,9 @@ def make_record(spec: TrialSpec, status: TrialStatus | str, trial: Trial | None,
         "index": spec.index,
         "params": dict(spec.params),
         "config": spec.config,
-        "status": TrialStatus(status).value,  # the plain word on disk; an unknown status fails here, loud
+        "status": TrialStatus(
+            status
+        ).value,  # the plain word on disk; an unknown status fails here, loud
         "exposure": reports[-1]["step"] if reports else 0,
         "reports": reports,
         "attempts": attempts,

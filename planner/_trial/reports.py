@@ -46,14 +46,18 @@ class ReportSource(Protocol):
     def close(self) -> None: ...
 
 
-def report_source(report_file: Path, hydra_dir: Path, metrics: MetricsSpec | None) -> ReportTail | WithSplits:
+def report_source(
+    report_file: Path, hydra_dir: Path, metrics: MetricsSpec | None
+) -> ReportTail | WithSplits:
     """The reports of one attempt: its report file, or with `metrics` the script's own log under `hydra_dir`."""
     if metrics is None:
         return ReportTail(report_file)
     return WithSplits(MetricsFileTail(hydra_dir, metrics), ReportTail(report_file))
 
 
-def attempt_reports(attempt_dir: Path, metrics: MetricsSpec | None) -> list[tuple[int, dict[str, float]]]:
+def attempt_reports(
+    attempt_dir: Path, metrics: MetricsSpec | None
+) -> list[tuple[int, dict[str, float]]]:
     """What an attempt that has ended reported, read from its folder as it was read while it ran (its report
     file, or with `metrics` its own log): (step, metrics) in order. A log that no longer reads (torn by the
     kill that cut the attempt short, edited) gives the reports read before the fault."""
@@ -87,7 +91,9 @@ class ReportTail:
             return []
         *lines, self._partial = (self._partial + data).split(b"\n")
         if len(self._partial) > MAX_REPORT_LINE_BYTES:
-            raise TrialProtocolError(f"{self.path}: a report line is longer than {MAX_REPORT_LINE_BYTES} bytes")
+            raise TrialProtocolError(
+                f"{self.path}: a report line is longer than {MAX_REPORT_LINE_BYTES} bytes"
+            )
         out = []
         for line in lines:
             self._line_no += 1
@@ -116,7 +122,9 @@ class WithSplits:
 
     def __init__(self, metrics: MetricsFileTail, report_file: ReportTail):
         self.metrics, self.report_file = metrics, report_file
-        self.reported = False  # the script also called planner.report: refused, the metrics come from its log
+        self.reported = (
+            False  # the script also called planner.report: refused, the metrics come from its log
+        )
         self._looked_at = -1  # the rows read when the log was last looked at for a misspelt metric
 
     def _splits(self, lines: list[Line]) -> list[Line]:
@@ -145,7 +153,10 @@ class WithSplits:
             return None
         near, steps = evaluation_spellings(column, reader.columns), 1
         if not near:
-            near, steps = difflib.get_close_matches(column, reader.columns, n=3, cutoff=TYPO_CUTOFF), TYPO_STEPS
+            near, steps = (
+                difflib.get_close_matches(column, reader.columns, n=3, cutoff=TYPO_CUTOFF),
+                TYPO_STEPS,
+            )
             if not near or self._looked_at == reader.seen:
                 return None
             self._looked_at = reader.seen  # rows are looked at again only when the log has grown
@@ -165,8 +176,10 @@ class WithSplits:
         tail, spec = self.metrics, self.metrics.spec
         column, columns = spec.names[spec.require], tail.reader.columns if tail.reader else []
         held = f"it held `{near[0]}` at {steps} steps and never {column!r}; " if steps > 1 else ""
-        return (f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
-                f"{nearest_name(column, near)} ({held}its columns: {', '.join(columns)}). Fix `metrics.names`")
+        return (
+            f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
+            f"{nearest_name(column, near)} ({held}its columns: {', '.join(columns)}). Fix `metrics.names`"
+        )
 
 
 @dataclass(frozen=True)
@@ -180,15 +193,21 @@ class Misnamed:
 
 def evaluation_spellings(column: str, columns: Iterable[str]) -> list[str]:
     """The columns that are `column` with an evaluation prefix or suffix: `eval_accuracy`, `val_acc_epoch`."""
-    spellings = {f"{affix}{sep}{column}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS}
-    spellings |= {f"{column}{sep}{affix}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS}
+    spellings = {
+        f"{affix}{sep}{column}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS
+    }
+    spellings |= {
+        f"{column}{sep}{affix}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS
+    }
     return [name for name in columns if name in spellings]
 
 
 def _numbers(row: dict[str, Any], step: str) -> dict[str, float]:
     out = {}
     for name, value in row.items():
-        if name in (step, "step") or isinstance(value, bool):  # `step` is trial.report's own argument
+        if name in (step, "step") or isinstance(
+            value, bool
+        ):  # `step` is trial.report's own argument
             continue
         try:
             number = float(value)
@@ -225,7 +244,9 @@ def parse_report_line(line: bytes | str, where: str = "report") -> Line:
     if isinstance(step, bool) or not isinstance(step, int):
         raise TrialProtocolError(f"{where}: step must be an int, got {step!r}")
     if not isinstance(metrics, dict) or not metrics:
-        raise TrialProtocolError(f"{where}: metrics must be a non-empty mapping of names to numbers, got {metrics!r}")
+        raise TrialProtocolError(
+            f"{where}: metrics must be a non-empty mapping of names to numbers, got {metrics!r}"
+        )
     for name, value in metrics.items():
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TrialProtocolError(f"{where}: metric {name!r} must be a number, got {value!r}")
@@ -235,10 +256,17 @@ def parse_report_line(line: bytes | str, where: str = "report") -> Line:
 def _split_line(record: dict, where: str) -> tuple[None, Any]:
     """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is malformed."""
     name, data = record["split"], record["data"]
-    if not isinstance(name, str) or not name or not isinstance(data, dict) or not isinstance(
-            data.get("fingerprint"), str) or not isinstance(data.get("distinct"), int):
-        raise TrialProtocolError(f"{where}: a split line must be what planner.log_split writes: "
-                                 '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}')
+    if (
+        not isinstance(name, str)
+        or not name
+        or not isinstance(data, dict)
+        or not isinstance(data.get("fingerprint"), str)
+        or not isinstance(data.get("distinct"), int)
+    ):
+        raise TrialProtocolError(
+            f"{where}: a split line must be what planner.log_split writes: "
+            '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}'
+        )
     return None, (name, data)
 
 

@@ -78,12 +78,17 @@ def report_line(step: int, metrics: dict[str, float]) -> str:
     if step < 0:
         raise ValueError(f"planner.report: step must be >= 0, got {step}")
     if not metrics:
-        raise ValueError("planner.report: give at least one metric, like planner.report(step, val_acc=0.9)")
+        raise ValueError(
+            "planner.report: give at least one metric, like planner.report(step, val_acc=0.9)"
+        )
     clean: dict[str, float] = {}
     for name, value in metrics.items():
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            hint = " (call .item() on a one-element tensor or array)" if hasattr(value, "item") else ""
+            hint = (
+                " (call .item() on a one-element tensor or array)" if hasattr(value, "item") else ""
+            )
             raise TypeError(
-                f"planner.report: metric {name!r} must be a real number, got {type(value).__name__} {value!r}{hint}")
+                f"planner.report: metric {name!r} must be a real number, got {type(value).__name__} {value!r}{hint}"
+            )
         clean[name] = float(value)
     return json.dumps({"step": int(step), "metrics": clean}, separators=(",", ":")) + "\n"

@@ -41,9 +41,21 @@ if (document.readyState === 'complete') { probe(); } else { window.addEventListe
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", f"--window-size={WIDTH},{HEIGHT}", "--hide-scrollbars", *args]
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        f"--window-size={WIDTH},{HEIGHT}",
+        "--hide-scrollbars",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -78,7 +90,7 @@ def test_every_image_decodes_and_the_plots_are_not_blank(report_page, tmp_path):
     for left, top, width, height, natural in boxes:
         assert natural > 0 and width > 200 and height > 100
         assert top + height <= HEIGHT, "the plot lies below the screenshot"
-        region = pixels[top: top + height, left: left + width]
+        region = pixels[top : top + height, left : left + width]
         inked = (region.min(axis=2) < 0.9).mean()  # share of pixels that are not (near) white
         assert 0.02 < inked < 0.6, f"plot at {top}px looks blank or solid: {inked:.3f} inked"
         assert region.std() > 0.05

@@ -484,10 +484,12 @@ def write_small_contract(
     from tests._runs import synthetic_contract
 
     contract = synthetic_contract(
-        name=name, hypothesis="The treatment recipe raises val_acc by more than 0.05.",
+        name=name,
+        hypothesis="The treatment recipe raises val_acc by more than 0.05.",
         trainable="cluster_trainable:train",
         config={"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01}, "step_s": step_s}},
-        seeds=list(seeds), budget={"exposure": exposure, "resources": resources or {"cpu": 1, "gpu": 0}},
+        seeds=list(seeds),
+        budget={"exposure": exposure, "resources": resources or {"cpu": 1, "gpu": 0}},
         failures={"retries": retries},
     )
     if trials_per_arm:

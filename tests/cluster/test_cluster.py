@@ -686,35 +686,65 @@ def test_plan_run_without_an_address_starts_its_own_ray_beside_a_users_cluster(t
 
     from tests.cluster.nodes import LOOPBACK_ENV, free_ports, write_small_contract
 
-    ray_tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths live under it
+    ray_tmp = Path(
+        tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    )  # short: Ray's socket paths live under it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env.update(LOOPBACK_ENV, RAY_TMPDIR=str(ray_tmp), PYTHONPATH=str(REPO))
     ray = Path(sys.executable).with_name("ray")
     (port,) = free_ports(1)
     log = tmp_path / "head.log"
     with open(log, "wb") as out:
-        head = subprocess.Popen([str(ray), "start", "--head", "--block", f"--port={port}", "--num-cpus=1",
-                                 "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=tmp_path)
+        head = subprocess.Popen(
+            [
+                str(ray),
+                "start",
+                "--head",
+                "--block",
+                f"--port={port}",
+                "--num-cpus=1",
+                "--node-ip-address=127.0.0.1",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd=tmp_path,
+        )
     try:
         deadline = time.monotonic() + 180
         while "Ray runtime started" not in log.read_text(errors="replace"):
-            assert head.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text(
+                errors="replace"
+            )[-3000:]
             time.sleep(0.3)
         address_file = ray_tmp / "ray" / "ray_current_cluster"
-        assert address_file.read_text().strip().endswith(f":{port}")  # where ray.init() would find it
-        contract = write_small_contract(tmp_path / "experiment", trials_per_arm=0, seeds=(0, 1), exposure=2,
-                                        step_s=0.1)
+        assert (
+            address_file.read_text().strip().endswith(f":{port}")
+        )  # where ray.init() would find it
+        contract = write_small_contract(
+            tmp_path / "experiment", trials_per_arm=0, seeds=(0, 1), exposure=2, step_s=0.1
+        )
         runs = tmp_path / "runs"
-        done = subprocess.run([sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(runs)],
-                              cwd=tmp_path / "experiment", env=env, capture_output=True, text=True, timeout=240)
+        done = subprocess.run(
+            [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(runs)],
+            cwd=tmp_path / "experiment",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         assert "starting an embedded local Ray" in done.stdout
         run_dir = _run_folder(runs)
         assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
         records = _read_jsonl(run_dir / "trials.jsonl")
-        assert len(records) == _planned(run_dir) and all(r["status"] == "completed" for r in records)
+        assert len(records) == _planned(run_dir) and all(
+            r["status"] == "completed" for r in records
+        )
     finally:
         os.killpg(head.pid, signal.SIGKILL)
         head.wait(timeout=30)

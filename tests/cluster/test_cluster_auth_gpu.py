@@ -33,9 +33,11 @@ ADDRESS = "10.0.0.5:6379"
 
 # What ray.init raises when the GCS refuses the token (Ray 2.60): a ConnectionError whose cause is a
 # RuntimeError holding the AuthenticationError's formatted traceback as text.
-REFUSED = ("Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
-           "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or "
-           "incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token').")
+REFUSED = (
+    "Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
+    "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or "
+    "incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token')."
+)
 
 
 def _refused() -> ConnectionError:
@@ -53,43 +55,62 @@ def _refused() -> ConnectionError:
 
 def test_a_refusal_without_the_auth_mode_names_both_variables():
     text = connect_failure(ADDRESS, _refused(), {"RAY_AUTH_TOKEN": "abcdef123456"})
-    assert text.startswith(f"the Ray cluster at {ADDRESS} refused the connection: authentication failed")
+    assert text.startswith(
+        f"the Ray cluster at {ADDRESS} refused the connection: authentication failed"
+    )
     assert "RAY_AUTH_MODE to token" in text and "RAY_AUTH_TOKEN" in text
     assert "abcdef123456" not in text and "\n" not in text
 
 
 def test_a_refusal_with_the_auth_mode_says_the_token_is_not_the_clusters():
-    text = connect_failure(ADDRESS, _refused(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "abcdef123456"})
-    assert text.startswith(f"the Ray cluster at {ADDRESS} refused the connection: authentication failed")
+    text = connect_failure(
+        ADDRESS, _refused(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "abcdef123456"}
+    )
+    assert text.startswith(
+        f"the Ray cluster at {ADDRESS} refused the connection: authentication failed"
+    )
     assert "(from RAY_AUTH_TOKEN) is not the cluster's" in text and "abcdef123456" not in text
-    path = connect_failure(ADDRESS, _refused(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/s/tok"})
+    path = connect_failure(
+        ADDRESS, _refused(), {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/s/tok"}
+    )
     assert "the file RAY_AUTH_TOKEN_PATH names" in path and "/s/tok" not in path
     home = connect_failure(ADDRESS, _refused(), {"RAY_AUTH_MODE": "token"})
     assert "(from ~/.ray/auth_token)" in home
 
 
 def test_the_drivers_own_token_problem_is_not_called_a_refusal():
-    bad_file = AuthenticationError("RAY_AUTH_TOKEN_PATH is set but file cannot be opened or is empty: /s/tok. "
-                                   "Ensure that the token for the cluster is available")
-    text = connect_failure(ADDRESS, bad_file, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/s/tok"})
+    bad_file = AuthenticationError(
+        "RAY_AUTH_TOKEN_PATH is set but file cannot be opened or is empty: /s/tok. "
+        "Ensure that the token for the cluster is available"
+    )
+    text = connect_failure(
+        ADDRESS, bad_file, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/s/tok"}
+    )
     assert "refused" not in text and "cannot be read or is empty" in text and "/s/tok" not in text
-    none = AuthenticationError("Token authentication is enabled but no authentication token was found")
+    none = AuthenticationError(
+        "Token authentication is enabled but no authentication token was found"
+    )
     assert "no token was found" in connect_failure(ADDRESS, none, {"RAY_AUTH_MODE": "token"})
 
 
 def test_other_connection_failures_keep_rays_reason_and_point_at_ray_log(tmp_path):
     error = ConnectionError(f"Failed to connect to Ray cluster at {ADDRESS}")
     text = connect_failure(ADDRESS, error, {}, log_dir=tmp_path)
-    assert text == (f"cannot connect to the Ray cluster at {ADDRESS}: Failed to connect to Ray cluster at "
-                    f"{ADDRESS} (Ray's own lines: {tmp_path / RAY_LOG})")
+    assert text == (
+        f"cannot connect to the Ray cluster at {ADDRESS}: Failed to connect to Ray cluster at "
+        f"{ADDRESS} (Ray's own lines: {tmp_path / RAY_LOG})"
+    )
 
 
 def test_no_sentence_is_cut_by_the_redactor():
     """The CLI's redactor cuts `NAME=value` for credential-like names (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH)."""
     from planner._core.redact import Redactor
 
-    for environ in ({}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "abcdef123456"},
-                    {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/secrets/ray-token"}):
+    for environ in (
+        {},
+        {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "abcdef123456"},
+        {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/secrets/ray-token"},
+    ):
         text = connect_failure(ADDRESS, _refused(), environ)
         assert Redactor.for_run(environ=environ).text(text) == text
 
@@ -163,26 +184,39 @@ def test_a_driver_the_cluster_refuses_gets_one_sentence_and_exit_3(gpu_cluster, 
     runs = tmp_path / "runs"
     proc = _plan_run(tmp_path, contract, runs, gpu_cluster.address, env, timeout=300)
 
-    assert proc.returncode == EXIT_INCOMPLETE == 3, (proc.returncode, proc.stdout[-2000:], proc.stderr[-3000:])
+    assert proc.returncode == EXIT_INCOMPLETE == 3, (
+        proc.returncode,
+        proc.stdout[-2000:],
+        proc.stderr[-3000:],
+    )
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, f"more than planner's sentence on stderr:\n{proc.stderr[-3000:]}"
-    assert lines[0].startswith(f"plan run: the Ray cluster at {gpu_cluster.address} refused the connection: "
-                               "authentication failed, because ")
+    assert lines[0].startswith(
+        f"plan run: the Ray cluster at {gpu_cluster.address} refused the connection: "
+        "authentication failed, because "
+    )
     if case == "token without the mode":
         assert "the driver sent no token" in lines[0] and "set RAY_AUTH_MODE to token" in lines[0]
     else:
         assert "(from RAY_AUTH_TOKEN) is not the cluster's" in lines[0]
-    assert not any(mark in proc.stderr + proc.stdout for mark in RAY_MARKS), proc.stderr + proc.stdout
+    assert not any(mark in proc.stderr + proc.stdout for mark in RAY_MARKS), (
+        proc.stderr + proc.stdout
+    )
     run_dir = _run_folder(runs)
-    assert "InvalidAuthToken" in (run_dir / RAY_LOG).read_text()  # Ray's lines are kept, in the run folder
+    assert (
+        "InvalidAuthToken" in (run_dir / RAY_LOG).read_text()
+    )  # Ray's lines are kept, in the run folder
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "failed" and "refused the connection" in state["reason"]
 
 
 def _cost_rows(markdown: str) -> dict[str, list[str]]:
     section = markdown.split("## Cost (apart from the decision)", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in section.splitlines()
-            if line.startswith("|")]
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("|")
+    ]
     header = rows[0]
     assert header[-1] == "gpu-seconds", header
     return {row[0]: row for row in rows[2:]}
@@ -198,7 +232,9 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     contract = write_small_contract(tmp_path / "experiment", name="cluster-gpu", trials_per_arm=2, seeds=(0, 1),
                                     exposure=3, step_s=1.0, resources={"cpu": 0.5, "gpu": 0.5})  # fmt: skip
     env = gpu_cluster.driver_env(PYTHONPATH=str(REPO))
-    assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]  # the two variables docs/cluster.md gives
+    assert (
+        env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]
+    )  # the two variables docs/cluster.md gives
     runs = tmp_path / "runs"
     proc = _plan_run(tmp_path, contract, runs, gpu_cluster.address, env, timeout=840)
     assert proc.returncode == 0, f"plan run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
@@ -207,13 +243,18 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     run_dir = _run_folder(runs)
     records = read_jsonl(run_dir / "trials.jsonl")
     assert len(records) == 2 * 2 + 2 * 2 and all(r["status"] == "completed" for r in records), [
-        (r["trial_id"], r["status"], r["errors"][:1]) for r in records]
+        (r["trial_id"], r["status"], r["errors"][:1]) for r in records
+    ]
     gpu_node = gpu_cluster.nodes[1].node_id
-    assert {r["node_id"] for r in records} == {gpu_node}, "a trial ran off the node that declares the GPU"
+    assert {r["node_id"] for r in records} == {gpu_node}, (
+        "a trial ran off the node that declares the GPU"
+    )
     facts = [json.loads(p.read_text()) for p in run_dir.glob("trials/*/node-*.json")]
     assert {f["trial_id"] for f in facts} == {r["trial_id"] for r in records}
     for f in facts:  # every attempt got GPU 0 from Ray, and CUDA_VISIBLE_DEVICES says so
-        assert f["node_id"] == gpu_node and f["gpu_ids"] == ["0"] and f["cuda_visible_devices"] == "0", f
+        assert (
+            f["node_id"] == gpu_node and f["gpu_ids"] == ["0"] and f["cuda_visible_devices"] == "0"
+        ), f
     assert all(f["end"] is not None for f in facts)
     # 0.5 GPU a trial on a node with 1: two at a time, never more
     assert most_at_once([(f["start"], f["end"]) for f in facts]) == 2
@@ -226,5 +267,8 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     rows = _cost_rows(markdown)
     for arm in ("base", "treat"):
         seconds = sum(r["duration_s"] for r in records if r["arm"] == arm)
-        assert cost[arm]["gpu_seconds"] == pytest.approx(0.5 * seconds, abs=2e-3) and cost[arm]["gpu_seconds"] > 0
+        assert (
+            cost[arm]["gpu_seconds"] == pytest.approx(0.5 * seconds, abs=2e-3)
+            and cost[arm]["gpu_seconds"] > 0
+        )
         assert rows[arm][-1] == _fmt(cost[arm]["gpu_seconds"])  # the Cost section shows them

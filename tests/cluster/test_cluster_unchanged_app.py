@@ -23,8 +23,12 @@ APP = REPO / "examples" / "unchanged_app"
 def two_nodes():
     from tests.cluster.nodes import LocalCluster, NodeSpec
 
-    with LocalCluster([NodeSpec(num_cpus=1, resources={"trial_slot": 1}),
-                       NodeSpec(num_cpus=1, resources={"trial_slot": 1})]) as running:
+    with LocalCluster(
+        [
+            NodeSpec(num_cpus=1, resources={"trial_slot": 1}),
+            NodeSpec(num_cpus=1, resources={"trial_slot": 1}),
+        ]
+    ) as running:
         yield running
     assert running.leftover_processes() == [], "the cluster's processes outlived its teardown"
 
@@ -40,24 +44,47 @@ def test_the_unchanged_app_runs_on_the_loopback_cluster_under_asha(two_nodes, tm
     (app / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
     home = tmp_path / "user_home"  # `plan run` from a folder that is not the contract's
     home.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "planner", "run", str(app / "contract.yaml"), "--address",
-                           two_nodes.address, "--runs-dir", str(tmp_path / "runs"), "--quiet"],
-                          cwd=home, env=two_nodes.driver_env(PYTHONPATH=str(REPO)), capture_output=True, text=True,
-                          timeout=840)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "run",
+            str(app / "contract.yaml"),
+            "--address",
+            two_nodes.address,
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+        ],
+        cwd=home,
+        env=two_nodes.driver_env(PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=840,
+    )
     assert proc.returncode == 0, f"plan run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
 
     (run_dir,) = [p for p in (tmp_path / "runs").glob("*/*") if (p / "run.json").is_file()]
     records = read_jsonl(run_dir / "trials.jsonl")
     assert len(records) == 12 + 6
     head_id, worker_id = (node.node_id for node in two_nodes.nodes)
-    assert {r["node_id"] for r in records} == {head_id, worker_id}, "trials did not land on both nodes"
+    assert {r["node_id"] for r in records} == {head_id, worker_id}, (
+        "trials did not land on both nodes"
+    )
     cut = [r for r in records if r["status"] == "early_stopped"]
-    assert cut and all(r["exposure"] < 8 for r in cut), [(r["trial_id"], r["status"]) for r in records]
+    assert cut and all(r["exposure"] < 8 for r in cut), [
+        (r["trial_id"], r["status"]) for r in records
+    ]
     confirm = [r for r in records if r["phase"] == "confirm"]
-    assert all(r["status"] == "completed" and [x["step"] for x in r["reports"]] == list(range(1, 9))
-               for r in confirm), [(r["trial_id"], r["status"], r["errors"][:1]) for r in confirm]
+    assert all(
+        r["status"] == "completed" and [x["step"] for x in r["reports"]] == list(range(1, 9))
+        for r in confirm
+    ), [(r["trial_id"], r["status"], r["errors"][:1]) for r in confirm]
     for r in confirm:  # the seed reached the app's own config
-        config = run_dir / "trials" / r["trial_id"] / "attempt-1" / "hydra" / ".hydra" / "config.yaml"
+        config = (
+            run_dir / "trials" / r["trial_id"] / "attempt-1" / "hydra" / ".hydra" / "config.yaml"
+        )
         assert yaml.safe_load(config.read_text())["seed"] == r["seed"]
     decisions = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     assert [(d["arm"], d["decision"]) for d in decisions] == [("standardized", "accept")]

@@ -19,7 +19,11 @@ def run_example(name: str, tmp_path: Path, *, copy: bool = True):
     """`plan run` on examples/<name>/contract.yaml (a copy of the folder, for a command app); (result, records)."""
     folder = REPO / "examples" / name
     if copy:
-        folder = Path(shutil.copytree(folder, tmp_path / name, ignore=shutil.ignore_patterns("outputs", "runs")))
+        folder = Path(
+            shutil.copytree(
+                folder, tmp_path / name, ignore=shutil.ignore_patterns("outputs", "runs")
+            )
+        )
     result = run(folder / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
     return result, read_jsonl(result.run_dir / "trials.jsonl")
 
@@ -33,18 +37,27 @@ def check_every_planned_trial_recorded(result, records: list[dict], contract_pat
     contract = yaml.safe_load(contract_path.read_text())
     arms = 1 + len(contract["arms"])
     tuning = contract["tuning"]
-    assert len(planned) == arms * (tuning["trials_per_arm"] * len(tuning["seeds"]) + len(contract["seeds"]))
+    assert len(planned) == arms * (
+        tuning["trials_per_arm"] * len(tuning["seeds"]) + len(contract["seeds"])
+    )
 
 
 def heldout_never_read(records: list[dict], heldout: str) -> list[str]:
     """The confirmation trials that ended because the held-out metric was never read."""
-    return [r["trial_id"] for r in records if r["phase"] == "confirm" and r["status"] == "protocol_error"
-            and any(f"metric {heldout} never reported" in str(e) for e in r["errors"])]
+    return [
+        r["trial_id"]
+        for r in records
+        if r["phase"] == "confirm"
+        and r["status"] == "protocol_error"
+        and any(f"metric {heldout} never reported" in str(e) for e in r["errors"])
+    ]
 
 
 def last_hydra_folder(run_dir: Path, trial_id: str) -> Path:
     """The Hydra output folder of a command trial's last attempt (a retried trial has several)."""
-    folders = sorted((run_dir / "trials" / trial_id).glob("attempt-*/hydra"),
-                     key=lambda p: int(p.parent.name.removeprefix("attempt-")))
+    folders = sorted(
+        (run_dir / "trials" / trial_id).glob("attempt-*/hydra"),
+        key=lambda p: int(p.parent.name.removeprefix("attempt-")),
+    )
     assert folders, f"{trial_id} has no attempt folder"
     return folders[-1]

@@ -20,8 +20,12 @@ from tests._audit_runs import contract_data, differences
 
 pytestmark = pytest.mark.ray
 
-TUNING = {"trials_per_arm": 6, "seeds": [1000], "sampler": {"name": "random", "seed": 0},
-          "space": {"recipe.lr": {"log_uniform": [0.001, 1.0]}}}
+TUNING = {
+    "trials_per_arm": 6,
+    "seeds": [1000],
+    "sampler": {"name": "random", "seed": 0},
+    "space": {"recipe.lr": {"log_uniform": [0.001, 1.0]}},
+}
 
 
 def run_contract(tmp_path, data):
@@ -58,31 +62,45 @@ def check_next(tmp_path, run_dir, doc, capsys, code, suffix):
 
 
 def test_a_healthy_run_gets_no_symptom(ray_local, in_repo, tmp_path, capsys):
-    data = contract_data(tuning=TUNING, seeds=[0, 1, 2, 3, 4], recipe={"noise": 0.002, "best_lr": 0.03})
+    data = contract_data(
+        tuning=TUNING, seeds=[0, 1, 2, 3, 4], recipe={"noise": 0.002, "best_lr": 0.03}
+    )
     doc = audit(run_contract(tmp_path, data), capsys)
     assert [f["code"] for f in doc["findings"] if f["code"] in SYMPTOMS] == []
     assert doc["next"] is None
-    assert {(r["arm"], r["phase"]) for r in doc["recipes"]} == {("base", "tune"), ("base", "confirm"),
-                                                               ("treat", "tune"), ("treat", "confirm")}
+    assert {(r["arm"], r["phase"]) for r in doc["recipes"]} == {
+        ("base", "tune"),
+        ("base", "confirm"),
+        ("treat", "tune"),
+        ("treat", "confirm"),
+    }
 
 
-def test_divergence_at_high_lr_test_exposure_and_the_winners_curse(ray_local, in_repo, tmp_path, capsys):
+def test_divergence_at_high_lr_test_exposure_and_the_winners_curse(
+    ray_local, in_repo, tmp_path, capsys
+):
     # the trainable also reports the held-out metric while tuning: test exposure
     # and its tuning scores carry an offset per trial that confirmation does not repeat: the winner's curse
-    data = contract_data(tuning={**TUNING, "trials_per_arm": 8},
-                         recipe={"diverge_above": 0.1, "leak": True, "tune_offset": 0.05})
+    data = contract_data(
+        tuning={**TUNING, "trials_per_arm": 8},
+        recipe={"diverge_above": 0.1, "leak": True, "tune_offset": 0.05},
+    )
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     trials = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
     for arm in ("base", "treat"):
         exposed = found(doc, "heldout_exposure", arm)
         assert len(exposed) == 1 and {e["trial_id"] for e in exposed[0]["evidence"]} == {
-            t["trial_id"] for t in trials if t["phase"] == "tune" and t["arm"] == arm}
+            t["trial_id"] for t in trials if t["phase"] == "tune" and t["arm"] == arm
+        }
     diverged = {t["trial_id"] for t in trials if t["status"] == "diverged"}
-    assert diverged and all(t["params"]["recipe.lr"] > 0.1 for t in trials if t["trial_id"] in diverged)
+    assert diverged and all(
+        t["params"]["recipe.lr"] > 0.1 for t in trials if t["trial_id"] in diverged
+    )
     for f in found(doc, "diverged"):
         assert {e["trial_id"] for e in f["evidence"] if "trial_id" in e} == {
-            t["trial_id"] for t in trials if t["status"] == "diverged" and t["arm"] == f["arm"]}
+            t["trial_id"] for t in trials if t["status"] == "diverged" and t["arm"] == f["arm"]
+        }
         assert all(e["step"] == 2 for e in f["evidence"] if "trial_id" in e)
     region = found(doc, "diverged_region")
     assert region and all(r["evidence"][0]["side"] == "high" for r in region)
@@ -92,20 +110,32 @@ def test_divergence_at_high_lr_test_exposure_and_the_winners_curse(ray_local, in
     assert optimism
     for f in optimism:
         e = f["evidence"][0]
-        assert e["tuning_score"] == selection[f["arm"]]["score"] and e["optimism"] > e["ci_half_width"]
+        assert (
+            e["tuning_score"] == selection[f["arm"]]["score"] and e["optimism"] > e["ci_half_width"]
+        )
     new = check_next(tmp_path, run_dir, doc, capsys, "diverged_region", "lower-lr")
     assert new["tuning"]["space"]["recipe.lr"]["log_uniform"] == [0.001, edge]
 
 
 def test_rising_and_declining_curves(ray_local, in_repo, tmp_path, capsys):
-    data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7",
-                                                                "recipe.shape=decline"]}],
-                         factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.shape"]},
-                         recipe={"shape": "rising"}, budget={"exposure": 5, "max_trial_time": "2m"})
+    data = contract_data(
+        arms=[
+            {
+                "name": "treat",
+                "overrides": ["recipe.name=b", "recipe.level=0.7", "recipe.shape=decline"],
+            }
+        ],
+        factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.shape"]},
+        recipe={"shape": "rising"},
+        budget={"exposure": 5, "max_trial_time": "2m"},
+    )
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     rising = found(doc, "still_improving", "base")
-    assert len(rising) == 1 and rising[0]["evidence"][0]["steps"] == [3, 5]  # the last third: 5 - 4 / 3
+    assert len(rising) == 1 and rising[0]["evidence"][0]["steps"] == [
+        3,
+        5,
+    ]  # the last third: 5 - 4 / 3
     decline = found(doc, "late_decline", "treat")
     assert len(decline) == 1 and decline[0]["evidence"][0]["steps"] == [3, 5]
     assert not found(doc, "late_decline", "base") and not found(doc, "still_improving", "treat")
@@ -114,12 +144,32 @@ def test_rising_and_declining_curves(ray_local, in_repo, tmp_path, capsys):
 
 
 def test_flat_identical_seeds_failures_and_unequal_cost(ray_local, in_repo, tmp_path, capsys):
-    data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7",
-                                                                "recipe.ignore_seed=true", "recipe.sleep=0.05"]}],
-                         recipe={"shape": "flat", "noise": 0.001, "offset": 0.01, "crash_seed": 2,
-                                 "ignore_seed": False, "sleep": 0.0},
-                         seeds=[0, 1, 2, 3], factor={"name": "recipe", "keys": ["recipe.name", "recipe.level",
-                                                                                "recipe.ignore_seed", "recipe.sleep"]})
+    data = contract_data(
+        arms=[
+            {
+                "name": "treat",
+                "overrides": [
+                    "recipe.name=b",
+                    "recipe.level=0.7",
+                    "recipe.ignore_seed=true",
+                    "recipe.sleep=0.05",
+                ],
+            }
+        ],
+        recipe={
+            "shape": "flat",
+            "noise": 0.001,
+            "offset": 0.01,
+            "crash_seed": 2,
+            "ignore_seed": False,
+            "sleep": 0.0,
+        },
+        seeds=[0, 1, 2, 3],
+        factor={
+            "name": "recipe",
+            "keys": ["recipe.name", "recipe.level", "recipe.ignore_seed", "recipe.sleep"],
+        },
+    )
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     flat = found(doc, "flat", "base")
@@ -137,7 +187,11 @@ def test_flat_identical_seeds_failures_and_unequal_cost(ray_local, in_repo, tmp_
 
 def test_a_selected_lr_at_the_top_of_its_range(ray_local, in_repo, tmp_path, capsys):
     # the random sampler's seed 7 draws one lr in the top 3 % of the range (the others below 80 %)
-    tuning = {**TUNING, "sampler": {"name": "random", "seed": 7}, "space": {"recipe.lr": {"log_uniform": [0.0001, 0.05]}}}
+    tuning = {
+        **TUNING,
+        "sampler": {"name": "random", "seed": 7},
+        "space": {"recipe.lr": {"log_uniform": [0.0001, 0.05]}},
+    }
     data = contract_data(tuning=tuning, recipe={"best_lr": 1.0})
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
@@ -153,9 +207,12 @@ def test_a_selected_lr_at_the_top_of_its_range(ray_local, in_repo, tmp_path, cap
 
 
 def test_a_wide_ci_and_the_seeds_power_asks_for(ray_local, in_repo, tmp_path, capsys):
-    data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.51"]}],
-                         recipe={"noise": 0.001, "offset": 0.03, "shape": "flat"}, acceptance={"min_effect": 0.02},
-                         budget={"exposure": 3, "max_trials": 6})
+    data = contract_data(
+        arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.51"]}],
+        recipe={"noise": 0.001, "offset": 0.03, "shape": "flat"},
+        acceptance={"min_effect": 0.02},
+        budget={"exposure": 3, "max_trials": 6},
+    )
     run_dir = run_contract(tmp_path, data)
     doc = audit(run_dir, capsys)
     spread = found(doc, "seed_spread", "treat")

@@ -37,8 +37,14 @@ def _plan(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, list
     (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
     probe = tmp_path / "probe.txt"
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "EXIT_PROBE": str(probe)}
-    out = subprocess.run([sys.executable, "-m", "planner", *args], cwd=VALID.parent.parent, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "planner", *args],
+        cwd=VALID.parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out, sorted(probe.read_text().split()) if probe.exists() else []
 
 
@@ -51,6 +57,10 @@ def test_a_command_ends_with_its_exit_code_after_every_handler_thread_and_byte(t
 
 def test_a_refused_contract_keeps_its_exit_code(tmp_path):
     out, ran = _plan(tmp_path, "validate", str(TYPO))
-    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)  # docs/commands.md: 1, refused
+    assert out.returncode == 1, (
+        out.returncode,
+        out.stdout,
+        out.stderr,
+    )  # docs/commands.md: 1, refused
     assert out.stdout.rstrip().endswith("typo.yaml: invalid (1 error)")
     assert ran == ["atexit", "finalizer", "thread"]

@@ -44,7 +44,10 @@ def test_valid_hydra_contract_shows_every_changed_path(in_fixtures, capsys):
 
 
 def test_invalid_contract_prints_one_line_per_diagnostic(tmp_path, monkeypatch, capsys):
-    text = edited("inline.yaml", [("budget: {exposure: 5}", "budget: {exposur: 5}"), ("mode: min", "mode: least")])
+    text = edited(
+        "inline.yaml",
+        [("budget: {exposure: 5}", "budget: {exposur: 5}"), ("mode: min", "mode: least")],
+    )
     write_contract(tmp_path, text, "bad.yaml")
     monkeypatch.chdir(tmp_path)
     assert main(["validate", "bad.yaml"]) == 1
@@ -66,18 +69,24 @@ def test_json_output(in_fixtures, capsys):
 
 
 def test_json_output_of_an_invalid_and_an_unreadable_contract(tmp_path, capsys):
-    path = write_contract(tmp_path, edited("inline.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 0, 1, 2, 3]")]))
+    path = write_contract(
+        tmp_path, edited("inline.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 0, 1, 2, 3]")])
+    )
     assert main(["validate", str(path), "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["valid"] is False and data["summary"] is None
-    assert [(d["code"], d["severity"], d["line"]) for d in data["diagnostics"]] == [("P400", "error", 17)]
+    assert [(d["code"], d["severity"], d["line"]) for d in data["diagnostics"]] == [
+        ("P400", "error", 17)
+    ]
     assert main(["validate", str(tmp_path / "absent.yaml"), "--json"]) == 2
     data = json.loads(capsys.readouterr().out)
     assert data["valid"] is False and data["diagnostics"][0]["code"] == "P001"
 
 
 def test_strict_turns_warnings_into_errors(tmp_path, capsys):
-    path = write_contract(tmp_path, edited("inline.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]")]))
+    path = write_contract(
+        tmp_path, edited("inline.yaml", [("seeds: [0, 1, 2, 3, 4]", "seeds: [0, 1, 2]")])
+    )
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
     assert f"{path}:17:8: warning P901: only 3 confirmation seeds" in out
@@ -110,7 +119,9 @@ def test_an_internal_bug_prints_a_short_message(in_fixtures, monkeypatch, capsys
     monkeypatch.setattr(planner._contract.validate, "validate", broken)
     assert main(["validate", "inline.yaml"]) == 70
     out, err = capsys.readouterr()
-    assert "Traceback" not in err and "internal error: RuntimeError: oops" in err and "--debug" in err
+    assert (
+        "Traceback" not in err and "internal error: RuntimeError: oops" in err and "--debug" in err
+    )
 
 
 def test_schema_prints_the_json_schema(capsys):
@@ -131,7 +142,11 @@ def test_a_reader_that_closes_the_pipe_early_is_not_an_internal_error():
     contract = repo / "examples" / "digits" / "contract.yaml"
     proc = subprocess.run(
         f"{sys.executable} -m planner validate {contract} | true; echo ${{PIPESTATUS[0]}}",
-        shell=True, executable="/bin/bash", capture_output=True, text=True, cwd=repo,
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        cwd=repo,
         env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"},
     )
     assert "internal error" not in proc.stderr
@@ -151,10 +166,22 @@ def test_a_fifo_as_the_primary_config_is_refused_at_once_by_the_real_cli(tmp_pat
     shutil.copytree(FIXTURES / "conf", conf)
     (conf / "train.yaml").unlink()
     os.mkfifo(conf / "train.yaml")
-    contract = write_contract(tmp_path, (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}"))
+    contract = write_contract(
+        tmp_path, (FIXTURES / "hydra.yaml").read_text().replace("dir: conf", f"dir: {conf}")
+    )
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "planner", "validate", str(contract)], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)}, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", "validate", str(contract)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        check=False,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "error P207: config 'train': conf/train.yaml is a FIFO (named pipe), not a regular file" in done.stdout
+    assert (
+        "error P207: config 'train': conf/train.yaml is a FIFO (named pipe), not a regular file"
+        in done.stdout
+    )
     assert "Traceback" not in done.stdout + done.stderr

@@ -29,8 +29,15 @@ from planner._trial.protocol import TrialSpec, run_trial
 APP = Path(__file__).resolve().parents[1] / "trainables" / "lightning_resume"
 
 
-def _spec(tmp_path: Path, *, keep: str = "last", retries: int = 1, die_after: int = 3, die_how: str = "exit",
-          session: str = "") -> TrialSpec:
+def _spec(
+    tmp_path: Path,
+    *,
+    keep: str = "last",
+    retries: int = 1,
+    die_after: int = 3,
+    die_how: str = "exit",
+    session: str = "",
+) -> TrialSpec:
     contract_data = yaml.safe_load((APP / "contract.yaml").read_text())
     contract_data["command"]["checkpoint"]["keep"] = keep
     contract = Contract.model_validate(contract_data)
@@ -39,10 +46,21 @@ def _spec(tmp_path: Path, *, keep: str = "last", retries: int = 1, die_after: in
     trainable = command_trainable(contract, APP, composed.configs)
     config = json.loads(json.dumps(composed.configs["base"]))
     config["die_after"], config["die_how"] = die_after, die_how
-    return TrialSpec(trial_id="confirm-base-s0", phase="confirm", arm="base", seed=0, index=0, params={},
-                     config=config, budget=5, dir=str(tmp_path / "run" / "trials" / "confirm-base-s0"),
-                     trainable="", metric="val_acc", retries=retries,
-                     extra={"command": trainable.to_dict(), "session": session})
+    return TrialSpec(
+        trial_id="confirm-base-s0",
+        phase="confirm",
+        arm="base",
+        seed=0,
+        index=0,
+        params={},
+        config=config,
+        budget=5,
+        dir=str(tmp_path / "run" / "trials" / "confirm-base-s0"),
+        trainable="",
+        metric="val_acc",
+        retries=retries,
+        extra={"command": trainable.to_dict(), "session": session},
+    )
 
 
 def _epochs(metrics_csv: Path) -> list[int]:
@@ -70,14 +88,19 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_epoch_3_on_its_retry(tmp
     assert [r["step"] for r in held] == [1, 2, 3]
     assert [r["metrics"]["val_acc"] for r in held] == _values(trial, "attempt-1", "val_acc")
     from planner._stats.select import metric_values
+
     assert len(metric_values(record, "val_acc")) == 5
     resumed = record["resumed_from"]
     assert resumed["path"].startswith("trials/confirm-base-s0/attempt-1/hydra/ckpt/epoch=2-")
     assert resumed["held"]["epoch"] == 2 and len(resumed["sha256"]) == 64
-    composed = yaml.safe_load((trial / "attempt-2" / "hydra" / ".hydra" / "config.yaml").read_text())
+    composed = yaml.safe_load(
+        (trial / "attempt-2" / "hydra" / ".hydra" / "config.yaml").read_text()
+    )
     assert composed["ckpt_path"] == str((tmp_path / "run" / resumed["path"]).resolve())
     # keep: last: one checkpoint is left of the trial's eight, the newest
-    left = sorted(p.relative_to(trial).as_posix() for p in trial.glob("attempt-*/hydra/ckpt/*.ckpt"))
+    left = sorted(
+        p.relative_to(trial).as_posix() for p in trial.glob("attempt-*/hydra/ckpt/*.ckpt")
+    )
     assert len(left) == 1 and left[0].startswith("attempt-2/hydra/ckpt/epoch=4-"), left
     assert record["disk_bytes"] == checkpoints.disk_bytes(trial) > 0
 
@@ -90,8 +113,13 @@ def test_a_fresh_trial_is_not_resumed_and_keep_none_leaves_no_checkpoint(tmp_pat
     assert record["status"] == "completed" and record["attempts"] == 1, record["errors"]
     assert record["resumed"] is False and record["resumed_from"] is None
     assert not list(trial.rglob("*.ckpt"))
-    assert (trial / "attempt-1" / "hydra" / ".hydra" / "config.yaml").exists()  # only the checkpoints went
-    assert os.path.getsize(next(trial.glob("attempt-1/hydra/lightning_logs/version_*/metrics.csv"))) > 0
+    assert (
+        trial / "attempt-1" / "hydra" / ".hydra" / "config.yaml"
+    ).exists()  # only the checkpoints went
+    assert (
+        os.path.getsize(next(trial.glob("attempt-1/hydra/lightning_logs/version_*/metrics.csv")))
+        > 0
+    )
 
 
 @pytest.mark.slow
@@ -102,21 +130,37 @@ def test_a_trial_whose_worker_was_killed_continues_in_the_next_session(tmp_path)
     (tmp_path / "spec.pkl").write_bytes(pickle.dumps(first))
     root = Path(__file__).resolve().parents[2]
     worker = subprocess.Popen(
-        [sys.executable, "-c", "import pickle, sys; from planner._trial.protocol import run_trial; "
-                               "run_trial(pickle.loads(open(sys.argv[1], 'rb').read()))", str(tmp_path / "spec.pkl")],
-        cwd=root, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])})
+        [
+            sys.executable,
+            "-c",
+            "import pickle, sys; from planner._trial.protocol import run_trial; "
+            "run_trial(pickle.loads(open(sys.argv[1], 'rb').read()))",
+            str(tmp_path / "spec.pkl"),
+        ],
+        cwd=root,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
     trial = Path(first.dir)
     try:
         deadline = time.monotonic() + 240
         while not list(trial.glob("attempt-1/hydra/ckpt/epoch=2-*.ckpt")):
-            assert worker.poll() is None and time.monotonic() < deadline, "the first attempt never saved epoch 2"
+            assert worker.poll() is None and time.monotonic() < deadline, (
+                "the first attempt never saved epoch 2"
+            )
             time.sleep(0.2)
         time.sleep(1.0)  # into the hang at the start of epoch 3
         worker.send_signal(signal.SIGKILL)
         worker.wait()
-        assert _script_ends(str(trial / "attempt-1"), within_s=15)  # the supervisor ended the hanging script
+        assert _script_ends(
+            str(trial / "attempt-1"), within_s=15
+        )  # the supervisor ended the hanging script
         ledger = json.loads((trial / ".planner-attempts.json").read_text())
-        assert [a["ended"] for a in ledger["attempts"]] == [None]  # cut short, as a killed driver leaves it
+        assert [a["ended"] for a in ledger["attempts"]] == [
+            None
+        ]  # cut short, as a killed driver leaves it
 
         record = run_trial(_spec(tmp_path, die_how="hang", session="session-2", retries=0))
     finally:
@@ -125,9 +169,16 @@ def test_a_trial_whose_worker_was_killed_continues_in_the_next_session(tmp_path)
             worker.wait()
     assert record["status"] == "completed" and record["attempts"] == 1, record["errors"]
     assert record["resumed"] is True and record["resumed_from"]["held"]["epoch"] == 2
-    assert _epochs(next(trial.glob("attempt-2/hydra/lightning_logs/version_*/metrics.csv"))) == [3, 4]
+    assert _epochs(next(trial.glob("attempt-2/hydra/lightning_logs/version_*/metrics.csv"))) == [
+        3,
+        4,
+    ]
     assert [r["step"] for r in record["reports"]] == [4, 5]
-    assert [r["step"] for r in record["resumed_from"]["reports"]] == [1, 2, 3]  # the killed session's epochs
+    assert [r["step"] for r in record["resumed_from"]["reports"]] == [
+        1,
+        2,
+        3,
+    ]  # the killed session's epochs
 
 
 def _values(trial: Path, attempt: str, name: str) -> list[float]:

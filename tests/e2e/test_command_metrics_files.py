@@ -20,29 +20,41 @@ from planner._trial.command import run_command
 from planner._trial.metrics_files import MetricsSpec
 from tests.trial_double import StopTrial, TrialDouble
 
-CSV = MetricsSpec(file="logs/*.csv", format="csv", step="epoch", names={"val_acc": "val_acc"}, require="val_acc",
-                  step_base=0)
+CSV = MetricsSpec(
+    file="logs/*.csv",
+    format="csv",
+    step="epoch",
+    names={"val_acc": "val_acc"},
+    require="val_acc",
+    step_base=0,
+)
 
 
 def _run(tmp_path: Path, body: str, spec: MetricsSpec = CSV, trial: TrialDouble | None = None):
     """Run `body` as a script whose argv ends with hydra.run.dir=<attempt>/hydra (no Hydra needed)."""
     script = tmp_path / "script.py"
-    script.write_text("import os, sys, time\nout = sys.argv[-1].split('=', 1)[1].strip(\"'\")\n"
-                      "os.makedirs(out, exist_ok=True)\n" + textwrap.dedent(body))
+    script.write_text(
+        "import os, sys, time\nout = sys.argv[-1].split('=', 1)[1].strip(\"'\")\n"
+        "os.makedirs(out, exist_ok=True)\n" + textwrap.dedent(body)
+    )
     trial = trial or TrialDouble(dir=str(tmp_path / "trial"), budget=3)
-    return trial, run_command([sys.executable, str(script)], [], trial, cwd=tmp_path, metrics=spec,
-                              kill_grace_s=1.0)
+    return trial, run_command(
+        [sys.executable, str(script)], [], trial, cwd=tmp_path, metrics=spec, kill_grace_s=1.0
+    )
 
 
 def test_rows_become_reports_as_the_script_writes_them(tmp_path):
-    trial, result = _run(tmp_path, """
+    trial, result = _run(
+        tmp_path,
+        """
         os.makedirs(out + '/logs')
         with open(out + '/logs/m.csv', 'w') as f:
             f.write('epoch,train_loss,val_acc\\n')
             for epoch in range(3):
                 f.write(f'{epoch},0.5,\\n{epoch},,{0.5 + epoch / 10}\\n')
                 f.flush()
-    """)
+    """,
+    )
     assert trial.reports == [(1, {"val_acc": 0.5}), (2, {"val_acc": 0.6}), (3, {"val_acc": 0.7})]
     assert result.reports == 3
 
@@ -56,39 +68,54 @@ def test_a_file_that_never_appears_names_what_the_folder_held(tmp_path):
 
 def test_a_file_that_never_holds_the_metric_names_its_columns(tmp_path):
     with pytest.raises(CommandMetricsError) as error:
-        _run(tmp_path, "os.makedirs(out + '/logs')\n"
-                       "open(out + '/logs/m.csv', 'w').write('epoch,step,valid_acc\\n0,1,0.5\\n')\n")
+        _run(
+            tmp_path,
+            "os.makedirs(out + '/logs')\n"
+            "open(out + '/logs/m.csv', 'w').write('epoch,step,valid_acc\\n0,1,0.5\\n')\n",
+        )
     message = str(error.value)
-    assert "never held 'val_acc'" in message and "epoch, step, valid_acc" in message and "m.csv" in message
+    assert (
+        "never held 'val_acc'" in message
+        and "epoch, step, valid_acc" in message
+        and "m.csv" in message
+    )
 
 
 def test_steps_that_go_back_stop_the_script(tmp_path):
     started = time.monotonic()
     with pytest.raises(TrialProtocolError, match="step 1 does not follow step 2"):
-        _run(tmp_path, """
+        _run(
+            tmp_path,
+            """
             os.makedirs(out + '/logs')
             with open(out + '/logs/m.csv', 'w') as f:
                 f.write('epoch,val_acc\\n1,0.5\\n0,0.6\\n')
             time.sleep(60)
-        """)
+        """,
+        )
     assert time.monotonic() - started < 30  # stopped, not waited for
 
 
 def test_metrics_file_and_planner_report_together_are_refused(tmp_path):
     with pytest.raises(CommandMetricsError, match="use one or the other"):
-        _run(tmp_path, """
+        _run(
+            tmp_path,
+            """
             import planner
             os.makedirs(out + '/logs')
             open(out + '/logs/m.csv', 'w').write('epoch,val_acc\\n0,0.5\\n')
             planner.report(1, val_acc=0.5)
-        """)
+        """,
+        )
 
 
 def test_early_stopping_stops_the_script_mid_run(tmp_path):
     trial = TrialDouble(dir=str(tmp_path / "trial"), budget=50, stop_after=2)
     started = time.monotonic()
     with pytest.raises(StopTrial):
-        _run(tmp_path, """
+        _run(
+            tmp_path,
+            """
             os.makedirs(out + '/logs')
             with open(out + '/logs/m.csv', 'w') as f:
                 f.write('epoch,val_acc\\n')
@@ -97,30 +124,47 @@ def test_early_stopping_stops_the_script_mid_run(tmp_path):
                     f.flush()
                     print('epoch', epoch, flush=True)
                     time.sleep(0.2)
-        """, trial=trial)
+        """,
+            trial=trial,
+        )
     assert trial.steps == [1, 2] and time.monotonic() - started < 8
     (stdout,) = (tmp_path / "trial").glob("attempt-*/stdout.log")
     assert stdout.read_text().count("epoch") < 10  # it was stopped long before its 50 epochs
 
 
 def test_jsonl_and_trainer_state_through_the_runner(tmp_path):
-    jsonl = MetricsSpec(file="log.jsonl", format="jsonl", step="it", names={"val_acc": "acc"}, require="val_acc")
+    jsonl = MetricsSpec(
+        file="log.jsonl", format="jsonl", step="it", names={"val_acc": "acc"}, require="val_acc"
+    )
     (tmp_path / "a").mkdir()
-    trial, _ = _run(tmp_path / "a", """
+    trial, _ = _run(
+        tmp_path / "a",
+        """
         with open(out + '/log.jsonl', 'w') as f:
             for it in (1, 2, 3):
                 f.write('{"it": %d, "loss": 1}\\n{"it": %d, "acc": 0.%d}\\n' % (it, it, it))
-    """, jsonl)
+    """,
+        jsonl,
+    )
     assert trial.reports == [(1, {"val_acc": 0.1}), (2, {"val_acc": 0.2}), (3, {"val_acc": 0.3})]
-    state = MetricsSpec(file="**/trainer_state.json", format="hf_trainer_state", step="step",
-                        names={"val_acc": "eval_accuracy"}, require="val_acc")
+    state = MetricsSpec(
+        file="**/trainer_state.json",
+        format="hf_trainer_state",
+        step="step",
+        names={"val_acc": "eval_accuracy"},
+        require="val_acc",
+    )
     (tmp_path / "b").mkdir()
-    trial, _ = _run(tmp_path / "b", """
+    trial, _ = _run(
+        tmp_path / "b",
+        """
         import json
         history = []
         for step in (1, 2, 3):
             history.append({"step": step, "eval_accuracy": step / 10, "epoch": float(step)})
             os.makedirs(f'{out}/checkpoint-{step}')
             json.dump({"log_history": history}, open(f'{out}/checkpoint-{step}/trainer_state.json', 'w'))
-    """, state)
+    """,
+        state,
+    )
     assert trial.steps == [1, 2, 3] and trial.last("val_acc") == 0.3

@@ -108,8 +108,14 @@ def cleanup(tmp_path):
 
 def test_no_child_outlives_a_script_that_exits(tmp_path, cleanup):
     trial = TrialDouble(dir=str(tmp_path / "trial"), budget=1)
-    result = run_command(f"python {_script(tmp_path)} 1 exit", [], trial, cwd=tmp_path, timeout_s=60,
-                         hydra_run_dir=False)
+    result = run_command(
+        f"python {_script(tmp_path)} 1 exit",
+        [],
+        trial,
+        cwd=tmp_path,
+        timeout_s=60,
+        hydra_run_dir=False,
+    )
     pids = _pids(tmp_path / "trial")
     cleanup.extend(pids)
     assert result.returncode == 0 and trial.steps == [1]
@@ -117,12 +123,22 @@ def test_no_child_outlives_a_script_that_exits(tmp_path, cleanup):
     assert _none_alive(pids), [pid for pid in pids if _alive(pid)]
 
 
-def test_the_whole_tree_counts_against_max_trial_memory_and_none_outlives_the_trial(tmp_path, cleanup):
+def test_the_whole_tree_counts_against_max_trial_memory_and_none_outlives_the_trial(
+    tmp_path, cleanup
+):
     """Each child holds 120 MiB, under the 200 MiB cap alone; together they are over it."""
     trial = TrialDouble(dir=str(tmp_path / "trial"), budget=1)
     with pytest.raises(CommandMemoryError, match="over its limit of 200 MiB"):
-        run_command(f"python {_script(tmp_path)} 120 exit", [], trial, cwd=tmp_path, timeout_s=60,
-                    max_memory_bytes=200 << 20, memory_check_s=0.2, hydra_run_dir=False)
+        run_command(
+            f"python {_script(tmp_path)} 120 exit",
+            [],
+            trial,
+            cwd=tmp_path,
+            timeout_s=60,
+            max_memory_bytes=200 << 20,
+            memory_check_s=0.2,
+            hydra_run_dir=False,
+        )
     pids = _pids(tmp_path / "trial")
     cleanup.extend(pids)
     assert len(pids) == 5
@@ -130,10 +146,18 @@ def test_the_whole_tree_counts_against_max_trial_memory_and_none_outlives_the_tr
 
 
 def test_no_child_outlives_a_trial_its_scheduler_stops(tmp_path, cleanup):
-    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=10, stop_after=1)  # as ASHA stops a trial
+    trial = TrialDouble(
+        dir=str(tmp_path / "trial"), budget=10, stop_after=1
+    )  # as ASHA stops a trial
     with pytest.raises(StopTrial):
-        run_command(f"python {_script(tmp_path)} 1 sleep", [], trial, cwd=tmp_path, timeout_s=60,
-                    hydra_run_dir=False)
+        run_command(
+            f"python {_script(tmp_path)} 1 sleep",
+            [],
+            trial,
+            cwd=tmp_path,
+            timeout_s=60,
+            hydra_run_dir=False,
+        )
     pids = _pids(tmp_path / "trial")
     cleanup.extend(pids)
     assert len(pids) == 5
@@ -142,7 +166,10 @@ def test_no_child_outlives_a_trial_its_scheduler_stops(tmp_path, cleanup):
 
 def _worker(runner: Path) -> subprocess.Popen:
     """`runner` started as the process running the trial (a Ray worker's stand-in)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.Popen([sys.executable, str(runner)], env=env, cwd=ROOT)
 
 
@@ -150,7 +177,9 @@ def _children_started(tmp_path: Path, worker: subprocess.Popen, cleanup: list[in
     """Once the script's five children hold their memory: their pids (also left to `cleanup`)."""
     deadline = time.monotonic() + 60
     while len(list((tmp_path / "trial").glob("*.ready"))) < 5:
-        assert time.monotonic() < deadline and worker.poll() is None, "the script did not start its children"
+        assert time.monotonic() < deadline and worker.poll() is None, (
+            "the script did not start its children"
+        )
         time.sleep(0.05)
     pids = _pids(tmp_path / "trial")
     cleanup.extend(pids)
@@ -161,12 +190,14 @@ def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
     """The process running the trial (a Ray worker) is SIGKILLed mid-run: the supervisor ends the tree."""
     script = _script(tmp_path)
     runner = tmp_path / "runner.py"
-    runner.write_text(textwrap.dedent(f"""
+    runner.write_text(
+        textwrap.dedent(f"""
         from planner._trial.command import run_command
         from tests.trial_double import TrialDouble
         trial = TrialDouble(dir={str(tmp_path / "trial")!r}, budget=10)
         run_command("python {script} 1 sleep", [], trial, cwd={str(tmp_path)!r}, timeout_s=120, hydra_run_dir=False)
-    """))
+    """)
+    )
     worker = _worker(runner)
     try:
         pids = _children_started(tmp_path, worker, cleanup)
@@ -185,7 +216,8 @@ def test_no_child_outlives_a_worker_that_kills_its_children_as_it_exits(tmp_path
     supervisor itself, which ends the tree: the script, its setsid child and its double-forked grandchildren."""
     script = _script(tmp_path)
     runner = tmp_path / "runner.py"
-    runner.write_text(textwrap.dedent(f"""
+    runner.write_text(
+        textwrap.dedent(f"""
         import os, signal, threading
         import psutil
         from planner._trial.command import run_command
@@ -198,7 +230,8 @@ def test_no_child_outlives_a_worker_that_kills_its_children_as_it_exits(tmp_path
         for child in psutil.Process().children():  # what Ray's worker does on exit
             child.kill()
         os._exit(0)
-    """))
+    """)
+    )
     worker = _worker(runner)
     try:
         pids = _children_started(tmp_path, worker, cleanup)
@@ -237,7 +270,9 @@ time.sleep(60)
 
 
 @pytest.mark.parametrize("hang", [False, True], ids=["prints-help", "times-out"])
-def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(tmp_path, cleanup, monkeypatch, hang):
+def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(
+    tmp_path, cleanup, monkeypatch, hang
+):
     """F9: `plan validate` runs `<command> --help`; what the script starts at its top level ends with it, when it
     prints its usage and exits, and when it is killed for taking too long."""
     from planner._contract.command_help import read_help
@@ -261,10 +296,18 @@ def test_no_daemon_of_a_function_trainable_outlives_its_trial(tmp_path, cleanup)
     Ray worker being their subreaper. Before: they outlived the run, re-parented to init."""
     from tests._runs import end_plan_run, start_plan_run, synthetic_contract
 
-    data = synthetic_contract(name="daemons", trainable="tests.trainables.worker_ends:leaves_daemons", seeds=[0, 1],
-                              budget={"exposure": 2},
-                              tuning={"trials_per_arm": 1, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-                                      "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    data = synthetic_contract(
+        name="daemons",
+        trainable="tests.trainables.worker_ends:leaves_daemons",
+        seeds=[0, 1],
+        budget={"exposure": 2},
+        tuning={
+            "trials_per_arm": 1,
+            "seeds": [100],
+            "sampler": {"name": "random", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+        },
+    )
     proc, runs, ray_tmp = start_plan_run(tmp_path, data, "dm")
     try:
         out, err = proc.communicate(timeout=300)

@@ -28,7 +28,9 @@ def ray_bracket_steps(n, max_t, grace, rf, reps, seed):
     return float(np.mean(totals)), float(np.std(totals, ddof=1)) / reps**0.5
 
 
-@pytest.mark.parametrize(("n", "max_t", "grace", "rf"), [(9, 9, 1, 3), (12, 8, 2, 3), (16, 10, 1, 2)])
+@pytest.mark.parametrize(
+    ("n", "max_t", "grace", "rf"), [(9, 9, 1, 3), (12, 8, 2, 3), (16, 10, 1, 2)]
+)
 def test_asha_expected_steps_match_ray_tunes_own_scheduler(n, max_t, grace, rf):
     """Ray's _Bracket run on random orders; a wrong formula (the synchronous one, or ranks
     reshuffled at every rung) is several steps off, far outside the Monte-Carlo error."""

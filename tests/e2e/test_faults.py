@@ -30,14 +30,37 @@ from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]  # generous: Ray starts slowly on a loaded machine
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.timeout(900),
+]  # generous: Ray starts slowly on a loaded machine
 
-KINDS = ["raises", "no_report", "past_budget", "out_of_order", "non_numeric", "hangs_in_c", "hangs_in_python",
-         "allocates", "prints_megabytes", "exits", "dies"]
-EXPECTED = {"raises": "failed", "no_report": "protocol_error", "past_budget": "protocol_error",
-            "out_of_order": "protocol_error", "non_numeric": "protocol_error", "hangs_in_c": "timeout",
-            "hangs_in_python": "timeout", "allocates": "oom", "prints_megabytes": "completed", "exits": "failed",
-            "dies": "failed"}
+KINDS = [
+    "raises",
+    "no_report",
+    "past_budget",
+    "out_of_order",
+    "non_numeric",
+    "hangs_in_c",
+    "hangs_in_python",
+    "allocates",
+    "prints_megabytes",
+    "exits",
+    "dies",
+]
+EXPECTED = {
+    "raises": "failed",
+    "no_report": "protocol_error",
+    "past_budget": "protocol_error",
+    "out_of_order": "protocol_error",
+    "non_numeric": "protocol_error",
+    "hangs_in_c": "timeout",
+    "hangs_in_python": "timeout",
+    "allocates": "oom",
+    "prints_megabytes": "completed",
+    "exits": "failed",
+    "dies": "failed",
+}
 
 BASE = {
     "version": 1,
@@ -53,8 +76,12 @@ BASE = {
     "seeds": [0, 1, 2],
     "budget": {"exposure": 4},
 }
-TUNING = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 3},
-          "space": {"fault.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+TUNING = {
+    "trials_per_arm": 4,
+    "seeds": [100],
+    "sampler": {"name": "random", "seed": 3},
+    "space": {"fault.lr": {"log_uniform": [1.0e-4, 1.0]}},
+}
 
 
 def contract(tmp_path, file="contract.yaml", **patch) -> Path:
@@ -89,13 +116,26 @@ def by_id(run_dir: Path) -> dict[str, dict]:
     return {r["trial_id"]: r for r in read_jsonl(Path(run_dir) / "trials.jsonl")}
 
 
-def fault_log(kind: str, injected: int, run_dir: Path, lost: int, duplicated: int, unchanged) -> None:
+def fault_log(
+    kind: str, injected: int, run_dir: Path, lost: int, duplicated: int, unchanged
+) -> None:
     """One row of the fault table (bench/bench_faults.py reads these lines)."""
     target = os.environ.get("PLANNER_FAULT_LOG")
     if target:
         with open(target, "a") as handle:
-            handle.write(json.dumps({"fault": kind, "injected": injected, "lost": lost, "duplicated": duplicated,
-                                     "decision_unchanged": unchanged, "run_dir": str(run_dir)}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "fault": kind,
+                        "injected": injected,
+                        "lost": lost,
+                        "duplicated": duplicated,
+                        "decision_unchanged": unchanged,
+                        "run_dir": str(run_dir),
+                    }
+                )
+                + "\n"
+            )
 
 
 def lost_and_duplicated(run_dir: Path, before: dict[str, dict], skipped=()) -> tuple[int, int]:
@@ -110,10 +150,18 @@ def lost_and_duplicated(run_dir: Path, before: dict[str, dict], skipped=()) -> t
 
 # ------------------------------------------------------------------ a misbehaving trainable
 
-def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(ray_local, in_repo, tmp_path):
+
+def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(
+    ray_local, in_repo, tmp_path
+):
     arms = [{"name": kind, "overrides": [f"fault.kind={kind}"]} for kind in KINDS]
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", arms=arms, seeds=[0, 1],
-                    budget={"exposure": 3, "max_trial_time": "3s", "max_trial_memory": "400M"})
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        arms=arms,
+        seeds=[0, 1],
+        budget={"exposure": 3, "max_trial_time": "3s", "max_trial_memory": "400M"},
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result.reason
     assert_each_planned_trial_once(result.run_dir)
@@ -138,9 +186,14 @@ def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(r
     assert "not kept" in log.read_text()[-200:]
     rows = {d["arm"]: d["decision"] for d in result.decisions}
     assert all(rows[k] == "incomplete" for k in KINDS if EXPECTED[k] != "completed")
-    fault_log("misbehaving trainable (raises, no report, past budget, out of order, non-numeric, hangs, "
-              "allocates, prints, exits, dies)", len(KINDS) * 2, result.run_dir,
-              *lost_and_duplicated(result.run_dir, {}), None)
+    fault_log(
+        "misbehaving trainable (raises, no report, past budget, out of order, non-numeric, hangs, "
+        "allocates, prints, exits, dies)",
+        len(KINDS) * 2,
+        result.run_dir,
+        *lost_and_duplicated(result.run_dir, {}),
+        None,
+    )
 
 
 TUNE_KINDS = ["raises", "non_numeric", "hangs_in_c", "allocates", "dies"]
@@ -150,9 +203,15 @@ def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_r
     """The same faults inside Ray Tune (a function trainable in a reused actor) rather than plain tasks."""
     arms = [{"name": kind, "overrides": [f"fault.kind={kind}"]} for kind in TUNE_KINDS]
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "lr": 0.01}}
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", arms=arms, seeds=[0, 1],
-                    config={"values": values}, tuning={**TUNING, "trials_per_arm": 1},
-                    budget={"exposure": 3, "max_trial_time": "3s", "max_trial_memory": "400M"})
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        arms=arms,
+        seeds=[0, 1],
+        config={"values": values},
+        tuning={**TUNING, "trials_per_arm": 1},
+        budget={"exposure": 3, "max_trial_time": "3s", "max_trial_memory": "400M"},
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result.reason
     records = by_id(result.run_dir)
@@ -162,16 +221,28 @@ def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_r
         record = records[f"tune-{kind}-s100-t000"]
         assert record["status"] == EXPECTED[kind], (kind, record["status"], record["errors"])
         assert record["errors"], kind
-        assert f"confirm-{kind}-s0" not in records  # nothing completed in tuning: nothing to confirm
+        assert (
+            f"confirm-{kind}-s0" not in records
+        )  # nothing completed in tuning: nothing to confirm
     assert records["tune-base-s100-t000"]["status"] == "completed"
     assert {records[f"confirm-base-s{s}"]["status"] for s in (0, 1)} == {"completed"}
-    skipped = [e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"]
-    assert sorted(skipped[0]["trial_ids"]) == sorted(f"confirm-{k}-s{s}" for k in TUNE_KINDS for s in (0, 1))
-    fault_log("misbehaving trainable in tuning (Ray Tune)", len(TUNE_KINDS), result.run_dir,
-              *lost_and_duplicated(result.run_dir, {}, skipped=skipped[0]["trial_ids"]), None)
+    skipped = [
+        e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"
+    ]
+    assert sorted(skipped[0]["trial_ids"]) == sorted(
+        f"confirm-{k}-s{s}" for k in TUNE_KINDS for s in (0, 1)
+    )
+    fault_log(
+        "misbehaving trainable in tuning (Ray Tune)",
+        len(TUNE_KINDS),
+        result.run_dir,
+        *lost_and_duplicated(result.run_dir, {}, skipped=skipped[0]["trial_ids"]),
+        None,
+    )
 
 
 # ------------------------------------------------------------------ a `plan run` subprocess we can SIGKILL
+
 
 class Driver:
     """`plan run` in a subprocess with its own embedded Ray under a private RAY_TMPDIR."""
@@ -179,13 +250,30 @@ class Driver:
     def __init__(self, path: Path, runs_dir: Path, *extra: str):
         import tempfile
 
-        self.tmp = tempfile.mkdtemp(prefix="rf", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        self.tmp = tempfile.mkdtemp(
+            prefix="rf", dir="/tmp"
+        )  # short: Ray's socket paths must fit 107 bytes
         self.runs_dir = runs_dir
         env = {**os.environ, "RAY_TMPDIR": self.tmp, "PYTHONPATH": str(REPO)}
         self.out = open(Path(self.tmp) / "driver.out", "w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs_dir),
-                                      "--quiet", *extra], cwd=REPO, env=env, stdout=self.out, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "planner",
+                "run",
+                str(path),
+                "--runs-dir",
+                str(runs_dir),
+                "--quiet",
+                *extra,
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def run_dir(self, timeout: float = 300) -> Path:
         deadline = time.monotonic() + timeout
@@ -202,7 +290,9 @@ class Driver:
         while time.monotonic() < deadline:
             if predicate():
                 return
-            assert self.proc.poll() is None, "the driver ended before the fault point:\n" + self.output()
+            assert self.proc.poll() is None, (
+                "the driver ended before the fault point:\n" + self.output()
+            )
             time.sleep(0.02)
         raise AssertionError("the fault point was never reached:\n" + self.output())
 
@@ -224,7 +314,10 @@ class Driver:
             left = []
             for p in psutil.process_iter(["pid", "cmdline"]):
                 try:
-                    if self.tmp in " ".join(p.info["cmdline"] or []) or os.getpgid(p.pid) == self.proc.pid:
+                    if (
+                        self.tmp in " ".join(p.info["cmdline"] or [])
+                        or os.getpgid(p.pid) == self.proc.pid
+                    ):
                         left.append(p)
                 except (psutil.Error, ProcessLookupError, OSError):
                     continue
@@ -271,17 +364,25 @@ def reference(ray_local, tmp_path_factory):
     """The unfaulted run of the kill tests' contract: its decisions are what every resumed run must give."""
     os.chdir(REPO)
     tmp = tmp_path_factory.mktemp("reference")
-    path = contract(tmp, tuning=TUNING, config={"values": {"fault": {"kind": "steady", "level": 0.5,
-                                                                    "sleep": 0.15, "lr": 0.01}}})
+    path = contract(
+        tmp,
+        tuning=TUNING,
+        config={"values": {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.15, "lr": 0.01}}},
+    )
     result = run(path, runs_dir=tmp / "runs", quiet=True)
     assert result.state == "completed"
     return decisions(result.run_dir)
 
 
 @pytest.mark.parametrize("point", list(KILL_POINTS))
-def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, reference, in_repo, tmp_path):
-    path = contract(tmp_path, tuning=TUNING, config={"values": {"fault": {"kind": "steady", "level": 0.5,
-                                                                         "sleep": 0.15, "lr": 0.01}}})
+def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(
+    point, reference, in_repo, tmp_path
+):
+    path = contract(
+        tmp_path,
+        tuning=TUNING,
+        config={"values": {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.15, "lr": 0.01}}},
+    )
     driver = Driver(path, tmp_path / "runs")
     try:
         run_dir = driver.run_dir()
@@ -309,20 +410,45 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(point, refere
     assert tune_counts == {"base": TUNING["trials_per_arm"], "treat": TUNING["trials_per_arm"]}
     rerun = {t for e in events if e["event"] == "trials_rerun" for t in e["trial_ids"]}
     assert not rerun & set(before)  # nothing that ended ran again
-    for trial_id in rerun:  # run again with the tuned values it first started with, never a new draw
-        started = [e["params"] for e in events if e["event"] == "trial_started" and e["trial_id"] == trial_id]
-        assert len(started) >= 2 and all(p == records[trial_id]["params"] for p in started), (trial_id, started)
-    for arm in ("base", "treat"):  # each point tested once: a resumed sweep's sampler never draws its trials' again
-        points = [r["params"]["fault.lr"] for r in records.values() if r["phase"] == "tune" and r["arm"] == arm]
+    for (
+        trial_id
+    ) in rerun:  # run again with the tuned values it first started with, never a new draw
+        started = [
+            e["params"]
+            for e in events
+            if e["event"] == "trial_started" and e["trial_id"] == trial_id
+        ]
+        assert len(started) >= 2 and all(p == records[trial_id]["params"] for p in started), (
+            trial_id,
+            started,
+        )
+    for arm in (
+        "base",
+        "treat",
+    ):  # each point tested once: a resumed sweep's sampler never draws its trials' again
+        points = [
+            r["params"]["fault.lr"]
+            for r in records.values()
+            if r["phase"] == "tune" and r["arm"] == arm
+        ]
         assert len(set(points)) == len(points), (arm, points)
     recovered = {e["trial_id"] for e in events if e["event"] == "trial_recovered"}
-    assert not recovered & rerun and not recovered & set(before)  # ended as the driver died: recorded, not rerun
-    for trial_id, r in records.items():  # a trial continued from its checkpoint reports only what it had left
+    assert not recovered & rerun and not recovered & set(
+        before
+    )  # ended as the driver died: recorded, not rerun
+    for (
+        trial_id,
+        r,
+    ) in records.items():  # a trial continued from its checkpoint reports only what it had left
         resumed_from = run_dir / "trials" / trial_id / "resumed_from"
         if resumed_from.exists():
             assert r["resumed"] and trial_id in rerun
             assert r["reports"][0]["step"] == int(resumed_from.read_text().split()[0]) + 1
-    same = _same_decisions(decisions(run_dir), reference, exact=point not in ("during tuning", "before a tuning trial ended"))
+    same = _same_decisions(
+        decisions(run_dir),
+        reference,
+        exact=point not in ("during tuning", "before a tuning trial ended"),
+    )
     assert same, (decisions(run_dir), reference)
     fault_log(f"driver SIGKILL {point}", 1, run_dir, lost, duplicated, same)
 
@@ -334,11 +460,13 @@ def _same_decisions(got: list[dict], want: list[dict], exact: bool) -> bool:
     if exact:
         return got == want
     keys = ("arm", "decision", "n_arm", "n_baseline")
-    return [{k: d.get(k) for k in keys} for d in got] == [{k: d.get(k) for k in keys} for d in want] and all(
-        abs(g["effect"] - w["effect"]) < 0.01 for g, w in zip(got, want, strict=True))
+    return [{k: d.get(k) for k in keys} for d in got] == [
+        {k: d.get(k) for k in keys} for d in want
+    ] and all(abs(g["effect"] - w["effect"]) < 0.01 for g, w in zip(got, want, strict=True))
 
 
 # ------------------------------------------------------------------ a Ray worker killed mid-trial
+
 
 class WorkerKiller:
     """Runs `run()` in a thread; kills (SIGKILL) each worker that writes `pid.<attempt>` in a trial.dir of
@@ -379,15 +507,31 @@ class WorkerKiller:
         return False
 
 
-def test_a_worker_killed_mid_trial_is_retried_against_failures_retries(ray_local, in_repo, tmp_path):
+def test_a_worker_killed_mid_trial_is_retried_against_failures_retries(
+    ray_local, in_repo, tmp_path
+):
     """Tuning (Tune restarts the trial) and confirmation (the task is resubmitted): each kill uses one retry."""
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "lr": 0.01}}
     tuning = {**TUNING, "trials_per_arm": 2}
-    reference = run(contract(tmp_path, file="ref.yaml", config={"values": values}, tuning=tuning,
-                             failures={"retries": 1}), runs_dir=tmp_path / "ref", quiet=True)
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", config={"values": values},
-                    tuning=tuning, failures={"retries": 1},
-                    arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=waits_to_be_killed"]}])
+    reference = run(
+        contract(
+            tmp_path,
+            file="ref.yaml",
+            config={"values": values},
+            tuning=tuning,
+            failures={"retries": 1},
+        ),
+        runs_dir=tmp_path / "ref",
+        quiet=True,
+    )
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        config={"values": values},
+        tuning=tuning,
+        failures={"retries": 1},
+        arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=waits_to_be_killed"]}],
+    )
     with WorkerKiller(tmp_path / "runs", "treat") as killer:
         result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result.reason
@@ -397,19 +541,34 @@ def test_a_worker_killed_mid_trial_is_retried_against_failures_retries(ray_local
     for r in treat:
         assert r["status"] == "completed" and r["attempts"] == 2, r
         assert [e["type"] for e in r["errors"]] == ["WorkerDied"]
-        assert str(killer.killed[(r["trial_id"], 1)]) in r["errors"][0]["message"] + r["errors"][0]["traceback"] \
+        assert (
+            str(killer.killed[(r["trial_id"], 1)])
+            in r["errors"][0]["message"] + r["errors"][0]["traceback"]
             or "died" in r["errors"][0]["message"]
+        )
     same = [{k: v for k, v in d.items()} for d in decisions(result.run_dir)]
     assert same == decisions(reference.run_dir)
-    fault_log("Ray worker SIGKILL mid-trial (retried)", len(killer.killed), result.run_dir,
-              *lost_and_duplicated(result.run_dir, {}), same == decisions(reference.run_dir))
+    fault_log(
+        "Ray worker SIGKILL mid-trial (retried)",
+        len(killer.killed),
+        result.run_dir,
+        *lost_and_duplicated(result.run_dir, {}),
+        same == decisions(reference.run_dir),
+    )
 
 
-def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(ray_local, in_repo, tmp_path):
+def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(
+    ray_local, in_repo, tmp_path
+):
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "always": True}}
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", config={"values": values}, seeds=[0, 1],
-                    failures={"retries": 1},
-                    arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=waits_to_be_killed"]}])
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        config={"values": values},
+        seeds=[0, 1],
+        failures={"retries": 1},
+        arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=waits_to_be_killed"]}],
+    )
     with WorkerKiller(tmp_path / "runs", "treat", attempts=(1, 2)) as killer:
         result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
@@ -422,14 +581,21 @@ def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(ra
         assert records[f"confirm-base-s{seed}"]["status"] == "completed"
     assert len(killer.killed) == 4
     assert {d["arm"]: d["decision"] for d in result.decisions} == {"treat": "incomplete"}
-    fault_log("Ray worker SIGKILL on every attempt (failed)", len(killer.killed), result.run_dir,
-              *lost_and_duplicated(result.run_dir, {}), None)
+    fault_log(
+        "Ray worker SIGKILL on every attempt (failed)",
+        len(killer.killed),
+        result.run_dir,
+        *lost_and_duplicated(result.run_dir, {}),
+        None,
+    )
 
 
 # ------------------------------------------------------------------ two drivers on one run folder: the lock
 
-HOLD = ("import sys, time; from planner._store.lock import acquire; lock = acquire(sys.argv[1]); "
-        "print('held', flush=True); time.sleep(60)")
+HOLD = (
+    "import sys, time; from planner._store.lock import acquire; lock = acquire(sys.argv[1]); "
+    "print('held', flush=True); time.sleep(60)"
+)
 
 
 def _finished_run(tmp_path, file="contract.yaml", **patch):
@@ -439,7 +605,9 @@ def _finished_run(tmp_path, file="contract.yaml", **patch):
     return path, result.run_dir
 
 
-def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(ray_local, in_repo, tmp_path, capsys):
+def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(
+    ray_local, in_repo, tmp_path, capsys
+):
     import socket
 
     from planner._cli.main import main
@@ -448,13 +616,32 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(ray_local, i
     path, run_dir = _finished_run(tmp_path)
     before = (run_dir / "trials.jsonl").read_bytes()
     before_records = by_id(run_dir)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], cwd=REPO, stdout=subprocess.PIPE,
-                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run_dir)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline().strip() == b"held"
-        with pytest.raises(RunLockedError, match=rf"pid {holder.pid} on host {socket.gethostname()}"):
+        with pytest.raises(
+            RunLockedError, match=rf"pid {holder.pid} on host {socket.gethostname()}"
+        ):
             run(path, runs_dir=tmp_path / "runs", resume=run_dir, quiet=True)
-        assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(run_dir), "--quiet"]) == 3
+        assert (
+            main(
+                [
+                    "run",
+                    str(path),
+                    "--runs-dir",
+                    str(tmp_path / "runs"),
+                    "--resume",
+                    str(run_dir),
+                    "--quiet",
+                ]
+            )
+            == 3
+        )
         err = capsys.readouterr().err
         assert f"pid {holder.pid}" in err and "Traceback" not in err
         # the holder dies by SIGKILL: its lock is stale, and the next driver takes it over with a note
@@ -467,35 +654,55 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(ray_local, i
     assert (run_dir / "trials.jsonl").read_bytes() == before  # the refused drivers wrote nothing
     result = run(path, runs_dir=tmp_path / "runs", resume=run_dir, quiet=True)
     assert result.state == "completed"
-    taken = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "stale_lock_taken_over"]
+    taken = [
+        e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "stale_lock_taken_over"
+    ]
     assert taken[-1]["pid"] == holder.pid
     assert not (run_dir / "lock").exists()
-    fault_log("second driver on one run folder", 2, run_dir, *lost_and_duplicated(run_dir, before_records), None)
+    fault_log(
+        "second driver on one run folder",
+        2,
+        run_dir,
+        *lost_and_duplicated(run_dir, before_records),
+        None,
+    )
 
 
 def test_locks_after_a_reboot_are_stale_and_a_lock_from_another_host_is_not(tmp_path):
     from planner._core.errors import RunLockedError
     from planner._store.lock import acquire
 
-    (tmp_path / "lock").write_text(json.dumps({"pid": 1, "host": os.uname().nodename, "boot_id": "another-boot",
-                                               "started": "2026-01-01T00:00:00Z"}))
+    (tmp_path / "lock").write_text(
+        json.dumps(
+            {
+                "pid": 1,
+                "host": os.uname().nodename,
+                "boot_id": "another-boot",
+                "started": "2026-01-01T00:00:00Z",
+            }
+        )
+    )
     os.utime(tmp_path / "lock", (0, 0))
     lock = acquire(tmp_path)  # pid 1 is alive, but the machine rebooted since
     assert lock.took_over["reason"] == "the machine rebooted since it was taken"
     lock.release()
     assert not (tmp_path / "lock").exists()
-    (tmp_path / "lock").write_text(json.dumps({"pid": 4242, "host": "gpu-node-7", "started": "2026-01-01T00:00:00Z"}))
+    (tmp_path / "lock").write_text(
+        json.dumps({"pid": 4242, "host": "gpu-node-7", "started": "2026-01-01T00:00:00Z"})
+    )
     with pytest.raises(RunLockedError, match=r"pid 4242 on host gpu-node-7.*another host"):
         acquire(tmp_path)
-    (tmp_path / "lock").write_text("{\"pid\": 12")  # torn by a driver killed while writing it
+    (tmp_path / "lock").write_text('{"pid": 12')  # torn by a driver killed while writing it
     os.utime(tmp_path / "lock", (0, 0))
     acquire(tmp_path).release()
 
 
 # ------------------------------------------------------------------ torn writes
 
-def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_worker_kept(ray_local, in_repo,
-                                                                                          tmp_path, capsys):
+
+def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_worker_kept(
+    ray_local, in_repo, tmp_path, capsys
+):
     """The trial had ended; only its line in trials.jsonl was torn: the record its worker kept in its folder is
     written on --resume (a `trial_recovered` event), and the trial does not run a second time."""
     from planner._cli.main import main
@@ -522,8 +729,13 @@ def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_wo
     assert not [e for e in events if e["event"] == "trials_rerun"]
     assert sum(1 for e in events if e["event"] == "trial_started" and e["trial_id"] == torn_id) == 1
     assert decisions(run_dir) == reference
-    fault_log("torn last record (truncated mid-line)", 1, run_dir, *lost_and_duplicated(run_dir, before),
-              decisions(run_dir) == reference)
+    fault_log(
+        "torn last record (truncated mid-line)",
+        1,
+        run_dir,
+        *lost_and_duplicated(run_dir, before),
+        decisions(run_dir) == reference,
+    )
 
 
 def test_no_file_is_written_in_place(tmp_path):
@@ -562,7 +774,9 @@ def tiny_disk(tmp_path):
     """A 1 MiB tmpfs (root only); skipped where it cannot be mounted."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     try:
@@ -571,12 +785,24 @@ def tiny_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-def test_a_full_disk_fails_the_run_cleanly_and_resume_finishes_it(ray_local, in_repo, tmp_path, tiny_disk, capsys):
+def test_a_full_disk_fails_the_run_cleanly_and_resume_finishes_it(
+    ray_local, in_repo, tmp_path, tiny_disk, capsys
+):
     from planner._cli.main import main
 
     marker = tmp_path / "filled"
-    values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "marker": str(marker), "fill_seed": 2}}
-    path = contract(tmp_path, trainable="tests.trainables.faulty:fills_the_disk", config={"values": values})
+    values = {
+        "fault": {
+            "kind": "steady",
+            "level": 0.5,
+            "sleep": 0.0,
+            "marker": str(marker),
+            "fill_seed": 2,
+        }
+    }
+    path = contract(
+        tmp_path, trainable="tests.trainables.faulty:fills_the_disk", config={"values": values}
+    )
     code = main(["run", str(path), "--runs-dir", str(tiny_disk), "--quiet"])
     err = capsys.readouterr().err
     assert code == 3 and "Traceback" not in err and "No space left" in err, err
@@ -602,9 +828,16 @@ SECRET_TOKEN = "tok-3f9a1c7e55d2"
 def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     """A password and a token in the environment (a contract cannot hold one: P230): grep the whole run folder."""
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", config={"values": values}, seeds=[0, 1],
-                    arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=leaks_secret"]},
-                          {"name": "loud", "overrides": ["fault.level=0.6", "fault.kind=prints_megabytes"]}])
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        config={"values": values},
+        seeds=[0, 1],
+        arms=[
+            {"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=leaks_secret"]},
+            {"name": "loud", "overrides": ["fault.level=0.6", "fault.kind=prints_megabytes"]},
+        ],
+    )
     os.environ["API_TOKEN"], os.environ["DB_PASSWORD"] = SECRET_TOKEN, "hunter2"
     try:
         driver = Driver(path, tmp_path / "runs")
@@ -616,11 +849,16 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
         output = driver.output()
     finally:
         driver.cleanup()
-    assert "error:      RuntimeError: could not log in with <redacted> / <redacted> (in 2 trials" in output
+    assert (
+        "error:      RuntimeError: could not log in with <redacted> / <redacted> (in 2 trials"
+        in output
+    )
     run_dir = next((tmp_path / "runs").glob("faults/*"))
     failed = by_id(run_dir)["confirm-treat-s0"]
     assert failed["status"] == "failed" and "<redacted>" in failed["errors"][0]["message"]
-    assert failed["config"]["fault"]["kind"] == "leaks_secret" and "<redacted>" not in json.dumps(failed["config"])
+    assert failed["config"]["fault"]["kind"] == "leaks_secret" and "<redacted>" not in json.dumps(
+        failed["config"]
+    )
     assert "<redacted>" in (run_dir / "trials" / "confirm-treat-s0" / "output.log").read_text()
     seen = 0
     for file in run_dir.rglob("*"):
@@ -632,20 +870,39 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     assert "hunter2" not in output and SECRET_TOKEN not in output
     assert len(output) < 20_000  # 2 x 20 MiB printed by `loud` never reached the driver's terminal
     loud = run_dir / "trials" / "confirm-loud-s0" / "output.log"
-    assert by_id(run_dir)["confirm-loud-s0"]["status"] == "completed" and loud.stat().st_size < (1 << 20) + 4096
+    assert (
+        by_id(run_dir)["confirm-loud-s0"]["status"] == "completed"
+        and loud.stat().st_size < (1 << 20) + 4096
+    )
     identity = json.loads((run_dir / "identity.json").read_text())
     assert "API_TOKEN" not in identity["env"] and "DB_PASSWORD" not in identity["env"]
-    fault_log("secrets in config and environment", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
-    fault_log("trainable prints megabytes (subprocess driver)", 2, run_dir, *lost_and_duplicated(run_dir, {}), None)
+    fault_log(
+        "secrets in config and environment", 2, run_dir, *lost_and_duplicated(run_dir, {}), None
+    )
+    fault_log(
+        "trainable prints megabytes (subprocess driver)",
+        2,
+        run_dir,
+        *lost_and_duplicated(run_dir, {}),
+        None,
+    )
 
 
 HOSTILE = {
-    "env resolver in values": {"config": {"values": {"fault": {"kind": "steady", "level": 0.5,
-                                                              "home": "${oc.env:HOME}"}}}},
-    "decode resolver in an override": {"arms": [{"name": "treat", "overrides": ["fault.level=${oc.decode:0.7}"]}]},
-    "custom resolver": {"config": {"values": {"fault": {"kind": "steady", "level": 0.5,
-                                                        "x": "${planner_custom:rm -rf}"}}}},
-    "env resolver in the baseline": {"baseline": {"name": "base", "overrides": ["fault.level=${oc.env:HOME,0.5}"]}},
+    "env resolver in values": {
+        "config": {"values": {"fault": {"kind": "steady", "level": 0.5, "home": "${oc.env:HOME}"}}}
+    },
+    "decode resolver in an override": {
+        "arms": [{"name": "treat", "overrides": ["fault.level=${oc.decode:0.7}"]}]
+    },
+    "custom resolver": {
+        "config": {
+            "values": {"fault": {"kind": "steady", "level": 0.5, "x": "${planner_custom:rm -rf}"}}
+        }
+    },
+    "env resolver in the baseline": {
+        "baseline": {"name": "base", "overrides": ["fault.level=${oc.env:HOME,0.5}"]}
+    },
     "a name that climbs": {"name": "../../etc"},
     "an absolute name": {"name": "/tmp/evil"},
     "an arm that climbs": {"arms": [{"name": "../../x", "overrides": ["fault.level=0.7"]}]},
@@ -675,8 +932,10 @@ def test_yaml_tags_never_run_code(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     marker = tmp_path / "pwned"
     path = contract(tmp_path)
-    text = path.read_text().replace("hypothesis: The treatment raises val_acc.",
-                                    f"hypothesis: !!python/object/apply:os.system ['touch {marker}']")
+    text = path.read_text().replace(
+        "hypothesis: The treatment raises val_acc.",
+        f"hypothesis: !!python/object/apply:os.system ['touch {marker}']",
+    )
     path.write_text(text)
     assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"]) == 1
     assert "tag" in capsys.readouterr().err and not marker.exists()
@@ -689,18 +948,29 @@ def test_resume_refuses_what_is_not_this_contracts_run_folder(tmp_path, capsys, 
     path = contract(tmp_path)
     fake = tmp_path / "runs" / "faults" / "20260101-000000-abcd"
     fake.mkdir(parents=True)
-    (fake / "run.json").write_text(json.dumps({"run_id": "20260101-000000-abcd", "name": "faults",
-                                               "contract_sha256": "0" * 64}))
+    (fake / "run.json").write_text(
+        json.dumps(
+            {"run_id": "20260101-000000-abcd", "name": "faults", "contract_sha256": "0" * 64}
+        )
+    )
     other = tmp_path / "runs" / "other" / "20260101-000000-abcd"
     other.mkdir(parents=True)
     (other / "run.json").write_text(json.dumps({"run_id": other.name, "name": "other"}))
     link = tmp_path / "link"
     link.symlink_to(fake)
-    cases = {"/etc": "not a run folder", str(tmp_path): "not a run folder", str(tmp_path / "nope"): "no such folder",
-             str(link): "not a run folder", str(other): "not of 'faults'", str(fake): "another contract",
-             str(fake / ".." / ".." / ".."): "not a run folder"}
+    cases = {
+        "/etc": "not a run folder",
+        str(tmp_path): "not a run folder",
+        str(tmp_path / "nope"): "no such folder",
+        str(link): "not a run folder",
+        str(other): "not of 'faults'",
+        str(fake): "another contract",
+        str(fake / ".." / ".." / ".."): "not a run folder",
+    }
     for target, message in cases.items():
-        code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", target, "--quiet"])
+        code = main(
+            ["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", target, "--quiet"]
+        )
         err = capsys.readouterr().err
         assert code == 3 and message in err and "Traceback" not in err, (target, err)
     assert not (fake / "lock").exists() and not (fake / "trials.jsonl").exists()
@@ -708,22 +978,38 @@ def test_resume_refuses_what_is_not_this_contracts_run_folder(tmp_path, capsys, 
 
 # ------------------------------------------------------------------ the checkpoint convention, in the worker
 
+
 def _spec(tmp_path, session="now", **extra):
     from planner._trial.protocol import TrialSpec
 
-    return TrialSpec(trial_id="confirm-base-s0", phase="confirm", arm="base", seed=0, index=0, params={},
-                     config={"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}, budget=4,
-                     dir=str(tmp_path / "trial"), trainable="tests.trainables.faulty:steady", metric="val_acc",
-                     path=(str(REPO),), extra={"session": session, **extra})
+    return TrialSpec(
+        trial_id="confirm-base-s0",
+        phase="confirm",
+        arm="base",
+        seed=0,
+        index=0,
+        params={},
+        config={"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}},
+        budget=4,
+        dir=str(tmp_path / "trial"),
+        trainable="tests.trainables.faulty:steady",
+        metric="val_acc",
+        path=(str(REPO),),
+        extra={"session": session, **extra},
+    )
 
 
-def test_a_trial_cut_short_continues_from_its_checkpoint_and_a_finished_one_starts_over(tmp_path, monkeypatch):
+def test_a_trial_cut_short_continues_from_its_checkpoint_and_a_finished_one_starts_over(
+    tmp_path, monkeypatch
+):
     from planner._trial.attempts import Ledger
     from planner._trial.protocol import run_trial
 
     monkeypatch.chdir(REPO)
     uninterrupted = run_trial(_spec(tmp_path / "clean"))
-    assert [r["step"] for r in uninterrupted["reports"]] == [1, 2, 3, 4] and not uninterrupted["resumed"]
+    assert [r["step"] for r in uninterrupted["reports"]] == [1, 2, 3, 4] and not uninterrupted[
+        "resumed"
+    ]
 
     spec = _spec(tmp_path, session="after-the-kill")
     old = Ledger.load(spec.dir, "killed-driver")
@@ -732,9 +1018,15 @@ def test_a_trial_cut_short_continues_from_its_checkpoint_and_a_finished_one_star
     record = run_trial(spec)
     assert record["status"] == "completed" and record["resumed"] and record["attempts"] == 1
     assert [r["step"] for r in record["reports"]] == [3, 4]
-    assert [r["metrics"] for r in record["reports"]] == [r["metrics"] for r in uninterrupted["reports"][2:]]
+    assert [r["metrics"] for r in record["reports"]] == [
+        r["metrics"] for r in uninterrupted["reports"][2:]
+    ]
     assert record["errors"] == []  # a killed driver is not the trial's fault: no retry used
 
-    again = run_trial(_spec(tmp_path, session="after-a-torn-record"))  # the last attempt ran to its end
+    again = run_trial(
+        _spec(tmp_path, session="after-a-torn-record")
+    )  # the last attempt ran to its end
     assert not again["resumed"] and [r["step"] for r in again["reports"]] == [1, 2, 3, 4]
-    assert [r["metrics"] for r in again["reports"]] == [r["metrics"] for r in uninterrupted["reports"]]
+    assert [r["metrics"] for r in again["reports"]] == [
+        r["metrics"] for r in uninterrupted["reports"]
+    ]

@@ -16,9 +16,19 @@ from planner._store.identity import (
 
 
 def git(cwd, *args):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
 
 
 def test_code_identity_is_the_trainables_repository_not_the_cwd(tmp_path, monkeypatch):
@@ -70,17 +80,30 @@ def test_an_untracked_local_module_makes_the_repository_dirty_and_is_named_once(
 
     app = _committed(tmp_path / "app", {"train.py": "from helper import GAIN\nprint(GAIN)\n"})
     (app / "helper.py").write_text("GAIN = 1\n")
-    contract = Contract.model_validate({
-        "version": 1, "name": "lit", "hypothesis": "h", "command": "python train.py", "config": {"values": {"x": 1}},
-        "factor": {"name": "x", "keys": ["x"]}, "baseline": {"name": "a", "overrides": ["x=1"]},
-        "arms": [{"name": "b", "overrides": ["x=2"]}], "metric": {"name": "acc", "mode": "max"},
-        "acceptance": {"min_effect": 0.01}, "seeds": [0, 1], "budget": {"exposure": 2}})
+    contract = Contract.model_validate(
+        {
+            "version": 1,
+            "name": "lit",
+            "hypothesis": "h",
+            "command": "python train.py",
+            "config": {"values": {"x": 1}},
+            "factor": {"name": "x", "keys": ["x"]},
+            "baseline": {"name": "a", "overrides": ["x=1"]},
+            "arms": [{"name": "b", "overrides": ["x=2"]}],
+            "metric": {"name": "acc", "mode": "max"},
+            "acceptance": {"min_effect": 0.01},
+            "seeds": [0, 1],
+            "budget": {"exposure": 2},
+        }
+    )
     code = run_identity(contract, app, [])["code"]
     assert code["dirty"] is True and list(code["local_sources"]) == ["helper.py"]
     _committed(app, {"helper.py": "GAIN = 1\n"})
     assert run_identity(contract, app, [])["code"]["dirty"] is False
     (tmp_path / "link").symlink_to(app)
-    assert list(run_identity(contract, tmp_path / "link", [])["code"]["local_sources"]) == ["helper.py"]
+    assert list(run_identity(contract, tmp_path / "link", [])["code"]["local_sources"]) == [
+        "helper.py"
+    ]
 
 
 def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):
@@ -111,8 +134,13 @@ def test_a_command_trainable_records_the_script_it_names_so_a_reeval_sees_an_edi
 
 
 def test_environment_is_allow_listed_and_credentials_redacted():
-    env = {"OMP_NUM_THREADS": "2", "AWS_SECRET_ACCESS_KEY": "s3cr3t", "HOME": "/root",
-           "RAY_ADDRESS": "ray://user:pw@head:10001", "WANDB_API_KEY": "k"}
+    env = {
+        "OMP_NUM_THREADS": "2",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "HOME": "/root",
+        "RAY_ADDRESS": "ray://user:pw@head:10001",
+        "WANDB_API_KEY": "k",
+    }
     snap = env_snapshot(env)
     assert snap == {"OMP_NUM_THREADS": "2", "RAY_ADDRESS": "ray://<redacted>@head:10001"}
 

@@ -36,7 +36,9 @@ def test_the_lightning_app_runs_unchanged_with_every_logged_name_read(ray_local,
     # train_loss comes from Lightning's own epoch-end train rows: in every report of every trial
     for r in records:
         assert r["reports"], (r["trial_id"], r["status"], r["errors"][:1])
-        assert all({"train_loss", "val_acc", "val_loss"} <= set(rep["metrics"]) for rep in r["reports"]), r["trial_id"]
+        assert all(
+            {"train_loss", "val_acc", "val_loss"} <= set(rep["metrics"]) for rep in r["reports"]
+        ), r["trial_id"]
         rows = _metrics_csv(result.run_dir, r["trial_id"])
         logged = [float(row["train_loss_epoch"]) for row in rows if row["train_loss_epoch"]]
         assert [rep["metrics"]["train_loss"] for rep in r["reports"]] == logged[: len(r["reports"])]
@@ -46,8 +48,12 @@ def test_the_lightning_app_runs_unchanged_with_every_logged_name_read(ray_local,
         assert yaml.safe_load(hydra_config.read_text())["seed"] == r["seed"]
     assert len(result.decisions) == 1 and result.decisions[0]["arm"] == "adam"
 
-    assert not heldout_never_read(records, "test_acc")  # trainer.test()'s row is read in every confirmation trial
+    assert not heldout_never_read(
+        records, "test_acc"
+    )  # trainer.test()'s row is read in every confirmation trial
     for r in confirm:  # trainer.test()'s own row (after fit, no val_acc) is the held-out metric
         test_rows = [row for row in _metrics_csv(result.run_dir, r["trial_id"]) if row["test_acc"]]
-        assert r["status"] == "completed" and r["reports"][-1]["metrics"]["test_acc"] == float(test_rows[-1]["test_acc"])
+        assert r["status"] == "completed" and r["reports"][-1]["metrics"]["test_acc"] == float(
+            test_rows[-1]["test_acc"]
+        )
     assert result.decisions[0]["decision"] in DECIDED, result.decisions[0]

@@ -22,7 +22,7 @@ from tests.e2e._frameworks import DECIDED, heldout_never_read, last_hydra_folder
 
 pytestmark = pytest.mark.ray
 
-SCRIPT = '''
+SCRIPT = """
 import argparse
 
 parser = argparse.ArgumentParser()
@@ -79,28 +79,51 @@ trainer = L.Trainer(max_epochs=args.max_epochs, default_root_dir=args.output_dir
                     log_every_n_steps=2, accelerator="cpu")
 trainer.fit(model, DataLoader(split(1, 128), batch_size=32, shuffle=True), DataLoader(split(2, 64), batch_size=64))
 trainer.test(model, DataLoader(split(3, 64), batch_size=64))
-'''
+"""
 
 CONTRACT = {
     "version": 1,
     "name": "lightning-tensorboard-fit-then-test",
     "hypothesis": "Adam reaches a lower validation loss than SGD with momentum at the same budget.",
     "command": {
-        "run": "python train.py", "args": "argparse", "seed_key": "seed", "budget_key": "max_epochs",
-        "metrics": {"file": "lightning_logs/version_*/events.out.tfevents.*", "format": "tensorboard",
-                    "step": "epoch", "step_base": 0,
-                    "names": {"val_loss": "val_loss", "val_acc": "val_acc", "train_loss": "train_loss_epoch",
-                              "test_acc": "test_acc"}},
+        "run": "python train.py",
+        "args": "argparse",
+        "seed_key": "seed",
+        "budget_key": "max_epochs",
+        "metrics": {
+            "file": "lightning_logs/version_*/events.out.tfevents.*",
+            "format": "tensorboard",
+            "step": "epoch",
+            "step_base": 0,
+            "names": {
+                "val_loss": "val_loss",
+                "val_acc": "val_acc",
+                "train_loss": "train_loss_epoch",
+                "test_acc": "test_acc",
+            },
+        },
     },
-    "config": {"values": {"seed": 0, "max_epochs": 2, "optimizer": "adam", "lr": 0.05,
-                          "output_dir": "${hydra:runtime.output_dir}"}},
+    "config": {
+        "values": {
+            "seed": 0,
+            "max_epochs": 2,
+            "optimizer": "adam",
+            "lr": 0.05,
+            "output_dir": "${hydra:runtime.output_dir}",
+        }
+    },
     "factor": {"name": "optimizer", "keys": ["optimizer"]},
     "baseline": {"name": "sgd", "overrides": ["optimizer=sgd"]},
     "arms": [{"name": "adam", "overrides": ["optimizer=adam"]}],
     "metric": {"name": "val_loss", "mode": "min", "heldout": "test_acc", "heldout_mode": "max"},
     "acceptance": {"min_effect": 0.01},
     "seeds": [0, 1],
-    "budget": {"unit": "epoch", "exposure": 2, "max_trial_time": "3m", "resources": {"cpu": 1, "gpu": 0}},
+    "budget": {
+        "unit": "epoch",
+        "exposure": 2,
+        "max_trial_time": "3m",
+        "resources": {"cpu": 1, "gpu": 0},
+    },
 }
 
 
@@ -112,7 +135,9 @@ def _scalars(path: Path) -> dict[str, list[float]]:
     return {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
 
 
-def test_fit_then_test_with_the_default_tensorboard_logger_reads_every_epoch_and_the_test_values(ray_local, tmp_path):
+def test_fit_then_test_with_the_default_tensorboard_logger_reads_every_epoch_and_the_test_values(
+    ray_local, tmp_path
+):
     pytest.importorskip("lightning")
     pytest.importorskip("tensorboard")
     app = tmp_path / "app"
@@ -123,17 +148,27 @@ def test_fit_then_test_with_the_default_tensorboard_logger_reads_every_epoch_and
     result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
 
     records = read_jsonl(result.run_dir / "trials.jsonl")
-    assert len(records) == 4 and all(r["status"] == "completed" for r in records), \
-        [(r["trial_id"], r["status"], r["errors"][:1]) for r in records]
+    assert len(records) == 4 and all(r["status"] == "completed" for r in records), [
+        (r["trial_id"], r["status"], r["errors"][:1]) for r in records
+    ]
     assert not heldout_never_read(records, "test_acc")
     for r in records:
-        fit, test = sorted((last_hydra_folder(result.run_dir, r["trial_id"]) / "lightning_logs" / "version_0")
-                           .glob("events.out.tfevents.*"))  # trainer.test() wrote a file of its own
+        fit, test = sorted(
+            (
+                last_hydra_folder(result.run_dir, r["trial_id"]) / "lightning_logs" / "version_0"
+            ).glob("events.out.tfevents.*")
+        )  # trainer.test() wrote a file of its own
         logged, tested = _scalars(fit), _scalars(test)
         assert "test_acc" not in logged and "val_loss" not in tested
         assert [rep["step"] for rep in r["reports"]] == [1, 2]
-        assert [rep["metrics"]["val_loss"] for rep in r["reports"]] == pytest.approx(logged["val_loss"])
-        assert [rep["metrics"]["train_loss"] for rep in r["reports"]] == pytest.approx(logged["train_loss_epoch"])
+        assert [rep["metrics"]["val_loss"] for rep in r["reports"]] == pytest.approx(
+            logged["val_loss"]
+        )
+        assert [rep["metrics"]["train_loss"] for rep in r["reports"]] == pytest.approx(
+            logged["train_loss_epoch"]
+        )
         assert r["reports"][-1]["metrics"]["test_acc"] == pytest.approx(tested["test_acc"][-1])
         assert "test_acc" not in r["reports"][0]["metrics"]
-    assert result.state == "completed" and result.decisions[0]["decision"] in DECIDED, result.decisions
+    assert result.state == "completed" and result.decisions[0]["decision"] in DECIDED, (
+        result.decisions
+    )

@@ -39,8 +39,12 @@ for i in range(int(sys.argv[3])):
 
 def test_two_processes_appending_to_the_ledger_lose_no_line(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, "-c", APPEND, str(tmp_path), who, "300"], cwd=REPO, env=env)
-             for who in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", APPEND, str(tmp_path), who, "300"], cwd=REPO, env=env
+        )
+        for who in ("a", "b")
+    ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]  # every line whole: none interleaved or torn
@@ -55,11 +59,32 @@ def test_two_concurrent_plan_runs_both_reach_the_ledger(tmp_path):
     procs = []
     for name in ("one", "two"):
         path = write(tmp_path / f"{name}.yaml", dict(TINY, name=name, seeds=[0, 1]))
-        ray_tmp = tempfile.mkdtemp(prefix="rl", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        ray_tmp = tempfile.mkdtemp(
+            prefix="rl", dir="/tmp"
+        )  # short: Ray's socket paths must fit 107 bytes
         env = {**os.environ, "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
-        procs.append((subprocess.Popen([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(runs),
-                                        "--quiet"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True), ray_tmp))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "planner",
+                        "run",
+                        str(path),
+                        "--runs-dir",
+                        str(runs),
+                        "--quiet",
+                    ],
+                    cwd=REPO,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                ray_tmp,
+            )
+        )
     for proc, ray_tmp in procs:
         out, _ = proc.communicate(timeout=600)
         shutil.rmtree(ray_tmp, ignore_errors=True)
@@ -68,32 +93,49 @@ def test_two_concurrent_plan_runs_both_reach_the_ledger(tmp_path):
     assert not ledger.notes
     runs_seen = ledger.runs()
     assert sorted(e.started["name"] for e in runs_seen.values()) == ["one", "two"]
-    assert all(e.ended and e.ended["state"] == "completed" and e.ended["decisions"] for e in runs_seen.values())
+    assert all(
+        e.ended and e.ended["state"] == "completed" and e.ended["decisions"]
+        for e in runs_seen.values()
+    )
 
 
 @pytest.mark.ray
 def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_path, capsys):
     runs = tmp_path / "runs"
-    first = dict(TINY, tuning={"trials_per_arm": 2, "seeds": [1000],
-                               "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    first = dict(
+        TINY,
+        tuning={
+            "trials_per_arm": 2,
+            "seeds": [1000],
+            "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+        },
+    )
     result = run(write(tmp_path / "first.yaml", first), runs_dir=runs, quiet=True)
     assert result.state == "completed" and result.decisions[0]["decision"] == "accept"
     assert main(["promote", str(result.run_dir), "--arm", "high", "--note", "e2e"]) == 0
     assert "is the baseline of line 'tiny'" in capsys.readouterr().out
 
     second = {k: v for k, v in TINY.items() if k != "config"}
-    second.update(name="wider", hypothesis="A wider recipe raises val_acc.",
-                  factor={"name": "width", "keys": ["recipe.width"]},
-                  baseline={"from_run": f"runs/tiny/{result.run_dir.name}", "arm": "high"},
-                  arms=[{"name": "wide", "overrides": ["recipe.width=2"]}])
+    second.update(
+        name="wider",
+        hypothesis="A wider recipe raises val_acc.",
+        factor={"name": "width", "keys": ["recipe.width"]},
+        baseline={"from_run": f"runs/tiny/{result.run_dir.name}", "arm": "high"},
+        arms=[{"name": "wide", "overrides": ["recipe.width=2"]}],
+    )
     path = write(tmp_path / "second.yaml", second)
     assert main(["validate", str(path), "--runs-dir", str(runs), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["baseline_from"]["promoted"] and summary["baseline_from"]["decision"] == "accept"
     # the baseline is exactly what the promoted arm's confirmation trials received, tuned lr included
-    confirmed = [r["config"] for r in read_jsonl(result.run_dir / "trials.jsonl")
-                 if r["phase"] == "confirm" and r["arm"] == "high"]
-    tuned = json.loads((result.run_dir / "selection.json").read_text())["arms"]["high"]["params"]["recipe.lr"]
+    confirmed = [
+        r["config"]
+        for r in read_jsonl(result.run_dir / "trials.jsonl")
+        if r["phase"] == "confirm" and r["arm"] == "high"
+    ]
+    tuned = json.loads((result.run_dir / "selection.json").read_text())["arms"]["high"]["params"][
+        "recipe.lr"
+    ]
     assert confirmed[0]["recipe"]["lr"] == tuned != 0.01
 
     later = run(path, runs_dir=runs, quiet=True)
@@ -111,19 +153,26 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
 
 
 @pytest.mark.ray
-def test_an_interrupted_run_resumed_to_completion_counts_its_test_again(ray_local, in_repo, tmp_path, capsys):
+def test_an_interrupted_run_resumed_to_completion_counts_its_test_again(
+    ray_local, in_repo, tmp_path, capsys
+):
     """Before: the interrupt rewrote lineage.json to "this run tested nothing (state interrupted; ...)" and the
     resumed run that completed kept saying so (lineage.json, the final `lineage:` line, the report)."""
 
     runs = tmp_path / "runs"
     slow = {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1, "sleep": 0.4}}}
-    earlier = run(write(tmp_path / "one.yaml", dict(TINY, name="one", config=slow)), runs_dir=runs, quiet=True)
+    earlier = run(
+        write(tmp_path / "one.yaml", dict(TINY, name="one", config=slow)), runs_dir=runs, quiet=True
+    )
     assert earlier.state == "completed" and earlier.decisions[0]["decision"] == "accept"
     path = write(tmp_path / "two.yaml", dict(TINY, name="two", config=slow, seeds=[0, 1, 2, 3]))
-    run_dir, _, _ = interrupt_joined_run(path, runs, ray_local.get_runtime_context().gcs_address,
-                                         "two/*/trials.jsonl", 1, poll_s=0.1)
+    run_dir, _, _ = interrupt_joined_run(
+        path, runs, ray_local.get_runtime_context().gcs_address, "two/*/trials.jsonl", 1, poll_s=0.1
+    )
     stopped = json.loads((run_dir / "lineage.json").read_text())["repetition"]
-    assert stopped["this_run_tested"] is False and stopped["count"] == 1  # the interrupted run tested nothing
+    assert (
+        stopped["this_run_tested"] is False and stopped["count"] == 1
+    )  # the interrupted run tested nothing
 
     assert main(["run", str(path), "--runs-dir", str(runs), "--resume", str(run_dir)]) == 0
     out = capsys.readouterr().out

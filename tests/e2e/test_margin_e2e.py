@@ -18,8 +18,10 @@ from tests._runs import synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray
 
-BASE = synthetic_contract(name="margin", factor={"name": "recipe",
-                                                  "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]})
+BASE = synthetic_contract(
+    name="margin",
+    factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]},
+)
 
 
 def _run(tmp_path, name, **acceptance):
@@ -39,6 +41,8 @@ def test_the_margin_rule_accepts_only_what_the_ci_shows(ray_local, in_repo, tmp_
 
     _, near = _run(tmp_path, "b.yaml", rule="margin", min_effect=0.19)
     _, estimate = _run(tmp_path, "c.yaml", min_effect=0.19)
-    assert near["effect"] >= 0.19 and near["ci_low"] < 0.19, near  # the premise: only the estimate reaches it
+    assert near["effect"] >= 0.19 and near["ci_low"] < 0.19, (
+        near
+    )  # the premise: only the estimate reaches it
     assert near["decision"] == "inconclusive" and "acceptance.rule margin" in near["reason"]
     assert estimate["decision"] == "accept" and "only estimated" in estimate["reason"]

@@ -30,10 +30,19 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     every step (tests/trainables/ranked.py), so the sweeps are 6 independent
     draws of what `asha_expected_steps` models.
     """
-    path = write(tmp_path, trainable="tests.trainables.ranked:train", seeds=[0, 1], budget={"exposure": 9}, tuning={
-        "trials_per_arm": 9, "seeds": [1000, 1001, 1002], "sampler": {"name": "random", "seed": 0},
-        "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
-        "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}})
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.ranked:train",
+        seeds=[0, 1],
+        budget={"exposure": 9},
+        tuning={
+            "trials_per_arm": 9,
+            "seeds": [1000, 1001, 1002],
+            "sampler": {"name": "random", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+            "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3},
+        },
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
     tune = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
@@ -46,9 +55,15 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     # the test can fail: the paper's synchronous figure and no early stopping are both outside the tolerance
     assert abs(phase["steps_synchronous"] - phase["steps_expected"]) > tolerance
     assert abs(phase["steps_planned"] - phase["steps_expected"]) > tolerance
-    assert abs(measured - phase["steps_expected"]) <= tolerance, (measured, phase["steps_expected"], tolerance)
-    print(f"ASHA 6 x 9 trials x 9 steps: measured {measured}, expected {phase['steps_expected']:.1f} "
-          f"(+- {tolerance:.1f}), synchronous {phase['steps_synchronous']:.0f}, full {phase['steps_planned']}")
+    assert abs(measured - phase["steps_expected"]) <= tolerance, (
+        measured,
+        phase["steps_expected"],
+        tolerance,
+    )
+    print(
+        f"ASHA 6 x 9 trials x 9 steps: measured {measured}, expected {phase['steps_expected']:.1f} "
+        f"(+- {tolerance:.1f}), synchronous {phase['steps_synchronous']:.0f}, full {phase['steps_planned']}"
+    )
 
 
 def _looks(result):
@@ -56,18 +71,30 @@ def _looks(result):
     return decisions, decisions["decisions"][0]
 
 
-def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(ray_local, in_repo, tmp_path, capsys):
-    path = write(tmp_path, confirmation={"looks": 3, "spending": "obrien_fleming", "futility": True})
+def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(
+    ray_local, in_repo, tmp_path, capsys
+):
+    path = write(
+        tmp_path, confirmation={"looks": 3, "spending": "obrien_fleming", "futility": True}
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed" and result.exit_code == 0
     decisions, row = _looks(result)
     assert row["decision"] == "accept" and len(row["looks"]) in (1, 2)
-    assert row["looks"][-1]["action"] == "accept" and row["n_arm"] == [2, 4, 6][len(row["looks"]) - 1]
+    assert (
+        row["looks"][-1]["action"] == "accept" and row["n_arm"] == [2, 4, 6][len(row["looks"]) - 1]
+    )
     assert decisions["sequential"]["look_sizes"] == [2, 4, 6]
     confirm = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "confirm"]
     assert len(confirm) == 2 * row["n_arm"] < 12
-    skipped = [e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"]
-    assert len(skipped) == 1 and skipped[0]["by_design"] and len(skipped[0]["trial_ids"]) == 12 - len(confirm)
+    skipped = [
+        e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"
+    ]
+    assert (
+        len(skipped) == 1
+        and skipped[0]["by_design"]
+        and len(skipped[0]["trial_ids"]) == 12 - len(confirm)
+    )
     assert "not needed" in result.reason
     state = json.loads((result.run_dir / "state.json").read_text())
     assert state["state"] == "completed"
@@ -78,12 +105,19 @@ def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(ray_lo
     assert f"at look {len(row['looks'])}" in format_result(result)  # no fixed-sample p to print
     assert main(["report", str(result.run_dir)]) == 0
     report = capsys.readouterr().out
-    assert "### Looks" in report and "| not needed | not needed |" in report and "| missing" not in report
+    assert (
+        "### Looks" in report
+        and "| not needed | not needed |" in report
+        and "| missing" not in report
+    )
 
 
 def test_a_null_effect_does_not_accept(ray_local, in_repo, tmp_path):
-    path = write(tmp_path, arms=[{"name": "treat", "overrides": ["recipe.name=b"]}],
-                    confirmation={"looks": 3, "futility": True})
+    path = write(
+        tmp_path,
+        arms=[{"name": "treat", "overrides": ["recipe.name=b"]}],
+        confirmation={"looks": 3, "futility": True},
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
     _, row = _looks(result)

@@ -17,7 +17,7 @@ from tests.e2e.test_boundary_e2e import plan
 from tests.unit.test_planted_files import _remove_deep
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINABLE = '''
+TRAINABLE = """
 import random
 
 
@@ -26,15 +26,20 @@ def train(config, trial):
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):
         trial.report(step, val_acc=config["recipe"]["level"] + rng.gauss(0, 0.01))
-'''
+"""
 CONTRACT = {
-    "version": 1, "name": "planted", "hypothesis": "b raises val_acc", "trainable": "planted:train",
+    "version": 1,
+    "name": "planted",
+    "hypothesis": "b raises val_acc",
+    "trainable": "planted:train",
     "config": {"values": {"recipe": {"name": "a", "level": 0.5}}},
     "factor": {"name": "recipe", "keys": ["recipe.name", "recipe.level"]},
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1], "budget": {"exposure": 1, "max_trial_time": "60s"},
+    "metric": {"name": "val_acc", "mode": "max"},
+    "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1],
+    "budget": {"exposure": 1, "max_trial_time": "60s"},
 }
 AGAIN = "confirm-base-s0"
 OUTSIDE = "precious: outside the run folder\n"
@@ -70,12 +75,24 @@ def resumable(finished, tmp_path):
 
 
 def _resume(home: Path, run: Path):
-    return plan("run", "contract.yaml", "--resume", str(run), "--quiet", cwd=home, env=environment(), timeout=240)
+    return plan(
+        "run",
+        "contract.yaml",
+        "--resume",
+        str(run),
+        "--quiet",
+        cwd=home,
+        env=environment(),
+        timeout=240,
+    )
 
 
 def _record(run: Path) -> dict:
-    (record,) = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()
-                 if json.loads(line)["trial_id"] == AGAIN]
+    (record,) = [
+        json.loads(line)
+        for line in (run / "trials.jsonl").read_text().splitlines()
+        if json.loads(line)["trial_id"] == AGAIN
+    ]
     return record
 
 
@@ -85,8 +102,14 @@ def test_a_symlinked_ray_log_is_refused_before_ray_starts(resumable):
     (run / "ray.log").unlink()
     (run / "ray.log").symlink_to(victim)
     done = _resume(home, run)
-    assert done.returncode == 3 and "ray.log is a symbolic link" in done.stderr, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr and victim.read_text() == OUTSIDE and not (run / "lock").exists()
+    assert done.returncode == 3 and "ray.log is a symbolic link" in done.stderr, (
+        done.stdout + done.stderr
+    )
+    assert (
+        "Traceback" not in done.stderr
+        and victim.read_text() == OUTSIDE
+        and not (run / "lock").exists()
+    )
 
 
 @pytest.mark.parametrize("kind", ["hardlink", "fifo"])
@@ -104,8 +127,12 @@ def test_a_planted_output_log_is_not_written_and_the_trial_runs(resumable, kind)
     assert done.returncode == 0, done.stdout + done.stderr
     assert _record(run)["status"] == "completed" and victim.read_text() == OUTSIDE
     what = "a file with 2 hard links" if kind == "hardlink" else "a FIFO (named pipe)"
-    (note,) = _record(run)["notes"]  # the record says the prints were kept nowhere, and plan run said it too
-    assert note.startswith(f"{log} is {what}") and note.endswith("the trial's prints were kept nowhere")
+    (note,) = _record(run)[
+        "notes"
+    ]  # the record says the prints were kept nowhere, and plan run said it too
+    assert note.startswith(f"{log} is {what}") and note.endswith(
+        "the trial's prints were kept nowhere"
+    )
     assert "output.log is " + what in done.stdout + done.stderr
 
 
@@ -125,7 +152,9 @@ def test_a_deep_tree_in_the_trial_folder_does_not_end_the_run(resumable):
         assert _record(run)["status"] == "completed"
         assert json.loads((run / "state.json").read_text())["state"] == "completed"
     finally:
-        _remove_deep(run / "trials" / AGAIN)  # shutil.rmtree (pytest's clean-up) recurses a level a frame
+        _remove_deep(
+            run / "trials" / AGAIN
+        )  # shutil.rmtree (pytest's clean-up) recurses a level a frame
 
 
 def test_a_folder_in_place_of_decisions_json_is_refused(resumable):
@@ -134,5 +163,7 @@ def test_a_folder_in_place_of_decisions_json_is_refused(resumable):
     (run / "decisions.json").unlink()
     (run / "decisions.json").mkdir()
     done = _resume(home, run)
-    assert done.returncode == 3 and "decisions.json is a folder" in done.stderr, done.stdout + done.stderr
+    assert done.returncode == 3 and "decisions.json is a folder" in done.stderr, (
+        done.stdout + done.stderr
+    )
     assert "Traceback" not in done.stderr and not (run / "lock").exists()

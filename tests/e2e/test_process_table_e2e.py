@@ -26,8 +26,14 @@ def _wait_until(predicate, timeout_s: float = 10.0) -> bool:
 
 def _in_a_fresh_process(code: str) -> str:
     """What `code` prints, run in a fresh Python: this process may hold the tier's session Ray as children."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    ).stdout
 
 
 def test_a_child_is_seen_with_its_parent_and_becomes_a_zombie_unreaped(tmp_path):
@@ -39,7 +45,9 @@ def test_a_child_is_seen_with_its_parent_and_becomes_a_zombie_unreaped(tmp_path)
         table = supervisor.process_table()
         assert table[child.pid] == (os.getpid(), False)
         assert child.pid in supervisor.descendants(table, os.getpid())
-        assert _wait_until(lambda: supervisor.process_table()[child.pid][1]), "an exited, unreaped child is a zombie"
+        assert _wait_until(lambda: supervisor.process_table()[child.pid][1]), (
+            "an exited, unreaped child is a zombie"
+        )
     finally:
         child.wait()
     assert child.pid not in supervisor.process_table()

@@ -17,8 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _fresh(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -42,7 +48,9 @@ print(json.dumps({"recorded": recorded, "imported": imported, "restored": restor
 """)
     assert got["imported"] == []
     assert got["restored"]
-    assert got["recorded"] == {"AIR_CALLBACKS": json.dumps(got["ray"])} and got["ray"] == {"CustomCallback": 1}
+    assert got["recorded"] == {"AIR_CALLBACKS": json.dumps(got["ray"])} and got["ray"] == {
+        "CustomCallback": 1
+    }
 
 
 def test_any_other_callback_list_goes_to_rays_own_tag():
@@ -68,7 +76,6 @@ import {module}
 print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys.modules)))
 """)
     assert got == []
-
 
 
 def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
@@ -164,33 +171,67 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
         "def train(config, trial):\n"
         "    assert os.environ.get('PL_DISABLE_FORK') == '1'  # Tune's actor variable, in every trial\n"
         "    for step in range(1, 4):\n"
-        "        trial.report(step, score=config['lr'] * step + trial.seed * 1e-6)\n")
-    contract = write_contract_data(tmp_path, {
-        "version": 1, "name": "forget", "hypothesis": "Overhead only.", "trainable": "trivial:train",
-        "config": {"values": {"lr": 0.1, "arm": "a"}}, "factor": {"name": "arm"},
-        "baseline": {"name": "a", "overrides": ["arm=a"]}, "arms": [{"name": "b", "overrides": ["arm=b"]}],
-        "metric": {"name": "score", "mode": "max"}, "acceptance": {"min_effect": 0.01}, "seeds": [0, 1, 2],
-        "budget": {"exposure": 3},
-        "tuning": {"trials_per_arm": 12, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-                   "space": {"lr": {"log_uniform": [1.0e-4, 1.0]}}}})
-    out = subprocess.run([sys.executable, "-c", WHAT_TUNE_KEEPS, str(contract), str(tmp_path / "runs")],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"})
+        "        trial.report(step, score=config['lr'] * step + trial.seed * 1e-6)\n"
+    )
+    contract = write_contract_data(
+        tmp_path,
+        {
+            "version": 1,
+            "name": "forget",
+            "hypothesis": "Overhead only.",
+            "trainable": "trivial:train",
+            "config": {"values": {"lr": 0.1, "arm": "a"}},
+            "factor": {"name": "arm"},
+            "baseline": {"name": "a", "overrides": ["arm=a"]},
+            "arms": [{"name": "b", "overrides": ["arm=b"]}],
+            "metric": {"name": "score", "mode": "max"},
+            "acceptance": {"min_effect": 0.01},
+            "seeds": [0, 1, 2],
+            "budget": {"exposure": 3},
+            "tuning": {
+                "trials_per_arm": 12,
+                "seeds": [100],
+                "sampler": {"name": "random", "seed": 0},
+                "space": {"lr": {"log_uniform": [1.0e-4, 1.0]}},
+            },
+        },
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", WHAT_TUNE_KEEPS, str(contract), str(tmp_path / "runs")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"},
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["trials"] == got["ended"] == 24, got
     assert got["with_config"] == 0 and got["with_result"] == 0 and got["requests"] == 1, got
-    assert all(set(result) <= {"trial_id"} for result in got["last_results"]), got  # read without the actor
+    assert all(set(result) <= {"trial_id"} for result in got["last_results"]), (
+        got
+    )  # read without the actor
     assert got["queued_for_cancelled"] == 0 and got["asked_left"] == 0 and got["told"] == 24, got
-    assert got["actor_envs"] == [None], got  # Tune's actors on the workers Ray started: no runtime_env
+    assert got["actor_envs"] == [None], (
+        got
+    )  # Tune's actors on the workers Ray started: no runtime_env
     assert got["unresolved"] == [False] * 24, got  # the name `forget` uses
     # the trainable is read from the GCS once, not three times a trial
     assert 1 <= got["registry_reads"] <= 3, got["registry_reads"]
     # each ended trial's entry in Tune's snapshot is its id, status and folder (a few hundred bytes, not 4.4 KB)
-    assert [state["status"] for state, _ in got["snapshot"]] == ["TERMINATED"] * 24, got["snapshot"][:2]
-    assert all(state["trial_id"] == state["relative_logdir"] and "storage" not in state and
-               "checkpoint_manager" not in meta for state, meta in got["snapshot"]), got["snapshot"][:2]
-    records = [json.loads(line) for line in next((tmp_path / "runs").glob("*/*/trials.jsonl")).read_text().splitlines()]
+    assert [state["status"] for state, _ in got["snapshot"]] == ["TERMINATED"] * 24, got[
+        "snapshot"
+    ][:2]
+    assert all(
+        state["trial_id"] == state["relative_logdir"]
+        and "storage" not in state
+        and "checkpoint_manager" not in meta
+        for state, meta in got["snapshot"]
+    ), got["snapshot"][:2]
+    records = [
+        json.loads(line)
+        for line in next((tmp_path / "runs").glob("*/*/trials.jsonl")).read_text().splitlines()
+    ]
     assert len(records) == 24 + 6 and {r["status"] for r in records} == {"completed"}
 
 

@@ -20,7 +20,6 @@ from tests._runs import example_app
 pytestmark = pytest.mark.ray
 
 
-
 def _app(tmp_path: Path) -> Path:
     def edit(contract: dict) -> None:
         contract["seeds"] = [3, 4]
@@ -33,9 +32,13 @@ def _app(tmp_path: Path) -> Path:
     conf = yaml.safe_load((app / "conf" / "config.yaml").read_text())
     conf["trainer"]["max_epochs"] = 20  # the app's own default: the budget of 3 must win
     conf["data"]["split_seed"] = "${seed}"  # follows the trial's seed (21.6)
-    conf["run_name"] = "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"  # a tuned value, the seed and the budget
+    conf["run_name"] = (
+        "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"  # a tuned value, the seed and the budget
+    )
     conf["output_dir"] = "${hydra:runtime.output_dir}"  # the Trainer idiom (24.7)
-    conf["ckpt_dir"] = "${hydra:runtime.output_dir}/s${seed}"  # Hydra's resolver and the seed in one value
+    conf["ckpt_dir"] = (
+        "${hydra:runtime.output_dir}/s${seed}"  # Hydra's resolver and the seed in one value
+    )
     (app / "conf" / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
     return path
 
@@ -45,12 +48,18 @@ def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):
 
     assert result.state == "completed", result
     trials = read_jsonl(result.run_dir / "trials.jsonl")
-    assert len(trials) == 8 and all(r["status"] == "completed" for r in trials), \
-        [(r["trial_id"], r["status"], r["errors"][:1]) for r in trials]
+    assert len(trials) == 8 and all(r["status"] == "completed" for r in trials), [
+        (r["trial_id"], r["status"], r["errors"][:1]) for r in trials
+    ]
     _check_records(result.run_dir, trials)
     # the arms' configs and the lineage hash hold the budget that ran
-    configs = {p.stem: yaml.safe_load(p.read_text()) for p in (result.run_dir / "configs").glob("*.yaml")}
-    assert {arm: c["trainer"]["max_epochs"] for arm, c in configs.items()} == {"raw": 3, "standardized": 3}
+    configs = {
+        p.stem: yaml.safe_load(p.read_text()) for p in (result.run_dir / "configs").glob("*.yaml")
+    }
+    assert {arm: c["trainer"]["max_epochs"] for arm, c in configs.items()} == {
+        "raw": 3,
+        "standardized": 3,
+    }
     lineage = json.loads((result.run_dir / "lineage.json").read_text())
     assert lineage["baseline"]["config_sha256"] == config_sha256(configs["raw"])
 
@@ -68,11 +77,16 @@ def _check_records(run_dir: Path, records: list[dict]) -> None:
         received = yaml.safe_load((hydra_dir / ".hydra" / "config.yaml").read_text())
         assert saved == resolve(received), r["trial_id"]
         # the script's Hydra got an interpolation to resolve, not its escaped text
-        assert received["ckpt_dir"] in ("${hydra:runtime.output_dir}/s${seed}", f"${{hydra:runtime.output_dir}}/s{r['seed']}")
+        assert received["ckpt_dir"] in (
+            "${hydra:runtime.output_dir}/s${seed}",
+            f"${{hydra:runtime.output_dir}}/s{r['seed']}",
+        )
         assert saved["ckpt_dir"] == f"${{hydra:runtime.output_dir}}/s{r['seed']}"
         assert saved["seed"] == r["seed"] and saved["data"]["split_seed"] == r["seed"]
         assert saved["trainer"]["max_epochs"] == 3
         assert saved["run_name"] == f"lr{saved['optimizer']['lr']}-s{r['seed']}-e3"
         assert saved["output_dir"] == "${hydra:runtime.output_dir}"
-        for key, value in r["params"].items():  # a tuning trial's sampled value is in its config too
+        for key, value in r[
+            "params"
+        ].items():  # a tuning trial's sampled value is in its config too
             assert saved["optimizer"][key.split(".")[1]] == value

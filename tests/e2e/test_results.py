@@ -22,19 +22,40 @@ ARMS = SYNTHETIC_ARMS
 
 
 def _records(run_dir: Path) -> dict[str, dict]:
-    return {r["trial_id"]: r for r in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())}
+    return {
+        r["trial_id"]: r
+        for r in map(json.loads, (run_dir / "trials.jsonl").read_text().splitlines())
+    }
 
 
 def test_trials_has_one_row_per_trial_with_its_columns(results, run_dir):
     t = results.trials
     assert len(t) == 3 * 8 + 3 * 5
-    for col in ["trial_id", "phase", "arm", "seed", "index", "status", "exposure", "attempts", "duration_s",
-                "started", "ended", "host", "param.optimizer.lr", "param.model.dropout",
-                "final.val_acc", "final.loss", "final.test_acc"]:
+    for col in [
+        "trial_id",
+        "phase",
+        "arm",
+        "seed",
+        "index",
+        "status",
+        "exposure",
+        "attempts",
+        "duration_s",
+        "started",
+        "ended",
+        "host",
+        "param.optimizer.lr",
+        "param.model.dropout",
+        "final.val_acc",
+        "final.loss",
+        "final.test_acc",
+    ]:
         assert col in t.columns, col
     assert t["trial_id"].is_unique
     assert t.groupby("phase", observed=True).size().to_dict() == {"tune": 24, "confirm": 15}
-    assert list(t["arm"].cat.categories) == list(ARMS)  # the baseline first, then the arms in contract order
+    assert list(t["arm"].cat.categories) == list(
+        ARMS
+    )  # the baseline first, then the arms in contract order
     assert str(t["started"].dtype).startswith("datetime64") and t["started"].notna().all()
     rec = _records(run_dir)["tune-sgd-s1000-t001"]
     row = t.set_index("trial_id").loc["tune-sgd-s1000-t001"]
@@ -52,14 +73,26 @@ def test_statuses_failures_and_errors_are_exact(results):
     assert failed["attempts"] == 2
     assert failed["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"
     assert {f["trial_id"]: f["status"] for f in results.failures} == {
-        "tune-adam-s1000-t004": "failed", "tune-adam-s1000-t005": "diverged",
-        "tune-adam-s1000-t006": "protocol_error", "confirm-sgd-s0": "completed"}
+        "tune-adam-s1000-t004": "failed",
+        "tune-adam-s1000-t005": "diverged",
+        "tune-adam-s1000-t006": "protocol_error",
+        "confirm-sgd-s0": "completed",
+    }
     assert results.failures[0]["where"] == 'File "/home/user/project/train.py", line 17, in step'
 
 
 def test_reports_long_format_matches_the_records(results, run_dir):
     r = results.reports
-    assert list(r.columns) == ["trial_id", "phase", "arm", "seed", "step", "metric", "value", "time_s"]
+    assert list(r.columns) == [
+        "trial_id",
+        "phase",
+        "arm",
+        "seed",
+        "step",
+        "metric",
+        "value",
+        "time_s",
+    ]
     records = _records(run_dir)
     expected = sum(len(p["metrics"]) for rec in records.values() for p in rec["reports"])
     assert len(r) == expected
@@ -68,7 +101,11 @@ def test_reports_long_format_matches_the_records(results, run_dir):
     assert one["step"].tolist() == [p["step"] for p in raw]
     assert one["value"].tolist() == [p["metrics"]["val_acc"] for p in raw]
     assert one["time_s"].tolist() == [p["time_s"] for p in raw]
-    assert (one["arm"] == "adam").all() and (one["seed"] == 3).all() and (one["phase"] == "confirm").all()
+    assert (
+        (one["arm"] == "adam").all()
+        and (one["seed"] == 3).all()
+        and (one["phase"] == "confirm").all()
+    )
     held = r[r["metric"] == "test_acc"]
     # once per confirmation trial at the last step, once in the tuning trial that broke the rule
     assert len(held) == 15 + 1 and set(held["step"]) == {10, 3}
@@ -89,12 +126,24 @@ def test_decisions_has_one_row_per_treatment_arm(results, run_dir):
 
 def test_heldout_ledger_budget_and_violations(results):
     h = results.heldout
-    assert (h["metric"], h["evaluations"], h["confirm"], h["reeval"], h["tuning_exposures"], h["cap"]) == \
-        ("test_acc", 15, 15, 0, 1, 60)
+    assert (
+        h["metric"],
+        h["evaluations"],
+        h["confirm"],
+        h["reeval"],
+        h["tuning_exposures"],
+        h["cap"],
+    ) == ("test_acc", 15, 15, 0, 1, 60)
     assert h["by_arm"] == {"sgd": 5, "adam": 5, "adamw": 5} and h["over_cap"] is False
     kinds = {(v["kind"], v["trial_id"], v["step"]) for v in results.violations}
-    assert kinds == {("heldout_in_tuning", "tune-adam-s1000-t007", 3), ("report_past_budget", "tune-adam-s1000-t006", 11)}
-    assert {v["source"] for v in results.violations} == {"logged", "error"}  # diverged is a result, not a violation
+    assert kinds == {
+        ("heldout_in_tuning", "tune-adam-s1000-t007", 3),
+        ("report_past_budget", "tune-adam-s1000-t006", 11),
+    }
+    assert {v["source"] for v in results.violations} == {
+        "logged",
+        "error",
+    }  # diverged is a result, not a violation
     b = results.budget
     assert b["trials_ended"] == b["trials_planned"] == 39
     assert b["steps"] == int(results.trials["exposure"].sum()) and b["steps_planned"] == 390
@@ -108,9 +157,13 @@ def test_violations_not_logged_are_found_in_the_reports(tmp_path, run_dir):
     for rec in records:
         rec["violations"] = []
     (copy / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    found = {(v["kind"], v["trial_id"], v["source"]) for v in load_run(copy, reports=False).violations}
-    assert found == {("heldout_in_tuning", "tune-adam-s1000-t007", "reports"),
-                     ("report_past_budget", "tune-adam-s1000-t006", "error")}
+    found = {
+        (v["kind"], v["trial_id"], v["source"]) for v in load_run(copy, reports=False).violations
+    }
+    assert found == {
+        ("heldout_in_tuning", "tune-adam-s1000-t007", "reports"),
+        ("report_past_budget", "tune-adam-s1000-t006", "error"),
+    }
 
 
 def test_a_torn_last_line_is_skipped_and_noted(tmp_path, results):
@@ -163,7 +216,10 @@ def test_a_run_without_trials_or_decisions_loads_empty_frames(tmp_path, run_dir)
         shutil.copy(run_dir / name, copy / name)
     res = load_run(copy)
     assert len(res.trials) == 0 and len(res.reports) == 0
-    assert res.decisions["arm"].tolist() == ["adam", "adamw"] and res.decisions["decision"].isna().all()
+    assert (
+        res.decisions["arm"].tolist() == ["adam", "adamw"]
+        and res.decisions["decision"].isna().all()
+    )
     assert res.run_state == "unknown"
 
 
@@ -171,7 +227,9 @@ def test_a_run_without_trials_or_decisions_loads_empty_frames(tmp_path, run_dir)
 def test_export_writes_the_three_tables(tmp_path, run_dir, results, fmt, capsys):
     out = tmp_path / "export"
     assert main(["export", str(run_dir), "--format", fmt, "-o", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(f"{n}.{fmt}" for n in ("trials", "reports", "decisions"))
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{n}.{fmt}" for n in ("trials", "reports", "decisions")
+    )
     read = pd.read_parquet if fmt == "parquet" else pd.read_csv
     trials = read(out / f"trials.{fmt}")
     assert len(trials) == len(results.trials) and "param.optimizer.lr" in trials.columns
@@ -186,7 +244,10 @@ def test_cli_errors_are_one_sentence_not_a_traceback(tmp_path, capsys):
     assert main(["export", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines()[0] == f"plan report: {tmp_path / 'missing'} does not exist: give the path of a run folder, like runs/<name>/<run id>"
+    assert (
+        err.splitlines()[0]
+        == f"plan report: {tmp_path / 'missing'} does not exist: give the path of a run folder, like runs/<name>/<run id>"
+    )
 
 
 def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
@@ -200,8 +261,14 @@ def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
         "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not bad, bad\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["run_state"] == "completed"
 
@@ -227,8 +294,12 @@ def test_a_trial_logged_twice_keeps_its_last_record(tmp_path, run_dir, results):
     assert len(res.trials) == len(results.trials) and res.trials["trial_id"].is_unique
     row = res.trials.set_index("trial_id").loc[first["trial_id"]]
     assert row["attempts"] == 3 and row["n_reports"] == 1
-    assert (res.reports["trial_id"] == first["trial_id"]).sum() == len(first["reports"][0]["metrics"])
-    assert len(res.reports) == len(results.reports) - sum(len(p["metrics"]) for p in first["reports"][1:])
+    assert (res.reports["trial_id"] == first["trial_id"]).sum() == len(
+        first["reports"][0]["metrics"]
+    )
+    assert len(res.reports) == len(results.reports) - sum(
+        len(p["metrics"]) for p in first["reports"][1:]
+    )
     assert res.notes == ["1 trial(s) were logged twice; the last record of each is used"]
 
 
@@ -237,14 +308,24 @@ def test_irregular_reports_are_read_one_metric_at_a_time(tmp_path, run_dir):
     shutil.copytree(run_dir, copy)
     rec = json.loads((copy / "trials.jsonl").read_text().splitlines()[0])
     rec["trial_id"] = "tune-sgd-s1000-t999"
-    rec["reports"] = [{"step": 1, "metrics": {"val_acc": 0.5}}, {"step": 2, "metrics": {"loss": 1.0}, "time_s": 2.0},
-                      {"step": 3, "metrics": {"val_acc": "nan", "loss": 0.5}, "time_s": 3.0}]
+    rec["reports"] = [
+        {"step": 1, "metrics": {"val_acc": 0.5}},
+        {"step": 2, "metrics": {"loss": 1.0}, "time_s": 2.0},
+        {"step": 3, "metrics": {"val_acc": "nan", "loss": 0.5}, "time_s": 3.0},
+    ]
     (copy / "trials.jsonl").write_text(json.dumps(rec) + "\n")
     res = load_run(copy)
     r = res.reports
     # metrics in name order within a trial; a report without a metric has no row for it
-    assert r[["step", "metric"]].astype(str).values.tolist() == [["2", "loss"], ["3", "loss"], ["1", "val_acc"], ["3", "val_acc"]]
-    assert r["value"].iloc[:3].tolist() == [1.0, 0.5, 0.5] and np.isnan(r["value"].iloc[3])  # "nan" reads as NaN
+    assert r[["step", "metric"]].astype(str).values.tolist() == [
+        ["2", "loss"],
+        ["3", "loss"],
+        ["1", "val_acc"],
+        ["3", "val_acc"],
+    ]
+    assert r["value"].iloc[:3].tolist() == [1.0, 0.5, 0.5] and np.isnan(
+        r["value"].iloc[3]
+    )  # "nan" reads as NaN
     assert np.isnan(r["time_s"].iloc[2]) and r["time_s"].iloc[3] == 3.0
     assert np.isnan(res.trials["final.val_acc"].iloc[0]) and res.trials["final.loss"].iloc[0] == 0.5
 
@@ -253,12 +334,23 @@ def test_a_damaged_record_is_refused_naming_the_field_not_a_crash(tmp_path, run_
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     rec = json.loads((copy / "trials.jsonl").read_text().splitlines()[0])
-    rec.update(trial_id="tune-sgd-s1000-t998", seed="x", exposure=2.5, attempts=True, reports="oops",
-               errors="bad", violations=[1], started="yesterday", duration_s="long")
+    rec.update(
+        trial_id="tune-sgd-s1000-t998",
+        seed="x",
+        exposure=2.5,
+        attempts=True,
+        reports="oops",
+        errors="bad",
+        violations=[1],
+        started="yesterday",
+        duration_s="long",
+    )
     with open(copy / "trials.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
     # one schema check for every reader (docs/run-folder.md): the first field of the wrong type, named, exit 3
-    with pytest.raises(RunError, match=r"line 40 of .*trials.jsonl: field `seed` is 'x', not a whole number"):
+    with pytest.raises(
+        RunError, match=r"line 40 of .*trials.jsonl: field `seed` is 'x', not a whole number"
+    ):
         load_run(copy)
     assert main(["status", str(copy)]) == 3
 
@@ -275,8 +367,12 @@ def test_cli_exit_codes_and_notes(tmp_path, run_dir, capsys):
         f.write('{"trial_id": "tune-sgd')
     assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "r.md")]) == 0
     err = capsys.readouterr().err
-    assert err.startswith("plan report: note: the last line of trials.jsonl (line 40) is incomplete")
-    assert main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    assert err.startswith(
+        "plan report: note: the last line of trials.jsonl (line 40) is incomplete"
+    )
+    assert (
+        main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    )
     assert "cannot write" in capsys.readouterr().err
 
 
@@ -285,21 +381,43 @@ def test_without_the_c_reader_a_run_folder_reads_the_same(tmp_path):
     reader cannot be imported reads the same frames, facts and report as this one (which has it, where built)."""
     run = synthetic_run(tmp_path, reports_per_trial=12)
     with open(run / "trials.jsonl", "a") as f:  # one tuning trial peeking at the held-out metric
-        reports = [{"step": s, "metrics": {"val_acc": 0.5, "test_acc": 0.4}, "time_s": s * 0.1} for s in (1, 2)]
-        f.write(json.dumps({"trial_id": "peek", "phase": "tune", "arm": ARMS[0], "seed": 1000, "status": "completed",
-                            "exposure": 2, "reports": reports}) + "\n")
-    code = ("import pickle, sys\n"
-            "sys.modules['planner._store._columns'] = None  # an install where it was not built\n"
-            "from planner._results import render\n"
-            "from planner._results.tables import load_run\n"
-            "from planner._store import schema\n"
-            "assert schema._take is None\n"
-            "r = load_run(sys.argv[1])\n"
-            "md = render.render(render.load_for_report(sys.argv[1], 'md'), 'md')\n"
-            "pickle.dump((r.trials, r.reports, r.violations, r.heldout, r.failures, md), open(sys.argv[2], 'wb'))\n")
+        reports = [
+            {"step": s, "metrics": {"val_acc": 0.5, "test_acc": 0.4}, "time_s": s * 0.1}
+            for s in (1, 2)
+        ]
+        f.write(
+            json.dumps(
+                {
+                    "trial_id": "peek",
+                    "phase": "tune",
+                    "arm": ARMS[0],
+                    "seed": 1000,
+                    "status": "completed",
+                    "exposure": 2,
+                    "reports": reports,
+                }
+            )
+            + "\n"
+        )
+    code = (
+        "import pickle, sys\n"
+        "sys.modules['planner._store._columns'] = None  # an install where it was not built\n"
+        "from planner._results import render\n"
+        "from planner._results.tables import load_run\n"
+        "from planner._store import schema\n"
+        "assert schema._take is None\n"
+        "r = load_run(sys.argv[1])\n"
+        "md = render.render(render.load_for_report(sys.argv[1], 'md'), 'md')\n"
+        "pickle.dump((r.trials, r.reports, r.violations, r.heldout, r.failures, md), open(sys.argv[2], 'wb'))\n"
+    )
     out = tmp_path / "python-only.pickle"
-    subprocess.run([sys.executable, "-c", code, str(run), str(out)], check=True, cwd=ROOT, timeout=300,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [sys.executable, "-c", code, str(run), str(out)],
+        check=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     import pickle
 
     from planner._results import render

@@ -24,18 +24,28 @@ def test_a_command_contract_runs_tunes_and_decides_through_ray(ray_local, tmp_pa
     assert sorted(r["phase"] for r in trials) == ["confirm"] * 4 + ["tune"] * 4
     assert all(r["status"] == "completed" and r["exposure"] == 3 for r in trials), trials
     # the arm's group choice reached the app: sgd and momentum give different curves at one seed
-    final = {(r["arm"], r["seed"]): r["reports"][-1]["metrics"]["val_acc"] for r in trials if r["phase"] == "confirm"}
+    final = {
+        (r["arm"], r["seed"]): r["reports"][-1]["metrics"]["val_acc"]
+        for r in trials
+        if r["phase"] == "confirm"
+    }
     assert final[("sgd", 0)] != final[("momentum", 0)]
     # sampled learning rates reached the app: the tuning trials of one arm differ
-    tuned = [r["reports"][-1]["metrics"]["val_acc"] for r in trials if r["phase"] == "tune" and r["arm"] == "sgd"]
+    tuned = [
+        r["reports"][-1]["metrics"]["val_acc"]
+        for r in trials
+        if r["phase"] == "tune" and r["arm"] == "sgd"
+    ]
     assert len(set(tuned)) == 2
     # every attempt kept the app's own output under the trial's folder
-    assert all(any(Path(r_dir).rglob("stdout.log")) for r_dir in
-               (result.run_dir / "trials" / r["trial_id"] for r in trials))
+    assert all(
+        any(Path(r_dir).rglob("stdout.log"))
+        for r_dir in (result.run_dir / "trials" / r["trial_id"] for r in trials)
+    )
     assert {d["arm"] for d in result.decisions} == {"momentum"}
 
 
-APP = '''
+APP = """
 import os, subprocess, sys, time
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -67,10 +77,12 @@ def main(cfg):
 
 
 main()
-'''
+"""
 
 
-def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoint(ray_local, tmp_path):
+def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoint(
+    ray_local, tmp_path
+):
     """Through `plan run` (Ray Tune with ASHA, then confirmation): every script got past its last budget
     step to its own end, no daemon it forgot outlives its trial, one checkpoint is left a trial."""
     import os
@@ -83,15 +95,28 @@ def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoin
     (app / "conf" / "config.yaml").write_text("lr: 0.1\nwidth: 1\n")
     (app / "train.py").write_text(APP)
     contract = {
-        "version": 1, "name": "ends-on-its-own", "hypothesis": "A wider model is better.",
-        "command": {"run": "python train.py", "checkpoint": {"file": "ckpt/*.ckpt", "keep": "last"}},
+        "version": 1,
+        "name": "ends-on-its-own",
+        "hypothesis": "A wider model is better.",
+        "command": {
+            "run": "python train.py",
+            "checkpoint": {"file": "ckpt/*.ckpt", "keep": "last"},
+        },
         "config": {"dir": "conf", "name": "config"},
         "factor": {"name": "width", "keys": ["width"]},
-        "baseline": {"name": "one", "overrides": ["width=1"]}, "arms": [{"name": "two", "overrides": ["width=2"]}],
-        "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"}, "acceptance": {"min_effect": 0.01},
-        "seeds": [0, 1], "budget": {"unit": "epoch", "exposure": 3, "max_trial_time": "2m"},
-        "tuning": {"trials_per_arm": 3, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-                   "space": {"lr": {"uniform": [0.05, 0.3]}}, "early_stop": {"rule": "asha", "grace": 1}},
+        "baseline": {"name": "one", "overrides": ["width=1"]},
+        "arms": [{"name": "two", "overrides": ["width=2"]}],
+        "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
+        "acceptance": {"min_effect": 0.01},
+        "seeds": [0, 1],
+        "budget": {"unit": "epoch", "exposure": 3, "max_trial_time": "2m"},
+        "tuning": {
+            "trials_per_arm": 3,
+            "seeds": [100],
+            "sampler": {"name": "random", "seed": 0},
+            "space": {"lr": {"uniform": [0.05, 0.3]}},
+            "early_stop": {"rule": "asha", "grace": 1},
+        },
     }
     path = app / "contract.yaml"
     path.write_text(yaml.safe_dump(contract))
@@ -104,7 +129,9 @@ def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoin
     for trial_id, record in by_id.items():
         folder = result.run_dir / "trials" / trial_id
         if record["status"] == "completed":
-            assert (folder / "finished").read_text() == "3", trial_id  # not stopped at its last report
+            assert (folder / "finished").read_text() == "3", (
+                trial_id
+            )  # not stopped at its last report
         else:
             assert record["status"] == "early_stopped", record
         assert len(list(folder.glob("attempt-*/hydra/ckpt/*.ckpt"))) <= 1, trial_id  # keep: last

@@ -16,8 +16,9 @@ from tests._runs import contract_writer, cut_short, interrupt_joined_run, synthe
 
 pytestmark = pytest.mark.ray
 
-BASE = synthetic_contract(name="e2e", factor={"name": "recipe",
-                                               "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]})
+BASE = synthetic_contract(
+    name="e2e", factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]}
+)
 
 
 write = contract_writer(BASE)
@@ -35,7 +36,9 @@ def records(result):
     return read_jsonl(result.run_dir / "trials.jsonl")
 
 
-def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(ray_local, in_repo, tmp_path):
+def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(
+    ray_local, in_repo, tmp_path
+):
     result = run(write(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed" and result.exit_code == 0
     d = decision(result)
@@ -44,37 +47,91 @@ def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(r
 
     root = result.run_dir
     assert root.parent == tmp_path / "runs" / "e2e"
-    for name in ("contract.yaml", "run.json", "state.json", "identity.json", "plan.json", "trials.jsonl",
-                 "events.jsonl", "decisions.json", "configs/base.yaml", "configs/treat.yaml"):
+    for name in (
+        "contract.yaml",
+        "run.json",
+        "state.json",
+        "identity.json",
+        "plan.json",
+        "trials.jsonl",
+        "events.jsonl",
+        "decisions.json",
+        "configs/base.yaml",
+        "configs/treat.yaml",
+    ):
         assert (root / name).is_file(), name
     assert not (root / "lock").exists()
     frozen = yaml.safe_load((root / "contract.yaml").read_text())
     assert frozen["acceptance"]["correction"] == "holm"  # defaults written out
     info = json.loads((root / "run.json").read_text())
-    assert set(info) >= {"run_id", "name", "contract_sha256", "created", "planner_version", "contract_path"}
+    assert set(info) >= {
+        "run_id",
+        "name",
+        "contract_sha256",
+        "created",
+        "planner_version",
+        "contract_path",
+    }
     state = json.loads((root / "state.json").read_text())
     assert state["state"] == "completed" and state["budget"]["trials_ended"] == 10
     identity = json.loads((root / "identity.json").read_text())
-    assert identity["code"]["trainable"] == BASE["trainable"] and identity["code"]["trainable_source_sha256"]
+    assert (
+        identity["code"]["trainable"] == BASE["trainable"]
+        and identity["code"]["trainable_source_sha256"]
+    )
     assert {"python", "packages", "host", "data", "env"} <= set(identity)
     assert yaml.safe_load((root / "configs/treat.yaml").read_text())["recipe"]["level"] == 0.7
     plan = json.loads((root / "plan.json").read_text())
     assert plan["planned_count"] == 10
     trials = records(result)
     assert sorted(r["trial_id"] for r in trials) == sorted(
-        f"confirm-{arm}-s{s}" for arm in ("base", "treat") for s in range(5))
-    keys = {"trial_id", "phase", "arm", "seed", "index", "params", "config", "status", "exposure", "reports",
-            "attempts", "errors", "violations", "started", "ended", "duration_s", "host", "pid", "contract_sha256"}
+        f"confirm-{arm}-s{s}" for arm in ("base", "treat") for s in range(5)
+    )
+    keys = {
+        "trial_id",
+        "phase",
+        "arm",
+        "seed",
+        "index",
+        "params",
+        "config",
+        "status",
+        "exposure",
+        "reports",
+        "attempts",
+        "errors",
+        "violations",
+        "started",
+        "ended",
+        "duration_s",
+        "host",
+        "pid",
+        "contract_sha256",
+    }
     for r in trials:
         assert keys <= set(r) and r["status"] == "completed" and r["exposure"] == 3
         assert r["contract_sha256"] == info["contract_sha256"]
         assert (root / "trials" / r["trial_id"]).is_dir()
     events = [e["event"] for e in read_jsonl(root / "events.jsonl")]
-    assert events[0] == "run_started" and events[-1] == "run_ended" and events.count("trial_ended") == 10
+    assert (
+        events[0] == "run_started"
+        and events[-1] == "run_ended"
+        and events.count("trial_ended") == 10
+    )
     decisions = json.loads((root / "decisions.json").read_text())
     assert decisions["run_state"] == "completed" and decisions["metric"] == "test_acc"
-    assert set(decisions["decisions"][0]) >= {"arm", "decision", "effect", "ci_low", "ci_high", "p_value",
-                                              "alpha_adjusted", "n_baseline", "n_arm", "reason"}
+    assert set(decisions["decisions"][0]) >= {
+        "arm",
+        "decision",
+        "effect",
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "alpha_adjusted",
+        "n_baseline",
+        "n_arm",
+        "reason",
+    }
 
 
 def test_a_null_effect_is_not_accepted(ray_local, in_repo, tmp_path):
@@ -90,7 +147,9 @@ def test_a_harmful_effect_is_rejected(ray_local, in_repo, tmp_path):
     assert d["decision"] == "reject" and d["effect"] < 0 and d["ci_high"] < 0.05
 
 
-def test_a_crashing_arm_is_incomplete_with_its_traceback_in_the_run_folder(ray_local, in_repo, tmp_path):
+def test_a_crashing_arm_is_incomplete_with_its_traceback_in_the_run_folder(
+    ray_local, in_repo, tmp_path
+):
     path = write(tmp_path, trainable="tests.trainables.synthetic:crash", failures={"retries": 1})
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     # the run ended (completed), but an arm has no usable confirmation value: exit 4 (issue 11 item 5), not 0
@@ -105,38 +164,74 @@ def test_a_crashing_arm_is_incomplete_with_its_traceback_in_the_run_folder(ray_l
 
 
 def test_a_diverging_arm_counts_as_diverged_value(ray_local, in_repo, tmp_path):
-    path = write(tmp_path, trainable="tests.trainables.synthetic:diverge", failures={"diverged_value": 0.0})
+    path = write(
+        tmp_path, trainable="tests.trainables.synthetic:diverge", failures={"diverged_value": 0.0}
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     diverged = [r for r in records(result) if r["arm"] == "treat"]
-    assert {r["status"] for r in diverged} == {"diverged"} and all(r["exposure"] == 2 for r in diverged)
+    assert {r["status"] for r in diverged} == {"diverged"} and all(
+        r["exposure"] == 2 for r in diverged
+    )
     d = decision(result)
     assert d["n_arm"] == 5 and d["decision"] == "reject"
-    base_mean = sum(r["reports"][-1]["metrics"]["test_acc"] for r in records(result) if r["arm"] == "base") / 5
+    base_mean = (
+        sum(r["reports"][-1]["metrics"]["test_acc"] for r in records(result) if r["arm"] == "base")
+        / 5
+    )
     assert d["effect"] == pytest.approx(0.0 - base_mean)
 
     without = write(tmp_path, file="c2.yaml", trainable="tests.trainables.synthetic:diverge")
-    assert decision(run(without, runs_dir=tmp_path / "runs", quiet=True))["decision"] == "incomplete"
+    assert (
+        decision(run(without, runs_dir=tmp_path / "runs", quiet=True))["decision"] == "incomplete"
+    )
 
 
 def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local, in_repo, tmp_path):
     """At the shared default lr (0.1) the treatment looks worse; tuned, it wins."""
-    arms = [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.8", "recipe.best_lr=0.001"]}]
+    arms = [
+        {
+            "name": "treat",
+            "overrides": ["recipe.name=b", "recipe.level=0.8", "recipe.best_lr=0.001"],
+        }
+    ]
     common = dict(
-        config={"values": {"recipe": {"name": "a", "level": 0.7, "lr": 0.1, "best_lr": 0.1, "noise": 0.01}}},
-        arms=arms, acceptance={"min_effect": 0.03})
-    untuned = run(write(tmp_path, file="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True)
+        config={
+            "values": {
+                "recipe": {"name": "a", "level": 0.7, "lr": 0.1, "best_lr": 0.1, "noise": 0.01}
+            }
+        },
+        arms=arms,
+        acceptance={"min_effect": 0.03},
+    )
+    untuned = run(
+        write(tmp_path, file="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True
+    )
     assert decision(untuned)["effect"] < 0 and decision(untuned)["decision"] == "reject"
 
-    tuning = {"trials_per_arm": 16, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
-              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
-              "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}}
-    tuned = run(write(tmp_path, file="tuned.yaml", tuning=tuning, **common), runs_dir=tmp_path / "runs", quiet=True)
+    tuning = {
+        "trials_per_arm": 16,
+        "seeds": [100],
+        "sampler": {"name": "tpe", "seed": 0},
+        "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+        "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3},
+    }
+    tuned = run(
+        write(tmp_path, file="tuned.yaml", tuning=tuning, **common),
+        runs_dir=tmp_path / "runs",
+        quiet=True,
+    )
     assert tuned.state == "completed"
     trials = records(tuned)
     tune_records = [r for r in trials if r["phase"] == "tune"]
-    assert sum(r["arm"] == "base" for r in tune_records) == sum(r["arm"] == "treat" for r in tune_records) == 16
+    assert (
+        sum(r["arm"] == "base" for r in tune_records)
+        == sum(r["arm"] == "treat" for r in tune_records)
+        == 16
+    )
     stopped = [r for r in tune_records if r["status"] == "early_stopped"]
-    assert stopped and all(r["exposure"] < 3 for r in stopped)  # ASHA stopped some, on the reported step
+    assert stopped and all(
+        r["exposure"] < 3 for r in stopped
+    )  # ASHA stopped some, on the reported step
     selection = json.loads((tuned.run_dir / "selection.json").read_text())["arms"]
     # each arm lands near its own optimum (they are 2 decades apart), not at the other arm's
     assert abs(math.log10(selection["base"]["params"]["recipe.lr"]) - math.log10(0.1)) < 0.75
@@ -152,17 +247,28 @@ def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local,
 
 def test_reused_workers_do_not_leak_state_between_trials(ray_local, in_repo, tmp_path):
     """Arms that differ only in a name the trainable ignores must give identical results per seed."""
-    path = write(tmp_path, trainable="tests.trainables.protocol:leaky", metric={"name": "acc", "mode": "max"},
-                 arms=[{"name": "treat", "overrides": ["recipe.name=b"]}], seeds=[0, 1, 2, 3, 4, 5],
-                 tuning={"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 1},
-                         "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}})
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.protocol:leaky",
+        metric={"name": "acc", "mode": "max"},
+        arms=[{"name": "treat", "overrides": ["recipe.name=b"]}],
+        seeds=[0, 1, 2, 3, 4, 5],
+        tuning={
+            "trials_per_arm": 4,
+            "seeds": [100],
+            "sampler": {"name": "random", "seed": 1},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+        },
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     trials = records(result)
     pids = {r["pid"] for r in trials}
     assert len(pids) < len(trials)  # workers were reused
     by_key = {}
     for r in trials:
-        by_key.setdefault((r["phase"], r["seed"], r["index"]), {})[r["arm"]] = [x["metrics"] for x in r["reports"]]
+        by_key.setdefault((r["phase"], r["seed"], r["index"]), {})[r["arm"]] = [
+            x["metrics"] for x in r["reports"]
+        ]
     assert len(by_key) == 4 + 6
     for key, arms in by_key.items():
         assert arms["base"] == arms["treat"], key
@@ -170,23 +276,34 @@ def test_reused_workers_do_not_leak_state_between_trials(ray_local, in_repo, tmp
 
 
 def test_max_wall_time_stops_the_run_cleanly_as_budget_exhausted(ray_local, in_repo, tmp_path):
-    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1, 2, 3, 4, 5],
-                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
-                 budget={"exposure": 3, "max_wall_time": "4s"})
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:slow",
+        seeds=[0, 1, 2, 3, 4, 5],
+        config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+        budget={"exposure": 3, "max_wall_time": "4s"},
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "budget_exhausted" and result.exit_code == 3
     assert json.loads((result.run_dir / "state.json").read_text())["state"] == "budget_exhausted"
     ended = records(result)
     assert 0 < len(ended) < 12 and {r["status"] for r in ended} == {"completed"}
     assert decision(result)["decision"] == "incomplete"
-    assert json.loads((result.run_dir / "decisions.json").read_text())["run_state"] == "budget_exhausted"
+    assert (
+        json.loads((result.run_dir / "decisions.json").read_text())["run_state"]
+        == "budget_exhausted"
+    )
 
 
 def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in_repo, tmp_path):
     """It started Ray, announced a tuning pass and selected again, to end budget_exhausted as it was."""
-    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1, 2, 3, 4, 5],
-                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
-                 budget={"exposure": 3, "max_wall_time": "4s"})
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:slow",
+        seeds=[0, 1, 2, 3, 4, 5],
+        config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+        budget={"exposure": 3, "max_wall_time": "4s"},
+    )
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert first.state == "budget_exhausted"
     before = records(first)
@@ -194,7 +311,10 @@ def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in
     shown = io.StringIO()
     again = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, stream=shown)
     assert again.state == "budget_exhausted" and again.exit_code == 3, shown.getvalue()
-    assert "spent budget.max_wall_time (4s" in shown.getvalue() and "Ray not started" in shown.getvalue()
+    assert (
+        "spent budget.max_wall_time (4s" in shown.getvalue()
+        and "Ray not started" in shown.getvalue()
+    )
     assert "Ray ready" not in shown.getvalue() and "tuning:" not in shown.getvalue()
     assert records(again) == before  # nothing ran
     new = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")[events:]]
@@ -203,9 +323,13 @@ def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in
 
 
 def test_max_trial_time_stops_and_fails_a_trial_as_timeout(ray_local, in_repo, tmp_path):
-    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=[0, 1],
-                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 2.0}}},
-                 budget={"exposure": 5, "max_trial_time": "1.5s"})
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:slow",
+        seeds=[0, 1],
+        config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 2.0}}},
+        budget={"exposure": 5, "max_trial_time": "1.5s"},
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     ended = records(result)
     assert len(ended) == 4 and {r["status"] for r in ended} == {"timeout"}
@@ -238,14 +362,23 @@ def test_resuming_a_finished_run_decides_again_without_starting_ray(ray_local, i
     path = write(tmp_path)
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     before = decision(first)
-    out = subprocess.run([sys.executable, "-m", "planner", "run", str(path), "--resume", str(first.run_dir)],
-                         cwd=in_repo, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(in_repo), "RAY_ENABLE_AUTO_CONNECT": "0"})
+    out = subprocess.run(
+        [sys.executable, "-m", "planner", "run", str(path), "--resume", str(first.run_dir)],
+        cwd=in_repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(in_repo), "RAY_ENABLE_AUTO_CONNECT": "0"},
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "nothing left to run, Ray not started" in out.stdout and "embedded local Ray" not in out.stdout, out.stdout
+    assert (
+        "nothing left to run, Ray not started" in out.stdout
+        and "embedded local Ray" not in out.stdout
+    ), out.stdout
     again = json.loads((first.run_dir / "decisions.json").read_text())["decisions"]
-    assert [(d["arm"], d["decision"], d["effect"]) for d in again] == [(before["arm"], before["decision"],
-                                                                       before["effect"])]
+    assert [(d["arm"], d["decision"], d["effect"]) for d in again] == [
+        (before["arm"], before["decision"], before["effect"])
+    ]
     assert len(records(first)) == 10  # no trial ran again
 
 
@@ -264,10 +397,16 @@ def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_pa
     """A `plan run` joined to a running Ray by --address, stopped by SIGINT: state interrupted, exit 3,
     what finished kept."""
     address = ray_local.get_runtime_context().gcs_address
-    path = write(tmp_path, trainable="tests.trainables.synthetic:slow", seeds=list(range(8)),
-                 config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
-                 budget={"exposure": 2})
-    run_dir, out, _ = interrupt_joined_run(path, tmp_path / "runs", address, "e2e/*/trials.jsonl", 2)
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:slow",
+        seeds=list(range(8)),
+        config={"values": {"recipe": {"name": "a", "level": 0.5, "best_lr": 0.01, "sleep": 0.5}}},
+        budget={"exposure": 2},
+    )
+    run_dir, out, _ = interrupt_joined_run(
+        path, tmp_path / "runs", address, "e2e/*/trials.jsonl", 2
+    )
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted"
     kept = read_jsonl(run_dir / "trials.jsonl")
@@ -278,21 +417,35 @@ def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_pa
 
 
 def test_grid_sampler_and_median_rule_run_through_tune(ray_local, in_repo, tmp_path):
-    tuning = {"trials_per_arm": 3, "seeds": [100], "sampler": {"name": "grid", "seed": 0},
-              "space": {"recipe.lr": {"choice": [0.001, 0.01, 0.1]}},
-              "early_stop": {"rule": "median", "grace": 1}}
-    result = run(write(tmp_path, tuning=tuning, seeds=[0, 1]), runs_dir=tmp_path / "runs", quiet=True)
+    tuning = {
+        "trials_per_arm": 3,
+        "seeds": [100],
+        "sampler": {"name": "grid", "seed": 0},
+        "space": {"recipe.lr": {"choice": [0.001, 0.01, 0.1]}},
+        "early_stop": {"rule": "median", "grace": 1},
+    }
+    result = run(
+        write(tmp_path, tuning=tuning, seeds=[0, 1]), runs_dir=tmp_path / "runs", quiet=True
+    )
     assert result.state == "completed"
     tune_records = [r for r in records(result) if r["phase"] == "tune"]
     for arm in ("base", "treat"):
-        assert sorted(r["params"]["recipe.lr"] for r in tune_records if r["arm"] == arm) == [0.001, 0.01, 0.1]
+        assert sorted(r["params"]["recipe.lr"] for r in tune_records if r["arm"] == arm) == [
+            0.001,
+            0.01,
+            0.1,
+        ]
     selection = json.loads((result.run_dir / "selection.json").read_text())["arms"]
     assert selection["base"]["params"] == {"recipe.lr": 0.01}  # best_lr of the base config
 
 
 def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
-    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "tpe", "seed": 0},
-              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    tuning = {
+        "trials_per_arm": 4,
+        "seeds": [100],
+        "sampler": {"name": "tpe", "seed": 0},
+        "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+    }
     path = write(tmp_path, tuning=tuning, seeds=[0, 1])
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     all_records = records(first)
@@ -313,13 +466,21 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
 
 
 @pytest.mark.parametrize("sampler", ["random", "tpe"])
-def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(sampler, ray_local, in_repo, tmp_path):
+def test_a_resumed_sweep_draws_new_params_not_the_finished_ones_again(
+    sampler, ray_local, in_repo, tmp_path
+):
     """Before: the resumed sweep's sampler started its seeded sequence over, so t001 drew t000's lr again."""
-    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": sampler, "seed": 0},
-              "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+    tuning = {
+        "trials_per_arm": 4,
+        "seeds": [100],
+        "sampler": {"name": sampler, "seed": 0},
+        "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+    }
     path = write(tmp_path, tuning=tuning, seeds=[0, 1])
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    kept = [r for r in records(first) if r["phase"] == "tune" and r["index"] == 0]  # as if stopped after t000
+    kept = [
+        r for r in records(first) if r["phase"] == "tune" and r["index"] == 0
+    ]  # as if stopped after t000
     cut_short(first.run_dir, [r["trial_id"] for r in records(first) if r not in kept])
     resumed = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
     assert resumed.state == "completed"
@@ -343,16 +504,34 @@ def test_resume_refuses_a_trainable_whose_source_changed(ray_local, in_repo, tmp
     source = tmp_path / "edited_synthetic.py"
     source.write_text(source.read_text().replace("0.2 / step", "0.3 / step"))
     before = (first.run_dir / "events.jsonl").read_bytes()
-    with pytest.raises(RunError, match=r"edited_synthetic\.py changed since .*changed code is a new run"):
+    with pytest.raises(
+        RunError, match=r"edited_synthetic\.py changed since .*changed code is a new run"
+    ):
         run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
-    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(first.run_dir),
-                 "--quiet"]) == 3
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--resume",
+                str(first.run_dir),
+                "--quiet",
+            ]
+        )
+        == 3
+    )
     err = capsys.readouterr().err
     assert "changed code is a new run" in err and "Traceback" not in err
-    assert (first.run_dir / "events.jsonl").read_bytes() == before  # refused before the folder is touched
+    assert (
+        first.run_dir / "events.jsonl"
+    ).read_bytes() == before  # refused before the folder is touched
 
 
-def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(ray_local, in_repo, tmp_path, capsys):
+def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(
+    ray_local, in_repo, tmp_path, capsys
+):
     """A new user's resume after editing `helper.py` (imported by the trainable, itself unchanged) ran the new
     code beside the old trials and decided on the mixture; reeval said the code matched the log."""
     from planner._core.errors import RunError
@@ -361,17 +540,32 @@ def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(ray_lo
     (tmp_path / "uses_helper.py").write_text(
         "from local_gain import GAIN\n\n\ndef train(config, trial):\n"
         "    for step in range(1, trial.budget + 1):\n"
-        "        trial.report(step, val_acc=GAIN * step + 0.001 * trial.seed, test_acc=GAIN * step)\n")
+        "        trial.report(step, val_acc=GAIN * step + 0.001 * trial.seed, test_acc=GAIN * step)\n"
+    )
     path = write(tmp_path, trainable="uses_helper:train", seeds=[0, 1])
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert first.state == "completed"
     logged = json.loads((first.run_dir / "identity.json").read_text())["code"]["local_sources"]
     assert list(logged) == ["local_gain.py"]
     (tmp_path / "local_gain.py").write_text("GAIN = 0.5\n")
-    with pytest.raises(RunError, match=r"a local module the trainable imports changed since .*\(local_gain\.py\)"):
+    with pytest.raises(
+        RunError, match=r"a local module the trainable imports changed since .*\(local_gain\.py\)"
+    ):
         run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
-    assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--resume", str(first.run_dir),
-                 "--quiet"]) == 3
+    assert (
+        main(
+            [
+                "run",
+                str(path),
+                "--runs-dir",
+                str(tmp_path / "runs"),
+                "--resume",
+                str(first.run_dir),
+                "--quiet",
+            ]
+        )
+        == 3
+    )
     assert "Traceback" not in capsys.readouterr().err
 
 
@@ -389,7 +583,8 @@ def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo
 
 
 def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_records_on_disk_do(
-        ray_local, in_repo, tmp_path, monkeypatch):
+    ray_local, in_repo, tmp_path, monkeypatch
+):
     """Issue 23: once a tuning trial's whole record is in trials.jsonl, the driver keeps of it the selection
     metric's last k reports and the summary the facts read, not all its reports (a large sweep of long trials
     would hold every report otherwise). Selected by the mean of the last 3 of 12 reports, each arm's choice
@@ -405,8 +600,13 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
         return select(contract, tune_records)
 
     monkeypatch.setattr(driver, "select", selecting)
-    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-              "space": {"recipe.lr": {"log_uniform": [1.0e-3, 1.0e-1]}}, "selection": {"rule": "mean_last_k", "k": 3}}
+    tuning = {
+        "trials_per_arm": 4,
+        "seeds": [100],
+        "sampler": {"name": "random", "seed": 0},
+        "space": {"recipe.lr": {"log_uniform": [1.0e-3, 1.0e-1]}},
+        "selection": {"rule": "mean_last_k", "k": 3},
+    }
     path = write(tmp_path, tuning=tuning, budget={"exposure": 12}, seeds=[0, 1])
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
@@ -414,31 +614,48 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
     whole = [r for r in on_disk if r["phase"] == "tune"]
     assert len(whole) == 8 and all(len(r["reports"]) == 12 for r in whole)
     assert len(seen) == 1 and len(seen[0]) == 8
-    assert all(len(r["reports"]) == 3 and r["reports"] == next(w for w in whole if w["trial_id"] == r["trial_id"])
-               ["reports"][-3:] for r in seen[0]), [len(r["reports"]) for r in seen[0]]
+    assert all(
+        len(r["reports"]) == 3
+        and r["reports"] == next(w for w in whole if w["trial_id"] == r["trial_id"])["reports"][-3:]
+        for r in seen[0]
+    ), [len(r["reports"]) for r in seen[0]]
     expected = select(load_contract(path).contract, whole)
     chosen = json.loads((result.run_dir / "selection.json").read_text())["arms"]
     assert {arm: (s["trial_id"], s["score"]) for arm, s in chosen.items()} == {
-        arm: (s.trial_id, s.score) for arm, s in expected.items()}
+        arm: (s.trial_id, s.score) for arm, s in expected.items()
+    }
     assert all(len(r["reports"]) == 12 for r in on_disk if r["phase"] == "confirm")
 
 
-TUNED_LR = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}}}
+TUNED_LR = {
+    "trials_per_arm": 4,
+    "seeds": [100],
+    "sampler": {"name": "random", "seed": 0},
+    "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+}
 
 
-def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(ray_local, in_repo, tmp_path, capsys):
+def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(
+    ray_local, in_repo, tmp_path, capsys
+):
     """Before: a trainable that ignores its tuned lr got a 'best' lr selected and a confident accept."""
-    path = write(tmp_path, trainable="tests.trainables.synthetic:ignores_lr", tuning=TUNED_LR, seeds=[0, 1, 2])
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:ignores_lr",
+        tuning=TUNED_LR,
+        seeds=[0, 1, 2],
+    )
     assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 4
     out = capsys.readouterr().out
     run_dir = next((tmp_path / "runs" / "e2e").iterdir())
     doc = json.loads((run_dir / "decisions.json").read_text())
     row = next(d for d in doc["decisions"] if d["arm"] == "treat")
     assert row["decision"] == "invalid"
-    assert row["invalid_reason"].startswith("Invalid: the tuned values did not vary the run: 4 tuning trials of the "
-                                            "baseline base with different params reported the same curves and 4 "
-                                            "tuning trials of arm treat")
+    assert row["invalid_reason"].startswith(
+        "Invalid: the tuned values did not vary the run: 4 tuning trials of the "
+        "baseline base with different params reported the same curves and 4 "
+        "tuning trials of arm treat"
+    )
     kinds = {(f["kind"], f["arm"]) for f in doc["findings"]}
     assert kinds == {("tuned_values_identical", "base"), ("tuned_values_identical", "treat")}
     assert "warning:    the tuned values did not vary the run: 4 tuning trials of arm treat" in out
@@ -449,8 +666,15 @@ def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(ray_loc
     assert not any(code == "selection_optimism" for code, _ in codes)
 
 
-def test_tuning_trials_that_tie_on_the_final_value_only_are_not_flagged(ray_local, in_repo, tmp_path):
-    path = write(tmp_path, trainable="tests.trainables.synthetic:ties_at_the_end", tuning=TUNED_LR, seeds=[0, 1, 2])
+def test_tuning_trials_that_tie_on_the_final_value_only_are_not_flagged(
+    ray_local, in_repo, tmp_path
+):
+    path = write(
+        tmp_path,
+        trainable="tests.trainables.synthetic:ties_at_the_end",
+        tuning=TUNED_LR,
+        seeds=[0, 1, 2],
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     tune = [r for r in records(result) if r["phase"] == "tune"]
     assert len({r["reports"][-1]["metrics"]["val_acc"] for r in tune if r["arm"] == "treat"}) == 1

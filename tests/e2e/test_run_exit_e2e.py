@@ -20,10 +20,11 @@ from tests._runs import end_plan_run, ray_processes, start_plan_run, synthetic_c
 pytestmark = pytest.mark.ray
 
 
-
 def _start(tmp_path):
     """`plan run` of a small confirmation-only contract in a subprocess with its own embedded Ray."""
-    return start_plan_run(tmp_path, synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2}), "rx")
+    return start_plan_run(
+        tmp_path, synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2}), "rx"
+    )
 
 
 def _until_result(proc) -> list[str]:
@@ -33,7 +34,9 @@ def _until_result(proc) -> list[str]:
         lines.append(line)
         if line.startswith("run folder:"):
             return lines
-    raise AssertionError(("no result printed", proc.wait(timeout=60), "".join(lines), proc.stderr.read()[-3000:]))
+    raise AssertionError(
+        ("no result printed", proc.wait(timeout=60), "".join(lines), proc.stderr.read()[-3000:])
+    )
 
 
 def _rest(proc) -> tuple[str, str]:
@@ -77,7 +80,9 @@ def test_sigterm_and_sigint_while_ray_shuts_down_change_nothing(tmp_path):
     try:
         _until_result(proc)
         os.kill(proc.pid, signal.SIGTERM)  # the driver alone, as `kill PID` does
-        os.killpg(proc.pid, signal.SIGINT)  # and Ctrl-C, which the terminal sends to the whole group
+        os.killpg(
+            proc.pid, signal.SIGINT
+        )  # and Ctrl-C, which the terminal sends to the whole group
         out, err = _rest(proc)
         _no_ray_left(ray_tmp)
     finally:

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.ray
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
 
 
-def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(ray_local, in_repo, tmp_path):
+def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(
+    ray_local, in_repo, tmp_path
+):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     contract = copy.deepcopy(BASE)
     contract["seeds"] = [0, 1, 2]
@@ -35,7 +37,9 @@ def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(ray_local
     decision = next(d["decision"] for d in result.decisions if d["arm"] == "treat")
     treated = [r for r in children if r.data.tags.get("planner.arm") == "treat"]
     assert treated and all(r.data.tags.get("planner.decision") == decision for r in treated)
-    assert {r.data.tags.get("planner.contract_sha256") for r in children} == {trials[0]["contract_sha256"]}
+    assert {r.data.tags.get("planner.contract_sha256") for r in children} == {
+        trials[0]["contract_sha256"]
+    }
 
 
 def test_a_store_mlflow_refuses_stops_the_run_before_any_trial(in_repo, tmp_path):

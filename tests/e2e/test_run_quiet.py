@@ -21,12 +21,22 @@ from tests._runs import synthetic_contract
 pytestmark = pytest.mark.ray
 
 CONTRACT = synthetic_contract(
-    name="quiet", seeds=[0, 1],
-    tuning={"trials_per_arm": 2, "seeds": [100], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+    name="quiet",
+    seeds=[0, 1],
+    tuning={
+        "trials_per_arm": 2,
+        "seeds": [100],
+        "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+    },
+)
 # planner's own lines: the progress display ("[0:00:12] ..."), the final summary
-PLANNER_LINE = re.compile(r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: (accept|reject|inconclusive|incomplete) )")
-RAY_WORDS = re.compile(r"[Tt]oken authentication|only available when the process is a worker|raylet|pid=\d+\)|"
-                       r"Traceback|SystemExit|\bray\.[a-z_]|\bTune\b|WARNING|INFO")
+PLANNER_LINE = re.compile(
+    r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: (accept|reject|inconclusive|incomplete) )"
+)
+RAY_WORDS = re.compile(
+    r"[Tt]oken authentication|only available when the process is a worker|raylet|pid=\d+\)|"
+    r"Traceback|SystemExit|\bray\.[a-z_]|\bTune\b|WARNING|INFO"
+)
 
 
 def test_plan_run_prints_no_line_of_rays(in_repo, tmp_path):
@@ -35,8 +45,13 @@ def test_plan_run_prints_no_line_of_rays(in_repo, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(in_repo)}
     for name in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(tmp_path / "runs")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", "run", str(path), "--runs-dir", str(tmp_path / "runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert done.stderr == "", f"stderr is not empty:\n{done.stderr}"
     lines = done.stdout.splitlines()

@@ -32,14 +32,17 @@ def test_outside_planner_it_writes_nothing_and_still_checks_arguments(tmp_path, 
         planner.report(1, val_acc="0.5")
 
 
-@pytest.mark.parametrize(("step", "metrics", "error", "message"), [
-    (1.0, {"a": 1.0}, TypeError, "step must be an int, got float"),
-    (True, {"a": 1.0}, TypeError, "step must be an int, got bool"),
-    (-1, {"a": 1.0}, ValueError, "step must be >= 0"),
-    (1, {}, ValueError, "at least one metric"),
-    (1, {"a": None}, TypeError, "metric 'a' must be a real number, got NoneType"),
-    (1, {"a": True}, TypeError, "metric 'a' must be a real number, got bool"),
-])
+@pytest.mark.parametrize(
+    ("step", "metrics", "error", "message"),
+    [
+        (1.0, {"a": 1.0}, TypeError, "step must be an int, got float"),
+        (True, {"a": 1.0}, TypeError, "step must be an int, got bool"),
+        (-1, {"a": 1.0}, ValueError, "step must be >= 0"),
+        (1, {}, ValueError, "at least one metric"),
+        (1, {"a": None}, TypeError, "metric 'a' must be a real number, got NoneType"),
+        (1, {"a": True}, TypeError, "metric 'a' must be a real number, got bool"),
+    ],
+)
 def test_bad_arguments_get_a_clear_error(step, metrics, error, message):
     with pytest.raises(error, match=message):
         report_line(step, metrics)
@@ -47,7 +50,10 @@ def test_bad_arguments_get_a_clear_error(step, metrics, error, message):
 
 def test_numpy_scalars_are_accepted_and_arrays_get_a_hint():
     np = pytest.importorskip("numpy")
-    assert json.loads(report_line(np.int64(3), {"a": np.float32(0.5)})) == {"step": 3, "metrics": {"a": 0.5}}
+    assert json.loads(report_line(np.int64(3), {"a": np.float32(0.5)})) == {
+        "step": 3,
+        "metrics": {"a": 0.5},
+    }
     with pytest.raises(TypeError, match=r"\.item\(\)"):
         report_line(1, {"a": np.array([0.5])})
 
@@ -58,9 +64,16 @@ def test_nan_and_infinity_are_written_so_the_planner_can_mark_divergence():
 
 
 def test_importing_the_helper_loads_nothing_heavy():
-    code = ("import sys, planner; planner.report(1, a=1.0); "
-            "heavy = {'ray', 'optuna', 'pandas', 'hydra', 'omegaconf', 'pydantic', 'numpy', 'mlflow'}; "
-            "print(sorted(heavy & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(__import__("pathlib").Path(planner.__file__).parent.parent)})
+    code = (
+        "import sys, planner; planner.report(1, a=1.0); "
+        "heavy = {'ray', 'optuna', 'pandas', 'hydra', 'omegaconf', 'pydantic', 'numpy', 'mlflow'}; "
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(__import__("pathlib").Path(planner.__file__).parent.parent)},
+    )
     assert out.stdout.strip() == "[]"

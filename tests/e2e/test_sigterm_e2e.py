@@ -18,14 +18,23 @@ from tests._runs import end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
 
-TUNING = {"trials_per_arm": 6, "seeds": [100], "sampler": {"name": "random", "seed": 0},
-          "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}}
+TUNING = {
+    "trials_per_arm": 6,
+    "seeds": [100],
+    "sampler": {"name": "random", "seed": 0},
+    "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+}
 
 
 def _start(tmp_path):
     """`plan run` of a slow two-arm contract in a subprocess with its own embedded Ray; (proc, runs, ray_tmp)."""
-    data = synthetic_contract(name="sigterm", trainable="tests.trainables.synthetic:slow", seeds=[0, 1],
-                              budget={"exposure": 3}, tuning=TUNING)
+    data = synthetic_contract(
+        name="sigterm",
+        trainable="tests.trainables.synthetic:slow",
+        seeds=[0, 1],
+        budget={"exposure": 3},
+        tuning=TUNING,
+    )
     data["config"]["values"]["recipe"]["sleep"] = 0.5
     return start_plan_run(tmp_path, data, "rs")
 
@@ -52,8 +61,12 @@ def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted", state
     assert "to resume:  plan run" in out and "--resume" in out, out[-2000:]
-    assert "SIGTERM" not in err and "SystemExit" not in err and "internal error" not in (out + err), err[-2000:]
-    assert not any(line.startswith(("(raylet)", "***", "[20")) or "ray." in line for line in err.splitlines()), err
+    assert (
+        "SIGTERM" not in err and "SystemExit" not in err and "internal error" not in (out + err)
+    ), err[-2000:]
+    assert not any(
+        line.startswith(("(raylet)", "***", "[20")) or "ray." in line for line in err.splitlines()
+    ), err
     ended = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "run_ended"]
     assert ended and ended[-1]["state"] == "interrupted"
     assert not (run_dir / "lock").exists()
@@ -66,8 +79,12 @@ def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp
     proc, runs, ray_tmp = _start(tmp_path)
     try:
         run_dir = _mid_tuning(proc, runs)
-        gcs = [p for p in psutil.process_iter(["cmdline"])
-               if "gcs_server" in " ".join(p.info["cmdline"] or []) and ray_tmp in " ".join(p.info["cmdline"] or [])]
+        gcs = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "gcs_server" in " ".join(p.info["cmdline"] or [])
+            and ray_tmp in " ".join(p.info["cmdline"] or [])
+        ]
         assert gcs, "no GCS of this test's Ray"
         for p in gcs:
             p.kill()
@@ -85,7 +102,9 @@ def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp
     assert not (run_dir / "lock").exists()
 
 
-def test_sigterm_while_ray_init_connects_is_an_interruption_with_nothing_of_rays_on_the_terminal(tmp_path):
+def test_sigterm_while_ray_init_connects_is_an_interruption_with_nothing_of_rays_on_the_terminal(
+    tmp_path,
+):
     """F11: SIGTERM as soon as the driver's core worker has started (its python-core-driver-*_PID.log
     appears), while ray.init still connects. Before: Ray's own handler, installed by ray.init, raised
     SystemExit(15) inside it, the half-started core worker aborted the process (exit 134), Ray's C++
@@ -102,7 +121,11 @@ def test_sigterm_while_ray_init_connects_is_an_interruption_with_nothing_of_rays
         end_plan_run(proc, ray_tmp)
     (run_dir,) = runs.glob("*/*/")
     state = json.loads((run_dir / "state.json").read_text())
-    assert "SIGTERM received" not in out + err and "SystemExit" not in out + err and "logging.cc" not in out + err, err
+    assert (
+        "SIGTERM received" not in out + err
+        and "SystemExit" not in out + err
+        and "logging.cc" not in out + err
+    ), err
     assert state["state"] != "failed" and "internal error" not in state["reason"], state
     # Left (docs/reliability.md): a signal that lands while Ray's C++ core worker connects can still make that
     # core abort the process (SIGABRT), before or after planner's bookkeeping. Every other ending is this:

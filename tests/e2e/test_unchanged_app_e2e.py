@@ -31,30 +31,42 @@ def _attempt(run_dir: Path, trial_id: str) -> Path:
 
 
 def _seed_in_hydra_config(run_dir: Path, trial_id: str) -> int:
-    return yaml.safe_load((_attempt(run_dir, trial_id) / "hydra" / ".hydra" / "config.yaml").read_text())["seed"]
+    return yaml.safe_load(
+        (_attempt(run_dir, trial_id) / "hydra" / ".hydra" / "config.yaml").read_text()
+    )["seed"]
 
 
-def _check_seeds_and_cuts(run_dir: Path, trials: list[dict], exposure: int, lines_per_step: str) -> None:
+def _check_seeds_and_cuts(
+    run_dir: Path, trials: list[dict], exposure: int, lines_per_step: str
+) -> None:
     confirm = [r for r in trials if r["phase"] == "confirm"]
     # the seed reached the app through its own config: each confirmation trial ran its own seed
     assert all(_seed_in_hydra_config(run_dir, r["trial_id"]) == r["seed"] for r in confirm)
     assert len({r["seed"] for r in confirm}) == len(confirm) // 2
     for arm in {r["arm"] for r in confirm}:
         finals = [r["reports"][-1]["metrics"] for r in confirm if r["arm"] == arm]
-        assert len({tuple(sorted(m.items())) for m in finals}) == len(finals), f"seeds gave equal results: {finals}"
+        assert len({tuple(sorted(m.items())) for m in finals}) == len(finals), (
+            f"seeds gave equal results: {finals}"
+        )
     # ASHA cut tuning trials while the script ran: fewer steps reported and fewer printed than the budget
     cut = [r for r in trials if r["status"] == "early_stopped"]
     assert cut, [(r["trial_id"], r["status"], r["exposure"]) for r in trials]
     printed = {}
     for r in cut:
         assert r["exposure"] < exposure
-        printed[r["trial_id"]] = len(re.findall(lines_per_step,
-                                                (_attempt(run_dir, r["trial_id"]) / "stdout.log").read_text()))
+        printed[r["trial_id"]] = len(
+            re.findall(
+                lines_per_step, (_attempt(run_dir, r["trial_id"]) / "stdout.log").read_text()
+            )
+        )
     # a fast script can reach its end between the rung's report and the stop (the scheduler's decision stands,
     # the record keeps the reports up to the rung); at least one was stopped while it still ran
-    assert min(printed.values()) < exposure, f"every cut trial ran to its end before it was stopped: {printed}"
-    assert all(r["status"] == "completed" and r["exposure"] == exposure for r in confirm), \
-        [(r["trial_id"], r["status"], r["errors"][:1]) for r in confirm]
+    assert min(printed.values()) < exposure, (
+        f"every cut trial ran to its end before it was stopped: {printed}"
+    )
+    assert all(r["status"] == "completed" and r["exposure"] == exposure for r in confirm), [
+        (r["trial_id"], r["status"], r["errors"][:1]) for r in confirm
+    ]
 
 
 def test_the_unchanged_example_app_runs_under_asha_and_finds_the_effect(ray_local, tmp_path):
@@ -70,7 +82,11 @@ def test_the_unchanged_example_app_runs_under_asha_and_finds_the_effect(ray_loca
     done = next(r for r in trials if r["phase"] == "confirm")
     assert [rep["step"] for rep in done["reports"]] == list(range(1, 9))
     assert set(done["reports"][0]["metrics"]) == {"val_acc", "val_loss"}
-    csv_rows = (_attempt(result.run_dir, done["trial_id"]) / "hydra" / "metrics.csv").read_text().splitlines()
+    csv_rows = (
+        (_attempt(result.run_dir, done["trial_id"]) / "hydra" / "metrics.csv")
+        .read_text()
+        .splitlines()
+    )
     val_rows = [line for line in csv_rows[1:] if not line.split(",")[3] == ""]
     assert float(val_rows[-1].split(",")[3]) == done["reports"][-1]["metrics"]["val_acc"]
     # no planner.report: the report file stayed empty
@@ -82,9 +98,15 @@ def test_the_unchanged_example_app_runs_under_asha_and_finds_the_effect(ray_loca
 def _log_app_contract(folder: Path, script: str, metrics: dict) -> Path:
     shutil.copytree(LOG_APPS, folder)
     contract = {
-        "version": 1, "name": f"log-app-{script.split('_')[0]}",
+        "version": 1,
+        "name": f"log-app-{script.split('_')[0]}",
         "hypothesis": "The better model raises eval accuracy by at least 5 points.",
-        "command": {"run": f"python {script}", "seed_key": "seed", "budget_key": "max_steps", "metrics": metrics},
+        "command": {
+            "run": f"python {script}",
+            "seed_key": "seed",
+            "budget_key": "max_steps",
+            "metrics": metrics,
+        },
         "config": {"dir": "conf", "name": "config"},
         "factor": {"name": "model", "keys": ["model.better"]},
         "baseline": {"name": "plain", "overrides": ["model.better=false"]},
@@ -93,20 +115,42 @@ def _log_app_contract(folder: Path, script: str, metrics: dict) -> Path:
         "acceptance": {"min_effect": 0.05},
         "seeds": [0, 1],
         "budget": {"unit": "step", "exposure": 4, "max_trial_time": "2m"},
-        "tuning": {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "random", "seed": 3},
-                   "space": {"optimizer.lr": {"log_uniform": [0.0001, 10.0]}},
-                   "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2}},
+        "tuning": {
+            "trials_per_arm": 4,
+            "seeds": [100],
+            "sampler": {"name": "random", "seed": 3},
+            "space": {"optimizer.lr": {"log_uniform": [0.0001, 10.0]}},
+            "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2},
+        },
     }
     path = folder / "contract.yaml"
     path.write_text(yaml.safe_dump(contract, sort_keys=False))
     return path
 
 
-@pytest.mark.parametrize("script, metrics", [
-    ("jsonl_app.py", {"file": "logs/*.jsonl", "format": "jsonl", "step": "step", "names": {"acc": "eval_acc"}}),
-    ("hf_state_app.py", {"file": "**/trainer_state.json", "format": "hf_trainer_state", "step": "step",
-                         "names": {"acc": "eval_accuracy"}}),
-])
+@pytest.mark.parametrize(
+    "script, metrics",
+    [
+        (
+            "jsonl_app.py",
+            {
+                "file": "logs/*.jsonl",
+                "format": "jsonl",
+                "step": "step",
+                "names": {"acc": "eval_acc"},
+            },
+        ),
+        (
+            "hf_state_app.py",
+            {
+                "file": "**/trainer_state.json",
+                "format": "hf_trainer_state",
+                "step": "step",
+                "names": {"acc": "eval_accuracy"},
+            },
+        ),
+    ],
+)
 def test_json_lines_and_trainer_state_writers_under_asha(ray_local, tmp_path, script, metrics):
     contract = _log_app_contract(tmp_path / "app", script, metrics)
 
@@ -116,7 +160,12 @@ def test_json_lines_and_trainer_state_writers_under_asha(ray_local, tmp_path, sc
     trials = read_jsonl(result.run_dir / "trials.jsonl")
     _check_seeds_and_cuts(result.run_dir, trials, 4, r"(?m)^step \d+$")
     done = next(r for r in trials if r["phase"] == "confirm")
-    assert [rep["step"] for rep in done["reports"]] == [1, 2, 3, 4]  # the train-loss rows were skipped
+    assert [rep["step"] for rep in done["reports"]] == [
+        1,
+        2,
+        3,
+        4,
+    ]  # the train-loss rows were skipped
     (decision,) = result.decisions
     assert decision["arm"] == "better" and decision["decision"] == "accept", decision
 
@@ -136,12 +185,20 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
         contract["tuning"]["trials_per_arm"] = 4
 
     example_app("unchanged_app", tmp_path, edit)
-    ray_tmp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+    ray_tmp = tempfile.mkdtemp(
+        prefix="rc", dir="/tmp"
+    )  # short: Ray's socket paths must fit 107 bytes
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_TMPDIR": ray_tmp}
 
     def plan(*args: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "planner", *args], cwd=tmp_path, env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "planner", *args],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
 
     first = plan("run", "app/contract.yaml", "--runs-dir", "runs", "--quiet")
     try:
@@ -163,16 +220,28 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
     kept = len({r["trial_id"] for r in read_jsonl(run_dir / "trials.jsonl")})
     (line,) = [ln for ln in output.splitlines() if ln.startswith("to resume:")]
     command = shlex.split(line.removeprefix("to resume:"))
-    assert command == ["plan", "run", "app/contract.yaml", "--quiet", "--resume", str(Path("runs") / run_dir.relative_to(tmp_path / "runs"))], line
+    assert command == [
+        "plan",
+        "run",
+        "app/contract.yaml",
+        "--quiet",
+        "--resume",
+        str(Path("runs") / run_dir.relative_to(tmp_path / "runs")),
+    ], line
 
     second = plan(*command[1:])
     output, _ = second.communicate(timeout=600)
     assert second.returncode == 0, output
-    counts = re.search(r"resumed: (\d+) trials? kept, (\d+) trials? run again .*?, (\d+) trials? not started yet", output)
+    counts = re.search(
+        r"resumed: (\d+) trials? kept, (\d+) trials? run again .*?, (\d+) trials? not started yet",
+        output,
+    )
     assert counts, output
     assert int(counts[1]) == kept and int(counts[1]) + int(counts[2]) + int(counts[3]) == 12, output
     assert "run state:  completed" in output
-    assert f"run folder: {command[-1]}" in output.splitlines()  # relative, as the first run printed it
+    assert (
+        f"run folder: {command[-1]}" in output.splitlines()
+    )  # relative, as the first run printed it
     shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
@@ -185,7 +254,9 @@ def test_plan_reeval_reproduces_the_unchanged_apps_confirmation(ray_local, tmp_p
         contract["budget"]["exposure"] = 3
         contract["tuning"]["early_stop"]["grace"] = 1
 
-    result = run(example_app("unchanged_app", tmp_path, edit), runs_dir=tmp_path / "runs", quiet=True)
+    result = run(
+        example_app("unchanged_app", tmp_path, edit), runs_dir=tmp_path / "runs", quiet=True
+    )
     assert result.state == "completed", result
 
     assert main(["reeval", str(result.run_dir), "--arm", "standardized"]) == 0

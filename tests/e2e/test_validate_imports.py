@@ -14,8 +14,14 @@ HEAVY = ("ray", "optuna", "pandas", "pyarrow", "scipy", "matplotlib", "rich")
 
 
 def _run(code: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", code], cwd=FIXTURES, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=FIXTURES,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -26,7 +32,8 @@ def test_validate_does_not_import_heavy_packages():
         "from planner._cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    rc = main(['validate', 'hydra.yaml'])\n"
-        f"print(json.dumps({{'rc': rc, 'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))\n")
+        f"print(json.dumps({{'rc': rc, 'heavy': [m for m in {HEAVY!r} if m in sys.modules]}}))\n"
+    )
     assert found == {"rc": 0, "heavy": []}
 
 
@@ -34,7 +41,8 @@ def test_import_planner_is_cheap():
     found = _run(
         "import json, sys\nimport planner\n"
         "print(json.dumps([m for m in ('pydantic', 'hydra', 'omegaconf', 'yaml') + "
-        f"{HEAVY!r} if m in sys.modules]))\n")
+        f"{HEAVY!r} if m in sys.modules]))\n"
+    )
     assert found == []
 
 
@@ -44,9 +52,12 @@ def test_a_run_imports_scipy_only_for_its_decision():
     found = _run(
         "import json, sys\nimport planner._dispatch.driver\nimport planner._stats.decide as decide\n"
         "print(json.dumps({'scipy': 'scipy' in sys.modules, 'prefetched': decide.SCIPY,\n"
-        "                  'decision': decide.special._lazy_name}))\n")
+        "                  'decision': decide.special._lazy_name}))\n"
+    )
     assert found["scipy"] is False, found
-    assert found["prefetched"] == found["decision"], found  # what the confirmation imports is what it needs
+    assert found["prefetched"] == found["decision"], (
+        found
+    )  # what the confirmation imports is what it needs
 
 
 def test_the_html_report_draws_without_a_plotting_library(tmp_path):
@@ -54,12 +65,15 @@ def test_the_html_report_draws_without_a_plotting_library(tmp_path):
     more than a second of `plan report --format html` on a 10,000-trial run."""
     from bench.synthetic_run import make_run
 
-    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=4, reports_per_trial=5)
+    run = make_run(
+        tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=4, reports_per_trial=5
+    )
     found = _run(
         "import contextlib, io, json, sys\n"
         "from planner._cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    rc = main(['report', {str(run)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}])\n"
-        "print(json.dumps({'rc': rc, 'matplotlib': 'matplotlib' in sys.modules}))\n")
+        "print(json.dumps({'rc': rc, 'matplotlib': 'matplotlib' in sys.modules}))\n"
+    )
     assert found == {"rc": 0, "matplotlib": False}
     assert (tmp_path / "r.html").read_text().count("data:image/svg+xml;base64,") == 3

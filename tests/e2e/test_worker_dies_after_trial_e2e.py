@@ -22,7 +22,17 @@ from tests.e2e.test_faults import TUNING, assert_each_planned_trial_once, by_id,
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 VALUES = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "lr": 0.01}}
-KEPT_ALIKE = ("status", "exposure", "attempts", "errors", "violations", "params", "phase", "arm", "seed")
+KEPT_ALIKE = (
+    "status",
+    "exposure",
+    "attempts",
+    "errors",
+    "violations",
+    "params",
+    "phase",
+    "arm",
+    "seed",
+)
 
 
 def _curve(record: dict) -> list:
@@ -41,11 +51,21 @@ def _died(pid: int) -> bool:
 def reference(tmp_path_factory, ray_local):
     """The same contract unfaulted: what each trial's record must hold."""
     tmp, cwd = tmp_path_factory.mktemp("reference"), os.getcwd()
-    os.chdir(Path(__file__).resolve().parents[2])  # the trainables of tests/ import as tests.trainables.*
+    os.chdir(
+        Path(__file__).resolve().parents[2]
+    )  # the trainables of tests/ import as tests.trainables.*
     try:
-        result = run(contract(tmp, trainable="tests.trainables.faulty:by_kind", config={"values": VALUES},
-                              tuning={**TUNING, "trials_per_arm": 2}, failures={"retries": 1}),
-                     runs_dir=tmp / "runs", quiet=True)
+        result = run(
+            contract(
+                tmp,
+                trainable="tests.trainables.faulty:by_kind",
+                config={"values": VALUES},
+                tuning={**TUNING, "trials_per_arm": 2},
+                failures={"retries": 1},
+            ),
+            runs_dir=tmp / "runs",
+            quiet=True,
+        )
     finally:
         os.chdir(cwd)
     assert result.state == "completed", result.reason
@@ -53,18 +73,29 @@ def reference(tmp_path_factory, ray_local):
 
 
 @pytest.mark.parametrize("retries", [1, 0], ids=["tune-restarts-it", "tune-gives-up-on-it"])
-def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(retries, reference, ray_local,
-                                                                                in_repo, tmp_path):
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", config={"values": VALUES},
-                    tuning={**TUNING, "trials_per_arm": 2}, failures={"retries": retries},
-                    arms=[{"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=dies_after_completing"]}])
+def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
+    retries, reference, ray_local, in_repo, tmp_path
+):
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        config={"values": VALUES},
+        tuning={**TUNING, "trials_per_arm": 2},
+        failures={"retries": retries},
+        arms=[
+            {"name": "treat", "overrides": ["fault.level=0.7", "fault.kind=dies_after_completing"]}
+        ],
+    )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result.reason
     assert_each_planned_trial_once(result.run_dir)
     records, expected = by_id(result.run_dir), by_id(reference)
     treat = sorted(t for t, r in records.items() if r["arm"] == "treat")
     assert len(treat) == 2 + 3 and {records[t]["phase"] for t in treat} == {"tune", "confirm"}
-    events = [json.loads(line) for line in (Path(result.run_dir) / "events.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(line)
+        for line in (Path(result.run_dir) / "events.jsonl").read_text().splitlines()
+    ]
     kept = {e["trial_id"]: e for e in events if e["event"] == "worker_died_after_trial_ended"}
     died = set()
     for trial_id in treat:
@@ -74,13 +105,24 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
         if _died(int(staged.suffix[1:])):
             died.add(trial_id)
         # the record is the one an unfaulted run makes: its one attempt, its reports and metrics, no error
-        assert {k: record[k] for k in KEPT_ALIKE} == {k: expected[trial_id][k] for k in KEPT_ALIKE}, trial_id
-        assert record["status"] == "completed" and record["attempts"] == 1 and record["errors"] == []
+        assert {k: record[k] for k in KEPT_ALIKE} == {
+            k: expected[trial_id][k] for k in KEPT_ALIKE
+        }, trial_id
+        assert (
+            record["status"] == "completed" and record["attempts"] == 1 and record["errors"] == []
+        )
         assert _curve(record) == _curve(expected[trial_id]), trial_id
-        assert record["config"]["fault"] == {**expected[trial_id]["config"]["fault"], "kind": "dies_after_completing"}
+        assert record["config"]["fault"] == {
+            **expected[trial_id]["config"]["fault"],
+            "kind": "dies_after_completing",
+        }
         # nothing hidden: the death after the trial ended is logged, with Ray's word for it
         if trial_id in died:
-            assert trial_id in kept and kept[trial_id]["status"] == "completed" and kept[trial_id]["reason"], trial_id
+            assert (
+                trial_id in kept
+                and kept[trial_id]["status"] == "completed"
+                and kept[trial_id]["reason"]
+            ), trial_id
     # The staged death is the trainable's own profile hook on run_trial's return; once in a CI run (2 cores under
     # load) one confirmation trial's worker lived on and delivered its result as usual (then nothing was kept, and
     # its record is the normal one, checked above). The mechanism is proved where the death happened: in both phases.
@@ -93,31 +135,62 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
     assert decisions(result.run_dir) == decisions(reference)
 
 
-
 # ------------------------------------------------------------------ a resumed grid sweep
 
 
-def test_a_resumed_grid_sweep_runs_each_point_once_when_finished_trials_failed(ray_local, in_repo, tmp_path):
+def test_a_resumed_grid_sweep_runs_each_point_once_when_finished_trials_failed(
+    ray_local, in_repo, tmp_path
+):
     """The trials of a grid sweep that failed (and those stopped early) are told to the resumed study, like the
     completed ones: the resume runs the points no finished trial ran, never a point that has a record."""
-    tuning = {"trials_per_arm": 4, "seeds": [100], "sampler": {"name": "grid", "seed": 3},
-              "space": {"fault.fail": {"choice": [False, True]}, "fault.lr": {"choice": [0.01, 0.1]}}}
-    path = contract(tmp_path, trainable="tests.trainables.faulty:by_kind", tuning=tuning,
-                    config={"values": {"fault": {"kind": "fails_when", "level": 0.5, "sleep": 0.0, "fail": False,
-                                                          "lr": 0.01}}})
+    tuning = {
+        "trials_per_arm": 4,
+        "seeds": [100],
+        "sampler": {"name": "grid", "seed": 3},
+        "space": {"fault.fail": {"choice": [False, True]}, "fault.lr": {"choice": [0.01, 0.1]}},
+    }
+    path = contract(
+        tmp_path,
+        trainable="tests.trainables.faulty:by_kind",
+        tuning=tuning,
+        config={
+            "values": {
+                "fault": {
+                    "kind": "fails_when",
+                    "level": 0.5,
+                    "sleep": 0.0,
+                    "fail": False,
+                    "lr": 0.01,
+                }
+            }
+        },
+    )
     first = run(path, runs_dir=tmp_path / "runs", quiet=True, keep_going=True)
     assert first.state == "completed", first.reason
     trials = Path(first.run_dir) / "trials.jsonl"
-    kept = [line for line in trials.read_text().splitlines(keepends=True)
-            if json.loads(line)["phase"] == "tune" and json.loads(line)["status"] == "failed"]
-    assert len(kept) == 4  # two failed points of each arm's grid; the completed ones run again on --resume
+    kept = [
+        line
+        for line in trials.read_text().splitlines(keepends=True)
+        if json.loads(line)["phase"] == "tune" and json.loads(line)["status"] == "failed"
+    ]
+    assert (
+        len(kept) == 4
+    )  # two failed points of each arm's grid; the completed ones run again on --resume
     trials.write_text("".join(kept))
-    result = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True, keep_going=True)
+    result = run(
+        path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True, keep_going=True
+    )
     assert result.state == "completed", result.reason
     assert_each_planned_trial_once(result.run_dir)
     for arm in ("base", "treat"):
-        points = sorted(json.dumps(r["params"], sort_keys=True) for r in by_id(result.run_dir).values()
-                        if r["phase"] == "tune" and r["arm"] == arm)
-        grid = sorted(json.dumps({"fault.fail": f, "fault.lr": lr}, sort_keys=True)
-                      for f in (False, True) for lr in (0.01, 0.1))
+        points = sorted(
+            json.dumps(r["params"], sort_keys=True)
+            for r in by_id(result.run_dir).values()
+            if r["phase"] == "tune" and r["arm"] == arm
+        )
+        grid = sorted(
+            json.dumps({"fault.fail": f, "fault.lr": lr}, sort_keys=True)
+            for f in (False, True)
+            for lr in (0.01, 0.1)
+        )
         assert points == grid, f"{arm}: a grid point ran twice, or one never ran"

@@ -40,9 +40,14 @@ print(json.dumps(out))
 
 def _trials(tmp_path, trainable: str) -> list[dict]:
     """Three trials of `trainable` in one Ray worker: what each saw as it ended."""
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path), str(REPO), trainable], cwd=REPO,
-                          capture_output=True, text=True, timeout=240,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path), str(REPO), trainable],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -54,7 +59,9 @@ def test_a_reused_worker_freezes_once_and_frees_each_later_trials_cycles(tmp_pat
     assert out[0]["frozen"] > 1000, out  # its imports, frozen after the first trial
     # once: later trials' objects are not frozen (the count only falls, as frozen objects are freed)
     assert out[0]["frozen"] >= out[1]["frozen"] >= out[2]["frozen"] > 1000, out
-    assert [o["left_alive"] for o in out] == [0, 0, 0], out  # every trial's 1 MiB cycle was freed as it ended
+    assert [o["left_alive"] for o in out] == [0, 0, 0], (
+        out
+    )  # every trial's 1 MiB cycle was freed as it ended
 
 
 def test_the_trainables_module_of_the_first_trial_is_freed_not_frozen(tmp_path):
@@ -71,7 +78,9 @@ def test_the_trainables_module_of_the_first_trial_is_freed_not_frozen(tmp_path):
     assert [o["left_alive"] for o in out] == [0, 1, 1], out
 
 
-def test_a_trainable_in_a_package_reaches_its_submodules_in_every_trial_and_each_earlier_copy_is_freed(tmp_path):
+def test_a_trainable_in_a_package_reaches_its_submodules_in_every_trial_and_each_earlier_copy_is_freed(
+    tmp_path,
+):
     """The package is let go after the first trial (before the freeze) and executed anew for each later one;
     its submodule, still loaded, is its attribute again each time (`import pkg.sub; pkg.sub.x`)."""
     out = _trials(tmp_path, "tests.trainables.pkg_trainable:train")

@@ -12,7 +12,9 @@ import time
 
 
 def slow_stop(config, trial):
-    os.environ["TUNE_FUNCTION_THREAD_TIMEOUT_S"] = "1"  # this worker process only (read by reset_config)
+    os.environ["TUNE_FUNCTION_THREAD_TIMEOUT_S"] = (
+        "1"  # this worker process only (read by reset_config)
+    )
     try:
         for step in range(1, trial.budget + 1):
             time.sleep(0.2)
@@ -29,11 +31,12 @@ def train_step(config, trial, step):
     trial.report(step, val_acc=value, **({"test_acc": value} if trial.phase != "tune" else {}))
 
 
-
 def missing_file(config, trial):
     """Fails on every trial with one error that differs only in a path and a number."""
     time.sleep(0.3)
-    raise FileNotFoundError(f"[Errno 2] No such file or directory: '/data/run-{random.randrange(10**6)}/train.csv'")
+    raise FileNotFoundError(
+        f"[Errno 2] No such file or directory: '/data/run-{random.randrange(10**6)}/train.csv'"
+    )
 
 
 def misnamed_metric(config, trial):

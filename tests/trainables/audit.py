@@ -20,7 +20,9 @@ import time
 
 
 def value(recipe, step, budget, noise_draw):
-    level = recipe["level"] - 0.05 * abs(math.log10(recipe.get("lr", 0.01)) - math.log10(recipe.get("best_lr", 0.01)))
+    level = recipe["level"] - 0.05 * abs(
+        math.log10(recipe.get("lr", 0.01)) - math.log10(recipe.get("best_lr", 0.01))
+    )
     x = step / budget
     shape = recipe.get("shape", "plateau")
     if shape == "plateau":
@@ -43,7 +45,9 @@ def train(config, trial):
     noise = recipe.get("noise", 0.005)
     offset = rng.gauss(0, recipe.get("offset", 0.0))
     if trial.phase == "tune" and recipe.get("tune_offset"):
-        offset += random.Random(f"tune-{trial.arm}-{sorted(trial.params.items())}").gauss(0, recipe["tune_offset"])
+        offset += random.Random(f"tune-{trial.arm}-{sorted(trial.params.items())}").gauss(
+            0, recipe["tune_offset"]
+        )
     for step in range(1, trial.budget + 1):
         time.sleep(recipe.get("sleep", 0.0))
         v = value(recipe, step, trial.budget, offset + rng.gauss(0, noise))

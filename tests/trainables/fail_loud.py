@@ -7,7 +7,9 @@ def misnamed(config, trial):
     """Reports `val_accuracy` (and train_loss) where a contract may say `val_acc`."""
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):
-        trial.report(step, val_accuracy=0.5 + 0.01 * step + rng.gauss(0, 0.01), train_loss=1.0 / step)
+        trial.report(
+            step, val_accuracy=0.5 + 0.01 * step + rng.gauss(0, 0.01), train_loss=1.0 / step
+        )
 
 
 def interpolated(config, trial):
@@ -15,8 +17,12 @@ def interpolated(config, trial):
     rng = random.Random(trial.seed)
     peak = config["sched"]["peak_lr"]
     for step in range(1, trial.budget + 1):
-        trial.report(step, val_acc=config["level"] + peak + rng.gauss(0, 0.001), peak_lr=peak,
-                     lr=config["optim"]["lr"])
+        trial.report(
+            step,
+            val_acc=config["level"] + peak + rng.gauss(0, 0.001),
+            peak_lr=peak,
+            lr=config["optim"]["lr"],
+        )
 
 
 def ignores_seed(config, trial):

@@ -22,7 +22,12 @@ def _value(config, seed, step):
     rng = np.random.default_rng([seed, step])
     # the tuned lr moves the curve a little, as a real one does: a trainable that ignored it would be `invalid`
     # (the tuned values did not vary the run), and the faults tests compare decisions that measure something
-    return fault["level"] + 0.01 * float(fault.get("lr", 0.0)) - 0.1 / step + float(rng.normal(0, 0.01))
+    return (
+        fault["level"]
+        + 0.01 * float(fault.get("lr", 0.0))
+        - 0.1 / step
+        + float(rng.normal(0, 0.01))
+    )
 
 
 def _write(path, text):
@@ -91,7 +96,9 @@ def non_numeric(config, trial):
 
 def hangs_in_c(config, trial):
     trial.report(1, val_acc=0.5)
-    time.sleep(3600)  # C code: an asynchronous exception cannot interrupt it; the watchdog kills the process
+    time.sleep(
+        3600
+    )  # C code: an asynchronous exception cannot interrupt it; the watchdog kills the process
 
 
 def hangs_in_python(config, trial):
@@ -137,10 +144,16 @@ def dies_after_completing(config, trial):
     _write(os.path.join(trial.dir, f"died-after.{os.getpid()}"), str(trial.attempt))
 
     def profile(frame, event, arg):
-        if event == "return" and frame.f_code.co_name == "run_trial" and "planner" in frame.f_code.co_filename:
+        if (
+            event == "return"
+            and frame.f_code.co_name == "run_trial"
+            and "planner" in frame.f_code.co_filename
+        ):
             os.kill(os.getpid(), signal.SIGKILL)
 
-    sys.setprofile(profile)  # this thread's: the one that runs the trial and returns its record to Ray
+    sys.setprofile(
+        profile
+    )  # this thread's: the one that runs the trial and returns its record to Ray
 
 
 def fails_when(config, trial):
@@ -159,8 +172,13 @@ def leaks_secret(config, trial):
     raise RuntimeError(f"could not log in with {password} / {token}")
 
 
-KINDS = {name: fn for name, fn in globals().items() if callable(fn) and not name.startswith("_")
-         and name not in ("by_kind", "json", "os", "signal", "sys", "time")}
+KINDS = {
+    name: fn
+    for name, fn in globals().items()
+    if callable(fn)
+    and not name.startswith("_")
+    and name not in ("by_kind", "json", "os", "signal", "sys", "time")
+}
 
 
 def by_kind(config, trial):

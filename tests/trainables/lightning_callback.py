@@ -52,13 +52,23 @@ def counts_epochs(config, trial):
     train(config, trial, extra_callbacks=[_Fault(trial, "none")])
 
 
-
-def _fit_alone(config, trial, max_epochs: int, model_class=DigitsMLP, **trainer_options) -> L.LightningModule:
+def _fit_alone(
+    config, trial, max_epochs: int, model_class=DigitsMLP, **trainer_options
+) -> L.LightningModule:
     """A small Trainer with the callback and no trainer.test() after fit; the model it trained."""
     callback = planner.LightningCallback(trial)
-    trainer = L.Trainer(max_epochs=max_epochs, callbacks=[callback], logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, **trainer_options)
-    model = model_class(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
+    trainer = L.Trainer(
+        max_epochs=max_epochs,
+        callbacks=[callback],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **trainer_options,
+    )
+    model = model_class(
+        hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"])
+    )
     trainer.fit(model, datamodule=DigitsData(**config["data"]), ckpt_path=callback.ckpt_path)
     return model
 
@@ -95,7 +105,12 @@ def own_epochs(config, trial):
 
 def forgets_the_callback(config, trial):
     """A Trainer without planner.LightningCallback: it trains and reports nothing."""
-    trainer = L.Trainer(max_epochs=trial.budget, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False)
+    trainer = L.Trainer(
+        max_epochs=trial.budget,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
     model = DigitsMLP(hidden=8, dropout=0.0, optimizer=hydra.utils.instantiate(config["optimizer"]))
     trainer.fit(model, datamodule=DigitsData(**config["data"]))

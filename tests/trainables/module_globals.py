@@ -18,5 +18,7 @@ HELD = Held()
 
 def train(config, trial):
     LEFT.append(weakref.ref(HELD))
-    time.sleep(config.get("sleep", 0.0))  # long enough that the collection after it is cheap beside it
+    time.sleep(
+        config.get("sleep", 0.0)
+    )  # long enough that the collection after it is cheap beside it
     trial.report(1, score=0.5 + trial.seed * 1e-6)

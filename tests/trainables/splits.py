@@ -17,8 +17,15 @@ import numpy as np
 
 DEFAULTS = {
     "recipe": {"name": "a", "level": 0.5, "noise": 0.01},
-    "data": {"rows": 400, "rows_per_patient": 4, "by": "patient", "shuffle": 0, "test_varies": False,
-             "log_test": True, "reeval_shift": False},
+    "data": {
+        "rows": 400,
+        "rows_per_patient": 4,
+        "by": "patient",
+        "shuffle": 0,
+        "test_varies": False,
+        "log_test": True,
+        "reeval_shift": False,
+    },
 }
 
 
@@ -39,14 +46,17 @@ def split_ids(d: dict, seed: int):
     if d["by"] == "patient":  # val by patient too
         rest_patients = np.unique(patient[rest])
         val_p = np.random.default_rng(seed * 1000 + int(d["shuffle"])).choice(
-            rest_patients, size=len(rest_patients) // 5, replace=False)
+            rest_patients, size=len(rest_patients) // 5, replace=False
+        )
         is_val = np.isin(patient[rest], val_p)
         val, train = rest[is_val], rest[~is_val]
     else:
         rest = rest.copy()
         np.random.default_rng(seed * 1000 + int(d["shuffle"])).shuffle(rest)
-        val, train = rest[: len(rest) // 5], rest[len(rest) // 5:]
-    presented = np.concatenate([train, train[: len(train) // 2]])  # half the train rows oversampled once
+        val, train = rest[: len(rest) // 5], rest[len(rest) // 5 :]
+    presented = np.concatenate(
+        [train, train[: len(train) // 2]]
+    )  # half the train rows oversampled once
     return presented, val, ids[is_test], patient
 
 

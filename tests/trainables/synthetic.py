@@ -29,7 +29,11 @@ def crash(config, trial):
 def diverge(config, trial):
     if config["recipe"]["level"] > 0.6:
         for step in range(1, trial.budget + 1):
-            trial.report(step, val_acc=float("nan") if step == 2 else 0.5, test_acc=float("nan") if step == 2 else 0.5)
+            trial.report(
+                step,
+                val_acc=float("nan") if step == 2 else 0.5,
+                test_acc=float("nan") if step == 2 else 0.5,
+            )
         return
     train(config, trial)
 
@@ -63,7 +67,9 @@ def ties_at_the_end(config, trial):
     for step in range(1, trial.budget + 1):
         value = recipe["level"] - 0.1 * abs(math.log10(recipe["lr"])) / step + rng.gauss(0, 0.01)
         if step == trial.budget:  # quantized: the tuning's final value is the same for every lr
-            value = round(recipe["level"], 1) + (rng.gauss(0, 0.01) if trial.phase != "tune" else 0.0)
+            value = round(recipe["level"], 1) + (
+                rng.gauss(0, 0.01) if trial.phase != "tune" else 0.0
+            )
         metrics = {"val_acc": value}
         if trial.phase != "tune":
             metrics["test_acc"] = value + rng.gauss(0, 0.01)

@@ -14,6 +14,12 @@ import pytest
 # platform.platform() (the host identity) asks `uname -p` once per process and caches the answer: ask it
 # here, before the guard, so a unit test that records a host identity does not depend on which test ran first.
 platform.platform()
+# matplotlib (imported by Lightning) runs `fc-list` once per machine to build its font cache: build it here,
+# so that on a new machine the first unit test to import Lightning does not trip the guard.
+try:
+    import matplotlib.font_manager  # noqa: F401
+except ImportError:
+    pass
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +29,9 @@ def _no_subprocess_no_ray(monkeypatch):
     def only_git(self, args, *rest, **kwargs):
         program = args[0] if isinstance(args, list | tuple) else str(args).split()[0]
         if str(program).rsplit("/", 1)[-1] != "git":
-            raise AssertionError(f"a unit test started {program!r}: a subprocess belongs in tests/e2e")
+            raise AssertionError(
+                f"a unit test started {program!r}: a subprocess belongs in tests/e2e"
+            )
         popen(self, args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", only_git)

@@ -24,7 +24,14 @@ from tests._audit_runs import (
     write_run,
 )
 
-MIDDLE = [0.004, 0.008, 0.012, 0.02, 0.03, 0.05]  # lr values well inside [0.001, 1] on the log scale
+MIDDLE = [
+    0.004,
+    0.008,
+    0.012,
+    0.02,
+    0.03,
+    0.05,
+]  # lr values well inside [0.001, 1] on the log scale
 
 
 @pytest.fixture(autouse=True)
@@ -54,29 +61,41 @@ def check_next(tmp_path, audit, original: dict, code: str, name_suffix: str) -> 
     assert result.valid, [d.format() for d in result.diagnostics]
     new = yaml.safe_load(text)
     frozen = audit.evidence.contract
-    changed = {c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.") else c["path"]
-               for c in n["change"]["paths"] + n["change"]["budget"]}
+    changed = {
+        c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.") else c["path"]
+        for c in n["change"]["paths"] + n["change"]["budget"]
+    }
     found = differences(frozen, new)
     assert {"name", "hypothesis"} <= found
     assert {_space_key(p) for p in found - {"name", "hypothesis"}} == changed, (found, changed)
     assert len(n["change"]["paths"]) >= 1
     for c in n["change"]["paths"]:
         assert c["from"] != c["to"]
-    assert not any(p.startswith(("factor", "arms", "baseline", "metric", "acceptance")) for p in found)
-    assert code in new["hypothesis"] and "Falsifier" in new["hypothesis"] and "Expected" in new["hypothesis"]
+    assert not any(
+        p.startswith(("factor", "arms", "baseline", "metric", "acceptance")) for p in found
+    )
+    assert (
+        code in new["hypothesis"]
+        and "Falsifier" in new["hypothesis"]
+        and "Expected" in new["hypothesis"]
+    )
     return new
 
 
 def _space_key(path: str) -> str:
     """tuning.space.recipe.lr.log_uniform -> tuning.space.recipe.lr (the dimension, as change paths name it)."""
-    return path.rsplit(".", 1)[0] if path.startswith("tuning.") and path.endswith(("log_uniform", "uniform", "int")) \
+    return (
+        path.rsplit(".", 1)[0]
+        if path.startswith("tuning.") and path.endswith(("log_uniform", "uniform", "int"))
         else path
+    )
 
 
 def test_a_healthy_run_has_no_symptom_and_no_next_control(tmp_path):
     data = contract_data(tuning=TUNING, seeds=[0, 1, 2, 3, 4], recipe={"noise": 0.003})
-    trials = tuning_trials(data, MIDDLE) + confirm_trials(data, params={"base": {"recipe.lr": 0.01},
-                                                                         "treat": {"recipe.lr": 0.01}})
+    trials = tuning_trials(data, MIDDLE) + confirm_trials(
+        data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}}
+    )
     audit = audit_run(write_run(tmp_path, data, trials))
     assert [f for f in audit.findings if f.code in SYMPTOMS] == []
     assert "seed_spread" not in codes(audit) and "unequal_cost" not in codes(audit)
@@ -85,7 +104,10 @@ def test_a_healthy_run_has_no_symptom_and_no_next_control(tmp_path):
     recipes = {(r["arm"], r["phase"]): r for r in audit.recipes}
     assert recipes[("treat", "confirm")]["statuses"] == {"completed": 5}
     assert recipes[("treat", "confirm")]["exposure"] == {"min": 4, "max": 4}
-    assert recipes[("treat", "confirm")]["config_vs_baseline"] == {"recipe.level": 0.7, "recipe.name": "b"}
+    assert recipes[("treat", "confirm")]["config_vs_baseline"] == {
+        "recipe.level": 0.7,
+        "recipe.name": "b",
+    }
     assert recipes[("base", "tune")]["params"]["recipe.lr"] == {"min": 0.004, "max": 0.05}
     assert recipes[("treat", "confirm")]["s_per_step"] == pytest.approx(0.1)
 
@@ -111,7 +133,9 @@ def test_divergence_at_the_top_of_the_lr_range_is_found_and_the_next_control_low
 def test_a_selected_value_at_the_edge_of_its_range_widens_it_for_every_arm(tmp_path):
     data = contract_data(tuning=TUNING, recipe={"best_lr": 0.9})
     trials = tuning_trials(data, [0.002, 0.01, 0.05, 0.2, 0.5, 0.95])
-    trials += confirm_trials(data, params={"base": {"recipe.lr": 0.95}, "treat": {"recipe.lr": 0.95}})
+    trials += confirm_trials(
+        data, params={"base": {"recipe.lr": 0.95}, "treat": {"recipe.lr": 0.95}}
+    )
     audit = audit_run(write_run(tmp_path, data, trials))
     f = one(audit, "selected_at_boundary", "treat")
     assert f.evidence[0]["value"] == 0.95 and f.evidence[0]["side"] == "high"
@@ -122,12 +146,16 @@ def test_a_selected_value_at_the_edge_of_its_range_widens_it_for_every_arm(tmp_p
 
 
 def test_curves_still_rising_at_the_end_ask_for_twice_the_exposure(tmp_path):
-    data = contract_data(recipe={"shape": "rising"}, budget={"exposure": 6, "max_trials": 6,
-                                                              "max_wall_time": "10m", "max_trial_time": 90})
+    data = contract_data(
+        recipe={"shape": "rising"},
+        budget={"exposure": 6, "max_trials": 6, "max_wall_time": "10m", "max_trial_time": 90},
+    )
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
     f = one(audit, "still_improving", "base")
     e = f.evidence[0]
-    assert f.kind == "inference" and e["steps"] == [4, 6] and e["gain"] == pytest.approx(0.1, abs=0.01)
+    assert (
+        f.kind == "inference" and e["steps"] == [4, 6] and e["gain"] == pytest.approx(0.1, abs=0.01)
+    )
     assert e["gain"] - e["ci_half_width"] > 0
     new = check_next(tmp_path, audit, data, "still_improving", "exposure-x2")
     assert new["budget"]["exposure"] == 12
@@ -136,10 +164,17 @@ def test_curves_still_rising_at_the_end_ask_for_twice_the_exposure(tmp_path):
 
 
 def test_a_flat_curve_and_a_late_decline_are_told_apart(tmp_path):
-    data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7",
-                                                                "recipe.shape=decline"]}],
-                         factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.shape"]},
-                         recipe={"shape": "flat"}, budget={"exposure": 5})
+    data = contract_data(
+        arms=[
+            {
+                "name": "treat",
+                "overrides": ["recipe.name=b", "recipe.level=0.7", "recipe.shape=decline"],
+            }
+        ],
+        factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.shape"]},
+        recipe={"shape": "flat"},
+        budget={"exposure": 5},
+    )
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
     flat = one(audit, "flat", "base")
     assert flat.evidence[0]["steps"] == [1, 5] and flat.evidence[0]["metric"] == "test_acc"
@@ -153,15 +188,22 @@ def test_a_flat_curve_and_a_late_decline_are_told_apart(tmp_path):
 def test_identical_seeds_failures_and_heldout_exposure(tmp_path):
     data = contract_data(tuning=TUNING, recipe={"ignore_seed": True})
     tune = tuning_trials(data, MIDDLE)
-    tune[0] = curve_trial(data, "base", "tune", 1000, index=0, params={"recipe.lr": MIDDLE[0]}, leak=True)
-    confirm = confirm_trials(data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}})
+    tune[0] = curve_trial(
+        data, "base", "tune", 1000, index=0, params={"recipe.lr": MIDDLE[0]}, leak=True
+    )
+    confirm = confirm_trials(
+        data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}}
+    )
     confirm[-1] = failed_trial("treat", "confirm", 2)
     audit = audit_run(write_run(tmp_path, data, tune + confirm))
     same = one(audit, "seeds_identical", "base")
     assert same.evidence[0]["seeds"] == [0, 1, 2] and same.evidence[0]["steps"] == 4
     assert "flat" not in codes(audit, "base")  # no seed noise to judge a curve against
     fail = one(audit, "failures", "treat")
-    assert fail.evidence[0]["trial_id"] == "confirm-treat-s2" and fail.evidence[0]["error_type"] == "RuntimeError"
+    assert (
+        fail.evidence[0]["trial_id"] == "confirm-treat-s2"
+        and fail.evidence[0]["error_type"] == "RuntimeError"
+    )
     held = one(audit, "heldout_exposure", "base")
     assert held.evidence[0]["trial_id"] == "tune-base-s1000-t000" and held.evidence[0]["step"] == 1
     assert any("seed noise of base" in m["what"] for m in audit.missing)
@@ -174,14 +216,23 @@ def test_seeds_identical_logged_by_the_decision_is_read(tmp_path):
     doc["decisions"][0]["findings"] = [{"code": "seeds_identical", "detail": "logged by the run"}]
     (run / "decisions.json").write_text(json.dumps(doc))
     f = one(audit_run(run), "seeds_identical", "treat")
-    assert f.evidence == [{"source": "decisions.json", "arm": "treat", "code": "seeds_identical",
-                           "detail": "logged by the run"}]
+    assert f.evidence == [
+        {
+            "source": "decisions.json",
+            "arm": "treat",
+            "code": "seeds_identical",
+            "detail": "logged by the run",
+        }
+    ]
 
 
 def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
-    data = contract_data(arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.52"]}],
-                         recipe={"noise": 0.001, "offset": 0.03}, acceptance={"min_effect": 0.02},
-                         budget={"exposure": 4, "max_trials": 6})
+    data = contract_data(
+        arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.52"]}],
+        recipe={"noise": 0.001, "offset": 0.03},
+        acceptance={"min_effect": 0.02},
+        budget={"exposure": 4, "max_trials": 6},
+    )
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
     f = one(audit, "seed_spread", "treat")
     e = f.evidence[0]
@@ -189,8 +240,13 @@ def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
     from planner._contract.model import Contract
     from planner._plan.seeds import power_summary
 
-    said = power_summary(Contract.model_validate(data), e["sd"])  # what `plan power --pilot RUN_DIR` prints
-    assert e["seeds_80"] == said["needed"]["80"]["seeds"] and e["power_declared"] == said["declared"]["power"]
+    said = power_summary(
+        Contract.model_validate(data), e["sd"]
+    )  # what `plan power --pilot RUN_DIR` prints
+    assert (
+        e["seeds_80"] == said["needed"]["80"]["seeds"]
+        and e["power_declared"] == said["declared"]["power"]
+    )
     new = check_next(tmp_path, audit, data, "seed_spread", f"seeds-{e['seeds_80']}")
     assert new["seeds"][:3] == [0, 1, 2] and len(new["seeds"]) == e["seeds_80"]
     assert new["budget"]["max_trials"] == 2 * e["seeds_80"]
@@ -198,13 +254,48 @@ def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
 
 def test_selection_optimism_and_unequal_cost(tmp_path):
     data = contract_data(tuning=TUNING)
-    tune = [curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"],
-                        s_per_step=0.4 if t["arm"] == "treat" else 0.1) for t in tuning_trials(data, MIDDLE)]
-    confirm = [curve_trial(data, t["arm"], "confirm", t["seed"], params={"recipe.lr": 0.01},
-                           s_per_step=0.4 if t["arm"] == "treat" else 0.1) for t in confirm_trials(data)]
-    selection = {"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
-        "base": {"arm": "base", "trial_id": "tune-base-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.5},
-        "treat": {"arm": "treat", "trial_id": "tune-treat-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.9}}}
+    tune = [
+        curve_trial(
+            data,
+            t["arm"],
+            "tune",
+            1000,
+            index=t["index"],
+            params=t["params"],
+            s_per_step=0.4 if t["arm"] == "treat" else 0.1,
+        )
+        for t in tuning_trials(data, MIDDLE)
+    ]
+    confirm = [
+        curve_trial(
+            data,
+            t["arm"],
+            "confirm",
+            t["seed"],
+            params={"recipe.lr": 0.01},
+            s_per_step=0.4 if t["arm"] == "treat" else 0.1,
+        )
+        for t in confirm_trials(data)
+    ]
+    selection = {
+        "rule": "final",
+        "metric": "val_acc",
+        "mode": "max",
+        "arms": {
+            "base": {
+                "arm": "base",
+                "trial_id": "tune-base-s1000-t001",
+                "params": {"recipe.lr": 0.01},
+                "score": 0.5,
+            },
+            "treat": {
+                "arm": "treat",
+                "trial_id": "tune-treat-s1000-t001",
+                "params": {"recipe.lr": 0.01},
+                "score": 0.9,
+            },
+        },
+    }
     audit = audit_run(write_run(tmp_path, data, tune + confirm, selection=selection))
     opt = one(audit, "selection_optimism", "treat")
     assert opt.evidence[0]["optimism"] == pytest.approx(0.2, abs=0.01)
@@ -222,19 +313,42 @@ def test_seeds_that_tie_give_no_inference_from_a_ci_of_width_zero(tmp_path):
     0.7 after the same rise. `selection_optimism` and `still_improving` weighed a difference against a 95 % CI of
     +-0 and inferred it; with no spread there is no evidence (the degenerate-spread rule of the decision)."""
     data = contract_data(tuning=TUNING)
-    tune = [curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
-            for t in tuning_trials(data, MIDDLE)]
-    confirm = [curve_trial(data, t["arm"], "confirm", t["seed"], params={"recipe.lr": 0.01}) for t in confirm_trials(data)]
+    tune = [
+        curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
+        for t in tuning_trials(data, MIDDLE)
+    ]
+    confirm = [
+        curve_trial(data, t["arm"], "confirm", t["seed"], params={"recipe.lr": 0.01})
+        for t in confirm_trials(data)
+    ]
     for trial in confirm:
         if trial["arm"] == "treat":
             n = len(trial["reports"])
             for step, report in enumerate(trial["reports"], start=1):
                 report["metrics"]["val_acc"] = round(0.5 + 0.2 * step / n, 2)
-    selection = {"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
-        "base": {"arm": "base", "trial_id": "tune-base-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.5},
-        "treat": {"arm": "treat", "trial_id": "tune-treat-s1000-t001", "params": {"recipe.lr": 0.01}, "score": 0.9}}}
+    selection = {
+        "rule": "final",
+        "metric": "val_acc",
+        "mode": "max",
+        "arms": {
+            "base": {
+                "arm": "base",
+                "trial_id": "tune-base-s1000-t001",
+                "params": {"recipe.lr": 0.01},
+                "score": 0.5,
+            },
+            "treat": {
+                "arm": "treat",
+                "trial_id": "tune-treat-s1000-t001",
+                "params": {"recipe.lr": 0.01},
+                "score": 0.9,
+            },
+        },
+    }
     audit = audit_run(write_run(tmp_path, data, tune + confirm, selection=selection))
-    assert "selection_optimism" not in codes(audit, "treat") and "still_improving" not in codes(audit, "treat")
+    assert "selection_optimism" not in codes(audit, "treat") and "still_improving" not in codes(
+        audit, "treat"
+    )
 
 
 def test_missing_evidence_is_named(tmp_path):
@@ -272,7 +386,9 @@ def test_no_next_control_writes_nothing(tmp_path, capsys):
     target = tmp_path / "next.yaml"
     assert main(["audit", str(run), "--next", str(target)]) == 0
     captured = capsys.readouterr()
-    assert "No finding calls for a next control" in captured.out and "is not written" in captured.err
+    assert (
+        "No finding calls for a next control" in captured.out and "is not written" in captured.err
+    )
     assert not target.exists()
 
 
@@ -286,7 +402,9 @@ def test_a_next_control_written_elsewhere_keeps_its_folders(tmp_path):
     elsewhere.mkdir(parents=True)
     text, notes = contract_text(audit, elsewhere / "next.yaml")
     new = yaml.safe_load(text)
-    assert (elsewhere / new["data"]["fingerprint"][0]).resolve() == (tmp_path / "data.bin").resolve()
+    assert (elsewhere / new["data"]["fingerprint"][0]).resolve() == (
+        tmp_path / "data.bin"
+    ).resolve()
     assert any("data.fingerprint" in n for n in notes)
 
 
@@ -297,16 +415,48 @@ def test_not_a_run_folder_is_a_sentence(tmp_path, capsys):
 
 def test_a_range_that_cannot_widen_gives_way_to_the_next_finding(tmp_path):
     space = {"recipe.lr": {"log_uniform": [0.001, 1.0]}, "recipe.drop": {"uniform": [0.0, 0.5]}}
-    data = contract_data(tuning={**TUNING, "space": space}, recipe={"shape": "rising", "drop": 0.1},
-                         budget={"exposure": 6})
-    tune = [curve_trial(data, arm, "tune", 1000, index=i, params={"recipe.lr": lr, "recipe.drop": 0.01 * (i + 1)})
-            for arm in ("base", "treat") for i, lr in enumerate(MIDDLE)]
-    selected = {"recipe.lr": 0.01, "recipe.drop": 0.01}  # the lower 10 % of [0, 0.5], which starts at 0
-    audit = audit_run(write_run(tmp_path, data, tune + confirm_trials(data, params={"base": selected,
-                                                                                     "treat": selected}),
-                                selection={"rule": "final", "metric": "val_acc", "mode": "max", "arms": {
-                                    a: {"arm": a, "trial_id": f"tune-{a}-s1000-t000", "params": selected,
-                                        "score": 0.5} for a in ("base", "treat")}}))
+    data = contract_data(
+        tuning={**TUNING, "space": space},
+        recipe={"shape": "rising", "drop": 0.1},
+        budget={"exposure": 6},
+    )
+    tune = [
+        curve_trial(
+            data,
+            arm,
+            "tune",
+            1000,
+            index=i,
+            params={"recipe.lr": lr, "recipe.drop": 0.01 * (i + 1)},
+        )
+        for arm in ("base", "treat")
+        for i, lr in enumerate(MIDDLE)
+    ]
+    selected = {
+        "recipe.lr": 0.01,
+        "recipe.drop": 0.01,
+    }  # the lower 10 % of [0, 0.5], which starts at 0
+    audit = audit_run(
+        write_run(
+            tmp_path,
+            data,
+            tune + confirm_trials(data, params={"base": selected, "treat": selected}),
+            selection={
+                "rule": "final",
+                "metric": "val_acc",
+                "mode": "max",
+                "arms": {
+                    a: {
+                        "arm": a,
+                        "trial_id": f"tune-{a}-s1000-t000",
+                        "params": selected,
+                        "score": 0.5,
+                    }
+                    for a in ("base", "treat")
+                },
+            },
+        )
+    )
     assert one(audit, "selected_at_boundary", "base").evidence[0]["key"] == "recipe.drop"
     check_next(tmp_path, audit, data, "still_improving", "exposure-x2")
 
@@ -328,9 +478,16 @@ def test_what_ran_compares_a_recipe_with_the_baseline_like_for_like(tmp_path):
     for t in trials:
         t["config"] = {**t["config"], "seed": t["seed"], "epochs": 4}
     base = [t for t in trials if t["arm"] == "base"]
-    trials = [base[1], base[0], base[2]] + [t for t in trials if t["arm"] != "base"]  # seed 1 finished first
-    recipes = {(r["arm"], r["phase"]): r for r in audit_run(write_run(tmp_path, data, trials)).recipes}
-    assert recipes[("treat", "confirm")]["config_vs_baseline"] == {"recipe.level": 0.7, "recipe.name": "b"}
+    trials = [base[1], base[0], base[2]] + [
+        t for t in trials if t["arm"] != "base"
+    ]  # seed 1 finished first
+    recipes = {
+        (r["arm"], r["phase"]): r for r in audit_run(write_run(tmp_path, data, trials)).recipes
+    }
+    assert recipes[("treat", "confirm")]["config_vs_baseline"] == {
+        "recipe.level": 0.7,
+        "recipe.name": "b",
+    }
 
 
 def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
@@ -338,7 +495,9 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
     # run's own rule calls the seeds identical, and the audit reads the same records by the same rule (it used to
     # compare its own float copies, where nan != nan, and said nothing).
     data = contract_data(recipe={"ignore_seed": True})
-    confirm = confirm_trials(data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}})
+    confirm = confirm_trials(
+        data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}}
+    )
     for r in confirm:
         for report in r["reports"]:
             report["metrics"]["grad_norm"] = "nan"
@@ -346,4 +505,5 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
     audit = audit_run(write_run(tmp_path, data, confirm))
     assert one(audit, "seeds_identical", "base").evidence[0]["seeds"] == [0, 1, 2]
     assert ("base" in seeds_identical(confirm)) and ("treat" in seeds_identical(confirm)) == (
-        "seeds_identical" in codes(audit, "treat"))
+        "seeds_identical" in codes(audit, "treat")
+    )

@@ -31,8 +31,13 @@ OUTSIDE = "precious: this file is outside the run folder\n"
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "demo" / "20261130-120000-abcd", arms=("sgd", "adam"), seeds=3,
-                    tune_trials=3, reports_per_trial=4)
+    return make_run(
+        tmp_path_factory.mktemp("runs") / "demo" / "20261130-120000-abcd",
+        arms=("sgd", "adam"),
+        seeds=3,
+        tune_trials=3,
+        reports_per_trial=4,
+    )
 
 
 @pytest.fixture
@@ -153,8 +158,11 @@ WRONG = [
     ("state.json", {"state": 5, "budget": "x"}, "state"),
     ("plan.json", {"phases": 7}, "phases"),
     ("decisions.json", {"decisions": "nope"}, "decisions"),
-    ("trials.jsonl", {"trial_id": "t", "status": "completed", "reports": [{"step": "a", "metrics": [1]}]},
-     "reports[0].step"),
+    (
+        "trials.jsonl",
+        {"trial_id": "t", "status": "completed", "reports": [{"step": "a", "metrics": [1]}]},
+        "reports[0].step",
+    ),
     ("trials.jsonl", {"trial_id": "t", "status": ["x"]}, "status"),
     ("trials.jsonl", {"trial_id": "t", "status": "failed", "violations": 7}, "violations"),
     ("trials.jsonl", {"trial_id": "t", "status": "completed", "exposure": 10**400}, "exposure"),
@@ -162,21 +170,38 @@ WRONG = [
     ("lock", {"pid": 2**62, "host": "h"}, "pid"),
     ("events.jsonl", {"event": 3}, "event"),
     ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": "x"}, "splits"),
-    ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": {"train": 5}}, "splits.train"),
-    ("trials.jsonl", {"trial_id": "t", "status": "completed", "splits": {"train": {"presentations": "x"}}},
-     "splits.train.presentations"),
+    (
+        "trials.jsonl",
+        {"trial_id": "t", "status": "completed", "splits": {"train": 5}},
+        "splits.train",
+    ),
+    (
+        "trials.jsonl",
+        {"trial_id": "t", "status": "completed", "splits": {"train": {"presentations": "x"}}},
+        "splits.train.presentations",
+    ),
     ("trials.jsonl", {"trial_id": "t", "status": "completed", "params": [1, 2]}, "params"),
-    ("trials.jsonl", {"trial_id": "t", "status": "failed", "errors": [{"type": 1, "message": 2}]}, "errors[0].type"),
+    (
+        "trials.jsonl",
+        {"trial_id": "t", "status": "failed", "errors": [{"type": 1, "message": 2}]},
+        "errors[0].type",
+    ),
     ("identity.json", {"code": "x"}, "code"),
     ("lineage.json", {"line": "l", "baseline": "x", "repetition": 3}, "baseline"),
 ]
 AUDITED = ("trials.jsonl", "identity.json", "state.json")  # what `plan audit` reads of these
-UNREAD = {("identity.json", "status"), ("lineage.json", "status")}  # (file, command): the command never reads it
+UNREAD = {
+    ("identity.json", "status"),
+    ("lineage.json", "status"),
+}  # (file, command): the command never reads it
 
 
 def _plant(run: Path, name: str, value: dict) -> None:
-    text = json.dumps(value) if "exposure" not in value else json.dumps(value).replace(
-        json.dumps(value["exposure"]), str(10**400))
+    text = (
+        json.dumps(value)
+        if "exposure" not in value
+        else json.dumps(value).replace(json.dumps(value["exposure"]), str(10**400))
+    )
     if name.endswith(".jsonl"):
         with open(run / name, "a") as f:
             f.write(text + "\n")
@@ -185,19 +210,32 @@ def _plant(run: Path, name: str, value: dict) -> None:
 
 
 @pytest.mark.parametrize(("name", "value", "field"), WRONG, ids=[f"{n}:{f}" for n, _, f in WRONG])
-def test_a_wrongly_typed_file_gets_one_sentence_exit_3_in_every_reader(run, name, value, field, capsys, tmp_path):
+def test_a_wrongly_typed_file_gets_one_sentence_exit_3_in_every_reader(
+    run, name, value, field, capsys, tmp_path
+):
     """status, report (md, json, html), export, audit and load_run give the same verdict: the file and the field."""
     _plant(run, name, value)
-    if name == "events.jsonl":  # read by resume, reeval and a sequential report: the reader itself refuses
+    if (
+        name == "events.jsonl"
+    ):  # read by resume, reeval and a sequential report: the reader itself refuses
         with pytest.raises(RunError, match=re.escape(f"`{field}`")):
             rf.open_run(run).events()
         return
     verdicts = set()
-    for args in (["status", str(run)], ["report", str(run)], ["report", str(run), "--format", "json"],
-                 ["report", str(run), "--format", "html"], ["export", str(run), "-o", str(tmp_path / "x")],
-                 ["audit", str(run)], ["audit", str(run), "--json"]):
-        if (name == "lock" and args[0] == "export") or (args[0] == "audit" and name not in AUDITED) or (
-                name, args[0]) in UNREAD:
+    for args in (
+        ["status", str(run)],
+        ["report", str(run)],
+        ["report", str(run), "--format", "json"],
+        ["report", str(run), "--format", "html"],
+        ["export", str(run), "-o", str(tmp_path / "x")],
+        ["audit", str(run)],
+        ["audit", str(run), "--json"],
+    ):
+        if (
+            (name == "lock" and args[0] == "export")
+            or (args[0] == "audit" and name not in AUDITED)
+            or (name, args[0]) in UNREAD
+        ):
             continue
         code, _, err = cli(args, capsys)
         assert code == 3, (args, err)
@@ -245,23 +283,49 @@ SECRET_VALUES = ["sk-live-PLANTED1", "hunter2-PLANTED2", "PASSW0RD-PLANTED3", "h
 
 
 def test_the_one_secret_name_rule():
-    for name in ("API_TOKEN", "db_password", "apiKey", "AWS_SECRET_ACCESS_KEY", "HF_TOKEN", "wandb_token",
-                 "dbpassword", "client-secret", "X_AUTH", "my.credentials"):
+    for name in (
+        "API_TOKEN",
+        "db_password",
+        "apiKey",
+        "AWS_SECRET_ACCESS_KEY",
+        "HF_TOKEN",
+        "wandb_token",
+        "dbpassword",
+        "client-secret",
+        "X_AUTH",
+        "my.credentials",
+    ):
         assert looks_secret(name), name
-    for name in ("max_tokens", "seed_key", "keyboard", "author", "PWD", "url", "db.url", "passes", "lr"):
+    for name in (
+        "max_tokens",
+        "seed_key",
+        "keyboard",
+        "author",
+        "PWD",
+        "url",
+        "db.url",
+        "passes",
+        "lr",
+    ):
         assert not looks_secret(name), name
 
 
 def test_url_userinfo_is_always_redacted():
     r = Redactor.for_run({"db": {"url": "postgres://svc:PASSW0RD-PLANTED3@host/x"}}, environ={})
     assert r.scrub({"db": {"url": "postgres://svc:PASSW0RD-PLANTED3@host/x"}}) == {
-        "db": {"url": "postgres://<redacted>@host/x"}}
+        "db": {"url": "postgres://<redacted>@host/x"}
+    }
     assert "PLANTED3" not in r.text("could not connect: password PASSW0RD-PLANTED3 rejected")
-    assert Redactor().text("see https://user:tok@example.com/a") == "see https://<redacted>@example.com/a"
+    assert (
+        Redactor().text("see https://user:tok@example.com/a")
+        == "see https://<redacted>@example.com/a"
+    )
 
 
 def test_env_secrets_and_urls_in_env_are_cut():
-    r = Redactor.for_run(environ={"HF_TOKEN": "hf_PLANTED4token", "DATABASE_URL": "mysql://me:hunter2-PLANTED2@db/x"})
+    r = Redactor.for_run(
+        environ={"HF_TOKEN": "hf_PLANTED4token", "DATABASE_URL": "mysql://me:hunter2-PLANTED2@db/x"}
+    )
     assert "PLANTED" not in r.text("token hf_PLANTED4token and hunter2-PLANTED2")
 
 
@@ -271,11 +335,13 @@ def test_a_secret_printed_in_pieces_is_cut(tmp_path, pieces):
     from planner._trial.limits import CappedOutput
 
     secret = "sk-live-PLANTED1"
-    out = CappedOutput(str(tmp_path / "output.log"), scrub=Redactor.for_run({"api_key": secret}, environ={}).text)
+    out = CappedOutput(
+        str(tmp_path / "output.log"), scrub=Redactor.for_run({"api_key": secret}, environ={}).text
+    )
     line = f"the key is {secret}, ok\n"
     size = max(1, len(line) // pieces)
     for i in range(0, len(line), size):
-        out.write(line[i:i + size])
+        out.write(line[i : i + size])
     out.write("no newline at the end " + secret)
     out.close()
     text = (tmp_path / "output.log").read_text()
@@ -288,11 +354,15 @@ def test_output_past_the_cap_is_counted_not_scrubbed(tmp_path):
     from planner._trial.limits import CappedOutput
 
     scrubbed = []
-    out = CappedOutput(str(tmp_path / "output.log"), cap=1000, scrub=lambda s: scrubbed.append(s) or s)
+    out = CappedOutput(
+        str(tmp_path / "output.log"), cap=1000, scrub=lambda s: scrubbed.append(s) or s
+    )
     for _ in range(50):
         out.write("x" * 99 + "\n")
     out.close()
-    assert sum(map(len, scrubbed)) == 1000  # up to the cap: every character scrubbed before it is kept
+    assert (
+        sum(map(len, scrubbed)) == 1000
+    )  # up to the cap: every character scrubbed before it is kept
     assert out.kept == 1000 and out.dropped == 4000
     text = (tmp_path / "output.log").read_text()
     assert text.startswith("x" * 99) and "4000 more characters" in text
@@ -301,10 +371,18 @@ def test_output_past_the_cap_is_counted_not_scrubbed(tmp_path):
 def test_command_logs_are_scrubbed_across_reads(tmp_path):
     from planner._trial.processes import BoundedLog
 
-    log = BoundedLog(tmp_path / "stdout.log", 1 << 20, redactor=Redactor.for_run({"password": "hunter2-PLANTED2"},
-                                                                                  environ={}))
-    for chunk in (b"pass: hunt", b"er2-PLAN", b"TED2\nnext ", "é hunter2-PLANTED2".encode()[:3],
-                  "é hunter2-PLANTED2".encode()[3:]):
+    log = BoundedLog(
+        tmp_path / "stdout.log",
+        1 << 20,
+        redactor=Redactor.for_run({"password": "hunter2-PLANTED2"}, environ={}),
+    )
+    for chunk in (
+        b"pass: hunt",
+        b"er2-PLAN",
+        b"TED2\nnext ",
+        "é hunter2-PLANTED2".encode()[:3],
+        "é hunter2-PLANTED2".encode()[3:],
+    ):
         log.write(chunk)
     log.close()
     assert "PLANTED2" not in (tmp_path / "stdout.log").read_text()
@@ -312,10 +390,19 @@ def test_command_logs_are_scrubbed_across_reads(tmp_path):
 
 def test_validate_json_prints_no_secret(tmp_path, capsys):
     """`plan validate --json` printed an override `+db_password=...` raw."""
-    text = (FIXTURES / "inline.yaml").read_text().replace(
-        "data: {batch_size: 32}", "data: {batch_size: 32}\n    db: {url: 'postgres://svc:PASSW0RD-PLANTED3@h/x', "
-        "password: hunter2-PLANTED2}").replace("overrides: [model.width=64]",
-                                               "overrides: [model.width=64, +db_password=sk-live-PLANTED1]")
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace(
+            "data: {batch_size: 32}",
+            "data: {batch_size: 32}\n    db: {url: 'postgres://svc:PASSW0RD-PLANTED3@h/x', "
+            "password: hunter2-PLANTED2}",
+        )
+        .replace(
+            "overrides: [model.width=64]",
+            "overrides: [model.width=64, +db_password=sk-live-PLANTED1]",
+        )
+    )
     path = write_contract(tmp_path, text)
     for args in (["validate", "--json", str(path)], ["validate", str(path)]):
         _, out, err = cli(args, capsys)
@@ -338,19 +425,36 @@ SPELLINGS = {
 @pytest.mark.parametrize("override", list(SPELLINGS.values()), ids=list(SPELLINGS))
 def test_no_resolver_by_any_spelling_in_an_override(tmp_path, override, capsys, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4token")
-    text = (FIXTURES / "inline.yaml").read_text().replace("data: {batch_size: 32}", "data: {batch_size: 32}\n    r: oc.env")
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace("data: {batch_size: 32}", "data: {batch_size: 32}\n    r: oc.env")
+    )
     text = text.replace("overrides: [model.width=64]", f"overrides: [model.width=64, {override}]")
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     assert code == 1 and "PLANTED4" not in out + err
     assert any(d["code"] in ("P205", "P203") for d in json.loads(out)["diagnostics"])
 
 
-@pytest.mark.parametrize("value", ["${${r}:HF_TOKEN}", "${oc.env:HF_TOKEN}", "pre ${${r}:HF_TOKEN} post",
-                                   "${oc.select:missing,${${r}:HF_TOKEN}}"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "${${r}:HF_TOKEN}",
+        "${oc.env:HF_TOKEN}",
+        "pre ${${r}:HF_TOKEN} post",
+        "${oc.select:missing,${${r}:HF_TOKEN}}",
+    ],
+)
 def test_no_resolver_in_inline_values(tmp_path, value, capsys, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4token")
-    text = (FIXTURES / "inline.yaml").read_text().replace(
-        "data: {batch_size: 32}", f"data: {{batch_size: 32}}\n    r: oc.env\n    v: {json.dumps(value)}")
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace(
+            "data: {batch_size: 32}",
+            f"data: {{batch_size: 32}}\n    r: oc.env\n    v: {json.dumps(value)}",
+        )
+    )
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     assert code == 1 and "PLANTED4" not in out + err and "P205" in out
 
@@ -380,21 +484,33 @@ def test_no_resolver_in_hydra_config_files(tmp_path, where, capsys, monkeypatch)
 
 # ----------------------------------------------------------------------------- numbers, imports, text
 
-NON_FINITE = [("min_effect: 0.01}", "min_effect: .inf}"), ("exposure: 5}", "exposure: 5, max_wall_time: .nan}"),
-              ("exposure: 5}", "exposure: 5, max_trial_time: .inf}"), ("exposure: 5}", "exposure: .inf}"),
-              ("exposure: 5}", "exposure: 5, resources: {cpu: .nan}}"),
-              ("min_effect: 0.01}", "min_effect: 0.01, alpha: .nan}")]
+NON_FINITE = [
+    ("min_effect: 0.01}", "min_effect: .inf}"),
+    ("exposure: 5}", "exposure: 5, max_wall_time: .nan}"),
+    ("exposure: 5}", "exposure: 5, max_trial_time: .inf}"),
+    ("exposure: 5}", "exposure: .inf}"),
+    ("exposure: 5}", "exposure: 5, resources: {cpu: .nan}}"),
+    ("min_effect: 0.01}", "min_effect: 0.01, alpha: .nan}"),
+]
 
 
 @pytest.mark.parametrize(("old", "new"), NON_FINITE, ids=[n for _, n in NON_FINITE])
 def test_non_finite_numbers_are_refused_with_p420(tmp_path, old, new, capsys):
     text = (FIXTURES / "inline.yaml").read_text().replace(old, new)
     code, out, _ = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
-    assert code == 1 and [d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"] == ["P420"]
+    assert code == 1 and [
+        d["code"] for d in json.loads(out)["diagnostics"] if d["severity"] == "error"
+    ] == ["P420"]
 
 
-@pytest.mark.parametrize("args", [["power", str(FIXTURES / "inline.yaml"), "--sd", "inf"],
-                                  ["reeval", "runs/x", "--arm", "a", "--tolerance", "nan"]], ids=["sd", "tolerance"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["power", str(FIXTURES / "inline.yaml"), "--sd", "inf"],
+        ["reeval", "runs/x", "--arm", "a", "--tolerance", "nan"],
+    ],
+    ids=["sd", "tolerance"],
+)
 def test_non_finite_command_line_numbers_are_usage_errors(args, capsys):
     with pytest.raises(SystemExit) as ended:
         main(args)
@@ -408,13 +524,26 @@ def test_a_module_that_ends_the_process_at_import_fails_validation(tmp_path, cal
     code, out, _ = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     assert code == 1
     (diag,) = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
-    assert diag["code"] == "P421" and ("os.abort()" if "abort" in call else "os._exit(0)") in diag["message"]
+    assert (
+        diag["code"] == "P421"
+        and ("os.abort()" if "abort" in call else "os._exit(0)") in diag["message"]
+    )
 
 
 def test_terminal_escapes_are_shown_not_obeyed(run, capsys):
     with open(run / "trials.jsonl", "a") as f:
-        f.write(json.dumps({"trial_id": "evil", "phase": "tune", "arm": "sgd", "status": "failed",
-                            "errors": [{"type": "E", "message": "\x1b]0;pwned\x07\x1b[2J\rgone"}]}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "trial_id": "evil",
+                    "phase": "tune",
+                    "arm": "sgd",
+                    "status": "failed",
+                    "errors": [{"type": "E", "message": "\x1b]0;pwned\x07\x1b[2J\rgone"}],
+                }
+            )
+            + "\n"
+        )
     code, out, _ = cli(["status", str(run)], capsys)
     assert code == 0 and "\x1b" not in out and "\r" not in out and "\\x1b]0;pwned" in out
 
@@ -427,9 +556,20 @@ def test_audit_shows_escapes_from_the_run_folder_not_obeys_them(run, capsys):
     state = json.loads((run / "state.json").read_text())
     (run / "state.json").write_text(json.dumps({**state, "reason": ESC}))
     with open(run / "trials.jsonl", "a") as f:
-        f.write(json.dumps({"trial_id": "evil", "phase": "tune", "arm": ESC, "status": "failed" + ESC,
-                            "params": {ESC: 1}, "violations": [{"kind": ESC, "message": ESC}],
-                            "errors": [{"type": "E", "message": ESC}]}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "trial_id": "evil",
+                    "phase": "tune",
+                    "arm": ESC,
+                    "status": "failed" + ESC,
+                    "params": {ESC: 1},
+                    "violations": [{"kind": ESC, "message": ESC}],
+                    "errors": [{"type": "E", "message": ESC}],
+                }
+            )
+            + "\n"
+        )
     code, out, err = cli(["audit", str(run)], capsys)
     assert code in (0, 1), err
     assert "\x1b" not in out + err and "\\x1b]0;PWNED" in out, out
@@ -439,8 +579,15 @@ def test_plan_log_shows_escapes_from_the_ledger_not_obeys_them(run, capsys):
     from planner._lineage.ledger import append
 
     runs = run.parents[1]
-    append(runs, "run_started", run=f"demo/{run.name}", line="demo" + ESC, name="demo", hypothesis=ESC,
-           baseline={"arm": "sgd"})
+    append(
+        runs,
+        "run_started",
+        run=f"demo/{run.name}",
+        line="demo" + ESC,
+        name="demo",
+        hypothesis=ESC,
+        baseline={"arm": "sgd"},
+    )
     code, out, err = cli(["log", "--runs-dir", str(runs)], capsys)
     assert code == 0, err
     assert "\x1b" not in out + err and "\\x1b]0;PWNED" in out, out
@@ -450,13 +597,17 @@ def test_a_huge_finite_metric_is_drawn_in_the_html_report(run, tmp_path, capsys)
     """A metric of 1.7e308 (finite, so the schema lets it through) crashed the curves (`arange: cannot compute
     length`, exit 70)."""
     lines = (run / "trials.jsonl").read_text().splitlines()
-    for i, line in enumerate(lines):  # every report of every trial: the median and the spread are huge too
+    for i, line in enumerate(
+        lines
+    ):  # every report of every trial: the median and the spread are huge too
         r = json.loads(line)
         for report in r.get("reports") or []:
             report["metrics"] = {k: 1.7e308 for k in report.get("metrics") or {}}
         lines[i] = json.dumps(r)
     (run / "trials.jsonl").write_text("\n".join(lines) + "\n")
-    code, _, err = cli(["report", str(run), "--format", "html", "-o", str(tmp_path / "r.html")], capsys)
+    code, _, err = cli(
+        ["report", str(run), "--format", "html", "-o", str(tmp_path / "r.html")], capsys
+    )
     assert code == 0, err
     assert "<img" in (tmp_path / "r.html").read_text()
 
@@ -470,7 +621,12 @@ def test_markdown_escapes_names_from_the_run_folder(run, capsys):
     data["hypothesis"] = "[click](javascript:alert(1)) <script>x</script>"
     (run / "contract.yaml").write_text(yaml.safe_dump(data))
     code, out, _ = cli(["report", str(run)], capsys)
-    assert code == 0 and "<img" not in out and "<script" not in out and not re.search(r"(?<!\\)\]\(javascript", out)
+    assert (
+        code == 0
+        and "<img" not in out
+        and "<script" not in out
+        and not re.search(r"(?<!\\)\]\(javascript", out)
+    )
     assert "**&lt;img src=x onerror=alert(1)&gt;**" in out
 
 
@@ -506,7 +662,9 @@ def test_the_atomic_writer_leaves_nothing_behind_on_failure(tmp_path):
     link = tmp_path / "link"
     link.symlink_to(tmp_path / "victim")
     write_atomic(link, "new")  # the link is replaced, its target never written
-    assert not (tmp_path / "victim").exists() and not link.is_symlink() and link.read_text() == "new"
+    assert (
+        not (tmp_path / "victim").exists() and not link.is_symlink() and link.read_text() == "new"
+    )
 
 
 def test_export_into_a_linked_export_folder_is_refused(run, tmp_path, capsys):
@@ -521,7 +679,8 @@ def test_no_resolver_among_the_sampled_values(tmp_path, capsys):
     """A `choice` value reaches the config and a command's Hydra app unresolved: one calling a resolver is refused."""
     text = (FIXTURES / "inline.yaml").read_text() + (
         "tuning:\n  trials_per_arm: 2\n  seeds: [100]\n  space:\n"
-        "    optimizer.name: {choice: [sgd, '${${r}:HF_TOKEN}']}\n")
+        "    optimizer.name: {choice: [sgd, '${${r}:HF_TOKEN}']}\n"
+    )
     code, out, _ = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     assert code == 1 and "P205" in [d["code"] for d in json.loads(out)["diagnostics"]]
 
@@ -536,7 +695,9 @@ def test_a_linked_output_log_or_trial_folder_is_never_written_through(run, tmp_p
     (tmp_path / "trial" / "output.log").symlink_to(victim)
     with captured_output(str(tmp_path / "trial" / "output.log")) as stream:
         print("this goes nowhere near the victim")
-    assert stream is not None and stream.path is None and victim.read_text() == OUTSIDE  # counted, kept nowhere
+    assert (
+        stream is not None and stream.path is None and victim.read_text() == OUTSIDE
+    )  # counted, kept nowhere
     (run / "trials").mkdir(exist_ok=True)
     (run / "trials" / "t-linked").symlink_to(tmp_path / "trial")
     with pytest.raises(RunError, match="link or not a folder"):

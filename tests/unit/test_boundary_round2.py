@@ -35,14 +35,20 @@ def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "
     if values:
         text = text.replace("data: {batch_size: 32}", "data: {batch_size: 32}\n" + values)
     if overrides:
-        text = text.replace("    data: {batch_size: 32}\n", f"    data: {{batch_size: 32}}\n  overrides: [{overrides}]\n", 1)
+        text = text.replace(
+            "    data: {batch_size: 32}\n",
+            f"    data: {{batch_size: 32}}\n  overrides: [{overrides}]\n",
+            1,
+        )
     return write_contract(tmp_path, text + extra)
 
 
 # ----------------------------------------------------------------------------- 1. record exactly, refuse credentials
 
-ORDINARY = ("    model2: {token_dropout: 0.1, max_token_length: 512, pad_token_id: 0, skip_pass: 3}\n"
-            "    tokenizer: {pad_token: '<pad>', bos_token: '<s>', eos_token: '</s>', unk_token: '[UNK]'}\n")
+ORDINARY = (
+    "    model2: {token_dropout: 0.1, max_token_length: 512, pad_token_id: 0, skip_pass: 3}\n"
+    "    tokenizer: {pad_token: '<pad>', bos_token: '<s>', eos_token: '</s>', unk_token: '[UNK]'}\n"
+)
 
 
 def test_ordinary_keys_with_credential_words_are_valid(tmp_path, capsys):
@@ -58,20 +64,32 @@ def test_what_a_trainable_receives_is_recorded_exactly(tmp_path):
     from planner._core.version import VERSION
     from planner._store.writer import RunStore
 
-    loaded = load_contract(inline(tmp_path, ORDINARY, extra="tuning:\n  trials_per_arm: 2\n  seeds: [1000]\n"
-                                  "  space:\n    model2.token_dropout: {uniform: [0.0, 0.5]}\n"))
+    loaded = load_contract(
+        inline(
+            tmp_path,
+            ORDINARY,
+            extra="tuning:\n  trials_per_arm: 2\n  seeds: [1000]\n"
+            "  space:\n    model2.token_dropout: {uniform: [0.0, 0.5]}\n",
+        )
+    )
     contract, configs = loaded.contract, loaded.configs
     store = RunStore.create(tmp_path / "runs", contract.name)
-    store.redactor = Redactor.for_run(contract.frozen(), *configs.values())  # as the driver builds it
+    store.redactor = Redactor.for_run(
+        contract.frozen(), *configs.values()
+    )  # as the driver builds it
     store.write_frozen(contract, str(loaded.path), configs, {"phases": []}, VERSION)
     params = {"model2.token_dropout": 0.25}
     store.write_selection({"arms": {"wide": {"trial_id": "t", "params": params}}})
-    store.record_trial({"trial_id": "t", "status": "completed", "config": configs["wide"], "params": params})
+    store.record_trial(
+        {"trial_id": "t", "status": "completed", "config": configs["wide"], "params": params}
+    )
     store.event("trial_started", trial_id="t", params=params)
     assert yaml.safe_load((store.root / "configs" / "wide.yaml").read_text()) == configs["wide"]
     frozen = yaml.safe_load((store.root / "contract.yaml").read_text())
     assert frozen["tuning"]["space"]["model2.token_dropout"]["uniform"] == [0.0, 0.5]
-    assert json.loads((store.root / "selection.json").read_text())["arms"]["wide"]["params"] == params
+    assert (
+        json.loads((store.root / "selection.json").read_text())["arms"]["wide"]["params"] == params
+    )
     record = json.loads((store.root / "trials.jsonl").read_text())
     assert record["config"] == configs["wide"] and record["params"] == params
     assert REDACTED not in "".join(p.read_text() for p in store.root.rglob("*") if p.is_file())
@@ -87,9 +105,15 @@ CREDENTIALS = {
     "a JWT": ("    thing: eyJPLANTED9a.eyJzdWIiOiIx.c2lnbmF0dXJl\n", ""),
     "a Slack webhook": ("    hook: https://hooks.slack.com/services/T0/B0/PLANTED10\n", ""),
     "a Slack token": ("    thing: xoxb-PLANTED11-abcdef\n", ""),
-    "a PEM private key": ("    thing: \"-----BEGIN PRIVATE KEY-----\\nPLANTED12\\n-----END PRIVATE KEY-----\"\n", ""),
+    "a PEM private key": (
+        '    thing: "-----BEGIN PRIVATE KEY-----\\nPLANTED12\\n-----END PRIVATE KEY-----"\n',
+        "",
+    ),
     "a Hugging Face token in a list": ("    things: [a, hf_PLANTED4tokenxyz]\n", ""),
-    "a URL with JSON-escaped slashes": ("    db: {url: 'https:\\/\\/svc:PLANTED20pw@db.example.com\\/x'}\n", ""),
+    "a URL with JSON-escaped slashes": (
+        "    db: {url: 'https:\\/\\/svc:PLANTED20pw@db.example.com\\/x'}\n",
+        "",
+    ),
     "a lowercased AWS key id": ("    thing: akiaplanted2abcdefgh\n", ""),
     "SQL IDENTIFIED BY": ("    init_sql: \"CREATE USER app IDENTIFIED BY 'PLANTED21pw'\"\n", ""),
     "Postgres PASSWORD": ("    init_sql: \"CREATE ROLE app LOGIN PASSWORD 'PLANTED22pw'\"\n", ""),
@@ -98,7 +122,9 @@ CREDENTIALS = {
 
 
 @pytest.mark.parametrize(("values", "overrides"), list(CREDENTIALS.values()), ids=list(CREDENTIALS))
-def test_a_credential_in_a_contract_is_refused_without_printing_it(tmp_path, values, overrides, capsys):
+def test_a_credential_in_a_contract_is_refused_without_printing_it(
+    tmp_path, values, overrides, capsys
+):
     path = inline(tmp_path, values, overrides)
     code, out, err = cli(["validate", str(path)], capsys)
     assert code == 1 and "P230" in out and "PLANTED" not in out + err, out + err
@@ -109,10 +135,18 @@ def test_a_credential_in_a_contract_is_refused_without_printing_it(tmp_path, val
 
 
 def test_a_credential_in_an_arm_override_or_a_tuning_choice_is_refused(tmp_path, capsys):
-    text = (FIXTURES / "inline.yaml").read_text().replace(
-        "overrides: [model.width=128]", "overrides: [model.width=128, '+auth_token=PLANTED13abc']")
-    text += ("tuning:\n  trials_per_arm: 2\n  seeds: [1000]\n  space:\n"
-             "    optimizer.name: {choice: [sgd, sk-proj-PLANTED14abcdef]}\n")
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace(
+            "overrides: [model.width=128]",
+            "overrides: [model.width=128, '+auth_token=PLANTED13abc']",
+        )
+    )
+    text += (
+        "tuning:\n  trials_per_arm: 2\n  seeds: [1000]\n  space:\n"
+        "    optimizer.name: {choice: [sgd, sk-proj-PLANTED14abcdef]}\n"
+    )
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, text))], capsys)
     paths = {d["path"] for d in json.loads(out)["diagnostics"] if d["code"] == "P230"}
     assert code == 1 and "PLANTED" not in out + err
@@ -121,15 +155,31 @@ def test_a_credential_in_an_arm_override_or_a_tuning_choice_is_refused(tmp_path,
 
 def test_credential_flags_in_command_are_refused(tmp_path, capsys):
     """`command: python t.py --hf-token X --db-password Y` was kept in contract.yaml, identity.json and reports."""
-    text = (FIXTURES / "inline.yaml").read_text().replace(
-        "trainable: fixture_trainable:train", "command: python t.py --hf-token PLANTED15x --db-password PLANTED16y")
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace(
+            "trainable: fixture_trainable:train",
+            "command: python t.py --hf-token PLANTED15x --db-password PLANTED16y",
+        )
+    )
     code, out, err = cli(["validate", str(write_contract(tmp_path, text))], capsys)
     assert code == 1 and "P230" in out and "PLANTED" not in out + err, out + err
 
 
-@pytest.mark.parametrize("planted", ["value", "hydra node credential", "hydra node resolver",
-                                     "hydra node, now and oc.env", "hydra node, now alone"])
-def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(tmp_path, planted, capsys, monkeypatch):
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "value",
+        "hydra node credential",
+        "hydra node resolver",
+        "hydra node, now and oc.env",
+        "hydra node, now alone",
+    ],
+)
+def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(
+    tmp_path, planted, capsys, monkeypatch
+):
     """`${oc.env:HF_TOKEN}` in a Hydra file's hydra: node passed validation, and the token became a log file name."""
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4tokenxyz")
     conf = tmp_path / "conf"
@@ -157,7 +207,9 @@ def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(tmp_pat
     assert ("P230" if "credential" in planted or planted == "value" else "P205") in codes, codes
 
 
-@pytest.mark.parametrize("planted", ["linked primary file", "linked group folder", "link loop and a FIFO"])
+@pytest.mark.parametrize(
+    "planted", ["linked primary file", "linked group folder", "link loop and a FIFO"]
+)
 def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, capsys, monkeypatch):
     """conf/train.yaml a link to ../shared/train.yaml whose hydra: node reads $HF_TOKEN was not read by the check
     (links were skipped) but Hydra follows it: P205 was skipped and the token became a log file's name. A link
@@ -174,7 +226,9 @@ def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, c
         (conf / "train.yaml").symlink_to("../shared/train.yaml")
     elif planted == "linked group folder":
         shutil.move(conf / "optimizer", shared / "optimizer")
-        (shared / "optimizer" / "unused.yaml").write_text("name: x\nwandb: {api_key: PLANTED19key}\n")
+        (shared / "optimizer" / "unused.yaml").write_text(
+            "name: x\nwandb: {api_key: PLANTED19key}\n"
+        )
         (conf / "optimizer").symlink_to(shared / "optimizer", target_is_directory=True)
     else:
         (conf / "schedule" / "loop").symlink_to("..", target_is_directory=True)
@@ -186,13 +240,20 @@ def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, c
         assert code == 0, out
         return
     assert code == 1 and "PLANTED" not in out + err, out
-    expected = ("P205", "train.yaml: hydra.job.name") if planted == "linked primary file" else (
-        "P230", "optimizer/unused.yaml: wandb.api_key")
-    assert any(d["code"] == expected[0] and d["message"].startswith(expected[1]) for d in diagnostics), diagnostics
+    expected = (
+        ("P205", "train.yaml: hydra.job.name")
+        if planted == "linked primary file"
+        else ("P230", "optimizer/unused.yaml: wandb.api_key")
+    )
+    assert any(
+        d["code"] == expected[0] and d["message"].startswith(expected[1]) for d in diagnostics
+    ), diagnostics
 
 
 @pytest.mark.parametrize("planted", ["a link to a large tree", "a deep tree", "a link to /"])
-def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(tmp_path, planted, capsys, monkeypatch):
+def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(
+    tmp_path, planted, capsys, monkeypatch
+):
     """The walk of config.dir followed a linked folder in full (only its YAML files were counted): a link to /,
     or to a data tree, was walked to its end. Now it stops at a bound and says so (P907, a warning)."""
     from planner._contract import compose
@@ -211,7 +272,9 @@ def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(tmp_path, pla
         for _ in range(compose.MAX_CONFIG_DEPTH + 8):
             deep = deep / "d"
         deep.mkdir(parents=True)
-        (deep / "unused.yaml").write_text("wandb: {api_key: PLANTED19key}\n")  # past the bound: not read
+        (deep / "unused.yaml").write_text(
+            "wandb: {api_key: PLANTED19key}\n"
+        )  # past the bound: not read
         (conf / "data").symlink_to(big, target_is_directory=True)
         stopped = f"{compose.MAX_CONFIG_DEPTH} folders deep (in "
     else:
@@ -225,13 +288,22 @@ def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(tmp_path, pla
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, contract))], capsys)
     p907 = [d for d in json.loads(out)["diagnostics"] if d["code"] == "P907"]
     assert len(p907) == 1 and p907[0]["severity"] == "warning", out
-    assert p907[0]["message"].startswith(f"the walk of config.dir {str(conf)!r} stopped at {stopped}")
+    assert p907[0]["message"].startswith(
+        f"the walk of config.dir {str(conf)!r} stopped at {stopped}"
+    )
     if planted != "a link to /":  # / may hold a YAML file of a credential's shape
         assert code == 0 and "PLANTED" not in out, out
 
 
-@pytest.mark.parametrize("planted", ["a FIFO as the primary config", "a FIFO as an arm's option",
-                                     "a link to a device in a defaults list", "a dangling link as the primary"])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "a FIFO as the primary config",
+        "a FIFO as an arm's option",
+        "a link to a device in a defaults list",
+        "a dangling link as the primary",
+    ],
+)
 def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, planted, capsys):
     """Hydra passes over a config file that is not a regular file and says it is not found ("Cannot find primary
     config 'train'", "no such option ... available: sgd") while the file is there: a FIFO or a device."""
@@ -239,10 +311,16 @@ def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, pla
     shutil.copytree(FIXTURES / "conf", conf)
     file, what, where = {
         "a FIFO as the primary config": ("train.yaml", "a FIFO (named pipe)", "config 'train'"),
-        "a FIFO as an arm's option": ("optimizer/adam.yaml", "a FIFO (named pipe)",
-                                      "arm 'adam': override 'optimizer=adam'"),
-        "a link to a device in a defaults list": ("schedule/constant.yaml", "a character device",
-                                                  "the defaults list of config 'train'"),
+        "a FIFO as an arm's option": (
+            "optimizer/adam.yaml",
+            "a FIFO (named pipe)",
+            "arm 'adam': override 'optimizer=adam'",
+        ),
+        "a link to a device in a defaults list": (
+            "schedule/constant.yaml",
+            "a character device",
+            "the defaults list of config 'train'",
+        ),
         "a dangling link as the primary": ("train.yaml", "a link to nothing", "config 'train'"),
     }[planted]
     (conf / file).unlink()
@@ -254,15 +332,20 @@ def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, pla
     code, out, err = cli(["validate", "--json", str(write_contract(tmp_path, contract))], capsys)
     errors = [d for d in json.loads(out)["diagnostics"] if d["severity"] == "error"]
     assert code == 1 and [d["code"] for d in errors] == ["P207"], out
-    assert errors[0]["message"].startswith(f"{where}: {conf / file} is {what}"), errors[0]["message"]
+    assert errors[0]["message"].startswith(f"{where}: {conf / file} is {what}"), errors[0][
+        "message"
+    ]
 
 
 def test_the_driver_redactor_changes_no_recorded_value():
     """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params as they are."""
     config = {"model": {"token_dropout": 0.1, "pad_token": "<pad>"}, "note": "max_token_length=5"}
     redactor = Redactor.for_run(config, environ={"HF_TOKEN": "hf_PLANTED4tokenxyz"})
-    record = {"config": config, "params": {"model.token_dropout": 0.2},
-              "errors": [{"message": "login as token=hf_PLANTED4tokenxyz failed"}]}
+    record = {
+        "config": config,
+        "params": {"model.token_dropout": 0.2},
+        "errors": [{"message": "login as token=hf_PLANTED4tokenxyz failed"}],
+    }
     scrubbed = redactor.scrub(record)
     assert scrubbed["config"] == config and scrubbed["params"] == record["params"]
     assert "PLANTED" not in json.dumps(scrubbed["errors"])
@@ -375,7 +458,12 @@ def test_a_fifo_as_the_ledger_lock_is_refused_at_once(tmp_path):
     if worker.is_alive():  # unblock the hung open so the thread can end
         fd = os.open(runs / "ledger.jsonl.lock", os.O_RDONLY | os.O_NONBLOCK)
         os.close(fd)
-    assert not worker.is_alive() and raised and isinstance(raised[0], RunError) and "FIFO" in str(raised[0])
+    assert (
+        not worker.is_alive()
+        and raised
+        and isinstance(raised[0], RunError)
+        and "FIFO" in str(raised[0])
+    )
 
 
 def _hydra_outputs(trial: Path) -> Path:
@@ -437,7 +525,9 @@ def test_a_deeply_nested_file_gets_a_sentence(run, name, command, capsys, tmp_pa
 
 def test_an_integer_beyond_64_bits_gets_a_sentence_naming_its_field(run, capsys):
     with open(run / "trials.jsonl", "a") as f:
-        f.write('{"trial_id": "t", "status": "completed", "config": {"width": ' + str(10**30) + "}}\n")
+        f.write(
+            '{"trial_id": "t", "status": "completed", "config": {"width": ' + str(10**30) + "}}\n"
+        )
     code, _, err = cli(["status", str(run)], capsys)
     assert code == 3 and "config.width" in err and "64 bits" in err, err
 
@@ -449,8 +539,11 @@ def test_a_report_step_of_1e30_gets_a_sentence(run, command, capsys, tmp_path):
     record = json.loads(lines[-1])
     record["reports"][-1]["step"] = 1e30
     (run / "trials.jsonl").write_text("\n".join(lines[:-1] + [json.dumps(record)]) + "\n")
-    args = (["report", str(run), "--format", "html"] if command == "html"
-            else ["export", str(run), "-o", str(tmp_path / "x")])
+    args = (
+        ["report", str(run), "--format", "html"]
+        if command == "html"
+        else ["export", str(run), "-o", str(tmp_path / "x")]
+    )
     code, _, err = cli(args, capsys)
     assert code == 3 and "step" in err, err
 
@@ -474,10 +567,20 @@ def test_names_are_drawn_as_written_and_escaped():
 
     name, arm = "val_$\\sqrt{acc$", "<b>&a$b"
     rows = [{"arm": arm, "decision": "accept", "effect": 0.1, "ci_low": 0.05, "ci_high": 0.15}]
-    curves = pd.DataFrame({"phase": ["confirm"] * 2, "arm": [arm] * 2, "step": [1, 2], "median": [0.1, 0.2],
-                           "min": [0.0, 0.1], "max": [0.2, 0.3]})
+    curves = pd.DataFrame(
+        {
+            "phase": ["confirm"] * 2,
+            "arm": [arm] * 2,
+            "step": [1, 2],
+            "median": [0.1, 0.2],
+            "min": [0.0, 0.1],
+            "max": [0.2, 0.3],
+        }
+    )
     for svg in (forest_svg(rows, 0.01, name), curves_svg(curves, [arm], name, "epoch")):
-        texts = [t.text for t in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")]
+        texts = [
+            t.text for t in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")
+        ]
         assert arm in texts and any(name in (t or "") for t in texts), texts
         assert b"<b>" not in svg
 
@@ -493,22 +596,61 @@ def test_plots_of_non_finite_and_huge_values_are_valid_svg():
     from planner._results.plots import cost_svg, curves_svg, forest_svg
 
     nan, inf = float("nan"), float("inf")
-    rows = [{"arm": "a", "decision": "reject", "effect": -1.7e308, "ci_low": -inf, "ci_high": 1.7e308},
-            {"arm": "b", "decision": "accept", "effect": nan, "ci_low": None, "ci_high": None}]
-    curves = pd.DataFrame({"phase": ["tune"] * 4, "arm": ["a"] * 4, "step": [1, 2, 3, 4],
-                           "median": [0.1, nan, 0.3, inf], "q25": [0.0, 0.1, nan, 0.2], "q75": [0.2, 0.3, 0.4, 1e308]})
-    cost = [{"arm": "a", "trial_seconds": 1e308, "phases": {"tune": {"trial_seconds": 1e308}}, "median_s_per_step": nan}]
-    for svg in (forest_svg(rows, 0.01, "m"), curves_svg(curves, ["a"], "m", "step", 2), cost_svg(cost)):
+    rows = [
+        {"arm": "a", "decision": "reject", "effect": -1.7e308, "ci_low": -inf, "ci_high": 1.7e308},
+        {"arm": "b", "decision": "accept", "effect": nan, "ci_low": None, "ci_high": None},
+    ]
+    curves = pd.DataFrame(
+        {
+            "phase": ["tune"] * 4,
+            "arm": ["a"] * 4,
+            "step": [1, 2, 3, 4],
+            "median": [0.1, nan, 0.3, inf],
+            "q25": [0.0, 0.1, nan, 0.2],
+            "q75": [0.2, 0.3, 0.4, 1e308],
+        }
+    )
+    cost = [
+        {
+            "arm": "a",
+            "trial_seconds": 1e308,
+            "phases": {"tune": {"trial_seconds": 1e308}},
+            "median_s_per_step": nan,
+        }
+    ]
+    for svg in (
+        forest_svg(rows, 0.01, "m"),
+        curves_svg(curves, ["a"], "m", "step", 2),
+        cost_svg(cost),
+    ):
         ElementTree.fromstring(svg)
         numbers = re.findall(rb'(?:points|x|y|x1|x2|y1|y2|cx|cy|width|height)="([^"]*)"', svg)
         assert not any(re.search(rb"nan|inf", value, re.I) for value in numbers), svg[:400]
     polylines = re.findall(rb"<polyline", curves_svg(curves, ["a"], "m", "step"))
-    assert len(polylines) == 2  # the median line broken at its NaN and its infinity: steps 1, then 3
+    assert (
+        len(polylines) == 2
+    )  # the median line broken at its NaN and its infinity: steps 1, then 3
     # a damaged file's control character or lone surrogate in a name, a span of subnormal floats: still an image
-    odd = [{"arm": "a\x01b\ud800", "decision": "acc\x02ept", "effect": 0.1, "ci_low": 0.0, "ci_high": 0.2}]
+    odd = [
+        {
+            "arm": "a\x01b\ud800",
+            "decision": "acc\x02ept",
+            "effect": 0.1,
+            "ci_low": 0.0,
+            "ci_high": 0.2,
+        }
+    ]
     assert "a\ufffdb\ufffd" in ElementTree.fromstring(forest_svg(odd, 0.01, "m\x03")).itertext()
-    tiny = pd.DataFrame({"phase": ["confirm"] * 2, "arm": ["a"] * 2, "step": [1, 2], "median": [0.0, 3e-323],
-                         "min": [0.0, 0.0], "max": [0.0, 3e-323]})
+    tiny = pd.DataFrame(
+        {
+            "phase": ["confirm"] * 2,
+            "arm": ["a"] * 2,
+            "step": [1, 2],
+            "median": [0.0, 3e-323],
+            "min": [0.0, 0.0],
+            "max": [0.0, 3e-323],
+        }
+    )
     ElementTree.fromstring(curves_svg(tiny, ["a"], "m", "step"))
 
 
@@ -521,10 +663,15 @@ def _forge(run: Path, decision: str, low: float, high: float) -> None:
     (run / "decisions.json").write_text(json.dumps(doc))
 
 
-@pytest.mark.parametrize(("decision", "low", "high"), [("accept", -0.02, 0.05), ("reject", 0.03, 0.09)],
-                         ids=["accept with 0 in the CI", "reject with the CI above min_effect"])
+@pytest.mark.parametrize(
+    ("decision", "low", "high"),
+    [("accept", -0.02, 0.05), ("reject", 0.03, 0.09)],
+    ids=["accept with 0 in the CI", "reject with the CI above min_effect"],
+)
 @pytest.mark.parametrize("command", ["status", "report"])
-def test_a_decision_that_does_not_follow_from_its_numbers_is_flagged(run, decision, low, high, command, capsys):
+def test_a_decision_that_does_not_follow_from_its_numbers_is_flagged(
+    run, decision, low, high, command, capsys
+):
     _forge(run, decision, low, high)
     code, out, err = cli([command, str(run)], capsys)
     assert code == 0 and "does not follow" not in err
@@ -564,9 +711,14 @@ def test_plan_promote_refuses_an_accept_its_numbers_do_not_give(run, capsys):
     """A decisions.json forged to `accept` (its CI includes 0) was promoted into the ledger as it said."""
     doc = json.loads((run / "decisions.json").read_text())
     arm = doc["decisions"][0]["arm"]
-    selection = json.loads((run / "selection.json").read_text())  # the synthetic run selects for its baseline only
-    tuned = next(r for r in map(json.loads, (run / "trials.jsonl").read_text().splitlines())
-                 if r["phase"] == "tune" and r["arm"] == arm)
+    selection = json.loads(
+        (run / "selection.json").read_text()
+    )  # the synthetic run selects for its baseline only
+    tuned = next(
+        r
+        for r in map(json.loads, (run / "trials.jsonl").read_text().splitlines())
+        if r["phase"] == "tune" and r["arm"] == arm
+    )
     selection["arms"][arm] = {"arm": arm, "trial_id": tuned["trial_id"], "params": tuned["params"]}
     (run / "selection.json").write_text(json.dumps(selection))
     _forge(run, "accept", -0.02, 0.05)
@@ -582,14 +734,20 @@ def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path,
 
     monkeypatch.chdir(REPO)  # the lineage trainable imports as tests.trainables.lineage
     runs = tmp_path / "runs"
-    first = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"},
-                     params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    first = fake_run(
+        write(tmp_path / "c", FIRST),
+        runs,
+        {"high": "accept"},
+        params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}},
+    )
     assert "P930" not in codes(validate(write(tmp_path / "c2", second(first)), runs_dir=runs))
     doc = json.loads((first / "decisions.json").read_text())
     doc["decisions"][0]["ci_low"] = -0.1
     (first / "decisions.json").write_text(json.dumps(doc))
     result = validate(write(tmp_path / "c3", second(first)), runs_dir=runs)
-    assert "P930" in codes(result) and any("do not give accept" in d.message for d in result.diagnostics)
+    assert "P930" in codes(result) and any(
+        "do not give accept" in d.message for d in result.diagnostics
+    )
 
 
 def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(tmp_path):
@@ -602,7 +760,9 @@ def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(t
     outside = tmp_path / "home"
     outside.mkdir()
     (outside / ".pypirc").write_text("[pypi]\npassword = hunter2-PLANTED\n")
-    (outside / "config.json").write_text('{"auths": {"ghcr.io": {"auth": "aHVudGVyMi1QTEFOVEVE"}}}\n')
+    (outside / "config.json").write_text(
+        '{"auths": {"ghcr.io": {"auth": "aHVudGVyMi1QTEFOVEVE"}}}\n'
+    )
     (trial / "attempt-1" / "hydra").symlink_to(outside)
     before = {p.name: p.read_bytes() for p in outside.iterdir()}
     with pytest.raises(RunError):
@@ -628,9 +788,12 @@ def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
     deep = json.loads("[" * depth + "[1]" + "]" * depth)
     reports = [{"step": i, "metrics": {"loss": 0.5}, "time_s": 1.0} for i in range(100)]
     record = {"trial_id": "t", "status": "completed", "reports": reports}
-    value = {"top": deep, "config": {"trial_id": "t", "status": "completed", "config": {"x": deep}, "reports": []},
-             "errors": {**record, "errors": [{"type": "E", "message": "m", "traceback": deep}]},
-             "reports": {**record, "reports": [*reports, {"step": 1, "metrics": {"x": deep}}]}}[where]
+    value = {
+        "top": deep,
+        "config": {"trial_id": "t", "status": "completed", "config": {"x": deep}, "reports": []},
+        "errors": {**record, "errors": [{"type": "E", "message": "m", "traceback": deep}]},
+        "reports": {**record, "reports": [*reports, {"step": 1, "metrics": {"x": deep}}]},
+    }[where]
     try:
         check_value(value, "here")
         walked = True

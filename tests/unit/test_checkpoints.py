@@ -45,7 +45,10 @@ def test_the_newest_match_of_any_attempt_and_what_the_record_says_of_it(tmp_path
 def test_a_trainer_checkpoint_folder_says_its_step_and_hashes_its_files(tmp_path):
     trial = _trial(tmp_path)
     folder = trial / "attempt-1/hydra/hf/checkpoint-30"
-    _write(folder / "trainer_state.json", json.dumps({"global_step": 30, "epoch": 3.0, "log_history": []}).encode())
+    _write(
+        folder / "trainer_state.json",
+        json.dumps({"global_step": 30, "epoch": 3.0, "log_history": []}).encode(),
+    )
     _write(folder / "model.safetensors", b"w1")
     before = checkpoints.describe(folder, trial)
     assert before["held"] == {"epoch": 3.0, "global_step": 30}
@@ -62,7 +65,9 @@ def test_keep_removes_what_it_need_not_keep(tmp_path, keep, left):
     _write(trial / "attempt-2/hydra/hf/checkpoint-30/model.bin", age_s=10)
     _write(trial / "attempt-2/hydra/hf/runs/events.out")  # not a checkpoint: stays
     checkpoints.prune(trial, "hf/checkpoint-*", keep)
-    remaining = sorted(p.relative_to(trial).as_posix() for p in trial.glob("attempt-*/hydra/hf/checkpoint-*"))
+    remaining = sorted(
+        p.relative_to(trial).as_posix() for p in trial.glob("attempt-*/hydra/hf/checkpoint-*")
+    )
     assert len(remaining) == left
     if keep == "last":
         assert remaining == ["attempt-2/hydra/hf/checkpoint-30"]
@@ -75,9 +80,13 @@ def test_no_link_is_followed_out_of_the_trials_folder(tmp_path):
     precious = _write(outside / "ckpt" / "epoch=9.ckpt", b"someone else's")
     _write(outside / "hydra" / "ckpt" / "epoch=8.ckpt", b"someone else's too")
     (trial / "attempt-1" / "hydra").mkdir(parents=True)
-    (trial / "attempt-1" / "hydra" / "ckpt").symlink_to(outside / "ckpt")  # a folder on the way is a link
+    (trial / "attempt-1" / "hydra" / "ckpt").symlink_to(
+        outside / "ckpt"
+    )  # a folder on the way is a link
     (trial / "attempt-2").mkdir()
-    (trial / "attempt-2" / "hydra").symlink_to(outside / "hydra")  # the Hydra folder itself is a link
+    (trial / "attempt-2" / "hydra").symlink_to(
+        outside / "hydra"
+    )  # the Hydra folder itself is a link
     link = trial / "attempt-3" / "hydra" / "ckpt" / "epoch=7.ckpt"
     link.parent.mkdir(parents=True)
     link.symlink_to(precious)  # a match that is a link
@@ -103,8 +112,11 @@ def test_disk_bytes_counts_the_trials_own_files_not_what_links_point_to(tmp_path
 def _attempt(trial: Path, n: int, steps: list[int], torn: bool = False) -> Path:
     attempt = trial / f"attempt-{n}"
     (attempt / "hydra").mkdir(parents=True)
-    lines = "".join(json.dumps({"step": s, "metrics": {"acc": s / 10, "loss": float("nan") if s == 2 else 1.0}}) + "\n"
-                    for s in steps)
+    lines = "".join(
+        json.dumps({"step": s, "metrics": {"acc": s / 10, "loss": float("nan") if s == 2 else 1.0}})
+        + "\n"
+        for s in steps
+    )
     (attempt / "reports.jsonl").write_text(lines + ('{"step": 9, "metr' if torn else ""))
     return attempt
 

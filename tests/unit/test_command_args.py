@@ -15,9 +15,19 @@ from planner._core.errors import CommandFailedError
 from planner._trial.command_args import argparse_flags
 
 OUT = Path("/runs/x/trials/t/attempt-1/hydra")
-CONFIG = {"seed": 3, "epochs": 2, "optimizer": {"lr": 0.0123, "name": "-adam"}, "layers": [64, 32],
-          "standardize": False, "amp": True, "verbose": True, "quiet": False, "note": None, "extra": {},
-          "output_dir": "${hydra:runtime.output_dir}/run"}
+CONFIG = {
+    "seed": 3,
+    "epochs": 2,
+    "optimizer": {"lr": 0.0123, "name": "-adam"},
+    "layers": [64, 32],
+    "standardize": False,
+    "amp": True,
+    "verbose": True,
+    "quiet": False,
+    "note": None,
+    "extra": {},
+    "output_dir": "${hydra:runtime.output_dir}/run",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,9 +49,15 @@ def _parser() -> argparse.ArgumentParser:
 def test_argparse_parses_back_the_config_from_the_flags_written_from_its_help():
     parser = _parser()
     script = parse_help(parser.format_help())
-    assert script.kind("optimizer.lr") == VALUE and script.kind("amp") == SWITCH and script.negation("amp")
+    assert (
+        script.kind("optimizer.lr") == VALUE
+        and script.kind("amp") == SWITCH
+        and script.negation("amp")
+    )
     flags = argparse_flags(CONFIG, script, OUT)
-    assert "--no-standardize" in flags and "--quiet" not in flags and "--optimizer.name=-adam" in flags
+    assert (
+        "--no-standardize" in flags and "--quiet" not in flags and "--optimizer.name=-adam" in flags
+    )
     parsed = vars(parser.parse_args(flags))
     expected = {k: v for k, v in flatten(CONFIG).items() if v is not None and v != {}}
     expected["output_dir"] = f"{OUT}/run"
@@ -63,7 +79,13 @@ def test_hf_argument_parser_reads_the_same_flags_its_booleans_as_true_and_false(
     parser = transformers.HfArgumentParser((_HfArgs,))
     script = parse_help(parser.format_help())
     assert script.kind("do_eval") == OPTIONAL and script.negation("remove_unused_columns")
-    config = {"learning_rate": 0.001, "do_eval": True, "remove_unused_columns": False, "seed": 7, "layers": [4, 2]}
+    config = {
+        "learning_rate": 0.001,
+        "do_eval": True,
+        "remove_unused_columns": False,
+        "seed": 7,
+        "layers": [4, 2],
+    }
     (parsed,) = parser.parse_args_into_dataclasses(args=argparse_flags(config, script, OUT))
     assert vars(parsed) == config
 
@@ -80,4 +102,7 @@ def test_the_default_args_is_left_out_of_the_frozen_contract_so_hashes_stay():
     from planner._contract.model import CommandSpec
 
     assert "args" not in CommandSpec(run="python train.py").model_dump(mode="json")
-    assert CommandSpec(run="python train.py", args="argparse").model_dump(mode="json")["args"] == "argparse"
+    assert (
+        CommandSpec(run="python train.py", args="argparse").model_dump(mode="json")["args"]
+        == "argparse"
+    )

@@ -34,7 +34,9 @@ def codes(path: Path) -> list[str]:
 def test_the_example_app_has_not_one_planner_line():
     for path in [APP / "train.py", *sorted((APP / "conf").rglob("*.yaml"))]:
         text = path.read_text()
-        assert not re.search(r"planner|PLANNER", text, re.IGNORECASE), f"{path} mentions the planner"
+        assert not re.search(r"planner|PLANNER", text, re.IGNORECASE), (
+            f"{path} mentions the planner"
+        )
 
 
 def test_the_example_contract_is_valid_without_warnings(tmp_path):
@@ -53,27 +55,57 @@ def test_the_string_form_still_works_and_reads_as_a_mapping(tmp_path):
 def set_command(**fields):
     def edit(data):
         data["command"].update(fields)
+
     return edit
 
 
-@pytest.mark.parametrize("fields, code", [
-    ({"seed_key": "trainer.seed"}, "P520"),
-    ({"budget_key": "trainer.epochs"}, "P521"),
-    ({"seed_key": "preprocess.standardize"}, "P522"),
-    ({"budget_key": "preprocess"}, "P522"),  # covers the factor's key
-    ({"seed_key": "optimizer.lr"}, "P523"),
-    ({"budget_key": "seed"}, "P524"),
-    ({"metrics": {"file": "m.csv", "format": "csv", "step": "epoch", "step_base": 0, "names": {"loss": "l"}}}, "P525"),
-    ({"metrics": {"file": "../m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
-    ({"metrics": {"file": "/tmp/m.csv", "format": "csv", "step": "epoch", "step_base": 0}}, "P526"),
-    ({"budget_key": "trainer"}, "P527"),
-    ({"checkpoint": {"file": "../ckpt/*.ckpt", "keep": "last"}}, "P528"),
-    ({"checkpoint": {"file": "/ckpt/last.ckpt"}}, "P528"),
-    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "ckpt_path"}}, "P529"),  # not in the app's config
-    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "trainer.max_epochs"}}, "P524"),  # the budget's key
-    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "data.n_train"}}, "P529"),  # holds an integer
-    ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "preprocess.standardize"}}, "P522"),
-])
+@pytest.mark.parametrize(
+    "fields, code",
+    [
+        ({"seed_key": "trainer.seed"}, "P520"),
+        ({"budget_key": "trainer.epochs"}, "P521"),
+        ({"seed_key": "preprocess.standardize"}, "P522"),
+        ({"budget_key": "preprocess"}, "P522"),  # covers the factor's key
+        ({"seed_key": "optimizer.lr"}, "P523"),
+        ({"budget_key": "seed"}, "P524"),
+        (
+            {
+                "metrics": {
+                    "file": "m.csv",
+                    "format": "csv",
+                    "step": "epoch",
+                    "step_base": 0,
+                    "names": {"loss": "l"},
+                }
+            },
+            "P525",
+        ),
+        (
+            {"metrics": {"file": "../m.csv", "format": "csv", "step": "epoch", "step_base": 0}},
+            "P526",
+        ),
+        (
+            {"metrics": {"file": "/tmp/m.csv", "format": "csv", "step": "epoch", "step_base": 0}},
+            "P526",
+        ),
+        ({"budget_key": "trainer"}, "P527"),
+        ({"checkpoint": {"file": "../ckpt/*.ckpt", "keep": "last"}}, "P528"),
+        ({"checkpoint": {"file": "/ckpt/last.ckpt"}}, "P528"),
+        (
+            {"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "ckpt_path"}},
+            "P529",
+        ),  # not in the app's config
+        (
+            {"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "trainer.max_epochs"}},
+            "P524",
+        ),  # the budget's key
+        (
+            {"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "data.n_train"}},
+            "P529",
+        ),  # holds an integer
+        ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "preprocess.standardize"}}, "P522"),
+    ],
+)
 def test_each_rule_of_the_mapping_form(tmp_path, fields, code):
     found = codes(app_contract(tmp_path, set_command(**fields)))
     assert code in found, found
@@ -115,8 +147,14 @@ def test_the_trainable_passes_seed_and_budget_as_overrides_and_reads_the_metrics
     assert overrides[-2:] == ["seed=7", "trainer.max_epochs=8"]
     expected = train.expected_config(loaded.configs["raw"], trial)
     assert expected["seed"] == 7 and expected["trainer"]["max_epochs"] == 8
-    assert train.metrics == {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 0,
-                             "names": {"val_acc": "val_acc", "val_loss": "val_loss"}, "require": "val_acc"}
+    assert train.metrics == {
+        "file": "metrics.csv",
+        "format": "csv",
+        "step": "epoch",
+        "step_base": 0,
+        "names": {"val_acc": "val_acc", "val_loss": "val_loss"},
+        "require": "val_acc",
+    }
     assert type(train).from_dict(train.to_dict()) == train
 
 
@@ -126,14 +164,20 @@ def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
     result = validate(app_contract(tmp_path))
     text = format_result(result)
     assert "  command  python train.py (seed -> seed, exposure -> trainer.max_epochs)" in text
-    assert "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- val_loss)" in text
+    assert (
+        "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- val_loss)"
+        in text
+    )
     assert result.summary["command"]["metrics"]["step_base"] == 0
 
     def edit(data):
         data["command"] = "python train.py"
 
     text = format_result(validate(app_contract(tmp_path / "string", edit)))
-    assert "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text and "from planner.report" in text
+    assert (
+        "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text
+        and "from planner.report" in text
+    )
 
 
 def test_a_bad_mapping_gets_the_mapping_forms_errors_only(tmp_path):
@@ -141,42 +185,67 @@ def test_a_bad_mapping_gets_the_mapping_forms_errors_only(tmp_path):
         data["command"] = {"seed_key": "seed"}
 
     result = validate(app_contract(tmp_path, edit))
-    assert [(d.code, d.message) for d in result.diagnostics] == [("P101", "missing required key 'run' in command")]
+    assert [(d.code, d.message) for d in result.diagnostics] == [
+        ("P101", "missing required key 'run' in command")
+    ]
 
 
 def test_checkpoint_alone_is_valid_and_reaches_the_trainable(tmp_path):
     """`checkpoint: {file, keep}` without resume_key is valid; keep defaults to all."""
-    path = app_contract(tmp_path, set_command(checkpoint={"file": "hf/checkpoint-*", "keep": "last"}))
+    path = app_contract(
+        tmp_path, set_command(checkpoint={"file": "hf/checkpoint-*", "keep": "last"})
+    )
     assert codes(path) == []
     loaded = load_contract(path)
     train = command_trainable(loaded.contract, loaded.dir, loaded.configs)
     assert train.checkpoint == {"file": "hf/checkpoint-*", "resume_key": None, "keep": "last"}
     assert type(train).from_dict(train.to_dict()) == train
-    bare = load_contract(app_contract(tmp_path / "bare", set_command(checkpoint={"file": "c.ckpt"}))).contract
+    bare = load_contract(
+        app_contract(tmp_path / "bare", set_command(checkpoint={"file": "c.ckpt"}))
+    ).contract
     assert bare.command_spec.checkpoint.keep == "all"
-    found = codes(app_contract(tmp_path / "bad", set_command(checkpoint={"file": "c.ckpt", "keep": "first"})))
+    found = codes(
+        app_contract(tmp_path / "bad", set_command(checkpoint={"file": "c.ckpt", "keep": "first"}))
+    )
     assert found and found[0].startswith("P1"), found
 
 
 def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
     from planner._contract.validate import format_result
 
-    text = format_result(validate(app_contract(tmp_path, set_command(
-        checkpoint={"file": "ckpt/*.ckpt", "resume_key": "data.name", "keep": "last"})), strict=False))
+    text = format_result(
+        validate(
+            app_contract(
+                tmp_path,
+                set_command(
+                    checkpoint={"file": "ckpt/*.ckpt", "resume_key": "data.name", "keep": "last"}
+                ),
+            ),
+            strict=False,
+        )
+    )
     assert "P529" in text  # data.name is not in the app's config
-    text = format_result(validate(app_contract(tmp_path / "ok", set_command(
-        checkpoint={"file": "hf/checkpoint-*", "keep": "none"}))))
+    text = format_result(
+        validate(
+            app_contract(
+                tmp_path / "ok", set_command(checkpoint={"file": "hf/checkpoint-*", "keep": "none"})
+            )
+        )
+    )
     assert "checkpoints hf/checkpoint-* (not passed to the script; keep none)" in text
 
 
 def test_a_metric_name_metrics_names_lacks_gets_the_near_name_it_has(tmp_path):
     """metric.name val_accuracy, metrics.names {val_acc: ...}: the typo is metric.name's; P525 said only to add
     `val_accuracy: ...` to metrics.names."""
+
     def edit(data):
         data["metric"]["name"] = "val_accuracy"
 
     (found,) = [d for d in validate(app_contract(tmp_path, edit)).diagnostics if d.code == "P525"]
-    assert "it names 'val_acc'" in found.message and found.hint.startswith("Did you mean metric.name: val_acc?")
+    assert "it names 'val_acc'" in found.message and found.hint.startswith(
+        "Did you mean metric.name: val_acc?"
+    )
 
 
 def test_the_config_check_leaves_out_interpolations_in_lists_as_in_mappings(tmp_path):

@@ -11,7 +11,9 @@ from tests._contract_helpers import EXAMPLES
 def test_p206_names_the_broken_config_file_and_its_line(tmp_path, monkeypatch):
     root = tmp_path / "contracts"
     shutil.copytree(EXAMPLES, root)
-    (root / "conf" / "optimizer" / "sgd.yaml").write_text("name: sgd\nlr: [0.1, 0.2\nmomentum: 0.9\n")
+    (root / "conf" / "optimizer" / "sgd.yaml").write_text(
+        "name: sgd\nlr: [0.1, 0.2\nmomentum: 0.9\n"
+    )
     monkeypatch.chdir(root)
     result = validate(root / "valid" / "optimizer-tuned.yaml")
     p206 = [d for d in result.diagnostics if d.code == "P206"]

@@ -16,12 +16,41 @@ from tests._contract_helpers import FIXTURES, write_contract
 CODE = re.compile(r"^P\d{3}$")
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.dates(), st.binary(max_size=4), st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.sampled_from(["", "0", "-1", "1e9", "${x}", "${oc.env:HOME}", "???", "a=b", "~x", "x:y", "a\x00b", "x" * 5000,
-                                            "optimizer=adam", "a/b=c", "model.width=1", "!!python/name:os.system"]),
+    st.none(),
+    st.booleans(),
+    st.dates(),
+    st.binary(max_size=4),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "",
+            "0",
+            "-1",
+            "1e9",
+            "${x}",
+            "${oc.env:HOME}",
+            "???",
+            "a=b",
+            "~x",
+            "x:y",
+            "a\x00b",
+            "x" * 5000,
+            "optimizer=adam",
+            "a/b=c",
+            "model.width=1",
+            "!!python/name:os.system",
+        ]
+    ),
 )
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                      max_leaves=6)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 def _paths(node, prefix=()):
@@ -53,7 +82,11 @@ def mutated(draw, base):
         if action == "delete":
             del parent[leaf]
         elif action == "rename" and isinstance(parent, dict):
-            parent[draw(st.text(min_size=1, max_size=10)) if draw(st.booleans()) else str(leaf)[:-1] or "x"] = parent.pop(leaf)
+            parent[
+                draw(st.text(min_size=1, max_size=10))
+                if draw(st.booleans())
+                else str(leaf)[:-1] or "x"
+            ] = parent.pop(leaf)
         elif action == "replace":
             parent[leaf] = draw(values)
         elif action == "swap":
@@ -74,9 +107,13 @@ def text_edited(draw, base):
     for _ in range(draw(st.integers(1, 4))):
         at = draw(st.integers(0, len(text)))
         if draw(st.booleans()):
-            text = text[:at] + draw(st.sampled_from(list(":-[]{}&*!#'\"\n\t |>%@`,?") + ["  ", "\x00", "é"])) + text[at:]
+            text = (
+                text[:at]
+                + draw(st.sampled_from(list(":-[]{}&*!#'\"\n\t |>%@`,?") + ["  ", "\x00", "é"]))
+                + text[at:]
+            )
         else:
-            text = text[:at] + text[at + draw(st.integers(1, 5)):]
+            text = text[:at] + text[at + draw(st.integers(1, 5)) :]
     return text
 
 
@@ -96,8 +133,11 @@ def _assert_answered(folder: Path, text: str) -> None:
 
 
 def fuzz(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 
 
 INLINE = (FIXTURES / "inline.yaml").read_text()

@@ -25,7 +25,12 @@ budget: {exposure: 3}
 def test_defaults_are_written_out_in_the_frozen_copy():
     frozen = Contract.model_validate(yaml.safe_load(MINIMAL)).frozen()
     assert frozen["factor"]["keys"] == ["opt"]
-    assert frozen["acceptance"] == {"min_effect": 0.01, "alpha": 0.05, "test": "welch", "correction": "holm"}
+    assert frozen["acceptance"] == {
+        "min_effect": 0.01,
+        "alpha": 0.05,
+        "test": "welch",
+        "correction": "holm",
+    }
     assert frozen["budget"]["unit"] == "step"
     assert frozen["budget"]["resources"] == {"cpu": 1, "gpu": 0, "custom": {}}
     assert frozen["failures"] == {"retries": 0, "diverged_value": None}
@@ -76,24 +81,29 @@ def test_durations_and_memory_sizes():
         parse_duration("soon")
 
 
-TUNED = MINIMAL + "tuning: {trials_per_arm: 2, seeds: [1000], sampler: {name: random, seed: 0}, " \
-                  "space: {lr: {uniform: [0.01, 1]}}}\n"
+TUNED = (
+    MINIMAL + "tuning: {trials_per_arm: 2, seeds: [1000], sampler: {name: random, seed: 0}, "
+    "space: {lr: {uniform: [0.01, 1]}}}\n"
+)
 
 
-@pytest.mark.parametrize(("old", "new", "code"), [
-    ("seeds: [0, 1]", "seeds: [true, false]", "P102"),  # read as 1 and 0 before
-    ("seeds: [0, 1]", 'seeds: ["0", "1"]', "P102"),
-    ("exposure: 3", "exposure: true", "P102"),
-    ("min_effect: 0.01", 'min_effect: "0.01"', "P102"),
-    ("budget: {exposure: 3}", 'budget: {exposure: 3}\nconfirmation: {looks: "2"}', "P102"),
-    ("trials_per_arm: 2", "trials_per_arm: 2.0", "P102"),
-    ("uniform: [0.01, 1]", 'uniform: ["0.01", 1]', "P102"),
-    # numpy seeds modulo 2**32: the tuning seed 2**32 drew the confirmation seed 0's numbers
-    ("seeds: [1000]", "seeds: [4294967296]", "P103"),
-    ("seeds: [0, 1]", "seeds: [0, -1]", "P103"),
-    ("seed: 0}", "seed: -1}", "P103"),  # Optuna refused it mid-run: an internal error
-    ("seed: 0}", "seed: 4294967296}", "P103"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "code"),
+    [
+        ("seeds: [0, 1]", "seeds: [true, false]", "P102"),  # read as 1 and 0 before
+        ("seeds: [0, 1]", 'seeds: ["0", "1"]', "P102"),
+        ("exposure: 3", "exposure: true", "P102"),
+        ("min_effect: 0.01", 'min_effect: "0.01"', "P102"),
+        ("budget: {exposure: 3}", 'budget: {exposure: 3}\nconfirmation: {looks: "2"}', "P102"),
+        ("trials_per_arm: 2", "trials_per_arm: 2.0", "P102"),
+        ("uniform: [0.01, 1]", 'uniform: ["0.01", 1]', "P102"),
+        # numpy seeds modulo 2**32: the tuning seed 2**32 drew the confirmation seed 0's numbers
+        ("seeds: [1000]", "seeds: [4294967296]", "P103"),
+        ("seeds: [0, 1]", "seeds: [0, -1]", "P103"),
+        ("seed: 0}", "seed: -1}", "P103"),  # Optuna refused it mid-run: an internal error
+        ("seed: 0}", "seed: 4294967296}", "P103"),
+    ],
+)
 def test_a_value_of_another_type_or_a_seed_numpy_would_cut_is_refused(tmp_path, old, new, code):
     from planner._contract.validate import validate
 
@@ -102,8 +112,9 @@ def test_a_value_of_another_type_or_a_seed_numpy_would_cut_is_refused(tmp_path, 
     path = tmp_path / "contract.yaml"
     path.write_text(TUNED.replace(old, new))
     result = validate(path)
-    assert {d.code for d in result.diagnostics if d.severity == "error"} == {code}, \
-        [d.format() for d in result.diagnostics]
+    assert {d.code for d in result.diagnostics if d.severity == "error"} == {code}, [
+        d.format() for d in result.diagnostics
+    ]
 
 
 def test_the_largest_seed_numpy_takes_is_a_seed_and_an_integer_is_a_number(tmp_path):
@@ -111,5 +122,9 @@ def test_the_largest_seed_numpy_takes_is_a_seed_and_an_integer_is_a_number(tmp_p
 
     (tmp_path / "toy.py").write_text("def train(config, trial):\n    trial.report(1, acc=0.5)\n")
     path = tmp_path / "contract.yaml"
-    path.write_text(TUNED.replace("seeds: [1000]", "seeds: [4294967295]").replace("min_effect: 0.01", "min_effect: 1"))
+    path.write_text(
+        TUNED.replace("seeds: [1000]", "seeds: [4294967295]").replace(
+            "min_effect: 0.01", "min_effect: 1"
+        )
+    )
     assert not [d.format() for d in validate(path).diagnostics if d.severity == "error"]

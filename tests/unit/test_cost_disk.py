@@ -6,19 +6,32 @@ from __future__ import annotations
 from planner._results.cost import cost_by_arm
 from planner._results.report import COST_HEADER, cost_lines
 
-CONTRACT = {"baseline": {"name": "base"}, "arms": [{"name": "warm"}], "budget": {"resources": {"cpu": 1}}}
+CONTRACT = {
+    "baseline": {"name": "base"},
+    "arms": [{"name": "warm"}],
+    "budget": {"resources": {"cpu": 1}},
+}
 
 
 def _record(arm: str, disk: int | None, seconds: float = 2.0) -> dict:
-    record = {"arm": arm, "phase": "confirm", "duration_s": seconds, "reports": [
-        {"step": 1, "time_s": 0.5, "metrics": {"acc": 0.5}}, {"step": 2, "time_s": 1.0, "metrics": {"acc": 0.6}}]}
+    record = {
+        "arm": arm,
+        "phase": "confirm",
+        "duration_s": seconds,
+        "reports": [
+            {"step": 1, "time_s": 0.5, "metrics": {"acc": 0.5}},
+            {"step": 2, "time_s": 1.0, "metrics": {"acc": 0.6}},
+        ],
+    }
     if disk is not None:
         record["disk_bytes"] = disk
     return record
 
 
 def test_each_arms_disk_is_the_sum_of_its_trials_disk_bytes_and_shows_in_the_cost_table():
-    rows = cost_by_arm([_record("base", 3 * 2**20), _record("base", 2**20), _record("warm", 5 * 2**30)], CONTRACT)
+    rows = cost_by_arm(
+        [_record("base", 3 * 2**20), _record("base", 2**20), _record("warm", 5 * 2**30)], CONTRACT
+    )
     assert [(r["arm"], r["disk_bytes"]) for r in rows] == [("base", 4 * 2**20), ("warm", 5 * 2**30)]
     table = cost_lines(rows)
     header = next(line for line in table if line.startswith("| arm"))

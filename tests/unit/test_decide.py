@@ -67,7 +67,10 @@ def test_bootstrap_p_is_the_exact_permutation_p():
 
 
 def test_bootstrap_counts_ties_despite_rounding():
-    base, arm = [0.7, 0.8, 0.9, 0.8, 0.7], [0.9, 0.8, 0.7, 0.9, 0.8]  # many sums tie, up to float error
+    base, arm = (
+        [0.7, 0.8, 0.9, 0.8, 0.7],
+        [0.9, 0.8, 0.7, 0.9, 0.8],
+    )  # many sums tie, up to float error
     c = compare(base, arm, mode="max", test="bootstrap", alpha=0.05)
     ref = stats.permutation_test(
         (arm, base), lambda x, y, axis: x.mean(axis) - y.mean(axis),
@@ -113,7 +116,11 @@ def test_zero_variance_is_no_evidence_not_certainty(test):
     """Issue 11 item 3: a spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0, 0] (reject)."""
     for base, arm in (([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), ([1.0, 1.0], [1.0, 1.0])):
         c = compare(base, arm, mode="max", test=test, alpha=0.05)
-        assert c.degenerate and (c.ci_low, c.ci_high) == (-math.inf, math.inf) and math.isnan(c.p_value)
+        assert (
+            c.degenerate
+            and (c.ci_low, c.ci_high) == (-math.inf, math.inf)
+            and math.isnan(c.p_value)
+        )
 
 
 @pytest.mark.parametrize(
@@ -132,8 +139,12 @@ def test_rule(effect, low, high, expected):
 
 
 def test_holm_levels_step_down_and_stop():
-    assert adjusted_alphas([0.01, 0.04, 0.02], 0.05, "holm") == pytest.approx([0.05 / 3, 0.05, 0.025])
-    assert adjusted_alphas([0.03, 0.001, 0.2], 0.05, "holm") == pytest.approx([0.025, 0.05 / 3, 0.025])
+    assert adjusted_alphas([0.01, 0.04, 0.02], 0.05, "holm") == pytest.approx(
+        [0.05 / 3, 0.05, 0.025]
+    )
+    assert adjusted_alphas([0.03, 0.001, 0.2], 0.05, "holm") == pytest.approx(
+        [0.025, 0.05 / 3, 0.025]
+    )
     assert adjusted_alphas([0.3, math.nan], 0.05, "holm") == pytest.approx([0.025, 0.025])
     assert adjusted_alphas([0.3, 0.1], 0.05, "bonferroni") == [0.025, 0.025]
     assert adjusted_alphas([0.3, 0.1], 0.05, "none") == [0.05, 0.05]
@@ -147,8 +158,12 @@ def test_holm_ci_excludes_zero_exactly_when_holm_rejects():
         res = {"base": list(zip(SEEDS, base, strict=True))} | {
             k: list(zip(SEEDS, v, strict=True)) for k, v in arms.items()
         }
-        ds = decide(Acceptance(min_effect=0.1, test="paired"), "max", res, "base", planned_seeds=SEEDS)
-        p = sorted((d.p_value for d in ds), key=lambda v: (math.isnan(v), v))  # degenerate (NaN) last
+        ds = decide(
+            Acceptance(min_effect=0.1, test="paired"), "max", res, "base", planned_seeds=SEEDS
+        )
+        p = sorted(
+            (d.p_value for d in ds), key=lambda v: (math.isnan(v), v)
+        )  # degenerate (NaN) last
         holm_rejects = 0
         for rank, value in enumerate(p):
             if not value <= 0.05 / (3 - rank):
@@ -237,4 +252,6 @@ def test_ci_and_p_agree_and_min_mode_mirrors_max(base, arm, test, alpha):
         assert excludes_zero == (up.p_value <= alpha)
     assert up.ci_low <= up.effect <= up.ci_high
     down = compare([-v for v in base], [-v for v in arm], mode="min", test=test, alpha=alpha)
-    assert (down.effect, down.ci_low, down.ci_high) == pytest.approx((up.effect, up.ci_low, up.ci_high))
+    assert (down.effect, down.ci_low, down.ci_high) == pytest.approx(
+        (up.effect, up.ci_low, up.ci_high)
+    )

@@ -10,17 +10,30 @@ from tests._runs import synthetic_contract
 
 
 def test_run_and_reeval_trials_get_one_spec_shape(tmp_path):
-    contract = Contract.model_validate(synthetic_contract(
-        budget={"exposure": 3, "unit": "epoch", "max_trial_time": 60, "max_trial_memory": "512MiB"},
-        failures={"retries": 2}))
+    contract = Contract.model_validate(
+        synthetic_contract(
+            budget={
+                "exposure": 3,
+                "unit": "epoch",
+                "max_trial_time": 60,
+                "max_trial_memory": "512MiB",
+            },
+            failures={"retries": 2},
+        )
+    )
     store = RunStore.create(tmp_path / "runs", contract.name)
     dispatch = Dispatch.open(contract, tmp_path, {}, store)
     config = {"recipe": {"name": "b"}}
     confirm = dispatch.spec(PlannedTrial("confirm-treat-s0", "confirm", "treat", 0, 0), config)
-    reeval = dispatch.spec(PlannedTrial("reeval-treat-s0-1", "reeval", "treat", 0, 0), config, params={"lr": 0.1})
+    reeval = dispatch.spec(
+        PlannedTrial("reeval-treat-s0-1", "reeval", "treat", 0, 0), config, params={"lr": 0.1}
+    )
     for spec in (confirm, reeval):
-        assert spec.extra == {"session": dispatch.session, "max_trial_memory_bytes": 512 * 1024**2,
-                              "data": contract.data.model_dump()}  # the data section the worker checks splits by
+        assert spec.extra == {
+            "session": dispatch.session,
+            "max_trial_memory_bytes": 512 * 1024**2,
+            "data": contract.data.model_dump(),
+        }  # the data section the worker checks splits by
         assert (spec.budget, spec.unit, spec.retries, spec.max_trial_time_s) == (3, "epoch", 2, 60)
         assert spec.contract_sha256 == contract.sha256() and spec.config == config
         assert spec.dir == store.trial_dir(spec.trial_id)
@@ -56,8 +69,17 @@ def test_the_hooks_log_the_trial_then_tell_the_listener(tmp_path):
     spec = dispatch.spec(PlannedTrial("confirm-base-s0", "confirm", "base", 0, 0), {})
     hooks = dispatch.hooks()
     hooks.trial_started(spec)
-    hooks.trial_ended({"trial_id": spec.trial_id, "phase": "confirm", "arm": "base", "seed": 0, "status": "completed",
-                 "exposure": 3, "reports": []})
+    hooks.trial_ended(
+        {
+            "trial_id": spec.trial_id,
+            "phase": "confirm",
+            "arm": "base",
+            "seed": 0,
+            "status": "completed",
+            "exposure": 3,
+            "reports": [],
+        }
+    )
     store.close()
     assert heard == [("started", spec.trial_id), ("ended", spec.trial_id, True)]
     events = (store.root / "events.jsonl").read_text()

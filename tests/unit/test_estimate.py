@@ -24,13 +24,24 @@ from planner._plan.seeds import format_power, power_summary
 from planner._stats.power import detection_power, pilot_sd, seeds_for_power
 
 TUNED = {
-    "version": 1, "name": "est", "hypothesis": "b beats a", "trainable": "m:f",
-    "config": {"values": {"x": 0, "lr": 0.1}}, "factor": {"name": "x"},
-    "baseline": {"name": "a", "overrides": ["x=0"]}, "arms": [{"name": "b", "overrides": ["x=1"]}],
-    "metric": {"name": "acc", "mode": "max"}, "acceptance": {"min_effect": 0.02},
-    "seeds": [0, 1, 2, 3, 4], "budget": {"exposure": 9},
-    "tuning": {"trials_per_arm": 9, "seeds": [1000], "space": {"lr": {"log_uniform": [1e-3, 1.0]}},
-               "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3}},
+    "version": 1,
+    "name": "est",
+    "hypothesis": "b beats a",
+    "trainable": "m:f",
+    "config": {"values": {"x": 0, "lr": 0.1}},
+    "factor": {"name": "x"},
+    "baseline": {"name": "a", "overrides": ["x=0"]},
+    "arms": [{"name": "b", "overrides": ["x=1"]}],
+    "metric": {"name": "acc", "mode": "max"},
+    "acceptance": {"min_effect": 0.02},
+    "seeds": [0, 1, 2, 3, 4],
+    "budget": {"exposure": 9},
+    "tuning": {
+        "trials_per_arm": 9,
+        "seeds": [1000],
+        "space": {"lr": {"log_uniform": [1e-3, 1.0]}},
+        "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3},
+    },
 }
 
 
@@ -40,8 +51,6 @@ def contract(**patch):
     return Contract.model_validate(data)
 
 
-
-
 def test_milestones_are_ray_asha_rungs_below_the_exposure():
     assert asha_milestones(1, 3, 9) == [1, 3]
     assert asha_milestones(2, 3, 8) == [2, 6]
@@ -49,30 +58,44 @@ def test_milestones_are_ray_asha_rungs_below_the_exposure():
     assert asha_milestones(3, 3, 3) == []
 
 
-
-
 def test_no_early_stopping_saves_nothing_and_the_median_rule_gives_a_range():
     plain = estimate(contract(tuning={**TUNED["tuning"], "early_stop": {"rule": "none"}}))
     tune, confirm = plain["phases"]
     assert tune["steps_expected"] == tune["steps_planned"] == 2 * 9 * 9 and tune["saving"] == 0
     assert confirm["trials"] == 10 and confirm["steps_planned"] == 90
-    median = estimate(contract(tuning={**TUNED["tuning"], "early_stop": {"rule": "median", "grace": 2}}))
+    median = estimate(
+        contract(tuning={**TUNED["tuning"], "early_stop": {"rule": "median", "grace": 2}})
+    )
     low, high = median["phases"][0]["steps_range"]
     assert (low, high) == (2 * median_rule_range(9, 9, 2)[0], 2 * 81) and low < high
     assert "data-dependent" in format_estimate(median)
 
 
 def test_the_forecast_uses_the_pilot_timing_and_the_slots():
-    timing = types.SimpleNamespace(time_per_step_s=1.0, overhead_s=2.0, cold_start_s=5.0, startup_s=3.0,
-                                   as_dict=lambda: {"time_per_step_s": 1.0, "overhead_s": 2.0, "cold_start_s": 5.0,
-                                                    "startup_s": 3.0, "slots": 1})
+    timing = types.SimpleNamespace(
+        time_per_step_s=1.0,
+        overhead_s=2.0,
+        cold_start_s=5.0,
+        startup_s=3.0,
+        as_dict=lambda: {
+            "time_per_step_s": 1.0,
+            "overhead_s": 2.0,
+            "cold_start_s": 5.0,
+            "startup_s": 3.0,
+            "slots": 1,
+        },
+    )
     one = estimate(contract(tuning=None), timing, slots=1)
     two = estimate(contract(tuning=None), timing, slots=2)
-    assert one["phases"][0]["wall_s"] == pytest.approx(5 + 10 * (9 + 2))  # 10 trials one after another
+    assert one["phases"][0]["wall_s"] == pytest.approx(
+        5 + 10 * (9 + 2)
+    )  # 10 trials one after another
     assert two["phases"][0]["wall_s"] == pytest.approx(5 + 5 * (9 + 2))
     assert one["wall_s"] == pytest.approx(3 + one["phases"][0]["wall_s"])
     looks = estimate(contract(tuning=None, confirmation={"looks": 2}), timing, slots=4)
-    assert looks["phases"][0]["wall_s"] == pytest.approx(5 + (1 + 2) * 11)  # looks of 2 + 3 seeds: 4 trials, then 6 on 4 slots
+    assert looks["phases"][0]["wall_s"] == pytest.approx(
+        5 + (1 + 2) * 11
+    )  # looks of 2 + 3 seeds: 4 trials, then 6 on 4 slots
 
 
 # --------------------------------------------------------------------------- pilots and power
@@ -82,21 +105,49 @@ def make_pilot(root: Path, values: dict[str, dict[int, float]], metric="acc", ba
     run = root / "pilot"
     run.mkdir(parents=True)
     (run / "run.json").write_text(json.dumps({"run_id": "p", "name": "p"}))
-    (run / "contract.yaml").write_text(yaml.safe_dump({"baseline": {"name": baseline},
-                                                        "arms": [{"name": a} for a in values if a != baseline]}))
-    lines, events = [], [{"event": "run_started", "time": "2026-01-01T00:00:00.000Z"},
-                         {"event": "phase_started", "time": "2026-01-01T00:00:10.000Z", "phase": "confirm"}]
+    (run / "contract.yaml").write_text(
+        yaml.safe_dump(
+            {"baseline": {"name": baseline}, "arms": [{"name": a} for a in values if a != baseline]}
+        )
+    )
+    lines, events = (
+        [],
+        [
+            {"event": "run_started", "time": "2026-01-01T00:00:00.000Z"},
+            {"event": "phase_started", "time": "2026-01-01T00:00:10.000Z", "phase": "confirm"},
+        ],
+    )
     t = 10.0
     for arm, by_seed in values.items():
         for seed, v in by_seed.items():
             tid = f"confirm-{arm}-s{seed}"
-            reports = [{"step": s, "metrics": {metric: v}, "time_s": 0.5 + 0.25 * s} for s in (1, 2, 3, 4)]
-            lines.append({"trial_id": tid, "phase": "confirm", "arm": arm, "seed": seed, "status": "completed",
-                          "exposure": 4, "reports": reports, "duration_s": 1.6})
-            events += [{"event": "trial_started", "time": f"2026-01-01T00:00:{t:06.3f}Z", "trial_id": tid},
-                       {"event": "trial_ended", "time": f"2026-01-01T00:00:{t + 2:06.3f}Z", "trial_id": tid}]
+            reports = [
+                {"step": s, "metrics": {metric: v}, "time_s": 0.5 + 0.25 * s} for s in (1, 2, 3, 4)
+            ]
+            lines.append(
+                {
+                    "trial_id": tid,
+                    "phase": "confirm",
+                    "arm": arm,
+                    "seed": seed,
+                    "status": "completed",
+                    "exposure": 4,
+                    "reports": reports,
+                    "duration_s": 1.6,
+                }
+            )
+            events += [
+                {"event": "trial_started", "time": f"2026-01-01T00:00:{t:06.3f}Z", "trial_id": tid},
+                {
+                    "event": "trial_ended",
+                    "time": f"2026-01-01T00:00:{t + 2:06.3f}Z",
+                    "trial_id": tid,
+                },
+            ]
             t += 2
-    events.append({"event": "phase_ended", "time": f"2026-01-01T00:00:{t:06.3f}Z", "phase": "confirm"})
+    events.append(
+        {"event": "phase_ended", "time": f"2026-01-01T00:00:{t:06.3f}Z", "phase": "confirm"}
+    )
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return run
@@ -120,7 +171,9 @@ def test_power_figures_come_from_the_statistics_module():
     assert s["needed"]["80"]["seeds"] == seeds_for_power(sd, 0.02, 0.05, 0.8)
     assert s["needed"]["90"]["seeds"] > s["needed"]["80"]["seeds"]
     assert s["declared"]["power"] == pytest.approx(detection_power(5, 0.02, sd, 0.05))
-    assert detection_power(5, s["declared"]["detectable_effect_80"], sd, 0.05) == pytest.approx(0.8, abs=1e-6)
+    assert detection_power(5, s["declared"]["detectable_effect_80"], sd, 0.05) == pytest.approx(
+        0.8, abs=1e-6
+    )
     assert s["needed"]["80"]["accept_probability"] < s["needed"]["80"]["power"]
     text = format_power(s)
     assert "P(CI low > 0)" in text and "for 90 % power" in text
@@ -129,8 +182,11 @@ def test_power_figures_come_from_the_statistics_module():
 def test_plan_power_from_a_pilot_and_validate_warns_when_underpowered(tmp_path, capsys):
     pilot = make_pilot(tmp_path, VALUES)
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({**copy.deepcopy(TUNED), "tuning": None, "trainable": None,
-                                    "command": "python -c pass"}))
+    path.write_text(
+        yaml.safe_dump(
+            {**copy.deepcopy(TUNED), "tuning": None, "trainable": None, "command": "python -c pass"}
+        )
+    )
     assert main(["power", str(path), "--pilot", str(pilot), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["sd"] == pytest.approx(pilot_sd({a: list(v.values()) for a, v in VALUES.items()}))
@@ -142,8 +198,11 @@ def test_plan_power_from_a_pilot_and_validate_warns_when_underpowered(tmp_path, 
 
 def test_bad_pilots_are_sentences(tmp_path, capsys):
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({**copy.deepcopy(TUNED), "tuning": None, "trainable": None,
-                                    "command": "python -c pass"}))
+    path.write_text(
+        yaml.safe_dump(
+            {**copy.deepcopy(TUNED), "tuning": None, "trainable": None, "command": "python -c pass"}
+        )
+    )
     assert main(["power", str(path), "--pilot", str(tmp_path)]) == 2
     assert "is not a run folder" in capsys.readouterr().err
     empty = make_pilot(tmp_path / "e", {"a": {0: 0.8}})
@@ -162,6 +221,10 @@ def test_a_spread_no_practical_number_of_seeds_overcomes_is_said_in_words_not_as
     s = power_summary(contract(tuning=None), 5.0)
     assert s["underpowered"] and s["needed"]["80"]["seeds"] is None
     text = format_power(s)
-    assert "None" not in text and "no number of seeds up to 100,000 per arm reaches 80 % power" in text
+    assert (
+        "None" not in text and "no number of seeds up to 100,000 per arm reaches 80 % power" in text
+    )
     huge = format_power(power_summary(contract(tuning=None), 1e300))
-    assert "x min_effect" in huge and max(len(word) for word in huge.split()) < 40  # no 300-digit ratio
+    assert (
+        "x min_effect" in huge and max(len(word) for word in huge.split()) < 40
+    )  # no 300-digit ratio

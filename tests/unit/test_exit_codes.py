@@ -22,7 +22,9 @@ def test_commands_md_lists_the_table_row_for_row():
 
 
 def test_every_error_class_carries_a_code_of_the_table():
-    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, PlannerError)]
+    classes = [
+        c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, PlannerError)
+    ]
     assert len(classes) >= 10
     for cls in classes:
         assert cls.exit_code in EXIT_CODES, cls
@@ -30,11 +32,17 @@ def test_every_error_class_carries_a_code_of_the_table():
 
 def test_every_planner_error_subclass_lives_in_the_one_module():
     """No PlannerError subclass is defined outside planner/_core/errors.py."""
-    names = {c.__name__ for c in vars(errors).values() if isinstance(c, type) and issubclass(c, BaseException)}
+    names = {
+        c.__name__
+        for c in vars(errors).values()
+        if isinstance(c, type) and issubclass(c, BaseException)
+    }
     for path in ROOT.rglob("*.py"):
         if path.name == "errors.py" and path.parent.name == "_core":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef):
                 bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
-                assert not bases & names, f"{path}: class {node.name} subclasses {bases & names}; define it in _core/errors.py"
+                assert not bases & names, (
+                    f"{path}: class {node.name} subclasses {bases & names}; define it in _core/errors.py"
+                )

@@ -1,6 +1,6 @@
-
-
-def test_write_atomic_fsyncs_the_file_and_its_folder_unless_told_it_need_not_be_durable(tmp_path, monkeypatch):
+def test_write_atomic_fsyncs_the_file_and_its_folder_unless_told_it_need_not_be_durable(
+    tmp_path, monkeypatch
+):
     import os
 
     from planner._store import files

@@ -24,16 +24,30 @@ i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h]
 
 # name -> (file bytes, code, exit code, 1-based line or None)
 CASES = {
-    "python-apply-tag": (b"version: !!python/object/apply:os.system ['touch {marker}']\n", "P005", 1, 1),
+    "python-apply-tag": (
+        b"version: !!python/object/apply:os.system ['touch {marker}']\n",
+        "P005",
+        1,
+        1,
+    ),
     "python-name-tag": (b"version: 1\nname: !!python/name:os.system\n", "P005", 1, 2),
-    "python-new-tag": (b"version: 1\nname: !!python/object/new:os.system [touch {marker}]\n", "P005", 1, 2),
+    "python-new-tag": (
+        b"version: 1\nname: !!python/object/new:os.system [touch {marker}]\n",
+        "P005",
+        1,
+        2,
+    ),
     "custom-tag": (b"version: 1\nname: !include other.yaml\n", "P005", 1, 2),
     "alias-bomb": (BOMB.encode(), "P006", 1, None),
     "too-many-aliases": (b"a: &a 1\nb: [" + b", ".join([b"*a"] * 200) + b"]\n", "P006", 1, 2),
     "recursive-alias": (b"a: &a [1, *a]\n", "P006", 1, 1),
     "deep-flow-nesting": (b"a: " + b"[" * 1000 + b"]" * 1000 + b"\n", "P007", 1, 1),
-    "deep-block-nesting": ("".join(f"{'  ' * i}k{i}:\n" for i in range(1000)).encode() + b"  " * 1000 + b"x: 1\n",
-                           "P007", 1, None),
+    "deep-block-nesting": (
+        "".join(f"{'  ' * i}k{i}:\n" for i in range(1000)).encode() + b"  " * 1000 + b"x: 1\n",
+        "P007",
+        1,
+        None,
+    ),
     "duplicate-key": (b"version: 1\nname: a\nname: b\n", "P008", 1, 3),
     "empty-file": (b"", "P009", 1, 1),
     "only-comments": (b"# nothing here\n", "P009", 1, 1),

@@ -20,19 +20,19 @@ ROOT = Path(planner.__file__).parent
 # Lower rank = more basic. A module imports only its own stage and lower ranks. The gaps leave room
 # for new stages between two existing ones.
 RANKS = {
-    "_core": 0,      # errors, diagnostics, redaction, records, text: leaves
-    "_stats": 10,     # decision rule, power, sequential looks, selection: pure
+    "_core": 0,  # errors, diagnostics, redaction, records, text: leaves
+    "_stats": 10,  # decision rule, power, sequential looks, selection: pure
     "_contract": 20,  # load, model, compose, rules, validate
-    "_store": 30,     # the run folder: writer, one reader, JSON lines, lock, resume, identity
-    "_lineage": 35,   # the project ledger, promotion, baselines from runs, plan log
-    "_plan": 40,      # planned trials, space, estimate, pilot, seeds
-    "_data": 45,      # splits: counts, fingerprints, overlap and matching checks: pure
-    "_trial": 50,     # the trainable protocol in the worker: attempts, limits, command
-    "_results": 60,   # tables, status, reports, plots, MLflow
-    "_audit": 65,     # plan audit: findings, missing evidence, the next control (reads via _store)
+    "_store": 30,  # the run folder: writer, one reader, JSON lines, lock, resume, identity
+    "_lineage": 35,  # the project ledger, promotion, baselines from runs, plan log
+    "_plan": 40,  # planned trials, space, estimate, pilot, seeds
+    "_data": 45,  # splits: counts, fingerprints, overlap and matching checks: pure
+    "_trial": 50,  # the trainable protocol in the worker: attempts, limits, command
+    "_results": 60,  # tables, status, reports, plots, MLflow
+    "_audit": 65,  # plan audit: findings, missing evidence, the next control (reads via _store)
     "_dispatch": 70,  # the driver: Ray Tune and Optuna, confirmation, cluster, progress
-    "_reeval": 80,    # re-running a logged arm (shares the driver)
-    "_cli": 90,       # parses and prints
+    "_reeval": 80,  # re-running a logged arm (shares the driver)
+    "_cli": 90,  # parses and prints
 }
 # Heavy or process-touching libraries, and the only stages that may import them.
 BOUNDARIES = {
@@ -47,14 +47,27 @@ BOUNDARIES = {
 # modules that call it, Hydra and OmegaConf to composing configs (and the command trainable's config check),
 # pydantic to the contract model and the code that checks data against it.
 MODULE_BOUNDARIES = {
-    "scipy": {"planner._stats.decide", "planner._stats.power", "planner._stats.sequential", "planner._plan.seeds",
-              "planner._audit.findings"},
+    "scipy": {
+        "planner._stats.decide",
+        "planner._stats.power",
+        "planner._stats.sequential",
+        "planner._plan.seeds",
+        "planner._audit.findings",
+    },
     "hydra": {"planner._contract.compose"},
     "lightning": {"planner._trial.lightning"},  # planner.LightningCallback, loaded on first use
-    "omegaconf": {"planner._contract.compose", "planner._contract.paths", "planner._trial.config_check"},
-    "pydantic": {"planner._contract.model", "planner._contract.schema_errors", "planner._contract.validate",
-                 "planner._audit.control",  # the next control's contract, checked by the model
-                 "planner._reeval.rerun"},  # the frozen contract, loaded back by the model
+    "omegaconf": {
+        "planner._contract.compose",
+        "planner._contract.paths",
+        "planner._trial.config_check",
+    },
+    "pydantic": {
+        "planner._contract.model",
+        "planner._contract.schema_errors",
+        "planner._contract.validate",
+        "planner._audit.control",  # the next control's contract, checked by the model
+        "planner._reeval.rerun",
+    },  # the frozen contract, loaded back by the model
 }
 
 
@@ -74,13 +87,21 @@ def _imports(path: Path) -> list[tuple[str, list[str], int]]:
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "lazy_import"
-                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "lazy_import"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             found.append((node.args[0].value, [], node.lineno))
         elif isinstance(node, ast.Import):
             found += [(alias.name, [], node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"{path}:{node.lineno}: relative import; planner uses absolute ones"
+            assert node.level == 0, (
+                f"{path}:{node.lineno}: relative import; planner uses absolute ones"
+            )
             names = [a.name for a in node.names]
             base = node.module or ""
             found.append((base, names, node.lineno))
@@ -98,8 +119,13 @@ MODULES = _modules()
 
 
 def test_every_module_lives_in_a_stage():
-    loose = [m for m in MODULES if m.count(".") == 1 and m not in ("planner.__main__", "planner.stats")
-             and _stage(m) is None]
+    loose = [
+        m
+        for m in MODULES
+        if m.count(".") == 1
+        and m not in ("planner.__main__", "planner.stats")
+        and _stage(m) is None
+    ]
     assert not loose, f"modules outside a stage folder: {loose}"
 
 
@@ -118,7 +144,9 @@ def test_no_upward_import_and_no_private_name_across_stages():
             if own == "_core" and other is not None and other != own:
                 problems.append(f"{module}:{line}: _core is a leaf, imports {target}")
             if RANKS[other] > RANKS[own]:
-                problems.append(f"{module}:{line}: upward import of {target} ({other} ranks above {own})")
+                problems.append(
+                    f"{module}:{line}: upward import of {target} ({other} ranks above {own})"
+                )
             if other != own:
                 private = [n for n in names if n.startswith("_") and f"{target}.{n}" not in MODULES]
                 if private:
@@ -139,8 +167,11 @@ def test_no_import_cycle():
         state[node] = 1
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                cycles.append(" -> ".join(stack[stack.index(nxt):] + [node, nxt]) if nxt in stack
-                              else f"{node} -> {nxt}")
+                cycles.append(
+                    " -> ".join(stack[stack.index(nxt) :] + [node, nxt])
+                    if nxt in stack
+                    else f"{node} -> {nxt}"
+                )
             elif nxt not in state:
                 visit(nxt, stack + [node])
         state[node] = 2
@@ -158,7 +189,9 @@ def _outside(boundaries: dict[str, set[str]], place) -> list[str]:
         for target, _, line in _imports(path):
             top = target.split(".")[0]
             if top in boundaries and place(module) not in boundaries[top]:
-                problems.append(f"{module}:{line} imports {top} (allowed only in {sorted(boundaries[top])})")
+                problems.append(
+                    f"{module}:{line} imports {top} (allowed only in {sorted(boundaries[top])})"
+                )
     return problems
 
 
@@ -175,5 +208,9 @@ def test_scipy_hydra_and_pydantic_only_in_their_modules():
 def test_a_deferred_import_is_seen_as_an_import():
     """The boundary tests above read `lazy_import("...")`: a deferred import cannot slip past them."""
     source = (ROOT / "_cli" / "main.py").read_text()
-    assert "import planner._dispatch" not in source and "from planner._dispatch" not in source  # only deferred
-    assert "planner._dispatch.driver" in {target for target, _, _ in _imports(ROOT / "_cli" / "main.py")}
+    assert (
+        "import planner._dispatch" not in source and "from planner._dispatch" not in source
+    )  # only deferred
+    assert "planner._dispatch.driver" in {
+        target for target, _, _ in _imports(ROOT / "_cli" / "main.py")
+    }

@@ -26,8 +26,15 @@ from tests._runs import lineage_contract, write_contract_data
 REPO = Path(__file__).resolve().parents[2]
 TRAINABLE = "tests.trainables.lineage:train"
 
-FIRST = lineage_contract(name="levels", trainable=TRAINABLE, tuning={
-    "trials_per_arm": 2, "seeds": [1000], "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}}})
+FIRST = lineage_contract(
+    name="levels",
+    trainable=TRAINABLE,
+    tuning={
+        "trials_per_arm": 2,
+        "seeds": [1000],
+        "space": {"recipe.lr": {"log_uniform": [0.001, 0.1]}},
+    },
+)
 
 
 @pytest.fixture(autouse=True)
@@ -35,11 +42,19 @@ def _in_repo(monkeypatch):
     monkeypatch.chdir(REPO)  # the trainable imports as tests.trainables.lineage
 
 
-write = functools.partial(write_contract_data, sort_keys=False)  # write(folder, data, name="contract.yaml")
+write = functools.partial(
+    write_contract_data, sort_keys=False
+)  # write(folder, data, name="contract.yaml")
 
 
-def fake_run(contract_path: Path, runs_dir: Path, decisions: dict[str, str], *, state: str = "completed",
-             params: dict[str, dict] | None = None) -> Path:
+def fake_run(
+    contract_path: Path,
+    runs_dir: Path,
+    decisions: dict[str, str],
+    *,
+    state: str = "completed",
+    params: dict[str, dict] | None = None,
+) -> Path:
     """A finished run folder in the documented format, and its ledger lines, as `plan run` writes them."""
     from planner._core.version import VERSION
     from planner._plan.trials import make_plan
@@ -53,21 +68,65 @@ def fake_run(contract_path: Path, runs_dir: Path, decisions: dict[str, str], *, 
 
     store = RunStore.create(runs_dir, contract.name)
     store.redactor = Redactor.for_run(contract.frozen(), *configs.values())  # as plan run does
-    store.write_frozen(contract, str(contract_path), configs, make_plan(contract).as_dict(), VERSION)
-    store.write_identity(run_identity(contract, contract_path.parent, trainable_search_path(contract_path.parent)))
-    record.run_started(store.root, contract, configs, lineage.resolved.source if lineage.resolved else None)
+    store.write_frozen(
+        contract, str(contract_path), configs, make_plan(contract).as_dict(), VERSION
+    )
+    store.write_identity(
+        run_identity(contract, contract_path.parent, trainable_search_path(contract_path.parent))
+    )
+    record.run_started(
+        store.root, contract, configs, lineage.resolved.source if lineage.resolved else None
+    )
     params = params or {}
     if contract.tuning is not None:
-        store.write_selection({"rule": "final", "k": None, "metric": "val_acc", "mode": "max", "arms": {
-            arm: {"arm": arm, "trial_id": f"tune-{arm}-s1000-t000" if arm in params else None,
-                  "params": params.get(arm, {}), "score": 0.5, "candidates": 1, "trials": 2,
-                  "reason": "" if arm in params else "no tuning trial completed the full exposure"}
-            for arm in configs}})
-    rows = [{"arm": arm, "decision": d, "effect": 0.2 if d == "accept" else 0.0, "ci_low": 0.1, "ci_high": 0.3,
-             "p_value": 0.01, "alpha_adjusted": 0.05, "n_baseline": 3, "n_arm": 3, "reason": f"it was {d}"}
-            for arm, d in decisions.items()]
-    store.write_decisions({"run_state": state, "metric": "val_acc", "test": "welch", "alpha": 0.05,
-                           "correction": "holm", "min_effect": 0.05, "decisions": rows})
+        store.write_selection(
+            {
+                "rule": "final",
+                "k": None,
+                "metric": "val_acc",
+                "mode": "max",
+                "arms": {
+                    arm: {
+                        "arm": arm,
+                        "trial_id": f"tune-{arm}-s1000-t000" if arm in params else None,
+                        "params": params.get(arm, {}),
+                        "score": 0.5,
+                        "candidates": 1,
+                        "trials": 2,
+                        "reason": ""
+                        if arm in params
+                        else "no tuning trial completed the full exposure",
+                    }
+                    for arm in configs
+                },
+            }
+        )
+    rows = [
+        {
+            "arm": arm,
+            "decision": d,
+            "effect": 0.2 if d == "accept" else 0.0,
+            "ci_low": 0.1,
+            "ci_high": 0.3,
+            "p_value": 0.01,
+            "alpha_adjusted": 0.05,
+            "n_baseline": 3,
+            "n_arm": 3,
+            "reason": f"it was {d}",
+        }
+        for arm, d in decisions.items()
+    ]
+    store.write_decisions(
+        {
+            "run_state": state,
+            "metric": "val_acc",
+            "test": "welch",
+            "alpha": 0.05,
+            "correction": "holm",
+            "min_effect": 0.05,
+            "decisions": rows,
+        }
+    )
     store.write_state(state, reason="test")
     record.run_ended(store.root, state, "test", rows, contract.acceptance.alpha)
     return store.root
@@ -82,10 +141,14 @@ def load_contract_with(path: Path, lineage: ProjectLineage):
 def second(run_dir: Path, arm: str = "high", **extra) -> dict:
     """A contract from `run_dir`'s arm: the arms change only recipe.width."""
     data = {k: v for k, v in FIRST.items() if k not in ("config", "tuning")}
-    data.update(name="wider", hypothesis="A wider recipe raises val_acc.",
-                factor={"name": "width", "keys": ["recipe.width"]},
-                baseline={"from_run": str(run_dir), "arm": arm},
-                arms=[{"name": "wide", "overrides": ["recipe.width=2"]}], **extra)
+    data.update(
+        name="wider",
+        hypothesis="A wider recipe raises val_acc.",
+        factor={"name": "width", "keys": ["recipe.width"]},
+        baseline={"from_run": str(run_dir), "arm": arm},
+        arms=[{"name": "wide", "overrides": ["recipe.width=2"]}],
+        **extra,
+    )
     return data
 
 
@@ -96,22 +159,37 @@ def codes(result) -> list[str]:
 @pytest.fixture
 def project(tmp_path):
     runs = tmp_path / "runs"
-    first = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"},
-                     params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    first = fake_run(
+        write(tmp_path / "c", FIRST),
+        runs,
+        {"high": "accept"},
+        params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}},
+    )
     return tmp_path, runs, first
 
 
 # ---------------------------------------------------------------- promotion
 
+
 def test_an_accepted_arm_of_a_completed_run_is_promoted_and_becomes_the_line_baseline(project):
     _, runs, first = project
     rec = promote(first, "high", note="clear win")
-    assert rec["event"] == "promoted" and rec["line"] == "levels" and rec["run"] == f"levels/{first.name}"
+    assert (
+        rec["event"] == "promoted"
+        and rec["line"] == "levels"
+        and rec["run"] == f"levels/{first.name}"
+    )
     assert rec["params"] == {"recipe.lr": 0.0125} and rec["decision"]["decision"] == "accept"
     in_force = read(runs).in_force("levels")
-    assert (in_force["run"], in_force["arm"], in_force["note"]) == (f"levels/{first.name}", "high", "clear win")
+    assert (in_force["run"], in_force["arm"], in_force["note"]) == (
+        f"levels/{first.name}",
+        "high",
+        "clear win",
+    )
     # promotion is its own state: the run's decisions are untouched
-    assert json.loads((first / "decisions.json").read_text())["decisions"][0]["decision"] == "accept"
+    assert (
+        json.loads((first / "decisions.json").read_text())["decisions"][0]["decision"] == "accept"
+    )
     assert "promot" not in (first / "decisions.json").read_text()
     with pytest.raises(LineageError, match="P713"):
         promote(first, "high")
@@ -122,20 +200,30 @@ def test_an_accepted_arm_of_a_completed_run_is_promoted_and_becomes_the_line_bas
 @pytest.mark.parametrize("decision", ["reject", "inconclusive", "incomplete"])
 def test_an_arm_that_was_not_accepted_is_refused_with_its_decision(tmp_path, decision, capsys):
     runs = tmp_path / "runs"
-    run = fake_run(write(tmp_path / "c", FIRST), runs, {"high": decision}, params={"base": {}, "high": {}})
+    run = fake_run(
+        write(tmp_path / "c", FIRST), runs, {"high": decision}, params={"base": {}, "high": {}}
+    )
     assert main(["promote", str(run), "--arm", "high"]) == 1
     err = capsys.readouterr().err
     assert "P711" in err and f"was {decision} (it was {decision})" in err
     assert not any(r["event"] == "promoted" for r in read(runs).records)
 
 
-def test_an_incomplete_run_is_refused_and_so_is_its_baseline_and_there_is_no_force(tmp_path, capsys):
+def test_an_incomplete_run_is_refused_and_so_is_its_baseline_and_there_is_no_force(
+    tmp_path, capsys
+):
     runs = tmp_path / "runs"
-    run = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"}, state="budget_exhausted",
-                   params={"base": {}, "high": {}})
+    run = fake_run(
+        write(tmp_path / "c", FIRST),
+        runs,
+        {"high": "accept"},
+        state="budget_exhausted",
+        params={"base": {}, "high": {}},
+    )
     assert main(["promote", str(run), "--arm", "high"]) == 1
     assert "P710" in capsys.readouterr().err and "budget_exhausted, not completed" in str(
-        pytest.raises(LineageError, promote, run, "high").value)
+        pytest.raises(LineageError, promote, run, "high").value
+    )
     with pytest.raises(SystemExit) as stop:
         main(["promote", str(run), "--arm", "high", "--force"])
     assert stop.value.code == 2
@@ -155,24 +243,45 @@ def test_a_withdrawal_needs_a_note_and_the_line_falls_back(project, tmp_path):
         withdraw(second_run, "wide", "again")
 
 
-def test_the_ledger_and_lineage_json_hold_no_secret_of_the_free_text_they_are_given(tmp_path, monkeypatch):
+def test_the_ledger_and_lineage_json_hold_no_secret_of_the_free_text_they_are_given(
+    tmp_path, monkeypatch
+):
     """A run's end reason (an exception's message, `--address ray://user:PASS@...`) and a decision's reason
     are free text: the ledger gets them scrubbed, as state.json and the terminal do; params stay exact."""
     monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
     runs = tmp_path / "runs"
-    run = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"},
-                   params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
-    reason = ("cannot connect to the Ray cluster at ray://admin:S3cretLEAKMARK@127.0.0.1:1; Boom: the db said "
-              "hunter2-LEAKMARK-9f3 was wrong")
-    record.run_ended(run, "failed", reason, [{"arm": "high", "decision": "incomplete",
-                                              "reason": "token hf_LEAKMARKabcdefghijklmnop refused"}], 0.05)
+    run = fake_run(
+        write(tmp_path / "c", FIRST),
+        runs,
+        {"high": "accept"},
+        params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}},
+    )
+    reason = (
+        "cannot connect to the Ray cluster at ray://admin:S3cretLEAKMARK@127.0.0.1:1; Boom: the db said "
+        "hunter2-LEAKMARK-9f3 was wrong"
+    )
+    record.run_ended(
+        run,
+        "failed",
+        reason,
+        [
+            {
+                "arm": "high",
+                "decision": "incomplete",
+                "reason": "token hf_LEAKMARKabcdefghijklmnop refused",
+            }
+        ],
+        0.05,
+    )
     record.run_started(run, *_loaded(tmp_path / "c" / "contract.yaml", runs), None, resumed=True)
     text = (runs / "ledger.jsonl").read_text()
     assert "LEAKMARK" not in text and "ray://<redacted>@127.0.0.1:1" in text
     ended = [r for r in read(runs).records if r["event"] == "run_ended"][-1]
     assert ended["reason"].endswith("the db said <redacted> was wrong")
     promote(run, "high", note="clear win")
-    assert [r for r in read(runs).records if r["event"] == "promoted"][-1]["params"] == {"recipe.lr": 0.0125}
+    assert [r for r in read(runs).records if r["event"] == "promoted"][-1]["params"] == {
+        "recipe.lr": 0.0125
+    }
 
 
 def _loaded(path: Path, runs: Path):
@@ -180,8 +289,15 @@ def _loaded(path: Path, runs: Path):
     return loaded.contract, loaded.configs
 
 
-@pytest.mark.parametrize("note", ["pushed with hf_LEAKMARKabcdefghijklmnop", "password=Hunter2LEAKMARK",
-                                  "see https://admin:LEAKMARKpw@registry.example/x", "db said hunter2-LEAKMARK-9f3"])
+@pytest.mark.parametrize(
+    "note",
+    [
+        "pushed with hf_LEAKMARKabcdefghijklmnop",
+        "password=Hunter2LEAKMARK",
+        "see https://admin:LEAKMARKpw@registry.example/x",
+        "db said hunter2-LEAKMARK-9f3",
+    ],
+)
 def test_a_note_holding_a_credential_is_refused_at_the_door(project, note, monkeypatch, capsys):
     """`plan promote --note` keeps the note as typed, so a credential in it is refused (exit 2), never printed."""
     monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
@@ -191,12 +307,16 @@ def test_a_note_holding_a_credential_is_refused_at_the_door(project, note, monke
     assert "--note holds a credential" in err and "LEAKMARK" not in err
     assert "LEAKMARK" not in (runs / "ledger.jsonl").read_text()
     assert not any(r["event"] == "promoted" for r in read(runs).records)
-    assert main(["promote", str(first), "--arm", "high", "--note", "clear win, p-value 0.01, lr=3e-4"]) == 0
+    assert (
+        main(["promote", str(first), "--arm", "high", "--note", "clear win, p-value 0.01, lr=3e-4"])
+        == 0
+    )
     assert main(["promote", str(first), "--arm", "high", "--withdraw", "--note", note]) == 2
     assert read(runs).in_force("levels")["note"] == "clear win, p-value 0.01, lr=3e-4"
 
 
 # ---------------------------------------------------------------- a baseline from a run
+
 
 def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(project):
     tmp_path, runs, first = project
@@ -210,7 +330,11 @@ def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(
     assert configs["wide"] == {"recipe": {"name": "b", "level": 0.7, "lr": 0.0125, "width": 2}}
     source = result.summary["baseline_from"]
     assert (source["run"], source["arm"], source["decision"], source["line"]) == (
-        f"levels/{first.name}", "high", "accept", "levels")
+        f"levels/{first.name}",
+        "high",
+        "accept",
+        "levels",
+    )
     assert source["promoted"] and source["params"] == {"recipe.lr": 0.0125}
     wide = next(a for a in result.summary["arms"] if a["name"] == "wide")
     assert wide["diff"] == [{"path": "recipe.width", "baseline": 1, "arm": 2, "change": "changed"}]
@@ -227,8 +351,14 @@ def test_confirming_a_tuned_baseline_on_the_seeds_it_was_tuned_on_warns(project)
     data["seeds"] = [0, 1, 1000]
     result = validate(write(tmp_path / "c2", data), runs_dir=runs)
     (found,) = [d for d in result.diagnostics if d.code == "P936"]
-    assert found.severity == "warning" and "tuning seeds [1000]" in found.message and "recipe.lr=0.0125" in found.message
-    assert "P936" not in codes(validate(write(tmp_path / "c3", second(first)), runs_dir=runs))  # other seeds
+    assert (
+        found.severity == "warning"
+        and "tuning seeds [1000]" in found.message
+        and "recipe.lr=0.0125" in found.message
+    )
+    assert "P936" not in codes(
+        validate(write(tmp_path / "c3", second(first)), runs_dir=runs)
+    )  # other seeds
 
 
 def test_a_line_name_resolves_to_the_baseline_in_force(project):
@@ -260,15 +390,21 @@ def test_a_changed_trainable_code_warns(project):
     tmp_path, runs, first = project
     promote(first, "high")
     identity = json.loads((first / "identity.json").read_text())
-    identity["code"]["trainable_source_sha256"] = "0" * 64  # the code that earned the promotion was other code
+    identity["code"]["trainable_source_sha256"] = (
+        "0" * 64
+    )  # the code that earned the promotion was other code
     (first / "identity.json").write_text(json.dumps(identity))
     path = write(tmp_path / "c2", second(first))
     result = validate(path, runs_dir=runs)
     p932 = [d for d in result.diagnostics if d.code == "P932"]
     assert result.valid and len(p932) == 1 and "000000000000 in run" in p932[0].message
-    from_run = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if "from_run" in text)
+    from_run = next(
+        i for i, text in enumerate(path.read_text().splitlines(), 1) if "from_run" in text
+    )
     assert p932[0].severity == "warning" and p932[0].line == from_run
-    assert validate(write(tmp_path / "c2", second(first)), strict=True, runs_dir=runs).exit_code == 1
+    assert (
+        validate(write(tmp_path / "c2", second(first)), strict=True, runs_dir=runs).exit_code == 1
+    )
 
 
 def test_an_edited_trainable_file_warns(tmp_path):
@@ -277,8 +413,12 @@ def test_an_edited_trainable_file_warns(tmp_path):
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "mytrain.py").write_text(source)
     runs = tmp_path / "runs"
-    first = fake_run(write(tmp_path / "c", dict(FIRST, trainable="mytrain:train")), runs, {"high": "accept"},
-                     params={"base": {}, "high": {}})
+    first = fake_run(
+        write(tmp_path / "c", dict(FIRST, trainable="mytrain:train")),
+        runs,
+        {"high": "accept"},
+        params={"base": {}, "high": {}},
+    )
     promote(first, "high")
     path = write(tmp_path / "c", dict(second(first), trainable="mytrain:train"), "second.yaml")
     assert "P932" not in codes(validate(path, runs_dir=runs))
@@ -292,17 +432,26 @@ def test_an_edited_trainable_file_warns(tmp_path):
 
 def test_bad_references_are_errors_with_a_code(project):
     tmp_path, runs, first = project
-    assert "P701" in codes(validate(write(tmp_path / "a", second(tmp_path / "nowhere")), runs_dir=runs))
-    assert "P702" in codes(validate(write(tmp_path / "b", second(first, arm="nope")), runs_dir=runs))
+    assert "P701" in codes(
+        validate(write(tmp_path / "a", second(tmp_path / "nowhere")), runs_dir=runs)
+    )
+    assert "P702" in codes(
+        validate(write(tmp_path / "b", second(first, arm="nope")), runs_dir=runs)
+    )
     # a tuned arm with nothing selected has no config to start from
-    other = fake_run(write(tmp_path / "c", FIRST), runs, {"high": "accept"}, params={"base": {"recipe.lr": 0.02}})
+    other = fake_run(
+        write(tmp_path / "c", FIRST), runs, {"high": "accept"}, params={"base": {"recipe.lr": 0.02}}
+    )
     assert "P703" in codes(validate(write(tmp_path / "d", second(other)), runs_dir=runs))
     # a relative from_run is relative to the contract's folder; the hint says the path from there
     import os
 
     data = second(Path(os.path.relpath(first, REPO)))  # from the working folder (the repository)
     result = validate(write(tmp_path / "e" / "deeper", data), runs_dir=runs)
-    assert "P701" in codes(result) and f"'../../runs/levels/{first.name}'" in result.diagnostics[0].format()
+    assert (
+        "P701" in codes(result)
+        and f"'../../runs/levels/{first.name}'" in result.diagnostics[0].format()
+    )
     data = second(Path("..") / "runs" / "levels" / first.name)  # relative to the contract in f/
     assert validate(write(tmp_path / "f", data), runs_dir=runs).valid
     # the contract stage alone cannot read a run folder
@@ -312,10 +461,26 @@ def test_bad_references_are_errors_with_a_code(project):
 def test_redacted_values_in_the_logged_config_are_refused(tmp_path):
     # a run folder of an older planner, which logged a credential's value as <redacted> (a contract cannot
     # hold a credential now: P230; `<redacted>` itself is no credential, so it gets to the run folder as is)
-    data = dict(FIRST, config={"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1,
-                                                     "api_key": "<redacted>"}}})
-    run = fake_run(write(tmp_path / "c", data), tmp_path / "runs", {"high": "accept"},
-                   params={"base": {}, "high": {}})
+    data = dict(
+        FIRST,
+        config={
+            "values": {
+                "recipe": {
+                    "name": "a",
+                    "level": 0.5,
+                    "lr": 0.01,
+                    "width": 1,
+                    "api_key": "<redacted>",
+                }
+            }
+        },
+    )
+    run = fake_run(
+        write(tmp_path / "c", data),
+        tmp_path / "runs",
+        {"high": "accept"},
+        params={"base": {}, "high": {}},
+    )
     result = validate(write(tmp_path / "c2", second(run)), runs_dir=tmp_path / "runs")
     assert "P704" in codes(result) and "recipe.api_key" in result.diagnostics[0].message
 
@@ -325,7 +490,9 @@ def test_the_model_keeps_its_schema_codes_for_the_new_forms(tmp_path):
     data["baseline"] = {"from_run": "x"}
     assert "P104" in codes(validate(write(tmp_path / "a", data), runs_dir=tmp_path))
     data["baseline"] = {"name": "b", "overides": []}
-    result = validate(write(tmp_path / "b", dict(FIRST, baseline=data["baseline"])), runs_dir=tmp_path)
+    result = validate(
+        write(tmp_path / "b", dict(FIRST, baseline=data["baseline"])), runs_dir=tmp_path
+    )
     assert codes(result) == ["P100"] and "overrides" in result.diagnostics[0].hint
     no_config = {k: v for k, v in FIRST.items() if k != "config"}
     assert "P104" in codes(validate(write(tmp_path / "c", no_config), runs_dir=tmp_path))
@@ -333,30 +500,49 @@ def test_the_model_keeps_its_schema_codes_for_the_new_forms(tmp_path):
 
 # ---------------------------------------------------------------- the ledger, plan log, forking paths
 
+
 def test_plan_log_json_shows_the_chain(project, capsys):
     tmp_path, runs, first = project
     promote(first, "high", note="first win")
     second_run = fake_run(write(tmp_path / "c2", second(first)), runs, {"wide": "accept"})
     promote(second_run, "wide")
-    third = dict(second(first), name="deeper", factor={"name": "depth", "keys": ["recipe.level"]},
-                 baseline="levels", arms=[{"name": "lower", "overrides": ["recipe.level=0.6"]}])
+    third = dict(
+        second(first),
+        name="deeper",
+        factor={"name": "depth", "keys": ["recipe.level"]},
+        baseline="levels",
+        arms=[{"name": "lower", "overrides": ["recipe.level=0.6"]}],
+    )
     third_run = fake_run(write(tmp_path / "c3", third), runs, {"lower": "reject"})
     assert main(["log", "--json", "--runs-dir", str(runs)]) == 0
     log = json.loads(capsys.readouterr().out)
     (line,) = log["lines"]
     assert line["line"] == "levels"
-    chain = [(b["arm"], (b["from"] or {}).get("run"), [x["run"] for x in b["experiments"]]) for b in line["baselines"]]
-    assert chain == [("base", None, [f"levels/{first.name}"]),
-                     ("high", f"levels/{first.name}", [f"wider/{second_run.name}"]),
-                     ("baseline", f"wider/{second_run.name}", [f"deeper/{third_run.name}"])]
-    assert [(p["run"], p["arm"]) for p in line["promotions"]] == [(f"levels/{first.name}", "high"),
-                                                                  (f"wider/{second_run.name}", "wide")]
-    assert (line["in_force"]["run"], line["in_force"]["arm"]) == (f"wider/{second_run.name}", "wide")
+    chain = [
+        (b["arm"], (b["from"] or {}).get("run"), [x["run"] for x in b["experiments"]])
+        for b in line["baselines"]
+    ]
+    assert chain == [
+        ("base", None, [f"levels/{first.name}"]),
+        ("high", f"levels/{first.name}", [f"wider/{second_run.name}"]),
+        ("baseline", f"wider/{second_run.name}", [f"deeper/{third_run.name}"]),
+    ]
+    assert [(p["run"], p["arm"]) for p in line["promotions"]] == [
+        (f"levels/{first.name}", "high"),
+        (f"wider/{second_run.name}", "wide"),
+    ]
+    assert (line["in_force"]["run"], line["in_force"]["arm"]) == (
+        f"wider/{second_run.name}",
+        "wide",
+    )
     rejected = line["baselines"][2]["experiments"][0]
     assert rejected["decisions"][0]["decision"] == "reject" and rejected["promoted"] == []
     assert main(["log", "--runs-dir", str(runs)]) == 0
     text = capsys.readouterr().out
-    assert "baseline in force: arm wide of wider/" in text and "nothing promoted: the baseline stays" in text
+    assert (
+        "baseline in force: arm wide of wider/" in text
+        and "nothing promoted: the baseline stays" in text
+    )
 
 
 def test_a_repeated_test_is_counted_with_its_family_wise_alpha(project, capsys):
@@ -364,15 +550,26 @@ def test_a_repeated_test_is_counted_with_its_family_wise_alpha(project, capsys):
     promote(first, "high")
     path = write(tmp_path / "c2", second(first))
     one = fake_run(path, runs, {"wide": "inconclusive"})
-    two = fake_run(write(tmp_path / "c2b", dict(second(first), name="wider-again")), runs, {"wide": "inconclusive"})
-    result = validate(write(tmp_path / "c2c", dict(second(first), name="wider-third")), runs_dir=runs)
+    two = fake_run(
+        write(tmp_path / "c2b", dict(second(first), name="wider-again")),
+        runs,
+        {"wide": "inconclusive"},
+    )
+    result = validate(
+        write(tmp_path / "c2c", dict(second(first), name="wider-third")), runs_dir=runs
+    )
     (p934,) = [d for d in result.diagnostics if d.code == "P934"]
     assert "tested 3 times" in p934.message and "inconclusive" in p934.message
     assert "family-wise alpha of 0.143" in p934.message  # 1 - 0.95 ** 3
     three = fake_run(tmp_path / "c2c" / "contract.yaml", runs, {"wide": "accept"})
     facts = json.loads((three / "lineage.json").read_text())
-    assert facts["repetition"]["count"] == 3 and facts["repetition"]["family_alpha"] == pytest.approx(1 - 0.95 ** 3)
-    assert [e["run"] for e in facts["repetition"]["earlier"]] == [f"wider/{one.name}", f"wider-again/{two.name}"]
+    assert facts["repetition"]["count"] == 3 and facts["repetition"][
+        "family_alpha"
+    ] == pytest.approx(1 - 0.95**3)
+    assert [e["run"] for e in facts["repetition"]["earlier"]] == [
+        f"wider/{one.name}",
+        f"wider-again/{two.name}",
+    ]
     log = build_log(runs)
     (fork,) = [f for f in log["lines"][0]["forking"] if f["kind"] == "repeated_test"]
     assert fork["count"] == 3 and fork["decisions"] == ["inconclusive", "inconclusive", "accept"]
@@ -390,7 +587,10 @@ def test_a_repeated_test_is_counted_with_its_family_wise_alpha(project, capsys):
 
     end = format_result(RunResult(three, "completed", "", [], 1.0, 10))
     assert "lineage:    Forking paths: factor width was tested 3 times" in end
-    assert json.loads(render(load_for_report(three, "json"), "json"))["lineage"]["repetition"]["count"] == 3
+    assert (
+        json.loads(render(load_for_report(three, "json"), "json"))["lineage"]["repetition"]["count"]
+        == 3
+    )
 
 
 def test_a_contract_edited_under_the_same_name_after_decisions_warns(project):
@@ -411,8 +611,13 @@ def test_a_contract_edited_under_the_same_name_after_decisions_warns(project):
 def test_a_contract_mended_after_a_run_whose_decisions_were_all_incomplete_is_no_edit(tmp_path):
     # the earlier run of the name failed (every decision incomplete): it showed no result to tune the recipe to
     runs = tmp_path / "runs"
-    fake_run(write(tmp_path / "c", FIRST), runs, {"high": "incomplete"}, state="failed",
-             params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}})
+    fake_run(
+        write(tmp_path / "c", FIRST),
+        runs,
+        {"high": "incomplete"},
+        state="failed",
+        params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}},
+    )
     mended = write(tmp_path / "c", dict(FIRST, acceptance={"min_effect": 0.01}))
     assert "P933" not in codes(validate(mended, runs_dir=runs))
 
@@ -420,10 +625,16 @@ def test_a_contract_mended_after_a_run_whose_decisions_were_all_incomplete_is_no
 def test_a_run_with_no_end_in_the_ledger_is_read_from_its_folder(project):
     _, runs, first = project
     lines = (runs / "ledger.jsonl").read_text().splitlines()
-    (runs / "ledger.jsonl").write_text("\n".join(line for line in lines if '"run_ended"' not in line) + "\n{\"eve")
+    (runs / "ledger.jsonl").write_text(
+        "\n".join(line for line in lines if '"run_ended"' not in line) + '\n{"eve'
+    )
     log = build_log(runs)
     exp = log["lines"][0]["baselines"][0]["experiments"][0]
-    assert exp["state"] == "completed" and exp["end_from"] == "run folder" and exp["decisions"][0]["arm"] == "high"
+    assert (
+        exp["state"] == "completed"
+        and exp["end_from"] == "run folder"
+        and exp["decisions"][0]["arm"] == "high"
+    )
     assert any("no end in the ledger" in n for n in log["notes"])
     assert any("incomplete" in n for n in log["notes"])  # the torn last line
 
@@ -457,15 +668,23 @@ def test_a_run_that_tested_nothing_does_not_count_itself_among_the_repeated_test
     tmp_path, runs, first = project
     promote(first, "high")
     one = fake_run(write(tmp_path / "c2", second(first)), runs, {"wide": "inconclusive"})
-    for name, decisions, state in (("wider-crash", {"wide": "incomplete"}, "completed"),
-                                   ("wider-stopped", {"wide": "inconclusive"}, "interrupted"),
-                                   ("wider-invalid", {"wide": "invalid"}, "completed")):
-        run = fake_run(write(tmp_path / name, dict(second(first), name=name)), runs, decisions, state=state)
+    for name, decisions, state in (
+        ("wider-crash", {"wide": "incomplete"}, "completed"),
+        ("wider-stopped", {"wide": "inconclusive"}, "interrupted"),
+        ("wider-invalid", {"wide": "invalid"}, "completed"),
+    ):
+        run = fake_run(
+            write(tmp_path / name, dict(second(first), name=name)), runs, decisions, state=state
+        )
         rep = json.loads((run / "lineage.json").read_text())["repetition"]
         assert rep["count"] == 1 and rep["this_run_tested"] is False, (name, rep)
-        assert "this run tested nothing" in rep["sentence"] and f"wider/{one.name}" in rep["sentence"]
+        assert (
+            "this run tested nothing" in rep["sentence"] and f"wider/{one.name}" in rep["sentence"]
+        )
         assert "this test included" not in rep["sentence"]
-        if state == "interrupted":  # resumed, it fails this time: the sentence says failed, as_tested stays whole
+        if (
+            state == "interrupted"
+        ):  # resumed, it fails this time: the sentence says failed, as_tested stays whole
             from planner._lineage.record import run_ended
 
             as_tested = rep["as_tested"]

@@ -26,23 +26,29 @@ def test_data_is_plain():
     assert loaded.data["tuning"]["space"] == {"optimizer.lr": {"log_uniform": [0.001, 0.1]}}
 
 
-@pytest.mark.parametrize(("path", "key", "expected"), [
-    (("name",), False, (2, 7)),
-    (("name",), True, (2, 1)),
-    (("arms", 0), False, (4, 5)),
-    (("arms", 0, "overrides", 1), False, (5, 22)),
-    (("tuning", "space", "optimizer.lr"), True, (8, 5)),
-    (("tuning", "space", "optimizer.lr", "log_uniform", 1), False, (8, 41)),
-    (("tuning",), False, (6, 1)),  # a block mapping: its key, not its first child
-    (("arms", 0, "missing"), False, (4, 5)),  # a missing key: its parent
-    (("budget", "exposure"), False, (2, 1)),  # nothing of it exists: the top mapping
-])
+@pytest.mark.parametrize(
+    ("path", "key", "expected"),
+    [
+        (("name",), False, (2, 7)),
+        (("name",), True, (2, 1)),
+        (("arms", 0), False, (4, 5)),
+        (("arms", 0, "overrides", 1), False, (5, 22)),
+        (("tuning", "space", "optimizer.lr"), True, (8, 5)),
+        (("tuning", "space", "optimizer.lr", "log_uniform", 1), False, (8, 41)),
+        (("tuning",), False, (6, 1)),  # a block mapping: its key, not its first child
+        (("arms", 0, "missing"), False, (4, 5)),  # a missing key: its parent
+        (("budget", "exposure"), False, (2, 1)),  # nothing of it exists: the top mapping
+    ],
+)
 def test_positions(path, key, expected):
     assert parse_yaml(TEXT).position(path, key=key) == expected
 
 
 def test_format_path_quotes_dotted_keys():
-    assert format_path(("tuning", "space", "optimizer.lr", "log_uniform", 0)) == 'tuning.space["optimizer.lr"].log_uniform.0'
+    assert (
+        format_path(("tuning", "space", "optimizer.lr", "log_uniform", 0))
+        == 'tuning.space["optimizer.lr"].log_uniform.0'
+    )
     assert format_path(()) == ""
 
 

@@ -12,7 +12,9 @@ def test_a_module_loaded_or_swapped_since_the_last_look_is_seen(monkeypatch):
     before = top_level_modules()
     assert top_level_modules() == before  # nothing loaded: the same names
     monkeypatch.setitem(sys.modules, "planner_probe_one", types.ModuleType("planner_probe_one"))
-    monkeypatch.setitem(sys.modules, "planner_probe_one.sub", types.ModuleType("planner_probe_one.sub"))
+    monkeypatch.setitem(
+        sys.modules, "planner_probe_one.sub", types.ModuleType("planner_probe_one.sub")
+    )
     assert "planner_probe_one" in top_level_modules() and "planner_probe_one" in new_modules(before)
     # as many modules as before, another one last: still seen
     now = top_level_modules()

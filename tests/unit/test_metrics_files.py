@@ -63,8 +63,14 @@ class LightningCsvWriter:
 
 
 def spec(**kw) -> MetricsSpec:
-    base = dict(file="metrics.csv", format="csv", step="epoch", names={"val_acc": "val_acc"}, require="val_acc",
-                step_base=0)
+    base = dict(
+        file="metrics.csv",
+        format="csv",
+        step="epoch",
+        names={"val_acc": "val_acc"},
+        require="val_acc",
+        step_base=0,
+    )
     return MetricsSpec(**{**base, **kw})
 
 
@@ -74,7 +80,9 @@ def lightning_epochs(writer: LightningCsvWriter, epochs: range, batches: int = 2
         for _ in range(batches):
             step += 1
             writer.log_metrics({"train_loss": 1.0 / step, "epoch": epoch}, step)
-        writer.log_metrics({"val_acc": 0.5 + epoch / 10, "val_loss": 1.0 - epoch / 10, "epoch": epoch}, step)
+        writer.log_metrics(
+            {"val_acc": 0.5 + epoch / 10, "val_loss": 1.0 - epoch / 10, "epoch": epoch}, step
+        )
         writer.save()
 
 
@@ -95,11 +103,16 @@ def test_a_csv_that_pandas_wrote_with_its_index_is_read():
     trial of a new user's script failed on 'an empty or repeated column name'."""
     import pandas as pd
 
-    data = pd.DataFrame([{"epoch": e, "val_acc": 0.5 + e / 10} for e in range(1, 4)]).to_csv().encode()
+    data = (
+        pd.DataFrame([{"epoch": e, "val_acc": 0.5 + e / 10} for e in range(1, 4)]).to_csv().encode()
+    )
     assert data.decode().splitlines()[0] == ",epoch,val_acc"
     reports = MetricsReader(spec(step_base=1)).feed(data, final=True)
     assert reports == [(1, {"val_acc": 0.6}), (2, {"val_acc": 0.7}), (3, {"val_acc": 0.8})]
-    for header in (b"epoch,,val_acc\n", b"epoch,val_acc,epoch\n"):  # an unnamed column elsewhere, a repeated one
+    for header in (
+        b"epoch,,val_acc\n",
+        b"epoch,val_acc,epoch\n",
+    ):  # an unnamed column elsewhere, a repeated one
         with pytest.raises(TrialProtocolError, match="empty or repeated column name"):
             csv_table(header + b"1,2,3\n")
 
@@ -143,7 +156,9 @@ def test_a_partial_last_line_is_read_once_complete():
 
 def test_at_the_end_an_unterminated_whole_row_counts_a_torn_one_does_not():
     assert [r for _, r in csv_table(b"epoch,val_acc\n0,0.5\n1,0.6", final=True).rows] == [
-        {"epoch": "0", "val_acc": "0.5"}, {"epoch": "1", "val_acc": "0.6"}]
+        {"epoch": "0", "val_acc": "0.5"},
+        {"epoch": "1", "val_acc": "0.6"},
+    ]
     assert len(csv_table(b"epoch,val_acc,x\n0,0.5,1\n1,0.6", final=True).rows) == 1
     assert csv_table(b"epoch,val_acc", final=True).columns == ["epoch", "val_acc"]
 
@@ -155,15 +170,19 @@ def test_csv_row_with_more_cells_than_the_header_is_a_protocol_error():
 
 def test_steps_must_increase_and_name_the_rows():
     reader = MetricsReader(spec(step_base=1))
-    with pytest.raises(TrialProtocolError, match=r"line 3: step 1 does not follow step 2 of line 2"):
+    with pytest.raises(
+        TrialProtocolError, match=r"line 3: step 1 does not follow step 2 of line 2"
+    ):
         reader.feed(b"epoch,val_acc\n2,0.5\n1,0.6\n")
 
 
 def test_a_row_with_the_metric_but_no_step_or_a_fractional_step_is_an_error():
     with pytest.raises(TrialProtocolError, match="no step 'epoch'"):
         MetricsReader(spec()).feed(b"epoch,val_acc\n,0.5\n")
-    with pytest.raises(TrialProtocolError, match="whole number: the metric was logged between two whole values.*"
-                                                 "metrics.step: step"):  # and how to read it instead
+    with pytest.raises(
+        TrialProtocolError,
+        match="whole number: the metric was logged between two whole values.*metrics.step: step",
+    ):  # and how to read it instead
         MetricsReader(spec()).feed(b"epoch,val_acc\n0.5,0.5\n")
     assert MetricsReader(spec()).feed(b"epoch,val_acc\n2.0,0.5\n") == [(3, {"val_acc": 0.5})]
 
@@ -171,7 +190,7 @@ def test_a_row_with_the_metric_but_no_step_or_a_fractional_step_is_an_error():
 def test_non_numbers_are_errors_and_nan_is_a_number():
     with pytest.raises(TrialProtocolError, match="'val_acc' is 'high', not a number"):
         MetricsReader(spec()).feed(b"epoch,val_acc\n0,high\n")
-    (step, metrics), = MetricsReader(spec()).feed(b"epoch,val_acc\n0,nan\n")
+    ((step, metrics),) = MetricsReader(spec()).feed(b"epoch,val_acc\n0,nan\n")
     assert step == 1 and math.isnan(metrics["val_acc"])
 
 
@@ -182,10 +201,17 @@ def test_names_map_planner_metrics_to_columns_and_only_those_are_read():
 
 
 def test_jsonl_rows_skip_rows_without_the_metric_and_torn_lines():
-    lines = [{"step": 1, "loss": 0.9}, {"step": 1, "val_acc": 0.5}, {"step": 2, "val_acc": 0.6, "note": None}]
+    lines = [
+        {"step": 1, "loss": 0.9},
+        {"step": 1, "val_acc": 0.5},
+        {"step": 2, "val_acc": 0.6, "note": None},
+    ]
     content = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
     reader = MetricsReader(spec(format="jsonl", step="step", step_base=1))
-    assert reader.feed(content + b'{"step": 3, "val') == [(1, {"val_acc": 0.5}), (2, {"val_acc": 0.6})]
+    assert reader.feed(content + b'{"step": 3, "val') == [
+        (1, {"val_acc": 0.5}),
+        (2, {"val_acc": 0.6}),
+    ]
     assert reader.feed(content + b'{"step": 3, "val', final=True) == []  # torn at the end: skipped
     assert jsonl_table(content).columns == ["step", "loss", "val_acc"]
 
@@ -199,19 +225,37 @@ def test_jsonl_line_that_is_not_an_object_is_an_error():
 
 def trainer_state(history: list[dict]) -> bytes:
     """What transformers' TrainerState.save_to_json writes: the dataclass as JSON, indent 2, sorted keys."""
-    state = {"best_metric": None, "epoch": history[-1]["epoch"] if history else 0, "global_step": 0,
-             "is_hyper_param_search": False, "log_history": history, "max_steps": 30, "num_train_epochs": 3,
-             "total_flos": 0, "train_batch_size": 8, "trial_name": None, "trial_params": None}
+    state = {
+        "best_metric": None,
+        "epoch": history[-1]["epoch"] if history else 0,
+        "global_step": 0,
+        "is_hyper_param_search": False,
+        "log_history": history,
+        "max_steps": 30,
+        "num_train_epochs": 3,
+        "total_flos": 0,
+        "train_batch_size": 8,
+        "trial_name": None,
+        "trial_params": None,
+    }
     return (json.dumps(state, indent=2, sort_keys=True) + "\n").encode()
 
 
 def test_trainer_state_log_history_rewritten_whole_at_each_save():
-    history = [{"epoch": 0.5, "learning_rate": 1e-3, "loss": 0.8, "step": 5},
-               {"epoch": 1.0, "eval_accuracy": 0.7, "eval_loss": 0.6, "step": 10}]
-    reader = MetricsReader(spec(format="hf_trainer_state", step="step", step_base=1,
-                                names={"val_acc": "eval_accuracy"}))
+    history = [
+        {"epoch": 0.5, "learning_rate": 1e-3, "loss": 0.8, "step": 5},
+        {"epoch": 1.0, "eval_accuracy": 0.7, "eval_loss": 0.6, "step": 10},
+    ]
+    reader = MetricsReader(
+        spec(
+            format="hf_trainer_state", step="step", step_base=1, names={"val_acc": "eval_accuracy"}
+        )
+    )
     assert reader.feed(trainer_state(history)) == [(10, {"val_acc": 0.7})]
-    history += [{"epoch": 1.5, "loss": 0.5, "step": 15}, {"epoch": 2.0, "eval_accuracy": 0.8, "step": 20}]
+    history += [
+        {"epoch": 1.5, "loss": 0.5, "step": 15},
+        {"epoch": 2.0, "eval_accuracy": 0.8, "step": 20},
+    ]
     whole = trainer_state(history)
     assert reader.feed(whole[: len(whole) // 2]) == []  # caught mid-write: not whole JSON yet
     assert reader.feed(whole) == [(20, {"val_acc": 0.8})]
@@ -219,9 +263,15 @@ def test_trainer_state_log_history_rewritten_whole_at_each_save():
 
 
 def test_trainer_state_by_epoch_counts_the_float_epochs():
-    history = [{"epoch": 1.0, "eval_accuracy": 0.7, "step": 10}, {"epoch": 2.0, "eval_accuracy": 0.8, "step": 20}]
-    reader = MetricsReader(spec(format="hf_trainer_state", step="epoch", step_base=1,
-                                names={"val_acc": "eval_accuracy"}))
+    history = [
+        {"epoch": 1.0, "eval_accuracy": 0.7, "step": 10},
+        {"epoch": 2.0, "eval_accuracy": 0.8, "step": 20},
+    ]
+    reader = MetricsReader(
+        spec(
+            format="hf_trainer_state", step="epoch", step_base=1, names={"val_acc": "eval_accuracy"}
+        )
+    )
     assert [s for s, _ in reader.feed(trainer_state(history))] == [1, 2]
 
 
@@ -245,13 +295,19 @@ def test_without_names_the_held_out_metric_is_dropped_during_tuning():
 def test_tail_finds_the_newest_glob_match_and_reads_as_it_grows(tmp_path):
     tail = MetricsFileTail(tmp_path, spec(file="logs/version_*/metrics.csv"))
     assert tail.read_new() == []
-    assert "never appeared" in tail.nothing_read() and "nothing else was written" in tail.nothing_read()
+    assert (
+        "never appeared" in tail.nothing_read()
+        and "nothing else was written" in tail.nothing_read()
+    )
     folder = tmp_path / "logs" / "version_0"
     folder.mkdir(parents=True)
     path = folder / "metrics.csv"
     path.write_bytes(b"epoch,step,train_loss\n0,1,0.9\n")
     assert tail.read_new() == []
-    assert "never held 'val_acc'" in tail.nothing_read() and "epoch, step, train_loss" in tail.nothing_read()
+    assert (
+        "never held 'val_acc'" in tail.nothing_read()
+        and "epoch, step, train_loss" in tail.nothing_read()
+    )
     path.write_bytes(b"epoch,step,train_loss,val_acc\n0,1,0.9,\n0,1,,0.5\n")
     assert tail.read_new() == [(1, {"val_acc": 0.5})]
     with open(path, "ab") as f:
@@ -292,8 +348,15 @@ def test_a_failing_feed_changes_nothing_so_the_next_read_fails_the_same_way():
 # ------------------------------------------------------------------ frameworks' own logs, as they write them
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
-LIGHTNING_CSV = (DATA / "lightning_metrics.csv").read_bytes()  # examples/lightning, 3 epochs, as Lightning 2.6 wrote it
-LIGHTNING_NAMES = {"val_acc": "val_acc", "val_loss": "val_loss", "train_loss": "train_loss_epoch", "test_acc": "test_acc"}
+LIGHTNING_CSV = (
+    DATA / "lightning_metrics.csv"
+).read_bytes()  # examples/lightning, 3 epochs, as Lightning 2.6 wrote it
+LIGHTNING_NAMES = {
+    "val_acc": "val_acc",
+    "val_loss": "val_loss",
+    "train_loss": "train_loss_epoch",
+    "test_acc": "test_acc",
+}
 
 
 def lightning_spec(heldout: bool = True, **kw) -> MetricsSpec:
@@ -315,7 +378,11 @@ def fed_line_by_line(reader: MetricsReader, content: bytes) -> list[tuple[int, l
 def test_lightning_csv_train_validation_and_test_rows_merge_into_one_report_per_epoch():
     reader = MetricsReader(lightning_spec())
     reports = reader.feed(LIGHTNING_CSV, final=True)
-    assert [s for s, _ in reports] == [1, 2, 3]  # epochs 0..2; the test row (epoch 3) is no report of its own
+    assert [s for s, _ in reports] == [
+        1,
+        2,
+        3,
+    ]  # epochs 0..2; the test row (epoch 3) is no report of its own
     assert [m["train_loss"] for _, m in reports] == csv_column(LIGHTNING_CSV, "train_loss_epoch")
     assert [m["val_acc"] for _, m in reports] == csv_column(LIGHTNING_CSV, "val_acc")
     assert [m["val_loss"] for _, m in reports] == csv_column(LIGHTNING_CSV, "val_loss")
@@ -330,7 +397,9 @@ def test_lightning_csv_read_as_it_grows_gives_the_same_reports_without_waiting_f
     grown = fed_line_by_line(MetricsReader(lightning_spec(heldout=False)), LIGHTNING_CSV)
     assert [r for _, reports in grown for r in reports] == whole
     rows = list(csv.DictReader(io.StringIO(LIGHTNING_CSV.decode())))
-    epoch_end = [i + 2 for i, r in enumerate(rows) if r["train_loss_epoch"]]  # file lines of the epoch-end train rows
+    epoch_end = [
+        i + 2 for i, r in enumerate(rows) if r["train_loss_epoch"]
+    ]  # file lines of the epoch-end train rows
     # each epoch's report is handed on as soon as its epoch-end train row is read (an early-stopping rule sees it then)
     assert [n for n, _ in grown[:-1]] == epoch_end
 
@@ -343,13 +412,18 @@ def test_during_tuning_the_test_row_is_not_read_and_nothing_waits_for_it():
 def test_the_held_out_report_waits_for_the_test_row_then_is_handed_on():
     reader = MetricsReader(lightning_spec())
     without_test = LIGHTNING_CSV[: LIGHTNING_CSV.rstrip(b"\n").rfind(b"\n") + 1]
-    assert [s for s, _ in reader.feed(without_test)] == [1, 2]  # the last epoch waits: test_acc may still come
-    (step, metrics), = reader.feed(LIGHTNING_CSV)
+    assert [s for s, _ in reader.feed(without_test)] == [
+        1,
+        2,
+    ]  # the last epoch waits: test_acc may still come
+    ((step, metrics),) = reader.feed(LIGHTNING_CSV)
     assert step == 3 and metrics["test_acc"] == csv_column(LIGHTNING_CSV, "test_acc")[0]
 
 
 def test_a_rewrite_with_the_test_columns_keeps_train_validation_and_test_values():
-    writer = LightningCsvWriter()  # Lightning's writer: the test row's new columns rewrite the whole file
+    writer = (
+        LightningCsvWriter()
+    )  # Lightning's writer: the test row's new columns rewrite the whole file
     step = 0
     for epoch in range(2):
         for _ in range(3):
@@ -366,21 +440,32 @@ def test_a_rewrite_with_the_test_columns_keeps_train_validation_and_test_values(
     writer.log_metrics({"test_acc": 0.75, "test_loss": 0.8, "epoch": 2}, step + 1)
     writer.save()
     assert writer.content.splitlines()[0] != header  # rewritten with the wider header
-    assert reader.feed(writer.content) == [(2, {"val_acc": 0.6, "val_loss": 0.9, "train_loss": 0.5, "test_acc": 0.75})]
+    assert reader.feed(writer.content) == [
+        (2, {"val_acc": 0.6, "val_loss": 0.9, "train_loss": 0.5, "test_acc": 0.75})
+    ]
 
 
 def test_rows_before_a_report_and_epochs_without_validation_add_to_the_next_report():
-    content = (b"epoch,step,train_loss,val_acc\n"
-               b"0,5,0.9,\n"  # epoch 0: no validation
-               b"1,10,0.8,\n"
-               b"1,10,,0.6\n"  # validated every second epoch
-               b"2,15,0.7,\n3,20,0.6,\n3,20,,0.7\n")
-    reports = MetricsReader(spec(names={"val_acc": "val_acc", "train_loss": "train_loss"})).feed(content, final=True)
-    assert reports == [(2, {"train_loss": 0.8, "val_acc": 0.6}), (4, {"train_loss": 0.6, "val_acc": 0.7})]
+    content = (
+        b"epoch,step,train_loss,val_acc\n"
+        b"0,5,0.9,\n"  # epoch 0: no validation
+        b"1,10,0.8,\n"
+        b"1,10,,0.6\n"  # validated every second epoch
+        b"2,15,0.7,\n3,20,0.6,\n3,20,,0.7\n"
+    )
+    reports = MetricsReader(spec(names={"val_acc": "val_acc", "train_loss": "train_loss"})).feed(
+        content, final=True
+    )
+    assert reports == [
+        (2, {"train_loss": 0.8, "val_acc": 0.6}),
+        (4, {"train_loss": 0.6, "val_acc": 0.7}),
+    ]
 
 
 def test_a_name_no_row_holds_is_a_note_and_does_not_hold_reports_back_past_the_next_row():
-    reader = MetricsReader(spec(names={**LIGHTNING_NAMES, "train_loss": "train_loss"}, heldout="test_acc"))
+    reader = MetricsReader(
+        spec(names={**LIGHTNING_NAMES, "train_loss": "train_loss"}, heldout="test_acc")
+    )
     grown = fed_line_by_line(reader, LIGHTNING_CSV)
     assert [s for _, reports in grown for s, _ in reports] == [1, 2, 3]
     (note,) = reader.notes()
@@ -407,25 +492,49 @@ def test_a_second_value_of_the_metric_at_the_same_step_is_an_error():
         MetricsReader(spec()).feed(b"epoch,val_acc\n0,0.5\n0,0.6\n")
 
 
-HF_STATE = (DATA / "hf_trainer_state.json").read_bytes()  # examples/hf_trainer after save_state(), 3 epochs
-HF_NAMES = {"val_acc": "eval_accuracy", "val_loss": "eval_loss", "train_loss": "loss", "grad_norm": "grad_norm",
-            "test_acc": "test_accuracy"}
+HF_STATE = (
+    DATA / "hf_trainer_state.json"
+).read_bytes()  # examples/hf_trainer after save_state(), 3 epochs
+HF_NAMES = {
+    "val_acc": "eval_accuracy",
+    "val_loss": "eval_loss",
+    "train_loss": "loss",
+    "grad_norm": "grad_norm",
+    "test_acc": "test_accuracy",
+}
 
 
 def hf_spec(**kw) -> MetricsSpec:
-    return MetricsSpec(**{**dict(file="hf/**/trainer_state.json", format="hf_trainer_state", step="epoch",
-                                 names=HF_NAMES, require="val_acc", heldout="test_acc"), **kw})
+    return MetricsSpec(
+        **{
+            **dict(
+                file="hf/**/trainer_state.json",
+                format="hf_trainer_state",
+                step="epoch",
+                names=HF_NAMES,
+                require="val_acc",
+                heldout="test_acc",
+            ),
+            **kw,
+        }
+    )
 
 
 def test_trainer_state_test_entry_from_evaluate_is_the_held_out_metric():
     history = json.loads(HF_STATE)["log_history"]
     reports = MetricsReader(hf_spec()).feed(HF_STATE, final=True)
     assert [s for s, _ in reports] == [1, 2, 3]
-    assert [m["val_acc"] for _, m in reports] == [e["eval_accuracy"] for e in history if "eval_accuracy" in e]
+    assert [m["val_acc"] for _, m in reports] == [
+        e["eval_accuracy"] for e in history if "eval_accuracy" in e
+    ]
     assert [m["train_loss"] for _, m in reports] == [e["loss"] for e in history if "loss" in e]
-    assert reports[-1][1]["test_acc"] == next(e["test_accuracy"] for e in history if "test_accuracy" in e)
+    assert reports[-1][1]["test_acc"] == next(
+        e["test_accuracy"] for e in history if "test_accuracy" in e
+    )
     tuning = MetricsReader(hf_spec().without("test_acc")).feed(HF_STATE)
-    assert [m for _, m in tuning] == [{k: v for k, v in m.items() if k != "test_acc"} for _, m in reports]
+    assert [m for _, m in tuning] == [
+        {k: v for k, v in m.items() if k != "test_acc"} for _, m in reports
+    ]
 
 
 def _write(path, data: bytes, mtime: float):
@@ -438,18 +547,27 @@ def _write(path, data: bytes, mtime: float):
 
 def _state_upto(epochs: int, test: bool = False) -> bytes:
     state = json.loads(HF_STATE)
-    state["log_history"] = [e for e in state["log_history"] if e["epoch"] <= epochs and
-                            ("train_runtime" not in e or test) and ("test_accuracy" not in e or test)]
+    state["log_history"] = [
+        e
+        for e in state["log_history"]
+        if e["epoch"] <= epochs
+        and ("train_runtime" not in e or test)
+        and ("test_accuracy" not in e or test)
+    ]
     return json.dumps(state, indent=2).encode()
 
 
 def test_the_newest_trainer_state_of_several_is_read(tmp_path):
     tail = MetricsFileTail(tmp_path, hf_spec())
     _write(tmp_path / "hf" / "checkpoint-34" / "trainer_state.json", _state_upto(1), 1000)
-    assert [s for s, _ in tail.read_new()] == []  # waits: test_acc may still come, and a later row flushes it
+    assert [
+        s for s, _ in tail.read_new()
+    ] == []  # waits: test_acc may still come, and a later row flushes it
     _write(tmp_path / "hf" / "checkpoint-68" / "trainer_state.json", _state_upto(2), 2000)
     assert [s for s, _ in tail.read_new()] == [1]
-    _write(tmp_path / "hf" / "trainer_state.json", _state_upto(3, test=True), 3000)  # save_state() at the end
+    _write(
+        tmp_path / "hf" / "trainer_state.json", _state_upto(3, test=True), 3000
+    )  # save_state() at the end
     final, _ = tail.finish()
     assert tail.path == tmp_path / "hf" / "trainer_state.json"
     assert [s for s, _ in final] == [2, 3] and "test_acc" in final[-1][1]
@@ -463,7 +581,10 @@ def test_save_metrics_results_file_is_a_held_out_source(tmp_path):
     tail = MetricsFileTail(tmp_path, hf_spec(heldout_file="hf/test_results.json"))
     assert [s for s, _ in tail.read_new()] == [1, 2]
     final, _ = tail.finish()
-    assert final == [(3, final[0][1])] and final[0][1]["test_acc"] == json.loads(results)["test_accuracy"]
+    assert (
+        final == [(3, final[0][1])]
+        and final[0][1]["test_acc"] == json.loads(results)["test_accuracy"]
+    )
     missing = MetricsFileTail(tmp_path, hf_spec(heldout_file="hf/eval_results.json"))
     assert "test_acc" not in missing.finish()[0][-1][1]
     assert any("'hf/eval_results.json' never appeared" in n for n in missing.notes())
@@ -473,7 +594,10 @@ def test_save_metrics_results_file_is_a_held_out_source(tmp_path):
 def test_results_file_must_be_a_json_object():
     with pytest.raises(TrialProtocolError, match="is a JSON list"):
         results_values(b"[1]", where="test_results.json")
-    assert results_values(b'{"test_accuracy": 0.9, "epoch": 3.0, "x": null}') == {"test_accuracy": 0.9, "epoch": 3.0}
+    assert results_values(b'{"test_accuracy": 0.9, "epoch": 3.0, "x": null}') == {
+        "test_accuracy": 0.9,
+        "epoch": 3.0,
+    }
 
 
 def _tensorboard_events(folder, with_test: bool = True) -> None:
@@ -487,7 +611,11 @@ def _tensorboard_events(folder, with_test: bool = True) -> None:
         step += 5
         writer.add_scalar("train_loss_step", 1.0 / step, step)
         writer.add_scalar("epoch", epoch, step)
-        for tag, value in (("val_acc", 0.5 + epoch / 10), ("val_loss", 1.0 - epoch / 10), ("epoch", epoch)):
+        for tag, value in (
+            ("val_acc", 0.5 + epoch / 10),
+            ("val_loss", 1.0 - epoch / 10),
+            ("epoch", epoch),
+        ):
             writer.add_scalar(tag, value, step)
         for tag, value in (("train_loss_epoch", 1.0 / (epoch + 1)), ("epoch", epoch)):
             writer.add_scalar(tag, value, step)
@@ -508,8 +636,16 @@ def test_tensorboard_events_read_with_the_tensorboard_reader(tmp_path):
     assert [s for s, _ in reports] == [1, 2, 3]
     assert reports[0][1] == pytest.approx({"val_acc": 0.5, "train_loss": 1.0})
     assert reports[-1][1]["test_acc"] == pytest.approx(0.75)
-    tail = MetricsFileTail(tmp_path, spec(file="tb/events.out.tfevents.*", format="tensorboard", names=names,
-                                          step="step", step_base=1))
+    tail = MetricsFileTail(
+        tmp_path,
+        spec(
+            file="tb/events.out.tfevents.*",
+            format="tensorboard",
+            names=names,
+            step="step",
+            step_base=1,
+        ),
+    )
     assert [s for s, _ in tail.finish()[0]] == [5, 10, 15]  # by the global step instead
 
 
@@ -517,7 +653,9 @@ def test_tensorboard_missing_is_a_clear_error(tmp_path, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
-    with pytest.raises(TrialProtocolError, match="needs|tensorboard package, which is not installed"):
+    with pytest.raises(
+        TrialProtocolError, match="needs|tensorboard package, which is not installed"
+    ):
         tensorboard_table(tmp_path / "events.out.tfevents.x")
 
 
@@ -525,22 +663,42 @@ def test_a_file_that_is_not_an_event_file_yields_no_rows_and_the_tail_says_so(tm
     pytest.importorskip("tensorboard")
     path = tmp_path / "events.out.tfevents.x"
     path.write_bytes(b"epoch,val_acc\n0,0.5\n" * 20)
-    assert tensorboard_table(path).rows == []  # the loader stops at a record it cannot frame: never garbage
+    assert (
+        tensorboard_table(path).rows == []
+    )  # the loader stops at a record it cannot frame: never garbage
     tail = MetricsFileTail(tmp_path, spec(file="events.out.tfevents.*", format="tensorboard"))
     assert tail.finish() == ([], None)
-    assert "never held 'val_acc'" in tail.nothing_read() and "its columns: step" in tail.nothing_read()
+    assert (
+        "never held 'val_acc'" in tail.nothing_read() and "its columns: step" in tail.nothing_read()
+    )
 
 
 # ------------------------------------------------------------------ a folder of event files, read as one log
 
-FIT = [(0, "hp_metric", -1.0)] + [row for epoch in range(3) for row in (
-    (5 * epoch + 4, "train_loss_step", 1.0 / (epoch + 1)), (5 * epoch + 4, "epoch", epoch),
-    (5 * epoch + 5, "val_loss", 1.0 - epoch / 10), (5 * epoch + 5, "val_acc", 0.5 + epoch / 10),
-    (5 * epoch + 5, "epoch", epoch), (5 * epoch + 5, "train_loss_epoch", 0.9 - epoch / 10),
-    (5 * epoch + 5, "epoch", epoch))]
+FIT = [(0, "hp_metric", -1.0)] + [
+    row
+    for epoch in range(3)
+    for row in (
+        (5 * epoch + 4, "train_loss_step", 1.0 / (epoch + 1)),
+        (5 * epoch + 4, "epoch", epoch),
+        (5 * epoch + 5, "val_loss", 1.0 - epoch / 10),
+        (5 * epoch + 5, "val_acc", 0.5 + epoch / 10),
+        (5 * epoch + 5, "epoch", epoch),
+        (5 * epoch + 5, "train_loss_epoch", 0.9 - epoch / 10),
+        (5 * epoch + 5, "epoch", epoch),
+    )
+]
 TEST = [(0, "hp_metric", -1.0), (16, "test_loss", 0.4), (16, "test_acc", 0.75), (16, "epoch", 3)]
-TB_NAMES = {"val_acc": "val_acc", "val_loss": "val_loss", "train_loss": "train_loss_epoch", "test_acc": "test_acc"}
-FIT_FILE, TEST_FILE = "events.out.tfevents.1796188811.vm.7440.0", "events.out.tfevents.1796188814.vm.7440.1"
+TB_NAMES = {
+    "val_acc": "val_acc",
+    "val_loss": "val_loss",
+    "train_loss": "train_loss_epoch",
+    "test_acc": "test_acc",
+}
+FIT_FILE, TEST_FILE = (
+    "events.out.tfevents.1796188811.vm.7440.0",
+    "events.out.tfevents.1796188814.vm.7440.1",
+)
 
 
 def _event_bytes(tmp_path, scalars) -> bytes:
@@ -568,8 +726,15 @@ def _place(path, data: bytes, mtime: int | None = None) -> None:
 
 
 def tb_spec(heldout: bool = True, **kw) -> MetricsSpec:
-    full = spec(**{"file": "lightning_logs/version_*/events.out.tfevents.*", "format": "tensorboard",
-                   "names": TB_NAMES, "heldout": "test_acc", **kw})
+    full = spec(
+        **{
+            "file": "lightning_logs/version_*/events.out.tfevents.*",
+            "format": "tensorboard",
+            "names": TB_NAMES,
+            "heldout": "test_acc",
+            **kw,
+        }
+    )
     return full if heldout else full.without("test_acc")
 
 
@@ -579,7 +744,9 @@ def test_fit_then_test_event_files_of_one_folder_are_read_as_one_log(tmp_path):
     folder = tmp_path / "lightning_logs" / "version_0"
     tail = MetricsFileTail(tmp_path, tb_spec())
     during_fit = []
-    for n in range(1, len(fit) + 1):  # read at every byte: a record half written, a row whose log call goes on
+    for n in range(
+        1, len(fit) + 1
+    ):  # read at every byte: a record half written, a row whose log call goes on
         _place(folder / FIT_FILE, fit[:n])
         during_fit += tail.read_new()
     assert [s for s, _ in during_fit] == [1, 2]  # the last epoch waits: test_acc may still come
@@ -587,14 +754,22 @@ def test_fit_then_test_event_files_of_one_folder_are_read_as_one_log(tmp_path):
     for n in range(1, len(test) + 1):
         _place(folder / TEST_FILE, test[:n])
         during_test += tail.read_new()
-    assert during_test == []  # its hp_metric row (step 0) hands on nothing; its last row may still grow
+    assert (
+        during_test == []
+    )  # its hp_metric row (step 0) hands on nothing; its last row may still grow
     final, _ = tail.finish()
-    assert final == [(3, pytest.approx({"val_acc": 0.7, "val_loss": 0.8, "train_loss": 0.7, "test_acc": 0.75}))]
+    assert final == [
+        (3, pytest.approx({"val_acc": 0.7, "val_loss": 0.8, "train_loss": 0.7, "test_acc": 0.75}))
+    ]
     assert tail.files == [folder / FIT_FILE, folder / TEST_FILE] and tail.notes() == []
     read_at_the_end = MetricsFileTail(tmp_path, tb_spec()).finish()[0]
     assert read_at_the_end == during_fit + final
     tuning = MetricsFileTail(tmp_path, tb_spec(heldout=False))
-    assert [s for s, _ in tuning.read_new()] == [1, 2, 3]  # nothing waits for the test row, which is not read
+    assert [s for s, _ in tuning.read_new()] == [
+        1,
+        2,
+        3,
+    ]  # nothing waits for the test row, which is not read
 
 
 def test_the_event_files_are_read_in_name_order_as_tensorboard_reads_them(tmp_path):
@@ -602,7 +777,9 @@ def test_the_event_files_are_read_in_name_order_as_tensorboard_reads_them(tmp_pa
     folder = tmp_path / "lightning_logs" / "version_0"
     _place(folder / TEST_FILE, test, mtime=1000)  # the older by its time, the later by its name
     _place(folder / FIT_FILE, fit, mtime=2000)
-    _place(folder / "hparams.yaml", b"lr: 0.1\n", mtime=3000)  # no event file: never read, never the newest
+    _place(
+        folder / "hparams.yaml", b"lr: 0.1\n", mtime=3000
+    )  # no event file: never read, never the newest
     _place(folder / (FIT_FILE + ".profile-empty"), b"", mtime=3000)
     tail = MetricsFileTail(tmp_path, tb_spec(file="lightning_logs/version_*/*"))
     final, _ = tail.finish()
@@ -615,7 +792,9 @@ def test_the_newest_folder_is_the_log_and_a_shorter_one_names_the_switch(tmp_pat
     _place(tmp_path / "lightning_logs" / "version_0" / FIT_FILE, fit, mtime=1000)
     tail = MetricsFileTail(tmp_path, tb_spec(heldout=False))
     assert [s for s, _ in tail.read_new()] == [1, 2, 3]
-    _place(tmp_path / "lightning_logs" / "version_1" / FIT_FILE, short, mtime=2000)  # a second Trainer's logger
+    _place(
+        tmp_path / "lightning_logs" / "version_1" / FIT_FILE, short, mtime=2000
+    )  # a second Trainer's logger
     assert tail.read_new() == []  # mid-run: perhaps the new log is still growing
     with pytest.raises(TrialProtocolError) as error:
         tail.finish()
@@ -626,16 +805,25 @@ def test_the_newest_folder_is_the_log_and_a_shorter_one_names_the_switch(tmp_pat
 
 
 def test_a_shorter_newest_csv_names_the_switch_too(tmp_path):
-    _place(tmp_path / "logs" / "version_0" / "metrics.csv", b"epoch,val_acc\n0,0.5\n1,0.6\n", mtime=1000)
+    _place(
+        tmp_path / "logs" / "version_0" / "metrics.csv",
+        b"epoch,val_acc\n0,0.5\n1,0.6\n",
+        mtime=1000,
+    )
     tail = MetricsFileTail(tmp_path, spec(file="logs/version_*/metrics.csv"))
     assert [s for s, _ in tail.read_new()] == [1, 2]
     _place(tmp_path / "logs" / "version_1" / "metrics.csv", b"epoch,test_acc\n2,0.7\n", mtime=2000)
-    with pytest.raises(TrialProtocolError, match=r"is now .*version_1.*no longer .*version_0.*2 rows read so far"):
+    with pytest.raises(
+        TrialProtocolError, match=r"is now .*version_1.*no longer .*version_0.*2 rows read so far"
+    ):
         tail.finish()
     same = MetricsFileTail(tmp_path, spec(file="logs/version_0/metrics.csv"))
     assert [s for s, _ in same.read_new()] == [1, 2]
     _place(tmp_path / "logs" / "version_0" / "metrics.csv", b"epoch,val_acc\n0,0.5\n")
-    with pytest.raises(TrialProtocolError, match="now holds 1 rows, fewer than the 2 already read: the script rewrote"):
+    with pytest.raises(
+        TrialProtocolError,
+        match="now holds 1 rows, fewer than the 2 already read: the script rewrote",
+    ):
         same.finish()
 
 
@@ -645,9 +833,15 @@ def test_an_event_file_that_lost_rows_is_refused_by_name(tmp_path):
     _place(folder / FIT_FILE, fit)
     _place(folder / TEST_FILE, test)
     tail = MetricsFileTail(tmp_path, tb_spec())
-    assert [s for s, _ in tail.read_new()] == [1, 2]  # the last waits for the test row, the file's last
+    assert [s for s, _ in tail.read_new()] == [
+        1,
+        2,
+    ]  # the last waits for the test row, the file's last
     _place(folder / FIT_FILE, fit[: len(fit) // 2])
-    with pytest.raises(TrialProtocolError, match=f"{FIT_FILE} now holds \\d+ rows, fewer than the \\d+ already read from"):
+    with pytest.raises(
+        TrialProtocolError,
+        match=f"{FIT_FILE} now holds \\d+ rows, fewer than the \\d+ already read from",
+    ):
         tail.finish()
 
 
@@ -659,26 +853,40 @@ def test_rows_written_to_an_earlier_event_file_after_a_later_one_was_read_are_re
     tail = MetricsFileTail(tmp_path, tb_spec())
     tail.read_new()
     _place(folder / FIT_FILE, fit)
-    with pytest.raises(TrialProtocolError, match=f"{FIT_FILE} gained rows after {TEST_FILE}.*two writers"):
+    with pytest.raises(
+        TrialProtocolError, match=f"{FIT_FILE} gained rows after {TEST_FILE}.*two writers"
+    ):
         tail.finish()
     earlier = MetricsFileTail(tmp_path, tb_spec())
     earlier.read_new()
-    _place(folder / "events.out.tfevents.1796188800.vm.7000.0", test)  # a file that sorts before those read
+    _place(
+        folder / "events.out.tfevents.1796188800.vm.7000.0", test
+    )  # a file that sorts before those read
     with pytest.raises(TrialProtocolError, match="1796188800.vm.7000.0 gained rows after"):
         earlier.finish()
 
 
-def test_a_metric_the_event_files_hold_under_an_evaluation_name_is_named_before_the_budget_is_spent(tmp_path):
+def test_a_metric_the_event_files_hold_under_an_evaluation_name_is_named_before_the_budget_is_spent(
+    tmp_path,
+):
     from planner._trial.reports import ReportTail, WithSplits
 
-    renamed = [(step, {"val_acc": "val_acc_epoch"}.get(tag, tag), value) for step, tag, value in FIT]
+    renamed = [
+        (step, {"val_acc": "val_acc_epoch"}.get(tag, tag), value) for step, tag, value in FIT
+    ]
     _place(tmp_path / "lightning_logs" / "version_0" / FIT_FILE, _event_bytes(tmp_path, renamed))
     (tmp_path / "reports.jsonl").touch()
-    source = WithSplits(MetricsFileTail(tmp_path, tb_spec()), ReportTail(tmp_path / "reports.jsonl"))
+    source = WithSplits(
+        MetricsFileTail(tmp_path, tb_spec()), ReportTail(tmp_path / "reports.jsonl")
+    )
     assert source.read_new() == []
     misnamed = source.misnamed()
     source.close()
-    assert misnamed is not None and misnamed.step == 1 and misnamed.metrics["val_acc_epoch"] == pytest.approx(0.5)
+    assert (
+        misnamed is not None
+        and misnamed.step == 1
+        and misnamed.metrics["val_acc_epoch"] == pytest.approx(0.5)
+    )
     assert "the event files in" in misnamed.message and "val_acc_epoch" in misnamed.message
 
 
@@ -696,8 +904,10 @@ def _misnamed_after_each_epoch(tmp_path, names: dict[str, str], epochs: int, **k
 
     writer, found = LightningCsvWriter(), []
     (tmp_path / "reports.jsonl").touch()
-    source = WithSplits(MetricsFileTail(tmp_path, spec(names=names, require="val_acc", **kw)),
-                        ReportTail(tmp_path / "reports.jsonl"))
+    source = WithSplits(
+        MetricsFileTail(tmp_path, spec(names=names, require="val_acc", **kw)),
+        ReportTail(tmp_path / "reports.jsonl"),
+    )
     for epoch in range(epochs):
         lightning_epochs(writer, range(epoch, epoch + 1))
         _place(tmp_path / "metrics.csv", writer.content)
@@ -716,7 +926,10 @@ def test_a_misspelt_column_is_named_once_the_log_held_its_near_spelling_at_two_s
     (epoch, misnamed), *_ = found
     assert epoch == 1 and misnamed.step == 2  # epochs 0 and 1 (step_base 0) held val_acc
     assert misnamed.metrics["val_acc"] == pytest.approx(0.6)
-    assert "has no column 'valacc'" in misnamed.message and "did you mean `val_acc`?" in misnamed.message
+    assert (
+        "has no column 'valacc'" in misnamed.message
+        and "did you mean `val_acc`?" in misnamed.message
+    )
     assert "it held `val_acc` at 2 steps" in misnamed.message
 
 

@@ -42,7 +42,9 @@ def test_config_diff_descends_into_lists_of_equal_length_only():
 
 
 def test_config_diff_of_a_deletion_is_the_deleted_leaves_not_the_emptied_mapping():
-    assert config_diff({"model": {"dropout": 0.1}}, {"model": {}}) == [("model.dropout", 0.1, MISSING)]
+    assert config_diff({"model": {"dropout": 0.1}}, {"model": {}}) == [
+        ("model.dropout", 0.1, MISSING)
+    ]
     assert config_diff({}, {"extra": {}}) == [("extra", MISSING, {})]
 
 

@@ -50,7 +50,9 @@ def test_plan_expands_arms_seeds_and_trials_with_stable_ids():
     assert len({t.trial_id for t in plan.trials}) == plan.planned_count
     assert make_plan(contract()) == plan
     assert [(g.arm, g.seed, g.size) for g in plan.tune_groups][:2] == [("a", 100, 4), ("a", 101, 4)]
-    assert tune_trial_id("x", 7, 12) == "tune-x-s7-t012" and confirm_trial_id("x", 3) == "confirm-x-s3"
+    assert (
+        tune_trial_id("x", 7, 12) == "tune-x-s7-t012" and confirm_trial_id("x", 3) == "confirm-x-s3"
+    )
 
 
 def test_plan_without_tuning_has_only_confirmation():
@@ -69,8 +71,13 @@ def test_plan_as_dict_lists_every_trial():
     data = make_plan(contract()).as_dict()
     assert data["planned_count"] == 33
     assert [p["phase"] for p in data["phases"]] == ["tune", "confirm"]
-    assert data["phases"][1]["trials"][0] == {"trial_id": "confirm-a-s0", "phase": "confirm", "arm": "a",
-                                              "seed": 0, "index": 0}
+    assert data["phases"][1]["trials"][0] == {
+        "trial_id": "confirm-a-s0",
+        "phase": "confirm",
+        "arm": "a",
+        "seed": 0,
+        "index": 0,
+    }
 
 
 def test_arm_space_overlays_the_arms_own_range():
@@ -83,9 +90,18 @@ def test_arm_space_overlays_the_arms_own_range():
 def test_optuna_distributions_match_the_declared_kinds():
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    tuning = contract(tuning={"trials_per_arm": 2, "seeds": [9], "space": {
-        "a": {"log_uniform": [1e-3, 1]}, "b": {"uniform": [0, 0.5]}, "c": {"int": [1, 4]},
-        "d": {"choice": ["x", "y"]}}}).tuning
+    tuning = contract(
+        tuning={
+            "trials_per_arm": 2,
+            "seeds": [9],
+            "space": {
+                "a": {"log_uniform": [1e-3, 1]},
+                "b": {"uniform": [0, 0.5]},
+                "c": {"int": [1, 4]},
+                "d": {"choice": ["x", "y"]},
+            },
+        }
+    ).tuning
     dists = to_optuna(arm_space(tuning, "a"))
     assert dists["a"] == FloatDistribution(1e-3, 1.0, log=True)
     assert dists["b"] == FloatDistribution(0.0, 0.5)

@@ -86,7 +86,9 @@ def test_a_planted_ray_log_is_refused_before_ray_starts(run, kind):
     error = _in_thread(enter, fifo=run / "ray.log" if kind == "fifo" else None)
     assert isinstance(error, LinkedFileError) and "ray.log is a" in str(error)
     assert victim.read_text() == OUTSIDE and not (victim.parent / "created-by-planner.txt").exists()
-    assert not any(isinstance(h, session._RunFolderLog) for h in logging.getLogger("ray._private").handlers)
+    assert not any(
+        isinstance(h, session._RunFolderLog) for h in logging.getLogger("ray._private").handlers
+    )
 
 
 def test_ray_log_is_written_when_it_is_a_plain_file(run):
@@ -120,13 +122,17 @@ def test_a_planted_output_log_is_neither_written_through_nor_waited_on(tmp_path,
     printed = []
 
     def trial_prints():
-        with captured_output(str(trial / "output.log"), scrub=Redactor.for_run(environ={}).text) as stream:
+        with captured_output(
+            str(trial / "output.log"), scrub=Redactor.for_run(environ={}).text
+        ) as stream:
             print("a resumed trial's print")
             printed.append(stream)
 
     assert _in_thread(trial_prints, fifo=trial / "output.log" if kind == "fifo" else None) is None
     (stream,) = printed
-    assert stream is not None and stream.path is None and stream.dropped > 0  # counted, kept nowhere
+    assert (
+        stream is not None and stream.path is None and stream.dropped > 0
+    )  # counted, kept nowhere
     assert victim.read_text() == OUTSIDE
 
 
@@ -144,9 +150,13 @@ def test_a_trial_whose_output_log_was_refused_says_so_in_its_record(tmp_path, ki
     record = run_trial(spec("good", tmp_path))
     assert record["status"] == "completed" and victim.read_text() == OUTSIDE
     what = "a symbolic link" if kind == "symlink" else "a FIFO (named pipe)"
-    assert record["notes"] == [f"{tmp_path / 't' / 'output.log'} is {what}: nothing was written there, and the "
-                               "trial's prints were kept nowhere"]
-    assert "notes" not in run_trial(spec("good", tmp_path, tid="plain"))  # a plain output.log: no note
+    assert record["notes"] == [
+        f"{tmp_path / 't' / 'output.log'} is {what}: nothing was written there, and the "
+        "trial's prints were kept nowhere"
+    ]
+    assert "notes" not in run_trial(
+        spec("good", tmp_path, tid="plain")
+    )  # a plain output.log: no note
 
 
 def test_a_plain_output_log_keeps_the_prints(tmp_path):
@@ -223,7 +233,9 @@ def test_a_deep_tree_is_not_a_recursion_error_for_the_scrub(tmp_path, deep_trees
     deep_trees.append(hydra / "planted")
     shallow = _deep(hydra, 3, leaf="password: hunter2-PLANTED\n")
     deep = _deep(hydra / "planted", 1500, leaf="password: hunter2-PLANTED\n")
-    assert rewrite_tree(trial, hydra, Redactor.for_run(environ={}).text) == 1  # the folders within TREE_DEPTH
+    assert (
+        rewrite_tree(trial, hydra, Redactor.for_run(environ={}).text) == 1
+    )  # the folders within TREE_DEPTH
     assert "PLANTED" not in (shallow / "leaf.txt").read_text()
     assert "PLANTED" in _read_deep(deep / "leaf.txt") and TREE_DEPTH < 1500
 
@@ -266,7 +278,9 @@ def _read_deep(path: Path) -> str:
 
 
 @pytest.mark.parametrize("spelling", ["default", "same", "absolute", "dotdot", "via-link"])
-def test_export_refuses_a_linked_export_folder_in_every_spelling(run, spelling, capsys, tmp_path, monkeypatch):
+def test_export_refuses_a_linked_export_folder_in_every_spelling(
+    run, spelling, capsys, tmp_path, monkeypatch
+):
     """`-o $PWD/RUN/export` (or `RUN/../RUN/export`) was not seen as inside the run folder and wrote through."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -274,18 +288,31 @@ def test_export_refuses_a_linked_export_folder_in_every_spelling(run, spelling, 
     (tmp_path / "runlink").symlink_to(run)
     monkeypatch.chdir(run.parents[2])
     rel = os.path.relpath(run)
-    spelled = {"default": None, "same": f"{rel}/export", "absolute": str(run.resolve() / "export"),
-               "dotdot": f"{rel}/../{run.name}/export", "via-link": str(tmp_path / "runlink" / "export")}[spelling]
-    code, _, err = cli(["export", rel, "--format", "csv", *(["-o", spelled] if spelled else [])], capsys)
+    spelled = {
+        "default": None,
+        "same": f"{rel}/export",
+        "absolute": str(run.resolve() / "export"),
+        "dotdot": f"{rel}/../{run.name}/export",
+        "via-link": str(tmp_path / "runlink" / "export"),
+    }[spelling]
+    code, _, err = cli(
+        ["export", rel, "--format", "csv", *(["-o", spelled] if spelled else [])], capsys
+    )
     assert code == 3 and "export is a symbolic link" in err, err
     assert list(elsewhere.iterdir()) == []
 
 
 def test_export_into_a_plain_folder_of_the_run_is_written(run, capsys, monkeypatch):
     monkeypatch.chdir(run.parents[2])
-    code, _, err = cli(["export", str(run), "--format", "csv", "-o", str(run.resolve() / "export")], capsys)
+    code, _, err = cli(
+        ["export", str(run), "--format", "csv", "-o", str(run.resolve() / "export")], capsys
+    )
     assert code == 0, err
-    assert sorted(p.name for p in (run / "export").iterdir()) == ["decisions.csv", "reports.csv", "trials.csv"]
+    assert sorted(p.name for p in (run / "export").iterdir()) == [
+        "decisions.csv",
+        "reports.csv",
+        "trials.csv",
+    ]
 
 
 # ----------------------------------------------------------------------------- F15a: a folder in place of a file

@@ -6,7 +6,14 @@ from planner._core import supervisor
 
 
 def test_descendants_walk_every_generation_and_nothing_else():
-    table = {10: (1, False), 11: (10, False), 12: (11, True), 13: (11, False), 20: (1, False), 21: (20, False)}
+    table = {
+        10: (1, False),
+        11: (10, False),
+        12: (11, True),
+        13: (11, False),
+        20: (1, False),
+        21: (20, False),
+    }
     assert sorted(supervisor.descendants(table, 10)) == [11, 12, 13]
     assert supervisor.descendants(table, 13) == []
 

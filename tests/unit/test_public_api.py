@@ -20,7 +20,10 @@ import planner.stats
 
 REPO = Path(__file__).resolve().parents[2]
 API = REPO / "docs" / "api.md"
-USER_DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md", REPO / "examples" / "contracts" / "README.md"]
+USER_DOCS = sorted((REPO / "docs").glob("*.md")) + [
+    REPO / "README.md",
+    REPO / "examples" / "contracts" / "README.md",
+]
 CONTRIBUTOR_DOCS = {"architecture.md"}
 HEADING = re.compile(r"^#{2,4} `(planner(?:\.stats)?)\.(\w+)`\s*$", re.MULTILINE)
 
@@ -33,8 +36,15 @@ def _documented() -> dict[str, set[str]]:
 
 
 def test_all_is_the_eager_names_and_the_lazy_table():
-    eager = {"__version__", "ContractError", "PlannerError", "RunError", "RunLockedError", "TrialProtocolError",
-             "UsageError"}
+    eager = {
+        "__version__",
+        "ContractError",
+        "PlannerError",
+        "RunError",
+        "RunLockedError",
+        "TrialProtocolError",
+        "UsageError",
+    }
     assert set(planner.__all__) == eager | set(planner._LAZY) | {"stats"}
     assert len(planner.__all__) == len(set(planner.__all__))
 
@@ -44,12 +54,15 @@ def test_api_md_documents_exactly_the_public_names():
     assert documented["planner"] == set(planner.__all__) - {"stats"}, (
         "docs/api.md and planner.__all__ differ: "
         f"undocumented {sorted(set(planner.__all__) - {'stats'} - documented['planner'])}, "
-        f"not public {sorted(documented['planner'] - set(planner.__all__))}")
+        f"not public {sorted(documented['planner'] - set(planner.__all__))}"
+    )
     assert documented["planner.stats"] == set(planner.stats.__all__)
 
 
-@pytest.mark.parametrize("module,name", sorted(
-    (module, name) for module, names in _documented().items() for name in names))
+@pytest.mark.parametrize(
+    "module,name",
+    sorted((module, name) for module, names in _documented().items() for name in names),
+)
 def test_every_documented_name_imports(module, name):
     value = getattr(importlib.import_module(module), name)
     assert value is not None
@@ -63,7 +76,9 @@ def test_public_names_belong_to_the_public_module(module):
     mod = importlib.import_module(module)
     for name in mod.__all__:
         value = getattr(mod, name)
-        if name == "prepare_reeval":  # an alias keeps its own name, `prepare`, so it pickles by reference
+        if (
+            name == "prepare_reeval"
+        ):  # an alias keeps its own name, `prepare`, so it pickles by reference
             continue
         if callable(value) and hasattr(value, "__module__"):
             assert value.__module__ == module, f"{module}.{name}.__module__ is {value.__module__!r}"
@@ -97,9 +112,13 @@ def _lines(pattern: re.Pattern, exempt: set[str]) -> list[str]:
 
 def test_user_docs_name_no_private_module():
     hits = _lines(re.compile(r"planner[./]_[a-z]"), CONTRIBUTOR_DOCS)
-    assert not hits, "user docs name private modules (use the public names of docs/api.md):\n" + "\n".join(hits)
+    assert not hits, (
+        "user docs name private modules (use the public names of docs/api.md):\n" + "\n".join(hits)
+    )
 
 
 def test_docs_point_at_nothing_outside_the_repository():
     hits = _lines(re.compile(r"(?<![\w.-])shared/"), set())
-    assert not hits, "docs point outside this repository (examples ship in examples/):\n" + "\n".join(hits)
+    assert not hits, (
+        "docs point outside this repository (examples ship in examples/):\n" + "\n".join(hits)
+    )

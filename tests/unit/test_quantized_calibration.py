@@ -26,8 +26,12 @@ SIMS = 2000
 @pytest.mark.parametrize("n", [2, 3, 5, 10])
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_quantized_aa_false_accept_stays_within_half_alpha(test, n, sequential):
-    figure = quantized_false_accept(test, n, sequential=sequential, alpha=ALPHA, sims=SIMS, rng_seed=n)
-    assert figure.within(ALPHA), f"{test} n={n} looks={figure.looks}: {figure.rate} +- {figure.mc_error}"
+    figure = quantized_false_accept(
+        test, n, sequential=sequential, alpha=ALPHA, sims=SIMS, rng_seed=n
+    )
+    assert figure.within(ALPHA), (
+        f"{test} n={n} looks={figure.looks}: {figure.rate} +- {figure.mc_error}"
+    )
 
 
 def test_the_documented_sequential_design_of_the_issue():
@@ -35,7 +39,9 @@ def test_the_documented_sequential_design_of_the_issue():
     from planner._stats.sequential import simulate_design
 
     design = plan_design(6, 3, ALPHA, test="paired")
-    rate = simulate_design(design, 0.0, min_effect=0.01, sd=0.01, sims=SIMS, grid=0.01, rng_seed=6).accept
+    rate = simulate_design(
+        design, 0.0, min_effect=0.01, sd=0.01, sims=SIMS, grid=0.01, rng_seed=6
+    ).accept
     assert rate <= ALPHA / 2 + 3 * math.sqrt(ALPHA / 2 * (1 - ALPHA / 2) / SIMS)
 
 
@@ -50,8 +56,13 @@ def test_float_noise_is_no_spread(test):
     c = compare(base, arm, mode="max", test=test, alpha=ALPHA)
     if test == "paired":
         assert c.degenerate
-    d = decide(_acc(test), "max", {"b": list(enumerate(base)), "a": list(enumerate(arm))}, "b",
-               planned_seeds=[0, 1, 2, 3])[0]
+    d = decide(
+        _acc(test),
+        "max",
+        {"b": list(enumerate(base)), "a": list(enumerate(arm))},
+        "b",
+        planned_seeds=[0, 1, 2, 3],
+    )[0]
     assert d.decision != "accept" and d.decision != "reject"
     if test == "paired":
         assert "degenerate spread" in d.reason and "every seed gave the same difference" in d.reason
@@ -60,11 +71,25 @@ def test_float_noise_is_no_spread(test):
 def test_a_degenerate_first_look_does_not_stop():
     """Before: se = 0 at the first look made the repeated CI a point, accepted early without its boundary."""
     design = plan_design(6, 3, ALPHA, test="paired")
-    step = sequential_decision(0, [0.90, 0.91], [0.92, 0.93], design=design, mode="max", min_effect=0.01,
-                               baseline_seeds=[0, 1], arm_seeds=[0, 1])
+    step = sequential_decision(
+        0,
+        [0.90, 0.91],
+        [0.92, 0.93],
+        design=design,
+        mode="max",
+        min_effect=0.01,
+        baseline_seeds=[0, 1],
+        arm_seeds=[0, 1],
+    )
     assert step.action == "continue" and "no spread" in step.reason
-    last = sequential_decision(2, [0.90, 0.91, 0.92, 0.93, 0.94, 0.95], [0.92, 0.93, 0.94, 0.95, 0.96, 0.97],
-                               design=design, mode="max", min_effect=0.01)
+    last = sequential_decision(
+        2,
+        [0.90, 0.91, 0.92, 0.93, 0.94, 0.95],
+        [0.92, 0.93, 0.94, 0.95, 0.96, 0.97],
+        design=design,
+        mode="max",
+        min_effect=0.01,
+    )
     assert last.decision == "inconclusive" and math.isinf(last.ci_low)
 
 

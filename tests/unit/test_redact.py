@@ -4,7 +4,13 @@ from planner._core.redact import Redactor, looks_secret
 
 
 def test_credential_names_look_secret():
-    for name in ("API_TOKEN", "db_password", "apiKey", "AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_PASSWORD"):
+    for name in (
+        "API_TOKEN",
+        "db_password",
+        "apiKey",
+        "AWS_SECRET_ACCESS_KEY",
+        "MLFLOW_TRACKING_PASSWORD",
+    ):
         assert looks_secret(name), name
 
 
@@ -19,7 +25,7 @@ def test_the_working_folder_is_not_a_secret():
 # The credential forms P230 and the scrubber missed (review c05): each is one rule both read.
 MISSED = {
     "Azure connection string": "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyLEAKMARK1MjM0NTY3ODkw==;"
-                               "EndpointSuffix=core.windows.net",
+    "EndpointSuffix=core.windows.net",
     "Azure SAS URL": "https://acct.blob.core.windows.net/c?sv=2022-11-02&sp=r&sig=AbCdEfLEAKMARKMnOpQrStUvWx%3D",
     "scheme-less user:password@host": "svc:S3cretLEAKMARK@db.internal:5432/x",
     "GitLab token": "glpat-LEAKMARK3abcdefghij",
@@ -62,18 +68,31 @@ def test_each_missed_credential_form_is_cut_from_free_text_and_refused_in_a_cont
 
     for kind, text in {**MISSED, **MISSED_PROBE}.items():
         out = Redactor().text(f"printed: {text} end")
-        assert "leakmark" not in out.lower() and "<redacted>" in out and out.endswith(" end"), (kind, out)
-        assert Redactor().text(out) == out, (kind, out)  # what it cut is cut, and no credential any more
+        assert "leakmark" not in out.lower() and "<redacted>" in out and out.endswith(" end"), (
+            kind,
+            out,
+        )
+        assert Redactor().text(out) == out, (
+            kind,
+            out,
+        )  # what it cut is cut, and no credential any more
         assert credential_in_text(out) is None, (kind, out)
         assert credential_in_text(text) is not None, kind
         assert list(credentials_in({"config": {"x": text}})), kind
-    assert Redactor().text("AccountName=acct;AccountKey=Zm9vYmFyLEAKMARK1MjM0NTY3ODkw==").startswith("AccountName=acct;")
+    assert (
+        Redactor()
+        .text("AccountName=acct;AccountKey=Zm9vYmFyLEAKMARK1MjM0NTY3ODkw==")
+        .startswith("AccountName=acct;")
+    )
     assert list(credentials_in({"db": {"pw": "Adm1nPw-longenough"}})) and looks_secret("db.pw")
 
 
 def test_credential_names_of_the_environment_are_cut_when_printed():
-    env = {"AZURE_STORAGE_CONNECTION_STRING": "Endpoint=sb://x/;Opaque=LEAKMARKconnvalue", "ADMIN_PW": "Adm1n-LEAKMARK2-pw",
-           "CI_REGISTRY_PAT": "LEAKMARK3plainvalue"}
+    env = {
+        "AZURE_STORAGE_CONNECTION_STRING": "Endpoint=sb://x/;Opaque=LEAKMARKconnvalue",
+        "ADMIN_PW": "Adm1n-LEAKMARK2-pw",
+        "CI_REGISTRY_PAT": "LEAKMARK3plainvalue",
+    }
     out = Redactor.for_run(environ=env).text(" ".join(env.values()))
     assert "LEAKMARK" not in out, out
 
@@ -81,21 +100,53 @@ def test_credential_names_of_the_environment_are_cut_when_printed():
 def test_ordinary_ml_text_is_no_credential():
     from planner._core.redact import credential_in_text
 
-    for text in ("p-value 0.01", "lr=3e-4", "image: nvcr.io/nvidia/pytorch:24.01-py3", "repo/name:1.0@sha256:abc.def",
-                 "git@github.com:org/repo.git", "user@example.com", "at 12:30@home.x", "python -u train.py:main",
-                 "sig=0.05", "kl_weight => 0.5", "pw_norm: l2", "s3://bucket/key", "mysql -h host db",
-                 "entity/project:v1@latest.x", "curl -u admin https://h/",
-                 # near the probe's forms: prose, digests, ids and paths, never a credential
-                 "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
-                 "trial_5e3c2a1b0f", "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
-                 "https:\\/\\/example.com\\/x", "C:\\Users\\me:\\x",
-                 "asiancuisinedatasets", "asiasoutheast1bucket", "aidapipelinev2stage3x", "AKIA", "akia2345",
-                 "the outliers identified by the model", "Samples IDENTIFIED BY THE MODEL: 12", "identified by 3 votes",
-                 "a user identified by the model", "enter your password", "Enter your password: ", "set password = ",
-                 "the password $$ cost", "password reset required",
-                 "Password required", "the password is wrong", "machine learning", "machine learning password policy",
-                 "machine learning models", "default password policy",
-                 "basic test", "Basic QUJD", "basic statistics"):
+    for text in (
+        "p-value 0.01",
+        "lr=3e-4",
+        "image: nvcr.io/nvidia/pytorch:24.01-py3",
+        "repo/name:1.0@sha256:abc.def",
+        "git@github.com:org/repo.git",
+        "user@example.com",
+        "at 12:30@home.x",
+        "python -u train.py:main",
+        "sig=0.05",
+        "kl_weight => 0.5",
+        "pw_norm: l2",
+        "s3://bucket/key",
+        "mysql -h host db",
+        "entity/project:v1@latest.x",
+        "curl -u admin https://h/",
+        # near the probe's forms: prose, digests, ids and paths, never a credential
+        "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "run 3f2a9c1e7b4d",
+        "trial_5e3c2a1b0f",
+        "commit 4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+        "https:\\/\\/example.com\\/x",
+        "C:\\Users\\me:\\x",
+        "asiancuisinedatasets",
+        "asiasoutheast1bucket",
+        "aidapipelinev2stage3x",
+        "AKIA",
+        "akia2345",
+        "the outliers identified by the model",
+        "Samples IDENTIFIED BY THE MODEL: 12",
+        "identified by 3 votes",
+        "a user identified by the model",
+        "enter your password",
+        "Enter your password: ",
+        "set password = ",
+        "the password $$ cost",
+        "password reset required",
+        "Password required",
+        "the password is wrong",
+        "machine learning",
+        "machine learning password policy",
+        "machine learning models",
+        "default password policy",
+        "basic test",
+        "Basic QUJD",
+        "basic statistics",
+    ):
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
     assert not looks_secret("pw_norm") and not looks_secret("max_tokens")
 
@@ -107,28 +158,128 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
 
     from planner._core import redact
 
-    rules = [*redact.SHAPES, *redact.COMMAND_PASSWORDS, ("an Authorization header", redact._AUTH_HEADER),
-             ("a bearer token", redact._BEARER), ("a URL's userinfo", redact.URL_USERINFO)]
+    rules = [
+        *redact.SHAPES,
+        *redact.COMMAND_PASSWORDS,
+        ("an Authorization header", redact._AUTH_HEADER),
+        ("a bearer token", redact._BEARER),
+        ("a URL's userinfo", redact.URL_USERINFO),
+    ]
     assert {name for name, _ in rules} == set(redact.NEEDLES)
-    pieces = ["-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "https://hooks.slack.com/services/",
-              "eyJ", "hf_", "sk-", "sk_", "ghp_", "github_pat_", "AKIA", "ASIA", "xoxb-", "glpat-", "pypi-AgE", "npm_",
-              "AIza", "AccountKey=", "SharedAccessKey=", "?sig=", "&SIG=", "svc:", "@db.internal", "mysql", " -p", "curl",
-              " -u ", "sshpass", "Authorization: ", "PROXY-AUTHORIZATION=", "Bearer ", "Basic ", "TOKEN ", "digest ",
-              "=", ":", "@", "/", " ", "\n", "\"", "'", "a", "Z", "0", "9", "_", "-", "+", "%",
-              "abcdefghijklmnopqrstuvwxyzABCDEF0123456789", "ı", "İ", "ſ", "K", "authorızation: ", "baſic ",
-              "dıgest ", "&ſig=", "ſharedAccessKey=",
-              "https://", "https:\\/\\/", "s3:\\\\/\\\\/", "\\", ":\\/", "u:p@h.x",
-              "akia", "asia", "aroa", "2", "7", "abcdefghijklmnop", "abcdefghijklmn27", "ABCDEFGHIJKLMN27",
-              "IDENTIFIED ", "identified with x ", " BY ", "by ", "identified by ", "x ", "IDENTIFIED BY '", "pw'",
-              "password ", "PASSWORD '", "create user ", "ALTER USER ", "connect to ", "ıdentıfıed by '", "paſſword '",
-              "machine ", "machine h.x ", "localhost ", " login ", "default ", " account ",
-              "dTpzZWNyZXQ=", "basic "]
+    pieces = [
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END RSA PRIVATE KEY-----",
+        "https://hooks.slack.com/services/",
+        "eyJ",
+        "hf_",
+        "sk-",
+        "sk_",
+        "ghp_",
+        "github_pat_",
+        "AKIA",
+        "ASIA",
+        "xoxb-",
+        "glpat-",
+        "pypi-AgE",
+        "npm_",
+        "AIza",
+        "AccountKey=",
+        "SharedAccessKey=",
+        "?sig=",
+        "&SIG=",
+        "svc:",
+        "@db.internal",
+        "mysql",
+        " -p",
+        "curl",
+        " -u ",
+        "sshpass",
+        "Authorization: ",
+        "PROXY-AUTHORIZATION=",
+        "Bearer ",
+        "Basic ",
+        "TOKEN ",
+        "digest ",
+        "=",
+        ":",
+        "@",
+        "/",
+        " ",
+        "\n",
+        '"',
+        "'",
+        "a",
+        "Z",
+        "0",
+        "9",
+        "_",
+        "-",
+        "+",
+        "%",
+        "abcdefghijklmnopqrstuvwxyzABCDEF0123456789",
+        "ı",
+        "İ",
+        "ſ",
+        "K",
+        "authorızation: ",
+        "baſic ",
+        "dıgest ",
+        "&ſig=",
+        "ſharedAccessKey=",
+        "https://",
+        "https:\\/\\/",
+        "s3:\\\\/\\\\/",
+        "\\",
+        ":\\/",
+        "u:p@h.x",
+        "akia",
+        "asia",
+        "aroa",
+        "2",
+        "7",
+        "abcdefghijklmnop",
+        "abcdefghijklmn27",
+        "ABCDEFGHIJKLMN27",
+        "IDENTIFIED ",
+        "identified with x ",
+        " BY ",
+        "by ",
+        "identified by ",
+        "x ",
+        "IDENTIFIED BY '",
+        "pw'",
+        "password ",
+        "PASSWORD '",
+        "create user ",
+        "ALTER USER ",
+        "connect to ",
+        "ıdentıfıed by '",
+        "paſſword '",
+        "machine ",
+        "machine h.x ",
+        "localhost ",
+        " login ",
+        "default ",
+        " account ",
+        "dTpzZWNyZXQ=",
+        "basic ",
+    ]
     rng = random.Random(7)
-    texts = [*MISSED.values(), "hf_abcdefghijklmnop", "sk-abcdefghijklmnop", "ghp_abcdefghijklmnopqrst",
-             "AKIAABCDEFGHIJKLMNOP", "xoxb-1234567890-abc", "Authorization: Bearer abcdefghijklmnop1",
-             "-----BEGIN PRIVATE KEY-----\nMII", "eyJhbGciOi.eyJzdWIiOi.abcdefghij", *MISSED_PROBE.values(),
-             "password Hunter2\n", "login u password Hunter2",
-             "Basic dTpzZWNyZXQ="]
+    texts = [
+        *MISSED.values(),
+        "hf_abcdefghijklmnop",
+        "sk-abcdefghijklmnop",
+        "ghp_abcdefghijklmnopqrst",
+        "AKIAABCDEFGHIJKLMNOP",
+        "xoxb-1234567890-abc",
+        "Authorization: Bearer abcdefghijklmnop1",
+        "-----BEGIN PRIVATE KEY-----\nMII",
+        "eyJhbGciOi.eyJzdWIiOi.abcdefghij",
+        *MISSED_PROBE.values(),
+        "password Hunter2\n",
+        "login u password Hunter2",
+        "Basic dTpzZWNyZXQ=",
+    ]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
     for text in texts:
         for name, pattern in rules:
@@ -141,9 +292,13 @@ def test_letters_that_ignorecase_folds_to_i_and_s_do_not_hide_a_credential():
     are not looked for in a text that is not ASCII (review of the needles)."""
     from planner._core.redact import credential_in_text
 
-    for text in ("authorızation: xyzsecretLEAKMARK", "Authorİzation: xyzsecretLEAKMARK",
-                 "baſic QWxhZGRpbjpvcGVuLEAKMARKZQ==", "header dıgest abcdefghijLEAKMARK1234=",
-                 "https://a.blob.core.windows.net/c?sp=r&ſig=abcdefghijklmnLEAKMARK%3D"):
+    for text in (
+        "authorızation: xyzsecretLEAKMARK",
+        "Authorİzation: xyzsecretLEAKMARK",
+        "baſic QWxhZGRpbjpvcGVuLEAKMARKZQ==",
+        "header dıgest abcdefghijLEAKMARK1234=",
+        "https://a.blob.core.windows.net/c?sp=r&ſig=abcdefghijklmnLEAKMARK%3D",
+    ):
         assert "LEAKMARK" not in Redactor().text(text), text
         assert credential_in_text(text) is not None, text
 
@@ -172,20 +327,39 @@ def test_encoded_copies_of_an_environment_secret_are_cut():
         for text in (encode(raw).decode(), encode(raw).decode().rstrip("=")):
             assert redactor.text(f"x {text} y") == "x <redacted> y", text
     assert redactor.text(f"x {raw.hex()} {raw.hex().upper()} y") == "x <redacted> <redacted> y"
-    assert redactor.text(f"x {secret.lower()} {secret.upper()} y") == "x <redacted> <redacted> y"  # printed folded
-    for before in ("u:", "us:", "usr:", '{"db": {"password": "'):  # each of the three offsets in base64
+    assert (
+        redactor.text(f"x {secret.lower()} {secret.upper()} y") == "x <redacted> <redacted> y"
+    )  # printed folded
+    for before in (
+        "u:",
+        "us:",
+        "usr:",
+        '{"db": {"password": "',
+    ):  # each of the three offsets in base64
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             text = encode((before + secret + '"}').encode()).decode()
             out = redactor.text(f"Authorization: Basic {text}")
             assert out == "Authorization: <redacted>", out  # the header rule
             out = redactor.text(f"auth {text}")  # no rule but the secret's own spellings
-            assert "<redacted>" in out and len(out) - len("<redacted>") <= len(f"auth {text}") - len(secret) * 4 // 3 + 4, out
+            assert (
+                "<redacted>" in out
+                and len(out) - len("<redacted>") <= len(f"auth {text}") - len(secret) * 4 // 3 + 4
+            ), out
     short = "a1b2c"
-    assert len(short) < MIN_SECRET_LEN and Redactor.for_run(environ={"DB_PASSWORD": short}).text(
-        base64.b64encode(short.encode()).decode() + " " + short.encode().hex()) == "YTFiMmM= 6131623263"
+    assert (
+        len(short) < MIN_SECRET_LEN
+        and Redactor.for_run(environ={"DB_PASSWORD": short}).text(
+            base64.b64encode(short.encode()).decode() + " " + short.encode().hex()
+        )
+        == "YTFiMmM= 6131623263"
+    )
     # hex ids and digests that are no copy of the secret are kept
-    for text in ("sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "run 3f2a9c1e7b4d",
-                 "image@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "cGFzc3dvcmQ="):
+    for text in (
+        "sha256:" + "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "run 3f2a9c1e7b4d",
+        "image@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "cGFzc3dvcmQ=",
+    ):
         assert redactor.text(text) == text, text
 
 
@@ -199,8 +373,14 @@ def test_the_secrets_pattern_takes_the_longest_spelling_as_the_alternation_did()
 
     rng = random.Random(3)
     for _ in range(300):
-        words = sorted({"".join(rng.choice("ab+/\\.(") for _ in range(rng.randint(1, 7))) for _ in range(rng.randint(1, 9))},
-                       key=len, reverse=True)
+        words = sorted(
+            {
+                "".join(rng.choice("ab+/\\.(") for _ in range(rng.randint(1, 7)))
+                for _ in range(rng.randint(1, 9))
+            },
+            key=len,
+            reverse=True,
+        )
         text = "".join(rng.choice("ab+/\\.( ") for _ in range(60))
         alternation = re.compile("|".join(re.escape(w) for w in words))
         assert _literal_union(words).sub("<r>", text) == alternation.sub("<r>", text), (words, text)
@@ -217,18 +397,29 @@ def test_a_short_basic_credential_is_cut_and_basic_words_are_not():
         text = "Basic " + base64.b64encode(pair.encode()).decode()
         assert Redactor().text(f"sent {text} to h") == "sent Basic <redacted> to h", text
         assert credential_in_text(text) is not None, text
-    for text in ("basic test", "Basic QUJD", "basic idea", "Basic dGVzdA==", "basic Og=="):  # ABC, test, ':' alone
+    for text in (
+        "basic test",
+        "Basic QUJD",
+        "basic idea",
+        "Basic dGVzdA==",
+        "basic Og==",
+    ):  # ABC, test, ':' alone
         assert Redactor().text(text) == text and credential_in_text(text) is None, text
-    for text in ("token Bearer abcdefghijklmnop1", "basic test Bearer abcdefghijklmnop1"):  # a word passed over
+    for text in (
+        "token Bearer abcdefghijklmnop1",
+        "basic test Bearer abcdefghijklmnop1",
+    ):  # a word passed over
         assert Redactor().text(text) == text.replace("abcdefghijklmnop1", "<redacted>"), text
 
 
 def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
     """A .netrc of a line each (`machine h` / `login u` / `password X`) printed by a trial: the password's line
     reaches the scrubber alone, so a line that is only `password X` (or `login u password X`) is cut."""
-    netrc = ("machine api.example.com\n  login bob\n  password Hunter2LEAKMARK\n"
-             "machine h2.example.com\n  login alice password 'Quoted LEAKMARK'\r\n"
-             "default login anonymous password LEAKMARK@example.com\n")
+    netrc = (
+        "machine api.example.com\n  login bob\n  password Hunter2LEAKMARK\n"
+        "machine h2.example.com\n  login alice password 'Quoted LEAKMARK'\r\n"
+        "default login anonymous password LEAKMARK@example.com\n"
+    )
     scrubber = Redactor().stream()
     out = "".join(scrubber.feed(ch) for ch in netrc) + scrubber.flush()
     assert "LEAKMARK" not in out and out.count("<redacted>") == 3, out
@@ -244,12 +435,22 @@ def test_sql_credentials_are_cut_and_refused_but_prose_identified_by_is_not():
     from planner._core.redact import credential_in_text
 
     sql = "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK', 'b'@'%' IDENTIFIED BY 'x2LEAKMARK';"
-    assert Redactor().text(sql) == "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY '<redacted>', 'b'@'%' " \
-                                   "IDENTIFIED BY '<redacted>';"
-    assert Redactor().text("ALTER USER scott IDENTIFIED BY tiger2 REPLACE old") == \
-        "ALTER USER scott IDENTIFIED BY <redacted> REPLACE old"
-    assert Redactor().text("CREATE USER x IDENTIFIED BY RANDOM PASSWORD") == "CREATE USER x IDENTIFIED BY RANDOM PASSWORD"
-    assert credential_in_text("ALTER ROLE app PASSWORD '<redacted>'") is None  # an already scrubbed line
+    assert (
+        Redactor().text(sql)
+        == "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY '<redacted>', 'b'@'%' "
+        "IDENTIFIED BY '<redacted>';"
+    )
+    assert (
+        Redactor().text("ALTER USER scott IDENTIFIED BY tiger2 REPLACE old")
+        == "ALTER USER scott IDENTIFIED BY <redacted> REPLACE old"
+    )
+    assert (
+        Redactor().text("CREATE USER x IDENTIFIED BY RANDOM PASSWORD")
+        == "CREATE USER x IDENTIFIED BY RANDOM PASSWORD"
+    )
+    assert (
+        credential_in_text("ALTER ROLE app PASSWORD '<redacted>'") is None
+    )  # an already scrubbed line
     assert Redactor().text("ALTER ROLE app PASSWORD NULL") == "ALTER ROLE app PASSWORD NULL"
 
 
@@ -257,8 +458,14 @@ def test_the_statement_and_netrc_rules_scrub_a_long_line_in_linear_time():
     """`create user ` repeated before one `identified`: each start scanned the rest of the line for it."""
     import time
 
-    for line in ("create user " * 5000 + "identified", "machine " * 8000 + "password", "password '" * 6000,
-                 "identified by '" * 4000, "password ''" * 5000, "\n password " * 5000):
+    for line in (
+        "create user " * 5000 + "identified",
+        "machine " * 8000 + "password",
+        "password '" * 6000,
+        "identified by '" * 4000,
+        "password ''" * 5000,
+        "\n password " * 5000,
+    ):
         start = time.process_time()
         Redactor().text(line)
         assert time.process_time() - start < 1.0, line[:30]
@@ -271,10 +478,17 @@ def test_lines_of_repeated_pairs_urls_and_commands_are_scrubbed_in_linear_time()
     credential's name now, and a URL's user info or a command's arguments are at most 512 characters."""
     import time
 
-    for line in ("https://" * 7500 + "@", "a:" * 30000, "mysql " * 10000, "--a " * 15000, "x=https://" * 6000):
+    for line in (
+        "https://" * 7500 + "@",
+        "a:" * 30000,
+        "mysql " * 10000,
+        "--a " * 15000,
+        "x=https://" * 6000,
+    ):
         start = time.process_time()
         Redactor().text(line)
         assert time.process_time() - start < 2.0, line[:30]
     # what the rules find is unchanged
     assert Redactor().text("url: https://https://x:secretpw@h.com/ password: hunter2xyz") == (
-        "url: https://<redacted>@h.com/ password: <redacted>")
+        "url: https://<redacted>@h.com/ password: <redacted>"
+    )

@@ -27,13 +27,21 @@ def test_json_report_has_the_documented_keys_and_values(results, run_dir):
     decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     assert doc["run_state"] == "completed"
     decided_doc = json.loads((run_dir / "decisions.json").read_text())
-    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == \
-        {k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")}
-    assert [{k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
-            for d in doc["decisions"]] == [
-        {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")} for d in decided]
+    assert {k: doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")} == {
+        k: decided_doc[k] for k in ("metric", "test", "alpha", "correction", "min_effect")
+    }
+    assert [
+        {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
+        for d in doc["decisions"]
+    ] == [
+        {k: d[k] for k in ("arm", "decision", "effect", "ci_low", "ci_high", "n_baseline", "n_arm")}
+        for d in decided
+    ]
     assert doc["budget"]["trials_ended"] == 39 and doc["budget"]["steps_planned"] == 390
-    assert {f["trial_id"] for f in doc["failures"]} >= {"tune-adam-s1000-t004", "tune-adam-s1000-t005"}
+    assert {f["trial_id"] for f in doc["failures"]} >= {
+        "tune-adam-s1000-t004",
+        "tune-adam-s1000-t005",
+    }
     assert {v["kind"] for v in doc["violations"]} == {"heldout_in_tuning", "report_past_budget"}
     assert doc["heldout"]["evaluations"] == 15 and doc["heldout"]["tuning_exposures"] == 1
     assert doc["identity"]["commit"].startswith("3f1c2a9d") and doc["identity"]["dirty"] is True
@@ -52,22 +60,46 @@ def test_per_seed_and_tuning_tables(results):
     assert (adam["planned"], adam["ended"], adam["failed"]) == (8, 8, 3)
     tune = results.trials[(results.trials["phase"] == "tune") & (results.trials["arm"] == "adam")]
     assert adam["early_stopped"] == int((tune["status"] == "early_stopped").sum())
-    assert adam["full_exposure"] == int(((tune["exposure"] >= 10) & tune["status"].isin(["completed", "early_stopped"])).sum())
-    assert adam["selected_trial"] == json.loads((results.run_dir / "selection.json").read_text())["arms"]["adam"]["trial_id"]
+    assert adam["full_exposure"] == int(
+        ((tune["exposure"] >= 10) & tune["status"].isin(["completed", "early_stopped"])).sum()
+    )
+    assert (
+        adam["selected_trial"]
+        == json.loads((results.run_dir / "selection.json").read_text())["arms"]["adam"]["trial_id"]
+    )
 
 
 def test_curves_are_median_and_spread_per_phase_arm_and_step(results):
     c = curves(results)
     r = results.reports
-    sel = r[(r["metric"] == "val_acc") & (r["phase"] == "confirm") & (r["arm"] == "adamw") & (r["step"] == 4)]["value"]
+    sel = r[
+        (r["metric"] == "val_acc")
+        & (r["phase"] == "confirm")
+        & (r["arm"] == "adamw")
+        & (r["step"] == 4)
+    ]["value"]
     row = c[(c["phase"] == "confirm") & (c["arm"] == "adamw") & (c["step"] == 4)].iloc[0]
-    assert row["n"] == 5 and row["median"] == np.median(sel) and row["min"] == sel.min() and row["max"] == sel.max()
-    assert row["q25"] == pytest.approx(np.quantile(sel, 0.25)) and row["q75"] == pytest.approx(np.quantile(sel, 0.75))
+    assert (
+        row["n"] == 5
+        and row["median"] == np.median(sel)
+        and row["min"] == sel.min()
+        and row["max"] == sel.max()
+    )
+    assert row["q25"] == pytest.approx(np.quantile(sel, 0.25)) and row["q75"] == pytest.approx(
+        np.quantile(sel, 0.75)
+    )
     tune = r[(r["metric"] == "val_acc") & (r["phase"] == "tune")]
     g = tune[np.isfinite(tune["value"])].groupby(["arm", "step"], observed=True)["value"]
     t = c[c["phase"] == "tune"].set_index(["arm", "step"])
-    for name, ref in [("n", g.size()), ("median", g.median()), ("q25", g.quantile(0.25)), ("q75", g.quantile(0.75))]:
-        assert np.allclose(t[name].to_numpy(dtype=float), ref.reindex(t.index).to_numpy(dtype=float)), name
+    for name, ref in [
+        ("n", g.size()),
+        ("median", g.median()),
+        ("q25", g.quantile(0.25)),
+        ("q75", g.quantile(0.75)),
+    ]:
+        assert np.allclose(
+            t[name].to_numpy(dtype=float), ref.reindex(t.index).to_numpy(dtype=float)
+        ), name
     assert set(c["phase"].astype(str)) == {"tune", "confirm"}
     few = curves(results, max_points=4)
     assert few.groupby(["phase", "arm"], observed=True).size().max() <= 4
@@ -75,11 +107,24 @@ def test_curves_are_median_and_spread_per_phase_arm_and_step(results):
 
 def test_markdown_shows_every_section(results):
     md = render(results, "md")
-    for heading in ["## Hypothesis", "## Arms", "## Decisions", "## Confirmation by seed (`test_acc`)", "## Tuning",
-                    "## Trials and budget", "## Failures", "## Protocol violations", "## Held-out ledger", "## Identity"]:
+    for heading in [
+        "## Hypothesis",
+        "## Arms",
+        "## Decisions",
+        "## Confirmation by seed (`test_acc`)",
+        "## Tuning",
+        "## Trials and budget",
+        "## Failures",
+        "## Protocol violations",
+        "## Held-out ledger",
+        "## Identity",
+    ]:
         assert heading in md, heading
     first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
-    assert f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |" in md
+    assert (
+        f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |"
+        in md
+    )
     assert "`optimizer.name`: 'sgd' → 'adam'" in md  # YAML-style, as plan validate prints it
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
     assert "| heldout_in_tuning | tune-adam-s1000-t007 | 3 |" in md
@@ -94,21 +139,35 @@ def test_html_is_one_self_contained_page_with_its_plots(results):
     assert not re.search(r"<(script|link|iframe)\b", page, re.I)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
     images = re.findall(r'<img alt="([^"]*)" src="data:image/svg\+xml;base64,([^"]+)"', page)
-    assert [alt for alt, _ in images] == ["forest plot of the effects", "learning curves per arm",
-                                          "trial time and seconds per step per arm"]
+    assert [alt for alt, _ in images] == [
+        "forest plot of the effects",
+        "learning curves per arm",
+        "trial time and seconds per step per arm",
+    ]
     forest, curves, cost = (ElementTree.fromstring(base64.b64decode(data)) for _, data in images)
     ns = "{http://www.w3.org/2000/svg}"
     effects = [d for d in summarize(results)["decisions"] if d["effect"] is not None]
-    assert len(forest.findall(f".//{ns}circle")) == len(effects) > 0  # each effect a point, its CI a line
+    assert (
+        len(forest.findall(f".//{ns}circle")) == len(effects) > 0
+    )  # each effect a point, its CI a line
     assert {d["arm"] for d in effects} <= {t.text for t in forest.iter(f"{ns}text")}
     # a band and a median line per arm and phase (tuning, confirmation), each arm's selected trial dashed
     n = 2 * len(results.arms)
     assert len(curves.findall(f".//{ns}polygon")) == n
     lines = curves.findall(f".//{ns}polyline")
-    assert len(lines) == n + len(results.arms) and sum(1 for e in lines if e.get("stroke-dasharray")) == len(results.arms)
+    assert len(lines) == n + len(results.arms) and sum(
+        1 for e in lines if e.get("stroke-dasharray")
+    ) == len(results.arms)
     assert len(cost.findall(f".//{ns}rect")) > 4
-    for text in ["Tuned at the same budget", "optimizer.betas", "inconclusive", "tune-adam-s1000-t004",
-                 "held-out metric in tuning (test exposure)", "report past the budget", "gpu-box-01"]:
+    for text in [
+        "Tuned at the same budget",
+        "optimizer.betas",
+        "inconclusive",
+        "tune-adam-s1000-t004",
+        "held-out metric in tuning (test exposure)",
+        "report past the budget",
+        "gpu-box-01",
+    ]:
         assert text in page, text
 
 
@@ -118,7 +177,9 @@ def test_html_escapes_user_provided_text(tmp_path, run_dir):
     contract = yaml.safe_load((copy / "contract.yaml").read_text())
     contract["hypothesis"] = "<script>alert('x')</script> & more"
     (copy / "contract.yaml").write_text(yaml.safe_dump(contract))
-    (copy / "configs" / "adam.yaml").write_text(yaml.safe_dump({"optimizer": {"name": "<i onclick=x>evil</i>"}}))
+    (copy / "configs" / "adam.yaml").write_text(
+        yaml.safe_dump({"optimizer": {"name": "<i onclick=x>evil</i>"}})
+    )
     page = render(load_run(copy), "html")
     assert "<script>" not in page
     assert "<i onclick=x>" not in page and "&lt;i onclick=x&gt;evil&lt;/i&gt;" in page
@@ -135,7 +196,9 @@ def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path)
     metric = contract["metric"].get("heldout") or contract["metric"]["name"]
     lines = (run / "trials.jsonl").read_text().splitlines()
     records = [json.loads(line) for line in lines]
-    target = next(r for r in records if r["phase"] == "confirm" and r["arm"] == ARMS[1] and r["seed"] == 1)
+    target = next(
+        r for r in records if r["phase"] == "confirm" and r["arm"] == ARMS[1] and r["seed"] == 1
+    )
     target["status"] = "diverged"
     target["reports"][-1]["metrics"][metric] = "nan"
     (run / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -143,7 +206,9 @@ def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path)
     cell = next(row["values"][ARMS[1]] for row in table["rows"] if row["seed"] == 1)
     assert cell == {"value": 0.0, "status": "diverged", "counted_as": "failures.diverged_value"}
     others = [row["values"][ARMS[1]]["value"] for row in table["rows"] if row["seed"] != 1]
-    assert table["mean"][ARMS[1]] == pytest.approx(sum(others) / 3)  # the diverged seed counts, at 0.0
+    assert table["mean"][ARMS[1]] == pytest.approx(
+        sum(others) / 3
+    )  # the diverged seed counts, at 0.0
     assert "| 1 | " in render(load_run(run), "md") and "0 (diverged)" in render(load_run(run), "md")
     # a confirmation trial run again after a resume (a second record of the seed): the later one is taken, as
     # the decision takes it; the table said "seed 1 has two outcomes" and the report ended in a traceback
@@ -157,16 +222,27 @@ def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path)
 
 
 def test_a_running_run_reports_what_it_has(tmp_path):
-    run = make_run(tmp_path / "running", arms=ARMS, seeds=3, tune_trials=6, reports_per_trial=8, state="running")
+    run = make_run(
+        tmp_path / "running",
+        arms=ARMS,
+        seeds=3,
+        tune_trials=6,
+        reports_per_trial=8,
+        state="running",
+    )
     res = load_run(run)
     doc = json.loads(render(res, "json"))
     assert doc["run_state"] == "running" and doc["lock"]["pid"] == 31337
     assert [d["decision"] for d in doc["decisions"]] == [None, None]
     md = render(res, "md")
-    assert "not decided" in md and "No confirmation trials yet." not in md  # planned seeds are listed as pending
+    assert (
+        "not decided" in md and "No confirmation trials yet." not in md
+    )  # planned seeds are listed as pending
     assert "pending" in md
     page = render(res, "html")
-    assert "the run is in progress" in page and page.count("data:image/svg+xml;base64,") == 3  # forest, curves, cost
+    assert (
+        "the run is in progress" in page and page.count("data:image/svg+xml;base64,") == 3
+    )  # forest, curves, cost
 
 
 def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
@@ -181,7 +257,14 @@ def test_unknown_format_and_cli_output_file(results, run_dir, tmp_path, capsys):
 
 
 def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
-    run = make_run(tmp_path / "run", arms=("sgd", "adam"), seeds=3, tune_trials=5, reports_per_trial=6, heldout=False)
+    run = make_run(
+        tmp_path / "run",
+        arms=("sgd", "adam"),
+        seeds=3,
+        tune_trials=5,
+        reports_per_trial=6,
+        heldout=False,
+    )
     contract = yaml.safe_load((run / "contract.yaml").read_text())
     contract["tuning"] = None
     (run / "contract.yaml").write_text(yaml.safe_dump(contract))
@@ -195,14 +278,27 @@ def test_a_run_without_tuning_with_an_incomplete_arm(tmp_path):
     (run / "selection.json").unlink()
     (run / "identity.json").unlink()
     decisions = json.loads((run / "decisions.json").read_text())
-    decisions["decisions"] = [{"arm": "adam", "decision": "incomplete", "effect": None, "ci_low": None, "ci_high": None,
-                               "p_value": None, "alpha_adjusted": None, "n_baseline": 3, "n_arm": 2,
-                               "reason": "adam: seed 2 has no confirmation result"}]
+    decisions["decisions"] = [
+        {
+            "arm": "adam",
+            "decision": "incomplete",
+            "effect": None,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+            "alpha_adjusted": None,
+            "n_baseline": 3,
+            "n_arm": 2,
+            "reason": "adam: seed 2 has no confirmation result",
+        }
+    ]
     (run / "decisions.json").write_text(json.dumps(decisions))
     res = load_run(run)
     md = render(res, "md")
     assert "| adam | incomplete | – | – | – |" in md
-    assert "| 2 | " in md and "| missing |" in md  # a completed run's absent trial is missing, not pending
+    assert (
+        "| 2 | " in md and "| missing |" in md
+    )  # a completed run's absent trial is missing, not pending
     assert "## Tuning" not in md and "identity.json is missing." in md
     assert "No held-out metric is declared" in md
     doc = json.loads(render(res, "json"))
@@ -220,7 +316,9 @@ def test_long_failure_lists_are_cut_in_md_and_html_but_not_json(results, monkeyp
     md = render(results, "md")
     failures = md.split("## Failures")[1].split("## Protocol violations")[0]
     assert failures.count("\n| tune-") == 2 and "confirm-sgd-s0" not in failures
-    assert f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
+    assert (
+        f"... and {n - 2} more: `plan report --format json` and `plan export` list them all." in md
+    )
     assert f"... and {n - 2} more" in render(results, "html")
     assert len(json.loads(render(results, "json"))["failures"]) == n
 
@@ -262,8 +360,11 @@ def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir)
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     records = [json.loads(line) for line in (copy / "trials.jsonl").read_text().splitlines()]
-    reeval = dict(next(r for r in records if r["trial_id"] == "confirm-adam-s0"), trial_id="reeval-adam-s0-1",
-                  phase="reeval")
+    reeval = dict(
+        next(r for r in records if r["trial_id"] == "confirm-adam-s0"),
+        trial_id="reeval-adam-s0-1",
+        phase="reeval",
+    )
     with open(copy / "trials.jsonl", "a") as f:
         f.write(json.dumps(reeval) + "\n")
     res = load_run(copy)
@@ -275,7 +376,11 @@ def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir)
 
 def test_the_cost_section_per_arm_apart_from_the_decision(results, run_dir):
     """Cost per arm from the trial records: trials, trial-seconds, median s/step, cpu- and gpu-seconds."""
-    records = [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines() if line.strip()]
+    records = [
+        json.loads(line)
+        for line in (run_dir / "trials.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     cpu = yaml.safe_load((run_dir / "contract.yaml").read_text())["budget"]["resources"]["cpu"]
     cost = {c["arm"]: c for c in summarize(results)["cost"]}
     assert list(cost) == results.arms
@@ -283,14 +388,22 @@ def test_the_cost_section_per_arm_apart_from_the_decision(results, run_dir):
         mine = [r for r in records if r["arm"] == arm]
         seconds = sum(r["duration_s"] for r in mine)
         first = ([r["reports"][0], r["reports"][-1]] for r in mine if r["reports"])
-        slopes = [(b["time_s"] - a["time_s"]) / (b["step"] - a["step"]) if b["step"] > a["step"]
-                  else b["time_s"] / b["step"] for a, b in first]  # one report: its time over its step
-        assert row["trials"] == len(mine) and row["trial_seconds"] == pytest.approx(seconds, abs=1e-3)
-        assert row["cpu_seconds"] == pytest.approx(seconds * cpu, abs=1e-3) and row["gpu_seconds"] == 0
+        slopes = [
+            (b["time_s"] - a["time_s"]) / (b["step"] - a["step"])
+            if b["step"] > a["step"]
+            else b["time_s"] / b["step"]
+            for a, b in first
+        ]  # one report: its time over its step
+        assert row["trials"] == len(mine) and row["trial_seconds"] == pytest.approx(
+            seconds, abs=1e-3
+        )
+        assert (
+            row["cpu_seconds"] == pytest.approx(seconds * cpu, abs=1e-3) and row["gpu_seconds"] == 0
+        )
         assert row["median_s_per_step"] == pytest.approx(float(np.median(slopes)))
         assert sum(p["trials"] for p in row["phases"].values()) == len(mine)
     md = render(results, "md")
-    section = md[md.index("## Cost (apart from the decision)"):md.index("## Failures")]
+    section = md[md.index("## Cost (apart from the decision)") : md.index("## Failures")]
     assert md.index("## Decisions") < md.index("## Cost")
     for arm in results.arms:
         assert f"| {arm} | {cost[arm]['trials']} |" in section
@@ -304,8 +417,8 @@ def _doc_top_keys(block: str) -> list[str]:
         ch = block[i]
         if ch == '"':
             end = block.index('"', i + 1)
-            if depth == 1 and block[end + 1:].lstrip().startswith(":"):
-                keys.append(block[i + 1:end])
+            if depth == 1 and block[end + 1 :].lstrip().startswith(":"):
+                keys.append(block[i + 1 : end])
             i = end + 1
             continue
         depth += ch in "{[" and 1 or (-1 if ch in "}]" else 0)

@@ -15,12 +15,17 @@ def test_the_contract_default_asks_for_one_cpu():
 
 
 def test_tune_and_tasks_spell_the_same_request():
-    budget = Budget(exposure=2, resources={"cpu": 2, "gpu": 0.5, "custom": {"slot": 1, "unused": 0}})
+    budget = Budget(
+        exposure=2, resources={"cpu": 2, "gpu": 0.5, "custom": {"slot": 1, "unused": 0}}
+    )
     request = resources_for(budget)
     options = task_options(budget)
     assert request == {"CPU": 2.0, "GPU": 0.5, "slot": 1.0}
     assert (options["num_cpus"], options["num_gpus"], options["resources"]) == (
-        request["CPU"], request["GPU"], {"slot": 1.0})
+        request["CPU"],
+        request["GPU"],
+        {"slot": 1.0},
+    )
 
 
 def test_a_custom_resource_named_like_ray_s_own_is_refused():

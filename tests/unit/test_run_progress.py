@@ -13,12 +13,25 @@ from planner._dispatch.progress import (
 
 def rec(tid, phase, arm, status, value=None, metric="acc"):
     reports = [] if value is None else [{"step": 3, "metrics": {metric: value}, "time_s": 1.0}]
-    return {"trial_id": tid, "phase": phase, "arm": arm, "status": status, "exposure": 3, "reports": reports}
+    return {
+        "trial_id": tid,
+        "phase": phase,
+        "arm": arm,
+        "status": status,
+        "exposure": 3,
+        "reports": reports,
+    }
 
 
 def progress(mode="max"):
-    return Progress(["a", "b"], {("tune", "a"): 3, ("tune", "b"): 3, ("confirm", "a"): 2, ("confirm", "b"): 2},
-                    metric="acc", mode=mode, decision_metric="test", max_wall_time_s=3600)
+    return Progress(
+        ["a", "b"],
+        {("tune", "a"): 3, ("tune", "b"): 3, ("confirm", "a"): 2, ("confirm", "b"): 2},
+        metric="acc",
+        mode=mode,
+        decision_metric="test",
+        max_wall_time_s=3600,
+    )
 
 
 def test_counts_best_and_failures_per_arm_and_phase():
@@ -81,17 +94,41 @@ def _rendered(p, width=80) -> str:
 
 def test_the_live_table_fits_80_columns_without_cutting_its_headers():
     long = "an-arm-with-a-rather-long-descriptive-name"
-    p = Progress(["base", long], {("tune", "base"): 120, ("tune", long): 120, ("confirm", "base"): 30,
-                                  ("confirm", long): 30}, metric="val_acc", mode="max", decision_metric="val_acc",
-                 max_wall_time_s=36000)
+    p = Progress(
+        ["base", long],
+        {
+            ("tune", "base"): 120,
+            ("tune", long): 120,
+            ("confirm", "base"): 30,
+            ("confirm", long): 30,
+        },
+        metric="val_acc",
+        mode="max",
+        decision_metric="val_acc",
+        max_wall_time_s=36000,
+    )
     for i in range(100):
-        p.ended(rec(f"t{i}", "tune", long, "completed", 0.123456789 + i, metric="val_acc"), was_running=False)
-    p.notes.append("selected for " + long + ": tune-x-s100-t003 {'optimizer.lr': 0.0012345678901234} " * 2)
+        p.ended(
+            rec(f"t{i}", "tune", long, "completed", 0.123456789 + i, metric="val_acc"),
+            was_running=False,
+        )
+    p.notes.append(
+        "selected for " + long + ": tune-x-s100-t003 {'optimizer.lr': 0.0012345678901234} " * 2
+    )
     text = _rendered(p)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80, text
     header = next(line for line in lines if line.lstrip().startswith("arm"))
-    assert header.split() == ["arm", "phase", "ended", "running", "failed", "diverged", "early", "value"], text
+    assert header.split() == [
+        "arm",
+        "phase",
+        "ended",
+        "running",
+        "failed",
+        "diverged",
+        "early",
+        "value",
+    ], text
     assert "100/120" in text and "best 99.12" in text and "an-arm-with-a-r…" in text
 
 

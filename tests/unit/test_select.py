@@ -5,9 +5,17 @@ from planner._stats.select import score, select_arm
 
 def rec(index, values, status="completed", seed=100, arm="a", exposure=None, params=None):
     reports = [{"step": i + 1, "metrics": {"acc": v}, "time_s": 0.1} for i, v in enumerate(values)]
-    return {"trial_id": f"tune-{arm}-s{seed}-t{index:03d}", "phase": "tune", "arm": arm, "seed": seed,
-            "index": index, "params": params or {"lr": index}, "status": status,
-            "exposure": exposure if exposure is not None else len(values), "reports": reports}
+    return {
+        "trial_id": f"tune-{arm}-s{seed}-t{index:03d}",
+        "phase": "tune",
+        "arm": arm,
+        "seed": seed,
+        "index": index,
+        "params": params or {"lr": index},
+        "status": status,
+        "exposure": exposure if exposure is not None else len(values),
+        "reports": reports,
+    }
 
 
 def pick(records, **kw):
@@ -20,7 +28,9 @@ def test_final_rule_uses_the_last_report_not_the_best_step():
     peaked = rec(0, [0.1, 0.9, 0.2, 0.3])
     steady = rec(1, [0.1, 0.2, 0.4, 0.5])
     chosen = pick([peaked, steady])
-    assert chosen.trial_id == steady["trial_id"] and chosen.score == 0.5 and chosen.params == {"lr": 1}
+    assert (
+        chosen.trial_id == steady["trial_id"] and chosen.score == 0.5 and chosen.params == {"lr": 1}
+    )
 
 
 def test_early_stopped_and_short_trials_are_never_selected():
@@ -82,11 +92,26 @@ def test_a_continued_trial_is_scored_on_the_reports_its_checkpoint_held_too():
         return {"step": step, "metrics": {"acc": value}}
 
     whole = {"reports": [rep(1, 0.1), rep(2, 0.2), rep(3, 0.3), rep(4, 0.4), rep(5, 0.5)]}
-    continued = {"reports": [rep(4, 0.4), rep(5, 0.5)],
-                 "resumed_from": {"path": "x", "reports": [rep(1, 0.1), rep(2, 0.2), rep(3, 0.3)]}}
-    assert score(continued, "acc", "mean_last_k", 3) == score(whole, "acc", "mean_last_k", 3) == pytest.approx(0.4)
+    continued = {
+        "reports": [rep(4, 0.4), rep(5, 0.5)],
+        "resumed_from": {"path": "x", "reports": [rep(1, 0.1), rep(2, 0.2), rep(3, 0.3)]},
+    }
+    assert (
+        score(continued, "acc", "mean_last_k", 3)
+        == score(whole, "acc", "mean_last_k", 3)
+        == pytest.approx(0.4)
+    )
     # a run folder is untrusted: held reports that overlap the record's own, go back, or are malformed are left out
-    odd = {"reports": [rep(4, 0.4), rep(5, 0.5)],
-           "resumed_from": {"reports": [rep(3, 0.3), "x", {"step": True, "metrics": {}}, rep(2, 9.0), rep(4, 9.0)]}}
+    odd = {
+        "reports": [rep(4, 0.4), rep(5, 0.5)],
+        "resumed_from": {
+            "reports": [rep(3, 0.3), "x", {"step": True, "metrics": {}}, rep(2, 9.0), rep(4, 9.0)]
+        },
+    }
     assert score(odd, "acc", "mean_last_k", 3) == pytest.approx(0.4)
-    assert score({"reports": [rep(4, 0.4)], "resumed_from": {"reports": "nope"}}, "acc", "mean_last_k", 3) == 0.4
+    assert (
+        score(
+            {"reports": [rep(4, 0.4)], "resumed_from": {"reports": "nope"}}, "acc", "mean_last_k", 3
+        )
+        == 0.4
+    )

@@ -30,7 +30,9 @@ def upper_bound(rate: float, sims: int, tail: float = 1e-3) -> float:
 
 def test_obrien_fleming_bounds_match_published_lan_demets_values():
     # Lan-DeMets O'Brien-Fleming-type, 4 equal looks, one-sided 0.025 (as gsDesign's sfLDOF tabulates)
-    assert boundaries(4, ALPHA, "obrien_fleming") == pytest.approx([4.3326, 2.9631, 2.3590, 2.0141], abs=2e-4)
+    assert boundaries(4, ALPHA, "obrien_fleming") == pytest.approx(
+        [4.3326, 2.9631, 2.3590, 2.0141], abs=2e-4
+    )
     assert boundaries(1, ALPHA)[0] == pytest.approx(stats.norm.isf(0.025))
 
 
@@ -42,7 +44,9 @@ def test_bounds_spend_exactly_the_planned_alpha(spending, fractions):
     z = boundaries(len(t), ALPHA, spending, t)
     cov = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))
     for k in range(1, len(t) + 1):
-        no_cross = stats.multivariate_normal.cdf(z[:k], np.zeros(k), cov[:k, :k], rng=1, abseps=1e-6, releps=0)
+        no_cross = stats.multivariate_normal.cdf(
+            z[:k], np.zeros(k), cov[:k, :k], rng=1, abseps=1e-6, releps=0
+        )
         assert 1 - no_cross == pytest.approx(spent(t[k - 1], ALPHA / 2, spending), abs=2e-5)
 
 
@@ -84,13 +88,19 @@ def test_looks_continue_accept_and_stop_for_futility():
     step = sequential_decision(1, base[:8], clear[:8], design=design, mode="max", min_effect=0.5)
     assert step.action == step.decision == "accept" and "early" in step.reason
     recorded = step.as_decision("clear").as_dict()
-    assert recorded["decision"] == "accept" and recorded["p_value"] is None and recorded["alpha_adjusted"] == ALPHA
+    assert (
+        recorded["decision"] == "accept"
+        and recorded["p_value"] is None
+        and recorded["alpha_adjusted"] == ALPHA
+    )
 
     worse = base - 2.0 + rng.normal(0, 0.1, 12)
     step = sequential_decision(0, base[:4], worse[:4], design=design, mode="max", min_effect=0.5)
     assert step.action == "stop_futility" and step.decision == "reject"
 
-    step = sequential_decision(2, base, worse, design=design, mode="min", min_effect=0.5)  # lower is better
+    step = sequential_decision(
+        2, base, worse, design=design, mode="min", min_effect=0.5
+    )  # lower is better
     assert step.action == step.decision == "accept"
 
 
@@ -124,11 +134,15 @@ def test_z_bounds_on_small_sample_t_statistics_are_not_calibrated():
 
 def _at_min_effect(test, n_seeds, looks, spending="obrien_fleming", futility=False, power=0.9):
     """Sequential and fixed-n rates at a true effect of exactly min_effect (same data for both)."""
-    min_effect = detectable_effect(1.0, n_seeds, ALPHA, power, test)  # fixed n detects it with `power`
+    min_effect = detectable_effect(
+        1.0, n_seeds, ALPHA, power, test
+    )  # fixed n detects it with `power`
     sd, rho = (1 / math.sqrt(2 * (1 - 0.5)), 0.5) if test == "paired" else (1.0, 0.0)
     kwargs = dict(min_effect=min_effect, sd=sd, correlation=rho, sims=SIMS, rng_seed=7)
     fixed = simulate_design(plan_design(n_seeds, 1, ALPHA, test=test), min_effect, **kwargs)
-    sequential = simulate_design(plan_design(n_seeds, looks, ALPHA, spending, futility, test=test), min_effect, **kwargs)
+    sequential = simulate_design(
+        plan_design(n_seeds, looks, ALPHA, spending, futility, test=test), min_effect, **kwargs
+    )
     return fixed, sequential
 
 

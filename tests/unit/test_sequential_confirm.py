@@ -12,11 +12,18 @@ from planner._plan.trials import confirm_trial_id
 from planner._stats.looks import look_batches
 
 BASE = {
-    "version": 1, "name": "seq", "hypothesis": "b beats a", "trainable": "m:f",
-    "config": {"values": {"x": 0}}, "factor": {"name": "x"},
-    "baseline": {"name": "a", "overrides": ["x=0"]}, "arms": [{"name": "b", "overrides": ["x=1"]}],
-    "metric": {"name": "acc", "mode": "max"}, "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2, 3, 4, 5], "budget": {"exposure": 3},
+    "version": 1,
+    "name": "seq",
+    "hypothesis": "b beats a",
+    "trainable": "m:f",
+    "config": {"values": {"x": 0}},
+    "factor": {"name": "x"},
+    "baseline": {"name": "a", "overrides": ["x=0"]},
+    "arms": [{"name": "b", "overrides": ["x=1"]}],
+    "metric": {"name": "acc", "mode": "max"},
+    "acceptance": {"min_effect": 0.05},
+    "seeds": [0, 1, 2, 3, 4, 5],
+    "budget": {"exposure": 3},
     "confirmation": {"looks": 3, "futility": True},
 }
 
@@ -28,8 +35,14 @@ def contract(**patch):
 
 
 def record(arm, seed, value, status="completed"):
-    return {"trial_id": confirm_trial_id(arm, seed), "phase": "confirm", "arm": arm, "seed": seed,
-            "status": status, "reports": [{"step": 3, "metrics": {"acc": value}, "time_s": 0.1}]}
+    return {
+        "trial_id": confirm_trial_id(arm, seed),
+        "phase": "confirm",
+        "arm": arm,
+        "seed": seed,
+        "status": status,
+        "reports": [{"step": 3, "metrics": {"acc": value}, "time_s": 0.1}],
+    }
 
 
 def records(values: dict[str, dict[int, float]]) -> dict[str, dict]:
@@ -55,14 +68,18 @@ def test_the_first_look_asks_for_the_first_batch_of_every_arm_and_the_baseline()
 def test_a_clear_effect_stops_the_arm_and_nothing_more_is_needed():
     seq = SequentialConfirmation(contract())
     noise = [0.0, 0.01, -0.01, 0.005, -0.005, 0.0]
-    done = records({"a": {s: 0.5 + noise[s] for s in range(4)}, "b": {s: 0.7 - noise[s] for s in range(4)}})
+    done = records(
+        {"a": {s: 0.5 + noise[s] for s in range(4)}, "b": {s: 0.7 - noise[s] for s in range(4)}}
+    )
     state = seq.evaluate(done)
     steps = state.arms["b"].steps
     assert [s.action for s in steps] == ["continue", "accept"]
     assert state.needed == [] and state.running == []
     row = seq.decisions(state)[0]
     assert row["decision"] == "accept" and row["n_arm"] == 4 and row["p_value"] is None
-    assert [look["look"] for look in row["looks"]] == [1, 2] and row["looks"][-1]["action"] == "accept"
+    assert [look["look"] for look in row["looks"]] == [1, 2] and row["looks"][-1][
+        "action"
+    ] == "accept"
     assert row["looks"][0]["boundary"] > row["looks"][1]["boundary"] > 0
 
 
@@ -71,11 +88,19 @@ def test_the_baseline_keeps_running_while_one_arm_continues():
     seq = SequentialConfirmation(c)
     assert seq.alpha == pytest.approx(0.025) == comparison_alpha(c)  # Bonferroni across 2 arms
     noise = [0.0, 0.01, -0.01, 0.005, -0.005, 0.0]
-    done = records({"a": {s: 0.5 + noise[s] for s in range(4)}, "b": {s: 0.9 - noise[s] for s in range(4)},
-                    "c": {s: 0.5 + 2 * noise[s] for s in range(2)}})
+    done = records(
+        {
+            "a": {s: 0.5 + noise[s] for s in range(4)},
+            "b": {s: 0.9 - noise[s] for s in range(4)},
+            "c": {s: 0.5 + 2 * noise[s] for s in range(2)},
+        }
+    )
     state = seq.evaluate(done)
     assert state.arms["b"].stopped and not state.arms["c"].stopped
-    assert state.needed == [("c", 2), ("c", 3)]  # c catches up with look 2; the baseline already has it
+    assert state.needed == [
+        ("c", 2),
+        ("c", 3),
+    ]  # c catches up with look 2; the baseline already has it
     done.update(records({"c": {2: 0.52, 3: 0.49}}))
     state = seq.evaluate(done)
     if state.arms["c"].stopped:

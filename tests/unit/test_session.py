@@ -50,27 +50,37 @@ def test_the_bookkeeping_runs_before_the_unlock_and_handles_an_interrupt(tmp_pat
         assert signal.getsignal(signal.SIGTERM) is not previous
         session.on_end(bookkeeping)
         raise KeyboardInterrupt  # handled: the command returns its result
-    assert seen == [("KeyboardInterrupt", (RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)"))]
+    assert seen == [
+        ("KeyboardInterrupt", (RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)"))
+    ]
     assert signal.getsignal(signal.SIGTERM) is previous
     assert _lock_is_free(store)
 
 
 def test_a_full_disk_becomes_one_sentence_and_other_errors_stay_what_they_are(tmp_path):
     store = _store(tmp_path)
-    with pytest.raises(RunError, match="free space and resume with --resume") as raised, RunSession(store) as session:
+    with (
+        pytest.raises(RunError, match="free space and resume with --resume") as raised,
+        RunSession(store) as session,
+    ):
         session.on_end(lambda error: final_state(error, run_dir=store.root)[2])
         raise OSError(errno.ENOSPC, "No space left on device")
     assert raised.value.__suppress_context__ and raised.value.__cause__ is None
     with pytest.raises(ZeroDivisionError), RunSession(store) as session:
         session.on_end(lambda error: final_state(error)[2])
         raise ZeroDivisionError("x")
-    assert final_state(ZeroDivisionError("x"))[:2] == (RunState.FAILED, "internal error: ZeroDivisionError: x")
+    assert final_state(ZeroDivisionError("x"))[:2] == (
+        RunState.FAILED,
+        "internal error: ZeroDivisionError: x",
+    )
     assert _lock_is_free(store)
 
 
 def test_a_phase_that_stopped_early_gives_the_run_state():
     assert final_state(None, StopReason.BUDGET, budget="1h")[:2] == (
-        RunState.BUDGET_EXHAUSTED, "budget.max_wall_time of 1h reached")
+        RunState.BUDGET_EXHAUSTED,
+        "budget.max_wall_time of 1h reached",
+    )
     assert final_state(None, StopReason.INTERRUPTED)[0] == RunState.INTERRUPTED
     assert final_state(None)[:2] == (RunState.COMPLETED, "all planned trials ended")
     assert final_state(None)[2] is None and final_state(KeyboardInterrupt())[2] == HANDLED
@@ -82,7 +92,10 @@ def test_the_workers_environment_is_set_only_while_ray_starts(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", "/before")
     monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
     with environ({"PYTHONPATH": "/contract:/before", "RAY_CHDIR_TO_TRIAL_DIR": "0"}):
-        assert os.environ["PYTHONPATH"] == "/contract:/before" and os.environ["RAY_CHDIR_TO_TRIAL_DIR"] == "0"
+        assert (
+            os.environ["PYTHONPATH"] == "/contract:/before"
+            and os.environ["RAY_CHDIR_TO_TRIAL_DIR"] == "0"
+        )
     assert os.environ["PYTHONPATH"] == "/before" and "RAY_CHDIR_TO_TRIAL_DIR" not in os.environ
 
 
@@ -91,13 +104,22 @@ def test_tunes_variables_keep_a_value_the_user_set_and_are_unset_after(monkeypat
 
     monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
     monkeypatch.delenv("TUNE_GLOBAL_CHECKPOINT_S", raising=False)
-    with environ({"TUNE_MAX_PENDING_TRIALS_PG": "2", "TUNE_GLOBAL_CHECKPOINT_S": "1000000"}, override=False):
-        assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1000000"
-    assert os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7" and "TUNE_GLOBAL_CHECKPOINT_S" not in os.environ
+    with environ(
+        {"TUNE_MAX_PENDING_TRIALS_PG": "2", "TUNE_GLOBAL_CHECKPOINT_S": "1000000"}, override=False
+    ):
+        assert (
+            os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7"
+            and os.environ["TUNE_GLOBAL_CHECKPOINT_S"] == "1000000"
+        )
+    assert (
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] == "7"
+        and "TUNE_GLOBAL_CHECKPOINT_S" not in os.environ
+    )
 
 
 def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is_raised_where_it_is_used(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """Issue 23: Ray Tune is imported in a thread while an embedded Ray starts. After the block the module
     is imported (by that thread, not the main one); a module whose import fails leaves nothing swallowed:
     importing it where it is needed raises its own error."""
@@ -106,7 +128,9 @@ def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is
 
     from planner._dispatch.session import importing_meanwhile
 
-    (tmp_path / "beside_ok.py").write_text("import threading\nIMPORTED_BY = threading.current_thread().name\n")
+    (tmp_path / "beside_ok.py").write_text(
+        "import threading\nIMPORTED_BY = threading.current_thread().name\n"
+    )
     (tmp_path / "beside_bad.py").write_text("raise ValueError('the import itself fails')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with importing_meanwhile("beside_ok"):

@@ -17,9 +17,13 @@ def _handlers():
 def test_signals_are_held_off_from_the_first_shutdown_left_and_restored_after():
     before, ran = _handlers(), []
     with session.ray_shutdown_deferred():
-        session._deferred.add(lambda: ran.append(_handlers()))  # what RunSession leaves it, as its end
+        session._deferred.add(
+            lambda: ran.append(_handlers())
+        )  # what RunSession leaves it, as its end
         os.kill(os.getpid(), signal.SIGINT)  # would raise KeyboardInterrupt without the hold
-        os.kill(os.getpid(), signal.SIGTERM)  # would end the process (or raise, under a stop handler)
+        os.kill(
+            os.getpid(), signal.SIGTERM
+        )  # would end the process (or raise, under a stop handler)
     assert len(ran) == 1 and ran[0] != before  # the shutdown ran under the hold
     assert _handlers() == before
 

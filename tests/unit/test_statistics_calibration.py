@@ -21,7 +21,9 @@ SIMS = {"welch": 20_000, "paired": 20_000, "bootstrap": 4_000}
 BOUND_TAIL = 1e-3
 
 
-def percentile_bootstrap(base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int):
+def percentile_bootstrap(
+    base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int
+):
     """Plain percentile bootstrap CI of the difference of means (rows = experiments). NOT calibrated at
     small n: the counter-example these tests must catch (bench/bench_statistics.py prints its rates too)."""
     rng = np.random.default_rng(rng_seed)
@@ -68,7 +70,9 @@ def test_a_a_false_accept_rate_is_at_most_half_alpha(test, n, distribution):
 
 def test_paired_t_is_exact_under_normal_errors():
     rates = a_a("paired", 5, "normal", seed=11)
-    assert lower_bound(ALPHA / 2, rates.sims) <= rates.detected <= upper_bound(ALPHA / 2, rates.sims)
+    assert (
+        lower_bound(ALPHA / 2, rates.sims) <= rates.detected <= upper_bound(ALPHA / 2, rates.sims)
+    )
 
 
 def test_bootstrap_reaches_its_attainable_level_exactly():
@@ -99,11 +103,17 @@ def test_welch_power_at_min_effect_matches_noncentral_t(n):
     analytic = detection_power(n, min_effect, 1.0, ALPHA, "welch")
     assert 0.5 <= analytic <= 0.9
     # the naive noncentral t with 2n - 2 df; Welch's df is smaller, so power is a bit lower
-    naive = stats.nct.sf(stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, min_effect / math.sqrt(2 / n))
-    rates = simulate("welch", n, min_effect, alpha=ALPHA, min_effect=min_effect, sims=sims, rng_seed=20 + n)
+    naive = stats.nct.sf(
+        stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, min_effect / math.sqrt(2 / n)
+    )
+    rates = simulate(
+        "welch", n, min_effect, alpha=ALPHA, min_effect=min_effect, sims=sims, rng_seed=20 + n
+    )
     tolerance = 4 * math.sqrt(analytic * (1 - analytic) / sims)
     assert rates.detected == pytest.approx(analytic, abs=tolerance)
-    assert rates.detected == pytest.approx(naive, abs=0.12)  # within a few points of the textbook figure
+    assert rates.detected == pytest.approx(
+        naive, abs=0.12
+    )  # within a few points of the textbook figure
     assert rates.detected <= naive
     accept = accept_probability(n, min_effect, 1.0, ALPHA, min_effect, "welch")
     assert rates.accept == pytest.approx(accept, abs=4 * math.sqrt(accept * (1 - accept) / sims))
@@ -114,10 +124,21 @@ def test_paired_detects_a_real_effect_at_the_stated_power():
     sd_diff = math.sqrt(2 * (1 - rho))
     n = seeds_for_power(sd_diff, min_effect, ALPHA, 0.8, "paired")
     sims = SIMS["paired"]
-    rates = simulate("paired", n, min_effect, alpha=ALPHA, min_effect=min_effect, correlation=rho, sims=sims, rng_seed=30)
+    rates = simulate(
+        "paired",
+        n,
+        min_effect,
+        alpha=ALPHA,
+        min_effect=min_effect,
+        correlation=rho,
+        sims=sims,
+        rng_seed=30,
+    )
     analytic = detection_power(n, min_effect, sd_diff, ALPHA, "paired")
     assert analytic >= 0.8
-    assert rates.detected == pytest.approx(analytic, abs=4 * math.sqrt(analytic * (1 - analytic) / sims))
+    assert rates.detected == pytest.approx(
+        analytic, abs=4 * math.sqrt(analytic * (1 - analytic) / sims)
+    )
 
 
 def test_holm_keeps_the_family_false_accept_rate_with_a_shared_baseline():

@@ -45,9 +45,16 @@ def test_an_all_diverged_baseline_is_no_evidence():
         (d,) = ps.decide([0.0, 0.0], {"a": [0.91, 0.90]}, min_effect=0.01, test=test)
         assert d.decision == "inconclusive" and "degenerate spread" in d.reason, test
         assert "the baseline gave the same value on all 2 seeds" in d.reason
-        (d,) = ps.decide([0.0, 0.0, 0.0, 0.0, 0.0], {"a": [0.91, 0.90, 0.92, 0.91, 0.93]}, min_effect=0.01,
-                         test=test, rule="margin")
-        assert d.decision == "inconclusive" and d.ci_low > 0.01, test  # the CI, from one side's noise, says accept
+        (d,) = ps.decide(
+            [0.0, 0.0, 0.0, 0.0, 0.0],
+            {"a": [0.91, 0.90, 0.92, 0.91, 0.93]},
+            min_effect=0.01,
+            test=test,
+            rule="margin",
+        )
+        assert d.decision == "inconclusive" and d.ci_low > 0.01, (
+            test
+        )  # the CI, from one side's noise, says accept
     (d,) = ps.decide([0.91, 0.90], {"a": [0.95, 0.95]}, min_effect=0.01, test="paired")
     assert d.decision == "inconclusive" and "a gave the same value on all 2 seeds" in d.reason
 
@@ -64,12 +71,17 @@ def test_a_flat_arm_counts_as_p_1_in_holms_order():
     good = [0.95, 0.955, 0.96, 0.951, 0.962]
     ds = {d.arm: d for d in ps.decide(base, {"flat": [0.0] * 5, "good": good}, min_effect=0.01)}
     assert ds["flat"].p_value < ds["good"].p_value  # the flat arm's p is the smaller ...
-    assert ds["good"].alpha_adjusted == pytest.approx(0.025)  # ... but good is still tested first, at alpha / 2
+    assert ds["good"].alpha_adjusted == pytest.approx(
+        0.025
+    )  # ... but good is still tested first, at alpha / 2
 
 
 def test_the_reason_names_diverged_seeds():
     acc = Acceptance(min_effect=0.01, test="welch")
-    results = {"b": [(0, math.nan, "diverged"), (1, math.nan, "diverged")], "a": [(0, 0.91), (1, 0.90)]}
+    results = {
+        "b": [(0, math.nan, "diverged"), (1, math.nan, "diverged")],
+        "a": [(0, 0.91), (1, 0.90)],
+    }
     (d,) = decide(acc, "max", results, "b", planned_seeds=[0, 1], diverged_value=0.0, metric="acc")
     assert d.decision == "inconclusive"
     assert "the baseline b gave the same value on all 2 seeds (every one diverged" in d.reason
@@ -77,8 +89,13 @@ def test_the_reason_names_diverged_seeds():
 
 # The t tests assume roughly normal noise; a metric that is 0.0 on a third or half of the seeds is not, and
 # at 8-10 seeds they run a little above alpha / 2 there (docs/statistics.md, "At the edges"): held to alpha.
-LIBERAL = {(case, test, n) for case in EDGES if case.startswith("diverged") for test in ("welch", "paired")
-           for n in (8, 10)}
+LIBERAL = {
+    (case, test, n)
+    for case in EDGES
+    if case.startswith("diverged")
+    for test in ("welch", "paired")
+    for n in (8, 10)
+}
 
 
 @pytest.mark.parametrize("n", [2, 3, 5, 8, 10])
@@ -98,8 +115,17 @@ def test_edge_aa_false_accept_stays_within_half_alpha(case, test, n):
 @pytest.mark.parametrize("test", ["welch", "paired"])
 def test_two_seed_divergence_of_the_issue(test, diverged):
     """The issue's cells with more experiments: they were 0.047 and 0.066, far above 0.025."""
-    rate = simulate(test, 2, 0.0, alpha=ALPHA, min_effect=0.01, sd=0.01, diverged=diverged, sims=10_000,
-                    rng_seed=7).accept
+    rate = simulate(
+        test,
+        2,
+        0.0,
+        alpha=ALPHA,
+        min_effect=0.01,
+        sd=0.01,
+        diverged=diverged,
+        sims=10_000,
+        rng_seed=7,
+    ).accept
     assert rate <= ALPHA / 2
 
 
@@ -109,7 +135,9 @@ def test_the_simulation_decides_as_decide_does_on_diverged_seeds():
     rows, n = 300, 3
     base = np.where(rng.random((rows, n)) < 0.4, 0.0, 0.9 + 0.01 * rng.standard_normal((rows, n)))
     arm = np.where(rng.random((rows, n)) < 0.4, 0.0, 0.9 + 0.01 * rng.standard_normal((rows, n)))
-    vectorized = verdict(*_welch_t(base, arm, ALPHA)[:3], 0.01, flat=flat_rows(base, arm))  # as `simulate`
+    vectorized = verdict(
+        *_welch_t(base, arm, ALPHA)[:3], 0.01, flat=flat_rows(base, arm)
+    )  # as `simulate`
     for i in range(rows):
         nan_base = [math.nan if v == 0.0 else v for v in base[i]]
         nan_arm = [math.nan if v == 0.0 else v for v in arm[i]]
@@ -159,7 +187,10 @@ def test_a_real_spread_far_from_zero_is_not_degenerate(test, n):
 
 def test_the_degenerate_sentence_says_what_is_true():
     step = np.spacing(OFFSET)
-    base, arm = [OFFSET, OFFSET + step, OFFSET], [OFFSET + 1, OFFSET + 1 + 2 * step, OFFSET + 1 - step]
+    base, arm = (
+        [OFFSET, OFFSET + step, OFFSET],
+        [OFFSET + 1, OFFSET + 1 + 2 * step, OFFSET + 1 - step],
+    )
     (d,) = ps.decide(base, {"a": arm}, min_effect=0.5, metric="loss_scaled")
     assert d.decision == "inconclusive" and "degenerate spread" in d.reason
     assert "below the float resolution of loss_scaled at its magnitude" in d.reason
@@ -204,26 +235,49 @@ BAD = {
     "looks 0": lambda: ps.looks(12, 0),
     "looks seeds 0": lambda: ps.looks(0, 3),
     "looks too many": lambda: ps.looks(3, 3),
-    "sequential min_effect 0": lambda: ps.sequential_decision(DESIGN, 0, [0.9] * 4, [0.91] * 4, min_effect=0),
-    "sequential min_effect < 0": lambda: ps.sequential_decision(DESIGN, 0, [0.9] * 4, [0.91] * 4, min_effect=-1),
-    "sequential min_effect nan": lambda: ps.sequential_decision(DESIGN, 0, [0.9] * 4, [0.91] * 4,
-                                                                min_effect=math.nan),
-    "sequential look": lambda: ps.sequential_decision(DESIGN, 3, [0.9] * 12, [0.91] * 12, min_effect=0.01),
-    "sequential nan": lambda: ps.sequential_decision(DESIGN, 0, [0.9, 0.8, math.nan, 0.7], [0.91] * 4,
-                                                     min_effect=0.01),
+    "sequential min_effect 0": lambda: ps.sequential_decision(
+        DESIGN, 0, [0.9] * 4, [0.91] * 4, min_effect=0
+    ),
+    "sequential min_effect < 0": lambda: ps.sequential_decision(
+        DESIGN, 0, [0.9] * 4, [0.91] * 4, min_effect=-1
+    ),
+    "sequential min_effect nan": lambda: ps.sequential_decision(
+        DESIGN, 0, [0.9] * 4, [0.91] * 4, min_effect=math.nan
+    ),
+    "sequential look": lambda: ps.sequential_decision(
+        DESIGN, 3, [0.9] * 12, [0.91] * 12, min_effect=0.01
+    ),
+    "sequential nan": lambda: ps.sequential_decision(
+        DESIGN, 0, [0.9, 0.8, math.nan, 0.7], [0.91] * 4, min_effect=0.01
+    ),
     "decide empty": lambda: ps.decide([], {"a": []}, min_effect=0.01),
     "decide one seed": lambda: ps.decide([0.9], {"a": [0.95]}, min_effect=0.01),
-    "decide correction": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, correction="hlm"),
-    "decide test": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, test="permutation"),
-    "decide rule": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, rule="margins"),
-    "decide min_effect nan": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=math.nan),
-    "decide min_effect inf": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=math.inf),
+    "decide correction": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, correction="hlm"
+    ),
+    "decide test": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, test="permutation"
+    ),
+    "decide rule": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, rule="margins"
+    ),
+    "decide min_effect nan": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=math.nan
+    ),
+    "decide min_effect inf": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=math.inf
+    ),
     "decide alpha 0": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, alpha=0),
-    "decide diverged_value inf": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01,
-                                                   diverged_value=math.inf),
-    "decide mode": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, mode="maximum"),
+    "decide diverged_value inf": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, diverged_value=math.inf
+    ),
+    "decide mode": lambda: ps.decide(
+        [0.9, 0.91], {"a": [0.95, 0.96]}, min_effect=0.01, mode="maximum"
+    ),
     "decide lengths": lambda: ps.decide([0.9, 0.91], {"a": [0.95, 0.96, 0.97]}, min_effect=0.01),
-    "decide seed keys": lambda: ps.decide({"x": 0.9, "y": 0.91}, {"a": {"x": 0.95, "y": 0.96}}, min_effect=0.01),
+    "decide seed keys": lambda: ps.decide(
+        {"x": 0.9, "y": 0.91}, {"a": {"x": 0.95, "y": 0.96}}, min_effect=0.01
+    ),
     "compare one value": lambda: ps.compare([0.9], [0.95]),
     "compare empty": lambda: ps.compare([], []),
     "compare nan": lambda: ps.compare([math.nan, 0.9], [0.95, 0.96]),
@@ -264,14 +318,22 @@ def test_the_accept_sentence_says_whether_the_ci_showed_min_effect():
     sgd, adam = [0.912, 0.905, 0.918, 0.909, 0.914], [0.931, 0.926, 0.935, 0.924, 0.933]
     (shown,) = ps.decide(sgd, {"adam": adam}, min_effect=0.01)
     assert shown.decision == "accept" and shown.ci_low >= 0.01
-    assert "the CI's lower end reaches the minimum effect 0.01, so an improvement of at least 0.01 is shown" in shown.reason
+    assert (
+        "the CI's lower end reaches the minimum effect 0.01, so an improvement of at least 0.01 is shown"
+        in shown.reason
+    )
     (estimated,) = ps.decide(sgd, {"adam": adam}, min_effect=0.015)
     assert estimated.decision == "accept" and 0 < estimated.ci_low < 0.015
     assert "one of at least 0.015 only estimated" in estimated.reason
     (margin,) = ps.decide(sgd, {"adam": adam}, min_effect=0.015, rule="margin")
     assert margin.decision == "inconclusive" and "acceptance.rule margin" in margin.reason
-    (contract,) = decide(Acceptance(min_effect=0.015, rule="margin"), "max",
-                         {"sgd": list(enumerate(sgd)), "adam": list(enumerate(adam))}, "sgd", planned_seeds=range(5))
+    (contract,) = decide(
+        Acceptance(min_effect=0.015, rule="margin"),
+        "max",
+        {"sgd": list(enumerate(sgd)), "adam": list(enumerate(adam))},
+        "sgd",
+        planned_seeds=range(5),
+    )
     assert contract.decision == "inconclusive"
 
 
@@ -282,11 +344,18 @@ def test_margin_accepts_at_most_half_alpha_at_min_effect(test, n):
     test at alpha / 2; the estimate rule accepts there 25-50 % of the time."""
     sims = 4000
     for factor in (0.95, 1.0):
-        rates = simulate(test, n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rule="margin", rng_seed=n)
+        rates = simulate(
+            test, n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rule="margin", rng_seed=n
+        )
         assert rates.accept <= ALPHA / 2 + 3 * math.sqrt(ALPHA / 2 * (1 - ALPHA / 2) / sims)
     estimate = simulate(test, n, 0.95, alpha=ALPHA, min_effect=1.0, sims=sims, rng_seed=n).accept
-    expected = accept_probability(n, 0.95, math.sqrt(2) if test == "paired" else 1.0, ALPHA, 1.0, test)
-    assert estimate == pytest.approx(expected, abs=mc_bound(expected, sims)) and expected > 5 * ALPHA / 2
+    expected = accept_probability(
+        n, 0.95, math.sqrt(2) if test == "paired" else 1.0, ALPHA, 1.0, test
+    )
+    assert (
+        estimate == pytest.approx(expected, abs=mc_bound(expected, sims))
+        and expected > 5 * ALPHA / 2
+    )
 
 
 @pytest.mark.parametrize("n", [5, 10, 20])
@@ -294,10 +363,14 @@ def test_margin_power_matches_simulation(n):
     sims = 4000
     for factor in (0.0, 0.95, 1.0, 2.0):
         analytic = accept_probability(n, factor, 1.0, ALPHA, 1.0, "welch", rule="margin")
-        sim = simulate("welch", n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rule="margin", rng_seed=n).accept
+        sim = simulate(
+            "welch", n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rule="margin", rng_seed=n
+        ).accept
         assert sim == pytest.approx(analytic, abs=mc_bound(analytic, sims))
         estimate = accept_probability(n, factor, 1.0, ALPHA, 1.0, "welch")
-        sim = simulate("welch", n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rng_seed=n + 1).accept
+        sim = simulate(
+            "welch", n, factor, alpha=ALPHA, min_effect=1.0, sims=sims, rng_seed=n + 1
+        ).accept
         assert sim == pytest.approx(estimate, abs=mc_bound(estimate, sims))
 
 
@@ -307,33 +380,53 @@ def test_seeds_needed_plans_for_the_margin_rule():
     assert detection_power(n - 1, 1.0, 1.0, ALPHA, rule="margin", min_effect=0.5) < 0.8
     assert n == seeds_for_power(1.0, 0.5, ALPHA, 0.8)  # CI low >= 0.5 at 1.0 is CI low > 0 at 0.5
     sims = 4000
-    at_n = simulate("welch", n, 1.0, alpha=ALPHA, min_effect=0.5, sims=sims, rule="margin", rng_seed=5).accept
+    at_n = simulate(
+        "welch", n, 1.0, alpha=ALPHA, min_effect=0.5, sims=sims, rule="margin", rng_seed=5
+    ).accept
     assert at_n >= 0.8 - mc_bound(0.8, sims)
     assert ps.power(n, 1.0, 1.0, rule="margin", min_effect=0.5) == pytest.approx(
-        ps.accept_probability(n, 1.0, 1.0, min_effect=0.5, rule="margin"))
+        ps.accept_probability(n, 1.0, 1.0, min_effect=0.5, rule="margin")
+    )
     assert ps.detectable_effect(1.0, n, rule="margin", min_effect=0.5) == pytest.approx(
-        0.5 + ps.detectable_effect(1.0, n))
-    assert ps.seeds_needed(1.0, 0.5, rule="margin", effect=0.75) > n  # closer to the margin: more seeds
+        0.5 + ps.detectable_effect(1.0, n)
+    )
+    assert (
+        ps.seeds_needed(1.0, 0.5, rule="margin", effect=0.75) > n
+    )  # closer to the margin: more seeds
 
 
 # --------------------------------------------------------------------------- invalid: structure
 
 
 def test_mark_invalid_carries_the_reason_as_structure():
-    rows = [{"arm": "a", "decision": "accept", "reason": "Improvement..."}, {"arm": "b", "decision": "reject"}]
+    rows = [
+        {"arm": "a", "decision": "accept", "reason": "Improvement..."},
+        {"arm": "b", "decision": "reject"},
+    ]
     (a, b) = mark_invalid(rows, {"a": "Invalid: leak."}, "data")
-    assert a["invalid_reason"] == "Invalid: leak." and a["reason"] == "Invalid: leak. Measured: Improvement..."
+    assert (
+        a["invalid_reason"] == "Invalid: leak."
+        and a["reason"] == "Invalid: leak. Measured: Improvement..."
+    )
     assert "invalid_reason" not in b
     (again, _) = mark_invalid([a, b], {"a": "Invalid: seeds."}, "seeds")
-    assert again["invalid_reason"] == "Invalid: seeds. Invalid: leak." and again["decision"] == "invalid"
+    assert (
+        again["invalid_reason"] == "Invalid: seeds. Invalid: leak."
+        and again["decision"] == "invalid"
+    )
 
 
 # --------------------------------------------------------------------------- the contract
 
 
 def test_margin_with_looks_is_refused_before_any_compute(tmp_path):
-    text = edited("hydra.yaml", [("  min_effect: 0.01\n", "  min_effect: 0.01\n  rule: margin\n"),
-                                 ("budget:", "confirmation: {looks: 3}\nbudget:")])
+    text = edited(
+        "hydra.yaml",
+        [
+            ("  min_effect: 0.01\n", "  min_effect: 0.01\n  rule: margin\n"),
+            ("budget:", "confirmation: {looks: 3}\nbudget:"),
+        ],
+    )
     result = validate(write_contract(tmp_path, text))
     (error,) = [d for d in result.diagnostics if d.code == "P415"]
     assert error.severity == "error" and error.line == line_of(text, "rule: margin")
@@ -344,6 +437,12 @@ def test_margin_with_looks_is_refused_before_any_compute(tmp_path):
     # the default stays out of the frozen copy (contract hashes of earlier runs hold); margin is written
     assert "rule" not in Acceptance(min_effect=0.01).model_dump(mode="json")
     assert result.loaded.contract.frozen()["acceptance"]["rule"] == "margin"
-    result = validate(write_contract(tmp_path, edited("hydra.yaml", [("  min_effect: 0.01\n",
-                                                                      "  min_effect: 0.01\n  rule: margins\n")])))
+    result = validate(
+        write_contract(
+            tmp_path,
+            edited(
+                "hydra.yaml", [("  min_effect: 0.01\n", "  min_effect: 0.01\n  rule: margins\n")]
+            ),
+        )
+    )
     assert [d.code for d in result.diagnostics if d.severity == "error"] == ["P103"]

@@ -17,30 +17,57 @@ ARMS = ("sgd", "adam")
 
 @pytest.fixture(scope="module")
 def completed(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "done", arms=ARMS, seeds=4, tune_trials=6, reports_per_trial=9)
+    return make_run(
+        tmp_path_factory.mktemp("runs") / "done",
+        arms=ARMS,
+        seeds=4,
+        tune_trials=6,
+        reports_per_trial=9,
+    )
 
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory) -> Path:
-    return make_run(tmp_path_factory.mktemp("runs") / "live", arms=ARMS, seeds=4, tune_trials=6,
-                    reports_per_trial=9, state="running", torn=True)
+    return make_run(
+        tmp_path_factory.mktemp("runs") / "live",
+        arms=ARMS,
+        seeds=4,
+        tune_trials=6,
+        reports_per_trial=9,
+        state="running",
+        torn=True,
+    )
 
 
 def test_status_of_a_completed_run(completed):
     s = read_status(completed)
     assert s["state"] == "completed" and s["trials_ended"] == s["trials_planned"] == 2 * 6 + 2 * 4
     rows = {(t["phase"], t["arm"]): t for t in s["trials"]}
-    assert rows[("tune", "adam")]["ended"] == 6 and rows[("tune", "adam")]["statuses"]["failed"] == 1
-    assert rows[("confirm", "sgd")] == {"phase": "confirm", "arm": "sgd", "planned": 4, "ended": 4,
-                                        "statuses": {"completed": 4}}
+    assert (
+        rows[("tune", "adam")]["ended"] == 6 and rows[("tune", "adam")]["statuses"]["failed"] == 1
+    )
+    assert rows[("confirm", "sgd")] == {
+        "phase": "confirm",
+        "arm": "sgd",
+        "planned": 4,
+        "ended": 4,
+        "statuses": {"completed": 4},
+    }
     text = format_status(s)
     lines = text.splitlines()
     assert lines[0].startswith("run optimizer-compare / done: completed (all planned trials ended)")
     assert "trials ended: 20 of 20 planned" in lines
-    assert any(line.split() == ["confirm", "adam", "4", "/", "4", "completed", "4"] for line in lines)
-    assert "failures: 3 (diverged 1, failed 1, protocol_error 1); 1 trial(s) succeeded after a retry" in lines
-    assert "held-out ledger: test_acc evaluated 8 time(s) of at most 32 (confirm 8, reeval 0); " \
-           "1 tuning trial(s) reported it: test exposure" in lines
+    assert any(
+        line.split() == ["confirm", "adam", "4", "/", "4", "completed", "4"] for line in lines
+    )
+    assert (
+        "failures: 3 (diverged 1, failed 1, protocol_error 1); 1 trial(s) succeeded after a retry"
+        in lines
+    )
+    assert (
+        "held-out ledger: test_acc evaluated 8 time(s) of at most 32 (confirm 8, reeval 0); "
+        "1 tuning trial(s) reported it: test exposure" in lines
+    )
     assert "protocol violations: 2 (heldout_in_tuning 1, report_past_budget 1)" in lines
     assert lines[-1].startswith("decisions: adam ")
     assert "locked" not in text
@@ -64,7 +91,9 @@ def test_a_stale_lock_on_this_host_is_called_stale(tmp_path, running):
 
     copy = tmp_path / "run"
     shutil.copytree(running, copy)
-    (copy / "lock").write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "x"}))
+    (copy / "lock").write_text(
+        json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "x"})
+    )
     assert "(that process is gone: a stale lock)" in format_status(read_status(copy))
 
 
@@ -80,7 +109,11 @@ def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
     from planner._results.status import _lock_alive
     from planner._store.lock import process_started
 
-    here = {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": process_started(os.getpid())}
+    here = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "pid_started": process_started(os.getpid()),
+    }
     assert _lock_alive(here) is True
     if here["pid_started"] is not None:
         assert _lock_alive({**here, "pid_started": here["pid_started"] - 3600}) is False

@@ -37,7 +37,10 @@ def test_state_is_replaced_atomically_and_leaves_no_temporary_file(tmp_path):
     store.write_state("running", wall_time_s=1.5, trials_ended=2)
     store.write_state("completed", reason="done", wall_time_s=3.0, trials_ended=4)
     state = json.loads((store.root / "state.json").read_text())
-    assert state["state"] == "completed" and state["budget"] == {"wall_time_s": 3.0, "trials_ended": 4}
+    assert state["state"] == "completed" and state["budget"] == {
+        "wall_time_s": 3.0,
+        "trials_ended": 4,
+    }
     assert not [p for p in os.listdir(store.root) if p.endswith(".tmp")]
 
 
@@ -61,7 +64,8 @@ def test_a_second_run_on_the_same_folder_is_refused_naming_pid_and_host(tmp_path
 
 def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     store = RunStore.create(tmp_path, "demo")
-    (store.root / "lock").write_text(json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(),
-                                                 "started": "x"}))
+    (store.root / "lock").write_text(
+        json.dumps({"pid": 2**22 + 12345, "host": socket.gethostname(), "started": "x"})
+    )
     store.lock()
     assert json.loads((store.root / "lock").read_text())["pid"] == os.getpid()

@@ -9,11 +9,35 @@ from planner._trial.protocol import TrialSpec, _why_short, run_trial
 REPO = str(Path(__file__).resolve().parents[2])
 
 
-def spec(fn, tmp_path, *, phase="confirm", retries=0, seed=3, budget=3, heldout=None, config=None, tid="t",
-         metric="acc"):
-    return TrialSpec(trial_id=tid, phase=phase, arm="a", seed=seed, index=0, params={}, config=config or {"lr": 0.1},
-                     budget=budget, dir=str(tmp_path / tid), trainable=f"tests.trainables.protocol:{fn}",
-                     metric=metric, heldout=heldout, retries=retries, path=(REPO,))
+def spec(
+    fn,
+    tmp_path,
+    *,
+    phase="confirm",
+    retries=0,
+    seed=3,
+    budget=3,
+    heldout=None,
+    config=None,
+    tid="t",
+    metric="acc",
+):
+    return TrialSpec(
+        trial_id=tid,
+        phase=phase,
+        arm="a",
+        seed=seed,
+        index=0,
+        params={},
+        config=config or {"lr": 0.1},
+        budget=budget,
+        dir=str(tmp_path / tid),
+        trainable=f"tests.trainables.protocol:{fn}",
+        metric=metric,
+        heldout=heldout,
+        retries=retries,
+        path=(REPO,),
+    )
 
 
 def test_a_good_trial_completes_with_every_report(tmp_path):
@@ -30,15 +54,21 @@ def test_the_trainable_sees_its_seed_budget_and_config(tmp_path):
     assert record["reports"][0]["metrics"] == {"seed": 11.0, "lr": 0.25}
 
 
-@pytest.mark.parametrize("fn, fragment", [
-    ("past_budget", "past the budget"),
-    ("out_of_order", "does not follow"),
-    ("out_of_order", "trainer.fit called twice, starts its steps over"),  # the usual cause, named
-    ("not_a_number", "not a number"),
-    ("stops_short", "before the full exposure"),
-    ("no_report", "no report at all"),
-    ("swallows", "past the budget"),
-])
+@pytest.mark.parametrize(
+    "fn, fragment",
+    [
+        ("past_budget", "past the budget"),
+        ("out_of_order", "does not follow"),
+        (
+            "out_of_order",
+            "trainer.fit called twice, starts its steps over",
+        ),  # the usual cause, named
+        ("not_a_number", "not a number"),
+        ("stops_short", "before the full exposure"),
+        ("no_report", "no report at all"),
+        ("swallows", "past the budget"),
+    ],
+)
 def test_protocol_errors_fail_the_trial_without_retry(tmp_path, fn, fragment):
     record = run_trial(spec(fn, tmp_path, retries=2))
     assert record["status"] == "protocol_error"
@@ -72,14 +102,18 @@ def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
     assert record["status"] == "completed"
     # issue 11 item 6: one violation per trial, at its first step (was one per step: 3)
     assert [(v["kind"], v["step"]) for v in record["violations"]] == [("heldout_in_tuning", 1)]
-    confirm = run_trial(spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c"))
+    confirm = run_trial(
+        spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c")
+    )
     assert confirm["violations"] == []
 
 
 def test_reports_forwarded_to_tune_leave_out_the_heldout_metric(tmp_path):
     seen = []
-    run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"),
-              forward=lambda step, metrics, t, violations: seen.append((step, metrics)))
+    run_trial(
+        spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"),
+        forward=lambda step, metrics, t, violations: seen.append((step, metrics)),
+    )
     assert seen == [(1, {"acc": 0.5}), (2, {"acc": 0.5}), (3, {"acc": 0.5})]
 
 
@@ -95,13 +129,19 @@ def test_state_does_not_leak_between_trials_in_one_process(tmp_path):
 def test_a_trial_that_stops_short_is_told_what_most_often_causes_it(tmp_path):
     # a function trainable ended two steps short: the early-stopping clause, never a command's step_base
     message = run_trial(spec("stops_short", tmp_path))["errors"][-1]["message"]
-    assert "EarlyStopping" in message and "tuning.early_stop" in message and "step_base" not in message
+    assert (
+        "EarlyStopping" in message and "tuning.early_stop" in message and "step_base" not in message
+    )
     # a command reading a CSV's epoch column one step short: the step_base clause (the clause alone: a command's
     # trial runs a subprocess, which this tier does not)
     one_short = spec("stops_short", tmp_path, budget=2, tid="u")
-    one_short.extra["command"] = {"metrics": {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 1}}
+    one_short.extra["command"] = {
+        "metrics": {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 1}
+    }
     clause = _why_short(one_short, 1)
     assert "one step short" in clause and "step_base: 0" in clause and "epoch column" in clause
-    one_short.extra["command"]["metrics"]["step_base"] = 0  # said already: the early-stopping clause
+    one_short.extra["command"]["metrics"]["step_base"] = (
+        0  # said already: the early-stopping clause
+    )
     assert "EarlyStopping" in _why_short(one_short, 1)
     assert _why_short(one_short, 2) == ""

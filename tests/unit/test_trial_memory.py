@@ -16,9 +16,21 @@ REPO = str(Path(__file__).resolve().parents[2])
 
 
 def _spec(tmp_path, tid: str, sleep: float) -> TrialSpec:
-    return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": sleep},
-                     budget=1, dir=str(tmp_path / tid), trainable="tests.trainables.cycles:train", metric="score",
-                     path=(REPO,), extra={})
+    return TrialSpec(
+        trial_id=tid,
+        phase="confirm",
+        arm="a",
+        seed=1,
+        index=0,
+        params={},
+        config={"sleep": sleep},
+        budget=1,
+        dir=str(tmp_path / tid),
+        trainable="tests.trainables.cycles:train",
+        metric="score",
+        path=(REPO,),
+        extra={},
+    )
 
 
 @pytest.fixture
@@ -29,12 +41,17 @@ def no_automatic_collection(monkeypatch):
 
 
 @pytest.mark.parametrize("full_collection_s, expect_full", [(0.0, True), (10.0, False)])
-def test_a_trials_cyclic_garbage_is_freed_when_it_ends(tmp_path, monkeypatch, no_automatic_collection,
-                                                        full_collection_s, expect_full):
+def test_a_trials_cyclic_garbage_is_freed_when_it_ends(
+    tmp_path, monkeypatch, no_automatic_collection, full_collection_s, expect_full
+):
     monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [full_collection_s])
     collected = []
     real = gc.collect
-    monkeypatch.setattr(protocol.gc, "collect", lambda *generation: collected.append(generation) or real(*generation))
+    monkeypatch.setattr(
+        protocol.gc,
+        "collect",
+        lambda *generation: collected.append(generation) or real(*generation),
+    )
     record = run_trial(_spec(tmp_path, f"t{int(expect_full)}", 0.01))
     assert record["status"] == "completed"
     assert LEFT[-1]() is None  # the 1 MiB cycle is gone
@@ -44,7 +61,9 @@ def test_a_trials_cyclic_garbage_is_freed_when_it_ends(tmp_path, monkeypatch, no
 
 
 @pytest.mark.parametrize("trim_s, expect_trim", [(0.0, True), (10.0, False)])
-def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(monkeypatch, trim_s, expect_trim):
+def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(
+    monkeypatch, trim_s, expect_trim
+):
     trimmed = []
 
     class Libc:
@@ -59,7 +78,8 @@ def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(m
 
 @pytest.mark.parametrize("in_worker", [True, False])
 def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_its_collections_afresh(
-        monkeypatch, in_worker):
+    monkeypatch, in_worker
+):
     """Issue 23: after a worker's first full collection, what is still alive (its imports) leaves the collector's
     sight, once, so that later full collections walk only what trials made; the driver, a test or a user's own
     process never freezes (the real freeze, in a Ray worker: tests/e2e/test_worker_memory_e2e.py)."""
@@ -70,7 +90,9 @@ def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_it
     monkeypatch.setattr(protocol.gc, "freeze", lambda: frozen.append(True))
     protocol._release_memory(5.0)
     assert frozen == ([True] if in_worker else [])
-    assert (protocol._FULL_COLLECTION_S[0] == 0.0) is in_worker  # the next one measures what it walks now
+    assert (
+        protocol._FULL_COLLECTION_S[0] == 0.0
+    ) is in_worker  # the next one measures what it walks now
     protocol._release_memory(5.0)
     protocol._release_memory(5.0)
     assert frozen == ([True] if in_worker else [])  # once a process
@@ -93,12 +115,28 @@ def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_cop
     assert copy() is None
 
 
-def test_a_trainable_in_a_package_executed_anew_still_reaches_its_submodules_as_attributes(tmp_path):
+def test_a_trainable_in_a_package_executed_anew_still_reaches_its_submodules_as_attributes(
+    tmp_path,
+):
     """A package's __init__ executed anew for the second trial lacked the attributes its still-loaded
     submodules had given it: `import pkg.sub; pkg.sub.x` raised AttributeError from the second trial on."""
-    spec = TrialSpec(trial_id="p0", phase="confirm", arm="a", seed=1, index=0, params={}, config={}, budget=1,
-                     dir=str(tmp_path / "p0"), trainable="tests.trainables.pkg_trainable:train", metric="score",
-                     path=(REPO,), extra={})
+    spec = TrialSpec(
+        trial_id="p0",
+        phase="confirm",
+        arm="a",
+        seed=1,
+        index=0,
+        params={},
+        config={},
+        budget=1,
+        dir=str(tmp_path / "p0"),
+        trainable="tests.trainables.pkg_trainable:train",
+        metric="score",
+        path=(REPO,),
+        extra={},
+    )
     first = run_trial(spec)
-    second = run_trial(TrialSpec(**{**spec.__dict__, "trial_id": "p1", "dir": str(tmp_path / "p1")}))
+    second = run_trial(
+        TrialSpec(**{**spec.__dict__, "trial_id": "p1", "dir": str(tmp_path / "p1")})
+    )
     assert [first["status"], second["status"]] == ["completed", "completed"], second.get("errors")

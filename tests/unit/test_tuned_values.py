@@ -17,20 +17,35 @@ def tuning_records(trainable, arm="treat", seed=100, lrs=LRS, status="completed"
     out = []
     for i, lr in enumerate(lrs):
         reports = []
-        trial = SimpleNamespace(seed=seed, budget=4, phase="tune",
-                                report=lambda step, _r=reports, **m: _r.append({"step": step, "metrics": m}))
+        trial = SimpleNamespace(
+            seed=seed,
+            budget=4,
+            phase="tune",
+            report=lambda step, _r=reports, **m: _r.append({"step": step, "metrics": m}),
+        )
         trainable({"recipe": {"name": "b", "level": 0.7, "lr": lr, "best_lr": 0.01}}, trial)
-        out.append({"trial_id": f"tune-{arm}-s{seed}-t{i:03d}", "phase": "tune", "arm": arm, "seed": seed,
-                    "params": {"recipe.lr": lr}, "status": status, "reports": reports})
+        out.append(
+            {
+                "trial_id": f"tune-{arm}-s{seed}-t{i:03d}",
+                "phase": "tune",
+                "arm": arm,
+                "seed": seed,
+                "params": {"recipe.lr": lr},
+                "status": status,
+                "reports": reports,
+            }
+        )
     return out
 
 
 def test_a_trainable_that_ignores_the_tuned_value_is_found():
     assert tuned_values_identical(tuning_records(synthetic.ignores_lr), "val_acc") == {"treat": 4}
     why = tuned_values_did_not_vary("treat", {"treat": 4}, "base")
-    assert why == ("Invalid: the tuned values did not vary the run: 4 tuning trials of arm treat with different "
-                   "params reported the same curves; check that the trainable uses them (the tuned keys of its "
-                   "config or command line).")
+    assert why == (
+        "Invalid: the tuned values did not vary the run: 4 tuning trials of arm treat with different "
+        "params reported the same curves; check that the trainable uses them (the tuned keys of its "
+        "config or command line)."
+    )
     assert "the baseline base" in tuned_values_did_not_vary("treat", {"base": 4}, "base")
     assert tuned_values_did_not_vary("treat", {}, "base") is None
 
@@ -46,7 +61,10 @@ def test_a_tie_on_the_final_value_with_different_curves_is_not_flagged():
 
 
 def test_what_the_rule_needs_before_it_says_anything():
-    assert tuned_values_identical(tuning_records(synthetic.ignores_lr, lrs=[0.01, 0.01]), "val_acc") == {}
+    assert (
+        tuned_values_identical(tuning_records(synthetic.ignores_lr, lrs=[0.01, 0.01]), "val_acc")
+        == {}
+    )
     one_stopped = tuning_records(synthetic.ignores_lr)
     one_stopped[1]["status"] = "early_stopped"
     assert tuned_values_identical(one_stopped, "val_acc") == {}
@@ -59,7 +77,10 @@ def test_a_slimmed_tuning_record_is_compared_on_the_curve_it_kept():
     from planner._core.records import metric_curve
 
     records = tuning_records(synthetic.train)
-    slim = [{**r, "metric_curve": metric_curve(r, "val_acc"), "reports": r["reports"][-1:]} for r in records]
+    slim = [
+        {**r, "metric_curve": metric_curve(r, "val_acc"), "reports": r["reports"][-1:]}
+        for r in records
+    ]
     assert tuned_values_identical(slim, "val_acc") == {}
     same = tuning_records(synthetic.ignores_lr)
     slim = [{**r, "metric_curve": metric_curve(r, "val_acc"), "reports": []} for r in same]
@@ -68,7 +89,11 @@ def test_a_slimmed_tuning_record_is_compared_on_the_curve_it_kept():
 
 def test_a_trial_resumed_from_its_checkpoint_counts_but_its_partial_curve_is_not_compared():
     records = tuning_records(synthetic.ignores_lr)
-    records[2] = {**records[2], "resumed": True, "reports": records[2]["reports"][2:]}  # steps 3 and 4 only
+    records[2] = {
+        **records[2],
+        "resumed": True,
+        "reports": records[2]["reports"][2:],
+    }  # steps 3 and 4 only
     assert tuned_values_identical(records, "val_acc") == {"treat": 4}
 
 
@@ -78,9 +103,20 @@ def test_identical_curves_of_a_diverged_training_name_the_divergence_not_an_igno
     from planner._core.records import non_finite_metrics
     from planner._stats.decide import seeds_did_not_vary
 
-    records = [{"arm": "treat", "phase": "tune", "reports": [
-        {"step": 1, "metrics": {"val_acc": 0.48, "train_loss": "nan", "val_loss": "nan"}}]},
-        {"arm": "base", "phase": "tune", "reports": [{"step": 1, "metrics": {"val_acc": 0.7, "val_loss": 0.4}}]}]
+    records = [
+        {
+            "arm": "treat",
+            "phase": "tune",
+            "reports": [
+                {"step": 1, "metrics": {"val_acc": 0.48, "train_loss": "nan", "val_loss": "nan"}}
+            ],
+        },
+        {
+            "arm": "base",
+            "phase": "tune",
+            "reports": [{"step": 1, "metrics": {"val_acc": 0.7, "val_loss": 0.4}}],
+        },
+    ]
     diverged = non_finite_metrics(records)
     assert diverged == {"treat": ["train_loss", "val_loss"]}
     why = tuned_values_did_not_vary("treat", {"treat": 4}, "base", diverged)
@@ -104,10 +140,16 @@ def test_a_saturated_metric_is_not_read_as_values_or_seeds_that_did_not_vary():
     from planner._core.records import seeds_identical
 
     assert tuned_values_identical(tuning_records(_saturated), "val_acc") == {}
-    confirm = [{**r, "phase": "confirm", "seed": seed} for seed, r in enumerate(tuning_records(_saturated)[:3])]
+    confirm = [
+        {**r, "phase": "confirm", "seed": seed}
+        for seed, r in enumerate(tuning_records(_saturated)[:3])
+    ]
     assert seeds_identical(confirm) == {}
     # a curve that moves over its steps and is the same for every seed is still the seed ignored
-    moving = [{**r, "phase": "confirm", "seed": seed} for seed, r in enumerate(tuning_records(synthetic.ignores_lr)[:3])]
+    moving = [
+        {**r, "phase": "confirm", "seed": seed}
+        for seed, r in enumerate(tuning_records(synthetic.ignores_lr)[:3])
+    ]
     for r in moving:
         r["params"] = {}
     assert seeds_identical(moving) == {"treat": 3}
@@ -123,7 +165,10 @@ def test_one_report_is_no_flat_curve_and_one_flat_trial_does_not_hide_a_sweep_th
         trial.report(trial.budget, val_acc=0.7)
 
     assert tuned_values_identical(tuning_records(once), "val_acc") == {"treat": 4}
-    confirm = [{**r, "phase": "confirm", "seed": seed, "params": {}} for seed, r in enumerate(tuning_records(once)[:3])]
+    confirm = [
+        {**r, "phase": "confirm", "seed": seed, "params": {}}
+        for seed, r in enumerate(tuning_records(once)[:3])
+    ]
     assert seeds_identical(confirm) == {"treat": 3}
 
     def stuck_at_chance(config, trial):

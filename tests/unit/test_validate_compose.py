@@ -18,10 +18,19 @@ def _public(overrides):
         return OmegaConf.to_container(compose(config_name="train", overrides=overrides))
 
 
-@pytest.mark.parametrize("overrides", [
-    [], ["optimizer=adam"], ["schedule=warmup_then_constant"], ["+optimizer@opt2=adam"], ["~schedule"],
-    ["optimizer=adam", "model.width=3"], ["+model.extra=1"], ["schedule=warmup_cosine", "optimizer=adam"],
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],
+        ["optimizer=adam"],
+        ["schedule=warmup_then_constant"],
+        ["+optimizer@opt2=adam"],
+        ["~schedule"],
+        ["optimizer=adam", "model.width=3"],
+        ["+model.extra=1"],
+        ["schedule=warmup_cosine", "optimizer=adam"],
+    ],
+)
 def test_direct_compose_matches_hydra_compose(overrides):
     assert compose_without_hydra_node(CONF, "train", overrides) == _public(overrides)
     assert not GlobalHydra.instance().is_initialized()
@@ -37,9 +46,16 @@ def test_one_compose_per_distinct_group_choice(tmp_path):
     from planner._contract.validate import validate
     from tests._contract_helpers import edited, write_contract
 
-    text = edited("hydra.yaml", [("    overrides: [optimizer=adam]",
-                                  "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, optimizer.momentum=0.5]}"),
-                                 ("max_trials: 100", "max_trials: 30")])
+    text = edited(
+        "hydra.yaml",
+        [
+            (
+                "    overrides: [optimizer=adam]",
+                "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, optimizer.momentum=0.5]}",
+            ),
+            ("max_trials: 100", "max_trials: 30"),
+        ],
+    )
     result = validate(write_contract(tmp_path, text))
     assert result.valid, [d.format() for d in result.diagnostics]
     # sgd and fast-sgd share the group choice: two composes for three arms

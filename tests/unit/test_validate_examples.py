@@ -56,11 +56,17 @@ def test_the_typo_suggests_the_right_key():
 
 
 def test_the_group_error_names_the_arm_each_other_path_and_both_values():
-    (error,) = [d for d in validate(EXAMPLES / "invalid" / "warmup-and-decay.yaml").diagnostics if d.severity == "error"]
+    (error,) = [
+        d
+        for d in validate(EXAMPLES / "invalid" / "warmup-and-decay.yaml").diagnostics
+        if d.severity == "error"
+    ]
     assert "'warmup'" in error.message
     assert "schedule.decay: 'none' -> 'cosine'" in error.message
     assert "schedule.name: 'constant' -> 'warmup_cosine'" in error.message
-    assert "schedule.warmup_steps:" not in error.message  # the factor's own change is not a complaint
+    assert (
+        "schedule.warmup_steps:" not in error.message
+    )  # the factor's own change is not a complaint
 
 
 def test_summary_of_the_tuned_example():
@@ -69,8 +75,11 @@ def test_summary_of_the_tuned_example():
     assert summary["planned_trials"] == {"tune": 2 * 1 * 12, "confirm": 2 * 10, "total": 44}
     assert [arm["name"] for arm in summary["arms"]] == ["sgd", "adam"]
     diff = {d["path"]: (d["baseline"], d["arm"], d["change"]) for d in summary["arms"][1]["diff"]}
-    assert diff == {"optimizer.lr": (0.05, 0.001, "changed"), "optimizer.momentum": (0.9, None, "removed"),
-                    "optimizer.name": ("sgd", "adam", "changed")}
+    assert diff == {
+        "optimizer.lr": (0.05, 0.001, "changed"),
+        "optimizer.momentum": (0.9, None, "removed"),
+        "optimizer.name": ("sgd", "adam", "changed"),
+    }
     assert summary["budget"]["max_trials"] == 100
 
 
@@ -81,7 +90,9 @@ def test_load_contract_returns_the_model_and_composed_configs():
     loaded = planner.load_contract(path)
     assert loaded.contract.name == "warmup-helps"
     assert loaded.configs["warmup-200"]["schedule"]["warmup_steps"] == 200
-    seeds_line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("seeds:"))
+    seeds_line = next(
+        i for i, text in enumerate(path.read_text().splitlines(), 1) if text.startswith("seeds:")
+    )
     assert loaded.positions.position(("seeds",)) == (seeds_line, len("seeds: ") + 1)
     assert planned_trials(loaded.contract) == {"tune": 0, "confirm": 10, "total": 10}
 
@@ -106,6 +117,9 @@ def test_the_readme_says_to_run_from_the_folder_these_tests_run_from():
 def test_no_example_suggests_an_mlflow_file_store():
     """MLflow 3 refuses `file:` tracking stores (docs/mlflow.md): no example, even commented out, names one."""
     root = EXAMPLES.parent
-    offenders = [str(p.relative_to(root)) for p in root.rglob("*.yaml")
-                 if "tracking_uri" in p.read_text() and "file:" in p.read_text()]
+    offenders = [
+        str(p.relative_to(root))
+        for p in root.rglob("*.yaml")
+        if "tracking_uri" in p.read_text() and "file:" in p.read_text()
+    ]
     assert offenders == []

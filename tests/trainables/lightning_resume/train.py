@@ -64,12 +64,21 @@ def main(cfg):
     train = DataLoader(TensorDataset(x[:1400], y[:1400]), batch_size=100, shuffle=True)
     val = DataLoader(TensorDataset(x[1400:], y[1400:]), batch_size=400)
     out = HydraConfig.get().runtime.output_dir
-    callbacks = [ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), save_top_k=-1, every_n_epochs=1)]
+    callbacks = [
+        ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), save_top_k=-1, every_n_epochs=1)
+    ]
     if cfg.ckpt_path is None:
         callbacks.append(LostNode(cfg.die_after, cfg.die_how))
-    trainer = L.Trainer(max_epochs=cfg.trainer.max_epochs, logger=CSVLogger(out, flush_logs_every_n_steps=1),
-                        callbacks=callbacks, enable_progress_bar=False, enable_model_summary=False,
-                        accelerator="cpu", devices=1, num_sanity_val_steps=0)
+    trainer = L.Trainer(
+        max_epochs=cfg.trainer.max_epochs,
+        logger=CSVLogger(out, flush_logs_every_n_steps=1),
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+        num_sanity_val_steps=0,
+    )
     trainer.fit(Linear(cfg.lr), train, val, ckpt_path=cfg.ckpt_path)
 
 

@@ -8,5 +8,12 @@ import random
 
 
 def accuracy(cfg, step: int, rng: random.Random) -> float:
-    fit = max(0.0, 1.0 - abs(math.log10(cfg.optimizer.lr / 0.03)))  # 1 at lr 0.03, 0 two decades away
-    return 0.4 + 0.3 * fit * step / cfg.max_steps + (0.1 if cfg.model.better else 0.0) + rng.gauss(0, 0.005)
+    fit = max(
+        0.0, 1.0 - abs(math.log10(cfg.optimizer.lr / 0.03))
+    )  # 1 at lr 0.03, 0 two decades away
+    return (
+        0.4
+        + 0.3 * fit * step / cfg.max_steps
+        + (0.1 if cfg.model.better else 0.0)
+        + rng.gauss(0, 0.005)
+    )

@@ -21,7 +21,10 @@ def main(cfg) -> None:
         for step in range(1, cfg.max_steps + 1):
             time.sleep(cfg.step_s)
             log.write(json.dumps({"step": step, "loss": 1.0 / step}) + "\n")
-            log.write(json.dumps({"step": step, "eval_acc": accuracy(cfg, step, rng), "note": None}) + "\n")
+            log.write(
+                json.dumps({"step": step, "eval_acc": accuracy(cfg, step, rng), "note": None})
+                + "\n"
+            )
             log.flush()
             print(f"step {step}", flush=True)
 
