@@ -446,12 +446,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         ScrubbedStream(sys.stderr, redactor),
     )
     try:
-        code = _main(argv)
+        with _any_encoding(saved):
+            code = _main(argv)
     finally:
         sys.stdout, sys.stderr = saved
     if argv is None:
         _exit_now(code)
     return code
+
+
+@contextlib.contextmanager
+def _any_encoding(streams: Sequence[object]):
+    """A character the terminal's encoding lacks (`é` under `LC_ALL=C` with UTF-8 mode off, an ASCII
+    `PYTHONIOENCODING`) printed as `\\xe9` rather than failing the command; restored afterwards."""
+    before = []
+    for stream in streams:
+        errors = getattr(stream, "errors", None)
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
+            before.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in before:
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors=errors)  # type: ignore[attr-defined]
 
 
 def _exit_now(code: int) -> None:
