@@ -155,7 +155,8 @@ def _check_loaded(
     composed = None
     if resolved is not None and resolved.config is None:
         pass  # the baseline could not be read: nothing to compose against (the findings say why)
-    elif not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
+    elif not any(d.code in ("P303", "P304", "P430") for d in diagnostics):
+        # arms are told apart by name, and are not too many to compose
         composed = compose_arms(
             contract, contract_dir, None if resolved is None else resolved.config
         )
