@@ -92,6 +92,26 @@ def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
     )
 
 
+# The widest ratio of an effect to the seed-to-seed spread that power is figured for: beyond it in
+# either direction the answer is known without arithmetic (2 seeds, or none that suffice), and the
+# arithmetic itself overflows (an sd of 5e-324 divided into min_effect is infinite).
+MAX_EFFECT_TO_SD = 1e9
+
+
+def _in_scale(sd: float, sd_source: str, effects: dict[str, float]) -> None:
+    """Refuse an sd and an effect that are not on one scale (`--sd 1e-300`, `--effect 1e300`) with a
+    sentence, before power is figured from them."""
+    for name, effect in effects.items():
+        ratio = effect / sd
+        if not 1 / MAX_EFFECT_TO_SD <= ratio <= MAX_EFFECT_TO_SD:
+            size = "small" if ratio > 1 else "large"
+            raise UsageError(
+                f"the sd {sd:g} ({sd_source}) is too {size} beside {name} {effect:g}: their ratio "
+                f"{ratio:.3g} is outside {1 / MAX_EFFECT_TO_SD:g} to {MAX_EFFECT_TO_SD:g}, where "
+                "no power figure means anything. Give both in the decision metric's own units"
+            )
+
+
 def power_summary(
     contract, sd: float, *, sd_source: str = "given with --sd", effect: float | None = None
 ) -> dict[str, Any]:
@@ -120,6 +140,7 @@ def power_summary(
             + ("" if effect is None else f"; got {effect:g}")
         )
     effect = a.min_effect if effect is None else effect
+    _in_scale(sd, sd_source, {"min_effect": a.min_effect, "the effect to plan for": effect})
     n_arms = len(contract.arms)
     level = comparison_alpha(a.alpha, n_arms, a.correction)
     n = len(contract.seeds)

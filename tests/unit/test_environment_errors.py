@@ -1,0 +1,64 @@
+"""Every environment error a sentence with an exit code from the table, never exit 70: absurd
+numbers given to `plan power`, data files the contract names that are not there, a full or
+read-only disk under the runs folder, a run folder that was moved."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from planner._cli.main import main
+from tests._contract_helpers import FIXTURES, edited, write_contract
+
+
+def cli(args: list[str], capsys) -> tuple[int, str, str]:
+    code = main(args)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture
+def contract(tmp_path) -> Path:
+    return write_contract(tmp_path, (FIXTURES / "inline.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        (["--sd", "5e-324"], "too small beside min_effect"),
+        (["--sd", "1e-300"], "too small beside min_effect"),
+        (["--sd", "1e300"], "too large beside min_effect"),
+        (["--sd", "1", "--effect", "1e300"], "too small beside the effect to plan for"),
+        (["--sd", "1", "--effect", "1e-300"], "too large beside the effect to plan for"),
+    ],
+)
+def test_power_refuses_numbers_off_any_scale(contract, capsys, given, says):
+    code, out, err = cli(["power", str(contract), *given], capsys)
+    assert code == 2 and says in err and "internal error" not in err, err
+    assert "nan" not in out + err
+
+
+def test_power_on_one_scale_still_answers(contract, capsys):
+    code, out, err = cli(["power", str(contract), "--sd", "0.02"], capsys)
+    assert code == 0 and "nan" not in out, err
+
+
+def test_a_fingerprint_file_that_is_not_there_is_refused(tmp_path, capsys):
+    text = edited(
+        "inline.yaml",
+        [
+            (
+                "budget: {exposure: 5}",
+                "budget: {exposure: 5}\ndata: {fingerprint: [data/train.csv, pipe, here.csv]}",
+            )
+        ],
+    )
+    path = write_contract(tmp_path, text)
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "here.csv").write_text("x\n1\n")
+    code, out, err = cli(["validate", str(path)], capsys)
+    assert code == 1, out + err
+    assert "P606" in out and "'data/train.csv', which is not there" in out, out
+    assert "'pipe', which is a FIFO" in out and "here.csv'," not in out, out
