@@ -60,10 +60,19 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
             if isinstance(info, dict)
             else f"--resume {resume}: its run.json is not a run's record"
         )
-    if info.get("name") != contract.name or root.parent.name != contract.name:
+    if info.get("name") != contract.name:
         raise RunError(
             f"--resume {resume}: that folder holds a run of {info.get('name')!r}, not of "
             f"{contract.name!r}; resume it with its own contract"
+        )
+    if root.parent.name != contract.name:
+        # the runs folder (its ledger, the next run's lineage) is two levels up: a moved run folder
+        # would write them wherever it was moved to
+        raise RunError(
+            f"--resume {resume}: a run folder of {contract.name!r} lives at "
+            f"RUNS/{contract.name}/{root.name}, and this one is in a folder named "
+            f"{root.parent.name!r}; move it back under a folder named {contract.name!r} inside "
+            f"your runs folder (runs/{contract.name}/{root.name}), then resume it there"
         )
     logged = info.get("contract_sha256")
     if logged != contract.sha256():

@@ -62,3 +62,25 @@ def test_a_fingerprint_file_that_is_not_there_is_refused(tmp_path, capsys):
     assert code == 1, out + err
     assert "P606" in out and "'data/train.csv', which is not there" in out, out
     assert "'pipe', which is a FIFO" in out and "here.csv'," not in out, out
+
+
+def test_a_moved_run_folder_is_told_where_it_belongs(tmp_path):
+    """Saved as Downloads/<run id>: "holds a run of 'base', not of 'base'" named the wrong cause."""
+    import yaml
+
+    from bench.synthetic_run import make_run
+    from planner._contract.model import Contract
+    from planner._core.errors import RunError
+    from planner._store.resume import resolve_run_dir
+
+    run = make_run(tmp_path / "runs" / "optimizer-compare" / "20261130-120000-abcd", tune_trials=2)
+    contract = Contract.model_validate(yaml.safe_load((run / "contract.yaml").read_text()))
+    assert resolve_run_dir(run, contract) == run.resolve()
+    moved = tmp_path / "Downloads" / run.name
+    moved.parent.mkdir()
+    run.rename(moved)
+    with pytest.raises(RunError) as refused:
+        resolve_run_dir(moved, contract)
+    said = str(refused.value)
+    assert f"lives at RUNS/{contract.name}/{run.name}" in said, said
+    assert "in a folder named 'Downloads'" in said and "not of" not in said, said

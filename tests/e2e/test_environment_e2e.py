@@ -1,0 +1,88 @@
+"""Environment errors through the real `plan` process: a runs folder on a full disk and on a
+read-only mount (real tmpfs mounts, as root), an ASCII locale. Each is one sentence with an exit
+code from the table, never exit 70."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.synthetic_run import make_run
+from tests._contract_helpers import FIXTURES, write_contract
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plan(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "planner", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A small tmpfs mounted at `where` (root only), unmounted afterwards whatever happens."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    where.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_runs_folder_on_a_full_disk_is_a_sentence(tmp_path):
+    contract = write_contract(tmp_path, (FIXTURES / "inline.yaml").read_text())
+    with tmpfs(tmp_path / "disk", "64k") as disk:
+        filler = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(filler, b"\0" * 4096)
+        os.close(filler)
+        out = plan("run", str(contract), "--runs-dir", str(disk / "runs"), cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    assert "internal error" not in out.stderr and "No space left on device" in out.stderr
+    assert "free space on that disk" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+def test_a_runs_folder_on_a_read_only_mount_is_a_sentence(tmp_path):
+    contract = write_contract(tmp_path, (FIXTURES / "inline.yaml").read_text())
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        (disk / "runs").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        out = plan("run", str(contract), "--runs-dir", str(disk / "runs"), cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    assert "internal error" not in out.stderr and "Read-only file system" in out.stderr
+    assert "a disk that can be written" in out.stderr and len(out.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "env",
+    [{"LC_ALL": "C", "PYTHONUTF8": "0"}, {"PYTHONIOENCODING": "ascii"}],
+    ids=["LC_ALL=C", "PYTHONIOENCODING=ascii"],
+)
+def test_a_report_prints_under_an_ascii_locale(tmp_path, env):
+    run = make_run(tmp_path / "runs" / "demo" / "20261130-120000-abcd", tune_trials=2)
+    contract = run / "contract.yaml"
+    contract.write_text(contract.read_text().replace("hypothesis: ", "hypothesis: Adam é ", 1))
+    for command in (["report", str(run)], ["status", str(run)]):
+        out = plan(*command, cwd=tmp_path, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "internal error" not in out.stderr
+    assert "Adam \\xe9" in plan("report", str(run), cwd=tmp_path, env=env).stdout
