@@ -109,23 +109,24 @@ class DiskError(RunError):
 
 # What the machine says when a disk cannot take a write, and what to do about it
 _DISK_ERRNOS = {
-    errno.ENOSPC: "free space on that disk, then run the command again",
-    errno.EDQUOT: "free space within your quota, then run the command again",
-    errno.EROFS: "give a folder on a disk that can be written",
-    errno.EACCES: "give a folder you can write, or fix its permissions",
-    errno.EPERM: "give a folder you can write",
+    errno.ENOSPC: ("cannot write", "free space on that disk, then run the command again"),
+    errno.EDQUOT: ("cannot write", "free space within your quota, then run the command again"),
+    errno.EROFS: ("cannot write", "give a folder on a disk that can be written"),
+    errno.EACCES: ("cannot use", "give a path you may read and write, or fix its permissions"),
+    errno.EPERM: ("cannot use", "give a path you may read and write, or fix its permissions"),
 }
 
 
 def disk_error(error: OSError, where: str | None = None) -> DiskError | None:
     """A DiskError with its sentence for an OSError a disk raised (full, over quota, read-only,
     not permitted), naming the file or `where`; None for any other OSError."""
-    advice = _DISK_ERRNOS.get(error.errno or 0)
-    if advice is None:
+    said = _DISK_ERRNOS.get(error.errno or 0)
+    if said is None:
         return None
+    verb, advice = said
     name = error.filename if error.filename is not None else where
     place = f" {name}" if name else ""
-    return DiskError(f"cannot write{place}: {error.strerror or error}; {advice}")
+    return DiskError(f"{verb}{place}: {error.strerror or error}; {advice}")
 
 
 class TrialProtocolError(PlannerError):

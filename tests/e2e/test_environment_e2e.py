@@ -86,3 +86,52 @@ def test_a_report_prints_under_an_ascii_locale(tmp_path, env):
         assert out.returncode == 0, out.stderr
         assert "internal error" not in out.stderr
     assert "Adam \\xe9" in plan("report", str(run), cwd=tmp_path, env=env).stdout
+
+
+def _completing_contract(tmp_path: Path) -> Path:
+    text = (
+        (FIXTURES / "inline.yaml")
+        .read_text()
+        .replace("metric: {name: loss, mode: min}", "metric: {name: val_acc, mode: max}")
+    )
+    return write_contract(tmp_path, text)
+
+
+@pytest.mark.parametrize("home", ["read-only", "missing"])
+def test_a_run_starts_its_ray_without_a_home_it_can_write(tmp_path, home):
+    """Ray keeps its token in ~/.ray: a read-only HOME failed every start, three times over."""
+    contract = _completing_contract(tmp_path)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        (disk / "home").mkdir()
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        where = disk / "home" if home == "read-only" else tmp_path / "no-such-home"
+        out = plan(
+            "run",
+            str(contract),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+            cwd=tmp_path,
+            env={"HOME": str(where)},
+        )
+    assert "could not start a local Ray" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tmp_path / "no-such-home").exists()
+
+
+def test_a_ray_that_cannot_write_its_session_is_said_once(tmp_path):
+    contract = _completing_contract(tmp_path)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        out = plan(
+            "run",
+            str(contract),
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+            cwd=tmp_path,
+            env={"RAY_TMPDIR": str(disk / "ray")},
+        )
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "could not start a local Ray: [Errno 30] Read-only file system" in out.stderr
+    assert "after 3 attempts" not in out.stderr and "internal error" not in out.stderr
