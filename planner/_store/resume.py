@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.records import error_of
 from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
@@ -112,6 +115,18 @@ def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
         params = event.get("params")
         out[trial_id] = dict(params) if isinstance(params, dict) else None
     return out
+
+
+_FULL_DISK = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT})\]")
+
+
+def failed_for_a_full_disk(record: dict[str, Any]) -> str | None:
+    """The error of a trial that failed because a disk was full or over quota (a checkpoint written
+    into trial.dir on the run's full disk), or None. Such a failure is the machine's, not the
+    trial's result: the driver does not record it, it stops the run, and `--resume` runs the trial
+    again once there is room."""
+    said = error_of(record)
+    return said if said is not None and _FULL_DISK.search(said) else None
 
 
 def disk_error(error: BaseException) -> bool:

@@ -135,3 +135,41 @@ def test_a_ray_that_cannot_write_its_session_is_said_once(tmp_path):
     assert out.returncode == 3, out.stdout + out.stderr
     assert "could not start a local Ray: [Errno 30] Read-only file system" in out.stderr
     assert "after 3 attempts" not in out.stderr and "internal error" not in out.stderr
+
+
+FILLS_THE_DISK = """
+import os
+
+def train(config, trial):
+    for step in range(1, trial.budget + 1):
+        trial.report(step, val_acc=0.5 + config["model"]["width"] / 12800 + trial.seed / 1000)
+        if trial.seed == 2 and os.path.exists(os.path.join(os.path.dirname(__file__), "fill")):
+            with open(os.path.join(trial.dir, "checkpoint.bin"), "wb") as f:
+                f.write(bytes(8 << 20))  # more than the run's disk holds
+"""
+
+
+def test_a_trial_failed_by_a_full_disk_runs_again_on_resume(tmp_path):
+    """Its checkpoint hit the run's full disk: recorded `failed` before, and kept by the resume the
+    message asked for, so the comparison could never finish (exit 4, incomplete)."""
+    (tmp_path / "fills.py").write_text(FILLS_THE_DISK)
+    (tmp_path / "fill").write_text("")
+    text = (FIXTURES / "inline.yaml").read_text()
+    text = text.replace("fixture_trainable:train", "fills:train").replace(
+        "metric: {name: loss, mode: min}", "metric: {name: val_acc, mode: max}"
+    )
+    contract = write_contract(tmp_path, text)
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        first = plan(
+            "run", str(contract), "--runs-dir", str(disk / "runs"), "--quiet", cwd=tmp_path
+        )
+        assert first.returncode == 3, first.stdout + first.stderr
+        assert "failed on a full disk" in first.stderr and "internal error" not in first.stderr
+        (run,) = (disk / "runs" / "inline").iterdir()
+        assert "confirm-narrow-s2" not in (run / "trials.jsonl").read_text()
+        (run / "trials" / "confirm-narrow-s2" / "checkpoint.bin").unlink()  # space freed
+        (tmp_path / "fill").unlink()
+        second = plan("run", str(contract), "--resume", str(run), "--quiet", cwd=tmp_path)
+        records = (run / "trials.jsonl").read_text()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert '"trial_id": "confirm-narrow-s2"' in records and "Errno 28" not in records
