@@ -803,17 +803,59 @@ def _shutdown() -> None:
     does not exit on SIGTERM, so it is killed after that second whatever happens. It holds nothing of a
     run's (it reports the cluster's load to the autoscaler), so it is killed first; the raylet, the GCS
     and the rest are then stopped by ray.shutdown as before."""
+    trees: list = []
     try:
         node = ray._private.worker._global_node
         for info in node.all_processes.get("monitor", []) if node is not None else []:
             if info.process.poll() is None:
                 info.process.kill()
                 info.process.wait(timeout=5)
+        trees = _trial_processes(node)
     except Exception:  # not public in every Ray: ray.shutdown alone then
         pass
     global _embedded_environ
     _embedded_environ = None
     ray.shutdown()
+    _end_left_behind(trees)
+
+
+# After ray.shutdown, how long what a trial started may take to end on SIGTERM before it is killed
+LEFT_BEHIND_GRACE_S = 2.0
+
+
+def _trial_processes(node) -> list:
+    """Every process under the embedded Ray's own (its workers, a command's supervisor and what it
+    runs), as psutil sees them now: only what this session's Ray started, never another process of
+    the driver's (a test's server) nor another user's Ray."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for infos in node.all_processes.values() if node is not None else []:
+        for info in infos:
+            try:
+                for proc in psutil.Process(info.process.pid).children(recursive=True):
+                    found[proc.pid] = proc
+            except psutil.Error:
+                continue
+    return list(found.values())
+
+
+def _end_left_behind(procs: list) -> None:
+    """What a trial started that outlived Ray's shutdown (a supervisor in its grace, a trainer
+    ignoring SIGTERM, re-parented to PID 1 once its worker was killed) ended before the command
+    exits: SIGTERM, then SIGKILL after LEFT_BEHIND_GRACE_S. psutil's Process knows its own start
+    time, so a pid used again by another process meanwhile is never signalled."""
+    import psutil
+
+    alive = [p for p in procs if p.is_running()]
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
 
 
 class RunSession:
