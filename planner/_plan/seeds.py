@@ -92,23 +92,22 @@ def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
     )
 
 
-# The widest ratio of an effect to the seed-to-seed spread that power is figured for: beyond it in
-# either direction the answer is known without arithmetic (2 seeds, or none that suffice), and the
-# arithmetic itself overflows (an sd of 5e-324 divided into min_effect is infinite).
+# The largest ratio of an effect to the seed-to-seed spread that power is figured for: beyond it
+# the arithmetic overflows (an sd of 5e-324 divided into min_effect is infinite; an effect of 1e300
+# gave `nan %`). A ratio as small as you like is answered: no number of seeds suffices.
 MAX_EFFECT_TO_SD = 1e9
 
 
 def _in_scale(sd: float, sd_source: str, effects: dict[str, float]) -> None:
-    """Refuse an sd and an effect that are not on one scale (`--sd 1e-300`, `--effect 1e300`) with a
+    """Refuse an sd far too small beside an effect (`--sd 1e-300`, `--effect 1e300`) with a
     sentence, before power is figured from them."""
     for name, effect in effects.items():
         ratio = effect / sd
-        if not 1 / MAX_EFFECT_TO_SD <= ratio <= MAX_EFFECT_TO_SD:
-            size = "small" if ratio > 1 else "large"
+        if ratio > MAX_EFFECT_TO_SD:
             raise UsageError(
-                f"the sd {sd:g} ({sd_source}) is too {size} beside {name} {effect:g}: their ratio "
-                f"{ratio:.3g} is outside {1 / MAX_EFFECT_TO_SD:g} to {MAX_EFFECT_TO_SD:g}, where "
-                "no power figure means anything. Give both in the decision metric's own units"
+                f"the sd {sd:g} ({sd_source}) is too small beside {name} {effect:g}: their ratio "
+                f"{ratio:.3g} is past {MAX_EFFECT_TO_SD:g}, where no power figure means anything. "
+                "Give both in the decision metric's own units"
             )
 
 
