@@ -25,6 +25,7 @@ from planner._store.jsonl import append_line, open_for_append
 from planner._store.lock import acquire
 from planner._store.read import read_json
 from planner._store.read import read_jsonl as read
+from planner._store.schema import check_written
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -180,7 +181,9 @@ class RunStore:
             self._handles[name] = handle
         if self.redactor is not None:
             record = self.redactor.scrub(record)
-        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n", sync=sync)
+        line = json.dumps(record, allow_nan=False, default=str)
+        check_written(name, line)
+        append_line(handle, line + "\n", sync=sync)
 
     def record_trial(self, record: dict) -> None:
         self.append("trials.jsonl", record)
