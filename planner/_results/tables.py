@@ -263,16 +263,16 @@ class _Collector:
             finals = [last[n] for n in names]
             columns = []
             if self.want:
-                steps = [p["step"] for p in reps]
-                times = [p["time_s"] for p in reps]
+                steps = _int_array([p["step"] for p in reps]).data.cast("B")
+                times = _float_array([p["time_s"] for p in reps]).data.cast("B")
                 wanted = [n for n in names if self.metrics is None or n in self.metrics]
                 columns = [(n, [m[n] for m in mets]) for n in wanted]
         except (KeyError, TypeError):
             return None
         for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
-        for name, vals in columns:
-            self._extend(name, i, vals, steps, times)
+        for name, vals in columns:  # the steps and times converted once, shared by the metrics
+            self._append(name, i, len(vals), _float_array(vals).data.cast("B"), steps, times)
         return set(names)
 
     def _add_irregular(self, i: int, reps: list[Any]) -> set[str]:
@@ -312,8 +312,8 @@ class _Collector:
         )
 
     def _append(self, name: str, i: int, n: int, values: Any, steps: Any, times: Any) -> None:
-        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes, steps as
-        int64 bytes (a typed memoryview's `.obj`, the bytes the C reader filled, goes in as it is)."""
+        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes,
+        steps as int64 bytes."""
         self.values.frombytes(values)
         self.times.frombytes(times)
         self.steps.frombytes(steps)

@@ -35,21 +35,23 @@ def too_deep(where: str) -> RunError:
 
 
 def field_name(path: list[Any]) -> str:
-    """A field's path as a sentence names it: `reports[3].step`, `splits.train` (8 levels at most)."""
+    """A field's path as a sentence names it: `reports[3].step`, `splits.train` (8 levels at
+    most)."""
     out = ""
     for part in path[:8]:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out + ("..." if len(path) > 8 else "")
 
 
-# A trial record's `reports` (a hundred small mappings) are typed by its schema (planner._store.schema:
-# bounded steps and numbers only, a fixed depth): nothing there is left for these limits.
+# A trial record's `reports` (a hundred small mappings) are typed by its schema
+# (planner._store.schema: bounded steps and numbers only, a fixed depth): nothing there is left for
+# these limits.
 SCHEMA_CHECKED = frozenset({"reports"})
 
 
 def check_value(value: Any, where: str) -> None:
-    """Raise RunError naming `where` and the field when `value` nests past MAX_DEPTH or holds a huge integer
-    (a top-level `reports` list is left to the schema check)."""
+    """Raise RunError naming `where` and the field when `value` nests past MAX_DEPTH or holds a
+    huge integer (a top-level `reports` list is left to the schema check)."""
     if isinstance(value, dict) and SCHEMA_CHECKED.intersection(value):
         value = {k: v for k, v in value.items() if k not in SCHEMA_CHECKED}
     stack: list[tuple[Any, list[Any]]] = [(value, [])]
@@ -78,25 +80,25 @@ def long_digits(data: bytes) -> bool:
     return _NINETEEN in data.translate(_DIGITS_AS_NINES)
 
 
-def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> bool:
-    """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need not walk it.
+def quick_ok(data: bytes, value: Any = None) -> bool:
+    """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need
+    not walk it.
 
-    No run of 19 digits (so every integer fits in 64 bits; `digits`: `long_digits(data)` when the caller has
-    it), and few brackets, or (a trial record) no part outside a top-level `reports` list nested past MAX_DEPTH.
+    A trial record (its `reports` typed by its schema): no part outside them nested past MAX_DEPTH
+    or holding an integer past 64 bits, in one walk. Any other value: no run of 19 digits (so every
+    integer fits in 64 bits) and few brackets, or no part nested past MAX_DEPTH.
     """
-    if long_digits(data) if digits is None else digits:
-        return False
-    if (
-        type(value) is dict and "reports" in value
-    ):  # a trial record: its reports hold most of its brackets
+    if type(value) is dict and "reports" in value:
         return _fits(value, 0, skip=SCHEMA_CHECKED)
+    if long_digits(data):
+        return False
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
 
 
 def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
-    """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels down; its keys
-    in `skip` left out) lies MAX_DEPTH levels down: `check_value`'s depth rule, in a recursion that stops
-    there (JSON values: exact types)."""
+    """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels
+    down; its keys in `skip` left out) lies MAX_DEPTH levels down and no integer in it is past 64
+    bits: `check_value`'s rules, in a recursion that stops there (JSON values: exact types)."""
     kind = type(node)
     if kind is dict:
         children = node.values() if not skip else [v for k, v in node.items() if k not in skip]
@@ -106,7 +108,10 @@ def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
         return True
     for child in children:
         kind = type(child)
-        if (
+        if kind is int:
+            if not -INT_LIMIT <= child < INT_LIMIT:
+                return False
+        elif (
             (kind is dict or kind is list)
             and child
             and (depth + 1 >= MAX_DEPTH or not _fits(child, depth + 1))
@@ -116,6 +121,7 @@ def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
 
 
 def check_bounds(value: Any, data: bytes, where: str) -> None:
-    """Raise RunError naming `where` and the field when `value` (parsed from `data`) breaks a limit."""
+    """Raise RunError naming `where` and the field when `value` (parsed from `data`) breaks a
+    limit."""
     if not quick_ok(data, value):
         check_value(value, where)

@@ -63,7 +63,8 @@ class JsonLines:
 
 
 def _recover(line: bytes, name: str, where: str) -> dict[str, Any] | None:
-    """The whole JSON object that ends a damaged line, if there is one (checked as the file's records are).
+    """The whole JSON object that ends a damaged line, if there is one (checked as the file's
+    records are).
 
     A run that crashed mid-append and then resumed glues its next record onto
     the torn one: `{"trial_id": "a", "pha{"trial_id": "b", ...}`. Only the start
@@ -89,14 +90,14 @@ def _recover(line: bytes, name: str, where: str) -> dict[str, Any] | None:
 def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None) -> Iterator[Any]:
     """Stream the records of an append-only JSON lines file (none when it is missing).
 
-    A last line that does not parse is a torn write: it is skipped, and a note
-    says so. A line inside the file that does not parse is a torn write that a
-    resumed run appended after: the whole record at its end is kept and the torn
-    part skipped (noted); a line with no whole record is skipped (noted). A line
-    that holds JSON but not an object is a RunError: that is not a trials log.
-    The file is read line by line: memory stays flat. It must be a regular file inside `root` (default: its
-    folder), reached without following a link; a line longer than 256 MiB is refused (RunError).
-    Every record is decoded and checked against the schema of the file's name (planner._store.schema).
+    A last line that does not parse is a torn write: it is skipped, and a note says so. A line
+    inside the file that does not parse is a torn write that a resumed run appended after: the whole
+    record at its end is kept and the torn part skipped (noted); a line with no whole record is
+    skipped (noted). A line that holds JSON but not an object is a RunError: that is not a trials
+    log. The file is read line by line: memory stays flat. It must be a regular file inside `root`
+    (default: its folder), reached without following a link; a line longer than 256 MiB is refused
+    (RunError). Every record is decoded and checked against the schema of the file's name
+    (planner._store.schema).
     """
     f = open_stream(path.parent if root is None else root, path)
     if f is None:
@@ -163,8 +164,9 @@ def read_json(
 ) -> dict[str, Any] | None:
     """A JSON object file (written atomically); None when absent and not required.
 
-    The file must be a regular file inside `root` (default: its folder), reached without following a link,
-    of at most 64 MiB, and its content must match the schema of its name (planner._store.schema).
+    The file must be a regular file inside `root` (default: its folder), reached without following a
+    link, of at most 64 MiB, and its content must match the schema of its name
+    (planner._store.schema).
     """
     text = read_inside(path.parent if root is None else root, path)
     if text is None:
@@ -183,7 +185,8 @@ def read_json(
 def read_yaml(
     path: Path, *, required: bool = False, root: Path | None = None
 ) -> dict[str, Any] | None:
-    """A YAML mapping file of the run (contract.yaml, configs/<arm>.yaml), opened as `read_json` opens one."""
+    """A YAML mapping file of the run (contract.yaml, configs/<arm>.yaml), opened as `read_json`
+    opens one."""
     data = read_inside(path.parent if root is None else root, path)
     if data is None:
         if required:
@@ -242,7 +245,8 @@ class RunFolder:
         return self.json("decisions.json")
 
     def lock(self) -> dict[str, Any] | None:
-        """The lock's holder, or None. A lock that does not parse is still a lock; a link or a FIFO is refused."""
+        """The lock's holder, or None. A lock that does not parse is still a lock; a link or a
+        FIFO is refused."""
         data = read_inside(self.path, self.file("lock"), cap=1 << 20)
         if data is None:
             return None
@@ -255,7 +259,8 @@ class RunFolder:
         return value
 
     def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines:
-        """trials.jsonl; pass the contract as `slim` to drop reports the facts (planner._store.facts) do not need."""
+        """trials.jsonl; pass the contract as `slim` to drop reports the facts
+        (planner._store.facts) do not need."""
         return read_jsonl(self.file("trials.jsonl"), slim=slim, root=self.path)
 
     def iter_trials(self, notes: list[str]) -> Iterator[TrialRecord]:
@@ -273,15 +278,16 @@ class RunFolder:
         folder = self.file("configs")
         if folder.is_symlink():
             raise RunError(
-                f"{folder} is a symbolic link, not a folder inside the run folder: planner follows no "
-                "link there; replace it with the folder the run wrote, or remove it"
+                f"{folder} is a symbolic link, not a folder inside the run folder: planner follows "
+                "no link there; replace it with the folder the run wrote, or remove it"
             )
         if not folder.is_dir():
             return {}
         return {p.stem: read_yaml(p, root=self.path) or {} for p in sorted(folder.glob("*.yaml"))}
 
     def unresolved_configs(self) -> dict[str, dict[str, Any]]:
-        """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before resolving."""
+        """The arms whose config has interpolations: configs/unresolved/<arm>.yaml, before
+        resolving."""
         folder = self.file("configs") / "unresolved"
         return (
             {p.stem: read_yaml(p) or {} for p in sorted(folder.glob("*.yaml"))}

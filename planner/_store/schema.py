@@ -1,4 +1,5 @@
-"""The shape of every file in a run folder, described once and checked as it is read (docs/run-folder.md).
+"""The shape of every file in a run folder, described once and checked as it is read
+(docs/run-folder.md).
 
 A run folder may come from anyone: a file with the right name and the wrong
 shape (`{"state": 5}`, `"reports": [{"step": "a"}]`, `"exposure": 10**400`)
@@ -40,7 +41,8 @@ from planner._store.bounds import check_bounds, field_name, too_deep
 
 
 class Malformed(ValueError):
-    """The text is not JSON at all (a torn or damaged line): the JSON-lines policy decides what that is."""
+    """The text is not JSON at all (a torn or damaged line): the JSON-lines policy decides what
+    that is."""
 
 
 # ---------------------------------------------------------------- the files besides trials.jsonl
@@ -146,7 +148,8 @@ class Origin(TypedDict, total=False):
     promoted: str | None
 
 
-# `from` is a keyword: the baseline, which names where it came from, is declared in the functional form
+# `from` is a keyword: the baseline, which names where it came from, is declared in the functional
+# form
 LineageBaseline = TypedDict(  # noqa: UP013
     "LineageBaseline", {"arm": str | None, "from": Origin | None}, total=False
 )
@@ -193,14 +196,16 @@ _DAMAGED = "this is not a file a run wrote (the folder is damaged or was edited)
 
 
 def _untyped(data: bytes, where: str) -> Any:
-    """The JSON value of `data`; NaN and Infinity (as Python's json writes them) accepted; Malformed else."""
+    """The JSON value of `data`; NaN and Infinity (as Python's json writes them) accepted;
+    Malformed else."""
     try:
         return _ANY.decode(data)
     except RecursionError:
         raise too_deep(where) from None
     except msgspec.DecodeError:
         pass
-    try:  # NaN / Infinity, which msgspec refuses: the standard library reads them (the schema then judges)
+    # NaN / Infinity, which msgspec refuses: the standard library reads them (the schema judges)
+    try:
         return json.loads(data)
     except RecursionError:
         raise too_deep(where) from None
@@ -209,10 +214,10 @@ def _untyped(data: bytes, where: str) -> Any:
 
 
 def decode(name: str, data: bytes, where: str) -> Any:
-    """The value of the file (or line) called `name` held in `data`, checked: its schema (when `name` has
-    one, and the value is a JSON object) and the limits of planner._store.bounds, else RunError naming
-    `where` and the field. Malformed when `data` is not JSON; a value that is no object is returned as it
-    is (the caller says what that file should hold)."""
+    """The value of the file (or line) called `name` held in `data`, checked: its schema (when
+    `name` has one, and the value is a JSON object) and the limits of planner._store.bounds, else
+    RunError naming `where` and the field. Malformed when `data` is not JSON; a value that is no
+    object is returned as it is (the caller says what that file should hold)."""
     if name == "trials.jsonl":
         try:
             value = _TRIAL.decode(data)
@@ -249,24 +254,27 @@ def _convert(value: Any, schema: Any, where: str, prefix: tuple[Any, ...] = ()) 
 
 
 def _violations(record: dict[str, Any], where: str) -> None:
-    """Each logged violation that is a mapping held to `Violation` (its other keys are its kind's own)."""
+    """Each logged violation that is a mapping held to `Violation` (its other keys are its kind's
+    own)."""
     for i, violation in enumerate(record.get("violations") or ()):
         if isinstance(violation, dict) and ("kind" in violation or "step" in violation):
             _convert(violation, Violation, where, ("violations", i))
 
 
 def check_trial(record: dict[str, Any], where: str) -> TrialRecord:
-    """A trial record already in memory (a record a worker kept, parsed NaN tokens) held to `StoredTrial`,
-    as a line is when it is read; the record, as the schema gives it back (RunError naming the field)."""
+    """A trial record already in memory (a record a worker kept, parsed NaN tokens) held to
+    `StoredTrial`, as a line is when it is read; the record, as the schema gives it back
+    (RunError naming the field)."""
     checked: TrialRecord = _convert(record, StoredTrial, where)
     _violations(checked, where)
     return checked
 
 
 def check_written(name: str, line: str) -> None:
-    """Hold a line the writer is about to append to `name` to the file's schema, as the reader will read
-    it: a record every reader would refuse, or one with a field the schema does not describe (which the
-    typed decoder of trials.jsonl would drop), is a bug of planner's, stopped before it reaches the disk."""
+    """Hold a line the writer is about to append to `name` to the file's schema, as the reader
+    will read it: a record every reader would refuse, or one with a field the schema does not
+    describe (which the typed decoder of trials.jsonl would drop), is a bug of planner's, stopped
+    before it reaches the disk."""
     if name not in SCHEMAS:
         return
     data = line.encode()
@@ -283,7 +291,7 @@ def check_written(name: str, line: str) -> None:
         )
 
 
-# ---------------------------------------------------------------- msgspec's error, as planner's sentence
+# ---------------------------------------------------------- msgspec's error, as planner's sentence
 
 _STEP = re.compile(r"\.([A-Za-z_]\w*)|\[(\d+|\.\.\.)\]")
 _MISSING = re.compile(r"Object missing required field `([^`]*)`")
@@ -300,7 +308,8 @@ _ANY_KEY = object()  # a mapping's key msgspec's path leaves out (`[...]`)
 
 
 def _path(text: str) -> list[Any]:
-    """msgspec's JSON path (`$.reports[3].step`) as keys and indices; `_ANY_KEY` for a mapping's key."""
+    """msgspec's JSON path (`$.reports[3].step`) as keys and indices; `_ANY_KEY` for a mapping's
+    key."""
     out: list[Any] = []
     for name, index in _STEP.findall(text):
         out.append(name if name else (_ANY_KEY if index == "..." else int(index)))
@@ -314,8 +323,8 @@ def _refusal(
     schema: Any,
     prefix: tuple[Any, ...] = (),
 ) -> RunError:
-    """The RunError for msgspec's `error` on `value` (the parsed file): the field, by its path, and what
-    was there against what the schema wants."""
+    """The RunError for msgspec's `error` on `value` (the parsed file): the field, by its path,
+    and what was there against what the schema wants."""
     message, _, at = str(error).partition(" - at `")
     path = _path(at.rstrip("`"))
     if _ANY_KEY in path:
@@ -333,7 +342,8 @@ def _refusal(
 
 
 def _named(value: Any, path: list[Any], schema: Any, said: str) -> list[Any]:
-    """`path` with each mapping key msgspec left out found: the key whose entry alone gives the same error."""
+    """`path` with each mapping key msgspec left out found: the key whose entry alone gives the
+    same error."""
     out: list[Any] = []
     for step in path:
         node = _at(value, out)
@@ -355,7 +365,8 @@ def _named(value: Any, path: list[Any], schema: Any, said: str) -> list[Any]:
 
 
 def _replaced(value: Any, path: list[Any], new: Any) -> Any:
-    """A copy of `value` with what lies at `path` replaced by `new` (the copies only along the path)."""
+    """A copy of `value` with what lies at `path` replaced by `new` (the copies only along the
+    path)."""
     if not path:
         return new
     copy = list(value) if isinstance(value, list) else dict(value)
@@ -404,7 +415,8 @@ def _wanted(message: str, found: Any) -> str:
 
 
 def checker(name: str) -> Callable[[bytes, str], Any] | None:
-    """The decoder of a file named `name` as `decode(data, where)`, or None when that file has no schema."""
+    """The decoder of a file named `name` as `decode(data, where)`, or None when that file has no
+    schema."""
     if name not in SCHEMAS:
         return None
     return lambda data, where: decode(name, data, where)
