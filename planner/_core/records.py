@@ -414,7 +414,7 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
             or any(t.get("status") != TrialStatus.COMPLETED for t in trials)
         ):
             continue
-        if len(curves) == 1 and next(iter(curves)).startswith(FLAT_CURVE):
+        if len(curves) == 1 and str(next(iter(curves))).startswith(FLAT_CURVE):
             continue  # one curve that never moves, for every param set: nothing to tell the values by
         if len(curves) == 1:
             same[arm] = same.get(arm, 0) + len(trials)

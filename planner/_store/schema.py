@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Required, TypedDict
 
 import msgspec
@@ -253,7 +253,7 @@ def _convert(value: Any, schema: Any, where: str, prefix: tuple[Any, ...] = ()) 
         raise _refusal(error, value, where, schema, prefix) from None
 
 
-def _violations(record: dict[str, Any], where: str) -> None:
+def _violations(record: Mapping[str, Any], where: str) -> None:
     """Each logged violation that is a mapping held to `Violation` (its other keys are its kind's
     own)."""
     for i, violation in enumerate(record.get("violations") or ()):
@@ -261,7 +261,7 @@ def _violations(record: dict[str, Any], where: str) -> None:
             _convert(violation, Violation, where, ("violations", i))
 
 
-def check_trial(record: dict[str, Any], where: str) -> TrialRecord:
+def check_trial(record: Mapping[str, Any], where: str) -> TrialRecord:
     """A trial record already in memory (a record a worker kept, parsed NaN tokens) held to
     `StoredTrial`, as a line is when it is read; the record, as the schema gives it back
     (RunError naming the field)."""
