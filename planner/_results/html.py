@@ -48,6 +48,7 @@ class Figures:
     curves: Markup | None = None
     importance: Markup | None = None
     confirm_curves: Markup | None = None
+    reeval_curves: Markup | None = None
     cost: Markup | None = None
 
 
@@ -162,7 +163,8 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
             facts.contract_get(results.contract, "budget.exposure"), marks,
         ),
         "importance": sp.importance_figure(ranked, arms) if ranked else None,
-        "confirm_curves": sp.confirm_curves_figure(results.reports, arms, metric, unit),
+        "confirm_curves": sp.seed_curves_figure(results.reports, arms, metric, unit),
+        "reeval_curves": sp.seed_curves_figure(results.reports, arms, metric, unit, "reeval"),
         "cost": plots.cost_figure(s["cost"]) if any(c["trials"] for c in s["cost"]) else None,
     }  # fmt: skip
     return Figures(

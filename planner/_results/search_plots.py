@@ -6,7 +6,7 @@
   `log_uniform` dimension);
 - `curves_figure`: every tuning trial's curve, one panel per arm, with the point where the scheduler
   stopped a trial (and where a trial failed) marked and the selected trial drawn bold;
-- `confirm_curves_figure`: every confirmation seed's curve, the arms on one axis;
+- `seed_curves_figure`: every confirmation (or re-evaluation) seed's curve, the arms on one axis;
 - `importance_figure`: the parameters' importance per arm (`planner._results.importance`).
 
 A large run is drawn whole but lighter: the curves of one figure are one trace per arm (trials apart by
@@ -395,11 +395,11 @@ def _selected(
     )
 
 
-def confirm_curves_figure(
-    reports: pd.DataFrame, arms: Sequence[str], metric: str, unit: str
+def seed_curves_figure(
+    reports: pd.DataFrame, arms: Sequence[str], metric: str, unit: str, phase: str = "confirm"
 ) -> go.Figure | None:
-    """Every confirmation seed's curve of `metric`, the arms on one axis."""
-    curves = Curves.of(reports, metric, "confirm")
+    """Every seed's curve of `metric` in `phase` (confirm, reeval), the arms on one axis."""
+    curves = Curves.of(reports, metric, phase)
     if curves is None:
         return None
     fig = new_figure(280)
