@@ -285,9 +285,9 @@ HOSTILE_METRIC = "<b>val</b>&acc'\""
 
 
 def hostile_names_run(folder: Path, **options: Any) -> Path:
-    """A synthetic two-arm run whose treatment arm, a tuned parameter and the tuning metric are named
-    with HTML and script (HOSTILE_ARM, HOSTILE_PARAM, HOSTILE_METRIC): a report must show them as text.
-    The arm has no configs/ file (a name with `/` is no file name)."""
+    """A synthetic two-arm run whose treatment arm, a tuned parameter and the tuning metric are
+    named with HTML and script (HOSTILE_ARM, HOSTILE_PARAM, HOSTILE_METRIC): a report must show
+    them as text. The arm has no configs/ file (a name with `/` is no file name)."""
     from bench.synthetic_run import make_run
 
     shape = {"arms": ("sgd", "lion"), "seeds": 4, "tune_trials": 12, "reports_per_trial": 8}

@@ -48,8 +48,8 @@ def arm_space(tuning, arm: str) -> dict[str, Any]:
 def frozen_space(contract: Mapping[str, Any], arm: str) -> dict[str, FrozenDimension]:
     """{dotted key: dimension} for `arm` from a frozen contract (a run folder's contract.yaml).
 
-    A dimension that is not exactly one known kind with usable bounds (a damaged folder) is left out:
-    a report draws what it can read.
+    A dimension that is not exactly one known kind with usable bounds (a damaged folder) is left
+    out: a report draws what it can read.
     """
     tuning = contract.get("tuning")
     if not isinstance(tuning, Mapping):

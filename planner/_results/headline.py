@@ -110,7 +110,8 @@ def confirmation_values(results: RunResults) -> dict[str, dict[int, float]]:
 
 
 def seeds_needed(results: RunResults) -> SeedsNeeded:
-    """The seeds `plan power` asks for with this run as the pilot (80 % and 90 % power at min_effect)."""
+    """The seeds `plan power` asks for with this run as the pilot (80 % and 90 % power at
+    min_effect)."""
     try:
         contract = model.Contract.model_validate(results.contract)
     except ValueError:

@@ -54,7 +54,7 @@ class Figures:
 
 @functools.cache
 def environment() -> jinja2.Environment:
-    """The templates next to this module, autoescaped; an undefined name is an error, not a blank."""
+    """The templates next to this module, autoescaped; an undefined name is an error."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("planner._results", "templates"),
         autoescape=True,
@@ -157,7 +157,9 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
         "history": sp.history_figure(results.trials, arms, metric, mode, [d.key for d in dims])
         if len(results.trials)
         else None,
-        "params": sp.params_figure(results.trials, arms, dims, metric) if len(results.trials) else None,
+        "params": sp.params_figure(results.trials, arms, dims, metric)
+        if len(results.trials)
+        else None,
         "curves": sp.curves_figure(
             results.reports, arms, metric, unit,
             facts.contract_get(results.contract, "budget.exposure"), marks,
@@ -177,7 +179,8 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
 
 
 def _dimensions(results: RunResults) -> list[sp.Dimension]:
-    """The tuned parameters, in the contract's order, each on a log axis when any arm searched it so."""
+    """The tuned parameters, in the contract's order, each on a log axis when any arm searched it
+    so."""
     kinds: dict[str, bool] = {}
     for arm in results.arms:
         for key, dim in frozen_space(results.contract, arm).items():
@@ -186,7 +189,7 @@ def _dimensions(results: RunResults) -> list[sp.Dimension]:
 
 
 def _marked_hover(results: RunResults, keys: list[str]) -> dict[str, str]:
-    """Hover text (id and tuned values) of the tuning trials a curve marks: stopped early or failed."""
+    """Hover text (id and tuned values) of the tuning trials a curve marks: stopped or failed."""
     t = results.trials
     if not len(t):
         return {}

@@ -23,7 +23,9 @@ from planner._plan.space import FrozenDimension, to_optuna
 
 optuna = lazy_import("optuna")
 
-MIN_TRIALS = 10  # completed tuning trials an arm needs for its importance to mean something
+MIN_TRIALS = (
+    30  # completed tuning trials an arm needs: PED-ANOVA compares the best tenth with the rest
+)
 MAX_TRIALS = 500  # trials told to the study at most: past it, an even spread of them
 
 
@@ -74,7 +76,9 @@ def arm_importance(
         except (TypeError, ValueError):  # a value outside the searched space (a damaged record)
             continue
     if len(trials) < MIN_TRIALS:
-        why = f"{len(trials)} completed tuning trial(s) within the searched space; it needs {MIN_TRIALS}"
+        why = (
+            f"{len(trials)} completed tuning trial(s) in the searched space; it needs {MIN_TRIALS}"
+        )
         return Importance(arm, completed, len(trials), reason=why)
     return Importance(arm, completed, len(trials), _importances(trials, mode))
 

@@ -1,11 +1,12 @@
-"""The report's plots of the decision and the cost, drawn with plotly; what they share with the search's.
+"""The report's plots of the decision and the cost, drawn with plotly; what they share with the
+search's.
 
 Each function returns a `plotly.graph_objects.Figure`; `figure_html` writes one into the page as a
 `<div>` and the call that draws it, and the page carries plotly.js once (`plotly_js`), so the report
-stays one file that opens offline. Names of arms and metrics come from a run folder: in a figure they
-are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes, so no text ends
-the page's script), and shown as written (`label`: plotly reads a few HTML tags and entities in its
-text; escaped, a name stays text).
+stays one file that opens offline. Names of arms and metrics come from a run folder: in a figure
+they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes, so no
+text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
+entities in its text; escaped, a name stays text).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ FONT = "-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
 # a finite value past this is drawn at it: plotly's autorange adds margins, and a span near 1.7e308
 # overflows to infinity in the browser (a blank plot)
 DRAWN = 1e300
-# a trace with more points than this is drawn with WebGL (Scattergl): SVG slows down past a few thousand
+# a trace with more points than this is drawn with WebGL (Scattergl): SVG slows past a few thousand
 GL_POINTS = 5000
 CONFIG = {
     "displaylogo": False,
@@ -66,9 +67,9 @@ PHASE_ORDER = ("tune", "confirm", "reeval")
 
 
 def label(value: Any) -> str:
-    """A name from a run folder as plotly text, shown as written: escaped, so that plotly reads no tag or
-    entity in it; a control character or lone surrogate (a damaged file) becomes U+FFFD, which JSON and
-    the page can hold."""
+    """A name from a run folder as plotly text, shown as written: escaped, so that plotly reads no
+    tag or entity in it; a control character or lone surrogate (a damaged file) becomes U+FFFD,
+    which JSON and the page can hold."""
     return str(escape(_NOT_TEXT.sub("\ufffd", str(value))))
 
 
@@ -77,8 +78,8 @@ def arm_color(index: int) -> str:
 
 
 def drawable(values: Any) -> np.ndarray:
-    """Values as floats, each finite one held within +-DRAWN; NaN and infinities stay (plotly leaves a
-    gap where JSON writes them as null)."""
+    """Values as floats, each finite one held within +-DRAWN; NaN and infinities stay (plotly leaves
+    a gap where JSON writes them as null)."""
     a = np.asarray(values, dtype=float)
     return np.where(np.isfinite(a), np.clip(a, -DRAWN, DRAWN), a)
 
@@ -91,7 +92,7 @@ def scatter(n_points: int, **kwargs: Any) -> go.Scatter | go.Scattergl:
 def new_figure(
     height: int, *, title: str | None = None, legend: bool = True, **layout: Any
 ) -> go.Figure:
-    """An empty figure in the report's style, its plot `height` px high (margins and legend added)."""
+    """An empty figure in the report's style, its plot `height` px high (margins apart)."""
     fig = go.Figure(layout={"template": "none"})
     style_figure(fig, height, title=title, legend=legend, **layout)
     return fig
@@ -179,7 +180,8 @@ def grid_figure(
 
 
 def figure_html(fig: go.Figure, div_id: str) -> Markup:
-    """The figure as a `<div>` and the script that draws it; plotly.js itself comes once (`plotly_js`)."""
+    """The figure as a `<div>` and the script that draws it; plotly.js itself comes once
+    (`plotly_js`)."""
     return Markup(
         fig.to_html(
             full_html=False,
@@ -202,8 +204,8 @@ def plotly_js() -> Markup:
 def forest_figure(
     decisions: Sequence[Mapping[str, Any]], min_effect: float | None, metric: str
 ) -> go.Figure:
-    """Each arm's effect with its CI, 0 and min_effect marked; plotly's axis (its tick labels are the
-    values at the ticks)."""
+    """Each arm's effect with its CI, 0 and min_effect marked; plotly's axis (its tick labels are
+    the values at the ticks)."""
     rows = [d for d in decisions if d.get("effect") is not None]
     if not rows:
         why = "no decisions yet" if not decisions else "no arm has a complete comparison yet"
@@ -262,8 +264,9 @@ def seed_differences_figure(
     mode: str,
     min_effect: float | None,
 ) -> go.Figure:
-    """The paired design seed by seed: per treatment arm, its value less the baseline's on each seed both
-    ran (turned so that positive = better, as the effect), with the mean and spread as a box."""
+    """The paired design seed by seed: per treatment arm, its value less the baseline's on each seed
+    both ran (turned so that positive = better, as the effect), with the mean and spread as a box.
+    """
     metric = str(per_seed.get("metric"))
     sign = -1.0 if mode == "min" else 1.0
     arms = [a for a in per_seed.get("arms") or [] if a != baseline]

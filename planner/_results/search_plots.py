@@ -1,7 +1,7 @@
 """The report's plots of the search, drawn with plotly from `load_run`'s frames.
 
-- `history_figure`: per arm, each tuning trial's final value in the order the trials started, and the
-  best so far over the trials that ran to the end;
+- `history_figure`: per arm, each tuning trial's final value in the order the trials started, and
+  the best so far over the trials that ran to the end;
 - `params_figure`: each tuned parameter against the metric, every arm on one axis (a log axis for a
   `log_uniform` dimension);
 - `curves_figure`: every tuning trial's curve, one panel per arm, with the point where the scheduler
@@ -9,8 +9,8 @@
 - `seed_curves_figure`: every confirmation (or re-evaluation) seed's curve, the arms on one axis;
 - `importance_figure`: the parameters' importance per arm (`planner._results.importance`).
 
-A large run is drawn whole but lighter: the curves of one figure are one trace per arm (trials apart by
-gaps), in WebGL past a few thousand points, and past MAX_CURVE_POINTS each trial keeps every k-th
+A large run is drawn whole but lighter: the curves of one figure are one trace per arm (trials apart
+by gaps), in WebGL past a few thousand points, and past MAX_CURVE_POINTS each trial keeps every k-th
 report and its last; the figure says so.
 """
 
@@ -192,7 +192,8 @@ def params_figure(
 
 @dataclass(frozen=True)
 class Curves:
-    """One phase's reports of one metric, as arrays in the reports' order (each trial's in step order)."""
+    """One phase's reports of one metric, as arrays in the reports' order (each trial's in step
+    order)."""
 
     arm: np.ndarray  # codes into `arms`
     trial: np.ndarray  # codes into `trial_ids`
@@ -282,8 +283,8 @@ def curves_figure(
     exposure: int | None,
     marks: Marks,
 ) -> go.Figure | None:
-    """Every tuning trial's curve of `metric`, a panel per arm (one y axis); where the scheduler stopped
-    a trial (x), where a trial failed (triangle), the selected trial bold."""
+    """Every tuning trial's curve of `metric`, a panel per arm (one y axis); where the scheduler
+    stopped a trial (x), where a trial failed (triangle), the selected trial bold."""
     curves = Curves.of(reports, metric, "tune")
     if curves is None:
         return None
@@ -331,7 +332,7 @@ def curves_figure(
 def _mark_ends(
     fig: go.Figure, curves: Curves, drawn: Lines, marks: Marks, at: dict[str, int], *, first: bool
 ) -> None:
-    """The last report of each trial the scheduler stopped (x) and of each that failed (triangle)."""
+    """The last report of each trial the scheduler stopped (x) and each that failed (triangle)."""
     last = drawn.rows[np.r_[drawn.starts[1:], True]] if drawn.rows.size else drawn.rows
     tids = [curves.trial_ids[t] for t in curves.trial[last]]
     status = np.array([marks.status.get(t, "") for t in tids], dtype=object)

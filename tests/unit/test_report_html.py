@@ -187,11 +187,11 @@ def test_params_are_drawn_on_a_log_axis_where_the_space_is_log(page):
 def test_importance_is_computed_over_enough_completed_trials():
     trials = pd.DataFrame(
         {
-            "arm": ["a"] * 40,
-            "status": ["completed"] * 40,
-            "param.lr": np.logspace(-4, 0, 40),
-            "param.width": np.tile([16, 32, 64, 128], 10).astype(float),
-            "final.m": -((np.log10(np.logspace(-4, 0, 40)) + 2) ** 2),
+            "arm": ["a"] * 80,
+            "status": ["completed"] * 80,
+            "param.lr": np.logspace(-4, 0, 80),
+            "param.width": np.tile([16, 32, 64, 128], 20).astype(float),
+            "final.m": -((np.log10(np.logspace(-4, 0, 80)) + 2) ** 2),
         }
     )
     from planner._plan.space import FrozenDimension
@@ -240,8 +240,8 @@ def test_the_hypothesis_and_config_are_escaped(tmp_path, run_dir):
 
 
 def test_odd_characters_and_huge_values_still_draw():
-    """A control character or lone surrogate in a name (a damaged file) becomes U+FFFD; a finite value
-    near 1.7e308 is held at 1e300 so that plotly's axis has room for its margins."""
+    """A control character or lone surrogate in a name (a damaged file) becomes U+FFFD; a finite
+    value near 1.7e308 is held at 1e300 so that plotly's axis has room for its margins."""
     assert plots.label("a\x01b\ud800") == "a\ufffdb\ufffd"
     rows = [
         {"arm": "a\x01", "decision": "reject", "effect": -1.7e308, "ci_low": -1.7e308,
