@@ -132,9 +132,10 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
     unit = str(s["budget"].get("unit") or "step")
     dims = _dimensions(results)
     selection = (results.selection or {}).get("arms") or {}
+    hover = _tuning_hover(results, [d.key for d in dims])
     marks = sp.Marks(
         status=_statuses(results),
-        hover=_marked_hover(results, [d.key for d in dims]),
+        hover=hover,
         selected={
             str(arm): str(sel["trial_id"])
             for arm, sel in selection.items()
@@ -154,10 +155,10 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
         )
         if s["decisions"]
         else None,
-        "history": sp.history_figure(results.trials, arms, metric, mode, [d.key for d in dims])
+        "history": sp.history_figure(results.trials, arms, metric, mode, hover)
         if len(results.trials)
         else None,
-        "params": sp.params_figure(results.trials, arms, dims, metric)
+        "params": sp.params_figure(results.trials, arms, dims, metric, hover)
         if len(results.trials)
         else None,
         "curves": sp.curves_figure(
@@ -188,16 +189,13 @@ def _dimensions(results: RunResults) -> list[sp.Dimension]:
     return [sp.Dimension(key, log) for key, log in kinds.items()]
 
 
-def _marked_hover(results: RunResults, keys: list[str]) -> dict[str, str]:
-    """Hover text (id and tuned values) of the tuning trials a curve marks: stopped or failed."""
+def _tuning_hover(results: RunResults, keys: list[str]) -> dict[str, str]:
+    """Each tuning trial's hover text (its id and tuned values) by its id, for every plot."""
     t = results.trials
     if not len(t):
         return {}
-    marked = t.loc[
-        (t["phase"] == "tune").to_numpy(dtype=bool, na_value=False)
-        & (t["status"].astype(str) != "completed").to_numpy()
-    ]
-    return dict(zip(marked["trial_id"].astype(str), sp.trial_hover(marked, keys), strict=True))
+    tune = t.loc[(t["phase"] == "tune").to_numpy(dtype=bool, na_value=False)]
+    return dict(zip(tune["trial_id"].astype(str), sp.trial_hover(tune, keys), strict=True))
 
 
 def _statuses(results: RunResults) -> dict[str, str]:

@@ -71,6 +71,12 @@ def trial_hover(frame: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     return out
 
 
+def _hover_of(frame: pd.DataFrame, hover: Mapping[str, str]) -> np.ndarray:
+    """Each trial's hover text, from `hover` by its id (its id alone when not there)."""
+    ids = frame["trial_id"].astype(str).tolist()
+    return np.array([hover.get(t) or label(t) for t in ids], dtype=object)
+
+
 def _shown(value: Any) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "–"
@@ -81,7 +87,7 @@ def _shown(value: Any) -> str:
 
 
 def history_figure(
-    trials: pd.DataFrame, arms: Sequence[str], metric: str, mode: str, keys: Sequence[str]
+    trials: pd.DataFrame, arms: Sequence[str], metric: str, mode: str, hover: Mapping[str, str]
 ) -> go.Figure | None:
     """Per arm, each tuning trial's final `metric` by the order the trials started; the best so far
     over the trials that ran to the end (a trial stopped early shows the value at its last step)."""
@@ -98,7 +104,7 @@ def history_figure(
         y = _values(sub, metric)
         status = sub["status"].astype(str).to_numpy()
         x = np.arange(1, len(sub) + 1)
-        hover = np.array(trial_hover(sub, keys), dtype=object)
+        text = _hover_of(sub, hover)
         color, name = arm_color(i), label(arm)
         done, stopped = status == COMPLETED, status == STOPPED
         for mask, what, symbol in (
@@ -115,7 +121,7 @@ def history_figure(
                         name=name + what,
                         legendgroup=name,
                         marker={"color": color, "symbol": symbol, "size": 6, "opacity": 0.75},
-                        text=hover[mask],
+                        text=text[mask],
                         hovertemplate="%{text}<br>%{y:.4g}<extra></extra>",
                     )
                 )
@@ -141,7 +147,11 @@ def history_figure(
 
 
 def params_figure(
-    trials: pd.DataFrame, arms: Sequence[str], dims: Sequence[Dimension], metric: str
+    trials: pd.DataFrame,
+    arms: Sequence[str],
+    dims: Sequence[Dimension],
+    metric: str,
+    hover: Mapping[str, str],
 ) -> go.Figure | None:
     """Each tuned parameter against the trial's final `metric`, every arm on one axis."""
     tune = _tuning(trials)
@@ -150,14 +160,13 @@ def params_figure(
         return None
     fig = grid_figure([label(d.key) for d in dims], shared_y=True, height_per_row=280)
     arm_col = tune["arm"].astype(str).to_numpy()
-    keys = [d.key for d in dims]
     for i, arm in enumerate(arms):
         sub = tune.loc[arm_col == arm]
         if not len(sub):
             continue
         y = _values(sub, metric)
         status = sub["status"].astype(str).to_numpy()
-        hover = np.array(trial_hover(sub, keys), dtype=object)
+        text = _hover_of(sub, hover)
         for j, dim in enumerate(dims):
             column = sub[f"param.{dim.key}"]
             x = drawable(column) if pd.api.types.is_float_dtype(column) else column.astype(object)
@@ -175,7 +184,7 @@ def params_figure(
                         legendgroup=label(arm) + what,
                         showlegend=j == 0 and bool(mask.any()),
                         marker={"color": arm_color(i), "symbol": symbol, "size": 6, "opacity": 0.7},
-                        text=hover[mask],
+                        text=text[mask],
                         hovertemplate="%{text}<br>%{y:.4g}<extra></extra>",
                     ),
                     **grid_cell(j, len(dims)),
