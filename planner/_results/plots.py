@@ -47,11 +47,8 @@ FONT = "-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
 DRAWN = 1e300
 # a trace with more points than this is drawn with WebGL (Scattergl): SVG slows past a few thousand
 GL_POINTS = 5000
-CONFIG = {
-    "displaylogo": False,
-    "responsive": True,
-    "modeBarButtonsToRemove": ["select2d", "lasso2d"],
-}
+# no button bar over the plots (it covers titles and legends): drag to zoom, double-click to reset
+CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": False}
 AXIS = {
     "showgrid": True,
     "gridcolor": "#eaeef2",

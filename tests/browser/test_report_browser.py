@@ -99,7 +99,7 @@ def test_the_screenshot_of_the_report(tmp_path):
     """docs/img/report.png: the top of the report of a synthetic run, as Chromium draws it."""
     from PIL import Image
 
-    page = _page(tmp_path, synthetic_run(tmp_path / "runs", tune_trials=40, reports_per_trial=20))
+    page = _page(tmp_path, synthetic_run(tmp_path / "runs", tune_trials=60, reports_per_trial=20))
     shot = tmp_path / "shot.png"
     done = _chromium(tmp_path, f"--window-size={WIDTH},4200", f"--screenshot={shot}", page.as_uri())
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
