@@ -42,6 +42,10 @@ rerun = lazy_import("planner._reeval.rerun")
 results_render = lazy_import("planner._results.render")
 results_status = lazy_import("planner._results.status")
 results_tables = lazy_import("planner._results.tables")
+store_live = lazy_import("planner._store.live")
+progress = lazy_import("planner._dispatch.progress")
+
+RUN_DIR_HELP = "a run folder (runs/<name>/<run id>), or runs/<name>/latest for the last run started"
 
 
 def _finite(text: str) -> float:
@@ -55,6 +59,18 @@ def _finite(text: str) -> float:
 _finite.__name__ = "finite number"
 
 
+def _run_folder(text: str) -> str:
+    """A run folder argument: the folder, or the run a `latest` pointer names (the one resolver,
+    planner._store.live.resolve_run_dir); a bad pointer is a usage error with its sentence."""
+    try:
+        return str(store_live.resolve_run_dir(text))
+    except PlannerError as error:
+        raise argparse.ArgumentTypeError(terminal_safe(str(error))) from None
+
+
+_run_folder.__name__ = "run folder"
+
+
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check a contract and show the experiment it plans")
     p.add_argument("contract", help="the contract YAML file")
@@ -63,6 +79,7 @@ def _add_validate(sub) -> None:
     p.add_argument(
         "--pilot",
         metavar="RUN_DIR",
+        type=_run_folder,
         help="warn when the declared seeds are underpowered, from a pilot run",
     )
     p.add_argument(
@@ -89,7 +106,11 @@ def _add_run(sub) -> None:
         help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)",
     )
     p.add_argument(
-        "--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped"
+        "--resume",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        default=None,
+        help="continue a run that was stopped (its folder, or runs/<name>/latest)",
     )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
     p.add_argument(
@@ -102,13 +123,27 @@ def _add_run(sub) -> None:
 
 def _add_status(sub) -> None:
     p = sub.add_parser("status", help="where a run stands")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
+    p.add_argument(
+        "--json", action="store_true", help="print the status as JSON (with --watch: one a line)"
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh in place until the run is no longer running (Ctrl-C leaves)",
+    )
+    p.add_argument(
+        "--interval",
+        type=_finite,
+        default=2.0,
+        help="seconds between refreshes with --watch (default: 2)",
+    )
     p.set_defaults(handler=_cmd_status)
 
 
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
     p.add_argument("--format", choices=["md", "html", "json"], default="md")
     p.add_argument(
         "--output", "-o", default=None, help="write to this file instead of standard output"
@@ -121,7 +156,7 @@ def _add_report(sub) -> None:
 
 def _add_export(sub) -> None:
     p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
     p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
     p.add_argument(
         "--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)"
@@ -131,7 +166,7 @@ def _add_export(sub) -> None:
 
 def _add_reeval(sub) -> None:
     p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
     p.add_argument("--arm", required=True)
     p.add_argument(
         "--seeds",
@@ -157,7 +192,10 @@ def _add_power(sub) -> None:
     p.add_argument("contract")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
-        "--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread"
+        "--pilot",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        help="a run folder whose confirmation values give the spread",
     )
     src.add_argument(
         "--sd",
@@ -177,7 +215,13 @@ def _add_power(sub) -> None:
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
     p.add_argument("contract")
-    p.add_argument("--pilot", metavar="RUN_DIR", default=None)
+    p.add_argument(
+        "--pilot",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        default=None,
+        help="a finished run of this contract whose timing gives the wall-time forecast",
+    )
     p.add_argument(
         "--slots",
         type=int,
@@ -289,8 +333,44 @@ def _print_notes(command: str, notes: list[str]) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    print(results_status.format_status(results_status.read_status(args.run_dir)), end="")
+    if args.interval <= 0:
+        raise UsageError(f"--interval must be more than 0 seconds, got {args.interval:g}")
+    if not args.watch:
+        status = results_status.read_status(args.run_dir)
+        _print_json(status) if args.json else print(results_status.format_status(status), end="")
+        return EXIT_OK
+    try:
+        if args.json:
+            _watch_json(args.run_dir, args.interval)
+        else:
+            _watch_text(args.run_dir, args.interval)
+    except KeyboardInterrupt:  # leaving the watch is how it ends early: the run goes on
+        pass
     return EXIT_OK
+
+
+def _still_running(status) -> bool:
+    return status["state"] == "running" and status.get("lock_alive") is not False
+
+
+def _watch_json(run_dir: str, interval: float) -> None:
+    """One JSON object a line, each refresh, until the run is no longer running."""
+    while True:
+        status = results_status.read_status(run_dir)
+        print(json.dumps(status, default=str), flush=True)
+        if not _still_running(status):
+            return
+        threading.Event().wait(interval)
+
+
+def _watch_text(run_dir: str, interval: float) -> None:
+    """The status redrawn in place until the run is no longer running."""
+
+    def snapshot() -> tuple[str, bool]:
+        status = results_status.read_status(run_dir)
+        return results_status.format_status(status), _still_running(status)
+
+    progress.follow(snapshot, interval)
 
 
 @contextlib.contextmanager
@@ -331,7 +411,7 @@ def _add_audit(sub) -> None:
     p = sub.add_parser(
         "audit", help="findings, missing evidence and the next control, from a run folder alone"
     )
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument(
         "--next", metavar="FILE", default=None, help="write the next control's contract to FILE"
@@ -363,7 +443,9 @@ def _add_promote(sub) -> None:
     p = sub.add_parser(
         "promote", help="make an accepted arm the baseline of its line of work (or withdraw that)"
     )
-    p.add_argument("run_dir", help="a completed run folder")
+    p.add_argument(
+        "run_dir", type=_run_folder, help="a completed run folder (or runs/<name>/latest)"
+    )
     p.add_argument("--arm", required=True, help="the accepted arm to promote")
     p.add_argument(
         "--note", default=None, help="why (kept in the ledger); required with --withdraw"
