@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -39,6 +40,7 @@ plan_estimate = lazy_import("planner._plan.estimate")
 plan_pilot = lazy_import("planner._plan.pilot")
 plan_seeds = lazy_import("planner._plan.seeds")
 rerun = lazy_import("planner._reeval.rerun")
+results_mlflow = lazy_import("planner._results.mlflow")
 results_render = lazy_import("planner._results.render")
 results_status = lazy_import("planner._results.status")
 results_tables = lazy_import("planner._results.tables")
@@ -155,12 +157,32 @@ def _add_report(sub) -> None:
 
 
 def _add_export(sub) -> None:
-    p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
+    p = sub.add_parser(
+        "export", help="write the run's tables (trials, reports, decisions), or log it to MLflow"
+    )
     p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
-    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p.add_argument(
+        "--format",
+        choices=["parquet", "csv"],
+        default="parquet",
+        help="the tables' file format (default: parquet)",
+    )
     p.add_argument(
         "--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)"
     )
+    p.add_argument(
+        "--mlflow",
+        metavar="URI",
+        default=None,
+        help="log the run to this MLflow tracking URI instead (sqlite:///mlflow.db, http://...): "
+        "a parent run with the contract, decisions and HTML report, a child run per trial",
+    )
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="the MLflow experiment (default: the contract's name; created when missing)",
+    )
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(handler=_cmd_export)
 
 
@@ -399,11 +421,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.mlflow is not None:
+        if args.output is not None:
+            raise UsageError("--output writes tables; --mlflow logs to MLflow: give one of them")
+        summary = results_mlflow.log_run_to_mlflow(
+            args.run_dir, tracking_uri=args.mlflow, experiment=args.experiment
+        )
+        if args.json:
+            _print_json(dataclasses.asdict(summary))
+        else:
+            print(terminal_safe(results_mlflow.format_summary(summary)))
+        return EXIT_OK
+    if args.experiment is not None:
+        raise UsageError("--experiment names an MLflow experiment: give it with --mlflow URI")
     results = results_tables.load_run(args.run_dir)
     _print_notes("export", results.notes)
     out_dir = args.output or os.path.join(args.run_dir, "export")
-    for path in results_tables.export_tables(results, out_dir, args.format):
-        print(f"wrote {path}")
+    written = [str(p) for p in results_tables.export_tables(results, out_dir, args.format)]
+    if args.json:
+        _print_json({"written": written})
+    else:
+        for path in written:
+            print(f"wrote {path}")
     return EXIT_OK
 
 

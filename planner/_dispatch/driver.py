@@ -73,7 +73,7 @@ from planner._lineage.resolve import ProjectLineage
 from planner._plan.estimate import estimate as estimate_contract
 from planner._plan.space import arm_space
 from planner._plan.trials import Plan, make_plan
-from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
+from planner._results.mlflow import LiveMlflow, check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import (
     latest_outcomes,
     mark_invalid,
@@ -295,6 +295,9 @@ class Runner:
     )  # the first trials, watched for a run that can only fail
     live: LiveWriter = field(init=False)  # live/: running trials' reports and the progress
     live_written: float = field(init=False, default=0.0)  # when live/progress.json was last written
+    mlflow: LiveMlflow | None = field(
+        init=False, default=None
+    )  # tracking.mlflow: trials as they end
 
     def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
@@ -382,7 +385,20 @@ class Runner:
             )
         self.write_state(RunState.RUNNING, every_s=1.0)
         self.write_live(every_s=1.0)
+        self.log_to_mlflow(record)
         self.display.update(record)
+
+    def log_to_mlflow(self, record: dict) -> None:
+        """The trial in MLflow as it ends; a refusal is a note, and the end logs what is missing."""
+        if self.mlflow is None:
+            return
+        try:
+            self.mlflow.trial_ended(record)
+        except MlflowTrackingError as error:
+            self.mlflow = None
+            self.display.note(
+                f"warning: MLflow stopped taking trials ({error}); the end tries again"
+            )
 
     def recover(self, trial_id: str) -> bool:
         """On --resume: record the planned trial `trial_id` from the record its worker kept, when the trial had
@@ -868,6 +884,7 @@ def run(
         )
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
+        runner.mlflow = _live_mlflow(store.root, contract.tracking.mlflow)
         session.stop_on_signals()
         end = _End(
             runner,
@@ -1363,6 +1380,18 @@ def format_resumed(counts: dict[str, int]) -> str:
         f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut short when the "
         f"run stopped), {trials(counts['not_started'])} not started yet"
     )
+
+
+def _live_mlflow(run_dir: Path, tracking) -> LiveMlflow | None:
+    """The MLflow logger of trials as they end (None without tracking.mlflow, or when MLflow refuses:
+    a warning, and the end logs the whole run)."""
+    if tracking is None:
+        return None
+    try:
+        return LiveMlflow(run_dir, tracking.tracking_uri, tracking.experiment)
+    except MlflowTrackingError as error:
+        print(f"warning: trials are not logged to MLflow as they end: {error}", file=sys.stderr)
+        return None
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:

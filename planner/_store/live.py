@@ -13,6 +13,7 @@ there; `resolve_run_dir` turns it, or a run folder, into the run folder every co
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -82,6 +83,9 @@ class LiveWriter:
         os.write(self.fd, _encoder.encode(line) + b"\n")
 
     def progress(self, progress: LiveProgress) -> None:
+        # made here when no report came first; a link in its place is refused by write_atomic below
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.root / LIVE_PROGRESS.split("/")[0])
         write_atomic(
             self.root / LIVE_PROGRESS, _encoder.encode(progress), root=self.root, durable=False
         )
