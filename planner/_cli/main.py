@@ -1,4 +1,9 @@
+# PYTHON_ARGCOMPLETE_OK
 """The `plan` command line: it parses, calls the planner's steps, and prints.
+
+Shell completion is argcomplete's: `eval "$(plan completion bash)"` (or zsh, fish), or
+`eval "$(register-python-argcomplete plan)"`; `_main` hands the parser to argcomplete, which answers
+and exits only when the shell asks (its _ARGCOMPLETE variable is set).
 
 Exit codes come from the one table, `planner._core.errors.EXIT_CODES`: a
 command returns its result's code, a PlannerError its class's `exit_code`.
@@ -116,6 +121,12 @@ def _add_run(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
     p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON on standard output (no live progress; the run folder's line "
+        "goes to standard error)",
+    )
+    p.add_argument(
         "--keep-going",
         action="store_true",
         help="run every trial even when the first ones can only fail (no fail fast)",
@@ -146,7 +157,13 @@ def _add_status(sub) -> None:
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
     p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
-    p.add_argument("--format", choices=["md", "html", "json"], default="md")
+    p.add_argument(
+        "--format",
+        choices=["md", "html", "json"],
+        default="md",
+        help="markdown (default), one self-contained HTML page, or JSON",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--output", "-o", default=None, help="write to this file instead of standard output"
     )
@@ -189,7 +206,7 @@ def _add_export(sub) -> None:
 def _add_reeval(sub) -> None:
     p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
     p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
-    p.add_argument("--arm", required=True)
+    p.add_argument("--arm", required=True, help="the arm whose selected config runs again")
     p.add_argument(
         "--seeds",
         type=int,
@@ -203,7 +220,12 @@ def _add_reeval(sub) -> None:
         default=0.0,
         help="largest per-seed difference that still reproduces",
     )
-    p.add_argument("--address", default=None)
+    p.add_argument(
+        "--address",
+        default=None,
+        help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=_cmd_reeval)
 
 
@@ -211,7 +233,7 @@ def _add_power(sub) -> None:
     p = sub.add_parser(
         "power", help="seeds needed for the contract's min_effect, from a pilot's spread"
     )
-    p.add_argument("contract")
+    p.add_argument("contract", help="the contract YAML file")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--pilot",
@@ -236,7 +258,7 @@ def _add_power(sub) -> None:
 
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
-    p.add_argument("contract")
+    p.add_argument("contract", help="the contract YAML file")
     p.add_argument(
         "--pilot",
         metavar="RUN_DIR",
@@ -283,11 +305,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             runs_dir=args.runs_dir,
             address=args.address,
             resume=args.resume,
-            quiet=args.quiet,
+            quiet=args.quiet or args.json,
             resume_argv=_resume_argv(args),
             keep_going=args.keep_going,
+            stream=sys.stderr if args.json else None,
         )
-        print(driver.format_result(result), flush=True)
+        if args.json:
+            _print_json(dataclasses.asdict(result))
+        else:
+            print(driver.format_result(result), flush=True)
         return result.exit_code
 
 
@@ -305,10 +331,32 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
     plan = rerun.prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
-    print(terminal_safe(rerun.format_plan(plan)), flush=True)
+    out = sys.stderr if args.json else sys.stdout
+    print(terminal_safe(rerun.format_plan(plan)), file=out, flush=True)
     result = rerun.run_reeval(plan, address=args.address)
-    print(terminal_safe(rerun.format_result(result)))
+    if args.json:
+        _print_json(_reeval_json(result))
+    else:
+        print(terminal_safe(rerun.format_result(result)))
     return result.exit_code
+
+
+def _reeval_json(result) -> dict:
+    """A reeval's result as data: the verdict, each seed's row, the estimates and their comparison."""
+    plan = result.plan
+    return {
+        "run_dir": str(plan.run_dir),
+        "run_id": plan.run_id,
+        "arm": plan.arm,
+        "metric": plan.metric,
+        "seeds": list(plan.seeds),
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "rows": [dataclasses.asdict(row) for row in result.rows],
+        "logged_estimate": result.logged_estimate,
+        "new_estimate": result.new_estimate,
+        "comparison": result.comparison,
+    }
 
 
 def _print_json(value) -> None:
@@ -408,6 +456,10 @@ def _frozen_gc():
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.json:
+        if args.format not in ("md", "json"):
+            raise UsageError(f"--json and --format {args.format} ask for two formats: give one")
+        args.format = "json"
     results = results_render.load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
     with _frozen_gc():
@@ -498,6 +550,23 @@ def _add_promote(sub) -> None:
     p.set_defaults(handler=_cmd_promote)
 
 
+def _add_completion(sub) -> None:
+    p = sub.add_parser("completion", help="print the shell code that completes plan's arguments")
+    p.add_argument(
+        "shell",
+        choices=["bash", "zsh", "fish", "tcsh", "powershell"],
+        help='the shell: add `eval "$(plan completion bash)"` to ~/.bashrc',
+    )
+    p.set_defaults(handler=_cmd_completion)
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    print(argcomplete.shellcode(["plan"], shell=args.shell), end="")
+    return EXIT_OK
+
+
 def _add_log(sub) -> None:
     p = sub.add_parser(
         "log", help="the lineage: baselines, experiments, decisions, promotions, forking paths"
@@ -549,6 +618,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _add_promote,
         _add_log,
         _add_audit,
+        _add_completion,
     )
     only = [add for add in adders if add.__name__ == f"_add_{command}"]
     for add in only or adders:
@@ -607,6 +677,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
         argv is None
     )  # the process's own command line (`plan`, `python -m planner`): it exits after
     argv = list(sys.argv[1:] if argv is None else argv)
+    if (
+        "_ARGCOMPLETE" in os.environ
+    ):  # the shell asks for completions: argcomplete answers and exits
+        import argcomplete
+
+        argcomplete.autocomplete(build_parser())
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     args.exits_after = exits_after
