@@ -47,6 +47,7 @@ plan_seeds = lazy_import("planner._plan.seeds")
 rerun = lazy_import("planner._reeval.rerun")
 results_mlflow = lazy_import("planner._results.mlflow")
 results_render = lazy_import("planner._results.render")
+results_report = lazy_import("planner._results.report")
 results_status = lazy_import("planner._results.status")
 results_tables = lazy_import("planner._results.tables")
 store_live = lazy_import("planner._store.live")
@@ -468,6 +469,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         results_render.write_report(args.output, text, force=args.force)
         print(f"wrote {args.output}")
     else:
+        if args.format == "md" and sys.stdout.isatty():  # escaped for a file, plain for a person
+            text = results_report.terminal_markdown(text)
         print(text, end="")
     return EXIT_OK
 
