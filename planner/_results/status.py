@@ -12,7 +12,7 @@ import socket
 from collections import Counter
 from typing import Any, TypedDict
 
-from planner._core.records import finite_final_value
+from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import RunState, TrialStatus
 from planner._core.text import clock, format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
@@ -61,18 +61,18 @@ class Live(TypedDict):
 
 def _slim_with_finals(
     folder: rf.RunFolder, contract: dict[str, Any], notes: list[str]
-) -> tuple[list[dict], dict[str, float]]:
+) -> tuple[list[TrialRecord], dict[str, float]]:
     """The trial records slimmed (planner._store.facts.slim_record: memory stays flat), and trial id ->
     the finite final value of a completed trial's metric (the tuning metric while tuning, the decision
     metric after), taken from its reports before they are dropped."""
     metric = facts.contract_get(contract, "metric.name")
     decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
     limits = facts.report_limits(contract)
-    records: list[dict] = []
+    records: list[TrialRecord] = []
     finals: dict[str, float] = {}
     for record in folder.iter_trials(notes):
         wanted = metric if record.get("phase") == "tune" else decision_metric
-        value = None if wanted is None else finite_final_value(record, wanted)
+        value = None if wanted is None else finite_final_value(dict(record), wanted)
         if value is not None and record.get("status") == TrialStatus.COMPLETED:
             finals[str(record.get("trial_id"))] = value
         records.append(facts.slim_record(record, contract, limits=limits))
@@ -94,7 +94,8 @@ def _running_trials(
     out: list[RunningTrial] = []
     for trial_id in running:
         entry = by_id.get(trial_id) or {}
-        last = (live.get(trial_id) or [None])[-1]
+        reports = live.get(trial_id)
+        last = reports[-1] if reports else None
         out.append(
             RunningTrial(
                 trial_id=str(trial_id),
@@ -154,7 +155,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     metric = facts.contract_get(contract, "metric.name")
     decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
 
-    def _value_of(rows: list[dict], phase: str) -> dict[str, Any]:
+    def _value_of(rows: list[TrialRecord], phase: Any) -> dict[str, Any]:
         """While tuning the best value so far (what selection picks); in confirmation the mean (what the
         decision compares), as the live table of `plan run` shows them."""
         values = [finals[t] for r in rows if (t := str(r.get("trial_id"))) in finals]

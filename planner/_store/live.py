@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -114,6 +115,38 @@ def read_live_reports(root: str | os.PathLike) -> dict[str, list[LiveReport]]:
         except msgspec.DecodeError:
             continue
         out.setdefault(report.trial_id, []).append(report)
+    return out
+
+
+RUNNING = "running"  # the status of a trial read from its live reports: started, no record yet
+
+
+def running_records(
+    root: str | os.PathLike, planned: list[dict], ended: set[str]
+) -> list[dict[str, Any]]:
+    """A record-shaped dict for each trial with live reports and no record among `ended`: its plan
+    entry's trial_id, phase, arm and seed, status `running`, exposure its latest step, its reports so
+    far. Only for readers that show a running run (a curve); never written, never a fact of the run."""
+    by_id = {p.get("trial_id"): p for p in planned}
+    out: list[dict[str, Any]] = []
+    for trial_id, reports in read_live_reports(root).items():
+        if trial_id in ended or trial_id not in by_id:
+            continue
+        entry = by_id[trial_id]
+        out.append(
+            {
+                "trial_id": trial_id,
+                "phase": entry.get("phase"),
+                "arm": entry.get("arm"),
+                "seed": entry.get("seed"),
+                "status": RUNNING,
+                "exposure": reports[-1].step,
+                "reports": [
+                    {"step": r.step, "time_s": r.time_s, "metrics": dict(r.metrics)}
+                    for r in reports
+                ],
+            }
+        )
     return out
 
 

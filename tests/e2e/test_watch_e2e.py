@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import planner
 from tests._runs import ROOT, end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -64,6 +65,14 @@ def test_status_of_latest_shows_a_running_trials_latest_step_and_value(tmp_path)
         assert seen["metric"] == "val_acc" and seen["value"] == 0.5  # what `slow` reports
         assert 1 <= seen["step"] < 40
         assert status["live"]["phase"] == "tune" and status["live"]["steps_done"] >= 1
+
+        # the report's reader shows the running trial's curve so far, and counts no fact of it
+        results = planner.load_run(runs / "watched" / run_id)
+        row = results.trials[results.trials["trial_id"] == seen["trial_id"]]
+        if len(row):  # still running when read (else its record superseded the live reports)
+            assert set(row["status"]) <= {"running", "completed"}
+            curve = results.reports[results.reports["trial_id"] == seen["trial_id"]]
+            assert len(curve) >= seen["step"] and set(curve["value"]) == {0.5}
     finally:
         end_plan_run(proc, ray_tmp)
 
