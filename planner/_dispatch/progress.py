@@ -304,9 +304,8 @@ class LiveDisplay(QuietDisplay):
     def _render(self) -> Any:
         p = self.progress
         # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
+        # the header above the table, not its title: a title wraps at the table's width
         table = rich_table.Table(
-            title=p.header(),
-            title_justify="left",
             expand=False,
             box=None,
             pad_edge=False,
@@ -330,7 +329,8 @@ class LiveDisplay(QuietDisplay):
             rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True)
             for note in [p.metric_line(), *p.notes]
         ]
-        return rich_console.Group(table, *notes)
+        header = rich_text.Text(p.header(), style="italic", overflow="ellipsis", no_wrap=True)
+        return rich_console.Group(header, table, *notes)
 
 
 def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):
