@@ -79,3 +79,18 @@ def test_the_eta_is_the_expected_steps_left_at_the_measured_seconds_per_step():
     assert eta is not None and 179.0 <= eta <= 181.0  # 90 steps left at 2 s a step
     p.ended({"trial_id": "t0", "phase": "tune", "arm": "a", "status": "completed", "exposure": 10})
     assert p.steps_done == 10 and "left" in p.header()
+
+
+def test_follow_redraws_until_the_run_is_no_longer_running(capsys):
+    from planner._dispatch.progress import follow
+
+    states = iter([("running 1", True), ("running 2", True), ("completed", False)])
+    calls = []
+
+    def snapshot() -> tuple[str, bool]:
+        calls.append(1)
+        return next(states)
+
+    follow(snapshot, 0.01)
+    assert len(calls) == 3  # read until the state said the run ended, and no more
+    assert "completed" in capsys.readouterr().out
