@@ -343,7 +343,8 @@ def _cmd_reeval(args: argparse.Namespace) -> int:
 
 
 def _reeval_json(result) -> dict:
-    """A reeval's result as data: the verdict, each seed's row, the estimates and their comparison."""
+    """A reeval's result as data: the verdict, each seed's row, the estimates and their
+    comparison."""
     plan = result.plan
     return {
         "run_dir": str(plan.run_dir),

@@ -47,9 +47,12 @@ _TYPE_WORDS = {
     "none_required": "null",
 }
 
-# The words of Optuna, Ray Tune and W&B sweeps a contract may bring, and planner's for the same thing:
+# The words of Optuna, Ray Tune and W&B sweeps a contract may bring, and planner's for the same
+# thing:
 # an unknown key that is one of them gets this hint, never a did-you-mean on spelling alone.
-_METRIC_MODE = "planner's word is `metric.mode`: `max` or `min` (`direction: minimize` is `metric: {mode: min}`)."
+_METRIC_MODE = "planner's word is `metric.mode`: `max` or `min` " + (
+    "(`direction: minimize` is `metric: {mode: min}`)."
+)
 _TRIALS = "planner's word is `tuning.trials_per_arm`: the trials each arm's tuning runs."
 _EXPOSURE = (
     "planner's word is `budget.exposure`: the steps (epochs, iterations) every trial runs, "

@@ -441,7 +441,8 @@ class Runner:
         self.write_live(every_s=1.0)
 
     def write_live(self, *, every_s: float = 0.0) -> None:
-        """Rewrite live/progress.json (at most once per `every_s` seconds): what `plan status` shows."""
+        """Rewrite live/progress.json (at most once per `every_s` seconds): what `plan status`
+        shows."""
         now = time.monotonic()
         if every_s and now - self.live_written < every_s:
             return
@@ -932,8 +933,10 @@ def expected_steps(contract) -> float | None:
 
 
 def _announce(root: Path, stream) -> None:
-    """Point runs/<name>/latest at this run and print its folder, before Ray starts: a second terminal
-    can follow it at once. A `latest` that cannot be written (a folder there) is a note, not a stop."""
+    """Point runs/<name>/latest at this run and print its folder, before Ray starts: a second
+    terminal
+    can follow it at once. A `latest` that cannot be written (a folder there) is a note, not a
+    stop."""
     shown = shown_path(root)
     try:
         write_latest(root.parent.parent, root.parent.name, root.name)
@@ -1383,7 +1386,8 @@ def format_resumed(counts: dict[str, int]) -> str:
 
 
 def _live_mlflow(run_dir: Path, tracking) -> LiveMlflow | None:
-    """The MLflow logger of trials as they end (None without tracking.mlflow, or when MLflow refuses:
+    """The MLflow logger of trials as they end (None without tracking.mlflow, or when MLflow
+    refuses:
     a warning, and the end logs the whole run)."""
     if tracking is None:
         return None

@@ -17,7 +17,8 @@ Logging the same run folder again adds only what is new (trials are found by
 their `planner.trial_id` tag) and refreshes the tags that can change: the run
 state and the decisions. A trial whose logging was cut short is logged again.
 
-While `plan run` goes, `LiveMlflow` logs each trial as it ends (the parent run first, with the contract's
+While `plan run` goes, `LiveMlflow` logs each trial as it ends (the parent run first, with the
+contract's
 params); at the end `log_run_to_mlflow` adds what is left: the decisions, and the HTML report and
 decisions.json as the parent run's artifacts. The experiment is tagged a classic (model-training)
 experiment, so that MLflow 3 opens it in its runs view, not its GenAI view.
@@ -43,7 +44,8 @@ from planner._store import read as rf
 TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
 _COMPLETE = "complete"
-# MLflow 3's experiment tag that says which view its UI opens: a model-training experiment's runs, not
+# MLflow 3's experiment tag that says which view its UI opens: a model-training experiment's runs,
+# not
 # the traces of a GenAI one (MLflow sets it itself on the experiments it makes for either kind).
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
@@ -133,7 +135,8 @@ def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
 
 
 def _parent(client, experiment_id: str, run: MlflowRun, existing: dict) -> str:
-    """The parent MLflow run of `run` (made, with the contract's params, when it is not there yet)."""
+    """The parent MLflow run of `run` (made, with the contract's params, when it is not there
+    yet)."""
     from mlflow.entities import Metric, Param, RunTag
 
     parent = existing.pop(("run", run.run_id), None)
@@ -201,7 +204,8 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
 
 
 def _log_artifacts(client, parent_id: str, run: MlflowRun) -> tuple[str, ...]:
-    """The decisions (decisions.json as written) and the HTML report, as the parent run's artifacts."""
+    """The decisions (decisions.json as written) and the HTML report, as the parent run's
+    artifacts."""
     from planner._results.render import load_for_report, render
 
     names = []
@@ -214,7 +218,8 @@ def _log_artifacts(client, parent_id: str, run: MlflowRun) -> tuple[str, ...]:
 
 
 class LiveMlflow:
-    """Each trial logged to MLflow as it ends, while `plan run` goes (`trial_ended`); what the end adds
+    """Each trial logged to MLflow as it ends, while `plan run` goes (`trial_ended`); what the end
+    adds
     (decisions, artifacts) is `log_run_to_mlflow`'s, which finds these trials by their tags."""
 
     def __init__(self, run_dir: str | Path, tracking_uri: str | None, experiment: str | None):
@@ -339,8 +344,10 @@ def _experiment_id(client, name: str) -> str:
 
 
 def _artifact_location(tracking_uri: str | None) -> str | None:
-    """Beside a sqlite store's file, `mlartifacts/` (as `mlflow server` keeps them): MLflow's own default
-    for a sqlite store is ./mlruns of whatever folder the process runs in. None: MLflow's default."""
+    """Beside a sqlite store's file, `mlartifacts/` (as `mlflow server` keeps them): MLflow's own
+    default
+    for a sqlite store is ./mlruns of whatever folder the process runs in. None: MLflow's
+    default."""
     if not tracking_uri or not tracking_uri.startswith("sqlite:///"):
         return None
     database = Path(tracking_uri[len("sqlite:///") :].split("?", 1)[0])
@@ -393,7 +400,8 @@ class MlflowRun:
     decisions_file: dict[str, Any] | None  # decisions.json as written
 
     def contract_params(self) -> dict[str, str]:
-        """The frozen contract, one param per leaf by dotted path (as a trial's config is logged)."""
+        """The frozen contract, one param per leaf by dotted path (as a trial's config is
+        logged)."""
         return {_mlflow_key(k): _param_value(v) for k, v in flatten(self.contract).items()}
 
     def run_tags(self) -> dict[str, Any]:

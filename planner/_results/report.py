@@ -568,7 +568,8 @@ _MD_ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
 def terminal_markdown(markdown: str) -> str:
     """The markdown report as plain text for a terminal: `_md`'s escapes undone in one pass
     (`&lt;absent&gt;` reads `<absent>`, `\\[0.9, 0.999\\]` reads `[0.9, 0.999]`). The text was made
-    terminal-safe before it was escaped, so nothing undone here reaches the terminal as a control."""
+    terminal-safe before it was escaped, so nothing undone here reaches the terminal as a
+    control."""
     return _MD_ESCAPED.sub(
         lambda m: _MD_ENTITIES[m.group(1)] if m.group(1) else m.group(2), markdown
     )

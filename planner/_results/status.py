@@ -62,8 +62,10 @@ class Live(TypedDict):
 def _slim_with_finals(
     folder: rf.RunFolder, contract: dict[str, Any], notes: list[str]
 ) -> tuple[list[TrialRecord], dict[str, float]]:
-    """The trial records slimmed (planner._store.facts.slim_record: memory stays flat), and trial id ->
-    the finite final value of a completed trial's metric (the tuning metric while tuning, the decision
+    """The trial records slimmed (planner._store.facts.slim_record: memory stays flat), and trial
+    id ->
+    the finite final value of a completed trial's metric (the tuning metric while tuning, the
+    decision
     metric after), taken from its reports before they are dropped."""
     metric = facts.contract_get(contract, "metric.name")
     decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
@@ -88,7 +90,8 @@ def _best(values: list[float], mode: str) -> float | None:
 def _running_trials(
     folder: rf.RunFolder, running: list[str], planned: list[dict], metric: str | None
 ) -> list[RunningTrial]:
-    """Each running trial with its latest live report: the step and the value of the tuning metric."""
+    """Each running trial with its latest live report: the step and the value of the tuning
+    metric."""
     live = read_live_reports(folder.path) if running else {}
     by_id = {p.get("trial_id"): p for p in planned}
     out: list[RunningTrial] = []
@@ -156,7 +159,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
 
     def _value_of(rows: list[TrialRecord], phase: Any) -> dict[str, Any]:
-        """While tuning the best value so far (what selection picks); in confirmation the mean (what the
+        """While tuning the best value so far (what selection picks); in confirmation the mean
+        (what the
         decision compares), as the live table of `plan run` shows them."""
         values = [finals[t] for r in rows if (t := str(r.get("trial_id"))) in finals]
         if phase == "tune":

@@ -1,13 +1,19 @@
 """What a running `plan run` shows before its trials end: the live reports, its progress, `latest`.
 
-A trial's record (trials.jsonl) is written when the trial ends; until then its reports exist only in the
-driver. So the driver appends each report as Tune hands it over to `live/reports.jsonl` (one `LiveReport`
-a line, flushed, not fsync'd: a trial's record supersedes them at its end, and a lost line costs a point
+A trial's record (trials.jsonl) is written when the trial ends; until then its reports exist only
+in the
+driver. So the driver appends each report as Tune hands it over to `live/reports.jsonl` (one
+`LiveReport`
+a line, flushed, not fsync'd: a trial's record supersedes them at its end, and a lost line costs a
+point
 of a live curve), and rewrites `live/progress.json` (`LiveProgress`: the phase, the steps done and
-expected, the ETA) as trials start, report and end. `plan status` and `plan report` read both for the
-trials that have no record yet. Every file is opened through planner._store.files (no link followed).
+expected, the ETA) as trials start, report and end. `plan status` and `plan report` read both for
+the
+trials that have no record yet. Every file is opened through planner._store.files (no link
+followed).
 
-`runs/<contract name>/latest` is a small file (never a link) holding the id of the run that started last
+`runs/<contract name>/latest` is a small file (never a link) holding the id of the run that started
+last
 there; `resolve_run_dir` turns it, or a run folder, into the run folder every command reads.
 """
 
@@ -31,7 +37,8 @@ RUN_ID_CAP = 200  # a run id is a timestamp and four hex digits; anything longer
 
 
 class LiveReport(msgspec.Struct, forbid_unknown_fields=False):
-    """One report of a running trial, as the driver received it (a non-finite value is written null)."""
+    """One report of a running trial, as the driver received it (a non-finite value is written
+    null)."""
 
     trial_id: str
     step: int
@@ -40,7 +47,8 @@ class LiveReport(msgspec.Struct, forbid_unknown_fields=False):
 
 
 class LiveProgress(msgspec.Struct, forbid_unknown_fields=False):
-    """The driver's progress as it last wrote it: what `plan status` cannot count from the records."""
+    """The driver's progress as it last wrote it: what `plan status` cannot count from the
+    records."""
 
     phase: str
     updated: str
@@ -106,7 +114,8 @@ def new_progress(
 def read_live_reports(root: str | os.PathLike) -> dict[str, list[LiveReport]]:
     """trial id -> its live reports in the order they came; {} when the run wrote none.
 
-    A line that is not a whole `LiveReport` (the last one, torn while it was written) is left out."""
+    A line that is not a whole `LiveReport` (the last one, torn while it was written) is left
+    out."""
     data = read_inside(root, Path(root) / LIVE_REPORTS, cap=JSONL_CAP)
     out: dict[str, list[LiveReport]] = {}
     for line in (data or b"").splitlines():
@@ -125,8 +134,10 @@ def running_records(
     root: str | os.PathLike, planned: list[dict], ended: set[str]
 ) -> list[dict[str, Any]]:
     """A record-shaped dict for each trial with live reports and no record among `ended`: its plan
-    entry's trial_id, phase, arm and seed, status `running`, exposure its latest step, its reports so
-    far. Only for readers that show a running run (a curve); never written, never a fact of the run."""
+    entry's trial_id, phase, arm and seed, status `running`, exposure its latest step, its reports
+    so
+    far. Only for readers that show a running run (a curve); never written, never a fact of the
+    run."""
     by_id = {p.get("trial_id"): p for p in planned}
     out: list[dict[str, Any]] = []
     for trial_id, reports in read_live_reports(root).items():
@@ -161,7 +172,8 @@ def read_live_progress(root: str | os.PathLike) -> LiveProgress | None:
 
 
 def write_latest(runs_dir: str | os.PathLike, name: str, run_id: str) -> None:
-    """Point runs/<name>/latest at `run_id` (replaced atomically; a link there is replaced, not followed)."""
+    """Point runs/<name>/latest at `run_id` (replaced atomically; a link there is replaced, not
+    followed)."""
     base = Path(runs_dir) / name
     write_atomic(base / LATEST, run_id + "\n", root=base, durable=False)
 
@@ -169,8 +181,10 @@ def write_latest(runs_dir: str | os.PathLike, name: str, run_id: str) -> None:
 def resolve_run_dir(run_dir: str | os.PathLike) -> Path:
     """The run folder a command reads: `run_dir` itself, or the run a `latest` pointer file names.
 
-    A `latest` that is a plain file holds a run id: the folder of that name beside it. Anything else in it
-    is refused with a sentence; a folder (or any other path) is returned as it is, for the reader to check."""
+    A `latest` that is a plain file holds a run id: the folder of that name beside it. Anything
+    else in it
+    is refused with a sentence; a folder (or any other path) is returned as it is, for the reader
+    to check."""
     path = Path(run_dir)
     if path.name != LATEST or path.is_symlink() or not path.is_file():
         return path
@@ -187,7 +201,8 @@ def resolve_run_dir(run_dir: str | os.PathLike) -> Path:
     target = path.parent / text
     if not target.is_dir():
         raise UsageError(
-            f"{path} names run {text!r}, but {target} is not a folder: the run was moved or removed; "
+            f"{path} names run {text!r}, but {target} is not a folder: the run was moved or "
+            "removed; "
             f"give the run folder itself"
         )
     return target

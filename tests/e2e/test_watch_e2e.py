@@ -1,6 +1,9 @@
-"""A run followed from a second process while it goes: `plan run` names its folder before Ray starts,
-`runs/<name>/latest` points at it, and `plan status runs/<name>/latest --json` shows a running trial's
-latest step and value (the reports the driver appends to live/reports.jsonl as Tune hands them over)."""
+"""A run followed from a second process while it goes: `plan run` names its folder before Ray
+starts,
+`runs/<name>/latest` points at it, and `plan status runs/<name>/latest --json` shows a running
+trial's
+latest step and value (the reports the driver appends to live/reports.jsonl as Tune hands them
+over)."""
 
 from __future__ import annotations
 

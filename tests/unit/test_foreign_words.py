@@ -1,4 +1,5 @@
-"""`plan validate` maps the words users bring from Optuna, Ray Tune and W&B sweeps to planner's own."""
+"""`plan validate` maps the words users bring from Optuna, Ray Tune and W&B sweeps to planner's
+own."""
 
 from __future__ import annotations
 

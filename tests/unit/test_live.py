@@ -1,4 +1,5 @@
-"""The live side of a run folder: the `latest` pointer, the live reports a running trial leaves, the ETA."""
+"""The live side of a run folder: the `latest` pointer, the live reports a running trial leaves,
+the ETA."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The markdown report printed on a terminal is plain text: what is escaped for a file reads as written."""
+"""The markdown report printed on a terminal is plain text: what is escaped for a file reads as
+written."""
 
 from __future__ import annotations
 
