@@ -339,7 +339,7 @@ class Dispatch:
             self._ended,
             self._cancelled,
             should_stop=getattr(listener, "should_stop", lambda: None),
-            trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
+            trial_reported=getattr(listener, "trial_reported", lambda *report: None),
             trial_kept=self._kept,
         )
 

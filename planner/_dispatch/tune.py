@@ -450,7 +450,9 @@ class Recorder(tune.Callback):
                 self.state.last_seen[trial.trial_id] = seen
             entry = self.state.of_trial.get(trial.trial_id)
             if entry is not None:
-                self.state.hooks.trial_reported(entry[1].trial_id, payload["metrics"])
+                self.state.hooks.trial_reported(
+                    entry[1].trial_id, payload["metrics"], payload["step"], payload["time_s"]
+                )
 
     def _end(self, trial, record: dict, *, counted_lost: bool = False) -> None:
         if trial.trial_id in self.state.records:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -407,6 +408,20 @@ _MD_SPECIAL = str.maketrans(
 def _md(text: Any) -> str:
     """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links, code, emphasis)."""
     return terminal_safe(" ".join(str(text).split())).translate(_MD_SPECIAL)
+
+
+_MD_ESCAPED = re.compile(r"&(amp|lt|gt);|\\([|\[\]`*])")
+_MD_ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
+
+
+def terminal_markdown(markdown: str) -> str:
+    """The markdown report as plain text for a terminal: `_md`'s escapes undone in one pass
+    (`&lt;absent&gt;` reads `<absent>`, `\\[0.9, 0.999\\]` reads `[0.9, 0.999]`). The text was made
+    terminal-safe before it was escaped, so nothing undone here reaches the terminal as a
+    control."""
+    return _MD_ESCAPED.sub(
+        lambda m: _MD_ENTITIES[m.group(1)] if m.group(1) else m.group(2), markdown
+    )
 
 
 def _code(text: Any) -> str:

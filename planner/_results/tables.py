@@ -25,11 +25,13 @@ import pandas as pd
 
 from planner._contract.paths import flatten
 from planner._core.text import spreadsheet_safe
+from planner._core.status import RunState
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
+from planner._store.live import RUNNING, running_records
 
 DECISION_COLUMNS = [
     "arm",
@@ -136,10 +138,18 @@ def load_run(
     with rf.paused_gc():
         for record in folder.iter_trials(notes):
             collector.add(record)
+        state = folder.state() or {}
+        if state.get("state") == RunState.RUNNING:  # trials still running: their curves so far
+            ended = {str(r.get("trial_id")) for r in collector.records}
+            planned = facts.plan_entries(folder.plan())
+            for live in running_records(folder.path, planned, ended):
+                collector.add(live)
         trials, report_frame, records = collector.frames()
+        records = [
+            r for r in records if r.get("status") != RUNNING
+        ]  # the facts are of ended trials
         events = folder.events().records
         notes += collector.notes
-        state = folder.state() or {}
         plan = folder.plan()
         decision_doc = folder.decisions() or {}
         results = RunResults(
