@@ -335,7 +335,9 @@ class LiveDisplay(QuietDisplay):
             rich_text.Text(terminal_safe(note), style="dim", overflow="ellipsis", no_wrap=True)
             for note in [p.metric_line(), *p.notes]
         ]
-        header = rich_text.Text(terminal_safe(p.header()), style="italic", overflow="ellipsis", no_wrap=True)
+        header = rich_text.Text(
+            terminal_safe(p.header()), style="italic", overflow="ellipsis", no_wrap=True
+        )
         return rich_console.Group(header, table, *notes)
 
 

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import flatten
-from planner._core.text import spreadsheet_safe
 from planner._core.status import RunState
+from planner._core.text import spreadsheet_safe
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
 from planner._store import facts
