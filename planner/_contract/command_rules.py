@@ -12,6 +12,7 @@ them (or they the seed).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -361,7 +362,48 @@ def _check_inside(
         )
 
 
+def _check_pattern(report: _Report, contract, metrics) -> None:
+    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group for each
+    metric read from it (P535): a line is a row of its named groups, so no other column can be read."""
+    where = ("command", "metrics", "pattern")
+    try:
+        groups = set(re.compile(metrics.pattern).groupindex)
+    except re.error as error:
+        report.add(
+            "P533",
+            where,
+            f"metrics.pattern {metrics.pattern!r} is not a regular expression: {error}",
+            "Write it as Python's re module reads it (in YAML, in single quotes: '\\d+' is '\\d+').",
+        )
+        return
+    if metrics.step not in groups:
+        report.add(
+            "P534",
+            where,
+            f"metrics.pattern {metrics.pattern!r} has no named group {metrics.step!r} for the step"
+            + (
+                f" (its groups: {', '.join(sorted(groups))})"
+                if groups
+                else " (it has no named group)"
+            ),
+            f"Capture the step as (?P<{metrics.step}>\\d+), like 'step (?P<step>\\d+):'.",
+        )
+    for name, column in metrics.columns(contract.metric.name, contract.metric.heldout).items():
+        if column not in groups:
+            report.add(
+                "P535",
+                where,
+                f"metrics.pattern {metrics.pattern!r} has no named group {column!r} for the metric "
+                f"{name!r}" + (f" (its groups: {', '.join(sorted(groups))})" if groups else ""),
+                f"Capture the value as (?P<{column}>[-+.\\deE]+|nan|inf), or map the metric to one of "
+                "its groups in metrics.names.",
+            )
+
+
 def _check_metrics(report: _Report, contract, metrics) -> None:
+    if metrics.format == "stdout":
+        _check_pattern(report, contract, metrics)
+        return
     _check_inside(
         report,
         ("command", "metrics", "file"),

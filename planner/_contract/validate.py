@@ -285,6 +285,8 @@ def _command_summary(contract, flags: str | None = None) -> dict[str, Any] | Non
         if metrics is None
         else {
             "file": metrics.file,
+            "pattern": metrics.pattern,
+            "stream": metrics.stream or "stdout",
             "format": metrics.format,
             "step": metrics.step,
             "step_base": 1 if metrics.step_base is None else metrics.step_base,
@@ -312,8 +314,13 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
     else:
         base = ", from 0" if metrics["step_base"] == 0 else ""
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
+        source = (
+            f"the {metrics['stream']} lines matching {metrics['pattern']!r}"
+            if metrics["format"] == "stdout"
+            else metrics["file"]
+        )
         lines.append(
-            f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+            f"           metrics from {source} ({metrics['format']}; step {metrics['step']}{base}; "
             f"{names})"
         )
     checkpoint = command.get("checkpoint")

@@ -71,6 +71,7 @@ from planner._trial.processes import (
     CommandLimits,
     CommandProcesses,
     LimitFields,
+    Sink,
     describe_exit,
 )
 from planner._trial.reports import Line, WithSplits, attempt_reports, nearest_name, report_source
@@ -255,13 +256,14 @@ class _Run:
 
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
+        stdout, stderr = self.sinks()
         try:
             return CommandProcesses.start(
                 self.argv,
                 cwd=cwd,
                 env=env,
-                stdout=self.stdout,
-                stderr=self.stderr,
+                stdout=stdout,
+                stderr=stderr,
                 grace_s=self.limits.kill_grace_s,
             )
         except OSError as error:
@@ -270,6 +272,15 @@ class _Run:
                 CommandFailedError,
                 f"cannot start {shlex.join(self.argv[:1])} in {cwd}: {error.strerror or error}",
             ) from None
+
+    def sinks(self) -> tuple[Sink, Sink]:
+        """Where the two streams go: their logs, and with `format: stdout` the named one to its metrics too."""
+        printed = self.reports.printed if isinstance(self.reports, WithSplits) else None
+        if printed is None:
+            return self.stdout, self.stderr
+        if printed.stream == "stderr":
+            return self.stdout, Tee(self.stderr, printed)
+        return Tee(self.stdout, printed), self.stderr
 
     def forward(self, lines: list[Line]) -> None:
         """Pass reports to the trial (the config check first) and logged splits to its split summaries."""
@@ -391,7 +402,7 @@ class _Run:
             raise self.failure(
                 CommandMetricsError,
                 f"the script called planner.report and the contract reads its metrics from "
-                f"{self.metrics.file!r}: use one or the other (remove `metrics:` from the command, "
+                f"{self.metrics.described}: use one or the other (remove `metrics:` from the command, "
                 "or the planner.report calls)",
             )
         self.config_check.run()
@@ -400,7 +411,7 @@ class _Run:
             tail = self.reports.metrics
             near = (
                 nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns)
-                if tail.reader
+                if tail.reader and self.reports.printed is None
                 else ""
             )
             raise self.failure(
@@ -426,6 +437,18 @@ class _Run:
         self.stdout.close()
         self.stderr.close()
         self.reports.close()
+
+
+@dataclass(frozen=True)
+class Tee:
+    """One stream to two sinks: its log, and the metrics read from its lines."""
+
+    first: Sink
+    second: Sink
+
+    def write(self, data: bytes) -> None:
+        self.first.write(data)
+        self.second.write(data)
 
 
 def scrub_files(folder: Path, redactor: Redactor) -> None:
@@ -737,6 +760,8 @@ def command_trainable(
             heldout_file=m.heldout_file,
             names=m.columns(metric.name, metric.heldout),
             step_base=1 if m.step_base is None else m.step_base,
+            pattern=m.pattern,
+            stream=m.stream,
         ).to_dict()
     base = list(contract.config.overrides)
     script_help = None

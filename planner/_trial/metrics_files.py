@@ -50,7 +50,7 @@ from typing import Any
 
 from planner._core.errors import TrialProtocolError
 
-FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard")
+FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard", "stdout")
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a metrics log larger than this is not a metrics log
 SETTLE_S = 0.2  # a parse error mid-run must survive a re-read this much later (a file caught mid-rewrite heals)
 
@@ -72,7 +72,7 @@ class MetricsSpec:
     columns the last report lacks.
     """
 
-    file: str
+    file: str | None  # None for `stdout`: the lines the script prints are the log
     format: str
     step: str
     names: Mapping[str, str]
@@ -80,6 +80,8 @@ class MetricsSpec:
     step_base: int = 1
     heldout: str | None = None
     heldout_file: str | None = None
+    pattern: str | None = None  # `stdout`: the regular expression a printed line is searched with
+    stream: str | None = None  # `stdout`: "stderr" to read that stream instead (None: stdout)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -90,11 +92,21 @@ class MetricsSpec:
             "require": self.require,
             "step_base": self.step_base,
         }
-        return out | {
-            key: value
-            for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
-            if value is not None
-        }  # only when set: a spec without them reads as before
+        optional = (
+            ("heldout", self.heldout),
+            ("heldout_file", self.heldout_file),
+            ("pattern", self.pattern),
+            ("stream", self.stream),
+        )
+        # only when set: a spec without them reads as before
+        return out | {key: value for key, value in optional if value is not None}
+
+    @property
+    def described(self) -> str:
+        """The log in words: `'metrics.csv'`, or the stream the script prints to."""
+        if self.format == "stdout":
+            return f"the script's {self.stream or 'stdout'}"
+        return repr(self.file)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricsSpec:
@@ -123,6 +135,9 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     whole: bool = True
+    first: int = (
+        0  # the number of rows before `rows` (a stream's rows are handed over once, as they come)
+    )
 
 
 def _text(data: bytes, where: str) -> str:
@@ -458,16 +473,17 @@ class MetricsReader:
             return []
         if table.columns:
             self.columns = table.columns
-        if len(table.rows) < self.state.seen:  # caught mid-rewrite: the rest comes back
+        total = table.first + len(table.rows)
+        if total < self.state.seen:  # caught mid-rewrite: the rest comes back
             if final:
-                raise TrialProtocolError(self._fewer(len(table.rows)))
+                raise TrialProtocolError(self._fewer(total))
             return []
         self.switched_from = None  # the newest match carries on the rows read so far
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
         state, out = copy.deepcopy(self.state), []
-        for where, row in table.rows[state.seen :]:
+        for where, row in table.rows[state.seen - table.first :]:
             self._row(state, where, row, out)
-        state.seen = len(table.rows)
+        state.seen = total
         if final:
             if late is not None:
                 self._late(state, *late)
