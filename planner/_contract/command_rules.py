@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from planner._contract.command_help import (
+    OUTPUT_DIR,
     SWITCH,
     ScriptHelp,
     command_argv,
     flag_leaves,
+    flatten_leaves,
+    literal_text,
     unfit_for_flags,
 )
 from planner._contract.command_source import (
@@ -33,7 +37,7 @@ from planner._contract.command_source import (
 )
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
-from planner._contract.paths import MISSING, get_path
+from planner._contract.paths import MISSING, apply_params, get_path
 from planner._contract.rules import _inside, _Report
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.errors import CommandFailedError
@@ -111,7 +115,7 @@ def _argparse_not_said(contract, path: Path, shown: str) -> bool:
     """Whether the command's script is an argparse one (its source's add_argument calls read, no Hydra import)
     while the contract does not say `args: argparse`."""
     spec = contract.command
-    if not isinstance(spec, str) and spec.args == "argparse":
+    if not isinstance(spec, str) and spec.args != "hydra":
         return False
     tree, _ = script_tree(path, shown)  # read and parsed once, for its options and its imports
     return (
@@ -177,13 +181,54 @@ def check_flags(
     `--help` (seconds, for a script that imports torch first) runs once, not again in the driver."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
-    if spec is None or isinstance(spec, str) or spec.args != "argparse" or not configs:
+    if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
         return [], None, None
     report = _Report(loaded)
+    if spec.args == "literal":
+        return report.items, _literal_line(report, contract, configs), None
     how, found = _check_flags(
         report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent)
     )
     return report.items, how, found
+
+
+def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
+    """`args: literal`: every value has a Python literal (P531), and the first trial's command line as it
+    will run (its flags written as the trial writes them), for the summary."""
+    for arm, config in configs.items():
+        for key, value in flatten_leaves(config):
+            why = unfit_for_flags(value)
+            if why is None:
+                try:
+                    literal_text(value)
+                except ValueError as error:
+                    why = str(error)
+            if why is not None:
+                report.add(
+                    "P531",
+                    ("command", "args"),
+                    f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                    "Give the key a value Python's ast.literal_eval reads (a number, a string, "
+                    "true/false, null, a list), or remove it from the contract's config.",
+                )
+                return "written as Python literals (--key=value)"
+    arm = contract.baseline.name if contract.baseline.name in configs else next(iter(configs))
+    seeds = contract.tuning.seeds if contract.tuning is not None else contract.seeds
+    fixed = {}
+    if contract.command_spec.seed_key and seeds:
+        fixed[contract.command_spec.seed_key] = int(seeds[0])
+    if contract.command_spec.budget_key:
+        fixed[contract.command_spec.budget_key] = int(contract.budget.exposure)
+    config = apply_params(dict(configs[arm]), fixed)
+    flags = [
+        f"--{key}={literal_text(value if not isinstance(value, str) else value.replace(OUTPUT_DIR, '<out>'))}"
+        for key, value in flatten_leaves(config)
+    ]
+    tuned = " (the tuned keys at their drawn values)" if contract.tuning is not None else ""
+    return (
+        f"written as Python literals (--key=value); the first trial{tuned} runs:\n"
+        f"             {shlex.join([*command_argv(contract.command_line), *flags])}"
+    )
 
 
 def _check_flags(

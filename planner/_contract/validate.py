@@ -304,6 +304,8 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         else "exposure from PLANNER_BUDGET"
     )
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    if command.get("args") == "literal":
+        lines.append(f"           the config as flags {command.get('flags') or ''}".rstrip())
     if command.get("args") == "argparse":
         lines.append(
             f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}"

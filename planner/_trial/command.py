@@ -56,7 +56,7 @@ from planner._core.records import stored_metric
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
 from planner._trial import checkpoints
-from planner._trial.command_args import argparse_flags
+from planner._trial.command_args import argparse_flags, literal_flags
 from planner._trial.command_line import (
     checkpoint_override,
     command_argv,
@@ -618,8 +618,8 @@ class CommandTrainable:
         redactor: Redactor,
         found: Path | None = None,
     ) -> None:
-        if self.args == "argparse":  # the resume key, a config key, is one of the flags
-            self._run_argparse(expected, trial, metrics, redactor)
+        if self.args != "hydra":  # the resume key, a config key, is one of the flags
+            self._run_flags(expected, trial, metrics, redactor)
             return
         overrides = self.trial_overrides(config, trial)
         if found is not None:
@@ -635,19 +635,21 @@ class CommandTrainable:
             redactor=redactor,
         )
 
-    def _run_argparse(
+    def _run_flags(
         self,
         received: Mapping[str, Any],
         trial: CommandTrial,
         metrics: MetricsSpec | None,
         redactor: Redactor,
     ) -> None:
-        """Run an argparse script on the config it receives, as flags; exit status 2 (argparse's "error:") is
-        its usage error, shown in the trial's error and not retried."""
+        """Run a script on the config it receives, as flags (argparse's, or Python literals); exit status 2
+        (argparse's "error:") is its usage error, shown in the trial's error and not retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
 
         def flags(output_dir: Path) -> list[str]:
             output_dir.mkdir(parents=True, exist_ok=True)
+            if self.args == "literal":
+                return literal_flags(received, output_dir)
             return argparse_flags(received, help, output_dir)
 
         try:
