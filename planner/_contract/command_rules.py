@@ -221,7 +221,7 @@ def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
         fixed[contract.command_spec.budget_key] = int(contract.budget.exposure)
     config = apply_params(dict(configs[arm]), fixed)
     flags = [
-        f"--{key}={literal_text(value if not isinstance(value, str) else value.replace(OUTPUT_DIR, '<out>'))}"
+        f"--{key}={literal_text(value if not isinstance(value, str) else value.replace(OUTPUT_DIR, 'RUN/trials/ID/attempt-N/hydra'))}"
         for key, value in flatten_leaves(config)
     ]
     tuned = " (the tuned keys at their drawn values)" if contract.tuning is not None else ""

@@ -317,7 +317,7 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         base = ", from 0" if metrics["step_base"] == 0 else ""
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
         source = (
-            f"the {metrics['stream']} lines matching {metrics['pattern']!r}"
+            f"the {metrics['stream']} lines matching '{metrics['pattern']}'"
             if metrics["format"] == "stdout"
             else metrics["file"]
         )

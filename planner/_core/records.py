@@ -59,6 +59,15 @@ class ReportSummary(NamedTuple):
     last_time_s: Any
 
 
+class TrialInputs(TypedDict, total=False):
+    """What a `command:` trial was given and read (docs/run-folder.md): `argv`, the words after the
+    command (its flags as passed); `files`, name (relative to the folder it ran in) -> {sha256} for
+    code and config, {size, mtime_ns} for data (planner._store.identity.FileFact)."""
+
+    argv: list[str]
+    files: dict[str, dict[str, Any]]
+
+
 class TrialRecord(TypedDict, total=False):
     """A trial record of trials.jsonl (docs/run-folder.md, checked by planner._store.schema)."""
 
@@ -84,6 +93,7 @@ class TrialRecord(TypedDict, total=False):
     node_id: str | None
     resumed: bool
     contract_sha256: str
+    inputs: TrialInputs  # a command's flags as passed, and the files its processes read
     summary: (
         ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
     )

@@ -661,9 +661,11 @@ class MetricsFileTail:
     match, in name order, as one stream (`_event_files`).
     """
 
-    def __init__(self, root: Path, spec: MetricsSpec):
+    def __init__(self, root: Path, spec: MetricsSpec, workdir: Path | None = None):
         self.root = Path(root)
         self.spec = spec
+        self.workdir = workdir  # the folder the script runs in, where a relative log would land
+        self.started_ns = time.time_ns()
         self.path: Path | None = (
             None  # the newest match (tensorboard: the last event file of its folder)
         )
@@ -852,6 +854,15 @@ class MetricsFileTail:
                 if present
                 else "; nothing else was written there"
             )
+            stray = self._in_workdir()
+            if stray is not None:
+                return (
+                    f"the metrics file {spec.file!r} never appeared in the trial's output folder "
+                    f"{self.root}, and {stray} appeared in the folder the script runs in while it ran: "
+                    "the script writes its outputs relative to its working folder, which every trial "
+                    "shares. Give it the trial's output folder through the key it reads its output "
+                    "folder from, in the contract's config: `output_dir: ${hydra:runtime.output_dir}`"
+                )
             return (
                 f"the metrics file {spec.file!r} never appeared in the trial's Hydra output folder "
                 f"{self.root}{there}. Write the log inside Hydra's output folder "
@@ -862,6 +873,17 @@ class MetricsFileTail:
             f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
             f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`"
         )
+
+    def _in_workdir(self) -> Path | None:
+        """A file matching `metrics.file` that the script wrote in its working folder while it ran."""
+        if self.workdir is None or self.spec.file is None:
+            return None
+        try:
+            found = _newest(self.workdir, self.spec.file)
+            fresh = found is not None and found.stat().st_mtime_ns >= self.started_ns
+        except OSError:
+            return None
+        return found if fresh else None
 
     def close(self) -> None:
         pass

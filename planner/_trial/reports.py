@@ -48,18 +48,24 @@ class ReportSource(Protocol):
 
 
 def report_source(
-    report_file: Path, hydra_dir: Path, metrics: MetricsSpec | None, *, ended: bool = False
+    report_file: Path,
+    hydra_dir: Path,
+    metrics: MetricsSpec | None,
+    *,
+    ended: bool = False,
+    workdir: Path | None = None,
 ) -> ReportTail | WithSplits:
     """The reports of one attempt: its report file, or with `metrics` the script's own log under `hydra_dir`
-    (for `stdout`, the lines it prints, tapped from the stream as they come: `WithSplits.printed`; `ended`:
-    read from the stream's log in the attempt's folder, for an attempt that has ended)."""
+    (for `stdout`, the lines it prints, tapped from the stream as they come: `WithSplits.printed`;
+    `ended`: read from the stream's log in the attempt's folder, for an attempt that has ended).
+    `workdir`: the folder the script runs in, named when the log appears there instead."""
     if metrics is None:
         return ReportTail(report_file)
     if metrics.format == "stdout":
         log = report_file.parent / f"{metrics.stream or 'stdout'}.log"
         tail = printed_reports(log, metrics) if ended else PrintedMetricsTail(metrics, log)
         return WithSplits(tail, ReportTail(report_file))
-    return WithSplits(MetricsFileTail(hydra_dir, metrics), ReportTail(report_file))
+    return WithSplits(MetricsFileTail(hydra_dir, metrics, workdir), ReportTail(report_file))
 
 
 def attempt_reports(

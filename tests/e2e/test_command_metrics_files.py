@@ -235,3 +235,15 @@ def test_early_stopping_stops_a_printing_script_mid_run(tmp_path):
     (attempt,) = (tmp_path / "trial").glob("attempt-*")
     assert "ran to its end" not in (attempt / "stdout.log").read_text()
     assert len(trial.reports) == 2
+
+
+def test_a_log_written_in_the_working_folder_names_it_and_the_contract_line_that_fixes_it(tmp_path):
+    with pytest.raises(CommandMetricsError) as error:
+        _run(
+            tmp_path,
+            "os.makedirs('logs', exist_ok=True)\n"
+            "open('logs/m.csv', 'w').write('epoch,val_acc\\n0,0.5\\n')\n",
+        )
+    message = str(error.value)
+    assert f"{tmp_path / 'logs' / 'm.csv'} appeared in the folder the script runs in" in message
+    assert "`output_dir: ${hydra:runtime.output_dir}`" in message
