@@ -11,6 +11,7 @@ them (or they the seed).
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -132,12 +133,14 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
         return []
     report = _Report(loaded)
     resume_key = spec.checkpoint.resume_key if spec.checkpoint is not None else None
+    folder_key = spec.checkpoint.folder_key if spec.checkpoint is not None else None
     keys = [
         (role, key)
         for role, key in (
             ("seed_key", spec.seed_key),
             ("budget_key", spec.budget_key),
             ("resume_key", resume_key),
+            ("folder_key", folder_key),
         )
         if key
     ]
@@ -320,18 +323,25 @@ def _flag_place(report: _Report, contract, key: str, where: tuple) -> tuple[tupl
     return where, False
 
 
-_WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}
+_WHAT = {
+    "seed_key": "seed",
+    "budget_key": "budget",
+    "resume_key": "checkpoint to resume from",
+    "folder_key": "checkpoint folder",
+}
 _MISSING = {
     "seed_key": ("P520", "seed"),
     "budget_key": ("P521", "trainer.max_epochs"),
     "resume_key": ("P529", "ckpt_path"),
+    "folder_key": ("P529", "out_dir"),
 }
 
 
 def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, key: str) -> None:
     what = _WHAT[role]
-    where = ("command", "checkpoint", role) if role == "resume_key" else ("command", role)
-    label = f"checkpoint.{role}" if role == "resume_key" else role
+    checkpoint_role = role in ("resume_key", "folder_key")
+    where = ("command", "checkpoint", role) if checkpoint_role else ("command", role)
+    label = f"checkpoint.{role}" if checkpoint_role else role
     factor = list(contract.factor.keys)
     if _inside(key, factor) or any(_inside(k, [key]) for k in factor):
         report.add(
@@ -369,14 +379,14 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
                 + (" (null in the config: a fresh start)." if role == "resume_key" else "."),
             )
             return
-        if role == "resume_key":
+        if checkpoint_role:
             if value is not None and not isinstance(value, str):
                 report.add(
                     "P529",
                     where,
-                    f"command.checkpoint.resume_key {key!r} holds {_short(value)} in arm "
-                    f"{arm!r}'s composed config; the planner sets it to a checkpoint's path",
-                    "Point resume_key at a key holding null (a fresh start) or a path.",
+                    f"command.checkpoint.{role} {key!r} holds {_short(value)} in arm "
+                    f"{arm!r}'s composed config; the planner sets it to a path",
+                    f"Point {role} at a key holding null (a fresh start) or a path.",
                 )
                 return
             continue
@@ -503,3 +513,69 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
 
 def _short(value: Any) -> str:
     return short_repr(value, 60)
+
+
+# a setting that names where a script writes its outputs: nanoGPT's out_dir, a Trainer's output_dir
+_OUTPUT_NAME = re.compile(
+    r"(?:^|_)(?:out|output|save|checkpoint|ckpt|log|logging|results?)_?(?:dir|directory|folder|path)$"
+)
+
+
+def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
+    """P945: the script's output folder defaults to a path relative to the folder it runs in (nanoGPT's
+    `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the contract's config does
+    not set it: every trial would write its checkpoints and logs to one shared folder."""
+    spec = contract.command
+    configs = composed.configs if composed is not None and not composed.problems else {}
+    if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
+        return []
+    command_dir = contract.command_dir(Path(loaded.file).resolve().parent)
+    try:
+        script = script_file(command_argv(contract.command_line))
+    except (CommandFailedError, ValueError):
+        return []
+    if script is None or not (command_dir / script).is_file():
+        return []
+    tree, _ = script_tree(command_dir / script, script)
+    if tree is None:
+        return []
+    report = _Report(loaded)
+    for key, default in _relative_outputs(tree, spec.args):
+        if all(get_path(config, key) is MISSING for config in configs.values()):
+            report.add(
+                "P945",
+                ("command", "args"),
+                f"{script} writes its outputs to {key} = {default!r} by default, a folder relative "
+                "to where it runs, which every trial shares: the trials would overwrite each "
+                "other's checkpoints and logs",
+                f"Set it in the contract's config, each trial's own folder: "
+                f"`{key}: ${{hydra:runtime.output_dir}}`.",
+                severity="warning",
+            )
+    return report.items
+
+
+def _relative_outputs(tree: ast.Module, args: str) -> list[tuple[str, str]]:
+    """(setting, default) for each output folder the script sets to a relative path: a top-level
+    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir", default="out")`."""
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree) if args == "argparse" else tree.body:
+        if isinstance(node, ast.Assign) and args == "literal":
+            value = node.value
+            for target in node.targets:
+                if isinstance(target, ast.Name) and _OUTPUT_NAME.search(target.id):
+                    found += _relative(target.id, value)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+            option = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if option and default is not None and _OUTPUT_NAME.search(option[2:].replace("-", "_")):
+                found += _relative(option[2:], default)
+    return found
+
+
+def _relative(key: str, value: ast.expr) -> list[tuple[str, str]]:
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+        if not PurePosixPath(value.value).is_absolute():
+            return [(key, value.value)]
+    return []

@@ -463,6 +463,24 @@ class Checkpoint(_Model):
         None  # set to the newest checkpoint when a cut-short trial runs again
     )
     keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
+    # continuation by flags: the key of the folder the script saves to (set to the output folder of the
+    # attempt that saved the newest checkpoint), and the settings that make it resume from there
+    folder_key: DottedKey | None = Field(default=None, exclude_if=lambda key: key is None)
+    resume_flags: dict[DottedKey, Any] | None = Field(
+        default=None, exclude_if=lambda flags: flags is None
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_resume(self) -> "Checkpoint":
+        if self.resume_flags and not self.folder_key:
+            raise ValueError(
+                "resume_flags go with folder_key, the key of the folder the script resumes from"
+            )
+        if self.folder_key and self.resume_key:
+            raise ValueError(
+                "give resume_key (the checkpoint's path) or folder_key with resume_flags, not both"
+            )
+        return self
 
 
 class CommandSpec(_Model):

@@ -172,6 +172,7 @@ def _check_loaded(
         diagnostics += command_rules.check_command(contract, loaded, composed)
         found, flags, options = command_rules.check_flags(contract, loaded, composed)
         diagnostics += found
+        diagnostics += command_rules.check_outputs(contract, loaded, composed)
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(
@@ -327,9 +328,13 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         )
     checkpoint = command.get("checkpoint")
     if checkpoint:
+        flags = " ".join(f"{k}={v}" for k, v in (checkpoint.get("resume_flags") or {}).items())
         resume = (
             f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
             if checkpoint["resume_key"]
+            else f"a cut-short trial continues with {checkpoint['folder_key']}=<the folder of the "
+            f"newest> {flags}".rstrip()
+            if checkpoint.get("folder_key")
             else "not passed to the script"
         )
         lines.append(

@@ -645,7 +645,7 @@ class CommandTrainable:
             self._run(config, expected, trial, metrics, redactor)
             return
         # a cut-short trial continues from its newest checkpoint, of any attempt
-        expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
+        expected = apply_params(expected, self.continuation(found))
         trial.resumed_from = checkpoints.describe(found, trial.dir)
         earlier = _attempt_dirs(Path(trial.dir))
         try:
@@ -710,7 +710,8 @@ class CommandTrainable:
             return
         overrides = self.trial_overrides(config, trial)
         if found is not None:
-            overrides += checkpoint_override(self.checkpoint["resume_key"], found)
+            for key, value in self.continuation(found).items():
+                overrides += checkpoint_override(key, value)
         run_command(
             self.command,
             overrides,
@@ -764,11 +765,24 @@ class CommandTrainable:
                 attempt_dir=error.attempt_dir,
             ) from None
 
+    def continuation(self, found: Path) -> dict[str, Any]:
+        """The config keys that make the script continue from the checkpoint `found`: `resume_key` set to
+        its path; or `folder_key` set to the output folder of the attempt that saved it, with the
+        `resume_flags` (nanoGPT: out_dir=<that folder>, init_from=resume)."""
+        checkpoint = self.checkpoint or {}
+        out: dict[str, Any] = {}
+        if checkpoint.get("resume_key"):
+            out[checkpoint["resume_key"]] = str(found)
+        if checkpoint.get("folder_key"):
+            out[checkpoint["folder_key"]] = str(checkpoints.output_folder_of(found))
+            out.update(checkpoint.get("resume_flags") or {})
+        return out
+
     def resume_from(self, trial: CommandTrial) -> Path | None:
-        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        """The checkpoint to continue from when the trial's previous attempt was cut short, or None."""
         if not (
             self.checkpoint
-            and self.checkpoint.get("resume_key")
+            and (self.checkpoint.get("resume_key") or self.checkpoint.get("folder_key"))
             and getattr(trial, "resumed", False)
         ):
             return None
