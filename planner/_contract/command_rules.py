@@ -188,6 +188,8 @@ def check_flags(
         return [], None, None
     report = _Report(loaded)
     if spec.args == "literal":
+        command_dir = contract.command_dir(Path(loaded.file).resolve().parent)
+        _check_literal_names(report, contract, configs, command_dir)
         return report.items, _literal_line(report, contract, configs), None
     how, found = _check_flags(
         report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent)
@@ -579,3 +581,101 @@ def _relative(key: str, value: ast.expr) -> list[tuple[str, str]]:
         if not PurePosixPath(value.value).is_absolute():
             return [(key, value.value)]
     return []
+
+
+def _configurator_names(command_dir: Path, argv: list[str]) -> tuple[str, set[str]] | None:
+    """(the configurator's file, the settings it accepts) when the command's script execs a file that
+    overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which refuses a key
+    that is not one of them): the names the script and the config files named on its command line
+    assign at their top level. None for any other script: its own parser decides."""
+    script = script_file(argv)
+    if script is None:
+        return None
+    tree, _ = script_tree(command_dir / script, script)
+    if tree is None:
+        return None
+    execd = [
+        call.args[0].func.value.args[0].value
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and getattr(call.func, "id", None) == "exec"
+        and call.args
+        and isinstance(call.args[0], ast.Call)
+        and isinstance(call.args[0].func, ast.Attribute)
+        and isinstance(call.args[0].func.value, ast.Call)
+        and call.args[0].func.value.args
+        and isinstance(call.args[0].func.value.args[0], ast.Constant)
+        and isinstance(call.args[0].func.value.args[0].value, str)
+    ]
+    configurator = next(
+        (f for f in execd if (command_dir / f).is_file() and "globals()" in _text(command_dir / f)),
+        None,
+    )
+    if configurator is None:
+        return None
+    names = _assigned(tree)
+    after = argv[argv.index(script) + 1 :] if script in argv else []
+    for word in after:
+        if not word.startswith("-") and "=" not in word and (command_dir / word).is_file():
+            config_tree, _ = script_tree(command_dir / word, word)
+            names |= _assigned(config_tree) if config_tree is not None else set()
+    return configurator, names
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _assigned(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.add(target.id)
+    return out
+
+
+def _check_literal_names(
+    report: _Report, contract, configs: dict[str, dict], command_dir: Path
+) -> None:
+    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises `Unknown config
+    key`); for the seed key, the sentence gives the two ways out."""
+    argv = command_argv(contract.command_line)
+    found = _configurator_names(command_dir, argv)
+    if found is None:
+        return
+    configurator, names = found
+    keys = dict.fromkeys(key for config in configs.values() for key, _ in flatten_leaves(config))
+    if contract.tuning is not None:
+        for space in (contract.tuning.space, *contract.tuning.arm_space.values()):
+            keys.update(dict.fromkeys(space))
+    seed_key = contract.command_spec.seed_key
+    for key in keys:
+        if key in names:
+            continue
+        place, on_key = _flag_place(report, contract, key, ("command", "args"))
+        said = f"config key {key!r} would be passed as --{key}=..., which {configurator} refuses: "
+        said += f"the script has no setting {key!r}"
+        near = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
+        if key == seed_key:
+            report.add(
+                "P536",
+                ("command", "seed_key"),
+                said + " (every trial would fail at its start)",
+                f"Give the script a {key!r} setting it seeds its random generators with, or remove "
+                "seed_key (and the key from the config) and have the script read its seed from the "
+                "environment, int(os.environ['PLANNER_SEED']).",
+            )
+            continue
+        report.add(
+            "P536",
+            place,
+            said + (f"; did you mean {near[0]!r}?" if near else ""),
+            "Name the key as the script's setting (a name its file or its config file assigns), or "
+            "remove it from the contract's config.",
+            key=on_key,
+        )

@@ -109,7 +109,9 @@ class PrintedMetricsTail:
         return []  # the rows are handed on once, as they come: nothing to look at again
 
     def notes(self) -> list[str]:
-        return self.reader.notes() if self.reader is not None else []
+        """The reader's notes (a named group no matched line held); none when no line matched at all:
+        the trial's error then says so, with the last lines printed."""
+        return self.reader.notes() if self.reader is not None and self._matched else []
 
     def described(self) -> str:
         return f"the lines the script printed to {self.stream}"

@@ -63,3 +63,24 @@ def test_an_output_folder_the_contract_sets_is_not_named(tmp_path):
     values = {"lr": 0.1, "out_dir": "${hydra:runtime.output_dir}"}
     codes = [d.code for d in validate(contract(tmp_path, "literal", LITERAL, values)).diagnostics]
     assert "P945" not in codes
+
+
+CONFIGURATOR = (
+    "import sys\nfor arg in sys.argv[1:]:\n    key, val = arg[2:].split('=')\n"
+    "    if key not in globals():\n        raise ValueError(f'Unknown config key: {key}')\n"
+    "    globals()[key] = val\n"
+)
+
+
+def test_a_key_the_configurator_refuses_is_named_and_the_seed_gets_the_two_ways_out(tmp_path):
+    (tmp_path / "configurator.py").write_text(CONFIGURATOR)
+    path = contract(tmp_path, "literal", LITERAL, {"lr": 0.1, "out_dir": "o", "seed": 0, "l_r": 1})
+    data = yaml.safe_load(path.read_text())
+    data["command"]["seed_key"] = "seed"
+    path.write_text(yaml.safe_dump(data))
+    found = {d.message: d for d in validate(path).diagnostics if d.code == "P536"}
+    seed = next(d for m, d in found.items() if "'seed'" in m)
+    assert "configurator.py refuses: the script has no setting 'seed'" in seed.message
+    assert "PLANNER_SEED" in seed.hint and "Give the script a 'seed' setting" in seed.hint
+    assert any("'l_r'" in m and "did you mean 'lr'?" in m for m in found)
+    assert not any("'lr'" in m.split(";")[0] for m in found)
