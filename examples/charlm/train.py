@@ -12,8 +12,7 @@ import os
 import time
 
 import torch
-import torch.nn as nn
-from torch.nn import functional as F
+from model import CharModel
 
 # settings, each overridable by a config file or --key=value
 seed = 1337
@@ -50,24 +49,7 @@ def get_batch(part):
     return x.to(device), y.to(device)
 
 
-class CharModel(nn.Module):
-    """Each character's embedding, with the mean of the ones before it, predicts the next."""
-
-    def __init__(self, vocab):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, n_embd)
-        layers = [nn.Linear(2 * n_embd, hidden), nn.GELU(), nn.Dropout(dropout)] if hidden else []
-        self.body = nn.Sequential(*layers)
-        self.head = nn.Linear(hidden or 2 * n_embd, vocab)
-
-    def forward(self, idx, targets):
-        e = self.embed(idx)
-        context = torch.cumsum(e, dim=1) / torch.arange(1, idx.shape[1] + 1).view(1, -1, 1)
-        logits = self.head(self.body(torch.cat([e, context], dim=-1)))
-        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
-
-
-model = CharModel(len(chars)).to(device)
+model = CharModel(len(chars), n_embd, hidden, dropout).to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
 iter_num = 0
 checkpoint = os.path.join(out_dir, "ckpt.pt")

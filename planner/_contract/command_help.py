@@ -215,7 +215,8 @@ def _drain(fd: int) -> dict:
 
 
 def literal_text(value: Any) -> str:
-    """`value` as the text whose `ast.literal_eval` gives it back, or, for a string that `literal_eval`
+    """`value` as the text whose `ast.literal_eval` gives it back, or, for a string that
+    `literal_eval`
     does not read, the string itself (what a configurator falls back to); ValueError for a NaN or a
     value that has no Python literal."""
     if isinstance(value, str):
@@ -249,7 +250,8 @@ def _literal(value: Any) -> str:
 
 
 def read_literal(text: str) -> Any:
-    """What a configurator makes of a flag's value: `ast.literal_eval`, or the text when it is none."""
+    """What a configurator makes of a flag's value: `ast.literal_eval`, or the text when it is
+    none."""
     try:
         return ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -257,7 +259,8 @@ def read_literal(text: str) -> Any:
 
 
 def flatten_leaves(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    """Every leaf of `config` by dotted path, nulls and empty lists included (a literal carries them)."""
+    """Every leaf of `config` by dotted path, nulls and empty lists included (a literal carries
+    them)."""
     out: list[tuple[str, Any]] = []
     for key, value in config.items():
         path = f"{prefix}{key}"

@@ -198,7 +198,8 @@ def check_flags(
 
 
 def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
-    """`args: literal`: every value has a Python literal (P531), and the first trial's command line as it
+    """`args: literal`: every value has a Python literal (P531), and the first trial's command line
+    as it
     will run (its flags written as the trial writes them), for the summary."""
     for arm, config in configs.items():
         for key, value in flatten_leaves(config):
@@ -225,14 +226,21 @@ def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
     if contract.command_spec.budget_key:
         fixed[contract.command_spec.budget_key] = int(contract.budget.exposure)
     config = apply_params(dict(configs[arm]), fixed)
-    flags = [
-        f"--{key}={literal_text(value if not isinstance(value, str) else value.replace(OUTPUT_DIR, 'RUN/trials/ID/attempt-N/hydra'))}"
-        for key, value in flatten_leaves(config)
-    ]
+    flags = [f"--{key}={literal_text(_shown(value))}" for key, value in flatten_leaves(config)]
     tuned = " (the tuned keys at their drawn values)" if contract.tuning is not None else ""
     return (
         f"written as Python literals (--key=value); the first trial{tuned} runs:\n"
         f"             {shlex.join([*command_argv(contract.command_line), *flags])}"
+    )
+
+
+def _shown(value: Any) -> Any:
+    """A value as the first trial's command line shows it: the output folder as its place in a
+    run."""
+    return (
+        value.replace(OUTPUT_DIR, "RUN/trials/ID/attempt-N/hydra")
+        if isinstance(value, str)
+        else value
     )
 
 
@@ -420,8 +428,10 @@ def _check_inside(
 
 
 def _check_pattern(report: _Report, contract, metrics) -> None:
-    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group for each
-    metric read from it (P535): a line is a row of its named groups, so no other column can be read."""
+    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group
+    for each
+    metric read from it (P535): a line is a row of its named groups, so no other column can be
+    read."""
     where = ("command", "metrics", "pattern")
     try:
         groups = set(re.compile(metrics.pattern).groupindex)
@@ -430,7 +440,8 @@ def _check_pattern(report: _Report, contract, metrics) -> None:
             "P533",
             where,
             f"metrics.pattern {metrics.pattern!r} is not a regular expression: {error}",
-            "Write it as Python's re module reads it (in YAML, in single quotes: '\\d+' is '\\d+').",
+            "Write it as Python's re module reads it (in YAML, in single quotes: "
+            "'\\d+' is '\\d+').",
         )
         return
     if metrics.step not in groups:
@@ -452,8 +463,8 @@ def _check_pattern(report: _Report, contract, metrics) -> None:
                 where,
                 f"metrics.pattern {metrics.pattern!r} has no named group {column!r} for the metric "
                 f"{name!r}" + (f" (its groups: {', '.join(sorted(groups))})" if groups else ""),
-                f"Capture the value as (?P<{column}>[-+.\\deE]+|nan|inf), or map the metric to one of "
-                "its groups in metrics.names.",
+                f"Capture the value as (?P<{column}>[-+.\\deE]+|nan|inf), or map the metric to "
+                "one of its groups in metrics.names.",
             )
 
 
@@ -519,13 +530,16 @@ def _short(value: Any) -> str:
 
 # a setting that names where a script writes its outputs: nanoGPT's out_dir, a Trainer's output_dir
 _OUTPUT_NAME = re.compile(
-    r"(?:^|_)(?:out|output|save|checkpoint|ckpt|log|logging|results?)_?(?:dir|directory|folder|path)$"
+    r"(?:^|_)(?:out|output|save|checkpoint|ckpt|log|logging|results?)"
+    r"_?(?:dir|directory|folder|path)$"
 )
 
 
 def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
-    """P945: the script's output folder defaults to a path relative to the folder it runs in (nanoGPT's
-    `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the contract's config does
+    """P945: the script's output folder defaults to a path relative to the folder it runs in
+    (nanoGPT's
+    `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the contract's config
+    does
     not set it: every trial would write its checkpoints and logs to one shared folder."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
@@ -559,7 +573,8 @@ def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
 
 def _relative_outputs(tree: ast.Module, args: str) -> list[tuple[str, str]]:
     """(setting, default) for each output folder the script sets to a relative path: a top-level
-    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir", default="out")`."""
+    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir",
+    default="out")`."""
     found: list[tuple[str, str]] = []
     for node in ast.walk(tree) if args == "argparse" else tree.body:
         if isinstance(node, ast.Assign) and args == "literal":
@@ -584,8 +599,10 @@ def _relative(key: str, value: ast.expr) -> list[tuple[str, str]]:
 
 
 def _configurator_names(command_dir: Path, argv: list[str]) -> tuple[str, set[str]] | None:
-    """(the configurator's file, the settings it accepts) when the command's script execs a file that
-    overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which refuses a key
+    """(the configurator's file, the settings it accepts) when the command's script execs a file
+    that
+    overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which refuses
+    a key
     that is not one of them): the names the script and the config files named on its command line
     assign at their top level. None for any other script: its own parser decides."""
     script = script_file(argv)
@@ -642,7 +659,8 @@ def _assigned(tree: ast.Module) -> set[str]:
 def _check_literal_names(
     report: _Report, contract, configs: dict[str, dict], command_dir: Path
 ) -> None:
-    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises `Unknown config
+    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises
+    `Unknown config
     key`); for the seed key, the sentence gives the two ways out."""
     argv = command_argv(contract.command_line)
     found = _configurator_names(command_dir, argv)

@@ -399,7 +399,8 @@ class Tracking(_Model):
 
 
 class MetricsFile(_Model):
-    """Where a command's script already logs its metrics (docs/command-trainables.md): a file in its output
+    """Where a command's script already logs its metrics (docs/command-trainables.md): a file in
+    its output
     folder, or (`format: stdout`) the lines it prints, matched by `pattern`."""
 
     # required for every format but stdout; a printed line's pattern is the other way
@@ -418,7 +419,8 @@ class MetricsFile(_Model):
     heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = (
         None
     )
-    # format: stdout: a regular expression searched in each printed line; its named groups are the columns
+    # format: stdout: a regular expression searched in each printed line; its named groups are the
+    # columns
     pattern: Annotated[str, StringConstraints(min_length=1)] | None = Field(
         default=None, exclude_if=lambda pattern: pattern is None
     )
@@ -463,7 +465,8 @@ class Checkpoint(_Model):
         None  # set to the newest checkpoint when a cut-short trial runs again
     )
     keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
-    # continuation by flags: the key of the folder the script saves to (set to the output folder of the
+    # continuation by flags: the key of the folder the script saves to (set to the output folder of
+    # the
     # attempt that saved the newest checkpoint), and the settings that make it resume from there
     folder_key: DottedKey | None = Field(default=None, exclude_if=lambda key: key is None)
     resume_flags: dict[DottedKey, Any] | None = Field(

@@ -588,8 +588,10 @@ def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[s
 
 # ------------------------------------------------------------------ the files a trial read
 
-# A file a trial read is code or config (hashed whole: its sha256) when its name ends with one of these and
-# it holds at most HASHED_BYTES; any other file is data, identified by its size and modification time (never
+# A file a trial read is code or config (hashed whole: its sha256) when its name ends with one of
+# these and
+# it holds at most HASHED_BYTES; any other file is data, identified by its size and modification
+# time (never
 # read whole: a data set may be gigabytes). A YAML, JSON or text file larger than that is data too.
 CODE_SUFFIXES = frozenset(
     {
@@ -611,7 +613,8 @@ HASHED_BYTES = 1 << 20
 
 
 class FileFact(TypedDict, total=False):
-    """What identifies one file a trial read: `sha256` for code and config, `size` and `mtime_ns` for
+    """What identifies one file a trial read: `sha256` for code and config, `size` and `mtime_ns`
+    for
     data; `missing` True for a file gone since."""
 
     sha256: str
@@ -637,7 +640,8 @@ def file_fact(path: Path) -> FileFact:
 def files_read(log: Path, base: Path) -> dict[str, FileFact]:
     """The files a trial's processes read, from the lines its bootstrap wrote to `log`
     (planner/_trial/bootstrap/sitecustomize.py): name (relative to `base`, the folder the trial runs
-    in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is left
+    in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is
+    left
     out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
     try:
         text = log.read_text(encoding="utf-8", errors="surrogateescape")
@@ -667,7 +671,8 @@ def _source_of(path: str) -> str:
 
 
 def changed_files(logged: dict[str, Any], base: Path) -> list[tuple[str, Any, FileFact]]:
-    """The files of `logged` (name -> FileFact, names relative to `base`) that are not today what was
+    """The files of `logged` (name -> FileFact, names relative to `base`) that are not today what
+    was
     recorded: (name, then, now); [] when none changed."""
     out = []
     for name, then in sorted(logged.items()):
@@ -687,7 +692,8 @@ def changed_files(logged: dict[str, Any], base: Path) -> list[tuple[str, Any, Fi
 
 
 def describe_fact(fact: Any) -> str:
-    """A FileFact in a few words: `sha256 9adf0c1e2b3a`, `1048576 bytes, modified 2026-...`, `absent`."""
+    """A FileFact in a few words: `sha256 9adf0c1e2b3a`, `1048576 bytes, modified 2026-...`,
+    `absent`."""
     if not isinstance(fact, dict) or fact.get("missing"):
         return "absent"
     if "sha256" in fact:
@@ -715,7 +721,8 @@ def records_files_read(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def add_files_read(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
-    """Add to identity.json's `files_read` the files the trials read (`records_files_read`) that it does
+    """Add to identity.json's `files_read` the files the trials read (`records_files_read`) that it
+    does
     not list yet. Returns the names added."""
     from planner._store.read import RunFolder  # the one reader of a run folder
     from planner._store.writer import write_json  # the one atomic writer (imports the reader)
@@ -737,7 +744,8 @@ def add_files_read(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def logged_files_read(run_dir: Path) -> dict[str, Any]:
-    """The files a run's trials read, as logged: identity.json's `files_read` (written at the run's end)
+    """The files a run's trials read, as logged: identity.json's `files_read` (written at the run's
+    end)
     and each record's `inputs.files` (a run stopped before its end has only these)."""
     from planner._store.read import RunFolder  # the one reader of a run folder
 
@@ -753,7 +761,8 @@ def logged_files_read(run_dir: Path) -> dict[str, Any]:
 
 
 def files_read_refusal(run_dir: Path, base: Path, shown: str) -> str | None:
-    """Why `plan run --resume` refuses: a file the run's trials read is not what it was (a config file
+    """Why `plan run --resume` refuses: a file the run's trials read is not what it was (a config
+    file
     named as an argument, an exec'd configurator, a local module, a data file), naming it; or None.
     `base`: the folder the trials ran in; `shown`: the run folder as the message names it."""
     changed = changed_files(logged_files_read(run_dir), base)
@@ -765,7 +774,7 @@ def files_read_refusal(run_dir: Path, base: Path, shown: str) -> str | None:
     )
     more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
     return (
-        f"a file the trials read changed since {shown} started ({said}{more}): the trials before and "
-        "after would have run on different inputs as one recipe; a changed input is a new run, start it "
-        "without --resume (or put the file back as it was)"
+        f"a file the trials read changed since {shown} started ({said}{more}): the trials before "
+        "and after would have run on different inputs as one recipe; a changed input is a new run, "
+        "start it without --resume (or put the file back as it was)"
     )

@@ -204,7 +204,8 @@ def run_command(
         run.close()
         if redactor is not None:
             scrub_files(attempt_dir / "hydra", redactor)
-        # what the trial read (its config file, an exec'd configurator, a local module) and the flags
+        # what the trial read (its config file, an exec'd configurator, a local module) and the
+        # flags
         # it was given, for its record
         trial.inputs = {  # type: ignore[attr-defined]
             "argv": argv[len(command_argv(command)) :],
@@ -293,7 +294,8 @@ class _Run:
             ) from None
 
     def sinks(self) -> tuple[Sink, Sink]:
-        """Where the two streams go: their logs, and with `format: stdout` the named one to its metrics too."""
+        """Where the two streams go: their logs, and with `format: stdout` the named one to its
+        metrics too."""
         printed = self.reports.printed if isinstance(self.reports, WithSplits) else None
         if printed is None:
             return self.stdout, self.stderr
@@ -421,7 +423,8 @@ class _Run:
             raise self.failure(
                 CommandMetricsError,
                 f"the script called planner.report and the contract reads its metrics from "
-                f"{self.metrics.described}: use one or the other (remove `metrics:` from the command, "
+                f"{self.metrics.described}: use one or the other (remove `metrics:` from the "
+                "command, "
                 "or the planner.report calls)",
             )
         self.config_check.run()
@@ -691,7 +694,8 @@ class CommandTrainable:
             return None
         return (
             f"the script refused the seed it was given as {key}={int(trial.seed)} ({said[:200]}): "
-            f"give the script a {key!r} setting it reads and uses to seed its random generators, or "
+            f"give the script a {key!r} setting it reads and uses to seed its random generators, "
+            "or "
             "remove seed_key from the contract and have the script read its seed from the "
             "environment, int(os.environ['PLANNER_SEED'])"
         )
@@ -731,7 +735,8 @@ class CommandTrainable:
         metrics: MetricsSpec | None,
         redactor: Redactor,
     ) -> None:
-        """Run a script on the config it receives, as flags (argparse's, or Python literals); exit status 2
+        """Run a script on the config it receives, as flags (argparse's, or Python literals); exit
+        status 2
         (argparse's "error:") is its usage error, shown in the trial's error and not retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
 
@@ -766,7 +771,8 @@ class CommandTrainable:
             ) from None
 
     def continuation(self, found: Path) -> dict[str, Any]:
-        """The config keys that make the script continue from the checkpoint `found`: `resume_key` set to
+        """The config keys that make the script continue from the checkpoint `found`: `resume_key`
+        set to
         its path; or `folder_key` set to the output folder of the attempt that saved it, with the
         `resume_flags` (nanoGPT: out_dir=<that folder>, init_from=resume)."""
         checkpoint = self.checkpoint or {}
@@ -779,7 +785,8 @@ class CommandTrainable:
         return out
 
     def resume_from(self, trial: CommandTrial) -> Path | None:
-        """The checkpoint to continue from when the trial's previous attempt was cut short, or None."""
+        """The checkpoint to continue from when the trial's previous attempt was cut short, or
+        None."""
         if not (
             self.checkpoint
             and (self.checkpoint.get("resume_key") or self.checkpoint.get("folder_key"))

@@ -5,7 +5,8 @@
 `args: literal` writes each leaf as one `--key=value`, the value as a Python literal the script's
 `ast.literal_eval` reads back: `True`, `False`, `None`, numbers as `repr` writes them (infinity as
 `1e999`), lists and mappings as Python writes them (their strings quoted); a string bare where
-`literal_eval` would not read it (`adamw`, `out-dir`: the script then takes the text as it is), quoted
+`literal_eval` would not read it (`adamw`, `out-dir`: the script then takes the text as it is),
+quoted
 with `repr` where it would read it as something else (`'3'`, `'True'`, `' x'`). A NaN has no literal
 and is refused. Nothing is left out: a null is `None`, an empty list `[]`.
 
@@ -80,7 +81,8 @@ def flag_value(value: Any, output_dir: Path) -> str:
 
 
 def literal_flags(config: Mapping[str, Any], output_dir: Path) -> list[str]:
-    """The argv items that pass `config` to a script reading `--key=value` with `ast.literal_eval`: one
+    """The argv items that pass `config` to a script reading `--key=value` with `ast.literal_eval`:
+    one
     per leaf (nested keys joined with `.`), values as `literal_text` writes them."""
     out = []
     for key, value in flatten_leaves(dict(config)):

@@ -858,10 +858,11 @@ class MetricsFileTail:
             if stray is not None:
                 return (
                     f"the metrics file {spec.file!r} never appeared in the trial's output folder "
-                    f"{self.root}, and {stray} appeared in the folder the script runs in while it ran: "
-                    "the script writes its outputs relative to its working folder, which every trial "
-                    "shares. Give it the trial's output folder through the key it reads its output "
-                    "folder from, in the contract's config: `output_dir: ${hydra:runtime.output_dir}`"
+                    f"{self.root}, and {stray} appeared in the folder the script runs in while it "
+                    "ran: the script writes its outputs relative to its working folder, which "
+                    "every trial shares. Give it the trial's output folder through the key it "
+                    "reads its output folder from, in the contract's config: "
+                    "`output_dir: ${hydra:runtime.output_dir}`"
                 )
             return (
                 f"the metrics file {spec.file!r} never appeared in the trial's Hydra output folder "
@@ -875,7 +876,8 @@ class MetricsFileTail:
         )
 
     def _in_workdir(self) -> Path | None:
-        """A file matching `metrics.file` that the script wrote in its working folder while it ran."""
+        """A file matching `metrics.file` that the script wrote in its working folder while it
+        ran."""
         if self.workdir is None or self.spec.file is None:
             return None
         try:

@@ -32,7 +32,8 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def line_row(regex: re.Pattern[str], line: str) -> dict[str, str] | None:
-    """The row a printed line is: the named groups that matched; None when the line does not match."""
+    """The row a printed line is: the named groups that matched; None when the line does not
+    match."""
     found = regex.search(line)
     if found is None:
         return None
@@ -109,7 +110,8 @@ class PrintedMetricsTail:
         return []  # the rows are handed on once, as they come: nothing to look at again
 
     def notes(self) -> list[str]:
-        """The reader's notes (a named group no matched line held); none when no line matched at all:
+        """The reader's notes (a named group no matched line held); none when no line matched at
+        all:
         the trial's error then says so, with the last lines printed."""
         return self.reader.notes() if self.reader is not None and self._matched else []
 

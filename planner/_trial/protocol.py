@@ -608,8 +608,10 @@ def _steps(trial: Trial) -> list[int]:
 
 
 def _interval_short(budget: int, steps: list[int]) -> str:
-    """When the reports came at one interval and the next would have passed the budget: the clause that
-    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at 150."""
+    """When the reports came at one interval and the next would have passed the budget: the clause
+    that
+    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at
+    150."""
     gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
     if len(steps) < 2 or len(gaps) != 1:
         return ""
@@ -617,8 +619,9 @@ def _interval_short(budget: int, steps: list[int]) -> str:
     if every <= 0 or steps[-1] + every <= budget:
         return ""
     return (
-        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and the "
-        f"budget of {budget} is not a multiple of {every}: its next evaluation would have been at step "
+        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and "
+        f"the budget of {budget} is not a multiple of {every}: its next evaluation would have been "
+        "at step "
         f"{steps[-1] + every}, past the budget. Make budget.exposure a multiple of the evaluation "
         f"interval (or the interval a divisor of {budget}), or evaluate at the last step too"
     )

@@ -1,6 +1,7 @@
 """examples/charlm, unchanged, under `plan run`: a nanoGPT-style script (a config file named as an
 argument and exec'd, `--key=value` read with literal_eval, metrics only printed) decides with
-`format: stdout` and `args: literal`; its identity lists the config file it was given, and `--resume`
+`format: stdout` and `args: literal`; its identity lists the config file it was given, and
+`--resume`
 refuses once that file is edited."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 from planner._core.errors import RunError
 from planner._dispatch.driver import run
-from planner._reeval.rerun import files_read_differences
+from planner._reeval.rerun import files_read_differences, prepare
 from planner._store.read import RunFolder
 from planner._store.writer import read_jsonl
 from tests._runs import example_app
@@ -50,10 +51,14 @@ def test_the_example_decides_and_its_identity_is_every_file_it_read(ray_local, t
     assert len(read["config/small.py"]["sha256"]) == 64
     assert not any(name.startswith(("out", "runs")) for name in read)  # outputs are not inputs
     assert files_read_differences(result.run_dir, contract.parent) == []  # nothing changed
+    # a reeval of the unchanged example names no difference: its local module model.py among them
+    plan = prepare(result.run_dir, "hidden64")
+    assert "model.py" in plan.identity["code"]["local_sources"] and "model.py" in read
+    assert [str(d) for d in plan.differences] == []
 
     config = contract.parent / "config" / "small.py"
     config.write_text(config.read_text().replace("batch_size = 32", "batch_size = 16"))
     with pytest.raises(RunError, match=r"config/small\.py: sha256 \w+ then, sha256 \w+ now"):
         run(contract, runs_dir=tmp_path / "runs", resume=result.run_dir, quiet=True)
-    (difference,) = files_read_differences(result.run_dir, contract.parent)
+    (difference,) = prepare(result.run_dir, "hidden64").differences
     assert difference.what == "files_read.config/small.py"

@@ -1,5 +1,6 @@
 """Every file a command trial's Python read is its identity: the bootstrap on the trial's PYTHONPATH
-records a config file named as an argument and exec'd, a local module, data by size and time, also for
+records a config file named as an argument and exec'd, a local module, data by size and time, also
+for
 a script started through a wrapper shell script; files the trial wrote are outputs, not inputs."""
 
 from __future__ import annotations

@@ -285,7 +285,7 @@ def test_a_stdout_pattern_is_valid_and_shown(tmp_path):
     edit = set_command(metrics={"format": "stdout", "pattern": pattern, "step_base": 0})
     result = validate(app_contract(tmp_path, edit))
     assert [d.code for d in result.diagnostics] == []
-    assert f"metrics from the stdout lines matching {pattern!r} (stdout; step step, from 0;" in (
+    assert f"metrics from the stdout lines matching '{pattern}' (stdout; step step, from 0;" in (
         format_result(result)
     )
 

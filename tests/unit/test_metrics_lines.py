@@ -1,5 +1,6 @@
 """Metrics read from the lines a script prints (`metrics: {format: stdout, pattern}`): the
-patterns the docs show, on the lines real scripts print, as the trial reads them (PrintedMetricsTail,
+patterns the docs show, on the lines real scripts print, as the trial reads them
+(PrintedMetricsTail,
 fed bytes as a pipe hands them over)."""
 
 from __future__ import annotations
