@@ -216,9 +216,8 @@ def _drain(fd: int) -> dict:
 
 def literal_text(value: Any) -> str:
     """`value` as the text whose `ast.literal_eval` gives it back, or, for a string that
-    `literal_eval`
-    does not read, the string itself (what a configurator falls back to); ValueError for a NaN or a
-    value that has no Python literal."""
+    `literal_eval` does not read, the string itself (what a configurator falls back to); ValueError
+    for a NaN or a value that has no Python literal."""
     if isinstance(value, str):
         try:
             ast.literal_eval(value)

@@ -199,8 +199,7 @@ def check_flags(
 
 def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
     """`args: literal`: every value has a Python literal (P531), and the first trial's command line
-    as it
-    will run (its flags written as the trial writes them), for the summary."""
+    as it will run (its flags written as the trial writes them), for the summary."""
     for arm, config in configs.items():
         for key, value in flatten_leaves(config):
             why = unfit_for_flags(value)
@@ -428,9 +427,8 @@ def _check_inside(
 
 
 def _check_pattern(report: _Report, contract, metrics) -> None:
-    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group
-    for each
-    metric read from it (P535): a line is a row of its named groups, so no other column can be
+    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group for
+    each metric read from it (P535): a line is a row of its named groups, so no other column can be
     read."""
     where = ("command", "metrics", "pattern")
     try:
@@ -537,10 +535,9 @@ _OUTPUT_NAME = re.compile(
 
 def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
     """P945: the script's output folder defaults to a path relative to the folder it runs in
-    (nanoGPT's
-    `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the contract's config
-    does
-    not set it: every trial would write its checkpoints and logs to one shared folder."""
+    (nanoGPT's `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the
+    contract's config does not set it: every trial would write its checkpoints and logs to one
+    shared folder."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
     if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
@@ -573,8 +570,8 @@ def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
 
 def _relative_outputs(tree: ast.Module, args: str) -> list[tuple[str, str]]:
     """(setting, default) for each output folder the script sets to a relative path: a top-level
-    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir",
-    default="out")`."""
+    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir", default="out")`.
+    """
     found: list[tuple[str, str]] = []
     for node in ast.walk(tree) if args == "argparse" else tree.body:
         if isinstance(node, ast.Assign) and args == "literal":
@@ -600,11 +597,9 @@ def _relative(key: str, value: ast.expr) -> list[tuple[str, str]]:
 
 def _configurator_names(command_dir: Path, argv: list[str]) -> tuple[str, set[str]] | None:
     """(the configurator's file, the settings it accepts) when the command's script execs a file
-    that
-    overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which refuses
-    a key
-    that is not one of them): the names the script and the config files named on its command line
-    assign at their top level. None for any other script: its own parser decides."""
+    that overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which
+    refuses a key that is not one of them): the names the script and the config files named on its
+    command line assign at their top level. None for any other script: its own parser decides."""
     script = script_file(argv)
     if script is None:
         return None
@@ -659,9 +654,8 @@ def _assigned(tree: ast.Module) -> set[str]:
 def _check_literal_names(
     report: _Report, contract, configs: dict[str, dict], command_dir: Path
 ) -> None:
-    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises
-    `Unknown config
-    key`); for the seed key, the sentence gives the two ways out."""
+    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises `Unknown
+    config key`); for the seed key, the sentence gives the two ways out."""
     argv = command_argv(contract.command_line)
     found = _configurator_names(command_dir, argv)
     if found is None:

@@ -399,9 +399,8 @@ class Tracking(_Model):
 
 
 class MetricsFile(_Model):
-    """Where a command's script already logs its metrics (docs/command-trainables.md): a file in
-    its output
-    folder, or (`format: stdout`) the lines it prints, matched by `pattern`."""
+    """Where a command's script already logs its metrics (docs/command-trainables.md): a file in its
+    output folder, or (`format: stdout`) the lines it prints, matched by `pattern`."""
 
     # required for every format but stdout; a printed line's pattern is the other way
     file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(

@@ -156,8 +156,8 @@ def current_identity(
 
 def files_read_differences(run_dir: Path, base: Path) -> list[Difference]:
     """The files the run's trials read (identity.json's `files_read`, the records' `inputs.files`)
-    that
-    are not today what was logged, each named once; a file that did not change is never named."""
+    that are not today what was logged, each named once; a file that did not change is never named.
+    """
     return [
         Difference(f"files_read.{name}", describe_fact(then), describe_fact(now))
         for name, then, now in changed_files(logged_files_read(run_dir), base)

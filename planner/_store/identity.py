@@ -20,7 +20,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -614,8 +614,7 @@ HASHED_BYTES = 1 << 20
 
 class FileFact(TypedDict, total=False):
     """What identifies one file a trial read: `sha256` for code and config, `size` and `mtime_ns`
-    for
-    data; `missing` True for a file gone since."""
+    for data; `missing` True for a file gone since."""
 
     sha256: str
     size: int
@@ -641,8 +640,7 @@ def files_read(log: Path, base: Path) -> dict[str, FileFact]:
     """The files a trial's processes read, from the lines its bootstrap wrote to `log`
     (planner/_trial/bootstrap/sitecustomize.py): name (relative to `base`, the folder the trial runs
     in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is
-    left
-    out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
+    left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
     try:
         text = log.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError:
@@ -672,8 +670,7 @@ def _source_of(path: str) -> str:
 
 def changed_files(logged: dict[str, Any], base: Path) -> list[tuple[str, Any, FileFact]]:
     """The files of `logged` (name -> FileFact, names relative to `base`) that are not today what
-    was
-    recorded: (name, then, now); [] when none changed."""
+    was recorded: (name, then, now); [] when none changed."""
     out = []
     for name, then in sorted(logged.items()):
         if not isinstance(then, dict):
@@ -707,7 +704,7 @@ def describe_fact(fact: Any) -> str:
     return f"{fact.get('size')} bytes, modified {when}"
 
 
-def records_files_read(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def records_files_read(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The union of the files the trials' records say they read (`inputs.files`), the first fact of
     each name kept (a run's trials read one code)."""
     out: dict[str, Any] = {}
@@ -720,10 +717,9 @@ def records_files_read(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def add_files_read(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
+def add_files_read(root: Path, records: Iterable[Mapping[str, Any]]) -> list[str]:
     """Add to identity.json's `files_read` the files the trials read (`records_files_read`) that it
-    does
-    not list yet. Returns the names added."""
+    does not list yet. Returns the names added."""
     from planner._store.read import RunFolder  # the one reader of a run folder
     from planner._store.writer import write_json  # the one atomic writer (imports the reader)
 
@@ -734,7 +730,8 @@ def add_files_read(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
         return []
     if not isinstance(identity, dict):
         return []
-    logged = identity.get("files_read") if isinstance(identity.get("files_read"), dict) else {}
+    found = identity.get("files_read")
+    logged: dict[str, Any] = found if isinstance(found, dict) else {}
     added = {k: v for k, v in records_files_read(records).items() if k not in logged}
     if not added:
         return []
@@ -745,8 +742,7 @@ def add_files_read(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
 
 def logged_files_read(run_dir: Path) -> dict[str, Any]:
     """The files a run's trials read, as logged: identity.json's `files_read` (written at the run's
-    end)
-    and each record's `inputs.files` (a run stopped before its end has only these)."""
+    end) and each record's `inputs.files` (a run stopped before its end has only these)."""
     from planner._store.read import RunFolder  # the one reader of a run folder
 
     folder = RunFolder(run_dir)
@@ -756,15 +752,15 @@ def logged_files_read(run_dir: Path) -> dict[str, Any]:
         records = list(folder.iter_trials(notes)) if folder.file("trials.jsonl").exists() else []
     except RunError:
         return {}
-    logged = identity.get("files_read") if isinstance(identity.get("files_read"), dict) else {}
+    found = identity.get("files_read")
+    logged: dict[str, Any] = found if isinstance(found, dict) else {}
     return {**records_files_read(records), **logged}
 
 
 def files_read_refusal(run_dir: Path, base: Path, shown: str) -> str | None:
     """Why `plan run --resume` refuses: a file the run's trials read is not what it was (a config
-    file
-    named as an argument, an exec'd configurator, a local module, a data file), naming it; or None.
-    `base`: the folder the trials ran in; `shown`: the run folder as the message names it."""
+    file named as an argument, an exec'd configurator, a local module, a data file), naming it; or
+    None. `base`: the folder the trials ran in; `shown`: the run folder as the message names it."""
     changed = changed_files(logged_files_read(run_dir), base)
     if not changed:
         return None

@@ -61,8 +61,8 @@ def newest(trial_dir: str | os.PathLike, pattern: str) -> Path | None:
 
 def output_folder_of(path: Path) -> Path:
     """The output folder of the attempt that saved the checkpoint `path` (`attempt-N/hydra`, what
-    `${hydra:runtime.output_dir}` was for it): the folder a script resuming by a flag reads it
-    from."""
+    `${hydra:runtime.output_dir}` was for it): the folder a script resuming by a flag reads it from.
+    """
     for parent in path.parents:
         if parent.name == "hydra" and parent.parent.name.startswith("attempt-"):
             return parent

@@ -736,8 +736,8 @@ class CommandTrainable:
         redactor: Redactor,
     ) -> None:
         """Run a script on the config it receives, as flags (argparse's, or Python literals); exit
-        status 2
-        (argparse's "error:") is its usage error, shown in the trial's error and not retried."""
+        status 2 (argparse's "error:") is its usage error, shown in the trial's error and not
+        retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
 
         def flags(output_dir: Path) -> list[str]:
@@ -772,9 +772,8 @@ class CommandTrainable:
 
     def continuation(self, found: Path) -> dict[str, Any]:
         """The config keys that make the script continue from the checkpoint `found`: `resume_key`
-        set to
-        its path; or `folder_key` set to the output folder of the attempt that saved it, with the
-        `resume_flags` (nanoGPT: out_dir=<that folder>, init_from=resume)."""
+        set to its path; or `folder_key` set to the output folder of the attempt that saved it, with
+        the `resume_flags` (nanoGPT: out_dir=<that folder>, init_from=resume)."""
         checkpoint = self.checkpoint or {}
         out: dict[str, Any] = {}
         if checkpoint.get("resume_key"):

@@ -1,13 +1,13 @@
 """Metrics read from the lines a script prints (`metrics: {format: stdout, pattern: ...}`).
 
-A script that only prints its metrics (nanoGPT's `step 250: train loss 1.97, val loss 2.07`, a
-Keras progress line, `print(f"epoch {e} val_acc {a}")`) is read from its output as it is printed:
-the worker already pumps the script's stdout and stderr into their bounded logs
+A script that only prints its metrics (nanoGPT's `step 250: train loss 1.97, val loss 2.07`, a Keras
+progress line, `print(f"epoch {e} val_acc {a}")`) is read from its output as it is printed: the
+worker already pumps the script's stdout and stderr into their bounded logs
 (planner._trial.processes), and `PrintedMetricsTail` is a second sink on the stream the contract
 names, so no line is missed once the log's head is full, and nothing is read twice. Each line the
 `pattern` matches (`re.search`) is a row: its named groups that matched are the columns (`step`
-among them; a line without it has the step of the last line that held the step alone, a heading
-like Keras's `Epoch 3/10`), and the rows go to the same `MetricsReader` as a CSV's
+among them; a line without it has the step of the last line that held the step alone, a heading like
+Keras's `Epoch 3/10`), and the rows go to the same `MetricsReader` as a CSV's
 (planner._trial.metrics_files), so they merge into reports by the rules every format follows.
 """
 
@@ -111,8 +111,7 @@ class PrintedMetricsTail:
 
     def notes(self) -> list[str]:
         """The reader's notes (a named group no matched line held); none when no line matched at
-        all:
-        the trial's error then says so, with the last lines printed."""
+        all: the trial's error then says so, with the last lines printed."""
         return self.reader.notes() if self.reader is not None and self._matched else []
 
     def described(self) -> str:

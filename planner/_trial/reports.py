@@ -56,10 +56,10 @@ def report_source(
     workdir: Path | None = None,
 ) -> ReportTail | WithSplits:
     """The reports of one attempt: its report file, or with `metrics` the script's own log under
-    `hydra_dir`
-    (for `stdout`, the lines it prints, tapped from the stream as they come: `WithSplits.printed`;
-    `ended`: read from the stream's log in the attempt's folder, for an attempt that has ended).
-    `workdir`: the folder the script runs in, named when the log appears there instead."""
+    `hydra_dir` (for `stdout`, the lines it prints, tapped from the stream as they come:
+    `WithSplits.printed`; `ended`: read from the stream's log in the attempt's folder, for an
+    attempt that has ended). `workdir`: the folder the script runs in, named when the log appears
+    there instead."""
     if metrics is None:
         return ReportTail(report_file)
     if metrics.format == "stdout":

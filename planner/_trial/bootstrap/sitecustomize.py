@@ -7,10 +7,9 @@ With `PLANNER_FILES_READ` set (the attempt's `files_read.tsv`), it installs an a
 (`sys.addaudithook`) that appends one line per distinct file, `<kind>\\t<absolute path>`, for the
 files opened (`open`: `r`, or `w` for one opened for writing), compiled or executed (`exec`,
 `compile`: `x`, a configurator's `exec(open(f).read())` included) and imported (`import`: `r`),
-below
-one of the folders in `PLANNER_FILES_ROOTS` and not below `PLANNER_FILES_SKIP` (the run folder). The
-worker reads the lines after the command has ended (planner._trial.files_read). It imports only the
-standard library, and then runs the `sitecustomize` it shadows, if there is one.
+below one of the folders in `PLANNER_FILES_ROOTS` and not below `PLANNER_FILES_SKIP` (the run
+folder). The worker reads the lines after the command has ended (planner._trial.files_read). It
+imports only the standard library, and then runs the `sitecustomize` it shadows, if there is one.
 """
 
 import os
