@@ -430,6 +430,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             _SessionExit
         ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            # the driver tidied the trial's checkpoints when Tune stopped it, while the script could
+            # still save one more before this worker ended it: tidied again now that it has
+            _tidy(spec)
             raise
         ledger.end(attempts, how, error, _spent(trial))
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
