@@ -20,7 +20,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
@@ -315,23 +315,34 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     function trainable that imports torch inside its body records torch. Written atomically, never through
     a link (planner._store.writer.write_json). Returns the names added; a folder whose identity.json is
     missing or unreadable is left as it is (a reeval says so)."""
+
+    def change(identity: dict[str, Any]) -> list[str]:
+        logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
+        added = [name for name in used_packages(record_modules(records)) if name not in logged]
+        if added:
+            versions = packages(added)
+            identity["packages"] = {**logged, **{name: versions.get(name) for name in added}}
+        return added
+
+    return _update_identity(Path(root), change)
+
+
+def _update_identity(root: Path, change: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """identity.json changed in place by `change`, which returns what it added, and written back
+    atomically (planner._store.writer.write_json, never through a link) when it added something;
+    a folder whose identity.json is missing or unreadable is left as it is."""
     from planner._store.read import RunFolder  # the one reader of a run folder
     from planner._store.writer import write_json  # the one atomic writer (imports the reader)
 
-    root = Path(root)
     try:
         identity = RunFolder(root).identity()
     except RunError:
         return []
     if not isinstance(identity, dict):
         return []
-    logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
-    added = [name for name in used_packages(record_modules(records)) if name not in logged]
-    if not added:
-        return []
-    versions = packages(added)
-    identity["packages"] = {**logged, **{name: versions.get(name) for name in added}}
-    write_json(root / "identity.json", identity, root)
+    added = change(identity)
+    if added:
+        write_json(root / "identity.json", identity, root)
     return added
 
 
@@ -720,24 +731,16 @@ def records_files_read(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 def add_files_read(root: Path, records: Iterable[Mapping[str, Any]]) -> list[str]:
     """Add to identity.json's `files_read` the files the trials read (`records_files_read`) that it
     does not list yet. Returns the names added."""
-    from planner._store.read import RunFolder  # the one reader of a run folder
-    from planner._store.writer import write_json  # the one atomic writer (imports the reader)
 
-    root = Path(root)
-    try:
-        identity = RunFolder(root).identity()
-    except RunError:
-        return []
-    if not isinstance(identity, dict):
-        return []
-    found = identity.get("files_read")
-    logged: dict[str, Any] = found if isinstance(found, dict) else {}
-    added = {k: v for k, v in records_files_read(records).items() if k not in logged}
-    if not added:
-        return []
-    identity["files_read"] = dict(sorted({**logged, **added}.items()))
-    write_json(root / "identity.json", identity, root)
-    return sorted(added)
+    def change(identity: dict[str, Any]) -> list[str]:
+        found = identity.get("files_read")
+        logged: dict[str, Any] = found if isinstance(found, dict) else {}
+        added = {k: v for k, v in records_files_read(records).items() if k not in logged}
+        if added:
+            identity["files_read"] = dict(sorted({**logged, **added}.items()))
+        return sorted(added)
+
+    return _update_identity(Path(root), change)
 
 
 def logged_files_read(run_dir: Path) -> dict[str, Any]:
