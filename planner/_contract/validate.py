@@ -173,6 +173,7 @@ def _check_loaded(
         diagnostics += command_rules.check_command(contract, loaded, composed)
         found, flags, options = command_rules.check_flags(contract, loaded, composed)
         diagnostics += found
+        diagnostics += command_rules.check_outputs(contract, loaded, composed)
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(
@@ -287,6 +288,8 @@ def _command_summary(contract, flags: str | None = None) -> dict[str, Any] | Non
         if metrics is None
         else {
             "file": metrics.file,
+            "pattern": metrics.pattern,
+            "stream": metrics.stream or "stdout",
             "format": metrics.format,
             "step": metrics.step,
             "step_base": 1 if metrics.step_base is None else metrics.step_base,
@@ -304,6 +307,8 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         else "exposure from PLANNER_BUDGET"
     )
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    if command.get("args") == "literal":
+        lines.append(f"           the config as flags {command.get('flags') or ''}".rstrip())
     if command.get("args") == "argparse":
         lines.append(
             f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}"
@@ -314,15 +319,24 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
     else:
         base = ", from 0" if metrics["step_base"] == 0 else ""
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
+        source = (
+            f"the {metrics['stream']} lines matching '{metrics['pattern']}'"
+            if metrics["format"] == "stdout"
+            else metrics["file"]
+        )
         lines.append(
-            f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+            f"           metrics from {source} ({metrics['format']}; step {metrics['step']}{base}; "
             f"{names})"
         )
     checkpoint = command.get("checkpoint")
     if checkpoint:
+        flags = " ".join(f"{k}={v}" for k, v in (checkpoint.get("resume_flags") or {}).items())
         resume = (
             f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
             if checkpoint["resume_key"]
+            else f"a cut-short trial continues with {checkpoint['folder_key']}=<the folder of the "
+            f"newest> {flags}".rstrip()
+            if checkpoint.get("folder_key")
             else "not passed to the script"
         )
         lines.append(

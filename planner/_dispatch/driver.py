@@ -83,7 +83,12 @@ from planner._stats.decide import (
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
 from planner._store.files import refuse_in_place
-from planner._store.identity import add_used_packages, run_identity
+from planner._store.identity import (
+    add_files_read,
+    add_used_packages,
+    files_read_refusal,
+    run_identity,
+)
 from planner._store.live import LiveWriter, new_progress, write_latest
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
@@ -991,6 +996,9 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
             f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
             f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume"
         )
+    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
+    if refusal is not None:  # a config file, a configurator, a local module a trial read
+        raise RunError(refusal)
     then_local = logged.get("local_sources") if isinstance(logged, dict) else None
     if isinstance(
         then_local, dict
@@ -1222,6 +1230,7 @@ class _End:
             )
         for step in (
             lambda: add_used_packages(store.root, runner.records.values()),
+            lambda: add_files_read(store.root, runner.records.values()),
             lambda: runner.write_state(self.state, self.reason),
             lambda: store.event("run_ended", state=self.state, reason=self.reason),
         ):

@@ -164,6 +164,7 @@ class Trial:
         self.resumed_from: dict[str, Any] | None = (
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
+        self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
@@ -430,6 +431,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             _SessionExit
         ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            # the driver tidied the trial's checkpoints when Tune stopped it, while the script could
+            # still save one more before this worker ended it: tidied again now that it has
+            _tidy(spec)
             raise
         ledger.end(attempts, how, error, _spent(trial))
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
@@ -447,6 +451,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
+    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+        record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
     if (
@@ -563,7 +569,7 @@ def _attempt(
         n,
         "TrialProtocolError",
         f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}",
+        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes, steps=_steps(trial))}",
         "",
     )
 
@@ -601,11 +607,37 @@ WAITING_FOR_TEST = (
 )
 
 
+def _steps(trial: Trial) -> list[int]:
+    return [r["step"] for r in trial.reports if isinstance(r.get("step"), int)]
+
+
+def _interval_short(budget: int, steps: list[int]) -> str:
+    """When the reports came at one interval and the next would have passed the budget: the clause
+    that
+    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at
+    150."""
+    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
+    if len(steps) < 2 or len(gaps) != 1:
+        return ""
+    (every,) = gaps
+    if every <= 0 or steps[-1] + every <= budget:
+        return ""
+    return (
+        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and "
+        f"the budget of {budget} is not a multiple of {every}: its next evaluation would have been "
+        "at step "
+        f"{steps[-1] + every}, past the budget. Make budget.exposure a multiple of the evaluation "
+        f"interval (or the interval a divisor of {budget}), or evaluate at the last step too"
+    )
+
+
 def _why_short(
     spec: TrialSpec,
     last_step: int | None,
     log_reached: int | None = None,
     notes: list[str] | None = None,
+    *,
+    steps: list[int] | None = None,
 ) -> str:
     """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
     `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
@@ -641,6 +673,8 @@ def _why_short(
             f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
             "epoch does), say so with command.metrics.step_base: 0"
         )
+    if steps and (interval := _interval_short(spec.budget, steps)):
+        return interval
     if last_step is not None and last_step < spec.budget:
         return (
             "; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
