@@ -38,6 +38,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import hydra
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -369,8 +370,7 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     result.composes += 1
     overrides = [ov.text for ov, _ in group]
     try:
-        with initialize_config_dir(config_dir=str(base_dir), version_base=None):
-            cfg = compose(config_name=base.name, overrides=overrides)
+        cfg = compose_without_hydra_defaults(base_dir, base.name, overrides)
     except MissingConfigException as error:
         odd = not_a_config_file(base_dir, getattr(error, "missing_cfg_file", None) or "")
         if odd:  # Hydra passes over what is not a regular file and says "not found": say what it is
@@ -415,6 +415,47 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
             )
         ]
     return OmegaConf.to_container(cfg, resolve=False)
+
+
+# Hydra 1.3 is asked for its current behaviour (`version_base=None`, else it warns); Hydra 1.4 has it
+# without asking and warns when the argument is given.
+VERSION_BASE: dict[str, Any] = (
+    {}
+    if tuple(int(p) for p in hydra.__version__.split(".")[:2]) >= (1, 4)
+    else {"version_base": None}
+)
+# The entries of Hydra's own defaults list (its `hydra:` node: where runs go, the launcher, the sweeper,
+# the help texts, logging), each deleted by an override in Hydra's grammar (`~hydra/launcher`).
+HYDRA_DEFAULTS = (
+    "output",
+    "launcher",
+    "sweeper",
+    "help",
+    "hydra_help",
+    "hydra_logging",
+    "job_logging",
+    "env",
+)
+
+
+def compose_without_hydra_defaults(config_dir: Path, config_name: str, overrides: list[str]):
+    """`hydra.compose(config_name, overrides)` in `config_dir`, Hydra's global state cleared after.
+
+    `hydra.compose` composes Hydra's own `hydra:` node too (a dozen files over its structured config)
+    and then drops it from the result: most of its cost. The first try deletes the entries of Hydra's
+    own defaults list with overrides (`~hydra/launcher`, ...), which leaves the node small and the rest
+    of the config as it is; where that is refused (a primary config that overrides one of them, any
+    error) the compose is done again as the overrides are, so every message is Hydra's own."""
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
+            return compose(
+                config_name=config_name,
+                overrides=[*overrides, *(f"~hydra/{name}" for name in HYDRA_DEFAULTS)],
+            )
+    except Exception:  # noqa: BLE001 - composed again below, where Hydra says what is wrong
+        pass
+    with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
+        return compose(config_name=config_name, overrides=overrides)
 
 
 def not_a_config_file(config_dir: Path, name: str) -> str | None:

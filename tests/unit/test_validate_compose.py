@@ -78,3 +78,22 @@ def test_one_compose_per_distinct_group_choice(tmp_path):
     from planner._contract.compose import compose_arms
 
     assert compose_arms(result.loaded.contract, tmp_path).composes == 2
+
+
+def test_a_primary_config_that_overrides_hydras_own_defaults_composes_as_hydra_compose_does(
+    tmp_path,
+):
+    (tmp_path / "train.yaml").write_text(
+        "defaults:\n  - override hydra/job_logging: disabled\n  - _self_\nlr: 0.1\n"
+    )
+    arm = SimpleNamespace(name="a", overrides=["lr=0.2"])
+    contract = SimpleNamespace(
+        config=SimpleNamespace(dir=str(tmp_path), name="train", overrides=[], values=None),
+        all_arms=[arm],
+        baseline=arm,
+        command=None,
+    )
+    composed = compose_arms(contract, tmp_path)
+    assert composed.problems == []
+    assert composed.raw["a"] == {"lr": 0.2}
+    assert not GlobalHydra.instance().is_initialized()
