@@ -40,6 +40,9 @@ from planner._core.errors import RunError
 # The versions this module was written and tested for: pyproject.toml's ranges (`.ci/lowest.sh` runs
 # the lowest, CI's own resolution the newest). Lower bound included, upper bound excluded.
 SUPPORTED = {"ray": ((2, 40), (3,)), "optuna": ((4, 0), (6,))}
+# The Ray the SPEED patches were written and measured on: an older Ray in the range may lack some of
+# them (Ray 2.40 has neither the dashboard's dependency check nor `ray._common`) and runs without them.
+SPEED_WRITTEN_FOR = (2, 60)
 
 NEEDED, SPEED = "needed", "speed"
 ABSENT = object()  # what `lookup` returns for a name the installed package does not have
@@ -104,7 +107,7 @@ RAY_STARTUP_LOGGER = "ray._private"
 SHARED_WITH_RAY_INIT = ("ray._common.usage.usage_lib", "ray.dashboard")
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
+def version_tuple(text: str) -> tuple[int, ...]:
     """(2, 60, 0) for "2.60.0" or "2.60.0rc1"; () for text that does not start with a version."""
     match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
     return tuple(int(part) for part in match.groups() if part is not None) if match else ()
@@ -118,7 +121,7 @@ def _range_text(package: str) -> str:
 def version_problem(package: str, installed: str) -> str | None:
     """The sentence for `package` at `installed`, a version outside the supported range; or None."""
     low, high = SUPPORTED[package]
-    if low <= _version_tuple(installed) < high:
+    if low <= version_tuple(installed) < high:
         return None
     return (
         f"{package} {installed} is installed, but planner supports {package}{_range_text(package)} "
