@@ -48,10 +48,11 @@ echo "lowest: $pins"
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(ray|optuna|hydra-core|omegaconf|pandas|pydantic|numpy|torch) '
 echo "lowest: installed in $(($(date +%s) - start)) s"
 
-# The smoke: validate's composing (Hydra, pydantic) and plan run end to end (Ray Tune, Optuna, pandas):
-# tuning with each sampler and early-stopping rule, a decision, a resumed sweep.
+# The smoke: the private names' check, a resumed sweep's study (OptunaSearch), validate's composing
+# (Hydra, pydantic) and plan run end to end (Ray Tune, Optuna, pandas): tuning with each sampler and
+# early-stopping rule, a decision, a resumed sweep.
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
-  tests/unit/test_compat.py tests/e2e/test_cli_validate.py tests/e2e/test_run_e2e.py \
-  -k "test_compat or test_cli_validate or strong_effect or matched_budget or grid_sampler \
-      or partial_tuning_sweep or resumed_sweep_draws"
+  tests/unit/test_compat.py tests/unit/test_resumed_study.py tests/e2e/test_cli_validate.py \
+  tests/e2e/test_run_e2e.py -k "test_compat or test_resumed_study or test_cli_validate \
+      or strong_effect or matched_budget or grid_sampler or partial_tuning_sweep or resumed_sweep_draws"
 echo "lowest: done in $(($(date +%s) - start)) s"

@@ -417,15 +417,15 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     return OmegaConf.to_container(cfg, resolve=False)
 
 
-# Hydra 1.3 is asked for its current behaviour (`version_base=None`, else it warns); Hydra 1.4 has it
-# without asking and warns when the argument is given.
+# Hydra 1.3 is asked for its current behaviour (`version_base=None`, else it warns); Hydra 1.4
+# has it without asking and warns when the argument is given.
 VERSION_BASE: dict[str, Any] = (
     {}
     if tuple(int(p) for p in hydra.__version__.split(".")[:2]) >= (1, 4)
     else {"version_base": None}
 )
-# The entries of Hydra's own defaults list (its `hydra:` node: where runs go, the launcher, the sweeper,
-# the help texts, logging), each deleted by an override in Hydra's grammar (`~hydra/launcher`).
+# The entries of Hydra's own defaults list (its `hydra:` node: where runs go, the launcher, the
+# sweeper, the help texts, logging), each deleted by an override in Hydra's grammar.
 HYDRA_DEFAULTS = (
     "output",
     "launcher",
@@ -441,11 +441,11 @@ HYDRA_DEFAULTS = (
 def compose_without_hydra_defaults(config_dir: Path, config_name: str, overrides: list[str]):
     """`hydra.compose(config_name, overrides)` in `config_dir`, Hydra's global state cleared after.
 
-    `hydra.compose` composes Hydra's own `hydra:` node too (a dozen files over its structured config)
-    and then drops it from the result: most of its cost. The first try deletes the entries of Hydra's
-    own defaults list with overrides (`~hydra/launcher`, ...), which leaves the node small and the rest
-    of the config as it is; where that is refused (a primary config that overrides one of them, any
-    error) the compose is done again as the overrides are, so every message is Hydra's own."""
+    `hydra.compose` composes Hydra's own `hydra:` node too (a dozen files over its structured
+    config) and then drops it from the result: most of its cost. The first try deletes the entries
+    of Hydra's own defaults list by overrides (`~hydra/launcher`, ...), which leaves the node small
+    and the rest of the config as it is; where that is refused (a primary config that overrides one
+    of them, any error) the compose is done again as given, so every message is Hydra's own."""
     try:
         with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
             return compose(

@@ -39,9 +39,10 @@ from planner._core.errors import RunError
 
 # The versions this module was written and tested for: pyproject.toml's ranges (`.ci/lowest.sh` runs
 # the lowest, CI's own resolution the newest). Lower bound included, upper bound excluded.
-SUPPORTED = {"ray": ((2, 40), (3,)), "optuna": ((4, 0), (6,))}
-# The Ray the SPEED patches were written and measured on: an older Ray in the range may lack some of
-# them (Ray 2.40 has neither the dashboard's dependency check nor `ray._common`) and runs without them.
+SUPPORTED = {"ray": ((2, 41), (3,)), "optuna": ((4, 0), (6,))}
+# The Ray the SPEED patches were written and measured on: an older Ray in the range may lack some
+# of them (Ray 2.41 has neither the dashboard's dependency check nor `ray._common`) and runs
+# without them.
 SPEED_WRITTEN_FOR = (2, 60)
 
 NEEDED, SPEED = "needed", "speed"
@@ -241,7 +242,8 @@ def kill_autoscaler_monitor() -> None:
     whose node does not list it is left as it is."""
     node = ray._private.worker._global_node
     processes = getattr(node, "all_processes", None) if node is not None else None
-    for info in processes.get("monitor", []) if isinstance(processes, dict) else []:
+    monitors: list[Any] = processes.get("monitor", []) if isinstance(processes, dict) else []
+    for info in monitors:
         if info.process.poll() is None:
             info.process.kill()
             info.process.wait(timeout=5)

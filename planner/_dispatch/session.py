@@ -314,7 +314,8 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
     `ray.init(configure_logging=False)` first clears the `ray` logger's handlers, and a
     record no handler takes is printed on stderr by Python's last-resort handler. So
     during start-up the file handler sits on the logger Ray's start-up code logs on
-    (`compat.RAY_STARTUP_LOGGER`); afterwards on `ray` itself, which does not propagate to the root logger.
+    (`compat.RAY_STARTUP_LOGGER`); afterwards on `ray` itself, which does not propagate to the
+    root logger.
     The file starts with where Ray's session folder (raylet and worker logs) is.
     """
     global _ray_log_handler

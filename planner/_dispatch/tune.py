@@ -195,8 +195,9 @@ def _make_rule(early_stop, metric: str, mode: str, exposure: int):
 
 
 def _searcher_and_study(sweep: Sweep, metric: str, mode: str) -> tuple[OptunaSearch, optuna.Study]:
-    """An OptunaSearch over the sweep's space, and its study: OptunaSearch makes the study in the storage it
-    is given, and `optuna.load_study` opens the same study there (a resumed sweep tells it what ended)."""
+    """An OptunaSearch over the sweep's space, and its study: OptunaSearch makes the study in the
+    storage it is given, and `optuna.load_study` opens the same study there (a resumed sweep tells
+    it what ended)."""
     storage = optuna.storages.InMemoryStorage()
     searcher = OptunaSearch(
         space=sweep.space,

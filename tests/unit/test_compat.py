@@ -1,6 +1,6 @@
-"""The one module that holds Ray's and Optuna's private names: it refuses a Ray or Optuna outside the
-range it was written for, or a Ray without a name planner needs, with one sentence; and the installed
-Ray and Optuna have every name it lists (a Ray that moved one fails here, not silently in a run)."""
+"""The one module that holds Ray's and Optuna's private names: it refuses a Ray or Optuna outside
+the range it was written for, or a Ray without a name planner needs, with one sentence; and the
+installed Ray has every name it lists (a Ray that moved one fails here, not silently in a run)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from planner._dispatch.compat import NEEDED, PrivateName
 
 
 def test_a_version_outside_the_range_is_one_sentence_naming_the_package_and_its_version():
-    assert compat.version_problem("ray", "2.39.0") == (
-        "ray 2.39.0 is installed, but planner supports ray>=2.40,<3 (install a version in that "
-        "range, e.g. pip install 'ray>=2.40,<3')"
+    assert compat.version_problem("ray", "2.40.0") == (
+        "ray 2.40.0 is installed, but planner supports ray>=2.41,<3 (install a version in that "
+        "range, e.g. pip install 'ray>=2.41,<3')"
     )
     assert compat.version_problem("optuna", "6.0.0") is not None
     assert compat.version_problem("optuna", "3.6.1") is not None
@@ -37,7 +37,7 @@ def test_a_needed_name_the_installed_ray_lacks_is_refused_with_one_sentence(monk
         compat.check_installed()
     assert str(raised.value) == (
         f"ray {version} has no ray._private.worker._no_such_node, which planner needs; install "
-        "ray>=2.40,<3 at a version planner was tested with"
+        "ray>=2.41,<3 at a version planner was tested with"
     )
 
 
