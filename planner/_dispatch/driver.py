@@ -1041,6 +1041,7 @@ def _connect(
             log_dir=runner.store.root,
             contract=runner.contract,
             contract_dir=runner.contract_dir,
+            keeper_session=runner.dispatch.session,
         )
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:

@@ -67,7 +67,7 @@ def prestart_workers(
 def running_for(spec: TrialSpec, submitted_at: float) -> float:
     """Seconds the trial's current attempt has run: from its ledger when the driver can read it (the
     trial may wait long for a worker to start), else since it was submitted."""
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     mine = ledger.mine()
     if (
         not mine
@@ -81,7 +81,7 @@ def completed_reports(spec: TrialSpec) -> list[dict] | None:
     and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full exposure: its
     result exists, whatever happened to its worker afterwards (#20.2). None when not so. Asked only when
     the worker kept no record (`kept_record`): it died between the attempt's end and its record."""
-    mine = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).mine()
+    mine = Ledger.of(spec).mine()
     if not mine or mine[-1].get("ended") != TrialStatus.COMPLETED:
         return None
     path = Path(spec.dir) / f"attempt-{mine[-1].get('attempt')}" / "reports.jsonl"
@@ -100,42 +100,34 @@ def completed_reports(spec: TrialSpec) -> list[dict] | None:
     return reports if reports and reports[-1]["step"] == spec.budget else None
 
 
-def after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
+def after_worker_death(
+    spec: TrialSpec, message: str, traceback: str = "", *, sent: int = 1
+) -> tuple[str, list, int]:
     """After a worker died under `spec`: (RETRY | a final status, the errors, attempts used).
 
-    The attempt ledger in trial.dir (planner._trial.attempts) says whether a watchdog
-    killed it for oom/timeout (final, never retried), and how many attempts this
-    run has used (a worker death uses a retry, like a raise).
+    The attempt ledger (planner._trial.attempts; on a cluster written on the driver's node through
+    Ray as each attempt starts and ends, whichever node ran it) says whether a watchdog killed it for
+    oom/timeout (final, never retried), and how many attempts this run has used (a worker death uses a
+    retry, like a raise). `sent`: how many times this driver sent the trial; an attempt the ledger
+    does not hold (its worker died before it could say it started) counts all the same.
     """
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     terminal = ledger.terminal()
-    errors = ledger.errors(died_message=f"the worker process died: {message}")
+    died = f"the worker process died: {message}"
+    errors = ledger.errors(died_message=died)
     for error in errors:
         if error["type"] == "WorkerDied" and traceback and not error["traceback"]:
             error["traceback"] = traceback
-    used = max(ledger.used, 1)
     if terminal is not None:
-        return terminal["ended"], errors, used
-    if not ledger.used:  # no ledger (another node's disk): count on the driver's side
-        errors = [
-            {
-                "attempt": 1,
-                "type": "WorkerDied",
-                "message": f"the worker process died: {message}",
-                "traceback": traceback,
-            }
-        ]
-    if used < 1 + spec.retries and ledger.used:
+        return terminal["ended"], errors, max(ledger.used, 1)
+    used = max(ledger.used, sent, 1)
+    known = {error["attempt"] for error in errors}
+    if used not in known:  # the death of the attempt the ledger never heard of
+        errors.append(
+            {"attempt": used, "type": "WorkerDied", "message": died, "traceback": traceback}
+        )
+    if used < 1 + spec.retries:
         return RETRY, errors, used
-    if not errors:  # a failed record always says why (#20.2)
-        errors = [
-            {
-                "attempt": used,
-                "type": "WorkerDied",
-                "message": f"the worker process died: {message}",
-                "traceback": traceback,
-            }
-        ]
     return TrialStatus.FAILED, errors, used
 
 
@@ -193,7 +185,7 @@ class _FixedBatch:
                         spec,
                         TrialStatus.COMPLETED,
                         None,
-                        max(Ledger.load(spec.dir, str(spec.extra.get("session", ""))).used, 1),
+                        max(Ledger.of(spec).used, 1),
                         [],
                         started,
                         time.monotonic() - started_at,
@@ -203,7 +195,9 @@ class _FixedBatch:
                     self.hooks.trial_kept(spec, record, message)
                     self._end(record)
                     continue
-                status, errors, used = after_worker_death(spec, message, traceback=str(error))
+                status, errors, used = after_worker_death(
+                    spec, message, traceback=str(error), sent=self.attempts[spec.trial_id]
+                )
                 if status == RETRY:
                     self.queue.insert(0, spec)
                     continue

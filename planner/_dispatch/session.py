@@ -36,6 +36,7 @@ from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
+from planner._dispatch.keeper import start_trial_files
 from planner._dispatch.worker import WORKER_ENV
 from planner._store.files import open_inside
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
@@ -534,6 +535,18 @@ def restore_stop_signals(previous) -> None:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def _trial_files(run_dir: Path | None, session: str) -> object:
+    """The driver's TrialFiles actor for `session` (None without a run folder, or when Ray could not
+    start it: the workers then keep the trials' files on their own disks, as the docs say)."""
+    if run_dir is None:
+        return None
+    try:
+        return start_trial_files(Path(run_dir), session)
+    except Exception as error:  # Ray Client, or a driver's node that cannot hold it
+        logging.getLogger("ray").warning("no TrialFiles actor on the driver's node: %s", error)
+        return None
+
+
 class GcsWatch:
     """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer accepts a
     connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the driver process
@@ -794,6 +807,9 @@ class RunSession:
         self._claimed = False
         self._started_ray = False
         self._gcs: GcsWatch | None = None
+        self.keeper: object = (
+            None  # the TrialFiles actor of a cluster run (planner._dispatch.keeper)
+        )
         self._exiting = threading.Event()  # __exit__ began: the main thread ends the command
         self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
 
@@ -811,7 +827,13 @@ class RunSession:
         self._end = bookkeeping
 
     def start_ray(
-        self, address: str | None, search_path: list[str], runs_dir: Path, **options
+        self,
+        address: str | None,
+        search_path: list[str],
+        runs_dir: Path,
+        *,
+        keeper_session: str | None = None,
+        **options,
     ) -> None:
         """start_ray; a Ray started here is shut down when the session ends.
 
@@ -831,6 +853,8 @@ class RunSession:
             if self._claimed:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
+        if keeper_session is not None and resolve_address(address) is not None:
+            self.keeper = _trial_files(options.get("log_dir"), keeper_session)
 
     def _lost(self) -> None:
         """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command through its

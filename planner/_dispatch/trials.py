@@ -36,6 +36,7 @@ from planner._core.records import metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.keeper import keeper_name
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
@@ -196,6 +197,8 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        if self.remote:  # the ledger, the kept record and the output log go to the driver's node
+            extra["keeper"] = keeper_name(self.session)
         return TrialSpec(
             trial_id=trial.trial_id,
             phase=trial.phase,

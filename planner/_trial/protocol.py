@@ -55,7 +55,7 @@ from planner._data.splits import SplitError, SplitLog
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
-from planner._trial.limits import TrialLimit, Watchdog, captured_output
+from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
 from planner._trial.reports import nearest_name
 
 
@@ -107,6 +107,9 @@ class TrialSpec:
         if self.heldout and self.phase != "tune":
             return (self.metric, self.heldout)
         return (self.metric,)
+
+
+OUTPUT_LOG = "output.log"  # the trainable's prints, in trial.dir
 
 
 class _Stop(BaseException):
@@ -399,7 +402,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     """
     started, t0 = utc_now(), time.monotonic()
     _enter(spec)
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     terminal = ledger.terminal()
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(
@@ -429,8 +432,10 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             _SessionExit
         ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))
             raise
         ledger.end(attempts, how, error, _spent(trial))
+        ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))  # the cap's note past it
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
@@ -467,7 +472,7 @@ def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
     its worker died before it kept the record, the record is on another node's disk, or it is not this
     trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
     after a worker death and in a worker Tune starts again for a trial that had ended."""
-    record = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).kept()
+    record = Ledger.of(spec).kept()
     if record is None or any(
         record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")
     ):
@@ -664,7 +669,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
         ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
-    output = captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub)
+    output = captured_output(os.path.join(spec.dir, OUTPUT_LOG), scrub=scrub)
     try:
         with output, dog:
             try:

@@ -132,7 +132,7 @@ def test_a_confirmation_trial_whose_worker_died_after_it_ended_is_recorded_as_it
         lambda spec, why: None,
         trial_kept=lambda spec, record, why: kept.append((spec.trial_id, why)),
     )
-    batch.queue, batch.outcome = [], fixed.Outcome()
+    batch.queue, batch.outcome, batch.attempts = [], fixed.Outcome(), {s.trial_id: 1}
     ref = _Died()
     batch.running = {ref: (s, 0.0, "2026-01-01T00:00:00Z")}
 
