@@ -1202,7 +1202,10 @@ def _resume_command(
         state == RunState.FAILED and reason.startswith(RAY_LOST)
     ):
         return None
-    argv = resume_argv or [str(contract_path)]
+    argv = list(resume_argv or [str(contract_path)])
+    if reason.startswith(RAY_LOST) and "--address" in argv:  # that head is gone: the next one's
+        at = argv.index("--address")  # address comes from RAY_ADDRESS or a new --address
+        del argv[at : at + 2]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
 
 

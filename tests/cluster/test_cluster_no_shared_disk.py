@@ -1,0 +1,204 @@
+"""`plan run --address` on a cluster whose worker nodes do not share the driver's disk, with nodes that die.
+
+The worker node runs in a mount namespace of its own with an empty tmpfs over the runs folder
+(`NodeSpec(private=...)`, as root): what a trial writes into `trial.dir` there stays there, and only what
+travels through Ray reaches the run folder. The head (where the driver's Ray connects) shares the
+driver's disk, as the machine the driver runs on does. The trainable writes where each attempt ran into a
+`facts` folder both sides see, the test's only window into the worker node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.nodes import LocalCluster, NodeSpec
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.skipif(os.geteuid() != 0, reason="private mounts need root (unshare --mount)"),
+]
+
+TRAINABLE = """import json, os, time
+
+
+def train(config, trial):
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    facts = os.path.join(config["facts"], f"{trial.id}-{trial.attempt}-{os.getpid()}.json")
+    with open(facts, "w") as f:
+        json.dump({"node_id": node, "phase": trial.phase, "trial_id": trial.id}, f)
+    level = config["level"] + 0.001 * trial.seed
+    for step in range(1, trial.budget + 1):
+        time.sleep(config["step_s"])
+        print(f"step {step} on {node}", flush=True)
+        trial.report(step, val_acc=level + 0.01 * step)
+"""
+
+
+def _contract(folder: Path, facts: Path, *, retries: int) -> Path:
+    import yaml
+
+    from tests._runs import synthetic_contract
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spread_trainable.py").write_text(TRAINABLE)
+    contract = synthetic_contract(
+        name="no-shared-disk",
+        hypothesis="The treatment recipe raises val_acc by more than 0.05.",
+        trainable="spread_trainable:train",
+        config={"values": {"level": 0.5, "step_s": 0.6, "facts": str(facts)}},
+        seeds=[0, 1, 2],
+        budget={"exposure": 4, "resources": {"cpu": 1, "gpu": 0}},
+        failures={"retries": retries},
+    )
+    path = folder / "contract.yaml"
+    path.write_text(yaml.safe_dump(contract, sort_keys=False))
+    return path
+
+
+def _plan_run(contract: Path, runs: Path, env: dict, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(runs), *extra]
+    return subprocess.Popen(
+        cmd, cwd=contract.parent.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+
+
+def _run_folder(runs: Path) -> Path:
+    (folder,) = [p for p in runs.glob("*/*") if (p / "run.json").is_file()]
+    return folder
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
+
+
+def _wait_for_fact(facts: Path, proc: subprocess.Popen, *, node_id: str, phase: str) -> dict:
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and proc.poll() is None:
+        for path in facts.glob("*.json"):
+            try:
+                fact = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if fact["node_id"] == node_id and fact["phase"] == phase:
+                return fact
+        time.sleep(0.2)
+    raise AssertionError(f"no {phase} trial started on the node: {proc.poll()}")
+
+
+RAY_LINE = re.compile(r"\(raylet\)|\[state-dump\]|heartbeat|Raylet is terminated|GCS", re.I)
+
+
+@pytest.mark.timeout(1500)
+def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    contract = _contract(tmp_path / "experiment", facts, retries=1)
+    cluster = LocalCluster(
+        [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))]
+    ).start()
+    try:
+        env = cluster.driver_env(PYTHONPATH=str(REPO))
+        proc = _plan_run(contract, runs, env, "--address", cluster.address)
+        try:
+            worker = cluster.nodes[1].node_id
+            victim = _wait_for_fact(facts, proc, node_id=worker, phase="confirm")
+            time.sleep(1.0)  # into its steps
+            cluster.kill_node(1)
+            stdout, stderr = proc.communicate(timeout=900)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        cluster.stop()
+    assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    run_dir = _run_folder(runs)
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
+    records = {r["trial_id"]: r for r in _records(run_dir)}
+    assert all(r["status"] == "completed" for r in records.values()), records
+    lost = records[victim["trial_id"]]
+    assert lost["attempts"] == 2 and lost["errors"][0]["type"] == "WorkerDied", lost
+    # every trial's folder holds its output log and its kept record, wherever it ran
+    for trial_id in records:
+        folder = run_dir / "trials" / trial_id
+        assert "step 4 on" in (folder / "output.log").read_text(), trial_id
+        kept = json.loads((folder / ".planner-record.json").read_text())["record"]
+        assert kept["trial_id"] == trial_id and kept["status"] == "completed"
+    assert lost["node_id"] != worker  # its last attempt ran on the node left
+    # nothing of Ray's own on the terminal
+    assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)]
+
+    # the same contract on an embedded Ray decides the same
+    embedded = tmp_path / "embedded"
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(embedded)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
+    alone = json.loads((_run_folder(embedded) / "decisions.json").read_text())["decisions"]
+    assert [(d["arm"], d["decision"]) for d in decided] == [
+        (d["arm"], d["decision"]) for d in alone
+    ]
+
+
+@pytest.mark.timeout(1500)
+def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_new_head(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    contract = _contract(tmp_path / "experiment", facts, retries=0)
+    cluster = LocalCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]).start()
+    try:
+        env = cluster.driver_env(PYTHONPATH=str(REPO))
+        old = cluster.address
+        proc = _plan_run(contract, runs, env, "--address", old)
+        try:
+            _wait_for_fact(facts, proc, node_id=cluster.nodes[0].node_id, phase="confirm")
+            killed = time.monotonic()
+            cluster.kill_node(0)
+            stdout, stderr = proc.communicate(timeout=120)
+            took = time.monotonic() - killed
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    finally:
+        cluster.stop()
+    assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    assert took < 45, f"the driver took {took:.0f} s to end after its head died"
+    assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)
+                and "Ray session was lost" not in line and "run state" not in line]  # fmt: skip
+    (line,) = [x for x in stdout.splitlines() if x.startswith("to resume:")]
+    assert old not in line and "--resume" in line
+    assert json.loads((_run_folder(runs) / "state.json").read_text())["state"] == "interrupted"
+
+    import shlex
+
+    argv = shlex.split(line.removeprefix("to resume:").strip())
+    assert argv[:2] == ["plan", "run"]
+    with LocalCluster([NodeSpec(num_cpus=2)]) as fresh:
+        done = subprocess.run(
+            [sys.executable, "-m", "planner", "run", *argv[2:]], cwd=contract.parent.parent,
+            env=fresh.driver_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = _run_folder(runs)
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
+    assert (run_dir / "decisions.json").is_file()
