@@ -91,6 +91,13 @@ def _add_run(sub) -> None:
     p.add_argument(
         "--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped"
     )
+    p.add_argument(
+        "--storage",
+        metavar="URI",
+        default=None,
+        help="where trials keep their files for every node (s3://, gs://, a shared path): a "
+        "checkpoint saved on one node continues the trial on another (docs/cluster.md)",
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
     p.add_argument(
         "--keep-going",
@@ -220,6 +227,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             quiet=args.quiet,
             resume_argv=_resume_argv(args),
             keep_going=args.keep_going,
+            storage=args.storage,
         )
         print(driver.format_result(result), flush=True)
         return result.exit_code
@@ -230,6 +238,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
     out = [args.contract]
     if args.address:
         out += ["--address", args.address]
+    if getattr(args, "storage", None):
+        out += ["--storage", args.storage]
     if args.quiet:
         out.append("--quiet")
     if getattr(args, "keep_going", False):

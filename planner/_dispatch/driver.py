@@ -89,6 +89,7 @@ from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.storage import check_storage
 
 NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
 
@@ -260,6 +261,7 @@ class Runner:
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
     keep_going: bool = False  # plan run --keep-going: never fail fast
+    storage: str | None = None  # plan run --storage: the trials' files for every node
     script_options: tuple | None = (
         None  # what the flag check read of an argparse script (Dispatch.open)
     )
@@ -319,6 +321,7 @@ class Runner:
             self.store,
             listener=self,
             remote=self.remote,
+            storage=self.storage,
             raw_configs=self.raw_configs,
             script_options=self.script_options,
             records={r["trial_id"]: r for r in self.store.trials() if r.get("phase") != "reeval"},
@@ -406,6 +409,14 @@ class Runner:
         self.display.note(
             f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
             f"trial's ({why})"
+        )
+
+    def node_refused(self, node_id: str, problem: str) -> None:
+        """A node that cannot import the trainable: said once, and its trials go to the others."""
+        self.store.event("node_refused", sync=False, node_id=node_id, problem=problem)
+        self.display.note(
+            f"node {node_id[:12]} cannot import the trainable ({problem}): "
+            "no trial is sent there; the run goes on on the other nodes"
         )
 
     def should_stop(self) -> str | None:
@@ -803,6 +814,7 @@ def run(
     stream=None,
     resume_argv: list[str] | None = None,
     keep_going: bool = False,
+    storage: str | None = None,
 ) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
@@ -816,6 +828,8 @@ def run(
         contract_path, lineage
     )
     _check_tracking(contract)
+    if storage is not None:
+        check_storage(storage)
     remote = (
         resolve_address(address) is not None
     )  # a malformed --address is refused before the run folder
@@ -843,6 +857,7 @@ def run(
             previous_wall_s=previous_wall,
             keep_going=keep_going,
             script_options=script_options,
+            storage=storage,
         )
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.model import Resources
-from planner._core.errors import TrialProtocolError
+from planner._core.errors import RunError, TrialProtocolError
 from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now
 from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.worker import confirm_task, warm_task
+from planner._dispatch.worker import check_node, confirm_task, warm_task
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, kept_record, make_record
 from planner._trial.reports import parse_report_line
@@ -131,6 +131,91 @@ def after_worker_death(
     return TrialStatus.FAILED, errors, used
 
 
+NODE_LOOK_S = 2.0  # how often the driver looks for nodes that joined (each is checked once)
+
+
+def trials_held(need: Mapping[str, float], have: Mapping[str, float]) -> int:
+    """How many trials asking `need` (Ray's resource names) a node offering `have` holds at once."""
+    counts = [int(have.get(name, 0.0) // amount) for name, amount in need.items() if amount > 0]
+    return min(counts) if counts else 1
+
+
+def short_node(node_id: str) -> str:
+    return node_id[:12]
+
+
+class _Nodes:
+    """The cluster's nodes as fixed-config trials see them: each checked once as it joins (a task pinned
+    to it imports the trainable), the trials each holds, the ones refused and why.
+
+    A trial is sent to one checked node (Ray's node affinity) with a slot free, the least busy first,
+    and never to a node where that trial failed for a reason of the node (its worker died there), while
+    another checked node can hold it."""
+
+    def __init__(self, template: TrialSpec, resources: Resources, hooks: Hooks):
+        self.need = resources_for(resources)
+        self.template, self.hooks = template, hooks
+        self.check = ray.remote(check_node).options(num_cpus=0, max_retries=0)
+        self.slots: dict[str, int] = {}  # checked node -> trials it holds at once
+        self.refused: dict[str, str] = {}  # node -> what failed there
+        self.pending: dict[Any, str] = {}  # check task -> its node
+        self.busy: dict[str, int] = {}  # node -> trials of this batch running there
+        self.alive: set[str] = set()
+        self.looked = -NODE_LOOK_S
+
+    def look(self) -> None:
+        """Check the nodes that joined since the last look; take the checks that answered."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if time.monotonic() - self.looked >= NODE_LOOK_S:
+            self.looked = time.monotonic()
+            nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+            self.alive = set(nodes)
+            for node_id, node in nodes.items():
+                held = trials_held(self.need, node.get("Resources", {}))
+                if not held or node_id in self.slots or node_id in self.refused:
+                    continue
+                if node_id not in self.pending.values():
+                    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+                    ref = self.check.options(scheduling_strategy=strategy).remote(
+                        self.template.trainable, self.template.path
+                    )
+                    self.pending[ref] = node_id
+        wait = 30.0 if not self.slots and self.pending else 0  # the first node is worth waiting for
+        done, _ = ray.wait(list(self.pending), num_returns=len(self.pending) or 1, timeout=wait)
+        for ref in done:
+            node_id = self.pending.pop(ref)
+            try:
+                problem = ray.get(ref)
+            except Exception:  # the node went while it was checked: looked at again if it is back
+                continue
+            if problem is None:
+                node = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
+                self.slots[node_id] = trials_held(self.need, node.get("Resources", {}))
+            else:
+                self.refused[node_id] = problem
+                self.hooks.node_refused(node_id, problem)
+
+    def place(self, avoid: set[str]) -> str | None:
+        """The checked, alive node with a slot free for a trial, least busy first, outside `avoid` when
+        another can hold it; None when none is free now."""
+        free = [
+            (self.busy.get(n, 0), n)
+            for n, held in self.slots.items()
+            if n in self.alive and self.busy.get(n, 0) < held
+        ]
+        preferred = [f for f in free if f[1] not in avoid]
+        chosen = min(preferred or free, default=None)
+        return chosen[1] if chosen else None
+
+    def none_can_run(self) -> str | None:
+        """Why no node can run a trial (every alive node that could hold one refused), or None."""
+        if self.slots or self.pending or not self.refused or not (self.alive <= set(self.refused)):
+            return None
+        said = "; ".join(f"node {short_node(n)}: {why}" for n, why in sorted(self.refused.items()))
+        return f"no node of the Ray cluster can run the trainable ({said})"
+
+
 class _FixedBatch:
     """The trials of one `run_fixed` call: the queue, the running tasks, the attempts so far."""
 
@@ -142,9 +227,8 @@ class _FixedBatch:
         hooks: Hooks,
         max_trial_time_s: float | None,
     ):
-        self.task = ray.remote(confirm_task).options(
-            **task_options(resources), max_retries=0, retry_exceptions=False
-        )
+        self.options = {**task_options(resources), "max_retries": 0, "retry_exceptions": False}
+        self.task = ray.remote(confirm_task).options(**self.options)
         self.slots = slots_for(resources)
         self.queue = list(specs)
         self.hooks, self.max_trial_time_s = hooks, max_trial_time_s
@@ -153,15 +237,46 @@ class _FixedBatch:
             Any, tuple[TrialSpec, float, str]
         ] = {}  # ref -> (spec, submitted at, started)
         self.outcome = Outcome()
+        self.nodes = _Nodes(specs[0], resources, hooks) if _on_cluster(specs[0]) else None
+        self.where: dict[Any, str] = {}  # ref -> the node it was sent to (on a cluster)
+        self.avoid: dict[str, set[str]] = {}  # trial_id -> nodes where its worker died
 
     def submit(self) -> None:
-        """Fill every free slot from the queue."""
-        while self.queue and len(self.running) < self.slots:
+        """Fill every free slot from the queue (on a cluster: of the checked nodes)."""
+        if self.nodes is not None:
+            self.nodes.look()
+            if self.queue and (why := self.nodes.none_can_run()) is not None:
+                raise RunError(why)
+        while self.queue and (self.nodes is not None or len(self.running) < self.slots):
+            node = None
+            if self.nodes is not None:
+                node = self.nodes.place(self.avoid.get(self.queue[0].trial_id, set()))
+                if node is None:
+                    return
             spec = self.queue.pop(0)
             self.attempts[spec.trial_id] = self.attempts.get(spec.trial_id, 0) + 1
             if self.attempts[spec.trial_id] == 1:
                 self.hooks.trial_started(spec)
-            self.running[self.task.remote(asdict(spec))] = (spec, time.monotonic(), utc_now())
+            task = self.task
+            if node is not None:
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+                task = ray.remote(confirm_task).options(
+                    **self.options, scheduling_strategy=strategy
+                )
+            ref = task.remote(asdict(spec))
+            self.running[ref] = (spec, time.monotonic(), utc_now())
+            if node is not None and self.nodes is not None:
+                self.where[ref] = node
+                self.nodes.busy[node] = self.nodes.busy.get(node, 0) + 1
+
+    def _left(self, ref: Any) -> str | None:
+        """The node `ref` was sent to, its slot given back (None off a cluster)."""
+        node = self.where.pop(ref, None)
+        if node is not None and self.nodes is not None:
+            self.nodes.busy[node] -= 1
+        return node
 
     def _end(self, record: dict) -> None:
         self.outcome.ended += 1
@@ -171,12 +286,17 @@ class _FixedBatch:
         """The tasks that returned: their records, or a retry / a final status after a dead worker."""
         for ref in done:
             spec, started_at, started = self.running.pop(ref)
+            node = self._left(ref)
             try:
                 record = ray.get(ref)
             except (
                 Exception
             ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
                 message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                if node is not None:  # its retry goes to another node while one can hold it
+                    self.avoid.setdefault(spec.trial_id, set()).add(node)
+                    if node not in {n["NodeID"] for n in ray.nodes() if n.get("Alive")}:
+                        message = f"its node {short_node(node)} died ({message})"
                 record = kept_record(
                     spec
                 )  # the trial had ended, and its worker kept the record: it stands
@@ -204,6 +324,7 @@ class _FixedBatch:
                 record = make_record(
                     spec, status, None, used, errors, started, time.monotonic() - started_at
                 )
+                record["node_id"] = node  # where it was lost (the driver's own node is not it)
             self._end(record)
 
     def backstop(self) -> None:
@@ -214,6 +335,7 @@ class _FixedBatch:
             if running_for(spec, started_at) > self.max_trial_time_s + BACKSTOP_S:
                 ray.cancel(ref, force=True)
                 self.running.pop(ref)
+                self._left(ref)
                 attempt = self.attempts[spec.trial_id]
                 error = {
                     "attempt": attempt,
@@ -237,6 +359,12 @@ class _FixedBatch:
         for ref, (spec, _, _) in self.running.items():
             ray.cancel(ref, force=True)
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
+
+
+def _on_cluster(spec: TrialSpec) -> bool:
+    """A cluster run of a function trainable: its nodes are checked and chosen (a command's script is
+    checked by its own first trial)."""
+    return bool(spec.extra.get("keeper")) and "command" not in spec.extra
 
 
 def run_fixed(

@@ -876,6 +876,7 @@ class RunSession:
         self._claimed = False
         self._started_ray = False
         self._gcs: GcsWatch | None = None
+        self._quiet: _RayLinesOff | None = None  # Ray's lines off the terminal (on a cluster)
         self.keeper: object = (
             None  # the TrialFiles actor of a cluster run (planner._dispatch.keeper)
         )

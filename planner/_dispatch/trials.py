@@ -79,6 +79,9 @@ class Dispatch:
         False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     )
     session: str = field(default_factory=new_session)
+    storage: str | None = (
+        None  # plan run --storage: where the trials' files are kept for every node
+    )
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
     # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
     # (a second pass of the phase, a --resume) runs them again, never a new draw
@@ -197,6 +200,10 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        if self.storage:  # checkpoints across nodes (planner._trial.storage): this run's own prefix
+            where, _, query = self.storage.partition("?")
+            run = f"{self.store.root.parent.name}/{self.store.root.name}"
+            extra["storage"] = f"{where.rstrip('/')}/{run}" + (f"?{query}" if query else "")
         if self.remote:  # the ledger, the kept record and the output log go to the driver's node
             extra["keeper"] = keeper_name(self.session)
         return TrialSpec(
@@ -336,6 +343,7 @@ class Dispatch:
             should_stop=getattr(listener, "should_stop", lambda: None),
             trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
             trial_kept=self._kept,
+            node_refused=getattr(listener, "node_refused", lambda node_id, problem: None),
         )
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:

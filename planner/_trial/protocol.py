@@ -57,6 +57,7 @@ from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
 from planner._trial.reports import nearest_name
+from planner._trial.storage import TrialStorage, trial_storage
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,9 @@ class Trial:
         self.machinery: set[str] | None = (
             None  # top-level modules the first forward loaded (Ray Tune's own)
         )
+        self.storage: TrialStorage | None = (
+            None  # plan run --storage: trial.dir's files copied there
+        )
 
     @property
     def last_step(self) -> int | None:
@@ -247,6 +251,8 @@ class Trial:
             raise _Stop(
                 TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}"
             )
+        if self.storage is not None:  # a checkpoint saved before this report outlives this node
+            self.storage.push()
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {
                 k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)
@@ -419,6 +425,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
         ledger.start(attempts, spec.params)
@@ -426,6 +433,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
+        trial.storage = storage
+        if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
+            storage.pull()
         try:
             how, error = _attempt(spec, trial, ledger, scrub)
         except (
@@ -435,6 +445,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))
             raise
         ledger.end(attempts, how, error, _spent(trial))
+        if storage is not None:
+            storage.push()
         ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))  # the cap's note past it
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)

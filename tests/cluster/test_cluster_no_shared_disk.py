@@ -30,22 +30,35 @@ pytestmark = [
 TRAINABLE = """import json, os, time
 
 
+def _write(path, data):
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)
+
+
 def train(config, trial):
     import ray
 
     node = ray.get_runtime_context().get_node_id()
+    checkpoint = os.path.join(trial.dir, "ckpt.json")
+    first = 1
+    if trial.resumed and os.path.exists(checkpoint):  # continue where the cut-short attempt was
+        with open(checkpoint) as f:
+            first = json.load(f)["step"] + 1
     facts = os.path.join(config["facts"], f"{trial.id}-{trial.attempt}-{os.getpid()}.json")
-    with open(facts, "w") as f:
-        json.dump({"node_id": node, "phase": trial.phase, "trial_id": trial.id}, f)
-    level = config["level"] + 0.001 * trial.seed
-    for step in range(1, trial.budget + 1):
+    fact = {"node_id": node, "phase": trial.phase, "trial_id": trial.id, "first": first, "step": 0}
+    _write(facts, fact)
+    level = config["recipe"]["level"] + 0.001 * trial.seed
+    for step in range(first, trial.budget + 1):
         time.sleep(config["step_s"])
         print(f"step {step} on {node}", flush=True)
-        trial.report(step, val_acc=level + 0.01 * step)
+        _write(checkpoint, {"step": step})
+        trial.report(step, val_acc=level + 0.01 * step, test_acc=level + 0.01 * step)
+        _write(facts, dict(fact, step=step))
 """
 
 
-def _contract(folder: Path, facts: Path, *, retries: int) -> Path:
+def _contract(folder: Path, facts: Path, *, retries: int, exposure: int = 4) -> Path:
     import yaml
 
     from tests._runs import synthetic_contract
@@ -56,9 +69,11 @@ def _contract(folder: Path, facts: Path, *, retries: int) -> Path:
         name="no-shared-disk",
         hypothesis="The treatment recipe raises val_acc by more than 0.05.",
         trainable="spread_trainable:train",
-        config={"values": {"level": 0.5, "step_s": 0.6, "facts": str(facts)}},
+        config={
+            "values": {"recipe": {"name": "a", "level": 0.5}, "step_s": 0.6, "facts": str(facts)}
+        },
         seeds=[0, 1, 2],
-        budget={"exposure": 4, "resources": {"cpu": 1, "gpu": 0}},
+        budget={"exposure": exposure, "resources": {"cpu": 1, "gpu": 0}},
         failures={"retries": retries},
     )
     path = folder / "contract.yaml"
@@ -83,7 +98,9 @@ def _records(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "trials.jsonl").read_text().splitlines()]
 
 
-def _wait_for_fact(facts: Path, proc: subprocess.Popen, *, node_id: str, phase: str) -> dict:
+def _wait_for_fact(
+    facts: Path, proc: subprocess.Popen, *, node_id: str, phase: str, step: int = 0
+) -> dict:
     deadline = time.monotonic() + 400
     while time.monotonic() < deadline and proc.poll() is None:
         for path in facts.glob("*.json"):
@@ -91,10 +108,11 @@ def _wait_for_fact(facts: Path, proc: subprocess.Popen, *, node_id: str, phase: 
                 fact = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if fact["node_id"] == node_id and fact["phase"] == phase:
+            if fact["node_id"] == node_id and fact["phase"] == phase and fact["step"] >= step:
                 return fact
         time.sleep(0.2)
-    raise AssertionError(f"no {phase} trial started on the node: {proc.poll()}")
+    out, err = proc.communicate() if proc.poll() is not None else ("", "")
+    raise AssertionError(f"no {phase} trial started on the node:\n{out[-3000:]}\n{err[-3000:]}")
 
 
 RAY_LINE = re.compile(r"\(raylet\)|\[state-dump\]|heartbeat|Raylet is terminated|GCS", re.I)
@@ -202,3 +220,90 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
     run_dir = _run_folder(runs)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
     assert (run_dir / "decisions.json").is_file()
+
+
+@pytest.mark.timeout(1500)
+def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(tmp_path):
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        keys = {"AWS_ACCESS_KEY_ID": "planner", "AWS_SECRET_ACCESS_KEY": "planner-secret",
+                "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+        s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                          aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+        s3.create_bucket(Bucket="checkpoints")
+        storage = f"s3://checkpoints/planner?endpoint_override={host}:{port}&scheme=http"
+        runs = tmp_path / "runs"
+        runs.mkdir()
+        facts = tmp_path / "facts"
+        facts.mkdir()
+        contract = _contract(tmp_path / "experiment", facts, retries=1, exposure=6)
+        cluster = LocalCluster(
+            [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))], env=keys
+        ).start()
+        try:
+            env = cluster.driver_env(PYTHONPATH=str(REPO), **keys)
+            proc = _plan_run(
+                contract, runs, env, "--address", cluster.address, "--storage", storage
+            )
+            try:
+                worker = cluster.nodes[1].node_id
+                victim = _wait_for_fact(facts, proc, node_id=worker, phase="confirm", step=2)
+                cluster.kill_node(1)
+                stdout, stderr = proc.communicate(timeout=900)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+        finally:
+            cluster.stop()
+        listed = s3.list_objects_v2(Bucket="checkpoints", Prefix="planner/")
+        stored = [o["Key"] for o in listed.get("Contents", [])]
+    finally:
+        server.stop()
+    assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    run_dir = _run_folder(runs)
+    record = {r["trial_id"]: r for r in _records(run_dir)}[victim["trial_id"]]
+    assert record["status"] == "completed" and record["attempts"] == 2, record
+    assert record["resumed"] is True
+    again = [json.loads(p.read_text()) for p in facts.glob(f"{victim['trial_id']}-2-*.json")]
+    assert again and again[0]["node_id"] != worker
+    # the second attempt began past the steps the first one had checkpointed on the lost node
+    assert again[0]["first"] >= 3, again
+    assert record["reports"][0]["step"] == again[0]["first"]
+    rel = f"{run_dir.parent.name}/{run_dir.name}/{victim['trial_id']}/ckpt.json"
+    assert f"planner/{rel}" in stored, stored
+
+
+@pytest.mark.timeout(1500)
+def test_a_node_that_cannot_import_the_trainable_is_named_and_left_out(tmp_path):
+    # a package only some nodes have: on the driver's and the head's path, not the second node's
+    site = tmp_path / "site"
+    (site / "nodepkg").mkdir(parents=True)
+    (site / "nodepkg" / "__init__.py").write_text("GAIN = 0.0\n")
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    contract = _contract(tmp_path / "experiment", facts, retries=0)
+    trainable = contract.parent / "spread_trainable.py"
+    trainable.write_text("import nodepkg  # noqa: F401\n" + trainable.read_text())
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with LocalCluster(
+        [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=1)]
+    ) as cluster:
+        env = cluster.driver_env(PYTHONPATH=f"{REPO}{os.pathsep}{site}")
+        proc = _plan_run(contract, runs, env, "--address", cluster.address)
+        stdout, stderr = proc.communicate(timeout=900)
+        head, broken = (node.node_id for node in cluster.nodes)
+    assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    named = [line for line in stdout.splitlines() if broken[:12] in line]
+    assert len(named) == 1 and "No module named 'nodepkg'" in named[0], stdout
+    records = _records(_run_folder(runs))
+    assert records and all(r["status"] == "completed" for r in records)
+    assert {r["node_id"] for r in records} == {head}
+    assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)]
