@@ -155,7 +155,7 @@ class _Nodes:
     def __init__(self, template: TrialSpec, resources: Resources, hooks: Hooks):
         self.need = resources_for(resources)
         self.template, self.hooks = template, hooks
-        self.check = ray.remote(check_node).options(num_cpus=0, max_retries=0)
+        self.check = ray.remote(check_node)
         self.slots: dict[str, int] = {}  # checked node -> trials it holds at once
         self.refused: dict[str, str] = {}  # node -> what failed there
         self.pending: dict[Any, str] = {}  # check task -> its node
@@ -177,9 +177,9 @@ class _Nodes:
                     continue
                 if node_id not in self.pending.values():
                     strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-                    ref = self.check.options(scheduling_strategy=strategy).remote(
-                        self.template.trainable, self.template.path
-                    )
+                    ref = self.check.options(
+                        num_cpus=0, max_retries=0, scheduling_strategy=strategy
+                    ).remote(self.template.trainable, self.template.path)
                     self.pending[ref] = node_id
         wait = 30.0 if not self.slots and self.pending else 0  # the first node is worth waiting for
         done, _ = ray.wait(list(self.pending), num_returns=len(self.pending) or 1, timeout=wait)
@@ -190,8 +190,10 @@ class _Nodes:
             except Exception:  # the node went while it was checked: looked at again if it is back
                 continue
             if problem is None:
-                node = next((n for n in ray.nodes() if n["NodeID"] == node_id), {})
-                self.slots[node_id] = trials_held(self.need, node.get("Resources", {}))
+                have: dict[str, float] = next(
+                    (n.get("Resources", {}) for n in ray.nodes() if n["NodeID"] == node_id), {}
+                )
+                self.slots[node_id] = trials_held(self.need, have)
             else:
                 self.refused[node_id] = problem
                 self.hooks.node_refused(node_id, problem)
@@ -199,14 +201,15 @@ class _Nodes:
     def place(self, avoid: set[str]) -> str | None:
         """The checked, alive node with a slot free for a trial, least busy first, outside `avoid` when
         another can hold it; None when none is free now."""
-        free = [
-            (self.busy.get(n, 0), n)
-            for n, held in self.slots.items()
-            if n in self.alive and self.busy.get(n, 0) < held
-        ]
-        preferred = [f for f in free if f[1] not in avoid]
-        chosen = min(preferred or free, default=None)
-        return chosen[1] if chosen else None
+        usable = [n for n in self.slots if n in self.alive]
+        usable = [n for n in usable if n not in avoid] or usable  # avoided only while others exist
+        free = [(self.busy.get(n, 0), n) for n in usable if self.busy.get(n, 0) < self.slots[n]]
+        return min(free)[1] if free else None
+
+    def gone(self, node_id: str) -> None:
+        """`node_id` died: no trial is sent there (it is checked again should it come back)."""
+        self.slots.pop(node_id, None)
+        self.alive.discard(node_id)
 
     def none_can_run(self) -> str | None:
         """Why no node can run a trial (every alive node that could hold one refused), or None."""
@@ -293,10 +296,18 @@ class _FixedBatch:
                 Exception
             ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
                 message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                if node is not None and isinstance(error, ray.exceptions.TaskUnschedulableError):
+                    self.attempts[spec.trial_id] -= 1  # its node went before it started: not run
+                    if self.nodes is not None:
+                        self.nodes.gone(node)
+                    self.queue.insert(0, spec)
+                    continue
                 if node is not None:  # its retry goes to another node while one can hold it
                     self.avoid.setdefault(spec.trial_id, set()).add(node)
                     if node not in {n["NodeID"] for n in ray.nodes() if n.get("Alive")}:
                         message = f"its node {short_node(node)} died ({message})"
+                        if self.nodes is not None:
+                            self.nodes.gone(node)
                 record = kept_record(
                     spec
                 )  # the trial had ended, and its worker kept the record: it stands

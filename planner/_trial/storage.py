@@ -26,7 +26,7 @@ OWN_FILES = frozenset({".planner-attempts.json", ".planner-record.json", "output
 
 
 def _filesystem(uri: str) -> tuple[Any, str]:
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
     try:
         return pafs.FileSystem.from_uri(uri)
@@ -64,7 +64,7 @@ class TrialStorage:
 
     def push(self) -> int:
         """Copy the files new or changed since the last push to the storage; how many were copied."""
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
         copied = 0
         for relative, stamp in self._local_files().items():
@@ -80,7 +80,7 @@ class TrialStorage:
     def pull(self) -> int:
         """Copy every file the storage holds for the trial into its folder (an attempt that continues
         one cut short elsewhere); how many were copied."""
-        import pyarrow.fs as pafs
+        import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         copied = 0
