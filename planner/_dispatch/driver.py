@@ -43,6 +43,7 @@ from planner._core.records import (
     final_value,
     non_finite_metrics,
     note_groups,
+    on_nodes,
     seeds_identical,
     tuned_values_identical,
 )
@@ -1383,7 +1384,7 @@ def format_result(result: RunResult) -> str:
     ]:  # fail fast's names it
         lines.append(
             f"error:      {group['error']} (in {noun('trial', group['count'])}, "
-            f"first {group['first']})"
+            f"first {group['first']}{on_nodes(group)})"
         )
     if result.heldout_exposures:
         lines.append(
