@@ -115,34 +115,47 @@ def _wait_for_fact(
     raise AssertionError(f"no {phase} trial started on the node:\n{out[-3000:]}\n{err[-3000:]}")
 
 
+def _folders(tmp_path: Path) -> tuple[Path, Path]:
+    """The runs folder (private to the worker nodes that ask) and the facts folder every node sees."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "facts").mkdir()
+    return tmp_path / "runs", tmp_path / "facts"
+
+
+def _kill_when_started(
+    cluster: LocalCluster, proc: subprocess.Popen, facts: Path, index: int, *, step: int = 0
+) -> tuple[dict, str, str, float]:
+    """Kill node `index` once a confirmation trial reached `step` there; (that trial's fact, the
+    driver's stdout and stderr, seconds from the kill to the driver's end). The driver never outlives it."""
+    try:
+        victim = _wait_for_fact(
+            facts, proc, node_id=str(cluster.nodes[index].node_id), phase="confirm", step=step
+        )
+        time.sleep(1.0)  # into its steps
+        killed = time.monotonic()
+        cluster.kill_node(index)
+        stdout, stderr = proc.communicate(timeout=900)
+        return victim, stdout, stderr, time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 RAY_LINE = re.compile(r"\(raylet\)|\[state-dump\]|heartbeat|Raylet is terminated|GCS", re.I)
 
 
 @pytest.mark.timeout(1500)
 def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    facts = tmp_path / "facts"
-    facts.mkdir()
+    runs, facts = _folders(tmp_path)
     contract = _contract(tmp_path / "experiment", facts, retries=1)
-    cluster = LocalCluster(
+    with LocalCluster(
         [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))]
-    ).start()
-    try:
+    ) as cluster:
+        worker = cluster.nodes[1].node_id
         env = cluster.driver_env(PYTHONPATH=str(REPO))
         proc = _plan_run(contract, runs, env, "--address", cluster.address)
-        try:
-            worker = cluster.nodes[1].node_id
-            victim = _wait_for_fact(facts, proc, node_id=worker, phase="confirm")
-            time.sleep(1.0)  # into its steps
-            cluster.kill_node(1)
-            stdout, stderr = proc.communicate(timeout=900)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    finally:
-        cluster.stop()
+        victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     run_dir = _run_folder(runs)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
@@ -177,28 +190,12 @@ def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path
 
 @pytest.mark.timeout(1500)
 def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_new_head(tmp_path):
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    facts = tmp_path / "facts"
-    facts.mkdir()
+    runs, facts = _folders(tmp_path)
     contract = _contract(tmp_path / "experiment", facts, retries=0)
-    cluster = LocalCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]).start()
-    try:
-        env = cluster.driver_env(PYTHONPATH=str(REPO))
+    with LocalCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]) as cluster:
         old = cluster.address
-        proc = _plan_run(contract, runs, env, "--address", old)
-        try:
-            _wait_for_fact(facts, proc, node_id=cluster.nodes[0].node_id, phase="confirm")
-            killed = time.monotonic()
-            cluster.kill_node(0)
-            stdout, stderr = proc.communicate(timeout=120)
-            took = time.monotonic() - killed
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    finally:
-        cluster.stop()
+        proc = _plan_run(contract, runs, cluster.driver_env(PYTHONPATH=str(REPO)), "--address", old)
+        _, stdout, stderr, took = _kill_when_started(cluster, proc, facts, 0)
     assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     assert took < 45, f"the driver took {took:.0f} s to end after its head died"
     print(f"the driver ended {took:.1f} s after its head was killed")
@@ -239,30 +236,16 @@ def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(
                           aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
         s3.create_bucket(Bucket="checkpoints")
         storage = f"s3://checkpoints/planner?endpoint_override={host}:{port}&scheme=http"
-        runs = tmp_path / "runs"
-        runs.mkdir()
-        facts = tmp_path / "facts"
-        facts.mkdir()
+        runs, facts = _folders(tmp_path)
         contract = _contract(tmp_path / "experiment", facts, retries=1, exposure=6)
-        cluster = LocalCluster(
-            [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))], env=keys
-        ).start()
-        try:
+        nodes = [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))]
+        with LocalCluster(nodes, env=keys) as cluster:
+            worker = cluster.nodes[1].node_id
             env = cluster.driver_env(PYTHONPATH=str(REPO), **keys)
             proc = _plan_run(
                 contract, runs, env, "--address", cluster.address, "--storage", storage
             )
-            try:
-                worker = cluster.nodes[1].node_id
-                victim = _wait_for_fact(facts, proc, node_id=worker, phase="confirm", step=2)
-                cluster.kill_node(1)
-                stdout, stderr = proc.communicate(timeout=900)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
-        finally:
-            cluster.stop()
+            victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1, step=2)
         listed = s3.list_objects_v2(Bucket="checkpoints", Prefix="planner/")
         stored = [o["Key"] for o in listed.get("Contents", [])]
     finally:
@@ -284,16 +267,13 @@ def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(
 @pytest.mark.timeout(1500)
 def test_a_node_that_cannot_import_the_trainable_is_named_and_left_out(tmp_path):
     # a package only some nodes have: on the driver's and the head's path, not the second node's
+    runs, facts = _folders(tmp_path)
     site = tmp_path / "site"
     (site / "nodepkg").mkdir(parents=True)
     (site / "nodepkg" / "__init__.py").write_text("GAIN = 0.0\n")
-    facts = tmp_path / "facts"
-    facts.mkdir()
     contract = _contract(tmp_path / "experiment", facts, retries=0)
     trainable = contract.parent / "spread_trainable.py"
     trainable.write_text("import nodepkg  # noqa: F401\n" + trainable.read_text())
-    runs = tmp_path / "runs"
-    runs.mkdir()
     with LocalCluster(
         [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=1)]
     ) as cluster:
