@@ -285,10 +285,11 @@ def error_key(error: str) -> str:
 
 
 def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Failed trials grouped by their error ("Type: message") with trial ids, paths, hex ids and numbers
-    normalized (`error_key`), in order of first occurrence: [{"error", "count", "first": trial_id, "nodes"}],
-    where "error" is the first occurrence's own text (a real path, a real number), "first" its trial, and
-    "nodes", when the trials ran on several nodes, the ones the group's ran on (12 characters of each id)."""
+    """Failed trials grouped by their error ("Type: message") with trial ids, paths, hex ids and
+    numbers normalized (`error_key`), in order of first occurrence: [{"error", "count", "first":
+    trial_id, "nodes"}], where "error" is the first occurrence's own text (a real path, a real
+    number), "first" its trial, and "nodes", when the trials ran on several nodes, the ones the
+    group's ran on (12 characters of each id)."""
     groups: dict[str, dict[str, Any]] = {}
     for record in records:
         error = error_of(record)
@@ -309,7 +310,7 @@ def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def on_nodes(group: dict[str, Any]) -> str:
-    """`, on node X` (or `nodes X, Y`) for an error group whose trials ran on a cluster's nodes, else ''."""
+    """`, on node X` (`nodes X, Y`) for an error group whose trials ran on several nodes, or ''."""
     nodes = group.get("nodes") or []
     return f", on node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else ""
 

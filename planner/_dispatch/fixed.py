@@ -106,10 +106,10 @@ def after_worker_death(
     """After a worker died under `spec`: (RETRY | a final status, the errors, attempts used).
 
     The attempt ledger (planner._trial.attempts; on a cluster written on the driver's node through
-    Ray as each attempt starts and ends, whichever node ran it) says whether a watchdog killed it for
-    oom/timeout (final, never retried), and how many attempts this run has used (a worker death uses a
-    retry, like a raise). `sent`: how many times this driver sent the trial; an attempt the ledger
-    does not hold (its worker died before it could say it started) counts all the same.
+    Ray as each attempt starts and ends, whichever node ran it) says whether a watchdog killed it
+    for oom/timeout (final, never retried), and how many attempts this run has used (a worker death
+    uses a retry, like a raise). `sent`: how many times this driver sent the trial; an attempt the
+    ledger does not hold (its worker died before it could say it started) counts all the same.
     """
     ledger = Ledger.of(spec)
     terminal = ledger.terminal()
@@ -145,12 +145,12 @@ def short_node(node_id: str) -> str:
 
 
 class _Nodes:
-    """The cluster's nodes as fixed-config trials see them: each checked once as it joins (a task pinned
-    to it imports the trainable), the trials each holds, the ones refused and why.
+    """The cluster's nodes as fixed-config trials see them: each checked once as it joins (a task
+    pinned to it imports the trainable), the trials each holds, the ones refused and why.
 
-    A trial is sent to one checked node (Ray's node affinity) with a slot free, the least busy first,
-    and never to a node where that trial failed for a reason of the node (its worker died there), while
-    another checked node can hold it."""
+    A trial is sent to one checked node (Ray's node affinity) with a slot free, the least busy
+    first, and never to a node where that trial failed for a reason of the node (its worker died
+    there), while another checked node can hold it."""
 
     def __init__(self, template: TrialSpec, resources: Resources, hooks: Hooks):
         self.need = resources_for(resources)
@@ -199,8 +199,8 @@ class _Nodes:
                 self.hooks.node_refused(node_id, problem)
 
     def place(self, avoid: set[str]) -> str | None:
-        """The checked, alive node with a slot free for a trial, least busy first, outside `avoid` when
-        another can hold it; None when none is free now."""
+        """The checked, alive node with a slot free for a trial, least busy first, outside `avoid`
+        when another can hold it; None when none is free now."""
         usable = [n for n in self.slots if n in self.alive]
         usable = [n for n in usable if n not in avoid] or usable  # avoided only while others exist
         free = [(self.busy.get(n, 0), n) for n in usable if self.busy.get(n, 0) < self.slots[n]]
@@ -373,8 +373,8 @@ class _FixedBatch:
 
 
 def _on_cluster(spec: TrialSpec) -> bool:
-    """A cluster run of a function trainable: its nodes are checked and chosen (a command's script is
-    checked by its own first trial)."""
+    """A cluster run of a function trainable: its nodes are checked and chosen (a command's script
+    is checked by its own first trial)."""
     return bool(spec.extra.get("keeper")) and "command" not in spec.extra
 
 

@@ -29,7 +29,7 @@ SHIPPED_CAP = LINE_CAP  # no file past this is taken (the kept record is one JSO
 
 
 def keeper_name(session: str) -> str:
-    """The name of the TrialFiles actor of the driver session `session` (the workers look it up by it)."""
+    """The name of the TrialFiles actor of the driver session `session` (the workers look it up)."""
     return KEEPER_PREFIX + session
 
 
@@ -40,7 +40,7 @@ class TrialFiles:
         self.trials = Path(run_dir).resolve() / "trials"
 
     def _where(self, trial_dir: str, name: str) -> Path:
-        """The file `name` (a relative path, no `..`) of `trial_dir`, refused outside the run's trials."""
+        """The file `name` (relative, no `..`) of `trial_dir`, refused outside the run's trials."""
         folder = Path(trial_dir).resolve()
         relative = PurePosixPath(name)
         if (
@@ -53,7 +53,7 @@ class TrialFiles:
         return folder.joinpath(*relative.parts)
 
     def put(self, trial_dir: str, name: str, data: bytes) -> bool:
-        """Replace `name` in `trial_dir` with `data` (atomically); False when it could not be written."""
+        """Replace `name` in `trial_dir` with `data`, atomically; False when it could not be."""
         if len(data) > SHIPPED_CAP:
             return False
         try:
@@ -77,8 +77,8 @@ class TrialFiles:
 
 
 def start_trial_files(run_dir: Path, session: str) -> object:
-    """The TrialFiles actor of `session`, on the driver's node, up and answering (its handle: the driver
-    holds it, so it lives as long as the driver's job)."""
+    """The TrialFiles actor of `session`, on the driver's node, up and answering (its handle: the
+    driver holds it, so it lives as long as the driver's job)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()

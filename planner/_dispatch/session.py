@@ -292,13 +292,14 @@ def _flush_stderr() -> None:
 
 
 class _RayLinesOff:
-    """While a command holds a cluster's Ray: Ray's own lines kept off the terminal, in the run folder's ray.log.
+    """While a command holds a cluster's Ray: Ray's own lines kept off the terminal, in the run
+    folder's ray.log.
 
-    Two ways reach a terminal past `log_to_driver=False` and the `ray` logger: Ray's C++ core writes to
-    file descriptor 2 (a lost node's `Raylet is terminated`, state dumps, heartbeats), and the driver's
-    thread that reads the cluster's error channel prints `(raylet) ...` on sys.stdout. Descriptor 2
-    becomes ray.log (sys.stderr keeps the terminal, on a copy of the old descriptor), and what Ray's
-    own threads (named `ray_...`) print on sys.stdout goes to ray.log too."""
+    Two ways reach a terminal past `log_to_driver=False` and the `ray` logger: Ray's C++ core writes
+    to file descriptor 2 (a lost node's `Raylet is terminated`, state dumps, heartbeats), and the
+    driver's thread that reads the cluster's error channel prints `(raylet) ...` on sys.stdout.
+    Descriptor 2 becomes ray.log (sys.stderr keeps the terminal, on a copy of the old descriptor),
+    and what Ray's own threads (named `ray_...`) print on sys.stdout goes to ray.log too."""
 
     def __init__(self, log_dir: Path):
         _flush_stderr()
@@ -791,9 +792,10 @@ def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
 
 
 def _exit_after_lost_head() -> None:
-    """End the process now, exit 3: its run is closed (state `interrupted`, the folder unlocked) and its
-    result printed. Left to itself, Ray's core worker keeps the process until its own timeout on the dead
-    GCS, then ends it with exit 1 (a minute later); nothing of Ray's is left to stop here."""
+    """End the process now, exit 3: its run is closed (state `interrupted`, the folder unlocked) and
+    its result printed. Left to itself, Ray's core worker keeps the process until its own timeout on
+    the dead GCS, then ends it with exit 1 (a minute later); nothing of Ray's is left to stop
+    here."""
     _flush_stderr()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
@@ -826,7 +828,7 @@ def _shut_ray_down() -> None:
 
 
 def _after_shutdown(step: Callable[[], None]) -> None:
-    """`step` once Ray is shut down: now, or after the open ray_shutdown_deferred block's shutdown."""
+    """`step` once Ray is shut down: now, or after the open ray_shutdown_deferred block's."""
     if _deferred is not None:
         _deferred.shutdowns.append(step)
     else:
@@ -924,7 +926,8 @@ class RunSession:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
         # A trial Tune runs again after its node died reports its first steps again; the study holds
-        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the user's.
+        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the
+        # user's.
         warnings.filterwarnings("ignore", message=OPTUNA_STEP_AGAIN, category=UserWarning)
         if options.get("log_dir") is not None and resolve_address(address) is not None:
             self._quiet = _RayLinesOff(Path(options["log_dir"]))

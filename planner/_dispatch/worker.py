@@ -108,8 +108,9 @@ def confirm_task(spec: dict) -> dict:
 
 
 def check_node(trainable: str, path: tuple[str, ...]) -> str | None:
-    """On the node it is pinned to: import the trainable and the packages its module imports; None when it
-    can, else what failed, as one line (`ModuleNotFoundError: No module named 'sklearn'`)."""
+    """On the node it is pinned to: import the trainable and the packages its module imports; None
+    when it can, else what failed, as one line (`ModuleNotFoundError: No module named
+    'sklearn'`)."""
     for folder in reversed(path):
         if folder not in sys.path and os.path.isdir(folder):
             sys.path.insert(0, folder)

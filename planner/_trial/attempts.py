@@ -65,7 +65,7 @@ _HANDLES: dict[
 
 
 def _keeper(name: str | None) -> Any:
-    """The driver's TrialFiles actor named `name`, from inside Ray; None without one (one machine)."""
+    """The driver's TrialFiles actor named `name`, from inside Ray; None without one."""
     ray = sys.modules.get("ray")  # never imported here: a worker that has a keeper runs in Ray
     if not name or ray is None or not ray.is_initialized():
         return None
@@ -78,8 +78,9 @@ def _keeper(name: str | None) -> Any:
 
 
 def shipped(keeper: str | None, trial_dir: str | os.PathLike, name: str, data: bytes) -> bool:
-    """`data` written as `name` of `trial_dir` on the driver's node (planner._dispatch.keeper); False when
-    there is no keeper or it could not be reached (the caller then writes to this node's disk)."""
+    """`data` written as `name` of `trial_dir` on the driver's node (planner._dispatch.keeper);
+    False when there is no keeper or it could not be reached (the caller then writes to this node's
+    disk)."""
     handle = _keeper(keeper)
     if handle is None:
         return False
@@ -91,7 +92,7 @@ def shipped(keeper: str | None, trial_dir: str | os.PathLike, name: str, data: b
 
 
 def fetched(keeper: str | None, trial_dir: str | os.PathLike, name: str) -> bytes | None:
-    """The bytes of `name` of `trial_dir` on the driver's node, or None (no keeper, no such file)."""
+    """The bytes of `name` of `trial_dir` on the driver's node, or None (no keeper, no file)."""
     handle = _keeper(keeper)
     if handle is None:
         return None
@@ -103,7 +104,7 @@ def fetched(keeper: str | None, trial_dir: str | os.PathLike, name: str) -> byte
 
 
 def _read(trial_dir: Path, name: str, cap: int, keeper: str | None) -> bytes | None:
-    """`name` of the trial's folder: from the driver's node when there is a keeper, else from this disk."""
+    """`name` of the trial's folder: from the driver's node with a keeper, else from this disk."""
     if _keeper(keeper) is not None:
         return fetched(keeper, trial_dir, name)
     path = trial_dir / name
@@ -273,8 +274,8 @@ class Ledger:
         return True
 
     def ship(self, name: str, cap: int) -> None:
-        """The trial's file `name` (its output log), as this node has it, copied to the driver's node: a
-        cluster run's folder holds it whether or not the nodes share the driver's disk."""
+        """The trial's file `name` (its output log), as this node has it, copied to the driver's
+        node: a cluster run's folder holds it whether or not the nodes share the driver's disk."""
         if self.keeper is None:
             return
         path = self.dir / name

@@ -1,16 +1,17 @@
-"""A trial's files in a storage every node reaches (`plan run --storage URI`), for checkpoints across nodes.
+"""A trial's files in a storage every node reaches (`plan run --storage URI`), for checkpoints
+across nodes.
 
 Without a disk shared by the nodes, a checkpoint a trainable saves in `trial.dir` stays on the node
-that ran the attempt. With a storage, each file the trial writes in its folder is copied there as the
-trial reports (at every `trial.report`, the files new or changed since the last copy) and when the
-attempt ends; an attempt that continues a cut-short one (`trial.resumed`), on whichever node, finds
-the files back in `trial.dir` before the trainable starts. The storage is any URI pyarrow's
+that ran the attempt. With a storage, each file the trial writes in its folder is copied there as
+the trial reports (at every `trial.report`, the files new or changed since the last copy) and when
+the attempt ends; an attempt that continues a cut-short one (`trial.resumed`), on whichever node,
+finds the files back in `trial.dir` before the trainable starts. The storage is any URI pyarrow's
 filesystems open: `s3://bucket/prefix` (`?endpoint_override=host:port&scheme=http` for an
 S3-compatible server), `gs://bucket/prefix`, or a path every node mounts. Credentials come from the
 nodes' environment (AWS_ACCESS_KEY_ID, ..., as pyarrow reads them), never from the run folder.
 
-planner's own files in the folder (the attempt ledger, the kept record, the output log) travel to the
-driver through Ray instead (planner._trial.attempts), so they are left out.
+planner's own files in the folder (the attempt ledger, the kept record, the output log) travel to
+the driver through Ray instead (planner._trial.attempts), so they are left out.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _filesystem(uri: str) -> tuple[Any, str]:
 
 @dataclass
 class TrialStorage:
-    """The files of one trial's folder (`local`) kept in the storage folder `uri` (the trial's own)."""
+    """The files of one trial's folder (`local`) kept in the storage folder `uri`, the trial's."""
 
     uri: str
     local: Path
@@ -63,7 +64,7 @@ class TrialStorage:
         return found
 
     def push(self) -> int:
-        """Copy the files new or changed since the last push to the storage; how many were copied."""
+        """Copy the files new or changed since the last push to the storage; how many it copied."""
         import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
         copied = 0
@@ -78,8 +79,8 @@ class TrialStorage:
         return copied
 
     def pull(self) -> int:
-        """Copy every file the storage holds for the trial into its folder (an attempt that continues
-        one cut short elsewhere); how many were copied."""
+        """Copy every file the storage holds for the trial into its folder (an attempt that
+        continues one cut short elsewhere); how many were copied."""
         import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
@@ -99,7 +100,7 @@ class TrialStorage:
 
 
 def check_storage(uri: str) -> None:
-    """Refuse a storage that cannot be opened here, before anything runs (a UsageError naming it)."""
+    """Refuse a storage that cannot be opened here, before anything runs (a UsageError)."""
     from planner._core.errors import UsageError
 
     try:
@@ -109,7 +110,7 @@ def check_storage(uri: str) -> None:
 
 
 def trial_storage(spec: Any) -> TrialStorage | None:
-    """The storage of the trial `spec` (a TrialSpec whose extra names the run's `storage`), or None."""
+    """The storage of the trial `spec` (its extra names the run's `storage`), or None."""
     base = (spec.extra or {}).get("storage")
     if not base:
         return None

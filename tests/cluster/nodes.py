@@ -73,8 +73,9 @@ class NodeSpec:
     num_cpus: int = 1
     num_gpus: int = 0
     resources: dict[str, float] = field(default_factory=dict)
-    # Folders this node does not share with the driver: it runs in a mount namespace of its own with an
-    # empty tmpfs over each (as root: `unshare --mount`), as a machine without the driver's disk would.
+    # Folders this node does not share with the driver: it runs in a mount namespace of its own with
+    # an empty tmpfs over each (as root: `unshare --mount`), as a machine without the driver's disk
+    # would.
     private: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # set in this node's environment only
 

@@ -1,10 +1,11 @@
-"""`plan run --address` on a cluster whose worker nodes do not share the driver's disk, with nodes that die.
+"""`plan run --address` on a cluster whose worker nodes do not share the driver's disk, with nodes
+that die.
 
 The worker node runs in a mount namespace of its own with an empty tmpfs over the runs folder
-(`NodeSpec(private=...)`, as root): what a trial writes into `trial.dir` there stays there, and only what
-travels through Ray reaches the run folder. The head (where the driver's Ray connects) shares the
-driver's disk, as the machine the driver runs on does. The trainable writes where each attempt ran into a
-`facts` folder both sides see, the test's only window into the worker node.
+(`NodeSpec(private=...)`, as root): what a trial writes into `trial.dir` there stays there, and only
+what travels through Ray reaches the run folder. The head (where the driver's Ray connects) shares
+the driver's disk, as the machine the driver runs on does. The trainable writes where each attempt
+ran into a `facts` folder both sides see, the test's only window into the worker node.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def _wait_for_fact(
 
 
 def _folders(tmp_path: Path) -> tuple[Path, Path]:
-    """The runs folder (private to the worker nodes that ask) and the facts folder every node sees."""
+    """The runs folder (private to the worker nodes that ask for it) and the facts folder."""
     (tmp_path / "runs").mkdir()
     (tmp_path / "facts").mkdir()
     return tmp_path / "runs", tmp_path / "facts"
@@ -126,7 +127,8 @@ def _kill_when_started(
     cluster: LocalCluster, proc: subprocess.Popen, facts: Path, index: int, *, step: int = 0
 ) -> tuple[dict, str, str, float]:
     """Kill node `index` once a confirmation trial reached `step` there; (that trial's fact, the
-    driver's stdout and stderr, seconds from the kill to the driver's end). The driver never outlives it."""
+    driver's stdout and stderr, seconds from the kill to the driver's end). The driver never
+    outlives it."""
     try:
         victim = _wait_for_fact(
             facts, proc, node_id=str(cluster.nodes[index].node_id), phase="confirm", step=step
