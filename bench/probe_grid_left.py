@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = """
 import time
 from planner._contract.model import Dimension, Sampler
-from planner._dispatch.search import grid_left, make_sampler, to_optuna
+from planner._dispatch.search import grid_left, make_sampler
+from planner._plan.space import to_optuna
 space = {"a": Dimension(choice=list(range(100))), "b": Dimension(choice=list(range(100)))}
 sampler = make_sampler(Sampler(name="grid", seed=0), space, finished=0)
 ran = [{"params": {"a": i // 100, "b": i % 100}} for i in range(9000)]

@@ -18,7 +18,14 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, PlannerError, UsageError
+from planner._core.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PlannerError,
+    UsageError,
+    disk_error,
+)
 from planner._core.lazy import lazy_import
 from planner._core.redact import Redactor, ScrubbedStream
 from planner._core.text import terminal_safe
@@ -456,12 +463,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         ScrubbedStream(sys.stderr, redactor),
     )
     try:
-        code = _main(argv)
+        with _any_encoding(saved):
+            code = _main(argv)
     finally:
         sys.stdout, sys.stderr = saved
     if argv is None:
         _exit_now(code)
     return code
+
+
+@contextlib.contextmanager
+def _any_encoding(streams: Sequence[object]):
+    """A character the terminal's encoding lacks (`é` under `LC_ALL=C` with UTF-8 mode off, an ASCII
+    `PYTHONIOENCODING`) printed as `\\xe9` rather than failing the command; restored afterwards."""
+    before = []
+    for stream in streams:
+        errors = getattr(stream, "errors", None)
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
+            before.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in before:
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors=errors)  # type: ignore[attr-defined]
 
 
 def _exit_now(code: int) -> None:
@@ -491,6 +517,15 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _written_folder(args: argparse.Namespace) -> str | None:
+    """The folder a command writes, to name in a sentence about its disk."""
+    for name in ("output", "resume", "run_dir", "runs_dir"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     exits_after = (
         argv is None
@@ -516,6 +551,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"plan {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as error:  # an internal bug: short message, trace on request
+        disk = disk_error(error, _written_folder(args)) if isinstance(error, OSError) else None
+        if disk is not None:  # a full or read-only disk: a fact of the machine, not a bug
+            print(f"plan {args.command}: {terminal_safe(str(disk))}", file=sys.stderr)
+            return disk.exit_code
         if debug:
             raise
         print(

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from planner._contract import rules as _check
 from planner._contract.baseline import Lineage, ResolvedBaseline, finding
 from planner._contract.compose import compose_arms
-from planner._contract.data_rules import check_data
+from planner._contract.data_rules import check_data, check_fingerprint_files
 from planner._contract.decidable import check_decidable
 from planner._contract.load import LoadedYaml, load_yaml
 from planner._contract.model import Contract
@@ -155,7 +155,8 @@ def _check_loaded(
     composed = None
     if resolved is not None and resolved.config is None:
         pass  # the baseline could not be read: nothing to compose against (the findings say why)
-    elif not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
+    elif not any(d.code in ("P303", "P304", "P430") for d in diagnostics):
+        # arms are told apart by name, and are not too many to compose
         composed = compose_arms(
             contract, contract_dir, None if resolved is None else resolved.config
         )
@@ -180,6 +181,7 @@ def _check_loaded(
     diagnostics += _check.check_warnings(contract, loaded, composed)
 
     diagnostics += check_data(contract, loaded)
+    diagnostics += check_fingerprint_files(contract, loaded, contract_dir)
     diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
     if lineage is not None and configs and not errors(diagnostics):

@@ -56,7 +56,7 @@ from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.search import make_sampler, to_optuna
+from planner._dispatch.search import make_sampler
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -71,7 +71,7 @@ from planner._dispatch.trials import Dispatch, at_budget
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
-from planner._plan.space import arm_space
+from planner._plan.space import arm_space, to_optuna
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import (

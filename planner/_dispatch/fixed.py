@@ -21,7 +21,7 @@ from planner._contract.model import Resources
 from planner._core.errors import RunError, TrialProtocolError
 from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import check_node, confirm_task, warm_task
@@ -295,7 +295,8 @@ class _FixedBatch:
             except (
                 Exception
             ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
-                message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                said = without_colours(str(error))  # Ray's colour codes are no part of its words
+                message = said.splitlines()[0] if said else type(error).__name__
                 if node is not None and isinstance(error, ray.exceptions.TaskUnschedulableError):
                     self.attempts[spec.trial_id] -= 1  # its node went before it started: not run
                     if self.nodes is not None:
@@ -327,7 +328,7 @@ class _FixedBatch:
                     self._end(record)
                     continue
                 status, errors, used = after_worker_death(
-                    spec, message, traceback=str(error), sent=self.attempts[spec.trial_id]
+                    spec, message, traceback=said, sent=self.attempts[spec.trial_id]
                 )
                 if status == RETRY:
                     self.queue.insert(0, spec)

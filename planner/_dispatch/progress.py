@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from planner._core.lazy import lazy_import
 from planner._core.records import error_key, error_of, finite_final_value
 from planner._core.status import FAILED, TrialStatus
-from planner._core.text import clock
+from planner._core.text import clock, terminal_safe
 
 # rich draws the live table on a terminal only: a piped or --quiet run never loads it
 rich_console = lazy_import("rich.console")
@@ -206,15 +206,16 @@ class LineDisplay(QuietDisplay):
         value = last_value(record, metric)
         ended, planned = p.totals()
         shown = f" {metric}={_fmt(value)}" if value is not None else ""
-        print(
+        line = (
             f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
-            f"(exposure {record['exposure']}; {ended}/{planned} ended)",
-            file=self.stream,
-            flush=True,
+            f"(exposure {record['exposure']}; {ended}/{planned} ended)"
         )
+        print(terminal_safe(line), file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"[{clock(self.progress.elapsed)}] {text}", file=self.stream, flush=True)
+        print(
+            terminal_safe(f"[{clock(self.progress.elapsed)}] {text}"), file=self.stream, flush=True
+        )
 
 
 class LiveDisplay(QuietDisplay):
@@ -223,7 +224,9 @@ class LiveDisplay(QuietDisplay):
 
     def __init__(self, progress: Progress):
         super().__init__(progress)
-        self.console = rich_console.Console(stderr=False)
+        # rich's own codes draw the table; what it draws is made safe cell by cell (`_cell`)
+        drawing = getattr(sys.stdout, "for_drawing", None)
+        self.console = rich_console.Console(file=drawing() if drawing else sys.stdout)
         self.live = rich_live.Live(
             self._render(),
             console=self.console,
@@ -259,7 +262,7 @@ class LiveDisplay(QuietDisplay):
         p = self.progress
         # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
         table = rich_table.Table(
-            title=p.header(),
+            title=_cell(p.header()),
             title_justify="left",
             expand=False,
             box=None,
@@ -279,11 +282,18 @@ class LiveDisplay(QuietDisplay):
                 overflow="ellipsis" if column == "arm" else "fold",
             )
         for row in table_rows(p):
-            table.add_row(*row)
+            table.add_row(*(_cell(value) for value in row))
         notes = [
-            rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes
+            rich_text.Text(terminal_safe(note), style="dim", overflow="ellipsis", no_wrap=True)
+            for note in p.notes
         ]
         return rich_console.Group(table, *notes)
+
+
+def _cell(text: str) -> Any:
+    """A name or value as rich draws it: its control characters shown (`\\x1b`), its brackets as
+    they are (a plain Text: `[bold]` in a name is no markup)."""
+    return rich_text.Text(terminal_safe(text))
 
 
 def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):

@@ -23,9 +23,11 @@ import contextlib
 import importlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -101,7 +103,7 @@ def start_ray(
         # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
         # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
         global _embedded_environ
-        with environ({**WORKER_ENV, "PYTHONPATH": pythonpath}):
+        with environ({**WORKER_ENV, "PYTHONPATH": pythonpath, **token_outside_home()}):
             start_local_ray(log_to_driver=log_to_driver, _system_config=EMBEDDED_SYSTEM_CONFIG)
             _embedded_environ = dict(os.environ)
         return True
@@ -400,6 +402,38 @@ def _note_session_dir(logger: logging.Logger) -> None:
     logger.info("Ray's own logs (raylet, GCS, workers) are in %s/logs", session)
 
 
+def token_outside_home() -> dict[str, str]:
+    """The authentication token of an embedded Ray, in its environment, when Ray could not keep it
+    in HOME (`~/.ray/auth_token`): a read-only or missing HOME, common in containers and clusters.
+
+    Ray (its token authentication on by default) writes a new token there before it starts, and a
+    HOME it cannot write failed every start; nothing of a run belongs in HOME. Ray's own variables
+    (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `RAY_AUTH_MODE`) and a token already in HOME are
+    left to Ray; the token given here lives only in the environment of the embedded Ray's
+    processes, never in a file (a variable of a credential's name: identity.json leaves it out, a
+    worker's redactor cuts it from a trial's output)."""
+    if any(
+        name in os.environ for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+    ):
+        return {}
+    try:
+        folder = Path.home() / ".ray"
+    except RuntimeError:  # no HOME and no entry in the password database
+        return {"RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    if os.access(folder / "auth_token", os.R_OK) or _can_create_in(folder):
+        return {}
+    return {"RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether `folder` can be written, or created in a HOME that is there and can be written (a
+    HOME that is not there is not created: it is no place of the run's)."""
+    if folder.is_dir():
+        return os.access(folder, os.W_OK | os.X_OK)
+    home = folder.parent
+    return home.is_dir() and os.access(home, os.W_OK | os.X_OK)
+
+
 def start_local_ray(attempts: int = 3, **options) -> None:
     """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
     fixed 30-second start-up wait.
@@ -419,10 +453,22 @@ def start_local_ray(attempts: int = 3, **options) -> None:
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
+            certain = disk_error(error) or isinstance(error, PermissionError)
+            if certain:  # a disk that cannot be written fails every attempt alike: said at once
+                raise RunError(
+                    f"could not start a local Ray: {error}; Ray writes its session under "
+                    f"{_ray_temp_root()} (set RAY_TMPDIR to move it): give it a disk it can write"
+                ) from None
             if attempt == attempts:
                 raise RunError(
                     f"could not start a local Ray after {attempts} attempts: {error}"
                 ) from None
+
+
+def _ray_temp_root() -> str:
+    """Where an embedded Ray writes its session folders: RAY_TMPDIR, else the system's temporary
+    folder (TMPDIR, /tmp), as Ray chooses it."""
+    return os.environ.get("RAY_TMPDIR") or os.path.join(tempfile.gettempdir(), "ray")
 
 
 @contextmanager
@@ -841,17 +887,59 @@ def _shutdown() -> None:
     does not exit on SIGTERM, so it is killed after that second whatever happens. It holds nothing of a
     run's (it reports the cluster's load to the autoscaler), so it is killed first; the raylet, the GCS
     and the rest are then stopped by ray.shutdown as before."""
+    trees: list = []
     try:
         node = ray._private.worker._global_node
         for info in node.all_processes.get("monitor", []) if node is not None else []:
             if info.process.poll() is None:
                 info.process.kill()
                 info.process.wait(timeout=5)
+        trees = _trial_processes(node)
     except Exception:  # not public in every Ray: ray.shutdown alone then
         pass
     global _embedded_environ
     _embedded_environ = None
     ray.shutdown()
+    _end_left_behind(trees)
+
+
+# After ray.shutdown, how long what a trial started may take to end on SIGTERM before it is killed
+LEFT_BEHIND_GRACE_S = 2.0
+
+
+def _trial_processes(node) -> list:
+    """Every process under the embedded Ray's own (its workers, a command's supervisor and what it
+    runs), as psutil sees them now: only what this session's Ray started, never another process of
+    the driver's (a test's server) nor another user's Ray."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for infos in node.all_processes.values() if node is not None else []:
+        for info in infos:
+            try:
+                for proc in psutil.Process(info.process.pid).children(recursive=True):
+                    found[proc.pid] = proc
+            except psutil.Error:
+                continue
+    return list(found.values())
+
+
+def _end_left_behind(procs: list) -> None:
+    """What a trial started that outlived Ray's shutdown (a supervisor in its grace, a trainer
+    ignoring SIGTERM, re-parented to PID 1 once its worker was killed) ended before the command
+    exits: SIGTERM, then SIGKILL after LEFT_BEHIND_GRACE_S. psutil's Process knows its own start
+    time, so a pid used again by another process meanwhile is never signalled."""
+    import psutil
+
+    alive = [p for p in procs if p.is_running()]
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
 
 
 class RunSession:

@@ -52,7 +52,7 @@ from planner._contract.model import Resources
 from planner._contract.paths import apply_params
 from planner._core.records import finite_final_value
 from planner._core.status import StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for
 from planner._dispatch.fixed import (
     after_worker_death,
@@ -508,7 +508,9 @@ class Recorder(tune.Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         """The trial's worker died (its node was lost) and Tune runs it again from the start; a trial that had
         ended (its worker kept its record) is recorded now, and its new start only sends that record back."""
-        message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        message = without_colours(
+            str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        )
         entry = self.state.of_trial.get(trial.trial_id)
         kept = kept_record(entry[1]) if entry else None
         if kept is not None:
@@ -555,7 +557,9 @@ class Recorder(tune.Callback):
         self.ended.append(trial)
         if trial.trial_id in self.state.records:
             return
-        message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        message = without_colours(
+            str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        )
         entry = self.state.of_trial.get(trial.trial_id)
         kept = kept_record(entry[1]) if entry else None
         if (

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from planner._contract.paths import flatten
+from planner._core.text import spreadsheet_safe
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
 from planner._store import facts
@@ -536,6 +537,21 @@ def _inside_run(run_dir: Path, out: Path) -> Path | None:
     return None
 
 
+def _spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as a spreadsheet may open it: every header and text cell that would run as a formula
+    (`=HYPERLINK(...)` as a metric name) prefixed with `'`; numeric columns untouched."""
+    out = frame.rename(columns=lambda name: spreadsheet_safe(str(name)))
+    for column in out.columns:
+        values = out[column]
+        if not (
+            pd.api.types.is_numeric_dtype(values)
+            or pd.api.types.is_bool_dtype(values)
+            or pd.api.types.is_datetime64_any_dtype(values)
+        ):
+            out[column] = values.map(spreadsheet_safe, na_action="ignore")
+    return out
+
+
 def export_tables(
     results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet"
 ) -> list[Path]:
@@ -567,7 +583,7 @@ def export_tables(
         if fmt == "parquet":
             data = frame.to_parquet(index=False)
         else:
-            data = frame.to_csv(index=False)
+            data = _spreadsheet_safe(frame).to_csv(index=False)
         try:
             write_atomic(path, data, root=results.run_dir if inside is not None else None)
         except OSError as error:

@@ -33,7 +33,8 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -683,7 +684,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
     output = captured_output(os.path.join(spec.dir, OUTPUT_LOG), scrub=scrub)
     try:
-        with output, dog:
+        with _worker_kept(spec), output, dog:
             try:
                 fn = trainable_for(spec)
                 seed_everything(spec.seed)  # the module body may have drawn from the RNGs
@@ -695,6 +696,32 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     finally:  # after the trainable: a command trainable sets the notes of its metrics file while it runs
         if output.refused is not None and output.refused not in trial.notes:
             trial.notes.append(output.refused)
+
+
+@contextmanager
+def _worker_kept(spec: TrialSpec) -> Iterator[None]:
+    """An attempt's folder, file descriptors and working folder are its own: whatever the trainable
+    did to them (removed its `trial.dir`, closed or replaced fds 0-2, changed into a folder it then
+    removed) is undone once it returns, so the attempt ledger is written, Ray's worker writes its
+    own output, and the next trial in the same worker starts where every trial starts."""
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # a working folder an earlier trial removed: the trial's own then
+        cwd = None
+    saved = []
+    for fd in (0, 1, 2):
+        with suppress(OSError):  # a descriptor closed before this attempt stays as it was
+            saved.append((fd, os.dup(fd)))
+    try:
+        yield
+    finally:
+        for fd, copy in saved:
+            with suppress(OSError):
+                os.dup2(copy, fd)
+            os.close(copy)
+        os.makedirs(spec.dir, exist_ok=True)
+        with suppress(OSError):
+            os.chdir(cwd or spec.cwd or spec.dir)
 
 
 def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:

@@ -11,8 +11,9 @@ import optuna
 
 from planner._contract.model import Dimension, Sampler
 from planner._dispatch.hooks import Hooks
-from planner._dispatch.search import finished_trial, make_sampler, to_optuna
+from planner._dispatch.search import finished_trial, make_sampler
 from planner._dispatch.tune import Sweep, SweepSearch, TuneState
+from planner._plan.space import to_optuna
 from planner._trial.protocol import TrialSpec
 
 SPACE = {
