@@ -127,6 +127,13 @@ def _add_run(sub) -> None:
         default=None,
         help="continue a run that was stopped (its folder, or runs/<name>/latest)",
     )
+    p.add_argument(
+        "--storage",
+        metavar="URI",
+        default=None,
+        help="where trials keep their files for every node (s3://, gs://, a shared path): a "
+        "checkpoint saved on one node continues the trial on another (docs/cluster.md)",
+    )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
     p.add_argument(
         "--json",
@@ -317,6 +324,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             resume_argv=_resume_argv(args),
             keep_going=args.keep_going,
             stream=sys.stderr if args.json else None,
+            storage=args.storage,
         )
         if args.json:
             _print_json(dataclasses.asdict(result))
@@ -330,6 +338,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
     out = [args.contract]
     if args.address:
         out += ["--address", args.address]
+    if getattr(args, "storage", None):
+        out += ["--storage", args.storage]
     if args.quiet:
         out.append("--quiet")
     if getattr(args, "keep_going", False):

@@ -43,6 +43,7 @@ from planner._core.records import (
     final_value,
     non_finite_metrics,
     note_groups,
+    on_nodes,
     seeds_identical,
     tuned_values_identical,
 )
@@ -96,6 +97,7 @@ from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.storage import check_storage
 
 NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
 
@@ -267,6 +269,7 @@ class Runner:
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
     keep_going: bool = False  # plan run --keep-going: never fail fast
+    storage: str | None = None  # plan run --storage: the trials' files for every node
     script_options: tuple | None = (
         None  # what the flag check read of an argparse script (Dispatch.open)
     )
@@ -333,6 +336,7 @@ class Runner:
             self.store,
             listener=self,
             remote=self.remote,
+            storage=self.storage,
             raw_configs=self.raw_configs,
             script_options=self.script_options,
             records={r["trial_id"]: r for r in self.store.trials() if r.get("phase") != "reeval"},
@@ -434,6 +438,14 @@ class Runner:
         self.display.note(
             f"{spec.trial_id}: its worker died after the trial ended; the record it kept is the "
             f"trial's ({why})"
+        )
+
+    def node_refused(self, node_id: str, problem: str) -> None:
+        """A node that cannot import the trainable: said once, and its trials go to the others."""
+        self.store.event("node_refused", sync=False, node_id=node_id, problem=problem)
+        self.display.note(
+            f"node {node_id[:12]} cannot import the trainable ({problem}): "
+            "no trial is sent there; the run goes on on the other nodes"
         )
 
     def should_stop(self) -> str | None:
@@ -846,6 +858,7 @@ def run(
     stream=None,
     resume_argv: list[str] | None = None,
     keep_going: bool = False,
+    storage: str | None = None,
 ) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
@@ -859,6 +872,8 @@ def run(
         contract_path, lineage
     )
     _check_tracking(contract)
+    if storage is not None:
+        check_storage(storage)
     remote = (
         resolve_address(address) is not None
     )  # a malformed --address is refused before the run folder
@@ -887,6 +902,7 @@ def run(
             previous_wall_s=previous_wall,
             keep_going=keep_going,
             script_options=script_options,
+            storage=storage,
         )
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
@@ -1131,6 +1147,7 @@ def _connect(
             log_dir=runner.store.root,
             contract=runner.contract,
             contract_dir=runner.contract_dir,
+            keeper_session=runner.dispatch.session,
         )
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
@@ -1292,7 +1309,10 @@ def _resume_command(
         state == RunState.FAILED and reason.startswith(RAY_LOST)
     ):
         return None
-    argv = resume_argv or [str(contract_path)]
+    argv = list(resume_argv or [str(contract_path)])
+    if reason.startswith(RAY_LOST) and "--address" in argv:  # that head is gone: the next one's
+        at = argv.index("--address")  # address comes from RAY_ADDRESS or a new --address
+        del argv[at : at + 2]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
 
 
@@ -1468,7 +1488,7 @@ def format_result(result: RunResult) -> str:
     ]:  # fail fast's names it
         lines.append(
             f"error:      {group['error']} (in {noun('trial', group['count'])}, "
-            f"first {group['first']})"
+            f"first {group['first']}{on_nodes(group)})"
         )
     if result.heldout_exposures:
         lines.append(

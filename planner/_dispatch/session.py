@@ -29,6 +29,7 @@ import socket
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,7 @@ from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
+from planner._dispatch.keeper import start_trial_files
 from planner._dispatch.worker import WORKER_ENV
 from planner._store.files import open_inside
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
@@ -47,6 +49,7 @@ ray = lazy_import("ray")  # imported when a command starts or joins Ray
 compat = lazy_import("planner._dispatch.compat")
 
 RAY_LOG = "ray.log"
+OPTUNA_STEP_AGAIN = r"The reported value is ignored because this step"
 
 
 def start_ray(
@@ -288,6 +291,53 @@ def _flush_stderr() -> None:
             pass
 
 
+class _RayLinesOff:
+    """While a command holds a cluster's Ray: Ray's own lines kept off the terminal, in the run
+    folder's ray.log.
+
+    Two ways reach a terminal past `log_to_driver=False` and the `ray` logger: Ray's C++ core writes
+    to file descriptor 2 (a lost node's `Raylet is terminated`, state dumps, heartbeats), and the
+    driver's thread that reads the cluster's error channel prints `(raylet) ...` on sys.stdout.
+    Descriptor 2 becomes ray.log (sys.stderr keeps the terminal, on a copy of the old descriptor),
+    and what Ray's own threads (named `ray_...`) print on sys.stdout goes to ray.log too."""
+
+    def __init__(self, log_dir: Path):
+        _flush_stderr()
+        self.saved = os.dup(2)
+        log = open_inside(log_dir, Path(log_dir) / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(log, 2)
+        os.close(log)
+        self.stderr, self.stdout = sys.stderr, sys.stdout
+        self.terminal = os.fdopen(os.dup(self.saved), "w", buffering=1, errors="replace")
+        sys.stderr = self.terminal
+        sys.stdout = _NotRaysThreads(self.stdout, logging.getLogger("ray"))
+
+    def restore(self) -> None:
+        _flush_stderr()
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        with contextlib.suppress(OSError):
+            self.terminal.close()
+
+
+class _NotRaysThreads:
+    """sys.stdout, except for what Ray's own threads print: that is logged to `logger` (ray.log)."""
+
+    def __init__(self, stream, logger: logging.Logger):
+        self._stream, self._logger = stream, logger
+
+    def write(self, text: str) -> int:
+        if threading.current_thread().name.startswith("ray_"):
+            if text.strip():
+                self._logger.warning("%s", text.rstrip())
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class _RunFolderLog(logging.FileHandler):
     """A FileHandler on `log_dir/ray.log` opened through `open_inside`: no link followed (symbolic, dangling or
     hard), no FIFO or device opened; a planted one is a RunError naming it, raised here, not at the first emit."""
@@ -471,14 +521,26 @@ def restore_stop_signals(previous) -> None:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def _trial_files(run_dir: Path | None, session: str) -> object:
+    """The driver's TrialFiles actor for `session` (None without a run folder, or when Ray could not
+    start it: the workers then keep the trials' files on their own disks, as the docs say)."""
+    if run_dir is None:
+        return None
+    try:
+        return start_trial_files(Path(run_dir), session)
+    except Exception as error:  # Ray Client, or a driver's node that cannot hold it
+        logging.getLogger("ray").warning("no TrialFiles actor on the driver's node: %s", error)
+        return None
+
+
 class GcsWatch:
     """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer accepts a
     connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the driver process
-    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 10 s and
+    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 5 s and
     interrupts the main thread, so the command ends through its own bookkeeping (`lost` says why)."""
 
     def __init__(
-        self, address: str, on_lost: Callable[[], None], *, every_s: float = 2.0, misses: int = 4
+        self, address: str, on_lost: Callable[[], None], *, every_s: float = 1.0, misses: int = 5
     ):
         self.address, self.on_lost, self.every_s, self.misses = address, on_lost, every_s, misses
         self.lost: str | None = None
@@ -523,7 +585,7 @@ def watch_gcs(on_lost: Callable[[], None]) -> GcsWatch | None:
 
 
 MAIN_THREAD_WAIT_S = (
-    10.0  # after a lost GCS: how long the main thread gets to end the command itself
+    5.0  # after a lost GCS: how long the main thread gets to end the command itself
 )
 
 
@@ -625,6 +687,7 @@ class _Deferred:
     def __init__(self):
         self.shutdowns: list[Callable[[], None]] = []
         self.previous: dict | None = None
+        self.lost = False  # a session in the block lost its Ray (the head died)
 
     def add(self, shutdown: Callable[[], None]) -> None:
         if self.previous is None:  # from the run's end on, its result stands
@@ -653,12 +716,25 @@ def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
         yield
     finally:
         deferred, _deferred = _deferred, outer
+        if deferred.lost and hold_signals_to_exit:
+            _exit_after_lost_head()
         try:
             for shutdown in deferred.shutdowns:
                 shutdown()
         finally:
             if deferred.previous is not None and not hold_signals_to_exit:
                 _release_signals(deferred.previous)
+
+
+def _exit_after_lost_head() -> None:
+    """End the process now, exit 3: its run is closed (state `interrupted`, the folder unlocked) and
+    its result printed. Left to itself, Ray's core worker keeps the process until its own timeout on
+    the dead GCS, then ends it with exit 1 (a minute later); nothing of Ray's is left to stop
+    here."""
+    _flush_stderr()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(EXIT_INCOMPLETE)
 
 
 def _hold_signals() -> dict:
@@ -684,6 +760,14 @@ def _shut_ray_down() -> None:
         _deferred.add(_shutdown)
     else:
         _shutdown()
+
+
+def _after_shutdown(step: Callable[[], None]) -> None:
+    """`step` once Ray is shut down: now, or after the open ray_shutdown_deferred block's."""
+    if _deferred is not None:
+        _deferred.shutdowns.append(step)
+    else:
+        step()
 
 
 def _shutdown() -> None:
@@ -766,6 +850,10 @@ class RunSession:
         self._claimed = False
         self._started_ray = False
         self._gcs: GcsWatch | None = None
+        self._quiet: _RayLinesOff | None = None  # Ray's lines off the terminal (on a cluster)
+        self.keeper: object = (
+            None  # the TrialFiles actor of a cluster run (planner._dispatch.keeper)
+        )
         self._exiting = threading.Event()  # __exit__ began: the main thread ends the command
         self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
 
@@ -783,7 +871,13 @@ class RunSession:
         self._end = bookkeeping
 
     def start_ray(
-        self, address: str | None, search_path: list[str], runs_dir: Path, **options
+        self,
+        address: str | None,
+        search_path: list[str],
+        runs_dir: Path,
+        *,
+        keeper_session: str | None = None,
+        **options,
     ) -> None:
         """start_ray; a Ray started here is shut down when the session ends.
 
@@ -803,6 +897,14 @@ class RunSession:
             if self._claimed:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
+        # A trial Tune runs again after its node died reports its first steps again; the study holds
+        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the
+        # user's.
+        warnings.filterwarnings("ignore", message=OPTUNA_STEP_AGAIN, category=UserWarning)
+        if options.get("log_dir") is not None and resolve_address(address) is not None:
+            self._quiet = _RayLinesOff(Path(options["log_dir"]))
+        if keeper_session is not None and resolve_address(address) is not None:
+            self.keeper = _trial_files(options.get("log_dir"), keeper_session)
 
     def _lost(self) -> None:
         """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command through its
@@ -853,10 +955,17 @@ class RunSession:
                 restore_stop_signals(self._signals)
             if self._started_ray and self.lost is None:
                 _shut_ray_down()  # now, or once the command printed its result (ray_shutdown_deferred)
+                if self._quiet is not None:  # once Ray is down: its last lines go to ray.log too
+                    quiet, self._quiet = self._quiet, None
+                    _after_shutdown(quiet.restore)
             elif (
                 self._started_ray
             ):  # Ray's processes are gone with its GCS; shutting down would wait for them
                 _ray_gone()
+                if self._quiet is not None:
+                    _after_shutdown(self._quiet.restore)
+                if _deferred is not None:  # the process ends, exit 3, once the result is printed
+                    _deferred.lost = True
         if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it
         return replacement == HANDLED and error is not None

@@ -36,6 +36,7 @@ from planner._core.records import metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.keeper import keeper_name
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
@@ -79,6 +80,9 @@ class Dispatch:
         False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     )
     session: str = field(default_factory=new_session)
+    storage: str | None = (
+        None  # plan run --storage: where the trials' files are kept for every node
+    )
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
     # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
     # (a second pass of the phase, a --resume) runs them again, never a new draw
@@ -197,6 +201,12 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        if self.storage:  # checkpoints across nodes (planner._trial.storage): this run's own prefix
+            where, _, query = self.storage.partition("?")
+            run = f"{self.store.root.parent.name}/{self.store.root.name}"
+            extra["storage"] = f"{where.rstrip('/')}/{run}" + (f"?{query}" if query else "")
+        if self.remote:  # the ledger, the kept record and the output log go to the driver's node
+            extra["keeper"] = keeper_name(self.session)
         return TrialSpec(
             trial_id=trial.trial_id,
             phase=trial.phase,
@@ -341,6 +351,7 @@ class Dispatch:
             should_stop=getattr(listener, "should_stop", lambda: None),
             trial_reported=getattr(listener, "trial_reported", lambda *report: None),
             trial_kept=self._kept,
+            node_refused=getattr(listener, "node_refused", lambda node_id, problem: None),
         )
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:

@@ -108,6 +108,21 @@ def confirm_task(spec: dict) -> dict:
         return run_trial(TrialSpec(**spec))
 
 
+def check_node(trainable: str, path: tuple[str, ...]) -> str | None:
+    """On the node it is pinned to: import the trainable and the packages its module imports; None
+    when it can, else what failed, as one line (`ModuleNotFoundError: No module named
+    'sklearn'`)."""
+    for folder in reversed(path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    try:
+        load_trainable(trainable, fresh=False)
+    except Exception as exc:  # noqa: BLE001 - any failure to import is the node's answer
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
+
+
 def warm_task(trainable: str, path: tuple[str, ...]) -> int:
     """Start a worker process and import what a confirmation trial needs, so the first ones start at once."""
     for folder in reversed(path):

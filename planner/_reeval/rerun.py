@@ -641,6 +641,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                 log_dir=plan.run_dir,
                 contract=c,
                 contract_dir=plan.contract_dir,
+                keeper_session=dispatch.session,
             )
         except RunError:
             raise

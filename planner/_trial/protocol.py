@@ -56,8 +56,9 @@ from planner._data.splits import SplitError, SplitLog
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
-from planner._trial.limits import TrialLimit, Watchdog, captured_output
+from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
 from planner._trial.reports import nearest_name
+from planner._trial.storage import TrialStorage, trial_storage
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,9 @@ class TrialSpec:
         if self.heldout and self.phase != "tune":
             return (self.metric, self.heldout)
         return (self.metric,)
+
+
+OUTPUT_LOG = "output.log"  # the trainable's prints, in trial.dir
 
 
 class _Stop(BaseException):
@@ -170,6 +174,9 @@ class Trial:
         )  # metric.heldout's name (None when unset): reported outside tuning only
         self.machinery: set[str] | None = (
             None  # top-level modules the first forward loaded (Ray Tune's own)
+        )
+        self.storage: TrialStorage | None = (
+            None  # plan run --storage: trial.dir's files copied there
         )
 
     @property
@@ -246,6 +253,8 @@ class Trial:
             raise _Stop(
                 TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}"
             )
+        if self.storage is not None:  # a checkpoint saved before this report outlives this node
+            self.storage.push()
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {
                 k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)
@@ -401,7 +410,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     """
     started, t0 = utc_now(), time.monotonic()
     _enter(spec)
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     terminal = ledger.terminal()
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(
@@ -418,6 +427,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
         ledger.start(attempts, spec.params)
@@ -425,6 +435,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
+        trial.storage = storage
+        if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
+            storage.pull()
         try:
             how, error = _attempt(spec, trial, ledger, scrub)
         except (
@@ -434,8 +447,12 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             # the driver tidied the trial's checkpoints when Tune stopped it, while the script could
             # still save one more before this worker ended it: tidied again now that it has
             _tidy(spec)
+            ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))
             raise
         ledger.end(attempts, how, error, _spent(trial))
+        if storage is not None:
+            storage.push()
+        ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))  # the cap's note past it
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
@@ -474,7 +491,7 @@ def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
     its worker died before it kept the record, the record is on another node's disk, or it is not this
     trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
     after a worker death and in a worker Tune starts again for a trial that had ended."""
-    record = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).kept()
+    record = Ledger.of(spec).kept()
     if record is None or any(
         record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")
     ):
@@ -699,7 +716,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
         ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
-    output = captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub)
+    output = captured_output(os.path.join(spec.dir, OUTPUT_LOG), scrub=scrub)
     try:
         with _worker_kept(spec), output, dog:
             try:
