@@ -44,6 +44,9 @@ COST_FLOOR_S = (
 )
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
+# every seed showing the same change (no spread) is evidence when chance alone gives it at most this often:
+# the one-sided level of the CIs above, so a sign rule and a CI say the same about the same seeds
+SIGN_LEVEL = (1 - CONFIDENCE) / 2
 
 KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
@@ -259,16 +262,30 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
         gain, half, tied = _change(c, a, last, sign)
-        if gain - half > 0 and gain >= floor and not tied:
+        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads them
+        p_sign = 0.5 ** len(c.seeds) if tied and gain > 0 else None
+        if gain >= floor and (
+            (not tied and gain - half > 0) or (p_sign is not None and p_sign <= SIGN_LEVEL)
+        ):
+            how = (
+                f"every one of {len(c.seeds)} seeds gains exactly that: a sign test over seeds, "
+                f"p = {p_sign:.2g}"
+                if p_sign is not None
+                else f"95 % CI ± {_g(half)} over {len(c.seeds)} seeds"
+            )
             out.append(
                 Finding(
                     "still_improving",
                     arm,
                     "inference",
                     f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
-                    f"{c.steps[last]}; 95 % CI ± {_g(half)} over {len(c.seeds)} seeds): the comparison at this exposure "
+                    f"{c.steps[last]}; {how}): the comparison at this exposure "
                     "may be premature, and a slower learner's early score does not establish inferiority.",
-                    [_curve_evidence(c, [a, last], gain=gain, ci_half_width=half, floor=floor)],
+                    [
+                        _curve_evidence(
+                            c, [a, last], gain=gain, ci_half_width=half, floor=floor, p_sign=p_sign
+                        )
+                    ],
                     recipe={"change": "exposure"},
                 )
             )

@@ -311,7 +311,8 @@ def test_selection_optimism_and_unequal_cost(tmp_path):
 def test_seeds_that_tie_give_no_inference_from_a_ci_of_width_zero(tmp_path):
     """A quantized metric (accuracy on a small validation set) ties across seeds: every seed of treat ends at
     0.7 after the same rise. `selection_optimism` and `still_improving` weighed a difference against a 95 % CI of
-    +-0 and inferred it; with no spread there is no evidence (the degenerate-spread rule of the decision)."""
+    +-0 and inferred it; with no spread the CI says nothing, and three seeds that agree are too few for the
+    sign rule over seeds (chance gives it one time in eight)."""
     data = contract_data(tuning=TUNING)
     tune = [
         curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
@@ -506,4 +507,28 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
     assert one(audit, "seeds_identical", "base").evidence[0]["seeds"] == [0, 1, 2]
     assert ("base" in seeds_identical(confirm)) and ("treat" in seeds_identical(confirm)) == (
         "seeds_identical" in codes(audit, "treat")
+    )
+
+
+def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_path):
+    """Six seeds that each rise by exactly the same amount over the last third have no spread for a CI, but
+    every seed agreeing is evidence: chance alone gives six gains of one sign once in 64 (one-sided)."""
+    data = contract_data(seeds=[0, 1, 2, 3, 4, 5])
+    confirm = [curve_trial(data, t["arm"], "confirm", t["seed"]) for t in confirm_trials(data)]
+    for (
+        trial
+    ) in confirm:  # each seed at its own level, each rising by the same (exact binary) steps
+        for step, report in enumerate(trial["reports"], start=1):
+            for metric in ("val_acc", "test_acc"):
+                report["metrics"][metric] = 0.5 + trial["seed"] / 64 + step / 32
+    audit = audit_run(write_run(tmp_path, data, confirm))
+    f = one(audit, "still_improving", "treat")
+    assert f.evidence[0]["p_sign"] == pytest.approx(0.5**6)
+    assert "every one of 6 seeds gains exactly that" in f.summary
+    # one seed that gains less breaks the tie: the CI decides again, here with a spread too small to matter
+    confirm[0]["reports"][-1]["metrics"]["test_acc"] -= 0.001
+    (tmp_path / "spread").mkdir()
+    audit = audit_run(write_run(tmp_path / "spread", data, confirm))
+    assert "sign test" not in getattr(
+        next((x for x in audit.findings if x.code == "still_improving"), None), "summary", ""
     )
