@@ -110,6 +110,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
             for d in decisions.get("decisions") or []
         ],
         "notes": lines.notes,
+        "resumes": facts.resumes(events),
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
         "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)]
         + decision_findings(decisions),
@@ -172,6 +173,7 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(
                 f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}"
             )
+    out += [facts.resume_line(r) for r in s.get("resumes") or []]
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (
             f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else ""
