@@ -431,7 +431,27 @@ def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
     return ((ev.selection or {}).get("arms") or {}).get(arm) or {}
 
 
+def explored(ev: Evidence, arm: str, key: str, kind: str, bounds: Any) -> dict[str, Any] | None:
+    """What the arm's tuning draws of `key` explored of its declared range: the draws, their lowest and
+    highest value, and the share of the range between them (log scale for log_uniform); None for a key
+    with fewer than 2 distinct numeric draws."""
+    values = sorted(
+        {float(v) for t in ev.of(arm=arm, phase="tune") if finite(v := (t.params or {}).get(key))}
+    )
+    if len(values) < 2:
+        return None
+    low, high = position(kind, bounds, values[0]), position(kind, bounds, values[-1])
+    if low is None or high is None:
+        return None
+    draws = sum(1 for t in ev.of(arm=arm, phase="tune") if key in (t.params or {}))
+    return {"draws": draws, "low": values[0], "high": values[-1], "share": high - low,
+            "low_position": low, "high_position": high}  # fmt: skip
+
+
 def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
+    """A selected value at the edge of its declared range, or at the edge of what the draws explored
+    with room left beyond it (the smallest or largest value drawn, the declared range going on past it):
+    either way the arm's optimum may lie where nothing was tried."""
     sel = _selected(ev, arm)
     out = []
     for key, value in (sel.get("params") or {}).items():
@@ -439,7 +459,12 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
         if kb is None:
             continue
         u = position(kb[0], kb[1], value)
-        if u is None or BOUNDARY < u < 1 - BOUNDARY:
+        if u is None:
+            continue
+        seen = explored(ev, arm, key, kb[0], kb[1])
+        if BOUNDARY < u < 1 - BOUNDARY:
+            if seen is not None:
+                out += _explored_edge(arm, sel, key, value, kb, u, seen)
             continue
         side = "low" if u <= BOUNDARY else "high"
         scale = " (log scale)" if kb[0] == "log_uniform" else ""
@@ -466,6 +491,46 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
             )
         )
     return out
+
+
+def _explored_edge(
+    arm: str, sel: dict[str, Any], key: str, value: Any, kb: tuple[str, Any], u: float, seen: dict
+) -> list[Finding]:
+    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it by
+    more than the boundary band: a range the draws under-explored (the next control: more draws)."""
+    side = "low" if value <= seen["low"] else "high" if value >= seen["high"] else None
+    beyond = u if side == "low" else 1 - u
+    if side is None or beyond <= BOUNDARY:
+        return []
+    scale = ", log scale" if kb[0] == "log_uniform" else ""
+    word = "smallest" if side == "low" else "largest"
+    return [
+        Finding(
+            "selected_at_boundary",
+            arm,
+            "observation",
+            f"{arm}'s selected {key} = {_g(value)} is the {word} of its {seen['draws']} draws, which "
+            f"explored {_g(seen['low'])}-{_g(seen['high'])}: {100 * seen['share']:.0f} % of the declared "
+            f"range {list(kb[1])}{scale}, {100 * beyond:.0f} % of it beyond the selected value never "
+            "tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
+            "the decision's CI covers seed noise only, not this.",
+            [
+                {
+                    "trial_id": sel.get("trial_id"),
+                    "key": key,
+                    "value": value,
+                    "range": list(kb[1]),
+                    "kind": kb[0],
+                    "position": u,
+                    "side": side,
+                    "explored": [seen["low"], seen["high"]],
+                    "explored_share": seen["share"],
+                    "draws": seen["draws"],
+                }
+            ],
+            recipe={"change": "draws", "key": key, "side": side, "position": u},
+        )
+    ]
 
 
 def selection_optimism(ev: Evidence, arm: str) -> Finding | None:

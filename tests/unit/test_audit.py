@@ -4,6 +4,7 @@ the healthy run's silence, and the next control's one change. Pure: no Ray, no s
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -62,7 +63,7 @@ def check_next(tmp_path, audit, original: dict, code: str, name_suffix: str) -> 
     new = yaml.safe_load(text)
     frozen = audit.evidence.contract
     changed = {
-        c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.") else c["path"]
+        c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.space") else c["path"]
         for c in n["change"]["paths"] + n["change"]["budget"]
     }
     found = differences(frozen, new)
@@ -230,7 +231,8 @@ def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
     data = contract_data(
         arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.52"]}],
         recipe={"noise": 0.001, "offset": 0.03},
-        acceptance={"min_effect": 0.02},
+        # welch: the seed offset both arms share is what widens its CI (the paired test removes it)
+        acceptance={"min_effect": 0.02, "test": "welch"},
         budget={"exposure": 4, "max_trials": 6},
     )
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
@@ -532,3 +534,37 @@ def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_p
     assert "sign test" not in getattr(
         next((x for x in audit.findings if x.code == "still_improving"), None), "summary", ""
     )
+
+
+def test_an_under_explored_range_is_flagged_with_the_range_explored_and_more_draws_proposed(
+    tmp_path,
+):
+    """The nanoGPT case: five log-uniform draws of lr, all in 0.0021-0.0081 of a declared [3e-4, 3e-2];
+    both arms select their smallest. The value sits at 42 % of the declared range (no declared boundary),
+    but at the edge of what was explored, with 42 % of the range below it never tried."""
+    tuning = {**TUNING, "trials_per_arm": 5, "space": {"recipe.lr": {"log_uniform": [3e-4, 3e-2]}}}
+    data = contract_data(tuning=tuning, recipe={"best_lr": 0.0005})
+    draws = [0.0021, 0.0034, 0.0047, 0.0063, 0.0081]
+    trials = tuning_trials(data, draws)
+    trials += confirm_trials(
+        data, params={"base": {"recipe.lr": 0.0021}, "treat": {"recipe.lr": 0.0021}}
+    )
+    selection = {
+        "rule": "final",
+        "metric": "val_acc",
+        "mode": "max",
+        "arms": {
+            arm: {"arm": arm, "trial_id": f"tune-{arm}-s1000-t000", "params": {"recipe.lr": 0.0021}}
+            for arm in ("base", "treat")
+        },
+    }
+    audit = audit_run(write_run(tmp_path, data, trials, selection=selection))
+    for arm in ("base", "treat"):
+        f = one(audit, "selected_at_boundary", arm)
+        e = f.evidence[0]
+        assert e["explored"] == [0.0021, 0.0081] and e["draws"] == 5 and e["side"] == "low"
+        assert e["position"] == pytest.approx(math.log(7) / math.log(100), abs=1e-3)
+        assert e["explored_share"] == pytest.approx(math.log(0.0081 / 0.0021) / math.log(100))
+        assert "smallest of its 5 draws, which explored 0.0021-0.0081" in f.summary
+    new = check_next(tmp_path, audit, data, "selected_at_boundary", "draws-x2")
+    assert new["tuning"]["trials_per_arm"] == 10
