@@ -178,17 +178,7 @@ def power_summary(
             )
         except ValueError:
             needed[f"{round(100 * target)}"] = row(None)
-    alternative = None
-    if other is not None:
-        name, other_sd, other_source = other
-        try:
-            seeds = seeds_for_power(
-                other_sd, a.min_effect, a.alpha, 0.8, name, effect=effect, n_arms=n_arms,
-                correction=a.correction, rule=a.rule,
-            )  # fmt: skip
-        except ValueError:
-            seeds = None
-        alternative = {"test": name, "sd": other_sd, "sd_source": other_source, "seeds_80": seeds}
+    alternative = None if other is None else _other_test_seeds(contract, other, effect)
     declared = row(n)
     declared["detectable_effect_80"] = _finite(
         detectable_effect(sd, n, a.alpha, 0.8, a.test, **common)
@@ -215,6 +205,19 @@ def power_summary(
         "underpowered": declared["power"] < UNDERPOWERED,
         "other_test": alternative,
     }
+
+
+def _other_test_seeds(contract, other: tuple[str, float, str], effect: float) -> dict[str, Any]:
+    """What the other test (`other_spread`) would need for 80 % power, at the same effect and level."""
+    a, (name, sd, source) = contract.acceptance, other
+    try:
+        seeds = seeds_for_power(
+            sd, a.min_effect, a.alpha, 0.8, name, effect=effect, n_arms=len(contract.arms),
+            correction=a.correction, rule=a.rule,
+        )  # fmt: skip
+    except ValueError:
+        seeds = None
+    return {"test": name, "sd": sd, "sd_source": source, "seeds_80": seeds}
 
 
 def _finite(x: float) -> float | None:
