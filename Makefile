@@ -3,12 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-EXT    := $(VENV)/.columns-built
 TORCH_VERSION := 2.13.0
 
 .PHONY: venv demo test test-fast lint bench clean
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 	# torch first, with pip: on these machines torch==2.13.0 (the CPU build) lies on local disk and pip
@@ -20,38 +19,26 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
 	touch $(STAMP)
 
-# The reports' reader in C (setup.py; the editable install above built it): rebuilt in place when its source
-# changes. Optional for a user (planner reads with its Python twin without it); required here, where the
-# tests hold it to its twin and the benchmarks measure it.
-$(EXT): $(STAMP) planner/_store/_columns.c
-	# the old build goes first (the module and setup.py's build folder): an optional extension that fails to
-	# compile only warns, and a stale one would then pass the import below (-W ignore: setuptools' notices
-	# about pyproject's license table)
-	rm -rf planner/_store/_columns.*.so build
-	$(BIN)/python -W ignore setup.py -q build_ext --inplace
-	$(BIN)/python -c "import planner._store._columns"
-	touch $(EXT)
-
-venv: $(EXT)
+venv: $(STAMP)
 
 # The main job: a real contract, end to end, on an embedded local Ray.
-demo: $(EXT)
+demo: $(STAMP)
 	$(BIN)/plan validate examples/digits/contract.yaml
 	$(BIN)/plan run examples/digits/contract.yaml --runs-dir runs
 	$(BIN)/plan report "$$(ls -d runs/digits-adamw-vs-sgd/*/ | tail -n 1)" --format md
 
-test: $(EXT)
+test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
-test-fast: $(EXT)
+test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
 
-lint: $(EXT)
+lint: $(STAMP)
 	$(BIN)/ruff check planner tests bench examples
 
 # make bench BENCH_ARGS="--before ../other-checkout": issue 23's table, before and after side by side (docs/speed.md)
-bench: $(EXT)
+bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:

@@ -8,11 +8,11 @@ pandas` the same way (0.38 s on a quiet machine) to tell a slow run of the code
 from a busy machine. Prints a markdown table, then the ratios to the floor.
 
 The floor is what any reader of the run pays: a fresh process that imports
-orjson, pandas and matplotlib and parses trials.jsonl with orjson, line by line
+orjson and pandas and parses trials.jsonl with orjson, line by line
 (each record parsed, then dropped: the parse itself, not holding a million dicts).
 Targets (CPU time, steadier than wall time on a shared machine):
-  - `plan report --format html` within 1.5x the floor;
-  - `load_run` within the floor + 0.5 s.
+  - `plan report --format html` within 2.5x the floor, under 512 MiB;
+  - `load_run` within 2x the floor.
 
     PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 ARMS = ("sgd", "adam", "adamw", "lion")
-FLOOR = "floor: import orjson, pandas, matplotlib; orjson-parse trials.jsonl"
+FLOOR = "floor: import orjson, pandas; orjson-parse trials.jsonl"
 SEEDS = 10
 
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             [
                 py,
                 "-c",
-                "import orjson, pandas, matplotlib\n"
+                "import orjson, pandas\n"
                 f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)",
             ],
         ),
@@ -156,12 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     html = cpu["plan report --format html"]
     load = cpu["load_run (trials + reports frames)"]
     print(
-        f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 1.5x)"
+        f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 2.5x, < 512 MiB)"
     )
-    print(
-        f"load_run - floor: CPU {load:.2f} - {floor:.2f} = {load - floor:+.2f} s (target <= +0.5 s); "
-        f"ratio {load / floor:.2f}x"
-    )
+    print(f"load_run / floor: CPU {load:.2f} / {floor:.2f} = {load / floor:.2f}x (target <= 2x)")
     tmp.cleanup()
 
 

@@ -12,13 +12,14 @@ pilot, reeval and its comparison:
         like a `diverged` status. A caller that wants only usable numbers (the
         pilot's spread, the tuning history) drops non-finite values itself.
 
-`TrialRecord` is the shape of a record at the store boundary (docs/run-folder.md): what the
-reader hands out and what the facts of `planner._store.facts` take. A record read from disk is a
-plain dict of that shape; `summary` is never on disk: the reader sets it on a slimmed record
+`StoredTrial` is the shape of a record at the store boundary (docs/run-folder.md), described once:
+planner._store.schema decodes every line of trials.jsonl into it and holds what the writer appends to
+it. A record read from disk is a plain dict of that shape; `TrialRecord` adds what is never on disk:
+`summary`: the reader sets it on a slimmed record
 (reports dropped to save memory), and so does a running driver on a tuning record once it is on disk
 (`planner._store.facts.kept_of_tuning`), to keep what the facts need of them.
 
-A leaf: imports only `_core.status`.
+A leaf: imports only `_core.status` (and msgspec's `Meta`, which bounds the numbers).
 """
 
 from __future__ import annotations
@@ -26,27 +27,68 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 from collections.abc import Iterable
-from typing import Any, NamedTuple, TypedDict
+from typing import Annotated, Any, Literal, NamedTuple, Required, TypedDict
+
+from msgspec import Meta
 
 from planner._core.status import FAILED, TrialStatus
 
+# The numbers of a run folder, bounded where the schema reads them (planner._store.schema decodes every file
+# into these types with msgspec; its ValidationError names the field).
+BIG = (
+    2**53
+)  # no count, step, pid or duration a run writes is past this (and a double holds it exactly)
+Whole = Annotated[int, Meta(ge=-BIG, le=BIG)]  # a seed, an index
+Count = Annotated[int, Meta(ge=0, le=BIG)]  # attempts, a pid, presentations
+# a step, an exposure, a duration: a finite number up to 2**53 (a step of 1e30 is no step a run took)
+Measure = Annotated[int, Meta(ge=-BIG, le=BIG)] | Annotated[float, Meta(ge=-BIG, le=BIG)]
+Finite = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]  # any finite number
+NonFinite = Literal["nan", "inf", "-inf"]
+# A metric's value: a number of any size, or NaN and the infinities spelled as JSON cannot write them
+# (a diverged trial's value; `stored_metric`); null where a trainable reported None.
+MetricValue = float | NonFinite | None
 
-class Report(TypedDict):
+
+class Report(TypedDict, total=False):
     """One report of a trial: its step, its metrics (non-finite values as "nan", "inf", "-inf"), its time."""
 
-    step: int
-    metrics: dict[str, float | str]
-    time_s: float
+    step: Measure | None
+    metrics: dict[str, MetricValue] | None
+    time_s: float | None
 
 
 class TrialError(TypedDict, total=False):
     """One failed attempt of a trial."""
 
-    attempt: int
-    type: str
-    message: str
-    traceback: str
+    attempt: Whole | None
+    type: str | None
+    message: str | None
+    traceback: str | None
+    status: str | None
+
+
+class Violation(TypedDict, total=False):
+    """What every reader takes of a logged violation (its other keys are the kind's own: detail)."""
+
+    kind: str | None
+    step: Measure | None
+
+
+class SplitGroup(TypedDict, total=False):
+    distinct: Count | None
+    fingerprint: str | None
+
+
+class Split(TypedDict, total=False):
+    """One split a trial logged (docs/data.md): its counts and fingerprints, never the ids."""
+
+    presentations: Count | None
+    distinct: Count | None
+    fingerprint: str | None
+    groups: dict[str, SplitGroup] | None
+    overlap: dict[str, dict[str, Count]] | None
 
 
 class ReportSummary(NamedTuple):
@@ -59,34 +101,46 @@ class ReportSummary(NamedTuple):
     last_time_s: Any
 
 
-class TrialRecord(TypedDict, total=False):
-    """A trial record of trials.jsonl (docs/run-folder.md, checked by planner._store.schema)."""
+class StoredTrial(TypedDict, total=False):
+    """A line of trials.jsonl as a run writes it (docs/run-folder.md): the one description of a trial
+    record, which the writer holds every record to and the reader decodes every line into."""
 
-    trial_id: str
-    phase: str  # tune, confirm, reeval
-    arm: str
-    seed: int
-    index: int
-    status: TrialStatus | str
-    params: dict[str, Any]
-    config: dict[str, Any]
-    exposure: int
-    reports: list[Report]
-    attempts: int
-    errors: list[TrialError]
-    violations: list[dict[str, Any]]
-    splits: dict[str, Any]
-    started: str
-    ended: str
-    duration_s: float
-    host: str
-    pid: int
+    trial_id: Required[str]
+    status: Required[str]  # a TrialStatus word
+    phase: str | None  # tune, confirm, reeval
+    arm: str | None
+    seed: Whole | None
+    index: Whole | None
+    params: dict[str, Any] | None
+    config: dict[str, Any] | None
+    exposure: Measure | None
+    reports: list[Report] | None
+    attempts: Count | None
+    errors: list[TrialError] | None
+    violations: (
+        list[dict[str, Any] | str] | None
+    )  # each mapping a `Violation`, with its kind's keys
+    notes: list[str] | None
+    splits: dict[str, Split] | None
+    started: str | None
+    ended: str | None
+    duration_s: Measure | None
+    host: str | None
+    pid: Count | None
     node_id: str | None
-    resumed: bool
-    contract_sha256: str
-    summary: (
-        ReportSummary  # set on a slimmed record only (the reader's, the driver's), never written
-    )
+    contract_sha256: str | None
+    disk_bytes: Count | None
+    modules: list[str] | None
+    resumed: bool | None
+    resumed_from: dict[str, Any] | None
+
+
+class TrialRecord(StoredTrial, total=False):
+    """A trial record as planner holds it: a `StoredTrial`, and on a slimmed record (reports dropped to
+    save memory, by the reader or a running driver) what the facts need of them. Never written."""
+
+    summary: ReportSummary
+    metric_curve: str
 
 
 EPOCH_UNITS = (
@@ -360,7 +414,7 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
             or any(t.get("status") != TrialStatus.COMPLETED for t in trials)
         ):
             continue
-        if len(curves) == 1 and next(iter(curves)).startswith(FLAT_CURVE):
+        if len(curves) == 1 and str(next(iter(curves))).startswith(FLAT_CURVE):
             continue  # one curve that never moves, for every param set: nothing to tell the values by
         if len(curves) == 1:
             same[arm] = same.get(arm, 0) + len(trials)

@@ -29,7 +29,6 @@ from planner._results.cost import cost_by_arm
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
-from planner._store.schema import ReportColumns
 
 DECISION_COLUMNS = [
     "arm",
@@ -134,8 +133,8 @@ def load_run(
     # collection on the way frees nothing, and the first after a pause walks all of it (0.08 s, then a gen-1
     # walk as much, on 10,000 trials). The records and the collector are dropped before it resumes.
     with rf.paused_gc():
-        for record, columns in folder.iter_trial_columns(notes, metrics if reports else []):
-            collector.add(record, columns)
+        for record in folder.iter_trials(notes):
+            collector.add(record)
         trials, report_frame, records = collector.frames()
         events = folder.events().records
         notes += collector.notes
@@ -191,64 +190,19 @@ def _numeric(values: list[Any]) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=float)
 
 
-_NON_FINITE = {
-    "nan": math.nan,
-    "inf": math.inf,
-    "-inf": -math.inf,
-    "NaN": math.nan,
-    "Infinity": math.inf,
-    "-Infinity": -math.inf,
-}
-
-
-def _number(v: Any) -> float:
-    """A metric value as a float: non-finite values stored as "nan", "inf", "-inf" read back; else NaN."""
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        try:
-            return float(v)
-        except (
-            OverflowError
-        ):  # an int past a double's range (a planted time_s): an infinity, as numpy gives
-            return math.inf if v > 0 else -math.inf
-    return _NON_FINITE.get(v, math.nan) if isinstance(v, str) else math.nan
-
-
-def _doubles(values: Sequence[Any]) -> list[float]:
-    """Numbers as floats ("nan", "inf", "-inf" included); anything else (a string, a bool, None) as NaN."""
-    return [_number(v) for v in values]
-
-
-def _integers(values: Sequence[Any]) -> list[int]:
-    """Steps as integers; anything else as -1 (its report broke the protocol)."""
-    return [
-        int(v)
-        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-        else -1
-        for v in values
-    ]
-
-
-_NUMBER_KINDS = frozenset({float, int})
-
-
 def _float_array(values: Sequence[Any]) -> np.ndarray:
-    """Values as float64: numbers as they are (numpy converts a list of them in C), anything else by `_doubles`."""
-    if set(map(type, values)) <= _NUMBER_KINDS:
-        try:
-            return np.array(values, dtype=np.float64)
-        except OverflowError:
-            pass
-    return np.array(_doubles(values), dtype=np.float64)
+    """Values the schema typed (numbers, "nan", "inf", "-inf", None) as float64: numpy reads each as it is,
+    None as NaN."""
+    return np.array(values, dtype=np.float64)
 
 
 def _int_array(values: Sequence[Any]) -> np.ndarray:
-    """Steps as int64: whole numbers as they are, anything else by `_integers` (-1)."""
-    if set(map(type, values)) == {int}:
-        try:
-            return np.array(values, dtype=np.int64)
-        except OverflowError:
-            pass
-    return np.array(_integers(values), dtype=np.int64)
+    """Steps the schema typed (whole or fractional numbers up to 2**53, None) as int64: None as -1 (its
+    report broke the protocol)."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except TypeError:
+        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
 
 
 class _Collector:
@@ -280,51 +234,21 @@ class _Collector:
         self.notes: list[str] = []
         self.limits = facts.report_limits(contract)
 
-    def add(self, r: dict[str, Any], columns: ReportColumns | None = None) -> None:
-        """One record; `columns`: its reports as the reader's schema check returned them, when regular."""
+    def add(self, r: dict[str, Any]) -> None:
+        """One record, as the reader decoded it (planner._store.schema typed its reports)."""
         i = len(self.records)
         if "trial_id" not in r:
             raise rf.RunError(
                 f"record {i + 1} of trials.jsonl has no trial_id: the file is not a trials log"
             )
-        r = rf.kept_whole(
-            r, columns, self.limits
-        )  # read whole again when the facts read its reports
-        if columns is not None:
-            names = self._add_columns(i, columns)
-        else:
-            reps = facts.reports_of(r)
-            self.n_reports.append(len(reps))
-            names = set()
-            if reps:
-                names = self._add_regular(i, reps)
-                if names is None:
-                    names = self._add_irregular(i, reps)
+        reps = facts.reports_of(r)
+        self.n_reports.append(len(reps))
+        names: set[str] | None = set()
+        if reps:
+            names = self._add_regular(i, reps)
+            if names is None:
+                names = self._add_irregular(i, reps)
         self.records.append(facts.slim_record(r, self.contract, names, limits=self.limits))
-
-    def _add_columns(self, i: int, columns: ReportColumns) -> set[str]:
-        """Reports the reader already took apart into checked columns: stored as they are. The metric names."""
-        self.n_reports.append(len(columns.steps))
-        for name, last in zip(columns.names, columns.last, strict=True):
-            self._final(name, i, last)
-        if (
-            self.want and columns.values and columns.typed
-        ):  # the C reader's: typed and converted already
-            for name, vals in columns.values.items():
-                self._append(name, i, len(vals), vals.obj, columns.steps.obj, columns.times.obj)
-        elif self.want and columns.values:  # the reader carried only the metrics asked for
-            # shared by the metrics; the check found the steps whole numbers up to 2**53 (and whether every
-            # value is a number): numpy converts them as they are
-            steps, times = np.array(columns.steps, dtype=np.int64), _float_array(columns.times)
-            for name, vals in columns.values.items():
-                self._extend(
-                    name,
-                    i,
-                    np.array(vals, dtype=np.float64) if columns.numeric else vals,
-                    steps,
-                    times,
-                )
-        return set(columns.names)
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
         """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
@@ -339,16 +263,16 @@ class _Collector:
             finals = [last[n] for n in names]
             columns = []
             if self.want:
-                steps = [p["step"] for p in reps]
-                times = [p["time_s"] for p in reps]
+                steps = _int_array([p["step"] for p in reps]).data.cast("B")
+                times = _float_array([p["time_s"] for p in reps]).data.cast("B")
                 wanted = [n for n in names if self.metrics is None or n in self.metrics]
                 columns = [(n, [m[n] for m in mets]) for n in wanted]
         except (KeyError, TypeError):
             return None
         for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
-        for name, vals in columns:
-            self._extend(name, i, vals, steps, times)
+        for name, vals in columns:  # the steps and times converted once, shared by the metrics
+            self._append(name, i, len(vals), _float_array(vals).data.cast("B"), steps, times)
         return set(names)
 
     def _add_irregular(self, i: int, reps: list[Any]) -> set[str]:
@@ -372,7 +296,7 @@ class _Collector:
         return names
 
     def _final(self, name: str, i: int, last: Any) -> None:
-        self.finals.setdefault(name, []).append((i, _number(last)))
+        self.finals.setdefault(name, []).append((i, math.nan if last is None else float(last)))
 
     def _extend(
         self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]
@@ -388,8 +312,8 @@ class _Collector:
         )
 
     def _append(self, name: str, i: int, n: int, values: Any, steps: Any, times: Any) -> None:
-        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes, steps as
-        int64 bytes (a typed memoryview's `.obj`, the bytes the C reader filled, goes in as it is)."""
+        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes,
+        steps as int64 bytes."""
         self.values.frombytes(values)
         self.times.frombytes(times)
         self.steps.frombytes(steps)

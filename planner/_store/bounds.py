@@ -16,11 +16,6 @@ from planner._core.errors import RunError
 
 MAX_DEPTH = 64  # levels of lists and mappings in one JSON value (a trial record uses about 6)
 INT_LIMIT = 2**63  # integers of a run folder are 64-bit: counts, steps, seeds, pids
-try:  # the depth rule in C (setup.py builds it; optional)
-    from planner._store._columns import fits as _fits_c
-    from planner._store._columns import long_digits as _long_digits_c
-except ImportError:  # pragma: no cover - depends on the build
-    _fits_c = _long_digits_c = None
 _DIGITS_AS_NINES = bytes(
     b"9"[0] if 48 <= b <= 57 else 32 for b in range(256)
 )  # every digit a 9, all else a space
@@ -39,28 +34,31 @@ def too_deep(where: str) -> RunError:
     return _damaged(where, "", f"is nested deeper than {MAX_DEPTH} levels")
 
 
-def _field(path: list[Any]) -> str:
+def field_name(path: list[Any]) -> str:
+    """A field's path as a sentence names it: `reports[3].step`, `splits.train` (8 levels at
+    most)."""
     out = ""
     for part in path[:8]:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out + ("..." if len(path) > 8 else "")
 
 
-# A trial record's `reports` (a hundred small mappings) are checked by the schema instead, in one tight loop
-# (planner._store.schema: a step and numeric metrics each); no reader walks into anything else there.
+# A trial record's `reports` (a hundred small mappings) are typed by its schema
+# (planner._store.schema: bounded steps and numbers only, a fixed depth): nothing there is left for
+# these limits.
 SCHEMA_CHECKED = frozenset({"reports"})
 
 
 def check_value(value: Any, where: str) -> None:
-    """Raise RunError naming `where` and the field when `value` nests past MAX_DEPTH or holds a huge integer
-    (a top-level `reports` list is left to the schema check)."""
+    """Raise RunError naming `where` and the field when `value` nests past MAX_DEPTH or holds a
+    huge integer (a top-level `reports` list is left to the schema check)."""
     if isinstance(value, dict) and SCHEMA_CHECKED.intersection(value):
         value = {k: v for k, v in value.items() if k not in SCHEMA_CHECKED}
     stack: list[tuple[Any, list[Any]]] = [(value, [])]
     while stack:
         node, path = stack.pop()
         if len(path) >= MAX_DEPTH and isinstance(node, dict | list) and node:
-            raise _damaged(where, _field(path), f"is nested deeper than {MAX_DEPTH} levels")
+            raise _damaged(where, field_name(path), f"is nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, dict):
             stack.extend(
                 (v, [*path, k]) for k, v in node.items() if isinstance(v, dict | list | int)
@@ -74,46 +72,33 @@ def check_value(value: Any, where: str) -> None:
             and not isinstance(node, bool)
             and not -INT_LIMIT <= node < INT_LIMIT
         ):
-            raise _damaged(where, _field(path), "is an integer beyond 64 bits")
+            raise _damaged(where, field_name(path), "is an integer beyond 64 bits")
 
 
 def long_digits(data: bytes) -> bool:
-    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits).
-
-    One pass in C where planner/_store/_columns.c was built, else two (a regex search is 20x slower here)."""
-    if _long_digits_c is not None:
-        return _long_digits_c(data)
-    return _long_digits(data)
-
-
-def _long_digits(data: bytes) -> bool:
-    """`long_digits` in Python (the twin of the C one)."""
+    """True when `data` holds a run of 19 digits or more (an integer that may be past 64 bits)."""
     return _NINETEEN in data.translate(_DIGITS_AS_NINES)
 
 
-def quick_ok(data: bytes, value: Any = None, *, digits: bool | None = None) -> bool:
-    """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need not walk it.
+def quick_ok(data: bytes, value: Any = None) -> bool:
+    """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need
+    not walk it.
 
-    No run of 19 digits (so every integer fits in 64 bits; `digits`: `long_digits(data)` when the caller has
-    it), and few brackets, or (a trial record) no part outside a top-level `reports` list nested past MAX_DEPTH.
+    A trial record (its `reports` typed by its schema): no part outside them nested past MAX_DEPTH
+    or holding an integer past 64 bits, in one walk. Any other value: no run of 19 digits (so every
+    integer fits in 64 bits) and few brackets, or no part nested past MAX_DEPTH.
     """
-    if long_digits(data) if digits is None else digits:
+    if type(value) is dict and "reports" in value:
+        return _fits(value, 0, skip=SCHEMA_CHECKED)
+    if long_digits(data):
         return False
-    if (
-        type(value) is dict and "reports" in value
-    ):  # a trial record: its reports hold most of its brackets
-        fits = (
-            None if _fits_c is None else _fits_c(value, True)
-        )  # None: a value the Python twin must judge
-        return _fits(value, 0, skip=SCHEMA_CHECKED) if fits is None else fits
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
 
 
 def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
-    """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels down; its keys
-    in `skip` left out) lies MAX_DEPTH levels down: `check_value`'s depth rule, in a recursion that stops
-    there (JSON values: exact types). Its twin in C (planner/_store/_columns.c, `fits`) judges trial records
-    where it was built (tests/unit/test_columns.py holds the two to the same answer)."""
+    """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels
+    down; its keys in `skip` left out) lies MAX_DEPTH levels down and no integer in it is past 64
+    bits: `check_value`'s rules, in a recursion that stops there (JSON values: exact types)."""
     kind = type(node)
     if kind is dict:
         children = node.values() if not skip else [v for k, v in node.items() if k not in skip]
@@ -123,10 +108,20 @@ def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
         return True
     for child in children:
         kind = type(child)
-        if (
+        if kind is int:
+            if not -INT_LIMIT <= child < INT_LIMIT:
+                return False
+        elif (
             (kind is dict or kind is list)
             and child
             and (depth + 1 >= MAX_DEPTH or not _fits(child, depth + 1))
         ):
             return False
     return True
+
+
+def check_bounds(value: Any, data: bytes, where: str) -> None:
+    """Raise RunError naming `where` and the field when `value` (parsed from `data`) breaks a
+    limit."""
+    if not quick_ok(data, value):
+        check_value(value, where)

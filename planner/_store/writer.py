@@ -1,10 +1,9 @@
 """The run folder (docs/run-folder.md): the one place a run's facts are kept.
 
-Files are append-only JSON lines (flushed and fsync'd per line) or replaced
-atomically (planner._store.files.write_atomic: a temporary file, fsync, rename,
-fsync of the folder). No file is opened through a link (planner._store.files). Only the driver writes here;
-trial records come back from the workers as values, so a run on a cluster
-lands in the driver's folder too.
+Files are append-only JSON lines (flushed and fsync'd per line) or replaced atomically
+(planner._store.files.write_atomic: a temporary file, fsync, rename, fsync of the folder). No file
+is opened through a link (planner._store.files). Only the driver writes here; trial records come
+back from the workers as values, so a run on a cluster lands in the driver's folder too.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from planner._store.jsonl import append_line, open_for_append
 from planner._store.lock import acquire
 from planner._store.read import read_json
 from planner._store.read import read_jsonl as read
+from planner._store.schema import check_written
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -41,7 +41,8 @@ def write_json(path: Path, value: Any, root: Path | None = None) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Every record of a JSON-lines file of a run, by the one policy (planner._store.read.iter_jsonl)."""
+    """Every record of a JSON-lines file of a run, by the one policy
+    (planner._store.read.iter_jsonl)."""
     return read(Path(path)).records
 
 
@@ -51,7 +52,8 @@ class RunStore:
     def __init__(self, root: Path):
         self.root = Path(root)
         self._handles: dict[str, Any] = {}
-        self.redactor = None  # a planner._core.redact.Redactor: scrubs the free text of records, events and state
+        # a planner._core.redact.Redactor: scrubs the free text of records, events and state
+        self.redactor = None
 
     # -- creating -----------------------------------------------------------
     @classmethod
@@ -82,8 +84,9 @@ class RunStore:
 
     # -- the lock -----------------------------------------------------------
     def lock(self, command: str = "plan run"):
-        """Take the folder's lock (planner._store.lock), or raise RunLockedError naming who holds it (and with which
-        command). Returns the stale lock it took over (with its `reason`), or None."""
+        """Take the folder's lock (planner._store.lock), or raise RunLockedError naming who holds
+        it (and with which command). Returns the stale lock it took over (with its `reason`), or
+        None."""
         self._lock = acquire(self.root, command=command)
         return self._lock.took_over
 
@@ -103,8 +106,9 @@ class RunStore:
         planner_version: str,
         raw_configs: dict[str, dict] | None = None,
     ) -> None:
-        """The frozen contract and every arm's config, exactly as the trainable receives them (validation keeps
-        credentials out of both: planner._contract.credentials), never scrubbed."""
+        """The frozen contract and every arm's config, exactly as the trainable receives them
+        (validation keeps credentials out of both: planner._contract.credentials), never
+        scrubbed."""
         write_atomic(
             self.root / "contract.yaml",
             yaml.safe_dump(contract.frozen(), sort_keys=False),
@@ -180,13 +184,16 @@ class RunStore:
             self._handles[name] = handle
         if self.redactor is not None:
             record = self.redactor.scrub(record)
-        append_line(handle, json.dumps(record, allow_nan=False, default=str) + "\n", sync=sync)
+        line = json.dumps(record, allow_nan=False, default=str)
+        check_written(name, line)
+        append_line(handle, line + "\n", sync=sync)
 
     def record_trial(self, record: dict) -> None:
         self.append("trials.jsonl", record)
 
     def event(self, kind: str, sync: bool = True, **fields: Any) -> None:
-        """Append an event; per-trial events pass sync=False (flushed, not fsync'd: trials.jsonl is the record)."""
+        """Append an event; per-trial events pass sync=False (flushed, not fsync'd: trials.jsonl
+        is the record)."""
         self.append("events.jsonl", {"event": kind, "time": utc_now(), **fields}, sync=sync)
 
     def write_selection(self, selection: dict) -> None:
@@ -199,13 +206,14 @@ class RunStore:
         return value if self.redactor is None else self.redactor.scrub(value)
 
     def trial_dir(self, trial_id: str) -> str:
-        """The trial's own folder (created here); a link in its place, or as `trials/`, is refused (RunError)."""
+        """The trial's own folder (created here); a link in its place, or as `trials/`, is
+        refused (RunError)."""
         folder = self.root / "trials"
         for path in (folder, folder / trial_id):
             if path.is_symlink() or (path.exists() and not path.is_dir()):
                 raise RunError(
-                    f"{path} is a link or not a folder: a trial's folder must be a plain folder inside the "
-                    "run folder (planner follows no link there); remove it and resume"
+                    f"{path} is a link or not a folder: a trial's folder must be a plain folder "
+                    "inside the run folder (planner follows no link there); remove it and resume"
                 )
         return str((self.root / "trials" / trial_id).resolve())
 

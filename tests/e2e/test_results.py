@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -374,58 +373,3 @@ def test_cli_exit_codes_and_notes(tmp_path, run_dir, capsys):
         main(["report", str(copy), "--format", "md", "-o", str(tmp_path / "missing" / "r.md")]) == 2
     )
     assert "cannot write" in capsys.readouterr().err
-
-
-def test_without_the_c_reader_a_run_folder_reads_the_same(tmp_path):
-    """planner installs without a C compiler: then the Python twins read every line. A process in which the C
-    reader cannot be imported reads the same frames, facts and report as this one (which has it, where built)."""
-    run = synthetic_run(tmp_path, reports_per_trial=12)
-    with open(run / "trials.jsonl", "a") as f:  # one tuning trial peeking at the held-out metric
-        reports = [
-            {"step": s, "metrics": {"val_acc": 0.5, "test_acc": 0.4}, "time_s": s * 0.1}
-            for s in (1, 2)
-        ]
-        f.write(
-            json.dumps(
-                {
-                    "trial_id": "peek",
-                    "phase": "tune",
-                    "arm": ARMS[0],
-                    "seed": 1000,
-                    "status": "completed",
-                    "exposure": 2,
-                    "reports": reports,
-                }
-            )
-            + "\n"
-        )
-    code = (
-        "import pickle, sys\n"
-        "sys.modules['planner._store._columns'] = None  # an install where it was not built\n"
-        "from planner._results import render\n"
-        "from planner._results.tables import load_run\n"
-        "from planner._store import schema\n"
-        "assert schema._take is None\n"
-        "r = load_run(sys.argv[1])\n"
-        "md = render.render(render.load_for_report(sys.argv[1], 'md'), 'md')\n"
-        "pickle.dump((r.trials, r.reports, r.violations, r.heldout, r.failures, md), open(sys.argv[2], 'wb'))\n"
-    )
-    out = tmp_path / "python-only.pickle"
-    subprocess.run(
-        [sys.executable, "-c", code, str(run), str(out)],
-        check=True,
-        cwd=ROOT,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    import pickle
-
-    from planner._results import render
-
-    trials, reports, violations, heldout, failures, md = pickle.loads(out.read_bytes())
-    here = load_run(run)
-    pd.testing.assert_frame_equal(here.trials, trials)
-    pd.testing.assert_frame_equal(here.reports, reports)
-    assert here.violations == violations and any(v["trial_id"] == "peek" for v in violations)
-    assert here.heldout == heldout and here.failures == failures
-    assert render.render(render.load_for_report(run, "md"), "md") == md

@@ -6,10 +6,14 @@ The one process allowed is `git`: the code identity asks it for the commit of a 
 from __future__ import annotations
 
 import platform
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+from tests._run_folders import OUTSIDE, pristine_run
 
 # platform.platform() (the host identity) asks `uname -p` once per process and caches the answer: ask it
 # here, before the guard, so a unit test that records a host identity does not depend on which test ran first.
@@ -44,3 +48,18 @@ def _no_subprocess_no_ray(monkeypatch):
 def _ray_up() -> bool:
     ray = sys.modules.get("ray")
     return ray is not None and ray.is_initialized()
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> Path:
+    """A completed run folder, written once per test module; tests copy it (`run`) before planting."""
+    return pristine_run(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture
+def run(pristine, tmp_path) -> Path:
+    """A fresh copy of a completed run folder, and a file outside it that must stay untouched."""
+    copy = tmp_path / "runs" / "demo" / pristine.name
+    shutil.copytree(pristine, copy)
+    (tmp_path / "outside.txt").write_text(OUTSIDE)
+    return copy

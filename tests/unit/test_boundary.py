@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.synthetic_run import make_run
 from planner._cli.main import main
 from planner._core.errors import RunError
 from planner._core.redact import Redactor, looks_secret
@@ -25,39 +24,7 @@ from planner._store.files import write_atomic
 from planner._store.jsonl import AppendFile, heal
 from planner._store.lock import acquire
 from tests._contract_helpers import FIXTURES, write_contract
-
-OUTSIDE = "precious: this file is outside the run folder\n"
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory) -> Path:
-    return make_run(
-        tmp_path_factory.mktemp("runs") / "demo" / "20261130-120000-abcd",
-        arms=("sgd", "adam"),
-        seeds=3,
-        tune_trials=3,
-        reports_per_trial=4,
-    )
-
-
-@pytest.fixture
-def run(pristine, tmp_path) -> Path:
-    """A fresh copy of a completed run folder, and a file outside it that must stay untouched."""
-    copy = tmp_path / "runs" / "demo" / pristine.name
-    shutil.copytree(pristine, copy)
-    (tmp_path / "outside.txt").write_text(OUTSIDE)
-    return copy
-
-
-def cli(args: list[str], capsys) -> tuple[int, str, str]:
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def outside(run: Path) -> Path:
-    return run.parents[2] / "outside.txt"
-
+from tests._run_folders import OUTSIDE, cli, outside
 
 # ----------------------------------------------------------------------------- links and special files
 

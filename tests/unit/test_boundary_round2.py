@@ -22,11 +22,9 @@ from planner._store.files import rewrite_tree
 from planner._store.jsonl import AppendFile, heal
 from planner._store.lock import acquire
 from tests._contract_helpers import FIXTURES, write_contract
-from tests.unit import test_boundary as round1
-from tests.unit.test_boundary import OUTSIDE, cli, outside  # round 1's helpers
+from tests._run_folders import OUTSIDE, cli, outside
 
 # round 1's planted run folder: a fresh copy of a completed synthetic run, and a file outside it
-pristine, run = round1.pristine, round1.run
 
 
 def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "") -> Path:
@@ -730,7 +728,7 @@ def test_plan_promote_refuses_an_accept_its_numbers_do_not_give(run, capsys):
 def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path, monkeypatch):
     """`baseline: {from_run: ...}` believed a decisions.json forged to `accept` (its CI includes 0)."""
     from planner._lineage.resolve import validate
-    from tests.unit.test_lineage import FIRST, REPO, codes, fake_run, second, write
+    from tests._lineage_runs import FIRST, REPO, codes, fake_run, second, write
 
     monkeypatch.chdir(REPO)  # the lineage trainable imports as tests.trainables.lineage
     runs = tmp_path / "runs"

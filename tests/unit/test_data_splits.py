@@ -3,8 +3,6 @@ the `invalid` reasons, the Data section's lines; and the contract's data rules."
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,6 +19,7 @@ from planner._data.checks import (
 )
 from planner._data.splits import SplitError, SplitLog, as_ids, fingerprint, summarize
 from planner._stats.decide import mark_invalid
+from tests._scaling import growth
 
 DATA = {
     "unit": "image",
@@ -98,19 +97,24 @@ def test_groups_must_be_aligned_and_named():
         summarize("train", [1, 2, 3], ["a", "b", "c"])
 
 
-def test_a_million_row_split_with_a_group_is_logged_in_under_5_seconds():
-    n = 1_000_000
+def _grouped_split(n: int) -> tuple[dict, dict]:
     rng = np.random.default_rng(0)
     ids = rng.permutation(n)
-    patients = np.array([f"P{i:06d}" for i in ids // 8])
+    patients = np.array([f"P{i:07d}" for i in ids // 8])
+    cut = n * 4 // 5
     log = SplitLog()
-    start = time.perf_counter()
-    train = log.add("train", ids[:800_000], {"patient": patients[:800_000]})
-    test = log.add("test", ids[800_000:], {"patient": patients[800_000:]})
-    took = time.perf_counter() - start
-    assert took < 5.0, f"logging a million rows took {took:.1f} s"
+    train = log.add("train", ids[:cut], {"patient": patients[:cut]})
+    test = log.add("test", ids[cut:], {"patient": patients[cut:]})
+    return train, test
+
+
+def test_a_million_row_split_with_a_group_is_logged_and_the_cost_grows_linearly():
+    train, test = _grouped_split(1_000_000)
     assert train["presentations"] == 800_000 and test["distinct"] == 200_000
     assert test["overlap"]["train"]["unit"] == 0 and test["overlap"]["train"]["patient"] > 0
+    # sorting makes it n log n: about 4.5x from 100,000 rows to 400,000; a pairwise overlap would be 16x
+    grows = growth(lambda n: lambda: _grouped_split(n), 100_000)
+    assert grows < 8, f"4x the rows took {grows:.0f}x the time"
 
 
 def test_the_split_log_counts_overlaps_with_earlier_splits_and_refuses_a_changed_set():

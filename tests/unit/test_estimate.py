@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from planner._cli.main import main
-from planner._contract.model import Contract
 from planner._plan.estimate import (
     asha_milestones,
     estimate,
@@ -23,33 +22,7 @@ from planner._plan.estimate import (
 from planner._plan.pilot import read_pilot
 from planner._plan.seeds import format_power, power_summary
 from planner._stats.power import detection_power, pilot_sd, seeds_for_power
-
-TUNED = {
-    "version": 1,
-    "name": "est",
-    "hypothesis": "b beats a",
-    "trainable": "m:f",
-    "config": {"values": {"x": 0, "lr": 0.1}},
-    "factor": {"name": "x"},
-    "baseline": {"name": "a", "overrides": ["x=0"]},
-    "arms": [{"name": "b", "overrides": ["x=1"]}],
-    "metric": {"name": "acc", "mode": "max"},
-    "acceptance": {"min_effect": 0.02},
-    "seeds": [0, 1, 2, 3, 4],
-    "budget": {"exposure": 9},
-    "tuning": {
-        "trials_per_arm": 9,
-        "seeds": [1000],
-        "space": {"lr": {"log_uniform": [1e-3, 1.0]}},
-        "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 3},
-    },
-}
-
-
-def contract(**patch):
-    data = copy.deepcopy(TUNED)
-    data.update(patch)
-    return Contract.model_validate(data)
+from tests._estimate_contracts import TUNED, contract
 
 
 def test_milestones_are_ray_asha_rungs_below_the_exposure():

@@ -19,10 +19,7 @@ from planner._store.files import TREE_DEPTH, refuse_in_place, rewrite_tree
 from planner._store.resume import REWRITTEN
 from planner._trial import checkpoints
 from planner._trial.limits import captured_output
-from tests.unit import test_boundary as round1
-from tests.unit.test_boundary import OUTSIDE, cli, outside
-
-pristine, run = round1.pristine, round1.run  # the fixtures: a fresh copy of a finished run folder
+from tests._run_folders import OUTSIDE, cli, outside
 
 # ----------------------------------------------------------------------------- F1: ray.log
 
@@ -141,7 +138,7 @@ def test_a_trial_whose_output_log_was_refused_says_so_in_its_record(tmp_path, ki
     """Nothing was written to a planted output.log (right), but the record did not say the prints were kept
     nowhere: a reader took the empty log for a trial that printed nothing."""
     from planner._trial.protocol import run_trial
-    from tests.unit.test_trial import spec
+    from tests._trial_specs import spec
 
     victim = tmp_path / "outside.txt"
     victim.write_text(OUTSIDE)

@@ -122,7 +122,7 @@ def test_pilot_sd_pools_arms_and_skips_non_finite_values():
 
 
 def _margin_contract(tmp_path, rule: str):
-    from tests.unit.test_estimate import contract
+    from tests._estimate_contracts import contract
 
     return contract(acceptance={"min_effect": 0.01, "rule": rule})
 

@@ -1,43 +1,9 @@
 """The trainable protocol, run in-process (no Ray): statuses, errors, retries, seeding."""
 
-from pathlib import Path
-
 import pytest
 
-from planner._trial.protocol import TrialSpec, _why_short, run_trial
-
-REPO = str(Path(__file__).resolve().parents[2])
-
-
-def spec(
-    fn,
-    tmp_path,
-    *,
-    phase="confirm",
-    retries=0,
-    seed=3,
-    budget=3,
-    heldout=None,
-    config=None,
-    tid="t",
-    metric="acc",
-):
-    return TrialSpec(
-        trial_id=tid,
-        phase=phase,
-        arm="a",
-        seed=seed,
-        index=0,
-        params={},
-        config=config or {"lr": 0.1},
-        budget=budget,
-        dir=str(tmp_path / tid),
-        trainable=f"tests.trainables.protocol:{fn}",
-        metric=metric,
-        heldout=heldout,
-        retries=retries,
-        path=(REPO,),
-    )
+from planner._trial.protocol import _why_short, run_trial
+from tests._trial_specs import spec
 
 
 def test_a_good_trial_completes_with_every_report(tmp_path):
