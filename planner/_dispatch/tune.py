@@ -2,8 +2,9 @@
 
 ONE `Tuner` runs all the sweeps of a run, so the trials of every arm and tuning
 seed share the cluster's slots and the worker processes (`reuse_actors=True`).
-Each sweep (an arm at a tuning seed) keeps its own Optuna study (`OptunaSearch`
-with the declared sampler and seed, over the arm's space) and its own
+Each sweep (an arm at a tuning seed) keeps its own Optuna study (a `SweepStudy`
+in the run folder's studies.log, drawing by tuning index from the declared
+sampler and seed, over the arm's space) and its own
 early-stopping rule (ASHA or the median rule on the reported step, or none), so
 arms never compete with each other inside a rung and every arm gets exactly
 `trials_per_arm` trials per tuning seed.
