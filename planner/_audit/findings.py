@@ -476,21 +476,25 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
                 f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
                 f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
                 "comparison can flip once it does not.",
-                [
-                    {
-                        "trial_id": sel.get("trial_id"),
-                        "key": key,
-                        "value": value,
-                        "range": list(kb[1]),
-                        "kind": kb[0],
-                        "position": u,
-                        "side": side,
-                    }
-                ],
+                [_boundary_evidence(sel, key, value, kb, u, side)],
                 recipe={"change": "widen", "key": key, "side": side, "position": u},
             )
         )
     return out
+
+
+def _boundary_evidence(
+    sel: dict[str, Any],
+    key: str,
+    value: Any,
+    kb: tuple[str, Any],
+    u: float,
+    side: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The evidence of a selected_at_boundary finding: the selected value and where it lies."""
+    return {"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]),
+            "kind": kb[0], "position": u, "side": side, **extra}  # fmt: skip
 
 
 def _explored_edge(
@@ -515,18 +519,17 @@ def _explored_edge(
             "tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
             "the decision's CI covers seed noise only, not this.",
             [
-                {
-                    "trial_id": sel.get("trial_id"),
-                    "key": key,
-                    "value": value,
-                    "range": list(kb[1]),
-                    "kind": kb[0],
-                    "position": u,
-                    "side": side,
-                    "explored": [seen["low"], seen["high"]],
-                    "explored_share": seen["share"],
-                    "draws": seen["draws"],
-                }
+                _boundary_evidence(
+                    sel,
+                    key,
+                    value,
+                    kb,
+                    u,
+                    side,
+                    explored=[seen["low"], seen["high"]],
+                    explored_share=seen["share"],
+                    draws=seen["draws"],
+                )  # fmt: skip
             ],
             recipe={"change": "draws", "key": key, "side": side, "position": u},
         )
