@@ -51,14 +51,16 @@ def run_studies(path: str | Path | None) -> Any:
     of a trial's cost in the driver. A reader (optuna-dashboard) opens it with the file backend."""
     if path is None:
         return None
+    file = str(path)
+    file_backend: Any = optuna.storages.journal.JournalFileBackend
 
-    class RunJournal(optuna.storages.journal.JournalFileBackend):
+    class RunJournal(file_backend):
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
             text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
-            with open(path, "ab") as f:  # one write of whole lines: a reader never sees half of one
+            with open(file, "ab") as f:  # one write of whole lines: a reader never sees half of one
                 f.write(text.encode("utf-8"))
 
-    return optuna.storages.JournalStorage(RunJournal(str(path)))
+    return optuna.storages.JournalStorage(RunJournal(file))
 
 
 def study_name(arm: str, seed: int, several_seeds: bool) -> str:
