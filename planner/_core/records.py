@@ -101,6 +101,15 @@ class ReportSummary(NamedTuple):
     last_time_s: Any
 
 
+class TrialInputs(TypedDict, total=False):
+    """What a `command:` trial was given and read (docs/run-folder.md): `argv`, the words after the
+    command (its flags as passed); `files`, name (relative to the folder it ran in) -> {sha256} for
+    code and config, {size, mtime_ns} for data (planner._store.identity.FileFact)."""
+
+    argv: list[str]
+    files: dict[str, dict[str, Any]]
+
+
 class StoredTrial(TypedDict, total=False):
     """A line of trials.jsonl as a run writes it (docs/run-folder.md): the one description of a trial
     record, which the writer holds every record to and the reader decodes every line into."""
@@ -133,6 +142,7 @@ class StoredTrial(TypedDict, total=False):
     modules: list[str] | None
     resumed: bool | None
     resumed_from: dict[str, Any] | None
+    inputs: TrialInputs | None  # a command's flags as passed, and the files its processes read
 
 
 class TrialRecord(StoredTrial, total=False):

@@ -21,7 +21,7 @@ from planner._contract.model import Resources
 from planner._core.errors import TrialProtocolError
 from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.worker import confirm_task, warm_task
@@ -184,7 +184,8 @@ class _FixedBatch:
             except (
                 Exception
             ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
-                message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                said = without_colours(str(error))  # Ray's colour codes are no part of its words
+                message = said.splitlines()[0] if said else type(error).__name__
                 record = kept_record(
                     spec
                 )  # the trial had ended, and its worker kept the record: it stands
@@ -203,7 +204,7 @@ class _FixedBatch:
                     self.hooks.trial_kept(spec, record, message)
                     self._end(record)
                     continue
-                status, errors, used = after_worker_death(spec, message, traceback=str(error))
+                status, errors, used = after_worker_death(spec, message, traceback=said)
                 if status == RETRY:
                     self.queue.insert(0, spec)
                     continue

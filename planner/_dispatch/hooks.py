@@ -22,9 +22,11 @@ class Hooks:
     trial_started: Callable[[TrialSpec], None]
     trial_ended: Callable[[dict], None]
     trial_cancelled: Callable[[TrialSpec, str], None]
-    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning report seen
+    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning
+    # report
+    # seen as it arrives: (trial id, metrics, step, seconds since the trial started)
     should_stop: Callable[[], str | None] = lambda: None
-    trial_reported: Callable[[str, dict], None] = lambda trial_id, metrics: None
+    trial_reported: Callable[[str, dict, int, float], None] = lambda *report: None
     # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's word for it)
     trial_kept: Callable[[TrialSpec, dict, str], None] = lambda spec, record, why: None
 

@@ -1,6 +1,6 @@
-"""The Optuna boundary: an arm's tuning space and sampler as Optuna objects.
+"""The Optuna boundary of a run: an arm's sampler, and the finished trials a resumed study is told.
 
-The space itself is pure (planner._plan.space); only this module imports Optuna.
+The space and its Optuna form (`to_optuna`) are planner._plan.space's.
 """
 
 from __future__ import annotations
@@ -18,24 +18,6 @@ from planner._core.records import final_value, finite_final_value
 from planner._core.status import TrialStatus
 
 optuna = lazy_import("optuna")  # imported when a run builds its first study
-
-
-def to_optuna(space: dict[str, Any]) -> dict[str, Any]:
-    """{dotted key: optuna distribution} for a space of `Dimension`s."""
-    out: dict[str, Any] = {}
-    for key, dim in space.items():
-        kind, bounds = dim.kind, dim.bounds
-        if kind == "log_uniform":
-            out[key] = optuna.distributions.FloatDistribution(
-                float(bounds[0]), float(bounds[1]), log=True
-            )
-        elif kind == "uniform":
-            out[key] = optuna.distributions.FloatDistribution(float(bounds[0]), float(bounds[1]))
-        elif kind == "int":
-            out[key] = optuna.distributions.IntDistribution(int(bounds[0]), int(bounds[1]))
-        else:
-            out[key] = optuna.distributions.CategoricalDistribution(list(bounds))
-    return out
 
 
 # the run folder's tuning studies: an Optuna journal file (optuna-dashboard opens it)

@@ -31,7 +31,7 @@ from planner._contract.paths import (
     interpolated_paths,
     is_interpolation,
 )
-from planner._core.errors import PlannerError
+from planner._core.errors import PlannerError, RunError
 from planner._core.records import metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
@@ -39,6 +39,7 @@ from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
+from planner._store.resume import failed_for_a_full_disk
 from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
@@ -237,6 +238,13 @@ class Dispatch:
     def _ended(self, record: dict, *, heard: bool = True) -> None:
         """A trial's record: checked across trials, written, kept; the listener hears of it when `heard`."""
         self.started_params.pop(record["trial_id"], None)
+        full = failed_for_a_full_disk(record)
+        if full is not None:  # the machine's failure, not the trial's result: it runs again
+            raise RunError(
+                f"trial {record['trial_id']} failed on a full disk ({full}); that is not its "
+                f"result, so it is not recorded: free space, then resume with --resume "
+                f"{self.store.root}, which runs it again"
+            )
         self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
@@ -331,7 +339,7 @@ class Dispatch:
             self._ended,
             self._cancelled,
             should_stop=getattr(listener, "should_stop", lambda: None),
-            trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
+            trial_reported=getattr(listener, "trial_reported", lambda *report: None),
             trial_kept=self._kept,
         )
 

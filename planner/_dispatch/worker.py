@@ -96,6 +96,7 @@ def tune_trainable(config: dict) -> dict | None:
         and record.get("splits", {}) == sent.get("splits", {})
         and not record.get("notes")
         and not record.get("modules")
+        and not record.get("inputs")
     ):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}

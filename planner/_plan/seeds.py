@@ -109,6 +109,25 @@ def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
     )
 
 
+# The largest ratio of an effect to the seed-to-seed spread that power is figured for: beyond it
+# the arithmetic overflows (an sd of 5e-324 divided into min_effect is infinite; an effect of 1e300
+# gave `nan %`). A ratio as small as you like is answered: no number of seeds suffices.
+MAX_EFFECT_TO_SD = 1e9
+
+
+def _in_scale(sd: float, sd_source: str, effects: dict[str, float]) -> None:
+    """Refuse an sd far too small beside an effect (`--sd 1e-300`, `--effect 1e300`) with a
+    sentence, before power is figured from them."""
+    for name, effect in effects.items():
+        ratio = effect / sd
+        if ratio > MAX_EFFECT_TO_SD:
+            raise UsageError(
+                f"the sd {sd:g} ({sd_source}) is too small beside {name} {effect:g}: their ratio "
+                f"{ratio:.3g} is past {MAX_EFFECT_TO_SD:g}, where no power figure means anything. "
+                "Give both in the decision metric's own units"
+            )
+
+
 def power_summary(
     contract,
     sd: float,
@@ -143,6 +162,7 @@ def power_summary(
             + ("" if effect is None else f"; got {effect:g}")
         )
     effect = a.min_effect if effect is None else effect
+    _in_scale(sd, sd_source, {"min_effect": a.min_effect, "the effect to plan for": effect})
     n_arms = len(contract.arms)
     level = comparison_alpha(a.alpha, n_arms, a.correction)
     n = len(contract.seeds)

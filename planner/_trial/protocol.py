@@ -33,7 +33,8 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,7 @@ class Trial:
         self.resumed_from: dict[str, Any] | None = (
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
+        self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
@@ -429,6 +431,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
             _SessionExit
         ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            # the driver tidied the trial's checkpoints when Tune stopped it, while the script could
+            # still save one more before this worker ended it: tidied again now that it has
+            _tidy(spec)
             raise
         ledger.end(attempts, how, error, _spent(trial))
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
@@ -446,6 +451,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
+    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+        record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
     if (
@@ -562,7 +569,7 @@ def _attempt(
         n,
         "TrialProtocolError",
         f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}",
+        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes, steps=_steps(trial))}",
         "",
     )
 
@@ -600,11 +607,37 @@ WAITING_FOR_TEST = (
 )
 
 
+def _steps(trial: Trial) -> list[int]:
+    return [r["step"] for r in trial.reports if isinstance(r.get("step"), int)]
+
+
+def _interval_short(budget: int, steps: list[int]) -> str:
+    """When the reports came at one interval and the next would have passed the budget: the clause
+    that
+    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at
+    150."""
+    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
+    if len(steps) < 2 or len(gaps) != 1:
+        return ""
+    (every,) = gaps
+    if every <= 0 or steps[-1] + every <= budget:
+        return ""
+    return (
+        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and "
+        f"the budget of {budget} is not a multiple of {every}: its next evaluation would have been "
+        "at step "
+        f"{steps[-1] + every}, past the budget. Make budget.exposure a multiple of the evaluation "
+        f"interval (or the interval a divisor of {budget}), or evaluate at the last step too"
+    )
+
+
 def _why_short(
     spec: TrialSpec,
     last_step: int | None,
     log_reached: int | None = None,
     notes: list[str] | None = None,
+    *,
+    steps: list[int] | None = None,
 ) -> str:
     """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
     `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
@@ -640,6 +673,8 @@ def _why_short(
             f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
             "epoch does), say so with command.metrics.step_base: 0"
         )
+    if steps and (interval := _interval_short(spec.budget, steps)):
+        return interval
     if last_step is not None and last_step < spec.budget:
         return (
             "; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
@@ -666,7 +701,7 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
     output = captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub)
     try:
-        with output, dog:
+        with _worker_kept(spec), output, dog:
             try:
                 fn = trainable_for(spec)
                 seed_everything(spec.seed)  # the module body may have drawn from the RNGs
@@ -678,6 +713,32 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     finally:  # after the trainable: a command trainable sets the notes of its metrics file while it runs
         if output.refused is not None and output.refused not in trial.notes:
             trial.notes.append(output.refused)
+
+
+@contextmanager
+def _worker_kept(spec: TrialSpec) -> Iterator[None]:
+    """An attempt's folder, file descriptors and working folder are its own: whatever the trainable
+    did to them (removed its `trial.dir`, closed or replaced fds 0-2, changed into a folder it then
+    removed) is undone once it returns, so the attempt ledger is written, Ray's worker writes its
+    own output, and the next trial in the same worker starts where every trial starts."""
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # a working folder an earlier trial removed: the trial's own then
+        cwd = None
+    saved = []
+    for fd in (0, 1, 2):
+        with suppress(OSError):  # a descriptor closed before this attempt stays as it was
+            saved.append((fd, os.dup(fd)))
+    try:
+        yield
+    finally:
+        for fd, copy in saved:
+            with suppress(OSError):
+                os.dup2(copy, fd)
+            os.close(copy)
+        os.makedirs(spec.dir, exist_ok=True)
+        with suppress(OSError):
+            os.chdir(cwd or spec.cwd or spec.dir)
 
 
 def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:

@@ -4,8 +4,7 @@ import pytest
 import yaml
 
 from planner._contract.model import Contract
-from planner._dispatch.search import to_optuna
-from planner._plan.space import arm_space, grid
+from planner._plan.space import arm_space, grid, to_optuna
 from planner._plan.trials import confirm_trial_id, make_plan, tune_trial_id
 
 BASE = """
