@@ -214,7 +214,7 @@ def status_counts(results: RunResults) -> list[dict[str, Any]]:
     """Trials ended by phase, arm and status, against the planned count."""
     t = results.trials
     planned = facts.plan_entries(results.plan)
-    plan_count: dict[tuple[str, str], int] = {}
+    plan_count: dict[tuple[Any, Any], int] = {}
     for p in planned:
         key = (p.get("phase"), p.get("arm"))
         plan_count[key] = plan_count.get(key, 0) + 1
@@ -515,7 +515,7 @@ def selected_curves(results: RunResults, metric: str | None = None) -> dict[str,
     metric = metric or results.metric
     r = results.reports
     arms = (results.selection or {}).get("arms") or {}
-    out = {}
+    out: dict[str, pd.DataFrame] = {}
     if not len(r) or metric not in r["metric"].cat.categories:
         return out
     is_metric = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)
