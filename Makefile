@@ -7,32 +7,44 @@ TORCH_VERSION := 2.13.0
 
 .PHONY: venv demo test test-fast lint bench clean
 
+# The install, one echo a step (it takes minutes). torch goes first, with pip: on these machines
+# torch==$(TORCH_VERSION) (the CPU build) lies on local disk and pip takes it from there; any other
+# spec, or a package that pulls torch in first, downloads a CUDA build. Then the frameworks the
+# examples train with, with pip so that they keep that torch; then planner itself, editable, with uv.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip uv
-	# torch first, with pip: on these machines torch==2.13.0 (the CPU build) lies on local disk and pip
-	# takes it from there; any other spec, or a package that pulls torch in first, downloads a CUDA build.
-	$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
-	# Then the frameworks the examples train with, with pip so that they keep that torch.
-	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers accelerate tensorboard
-	$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -q -e ".[dev,examples,mlflow]"
-	$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
-	touch $(STAMP)
+	@echo "make: creating the virtual environment $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "make: installing pip and uv"
+	@$(BIN)/python -m pip install -q --upgrade pip uv
+	@echo "make: installing torch $(TORCH_VERSION) (CPU)"
+	@$(BIN)/python -m pip install -q torch==$(TORCH_VERSION)
+	@echo "make: installing lightning, transformers, accelerate, tensorboard (keeping that torch)"
+	@$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers accelerate tensorboard
+	@echo "make: installing planner with its dev, examples and mlflow extras"
+	@$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -q -e ".[dev,examples,mlflow]"
+	@$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
+	@touch $(STAMP)
 
 venv: $(STAMP)
 
-# The main job: a real contract, end to end, on an embedded local Ray.
+# The main job: a real contract, end to end, on an embedded local Ray; the report of the run it made.
 demo: $(STAMP)
-	$(BIN)/plan validate examples/digits/contract.yaml
-	$(BIN)/plan run examples/digits/contract.yaml --runs-dir runs
-	$(BIN)/plan report "$$(ls -d runs/digits-adamw-vs-sgd/*/ | tail -n 1)" --format md
+	@echo "make: plan validate examples/digits/contract.yaml"
+	@$(BIN)/plan validate examples/digits/contract.yaml
+	@echo "make: plan run examples/digits/contract.yaml --runs-dir runs"
+	@$(BIN)/plan run examples/digits/contract.yaml --runs-dir runs
+	@echo "make: plan report runs/digits-adamw-vs-sgd/latest"
+	@$(BIN)/plan report runs/digits-adamw-vs-sgd/latest --format md
 
+# The unit tier on both cores (pytest-xdist: its tests share nothing), then the tiers that start Ray,
+# processes and browsers, one test at a time.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/e2e tests/cluster tests/browser $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check planner tests bench examples

@@ -50,7 +50,9 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
     "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    "acceptance": {"min_effect": 0.05},
+    # welch: the synthetic trainable draws a seed's noise alike in every arm and its effect is exact, so
+    # the per-seed differences show no spread and the paired test (the default) sees no evidence in them
+    "acceptance": {"min_effect": 0.05, "test": "welch"},
     "seeds": [0, 1, 2, 3, 4],
     "budget": {"exposure": 3},
 }
@@ -277,3 +279,37 @@ def results(run_dir):
     from planner import load_run
 
     return load_run(run_dir)
+
+
+HOSTILE_ARM = "</script><script>document.body.dataset.pwned='arm'</script>"
+HOSTILE_PARAM = "<img src=x onerror=\"document.body.dataset.pwned='param'\">"
+HOSTILE_METRIC = "<b>val</b>&acc'\""
+
+
+def hostile_names_run(folder: Path, **options: Any) -> Path:
+    """A synthetic two-arm run whose treatment arm, a tuned parameter and the tuning metric are
+    named with HTML and script (HOSTILE_ARM, HOSTILE_PARAM, HOSTILE_METRIC): a report must show
+    them as text. The arm has no configs/ file (a name with `/` is no file name)."""
+    from bench.synthetic_run import make_run
+
+    shape = {"arms": ("sgd", "lion"), "seeds": 4, "tune_trials": 12, "reports_per_trial": 8}
+    run = make_run(Path(folder) / SYNTHETIC_RUN_ID, **{**shape, **options})
+    swaps = {
+        '"lion"': json.dumps(HOSTILE_ARM),
+        '"model.dropout"': json.dumps(HOSTILE_PARAM),
+        '"val_acc"': json.dumps(HOSTILE_METRIC),
+    }
+    for name in ("trials.jsonl", "decisions.json", "selection.json", "plan.json", "events.jsonl"):
+        path = run / name
+        text = path.read_text()
+        for old, new in swaps.items():
+            text = text.replace(old, new)
+        path.write_text(text)
+    contract = yaml.safe_load((run / "contract.yaml").read_text())
+    contract["arms"][0]["name"] = HOSTILE_ARM
+    space = contract["tuning"]["space"]
+    space[HOSTILE_PARAM] = space.pop("model.dropout")
+    contract["metric"]["name"] = HOSTILE_METRIC
+    write_yaml(run / "contract.yaml", contract, sort_keys=False)
+    (run / "configs" / "lion.yaml").unlink()
+    return run

@@ -1,4 +1,9 @@
+# PYTHON_ARGCOMPLETE_OK
 """The `plan` command line: it parses, calls the planner's steps, and prints.
+
+Shell completion is argcomplete's: `eval "$(plan completion bash)"` (or zsh, fish), or
+`eval "$(register-python-argcomplete plan)"`; `_main` hands the parser to argcomplete, which answers
+and exits only when the shell asks (its _ARGCOMPLETE variable is set).
 
 Exit codes come from the one table, `planner._core.errors.EXIT_CODES`: a
 command returns its result's code, a PlannerError its class's `exit_code`.
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -18,7 +24,14 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from planner._core.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, PlannerError, UsageError
+from planner._core.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PlannerError,
+    UsageError,
+    disk_error,
+)
 from planner._core.lazy import lazy_import
 from planner._core.redact import Redactor, ScrubbedStream
 from planner._core.text import terminal_safe
@@ -39,9 +52,15 @@ plan_estimate = lazy_import("planner._plan.estimate")
 plan_pilot = lazy_import("planner._plan.pilot")
 plan_seeds = lazy_import("planner._plan.seeds")
 rerun = lazy_import("planner._reeval.rerun")
+results_mlflow = lazy_import("planner._results.mlflow")
 results_render = lazy_import("planner._results.render")
+results_report = lazy_import("planner._results.report")
 results_status = lazy_import("planner._results.status")
 results_tables = lazy_import("planner._results.tables")
+store_live = lazy_import("planner._store.live")
+progress = lazy_import("planner._dispatch.progress")
+
+RUN_DIR_HELP = "a run folder (runs/<name>/<run id>), or runs/<name>/latest for the last run started"
 
 
 def _finite(text: str) -> float:
@@ -55,6 +74,18 @@ def _finite(text: str) -> float:
 _finite.__name__ = "finite number"
 
 
+def _run_folder(text: str) -> str:
+    """A run folder argument: the folder, or the run a `latest` pointer names (the one resolver,
+    planner._store.live.resolve_run_dir); a bad pointer is a usage error with its sentence."""
+    try:
+        return str(store_live.resolve_run_dir(text))
+    except PlannerError as error:
+        raise argparse.ArgumentTypeError(terminal_safe(str(error))) from None
+
+
+_run_folder.__name__ = "run folder"
+
+
 def _add_validate(sub) -> None:
     p = sub.add_parser("validate", help="check a contract and show the experiment it plans")
     p.add_argument("contract", help="the contract YAML file")
@@ -63,6 +94,7 @@ def _add_validate(sub) -> None:
     p.add_argument(
         "--pilot",
         metavar="RUN_DIR",
+        type=_run_folder,
         help="warn when the declared seeds are underpowered, from a pilot run",
     )
     p.add_argument(
@@ -89,9 +121,26 @@ def _add_run(sub) -> None:
         help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)",
     )
     p.add_argument(
-        "--resume", metavar="RUN_DIR", default=None, help="continue a run that was stopped"
+        "--resume",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        default=None,
+        help="continue a run that was stopped (its folder, or runs/<name>/latest)",
+    )
+    p.add_argument(
+        "--storage",
+        metavar="URI",
+        default=None,
+        help="where trials keep their files for every node (s3://, gs://, a shared path): a "
+        "checkpoint saved on one node continues the trial on another (docs/cluster.md)",
     )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as JSON on standard output (no live progress; the run folder's line "
+        "goes to standard error)",
+    )
     p.add_argument(
         "--keep-going",
         action="store_true",
@@ -102,14 +151,34 @@ def _add_run(sub) -> None:
 
 def _add_status(sub) -> None:
     p = sub.add_parser("status", help="where a run stands")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
+    p.add_argument(
+        "--json", action="store_true", help="print the status as JSON (with --watch: one a line)"
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh in place until the run is no longer running (Ctrl-C leaves)",
+    )
+    p.add_argument(
+        "--interval",
+        type=_finite,
+        default=2.0,
+        help="seconds between refreshes with --watch (default: 2)",
+    )
     p.set_defaults(handler=_cmd_status)
 
 
 def _add_report(sub) -> None:
     p = sub.add_parser("report", help="the run's report: decisions, curves, trials, identity")
-    p.add_argument("run_dir")
-    p.add_argument("--format", choices=["md", "html", "json"], default="md")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
+    p.add_argument(
+        "--format",
+        choices=["md", "html", "json"],
+        default="md",
+        help="markdown (default), one self-contained HTML page, or JSON",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument(
         "--output", "-o", default=None, help="write to this file instead of standard output"
     )
@@ -120,19 +189,39 @@ def _add_report(sub) -> None:
 
 
 def _add_export(sub) -> None:
-    p = sub.add_parser("export", help="write the run's tables (trials, reports, decisions)")
-    p.add_argument("run_dir")
-    p.add_argument("--format", choices=["parquet", "csv"], default="parquet")
+    p = sub.add_parser(
+        "export", help="write the run's tables (trials, reports, decisions), or log it to MLflow"
+    )
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
+    p.add_argument(
+        "--format",
+        choices=["parquet", "csv"],
+        default="parquet",
+        help="the tables' file format (default: parquet)",
+    )
     p.add_argument(
         "--output", "-o", default=None, help="folder to write to (default: RUN_DIR/export)"
     )
+    p.add_argument(
+        "--mlflow",
+        metavar="URI",
+        default=None,
+        help="log the run to this MLflow tracking URI instead (sqlite:///mlflow.db, http://...): "
+        "a parent run with the contract, decisions and HTML report, a child run per trial",
+    )
+    p.add_argument(
+        "--experiment",
+        default=None,
+        help="the MLflow experiment (default: the contract's name; created when missing)",
+    )
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(handler=_cmd_export)
 
 
 def _add_reeval(sub) -> None:
     p = sub.add_parser("reeval", help="re-run an arm's selected config exactly as logged")
-    p.add_argument("run_dir")
-    p.add_argument("--arm", required=True)
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
+    p.add_argument("--arm", required=True, help="the arm whose selected config runs again")
     p.add_argument(
         "--seeds",
         type=int,
@@ -146,7 +235,12 @@ def _add_reeval(sub) -> None:
         default=0.0,
         help="largest per-seed difference that still reproduces",
     )
-    p.add_argument("--address", default=None)
+    p.add_argument(
+        "--address",
+        default=None,
+        help="a Ray cluster address (default: RAY_ADDRESS, else an embedded local Ray)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=_cmd_reeval)
 
 
@@ -154,10 +248,13 @@ def _add_power(sub) -> None:
     p = sub.add_parser(
         "power", help="seeds needed for the contract's min_effect, from a pilot's spread"
     )
-    p.add_argument("contract")
+    p.add_argument("contract", help="the contract YAML file")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
-        "--pilot", metavar="RUN_DIR", help="a run folder whose confirmation values give the spread"
+        "--pilot",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        help="a run folder whose confirmation values give the spread",
     )
     src.add_argument(
         "--sd",
@@ -176,8 +273,14 @@ def _add_power(sub) -> None:
 
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="planned trials, exposure and a wall-time forecast")
-    p.add_argument("contract")
-    p.add_argument("--pilot", metavar="RUN_DIR", default=None)
+    p.add_argument("contract", help="the contract YAML file")
+    p.add_argument(
+        "--pilot",
+        metavar="RUN_DIR",
+        type=_run_folder,
+        default=None,
+        help="a finished run of this contract whose timing gives the wall-time forecast",
+    )
     p.add_argument(
         "--slots",
         type=int,
@@ -217,11 +320,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
             runs_dir=args.runs_dir,
             address=args.address,
             resume=args.resume,
-            quiet=args.quiet,
+            quiet=args.quiet or args.json,
             resume_argv=_resume_argv(args),
             keep_going=args.keep_going,
+            stream=sys.stderr if args.json else None,
+            storage=args.storage,
         )
-        print(driver.format_result(result), flush=True)
+        if args.json:
+            _print_json(dataclasses.asdict(result))
+        else:
+            print(driver.format_result(result), flush=True)
         return result.exit_code
 
 
@@ -230,6 +338,8 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
     out = [args.contract]
     if args.address:
         out += ["--address", args.address]
+    if getattr(args, "storage", None):
+        out += ["--storage", args.storage]
     if args.quiet:
         out.append("--quiet")
     if getattr(args, "keep_going", False):
@@ -239,10 +349,33 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
     plan = rerun.prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
-    print(terminal_safe(rerun.format_plan(plan)), flush=True)
+    out = sys.stderr if args.json else sys.stdout
+    print(terminal_safe(rerun.format_plan(plan)), file=out, flush=True)
     result = rerun.run_reeval(plan, address=args.address)
-    print(terminal_safe(rerun.format_result(result)))
+    if args.json:
+        _print_json(_reeval_json(result))
+    else:
+        print(terminal_safe(rerun.format_result(result)))
     return result.exit_code
+
+
+def _reeval_json(result) -> dict:
+    """A reeval's result as data: the verdict, each seed's row, the estimates and their
+    comparison."""
+    plan = result.plan
+    return {
+        "run_dir": str(plan.run_dir),
+        "run_id": plan.run_id,
+        "arm": plan.arm,
+        "metric": plan.metric,
+        "seeds": list(plan.seeds),
+        "verdict": result.verdict,
+        "exit_code": result.exit_code,
+        "rows": [dataclasses.asdict(row) for row in result.rows],
+        "logged_estimate": result.logged_estimate,
+        "new_estimate": result.new_estimate,
+        "comparison": result.comparison,
+    }
 
 
 def _print_json(value) -> None:
@@ -254,9 +387,12 @@ def _cmd_power(args: argparse.Namespace) -> int:
     if args.pilot:
         pilot = plan_pilot.read_pilot(args.pilot, contract.metric.decision_metric)
         sd, source = plan_seeds.spread_from_pilot(pilot, contract.acceptance.test)
+        other = plan_seeds.other_spread(pilot, contract.acceptance.test)
     else:
-        sd, source = args.sd, "given with --sd"
-    summary = plan_seeds.power_summary(contract, sd, sd_source=source, effect=args.effect)
+        sd, source, other = args.sd, "given with --sd", None
+    summary = plan_seeds.power_summary(
+        contract, sd, sd_source=source, effect=args.effect, other=other
+    )
     _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
     return EXIT_OK
 
@@ -289,8 +425,44 @@ def _print_notes(command: str, notes: list[str]) -> None:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    print(results_status.format_status(results_status.read_status(args.run_dir)), end="")
+    if args.interval <= 0:
+        raise UsageError(f"--interval must be more than 0 seconds, got {args.interval:g}")
+    if not args.watch:
+        status = results_status.read_status(args.run_dir)
+        _print_json(status) if args.json else print(results_status.format_status(status), end="")
+        return EXIT_OK
+    try:
+        if args.json:
+            _watch_json(args.run_dir, args.interval)
+        else:
+            _watch_text(args.run_dir, args.interval)
+    except KeyboardInterrupt:  # leaving the watch is how it ends early: the run goes on
+        pass
     return EXIT_OK
+
+
+def _still_running(status) -> bool:
+    return status["state"] == "running" and status.get("lock_alive") is not False
+
+
+def _watch_json(run_dir: str, interval: float) -> None:
+    """One JSON object a line, each refresh, until the run is no longer running."""
+    while True:
+        status = results_status.read_status(run_dir)
+        print(json.dumps(status, default=str), flush=True)
+        if not _still_running(status):
+            return
+        threading.Event().wait(interval)
+
+
+def _watch_text(run_dir: str, interval: float) -> None:
+    """The status redrawn in place until the run is no longer running."""
+
+    def snapshot() -> tuple[str, bool]:
+        status = results_status.read_status(run_dir)
+        return results_status.format_status(status), _still_running(status)
+
+    progress.follow(snapshot, interval)
 
 
 @contextlib.contextmanager
@@ -306,6 +478,10 @@ def _frozen_gc():
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    if args.json:
+        if args.format not in ("md", "json"):
+            raise UsageError(f"--json and --format {args.format} ask for two formats: give one")
+        args.format = "json"
     results = results_render.load_for_report(args.run_dir, args.format)
     _print_notes("report", results.notes)
     with _frozen_gc():
@@ -314,16 +490,35 @@ def _cmd_report(args: argparse.Namespace) -> int:
         results_render.write_report(args.output, text, force=args.force)
         print(f"wrote {args.output}")
     else:
+        if args.format == "md" and sys.stdout.isatty():  # escaped for a file, plain for a person
+            text = results_report.terminal_markdown(text)
         print(text, end="")
     return EXIT_OK
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    if args.mlflow is not None:
+        if args.output is not None:
+            raise UsageError("--output writes tables; --mlflow logs to MLflow: give one of them")
+        summary = results_mlflow.log_run_to_mlflow(
+            args.run_dir, tracking_uri=args.mlflow, experiment=args.experiment
+        )
+        if args.json:
+            _print_json(dataclasses.asdict(summary))
+        else:
+            print(terminal_safe(results_mlflow.format_summary(summary)))
+        return EXIT_OK
+    if args.experiment is not None:
+        raise UsageError("--experiment names an MLflow experiment: give it with --mlflow URI")
     results = results_tables.load_run(args.run_dir)
     _print_notes("export", results.notes)
     out_dir = args.output or os.path.join(args.run_dir, "export")
-    for path in results_tables.export_tables(results, out_dir, args.format):
-        print(f"wrote {path}")
+    written = [str(p) for p in results_tables.export_tables(results, out_dir, args.format)]
+    if args.json:
+        _print_json({"written": written})
+    else:
+        for path in written:
+            print(f"wrote {path}")
     return EXIT_OK
 
 
@@ -331,7 +526,7 @@ def _add_audit(sub) -> None:
     p = sub.add_parser(
         "audit", help="findings, missing evidence and the next control, from a run folder alone"
     )
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", type=_run_folder, help=RUN_DIR_HELP)
     p.add_argument("--json", action="store_true", help="print the audit as JSON")
     p.add_argument(
         "--next", metavar="FILE", default=None, help="write the next control's contract to FILE"
@@ -363,7 +558,9 @@ def _add_promote(sub) -> None:
     p = sub.add_parser(
         "promote", help="make an accepted arm the baseline of its line of work (or withdraw that)"
     )
-    p.add_argument("run_dir", help="a completed run folder")
+    p.add_argument(
+        "run_dir", type=_run_folder, help="a completed run folder (or runs/<name>/latest)"
+    )
     p.add_argument("--arm", required=True, help="the accepted arm to promote")
     p.add_argument(
         "--note", default=None, help="why (kept in the ledger); required with --withdraw"
@@ -375,6 +572,23 @@ def _add_promote(sub) -> None:
         help="the runs dir whose ledger to write (default: the run's own)",
     )
     p.set_defaults(handler=_cmd_promote)
+
+
+def _add_completion(sub) -> None:
+    p = sub.add_parser("completion", help="print the shell code that completes plan's arguments")
+    p.add_argument(
+        "shell",
+        choices=["bash", "zsh", "fish", "tcsh", "powershell"],
+        help='the shell: add `eval "$(plan completion bash)"` to ~/.bashrc',
+    )
+    p.set_defaults(handler=_cmd_completion)
+
+
+def _cmd_completion(args: argparse.Namespace) -> int:
+    import argcomplete
+
+    print(argcomplete.shellcode(["plan"], shell=args.shell), end="")
+    return EXIT_OK
 
 
 def _add_log(sub) -> None:
@@ -428,6 +642,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         _add_promote,
         _add_log,
         _add_audit,
+        _add_completion,
     )
     only = [add for add in adders if add.__name__ == f"_add_{command}"]
     for add in only or adders:
@@ -446,12 +661,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         ScrubbedStream(sys.stderr, redactor),
     )
     try:
-        code = _main(argv)
+        with _any_encoding(saved):
+            code = _main(argv)
     finally:
         sys.stdout, sys.stderr = saved
     if argv is None:
         _exit_now(code)
     return code
+
+
+@contextlib.contextmanager
+def _any_encoding(streams: Sequence[object]):
+    """A character the terminal's encoding lacks (`é` under `LC_ALL=C` with UTF-8 mode off, an ASCII
+    `PYTHONIOENCODING`) printed as `\\xe9` rather than failing the command; restored afterwards."""
+    before = []
+    for stream in streams:
+        errors = getattr(stream, "errors", None)
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[attr-defined]
+            before.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in before:
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.reconfigure(errors=errors)  # type: ignore[attr-defined]
 
 
 def _exit_now(code: int) -> None:
@@ -481,11 +715,26 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _written_folder(args: argparse.Namespace) -> str | None:
+    """The folder a command writes, to name in a sentence about its disk."""
+    for name in ("output", "resume", "run_dir", "runs_dir"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     exits_after = (
         argv is None
     )  # the process's own command line (`plan`, `python -m planner`): it exits after
     argv = list(sys.argv[1:] if argv is None else argv)
+    if (
+        "_ARGCOMPLETE" in os.environ
+    ):  # the shell asks for completions: argcomplete answers and exits
+        import argcomplete
+
+        argcomplete.autocomplete(build_parser())
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     args.exits_after = exits_after
@@ -506,6 +755,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"plan {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as error:  # an internal bug: short message, trace on request
+        disk = disk_error(error, _written_folder(args)) if isinstance(error, OSError) else None
+        if disk is not None:  # a full or read-only disk: a fact of the machine, not a bug
+            print(f"plan {args.command}: {terminal_safe(str(disk))}", file=sys.stderr)
+            return disk.exit_code
         if debug:
             raise
         print(

@@ -14,7 +14,9 @@ unambiguous; else it gets no name check: `read_help` says why, and the flags are
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import os
 import re
 import sys
@@ -210,3 +212,59 @@ def _drain(fd: int) -> dict:
         if isinstance(value, dict):
             said.update(value)
     return said
+
+
+def literal_text(value: Any) -> str:
+    """`value` as the text whose `ast.literal_eval` gives it back, or, for a string that
+    `literal_eval` does not read, the string itself (what a configurator falls back to); ValueError
+    for a NaN or a value that has no Python literal."""
+    if isinstance(value, str):
+        try:
+            ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return value  # not a literal: the script keeps the text as it is
+        return repr(value)
+    return _literal(value)
+
+
+def _literal(value: Any) -> str:
+    if value is None or isinstance(value, bool | int | str):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise ValueError("NaN has no Python literal a script's ast.literal_eval reads")
+        if math.isinf(value):
+            return "1e999" if value > 0 else "-1e999"
+        return repr(value)
+    if isinstance(value, list | tuple):
+        items = ", ".join(_literal(item) for item in value)
+        return (
+            f"({items}{',' if len(value) == 1 else ''})"
+            if isinstance(value, tuple)
+            else f"[{items}]"
+        )
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in value.items()) + "}"
+    raise ValueError(f"{value!r} has no Python literal a script's ast.literal_eval reads")
+
+
+def read_literal(text: str) -> Any:
+    """What a configurator makes of a flag's value: `ast.literal_eval`, or the text when it is
+    none."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
+
+
+def flatten_leaves(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf of `config` by dotted path, nulls and empty lists included (a literal carries
+    them)."""
+    out: list[tuple[str, Any]] = []
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out += flatten_leaves(value, f"{path}.")
+        else:
+            out.append((path, value))
+    return out

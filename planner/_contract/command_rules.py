@@ -11,16 +11,22 @@ them (or they the seed).
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import shlex
 import shutil
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from planner._contract.command_help import (
+    OUTPUT_DIR,
     SWITCH,
     ScriptHelp,
     command_argv,
     flag_leaves,
+    flatten_leaves,
+    literal_text,
     unfit_for_flags,
 )
 from planner._contract.command_source import (
@@ -32,7 +38,7 @@ from planner._contract.command_source import (
 )
 from planner._contract.compose import ComposedArms
 from planner._contract.load import LoadedYaml
-from planner._contract.paths import MISSING, get_path
+from planner._contract.paths import MISSING, apply_params, get_path
 from planner._contract.rules import _inside, _Report
 from planner._core.diagnostics import Diagnostic, short_repr
 from planner._core.errors import CommandFailedError
@@ -110,7 +116,7 @@ def _argparse_not_said(contract, path: Path, shown: str) -> bool:
     """Whether the command's script is an argparse one (its source's add_argument calls read, no Hydra import)
     while the contract does not say `args: argparse`."""
     spec = contract.command
-    if not isinstance(spec, str) and spec.args == "argparse":
+    if not isinstance(spec, str) and spec.args != "hydra":
         return False
     tree, _ = script_tree(path, shown)  # read and parsed once, for its options and its imports
     return (
@@ -127,12 +133,14 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
         return []
     report = _Report(loaded)
     resume_key = spec.checkpoint.resume_key if spec.checkpoint is not None else None
+    folder_key = spec.checkpoint.folder_key if spec.checkpoint is not None else None
     keys = [
         (role, key)
         for role, key in (
             ("seed_key", spec.seed_key),
             ("budget_key", spec.budget_key),
             ("resume_key", resume_key),
+            ("folder_key", folder_key),
         )
         if key
     ]
@@ -176,13 +184,63 @@ def check_flags(
     `--help` (seconds, for a script that imports torch first) runs once, not again in the driver."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
-    if spec is None or isinstance(spec, str) or spec.args != "argparse" or not configs:
+    if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
         return [], None, None
     report = _Report(loaded)
+    if spec.args == "literal":
+        command_dir = contract.command_dir(Path(loaded.file).resolve().parent)
+        _check_literal_names(report, contract, configs, command_dir)
+        return report.items, _literal_line(report, contract, configs), None
     how, found = _check_flags(
         report, contract, configs, contract.command_dir(Path(loaded.file).resolve().parent)
     )
     return report.items, how, found
+
+
+def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
+    """`args: literal`: every value has a Python literal (P531), and the first trial's command line
+    as it will run (its flags written as the trial writes them), for the summary."""
+    for arm, config in configs.items():
+        for key, value in flatten_leaves(config):
+            why = unfit_for_flags(value)
+            if why is None:
+                try:
+                    literal_text(value)
+                except ValueError as error:
+                    why = str(error)
+            if why is not None:
+                report.add(
+                    "P531",
+                    ("command", "args"),
+                    f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                    "Give the key a value Python's ast.literal_eval reads (a number, a string, "
+                    "true/false, null, a list), or remove it from the contract's config.",
+                )
+                return "written as Python literals (--key=value)"
+    arm = contract.baseline.name if contract.baseline.name in configs else next(iter(configs))
+    seeds = contract.tuning.seeds if contract.tuning is not None else contract.seeds
+    fixed = {}
+    if contract.command_spec.seed_key and seeds:
+        fixed[contract.command_spec.seed_key] = int(seeds[0])
+    if contract.command_spec.budget_key:
+        fixed[contract.command_spec.budget_key] = int(contract.budget.exposure)
+    config = apply_params(dict(configs[arm]), fixed)
+    flags = [f"--{key}={literal_text(_shown(value))}" for key, value in flatten_leaves(config)]
+    tuned = " (the tuned keys at their drawn values)" if contract.tuning is not None else ""
+    return (
+        f"written as Python literals (--key=value); the first trial{tuned} runs:\n"
+        f"             {shlex.join([*command_argv(contract.command_line), *flags])}"
+    )
+
+
+def _shown(value: Any) -> Any:
+    """A value as the first trial's command line shows it: the output folder as its place in a
+    run."""
+    return (
+        value.replace(OUTPUT_DIR, "RUN/trials/ID/attempt-N/hydra")
+        if isinstance(value, str)
+        else value
+    )
 
 
 def _check_flags(
@@ -274,18 +332,25 @@ def _flag_place(report: _Report, contract, key: str, where: tuple) -> tuple[tupl
     return where, False
 
 
-_WHAT = {"seed_key": "seed", "budget_key": "budget", "resume_key": "checkpoint to resume from"}
+_WHAT = {
+    "seed_key": "seed",
+    "budget_key": "budget",
+    "resume_key": "checkpoint to resume from",
+    "folder_key": "checkpoint folder",
+}
 _MISSING = {
     "seed_key": ("P520", "seed"),
     "budget_key": ("P521", "trainer.max_epochs"),
     "resume_key": ("P529", "ckpt_path"),
+    "folder_key": ("P529", "out_dir"),
 }
 
 
 def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, key: str) -> None:
     what = _WHAT[role]
-    where = ("command", "checkpoint", role) if role == "resume_key" else ("command", role)
-    label = f"checkpoint.{role}" if role == "resume_key" else role
+    checkpoint_role = role in ("resume_key", "folder_key")
+    where = ("command", "checkpoint", role) if checkpoint_role else ("command", role)
+    label = f"checkpoint.{role}" if checkpoint_role else role
     factor = list(contract.factor.keys)
     if _inside(key, factor) or any(_inside(k, [key]) for k in factor):
         report.add(
@@ -323,14 +388,14 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
                 + (" (null in the config: a fresh start)." if role == "resume_key" else "."),
             )
             return
-        if role == "resume_key":
+        if checkpoint_role:
             if value is not None and not isinstance(value, str):
                 report.add(
                     "P529",
                     where,
-                    f"command.checkpoint.resume_key {key!r} holds {_short(value)} in arm "
-                    f"{arm!r}'s composed config; the planner sets it to a checkpoint's path",
-                    "Point resume_key at a key holding null (a fresh start) or a path.",
+                    f"command.checkpoint.{role} {key!r} holds {_short(value)} in arm "
+                    f"{arm!r}'s composed config; the planner sets it to a path",
+                    f"Point {role} at a key holding null (a fresh start) or a path.",
                 )
                 return
             continue
@@ -361,7 +426,50 @@ def _check_inside(
         )
 
 
+def _check_pattern(report: _Report, contract, metrics) -> None:
+    """`format: stdout`: the pattern compiles (P533) and has the step's group (P534) and a group for
+    each metric read from it (P535): a line is a row of its named groups, so no other column can be
+    read."""
+    where = ("command", "metrics", "pattern")
+    try:
+        groups = set(re.compile(metrics.pattern).groupindex)
+    except re.error as error:
+        report.add(
+            "P533",
+            where,
+            f"metrics.pattern {metrics.pattern!r} is not a regular expression: {error}",
+            "Write it as Python's re module reads it (in YAML, in single quotes: "
+            "'\\d+' is '\\d+').",
+        )
+        return
+    if metrics.step not in groups:
+        report.add(
+            "P534",
+            where,
+            f"metrics.pattern {metrics.pattern!r} has no named group {metrics.step!r} for the step"
+            + (
+                f" (its groups: {', '.join(sorted(groups))})"
+                if groups
+                else " (it has no named group)"
+            ),
+            f"Capture the step as (?P<{metrics.step}>\\d+), like 'step (?P<step>\\d+):'.",
+        )
+    for name, column in metrics.columns(contract.metric.name, contract.metric.heldout).items():
+        if column not in groups:
+            report.add(
+                "P535",
+                where,
+                f"metrics.pattern {metrics.pattern!r} has no named group {column!r} for the metric "
+                f"{name!r}" + (f" (its groups: {', '.join(sorted(groups))})" if groups else ""),
+                f"Capture the value as (?P<{column}>[-+.\\deE]+|nan|inf), or map the metric to "
+                "one of its groups in metrics.names.",
+            )
+
+
 def _check_metrics(report: _Report, contract, metrics) -> None:
+    if metrics.format == "stdout":
+        _check_pattern(report, contract, metrics)
+        return
     _check_inside(
         report,
         ("command", "metrics", "file"),
@@ -416,3 +524,170 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
 
 def _short(value: Any) -> str:
     return short_repr(value, 60)
+
+
+# a setting that names where a script writes its outputs: nanoGPT's out_dir, a Trainer's output_dir
+_OUTPUT_NAME = re.compile(
+    r"(?:^|_)(?:out|output|save|checkpoint|ckpt|log|logging|results?)"
+    r"_?(?:dir|directory|folder|path)$"
+)
+
+
+def check_outputs(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
+    """P945: the script's output folder defaults to a path relative to the folder it runs in
+    (nanoGPT's `out_dir = 'out'`, a Hugging Face example's `--output_dir` default) and the
+    contract's config does not set it: every trial would write its checkpoints and logs to one
+    shared folder."""
+    spec = contract.command
+    configs = composed.configs if composed is not None and not composed.problems else {}
+    if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
+        return []
+    command_dir = contract.command_dir(Path(loaded.file).resolve().parent)
+    try:
+        script = script_file(command_argv(contract.command_line))
+    except (CommandFailedError, ValueError):
+        return []
+    if script is None or not (command_dir / script).is_file():
+        return []
+    tree, _ = script_tree(command_dir / script, script)
+    if tree is None:
+        return []
+    report = _Report(loaded)
+    for key, default in _relative_outputs(tree, spec.args):
+        if all(get_path(config, key) is MISSING for config in configs.values()):
+            report.add(
+                "P945",
+                ("command", "args"),
+                f"{script} writes its outputs to {key} = {default!r} by default, a folder relative "
+                "to where it runs, which every trial shares: the trials would overwrite each "
+                "other's checkpoints and logs",
+                f"Set it in the contract's config, each trial's own folder: "
+                f"`{key}: ${{hydra:runtime.output_dir}}`.",
+                severity="warning",
+            )
+    return report.items
+
+
+def _relative_outputs(tree: ast.Module, args: str) -> list[tuple[str, str]]:
+    """(setting, default) for each output folder the script sets to a relative path: a top-level
+    `out_dir = "out"` (a configurator's global), or `add_argument("--output_dir", default="out")`.
+    """
+    found: list[tuple[str, str]] = []
+    for node in ast.walk(tree) if args == "argparse" else tree.body:
+        if isinstance(node, ast.Assign) and args == "literal":
+            value = node.value
+            for target in node.targets:
+                if isinstance(target, ast.Name) and _OUTPUT_NAME.search(target.id):
+                    found += _relative(target.id, value)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+            option = next((n for n in names if isinstance(n, str) and n.startswith("--")), None)
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            if option and default is not None and _OUTPUT_NAME.search(option[2:].replace("-", "_")):
+                found += _relative(option[2:], default)
+    return found
+
+
+def _relative(key: str, value: ast.expr) -> list[tuple[str, str]]:
+    if isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value:
+        if not PurePosixPath(value.value).is_absolute():
+            return [(key, value.value)]
+    return []
+
+
+def _configurator_names(command_dir: Path, argv: list[str]) -> tuple[str, set[str]] | None:
+    """(the configurator's file, the settings it accepts) when the command's script execs a file
+    that overrides the script's globals (nanoGPT's `exec(open('configurator.py').read())`, which
+    refuses a key that is not one of them): the names the script and the config files named on its
+    command line assign at their top level. None for any other script: its own parser decides."""
+    script = script_file(argv)
+    if script is None:
+        return None
+    tree, _ = script_tree(command_dir / script, script)
+    if tree is None:
+        return None
+    execd = [
+        call.args[0].func.value.args[0].value
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call)
+        and getattr(call.func, "id", None) == "exec"
+        and call.args
+        and isinstance(call.args[0], ast.Call)
+        and isinstance(call.args[0].func, ast.Attribute)
+        and isinstance(call.args[0].func.value, ast.Call)
+        and call.args[0].func.value.args
+        and isinstance(call.args[0].func.value.args[0], ast.Constant)
+        and isinstance(call.args[0].func.value.args[0].value, str)
+    ]
+    configurator = next(
+        (f for f in execd if (command_dir / f).is_file() and "globals()" in _text(command_dir / f)),
+        None,
+    )
+    if configurator is None:
+        return None
+    names = _assigned(tree)
+    after = argv[argv.index(script) + 1 :] if script in argv else []
+    for word in after:
+        if not word.startswith("-") and "=" not in word and (command_dir / word).is_file():
+            config_tree, _ = script_tree(command_dir / word, word)
+            names |= _assigned(config_tree) if config_tree is not None else set()
+    return configurator, names
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _assigned(tree: ast.Module) -> set[str]:
+    out: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.add(target.id)
+    return out
+
+
+def _check_literal_names(
+    report: _Report, contract, configs: dict[str, dict], command_dir: Path
+) -> None:
+    """P536: `args: literal` passes a key the script's configurator refuses (nanoGPT raises `Unknown
+    config key`); for the seed key, the sentence gives the two ways out."""
+    argv = command_argv(contract.command_line)
+    found = _configurator_names(command_dir, argv)
+    if found is None:
+        return
+    configurator, names = found
+    keys = dict.fromkeys(key for config in configs.values() for key, _ in flatten_leaves(config))
+    if contract.tuning is not None:
+        for space in (contract.tuning.space, *contract.tuning.arm_space.values()):
+            keys.update(dict.fromkeys(space))
+    seed_key = contract.command_spec.seed_key
+    for key in keys:
+        if key in names:
+            continue
+        place, on_key = _flag_place(report, contract, key, ("command", "args"))
+        said = f"config key {key!r} would be passed as --{key}=..., which {configurator} refuses: "
+        said += f"the script has no setting {key!r}"
+        near = difflib.get_close_matches(key, sorted(names), n=1, cutoff=0.75)
+        if key == seed_key:
+            report.add(
+                "P536",
+                ("command", "seed_key"),
+                said + " (every trial would fail at its start)",
+                f"Give the script a {key!r} setting it seeds its random generators with, or remove "
+                "seed_key (and the key from the config) and have the script read its seed from the "
+                "environment, int(os.environ['PLANNER_SEED']).",
+            )
+            continue
+        report.add(
+            "P536",
+            place,
+            said + (f"; did you mean {near[0]!r}?" if near else ""),
+            "Name the key as the script's setting (a name its file or its config file assigns), or "
+            "remove it from the contract's config.",
+            key=on_key,
+        )

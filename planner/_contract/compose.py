@@ -5,14 +5,9 @@ grammar). A compose costs tens of milliseconds, so we compose once per distinct
 set of *group* overrides (`optimizer=adam`) and apply plain value overrides
 (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf, which is what Hydra itself
 does after composition. Arms that differ only in values cost one compose in all.
-Each compose runs Hydra's own steps without building Hydra's `hydra:` node
-(`compose_without_hydra_node`, several times cheaper than `hydra.compose`, which
-rebuilds that node every call and drops it; bench/bench_validate.py times both);
-anything unusual, and every error, goes through `hydra.compose` itself, so
-messages are Hydra's.
+Each compose is Hydra's public `hydra.compose`, so its messages are Hydra's.
 
-Hydra's global state never leaks: the direct path creates no GlobalHydra and
-restores the version base, and `hydra.compose` runs inside
+Hydra's global state never leaks: `hydra.compose` runs inside
 `initialize_config_dir`, which clears it on the way out, so many contracts can
 be composed in one process.
 
@@ -35,7 +30,6 @@ resolved values (an escaped interpolation resolves to the text of a call).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import re
 import stat
@@ -44,16 +38,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import hydra
 import yaml
-from hydra import compose, initialize_config_dir, version
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-from hydra._internal.config_repository import CachingConfigRepository
-from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
-from hydra._internal.core_plugins.file_config_source import FileConfigSource
-from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
-from hydra._internal.defaults_list import create_defaults_list
-from hydra._internal.sources_registry import SourcesRegistry
-from hydra._internal.utils import create_config_search_path
+from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
@@ -383,11 +370,7 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     result.composes += 1
     overrides = [ov.text for ov, _ in group]
     try:
-        try:
-            return compose_without_hydra_node(base_dir, base.name, overrides)
-        except Exception:  # anything unusual (or a user error): compose as Hydra's public API does, for its message
-            with initialize_config_dir(config_dir=str(base_dir), version_base=None):
-                cfg = compose(config_name=base.name, overrides=overrides)
+        cfg = compose_without_hydra_defaults(base_dir, base.name, overrides)
     except MissingConfigException as error:
         odd = not_a_config_file(base_dir, getattr(error, "missing_cfg_file", None) or "")
         if odd:  # Hydra passes over what is not a regular file and says "not found": say what it is
@@ -434,6 +417,47 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
     return OmegaConf.to_container(cfg, resolve=False)
 
 
+# Hydra 1.3 is asked for its current behaviour (`version_base=None`, else it warns); Hydra 1.4
+# has it without asking and warns when the argument is given.
+VERSION_BASE: dict[str, Any] = (
+    {}
+    if tuple(int(p) for p in hydra.__version__.split(".")[:2]) >= (1, 4)
+    else {"version_base": None}
+)
+# The entries of Hydra's own defaults list (its `hydra:` node: where runs go, the launcher, the
+# sweeper, the help texts, logging), each deleted by an override in Hydra's grammar.
+HYDRA_DEFAULTS = (
+    "output",
+    "launcher",
+    "sweeper",
+    "help",
+    "hydra_help",
+    "hydra_logging",
+    "job_logging",
+    "env",
+)
+
+
+def compose_without_hydra_defaults(config_dir: Path, config_name: str, overrides: list[str]):
+    """`hydra.compose(config_name, overrides)` in `config_dir`, Hydra's global state cleared after.
+
+    `hydra.compose` composes Hydra's own `hydra:` node too (a dozen files over its structured
+    config) and then drops it from the result: most of its cost. The first try deletes the entries
+    of Hydra's own defaults list by overrides (`~hydra/launcher`, ...), which leaves the node small
+    and the rest of the config as it is; where that is refused (a primary config that overrides one
+    of them, any error) the compose is done again as given, so every message is Hydra's own."""
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
+            return compose(
+                config_name=config_name,
+                overrides=[*overrides, *(f"~hydra/{name}" for name in HYDRA_DEFAULTS)],
+            )
+    except Exception:  # noqa: BLE001 - composed again below, where Hydra says what is wrong
+        pass
+    with initialize_config_dir(config_dir=str(config_dir), **VERSION_BASE):
+        return compose(config_name=config_name, overrides=overrides)
+
+
 def not_a_config_file(config_dir: Path, name: str) -> str | None:
     """Why `<config_dir>/<name>.yaml`, which exists, is no config Hydra reads (it is a FIFO, a device, a folder, a
     link to nothing), or None: it is a regular file, or there is none. A link is followed, as Hydra follows it;
@@ -478,91 +502,6 @@ def yaml_file_error(error: BaseException) -> str | None:
             return f"{shown_path(mark.name)}:{mark.line + 1}:{mark.column + 1}: {what}"
         error = error.__cause__ or error.__context__
     return None
-
-
-def compose_without_hydra_node(
-    config_dir: Path, config_name: str, overrides: list[str]
-) -> dict[str, Any]:
-    """`hydra.compose(config_name, overrides)` as a plain container, without composing Hydra's own `hydra:` node.
-
-    `compose` builds Hydra's own config (about a dozen files and a large structured
-    config) on every call and then drops it from the result; that is most of its
-    cost. This runs the same Hydra steps (search path, defaults list, merge, then the
-    overrides in struct mode) with `prepend_hydra=False`. It raises on anything it is
-    not sure of (a primary config that touches `hydra`, any Hydra error), and the
-    caller then falls back to the public `compose`. Hydra's global state is left as
-    it was: no GlobalHydra is created and the version base is restored.
-    """
-
-    base = version.VersionBase.instance()
-    saved = base.getbase()
-    version.setbase(None)
-    try:
-        loader = ConfigLoaderImpl(config_search_path=_search_path(config_dir))
-        loader.ensure_main_config_source_available()
-        repo = _OwnCachingRepository(loader.repository)
-        primary = repo.load_config(config_path=config_name)
-        if primary is None or not OmegaConf.is_dict(primary.config) or "hydra" in primary.config:
-            raise LookupError("not a plain primary config")
-        parsed = OverridesParser.create().parse_overrides(overrides=overrides)
-        if any(o.is_hydra_override() for o in parsed):
-            raise LookupError("an override about Hydra itself")
-        defaults = create_defaults_list(
-            repo=repo,
-            config_name=config_name,
-            overrides_list=parsed,
-            prepend_hydra=False,
-            skip_missing=False,
-        )
-        cfg = loader._compose_config_from_defaults_list(defaults=defaults.defaults, repo=repo)
-        if "hydra" in cfg:
-            raise LookupError("a config that sets hydra")
-        OmegaConf.set_struct(cfg, True)
-        ConfigLoaderImpl._apply_overrides_to_config(defaults.config_overrides, cfg)
-        return OmegaConf.to_container(cfg, resolve=False)
-    finally:
-        base.version_base = saved
-
-
-class _OwnCachingRepository(CachingConfigRepository):
-    """Hydra's caching repository (each config file loaded once a compose) over a repository that this
-    compose alone holds.
-
-    Hydra's own `__init__` deep-copies the repository it is given, with Hydra's whole ConfigStore (2-3 ms a
-    compose), so that a later `initialize_sources` (a primary config's `hydra.searchpath`) cannot change a
-    repository that others share. `compose_without_hydra_node` builds its loader and repository afresh on
-    each call, drops them after, and never calls `initialize_sources`; the ConfigStore copies each node it
-    loads (`ConfigStore.load`), so nothing reaches the shared store either. Only the copy is left out.
-    """
-
-    def __init__(self, delegate) -> None:
-        self.delegate = delegate
-        self.cache: dict[str, Any] = {}
-
-
-def _search_path(config_dir: Path):
-    """Hydra's search path for `config_dir`, minus its own `pkg://hydra.conf` (not composed here).
-
-    Hydra scans every plugin to let search-path plugins add folders; those can only
-    come from the `hydra_plugins` package. Without it installed, the search path is
-    the folder and the structured-config store, and the scan (and the imports it
-    brings) is skipped; the two config-source types are registered as the scan would.
-    """
-
-    if importlib.util.find_spec("hydra_plugins") is not None:
-        search_path = create_config_search_path(str(config_dir))
-        search_path.config_search_path = [
-            e for e in search_path.config_search_path if e.provider != "hydra"
-        ]
-        return search_path
-
-    registry = SourcesRegistry.instance()
-    registry.register(FileConfigSource)
-    registry.register(StructuredConfigSource)
-    search_path = ConfigSearchPathImpl()
-    search_path.append("main", str(config_dir))
-    search_path.append("schema", "structured://")
-    return search_path
 
 
 def _mentioned(error: BaseException, group) -> _Override | None:

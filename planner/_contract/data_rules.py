@@ -2,11 +2,45 @@
 
 from __future__ import annotations
 
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 from planner._contract.load import LoadedYaml
 from planner._contract.rules import _Report  # the one placer of diagnostics (same stage)
 from planner._core.diagnostics import Diagnostic
+from planner._core.text import file_kind
+
+
+def check_fingerprint_files(contract, loaded: LoadedYaml, contract_dir: Path) -> list[Diagnostic]:
+    """P606: every file or folder `data.fingerprint` names is there, and can be read and hashed (a
+    FIFO would hang the hash, a device never end): a name that is not would record `null` as the
+    data's identity of every trial, without a word."""
+    report = _Report(loaded)
+    for i, entry in enumerate(contract.data.fingerprint):
+        path = contract_dir / entry
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as error:
+            problem = (
+                "is not there" if not os.path.lexists(path) else (error.strerror or str(error))
+            )
+        else:
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                if os.access(path, os.R_OK):
+                    continue
+                problem = "cannot be read (permission denied)"
+            else:
+                problem = f"is {file_kind(mode)}"
+        report.add(
+            "P606",
+            ("data", "fingerprint", i),
+            f"data.fingerprint names {entry!r}, which {problem} (looked for {path})",
+            "Name a data file or folder that is there, relative to the contract's folder, or "
+            "remove the entry.",
+        )
+    return report.items
 
 
 def check_data(contract, loaded: LoadedYaml) -> list[Diagnostic]:

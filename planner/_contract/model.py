@@ -208,7 +208,8 @@ class Metric(_Model):
 class Acceptance(_Model):
     min_effect: Finite = Field(gt=0)
     alpha: Finite = Field(default=0.05, gt=0, le=0.5)
-    test: Literal["welch", "paired", "bootstrap"] = "welch"
+    # the arms run on the same seeds: paired by design (welch and bootstrap stay available by name)
+    test: Literal["welch", "paired", "bootstrap"] = "paired"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
     # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
     # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.
@@ -399,11 +400,16 @@ class Tracking(_Model):
 
 
 class MetricsFile(_Model):
-    """Where a command's script already logs its metrics (docs/command-trainables.md)."""
+    """Where a command's script already logs its metrics (docs/command-trainables.md): a file in its
+    output folder, or (`format: stdout`) the lines it prints, matched by `pattern`."""
 
-    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    format: Literal["csv", "jsonl", "hf_trainer_state", "tensorboard"]
-    step: Annotated[str, StringConstraints(min_length=1)]
+    # required for every format but stdout; a printed line's pattern is the other way
+    file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(
+        default=None, exclude_if=lambda file: file is None
+    )
+    format: Literal["csv", "jsonl", "hf_trainer_state", "tensorboard", "stdout"]
+    # the column (or key) of the step; for stdout the pattern's named group, `step`
+    step: Annotated[str, StringConstraints(min_length=1)] = "step"
     names: dict[
         Annotated[str, StringConstraints(min_length=1)],
         Annotated[str, StringConstraints(min_length=1)],
@@ -413,6 +419,34 @@ class MetricsFile(_Model):
     heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = (
         None
     )
+    # format: stdout: a regular expression searched in each printed line; its named groups are the
+    # columns
+    pattern: Annotated[str, StringConstraints(min_length=1)] | None = Field(
+        default=None, exclude_if=lambda pattern: pattern is None
+    )
+    stream: Literal["stdout", "stderr"] | None = Field(
+        default=None, exclude_if=lambda stream: stream is None
+    )
+
+    @model_validator(mode="after")
+    def _file_or_pattern(self) -> "MetricsFile":
+        if self.format == "stdout":
+            if self.pattern is None:
+                raise ValueError(
+                    "format: stdout reads the lines the script prints: give `pattern`, a regular "
+                    "expression with a named group `step` and one per metric, like "
+                    r"'step (?P<step>\d+): .*val loss (?P<val_loss>[\d.]+)'"
+                )
+            if self.file is not None or self.heldout_file is not None:
+                raise ValueError("format: stdout reads printed lines, not a file: remove `file`")
+        else:
+            if self.file is None:
+                raise ValueError(f"format: {self.format} needs `file`, the log's path or glob")
+            if self.pattern is not None or self.stream is not None:
+                raise ValueError(
+                    "`pattern` and `stream` are for format: stdout (lines the script prints)"
+                )
+        return self
 
     def columns(self, metric: str, heldout: str | None) -> dict[str, str]:
         """Planner metric name -> the file's column: `names`, else the contract's metrics under their own names."""
@@ -431,6 +465,25 @@ class Checkpoint(_Model):
         None  # set to the newest checkpoint when a cut-short trial runs again
     )
     keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
+    # continuation by flags: the key of the folder the script saves to (set to the output folder of
+    # the
+    # attempt that saved the newest checkpoint), and the settings that make it resume from there
+    folder_key: DottedKey | None = Field(default=None, exclude_if=lambda key: key is None)
+    resume_flags: dict[DottedKey, Any] | None = Field(
+        default=None, exclude_if=lambda flags: flags is None
+    )
+
+    @model_validator(mode="after")
+    def _one_way_to_resume(self) -> "Checkpoint":
+        if self.resume_flags and not self.folder_key:
+            raise ValueError(
+                "resume_flags go with folder_key, the key of the folder the script resumes from"
+            )
+        if self.folder_key and self.resume_key:
+            raise ValueError(
+                "give resume_key (the checkpoint's path) or folder_key with resume_flags, not both"
+            )
+        return self
 
 
 class CommandSpec(_Model):
@@ -440,7 +493,7 @@ class CommandSpec(_Model):
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
     # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
     # it is the default, so a contract without it keeps its hash
-    args: Literal["hydra", "argparse"] = Field(
+    args: Literal["hydra", "argparse", "literal"] = Field(
         default="hydra", exclude_if=lambda args: args == "hydra"
     )
     # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out

@@ -43,6 +43,17 @@ MIN_SEEDS_WARNING = 5
 TPE_STARTUP_TRIALS = (
     10  # optuna.samplers.TPESampler's n_startup_trials, which planner leaves at its default
 )
+# The upper bound of every count a contract gives (P430, docs/contract.md): each far above a real
+# experiment, and far below what would take the machine (a typo like `trials_per_arm: 1000000000`
+# would have `plan run` build a plan of two billion trials). `exposure` stops where a report's step
+# stays exact in a JSON reader (2**53).
+MAX_ARMS = 200
+MAX_SEEDS = 1_000
+MAX_TUNING_SEEDS = 100
+MAX_TRIALS_PER_ARM = 100_000
+MAX_GRID_POINTS = 100_000
+MAX_PLANNED_TRIALS = 1_000_000
+MAX_EXPOSURE = 2**53
 _WARMUP_KEY = re.compile(r"warm_?up", re.IGNORECASE)
 _FRACTION_KEY = re.compile(r"ratio|frac|fraction|pct|percent|proportion", re.IGNORECASE)
 _BATCH_KEY = re.compile(r"batch|accum|^bs$|micro_?batch", re.IGNORECASE)
@@ -150,9 +161,65 @@ def _metric_key(name: str) -> str:
     return name.strip().casefold()
 
 
+def check_bounds(contract, loaded: LoadedYaml) -> list[Diagnostic]:
+    """P430: every count of the contract within its bound (arms, seeds, tuning seeds, trials per
+    arm, grid points, exposure, and the planned trials they make), so no plan is built past what
+    a machine holds."""
+    report = _Report(loaded)
+    tuning = contract.tuning
+    counts: list[tuple[tuple[Any, ...], str, int, int]] = [
+        (("arms",), "arms (the baseline counted)", len(contract.all_arms), MAX_ARMS),
+        (("seeds",), "confirmation seeds", len(contract.seeds), MAX_SEEDS),
+        (("budget", "exposure"), "budget.exposure", contract.budget.exposure, MAX_EXPOSURE),
+    ]
+    if tuning is not None:
+        counts += [
+            (("tuning", "seeds"), "tuning seeds", len(tuning.seeds), MAX_TUNING_SEEDS),
+            (
+                ("tuning", "trials_per_arm"),
+                "tuning.trials_per_arm",
+                tuning.trials_per_arm,
+                MAX_TRIALS_PER_ARM,
+            ),
+        ]
+        if tuning.sampler.name == "grid":
+            for arm in contract.all_arms:
+                space = {**tuning.space, **tuning.arm_space.get(arm.name, {})}
+                points = _grid_size(space)
+                counts.append(
+                    (
+                        ("tuning", "space"),
+                        f"grid points of arm {arm.name!r}",
+                        points,
+                        MAX_GRID_POINTS,
+                    )
+                )
+    for path, what, count, bound in counts:
+        if count > bound:
+            report.add(
+                "P430",
+                path,
+                f"{what} is {count:,}, above planner's bound of {bound:,}: "
+                "a typo, or an experiment no machine would finish",
+                f"Use at most {bound:,}; split a larger study into several contracts.",
+            )
+    planned = planned_trials(contract)["total"]
+    if not report.items and planned > MAX_PLANNED_TRIALS:
+        report.add(
+            "P430",
+            ("tuning", "trials_per_arm") if tuning is not None else ("seeds",),
+            f"the contract plans {planned:,} trials, above planner's bound of "
+            f"{MAX_PLANNED_TRIALS:,} in one run",
+            "Plan fewer arms, seeds or trials_per_arm; split a larger study into several "
+            "contracts.",
+        )
+    return report.items
+
+
 def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
     """Rules that need the contract only: seeds, tuning, budget, metric, confirmation."""
     report = _Report(loaded)
+    report.items += check_bounds(contract, loaded)
     _duplicates(report, contract.seeds, ("seeds",), "confirmation seed")
     exposure = contract.budget.exposure
     if contract.metric.heldout is not None and _metric_key(contract.metric.heldout) == _metric_key(

@@ -48,6 +48,49 @@ _TYPE_WORDS = {
     "none_required": "null",
 }
 
+# The words of Optuna, Ray Tune and W&B sweeps a contract may bring, and planner's for the same
+# thing:
+# an unknown key that is one of them gets this hint, never a did-you-mean on spelling alone.
+_METRIC_MODE = "planner's word is `metric.mode`: `max` or `min` " + (
+    "(`direction: minimize` is `metric: {mode: min}`)."
+)
+_TRIALS = "planner's word is `tuning.trials_per_arm`: the trials each arm's tuning runs."
+_EXPOSURE = (
+    "planner's word is `budget.exposure`: the steps (epochs, iterations) every trial runs, "
+    "in `budget.unit`."
+)
+_FOREIGN_KEYS = {
+    "direction": "Optuna's `direction`: " + _METRIC_MODE,
+    "directions": "Optuna's `directions`: " + _METRIC_MODE,
+    "goal": "W&B's `goal`: " + _METRIC_MODE,
+    "n_trials": "Optuna's `n_trials`: " + _TRIALS,
+    "num_samples": "Ray Tune's `num_samples`: " + _TRIALS,
+    "count": "W&B's `count`: " + _TRIALS,
+    "max_iter": "`max_iter`: " + _EXPOSURE,
+    "max_epochs": "`max_epochs`: " + _EXPOSURE,
+    "epochs": "`epochs`: " + _EXPOSURE,
+    "max_t": "Ray Tune's `max_t`: " + _EXPOSURE,
+    "training_iteration": "Ray Tune's `training_iteration`: " + _EXPOSURE,
+    "method": "W&B's `method: random`: planner's word is `tuning.sampler: {name: random}` "
+    "(tpe, random or grid).",
+    "search_alg": "Ray Tune's `search_alg`: planner's word is `tuning.sampler: {name: tpe}` "
+    "(tpe, random or grid).",
+    "parameters": "W&B's `parameters`: planner's word is `tuning.space`, one dotted config key a "
+    "dimension.",
+    "param_space": "Ray Tune's `param_space`: planner's word is `tuning.space`, one dotted config "
+    "key a dimension.",
+    "pruner": "Optuna's `pruner`: planner's word is `tuning.early_stop: {rule: asha}` "
+    "(none, asha or median).",
+    "scheduler": "Ray Tune's `scheduler`: planner's word is `tuning.early_stop: {rule: asha}` "
+    "(none, asha or median).",
+    "early_terminate": "W&B's `early_terminate`: planner's word is `tuning.early_stop: "
+    "{rule: asha}` (none, asha or median).",
+    "timeout": "Optuna's `timeout`: planner's word is `budget.max_wall_time` (like `2h`).",
+}
+# a word where planner wants a mapping: the mapping it means
+_SHORTHAND = {"sampler": "name", "early_stop": "rule"}
+_FOREIGN_VALUES = {"minimize": "min", "maximize": "max"}
+
 _PATTERN_HINTS = {
     "name": "Use lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters.",
     "trainable": "Write `module.path:function`, like `toy:train`.",
@@ -107,7 +150,9 @@ def _diagnostic(
         allowed = allowed_keys(path[:-1])
         close = difflib.get_close_matches(str(leaf), allowed, n=1, cutoff=0.6) if allowed else []
         message = f"unknown key {leaf!r}" + (f" in {format_path(path[:-1])}" if path[:-1] else "")
-        if close:
+        if str(leaf) in _FOREIGN_KEYS:
+            hint = _FOREIGN_KEYS[str(leaf)]
+        elif close:
             hint = f"Did you mean `{close[0]}`?"
         elif allowed:
             hint = f"Remove it; the keys allowed here are: {', '.join(allowed)}."
@@ -144,9 +189,14 @@ def _diagnostic(
         expected = " or ".join(dict.fromkeys(_TYPE_WORDS[e["type"]] for e in errs))
         message = f"{where} should be {expected}, not {short_repr(error.get('input'))}"
         hint = f"Write {expected} here."
+        given = error.get("input")
+        if leaf in _SHORTHAND and isinstance(given, str) and given.isidentifier():
+            hint = f"Write `{leaf}: {{{_SHORTHAND[leaf]}: {given}}}`."
     else:
         message = f"{where}: {error['msg']} (got {short_repr(error.get('input'))})"
         hint = _range_hint(error, leaf)
+        if leaf == "mode" and str(error.get("input")) in _FOREIGN_VALUES:
+            hint = f"Write `mode: {_FOREIGN_VALUES[str(error.get('input'))]}` (planner's word)."
         if path == ("seeds",) and kind == "too_short":
             code, hint = (
                 "P401",

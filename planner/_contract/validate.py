@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from planner._contract import rules as _check
 from planner._contract.baseline import Lineage, ResolvedBaseline, finding
 from planner._contract.compose import compose_arms
-from planner._contract.data_rules import check_data
+from planner._contract.data_rules import check_data, check_fingerprint_files
 from planner._contract.decidable import check_decidable
 from planner._contract.load import LoadedYaml, load_yaml
 from planner._contract.model import Contract
@@ -155,7 +155,8 @@ def _check_loaded(
     composed = None
     if resolved is not None and resolved.config is None:
         pass  # the baseline could not be read: nothing to compose against (the findings say why)
-    elif not any(d.code in ("P303", "P304") for d in diagnostics):  # arms are told apart by name
+    elif not any(d.code in ("P303", "P304", "P430") for d in diagnostics):
+        # arms are told apart by name, and are not too many to compose
         composed = compose_arms(
             contract, contract_dir, None if resolved is None else resolved.config
         )
@@ -172,6 +173,7 @@ def _check_loaded(
         diagnostics += command_rules.check_command(contract, loaded, composed)
         found, flags, options = command_rules.check_flags(contract, loaded, composed)
         diagnostics += found
+        diagnostics += command_rules.check_outputs(contract, loaded, composed)
     from planner._contract.credentials import check_credentials, without_credentials
 
     diagnostics = without_credentials(
@@ -180,6 +182,7 @@ def _check_loaded(
     diagnostics += _check.check_warnings(contract, loaded, composed)
 
     diagnostics += check_data(contract, loaded)
+    diagnostics += check_fingerprint_files(contract, loaded, contract_dir)
     diagnostics += check_decidable(contract, loaded)
     configs = composed.configs if composed is not None and not composed.problems else {}
     if lineage is not None and configs and not errors(diagnostics):
@@ -285,6 +288,8 @@ def _command_summary(contract, flags: str | None = None) -> dict[str, Any] | Non
         if metrics is None
         else {
             "file": metrics.file,
+            "pattern": metrics.pattern,
+            "stream": metrics.stream or "stdout",
             "format": metrics.format,
             "step": metrics.step,
             "step_base": 1 if metrics.step_base is None else metrics.step_base,
@@ -302,6 +307,8 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         else "exposure from PLANNER_BUDGET"
     )
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
+    if command.get("args") == "literal":
+        lines.append(f"           the config as flags {command.get('flags') or ''}".rstrip())
     if command.get("args") == "argparse":
         lines.append(
             f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}"
@@ -312,15 +319,24 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
     else:
         base = ", from 0" if metrics["step_base"] == 0 else ""
         names = ", ".join(f"{name} <- {column}" for name, column in metrics["names"].items())
+        source = (
+            f"the {metrics['stream']} lines matching '{metrics['pattern']}'"
+            if metrics["format"] == "stdout"
+            else metrics["file"]
+        )
         lines.append(
-            f"           metrics from {metrics['file']} ({metrics['format']}; step {metrics['step']}{base}; "
+            f"           metrics from {source} ({metrics['format']}; step {metrics['step']}{base}; "
             f"{names})"
         )
     checkpoint = command.get("checkpoint")
     if checkpoint:
+        flags = " ".join(f"{k}={v}" for k, v in (checkpoint.get("resume_flags") or {}).items())
         resume = (
             f"a cut-short trial continues with {checkpoint['resume_key']}=<the newest>"
             if checkpoint["resume_key"]
+            else f"a cut-short trial continues with {checkpoint['folder_key']}=<the folder of the "
+            f"newest> {flags}".rstrip()
+            if checkpoint.get("folder_key")
             else "not passed to the script"
         )
         lines.append(

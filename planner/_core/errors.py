@@ -7,6 +7,7 @@
      +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
      |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or symbolic) or special
+     |    +-- DiskError               the disk planner writes to is full, read-only or refuses it
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
      +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
@@ -25,6 +26,7 @@ command's code comes from (docs/commands.md shows it; a test keeps them equal).
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Sequence
 
 EXIT_OK = 0
@@ -42,7 +44,7 @@ EXIT_CODES: dict[int, str] = {
     "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
     EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
-    "a locked run folder)",
+    "a locked run folder, a disk that is full or cannot be written)",
     EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
     "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
     "decision is `invalid` (the data or the tuning budget broke the contract, or the seeds did not "
@@ -98,6 +100,33 @@ class RunLockedError(RunError):
 class LinkedFileError(RunError):
     """A file planner was to write in a run folder (or the runs dir) is a link, hard or symbolic, a FIFO or a
     device: writing it would change a file outside the folder, so it is refused (exit 3)."""
+
+
+class DiskError(RunError):
+    """The disk a command writes to is full, over quota, read-only or refuses it (exit 3): a fact of
+    the machine, said in a sentence (`disk_error`), never an internal error."""
+
+
+# What the machine says when a disk cannot take a write, and what to do about it
+_DISK_ERRNOS = {
+    errno.ENOSPC: ("cannot write", "free space on that disk, then run the command again"),
+    errno.EDQUOT: ("cannot write", "free space within your quota, then run the command again"),
+    errno.EROFS: ("cannot write", "give a folder on a disk that can be written"),
+    errno.EACCES: ("cannot use", "give a path you may read and write, or fix its permissions"),
+    errno.EPERM: ("cannot use", "give a path you may read and write, or fix its permissions"),
+}
+
+
+def disk_error(error: OSError, where: str | None = None) -> DiskError | None:
+    """A DiskError with its sentence for an OSError a disk raised (full, over quota, read-only,
+    not permitted), naming the file or `where`; None for any other OSError."""
+    said = _DISK_ERRNOS.get(error.errno or 0)
+    if said is None:
+        return None
+    verb, advice = said
+    name = error.filename if error.filename is not None else where
+    place = f" {name}" if name else ""
+    return DiskError(f"{verb}{place}: {error.strerror or error}; {advice}")
 
 
 class TrialProtocolError(PlannerError):

@@ -101,6 +101,15 @@ class ReportSummary(NamedTuple):
     last_time_s: Any
 
 
+class TrialInputs(TypedDict, total=False):
+    """What a `command:` trial was given and read (docs/run-folder.md): `argv`, the words after the
+    command (its flags as passed); `files`, name (relative to the folder it ran in) -> {sha256} for
+    code and config, {size, mtime_ns} for data (planner._store.identity.FileFact)."""
+
+    argv: list[str]
+    files: dict[str, dict[str, Any]]
+
+
 class StoredTrial(TypedDict, total=False):
     """A line of trials.jsonl as a run writes it (docs/run-folder.md): the one description of a trial
     record, which the writer holds every record to and the reader decodes every line into."""
@@ -133,6 +142,7 @@ class StoredTrial(TypedDict, total=False):
     modules: list[str] | None
     resumed: bool | None
     resumed_from: dict[str, Any] | None
+    inputs: TrialInputs | None  # a command's flags as passed, and the files its processes read
 
 
 class TrialRecord(StoredTrial, total=False):
@@ -285,19 +295,34 @@ def error_key(error: str) -> str:
 
 
 def error_groups(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Failed trials grouped by their error ("Type: message") with trial ids, paths, hex ids and numbers
-    normalized (`error_key`), in order of first occurrence: [{"error", "count", "first": trial_id}], where
-    "error" is the first occurrence's own text (a real path, a real number) and "first" its trial."""
+    """Failed trials grouped by their error ("Type: message") with trial ids, paths, hex ids and
+    numbers normalized (`error_key`), in order of first occurrence: [{"error", "count", "first":
+    trial_id, "nodes"}], where "error" is the first occurrence's own text (a real path, a real
+    number), "first" its trial, and "nodes", when the trials ran on several nodes, the ones the
+    group's ran on (12 characters of each id)."""
     groups: dict[str, dict[str, Any]] = {}
     for record in records:
         error = error_of(record)
         if error is None:
             continue
         group = groups.setdefault(
-            error_key(error), {"error": error, "count": 0, "first": record.get("trial_id")}
+            error_key(error),
+            {"error": error, "count": 0, "first": record.get("trial_id")},
         )
         group["count"] += 1
+        node = record.get("node_id")
+        if isinstance(node, str) and node[:12] not in group.setdefault("nodes", []):
+            group["nodes"].append(node[:12])
+    if len({r.get("node_id") for r in records if isinstance(r.get("node_id"), str)}) < 2:
+        for group in groups.values():  # one machine: a node says nothing
+            group.pop("nodes", None)
     return list(groups.values())
+
+
+def on_nodes(group: dict[str, Any]) -> str:
+    """`, on node X` (`nodes X, Y`) for an error group whose trials ran on several nodes, or ''."""
+    nodes = group.get("nodes") or []
+    return f", on node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else ""
 
 
 def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:

@@ -43,6 +43,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from planner._core.text import terminal_safe
+
 REDACTED = "<redacted>"
 NOUNS = frozenset(
     {
@@ -714,19 +716,30 @@ class StreamScrubber:
 
 
 class ScrubbedStream:
-    """A text stream (the terminal) whose every write goes through a Redactor first.
+    """A text stream (the terminal): every write goes through a Redactor, then `terminal_safe`.
 
-    Each write is scrubbed on its own (nothing is held: live progress stays live); `plan` wraps its
-    standard output and error in one, so no command prints a secret it read.
+    Each write is scrubbed on its own (nothing is held: live progress stays live); `plan` wraps
+    its standard output and error in one, so no command prints a secret it read, nor a control
+    character a name, a value or a message carried (shown as `\\x1b`). `for_drawing` is the same
+    stream for a writer whose own escape sequences are meant (rich's live table), which made what
+    it draws safe itself.
     """
 
-    def __init__(self, stream: Any, redactor: Redactor):
+    def __init__(self, stream: Any, redactor: Redactor, *, safe: bool = True):
         self._stream = stream
         self._redactor = redactor
+        self._safe = safe
 
     def write(self, text: str) -> int:
-        self._stream.write(self._redactor.text(text) if isinstance(text, str) else text)
+        if isinstance(text, str):
+            shown = self._redactor.text(text)
+            self._stream.write(terminal_safe(shown) if self._safe else shown)
+        else:
+            self._stream.write(text)
         return len(text)
+
+    def for_drawing(self) -> ScrubbedStream:
+        return ScrubbedStream(self._stream, self._redactor, safe=False)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -93,19 +93,55 @@ def clock(seconds: float | None) -> str:
     return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+# What a terminal obeys instead of showing: the C0 controls but newline and tab, and the C1
+# controls (ESC [ and ] start colour, cursor and title sequences; BEL, BS and CR rewrite a line)
+# shown as \x1b; DEL and the invisible characters that reorder or hide text (the bidi overrides
+# and isolates, U+202E among them, the marks, the line and paragraph separators, a byte order
+# mark) shown as \u202e. DEL is the one of them json.dumps leaves raw: shown as \u007f, it keeps
+# a printed JSON document valid.
 _CONTROL = {
     c: f"\\x{c:02x}"
-    for c in [*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20), 0x7F, *range(0x80, 0xA0)]
+    for c in [*range(0x00, 0x09), 0x0B, 0x0C, 0x0D, *range(0x0E, 0x20), *range(0x80, 0xA0)]
 }
+_INVISIBLE = [0x7F, 0x061C, 0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A), 0xFEFF]
+_CONTROL.update({c: f"\\u{c:04x}" for c in _INVISIBLE})
 
 
 def terminal_safe(text: str) -> str:
-    """`text` with control characters (escape sequences, carriage returns, ...) shown as `\\x1b`, not obeyed.
+    """`text` with control characters (escape sequences, carriage returns, ...) shown as `\\x1b`,
+    not obeyed.
 
-    Newlines and tabs stay. Everything printed from a run folder goes through this: a trial's error
-    message cannot move the cursor, clear the screen or retitle the terminal.
+    Newlines and tabs stay. Everything `plan` prints goes through this (the CLI's standard
+    streams do): a name, a config value or a trial's error message cannot move the cursor, clear
+    the screen, retitle the terminal or reverse the text around it.
     """
     return text.translate(_CONTROL)
+
+
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def without_colours(text: str) -> str:
+    """`text` without the colour codes (`ESC[36m`) a library wraps its own messages in (Ray's error
+    messages): its words kept, its styling dropped, so they read as text wherever they are shown."""
+    return _SGR.sub("", text)
+
+
+# OWASP's rule against CSV injection: a spreadsheet reads a cell starting with one as a formula
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula (`=HYPERLINK(...)`, `+cmd`, `@SUM`) with
+    a `'` before it, so it shows as text; anything else (numbers, `-0.5` as text too) as it is."""
+    if (
+        isinstance(value, str)
+        and value.startswith(_FORMULA_START)
+        and not _PLAIN_NUMBER.fullmatch(value)
+    ):
+        return "'" + value
+    return value
 
 
 def noun(word: str, count: int) -> str:

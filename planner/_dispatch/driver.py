@@ -43,19 +43,20 @@ from planner._core.records import (
     final_value,
     non_finite_metrics,
     note_groups,
+    on_nodes,
     seeds_identical,
     tuned_values_identical,
 )
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
-from planner._core.text import noun, shown_path, utc_now, yaml_value
+from planner._core.text import noun, shown_path, terminal_safe, utc_now, yaml_value
 from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.search import make_sampler, to_optuna
+from planner._dispatch.search import STUDIES_FILE
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -70,9 +71,10 @@ from planner._dispatch.trials import Dispatch, at_budget
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
-from planner._plan.space import arm_space
+from planner._plan.estimate import estimate as estimate_contract
+from planner._plan.space import arm_space, to_optuna
 from planner._plan.trials import Plan, make_plan
-from planner._results.mlflow import check_mlflow_tracking, log_run_to_mlflow
+from planner._results.mlflow import LiveMlflow, check_mlflow_tracking, log_run_to_mlflow
 from planner._stats.decide import (
     latest_outcomes,
     mark_invalid,
@@ -82,13 +84,20 @@ from planner._stats.decide import (
 from planner._stats.select import select
 from planner._store.facts import heldout_tuning_trials
 from planner._store.files import refuse_in_place
-from planner._store.identity import add_used_packages, run_identity
+from planner._store.identity import (
+    add_files_read,
+    add_used_packages,
+    files_read_refusal,
+    run_identity,
+)
+from planner._store.live import LiveWriter, new_progress, write_latest
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
 from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.storage import check_storage
 
 NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it
 
@@ -259,7 +268,9 @@ class Runner:
     stream: Any = None  # where the live progress prints (stdout when None)
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
+    resumed_at: str | None = None  # when this session resumed the run (None: a new run)
     keep_going: bool = False  # plan run --keep-going: never fail fast
+    storage: str | None = None  # plan run --storage: the trials' files for every node
     script_options: tuple | None = (
         None  # what the flag check read of an argparse script (Dispatch.open)
     )
@@ -291,6 +302,11 @@ class Runner:
     fail_fast: FailFast = field(
         init=False
     )  # the first trials, watched for a run that can only fail
+    live: LiveWriter = field(init=False)  # live/: running trials' reports and the progress
+    live_written: float = field(init=False, default=0.0)  # when live/progress.json was last written
+    mlflow: LiveMlflow | None = field(
+        init=False, default=None
+    )  # tracking.mlflow: trials as they end
 
     def __post_init__(self) -> None:
         planned: dict[tuple[str, str], int] = {}
@@ -305,6 +321,8 @@ class Runner:
             decision_metric=c.metric.decision_metric,
             max_wall_time_s=c.budget.max_wall_time_s,
         )
+        self.progress.steps_expected = expected_steps(c)
+        self.live = LiveWriter(self.store.root)
         self.display = make_display(
             self.progress, quiet=self.quiet, stream=self.stream or sys.stdout
         )
@@ -319,6 +337,7 @@ class Runner:
             self.store,
             listener=self,
             remote=self.remote,
+            storage=self.storage,
             raw_configs=self.raw_configs,
             script_options=self.script_options,
             records={r["trial_id"]: r for r in self.store.trials() if r.get("phase") != "reeval"},
@@ -375,7 +394,21 @@ class Runner:
                 "every such trial)"
             )
         self.write_state(RunState.RUNNING, every_s=1.0)
+        self.write_live(every_s=1.0)
+        self.log_to_mlflow(record)
         self.display.update(record)
+
+    def log_to_mlflow(self, record: dict) -> None:
+        """The trial in MLflow as it ends; a refusal is a note, and the end logs what is missing."""
+        if self.mlflow is None:
+            return
+        try:
+            self.mlflow.trial_ended(record)
+        except MlflowTrackingError as error:
+            self.mlflow = None
+            self.display.note(
+                f"warning: MLflow stopped taking trials ({error}); the end tries again"
+            )
 
     def recover(self, trial_id: str) -> bool:
         """On --resume: record the planned trial `trial_id` from the record its worker kept, when the trial had
@@ -408,11 +441,34 @@ class Runner:
             f"trial's ({why})"
         )
 
+    def node_refused(self, node_id: str, problem: str) -> None:
+        """A node that cannot import the trainable: said once, and its trials go to the others."""
+        self.store.event("node_refused", sync=False, node_id=node_id, problem=problem)
+        self.display.note(
+            f"node {node_id[:12]} cannot import the trainable ({problem}): "
+            "no trial is sent there; the run goes on on the other nodes"
+        )
+
     def should_stop(self) -> str | None:
         return self.fail_fast.should_stop()
 
-    def trial_reported(self, trial_id: str, metrics: dict) -> None:
+    def trial_reported(self, trial_id: str, metrics: dict, step: int, time_s: float) -> None:
         self.fail_fast.trial_reported(trial_id, metrics)
+        self.progress.reported(trial_id, step)
+        self.live.report(trial_id, step, time_s, metrics)
+        self.write_live(every_s=1.0)
+
+    def write_live(self, *, every_s: float = 0.0) -> None:
+        """Rewrite live/progress.json (at most once per `every_s` seconds): what `plan status`
+        shows."""
+        now = time.monotonic()
+        if every_s and now - self.live_written < every_s:
+            return
+        self.live_written = now
+        p = self.progress
+        self.live.progress(
+            new_progress(p.phase, self.wall_s(), p.steps_done, p.steps_expected, p.eta_s())
+        )
 
     def stop_if_failing_fast(self) -> None:
         """Raise the fail-fast sentence (planner._dispatch.failfast) once its sign was seen; the run ends
@@ -516,7 +572,7 @@ class Runner:
                     group.seed,
                     [self.spec(t, self.configs[group.arm]) for t in todo],
                     to_optuna(space),
-                    make_sampler(tuning.sampler, space, drawn=len(done) + len(again)),
+                    tuning.sampler,
                     done,
                     raw=self.dispatch.raw_for(group.arm, group.seed),
                     again=again,
@@ -541,6 +597,8 @@ class Runner:
             resources=self.contract.budget.resources,
             hooks=self.dispatch.hooks(),
             time_budget_s=remaining,
+            studies=str(self.store.root / STUDIES_FILE),
+            resumed_at=self.resumed_at,
             prestart=True,
         )
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
@@ -803,6 +861,7 @@ def run(
     stream=None,
     resume_argv: list[str] | None = None,
     keep_going: bool = False,
+    storage: str | None = None,
 ) -> RunResult:
     """Run a contract end to end. Raises ContractError/UsageError before anything starts.
 
@@ -816,12 +875,15 @@ def run(
         contract_path, lineage
     )
     _check_tracking(contract)
+    if storage is not None:
+        check_storage(storage)
     remote = (
         resolve_address(address) is not None
     )  # a malformed --address is refused before the run folder
     store, code = _open_store(
         contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir
     )
+    _announce(store.root, stream or sys.stdout)
     with RunSession(store) as session:
         if resume is not None:
             previous_wall = _resume_folder(store, session.took_over, contract, configs, code)
@@ -841,11 +903,14 @@ def run(
             stream=stream,
             remote=remote,
             previous_wall_s=previous_wall,
+            resumed_at=utc_now() if resume is not None else None,
             keep_going=keep_going,
             script_options=script_options,
+            storage=storage,
         )
         resumed = _rerun_cut_short(store, plan, runner) if resume is not None else None
         runner.write_state(RunState.RUNNING)
+        runner.mlflow = _live_mlflow(store.root, contract.tracking.mlflow)
         session.stop_on_signals()
         end = _End(
             runner,
@@ -860,6 +925,8 @@ def run(
             if end.stopped is None:
                 _connect(session, runner, address, Path(runs_dir), resumed)
                 end.stopped = _tune_select_confirm(runner)
+        runner.write_live()
+        runner.live.close()
     if contract.tracking.mlflow is not None:
         _log_to_mlflow(store.root, contract.tracking.mlflow, stream or sys.stdout)
     return _result(
@@ -869,6 +936,46 @@ def run(
         resume_command=_resume_command(
             end.state, contract_path, resume_argv, store.root, end.reason
         ),
+    )
+
+
+def expected_steps(contract) -> float | None:
+    """The steps of exposure the estimate model expects the whole run to use (the ETA's measure);
+    None when it cannot tell."""
+    try:
+        phases = estimate_contract(contract)["phases"]
+    except (ValueError, ArithmeticError):  # a contract the model has no figure for: no ETA
+        return None
+    total = 0.0
+    for phase in phases:
+        steps = phase.get("steps_expected")
+        if steps is None and phase.get("steps_range"):
+            steps = phase["steps_range"][1]  # the median rule: the most, as the estimate plans
+        if steps is None:
+            return None
+        total += float(steps)
+    return total
+
+
+def _announce(root: Path, stream) -> None:
+    """Point runs/<name>/latest at this run and print its folder, before Ray starts: a second
+    terminal
+    can follow it at once. A `latest` that cannot be written (a folder there) is a note, not a
+    stop."""
+    shown = shown_path(root)
+    try:
+        write_latest(root.parent.parent, root.parent.name, root.name)
+        follow = shown_path(root.parent / "latest")
+    except (OSError, RunError) as error:
+        note = f"note: {shown_path(root.parent / 'latest')} not written: {error}"
+        print(terminal_safe(note), file=sys.stderr)
+        follow = shown
+    print(
+        terminal_safe(
+            f"run folder: {shown} (follow it: plan status {shlex.quote(follow)} --watch)"
+        ),
+        file=stream,
+        flush=True,
     )
 
 
@@ -909,6 +1016,9 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
             f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
             f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume"
         )
+    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
+    if refusal is not None:  # a config file, a configurator, a local module a trial read
+        raise RunError(refusal)
     then_local = logged.get("local_sources") if isinstance(logged, dict) else None
     if isinstance(
         then_local, dict
@@ -1041,6 +1151,7 @@ def _connect(
             log_dir=runner.store.root,
             contract=runner.contract,
             contract_dir=runner.contract_dir,
+            keeper_session=runner.dispatch.session,
         )
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
@@ -1140,6 +1251,7 @@ class _End:
             )
         for step in (
             lambda: add_used_packages(store.root, runner.records.values()),
+            lambda: add_files_read(store.root, runner.records.values()),
             lambda: runner.write_state(self.state, self.reason),
             lambda: store.event("run_ended", state=self.state, reason=self.reason),
         ):
@@ -1201,7 +1313,10 @@ def _resume_command(
         state == RunState.FAILED and reason.startswith(RAY_LOST)
     ):
         return None
-    argv = resume_argv or [str(contract_path)]
+    argv = list(resume_argv or [str(contract_path)])
+    if reason.startswith(RAY_LOST) and "--address" in argv:  # that head is gone: the next one's
+        at = argv.index("--address")  # address comes from RAY_ADDRESS or a new --address
+        del argv[at : at + 2]
     return shlex.join(["plan", "run", *argv, "--resume", shown_path(run_dir)])
 
 
@@ -1303,6 +1418,19 @@ def format_resumed(counts: dict[str, int]) -> str:
     )
 
 
+def _live_mlflow(run_dir: Path, tracking) -> LiveMlflow | None:
+    """The MLflow logger of trials as they end (None without tracking.mlflow, or when MLflow
+    refuses:
+    a warning, and the end logs the whole run)."""
+    if tracking is None:
+        return None
+    try:
+        return LiveMlflow(run_dir, tracking.tracking_uri, tracking.experiment)
+    except MlflowTrackingError as error:
+        print(f"warning: trials are not logged to MLflow as they end: {error}", file=sys.stderr)
+        return None
+
+
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
     """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
     try:
@@ -1364,7 +1492,7 @@ def format_result(result: RunResult) -> str:
     ]:  # fail fast's names it
         lines.append(
             f"error:      {group['error']} (in {noun('trial', group['count'])}, "
-            f"first {group['first']})"
+            f"first {group['first']}{on_nodes(group)})"
         )
     if result.heldout_exposures:
         lines.append(

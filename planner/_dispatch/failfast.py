@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner._core.records import error_groups
+from planner._core.records import error_groups, on_nodes
 from planner._core.status import TrialStatus
 from planner._core.text import noun
 
@@ -61,7 +61,8 @@ class FailFast:
             g, n = groups[0], len(self.ended)
             self.reason = (
                 f"the first {noun('trial', n)} all failed with one error and none succeeded: "
-                f"{g['error']} (in {noun('trial', g['count'])}, first {g['first']}); stopped instead "
+                f"{g['error']} (in {noun('trial', g['count'])}, first {g['first']}{on_nodes(g)}); "
+                "stopped instead "
                 f"of spending the budget, every ended trial is kept ({KEEP_GOING})"
             )
 

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.model import Resources
-from planner._core.errors import TrialProtocolError
+from planner._core.errors import RunError, TrialProtocolError
 from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.worker import confirm_task, warm_task
+from planner._dispatch.worker import check_node, confirm_task, warm_task
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, kept_record, make_record
 from planner._trial.reports import parse_report_line
@@ -67,7 +67,7 @@ def prestart_workers(
 def running_for(spec: TrialSpec, submitted_at: float) -> float:
     """Seconds the trial's current attempt has run: from its ledger when the driver can read it (the
     trial may wait long for a worker to start), else since it was submitted."""
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     mine = ledger.mine()
     if (
         not mine
@@ -81,7 +81,7 @@ def completed_reports(spec: TrialSpec) -> list[dict] | None:
     and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full exposure: its
     result exists, whatever happened to its worker afterwards (#20.2). None when not so. Asked only when
     the worker kept no record (`kept_record`): it died between the attempt's end and its record."""
-    mine = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).mine()
+    mine = Ledger.of(spec).mine()
     if not mine or mine[-1].get("ended") != TrialStatus.COMPLETED:
         return None
     path = Path(spec.dir) / f"attempt-{mine[-1].get('attempt')}" / "reports.jsonl"
@@ -100,43 +100,123 @@ def completed_reports(spec: TrialSpec) -> list[dict] | None:
     return reports if reports and reports[-1]["step"] == spec.budget else None
 
 
-def after_worker_death(spec: TrialSpec, message: str, traceback: str = "") -> tuple[str, list, int]:
+def after_worker_death(
+    spec: TrialSpec, message: str, traceback: str = "", *, sent: int = 1
+) -> tuple[str, list, int]:
     """After a worker died under `spec`: (RETRY | a final status, the errors, attempts used).
 
-    The attempt ledger in trial.dir (planner._trial.attempts) says whether a watchdog
-    killed it for oom/timeout (final, never retried), and how many attempts this
-    run has used (a worker death uses a retry, like a raise).
+    The attempt ledger (planner._trial.attempts; on a cluster written on the driver's node through
+    Ray as each attempt starts and ends, whichever node ran it) says whether a watchdog killed it
+    for oom/timeout (final, never retried), and how many attempts this run has used (a worker death
+    uses a retry, like a raise). `sent`: how many times this driver sent the trial; an attempt the
+    ledger does not hold (its worker died before it could say it started) counts all the same.
     """
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     terminal = ledger.terminal()
-    errors = ledger.errors(died_message=f"the worker process died: {message}")
+    died = f"the worker process died: {message}"
+    errors = ledger.errors(died_message=died)
     for error in errors:
         if error["type"] == "WorkerDied" and traceback and not error["traceback"]:
             error["traceback"] = traceback
-    used = max(ledger.used, 1)
     if terminal is not None:
-        return terminal["ended"], errors, used
-    if not ledger.used:  # no ledger (another node's disk): count on the driver's side
-        errors = [
-            {
-                "attempt": 1,
-                "type": "WorkerDied",
-                "message": f"the worker process died: {message}",
-                "traceback": traceback,
-            }
-        ]
-    if used < 1 + spec.retries and ledger.used:
+        return terminal["ended"], errors, max(ledger.used, 1)
+    used = max(ledger.used, sent, 1)
+    known = {error["attempt"] for error in errors}
+    if used not in known:  # the death of the attempt the ledger never heard of
+        errors.append(
+            {"attempt": used, "type": "WorkerDied", "message": died, "traceback": traceback}
+        )
+    if used < 1 + spec.retries:
         return RETRY, errors, used
-    if not errors:  # a failed record always says why (#20.2)
-        errors = [
-            {
-                "attempt": used,
-                "type": "WorkerDied",
-                "message": f"the worker process died: {message}",
-                "traceback": traceback,
-            }
-        ]
     return TrialStatus.FAILED, errors, used
+
+
+NODE_LOOK_S = 2.0  # how often the driver looks for nodes that joined (each is checked once)
+
+
+def trials_held(need: Mapping[str, float], have: Mapping[str, float]) -> int:
+    """How many trials asking `need` (Ray's resource names) a node offering `have` holds at once."""
+    counts = [int(have.get(name, 0.0) // amount) for name, amount in need.items() if amount > 0]
+    return min(counts) if counts else 1
+
+
+def short_node(node_id: str) -> str:
+    return node_id[:12]
+
+
+class _Nodes:
+    """The cluster's nodes as fixed-config trials see them: each checked once as it joins (a task
+    pinned to it imports the trainable), the trials each holds, the ones refused and why.
+
+    A trial is sent to one checked node (Ray's node affinity) with a slot free, the least busy
+    first, and never to a node where that trial failed for a reason of the node (its worker died
+    there), while another checked node can hold it."""
+
+    def __init__(self, template: TrialSpec, resources: Resources, hooks: Hooks):
+        self.need = resources_for(resources)
+        self.template, self.hooks = template, hooks
+        self.check = ray.remote(check_node)
+        self.slots: dict[str, int] = {}  # checked node -> trials it holds at once
+        self.refused: dict[str, str] = {}  # node -> what failed there
+        self.pending: dict[Any, str] = {}  # check task -> its node
+        self.busy: dict[str, int] = {}  # node -> trials of this batch running there
+        self.alive: set[str] = set()
+        self.looked = -NODE_LOOK_S
+
+    def look(self) -> None:
+        """Check the nodes that joined since the last look; take the checks that answered."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if time.monotonic() - self.looked >= NODE_LOOK_S:
+            self.looked = time.monotonic()
+            nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
+            self.alive = set(nodes)
+            for node_id, node in nodes.items():
+                held = trials_held(self.need, node.get("Resources", {}))
+                if not held or node_id in self.slots or node_id in self.refused:
+                    continue
+                if node_id not in self.pending.values():
+                    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
+                    ref = self.check.options(
+                        num_cpus=0, max_retries=0, scheduling_strategy=strategy
+                    ).remote(self.template.trainable, self.template.path)
+                    self.pending[ref] = node_id
+        wait = 30.0 if not self.slots and self.pending else 0  # the first node is worth waiting for
+        done, _ = ray.wait(list(self.pending), num_returns=len(self.pending) or 1, timeout=wait)
+        for ref in done:
+            node_id = self.pending.pop(ref)
+            try:
+                problem = ray.get(ref)
+            except Exception:  # the node went while it was checked: looked at again if it is back
+                continue
+            if problem is None:
+                have: dict[str, float] = next(
+                    (n.get("Resources", {}) for n in ray.nodes() if n["NodeID"] == node_id), {}
+                )
+                self.slots[node_id] = trials_held(self.need, have)
+            else:
+                self.refused[node_id] = problem
+                self.hooks.node_refused(node_id, problem)
+
+    def place(self, avoid: set[str]) -> str | None:
+        """The checked, alive node with a slot free for a trial, least busy first, outside `avoid`
+        when another can hold it; None when none is free now."""
+        usable = [n for n in self.slots if n in self.alive]
+        usable = [n for n in usable if n not in avoid] or usable  # avoided only while others exist
+        free = [(self.busy.get(n, 0), n) for n in usable if self.busy.get(n, 0) < self.slots[n]]
+        return min(free)[1] if free else None
+
+    def gone(self, node_id: str) -> None:
+        """`node_id` died: no trial is sent there (it is checked again should it come back)."""
+        self.slots.pop(node_id, None)
+        self.alive.discard(node_id)
+
+    def none_can_run(self) -> str | None:
+        """Why no node can run a trial (every alive node that could hold one refused), or None."""
+        if self.slots or self.pending or not self.refused or not (self.alive <= set(self.refused)):
+            return None
+        said = "; ".join(f"node {short_node(n)}: {why}" for n, why in sorted(self.refused.items()))
+        return f"no node of the Ray cluster can run the trainable ({said})"
 
 
 class _FixedBatch:
@@ -150,9 +230,8 @@ class _FixedBatch:
         hooks: Hooks,
         max_trial_time_s: float | None,
     ):
-        self.task = ray.remote(confirm_task).options(
-            **task_options(resources), max_retries=0, retry_exceptions=False
-        )
+        self.options = {**task_options(resources), "max_retries": 0, "retry_exceptions": False}
+        self.task = ray.remote(confirm_task).options(**self.options)
         self.slots = slots_for(resources)
         self.queue = list(specs)
         self.hooks, self.max_trial_time_s = hooks, max_trial_time_s
@@ -161,15 +240,46 @@ class _FixedBatch:
             Any, tuple[TrialSpec, float, str]
         ] = {}  # ref -> (spec, submitted at, started)
         self.outcome = Outcome()
+        self.nodes = _Nodes(specs[0], resources, hooks) if _on_cluster(specs[0]) else None
+        self.where: dict[Any, str] = {}  # ref -> the node it was sent to (on a cluster)
+        self.avoid: dict[str, set[str]] = {}  # trial_id -> nodes where its worker died
 
     def submit(self) -> None:
-        """Fill every free slot from the queue."""
-        while self.queue and len(self.running) < self.slots:
+        """Fill every free slot from the queue (on a cluster: of the checked nodes)."""
+        if self.nodes is not None:
+            self.nodes.look()
+            if self.queue and (why := self.nodes.none_can_run()) is not None:
+                raise RunError(why)
+        while self.queue and (self.nodes is not None or len(self.running) < self.slots):
+            node = None
+            if self.nodes is not None:
+                node = self.nodes.place(self.avoid.get(self.queue[0].trial_id, set()))
+                if node is None:
+                    return
             spec = self.queue.pop(0)
             self.attempts[spec.trial_id] = self.attempts.get(spec.trial_id, 0) + 1
             if self.attempts[spec.trial_id] == 1:
                 self.hooks.trial_started(spec)
-            self.running[self.task.remote(asdict(spec))] = (spec, time.monotonic(), utc_now())
+            task = self.task
+            if node is not None:
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                strategy = NodeAffinitySchedulingStrategy(node, soft=False)
+                task = ray.remote(confirm_task).options(
+                    **self.options, scheduling_strategy=strategy
+                )
+            ref = task.remote(asdict(spec))
+            self.running[ref] = (spec, time.monotonic(), utc_now())
+            if node is not None and self.nodes is not None:
+                self.where[ref] = node
+                self.nodes.busy[node] = self.nodes.busy.get(node, 0) + 1
+
+    def _left(self, ref: Any) -> str | None:
+        """The node `ref` was sent to, its slot given back (None off a cluster)."""
+        node = self.where.pop(ref, None)
+        if node is not None and self.nodes is not None:
+            self.nodes.busy[node] -= 1
+        return node
 
     def _end(self, record: dict) -> None:
         self.outcome.ended += 1
@@ -179,12 +289,26 @@ class _FixedBatch:
         """The tasks that returned: their records, or a retry / a final status after a dead worker."""
         for ref in done:
             spec, started_at, started = self.running.pop(ref)
+            node = self._left(ref)
             try:
                 record = ray.get(ref)
             except (
                 Exception
             ) as error:  # the worker died (crash, SIGKILL, a watchdog's kill): retried like a raise
-                message = str(error).splitlines()[0] if str(error) else type(error).__name__
+                said = without_colours(str(error))  # Ray's colour codes are no part of its words
+                message = said.splitlines()[0] if said else type(error).__name__
+                if node is not None and isinstance(error, ray.exceptions.TaskUnschedulableError):
+                    self.attempts[spec.trial_id] -= 1  # its node went before it started: not run
+                    if self.nodes is not None:
+                        self.nodes.gone(node)
+                    self.queue.insert(0, spec)
+                    continue
+                if node is not None:  # its retry goes to another node while one can hold it
+                    self.avoid.setdefault(spec.trial_id, set()).add(node)
+                    if node not in {n["NodeID"] for n in ray.nodes() if n.get("Alive")}:
+                        message = f"its node {short_node(node)} died ({message})"
+                        if self.nodes is not None:
+                            self.nodes.gone(node)
                 record = kept_record(
                     spec
                 )  # the trial had ended, and its worker kept the record: it stands
@@ -193,7 +317,7 @@ class _FixedBatch:
                         spec,
                         TrialStatus.COMPLETED,
                         None,
-                        max(Ledger.load(spec.dir, str(spec.extra.get("session", ""))).used, 1),
+                        max(Ledger.of(spec).used, 1),
                         [],
                         started,
                         time.monotonic() - started_at,
@@ -203,13 +327,16 @@ class _FixedBatch:
                     self.hooks.trial_kept(spec, record, message)
                     self._end(record)
                     continue
-                status, errors, used = after_worker_death(spec, message, traceback=str(error))
+                status, errors, used = after_worker_death(
+                    spec, message, traceback=said, sent=self.attempts[spec.trial_id]
+                )
                 if status == RETRY:
                     self.queue.insert(0, spec)
                     continue
                 record = make_record(
                     spec, status, None, used, errors, started, time.monotonic() - started_at
                 )
+                record["node_id"] = node  # where it was lost (the driver's own node is not it)
             self._end(record)
 
     def backstop(self) -> None:
@@ -220,6 +347,7 @@ class _FixedBatch:
             if running_for(spec, started_at) > self.max_trial_time_s + BACKSTOP_S:
                 ray.cancel(ref, force=True)
                 self.running.pop(ref)
+                self._left(ref)
                 attempt = self.attempts[spec.trial_id]
                 error = {
                     "attempt": attempt,
@@ -243,6 +371,12 @@ class _FixedBatch:
         for ref, (spec, _, _) in self.running.items():
             ray.cancel(ref, force=True)
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
+
+
+def _on_cluster(spec: TrialSpec) -> bool:
+    """A cluster run of a function trainable: its nodes are checked and chosen (a command's script
+    is checked by its own first trial)."""
+    return bool(spec.extra.get("keeper")) and "command" not in spec.extra
 
 
 def run_fixed(

@@ -22,11 +22,15 @@ class Hooks:
     trial_started: Callable[[TrialSpec], None]
     trial_ended: Callable[[dict], None]
     trial_cancelled: Callable[[TrialSpec, str], None]
-    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning report seen
+    # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning
+    # report
+    # seen as it arrives: (trial id, metrics, step, seconds since the trial started)
     should_stop: Callable[[], str | None] = lambda: None
-    trial_reported: Callable[[str, dict], None] = lambda trial_id, metrics: None
+    trial_reported: Callable[[str, dict, int, float], None] = lambda *report: None
     # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's word for it)
     trial_kept: Callable[[TrialSpec, dict, str], None] = lambda spec, record, why: None
+    # a node that cannot import the trainable, kept out of the run (node id, what failed there)
+    node_refused: Callable[[str, str], None] = lambda node_id, problem: None
 
     def __getstate__(
         self,
@@ -37,7 +41,7 @@ class Hooks:
         self.trial_started = self.trial_ended = self.trial_cancelled = self.should_stop = (
             self.trial_reported
         ) = _ignore
-        self.trial_kept = _ignore
+        self.trial_kept = self.node_refused = _ignore
 
 
 def _ignore(*args, **kwargs) -> None:

@@ -8,14 +8,16 @@ ended trial (no terminal, or piped output), `QuietDisplay` prints nothing.
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from planner._core.lazy import lazy_import
 from planner._core.records import error_key, error_of, finite_final_value
 from planner._core.status import FAILED, TrialStatus
-from planner._core.text import clock
+from planner._core.text import clock, terminal_safe
 
 # rich draws the live table on a terminal only: a piped or --quiet run never loads it
 rich_console = lazy_import("rich.console")
@@ -59,12 +61,39 @@ class Progress:
         self.errors: dict[
             str, int
         ] = {}  # error_key("Type: message") of failed trials -> how many so far
+        # the ETA: the steps the estimate model expects (planner._plan.estimate) against those done
+        self.steps_expected: float | None = None
+        self.steps_before = 0  # steps of trials that ended before this process (a resumed run)
+        self.steps_ended = 0  # steps of the trials that ended in this process
+        self.steps_running: dict[str, int] = {}  # trial id -> its latest reported step
+        self.first_started: float | None = None  # monotonic: the first trial's start, after Ray's
 
     def cell(self, phase: str, arm: str) -> Cell:
         return self.cells.setdefault((phase, arm), Cell())
 
     def started(self, phase: str, arm: str) -> None:
         self.cell(phase, arm).running += 1
+        if self.first_started is None:
+            self.first_started = time.monotonic()
+
+    def reported(self, trial_id: str, step: int) -> None:
+        self.steps_running[trial_id] = step
+
+    @property
+    def steps_done(self) -> int:
+        return self.steps_before + self.steps_ended + sum(self.steps_running.values())
+
+    def eta_s(self) -> float | None:
+        """Seconds left: the steps the estimate model still expects at the seconds per step
+        measured so
+        far in this process (from its first trial's start, so Ray's start is not counted); None
+        before
+        the first step, or without an estimate."""
+        done_here = self.steps_ended + sum(self.steps_running.values())
+        if self.steps_expected is None or self.first_started is None or done_here <= 0:
+            return None
+        per_step = (time.monotonic() - self.first_started) / done_here
+        return max(0.0, self.steps_expected - self.steps_done) * per_step
 
     def cancelled(self, phase: str, arm: str) -> None:
         cell = self.cell(phase, arm)
@@ -75,6 +104,13 @@ class Progress:
         if was_running:
             cell.running = max(0, cell.running - 1)
         cell.ended += 1
+        self.steps_running.pop(str(record.get("trial_id")), None)
+        steps = record.get("exposure")
+        steps = steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+        if was_running:
+            self.steps_ended += steps
+        else:
+            self.steps_before += steps
         status = record["status"]
         cell.failed += status in FAILED
         cell.diverged += status == TrialStatus.DIVERGED
@@ -111,8 +147,19 @@ class Progress:
     def header(self) -> str:
         ended, planned = self.totals()
         budget = f" of {clock(self.max_wall_time_s)}" if self.max_wall_time_s else ""
+        eta = self.eta_s()
         return (
             f"{self.phase}: {ended}/{planned} trials ended, {clock(self.elapsed)}{budget} elapsed"
+            + ("" if eta is None else f", about {clock(eta)} left")
+        )
+
+    def metric_line(self) -> str:
+        """What the value column shows, with the metrics' names (the table's cells have no room for
+        them)."""
+        mode = "highest" if self.mode == "max" else "lowest"
+        return terminal_safe(
+            f"value: best ({mode}) {self.metric} while tuning; "
+            f"mean {self.decision_metric} in confirmation"
         )
 
 
@@ -206,15 +253,18 @@ class LineDisplay(QuietDisplay):
         value = last_value(record, metric)
         ended, planned = p.totals()
         shown = f" {metric}={_fmt(value)}" if value is not None else ""
-        print(
+        eta = p.eta_s()
+        left = "" if eta is None else f", about {clock(eta)} left"
+        line = (
             f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
-            f"(exposure {record['exposure']}; {ended}/{planned} ended)",
-            file=self.stream,
-            flush=True,
+            f"(exposure {record['exposure']}; {ended}/{planned} ended{left})"
         )
+        print(terminal_safe(line), file=self.stream, flush=True)
 
     def note(self, text: str) -> None:
-        print(f"[{clock(self.progress.elapsed)}] {text}", file=self.stream, flush=True)
+        print(
+            terminal_safe(f"[{clock(self.progress.elapsed)}] {text}"), file=self.stream, flush=True
+        )
 
 
 class LiveDisplay(QuietDisplay):
@@ -223,7 +273,9 @@ class LiveDisplay(QuietDisplay):
 
     def __init__(self, progress: Progress):
         super().__init__(progress)
-        self.console = rich_console.Console(stderr=False)
+        # rich's own codes draw the table; what it draws is made safe cell by cell (`_cell`)
+        drawing = getattr(sys.stdout, "for_drawing", None)
+        self.console = rich_console.Console(file=drawing() if drawing else sys.stdout)
         self.live = rich_live.Live(
             self._render(),
             console=self.console,
@@ -258,9 +310,8 @@ class LiveDisplay(QuietDisplay):
     def _render(self) -> Any:
         p = self.progress
         # fits 80 columns: no vertical rules, short headers that never wrap, arm names cut instead
+        # the header above the table, not its title: a title wraps at the table's width
         table = rich_table.Table(
-            title=p.header(),
-            title_justify="left",
             expand=False,
             box=None,
             pad_edge=False,
@@ -279,11 +330,21 @@ class LiveDisplay(QuietDisplay):
                 overflow="ellipsis" if column == "arm" else "fold",
             )
         for row in table_rows(p):
-            table.add_row(*row)
+            table.add_row(*(_cell(value) for value in row))
         notes = [
-            rich_text.Text(note, style="dim", overflow="ellipsis", no_wrap=True) for note in p.notes
+            rich_text.Text(terminal_safe(note), style="dim", overflow="ellipsis", no_wrap=True)
+            for note in [p.metric_line(), *p.notes]
         ]
-        return rich_console.Group(table, *notes)
+        header = rich_text.Text(
+            terminal_safe(p.header()), style="italic", overflow="ellipsis", no_wrap=True
+        )
+        return rich_console.Group(header, table, *notes)
+
+
+def _cell(text: str) -> Any:
+    """A name or value as rich draws it: its control characters shown (`\\x1b`), its brackets as
+    they are (a plain Text: `[bold]` in a name is no markup)."""
+    return rich_text.Text(terminal_safe(text))
 
 
 def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = None):
@@ -293,3 +354,17 @@ def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = Non
     if stream.isatty():
         return LiveDisplay(progress)
     return LineDisplay(progress, stream)
+
+
+def follow(snapshot: Callable[[], tuple[str, bool]], interval_s: float) -> None:
+    """Redraw `snapshot()`'s text in place (rich's Live) every `interval_s` seconds while it says
+    the
+    run goes on (`plan status --watch`); its text is shown as it is, never read as rich markup."""
+    text, going = snapshot()
+    with rich_live.Live(auto_refresh=False) as live:
+        while True:
+            live.update(rich_text.Text(text), refresh=True)
+            if not going:
+                return
+            threading.Event().wait(interval_s)
+            text, going = snapshot()

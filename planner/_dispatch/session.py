@@ -23,11 +23,13 @@ import contextlib
 import importlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
+import tempfile
 import threading
-import time
+import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,14 +38,18 @@ from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
+from planner._dispatch.keeper import start_trial_files
 from planner._dispatch.worker import WORKER_ENV
 from planner._store.files import open_inside
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
 from planner._store.resume import disk_error
 
 ray = lazy_import("ray")  # imported when a command starts or joins Ray
+# Ray's private names, checked against the installed Ray when first used (as Ray starts)
+compat = lazy_import("planner._dispatch.compat")
 
 RAY_LOG = "ray.log"
+OPTUNA_STEP_AGAIN = r"The reported value is ignored because this step"
 
 
 def start_ray(
@@ -98,7 +104,7 @@ def start_ray(
         # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
         # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
         global _embedded_environ
-        with environ({**WORKER_ENV, "PYTHONPATH": pythonpath}):
+        with environ({**WORKER_ENV, "PYTHONPATH": pythonpath, **token_outside_home()}):
             start_local_ray(log_to_driver=log_to_driver, _system_config=EMBEDDED_SYSTEM_CONFIG)
             _embedded_environ = dict(os.environ)
         return True
@@ -125,9 +131,6 @@ EMBEDDED_SYSTEM_CONFIG = {
     "raylet_client_num_connect_attempts": RAY_CONNECT_WAIT_MS // CONNECT_EVERY_MS,
 }
 
-# Imported by both ray.init and Ray Tune (Ray 2.60): imported first, before the two run side by side.
-SHARED_WITH_RAY_INIT = ("ray._common.usage.usage_lib", "ray.dashboard")
-
 
 @contextmanager
 def importing_meanwhile(module: str | None):
@@ -140,7 +143,7 @@ def importing_meanwhile(module: str | None):
     if module is None:
         yield
         return
-    for name in SHARED_WITH_RAY_INIT:
+    for name in compat.SHARED_WITH_RAY_INIT:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     thread = threading.Thread(
@@ -288,6 +291,53 @@ def _flush_stderr() -> None:
             pass
 
 
+class _RayLinesOff:
+    """While a command holds a cluster's Ray: Ray's own lines kept off the terminal, in the run
+    folder's ray.log.
+
+    Two ways reach a terminal past `log_to_driver=False` and the `ray` logger: Ray's C++ core writes
+    to file descriptor 2 (a lost node's `Raylet is terminated`, state dumps, heartbeats), and the
+    driver's thread that reads the cluster's error channel prints `(raylet) ...` on sys.stdout.
+    Descriptor 2 becomes ray.log (sys.stderr keeps the terminal, on a copy of the old descriptor),
+    and what Ray's own threads (named `ray_...`) print on sys.stdout goes to ray.log too."""
+
+    def __init__(self, log_dir: Path):
+        _flush_stderr()
+        self.saved = os.dup(2)
+        log = open_inside(log_dir, Path(log_dir) / RAY_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(log, 2)
+        os.close(log)
+        self.stderr, self.stdout = sys.stderr, sys.stdout
+        self.terminal = os.fdopen(os.dup(self.saved), "w", buffering=1, errors="replace")
+        sys.stderr = self.terminal
+        sys.stdout = _NotRaysThreads(self.stdout, logging.getLogger("ray"))
+
+    def restore(self) -> None:
+        _flush_stderr()
+        sys.stdout, sys.stderr = self.stdout, self.stderr
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        with contextlib.suppress(OSError):
+            self.terminal.close()
+
+
+class _NotRaysThreads:
+    """sys.stdout, except for what Ray's own threads print: that is logged to `logger` (ray.log)."""
+
+    def __init__(self, stream, logger: logging.Logger):
+        self._stream, self._logger = stream, logger
+
+    def write(self, text: str) -> int:
+        if threading.current_thread().name.startswith("ray_"):
+            if text.strip():
+                self._logger.warning("%s", text.rstrip())
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class _RunFolderLog(logging.FileHandler):
     """A FileHandler on `log_dir/ray.log` opened through `open_inside`: no link followed (symbolic, dangling or
     hard), no FIFO or device opened; a planted one is a RunError naming it, raised here, not at the first emit."""
@@ -315,15 +365,16 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
 
     `ray.init(configure_logging=False)` first clears the `ray` logger's handlers, and a
     record no handler takes is printed on stderr by Python's last-resort handler. So
-    during start-up the file handler sits on `ray._private` (where Ray's start-up code
-    logs); afterwards on `ray` itself, which does not propagate to the root logger.
+    during start-up the file handler sits on the logger Ray's start-up code logs on
+    (`compat.RAY_STARTUP_LOGGER`); afterwards on `ray` itself, which does not propagate to the
+    root logger.
     The file starts with where Ray's session folder (raylet and worker logs) is.
     """
     global _ray_log_handler
     if log_dir is None:
         yield
         return
-    ray_logger, startup = logging.getLogger("ray"), logging.getLogger("ray._private")
+    ray_logger, startup = logging.getLogger("ray"), logging.getLogger(compat.RAY_STARTUP_LOGGER)
     if _ray_log_handler is not None:
         ray_logger.removeHandler(_ray_log_handler)
         _ray_log_handler.close()
@@ -343,11 +394,44 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
 
 
 def _note_session_dir(logger: logging.Logger) -> None:
-    try:  # not a public API: a Ray that moved it just leaves the line out
-        session = ray._private.worker._global_node.get_session_dir_path()
-    except AttributeError:
+    try:  # a Ray without these (older than the public session name) just leaves the line out
+        context = ray.get_runtime_context()
+        session = os.path.join(context.get_temp_dir(), context.get_session_name())
+    except (AttributeError, AssertionError):
         return
     logger.info("Ray's own logs (raylet, GCS, workers) are in %s/logs", session)
+
+
+def token_outside_home() -> dict[str, str]:
+    """The authentication token of an embedded Ray, in its environment, when Ray could not keep it
+    in HOME (`~/.ray/auth_token`): a read-only or missing HOME, common in containers and clusters.
+
+    Ray (its token authentication on by default) writes a new token there before it starts, and a
+    HOME it cannot write failed every start; nothing of a run belongs in HOME. Ray's own variables
+    (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `RAY_AUTH_MODE`) and a token already in HOME are
+    left to Ray; the token given here lives only in the environment of the embedded Ray's
+    processes, never in a file (a variable of a credential's name: identity.json leaves it out, a
+    worker's redactor cuts it from a trial's output)."""
+    if any(
+        name in os.environ for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+    ):
+        return {}
+    try:
+        folder = Path.home() / ".ray"
+    except RuntimeError:  # no HOME and no entry in the password database
+        return {"RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    if os.access(folder / "auth_token", os.R_OK) or _can_create_in(folder):
+        return {}
+    return {"RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether `folder` can be written, or created in a HOME that is there and can be written (a
+    HOME that is not there is not created: it is no place of the run's)."""
+    if folder.is_dir():
+        return os.access(folder, os.W_OK | os.X_OK)
+    home = folder.parent
+    return home.is_dir() and os.access(home, os.W_OK | os.X_OK)
 
 
 def start_local_ray(attempts: int = 3, **options) -> None:
@@ -362,125 +446,29 @@ def start_local_ray(attempts: int = 3, **options) -> None:
     for attempt in range(1, attempts + 1):
         try:
             with (
-                _node_registration_polled(),
-                _without_idle_head_processes(bool(options.get("log_to_driver"))),
+                compat.node_registration_polled(),
+                compat.without_idle_head_processes(bool(options.get("log_to_driver"))),
             ):
                 ray.init(include_dashboard=False, configure_logging=False, **options)
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
+            certain = disk_error(error) or isinstance(error, PermissionError)
+            if certain:  # a disk that cannot be written fails every attempt alike: said at once
+                raise RunError(
+                    f"could not start a local Ray: {error}; Ray writes its session under "
+                    f"{_ray_temp_root()} (set RAY_TMPDIR to move it): give it a disk it can write"
+                ) from None
             if attempt == attempts:
                 raise RunError(
                     f"could not start a local Ray after {attempts} attempts: {error}"
                 ) from None
 
 
-@contextmanager
-def _node_registration_polled(every_s: float = 0.02, within_s: float = 30.0):
-    """While an embedded Ray starts, its wait for the new raylet to register with the GCS polls every
-    `every_s` instead of every second.
-
-    ray.init asks the GCS for the node it started (ray._private.services.get_node); asked before the
-    raylet has registered (about 0.6-1.2 s after its start here, once its agents are up), Ray's C++ client
-    waits a whole second before it asks again, so Ray's start took 1 or 2 s longer than the raylet needed.
-    Here the new GCS's node list is read every `every_s` until it holds a node (at most `within_s`; an
-    embedded Ray's own GCS holds only the one it started), then Ray's own call answers at once. Should any
-    of this not be there in the installed Ray, Ray's own call runs alone."""
-
-    def polled(original):
-        def get_node(gcs_address, node_id):
-            try:
-                from ray._raylet import GcsClient
-
-                client = GcsClient(address=gcs_address)
-                deadline = time.monotonic() + within_s
-                while time.monotonic() < deadline:
-                    if client.get_all_node_info(
-                        timeout=2
-                    ):  # an embedded Ray's own GCS: its one node is this one
-                        break
-                    time.sleep(every_s)
-            except Exception:  # Ray's own wait, below, says what went wrong
-                pass
-            return original(gcs_address, node_id)
-
-        return get_node
-
-    with wrapped(getattr(getattr(ray, "_private", None), "services", None), "get_node", polled):
-        yield
-
-
-@contextmanager
-def _without_idle_head_processes(log_to_driver: bool):
-    """While an embedded Ray starts, it starts none of the three head processes a run on one machine leaves
-    idle: the autoscaler's monitor (an embedded Ray has nothing to scale), the log monitor (it streams the
-    workers' log files to a driver that asked for them, and this one did not: `log_to_driver=False`; the
-    files stay in Ray's session folder), and the dashboard's API server (`include_dashboard=False` still
-    starts it, to load Ray's usage-statistics module alone, and ray.init waits for it to come up).
-
-    Each is a Python process booting beside the GCS, the raylet, its agents and the first workers on the
-    same CPUs: ray.init took 1.8-2.6 s with them and 1.0-1.1 s without them here, and `ray.shutdown` has
-    fewer processes to stop. `ray status` and Ray's state API (`ray list`), which read them, are not used by
-    planner. Names missing in the installed Ray leave Ray's own start as it is.
-
-    The raylet's dashboard agent (metrics, logs and events for the dashboard, which an embedded Ray does not
-    run) starts `--minimal`, as it does where Ray is installed without its dashboard's packages: to decide,
-    ray.init imports those packages (aiohttp, grpc, opencensus, opentelemetry, prometheus_client) into the
-    driver (0.14 s here, where the import stops at a missing aiohttp_cors, so the agent was minimal anyway),
-    and where they are all installed the full agent imports them again while the raylet waits for it."""
-    parameter = getattr(getattr(ray, "_private", None), "parameter", None)
-    node = getattr(getattr(ray, "_private", None), "node", None)
-    params_class = getattr(parameter, "RayParams", None)
-    node_class = getattr(node, "Node", None)
-    if params_class is None or node_class is None or not hasattr(node_class, "start_api_server"):
-        yield
-        return
-
-    def ray_params(*args, **kwargs):
-        params = params_class(*args, **kwargs)
-        if hasattr(params, "no_monitor") and hasattr(params, "include_log_monitor"):
-            params.no_monitor = True
-            params.include_log_monitor = bool(log_to_driver)
-        return params
-
-    def start_api_server(self, **kwargs):
-        return (
-            None  # `_webui_url` stays None, as a Node leaves it before the API server would set it
-        )
-
-    def no_dashboard_packages():
-        return ImportError("an embedded Ray runs no dashboard: its agent starts --minimal")
-
-    utils = getattr(getattr(ray, "_private", None), "utils", None)
-    with (
-        replaced(parameter, "RayParams", ray_params),
-        replaced(node_class, "start_api_server", start_api_server),
-        wrapped(utils, "get_dashboard_dependency_error", lambda original: no_dashboard_packages),
-    ):
-        yield
-
-
-@contextmanager
-def wrapped(owner, name: str, wrap: Callable):
-    """`owner.name` is `wrap(original)` while the block runs, then the original again; an `owner` (a library's
-    module or class) without `name`, or None, is left as it is: what is swapped for speed is never needed."""
-    original = getattr(owner, name, None) if owner is not None else None
-    if original is None:
-        yield
-        return
-    with replaced(owner, name, wrap(original)):
-        yield
-
-
-@contextmanager
-def replaced(owner, name: str, value):
-    """`owner.name` is `value` while the block runs, then what it was (a library's function, for the block)."""
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
+def _ray_temp_root() -> str:
+    """Where an embedded Ray writes its session folders: RAY_TMPDIR, else the system's temporary
+    folder (TMPDIR, /tmp), as Ray chooses it."""
+    return os.environ.get("RAY_TMPDIR") or os.path.join(tempfile.gettempdir(), "ray")
 
 
 def claim_stop_signals():
@@ -518,9 +506,8 @@ def _stops_deferred_while_ray_starts(claimed: bool):
     asked: list[int] = []
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda signum, frame: asked.append(signum))
-    utils = getattr(getattr(ray, "_private", None), "utils", None)
     try:
-        with wrapped(utils, "set_sigterm_handler", lambda original: lambda handler: None):
+        with compat.ray_sigterm_handler_not_installed():
             yield
     finally:
         claim_stop_signals()  # ours again, in place of the one Ray's C++ core installs in ray.init
@@ -534,14 +521,26 @@ def restore_stop_signals(previous) -> None:
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
+def _trial_files(run_dir: Path | None, session: str) -> object:
+    """The driver's TrialFiles actor for `session` (None without a run folder, or when Ray could not
+    start it: the workers then keep the trials' files on their own disks, as the docs say)."""
+    if run_dir is None:
+        return None
+    try:
+        return start_trial_files(Path(run_dir), session)
+    except Exception as error:  # Ray Client, or a driver's node that cannot hold it
+        logging.getLogger("ray").warning("no TrialFiles actor on the driver's node: %s", error)
+        return None
+
+
 class GcsWatch:
     """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer accepts a
     connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the driver process
-    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 10 s and
+    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 5 s and
     interrupts the main thread, so the command ends through its own bookkeeping (`lost` says why)."""
 
     def __init__(
-        self, address: str, on_lost: Callable[[], None], *, every_s: float = 2.0, misses: int = 4
+        self, address: str, on_lost: Callable[[], None], *, every_s: float = 1.0, misses: int = 5
     ):
         self.address, self.on_lost, self.every_s, self.misses = address, on_lost, every_s, misses
         self.lost: str | None = None
@@ -586,7 +585,7 @@ def watch_gcs(on_lost: Callable[[], None]) -> GcsWatch | None:
 
 
 MAIN_THREAD_WAIT_S = (
-    10.0  # after a lost GCS: how long the main thread gets to end the command itself
+    5.0  # after a lost GCS: how long the main thread gets to end the command itself
 )
 
 
@@ -648,10 +647,8 @@ def _ray_gone() -> None:
     except Exception:
         pass
     try:
-        node = ray._private.worker._global_node
-        if node is not None:
-            node.kill_all_processes(check_alive=False, allow_graceful=False)
-    except Exception:  # not public in every Ray
+        compat.kill_ray_processes()
+    except Exception:  # whatever is left of Ray's processes ends with this process
         pass
 
 
@@ -690,6 +687,7 @@ class _Deferred:
     def __init__(self):
         self.shutdowns: list[Callable[[], None]] = []
         self.previous: dict | None = None
+        self.lost = False  # a session in the block lost its Ray (the head died)
 
     def add(self, shutdown: Callable[[], None]) -> None:
         if self.previous is None:  # from the run's end on, its result stands
@@ -718,12 +716,25 @@ def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
         yield
     finally:
         deferred, _deferred = _deferred, outer
+        if deferred.lost and hold_signals_to_exit:
+            _exit_after_lost_head()
         try:
             for shutdown in deferred.shutdowns:
                 shutdown()
         finally:
             if deferred.previous is not None and not hold_signals_to_exit:
                 _release_signals(deferred.previous)
+
+
+def _exit_after_lost_head() -> None:
+    """End the process now, exit 3: its run is closed (state `interrupted`, the folder unlocked) and
+    its result printed. Left to itself, Ray's core worker keeps the process until its own timeout on
+    the dead GCS, then ends it with exit 1 (a minute later); nothing of Ray's is left to stop
+    here."""
+    _flush_stderr()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    os._exit(EXIT_INCOMPLETE)
 
 
 def _hold_signals() -> dict:
@@ -751,23 +762,68 @@ def _shut_ray_down() -> None:
         _shutdown()
 
 
+def _after_shutdown(step: Callable[[], None]) -> None:
+    """`step` once Ray is shut down: now, or after the open ray_shutdown_deferred block's."""
+    if _deferred is not None:
+        _deferred.shutdowns.append(step)
+    else:
+        step()
+
+
 def _shutdown() -> None:
     """ray.shutdown, without its one-second wait on the autoscaler's monitor: ray.shutdown stops Ray's
     processes one after another, each given a second after SIGTERM, and the monitor of an embedded head
     does not exit on SIGTERM, so it is killed after that second whatever happens. It holds nothing of a
     run's (it reports the cluster's load to the autoscaler), so it is killed first; the raylet, the GCS
     and the rest are then stopped by ray.shutdown as before."""
+    trees: list = []
     try:
-        node = ray._private.worker._global_node
-        for info in node.all_processes.get("monitor", []) if node is not None else []:
-            if info.process.poll() is None:
-                info.process.kill()
-                info.process.wait(timeout=5)
-    except Exception:  # not public in every Ray: ray.shutdown alone then
+        compat.kill_autoscaler_monitor()
+        trees = _trial_processes(compat.embedded_process_pids())
+    except Exception:  # ray.shutdown alone then
         pass
     global _embedded_environ
     _embedded_environ = None
     ray.shutdown()
+    _end_left_behind(trees)
+
+
+# After ray.shutdown, how long what a trial started may take to end on SIGTERM before it is killed
+LEFT_BEHIND_GRACE_S = 2.0
+
+
+def _trial_processes(ray_pids: list[int]) -> list:
+    """Every process under the embedded Ray's own (its workers, a command's supervisor and what it
+    runs), as psutil sees them now: only what this session's Ray started, never another process of
+    the driver's (a test's server) nor another user's Ray."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for pid in ray_pids:
+        try:
+            for proc in psutil.Process(pid).children(recursive=True):
+                found[proc.pid] = proc
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def _end_left_behind(procs: list) -> None:
+    """What a trial started that outlived Ray's shutdown (a supervisor in its grace, a trainer
+    ignoring SIGTERM, re-parented to PID 1 once its worker was killed) ended before the command
+    exits: SIGTERM, then SIGKILL after LEFT_BEHIND_GRACE_S. psutil's Process knows its own start
+    time, so a pid used again by another process meanwhile is never signalled."""
+    import psutil
+
+    alive = [p for p in procs if p.is_running()]
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=LEFT_BEHIND_GRACE_S)
 
 
 class RunSession:
@@ -794,6 +850,10 @@ class RunSession:
         self._claimed = False
         self._started_ray = False
         self._gcs: GcsWatch | None = None
+        self._quiet: _RayLinesOff | None = None  # Ray's lines off the terminal (on a cluster)
+        self.keeper: object = (
+            None  # the TrialFiles actor of a cluster run (planner._dispatch.keeper)
+        )
         self._exiting = threading.Event()  # __exit__ began: the main thread ends the command
         self._end: Callable[[BaseException | None], BaseException | str | None] | None = None
 
@@ -811,7 +871,13 @@ class RunSession:
         self._end = bookkeeping
 
     def start_ray(
-        self, address: str | None, search_path: list[str], runs_dir: Path, **options
+        self,
+        address: str | None,
+        search_path: list[str],
+        runs_dir: Path,
+        *,
+        keeper_session: str | None = None,
+        **options,
     ) -> None:
         """start_ray; a Ray started here is shut down when the session ends.
 
@@ -831,6 +897,14 @@ class RunSession:
             if self._claimed:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
+        # A trial Tune runs again after its node died reports its first steps again; the study holds
+        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the
+        # user's.
+        warnings.filterwarnings("ignore", message=OPTUNA_STEP_AGAIN, category=UserWarning)
+        if options.get("log_dir") is not None and resolve_address(address) is not None:
+            self._quiet = _RayLinesOff(Path(options["log_dir"]))
+        if keeper_session is not None and resolve_address(address) is not None:
+            self.keeper = _trial_files(options.get("log_dir"), keeper_session)
 
     def _lost(self) -> None:
         """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command through its
@@ -881,10 +955,17 @@ class RunSession:
                 restore_stop_signals(self._signals)
             if self._started_ray and self.lost is None:
                 _shut_ray_down()  # now, or once the command printed its result (ray_shutdown_deferred)
+                if self._quiet is not None:  # once Ray is down: its last lines go to ray.log too
+                    quiet, self._quiet = self._quiet, None
+                    _after_shutdown(quiet.restore)
             elif (
                 self._started_ray
             ):  # Ray's processes are gone with its GCS; shutting down would wait for them
                 _ray_gone()
+                if self._quiet is not None:
+                    _after_shutdown(self._quiet.restore)
+                if _deferred is not None:  # the process ends, exit 3, once the result is printed
+                    _deferred.lost = True
         if isinstance(replacement, BaseException):
             raise replacement  # its __cause__ (or none) is set by whoever made it
         return replacement == HANDLED and error is not None

@@ -31,14 +31,16 @@ from planner._contract.paths import (
     interpolated_paths,
     is_interpolation,
 )
-from planner._core.errors import PlannerError
+from planner._core.errors import PlannerError, RunError
 from planner._core.records import metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.keeper import keeper_name
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
+from planner._store.resume import failed_for_a_full_disk
 from planner._trial.command import command_trainable
 from planner._trial.protocol import TrialSpec
 
@@ -78,6 +80,9 @@ class Dispatch:
         False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     )
     session: str = field(default_factory=new_session)
+    storage: str | None = (
+        None  # plan run --storage: where the trials' files are kept for every node
+    )
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
     # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
     # (a second pass of the phase, a --resume) runs them again, never a new draw
@@ -196,6 +201,12 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        if self.storage:  # checkpoints across nodes (planner._trial.storage): this run's own prefix
+            where, _, query = self.storage.partition("?")
+            run = f"{self.store.root.parent.name}/{self.store.root.name}"
+            extra["storage"] = f"{where.rstrip('/')}/{run}" + (f"?{query}" if query else "")
+        if self.remote:  # the ledger, the kept record and the output log go to the driver's node
+            extra["keeper"] = keeper_name(self.session)
         return TrialSpec(
             trial_id=trial.trial_id,
             phase=trial.phase,
@@ -237,6 +248,13 @@ class Dispatch:
     def _ended(self, record: dict, *, heard: bool = True) -> None:
         """A trial's record: checked across trials, written, kept; the listener hears of it when `heard`."""
         self.started_params.pop(record["trial_id"], None)
+        full = failed_for_a_full_disk(record)
+        if full is not None:  # the machine's failure, not the trial's result: it runs again
+            raise RunError(
+                f"trial {record['trial_id']} failed on a full disk ({full}); that is not its "
+                f"result, so it is not recorded: free space, then resume with --resume "
+                f"{self.store.root}, which runs it again"
+            )
         self._check_data(record)
         self.store.record_trial(record)
         self.records[record["trial_id"]] = record
@@ -331,8 +349,9 @@ class Dispatch:
             self._ended,
             self._cancelled,
             should_stop=getattr(listener, "should_stop", lambda: None),
-            trial_reported=getattr(listener, "trial_reported", lambda trial_id, metrics: None),
+            trial_reported=getattr(listener, "trial_reported", lambda *report: None),
             trial_kept=self._kept,
+            node_refused=getattr(listener, "node_refused", lambda node_id, problem: None),
         )
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:

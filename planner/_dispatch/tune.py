@@ -2,8 +2,9 @@
 
 ONE `Tuner` runs all the sweeps of a run, so the trials of every arm and tuning
 seed share the cluster's slots and the worker processes (`reuse_actors=True`).
-Each sweep (an arm at a tuning seed) keeps its own Optuna study (`OptunaSearch`
-with the declared sampler and seed, over the arm's space) and its own
+Each sweep (an arm at a tuning seed) keeps its own Optuna study (a `SweepStudy`
+in the run folder's studies.log, drawing by tuning index from the declared
+sampler and seed, over the arm's space) and its own
 early-stopping rule (ASHA or the median rule on the reported step, or none), so
 arms never compete with each other inside a rung and every arm gets exactly
 `trials_per_arm` trials per tuning seed.
@@ -27,7 +28,6 @@ the top and is imported when the tuning phase starts, never by a worker.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import os
@@ -35,24 +35,22 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import optuna
-import ray
 from ray import tune
 from ray.tune import ProgressReporter
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, TrialScheduler
 from ray.tune.search import Searcher
-from ray.tune.search.optuna import OptunaSearch
 
 from planner._contract.model import Resources
 from planner._contract.paths import apply_params
 from planner._core.records import finite_final_value
 from planner._core.status import StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import utc_now, without_colours
+from planner._dispatch import compat
 from planner._dispatch.cluster import resources_for
 from planner._dispatch.fixed import (
     after_worker_death,
@@ -61,8 +59,8 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.search import finished_trial, grid_left
-from planner._dispatch.session import embedded_worker_environ, environ, wrapped
+from planner._dispatch.search import SweepStudy, run_studies, study_name
+from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
 
@@ -90,7 +88,9 @@ class Sweep:
     seed: int
     specs: list[TrialSpec]  # in order of index; only the trials still to run
     space: dict[str, Any]  # {dotted key: optuna distribution}
-    sampler: Any  # an optuna sampler
+    sampler: (
+        Any  # the contract's sampler (name, seed): planner._dispatch.search.SweepStudy draws by it
+    )
     finished: list[dict] = field(
         default_factory=list
     )  # the records of a resumed sweep's finished trials
@@ -169,12 +169,10 @@ def _rerun_values(sweep: Sweep, trial_id: str) -> dict[str, Any] | None:
     params = sweep.again.get(trial_id)
     if not isinstance(params, dict) or set(params) != set(sweep.space):
         return None
-    for key, distribution in sweep.space.items():
-        try:
-            if not distribution._contains(distribution.to_internal_repr(params[key])):
-                return None
-        except (TypeError, ValueError, AttributeError):
-            return None
+    try:  # Optuna checks each value against its distribution as it makes a trial of them
+        optuna.trial.create_trial(params=params, distributions=sweep.space, value=0.0)
+    except (TypeError, ValueError, AttributeError):
+        return None
     return dict(params)
 
 
@@ -199,41 +197,35 @@ def _make_rule(early_stop, metric: str, mode: str, exposure: int):
 
 
 class SweepSearch(Searcher):
-    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
+    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study, by tuning index
+    (planner._dispatch.search.SweepStudy): the studies live in `storage` (the run folder's journal) and are
+    asked and told as trials start and end; a resumed sweep's study is given its finished trials first."""
 
-    def __init__(self, state: TuneState):
+    def __init__(self, state: TuneState, storage: Any = None, resumed_at: str | None = None):
         super().__init__(metric=None, mode=None)
         self.state = state
-        self.searchers = []
+        self.studies: list[SweepStudy] = []
+        self.asked: dict[str, int] = {}  # Tune trial id -> its trial number in its sweep's study
+        several = {
+            s.arm: len({x.seed for x in state.sweeps if x.arm == s.arm}) > 1 for s in state.sweeps
+        }
         for sweep in state.sweeps:
-            searcher = OptunaSearch(
-                space=sweep.space, metric=state.metric, mode=state.mode, sampler=sweep.sampler
+            study = SweepStudy(
+                storage,
+                study_name(sweep.arm, sweep.seed, several[sweep.arm]),
+                sweep.sampler,
+                sweep.space,
+                state.mode,
             )
-            study = searcher._ot_study  # OptunaSearch's study, made in its constructor
-            for record in (
-                sweep.finished
-            ):  # a resumed sweep: its study learns what ended, whatever the status
-                told = finished_trial(record, state.metric, sweep.space)
-                if told is not None:
-                    study.add_trial(told)
+            ran = sweep.finished or sweep.again
+            study.replay(sweep.finished, state.metric, resumed_at if ran else None)
             rerun = {
                 spec.trial_id: params
                 for spec in sweep.specs
                 if (params := _rerun_values(sweep, spec.trial_id)) is not None
             }
-            # the trials run again first, in the order their values are enqueued: the study hands those out first
-            sweep.specs = [spec for spec in sweep.specs if spec.trial_id in rerun] + [
-                spec for spec in sweep.specs if spec.trial_id not in rerun
-            ]
-            again = list(rerun.values())
-            for params in again:
-                study.enqueue_trial(params)
-            ran = sweep.finished + [{"params": params} for params in again]
-            for point in grid_left(sweep.sampler, sweep.space, ran) if ran else ():
-                study.enqueue_trial(
-                    point
-                )  # a grid sweep runs next the points no finished (or rerun) trial ran
-            self.searchers.append(searcher)
+            sweep.again = rerun  # the values each trial run again started with (checked)
+            self.studies.append(study)
         self.next = [0] * len(state.sweeps)
         self.turn = 0
 
@@ -248,23 +240,20 @@ class SweepSearch(Searcher):
             if self.next[k] < len(sweeps[k].specs):
                 template = sweeps[k].specs[self.next[k]]
                 self.next[k] += 1
-                params = {
-                    key: _plain(value) for key, value in self.searchers[k].suggest(trial_id).items()
-                }
+                number, drawn = self.studies[k].ask(
+                    template.index, template.trial_id, sweeps[k].again.get(template.trial_id)
+                )
+                params = {key: _plain(value) for key, value in drawn.items()}
                 spec = _with_params(template, params, sweeps[k].raw)
                 self.state.of_trial[trial_id] = (k, spec)
+                self.asked[trial_id] = number
                 return {"planner_spec": asdict(spec)}
         return Searcher.FINISHED
 
-    def on_trial_result(self, trial_id, result):
-        seen = scheduler_result(result, self.state.metric)
-        k = self.state.sweep_of(trial_id)
-        if seen is not None and k is not None:
-            self.searchers[k].on_trial_result(trial_id, seen)
-
     def on_trial_complete(self, trial_id, result=None, error=False):
         k = self.state.sweep_of(trial_id)
-        if k is None:
+        number = self.asked.pop(trial_id, None)
+        if k is None or number is None:
             return
         metric = self.state.metric
         record = self.state.records.get(trial_id)
@@ -282,15 +271,8 @@ class SweepSearch(Searcher):
             if status == TrialStatus.COMPLETED
             else None
         )
-        searcher = self.searchers[k]
-        if final is not None:
-            searcher.on_trial_complete(trial_id, {metric: final}, error=False)
-        else:  # stopped early (pruned), failed, diverged: never a final value
-            searcher.on_trial_complete(trial_id, None, error=status != TrialStatus.EARLY_STOPPED)
-        # The study holds the told trial; OptunaSearch also keeps the asked one, with a copy of it, until the
-        # run ends. A completed id is never asked about again (it is in `_completed_trials`).
-        if trial_id in getattr(searcher, "_completed_trials", ()):
-            getattr(searcher, "_ot_trials", {}).pop(trial_id, None)
+        # stopped early: pruned; failed, diverged: failed; never a final value but a completed one's
+        self.studies[k].tell(number, final, pruned=status == TrialStatus.EARLY_STOPPED)
 
 
 # ---------------------------------------------------------------- the scheduler
@@ -450,7 +432,9 @@ class Recorder(tune.Callback):
                 self.state.last_seen[trial.trial_id] = seen
             entry = self.state.of_trial.get(trial.trial_id)
             if entry is not None:
-                self.state.hooks.trial_reported(entry[1].trial_id, payload["metrics"])
+                self.state.hooks.trial_reported(
+                    entry[1].trial_id, payload["metrics"], payload["step"], payload["time_s"]
+                )
 
     def _end(self, trial, record: dict, *, counted_lost: bool = False) -> None:
         if trial.trial_id in self.state.records:
@@ -508,7 +492,9 @@ class Recorder(tune.Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         """The trial's worker died (its node was lost) and Tune runs it again from the start; a trial that had
         ended (its worker kept its record) is recorded now, and its new start only sends that record back."""
-        message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        message = without_colours(
+            str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        )
         entry = self.state.of_trial.get(trial.trial_id)
         kept = kept_record(entry[1]) if entry else None
         if kept is not None:
@@ -555,7 +541,9 @@ class Recorder(tune.Callback):
         self.ended.append(trial)
         if trial.trial_id in self.state.records:
             return
-        message = str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        message = without_colours(
+            str(getattr(trial, "error_msg", "") or "the trial's worker process died")
+        )
         entry = self.state.of_trial.get(trial.trial_id)
         kept = kept_record(entry[1]) if entry else None
         if (
@@ -615,17 +603,11 @@ def forget(trial, requests: dict) -> None:
     (`_note_unrecorded`). A trial that Tune will run again (a retry after its worker died) is never
     finished, so it is never forgotten."""
     metadata = trial.run_metadata
-    trial._default_result_or_future = (
-        None  # else an empty last result is fetched again from the actor
-    )
+    compat.forget_trial_result(trial)
     metadata.last_result = {}
     metadata.metric_analysis = {}
     metadata.metric_n_steps = {}
     trial.config = {}
-    if hasattr(
-        trial, "_Trial__unresolved_config"
-    ):  # the config's original, kept for Tune's own restore
-        trial._Trial__unresolved_config = {}
     trial.evaluated_params = {}
     trial.experiment_tag = (
         ""  # the suggested config as a string: read only to name a trial's folder, at its start
@@ -652,19 +634,18 @@ def _snapshot_entry(trial, metadata) -> None:
     folder), and the trial was just emptied of what a restore would need, so its cached entry says what it
     was and where its folder is. The snapshot itself is still written (it carries the trials' error files to
     Tune's storage)."""
-    trial._state_json = json.dumps(
+    compat.cache_snapshot_entry(
+        trial,
         {
             "trial_id": trial.trial_id,
             "status": trial.status,
             "relative_logdir": getattr(trial, "relative_logdir", None),
             "planner": ENDED_ENTRY,
-        }
-    )
-    metadata._cached_json = json.dumps(
+        },
         {
             key: getattr(metadata, key, None)
             for key in ("start_time", "num_failures", "error_filename", "pickled_error_filename")
-        }
+        },
     )
 
 
@@ -674,8 +655,10 @@ def _snapshot_entry(trial, metadata) -> None:
 def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
 
-    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, and
-    prestart (warm one worker per slot for the confirmation that follows, during the tuning tail).
+    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, studies
+    (the journal file of the sweeps' Optuna studies; None: in memory), resumed_at (when the run was
+    resumed, for a sweep that ran before), and prestart (warm one worker per slot for the confirmation
+    that follows, during the tuning tail).
     """
     # Tune reads these while it runs (the user's own values win); the process is left as it was. Tune lets a
     # custom searcher keep one trial pending; one per slot keeps every slot fed.
@@ -695,6 +678,8 @@ def _fit(
     hooks: Hooks,
     time_budget_s: float | None,
     storage_dir: str | None = None,
+    studies: str | None = None,
+    resumed_at: str | None = None,
     prestart: bool = False,
 ) -> Outcome:
     """One Tuner over the sweeps, with the three pieces sharing one TuneState."""
@@ -708,7 +693,7 @@ def _fit(
     tuner = tune.Tuner(
         tune.with_resources(tune_trainable, resources_for(resources)),
         tune_config=tune.TuneConfig(
-            search_alg=SweepSearch(state),
+            search_alg=SweepSearch(state, run_studies(studies), resumed_at),
             scheduler=PerSweepScheduler(state, early_stop),
             num_samples=total,
             reuse_actors=True,
@@ -733,10 +718,10 @@ def _fit(
     t0 = time.monotonic()
     try:
         with (
-            callbacks_tagged_without_integrations(),
-            cancelled_actors_forgotten(),
-            trainable_looked_up_once(),
-            trial_actors_on_inherited_environment(embedded_worker_environ()),
+            compat.callbacks_tagged_without_integrations(Recorder),
+            compat.cancelled_actors_forgotten(),
+            compat.trainable_looked_up_once(),
+            compat.trial_actors_on_inherited_environment(embedded_worker_environ()),
         ):
             _note_unrecorded(state, tuner.fit())
     finally:
@@ -749,151 +734,6 @@ def _fit(
     ):
         state.outcome.stopped = StopReason.BUDGET
     return state.outcome
-
-
-@contextmanager
-def callbacks_tagged_without_integrations():
-    """While Tune runs, its usage tag for the run's callbacks is recorded without importing every logger
-    integration Ray knows of.
-
-    Tune's `tag_callbacks` imports the MLflow, W&B, Comet and Aim callbacks (and so MLflow, W&B... when they
-    are installed: 0.7 s for MLflow here) only to tell a built-in callback from a custom one, on every
-    tuning phase's start. planner's one callback is its `Recorder`, which Ray counts as a custom callback:
-    that same tag is recorded (tests/e2e/test_ray_internals.py compares it with Ray's own count). Any
-    other callback list goes to Ray's function unchanged; a Ray without the function is left alone."""
-    from ray.air._internal import usage
-
-    def tagged(original):
-        def tag_callbacks(callbacks):
-            if not callbacks or not all(type(callback) is Recorder for callback in callbacks):
-                return original(callbacks)
-            usage.record_extra_usage_tag(
-                usage.TagKey.AIR_CALLBACKS, json.dumps({"CustomCallback": len(callbacks)})
-            )
-            return True
-
-        return tag_callbacks
-
-    with wrapped(
-        usage if hasattr(usage, "record_extra_usage_tag") else None, "tag_callbacks", tagged
-    ):
-        yield
-
-
-@contextmanager
-def cancelled_actors_forgotten():
-    """While Tune runs, an actor request it cancels takes the tasks queued for that actor with it.
-
-    With reused actors Tune requests a new actor for every trial and cancels the request when it hands the
-    trial a cached actor instead; Ray's actor manager drops the request but keeps the tasks queued for it
-    (the trial's setup, with its config) in `_pending_actors_to_enqueued_actor_tasks` until the run ends:
-    a few KiB a trial. A queue is dropped only for a request that was pending and is no longer (never for
-    an actor that started: its queue was handed to it). A Ray without that manager is left alone."""
-    try:
-        from ray.air.execution._internal.actor_manager import RayActorManager
-    except ImportError:
-        RayActorManager = None
-
-    def with_queue(original):
-        def remove_actor(self, tracked_actor, *args, **kwargs):
-            pending = getattr(self, "_pending_actors_to_attrs", {})
-            was_pending = tracked_actor in pending
-            try:
-                return original(self, tracked_actor, *args, **kwargs)
-            finally:
-                queues = getattr(self, "_pending_actors_to_enqueued_actor_tasks", None)
-                if was_pending and tracked_actor not in pending and queues is not None:
-                    queues.pop(tracked_actor, None)
-
-        return remove_actor
-
-    with wrapped(RayActorManager, "remove_actor", with_queue):
-        yield
-
-
-@contextmanager
-def trainable_looked_up_once():
-    """While Tune runs, its registry answers for the run's trainable from what it read the first time.
-
-    Tune registers the trainable in Ray's GCS (key-value store) when the Tuner is built and then, for every
-    trial, asks the GCS whether it is there (a new Trial) and reads and unpickles it again (twice more as
-    the trial starts): three round trips to the GCS and a cloudpickle load a trial, a tenth of the driver's
-    time in a sweep of trivial trials. Nothing re-registers it while the Tuner runs, so the first answer
-    for each trainable is kept for the block (a lookup that found nothing is asked again). Other
-    categories of the registry, and a Ray without it, are left alone."""
-    try:
-        from ray.tune.registry import TRAINABLE_CLASS, _Registry
-    except ImportError:
-        yield
-        return
-    found: dict = {}
-
-    def cached_get(original):
-        def get(self, category, key):
-            if category != TRAINABLE_CLASS:
-                return original(self, category, key)
-            if (id(self), key) not in found:
-                found[(id(self), key)] = original(self, category, key)
-            return found[(id(self), key)]
-
-        return get
-
-    def cached_contains(original):
-        def contains(self, category, key):
-            return (category == TRAINABLE_CLASS and (id(self), key) in found) or original(
-                self, category, key
-            )
-
-        return contains
-
-    with wrapped(_Registry, "get", cached_get), wrapped(_Registry, "contains", cached_contains):
-        yield
-
-
-@contextmanager
-def trial_actors_on_inherited_environment(inherited: dict[str, str] | None):
-    """While Tune runs on an embedded Ray, its trial actors take a worker Ray has started already.
-
-    Tune registers its trial actor class with a runtime_env of its own (`_ActorClassCache.get`: env_vars
-    PL_DISABLE_FORK, and the driver's AWS_* and Ray Train variables when set); a worker serves only actors
-    and tasks of its own runtime_env, so every first Tune actor waited for a new worker process to start
-    with it: 0.5-0.6 s of a small run's tuning start here. When each of those variables already has the
-    same value in the environment the embedded Ray's workers inherited (`inherited`; WORKER_ENV carries
-    Tune's defaults), the class is registered without a runtime_env: the actors run in the environment they
-    would have had, on a worker that is up. Otherwise (a cluster: `inherited` is None; a variable that
-    differs) Tune's own registration runs; a Ray without these names is left alone."""
-    try:
-        from ray.tune.execution import class_cache
-    except ImportError:
-        yield
-        return
-    cache_class = getattr(class_cache, "_ActorClassCache", None)
-    defaults = getattr(class_cache, "DEFAULT_ENV_VARS", None)
-    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
-    if inherited is None or cache_class is None or defaults is None or propagated is None:
-        yield
-        return
-
-    def inheriting(original):
-        def get(self, trainable_cls):
-            env_vars = {
-                **defaults,
-                **{name: os.environ[name] for name in propagated if name in os.environ},
-            }
-            cache = getattr(self, "_cache", None)
-            if (
-                cache is None
-                or trainable_cls in cache
-                or any(inherited.get(k) != v for k, v in env_vars.items())
-            ):
-                return original(self, trainable_cls)
-            cache[trainable_cls] = ray.remote(trainable_cls)
-            return cache[trainable_cls]
-
-        return get
-
-    with wrapped(cache_class, "get", inheriting):
-        yield
 
 
 class _StopAll(tune.Stopper):

@@ -96,6 +96,7 @@ def tune_trainable(config: dict) -> dict | None:
         and record.get("splits", {}) == sent.get("splits", {})
         and not record.get("notes")
         and not record.get("modules")
+        and not record.get("inputs")
     ):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}
@@ -105,6 +106,21 @@ def confirm_task(spec: dict) -> dict:
     """One fixed-config trial (confirmation, reeval) as a plain Ray task: its record."""
     with trial_processes_end():
         return run_trial(TrialSpec(**spec))
+
+
+def check_node(trainable: str, path: tuple[str, ...]) -> str | None:
+    """On the node it is pinned to: import the trainable and the packages its module imports; None
+    when it can, else what failed, as one line (`ModuleNotFoundError: No module named
+    'sklearn'`)."""
+    for folder in reversed(path):
+        if folder not in sys.path and os.path.isdir(folder):
+            sys.path.insert(0, folder)
+    try:
+        load_trainable(trainable, fresh=False)
+    except Exception as exc:  # noqa: BLE001 - any failure to import is the node's answer
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return None
 
 
 def warm_task(trainable: str, path: tuple[str, ...]) -> int:

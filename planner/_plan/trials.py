@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from planner._contract.rules import max_trials_problem, planned_trials
+from planner._contract.load import LoadedYaml
+from planner._contract.rules import check_bounds, max_trials_problem, planned_trials
+from planner._core.errors import ContractError
 
 
 def tune_trial_id(arm: str, seed: int, index: int) -> str:
@@ -89,7 +91,11 @@ class Plan:
 
 
 def make_plan(contract) -> Plan:
-    """Every planned trial of `contract` (a `planner._contract.model.Contract`)."""
+    """Every planned trial of `contract` (a `planner._contract.model.Contract`); a count past its
+    bound (P430) is refused before anything is built, also for a contract no validation saw."""
+    past = check_bounds(contract, LoadedYaml(None, "<contract>"))
+    if past:
+        raise ContractError(past)
     arms = tuple(arm.name for arm in contract.all_arms)
     groups: list[TuneGroup] = []
     tune: list[PlannedTrial] = []

@@ -59,9 +59,12 @@ from planner._stats.decide import compare
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.identity import (
+    changed_files,
     code_identity,
     command_code_identity,
     data_fingerprints,
+    describe_fact,
+    logged_files_read,
     packages,
 )
 from planner._store.writer import RunStore
@@ -150,6 +153,16 @@ def current_identity(
         "packages": packages(package_names),
         "data": data_fingerprints(data_paths, contract_dir),
     }
+
+
+def files_read_differences(run_dir: Path, base: Path) -> list[Difference]:
+    """The files the run's trials read (identity.json's `files_read`, the records' `inputs.files`)
+    that are not today what was logged, each named once; a file that did not change is never named.
+    """
+    return [
+        Difference(f"files_read.{name}", describe_fact(then), describe_fact(now))
+        for name, then, now in changed_files(logged_files_read(run_dir), base)
+    ]
 
 
 def _short(value: Any) -> str:
@@ -425,11 +438,10 @@ def prepare(
             f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
             "so their estimate is optimistic"
         )
-    from planner._store.identity import trainable_packages
+    from planner._store.identity import trainable_imports
 
-    used = set((folder.identity() or {}).get("packages") or {}) | set(
-        trainable_packages(contract, contract_dir, search_path)
-    )
+    used_today, local_today, _ = trainable_imports(contract, contract_dir, search_path)
+    used = set((folder.identity() or {}).get("packages") or {}) | set(used_today)
     identity = current_identity(
         contract.trainable or f"command: {contract.command_line}",
         search_path,
@@ -439,7 +451,11 @@ def prepare(
         command_dir=contract.command_dir(contract_dir),
         package_names=sorted(used),
     )
+    # today's local modules, computed as the run computed them (a command's too: without them every
+    # logged module read as gone)
+    identity["code"]["local_sources"] = local_today
     differences = compare_identity(folder.identity(), identity)
+    differences += files_read_differences(run_dir, contract.command_dir(contract_dir))
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(
             0, Difference("contract_sha256", info["contract_sha256"], contract.sha256())
@@ -633,6 +649,7 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
                 log_dir=plan.run_dir,
                 contract=c,
                 contract_dir=plan.contract_dir,
+                keeper_session=dispatch.session,
             )
         except RunError:
             raise

@@ -16,10 +16,17 @@ The run folder stays the record; MLflow gets a copy that people can browse:
 Logging the same run folder again adds only what is new (trials are found by
 their `planner.trial_id` tag) and refreshes the tags that can change: the run
 state and the decisions. A trial whose logging was cut short is logged again.
+
+While `plan run` goes, `LiveMlflow` logs each trial as it ends (the parent run first, with the
+contract's
+params); at the end `log_run_to_mlflow` adds what is left: the decisions, and the HTML report and
+decisions.json as the parent run's artifacts. The experiment is tagged a classic (model-training)
+experiment, so that MLflow 3 opens it in its runs view, not its GenAI view.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -37,6 +44,10 @@ from planner._store import read as rf
 TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
 _COMPLETE = "complete"
+# MLflow 3's experiment tag that says which view its UI opens: a model-training experiment's runs,
+# not
+# the traces of a GenAI one (MLflow sets it itself on the experiments it makes for either kind).
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
 # planner trial status -> MLflow run status
 _MLFLOW_STATUS = {  # every other status (planner._core.status.FAILED) is an MLflow FAILED run
@@ -57,6 +68,7 @@ class MlflowLogSummary:
     trials_already_logged: int
     trials_updated: int  # existing trial runs whose decision tag changed
     lines_skipped: int  # unreadable lines of trials.jsonl
+    artifacts: tuple[str, ...] = ()  # the parent run's artifacts logged by this call
 
 
 def log_run_to_mlflow(
@@ -77,6 +89,20 @@ def log_run_to_mlflow(
         raise MlflowTrackingError(
             f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}"
         ) from None
+
+
+def format_summary(summary: MlflowLogSummary) -> str:
+    """What `plan export --mlflow` did, in a line or two."""
+    line = (
+        f"mlflow: {summary.trials_logged} trial(s) logged, {summary.trials_already_logged} already "
+        f"there ({summary.trials_updated} updated) to {summary.tracking_uri}, experiment "
+        f"{summary.experiment_id}, parent run {summary.parent_run_id}"
+    )
+    if summary.artifacts:
+        line += f"; artifacts: {', '.join(summary.artifacts)}"
+    if summary.lines_skipped:
+        line += f"\nnote: {summary.lines_skipped} unreadable line(s) of trials.jsonl skipped"
+    return line
 
 
 def mlflow_missing_reason() -> str | None:
@@ -108,23 +134,31 @@ def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
         ) from None
 
 
+def _parent(client, experiment_id: str, run: MlflowRun, existing: dict) -> str:
+    """The parent MLflow run of `run` (made, with the contract's params, when it is not there
+    yet)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    parent = existing.pop(("run", run.run_id), None)
+    if parent is not None:
+        return parent.info.run_id
+    parent_id = client.create_run(
+        experiment_id,
+        start_time=_ms(run.created),
+        run_name=run.run_id,
+        tags=_str_dict(run.run_tags()),
+    ).info.run_id
+    _log_batch(client, parent_id, RunTag, Metric, Param, params=run.contract_params())
+    return parent_id
+
+
 def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> MlflowLogSummary:
     from mlflow.entities import Metric, Param, RunTag
 
     client = mlflow.MlflowClient(tracking_uri=tracking_uri)
     experiment_id = _experiment_id(client, experiment)
     existing = _existing_runs(client, experiment_id, run.run_id)
-
-    parent = existing.pop(("run", run.run_id), None)
-    if parent is None:
-        parent_id = client.create_run(
-            experiment_id,
-            start_time=_ms(run.created),
-            run_name=run.run_id,
-            tags=_str_dict(run.run_tags()),
-        ).info.run_id
-    else:
-        parent_id = parent.info.run_id
+    parent_id = _parent(client, experiment_id, run, existing)
     _log_batch(
         client,
         parent_id,
@@ -151,7 +185,9 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
         _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param)
         logged += 1
 
+    artifacts: tuple[str, ...] = ()
     if run.state != RunState.RUNNING:
+        artifacts = _log_artifacts(client, parent_id, run)
         client.set_terminated(
             parent_id, status=_parent_status(run.state), end_time=_ms(run.updated)
         )
@@ -163,7 +199,66 @@ def _log(mlflow, run: MlflowRun, tracking_uri: str | None, experiment: str) -> M
         trials_already_logged=already,
         trials_updated=updated,
         lines_skipped=run.lines_skipped,
+        artifacts=artifacts,
     )
+
+
+def _log_artifacts(client, parent_id: str, run: MlflowRun) -> tuple[str, ...]:
+    """The decisions (decisions.json as written) and the HTML report, as the parent run's
+    artifacts."""
+    from planner._results.render import load_for_report, render
+
+    names = []
+    if run.decisions_file:
+        client.log_dict(parent_id, run.decisions_file, "decisions.json")
+        names.append("decisions.json")
+    client.log_text(parent_id, render(load_for_report(run.path, "html"), "html"), "report.html")
+    names.append("report.html")
+    return tuple(names)
+
+
+class LiveMlflow:
+    """Each trial logged to MLflow as it ends, while `plan run` goes (`trial_ended`); what the end
+    adds
+    (decisions, artifacts) is `log_run_to_mlflow`'s, which finds these trials by their tags."""
+
+    def __init__(self, run_dir: str | Path, tracking_uri: str | None, experiment: str | None):
+        self.mlflow = _import_mlflow()
+        self.run = read_run_folder(run_dir)
+        self.tracking_uri = tracking_uri
+        with self._refused():
+            self.client = self.mlflow.MlflowClient(tracking_uri=tracking_uri)
+            self.experiment_id = _experiment_id(self.client, experiment or self.run.name)
+            existing = _existing_runs(self.client, self.experiment_id, self.run.run_id)
+            self.parent_id = _parent(self.client, self.experiment_id, self.run, existing)
+
+    def trial_ended(self, record: Mapping[str, Any]) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        with self._refused():
+            tags = self.run.trial_tags(record)
+            _log_trial(
+                self.client,
+                self.experiment_id,
+                self.parent_id,
+                record,
+                tags,
+                RunTag,
+                Metric,
+                Param,
+            )
+
+    @contextlib.contextmanager
+    def _refused(self):
+        from mlflow.exceptions import MlflowException
+
+        try:
+            yield
+        except MlflowException as error:
+            uri = self.tracking_uri or self.mlflow.get_tracking_uri()
+            raise MlflowTrackingError(
+                f"MLflow (tracking URI {uri}) refused: {error.message}"
+            ) from None
 
 
 def _log_trial(client, experiment_id, parent_id, trial, tags, RunTag, Metric, Param) -> None:
@@ -238,8 +333,27 @@ def _experiment_id(client, name: str) -> str:
             raise MlflowTrackingError(
                 f"the MLflow experiment {name!r} is deleted; restore it, or name another in tracking.mlflow.experiment"
             )
+        if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # one a user marked otherwise is theirs
+            client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return found.experiment_id
-    return client.create_experiment(name)
+    return client.create_experiment(
+        name,
+        artifact_location=_artifact_location(client.tracking_uri),
+        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+    )
+
+
+def _artifact_location(tracking_uri: str | None) -> str | None:
+    """Beside a sqlite store's file, `mlartifacts/` (as `mlflow server` keeps them): MLflow's own
+    default
+    for a sqlite store is ./mlruns of whatever folder the process runs in. None: MLflow's
+    default."""
+    if not tracking_uri or not tracking_uri.startswith("sqlite:///"):
+        return None
+    database = Path(tracking_uri[len("sqlite:///") :].split("?", 1)[0])
+    if not database.name or database.name == ":memory:":
+        return None
+    return (database.resolve().parent / "mlartifacts").as_uri()
 
 
 def _existing_runs(client, experiment_id: str, run_id: str) -> dict[tuple[str, str], Any]:
@@ -282,6 +396,13 @@ class MlflowRun:
     decisions: dict[str, dict[str, Any]]
     trials: list[dict[str, Any]]
     lines_skipped: int
+    contract: dict[str, Any]  # the frozen contract
+    decisions_file: dict[str, Any] | None  # decisions.json as written
+
+    def contract_params(self) -> dict[str, str]:
+        """The frozen contract, one param per leaf by dotted path (as a trial's config is
+        logged)."""
+        return {_mlflow_key(k): _param_value(v) for k, v in flatten(self.contract).items()}
 
     def run_tags(self) -> dict[str, Any]:
         code = self.identity.get("code") or {}
@@ -374,7 +495,8 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
         by_id[record["trial_id"]] = (
             record  # a trial logged twice: the last record counts (docs/run-folder.md)
         )
-    baseline = facts.contract_get(folder.contract(), "baseline.name")
+    contract = folder.contract()
+    baseline = facts.contract_get(contract, "baseline.name")
     return MlflowRun(
         path=path,
         run_id=str(run["run_id"]),
@@ -389,6 +511,8 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
         decisions=decisions,
         trials=list(by_id.values()),
         lines_skipped=len(read.notes),
+        contract=contract if isinstance(contract, dict) else {},
+        decisions_file=folder.decisions(),
     )
 
 

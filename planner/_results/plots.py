@@ -1,18 +1,27 @@
-"""The report's plots as SVG: a forest plot of effects, learning curves, the cost per arm.
+"""The report's plots of the decision and the cost, drawn with plotly; what they share with the
+search's.
 
-Written as text by planner._results.svg (no plotting library is imported: matplotlib's import and
-drawing cost more than a second of a report, docs/speed.md); imported only when an HTML report is
-rendered. Metric and arm names come from the run folder and are drawn as written (escaped).
+Each function returns a `plotly.graph_objects.Figure`; `figure_html` writes one into the page as a
+`<div>` and the call that draws it, and the page carries plotly.js once (`plotly_js`), so the report
+stays one file that opens offline. Names of arms and metrics come from a run folder: in a figure
+they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes, so no
+text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
+entities in its text; escaped, a name stays text).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
+import plotly.graph_objects as go
+import plotly.offline
+from markupsafe import Markup, escape
+from plotly.subplots import make_subplots
 
-from planner._results.svg import Chart, text_width
+from planner._results.report import _fmt
 
 DECISION_COLORS = {
     "accept": "#1a7f37",
@@ -31,180 +40,338 @@ ARM_COLORS = [
     "#bf3989",
     "#0a3069",
 ]
-DPI = 96  # px per inch of the sizes below
-DRAWN = 1e300  # a finite value past this is drawn at it: an axis up to 1.7e308 has no room for its margins
+GREY = "#57606a"
+FONT = "-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif"
+# a finite value past this is drawn at it: plotly's autorange adds margins, and a span near 1.7e308
+# overflows to infinity in the browser (a blank plot)
+DRAWN = 1e300
+# a trace with more points than this is drawn with WebGL (Scattergl): SVG slows past a few thousand
+GL_POINTS = 5000
+# no button bar over the plots (it covers titles and legends): drag to zoom, double-click to reset
+CONFIG = {"displaylogo": False, "responsive": True, "displayModeBar": False}
+AXIS = {
+    "showgrid": True,
+    "gridcolor": "#eaeef2",
+    "zeroline": False,
+    "showline": True,
+    "linecolor": "#d0d7de",
+    "ticks": "outside",
+    "tickcolor": "#d0d7de",
+    "automargin": True,
+}
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+PHASE_ORDER = ("tune", "confirm", "reeval")
 
 
-def _drawable(values: Any) -> np.ndarray:
-    """Values as floats, each finite one held within +-DRAWN (a run folder's metric may be any finite number)."""
+def label(value: Any) -> str:
+    """A name from a run folder as plotly text, shown as written: escaped, so that plotly reads no
+    tag or entity in it; a control character or lone surrogate (a damaged file) becomes U+FFFD,
+    which JSON and the page can hold."""
+    return str(escape(_NOT_TEXT.sub("\ufffd", str(value))))
+
+
+def arm_color(index: int) -> str:
+    return ARM_COLORS[index % len(ARM_COLORS)]
+
+
+def drawable(values: Any) -> np.ndarray:
+    """Values as floats, each finite one held within +-DRAWN; NaN and infinities stay (plotly leaves
+    a gap where JSON writes them as null)."""
     a = np.asarray(values, dtype=float)
     return np.where(np.isfinite(a), np.clip(a, -DRAWN, DRAWN), a)
 
 
-def _label_room(labels: list[str], size: float = 11, most: float = 260) -> float:
-    """The px a panel leaves on its left for these tick labels."""
-    return min(most, max((text_width(label, size) for label in labels), default=0) + 20)
+def scatter(n_points: int, **kwargs: Any) -> go.Scatter | go.Scattergl:
+    """A scatter trace, drawn with WebGL when it holds many points."""
+    return (go.Scattergl if n_points > GL_POINTS else go.Scatter)(**kwargs)
 
 
-def forest_svg(decisions: list[dict[str, Any]], min_effect: float | None, metric: str) -> bytes:
-    """Each arm's effect with its CI, 0 and min_effect marked."""
+def new_figure(
+    height: int, *, title: str | None = None, legend: bool = True, **layout: Any
+) -> go.Figure:
+    """An empty figure in the report's style, its plot `height` px high (margins apart)."""
+    fig = go.Figure(layout={"template": "none"})
+    style_figure(fig, height, title=title, legend=legend, **layout)
+    return fig
+
+
+def style_figure(
+    fig: go.Figure, height: int, *, title: str | None = None, legend: bool = True, **layout: Any
+) -> None:
+    """The report's style on `fig`, whose plot is `height` px high; room for a legend below it."""
+    top, bottom = 50 if title else 30, 110 if legend else 60
+    # no plotly template: a template is checked and copied into every figure (a tenth of a second
+    # each); the few settings the report wants are set here
+    fig.update_layout(
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        height=height + top + bottom,
+        font={"family": FONT, "size": 12, "color": "#1f2328"},
+        margin={"l": 60, "r": 20, "t": top, "b": bottom},
+        showlegend=legend,
+        title={"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left"} if title else None,
+        # below the plot: above it, a legend meets the subplots' titles and plotly's buttons
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "xanchor": "left",
+            "traceorder": "normal",
+        },
+        hoverlabel={"namelength": -1},
+        **layout,
+    )
+    fig.update_xaxes(AXIS)
+    fig.update_yaxes(AXIS)
+
+
+def add_note(fig: go.Figure, note: str) -> None:
+    """A sentence above the plot, in grey (how it was drawn: thinned, or what it leaves out)."""
+    fig.update_layout(
+        title={"text": label(note), "font": {"size": 11, "color": GREY}, "x": 0, "xanchor": "left"},
+        height=fig.layout.height + 30,
+        margin={"t": fig.layout.margin.t + 30},
+    )
+
+
+def note_figure(text: str, height: int = 40) -> go.Figure:
+    """A figure that holds only a sentence (nothing to draw yet)."""
+    fig = new_figure(height, legend=False)
+    fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def grid_shape(n: int) -> tuple[int, int]:
+    """(rows, columns) of `n` subplots: at most three a row (four as two by two)."""
+    n = max(n, 1)
+    cols = 2 if n == 4 else min(n, 3)
+    return -(-n // cols), cols
+
+
+def grid_cell(index: int, n: int) -> dict[str, int]:
+    """The row and column of the index-th of `n` subplots of a `grid_figure`."""
+    cols = grid_shape(n)[1]
+    return {"row": index // cols + 1, "col": index % cols + 1}
+
+
+def grid_figure(
+    titles: Sequence[str], *, shared_y: bool, height_per_row: int, legend: bool = True
+) -> go.Figure:
+    """Subplots, one per title (already labels), laid out by `grid_shape`."""
+    rows, cols = grid_shape(len(titles))
+    fig = make_subplots(
+        figure=go.Figure(layout={"template": "none"}),
+        rows=rows,
+        cols=cols,
+        shared_yaxes=shared_y,
+        subplot_titles=list(titles),
+        horizontal_spacing=0.06 if shared_y else 0.09,
+        vertical_spacing=min(0.3, 0.45 / rows),
+    )
+    style_figure(fig, height_per_row * rows, legend=legend)
+    return fig
+
+
+def figure_html(fig: go.Figure, div_id: str) -> Markup:
+    """The figure as a `<div>` and the script that draws it; plotly.js itself comes once
+    (`plotly_js`)."""
+    return Markup(
+        fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=div_id,
+            config=CONFIG,
+            default_width="100%",
+        )
+    )
+
+
+def plotly_js() -> Markup:
+    """plotly.js, to go into the page once, in a <script> (it holds no `</script`)."""
+    return Markup(plotly.offline.get_plotlyjs())
+
+
+# ---------------------------------------------------------------- the decision
+
+
+def forest_figure(
+    decisions: Sequence[Mapping[str, Any]], min_effect: float | None, metric: str
+) -> go.Figure:
+    """Each arm's effect with its CI, 0 and min_effect marked; plotly's axis (its tick labels are
+    the values at the ticks)."""
     rows = [d for d in decisions if d.get("effect") is not None]
-    width, height = 8 * DPI, (0.6 * max(len(rows), 1) + 1.4) * DPI
-    chart = Chart(width, height)
     if not rows:
-        why = (
-            "no decisions yet"
-            if not decisions
-            else "no effect to plot: no arm has a complete comparison"
+        why = "no decisions yet" if not decisions else "no arm has a complete comparison yet"
+        return note_figure(f"No effect to plot: {why}.")
+    fig = new_figure(40 + 44 * len(rows))
+    shown: set[str] = set()
+    for d in reversed(rows):
+        decision = str(d.get("decision") or "not decided")
+        effect = float(drawable(d["effect"]))
+        low, high = (d.get(k) for k in ("ci_low", "ci_high"))
+        lo = float(drawable(low)) if low is not None else None
+        hi = float(drawable(high)) if high is not None else None
+        ci = f"[{_fmt(low)}, {_fmt(high)}]" if lo is not None and hi is not None else "unbounded"
+        fig.add_trace(
+            go.Scatter(
+                x=[effect],
+                y=[label(d["arm"])],
+                mode="markers",
+                name=label(decision),
+                legendgroup=decision,
+                showlegend=decision not in shown,
+                marker={"color": DECISION_COLORS.get(decision, "#24292f"), "size": 11},
+                error_x={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [max(hi - effect, 0.0) if hi is not None else 0.0],
+                    "arrayminus": [max(effect - lo, 0.0) if lo is not None else 0.0],
+                    "thickness": 2.5,
+                    "width": 6,
+                },
+                text=[f"{label(d['arm'])}: {label(decision)}, CI {ci}"],
+                hovertemplate="%{text}<br>effect %{x:.4g}<extra></extra>",
+            )
         )
-        chart.panel(0, 0, width, height, note=why)
-        return chart.svg()
-    names = [str(d["arm"]) for d in reversed(rows)]
-    left = max(60.0, _label_room(names))
-    panel = chart.panel(
-        left,
-        12,
-        width - left - 90,
-        height - 12 - 52,
-        x_margin=0.25,
-        grid="x",
-        y_range=(-0.7, len(rows) - 0.3),
-        y_labels=list(enumerate(names)),
-        xlabel=f"effect on {metric} vs the baseline, positive = better (CI at the adjusted alpha)",
-        legend_at="lower right",
-    )
-    panel.vline(0, "#57606a", 1.0)
+        shown.add(decision)
+    fig.add_vline(x=0, line={"color": GREY, "width": 1})
     if min_effect is not None:
-        panel.vline(
-            float(_drawable(min_effect)), "#cf222e", 1.2, "--", label=f"min_effect = {min_effect:g}"
+        fig.add_vline(
+            x=float(drawable(min_effect)),
+            line={"color": "#cf222e", "width": 1.2, "dash": "dash"},
+            annotation_text=f"min_effect = {min_effect:g}",
+            annotation_position="top",
         )
-    for y, d in enumerate(reversed(rows)):
-        color = DECISION_COLORS.get(str(d.get("decision")), "#24292f")
-        effect = float(_drawable(d["effect"]))
-        lo = float(_drawable(d["ci_low"])) if d.get("ci_low") is not None else effect
-        hi = float(_drawable(d["ci_high"])) if d.get("ci_high") is not None else effect
-        panel.line([lo, hi], [y, y], color, 2.5)
-        panel.point(effect, y, color)
-        panel.text(
-            hi if np.isfinite(hi) else effect, y, str(d.get("decision")), color, size=11, dx=6
-        )
-    return chart.svg()
-
-
-def curves_svg(
-    curves: pd.DataFrame,
-    arms: list[str],
-    metric: str,
-    unit: str,
-    exposure: int | None = None,
-    selected: dict[str, pd.DataFrame] | None = None,
-) -> bytes:
-    """Median per step with its spread, per arm; tuning and confirmation side by side.
-
-    `selected` (arm -> step, value) draws each arm's selected tuning trial, dashed, on the tuning panel.
-    """
-    selected = selected or {}
-    phases = [p for p in ("tune", "confirm", "reeval") if p in set(curves["phase"].astype(str))]
-    titles = {
-        "tune": "tuning: median, 25–75 % of trials",
-        "confirm": "confirmation: median, min–max over seeds",
-        "reeval": "re-evaluation: median, min–max",
-    }
-    n = max(len(phases), 1)
-    width, height = 5.2 * n * DPI, 3.8 * DPI
-    chart = Chart(width, height)
-    if not phases:
-        chart.panel(0, 0, width, height, note=f"no reports of {metric} yet")
-        return chart.svg()
-    phase_col = curves["phase"].astype(str).to_numpy()
-    arm_col = curves["arm"].astype(str).to_numpy()
-    left, gap, right = 70.0, 50.0, 12.0
-    each = (width - left - right - gap * (n - 1)) / n
-    for k, phase in enumerate(phases):
-        panel = chart.panel(
-            left + k * (each + gap),
-            28,
-            each,
-            height - 28 - 72,
-            title=titles[phase],
-            xlabel=unit,
-            ylabel=metric if k == 0 else None,
-            x_integer=True,
-            legend_at="below",
-        )
-        for i, arm in enumerate(arms):
-            sub = curves[(phase_col == phase) & (arm_col == arm)]
-            if not len(sub):
-                continue
-            color = ARM_COLORS[i % len(ARM_COLORS)]
-            x = sub["step"].to_numpy(dtype=float)
-            lo, hi = ("q25", "q75") if phase == "tune" else ("min", "max")
-            panel.band(x, _drawable(sub[lo]), _drawable(sub[hi]), color)
-            panel.line(x, _drawable(sub["median"]), color, 1.8, label=arm if k == 0 else None)
-            if phase == "tune" and arm in selected:
-                sel = selected[arm]
-                panel.line(
-                    sel["step"].to_numpy(dtype=float), _drawable(sel["value"]), color, 1.1, "--"
-                )
-        if phase == "tune" and selected and k == 0:
-            panel.legend.append(("selected trial", "#57606a", "--", "line"))
-        if (
-            exposure is not None
-            and float(curves["step"].to_numpy()[phase_col == phase].max()) > exposure
-        ):
-            panel.vline(exposure, "#cf222e", 1.0, ":", label="budget" if k == 0 else None)
-    return chart.svg()
-
-
-def cost_svg(cost: list[dict[str, Any]]) -> bytes:
-    """Per arm: trial time (by phase) and the median seconds per step, side by side, small."""
-    arms = [str(c["arm"]) for c in cost]
-    width, height = 8 * DPI, (0.35 * max(len(arms), 1) + 1.3) * DPI
-    chart = Chart(width, height)
-    y = list(range(len(arms)))[::-1]
-    phases = sorted(
-        {p for c in cost for p in c.get("phases") or {}},
-        key=lambda p: (
-            ("tune", "confirm", "reeval").index(p) if p in ("tune", "confirm", "reeval") else 9
-        ),
+    fig.update_xaxes(
+        title_text=f"effect on {label(metric)} vs the baseline, positive = better "
+        "(CI at the adjusted alpha)",
+        zeroline=False,
     )
+    fig.update_yaxes(type="category")
+    return fig
+
+
+def seed_differences_figure(
+    per_seed: Mapping[str, Any],
+    baseline: str | None,
+    mode: str,
+    min_effect: float | None,
+) -> go.Figure:
+    """The paired design seed by seed: per treatment arm, its value less the baseline's on each seed
+    both ran (turned so that positive = better, as the effect), with the mean and spread as a box.
+    """
+    metric = str(per_seed.get("metric"))
+    sign = -1.0 if mode == "min" else 1.0
+    arms = [a for a in per_seed.get("arms") or [] if a != baseline]
+    fig = new_figure(40 + 56 * max(len(arms), 1), legend=False)
+    drawn = 0
+    for i, arm in enumerate(arms):
+        seeds, diffs = [], []
+        for row in per_seed.get("rows") or []:
+            base, other = (_counted(row["values"].get(a)) for a in (baseline, arm))
+            if base is not None and other is not None:
+                seeds.append(row["seed"])
+                diffs.append(sign * (other - base))
+        if not diffs:
+            continue
+        drawn += 1
+        fig.add_trace(
+            go.Box(
+                x=drawable(diffs),
+                y=[label(arm)] * len(diffs),
+                orientation="h",
+                name=label(arm),
+                boxpoints="all",
+                jitter=0.35,
+                pointpos=0,
+                boxmean=True,
+                marker={"color": arm_color(i + 1), "size": 8},
+                line={"color": arm_color(i + 1)},
+                fillcolor="rgba(0,0,0,0)",
+                text=[f"{label(arm)}, seed {s}" for s in seeds],
+                hovertemplate="%{text}: %{x:.4g}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    if not drawn:
+        return note_figure("No seed has a confirmation value in both an arm and the baseline yet.")
+    fig.add_vline(x=0, line={"color": GREY, "width": 1})
+    if min_effect is not None:
+        fig.add_vline(
+            x=float(drawable(min_effect)), line={"color": "#cf222e", "width": 1.2, "dash": "dash"}
+        )
+    turned = "baseline − arm" if sign < 0 else "arm − baseline"
+    fig.update_xaxes(
+        title_text=f"{label(metric)}: {turned} on the same seed, positive = better", zeroline=False
+    )
+    fig.update_yaxes(type="category")
+    return fig
+
+
+def _counted(cell_: Mapping[str, Any] | None) -> float | None:
+    """A confirmation cell's value as the decision counts it (completed, or a diverged seed at
+    `failures.diverged_value`), else None."""
+    if not cell_ or cell_.get("value") is None:
+        return None
+    if cell_.get("status") == "completed" or cell_.get("counted_as"):
+        return float(cell_["value"])
+    return None
+
+
+# ---------------------------------------------------------------- the cost
+
+
+def cost_figure(cost: Sequence[Mapping[str, Any]]) -> go.Figure:
+    """Per arm: trial time split by phase, and the median seconds per step, side by side."""
+    arms = [label(c["arm"]) for c in cost]
     total = max((c.get("trial_seconds") or 0.0 for c in cost), default=0.0)
     unit, scale = ("s", 1.0) if total < 120 else ("min", 60.0) if total < 7200 else ("h", 3600.0)
-    left, gap, right, top = max(40.0, _label_room(arms)), 16.0, 12.0, 10.0
-    each = (width - left - right - gap) / 2
-    span = (-0.6, len(arms) - 0.4)
-    times = chart.panel(
-        left,
-        top,
-        each,
-        height - top - 48,
-        xlabel=f"trial time ({unit})",
-        grid="x",
-        x_from_zero=True,
-        y_range=span,
-        y_labels=list(zip(y, arms, strict=True)),
-        legend_at="lower right",
+    fig = make_subplots(
+        figure=go.Figure(layout={"template": "none"}),
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
     )
-    start = [0.0] * len(arms)
+    style_figure(fig, 30 + 34 * len(arms), barmode="stack")
+    phases = sorted(
+        {p for c in cost for p in c.get("phases") or {}},
+        key=lambda p: (PHASE_ORDER.index(p) if p in PHASE_ORDER else 9, p),
+    )
     for j, phase in enumerate(phases):
-        widths = [
-            ((c.get("phases") or {}).get(phase) or {}).get("trial_seconds", 0.0) / scale
-            for c in cost
-        ]
-        for row, w, s0 in zip(y, widths, start, strict=True):
-            times.hbar(row, w, s0, ARM_COLORS[j % len(ARM_COLORS)], opacity=0.8, label=phase)
-        start = [a + b for a, b in zip(start, widths, strict=True)]
-    steps = chart.panel(
-        left + each + gap,
-        top,
-        each,
-        height - top - 48,
-        xlabel="median seconds per step",
-        grid="x",
-        x_from_zero=True,
-        y_range=span,
-        y_labels=[(row, "") for row in y],
+        seconds = [((c.get("phases") or {}).get(phase) or {}).get("trial_seconds") for c in cost]
+        fig.add_trace(
+            go.Bar(
+                x=drawable([(s or 0.0) / scale for s in seconds]),
+                y=arms,
+                orientation="h",
+                name=label(phase),
+                marker={"color": arm_color(j), "opacity": 0.85},
+                text=[label(phase)] * len(arms),
+                textposition="none",
+                hovertemplate=f"%{{y}}, %{{text}}: %{{x:.3g}} {unit}<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Bar(
+            x=drawable([c.get("median_s_per_step") for c in cost]),
+            y=arms,
+            orientation="h",
+            name="median s / step",
+            marker={"color": GREY},
+            showlegend=False,
+            hovertemplate="%{x:.3g} s per step<extra>%{y}</extra>",
+        ),
+        row=1,
+        col=2,
     )
-    for row, c in zip(y, cost, strict=True):
-        steps.hbar(row, c.get("median_s_per_step") or 0.0, 0.0, "#57606a")
-    return chart.svg()
+    fig.update_xaxes(title_text=f"trial time ({unit})", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title_text="median seconds per step", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(type="category", autorange="reversed")
+    return fig

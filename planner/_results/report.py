@@ -3,13 +3,15 @@
 `summarize(results)` gathers everything a reviewer needs into plain data (the
 JSON report is exactly that); `render_markdown` and `render_html` lay the same
 content out. All are pure: they return strings, and only the CLI prints or
-writes. HTML lives in `planner._results.html`, plots (SVG) in `planner._results.plots`; `planner._results.render` picks the format.
+writes. HTML lives in `planner._results.html` (templates and plotly figures);
+`planner._results.render` picks the format.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +42,6 @@ KEY_PACKAGES = (
     "hydra-core",
     "transformers",
 )
-MAX_CURVE_POINTS = 200
 MAX_ROWS = 100  # failures and violations listed in md and html; json lists them all
 SOURCES = {"logged": "logged", "reports": "found in the reports", "error": "from the trial's error"}
 
@@ -300,6 +301,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
             "state_reason": state.get("reason"),
             "state_updated": state.get("updated"),
             "lock": results.lock,
+            "resumes": facts.resumes(results.events),  # docs/running.md, "Resume"
             "hypothesis": c.get("hypothesis"),
             "factor": {
                 "name": facts.contract_get(c, "factor.name"),
@@ -377,157 +379,6 @@ def render_json(results: RunResults) -> str:
     return json.dumps(summarize(results), indent=2, allow_nan=False) + "\n"
 
 
-# ---------------------------------------------------------------- curves
-
-
-def curves(
-    results: RunResults, metric: str | None = None, max_points: int = MAX_CURVE_POINTS
-) -> pd.DataFrame:
-    """Learning curves: per phase, arm and step, the median and spread of `metric` across trials.
-
-    Columns: phase, arm, step, n, median, q25, q75, min, max (quantiles interpolated
-    linearly, as pandas does). At most `max_points` steps per curve, evenly spread
-    over the steps reported. One sort of the values does every group at once.
-    """
-    metric = metric or results.metric
-    r = results.reports
-    cols = ["phase", "arm", "step", "n", "median", "q25", "q75", "min", "max"]
-    if not len(r) or metric is None or metric not in r["metric"].cat.categories:
-        return pd.DataFrame({c: [] for c in cols})
-    mask = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(
-        metric
-    )  # codes: no strings
-    columns = [
-        r["step"].to_numpy(),
-        r["value"].to_numpy(),
-        r["phase"].cat.codes.to_numpy(),
-        r["arm"].cat.codes.to_numpy(),
-    ]
-    if (
-        not mask.all()
-    ):  # the html report reads one metric: then no copy of a million rows selects them all
-        columns = [column[mask] for column in columns]
-    step, value, phase_codes, arm_codes = columns
-    del columns, mask
-    steps = _distinct(step)
-    # the group key below fits in int16 for any ordinary run (phases x arms x steps < 2**15): a quarter of
-    # the memory of int64 over a million reports, and the key numpy's radix sort takes
-    small = len(r["phase"].cat.categories) * len(r["arm"].cat.categories) * steps.size < 2**15
-    kind = np.int16 if small else np.int64
-    key = _positions(
-        steps, step, kind
-    )  # the step's position (in `kind`: rows left out below copy 2 bytes each)
-    del step
-    keep = np.isfinite(value) & (phase_codes >= 0) & (arm_codes >= 0)
-    if steps.size > max_points:
-        keep &= np.isin(
-            key, np.unique(np.linspace(0, steps.size - 1, max_points).round().astype(int))
-        )
-    if not keep.all():
-        key, value, phase_codes, arm_codes = (
-            key[keep],
-            value[keep],
-            phase_codes[keep],
-            arm_codes[keep],
-        )
-    del keep
-    if not value.size:
-        return pd.DataFrame({c: [] for c in cols})
-    phase, arm = phase_codes.astype(kind), arm_codes.astype(kind)
-    del phase_codes, arm_codes
-    n_arms = int(arm.max()) + 1
-    phase *= n_arms  # phase and arm are this function's own copies; the whole key is built on the step's in place
-    phase += arm
-    del arm
-    phase *= steps.size
-    key += phase
-    del phase
-    # sorted by key, then by value: np.lexsort((value, key)) in half the time when the keys are below 2**15 (a
-    # sort by value, then a stable sort by key: numpy's radix sort); each side is taken in order as soon as its
-    # order is known, so that one index array of a million rows is alive at a time (the html report's peak)
-    if key.min() < 0 or key.max() >= 2**15:
-        order = np.lexsort((value, key))
-    else:
-        order = np.argsort(value)
-        key, value = key[order].astype(np.int16, copy=False), value[order]
-        del order
-        order = np.argsort(key, kind="stable")
-    key, value = key[order], value[order]
-    del order
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    counts = np.diff(np.r_[starts, key.size])
-
-    def quantile(q: float) -> np.ndarray:
-        pos = q * (counts - 1)
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.minimum(lo + 1, counts - 1)
-        frac = pos - lo
-        return value[starts + lo] + (value[starts + hi] - value[starts + lo]) * frac
-
-    group = key[starts].astype(np.int64)
-    phase_cat, arm_cat = r["phase"].cat.categories, r["arm"].cat.categories
-    return pd.DataFrame(
-        {
-            "phase": pd.Categorical.from_codes(
-                group // (n_arms * steps.size), categories=phase_cat
-            ),
-            "arm": pd.Categorical.from_codes((group // steps.size) % n_arms, categories=arm_cat),
-            "step": steps[group % steps.size],
-            "n": counts,
-            "median": quantile(0.5),
-            "q25": quantile(0.25),
-            "q75": quantile(0.75),
-            "min": value[starts],
-            "max": value[starts + counts - 1],
-        }
-    )
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """np.unique of non-negative integers such as steps, by counting when their range is small (no sort)."""
-    if (
-        values.size
-        and values.dtype.kind in "iu"
-        and values.min() >= 0
-        and values.max() < 4 * values.size + 1024
-    ):
-        return np.flatnonzero(np.bincount(values)).astype(values.dtype)
-    return np.unique(values)
-
-
-def _positions(steps: np.ndarray, step: np.ndarray, kind: Any) -> np.ndarray:
-    """Each step's position in the sorted distinct `steps`, as `kind`: through a lookup table when the steps
-    are small non-negative integers (no int64 array of a million positions on the way), else searchsorted."""
-    if (
-        steps.size
-        and steps.dtype.kind in "iu"
-        and steps.min() >= 0
-        and steps.max() < 4 * step.size + 1024
-    ):
-        table = np.zeros(int(steps.max()) + 1, dtype=kind)
-        table[steps] = np.arange(steps.size, dtype=kind)
-        return table[step]
-    return np.searchsorted(steps, step).astype(kind)
-
-
-def selected_curves(results: RunResults, metric: str | None = None) -> dict[str, pd.DataFrame]:
-    """Per arm, the steps and values of `metric` reported by its selected tuning trial."""
-    metric = metric or results.metric
-    r = results.reports
-    arms = (results.selection or {}).get("arms") or {}
-    out: dict[str, pd.DataFrame] = {}
-    if not len(r) or metric not in r["metric"].cat.categories:
-        return out
-    is_metric = r["metric"].cat.codes.to_numpy() == r["metric"].cat.categories.get_loc(metric)
-    for arm, sel in arms.items():
-        tid = (sel or {}).get("trial_id")
-        if tid and tid in r["trial_id"].cat.categories:
-            rows = r.loc[is_metric & (r["trial_id"] == tid).to_numpy(), ["step", "value"]]
-            if len(rows):
-                out[str(arm)] = rows.reset_index(drop=True)
-    return out
-
-
 # ---------------------------------------------------------------- markdown
 
 
@@ -558,6 +409,20 @@ _MD_SPECIAL = str.maketrans(
 def _md(text: Any) -> str:
     """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links, code, emphasis)."""
     return terminal_safe(" ".join(str(text).split())).translate(_MD_SPECIAL)
+
+
+_MD_ESCAPED = re.compile(r"&(amp|lt|gt);|\\([|\[\]`*])")
+_MD_ENTITIES = {"amp": "&", "lt": "<", "gt": ">"}
+
+
+def terminal_markdown(markdown: str) -> str:
+    """The markdown report as plain text for a terminal: `_md`'s escapes undone in one pass
+    (`&lt;absent&gt;` reads `<absent>`, `\\[0.9, 0.999\\]` reads `[0.9, 0.999]`). The text was made
+    terminal-safe before it was escaped, so nothing undone here reaches the terminal as a
+    control."""
+    return _MD_ESCAPED.sub(
+        lambda m: _MD_ENTITIES[m.group(1)] if m.group(1) else m.group(2), markdown
+    )
 
 
 def _code(text: Any) -> str:
@@ -642,6 +507,8 @@ def render_markdown(results: RunResults) -> str:
         + (f", updated {_md(s['state_updated'])}" if s.get("state_updated") else ""),
         "",
     ]
+    if s.get("resumes"):
+        out += [f"- {_md(facts.resume_line(r).capitalize())}." for r in s["resumes"]] + [""]
     if s.get("lock"):
         lk = s["lock"]
         out += [

@@ -10,14 +10,16 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
-from typing import Any
+from typing import Any, TypedDict
 
-from planner._core.status import RunState
-from planner._core.text import format_duration, terminal_safe
+from planner._core.records import TrialRecord, finite_final_value
+from planner._core.status import RunState, TrialStatus
+from planner._core.text import clock, format_duration, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.claims import decision_findings
+from planner._store.live import read_live_progress, read_live_reports
 from planner._store.lock import stale_reason
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
@@ -34,15 +36,105 @@ def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
     return stale_reason(lock) is None
 
 
+class RunningTrial(TypedDict):
+    """A trial started and not ended, with its latest live report (None before its first)."""
+
+    trial_id: str
+    phase: str | None
+    arm: str | None
+    step: int | None
+    time_s: float | None
+    metric: str | None
+    value: float | None
+
+
+class Live(TypedDict):
+    """What the driver last wrote of its progress (live/progress.json); None in every field when the
+    run wrote none (a run of an earlier planner, or one that never started a trial)."""
+
+    phase: str | None
+    updated: str | None
+    steps_done: int | None
+    steps_expected: float | None
+    eta_s: float | None
+
+
+def _slim_with_finals(
+    folder: rf.RunFolder, contract: dict[str, Any], notes: list[str]
+) -> tuple[list[TrialRecord], dict[str, float]]:
+    """The trial records slimmed (planner._store.facts.slim_record: memory stays flat), and trial
+    id ->
+    the finite final value of a completed trial's metric (the tuning metric while tuning, the
+    decision
+    metric after), taken from its reports before they are dropped."""
+    metric = facts.contract_get(contract, "metric.name")
+    decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
+    limits = facts.report_limits(contract)
+    records: list[TrialRecord] = []
+    finals: dict[str, float] = {}
+    for record in folder.iter_trials(notes):
+        wanted = metric if record.get("phase") == "tune" else decision_metric
+        value = None if wanted is None else finite_final_value(dict(record), wanted)
+        if value is not None and record.get("status") == TrialStatus.COMPLETED:
+            finals[str(record.get("trial_id"))] = value
+        records.append(facts.slim_record(record, contract, limits=limits))
+    return records, finals
+
+
+def _best(values: list[float], mode: str) -> float | None:
+    if not values:
+        return None
+    return max(values) if mode == "max" else min(values)
+
+
+def _running_trials(
+    folder: rf.RunFolder, running: list[str], planned: list[dict], metric: str | None
+) -> list[RunningTrial]:
+    """Each running trial with its latest live report: the step and the value of the tuning
+    metric."""
+    live = read_live_reports(folder.path) if running else {}
+    by_id = {p.get("trial_id"): p for p in planned}
+    out: list[RunningTrial] = []
+    for trial_id in running:
+        entry = by_id.get(trial_id) or {}
+        reports = live.get(trial_id)
+        last = reports[-1] if reports else None
+        out.append(
+            RunningTrial(
+                trial_id=str(trial_id),
+                phase=entry.get("phase"),
+                arm=entry.get("arm"),
+                step=None if last is None else last.step,
+                time_s=None if last is None else last.time_s,
+                metric=metric,
+                value=None if last is None or metric is None else last.metrics.get(metric),
+            )
+        )
+    return out
+
+
+def _live(folder: rf.RunFolder) -> Live:
+    p = read_live_progress(folder.path)
+    if p is None:
+        return Live(phase=None, updated=None, steps_done=None, steps_expected=None, eta_s=None)
+    return Live(
+        phase=p.phase,
+        updated=p.updated,
+        steps_done=p.steps_done,
+        steps_expected=p.steps_expected,
+        eta_s=p.eta_s,
+    )
+
+
 def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """The facts `plan status` shows, as plain data."""
+    """The facts `plan status` shows, as plain data (`plan status --json` prints it)."""
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     info = folder.run_info()
     state = folder.state() or {}
     plan = folder.plan()
-    lines = folder.trials(slim=contract)
-    records = lines.records
+    notes: list[str] = []
+    records, finals = _slim_with_finals(folder, contract, notes)
     planned = facts.plan_entries(plan)
     arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
@@ -63,6 +155,20 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         set(plan_count) | set(ended),
         key=lambda k: (PHASE_ORDER.get(k[0], 9), arm_order.get(k[1], 99), str(k[1])),
     )
+    metric = facts.contract_get(contract, "metric.name")
+    decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
+
+    def _value_of(rows: list[TrialRecord], phase: Any) -> dict[str, Any]:
+        """While tuning the best value so far (what selection picks); in confirmation the mean
+        (what the
+        decision compares), as the live table of `plan run` shows them."""
+        values = [finals[t] for r in rows if (t := str(r.get("trial_id"))) in finals]
+        if phase == "tune":
+            mode = facts.contract_get(contract, "metric.mode", "max")
+            return {"metric": metric, "best": _best(values, mode), "mean": None}
+        mean = sum(values) / len(values) if values else None
+        return {"metric": decision_metric, "best": None, "mean": mean}
+
     rows = [
         {
             "phase": k[0],
@@ -70,6 +176,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
             "planned": plan_count.get(k) or None,
             "ended": sum(ended.get(k, Counter()).values()),
             "statuses": dict(ended.get(k, Counter())),
+            "metric": metric if k[0] == "tune" else decision_metric,
+            **_value_of([r for r in records if (r.get("phase"), r.get("arm")) == k], k[0]),
         }
         for k in keys
     ]
@@ -101,6 +209,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         else facts.planned_count(plan) - len(not_needed),
         "not_needed": len(not_needed),
         "running": running,
+        "running_trials": _running_trials(folder, running, planned, metric),
+        "live": _live(folder),
         "failures": facts.failures(records),
         "violations": facts.violations(records, contract),
         "budget": facts.budget_used(records, contract, state, plan),
@@ -109,7 +219,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
             {"arm": d.get("arm"), "decision": d.get("decision")}
             for d in decisions.get("decisions") or []
         ],
-        "notes": lines.notes,
+        "notes": notes,
+        "resumes": facts.resumes(events),
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
         "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)]
         + decision_findings(decisions),
@@ -132,6 +243,14 @@ def failure_line(group: dict[str, Any]) -> str:
             " ..." if len(others) > 5 else ""
         )
     return line
+
+
+def _row_value(row: dict[str, Any]) -> str:
+    if row.get("best") is not None:
+        return f"; best {row['metric']} {row['best']:.4g}"
+    if row.get("mean") is not None:
+        return f"; mean {row['metric']} {row['mean']:.4g}"
+    return ""
 
 
 def format_status(status: dict[str, Any]) -> str:
@@ -169,9 +288,32 @@ def format_status(status: dict[str, Any]) -> str:
             statuses = (
                 ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
             )
+            planned = "-" if t["phase"] == "reeval" else _n(t["planned"])
+            value = _row_value(t)
             out.append(
-                f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / {'-' if t['phase'] == 'reeval' else _n(t['planned']):<5} {statuses}"
+                f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / "
+                f"{planned:<5} {statuses}{value}"
             )
+    live = s.get("live") or {}
+    if s["state"] == RunState.RUNNING and live.get("phase"):
+        eta = live.get("eta_s")
+        out.append(
+            f"phase: {live['phase']}, {live.get('steps_done')} steps done"
+            + (
+                f" of about {live['steps_expected']:.0f} expected"
+                if live.get("steps_expected") is not None
+                else ""
+            )
+            + ("" if eta is None else f", about {clock(eta)} left")
+            + f" (as of {live.get('updated')})"
+        )
+    for r in s.get("running_trials") or []:
+        if r["step"] is not None:
+            shown = "-" if r["value"] is None else f"{r['value']:.4g}"
+            out.append(
+                f"  running {r['trial_id']} ({r['arm']}): step {r['step']}, {r['metric']} {shown}"
+            )
+    out += [facts.resume_line(r) for r in s.get("resumes") or []]
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (
             f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else ""

@@ -25,11 +25,14 @@ import pandas as pd
 
 from planner._contract.paths import flatten
 from planner._core.records import TrialRecord
+from planner._core.status import RunState
+from planner._core.text import spreadsheet_safe
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.files import write_atomic
+from planner._store.live import RUNNING, running_records
 
 DECISION_COLUMNS = [
     "arm",
@@ -136,10 +139,18 @@ def load_run(
     with rf.paused_gc():
         for record in folder.iter_trials(notes):
             collector.add(record)
+        state = folder.state() or {}
+        if state.get("state") == RunState.RUNNING:  # trials still running: their curves so far
+            ended = {str(r.get("trial_id")) for r in collector.records}
+            planned = facts.plan_entries(folder.plan())
+            for live in running_records(folder.path, planned, ended):
+                collector.add(live)
         trials, report_frame, records = collector.frames()
+        records = [
+            r for r in records if r.get("status") != RUNNING
+        ]  # the facts are of ended trials
         events = folder.events().records
         notes += collector.notes
-        state = folder.state() or {}
         plan = folder.plan()
         decision_doc = folder.decisions() or {}
         results = RunResults(
@@ -539,6 +550,21 @@ def _inside_run(run_dir: Path, out: Path) -> Path | None:
     return None
 
 
+def _spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as a spreadsheet may open it: every header and text cell that would run as a formula
+    (`=HYPERLINK(...)` as a metric name) prefixed with `'`; numeric columns untouched."""
+    out = frame.rename(columns=lambda name: spreadsheet_safe(str(name)))
+    for column in out.columns:
+        values = out[column]
+        if not (
+            pd.api.types.is_numeric_dtype(values)
+            or pd.api.types.is_bool_dtype(values)
+            or pd.api.types.is_datetime64_any_dtype(values)
+        ):
+            out[column] = values.map(spreadsheet_safe, na_action="ignore")
+    return out
+
+
 def export_tables(
     results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet"
 ) -> list[Path]:
@@ -570,7 +596,7 @@ def export_tables(
         if fmt == "parquet":
             data = frame.to_parquet(index=False)
         else:
-            data = frame.to_csv(index=False)
+            data = _spreadsheet_safe(frame).to_csv(index=False)
         try:
             write_atomic(path, data, root=results.run_dir if inside is not None else None)
         except OSError as error:

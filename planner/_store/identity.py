@@ -20,9 +20,10 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -315,24 +316,34 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     function trainable that imports torch inside its body records torch. Written atomically, never through
     a link (planner._store.writer.write_json). Returns the names added; a folder whose identity.json is
     missing or unreadable is left as it is (a reeval says so)."""
+
+    def change(identity: dict[str, Any]) -> list[str]:
+        logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
+        added = [name for name in used_packages(record_modules(records)) if name not in logged]
+        if added:
+            versions = packages(added)
+            identity["packages"] = {**logged, **{name: versions.get(name) for name in added}}
+        return added
+
+    return _update_identity(Path(root), change)
+
+
+def _update_identity(root: Path, change: Callable[[dict[str, Any]], list[str]]) -> list[str]:
+    """identity.json changed in place by `change`, which returns what it added, and written back
+    atomically (planner._store.writer.write_json, never through a link) when it added something;
+    a folder whose identity.json is missing or unreadable is left as it is."""
     from planner._store.read import RunFolder  # the one reader of a run folder
     from planner._store.writer import write_json  # the one atomic writer (imports the reader)
 
-    root = Path(root)
     try:
         identity = RunFolder(root).identity()
     except RunError:
         return []
     if not isinstance(identity, dict):
         return []
-    found = identity.get("packages")
-    logged = found if isinstance(found, dict) else {}
-    added = [name for name in used_packages(record_modules(records)) if name not in logged]
-    if not added:
-        return []
-    versions = packages(added)
-    identity["packages"] = {**logged, **{name: versions.get(name) for name in added}}
-    write_json(root / "identity.json", identity, root)
+    added = change(identity)
+    if added:
+        write_json(root / "identity.json", identity, root)
     return added
 
 
@@ -585,3 +596,185 @@ def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[s
         "data": data_fingerprints(contract.data.fingerprint, contract_dir),
         "env": env_snapshot(),
     }
+
+
+# ------------------------------------------------------------------ the files a trial read
+
+# A file a trial read is code or config (hashed whole: its sha256) when its name ends with one of
+# these and
+# it holds at most HASHED_BYTES; any other file is data, identified by its size and modification
+# time (never
+# read whole: a data set may be gigabytes). A YAML, JSON or text file larger than that is data too.
+CODE_SUFFIXES = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".yaml",
+        ".yml",
+        ".json",
+        ".toml",
+        ".txt",
+        ".cfg",
+        ".ini",
+        ".conf",
+        ".sh",
+        ".md",
+    }
+)
+HASHED_BYTES = 1 << 20
+
+
+class FileFact(TypedDict, total=False):
+    """What identifies one file a trial read: `sha256` for code and config, `size` and `mtime_ns`
+    for data; `missing` True for a file gone since."""
+
+    sha256: str
+    size: int
+    mtime_ns: int
+    missing: bool
+
+
+def file_fact(path: Path) -> FileFact:
+    """The identity of one file a trial read, by the rule above (CODE_SUFFIXES, HASHED_BYTES)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return {"missing": True}
+    if path.suffix.lower() in CODE_SUFFIXES and info.st_size <= HASHED_BYTES:
+        try:
+            return {"sha256": file_sha256(path)}
+        except OSError:
+            return {"missing": True}
+    return {"size": info.st_size, "mtime_ns": info.st_mtime_ns}
+
+
+def files_read(log: Path, base: Path) -> dict[str, FileFact]:
+    """The files a trial's processes read, from the lines its bootstrap wrote to `log`
+    (planner/_trial/bootstrap/sitecustomize.py): name (relative to `base`, the folder the trial runs
+    in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is
+    left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return {}
+    read, written = set(), set()
+    for line in text.splitlines():
+        kind, _, path = line.partition("\t")
+        if kind == "w":
+            written.add(path)
+        elif kind in ("r", "x") and path:
+            read.add(_source_of(path))
+    out: dict[str, FileFact] = {}
+    for path in sorted(read - written):
+        if os.path.isfile(path):
+            out[os.path.relpath(path, base).replace(os.sep, "/")] = file_fact(Path(path))
+    return out
+
+
+def _source_of(path: str) -> str:
+    if path.endswith(".pyc") and f"{os.sep}__pycache__{os.sep}" in path:
+        try:
+            return importlib.util.source_from_cache(path)
+        except ValueError:
+            return path
+    return path
+
+
+def changed_files(logged: dict[str, Any], base: Path) -> list[tuple[str, Any, FileFact]]:
+    """The files of `logged` (name -> FileFact, names relative to `base`) that are not today what
+    was recorded: (name, then, now); [] when none changed."""
+    out = []
+    for name, then in sorted(logged.items()):
+        if not isinstance(then, dict):
+            continue
+        now = file_fact(base / name)
+        if "sha256" in then:
+            same = now.get("sha256") == then["sha256"]
+        else:
+            same = (now.get("size"), now.get("mtime_ns")) == (
+                then.get("size"),
+                then.get("mtime_ns"),
+            )
+        if not same:
+            out.append((name, then, now))
+    return out
+
+
+def describe_fact(fact: Any) -> str:
+    """A FileFact in a few words: `sha256 9adf0c1e2b3a`, `1048576 bytes, modified 2026-...`,
+    `absent`."""
+    if not isinstance(fact, dict) or fact.get("missing"):
+        return "absent"
+    if "sha256" in fact:
+        return f"sha256 {str(fact['sha256'])[:12]}"
+    mtime = fact.get("mtime_ns")
+    when = (
+        datetime.fromtimestamp(mtime / 1e9, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if isinstance(mtime, int)
+        else "?"
+    )
+    return f"{fact.get('size')} bytes, modified {when}"
+
+
+def records_files_read(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The union of the files the trials' records say they read (`inputs.files`), the first fact of
+    each name kept (a run's trials read one code)."""
+    out: dict[str, Any] = {}
+    for record in records:
+        inputs = record.get("inputs") if isinstance(record, dict) else None
+        files = inputs.get("files") if isinstance(inputs, dict) else None
+        if isinstance(files, dict):
+            for name, fact in files.items():
+                out.setdefault(name, fact)
+    return out
+
+
+def add_files_read(root: Path, records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Add to identity.json's `files_read` the files the trials read (`records_files_read`) that it
+    does not list yet. Returns the names added."""
+
+    def change(identity: dict[str, Any]) -> list[str]:
+        found = identity.get("files_read")
+        logged: dict[str, Any] = found if isinstance(found, dict) else {}
+        added = {k: v for k, v in records_files_read(records).items() if k not in logged}
+        if added:
+            identity["files_read"] = dict(sorted({**logged, **added}.items()))
+        return sorted(added)
+
+    return _update_identity(Path(root), change)
+
+
+def logged_files_read(run_dir: Path) -> dict[str, Any]:
+    """The files a run's trials read, as logged: identity.json's `files_read` (written at the run's
+    end) and each record's `inputs.files` (a run stopped before its end has only these)."""
+    from planner._store.read import RunFolder  # the one reader of a run folder
+
+    folder = RunFolder(run_dir)
+    try:
+        identity = folder.identity() or {}
+        notes: list[str] = []
+        records = list(folder.iter_trials(notes)) if folder.file("trials.jsonl").exists() else []
+    except RunError:
+        return {}
+    found = identity.get("files_read")
+    logged: dict[str, Any] = found if isinstance(found, dict) else {}
+    return {**records_files_read(records), **logged}
+
+
+def files_read_refusal(run_dir: Path, base: Path, shown: str) -> str | None:
+    """Why `plan run --resume` refuses: a file the run's trials read is not what it was (a config
+    file named as an argument, an exec'd configurator, a local module, a data file), naming it; or
+    None. `base`: the folder the trials ran in; `shown`: the run folder as the message names it."""
+    changed = changed_files(logged_files_read(run_dir), base)
+    if not changed:
+        return None
+    said = "; ".join(
+        f"{name}: {describe_fact(then)} then, {describe_fact(now)} now"
+        for name, then, now in changed[:3]
+    )
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return (
+        f"a file the trials read changed since {shown} started ({said}{more}): the trials before "
+        "and after would have run on different inputs as one recipe; a changed input is a new run, "
+        "start it without --resume (or put the file back as it was)"
+    )

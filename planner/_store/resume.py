@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.records import error_of
 from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
@@ -60,10 +63,19 @@ def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
             if isinstance(info, dict)
             else f"--resume {resume}: its run.json is not a run's record"
         )
-    if info.get("name") != contract.name or root.parent.name != contract.name:
+    if info.get("name") != contract.name:
         raise RunError(
             f"--resume {resume}: that folder holds a run of {info.get('name')!r}, not of "
             f"{contract.name!r}; resume it with its own contract"
+        )
+    if root.parent.name != contract.name:
+        # the runs folder (its ledger, the next run's lineage) is two levels up: a moved run folder
+        # would write them wherever it was moved to
+        raise RunError(
+            f"--resume {resume}: a run folder of {contract.name!r} lives at "
+            f"RUNS/{contract.name}/{root.name}, and this one is in a folder named "
+            f"{root.parent.name!r}; move it back under a folder named {contract.name!r} inside "
+            f"your runs folder (runs/{contract.name}/{root.name}), then resume it there"
         )
     logged = info.get("contract_sha256")
     if logged != contract.sha256():
@@ -103,6 +115,18 @@ def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
         params = event.get("params")
         out[trial_id] = dict(params) if isinstance(params, dict) else None
     return out
+
+
+_FULL_DISK = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT})\]")
+
+
+def failed_for_a_full_disk(record: dict[str, Any]) -> str | None:
+    """The error of a trial that failed because a disk was full or over quota (a checkpoint written
+    into trial.dir on the run's full disk), or None. Such a failure is the machine's, not the
+    trial's result: the driver does not record it, it stops the run, and `--resume` runs the trial
+    again once there is room."""
+    said = error_of(record)
+    return said if said is not None and _FULL_DISK.search(said) else None
 
 
 def disk_error(error: BaseException) -> bool:

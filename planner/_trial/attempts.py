@@ -22,14 +22,18 @@ worker returns it: a worker that dies after its trial ended (in its teardown,
 killed before Ray delivered the result) leaves the trial's result, and the
 driver records it as it is (`kept`) instead of counting a death.
 
-On a cluster whose nodes do not share the driver's disk each node keeps its
-own ledger (and kept record); the driver then falls back on what Ray told it.
+On a cluster (the spec's `extra["keeper"]` names the driver's TrialFiles actor,
+planner._dispatch.keeper) the worker writes and reads both files through Ray, on
+the driver's node: the driver decides from them whether or not the nodes share
+its disk, and an attempt on another node counts the attempts before it. The
+trial's output log is shipped the same way when an attempt ends (`ship`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,23 +58,83 @@ RAISED = "raised"  # an attempt's end that is no trial status: the trainable rai
 NOT_ENDED = (None, RAISED, TrialStatus.EARLY_STOPPED)
 
 
+SHIP_WAIT_S = 60.0  # how long a worker waits on the driver's node for a file to be written or read
+_HANDLES: dict[
+    str, Any
+] = {}  # keeper name -> the actor's handle, looked up once per worker process
+
+
+def _keeper(name: str | None) -> Any:
+    """The driver's TrialFiles actor named `name`, from inside Ray; None without one."""
+    ray = sys.modules.get("ray")  # never imported here: a worker that has a keeper runs in Ray
+    if not name or ray is None or not ray.is_initialized():
+        return None
+    if name not in _HANDLES:
+        try:
+            _HANDLES[name] = ray.get_actor(name)
+        except Exception:  # no such actor (a driver that started none): the local disk then
+            return None
+    return _HANDLES[name]
+
+
+def shipped(keeper: str | None, trial_dir: str | os.PathLike, name: str, data: bytes) -> bool:
+    """`data` written as `name` of `trial_dir` on the driver's node (planner._dispatch.keeper);
+    False when there is no keeper or it could not be reached (the caller then writes to this node's
+    disk)."""
+    handle = _keeper(keeper)
+    if handle is None:
+        return False
+    try:
+        ray = sys.modules["ray"]
+        return bool(ray.get(handle.put.remote(str(trial_dir), name, data), timeout=SHIP_WAIT_S))
+    except Exception:  # the driver's node is gone or slow: this node's disk, as without a keeper
+        return False
+
+
+def fetched(keeper: str | None, trial_dir: str | os.PathLike, name: str) -> bytes | None:
+    """The bytes of `name` of `trial_dir` on the driver's node, or None (no keeper, no file)."""
+    handle = _keeper(keeper)
+    if handle is None:
+        return None
+    try:
+        ray = sys.modules["ray"]
+        return ray.get(handle.get.remote(str(trial_dir), name), timeout=SHIP_WAIT_S)
+    except Exception:
+        return None
+
+
+def _read(trial_dir: Path, name: str, cap: int, keeper: str | None) -> bytes | None:
+    """`name` of the trial's folder: from the driver's node with a keeper, else from this disk."""
+    if _keeper(keeper) is not None:
+        return fetched(keeper, trial_dir, name)
+    path = trial_dir / name
+    try:
+        return read_inside(path.parent, path, cap=cap)  # no link followed
+    except (OSError, RunError):
+        return None
+
+
 @dataclass
 class Ledger:
     dir: Path
     session: str
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    keeper: str | None = None  # the driver's TrialFiles actor (a cluster run), or None
 
     @classmethod
-    def load(cls, trial_dir: str | os.PathLike, session: str) -> Ledger:
-        path = Path(trial_dir) / LEDGER
+    def load(cls, trial_dir: str | os.PathLike, session: str, keeper: str | None = None) -> Ledger:
         try:
-            data = json.loads(
-                read_inside(path.parent, path, cap=16 << 20) or b"{}"
-            )  # no link followed
+            data = json.loads(_read(Path(trial_dir), LEDGER, 16 << 20, keeper) or b"{}")
             attempts = [a for a in data.get("attempts", []) if isinstance(a, dict)]
-        except (OSError, ValueError, AttributeError, RunError):
+        except (ValueError, AttributeError):
             attempts = []
-        return cls(Path(trial_dir), session, attempts)
+        return cls(Path(trial_dir), session, attempts, keeper)
+
+    @classmethod
+    def of(cls, spec: Any) -> Ledger:
+        """The ledger of the trial `spec` (a TrialSpec: its dir, its driver session, its keeper)."""
+        extra = spec.extra or {}
+        return cls.load(spec.dir, str(extra.get("session", "")), extra.get("keeper"))
 
     # -- what the ledger says ------------------------------------------------
     def mine(self) -> list[dict[str, Any]]:
@@ -148,12 +212,9 @@ class Ledger:
         (another session's, another attempt's, or not what the ledger says it ended as)."""
         if attempt.get("ended") in NOT_ENDED:
             return None
-        path = self.dir / KEPT
         try:
-            data = json.loads(
-                read_inside(path.parent, path, cap=LINE_CAP) or b"{}"
-            )  # no link followed
-        except (OSError, ValueError, RunError):
+            data = json.loads(_read(self.dir, KEPT, LINE_CAP, self.keeper) or b"{}")
+        except ValueError:
             return None
         record = data.get("record") if isinstance(data, dict) else None
         if (
@@ -202,25 +263,36 @@ class Ledger:
         the worker returns it: it must outlive the worker's death, which it does once renamed into place).
         False when it could not be written: the trial's result then travels only with the worker's reply."""
         try:
-            write_atomic(
-                self.dir / KEPT,
-                json.dumps(
-                    {"session": self.session, "attempt": attempt, "record": record}, default=str
-                ),
-                durable=False,
+            text = json.dumps(
+                {"session": self.session, "attempt": attempt, "record": record}, default=str
             )
+            if shipped(self.keeper, self.dir, KEPT, text.encode()):
+                return True
+            write_atomic(self.dir / KEPT, text, durable=False)
         except (OSError, TypeError, ValueError, RunError):
             return False
         return True
 
+    def ship(self, name: str, cap: int) -> None:
+        """The trial's file `name` (its output log), as this node has it, copied to the driver's
+        node: a cluster run's folder holds it whether or not the nodes share the driver's disk."""
+        if self.keeper is None:
+            return
+        path = self.dir / name
+        try:
+            data = read_inside(path.parent, path, cap=cap)
+        except (OSError, RunError):
+            return
+        if data is not None:
+            shipped(self.keeper, self.dir, name, data)
+
     def _save(self) -> None:
+        text = json.dumps({"attempts": self.attempts}, default=str)
+        if shipped(self.keeper, self.dir, LEDGER, text.encode()):
+            return
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # not fsync'd: it must outlive a worker's or the driver's death, which it does once renamed into place
-            write_atomic(
-                self.dir / LEDGER,
-                json.dumps({"attempts": self.attempts}, default=str),
-                durable=False,
-            )
+            write_atomic(self.dir / LEDGER, text, durable=False)
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death

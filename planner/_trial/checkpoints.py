@@ -59,6 +59,16 @@ def newest(trial_dir: str | os.PathLike, pattern: str) -> Path | None:
     return max(found, key=_written, default=None)
 
 
+def output_folder_of(path: Path) -> Path:
+    """The output folder of the attempt that saved the checkpoint `path` (`attempt-N/hydra`, what
+    `${hydra:runtime.output_dir}` was for it): the folder a script resuming by a flag reads it from.
+    """
+    for parent in path.parents:
+        if parent.name == "hydra" and parent.parent.name.startswith("attempt-"):
+            return parent
+    return path.parent
+
+
 def _candidate(path: Path) -> bool:
     """A regular file or a real folder: a link, a FIFO (opening it to hash it would wait forever), a device or
     a socket planted where a checkpoint is looked for is never a checkpoint."""

@@ -32,6 +32,7 @@ and `command_trainable` (that trainable for a contract).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -55,8 +56,9 @@ from planner._core.errors import (  # the command trainable's errors live in the
 from planner._core.records import stored_metric
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
+from planner._store.identity import command_script, files_read
 from planner._trial import checkpoints
-from planner._trial.command_args import argparse_flags
+from planner._trial.command_args import argparse_flags, literal_flags
 from planner._trial.command_line import (
     checkpoint_override,
     command_argv,
@@ -71,6 +73,7 @@ from planner._trial.processes import (
     CommandLimits,
     CommandProcesses,
     LimitFields,
+    Sink,
     describe_exit,
 )
 from planner._trial.reports import Line, WithSplits, attempt_reports, nearest_name, report_source
@@ -130,6 +133,7 @@ def run_command(
     expected_config: Mapping[str, Any] | None = None,
     metrics: MetricsSpec | None = None,
     redactor: Redactor | None = None,
+    files_roots: Sequence[str] = (),
     **limit_fields: Unpack[LimitFields],
 ) -> CommandResult:
     """Run `command` once for `trial` and forward its reports to `trial.report`.
@@ -183,8 +187,15 @@ def run_command(
         metrics=metrics,
         expected_config=expected_config,
         redactor=redactor,
+        workdir=cwd,
     )
-    processes = run.start(cwd, _child_env(env, trial, report_path))
+    child_env = _child_env(env, trial, report_path)
+    files_log = attempt_dir / FILES_READ_LOG
+    if files_roots:
+        trial_dir = Path(trial.dir).resolve()
+        pythonpath = child_env.get("PYTHONPATH", "")
+        child_env.update(files_read_env(files_log, files_roots, trial_dir, pythonpath))
+    processes = run.start(cwd, child_env)
     try:
         run.watch(processes)
         return run.verdict(processes)
@@ -193,6 +204,13 @@ def run_command(
         run.close()
         if redactor is not None:
             scrub_files(attempt_dir / "hydra", redactor)
+        # what the trial read (its config file, an exec'd configurator, a local module) and the
+        # flags
+        # it was given, for its record
+        trial.inputs = {  # type: ignore[attr-defined]
+            "argv": argv[len(command_argv(command)) :],
+            "files": files_read(files_log, cwd.resolve()) if files_roots else {},
+        }
 
 
 class _Run:
@@ -208,6 +226,7 @@ class _Run:
         metrics: MetricsSpec | None,
         expected_config: Mapping[str, Any] | None,
         redactor: Redactor | None,
+        workdir: Path | None = None,
     ):
         self.argv, self.trial, self.attempt_dir, self.limits, self.metrics = (
             argv,
@@ -222,7 +241,9 @@ class _Run:
         self.stderr = BoundedLog(
             attempt_dir / "stderr.log", limits.max_log_bytes, redactor=redactor
         )
-        self.reports = report_source(attempt_dir / "reports.jsonl", attempt_dir / "hydra", metrics)
+        self.reports = report_source(
+            attempt_dir / "reports.jsonl", attempt_dir / "hydra", metrics, workdir=workdir
+        )
         self.config_check = ConfigCheck(
             attempt_dir / "hydra" / ".hydra" / "config.yaml", expected_config
         )
@@ -255,13 +276,14 @@ class _Run:
 
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:
         self.started = time.monotonic()
+        stdout, stderr = self.sinks()
         try:
             return CommandProcesses.start(
                 self.argv,
                 cwd=cwd,
                 env=env,
-                stdout=self.stdout,
-                stderr=self.stderr,
+                stdout=stdout,
+                stderr=stderr,
                 grace_s=self.limits.kill_grace_s,
             )
         except OSError as error:
@@ -270,6 +292,16 @@ class _Run:
                 CommandFailedError,
                 f"cannot start {shlex.join(self.argv[:1])} in {cwd}: {error.strerror or error}",
             ) from None
+
+    def sinks(self) -> tuple[Sink, Sink]:
+        """Where the two streams go: their logs, and with `format: stdout` the named one to its
+        metrics too."""
+        printed = self.reports.printed if isinstance(self.reports, WithSplits) else None
+        if printed is None:
+            return self.stdout, self.stderr
+        if printed.stream == "stderr":
+            return self.stdout, Tee(self.stderr, printed)
+        return Tee(self.stdout, printed), self.stderr
 
     def forward(self, lines: list[Line]) -> None:
         """Pass reports to the trial (the config check first) and logged splits to its split summaries."""
@@ -391,7 +423,8 @@ class _Run:
             raise self.failure(
                 CommandMetricsError,
                 f"the script called planner.report and the contract reads its metrics from "
-                f"{self.metrics.file!r}: use one or the other (remove `metrics:` from the command, "
+                f"{self.metrics.described}: use one or the other (remove `metrics:` from the "
+                "command, "
                 "or the planner.report calls)",
             )
         self.config_check.run()
@@ -400,7 +433,7 @@ class _Run:
             tail = self.reports.metrics
             near = (
                 nearest_name(tail.spec.names[tail.spec.require], tail.reader.columns)
-                if tail.reader
+                if tail.reader and self.reports.printed is None
                 else ""
             )
             raise self.failure(
@@ -428,6 +461,18 @@ class _Run:
         self.reports.close()
 
 
+@dataclass(frozen=True)
+class Tee:
+    """One stream to two sinks: its log, and the metrics read from its lines."""
+
+    first: Sink
+    second: Sink
+
+    def write(self, data: bytes) -> None:
+        self.first.write(data)
+        self.second.write(data)
+
+
 def scrub_files(folder: Path, redactor: Redactor) -> None:
     """Rewrite every text file under `folder` (Hydra's outputs of one attempt, trials/<id>/attempt-N/hydra)
     with its secrets cut; no link is followed (`_store.files.rewrite_tree`: a linked folder on the way is a
@@ -445,6 +490,28 @@ def _new_attempt_dir(trial_dir: Path) -> Path:
             return candidate
         except FileExistsError:
             n += 1
+
+
+FILES_READ_LOG = "files_read.tsv"  # the bootstrap's lines: what the trial's processes read
+BOOTSTRAP = (
+    Path(__file__).resolve().parent / "bootstrap"
+)  # holds the sitecustomize that records them
+
+
+def files_read_env(
+    log: Path, roots: Sequence[str], trial_dir: Path, pythonpath: str
+) -> dict[str, str]:
+    """The environment that makes every Python the command starts record the files it reads below
+    `roots` (planner/_trial/bootstrap/sitecustomize.py), outside the run folder holding `trial_dir`;
+    `pythonpath` is the child's PYTHONPATH so far."""
+    run_folder = trial_dir.parent.parent if trial_dir.parent.name == "trials" else trial_dir
+    paths = [p for p in pythonpath.split(os.pathsep) if p]
+    return {
+        "PLANNER_FILES_READ": str(log),
+        "PLANNER_FILES_ROOTS": os.pathsep.join(str(Path(r).resolve()) for r in roots),
+        "PLANNER_FILES_SKIP": str(run_folder),
+        "PYTHONPATH": os.pathsep.join([str(BOOTSTRAP), *paths]),
+    }
 
 
 def _child_env(
@@ -509,6 +576,9 @@ class CommandTrainable:
         None  # an argparse script's options, from its --help (ScriptHelp)
     )
     checkpoint: Mapping[str, Any] | None = None  # {file, resume_key, keep}: command.checkpoint
+    # the folders (the contract's, the command's, its script's) below which the files a trial reads
+    # are recorded (planner/_trial/bootstrap); () records none
+    roots: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-able data (for a TrialSpec's `extra`); `from_dict` restores it."""
@@ -527,12 +597,14 @@ class CommandTrainable:
             "args": self.args,
             "script_help": dict(self.script_help) if self.script_help is not None else None,
             "checkpoint": dict(self.checkpoint) if self.checkpoint else None,
+            "roots": list(self.roots),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommandTrainable:
         data = dict(data)
         data["arm_overrides"] = {arm: tuple(items) for arm, items in data["arm_overrides"].items()}
+        data["roots"] = tuple(data.get("roots") or ())
         return cls(**data)
 
     @property
@@ -576,7 +648,7 @@ class CommandTrainable:
             self._run(config, expected, trial, metrics, redactor)
             return
         # a cut-short trial continues from its newest checkpoint, of any attempt
-        expected = apply_params(expected, {self.checkpoint["resume_key"]: str(found)})
+        expected = apply_params(expected, self.continuation(found))
         trial.resumed_from = checkpoints.describe(found, trial.dir)
         earlier = _attempt_dirs(Path(trial.dir))
         try:
@@ -595,12 +667,55 @@ class CommandTrainable:
         redactor: Redactor,
         found: Path | None = None,
     ) -> None:
-        if self.args == "argparse":  # the resume key, a config key, is one of the flags
-            self._run_argparse(expected, trial, metrics, redactor)
+        try:
+            self._run_once(config, expected, trial, metrics, redactor, found)
+        except CommandFailedError as error:
+            refused = self._seed_refused(error, trial)
+            if refused is None:
+                raise
+            raise CommandArgumentsError(
+                refused,
+                argv=error.argv,
+                returncode=error.returncode,
+                stderr_tail=error.stderr_tail,
+                attempt_dir=error.attempt_dir,
+            ) from None
+
+    def _seed_refused(self, error: CommandFailedError, trial: CommandTrial) -> str | None:
+        """The sentence for a script that refused the seed the planner passed it (nanoGPT's `Unknown
+        config key: seed`, argparse's `unrecognized arguments: --seed=3`, Hydra's `Key 'seed' is not
+        in struct`): the two ways out; None for any other failure."""
+        key = self.seed_key
+        if not key or not error.returncode:
+            return None
+        last = [line.strip() for line in (error.stderr_tail or "").splitlines() if line.strip()]
+        said = next((line for line in reversed(last) if _names_key(line, key)), None)
+        if said is None:
+            return None
+        return (
+            f"the script refused the seed it was given as {key}={int(trial.seed)} ({said[:200]}): "
+            f"give the script a {key!r} setting it reads and uses to seed its random generators, "
+            "or "
+            "remove seed_key from the contract and have the script read its seed from the "
+            "environment, int(os.environ['PLANNER_SEED'])"
+        )
+
+    def _run_once(
+        self,
+        config: Mapping[str, Any],
+        expected: Mapping[str, Any],
+        trial: CommandTrial,
+        metrics: MetricsSpec | None,
+        redactor: Redactor,
+        found: Path | None = None,
+    ) -> None:
+        if self.args != "hydra":  # the resume key, a config key, is one of the flags
+            self._run_flags(expected, trial, metrics, redactor)
             return
         overrides = self.trial_overrides(config, trial)
         if found is not None:
-            overrides += checkpoint_override(self.checkpoint["resume_key"], found)
+            for key, value in self.continuation(found).items():
+                overrides += checkpoint_override(key, value)
         run_command(
             self.command,
             overrides,
@@ -610,21 +725,25 @@ class CommandTrainable:
             expected_config=expected if self.check_config else None,
             metrics=metrics,
             redactor=redactor,
+            files_roots=self.roots,
         )
 
-    def _run_argparse(
+    def _run_flags(
         self,
         received: Mapping[str, Any],
         trial: CommandTrial,
         metrics: MetricsSpec | None,
         redactor: Redactor,
     ) -> None:
-        """Run an argparse script on the config it receives, as flags; exit status 2 (argparse's "error:") is
-        its usage error, shown in the trial's error and not retried."""
+        """Run a script on the config it receives, as flags (argparse's, or Python literals); exit
+        status 2 (argparse's "error:") is its usage error, shown in the trial's error and not
+        retried."""
         help = ScriptHelp(dict(self.script_help)) if self.script_help is not None else None
 
         def flags(output_dir: Path) -> list[str]:
             output_dir.mkdir(parents=True, exist_ok=True)
+            if self.args == "literal":
+                return literal_flags(received, output_dir)
             return argparse_flags(received, help, output_dir)
 
         try:
@@ -637,6 +756,7 @@ class CommandTrainable:
                 hydra_run_dir=False,
                 metrics=metrics,
                 redactor=redactor,
+                files_roots=self.roots,
             )
         except CommandFailedError as error:
             usage = _usage_error(error)
@@ -650,16 +770,46 @@ class CommandTrainable:
                 attempt_dir=error.attempt_dir,
             ) from None
 
+    def continuation(self, found: Path) -> dict[str, Any]:
+        """The config keys that make the script continue from the checkpoint `found`: `resume_key`
+        set to its path; or `folder_key` set to the output folder of the attempt that saved it, with
+        the `resume_flags` (nanoGPT: out_dir=<that folder>, init_from=resume)."""
+        checkpoint = self.checkpoint or {}
+        out: dict[str, Any] = {}
+        if checkpoint.get("resume_key"):
+            out[checkpoint["resume_key"]] = str(found)
+        if checkpoint.get("folder_key"):
+            out[checkpoint["folder_key"]] = str(checkpoints.output_folder_of(found))
+            out.update(checkpoint.get("resume_flags") or {})
+        return out
+
     def resume_from(self, trial: CommandTrial) -> Path | None:
-        """The checkpoint to pass as `resume_key` when the trial's previous attempt was cut short, or None."""
+        """The checkpoint to continue from when the trial's previous attempt was cut short, or
+        None."""
         if not (
             self.checkpoint
-            and self.checkpoint.get("resume_key")
+            and (self.checkpoint.get("resume_key") or self.checkpoint.get("folder_key"))
             and getattr(trial, "resumed", False)
         ):
             return None
         found = checkpoints.newest(trial.dir, self.checkpoint["file"])
         return found.resolve() if found is not None else None
+
+
+# how scripts say they do not know a setting: nanoGPT's configurator, argparse, Hydra, click
+_UNKNOWN = re.compile(
+    r"unknown config key|unrecognized arguments|not in struct|could not override|no such option|"
+    r"unknown (?:option|argument|key|flag)",
+    re.IGNORECASE,
+)
+
+
+def _names_key(line: str, key: str) -> bool:
+    """Whether a script's error line refuses the setting `key` (`Unknown config key: seed`)."""
+    return (
+        bool(_UNKNOWN.search(line))
+        and re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", line) is not None
+    )
 
 
 def _attempt_dirs(trial_dir: Path) -> list[Path]:
@@ -737,6 +887,8 @@ def command_trainable(
             heldout_file=m.heldout_file,
             names=m.columns(metric.name, metric.heldout),
             step_base=1 if m.step_base is None else m.step_base,
+            pattern=m.pattern,
+            stream=m.stream,
         ).to_dict()
     base = list(contract.config.overrides)
     script_help = None
@@ -762,4 +914,15 @@ def command_trainable(
         args=spec.args,
         script_help=script_help,
         checkpoint=spec.checkpoint.model_dump() if spec.checkpoint is not None else None,
+        roots=_roots(spec.run, Path(contract_dir), contract.command_dir(contract_dir)),
     )
+
+
+def _roots(command_line: str, contract_dir: Path, command_dir: Path) -> tuple[str, ...]:
+    """The folders below which a trial's reads are its identity: the contract's, the one the command
+    runs in, and its script's (`python ../nanoGPT/train.py` reads that folder's model.py)."""
+    script = command_script(command_line, command_dir)
+    folders = [contract_dir.resolve(), command_dir.resolve()]
+    if script is not None:
+        folders.append(script.parent)
+    return tuple(dict.fromkeys(str(folder) for folder in folders))

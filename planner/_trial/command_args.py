@@ -1,7 +1,16 @@
-"""A trial's config as argparse flags (`command.args: argparse`), for a script that takes `--key value`.
+"""A trial's config as flags: argparse's (`command.args: argparse`), for a script that takes `--key
+value`, or Python literals (`args: literal`), for a script that reads `--key=value` with
+`ast.literal_eval` (nanoGPT's configurator, a plain `sys.argv` loop).
 
-Every leaf of the config the trial receives becomes one flag, in the config's order: the seed and the
-budget included (they are in that config when `seed_key` / `budget_key` name them).
+`args: literal` writes each leaf as one `--key=value`, the value as a Python literal the script's
+`ast.literal_eval` reads back: `True`, `False`, `None`, numbers as `repr` writes them (infinity as
+`1e999`), lists and mappings as Python writes them (their strings quoted); a string bare where
+`literal_eval` would not read it (`adamw`, `out-dir`: the script then takes the text as it is),
+quoted with `repr` where it would read it as something else (`'3'`, `'True'`, `' x'`). A NaN has no
+literal and is refused. Nothing is left out: a null is `None`, an empty list `[]`.
+
+Every leaf of the config the trial receives becomes one flag, in the config's order: the seed and
+the budget included (they are in that config when `seed_key` / `budget_key` name them).
 
 - the name is the dotted path: `--optimizer.lr` (argparse keeps the dots in `dest`);
 - a scalar is `--key=value` (one argv item: a value that starts with `-` is not read as an option);
@@ -27,6 +36,8 @@ from planner._contract.command_help import (
     SWITCH,
     ScriptHelp,
     flag_leaves,
+    flatten_leaves,
+    literal_text,
     unfit_for_flags,
 )
 from planner._core.errors import CommandFailedError
@@ -66,3 +77,14 @@ def flag_value(value: Any, output_dir: Path) -> str:
     if number is not None:
         return number
     return str(value).replace(OUTPUT_DIR, str(output_dir))
+
+
+def literal_flags(config: Mapping[str, Any], output_dir: Path) -> list[str]:
+    """The argv items that pass `config` to a script reading `--key=value` with `ast.literal_eval`:
+    one per leaf (nested keys joined with `.`), values as `literal_text` writes them."""
+    out = []
+    for key, value in flatten_leaves(dict(config)):
+        if isinstance(value, str):
+            value = value.replace(OUTPUT_DIR, str(output_dir))
+        out.append(f"--{key}={literal_text(value)}")
+    return out

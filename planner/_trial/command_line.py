@@ -145,7 +145,7 @@ def hydra_run_dir_override(folder: Path) -> str:
     return f"hydra.run.dir={format_override_value(str(folder))}"
 
 
-def checkpoint_override(key: str, path: Path) -> list[str]:
-    """The command-line items that hand the script the checkpoint to continue from: `KEY=<path>` in
-    Hydra's grammar (the one place a command line of another grammar changes)."""
-    return [f"{key}={format_override_value(str(path))}"]
+def checkpoint_override(key: str, value: Any) -> list[str]:
+    """The command-line items that hand the script what it continues from: `KEY=<path>` (or a resume
+    flag's value) in Hydra's grammar (the one place a command line of another grammar changes)."""
+    return [f"{key}={format_override_value(str(value) if isinstance(value, Path) else value)}"]

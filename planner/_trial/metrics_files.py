@@ -50,7 +50,7 @@ from typing import Any
 
 from planner._core.errors import TrialProtocolError
 
-FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard")
+FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard", "stdout")
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a metrics log larger than this is not a metrics log
 SETTLE_S = 0.2  # a parse error mid-run must survive a re-read this much later (a file caught mid-rewrite heals)
 
@@ -72,7 +72,7 @@ class MetricsSpec:
     columns the last report lacks.
     """
 
-    file: str
+    file: str | None  # None for `stdout`: the lines the script prints are the log
     format: str
     step: str
     names: Mapping[str, str]
@@ -80,6 +80,8 @@ class MetricsSpec:
     step_base: int = 1
     heldout: str | None = None
     heldout_file: str | None = None
+    pattern: str | None = None  # `stdout`: the regular expression a printed line is searched with
+    stream: str | None = None  # `stdout`: "stderr" to read that stream instead (None: stdout)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -90,11 +92,21 @@ class MetricsSpec:
             "require": self.require,
             "step_base": self.step_base,
         }
-        return out | {
-            key: value
-            for key, value in (("heldout", self.heldout), ("heldout_file", self.heldout_file))
-            if value is not None
-        }  # only when set: a spec without them reads as before
+        optional = (
+            ("heldout", self.heldout),
+            ("heldout_file", self.heldout_file),
+            ("pattern", self.pattern),
+            ("stream", self.stream),
+        )
+        # only when set: a spec without them reads as before
+        return out | {key: value for key, value in optional if value is not None}
+
+    @property
+    def described(self) -> str:
+        """The log in words: `'metrics.csv'`, or the stream the script prints to."""
+        if self.format == "stdout":
+            return f"the script's {self.stream or 'stdout'}"
+        return repr(self.file)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricsSpec:
@@ -123,6 +135,9 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     whole: bool = True
+    first: int = (
+        0  # the number of rows before `rows` (a stream's rows are handed over once, as they come)
+    )
 
 
 def _text(data: bytes, where: str) -> str:
@@ -458,16 +473,17 @@ class MetricsReader:
             return []
         if table.columns:
             self.columns = table.columns
-        if len(table.rows) < self.state.seen:  # caught mid-rewrite: the rest comes back
+        total = table.first + len(table.rows)
+        if total < self.state.seen:  # caught mid-rewrite: the rest comes back
             if final:
-                raise TrialProtocolError(self._fewer(len(table.rows)))
+                raise TrialProtocolError(self._fewer(total))
             return []
         self.switched_from = None  # the newest match carries on the rows read so far
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
         state, out = copy.deepcopy(self.state), []
-        for where, row in table.rows[state.seen :]:
+        for where, row in table.rows[state.seen - table.first :]:
             self._row(state, where, row, out)
-        state.seen = len(table.rows)
+        state.seen = total
         if final:
             if late is not None:
                 self._late(state, *late)
@@ -645,9 +661,11 @@ class MetricsFileTail:
     match, in name order, as one stream (`_event_files`).
     """
 
-    def __init__(self, root: Path, spec: MetricsSpec):
+    def __init__(self, root: Path, spec: MetricsSpec, workdir: Path | None = None):
         self.root = Path(root)
         self.spec = spec
+        self.workdir = workdir  # the folder the script runs in, where a relative log would land
+        self.started_ns = time.time_ns()
         self.path: Path | None = (
             None  # the newest match (tensorboard: the last event file of its folder)
         )
@@ -836,6 +854,16 @@ class MetricsFileTail:
                 if present
                 else "; nothing else was written there"
             )
+            stray = self._in_workdir()
+            if stray is not None:
+                return (
+                    f"the metrics file {spec.file!r} never appeared in the trial's output folder "
+                    f"{self.root}, and {stray} appeared in the folder the script runs in while it "
+                    "ran: the script writes its outputs relative to its working folder, which "
+                    "every trial shares. Give it the trial's output folder through the key it "
+                    "reads its output folder from, in the contract's config: "
+                    "`output_dir: ${hydra:runtime.output_dir}`"
+                )
             return (
                 f"the metrics file {spec.file!r} never appeared in the trial's Hydra output folder "
                 f"{self.root}{there}. Write the log inside Hydra's output folder "
@@ -846,6 +874,18 @@ class MetricsFileTail:
             f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
             f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`"
         )
+
+    def _in_workdir(self) -> Path | None:
+        """A file matching `metrics.file` that the script wrote in its working folder while it
+        ran."""
+        if self.workdir is None or self.spec.file is None:
+            return None
+        try:
+            found = _newest(self.workdir, self.spec.file)
+            fresh = found is not None and found.stat().st_mtime_ns >= self.started_ns
+        except OSError:
+            return None
+        return found if fresh else None
 
     def close(self) -> None:
         pass

@@ -33,7 +33,8 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,8 +56,9 @@ from planner._data.splits import SplitError, SplitLog
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
-from planner._trial.limits import TrialLimit, Watchdog, captured_output
+from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
 from planner._trial.reports import nearest_name
+from planner._trial.storage import TrialStorage, trial_storage
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,9 @@ class TrialSpec:
         if self.heldout and self.phase != "tune":
             return (self.metric, self.heldout)
         return (self.metric,)
+
+
+OUTPUT_LOG = "output.log"  # the trainable's prints, in trial.dir
 
 
 class _Stop(BaseException):
@@ -163,11 +168,15 @@ class Trial:
         self.resumed_from: dict[str, Any] | None = (
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
+        self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
         self.machinery: set[str] | None = (
             None  # top-level modules the first forward loaded (Ray Tune's own)
+        )
+        self.storage: TrialStorage | None = (
+            None  # plan run --storage: trial.dir's files copied there
         )
 
     @property
@@ -244,6 +253,8 @@ class Trial:
             raise _Stop(
                 TrialStatus.DIVERGED, f"{diverged[0]} is {values[diverged[0]]} at step {step}"
             )
+        if self.storage is not None:  # a checkpoint saved before this report outlives this node
+            self.storage.push()
         if self._forward is not None and (self._forwarded is None or step > self._forwarded):
             forwarded = {
                 k: v for k, v in values.items() if not (spec.phase == "tune" and k == spec.heldout)
@@ -399,7 +410,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     """
     started, t0 = utc_now(), time.monotonic()
     _enter(spec)
-    ledger = Ledger.load(spec.dir, str(spec.extra.get("session", "")))
+    ledger = Ledger.of(spec)
     terminal = ledger.terminal()
     if terminal is not None:  # a watchdog killed the last attempt's process: its verdict stands
         record = make_record(
@@ -416,6 +427,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
         ledger.start(attempts, spec.params)
@@ -423,14 +435,24 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial = Trial(spec, forward, forwarded)
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
+        trial.storage = storage
+        if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
+            storage.pull()
         try:
             how, error = _attempt(spec, trial, ledger, scrub)
         except (
             _SessionExit
         ):  # Tune stopped it at a report (early stopping): the ledger says so, then Tune ends it
             ledger.end(attempts, TrialStatus.EARLY_STOPPED, None, trial.last_step)
+            # the driver tidied the trial's checkpoints when Tune stopped it, while the script could
+            # still save one more before this worker ended it: tidied again now that it has
+            _tidy(spec)
+            ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))
             raise
         ledger.end(attempts, how, error, _spent(trial))
+        if storage is not None:
+            storage.push()
+        ledger.ship(OUTPUT_LOG, OUTPUT_CAP + (64 << 10))  # the cap's note past it
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
@@ -446,6 +468,8 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
+    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+        record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
     if (
@@ -467,7 +491,7 @@ def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
     its worker died before it kept the record, the record is on another node's disk, or it is not this
     trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
     after a worker death and in a worker Tune starts again for a trial that had ended."""
-    record = Ledger.load(spec.dir, str(spec.extra.get("session", ""))).kept()
+    record = Ledger.of(spec).kept()
     if record is None or any(
         record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")
     ):
@@ -562,7 +586,7 @@ def _attempt(
         n,
         "TrialProtocolError",
         f"the trainable returned before the full exposure of {spec.budget}: {reached}"
-        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes)}",
+        f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes, steps=_steps(trial))}",
         "",
     )
 
@@ -600,11 +624,37 @@ WAITING_FOR_TEST = (
 )
 
 
+def _steps(trial: Trial) -> list[int]:
+    return [r["step"] for r in trial.reports if isinstance(r.get("step"), int)]
+
+
+def _interval_short(budget: int, steps: list[int]) -> str:
+    """When the reports came at one interval and the next would have passed the budget: the clause
+    that
+    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at
+    150."""
+    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
+    if len(steps) < 2 or len(gaps) != 1:
+        return ""
+    (every,) = gaps
+    if every <= 0 or steps[-1] + every <= budget:
+        return ""
+    return (
+        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and "
+        f"the budget of {budget} is not a multiple of {every}: its next evaluation would have been "
+        "at step "
+        f"{steps[-1] + every}, past the budget. Make budget.exposure a multiple of the evaluation "
+        f"interval (or the interval a divisor of {budget}), or evaluate at the last step too"
+    )
+
+
 def _why_short(
     spec: TrialSpec,
     last_step: int | None,
     log_reached: int | None = None,
     notes: list[str] | None = None,
+    *,
+    steps: list[int] | None = None,
 ) -> str:
     """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
     `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
@@ -640,6 +690,8 @@ def _why_short(
             f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
             "epoch does), say so with command.metrics.step_base: 0"
         )
+    if steps and (interval := _interval_short(spec.budget, steps)):
+        return interval
     if last_step is not None and last_step < spec.budget:
         return (
             "; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
@@ -664,9 +716,9 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
         ledger.end(n, status, _error(n, _ERROR_TYPE[status], message, ""), trial.last_step)
 
     dog = Watchdog(spec.max_trial_time_s if own else None, memory if own else None, on_kill)
-    output = captured_output(os.path.join(spec.dir, "output.log"), scrub=scrub)
+    output = captured_output(os.path.join(spec.dir, OUTPUT_LOG), scrub=scrub)
     try:
-        with output, dog:
+        with _worker_kept(spec), output, dog:
             try:
                 fn = trainable_for(spec)
                 seed_everything(spec.seed)  # the module body may have drawn from the RNGs
@@ -678,6 +730,32 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     finally:  # after the trainable: a command trainable sets the notes of its metrics file while it runs
         if output.refused is not None and output.refused not in trial.notes:
             trial.notes.append(output.refused)
+
+
+@contextmanager
+def _worker_kept(spec: TrialSpec) -> Iterator[None]:
+    """An attempt's folder, file descriptors and working folder are its own: whatever the trainable
+    did to them (removed its `trial.dir`, closed or replaced fds 0-2, changed into a folder it then
+    removed) is undone once it returns, so the attempt ledger is written, Ray's worker writes its
+    own output, and the next trial in the same worker starts where every trial starts."""
+    try:
+        cwd: str | None = os.getcwd()
+    except OSError:  # a working folder an earlier trial removed: the trial's own then
+        cwd = None
+    saved = []
+    for fd in (0, 1, 2):
+        with suppress(OSError):  # a descriptor closed before this attempt stays as it was
+            saved.append((fd, os.dup(fd)))
+    try:
+        yield
+    finally:
+        for fd, copy in saved:
+            with suppress(OSError):
+                os.dup2(copy, fd)
+            os.close(copy)
+        os.makedirs(spec.dir, exist_ok=True)
+        with suppress(OSError):
+            os.chdir(cwd or spec.cwd or spec.dir)
 
 
 def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from planner._core.errors import TrialProtocolError
 from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
+from planner._trial.metrics_lines import PrintedMetricsTail, printed_reports
 
 MAX_REPORT_LINE_BYTES = 1024 * 1024
 # what frameworks put around a metric's name when they log an evaluation: `eval_accuracy` (the Trainer),
@@ -47,12 +48,25 @@ class ReportSource(Protocol):
 
 
 def report_source(
-    report_file: Path, hydra_dir: Path, metrics: MetricsSpec | None
+    report_file: Path,
+    hydra_dir: Path,
+    metrics: MetricsSpec | None,
+    *,
+    ended: bool = False,
+    workdir: Path | None = None,
 ) -> ReportTail | WithSplits:
-    """The reports of one attempt: its report file, or with `metrics` the script's own log under `hydra_dir`."""
+    """The reports of one attempt: its report file, or with `metrics` the script's own log under
+    `hydra_dir` (for `stdout`, the lines it prints, tapped from the stream as they come:
+    `WithSplits.printed`; `ended`: read from the stream's log in the attempt's folder, for an
+    attempt that has ended). `workdir`: the folder the script runs in, named when the log appears
+    there instead."""
     if metrics is None:
         return ReportTail(report_file)
-    return WithSplits(MetricsFileTail(hydra_dir, metrics), ReportTail(report_file))
+    if metrics.format == "stdout":
+        log = report_file.parent / f"{metrics.stream or 'stdout'}.log"
+        tail = printed_reports(log, metrics) if ended else PrintedMetricsTail(metrics, log)
+        return WithSplits(tail, ReportTail(report_file))
+    return WithSplits(MetricsFileTail(hydra_dir, metrics, workdir), ReportTail(report_file))
 
 
 def attempt_reports(
@@ -65,7 +79,7 @@ def attempt_reports(
     if not report_file.is_file() or report_file.is_symlink():
         return []
     out: list[Line] = []
-    source = report_source(report_file, attempt_dir / "hydra", metrics)
+    source = report_source(report_file, attempt_dir / "hydra", metrics, ended=True)
     try:
         out += source.read_new()
         out += source.finish()[0]
@@ -120,7 +134,7 @@ class ReportTail:
 class WithSplits:
     """A script's own metrics log, plus the report file for its planner.log_split lines (docs/data.md)."""
 
-    def __init__(self, metrics: MetricsFileTail, report_file: ReportTail):
+    def __init__(self, metrics: MetricsFileTail | PrintedMetricsTail, report_file: ReportTail):
         self.metrics, self.report_file = metrics, report_file
         self.reported = (
             False  # the script also called planner.report: refused, the metrics come from its log
@@ -142,6 +156,11 @@ class WithSplits:
     def close(self) -> None:
         self.metrics.close()
         self.report_file.close()
+
+    @property
+    def printed(self) -> PrintedMetricsTail | None:
+        """The sink a stream's lines go to as well (`format: stdout`), or None for a file."""
+        return self.metrics if isinstance(self.metrics, PrintedMetricsTail) else None
 
     def misnamed(self) -> Misnamed | None:
         """Before the first report: the file has no column for the metric but holds it under an evaluation

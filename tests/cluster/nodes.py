@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -72,6 +73,11 @@ class NodeSpec:
     num_cpus: int = 1
     num_gpus: int = 0
     resources: dict[str, float] = field(default_factory=dict)
+    # Folders this node does not share with the driver: it runs in a mount namespace of its own with
+    # an empty tmpfs over each (as root: `unshare --mount`), as a machine without the driver's disk
+    # would.
+    private: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)  # set in this node's environment only
 
 
 @dataclass
@@ -261,12 +267,18 @@ class LocalCluster:
                     f"--dashboard-port={ports[7]}"]  # fmt: skip
         else:
             cmd += [f"--address={self.address}"]
+        if spec.private:  # exec'd in place: the node's process is still the session's leader
+            mounts = " && ".join(
+                f"mount -t tmpfs -o size=256m tmpfs {shlex.quote(d)}" for d in spec.private
+            )
+            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                   f'{mounts} && exec "$@"', "node", *cmd]  # fmt: skip
         log = self.root / f"n{index}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
                 cmd,
                 cwd=temp_dir,  # workers start here: not the driver's folder, not the repo
-                env=self._node_env(),
+                env={**self._node_env(), **spec.env},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,

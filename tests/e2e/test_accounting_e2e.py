@@ -159,7 +159,7 @@ def test_a_trainable_that_fails_every_trial_stops_after_the_first_few_with_the_e
     captured = capsys.readouterr()
     err = captured.out + captured.err
     assert code == 3, err
-    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
     records = read_jsonl(run_dir / "trials.jsonl")
     assert 3 <= len(records) < 12, len(records)  # stopped early; what ended is kept
     # it ends as every run ends (the folder, the state), not as an error of the command
@@ -182,7 +182,7 @@ def test_keep_going_runs_every_trial_of_a_trainable_that_fails_every_trial(
     code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet", "--keep-going"])
     out = capsys.readouterr().out
     assert code == 4, out  # completed, nothing to decide on
-    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
     assert sum(1 for r in read_jsonl(run_dir / "trials.jsonl") if r["phase"] == "tune") == 6
     assert "error:      FileNotFoundError" in out and "(in 6 trials" in out, out
 
@@ -209,7 +209,7 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(
             and "did you mean `val_accuracy`?" in err
         )
     ), err
-    run_dir = next((tmp_path / "runs" / "failfast").iterdir())
+    run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
     records = read_jsonl(run_dir / "trials.jsonl")
     assert all(r["exposure"] < 10 for r in records), [
         (r["trial_id"], r["exposure"]) for r in records

@@ -162,7 +162,7 @@ def function_run(tmp_path_factory):
     done = plan("run", "contract.yaml", "--quiet", cwd=home, env=env)
     # a planted trial fails on purpose (its error carries a secret): its arm is incomplete, exit 4
     assert done.returncode in (0, 3, 4), done.stdout + done.stderr
-    (run_dir,) = (home / "runs" / "leaky").iterdir()
+    (run_dir,) = (home / "runs" / "leaky").glob("*/")
     return home, run_dir, env, done.stdout + done.stderr
 
 
@@ -189,7 +189,7 @@ def command_run(tmp_path_factory):
     done = plan("run", "contract.yaml", "--quiet", cwd=home, env=env)
     # a planted trial fails on purpose (its error carries a secret): its arm is incomplete, exit 4
     assert done.returncode in (0, 3, 4), done.stdout + done.stderr
-    (run_dir,) = (home / "runs" / contract["name"]).iterdir()
+    (run_dir,) = (home / "runs" / contract["name"]).glob("*/")
     return home, run_dir, env, done.stdout + done.stderr
 
 
@@ -271,7 +271,7 @@ def test_plan_run_refuses_a_credential_in_the_contract(tmp_path):
     assert done.returncode == 1 and "P230" in done.stdout + done.stderr, done.stdout + done.stderr
     assert MARK not in done.stdout + done.stderr
     assert not (tmp_path / "runs" / "leaky").exists() or not any(
-        (tmp_path / "runs" / "leaky").iterdir()
+        (tmp_path / "runs" / "leaky").glob("*/")
     )
 
 

@@ -168,3 +168,82 @@ def test_jsonl_and_trainer_state_through_the_runner(tmp_path):
         state,
     )
     assert trial.steps == [1, 2, 3] and trial.last("val_acc") == 0.3
+
+
+PRINTED = MetricsSpec(
+    file=None,
+    format="stdout",
+    step="step",
+    names={"val_acc": "val_acc", "loss": "loss"},
+    require="val_acc",
+    pattern=r"^(?:epoch (?P<step>\d+) val_acc (?P<val_acc>\S+)|loss (?P<loss>\S+))$",
+)
+
+
+def test_printed_lines_become_reports_and_a_train_line_joins_the_next_evaluation(tmp_path):
+    trial, result = _run(
+        tmp_path,
+        """
+        for epoch in range(1, 4):
+            print(f'loss {1 / epoch}')
+            print(f'epoch {epoch} val_acc {0.5 + epoch / 10}')
+        print('done', file=sys.stderr)
+        """,
+        spec=PRINTED,
+    )
+    assert trial.reports == [
+        (1, {"val_acc": 0.6, "loss": 1.0}),
+        (2, {"val_acc": 0.7, "loss": 0.5}),
+        (3, {"val_acc": 0.8, "loss": 1 / 3}),
+    ]
+    assert "epoch 3 val_acc 0.8" in (Path(result.attempt_dir) / "stdout.log").read_text()
+
+
+def test_printed_lines_on_stderr_are_read_when_the_contract_says_so(tmp_path):
+    from dataclasses import replace
+
+    trial, _ = _run(
+        tmp_path,
+        "for e in (1, 2, 3): print(f'epoch {e} val_acc 0.5', file=sys.stderr)\n",
+        spec=replace(PRINTED, stream="stderr"),
+    )
+    assert [step for step, _ in trial.reports] == [1, 2, 3]
+
+
+def test_a_pattern_that_never_matched_fails_with_the_last_lines_printed(tmp_path):
+    with pytest.raises(CommandMetricsError) as error:
+        _run(tmp_path, "print('Epoch 1 accuracy=0.5')\nprint('Epoch 2 accuracy=0.6')\n", PRINTED)
+    message = str(error.value)
+    assert "matched metrics.pattern" in message
+    assert "Epoch 1 accuracy=0.5 | Epoch 2 accuracy=0.6" in message
+
+
+def test_early_stopping_stops_a_printing_script_mid_run(tmp_path):
+    trial = TrialDouble(dir=str(tmp_path / "trial"), budget=50, stop_after=2)
+    with pytest.raises(StopTrial):
+        _run(
+            tmp_path,
+            """
+            for epoch in range(1, 51):
+                print(f'epoch {epoch} val_acc 0.5')
+                time.sleep(0.2)
+            print('ran to its end')
+            """,
+            spec=PRINTED,
+            trial=trial,
+        )
+    (attempt,) = (tmp_path / "trial").glob("attempt-*")
+    assert "ran to its end" not in (attempt / "stdout.log").read_text()
+    assert len(trial.reports) == 2
+
+
+def test_a_log_written_in_the_working_folder_names_it_and_the_contract_line_that_fixes_it(tmp_path):
+    with pytest.raises(CommandMetricsError) as error:
+        _run(
+            tmp_path,
+            "os.makedirs('logs', exist_ok=True)\n"
+            "open('logs/m.csv', 'w').write('epoch,val_acc\\n0,0.5\\n')\n",
+        )
+    message = str(error.value)
+    assert f"{tmp_path / 'logs' / 'm.csv'} appeared in the folder the script runs in" in message
+    assert "`output_dir: ${hydra:runtime.output_dir}`" in message

@@ -230,7 +230,7 @@ def test_item7_an_exception_while_deciding_keeps_the_final_bookkeeping(
     assert "the decision could not be made: ValueError: values must be a flat sequence" in str(
         caught.value
     )
-    (root,) = (tmp_path / "runs" / "loud").iterdir()
+    (root,) = (tmp_path / "runs" / "loud").glob("*/")
     state = json.loads((root / "state.json").read_text())
     assert state["state"] == "failed" and "the decision could not be made" in state["reason"]
     assert state["budget"]["trials_ended"] == 4

@@ -58,7 +58,7 @@ def finished(tmp_path_factory):
     (home / "contract.yaml").write_text(yaml.safe_dump(CONTRACT, sort_keys=False))
     done = plan("run", "contract.yaml", "--quiet", cwd=home, env=environment(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    (run_dir,) = (home / "runs" / "planted").iterdir()
+    (run_dir,) = (home / "runs" / "planted").glob("*/")
     return home, run_dir
 
 

@@ -34,12 +34,13 @@ def test_the_recorder_is_tagged_as_ray_tags_it_without_importing_the_integration
 import json, sys
 from ray.air._internal import usage
 from planner._dispatch.hooks import Hooks
-from planner._dispatch.tune import Recorder, TuneState, callbacks_tagged_without_integrations
+from planner._dispatch.compat import callbacks_tagged_without_integrations
+from planner._dispatch.tune import Recorder, TuneState
 recorded = {}
 usage.record_extra_usage_tag = lambda key, value: recorded.update({usage.TagKey.Name(key): value})
 noop = lambda *a, **k: None
 callbacks = [Recorder(TuneState([], "score", "max", 1, Hooks(noop, noop, noop)))]
-with callbacks_tagged_without_integrations():
+with callbacks_tagged_without_integrations(Recorder):
     usage.tag_callbacks(callbacks)
 imported = sorted(m for m in ("mlflow", "ray.air.integrations.mlflow", "ray.air.integrations.wandb") if m in sys.modules)
 restored = usage.tag_callbacks.__module__ == usage.__name__
@@ -58,10 +59,11 @@ def test_any_other_callback_list_goes_to_rays_own_tag():
 import json
 from ray import tune
 from ray.air._internal import usage
-from planner._dispatch.tune import callbacks_tagged_without_integrations
+from planner._dispatch.compat import callbacks_tagged_without_integrations
+from planner._dispatch.tune import Recorder
 seen = []
 usage._count_callbacks = lambda callbacks: seen.append(len(callbacks)) or {}
-with callbacks_tagged_without_integrations():
+with callbacks_tagged_without_integrations(Recorder):
     usage.tag_callbacks([tune.Callback()])
 print(json.dumps({"seen": seen}))
 """)
@@ -87,14 +89,14 @@ def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process
 import inspect, json, os, sys
 import psutil, ray
 import ray._private.services as services
-from planner._dispatch import session
+from planner._dispatch import compat, session
 assert list(inspect.signature(services.get_node).parameters) == ["gcs_address", "node_id"]
 calls = []
-original = session._node_registration_polled
+original = compat.node_registration_polled
 def counted(*a, **k):
     calls.append(1)
     return original(*a, **k)
-session._node_registration_polled = counted
+compat.node_registration_polled = counted  # before session's first use of compat reads it
 session.start_local_ray()
 node = ray._private.worker._global_node
 kinds = sorted(node.all_processes)

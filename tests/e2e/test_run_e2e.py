@@ -647,7 +647,7 @@ def test_tuned_values_that_never_reach_the_run_make_the_decision_invalid(
     )
     assert main(["run", str(path), "--runs-dir", str(tmp_path / "runs")]) == 4
     out = capsys.readouterr().out
-    run_dir = next((tmp_path / "runs" / "e2e").iterdir())
+    run_dir = next((tmp_path / "runs" / "e2e").glob("*/"))
     doc = json.loads((run_dir / "decisions.json").read_text())
     row = next(d for d in doc["decisions"] if d["arm"] == "treat")
     assert row["decision"] == "invalid"

@@ -40,6 +40,16 @@ def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(
     assert {r.data.tags.get("planner.contract_sha256") for r in children} == {
         trials[0]["contract_sha256"]
     }
+    # the parent: the contract's params, the decision, the report; the experiment a classic one
+    (parent,) = [r for r in runs if r.data.tags.get("planner.kind") == "run"]
+    assert parent.data.params["name"] == contract["name"]
+    assert parent.data.params["metric.name"] == contract["metric"]["name"]
+    assert parent.data.tags["planner.decision.treat"] == decision
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {
+        "decisions.json",
+        "report.html",
+    }
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
 
 def test_a_store_mlflow_refuses_stops_the_run_before_any_trial(in_repo, tmp_path):

@@ -61,7 +61,7 @@ def test_plan_run_prints_no_line_of_rays(in_repo, tmp_path):
     noisy = [line for line in lines if RAY_WORDS.search(line)]
     assert not noisy, "Ray's words on the terminal:\n" + "\n".join(noisy)
 
-    (run_dir,) = (tmp_path / "runs" / "quiet").iterdir()
+    (run_dir,) = (tmp_path / "runs" / "quiet").glob("*/")
     ray_log = (run_dir / "ray.log").read_text()
     assert "Ray's own logs (raylet, GCS, workers) are in " in ray_log
     session_logs = re.search(r"are in (\S+)", ray_log).group(1)

@@ -104,6 +104,22 @@ def set_command(**fields):
             "P529",
         ),  # holds an integer
         ({"checkpoint": {"file": "ckpt/*.ckpt", "resume_key": "preprocess.standardize"}}, "P522"),
+        ({"metrics": {"format": "stdout", "pattern": "epoch (?P<step>\\d+"}}, "P533"),
+        ({"metrics": {"format": "stdout", "pattern": "epoch \\d+ acc (?P<val_acc>\\S+)"}}, "P534"),
+        (
+            {"metrics": {"format": "stdout", "pattern": "epoch (?P<step>\\d+) acc (?P<acc>\\S+)"}},
+            "P535",
+        ),
+        (
+            {
+                "metrics": {
+                    "format": "stdout",
+                    "pattern": "epoch (?P<step>\\d+) acc (?P<acc>\\S+)",
+                    "names": {"val_acc": "acc", "val_loss": "loss"},
+                }
+            },
+            "P535",
+        ),  # a name no group holds
     ],
 )
 def test_each_rule_of_the_mapping_form(tmp_path, fields, code):
@@ -260,3 +276,29 @@ def test_the_config_check_leaves_out_interpolations_in_lists_as_in_mappings(tmp_
     ConfigCheck(composed, {"lr": 0.1, "warmup_lr": 0.5, "lrs": [0.5, 0.01], "epochs": 3}).run()
     with pytest.raises(CommandConfigMismatchError, match=r"lrs\.1: contract 0\.02, script 0\.01"):
         ConfigCheck(composed, {"lr": 0.1, "warmup_lr": 0.1, "lrs": [0.1, 0.02], "epochs": 3}).run()
+
+
+def test_a_stdout_pattern_is_valid_and_shown(tmp_path):
+    from planner._contract.validate import format_result
+
+    pattern = r"^epoch (?P<step>\d+) val_acc (?P<val_acc>\S+) val_loss (?P<val_loss>\S+)$"
+    edit = set_command(metrics={"format": "stdout", "pattern": pattern, "step_base": 0})
+    result = validate(app_contract(tmp_path, edit))
+    assert [d.code for d in result.diagnostics] == []
+    assert f"metrics from the stdout lines matching '{pattern}' (stdout; step step, from 0;" in (
+        format_result(result)
+    )
+
+
+@pytest.mark.parametrize(
+    "metrics, words",
+    [
+        ({"format": "stdout"}, "give `pattern`"),
+        ({"format": "stdout", "pattern": "(?P<step>\\d+)", "file": "m.csv"}, "remove `file`"),
+        ({"format": "csv", "step": "epoch"}, "needs `file`"),
+        ({"format": "csv", "file": "m.csv", "pattern": "x"}, "are for format: stdout"),
+    ],
+)
+def test_the_schema_says_which_of_file_and_pattern_a_format_takes(tmp_path, metrics, words):
+    result = validate(app_contract(tmp_path, set_command(metrics=metrics)))
+    assert any(words in d.message for d in result.diagnostics), result.diagnostics

@@ -70,6 +70,16 @@ def test_a_failed_record_after_a_worker_death_always_carries_its_reason(tmp_path
     assert "the worker process died: ActorDiedError" in errors[0]["message"]
 
 
+def test_a_worker_death_the_ledger_never_heard_of_uses_a_retry_counted_by_the_driver(tmp_path):
+    spec = _spec(tmp_path, retries=1)  # no ledger in the driver's folder: the attempt left none
+    status, errors, used = after_worker_death(spec, "NodeDiedError: the node died", sent=1)
+    assert (status, used) == ("retry", 1)
+    assert [e["type"] for e in errors] == ["WorkerDied"]
+    status, errors, used = after_worker_death(spec, "NodeDiedError: the node died", sent=2)
+    assert (status, used) == ("failed", 2)
+    assert errors[-1]["attempt"] == 2 and "the node died" in errors[-1]["message"]
+
+
 def _failed(trial_id, arm, message):
     return {
         "trial_id": trial_id,

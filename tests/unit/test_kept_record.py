@@ -132,7 +132,8 @@ def test_a_confirmation_trial_whose_worker_died_after_it_ended_is_recorded_as_it
         lambda spec, why: None,
         trial_kept=lambda spec, record, why: kept.append((spec.trial_id, why)),
     )
-    batch.queue, batch.outcome = [], fixed.Outcome()
+    batch.queue, batch.outcome, batch.attempts = [], fixed.Outcome(), {s.trial_id: 1}
+    batch.nodes, batch.where, batch.avoid = None, {}, {}  # one machine: no node is chosen
     ref = _Died()
     batch.running = {ref: (s, 0.0, "2026-01-01T00:00:00Z")}
 

@@ -37,9 +37,12 @@ RANKS = {
 # Heavy or process-touching libraries, and the only stages that may import them.
 BOUNDARIES = {
     "ray": {"_dispatch", "_reeval"},
-    "optuna": {"_dispatch"},
+    # the run's studies; a space's Optuna form (_plan); the report's parameter importance (_results)
+    "optuna": {"_plan", "_results", "_dispatch"},
     "pandas": {"_results"},
-    "matplotlib": set(),  # the report's plots are SVG text (_results/svg): no stage draws with it
+    "matplotlib": set(),  # the report draws with plotly: no stage draws with matplotlib
+    "plotly": {"_results"},
+    "jinja2": {"_results"},
     "mlflow": {"_results"},
     "rich": {"_dispatch"},
 }

@@ -335,3 +335,72 @@ def test_the_store_is_checked_before_a_run_starts(tmp_path, sqlite_uri, monkeypa
         check_mlflow_tracking((tmp_path / "mlruns").as_uri(), "checked")
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     assert "pip install 'planner[mlflow]'" in mlflow_missing_reason()
+
+
+def test_the_parent_run_holds_the_contracts_params_the_decision_and_the_report(
+    tmp_path, sqlite_uri
+):
+    run_dir = _write_run_folder(tmp_path)
+    summary = log_run_to_mlflow(run_dir, tracking_uri=sqlite_uri, experiment="parent")
+    client, runs = _runs(sqlite_uri, "parent")
+    parent = next(r for r in runs if r.info.run_id == summary.parent_run_id)
+    assert parent.data.params == {
+        "name": "demo",
+        "baseline.name": "sgd",
+        "arms": json.dumps([{"name": "momentum"}]),
+    }
+    assert summary.artifacts == ("decisions.json", "report.html")
+    assert {a.path for a in client.list_artifacts(parent.info.run_id)} == set(summary.artifacts)
+    folder = client.download_artifacts(parent.info.run_id, "", str(tmp_path / "got"))
+    decisions = json.loads(Path(folder, "decisions.json").read_text())
+    assert decisions == json.loads((run_dir / "decisions.json").read_text())
+    page = Path(folder, "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "momentum" in page
+    # beside the sqlite file, not in the folder the process runs in
+    assert not Path("mlruns").exists()
+
+
+def test_the_experiment_opens_in_mlflows_classic_view(tmp_path, sqlite_uri):
+    from planner._results.mlflow import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
+
+    client = mlflow.MlflowClient(tracking_uri=sqlite_uri)
+    made_before = client.create_experiment(  # by someone else, unmarked
+        "made-before", artifact_location=(tmp_path / "artifacts").as_uri()
+    )
+    log_run_to_mlflow(_write_run_folder(tmp_path), tracking_uri=sqlite_uri, experiment="kind")
+    log_run_to_mlflow(
+        _write_run_folder(tmp_path / "b"), tracking_uri=sqlite_uri, experiment="made-before"
+    )
+    for experiment in (client.get_experiment_by_name("kind"), client.get_experiment(made_before)):
+        assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND == "custom_model_development"
+
+
+def test_trials_logged_as_they_ended_are_not_logged_again_at_the_end(tmp_path, sqlite_uri):
+    from planner._results.mlflow import LiveMlflow
+
+    run_dir = _write_run_folder(tmp_path)
+    live = LiveMlflow(run_dir, sqlite_uri, "live")
+    for trial in TRIALS[:3]:
+        live.trial_ended(trial)
+    client, runs = _runs(sqlite_uri, "live")
+    assert len(runs) == 1 + 3  # the parent, and each trial as it ended
+    summary = log_run_to_mlflow(run_dir, tracking_uri=sqlite_uri, experiment="live")
+    assert (summary.trials_logged, summary.trials_already_logged) == (len(TRIALS) - 3, 3)
+    assert summary.parent_run_id == live.parent_id
+    _check_logged(sqlite_uri, "live", summary)
+
+
+def test_plan_export_mlflow_logs_a_finished_run(tmp_path, sqlite_uri, capsys):
+    from planner._cli.main import main
+
+    run_dir = _write_run_folder(tmp_path)
+    args = ["export", str(run_dir), "--mlflow", sqlite_uri, "--experiment", "exported", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["trials_logged"] == len(TRIALS) and out["artifacts"] == [
+        "decisions.json",
+        "report.html",
+    ]
+    _check_logged(sqlite_uri, "exported", log_run_to_mlflow(run_dir, sqlite_uri, "exported"))
+    assert main(["export", str(run_dir), "--experiment", "x"]) == 2
+    assert "give it with --mlflow" in capsys.readouterr().err

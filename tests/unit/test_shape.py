@@ -26,7 +26,6 @@ ALLOWED: set[str] = {
     "_dispatch/driver.py:format_result",
     "_lineage/resolve.py:_describe",
     "_reeval/rerun.py:prepare",
-    "_results/report.py:curves",
     "_results/report.py:render_markdown",
     "_results/status.py:format_status",
 }

@@ -46,19 +46,30 @@ def test_status_of_a_completed_run(completed):
     assert (
         rows[("tune", "adam")]["ended"] == 6 and rows[("tune", "adam")]["statuses"]["failed"] == 1
     )
-    assert rows[("confirm", "sgd")] == {
+    sgd = rows[("confirm", "sgd")]
+    assert {k: sgd[k] for k in ("phase", "arm", "planned", "ended", "statuses")} == {
         "phase": "confirm",
         "arm": "sgd",
         "planned": 4,
         "ended": 4,
         "statuses": {"completed": 4},
     }
+    # the mean of what the confirmation trials reported last, as the decision compares them
+    lasts = [
+        r["reports"][-1]["metrics"]["val_acc"]
+        for r in map(json.loads, (completed / "trials.jsonl").read_text().splitlines())
+        if (r["phase"], r["arm"]) == ("confirm", "sgd")
+    ]
+    assert sgd["metric"] == "val_acc" and sgd["mean"] == pytest.approx(sum(lasts) / len(lasts))
+    assert sgd["best"] is None and rows[("tune", "adam")]["best"] is not None
     text = format_status(s)
     lines = text.splitlines()
     assert lines[0].startswith("run optimizer-compare / done: completed (all planned trials ended)")
     assert "trials ended: 20 of 20 planned" in lines
     assert any(
-        line.split() == ["confirm", "adam", "4", "/", "4", "completed", "4"] for line in lines
+        line.split()[:7] == ["confirm", "adam", "4", "/", "4", "completed", "4;"]
+        and line.endswith(f"mean val_acc {rows[('confirm', 'adam')]['mean']:.4g}")
+        for line in lines
     )
     assert (
         "failures: 3 (diverged 1, failed 1, protocol_error 1); 1 trial(s) succeeded after a retry"

@@ -111,3 +111,16 @@ def test_a_trial_that_stops_short_is_told_what_most_often_causes_it(tmp_path):
     )
     assert "EarlyStopping" in _why_short(one_short, 1)
     assert _why_short(one_short, 2) == ""
+
+
+def test_a_last_report_short_of_the_budget_names_the_interval_the_budget_is_no_multiple_of(
+    tmp_path,
+):
+    # nanoGPT's eval_interval 75 and a budget of 200: evaluations at 0, 75, 150, the next at 225
+    short = spec("stops_short", tmp_path, budget=200, tid="i")
+    clause = _why_short(short, 150, steps=[0, 75, 150])
+    assert "reported every 75 steps (at 0, 75, 150)" in clause
+    assert "budget of 200 is not a multiple of 75" in clause and "225" in clause
+    assert "EarlyStopping" not in clause
+    # reports that stopped at an interval that would still have fit: the script stopped itself
+    assert "EarlyStopping" in _why_short(short, 100, steps=[50, 100])

@@ -1,0 +1,92 @@
+"""`args: literal`: a trial's config as `--key=value` flags whose values a script reads back with
+`ast.literal_eval` (nanoGPT's configurator), or takes as text where it reads none."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from planner._contract.command_help import literal_text, read_literal
+from planner._trial.command_args import literal_flags
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.sampled_from(["3", "True", "None", " 4", "'a'", "[1]", "1e3", "-2", "", "out-dir"])
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+def same(a, b) -> bool:
+    """Equal, and of the same types all the way down (True is not 1)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    return a == b
+
+
+@given(VALUES)
+def test_what_is_written_reads_back_as_the_value(value):
+    assert same(read_literal(literal_text(value)), value)
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (True, "True"),
+        (False, "False"),
+        (None, "None"),
+        (0.1, "0.1"),
+        (3, "3"),
+        (float("inf"), "1e999"),
+        ("adamw", "adamw"),
+        ("out-shakespeare", "out-shakespeare"),
+        ("3", "'3'"),
+        ("True", "'True'"),
+        ([64, "a"], "[64, 'a']"),
+    ],
+)
+def test_each_kind_of_value_is_written_as_a_configurator_reads_it(value, text):
+    assert literal_text(value) == text
+
+
+def test_nan_has_no_literal_and_is_refused():
+    with pytest.raises(ValueError, match="NaN"):
+        literal_text(float("nan"))
+
+
+def test_every_leaf_is_one_flag_in_the_configs_order(tmp_path: Path):
+    config = {
+        "compile": False,
+        "dropout": 0.1,
+        "init_from": "scratch",
+        "optim": {"lr": 1e-3},
+        "wandb_run_name": None,
+        "out_dir": "${hydra:runtime.output_dir}",
+    }
+    assert literal_flags(config, tmp_path) == [
+        "--compile=False",
+        "--dropout=0.1",
+        "--init_from=scratch",
+        "--optim.lr=0.001",
+        "--wandb_run_name=None",
+        f"--out_dir={tmp_path}",
+    ]
