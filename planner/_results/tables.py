@@ -18,7 +18,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -144,7 +144,7 @@ def load_run(
             ended = {str(r.get("trial_id")) for r in collector.records}
             planned = facts.plan_entries(folder.plan())
             for live in running_records(folder.path, planned, ended):
-                collector.add(live)
+                collector.add(cast(TrialRecord, live))  # record-shaped (running_records)
         trials, report_frame, records = collector.frames()
         records = [
             r for r in records if r.get("status") != RUNNING

@@ -318,7 +318,8 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     missing or unreadable is left as it is (a reeval says so)."""
 
     def change(identity: dict[str, Any]) -> list[str]:
-        logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
+        found = identity.get("packages")
+        logged = found if isinstance(found, dict) else {}
         added = [name for name in used_packages(record_modules(records)) if name not in logged]
         if added:
             versions = packages(added)
