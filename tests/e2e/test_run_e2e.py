@@ -201,7 +201,7 @@ def test_tuning_at_a_matched_budget_finds_each_arms_own_learning_rate(ray_local,
             }
         },
         arms=arms,
-        acceptance={"min_effect": 0.03},
+        acceptance={"min_effect": 0.03, "test": "welch"},  # the synthetic effect is exact
     )
     untuned = run(
         write(tmp_path, file="untuned.yaml", **common), runs_dir=tmp_path / "runs", quiet=True
