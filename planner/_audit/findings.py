@@ -473,7 +473,8 @@ def _explored_edge(arm: str, sel: dict[str, Any], k: KeyReach) -> list[Finding]:
             f"{arm}'s selected {k.key} = {_g(k.selected)} is the {word} of its {k.draws} "
             f"draws, which explored {_g(k.low)}-{_g(k.high)}: {100 * share:.0f} % of the declared "
             f"range {list(k.bounds)}{scale}, {100 * beyond:.0f} % of it beyond the selected value "
-            "never tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
+            "never tried. The value sits at the edge of what was explored, so the optimum may lie "
+            "beyond it; "
             "the decision's CI covers seed noise only, not this.",
             [
                 _boundary_evidence(

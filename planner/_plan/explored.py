@@ -157,7 +157,9 @@ def _draws_said(reaches: Sequence[ArmReach]) -> str:
     if len(counts) == 1:
         n = counts.pop()
         return f"tuned with {n} draw{'' if n == 1 else 's'} per arm"
-    return "tuned with " + ", ".join(f"{r.draws} draws of {r.arm}" for r in reaches)
+    return "tuned with " + ", ".join(
+        f"{r.draws} draw{'' if r.draws == 1 else 's'} of {r.arm}" for r in reaches
+    )
 
 
 def _explored_said(k: KeyReach) -> str | None:
