@@ -218,8 +218,8 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
 
 
 def tuning_reach(contract, records: Iterable[dict], selected: dict[str, dict]) -> list[ArmReach]:
-    """How far each arm's tuning explored its space (planner._plan.explored), from its tuning records
-    and the params selected for it; [] for a contract without tuning."""
+    """How far each arm's tuning explored its space (planner._plan.explored), from its tuning
+    records and the params selected for it; [] for a contract without tuning."""
     if contract.tuning is None:
         return []
     tune = [r for r in records if r.get("phase") == "tune"]

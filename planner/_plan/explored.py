@@ -1,4 +1,4 @@
-"""How far each arm's tuning reached into its space: said with the decision, in the report and the audit.
+"""How far each arm's tuning reached into its space: said with the decision, the report, the audit.
 
 For each tuned key of an arm: how many of its tuning trials drew it, the part of the declared range
 the draws explored (the smallest to the largest value drawn, as a share of the range on its scale,
@@ -33,8 +33,8 @@ def _number(value: Any) -> bool:
 
 
 def position(kind: str, bounds: Any, value: Any) -> float | None:
-    """Where `value` lies in a range, 0 at the low end, 1 at the high end (log scale for log_uniform);
-    None for a choice, a value that is no finite number, or a range with no width."""
+    """Where `value` lies in a range, 0 at the low end, 1 at the high end (log scale for
+    log_uniform); None for a choice, a value that is no finite number, or a range with no width."""
     if kind not in RANGES or not _number(value):
         return None
     lo, hi, v = float(bounds[0]), float(bounds[1]), float(value)
@@ -50,8 +50,8 @@ class KeyReach:
     """One tuned key of one arm: what its draws explored, and where the selected value sits.
 
     `share`: for a range, the part of it between the smallest and largest draw (0 for one distinct
-    value); for a choice, the share of its options drawn. `edge`/`edge_of`: the selected value's side
-    and whether it is the edge of the declared range or of what the draws explored.
+    value); for a choice, the share of its options drawn. `edge`/`edge_of`: the selected value's
+    side and whether it is the edge of the declared range or of what the draws explored.
     """
 
     key: str
@@ -88,7 +88,7 @@ class ArmReach:
 
 
 def _edge(kind: str, bounds: Any, value: Any, low: Any, high: Any, distinct: int) -> tuple:
-    """(position, side, of what) of a selected value; side and of-what None when it is at no edge."""
+    """(position, side, of what) of a selected value; side and of-what None at no edge."""
     u = position(kind, bounds, value)
     if u is None:
         return None, None, None
@@ -163,7 +163,7 @@ def _draws_said(reaches: Sequence[ArmReach]) -> str:
 
 
 def _explored_said(k: KeyReach) -> str | None:
-    """What one arm's draws of a key explored, without the key's name; None when nothing was drawn."""
+    """What one arm's draws of a key explored, without the key's name; None: nothing drawn."""
     if k.kind not in RANGES:
         return None if not k.draws else f"drew {k.distinct} of its {len(k.bounds)} choices"
     if k.low is None:
@@ -177,7 +177,7 @@ def _explored_said(k: KeyReach) -> str | None:
 
 
 def _keys_said(reaches: Sequence[ArmReach]) -> list[str]:
-    """Per key, what the draws explored: once when every arm's draws explored the same, else by arm."""
+    """Per key, what the draws explored: once when every arm's explored the same, else by arm."""
     out = []
     for key in dict.fromkeys(k.key for r in reaches for k in r.keys):
         said: dict[str, list[str]] = {}
@@ -209,8 +209,8 @@ def _edges_said(reaches: Sequence[ArmReach]) -> list[str]:
         if of == "explored":
             word, where = ("smallest", "below") if side == "low" else ("largest", "above")
             out.append(
-                f"{_names(arms)} selected {whose} {word} {key} draw ({value}), the edge of what was "
-                f"explored: {beyond} of the range {where} it never tried"
+                f"{_names(arms)} selected {whose} {word} {key} draw ({value}), the edge of what "
+                f"was explored: {beyond} of the range {where} it never tried"
             )
         else:
             out.append(

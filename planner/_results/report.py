@@ -240,7 +240,7 @@ def tuning_reach(results: RunResults) -> list[ArmReach]:
 
 
 def tuning_reach_summary(results: RunResults) -> dict[str, Any]:
-    """The report's `tuning_reach`: the decision's sentence and, per arm and key, what it explored."""
+    """The report's `tuning_reach`: the decision's sentence; per arm and key, what it explored."""
     reaches = tuning_reach(results)
     rows = [
         {"arm": r.arm, "draws": k.draws, "key": k.key, "kind": k.kind, "range": list(k.bounds),
@@ -718,8 +718,8 @@ def render_markdown(results: RunResults) -> str:
 
 
 def reach_lines(reach: dict[str, Any]) -> list[str]:
-    """Beside the decisions: how far each arm's tuning explored, which the CI (seed noise) leaves out;
-    then per arm and key, the draws, what they explored and where the selected value sits."""
+    """Beside the decisions: how far each arm's tuning explored, which the CI (seed noise) leaves
+    out; then per arm and key, the draws, what they explored and where the selected value sits."""
     if not reach.get("summary"):
         return []
     out = [f"**Tuning:** {_md(reach['summary'])}.", ""]

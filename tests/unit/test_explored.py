@@ -1,6 +1,6 @@
 """How well each arm was tuned, said with the decision: the draws per arm, the part of each range
-they explored (log scale for log_uniform), the choices a categorical drew, and a selected value at the
-edge of what was explored; in `plan run`'s closing lines, decisions.json's `tuning`, and the reports.
+they explored (log scale for log_uniform), the choices a categorical drew, and a selected value at
+the edge of what was explored; in `plan run`'s closing lines, decisions.json's `tuning`, reports.
 Pure: run folders written without Ray."""
 
 from __future__ import annotations
