@@ -731,11 +731,20 @@ def reach_lines(reach: dict[str, Any]) -> list[str]:
         else:
             seen = "–" if explored is None else f"{_fmt(explored[0])} to {_fmt(explored[1])}"
         share = "–" if r["share"] is None else f"{100 * r['share']:.0f} %"
-        edge = f"{r['edge']} end of the {r['edge_of']}" if r["edge"] else ""
+        edge = _edge_said(r["edge"], r["edge_of"])
         rows.append([r["arm"], r["key"], r["draws"], seen, share, _fmt(r["selected"]), edge])
     return out + _table(
         ["arm", "key", "draws", "explored", "share of range", "selected", "selected at"], rows
     )
+
+
+def _edge_said(side: str | None, of: str | None) -> str:
+    """Where a selected value sits: its arm's smallest or largest draw, or an end of the range."""
+    if side is None:
+        return ""
+    if of == "explored":
+        return f"its {'smallest' if side == 'low' else 'largest'} draw"
+    return f"the {side} end of the range"
 
 
 def _failure_md(s: dict[str, Any]) -> list[str]:

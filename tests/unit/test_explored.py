@@ -92,9 +92,9 @@ def test_the_nanogpt_case_is_in_the_markdown_and_html_reports(tmp_path, capsys):
     assert "**Tuning:** tuned with 5 draws per arm; recipe.lr explored 0.0021-0.0081" in md
     assert "the edge of what was explored" in md
     rows = [line for line in md.splitlines() if line.startswith("| base | recipe.lr |")]
-    assert len(rows) == 1 and "low end of the explored" in rows[0] and "| 5 |" in rows[0]
+    assert len(rows) == 1 and "its smallest draw" in rows[0] and "| 5 |" in rows[0]
     page = render(load_run(run), "html")
-    assert "How well each arm was tuned" in page
+    assert "How well each arm was tuned" in page and "its smallest draw" in page
     assert "selected their smallest recipe.lr draw (0.0021), the edge of what was explored" in page
 
 
@@ -109,7 +109,8 @@ def test_a_well_searched_range_flags_no_edge(tmp_path, capsys):
     assert f"{100 * _log_share(spread[0], spread[-1]):.0f} % of [0.0003, 0.03]" in said
     assert main(["report", str(run), "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert "end of the explored" not in md and "end of the range" not in md
+    assert "smallest draw |" not in md and "largest draw |" not in md
+    assert "end of the range" not in md
 
 
 def test_a_value_in_the_outer_band_is_said_as_the_edge_of_the_declared_range(tmp_path):
