@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from planner._cli.main import main
-from planner._dispatch.driver import run
+from planner._dispatch.driver import format_result, run
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, cut_short, interrupt_joined_run, synthetic_contract
 
@@ -438,6 +438,18 @@ def test_grid_sampler_and_median_rule_run_through_tune(ray_local, in_repo, tmp_p
         ]
     selection = json.loads((result.run_dir / "selection.json").read_text())["arms"]
     assert selection["base"]["params"] == {"recipe.lr": 0.01}  # best_lr of the base config
+    # how far each arm's tuning explored is said with the decision (decisions.json, plan run's end)
+    said = json.loads((result.run_dir / "decisions.json").read_text())["tuning"]
+    assert (
+        said["summary"]
+        == result.tuning
+        == "tuned with 3 draws per arm; recipe.lr drew 3 of its 3 choices"
+    )
+    assert f"tuning:     {result.tuning}" in format_result(result).splitlines()
+    assert [(r["arm"], r["draws"], r["keys"][0]["distinct"]) for r in said["arms"]] == [
+        ("base", 3, 3),
+        ("treat", 3, 3),
+    ]
 
 
 def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
