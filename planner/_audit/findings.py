@@ -1,4 +1,5 @@
-"""The audit's findings: pure functions of a run's `Evidence` (docs/audit.md says how each is computed).
+"""The audit's findings: pure functions of a run's `Evidence` (docs/audit.md says how each is
+computed).
 
 Each finding has a stable code, the arm it is about (or None), a kind —
 `observation` (read off the log), `inference` (a reading of it that could be
@@ -43,12 +44,14 @@ COST_FLOOR_S = (
 )
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
-# every seed showing the same change (no spread) is evidence when chance alone gives it at most this often:
-# the one-sided level of the CIs above, so a sign rule and a CI say the same about the same seeds
+# every seed showing the same change (no spread) is evidence when chance alone gives it at most
+# this often: the one-sided level of the CIs above, so a sign rule and a CI say the same about the
+# same seeds
 SIGN_LEVEL = (1 - CONFIDENCE) / 2
 
 KINDS = ("observation", "inference", "guess")
-# Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
+# Symptoms of the training or the measurement; the other codes are about the comparison's precision
+# and cost.
 SYMPTOMS = (
     "diverged",
     "diverged_region",
@@ -92,7 +95,8 @@ class Finding:
 
 
 def _g(x: Any) -> str:
-    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in plan run)."""
+    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in
+    plan run)."""
     if x is None:
         return "none"
     if isinstance(x, float):
@@ -101,7 +105,8 @@ def _g(x: Any) -> str:
 
 
 def orient(ev: Evidence, metric: str | None = None) -> float:
-    """+1 when higher is better, -1 when lower is (for `metric`: the held-out metric has the decision's direction)."""
+    """+1 when higher is better, -1 when lower is (for `metric`: the held-out metric has the
+    decision's direction)."""
     return -1.0 if (ev.mode if metric is None else ev.mode_of(metric)) == "min" else 1.0
 
 
@@ -147,7 +152,8 @@ class Curves:
 
 
 def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
-    """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
+    """The arm's completed confirmation trials with a curve, one per seed (the contract's seed
+    order)."""
     out = {
         t.seed: t
         for t in ev.of(arm=arm, phase="confirm")
@@ -162,7 +168,8 @@ def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
 
 
 def curves(ev: Evidence, arm: str) -> Curves | None:
-    """The decision metric's curves when every seed reports it at 2 or more common steps; else metric.name's."""
+    """The decision metric's curves when every seed reports it at 2 or more common steps; else
+    metric.name's."""
     trials = confirmation_trials(ev, arm)
     if len(trials) < 2:
         return None
@@ -189,16 +196,16 @@ def curves(ev: Evidence, arm: str) -> Curves | None:
 
 
 def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
-    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves (the rule the run's
-    own `seeds_identical` finding follows); else None."""
+    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves (the
+    rule the run's own `seeds_identical` finding follows); else None."""
     trials = confirmation_trials(ev, arm)
     same = same_curve_every_seed((arm, t.seed, t.curve_key) for t in trials)
     return trials if arm in same else None
 
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]:
-    """(mean oriented change from step a to step b, half-width of its CI, whether the changes show no spread)
-    over the seeds, paired by seed."""
+    """(mean oriented change from step a to step b, half-width of its CI, whether the changes show
+    no spread) over the seeds, paired by seed."""
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
@@ -210,8 +217,9 @@ def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]
 
 
 def _tied(values: list[float]) -> bool:
-    """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is no evidence,
-    so nothing is inferred beyond it (a quantized metric, accuracy on few examples, ties)."""
+    """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is
+    no evidence, so nothing is inferred beyond it (a quantized metric, accuracy on few examples,
+    ties)."""
     return len(values) > 1 and bool(no_spread(np.asarray([values], dtype=float))[0])
 
 
@@ -249,7 +257,8 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
         gain, half, tied = _change(c, a, last, sign)
-        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads them
+        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads
+        # them
         p_sign = 0.5 ** len(c.seeds) if tied and gain > 0 else None
         if gain >= floor and (
             (not tied and gain - half > 0) or (p_sign is not None and p_sign <= SIGN_LEVEL)
@@ -265,9 +274,11 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                     "still_improving",
                     arm,
                     "inference",
-                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
+                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step "
+                    f"{c.steps[a]} to "
                     f"{c.steps[last]}; {how}): the comparison at this exposure "
-                    "may be premature, and a slower learner's early score does not establish inferiority.",
+                    "may be premature, and a slower learner's early score does not establish "
+                    "inferiority.",
                     [
                         _curve_evidence(
                             c, [a, last], gain=gain, ci_half_width=half, floor=floor, p_sign=p_sign
@@ -285,8 +296,10 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                     "late_decline",
                     arm,
                     "observation",
-                    f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by step {c.steps[last]} "
-                    f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation decline, which picking the "
+                    f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by "
+                    f"step {c.steps[last]} "
+                    f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation "
+                    f"decline, which picking the "
                     "best checkpoint would hide, not answer.",
                     [_curve_evidence(c, [peak, last], drop=drop, ci_half_width=half, floor=floor)],
                 )
@@ -328,8 +341,8 @@ def diverged(ev: Evidence, arm: str) -> Finding | None:
         "diverged",
         arm,
         "observation",
-        f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went non-finite"
-        + (f" (their params: {said})." if said else "."),
+        f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went "
+        f"non-finite" + (f" (their params: {said})." if said else "."),
         evidence,
     )
 
@@ -389,8 +402,10 @@ def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
                 "diverged_region",
                 arm,
                 "inference",
-                f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} trials) and none of the "
-                f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} {_g(other)} did: "
+                f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} "
+                f"trials) and none of the "
+                f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} "
+                f"{_g(other)} did: "
                 f"divergence sits at the {side} end of {key}'s range {list(kb[1])}.",
                 [
                     {
@@ -420,9 +435,9 @@ def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
 
 def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
     """A selected value at the edge of its declared range, or at the edge of what the draws explored
-    with room left beyond it (the smallest or largest value drawn, the declared range going on past it):
-    either way the arm's optimum may lie where nothing was tried. Where it sits is computed once, by
-    planner._plan.explored, as the decision and the report say it."""
+    with room left beyond it (the smallest or largest value drawn, the declared range going on past
+    it): either way the arm's optimum may lie where nothing was tried. Where it sits is computed
+    once, by planner._plan.explored, as the decision and the report say it."""
     sel = _selected(ev, arm)
     chosen = sel.get("params") or {}
     space = frozen_space(ev.contract, arm)
@@ -454,14 +469,22 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
 
 def _boundary_evidence(sel: dict[str, Any], k: KeyReach, **extra: Any) -> dict[str, Any]:
     """The evidence of a selected_at_boundary finding: the selected value and where it lies."""
-    return {"trial_id": sel.get("trial_id"), "key": k.key, "value": k.selected,
-            "range": list(k.bounds), "kind": k.kind, "position": k.position, "side": k.edge,
-            **extra}  # fmt: skip
+    return {
+        "trial_id": sel.get("trial_id"),
+        "key": k.key,
+        "value": k.selected,
+        "range": list(k.bounds),
+        "kind": k.kind,
+        "position": k.position,
+        "side": k.edge,
+        **extra,
+    }
 
 
 def _explored_edge(arm: str, sel: dict[str, Any], k: KeyReach) -> list[Finding]:
-    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it by
-    more than the boundary band: a range the draws under-explored (the next control: more draws)."""
+    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it
+    by more than the boundary band: a range the draws under-explored (the next control: more
+    draws)."""
     scale = ", log scale" if k.kind == "log_uniform" else ""
     word = "smallest" if k.edge == "low" else "largest"
     share, beyond = k.share or 0.0, k.beyond or 0.0
@@ -510,8 +533,10 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
         "selection_optimism",
         arm,
         "inference",
-        f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average {_g(mean)}: "
-        f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI (± {_g(half)}): "
+        f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average "
+        f"{_g(mean)}: "
+        f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI "
+        f"(± {_g(half)}): "
         "the winner's curse of picking the best of many noisy trials.",
         [
             {
@@ -543,8 +568,9 @@ def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
-    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while the two
-    arms were confirmed at different values: the arm may have lost that value to being judged early."""
+    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while
+    the two arms were confirmed at different values: the arm may have lost that value to being
+    judged early."""
     tuning = ev.contract.get("tuning") or {}
     early = tuning.get("early_stop") or {}
     if early.get("rule") in (None, "none"):
@@ -571,10 +597,14 @@ def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
             "stopped_early_at_selected",
             arm,
             "inference",
-            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the first rung "
-            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at different values "
-            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's early score does not "
-            f"establish that the value is worse for {arm}, so the arms may differ in how they were judged, not only "
+            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the "
+            f"first rung "
+            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at "
+            f"different values "
+            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's "
+            f"early score does not "
+            f"establish that the value is worse for {arm}, so the arms may differ in how they "
+            f"were judged, not only "
             "in the factor.",
             [
                 {
@@ -605,7 +635,8 @@ def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
 
 
 def seed_spread(ev: Evidence) -> list[Finding]:
-    """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
+    """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this
+    run's spread."""
     min_effect = facts.contract_get(ev.contract, "acceptance.min_effect")
     if not finite(min_effect):
         return []
@@ -628,7 +659,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
         }
         need = power.get("seeds_80")
         said = (
-            f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds per arm for 80 % "
+            f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds "
+            f"per arm for 80 % "
             f"power, {power['seeds_declared']} were declared"
             if need
             else f"; {power['why']}"
@@ -640,9 +672,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
                 "seed_spread",
                 d.get("arm"),
                 "observation",
-                f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than min_effect {_g(min_effect)}"
-                + said
-                + ".",
+                f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than "
+                f"min_effect {_g(min_effect)}" + said + ".",
                 [item],
                 recipe={"change": "seeds", "seeds": need}
                 if need and need > power["seeds_declared"] and d.get("decision") == "inconclusive"
@@ -653,7 +684,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
 
 
 def _power(ev: Evidence) -> dict[str, Any]:
-    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
+    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan
+    power` has them."""
 
     declared = len(facts.contract_get(ev.contract, "seeds", []))
     metric = ev.decision_metric
@@ -696,8 +728,9 @@ def _power(ev: Evidence) -> dict[str, Any]:
 
 
 def first_of_workers(ev: Evidence) -> list[Trial]:
-    """The first trial each worker process ran (by start time): it paid the process's start-up (imports such
-    as torch, a dataset's first read) that the worker's later trials did not. Empty without worker facts."""
+    """The first trial each worker process ran (by start time): it paid the process's start-up
+    (imports such as torch, a dataset's first read) that the worker's later trials did not. Empty
+    without worker facts."""
     first: dict[str, Trial] = {}
     for t in ev.trials:
         if t.worker is None or t.started is None or t.phase == "reeval":
@@ -708,7 +741,8 @@ def first_of_workers(ev: Evidence) -> list[Trial]:
 
 
 def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
-    """What the first trials of the workers paid before their first step, against the other trials."""
+    """What the first trials of the workers paid before their first step, against the other
+    trials."""
     ids = {t.trial_id for t in firsts}
     mine = [t.startup_s for t in firsts if t.startup_s is not None]
     others = [t.startup_s for t in ev.trials if t.trial_id not in ids and t.startup_s is not None]
@@ -724,8 +758,8 @@ def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
 
 
 def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any] | None:
-    """The arm's median seconds and resource-seconds per trial, over the trials that ran the full exposure,
-    the first trial of each worker left out (while other trials remain)."""
+    """The arm's median seconds and resource-seconds per trial, over the trials that ran the full
+    exposure, the first trial of each worker left out (while other trials remain)."""
     full = [
         t
         for t in ev.of(arm=arm)
@@ -750,7 +784,8 @@ def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any]
 
 def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
     """The arms' cost compared like for like: the median seconds per step, and the median per-trial
-    resource-seconds of full-exposure trials without the start-up the first trial of each worker paid."""
+    resource-seconds of full-exposure trials without the start-up the first trial of each worker
+    paid."""
     rows = [c for c in cost if c["trials"]]
     if len(rows) < 2:
         return None
@@ -771,7 +806,8 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
     if not said:
         return None
     text = "; ".join(
-        f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
+        f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} "
+        f"x)"
         for what, hi, lo, key in said
     )
     startup = _startup(ev, firsts)
@@ -779,8 +815,10 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         ""
         if not startup or not any(p["excluded"] for p in per_trial)
         else (
-            f" The first trial of each worker ({len(startup['first_trials'])}: {', '.join(startup['first_trials'][:3])}"
-            f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial figure: it paid a "
+            f" The first trial of each worker ({len(startup['first_trials'])}: "
+            f"{', '.join(startup['first_trials'][:3])}"
+            f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial "
+            f"figure: it paid a "
             f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
             f"{_g(startup['others_median_startup_s'])} s), the worker's imports."
         )
@@ -817,7 +855,8 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         "unequal_cost",
         said[0][1]["arm"],
         "observation",
-        f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
+        f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact "
+        f"about cost, "
         "kept apart from the decision." + left_out,
         evidence,
     )
@@ -852,7 +891,8 @@ def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]
                 "heldout_exposure",
                 None,
                 "observation",
-                f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
+                f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, "
+                f"over the "
                 f"cap of {ledger['cap']}.",
                 [ledger],
             )
@@ -932,8 +972,8 @@ def failures(ev: Evidence) -> list[Finding]:
 
 
 def _errors_said(items: list[dict[str, Any]]) -> str:
-    """Each error of the failed trials on one line, grouped as `plan run` groups them; the tracebacks stay in
-    trials.jsonl and the trials' logs."""
+    """Each error of the failed trials on one line, grouped as `plan run` groups them; the
+    tracebacks stay in trials.jsonl and the trials' logs."""
     groups = facts.failure_groups(items)
     shown = "; ".join(
         g["error"] + (f" (in {g['count']} trials, first {g['first']})" if g["count"] > 1 else "")
@@ -977,8 +1017,9 @@ def seeds_identical_finding(ev: Evidence, arm: str) -> Finding | None:
 
 
 def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
-    """The run's decision found that the arm's tuning trials with different params reported the same curves
-    (decisions.json `tuned_values_identical`): the tuned values did not reach the run."""
+    """The run's decision found that the arm's tuning trials with different params reported the
+    same curves (decisions.json `tuned_values_identical`): the tuned values did not reach the
+    run."""
     logged = [
         f
         for f in _logged_findings(ev)
@@ -991,7 +1032,8 @@ def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
         "tuned_values_identical",
         arm,
         "observation",
-        f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned values "
+        f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned "
+        f"values "
         "do not reach the run, so its selection is arbitrary and the arm was not tuned.",
         [{"source": "decisions.json", **f} for f in logged],
     )

@@ -27,10 +27,11 @@ STUDIES_FILE = "studies.log"
 def run_studies(path: str | Path | None) -> Any:
     """The Optuna storage of a run's tuning studies (`path`: its journal file), or None (in memory).
 
-    Optuna's journal file, as its file backend writes and reads it, without the backend's lock and fsync
-    per operation: the driver is the studies' one writer (it holds the run folder's lock), a process that
-    dies leaves what it wrote in the file, and the fsync of every operation (six a trial) was nearly all
-    of a trial's cost in the driver. A reader (optuna-dashboard) opens it with the file backend."""
+    Optuna's journal file, as its file backend writes and reads it, without the backend's lock and
+    fsync per operation: the driver is the studies' one writer (it holds the run folder's lock), a
+    process that dies leaves what it wrote in the file, and the fsync of every operation (six a
+    trial) was nearly all of a trial's cost in the driver. A reader (optuna-dashboard) opens it
+    with the file backend."""
     if path is None:
         return None
     file = str(path)
@@ -51,15 +52,16 @@ def study_name(arm: str, seed: int, several_seeds: bool) -> str:
 
 
 def index_seed(seed: int, index: int) -> int:
-    """The sampler seed of the draw at tuning index `index`: a function of (declared seed, index) alone, so
-    the draw at an index is the same in a resumed run, and the same for every arm of the run."""
+    """The sampler seed of the draw at tuning index `index`: a function of (declared seed, index)
+    alone, so the draw at an index is the same in a resumed run, and the same for every arm of the
+    run."""
     digest = hashlib.sha256(f"planner-sweep:{seed}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 
 def grid_points(seed: int, space: dict[str, Any]) -> list[dict[str, Any]]:
-    """The grid in the seeded order its tuning indices take it (index i: point i, over again past the
-    end): the same for every arm whose grid is the same."""
+    """The grid in the seeded order its tuning indices take it (index i: point i, over again past
+    the end): the same for every arm whose grid is the same."""
     names = sorted(space)  # `space`: Optuna distributions, all categorical for a grid
     points = list(itertools.product(*(space[name].choices for name in names)))
     random.Random(seed).shuffle(points)
@@ -69,9 +71,10 @@ def grid_points(seed: int, space: dict[str, Any]) -> list[dict[str, Any]]:
 class SweepStudy:
     """One sweep's Optuna study (an arm at a tuning seed), asked and told by tuning index.
 
-    The draw at index i comes from a sampler seeded by (declared seed, i): by construction for random
-    and grid, whatever ran before; TPE's draw also reads the finished trials the study holds when it is
-    asked, and a resumed study is given them again, in index order, before it is asked anything."""
+    The draw at index i comes from a sampler seeded by (declared seed, i): by construction for
+    random and grid, whatever ran before; TPE's draw also reads the finished trials the study holds
+    when it is asked, and a resumed study is given them again, in index order, before it is asked
+    anything."""
 
     def __init__(self, storage: Any, name: str, sampler: Any, space: dict[str, Any], mode: str):
         self.sampler, self.space = sampler, dict(sorted(space.items()))  # one order of draws
@@ -87,7 +90,8 @@ class SweepStudy:
         self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
 
     def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
-        """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`: when."""
+        """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`:
+        when."""
         told = [
             trial
             for record in sorted(records, key=lambda r: r.get("index", 0))
@@ -98,7 +102,8 @@ class SweepStudy:
             self.study.set_user_attr("resumed", {"at": resumed_at, "trials_before": len(told)})
 
     def ask(self, index: int, trial_id: str, values: dict[str, Any] | None = None):
-        """(study trial number, params) of tuning index `index`; `values`: the values it runs again."""
+        """(study trial number, params) of tuning index `index`; `values`: the values it runs
+        again."""
         attrs = {"index": index, "trial_id": trial_id}
         if values is None and self.sampler.name == "grid":
             values = self.grid[index % len(self.grid)]
@@ -132,11 +137,13 @@ class SweepStudy:
 def finished_trial(
     record: dict[str, Any], metric: str, space: dict[str, Any], *, with_index: bool = False
 ) -> Any:
-    """A finished trial of a resumed sweep (its record) as its rebuilt study takes it (`study.add_trial`).
+    """A finished trial of a resumed sweep (its record) as its rebuilt study takes it
+    (`study.add_trial`).
 
-    Every status is told, as a running study was told it: `completed` with its final value (COMPLETE),
-    `early_stopped` as PRUNED, any other end (failed, diverged, ...) as FAIL; the values of `metric` its
-    record holds by step go with it. None when its params do not fit `space` (the study goes without it)."""
+    Every status is told, as a running study was told it: `completed` with its final value
+    (COMPLETE), `early_stopped` as PRUNED, any other end (failed, diverged, ...) as FAIL; the
+    values of `metric` its record holds by step go with it. None when its params do not fit `space`
+    (the study goes without it)."""
     state = optuna.trial.TrialState
     value = (
         finite_final_value(record, metric)

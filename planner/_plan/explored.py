@@ -115,9 +115,19 @@ def key_reach(key: str, dim: Dimensional, drawn: Sequence[Any], selected: Any = 
     share = None if lo is None or hi is None else hi - lo
     u, side, of = _edge(dim.kind, bounds, selected, values[0], values[-1], len(values))
     return KeyReach(
-        key, dim.kind, bounds, len(drawn), len(values), values[0], values[-1], share, selected,
-        u, side, of,
-    )  # fmt: skip
+        key,
+        dim.kind,
+        bounds,
+        len(drawn),
+        len(values),
+        values[0],
+        values[-1],
+        share,
+        selected,
+        u,
+        side,
+        of,
+    )
 
 
 def arm_reach(

@@ -177,7 +177,8 @@ def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
-    """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected one."""
+    """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected
+    one."""
     t = results.trials
     tune = t[t["phase"] == "tune"] if len(t) else t
     exposure = facts.contract_get(results.contract, "budget.exposure")
@@ -243,12 +244,22 @@ def tuning_reach_summary(results: RunResults) -> dict[str, Any]:
     """The report's `tuning_reach`: the decision's sentence; per arm and key, what it explored."""
     reaches = tuning_reach(results)
     rows = [
-        {"arm": r.arm, "draws": k.draws, "key": k.key, "kind": k.kind, "range": list(k.bounds),
-         "distinct": k.distinct, "explored": None if k.low is None else [k.low, k.high],
-         "share": k.share, "selected": k.selected, "edge": k.edge, "edge_of": k.edge_of}
+        {
+            "arm": r.arm,
+            "draws": k.draws,
+            "key": k.key,
+            "kind": k.kind,
+            "range": list(k.bounds),
+            "distinct": k.distinct,
+            "explored": None if k.low is None else [k.low, k.high],
+            "share": k.share,
+            "selected": k.selected,
+            "edge": k.edge,
+            "edge_of": k.edge_of,
+        }
         for r in reaches
         for k in r.keys
-    ]  # fmt: skip
+    ]
     return {"summary": reach_said(reaches), "rows": rows}
 
 
@@ -350,7 +361,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
             },
             "baseline": base,
             "arms": arms_info,
-            # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
+            # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name
+            # as `metric`
             "metric": results.decision_metric,
             **{
                 k: results.decision_info.get(k, facts.contract_get(c, f"acceptance.{k}"))
@@ -449,7 +461,8 @@ _MD_SPECIAL = str.maketrans(
 
 
 def _md(text: Any) -> str:
-    """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links, code, emphasis)."""
+    """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links,
+    code, emphasis)."""
     return terminal_safe(" ".join(str(text).split())).translate(_MD_SPECIAL)
 
 
@@ -506,7 +519,8 @@ def more_line(total: int) -> list[str]:
     if total <= MAX_ROWS:
         return []
     return [
-        f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.",
+        f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list "
+        f"them all.",
         "",
     ]
 
@@ -520,7 +534,8 @@ def heldout_line(h: dict[str, Any]) -> str:
         else " (no cap set: budget.max_heldout_evaluations)"
     )
     text = (
-        f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
+        f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in "
+        f"confirmation, "
         f"{h['reeval']} in re-evaluation."
     )
     if h.get("over_cap"):
@@ -531,7 +546,8 @@ def heldout_line(h: dict[str, Any]) -> str:
 
 
 def data_lines(s: dict[str, Any]) -> list[str]:
-    """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
+    """The Data section: per split, presentations, distinct units and groups, overlaps, data
+    violations."""
     data = s.get("data") or {}
     return [
         f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
@@ -554,16 +570,20 @@ def render_markdown(results: RunResults) -> str:
     if s.get("lock"):
         lk = s["lock"]
         out += [
-            f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since {_md(lk.get('started'))}: "
+            f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since "
+            f"{_md(lk.get('started'))}: "
             "the run is in progress.",
             "",
         ]
     out += ["## Hypothesis", "", _md(str(s.get("hypothesis") or "–").strip()), ""]
     m = s["metrics"]
     out += [
-        f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
-        f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
-        f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
+        f"Factor **{_md(s['factor']['name'])}** (keys: "
+        f"{', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
+        f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), "
+        f"decision on "
+        f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha "
+        f"{_md(acc['alpha'])}, {_md(acc['correction'])} "
         f"correction, min_effect {_md(acc['min_effect'])}.",
         "",
     ]
@@ -574,7 +594,8 @@ def render_markdown(results: RunResults) -> str:
         out.append(f"- {title}: {over}")
         for d in a["config_diff"]:
             out.append(
-                f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → {_md(shown_side(d, 'arm'))}"
+                f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → "
+                f"{_md(shown_side(d, 'arm'))}"
             )
     out.append("")
     out += ["## Decisions", ""]
@@ -643,7 +664,8 @@ def render_markdown(results: RunResults) -> str:
             rows,
         )
         out += [
-            "Seeds after an arm's last look were not needed: the sequential confirmation stopped it.",
+            "Seeds after an arm's last look were not needed: the sequential confirmation stopped "
+            "it.",
             "",
         ]
     ps = s["per_seed"]
@@ -748,7 +770,8 @@ def _edge_said(side: str | None, of: str | None) -> str:
 
 
 def _failure_md(s: dict[str, Any]) -> list[str]:
-    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in markdown."""
+    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in
+    markdown."""
     out: list[str] = []
     out += ["## Failures", ""]
     if s["failures"]:
@@ -836,7 +859,8 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
                 ],
                 [
                     "host",
-                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)",
+                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, "
+                    f"{ident.get('cpus') or '?'} CPUs)",
                 ],
                 ["data", ", ".join(f"{p}: {str(h)[:12]}" for p, h in ident["data"].items()) or "–"],
             ],
@@ -851,7 +875,8 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- cost (apart from the decision)
 
 COST_NOTE = (
-    "What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
+    "What each arm cost, whatever it decided: trial-seconds summed over its trials, the median "
+    "seconds "
     "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved."
 )
 
@@ -866,8 +891,8 @@ def _disk(n: Any) -> str:
 
 
 def cost_table(cost: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial measured it:
-    command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
+    """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial
+    measured it: command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
     disk = any(c.get("disk_bytes") is not None for c in cost)
     rows = [
         [c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"])]

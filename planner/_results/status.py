@@ -232,8 +232,9 @@ def _n(value: Any) -> str:
 
 
 def failure_line(group: dict[str, Any]) -> str:
-    """One line per error, as `plan run` sums them up: its first trial, where it broke, where its logs are,
-    and the other trials that failed the same way (planner._store.facts.failure_groups)."""
+    """One line per error, as `plan run` sums them up: its first trial, where it broke, where its
+    logs are, and the other trials that failed the same way
+    (planner._store.facts.failure_groups)."""
     line = f"  {group['first']} {group['status']}: {group['error']}"
     line += f"  [{group['where']}]" if group["where"] else ""
     line += f" (logs in {group['logs']})" if group.get("logs") else ""
@@ -264,7 +265,10 @@ def format_status(status: dict[str, Any]) -> str:
     lock = s.get("lock")
     if lock:
         by = f"`{lock['command']}`, " if lock.get("command") else ""
-        holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
+        holder = (
+            f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since "
+            f"{_n(lock.get('started'))}"
+        )
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
         elif (
@@ -371,7 +375,8 @@ def format_status(status: dict[str, Any]) -> str:
     if s["violations"]:
         kinds = Counter(v["kind"] for v in s["violations"])
         out.append(
-            f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
+            f"protocol violations: {len(s['violations'])} "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
         )
     data = s.get("data") or {}
     if data.get("splits") or data.get("violations"):

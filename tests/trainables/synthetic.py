@@ -47,8 +47,8 @@ def slow(config, trial):
 
 
 def ignores_lr(config, trial):
-    """Never reads recipe.lr (like a script that hard-codes its learning rate): every tuning trial of a
-    sweep reports the same curve, whatever lr it was given; the seeds still vary the run."""
+    """Never reads recipe.lr (like a script that hard-codes its learning rate): every tuning trial
+    of a sweep reports the same curve, whatever lr it was given; the seeds still vary the run."""
     recipe = config["recipe"]
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):
@@ -60,8 +60,8 @@ def ignores_lr(config, trial):
 
 
 def ties_at_the_end(config, trial):
-    """Uses recipe.lr on the way, but its last value is quantized to the same number for every lr: tuning
-    trials tie by chance on the final value with different curves."""
+    """Uses recipe.lr on the way, but its last value is quantized to the same number for every lr:
+    tuning trials tie by chance on the final value with different curves."""
     recipe = config["recipe"]
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):

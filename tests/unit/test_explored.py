@@ -81,8 +81,17 @@ def test_the_nanogpt_case_names_draws_explored_range_and_the_edge_in_the_decisio
 
 
 def _row(arm: str) -> dict:
-    return {"arm": arm, "decision": "accept", "effect": 0.1, "ci_low": 0.05, "ci_high": 0.15,
-            "p_value": 0.01, "n_arm": 3, "n_baseline": 3, "reason": "Accept."}  # fmt: skip
+    return {
+        "arm": arm,
+        "decision": "accept",
+        "effect": 0.1,
+        "ci_low": 0.05,
+        "ci_high": 0.15,
+        "p_value": 0.01,
+        "n_arm": 3,
+        "n_baseline": 3,
+        "reason": "Accept.",
+    }
 
 
 def test_the_nanogpt_case_is_in_the_markdown_and_html_reports(tmp_path, capsys):

@@ -244,10 +244,15 @@ def test_odd_characters_and_huge_values_still_draw():
     value near 1.7e308 is held at 1e300 so that plotly's axis has room for its margins."""
     assert plots.label("a\x01b\ud800") == "a\ufffdb\ufffd"
     rows = [
-        {"arm": "a\x01", "decision": "reject", "effect": -1.7e308, "ci_low": -1.7e308,
-         "ci_high": 1.7e308},
+        {
+            "arm": "a\x01",
+            "decision": "reject",
+            "effect": -1.7e308,
+            "ci_low": -1.7e308,
+            "ci_high": 1.7e308,
+        },
         {"arm": "b", "decision": "accept", "effect": None, "ci_low": None, "ci_high": None},
-    ]  # fmt: skip
+    ]
     fig = plots.forest_figure(rows, 0.01, "m\x03")
     html = plots.figure_html(fig, "plot-x")
     assert "\ud800" not in html and "NaN" not in html and "Infinity" not in html

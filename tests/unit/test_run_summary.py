@@ -1,4 +1,5 @@
-"""The lines `plan run` ends with (format_result): what an `invalid` decision broke, the resume line last."""
+"""The lines `plan run` ends with (format_result): what an `invalid` decision broke, the resume
+line last."""
 
 from __future__ import annotations
 
@@ -30,16 +31,19 @@ def _row(arm: str, why: str, rule: str) -> dict:
 
 
 SEEDS = (
-    "Invalid: the seeds did not vary the run: 3 seeds of base and 3 seeds of adam reported identical curves "
+    "Invalid: the seeds did not vary the run: 3 seeds of base and 3 seeds of adam reported "
+    "identical curves "
     "of val_acc. The trainable ignores its seed."
 )
 DATA = (
-    "Invalid: split_overlap in confirm-adam-s1: train and val share 4 units. The data the arms saw break the "
+    "Invalid: split_overlap in confirm-adam-s1: train and val share 4 units. The data the arms "
+    "saw break the "
     "contract's data section."
 )
 BUDGET = "tuning budget not matched: lion 5 of 6 trials."
 TUNED = (
-    "Invalid: the tuned values did not vary the run: 4 tuning trials of arm cos with different params reported "
+    "Invalid: the tuned values did not vary the run: 4 tuning trials of arm cos with different "
+    "params reported "
     "the same curves; check that the trainable uses them."
 )
 
@@ -83,7 +87,8 @@ def test_the_resume_line_is_the_last_line_with_lineage_history(tmp_path):
                 "line": "demo",
                 "baseline": {"arm": "base", "from": None},
                 "repetition": {
-                    "sentence": "factor optim was tested 2 times against this baseline (this test included)"
+                    "sentence": "factor optim was tested 2 times against this baseline (this test "
+                    "included)"
                 },
             }
         )

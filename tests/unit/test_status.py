@@ -114,7 +114,8 @@ def test_cli_status_prints_the_formatted_status(completed, capsys):
 
 
 def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
-    """One rule with the lock: a reused pid or a dead one is not a live holder; another host cannot be told."""
+    """One rule with the lock: a reused pid or a dead one is not a live holder; another host cannot
+    be told."""
     import os
 
     from planner._results.status import _lock_alive
