@@ -88,7 +88,9 @@ class Figure:
     layout: dict[str, Any] = field(default_factory=dict)
     cells: dict[tuple[int, int], str] = field(default_factory=dict)  # -> axis suffix: "", "2"...
 
-    def add_trace(self, trace_: dict[str, Any], row: int | None = None, col: int | None = None):
+    def add_trace(
+        self, trace_: dict[str, Any], row: int | None = None, col: int | None = None
+    ) -> None:
         if row is not None and col is not None and self.cells[(row, col)]:
             suffix = self.cells[(row, col)]
             trace_ = {**trace_, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
@@ -105,18 +107,34 @@ class Figure:
             if row in (None, r) and col in (None, c)
         ]
 
-    def update_xaxes(self, patch: Mapping[str, Any] | None = None, **where: Any) -> None:
-        self._update_axes("x", patch, where)
+    def update_xaxes(
+        self,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        row: int | None = None,
+        col: int | None = None,
+        **props: Any,
+    ) -> None:
+        self._update_axes("x", {**(patch or {}), **props}, row, col)
 
-    def update_yaxes(self, patch: Mapping[str, Any] | None = None, **where: Any) -> None:
-        self._update_axes("y", patch, where)
+    def update_yaxes(
+        self,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        row: int | None = None,
+        col: int | None = None,
+        **props: Any,
+    ) -> None:
+        self._update_axes("y", {**(patch or {}), **props}, row, col)
 
-    def _update_axes(self, letter: str, patch: Mapping[str, Any] | None, where: Any) -> None:
-        row, col = where.pop("row", None), where.pop("col", None)
-        if "title_text" in where:
-            where["title"] = {"text": where.pop("title_text")}
+    def _update_axes(
+        self, letter: str, props: dict[str, Any], row: int | None, col: int | None
+    ) -> None:
+        """`props` set on the axes in `row` and `col` (`title_text`: the axis title's text)."""
+        if "title_text" in props:
+            props["title"] = {"text": props.pop("title_text")}
         for key in self.axes(letter, row, col):
-            merge(self.layout.setdefault(key, {}), {**(patch or {}), **where})
+            merge(self.layout.setdefault(key, {}), props)
 
     def add_vline(self, x: float, line: Mapping[str, Any], annotation: str | None = None) -> None:
         """A vertical line at `x` across every subplot, with `annotation` over its top."""

@@ -192,7 +192,8 @@ def params_figure(
                 )
     for j, dim in enumerate(dims):
         if dim.log:
-            fig.update_xaxes(type="log", **grid_cell(j, len(dims)))
+            cell = grid_cell(j, len(dims))
+            fig.update_xaxes({"type": "log"}, row=cell["row"], col=cell["col"])
     fig.update_yaxes(title_text=f"{label(metric)} (final value)", col=1)
     return fig
 
