@@ -34,8 +34,9 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,10 +54,12 @@ from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
+from planner._store.identity import read_facts, trainable_sources
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
+from planner._trial.reads import Recorder, recording
 from planner._trial.reports import nearest_name
 from planner._trial.storage import TrialStorage, trial_storage
 
@@ -169,6 +172,7 @@ class Trial:
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
         self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
+        self._reads: Recorder | None = None  # a function trainable's: what its trial reads
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
@@ -427,6 +431,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    reads = _function_reads(spec)  # what a function trainable reads, all its attempts together
     storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
@@ -436,6 +441,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
         trial.storage = storage
+        trial._reads = reads
         if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
             storage.pull()
         try:
@@ -468,7 +474,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
-    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+    if reads is not None:
+        record["inputs"] = {"files": _files_read(spec, reads)}
+    elif trial is not None and trial.inputs is not None:  # a command's flags and the files it read
         record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
@@ -589,6 +597,44 @@ def _attempt(
         f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes, steps=_steps(trial))}",
         "",
     )
+
+
+def _function_reads(spec: TrialSpec) -> Recorder | None:
+    """The recorder of the files a function trainable's trial reads below the contract's folder
+    (`extra["reads_base"]`: "." on a cluster, where the worker runs in its copy) and its module's
+    folder, outside the run folder; None for a `command:` (its bootstrap records them) or a spec
+    that does not ask for it."""
+    base = spec.extra.get("reads_base")
+    if "command" in spec.extra or not base:
+        return None
+    module_file = _module_file(spec.trainable.partition(":")[0])
+    roots = [os.path.abspath(base)] + ([str(module_file.parent)] if module_file else [])
+    trial_dir = os.path.abspath(spec.dir)
+    parent = os.path.dirname(trial_dir)
+    run_folder = os.path.dirname(parent) if os.path.basename(parent) == "trials" else trial_dir
+    return Recorder(roots, [run_folder])
+
+
+def _module_file(module_name: str) -> Path | None:
+    """The file of the trainable's module as this worker imports it, or None."""
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = found.origin if found is not None else None
+    return Path(origin).resolve() if origin and os.path.isfile(origin) else None
+
+
+def _files_read(spec: TrialSpec, reads: Recorder) -> dict[str, Any]:
+    """The files the trial read (`inputs.files`): what the hook saw, and the trainable's module and
+    the local modules it imports, which an earlier trial in this worker may have loaded before
+    this one started (no import then, no audit event)."""
+    read, written = reads.read()
+    module_name = spec.trainable.partition(":")[0]
+    module_file = _module_file(module_name)
+    if module_file is not None:
+        read |= {str(path) for path in trainable_sources(module_file, module_name)}
+    return dict(read_facts(read, written, Path(reads.roots[0])))  # its first root: the base
 
 
 def _spent(trial: Trial) -> int | None:
@@ -720,9 +766,10 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     try:
         with _worker_kept(spec), output, dog:
             try:
-                fn = trainable_for(spec)
-                seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-                fn(spec.config, trial)
+                with recording(trial._reads) if trial._reads is not None else nullcontext():
+                    fn = trainable_for(spec)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
             finally:
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
