@@ -664,16 +664,25 @@ def files_read(log: Path, base: Path) -> dict[str, FileFact]:
     return read_facts(read, written, base)
 
 
-def read_facts(read: Iterable[str], written: Iterable[str], base: Path) -> dict[str, FileFact]:
+def read_facts(
+    read: Iterable[str],
+    written: Iterable[str],
+    base: Path,
+    known: dict[str, FileFact] | None = None,
+) -> dict[str, FileFact]:
     """The files a trial read (absolute paths) as its record keeps them: name (relative to `base`,
-    the folder the trial runs in) -> `file_fact`, each file looked at once. A file the trial opened
-    for writing is an output, not an input, and is left out; a cached module
-    (`__pycache__/x.cpython-312.pyc`) stands for its source."""
+    the folder the trial runs in) -> `file_fact`. A file the trial opened for writing is an output,
+    not an input, and is left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its
+    source. `known` (absolute path -> fact) keeps each file's fact as first looked at, so a trial
+    asked again looks only at the files it read since."""
     inputs = {_source_of(path) for path in read} - {_source_of(path) for path in written}
+    known = {} if known is None else known
     out: dict[str, FileFact] = {}
     for path in sorted(inputs):
-        if os.path.isfile(path):
-            out[os.path.relpath(path, base).replace(os.sep, "/")] = file_fact(Path(path))
+        if path not in known and os.path.isfile(path):
+            known[path] = file_fact(Path(path))
+        if path in known:
+            out[os.path.relpath(path, base).replace(os.sep, "/")] = known[path]
     return out
 
 
