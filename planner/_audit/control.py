@@ -277,6 +277,12 @@ _TEXT = {
         "{arm}'s selected {key} moves beyond the old bound; the decision is unchanged unless the old range "
         "held an arm back",
     ),
+    "draws": (
+        "if {arm}'s selected {key} stays inside the range explored before and the decision is unchanged, "
+        "the earlier draws had found the optimum",
+        "the added draws reach the part of {key}'s range never tried; {arm}'s selected {key} moves there "
+        "or stays, and the decision holds or changes with it",
+    ),
     "exposure": (
         "if the curves level off in the added exposure and the decision at twice the exposure is the "
         "same, the original comparison was not premature",
@@ -328,6 +334,17 @@ def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
         changes, suffix = made
     elif kind == "exposure":
         changes, suffix = _exposure_change(data)
+    elif kind == "draws":
+        old_draws = data["tuning"]["trials_per_arm"]
+        changes = [
+            {
+                "path": "tuning.trials_per_arm",
+                "from": old_draws,
+                "to": 2 * old_draws,
+                "_set": ("tuning", "trials_per_arm"),
+            }
+        ]
+        suffix = "draws-x2"
     elif kind == "no_early_stop":
         old_stop = data["tuning"]["early_stop"]
         changes = [

@@ -44,6 +44,9 @@ COST_FLOOR_S = (
 )
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
+# every seed showing the same change (no spread) is evidence when chance alone gives it at most this often:
+# the one-sided level of the CIs above, so a sign rule and a CI say the same about the same seeds
+SIGN_LEVEL = (1 - CONFIDENCE) / 2
 
 KINDS = ("observation", "inference", "guess")
 # Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
@@ -259,16 +262,30 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
         gain, half, tied = _change(c, a, last, sign)
-        if gain - half > 0 and gain >= floor and not tied:
+        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads them
+        p_sign = 0.5 ** len(c.seeds) if tied and gain > 0 else None
+        if gain >= floor and (
+            (not tied and gain - half > 0) or (p_sign is not None and p_sign <= SIGN_LEVEL)
+        ):
+            how = (
+                f"every one of {len(c.seeds)} seeds gains exactly that: a sign test over seeds, "
+                f"p = {p_sign:.2g}"
+                if p_sign is not None
+                else f"95 % CI ± {_g(half)} over {len(c.seeds)} seeds"
+            )
             out.append(
                 Finding(
                     "still_improving",
                     arm,
                     "inference",
                     f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
-                    f"{c.steps[last]}; 95 % CI ± {_g(half)} over {len(c.seeds)} seeds): the comparison at this exposure "
+                    f"{c.steps[last]}; {how}): the comparison at this exposure "
                     "may be premature, and a slower learner's early score does not establish inferiority.",
-                    [_curve_evidence(c, [a, last], gain=gain, ci_half_width=half, floor=floor)],
+                    [
+                        _curve_evidence(
+                            c, [a, last], gain=gain, ci_half_width=half, floor=floor, p_sign=p_sign
+                        )
+                    ],
                     recipe={"change": "exposure"},
                 )
             )
@@ -414,7 +431,27 @@ def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
     return ((ev.selection or {}).get("arms") or {}).get(arm) or {}
 
 
+def explored(ev: Evidence, arm: str, key: str, kind: str, bounds: Any) -> dict[str, Any] | None:
+    """What the arm's tuning draws of `key` explored of its declared range: the draws, their lowest and
+    highest value, and the share of the range between them (log scale for log_uniform); None for a key
+    with fewer than 2 distinct numeric draws."""
+    values = sorted(
+        {float(v) for t in ev.of(arm=arm, phase="tune") if finite(v := (t.params or {}).get(key))}
+    )
+    if len(values) < 2:
+        return None
+    low, high = position(kind, bounds, values[0]), position(kind, bounds, values[-1])
+    if low is None or high is None:
+        return None
+    draws = sum(1 for t in ev.of(arm=arm, phase="tune") if key in (t.params or {}))
+    return {"draws": draws, "low": values[0], "high": values[-1], "share": high - low,
+            "low_position": low, "high_position": high}  # fmt: skip
+
+
 def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
+    """A selected value at the edge of its declared range, or at the edge of what the draws explored
+    with room left beyond it (the smallest or largest value drawn, the declared range going on past it):
+    either way the arm's optimum may lie where nothing was tried."""
     sel = _selected(ev, arm)
     out = []
     for key, value in (sel.get("params") or {}).items():
@@ -422,7 +459,12 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
         if kb is None:
             continue
         u = position(kb[0], kb[1], value)
-        if u is None or BOUNDARY < u < 1 - BOUNDARY:
+        if u is None:
+            continue
+        seen = explored(ev, arm, key, kb[0], kb[1])
+        if BOUNDARY < u < 1 - BOUNDARY:
+            if seen is not None:
+                out += _explored_edge(arm, sel, key, value, kb, u, seen)
             continue
         side = "low" if u <= BOUNDARY else "high"
         scale = " (log scale)" if kb[0] == "log_uniform" else ""
@@ -434,21 +476,64 @@ def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
                 f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
                 f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
                 "comparison can flip once it does not.",
-                [
-                    {
-                        "trial_id": sel.get("trial_id"),
-                        "key": key,
-                        "value": value,
-                        "range": list(kb[1]),
-                        "kind": kb[0],
-                        "position": u,
-                        "side": side,
-                    }
-                ],
+                [_boundary_evidence(sel, key, value, kb, u, side)],
                 recipe={"change": "widen", "key": key, "side": side, "position": u},
             )
         )
     return out
+
+
+def _boundary_evidence(
+    sel: dict[str, Any],
+    key: str,
+    value: Any,
+    kb: tuple[str, Any],
+    u: float,
+    side: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The evidence of a selected_at_boundary finding: the selected value and where it lies."""
+    return {"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]),
+            "kind": kb[0], "position": u, "side": side, **extra}  # fmt: skip
+
+
+def _explored_edge(
+    arm: str, sel: dict[str, Any], key: str, value: Any, kb: tuple[str, Any], u: float, seen: dict
+) -> list[Finding]:
+    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it by
+    more than the boundary band: a range the draws under-explored (the next control: more draws)."""
+    side = "low" if value <= seen["low"] else "high" if value >= seen["high"] else None
+    beyond = u if side == "low" else 1 - u
+    if side is None or beyond <= BOUNDARY:
+        return []
+    scale = ", log scale" if kb[0] == "log_uniform" else ""
+    word = "smallest" if side == "low" else "largest"
+    return [
+        Finding(
+            "selected_at_boundary",
+            arm,
+            "observation",
+            f"{arm}'s selected {key} = {_g(value)} is the {word} of its {seen['draws']} draws, which "
+            f"explored {_g(seen['low'])}-{_g(seen['high'])}: {100 * seen['share']:.0f} % of the declared "
+            f"range {list(kb[1])}{scale}, {100 * beyond:.0f} % of it beyond the selected value never "
+            "tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
+            "the decision's CI covers seed noise only, not this.",
+            [
+                _boundary_evidence(
+                    sel,
+                    key,
+                    value,
+                    kb,
+                    u,
+                    side,
+                    explored=[seen["low"], seen["high"]],
+                    explored_share=seen["share"],
+                    draws=seen["draws"],
+                )  # fmt: skip
+            ],
+            recipe={"change": "draws", "key": key, "side": side, "position": u},
+        )
+    ]
 
 
 def selection_optimism(ev: Evidence, arm: str) -> Finding | None:

@@ -387,9 +387,12 @@ def _cmd_power(args: argparse.Namespace) -> int:
     if args.pilot:
         pilot = plan_pilot.read_pilot(args.pilot, contract.metric.decision_metric)
         sd, source = plan_seeds.spread_from_pilot(pilot, contract.acceptance.test)
+        other = plan_seeds.other_spread(pilot, contract.acceptance.test)
     else:
-        sd, source = args.sd, "given with --sd"
-    summary = plan_seeds.power_summary(contract, sd, sd_source=source, effect=args.effect)
+        sd, source, other = args.sd, "given with --sd", None
+    summary = plan_seeds.power_summary(
+        contract, sd, sd_source=source, effect=args.effect, other=other
+    )
     _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
     return EXIT_OK
 

@@ -208,7 +208,8 @@ class Metric(_Model):
 class Acceptance(_Model):
     min_effect: Finite = Field(gt=0)
     alpha: Finite = Field(default=0.05, gt=0, le=0.5)
-    test: Literal["welch", "paired", "bootstrap"] = "welch"
+    # the arms run on the same seeds: paired by design (welch and bootstrap stay available by name)
+    test: Literal["welch", "paired", "bootstrap"] = "paired"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
     # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
     # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.

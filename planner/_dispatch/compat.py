@@ -348,14 +348,6 @@ def without_idle_head_processes(log_to_driver: bool) -> Iterator[None]:
 # ---------------------------------------------------------------- Ray Tune and Optuna: a tuning's b
 
 
-def forget_told_trial(searcher: Any, trial_id: str) -> None:
-    """OptunaSearch keeps each asked Optuna trial, with a copy of it, until the run ends; once the
-    study was told of it (the id is among its completed ones, never asked about again) it is
-    dropped."""
-    if trial_id in getattr(searcher, "_completed_trials", ()):
-        getattr(searcher, "_ot_trials", {}).pop(trial_id, None)
-
-
 def forget_trial_result(trial: Any) -> None:
     """An ended Tune trial lets go of its last result's future (else an empty last result is fetched
     again from the actor) and of its unresolved config (kept for Tune's own restore, which planner

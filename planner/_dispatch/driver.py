@@ -56,7 +56,7 @@ from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.search import make_sampler
+from planner._dispatch.search import STUDIES_FILE
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -268,6 +268,7 @@ class Runner:
     stream: Any = None  # where the live progress prints (stdout when None)
     remote: bool = False  # on a cluster: the specs carry no driver paths (Dispatch.remote)
     previous_wall_s: float = 0.0  # the wall time of the runs this one resumes
+    resumed_at: str | None = None  # when this session resumed the run (None: a new run)
     keep_going: bool = False  # plan run --keep-going: never fail fast
     storage: str | None = None  # plan run --storage: the trials' files for every node
     script_options: tuple | None = (
@@ -571,7 +572,7 @@ class Runner:
                     group.seed,
                     [self.spec(t, self.configs[group.arm]) for t in todo],
                     to_optuna(space),
-                    make_sampler(tuning.sampler, space, drawn=len(done) + len(again)),
+                    tuning.sampler,
                     done,
                     raw=self.dispatch.raw_for(group.arm, group.seed),
                     again=again,
@@ -596,6 +597,8 @@ class Runner:
             resources=self.contract.budget.resources,
             hooks=self.dispatch.hooks(),
             time_budget_s=remaining,
+            studies=str(self.store.root / STUDIES_FILE),
+            resumed_at=self.resumed_at,
             prestart=True,
         )
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
@@ -900,6 +903,7 @@ def run(
             stream=stream,
             remote=remote,
             previous_wall_s=previous_wall,
+            resumed_at=utc_now() if resume is not None else None,
             keep_going=keep_going,
             script_options=script_options,
             storage=storage,

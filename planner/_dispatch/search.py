@@ -5,43 +5,133 @@ The space and its Optuna form (`to_optuna`) are planner._plan.space's.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
+import json
 import math
+import random
+from pathlib import Path
 from typing import Any
 
 from planner._core.lazy import lazy_import
 from planner._core.records import final_value, finite_final_value
 from planner._core.status import TrialStatus
-from planner._plan.space import grid
 
 optuna = lazy_import("optuna")  # imported when a run builds its first study
 
 
-def make_sampler(sampler, space: dict[str, Any], drawn: int = 0):
-    """The declared Optuna sampler (tpe | random | grid), seeded for a sweep whose sampler already drew values
-    for `drawn` trials (those that started in an earlier session: ended, or run again with their values).
-
-    A new sweep (`drawn` 0) gets the declared seed. A resumed one gets a seed drawn from (declared seed,
-    drawn): the declared seed's sequence would start over and draw the earlier trials' params again (a trial
-    cut short by the interrupt, run again with its own values, had its point tested twice).
-    """
-    seed = sampler.seed if not drawn else resumed_seed(sampler.seed, drawn)
-    if sampler.name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
-    if sampler.name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.GridSampler(grid(space), seed=seed)
+# the run folder's tuning studies: an Optuna journal file (optuna-dashboard opens it)
+STUDIES_FILE = "studies.log"
 
 
-def resumed_seed(seed: int, drawn: int) -> int:
-    """The seed of a sweep resumed after `drawn` trials had their values: reproducible, distinct for each count."""
-    digest = hashlib.sha256(f"planner-resumed-sweep:{seed}:{drawn}".encode()).digest()
+def run_studies(path: str | Path | None) -> Any:
+    """The Optuna storage of a run's tuning studies (`path`: its journal file), or None (in memory).
+
+    Optuna's journal file, as its file backend writes and reads it, without the backend's lock and fsync
+    per operation: the driver is the studies' one writer (it holds the run folder's lock), a process that
+    dies leaves what it wrote in the file, and the fsync of every operation (six a trial) was nearly all
+    of a trial's cost in the driver. A reader (optuna-dashboard) opens it with the file backend."""
+    if path is None:
+        return None
+    file = str(path)
+    file_backend: Any = optuna.storages.journal.JournalFileBackend
+
+    class RunJournal(file_backend):
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+            with open(file, "ab") as f:  # one write of whole lines: a reader never sees half of one
+                f.write(text.encode("utf-8"))
+
+    return optuna.storages.JournalStorage(RunJournal(file))
+
+
+def study_name(arm: str, seed: int, several_seeds: bool) -> str:
+    """A sweep's study: named after its arm, and its tuning seed when the arm has several."""
+    return f"{arm}-s{seed}" if several_seeds else arm
+
+
+def index_seed(seed: int, index: int) -> int:
+    """The sampler seed of the draw at tuning index `index`: a function of (declared seed, index) alone, so
+    the draw at an index is the same in a resumed run, and the same for every arm of the run."""
+    digest = hashlib.sha256(f"planner-sweep:{seed}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 
-def finished_trial(record: dict[str, Any], metric: str, space: dict[str, Any]) -> Any:
+def grid_points(seed: int, space: dict[str, Any]) -> list[dict[str, Any]]:
+    """The grid in the seeded order its tuning indices take it (index i: point i, over again past the
+    end): the same for every arm whose grid is the same."""
+    names = sorted(space)  # `space`: Optuna distributions, all categorical for a grid
+    points = list(itertools.product(*(space[name].choices for name in names)))
+    random.Random(seed).shuffle(points)
+    return [dict(zip(names, point, strict=True)) for point in points]
+
+
+class SweepStudy:
+    """One sweep's Optuna study (an arm at a tuning seed), asked and told by tuning index.
+
+    The draw at index i comes from a sampler seeded by (declared seed, i): by construction for random
+    and grid, whatever ran before; TPE's draw also reads the finished trials the study holds when it is
+    asked, and a resumed study is given them again, in index order, before it is asked anything."""
+
+    def __init__(self, storage: Any, name: str, sampler: Any, space: dict[str, Any], mode: str):
+        self.sampler, self.space = sampler, dict(sorted(space.items()))  # one order of draws
+        self.grid = grid_points(sampler.seed, self.space) if sampler.name == "grid" else []
+        if storage is not None and name in {s.study_name for s in storage.get_all_studies()}:
+            optuna.delete_study(study_name=name, storage=storage)  # rebuilt from the run's records
+        self.study = optuna.create_study(
+            storage=storage,
+            study_name=name,
+            direction="maximize" if mode == "max" else "minimize",
+            sampler=optuna.samplers.RandomSampler(seed=sampler.seed),
+        )
+        self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
+
+    def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
+        """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`: when."""
+        told = [
+            trial
+            for record in sorted(records, key=lambda r: r.get("index", 0))
+            if (trial := finished_trial(record, metric, self.space, with_index=True)) is not None
+        ]
+        self.study.add_trials(told)
+        if resumed_at is not None:
+            self.study.set_user_attr("resumed", {"at": resumed_at, "trials_before": len(told)})
+
+    def ask(self, index: int, trial_id: str, values: dict[str, Any] | None = None):
+        """(study trial number, params) of tuning index `index`; `values`: the values it runs again."""
+        attrs = {"index": index, "trial_id": trial_id}
+        if values is None and self.sampler.name == "grid":
+            values = self.grid[index % len(self.grid)]
+        if values is not None:
+            self.study.enqueue_trial(values, user_attrs=attrs)
+        elif self.sampler.name == "tpe":
+            self.study.sampler = optuna.samplers.TPESampler(
+                seed=index_seed(self.sampler.seed, index)
+            )
+        else:
+            self.study.sampler = optuna.samplers.RandomSampler(
+                seed=index_seed(self.sampler.seed, index)
+            )
+        trial = self.study.ask(self.space)
+        if values is None:
+            for key, value in attrs.items():
+                trial.set_user_attr(key, value)
+        return trial.number, trial.params
+
+    def tell(self, number: int, value: float | None, pruned: bool) -> None:
+        """A trial's end: its final value, or stopped early (pruned), or failed."""
+        state = optuna.trial.TrialState
+        if value is not None:
+            self.study.tell(number, value, skip_if_finished=True)
+        else:
+            self.study.tell(
+                number, state=state.PRUNED if pruned else state.FAIL, skip_if_finished=True
+            )
+
+
+def finished_trial(
+    record: dict[str, Any], metric: str, space: dict[str, Any], *, with_index: bool = False
+) -> Any:
     """A finished trial of a resumed sweep (its record) as its rebuilt study takes it (`study.add_trial`).
 
     Every status is told, as a running study was told it: `completed` with its final value (COMPLETE),
@@ -72,43 +162,9 @@ def finished_trial(record: dict[str, Any], metric: str, space: dict[str, Any]) -
             params=dict(record.get("params") or {}),
             distributions=space,
             intermediate_values=steps or None,
+            user_attrs={"index": record.get("index"), "trial_id": record.get("trial_id")}
+            if with_index
+            else None,
         )
     except (ValueError, TypeError):
         return None
-
-
-def grid_left(
-    sampler, space: dict[str, Any], records: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The grid points no finished trial of a resumed grid sweep ran, in the sampler's own (seeded) order:
-    what the rebuilt study is given to run next (`enqueue_trial`), each once. [] for another sampler.
-
-    A GridSampler hands trial number i the i-th point of its shuffled grid (and only then looks at what
-    ran): the finished trials, told first, take the first numbers, so the points it would give the rest
-    are not those left, and a point that has a record (completed, stopped early or failed) would run again."""
-    if not isinstance(sampler, optuna.samplers.GridSampler):
-        return []
-    names = sorted(space)  # `space`: the sweep's Optuna distributions, all categorical for a grid
-    options = [list(space[name].choices) for name in names]
-    points = getattr(
-        sampler, "_all_grids", None
-    )  # Optuna's shuffled grid, values in sorted names' order
-    if points is None or len(points) != math.prod(len(o) for o in options):
-        points = list(itertools.product(*options))
-    ran: Any = [
-        tuple(_key(record.get("params", {}).get(name)) for name in names) for record in records
-    ]
-    with contextlib.suppress(
-        TypeError
-    ):  # a set when every value can be hashed: a large resumed grid is not
-        ran = set(ran)  # quadratic then (a grid of lists stays a list, compared one by one)
-    return [
-        dict(zip(names, point, strict=True))
-        for point in points
-        if tuple(_key(value) for value in point) not in ran
-    ]
-
-
-def _key(value: Any) -> Any:
-    """A grid value as compared: a NaN choice equals itself."""
-    return "nan" if isinstance(value, float) and math.isnan(value) else value

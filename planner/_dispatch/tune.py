@@ -2,8 +2,9 @@
 
 ONE `Tuner` runs all the sweeps of a run, so the trials of every arm and tuning
 seed share the cluster's slots and the worker processes (`reuse_actors=True`).
-Each sweep (an arm at a tuning seed) keeps its own Optuna study (`OptunaSearch`
-with the declared sampler and seed, over the arm's space) and its own
+Each sweep (an arm at a tuning seed) keeps its own Optuna study (a `SweepStudy`
+in the run folder's studies.log, drawing by tuning index from the declared
+sampler and seed, over the arm's space) and its own
 early-stopping rule (ASHA or the median rule on the reported step, or none), so
 arms never compete with each other inside a rung and every arm gets exactly
 `trials_per_arm` trials per tuning seed.
@@ -43,7 +44,6 @@ from ray.tune import ProgressReporter
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, MedianStoppingRule, TrialScheduler
 from ray.tune.search import Searcher
-from ray.tune.search.optuna import OptunaSearch
 
 from planner._contract.model import Resources
 from planner._contract.paths import apply_params
@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.search import finished_trial, grid_left
+from planner._dispatch.search import SweepStudy, run_studies, study_name
 from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
@@ -88,7 +88,9 @@ class Sweep:
     seed: int
     specs: list[TrialSpec]  # in order of index; only the trials still to run
     space: dict[str, Any]  # {dotted key: optuna distribution}
-    sampler: Any  # an optuna sampler
+    sampler: (
+        Any  # the contract's sampler (name, seed): planner._dispatch.search.SweepStudy draws by it
+    )
     finished: list[dict] = field(
         default_factory=list
     )  # the records of a resumed sweep's finished trials
@@ -194,55 +196,36 @@ def _make_rule(early_stop, metric: str, mode: str, exposure: int):
 # ---------------------------------------------------------------- the searcher
 
 
-def _searcher_and_study(sweep: Sweep, metric: str, mode: str) -> tuple[OptunaSearch, optuna.Study]:
-    """An OptunaSearch over the sweep's space, and its study: OptunaSearch makes the study in the
-    storage it is given, and `optuna.load_study` opens the same study there (a resumed sweep tells
-    it what ended)."""
-    storage = optuna.storages.InMemoryStorage()
-    searcher = OptunaSearch(
-        space=sweep.space,
-        metric=metric,
-        mode=mode,
-        sampler=sweep.sampler,
-        study_name="planner",
-        storage=storage,
-    )
-    return searcher, optuna.load_study(study_name="planner", storage=storage, sampler=sweep.sampler)
-
-
 class SweepSearch(Searcher):
-    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study."""
+    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study, by tuning index
+    (planner._dispatch.search.SweepStudy): the studies live in `storage` (the run folder's journal) and are
+    asked and told as trials start and end; a resumed sweep's study is given its finished trials first."""
 
-    def __init__(self, state: TuneState):
+    def __init__(self, state: TuneState, storage: Any = None, resumed_at: str | None = None):
         super().__init__(metric=None, mode=None)
         self.state = state
-        self.searchers = []
+        self.studies: list[SweepStudy] = []
+        self.asked: dict[str, int] = {}  # Tune trial id -> its trial number in its sweep's study
+        several = {
+            s.arm: len({x.seed for x in state.sweeps if x.arm == s.arm}) > 1 for s in state.sweeps
+        }
         for sweep in state.sweeps:
-            searcher, study = _searcher_and_study(sweep, state.metric, state.mode)
-            for record in (
-                sweep.finished
-            ):  # a resumed sweep: its study learns what ended, whatever the status
-                told = finished_trial(record, state.metric, sweep.space)
-                if told is not None:
-                    study.add_trial(told)
+            study = SweepStudy(
+                storage,
+                study_name(sweep.arm, sweep.seed, several[sweep.arm]),
+                sweep.sampler,
+                sweep.space,
+                state.mode,
+            )
+            ran = sweep.finished or sweep.again
+            study.replay(sweep.finished, state.metric, resumed_at if ran else None)
             rerun = {
                 spec.trial_id: params
                 for spec in sweep.specs
                 if (params := _rerun_values(sweep, spec.trial_id)) is not None
             }
-            # the trials run again first, in the order their values are enqueued: the study hands those out first
-            sweep.specs = [spec for spec in sweep.specs if spec.trial_id in rerun] + [
-                spec for spec in sweep.specs if spec.trial_id not in rerun
-            ]
-            again = list(rerun.values())
-            for params in again:
-                study.enqueue_trial(params)
-            ran = sweep.finished + [{"params": params} for params in again]
-            for point in grid_left(sweep.sampler, sweep.space, ran) if ran else ():
-                study.enqueue_trial(
-                    point
-                )  # a grid sweep runs next the points no finished (or rerun) trial ran
-            self.searchers.append(searcher)
+            sweep.again = rerun  # the values each trial run again started with (checked)
+            self.studies.append(study)
         self.next = [0] * len(state.sweeps)
         self.turn = 0
 
@@ -257,23 +240,20 @@ class SweepSearch(Searcher):
             if self.next[k] < len(sweeps[k].specs):
                 template = sweeps[k].specs[self.next[k]]
                 self.next[k] += 1
-                params = {
-                    key: _plain(value) for key, value in self.searchers[k].suggest(trial_id).items()
-                }
+                number, drawn = self.studies[k].ask(
+                    template.index, template.trial_id, sweeps[k].again.get(template.trial_id)
+                )
+                params = {key: _plain(value) for key, value in drawn.items()}
                 spec = _with_params(template, params, sweeps[k].raw)
                 self.state.of_trial[trial_id] = (k, spec)
+                self.asked[trial_id] = number
                 return {"planner_spec": asdict(spec)}
         return Searcher.FINISHED
 
-    def on_trial_result(self, trial_id, result):
-        seen = scheduler_result(result, self.state.metric)
-        k = self.state.sweep_of(trial_id)
-        if seen is not None and k is not None:
-            self.searchers[k].on_trial_result(trial_id, seen)
-
     def on_trial_complete(self, trial_id, result=None, error=False):
         k = self.state.sweep_of(trial_id)
-        if k is None:
+        number = self.asked.pop(trial_id, None)
+        if k is None or number is None:
             return
         metric = self.state.metric
         record = self.state.records.get(trial_id)
@@ -291,12 +271,8 @@ class SweepSearch(Searcher):
             if status == TrialStatus.COMPLETED
             else None
         )
-        searcher = self.searchers[k]
-        if final is not None:
-            searcher.on_trial_complete(trial_id, {metric: final}, error=False)
-        else:  # stopped early (pruned), failed, diverged: never a final value
-            searcher.on_trial_complete(trial_id, None, error=status != TrialStatus.EARLY_STOPPED)
-        compat.forget_told_trial(searcher, trial_id)
+        # stopped early: pruned; failed, diverged: failed; never a final value but a completed one's
+        self.studies[k].tell(number, final, pruned=status == TrialStatus.EARLY_STOPPED)
 
 
 # ---------------------------------------------------------------- the scheduler
@@ -685,8 +661,10 @@ def _snapshot_entry(trial, metadata) -> None:
 def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
 
-    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, and
-    prestart (warm one worker per slot for the confirmation that follows, during the tuning tail).
+    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, studies
+    (the journal file of the sweeps' Optuna studies; None: in memory), resumed_at (when the run was
+    resumed, for a sweep that ran before), and prestart (warm one worker per slot for the confirmation
+    that follows, during the tuning tail).
     """
     # Tune reads these while it runs (the user's own values win); the process is left as it was. Tune lets a
     # custom searcher keep one trial pending; one per slot keeps every slot fed.
@@ -706,6 +684,8 @@ def _fit(
     hooks: Hooks,
     time_budget_s: float | None,
     storage_dir: str | None = None,
+    studies: str | None = None,
+    resumed_at: str | None = None,
     prestart: bool = False,
 ) -> Outcome:
     """One Tuner over the sweeps, with the three pieces sharing one TuneState."""
@@ -719,7 +699,7 @@ def _fit(
     tuner = tune.Tuner(
         tune.with_resources(tune_trainable, resources_for(resources)),
         tune_config=tune.TuneConfig(
-            search_alg=SweepSearch(state),
+            search_alg=SweepSearch(state, run_studies(studies), resumed_at),
             scheduler=PerSweepScheduler(state, early_stop),
             num_samples=total,
             reuse_actors=True,

@@ -88,6 +88,39 @@ def earlier_tests(
     ]
 
 
+RESULT_FIELDS = ("arm", "decision", "effect", "ci_low", "ci_high", "p_value")
+
+
+def result_signature(entry: RunEntry) -> tuple[Any, ...] | None:
+    """What makes two runs the same test repeated bit for bit: the same contract (its sha256), the same
+    trainable, and every decision with the same effect, interval and p-value to the last bit. None when the
+    run reported no number to compare (a run without an effect is never called a replication)."""
+    rows = [d for d in (entry.ended or {}).get("decisions") or [] if isinstance(d, dict)]
+    if not rows or all(d.get("effect") is None for d in rows):
+        return None
+    numbers = tuple(sorted((tuple(repr(d.get(k)) for k in RESULT_FIELDS) for d in rows), key=str))
+    return entry.started.get("contract_sha256"), entry.started.get("trainable"), numbers
+
+
+def split_replications(
+    earlier: list[RunEntry], this: RunEntry | None = None
+) -> tuple[list[RunEntry], list[RunEntry]]:
+    """(distinct tests, replications) of `earlier`, in order: a run whose results repeat bit for bit those
+    of a test before it, or of `this` run, adds no information and is a replication, not another test."""
+    seen = set() if this is None or result_signature(this) is None else {result_signature(this)}
+    tests: list[RunEntry] = []
+    copies: list[RunEntry] = []
+    for e in earlier:
+        signature = result_signature(e)
+        if signature is not None and signature in seen:
+            copies.append(e)
+            continue
+        if signature is not None:
+            seen.add(signature)
+        tests.append(e)
+    return tests, copies
+
+
 def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:
     """Earlier runs of a contract of the same name but another hash that had reported decisions saying what a test
     found (accept, reject, inconclusive): a run whose every decision was incomplete or invalid showed no result to
@@ -114,8 +147,11 @@ def decisions_text(entry: RunEntry) -> str:
     return ", ".join(f"{d.get('arm')} {d.get('decision')}" for d in rows) or "no decision"
 
 
-def repetition(earlier: list[RunEntry], alpha: float, factor: str) -> dict[str, Any]:
-    """The facts and the sentence about a test repeated after `earlier` ones (this one included)."""
+def repetition(
+    earlier: list[RunEntry], alpha: float, factor: str, replications: list[RunEntry] | None = None
+) -> dict[str, Any]:
+    """The facts and the sentence about a test repeated after `earlier` ones (this one included);
+    `replications`: earlier runs that repeated a counted one bit for bit, named and not counted."""
     alphas = [
         float((e.ended or {}).get("alpha") or e.started.get("alpha") or alpha) for e in earlier
     ] + [alpha]
@@ -127,6 +163,11 @@ def repetition(earlier: list[RunEntry], alpha: float, factor: str) -> dict[str, 
         f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a family-wise "
         f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there"
     )
+    if replications:
+        sentence += (
+            f" ({', '.join(e.key for e in replications)} repeated a counted run bit for bit: "
+            "a replication, not another test)"
+        )
     return {
         "count": count,
         "earlier": [
@@ -134,6 +175,7 @@ def repetition(earlier: list[RunEntry], alpha: float, factor: str) -> dict[str, 
         ],
         "alpha": alpha,
         "family_alpha": round(fwer, 6),
+        "replications": [e.key for e in replications or []],
         "sentence": sentence,
     }
 

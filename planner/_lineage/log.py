@@ -159,7 +159,10 @@ def _experiment(
     marks: dict[tuple[str, str, str], str | None],
 ) -> dict[str, Any]:
     key = history.hypothesis_key(e.started)
-    earlier = history.earlier_tests(ledger, key, before=e.order)
+    trainable = history.trainable_of(ledger, e)
+    earlier, copies = history.split_replications(
+        history.earlier_tests(ledger, key, before=e.order, trainable=trainable), e
+    )
     edited = history.edited_before(
         ledger, str(e.started.get("name")), str(e.started.get("contract_sha256")), before=e.order
     )
@@ -177,10 +180,11 @@ def _experiment(
         "decisions": end["decisions"],
         "promoted": [_promotion(p, marks) for p in chain if p.get("run") == e.key],
         "repetition": history.repetition(
-            earlier, alpha, str((e.started.get("factor") or {}).get("name"))
+            earlier, alpha, str((e.started.get("factor") or {}).get("name")), copies
         )
         if earlier
         else None,
+        "replicates": [x.key for x in copies if x.key != e.key],
         "edited_after_decisions": [x.key for x in edited],
     }
 
@@ -190,9 +194,12 @@ def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     groups: dict[Any, list[RunEntry]] = {}
     for e in entries:
-        if e.decided:
-            groups.setdefault(history.hypothesis_key(e.started), []).append(e)
-    for (sha, keys), tests in groups.items():
+        if e.decided and history.completed_test(e):
+            # a test repeated on another trainable is another experiment, not a forking path
+            trainable = history.trainable_of(ledger, e)
+            groups.setdefault((*history.hypothesis_key(e.started), trainable), []).append(e)
+    for (sha, keys, _), runs in groups.items():
+        tests, copies = history.split_replications(runs)
         if len(tests) > 1:
             alphas = [
                 float((t.ended or {}).get("alpha") or t.started.get("alpha") or 0.05) for t in tests
@@ -206,6 +213,7 @@ def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
                     "runs": [t.key for t in tests],
                     "decisions": [history.decisions_text(t) for t in tests],
                     "family_alpha": round(history.family_alpha(alphas), 6),
+                    "replications": [c.key for c in copies],
                 }
             )
     names: dict[str, list[RunEntry]] = {}
@@ -290,6 +298,11 @@ def format_log(log: dict[str, Any]) -> str:
                     )
                 if x.get("repetition"):
                     out.append(f"         ! {x['repetition']['sentence']}")
+                if x.get("replicates"):
+                    out.append(
+                        f"         = replicates {', '.join(x['replicates'])} bit for bit "
+                        "(the same contract, trainable and results: not another test)"
+                    )
                 if x.get("edited_after_decisions"):
                     out.append(
                         f"         ! the contract {x['name']} was edited (new sha256 {str(x['contract_sha256'])[:12]}) "
@@ -301,6 +314,12 @@ def format_log(log: dict[str, Any]) -> str:
                     f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested {f['count']} times "
                     f"against the same baseline ({'; '.join(f['decisions'])}): family-wise alpha "
                     f"{f['family_alpha']:.3f}"
+                    + (
+                        f"; {', '.join(f['replications'])} repeated a counted run bit for bit "
+                        "(a replication, not another test)"
+                        if f.get("replications")
+                        else ""
+                    )
                 )
             else:
                 out.append(

@@ -81,6 +81,23 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
     )
 
 
+def other_test(test: str) -> str:
+    """The test a plan is compared with: welch for the paired test, paired for the others (the design
+    pairs the arms by seed, so the paired test is what a pilot can say the seeds would cost)."""
+    return "welch" if test == "paired" else "paired"
+
+
+def other_spread(pilot, test: str) -> tuple[str, float, str] | None:
+    """(the other test, its sd, how it was measured) from the pilot, or None when the pilot cannot give
+    it (no arm with 2 seeds the baseline shares, or no spread)."""
+    other = other_test(test)
+    try:
+        sd, source = spread_from_pilot(pilot, other)
+    except UsageError:
+        return None
+    return other, sd, source
+
+
 def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
     """A pilot whose seeds show no spread cannot plan seeds: say what it showed (not the --sd wording)."""
     if sd > 0:
@@ -112,7 +129,12 @@ def _in_scale(sd: float, sd_source: str, effects: dict[str, float]) -> None:
 
 
 def power_summary(
-    contract, sd: float, *, sd_source: str = "given with --sd", effect: float | None = None
+    contract,
+    sd: float,
+    *,
+    sd_source: str = "given with --sd",
+    effect: float | None = None,
+    other: tuple[str, float, str] | None = None,
 ) -> dict[str, Any]:
     """Seeds for 80 % and 90 % power, P(accept), and the smallest effect the declared seeds detect.
 
@@ -122,7 +144,8 @@ def power_summary(
     `effect` is required there (UsageError without it).
 
     contract: a `planner._contract.model.Contract`; sd: seed-to-seed sd of the
-    decision metric (paired: of the per-seed differences), in metric units.
+    decision metric (paired: of the per-seed differences), in metric units; other: (the other
+    test, its sd, its source) from the same pilot (`other_spread`), to say what it would need.
     """
     if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
         raise UsageError(f"the sd must be a positive number, got {sd}")
@@ -175,6 +198,7 @@ def power_summary(
             )
         except ValueError:
             needed[f"{round(100 * target)}"] = row(None)
+    alternative = None if other is None else _other_test_seeds(contract, other, effect)
     declared = row(n)
     declared["detectable_effect_80"] = _finite(
         detectable_effect(sd, n, a.alpha, 0.8, a.test, **common)
@@ -199,7 +223,21 @@ def power_summary(
         "needed": needed,
         "declared": declared,
         "underpowered": declared["power"] < UNDERPOWERED,
+        "other_test": alternative,
     }
+
+
+def _other_test_seeds(contract, other: tuple[str, float, str], effect: float) -> dict[str, Any]:
+    """What the other test (`other_spread`) would need for 80 % power, at the same effect and level."""
+    a, (name, sd, source) = contract.acceptance, other
+    try:
+        seeds = seeds_for_power(
+            sd, a.min_effect, a.alpha, 0.8, name, effect=effect, n_arms=len(contract.arms),
+            correction=a.correction, rule=a.rule,
+        )  # fmt: skip
+    except ValueError:
+        seeds = None
+    return {"test": name, "sd": sd, "sd_source": source, "seeds_80": seeds}
 
 
 def _finite(x: float) -> float | None:
@@ -277,6 +315,17 @@ def format_power(s: dict[str, Any]) -> str:
             lines.append(
                 f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}"
             )
+    o = s.get("other_test")
+    if o:
+        lines.append(
+            f"  the {o['test']} test would need "
+            + (
+                f"{o['seeds_80']} seeds per arm"
+                if o["seeds_80"]
+                else "more than 100000 seeds per arm"
+            )
+            + f" for 80 % power (sd {o['sd']:.4g}: {o['sd_source']})"
+        )
     if s["underpowered"]:
         need = s["needed"]["80"]["seeds"]
         at = (
@@ -339,7 +388,9 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     ):  # planning for margin needs a true effect: plan power --effect
         result.summary = {**(result.summary or {}), "power": None}
         return result
-    summary = power_summary(contract, sd, sd_source=source)
+    summary = power_summary(
+        contract, sd, sd_source=source, other=other_spread(pilot, contract.acceptance.test)
+    )
     result.summary = {**(result.summary or {}), "power": summary}
     warning = underpowered_warning(loaded, summary, pilot_dir)
     if warning is None:

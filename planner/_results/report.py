@@ -301,6 +301,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
             "state_reason": state.get("reason"),
             "state_updated": state.get("updated"),
             "lock": results.lock,
+            "resumes": facts.resumes(results.events),  # docs/running.md, "Resume"
             "hypothesis": c.get("hypothesis"),
             "factor": {
                 "name": facts.contract_get(c, "factor.name"),
@@ -506,6 +507,8 @@ def render_markdown(results: RunResults) -> str:
         + (f", updated {_md(s['state_updated'])}" if s.get("state_updated") else ""),
         "",
     ]
+    if s.get("resumes"):
+        out += [f"- {_md(facts.resume_line(r).capitalize())}." for r in s["resumes"]] + [""]
     if s.get("lock"):
         lk = s["lock"]
         out += [

@@ -220,6 +220,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
             for d in decisions.get("decisions") or []
         ],
         "notes": notes,
+        "resumes": facts.resumes(events),
         "data": data_summary(records, contract.get("data") if isinstance(contract, dict) else None),
         "findings": [f for f in decisions.get("findings") or [] if isinstance(f, dict)]
         + decision_findings(decisions),
@@ -312,6 +313,7 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(
                 f"  running {r['trial_id']} ({r['arm']}): step {r['step']}, {r['metric']} {shown}"
             )
+    out += [facts.resume_line(r) for r in s.get("resumes") or []]
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (
             f" and {len(s['running']) - 5} more" if len(s["running"]) > 5 else ""

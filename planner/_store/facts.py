@@ -493,3 +493,37 @@ def budget_used(
         "reeval_trials": len(reeval),
         "reeval_steps": int(sum(_finite(r.get("exposure")) for r in reeval)),
     }
+
+
+# ---------------------------------------------------------------- resumes
+
+
+def resumes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each time the run was resumed (events.jsonl's `run_resumed`, in order): when, the state it resumed
+    from, and how many trials started after it (until the next resume), of tuning among them. A resumed
+    run draws its tuning configurations as an uninterrupted one would (docs/running.md, "Resume")."""
+    out: list[dict[str, Any]] = []
+    for e in events:
+        kind = e.get("event")
+        if kind == "run_resumed":
+            out.append(
+                {
+                    "at": e.get("time"),
+                    "previous_state": e.get("previous_state"),
+                    "trials_after": 0,
+                    "tuning_trials_after": 0,
+                }
+            )
+        elif kind == "trial_started" and out:
+            out[-1]["trials_after"] += 1
+            out[-1]["tuning_trials_after"] += e.get("phase") == "tune"
+    return out
+
+
+def resume_line(resume: dict[str, Any]) -> str:
+    """A resume of the run (one of `resumes`), as `plan status` and the report say it."""
+    return (
+        f"resumed {resume.get('at') or '?'} (from {resume.get('previous_state') or '?'}): "
+        f"{resume.get('trials_after', 0)} trials started after it, "
+        f"{resume.get('tuning_trials_after', 0)} of them tuning, drawn as an uninterrupted run draws"
+    )

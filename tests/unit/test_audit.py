@@ -4,6 +4,7 @@ the healthy run's silence, and the next control's one change. Pure: no Ray, no s
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import yaml
@@ -62,7 +63,7 @@ def check_next(tmp_path, audit, original: dict, code: str, name_suffix: str) -> 
     new = yaml.safe_load(text)
     frozen = audit.evidence.contract
     changed = {
-        c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.") else c["path"]
+        c["path"].rsplit(".", 1)[0] if c["path"].startswith("tuning.space") else c["path"]
         for c in n["change"]["paths"] + n["change"]["budget"]
     }
     found = differences(frozen, new)
@@ -230,7 +231,8 @@ def test_a_wide_ci_asks_for_the_seeds_power_needs(tmp_path):
     data = contract_data(
         arms=[{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.52"]}],
         recipe={"noise": 0.001, "offset": 0.03},
-        acceptance={"min_effect": 0.02},
+        # welch: the seed offset both arms share is what widens its CI (the paired test removes it)
+        acceptance={"min_effect": 0.02, "test": "welch"},
         budget={"exposure": 4, "max_trials": 6},
     )
     audit = audit_run(write_run(tmp_path, data, confirm_trials(data)))
@@ -311,7 +313,8 @@ def test_selection_optimism_and_unequal_cost(tmp_path):
 def test_seeds_that_tie_give_no_inference_from_a_ci_of_width_zero(tmp_path):
     """A quantized metric (accuracy on a small validation set) ties across seeds: every seed of treat ends at
     0.7 after the same rise. `selection_optimism` and `still_improving` weighed a difference against a 95 % CI of
-    +-0 and inferred it; with no spread there is no evidence (the degenerate-spread rule of the decision)."""
+    +-0 and inferred it; with no spread the CI says nothing, and three seeds that agree are too few for the
+    sign rule over seeds (chance gives it one time in eight)."""
     data = contract_data(tuning=TUNING)
     tune = [
         curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
@@ -507,3 +510,61 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
     assert ("base" in seeds_identical(confirm)) and ("treat" in seeds_identical(confirm)) == (
         "seeds_identical" in codes(audit, "treat")
     )
+
+
+def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_path):
+    """Six seeds that each rise by exactly the same amount over the last third have no spread for a CI, but
+    every seed agreeing is evidence: chance alone gives six gains of one sign once in 64 (one-sided)."""
+    data = contract_data(seeds=[0, 1, 2, 3, 4, 5])
+    confirm = [curve_trial(data, t["arm"], "confirm", t["seed"]) for t in confirm_trials(data)]
+    for (
+        trial
+    ) in confirm:  # each seed at its own level, each rising by the same (exact binary) steps
+        for step, report in enumerate(trial["reports"], start=1):
+            for metric in ("val_acc", "test_acc"):
+                report["metrics"][metric] = 0.5 + trial["seed"] / 64 + step / 32
+    audit = audit_run(write_run(tmp_path, data, confirm))
+    f = one(audit, "still_improving", "treat")
+    assert f.evidence[0]["p_sign"] == pytest.approx(0.5**6)
+    assert "every one of 6 seeds gains exactly that" in f.summary
+    # one seed that gains less breaks the tie: the CI decides again, here with a spread too small to matter
+    confirm[0]["reports"][-1]["metrics"]["test_acc"] -= 0.001
+    (tmp_path / "spread").mkdir()
+    audit = audit_run(write_run(tmp_path / "spread", data, confirm))
+    assert "sign test" not in getattr(
+        next((x for x in audit.findings if x.code == "still_improving"), None), "summary", ""
+    )
+
+
+def test_an_under_explored_range_is_flagged_with_the_range_explored_and_more_draws_proposed(
+    tmp_path,
+):
+    """The nanoGPT case: five log-uniform draws of lr, all in 0.0021-0.0081 of a declared [3e-4, 3e-2];
+    both arms select their smallest. The value sits at 42 % of the declared range (no declared boundary),
+    but at the edge of what was explored, with 42 % of the range below it never tried."""
+    tuning = {**TUNING, "trials_per_arm": 5, "space": {"recipe.lr": {"log_uniform": [3e-4, 3e-2]}}}
+    data = contract_data(tuning=tuning, recipe={"best_lr": 0.0005})
+    draws = [0.0021, 0.0034, 0.0047, 0.0063, 0.0081]
+    trials = tuning_trials(data, draws)
+    trials += confirm_trials(
+        data, params={"base": {"recipe.lr": 0.0021}, "treat": {"recipe.lr": 0.0021}}
+    )
+    selection = {
+        "rule": "final",
+        "metric": "val_acc",
+        "mode": "max",
+        "arms": {
+            arm: {"arm": arm, "trial_id": f"tune-{arm}-s1000-t000", "params": {"recipe.lr": 0.0021}}
+            for arm in ("base", "treat")
+        },
+    }
+    audit = audit_run(write_run(tmp_path, data, trials, selection=selection))
+    for arm in ("base", "treat"):
+        f = one(audit, "selected_at_boundary", arm)
+        e = f.evidence[0]
+        assert e["explored"] == [0.0021, 0.0081] and e["draws"] == 5 and e["side"] == "low"
+        assert e["position"] == pytest.approx(math.log(7) / math.log(100), abs=1e-3)
+        assert e["explored_share"] == pytest.approx(math.log(0.0081 / 0.0021) / math.log(100))
+        assert "smallest of its 5 draws, which explored 0.0021-0.0081" in f.summary
+    new = check_next(tmp_path, audit, data, "selected_at_boundary", "draws-x2")
+    assert new["tuning"]["trials_per_arm"] == 10

@@ -28,7 +28,7 @@ def test_defaults_are_written_out_in_the_frozen_copy():
     assert frozen["acceptance"] == {
         "min_effect": 0.01,
         "alpha": 0.05,
-        "test": "welch",
+        "test": "paired",
         "correction": "holm",
     }
     assert frozen["budget"]["unit"] == "step"

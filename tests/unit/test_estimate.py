@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import statistics
 import types
 from pathlib import Path
 
@@ -141,12 +142,13 @@ def test_power_figures_come_from_the_statistics_module():
     c = contract(tuning=None)
     sd = 0.015
     s = power_summary(c, sd)
-    assert s["needed"]["80"]["seeds"] == seeds_for_power(sd, 0.02, 0.05, 0.8)
+    assert s["test"] == "paired"  # the default: the arms run on the same seeds
+    assert s["needed"]["80"]["seeds"] == seeds_for_power(sd, 0.02, 0.05, 0.8, "paired")
     assert s["needed"]["90"]["seeds"] > s["needed"]["80"]["seeds"]
-    assert s["declared"]["power"] == pytest.approx(detection_power(5, 0.02, sd, 0.05))
-    assert detection_power(5, s["declared"]["detectable_effect_80"], sd, 0.05) == pytest.approx(
-        0.8, abs=1e-6
-    )
+    assert s["declared"]["power"] == pytest.approx(detection_power(5, 0.02, sd, 0.05, "paired"))
+    assert detection_power(
+        5, s["declared"]["detectable_effect_80"], sd, 0.05, "paired"
+    ) == pytest.approx(0.8, abs=1e-6)
     assert s["needed"]["80"]["accept_probability"] < s["needed"]["80"]["power"]
     text = format_power(s)
     assert "P(CI low > 0)" in text and "for 90 % power" in text
@@ -162,7 +164,28 @@ def test_plan_power_from_a_pilot_and_validate_warns_when_underpowered(tmp_path, 
     )
     assert main(["power", str(path), "--pilot", str(pilot), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["sd"] == pytest.approx(pilot_sd({a: list(v.values()) for a, v in VALUES.items()}))
+    diffs = [VALUES["b"][s] - VALUES["a"][s] for s in range(4)]
+    assert out["test"] == "paired" and out["sd"] == pytest.approx(statistics.stdev(diffs))
+    # the pilot also gives the within-arm sd: what Welch would need is said beside it
+    pooled = pilot_sd({a: list(v.values()) for a, v in VALUES.items()})
+    other = out["other_test"]
+    assert other["test"] == "welch" and other["sd"] == pytest.approx(pooled)
+    assert other["seeds_80"] == seeds_for_power(pooled, out["min_effect"], 0.05, 0.8, "welch")
+    assert main(["power", str(path), "--pilot", str(pilot)]) == 0
+    assert f"the welch test would need {other['seeds_80']} seeds per arm" in capsys.readouterr().out
+    assert main(["validate", str(path), "--pilot", str(pilot)]) == 0
+    assert "warning P903" not in capsys.readouterr().out  # paired, 5 seeds are enough here
+    path.write_text(  # not under Welch, whose sd is the seeds' own spread
+        yaml.safe_dump(
+            {
+                **copy.deepcopy(TUNED),
+                "tuning": None,
+                "trainable": None,
+                "command": "python -c pass",
+                "acceptance": {"min_effect": 0.02, "test": "welch"},
+            }
+        )
+    )
     assert main(["validate", str(path), "--pilot", str(pilot)]) == 0
     assert "warning P903" in capsys.readouterr().out
     assert main(["validate", str(path), "--pilot", str(pilot), "--strict"]) == 1

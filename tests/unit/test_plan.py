@@ -4,7 +4,6 @@ import pytest
 import yaml
 
 from planner._contract.model import Contract
-from planner._dispatch.search import make_sampler
 from planner._plan.space import arm_space, grid, to_optuna
 from planner._plan.trials import confirm_trial_id, make_plan, tune_trial_id
 
@@ -109,37 +108,25 @@ def test_optuna_distributions_match_the_declared_kinds():
     assert dists["d"] == CategoricalDistribution(["x", "y"])
 
 
-def test_samplers_are_the_declared_ones_with_the_declared_seed():
-    import optuna
+def test_samplers_are_the_declared_ones_with_the_declared_seed_and_draw_by_index():
+    from planner._dispatch.search import SweepStudy
 
     c = contract()
-    space = arm_space(c.tuning, "a")
+    space = to_optuna(arm_space(c.tuning, "a"))
 
-    def draws(sampler_decl):
-        study = optuna.create_study(sampler=make_sampler(sampler_decl, space), direction="maximize")
-        return [study.ask(to_optuna(space)).params["opt.lr"] for _ in range(3)]
+    def draws(sampler_decl, indices=(0, 1, 2)):
+        study = SweepStudy(None, "a", sampler_decl, space, "max")
+        return [study.ask(i, f"t{i}")[1]["opt.lr"] for i in indices]
 
     tpe = c.tuning.sampler
-    assert isinstance(make_sampler(tpe, space), optuna.samplers.TPESampler)
     assert draws(tpe) == draws(tpe)
     other = tpe.model_copy(update={"seed": tpe.seed + 1})
     assert draws(other) != draws(tpe)
     random_decl = tpe.model_copy(update={"name": "random"})
-    assert isinstance(make_sampler(random_decl, space), optuna.samplers.RandomSampler)
-
-
-def test_a_resumed_sweep_sampler_does_not_start_the_declared_sequence_over():
-    import optuna
-
-    c = contract()
-    space = arm_space(c.tuning, "a")
-
-    def first_draw(finished):
-        study = optuna.create_study(sampler=make_sampler(c.tuning.sampler, space, drawn=finished))
-        return study.ask(to_optuna(space)).params["opt.lr"]
-
-    assert first_draw(0) == first_draw(0) and first_draw(1) == first_draw(1)  # reproducible
-    assert len({first_draw(0), first_draw(1), first_draw(2)}) == 3
+    assert draws(random_decl) == draws(random_decl)
+    # the draw at an index does not depend on what was asked before it (a resumed sweep starts later)
+    assert draws(random_decl, (2,)) == draws(random_decl)[2:]
+    assert len(set(draws(random_decl))) == 3
 
 
 def test_grid_takes_only_choices():

@@ -144,7 +144,7 @@ def test_plan_power_plans_the_margin_rule_at_the_given_effect(tmp_path):
     summary = power_summary(contract, 0.01, effect=0.03)
     assert summary["rule"] == "margin" and summary["effect"] == 0.03
     assert summary["declared"]["power"] == detection_power(
-        5, 0.03, 0.01, 0.05, "welch", rule="margin", min_effect=0.01
+        5, 0.03, 0.01, 0.05, "paired", rule="margin", min_effect=0.01
     )
     # margin needs more seeds than the estimate rule at the same effect
     estimate = power_summary(_margin_contract(tmp_path, "estimate"), 0.01, effect=0.03)

@@ -1,21 +1,25 @@
-"""A resumed sweep's study learns every trial that ended before, whatever its status (docs/reliability.md,
-"Resume"): completed ones with their final value, those stopped early as pruned, failed ones as failed; a
-grid sweep knows the points that ran, so it never runs one again. Without Ray running (Tune's searcher is
-asked directly)."""
+"""A sweep's study draws the configuration of tuning index i from (sampler seed, i), and a resumed sweep's
+study learns every trial that ended before, in index order, whatever its status (docs/running.md,
+"Resume"): a run interrupted anywhere and resumed draws, index by index, what an uninterrupted run drew,
+and the arms draw alike where the sampler allows. The studies live in the run folder's Optuna journal.
+Without Ray running (Tune's searcher is asked and told directly)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import optuna
+import pytest
 
 from planner._contract.model import Dimension, Sampler
 from planner._dispatch.hooks import Hooks
-from planner._dispatch.search import finished_trial, make_sampler
+from planner._dispatch.search import finished_trial, run_studies
 from planner._dispatch.tune import Sweep, SweepSearch, TuneState
 from planner._plan.space import to_optuna
 from planner._trial.protocol import TrialSpec
 
+LR = {"opt.lr": Dimension(log_uniform=[1e-4, 1.0]), "opt.wd": Dimension(uniform=[0.0, 0.1])}
 SPACE = {
     "opt.lr": Dimension(choice=[0.1, 0.01, 0.001]),
     "opt.name": Dimension(choice=["sgd", "adam"]),
@@ -67,97 +71,141 @@ def test_every_finished_status_is_told_with_what_its_record_holds():
     )
 
 
-def _sweep(finished, sampler_name="grid", seed=3):
-    template = TrialSpec(
-        trial_id="tune-a-s0-t000",
+def _spec(arm, i):
+    return TrialSpec(
+        trial_id=f"tune-{arm}-s0-t{i:03d}",
         phase="tune",
-        arm="a",
+        arm=arm,
         seed=0,
-        index=0,
+        index=i,
         params={},
-        config={"opt": {"lr": 1.0, "name": "x"}},
+        config={"opt": {"lr": 1.0, "wd": 0.0, "name": "x"}},
         budget=2,
         dir="/nowhere",
         trainable="m:f",
         metric="acc",
     )
-    todo = [
-        TrialSpec(**{**template.__dict__, "trial_id": f"tune-a-s0-t{i:03d}", "index": i})
-        for i in range(len(finished), len(GRID))
-    ]
-    sampler = make_sampler(Sampler(name=sampler_name, seed=seed), SPACE, drawn=len(finished))
-    return Sweep("a", 0, todo, to_optuna(SPACE), sampler, finished)
 
 
-def test_a_resumed_grid_sweep_runs_only_the_points_no_finished_trial_ran():
-    """Whatever the statuses of the finished trials (failed and stopped early too), and for every seed the
-    resumed sampler may get, the rest of the grid is run, each point once."""
-    statuses = ["failed", "early_stopped", "completed", "failed"]
-    for seed in range(8):
-        finished = [record(i, GRID[(0, 2, 4, 5)[i]], status) for i, status in enumerate(statuses)]
-        sweep = _sweep(finished, seed=seed)
-        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
-        suggested = [
-            search.suggest(f"trial_{i}")["planner_spec"]["params"] for i in range(len(sweep.specs))
-        ]
-        ran = [r["params"] for r in finished] + suggested
-        assert sorted(map(repr, ran)) == sorted(map(repr, GRID)), (seed, suggested)
-        assert search.suggest("one_more") == SweepSearch.FINISHED
+def _score(params):
+    """A deterministic objective: the sampler's history, and so TPE's next draw, depend only on it."""
+    return -abs(math.log10(params.get("opt.lr", 0.01)) + 2) + float(params.get("opt.wd", 0.0))
 
 
-def test_the_points_left_of_a_large_resumed_grid_are_found_by_lookup_and_a_record_of_lists_still_compares():
-    """grid_left looks each point up among those that ran: a set when every value hashes (a 10,000-point grid
-    resumed after 9,000 trials was quadratic), else one by one (a record whose params hold a list)."""
-    from planner._dispatch.search import grid_left
-
-    space = to_optuna(SPACE)
-    sampler = make_sampler(Sampler(name="grid", seed=0), SPACE, drawn=0)
-    ran = [record(i, GRID[i], "completed") for i in (0, 3)]
-    left = grid_left(sampler, space, ran)
-    assert sorted(map(str, left)) == sorted(str(p) for i, p in enumerate(GRID) if i not in (0, 3))
-    odd = [
-        *ran,
-        record(9, {"opt.lr": [0.1], "opt.name": "sgd"}, "failed"),
-    ]  # unhashable: compared one by one
-    assert sorted(map(str, grid_left(sampler, space, odd))) == sorted(map(str, left))
-
-
-def test_a_trial_run_again_runs_the_values_it_started_with_and_the_rest_of_the_grid_runs_once():
-    """A trial cut short (a --resume, a second pass of the phase) is asked first and gets the tuned values its
-    `trial_started` event logged, in a random sweep and in a grid one, where its point is not run twice; values
-    that are not the space's (an altered events.jsonl) are drawn anew."""
-    for name in ("random", "grid"):
-        finished = [record(0, GRID[0], "completed")]
-        sweep = _sweep(finished, sampler_name=name)
-        first, second = sweep.specs[0].trial_id, sweep.specs[1].trial_id
-        sweep.again = {
-            second: GRID[4],
-            first: GRID[5],
-        }  # specs put the trials run again first, in spec order
-        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
-        suggested = [search.suggest(f"trial_{i}")["planner_spec"] for i in range(len(sweep.specs))]
-        assert [(s["trial_id"], s["params"]) for s in suggested[:2]] == [
-            (first, GRID[5]),
-            (second, GRID[4]),
-        ]
-        if name == "grid":
-            ran = [r["params"] for r in finished] + [s["params"] for s in suggested]
-            assert sorted(map(repr, ran)) == sorted(map(repr, GRID))
-    for altered in ({"opt.lr": 7.0, "opt.name": "sgd"}, {"opt.lr": 0.1}, "0.1"):
-        sweep = _sweep([], sampler_name="random")
-        sweep.again = {sweep.specs[0].trial_id: altered}
-        search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
-        assert search.suggest("t")["planner_spec"]["params"] in GRID
-    sweep = _sweep(
-        [], sampler_name="random"
-    )  # an altered value ahead of a good one: each trial gets its own
-    altered, kept = sweep.specs[0].trial_id, sweep.specs[2].trial_id
-    sweep.again = {altered: {"opt.lr": 7.0, "opt.name": "sgd"}, kept: GRID[3]}
-    search = SweepSearch(TuneState([sweep], "acc", "max", 2, Hooks(print, print, print)))
-    suggested = {
-        s["trial_id"]: s["params"]
-        for s in (search.suggest(f"trial_{i}")["planner_spec"] for i in range(len(sweep.specs)))
+def _record(spec, params, status="completed"):
+    return {
+        "trial_id": spec["trial_id"],
+        "index": spec["index"],
+        "arm": spec["arm"],
+        "status": status,
+        "params": params,
+        "reports": [{"step": 2, "metrics": {"acc": _score(params)}, "time_s": 0.0}],
     }
-    assert (
-        next(iter(suggested)) == kept and suggested[kept] == GRID[3] and suggested[altered] in GRID
-    )
+
+
+def _search(arms, space, sampler, n, storage=None, finished=None, again=None, at=None):
+    """The searcher of `arms`' sweeps, each with `n` trials less those `finished` (arm -> records)."""
+    finished, again = finished or {}, again or {}
+    sweeps = []
+    for arm in arms:
+        done = {r["index"] for r in finished.get(arm, [])}
+        specs = [_spec(arm, i) for i in range(n) if i not in done]
+        sweeps.append(
+            Sweep(arm, 0, specs, to_optuna(space), sampler, finished.get(arm, []), again=again)
+        )
+    state = TuneState(sweeps, "acc", "max", 2, Hooks(print, print, print))
+    return state, SweepSearch(state, storage, at)
+
+
+def _drive(state, search, stop_after=None):
+    """Tune's loop, one trial at a time: ask, run, tell. (drawn index -> params per arm, records, asked)."""
+    drawn, records, asked = {}, {}, {}
+    count = 0
+    while (out := search.suggest(f"tune_{count}")) != SweepSearch.FINISHED:
+        spec = out["planner_spec"]
+        drawn.setdefault(spec["arm"], {})[spec["index"]] = spec["params"]
+        asked[spec["trial_id"]] = spec["params"]
+        if stop_after is not None and count >= stop_after:  # asked, never ended: cut short
+            break
+        record = _record(spec, spec["params"])
+        state.records[f"tune_{count}"] = record
+        records.setdefault(spec["arm"], []).append(record)
+        search.on_trial_complete(f"tune_{count}")
+        count += 1
+    return drawn, records, asked
+
+
+@pytest.mark.parametrize("name", ["random", "tpe", "grid"])
+def test_a_run_interrupted_anywhere_and_resumed_draws_what_an_uninterrupted_run_drew(
+    tmp_path, name
+):
+    """TPE past its random start-up (14 trials an arm) reads the finished trials, so its draws at the
+    later indices test the replay; random and grid draw by (seed, index) alone. A trial cut short runs
+    again with the values it started with. The arms draw alike at every index where the sampler allows
+    it (random, grid, and TPE's start-up)."""
+    space, n = (SPACE, 6) if name == "grid" else (LR, 14)
+    sampler = Sampler(name=name, seed=7)
+    whole, _, _ = _drive(*_search(["a", "b"], space, sampler, n))
+    for cut in (0, 3, 9, 2 * n - 3):
+        storage = run_studies(tmp_path / f"cut{cut}.log")
+        _, records, asked = _drive(*_search(["a", "b"], space, sampler, n, storage), stop_after=cut)
+        ended = {r["trial_id"] for rs in records.values() for r in rs}
+        again = {t: p for t, p in asked.items() if t not in ended}
+        resumed, _, _ = _drive(
+            *_search(["a", "b"], space, sampler, n, storage, records, again, at="2026-01-01T00:00Z")
+        )
+        for arm in ("a", "b"):
+            drawn = {r["index"]: r["params"] for r in records.get(arm, [])} | resumed.get(arm, {})
+            assert drawn == whole[arm], (name, cut, arm)
+        studies = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+        assert set(studies) == {"a", "b"}
+        study = optuna.load_study(study_name="a", storage=storage)
+        assert [t.user_attrs["index"] for t in study.trials] == list(range(n))
+        assert [t.params for t in study.trials] == [whole["a"][i] for i in range(n)]
+        assert study.user_attrs["resumed"]["at"] == "2026-01-01T00:00Z" or not records
+    alike = range(n) if name != "tpe" else range(10)  # TPE's start-up: 10 trials drawn at random
+    assert all(whole["a"][i] == whole["b"][i] for i in alike), whole
+    if name == "grid":
+        assert sorted(map(repr, whole["a"].values())) == sorted(map(repr, GRID))
+    if (
+        name == "tpe"
+    ):  # past the start-up, TPE read the history: not the random draws of those indices
+        random_draws, _, _ = _drive(*_search(["a"], space, Sampler(name="random", seed=7), n))
+        assert any(whole["a"][i] != random_draws["a"][i] for i in range(10, n))
+
+
+def test_a_trial_run_again_with_values_not_of_the_space_draws_anew():
+    """Values that are not the space's (an altered events.jsonl) are drawn anew, at their own index."""
+    sampler = Sampler(name="random", seed=0)
+    whole, _, _ = _drive(*_search(["a"], SPACE, sampler, 3))
+    for altered in ({"opt.lr": 7.0, "opt.name": "sgd"}, {"opt.lr": 0.1}, "0.1"):
+        drawn, _, _ = _drive(*_search(["a"], SPACE, sampler, 3, again={"tune-a-s0-t000": altered}))
+        assert drawn["a"] == whole["a"]
+
+
+def test_optuna_dashboard_lists_the_run_folders_studies(tmp_path):
+    """`optuna-dashboard <run folder>/studies.log` opens the journal the driver writes: its app lists one
+    study per arm, each with its trials (asked through the dashboard's own WSGI app, no server)."""
+    import io
+    import json
+    import wsgiref.util
+
+    import optuna_dashboard
+
+    path = tmp_path / "studies.log"
+    _drive(*_search(["base", "treat"], LR, Sampler(name="random", seed=1), 3, run_studies(path)))
+    app = optuna_dashboard.wsgi(str(path))
+
+    def get(url):
+        environ = {"PATH_INFO": url, "REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO()}
+        wsgiref.util.setup_testing_defaults(environ)
+        status = []
+        body = b"".join(app(environ, lambda s, h, *a: status.append(s)))
+        assert status[0].startswith("200"), (url, status, body[:300])
+        return json.loads(body)
+
+    studies = {s["study_name"]: s for s in get("/api/studies")["study_summaries"]}
+    assert set(studies) == {"base", "treat"}
+    detail = get(f"/api/studies/{studies['treat']['study_id']}")
+    assert len(detail["trials"]) == 3, detail.keys()
+    assert {"key": "trial_id", "value": "tune-treat-s0-t000"} in detail["trials"][0]["user_attrs"]

@@ -328,7 +328,7 @@ def test_the_accept_sentence_says_whether_the_ci_showed_min_effect():
     (margin,) = ps.decide(sgd, {"adam": adam}, min_effect=0.015, rule="margin")
     assert margin.decision == "inconclusive" and "acceptance.rule margin" in margin.reason
     (contract,) = decide(
-        Acceptance(min_effect=0.015, rule="margin"),
+        Acceptance(min_effect=0.015, rule="margin", test="welch"),
         "max",
         {"sgd": list(enumerate(sgd)), "adam": list(enumerate(adam))},
         "sgd",
