@@ -682,8 +682,13 @@ def read_facts(
         if path not in known and os.path.isfile(path):
             known[path] = file_fact(Path(path))
         if path in known:
-            out[os.path.relpath(path, base).replace(os.sep, "/")] = known[path]
+            out[read_name(path, base)] = known[path]
     return out
+
+
+def read_name(path: str, base: Path) -> str:
+    """A file a trial read as its record names it: from `base`, with forward slashes."""
+    return os.path.relpath(path, base).replace(os.sep, "/")
 
 
 _SOURCES: dict[tuple[str, str], tuple[list[Path], tuple]] = {}  # the last walk of each trainable

@@ -2,7 +2,7 @@
 function opens next to its contract and a local module it imports are in each record's
 `inputs.files` (also in a reused worker, where the module was loaded by an earlier trial) and in
 identity.json's `files_read`; once the YAML is edited, `plan run --resume` refuses naming it and
-`plan reeval` names it, and nothing else."""
+`plan reeval` names it, and nothing else; an edited local module is named once, as code."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from planner._core.errors import RunError
 from planner._dispatch.driver import run
-from planner._reeval.rerun import files_read_differences
+from planner._reeval.rerun import files_read_differences, prepare
 from planner._store.read import RunFolder
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract
@@ -67,3 +67,12 @@ def test_a_function_trainables_reads_are_its_identity_and_a_changed_one_is_refus
         run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
     (difference,) = files_read_differences(first.run_dir, tmp_path)
     assert difference.what == "files_read.settings.yaml"
+
+    (tmp_path / "settings.yaml").write_text("scale: 1.0\n")  # as it was
+    (tmp_path / "gain_helper.py").write_text("GAIN = 0.2\n")  # a local module: named once, as code
+    with pytest.raises(
+        RunError, match=r"a local module the trainable imports .*\(gain_helper\.py\)"
+    ):
+        run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, quiet=True)
+    named = [d.what for d in prepare(first.run_dir, "treat").differences]
+    assert named == ["code.local_sources.gain_helper.py"]
