@@ -48,6 +48,8 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check planner tests bench examples
+	$(BIN)/ruff format --check planner tests bench examples
+	$(BIN)/python -m mypy
 
 # make bench BENCH_ARGS="--before ../other-checkout": issue 23's table, before and after side by side (docs/speed.md)
 bench: $(STAMP)
