@@ -104,9 +104,10 @@ class ReportSummary(NamedTuple):
 
 
 class TrialInputs(TypedDict, total=False):
-    """What a `command:` trial was given and read (docs/run-folder.md): `argv`, the words after the
-    command (its flags as passed); `files`, name (relative to the folder it ran in) -> {sha256} for
-    code and config, {size, mtime_ns} for data (planner._store.identity.FileFact)."""
+    """What a trial read, and a `command:` trial was given (docs/run-folder.md): `argv`, the words
+    after the command (its flags as passed; a command's only); `files`, name (relative to the folder
+    it ran in) -> {sha256} for code and config, {size, mtime_ns} for data
+    (planner._store.identity.FileFact)."""
 
     argv: list[str]
     files: dict[str, dict[str, Any]]
@@ -144,7 +145,7 @@ class StoredTrial(TypedDict, total=False):
     modules: list[str] | None
     resumed: bool | None
     resumed_from: dict[str, Any] | None
-    inputs: TrialInputs | None  # a command's flags as passed, and the files its processes read
+    inputs: TrialInputs | None  # the files the trial read, and a command's flags as passed
 
 
 class TrialRecord(StoredTrial, total=False):

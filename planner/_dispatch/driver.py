@@ -1066,9 +1066,6 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
             f"{then_text} then, {now_text} now): changed code is a new run; start it without "
             f"--resume"
         )
-    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
-    if refusal is not None:  # a config file, a configurator, a local module a trial read
-        raise RunError(refusal)
     then_local = logged.get("local_sources") if isinstance(logged, dict) else None
     if isinstance(
         then_local, dict
@@ -1089,6 +1086,10 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
                 f"recipe; "
                 "changed code is a new run, start it without --resume"
             )
+    # after the code, which says it in its own words: a config file, a configurator, a data file
+    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
+    if refusal is not None:
+        raise RunError(refusal)
     return now_code
 
 

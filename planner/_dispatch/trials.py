@@ -81,6 +81,9 @@ class Dispatch:
         False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     )
     session: str = field(default_factory=new_session)
+    # the folder a function trainable's reads are named from (its trials record the files they read
+    # below it and their module's folder); "." on a cluster: the worker's copy of it
+    reads_base: str | None = None
     storage: str | None = (
         None  # plan run --storage: where the trials' files are kept for every node
     )
@@ -114,7 +117,10 @@ class Dispatch:
         needs them), `raw_configs` (an option) the same before interpolations are resolved;
         `script_options`, what the contract's check read of an argparse script's options
         (`command_trainable`)."""
-        command = None
+        command, options = None, dict(options)
+        if contract.trainable:
+            remote = options.get("remote", False)
+            options.setdefault("reads_base", "." if remote else str(Path(contract_dir).resolve()))
         if contract.command:
             command = command_trainable(
                 contract, contract_dir, configs, script_options=script_options
@@ -207,6 +213,8 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        elif self.reads_base is not None:
+            extra["reads_base"] = self.reads_base
         if self.storage:  # checkpoints across nodes (planner._trial.storage): this run's own prefix
             where, _, query = self.storage.partition("?")
             run = f"{self.store.root.parent.name}/{self.store.root.name}"

@@ -433,7 +433,11 @@ class Recorder(tune.Callback):
                     "time_s": payload["time_s"],
                 }
             )
-            self.meta[trial.trial_id] = payload.get("meta", {})
+            meta = payload.get("meta", {})
+            if "inputs" not in meta:  # the files the trial read are sent when they change
+                kept = self.meta.get(trial.trial_id, {}).get("inputs")
+                meta = meta if kept is None else {**meta, "inputs": kept}
+            self.meta[trial.trial_id] = meta
             seen = scheduler_result(result, self.state.metric)
             if seen is not None:
                 self.state.last_seen[trial.trial_id] = seen
@@ -493,6 +497,8 @@ class Recorder(tune.Callback):
         record["node_id"] = meta.get("node_id", record.get("node_id"))
         if meta.get("splits"):
             record["splits"] = meta["splits"]
+        if meta.get("inputs"):
+            record["inputs"] = meta["inputs"]
         record["violations"] = list(
             meta.get("violations", [])
         )  # the one place: an early stop keeps what it broke

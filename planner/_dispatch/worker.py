@@ -69,11 +69,18 @@ def tune_trainable(config: dict) -> dict | None:
     sent: dict = {}
 
     def forward(
-        step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None
+        step: int,
+        metrics: dict[str, float],
+        elapsed: float,
+        violations: list,
+        splits=None,
+        inputs=None,
     ) -> None:
         sent["splits"] = (
             splits or {}
         )  # the splits logged so far travel with the reports (docs/data.md)
+        if inputs is not None:  # the files the trial read, sent when they change
+            sent["inputs"] = inputs
         ray_tune.report(
             {
                 "planner": {
@@ -84,6 +91,7 @@ def tune_trainable(config: dict) -> dict | None:
                         **meta,
                         "violations": list(violations),
                         **({"splits": splits} if splits else {}),
+                        **({"inputs": inputs} if inputs is not None else {}),
                     },
                 }
             }
@@ -99,7 +107,7 @@ def tune_trainable(config: dict) -> dict | None:
         and record.get("splits", {}) == sent.get("splits", {})
         and not record.get("notes")
         and not record.get("modules")
-        and not record.get("inputs")
+        and record.get("inputs") == sent.get("inputs")
     ):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}

@@ -66,6 +66,7 @@ from planner._store.identity import (
     describe_fact,
     logged_files_read,
     packages,
+    read_name,
 )
 from planner._store.writer import RunStore
 
@@ -467,7 +468,19 @@ def prepare(
     # logged module read as gone)
     identity["code"]["local_sources"] = local_today
     differences = compare_identity(folder.identity(), identity)
-    differences += files_read_differences(run_dir, contract.command_dir(contract_dir))
+    named = {
+        d.what.removeprefix("code.local_sources.")
+        for d in differences
+        if d.what.startswith("code.local_sources.")
+    }
+    trainable_file = identity["code"].get("trainable_file")
+    if trainable_file and any(d.what == "code.trainable_source_sha256" for d in differences):
+        named.add(read_name(trainable_file, contract.command_dir(contract_dir)))
+    differences += [  # a file the code comparison named already is named once
+        d
+        for d in files_read_differences(run_dir, contract.command_dir(contract_dir))
+        if d.what.removeprefix("files_read.") not in named
+    ]
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(
             0, Difference("contract_sha256", info["contract_sha256"], contract.sha256())

@@ -102,7 +102,8 @@ def _param(value: Any, dim: FrozenDimension) -> Any:
 def _importance_api() -> Any:
     """`optuna.importance`, loaded without scikit-learn when neither is loaded yet: a module set to
     None in `sys.modules` fails its import (the import system's documented rule), which Optuna's
-    fANOVA module catches (it then says scikit-learn is missing if used); PED-ANOVA needs only numpy.
+    fANOVA module catches (it then says scikit-learn is missing if used); PED-ANOVA needs only
+    numpy.
     """
     if "optuna.importance" in sys.modules or "sklearn" in sys.modules:
         return optuna.importance

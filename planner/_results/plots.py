@@ -5,9 +5,9 @@ Each function returns a `Figure`: plotly's figure as plain data (traces and a la
 reads them), which `figure_html` writes into the page with `plotly.io.to_html` as a `<div>` and the
 call that draws it, unvalidated: plotly's `graph_objects` check every property as it is set, at
 several times the cost of the whole drawing here. The page carries plotly.js once (`plotly_js`), so
-the report stays one file that opens offline. Names of arms and metrics come from a run folder: in a figure
-they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes, so no
-text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
+the report stays one file that opens offline. Names of arms and metrics come from a run folder: in
+a figure they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes,
+so no text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
 entities in its text; escaped, a name stays text).
 """
 

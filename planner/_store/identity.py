@@ -670,9 +670,7 @@ def file_fact(path: Path) -> FileFact:
 
 def files_read(log: Path, base: Path) -> dict[str, FileFact]:
     """The files a trial's processes read, from the lines its bootstrap wrote to `log`
-    (planner/_trial/bootstrap/sitecustomize.py): name (relative to `base`, the folder the trial runs
-    in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is
-    left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
+    (planner/_trial/bootstrap/sitecustomize.py), as `read_facts` names them."""
     try:
         text = log.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError:
@@ -683,12 +681,63 @@ def files_read(log: Path, base: Path) -> dict[str, FileFact]:
         if kind == "w":
             written.add(path)
         elif kind in ("r", "x") and path:
-            read.add(_source_of(path))
+            read.add(path)
+    return read_facts(read, written, base)
+
+
+def read_facts(
+    read: Iterable[str],
+    written: Iterable[str],
+    base: Path,
+    known: dict[str, FileFact] | None = None,
+) -> dict[str, FileFact]:
+    """The files a trial read (absolute paths) as its record keeps them: name (relative to `base`,
+    the folder the trial runs in) -> `file_fact`. A file the trial opened for writing is an output,
+    not an input, and is left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its
+    source. `known` (absolute path -> fact) keeps each file's fact as first looked at, so a trial
+    asked again looks only at the files it read since."""
+    inputs = {_source_of(path) for path in read} - {_source_of(path) for path in written}
+    known = {} if known is None else known
     out: dict[str, FileFact] = {}
-    for path in sorted(read - written):
-        if os.path.isfile(path):
-            out[os.path.relpath(path, base).replace(os.sep, "/")] = file_fact(Path(path))
+    for path in sorted(inputs):
+        if path not in known and os.path.isfile(path):
+            known[path] = file_fact(Path(path))
+        if path in known:
+            out[read_name(path, base)] = known[path]
     return out
+
+
+def read_name(path: str, base: Path) -> str:
+    """A file a trial read as its record names it: from `base`, with forward slashes."""
+    return os.path.relpath(path, base).replace(os.sep, "/")
+
+
+_SOURCES: dict[tuple[str, str], tuple[list[Path], tuple]] = {}  # the last walk of each trainable
+
+
+def trainable_sources(module_file: Path, module_name: str) -> list[Path]:
+    """The trainable's file and the local modules it imports (`_import_walk` from its package
+    root): what a function trial read even when they were loaded before it started. The walk is
+    kept for the next trial of this process while none of the files it read changed."""
+    key = (str(module_file), module_name)
+    kept = _SOURCES.get(key)
+    if kept is not None and _stamps(kept[0]) == kept[1]:
+        return kept[0]
+    files = _import_walk(module_file, _import_root(module_file, module_name))[1]
+    _SOURCES[key] = (files, _stamps(files))
+    return files
+
+
+def _stamps(files: list[Path]) -> tuple:
+    out: list[tuple[int, int] | None] = []
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((info.st_size, info.st_mtime_ns))
+    return tuple(out)
 
 
 def _source_of(path: str) -> str:

@@ -35,8 +35,9 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,10 +55,12 @@ from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
+from planner._store.identity import read_facts, trainable_sources
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
+from planner._trial.reads import Recorder, recording
 from planner._trial.reports import nearest_name
 from planner._trial.storage import TrialStorage, trial_storage
 
@@ -176,6 +179,8 @@ class Trial:
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
         self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
+        self._reads: _Reads | None = None  # a function trainable's: what its trial reads
+        self._sent_files: dict[str, Any] | None = None  # the files its last forward carried
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
@@ -270,14 +275,13 @@ class Trial:
             }
             self._forwarded = step
             before = top_level_modules() if self.machinery is None else None
+            extra: dict[str, Any] = {"splits": dict(self.splits)} if self.splits else {}
+            files = self._reads.files() if self._reads is not None else None
+            if files is not None and files is not self._sent_files:  # sent when they change
+                extra["inputs"] = {"files": files}
+                self._sent_files = files
             try:
-                self._forward(
-                    step,
-                    forwarded,
-                    elapsed,
-                    self.violations,
-                    **({"splits": dict(self.splits)} if self.splits else {}),
-                )
+                self._forward(step, forwarded, elapsed, self.violations, **extra)
             except (
                 SystemExit
             ) as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
@@ -442,6 +446,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    reads = _Reads.of(spec)  # what a function trainable reads, all its attempts together
     storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
@@ -451,6 +456,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
         trial.storage = storage
+        trial._reads = reads
         if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
             storage.pull()
         try:
@@ -483,7 +489,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
-    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+    if reads is not None:
+        record["inputs"] = {"files": reads.files()}
+    elif trial is not None and trial.inputs is not None:  # a command's flags and the files it read
         record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
@@ -608,6 +616,58 @@ def _attempt(
         f"{_why_short(spec, trial.last_step, trial.log_reached, trial.notes, steps=_steps(trial))}",
         "",
     )
+
+
+class _Reads:
+    """What a function trainable's trial reads, all its attempts together: the recorder of its
+    audit events (`recorder`) and the files as its record names them (`files`), each file looked
+    at once a trial."""
+
+    def __init__(self, spec: TrialSpec, recorder: Recorder, module_file: Path | None):
+        self.spec, self.recorder, self.module_file = spec, recorder, module_file
+        self.known: dict[str, Any] = {}  # absolute path -> its FileFact, as first looked at
+        self.seen = -1  # how many files the recorder had noted when `last` was made
+        self.last: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, spec: TrialSpec) -> _Reads | None:
+        """Below the contract's folder (`extra["reads_base"]`: "." on a cluster, where the worker
+        runs in its copy) and the trainable module's, outside the run folder; None for a
+        `command:` (its bootstrap records them) or a spec that does not ask for it."""
+        base = spec.extra.get("reads_base")
+        if "command" in spec.extra or not base:
+            return None
+        module_file = _module_file(spec.trainable.partition(":")[0])
+        roots = [os.path.abspath(base)] + ([str(module_file.parent)] if module_file else [])
+        trial_dir = os.path.abspath(spec.dir)
+        parent = os.path.dirname(trial_dir)
+        run_folder = os.path.dirname(parent) if os.path.basename(parent) == "trials" else trial_dir
+        return cls(spec, Recorder(roots, [run_folder]), module_file)
+
+    def files(self) -> dict[str, Any]:
+        """The files read so far (`inputs.files`): what the hook saw, and the trainable's module
+        and the local modules it imports, which an earlier trial in this worker may have loaded
+        before this one started (no import then, no audit event)."""
+        if len(self.recorder.noted) == self.seen:
+            return self.last
+        self.seen = len(self.recorder.noted)
+        read, written = self.recorder.read()
+        if self.module_file is not None:
+            module_name = self.spec.trainable.partition(":")[0]
+            read |= {str(path) for path in trainable_sources(self.module_file, module_name)}
+        base = Path(self.recorder.roots[0])  # the first root: the folder the names start from
+        self.last = dict(read_facts(read, written, base, self.known))
+        return self.last
+
+
+def _module_file(module_name: str) -> Path | None:
+    """The file of the trainable's module as this worker imports it, or None."""
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = found.origin if found is not None else None
+    return Path(origin).resolve() if origin and os.path.isfile(origin) else None
 
 
 def _spent(trial: Trial) -> int | None:
@@ -751,9 +811,10 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     try:
         with _worker_kept(spec), output, dog:
             try:
-                fn = trainable_for(spec)
-                seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-                fn(spec.config, trial)
+                with recording(trial._reads.recorder) if trial._reads else nullcontext():
+                    fn = trainable_for(spec)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
             finally:
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
