@@ -85,6 +85,7 @@ class SweepStudy:
             sampler=optuna.samplers.RandomSampler(seed=sampler.seed),
         )
         self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
+        self.running: dict[int, Any] = {}  # trial number -> the Optuna trial asked, until told
 
     def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
         """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`: when."""
@@ -113,20 +114,38 @@ class SweepStudy:
                 seed=index_seed(self.sampler.seed, index)
             )
         trial = self.study.ask(self.space)
+        self.running[trial.number] = trial
         if values is None:
             for key, value in attrs.items():
                 trial.set_user_attr(key, value)
         return trial.number, trial.params
 
-    def tell(self, number: int, value: float | None, pruned: bool) -> None:
-        """A trial's end: its final value, or stopped early (pruned), or failed."""
+    def tell(
+        self, number: int, value: float | None, pruned: bool, steps: dict[int, float] | None = None
+    ) -> None:
+        """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the values of
+        the metric it reported by step, its intermediate values (optuna-dashboard draws them)."""
         state = optuna.trial.TrialState
+        trial = self.running.pop(number, None)
+        if trial is not None:
+            for step, at in sorted((steps or {}).items()):
+                trial.report(at, step)
         if value is not None:
             self.study.tell(number, value, skip_if_finished=True)
         else:
             self.study.tell(
                 number, state=state.PRUNED if pruned else state.FAIL, skip_if_finished=True
             )
+
+
+def metric_steps(reports: list[dict[str, Any]], metric: str) -> dict[int, float]:
+    """The finite values of `metric` in a trial's reports, by step: its study trial's intermediate values."""
+    steps = {}
+    for report in reports:
+        step, at = report.get("step"), final_value({"reports": [report]}, metric)
+        if isinstance(step, int) and at is not None and math.isfinite(at):
+            steps[step] = at
+    return steps
 
 
 def finished_trial(
@@ -150,11 +169,7 @@ def finished_trial(
         if record.get("status") == TrialStatus.EARLY_STOPPED
         else state.FAIL
     )
-    steps = {}
-    for report in record.get("reports") or []:
-        step, at = report.get("step"), final_value({"reports": [report]}, metric)
-        if isinstance(step, int) and at is not None and math.isfinite(at):
-            steps[step] = at
+    steps = metric_steps(record.get("reports") or [], metric)
     try:
         return optuna.trial.create_trial(
             state=how,

@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.search import SweepStudy, run_studies, study_name
+from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
 from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
@@ -272,7 +272,9 @@ class SweepSearch(Searcher):
             else None
         )
         # stopped early: pruned; failed, diverged: failed; never a final value but a completed one's
-        self.studies[k].tell(number, final, pruned=status == TrialStatus.EARLY_STOPPED)
+        self.studies[k].tell(
+            number, final, status == TrialStatus.EARLY_STOPPED, metric_steps(reports, metric)
+        )
 
 
 # ---------------------------------------------------------------- the scheduler
