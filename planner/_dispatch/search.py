@@ -20,10 +20,6 @@ from planner._core.status import TrialStatus
 optuna = lazy_import("optuna")  # imported when a run builds its first study
 
 
-# the run folder's tuning studies: an Optuna journal file (optuna-dashboard opens it)
-STUDIES_FILE = "studies.log"
-
-
 def run_studies(path: str | Path | None) -> Any:
     """The Optuna storage of a run's tuning studies (`path`: its journal file), or None (in memory).
 
