@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,15 @@ class SweepStudy:
     and grid, whatever ran before; TPE's draw also reads the finished trials the study holds when it is
     asked, and a resumed study is given them again, in index order, before it is asked anything."""
 
-    def __init__(self, storage: Any, name: str, sampler: Any, space: dict[str, Any], mode: str):
+    def __init__(
+        self,
+        storage: Any,
+        name: str,
+        sampler: Any,
+        space: dict[str, Any],
+        mode: str,
+        metric: str | None = None,
+    ):
         self.sampler, self.space = sampler, dict(sorted(space.items()))  # one order of draws
         self.grid = grid_points(sampler.seed, self.space) if sampler.name == "grid" else []
         if storage is not None and name in {s.study_name for s in storage.get_all_studies()}:
@@ -81,7 +90,12 @@ class SweepStudy:
             sampler=optuna.samplers.RandomSampler(seed=sampler.seed),
         )
         self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
+        if metric is not None:  # optuna-dashboard names the objective after it
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.set_metric_names([metric])
         self.running: dict[int, Any] = {}  # trial number -> the Optuna trial asked, until told
+        self.reported: dict[int, set[int]] = {}  # trial number -> the steps its trial was given
 
     def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
         """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`: when."""
@@ -116,16 +130,26 @@ class SweepStudy:
                 trial.set_user_attr(key, value)
         return trial.number, trial.params
 
+    def report(self, number: int, steps: dict[int, float]) -> None:
+        """A running trial's metric by step, as its study trial's intermediate values (a live curve in
+        optuna-dashboard); a step it was given already is not written again."""
+        trial, seen = self.running.get(number), self.reported.setdefault(number, set())
+        if trial is None:
+            return
+        for step, at in sorted(steps.items()):
+            if step not in seen:
+                trial.report(at, step)
+                seen.add(step)
+
     def tell(
         self, number: int, value: float | None, pruned: bool, steps: dict[int, float] | None = None
     ) -> None:
         """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the values of
-        the metric it reported by step, its intermediate values (optuna-dashboard draws them)."""
+        the metric it reported by step (those not given while it ran are given now)."""
         state = optuna.trial.TrialState
-        trial = self.running.pop(number, None)
-        if trial is not None:
-            for step, at in sorted((steps or {}).items()):
-                trial.report(at, step)
+        self.report(number, steps or {})
+        self.running.pop(number, None)
+        self.reported.pop(number, None)
         if value is not None:
             self.study.tell(number, value, skip_if_finished=True)
         else:

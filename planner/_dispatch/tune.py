@@ -216,6 +216,7 @@ class SweepSearch(Searcher):
                 sweep.sampler,
                 sweep.space,
                 state.mode,
+                state.metric,
             )
             ran = sweep.finished or sweep.again
             study.replay(sweep.finished, state.metric, resumed_at if ran else None)
@@ -249,6 +250,15 @@ class SweepSearch(Searcher):
                 self.asked[trial_id] = number
                 return {"planner_spec": asdict(spec)}
         return Searcher.FINISHED
+
+    def on_trial_result(self, trial_id, result):
+        """A running trial's report, its metric at the step given to its study. Tune hands a searcher
+        the result flattened: the worker's "planner" entry as "planner/step", "planner/metrics/<name>"."""
+        k, number = self.state.sweep_of(trial_id), self.asked.get(trial_id)
+        step, metric = result.get("planner/step"), self.state.metric
+        if k is not None and number is not None and isinstance(step, int):
+            report = {"step": step, "metrics": {metric: result.get(f"planner/metrics/{metric}")}}
+            self.studies[k].report(number, metric_steps([report], metric))
 
     def on_trial_complete(self, trial_id, result=None, error=False):
         k = self.state.sweep_of(trial_id)

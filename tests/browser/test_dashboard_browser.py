@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import planner
 from tests._runs import ROOT, end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
@@ -102,22 +103,63 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
-def _studies_with_curves(base: str):
-    """The arms' studies once each has a trial ended with its curve: {name: its detail}, else None."""
-    summaries = {s["study_name"]: s for s in _get(f"{base}/api/studies")["study_summaries"]}
-    if set(summaries) != ARMS:
-        return None
-    details = {n: _get(f"{base}/api/studies/{s['study_id']}") for n, s in summaries.items()}
-    for detail in details.values():
-        if not any(t["intermediate_values"] for t in detail["trials"]):
-            return None
-    return {n: {**details[n], "study_id": summaries[n]["study_id"]} for n in details}
+def _studies(base: str) -> dict[str, dict]:
+    """The studies the dashboard's API lists, by name: each one's detail and id."""
+    summaries = _get(f"{base}/api/studies")["study_summaries"]
+    return {
+        s["study_name"]: {**_get(f"{base}/api/studies/{s['study_id']}"), "id": s["study_id"]}
+        for s in summaries
+    }
+
+
+def _curve(trial: dict) -> dict[int, float]:
+    return {v["step"]: v["value"] for v in trial["intermediate_values"]}
+
+
+def _running_curve(base: str):
+    """A trial the dashboard shows running with a curve so far, else None."""
+    for study in _studies(base).values():
+        for trial in study["trials"]:
+            if trial["state"] == "Running" and trial["intermediate_values"]:
+                return trial
+    return None
+
+
+def _ended_in_each_arm(base: str):
+    """The arms' studies once each has a trial ended: {name: its detail}, else None."""
+    studies = _studies(base)
+    ended = all(
+        any(t["state"] in ("Complete", "Pruned") for t in s["trials"]) for s in studies.values()
+    )
+    return studies if set(studies) == ARMS and ended else None
+
+
+def _dashboard_of_status(tmp_path: Path, run_dir: Path, port: int) -> subprocess.Popen:
+    """optuna-dashboard started as `plan status` says (the command it prints, from the folder it
+    was printed in), on loopback at `port`."""
+    status = subprocess.run(
+        [sys.executable, "-m", "planner", "status", str(run_dir)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert status.returncode == 0, status.stderr
+    shown = f"optuna-dashboard {(run_dir / 'studies.log').relative_to(tmp_path)}"
+    assert f"tuning studies: {shown}\n" in status.stdout, status.stdout
+    return subprocess.Popen(
+        [DASHBOARD, *shown.split()[1:], "--host", "127.0.0.1", "--port", str(port), "--quiet"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=(tmp_path / "dashboard.err").open("w"),
+        start_new_session=True,
+    )
 
 
 def test_optuna_dashboard_follows_a_running_run(tmp_path):
     data = synthetic_contract(
         name="dashboard",
-        trainable="tests.trainables.synthetic:slow",
         seeds=[0, 1],
         budget={"exposure": 30},
         tuning=TUNING,
@@ -129,57 +171,46 @@ def test_optuna_dashboard_follows_a_running_run(tmp_path):
         first = proc.stdout.readline()
         assert first.startswith("run folder: "), first
         run_dir = runs / "dashboard" / (runs / "dashboard" / "latest").read_text().strip()
-        studies = run_dir / "studies.log"
-        _until(studies.is_file, proc, "no studies.log")
-
-        status = subprocess.run(
-            [sys.executable, "-m", "planner", "status", str(run_dir)],
-            cwd=tmp_path,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert status.returncode == 0, status.stderr
-        # the command it prints, run as printed (from the folder it was printed in)
-        shown = f"optuna-dashboard {studies.relative_to(tmp_path)}"
-        assert f"tuning studies: {shown}\n" in status.stdout, status.stdout
-
+        _until((run_dir / "studies.log").is_file, proc, "no studies.log")
         port = _free_port()
-        server = subprocess.Popen(
-            [DASHBOARD, *shown.split()[1:], "--host", "127.0.0.1", "--port", str(port), "--quiet"],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        server = _dashboard_of_status(tmp_path, run_dir, port)
         base = f"http://127.0.0.1:{port}"
-        found = _until(
-            lambda: _studies_with_curves(base), proc, "no study of each arm with a curve"
-        )
-        assert proc.poll() is None  # (a) answered while the run still runs
-        for name, detail in found.items():
-            trials = detail["trials"]
-            assert 1 <= len(trials) <= TUNING["trials_per_arm"], name
-            ended = [t for t in trials if t["intermediate_values"]]
-            for trial in ended:
-                assert trial["state"] in ("Complete", "Pruned"), trial["state"]
+
+        # (a) while the run goes: a running trial's curve so far, then each arm's ended trials
+        running = _until(lambda: _running_curve(base), proc, "no running trial with a curve")
+        assert min(_curve(running)) == 1 and max(_curve(running)) < 30
+        studies = _until(lambda: _ended_in_each_arm(base), proc, "no arm with an ended trial")
+        assert proc.poll() is None
+        assert [s["directions"] for s in studies.values()] == [["maximize"]] * 2
+        records = planner.load_run(run_dir)
+        for name, study in studies.items():
+            assert study["objective_names"] == ["val_acc"], study.keys()
+            assert 1 <= len(study["trials"]) <= TUNING["trials_per_arm"], name
+            for trial in study["trials"]:
+                attrs = {a["key"]: a["value"] for a in trial["user_attrs"]}
+                assert attrs["trial_id"].startswith(f"tune-{name}-s100-t"), attrs
                 assert [p["name"] for p in trial["params"]] == ["recipe.lr"]
                 assert 0.001 <= float(trial["params"][0]["param_external_value"]) <= 0.1
-                steps = [v["step"] for v in trial["intermediate_values"]]
-                assert steps == sorted(steps) and steps[0] == 1, steps
-                assert {v["value"] for v in trial["intermediate_values"]} == {0.5}  # `slow`
-            user_attrs = [{a["key"]: a["value"] for a in t["user_attrs"]} for t in trials]
-            assert all(a["trial_id"].startswith(f"tune-{name}-") for a in user_attrs)
+                if trial["state"] != "Complete":
+                    continue
+                # an ended trial's curve in the dashboard is its record's
+                rows = records.reports[
+                    (records.reports["trial_id"] == attrs["trial_id"])
+                    & (records.reports["metric"] == "val_acc")
+                ]
+                stored = dict(zip(rows["step"], rows["value"], strict=True))
+                assert _curve(trial) == pytest.approx(stored)
+                assert len(_curve(trial)) == 30
 
         # (b) the page, drawn by Chromium, lists the arms' studies
         dom = _chromium(tmp_path, f"--window-size={WIDTH},900", "--dump-dom", f"{base}/dashboard")
         assert dom.returncode == 0, dom.stderr[-2000:]
         for name in ARMS:
-            assert f">{name}<" in dom.stdout, name
+            card = f">{studies[name]['id']}. {name}</h5>"  # a study's card: "<id>. <name>"
+            assert card in dom.stdout, (card, dom.stdout[-3000:])
 
         shot = tmp_path / "shot.png"
-        page = f"{base}/dashboard/studies/{found['treat']['study_id']}"
+        page = f"{base}/dashboard/studies/{studies['treat']['id']}"
         done = _chromium(tmp_path, f"--window-size={WIDTH},1000", f"--screenshot={shot}", page)
         assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
         from PIL import Image
