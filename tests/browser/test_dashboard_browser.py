@@ -84,6 +84,7 @@ def _until(check, proc: subprocess.Popen, what: str, timeout_s: float = 300):
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    assert CHROMIUM is not None  # else the module was skipped
     profile = tmp_path / "profile"
     profile.mkdir(exist_ok=True)
     cmd = [
@@ -146,6 +147,7 @@ def _dashboard_of_status(tmp_path: Path, run_dir: Path, port: int) -> subprocess
         timeout=120,
     )
     assert status.returncode == 0, status.stderr
+    assert DASHBOARD is not None  # else the module was skipped
     shown = f"optuna-dashboard {(run_dir / 'studies.log').relative_to(tmp_path)}"
     assert f"tuning studies: {shown}\n" in status.stdout, status.stdout
     return subprocess.Popen(
