@@ -36,15 +36,20 @@ demo: $(STAMP)
 	@echo "make: plan report runs/digits-adamw-vs-sgd/latest"
 	@$(BIN)/plan report runs/digits-adamw-vs-sgd/latest --format md
 
+# The unit tier on both cores (pytest-xdist: its tests share nothing), then the tiers that start Ray,
+# processes and browsers, one test at a time.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/e2e tests/cluster tests/browser $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check planner tests bench examples
+	$(BIN)/ruff format --check planner tests bench examples
+	$(BIN)/python -m mypy
 
 # make bench BENCH_ARGS="--before ../other-checkout": issue 23's table, before and after side by side (docs/speed.md)
 bench: $(STAMP)

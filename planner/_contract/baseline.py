@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from planner._core.diagnostics import Diagnostic
+from planner._core.diagnostics import Diagnostic, Severity
 
 
 @dataclass
@@ -45,13 +45,13 @@ def finding(
     hint: str = "",
     *,
     path: tuple[Any, ...] = ("baseline",),
-    severity: str = "error",
+    severity: Severity = "error",
 ) -> Diagnostic:
     """A Diagnostic about the contract node at `path`, to be placed by validate."""
     return Diagnostic(
         code=code,
         severity=severity,
         message=message,
-        hint=hint,  # type: ignore[arg-type]
+        hint=hint,
         path=".".join(str(p) for p in path),
     )

@@ -284,7 +284,8 @@ def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
             names.add(name)
         return "" if function else f"its parser is returned outside a function (line {node.lineno})"
     if isinstance(parent, ast.keyword):
-        parent, keyword = parents.get(parent), parent.arg
+        keyword = parent.arg
+        parent = parents.get(parent)
     else:
         keyword = None
     if (

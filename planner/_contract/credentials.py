@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner._core.diagnostics import Diagnostic
+from planner._core.diagnostics import Diagnostic, Severity
 from planner._core.redact import Redactor, credentials_in, secret_values
 
 CODE = "P230"
@@ -45,7 +45,11 @@ def check_credentials(
     out: list[Diagnostic] = []
 
     def add(
-        code: str, path: tuple[Any, ...], message: str, hint: str = HINT, severity: str = "error"
+        code: str,
+        path: tuple[Any, ...],
+        message: str,
+        hint: str = HINT,
+        severity: Severity = "error",
     ) -> None:
         line, column = loaded.position(path)
         out.append(
@@ -62,14 +66,18 @@ def check_credentials(
         )
 
     flagged: set[str] = set()
-    for path, what in credentials_in(loaded.data):
-        flagged.add(_dotted(path))
-        add(CODE, path, f"{_dotted(path)} holds a credential ({what}); a contract never holds one")
+    for found_at, what in credentials_in(loaded.data):
+        flagged.add(_dotted(found_at))
+        add(
+            CODE,
+            found_at,
+            f"{_dotted(found_at)} holds a credential ({what}); a contract never holds one",
+        )
     where_config = ("config", "dir") if getattr(contract.config, "dir", None) else ("config",)
     arms_of: dict[tuple[str, str], list[str]] = {}
     for arm, config in (composed.configs if composed is not None else {}).items():
-        for path, what in credentials_in(config):
-            arms_of.setdefault((_dotted(path), what), []).append(arm)
+        for found_at, what in credentials_in(config):
+            arms_of.setdefault((_dotted(found_at), what), []).append(arm)
     for (key, what), arms in arms_of.items():
         if not any(key == f or f.endswith("." + key) for f in flagged):
             add(
@@ -135,9 +143,11 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
         if hydra is None:
             continue
         values = {"": hydra} if isinstance(hydra, str) else flatten(hydra, into_lists=True)
-        for key, value in values.items():
+        for dotted, value in values.items():
             if isinstance(value, str) and calls_resolver(value) and not _only_hydra_own(value):
-                found.append((name, "hydra" + (f".{key}" if key else ""), "a resolver", "P205"))
+                found.append(
+                    (name, "hydra" + (f".{dotted}" if dotted else ""), "a resolver", "P205")
+                )
     if files.cut:
         found.append(("", "", files.cut, "P907"))
     return found

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -591,7 +591,8 @@ class Contract(_Model):
     @property
     def all_arms(self) -> list[Arm]:
         """The baseline first, then the treatment arms, in contract order."""
-        return [self.baseline, *self.arms]
+        # read once validate has replaced a baseline from earlier work by the arm it resolves to
+        return [cast(Arm, self.baseline), *self.arms]
 
     def frozen(self) -> dict[str, Any]:
         """The contract with every default written out, as plain JSON-able data."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner._contract.compose import (
     ComposedArms,
@@ -31,6 +31,9 @@ from planner._core.diagnostics import Diagnostic, Severity, short_repr
 from planner._core.lazy import lazy_import
 from planner._core.records import EPOCH_UNITS
 from planner._stats.looks import look_sizes
+
+if TYPE_CHECKING:
+    from planner._contract.model import Dimension
 
 difflib = lazy_import(
     "difflib"
@@ -287,6 +290,7 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                         key=True,
                     )
         if tuning.sampler.name == "grid":
+            spaces: list[tuple[tuple[str, ...], dict[str, Dimension]]]
             spaces = [(("tuning", "space"), tuning.space)]
             spaces += [
                 (("tuning", "arm_space", name), space) for name, space in tuning.arm_space.items()
@@ -446,6 +450,7 @@ def compose_diagnostics(
             continue
         seen.add(key)
         code = _COMPOSE_CODES.get(problem.kind, "P206")
+        path: tuple[Any, ...]
         if problem.source == "config":
             if problem.index is not None:
                 path = ("config", "overrides", problem.index)
@@ -679,7 +684,7 @@ def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) ->
 def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> None:
     """P942: a `uniform` or `log_uniform` range for a key every arm holds as an integer (`hidden: 32`): each trial
     gets a float (`50.57557568522359`) where the trainable had an integer; a warning, since a float may be meant."""
-    spaces = [
+    spaces: list[tuple[tuple[Any, ...], str, Dimension, list[str]]] = [
         (("tuning", "space", key), key, dim, list(configs)) for key, dim in tuning.space.items()
     ]
     spaces += [
@@ -780,7 +785,7 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
     if grace is not None and composed is not None:
         for arm, (key, length) in warmup_lengths(contract, composed).items():
             if grace < length:
-                where = (
+                where: tuple[Any, ...] = (
                     ("tuning", "early_stop", "grace")
                     if ("tuning", "early_stop", "grace") in loaded.positions
                     else ("tuning", "early_stop")

@@ -20,6 +20,7 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import ErrorDetails
 
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.model import SEED_RANGE, Contract
@@ -96,9 +97,9 @@ _PATTERN_HINTS = {
 }
 
 
-def schema_diagnostics(errors: list[dict[str, Any]], loaded: LoadedYaml) -> list[Diagnostic]:
+def schema_diagnostics(errors: list[ErrorDetails], loaded: LoadedYaml) -> list[Diagnostic]:
     """Diagnostics for `ValidationError.errors()` of the contract in `loaded`."""
-    grouped: dict[tuple[tuple[Any, ...], bool], list[dict[str, Any]]] = {}
+    grouped: dict[tuple[tuple[Any, ...], bool], list[ErrorDetails]] = {}
     for error in errors:
         path, on_key = _data_path(error, loaded.data)
         grouped.setdefault((path, on_key), []).append(error)
@@ -114,7 +115,7 @@ def schema_diagnostics(errors: list[dict[str, Any]], loaded: LoadedYaml) -> list
     ]
 
 
-def _data_path(error: dict[str, Any], data: Any) -> tuple[tuple[Any, ...], bool]:
+def _data_path(error: ErrorDetails, data: Any) -> tuple[tuple[Any, ...], bool]:
     """The loc reduced to keys and indices that exist in the data (plus a missing last key)."""
     loc = error["loc"]
     path: list[Any] = []
@@ -136,7 +137,7 @@ def _data_path(error: dict[str, Any], data: Any) -> tuple[tuple[Any, ...], bool]
 
 
 def _diagnostic(
-    path: tuple[Any, ...], on_key: bool, errs: list[dict[str, Any]], loaded: LoadedYaml
+    path: tuple[Any, ...], on_key: bool, errs: list[ErrorDetails], loaded: LoadedYaml
 ) -> Diagnostic:
     error = errs[0]
     kind = error["type"]
@@ -222,7 +223,7 @@ def _strip_value_error(msg: str) -> str:
     return msg
 
 
-def _range_hint(error: dict[str, Any], leaf: Any) -> str:
+def _range_hint(error: ErrorDetails, leaf: Any) -> str:
     ctx = error.get("ctx") or {}
     kind = error["type"]
     if kind == "literal_error":

@@ -28,7 +28,7 @@ import hashlib
 import math
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, NamedTuple, Required, TypedDict
 
 from msgspec import Meta
@@ -221,7 +221,7 @@ def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]
     return {arm: sorted(names) for arm, names in out.items()}
 
 
-def final_value(record: dict[str, Any], metric: str) -> float | None:
+def final_value(record: Mapping[str, Any], metric: str) -> float | None:
     """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
     reports = record.get("reports")
     for report in reversed(reports if isinstance(reports, list) else []):
@@ -237,7 +237,7 @@ def final_value(record: dict[str, Any], metric: str) -> float | None:
     return None
 
 
-def finite_final_value(record: dict[str, Any], metric: str) -> float | None:
+def finite_final_value(record: Mapping[str, Any], metric: str) -> float | None:
     """`final_value`, None when it is not finite (for uses that need a usable number, never for deciding)."""
     value = final_value(record, metric)
     return value if value is not None and math.isfinite(value) else None

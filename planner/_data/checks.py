@@ -23,11 +23,11 @@ from planner._data.splits import UNIT, fingerprints
 DATA_KINDS = ("split_overlap", "unmatched_data", "split_varies")
 
 
-def _unit_word(data: Mapping[str, Any]) -> str:
+def _unit_word(data: Mapping[str, Any] | None) -> str:
     return str((data or {}).get("unit") or UNIT)
 
 
-def _key_word(key: str, data: Mapping[str, Any]) -> str:
+def _key_word(key: str, data: Mapping[str, Any] | None) -> str:
     return _unit_word(data) if key == UNIT else key
 
 

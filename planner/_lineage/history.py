@@ -14,6 +14,7 @@ there (the family-wise alpha the repetitions imply).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,7 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def line_of(ledger: Ledger, run_dir: str | Path, depth: int = 0) -> str:
+def line_of(ledger: Ledger, run_dir: str | os.PathLike, depth: int = 0) -> str:
     """The line of work a run belongs to: from the ledger's run_started, else from its frozen contract."""
     key = run_key(run_dir, ledger.runs_dir)
     entry = ledger.runs().get(key)

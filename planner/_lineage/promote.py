@@ -86,7 +86,8 @@ def promote(
     if (source.decisions or {}).get("run_state", "completed") != RunState.COMPLETED:
         raise LineageError(
             "P710",
-            f"the decisions of {where} were made in state {source.decisions.get('run_state')}, "
+            f"the decisions of {where} were made in state "
+            f"{(source.decisions or {}).get('run_state')}, "
             "not completed",
         )
     source = read_arm(

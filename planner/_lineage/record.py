@@ -161,7 +161,7 @@ def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, An
             "as_tested": {k: v for k, v in rep.items() if k != "this_run_tested"},
         }
     try:
-        write_json(Path(run_dir) / LINEAGE_FILE, {**facts, "repetition": rep})
+        write_json(Path(run_dir) / LINEAGE_FILE, {**(facts or {}), "repetition": rep})
     except (PlannerError, OSError) as error:
         print(f"warning: lineage.json was not updated ({error})", file=sys.stderr)
 

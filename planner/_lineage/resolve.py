@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner._contract import (
     validate as contract_stage,  # looked up at each call: one validate, patchable
@@ -29,6 +29,9 @@ history = lazy_import("planner._lineage.history")
 lineage_source = lazy_import("planner._lineage.source")
 claims = lazy_import("planner._store.claims")
 status = lazy_import("planner._core.status")
+
+if TYPE_CHECKING:
+    from planner._lineage.source import ArmOfRun
 
 
 class ProjectLineage:
@@ -93,7 +96,7 @@ class ProjectLineage:
         return (run if run.is_absolute() else ledger.runs_dir / run), str(promotion["arm"]), line
 
     def _describe(
-        self, source: lineage_source.ArmOfRun, via: str | None, contract: Any, contract_dir: Path
+        self, source: ArmOfRun, via: str | None, contract: Any, contract_dir: Path
     ) -> ResolvedBaseline:
         ledger = read(runs_dir_of(source.run_dir))
         key = run_key(source.run_dir, ledger.runs_dir)
@@ -272,7 +275,7 @@ class ProjectLineage:
 
 
 def _selected_on_these_seeds(
-    source: lineage_source.ArmOfRun, contract: Any, key: str, where: tuple[str, ...]
+    source: ArmOfRun, contract: Any, key: str, where: tuple[str, ...]
 ) -> list[Diagnostic]:
     """P936: the baseline's tuned values were selected in its run on tuning seeds this contract confirms on (P402
     within one run): those seeds' results chose the baseline's config, and its confirmation on them flatters it."""
@@ -297,7 +300,7 @@ def _selected_on_these_seeds(
 
 
 def _code_findings(
-    source: lineage_source.ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]
+    source: ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]
 ) -> list[Diagnostic]:
     """P932: the trainable (its name, its source file's sha256) differs from the one that ran the arm."""
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from planner._core.errors import UsageError
-from planner._core.records import finite_final_value
+from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import TrialStatus
 from planner._store import facts
 from planner._store import read as rf
@@ -104,8 +104,9 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
         if r.get("phase") != "confirm" or r.get("status") != TrialStatus.COMPLETED:
             continue
         value = finite_final_value(r, metric)  # a spread needs usable numbers
-        if value is not None and isinstance(r.get("seed"), int):
-            values.setdefault(str(r.get("arm")), {})[r["seed"]] = value
+        seed = r.get("seed")
+        if value is not None and isinstance(seed, int):
+            values.setdefault(str(r.get("arm")), {})[seed] = value
     timing = _timing(records, folder.events().records)
     return Pilot(
         str(folder.path),
@@ -117,7 +118,7 @@ def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
     )
 
 
-def _last_per_trial(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _last_per_trial(records: list[TrialRecord]) -> list[TrialRecord]:
     """A trial logged twice (a resumed run) counts once: the last record."""
     return list({r.get("trial_id"): r for r in records}.values())
 
@@ -131,7 +132,7 @@ def _parse_time(text: Any) -> float | None:
         return None
 
 
-def _step_time(record: dict[str, Any]) -> float | None:
+def _step_time(record: TrialRecord) -> float | None:
     """Seconds per step of one trial: the slope of time_s over steps."""
     points = []
     for report in facts.reports_of(record):
@@ -149,9 +150,9 @@ def _step_time(record: dict[str, Any]) -> float | None:
     return t1 / s1 if s1 > 0 else None
 
 
-def _timing(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> PilotTiming | None:
-    slopes = {r.get("trial_id"): _step_time(r) for r in records}
-    slopes = {tid: v for tid, v in slopes.items() if v is not None}
+def _timing(records: list[TrialRecord], events: list[dict[str, Any]]) -> PilotTiming | None:
+    every = {r.get("trial_id"): _step_time(r) for r in records}
+    slopes = {tid: v for tid, v in every.items() if v is not None}
     if not slopes:
         return None
     tps = statistics.median(slopes.values())
@@ -199,7 +200,10 @@ def _timing(records: list[dict[str, Any]], events: list[dict[str, Any]]) -> Pilo
         statistics.median(overheads)
         if overheads
         else statistics.median(
-            max(0.0, float(r["duration_s"]) - slopes[r.get("trial_id")] * steps[r.get("trial_id")])
+            max(
+                0.0,
+                float(r["duration_s"] or 0) - slopes[r.get("trial_id")] * steps[r.get("trial_id")],
+            )
             for r in records
             if r.get("trial_id") in slopes and isinstance(r.get("duration_s"), int | float)
         )

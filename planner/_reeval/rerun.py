@@ -28,7 +28,7 @@ import os
 import platform
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from planner._core.errors import (
     RunError,
     UsageError,
 )
-from planner._core.records import finite_final_value
+from planner._core.records import TrialRecord, finite_final_value
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, StopReason, TrialStatus
 from planner._core.text import utc_now
@@ -111,11 +111,12 @@ def compare_identity(logged: dict[str, Any] | None, current: dict[str, Any]) -> 
     if logged.get("python") != current.get("python") and current.get("python") is not None:
         out.append(Difference("python", logged.get("python"), current.get("python")))
     a_map, b_map = logged_code.get("local_sources"), current_code.get("local_sources") or {}
-    for name in (
-        sorted(set(a_map) | set(b_map)) if isinstance(a_map, dict) else ()
-    ):  # the local modules imported
-        if a_map.get(name) != b_map.get(name):
-            out.append(Difference(f"code.local_sources.{name}", a_map.get(name), b_map.get(name)))
+    if isinstance(a_map, dict):  # the local modules imported
+        for name in sorted(set(a_map) | set(b_map)):
+            if a_map.get(name) != b_map.get(name):
+                out.append(
+                    Difference(f"code.local_sources.{name}", a_map.get(name), b_map.get(name))
+                )
     for section in ("packages", "data"):
         a_map, b_map = logged.get(section) or {}, current.get(section) or {}
         for name in sorted(set(a_map) | set(b_map)):
@@ -196,7 +197,12 @@ class SeedRow:
 
 
 def compare_seed(
-    seed: int, trial_id: str, logged: dict | None, new: dict | None, metric: str, tolerance: float
+    seed: int,
+    trial_id: str,
+    logged: Mapping[str, Any] | None,
+    new: dict | None,
+    metric: str,
+    tolerance: float,
 ) -> SeedRow:
     """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <= tolerance."""
     new_status = new.get("status", TrialStatus.FAILED) if new else TrialStatus.NOT_RUN
@@ -214,7 +220,7 @@ def compare_seed(
         reproduced = True  # the same non-result (both diverged, or neither reported the metric)
     else:
         reproduced = diff is not None and abs(diff) <= tolerance
-    data = ()
+    data: tuple[str, ...] = ()
     if new is not None and (logged.get("splits") or new.get("splits")):
         data = tuple(fingerprint_differences(logged, new))
         if data and new_status not in DID_NOT_RUN:
@@ -317,7 +323,7 @@ def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
     )
 
 
-def next_reeval_number(reevals: list[dict], records: list[dict]) -> int:
+def next_reeval_number(reevals: list[dict], records: Sequence[Mapping[str, Any]]) -> int:
     """1 + the highest reeval number logged in reevals.jsonl or in a reeval trial id."""
     seen = [int(r["reeval"]) for r in reevals if isinstance(r.get("reeval"), int)]
     for record in records:
@@ -356,7 +362,7 @@ class ReevalPlan:
     config: dict[str, Any]
     params: dict[str, Any]
     config_source: str
-    logged: dict[int, dict]  # seed -> the logged confirmation record of the arm
+    logged: dict[int, TrialRecord]  # seed -> the logged confirmation record of the arm
     arm_logged: dict[
         int, float
     ]  # seed -> logged decision-metric value of the arm (every logged seed)
@@ -400,7 +406,7 @@ def prepare(
     info = folder.run_info()
     records = folder.trials().records
     metric = contract.metric.decision_metric
-    logged = {
+    logged: dict[Any, TrialRecord] = {
         r["seed"]: r
         for r in records
         if r.get("phase") == "confirm" and r.get("arm") == arm and isinstance(r.get("seed"), int)
@@ -491,7 +497,7 @@ def prepare(
     )
 
 
-def _logged_values(records: list[dict], arm: str, metric: str) -> dict[int, float]:
+def _logged_values(records: Sequence[Mapping[str, Any]], arm: str, metric: str) -> dict[int, float]:
     """seed -> the final decision-metric value of the arm's completed confirmation trials."""
     return {
         r["seed"]: v
@@ -536,7 +542,9 @@ def _same_but_seed(contract, raw: dict | None):
     return same
 
 
-def _effective_config(folder, contract, arm: str, logged: dict[int, dict], notes: list[str]):
+def _effective_config(
+    folder, contract, arm: str, logged: Mapping[int, Mapping[str, Any]], notes: list[str]
+):
     """(config, params, source): what the arm's confirmation trials received, from the log alone."""
     selection = (folder.selection() or {}).get("arms", {}).get(arm) or {}
     stored = folder.configs().get(arm)

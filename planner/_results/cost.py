@@ -19,6 +19,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from planner._core.records import TrialRecord
 from planner._store import facts
 
 
@@ -33,7 +34,7 @@ def _seconds(value: Any) -> float:
     return 0.0
 
 
-def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list[dict[str, Any]]:
+def cost_by_arm(records: list[TrialRecord], contract: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per arm (the contract's order, then arms seen only in records)."""
     cpu = _seconds(facts.contract_get(contract, "budget.resources.cpu", 1.0))
     gpu = _seconds(facts.contract_get(contract, "budget.resources.gpu", 0.0))
@@ -63,8 +64,8 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         p["trial_seconds"] += seconds
     rows = []
     for arm in arms:
-        a = acc.get(arm)
-        if a is None:
+        held = acc.get(arm)
+        if held is None:
             rows.append(
                 {
                     "arm": arm,
@@ -81,15 +82,15 @@ def cost_by_arm(records: list[dict[str, Any]], contract: dict[str, Any]) -> list
         rows.append(
             {
                 "arm": arm,
-                "trials": a["trials"],
-                "trial_seconds": round(a["seconds"], 3),
-                "median_s_per_step": statistics.median(a["slopes"]) if a["slopes"] else None,
-                "cpu_seconds": round(a["seconds"] * cpu, 3),
-                "gpu_seconds": round(a["seconds"] * gpu, 3),
-                "disk_bytes": a["disk"],
+                "trials": held["trials"],
+                "trial_seconds": round(held["seconds"], 3),
+                "median_s_per_step": statistics.median(held["slopes"]) if held["slopes"] else None,
+                "cpu_seconds": round(held["seconds"] * cpu, 3),
+                "gpu_seconds": round(held["seconds"] * gpu, 3),
+                "disk_bytes": held["disk"],
                 "phases": {
                     k: {"trials": v["trials"], "trial_seconds": round(v["trial_seconds"], 3)}
-                    for k, v in a["phases"].items()
+                    for k, v in held["phases"].items()
                 },
             }
         )

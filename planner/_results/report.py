@@ -215,7 +215,7 @@ def status_counts(results: RunResults) -> list[dict[str, Any]]:
     """Trials ended by phase, arm and status, against the planned count."""
     t = results.trials
     planned = facts.plan_entries(results.plan)
-    plan_count: dict[tuple[str, str], int] = {}
+    plan_count: dict[tuple[Any, Any], int] = {}
     for p in planned:
         key = (p.get("phase"), p.get("arm"))
         plan_count[key] = plan_count.get(key, 0) + 1

@@ -15,15 +15,16 @@ from __future__ import annotations
 import math
 import os
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from planner._contract.paths import flatten
+from planner._core.records import TrialRecord
 from planner._core.status import RunState
 from planner._core.text import spreadsheet_safe
 from planner._data.checks import data_summary
@@ -143,7 +144,7 @@ def load_run(
             ended = {str(r.get("trial_id")) for r in collector.records}
             planned = facts.plan_entries(folder.plan())
             for live in running_records(folder.path, planned, ended):
-                collector.add(live)
+                collector.add(cast(TrialRecord, live))  # record-shaped (running_records)
         trials, report_frame, records = collector.frames()
         records = [
             r for r in records if r.get("status") != RUNNING
@@ -230,7 +231,7 @@ class _Collector:
         self.contract = contract
         self.want = want_reports
         self.metrics = None if metrics is None else set(metrics)
-        self.records: list[dict[str, Any]] = []
+        self.records: list[TrialRecord] = []
         self.steps = array(
             "q"
         )  # typed buffers: 8 bytes a value, read by numpy without a copy at the end
@@ -245,7 +246,7 @@ class _Collector:
         self.notes: list[str] = []
         self.limits = facts.report_limits(contract)
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: TrialRecord) -> None:
         """One record, as the reader decoded it (planner._store.schema typed its reports)."""
         i = len(self.records)
         if "trial_id" not in r:
@@ -332,7 +333,7 @@ class _Collector:
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
         self.run_length.append(n)
 
-    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[dict[str, Any]]]:
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[TrialRecord]]:
         """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
         records = self.records
         last: dict[Any, int] = {}
@@ -368,7 +369,7 @@ class _Collector:
             return _empty_reports(phase_cat, arm_cat)
         trial_idx = self._trial_index()
         lengths = np.asarray(self.run_length, dtype=np.int64)
-        metric_names = sorted(self.metric_code, key=self.metric_code.get)
+        metric_names = sorted(self.metric_code, key=self.metric_code.__getitem__)
         ids = trials["trial_id"].to_numpy(dtype=object)
         id_cat = pd.Categorical(
             ids
@@ -405,13 +406,13 @@ def _code_kind(categories: Sequence[Any]) -> Any:
 
 
 def _trial_frame(
-    records: list[dict[str, Any]],
+    records: list[TrialRecord],
     n_reports: list[int],
     finals: dict[str, list[tuple[int, float]]],
     arm_order: list[str],
 ) -> pd.DataFrame:
     n = len(records)
-    get = dict.get
+    get: Callable[..., Any] = dict.get  # records are TypedDicts: read as the dicts they are
     nan = math.nan
     phases = [get(r, "phase") for r in records]
     arms = [get(r, "arm") for r in records]
@@ -488,7 +489,7 @@ def _last_error(errors: Any) -> str | None:
     return f"{e.get('type') or 'Error'}: {e.get('message') or ''}".strip()
 
 
-def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
+def _param_columns(records: list[TrialRecord]) -> dict[str, Any]:
     """`params` by dotted key, one column each (NA where a trial has no such param)."""
     n = len(records)
     cols: dict[str, list[Any]] = {}
@@ -517,7 +518,9 @@ def _param_columns(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
     """One row per treatment arm: decisions.json's entry, or NA while undecided."""
-    rows = {d.get("arm"): d for d in doc.get("decisions") or [] if isinstance(d, dict)}
+    rows: dict[Any, dict[str, Any]] = {
+        d.get("arm"): d for d in doc.get("decisions") or [] if isinstance(d, dict)
+    }
     arms = [a for a in facts.arm_names(contract)[1:]]
     arms += [a for a in rows if a not in arms]
     data: dict[str, Any] = {}

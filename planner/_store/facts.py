@@ -19,7 +19,13 @@ import re
 from typing import Any
 
 from planner._contract.paths import get_path
-from planner._core.records import ReportSummary, TrialRecord, decision_mode, error_key, first_line
+from planner._core.records import (
+    ReportSummary,
+    TrialRecord,
+    decision_mode,
+    error_key,
+    first_line,
+)
 from planner._core.status import UNUSABLE, TrialStatus
 from planner._core.text import parse_duration
 
@@ -187,7 +193,7 @@ def kept_of_tuning(
     A new record; `record` is left as it is."""
     slim = slim_record(record, contract)
     if not slim["reports"]:
-        holding = [
+        holding: list[Any] = [
             p
             for p in reports_of(record)
             if isinstance(p, dict) and isinstance(p.get("metrics"), dict) and metric in p["metrics"]
@@ -351,12 +357,12 @@ def _record_violations(
     if r.get("status") == TrialStatus.PROTOCOL_ERROR and not kinds:
         errors = r.get("errors") or [{}]
         message = str((errors[-1] or {}).get("message", ""))
-        past = _PAST_BUDGET.search(message)
+        past_budget = _PAST_BUDGET.search(message)
         out.append(
             {
                 **base,
-                "kind": "report_past_budget" if past else "protocol_error",
-                "step": int(past.group(1)) if past else r.get("exposure"),
+                "kind": "report_past_budget" if past_budget else "protocol_error",
+                "step": int(past_budget.group(1)) if past_budget else r.get("exposure"),
                 "detail": message,
                 "source": "error",
             }
@@ -419,11 +425,11 @@ def heldout_ledger(records: list[TrialRecord], contract: dict[str, Any]) -> dict
     metric = contract_get(contract, "metric.heldout")
     cap = contract_get(contract, "budget.max_heldout_evaluations")
     by_phase = {"confirm": 0, "reeval": 0, "tune": 0}
-    by_arm: dict[str, int] = {}
+    by_arm: dict[str | None, int] = {}  # a record without an arm counts under None
     if metric:
         for r in records:
             phase = r.get("phase")
-            if phase not in by_phase:
+            if phase is None or phase not in by_phase:
                 continue
             if metric in metric_names(r):
                 by_phase[phase] += 1

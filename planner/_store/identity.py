@@ -55,12 +55,12 @@ ENV_ALLOW = (
 )
 
 
-def env_snapshot(environ: dict[str, str] | None = None) -> dict[str, str]:
-    environ = os.environ if environ is None else environ
+def env_snapshot(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = os.environ if environ is None else environ
     out = {}
     for name in ENV_ALLOW:
-        if name in environ:
-            out[name] = REDACTED if looks_secret(name) else environ[name]
+        if name in env:
+            out[name] = REDACTED if looks_secret(name) else env[name]
     if "RAY_ADDRESS" in out:
         out["RAY_ADDRESS"] = _strip_userinfo(out["RAY_ADDRESS"])
     return out
@@ -177,7 +177,7 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
     return out
 
 
-def _providers() -> dict:
+def _providers() -> Mapping[str, list[str]]:
     """importlib.metadata.packages_distributions(), each folder of sys.path read again only when its
     distributions changed: reading every installed distribution's file list takes about 0.1-0.2 s, and a
     run asks at its start and at its end. A folder's key is the names of its `*.dist-info` / `*.egg-info`
@@ -203,6 +203,7 @@ _BY_FOLDER = _DECLARED is not None and _INFERRED is not None
 def _folder_providers(path: str, _names: frozenset[str] | None) -> dict[str, list[str]]:
     """packages_distributions() of the distributions in one folder of sys.path (`_names`: its entries)."""
     out: dict[str, list[str]] = {}
+    assert _DECLARED is not None and _INFERRED is not None  # called only when _BY_FOLDER
     for dist in importlib.metadata.distributions(path=[path]):
         for name in _DECLARED(dist) or _INFERRED(dist):
             out.setdefault(name, []).append(dist.metadata["Name"])
@@ -210,7 +211,7 @@ def _folder_providers(path: str, _names: frozenset[str] | None) -> dict[str, lis
 
 
 @functools.lru_cache(maxsize=1)
-def _providers_while(folders: tuple) -> dict:
+def _providers_while(folders: tuple) -> Mapping[str, list[str]]:
     """The map for one state of sys.path's folders (`folders`: each folder with its distributions' entries),
     from each folder's own map (read once per state of that folder)."""
     if not _BY_FOLDER:
@@ -317,7 +318,8 @@ def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str
     missing or unreadable is left as it is (a reeval says so)."""
 
     def change(identity: dict[str, Any]) -> list[str]:
-        logged = identity.get("packages") if isinstance(identity.get("packages"), dict) else {}
+        found = identity.get("packages")
+        logged = found if isinstance(found, dict) else {}
         added = [name for name in used_packages(record_modules(records)) if name not in logged]
         if added:
             versions = packages(added)

@@ -24,7 +24,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import psutil
 
@@ -48,7 +48,7 @@ def process_started(pid: int) -> float | None:
         return None
 
 
-def pid_alive(pid: Any) -> bool:
+def pid_alive(pid: Any) -> TypeGuard[int]:
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid < 2**31:
         return False  # no process has that id (a planted pid like 2**62 is no process either)
     try:
@@ -197,7 +197,7 @@ def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | Non
                 os.close(fd)
                 fd = -1
                 _refuse(path, None, "")
-            reason = "its content was unreadable (torn) and no process holds it"
+            reason: str | None = "its content was unreadable (torn) and no process holds it"
         else:
             reason = stale_reason(held, info["host"])
         if reason is None:

@@ -23,7 +23,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import yaml
 
@@ -53,11 +53,14 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+Record = TypeVar("Record")
+
+
 @dataclass
-class JsonLines:
+class JsonLines(Generic[Record]):
     """The records of a JSON lines file and what was skipped while reading it."""
 
-    records: list[dict[str, Any]]
+    records: list[Record]
     notes: list[str] = field(default_factory=list)
     torn: bool = False
 
@@ -145,7 +148,7 @@ def iter_jsonl(path: Path, notes: list[str], *, root: Path | None = None) -> Ite
 
 def read_jsonl(
     path: Path, *, slim: dict[str, Any] | None = None, root: Path | None = None
-) -> JsonLines:
+) -> JsonLines[dict[str, Any]]:
     """Every record of a JSON lines file, each checked against the schema of its file (by its name).
 
     With `slim` (a contract), trial records are slimmed (planner._store.facts.slim_record).
@@ -258,19 +261,20 @@ class RunFolder:
             return {"pid": None, "host": None, "started": None}
         return value
 
-    def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines:
+    def trials(self, *, slim: dict[str, Any] | None = None) -> JsonLines[TrialRecord]:
         """trials.jsonl; pass the contract as `slim` to drop reports the facts
         (planner._store.facts) do not need."""
-        return read_jsonl(self.file("trials.jsonl"), slim=slim, root=self.path)
+        lines = read_jsonl(self.file("trials.jsonl"), slim=slim, root=self.path)
+        return cast("JsonLines[TrialRecord]", lines)  # each checked against the trial schema
 
     def iter_trials(self, notes: list[str]) -> Iterator[TrialRecord]:
         """trials.jsonl streamed, each record decoded and checked (memory stays flat)."""
         return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path)
 
-    def events(self) -> JsonLines:
+    def events(self) -> JsonLines[dict[str, Any]]:
         return read_jsonl(self.file("events.jsonl"), root=self.path)
 
-    def reevals(self) -> JsonLines:
+    def reevals(self) -> JsonLines[dict[str, Any]]:
         return read_jsonl(self.file("reevals.jsonl"), root=self.path)
 
     def configs(self) -> dict[str, dict[str, Any]]:

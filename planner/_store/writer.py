@@ -13,7 +13,7 @@ import os
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,10 +21,13 @@ from planner._core.errors import RunError
 from planner._core.text import utc_now
 from planner._store.files import write_atomic
 from planner._store.jsonl import append_line, open_for_append
-from planner._store.lock import acquire
+from planner._store.lock import RunLock, acquire
 from planner._store.read import read_json
 from planner._store.read import read_jsonl as read
 from planner._store.schema import check_written
+
+if TYPE_CHECKING:
+    from planner._core.redact import Redactor
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -49,11 +52,13 @@ def read_jsonl(path: Path) -> list[dict]:
 class RunStore:
     """One run folder, opened for writing by the driver."""
 
+    _lock: RunLock | None  # set by lock(), cleared by unlock()
+
     def __init__(self, root: Path):
         self.root = Path(root)
         self._handles: dict[str, Any] = {}
-        # a planner._core.redact.Redactor: scrubs the free text of records, events and state
-        self.redactor = None
+        # scrubs the free text of records, events and state
+        self.redactor: Redactor | None = None
 
     # -- creating -----------------------------------------------------------
     @classmethod

@@ -40,7 +40,9 @@ class ConfigCheck:
         loaded = OmegaConf.load(self.path)
         derived = interpolated_paths(OmegaConf.to_container(loaded, resolve=False))
         composed = resolve(OmegaConf.to_container(loaded, resolve=False), throw_on_missing=False)
-        differences = [d for d in config_diff(dict(self.expected), composed) if d[0] not in derived]
+        differences = [
+            d for d in config_diff(dict(self.expected or {}), composed) if d[0] not in derived
+        ]
         if differences:
             shown = "; ".join(
                 f"{path}: contract {a!r}, script {b!r}" for path, a, b in differences[:5]

@@ -167,7 +167,7 @@ class LightningCallback(pl.Callback):
         """Report after the module's own on_train_epoch_end, where epoch metrics are often computed and logged
         (a torchmetrics `compute()`): Lightning calls a callback's on_train_epoch_end before the module's (only
         EarlyStopping and ModelCheckpoint after), which reported them one epoch late."""
-        own = pl_module.on_train_epoch_end
+        own: Any = pl_module.on_train_epoch_end  # may be a wrapper of ours, with __wrapped__
         while getattr(
             own, "_planner_follows", False
         ):  # a wrapper an earlier fit left (its teardown never ran)

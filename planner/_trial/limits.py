@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, Literal
 
 import psutil
 
@@ -109,7 +110,7 @@ class Watchdog:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -177,7 +178,7 @@ class CappedOutput:
         self.path = path
         self.cap = cap
         self.scrub = scrub or (lambda s: s)
-        owner = getattr(scrub, "__self__", None)
+        owner: Any = getattr(scrub, "__self__", None)
         self._stream = owner.stream() if hasattr(owner, "stream") else None
         self.kept = 0
         self.dropped = 0
@@ -266,7 +267,7 @@ class captured_output:  # noqa: N801 - a context manager that reads like a funct
             None  # the note the trial's record carries when output.log was refused
         )
 
-    def __enter__(self) -> CappedOutput:
+    def __enter__(self) -> CappedOutput | None:
         self.saved = sys.stdout, sys.stderr
         try:
             self.stream = CappedOutput(self.path, self.cap, self.scrub)
@@ -283,11 +284,11 @@ class captured_output:  # noqa: N801 - a context manager that reads like a funct
                 f"{what}: nothing was written there, and the trial's prints were kept nowhere"
             )
         except OSError:
-            return None  # type: ignore[return-value] - no trial.dir to write to: leave output alone
+            return None  # no trial.dir to write to: leave output alone
         sys.stdout = sys.stderr = self.stream
         return self.stream
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> Literal[False]:
         if self.stream is not None:
             sys.stdout, sys.stderr = self.saved
             self.stream.close()

@@ -105,6 +105,7 @@ class CommandProcesses:
         self._status = status  # the supervisor's status pipe: its last word is the command's exit
         self._exit: int | None = None
         self._selector = selectors.DefaultSelector()
+        assert proc.stdout is not None and proc.stderr is not None  # started with both piped
         self._selector.register(proc.stdout, selectors.EVENT_READ, stdout)
         self._selector.register(proc.stderr, selectors.EVENT_READ, stderr)
 
@@ -147,6 +148,7 @@ class CommandProcesses:
         finally:
             os.close(write_end)
         first = _status_line(read_end, START_TIMEOUT_S)
+        assert proc.stdout is not None and proc.stderr is not None  # both piped above
         if first is None or "pid" not in first:
             os.close(read_end)
             _end_process(proc)
@@ -254,7 +256,8 @@ class CommandProcesses:
         self.stop(grace_s)
         self._selector.close()
         for stream in (self.proc.stdout, self.proc.stderr):
-            stream.close()
+            if stream is not None:  # never: both are piped
+                stream.close()
 
 
 @contextmanager

@@ -65,7 +65,7 @@ class TrialStorage:
 
     def push(self) -> int:
         """Copy the files new or changed since the last push to the storage; how many it copied."""
-        import pyarrow.fs as pafs  # type: ignore[import-untyped]
+        import pyarrow.fs as pafs
 
         copied = 0
         for relative, stamp in self._local_files().items():
@@ -81,7 +81,7 @@ class TrialStorage:
     def pull(self) -> int:
         """Copy every file the storage holds for the trial into its folder (an attempt that
         continues one cut short elsewhere); how many were copied."""
-        import pyarrow.fs as pafs  # type: ignore[import-untyped]
+        import pyarrow.fs as pafs
 
         selector = pafs.FileSelector(self.root, recursive=True, allow_not_found=True)
         copied = 0

@@ -577,7 +577,7 @@ def test_a_huge_finite_metric_is_drawn_in_the_html_report(run, tmp_path, capsys)
     )
     assert code == 0, err
     page = (tmp_path / "r.html").read_text()
-    assert page.count("class=\"plotly-graph-div\"") >= 3  # the curves, the forest, the cost
+    assert page.count('class="plotly-graph-div"') >= 3  # the curves, the forest, the cost
 
 
 def test_markdown_escapes_names_from_the_run_folder(run, capsys):

@@ -90,7 +90,7 @@ def test_the_decision_reads_the_heldout_metric_in_its_own_direction():
     data = synthetic_contract(
         metric={"name": "val_loss", "mode": "min", "heldout": "test_acc", "heldout_mode": "max"},
         seeds=[0, 1, 2, 3, 4],
-        acceptance={"min_effect": 0.01},
+        acceptance={"min_effect": 0.01, "test": "welch"},  # an exact shift: no paired spread
     )
     contract = Contract.model_validate(data)
     assert contract.metric.decision_mode == "max" and contract.metric.mode == "min"

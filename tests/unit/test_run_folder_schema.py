@@ -54,6 +54,13 @@ FULL = {
     "modules": ["torch"],
     "resumed": True,
     "resumed_from": {"path": "trials/x/ckpt", "sha256": "f" * 64, "held": 2, "reports": []},
+    "inputs": {
+        "argv": ["--lr=0.1", "config/small.py"],
+        "files": {
+            "config/small.py": {"sha256": "e" * 64},
+            "data/train.bin": {"size": 9, "mtime_ns": 1},
+        },
+    },
 }
 
 
