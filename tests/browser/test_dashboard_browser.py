@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 import planner
+from tests._browser import CHROMIUM, chromium
 from tests._runs import ROOT, end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # the console script optuna-dashboard installs, beside this Python or on PATH
 DASHBOARD = next(
     (
@@ -81,27 +81,6 @@ def _until(check, proc: subprocess.Popen, what: str, timeout_s: float = 300):
             return found
         time.sleep(0.5)
     raise AssertionError(f"{what} before the run ended (exit {proc.poll()})")
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    assert CHROMIUM is not None  # else the module was skipped
-    profile = tmp_path / "profile"
-    profile.mkdir(exist_ok=True)
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--hide-scrollbars",
-        "--virtual-time-budget=15000",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
 def _studies(base: str) -> dict[str, dict]:
@@ -205,7 +184,13 @@ def test_optuna_dashboard_follows_a_running_run(tmp_path):
                 assert len(_curve(trial)) == 30
 
         # (b) the page, drawn by Chromium, lists the arms' studies
-        dom = _chromium(tmp_path, f"--window-size={WIDTH},900", "--dump-dom", f"{base}/dashboard")
+        dom = chromium(
+            tmp_path,
+            f"--window-size={WIDTH},900",
+            "--dump-dom",
+            f"{base}/dashboard",
+            budget_ms=15000,
+        )
         assert dom.returncode == 0, dom.stderr[-2000:]
         for name in ARMS:
             card = f">{studies[name]['id']}. {name}</h5>"  # a study's card: "<id>. <name>"
@@ -213,7 +198,9 @@ def test_optuna_dashboard_follows_a_running_run(tmp_path):
 
         shot = tmp_path / "shot.png"
         page = f"{base}/dashboard/studies/{studies['treat']['id']}"
-        done = _chromium(tmp_path, f"--window-size={WIDTH},1000", f"--screenshot={shot}", page)
+        done = chromium(
+            tmp_path, f"--window-size={WIDTH},1000", f"--screenshot={shot}", page, budget_ms=15000
+        )
         assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
         from PIL import Image
 
