@@ -59,9 +59,12 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
 
 
 def synthetic_contract(**patch: Any) -> dict[str, Any]:
-    """A fresh copy of SYNTHETIC_CONTRACT with top-level keys replaced by `patch`."""
+    """A fresh copy of SYNTHETIC_CONTRACT with top-level keys replaced by `patch`; an `acceptance`
+    that names no test keeps welch (see SYNTHETIC_CONTRACT's note)."""
     data = copy.deepcopy(SYNTHETIC_CONTRACT)
     data.update(copy.deepcopy(patch))
+    if isinstance(data.get("acceptance"), dict):
+        data["acceptance"].setdefault("test", "welch")
     return data
 
 

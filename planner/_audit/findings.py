@@ -27,17 +27,16 @@ from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
 from planner._core.records import first_line, same_curve_every_seed
 from planner._core.status import FAILED, TrialStatus
+from planner._plan.explored import BOUNDARY, KeyReach, arm_reach
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
+from planner._plan.space import frozen_space
 from planner._stats.decide import no_spread
 from planner._stats.power import detection_power, seeds_for_power
 from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
-BOUNDARY = (
-    0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
-)
 COST_RATIO = 1.20  # unequal_cost: one arm 20 % above another
 COST_FLOOR_S = (
     1.0  # ... and at least this many resource-seconds per trial apart (timer and scheduler noise)
@@ -122,18 +121,6 @@ def dimension(dim: dict[str, Any]) -> tuple[str, Any] | None:
         if dim.get(kind) is not None:
             return kind, dim[kind]
     return None
-
-
-def position(kind: str, bounds: Any, value: Any) -> float | None:
-    """Where `value` lies in a range, 0 at the low end, 1 at the high end (log scale for log_uniform)."""
-    if kind not in ("log_uniform", "uniform", "int") or not finite(value):
-        return None
-    lo, hi = float(bounds[0]), float(bounds[1])
-    if kind == "log_uniform":
-        if value <= 0 or lo <= 0:
-            return None
-        lo, hi, value = math.log(lo), math.log(hi), math.log(value)
-    return None if hi == lo else (float(value) - lo) / (hi - lo)
 
 
 # ---------------------------------------------------------------- curves and seed noise
@@ -431,107 +418,70 @@ def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
     return ((ev.selection or {}).get("arms") or {}).get(arm) or {}
 
 
-def explored(ev: Evidence, arm: str, key: str, kind: str, bounds: Any) -> dict[str, Any] | None:
-    """What the arm's tuning draws of `key` explored of its declared range: the draws, their lowest and
-    highest value, and the share of the range between them (log scale for log_uniform); None for a key
-    with fewer than 2 distinct numeric draws."""
-    values = sorted(
-        {float(v) for t in ev.of(arm=arm, phase="tune") if finite(v := (t.params or {}).get(key))}
-    )
-    if len(values) < 2:
-        return None
-    low, high = position(kind, bounds, values[0]), position(kind, bounds, values[-1])
-    if low is None or high is None:
-        return None
-    draws = sum(1 for t in ev.of(arm=arm, phase="tune") if key in (t.params or {}))
-    return {"draws": draws, "low": values[0], "high": values[-1], "share": high - low,
-            "low_position": low, "high_position": high}  # fmt: skip
-
-
 def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
     """A selected value at the edge of its declared range, or at the edge of what the draws explored
     with room left beyond it (the smallest or largest value drawn, the declared range going on past it):
-    either way the arm's optimum may lie where nothing was tried."""
+    either way the arm's optimum may lie where nothing was tried. Where it sits is computed once, by
+    planner._plan.explored, as the decision and the report say it."""
     sel = _selected(ev, arm)
+    chosen = sel.get("params") or {}
+    space = frozen_space(ev.contract, arm)
+    draws = [t.params or {} for t in ev.of(arm=arm, phase="tune")]
     out = []
-    for key, value in (sel.get("params") or {}).items():
-        kb = dimension(arm_space(ev, arm).get(key))
-        if kb is None:
-            continue
-        u = position(kb[0], kb[1], value)
-        if u is None:
-            continue
-        seen = explored(ev, arm, key, kb[0], kb[1])
-        if BOUNDARY < u < 1 - BOUNDARY:
-            if seen is not None:
-                out += _explored_edge(arm, sel, key, value, kb, u, seen)
-            continue
-        side = "low" if u <= BOUNDARY else "high"
-        scale = " (log scale)" if kb[0] == "log_uniform" else ""
-        out.append(
-            Finding(
-                "selected_at_boundary",
-                arm,
-                "observation",
-                f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
-                f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
-                "comparison can flip once it does not.",
-                [_boundary_evidence(sel, key, value, kb, u, side)],
-                recipe={"change": "widen", "key": key, "side": side, "position": u},
+    for k in arm_reach(
+        arm, {key: space[key] for key in chosen if key in space}, draws, chosen
+    ).keys:
+        if k.edge_of == "explored":
+            out += _explored_edge(arm, sel, k)
+        elif k.edge_of == "range":
+            scale = " (log scale)" if k.kind == "log_uniform" else ""
+            u, bounds = k.position or 0.0, list(k.bounds)
+            out.append(
+                Finding(
+                    "selected_at_boundary",
+                    arm,
+                    "observation",
+                    f"{arm}'s selected {k.key} = {_g(k.selected)} lies at {100 * u:.0f} % of its "
+                    f"range {bounds}{scale}, in the outer {100 * BOUNDARY:.0f} % at the {k.edge} "
+                    f"end: the space may exclude {arm}'s optimum, and a tuned comparison can flip "
+                    "once it does not.",
+                    [_boundary_evidence(sel, k)],
+                    recipe={"change": "widen", "key": k.key, "side": k.edge, "position": u},
+                )
             )
-        )
     return out
 
 
-def _boundary_evidence(
-    sel: dict[str, Any],
-    key: str,
-    value: Any,
-    kb: tuple[str, Any],
-    u: float,
-    side: str,
-    **extra: Any,
-) -> dict[str, Any]:
+def _boundary_evidence(sel: dict[str, Any], k: KeyReach, **extra: Any) -> dict[str, Any]:
     """The evidence of a selected_at_boundary finding: the selected value and where it lies."""
-    return {"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]),
-            "kind": kb[0], "position": u, "side": side, **extra}  # fmt: skip
+    return {"trial_id": sel.get("trial_id"), "key": k.key, "value": k.selected,
+            "range": list(k.bounds), "kind": k.kind, "position": k.position, "side": k.edge,
+            **extra}  # fmt: skip
 
 
-def _explored_edge(
-    arm: str, sel: dict[str, Any], key: str, value: Any, kb: tuple[str, Any], u: float, seen: dict
-) -> list[Finding]:
+def _explored_edge(arm: str, sel: dict[str, Any], k: KeyReach) -> list[Finding]:
     """The selected value is the lowest or highest drawn, and the declared range goes on beyond it by
     more than the boundary band: a range the draws under-explored (the next control: more draws)."""
-    side = "low" if value <= seen["low"] else "high" if value >= seen["high"] else None
-    beyond = u if side == "low" else 1 - u
-    if side is None or beyond <= BOUNDARY:
-        return []
-    scale = ", log scale" if kb[0] == "log_uniform" else ""
-    word = "smallest" if side == "low" else "largest"
+    scale = ", log scale" if k.kind == "log_uniform" else ""
+    word = "smallest" if k.edge == "low" else "largest"
+    share, beyond = k.share or 0.0, k.beyond or 0.0
     return [
         Finding(
             "selected_at_boundary",
             arm,
             "observation",
-            f"{arm}'s selected {key} = {_g(value)} is the {word} of its {seen['draws']} draws, which "
-            f"explored {_g(seen['low'])}-{_g(seen['high'])}: {100 * seen['share']:.0f} % of the declared "
-            f"range {list(kb[1])}{scale}, {100 * beyond:.0f} % of it beyond the selected value never "
-            "tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
+            f"{arm}'s selected {k.key} = {_g(k.selected)} is the {word} of its {k.draws} "
+            f"draws, which explored {_g(k.low)}-{_g(k.high)}: {100 * share:.0f} % of the declared "
+            f"range {list(k.bounds)}{scale}, {100 * beyond:.0f} % of it beyond the selected value "
+            "never tried. The value sits at the edge of what was explored, so the optimum may lie "
+            "beyond it; "
             "the decision's CI covers seed noise only, not this.",
             [
                 _boundary_evidence(
-                    sel,
-                    key,
-                    value,
-                    kb,
-                    u,
-                    side,
-                    explored=[seen["low"], seen["high"]],
-                    explored_share=seen["share"],
-                    draws=seen["draws"],
-                )  # fmt: skip
+                    sel, k, explored=[k.low, k.high], explored_share=k.share, draws=k.draws
+                )
             ],
-            recipe={"change": "draws", "key": key, "side": side, "position": u},
+            recipe={"change": "draws", "key": k.key, "side": k.edge, "position": k.position},
         )
     ]
 

@@ -21,6 +21,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,7 @@ from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
 from planner._plan.estimate import estimate as estimate_contract
+from planner._plan.explored import ArmReach, arm_reach, reach_said
 from planner._plan.space import arm_space, to_optuna
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import LiveMlflow, check_mlflow_tracking, log_run_to_mlflow
@@ -139,6 +141,7 @@ class RunResult:
     )  # the trials' protocol notes, grouped (records.note_groups)
     resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
     resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
+    tuning: str | None = None  # how far each arm's tuning explored (decisions.json `tuning`)
 
     @property
     def exit_code(self) -> int:
@@ -219,6 +222,23 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     return [d.as_dict() for d in decisions]
 
 
+def tuning_reach(contract, records: Iterable[dict], selected: dict[str, dict]) -> list[ArmReach]:
+    """How far each arm's tuning explored its space (planner._plan.explored), from its tuning
+    records and the params selected for it; [] for a contract without tuning."""
+    if contract.tuning is None:
+        return []
+    tune = [r for r in records if r.get("phase") == "tune"]
+    return [
+        arm_reach(
+            arm,
+            arm_space(contract.tuning, arm),
+            [r.get("params") or {} for r in tune if r.get("arm") == arm],
+            selected.get(arm),
+        )
+        for arm in [contract.baseline.name, *(a.name for a in contract.arms)]
+    ]
+
+
 def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
     """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
     latest: dict[tuple, dict] = {}
@@ -297,6 +317,10 @@ class Runner:
     unselected: dict[str, str] = field(
         init=False, default_factory=dict
     )  # arm -> why tuning selected nothing
+    selected: dict[str, dict] = field(
+        init=False, default_factory=dict
+    )  # arm -> the params selected for confirmation
+    tuning_said: str | None = field(init=False, default=None)  # decisions.json `tuning.summary`
     findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
     sequential: SequentialConfirmation | None = field(
         init=False, default=None
@@ -625,6 +649,7 @@ class Runner:
             }
         )
         self.unselected = {arm: s.reason for arm, s in selected.items() if not s.trial_id}
+        self.selected = {arm: s.params for arm, s in selected.items() if s.trial_id}
         for arm, s in selected.items():
             self.store.event(
                 "selected",
@@ -837,6 +862,13 @@ class Runner:
         rows, self.findings = self._did_not_vary(rows)
         if self.findings:
             extra["findings"] = self.findings
+        reaches = tuning_reach(c, self.records.values(), self.selected)
+        self.tuning_said = reach_said(reaches)
+        if reaches:
+            extra["tuning"] = {
+                "summary": self.tuning_said,
+                "arms": [r.as_dict() for r in reaches],
+            }
         self.store.write_decisions(
             {
                 "run_state": state,
@@ -1355,6 +1387,7 @@ def _result(
         heldout=contract.metric.heldout,
         findings=list(runner.findings),
         notes=note_groups(records),
+        tuning=runner.tuning_said,
     )
 
 
@@ -1570,6 +1603,9 @@ def format_result(result: RunResult) -> str:
             lines.append(
                 f"    {d['reason']}"
             )  # no CI (a degenerate spread): the numbers alone do not say why
+    # the CI covers seed noise only, not how far tuning searched: said beside the decisions
+    if result.tuning and result.decisions:
+        lines.append(f"tuning:     {result.tuning}")
     lines += [
         f"lineage:    {line}"
         for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))

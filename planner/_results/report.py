@@ -22,6 +22,8 @@ from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
+from planner._plan.explored import ArmReach, arm_reach, reach_said
+from planner._plan.space import frozen_space
 from planner._stats.decide import collect, latest_outcomes
 from planner._store import facts
 from planner._store.claims import decision_findings
@@ -211,6 +213,45 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
     return rows
 
 
+def _drawn(value: Any) -> bool:
+    return not (value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)))
+
+
+def tuning_reach(results: RunResults) -> list[ArmReach]:
+    """How far each arm's tuning explored its space (planner._plan.explored): its tuning trials'
+    params and its selected ones, against the frozen contract's space."""
+    t = results.trials
+    tune = t[t["phase"] == "tune"] if len(t) else t
+    selection = (results.selection or {}).get("arms") or {}
+    out = []
+    for arm in results.arms:
+        space = frozen_space(results.contract, arm)
+        if not space:
+            continue
+        sub = tune[tune["arm"] == arm] if len(tune) else tune
+        columns = {k: sub[f"param.{k}"].tolist() for k in space if f"param.{k}" in sub.columns}
+        params = [
+            {k: column[i] for k, column in columns.items() if _drawn(column[i])}
+            for i in range(len(sub))
+        ]
+        chosen = (selection.get(arm) or {}).get("params") if selection.get(arm) else None
+        out.append(arm_reach(arm, space, params, chosen if isinstance(chosen, dict) else None))
+    return out
+
+
+def tuning_reach_summary(results: RunResults) -> dict[str, Any]:
+    """The report's `tuning_reach`: the decision's sentence; per arm and key, what it explored."""
+    reaches = tuning_reach(results)
+    rows = [
+        {"arm": r.arm, "draws": k.draws, "key": k.key, "kind": k.kind, "range": list(k.bounds),
+         "distinct": k.distinct, "explored": None if k.low is None else [k.low, k.high],
+         "share": k.share, "selected": k.selected, "edge": k.edge, "edge_of": k.edge_of}
+        for r in reaches
+        for k in r.keys
+    ]  # fmt: skip
+    return {"summary": reach_said(reaches), "rows": rows}
+
+
 def status_counts(results: RunResults) -> list[dict[str, Any]]:
     """Trials ended by phase, arm and status, against the planned count."""
     t = results.trials
@@ -330,6 +371,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
             "budget": results.budget,
             "trials": status_counts(results),
             "tuning": tuning_summary(results),
+            "tuning_reach": tuning_reach_summary(results),
             "per_seed": per_seed(results),
             "looks": sequential_looks(results),
             "failures": results.failures,
@@ -571,6 +613,7 @@ def render_markdown(results: RunResults) -> str:
         )
     else:
         out += ["No treatment arms.", ""]
+    out += reach_lines(s["tuning_reach"])
     if s.get("looks"):  # sequential confirmation (docs/planning.md)
         out += ["### Looks", ""]
         rows = [
@@ -672,6 +715,36 @@ def render_markdown(results: RunResults) -> str:
     out += cost_lines(s["cost"])
     out += _failure_md(s) + _identity_md(s)
     return "\n".join(out).rstrip() + "\n"
+
+
+def reach_lines(reach: dict[str, Any]) -> list[str]:
+    """Beside the decisions: how far each arm's tuning explored, which the CI (seed noise) leaves
+    out; then per arm and key, the draws, what they explored and where the selected value sits."""
+    if not reach.get("summary"):
+        return []
+    out = [f"**Tuning:** {_md(reach['summary'])}.", ""]
+    rows = []
+    for r in reach["rows"]:
+        explored = r["explored"]
+        if r["kind"] == "choice":
+            seen = f"{r['distinct']} of {len(r['range'])} choices"
+        else:
+            seen = "–" if explored is None else f"{_fmt(explored[0])} to {_fmt(explored[1])}"
+        share = "–" if r["share"] is None else f"{100 * r['share']:.0f} %"
+        edge = _edge_said(r["edge"], r["edge_of"])
+        rows.append([r["arm"], r["key"], r["draws"], seen, share, _fmt(r["selected"]), edge])
+    return out + _table(
+        ["arm", "key", "draws", "explored", "share of range", "selected", "selected at"], rows
+    )
+
+
+def _edge_said(side: str | None, of: str | None) -> str:
+    """Where a selected value sits: its arm's smallest or largest draw, or an end of the range."""
+    if side is None:
+        return ""
+    if of == "explored":
+        return f"its {'smallest' if side == 'low' else 'largest'} draw"
+    return f"the {side} end of the range"
 
 
 def _failure_md(s: dict[str, Any]) -> list[str]:

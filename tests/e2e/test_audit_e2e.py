@@ -37,6 +37,7 @@ def run_contract(tmp_path, data):
 
 
 def audit(run_dir, capsys, *extra):
+    capsys.readouterr()  # what the run printed before (its folder's line)
     assert main(["audit", str(run_dir), "--json", *extra]) == 0
     out = capsys.readouterr().out
     return json.loads(out[: out.rindex("}") + 1])
