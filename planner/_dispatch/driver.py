@@ -58,7 +58,6 @@ from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.search import STUDIES_FILE
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -93,7 +92,13 @@ from planner._store.identity import (
     files_read_refusal,
     run_identity,
 )
-from planner._store.live import LiveWriter, new_progress, write_latest
+from planner._store.live import (
+    STUDIES_FILE,
+    LiveWriter,
+    dashboard_command,
+    new_progress,
+    write_latest,
+)
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
 from planner._store.schema import check_trial
@@ -1548,6 +1553,8 @@ def format_result(result: RunResult) -> str:
     ]
     if result.resumed is not None:
         lines.insert(1, format_resumed(result.resumed))
+    if (dashboard := dashboard_command(result.run_dir)) is not None:
+        lines.append(terminal_safe(f"studies:    {dashboard}"))
     if result.failures:
         lines.append(
             f"failures:   {noun('trial', len(result.failures))}: "

@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,6 @@ from planner._core.records import final_value, finite_final_value
 from planner._core.status import TrialStatus
 
 optuna = lazy_import("optuna")  # imported when a run builds its first study
-
-
-# the run folder's tuning studies: an Optuna journal file (optuna-dashboard opens it)
-STUDIES_FILE = "studies.log"
 
 
 def run_studies(path: str | Path | None) -> Any:
@@ -76,7 +73,15 @@ class SweepStudy:
     when it is asked, and a resumed study is given them again, in index order, before it is asked
     anything."""
 
-    def __init__(self, storage: Any, name: str, sampler: Any, space: dict[str, Any], mode: str):
+    def __init__(
+        self,
+        storage: Any,
+        name: str,
+        sampler: Any,
+        space: dict[str, Any],
+        mode: str,
+        metric: str | None = None,
+    ):
         self.sampler, self.space = sampler, dict(sorted(space.items()))  # one order of draws
         self.grid = grid_points(sampler.seed, self.space) if sampler.name == "grid" else []
         if storage is not None and name in {s.study_name for s in storage.get_all_studies()}:
@@ -88,6 +93,12 @@ class SweepStudy:
             sampler=optuna.samplers.RandomSampler(seed=sampler.seed),
         )
         self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
+        if metric is not None:  # optuna-dashboard names the objective after it
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.set_metric_names([metric])
+        self.running: dict[int, Any] = {}  # trial number -> the Optuna trial asked, until told
+        self.reported: dict[int, set[int]] = {}  # trial number -> the steps its trial was given
 
     def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
         """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`:
@@ -118,20 +129,48 @@ class SweepStudy:
                 seed=index_seed(self.sampler.seed, index)
             )
         trial = self.study.ask(self.space)
+        self.running[trial.number] = trial
         if values is None:
             for key, value in attrs.items():
                 trial.set_user_attr(key, value)
         return trial.number, trial.params
 
-    def tell(self, number: int, value: float | None, pruned: bool) -> None:
-        """A trial's end: its final value, or stopped early (pruned), or failed."""
+    def report(self, number: int, steps: dict[int, float]) -> None:
+        """A running trial's metric by step, as its study trial's intermediate values (a live curve in
+        optuna-dashboard); a step it was given already is not written again."""
+        trial, seen = self.running.get(number), self.reported.setdefault(number, set())
+        if trial is None:
+            return
+        for step, at in sorted(steps.items()):
+            if step not in seen:
+                trial.report(at, step)
+                seen.add(step)
+
+    def tell(
+        self, number: int, value: float | None, pruned: bool, steps: dict[int, float] | None = None
+    ) -> None:
+        """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the values of
+        the metric it reported by step (those not given while it ran are given now)."""
         state = optuna.trial.TrialState
+        self.report(number, steps or {})
+        self.running.pop(number, None)
+        self.reported.pop(number, None)
         if value is not None:
             self.study.tell(number, value, skip_if_finished=True)
         else:
             self.study.tell(
                 number, state=state.PRUNED if pruned else state.FAIL, skip_if_finished=True
             )
+
+
+def metric_steps(reports: list[dict[str, Any]], metric: str) -> dict[int, float]:
+    """The finite values of `metric` in a trial's reports, by step: its study trial's intermediate values."""
+    steps = {}
+    for report in reports:
+        step, at = report.get("step"), final_value({"reports": [report]}, metric)
+        if isinstance(step, int) and at is not None and math.isfinite(at):
+            steps[step] = at
+    return steps
 
 
 def finished_trial(
@@ -157,11 +196,7 @@ def finished_trial(
         if record.get("status") == TrialStatus.EARLY_STOPPED
         else state.FAIL
     )
-    steps = {}
-    for report in record.get("reports") or []:
-        step, at = report.get("step"), final_value({"reports": [report]}, metric)
-        if isinstance(step, int) and at is not None and math.isfinite(at):
-            steps[step] = at
+    steps = metric_steps(record.get("reports") or [], metric)
     try:
         return optuna.trial.create_trial(
             state=how,

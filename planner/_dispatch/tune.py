@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.search import SweepStudy, run_studies, study_name
+from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
 from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
@@ -219,6 +219,7 @@ class SweepSearch(Searcher):
                 sweep.sampler,
                 sweep.space,
                 state.mode,
+                state.metric,
             )
             ran = sweep.finished or sweep.again
             study.replay(sweep.finished, state.metric, resumed_at if ran else None)
@@ -253,6 +254,15 @@ class SweepSearch(Searcher):
                 return {"planner_spec": asdict(spec)}
         return Searcher.FINISHED
 
+    def on_trial_result(self, trial_id, result):
+        """A running trial's report, its metric at the step given to its study. Tune hands a searcher
+        the result flattened: the worker's "planner" entry as "planner/step", "planner/metrics/<name>"."""
+        k, number = self.state.sweep_of(trial_id), self.asked.get(trial_id)
+        step, metric = result.get("planner/step"), self.state.metric
+        if k is not None and number is not None and isinstance(step, int):
+            report = {"step": step, "metrics": {metric: result.get(f"planner/metrics/{metric}")}}
+            self.studies[k].report(number, metric_steps([report], metric))
+
     def on_trial_complete(self, trial_id, result=None, error=False):
         k = self.state.sweep_of(trial_id)
         number = self.asked.pop(trial_id, None)
@@ -275,7 +285,9 @@ class SweepSearch(Searcher):
             else None
         )
         # stopped early: pruned; failed, diverged: failed; never a final value but a completed one's
-        self.studies[k].tell(number, final, pruned=status == TrialStatus.EARLY_STOPPED)
+        self.studies[k].tell(
+            number, final, status == TrialStatus.EARLY_STOPPED, metric_steps(reports, metric)
+        )
 
 
 # ---------------------------------------------------------------- the scheduler

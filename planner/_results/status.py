@@ -19,7 +19,7 @@ from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.claims import decision_findings
-from planner._store.live import read_live_progress, read_live_reports
+from planner._store.live import dashboard_command, read_live_progress, read_live_reports
 from planner._store.lock import stale_reason
 
 PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
@@ -197,6 +197,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_id": info.get("run_id"),
         "name": info.get("name") or contract.get("name"),
         "run_dir": str(folder.path),
+        "dashboard": dashboard_command(folder.path),
         "state": state.get("state") or "unknown",
         "reason": state.get("reason"),
         "updated": state.get("updated"),
@@ -317,6 +318,8 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(
                 f"  running {r['trial_id']} ({r['arm']}): step {r['step']}, {r['metric']} {shown}"
             )
+    if s.get("dashboard"):
+        out.append(f"tuning studies: {terminal_safe(s['dashboard'])}")
     out += [facts.resume_line(r) for r in s.get("resumes") or []]
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (

@@ -6,6 +6,7 @@ matters through `recipe.best_lr`: the score drops with the log-distance to it.
 
 import math
 import random
+import time
 
 
 def train(config, trial):
@@ -13,6 +14,7 @@ def train(config, trial):
     rng = random.Random(trial.seed)
     target = recipe["level"] - 0.1 * abs(math.log10(recipe["lr"]) - math.log10(recipe["best_lr"]))
     for step in range(1, trial.budget + 1):
+        time.sleep(recipe.get("sleep", 0.0))  # a run slow enough to be watched while it goes
         value = target - 0.2 / step + rng.gauss(0, recipe.get("noise", 0.01))
         metrics = {"val_acc": value}
         if trial.phase != "tune":

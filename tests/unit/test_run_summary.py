@@ -123,3 +123,13 @@ def test_an_incomplete_decision_has_its_line_and_exit_4(tmp_path):
         tmp_path, "completed", "all planned trials ended", [row], 1.0, 12, no_value_arms=["adam"]
     )
     assert not any(x.startswith("incomplete:") for x in format_result(said).splitlines())
+
+
+def test_the_studies_line_names_the_optuna_dashboard_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = RunResult(tmp_path / "run", "completed", "all planned trials ended", [], 1.0, 12)
+    (tmp_path / "run").mkdir()
+    assert not any(x.startswith("studies:") for x in format_result(result).splitlines())
+    (tmp_path / "run" / "studies.log").write_text("")
+    lines = format_result(result).splitlines()
+    assert "studies:    optuna-dashboard run/studies.log" in lines
