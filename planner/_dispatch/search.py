@@ -136,8 +136,8 @@ class SweepStudy:
         return trial.number, trial.params
 
     def report(self, number: int, steps: dict[int, float]) -> None:
-        """A running trial's metric by step, as its study trial's intermediate values (a live curve in
-        optuna-dashboard); a step it was given already is not written again."""
+        """A running trial's metric by step, as its study trial's intermediate values (a live curve
+        in optuna-dashboard); a step it was given already is not written again."""
         trial, seen = self.running.get(number), self.reported.setdefault(number, set())
         if trial is None:
             return
@@ -149,8 +149,8 @@ class SweepStudy:
     def tell(
         self, number: int, value: float | None, pruned: bool, steps: dict[int, float] | None = None
     ) -> None:
-        """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the values of
-        the metric it reported by step (those not given while it ran are given now)."""
+        """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the
+        values of the metric it reported by step (those not given while it ran are given now)."""
         state = optuna.trial.TrialState
         self.report(number, steps or {})
         self.running.pop(number, None)
@@ -164,7 +164,8 @@ class SweepStudy:
 
 
 def metric_steps(reports: list[dict[str, Any]], metric: str) -> dict[int, float]:
-    """The finite values of `metric` in a trial's reports, by step: its study trial's intermediate values."""
+    """The finite values of `metric` in a trial's reports, by step: its study trial's intermediate
+    values."""
     steps = {}
     for report in reports:
         step, at = report.get("step"), final_value({"reports": [report]}, metric)

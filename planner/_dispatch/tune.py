@@ -255,8 +255,9 @@ class SweepSearch(Searcher):
         return Searcher.FINISHED
 
     def on_trial_result(self, trial_id, result):
-        """A running trial's report, its metric at the step given to its study. Tune hands a searcher
-        the result flattened: the worker's "planner" entry as "planner/step", "planner/metrics/<name>"."""
+        """A running trial's report, its metric at the step given to its study. Tune hands a
+        searcher the result flattened: the worker's "planner" entry as "planner/step",
+        "planner/metrics/<name>"."""
         k, number = self.state.sweep_of(trial_id), self.asked.get(trial_id)
         step, metric = result.get("planner/step"), self.state.metric
         if k is not None and number is not None and isinstance(step, int):
