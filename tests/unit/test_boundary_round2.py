@@ -586,8 +586,8 @@ def test_names_are_drawn_as_written_and_escaped():
     name, arm = "val_$\\sqrt{acc$", "<b>&a$b"
     rows = [{"arm": arm, "decision": "accept", "effect": 0.1, "ci_low": 0.05, "ci_high": 0.15}]
     fig = forest_figure(rows, 0.01, name)
-    assert fig.data[0].y == ("&lt;b&gt;&amp;a$b",) and label(arm) == "&lt;b&gt;&amp;a$b"
-    assert name in fig.layout.xaxis.title.text
+    assert tuple(fig.data[0]["y"]) == ("&lt;b&gt;&amp;a$b",) and label(arm) == "&lt;b&gt;&amp;a$b"
+    assert name in fig.layout["xaxis"]["title"]["text"]
     assert "<b>" not in figure_html(fig, "plot-forest")
 
 

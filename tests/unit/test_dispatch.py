@@ -34,7 +34,8 @@ def test_run_and_reeval_trials_get_one_spec_shape(tmp_path):
             "session": dispatch.session,
             "max_trial_memory_bytes": 512 * 1024**2,
             "data": contract.data.model_dump(),
-        }  # the data section the worker checks splits by
+            "reads_base": str(tmp_path.resolve()),
+        }  # the data section the worker checks splits by; the folder a trial's reads are named from
         assert (spec.budget, spec.unit, spec.retries, spec.max_trial_time_s) == (3, "epoch", 2, 60)
         assert spec.contract_sha256 == contract.sha256() and spec.config == config
         assert spec.dir == store.trial_dir(spec.trial_id)
