@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from planner._core.errors import RunError
+from planner._core.records import TrialError, TrialRecord
 from planner._core.records import curve as record_curve
 from planner._core.status import TrialStatus
 from planner._store import facts
@@ -54,7 +55,7 @@ class Trial:
     duration_s: float | None
     s_per_step: float | None
     attempts: int
-    errors: list[dict[str, Any]]
+    errors: list[TrialError]
     violations: list[dict[str, Any]]
     metric_names: set[str]
     worker: str | None = (
@@ -88,9 +89,8 @@ class Evidence:
     selection: dict[str, Any] | None
     decisions: dict[str, Any] | None
     trials: list[Trial]
-    records: list[
-        dict[str, Any]
-    ]  # slim records (no reports), for the shared facts of planner._store.read
+    # slim records (no reports), for the shared facts of planner._store.read
+    records: list[TrialRecord]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -162,7 +162,7 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
     ]
     notes: list[str] = []
     trials: list[Trial] = []
-    records: list[dict[str, Any]] = []
+    records: list[TrialRecord] = []
     collecting = gc.isenabled()
     gc.disable()  # the records read only grow: a cyclic collection every few thousand objects is wasted time
     try:
@@ -192,7 +192,7 @@ def _read_trials(
     watched: list[str],
     notes: list[str],
     trials: list[Trial],
-    records: list[dict[str, Any]],
+    records: list[TrialRecord],
 ) -> None:
     by_id: dict[str, int] = {}
     tuned_config_arms: set[str] = set()
@@ -213,7 +213,7 @@ def _read_trials(
             trials.append(trial)
 
 
-def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -> Trial:
+def _trial(r: TrialRecord, watched: list[str], tuned_config_arms: set[str]) -> Trial:
     """The audit's view of one record (the record itself is left as it is).
 
     A tuning trial's reports are read at their ends only, and, for a trial

@@ -42,6 +42,7 @@ import hydra
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
@@ -255,7 +256,8 @@ def _compose_one(
     if problems:
         return None, problems
 
-    group, value = [], []
+    group: list[tuple[_Override, Override]] = []
+    value: list[tuple[_Override, Override]] = []
     for ov, item in parsed:
         is_group = base_dir is not None and (
             item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir()
@@ -481,7 +483,7 @@ def not_a_config_file(config_dir: Path, name: str) -> str | None:
     )
 
 
-def yaml_file_error(error: BaseException) -> str | None:
+def yaml_file_error(error: BaseException | None) -> str | None:
     """`file:line:column: problem (context)` for a YAML syntax error in a config file, None for other errors.
 
     Hydra raises (or wraps, as the cause) the YAML parser's error, whose marks

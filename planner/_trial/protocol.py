@@ -34,9 +34,10 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -328,7 +329,7 @@ def top_level_modules() -> frozenset[str]:
     return names
 
 
-def new_modules(before: set[str], machinery: set[str] | None = None) -> list[str]:
+def new_modules(before: AbstractSet[str], machinery: AbstractSet[str] | None = None) -> list[str]:
     """The top-level modules loaded since `before` (names only): not the standard library, planner's or
     Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function trainable's record
     keeps them (`modules`): the imports inside its function body, which its source does not show."""
@@ -456,7 +457,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
-            status = how
+            status = cast(TrialStatus, how)  # any end but RAISED is a trial status
             break
         forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
         status = TrialStatus.FAILED
