@@ -14,7 +14,7 @@ import gc
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from planner._core.errors import RunError
 from planner._core.records import TrialError, TrialRecord
@@ -36,7 +36,7 @@ def number(value: Any) -> float:
     return math.nan
 
 
-def finite(value: Any) -> bool:
+def finite(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
