@@ -257,7 +257,7 @@ def _compose_one(
         return None, problems
 
     group: list[tuple[_Override, Override]] = []
-    value: list[tuple[_Override, Override]] = []
+    values: list[tuple[_Override, Override]] = []
     for ov, item in parsed:
         is_group = base_dir is not None and (
             item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir()
@@ -280,7 +280,7 @@ def _compose_one(
                 )
             )
             continue
-        (group if is_group else value).append((ov, item))
+        (group if is_group else values).append((ov, item))
     if problems:
         return None, problems
 
@@ -291,7 +291,7 @@ def _compose_one(
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    if value or base_dir is None:
+    if values or base_dir is None:
         try:
             cfg = OmegaConf.create(copy.deepcopy(composed))
         except (
@@ -305,7 +305,7 @@ def _compose_one(
                     "config",
                 )
             ]
-        for ov, item in value:
+        for ov, item in values:
             problem = _apply_value_override(cfg, ov, item, arm)
             if problem:
                 problems.append(problem)

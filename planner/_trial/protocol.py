@@ -320,7 +320,7 @@ def top_level_modules() -> frozenset[str]:
     entries as at the last look and the same module object last (a module loaded since would be last), the
     names are the last look's."""
     modules = list(sys.modules)
-    last = modules[-1] if modules else None
+    last = modules[-1] if modules else ""  # no module is named ""
     key = (len(modules), last, id(sys.modules.get(last)))  # a module loaded again is a new object
     if _LAST_LOOK and _LAST_LOOK[0][:3] == key:
         return _LAST_LOOK[0][3]
