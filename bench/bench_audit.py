@@ -1,4 +1,5 @@
-"""Benchmark: `plan audit` against `plan report --format md` on the same 10,000-trial x 100-report run.
+"""Benchmark: `plan audit` against `plan report --format md` on the same 10,000-trial x 100-report
+run.
 
 Target: the audit takes no more than the markdown report of the same folder.
 Each measurement is a fresh child process (imports count, as a user pays
@@ -7,7 +8,8 @@ them), timed by wall clock, with its CPU time and peak memory (bench_report's
 the wall time measures the queue as much as the command: the ratio is checked
 on the best wall time of the repeats and on the median CPU time.
 
-    PYTHONPATH=. python bench/bench_audit.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
+    PYTHONPATH=. python bench/bench_audit.py [--trials 10000] [--reports 100] [--repeat 3] [--keep
+    DIR]
 """
 
 from __future__ import annotations
@@ -59,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         ("plan audit --json", [py, "-m", "planner", "audit", str(run_dir), "--json"]),
     ]
     print(
-        f"Run: {n_trials} trials x {args.reports} reports, written in {made:.1f} s. {args.repeat} runs each, "
-        f"the commands interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n"
+        f"Run: {n_trials} trials x {args.reports} reports, written in {made:.1f} s. {args.repeat} "
+        f"runs each, "
+        f"the commands interleaved; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} "
+        f"CPUs.\n"
     )
     results: dict[str, list[tuple[float, float, float]]] = {label: [] for label, _ in cases}
     for _ in range(
@@ -75,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         best[label] = min(r[0] for r in runs)
         cpu[label] = statistics.median(r[1] for r in runs)
         print(
-            f"| {label} | {statistics.median(r[0] for r in runs):.2f} | {best[label]:.2f} | {cpu[label]:.2f} "
+            f"| {label} | {statistics.median(r[0] for r in runs):.2f} | {best[label]:.2f} | "
+            f"{cpu[label]:.2f} "
             f"| {max(r[2] for r in runs):.0f} |"
         )
     report, audit = "plan report --format md", "plan audit"

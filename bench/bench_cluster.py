@@ -61,10 +61,24 @@ def run_once(cluster: LocalCluster, work: Path, args) -> dict:
     runs = work / "runs"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "planner", "run", str(contract), "--address", cluster.address,
-         "--runs-dir", str(runs), "--quiet"],
-        cwd=home, env=cluster.driver_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "run",
+            str(contract),
+            "--address",
+            cluster.address,
+            "--runs-dir",
+            str(runs),
+            "--quiet",
+        ],
+        cwd=home,
+        env=cluster.driver_env(PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise RuntimeError(f"plan run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
@@ -106,11 +120,14 @@ def main() -> None:
         rows.append((layout, start_s, runs))
 
     trials = args.trials_per_arm * 2 + args.seeds * 2
-    print(f"\nContract: 2 arms x {args.trials_per_arm} tuning trials + 2 arms x {args.seeds} seeds "
-          f"= {trials} trials of {args.exposure} steps x {args.step_s:g} s; "
-          f"{args.repeats} run(s) per layout, medians.\n")  # fmt: skip
     print(
-        "| layout | cluster start (s) | trials ended | trial attempts per node | plan run wall (s) | run wall from state.json (s) |"
+        f"\nContract: 2 arms x {args.trials_per_arm} tuning trials + 2 arms x {args.seeds} seeds "
+        f"= {trials} trials of {args.exposure} steps x {args.step_s:g} s; "
+        f"{args.repeats} run(s) per layout, medians.\n"
+    )
+    print(
+        "| layout | cluster start (s) | trials ended | trial attempts per node | plan run wall "
+        "(s) | run wall from state.json (s) |"
     )
     print("|---|---|---|---|---|---|")
     for layout, start_s, runs in rows:
@@ -122,9 +139,15 @@ def main() -> None:
         )
         walls = [r["plan_run_s"] for r in runs]
         own = [r["run_wall_s"] for r in runs if r["run_wall_s"] is not None]
-        print(f"| {layout} | {start_s:.1f} | {runs[0]['trials']} | {share} | {statistics.median(walls):.1f} | "
-              f"{statistics.median(own):.1f} |" if own else f"| {layout} | {start_s:.1f} | {runs[0]['trials']} | "
-              f"{share} | {statistics.median(walls):.1f} | n/a |")  # fmt: skip
+        print(
+            f"| {layout} | {start_s:.1f} | {runs[0]['trials']} | {share} | "
+            f"{statistics.median(walls):.1f} | "
+            f"{statistics.median(own):.1f} |"
+            if own
+            else f"| {layout} | {start_s:.1f} | "
+            f"{runs[0]['trials']} | "
+            f"{share} | {statistics.median(walls):.1f} | n/a |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
-"""Where the driver's memory per trial goes: tracemalloc in the `plan run` process, between the second tuning
-trial's start and the last tuning trial's end, grouped by who allocated (Ray/Tune, planner, other).
+"""Where the driver's memory per trial goes: tracemalloc in the `plan run` process, between the
+second tuning trial's start and the last tuning trial's end, grouped by who allocated (Ray/Tune,
+planner, other).
 
     python bench/bench_driver_memory.py [--trials 330] [--steps 3]
 
-A two-arm contract of trivial trials (bench/run_all.py's), run in a child process with tracemalloc on; the
-growth of the Python heap over the tuning trials, per trial, is printed by owner: an allocation is planner's
-when one of its three innermost frames is in planner/, Ray's when any frame is in ray/. (docs/speed.md)
+A two-arm contract of trivial trials (bench/run_all.py's), run in a child process with tracemalloc
+on; the growth of the Python heap over the tuning trials, per trial, is printed by owner: an
+allocation is planner's when one of its three innermost frames is in planner/, Ray's when any frame
+is in ray/. (docs/speed.md)
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -86,8 +89,8 @@ def main() -> None:
     parts = dict(item.split("=") for item in line.split()[1:])
     total = sum(float(v) for v in parts.values())
     print(
-        f"Python heap growth per tuning trial over {args.trials} trials of {args.steps} reports: {total:.1f} KiB; "
-        + ", ".join(f"{k} {float(v):.1f} KiB" for k, v in parts.items())
+        f"Python heap growth per tuning trial over {args.trials} trials of {args.steps} reports: "
+        f"{total:.1f} KiB; " + ", ".join(f"{k} {float(v):.1f} KiB" for k, v in parts.items())
     )
 
 

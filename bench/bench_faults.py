@@ -1,4 +1,5 @@
-"""The fault table: run the fault-injection suite against a real local Ray and tabulate what it measured.
+"""The fault table: run the fault-injection suite against a real local Ray and tabulate what it
+measured.
 
     PYTHONPATH=. python bench/bench_faults.py [-k EXPR]
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         "--from-log",
         default=None,
         metavar="FILE",
-        help="tabulate the log of an earlier run (PLANNER_FAULT_LOG=FILE pytest tests/e2e/test_faults.py)",
+        help="tabulate the log of an earlier run (PLANNER_FAULT_LOG=FILE pytest "
+        "tests/e2e/test_faults.py)",
     )
     args = parser.parse_args(argv)
     if args.from_log:

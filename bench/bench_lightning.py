@@ -1,4 +1,5 @@
-"""examples/lightning through `command:` (a process per trial) and through planner.LightningCallback (in-process).
+"""examples/lightning through `command:` (a process per trial) and through
+planner.LightningCallback (in-process).
 
     PYTHONPATH=. python bench/bench_lightning.py [--repeats 1]
 
@@ -101,12 +102,15 @@ def main() -> None:
     import torch
 
     print(
-        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; torch {torch.__version__}, "
-        f"lightning {lightning.__version__}; {args.repeats} run(s) a path, medians; load = 1-minute load average "
+        f"\n{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; torch "
+        f"{torch.__version__}, "
+        f"lightning {lightning.__version__}; {args.repeats} run(s) a path, medians; load = "
+        f"1-minute load average "
         "before / after each run.\n"
     )
     print(
-        "| path | trials (completed / early-stopped) | plan run wall (s) | run wall (s) | trials per minute | "
+        "| path | trials (completed / early-stopped) | plan run wall (s) | run wall (s) | trials "
+        "per minute | "
         "median trial (s) | load |"
     )
     print("|---|---|---|---|---|---|---|")
@@ -117,8 +121,10 @@ def main() -> None:
 
         loads = ", ".join(f"{a:.1f} / {b:.1f}" for a, b in (r["load"] for r in runs))
         print(
-            f"| {label} | {runs[0]['trials']} ({runs[0]['completed']} / {runs[0]['early_stopped']}) | "
-            f"{median('plan_run_s'):.1f} | {median('run_wall_s'):.1f} | {median('per_minute'):.1f} | "
+            f"| {label} | {runs[0]['trials']} ({runs[0]['completed']} / "
+            f"{runs[0]['early_stopped']}) | "
+            f"{median('plan_run_s'):.1f} | {median('run_wall_s'):.1f} | "
+            f"{median('per_minute'):.1f} | "
             f"{median('trial_s'):.1f} | {loads} |"
         )
 

@@ -14,7 +14,8 @@ Targets (CPU time, steadier than wall time on a shared machine):
   - `plan report --format html` within 2.5x the floor, under 512 MiB;
   - `load_run` within 2x the floor.
 
-    PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep DIR]
+    PYTHONPATH=. python bench/bench_report.py [--trials 10000] [--reports 100] [--repeat 3] [--keep
+    DIR]
 """
 
 from __future__ import annotations
@@ -51,15 +52,18 @@ def measure(cmd: list[str]) -> tuple[float, float, float]:
 
 
 def bench_run(base: Path, trials: int, reports: int) -> tuple[Path, float, int]:
-    """(the synthetic run folder under `base`, seconds to write it, its trials), written unless already there."""
+    """(the synthetic run folder under `base`, seconds to write it, its trials), written unless
+    already there."""
     run_dir = base / "20261129-181700-bench"
     tune_trials = (trials - len(ARMS) * SEEDS) // len(ARMS)
     t0 = time.perf_counter()
     if not (run_dir / "trials.jsonl").is_file():
-        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent stays small.
+        # In a child: a child's ru_maxrss starts from its parent's size at fork, so the parent
+        # stays small.
         code = (
             f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)"
+            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, "
+            f"early_stopped=0.0)"
         )
         subprocess.run(
             [sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
@@ -76,8 +80,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keep", default=None, help="write the synthetic run here and keep it")
     args = parser.parse_args(argv)
 
-    # byte-compile planner as an install would (as bench_validate.py does): with PYTHONDONTWRITEBYTECODE
-    # set, a stale .pyc would otherwise be recompiled on every run and counted against planner
+    # byte-compile planner as an install would (as bench_validate.py does): with
+    # PYTHONDONTWRITEBYTECODE set, a stale .pyc would otherwise be recompiled on every run and
+    # counted against planner
     compileall.compile_dir(str(ROOT / "planner"), quiet=1)
     tmp = tempfile.TemporaryDirectory(prefix="bench-report-")
     base = Path(args.keep) if args.keep else Path(tmp.name)
@@ -94,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
                 py,
                 "-c",
                 "import orjson, pandas\n"
-                f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    orjson.loads(line)",
+                f"for line in open({str(run_dir / 'trials.jsonl')!r}, 'rb'):\n    "
+                f"orjson.loads(line)",
             ],
         ),
         (
@@ -102,7 +108,8 @@ def main(argv: list[str] | None = None) -> None:
             [
                 py,
                 "-c",
-                f"from planner import load_run; r = load_run({str(run_dir)!r}); assert len(r.reports) > 0",
+                f"from planner import load_run; r = load_run({str(run_dir)!r}); assert "
+                f"len(r.reports) > 0",
             ],
         ),
         (
@@ -136,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
         ("plan status", [py, "-m", "planner", "status", str(run_dir)]),
     ]
     print(
-        f"Run: {n_trials} trials x {args.reports} reports (2 metrics each, held-out at the end of confirmation), "
+        f"Run: {n_trials} trials x {args.reports} reports (2 metrics each, held-out at the end of "
+        f"confirmation), "
         f"trials.jsonl {size_mb:.0f} MiB, written in {made:.1f} s. Median of {args.repeat}; "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs.\n"
     )
@@ -156,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     html = cpu["plan report --format html"]
     load = cpu["load_run (trials + reports frames)"]
     print(
-        f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x (target <= 2.5x, < 512 MiB)"
+        f"\nplan report --format html / floor: CPU {html:.2f} / {floor:.2f} = {html / floor:.2f}x "
+        f"(target <= 2.5x, < 512 MiB)"
     )
     print(f"load_run / floor: CPU {load:.2f} / {floor:.2f} = {load / floor:.2f}x (target <= 2x)")
     tmp.cleanup()

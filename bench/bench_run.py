@@ -1,6 +1,7 @@
 """plan run against raw Ray Tune: the same trivial trainable, the same trials, the same resources.
 
-    PYTHONPATH=. python bench/bench_run.py [--trials 24] [--trial-seconds 1.0] [--cpus 2] [--json out.json]
+    PYTHONPATH=. python bench/bench_run.py [--trials 24] [--trial-seconds 1.0] [--cpus 2] [--json
+    out.json]
 
 One local Ray (`--cpus` CPUs) serves every side; its start-up is excluded from
 all of them. Each trial sleeps `--trial-seconds` and reports once, at 1 CPU.
@@ -190,7 +191,8 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"{n} trials of {seconds:g} s at 1 CPU on {slots} CPUs; ideal wall {ideal:.1f} s; "
-        f"Ray start-up ({startup:.1f} s) excluded from every row; medians of {args.repeats} interleaved "
+        f"Ray start-up ({startup:.1f} s) excluded from every row; medians of {args.repeats} "
+        f"interleaved "
         f"repeat(s); load average at the end {load:.1f}\n"
     )
     print(f"{'':40s} {'wall s':>8s} {'vs fastest raw':>15s} {'utilization':>12s}")
@@ -215,7 +217,8 @@ def main(argv=None) -> int:
         }
     whole_util = whole_n * seconds / (slots * whole)
     print(
-        f"{'plan run, whole run (' + str(whole_n) + ' trials)':40s} {whole:8.2f} {'':>15s} {whole_util:11.1%}"
+        f"{'plan run, whole run (' + str(whole_n) + ' trials)':40s} {whole:8.2f} {'':>15s} "
+        f"{whole_util:11.1%}"
         f"   (ideal {math.ceil(whole_n / slots) * seconds:.1f} s)"
     )
     print(
@@ -224,7 +227,8 @@ def main(argv=None) -> int:
     )
     span = statistics.median(spans)
     print(
-        f"{'plan run, tuning: first start to last end':40s} {span:8.2f} {'':>15s} {n * seconds / (slots * span):11.1%}"
+        f"{'plan run, tuning: first start to last end':40s} {span:8.2f} {'':>15s} "
+        f"{n * seconds / (slots * span):11.1%}"
         "   (the steady state, without Tune's start-up)"
     )
     out["plan_run_tuning_busy_span"] = {"wall_s": span, "utilization": n * seconds / (slots * span)}
@@ -236,8 +240,10 @@ def main(argv=None) -> int:
     }
     target_ok = rows["plan run, tuning phase"] <= 1.05 * fastest_raw
     print(
-        f"\ntarget: plan run within 5% of the fastest raw Tune: {'met' if target_ok else 'NOT met'}; "
-        f"utilization >= 85%: {'met' if out['rows']['plan run, tuning phase']['utilization'] >= 0.85 else 'NOT met'}"
+        f"\ntarget: plan run within 5% of the fastest raw Tune: "
+        f"{'met' if target_ok else 'NOT met'}; "
+        f"utilization >= 85%: "
+        f"{'met' if out['rows']['plan run, tuning phase']['utilization'] >= 0.85 else 'NOT met'}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

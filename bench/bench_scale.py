@@ -1,13 +1,14 @@
-"""A large sweep's cost in the driver: one `plan run` of N trivial trials (default 10,000), its wall time,
-the trials it absorbed per second and the driver's peak memory (docs/running.md's cost model).
+"""A large sweep's cost in the driver: one `plan run` of N trivial trials (default 10,000), its
+wall time, the trials it absorbed per second and the driver's peak memory (docs/running.md's cost
+model).
 
     python bench/bench_scale.py [--trials 10000] [--steps 3] [--before PATH]
 
-The contract has two arms, `--seeds` confirmation seeds each and the rest tuning trials split between the
-arms; each trial reports `--steps` times and sleeps not at all, so what is measured is the planner, Ray Tune
-and Ray absorbing trials, not the trials. The driver runs in its own process (bench/run_all.py's DRIVER),
-so its peak resident memory is its own (Ray's raylet, GCS and workers are other processes). With
-`--before PATH` the same run is made with PYTHONPATH=PATH first.
+The contract has two arms, `--seeds` confirmation seeds each and the rest tuning trials split
+between the arms; each trial reports `--steps` times and sleeps not at all, so what is measured is
+the planner, Ray Tune and Ray absorbing trials, not the trials. The driver runs in its own process
+(bench/run_all.py's DRIVER), so its peak resident memory is its own (Ray's raylet, GCS and workers
+are other processes). With `--before PATH` the same run is made with PYTHONPATH=PATH first.
 """
 
 from __future__ import annotations
@@ -65,12 +66,14 @@ def main() -> None:
     total = 2 * (tune_per_arm + args.seeds)
     sides = ({"before": args.before.resolve()} if args.before else {}) | {"after": ROOT}
     print(
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; load average "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs; load "
+        f"average "
         f"{os.getloadavg()[0]:.1f}; {total} trials of {args.steps} steps, no sleep",
         flush=True,
     )
     print(
-        "| side | wall s | trials/s | wall ms a trial | driver CPU s | driver CPU ms a trial | driver peak MiB |"
+        "| side | wall s | trials/s | wall ms a trial | driver CPU s | driver CPU ms a trial | "
+        "driver peak MiB |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
     windows: dict[str, list] = {}
@@ -87,7 +90,8 @@ def main() -> None:
             runs = Path(tmp) / "runs" / name
             got = measure(side, contract, runs)
             print(
-                f"| {name} | {got['wall_s']:.0f} | {total / got['wall_s']:.1f} | {got['wall_s'] / total * 1000:.0f} | "
+                f"| {name} | {got['wall_s']:.0f} | {total / got['wall_s']:.1f} | "
+                f"{got['wall_s'] / total * 1000:.0f} | "
                 f"{got['driver_cpu_s']:.0f} | {got['driver_cpu_s'] / total * 1000:.1f} | "
                 f"{got['driver_peak_mib']:.0f} |",
                 flush=True,

@@ -1,7 +1,8 @@
 """Measure the statistics' calibration, power and sequential savings; write them as markdown tables.
 
-    PYTHONPATH=. python bench/bench_statistics.py            # rewrites the figures block of docs/statistics.md
-    PYTHONPATH=. python bench/bench_statistics.py --stdout   # prints the tables instead
+    PYTHONPATH=. python bench/bench_statistics.py            # rewrites the figures block of
+    docs/statistics.md PYTHONPATH=. python bench/bench_statistics.py --stdout   # prints the tables
+    instead
 
 Every figure in docs/statistics.md's "Measured figures" section comes from
 this script: fixed RNG seeds, so a rerun gives the same tables. It runs for
@@ -61,19 +62,33 @@ def worked_example() -> str:
         "lion": list(zip(seeds, [0.915, 0.908, 0.921, 0.910, 0.916], strict=True)),
     }
     acceptance = Acceptance(min_effect=0.01, alpha=0.05, test="welch", correction="holm")
-    lines = ["```python", "acceptance = Acceptance(min_effect=0.01, alpha=0.05, test=\"welch\", correction=\"holm\")",
-             "results = {"]  # fmt: skip
+    lines = [
+        "```python",
+        'acceptance = Acceptance(min_effect=0.01, alpha=0.05, test="welch", correction="holm")',
+        "results = {",
+    ]
     lines += [f"    {arm!r}: {[round(v, 3) for _, v in pairs]}," for arm, pairs in results.items()]
     lines += [
         "}  # values by seed 0..4",
-        'decide(acceptance, "max", results, "sgd", planned_seeds=[0, 1, 2, 3, 4], metric="val_acc")',
+        'decide(acceptance, "max", results, "sgd", planned_seeds=[0, 1, 2, 3, 4], '
+        'metric="val_acc")',
         "```",
         "",
     ]
     rows = []
     for d in decide(acceptance, "max", results, "sgd", planned_seeds=seeds, metric="val_acc"):
-        rows.append([d.arm, d.decision, f"{d.effect:+.4f}", f"{d.ci_low:.4f}", f"{d.ci_high:.4f}",
-                     f"{d.p_value:.5f}", f"{d.alpha_adjusted:.4f}", d.reason])  # fmt: skip
+        rows.append(
+            [
+                d.arm,
+                d.decision,
+                f"{d.effect:+.4f}",
+                f"{d.ci_low:.4f}",
+                f"{d.ci_high:.4f}",
+                f"{d.p_value:.5f}",
+                f"{d.alpha_adjusted:.4f}",
+                d.reason,
+            ]
+        )
     return (
         "\n".join(lines)
         + "\n"
@@ -100,8 +115,18 @@ def a_a_table() -> str:
         for distribution in ("normal", "lognormal"):
             cells = []
             for n in (3, 5, 10):
-                r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], distribution=distribution,
-                             correlation=0.5 if test == "paired" else 0.0, rng_seed=n, permutations=1_999)  # fmt: skip
+                r = simulate(
+                    test,
+                    n,
+                    0.0,
+                    alpha=ALPHA,
+                    min_effect=1e-9,
+                    sims=sims[test],
+                    distribution=distribution,
+                    correlation=0.5 if test == "paired" else 0.0,
+                    rng_seed=n,
+                    permutations=1_999,
+                )
                 cells.append(f"{r.detected:.4f}")
             rows.append(
                 [
@@ -115,8 +140,17 @@ def a_a_table() -> str:
     for test in ("welch", "bootstrap"):
         cells = []
         for n in (3, 5, 10):
-            r = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims[test], rng_seed=50 + n,
-                         permutations=1_999, arm_sd_ratio=3.0)  # fmt: skip
+            r = simulate(
+                test,
+                n,
+                0.0,
+                alpha=ALPHA,
+                min_effect=1e-9,
+                sims=sims[test],
+                rng_seed=50 + n,
+                permutations=1_999,
+                arm_sd_ratio=3.0,
+            )
             cells.append(f"{r.detected:.4f}")
         rows.append(
             [
@@ -155,30 +189,60 @@ def power_table() -> str:
             effect = detectable_effect(1.0, n, ALPHA, 0.7, "welch" if test == "bootstrap" else test)
             sd, rho = (1.0, 0.5) if test == "paired" else (1.0, 0.0)
             sims = 4_000 if test == "bootstrap" else 20_000
-            r = simulate(test, n, effect, alpha=ALPHA, min_effect=effect, sd=sd, correlation=rho, sims=sims,
-                         rng_seed=20 + n, permutations=1_999)  # fmt: skip
+            r = simulate(
+                test,
+                n,
+                effect,
+                alpha=ALPHA,
+                min_effect=effect,
+                sd=sd,
+                correlation=rho,
+                sims=sims,
+                rng_seed=20 + n,
+                permutations=1_999,
+            )
             pooled = stats.nct.sf(
                 stats.t.isf(ALPHA / 2, 2 * n - 2), 2 * n - 2, effect / math.sqrt(2 / n)
             )
-            rows.append([
-                test, n, f"{effect:.3f}", f"{detection_power(n, effect, 1.0, ALPHA, test):.3f}", f"{r.detected:.3f}",
-                f"{pooled:.3f}" if test == "welch" else "",
-                f"{accept_probability(n, effect, 1.0, ALPHA, effect, test):.3f}", f"{r.accept:.3f}",
-            ])  # fmt: skip
-    return table(["test", "n", "true effect = min_effect (sd 1)", "P(CI low > 0) analytic", "simulated",
-                  "pooled-t formula", "P(accept) analytic", "simulated"], rows)  # fmt: skip
+            rows.append(
+                [
+                    test,
+                    n,
+                    f"{effect:.3f}",
+                    f"{detection_power(n, effect, 1.0, ALPHA, test):.3f}",
+                    f"{r.detected:.3f}",
+                    f"{pooled:.3f}" if test == "welch" else "",
+                    f"{accept_probability(n, effect, 1.0, ALPHA, effect, test):.3f}",
+                    f"{r.accept:.3f}",
+                ]
+            )
+    return table(
+        [
+            "test",
+            "n",
+            "true effect = min_effect (sd 1)",
+            "P(CI low > 0) analytic",
+            "simulated",
+            "pooled-t formula",
+            "P(accept) analytic",
+            "simulated",
+        ],
+        rows,
+    )
 
 
 def seeds_table() -> str:
     rows = []
     for effect in (0.5, 1.0, 2.0):
-        rows.append([
-            f"{effect:g}",
-            seeds_for_power(1.0, effect, ALPHA, 0.8, "welch"),
-            seeds_for_power(1.0, effect, ALPHA, 0.8, "welch", n_arms=3),
-            seeds_for_power(1.0, effect, ALPHA, 0.8, "bootstrap"),
-            seeds_for_power(math.sqrt(2 * (1 - 0.7)), effect, ALPHA, 0.8, "paired"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                f"{effect:g}",
+                seeds_for_power(1.0, effect, ALPHA, 0.8, "welch"),
+                seeds_for_power(1.0, effect, ALPHA, 0.8, "welch", n_arms=3),
+                seeds_for_power(1.0, effect, ALPHA, 0.8, "bootstrap"),
+                seeds_for_power(math.sqrt(2 * (1 - 0.7)), effect, ALPHA, 0.8, "paired"),
+            ]
+        )
     return table(
         [
             "true effect / sd",
@@ -192,34 +256,73 @@ def seeds_table() -> str:
 
 
 def paired_against_welch_table() -> str:
-    """The default test (paired) against Welch when the seed moves both arms alike: seeds per arm for
-    80 % power at min_effect = sd (the seeds' own sd 1) at seed correlations 0, 0.5 and 0.9, and the A/A
-    false-accept rate of each test at those seeds, measured through the deciding code."""
+    """The default test (paired) against Welch when the seed moves both arms alike: seeds per arm
+    for 80 % power at min_effect = sd (the seeds' own sd 1) at seed correlations 0, 0.5 and 0.9,
+    and the A/A false-accept rate of each test at those seeds, measured through the deciding
+    code."""
     sims, effect, rows = 20_000, 1.0, []
     for rho in (0.0, 0.5, 0.9):
         for test in ("paired", "welch"):
             sd = math.sqrt(2 * (1 - rho)) if test == "paired" else 1.0
             n = seeds_for_power(sd, effect, ALPHA, 0.8, test)
-            power = simulate(test, n, effect, alpha=ALPHA, min_effect=effect, correlation=rho,
-                             sims=sims, rng_seed=60 + n)  # fmt: skip
-            null = simulate(test, n, 0.0, alpha=ALPHA, min_effect=1e-9, correlation=rho, sims=sims,
-                            rng_seed=70 + n)  # fmt: skip
-            rows.append([f"{rho:g}", test, n, 2 * n, f"{power.detected:.3f}",
-                         f"{null.detected:.4f} ± {math.sqrt(0.025 * 0.975 / sims):.4f}"])  # fmt: skip
+            power = simulate(
+                test,
+                n,
+                effect,
+                alpha=ALPHA,
+                min_effect=effect,
+                correlation=rho,
+                sims=sims,
+                rng_seed=60 + n,
+            )
+            null = simulate(
+                test,
+                n,
+                0.0,
+                alpha=ALPHA,
+                min_effect=1e-9,
+                correlation=rho,
+                sims=sims,
+                rng_seed=70 + n,
+            )
+            rows.append(
+                [
+                    f"{rho:g}",
+                    test,
+                    n,
+                    2 * n,
+                    f"{power.detected:.3f}",
+                    f"{null.detected:.4f} ± {math.sqrt(0.025 * 0.975 / sims):.4f}",
+                ]
+            )
     note = (
-        "Confirmation runs every arm on the same seeds; the seed correlation is the share of the seed-to-seed "
-        "variance a seed gives both arms alike (the data order, the split, the initialization). True effect = "
-        f"min_effect = the seeds' sd; alpha {ALPHA}; {sims} experiments per cell through planner.stats. The "
-        "paired test's sd is that of the per-seed differences, sd * sqrt(2 (1 - correlation)): at correlation "
-        "0 it costs a seed or so over Welch (its t has n - 1 degrees of freedom, not about 2n - 2); from 0.5 on "
-        "it needs fewer, at 0.9 about a quarter. Welch ignores the pairing (its standard error counts the "
-        "variance the arms share), so at a correlation above 0 it is conservative: more power than planned "
-        "and an A/A rate below the target. ± is one Monte Carlo standard error at 0.025. Target for the A/A "
+        "Confirmation runs every arm on the same seeds; the seed correlation is the share of the "
+        "seed-to-seed "
+        "variance a seed gives both arms alike (the data order, the split, the initialization). "
+        "True effect = "
+        f"min_effect = the seeds' sd; alpha {ALPHA}; {sims} experiments per cell through "
+        f"planner.stats. The "
+        "paired test's sd is that of the per-seed differences, sd * sqrt(2 (1 - correlation)): at "
+        "correlation "
+        "0 it costs a seed or so over Welch (its t has n - 1 degrees of freedom, not about 2n - "
+        "2); from 0.5 on "
+        "it needs fewer, at 0.9 about a quarter. Welch ignores the pairing (its standard error "
+        "counts the "
+        "variance the arms share), so at a correlation above 0 it is conservative: more power "
+        "than planned "
+        "and an A/A rate below the target. ± is one Monte Carlo standard error at 0.025. Target "
+        "for the A/A "
         "rate: at most 0.025 (bound for "
         f"{sims} experiments {binomial_bound(ALPHA / 2, sims):.4f})."
     )
-    header = ["seed correlation", "test", "seeds per arm (80 % power)", "trials (2 arms)",
-              "power simulated", "A/A false-accept rate at those seeds"]  # fmt: skip
+    header = [
+        "seed correlation",
+        "test",
+        "seeds per arm (80 % power)",
+        "trials (2 arms)",
+        "power simulated",
+        "A/A false-accept rate at those seeds",
+    ]
     return note + "\n\n" + table(header, rows)
 
 
@@ -232,9 +335,12 @@ def holm_table() -> str:
     rows = []
     for correction in ("none", "bonferroni", "holm"):
         levels = np.array([adjusted_alphas(row, ALPHA, correction) for row in p])
-        accepted = np.column_stack([
-            verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept" for j, arm in enumerate(arms)
-        ])  # fmt: skip
+        accepted = np.column_stack(
+            [
+                verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept"
+                for j, arm in enumerate(arms)
+            ]
+        )
         rows.append(
             [correction, f"{accepted.any(axis=1).mean():.4f}", f"{accepted[:, 0].mean():.4f}"]
         )
@@ -261,13 +367,21 @@ def sequential_a_a_table() -> str:
             t_quantile = plan_design(
                 n_seeds, looks, ALPHA, spending, test=test, calibration="t_quantile"
             )
-            rows.append([
-                test, n_seeds, looks, spending,
-                f"{simulate_design(calibrated, 0.0, **kwargs).detected:.4f}",
-                f"{simulate_design(t_quantile, 0.0, **kwargs).detected:.4f}",
-                f"{simulate_design(calibrated, 0.0, z_only=True, **kwargs).detected:.4f}",
-            ])  # fmt: skip
-    note = f"{sims} experiments each; bound for a calibrated design {binomial_bound(ALPHA / 2, sims):.4f}."
+            rows.append(
+                [
+                    test,
+                    n_seeds,
+                    looks,
+                    spending,
+                    f"{simulate_design(calibrated, 0.0, **kwargs).detected:.4f}",
+                    f"{simulate_design(t_quantile, 0.0, **kwargs).detected:.4f}",
+                    f"{simulate_design(calibrated, 0.0, z_only=True, **kwargs).detected:.4f}",
+                ]
+            )
+    note = (
+        f"{sims} experiments each; bound for a calibrated design "
+        f"{binomial_bound(ALPHA / 2, sims):.4f}."
+    )
     return (
         note
         + "\n\n"
@@ -290,24 +404,65 @@ def sequential_power_table() -> str:
             fixed = simulate_design(fixed_design, min_effect, **kwargs)
             fixed_below = simulate_design(fixed_design, 0.8 * min_effect, **kwargs)
             fixed_null = simulate_design(fixed_design, 0.0, **kwargs)
-            rows.append([test, f"{power:g}", "fixed n", f"{fixed.detected:.3f}", f"{fixed.accept:.3f}", "1.000",
-                         f"{fixed_below.accept:.3f}", "1.000"])  # fmt: skip
-            for looks, spending, futility in [(3, "obrien_fleming", False), (4, "obrien_fleming", False),
-                                              (5, "obrien_fleming", False), (4, "obrien_fleming", True),
-                                              (4, "pocock", False), (4, "pocock", True)]:  # fmt: skip
+            rows.append(
+                [
+                    test,
+                    f"{power:g}",
+                    "fixed n",
+                    f"{fixed.detected:.3f}",
+                    f"{fixed.accept:.3f}",
+                    "1.000",
+                    f"{fixed_below.accept:.3f}",
+                    "1.000",
+                ]
+            )
+            for looks, spending, futility in [
+                (3, "obrien_fleming", False),
+                (4, "obrien_fleming", False),
+                (5, "obrien_fleming", False),
+                (4, "obrien_fleming", True),
+                (4, "pocock", False),
+                (4, "pocock", True),
+            ]:
                 design = plan_design(n_seeds, looks, ALPHA, spending, futility, test=test)
                 r = simulate_design(design, min_effect, **kwargs)
                 below = simulate_design(design, 0.8 * min_effect, **kwargs)
                 null = simulate_design(design, 0.0, **kwargs)
                 name = f"{looks} looks, {spending}{', futility' if futility else ''}"
-                rows.append([test, f"{power:g}", name, f"{r.detected:.3f}", f"{r.accept:.3f}",
-                             f"{r.expected_seeds / fixed.expected_seeds:.3f}", f"{below.accept:.3f}",
-                             f"{null.expected_seeds / fixed_null.expected_seeds:.3f}"])  # fmt: skip
-    note = (f"{n_seeds} seeds per arm at most; min_effect is the true effect the fixed design detects with the "
-            f"stated power; {sims} experiments per cell, the same data for every design.")  # fmt: skip
-    return note + "\n\n" + table(
-        ["test", "fixed power", "design", "P(CI low > 0) at min_effect", "P(accept) at min_effect",
-         "seeds / fixed at min_effect", "P(accept) at 0.8 min_effect", "seeds / fixed at 0"], rows)  # fmt: skip
+                rows.append(
+                    [
+                        test,
+                        f"{power:g}",
+                        name,
+                        f"{r.detected:.3f}",
+                        f"{r.accept:.3f}",
+                        f"{r.expected_seeds / fixed.expected_seeds:.3f}",
+                        f"{below.accept:.3f}",
+                        f"{null.expected_seeds / fixed_null.expected_seeds:.3f}",
+                    ]
+                )
+    note = (
+        f"{n_seeds} seeds per arm at most; min_effect is the true effect the fixed design "
+        f"detects with the "
+        f"stated power; {sims} experiments per cell, the same data for every design."
+    )
+    return (
+        note
+        + "\n\n"
+        + table(
+            [
+                "test",
+                "fixed power",
+                "design",
+                "P(CI low > 0) at min_effect",
+                "P(accept) at min_effect",
+                "seeds / fixed at min_effect",
+                "P(accept) at 0.8 min_effect",
+                "seeds / fixed at 0",
+            ],
+            rows,
+        )
+    )
 
 
 def quantized_a_a_table() -> str:
@@ -332,10 +487,14 @@ def quantized_a_a_table() -> str:
             rows.append([test, n, *cells])
     note = (
         f"Metric on a grid of {GRID} around 0.9 (accuracy on 100 examples), seed-to-seed sd {SD}, "
-        f"min_effect {MIN_EFFECT}, no true effect; {sims} experiments per cell (± one Monte Carlo standard "
-        f"error). Target: at most {ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). "
-        "Sequential: O'Brien-Fleming with the most looks (up to 3) the seeds make; 2 seeds make only one look; "
-        "the bootstrap test is monitored with Welch's t. Before the degenerate-spread rule, the fixed paired "
+        f"min_effect {MIN_EFFECT}, no true effect; {sims} experiments per cell (± one Monte Carlo "
+        f"standard "
+        f"error). Target: at most {ALPHA / 2} (bound for {sims} experiments "
+        f"{binomial_bound(ALPHA / 2, sims):.4f}). "
+        "Sequential: O'Brien-Fleming with the most looks (up to 3) the seeds make; 2 seeds make "
+        "only one look; "
+        "the bootstrap test is monitored with Welch's t. Before the degenerate-spread rule, the "
+        "fixed paired "
         "test at 2 seeds accepted 0.057 and paired in 3 looks of 6 seeds 0.074."
     )
     return (
@@ -346,7 +505,8 @@ def quantized_a_a_table() -> str:
 
 
 def edges_a_a_table() -> str:
-    """Issue 20 item 6: A/A false accepts with diverged seeds, ties and a large offset, every test, fixed."""
+    """Issue 20 item 6: A/A false accepts with diverged seeds, ties and a large offset, every test,
+    fixed."""
     from planner._stats.calibration import (
         EDGES,
         LEVEL,
@@ -366,14 +526,21 @@ def edges_a_a_table() -> str:
                 cells.append(f"{f.rate:.4f} ± {f.mc_error:.4f}")
             rows.append([case, test, *cells])
     note = (
-        f"No true effect; {sims} experiments per cell (± one Monte Carlo standard error); target at most "
-        f"{ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). Values around "
-        f"{LEVEL} with seed-to-seed sd {SD} and min_effect {MIN_EFFECT}, except at the offset (sd and min_effect "
+        f"No true effect; {sims} experiments per cell (± one Monte Carlo standard error); target "
+        f"at most "
+        f"{ALPHA / 2} (bound for {sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). "
+        f"Values around "
+        f"{LEVEL} with seed-to-seed sd {SD} and min_effect {MIN_EFFECT}, except at the offset (sd "
+        f"and min_effect "
         f"{OFFSET_SD}). Diverged: each seed of either arm diverges with that chance and counts as "
-        "failures.diverged_value 0.0; before an all-diverged side counted as degenerate, the 2-seed A/A rate was "
-        "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about 33 examples), "
-        "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on a third or half "
-        "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the bootstrap test, "
+        "failures.diverged_value 0.0; before an all-diverged side counted as degenerate, the "
+        "2-seed A/A rate was "
+        "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about "
+        "33 examples), "
+        "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on "
+        "a third or half "
+        "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the "
+        "bootstrap test, "
         "exact under no effect, is not)."
     )
     return (
@@ -382,7 +549,8 @@ def edges_a_a_table() -> str:
 
 
 def offset_table() -> str:
-    """Issue 20 item 6: a real spread far from 0 is no degenerate spread; the same data at offset 0 and 1e10."""
+    """Issue 20 item 6: a real spread far from 0 is no degenerate spread; the same data at offset 0
+    and 1e10."""
     from planner._stats.calibration import OFFSET, OFFSET_SD, offset_check
 
     sims = 20_000
@@ -403,12 +571,18 @@ def offset_table() -> str:
                     ]
                 )
     note = (
-        f"{sims} experiments per row, decided twice: as drawn (sd {OFFSET_SD}, min_effect {OFFSET_SD}) and with "
-        f"{OFFSET:g} added to every value. A float step at {OFFSET:g} is {np.spacing(OFFSET):.2g}, so a spread of "
-        f"{OFFSET_SD} is about {OFFSET_SD / np.spacing(OFFSET):.0f} steps: not degenerate. The rule fires only "
-        "where the drawn spread itself falls within 2 float steps of the magnitude (with 2 seeds about 1 % of "
-        "pairs, by chance); the other changed decisions are rounding at 1e10 (0.2 % of the sd). Before, the rule's "
-        "tolerance (1024 steps, 2.3e-3 at 1e10) exceeded the spread and nearly every experiment was degenerate."
+        f"{sims} experiments per row, decided twice: as drawn (sd {OFFSET_SD}, min_effect "
+        f"{OFFSET_SD}) and with "
+        f"{OFFSET:g} added to every value. A float step at {OFFSET:g} is "
+        f"{np.spacing(OFFSET):.2g}, so a spread of "
+        f"{OFFSET_SD} is about {OFFSET_SD / np.spacing(OFFSET):.0f} steps: not degenerate. The "
+        f"rule fires only "
+        "where the drawn spread itself falls within 2 float steps of the magnitude (with 2 seeds "
+        "about 1 % of "
+        "pairs, by chance); the other changed decisions are rounding at 1e10 (0.2 % of the sd). "
+        "Before, the rule's "
+        "tolerance (1024 steps, 2.3e-3 at 1e10) exceeded the spread and nearly every experiment "
+        "was degenerate."
     )
     return (
         note
@@ -458,10 +632,14 @@ def margin_table() -> str:
         for f in (1.5, 2.0, 3.0)
     }
     note = (
-        f"Welch, seed-to-seed sd 1, min_effect {min_effect:g}, alpha {ALPHA}; each cell analytic / simulated "
-        f"({sims} experiments). estimate (the default): accept when the CI is above 0 and the estimate reaches "
-        "min_effect; margin: when the CI's lower end reaches min_effect. Seeds per arm for 80 %: estimate "
-        f"{estimate} (P(CI low > 0) at a true effect of min_effect, what `plan power` plans); margin, P(accept) "
+        f"Welch, seed-to-seed sd 1, min_effect {min_effect:g}, alpha {ALPHA}; each cell analytic "
+        f"/ simulated "
+        f"({sims} experiments). estimate (the default): accept when the CI is above 0 and the "
+        f"estimate reaches "
+        "min_effect; margin: when the CI's lower end reaches min_effect. Seeds per arm for 80 %: "
+        "estimate "
+        f"{estimate} (P(CI low > 0) at a true effect of min_effect, what `plan power` plans); "
+        f"margin, P(accept) "
         "at a true effect of "
         + ", ".join(f"{f:g} x min_effect {k}" for f, k in margin.items())
         + " (the margin rule needs a true effect above min_effect to plan for)."
@@ -490,25 +668,30 @@ SECTIONS = [
         a_a_table,
     ),
     (
-        "Power at a true effect of exactly min_effect (fixed design, sd 1; bootstrap at Welch's 70 % effect)",
+        "Power at a true effect of exactly min_effect (fixed design, sd 1; bootstrap at Welch's "
+        "70 % effect)",
         power_table,
     ),
     ("Seeds per arm for 80 % power (alpha 0.05, sd 1)", seeds_table),
     (
-        "The default (paired) against Welch: seeds for 80 % power and A/A rate, by seed correlation",
+        "The default (paired) against Welch: seeds for 80 % power and A/A rate, by seed "
+        "correlation",
         paired_against_welch_table,
     ),
     (
-        "Family-wise false accepts: 3 A/A arms against one baseline, welch, 5 seeds, 20,000 experiments",
+        "Family-wise false accepts: 3 A/A arms against one baseline, welch, 5 seeds, 20,000 "
+        "experiments",
         holm_table,
     ),
     ("Sequential: A/A false-accept rate of the per-look thresholds", sequential_a_a_table),
     (
-        "Quantized metric: A/A false-accept rate with ties (degenerate-spread rule), fixed and sequential",
+        "Quantized metric: A/A false-accept rate with ties (degenerate-spread rule), fixed and "
+        "sequential",
         quantized_a_a_table,
     ),
     (
-        "At the edges: A/A false-accept rate with diverged seeds, ties and a large offset (fixed design)",
+        "At the edges: A/A false-accept rate with diverged seeds, ties and a large offset (fixed "
+        "design)",
         edges_a_a_table,
     ),
     ("A large offset: the same experiments at 0 and at 1e10", offset_table),

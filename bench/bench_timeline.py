@@ -1,14 +1,16 @@
 """Where the wall time of one small `plan run` goes: a timeline from the process and its run folder.
 
-    python bench/bench_timeline.py [--before PATH] [--tune-per-arm 5] [--seeds 5] [--trial-seconds 1]
+    python bench/bench_timeline.py [--before PATH] [--tune-per-arm 5] [--seeds 5] [--trial-seconds
+    1]
 
-Runs `plan run` (a 2-arm contract, `--tune-per-arm` tuning trials and `--seeds` confirmation seeds per
-arm, each trial sleeping `--trial-seconds` once; the defaults are issue 23's 20 trials x 1 s on 2 slots)
-in a fresh process with an embedded Ray, and cuts its wall time at the process's start and exit and at
-the run's own events (events.jsonl: run_started, phase_started/ended, trial_started/ended, run_ended).
-Each segment is printed with what it holds; the trials' busy time is compared with the ideal (the
-trials' work spread over the slots). With `--before PATH` the same run is made with PYTHONPATH=PATH
-first, then with this checkout, and the two timelines are printed side by side.
+Runs `plan run` (a 2-arm contract, `--tune-per-arm` tuning trials and `--seeds` confirmation seeds
+per arm, each trial sleeping `--trial-seconds` once; the defaults are issue 23's 20 trials x 1 s on
+2 slots) in a fresh process with an embedded Ray, and cuts its wall time at the process's start and
+exit and at the run's own events (events.jsonl: run_started, phase_started/ended,
+trial_started/ended, run_ended). Each segment is printed with what it holds; the trials' busy time
+is compared with the ideal (the trials' work spread over the slots). With `--before PATH` the same
+run is made with PYTHONPATH=PATH first, then with this checkout, and the two timelines are printed
+side by side.
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     per_confirm = math.ceil(2 * args.seeds / args.slots) * args.trial_seconds
     n = 2 * (args.tune_per_arm + args.seeds)
     print(
-        f"{n} trials x {args.trial_seconds:g} s on {args.slots} slots; ideal: tuning {per_phase:.1f} s, "
+        f"{n} trials x {args.trial_seconds:g} s on {args.slots} slots; ideal: tuning "
+        f"{per_phase:.1f} s, "
         f"confirmation {per_confirm:.1f} s, whole {per_phase + per_confirm:.1f} s; load average "
         f"{os.getloadavg()[0]:.1f}\n"
     )

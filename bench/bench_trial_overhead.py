@@ -1,12 +1,14 @@
-"""What planner adds around every trial in the worker: scrubbing its output, ending its process tree.
+"""What planner adds around every trial in the worker: scrubbing its output, ending its process
+tree.
 
     PYTHONPATH=. python bench/bench_trial_overhead.py [--before PATH] [--rounds 2000]
 
-Each figure is taken in a fresh process (with `--before PATH`, also with PYTHONPATH=PATH first, side by side):
-  - the run's Redactor scrubbing one 1 KiB line of output (us a line; a trial's output is scrubbed line by
-    line up to its 1 MiB cap, so at most about a thousand such lines a trial);
-  - entering and leaving `trial_processes_end`, which ends what a function trial started (ms a trial), with
-    the number of processes on the machine beside it (it scans them);
+Each figure is taken in a fresh process (with `--before PATH`, also with PYTHONPATH=PATH first,
+side by side):
+  - the run's Redactor scrubbing one 1 KiB line of output (us a line; a trial's output is scrubbed
+    line by line up to its 1 MiB cap, so at most about a thousand such lines a trial);
+  - entering and leaving `trial_processes_end`, which ends what a function trial started (ms a
+    trial), with the number of processes on the machine beside it (it scans them);
   - a trial's attempts ledger, written at its start and its end (ms a trial);
   - the look at the modules loaded, four a trial in a worker beside Ray Tune (us a look).
 """
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         + " |"
     )
     print(
-        f"| end a function trial's process tree ({processes} processes on the machine), ms a trial | "
+        f"| end a function trial's process tree ({processes} processes on the machine), ms a "
+        f"trial | "
         + " | ".join(measure(PROCESS_END, path, args.rounds) for _, path in sides)
         + " |"
     )

@@ -1,8 +1,10 @@
 """How long `plan validate` takes next to the floor of importing what it needs.
 
 Times, in fresh processes and interleaved so that machine load hits all alike:
-  - imports:  python -c "import hydra, pydantic"   (pydantic's import is lazy here: no BaseModel yet)
-  - floor:    python -c "import hydra; from pydantic import BaseModel"   (what any pydantic + Hydra tool pays)
+  - imports:  python -c "import hydra, pydantic"   (pydantic's import is lazy here: no BaseModel
+    yet)
+  - floor:    python -c "import hydra; from pydantic import BaseModel"   (what any pydantic + Hydra
+    tool pays)
   - validate: python -m planner validate examples/contracts/valid/optimizer-tuned.yaml
               (two arms over a Hydra config folder, two config-group options: two composes)
 and prints the medians and the ratios side by side. The target is validate within 1.5x of the
@@ -11,8 +13,8 @@ floor, in CPU time (steadier than wall time on a shared machine) and in wall tim
     python bench/bench_validate.py [--runs 10] [--contract PATH] [--before CHECKOUT ...]
 
 With --before, the same validate is timed from another checkout (e.g. a worktree of main, or a
-`git archive` of one commit), its runs interleaved with this checkout's, so that a change is measured
-before and after under one load; --before may be given more than once (a commit at a time).
+`git archive` of one commit), its runs interleaved with this checkout's, so that a change is
+measured before and after under one load; --before may be given more than once (a commit at a time).
 
 It also times, in this process, one compose of the contract's config through `hydra.compose`.
 """
@@ -60,14 +62,16 @@ def main() -> int:
         type=Path,
         action="append",
         default=[],
-        help="another checkout whose validate is timed too, interleaved with this one's (repeatable)",
+        help="another checkout whose validate is timed too, interleaved with this one's "
+        "(repeatable)",
     )
     parser.add_argument(
         "--no-compose", action="store_true", help="skip the in-process compose comparison"
     )
     args = parser.parse_args()
     contract = args.contract.resolve()
-    # run from the folder above the contract's, where the shared examples' trainable (toy.py) imports
+    # run from the folder above the contract's, where the shared examples' trainable (toy.py)
+    # imports
     cwd = contract.parent.parent
     # (name, argv, checkout on PYTHONPATH, folder it runs in)
     validate_name = f"plan validate {contract.name}"

@@ -1,4 +1,5 @@
-"""Two trials of the Lightning example share one real GPU: what each one saw, and what the run counted.
+"""Two trials of the Lightning example share one real GPU: what each one saw, and what the run
+counted.
 
     PYTHONPATH=. python bench/gpu_check.py [--gpu 0] [--fraction 0.5] [--out gpu_check.json]
     PYTHONPATH=. python bench/gpu_check.py --address HEAD:6379      # on a cluster instead
@@ -25,6 +26,7 @@ gpu-seconds (trial-seconds x FRACTION). Exit 0 when all hold, 1 when one does no
 there is no GPU to check. `--accelerator cpu` (with `--fraction 0`) runs the same wiring
 without a GPU, to check the script itself; its GPU checks are skipped.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -220,7 +222,8 @@ def summarize(run_dir: Path, args) -> tuple[dict, list[str]]:
         failed.append("no trial records")
     if args.accelerator == "gpu":
         failed += [
-            f"{t['trial_id']} saw {t['device_count']} GPUs (CUDA_VISIBLE_DEVICES={t['cuda_visible_devices']})"
+            f"{t['trial_id']} saw {t['device_count']} GPUs "
+            f"(CUDA_VISIBLE_DEVICES={t['cuda_visible_devices']})"
             for t in trials
             if t["device_count"] != 1 or not t["cuda_visible_devices"]
         ]
@@ -246,14 +249,16 @@ def print_facts(
 ) -> None:
     print(f"plan run exit {proc.returncode} in {wall:.0f} s; run folder {facts['run_dir']}")
     print(
-        "\n| trial | phase | arm | status | s | CUDA_VISIBLE_DEVICES | GPUs seen | GPU max MiB | Lightning said |"
+        "\n| trial | phase | arm | status | s | CUDA_VISIBLE_DEVICES | GPUs seen | GPU max MiB | "
+        "Lightning said |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for t in facts["trials"]:
         mib = f"{t['max_memory_allocated'] / 2**20:.1f}" if t["max_memory_allocated"] else "-"
         seen = ", ".join(t["devices"] or []) or "-"
         print(
-            f"| {t['trial_id']} | {t['phase']} | {t['arm']} | {t['status']} | {t['duration_s'] or 0:.1f} | "
+            f"| {t['trial_id']} | {t['phase']} | {t['arm']} | {t['status']} | "
+            f"{t['duration_s'] or 0:.1f} | "
             f"{t['cuda_visible_devices']} | {seen} | {mib} | {t['lightning']} |"
         )
     print(f"\nmost trials running at once: {facts['most_at_once']}\n")
@@ -292,7 +297,8 @@ def main() -> int:
 
         if not torch.cuda.is_available():
             print(
-                "no CUDA GPU visible to torch on this machine: nothing to check (--accelerator cpu runs the "
+                "no CUDA GPU visible to torch on this machine: nothing to check (--accelerator "
+                "cpu runs the "
                 "wiring without one)",
                 file=sys.stderr,
             )

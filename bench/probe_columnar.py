@@ -1,24 +1,29 @@
-"""Probe: what a columnar encoding of the reports in trials.jsonl would buy `load_run` (not what planner writes).
+"""Probe: what a columnar encoding of the reports in trials.jsonl would buy `load_run` (not what
+planner writes).
 
-trials.jsonl holds each trial's reports as rows, `[{"step": 1, "metrics": {...}, "time_s": 0.5}, ...]`
-(docs/run-folder.md). Reading them costs Python work on every report mapping after orjson has built it,
-which is what keeps `load_run` above its goal (floor + 0.5 s, bench/bench_report.py). This probe writes a
-copy of the benchmark run's trials.jsonl with each trial's reports as columns,
-`{"step": [...], "time_s": [...], "metrics": {"val_acc": [...], ...}}`, and times, each in a fresh child
-process (CPU s, median of --repeat, interleaved like bench_report.py):
+trials.jsonl holds each trial's reports as rows, `[{"step": 1, "metrics": {...}, "time_s": 0.5},
+...]` (docs/run-folder.md). Reading them costs Python work on every report mapping after orjson has
+built it, which is what keeps `load_run` above its goal (floor + 0.5 s, bench/bench_report.py).
+This probe writes a copy of the benchmark run's trials.jsonl with each trial's reports as columns,
+`{"step": [...], "time_s": [...], "metrics": {"val_acc": [...], ...}}`, and times, each in a fresh
+child process (CPU s, median of --repeat, interleaved like bench_report.py):
 
   - the floor of each encoding: import orjson, pandas, matplotlib; orjson-parse the file;
-  - the least a reader of each encoding does: parse, take the reports into numpy columns with the type
-    checks planner's reader makes (steps whole numbers, values numbers or "nan"), keep the other fields;
-  - `load_run(reports=False)`: planner's reader without the reports frame (the reports are still parsed and
-    checked; the schema checks, events.jsonl, the trials frame and the facts are all there);
+  - the least a reader of each encoding does: parse, take the reports into numpy columns with the
+    type checks planner's reader makes (steps whole numbers, values numbers or "nan"), keep the
+    other fields;
+  - `load_run(reports=False)`: planner's reader without the reports frame (the reports are still
+    parsed and checked; the schema checks, events.jsonl, the trials frame and the facts are all
+    there);
   - `load_run` today.
 
-The columns are this probe's own and are written nowhere else; the figures say what a change of the run
-folder's format (a breaking change for anyone who reads trials.jsonl) would be worth before anyone makes it.
+The columns are this probe's own and are written nowhere else; the figures say what a change of the
+run folder's format (a breaking change for anyone who reads trials.jsonl) would be worth before
+anyone makes it.
 
     PYTHONPATH=. python bench/probe_columnar.py [--keep DIR] [--repeat 3]
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -32,8 +37,8 @@ import orjson
 
 from bench.bench_report import bench_run, measure
 
-# The least a reader does: every value reaches a numpy column, its types checked by the set of its element
-# types (as planner/_store/schema.py checks them), every other field kept.
+# The least a reader does: every value reaches a numpy column, its types checked by the set of its
+# element types (as planner/_store/schema.py checks them), every other field kept.
 _LEAST = """
 import gc, sys, orjson, numpy as np, pandas, matplotlib
 from operator import itemgetter
@@ -61,7 +66,8 @@ np.concatenate(steps)
 
 
 def columnar_copy(src: Path, dst: Path) -> None:
-    """`src` (a trials.jsonl) with each record's reports as columns (a metric absent from a report: null)."""
+    """`src` (a trials.jsonl) with each record's reports as columns (a metric absent from a report:
+    null)."""
     with open(src, "rb") as rows, open(dst, "wb") as out:
         for line in rows:
             record = orjson.loads(line)
@@ -112,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     cpu = {label: statistics.median(v) for label, v in runs.items()}
     mib = rows.stat().st_size / 2**20, columns.stat().st_size / 2**20
     print(
-        f"{n_trials} trials x 100 reports; trials.jsonl {mib[0]:.0f} MiB as rows, {mib[1]:.0f} MiB as columns "
+        f"{n_trials} trials x 100 reports; trials.jsonl {mib[0]:.0f} MiB as rows, {mib[1]:.0f} "
+        f"MiB as columns "
         f"({mib[0] / mib[1]:.1f}x smaller). CPU s, median of {args.repeat}.\n"
     )
     print("| what | CPU s |\n|---|---:|")
@@ -123,10 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     today = cpu["load_run, rows"] - cpu["floor, rows (as a run writes it)"]
     frame = cpu["load_run, rows"] - cpu["load_run(reports=False), rows"]
     print(
-        f"\nthe reports' columns beyond each encoding's parse: rows {rows_extra:+.2f} s, columns {cols_extra:+.2f} s"
+        f"\nthe reports' columns beyond each encoding's parse: rows {rows_extra:+.2f} s, columns "
+        f"{cols_extra:+.2f} s"
     )
     print(
-        f"load_run today: floor {today:+.2f} s, of which the reports frame {frame:.2f} s (the rest: the checks, "
+        f"load_run today: floor {today:+.2f} s, of which the reports frame {frame:.2f} s (the "
+        f"rest: the checks, "
         "the slimmed records, events.jsonl, the trials frame, the facts)"
     )
     print(

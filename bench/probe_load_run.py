@@ -1,17 +1,18 @@
-"""Probe: where `load_run`'s time goes on the benchmark run (10,000 trials x 100 reports), stage by stage.
+"""Probe: where `load_run`'s time goes on the benchmark run (10,000 trials x 100 reports), stage by
+stage.
 
-Each line adds one stage of planner's reader to the one before, the cyclic collector paused as `load_run`
-pauses it; CPU seconds of this process:
+Each line adds one stage of planner's reader to the one before, the cyclic collector paused as
+`load_run` pauses it; CPU seconds of this process:
   - orjson's parse of every line of trials.jsonl (what the floor of bench/bench_report.py pays);
   - msgspec's untyped parse of every line (the same, by the library the schema uses);
   - planner's decode: every line straight into its typed schema (msgspec), with the bounds checks;
   - the same through the run folder's reader (`iter_trials`);
   - the reports stored into the collector's typed buffers and the frames built.
 
-With `--libraries`, the schema's candidates side by side instead, each in a fresh process that decodes and
-validates every line of the same file (CPU s and peak MiB of that process, imports included): msgspec into
-the typed dicts planner uses, msgspec into Structs of the same fields, pydantic's TypeAdapter over the same
-typed dicts, and the floor's orjson parse.
+With `--libraries`, the schema's candidates side by side instead, each in a fresh process that
+decodes and validates every line of the same file (CPU s and peak MiB of that process, imports
+included): msgspec into the typed dicts planner uses, msgspec into Structs of the same fields,
+pydantic's TypeAdapter over the same typed dicts, and the floor's orjson parse.
 
     PYTHONPATH=. python bench/probe_load_run.py [--keep DIR] [--libraries]
 """
@@ -77,7 +78,8 @@ def _stages(run_dir: Path) -> list[tuple[str, Any]]:
 
 
 def _libraries(run_dir: Path) -> list[tuple[str, Any]]:
-    """The schema's candidates, each over every line of trials.jsonl (built from planner's own types)."""
+    """The schema's candidates, each over every line of trials.jsonl (built from planner's own
+    types)."""
     import msgspec
     import pydantic
     from typing_extensions import TypedDict
@@ -144,7 +146,8 @@ def _libraries(run_dir: Path) -> list[tuple[str, Any]]:
 
 
 def _resolved(typed: Any, ns: dict[str, Any]) -> Any:
-    """A stand-in holding `typed`'s fields with their annotations evaluated (they are strings here)."""
+    """A stand-in holding `typed`'s fields with their annotations evaluated (they are strings
+    here)."""
     import typing
 
     class Fields:

@@ -1,11 +1,13 @@
-"""Probe: how often an embedded Ray's start loses a second to the raylet's first connection to its object store.
+"""Probe: how often an embedded Ray's start loses a second to the raylet's first connection to its
+object store.
 
-The raylet starts its object store in a thread and connects to it at once; when the store is not listening
-yet, Ray's client sleeps `raylet_client_connect_timeout_milliseconds` (1000 ms by default) before it tries
-again. planner's embedded Ray retries every 20 ms for the same ten seconds (planner._dispatch.session:
-EMBEDDED_SYSTEM_CONFIG). Each start runs in a fresh child process, alternately with Ray's default retry
-("ray") and with planner's ("planner"); printed: ray.init's seconds and the gap in the raylet's log between
-"Plasma store debug dump" and "ObjectManager server started" (about 1.0 s when the second was lost).
+The raylet starts its object store in a thread and connects to it at once; when the store is not
+listening yet, Ray's client sleeps `raylet_client_connect_timeout_milliseconds` (1000 ms by
+default) before it tries again. planner's embedded Ray retries every 20 ms for the same ten seconds
+(planner._dispatch.session: EMBEDDED_SYSTEM_CONFIG). Each start runs in a fresh child process,
+alternately with Ray's default retry ("ray") and with planner's ("planner"); printed: ray.init's
+seconds and the gap in the raylet's log between "Plasma store debug dump" and "ObjectManager server
+started" (about 1.0 s when the second was lost).
 
     PYTHONPATH=. python bench/probe_ray_start.py [--starts 8]
 """

@@ -6,23 +6,25 @@
 Each figure is measured in fresh child processes (imports count, as a user pays them), by wall clock
 and by the child's CPU time and peak memory (os.wait4's rusage: CPU time is steadier than wall time
 on a shared machine). With `--before PATH` (a checkout of planner, e.g. the commit before a change),
-every case runs twice, once with PYTHONPATH=PATH and once with this checkout, interleaved (one round of
-every case, then the next), so both sides see the same machine at the same load; medians are printed.
+every case runs twice, once with PYTHONPATH=PATH and once with this checkout, interleaved (one
+round of every case, then the next), so both sides see the same machine at the same load; medians
+are printed.
 
 Rows (the floor is what any tool doing the same job pays):
   - whole `plan run`, 20 trials x 1 s on 2 slots (an embedded Ray started and stopped included),
     wall; ideal ceil(20 / 2) x 1 s;
   - marginal cost of one more trivial trial (3 steps): wall of a run of N2 trials minus one of N1,
     over N2 - N1 (default 30 -> 130; `--large`: 110 -> 610, the issue's sizes);
-  - driver memory per extra trial: the peak RSS of the `plan run` process (Ray's own processes apart)
-    at N2 minus N1, over N2 - N1;
-  - `plan report --format html` on a synthetic run of `--trials` x `--reports`, CPU, and `load_run` on
-    it, against the floor: import orjson and pandas and orjson-parse trials.jsonl;
+  - driver memory per extra trial: the peak RSS of the `plan run` process (Ray's own processes
+    apart) at N2 minus N1, over N2 - N1;
+  - `plan report --format html` on a synthetic run of `--trials` x `--reports`, CPU, and `load_run`
+    on it, against the floor: import orjson and pandas and orjson-parse trials.jsonl;
   - `plan validate` of a two-arm Hydra-folder contract, wall and CPU, against
     `python -c "import hydra; from pydantic import BaseModel"`.
-`--skip-run` leaves out the three `plan run` rows (about a minute each side). `--scripts` also runs the
-other bench_*.py scripts after the table, as `make bench` did before.
+`--skip-run` leaves out the three `plan run` rows (about a minute each side). `--scripts` also runs
+the other bench_*.py scripts after the table, as `make bench` did before.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -57,9 +59,9 @@ def train(config, trial):
         trial.report(step, score=config["lr"] * step + noise)
 """
 
-# the driver of `plan run` in this process, so that ru_maxrss is the driver's alone (Ray's raylet, GCS and
-# workers are other processes); the peak is printed as the last line, then the process ends as `plan` ends
-# (planner._cli.main: a checkout without `_exit_now` exits the ordinary way)
+# the driver of `plan run` in this process, so that ru_maxrss is the driver's alone (Ray's raylet,
+# GCS and workers are other processes); the peak is printed as the last line, then the process ends
+# as `plan` ends (planner._cli.main: a checkout without `_exit_now` exits the ordinary way)
 DRIVER = textwrap.dedent("""
     import json, resource, sys
     from planner._cli import main as cli
@@ -143,7 +145,8 @@ def synthetic_run(base: Path, trials: int, reports: int) -> Path:
         tune_trials = (trials - len(ARMS) * SEEDS) // len(ARMS)
         code = (
             f"from bench.synthetic_run import make_run; make_run({str(run_dir)!r}, arms={ARMS!r}, "
-            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, early_stopped=0.0)"
+            f"seeds={SEEDS}, tune_trials={tune_trials}, reports_per_trial={reports}, "
+            f"early_stopped=0.0)"
         )
         measure([PY, "-c", code], ROOT)
     return run_dir
@@ -218,9 +221,10 @@ def write_run_contract(
     return contract
 
 
-# what a user would write instead of the small ablation: one embedded Ray, 10 trials tuned by Optuna in one
-# Ray Tune run (its actors reused, as a careful user sets it; Tune's default starts one per trial), 10
-# fixed-config trials as Ray tasks, Ray shut down; each trial sleeps 1 s and reports once
+# what a user would write instead of the small ablation: one embedded Ray, 10 trials tuned by
+# Optuna in one Ray Tune run (its actors reused, as a careful user sets it; Tune's default starts
+# one per trial), 10 fixed-config trials as Ray tasks, Ray shut down; each trial sleeps 1 s and
+# reports once
 RAW_TUNE = textwrap.dedent("""
     import time
     import ray
@@ -247,7 +251,10 @@ RAW_TUNE = textwrap.dedent("""
 """)
 
 
-RAY_ALONE = "import ray; ray.init(include_dashboard=False, configure_logging=False, log_to_driver=False); ray.shutdown()"
+RAY_ALONE = (
+    "import ray; ray.init(include_dashboard=False, configure_logging=False, "
+    "log_to_driver=False); ray.shutdown()"
+)
 
 
 def run_case(contract: Path, runs: Path) -> Callable[[Path], list[str]]:
@@ -291,7 +298,8 @@ def table_rows(
     rows.append(
         (
             f"`plan report --format html`, {size}, CPU s (peak MiB)",
-            f"{fcpu:.2f} s (import orjson+pandas, orjson-parse; {floor.median('peak_mib'):.0f} MiB)",
+            f"{fcpu:.2f} s (import orjson+pandas, orjson-parse; {floor.median('peak_mib'):.0f} "
+            f"MiB)",
             {
                 s: (f"{h.median('cpu'):.2f} ({max(h.peak_mib):.0f})", _ratio(h.median("cpu"), fcpu))
                 for s, h in html.items()
@@ -376,7 +384,8 @@ def _run_rows(
             "<= 1.4x",
         ),
         (
-            "the same, against plain Ray Tune doing it (10 trials by Optuna in a Tuner, 10 as Ray tasks, "
+            "the same, against plain Ray Tune doing it (10 trials by Optuna in a Tuner, 10 as Ray "
+            "tasks, "
             "embedded Ray started and stopped), wall s",
             f"{raw:.1f} s (plain Ray Tune)",
             {
@@ -389,7 +398,8 @@ def _run_rows(
             "-",
         ),
         (
-            "the same, against the ideal plus an embedded Ray's own start and stop (ray.init; ray.shutdown), wall s",
+            "the same, against the ideal plus an embedded Ray's own start and stop (ray.init; "
+            "ray.shutdown), wall s",
             f"{ideal + ray_alone:.1f} s ({ideal:.0f} s + {ray_alone:.1f} s)",
             {
                 s: (
@@ -480,11 +490,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-all-") as tmp:
         rows = table_rows(args, sides, Path(tmp))
     print(
-        f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs; load average {load0:.1f} at the start, "
-        f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - start:.0f} s. Medians of {args.repeat} "
-        f"(reports), {args.validate_repeat} (validate), {args.run_repeat} (plan run) interleaved rounds; "
-        + (f"before = {args.before}" if args.before else "this checkout only")
-        + ".\n"
+        f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}; {os.cpu_count()} CPUs; load average {load0:.1f} "
+        f"at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end; {time.perf_counter() - start:.0f} s. Medians of "
+        f"{args.repeat} "
+        f"(reports), {args.validate_repeat} (validate), {args.run_repeat} (plan run) interleaved "
+        f"rounds; " + (f"before = {args.before}" if args.before else "this checkout only") + ".\n"
     )
     print_table(rows, sides)
     failed = run_scripts() if args.scripts else []

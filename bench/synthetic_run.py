@@ -60,7 +60,8 @@ def _write_json(path: Path, value: Any) -> None:
 def _wall_hours(
     arms: tuple[str, ...], seeds: list[int], tune_seeds: list[int], tune_trials: int, exposure: int
 ) -> int:
-    """A wall-time budget the synthetic run fits in: 12 h, or more for a big run (2 slots, 0.5 s a step)."""
+    """A wall-time budget the synthetic run fits in: 12 h, or more for a big run (2 slots, 0.5 s a
+    step)."""
     trials = len(arms) * (len(seeds) + len(tune_seeds) * tune_trials)
     return max(12, math.ceil(trials * exposure * 0.5 / 2 * 1.5 / 3600))
 
@@ -571,7 +572,8 @@ def _special_trial(
                 "attempt": 1,
                 "type": "TrialProtocolError",
                 "message": message,
-                "traceback": 'Traceback (most recent call last):\n  File "train.py", line 51, in train\n'
+                "traceback": 'Traceback (most recent call last):\n  File "train.py", line 51, in '
+                "train\n"
                 "    trial.report(epoch, val_acc=acc)\n"
                 f"planner.TrialProtocolError: {message}\n",
             }
@@ -604,7 +606,8 @@ def _special_trial(
 
 
 def decide(frozen: dict[str, Any], finals: dict[str, list[float]], state: str) -> dict[str, Any]:
-    """Welch's test with Holm's correction, the rule of CONTRACT.md, for the synthetic decisions.json.
+    """Welch's test with Holm's correction, the rule of CONTRACT.md, for the synthetic
+    decisions.json.
 
     Student's t quantiles by the Cornish-Fisher expansion (good to about 1e-4 for
     df >= 3), so that writing a synthetic run does not pay for importing scipy.

@@ -1,8 +1,10 @@
-"""Trials a run absorbed per second, by windows of its trials.jsonl (bench/bench_scale.py prints it).
+"""Trials a run absorbed per second, by windows of its trials.jsonl (bench/bench_scale.py prints
+it).
 
     python bench/throughput.py RUN_DIR/trials.jsonl [--window 1000]
 
-A driver whose cost per trial grows with the trials it holds shows falling rates window after window."""
+A driver whose cost per trial grows with the trials it holds shows falling rates window after
+window."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from datetime import datetime
 
 
 def rates(path: str, window: int) -> list[tuple[int, float]]:
-    """(trials ended so far, trials a second over the last `window` of them), in the order they ended."""
+    """(trials ended so far, trials a second over the last `window` of them), in the order they
+    ended."""
     ended = sorted(
         datetime.fromisoformat(json.loads(line)["ended"].replace("Z", "+00:00")).timestamp()
         for line in open(path)

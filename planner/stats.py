@@ -217,7 +217,8 @@ def seeds_needed(
     rule: Literal["estimate", "margin"] = "estimate",
     effect: float | None = None,
 ) -> int:
-    """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan power` prints).
+    """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan
+    power` prints).
 
     `rule="margin"`: the fewest seeds with which accept (CI low >= min_effect) has probability
     `power` at a true improvement `effect`, which must be given and above min_effect.
@@ -247,8 +248,8 @@ def detectable_effect(
     rule: Literal["estimate", "margin"] = "estimate",
     min_effect: float | None = None,
 ) -> float:
-    """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if none);
-    `rule="margin"` (give `min_effect`): accept with that probability."""
+    """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if
+    none); `rule="margin"` (give `min_effect`): accept with that probability."""
     _power.check_seeds(n)
     return _power.detectable_effect(
         sd,
@@ -273,8 +274,8 @@ def accept_probability(
     test: Test = "welch",
     rule: Literal["estimate", "margin"] = "estimate",
 ) -> float:
-    """The chance of `accept` at a true improvement `effect`: CI low > 0 and estimated effect >= min_effect
-    (rule estimate), or CI low >= min_effect (rule margin)."""
+    """The chance of `accept` at a true improvement `effect`: CI low > 0 and estimated effect >=
+    min_effect (rule estimate), or CI low >= min_effect (rule margin)."""
     _power.check_seeds(n)
     return _power.accept_probability(n, effect, sd, alpha, min_effect, test, rule=rule)
 
@@ -295,7 +296,8 @@ def looks(
     futility: bool = False,
     test: Test = "welch",
 ) -> Design:
-    """A sequential confirmation: `n_seeds` per arm in `looks` batches, with the bounds each look uses.
+    """A sequential confirmation: `n_seeds` per arm in `looks` batches, with the bounds each look
+    uses.
 
     `design.look_sizes` are the cumulative seeds per arm at each look. `alpha`
     is one comparison's two-sided level (with several arms, alpha / arms).

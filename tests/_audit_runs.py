@@ -1,4 +1,5 @@
-"""Run folders with known pathologies for the `plan audit` tests, written to docs/run-folder.md (no Ray).
+"""Run folders with known pathologies for the `plan audit` tests, written to docs/run-folder.md (no
+Ray).
 
 `write_run(tmp_path, contract, trials)` lays out a run folder: the frozen
 contract, run.json, state.json, identity.json, plan.json, trials.jsonl, and
@@ -204,7 +205,8 @@ def write_run(
     decisions: dict[str, Any] | None = None,
     selection: dict[str, Any] | None = None,
 ) -> Path:
-    """A run folder of `data` (the contract, frozen here) holding `trials`; contract.yaml is also written to tmp."""
+    """A run folder of `data` (the contract, frozen here) holding `trials`; contract.yaml is also
+    written to tmp."""
     from planner._contract.model import Contract
     from planner._stats.decide import decide
     from planner._stats.select import select

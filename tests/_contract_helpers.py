@@ -10,7 +10,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "contracts"
 
 
 def edited(name: str, edits: list[tuple[str, str]]) -> str:
-    """The fixture `name`'s text with each (old, new) replaced once; an edit that does not apply fails."""
+    """The fixture `name`'s text with each (old, new) replaced once; an edit that does not apply
+    fails."""
     text = (FIXTURES / name).read_text()
     for old, new in edits:
         assert old in text, f"edit {old!r} does not apply to {name}"
@@ -19,7 +20,8 @@ def edited(name: str, edits: list[tuple[str, str]]) -> str:
 
 
 def write_contract(tmp_path: Path, text: str, filename: str = "contract.yaml") -> Path:
-    """Write `text` next to copies of the fixture trainables, with config.dir pointing at the fixture tree."""
+    """Write `text` next to copies of the fixture trainables, with config.dir pointing at the
+    fixture tree."""
     for module in FIXTURES.glob("fixture_*.py"):
         shutil.copy(module, tmp_path / module.name)
     text = text.replace("dir: conf", f"dir: {FIXTURES / 'conf'}")

@@ -1,4 +1,5 @@
-"""A tuned two-arm contract for the tests of `plan estimate` and `plan power`, with fields to patch."""
+"""A tuned two-arm contract for the tests of `plan estimate` and `plan power`, with fields to
+patch."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Lineage run folders and contracts for tests: a finished run written as `plan run` writes it, through the
-run folder's own writer and the ledger's own calls (no Ray)."""
+"""Lineage run folders and contracts for tests: a finished run written as `plan run` writes it,
+through the run folder's own writer and the ledger's own calls (no Ray)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def fake_run(
     state: str = "completed",
     params: dict[str, dict] | None = None,
 ) -> Path:
-    """A finished run folder in the documented format, and its ledger lines, as `plan run` writes them."""
+    """A finished run folder in the documented format, and its ledger lines, as `plan run` writes
+    them."""
     from planner._core.version import VERSION
     from planner._plan.trials import make_plan
     from planner._store.identity import run_identity, trainable_search_path

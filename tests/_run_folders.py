@@ -1,4 +1,5 @@
-"""A finished run folder to plant hostile or careless files in, and what must stay untouched outside it.
+"""A finished run folder to plant hostile or careless files in, and what must stay untouched
+outside it.
 
 The fixtures `pristine` (one synthetic run per module) and `run` (a fresh copy for each test) are in
 tests/unit/conftest.py; they build on these.
@@ -15,7 +16,8 @@ OUTSIDE = "precious: this file is outside the run folder\n"
 
 
 def pristine_run(folder: Path) -> Path:
-    """A completed two-arm run folder with tuning, confirmation and reports, written as planner writes it."""
+    """A completed two-arm run folder with tuning, confirmation and reports, written as planner
+    writes it."""
     return make_run(
         folder / "demo" / "20261130-120000-abcd",
         arms=("sgd", "adam"),

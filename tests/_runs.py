@@ -2,19 +2,23 @@
 
 - `synthetic_contract(**patch)`: the two-arm contract on `tests.trainables.synthetic`
   (a recipe factor, baseline `base`, arm `treat`), as data; `patch` replaces
-  top-level keys. `write_contract_data(folder, data)` writes one as YAML; `contract_writer(base)` is the
-  `write(folder, **patch)` of a test module (a patched copy of `base`, written); `write_yaml(path, data)` is
-  the one writer of a test's YAML file under all of them.
-- `lineage_contract(**patch)`: the two-arm contract on `tests.trainables.lineage` the lineage tests run.
+  top-level keys. `write_contract_data(folder, data)` writes one as YAML; `contract_writer(base)`
+  is the `write(folder, **patch)` of a test module (a patched copy of `base`, written);
+  `write_yaml(path, data)` is the one writer of a test's YAML file under all of them.
+- `lineage_contract(**patch)`: the two-arm contract on `tests.trainables.lineage` the lineage tests
+  run.
 - `synthetic_run(folder, **options)`: the run folder the report, results and
   browser tests read (`bench.synthetic_run.make_run`: 3 arms, 5 seeds, 8 tuning
   trials a sweep, 10 reports a trial), options overriding.
-- `example_app(name, folder, edit)`: a copy of examples/<name> in `folder/app`, its contract edited in place
-  by `edit(contract)`; `hydra_app(folder, **edits)` is examples/hydra_app with a smaller contract.
-- `start_plan_run(tmp_path, data, prefix)`: `plan run` of a contract (as data) in a subprocess with its own
-  embedded Ray; `ray_processes(ray_tmp)` lists what is alive of that Ray, `end_plan_run` kills what is left.
-- `cut_short(run_dir, trial_ids)`: a finished run folder made as if the driver had stopped while those trials
-  ran (their records gone, and the records their workers kept), so that a `--resume` runs them again.
+- `example_app(name, folder, edit)`: a copy of examples/<name> in `folder/app`, its contract edited
+  in place by `edit(contract)`; `hydra_app(folder, **edits)` is examples/hydra_app with a smaller
+  contract.
+- `start_plan_run(tmp_path, data, prefix)`: `plan run` of a contract (as data) in a subprocess with
+  its own embedded Ray; `ray_processes(ray_tmp)` lists what is alive of that Ray, `end_plan_run`
+  kills what is left.
+- `cut_short(run_dir, trial_ids)`: a finished run folder made as if the driver had stopped while
+  those trials ran (their records gone, and the records their workers kept), so that a `--resume`
+  runs them again.
 """
 
 from __future__ import annotations
@@ -50,8 +54,9 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
     "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    # welch: the synthetic trainable draws a seed's noise alike in every arm and its effect is exact, so
-    # the per-seed differences show no spread and the paired test (the default) sees no evidence in them
+    # welch: the synthetic trainable draws a seed's noise alike in every arm and its effect is
+    # exact, so the per-seed differences show no spread and the paired test (the default) sees no
+    # evidence in them
     "acceptance": {"min_effect": 0.05, "test": "welch"},
     "seeds": [0, 1, 2, 3, 4],
     "budget": {"exposure": 3},
@@ -59,9 +64,12 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
 
 
 def synthetic_contract(**patch: Any) -> dict[str, Any]:
-    """A fresh copy of SYNTHETIC_CONTRACT with top-level keys replaced by `patch`."""
+    """A fresh copy of SYNTHETIC_CONTRACT with top-level keys replaced by `patch`; an `acceptance`
+    that names no test keeps welch (see SYNTHETIC_CONTRACT's note)."""
     data = copy.deepcopy(SYNTHETIC_CONTRACT)
     data.update(copy.deepcopy(patch))
+    if isinstance(data.get("acceptance"), dict):
+        data["acceptance"].setdefault("test", "welch")
     return data
 
 
@@ -80,8 +88,8 @@ def write_contract_data(
 
 
 def contract_writer(base: dict[str, Any], *, file: str = "contract.yaml") -> Callable[..., Path]:
-    """`write(folder, file=..., **patch) -> Path`: a copy of `base` with top-level keys replaced by `patch`,
-    written as folder/file."""
+    """`write(folder, file=..., **patch) -> Path`: a copy of `base` with top-level keys replaced by
+    `patch`, written as folder/file."""
 
     def write(folder: Path, file: str = file, **patch: Any) -> Path:
         return write_contract_data(folder, {**copy.deepcopy(base), **copy.deepcopy(patch)}, file)
@@ -117,7 +125,8 @@ SYNTHETIC_RUN_ID = "20261129-181700-a3f2"
 
 
 def synthetic_run(folder: Path, **options: Any) -> Path:
-    """A synthetic run folder `folder/<run id>` (bench.synthetic_run.make_run); `options` override its shape."""
+    """A synthetic run folder `folder/<run id>` (bench.synthetic_run.make_run); `options` override
+    its shape."""
     from bench.synthetic_run import make_run
 
     shape = {"arms": SYNTHETIC_ARMS, "seeds": 5, "tune_trials": 8, "reports_per_trial": 10}
@@ -132,8 +141,8 @@ def example_app(
     dest: str = "app",
     sort_keys: bool = False,
 ) -> Path:
-    """examples/<name> copied into `folder/dest`, its contract.yaml edited in place by `edit(contract)`
-    (when given) and written back; the contract's path."""
+    """examples/<name> copied into `folder/dest`, its contract.yaml edited in place by
+    `edit(contract)` (when given) and written back; the contract's path."""
     app = Path(folder) / dest
     shutil.copytree(ROOT / "examples" / name, app)
     path = app / "contract.yaml"
@@ -156,9 +165,10 @@ def hydra_app(folder: Path, *, seeds: list[int], exposure: int, trials_per_arm: 
 
 
 def cut_short(run_dir: Path, trial_ids) -> None:
-    """As if the driver had stopped while `trial_ids` ran: their lines dropped from trials.jsonl and the records
-    their workers kept removed from their folders, so `--resume` runs them again. (With the kept record there, a
-    trial that had ended is recorded from it instead: docs/reliability.md, "Resume".)"""
+    """As if the driver had stopped while `trial_ids` ran: their lines dropped from trials.jsonl
+    and the records their workers kept removed from their folders, so `--resume` runs them again.
+    (With the kept record there, a trial that had ended is recorded from it instead:
+    docs/reliability.md, "Resume".)"""
     from planner._trial.checkpoints import KEPT_RECORD
 
     run_dir, ids = Path(run_dir), set(trial_ids)
@@ -173,8 +183,9 @@ def cut_short(run_dir: Path, trial_ids) -> None:
 def start_plan_run(
     tmp_path: Path, data: dict[str, Any], prefix: str
 ) -> tuple[subprocess.Popen, Path, str]:
-    """`plan run` of the contract `data` (written to tmp_path/contract.yaml) in a subprocess of its own session,
-    with its own embedded Ray under a fresh RAY_TMPDIR; (the process, the runs folder, that RAY_TMPDIR)."""
+    """`plan run` of the contract `data` (written to tmp_path/contract.yaml) in a subprocess of its
+    own session, with its own embedded Ray under a fresh RAY_TMPDIR; (the process, the runs folder,
+    that RAY_TMPDIR)."""
     path = write_yaml(tmp_path / "contract.yaml", data, sort_keys=False)
     runs = tmp_path / "runs"
     ray_tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # Ray's socket paths must fit 107 bytes
@@ -194,9 +205,9 @@ def start_plan_run(
 def interrupt_joined_run(
     path: Path, runs: Path, address: str, pattern: str, records: int, poll_s: float = 0.2
 ) -> tuple[Path, str, str]:
-    """`plan run path --quiet` joined to the Ray at `address` in a subprocess, sent SIGINT once the first
-    trials.jsonl under `runs` matching `pattern` holds `records` lines; it must end with exit 3.
-    (the run folder, its stdout, its stderr)."""
+    """`plan run path --quiet` joined to the Ray at `address` in a subprocess, sent SIGINT once the
+    first trials.jsonl under `runs` matching `pattern` holds `records` lines; it must end with exit
+    3. (the run folder, its stdout, its stderr)."""
     import time
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -250,7 +261,8 @@ def ray_processes(ray_tmp: str) -> list:
 
 
 def end_plan_run(proc: subprocess.Popen, ray_tmp: str) -> None:
-    """Kill what is left of a `start_plan_run`: its process group, its Ray's processes, its RAY_TMPDIR."""
+    """Kill what is left of a `start_plan_run`: its process group, its Ray's processes, its
+    RAY_TMPDIR."""
     import psutil
 
     if proc.poll() is None:
@@ -264,7 +276,8 @@ def end_plan_run(proc: subprocess.Popen, ray_tmp: str) -> None:
     shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-# The module-scoped fixtures of the tests that read that run; tests/conftest.py offers them to every tier.
+# The module-scoped fixtures of the tests that read that run; tests/conftest.py offers them to
+# every tier.
 
 
 @pytest.fixture(scope="module")

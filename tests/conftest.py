@@ -52,8 +52,9 @@ def in_repo(monkeypatch):
     return REPO
 
 
-# Tiers by folder (docs/architecture.md): unit (no Ray, no subprocess, no browser), e2e (a real local
-# Ray and real subprocesses), cluster (real `ray start` nodes; implies ray), browser (headless Chromium).
+# Tiers by folder (docs/architecture.md): unit (no Ray, no subprocess, no browser), e2e (a real
+# local Ray and real subprocesses), cluster (real `ray start` nodes; implies ray), browser
+# (headless Chromium).
 TIERS = {"unit": (), "e2e": ("e2e",), "cluster": ("cluster", "ray"), "browser": ("browser",)}
 
 

@@ -37,7 +37,8 @@ def make_dataset(seed: int = 0, patients: int = 160) -> dict[str, np.ndarray]:
 
 
 def split(data: dict[str, np.ndarray], by: str, test_fraction: float, split_seed: int, seed: int):
-    """(train, val, test) row indices: grouped by `by` (`row` or `patient`); test fixed, train/val by seed."""
+    """(train, val, test) row indices: grouped by `by` (`row` or `patient`); test fixed, train/val
+    by seed."""
     rows = np.arange(len(data["y"]))
     unit = rows if by == "row" else data["patient"]
     keys = np.unique(unit)

@@ -1,4 +1,5 @@
-"""An ordinary Hugging Face Trainer script: a tiny BERT, built from a config, classifies sklearn's digits.
+"""An ordinary Hugging Face Trainer script: a tiny BERT, built from a config, classifies sklearn's
+digits.
 
     python train.py                                   # 4 epochs, seed 0
     python train.py train.lr_scheduler_type=constant seed=3 train.epochs=2

@@ -1,4 +1,5 @@
-"""An ordinary Lightning app: an MLP on sklearn's digits, configured with Hydra, logged with CSVLogger.
+"""An ordinary Lightning app: an MLP on sklearn's digits, configured with Hydra, logged with
+CSVLogger.
 
     python train.py                                   # Adam, 6 epochs, seed 0
     python train.py optimizer=sgd optimizer.lr=0.1 seed=3 trainer.max_epochs=4

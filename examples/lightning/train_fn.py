@@ -1,4 +1,5 @@
-"""The Lightning app of train.py as a function trainable: the same LightningModule and data, one Trainer per trial.
+"""The Lightning app of train.py as a function trainable: the same LightningModule and data, one
+Trainer per trial.
 
 planner calls `train(config, trial)` in a Ray worker (contract_callback.yaml,
 `trainable: examples.lightning.train_fn:train`), so torch and Lightning are

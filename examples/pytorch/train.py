@@ -1,4 +1,5 @@
-"""The Lightning example's model as a plain PyTorch loop: a function trainable (`trainable:` in the contract).
+"""The Lightning example's model as a plain PyTorch loop: a function trainable (`trainable:` in the
+contract).
 
 planner calls `train(config, trial)` once per trial, in a Ray worker, with the
 arm's composed config (tuned values applied). The function takes its seed and

@@ -1,9 +1,10 @@
 """`plan audit RUN_DIR`: from a run's evidence to findings, missing evidence and the next control.
 
-    audit = audit_run(run_dir)       read the folder (no Ray, no trainable import), compute everything
-    format_audit(audit)              the text `plan audit` prints
+    audit = audit_run(run_dir)       read the folder (no Ray, no trainable import), compute
+    everything format_audit(audit)              the text `plan audit` prints
     audit_json(audit)                the `--json` object
-    contract_text(audit, path)       the next control as YAML for `--next FILE` (planner._audit.control)
+    contract_text(audit, path)       the next control as YAML for `--next FILE`
+    (planner._audit.control)
 
 Only reading is done here; the CLI prints and writes.
 """
@@ -69,7 +70,8 @@ def no_control_sentence(audit: Audit) -> str:
     return (
         f"No finding calls for a next control: {', '.join(codes)} "
         f"{'has' if len(codes) == 1 else 'have'} no contract change that answers "
-        f"{'it' if len(codes) == 1 else 'them'} (see Missing evidence, and the findings' own sentences)."
+        f"{'it' if len(codes) == 1 else 'them'} (see Missing evidence, and the findings' own "
+        f"sentences)."
     )
 
 
@@ -165,7 +167,8 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
         lines.append(
             "decisions: "
             + "; ".join(
-                f"{d.get('arm')} {d.get('decision')} (effect {_g(d.get('effect'))}, CI [{_g(d.get('ci_low'))}, "
+                f"{d.get('arm')} {d.get('decision')} (effect {_g(d.get('effect'))}, CI "
+                f"[{_g(d.get('ci_low'))}, "
                 f"{_g(d.get('ci_high'))}])"
                 for d in decisions
             )

@@ -5,9 +5,10 @@ order (what the comparison measures before how precisely it measures it):
 
     diverged_region       a lower (or higher) range for the diverging key      `<name>-lower-<key>`
     selected_at_boundary  the boundary key's range widened for every arm alike  `<name>-wider-<key>`
-    stopped_early_at_selected  tuning without early stopping                    `<name>-no-early-stop`
-    still_improving       the exposure doubled                                  `<name>-exposure-x2`
-    seed_spread           the seeds `plan power` asks for                       `<name>-seeds-<n>`
+    stopped_early_at_selected  tuning without early stopping
+    `<name>-no-early-stop` still_improving       the exposure doubled
+    `<name>-exposure-x2` seed_spread           the seeds `plan power` asks for
+    `<name>-seeds-<n>`
 
 The factor, the arms, the metric and the acceptance never change. A budget
 cap the change would break (`budget.max_trials`, `budget.max_heldout_evaluations`)
@@ -52,7 +53,8 @@ WIDEN = (
 
 
 def candidates(findings: list[Finding]) -> list[Finding]:
-    """The findings a next control could answer, strongest first: PRIORITY order, then the most extreme."""
+    """The findings a next control could answer, strongest first: PRIORITY order, then the most
+    extreme."""
     out = []
     for code in PRIORITY:
         found = [f for f in findings if f.code == code and f.recipe]
@@ -187,10 +189,12 @@ def _seeds_change(data: dict[str, Any], need: int) -> tuple[list[dict[str, Any]]
 
 
 def _planned(data: dict[str, Any]) -> tuple[dict[str, int], int]:
-    """(planned trials per phase, as `plan validate` counts them; planned exposure) of a contract as data.
+    """(planned trials per phase, as `plan validate` counts them; planned exposure) of a contract
+    as data.
 
-    `planned_trials` reads only the arms, the seeds and the tuning seeds and trials of a contract: they are
-    given to it from the data, so the audit loads no contract model until --next writes the contract.
+    `planned_trials` reads only the arms, the seeds and the tuning seeds and trials of a contract:
+    they are given to it from the data, so the audit loads no contract model until --next writes
+    the contract.
     """
     tuning = data.get("tuning")
     counts = SimpleNamespace(
@@ -268,27 +272,35 @@ def _budget_follows(old: dict[str, Any], new: dict[str, Any]) -> list[dict[str, 
 
 _TEXT = {
     "narrow": (
-        "if trials still diverge inside the new range, the key's range alone does not set the divergence "
+        "if trials still diverge inside the new range, the key's range alone does not set the "
+        "divergence "
         "(look at update sizes, the schedule, the data)",
-        "no diverged tuning trial, the tuning budget spent where training is stable, and a decision that "
+        "no diverged tuning trial, the tuning budget spent where training is stable, and a "
+        "decision that "
         "no longer rests on trials lost to divergence",
     ),
     "widen": (
-        "if every arm's selected {key} lands inside the old range again and the decision is unchanged, the "
+        "if every arm's selected {key} lands inside the old range again and the decision is "
+        "unchanged, the "
         "boundary did not bind and the original comparison stands",
-        "{arm}'s selected {key} moves beyond the old bound; the decision is unchanged unless the old range "
+        "{arm}'s selected {key} moves beyond the old bound; the decision is unchanged unless the "
+        "old range "
         "held an arm back",
     ),
     "draws": (
-        "if {arm}'s selected {key} stays inside the range explored before and the decision is unchanged, "
+        "if {arm}'s selected {key} stays inside the range explored before and the decision is "
+        "unchanged, "
         "the earlier draws had found the optimum",
-        "the added draws reach the part of {key}'s range never tried; {arm}'s selected {key} moves there "
+        "the added draws reach the part of {key}'s range never tried; {arm}'s selected {key} "
+        "moves there "
         "or stays, and the decision holds or changes with it",
     ),
     "exposure": (
-        "if the curves level off in the added exposure and the decision at twice the exposure is the "
+        "if the curves level off in the added exposure and the decision at twice the exposure is "
+        "the "
         "same, the original comparison was not premature",
-        "the curves level off before the new end; the decision is confirmed, or it changes if the slower "
+        "the curves level off before the new end; the decision is confirmed, or it changes if the "
+        "slower "
         "learner catches up",
     ),
     "no_early_stop": (
@@ -298,15 +310,18 @@ _TEXT = {
         "decision then compares the factor alone",
     ),
     "seeds": (
-        "if the CI at {n} seeds is still wider than min_effect, the spread was underestimated; if it "
+        "if the CI at {n} seeds is still wider than min_effect, the spread was underestimated; if "
+        "it "
         "straddles min_effect, the effect sits at the threshold",
-        "a CI about as wide as min_effect, and a decision of accept or reject instead of inconclusive",
+        "a CI about as wide as min_effect, and a decision of accept or reject instead of "
+        "inconclusive",
     ),
 }
 
 
 def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dict[str, Any] | None:
-    """The next control as {code, arm, change, falsifier, expected, held_fixed, name, contract}; None without one.
+    """The next control as {code, arm, change, falsifier, expected, held_fixed, name, contract};
+    None without one.
 
     The strongest finding whose recipe gives a change answers; one whose recipe
     cannot (a range at 0 that cannot widen below it) gives way to the next.
@@ -442,7 +457,8 @@ def check(data: dict[str, Any]) -> None:
 
 
 def _rebase_command(data: dict[str, Any], rebase: Any, dest: Path) -> list[str]:
-    """A `command:` keeps running in the folder it ran in: its `cwd` (".": the contract's folder) rebased."""
+    """A `command:` keeps running in the folder it ran in: its `cwd` (".": the contract's folder)
+    rebased."""
     command = data.get("command")
     if not command:
         return []
@@ -453,14 +469,16 @@ def _rebase_command(data: dict[str, Any], rebase: Any, dest: Path) -> list[str]:
     spec["cwd"] = rebase(old)
     data["command"] = spec
     return [
-        f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen from {dest}"
+        f"command.cwd is set to {spec['cwd']!r}: the command runs in the folder it ran in, seen "
+        f"from {dest}"
     ]
 
 
 def contract_text(
     ev: Evidence, control: dict[str, Any], target: str | os.PathLike
 ) -> tuple[str, list[str]]:
-    """The next control as YAML to write at `target`, with relative paths rebased to stay the same folders.
+    """The next control as YAML to write at `target`, with relative paths rebased to stay the same
+    folders.
 
     Every relative path of a contract is relative to the contract's folder:
     written elsewhere, config.dir, data.fingerprint, baseline.from_run and the
@@ -485,7 +503,8 @@ def contract_text(
             new = rebase(config["dir"])
             if new != config["dir"]:
                 notes.append(
-                    f"config.dir {config['dir']!r} is rewritten {new!r}: the same folder, seen from {dest}"
+                    f"config.dir {config['dir']!r} is rewritten {new!r}: the same folder, seen "
+                    f"from {dest}"
                 )
                 config["dir"] = new
         prints = (data.get("data") or {}).get("fingerprint") or []
@@ -497,7 +516,8 @@ def contract_text(
         if baseline.get("from_run") and not os.path.isabs(baseline["from_run"]):
             new = rebase(baseline["from_run"])
             notes.append(
-                f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run folder"
+                f"baseline.from_run {baseline['from_run']!r} is rewritten {new!r}: the same run "
+                f"folder"
             )
             baseline["from_run"] = new
         if data.get("trainable"):
@@ -507,11 +527,13 @@ def contract_text(
             )
     elif source is None:
         notes.append(
-            "run.json does not name the contract's path: relative paths are left as the run wrote them"
+            "run.json does not name the contract's path: relative paths are left as the run wrote "
+            "them"
         )
     header = (
         f"# The next control proposed by `plan audit` for run {ev.name}/{ev.run_id}\n"
-        f"# ({control['code']}{': ' + control['arm'] if control.get('arm') else ''}). Exactly one change: "
+        f"# ({control['code']}{': ' + control['arm'] if control.get('arm') else ''}). Exactly one "
+        f"change: "
         f"{control['change']['summary']}\n"
     )
     return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), notes

@@ -28,7 +28,8 @@ _NON_FINITE = {"nan", "inf", "-inf", "NaN", "Infinity", "-Infinity"}
 
 
 def number(value: Any) -> float:
-    """A metric value as a float: "nan", "inf", "-inf" (how a run folder stores them) read back; else NaN."""
+    """A metric value as a float: "nan", "inf", "-inf" (how a run folder stores them) read back;
+    else NaN."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if isinstance(value, str) and value in _NON_FINITE:
@@ -71,7 +72,8 @@ class Trial:
     curve: list[tuple[Any, dict[str, float]]] | None = (
         None  # confirm / reeval: (step, metrics) per report
     )
-    curve_key: tuple = ()  # confirm / reeval: the record's reports as `planner._core.records.curve` compares them
+    # confirm / reeval: the record's reports as `planner._core.records.curve` compares them
+    curve_key: tuple = ()
     config: dict[str, Any] | None = None  # confirm / reeval, and one tuning trial per arm
 
 
@@ -123,7 +125,8 @@ class Evidence:
         return str(facts.contract_get(self.contract, "metric.mode", "max"))
 
     def mode_of(self, metric: str | None) -> str:
-        """The direction `metric` is read in: the decision's for the held-out metric, else `mode`."""
+        """The direction `metric` is read in: the decision's for the held-out metric, else
+        `mode`."""
         held = facts.contract_get(self.contract, "metric.heldout")
         return facts.contract_decision_mode(self.contract) if held and metric == held else self.mode
 
@@ -144,7 +147,8 @@ class Evidence:
 
 
 def read_evidence(run_dir: str | os.PathLike) -> Evidence:
-    """Read a run folder for the audit (UsageError when it is not one, RunError when a file is damaged)."""
+    """Read a run folder for the audit (UsageError when it is not one, RunError when a file is
+    damaged)."""
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     if not contract:
@@ -164,7 +168,8 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
     trials: list[Trial] = []
     records: list[TrialRecord] = []
     collecting = gc.isenabled()
-    gc.disable()  # the records read only grow: a cyclic collection every few thousand objects is wasted time
+    # the records read only grow: a cyclic collection every few thousand objects is wasted time
+    gc.disable()
     try:
         _read_trials(folder, contract, watched, notes, trials, records)
     finally:
@@ -199,7 +204,8 @@ def _read_trials(
     for record in folder.iter_trials(notes):  # checked by the shared schema, as every reader is
         if "trial_id" not in record:
             raise RunError(
-                f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a trials log"
+                f"a record of {folder.file('trials.jsonl')} has no trial_id: the file is not a "
+                f"trials log"
             )
         trial = _trial(record, watched, tuned_config_arms)
         records.append(facts.slim_record(record, contract, trial.metric_names))
@@ -225,7 +231,8 @@ def _trial(r: TrialRecord, watched: list[str], tuned_config_arms: set[str]) -> T
     last_report = reports[-1] if reports and isinstance(reports[-1], dict) else {}
     last = last_report.get("metrics") or {}
     # The metric names of the first and last report (a union over every report would cost a pass): a
-    # held-out metric reported mid-way through a tuning trial is found by the violation the runner logs.
+    # held-out metric reported mid-way through a tuning trial is found by the violation the runner
+    # logs.
     names = set(first.get("metrics") or {}) | set(last)
     t = Trial(
         trial_id=str(r.get("trial_id")),

@@ -1,4 +1,5 @@
-"""The audit's findings: pure functions of a run's `Evidence` (docs/audit.md says how each is computed).
+"""The audit's findings: pure functions of a run's `Evidence` (docs/audit.md says how each is
+computed).
 
 Each finding has a stable code, the arm it is about (or None), a kind —
 `observation` (read off the log), `inference` (a reading of it that could be
@@ -27,29 +28,30 @@ from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
 from planner._core.records import first_line, same_curve_every_seed
 from planner._core.status import FAILED, TrialStatus
+from planner._plan.explored import BOUNDARY, KeyReach, arm_reach
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
+from planner._plan.space import frozen_space
 from planner._stats.decide import no_spread
 from planner._stats.power import detection_power, seeds_for_power
 from planner._store import facts
 
 PRACTICAL = 0.5  # still_improving and late_decline: a change of at least half min_effect
 LAST_PART = 1 / 3  # still_improving looks at the last third of the reported steps
-BOUNDARY = (
-    0.10  # selected_at_boundary: within the outer 10 % of a range (log scale for log_uniform)
-)
 COST_RATIO = 1.20  # unequal_cost: one arm 20 % above another
 COST_FLOOR_S = (
     1.0  # ... and at least this many resource-seconds per trial apart (timer and scheduler noise)
 )
 STEP_FLOOR_S = 0.005  # ... or this many seconds per step apart
 CONFIDENCE = 0.95  # the CIs: of a curve's change over seeds, of the confirmation mean
-# every seed showing the same change (no spread) is evidence when chance alone gives it at most this often:
-# the one-sided level of the CIs above, so a sign rule and a CI say the same about the same seeds
+# every seed showing the same change (no spread) is evidence when chance alone gives it at most
+# this often: the one-sided level of the CIs above, so a sign rule and a CI say the same about the
+# same seeds
 SIGN_LEVEL = (1 - CONFIDENCE) / 2
 
 KINDS = ("observation", "inference", "guess")
-# Symptoms of the training or the measurement; the other codes are about the comparison's precision and cost.
+# Symptoms of the training or the measurement; the other codes are about the comparison's precision
+# and cost.
 SYMPTOMS = (
     "diverged",
     "diverged_region",
@@ -93,7 +95,8 @@ class Finding:
 
 
 def _g(x: Any) -> str:
-    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in plan run)."""
+    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in
+    plan run)."""
     if x is None:
         return "none"
     if isinstance(x, float):
@@ -102,7 +105,8 @@ def _g(x: Any) -> str:
 
 
 def orient(ev: Evidence, metric: str | None = None) -> float:
-    """+1 when higher is better, -1 when lower is (for `metric`: the held-out metric has the decision's direction)."""
+    """+1 when higher is better, -1 when lower is (for `metric`: the held-out metric has the
+    decision's direction)."""
     return -1.0 if (ev.mode if metric is None else ev.mode_of(metric)) == "min" else 1.0
 
 
@@ -122,18 +126,6 @@ def dimension(dim: object) -> tuple[str, Any] | None:
         if dim.get(kind) is not None:
             return kind, dim[kind]
     return None
-
-
-def position(kind: str, bounds: Any, value: Any) -> float | None:
-    """Where `value` lies in a range, 0 at the low end, 1 at the high end (log scale for log_uniform)."""
-    if kind not in ("log_uniform", "uniform", "int") or not finite(value):
-        return None
-    lo, hi = float(bounds[0]), float(bounds[1])
-    if kind == "log_uniform":
-        if value <= 0 or lo <= 0:
-            return None
-        lo, hi, value = math.log(lo), math.log(hi), math.log(value)
-    return None if hi == lo else (float(value) - lo) / (hi - lo)
 
 
 # ---------------------------------------------------------------- curves and seed noise
@@ -160,7 +152,8 @@ class Curves:
 
 
 def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
-    """The arm's completed confirmation trials with a curve, one per seed (the contract's seed order)."""
+    """The arm's completed confirmation trials with a curve, one per seed (the contract's seed
+    order)."""
     out = {
         t.seed: t
         for t in ev.of(arm=arm, phase="confirm")
@@ -175,7 +168,8 @@ def confirmation_trials(ev: Evidence, arm: str) -> list[Trial]:
 
 
 def curves(ev: Evidence, arm: str) -> Curves | None:
-    """The decision metric's curves when every seed reports it at 2 or more common steps; else metric.name's."""
+    """The decision metric's curves when every seed reports it at 2 or more common steps; else
+    metric.name's."""
     trials = confirmation_trials(ev, arm)
     if len(trials) < 2:
         return None
@@ -202,16 +196,16 @@ def curves(ev: Evidence, arm: str) -> Curves | None:
 
 
 def identical_seeds(ev: Evidence, arm: str) -> list[Trial] | None:
-    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves (the rule the run's
-    own `seeds_identical` finding follows); else None."""
+    """The arm's confirmation trials when 2 or more seeds reported exactly the same curves (the
+    rule the run's own `seeds_identical` finding follows); else None."""
     trials = confirmation_trials(ev, arm)
     same = same_curve_every_seed((arm, t.seed, t.curve_key) for t in trials)
     return trials if arm in same else None
 
 
 def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]:
-    """(mean oriented change from step a to step b, half-width of its CI, whether the changes show no spread)
-    over the seeds, paired by seed."""
+    """(mean oriented change from step a to step b, half-width of its CI, whether the changes show
+    no spread) over the seeds, paired by seed."""
     diffs = [sign * (row[b] - row[a]) for row in c.values]
     n = len(diffs)
     sd = statistics.stdev(diffs) if n > 1 else math.nan
@@ -223,8 +217,9 @@ def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]
 
 
 def _tied(values: list[float]) -> bool:
-    """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is no evidence,
-    so nothing is inferred beyond it (a quantized metric, accuracy on few examples, ties)."""
+    """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is
+    no evidence, so nothing is inferred beyond it (a quantized metric, accuracy on few examples,
+    ties)."""
     return len(values) > 1 and bool(no_spread(np.asarray([values], dtype=float))[0])
 
 
@@ -262,7 +257,8 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
     a = max(j for j, s in enumerate(c.steps) if s <= cut)
     if a < last:
         gain, half, tied = _change(c, a, last, sign)
-        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads them
+        # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads
+        # them
         p_sign = 0.5 ** len(c.seeds) if tied and gain > 0 else None
         if gain >= floor and (
             (not tied and gain - half > 0) or (p_sign is not None and p_sign <= SIGN_LEVEL)
@@ -278,9 +274,11 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                     "still_improving",
                     arm,
                     "inference",
-                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step {c.steps[a]} to "
+                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step "
+                    f"{c.steps[a]} to "
                     f"{c.steps[last]}; {how}): the comparison at this exposure "
-                    "may be premature, and a slower learner's early score does not establish inferiority.",
+                    "may be premature, and a slower learner's early score does not establish "
+                    "inferiority.",
                     [
                         _curve_evidence(
                             c, [a, last], gain=gain, ci_half_width=half, floor=floor, p_sign=p_sign
@@ -298,8 +296,10 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                     "late_decline",
                     arm,
                     "observation",
-                    f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by step {c.steps[last]} "
-                    f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation decline, which picking the "
+                    f"{arm}'s {c.metric} peaks at step {c.steps[peak]} and falls by {_g(drop)} by "
+                    f"step {c.steps[last]} "
+                    f"(95 % CI ± {_g(half)} over {len(c.seeds)} seeds): an early validation "
+                    f"decline, which picking the "
                     "best checkpoint would hide, not answer.",
                     [_curve_evidence(c, [peak, last], drop=drop, ci_half_width=half, floor=floor)],
                 )
@@ -341,8 +341,8 @@ def diverged(ev: Evidence, arm: str) -> Finding | None:
         "diverged",
         arm,
         "observation",
-        f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went non-finite"
-        + (f" (their params: {said})." if said else "."),
+        f"{len(bad)} of {total} trials of {arm} diverged ({where}): a decision metric went "
+        f"non-finite" + (f" (their params: {said})." if said else "."),
         evidence,
     )
 
@@ -402,8 +402,10 @@ def diverged_region(ev: Evidence, arm: str) -> list[Finding]:
                 "diverged_region",
                 arm,
                 "inference",
-                f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} trials) and none of the "
-                f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} {_g(other)} did: "
+                f"In tuning, every {arm} trial with {key} {at} {_g(edge)} diverged ({len(d)} "
+                f"trials) and none of the "
+                f"{len(n)} that reached step {first} with {key} {'≤' if side == 'high' else '≥'} "
+                f"{_g(other)} did: "
                 f"divergence sits at the {side} end of {key}'s range {list(kb[1])}.",
                 [
                     {
@@ -431,107 +433,78 @@ def _selected(ev: Evidence, arm: str) -> dict[str, Any]:
     return ((ev.selection or {}).get("arms") or {}).get(arm) or {}
 
 
-def explored(ev: Evidence, arm: str, key: str, kind: str, bounds: Any) -> dict[str, Any] | None:
-    """What the arm's tuning draws of `key` explored of its declared range: the draws, their lowest and
-    highest value, and the share of the range between them (log scale for log_uniform); None for a key
-    with fewer than 2 distinct numeric draws."""
-    values = sorted(
-        {float(v) for t in ev.of(arm=arm, phase="tune") if finite(v := (t.params or {}).get(key))}
-    )
-    if len(values) < 2:
-        return None
-    low, high = position(kind, bounds, values[0]), position(kind, bounds, values[-1])
-    if low is None or high is None:
-        return None
-    draws = sum(1 for t in ev.of(arm=arm, phase="tune") if key in (t.params or {}))
-    return {"draws": draws, "low": values[0], "high": values[-1], "share": high - low,
-            "low_position": low, "high_position": high}  # fmt: skip
-
-
 def selected_at_boundary(ev: Evidence, arm: str) -> list[Finding]:
     """A selected value at the edge of its declared range, or at the edge of what the draws explored
-    with room left beyond it (the smallest or largest value drawn, the declared range going on past it):
-    either way the arm's optimum may lie where nothing was tried."""
+    with room left beyond it (the smallest or largest value drawn, the declared range going on past
+    it): either way the arm's optimum may lie where nothing was tried. Where it sits is computed
+    once, by planner._plan.explored, as the decision and the report say it."""
     sel = _selected(ev, arm)
+    chosen = sel.get("params") or {}
+    space = frozen_space(ev.contract, arm)
+    draws = [t.params or {} for t in ev.of(arm=arm, phase="tune")]
     out = []
-    for key, value in (sel.get("params") or {}).items():
-        kb = dimension(arm_space(ev, arm).get(key))
-        if kb is None:
-            continue
-        u = position(kb[0], kb[1], value)
-        if u is None:
-            continue
-        seen = explored(ev, arm, key, kb[0], kb[1])
-        if BOUNDARY < u < 1 - BOUNDARY:
-            if seen is not None:
-                out += _explored_edge(arm, sel, key, value, kb, u, seen)
-            continue
-        side = "low" if u <= BOUNDARY else "high"
-        scale = " (log scale)" if kb[0] == "log_uniform" else ""
-        out.append(
-            Finding(
-                "selected_at_boundary",
-                arm,
-                "observation",
-                f"{arm}'s selected {key} = {_g(value)} lies at {100 * u:.0f} % of its range {list(kb[1])}{scale}, in the "
-                f"outer {100 * BOUNDARY:.0f} % at the {side} end: the space may exclude {arm}'s optimum, and a tuned "
-                "comparison can flip once it does not.",
-                [_boundary_evidence(sel, key, value, kb, u, side)],
-                recipe={"change": "widen", "key": key, "side": side, "position": u},
+    for k in arm_reach(
+        arm, {key: space[key] for key in chosen if key in space}, draws, chosen
+    ).keys:
+        if k.edge_of == "explored":
+            out += _explored_edge(arm, sel, k)
+        elif k.edge_of == "range":
+            scale = " (log scale)" if k.kind == "log_uniform" else ""
+            u, bounds = k.position or 0.0, list(k.bounds)
+            out.append(
+                Finding(
+                    "selected_at_boundary",
+                    arm,
+                    "observation",
+                    f"{arm}'s selected {k.key} = {_g(k.selected)} lies at {100 * u:.0f} % of its "
+                    f"range {bounds}{scale}, in the outer {100 * BOUNDARY:.0f} % at the {k.edge} "
+                    f"end: the space may exclude {arm}'s optimum, and a tuned comparison can flip "
+                    "once it does not.",
+                    [_boundary_evidence(sel, k)],
+                    recipe={"change": "widen", "key": k.key, "side": k.edge, "position": u},
+                )
             )
-        )
     return out
 
 
-def _boundary_evidence(
-    sel: dict[str, Any],
-    key: str,
-    value: Any,
-    kb: tuple[str, Any],
-    u: float,
-    side: str,
-    **extra: Any,
-) -> dict[str, Any]:
+def _boundary_evidence(sel: dict[str, Any], k: KeyReach, **extra: Any) -> dict[str, Any]:
     """The evidence of a selected_at_boundary finding: the selected value and where it lies."""
-    return {"trial_id": sel.get("trial_id"), "key": key, "value": value, "range": list(kb[1]),
-            "kind": kb[0], "position": u, "side": side, **extra}  # fmt: skip
+    return {
+        "trial_id": sel.get("trial_id"),
+        "key": k.key,
+        "value": k.selected,
+        "range": list(k.bounds),
+        "kind": k.kind,
+        "position": k.position,
+        "side": k.edge,
+        **extra,
+    }
 
 
-def _explored_edge(
-    arm: str, sel: dict[str, Any], key: str, value: Any, kb: tuple[str, Any], u: float, seen: dict
-) -> list[Finding]:
-    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it by
-    more than the boundary band: a range the draws under-explored (the next control: more draws)."""
-    side = "low" if value <= seen["low"] else "high" if value >= seen["high"] else None
-    beyond = u if side == "low" else 1 - u
-    if side is None or beyond <= BOUNDARY:
-        return []
-    scale = ", log scale" if kb[0] == "log_uniform" else ""
-    word = "smallest" if side == "low" else "largest"
+def _explored_edge(arm: str, sel: dict[str, Any], k: KeyReach) -> list[Finding]:
+    """The selected value is the lowest or highest drawn, and the declared range goes on beyond it
+    by more than the boundary band: a range the draws under-explored (the next control: more
+    draws)."""
+    scale = ", log scale" if k.kind == "log_uniform" else ""
+    word = "smallest" if k.edge == "low" else "largest"
+    share, beyond = k.share or 0.0, k.beyond or 0.0
     return [
         Finding(
             "selected_at_boundary",
             arm,
             "observation",
-            f"{arm}'s selected {key} = {_g(value)} is the {word} of its {seen['draws']} draws, which "
-            f"explored {_g(seen['low'])}-{_g(seen['high'])}: {100 * seen['share']:.0f} % of the declared "
-            f"range {list(kb[1])}{scale}, {100 * beyond:.0f} % of it beyond the selected value never "
-            "tried. The value sits at the edge of what was explored, so the optimum may lie beyond it; "
+            f"{arm}'s selected {k.key} = {_g(k.selected)} is the {word} of its {k.draws} "
+            f"draws, which explored {_g(k.low)}-{_g(k.high)}: {100 * share:.0f} % of the declared "
+            f"range {list(k.bounds)}{scale}, {100 * beyond:.0f} % of it beyond the selected value "
+            "never tried. The value sits at the edge of what was explored, so the optimum may lie "
+            "beyond it; "
             "the decision's CI covers seed noise only, not this.",
             [
                 _boundary_evidence(
-                    sel,
-                    key,
-                    value,
-                    kb,
-                    u,
-                    side,
-                    explored=[seen["low"], seen["high"]],
-                    explored_share=seen["share"],
-                    draws=seen["draws"],
-                )  # fmt: skip
+                    sel, k, explored=[k.low, k.high], explored_share=k.share, draws=k.draws
+                )
             ],
-            recipe={"change": "draws", "key": key, "side": side, "position": u},
+            recipe={"change": "draws", "key": k.key, "side": k.edge, "position": k.position},
         )
     ]
 
@@ -560,8 +533,10 @@ def selection_optimism(ev: Evidence, arm: str) -> Finding | None:
         "selection_optimism",
         arm,
         "inference",
-        f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average {_g(mean)}: "
-        f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI (± {_g(half)}): "
+        f"{arm}'s selected trial scored {_g(score)} in tuning but its confirmation seeds average "
+        f"{_g(mean)}: "
+        f"{_g(optimism)} better in tuning, beyond the confirmation's {100 * CONFIDENCE:.0f} % CI "
+        f"(± {_g(half)}): "
         "the winner's curse of picking the best of many noisy trials.",
         [
             {
@@ -593,8 +568,9 @@ def _same_values(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
-    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while the two
-    arms were confirmed at different values: the arm may have lost that value to being judged early."""
+    """The arm's tuning trial at another arm's selected values was stopped at the first rung, while
+    the two arms were confirmed at different values: the arm may have lost that value to being
+    judged early."""
     tuning = ev.contract.get("tuning") or {}
     early = tuning.get("early_stop") or {}
     if early.get("rule") in (None, "none"):
@@ -621,10 +597,14 @@ def stopped_early_at_selected(ev: Evidence, arm: str) -> Finding | None:
             "stopped_early_at_selected",
             arm,
             "inference",
-            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the first rung "
-            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at different values "
-            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's early score does not "
-            f"establish that the value is worse for {arm}, so the arms may differ in how they were judged, not only "
+            f"{arm}'s tuning trial {t.trial_id} at {other}'s selected {values} was stopped at the "
+            f"first rung "
+            f"(step {t.exposure}, early_stop.grace {grace}) while the arms were confirmed at "
+            f"different values "
+            f"({arm}: {', '.join(f'{k}={_g(v)}' for k, v in mine.items())}): a slower starter's "
+            f"early score does not "
+            f"establish that the value is worse for {arm}, so the arms may differ in how they "
+            f"were judged, not only "
             "in the factor.",
             [
                 {
@@ -655,7 +635,8 @@ def _decision_rows(ev: Evidence) -> list[dict[str, Any]]:
 
 
 def seed_spread(ev: Evidence) -> list[Finding]:
-    """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this run's spread."""
+    """Decisions whose CI is wider than min_effect, with the seeds `plan power` asks for from this
+    run's spread."""
     min_effect = facts.contract_get(ev.contract, "acceptance.min_effect")
     if not finite(min_effect):
         return []
@@ -678,7 +659,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
         }
         need = power.get("seeds_80")
         said = (
-            f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds per arm for 80 % "
+            f"; from this run's spread (sd {_g(power['sd'])}) `plan power` asks for {need} seeds "
+            f"per arm for 80 % "
             f"power, {power['seeds_declared']} were declared"
             if need
             else f"; {power['why']}"
@@ -690,9 +672,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
                 "seed_spread",
                 d.get("arm"),
                 "observation",
-                f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than min_effect {_g(min_effect)}"
-                + said
-                + ".",
+                f"{d.get('arm')}'s CI [{_g(lo)}, {_g(hi)}] is {_g(hi - lo)} wide, wider than "
+                f"min_effect {_g(min_effect)}" + said + ".",
                 [item],
                 recipe={"change": "seeds", "seeds": need}
                 if need and need > power["seeds_declared"] and d.get("decision") == "inconclusive"
@@ -703,7 +684,8 @@ def seed_spread(ev: Evidence) -> list[Finding]:
 
 
 def _power(ev: Evidence) -> dict[str, Any]:
-    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan power` has them."""
+    """sd of the decision metric over the confirmation seeds and the seeds for 80 % power, as `plan
+    power` has them."""
 
     declared = len(facts.contract_get(ev.contract, "seeds", []))
     metric = ev.decision_metric
@@ -748,8 +730,9 @@ def _power(ev: Evidence) -> dict[str, Any]:
 
 
 def first_of_workers(ev: Evidence) -> list[Trial]:
-    """The first trial each worker process ran (by start time): it paid the process's start-up (imports such
-    as torch, a dataset's first read) that the worker's later trials did not. Empty without worker facts."""
+    """The first trial each worker process ran (by start time): it paid the process's start-up
+    (imports such as torch, a dataset's first read) that the worker's later trials did not. Empty
+    without worker facts."""
     first: dict[str, Trial] = {}
     for t in ev.trials:
         if t.worker is None or t.started is None or t.phase == "reeval":
@@ -760,7 +743,8 @@ def first_of_workers(ev: Evidence) -> list[Trial]:
 
 
 def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
-    """What the first trials of the workers paid before their first step, against the other trials."""
+    """What the first trials of the workers paid before their first step, against the other
+    trials."""
     ids = {t.trial_id for t in firsts}
     mine = [t.startup_s for t in firsts if t.startup_s is not None]
     others = [t.startup_s for t in ev.trials if t.trial_id not in ids and t.startup_s is not None]
@@ -776,8 +760,8 @@ def _startup(ev: Evidence, firsts: list[Trial]) -> dict[str, Any] | None:
 
 
 def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any] | None:
-    """The arm's median seconds and resource-seconds per trial, over the trials that ran the full exposure,
-    the first trial of each worker left out (while other trials remain)."""
+    """The arm's median seconds and resource-seconds per trial, over the trials that ran the full
+    exposure, the first trial of each worker left out (while other trials remain)."""
     full = [
         t
         for t in ev.of(arm=arm)
@@ -802,7 +786,8 @@ def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any]
 
 def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
     """The arms' cost compared like for like: the median seconds per step, and the median per-trial
-    resource-seconds of full-exposure trials without the start-up the first trial of each worker paid."""
+    resource-seconds of full-exposure trials without the start-up the first trial of each worker
+    paid."""
     rows = [c for c in cost if c["trials"]]
     if len(rows) < 2:
         return None
@@ -823,7 +808,8 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
     if not said:
         return None
     text = "; ".join(
-        f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} x)"
+        f"{what}: {hi['arm']} {_g(hi[key])} vs {lo['arm']} {_g(lo[key])} ({hi[key] / lo[key]:.2f} "
+        f"x)"
         for what, hi, lo, key in said
     )
     startup = _startup(ev, firsts)
@@ -831,8 +817,10 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         ""
         if not startup or not any(p["excluded"] for p in per_trial)
         else (
-            f" The first trial of each worker ({len(startup['first_trials'])}: {', '.join(startup['first_trials'][:3])}"
-            f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial figure: it paid a "
+            f" The first trial of each worker ({len(startup['first_trials'])}: "
+            f"{', '.join(startup['first_trials'][:3])}"
+            f"{' ...' if len(startup['first_trials']) > 3 else ''}) is left out of the per-trial "
+            f"figure: it paid a "
             f"start-up of {_g(startup['median_startup_s'])} s before its first step (the others "
             f"{_g(startup['others_median_startup_s'])} s), the worker's imports."
         )
@@ -869,7 +857,8 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
         "unequal_cost",
         said[0][1]["arm"],
         "observation",
-        f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact about cost, "
+        f"The arms' cost differs by more than {100 * (COST_RATIO - 1):.0f} % ({text}): a fact "
+        f"about cost, "
         "kept apart from the decision." + left_out,
         evidence,
     )
@@ -904,7 +893,8 @@ def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]
                 "heldout_exposure",
                 None,
                 "observation",
-                f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, over the "
+                f"The held-out metric {ev.heldout} was evaluated {ledger['evaluations']} times, "
+                f"over the "
                 f"cap of {ledger['cap']}.",
                 [ledger],
             )
@@ -984,8 +974,8 @@ def failures(ev: Evidence) -> list[Finding]:
 
 
 def _errors_said(items: list[dict[str, Any]]) -> str:
-    """Each error of the failed trials on one line, grouped as `plan run` groups them; the tracebacks stay in
-    trials.jsonl and the trials' logs."""
+    """Each error of the failed trials on one line, grouped as `plan run` groups them; the
+    tracebacks stay in trials.jsonl and the trials' logs."""
     groups = facts.failure_groups(items)
     shown = "; ".join(
         g["error"] + (f" (in {g['count']} trials, first {g['first']})" if g["count"] > 1 else "")
@@ -1029,8 +1019,9 @@ def seeds_identical_finding(ev: Evidence, arm: str) -> Finding | None:
 
 
 def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
-    """The run's decision found that the arm's tuning trials with different params reported the same curves
-    (decisions.json `tuned_values_identical`): the tuned values did not reach the run."""
+    """The run's decision found that the arm's tuning trials with different params reported the
+    same curves (decisions.json `tuned_values_identical`): the tuned values did not reach the
+    run."""
     logged = [
         f
         for f in _logged_findings(ev)
@@ -1043,7 +1034,8 @@ def tuned_values_finding(ev: Evidence, arm: str) -> Finding | None:
         "tuned_values_identical",
         arm,
         "observation",
-        f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned values "
+        f"{arm}'s {n} tuning trials with different params reported the same curves: the tuned "
+        f"values "
         "do not reach the run, so its selection is arbitrary and the arm was not tuned.",
         [{"source": "decisions.json", **f} for f in logged],
     )

@@ -1,4 +1,5 @@
-"""What ran, from the log alone: one row per materially different recipe, and what evidence is missing.
+"""What ran, from the log alone: one row per materially different recipe, and what evidence is
+missing.
 
 A recipe is an arm with its selected params (the confirmation and
 re-evaluation trials of one arm that received the same params) or an arm's
@@ -67,9 +68,9 @@ def _row(
 
 
 class BaselineConfigs:
-    """The baseline's logged configs, to compare a trial's with like for like: the baseline trial of the
-    same phase and seed when there is one (else its first confirmation trial, else its first trial), and
-    never on the keys planner sets per trial (the command's seed_key and budget_key)."""
+    """The baseline's logged configs, to compare a trial's with like for like: the baseline trial
+    of the same phase and seed when there is one (else its first confirmation trial, else its first
+    trial), and never on the keys planner sets per trial (the command's seed_key and budget_key)."""
 
     def __init__(self, ev: Evidence):
         trials = [t for t in ev.trials if t.arm == ev.baseline and t.config]
@@ -91,7 +92,8 @@ class BaselineConfigs:
 
 
 def what_ran(ev: Evidence) -> list[dict[str, Any]]:
-    """The rows of What ran: per arm, its tuning sweep, then each recipe it confirmed or re-evaluated."""
+    """The rows of What ran: per arm, its tuning sweep, then each recipe it confirmed or
+    re-evaluated."""
     base_config = BaselineConfigs(ev)
     selection = (ev.selection or {}).get("arms") or {}
     rows = []
@@ -122,13 +124,14 @@ def what_ran(ev: Evidence) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- missing evidence
 
-# A training loss by its name: loss, train_loss, training_loss, train/loss, loss_epoch, train_loss_step ...,
-# never val_loss or test_loss (a substring "loss" is not a training loss).
+# A training loss by its name: loss, train_loss, training_loss, train/loss, loss_epoch,
+# train_loss_step ..., never val_loss or test_loss (a substring "loss" is not a training loss).
 TRAIN_LOSS = re.compile(
     r"^(?:train(?:ing)?[_/.\- ]?)?loss(?:[_/.\-](?:epoch|step))?$", re.IGNORECASE
 )
-# A gradient norm or an update size by its name: grad_norm (the Trainer's), gradient_norm, grad/norm,
-# global_grad_norm, update_norm, param_update ... (a "norm" of another thing, layer_norm_weight, is not one).
+# A gradient norm or an update size by its name: grad_norm (the Trainer's), gradient_norm,
+# grad/norm, global_grad_norm, update_norm, param_update ... (a "norm" of another thing,
+# layer_norm_weight, is not one).
 UPDATE = re.compile(
     r"(?:^|[_/.\-])(?:grad(?:ient)?s?[_/.\-]?(?:l2[_/.\-]?)?norm|update[_/.\-]?(?:size|norm|ratio)"
     r"|param(?:eter)?[_/.\-]?update)(?:$|[_/.\-])",
@@ -137,7 +140,8 @@ UPDATE = re.compile(
 
 
 def declared_names(ev: Evidence) -> dict[str, str]:
-    """The metric names a `command:` contract declares (`command.metrics.names`: planner's name -> the column)."""
+    """The metric names a `command:` contract declares (`command.metrics.names`: planner's name ->
+    the column)."""
     command = ev.contract.get("command")
     metrics = (command or {}).get("metrics") if isinstance(command, dict) else None
     names = (metrics or {}).get("names") if isinstance(metrics, dict) else None
@@ -147,8 +151,9 @@ def declared_names(ev: Evidence) -> dict[str, str]:
 def training_loss(ev: Evidence, reported: set[str]) -> tuple[list[str], list[str]]:
     """(the training-loss names the trials reported, the ones declared but never reported).
 
-    With `command.metrics.names`, only the declared names count: planner's name or its column is a training
-    loss (`TRAIN_LOSS`). Without, the reported names that are one. `val_loss` is not a training loss.
+    With `command.metrics.names`, only the declared names count: planner's name or its column is a
+    training loss (`TRAIN_LOSS`). Without, the reported names that are one. `val_loss` is not a
+    training loss.
     """
     declared = declared_names(ev)
     if declared:
@@ -162,8 +167,9 @@ def training_loss(ev: Evidence, reported: set[str]) -> tuple[list[str], list[str
 
 
 def logged_columns(ev: Evidence) -> set[str]:
-    """The columns of a `command:` script's own metrics file, as one completed confirmation trial left it
-    (what the trial logged, read or not): the audit's evidence of what else the script measured."""
+    """The columns of a `command:` script's own metrics file, as one completed confirmation trial
+    left it (what the trial logged, read or not): the audit's evidence of what else the script
+    measured."""
     command = ev.contract.get("command")
     spec = (command or {}).get("metrics") if isinstance(command, dict) else None
     if not isinstance(spec, dict) or spec.get("format") not in _TABLES:
@@ -209,11 +215,13 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
             {
                 "what": "no training-loss metric",
                 "why": (
-                    "a flat or declining validation curve cannot be told apart as a failure to optimize or "
+                    "a flat or declining validation curve cannot be told apart as a failure to "
+                    "optimize or "
                     "to generalize without the training loss beside it"
                 )
                 + (
-                    f"; command.metrics.names declares {', '.join(unread)}, but no trial reported it"
+                    f"; command.metrics.names declares {', '.join(unread)}, but no trial reported "
+                    f"it"
                     if unread
                     else ""
                 ),
@@ -223,7 +231,8 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append(
             {
                 "what": "no gradient-norm or update-size metric",
-                "why": "exploding updates cannot be told from a learning rate that is merely too high, nor "
+                "why": "exploding updates cannot be told from a learning rate that is merely too "
+                "high, nor "
                 "divergence from a bad batch",
             }
         )
@@ -231,7 +240,8 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append(
             {
                 "what": "no held-out metric (metric.heldout)",
-                "why": "the decision is taken on the metric the configs were selected on, so it carries the "
+                "why": "the decision is taken on the metric the configs were selected on, so it "
+                "carries the "
                 "selection's optimism",
             }
         )
@@ -244,14 +254,16 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
         out.append(
             {
                 "what": "no commit in the identity",
-                "why": "the code that ran cannot be checked out again; only the trainable's source hash is known",
+                "why": "the code that ran cannot be checked out again; only the trainable's "
+                "source hash is known",
             }
         )
     elif code.get("dirty"):
         out.append(
             {
                 "what": "uncommitted changes in the identity",
-                "why": f"the commit {str(code.get('commit'))[:12]} is not the code that ran; only a hash of the "
+                "why": f"the commit {str(code.get('commit'))[:12]} is not the code that ran; only "
+                f"a hash of the "
                 "diff is recorded",
             }
         )
@@ -270,21 +282,24 @@ def missing_evidence(ev: Evidence, findings: list[Finding]) -> list[dict[str, st
             out.append(
                 {
                     "what": f"fewer than 2 completed confirmation seeds of {arm}",
-                    "why": "its seed noise is unknown, so flat, still_improving and late_decline are not computed",
+                    "why": "its seed noise is unknown, so flat, still_improving and late_decline "
+                    "are not computed",
                 }
             )
         elif identical_seeds(ev, arm) is not None:
             out.append(
                 {
                     "what": f"the seed noise of {arm}",
-                    "why": "its seeds gave identical curves (seeds_identical): curve findings are not computed",
+                    "why": "its seeds gave identical curves (seeds_identical): curve findings are "
+                    "not computed",
                 }
             )
         elif curves(ev, arm) is None:
             out.append(
                 {
                     "what": f"a curve of {arm}'s confirmation",
-                    "why": "its seeds do not report the decision metric or the tuning metric at 2 or more "
+                    "why": "its seeds do not report the decision metric or the tuning metric at 2 "
+                    "or more "
                     "common steps",
                 }
             )

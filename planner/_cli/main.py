@@ -38,9 +38,10 @@ from planner._core.text import terminal_safe
 from planner._core.version import VERSION
 from planner._store.files import write_atomic
 
-# Each command's own modules, imported when that command runs: they bring Ray and Optuna (run, reeval), pandas
-# (report, export), Hydra and pydantic (validate, schema, power, estimate) or SciPy (power, audit),
-# and `plan validate` or `plan status` must not pay for the others' (tests/e2e/test_validate_imports.py).
+# Each command's own modules, imported when that command runs: they bring Ray and Optuna (run,
+# reeval), pandas (report, export), Hydra and pydantic (validate, schema, power, estimate) or SciPy
+# (power, audit), and `plan validate` or `plan status` must not pay for the others'
+# (tests/e2e/test_validate_imports.py).
 audit = lazy_import("planner._audit.audit")
 contract_model = lazy_import("planner._contract.model")
 contract_validate = lazy_import("planner._contract.validate")
@@ -64,7 +65,8 @@ RUN_DIR_HELP = "a run folder (runs/<name>/<run id>), or runs/<name>/latest for t
 
 
 def _finite(text: str) -> float:
-    """A finite number on the command line (argparse turns the ValueError into a usage error, exit 2)."""
+    """A finite number on the command line (argparse turns the ValueError into a usage error, exit
+    2)."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(text)
@@ -265,7 +267,8 @@ def _add_power(sub) -> None:
         "--effect",
         type=_finite,
         default=None,
-        help="the true effect to plan for (default min_effect; required under acceptance.rule margin)",
+        help="the true effect to plan for (default min_effect; required under acceptance.rule "
+        "margin)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(handler=_cmd_power)
@@ -311,9 +314,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    # The result is printed (the run folder already closed and unlocked) before an embedded Ray is shut down;
-    # the process exits once it is, SIGINT and SIGTERM held off from the shutdown on (the result stands), to
-    # the process's exit when this is its own command line (called in-process, they are restored after).
+    # The result is printed (the run folder already closed and unlocked) before an embedded Ray is
+    # shut down; the process exits once it is, SIGINT and SIGTERM held off from the shutdown on
+    # (the result stands), to the process's exit when this is its own command line (called
+    # in-process, they are restored after).
     with driver.ray_shutdown_deferred(hold_signals_to_exit=getattr(args, "exits_after", False)):
         result = driver.run(
             args.contract,
@@ -334,7 +338,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _resume_argv(args: argparse.Namespace) -> list[str]:
-    """The options of this `plan run` that a `--resume` of it must repeat (the contract comes first)."""
+    """The options of this `plan run` that a `--resume` of it must repeat (the contract comes
+    first)."""
     out = [args.contract]
     if args.address:
         out += ["--address", args.address]
@@ -412,7 +417,8 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def _write_text(path: str, text: str) -> None:
-    """Write atomically with the one atomic writer (nothing left behind); an unwritable path is a usage error."""
+    """Write atomically with the one atomic writer (nothing left behind); an unwritable path is a
+    usage error."""
     try:
         write_atomic(path, text)
     except OSError as error:
@@ -467,9 +473,10 @@ def _watch_text(run_dir: str, interval: float) -> None:
 
 @contextlib.contextmanager
 def _frozen_gc():
-    """What is alive now (the modules, the run just read) left out of the cyclic collector's walks until the
-    block ends (gc.freeze): it lives until then, so a walk of it frees nothing. The html report
-    summarizes and draws after the read; each full collection there walked every module and the run again."""
+    """What is alive now (the modules, the run just read) left out of the cyclic collector's walks
+    until the block ends (gc.freeze): it lives until then, so a walk of it frees nothing. The html
+    report summarizes and draws after the read; each full collection there walked every module and
+    the run again."""
     gc.freeze()
     try:
         yield
@@ -538,7 +545,8 @@ def _add_audit(sub) -> None:
 def _cmd_audit(args: argparse.Namespace) -> int:
     if args.next and not args.force and os.path.lexists(args.next):
         raise UsageError(
-            f"{args.next} exists: it was left as it is (it may be your contract); give another file "
+            f"{args.next} exists: it was left as it is (it may be your contract); give another "
+            f"file "
             "name for --next, or pass --force to replace it"
         )
     found = audit.audit_run(args.run_dir)
@@ -651,9 +659,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Every byte `plan` prints goes through the redactor (secrets of the environment, URL userinfo, name=value).
+    """Every byte `plan` prints goes through the redactor (secrets of the environment, URL
+    userinfo, name=value).
 
-    Called with no `argv` (the `plan` command, `python -m planner`) the process ends here (`_exit_now`)."""
+    Called with no `argv` (the `plan` command, `python -m planner`) the process ends here
+    (`_exit_now`)."""
     saved = sys.stdout, sys.stderr
     redactor = Redactor.for_run()
     sys.stdout, sys.stderr = (
@@ -691,13 +701,14 @@ def _any_encoding(streams: Sequence[object]):
 def _exit_now(code: int) -> None:
     """End the process as Python's own exit does, less its teardown of every module and object.
 
-    In the order the interpreter follows at exit: the threads that are not daemons are joined (with the
-    callbacks `threading` runs first, which tell a thread pool's workers to stop), every exit handler runs
-    (Ray's shutdown hook, logging's flush and close, weak-reference finalizers such as a temporary folder's
-    cleanup), the standard streams are flushed; then the process ends with `code`. What is left out is the
-    interpreter freeing every object of every module one by one: 0.2 s with Ray imported and 0.5 s with
-    Ray Tune and Optuna as well, here, spent after the result was printed and the run folder was closed.
-    A Python without these functions exits the ordinary way."""
+    In the order the interpreter follows at exit: the threads that are not daemons are joined (with
+    the callbacks `threading` runs first, which tell a thread pool's workers to stop), every exit
+    handler runs (Ray's shutdown hook, logging's flush and close, weak-reference finalizers such as
+    a temporary folder's cleanup), the standard streams are flushed; then the process ends with
+    `code`. What is left out is the interpreter freeing every object of every module one by one:
+    0.2 s with Ray imported and 0.5 s with Ray Tune and Optuna as well, here, spent after the
+    result was printed and the run folder was closed. A Python without these functions exits the
+    ordinary way."""
     shutdown_threads = getattr(threading, "_shutdown", None)
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if shutdown_threads is None or run_exit_handlers is None:
@@ -763,7 +774,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
             raise
         print(
             f"plan {args.command}: internal error: {type(error).__name__}: {error}\n"
-            "This is a bug in planner. Run again with --debug (or PLANNER_DEBUG=1) to see the trace.",
+            "This is a bug in planner. Run again with --debug (or PLANNER_DEBUG=1) to see the "
+            "trace.",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

@@ -20,7 +20,8 @@ from planner._core.diagnostics import Diagnostic, Severity
 
 @dataclass
 class ResolvedBaseline:
-    """What a baseline reference stands for: the config (None when it could not be read) and where it came from."""
+    """What a baseline reference stands for: the config (None when it could not be read) and where
+    it came from."""
 
     config: dict[str, Any] | None
     source: dict[str, Any] = field(

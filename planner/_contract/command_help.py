@@ -1,15 +1,17 @@
 """What an argparse script accepts, read from its own `--help` (`command.args: argparse`).
 
-`plan validate` and `plan run` run the command once with `--help` (no shell, in the contract's folder,
-a few seconds at most) and read the options section argparse prints: each option string, and whether
-it takes a value. HfArgumentParser is argparse underneath and prints the same. The flags a trial gets
-are written from this (planner._trial.command_args): a boolean as the script's own `--flag`/`--no-flag`
-when it has that pair (`BooleanOptionalAction`), else `--flag=true|false` when the option takes a
-value (HfArgumentParser's booleans), else `--flag` alone for true (`store_true`).
+`plan validate` and `plan run` run the command once with `--help` (no shell, in the contract's
+folder, a few seconds at most) and read the options section argparse prints: each option string,
+and whether it takes a value. HfArgumentParser is argparse underneath and prints the same. The
+flags a trial gets are written from this (planner._trial.command_args): a boolean as the script's
+own `--flag`/`--no-flag` when it has that pair (`BooleanOptionalAction`), else `--flag=true|false`
+when the option takes a value (HfArgumentParser's booleans), else `--flag` alone for true
+(`store_true`).
 
 A script whose `--help` cannot be read (it needs a GPU to start, it takes long to import, it is not
-argparse) has its options read from its source instead (planner._contract.command_source), when that is
-unambiguous; else it gets no name check: `read_help` says why, and the flags are written without it.
+argparse) has its options read from its source instead (planner._contract.command_source), when
+that is unambiguous; else it gets no name check: `read_help` says why, and the flags are written
+without it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from planner._contract.paths import flatten, hydra_calls
 from planner._core.errors import CommandFailedError
 from planner._core.lazy import lazy_import
 
-# only `read_help` runs a script: `plan validate` of a contract without `command.args: argparse` never loads
-# the supervisor (psutil, ctypes) or subprocess (12-15 ms of its start-up)
+# only `read_help` runs a script: `plan validate` of a contract without `command.args: argparse`
+# never loads the supervisor (psutil, ctypes) or subprocess (12-15 ms of its start-up)
 subprocess = lazy_import("subprocess")
 supervisor = lazy_import("planner._core.supervisor")
 shlex = lazy_import("shlex")  # a `command:` line's words: a `trainable:` contract has none
@@ -45,11 +47,13 @@ SWITCH, VALUE, OPTIONAL = (
 
 _OPTION_LINE = re.compile(r"^\s{1,8}(-\S.*)$")
 
-OUTPUT_DIR = "${hydra:runtime.output_dir}"  # the one Hydra key an argparse script's config may name: planner fills it
+# the one Hydra key an argparse script's config may name: planner fills it
+OUTPUT_DIR = "${hydra:runtime.output_dir}"
 
 
 def command_argv(command: str | Sequence[str]) -> list[str]:
-    """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own interpreter."""
+    """`shlex.split(command)`, with a leading `python`/`python3` made the planner's own
+    interpreter."""
     if isinstance(command, str):
         try:
             argv = shlex.split(command)
@@ -67,8 +71,8 @@ def command_argv(command: str | Sequence[str]) -> list[str]:
 
 
 def flag_leaves(config: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The leaves of `config` that become flags, by dotted path: a null, an empty list or an empty mapping
-    is left out (the script's own default applies)."""
+    """The leaves of `config` that become flags, by dotted path: a null, an empty list or an empty
+    mapping is left out (the script's own default applies)."""
     return [
         (path, value)
         for path, value in flatten(config).items()
@@ -85,7 +89,8 @@ def unfit_for_flags(value: Any) -> str | None:
             return "a list holding mappings or lists, which argparse flags cannot carry"
         if isinstance(item, str) and hydra_calls(item.replace(OUTPUT_DIR, "")):
             return (
-                f"{item!r}: of Hydra's keys only {OUTPUT_DIR} means something to an argparse script "
+                f"{item!r}: of Hydra's keys only {OUTPUT_DIR} means something to an argparse "
+                f"script "
                 "(the trial's output folder)"
             )
     return None
@@ -93,8 +98,9 @@ def unfit_for_flags(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class ScriptHelp:
-    """The options of an argparse script: option string (`--optimizer.lr`) -> SWITCH | VALUE | OPTIONAL;
-    `read_from` says where they were read when not from its `--help` (planner._contract.command_source)."""
+    """The options of an argparse script: option string (`--optimizer.lr`) -> SWITCH | VALUE |
+    OPTIONAL; `read_from` says where they were read when not from its `--help`
+    (planner._contract.command_source)."""
 
     options: dict[str, str] = field(default_factory=dict)
     read_from: str = ""
@@ -143,8 +149,8 @@ def read_help(
 ) -> tuple[ScriptHelp | None, str]:
     """(the script's options, "") from running `argv --help`, or (None, why it could not be read).
 
-    The script runs under planner's supervisor, as a trial does: whatever it starts (a daemon at its top
-    level, a `setsid` child) ends with it, also when it is killed for taking too long."""
+    The script runs under planner's supervisor, as a trial does: whatever it starts (a daemon at
+    its top level, a `setsid` child) ends with it, also when it is killed for taking too long."""
     read_end, write_end = os.pipe()
     try:
         done = subprocess.run(
@@ -191,7 +197,8 @@ def read_help(
 
 
 def _drain(fd: int) -> dict:
-    """What the supervisor said on its status pipe (each line a JSON object, merged), the pipe closed."""
+    """What the supervisor said on its status pipe (each line a JSON object, merged), the pipe
+    closed."""
     data = b""
     try:
         os.set_blocking(fd, False)

@@ -1,5 +1,5 @@
-"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the checkpoints,
-an argparse script's flags, the program it runs (P520-P532, P940, P941).
+"""The rules for `command:` in its mapping form: seed and budget keys, the metrics file, the
+checkpoints, an argparse script's flags, the program it runs (P520-P532, P940, P941).
 
 `seed_key`, `budget_key` and `checkpoint.resume_key` are config paths the
 planner sets through Hydra overrides for a trial, so each must be a plain
@@ -50,9 +50,9 @@ difflib = lazy_import(
 
 
 def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
-    """P532: the command's program is not on the PATH (a name without a slash) or not a file (a path), or the
-    script it runs (`python train.py`) is not there: every trial would fail at its start. P944: that script
-    reads argparse flags and the contract does not say `args: argparse`."""
+    """P532: the command's program is not on the PATH (a name without a slash) or not a file (a
+    path), or the script it runs (`python train.py`) is not there: every trial would fail at its
+    start. P944: that script reads argparse flags and the contract does not say `args: argparse`."""
     if contract.command is None:
         return []
     report = _Report(loaded)
@@ -65,7 +65,8 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
     if not argv:
         return []
     program = argv[0]
-    # a name without a slash is looked for on the PATH only (as the trial's process is started: posix_spawnp)
+    # a name without a slash is looked for on the PATH only (as the trial's process is started:
+    # posix_spawnp)
     found = (
         (command_dir / program).is_file()
         if ("/" in program or os.sep in program)
@@ -86,7 +87,8 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             + ": every trial would fail to start",
             f"Write ./{program}."
             if here
-            else "Install it, or name it as plan run finds it (an absolute path, or python with the script).",
+            else "Install it, or name it as plan run finds it (an absolute path, or python with "
+            "the script).",
         )
         return report.items
     script = script_file(argv)
@@ -96,7 +98,8 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             where,
             f"the command runs {script!r}, which is not a file in {command_dir} (the folder "
             "the command runs in): every trial would fail at its start",
-            "Name the script by its path from the contract's folder, or set command.cwd to its folder.",
+            "Name the script by its path from the contract's folder, or set command.cwd to its "
+            "folder.",
         )
     elif script is not None and _argparse_not_said(contract, command_dir / script, script):
         report.add(
@@ -113,8 +116,8 @@ def check_program(contract, loaded: LoadedYaml) -> list[Diagnostic]:
 
 
 def _argparse_not_said(contract, path: Path, shown: str) -> bool:
-    """Whether the command's script is an argparse one (its source's add_argument calls read, no Hydra import)
-    while the contract does not say `args: argparse`."""
+    """Whether the command's script is an argparse one (its source's add_argument calls read, no
+    Hydra import) while the contract does not say `args: argparse`."""
     spec = contract.command
     if not isinstance(spec, str) and spec.args != "hydra":
         return False
@@ -149,7 +152,8 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
             "P524",
             ("command", "budget_key"),
             f"seed_key and budget_key are the same key {spec.seed_key!r}",
-            "Name the config key the app reads its seed from, and the one it reads its epochs or steps from.",
+            "Name the config key the app reads its seed from, and the one it reads its epochs or "
+            "steps from.",
         )
     if resume_key and resume_key in (spec.seed_key, spec.budget_key):
         report.add(
@@ -178,10 +182,11 @@ def check_command(contract, loaded: LoadedYaml, composed: ComposedArms | None) -
 def check_flags(
     contract, loaded: LoadedYaml, composed: ComposedArms | None
 ) -> tuple[list[Diagnostic], str | None, tuple[ScriptHelp | None, str] | None]:
-    """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), how their names were
-    checked, as the summary says it, and what `script_options` answered (None and None for a contract without
-    `args: argparse`, or with no configs): `plan run` hands that answer to the trainable, so the script's
-    `--help` (seconds, for a script that imports torch first) runs once, not again in the driver."""
+    """`args: argparse`: the diagnostics of the flags a trial passes (P530, P531, P941), how their
+    names were checked, as the summary says it, and what `script_options` answered (None and None
+    for a contract without `args: argparse`, or with no configs): `plan run` hands that answer to
+    the trainable, so the script's `--help` (seconds, for a script that imports torch first) runs
+    once, not again in the driver."""
     spec = contract.command
     configs = composed.configs if composed is not None and not composed.problems else {}
     if spec is None or isinstance(spec, str) or spec.args == "hydra" or not configs:
@@ -246,9 +251,10 @@ def _shown(value: Any) -> Any:
 def _check_flags(
     report: _Report, contract, configs: dict[str, dict], command_dir: Path
 ) -> tuple[str, tuple[ScriptHelp | None, str]]:
-    """Every config key a trial passes is a value a flag can carry (P531), and one of the script's options
-    (P530), read from its `--help`, else from its source (planner._contract.command_source); else a note
-    (P941). Returns how the names were checked, and the options read (or None) with why."""
+    """Every config key a trial passes is a value a flag can carry (P531), and one of the script's
+    options (P530), read from its `--help`, else from its source
+    (planner._contract.command_source); else a note (P941). Returns how the names were checked, and
+    the options read (or None) with why."""
     where = ("command", "args")
     keys: dict[str, Any] = {}
     for arm, config in configs.items():
@@ -259,7 +265,8 @@ def _check_flags(
                     "P531",
                     where,
                     f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
-                    "Give the key a scalar or a list of scalars, or remove it from the contract's config.",
+                    "Give the key a scalar or a list of scalars, or remove it from the contract's "
+                    "config.",
                 )
             keys.setdefault(key, value)
     if contract.tuning is not None:
@@ -275,8 +282,10 @@ def _check_flags(
             "P941",
             where,
             f"the flag names are not checked against the script: {why}",
-            "Make `<command> --help` print argparse's usage within a few seconds (import heavy libraries "
-            "after parsing the arguments), or add the options with literal add_argument calls in the "
+            "Make `<command> --help` print argparse's usage within a few seconds (import heavy "
+            "libraries "
+            "after parsing the arguments), or add the options with literal add_argument calls in "
+            "the "
             "script's own file, or check the names yourself: each trial passes --<key>=<value>.",
             severity="warning",
         )
@@ -294,7 +303,8 @@ def _check_flags(
                 place,
                 f"config key {key!r} would be passed as --{key}, which {lists}"
                 f"{f'; did you mean {near}?' if near else ''}",
-                "Name the config key as the script's option (without the leading --), or add the option "
+                "Name the config key as the script's option (without the leading --), or add the "
+                "option "
                 "to the script's parser.",
                 key=on_key,
             )
@@ -316,8 +326,9 @@ def _check_flags(
 
 
 def _flag_place(report: _Report, contract, key: str, where: tuple) -> tuple[tuple, bool]:
-    """Where the contract names the config key `key` (its tuning dimension, or its line in `config.values`),
-    and whether that place is a key; else `where` (a key from a config folder's files)."""
+    """Where the contract names the config key `key` (its tuning dimension, or its line in
+    `config.values`), and whether that place is a key; else `where` (a key from a config folder's
+    files)."""
     tuning, written = contract.tuning, report.loaded.positions
     if tuning is not None and key in tuning.space:
         return ("tuning", "space", key), True
@@ -373,7 +384,8 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
                     where,
                     f"command.{label} {key!r} is tuned in {space_label} ({', '.join(tuned)}): "
                     f"the planner sets it to the trial's {what}, so the tuned value is lost",
-                    f"Remove {', '.join(tuned)} from {space_label}, or point {role} at another key.",
+                    f"Remove {', '.join(tuned)} from {space_label}, or point {role} at another "
+                    f"key.",
                 )
     for arm, config in configs.items():
         value = get_path(config, key)
@@ -383,7 +395,8 @@ def _check_key(report: _Report, contract, configs: dict[str, dict], role: str, k
                 code,
                 where,
                 f"command.{label} {key!r} is not in arm {arm!r}'s composed config",
-                f"Use the dotted path of the key the app reads its {what} from (as in the app's config), "
+                f"Use the dotted path of the key the app reads its {what} from (as in the app's "
+                f"config), "
                 f"like {like}"
                 + (" (null in the config: a fresh start)." if role == "resume_key" else "."),
             )
@@ -491,7 +504,8 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
             report.add(
                 "P526",
                 ("command", "metrics", "heldout_file"),
-                "metrics.heldout_file is read only for the held-out metric, and the contract has no "
+                "metrics.heldout_file is read only for the held-out metric, and the contract has "
+                "no "
                 "metric.heldout",
                 "Set metric.heldout, or remove metrics.heldout_file.",
             )
@@ -515,9 +529,12 @@ def _check_metrics(report: _Report, contract, metrics) -> None:
         report.add(
             "P940",
             ("command", "metrics", "step"),
-            "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to 1, but "
-            "Lightning's CSVLogger counts epochs from 0 (its last epoch would fall one short of the budget)",
-            "Write step_base: 0 when the app's epochs count from 0, or step_base: 1 when they count from 1.",
+            "metrics.step is the CSV's `epoch` column and step_base is not given: it defaults to "
+            "1, but "
+            "Lightning's CSVLogger counts epochs from 0 (its last epoch would fall one short of "
+            "the budget)",
+            "Write step_base: 0 when the app's epochs count from 0, or step_base: 1 when they "
+            "count from 1.",
             severity="warning",
         )
 

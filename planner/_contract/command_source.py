@@ -1,22 +1,25 @@
-"""An argparse script's options: from its `--help`, else from the `add_argument` calls of its own file.
+"""An argparse script's options: from its `--help`, else from the `add_argument` calls of its own
+file.
 
-The usual training script imports torch, Lightning or transformers before it parses its arguments, and
-that alone takes longer than the few seconds its `--help` is given (planner._contract.command_help). Its
-options are then read from the script's source (Python's `ast`: nothing is run), when that reading is
-unambiguous:
+The usual training script imports torch, Lightning or transformers before it parses its arguments,
+and that alone takes longer than the few seconds its `--help` is given
+(planner._contract.command_help). Its options are then read from the script's source (Python's
+`ast`: nothing is run), when that reading is unambiguous:
 
-- the command is `python [interpreter options] <script> ...` or `<script>.py ...`, the script a regular file;
-- the file builds one `ArgumentParser(...)` (no `parents=`, no `prefix_chars=`, no `**kwargs`) and no
-  other kind of parser (`HfArgumentParser`, whose options come from dataclasses);
-- every `add_argument` call names its options as literal strings, with no `*args`/`**kwargs`, an `action`
-  of argparse's own (by name, or `argparse.BooleanOptionalAction`) and a literal `nargs`;
+- the command is `python [interpreter options] <script> ...` or `<script>.py ...`, the script a
+  regular file;
+- the file builds one `ArgumentParser(...)` (no `parents=`, no `prefix_chars=`, no `**kwargs`) and
+  no other kind of parser (`HfArgumentParser`, whose options come from dataclasses);
+- every `add_argument` call names its options as literal strings, with no `*args`/`**kwargs`, an
+  `action` of argparse's own (by name, or `argparse.BooleanOptionalAction`) and a literal `nargs`;
 - the parser and its groups are used only to add arguments, parse and print help, or are handed to a
-  function defined in the same file (whose parameter is then held to the same uses): a parser handed to
-  a library (`Trainer.add_argparse_args(parser)`), `add_subparsers`, an alias, could gain options unseen.
+  function defined in the same file (whose parameter is then held to the same uses): a parser
+  handed to a library (`Trainer.add_argparse_args(parser)`), `add_subparsers`, an alias, could gain
+  options unseen.
 
 Otherwise the names are not checked (P941), and the reason says which line stopped the reading. An
-option added under a condition (`if cuda: parser.add_argument(...)`) is counted as there: the check may
-miss a name the script lacks at run time, never refuse one it has.
+option added under a condition (`if cuda: parser.add_argument(...)`) is counted as there: the check
+may miss a name the script lacks at run time, never refuse one it has.
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ _INTERPRETER_VALUE_OPTIONS = ("-W", "-X")  # python's options that take the next
 
 
 def script_options(argv: Sequence[str], cwd: str | os.PathLike) -> tuple[ScriptHelp | None, str]:
-    """(the script's options, "") from its `--help`; else (its options read from its source, why the `--help`
-    could not be read); else (None, why neither could be)."""
+    """(the script's options, "") from its `--help`; else (its options read from its source, why
+    the `--help` could not be read); else (None, why neither could be)."""
     found, why = read_help(argv, cwd, timeout_s=command_help.HELP_TIMEOUT_S)
     if found is not None:
         return found, ""
@@ -85,8 +88,8 @@ def script_options(argv: Sequence[str], cwd: str | os.PathLike) -> tuple[ScriptH
 
 
 def script_file(argv: Sequence[str]) -> str | None:
-    """The script `argv` runs: the word after `python` and its options, or `argv[0]` when it is a `.py` file;
-    None for `python -m ...`, `python -c ...` and any other program."""
+    """The script `argv` runs: the word after `python` and its options, or `argv[0]` when it is a
+    `.py` file; None for `python -m ...`, `python -c ...` and any other program."""
     if argv and argv[0].endswith(".py"):
         return argv[0]
     if not argv or not _PYTHON.fullmatch(Path(argv[0]).name):
@@ -103,7 +106,8 @@ def script_file(argv: Sequence[str]) -> str | None:
 
 
 def options_in_source(path: Path, shown: str) -> tuple[ScriptHelp | None, str]:
-    """(the options the `add_argument` calls in the file at `path` add, "") or (None, why not); see the module."""
+    """(the options the `add_argument` calls in the file at `path` add, "") or (None, why not); see
+    the module."""
     tree, why = script_tree(path, shown)
     return (None, why) if tree is None else options_in_tree(tree, shown)
 
@@ -164,7 +168,8 @@ def _options(tree: ast.Module) -> tuple[dict[str, str] | None, str]:
             if not builds
             else f"it builds {len(builds)} argument parsers"
             if len(builds) != 1
-            else f"its parser is a {_called(builds[0])}, not argparse's own (line {builds[0].lineno})"
+            else f"its parser is a {_called(builds[0])}, not argparse's own (line "
+            f"{builds[0].lineno})"
         )
     build = builds[0]
     if len(build.args) > 4 or any(
@@ -250,8 +255,9 @@ def _assigned_name(call: ast.AST, parents: dict) -> str | None:
 
 
 def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
-    """ "" when this use of the parser `node` adds no option unseen: a group of it, a parameter it is handed to
-    and a name a function returning it is assigned to join `names`, to be held to the same uses."""
+    """ "" when this use of the parser `node` adds no option unseen: a group of it, a parameter it
+    is handed to and a name a function returning it is assigned to join `names`, to be held to the
+    same uses."""
     parents, functions = uses.parents, uses.functions
     parent = parents.get(node)
     if (
@@ -280,7 +286,10 @@ def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
                 continue
             name = _assigned_name(call, parents)
             if name is None:
-                return f"the parser {function}() returns is not assigned to a plain name (line {call.lineno})"
+                return (
+                    f"the parser {function}() returns is not assigned to a plain name (line "
+                    f"{call.lineno})"
+                )
             names.add(name)
         return "" if function else f"its parser is returned outside a function (line {node.lineno})"
     if isinstance(parent, ast.keyword):
@@ -306,7 +315,10 @@ def _use(node: ast.Name, uses: _Uses, names: set[str]) -> str:
     if isinstance(parent, ast.Attribute):
         return f"its parser's .{parent.attr} could add options unseen (line {node.lineno})"
     if isinstance(parent, ast.Call):
-        return f"its parser is handed to {ast.unparse(parent.func)}(), which could add options unseen (line {node.lineno})"
+        return (
+            f"its parser is handed to {ast.unparse(parent.func)}(), which could add options "
+            f"unseen (line {node.lineno})"
+        )
     return f"its parser is used in a way that could add options unseen (line {node.lineno})"
 
 
@@ -315,7 +327,8 @@ def _literal(node: ast.AST):
 
 
 def _added(call: ast.Call) -> tuple[dict[str, str] | None, str]:
-    """The options one `add_argument` call adds, with their kinds, or (None, why it cannot be read)."""
+    """The options one `add_argument` call adds, with their kinds, or (None, why it cannot be
+    read)."""
     line = call.lineno
     if any(isinstance(arg, ast.Starred) for arg in call.args) or any(
         kw.arg is None for kw in call.keywords

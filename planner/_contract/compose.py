@@ -66,7 +66,8 @@ MAX_CONFIG_BYTES = (
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:
     """True when OmegaConf would call a resolver (any resolver, by any spelling) to resolve `text`,
-    other than Hydra's own `${hydra:...}` when `hydra` is true (a `command:` app resolves it itself).
+    other than Hydra's own `${hydra:...}` when `hydra` is true (a `command:` app resolves it
+    itself).
 
     Read on OmegaConf's grammar (omegaconf.grammar_parser): any `interpolationResolver` node in the
     parse tree (planner._contract.paths.hydra_calls). Text that does not parse as a value is treated
@@ -77,8 +78,9 @@ def calls_resolver(text: str, *, hydra: bool = True) -> bool:
 
 
 def resolvers_called(text: str) -> list[str] | None:
-    """The names of the resolvers OmegaConf would call to resolve `text` (by its grammar, as `calls_resolver`
-    reads it), a built name (`${${r}:x}`) as written; None when `text` does not parse as a value."""
+    """The names of the resolvers OmegaConf would call to resolve `text` (by its grammar, as
+    `calls_resolver` reads it), a built name (`${${r}:x}`) as written; None when `text` does not
+    parse as a value."""
     if "${" not in text:
         return []
     from omegaconf import grammar_parser
@@ -106,7 +108,9 @@ class ComposeProblem:
     about the config dir or name itself).
     """
 
-    kind: str  # missing_dir | missing_config | missing_option | not_a_file | bad_override | no_such_key | resolver
+    # missing_dir | missing_config | missing_option | not_a_file | bad_override | no_such_key |
+    # resolver
+    kind: str
     # | compose_failed
     message: str
     arm: str
@@ -120,7 +124,8 @@ class ComposedArms:
 
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[ComposeProblem] = field(default_factory=list)
-    # the same configs before interpolations are resolved: tuned values are applied to these (`apply_params`)
+    # the same configs before interpolations are resolved: tuned values are applied to these
+    # (`apply_params`)
     raw: dict[str, dict[str, Any]] = field(default_factory=dict)
     composes: int = 0  # how many Hydra compose calls it took
 
@@ -135,12 +140,14 @@ class _Override:
 def compose_arms(
     contract, contract_dir: str | os.PathLike, baseline_config: dict[str, Any] | None = None
 ) -> ComposedArms:
-    """Compose every arm of `contract` (baseline first); collect problems, never raise for bad input.
+    """Compose every arm of `contract` (baseline first); collect problems, never raise for bad
+    input.
 
     `baseline_config` is the resolved config of a baseline from earlier work (docs/lineage.md): the
     baseline is that config exactly, and when the contract has no `config` the arms start from it.
-    `${hydra:...}` interpolations are allowed when the contract runs a `command:` (its Hydra resolves
-    them; planner sets `hydra.run.dir`), and refused like any other resolver call otherwise.
+    `${hydra:...}` interpolations are allowed when the contract runs a `command:` (its Hydra
+    resolves them; planner sets `hydra.run.dir`), and refused like any other resolver call
+    otherwise.
     """
     result = ComposedArms()
     hydra = getattr(contract, "command", None) is not None
@@ -182,7 +189,8 @@ def compose_arms(
                 result.problems += [
                     ComposeProblem(
                         "resolver",
-                        f"{name}'s defaults list calls a resolver ({text!r}); a contract's configs may only "
+                        f"{name}'s defaults list calls a resolver ({text!r}); a contract's "
+                        f"configs may only "
                         "reference other keys",
                         arm.name,
                         "config",
@@ -233,7 +241,8 @@ def _compose_one(
             problems.append(
                 ComposeProblem(
                     "resolver",
-                    f"override {ov.text!r} calls a resolver; contracts may only reference other keys, like "
+                    f"override {ov.text!r} calls a resolver; contracts may only reference other "
+                    f"keys, like "
                     f"${{model.width}}{_hydra_note(ov.text, hydra)}",
                     arm,
                     ov.source,
@@ -245,7 +254,8 @@ def _compose_one(
             problems.append(
                 ComposeProblem(
                     "bad_override",
-                    f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in tuning.space)",
+                    f"override {ov.text!r} is a sweep; an arm has one value per key (sweeps go in "
+                    f"tuning.space)",
                     arm,
                     ov.source,
                     ov.index,
@@ -312,7 +322,9 @@ def _compose_one(
         if problems:
             return None, problems
         container = OmegaConf.to_container(cfg, resolve=False)
-    else:  # Hydra's container (OmegaConf.to_container) with no value to set: OmegaConf and back would give it as it is
+    # Hydra's container (OmegaConf.to_container) with no value to set: OmegaConf and back would
+    # give it as it is
+    else:
         container = copy.deepcopy(composed)
     bad = _find_resolver_calls(container, hydra=hydra)
     if bad:
@@ -326,7 +338,8 @@ def _compose_one(
             )
             for path, text in bad
         ]
-    try:  # `${hydra:...}` stays as written: the app's Hydra resolves it when it runs (paths.resolve)
+    # `${hydra:...}` stays as written: the app's Hydra resolves it when it runs (paths.resolve)
+    try:
         resolved = resolve(container) if _to_resolve(container) else copy.deepcopy(container)
     except Exception as error:  # an interpolation to a missing key, a ??? value
         return None, [
@@ -355,9 +368,10 @@ def _compose_one(
 
 
 def _to_resolve(container) -> bool:
-    """Whether OmegaConf has anything to do in resolving `container` (an `OmegaConf.to_container` result): a string
-    that holds an interpolation (`${`, as OmegaConf tells one) or is the missing value `???`. Without one,
-    resolving gives the container back as it is, and is skipped (about 1 ms an arm)."""
+    """Whether OmegaConf has anything to do in resolving `container` (an `OmegaConf.to_container`
+    result): a string that holds an interpolation (`${`, as OmegaConf tells one) or is the missing
+    value `???`. Without one, resolving gives the container back as it is, and is skipped (about 1
+    ms an arm)."""
     return any(
         is_interpolation(value) or value == "???"
         for value in flatten(container, into_lists=True).values()
@@ -399,7 +413,8 @@ def _compose_base(base, base_dir: Path | None, group, arm: str, result):
         return [
             ComposeProblem(
                 "missing_option",
-                f"override {ov.text!r}: no such option in config group {ov.text.split('=')[0]!r}{hint}",
+                f"override {ov.text!r}: no such option in config group "
+                f"{ov.text.split('=')[0]!r}{hint}",
                 arm,
                 ov.source,
                 ov.index,
@@ -461,9 +476,9 @@ def compose_without_hydra_defaults(config_dir: Path, config_name: str, overrides
 
 
 def not_a_config_file(config_dir: Path, name: str) -> str | None:
-    """Why `<config_dir>/<name>.yaml`, which exists, is no config Hydra reads (it is a FIFO, a device, a folder, a
-    link to nothing), or None: it is a regular file, or there is none. A link is followed, as Hydra follows it;
-    nothing is opened."""
+    """Why `<config_dir>/<name>.yaml`, which exists, is no config Hydra reads (it is a FIFO, a
+    device, a folder, a link to nothing), or None: it is a regular file, or there is none. A link
+    is followed, as Hydra follows it; nothing is opened."""
     if not name:
         return None
     path = config_dir / (
@@ -478,13 +493,15 @@ def not_a_config_file(config_dir: Path, name: str) -> str | None:
     if stat.S_ISREG(mode):
         return None
     return (
-        f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only from a "
+        f"{shown_path(path)} is {file_kind(mode)}, not a regular file: Hydra reads a config only "
+        f"from a "
         "regular file, and planner opens no other"
     )
 
 
 def yaml_file_error(error: BaseException | None) -> str | None:
-    """`file:line:column: problem (context)` for a YAML syntax error in a config file, None for other errors.
+    """`file:line:column: problem (context)` for a YAML syntax error in a config file, None for
+    other errors.
 
     Hydra raises (or wraps, as the cause) the YAML parser's error, whose marks
     name the broken file and position; the file is shown relative to the
@@ -507,7 +524,8 @@ def yaml_file_error(error: BaseException | None) -> str | None:
 
 
 def _mentioned(error: BaseException, group) -> _Override | None:
-    """The group override whose key Hydra's message names ("Could not override 'optimizer@'"), if any."""
+    """The group override whose key Hydra's message names ("Could not override 'optimizer@'"), if
+    any."""
     text = str(error)
     for ov, item in group:
         key = item.key_or_group + (f"@{item.package}" if item.package else "")
@@ -554,7 +572,8 @@ def _apply_value_override(cfg, ov: _Override, item, arm: str) -> ComposeProblem 
         if item.is_add() and exists:
             return ComposeProblem(
                 "bad_override",
-                f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change it",
+                f"override {ov.text!r} adds {key!r}, which exists already; drop the '+' to change "
+                f"it",
                 arm,
                 ov.source,
                 ov.index,
@@ -596,13 +615,14 @@ _ABSENT = object()
 
 
 def near_key(cfg, key: str) -> str | None:
-    """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when none is near."""
+    """The config's key closest to `key` (a typo: `model.hiden` -> `model.hidden`), or None when
+    none is near."""
     return near_path(flatten(OmegaConf.to_container(cfg, resolve=False)), key)
 
 
 def near_path(leaves, key: str) -> str | None:
-    """Of the dotted paths `leaves` (and the groups above them), the one closest to `key`, or None: a typo
-    (`model.hiden` -> `model.hidden`), or a sibling whose name is the other's initials
+    """Of the dotted paths `leaves` (and the groups above them), the one closest to `key`, or None:
+    a typo (`model.hiden` -> `model.hidden`), or a sibling whose name is the other's initials
     (`optim.learning_rate` <-> `optim.lr`). The one suggestion rule of every "did you mean"."""
     keys = set(leaves)
     keys |= {
@@ -632,8 +652,8 @@ def _initials(name: str) -> str | None:
 
 
 def _find_resolver_calls(node, *, hydra: bool = False) -> list[tuple[str, str]]:
-    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that calls a resolver
-    (`${hydra:...}` counted only when `hydra` is false)."""
+    """(dotted path, text) of every string in `node` (walked into lists, by the one flatten) that
+    calls a resolver (`${hydra:...}` counted only when `hydra` is false)."""
     if isinstance(node, str):
         return [("", node)] if calls_resolver(node, hydra=hydra) else []
     return [
@@ -647,27 +667,29 @@ def _hydra_note(text: str, hydra: bool) -> str:
     """Why a `${hydra:...}` the text holds is refused here, or ""."""
     if not hydra and hydra_calls(text):
         return (
-            "; ${hydra:...} is resolved by a `command:` app's Hydra when it runs, and this contract's "
+            "; ${hydra:...} is resolved by a `command:` app's Hydra when it runs, and this "
+            "contract's "
             "`trainable:` runs without Hydra"
         )
     return ""
 
 
 class ConfigFiles(list):
-    """The YAML files `config_files` found, in walk order; `cut` says where the walk stopped short, or is None."""
+    """The YAML files `config_files` found, in walk order; `cut` says where the walk stopped short,
+    or is None."""
 
     cut: str | None = None
 
 
 def config_files(base: Path) -> ConfigFiles:
-    """The YAML files under `base` as Hydra reads them: links to files and folders followed (Hydra follows them,
-    so a linked `config.yaml` or `model/` is checked like a plain one), each folder walked once (a link loop
-    ends), folders in name order, depth first. Every check of a config dir's files walks it so (P205 of a
-    defaults list or a `hydra:` node, P230).
+    """The YAML files under `base` as Hydra reads them: links to files and folders followed (Hydra
+    follows them, so a linked `config.yaml` or `model/` is checked like a plain one), each folder
+    walked once (a link loop ends), folders in name order, depth first. Every check of a config
+    dir's files walks it so (P205 of a defaults list or a `hydra:` node, P230).
 
-    The walk is bounded, so a link to / or to a data tree costs no more than a large config dir: at most
-    MAX_CONFIG_ENTRIES names listed, MAX_CONFIG_DEPTH folders deep, MAX_CONFIG_FILES YAML files of
-    MAX_CONFIG_BYTES in all; past a bound `cut` says which (P907)."""
+    The walk is bounded, so a link to / or to a data tree costs no more than a large config dir: at
+    most MAX_CONFIG_ENTRIES names listed, MAX_CONFIG_DEPTH folders deep, MAX_CONFIG_FILES YAML
+    files of MAX_CONFIG_BYTES in all; past a bound `cut` says which (P907)."""
     found = ConfigFiles()
     try:
         if not base.is_dir():  # P200 says so
@@ -714,8 +736,9 @@ def config_files(base: Path) -> ConfigFiles:
 
 
 def _listing(folder: str, listed: int) -> tuple[list[str], list[str], int]:
-    """(folders, other names) in `folder`, links to folders among the folders, as the walk's count `listed`
-    goes up by each name, stopping past MAX_CONFIG_ENTRIES (a folder of millions is not listed in full)."""
+    """(folders, other names) in `folder`, links to folders among the folders, as the walk's count
+    `listed` goes up by each name, stopping past MAX_CONFIG_ENTRIES (a folder of millions is not
+    listed in full)."""
     dirs: list[str] = []
     files: list[str] = []
     try:
@@ -736,8 +759,9 @@ def _listing(folder: str, listed: int) -> tuple[list[str], list[str], int]:
 
 
 def read_config_file(path: Path, max_bytes: int | None = None) -> str | None:
-    """The text of `path` (a link followed, as Hydra does) when it is a regular file (of at most `max_bytes`);
-    None for a FIFO, a device, a dangling link (opened without blocking: a FIFO never stalls validation)."""
+    """The text of `path` (a link followed, as Hydra does) when it is a regular file (of at most
+    `max_bytes`); None for a FIFO, a device, a dangling link (opened without blocking: a FIFO never
+    stalls validation)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:

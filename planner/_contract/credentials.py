@@ -1,16 +1,18 @@
-"""No credential enters a contract or a config (P230), and no resolver hides in a Hydra file's `hydra:` node.
+"""No credential enters a contract or a config (P230), and no resolver hides in a Hydra file's
+`hydra:` node.
 
-What a trainable receives is recorded exactly (planner._core.redact): so a credential must never be in
-what it receives from the contract. `check_credentials` refuses, without printing the value:
+What a trainable receives is recorded exactly (planner._core.redact): so a credential must never be
+in what it receives from the contract. `check_credentials` refuses, without printing the value:
 
-- a text under a credential's name that could be one (`db_password: hunter2`; not `pad_token: "<pad>"`,
-  not `token_dropout: 0.1`), and a text of a credential's shape anywhere (`hf_...`, `sk-...`, a URL with
-  user:password, ...): in the contract itself (config values, overrides, tuning choices, `command:`),
-  in every arm's composed config, and in every Hydra config file of `config.dir`, its `hydra:` node
-  included (links to files and folders followed, as Hydra follows them: planner._contract.compose.config_files);
+- a text under a credential's name that could be one (`db_password: hunter2`; not `pad_token:
+  "<pad>"`, not `token_dropout: 0.1`), and a text of a credential's shape anywhere (`hf_...`,
+  `sk-...`, a URL with user:password, ...): in the contract itself (config values, overrides,
+  tuning choices, `command:`), in every arm's composed config, and in every Hydra config file of
+  `config.dir`, its `hydra:` node included (links to files and folders followed, as Hydra follows
+  them: planner._contract.compose.config_files);
 - a resolver call in a Hydra config file's `hydra:` node (P205), which composing never reads but the
-  trainable's own Hydra resolves (`${oc.env:HF_TOKEN}` as a log file name); only Hydra's own `now` and
-  `hydra` resolvers are allowed there (`hydra.run.dir: outputs/${now:%Y-%m-%d}`).
+  trainable's own Hydra resolves (`${oc.env:HF_TOKEN}` as a log file name); only Hydra's own `now`
+  and `hydra` resolvers are allowed there (`hydra.run.dir: outputs/${now:%Y-%m-%d}`).
 
 What is a credential is decided in planner._core.redact, the one place the scrubber also reads.
 """
@@ -27,8 +29,10 @@ from planner._core.redact import Redactor, credentials_in, secret_values
 CODE = "P230"
 HINT = (
     "Pass a credential through the environment instead: export it in the shell that runs plan (an "
-    "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the script; "
-    "planner never records the environment, and records a contract and its configs exactly as they are"
+    "environment variable such as HF_TOKEN) and read it with os.environ in the trainable or the "
+    "script; "
+    "planner never records the environment, and records a contract and its configs exactly as "
+    "they are"
 )
 
 
@@ -41,7 +45,8 @@ def _dotted(path: tuple[Any, ...]) -> str:
 def check_credentials(
     contract, loaded, composed, contract_dir: str | os.PathLike
 ) -> list[Diagnostic]:
-    """Every credential in the contract, its composed configs and its Hydra files, as Diagnostics (P230, P205)."""
+    """Every credential in the contract, its composed configs and its Hydra files, as Diagnostics
+    (P230, P205)."""
     out: list[Diagnostic] = []
 
     def add(
@@ -96,7 +101,8 @@ def check_credentials(
                     ("config", "dir"),
                     f"the walk of config.dir {config_dir!r} stopped at {what}: its files "
                     "past that are not checked for credentials (P230) or resolver calls (P205)",
-                    "Keep config.dir to the Hydra configs: move data, outputs and environments out of it, or "
+                    "Keep config.dir to the Hydra configs: move data, outputs and environments "
+                    "out of it, or "
                     "remove the link to a large folder",
                     severity="warning",
                 )
@@ -105,7 +111,8 @@ def check_credentials(
                     code,
                     ("config", "dir"),
                     f"{name}: {path} calls a resolver in Hydra's own `hydra:` node; the "
-                    "script's Hydra would resolve it (reading the environment into a log file name)",
+                    "script's Hydra would resolve it (reading the environment into a log file "
+                    "name)",
                     "Write the value itself in the hydra: node, or leave it out",
                 )
             else:
@@ -119,8 +126,9 @@ def check_credentials(
 
 
 def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
-    """(file, dotted key, what, code) of every credential (P230) in the Hydra files under `base`, of every
-    resolver call in a file's `hydra:` node (P205), and, last, where the walk of `base` stopped short (P907)."""
+    """(file, dotted key, what, code) of every credential (P230) in the Hydra files under `base`,
+    of every resolver call in a file's `hydra:` node (P205), and, last, where the walk of `base`
+    stopped short (P907)."""
     import yaml
 
     from planner._contract.compose import calls_resolver, config_files, read_config_file
@@ -153,8 +161,9 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
     return found
 
 
-# Hydra's own resolvers, which read the clock or Hydra's own state (neither the environment nor user code):
-# `hydra.run.dir: outputs/${now:%Y-%m-%d}` is how Hydra apps are written; in the hydra: node they are allowed.
+# Hydra's own resolvers, which read the clock or Hydra's own state (neither the environment nor
+# user code): `hydra.run.dir: outputs/${now:%Y-%m-%d}` is how Hydra apps are written; in the hydra:
+# node they are allowed.
 HYDRA_OWN_RESOLVERS = frozenset({"now", "hydra"})
 
 
@@ -169,8 +178,9 @@ def _only_hydra_own(text: str) -> bool:
 
 
 def without_credentials(diagnostics: list[Diagnostic], loaded, composed) -> list[Diagnostic]:
-    """`diagnostics` with every credential of the contract and its configs cut from their messages and hints:
-    once P230 has found one, another rule (P300's two values, P204's override) must not print it either."""
+    """`diagnostics` with every credential of the contract and its configs cut from their messages
+    and hints: once P230 has found one, another rule (P300's two values, P204's override) must not
+    print it either."""
     if not any(d.code == CODE for d in diagnostics):
         return diagnostics
     from dataclasses import replace

@@ -1,4 +1,5 @@
-"""The rules of the contract's `data` section (docs/data.md): P600-P619 errors, P920-P924 warnings."""
+"""The rules of the contract's `data` section (docs/data.md): P600-P619 errors, P920-P924
+warnings."""
 
 from __future__ import annotations
 
@@ -76,7 +77,8 @@ def check_data(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 "P605",
                 ("data", "unit"),
                 f"data.unit {data.unit!r} is also a name in independent.by",
-                "independent.by names the ids themselves `unit`; give data.unit a noun for the report, "
+                "independent.by names the ids themselves `unit`; give data.unit a noun for the "
+                "report, "
                 "like `image`, that is not a group name.",
             )
     _twice(report, data.fixed, ("data", "fixed"), "P603", "split")
@@ -91,7 +93,8 @@ def check_data(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             report.add(
                 "P920",
                 path,
-                f"data.{what} names {', '.join(unchecked)}, not in data.require: a trial that never logs "
+                f"data.{what} names {', '.join(unchecked)}, not in data.require: a trial that "
+                f"never logs "
                 f"{'it' if len(unchecked) == 1 else 'them'} passes the check unchecked",
                 f"Add {', '.join(unchecked)} to data.require, so that a trial without "
                 f"{'it' if len(unchecked) == 1 else 'them'} is a protocol error.",
@@ -101,9 +104,11 @@ def check_data(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add(
             "P921",
             ("data", "matched"),
-            "data.matched is false: the arms may train and test on different data at the same seed, and "
+            "data.matched is false: the arms may train and test on different data at the same "
+            "seed, and "
             "the comparison is then not matched",
-            "Remove `matched: false` unless the factor is the data itself, and say so in the hypothesis.",
+            "Remove `matched: false` unless the factor is the data itself, and say so in the "
+            "hypothesis.",
             severity="warning",
         )
     return report.items

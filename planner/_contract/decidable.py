@@ -1,4 +1,5 @@
-"""Contracts whose decision is void or wrong before any compute is spent (docs/contract.md, P414-P417, P904, P935).
+"""Contracts whose decision is void or wrong before any compute is spent (docs/contract.md,
+P414-P417, P904, P935).
 
 P414 (error)    failures.diverged_value is not a finite number (.inf, -.inf, .nan): a diverged
                 seed would give the decision an infinite or undefined mean.
@@ -27,7 +28,8 @@ from planner._contract.rules import _Report
 from planner._core.diagnostics import Diagnostic
 from planner._stats.attainable import fewest_seeds_to_accept, smallest_p_value
 
-# Words that say which way a metric is better, as names spell them (`val_loss`, `test/acc`, `eval_f1`, `valPerplexity`).
+# Words that say which way a metric is better, as names spell them (`val_loss`, `test/acc`,
+# `eval_f1`, `valPerplexity`).
 _LOWER_IS_BETTER = frozenset(
     {
         "loss",
@@ -70,7 +72,8 @@ _HIGHER_IS_BETTER = frozenset(
 
 
 def direction_of(name: str) -> str | None:
-    """`min` or `max` when the metric's name says which way it is better (one kind of word in it), else None."""
+    """`min` or `max` when the metric's name says which way it is better (one kind of word in it),
+    else None."""
     words = set(re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()))
     lower, higher = bool(words & _LOWER_IS_BETTER), bool(words & _HIGHER_IS_BETTER)
     return None if lower == higher else ("min" if lower else "max")
@@ -82,7 +85,8 @@ def _check_directions(report: _Report, metric) -> None:
         report.add(
             "P416",
             ("metric", "heldout_mode"),
-            "metric.heldout_mode is given without metric.heldout: it directs nothing (the decision reads "
+            "metric.heldout_mode is given without metric.heldout: it directs nothing (the "
+            "decision reads "
             "metric.name in metric.mode's direction)",
             "Remove heldout_mode, or name the held-out metric the decision uses in metric.heldout.",
         )
@@ -104,19 +108,24 @@ def _check_directions(report: _Report, metric) -> None:
         report.add(
             "P417",
             ("metric", "heldout"),
-            f"metric.heldout {metric.heldout!r} reads as a metric to {_VERB[held]}, but the decision would "
-            f"read it in metric.mode's direction ({metric.mode}, set for {metric.name!r}): it would call "
+            f"metric.heldout {metric.heldout!r} reads as a metric to {_VERB[held]}, but the "
+            f"decision would "
+            f"read it in metric.mode's direction ({metric.mode}, set for {metric.name!r}): it "
+            f"would call "
             "the better arm worse",
-            f"Say how the held-out metric is read: heldout_mode: {held} (and mode: {metric.mode} stays "
+            f"Say how the held-out metric is read: heldout_mode: {held} (and mode: {metric.mode} "
+            f"stays "
             f"the tuning's), or choose a held-out metric that moves like {metric.name}.",
         )
     elif metric.heldout_mode is not None and held is not None and held != metric.heldout_mode:
         report.add(
             "P935",
             ("metric", "heldout_mode"),
-            f"metric.heldout {metric.heldout!r} reads as a metric to {_VERB[held]}, but metric.heldout_mode "
+            f"metric.heldout {metric.heldout!r} reads as a metric to {_VERB[held]}, but "
+            f"metric.heldout_mode "
             f"is {metric.heldout_mode}: the decision would favour the worse arm",
-            f"Check the direction: heldout_mode: {held} if a {'lower' if held == 'min' else 'higher'} "
+            f"Check the direction: heldout_mode: {held} if a "
+            f"{'lower' if held == 'min' else 'higher'} "
             f"{metric.heldout} is better.",
             severity="warning",
         )
@@ -137,17 +146,21 @@ def check_decidable(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             f"failures.diverged_value is {value}: a diverged seed would enter the decision as a "
             "non-finite value, and the mean of the arm would be undefined",
             "Give the worst finite value of the metric (for accuracy 0.0; for a loss, a large loss "
-            "such as 10.0), or remove diverged_value to make a diverged seed leave the arm incomplete.",
+            "such as 10.0), or remove diverged_value to make a diverged seed leave the arm "
+            "incomplete.",
         )
     a = contract.acceptance
     if a.rule == "margin" and contract.confirmation.looks > 1:
         report.add(
             "P415",
             ("acceptance", "rule"),
-            f"acceptance.rule margin with confirmation.looks {contract.confirmation.looks}: sequential "
-            "looks stop and decide by the estimate rule (CI above 0, estimate >= min_effect), so the "
+            f"acceptance.rule margin with confirmation.looks {contract.confirmation.looks}: "
+            f"sequential "
+            "looks stop and decide by the estimate rule (CI above 0, estimate >= min_effect), so "
+            "the "
             "margin would not be what decides",
-            "Use rule: estimate with looks, or remove confirmation.looks to decide on all seeds by the margin.",
+            "Use rule: estimate with looks, or remove confirmation.looks to decide on all seeds "
+            "by the margin.",
         )
     m = len(contract.arms)
     level = a.alpha if a.correction == "none" or m <= 1 else a.alpha / m
@@ -163,8 +176,10 @@ def check_decidable(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add(
             "P904",
             ("acceptance", "test"),
-            f"the bootstrap test cannot accept with {n} seeds per arm at alpha {level:.4g}{under}: its "
-            f"smallest p is {smallest_p_value(n, n):.3g}, so every arm would end inconclusive with an "
+            f"the bootstrap test cannot accept with {n} seeds per arm at alpha "
+            f"{level:.4g}{under}: its "
+            f"smallest p is {smallest_p_value(n, n):.3g}, so every arm would end inconclusive "
+            f"with an "
             "unbounded CI after the compute is spent",
             f"Use at least {need} seeds per arm, or test: welch.",
             severity="warning",

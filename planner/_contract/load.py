@@ -70,7 +70,8 @@ class LoadedYaml:
             if path in self.positions:
                 value_position = self.positions[path]
                 if key_position and value_position[0] > key_position[0]:
-                    return key_position  # a block mapping or list: point at its key, not its first item
+                    # a block mapping or list: point at its key, not its first item
+                    return key_position
                 return value_position
             if not path:
                 return (1, 1)
@@ -79,7 +80,8 @@ class LoadedYaml:
 
 
 def format_path(path: Path_) -> str:
-    """("tuning", "space", "optimizer.lr") -> 'tuning.space["optimizer.lr"]'; ("arms", 0) -> "arms.0"."""
+    """("tuning", "space", "optimizer.lr") -> 'tuning.space["optimizer.lr"]'; ("arms", 0) ->
+    "arms.0"."""
     out = ""
     for part in path:
         text = str(part)
@@ -138,9 +140,11 @@ def read_text(path: str | os.PathLike) -> str:
                     [
                         _diag(
                             "P002",
-                            f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a contract",
+                            f"the file is {size:,} bytes, over the {MAX_BYTES:,}-byte limit for a "
+                            f"contract",
                             file,
-                            "A contract is a short YAML file; put large data elsewhere and name it under data.fingerprint.",
+                            "A contract is a short YAML file; put large data elsewhere and name "
+                            "it under data.fingerprint.",
                         )
                     ]
                 )
@@ -193,7 +197,8 @@ def read_text(path: str | os.PathLike) -> str:
             [
                 _diag(
                     "P003",
-                    f"the file is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset {error.start})",
+                    f"the file is not UTF-8 text (byte 0x{raw[error.start]:02x} at offset "
+                    f"{error.start})",
                     file,
                     "Save the contract as UTF-8.",
                     line,
@@ -204,7 +209,8 @@ def read_text(path: str | os.PathLike) -> str:
 
 
 def load_yaml(path: str | os.PathLike) -> LoadedYaml:
-    """Read and parse a contract file; raise `ContractFileError` or `ContractError` with Diagnostics."""
+    """Read and parse a contract file; raise `ContractFileError` or `ContractError` with
+    Diagnostics."""
     return parse_yaml(read_text(path), str(path))
 
 
@@ -231,7 +237,8 @@ def parse_yaml(text: str, file: str = "<contract>") -> LoadedYaml:
                 [
                     _diag(
                         "P003",
-                        f"the file is not YAML text: {error.reason} (character {error.character!r})",
+                        f"the file is not YAML text: {error.reason} (character "
+                        f"{error.character!r})",
                         file,
                         "Save the contract as UTF-8 text.",
                     )
@@ -447,7 +454,8 @@ class _Builder:
         if self.nodes > MAX_NODES:
             raise _LimitError(
                 "P006",
-                f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they name)",
+                f"the file expands to more than {MAX_NODES:,} values (aliases repeat what they "
+                f"name)",
                 "Write the values out instead of nesting aliases.",
                 _mark(node),
             )

@@ -6,9 +6,9 @@ sampler, ...) live in `planner._contract.rules`, which reports them with stable 
 Every model forbids unknown keys.
 """
 
-# No `from __future__ import annotations` here: with it pydantic evaluates every field's annotation from its
-# text as the classes are made (about 3 ms of `plan validate`); the return annotations that name their own
-# class, not made yet, are quoted.
+# No `from __future__ import annotations` here: with it pydantic evaluates every field's annotation
+# from its text as the classes are made (about 3 ms of `plan validate`); the return annotations
+# that name their own class, not made yet, are quoted.
 import hashlib
 import json
 import os
@@ -40,7 +40,8 @@ Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ArmName = Annotated[
     str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 ]
-# Numbers are numbers as YAML wrote them: `"0.01"` or `true` where a number goes is a P102 (an integer is a number)
+# Numbers are numbers as YAML wrote them: `"0.01"` or `true` where a number goes is a P102 (an
+# integer is a number)
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # NaN and infinities refused (P420)
 Count = Annotated[
     int, Strict()
@@ -49,7 +50,8 @@ SEED_MAX = (
     2**32 - 1
 )  # numpy's legacy seeding takes 0..2**32-1: a larger seed would be cut modulo 2**32 into another
 SEED_RANGE = (
-    f"0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: a larger or negative seed would be "
+    f"0 to {SEED_MAX} (2**32 - 1), the range numpy's seeding takes: a larger or negative seed "
+    f"would be "
     "cut into that range, into another seed's draws"
 )  # said by validation (P103) and plan reeval --seeds
 Seed = Annotated[
@@ -61,9 +63,10 @@ DottedKey = Annotated[
 
 
 def _no_items() -> list[Any]:
-    """An empty list: `default_factory=list` as a Python function. pydantic reads the signature of each default
-    factory when it compiles a model, and the builtin `list`'s is parsed from its text signature with `tokenize`
-    (its first use compiles tokenize's patterns: 2-3 ms of `plan validate`'s first contract)."""
+    """An empty list: `default_factory=list` as a Python function. pydantic reads the signature of
+    each default factory when it compiles a model, and the builtin `list`'s is parsed from its text
+    signature with `tokenize` (its first use compiles tokenize's patterns: 2-3 ms of `plan
+    validate`'s first contract)."""
     return []
 
 
@@ -87,11 +90,11 @@ def parse_memory(text: str | int) -> int:
 
 class _Model(BaseModel):
     # defer_build: a model compiles its validator when first used, so a contract compiles once as a
-    # whole instead of every nested model compiling its own at import (`plan validate` starts faster).
-    # For the same reason a nested model's default is `Field(default_factory=dict, validate_default=True)`:
-    # the parent's validator makes it from `{}` (the same value as calling the class, and the same JSON
-    # Schema), where calling the class would compile that model's own validator apart (2-3 ms for the
-    # contract's four defaults)
+    # whole instead of every nested model compiling its own at import (`plan validate` starts
+    # faster). For the same reason a nested model's default is `Field(default_factory=dict,
+    # validate_default=True)`: the parent's validator makes it from `{}` (the same value as calling
+    # the class, and the same JSON Schema), where calling the class would compile that model's own
+    # validator apart (2-3 ms for the contract's four defaults)
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
@@ -108,11 +111,13 @@ class ConfigSource(_Model):
         has_dir = self.dir is not None or self.name is not None
         if has_dir and self.values is not None:
             raise ValueError(
-                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping), not both"
+                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline "
+                "mapping), not both"
             )
         if not has_dir and self.values is None:
             raise ValueError(
-                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline mapping)"
+                "give either `dir` and `name` (a Hydra config directory) or `values` (an inline "
+                "mapping)"
             )
         if has_dir and (self.dir is None or self.name is None):
             missing = "name" if self.name is None else "dir"
@@ -139,11 +144,13 @@ class Arm(_Model):
 
 
 class BaselineRef(_Model):
-    """A baseline from earlier work (docs/lineage.md): one arm of a finished run, or a line's promoted arm.
+    """A baseline from earlier work (docs/lineage.md): one arm of a finished run, or a line's
+    promoted arm.
 
-    `from_run` (a run folder, relative to the contract's folder) with `arm`, or `line` (a line of work in
-    the project ledger, resolved to its promoted arm when validated). The effective config is the arm's
-    logged config with its selected tuned values; it is read by the caller of validate, not here.
+    `from_run` (a run folder, relative to the contract's folder) with `arm`, or `line` (a line of
+    work in the project ledger, resolved to its promoted arm when validated). The effective config
+    is the arm's logged config with its selected tuned values; it is read by the caller of
+    validate, not here.
     """
 
     from_run: Annotated[str, StringConstraints(min_length=1)] | None = None
@@ -155,7 +162,8 @@ class BaselineRef(_Model):
     def _one_source(self) -> "BaselineRef":
         if (self.from_run is None) == (self.line is None):
             raise ValueError(
-                "a baseline from earlier work gives either `from_run` (a run folder) with `arm`, or "
+                "a baseline from earlier work gives either `from_run` (a run folder) with `arm`, "
+                "or "
                 "`line` (a line of work), not both"
             )
         if self.from_run is not None and self.arm is None:
@@ -170,7 +178,8 @@ class BaselineRef(_Model):
 
     @property
     def overrides(self) -> list[str]:
-        """None: the baseline is the logged config, exactly (a changed recipe is a new named control)."""
+        """None: the baseline is the logged config, exactly (a changed recipe is a new named
+        control)."""
         return []
 
 
@@ -191,7 +200,8 @@ class Metric(_Model):
     name: Annotated[str, StringConstraints(min_length=1)]
     mode: Literal["max", "min"]
     heldout: Annotated[str, StringConstraints(min_length=1)] | None = None
-    # the held-out metric's own direction, when it is not `mode`'s (tune on val_loss, min; decide on test_acc, max)
+    # the held-out metric's own direction, when it is not `mode`'s (tune on val_loss, min; decide
+    # on test_acc, max)
     heldout_mode: Literal["max", "min"] | None = None
 
     @property
@@ -201,7 +211,8 @@ class Metric(_Model):
 
     @property
     def decision_mode(self) -> str:
-        """The direction the decision reads `decision_metric` in: `heldout_mode` when given, else `mode`."""
+        """The direction the decision reads `decision_metric` in: `heldout_mode` when given, else
+        `mode`."""
         return decision_mode(self.mode, self.heldout, self.heldout_mode)
 
 
@@ -211,8 +222,9 @@ class Acceptance(_Model):
     # the arms run on the same seeds: paired by design (welch and bootstrap stay available by name)
     test: Literal["welch", "paired", "bootstrap"] = "paired"
     correction: Literal["holm", "bonferroni", "none"] = "holm"
-    # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the frozen
-    # copy, so a contract that does not set it keeps the hash (contract_sha256) it had before the field.
+    # margin: accept only when the CI's lower end reaches min_effect. The default stays out of the
+    # frozen copy, so a contract that does not set it keeps the hash (contract_sha256) it had
+    # before the field.
     rule: Literal["estimate", "margin"] = Field(
         default="estimate", exclude_if=lambda rule: rule == "estimate"
     )
@@ -277,7 +289,8 @@ class Dimension(_Model):
         given = [k for k in _KINDS if getattr(self, _KINDS[k]) is not None]
         if len(given) != 1:
             raise ValueError(
-                "a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: [lo, hi], choice: [...]"
+                "a dimension is exactly one of log_uniform: [lo, hi], uniform: [lo, hi], int: "
+                "[lo, hi], choice: [...]"
             )
         kind = given[0]
         if kind != "choice":
@@ -354,7 +367,8 @@ class Tuning(_Model):
     selection: Selection = Field(default_factory=dict, validate_default=True)
 
     def space_for(self, arm: str) -> dict[str, Dimension]:
-        """{dotted key: Dimension} for `arm`: the shared space, then the arm's own ranges (`arm_space`)."""
+        """{dotted key: Dimension} for `arm`: the shared space, then the arm's own ranges
+        (`arm_space`)."""
         return {**self.space, **self.arm_space.get(arm, {})}
 
 
@@ -415,7 +429,8 @@ class MetricsFile(_Model):
         Annotated[str, StringConstraints(min_length=1)],
     ] = Field(default_factory=dict)
     step_base: Literal[0, 1] | None = None  # None: 1, the step column counts exposure from 1
-    # a flat JSON results file (a Trainer's save_metrics `test_results.json`), read for metric.heldout at the end
+    # a flat JSON results file (a Trainer's save_metrics `test_results.json`), read for
+    # metric.heldout at the end
     heldout_file: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = (
         None
     )
@@ -449,14 +464,16 @@ class MetricsFile(_Model):
         return self
 
     def columns(self, metric: str, heldout: str | None) -> dict[str, str]:
-        """Planner metric name -> the file's column: `names`, else the contract's metrics under their own names."""
+        """Planner metric name -> the file's column: `names`, else the contract's metrics under
+        their own names."""
         if self.names:
             return dict(self.names)
         return {name: name for name in (metric, heldout) if name}
 
 
 class Checkpoint(_Model):
-    """Where a command's script saves its checkpoints, the config key it resumes from, what is kept after."""
+    """Where a command's script saves its checkpoints, the config key it resumes from, what is kept
+    after."""
 
     file: Annotated[
         str, StringConstraints(strip_whitespace=True, min_length=1)
@@ -487,17 +504,17 @@ class Checkpoint(_Model):
 
 
 class CommandSpec(_Model):
-    """`command:` as a mapping: the command line, how the config is passed, the config keys for seed and
-    budget, the metrics file, the checkpoints."""
+    """`command:` as a mapping: the command line, how the config is passed, the config keys for
+    seed and budget, the metrics file, the checkpoints."""
 
     run: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
-    # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the frozen copy when
-    # it is the default, so a contract without it keeps its hash
+    # how the config reaches the script: Hydra overrides, or --key=value flags; left out of the
+    # frozen copy when it is the default, so a contract without it keeps its hash
     args: Literal["hydra", "argparse", "literal"] = Field(
         default="hydra", exclude_if=lambda args: args == "hydra"
     )
-    # the folder the command runs in, relative to the contract's folder (None: the contract's folder); left out
-    # of the frozen copy when unset, so a contract without it keeps its hash
+    # the folder the command runs in, relative to the contract's folder (None: the contract's
+    # folder); left out of the frozen copy when unset, so a contract without it keeps its hash
     cwd: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(
         default=None, exclude_if=lambda cwd: cwd is None
     )
@@ -552,7 +569,8 @@ class Contract(_Model):
     def _one_way_to_train(self) -> "Contract":
         if (self.trainable is None) == (self.command is None):
             raise ValueError(
-                "give exactly one of `trainable: module.path:function` or `command: python train.py ...`"
+                "give exactly one of `trainable: module.path:function` or `command: python "
+                "train.py ...`"
             )
         if self.config is None and not self.baseline_from_earlier_work:
             raise ValueError(
@@ -561,7 +579,8 @@ class Contract(_Model):
             )
         if self.command is not None and self.baseline_from_earlier_work:
             raise ValueError(
-                "a baseline from a run or a line needs `trainable:`; a `command:` receives overrides, "
+                "a baseline from a run or a line needs `trainable:`; a `command:` receives "
+                "overrides, "
                 "and a logged config is not a list of overrides"
             )
         return self
@@ -572,7 +591,8 @@ class Contract(_Model):
         return isinstance(self.baseline, BaselineRef)
 
     def command_dir(self, contract_dir: str | os.PathLike) -> Path:
-        """The folder a `command:` runs in: `command.cwd` resolved from the contract's folder, else that folder."""
+        """The folder a `command:` runs in: `command.cwd` resolved from the contract's folder, else
+        that folder."""
         spec = self.command_spec
         return (Path(contract_dir) / (spec.cwd if spec is not None and spec.cwd else ".")).resolve()
 
@@ -583,7 +603,8 @@ class Contract(_Model):
 
     @property
     def command_spec(self) -> CommandSpec | None:
-        """`command:` as a mapping, the string form read as `{run: <string>}` (None for a `trainable:`)."""
+        """`command:` as a mapping, the string form read as `{run: <string>}` (None for a
+        `trainable:`)."""
         if self.command is None or isinstance(self.command, CommandSpec):
             return self.command
         return CommandSpec(run=self.command)

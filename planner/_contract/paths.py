@@ -44,7 +44,8 @@ MISSING = _Missing()
 
 
 def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[str, Any]:
-    """{"a": {"b": 1}, "c": [1, 2], "d": {}} -> {"a.b": 1, "c": [1, 2], "d": {}}: leaves by dotted path.
+    """{"a": {"b": 1}, "c": [1, 2], "d": {}} -> {"a.b": 1, "c": [1, 2], "d": {}}: leaves by dotted
+    path.
 
     `into_lists`: walk non-empty lists too (`c.0`, `c.1`), to find every scalar of a config.
     """
@@ -70,20 +71,22 @@ def flatten(config: Any, prefix: str = "", *, into_lists: bool = False) -> dict[
 
 
 def is_interpolation(value: Any) -> bool:
-    """Whether `value` is a string that holds an OmegaConf interpolation (`${...}`, as OmegaConf tells one)."""
+    """Whether `value` is a string that holds an OmegaConf interpolation (`${...}`, as OmegaConf
+    tells one)."""
     return isinstance(value, str) and "${" in value
 
 
 def interpolated_paths(config: Any) -> set[str]:
-    """The dotted paths of `config`'s leaves that are interpolations, list items included (`lrs.0`, as
-    `config_diff` names them): derived from other keys, not chosen."""
+    """The dotted paths of `config`'s leaves that are interpolations, list items included (`lrs.0`,
+    as `config_diff` names them): derived from other keys, not chosen."""
     return {
         path for path, value in flatten(config, into_lists=True).items() if is_interpolation(value)
     }
 
 
 def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
-    """Where `other` differs from `base`: (dotted path, base value, other value), a missing side `MISSING`."""
+    """Where `other` differs from `base`: (dotted path, base value, other value), a missing side
+    `MISSING`."""
     if isinstance(base, dict) and isinstance(other, dict):
         changes = []
         for key in sorted(set(base) | set(other), key=str):
@@ -106,7 +109,8 @@ def config_diff(base: Any, other: Any, prefix: str = "") -> list[tuple[str, Any,
 
 
 def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any]]:
-    """`config_diff` as JSON rows: {path, baseline, arm, change: added|removed|changed}, an absent side None."""
+    """`config_diff` as JSON rows: {path, baseline, arm, change: added|removed|changed}, an absent
+    side None."""
     return [
         {
             "path": path,
@@ -119,7 +123,8 @@ def diff_rows(base: dict[str, Any], other: dict[str, Any]) -> list[dict[str, Any
 
 
 def shown_side(row: dict[str, Any], side: str) -> str:
-    """One side ('baseline' or 'arm') of a `diff_rows` row as shown to the user: YAML-style, or <absent>."""
+    """One side ('baseline' or 'arm') of a `diff_rows` row as shown to the user: YAML-style, or
+    <absent>."""
     absent = {"baseline": "added", "arm": "removed"}[side]
     return "<absent>" if row["change"] == absent else yaml_value(row[side])
 
@@ -129,11 +134,11 @@ def apply_params(
 ) -> dict[str, Any]:
     """A copy of `config` with dotted-path values set (the sampled tuning values), resolved.
 
-    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values are
-    set there first and the interpolations resolved after, as Hydra does with command-line overrides:
-    with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr` too. Setting a
-    key that is itself an interpolation replaces the interpolation. Without `raw` (a config that has
-    no interpolations), the values are set on `config` as it is.
+    raw: the same config before its interpolations were resolved (`ComposedArms.raw`). The values
+    are set there first and the interpolations resolved after, as Hydra does with command-line
+    overrides: with `sched: {peak_lr: ${optim.lr}}`, a sampled `optim.lr` reaches `sched.peak_lr`
+    too. Setting a key that is itself an interpolation replaces the interpolation. Without `raw` (a
+    config that has no interpolations), the values are set on `config` as it is.
     """
     if raw is not None and params:
         cfg = omegaconf.OmegaConf.create(_hydra_calls_escaped(copy.deepcopy(raw)))
@@ -153,9 +158,9 @@ def apply_params(
 def resolve(container: Any, *, throw_on_missing: bool = True) -> Any:
     """A plain config with its interpolations resolved by OmegaConf, `${hydra:...}` left as written.
 
-    Hydra's own resolver reads the running app's Hydra config (`hydra.runtime.output_dir`), which exists
-    only in the script, at run time: planner keeps the interpolation's text, as the app's saved
-    `.hydra/config.yaml` does.
+    Hydra's own resolver reads the running app's Hydra config (`hydra.runtime.output_dir`), which
+    exists only in the script, at run time: planner keeps the interpolation's text, as the app's
+    saved `.hydra/config.yaml` does.
     """
     cfg = omegaconf.OmegaConf.create(_hydra_calls_escaped(copy.deepcopy(container)))
     return omegaconf.OmegaConf.to_container(cfg, resolve=True, throw_on_missing=throw_on_missing)
@@ -165,13 +170,13 @@ HYDRA_RESOLVER = "hydra"
 
 
 def hydra_calls(text: str) -> list[tuple[int, int]] | None:
-    """Where `text` calls Hydra's own resolver: the (start, end) offsets of its `${hydra:...}` interpolations,
-    `text[start:end]` each ([] for none).
+    """Where `text` calls Hydra's own resolver: the (start, end) offsets of its `${hydra:...}`
+    interpolations, `text[start:end]` each ([] for none).
 
-    Read on OmegaConf's parse tree of the value (omegaconf.grammar_parser). None when `text` calls any
-    other resolver (by any spelling), when a `hydra` call stands inside another interpolation or takes
-    one in its argument (`${${hydra:x}}`, `${hydra:${x}}`), or when `text` does not parse: what only
-    OmegaConf could decide is never let through.
+    Read on OmegaConf's parse tree of the value (omegaconf.grammar_parser). None when `text` calls
+    any other resolver (by any spelling), when a `hydra` call stands inside another interpolation
+    or takes one in its argument (`${${hydra:x}}`, `${hydra:${x}}`), or when `text` does not parse:
+    what only OmegaConf could decide is never let through.
     """
     if "${" not in text:
         return []
@@ -212,7 +217,8 @@ def _inside_interpolation(node: Any, grammar: Any) -> bool:
 
 
 def _hydra_calls_escaped(node: Any) -> Any:
-    """`node` with each `${hydra:...}` escaped (`\\${hydra:...}`), so OmegaConf resolves it to its own text."""
+    """`node` with each `${hydra:...}` escaped (`\\${hydra:...}`), so OmegaConf resolves it to its
+    own text."""
     if isinstance(node, dict):
         return {key: _hydra_calls_escaped(value) for key, value in node.items()}
     if isinstance(node, list):

@@ -1,4 +1,5 @@
-"""The trainable probe: import a contract's `module:function` trainable as a trial would, and say what happened.
+"""The trainable probe: import a contract's `module:function` trainable as a trial would, and say
+what happened.
 
 This is the one place `plan validate` runs user code. `probe_trainable` puts the
 contract's folder and the current folder first on sys.path, imports the module with
@@ -32,10 +33,11 @@ difflib = lazy_import(
 class TrainableProbe:
     """What importing a trainable showed.
 
-    `outcome`: `found` (importable and callable); `package_exit` / `module_exit` (a parent package or the
-    module called `how`: os._exit or os.abort); `package_raised` / `module_raised` (`error`: "Type: first
-    line"); `not_found` (no module file from `roots`; `near` is where it sits in a folder above, if it does);
-    `no_function` (`close`: the nearest public callable name, if any); `not_callable`.
+    `outcome`: `found` (importable and callable); `package_exit` / `module_exit` (a parent package
+    or the module called `how`: os._exit or os.abort); `package_raised` / `module_raised` (`error`:
+    "Type: first line"); `not_found` (no module file from `roots`; `near` is where it sits in a
+    folder above, if it does); `no_function` (`close`: the nearest public callable name, if any);
+    `not_callable`.
     """
 
     trainable: str
@@ -54,7 +56,8 @@ class TrainableProbe:
 
 
 def probe_trainable(trainable: str, contract_dir: Path) -> TrainableProbe:
-    """Import `module:function` with the contract's folder and the cwd first on sys.path (see the module)."""
+    """Import `module:function` with the contract's folder and the cwd first on sys.path (see the
+    module)."""
     module_name, _, function = trainable.partition(":")
     roots = (str(contract_dir.resolve()), os.getcwd())
     facts = {"trainable": trainable, "module": module_name, "function": function, "roots": roots}
@@ -123,8 +126,9 @@ def _probe(module_name: str, function: str, contract_dir: Path, facts: dict) -> 
 
 
 def _code_names(origin: str) -> frozenset[str]:
-    """The names the module's code uses, in every function and class of it (code objects' `co_names`: globals
-    and attribute names, as `planner.LightningCallback` names `LightningCallback`; comments and strings not)."""
+    """The names the module's code uses, in every function and class of it (code objects'
+    `co_names`: globals and attribute names, as `planner.LightningCallback` names
+    `LightningCallback`; comments and strings not)."""
     try:
         with open(origin, "rb") as handle:
             stack = [compile(handle.read(), origin, "exec", dont_inherit=True)]
@@ -148,7 +152,8 @@ class _ProcessExit(BaseException):
 
 @contextlib.contextmanager
 def _no_process_exit():
-    """While a user module is imported, os._exit(n) and os.abort() raise _ProcessExit instead of ending planner."""
+    """While a user module is imported, os._exit(n) and os.abort() raise _ProcessExit instead of
+    ending planner."""
 
     def _exit(code=0):
         raise _ProcessExit(f"os._exit({code})")
@@ -173,7 +178,8 @@ def _is_under(path: str, root: str) -> bool:
 
 
 def _near(module_name: str, contract_dir: Path) -> tuple[str, str] | None:
-    """(the module's file, its folder's root) when it sits in a folder up to three above the contract."""
+    """(the module's file, its folder's root) when it sits in a folder up to three above the
+    contract."""
     relative = Path(*module_name.split("."))
     folder = contract_dir.resolve()
     for parent in [folder, *folder.parents][:4]:

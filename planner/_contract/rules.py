@@ -72,12 +72,15 @@ _COMPOSE_HINTS = {
     "P200": "Set config.dir to a folder that exists, relative to the contract file.",
     "P201": "Set config.name to a config file (without .yaml) inside config.dir.",
     "P202": "Use one of the options the group has.",
-    "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or `~key`.",
-    "P204": "Use a key the config has (a near one is named when there is one); add a new key with `+key=value` "
+    "P203": "Write the override in Hydra's grammar: `group=option`, `key=value`, `+key=value` or "
+    "`~key`.",
+    "P204": "Use a key the config has (a near one is named when there is one); add a new key with "
+    "`+key=value` "
     "only when the trainable reads it.",
     "P205": "Write the value itself, or reference another key like ${model.width}.",
     "P206": "Fix the override or the config files so that Hydra can compose them.",
-    "P207": "Replace it with a regular YAML file (a copy, not a FIFO or a device), or name another config.",
+    "P207": "Replace it with a regular YAML file (a copy, not a FIFO or a device), or name "
+    "another config.",
 }
 
 
@@ -113,6 +116,10 @@ class _Report:
         )
 
 
+# how P4xx names a held-out metric that differs from the metric only in case or spacing
+SPACING = " (in another case or spacing)"
+
+
 def _arm_paths(contract) -> dict[str, tuple[Any, ...]]:
     """Arm name -> its YAML path (the first arm of a name wins)."""
     paths: dict[str, tuple[Any, ...]] = {}
@@ -123,8 +130,9 @@ def _arm_paths(contract) -> dict[str, tuple[Any, ...]]:
 
 
 def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
-    """P303 duplicate arm names, P304 an arm named like the baseline. Names are told apart regardless of case:
-    each arm has files named after it (configs/<arm>.yaml), one file for both on macOS or Windows."""
+    """P303 duplicate arm names, P304 an arm named like the baseline. Names are told apart
+    regardless of case: each arm has files named after it (configs/<arm>.yaml), one file for both
+    on macOS or Windows."""
     report = _Report(loaded)
     seen: dict[str, int] = {}
     for i, arm in enumerate(contract.arms):
@@ -139,7 +147,8 @@ def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 "P304",
                 ("arms", i, "name"),
                 f"arm {arm.name!r} has the baseline{same}",
-                "Give the arm a name of its own (names that differ only in case share their files on macOS "
+                "Give the arm a name of its own (names that differ only in case share their files "
+                "on macOS "
                 "and Windows).",
             )
         elif name in seen:
@@ -149,7 +158,8 @@ def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 "P303",
                 ("arms", i, "name"),
                 f"arm name {arm.name!r} is {how} (first by arms.{seen[name]})",
-                "Give every arm a unique name (names that differ only in case share their files on macOS "
+                "Give every arm a unique name (names that differ only in case share their files "
+                "on macOS "
                 "and Windows).",
             )
         seen.setdefault(name, i)
@@ -157,7 +167,8 @@ def check_names(contract, loaded: LoadedYaml) -> list[Diagnostic]:
 
 
 def _metric_key(name: str) -> str:
-    """A metric name as P411 compares it: `VAL_ACC` and ` val_acc` are no other metric than `val_acc`."""
+    """A metric name as P411 compares it: `VAL_ACC` and ` val_acc` are no other metric than
+    `val_acc`."""
     return name.strip().casefold()
 
 
@@ -228,10 +239,12 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add(
             "P411",
             ("metric", "heldout"),
-            f"metric.heldout {contract.metric.heldout!r} is the tuning metric {contract.metric.name!r}"
-            f"{'' if contract.metric.heldout == contract.metric.name else ' (in another case or spacing)'}: "
+            f"metric.heldout {contract.metric.heldout!r} is the tuning metric "
+            f"{contract.metric.name!r}"
+            f"{'' if contract.metric.heldout == contract.metric.name else SPACING}: "
             "the held-out metric must be a different one",
-            "Name a metric the trainable reports on held-out data (like test_acc), or remove `heldout`.",
+            "Name a metric the trainable reports on held-out data (like test_acc), or remove "
+            "`heldout`.",
         )
     cap = contract.budget.max_heldout_evaluations
     confirm_evaluations = len(contract.all_arms) * len(contract.seeds)
@@ -239,10 +252,12 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
         report.add(
             "P413",
             ("budget", "max_heldout_evaluations"),
-            f"confirmation alone evaluates the held-out metric {contract.metric.heldout!r} {confirm_evaluations} "
+            f"confirmation alone evaluates the held-out metric {contract.metric.heldout!r} "
+            f"{confirm_evaluations} "
             f"times ({len(contract.all_arms)} arms x {len(contract.seeds)} seeds) but "
             f"budget.max_heldout_evaluations is {cap}",
-            f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer arms or seeds.",
+            f"Raise max_heldout_evaluations to at least {confirm_evaluations}, or confirm fewer "
+            f"arms or seeds.",
         )
     if contract.confirmation.looks > 1:
         try:
@@ -263,7 +278,8 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 report.add(
                     "P402",
                     ("tuning", "seeds", j),
-                    f"tuning seed {seed} is also a confirmation seed: tuning on the seeds that confirm the winner inflates its score",
+                    f"tuning seed {seed} is also a confirmation seed: tuning on the seeds that "
+                    f"confirm the winner inflates its score",
                     "Use tuning seeds that are not in `seeds` (for example 1000, 1001, ...).",
                 )
         arm_names = [arm.name for arm in contract.all_arms]
@@ -284,9 +300,12 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                     report.add(
                         "P404",
                         ("tuning", "arm_space", name, key),
-                        f"tuning.arm_space.{name} tunes {key!r}, which is outside factor.keys {contract.factor.keys}: "
-                        "arms would be tuned over different spaces for something that is not the factor",
-                        "Move it to tuning.space (the same for every arm), or add it to factor.keys.",
+                        f"tuning.arm_space.{name} tunes {key!r}, which is outside factor.keys "
+                        f"{contract.factor.keys}: "
+                        "arms would be tuned over different spaces for something that is not the "
+                        "factor",
+                        "Move it to tuning.space (the same for every arm), or add it to "
+                        "factor.keys.",
                         key=True,
                     )
         if tuning.sampler.name == "grid":
@@ -301,7 +320,8 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                         report.add(
                             "P406",
                             (*where, key),
-                            f"the grid sampler takes only `choice` dimensions; {key!r} is {dim.kind}",
+                            f"the grid sampler takes only `choice` dimensions; {key!r} is "
+                            f"{dim.kind}",
                             "List the values as `choice: [...]`, or use the tpe or random sampler.",
                         )
             size = _grid_size(tuning.space)
@@ -328,7 +348,8 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                         report.add(
                             "P205",
                             (*where, key, "choice", j),
-                            f"{key!r} offers {option!r}, which calls a resolver; a sampled value must be plain",
+                            f"{key!r} offers {option!r}, which calls a resolver; a sampled value "
+                            f"must be plain",
                             "Write the value itself.",
                         )
         if tuning.sampler.name == "tpe" and tuning.trials_per_arm < TPE_STARTUP_TRIALS:
@@ -338,10 +359,13 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
                 ("tuning", "sampler")
                 if ("tuning", "sampler") in loaded.positions
                 else ("tuning", "trials_per_arm"),
-                f"sampler tpe{given} gets {tuning.trials_per_arm} trials per sweep (tuning.trials_per_arm), fewer "
-                f"than its {TPE_STARTUP_TRIALS} start-up trials (Optuna's n_startup_trials): every sweep is random "
+                f"sampler tpe{given} gets {tuning.trials_per_arm} trials per sweep "
+                f"(tuning.trials_per_arm), fewer "
+                f"than its {TPE_STARTUP_TRIALS} start-up trials (Optuna's n_startup_trials): "
+                f"every sweep is random "
                 "search, and the tuning is weaker than `tpe` says",
-                f"Give each sweep at least {TPE_STARTUP_TRIALS + 10} trials for TPE to model any of them, or say "
+                f"Give each sweep at least {TPE_STARTUP_TRIALS + 10} trials for TPE to model any "
+                f"of them, or say "
                 "`sampler: {name: random}`.",
                 severity="warning",
             )
@@ -353,7 +377,8 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             report.add(
                 "P407",
                 ("tuning", "early_stop", "grace"),
-                f"early_stop.grace is {grace}{given} but budget.exposure is {exposure}: no trial could ever be stopped early",
+                f"early_stop.grace is {grace}{given} but budget.exposure is {exposure}: no trial "
+                f"could ever be stopped early",
                 f"Use a grace below {exposure}, or early_stop rule none.",
             )
         k = tuning.selection.k
@@ -361,7 +386,8 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             report.add(
                 "P408",
                 ("tuning", "selection", "k"),
-                f"selection k is {k} but a trial reports at most budget.exposure = {exposure} times",
+                f"selection k is {k} but a trial reports at most budget.exposure = {exposure} "
+                f"times",
                 f"Use 1 <= k <= {exposure}.",
             )
     planned = planned_trials(contract)
@@ -371,13 +397,15 @@ def check_static(contract, loaded: LoadedYaml) -> list[Diagnostic]:
             "P409",
             ("budget", "max_trials"),
             problem,
-            f"Raise max_trials to at least {planned['total']}, or plan fewer arms, seeds or trials_per_arm.",
+            f"Raise max_trials to at least {planned['total']}, or plan fewer arms, seeds or "
+            f"trials_per_arm.",
         )
     if len(contract.seeds) < MIN_SEEDS_WARNING:
         report.add(
             "P901",
             ("seeds",),
-            f"only {len(contract.seeds)} confirmation seeds: seed-to-seed spread will make small effects inconclusive",
+            f"only {len(contract.seeds)} confirmation seeds: seed-to-seed spread will make small "
+            f"effects inconclusive",
             f"Use at least {MIN_SEEDS_WARNING} seeds (run `plan power` on a pilot to choose).",
             severity="warning",
         )
@@ -407,7 +435,8 @@ def _grid_size(space) -> int:
 
 
 def planned_trials(contract) -> dict[str, int]:
-    """Planned trials per phase: tune = arms x tuning seeds x trials_per_arm; confirm = arms x seeds.
+    """Planned trials per phase: tune = arms x tuning seeds x trials_per_arm; confirm = arms x
+    seeds.
 
     "Arms" counts the baseline too. Re-evaluations are not planned. The one
     count: `plan validate`, `plan estimate`, P409 and the plan's own lists
@@ -423,11 +452,13 @@ def planned_trials(contract) -> dict[str, int]:
 
 
 def max_trials_problem(planned: dict[str, int], max_trials: int | None) -> str | None:
-    """The `budget.max_trials` rule (P409): why `planned` (as from `planned_trials`) does not fit, or None."""
+    """The `budget.max_trials` rule (P409): why `planned` (as from `planned_trials`) does not fit,
+    or None."""
     if max_trials is None or planned["total"] <= max_trials:
         return None
     return (
-        f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm {planned['confirm']}) "
+        f"the contract plans {planned['total']} trials (tune {planned['tune']}, confirm "
+        f"{planned['confirm']}) "
         f"but budget.max_trials is {max_trials}"
     )
 
@@ -469,7 +500,8 @@ def compose_diagnostics(
 
 
 def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list[Diagnostic]:
-    """P300-P305, P405 and P412: the arms' effective configs against the baseline's, the factor and the space."""
+    """P300-P305, P405 and P412: the arms' effective configs against the baseline's, the factor and
+    the space."""
     report = _Report(loaded)
     configs = composed.configs
     base_name = contract.baseline.name
@@ -507,9 +539,12 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
             report.add(
                 "P300",
                 path,
-                f"arm {arm.name!r} differs from the baseline {base_name!r} outside factor.keys {factor_keys}: {shown}",
-                "Change only the factor (set the other keys back with overrides, or use a key=value override "
-                "instead of a config group), or add those keys to factor.keys if they are part of the factor.",
+                f"arm {arm.name!r} differs from the baseline {base_name!r} outside factor.keys "
+                f"{factor_keys}: {shown}",
+                "Change only the factor (set the other keys back with overrides, or use a "
+                "key=value override "
+                "instead of a config group), or add those keys to factor.keys if they are part of "
+                "the factor.",
             )
         fingerprint = repr(sorted(flatten(config).items(), key=lambda kv: kv[0]))
         if diff and fingerprint in seen:
@@ -536,8 +571,10 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
                 report.add(
                     "P412",
                     ("tuning", "space", tuned[0]),
-                    f"tuning.space tunes {_names(tuned)}, everything arm {arm.name!r} changes: tuning overwrites the "
-                    f"factor, so after tuning the arm and the baseline {base_name!r} are the same experiment",
+                    f"tuning.space tunes {_names(tuned)}, everything arm {arm.name!r} changes: "
+                    f"tuning overwrites the "
+                    f"factor, so after tuning the arm and the baseline {base_name!r} are the same "
+                    f"experiment",
                     "Tune other keys, or give the arms different ranges in tuning.arm_space.",
                     key=True,
                 )
@@ -562,7 +599,8 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
                     report.add(
                         "P405",
                         ("tuning", "arm_space", name, key),
-                        f"tuning.arm_space.{name} key {key!r} is not in arm {name!r}'s effective config",
+                        f"tuning.arm_space.{name} key {key!r} is not in arm {name!r}'s effective "
+                        f"config",
                         "Tune a key the arm's config has.",
                         key=True,
                     )
@@ -574,9 +612,10 @@ def check_matching(contract, loaded: LoadedYaml, composed: ComposedArms) -> list
 
 
 def _factor_after_tuning(report: _Report, contract, configs: dict[str, dict]) -> None:
-    """P412 with `tuning.arm_space`: what each arm's factor is once tuned (each factor leaf's value, or the
-    dimension that tunes it; a one-value choice is that value) is the baseline's for some arm: the ranges are the
-    same (`model.width: {choice: [64, 128]}` for both), or the arm's range holds only the baseline's value."""
+    """P412 with `tuning.arm_space`: what each arm's factor is once tuned (each factor leaf's
+    value, or the dimension that tunes it; a one-value choice is that value) is the baseline's for
+    some arm: the ranges are the same (`model.width: {choice: [64, 128]}` for both), or the arm's
+    range holds only the baseline's value."""
     tuning, factor_keys, base_name = (
         contract.tuning,
         list(contract.factor.keys),
@@ -616,10 +655,13 @@ def _factor_after_tuning(report: _Report, contract, configs: dict[str, dict]) ->
                 ("tuning", "arm_space", arm.name)
                 if arm.name in tuning.arm_space
                 else ("tuning", "arm_space", base_name),
-                f"once tuned, arm {arm.name!r} has the same factor as the baseline {base_name!r}: tuning.space and "
-                "tuning.arm_space give the factor's keys the same ranges (or only the baseline's value), "
+                f"once tuned, arm {arm.name!r} has the same factor as the baseline {base_name!r}: "
+                f"tuning.space and "
+                "tuning.arm_space give the factor's keys the same ranges (or only the baseline's "
+                "value), "
                 "which overwrite what the arm's overrides set, so the two are the same experiment",
-                "Give each arm its own range of the factor in tuning.arm_space, or tune no factor key.",
+                "Give each arm its own range of the factor in tuning.arm_space, or tune no factor "
+                "key.",
                 key=True,
             )
 
@@ -628,11 +670,12 @@ _PROBE = "planner-probe-7f3c"  # a value no config holds: where it turns up, the
 
 
 def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) -> None:
-    """P418: a `tuning.space` key that reaches a factor key through an interpolation in some arms and in no
-    factor key of others (`optimizer.lr: ${train.lr}` in sgd's option, a fixed `lr: 0.001` in adam's): tuning
-    it tunes one arm's factor and leaves the other's fixed, so the arms are not tuned alike. Each arm's config
-    is set with a probe value at the key, as a trial's sampled value is (`apply_params`), and the factor's
-    leaves that take it are found. Only configs with interpolations are probed."""
+    """P418: a `tuning.space` key that reaches a factor key through an interpolation in some arms
+    and in no factor key of others (`optimizer.lr: ${train.lr}` in sgd's option, a fixed `lr:
+    0.001` in adam's): tuning it tunes one arm's factor and leaves the other's fixed, so the arms
+    are not tuned alike. Each arm's config is set with a probe value at the key, as a trial's
+    sampled value is (`apply_params`), and the factor's leaves that take it are found. Only configs
+    with interpolations are probed."""
     from planner._contract.paths import apply_params
 
     factor_keys = list(contract.factor.keys)
@@ -672,18 +715,23 @@ def _tuned_into_the_factor(report: _Report, contract, composed: ComposedArms) ->
             report.add(
                 "P418",
                 ("tuning", "space", key),
-                f"tuning.space key {key!r} reaches the factor through an interpolation in some arms and no "
-                f"factor key in others ({shown}{rest}): tuning it tunes one arm's factor and leaves the "
+                f"tuning.space key {key!r} reaches the factor through an interpolation in some "
+                f"arms and no "
+                f"factor key in others ({shown}{rest}): tuning it tunes one arm's factor and "
+                f"leaves the "
                 "other's fixed, so the arms are not tuned alike",
-                "Tune the factor's own key in every arm (an arm_space range each), or make every arm's "
-                "factor take the tuned key alike, or give the arms no interpolation into the factor.",
+                "Tune the factor's own key in every arm (an arm_space range each), or make every "
+                "arm's "
+                "factor take the tuned key alike, or give the arms no interpolation into the "
+                "factor.",
                 key=True,
             )
 
 
 def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> None:
-    """P942: a `uniform` or `log_uniform` range for a key every arm holds as an integer (`hidden: 32`): each trial
-    gets a float (`50.57557568522359`) where the trainable had an integer; a warning, since a float may be meant."""
+    """P942: a `uniform` or `log_uniform` range for a key every arm holds as an integer (`hidden:
+    32`): each trial gets a float (`50.57557568522359`) where the trainable had an integer; a
+    warning, since a float may be meant."""
     spaces: list[tuple[tuple[Any, ...], str, Dimension, list[str]]] = [
         (("tuning", "space", key), key, dim, list(configs)) for key, dim in tuning.space.items()
     ]
@@ -703,9 +751,11 @@ def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> N
                 "P942",
                 path,
                 f"{format_path(path)} draws floats ({dim.kind}: [{lo:g}, {hi:g}]) for "
-                f"{key!r}, which the config holds as the integer {values[0]}: each trial gets a float where "
+                f"{key!r}, which the config holds as the integer {values[0]}: each trial gets a "
+                f"float where "
                 "the trainable had an integer",
-                "Tune it with int: [lo, hi] (or choice: [...]), or write the config's value as a float "
+                "Tune it with int: [lo, hi] (or choice: [...]), or write the config's value as a "
+                "float "
                 "(32.0) if a float is meant.",
                 key=True,
                 severity="warning",
@@ -713,7 +763,8 @@ def _floats_for_integers(report: _Report, tuning, configs: dict[str, dict]) -> N
 
 
 def _culprit(contract, arm, i: int, path: str) -> tuple[Any, ...]:
-    """The override that most likely made `path` differ: the arm's, else the baseline's, else the arm."""
+    """The override that most likely made `path` differ: the arm's, else the baseline's, else the
+    arm."""
     for where, overrides in (
         (("arms", i), arm.overrides),
         (("baseline",), contract.baseline.overrides),
@@ -744,10 +795,11 @@ def _value(value: Any) -> str:
 def warmup_lengths(contract, composed: ComposedArms) -> dict[str, tuple[str, float]]:
     """Arm -> (key, length in exposure units) of the longest warmup the factor changes in that arm.
 
-    A warmup key is a config path with `warmup` in it that is in `factor.keys` or that the arm's composed
-    config changes against the baseline's. Its length: a fraction of training (`warmup_ratio: 0.2`) times
-    `budget.exposure`; a whole number up to the exposure (`warmup_epochs: 3`) as it is. A count in another
-    unit (500 optimizer steps against 10 epochs) cannot be placed on the exposure's scale and is left out.
+    A warmup key is a config path with `warmup` in it that is in `factor.keys` or that the arm's
+    composed config changes against the baseline's. Its length: a fraction of training
+    (`warmup_ratio: 0.2`) times `budget.exposure`; a whole number up to the exposure
+    (`warmup_epochs: 3`) as it is. A count in another unit (500 optimizer steps against 10 epochs)
+    cannot be placed on the exposure's scale and is left out.
     """
     base = composed.configs.get(contract.baseline.name) or {}
     exposure = contract.budget.exposure
@@ -775,8 +827,9 @@ def warmup_lengths(contract, composed: ComposedArms) -> dict[str, tuple[str, flo
 
 
 def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) -> list[Diagnostic]:
-    """P900: a factor that touches a batch-size or accumulation key; P906: early stopping whose first rung comes
-    before a warmup the factor changes has ended; P908: tuning on a metric named as a test-set one."""
+    """P900: a factor that touches a batch-size or accumulation key; P906: early stopping whose
+    first rung comes before a warmup the factor changes has ended; P908: tuning on a metric named
+    as a test-set one."""
     report = _Report(loaded)
     tuning = contract.tuning
     grace = (
@@ -794,9 +847,12 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
                     "P906",
                     where,
                     f"early_stop.grace is {grace} but arm {arm!r} warms up for {length:g} of "
-                    f"{contract.budget.exposure} (its {key}): a trial of it is judged at the first rung before "
-                    "the factor's effect could show, and a slower starter is stopped for being slow to start",
-                    f"Use a grace of at least {math.ceil(length)}, or early_stop rule none for this comparison.",
+                    f"{contract.budget.exposure} (its {key}): a trial of it is judged at the "
+                    f"first rung before "
+                    "the factor's effect could show, and a slower starter is stopped for being "
+                    "slow to start",
+                    f"Use a grace of at least {math.ceil(length)}, or early_stop rule none for "
+                    f"this comparison.",
                     severity="warning",
                 )
     touched: dict[str, int] = {}
@@ -819,10 +875,12 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
         report.add(
             "P908",
             ("metric", "name"),
-            f"metric.name {metric.name!r} reads as a test-set metric, and tuning selects each arm's config "
+            f"metric.name {metric.name!r} reads as a test-set metric, and tuning selects each "
+            f"arm's config "
             "on it: the test set then shapes what is confirmed (a peek at it)",
             "Tune on a validation metric (metric.name: val_acc) and give the test metric as "
-            "metric.heldout, which tuning never reads; a warning, since the name may mean something else.",
+            "metric.heldout, which tuning never reads; a warning, since the name may mean "
+            "something else.",
             severity="warning",
         )
     for key, i in touched.items():
@@ -832,18 +890,20 @@ def check_warnings(contract, loaded: LoadedYaml, composed: ComposedArms | None) 
         report.add(
             "P900",
             where,
-            f"the factor changes {key!r}, a batch-size or accumulation key: batch statistics change and the "
+            f"the factor changes {key!r}, a batch-size or accumulation key: batch statistics "
+            f"change and the "
             "learning rate is not rescaled, so the arms may differ in more than the factor",
-            "Keep the effective batch size fixed, or scale the learning rate with it and say so in the hypothesis.",
+            "Keep the effective batch size fixed, or scale the learning rate with it and say so "
+            "in the hypothesis.",
             severity="warning",
         )
     return report.items
 
 
 def check_trainable(contract, loaded: LoadedYaml, probe: TrainableProbe | None) -> list[Diagnostic]:
-    """P421, P501-P503: what importing the trainable `module:function` showed (`probe`, planner._contract.probe;
-    None for a `command:` trainable, which is not imported); P943: a module that uses planner.LightningCallback
-    with a budget not counted in epochs."""
+    """P421, P501-P503: what importing the trainable `module:function` showed (`probe`,
+    planner._contract.probe; None for a `command:` trainable, which is not imported); P943: a
+    module that uses planner.LightningCallback with a budget not counted in epochs."""
     if contract.trainable is None or probe is None:
         return []
     report = _Report(loaded)
@@ -868,7 +928,8 @@ def check_trainable(contract, loaded: LoadedYaml, probe: TrainableProbe | None) 
 
 
 def trainable_problem(probe: TrainableProbe) -> tuple[str, str, str] | None:
-    """(code, message, hint) for a trainable the probe could not import or call; None when it is found."""
+    """(code, message, hint) for a trainable the probe could not import or call; None when it is
+    found."""
     module, origin, function = probe.module, probe.origin, probe.function
     if probe.outcome == "package_exit":
         return (
@@ -931,4 +992,7 @@ def _where_hint(near: tuple[str, str] | None) -> str:
             f"It is at {candidate}: run `plan` from {parent}, or move the contract next to it "
             "(trials import it from the contract's folder or the current folder)."
         )
-    return "Put the module next to the contract or in the current folder, or fix the name (`module.path:function`)."
+    return (
+        "Put the module next to the contract or in the current folder, or fix the name "
+        "(`module.path:function`)."
+    )

@@ -92,7 +92,8 @@ _SHORTHAND = {"sampler": "name", "early_stop": "rule"}
 _FOREIGN_VALUES = {"minimize": "min", "maximize": "max"}
 
 _PATTERN_HINTS = {
-    "name": "Use lowercase letters, digits, '-' and '_', starting with a letter or digit, at most 64 characters.",
+    "name": "Use lowercase letters, digits, '-' and '_', starting with a letter or digit, at most "
+    "64 characters.",
     "trainable": "Write `module.path:function`, like `toy:train`.",
 }
 

@@ -31,8 +31,9 @@ from planner._core.diagnostics import Diagnostic, errors
 from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 from planner._core.lazy import lazy_import
 
-# the rules of a `command:` trainable (its keys, metrics file, checkpoints, argparse flags) and what they read
-# a script's --help with: a `trainable:` contract has no command to check and never loads them
+# the rules of a `command:` trainable (its keys, metrics file, checkpoints, argparse flags) and
+# what they read a script's --help with: a `trainable:` contract has no command to check and never
+# loads them
 command_rules = lazy_import("planner._contract.command_rules")
 
 __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trials", "validate"]
@@ -40,7 +41,8 @@ __all__ = ["LoadedContract", "ValidationResult", "load_contract", "planned_trial
 
 @dataclass
 class LoadedContract:
-    """A valid contract: the model, where it came from, its YAML positions and every arm's effective config."""
+    """A valid contract: the model, where it came from, its YAML positions and every arm's
+    effective config."""
 
     contract: Any  # planner._contract.model.Contract
     path: Path
@@ -56,7 +58,8 @@ class LoadedContract:
     command_flags: str | None = (
         None  # `args: argparse`: how the flags' names were checked ("checked against ...")
     )
-    # `args: argparse`: the script's options the check read (or None) and why, for the trainable (read once)
+    # `args: argparse`: the script's options the check read (or None) and why, for the trainable
+    # (read once)
     script_options: tuple[Any, str] | None = None
 
     @property
@@ -91,7 +94,8 @@ class ValidationResult:
 
 
 def load_contract(path: str | os.PathLike, lineage: Lineage | None = None) -> LoadedContract:
-    """Load and check a contract; raise `ContractError` listing every error (warnings are kept on the result).
+    """Load and check a contract; raise `ContractError` listing every error (warnings are kept on
+    the result).
 
     `lineage` resolves a baseline from earlier work (planner._contract.baseline); without it such a
     contract is refused (P700)."""
@@ -107,10 +111,12 @@ def load_contract(path: str | os.PathLike, lineage: Lineage | None = None) -> Lo
 def validate(
     path: str | os.PathLike, strict: bool = False, lineage: Lineage | None = None
 ) -> ValidationResult:
-    """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is valid.
+    """Every Diagnostic about the contract at `path`, and a summary of the experiment when it is
+    valid.
 
-    `lineage` (planner._contract.baseline.Lineage) resolves a baseline from a run or a line and checks
-    the contract against the project's ledger; the caller passes it (this stage reads no run folder)."""
+    `lineage` (planner._contract.baseline.Lineage) resolves a baseline from a run or a line and
+    checks the contract against the project's ledger; the caller passes it (this stage reads no run
+    folder)."""
     file = str(path)
     try:
         loaded = load_yaml(path)
@@ -203,7 +209,8 @@ def _check_loaded(
 def _resolve_baseline(
     contract, contract_dir: Path, lineage: Lineage | None
 ) -> ResolvedBaseline | None:
-    """The baseline from earlier work, resolved by the caller's `lineage`; None for a baseline of the contract's own."""
+    """The baseline from earlier work, resolved by the caller's `lineage`; None for a baseline of
+    the contract's own."""
     if not contract.baseline_from_earlier_work:
         return None
     if lineage is None:
@@ -311,7 +318,8 @@ def _command_lines(command: dict[str, Any]) -> list[str]:
         lines.append(f"           the config as flags {command.get('flags') or ''}".rstrip())
     if command.get("args") == "argparse":
         lines.append(
-            f"           the config as argparse flags (--key=value), {command.get('flags') or 'not checked'}"
+            f"           the config as argparse flags (--key=value), "
+            f"{command.get('flags') or 'not checked'}"
         )
     metrics = command["metrics"]
     if metrics is None:
@@ -391,7 +399,8 @@ def format_result(result: ValidationResult) -> str:
     budget = summary["budget"]
     ceiling = f" (max_trials {budget['max_trials']})" if budget["max_trials"] is not None else ""
     lines.append(
-        f"  trials   {planned['total']} planned: tune {planned['tune']}, confirm {planned['confirm']}{ceiling}"
+        f"  trials   {planned['total']} planned: tune {planned['tune']}, confirm "
+        f"{planned['confirm']}{ceiling}"
     )
     extra = (
         [f"max wall time {budget['max_wall_time']}"] if budget["max_wall_time"] is not None else []
@@ -401,8 +410,8 @@ def format_result(result: ValidationResult) -> str:
     resources = budget["resources"]
     lines.append(
         f"  budget   {budget['exposure']} {budget['unit']} per trial, {budget['planned_exposure']} "
-        f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per trial"
-        + "".join(f"; {e}" for e in extra)
+        f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per "
+        f"trial" + "".join(f"; {e}" for e in extra)
     )
     return "\n".join(lines)
 

@@ -41,7 +41,8 @@ class Diagnostic:
 
 
 def short_repr(value: object, limit: int = 60) -> str:
-    """A contract or config value quoted in a message, YAML-style (true, null, 'text'), cut to `limit` characters."""
+    """A contract or config value quoted in a message, YAML-style (true, null, 'text'), cut to
+    `limit` characters."""
     return yaml_value(value, limit)
 
 

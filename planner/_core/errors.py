@@ -3,10 +3,12 @@
     PlannerError                      every error the planner raises on purpose (exit 1)
      +-- UsageError                   bad command line, unreadable file (exit 2)
      +-- ContractError                the contract is invalid; carries Diagnostics (exit 1)
-     |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError: exit 2)
-     +-- RunError                     a run cannot start or go on (lock held, hash changed, ...) (exit 3)
+     |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError:
+     exit 2) +-- RunError                     a run cannot start or go on (lock held, hash changed,
+     ...) (exit 3)
      |    +-- RunLockedError          another `plan run` holds the run folder
-     |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or symbolic) or special
+     |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or
+     symbolic) or special
      |    +-- DiskError               the disk planner writes to is full, read-only or refuses it
      +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
@@ -16,7 +18,8 @@
      |    +-- CommandMemoryError      past its memory limit (also a MemoryError)
      |    +-- CommandNoReportError    exited 0 without a report (also a TrialProtocolError)
      +-- MlflowTrackingError          MLflow missing or refusing, or a run folder it cannot read
-     +-- LineageError                 a baseline from a run that cannot be read, a refused promotion (code P7xx, exit 1)
+     +-- LineageError                 a baseline from a run that cannot be read, a refused
+     promotion (code P7xx, exit 1)
 
 The CLI prints `str(error)` for any PlannerError and returns its `exit_code`,
 never a traceback; anything else is an internal bug (EXIT_INTERNAL) and gets a
@@ -38,18 +41,23 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
-    EXIT_OK: "success: a valid contract, a completed run whose decisions are accept, reject or inconclusive, a "
+    EXIT_OK: "success: a valid contract, a completed run whose decisions are accept, reject or "
+    "inconclusive, a "
     "reeval that reproduces",
-    EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; for `plan promote`, "
+    EXIT_INVALID: "the contract is invalid; for `plan reeval`, a logged seed does not reproduce; "
+    "for `plan promote`, "
     "a refused promotion",
     EXIT_USAGE: "usage error or unreadable file",
-    EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, interrupted, failed, "
+    EXIT_INCOMPLETE: "a run or reeval that ended without completing (budget exhausted, "
+    "interrupted, failed, "
     "a locked run folder, a disk that is full or cannot be written)",
-    EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation value: every "
+    EXIT_NO_VALUE: "`plan run` completed, but an arm (or the baseline) has no usable confirmation "
+    "value: every "
     "trial failed, broke the protocol or was never confirmed, so nothing can be decided; or a "
     "decision is `invalid` (the data or the tuning budget broke the contract, or the seeds did not "
     "vary the run)",
-    EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or `PLANNER_DEBUG=1`)",
+    EXIT_INTERNAL: "an internal bug (the message says how to see the trace: `plan --debug ...` or "
+    "`PLANNER_DEBUG=1`)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C or SIGTERM) outside a run's own handling",
 }
 
@@ -77,7 +85,8 @@ class ContractError(PlannerError):
 
 
 class ContractFileError(ContractError, UsageError):
-    """The contract file cannot be read as text: exit 2 (a usage problem, not an invalid contract)."""
+    """The contract file cannot be read as text: exit 2 (a usage problem, not an invalid
+    contract)."""
 
     exit_code = EXIT_USAGE
 
@@ -89,8 +98,9 @@ class RunError(PlannerError):
 
 
 class FailedFast(RunError):
-    """The run stopped because its first trials can only fail (planner._dispatch.failfast): it ends `failed`
-    (exit 3) and says so as every run's ending does (run folder, run state), not as an error of the command."""
+    """The run stopped because its first trials can only fail (planner._dispatch.failfast): it ends
+    `failed` (exit 3) and says so as every run's ending does (run folder, run state), not as an
+    error of the command."""
 
 
 class RunLockedError(RunError):
@@ -98,8 +108,9 @@ class RunLockedError(RunError):
 
 
 class LinkedFileError(RunError):
-    """A file planner was to write in a run folder (or the runs dir) is a link, hard or symbolic, a FIFO or a
-    device: writing it would change a file outside the folder, so it is refused (exit 3)."""
+    """A file planner was to write in a run folder (or the runs dir) is a link, hard or symbolic, a
+    FIFO or a device: writing it would change a file outside the folder, so it is refused (exit
+    3)."""
 
 
 class DiskError(RunError):
@@ -174,11 +185,13 @@ class CommandNoReportError(CommandError, TrialProtocolError):
 
 
 class CommandMetricsError(CommandError, TrialProtocolError):
-    """The script exited 0 but its metrics log never appeared or never held the metric (`protocol_error`)."""
+    """The script exited 0 but its metrics log never appeared or never held the metric
+    (`protocol_error`)."""
 
 
 class CommandArgumentsError(CommandFailedError, TrialProtocolError):
-    """An argparse script refused its flags (exit status 2, its usage error in the message): not retried."""
+    """An argparse script refused its flags (exit status 2, its usage error in the message): not
+    retried."""
 
 
 class CommandConfigMismatchError(TrialProtocolError):
@@ -190,9 +203,9 @@ class MlflowTrackingError(PlannerError):
 
 
 class LineageError(PlannerError):
-    """A lineage step refused, with its rule code (docs/contract.md): a baseline from a run that cannot be
-    read (P701-P705), a promotion refused (P710-P714). `plan promote` exits 1 with it; validate reports it
-    as a Diagnostic."""
+    """A lineage step refused, with its rule code (docs/contract.md): a baseline from a run that
+    cannot be read (P701-P705), a promotion refused (P710-P714). `plan promote` exits 1 with it;
+    validate reports it as a Diagnostic."""
 
     exit_code = EXIT_INVALID
 

@@ -1,4 +1,5 @@
-"""The one way planner defers an import: a module object that imports on first use (Optuna's `_LazyImport`).
+"""The one way planner defers an import: a module object that imports on first use (Optuna's
+`_LazyImport`).
 
 Imports sit at the top of every module. Where importing a library at the top would
 make a light command heavy (`import planner`, `plan validate`, `plan status` never load

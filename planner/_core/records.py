@@ -13,9 +13,9 @@ pilot, reeval and its comparison:
         pilot's spread, the tuning history) drops non-finite values itself.
 
 `StoredTrial` is the shape of a record at the store boundary (docs/run-folder.md), described once:
-planner._store.schema decodes every line of trials.jsonl into it and holds what the writer appends to
-it. A record read from disk is a plain dict of that shape; `TrialRecord` adds what is never on disk:
-`summary`: the reader sets it on a slimmed record
+planner._store.schema decodes every line of trials.jsonl into it and holds what the writer appends
+to it. A record read from disk is a plain dict of that shape; `TrialRecord` adds what is never on
+disk: `summary`: the reader sets it on a slimmed record
 (reports dropped to save memory), and so does a running driver on a tuning record once it is on disk
 (`planner._store.facts.kept_of_tuning`), to keep what the facts need of them.
 
@@ -35,24 +35,26 @@ from msgspec import Meta
 
 from planner._core.status import FAILED, TrialStatus
 
-# The numbers of a run folder, bounded where the schema reads them (planner._store.schema decodes every file
-# into these types with msgspec; its ValidationError names the field).
+# The numbers of a run folder, bounded where the schema reads them (planner._store.schema decodes
+# every file into these types with msgspec; its ValidationError names the field).
 BIG = (
     2**53
 )  # no count, step, pid or duration a run writes is past this (and a double holds it exactly)
 Whole = Annotated[int, Meta(ge=-BIG, le=BIG)]  # a seed, an index
 Count = Annotated[int, Meta(ge=0, le=BIG)]  # attempts, a pid, presentations
-# a step, an exposure, a duration: a finite number up to 2**53 (a step of 1e30 is no step a run took)
+# a step, an exposure, a duration: a finite number up to 2**53 (a step of 1e30 is no step a run
+# took)
 Measure = Annotated[int, Meta(ge=-BIG, le=BIG)] | Annotated[float, Meta(ge=-BIG, le=BIG)]
 Finite = Annotated[float, Meta(ge=-sys.float_info.max, le=sys.float_info.max)]  # any finite number
 NonFinite = Literal["nan", "inf", "-inf"]
-# A metric's value: a number of any size, or NaN and the infinities spelled as JSON cannot write them
-# (a diverged trial's value; `stored_metric`); null where a trainable reported None.
+# A metric's value: a number of any size, or NaN and the infinities spelled as JSON cannot write
+# them (a diverged trial's value; `stored_metric`); null where a trainable reported None.
 MetricValue = float | NonFinite | None
 
 
 class Report(TypedDict, total=False):
-    """One report of a trial: its step, its metrics (non-finite values as "nan", "inf", "-inf"), its time."""
+    """One report of a trial: its step, its metrics (non-finite values as "nan", "inf", "-inf"),
+    its time."""
 
     step: Measure | None
     metrics: dict[str, MetricValue] | None
@@ -102,17 +104,18 @@ class ReportSummary(NamedTuple):
 
 
 class TrialInputs(TypedDict, total=False):
-    """What a `command:` trial was given and read (docs/run-folder.md): `argv`, the words after the
-    command (its flags as passed); `files`, name (relative to the folder it ran in) -> {sha256} for
-    code and config, {size, mtime_ns} for data (planner._store.identity.FileFact)."""
+    """What a trial read, and a `command:` trial was given (docs/run-folder.md): `argv`, the words
+    after the command (its flags as passed; a command's only); `files`, name (relative to the folder
+    it ran in) -> {sha256} for code and config, {size, mtime_ns} for data
+    (planner._store.identity.FileFact)."""
 
     argv: list[str]
     files: dict[str, dict[str, Any]]
 
 
 class StoredTrial(TypedDict, total=False):
-    """A line of trials.jsonl as a run writes it (docs/run-folder.md): the one description of a trial
-    record, which the writer holds every record to and the reader decodes every line into."""
+    """A line of trials.jsonl as a run writes it (docs/run-folder.md): the one description of a
+    trial record, which the writer holds every record to and the reader decodes every line into."""
 
     trial_id: Required[str]
     status: Required[str]  # a TrialStatus word
@@ -142,12 +145,13 @@ class StoredTrial(TypedDict, total=False):
     modules: list[str] | None
     resumed: bool | None
     resumed_from: dict[str, Any] | None
-    inputs: TrialInputs | None  # a command's flags as passed, and the files its processes read
+    inputs: TrialInputs | None  # the files the trial read, and a command's flags as passed
 
 
 class TrialRecord(StoredTrial, total=False):
-    """A trial record as planner holds it: a `StoredTrial`, and on a slimmed record (reports dropped to
-    save memory, by the reader or a running driver) what the facts need of them. Never written."""
+    """A trial record as planner holds it: a `StoredTrial`, and on a slimmed record (reports
+    dropped to save memory, by the reader or a running driver) what the facts need of them. Never
+    written."""
 
     summary: ReportSummary
     metric_curve: str
@@ -165,22 +169,24 @@ NON_FINITE = (
 
 
 def stored_metric(value: float) -> float | str:
-    """A metric's value as a record stores it: non-finite floats as "nan", "inf", "-inf" (NON_FINITE)."""
+    """A metric's value as a record stores it: non-finite floats as "nan", "inf", "-inf"
+    (NON_FINITE)."""
     if math.isfinite(value):
         return value
     return NON_FINITE[0] if math.isnan(value) else NON_FINITE[1 if value > 0 else 2]
 
 
 def decision_mode(mode: str, heldout: str | None, heldout_mode: str | None) -> str:
-    """The direction the decision reads its metric in (a contract's `metric`): a held-out metric's own
-    `heldout_mode` when it has one, else `mode`, which also directs the tuning."""
+    """The direction the decision reads its metric in (a contract's `metric`): a held-out metric's
+    own `heldout_mode` when it has one, else `mode`, which also directs the tuning."""
     return (heldout_mode or mode) if heldout else mode
 
 
 def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:
-    """The reports a trial's checkpoint held when the trial continued from it (`resumed_from.reports`: the
-    steps its earlier attempt trained and reported, which the record's own `reports` leave out), in order,
-    each before the record's first report; [] for a trial that did not continue, or a malformed entry."""
+    """The reports a trial's checkpoint held when the trial continued from it
+    (`resumed_from.reports`: the steps its earlier attempt trained and reported, which the record's
+    own `reports` leave out), in order, each before the record's first report; [] for a trial that
+    did not continue, or a malformed entry."""
     source = record.get("resumed_from")
     held = source.get("reports") if isinstance(source, dict) else None
     if not isinstance(held, list):
@@ -208,8 +214,9 @@ def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]]:
-    """arm -> the metrics that some report of the arm's `records` holds as NaN or an infinity ("nan", "inf",
-    "-inf" as stored): a training that diverged, though its decision metric (an accuracy) stayed a number."""
+    """arm -> the metrics that some report of the arm's `records` holds as NaN or an infinity
+    ("nan", "inf", "-inf" as stored): a training that diverged, though its decision metric (an
+    accuracy) stayed a number."""
     out: dict[str, set[str]] = {}
     for record in records:
         reports = record.get("reports")
@@ -222,7 +229,8 @@ def non_finite_metrics(records: Iterable[dict[str, Any]]) -> dict[str, list[str]
 
 
 def final_value(record: Mapping[str, Any], metric: str) -> float | None:
-    """The last reported value of `metric` (NaN and infinities kept: diverged); None when never reported."""
+    """The last reported value of `metric` (NaN and infinities kept: diverged); None when never
+    reported."""
     reports = record.get("reports")
     for report in reversed(reports if isinstance(reports, list) else []):
         metrics = report.get("metrics") if isinstance(report, dict) else None
@@ -238,7 +246,8 @@ def final_value(record: Mapping[str, Any], metric: str) -> float | None:
 
 
 def finite_final_value(record: Mapping[str, Any], metric: str) -> float | None:
-    """`final_value`, None when it is not finite (for uses that need a usable number, never for deciding)."""
+    """`final_value`, None when it is not finite (for uses that need a usable number, never for
+    deciding)."""
     value = final_value(record, metric)
     return value if value is not None and math.isfinite(value) else None
 
@@ -264,8 +273,8 @@ def error_of(record: dict[str, Any]) -> str | None:
     return f"{kind}: {message}" if message else kind
 
 
-# What differs between two occurrences of one failure, replaced in `error_key` (order matters: a path may
-# hold a trial id or a hex id, a trial id holds numbers).
+# What differs between two occurrences of one failure, replaced in `error_key` (order matters: a
+# path may hold a trial id or a hex id, a trial id holds numbers).
 _NORMALIZE = (
     (re.compile(r"(?:[A-Za-z]:)?(?:[\w.~+@-]*[/\\])+[\w.~+@-]*"), "<path>"),
     (
@@ -285,9 +294,10 @@ _NORMALIZE = (
 
 
 def error_key(error: str) -> str:
-    """The error with what varies between occurrences of one failure normalized: trial ids, paths, hex ids
-    (and uuids, addresses), numbers. Two failures with the same key are one failure: "KeyError: 'lr'" in
-    every trial, or "can't open file '/runs/x/trials/t3/train.py'" once per trial folder."""
+    """The error with what varies between occurrences of one failure normalized: trial ids, paths,
+    hex ids (and uuids, addresses), numbers. Two failures with the same key are one failure:
+    "KeyError: 'lr'" in every trial, or "can't open file '/runs/x/trials/t3/train.py'" once per
+    trial folder."""
     text = str(error)
     for pattern, placeholder in _NORMALIZE:
         text = pattern.sub(placeholder, text)
@@ -326,8 +336,9 @@ def on_nodes(group: dict[str, Any]) -> str:
 
 
 def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:
-    """The protocol notes trials carry (`notes`: a declared metric no row held), grouped like errors (by
-    `error_key`), in order of first occurrence: [{"note", "count", "first": trial_id}]."""
+    """The protocol notes trials carry (`notes`: a declared metric no row held), grouped like
+    errors (by `error_key`), in order of first occurrence: [{"note", "count", "first":
+    trial_id}]."""
     groups: dict[str, dict[str, Any]] = {}
     for record in records:
         notes = record.get("notes")
@@ -352,7 +363,8 @@ def curve(record: Mapping[str, Any]) -> tuple:
 
 def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
     """Arms whose completed confirmation trials (2 or more seeds) reported exactly the same curves:
-    arm -> how many seeds. The seed did not vary the run (a trainable that never reads trial.seed)."""
+    arm -> how many seeds. The seed did not vary the run (a trainable that never reads
+    trial.seed)."""
     return same_curve_every_seed(
         (str(r.get("arm")), r.get("seed"), curve(r))
         for r in records
@@ -361,11 +373,11 @@ def seeds_identical(records: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str, int]:
-    """The one rule of `seeds_identical`, on (arm, seed, `curve` of the trial): the arms whose 2 or more seeds
-    all have the same curve, arm -> how many seeds (a seed seen twice counts once, its last curve). A curve
-    whose every metric holds one value at every step (a saturated or quantized metric: val_acc 1.0 from the
-    first epoch on) tells nothing of the seed: two seeds of a seeded run give it too, and it is not flagged
-    (the decision's degenerate-spread rule speaks for it)."""
+    """The one rule of `seeds_identical`, on (arm, seed, `curve` of the trial): the arms whose 2 or
+    more seeds all have the same curve, arm -> how many seeds (a seed seen twice counts once, its
+    last curve). A curve whose every metric holds one value at every step (a saturated or quantized
+    metric: val_acc 1.0 from the first epoch on) tells nothing of the seed: two seeds of a seeded
+    run give it too, and it is not flagged (the decision's degenerate-spread rule speaks for it)."""
     by_arm: dict[str, dict[Any, tuple]] = {}
     for arm, seed, c in curves:
         by_arm.setdefault(arm, {})[seed] = c
@@ -379,8 +391,8 @@ def same_curve_every_seed(curves: Iterable[tuple[str, Any, tuple]]) -> dict[str,
 
 
 def _flat(curve: tuple) -> bool:
-    """Whether a `curve` of 2 or more reports holds one value of each metric at every report (nothing in it
-    moved); a single report is no curve, and says nothing either way."""
+    """Whether a `curve` of 2 or more reports holds one value of each metric at every report
+    (nothing in it moved); a single report is no curve, and says nothing either way."""
     by_name: dict[Any, list[Any]] = {}
     for _, metrics in curve:
         for name, value in metrics:
@@ -389,7 +401,8 @@ def _flat(curve: tuple) -> bool:
 
 
 def _one_value(values: list[Any]) -> bool:
-    """Every value equal to the first (the one test of a flat series, for `_flat` and `metric_curve`)."""
+    """Every value equal to the first (the one test of a flat series, for `_flat` and
+    `metric_curve`)."""
     return all(value == values[0] for value in values)
 
 
@@ -397,9 +410,9 @@ FLAT_CURVE = "flat:"  # a metric_curve digest of a series that holds one value a
 
 
 def metric_curve(record: dict[str, Any], metric: str) -> str | None:
-    """A digest of the (step, value) of `metric` in every report of the trial: equal digests, equal curves;
-    prefixed FLAT_CURVE when the value is the same at every step. A running driver keeps it on a tuning record
-    it slimmed (`metric_curve`); None when no report has it."""
+    """A digest of the (step, value) of `metric` in every report of the trial: equal digests, equal
+    curves; prefixed FLAT_CURVE when the value is the same at every step. A running driver keeps it
+    on a tuning record it slimmed (`metric_curve`); None when no report has it."""
     kept = record.get("metric_curve")
     if isinstance(kept, str):
         return kept
@@ -416,13 +429,14 @@ def metric_curve(record: dict[str, Any], metric: str) -> str | None:
 
 
 def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[str, int]:
-    """Arms whose tuning trials with different params reported exactly the same curves of `metric` (the
-    selection metric): arm -> how many tuning trials. The tuned values did not reach the run (a trainable
-    that never reads them). Read per sweep (an arm at a tuning seed) whose trials all completed with 2 or
-    more distinct param sets; an arm with a sweep whose curves differ is not flagged. A trial that continued
-    from its checkpoint (`resumed`) reported only the steps it had left: it counts, but its curve is not
-    compared. A sweep whose trials all give one curve, holding one value at every step (a saturated metric:
-    FLAT_CURVE), tells nothing of the tuned values and is not read."""
+    """Arms whose tuning trials with different params reported exactly the same curves of `metric`
+    (the selection metric): arm -> how many tuning trials. The tuned values did not reach the run
+    (a trainable that never reads them). Read per sweep (an arm at a tuning seed) whose trials all
+    completed with 2 or more distinct param sets; an arm with a sweep whose curves differ is not
+    flagged. A trial that continued from its checkpoint (`resumed`) reported only the steps it had
+    left: it counts, but its curve is not compared. A sweep whose trials all give one curve,
+    holding one value at every step (a saturated metric: FLAT_CURVE), tells nothing of the tuned
+    values and is not read."""
     sweeps: dict[tuple[str, Any], list[dict[str, Any]]] = {}
     for r in records:
         if r.get("phase") == "tune":
@@ -440,7 +454,8 @@ def tuned_values_identical(records: list[dict[str, Any]], metric: str) -> dict[s
         ):
             continue
         if len(curves) == 1 and str(next(iter(curves))).startswith(FLAT_CURVE):
-            continue  # one curve that never moves, for every param set: nothing to tell the values by
+            # one curve that never moves, for every param set: nothing to tell the values by
+            continue
         if len(curves) == 1:
             same[arm] = same.get(arm, 0) + len(trials)
         else:

@@ -10,27 +10,29 @@ which planner never records (identity.json keeps allow-listed variables only).
 What is printed or written as free text (captured output, exception messages and tracebacks, Hydra's
 logs, the terminal, status, reports) still goes through `Redactor.text`, which cuts:
 
-- the values of environment variables with credential names (and their repr/JSON-escaped spellings, their hex
-  and base64: `_spellings`);
-- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA... (akia... too),
-  xox?-..., glpat-..., pypi-AgE..., npm_..., AIza..., an Azure AccountKey=/SharedAccessKey= value and SAS sig=,
-  user:password@host without a scheme, a JWT, a PEM private key, a Slack webhook) and a URL's userinfo,
-  whatever characters it holds (also with its slashes JSON-escaped);
-- a command's or a statement's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u user:PASS,
-  sshpass -p PASS, SQL's IDENTIFIED BY 'PASS' and PASSWORD 'PASS', a netrc's password);
-- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`, `Basic <b64>`;
+- the values of environment variables with credential names (and their repr/JSON-escaped spellings,
+  their hex and base64: `_spellings`);
+- values of a credential shape (`SHAPES`: hf_..., sk-..., ghp_/gho_/github_pat_..., AKIA...
+  (akia... too), xox?-..., glpat-..., pypi-AgE..., npm_..., AIza..., an Azure
+  AccountKey=/SharedAccessKey= value and SAS sig=, user:password@host without a scheme, a JWT, a
+  PEM private key, a Slack webhook) and a URL's userinfo, whatever characters it holds (also with
+  its slashes JSON-escaped);
+- a command's or a statement's own password spelling (`COMMAND_PASSWORDS`: mysql -pPASS, curl -u
+  user:PASS, sshpass -p PASS, SQL's IDENTIFIED BY 'PASS' and PASSWORD 'PASS', a netrc's password);
+- `Authorization:` header values of any scheme (the scheme and the credential), `Bearer <token>`,
+  `Basic <b64>`;
 - `--password VALUE`, `--hf-token VALUE`, ... flags, and `name=value` / `name: value` pairs under a
-  credential name (`name => value` too, and inside another pair's value), whatever punctuation the value
-  holds (quoted values up to their closing quote).
+  credential name (`name => value` too, and inside another pair's value), whatever punctuation the
+  value holds (quoted values up to their closing quote).
 
 The name rule (`looks_secret`): a name is split into words (at anything not a letter or digit and at
-camelCase humps); it is a credential's name when its LAST word is a credential noun (NOUNS), ends with
-one (STEMS: `dbpassword`), or its last two words make one (`api_key`, `access_key`, `private_key`).
-So `db_password`, `apiKey`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `client-secret` are credentials'
-names, and `token_dropout`, `max_token_length`, `pad_token_id`, `max_tokens`, `skip_pass`, `seed_key`,
-`author` are not. A name alone makes a credential only of a value that could be one
-(`could_be_credential`): not a number, a bool, an empty text, `???`, or a tokenizer's special token
-like `<pad>`, `</s>` or `[PAD]`.
+camelCase humps); it is a credential's name when its LAST word is a credential noun (NOUNS), ends
+with one (STEMS: `dbpassword`), or its last two words make one (`api_key`, `access_key`,
+`private_key`). So `db_password`, `apiKey`, `HF_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `client-secret`
+are credentials' names, and `token_dropout`, `max_token_length`, `pad_token_id`, `max_tokens`,
+`skip_pass`, `seed_key`, `author` are not. A name alone makes a credential only of a value that
+could be one (`could_be_credential`): not a number, a bool, an empty text, `???`, or a tokenizer's
+special token like `<pad>`, `</s>` or `[PAD]`.
 """
 
 from __future__ import annotations
@@ -128,8 +130,9 @@ _NUMBER = re.compile(
 
 
 def could_be_credential(value: Any, numbers: bool = False) -> bool:
-    """True when `value` could be a credential if its name says it is one: a text that is no special token
-    (nor a number written as text, unless `numbers`: free text cuts `pin=123456`, a contract may hold it)."""
+    """True when `value` could be a credential if its name says it is one: a text that is no
+    special token (nor a number written as text, unless `numbers`: free text cuts `pin=123456`, a
+    contract may hold it)."""
     if not isinstance(value, str):
         return False
     text = value.strip()
@@ -166,8 +169,9 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "a GitHub token",
         re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
     ),
-    # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet (base32: a-z, 2-7),
-    # with a digit, as one word (not `asiancuisinedatasets`, not `asiasoutheast1bucket`)
+    # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet
+    # (base32: a-z, 2-7), with a digit, as one word (not `asiancuisinedatasets`, not
+    # `asiasoutheast1bucket`)
     (
         "an AWS access key id",
         re.compile(
@@ -186,7 +190,8 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}"),
     ),
     ("an Azure SAS signature", re.compile(r"(?i)(?<=[?&;]sig=)[A-Za-z0-9+/%=]{16,}")),
-    # user:password@host without a scheme (`svc:pw@db.internal:5432`); not an image digest (`name:1.0@sha256:...`)
+    # user:password@host without a scheme (`svc:pw@db.internal:5432`); not an image digest
+    # (`name:1.0@sha256:...`)
     (
         "a user:password@host",
         re.compile(
@@ -195,10 +200,11 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
-# What each shape cannot match without: a text that holds none of a shape's needles is not searched for it
-# (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded: looked for in the
-# lowercased text (the pattern ignores case, or spells out the cases it takes). tests/unit/test_redact.py checks
-# every rule below has needles and that a text a pattern matches always holds one.
+# What each shape cannot match without: a text that holds none of a shape's needles is not searched
+# for it (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded:
+# looked for in the lowercased text (the pattern ignores case, or spells out the cases it takes).
+# tests/unit/test_redact.py checks every rule below has needles and that a text a pattern matches
+# always holds one.
 NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
     "a PEM private key": (("-----BEGIN ",), False),
     "a Slack webhook": (("https://hooks.slack.com/",), False),
@@ -230,7 +236,8 @@ NEEDLES: dict[str, tuple[tuple[str, ...], bool]] = {
 
 
 def may_hold(rule: str, text: str) -> bool:
-    """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the other rules)."""
+    """Whether `text` holds one of the needles of `rule` (a kind of `SHAPES`, or a name of the
+    other rules)."""
     needles, folded = NEEDLES[rule]
     if folded:
         if (
@@ -264,14 +271,16 @@ _QUOTED = r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
 _SQL_QUOTED = r"""(?:(?<=')(?:\\.|''|[^'\\\n])+(?=')|(?<=")(?:\\.|""|[^"\\\n])+(?="))"""
 # A Postgres dollar-quoted string's text: `$$it's$$` (the dollars are not in it).
 _DOLLAR_QUOTED = r"(?<=\$\$)(?:(?!\$\$)[^\n])+(?=\$\$)"
-# A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl -u user:PASS`,
-# `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT; `IDENTIFIED WITH plugin BY`, `BY
-# PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a CREATE/ALTER USER or CONNECT TO (not "identified by
-# the model"), Postgres' `PASSWORD 'PASS'` (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal) and
-# its dollar-quoted `PASSWORD $$PASS$$`, MySQL's `SET PASSWORD [FOR user] = 'PASS'` (or `= PASSWORD('PASS')`);
-# a netrc's `machine HOST [login USER] password PASS` (`default login USER password PASS`; HOST a host name, with a
-# `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password policy"), and in its form
-# of a line each, a line that is only `password PASS` or `login USER password PASS` (not "password reset required").
+# A command's or a statement's own password spelling (the value is group 2): `mysql -pPASS`, `curl
+# -u user:PASS`, `sshpass -p PASS`; SQL's `IDENTIFIED BY 'PASS'` (CREATE/ALTER USER, GRANT;
+# `IDENTIFIED WITH plugin BY`, `BY PASSWORD '*hash'`), bare `IDENTIFIED BY PASS` only in a
+# CREATE/ALTER USER or CONNECT TO (not "identified by the model"), Postgres' `PASSWORD 'PASS'`
+# (CREATE/ALTER ROLE or USER, single quotes: SQL's string literal) and its dollar-quoted `PASSWORD
+# $$PASS$$`, MySQL's `SET PASSWORD [FOR user] = 'PASS'` (or `= PASSWORD('PASS')`); a netrc's
+# `machine HOST [login USER] password PASS` (`default login USER password PASS`; HOST a host name,
+# with a `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password
+# policy"), and in its form of a line each, a line that is only `password PASS` or `login USER
+# password PASS` (not "password reset required").
 COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]{0,512}?\s-p)([^\s'\"]+)")),
     (
@@ -316,10 +325,11 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
 )
-# user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a host name
-# (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes (`https:\/\/u:p@h\/x`,
-# as PHP, Java and some loggers write it) or a repr() escaped those again, before an escaped quote (`h\"`), and
-# where JSON escaped the `@` itself (`u:p\u0040h`, as an ASCII-only encoder may).
+# user:password@ in a URL: everything between `scheme://` and the LAST `@` that is followed by a
+# host name (so a password holding `@` or `/` is cut whole). Also where JSON escaped the slashes
+# (`https:\/\/u:p@h\/x`, as PHP, Java and some loggers write it) or a repr() escaped those again,
+# before an escaped quote (`h\"`), and where JSON escaped the `@` itself (`u:p\u0040h`, as an
+# ASCII-only encoder may).
 URL_USERINFO = re.compile(
     r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})(@|\\u0040)"
     r"(?=[A-Za-z0-9\[]"
@@ -329,9 +339,9 @@ _AUTH_HEADER = re.compile(
     r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
     r"[^\s\"']+)"
 )
-# `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic` credential (a
-# word of base64's shape after `Basic` alone), but only one that decodes to a printable `user:password`
-# (`_is_bearer_token`): not "basic test", not "Basic QUJD".
+# `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic`
+# credential (a word of base64's shape after `Basic` alone), but only one that decodes to a
+# printable `user:password` (`_is_bearer_token`): not "basic test", not "Basic QUJD".
 _BEARER = re.compile(
     r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
     r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
@@ -342,16 +352,18 @@ _FLAG_HEAD = r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)"
 _FLAG = re.compile(
     _FLAG_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)"
 )
-# name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its closing quote.
-# No match starts right after a letter or `_`: one starting a letter earlier would be found first anyway, and
-# each start inside a long word scanned the rest of it (a 1 KiB word before a `:` took 30 ms, 64 KiB minutes).
+# name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its
+# closing quote. No match starts right after a letter or `_`: one starting a letter earlier would
+# be found first anyway, and each start inside a long word scanned the rest of it (a 1 KiB word
+# before a `:` took 30 ms, 64 KiB minutes).
 _ASSIGNED_HEAD = r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)"
 _ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'{\[(]\S*)")
 
 
-# The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold` searches them in
-# any text that is not ASCII. For a pattern that folds ASCII letters only (`(?ai)`), or spells out the cases it
-# takes (the AWS key id's), its needles in the lowercased text are enough.
+# The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold`
+# searches them in any text that is not ASCII. For a pattern that folds ASCII letters only
+# (`(?ai)`), or spells out the cases it takes (the AWS key id's), its needles in the lowercased
+# text are enough.
 _UNICODE_FOLDED = frozenset(
     name
     for name, pattern in (
@@ -366,7 +378,8 @@ _UNICODE_FOLDED = frozenset(
 
 
 def _is_basic_credential(value: str) -> bool:
-    """Whether `value` is base64 of a printable `user:password` (what follows `Basic` in a header)."""
+    """Whether `value` is base64 of a printable `user:password` (what follows `Basic` in a
+    header)."""
     try:
         decoded = base64.b64decode(value, validate=True).decode("ascii")
     except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
@@ -381,7 +394,8 @@ def _is_bearer_token(match: re.Match) -> bool:
 
 
 def _bearer_tokens(text: str) -> Iterator[re.Match]:
-    """The matches of `_BEARER` in `text` that are a credential (`Bearer <token>`, `Basic <user:password>`)."""
+    """The matches of `_BEARER` in `text` that are a credential (`Bearer <token>`, `Basic
+    <user:password>`)."""
     return (
         (m for m in _BEARER.finditer(text) if _is_bearer_token(m))
         if may_hold("a bearer token", text)
@@ -390,7 +404,8 @@ def _bearer_tokens(text: str) -> Iterator[re.Match]:
 
 
 def _command_passwords(text: str) -> Iterator[tuple[str, re.Match]]:
-    """(rule, match) of every command's or statement's password in `text` (a `<redacted>` one is none)."""
+    """(rule, match) of every command's or statement's password in `text` (a `<redacted>` one is
+    none)."""
     return (
         (rule, m)
         for rule, pattern in COMMAND_PASSWORDS
@@ -405,11 +420,12 @@ def _unquoted(value: str) -> str:
 
 
 def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
-    """The matches of `_FLAG` or `_ASSIGNED` in `text` whose name is a credential's and whose value could be one.
-    A pair under another name does not swallow what follows it: the search goes on from its value, so
-    `printed: password => X` and `Protocol=https;AccountKey=X` find the credential's pair inside the value.
-    Only a pair's name and separator are searched for (`_HEADS`); its value is read only under a credential's
-    name: a long line of `a:a:a:...` or `https://https://...` is one pass, not a scan to its end per pair."""
+    """The matches of `_FLAG` or `_ASSIGNED` in `text` whose name is a credential's and whose value
+    could be one. A pair under another name does not swallow what follows it: the search goes on
+    from its value, so `printed: password => X` and `Protocol=https;AccountKey=X` find the
+    credential's pair inside the value. Only a pair's name and separator are searched for
+    (`_HEADS`); its value is read only under a credential's name: a long line of `a:a:a:...` or
+    `https://https://...` is one pass, not a scan to its end per pair."""
     head, pos = _HEADS[pattern], 0
     while (found := head.search(text, pos)) is not None:
         pos = found.end()
@@ -443,7 +459,8 @@ def url_secrets(text: str) -> list[str]:
 
 
 def credential_in_text(text: str) -> str | None:
-    """What credential the text `text` holds ("a GitHub token", "a value after --db-password"), or None.
+    """What credential the text `text` holds ("a GitHub token", "a value after --db-password"), or
+    None.
 
     The same patterns `Redactor.text` cuts: a text it would change holds a credential.
     """
@@ -473,8 +490,9 @@ def credential_in_text(text: str) -> str | None:
 def credentials_in(
     value: Any, path: tuple[Any, ...] = (), under_secret: str | None = None
 ) -> Iterator[tuple[tuple[Any, ...], str]]:
-    """(path, what) of every credential in nested data: a text under a credential's name that could be one,
-    or a text of a credential's shape anywhere (mapping keys included). The value itself is never yielded."""
+    """(path, what) of every credential in nested data: a text under a credential's name that could
+    be one, or a text of a credential's shape anywhere (mapping keys included). The value itself is
+    never yielded."""
     if isinstance(value, Mapping):
         for k, v in value.items():
             if isinstance(k, str) and credential_in_text(k):
@@ -494,7 +512,8 @@ def credentials_in(
 
 
 def secret_values(value: Any, under_secret: bool = False) -> list[str]:
-    """Every credential's text in nested data (what `credentials_in` finds), to be cut out of free text."""
+    """Every credential's text in nested data (what `credentials_in` finds), to be cut out of free
+    text."""
     out: list[str] = []
     if isinstance(value, Mapping):
         for k, v in value.items():
@@ -510,7 +529,8 @@ def secret_values(value: Any, under_secret: bool = False) -> list[str]:
 
 
 def credential_texts(text: str) -> list[str]:
-    """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential flags and pairs."""
+    """The credentials themselves in free text `text`: shapes, URL userinfo, values of credential
+    flags and pairs."""
     out = url_secrets(text) + [
         m.group(0) for _, pattern in _shapes_in(text) for m in pattern.finditer(text)
     ]
@@ -522,7 +542,8 @@ def credential_texts(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=4096)  # every trial's Redactor reads the same environment's names
 def _env_name_is_secret(name: str) -> bool:
-    """A variable whose value is cut from free text: a credential's name, or one with such a word anywhere."""
+    """A variable whose value is cut from free text: a credential's name, or one with such a word
+    anywhere."""
     words = _words(name)
     return name not in _NOT_SECRETS and (
         looks_secret(name)
@@ -532,7 +553,8 @@ def _env_name_is_secret(name: str) -> bool:
 
 
 def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables with credential-like names, and the user:password of URLs in any."""
+    """Values of environment variables with credential-like names, and the user:password of URLs in
+    any."""
     environ = os.environ if environ is None else environ
     out = [v for k, v in environ.items() if v and _env_name_is_secret(k)]
     for v in environ.values():
@@ -541,11 +563,11 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
 
 
 def _spellings(value: str) -> list[str]:
-    """A secret as printed: itself (also lowercased and uppercased), escaped as repr() and JSON write it, its UTF-8
-    bytes in hex (both cases) and in base64 (standard and URL-safe, with and without padding). Base64 also as it
-    reads inside a longer encoded text (`user:secret` of a Basic credential, a config's JSON): for each of the
-    three offsets the secret can start at, the characters that encode its bytes alone; such a part shorter than
-    `_MIN_ENCODED` is left out."""
+    """A secret as printed: itself (also lowercased and uppercased), escaped as repr() and JSON
+    write it, its UTF-8 bytes in hex (both cases) and in base64 (standard and URL-safe, with and
+    without padding). Base64 also as it reads inside a longer encoded text (`user:secret` of a
+    Basic credential, a config's JSON): for each of the three offsets the secret can start at, the
+    characters that encode its bytes alone; such a part shorter than `_MIN_ENCODED` is left out."""
     out = [
         value,
         repr(value)[1:-1],
@@ -571,9 +593,9 @@ def _spellings(value: str) -> list[str]:
 
 
 def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
-    """One pattern for any of `words` that takes the longest of those starting at one place, as `a|b|...` longest
-    first does, written as a trie: a search tries each first character once a place, not each word (the spellings
-    of five secrets, about 40: 13 us a KiB of text, not 26)."""
+    """One pattern for any of `words` that takes the longest of those starting at one place, as
+    `a|b|...` longest first does, written as a trie: a search tries each first character once a
+    place, not each word (the spellings of five secrets, about 40: 13 us a KiB of text, not 26)."""
     trie: dict[str, dict] = {}
     for word in words:
         node = trie
@@ -615,8 +637,8 @@ class Redactor:
         return cls(values)
 
     def text(self, value: str) -> str:
-        """`value` with every known secret, credential shape, URL userinfo, Authorization value, credential flag
-        and `credential_name=value` cut out."""
+        """`value` with every known secret, credential shape, URL userinfo, Authorization value,
+        credential flag and `credential_name=value` cut out."""
         if self._pattern is not None:
             value = self._pattern.sub(REDACTED, value)
         for kind, pattern in SHAPES:
@@ -650,7 +672,8 @@ class Redactor:
 
     @staticmethod
     def _cut_named(pattern: re.Pattern[str], text: str) -> str:
-        """`text` with the value of every credential's pair or flag (`_named`) cut, its quotes kept."""
+        """`text` with the value of every credential's pair or flag (`_named`) cut, its quotes
+        kept."""
         out, last = [], 0
         for m in _named(pattern, text):
             raw = m.group("value")
@@ -662,11 +685,13 @@ class Redactor:
         return "".join(out) + text[last:]
 
     def stream(self) -> StreamScrubber:
-        """A scrubber for output that arrives in pieces: a secret split across writes is still cut."""
+        """A scrubber for output that arrives in pieces: a secret split across writes is still
+        cut."""
         return StreamScrubber(self)
 
     def scrub(self, value: Any) -> Any:
-        """The free text of a record (messages, tracebacks) scrubbed; `config` and `params` kept exactly."""
+        """The free text of a record (messages, tracebacks) scrubbed; `config` and `params` kept
+        exactly."""
         if isinstance(value, Mapping):
             return {k: v if k in self.VERBATIM else self.scrub(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -680,8 +705,8 @@ class StreamScrubber:
     """Scrubs text written in pieces (a secret printed in two parts, or one character at a time).
 
     Text is held until a line ends; a whole line is scrubbed and let through. A line longer than
-    HOLD characters is let through in parts, each cut where no known secret (and no URL) straddles it.
-    `flush()` scrubs and returns what is held (call it at the end).
+    HOLD characters is let through in parts, each cut where no known secret (and no URL) straddles
+    it. `flush()` scrubs and returns what is held (call it at the end).
     """
 
     HOLD = 1 << 16

@@ -29,7 +29,8 @@ class TrialStatus(StrEnum):
     EARLY_STOPPED = "early_stopped"  # stopped by the tuning's early-stopping rule (ASHA, median)
     DIVERGED = "diverged"  # a non-finite value of the decision metric (or a divergence metric)
     FAILED = "failed"  # raised on every attempt, or its worker died on every attempt
-    PROTOCOL_ERROR = "protocol_error"  # broke the trainable protocol (a metric never reported, steps out of order)
+    # broke the trainable protocol (a metric never reported, steps out of order)
+    PROTOCOL_ERROR = "protocol_error"
     TIMEOUT = "timeout"  # budget.max_trial_time
     OOM = "oom"  # budget.max_trial_memory
     NOT_RUN = "not_run"  # reeval only: a logged seed that was not run again

@@ -1,4 +1,5 @@
-"""The supervisor of one run of a `command:` trainable: the command and every process it starts end with it.
+"""The supervisor of one run of a `command:` trainable: the command and every process it starts end
+with it.
 
 Run by `planner._trial.processes` as a script of its own, between the Ray
 worker and the command (`python -P supervisor.py STATUS_FD GRACE_S PARENT_PID
@@ -48,16 +49,17 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 POLL_S = 0.02
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what asks the supervisor to end the tree
-GIVE_UP_S = 10.0  # past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
+# past the grace: a process that survives SIGKILL this long (in the kernel, D state) is left
+GIVE_UP_S = 10.0
 
 
 _LIBC: list = []
 
 
 def libc():
-    """The C library this process runs on, loaded once (the process's own symbols, `dlopen(NULL)`: no
-    `ctypes.util.find_library`, which runs `ldconfig` in a subprocess each call). A function it lacks
-    (`prctl` off Linux) is an AttributeError."""
+    """The C library this process runs on, loaded once (the process's own symbols, `dlopen(NULL)`:
+    no `ctypes.util.find_library`, which runs `ldconfig` in a subprocess each call). A function it
+    lacks (`prctl` off Linux) is an AttributeError."""
     if not _LIBC:
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
     return _LIBC[0]
@@ -71,9 +73,9 @@ def _prctl(option: int, value: int) -> bool:
 
 
 def has_children() -> bool:
-    """Whether this process has a child, living or ended and not yet reaped, in one system call that reaps
-    nothing (`waitid` with WNOWAIT). With no child there is no descendant to end (a subreaper's orphaned
-    descendants become its children), so the process table need not be read."""
+    """Whether this process has a child, living or ended and not yet reaped, in one system call
+    that reaps nothing (`waitid` with WNOWAIT). With no child there is no descendant to end (a
+    subreaper's orphaned descendants become its children), so the process table need not be read."""
     try:
         os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -84,8 +86,8 @@ def has_children() -> bool:
 
 
 def process_table() -> dict[int, tuple[int, bool]]:
-    """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass over Linux's
-    /proc (each `stat` file read once); elsewhere psutil's view of the same."""
+    """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass
+    over Linux's /proc (each `stat` file read once); elsewhere psutil's view of the same."""
     if not os.path.isdir("/proc/self"):
         return {
             p.pid: (p.info["ppid"] or 0, p.info["status"] == psutil.STATUS_ZOMBIE)
@@ -192,10 +194,10 @@ class Supervisor:
 
 
 def end_descendants(grace_s: float, reap=None, spare: frozenset[int] = frozenset()) -> None:
-    """SIGTERM every descendant of this process but those in `spare`, SIGKILL what is left after `grace_s`,
-    until none is left (or GIVE_UP_S past the grace). `reap()` collects the ended children between looks;
-    without it, the ended children not in `spare` are reaped by pid (never `waitpid(-1)`). One look is one
-    pass over the process table."""
+    """SIGTERM every descendant of this process but those in `spare`, SIGKILL what is left after
+    `grace_s`, until none is left (or GIVE_UP_S past the grace). `reap()` collects the ended
+    children between looks; without it, the ended children not in `spare` are reaped by pid (never
+    `waitpid(-1)`). One look is one pass over the process table."""
     me = os.getpid()
     termed: set[int] = set()
     deadline = time.monotonic() + grace_s
@@ -232,7 +234,8 @@ def end_descendants(grace_s: float, reap=None, spare: frozenset[int] = frozenset
 
 
 def become_subreaper() -> bool:
-    """This process becomes Linux's child subreaper: what its descendants orphan is re-parented to it."""
+    """This process becomes Linux's child subreaper: what its descendants orphan is re-parented to
+    it."""
     return _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
@@ -273,7 +276,8 @@ def main(args: list[str]) -> int:
 
 
 def supervise(status_fd: int, grace_s: float, relay: int, command: list[str]) -> int:
-    """The supervisor proper, forked by the relay: start the command, wait, end the tree, say how it ended."""
+    """The supervisor proper, forked by the relay: start the command, wait, end the tree, say how
+    it ended."""
     supervisor = Supervisor(status_fd, grace_s)
     for sig in STOPS:
         signal.signal(sig, supervisor.request_stop)

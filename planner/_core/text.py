@@ -7,10 +7,11 @@ reads them back (and any ISO-8601 text with an offset) as seconds since the epoc
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
 A duration a contract gives (`budget.max_wall_time: 20m`) reads with `parse_duration`, the one
-parser of '90', '90s', '20m', '2h', '1d' (the contract model and the run folder's reader both use it).
-Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
-when below it (`shown_path`); a file that is not a regular one by what it is (`file_kind`). A config or contract value prints as YAML writes it
-(`yaml_value`: true, false, null, 'text', [1, 2]), the way the user wrote it.
+parser of '90', '90s', '20m', '2h', '1d' (the contract model and the run folder's reader both use
+it). Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
+when below it (`shown_path`); a file that is not a regular one by what it is (`file_kind`). A
+config or contract value prints as YAML writes it (`yaml_value`: true, false, null, 'text', [1,
+2]), the way the user wrote it.
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ _FILE_KINDS = (
 
 
 def file_kind(mode: int) -> str:
-    """What a file that is not a regular one is, from its `st_mode`: "a FIFO (named pipe)", "a folder", ..."""
+    """What a file that is not a regular one is, from its `st_mode`: "a FIFO (named pipe)", "a
+    folder", ..."""
     for test, name in _FILE_KINDS:
         if test(mode):
             return name
@@ -169,7 +171,8 @@ def file_kind(mode: int) -> str:
 
 
 def shown_path(path: str | os.PathLike) -> str:
-    """A path as printed to the user: relative to the current folder when it is below it, else absolute.
+    """A path as printed to the user: relative to the current folder when it is below it, else
+    absolute.
 
     One form for one folder, however it was reached (a relative runs/ of a first
     run, the resolved folder of a --resume, a config file Hydra names).

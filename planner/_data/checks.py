@@ -5,9 +5,11 @@ section as plain data (`contract.data.model_dump()` or the frozen contract's
 `data`). Violations are dicts, the shape docs/run-folder.md documents:
 
     split_overlap   one trial: two splits declared independent share units or group values
-    unmatched_data  a treatment arm and the baseline at the same seed logged a split with different sets
+    unmatched_data  a treatment arm and the baseline at the same seed logged a split with different
+    sets
                     (or only one logged it)
-    split_varies    a split declared `fixed` differs from the first trial of the same arm that logged it
+    split_varies    a split declared `fixed` differs from the first trial of the same arm that
+    logged it
 
 Each carries `kind`, `message` (a sentence), and the fields that locate it.
 """
@@ -65,7 +67,8 @@ def overlap_violations(
                     s for s in (a, b) if key != UNIT and key not in (splits[s].get("groups") or {})
                 ]
                 problems.append(
-                    f"data.independent.by names {key!r}, but split {lacking[0] if lacking else second!r} "
+                    f"data.independent.by names {key!r}, but split "
+                    f"{lacking[0] if lacking else second!r} "
                     f"was logged without a {key!r} group; pass groups={{{key!r}: ...}} to log_split"
                 )
                 continue
@@ -92,7 +95,8 @@ def missing_required(splits: Mapping[str, Any], data: Mapping[str, Any] | None) 
 
 
 def _first_difference(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
-    """The first key (unit, then groups in order) whose fingerprint differs between two summaries."""
+    """The first key (unit, then groups in order) whose fingerprint differs between two
+    summaries."""
     a, b = fingerprints(mine), fingerprints(theirs)
     for key in [UNIT, *sorted((set(a) | set(b)) - {UNIT})]:
         if a.get(key) != b.get(key):
@@ -110,9 +114,9 @@ def _describe(summary: Mapping[str, Any], key: str, data: Mapping[str, Any]) -> 
 def _compared_with(
     record: Mapping[str, Any], other: Mapping[str, Any], baseline: str | None
 ) -> bool:
-    """Whether `other` is a trial whose data `record`'s must match: another arm at the same seed and phase,
-    and (once the baseline is known) one of the two the baseline: a treatment arm is matched against the
-    baseline, never against another treatment arm."""
+    """Whether `other` is a trial whose data `record`'s must match: another arm at the same seed
+    and phase, and (once the baseline is known) one of the two the baseline: a treatment arm is
+    matched against the baseline, never against another treatment arm."""
     if (
         other.get("arm") == record.get("arm")
         or other.get("seed") != record.get("seed")
@@ -125,8 +129,8 @@ def _compared_with(
 def _unmatched(
     record: Mapping[str, Any], other: Mapping[str, Any], data: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
-    """unmatched_data violations of `record` against `other` (another arm at the same seed): every split whose
-    distinct sets differ, or that only one of them logged."""
+    """unmatched_data violations of `record` against `other` (another arm at the same seed): every
+    split whose distinct sets differ, or that only one of them logged."""
     splits, theirs = record.get("splits") or {}, other.get("splits") or {}
     arms = [other.get("arm"), record.get("arm")]
     out = []
@@ -156,8 +160,10 @@ def _unmatched(
                     **base,
                     "by": key,
                     "message": (
-                        f"split {name} differs between arms {arms[0]} and {arms[1]} at seed {record.get('seed')}: "
-                        f"{_describe(theirs[name], key, data)} vs {_describe(splits[name], key, data)}"
+                        f"split {name} differs between arms {arms[0]} and {arms[1]} at seed "
+                        f"{record.get('seed')}: "
+                        f"{_describe(theirs[name], key, data)} vs "
+                        f"{_describe(splits[name], key, data)}"
                         + (
                             ", a different set"
                             if key == UNIT or key in (splits[name].get("groups") or {})
@@ -172,7 +178,8 @@ def _unmatched(
 def _varies(
     record: Mapping[str, Any], other: Mapping[str, Any], name: str, data: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
-    """A split_varies of `record`'s fixed split `name` against `other` (the same arm at another seed)."""
+    """A split_varies of `record`'s fixed split `name` against `other` (the same arm at another
+    seed)."""
     splits = record.get("splits") or {}
     key = _first_difference(other["splits"][name], splits[name])
     if key is None:
@@ -201,16 +208,18 @@ def cross_trial_violations(
     *,
     baseline: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The violations `record` shows against the trials that ended before it; like is compared with like.
+    """The violations `record` shows against the trials that ended before it; like is compared with
+    like.
 
-    unmatched_data (unless `data.matched` is false): a treatment arm's trial against the first earlier
-    trial of the `baseline` at the same seed and phase that logged splits; the baseline's trial against the
-    first such trial of every treatment arm (whichever of the two ends later finds the difference). Two
-    treatment arms are never compared with each other: an arm with broken data does not make another arm's
-    data unmatched. (Without `baseline`, every other arm is compared: a caller that does not know it.)
-    Any split whose distinct sets differ or that only one of them logged is a violation.
-    split_varies: every `data.fixed` split against the first earlier trial of the same arm that logged it,
-    at another seed (an arm whose fixed split differs from the baseline's is an unmatched_data already).
+    unmatched_data (unless `data.matched` is false): a treatment arm's trial against the first
+    earlier trial of the `baseline` at the same seed and phase that logged splits; the baseline's
+    trial against the first such trial of every treatment arm (whichever of the two ends later
+    finds the difference). Two treatment arms are never compared with each other: an arm with
+    broken data does not make another arm's data unmatched. (Without `baseline`, every other arm is
+    compared: a caller that does not know it.) Any split whose distinct sets differ or that only
+    one of them logged is a violation. split_varies: every `data.fixed` split against the first
+    earlier trial of the same arm that logged it, at another seed (an arm whose fixed split differs
+    from the baseline's is an unmatched_data already).
     """
     data = data or {}
     splits = record.get("splits") or {}
@@ -253,7 +262,8 @@ def data_violations(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 def invalid_reasons(
     confirm_records: Iterable[Mapping[str, Any]], baseline: str, arms: Iterable[str]
 ) -> dict[str, str]:
-    """Treatment arm -> why its decision is `invalid`: a data violation on its confirmation trials or the baseline's.
+    """Treatment arm -> why its decision is `invalid`: a data violation on its confirmation trials
+    or the baseline's.
 
     A split_overlap or split_varies on an arm's trial touches that arm (on the
     baseline's, every arm); an unmatched_data between the baseline and an arm touches
@@ -265,7 +275,8 @@ def invalid_reasons(
         for v in data_violations(record):
             if v["kind"] == "unmatched_data":
                 if baseline not in (v.get("arms") or []):
-                    continue  # two treatment arms (a run folder of an older planner): not like with like
+                    # two treatment arms (a run folder of an older planner): not like with like
+                    continue
                 touched = [a for a in v.get("arms") or [] if a in found]
                 if not touched:
                     touched = arms
@@ -288,7 +299,8 @@ def invalid_reasons(
                 else ""
             )
             out[arm] = (
-                f"Invalid: {said[0]}{more}. The data the arms saw break the contract's data section."
+                f"Invalid: {said[0]}{more}. The data the arms saw break the contract's data "
+                f"section."
             )
     return out
 
@@ -303,13 +315,15 @@ def fingerprint_differences(
     for name in sorted(set(a) | set(b)):
         if name not in a or name not in b:
             out.append(
-                f"split {name} was logged {'only by the re-evaluation' if name in b else 'only by the logged trial'}"
+                f"split {name} was logged "
+                f"{'only by the re-evaluation' if name in b else 'only by the logged trial'}"
             )
             continue
         key = _first_difference(a[name], b[name])
         if key is not None:
             out.append(
-                f"split {name} differs ({key} fingerprint {str(fingerprints(a[name]).get(key))[:12]} "
+                f"split {name} differs ({key} fingerprint "
+                f"{str(fingerprints(a[name]).get(key))[:12]} "
                 f"then, {str(fingerprints(b[name]).get(key))[:12]} now)"
             )
     return out
@@ -333,9 +347,11 @@ def split_line(name: str, summary: Mapping[str, Any], data: Mapping[str, Any] | 
 def data_summary(
     records: Iterable[Mapping[str, Any]], data: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """What the run's trials logged, per split: counts (the same in every trial, or a range), distinct sets, overlaps.
+    """What the run's trials logged, per split: counts (the same in every trial, or a range),
+    distinct sets, overlaps.
 
-    {"splits": [{"split", "trials", "line", "sets", "seeds", "presentations": [lo, hi], "distinct": [lo, hi],
+    {"splits": [{"split", "trials", "line", "sets", "seeds", "presentations": [lo, hi], "distinct":
+    [lo, hi],
                  "groups": {g: [lo, hi]}, "overlap": {other: {key: max count}}}],
      "violations": {kind: count}, "trials_with_splits": n, "trials": n}
     """
@@ -463,7 +479,10 @@ def _range_line(name: str, p: Mapping[str, Any], data: Mapping[str, Any]) -> str
         lo, hi = min(values), max(values)
         return f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
 
-    text = f"{name}: {r(p['presentations'])} presentations of {r(p['distinct'])} distinct {_unit_word(data)}s"
+    text = (
+        f"{name}: {r(p['presentations'])} presentations of {r(p['distinct'])} distinct "
+        f"{_unit_word(data)}s"
+    )
     if p["groups"]:
         text += " from " + ", ".join(f"{r(v)} {g}s" for g, v in p["groups"].items())
     return text
@@ -474,8 +493,9 @@ def overlap_lines(
     data: Mapping[str, Any] | None,
     independent: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """'train and test share 0 images, 37 patients (the most in one trial)' per pair a trial measured,
-    saying which shared counts the contract does not check (a pair not declared, a group not in `by`)."""
+    """'train and test share 0 images, 37 patients (the most in one trial)' per pair a trial
+    measured, saying which shared counts the contract does not check (a pair not declared, a group
+    not in `by`)."""
     pairs = {frozenset(p) for p in (independent or {}).get("pairs") or []}
     by = list((independent or {}).get("by") or [UNIT])
     out = []
@@ -499,7 +519,8 @@ def summary_lines(summary: Mapping[str, Any], data: Mapping[str, Any] | None) ->
     """The Data section as plain lines (the report and `plan status` print them)."""
     if not summary.get("splits"):
         return [
-            f"no split logged ({summary.get('trials', 0)} trials); trial.log_split / planner.log_split "
+            f"no split logged ({summary.get('trials', 0)} trials); trial.log_split / "
+            f"planner.log_split "
             "report them (docs/data.md)"
         ]
     out = []

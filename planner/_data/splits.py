@@ -35,11 +35,13 @@ DIGEST_BYTES = 16
 
 
 class SplitError(ValueError):
-    """A split that cannot be logged (bad ids, groups of the wrong length...): a sentence, raised in the trainable."""
+    """A split that cannot be logged (bad ids, groups of the wrong length...): a sentence, raised
+    in the trainable."""
 
 
 def as_ids(values: Any, what: str) -> np.ndarray:
-    """A 1-D array of int64 or str from a list, tuple, numpy array or pandas column; SplitError otherwise."""
+    """A 1-D array of int64 or str from a list, tuple, numpy array or pandas column; SplitError
+    otherwise."""
     if hasattr(values, "to_numpy") and not isinstance(
         values, np.ndarray
     ):  # pandas Series, Index, Categorical
@@ -106,7 +108,8 @@ def as_ids(values: Any, what: str) -> np.ndarray:
 
 
 def fingerprint(distinct: np.ndarray) -> str:
-    """blake2b of a sorted distinct set (as `np.unique` returns it): order- and repetition-free by construction."""
+    """blake2b of a sorted distinct set (as `np.unique` returns it): order- and repetition-free by
+    construction."""
     h = hashlib.blake2b(digest_size=DIGEST_BYTES)
     if distinct.dtype.kind == "U":
         h.update(b"str\0")
@@ -184,7 +187,8 @@ def check_name(name: Any) -> None:
 
 
 def shared(a: np.ndarray, b: np.ndarray) -> int:
-    """How many values two distinct sets share (0 when their types differ: an int id is never a string id)."""
+    """How many values two distinct sets share (0 when their types differ: an int id is never a
+    string id)."""
     if a.size == 0 or b.size == 0 or (a.dtype.kind == "U") != (b.dtype.kind == "U"):
         return 0
     small, large = (

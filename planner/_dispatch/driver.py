@@ -21,11 +21,13 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import planner._stats.decide as decision_rule  # called through its module (tests swap the rule there)
+# called through its module (tests swap the rule there)
+import planner._stats.decide as decision_rule
 from planner._contract.paths import apply_params, config_diff
 from planner._contract.validate import load_contract
 from planner._core.errors import (
@@ -56,7 +58,6 @@ from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.search import STUDIES_FILE
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -72,6 +73,7 @@ from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
 from planner._plan.estimate import estimate as estimate_contract
+from planner._plan.explored import ArmReach, arm_reach, reach_said
 from planner._plan.space import arm_space, to_optuna
 from planner._plan.trials import Plan, make_plan
 from planner._results.mlflow import LiveMlflow, check_mlflow_tracking, log_run_to_mlflow
@@ -90,7 +92,13 @@ from planner._store.identity import (
     files_read_refusal,
     run_identity,
 )
-from planner._store.live import LiveWriter, new_progress, write_latest
+from planner._store.live import (
+    STUDIES_FILE,
+    LiveWriter,
+    dashboard_command,
+    new_progress,
+    write_latest,
+)
 from planner._store.read import RunFolder, read_yaml
 from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
 from planner._store.schema import check_trial
@@ -134,6 +142,7 @@ class RunResult:
     )  # the trials' protocol notes, grouped (records.note_groups)
     resume_command: str | None = None  # how to continue a run that was stopped (Ctrl-C, SIGTERM)
     resumed: dict | None = None  # on --resume: trials kept, run again, not started yet
+    tuning: str | None = None  # how far each arm's tuning explored (decisions.json `tuning`)
 
     @property
     def exit_code(self) -> int:
@@ -151,8 +160,8 @@ class RunResult:
 
 
 def load_and_validate(contract_path: str | os.PathLike, lineage=None):
-    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved, the
-    options an argparse script's flags were checked against), or ContractError / UsageError.
+    """(contract, contract_dir, composed configs, plan, the configs with interpolations unresolved,
+    the options an argparse script's flags were checked against), or ContractError / UsageError.
 
     The contract is loaded, composed and checked once, by `plan validate`'s own
     `load_contract`; the plan is made from it and must fit `budget.max_trials`.
@@ -214,8 +223,26 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     return [d.as_dict() for d in decisions]
 
 
+def tuning_reach(contract, records: Iterable[dict], selected: dict[str, dict]) -> list[ArmReach]:
+    """How far each arm's tuning explored its space (planner._plan.explored), from its tuning
+    records and the params selected for it; [] for a contract without tuning."""
+    if contract.tuning is None:
+        return []
+    tune = [r for r in records if r.get("phase") == "tune"]
+    return [
+        arm_reach(
+            arm,
+            arm_space(contract.tuning, arm),
+            [r.get("params") or {} for r in tune if r.get("arm") == arm],
+            selected.get(arm),
+        )
+        for arm in [contract.baseline.name, *(a.name for a in contract.arms)]
+    ]
+
+
 def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) -> list[dict]:
-    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision `invalid`."""
+    """Arms whose confirmation trials (or the baseline's) carry a data violation: decision
+    `invalid`."""
     latest: dict[tuple, dict] = {}
     for record in confirm_records:
         latest[(record.get("arm"), record.get("seed"))] = record
@@ -226,8 +253,9 @@ def _invalid_on_data(contract, rows: list[dict], confirm_records: list[dict]) ->
 
 
 def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[str, str]:
-    """Arms whose tuning ran fewer trials than the plan gives every arm (a planned trial Ray never ran,
-    recorded as such): arm -> why its decision is `invalid`. The baseline's shortfall is every arm's."""
+    """Arms whose tuning ran fewer trials than the plan gives every arm (a planned trial Ray never
+    ran, recorded as such): arm -> why its decision is `invalid`. The baseline's shortfall is every
+    arm's."""
     planned: dict[str, int] = {}
     never: dict[str, int] = {}
     for t in plan.tune:
@@ -255,7 +283,8 @@ def _budget_not_matched(contract, plan: Plan, records: dict[str, dict]) -> dict[
 
 @dataclass
 class Runner:
-    """The state of one `plan run` between its phases; the Dispatch's listener (started/ended/cancelled)."""
+    """The state of one `plan run` between its phases; the Dispatch's listener
+    (started/ended/cancelled)."""
 
     contract: Any  # planner._contract.model.Contract
     contract_dir: Path
@@ -292,6 +321,10 @@ class Runner:
     unselected: dict[str, str] = field(
         init=False, default_factory=dict
     )  # arm -> why tuning selected nothing
+    selected: dict[str, dict] = field(
+        init=False, default_factory=dict
+    )  # arm -> the params selected for confirmation
+    tuning_said: str | None = field(init=False, default=None)  # decisions.json `tuning.summary`
     findings: list[dict] = field(init=False, default_factory=list)  # decisions.json `findings`
     sequential: SequentialConfirmation | None = field(
         init=False, default=None
@@ -389,8 +422,10 @@ class Runner:
         if heldout and not self.warned_heldout:  # at once, not only in the summary
             self.warned_heldout = True
             self.display.note(
-                f"warning: {record['trial_id']} reported the held-out metric {heldout[0].get('metric')} "
-                f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary counts "
+                f"warning: {record['trial_id']} reported the held-out metric "
+                f"{heldout[0].get('metric')} "
+                f"at step {heldout[0].get('step')} while tuning: test exposure (the run summary "
+                f"counts "
                 "every such trial)"
             )
         self.write_state(RunState.RUNNING, every_s=1.0)
@@ -411,10 +446,11 @@ class Runner:
             )
 
     def recover(self, trial_id: str) -> bool:
-        """On --resume: record the planned trial `trial_id` from the record its worker kept, when the trial had
-        ended as the earlier driver stopped (its attempt ledger says so: planner._trial.attempts); True when
-        it was. The kept record must pass the run folder's check and be of this trial, with the tuned values
-        its attempt ran; anything else runs again."""
+        """On --resume: record the planned trial `trial_id` from the record its worker kept, when
+        the trial had ended as the earlier driver stopped (its attempt ledger says so:
+        planner._trial.attempts); True when it was. The kept record must pass the run folder's
+        check and be of this trial, with the tuned values its attempt ran; anything else runs
+        again."""
         planned = next((t for t in self.plan.trials if t.trial_id == trial_id), None)
         if planned is None:
             return False
@@ -471,8 +507,8 @@ class Runner:
         )
 
     def stop_if_failing_fast(self) -> None:
-        """Raise the fail-fast sentence (planner._dispatch.failfast) once its sign was seen; the run ends
-        `failed`, every ended trial kept."""
+        """Raise the fail-fast sentence (planner._dispatch.failfast) once its sign was seen; the
+        run ends `failed`, every ended trial kept."""
         if self.fail_fast.reason is not None:
             self.store.event("fail_fast", reason=self.fail_fast.reason)
             raise FailedFast(self.fail_fast.reason)
@@ -503,8 +539,8 @@ class Runner:
         return stopped
 
     def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
-        """The planned trials of `phase` with no record after it (`wanted`: only those trials); logged
-        as run again."""
+        """The planned trials of `phase` with no record after it (`wanted`: only those trials);
+        logged as run again."""
         missing = [
             t.trial_id
             for t in self.plan.trials
@@ -528,7 +564,8 @@ class Runner:
         return missing
 
     def _record_never_ran(self, phase: str, reasons: dict[str, str], wanted=None) -> None:
-        """A planned trial of `phase` that still has no record: recorded `failed`, with what Ray said."""
+        """A planned trial of `phase` that still has no record: recorded `failed`, with what Ray
+        said."""
         for t in self.plan.trials:
             if (
                 t.phase != phase
@@ -559,7 +596,8 @@ class Runner:
             todo = [t for t in trials if t.trial_id not in self.records]
             if not todo:
                 continue
-            # a trial that started before (a second pass, a --resume) runs again with the values it started with
+            # a trial that started before (a second pass, a --resume) runs again with the values it
+            # started with
             again = {
                 t.trial_id: self.dispatch.started_params[t.trial_id]
                 for t in todo
@@ -620,6 +658,7 @@ class Runner:
             }
         )
         self.unselected = {arm: s.reason for arm, s in selected.items() if not s.trial_id}
+        self.selected = {arm: s.params for arm, s in selected.items() if s.trial_id}
         for arm, s in selected.items():
             self.store.event(
                 "selected",
@@ -639,8 +678,9 @@ class Runner:
         }
 
     def _did_not_vary(self, rows: list[dict]) -> tuple[list[dict], list[dict]]:
-        """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an incomplete
-        one); and the findings for decisions.json. One rule: trials that should differ reported the same curves."""
+        """Arms whose seeds, or whose tuned values, did not vary the run become `invalid` (not an
+        incomplete one); and the findings for decisions.json. One rule: trials that should differ
+        reported the same curves."""
         c = self.contract
         confirmed = [r for r in self.records.values() if r["phase"] == "confirm"]
         tuning = [r for r in self.records.values() if r["phase"] == "tune"]
@@ -689,7 +729,8 @@ class Runner:
                 "kind": "seeds_identical",
                 "arm": arm,
                 "seeds": n,
-                "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the same curves"
+                "message": f"every confirmation seed of {arm} ({n} seeds) reported exactly the "
+                f"same curves"
                 f"{diverged(arm, diverged_confirm)}: the seeds did not vary the run",
             }
             for arm, n in identical.items()
@@ -699,7 +740,8 @@ class Runner:
                 "kind": "tuned_values_identical",
                 "arm": arm,
                 "trials": n,
-                "message": f"the tuned values did not vary the run: {n} tuning trials of arm {arm} with "
+                "message": f"the tuned values did not vary the run: {n} tuning trials of arm "
+                f"{arm} with "
                 f"different params reported the same curves of {c.metric.name}"
                 + (diverged(arm, diverged_tune) or "; check that the trainable uses them"),
             }
@@ -734,14 +776,16 @@ class Runner:
             if said and row["decision"] == "incomplete":
                 row = {
                     **row,
-                    "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix the "
+                    "reason": f"Incomplete: {'; '.join(said)}. Resuming will not change this: fix "
+                    f"the "
                     "trainable or the contract and start a new run.",
                 }
             out.append(row)
         return out
 
     def confirm(self, configs: dict[str, dict]) -> StopReason | None:
-        """Run the confirmation trials of the arms in `configs`; what stopped the phase early, or None."""
+        """Run the confirmation trials of the arms in `configs`; what stopped the phase early, or
+        None."""
         self.skip_unselected(configs)
         if self.contract.confirmation.looks > 1:  # sequential: batches of seeds, looks in between
             self.progress.phase = "confirm"
@@ -784,7 +828,8 @@ class Runner:
                 "trials_skipped",
                 phase="confirm",
                 trial_ids=skipped,
-                reason="the arm has no selected config (no tuning trial completed the full exposure)",
+                reason="the arm has no selected config (no tuning trial completed the full "
+                "exposure)",
             )
 
     def run_batch(
@@ -794,7 +839,8 @@ class Runner:
         started: dict | None = None,
         ended: dict | None = None,
     ):
-        """One batch of confirmation trials as Ray tasks, between phase_started and phase_ended events.
+        """One batch of confirmation trials as Ray tasks, between phase_started and phase_ended
+        events.
 
         Returns the Outcome, or None when the wall-time budget was spent before it could start.
         `started` and `ended` are extra fields of the two events (a look's number).
@@ -832,6 +878,13 @@ class Runner:
         rows, self.findings = self._did_not_vary(rows)
         if self.findings:
             extra["findings"] = self.findings
+        reaches = tuning_reach(c, self.records.values(), self.selected)
+        self.tuning_said = reach_said(reaches)
+        if reaches:
+            extra["tuning"] = {
+                "summary": self.tuning_said,
+                "arms": [r.as_dict() for r in reaches],
+            }
         self.store.write_decisions(
             {
                 "run_state": state,
@@ -989,8 +1042,9 @@ def _check_tracking(contract) -> None:
 def _open_store(
     contract, configs: dict[str, dict], *, runs_dir, resume, contract_dir: Path
 ) -> tuple[RunStore, dict[str, Any] | None]:
-    """The run folder: a new one, or the one --resume names (refused when today's configs compose differently
-    or the trainable's source changed), and on --resume today's code identity, which it was checked against."""
+    """The run folder: a new one, or the one --resume names (refused when today's configs compose
+    differently or the trainable's source changed), and on --resume today's code identity, which it
+    was checked against."""
     redactor = Redactor.for_run(contract.frozen(), *configs.values())
     if resume is None:
         store = RunStore.create(runs_dir, contract.name)
@@ -1003,8 +1057,8 @@ def _open_store(
 
 
 def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> dict[str, Any]:
-    """A resumed run runs the code it logged; refuse when the trainable's source, or a local module it imports,
-    changed since (a new run). Today's code identity, as it was compared."""
+    """A resumed run runs the code it logged; refuse when the trainable's source, or a local module
+    it imports, changed since (a new run). Today's code identity, as it was compared."""
     logged = (RunFolder(run_dir).identity() or {}).get("code", {})
     was = logged.get("trainable_source_sha256") if isinstance(logged, dict) else None
     now_code = run_identity(contract, contract_dir, trainable_search_path(contract_dir))["code"]
@@ -1014,11 +1068,9 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
         then_text, now_text = (str(h)[:12] if h else "none recorded" for h in (was, now))
         raise RunError(
             f"the trainable's source {where} changed since {shown_path(run_dir)} started (sha256 "
-            f"{then_text} then, {now_text} now): changed code is a new run; start it without --resume"
+            f"{then_text} then, {now_text} now): changed code is a new run; start it without "
+            f"--resume"
         )
-    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
-    if refusal is not None:  # a config file, a configurator, a local module a trial read
-        raise RunError(refusal)
     then_local = logged.get("local_sources") if isinstance(logged, dict) else None
     if isinstance(
         then_local, dict
@@ -1035,9 +1087,14 @@ def _check_trainable_unchanged(run_dir: Path, contract, contract_dir: Path) -> d
             )
             raise RunError(
                 f"a local module the trainable imports changed since {shown_path(run_dir)} started "
-                f"({shown}): the trials before and after would have run different code as one recipe; "
+                f"({shown}): the trials before and after would have run different code as one "
+                f"recipe; "
                 "changed code is a new run, start it without --resume"
             )
+    # after the code, which says it in its own words: a config file, a configurator, a data file
+    refusal = files_read_refusal(run_dir, contract.command_dir(contract_dir), shown_path(run_dir))
+    if refusal is not None:
+        raise RunError(refusal)
     return now_code
 
 
@@ -1051,7 +1108,8 @@ def _create_folder(
     raw_configs: dict[str, dict],
     lineage: ProjectLineage,
 ) -> None:
-    """Freeze the contract, the configs, the plan and the identity in the new (locked) run folder."""
+    """Freeze the contract, the configs, the plan and the identity in the new (locked) run
+    folder."""
     store.write_frozen(
         contract, str(contract_path), configs, plan.as_dict(), VERSION, raw_configs=raw_configs
     )
@@ -1070,8 +1128,9 @@ def _resume_folder(
     configs: dict[str, dict],
     now_code: dict[str, Any],
 ) -> float:
-    """Heal the (locked) run folder and log the resume; the wall time the run had used before. `now_code`:
-    today's code identity, which `_check_trainable_unchanged` compared with the logged one."""
+    """Heal the (locked) run folder and log the resume; the wall time the run had used before.
+    `now_code`: today's code identity, which `_check_trainable_unchanged` compared with the logged
+    one."""
     refuse_in_place(
         store.root, REWRITTEN
     )  # a folder where a file is replaced: refused before anything runs
@@ -1103,9 +1162,9 @@ def _resume_folder(
 
 
 def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, int]:
-    """On --resume: the trials an earlier driver started and never recorded. One that had ended as that driver
-    stopped is recorded from the record its worker kept; the others are logged and run again, a tuning trial
-    with the tuned values it first started with. The counts."""
+    """On --resume: the trials an earlier driver started and never recorded. One that had ended as
+    that driver stopped is recorded from the record its worker kept; the others are logged and run
+    again, a tuning trial with the tuned values it first started with. The counts."""
     started = unfinished(store, runner.records)
     recovered = {trial_id for trial_id in started if runner.recover(trial_id)}
     again = [trial_id for trial_id in started if trial_id not in recovered]
@@ -1128,9 +1187,9 @@ def _connect(
     runs_dir: Path,
     resumed: dict[str, int] | None,
 ) -> None:
-    """Join the cluster or start an embedded Ray, saying which and how long it took; on a --resume where
-    every planned trial has its record already (a finished run resumed), neither: nothing is left to run,
-    and the run decides again from its records without Ray."""
+    """Join the cluster or start an embedded Ray, saying which and how long it took; on a --resume
+    where every planned trial has its record already (a finished run resumed), neither: nothing is
+    left to run, and the run decides again from its records without Ray."""
     if resumed is not None and resumed["rerun"] == 0 and resumed["not_started"] == 0:
         runner.display.note(format_resumed(resumed) + ": nothing left to run, Ray not started")
         return
@@ -1139,7 +1198,8 @@ def _connect(
         f"connecting to Ray at {target}" if target else "starting an embedded local Ray"
     )
     t_ray = time.monotonic()
-    # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when tuning trials are left
+    # an embedded Ray's start is mostly waiting: Ray Tune is imported beside it when tuning trials
+    # are left
     tunes = not target and any(
         t.phase == "tune" and t.trial_id not in runner.records for t in runner.plan.trials
     )
@@ -1159,9 +1219,9 @@ def _connect(
 
 
 def _spent_before(runner: Runner, resumed: dict[str, int] | None) -> StopReason | None:
-    """StopReason.BUDGET for a --resume whose earlier sessions spent all of budget.max_wall_time: nothing
-    more may run, so Ray is not started and no phase begins (the run ends as it was, budget_exhausted,
-    deciding again from its records); else None."""
+    """StopReason.BUDGET for a --resume whose earlier sessions spent all of budget.max_wall_time:
+    nothing more may run, so Ray is not started and no phase begins (the run ends as it was,
+    budget_exhausted, deciding again from its records); else None."""
     remaining = runner.remaining_s()
     if resumed is None or remaining is None or remaining > 0:
         return None
@@ -1187,7 +1247,8 @@ def _tune_select_confirm(runner: Runner) -> StopReason | None:
 
 @dataclass
 class _End:
-    """The end of a run, on the way out of its RunSession: the decision, state.json, run_ended, the lineage."""
+    """The end of a run, on the way out of its RunSession: the decision, state.json, run_ended, the
+    lineage."""
 
     runner: Runner
     session: Any = None  # the RunSession: whether its Ray session was lost (RunSession.lost)
@@ -1229,7 +1290,8 @@ class _End:
         decide_error = None
         try:
             self.decisions = runner.decide(self.state)
-        except OSError as failure:  # a full disk: the steps below may fail too; the lock is released and Ray stopped
+        # a full disk: the steps below may fail too; the lock is released and Ray stopped
+        except OSError as failure:
             if not disk_error(
                 failure
             ):  # anything else that kept decisions.json from being written is said
@@ -1237,7 +1299,8 @@ class _End:
                 self.state, self.reason = (
                     RunState.FAILED,
                     (
-                        f"every trial that ran is kept, but decisions.json could not be written: {failure}"
+                        f"every trial that ran is kept, but decisions.json could not be written: "
+                        f"{failure}"
                     ),
                 )
         except Exception as failure:  # never skip the bookkeeping below; raised once it is done
@@ -1274,7 +1337,8 @@ class _End:
 
 
 def _completed_reason(runner: Runner) -> str:
-    """Why a run whose phases all returned is `completed`, naming planned trials that did not run."""
+    """Why a run whose phases all returned is `completed`, naming planned trials that did not
+    run."""
     reason = "all planned trials ended"
     not_needed = runner.not_needed  # sequential looks stopped early
     missing = [
@@ -1291,24 +1355,29 @@ def _completed_reason(runner: Runner) -> str:
         if unselected:
             n = sum(1 for t in missing if t.arm in unselected and t.phase == "confirm")
             said.append(
-                f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config was "
+                f"{noun('confirmation trial', n)} of {', '.join(unselected)} not run: no config "
+                f"was "
                 "selected (see selection.json)"
             )
         if other:
             said.append(
-                f"{noun('planned trial', len(other))} with no record: {', '.join(t.trial_id for t in other[:5])}"
-                + (" ..." if len(other) > 5 else "")
+                f"{noun('planned trial', len(other))} with no record: "
+                f"{', '.join(t.trial_id for t in other[:5])}" + (" ..." if len(other) > 5 else "")
             )
         reason = "every trial that could run ended; " + "; ".join(said)
     if not_needed:
-        reason += f"; {len(not_needed)} confirmation trials not needed (the sequential confirmation stopped early)"
+        reason += (
+            f"; {len(not_needed)} confirmation trials not needed (the sequential "
+            f"confirmation stopped early)"
+        )
     return reason
 
 
 def _resume_command(
     state: RunState, contract_path, resume_argv: list[str] | None, run_dir: Path, reason: str = ""
 ) -> str | None:
-    """How to continue an interrupted run, or one whose Ray session was lost: `plan run ... --resume RUN_DIR`."""
+    """How to continue an interrupted run, or one whose Ray session was lost: `plan run ...
+    --resume RUN_DIR`."""
     if state != RunState.INTERRUPTED and not (
         state == RunState.FAILED and reason.startswith(RAY_LOST)
     ):
@@ -1350,12 +1419,15 @@ def _result(
         heldout=contract.metric.heldout,
         findings=list(runner.findings),
         notes=note_groups(records),
+        tuning=runner.tuning_said,
     )
 
 
-INVALID_WHY = {  # the rules an invalid row names (decide.mark_invalid's `invalid_rules`) -> the summary's words
+# the rules an invalid row names (decide.mark_invalid's `invalid_rules`) -> the summary's words
+INVALID_WHY = {
     "seeds": "the seeds did not vary the run",  # _stats.decide.seeds_did_not_vary
-    "tuned_values": "the tuned values did not vary the run",  # _stats.decide.tuned_values_did_not_vary
+    # _stats.decide.tuned_values_did_not_vary
+    "tuned_values": "the tuned values did not vary the run",
     "budget": "the tuning budget was not matched",  # _budget_not_matched
     "data": "the data broke the contract's data section",  # _data.checks.invalid_reasons
 }
@@ -1390,12 +1462,14 @@ def arms_without_value(contract, records: list[dict]) -> list[str]:
 
 
 def _heldout_exposures(contract, records: list[dict]) -> int:
-    """Tuning trials that reported metric.heldout: one per trial (the ledger's `tuning_exposures`)."""
+    """Tuning trials that reported metric.heldout: one per trial (the ledger's
+    `tuning_exposures`)."""
     return len(heldout_tuning_trials(records, contract.metric.heldout))
 
 
 def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:
-    """On --resume: the planned trials whose records are kept, those cut short that run again, the rest."""
+    """On --resume: the planned trials whose records are kept, those cut short that run again, the
+    rest."""
     planned = {t.trial_id for t in plan.trials}
     kept = len(planned & set(records))
     rerun = len(planned & set(again))
@@ -1413,7 +1487,8 @@ def format_resumed(counts: dict[str, int]) -> str:
         else ""
     )
     return (
-        f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut short when the "
+        f"resumed: {trials(counts['kept'])} kept{kept}, {trials(counts['rerun'])} run again (cut "
+        f"short when the "
         f"run stopped), {trials(counts['not_started'])} not started yet"
     )
 
@@ -1432,7 +1507,8 @@ def _live_mlflow(run_dir: Path, tracking) -> LiveMlflow | None:
 
 
 def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
-    """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the record."""
+    """Copy the finished run folder to MLflow; a failure is a warning, the run folder stays the
+    record."""
     try:
         summary = log_run_to_mlflow(
             run_dir, tracking_uri=tracking.tracking_uri, experiment=tracking.experiment
@@ -1444,7 +1520,8 @@ def _log_to_mlflow(run_dir: Path, tracking, stream) -> None:
 
 
 def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
-    """A resumed run uses the configs it logged; refuse when today's config files compose differently."""
+    """A resumed run uses the configs it logged; refuse when today's config files compose
+    differently."""
     for arm, config in configs.items():
         path = run_dir / "configs" / f"{arm}.yaml"
         logged = read_yaml(path, root=run_dir)
@@ -1454,8 +1531,10 @@ def _check_logged_configs(run_dir: Path, configs: dict[str, dict]) -> None:
         if diff:
             key, was, now = diff[0]
             raise RunError(
-                f"arm {arm!r} composes differently from the run's {path.name} ({key}: {yaml_value(was)} "
-                f"then, {yaml_value(now)} now): the config files changed, which makes a new run; start it "
+                f"arm {arm!r} composes differently from the run's {path.name} ({key}: "
+                f"{yaml_value(was)} "
+                f"then, {yaml_value(now)} now): the config files changed, which makes a new run; "
+                f"start it "
                 "without --resume"
             )
 
@@ -1468,11 +1547,14 @@ def format_result(result: RunResult) -> str:
     """The end of `plan run`: the run state, then the decision per arm, kept apart."""
     lines = [
         f"run folder: {shown_path(result.run_dir)}",
-        f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} ended in "
+        f"run state:  {result.state} ({result.reason}); {noun('trial', result.trials_ended)} "
+        f"ended in "
         f"{result.wall_time_s:.1f} s",
     ]
     if result.resumed is not None:
         lines.insert(1, format_resumed(result.resumed))
+    if (dashboard := dashboard_command(result.run_dir)) is not None:
+        lines.append(terminal_safe(f"studies:    {dashboard}"))
     if result.failures:
         lines.append(
             f"failures:   {noun('trial', len(result.failures))}: "
@@ -1485,7 +1567,8 @@ def format_result(result: RunResult) -> str:
         :5
     ]:  # a declared metric no row held: said, never dropped (docs/command-trainables.md)
         lines.append(
-            f"warning:    {group['note']} (in {noun('trial', group['count'])}, first {group['first']})"
+            f"warning:    {group['note']} (in {noun('trial', group['count'])}, first "
+            f"{group['first']})"
         )
     for group in [g for g in result.errors if g["error"] not in result.reason][
         :5
@@ -1502,7 +1585,8 @@ def format_result(result: RunResult) -> str:
     if result.no_value_arms and result.state == RunState.COMPLETED:
         lines.append(
             f"no value:   arm{'s' if len(result.no_value_arms) > 1 else ''} "
-            f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing to "
+            f"{', '.join(result.no_value_arms)} ended with no usable confirmation value: nothing "
+            f"to "
             f"decide on (exit {EXIT_NO_VALUE})"
             + (
                 f"; every failure above is {result.errors[0]['error']}"
@@ -1530,8 +1614,10 @@ def format_result(result: RunResult) -> str:
     ]
     if incomplete and result.state == RunState.COMPLETED:
         lines.append(
-            f"incomplete: arm{'s' if len(incomplete) > 1 else ''} {', '.join(incomplete)}: a confirmation "
-            "result of the arm or of the baseline is missing, failed or broke the protocol (the reason "
+            f"incomplete: arm{'s' if len(incomplete) > 1 else ''} {', '.join(incomplete)}: a "
+            f"confirmation "
+            "result of the arm or of the baseline is missing, failed or broke the protocol (the "
+            "reason "
             f"below), so the comparison tested nothing (exit {EXIT_NO_VALUE})"
         )
     lines.append("decisions:")
@@ -1563,6 +1649,9 @@ def format_result(result: RunResult) -> str:
             lines.append(
                 f"    {d['reason']}"
             )  # no CI (a degenerate spread): the numbers alone do not say why
+    # the CI covers seed noise only, not how far tuning searched: said beside the decisions
+    if result.tuning and result.decisions:
+        lines.append(f"tuning:     {result.tuning}")
     lines += [
         f"lineage:    {line}"
         for line in forking_lines(RunFolder(Path(result.run_dir)).json("lineage.json"))

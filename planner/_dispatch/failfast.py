@@ -1,10 +1,12 @@
-"""Fail fast: stop a run whose first trials can only fail, instead of spending its budget (issue #20.5).
+"""Fail fast: stop a run whose first trials can only fail, instead of spending its budget (issue
+#20.5).
 
 Two signs, each over the first trials of the run (`FAIL_FAST_K` of them, docs/running.md):
 
 - the first K trials that ended (at least, and at least one of every arm, the baseline included) all
-  failed with one error (grouped by `_core/records.error_groups`: paths, numbers, hex ids and trial ids
-  normalized) and no trial succeeded: one arm that crashes while the baseline runs is no such sign;
+  failed with one error (grouped by `_core/records.error_groups`: paths, numbers, hex ids and trial
+  ids normalized) and no trial succeeded: one arm that crashes while the baseline runs is no such
+  sign;
 - the first `METRIC_K` tuning trials to report reported no selection metric in their first
   `FIRST_REPORTS` reports, and no trial reported it at all (`val_accuracy` reported, `val_acc`
   declared): seen within seconds, long before those trials end.
@@ -24,8 +26,8 @@ FAIL_FAST_K = 3  # trials: the first K ended trials, or the first K to report
 METRIC_K = 2  # trials: the first to report (two slots see it at once)
 FIRST_REPORTS = 2  # reports: a metric logged only every few steps is not missing
 KEEP_GOING = "plan run --keep-going runs every trial"
-# The trainable's own failures: a raise, a broken protocol. A limit's verdict (timeout, oom) depends on the
-# budget the contract sets and is no sign that the trainable can only fail.
+# The trainable's own failures: a raise, a broken protocol. A limit's verdict (timeout, oom)
+# depends on the budget the contract sets and is no sign that the trainable can only fail.
 OWN_FAILURES = frozenset({TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR})
 
 

@@ -41,7 +41,8 @@ RETRY = "retry"  # after_worker_death: the trial runs again (a retry is left)
 
 
 def slots_for(resources: Resources | Mapping[str, Any]) -> int:
-    """How many trials of `resources` (the contract's budget.resources) the connected Ray cluster runs at once (at least 1)."""
+    """How many trials of `resources` (the contract's budget.resources) the connected Ray cluster
+    runs at once (at least 1)."""
     total = ray.cluster_resources()
     counts = []
     for name, need in resources_for(resources).items():
@@ -55,10 +56,11 @@ def prestart_workers(
 ) -> list:
     """One warm-up task per slot, leaving warm idle workers for the confirmation's first trials.
 
-    On one machine (an embedded Ray) a warm-up asks for no resources: it starts its worker and imports at
-    once, beside the last tuning trials, and the confirmation's tasks take those workers (every worker of
-    the machine serves them). On a cluster it asks for a trial's resources, so that it lands on a node that
-    can run a trial: it then waits until the tuning's tail frees slots there."""
+    On one machine (an embedded Ray) a warm-up asks for no resources: it starts its worker and
+    imports at once, beside the last tuning trials, and the confirmation's tasks take those workers
+    (every worker of the machine serves them). On a cluster it asks for a trial's resources, so
+    that it lands on a node that can run a trial: it then waits until the tuning's tail frees slots
+    there."""
     options = {"num_cpus": 0} if one_machine else task_options(resources)
     task = ray.remote(warm_task).options(**options, max_retries=0)
     return [task.remote(template.trainable, template.path) for _ in range(slots_for(resources))]
@@ -77,10 +79,11 @@ def running_for(spec: TrialSpec, submitted_at: float) -> float:
 
 
 def completed_reports(spec: TrialSpec) -> list[dict] | None:
-    """The reports of a trial whose last attempt of this session ended `completed` in its attempt ledger
-    and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full exposure: its
-    result exists, whatever happened to its worker afterwards (#20.2). None when not so. Asked only when
-    the worker kept no record (`kept_record`): it died between the attempt's end and its record."""
+    """The reports of a trial whose last attempt of this session ended `completed` in its attempt
+    ledger and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full
+    exposure: its result exists, whatever happened to its worker afterwards (#20.2). None when not
+    so. Asked only when the worker kept no record (`kept_record`): it died between the attempt's
+    end and its record."""
     mine = Ledger.of(spec).mine()
     if not mine or mine[-1].get("ended") != TrialStatus.COMPLETED:
         return None
@@ -286,7 +289,8 @@ class _FixedBatch:
         self.hooks.trial_ended(record)
 
     def collect(self, done: list) -> None:
-        """The tasks that returned: their records, or a retry / a final status after a dead worker."""
+        """The tasks that returned: their records, or a retry / a final status after a dead
+        worker."""
         for ref in done:
             spec, started_at, started = self.running.pop(ref)
             node = self._left(ref)
@@ -352,7 +356,8 @@ class _FixedBatch:
                 error = {
                     "attempt": attempt,
                     "type": "Timeout",
-                    "message": f"stopped after budget.max_trial_time of {self.max_trial_time_s:g} s",
+                    "message": f"stopped after budget.max_trial_time of {self.max_trial_time_s:g} "
+                    f"s",
                     "traceback": "",
                 }
                 self._end(
@@ -387,7 +392,8 @@ def run_fixed(
     max_trial_time_s: float | None,
     deadline: float | None,
 ) -> Outcome:
-    """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like a raise."""
+    """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like
+    a raise."""
     if not specs:
         return Outcome()
     batch = _FixedBatch(specs, resources=resources, hooks=hooks, max_trial_time_s=max_trial_time_s)

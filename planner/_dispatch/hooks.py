@@ -27,7 +27,8 @@ class Hooks:
     # seen as it arrives: (trial id, metrics, step, seconds since the trial started)
     should_stop: Callable[[], str | None] = lambda: None
     trial_reported: Callable[[str, dict, int, float], None] = lambda *report: None
-    # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's word for it)
+    # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's
+    # word for it)
     trial_kept: Callable[[TrialSpec, dict, str], None] = lambda spec, record, why: None
     # a node that cannot import the trainable, kept out of the run (node id, what failed there)
     node_refused: Callable[[str, str], None] = lambda node_id, problem: None
@@ -50,9 +51,11 @@ def _ignore(*args, **kwargs) -> None:
 
 @dataclass
 class Outcome:
-    """A phase's end: why it stopped before every trial ended (None: it did not), and how many ended."""
+    """A phase's end: why it stopped before every trial ended (None: it did not), and how many
+    ended."""
 
     stopped: StopReason | None = None
     ended: int = 0
-    # planner trial id -> what Ray said, for a trial Ray ended without a record (the driver runs it again)
+    # planner trial id -> what Ray said, for a trial Ray ended without a record (the driver runs it
+    # again)
     unrecorded: dict[str, str] = field(default_factory=dict)

@@ -42,13 +42,14 @@ from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
 from planner._trial.protocol import TrialSpec
 
-# SciPy (0.13 s) only for a sequential confirmation: a run without looks imports it at its decision, while its
-# confirmation runs (Runner.confirm), not before Ray starts
+# SciPy (0.13 s) only for a sequential confirmation: a run without looks imports it at its
+# decision, while its confirmation runs (Runner.confirm), not before Ray starts
 _sequential = lazy_import("planner._stats.sequential")
 
 
 def comparison_alpha(contract) -> float:
-    """The two-sided level each arm's looks use: alpha / m across m arms (Bonferroni), alpha with one arm."""
+    """The two-sided level each arm's looks use: alpha / m across m arms (Bonferroni), alpha with
+    one arm."""
     a = contract.acceptance
     m = len(contract.arms)
     return a.alpha if a.correction == "none" or m == 1 else a.alpha / m
@@ -71,7 +72,8 @@ def _number(x: float) -> float | None:
 
 
 def _look_json(step) -> dict[str, Any]:
-    """One look of decisions.json; `note` says why a bound is missing (no alpha at this look, no spread)."""
+    """One look of decisions.json; `note` says why a bound is missing (no alpha at this look, no
+    spread)."""
     out = {
         "look": step.look + 1,
         "n_baseline": step.n_baseline,
@@ -244,8 +246,8 @@ class SequentialConfirmation:
 
 
 class LooksRunner(Protocol):
-    """What a confirmation in looks needs from the driver: the plan, the records so far, a way to run one
-    batch (within the time the run has left), and the run folder's events for its notes."""
+    """What a confirmation in looks needs from the driver: the plan, the records so far, a way to
+    run one batch (within the time the run has left), and the run folder's events for its notes."""
 
     contract: Any  # planner._contract.model.Contract
     plan: Plan
@@ -268,7 +270,8 @@ class LooksRunner(Protocol):
 
 @dataclass
 class LooksResult:
-    """What the confirmation in looks leaves for the driver: why it stopped, the looks, the trials not needed."""
+    """What the confirmation in looks leaves for the driver: why it stopped, the looks, the trials
+    not needed."""
 
     stopped: StopReason | None  # None when every look that could run ran
     sequential: SequentialConfirmation  # the design the decision reads the looks with

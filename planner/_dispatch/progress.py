@@ -167,7 +167,8 @@ last_value = finite_final_value  # the one final value (planner's record policy)
 
 
 def failure_text(progress: Progress, record: dict) -> str:
-    """ ": KeyError: 'lr'" for a failed trial, with how many trials have failed with it so far; else ""."""
+    """ ": KeyError: 'lr'" for a failed trial, with how many trials have failed with it so far;
+    else ""."""
     error = error_of(record)
     if error is None:
         return ""
@@ -256,7 +257,8 @@ class LineDisplay(QuietDisplay):
         eta = p.eta_s()
         left = "" if eta is None else f", about {clock(eta)} left"
         line = (
-            f"[{clock(p.elapsed)}] {record['trial_id']} {record['status']}{shown}{failure_text(p, record)} "
+            f"[{clock(p.elapsed)}] {record['trial_id']} "
+            f"{record['status']}{shown}{failure_text(p, record)} "
             f"(exposure {record['exposure']}; {ended}/{planned} ended{left})"
         )
         print(terminal_safe(line), file=self.stream, flush=True)

@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +21,14 @@ from planner._core.status import TrialStatus
 optuna = lazy_import("optuna")  # imported when a run builds its first study
 
 
-# the run folder's tuning studies: an Optuna journal file (optuna-dashboard opens it)
-STUDIES_FILE = "studies.log"
-
-
 def run_studies(path: str | Path | None) -> Any:
     """The Optuna storage of a run's tuning studies (`path`: its journal file), or None (in memory).
 
-    Optuna's journal file, as its file backend writes and reads it, without the backend's lock and fsync
-    per operation: the driver is the studies' one writer (it holds the run folder's lock), a process that
-    dies leaves what it wrote in the file, and the fsync of every operation (six a trial) was nearly all
-    of a trial's cost in the driver. A reader (optuna-dashboard) opens it with the file backend."""
+    Optuna's journal file, as its file backend writes and reads it, without the backend's lock and
+    fsync per operation: the driver is the studies' one writer (it holds the run folder's lock), a
+    process that dies leaves what it wrote in the file, and the fsync of every operation (six a
+    trial) was nearly all of a trial's cost in the driver. A reader (optuna-dashboard) opens it
+    with the file backend."""
     if path is None:
         return None
     file = str(path)
@@ -51,15 +49,16 @@ def study_name(arm: str, seed: int, several_seeds: bool) -> str:
 
 
 def index_seed(seed: int, index: int) -> int:
-    """The sampler seed of the draw at tuning index `index`: a function of (declared seed, index) alone, so
-    the draw at an index is the same in a resumed run, and the same for every arm of the run."""
+    """The sampler seed of the draw at tuning index `index`: a function of (declared seed, index)
+    alone, so the draw at an index is the same in a resumed run, and the same for every arm of the
+    run."""
     digest = hashlib.sha256(f"planner-sweep:{seed}:{index}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
 
 
 def grid_points(seed: int, space: dict[str, Any]) -> list[dict[str, Any]]:
-    """The grid in the seeded order its tuning indices take it (index i: point i, over again past the
-    end): the same for every arm whose grid is the same."""
+    """The grid in the seeded order its tuning indices take it (index i: point i, over again past
+    the end): the same for every arm whose grid is the same."""
     names = sorted(space)  # `space`: Optuna distributions, all categorical for a grid
     points = list(itertools.product(*(space[name].choices for name in names)))
     random.Random(seed).shuffle(points)
@@ -69,11 +68,20 @@ def grid_points(seed: int, space: dict[str, Any]) -> list[dict[str, Any]]:
 class SweepStudy:
     """One sweep's Optuna study (an arm at a tuning seed), asked and told by tuning index.
 
-    The draw at index i comes from a sampler seeded by (declared seed, i): by construction for random
-    and grid, whatever ran before; TPE's draw also reads the finished trials the study holds when it is
-    asked, and a resumed study is given them again, in index order, before it is asked anything."""
+    The draw at index i comes from a sampler seeded by (declared seed, i): by construction for
+    random and grid, whatever ran before; TPE's draw also reads the finished trials the study holds
+    when it is asked, and a resumed study is given them again, in index order, before it is asked
+    anything."""
 
-    def __init__(self, storage: Any, name: str, sampler: Any, space: dict[str, Any], mode: str):
+    def __init__(
+        self,
+        storage: Any,
+        name: str,
+        sampler: Any,
+        space: dict[str, Any],
+        mode: str,
+        metric: str | None = None,
+    ):
         self.sampler, self.space = sampler, dict(sorted(space.items()))  # one order of draws
         self.grid = grid_points(sampler.seed, self.space) if sampler.name == "grid" else []
         if storage is not None and name in {s.study_name for s in storage.get_all_studies()}:
@@ -85,9 +93,16 @@ class SweepStudy:
             sampler=optuna.samplers.RandomSampler(seed=sampler.seed),
         )
         self.study.set_user_attr("sampler", {"name": sampler.name, "seed": sampler.seed})
+        if metric is not None:  # optuna-dashboard names the objective after it
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.set_metric_names([metric])
+        self.running: dict[int, Any] = {}  # trial number -> the Optuna trial asked, until told
+        self.reported: dict[int, set[int]] = {}  # trial number -> the steps its trial was given
 
     def replay(self, records: list[dict[str, Any]], metric: str, resumed_at: str | None) -> None:
-        """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`: when."""
+        """A resumed sweep: its finished trials (their records), told in index order; `resumed_at`:
+        when."""
         told = [
             trial
             for record in sorted(records, key=lambda r: r.get("index", 0))
@@ -98,7 +113,8 @@ class SweepStudy:
             self.study.set_user_attr("resumed", {"at": resumed_at, "trials_before": len(told)})
 
     def ask(self, index: int, trial_id: str, values: dict[str, Any] | None = None):
-        """(study trial number, params) of tuning index `index`; `values`: the values it runs again."""
+        """(study trial number, params) of tuning index `index`; `values`: the values it runs
+        again."""
         attrs = {"index": index, "trial_id": trial_id}
         if values is None and self.sampler.name == "grid":
             values = self.grid[index % len(self.grid)]
@@ -113,14 +129,32 @@ class SweepStudy:
                 seed=index_seed(self.sampler.seed, index)
             )
         trial = self.study.ask(self.space)
+        self.running[trial.number] = trial
         if values is None:
             for key, value in attrs.items():
                 trial.set_user_attr(key, value)
         return trial.number, trial.params
 
-    def tell(self, number: int, value: float | None, pruned: bool) -> None:
-        """A trial's end: its final value, or stopped early (pruned), or failed."""
+    def report(self, number: int, steps: dict[int, float]) -> None:
+        """A running trial's metric by step, as its study trial's intermediate values (a live curve
+        in optuna-dashboard); a step it was given already is not written again."""
+        trial, seen = self.running.get(number), self.reported.setdefault(number, set())
+        if trial is None:
+            return
+        for step, at in sorted(steps.items()):
+            if step not in seen:
+                trial.report(at, step)
+                seen.add(step)
+
+    def tell(
+        self, number: int, value: float | None, pruned: bool, steps: dict[int, float] | None = None
+    ) -> None:
+        """A trial's end: its final value, or stopped early (pruned), or failed; `steps`: the
+        values of the metric it reported by step (those not given while it ran are given now)."""
         state = optuna.trial.TrialState
+        self.report(number, steps or {})
+        self.running.pop(number, None)
+        self.reported.pop(number, None)
         if value is not None:
             self.study.tell(number, value, skip_if_finished=True)
         else:
@@ -129,14 +163,27 @@ class SweepStudy:
             )
 
 
+def metric_steps(reports: list[dict[str, Any]], metric: str) -> dict[int, float]:
+    """The finite values of `metric` in a trial's reports, by step: its study trial's intermediate
+    values."""
+    steps = {}
+    for report in reports:
+        step, at = report.get("step"), final_value({"reports": [report]}, metric)
+        if isinstance(step, int) and at is not None and math.isfinite(at):
+            steps[step] = at
+    return steps
+
+
 def finished_trial(
     record: dict[str, Any], metric: str, space: dict[str, Any], *, with_index: bool = False
 ) -> Any:
-    """A finished trial of a resumed sweep (its record) as its rebuilt study takes it (`study.add_trial`).
+    """A finished trial of a resumed sweep (its record) as its rebuilt study takes it
+    (`study.add_trial`).
 
-    Every status is told, as a running study was told it: `completed` with its final value (COMPLETE),
-    `early_stopped` as PRUNED, any other end (failed, diverged, ...) as FAIL; the values of `metric` its
-    record holds by step go with it. None when its params do not fit `space` (the study goes without it)."""
+    Every status is told, as a running study was told it: `completed` with its final value
+    (COMPLETE), `early_stopped` as PRUNED, any other end (failed, diverged, ...) as FAIL; the
+    values of `metric` its record holds by step go with it. None when its params do not fit `space`
+    (the study goes without it)."""
     state = optuna.trial.TrialState
     value = (
         finite_final_value(record, metric)
@@ -150,11 +197,7 @@ def finished_trial(
         if record.get("status") == TrialStatus.EARLY_STOPPED
         else state.FAIL
     )
-    steps = {}
-    for report in record.get("reports") or []:
-        step, at = report.get("step"), final_value({"reports": [report]}, metric)
-        if isinstance(step, int) and at is not None and math.isfinite(at):
-            steps[step] = at
+    steps = metric_steps(record.get("reports") or [], metric)
     try:
         return optuna.trial.create_trial(
             state=how,

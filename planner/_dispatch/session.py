@@ -61,7 +61,8 @@ def start_ray(
     contract_dir: Path | None = None,
     log_dir: Path | None = None,
 ) -> bool:
-    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started it.
+    """Connect to `address` (or RAY_ADDRESS) or start an embedded local Ray; True when we started
+    it.
 
     With `log_dir` (the run folder), Ray's own log lines go to `log_dir/ray.log`
     (`ray_logs_to`), never to the terminal.
@@ -100,9 +101,10 @@ def start_ray(
         pythonpath = os.pathsep.join(
             search_path + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         )
-        # In the environment while the embedded Ray starts: its processes, and every worker the raylet starts,
-        # inherit them. A job-level runtime_env would say the same, but a worker Ray prestarts at its start (one
-        # per CPU) serves only jobs without one: with it, every first trial waited for a worker to start.
+        # In the environment while the embedded Ray starts: its processes, and every worker the
+        # raylet starts, inherit them. A job-level runtime_env would say the same, but a worker Ray
+        # prestarts at its start (one per CPU) serves only jobs without one: with it, every first
+        # trial waited for a worker to start.
         global _embedded_environ
         with environ({**WORKER_ENV, "PYTHONPATH": pythonpath, **token_outside_home()}):
             start_local_ray(log_to_driver=log_to_driver, _system_config=EMBEDDED_SYSTEM_CONFIG)
@@ -110,17 +112,19 @@ def start_ray(
         return True
 
 
-# An embedded Ray keeps an idle worker a minute, not a second, before it ends it as one too many (Ray ends idle
-# workers beyond one per CPU): the workers warmed for the confirmation during the tuning's tail (the tuning's
-# actors hold the CPUs meanwhile) are still there when its first trials are sent, instead of each first trial
-# waiting for a new worker process (1-2.5 s here). Idle workers hold memory only; Ray's shutdown ends them.
+# An embedded Ray keeps an idle worker a minute, not a second, before it ends it as one too many
+# (Ray ends idle workers beyond one per CPU): the workers warmed for the confirmation during the
+# tuning's tail (the tuning's actors hold the CPUs meanwhile) are still there when its first trials
+# are sent, instead of each first trial waiting for a new worker process (1-2.5 s here). Idle
+# workers hold memory only; Ray's shutdown ends them.
 #
-# Its local sockets are tried every 20 ms, not every second, as often as it takes for the same ten seconds Ray
-# allows (RAY_CONNECT_WAIT_MS): the raylet connects to its object store, which it has just started in a thread
-# of its own, and when the store is not yet listening Ray's client sleeps a whole second before it tries
-# again. Measured here: the raylet lost that second in 2 of 8 bare starts of an embedded Ray and in 5 of 9
-# starts within `plan run` (1.1-1.2 s, or 2.2-2.3 s with it); none in 8 with this. The workers' and the
-# driver's connections to the raylet go through the same client, with the same ten seconds.
+# Its local sockets are tried every 20 ms, not every second, as often as it takes for the same ten
+# seconds Ray allows (RAY_CONNECT_WAIT_MS): the raylet connects to its object store, which it has
+# just started in a thread of its own, and when the store is not yet listening Ray's client sleeps
+# a whole second before it tries again. Measured here: the raylet lost that second in 2 of 8 bare
+# starts of an embedded Ray and in 5 of 9 starts within `plan run` (1.1-1.2 s, or 2.2-2.3 s with
+# it); none in 8 with this. The workers' and the driver's connections to the raylet go through the
+# same client, with the same ten seconds.
 RAY_CONNECT_WAIT_MS = (
     10 * 1000
 )  # Ray's own: raylet_client_num_connect_attempts 10 x ..._timeout_milliseconds 1000
@@ -134,12 +138,13 @@ EMBEDDED_SYSTEM_CONFIG = {
 
 @contextmanager
 def importing_meanwhile(module: str | None):
-    """`module` imported in a thread while the block runs (an embedded Ray's start: the driver mostly waits
-    for the GCS and the raylet to come up), joined when it ends: Ray Tune's import (0.6 s of the driver's
-    CPU) no longer follows Ray's start (1 s) but runs beside it. Python's import locks are per module, so
-    the two only wait for each other on a module both import; the ones they share today are imported here
-    first. A failed import is left for the code that needs the module, which imports it again and fails
-    as it would have without this (the error is not swallowed: it is raised there)."""
+    """`module` imported in a thread while the block runs (an embedded Ray's start: the driver
+    mostly waits for the GCS and the raylet to come up), joined when it ends: Ray Tune's import
+    (0.6 s of the driver's CPU) no longer follows Ray's start (1 s) but runs beside it. Python's
+    import locks are per module, so the two only wait for each other on a module both import; the
+    ones they share today are imported here first. A failed import is left for the code that needs
+    the module, which imports it again and fails as it would have without this (the error is not
+    swallowed: it is raised there)."""
     if module is None:
         yield
         return
@@ -167,15 +172,16 @@ _embedded_environ: dict[str, str] | None = (
 
 
 def embedded_worker_environ() -> dict[str, str] | None:
-    """The environment every worker of the embedded Ray this process started inherits (None when none was
-    started, or it joined a cluster, or that Ray was shut down)."""
+    """The environment every worker of the embedded Ray this process started inherits (None when
+    none was started, or it joined a cluster, or that Ray was shut down)."""
     return _embedded_environ if ray.is_initialized() else None
 
 
 @contextmanager
 def environ(values: dict[str, str], *, override: bool = True):
     """`values` in this process's environment while the block runs, then every one of them as it was
-    (unset again when it was unset). With `override=False` a variable already set keeps its value."""
+    (unset again when it was unset). With `override=False` a variable already set keeps its
+    value."""
     before = {name: os.environ.get(name) for name in values}
     for name, value in values.items():
         if override or name not in os.environ:
@@ -193,7 +199,8 @@ def environ(values: dict[str, str], *, override: bool = True):
 # How Ray words a connection its GCS refused for the token: the ConnectionError ray.init raises
 # carries the AuthenticationError only as text, in its cause's formatted traceback.
 _REFUSED = ("InvalidAuthToken", "Authentication token is missing or incorrect")
-# The driver's own token problems, raised before anything is sent (an AuthenticationError of its own).
+# The driver's own token problems, raised before anything is sent (an AuthenticationError of its
+# own).
 _NO_TOKEN = "no authentication token was found"
 _BAD_TOKEN_FILE = "RAY_AUTH_TOKEN_PATH is set but"
 
@@ -234,16 +241,21 @@ def connect_failure(
         else:
             problem = f"Ray says: {str(error).split('. ')[0]}"
         return (
-            f"cannot connect to the Ray cluster at {address}: token authentication is on (RAY_AUTH_MODE is "
-            f"token) but {problem}; set RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a "
+            f"cannot connect to the Ray cluster at {address}: token authentication is on "
+            f"(RAY_AUTH_MODE is "
+            f"token) but {problem}; set RAY_AUTH_TOKEN to the cluster's token, or "
+            f"RAY_AUTH_TOKEN_PATH to a "
             "file that holds it"
         )
     # Ray itself sets RAY_AUTH_MODE to token in this process when it joins `auto` and finds a token.
     if environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
         return (
-            f"the Ray cluster at {address} refused the connection: authentication failed, because the cluster "
-            "uses token authentication and the driver sent no token (Ray sends one only when RAY_AUTH_MODE is "
-            "token); set RAY_AUTH_MODE to token, and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the cluster's "
+            f"the Ray cluster at {address} refused the connection: authentication failed, because "
+            f"the cluster "
+            "uses token authentication and the driver sent no token (Ray sends one only when "
+            "RAY_AUTH_MODE is "
+            "token); set RAY_AUTH_MODE to token, and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to "
+            "the cluster's "
             f"token, in the environment of plan run{where}"
         )
     if environ.get("RAY_AUTH_TOKEN", "").strip():
@@ -253,8 +265,10 @@ def connect_failure(
     else:
         source = "~/.ray/auth_token"
     return (
-        f"the Ray cluster at {address} refused the connection: authentication failed, because the token the "
-        f"driver sent (from {source}) is not the cluster's; set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to the "
+        f"the Ray cluster at {address} refused the connection: authentication failed, because the "
+        f"token the "
+        f"driver sent (from {source}) is not the cluster's; set RAY_AUTH_TOKEN (or "
+        f"RAY_AUTH_TOKEN_PATH) to the "
         f"token the cluster was started with (`ray get-auth-token` on the head prints it){where}"
     )
 
@@ -339,8 +353,9 @@ class _NotRaysThreads:
 
 
 class _RunFolderLog(logging.FileHandler):
-    """A FileHandler on `log_dir/ray.log` opened through `open_inside`: no link followed (symbolic, dangling or
-    hard), no FIFO or device opened; a planted one is a RunError naming it, raised here, not at the first emit."""
+    """A FileHandler on `log_dir/ray.log` opened through `open_inside`: no link followed (symbolic,
+    dangling or hard), no FIFO or device opened; a planted one is a RunError naming it, raised
+    here, not at the first emit."""
 
     def __init__(self, log_dir: Path):
         self._log_dir = Path(log_dir)
@@ -438,10 +453,11 @@ def start_local_ray(attempts: int = 3, **options) -> None:
     """ray.init for an embedded local Ray, retried: on a loaded machine the raylet can miss Ray's
     fixed 30-second start-up wait.
 
-    Its own Ray, always (`address="local"`): without an address, ray.init joins the cluster that `ray start`
-    last started on this machine (/tmp/ray/ray_current_cluster), and refused to, with the embedded Ray's
-    `_system_config` ("When connecting to an existing cluster, _system_config must not be provided"): a
-    user's `plan run` without --address failed three times over while a cluster of theirs was up."""
+    Its own Ray, always (`address="local"`): without an address, ray.init joins the cluster that
+    `ray start` last started on this machine (/tmp/ray/ray_current_cluster), and refused to, with
+    the embedded Ray's `_system_config` ("When connecting to an existing cluster, _system_config
+    must not be provided"): a user's `plan run` without --address failed three times over while a
+    cluster of theirs was up."""
     options.setdefault("address", "local")
     for attempt in range(1, attempts + 1):
         try:
@@ -493,13 +509,15 @@ def claim_stop_signals():
 
 @contextmanager
 def _stops_deferred_while_ray_starts(claimed: bool):
-    """While the block runs (ray.init), SIGTERM and SIGINT are noted and the stop comes once it has returned:
-    a KeyboardInterrupt then, as claim_stop_signals' handler raises (state `interrupted`, exit 3).
+    """While the block runs (ray.init), SIGTERM and SIGINT are noted and the stop comes once it has
+    returned: a KeyboardInterrupt then, as claim_stop_signals' handler raises (state `interrupted`,
+    exit 3).
 
-    Ray installs its own SIGTERM handler in ray.init (`sys.exit(15)` wherever it is: recorded as an internal
-    error), and an exception raised inside ray.init while its core worker connects left that core worker to
-    abort the process at exit (exit 134); here Ray's handler is not installed and nothing interrupts
-    ray.init. Nothing changes when the signals are not claimed (or off the main thread)."""
+    Ray installs its own SIGTERM handler in ray.init (`sys.exit(15)` wherever it is: recorded as an
+    internal error), and an exception raised inside ray.init while its core worker connects left
+    that core worker to abort the process at exit (exit 134); here Ray's handler is not installed
+    and nothing interrupts ray.init. Nothing changes when the signals are not claimed (or off the
+    main thread)."""
     if not claimed or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -534,10 +552,11 @@ def _trial_files(run_dir: Path | None, session: str) -> object:
 
 
 class GcsWatch:
-    """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer accepts a
-    connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the driver process
-    (exit 1, its state left `running`) 60 s after losing the GCS; this sees it within about 5 s and
-    interrupts the main thread, so the command ends through its own bookkeeping (`lost` says why)."""
+    """Notices a lost Ray session while a command runs: the GCS (Ray's head process) no longer
+    accepts a connection for `misses` checks in a row, `every_s` apart. Ray's own client ends the
+    driver process (exit 1, its state left `running`) 60 s after losing the GCS; this sees it
+    within about 5 s and interrupts the main thread, so the command ends through its own
+    bookkeeping (`lost` says why)."""
 
     def __init__(
         self, address: str, on_lost: Callable[[], None], *, every_s: float = 1.0, misses: int = 5
@@ -591,7 +610,8 @@ MAIN_THREAD_WAIT_S = (
 
 # ------------------------------------------------------------------ the session of one command
 
-HANDLED = "handled"  # what an end's bookkeeping returns for an error it handled: the command returns normally
+# what an end's bookkeeping returns for an error it handled: the command returns normally
+HANDLED = "handled"
 
 
 def final_state(
@@ -601,12 +621,13 @@ def final_state(
     run_dir: Path | None = None,
     budget: str | None = None,
 ) -> tuple[RunState, str, BaseException | str | None]:
-    """(the run state, its reason, what becomes of `error`) for a command body that ended with `error`
-    (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
+    """(the run state, its reason, what becomes of `error`) for a command body that ended with
+    `error` (None: it returned, stopping early for `stopped`, a StopReason, or not at all).
 
-    What becomes of it: None, raised as it is; HANDLED, not raised (Ctrl-C and SIGTERM: `interrupted`, the
-    command returns its result); or the error to raise instead (a full disk is `failed` with a sentence
-    that says how to resume, a RunError in place of the OSError). Any other error is `failed`.
+    What becomes of it: None, raised as it is; HANDLED, not raised (Ctrl-C and SIGTERM:
+    `interrupted`, the command returns its result); or the error to raise instead (a full disk is
+    `failed` with a sentence that says how to resume, a RunError in place of the OSError). Any
+    other error is `failed`.
     """
     if error is None:
         if stopped == StopReason.BUDGET:
@@ -640,8 +661,8 @@ RAY_LOST = (
 
 
 def _ray_gone() -> None:
-    """After a lost GCS: drop Ray's exit hook (it would wait on the dead GCS until Ray's client ends the
-    process with exit 1) and end what is left of the embedded Ray's processes."""
+    """After a lost GCS: drop Ray's exit hook (it would wait on the dead GCS until Ray's client
+    ends the process with exit 1) and end what is left of the embedded Ray's processes."""
     try:
         atexit.unregister(ray.shutdown)
     except Exception:
@@ -653,8 +674,8 @@ def _ray_gone() -> None:
 
 
 def ray_session_lost(error: BaseException) -> bool:
-    """An error by which Ray says its session is gone (the GCS died, the cluster went away), not a bug:
-    a Ray system or connection error, or any error once Ray is no longer connected."""
+    """An error by which Ray says its session is gone (the GCS died, the cluster went away), not a
+    bug: a Ray system or connection error, or any error once Ray is no longer connected."""
     if isinstance(error, ConnectionError):
         return True
     name = type(error).__module__ or ""
@@ -676,13 +697,15 @@ def ray_session_lost(error: BaseException) -> bool:
 
 
 def raised_from(error: BaseException, cause: BaseException | None = None) -> BaseException:
-    """`error` raised `from cause` (from None when None): the trace shows the cause, or nothing before it."""
+    """`error` raised `from cause` (from None when None): the trace shows the cause, or nothing
+    before it."""
     error.__cause__, error.__suppress_context__ = cause, True
     return error
 
 
 class _Deferred:
-    """The shutdowns an open ray_shutdown_deferred block was left, and the signal handlers held off since the first."""
+    """The shutdowns an open ray_shutdown_deferred block was left, and the signal handlers held off
+    since the first."""
 
     def __init__(self):
         self.shutdowns: list[Callable[[], None]] = []
@@ -701,15 +724,16 @@ _deferred: _Deferred | None = None  # the open ray_shutdown_deferred block's
 @contextmanager
 def ray_shutdown_deferred(*, hold_signals_to_exit: bool = False):
     """Inside this block a RunSession that started Ray leaves it running on its way out (the end's
-    bookkeeping, the close and the unlock are all done); Ray is shut down when the block ends, whatever
-    happened in it. `plan run` prints its result inside, so the user reads the decision without waiting
-    for Ray's processes to stop (about 1.8 s); the process still exits only once they have.
+    bookkeeping, the close and the unlock are all done); Ray is shut down when the block ends,
+    whatever happened in it. `plan run` prints its result inside, so the user reads the decision
+    without waiting for Ray's processes to stop (about 1.8 s); the process still exits only once
+    they have.
 
-    From the session's end (the run's state written) until Ray is down, SIGINT and SIGTERM are held off:
-    the result stands, so a Ctrl-C then neither interrupts the shutdown half-way (Ray's processes left
-    behind, its trace on the terminal) nor changes the exit code. With `hold_signals_to_exit` (a command
-    whose process ends right after: the interpreter's own exit takes up to a second more) they stay held
-    off after it."""
+    From the session's end (the run's state written) until Ray is down, SIGINT and SIGTERM are held
+    off: the result stands, so a Ctrl-C then neither interrupts the shutdown half-way (Ray's
+    processes left behind, its trace on the terminal) nor changes the exit code. With
+    `hold_signals_to_exit` (a command whose process ends right after: the interpreter's own exit
+    takes up to a second more) they stay held off after it."""
     global _deferred
     outer, _deferred = _deferred, _Deferred()
     try:
@@ -738,9 +762,9 @@ def _exit_after_lost_head() -> None:
 
 
 def _hold_signals() -> dict:
-    """SIGINT and SIGTERM ignored from now on (the main thread only; elsewhere nothing changes); the handlers
-    they had. A handler that does nothing, not SIG_IGN: the processes started from here on do not inherit
-    them ignored."""
+    """SIGINT and SIGTERM ignored from now on (the main thread only; elsewhere nothing changes);
+    the handlers they had. A handler that does nothing, not SIG_IGN: the processes started from
+    here on do not inherit them ignored."""
     if threading.current_thread() is not threading.main_thread():
         return {}
     return {
@@ -771,11 +795,11 @@ def _after_shutdown(step: Callable[[], None]) -> None:
 
 
 def _shutdown() -> None:
-    """ray.shutdown, without its one-second wait on the autoscaler's monitor: ray.shutdown stops Ray's
-    processes one after another, each given a second after SIGTERM, and the monitor of an embedded head
-    does not exit on SIGTERM, so it is killed after that second whatever happens. It holds nothing of a
-    run's (it reports the cluster's load to the autoscaler), so it is killed first; the raylet, the GCS
-    and the rest are then stopped by ray.shutdown as before."""
+    """ray.shutdown, without its one-second wait on the autoscaler's monitor: ray.shutdown stops
+    Ray's processes one after another, each given a second after SIGTERM, and the monitor of an
+    embedded head does not exit on SIGTERM, so it is killed after that second whatever happens. It
+    holds nothing of a run's (it reports the cluster's load to the autoscaler), so it is killed
+    first; the raylet, the GCS and the rest are then stopped by ray.shutdown as before."""
     trees: list = []
     try:
         compat.kill_autoscaler_monitor()
@@ -829,18 +853,19 @@ def _end_left_behind(procs: list) -> None:
 class RunSession:
     """One command's hold on a run folder and on Ray, as a context manager.
 
-        with RunSession(store, command="plan run") as session:   # takes the lock (session.took_over)
+        with RunSession(store, command="plan run") as session:   # takes the lock
+        (session.took_over)
             ...                                                  # a refusal here only unlocks
             session.stop_on_signals()
-            session.on_end(bookkeeping)                          # bookkeeping(error) before the unlock
-            session.start_ray(address, search_path, runs_dir, ...)
+            session.on_end(bookkeeping)                          # bookkeeping(error) before the
+            unlock session.start_ray(address, search_path, runs_dir, ...)
             ...
 
-    On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None), then the
-    store closed and unlocked, the stop signals restored, and a Ray this session started shut down (inside
-    `ray_shutdown_deferred`: at the end of that block). What
-    `bookkeeping` returns says what becomes of the error (final_state): None, it propagates as it is;
-    HANDLED, it does not; an exception, raised in its place once everything above is done.
+    On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None),
+    then the store closed and unlocked, the stop signals restored, and a Ray this session started
+    shut down (inside `ray_shutdown_deferred`: at the end of that block). What
+    `bookkeeping` returns says what becomes of the error (final_state): None, it propagates as it
+    is; HANDLED, it does not; an exception, raised in its place once everything above is done.
     """
 
     def __init__(self, store, *, command: str = "plan run"):
@@ -862,7 +887,8 @@ class RunSession:
         return self
 
     def stop_on_signals(self) -> None:
-        """From here on SIGTERM and SIGINT stop the command like Ctrl-C does (claim_stop_signals)."""
+        """From here on SIGTERM and SIGINT stop the command like Ctrl-C does
+        (claim_stop_signals)."""
         self._signals, self._claimed = claim_stop_signals(), True
 
     def on_end(
@@ -882,11 +908,12 @@ class RunSession:
         """start_ray; a Ray started here is shut down when the session ends.
 
         ray.init installs Ray's own SIGTERM handler (a `sys.exit(1)` with its stack dump on the
-        terminal), replacing ours: the stop signals are claimed again once Ray is up, so SIGTERM stays
-        an interruption (SLURM and Kubernetes end jobs with it). What is restored at the end is still
-        what the command found before its first claim. A stop while ray.init runs comes once it has
-        returned (`_stops_deferred_while_ray_starts`): an interruption too; and the stack dump Ray's C++ core
-        prints on such a signal goes, with fd 2, to the run folder's ray.log."""
+        terminal), replacing ours: the stop signals are claimed again once Ray is up, so SIGTERM
+        stays an interruption (SLURM and Kubernetes end jobs with it). What is restored at the end
+        is still what the command found before its first claim. A stop while ray.init runs comes
+        once it has returned (`_stops_deferred_while_ray_starts`): an interruption too; and the
+        stack dump Ray's C++ core prints on such a signal goes, with fd 2, to the run folder's
+        ray.log."""
         try:
             with (
                 _stderr_to_ray_log(options.get("log_dir")),
@@ -907,10 +934,11 @@ class RunSession:
             self.keeper = _trial_files(options.get("log_dir"), keeper_session)
 
     def _lost(self) -> None:
-        """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command through its
-        bookkeeping; when it is stuck in a Ray call that waits on the dead GCS (Ray's client would end the
-        process with exit 1 after 60 s, its state left `running`), this thread does the bookkeeping (the
-        end's `emergency_note` says what to print), unlocks the folder and exits 3."""
+        """The GCS went (GcsWatch's thread). The main thread is interrupted and ends the command
+        through its bookkeeping; when it is stuck in a Ray call that waits on the dead GCS (Ray's
+        client would end the process with exit 1 after 60 s, its state left `running`), this thread
+        does the bookkeeping (the end's `emergency_note` says what to print), unlocks the folder
+        and exits 3."""
         _thread.interrupt_main()
         if self._exiting.wait(MAIN_THREAD_WAIT_S):
             return
@@ -954,7 +982,8 @@ class RunSession:
             if self._claimed:
                 restore_stop_signals(self._signals)
             if self._started_ray and self.lost is None:
-                _shut_ray_down()  # now, or once the command printed its result (ray_shutdown_deferred)
+                # now, or once the command printed its result (ray_shutdown_deferred)
+                _shut_ray_down()
                 if self._quiet is not None:  # once Ray is down: its last lines go to ray.log too
                     quiet, self._quiet = self._quiet, None
                     _after_shutdown(quiet.restore)

@@ -48,9 +48,10 @@ from planner._trial.protocol import TrialSpec
 def at_budget(
     contract, configs: dict[str, dict], raw_configs: dict[str, dict]
 ) -> tuple[dict, dict]:
-    """The arms' composed configs (and unresolved ones) with `command.budget_key` set to the exposure, as every
-    trial receives it: what configs/<arm>.yaml and the lineage hashes hold. The seed differs per trial, so
-    its key keeps the composed value there; each trial's record holds the seed it ran."""
+    """The arms' composed configs (and unresolved ones) with `command.budget_key` set to the
+    exposure, as every trial receives it: what configs/<arm>.yaml and the lineage hashes hold. The
+    seed differs per trial, so its key keeps the composed value there; each trial's record holds
+    the seed it ran."""
     spec = contract.command_spec
     if spec is None or not spec.budget_key:
         return configs, raw_configs
@@ -80,15 +81,19 @@ class Dispatch:
         False  # on a cluster the code ships through runtime_env: no driver paths in the specs
     )
     session: str = field(default_factory=new_session)
+    # the folder a function trainable's reads are named from (its trials record the files they read
+    # below it and their module's folder); "." on a cluster: the worker's copy of it
+    reads_base: str | None = None
     storage: str | None = (
         None  # plan run --storage: where the trials' files are kept for every node
     )
     records: dict[str, dict] = field(default_factory=dict)  # trial_id -> the record, as trials end
-    # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial run again
-    # (a second pass of the phase, a --resume) runs them again, never a new draw
+    # trial_id -> the tuned values a tuning trial with no record yet first started with: a trial
+    # run again (a second pass of the phase, a --resume) runs them again, never a new draw
     started_params: dict[str, dict] = field(default_factory=dict)
     listener: Any = None  # started(spec), ended(record), cancelled(spec, why), after the run folder
-    # the arms' composed configs, and the same before interpolations are resolved: a trial's config is built on them
+    # the arms' composed configs, and the same before interpolations are resolved: a trial's config
+    # is built on them
     configs: dict[str, dict] = field(default_factory=dict)
     raw_configs: dict[str, dict] = field(default_factory=dict)
     _frozen: dict | None = field(
@@ -108,10 +113,14 @@ class Dispatch:
         script_options: tuple | None = None,
         **options,
     ) -> Dispatch:
-        """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable needs them),
-        `raw_configs` (an option) the same before interpolations are resolved; `script_options`, what the
-        contract's check read of an argparse script's options (`command_trainable`)."""
-        command = None
+        """A Dispatch for `contract`; `configs` are the arms' composed configs (a command trainable
+        needs them), `raw_configs` (an option) the same before interpolations are resolved;
+        `script_options`, what the contract's check read of an argparse script's options
+        (`command_trainable`)."""
+        command, options = None, dict(options)
+        if contract.trainable:
+            remote = options.get("remote", False)
+            options.setdefault("reads_base", "." if remote else str(Path(contract_dir).resolve()))
         if contract.command:
             command = command_trainable(
                 contract, contract_dir, configs, script_options=script_options
@@ -127,8 +136,9 @@ class Dispatch:
         )
 
     def planner_values(self, seed: int) -> dict[str, int]:
-        """What planner sets in a trial's config besides the tuned values: `command.seed_key` (the trial's
-        seed) and `command.budget_key` (the exposure); {} for a function trainable, which reads trial.seed."""
+        """What planner sets in a trial's config besides the tuned values: `command.seed_key` (the
+        trial's seed) and `command.budget_key` (the exposure); {} for a function trainable, which
+        reads trial.seed."""
         keys = self.command or {}
         out = {}
         if keys.get("seed_key"):
@@ -138,20 +148,22 @@ class Dispatch:
         return out
 
     def raw_for(self, arm: str, seed: int) -> dict | None:
-        """The arm's unresolved config with the planner's values set (a sweep's, whose trials share a seed):
-        the tuned values go in on top, then it is resolved (apply_params)."""
+        """The arm's unresolved config with the planner's values set (a sweep's, whose trials share
+        a seed): the tuned values go in on top, then it is resolved (apply_params)."""
         raw = self.raw_configs.get(arm)
         values = self.planner_values(seed)
         return raw if raw is None or not values else apply_params(raw, values)  # set, not resolved
 
     def received(self, arm: str, seed: int, config: dict) -> dict:
-        """The config a trial of `arm` at `seed` receives: `config` (the arm's, with any tuned values) with the
-        planner's values set, as the trainable gets it (docs/command-trainables.md, "What a record holds").
+        """The config a trial of `arm` at `seed` receives: `config` (the arm's, with any tuned
+        values) with the planner's values set, as the trainable gets it
+        (docs/command-trainables.md, "What a record holds").
 
-        The values are set on the arm's unresolved config together with what made `config` from the arm's
-        (its tuned keys, and every other leaf that differs and is not itself an interpolation), then
-        resolved: a key that interpolates the seed (`data.split_seed: ${seed}`) follows it, as with
-        tuned values. Anything else coming out different is a planner bug, and raised as one.
+        The values are set on the arm's unresolved config together with what made `config` from the
+        arm's (its tuned keys, and every other leaf that differs and is not itself an
+        interpolation), then resolved: a key that interpolates the seed (`data.split_seed:
+        ${seed}`) follows it, as with tuned values. Anything else coming out different is a planner
+        bug, and raised as one.
         """
         values = self.planner_values(seed)
         raw, base = self.raw_configs.get(arm), self.configs.get(arm)
@@ -189,9 +201,9 @@ class Dispatch:
         return out
 
     def spec(self, trial, config: dict, params: dict | None = None) -> TrialSpec:
-        """The TrialSpec of `trial` (anything with trial_id, phase, arm, seed, index) on `config`, with the
-        planner's values (`planner_values`) set: the config in the spec, and so in the record, is the one
-        the trainable receives."""
+        """The TrialSpec of `trial` (anything with trial_id, phase, arm, seed, index) on `config`,
+        with the planner's values (`planner_values`) set: the config in the spec, and so in the
+        record, is the one the trainable receives."""
         c = self.contract
         config = self.received(trial.arm, trial.seed, config)
         extra: dict[str, Any] = {
@@ -201,6 +213,8 @@ class Dispatch:
         }  # the worker checks the splits against it
         if self.command is not None:
             extra["command"] = self.command
+        elif self.reads_base is not None:
+            extra["reads_base"] = self.reads_base
         if self.storage:  # checkpoints across nodes (planner._trial.storage): this run's own prefix
             where, _, query = self.storage.partition("?")
             run = f"{self.store.root.parent.name}/{self.store.root.name}"
@@ -246,7 +260,8 @@ class Dispatch:
             self.listener.started(spec)
 
     def _ended(self, record: dict, *, heard: bool = True) -> None:
-        """A trial's record: checked across trials, written, kept; the listener hears of it when `heard`."""
+        """A trial's record: checked across trials, written, kept; the listener hears of it when
+        `heard`."""
         self.started_params.pop(record["trial_id"], None)
         full = failed_for_a_full_disk(record)
         if full is not None:  # the machine's failure, not the trial's result: it runs again
@@ -270,10 +285,11 @@ class Dispatch:
         self.slim(record)
 
     def slim(self, record: dict) -> None:
-        """A tuning trial's record, once written whole and heard by the listener, down to what the driver
-        reads of it again (planner._store.facts.kept_of_tuning: the selection metric's last reports and the
-        summary the facts read), in place: the one object Tune's state, fail fast and `records` hold. The
-        confirmation's records stay whole (the decision, the looks and the seeds check read their reports)."""
+        """A tuning trial's record, once written whole and heard by the listener, down to what the
+        driver reads of it again (planner._store.facts.kept_of_tuning: the selection metric's last
+        reports and the summary the facts read), in place: the one object Tune's state, fail fast
+        and `records` hold. The confirmation's records stay whole (the decision, the looks and the
+        seeds check read their reports)."""
         if record.get("phase") != "tune":
             return
         if self._frozen is None:
@@ -290,8 +306,9 @@ class Dispatch:
         record["reports"], record["summary"] = kept["reports"], kept["summary"]
 
     def _check_data(self, record: dict) -> None:
-        """The data checks across trials (docs/data.md), added to the record before it is written; each data
-        violation of the record is also a `data_violation` event (the listener shows it when the trial ends)."""
+        """The data checks across trials (docs/data.md), added to the record before it is written;
+        each data violation of the record is also a `data_violation` event (the listener shows it
+        when the trial ends)."""
         if record.get("splits"):
             earlier = [r for r in self.records.values() if r["trial_id"] != record["trial_id"]]
             record["violations"] = list(record.get("violations") or []) + cross_trial_violations(
@@ -312,9 +329,10 @@ class Dispatch:
             )
 
     def recover(self, record: dict, session: Any) -> None:
-        """On --resume, before anything runs: the record a trial's worker kept as the trial ended while the
-        earlier driver (`session`) stopped, before that driver wrote it; written now as the trial's, with an
-        event that says so. Kept like the records read back from trials.jsonl (the listener is not told)."""
+        """On --resume, before anything runs: the record a trial's worker kept as the trial ended
+        while the earlier driver (`session`) stopped, before that driver wrote it; written now as
+        the trial's, with an event that says so. Kept like the records read back from trials.jsonl
+        (the listener is not told)."""
         self.store.event(
             "trial_recovered",
             sync=False,
@@ -331,8 +349,9 @@ class Dispatch:
             self.listener.cancelled(spec, why)
 
     def _kept(self, spec: TrialSpec, record: dict, why: str) -> None:
-        """Before the record is written: its worker died after the trial ended, and the record is the one the
-        worker kept (nothing is hidden: the event says so, with Ray's word for the death)."""
+        """Before the record is written: its worker died after the trial ended, and the record is
+        the one the worker kept (nothing is hidden: the event says so, with Ray's word for the
+        death)."""
         self.store.event(
             "worker_died_after_trial_ended",
             sync=False,
@@ -358,7 +377,8 @@ class Dispatch:
         )
 
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
-        """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the Outcome."""
+        """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the
+        Outcome."""
         return run_fixed(
             specs,
             resources=self.contract.budget.resources,

@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.search import SweepStudy, run_studies, study_name
+from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
 from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import TrialSpec, kept_record, make_record
@@ -97,8 +97,8 @@ class Sweep:
     raw: dict[str, Any] | None = (
         None  # the arm's config with interpolations unresolved (apply_params)
     )
-    # trial id -> the tuned values it started with before (a second pass, a --resume): SweepSearch moves those
-    # trials to the front of `specs` and runs these values again, never a new draw
+    # trial id -> the tuned values it started with before (a second pass, a --resume): SweepSearch
+    # moves those trials to the front of `specs` and runs these values again, never a new draw
     again: dict[str, dict] = field(default_factory=dict)
 
 
@@ -137,7 +137,8 @@ class TuneState:
 
 
 def scheduler_result(result: dict, metric: str) -> dict | None:
-    """What a sweep's scheduler and searcher see of a Tune result: the step and the selection metric.
+    """What a sweep's scheduler and searcher see of a Tune result: the step and the selection
+    metric.
 
     Tune hands schedulers and searchers the result flattened ("planner/step"),
     callbacks the nested one; both forms are read here.
@@ -163,9 +164,10 @@ def scheduler_result(result: dict, metric: str) -> dict | None:
 
 
 def _rerun_values(sweep: Sweep, trial_id: str) -> dict[str, Any] | None:
-    """The tuned values trial `trial_id` started with before, when they are values of the sweep's space (they
-    come from events.jsonl: a run folder's, so checked), else None: the trial then draws anew, and its attempt
-    ledger keeps it from continuing an earlier attempt's checkpoint (planner._trial.attempts)."""
+    """The tuned values trial `trial_id` started with before, when they are values of the sweep's
+    space (they come from events.jsonl: a run folder's, so checked), else None: the trial then
+    draws anew, and its attempt ledger keeps it from continuing an earlier attempt's checkpoint
+    (planner._trial.attempts)."""
     params = sweep.again.get(trial_id)
     if not isinstance(params, dict) or set(params) != set(sweep.space):
         return None
@@ -197,9 +199,10 @@ def _make_rule(early_stop, metric: str, mode: str, exposure: int):
 
 
 class SweepSearch(Searcher):
-    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study, by tuning index
-    (planner._dispatch.search.SweepStudy): the studies live in `storage` (the run folder's journal) and are
-    asked and told as trials start and end; a resumed sweep's study is given its finished trials first."""
+    """Suggests the next trial of each sweep in turn, from that sweep's own Optuna study, by tuning
+    index (planner._dispatch.search.SweepStudy): the studies live in `storage` (the run folder's
+    journal) and are asked and told as trials start and end; a resumed sweep's study is given its
+    finished trials first."""
 
     def __init__(self, state: TuneState, storage: Any = None, resumed_at: str | None = None):
         super().__init__(metric=None, mode=None)
@@ -216,6 +219,7 @@ class SweepSearch(Searcher):
                 sweep.sampler,
                 sweep.space,
                 state.mode,
+                state.metric,
             )
             ran = sweep.finished or sweep.again
             study.replay(sweep.finished, state.metric, resumed_at if ran else None)
@@ -250,6 +254,16 @@ class SweepSearch(Searcher):
                 return {"planner_spec": asdict(spec)}
         return Searcher.FINISHED
 
+    def on_trial_result(self, trial_id, result):
+        """A running trial's report, its metric at the step given to its study. Tune hands a
+        searcher the result flattened: the worker's "planner" entry as "planner/step",
+        "planner/metrics/<name>"."""
+        k, number = self.state.sweep_of(trial_id), self.asked.get(trial_id)
+        step, metric = result.get("planner/step"), self.state.metric
+        if k is not None and number is not None and isinstance(step, int):
+            report = {"step": step, "metrics": {metric: result.get(f"planner/metrics/{metric}")}}
+            self.studies[k].report(number, metric_steps([report], metric))
+
     def on_trial_complete(self, trial_id, result=None, error=False):
         k = self.state.sweep_of(trial_id)
         number = self.asked.pop(trial_id, None)
@@ -272,14 +286,17 @@ class SweepSearch(Searcher):
             else None
         )
         # stopped early: pruned; failed, diverged: failed; never a final value but a completed one's
-        self.studies[k].tell(number, final, pruned=status == TrialStatus.EARLY_STOPPED)
+        self.studies[k].tell(
+            number, final, status == TrialStatus.EARLY_STOPPED, metric_steps(reports, metric)
+        )
 
 
 # ---------------------------------------------------------------- the scheduler
 
 
 class PerSweepScheduler(FIFOScheduler):
-    """Routes each trial to its sweep's own early-stopping rule; never stops a trial at full exposure."""
+    """Routes each trial to its sweep's own early-stopping rule; never stops a trial at full
+    exposure."""
 
     def __init__(self, state: TuneState, early_stop):
         super().__init__()
@@ -294,11 +311,12 @@ class PerSweepScheduler(FIFOScheduler):
         return None if k is None else self.rules[k]
 
     def choose_trial_to_run(self, tc):
-        """FIFOScheduler's choice, the first PENDING trial in the order added, without its walk over every
-        trial of the run at each step of Tune's loop (a quarter of the driver's time at 5,000 trials, growing
-        with the run): trials that left PENDING are dropped from the front of `added`, so a step costs O(1)
-        amortized. No trial is ever PAUSED here (no rule pauses), and a trial Tune sets back to PENDING (a
-        retry after its worker died) is started by Tune's own pass over its pending trials, as before."""
+        """FIFOScheduler's choice, the first PENDING trial in the order added, without its walk
+        over every trial of the run at each step of Tune's loop (a quarter of the driver's time at
+        5,000 trials, growing with the run): trials that left PENDING are dropped from the front of
+        `added`, so a step costs O(1) amortized. No trial is ever PAUSED here (no rule pauses), and
+        a trial Tune sets back to PENDING (a retry after its worker died) is started by Tune's own
+        pass over its pending trials, as before."""
         while self.added and self.added[0].status != Trial.PENDING:
             self.added.popleft()
         return self.added[0] if self.added else None
@@ -376,10 +394,11 @@ class Recorder(tune.Callback):
             self.started.add(trial.trial_id)
             self.state.hooks.trial_started(entry[1])
         if self.prestart and not self.warming and len(self.started) >= self.warm_from:
-            # Warm one worker per slot for the confirmation, so its first trials do not pay for starting
-            # processes: on a cluster once the last tuning trials run and none waits (a warm-up asks for a
-            # trial's resources there); on one machine from the last two waves on (it asks for none, and an
-            # embedded Ray keeps an idle worker, so it is ready however short the tuning's tail).
+            # Warm one worker per slot for the confirmation, so its first trials do not pay for
+            # starting processes: on a cluster once the last tuning trials run and none waits (a
+            # warm-up asks for a trial's resources there); on one machine from the last two waves
+            # on (it asks for none, and an embedded Ray keeps an idle worker, so it is ready
+            # however short the tuning's tail).
             self.warming.extend(
                 prestart_workers(
                     self.state.sweeps[0].specs[0],
@@ -390,20 +409,21 @@ class Recorder(tune.Callback):
 
     @functools.cached_property
     def warm_from(self) -> int:
-        """How many trials have started when the warm-ups go out (asked once: slots_for asks the GCS): never
-        before every slot's first trial has its actor, which might otherwise wait for a new worker."""
+        """How many trials have started when the warm-ups go out (asked once: slots_for asks the
+        GCS): never before every slot's first trial has its actor, which might otherwise wait for a
+        new worker."""
         if embedded_worker_environ() is None or self.resources is None:
             return self.total
         slots = slots_for(self.resources)
         return min(self.total, max(slots, self.total - 2 * slots))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        # Tune summarizes every number of a result (a summary and two windows of recent values each, in
-        # `Trial.update_last_result`, after the callbacks, which may change the result in place): planner's
-        # payload is read here, once, and what Tune keeps of it is one word. The scheduler and the searcher
-        # have seen it already (Tune calls them before its callbacks); Tune's own progress callback prints
-        # "Trial ... completed. Last result:" for a trial whose last result has no key of its own, hence
-        # the word rather than nothing.
+        # Tune summarizes every number of a result (a summary and two windows of recent values
+        # each, in `Trial.update_last_result`, after the callbacks, which may change the result in
+        # place): planner's payload is read here, once, and what Tune keeps of it is one word. The
+        # scheduler and the searcher have seen it already (Tune calls them before its callbacks);
+        # Tune's own progress callback prints "Trial ... completed. Last result:" for a trial whose
+        # last result has no key of its own, hence the word rather than nothing.
         payload = result.get("planner")
         payload = payload if isinstance(payload, dict) else {}
         result["planner"] = "read"
@@ -426,7 +446,11 @@ class Recorder(tune.Callback):
                     "time_s": payload["time_s"],
                 }
             )
-            self.meta[trial.trial_id] = payload.get("meta", {})
+            meta = payload.get("meta", {})
+            if "inputs" not in meta:  # the files the trial read are sent when they change
+                kept = self.meta.get(trial.trial_id, {}).get("inputs")
+                meta = meta if kept is None else {**meta, "inputs": kept}
+            self.meta[trial.trial_id] = meta
             seen = scheduler_result(result, self.state.metric)
             if seen is not None:
                 self.state.last_seen[trial.trial_id] = seen
@@ -451,8 +475,9 @@ class Recorder(tune.Callback):
         self.state.hooks.trial_ended(record)
 
     def _kept(self, trial, record: dict, why: str) -> None:
-        """The trial had ended and its worker died before Tune had its result: the record the worker kept is
-        the trial's, as it is (its attempts, its errors), the death logged beside it (`trial_kept`)."""
+        """The trial had ended and its worker died before Tune had its result: the record the
+        worker kept is the trial's, as it is (its attempts, its errors), the death logged beside it
+        (`trial_kept`)."""
         if trial.trial_id in self.state.records:
             return
         self.lost.pop(trial.trial_id, None)  # a death after the trial ended uses no attempt
@@ -462,7 +487,8 @@ class Recorder(tune.Callback):
         self._end(trial, record, counted_lost=True)
 
     def _rebuilt(self, trial, status: str, errors: list, attempts: int = 1) -> dict | None:
-        """The record of a trial whose worker sent only its reports (or died), from what the driver saw."""
+        """The record of a trial whose worker sent only its reports (or died), from what the driver
+        saw."""
         entry = self.state.of_trial.get(trial.trial_id)
         if entry is None:
             return None
@@ -484,14 +510,17 @@ class Recorder(tune.Callback):
         record["node_id"] = meta.get("node_id", record.get("node_id"))
         if meta.get("splits"):
             record["splits"] = meta["splits"]
+        if meta.get("inputs"):
+            record["inputs"] = meta["inputs"]
         record["violations"] = list(
             meta.get("violations", [])
         )  # the one place: an early stop keeps what it broke
         return record
 
     def on_trial_recover(self, iteration, trials, trial, **info):
-        """The trial's worker died (its node was lost) and Tune runs it again from the start; a trial that had
-        ended (its worker kept its record) is recorded now, and its new start only sends that record back."""
+        """The trial's worker died (its node was lost) and Tune runs it again from the start; a
+        trial that had ended (its worker kept its record) is recorded now, and its new start only
+        sends that record back."""
         message = without_colours(
             str(getattr(trial, "error_msg", "") or "the trial's worker process died")
         )
@@ -564,7 +593,8 @@ class Recorder(tune.Callback):
                 self._end(trial, record, counted_lost=True)
                 return
         lost = self.lost.get(trial.trial_id, [])
-        # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared disk
+        # the attempt ledger in trial.dir knows a watchdog's verdict and every attempt on a shared
+        # disk
         status, errors, attempts = (
             after_worker_death(entry[1], message) if entry else (TrialStatus.FAILED, [], 1)
         )
@@ -586,22 +616,24 @@ class Recorder(tune.Callback):
 
 
 def trial_id_of(trial) -> str:
-    """A Tune trial's name and folder name: its id. A function of this module, so that Tune's snapshot of each
-    trial (which pickles both creators into its JSON) names it (about 80 bytes) instead of holding a lambda's
-    code (1.3 KB a creator, a trial)."""
+    """A Tune trial's name and folder name: its id. A function of this module, so that Tune's
+    snapshot of each trial (which pickles both creators into its JSON) names it (about 80 bytes)
+    instead of holding a lambda's code (1.3 KB a creator, a trial)."""
     return trial.trial_id
 
 
 def forget(trial, requests: dict) -> None:
-    """What Tune keeps of a trial that has ended, down to what it reads again: its status, folder and error.
+    """What Tune keeps of a trial that has ended, down to what it reads again: its status, folder
+    and error.
 
-    Tune holds every trial of a run until the run ends, with the trial's config (here planner's whole trial
-    spec), its flattened copy, its last result and a summary of each number in it: about 40 KiB a trivial
-    trial, the driver's memory growth on a large sweep. Once a trial is TERMINATED or ERROR none of these
-    is read again: the scheduler and the searcher were told (`stop_trial`, `_process_trial_failure`), the
-    record is written, and at the end the `ResultGrid` is read only for each trial's folder and error
-    (`_note_unrecorded`). A trial that Tune will run again (a retry after its worker died) is never
-    finished, so it is never forgotten."""
+    Tune holds every trial of a run until the run ends, with the trial's config (here planner's
+    whole trial spec), its flattened copy, its last result and a summary of each number in it:
+    about 40 KiB a trivial trial, the driver's memory growth on a large sweep. Once a trial is
+    TERMINATED or ERROR none of these is read again: the scheduler and the searcher were told
+    (`stop_trial`, `_process_trial_failure`), the record is written, and at the end the
+    `ResultGrid` is read only for each trial's folder and error (`_note_unrecorded`). A trial that
+    Tune will run again (a retry after its worker died) is never finished, so it is never
+    forgotten."""
     metadata = trial.run_metadata
     compat.forget_trial_result(trial)
     metadata.last_result = {}
@@ -613,9 +645,10 @@ def forget(trial, requests: dict) -> None:
         ""  # the suggested config as a string: read only to name a trial's folder, at its start
     )
     _snapshot_entry(trial, metadata)
-    # Each trial holds its own copy of the one resource request (Tune deep-copies the experiment per trial),
-    # with its bound signature; an ended trial takes the first ended trial's equal copy (requests are
-    # compared by value, `PlacementGroupFactory.__eq__`; `requests` maps each to the first).
+    # Each trial holds its own copy of the one resource request (Tune deep-copies the experiment
+    # per trial), with its bound signature; an ended trial takes the first ended trial's equal copy
+    # (requests are compared by value, `PlacementGroupFactory.__eq__`; `requests` maps each to the
+    # first).
     trial.placement_group_factory = requests.setdefault(
         trial.placement_group_factory, trial.placement_group_factory
     )
@@ -627,13 +660,13 @@ ENDED_ENTRY = "ended; planner's record of it is in the run folder's trials.jsonl
 def _snapshot_entry(trial, metadata) -> None:
     """An ended trial's entry in Tune's experiment snapshot: its id, status and folder.
 
-    Tune writes every trial's state into its snapshot (at the end of the run, and now and then while it runs)
-    and caches that JSON on the trial: 4.4 KB a trial, most of it its storage context, resource request and
-    checkpoint manager pickled to hex, kept until the run ends and written again in the final snapshot (about
-    8 KiB of the driver's peak a trial). Planner never restores a Tune experiment (`--resume` reads the run
-    folder), and the trial was just emptied of what a restore would need, so its cached entry says what it
-    was and where its folder is. The snapshot itself is still written (it carries the trials' error files to
-    Tune's storage)."""
+    Tune writes every trial's state into its snapshot (at the end of the run, and now and then
+    while it runs) and caches that JSON on the trial: 4.4 KB a trial, most of it its storage
+    context, resource request and checkpoint manager pickled to hex, kept until the run ends and
+    written again in the final snapshot (about 8 KiB of the driver's peak a trial). Planner never
+    restores a Tune experiment (`--resume` reads the run folder), and the trial was just emptied of
+    what a restore would need, so its cached entry says what it was and where its folder is. The
+    snapshot itself is still written (it carries the trials' error files to Tune's storage)."""
     compat.cache_snapshot_entry(
         trial,
         {
@@ -655,13 +688,13 @@ def _snapshot_entry(trial, metadata) -> None:
 def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
     """Run every sweep's trials through one Ray Tune `Tuner`; call `hooks` as trials start and end.
 
-    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir, studies
-    (the journal file of the sweeps' Optuna studies; None: in memory), resumed_at (when the run was
-    resumed, for a sweep that ran before), and prestart (warm one worker per slot for the confirmation
-    that follows, during the tuning tail).
+    Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir,
+    studies (the journal file of the sweeps' Optuna studies; None: in memory), resumed_at (when the
+    run was resumed, for a sweep that ran before), and prestart (warm one worker per slot for the
+    confirmation that follows, during the tuning tail).
     """
-    # Tune reads these while it runs (the user's own values win); the process is left as it was. Tune lets a
-    # custom searcher keep one trial pending; one per slot keeps every slot fed.
+    # Tune reads these while it runs (the user's own values win); the process is left as it was.
+    # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
     pending = str(max(2, slots_for(options.get("resources") or {})))
     with environ({**TUNE_ENV, "TUNE_MAX_PENDING_TRIALS_PG": pending}, override=False), _Quiet():
         return _fit(sweeps, **options)
@@ -737,7 +770,8 @@ def _fit(
 
 
 class _StopAll(tune.Stopper):
-    """Stops the whole tuning when the driver says it must (hooks.should_stop: the run fails fast)."""
+    """Stops the whole tuning when the driver says it must (hooks.should_stop: the run fails
+    fast)."""
 
     def __init__(self, hooks: Hooks):
         self.hooks = hooks
@@ -750,9 +784,9 @@ class _StopAll(tune.Stopper):
 
 
 def _note_unrecorded(state: TuneState, grid) -> None:
-    """Trials Tune ended with no record (no callback tells of them: e.g. `Could not re-use actor`), with
-    Tune's reason, in `outcome.unrecorded`; the driver runs them again. A trial folder is named by its
-    Tune trial id (trial_dirname_creator)."""
+    """Trials Tune ended with no record (no callback tells of them: e.g. `Could not re-use actor`),
+    with Tune's reason, in `outcome.unrecorded`; the driver runs them again. A trial folder is
+    named by its Tune trial id (trial_dirname_creator)."""
     for result in grid:
         tune_id = os.path.basename(str(result.path or "").rstrip("/"))
         entry = state.of_trial.get(tune_id)
@@ -770,7 +804,8 @@ def _note_unrecorded(state: TuneState, grid) -> None:
 
 
 class _Quiet:
-    """Silence Tune's and Optuna's chatter (the planner shows its own progress); errors still show."""
+    """Silence Tune's and Optuna's chatter (the planner shows its own progress); errors still
+    show."""
 
     names = ("ray.tune", "ray.train", "ray.air", "optuna")
 

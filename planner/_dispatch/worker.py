@@ -1,4 +1,5 @@
-"""What runs in the Ray workers: the Tune function trainable, the fixed-config task, the warm-up task.
+"""What runs in the Ray workers: the Tune function trainable, the fixed-config task, the warm-up
+task.
 
 The workers import this module (Ray pickles these functions by reference), so
 it stays light: the trial protocol only, never pydantic, the contract model,
@@ -19,18 +20,20 @@ from planner._trial.protocol import TrialSpec, kept_record, load_trainable, ray_
 ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
 
 # How long a reused Tune actor waits for its previous trial to end before it takes the next one
-# (Ray's TUNE_FUNCTION_THREAD_TIMEOUT_S, 2 s by default, read in the worker by reset_config). A trial
-# stopped early (ASHA) ends when its command's process group has gone: SIGTERM, then SIGKILL after
-# CommandLimits.kill_grace_s. Ray's 2 s is shorter than many teardowns (Lightning's): reset_config
-# then fails, and Tune drops the next trial with "Could not re-use actor" and no record (#20.1).
-# Long enough for the grace and the reaping, so a reused actor always ends its trial first.
+# (Ray's TUNE_FUNCTION_THREAD_TIMEOUT_S, 2 s by default, read in the worker by reset_config). A
+# trial stopped early (ASHA) ends when its command's process group has gone: SIGTERM, then SIGKILL
+# after CommandLimits.kill_grace_s. Ray's 2 s is shorter than many teardowns (Lightning's):
+# reset_config then fails, and Tune drops the next trial with "Could not re-use actor" and no
+# record (#20.1). Long enough for the grace and the reaping, so a reused actor always ends its
+# trial first.
 REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
 
-# The workers' environment (an embedded Ray's workers inherit it, a cluster's get it through runtime_env:
-# planner._dispatch.session). PL_DISABLE_FORK is what Ray Tune gives its own trial actors
-# (ray.tune.execution.class_cache.DEFAULT_ENV_VARS: Lightning's fork-based strategies do not work in a Ray
-# worker, ray-project/ray#28197); here every trial has it, tuning and confirmation alike, and Tune's actors
-# need no runtime_env of their own on an embedded Ray (tune.trial_actors_on_inherited_environment).
+# The workers' environment (an embedded Ray's workers inherit it, a cluster's get it through
+# runtime_env: planner._dispatch.session). PL_DISABLE_FORK is what Ray Tune gives its own trial
+# actors (ray.tune.execution.class_cache.DEFAULT_ENV_VARS: Lightning's fork-based strategies do not
+# work in a Ray worker, ray-project/ray#28197); here every trial has it, tuning and confirmation
+# alike, and Tune's actors need no runtime_env of their own on an embedded Ray
+# (tune.trial_actors_on_inherited_environment).
 WORKER_ENV = {
     "RAY_CHDIR_TO_TRIAL_DIR": "0",
     "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
@@ -66,11 +69,18 @@ def tune_trainable(config: dict) -> dict | None:
     sent: dict = {}
 
     def forward(
-        step: int, metrics: dict[str, float], elapsed: float, violations: list, splits=None
+        step: int,
+        metrics: dict[str, float],
+        elapsed: float,
+        violations: list,
+        splits=None,
+        inputs=None,
     ) -> None:
         sent["splits"] = (
             splits or {}
         )  # the splits logged so far travel with the reports (docs/data.md)
+        if inputs is not None:  # the files the trial read, sent when they change
+            sent["inputs"] = inputs
         ray_tune.report(
             {
                 "planner": {
@@ -81,6 +91,7 @@ def tune_trainable(config: dict) -> dict | None:
                         **meta,
                         "violations": list(violations),
                         **({"splits": splits} if splits else {}),
+                        **({"inputs": inputs} if inputs is not None else {}),
                     },
                 }
             }
@@ -96,7 +107,7 @@ def tune_trainable(config: dict) -> dict | None:
         and record.get("splits", {}) == sent.get("splits", {})
         and not record.get("notes")
         and not record.get("modules")
-        and not record.get("inputs")
+        and record.get("inputs") == sent.get("inputs")
     ):  # what the reports do not carry
         return None
     return {"planner": {"record": record}}
@@ -124,7 +135,8 @@ def check_node(trainable: str, path: tuple[str, ...]) -> str | None:
 
 
 def warm_task(trainable: str, path: tuple[str, ...]) -> int:
-    """Start a worker process and import what a confirmation trial needs, so the first ones start at once."""
+    """Start a worker process and import what a confirmation trial needs, so the first ones start
+    at once."""
     for folder in reversed(path):
         if folder not in sys.path and os.path.isdir(folder):
             sys.path.insert(0, folder)

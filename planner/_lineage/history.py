@@ -5,8 +5,8 @@ named by the first contract of a chain: a run whose baseline is its contract's
 own starts (or continues) the line of its contract's name; a run whose baseline
 comes from a run or a line continues that run's line. Two runs test *the same
 hypothesis* when their baselines have the same effective config (its sha256)
-and their factors the same keys; a repeated test is a run that completed with decisions (not incomplete
-or invalid) of the same trainable. Repeating a test at level alpha k times gives
+and their factors the same keys; a repeated test is a run that completed with decisions (not
+incomplete or invalid) of the same trainable. Repeating a test at level alpha k times gives
 at least one false accept with probability 1 - (1 - alpha)^k when nothing is
 there (the family-wise alpha the repetitions imply).
 """
@@ -52,13 +52,15 @@ def completed_test(entry: RunEntry) -> bool:
 
 
 def contract_trainable(contract: Any) -> str:
-    """A contract's trainable as identity.json's `code.trainable` spells it: `module:function` or `command: ...`."""
+    """A contract's trainable as identity.json's `code.trainable` spells it: `module:function` or
+    `command: ...`."""
     return str(contract.trainable) if contract.trainable else f"command: {contract.command_line}"
 
 
 def trainable_of(ledger: Ledger, entry: RunEntry) -> str | None:
-    """The trainable a run used (`module:function` or `command: ...`): from its run_started record, else its
-    run folder's identity.json (a ledger written before run_started named it); None when neither says."""
+    """The trainable a run used (`module:function` or `command: ...`): from its run_started record,
+    else its run folder's identity.json (a ledger written before run_started named it); None when
+    neither says."""
     if entry.started.get("trainable"):
         return str(entry.started["trainable"])
     try:
@@ -75,9 +77,10 @@ def earlier_tests(
     *,
     trainable: str | None = None,
 ) -> list[RunEntry]:
-    """Runs that tested the same factor against the same baseline, completed with decisions that say what they
-    found (`completed_test`), in ledger order; with `trainable`, only runs of that trainable (a run whose
-    trainable is not known counts: a repetition is not dropped for want of a record)."""
+    """Runs that tested the same factor against the same baseline, completed with decisions that
+    say what they found (`completed_test`), in ledger order; with `trainable`, only runs of that
+    trainable (a run whose trainable is not known counts: a repetition is not dropped for want of a
+    record)."""
     return [
         e
         for e in sorted(ledger.runs().values(), key=lambda e: e.order)
@@ -93,9 +96,10 @@ RESULT_FIELDS = ("arm", "decision", "effect", "ci_low", "ci_high", "p_value")
 
 
 def result_signature(entry: RunEntry) -> tuple[Any, ...] | None:
-    """What makes two runs the same test repeated bit for bit: the same contract (its sha256), the same
-    trainable, and every decision with the same effect, interval and p-value to the last bit. None when the
-    run reported no number to compare (a run without an effect is never called a replication)."""
+    """What makes two runs the same test repeated bit for bit: the same contract (its sha256), the
+    same trainable, and every decision with the same effect, interval and p-value to the last bit.
+    None when the run reported no number to compare (a run without an effect is never called a
+    replication)."""
     rows = [d for d in (entry.ended or {}).get("decisions") or [] if isinstance(d, dict)]
     if not rows or all(d.get("effect") is None for d in rows):
         return None
@@ -106,8 +110,9 @@ def result_signature(entry: RunEntry) -> tuple[Any, ...] | None:
 def split_replications(
     earlier: list[RunEntry], this: RunEntry | None = None
 ) -> tuple[list[RunEntry], list[RunEntry]]:
-    """(distinct tests, replications) of `earlier`, in order: a run whose results repeat bit for bit those
-    of a test before it, or of `this` run, adds no information and is a replication, not another test."""
+    """(distinct tests, replications) of `earlier`, in order: a run whose results repeat bit for
+    bit those of a test before it, or of `this` run, adds no information and is a replication, not
+    another test."""
     seen = set() if this is None or result_signature(this) is None else {result_signature(this)}
     tests: list[RunEntry] = []
     copies: list[RunEntry] = []
@@ -123,9 +128,10 @@ def split_replications(
 
 
 def edited_before(ledger: Ledger, name: str, sha: str, before: int | None = None) -> list[RunEntry]:
-    """Earlier runs of a contract of the same name but another hash that had reported decisions saying what a test
-    found (accept, reject, inconclusive): a run whose every decision was incomplete or invalid showed no result to
-    tune the recipe to, and mending a contract after it is no forking path."""
+    """Earlier runs of a contract of the same name but another hash that had reported decisions
+    saying what a test found (accept, reject, inconclusive): a run whose every decision was
+    incomplete or invalid showed no result to tune the recipe to, and mending a contract after it
+    is no forking path."""
     return [
         e
         for e in sorted(ledger.runs().values(), key=lambda e: e.order)
@@ -161,7 +167,8 @@ def repetition(
     earlier_words = "; ".join(f"{e.key}: {decisions_text(e)}" for e in earlier)
     sentence = (
         f"factor {factor} was tested {count} times against this baseline (this test included); the "
-        f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a family-wise "
+        f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a "
+        f"family-wise "
         f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there"
     )
     if replications:
@@ -186,7 +193,8 @@ def _num(value: float) -> str:
 
 
 def line_of(ledger: Ledger, run_dir: str | os.PathLike, depth: int = 0) -> str:
-    """The line of work a run belongs to: from the ledger's run_started, else from its frozen contract."""
+    """The line of work a run belongs to: from the ledger's run_started, else from its frozen
+    contract."""
     key = run_key(run_dir, ledger.runs_dir)
     entry = ledger.runs().get(key)
     if entry is not None and entry.started.get("line"):

@@ -33,8 +33,8 @@ EVENTS = ("run_started", "run_resumed", "run_ended", "promoted", "withdrawn")
 hashlib = lazy_import(
     "hashlib"
 )  # OpenSSL: `plan validate` of a contract with no lineage never hashes
-# the run folder's reader (its record schema, bounds, orjson) and the locked appender (fcntl): `plan validate`
-# where no ledger is yet neither reads one nor writes to it
+# the run folder's reader (its record schema, bounds, orjson) and the locked appender (fcntl):
+# `plan validate` where no ledger is yet neither reads one nor writes to it
 store_read = lazy_import("planner._store.read")
 jsonl = lazy_import("planner._store.jsonl")
 
@@ -65,7 +65,8 @@ def config_sha256(config: dict[str, Any]) -> str:
 
 
 def append(runs_dir: str | os.PathLike, event: str, **fields: Any) -> dict[str, Any]:
-    """Append one event to the ledger of `runs_dir` (created when absent); return the record written."""
+    """Append one event to the ledger of `runs_dir` (created when absent); return the record
+    written."""
     assert event in EVENTS, event
     record = Redactor.for_run().scrub(
         {"event": event, "time": utc_now(), **fields}
@@ -187,6 +188,7 @@ def read(runs_dir: str | os.PathLike) -> Ledger:
     unknown = len(lines.records) - len(records)
     if unknown:
         notes.append(
-            f"{unknown} line{'s' if unknown != 1 else ''} of {path.name} with no known event were skipped"
+            f"{unknown} line{'s' if unknown != 1 else ''} of {path.name} with no known event were "
+            f"skipped"
         )
     return Ledger(path, records, notes)

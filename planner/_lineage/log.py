@@ -36,7 +36,8 @@ def build_log(runs_dir: str | os.PathLike) -> dict[str, Any]:
     notes = list(ledger.notes)
     if not ledger.path.is_file():
         notes.append(
-            f"{ledger.path} does not exist: no run has started in {folder} since the ledger was added"
+            f"{ledger.path} does not exist: no run has started in {folder} since the ledger was "
+            f"added"
         )
     runs = sorted(ledger.runs().values(), key=lambda e: e.order)
     ends = {e.key: _end(ledger, e, notes) for e in runs}
@@ -129,7 +130,8 @@ def _key(p: dict[str, Any]) -> tuple[str, str, str]:
 
 
 def _unverified(ledger: Ledger, p: dict[str, Any]) -> str | None:
-    """Why the run folder does not back a ledger line's promotion (None when it shows the arm accepted)."""
+    """Why the run folder does not back a ledger line's promotion (None when it shows the arm
+    accepted)."""
     key, arm = str(p.get("run")), str(p.get("arm"))
     path = Path(key) if Path(key).is_absolute() else ledger.runs_dir / key
     try:
@@ -190,7 +192,8 @@ def _experiment(
 
 
 def _forking(ledger: Ledger, entries: list[RunEntry]) -> list[dict[str, Any]]:
-    """Each (baseline, factor) tested more than once, and each name run under more than one contract."""
+    """Each (baseline, factor) tested more than once, and each name run under more than one
+    contract."""
     out: list[dict[str, Any]] = []
     groups: dict[Any, list[RunEntry]] = {}
     for e in entries:
@@ -305,13 +308,15 @@ def format_log(log: dict[str, Any]) -> str:
                     )
                 if x.get("edited_after_decisions"):
                     out.append(
-                        f"         ! the contract {x['name']} was edited (new sha256 {str(x['contract_sha256'])[:12]}) "
+                        f"         ! the contract {x['name']} was edited (new sha256 "
+                        f"{str(x['contract_sha256'])[:12]}) "
                         f"after {', '.join(x['edited_after_decisions'])} had reported decisions"
                     )
         for f in line["forking"]:
             if f["kind"] == "repeated_test":
                 out.append(
-                    f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested {f['count']} times "
+                    f"  forking paths: factor keys {', '.join(f['factor_keys'])} tested "
+                    f"{f['count']} times "
                     f"against the same baseline ({'; '.join(f['decisions'])}): family-wise alpha "
                     f"{f['family_alpha']:.3f}"
                     + (
@@ -323,7 +328,8 @@ def format_log(log: dict[str, Any]) -> str:
                 )
             else:
                 out.append(
-                    f"  forking paths: contract {f['name']} ran under {len(f['hashes'])} different hashes "
+                    f"  forking paths: contract {f['name']} ran under {len(f['hashes'])} "
+                    f"different hashes "
                     f"(edited after decisions: {', '.join(f['edited_runs'])})"
                 )
     for note in log["notes"]:

@@ -27,7 +27,8 @@ from planner._store.claims import accepted
 
 
 def _check_note(note: str | None) -> None:
-    """UsageError when the note holds a credential (what the scrubber would cut); the value is never printed."""
+    """UsageError when the note holds a credential (what the scrubber would cut); the value is
+    never printed."""
     if note and Redactor.for_run().text(note) != note:
         what = credential_in_text(note) or "the value of a credential-named environment variable"
         raise UsageError(
@@ -42,7 +43,8 @@ def promote(
     note: str | None = None,
     runs_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be promoted."""
+    """Record the promotion of `arm` of `run_dir` in the ledger; `LineageError` when it may not be
+    promoted."""
     _check_note(note)
     source = read_arm(run_dir, arm, need_config=False)
     where = f"run {Path(run_dir)}"
@@ -56,7 +58,8 @@ def promote(
     if arm == source.baseline_arm:
         raise LineageError(
             "P712",
-            f"arm {arm!r} is the baseline of {where}: it was not tested, so no decision accepted it",
+            f"arm {arm!r} is the baseline of {where}: it was not tested, so no decision accepted "
+            f"it",
             "Promote a treatment arm that was accepted; the baseline in force stays as it is.",
         )
     decision = source.decision
@@ -72,7 +75,8 @@ def promote(
             f"the decision for arm {arm!r} in {where} was {decision.get('decision')}"
             + (f" ({decision['reason']})" if decision.get("reason") else "")
             + ": only an accepted arm can be promoted",
-            "A rejected or inconclusive arm stays in the log with its decision; the baseline does not move.",
+            "A rejected or inconclusive arm stays in the log with its decision; the baseline does "
+            "not move.",
         )
     if (
         accepted(source.decisions, arm) is not None
@@ -81,7 +85,8 @@ def promote(
             "P711",
             f"the decision for arm {arm!r} in {where} says accept, but its own numbers "
             "(effect, CI, min_effect) do not give accept: decisions.json was edited or is damaged",
-            "Nothing is promoted on a claim its own numbers do not support; re-run or `plan reeval` the arm.",
+            "Nothing is promoted on a claim its own numbers do not support; re-run or `plan "
+            "reeval` the arm.",
         )
     if (source.decisions or {}).get("run_state", "completed") != RunState.COMPLETED:
         raise LineageError(
@@ -132,7 +137,8 @@ def withdraw(
     note: str | None,
     runs_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
-    """Record the withdrawal of the promotion of `arm` of `run_dir`; returns it with the baseline now in force."""
+    """Record the withdrawal of the promotion of `arm` of `run_dir`; returns it with the baseline
+    now in force."""
     if not note or not note.strip():
         raise UsageError("a withdrawal needs --note: say why the promotion is withdrawn")
     _check_note(note)
@@ -173,7 +179,8 @@ def format_promotion(record: dict[str, Any]) -> str:
         )
     before = record.get("replaces")
     return (
-        f"promoted: arm {record['arm']!r} of {record['run']} is the baseline of line {record['line']!r}"
+        f"promoted: arm {record['arm']!r} of {record['run']} is the baseline of line "
+        f"{record['line']!r}"
         + (f" (it replaces arm {before['arm']!r} of {before['run']})" if before else "")
         + f"\nstart a contract from it with  baseline: {{line: {record['line']}}}"
     )

@@ -29,7 +29,8 @@ def run_started(
     *,
     resumed: bool = False,
 ) -> dict[str, Any] | None:
-    """Append run_started (or run_resumed) to the ledger beside the run; write lineage.json (new runs)."""
+    """Append run_started (or run_resumed) to the ledger beside the run; write lineage.json (new
+    runs)."""
     runs_dir = runs_dir_of(run_dir)
     key = run_key(run_dir, runs_dir)
     if resumed:  # a note: the start, with its facts, is in the ledger already
@@ -99,7 +100,8 @@ def run_started(
 def run_ended(
     run_dir: Path, state: str, reason: str, decisions: list[dict[str, Any]], alpha: float
 ) -> None:
-    """Append run_ended; a ledger that cannot be written is a warning (the run folder stays the record)."""
+    """Append run_ended; a ledger that cannot be written is a warning (the run folder stays the
+    record)."""
     try:
         runs_dir = runs_dir_of(run_dir)
         append(
@@ -119,7 +121,8 @@ def run_ended(
         )
     except (PlannerError, OSError) as error:
         print(
-            f"warning: the project ledger did not get this run's end ({error}); plan log reads it from the "
+            f"warning: the project ledger did not get this run's end ({error}); plan log reads it "
+            f"from the "
             "run folder instead",
             file=sys.stderr,
         )
@@ -127,10 +130,11 @@ def run_ended(
 
 
 def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, Any]]) -> None:
-    """A run that tested nothing (interrupted, failed, every decision incomplete or invalid) does not count
-    itself among the repeated tests: lineage.json's repetition is rewritten to the earlier tests alone, and
-    the repetition as the run started is kept beside it (`as_tested`). A resumed run that then tests
-    something counts itself again: the repetition it started with comes back."""
+    """A run that tested nothing (interrupted, failed, every decision incomplete or invalid) does
+    not count itself among the repeated tests: lineage.json's repetition is rewritten to the
+    earlier tests alone, and the repetition as the run started is kept beside it (`as_tested`). A
+    resumed run that then tests something counts itself again: the repetition it started with comes
+    back."""
     try:
         facts = read_json(Path(run_dir) / LINEAGE_FILE, root=Path(run_dir))
     except (PlannerError, OSError):
@@ -142,7 +146,8 @@ def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, An
         if rep.get("this_run_tested") is not False or not isinstance(rep.get("as_tested"), dict):
             return
         rep = {**rep["as_tested"], "this_run_tested": True}
-    else:  # untested again after a resume: the sentence names this ending's state, not the one before
+    # untested again after a resume: the sentence names this ending's state, not the one before
+    else:
         if rep.get("this_run_tested") is False and isinstance(rep.get("as_tested"), dict):
             rep = rep["as_tested"]
         earlier = rep.get("earlier") or []
@@ -153,7 +158,8 @@ def _untested_repetition(run_dir: Path, state: str, decisions: list[dict[str, An
             "this_run_tested": False,
             "family_alpha": round(history.family_alpha(alphas), 6) if alphas else 0.0,
             "sentence": (
-                f"this run tested nothing (state {state}; no decision that says what the test found), "
+                f"this run tested nothing (state {state}; no decision that says what the test "
+                f"found), "
                 f"so it adds no test: the factor was tested {len(earlier)} "
                 f"time{'s' if len(earlier) != 1 else ''} before against this baseline "
                 f"({'; '.join(str(e.get('run')) for e in earlier)})"
@@ -186,15 +192,18 @@ def lineage_lines(facts: dict[str, Any] | None) -> list[str]:
 
 
 def forking_lines(facts: dict[str, Any] | None) -> list[str]:
-    """The forking paths a run's lineage.json records: a repeated test, an edited contract (none: [])."""
+    """The forking paths a run's lineage.json records: a repeated test, an edited contract (none:
+    [])."""
     out = []
     rep = (facts or {}).get("repetition")
     if rep:
         out.append(f"Forking paths: {rep['sentence']}.")
     for e in (facts or {}).get("edited_after_decisions") or []:
         out.append(
-            f"Forking paths: this contract's name was run before with another contract (run {e['run']}, "
-            f"sha256 {str(e.get('contract_sha256'))[:12]}, {e['decisions']}): it was edited after an earlier "
+            f"Forking paths: this contract's name was run before with another contract (run "
+            f"{e['run']}, "
+            f"sha256 {str(e.get('contract_sha256'))[:12]}, {e['decisions']}): it was edited after "
+            f"an earlier "
             "run of it had reported decisions."
         )
     return out

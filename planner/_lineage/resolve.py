@@ -1,4 +1,5 @@
-"""The project's history as `plan validate` needs it: a baseline from earlier work, and the ledger's warnings.
+"""The project's history as `plan validate` needs it: a baseline from earlier work, and the
+ledger's warnings.
 
 `ProjectLineage(runs_dir)` is the `Lineage` that the contract stage receives
 (planner._contract.baseline): validate cannot read run folders itself, so its
@@ -22,9 +23,9 @@ from planner._core.errors import LineageError
 from planner._core.lazy import lazy_import
 from planner._lineage.ledger import config_sha256, read, run_key, runs_dir_of
 
-# what reads run folders (the history of runs, an arm of a run, its claims, a run's states): loaded when a
-# baseline comes from a run or a line, or the ledger has records; `plan validate` of a new project's contract
-# never needs them
+# what reads run folders (the history of runs, an arm of a run, its claims, a run's states): loaded
+# when a baseline comes from a run or a line, or the ledger has records; `plan validate` of a new
+# project's contract never needs them
 history = lazy_import("planner._lineage.history")
 lineage_source = lazy_import("planner._lineage.source")
 claims = lazy_import("planner._store.claims")
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 
 class ProjectLineage:
-    """Reads run folders and the ledger of `runs_dir` for validate; remembers the last baseline it resolved."""
+    """Reads run folders and the ledger of `runs_dir` for validate; remembers the last baseline it
+    resolved."""
 
     def __init__(self, runs_dir: str | os.PathLike = "runs"):
         self.runs_dir = Path(runs_dir)
@@ -83,7 +85,8 @@ class ProjectLineage:
                 raise LineageError(
                     "P705",
                     f"the ledger {ledger.path} has no line of work named {line!r} (lines: {known})",
-                    "Name a line that `plan log` shows, or use --runs-dir to point at the project's runs.",
+                    "Name a line that `plan log` shows, or use --runs-dir to point at the "
+                    "project's runs.",
                 )
             raise LineageError(
                 "P705",
@@ -125,7 +128,8 @@ class ProjectLineage:
                 finding(
                     "P930",
                     f"the decision for arm {source.arm!r} in run {key} says accept, but its "
-                    "own numbers (effect, CI, min_effect) do not give accept: its decisions.json was "
+                    "own numbers (effect, CI, min_effect) do not give accept: its decisions.json "
+                    "was "
                     "edited or is damaged",
                     "A baseline should be a config that earned its place: "
                     "start from an arm its own numbers accept.",
@@ -265,7 +269,8 @@ class ProjectLineage:
                     finding(
                         "P934",
                         rep["sentence"],
-                        "Report every test of it, or lower alpha so that the family-wise alpha stays "
+                        "Report every test of it, or lower alpha so that the family-wise alpha "
+                        "stays "
                         "at the level you claim.",
                         path=("factor",),
                         severity="warning",
@@ -277,8 +282,9 @@ class ProjectLineage:
 def _selected_on_these_seeds(
     source: ArmOfRun, contract: Any, key: str, where: tuple[str, ...]
 ) -> list[Diagnostic]:
-    """P936: the baseline's tuned values were selected in its run on tuning seeds this contract confirms on (P402
-    within one run): those seeds' results chose the baseline's config, and its confirmation on them flatters it."""
+    """P936: the baseline's tuned values were selected in its run on tuning seeds this contract
+    confirms on (P402 within one run): those seeds' results chose the baseline's config, and its
+    confirmation on them flatters it."""
     tuning = source.contract.get("tuning") if isinstance(source.contract, dict) else None
     seeds = tuning.get("seeds") if isinstance(tuning, dict) else None
     if not source.params or not isinstance(seeds, list):
@@ -289,10 +295,14 @@ def _selected_on_these_seeds(
     return [
         finding(
             "P936",
-            f"the baseline's tuned values ({', '.join(f'{k}={v!r}' for k, v in source.params.items())}) "
-            f"were selected in run {key} on its tuning seeds {shared}, which this contract confirms on: "
-            "those seeds' results chose the baseline's config, so its confirmation on them flatters it",
-            f"Confirm on seeds the baseline was not tuned on (drop {', '.join(map(str, shared))} from seeds).",
+            f"the baseline's tuned values "
+            f"({', '.join(f'{k}={v!r}' for k, v in source.params.items())}) "
+            f"were selected in run {key} on its tuning seeds {shared}, which this contract "
+            f"confirms on: "
+            "those seeds' results chose the baseline's config, so its confirmation on them "
+            "flatters it",
+            f"Confirm on seeds the baseline was not tuned on (drop {', '.join(map(str, shared))} "
+            f"from seeds).",
             path=("seeds",),
             severity="warning",
         )
@@ -302,7 +312,8 @@ def _selected_on_these_seeds(
 def _code_findings(
     source: ArmOfRun, contract: Any, contract_dir: Path, where: tuple[str, ...]
 ) -> list[Diagnostic]:
-    """P932: the trainable (its name, its source file's sha256) differs from the one that ran the arm."""
+    """P932: the trainable (its name, its source file's sha256) differs from the one that ran the
+    arm."""
 
     then = source.code
     if not then:
@@ -330,8 +341,8 @@ def _code_findings(
         ]
     if contract.trainable is None:
         return []
-    # deferred: identity brings psutil, subprocess and importlib.metadata, which `plan validate` of a contract
-    # without a baseline from a run does not need (about 20 ms of its start-up)
+    # deferred: identity brings psutil, subprocess and importlib.metadata, which `plan validate` of
+    # a contract without a baseline from a run does not need (about 20 ms of its start-up)
     from planner._store.identity import code_identity, trainable_search_path
 
     now = code_identity(contract.trainable, trainable_search_path(Path(contract_dir)))
@@ -341,7 +352,8 @@ def _code_findings(
             finding(
                 "P932",
                 f"the trainable's code differs from the code that earned this baseline: "
-                f"{now.get('trainable_file') or then.get('trainable_file')} has sha256 {str(a)[:12]} in "
+                f"{now.get('trainable_file') or then.get('trainable_file')} has sha256 "
+                f"{str(a)[:12]} in "
                 f"run {source.run_dir.name}, {str(b)[:12]} now",
                 "The baseline's numbers came from other "
                 "code: re-run it (plan reeval) or say in the hypothesis what changed.",

@@ -1,4 +1,5 @@
-"""One arm of a finished run, read back from its folder: its effective config, decision and code identity.
+"""One arm of a finished run, read back from its folder: its effective config, decision and code
+identity.
 
 The effective config of an arm is what its confirmation trials received: the
 arm's composed config (`configs/<arm>.yaml`) with the tuned values selected for
@@ -55,7 +56,8 @@ class ArmOfRun:
 
 
 def read_arm(run_dir: str | os.PathLike, arm: str, *, need_config: bool = True) -> ArmOfRun:
-    """The arm `arm` of the run folder `run_dir`; `LineageError` (P701-P704) when it cannot be read or rebuilt."""
+    """The arm `arm` of the run folder `run_dir`; `LineageError` (P701-P704) when it cannot be read
+    or rebuilt."""
     try:
         folder = open_run(run_dir)
         contract = folder.contract()

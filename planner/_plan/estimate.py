@@ -5,8 +5,8 @@ Pure functions of values; the CLI prints `format_estimate(estimate(...))`.
     asha_milestones(grace, reduction_factor, max_t)    -> steps where ASHA judges a trial
     asha_expected_steps(n, max_t, grace, rf)           -> AshaSteps: expected, synchronous, full
     median_rule_range(n, max_t, grace)                 -> (low, high) steps: data-dependent
-    estimate(contract, timing=None, slots=1)           -> dict: trials, steps, savings, wall time per phase
-    format_estimate(summary)                           -> str
+    estimate(contract, timing=None, slots=1)           -> dict: trials, steps, savings, wall time
+    per phase format_estimate(summary)                           -> str
 
 ASHA (Li et al. 2020, "A System for Massively Parallel Hyperparameter
 Tuning"): rungs at grace * rf^k below max_t (Ray Tune's `ASHAScheduler`, one
@@ -46,7 +46,8 @@ MEDIAN_MIN_SAMPLES = 3  # Ray's MedianStoppingRule: min_samples_required (its de
 
 
 def asha_milestones(grace: int, reduction_factor: float, max_t: int) -> list[int]:
-    """The steps at which ASHA judges a trial, below max_t (a rung at max_t judges a finished trial)."""
+    """The steps at which ASHA judges a trial, below max_t (a rung at max_t judges a finished
+    trial)."""
     if grace < 1 or reduction_factor <= 1 or max_t < 1:
         raise ValueError("need grace >= 1, reduction_factor > 1 and max_t >= 1")
     rungs = int(
@@ -63,7 +64,8 @@ ASHA_SEED = 20261129
 def _asha_reaching(
     trials: int, milestones: list[int], reduction_factor: float
 ) -> tuple[np.ndarray, float]:
-    """Expected trials reaching each milestone (and the end), and the standard error of the expected steps' driver.
+    """Expected trials reaching each milestone (and the end), and the standard error of the
+    expected steps' driver.
 
     Each simulated sweep draws one value per trial (its rank is the same at every
     rung, as a learning curve that keeps its order) and lets the trials reach
@@ -118,7 +120,8 @@ class AshaSteps:
 
 
 def asha_expected_steps(trials: int, max_t: int, grace: int, reduction_factor: float) -> AshaSteps:
-    """Expected steps of exposure `trials` trials use under ASHA (one scheduler, as one sweep has)."""
+    """Expected steps of exposure `trials` trials use under ASHA (one scheduler, as one sweep
+    has)."""
     milestones = asha_milestones(grace, reduction_factor, max_t)
     stops = [*milestones, max_t]
     per_sweep, reps = _asha_reaching(trials, milestones, reduction_factor)
@@ -163,7 +166,8 @@ def median_rule_range(trials: int, max_t: int, grace: int) -> tuple[int, int]:
 def estimate(
     contract, timing=None, slots: int = 1, confirm_trials_expected: float | None = None
 ) -> dict[str, Any]:
-    """Planned trials and steps per phase, the early-stopping saving and (with `timing`) a wall-time forecast.
+    """Planned trials and steps per phase, the early-stopping saving and (with `timing`) a
+    wall-time forecast.
 
     contract: a `planner._contract.model.Contract`. timing: a `planner._plan.pilot.PilotTiming`
     (or anything with time_per_step_s, overhead_s, startup_s). slots: trials
@@ -201,8 +205,10 @@ def estimate(
                 milestones=list(asha.milestones),
                 reaching_per_sweep=[round(r, 3) for r in asha.expected_reaching],
                 saving=asha.saving,
-                note=f"ASHA rungs at {', '.join(map(str, asha.milestones)) or 'none below the exposure'} "
-                f"(grace {tuning.early_stop.grace}, reduction_factor {tuning.early_stop.reduction_factor:g})",
+                note=f"ASHA rungs at "
+                f"{', '.join(map(str, asha.milestones)) or 'none below the exposure'} "
+                f"(grace {tuning.early_stop.grace}, reduction_factor "
+                f"{tuning.early_stop.reduction_factor:g})",
             )
         elif rule == "median":
             low, high = median_rule_range(n, exposure, tuning.early_stop.grace)
@@ -211,7 +217,8 @@ def estimate(
                 steps_range=[sweeps * low, sweeps * high],
                 saving=None,
                 saving_range=[0.0, 1 - low / (n * exposure)],
-                note="the median rule's saving depends on the data: it stops a trial whose best value is "
+                note="the median rule's saving depends on the data: it stops a trial whose best "
+                "value is "
                 "below the median of the others' running means",
             )
         else:
@@ -237,7 +244,8 @@ def estimate(
         else 1 - confirm_trials_expected / planned_confirm,
         "note": "every seed of every arm runs the full exposure, no early stopping"
         if looks == 1
-        else f"sequential: {looks} looks; at most {planned_confirm} trials, fewer when an arm's answer is clear early",
+        else f"sequential: {looks} looks; at most {planned_confirm} trials, fewer when an arm's "
+        f"answer is clear early",
     }
     phases.append(confirm)
     out: dict[str, Any] = {
@@ -292,14 +300,18 @@ def format_estimate(summary: dict[str, Any]) -> str:
             head += f", {p['steps_expected']:.0f} expected (saves {100 * p['saving']:.0f} %)"
         elif p.get("steps_range"):
             low, high = p["steps_range"]
-            head += f", {low}-{high} expected (saves 0-{100 * p['saving_range'][1]:.0f} %, data-dependent)"
+            head += (
+                f", {low}-{high} expected (saves 0-{100 * p['saving_range'][1]:.0f} %, "
+                f"data-dependent)"
+            )
         if "wall_s" in p:
             head += f"; about {format_duration(p['wall_s'])}"
         lines.append(head)
         lines.append(f"           {p['note']}")
         if p.get("steps_synchronous") is not None:
             lines.append(
-                f"           (synchronous successive halving would use {p['steps_synchronous']:.0f}; "
+                f"           (synchronous successive halving would use "
+                f"{p['steps_synchronous']:.0f}; "
                 f"expected trials reaching each rung per sweep: "
                 f"{', '.join(f'{r:.2f}' for r in p['reaching_per_sweep'])})"
             )
@@ -307,9 +319,11 @@ def format_estimate(summary: dict[str, Any]) -> str:
         t = summary["timing"]
         startup = f", start-up {t['startup_s']:.3g} s" if t.get("startup_s") else ""
         lines.append(
-            f"wall time: about {format_duration(summary['wall_s'])} on {summary['slots']} slot(s), from the pilot's "
+            f"wall time: about {format_duration(summary['wall_s'])} on {summary['slots']} "
+            f"slot(s), from the pilot's "
             f"{t['time_per_step_s']:.3g} s per {unit}, {t['overhead_s']:.3g} s overhead per trial, "
-            f"{t['cold_start_s']:.3g} s cold start per phase{startup} (pilot ran {t['slots']} at once)"
+            f"{t['cold_start_s']:.3g} s cold start per phase{startup} (pilot ran {t['slots']} at "
+            f"once)"
         )
         limit = summary.get("max_wall_time_s")
         if limit:
@@ -321,7 +335,8 @@ def format_estimate(summary: dict[str, Any]) -> str:
 
 
 def default_slots(contract) -> int:
-    """Trials this machine runs at once: its CPUs / cpu per trial (GPUs too when a trial asks for one)."""
+    """Trials this machine runs at once: its CPUs / cpu per trial (GPUs too when a trial asks for
+    one)."""
     resources = contract.budget.resources
     cpus = os.cpu_count() or 1
     slots = int(cpus // resources.cpu) if resources.cpu > 0 else cpus

@@ -74,12 +74,15 @@ class Pilot:
     timing: PilotTiming | None = None
 
     def require_values(self) -> dict[str, dict[int, float]]:
-        """The confirmation values, or a UsageError saying why a spread cannot be had from this pilot."""
+        """The confirmation values, or a UsageError saying why a spread cannot be had from this
+        pilot."""
         if not any(len(v) >= 2 for v in self.values.values()):
             found = sum(len(v) for v in self.values.values())
             raise UsageError(
-                f"the pilot {self.run_dir} has {found} completed confirmation trial(s) reporting {self.metric!r}; "
-                "a seed-to-seed spread needs at least 2 seeds of one arm: let the pilot's confirmation finish "
+                f"the pilot {self.run_dir} has {found} completed confirmation trial(s) reporting "
+                f"{self.metric!r}; "
+                "a seed-to-seed spread needs at least 2 seeds of one arm: let the pilot's "
+                "confirmation finish "
                 f"(plan run --resume {self.run_dir}), or give the spread with --sd"
             )
         return self.values
@@ -94,7 +97,8 @@ class Pilot:
 
 
 def read_pilot(run_dir: str | os.PathLike, metric: str) -> Pilot:
-    """The pilot's confirmation values of `metric` and its timing (UsageError when it is not a run folder)."""
+    """The pilot's confirmation values of `metric` and its timing (UsageError when it is not a run
+    folder)."""
     folder = rf.open_run(run_dir)
     contract = folder.contract()
     records = _last_per_trial(folder.trials().records)

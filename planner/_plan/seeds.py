@@ -18,6 +18,7 @@ Statistics: `planner._stats.power` (docs/statistics.md, docs/planning.md).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -40,7 +41,8 @@ UNDERPOWERED = 0.8  # validate --pilot warns below this power at min_effect
 
 
 def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
-    """The sd to plan with: pooled within-arm sd (welch, bootstrap), or the sd of per-seed differences (paired)."""
+    """The sd to plan with: pooled within-arm sd (welch, bootstrap), or the sd of per-seed
+    differences (paired)."""
     values = pilot.require_values()
     if test != "paired":
         counts = ", ".join(f"{arm} {len(v)}" for arm, v in values.items())
@@ -66,7 +68,8 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
             used.append(f"{arm} {len(diffs)}")
     if dof == 0:
         raise UsageError(
-            f"the pilot {pilot.run_dir} has no arm with 2 seeds that the baseline {pilot.baseline!r} also has: "
+            f"the pilot {pilot.run_dir} has no arm with 2 seeds that the baseline "
+            f"{pilot.baseline!r} also has: "
             "the paired test needs the sd of per-seed differences; give it with --sd"
         )
     _no_spread(
@@ -77,19 +80,21 @@ def spread_from_pilot(pilot, test: str) -> tuple[float, str]:
     )
     return (
         math.sqrt(squares / dof),
-        f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} seeds)",
+        f"sd of per-seed differences arm - {pilot.baseline} in {pilot.metric} ({', '.join(used)} "
+        f"seeds)",
     )
 
 
 def other_test(test: str) -> str:
-    """The test a plan is compared with: welch for the paired test, paired for the others (the design
-    pairs the arms by seed, so the paired test is what a pilot can say the seeds would cost)."""
+    """The test a plan is compared with: welch for the paired test, paired for the others (the
+    design pairs the arms by seed, so the paired test is what a pilot can say the seeds would
+    cost)."""
     return "welch" if test == "paired" else "paired"
 
 
 def other_spread(pilot, test: str) -> tuple[str, float, str] | None:
-    """(the other test, its sd, how it was measured) from the pilot, or None when the pilot cannot give
-    it (no arm with 2 seeds the baseline shares, or no spread)."""
+    """(the other test, its sd, how it was measured) from the pilot, or None when the pilot cannot
+    give it (no arm with 2 seeds the baseline shares, or no spread)."""
     other = other_test(test)
     try:
         sd, source = spread_from_pilot(pilot, other)
@@ -99,13 +104,17 @@ def other_spread(pilot, test: str) -> tuple[str, float, str] | None:
 
 
 def _no_spread(pilot, sd: float, what: str, counts: str) -> None:
-    """A pilot whose seeds show no spread cannot plan seeds: say what it showed (not the --sd wording)."""
+    """A pilot whose seeds show no spread cannot plan seeds: say what it showed (not the --sd
+    wording)."""
     if sd > 0:
         return
     raise UsageError(
-        f"the pilot {pilot.run_dir} shows no seed-to-seed spread in {pilot.metric}: {what} ({counts} seeds), so "
-        "there is no noise to plan seeds against. The trainable may ignore its seed (then every confirmation is "
-        "the same run), or the metric is too coarse; fix that and run the pilot again, or give a spread with --sd"
+        f"the pilot {pilot.run_dir} shows no seed-to-seed spread in {pilot.metric}: {what} "
+        f"({counts} seeds), so "
+        "there is no noise to plan seeds against. The trainable may ignore its seed (then every "
+        "confirmation is "
+        "the same run), or the metric is too coarse; fix that and run the pilot again, or give a "
+        "spread with --sd"
     )
 
 
@@ -157,7 +166,8 @@ def power_summary(
     if a.rule == "margin" and (effect is None or not effect > a.min_effect):
         raise UsageError(
             "under acceptance.rule margin, accept needs the CI's lower end to reach min_effect "
-            f"{a.min_effect:g}, which at a true effect of min_effect happens alpha / 2 of the time whatever the "
+            f"{a.min_effect:g}, which at a true effect of min_effect happens alpha / 2 of the "
+            f"time whatever the "
             "seeds: give the true effect to plan for, above min_effect (plan power --effect X)"
             + ("" if effect is None else f"; got {effect:g}")
         )
@@ -228,13 +238,21 @@ def power_summary(
 
 
 def _other_test_seeds(contract, other: tuple[str, float, str], effect: float) -> dict[str, Any]:
-    """What the other test (`other_spread`) would need for 80 % power, at the same effect and level."""
+    """What the other test (`other_spread`) would need for 80 % power, at the same effect and
+    level."""
     a, (name, sd, source) = contract.acceptance, other
     try:
         seeds = seeds_for_power(
-            sd, a.min_effect, a.alpha, 0.8, name, effect=effect, n_arms=len(contract.arms),
-            correction=a.correction, rule=a.rule,
-        )  # fmt: skip
+            sd,
+            a.min_effect,
+            a.alpha,
+            0.8,
+            name,
+            effect=effect,
+            n_arms=len(contract.arms),
+            correction=a.correction,
+            rule=a.rule,
+        )
     except ValueError:
         seeds = None
     return {"test": name, "sd": sd, "sd_source": source, "seeds_80": seeds}
@@ -274,15 +292,20 @@ def format_power(s: dict[str, Any]) -> str:
     """The text `plan power` prints."""
     alpha = f"alpha {s['alpha']:g}"
     if s["comparison_alpha"] != s["alpha"]:
-        alpha += f" ({s['correction']} across {s['arms']} arms: {s['comparison_alpha']:.4g} per comparison)"
+        alpha += (
+            f" ({s['correction']} across {s['arms']} arms: {s['comparison_alpha']:.4g} per "
+            f"comparison)"
+        )
     lines = [
-        f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect {s['min_effect']:g}, {alpha}",
+        f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect "
+        f"{s['min_effect']:g}, {alpha}",
         f"  sd {s['sd']:.4g}: {s['sd_source']}",
         (
-            f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true improvement is {s['effect']:g}"
+            f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true "
+            f"improvement is {s['effect']:g}"
             if s.get("rule") == "margin"
             else f"  power = P(CI low > 0) when the true improvement is "
-            f"{'min_effect' if s.get('effect', s['min_effect']) == s['min_effect'] else format(s['effect'], 'g')}; "
+            f"{_effect_named(s)}; "
             "accept also needs the estimate >= min_effect"
         ),
         "",
@@ -298,22 +321,26 @@ def format_power(s: dict[str, Any]) -> str:
             lines.append(f"  {label:<22}{'> 100000':>10}")
             continue
         lines.append(
-            f"  {label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}"
+            f"  "
+            f"{label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}"
         )
     d = s["declared"]
     lines.append("")
     if d["detectable_effect_80"] is None:
         lines.append(
-            f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: add seeds"
+            f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: "
+            f"add seeds"
         )
     else:
         lines.append(
-            f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: {d['detectable_effect_80']:.4g}"
+            f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: "
+            f"{d['detectable_effect_80']:.4g}"
             f" ({d['detectable_effect_80'] / s['min_effect']:.3g} x min_effect)"
         )
         if d["accept_80_at_effect"] is not None:
             lines.append(
-                f"  true effect at which accept is 80 % likely with them: {d['accept_80_at_effect']:.4g}"
+                f"  true effect at which accept is 80 % likely with them: "
+                f"{d['accept_80_at_effect']:.4g}"
             )
     o = s.get("other_test")
     if o:
@@ -338,17 +365,20 @@ def format_power(s: dict[str, Any]) -> str:
 
 
 def _more_seeds(need: int | None) -> str:
-    """What to do about too few seeds: `need` seeds per arm reach 80 % power; None: none up to 100,000 do."""
+    """What to do about too few seeds: `need` seeds per arm reach 80 % power; None: none up to
+    100,000 do."""
     if need is None:
         return (
-            "no number of seeds up to 100,000 per arm reaches 80 % power: the spread is too large beside "
+            "no number of seeds up to 100,000 per arm reaches 80 % power: the spread is too large "
+            "beside "
             "min_effect (is min_effect in the metric's own units?)"
         )
     return f"use at least {need} seeds per arm"
 
 
 def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
-    """P903: the declared seeds have less than 80 % power at min_effect (a Diagnostic at `seeds`), else None."""
+    """P903: the declared seeds have less than 80 % power at min_effect (a Diagnostic at `seeds`),
+    else None."""
     if not summary["underpowered"]:
         return None
     d, need = summary["declared"], summary["needed"]["80"]["seeds"]
@@ -365,14 +395,15 @@ def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
             f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
             f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
             f"the smallest effect they detect with 80 % power is "
-            f"{'unbounded' if d['detectable_effect_80'] is None else format(d['detectable_effect_80'], '.4g')}"
+            f"{_detectable(d)}"
         ),
         hint=f"{more} (`plan power` shows the figures); or raise min_effect.",
     )
 
 
 def with_pilot_power(result, pilot_dir: str, strict: bool = False):
-    """`plan validate --pilot`: the ValidationResult with P903 added when the seeds are underpowered.
+    """`plan validate --pilot`: the ValidationResult with P903 added when the seeds are
+    underpowered.
 
     A valid contract's summary gains "power" (the `power_summary`). With
     --strict the warning is an error, so the contract is no longer valid.
@@ -409,3 +440,15 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     else:
         loaded.warnings = [*loaded.warnings, warning]
     return result
+
+
+def _effect_named(s: Mapping[str, Any]) -> str:
+    """The effect a power summary plans for: min_effect by name, else its value."""
+    same = s.get("effect", s["min_effect"]) == s["min_effect"]
+    return "min_effect" if same else format(s["effect"], "g")
+
+
+def _detectable(d: Mapping[str, Any]) -> str:
+    """The effect detectable at 80 % power, or `unbounded`."""
+    found = d["detectable_effect_80"]
+    return "unbounded" if found is None else format(found, ".4g")

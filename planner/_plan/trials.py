@@ -125,6 +125,7 @@ def make_plan(contract) -> Plan:
         contract
     ):  # one count: validate, estimate and P409 use planned_trials
         raise AssertionError(
-            f"the plan lists {plan.counts} trials but planned_trials counts {planned_trials(contract)}"
+            f"the plan lists {plan.counts} trials but planned_trials counts "
+            f"{planned_trials(contract)}"
         )
     return plan

@@ -16,8 +16,8 @@ prints.
 Exit codes (ReevalResult.exit_code): 0 the logged results reproduce within the
 tolerance (or only new seeds ran, and all ran); 1 a logged seed does not
 reproduce; 3 trials failed to run. An interrupted reeval (Ctrl-C, SIGTERM) is
-logged with verdict `interrupted` and ends as a KeyboardInterrupt (130). Refusals raise: UsageError (2) for an
-unknown arm, a bad option or the held-out cap; RunError (3) for a run folder
+logged with verdict `interrupted` and ends as a KeyboardInterrupt (130). Refusals raise: UsageError
+(2) for an unknown arm, a bad option or the held-out cap; RunError (3) for a run folder
 that cannot be re-evaluated.
 """
 
@@ -66,10 +66,12 @@ from planner._store.identity import (
     describe_fact,
     logged_files_read,
     packages,
+    read_name,
 )
 from planner._store.writer import RunStore
 
-# a reeval trial that did not give a result: it failed, or it never ran (NOT_RUN: a logged seed not run again)
+# a reeval trial that did not give a result: it failed, or it never ran (NOT_RUN: a logged seed not
+# run again)
 DID_NOT_RUN = FAILED | {TrialStatus.NOT_RUN}
 CODE_KEYS = ("commit", "dirty", "diff_sha256", "trainable_source_sha256", "trainable_file")
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
@@ -137,10 +139,11 @@ def current_identity(
 ) -> dict:
     """Today's code, python, packages and data fingerprints, as identity.json records them.
 
-    A `command:` trainable (module=False, trainable "command: <line>") is identified by its command line and
-    the script it names in the folder it runs in (`command_dir`: `Contract.command_dir`), when it names one.
-    `package_names`: the packages whose versions are compared besides planner's own (the logged run's and the
-    ones the trainable uses today), so a changed, added or removed lightning is named.
+    A `command:` trainable (module=False, trainable "command: <line>") is identified by its command
+    line and the script it names in the folder it runs in (`command_dir`: `Contract.command_dir`),
+    when it names one. `package_names`: the packages whose versions are compared besides planner's
+    own (the logged run's and the ones the trainable uses today), so a changed, added or removed
+    lightning is named.
     """
     code = (
         code_identity(trainable, search_path)
@@ -189,7 +192,8 @@ class SeedRow:
     data: tuple[
         str, ...
     ] = ()  # splits whose fingerprints differ from the logged trial's (docs/data.md)
-    continued: bool = False  # the logged trial continued from its checkpoint (`resumed`): no exact repeat expected
+    # the logged trial continued from its checkpoint (`resumed`): no exact repeat expected
+    continued: bool = False
 
     @property
     def is_new(self) -> bool:
@@ -204,7 +208,8 @@ def compare_seed(
     metric: str,
     tolerance: float,
 ) -> SeedRow:
-    """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <= tolerance."""
+    """Logged vs new at one seed: reproduced when both have the same status and |new - logged| <=
+    tolerance."""
     new_status = new.get("status", TrialStatus.FAILED) if new else TrialStatus.NOT_RUN
     new_value = finite_final_value(new, metric) if new else None
     if logged is None:
@@ -241,8 +246,9 @@ def compare_seed(
 
 
 def verdict(rows: list[SeedRow]) -> tuple[str, int]:
-    """(verdict, exit code): a logged seed that differs -> not_reproduced (1); else a trial that failed
-    to run -> failed (3); else reproduced (0), or new_seeds (0) when no logged seed was compared."""
+    """(verdict, exit code): a logged seed that differs -> not_reproduced (1); else a trial that
+    failed to run -> failed (3); else reproduced (0), or new_seeds (0) when no logged seed was
+    compared."""
     if any(r.reproduced is False for r in rows):
         return "not_reproduced", EXIT_INVALID
     if any(r.new_status in DID_NOT_RUN for r in rows):
@@ -265,7 +271,8 @@ def estimate(values: list[float]) -> dict[str, Any]:
 def compare_new(
     contract, arm: str, new: dict[int, float], baseline_logged: dict[int, float]
 ) -> dict | None:
-    """The new seeds' effect against the logged baseline, by the contract's test; None when not meaningful.
+    """The new seeds' effect against the logged baseline, by the contract's test; None when not
+    meaningful.
 
     Not meaningful for the baseline itself, or with fewer than 2 values a side.
     The paired test pairs by seed; new seeds the baseline never ran cannot pair,
@@ -305,7 +312,8 @@ def compare_new(
 
 
 def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
-    """Why running `adding` more held-out evaluations would break budget.max_heldout_evaluations, or None."""
+    """Why running `adding` more held-out evaluations would break budget.max_heldout_evaluations,
+    or None."""
     cap, used = ledger.get("cap"), int(ledger.get("evaluations") or 0)
     if not ledger.get("metric") or cap is None or used + adding <= cap:
         return None
@@ -317,8 +325,10 @@ def heldout_refusal(ledger: dict[str, Any], adding: int) -> str | None:
     )
     return (
         f"the held-out metric {ledger['metric']} has been evaluated {used} time(s) in this run "
-        f"(confirm {ledger.get('confirm', 0)}, reeval {ledger.get('reeval', 0)}); {adding} more would make "
-        f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out data spends "
+        f"(confirm {ledger.get('confirm', 0)}, reeval {ledger.get('reeval', 0)}); {adding} more "
+        f"would make "
+        f"{used + adding}, over budget.max_heldout_evaluations = {cap}. Every look at held-out "
+        f"data spends "
         f"some of its value: {what}"
     )
 
@@ -384,7 +394,8 @@ class ReevalPlan:
 def prepare(
     run_dir: str | os.PathLike, arm: str, *, seeds: list[int] | None = None, tolerance: float = 0.0
 ) -> ReevalPlan:
-    """Read the run folder and plan the reeval; refuse (UsageError / RunError) before anything runs."""
+    """Read the run folder and plan the reeval; refuse (UsageError / RunError) before anything
+    runs."""
     if not isinstance(tolerance, int | float) or not math.isfinite(tolerance) or tolerance < 0:
         raise UsageError(f"--tolerance must be a finite number >= 0, got {tolerance}")
     folder = rf.open_run(run_dir)
@@ -398,7 +409,8 @@ def prepare(
         duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
         if duplicates:
             raise UsageError(
-                f"--seeds lists {', '.join(map(str, duplicates))} more than once: give each seed once"
+                f"--seeds lists {', '.join(map(str, duplicates))} more than once: give each seed "
+                f"once"
             )
         outside = [s for s in seeds if not 0 <= s <= SEED_MAX]
         if outside:
@@ -435,7 +447,8 @@ def prepare(
     reused = sorted(s for s in seeds if s in tuning_seeds)
     if reused:
         notes.append(
-            f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on them, "
+            f"seeds {', '.join(map(str, reused))} were tuning seeds: the config was selected on "
+            f"them, "
             "so their estimate is optimistic"
         )
     from planner._store.identity import trainable_imports
@@ -455,7 +468,19 @@ def prepare(
     # logged module read as gone)
     identity["code"]["local_sources"] = local_today
     differences = compare_identity(folder.identity(), identity)
-    differences += files_read_differences(run_dir, contract.command_dir(contract_dir))
+    named = {
+        d.what.removeprefix("code.local_sources.")
+        for d in differences
+        if d.what.startswith("code.local_sources.")
+    }
+    trainable_file = identity["code"].get("trainable_file")
+    if trainable_file and any(d.what == "code.trainable_source_sha256" for d in differences):
+        named.add(read_name(trainable_file, contract.command_dir(contract_dir)))
+    differences += [  # a file the code comparison named already is named once
+        d
+        for d in files_read_differences(run_dir, contract.command_dir(contract_dir))
+        if d.what.removeprefix("files_read.") not in named
+    ]
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
         differences.insert(
             0, Difference("contract_sha256", info["contract_sha256"], contract.sha256())
@@ -521,14 +546,17 @@ def _frozen_contract(folder):
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise RunError(
-            f"the frozen contract in {folder.file('contract.yaml')} does not load with this planner "
-            f"version ({where}: {first['msg']}); re-evaluate it with the planner version that ran it"
+            f"the frozen contract in {folder.file('contract.yaml')} does not load with this "
+            f"planner "
+            f"version ({where}: {first['msg']}); re-evaluate it with the planner version that ran "
+            f"it"
         ) from None
 
 
 def _same_but_seed(contract, raw: dict | None):
-    """Whether two configs of the arm are one config run on two seeds: equal but for `command.seed_key`, which
-    each record holds at its own seed, and the keys that interpolate something (`data.split_seed: ${seed}`)."""
+    """Whether two configs of the arm are one config run on two seeds: equal but for
+    `command.seed_key`, which each record holds at its own seed, and the keys that interpolate
+    something (`data.split_seed: ${seed}`)."""
     spec = contract.command_spec
     ignored = {spec.seed_key} if spec is not None and spec.seed_key else set()
     if ignored:
@@ -561,12 +589,14 @@ def _effective_config(
         same = _same_but_seed(contract, folder.unresolved_configs().get(arm))
         if any(not same(c, configs[0]) for c in configs[1:]):
             raise RunError(
-                f"the logged confirmation trials of {arm!r} received different configs; the log does "
+                f"the logged confirmation trials of {arm!r} received different configs; the log "
+                f"does "
                 "not say which one to re-run"
             )
         if from_files is not None and not same(from_files, configs[0]):
             notes.append(
-                f"configs/{arm}.yaml with the selected params differs from what the confirmation trials "
+                f"configs/{arm}.yaml with the selected params differs from what the confirmation "
+                f"trials "
                 "received; re-running what they received"
             )
         return (
@@ -606,8 +636,8 @@ class ReevalResult:
 def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     """Run the planned reeval trials through Ray, log them, compare them with the log.
 
-    The RunSession `plan run` uses holds the folder: its lock (as `plan reeval`), SIGTERM stopping a reeval
-    like Ctrl-C, and Ray, shut down with the lock released whatever happens.
+    The RunSession `plan run` uses holds the folder: its lock (as `plan reeval`), SIGTERM stopping
+    a reeval like Ctrl-C, and Ray, shut down with the lock released whatever happens.
     """
     c = plan.contract
     store = RunStore.open(plan.run_dir)
@@ -618,8 +648,8 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
     with RunSession(store, command="plan reeval") as session:
         session.stop_on_signals()
         _recheck_under_lock(plan)
-        # the driver's own way to spec, send and log trials; a command trainable is built from the logged configs,
-        # and on a cluster the code ships (no driver paths)
+        # the driver's own way to spec, send and log trials; a command trainable is built from the
+        # logged configs, and on a cluster the code ships (no driver paths)
         raw_configs = rf.open_run(
             plan.run_dir
         ).unresolved_configs()  # a key that interpolates the seed follows it
@@ -683,7 +713,8 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
 
 
 def _recheck_under_lock(plan: ReevalPlan) -> None:
-    """Another reeval may have ended between `prepare` and the lock: re-count the ledger and renumber."""
+    """Another reeval may have ended between `prepare` and the lock: re-count the ledger and
+    renumber."""
     folder = rf.RunFolder(plan.run_dir)
     frozen = folder.contract()
     plan.ledger = facts.heldout_ledger(folder.trials(slim=frozen).records, frozen)
@@ -753,7 +784,8 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-# ------------------------------------------------------------------ formatting (the CLI prints these)
+# ------------------------------------------------------------------ formatting (the CLI prints
+# these)
 
 
 def _num(value: float | None, spec: str = ".10g") -> str:
@@ -774,7 +806,8 @@ def format_plan(plan: ReevalPlan) -> str:
     if ledger.get("metric"):
         cap = f" of at most {ledger['cap']}" if ledger.get("cap") is not None else ""
         lines.append(
-            f"  held-out ledger: {ledger['evaluations']} evaluation(s) of {ledger['metric']}{cap} so far; "
+            f"  held-out ledger: {ledger['evaluations']} evaluation(s) of {ledger['metric']}{cap} "
+            f"so far; "
             f"this reeval adds {len(plan.seeds)}"
         )
     if plan.differences:
@@ -784,7 +817,8 @@ def format_plan(plan: ReevalPlan) -> str:
         "trainable_source_sha256"
     ):
         lines.append(
-            "identity: python, packages and data match the log; code: not recorded for a command that "
+            "identity: python, packages and data match the log; code: not recorded for a command "
+            "that "
             "names no script in the contract's folder (only its command line)"
         )
     else:
@@ -847,9 +881,11 @@ def format_result(result: ReevalResult) -> str:
     tolerance = "exactly" if plan.tolerance == 0 else f"within {plan.tolerance:g}"
     text = {
         "reproduced": f"reproduced: {len(compared)} of {len(compared)} logged seeds {tolerance}",
-        "not_reproduced": f"NOT reproduced: {sum(r.reproduced is False for r in compared)} of {len(compared)} "
+        "not_reproduced": f"NOT reproduced: {sum(r.reproduced is False for r in compared)} of "
+        f"{len(compared)} "
         f"logged seeds differ (tolerance {plan.tolerance:g})",
-        "failed": f"failed: {sum(r.new_status in DID_NOT_RUN for r in result.rows)} trial(s) did not run to "
+        "failed": f"failed: {sum(r.new_status in DID_NOT_RUN for r in result.rows)} trial(s) did "
+        f"not run to "
         f"the end (see trials.jsonl)",
         "new_seeds": f"new seeds only: {len(result.rows)} trial(s) ran; nothing logged to compare",
         "interrupted": "interrupted before every trial ended",
@@ -858,9 +894,12 @@ def format_result(result: ReevalResult) -> str:
     continued = [r for r in compared if r.reproduced is False and r.continued]
     if result.verdict == "not_reproduced" and continued:
         lines.append(
-            f"{len(continued)} of the differing logged seeds ({', '.join(str(r.seed) for r in continued)}) "
-            "continued from a checkpoint after an interruption: their later epochs saw another data "
-            "order than one uninterrupted training does, so they are not expected to repeat exactly; "
+            f"{len(continued)} of the differing logged seeds "
+            f"({', '.join(str(r.seed) for r in continued)}) "
+            "continued from a checkpoint after an interruption: their later epochs saw another "
+            "data "
+            "order than one uninterrupted training does, so they are not expected to repeat "
+            "exactly; "
             "compare with a tolerance, or on new seeds"
         )
     if result.verdict == "not_reproduced" and plan.differences:

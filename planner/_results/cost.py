@@ -1,4 +1,5 @@
-"""What each arm cost, kept apart from the decision: trials, trial-seconds, seconds per step, resource-seconds.
+"""What each arm cost, kept apart from the decision: trials, trial-seconds, seconds per step,
+resource-seconds.
 
 Pure, no pandas: a function of the trial records (slim ones do: the first and
 last report's step and time are cached in them) and the frozen contract.

@@ -150,7 +150,9 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
         if s["decisions"]
         else None,
         "seed_differences": plots.seed_differences_figure(
-            s["per_seed"], s["baseline"], str(s["metrics"]["decision_mode"]),
+            s["per_seed"],
+            s["baseline"],
+            str(s["metrics"]["decision_mode"]),
             s["acceptance"]["min_effect"],
         )
         if s["decisions"]
@@ -162,14 +164,18 @@ def _figures(s: dict[str, Any], results: RunResults, importance: list[Importance
         if len(results.trials)
         else None,
         "curves": sp.curves_figure(
-            results.reports, arms, metric, unit,
-            facts.contract_get(results.contract, "budget.exposure"), marks,
+            results.reports,
+            arms,
+            metric,
+            unit,
+            facts.contract_get(results.contract, "budget.exposure"),
+            marks,
         ),
         "importance": sp.importance_figure(ranked, arms) if ranked else None,
         "confirm_curves": sp.seed_curves_figure(results.reports, arms, metric, unit),
         "reeval_curves": sp.seed_curves_figure(results.reports, arms, metric, unit, "reeval"),
         "cost": plots.cost_figure(s["cost"]) if any(c["trials"] for c in s["cost"]) else None,
-    }  # fmt: skip
+    }
     return Figures(
         **{
             name: plots.figure_html(fig, f"plot-{name.replace('_', '-')}")

@@ -87,7 +87,8 @@ def log_run_to_mlflow(
         return _log(mlflow, run, tracking_uri, experiment or run.name)
     except MlflowException as error:
         raise MlflowTrackingError(
-            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}"
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: "
+            f"{error.message}"
         ) from None
 
 
@@ -106,7 +107,8 @@ def format_summary(summary: MlflowLogSummary) -> str:
 
 
 def mlflow_missing_reason() -> str | None:
-    """Why MLflow tracking cannot work here, or None; cheap (mlflow is not imported). For `plan validate`."""
+    """Why MLflow tracking cannot work here, or None; cheap (mlflow is not imported). For `plan
+    validate`."""
     import importlib.util
 
     if importlib.util.find_spec("mlflow") is None:
@@ -130,7 +132,8 @@ def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
         return _experiment_id(client, experiment)
     except MlflowException as error:
         raise MlflowTrackingError(
-            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: {error.message}"
+            f"MLflow (tracking URI {tracking_uri or mlflow.get_tracking_uri()}) refused: "
+            f"{error.message}"
         ) from None
 
 
@@ -331,7 +334,8 @@ def _experiment_id(client, name: str) -> str:
     if found is not None:
         if found.lifecycle_stage == "deleted":
             raise MlflowTrackingError(
-                f"the MLflow experiment {name!r} is deleted; restore it, or name another in tracking.mlflow.experiment"
+                f"the MLflow experiment {name!r} is deleted; restore it, or name another in "
+                f"tracking.mlflow.experiment"
             )
         if found.tags.get(EXPERIMENT_KIND_TAG) is None:  # one a user marked otherwise is theirs
             client.set_experiment_tag(found.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
@@ -357,7 +361,8 @@ def _artifact_location(tracking_uri: str | None) -> str | None:
 
 
 def _existing_runs(client, experiment_id: str, run_id: str) -> dict[tuple[str, str], Any]:
-    """MLflow runs already made for this planner run, keyed by ("run", run id) or ("trial", trial id)."""
+    """MLflow runs already made for this planner run, keyed by ("run", run id) or ("trial", trial
+    id)."""
     out = {}
     query = f"tags.`{TAG_PREFIX}run_id` = '{run_id}'"
     token = None
@@ -467,10 +472,11 @@ class MlflowRun:
 
 
 def read_run_folder(run_dir: str | Path) -> MlflowRun:
-    """Read a run folder through the one reader; a missing run.json is an error, the rest may be absent or partial.
+    """Read a run folder through the one reader; a missing run.json is an error, the rest may be
+    absent or partial.
 
-    trials.jsonl by the one JSON-lines policy (docs/run-folder.md); a trial logged twice counts with its
-    last record, as for every reader. `lines_skipped` counts the lines that policy skipped.
+    trials.jsonl by the one JSON-lines policy (docs/run-folder.md); a trial logged twice counts
+    with its last record, as for every reader. `lines_skipped` counts the lines that policy skipped.
     """
     path = Path(run_dir).resolve()
     folder = rf.RunFolder(path)

@@ -1,11 +1,13 @@
 """The report's plots of the decision and the cost, drawn with plotly; what they share with the
 search's.
 
-Each function returns a `plotly.graph_objects.Figure`; `figure_html` writes one into the page as a
-`<div>` and the call that draws it, and the page carries plotly.js once (`plotly_js`), so the report
-stays one file that opens offline. Names of arms and metrics come from a run folder: in a figure
-they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes, so no
-text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
+Each function returns a `Figure`: plotly's figure as plain data (traces and a layout, as plotly.js
+reads them), which `figure_html` writes into the page with `plotly.io.to_html` as a `<div>` and the
+call that draws it, unvalidated: plotly's `graph_objects` check every property as it is set, at
+several times the cost of the whole drawing here. The page carries plotly.js once (`plotly_js`), so
+the report stays one file that opens offline. Names of arms and metrics come from a run folder: in
+a figure they are data, written by plotly's JSON encoder (which writes `<`, `>` and `/` as escapes,
+so no text ends the page's script), and shown as written (`label`: plotly reads a few HTML tags and
 entities in its text; escaped, a name stays text).
 """
 
@@ -13,13 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
+import plotly.io
 import plotly.offline
 from markupsafe import Markup, escape
-from plotly.subplots import make_subplots
 
 from planner._results.report import _fmt
 
@@ -63,6 +65,91 @@ _NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 PHASE_ORDER = ("tune", "confirm", "reeval")
 
 
+def merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """`patch` set into `into`, a nested mapping merged key by key (as plotly's `update` does)."""
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+def trace(kind: str, **props: Any) -> dict[str, Any]:
+    """A plotly trace of type `kind` (scatter, bar, box...); a property set to None is left out."""
+    return {"type": kind, **{k: v for k, v in props.items() if v is not None}}
+
+
+@dataclass
+class Figure:
+    """A plotly figure as data: its traces and its layout, and the grid of its subplots (each cell's
+    axes, by (row, column), from 1)."""
+
+    data: list[dict[str, Any]] = field(default_factory=list)
+    layout: dict[str, Any] = field(default_factory=dict)
+    cells: dict[tuple[int, int], str] = field(default_factory=dict)  # -> axis suffix: "", "2"...
+
+    def add_trace(
+        self, trace_: dict[str, Any], row: int | None = None, col: int | None = None
+    ) -> None:
+        if row is not None and col is not None and self.cells[(row, col)]:
+            suffix = self.cells[(row, col)]
+            trace_ = {**trace_, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
+        self.data.append(trace_)
+
+    def update_layout(self, **props: Any) -> None:
+        merge(self.layout, {k: v for k, v in props.items() if v is not None})
+
+    def axes(self, letter: str, row: int | None = None, col: int | None = None) -> list[str]:
+        """The layout keys of the `letter` (x, y) axes in `row` and `col` (every one when None)."""
+        return [
+            f"{letter}axis{suffix}"
+            for (r, c), suffix in (self.cells or {(1, 1): ""}).items()
+            if row in (None, r) and col in (None, c)
+        ]
+
+    def update_xaxes(
+        self,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        row: int | None = None,
+        col: int | None = None,
+        **props: Any,
+    ) -> None:
+        self._update_axes("x", {**(patch or {}), **props}, row, col)
+
+    def update_yaxes(
+        self,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        row: int | None = None,
+        col: int | None = None,
+        **props: Any,
+    ) -> None:
+        self._update_axes("y", {**(patch or {}), **props}, row, col)
+
+    def _update_axes(
+        self, letter: str, props: dict[str, Any], row: int | None, col: int | None
+    ) -> None:
+        """`props` set on the axes in `row` and `col` (`title_text`: the axis title's text)."""
+        if "title_text" in props:
+            props["title"] = {"text": props.pop("title_text")}
+        for key in self.axes(letter, row, col):
+            merge(self.layout.setdefault(key, {}), props)
+
+    def add_vline(self, x: float, line: Mapping[str, Any], annotation: str | None = None) -> None:
+        """A vertical line at `x` across every subplot, with `annotation` over its top."""
+        for suffix in (self.cells or {(1, 1): ""}).values():
+            ref = {"xref": f"x{suffix}", "yref": f"y{suffix} domain"}
+            shape = {"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "line": dict(line)}
+            self.layout.setdefault("shapes", []).append({**shape, **ref})
+            if annotation is not None:
+                note = {"x": x, "y": 1, "text": annotation, "showarrow": False}
+                self.add_annotation(**note, yanchor="bottom", **ref)
+
+    def add_annotation(self, **props: Any) -> None:
+        self.layout.setdefault("annotations", []).append(props)
+
+
 def label(value: Any) -> str:
     """A name from a run folder as plotly text, shown as written: escaped, so that plotly reads no
     tag or entity in it; a control character or lone surrogate (a damaged file) becomes U+FFFD,
@@ -81,27 +168,26 @@ def drawable(values: Any) -> np.ndarray:
     return np.where(np.isfinite(a), np.clip(a, -DRAWN, DRAWN), a)
 
 
-def scatter(n_points: int, **kwargs: Any) -> go.Scatter | go.Scattergl:
+def scatter(n_points: int, **kwargs: Any) -> dict[str, Any]:
     """A scatter trace, drawn with WebGL when it holds many points."""
-    return (go.Scattergl if n_points > GL_POINTS else go.Scatter)(**kwargs)
+    return trace("scattergl" if n_points > GL_POINTS else "scatter", **kwargs)
 
 
 def new_figure(
     height: int, *, title: str | None = None, legend: bool = True, **layout: Any
-) -> go.Figure:
+) -> Figure:
     """An empty figure in the report's style, its plot `height` px high (margins apart)."""
-    fig = go.Figure(layout={"template": "none"})
+    fig = Figure()
     style_figure(fig, height, title=title, legend=legend, **layout)
     return fig
 
 
 def style_figure(
-    fig: go.Figure, height: int, *, title: str | None = None, legend: bool = True, **layout: Any
+    fig: Figure, height: int, *, title: str | None = None, legend: bool = True, **layout: Any
 ) -> None:
     """The report's style on `fig`, whose plot is `height` px high; room for a legend below it."""
     top, bottom = 50 if title else 30, 110 if legend else 60
-    # no plotly template: a template is checked and copied into every figure (a tenth of a second
-    # each); the few settings the report wants are set here
+    # no plotly template: the few settings the report wants are set here
     fig.update_layout(
         paper_bgcolor="white",
         plot_bgcolor="white",
@@ -127,21 +213,21 @@ def style_figure(
     fig.update_yaxes(AXIS)
 
 
-def add_note(fig: go.Figure, note: str) -> None:
+def add_note(fig: Figure, note: str) -> None:
     """A sentence above the plot, in grey (how it was drawn: thinned, or what it leaves out)."""
     fig.update_layout(
         title={"text": label(note), "font": {"size": 11, "color": GREY}, "x": 0, "xanchor": "left"},
-        height=fig.layout.height + 30,
-        margin={"t": fig.layout.margin.t + 30},
+        height=fig.layout["height"] + 30,
+        margin={"t": fig.layout["margin"]["t"] + 30},
     )
 
 
-def note_figure(text: str, height: int = 40) -> go.Figure:
+def note_figure(text: str, height: int = 40) -> Figure:
     """A figure that holds only a sentence (nothing to draw yet)."""
     fig = new_figure(height, legend=False)
     fig.add_annotation(text=text, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
+    fig.update_xaxes({"visible": False})
+    fig.update_yaxes({"visible": False})
     return fig
 
 
@@ -159,28 +245,49 @@ def grid_cell(index: int, n: int) -> dict[str, int]:
 
 
 def grid_figure(
-    titles: Sequence[str], *, shared_y: bool, height_per_row: int, legend: bool = True
-) -> go.Figure:
-    """Subplots, one per title (already labels), laid out by `grid_shape`."""
-    rows, cols = grid_shape(len(titles))
-    fig = make_subplots(
-        figure=go.Figure(layout={"template": "none"}),
-        rows=rows,
-        cols=cols,
-        shared_yaxes=shared_y,
-        subplot_titles=list(titles),
-        horizontal_spacing=0.06 if shared_y else 0.09,
-        vertical_spacing=min(0.3, 0.45 / rows),
-    )
+    titles: Sequence[str | None],
+    *,
+    shared_y: bool,
+    height_per_row: int,
+    legend: bool = True,
+    shape: tuple[int, int] | None = None,
+    spacing: float | None = None,
+) -> Figure:
+    """Subplots, one per title (already labels; None: no title), laid out by `grid_shape` (or
+    `shape`), as plotly's `make_subplots` lays them: axes numbered row by row from the top left,
+    each row's y axes one when `shared_y` (tick labels on its first column only)."""
+    rows, cols = shape or grid_shape(len(titles))
+    h = (0.06 if shared_y else 0.09) if spacing is None else spacing
+    v = min(0.3, 0.45 / rows)
+    width, height = (1 - (cols - 1) * h) / cols, (1 - (rows - 1) * v) / rows
+    fig = Figure()
+    for i, title in enumerate(titles):
+        row, col = divmod(i, cols)
+        suffix = "" if i == 0 else str(i + 1)
+        fig.cells[(row + 1, col + 1)] = suffix
+        x0, y1 = col * (width + h), 1 - row * (height + v)
+        x, y = [x0, min(x0 + width, 1.0)], [max(y1 - height, 0.0), y1]
+        yaxis: dict[str, Any] = {"domain": y, "anchor": f"x{suffix}"}
+        if shared_y and col:
+            yaxis |= {"matches": f"y{'' if row == 0 else row * cols + 1}", "showticklabels": False}
+        fig.layout[f"xaxis{suffix}"] = {"domain": x, "anchor": f"y{suffix}"}
+        fig.layout[f"yaxis{suffix}"] = yaxis
+        if title is not None:
+            fig.add_annotation(
+                text=title, x=(x[0] + x[1]) / 2, y=y[1], xref="paper", yref="paper",
+                xanchor="center", yanchor="bottom", showarrow=False, font={"size": 16},
+            )  # fmt: skip
     style_figure(fig, height_per_row * rows, legend=legend)
     return fig
 
 
-def figure_html(fig: go.Figure, div_id: str) -> Markup:
+def figure_html(fig: Figure, div_id: str) -> Markup:
     """The figure as a `<div>` and the script that draws it; plotly.js itself comes once
     (`plotly_js`)."""
     return Markup(
-        fig.to_html(
+        plotly.io.to_html(
+            {"data": fig.data, "layout": fig.layout},
+            validate=False,
             full_html=False,
             include_plotlyjs=False,
             div_id=div_id,
@@ -200,7 +307,7 @@ def plotly_js() -> Markup:
 
 def forest_figure(
     decisions: Sequence[Mapping[str, Any]], min_effect: float | None, metric: str
-) -> go.Figure:
+) -> Figure:
     """Each arm's effect with its CI, 0 and min_effect marked; plotly's axis (its tick labels are
     the values at the ticks)."""
     rows = [d for d in decisions if d.get("effect") is not None]
@@ -217,7 +324,8 @@ def forest_figure(
         hi = float(drawable(high)) if high is not None else None
         ci = f"[{_fmt(low)}, {_fmt(high)}]" if lo is not None and hi is not None else "unbounded"
         fig.add_trace(
-            go.Scatter(
+            trace(
+                "scatter",
                 x=[effect],
                 y=[label(d["arm"])],
                 mode="markers",
@@ -243,8 +351,7 @@ def forest_figure(
         fig.add_vline(
             x=float(drawable(min_effect)),
             line={"color": "#cf222e", "width": 1.2, "dash": "dash"},
-            annotation_text=f"min_effect = {min_effect:g}",
-            annotation_position="top",
+            annotation=f"min_effect = {min_effect:g}",
         )
     fig.update_xaxes(
         title_text=f"effect on {label(metric)} vs the baseline, positive = better "
@@ -260,7 +367,7 @@ def seed_differences_figure(
     baseline: str | None,
     mode: str,
     min_effect: float | None,
-) -> go.Figure:
+) -> Figure:
     """The paired design seed by seed: per treatment arm, its value less the baseline's on each seed
     both ran (turned so that positive = better, as the effect), with the mean and spread as a box.
     """
@@ -280,7 +387,8 @@ def seed_differences_figure(
             continue
         drawn += 1
         fig.add_trace(
-            go.Box(
+            trace(
+                "box",
                 x=drawable(diffs),
                 y=[label(arm)] * len(diffs),
                 orientation="h",
@@ -325,19 +433,15 @@ def _counted(cell_: Mapping[str, Any] | None) -> float | None:
 # ---------------------------------------------------------------- the cost
 
 
-def cost_figure(cost: Sequence[Mapping[str, Any]]) -> go.Figure:
+def cost_figure(cost: Sequence[Mapping[str, Any]]) -> Figure:
     """Per arm: trial time split by phase, and the median seconds per step, side by side."""
     arms = [label(c["arm"]) for c in cost]
     total = max((c.get("trial_seconds") or 0.0 for c in cost), default=0.0)
     unit, scale = ("s", 1.0) if total < 120 else ("min", 60.0) if total < 7200 else ("h", 3600.0)
-    fig = make_subplots(
-        figure=go.Figure(layout={"template": "none"}),
-        rows=1,
-        cols=2,
-        shared_yaxes=True,
-        horizontal_spacing=0.04,
+    fig = grid_figure(
+        [None, None], shared_y=True, height_per_row=30 + 34 * len(arms), shape=(1, 2), spacing=0.04
     )
-    style_figure(fig, 30 + 34 * len(arms), barmode="stack")
+    fig.update_layout(barmode="stack")
     phases = sorted(
         {p for c in cost for p in c.get("phases") or {}},
         key=lambda p: (PHASE_ORDER.index(p) if p in PHASE_ORDER else 9, p),
@@ -345,7 +449,8 @@ def cost_figure(cost: Sequence[Mapping[str, Any]]) -> go.Figure:
     for j, phase in enumerate(phases):
         seconds = [((c.get("phases") or {}).get(phase) or {}).get("trial_seconds") for c in cost]
         fig.add_trace(
-            go.Bar(
+            trace(
+                "bar",
                 x=drawable([(s or 0.0) / scale for s in seconds]),
                 y=arms,
                 orientation="h",
@@ -359,7 +464,8 @@ def cost_figure(cost: Sequence[Mapping[str, Any]]) -> go.Figure:
             col=1,
         )
     fig.add_trace(
-        go.Bar(
+        trace(
+            "bar",
             x=drawable([c.get("median_s_per_step") for c in cost]),
             y=arms,
             orientation="h",

@@ -24,7 +24,8 @@ HTML_MARK = (
 
 
 def load_for_report(run_dir: Any, fmt: str) -> RunResults:
-    """The run, read with what `fmt` shows: curves of the tuning metric for html, no reports otherwise."""
+    """The run, read with what `fmt` shows: curves of the tuning metric for html, no reports
+    otherwise."""
     if fmt != "html":
         return load_run(run_dir, reports=False)
     metric = facts.contract_get(rf.open_run(run_dir).contract(), "metric.name")
@@ -43,7 +44,8 @@ def render(results: RunResults, fmt: str) -> str:
 
 
 def is_report(path: Path) -> bool:
-    """True when `path` is a report `plan report` wrote (md, json or html), read without following a link."""
+    """True when `path` is a report `plan report` wrote (md, json or html), read without following
+    a link."""
 
     try:
         fd = os.open(
@@ -69,9 +71,11 @@ def is_report(path: Path) -> bool:
 
 
 def write_report(path: str, text: str, *, force: bool = False) -> None:
-    """Write a report to `path` atomically; an existing file that is not a report is replaced only with `force`.
+    """Write a report to `path` atomically; an existing file that is not a report is replaced only
+    with `force`.
 
-    Nothing is left behind on failure (no temporary file); an unwritable path is a UsageError (exit 2).
+    Nothing is left behind on failure (no temporary file); an unwritable path is a UsageError (exit
+    2).
     """
     target = Path(path)
     if target.is_dir():

@@ -22,6 +22,8 @@ from planner._core.status import UNUSABLE, RunState, TrialStatus
 from planner._core.text import format_duration, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
+from planner._plan.explored import ArmReach, arm_reach, reach_said
+from planner._plan.space import frozen_space
 from planner._stats.decide import collect, latest_outcomes
 from planner._store import facts
 from planner._store.claims import decision_findings
@@ -175,7 +177,8 @@ def sequential_looks(results: RunResults) -> list[dict[str, Any]]:
 
 
 def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
-    """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected one."""
+    """Per arm: tuning trials planned, ended, at full exposure, stopped early, failed; the selected
+    one."""
     t = results.trials
     tune = t[t["phase"] == "tune"] if len(t) else t
     exposure = facts.contract_get(results.contract, "budget.exposure")
@@ -209,6 +212,55 @@ def tuning_summary(results: RunResults) -> list[dict[str, Any]]:
     if not planned and not len(tune):
         return []
     return rows
+
+
+def _drawn(value: Any) -> bool:
+    return not (value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)))
+
+
+def tuning_reach(results: RunResults) -> list[ArmReach]:
+    """How far each arm's tuning explored its space (planner._plan.explored): its tuning trials'
+    params and its selected ones, against the frozen contract's space."""
+    t = results.trials
+    tune = t[t["phase"] == "tune"] if len(t) else t
+    selection = (results.selection or {}).get("arms") or {}
+    out = []
+    for arm in results.arms:
+        space = frozen_space(results.contract, arm)
+        if not space:
+            continue
+        sub = tune[tune["arm"] == arm] if len(tune) else tune
+        columns = {k: sub[f"param.{k}"].tolist() for k in space if f"param.{k}" in sub.columns}
+        params = [
+            {k: column[i] for k, column in columns.items() if _drawn(column[i])}
+            for i in range(len(sub))
+        ]
+        chosen = (selection.get(arm) or {}).get("params") if selection.get(arm) else None
+        out.append(arm_reach(arm, space, params, chosen if isinstance(chosen, dict) else None))
+    return out
+
+
+def tuning_reach_summary(results: RunResults) -> dict[str, Any]:
+    """The report's `tuning_reach`: the decision's sentence; per arm and key, what it explored."""
+    reaches = tuning_reach(results)
+    rows = [
+        {
+            "arm": r.arm,
+            "draws": k.draws,
+            "key": k.key,
+            "kind": k.kind,
+            "range": list(k.bounds),
+            "distinct": k.distinct,
+            "explored": None if k.low is None else [k.low, k.high],
+            "share": k.share,
+            "selected": k.selected,
+            "edge": k.edge,
+            "edge_of": k.edge_of,
+        }
+        for r in reaches
+        for k in r.keys
+    ]
+    return {"summary": reach_said(reaches), "rows": rows}
 
 
 def status_counts(results: RunResults) -> list[dict[str, Any]]:
@@ -309,7 +361,8 @@ def summarize(results: RunResults) -> dict[str, Any]:
             },
             "baseline": base,
             "arms": arms_info,
-            # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name as `metric`
+            # then decisions.json's own keys (docs/run-folder.md), with the decision metric's name
+            # as `metric`
             "metric": results.decision_metric,
             **{
                 k: results.decision_info.get(k, facts.contract_get(c, f"acceptance.{k}"))
@@ -330,6 +383,7 @@ def summarize(results: RunResults) -> dict[str, Any]:
             "budget": results.budget,
             "trials": status_counts(results),
             "tuning": tuning_summary(results),
+            "tuning_reach": tuning_reach_summary(results),
             "per_seed": per_seed(results),
             "looks": sequential_looks(results),
             "failures": results.failures,
@@ -407,7 +461,8 @@ _MD_SPECIAL = str.maketrans(
 
 
 def _md(text: Any) -> str:
-    """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links, code, emphasis)."""
+    """Text from the run folder in markdown: one line, no raw HTML, no markup of its own (links,
+    code, emphasis)."""
     return terminal_safe(" ".join(str(text).split())).translate(_MD_SPECIAL)
 
 
@@ -464,7 +519,8 @@ def more_line(total: int) -> list[str]:
     if total <= MAX_ROWS:
         return []
     return [
-        f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list them all.",
+        f"... and {total - MAX_ROWS} more: `plan report --format json` and `plan export` list "
+        f"them all.",
         "",
     ]
 
@@ -478,7 +534,8 @@ def heldout_line(h: dict[str, Any]) -> str:
         else " (no cap set: budget.max_heldout_evaluations)"
     )
     text = (
-        f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in confirmation, "
+        f"{_code(h['metric'])} was evaluated {h['evaluations']} time(s){cap}: {h['confirm']} in "
+        f"confirmation, "
         f"{h['reeval']} in re-evaluation."
     )
     if h.get("over_cap"):
@@ -489,7 +546,8 @@ def heldout_line(h: dict[str, Any]) -> str:
 
 
 def data_lines(s: dict[str, Any]) -> list[str]:
-    """The Data section: per split, presentations, distinct units and groups, overlaps, data violations."""
+    """The Data section: per split, presentations, distinct units and groups, overlaps, data
+    violations."""
     data = s.get("data") or {}
     return [
         f"- {line.strip()}" if not line.startswith("  ") else f"  - {line.strip()}"
@@ -512,16 +570,20 @@ def render_markdown(results: RunResults) -> str:
     if s.get("lock"):
         lk = s["lock"]
         out += [
-            f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since {_md(lk.get('started'))}: "
+            f"Locked by pid {_md(lk.get('pid'))} on {_md(lk.get('host'))} since "
+            f"{_md(lk.get('started'))}: "
             "the run is in progress.",
             "",
         ]
     out += ["## Hypothesis", "", _md(str(s.get("hypothesis") or "–").strip()), ""]
     m = s["metrics"]
     out += [
-        f"Factor **{_md(s['factor']['name'])}** (keys: {', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
-        f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), decision on "
-        f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha {_md(acc['alpha'])}, {_md(acc['correction'])} "
+        f"Factor **{_md(s['factor']['name'])}** (keys: "
+        f"{', '.join(_md(k) for k in s['factor']['keys'] or [])}); "
+        f"baseline **{_md(s['baseline'])}**; metric {_code(m['name'])} ({_md(m['mode'])}), "
+        f"decision on "
+        f"{_code(m['decision'])} ({_md(m['decision_mode'])}); {_md(acc['test'])} test, alpha "
+        f"{_md(acc['alpha'])}, {_md(acc['correction'])} "
         f"correction, min_effect {_md(acc['min_effect'])}.",
         "",
     ]
@@ -532,7 +594,8 @@ def render_markdown(results: RunResults) -> str:
         out.append(f"- {title}: {over}")
         for d in a["config_diff"]:
             out.append(
-                f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → {_md(shown_side(d, 'arm'))}"
+                f"  - {_code(d['path'])}: {_md(shown_side(d, 'baseline'))} → "
+                f"{_md(shown_side(d, 'arm'))}"
             )
     out.append("")
     out += ["## Decisions", ""]
@@ -571,6 +634,7 @@ def render_markdown(results: RunResults) -> str:
         )
     else:
         out += ["No treatment arms.", ""]
+    out += reach_lines(s["tuning_reach"])
     if s.get("looks"):  # sequential confirmation (docs/planning.md)
         out += ["### Looks", ""]
         rows = [
@@ -600,7 +664,8 @@ def render_markdown(results: RunResults) -> str:
             rows,
         )
         out += [
-            "Seeds after an arm's last look were not needed: the sequential confirmation stopped it.",
+            "Seeds after an arm's last look were not needed: the sequential confirmation stopped "
+            "it.",
             "",
         ]
     ps = s["per_seed"]
@@ -674,8 +739,39 @@ def render_markdown(results: RunResults) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
+def reach_lines(reach: dict[str, Any]) -> list[str]:
+    """Beside the decisions: how far each arm's tuning explored, which the CI (seed noise) leaves
+    out; then per arm and key, the draws, what they explored and where the selected value sits."""
+    if not reach.get("summary"):
+        return []
+    out = [f"**Tuning:** {_md(reach['summary'])}.", ""]
+    rows = []
+    for r in reach["rows"]:
+        explored = r["explored"]
+        if r["kind"] == "choice":
+            seen = f"{r['distinct']} of {len(r['range'])} choices"
+        else:
+            seen = "–" if explored is None else f"{_fmt(explored[0])} to {_fmt(explored[1])}"
+        share = "–" if r["share"] is None else f"{100 * r['share']:.0f} %"
+        edge = _edge_said(r["edge"], r["edge_of"])
+        rows.append([r["arm"], r["key"], r["draws"], seen, share, _fmt(r["selected"]), edge])
+    return out + _table(
+        ["arm", "key", "draws", "explored", "share of range", "selected", "selected at"], rows
+    )
+
+
+def _edge_said(side: str | None, of: str | None) -> str:
+    """Where a selected value sits: its arm's smallest or largest draw, or an end of the range."""
+    if side is None:
+        return ""
+    if of == "explored":
+        return f"its {'smallest' if side == 'low' else 'largest'} draw"
+    return f"the {side} end of the range"
+
+
 def _failure_md(s: dict[str, Any]) -> list[str]:
-    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in markdown."""
+    """Failures, protocol violations, the held-out ledger, re-evaluations and the lineage, in
+    markdown."""
     out: list[str] = []
     out += ["## Failures", ""]
     if s["failures"]:
@@ -763,7 +859,8 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
                 ],
                 [
                     "host",
-                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, {ident.get('cpus') or '?'} CPUs)",
+                    f"{ident.get('host') or '–'} ({ident.get('platform') or '?'}, "
+                    f"{ident.get('cpus') or '?'} CPUs)",
                 ],
                 ["data", ", ".join(f"{p}: {str(h)[:12]}" for p, h in ident["data"].items()) or "–"],
             ],
@@ -778,7 +875,8 @@ def _identity_md(s: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- cost (apart from the decision)
 
 COST_NOTE = (
-    "What each arm cost, whatever it decided: trial-seconds summed over its trials, the median seconds "
+    "What each arm cost, whatever it decided: trial-seconds summed over its trials, the median "
+    "seconds "
     "per step (slope of report time over step), and the cpu- and gpu-seconds its trials reserved."
 )
 
@@ -793,8 +891,8 @@ def _disk(n: Any) -> str:
 
 
 def cost_table(cost: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial measured it:
-    command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
+    """The Cost table: arm, trials, trial-seconds, (the disk its trials used, when any trial
+    measured it: command trials' `disk_bytes`), median s/step, cpu-seconds, gpu-seconds."""
     disk = any(c.get("disk_bytes") is not None for c in cost)
     rows = [
         [c["arm"], _fmt(c["trials"]), format_duration(c["trial_seconds"])]

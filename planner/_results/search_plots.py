@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
 from planner._core.status import UNUSABLE, TrialStatus
 from planner._results.plots import (
+    Figure,
     add_note,
     arm_color,
     drawable,
@@ -35,6 +35,7 @@ from planner._results.plots import (
     label,
     new_figure,
     scatter,
+    trace,
 )
 
 MAX_CURVE_POINTS = 120_000  # points of trial curves in one figure; past it each trial is thinned
@@ -88,7 +89,7 @@ def _shown(value: Any) -> str:
 
 def history_figure(
     trials: pd.DataFrame, arms: Sequence[str], metric: str, mode: str, hover: Mapping[str, str]
-) -> go.Figure | None:
+) -> Figure | None:
     """Per arm, each tuning trial's final `metric` by the order the trials started; the best so far
     over the trials that ran to the end (a trial stopped early shows the value at its last step)."""
     tune = _tuning(trials)
@@ -152,7 +153,7 @@ def params_figure(
     dims: Sequence[Dimension],
     metric: str,
     hover: Mapping[str, str],
-) -> go.Figure | None:
+) -> Figure | None:
     """Each tuned parameter against the trial's final `metric`, every arm on one axis."""
     tune = _tuning(trials)
     dims = [d for d in dims if f"param.{d.key}" in tune.columns]
@@ -191,7 +192,8 @@ def params_figure(
                 )
     for j, dim in enumerate(dims):
         if dim.log:
-            fig.update_xaxes(type="log", **grid_cell(j, len(dims)))
+            cell = grid_cell(j, len(dims))
+            fig.update_xaxes({"type": "log"}, row=cell["row"], col=cell["col"])
     fig.update_yaxes(title_text=f"{label(metric)} (final value)", col=1)
     return fig
 
@@ -291,7 +293,7 @@ def curves_figure(
     unit: str,
     exposure: int | None,
     marks: Marks,
-) -> go.Figure | None:
+) -> Figure | None:
     """Every tuning trial's curve of `metric`, a panel per arm (one y axis); where the scheduler
     stopped a trial (x), where a trial failed (triangle), the selected trial bold."""
     curves = Curves.of(reports, metric, "tune")
@@ -339,7 +341,7 @@ def curves_figure(
 
 
 def _mark_ends(
-    fig: go.Figure, curves: Curves, drawn: Lines, marks: Marks, at: dict[str, int], *, first: bool
+    fig: Figure, curves: Curves, drawn: Lines, marks: Marks, at: dict[str, int], *, first: bool
 ) -> None:
     """The last report of each trial the scheduler stopped (x) and each that failed (triangle)."""
     last = drawn.rows[np.r_[drawn.starts[1:], True]] if drawn.rows.size else drawn.rows
@@ -374,7 +376,7 @@ def _mark_ends(
 
 
 def _selected(
-    fig: go.Figure,
+    fig: Figure,
     curves: Curves,
     rows: np.ndarray,
     trial_id: str | None,
@@ -390,7 +392,8 @@ def _selected(
     if not own.size:
         return
     fig.add_trace(
-        go.Scatter(
+        trace(
+            "scatter",
             x=curves.step[own],
             y=curves.value[own],
             mode="lines",
@@ -407,7 +410,7 @@ def _selected(
 
 def seed_curves_figure(
     reports: pd.DataFrame, arms: Sequence[str], metric: str, unit: str, phase: str = "confirm"
-) -> go.Figure | None:
+) -> Figure | None:
     """Every seed's curve of `metric` in `phase` (confirm, reeval), the arms on one axis."""
     curves = Curves.of(reports, metric, phase)
     if curves is None:
@@ -447,14 +450,15 @@ def seed_curves_figure(
 
 def importance_figure(
     importances: Mapping[str, Mapping[str, float]], arms: Sequence[str]
-) -> go.Figure:
+) -> Figure:
     """Per arm, each parameter's share of the importance (bars; the arms side by side)."""
     keys = list(dict.fromkeys(k for values in importances.values() for k in values))
     fig = new_figure(30 + 26 * len(keys) * max(1, len(importances)), barmode="group")
     for arm, values in importances.items():
         i = list(arms).index(arm) if arm in arms else len(arms)
         fig.add_trace(
-            go.Bar(
+            trace(
+                "bar",
                 x=[values.get(k, 0.0) for k in keys],
                 y=[label(k) for k in keys],
                 orientation="h",

@@ -19,7 +19,7 @@ from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
 from planner._store.claims import decision_findings
-from planner._store.live import read_live_progress, read_live_reports
+from planner._store.live import dashboard_command, read_live_progress, read_live_reports
 from planner._store.lock import stale_reason
 
 # keyed by a record's phase, which a damaged record lacks (None sorts last)
@@ -199,6 +199,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "run_id": info.get("run_id"),
         "name": info.get("name") or contract.get("name"),
         "run_dir": str(folder.path),
+        "dashboard": dashboard_command(folder.path),
         "state": state.get("state") or "unknown",
         "reason": state.get("reason"),
         "updated": state.get("updated"),
@@ -232,8 +233,9 @@ def _n(value: Any) -> str:
 
 
 def failure_line(group: dict[str, Any]) -> str:
-    """One line per error, as `plan run` sums them up: its first trial, where it broke, where its logs are,
-    and the other trials that failed the same way (planner._store.facts.failure_groups)."""
+    """One line per error, as `plan run` sums them up: its first trial, where it broke, where its
+    logs are, and the other trials that failed the same way
+    (planner._store.facts.failure_groups)."""
     line = f"  {group['first']} {group['status']}: {group['error']}"
     line += f"  [{group['where']}]" if group["where"] else ""
     line += f" (logs in {group['logs']})" if group.get("logs") else ""
@@ -264,7 +266,10 @@ def format_status(status: dict[str, Any]) -> str:
     lock = s.get("lock")
     if lock:
         by = f"`{lock['command']}`, " if lock.get("command") else ""
-        holder = f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since {_n(lock.get('started'))}"
+        holder = (
+            f"locked by {by}pid {_n(lock.get('pid'))} on {_n(lock.get('host'))} since "
+            f"{_n(lock.get('started'))}"
+        )
         if s.get("lock_alive") is False:
             holder += " (that process is gone: a stale lock)"
         elif (
@@ -313,6 +318,8 @@ def format_status(status: dict[str, Any]) -> str:
             out.append(
                 f"  running {r['trial_id']} ({r['arm']}): step {r['step']}, {r['metric']} {shown}"
             )
+    if s.get("dashboard"):
+        out.append(f"tuning studies: {terminal_safe(s['dashboard'])}")
     out += [facts.resume_line(r) for r in s.get("resumes") or []]
     if s["running"]:
         shown = ", ".join(s["running"][:5]) + (
@@ -371,7 +378,8 @@ def format_status(status: dict[str, Any]) -> str:
     if s["violations"]:
         kinds = Counter(v["kind"] for v in s["violations"])
         out.append(
-            f"protocol violations: {len(s['violations'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
+            f"protocol violations: {len(s['violations'])} "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})"
         )
     data = s.get("data") or {}
     if data.get("splits") or data.get("violations"):

@@ -1,8 +1,8 @@
 """A run folder's results as pandas DataFrames: `planner.load_run(run_dir)`.
 
     run = planner.load_run("runs/adam-vs-sgd/20261129-181700-a3f2")
-    run.trials      one row per ended trial: ids, status, exposure, timing, param.<key>, final.<metric>
-    run.reports     long format: one row per (trial, report, metric)
+    run.trials      one row per ended trial: ids, status, exposure, timing, param.<key>,
+    final.<metric> run.reports     long format: one row per (trial, report, metric)
     run.decisions   one row per treatment arm, from decisions.json (NA until decided)
 
 Frames are built from column arrays collected while reading trials.jsonl, never
@@ -133,9 +133,10 @@ def load_run(
     info = folder.run_info()
     notes: list[str] = []
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
-    # Python's cyclic collector stays paused through the whole read: what is built here lives to the end, so a
-    # collection on the way frees nothing, and the first after a pause walks all of it (0.08 s, then a gen-1
-    # walk as much, on 10,000 trials). The records and the collector are dropped before it resumes.
+    # Python's cyclic collector stays paused through the whole read: what is built here lives to
+    # the end, so a collection on the way frees nothing, and the first after a pause walks all of
+    # it (0.08 s, then a gen-1 walk as much, on 10,000 trials). The records and the collector are
+    # dropped before it resumes.
     with rf.paused_gc():
         for record in folder.iter_trials(notes):
             collector.add(record)
@@ -203,14 +204,14 @@ def _numeric(values: list[Any]) -> np.ndarray:
 
 
 def _float_array(values: Sequence[Any]) -> np.ndarray:
-    """Values the schema typed (numbers, "nan", "inf", "-inf", None) as float64: numpy reads each as it is,
-    None as NaN."""
+    """Values the schema typed (numbers, "nan", "inf", "-inf", None) as float64: numpy reads each
+    as it is, None as NaN."""
     return np.array(values, dtype=np.float64)
 
 
 def _int_array(values: Sequence[Any]) -> np.ndarray:
-    """Steps the schema typed (whole or fractional numbers up to 2**53, None) as int64: None as -1 (its
-    report broke the protocol)."""
+    """Steps the schema typed (whole or fractional numbers up to 2**53, None) as int64: None as -1
+    (its report broke the protocol)."""
     try:
         return np.array(values, dtype=np.int64)
     except TypeError:
@@ -263,10 +264,12 @@ class _Collector:
         self.records.append(facts.slim_record(r, self.contract, names, limits=self.limits))
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
-        """The common case, in tight comprehensions: every report has step, time_s and the same metrics.
+        """The common case, in tight comprehensions: every report has step, time_s and the same
+        metrics.
 
         Everything is computed before anything is stored, so a KeyError or TypeError
-        (an irregular report) leaves no trace and the general path takes over (None). The metric names.
+        (an irregular report) leaves no trace and the general path takes over (None). The metric
+        names.
         """
         try:
             mets = [p["metrics"] for p in reps]
@@ -313,7 +316,8 @@ class _Collector:
     def _extend(
         self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]
     ) -> None:
-        # numpy converts a list in C, several times faster than array.extend; frombytes is then a copy
+        # numpy converts a list in C, several times faster than array.extend; frombytes is then a
+        # copy
         self._append(
             name,
             i,
@@ -358,7 +362,8 @@ class _Collector:
         return trials, reports, records
 
     def _trial_index(self) -> np.ndarray:
-        """The trial of every report row (int32 below 2**31 trials: half the memory of a million int64)."""
+        """The trial of every report row (int32 below 2**31 trials: half the memory of a million
+        int64)."""
         lengths = np.asarray(self.run_length, dtype=np.int64)
         kind = np.int32 if len(self.records) < 2**31 else np.int64
         return np.repeat(np.asarray(self.run_trial, dtype=kind), lengths)
@@ -391,17 +396,21 @@ class _Collector:
                 "time_s": np.frombuffer(self.times, dtype=np.float64),
             },
             copy=False,
-        )  # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB lower)
+            # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB
+            # lower)
+        )
 
 
 def _taken(column: Any, rows: np.ndarray) -> Any:
-    """A nullable integer column repeated row by row: numpy takes its values and its mask (no masked take)."""
+    """A nullable integer column repeated row by row: numpy takes its values and its mask (no
+    masked take)."""
     values = column.to_numpy(dtype=np.int64, na_value=0)
     return pd.arrays.IntegerArray(values[rows], np.asarray(column.isna())[rows])
 
 
 def _code_kind(categories: Sequence[Any]) -> Any:
-    """The smallest integer type that holds the codes of `categories` (the type pandas keeps them in)."""
+    """The smallest integer type that holds the codes of `categories` (the type pandas keeps them
+    in)."""
     return np.int8 if len(categories) < 2**7 else np.int16 if len(categories) < 2**15 else np.int32
 
 
@@ -454,7 +463,8 @@ def _ints(values: list[Any]) -> Any:
 
 
 def _times(values: list[Any]) -> Any:
-    # no cache of unique strings: trials start and end at distinct times (its mapping back cost 4x the parse)
+    # no cache of unique strings: trials start and end at distinct times (its mapping back cost 4x
+    # the parse)
     return pd.to_datetime(
         pd.Series(values, dtype=object), utc=True, format="ISO8601", errors="coerce", cache=False
     ).array
@@ -536,8 +546,8 @@ def _decisions(doc: dict[str, Any], contract: dict[str, Any]) -> pd.DataFrame:
 
 
 def _inside_run(run_dir: Path, out: Path) -> Path | None:
-    """`out` spelled from `run_dir` when it lies inside the run folder in any spelling (relative, absolute,
-    with `..`, or through a link above the run folder), else None."""
+    """`out` spelled from `run_dir` when it lies inside the run folder in any spelling (relative,
+    absolute, with `..`, or through a link above the run folder), else None."""
     wanted = Path(os.path.abspath(out))
     for base, path in (
         (Path(os.path.abspath(run_dir)), wanted),
@@ -568,7 +578,8 @@ def _spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
 def export_tables(
     results: RunResults, out_dir: str | os.PathLike, fmt: str = "parquet"
 ) -> list[Path]:
-    """Write trials, reports and decisions as parquet or csv files in `out_dir`; return their paths."""
+    """Write trials, reports and decisions as parquet or csv files in `out_dir`; return their
+    paths."""
     if fmt not in ("parquet", "csv"):
         raise rf.UsageError(f"unknown export format {fmt!r}: use parquet or csv")
     out = Path(out_dir)
@@ -581,7 +592,8 @@ def export_tables(
             here = here / part
             if here.is_symlink():
                 raise rf.RunError(
-                    f"{here} is a symbolic link, not a folder inside the run folder: planner follows "
+                    f"{here} is a symbolic link, not a folder inside the run folder: planner "
+                    f"follows "
                     "no link there; remove it, or export with -o to a folder of your choice"
                 )
         out = inside

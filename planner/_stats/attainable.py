@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 
-# Permutation test: enumerate every split up to this many, else draw random ones (a valid p at any level).
+# Permutation test: enumerate every split up to this many, else draw random ones (a valid p at any
+# level).
 MAX_ENUMERATED_SPLITS = 20_000
 
 
@@ -32,5 +33,6 @@ def smallest_p_value(n_arm: int, n_baseline: int) -> float:
 
 
 def fewest_seeds_to_accept(alpha: float, most: int = 100) -> int:
-    """The fewest seeds per arm (the same in both) at which the bootstrap test can accept at two-sided `alpha`."""
+    """The fewest seeds per arm (the same in both) at which the bootstrap test can accept at
+    two-sided `alpha`."""
     return next(n for n in range(2, most + 1) if smallest_p_value(n, n) <= alpha)

@@ -22,7 +22,8 @@ import numpy as np
 
 from planner._stats.looks import _sizes
 
-# The setting of the issue that found the defect: accuracy on 100 examples, seed sd 0.01, min_effect 0.01.
+# The setting of the issue that found the defect: accuracy on 100 examples, seed sd 0.01,
+# min_effect 0.01.
 GRID, SD, MIN_EFFECT, LEVEL = 0.01, 0.01, 0.01, 0.9
 
 
@@ -41,14 +42,26 @@ class FalseAccept:
 
 
 def sequential_looks(n: int, most: int = 3) -> int:
-    """The most looks (up to `most`) that n seeds can make: 1 at n = 2 (a sequential design needs 2 per look)."""
+    """The most looks (up to `most`) that n seeds can make: 1 at n = 2 (a sequential design needs 2
+    per look)."""
     return max(k for k in range(1, most + 1) if _sizes(n, k) is not None)
 
 
-def quantized_false_accept(test: str, n: int, *, sequential: bool, alpha: float = 0.05, sims: int = 20_000,
-                           grid: float = GRID, sd: float = SD, min_effect: float = MIN_EFFECT,
-                           correlation: float = 0.0, rng_seed: int = 0) -> FalseAccept:  # fmt: skip
-    """P(accept) of `test` at n seeds per arm when the arms do not differ, on a metric quantized to `grid`.
+def quantized_false_accept(
+    test: str,
+    n: int,
+    *,
+    sequential: bool,
+    alpha: float = 0.05,
+    sims: int = 20_000,
+    grid: float = GRID,
+    sd: float = SD,
+    min_effect: float = MIN_EFFECT,
+    correlation: float = 0.0,
+    rng_seed: int = 0,
+) -> FalseAccept:
+    """P(accept) of `test` at n seeds per arm when the arms do not differ, on a metric quantized to
+    `grid`.
 
     sequential: the design with the most looks (up to 3) n seeds can make, O'Brien-Fleming spending,
     monitored as `plan run` does (the bootstrap test is monitored with Welch's t).
@@ -122,7 +135,8 @@ EDGES: dict[str, EdgeCase] = {
 def edge_false_accept(
     case: str, test: str, n: int, *, alpha: float = 0.05, sims: int = 20_000, rng_seed: int = 0
 ) -> FalseAccept:
-    """P(accept) of `test` at n seeds per arm when the arms do not differ, in the edge case `case` (EDGES)."""
+    """P(accept) of `test` at n seeds per arm when the arms do not differ, in the edge case `case`
+    (EDGES)."""
     from planner._stats.power import simulate
 
     kwargs: EdgeCase = {"sd": SD, "min_effect": MIN_EFFECT, "level": LEVEL, **EDGES[case]}
@@ -134,7 +148,8 @@ def edge_false_accept(
 
 @dataclass(frozen=True)
 class OffsetCheck:
-    """The same experiments decided at offset 0 and at OFFSET (sd OFFSET_SD, true effect `effect`)."""
+    """The same experiments decided at offset 0 and at OFFSET (sd OFFSET_SD, true effect
+    `effect`)."""
 
     test: str
     n: int
@@ -157,8 +172,9 @@ def offset_check(
     sims: int = 20_000,
     rng_seed: int = 0,
 ) -> OffsetCheck:
-    """Decide the same values at offset 0 and OFFSET: a real spread stays a spread (the rule does not fire);
-    what differs is float rounding at 1e10 (a float step there is 1.9e-6, 0.2 % of the sd)."""
+    """Decide the same values at offset 0 and OFFSET: a real spread stays a spread (the rule does
+    not fire); what differs is float rounding at 1e10 (a float step there is 1.9e-6, 0.2 % of the
+    sd)."""
     from planner._stats.decide import (
         _paired_t,
         _permutation,

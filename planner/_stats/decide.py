@@ -56,13 +56,16 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from planner._core.lazy import lazy_import
-from planner._stats.attainable import (  # their home is attainable (light, for validate); re-exported here
+
+# their home is attainable (light, for validate); re-exported here
+from planner._stats.attainable import (
     MAX_ENUMERATED_SPLITS,
     attainable_alpha,  # noqa: F401
     smallest_p_value,
 )
 
-SCIPY = "scipy.special"  # the t test's quantiles: a report that checks a rule never loads SciPy; a run imports it
+# the t test's quantiles: a report that checks a rule never loads SciPy; a run imports it
+SCIPY = "scipy.special"
 special = lazy_import(SCIPY)  # while its confirmation runs (planner._dispatch.driver)
 
 Mode = Literal["max", "min"]
@@ -79,11 +82,20 @@ TESTS = ("welch", "paired", "bootstrap")
 CORRECTIONS = ("holm", "bonferroni", "none")
 RULES = ("estimate", "margin")
 DECISION_KEYS = (
-    "arm", "decision", "effect", "ci_low", "ci_high", "p_value",
-    "alpha_adjusted", "n_baseline", "n_arm", "reason",
-)  # fmt: skip
+    "arm",
+    "decision",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "alpha_adjusted",
+    "n_baseline",
+    "n_arm",
+    "reason",
+)
 
-# Permutation test: enumerate every split up to MAX_ENUMERATED_SPLITS, else draw this many at random.
+# Permutation test: enumerate every split up to MAX_ENUMERATED_SPLITS, else draw this many at
+# random.
 RANDOM_PERMUTATIONS = 9_999
 
 
@@ -121,12 +133,14 @@ class Comparison:
 
     @property
     def degenerate(self) -> bool:
-        """No spread to weigh the effect against (see the module doc): the CI is unbounded and p is NaN."""
+        """No spread to weigh the effect against (see the module doc): the CI is unbounded and p is
+        NaN."""
         return math.isnan(self.p_value)
 
     @property
     def one_side_flat(self) -> bool:
-        """A side without spread (module doc): whatever the CI says, the comparison is never accepted."""
+        """A side without spread (module doc): whatever the CI says, the comparison is never
+        accepted."""
         return bool(self.no_spread)
 
 
@@ -209,7 +223,8 @@ def compare(
         n_unpaired = 0
         if len(base) < 2 or len(treated) < 2:
             raise ValueError(
-                f"the {test} test needs at least 2 values per arm, got {len(base)} and {len(treated)}"
+                f"the {test} test needs at least 2 values per arm, got {len(base)} and "
+                f"{len(treated)}"
             )
         if test == "welch":
             effect, low, high, p = _welch_t(base[None], treated[None], alpha)
@@ -217,10 +232,17 @@ def compare(
             splits = permutation_splits(len(treated), len(base), rng_seed)
             effect, low, high, p = _permutation(base[None], treated[None], alpha, splits)
     return Comparison(
-        test=test, alpha=alpha, effect=float(effect[0]), ci_low=float(low[0]),
-        ci_high=float(high[0]), p_value=float(p[0]), n_baseline=len(base),
-        n_arm=len(treated), n_unpaired=n_unpaired, no_spread=sides_without_spread(base, treated, test),
-    )  # fmt: skip
+        test=test,
+        alpha=alpha,
+        effect=float(effect[0]),
+        ci_low=float(low[0]),
+        ci_high=float(high[0]),
+        p_value=float(p[0]),
+        n_baseline=len(base),
+        n_arm=len(treated),
+        n_unpaired=n_unpaired,
+        no_spread=sides_without_spread(base, treated, test),
+    )
 
 
 def check_test(test: str) -> None:
@@ -289,7 +311,8 @@ def _pair(base, treated, baseline_seeds, arm_seeds):
     )
 
 
-# ------------------------------------------------------------- vectorized tests (rows = experiments)
+# ------------------------------------------------------------- vectorized tests (rows =
+# experiments)
 #
 # Each takes oriented values of shape (experiments, n) and returns arrays
 # (effect, ci_low, ci_high, p_value), so the calibration tests and the bench
@@ -298,11 +321,12 @@ def _pair(base, treated, baseline_seeds, arm_seeds):
 
 
 # A spread within this many float steps (machine epsilons) of the values' magnitude is float noise,
-# not spread: equal decimal differences (0.81 - 0.80 and 0.91 - 0.90) or 0.1 + 0.2 against 0.3 differ by
-# about one step (their sd is near 1e-17 at 0.9), not 0. The spread is measured on the values less their
-# first one (exact for values this close), so the sd's own arithmetic adds nothing and 2 steps cover
-# the rounding of the values; a real spread at a large offset stays a spread (values near 1e10 with sd
-# 1e-3 are about 500 steps apart). Values exactly equal are no spread whatever the tolerance.
+# not spread: equal decimal differences (0.81 - 0.80 and 0.91 - 0.90) or 0.1 + 0.2 against 0.3
+# differ by about one step (their sd is near 1e-17 at 0.9), not 0. The spread is measured on the
+# values less their first one (exact for values this close), so the sd's own arithmetic adds
+# nothing and 2 steps cover the rounding of the values; a real spread at a large offset stays a
+# spread (values near 1e10 with sd 1e-3 are about 500 steps apart). Values exactly equal are no
+# spread whatever the tolerance.
 FLOAT_NOISE_STEPS = 2
 
 
@@ -313,13 +337,14 @@ def resolution(*values) -> np.ndarray:
 
 
 def spread(values: np.ndarray) -> np.ndarray:
-    """Per row: the sd (ddof 0) of the values, measured on the values less the row's first (see above)."""
+    """Per row: the sd (ddof 0) of the values, measured on the values less the row's first (see
+    above)."""
     return (values - values[..., :1]).std(axis=-1)
 
 
 def no_spread(values: np.ndarray, *scale_of) -> np.ndarray:
-    """Per row: do `values` show no spread: exactly equal, or an sd within the float resolution at the
-    magnitude of `scale_of` (default: the values themselves)?"""
+    """Per row: do `values` show no spread: exactly equal, or an sd within the float resolution at
+    the magnitude of `scale_of` (default: the values themselves)?"""
     return (np.ptp(values, axis=-1) == 0) | (spread(values) <= resolution(*(scale_of or (values,))))
 
 
@@ -362,8 +387,8 @@ def _paired_parts(base: np.ndarray, arm: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def degenerate_rows(base: np.ndarray, arm: np.ndarray, test: str) -> np.ndarray:
-    """Rows with no spread at all to weigh the effect against (module doc): paired, the differences';
-    otherwise both arms' own. Such a row gets an unbounded CI and p NaN."""
+    """Rows with no spread at all to weigh the effect against (module doc): paired, the
+    differences'; otherwise both arms' own. Such a row gets an unbounded CI and p NaN."""
     if test == "paired":
         return no_spread(arm - base, base, arm)
     return no_spread(base) & no_spread(arm)
@@ -375,8 +400,8 @@ def flat_rows(base: np.ndarray, arm: np.ndarray) -> np.ndarray:
 
 
 def sides_without_spread(base: np.ndarray, arm: np.ndarray, test: str) -> tuple[NoSpread, ...]:
-    """The sides of one comparison (1-D oriented values) that `flat_rows` (baseline, arm) and, paired,
-    `degenerate_rows` (differences) find without spread."""
+    """The sides of one comparison (1-D oriented values) that `flat_rows` (baseline, arm) and,
+    paired, `degenerate_rows` (differences) find without spread."""
     sides: list[tuple[str, np.ndarray, tuple[np.ndarray, ...]]] = [
         ("baseline", base, (base,)),
         ("arm", arm, (arm,)),
@@ -408,8 +433,9 @@ def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
     return _t_interval(*_paired_parts(base, arm), alpha, degenerate_rows(base, arm, "paired"))
 
 
-def permutation_splits(n_arm: int, n_baseline: int, rng_seed: int = 0,
-                       n_random: int = RANDOM_PERMUTATIONS) -> np.ndarray:  # fmt: skip
+def permutation_splits(
+    n_arm: int, n_baseline: int, rng_seed: int = 0, n_random: int = RANDOM_PERMUTATIONS
+) -> np.ndarray:
     """Boolean matrix (splits, n_arm + n_baseline): True where a value goes to the arm group.
 
     Row 0 is the observed split (the arm's values first). Every split is listed
@@ -451,8 +477,9 @@ def _permutation(base: np.ndarray, arm: np.ndarray, alpha: float, splits: np.nda
     same = slope == 0
     n_splits, n_same = len(splits), int(same.sum())
     gap = observed - stat
-    # a split that ties the observed statistic up to rounding (equal metric values are common) counts as a
-    # tie; the values are centred, so the tolerance follows their spread, not their offset
+    # a split that ties the observed statistic up to rounding (equal metric values are common)
+    # counts as a tie; the values are centred, so the tolerance follows their spread, not their
+    # offset
     gap = np.where(np.abs(gap) <= 1e-9 * np.abs(pooled).max(axis=-1, keepdims=True), 0.0, gap)
     with np.errstate(divide="ignore", invalid="ignore"):
         crossing = gap / np.where(same, 1.0, slope)
@@ -485,7 +512,8 @@ def reaches(value, min_effect: float):
 
 
 def below(value, min_effect: float):
-    """value < min_effect beyond float noise (the negation of `reaches`, except NaN is not below either)."""
+    """value < min_effect beyond float noise (the negation of `reaches`, except NaN is not below
+    either)."""
     return np.asarray(value) < min_effect - 1e-9 * abs(min_effect)
 
 
@@ -570,7 +598,8 @@ def decide(
         isinstance(diverged_value, int | float) and math.isfinite(diverged_value)
     ):
         raise ValueError(
-            f"diverged_value must be a finite number (the metric's worst value), got {diverged_value!r}"
+            f"diverged_value must be a finite number (the metric's worst value), got "
+            f"{diverged_value!r}"
         )
     arms = [a for a in results_by_arm if a != baseline] if arms is None else list(arms)
     if baseline not in results_by_arm:
@@ -586,7 +615,8 @@ def decide(
         values, problem, _ = collected[name]
         if base_problem is None and problem is None:
             first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
-    # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's noise
+    # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's
+    # noise
     p_values = [
         first[a].p_value if a in first and not first[a].one_side_flat else math.nan for a in arms
     ]
@@ -600,11 +630,20 @@ def decide(
                 [f"in the baseline {baseline}, {base_problem}"] if base_problem is not None else []
             )
             said += [f"in {name}, {problem}"] if problem is not None else []
-            decisions.append(Decision(
-                arm=name, decision="incomplete", effect=math.nan, ci_low=math.nan, ci_high=math.nan,
-                p_value=math.nan, alpha_adjusted=level, n_baseline=len(base_values), n_arm=len(values),
-                reason=f"Incomplete: {'; '.join(said)}.",
-            ))  # fmt: skip
+            decisions.append(
+                Decision(
+                    arm=name,
+                    decision="incomplete",
+                    effect=math.nan,
+                    ci_low=math.nan,
+                    ci_high=math.nan,
+                    p_value=math.nan,
+                    alpha_adjusted=level,
+                    n_baseline=len(base_values),
+                    n_arm=len(values),
+                    reason=f"Incomplete: {'; '.join(said)}.",
+                )
+            )
             continue
         c = (
             first[name]
@@ -617,12 +656,28 @@ def decide(
             str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat)),
         )
         names = {"baseline": baseline, "arm": name, "metric": metric}
-        decisions.append(Decision(
-            arm=name, decision=decision, effect=c.effect, ci_low=c.ci_low, ci_high=c.ci_high,
-            p_value=c.p_value, alpha_adjusted=level, n_baseline=c.n_baseline, n_arm=c.n_arm,
-            reason=_reason(c, decision, level=level, min_effect=min_effect, rule=rule, names=names,
-                           diverged={"baseline": base_diverged, "arm": diverged}),
-        ))  # fmt: skip
+        decisions.append(
+            Decision(
+                arm=name,
+                decision=decision,
+                effect=c.effect,
+                ci_low=c.ci_low,
+                ci_high=c.ci_high,
+                p_value=c.p_value,
+                alpha_adjusted=level,
+                n_baseline=c.n_baseline,
+                n_arm=c.n_arm,
+                reason=_reason(
+                    c,
+                    decision,
+                    level=level,
+                    min_effect=min_effect,
+                    rule=rule,
+                    names=names,
+                    diverged={"baseline": base_diverged, "arm": diverged},
+                ),
+            )
+        )
     return decisions
 
 
@@ -636,10 +691,11 @@ def seeds_did_not_vary(
     """Why `arm` is `invalid` when the seeds did not vary the baseline's or the arm's run, else None
     (for `mark_invalid`).
 
-    arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such values have
-    no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither accepted nor rejected.
-    diverged: arm -> the metrics its trials reported as NaN or an infinity: then the cause said is the
-    divergence (every diverged run reports the same chance-level value), not an ignored seed.
+    arms_identical: arm -> how many confirmation seeds reported exactly the same curves. Such
+    values have no seed-to-seed noise: no test can weigh an effect on them, so the arm is neither
+    accepted nor rejected. diverged: arm -> the metrics its trials reported as NaN or an infinity:
+    then the cause said is the divergence (every diverged run reports the same chance-level value),
+    not an ignored seed.
     """
     said = [
         f"{'the baseline ' if a == baseline else ''}{a} reported exactly the same curves on all "
@@ -652,8 +708,10 @@ def seeds_did_not_vary(
     cause = _diverged_cause(arm, arms_identical, baseline, diverged)
     return f"Invalid: the seeds did not vary the run: {' and '.join(said)} of {metric}. " + (
         cause
-        or "The trainable ignores its seed (trial.seed / the seed in its config), so there is no seed-to-seed "
-        "noise to test an effect against. Make the trainable seed its randomness from the trial's seed and "
+        or "The trainable ignores its seed (trial.seed / the seed in its config), so there is no "
+        "seed-to-seed "
+        "noise to test an effect against. Make the trainable seed its randomness from the trial's "
+        "seed and "
         "run again."
     )
 
@@ -664,15 +722,18 @@ def _diverged_cause(
     baseline: str,
     diverged: Mapping[str, list[str]] | None,
 ) -> str:
-    """The sentence that names a divergence as the cause of identical curves, or "" when none was seen."""
+    """The sentence that names a divergence as the cause of identical curves, or "" when none was
+    seen."""
     names = sorted(
         {n for a in (baseline, arm) if a in arms_identical for n in (diverged or {}).get(a, [])}
     )
     if not names:
         return ""
     return (
-        f"Their reports hold NaN or infinite values of {', '.join(names)}: the training diverged, and a "
-        "diverged model reports the same value whatever its seed or tuned values. Narrow the tuned range "
+        f"Their reports hold NaN or infinite values of {', '.join(names)}: the training diverged, "
+        f"and a "
+        "diverged model reports the same value whatever its seed or tuned values. Narrow the "
+        "tuned range "
         "(a lower learning rate), or report the diverging metric so the trial ends as diverged."
     )
 
@@ -683,15 +744,16 @@ def tuned_values_did_not_vary(
     baseline: str,
     diverged: Mapping[str, list[str]] | None = None,
 ) -> str | None:
-    """Why `arm` is `invalid` when the tuned values did not vary the baseline's or the arm's run, else None
-    (for `mark_invalid`).
+    """Why `arm` is `invalid` when the tuned values did not vary the baseline's or the arm's run,
+    else None (for `mark_invalid`).
 
-    arms_identical: arm -> how many tuning trials with different params reported exactly the same curves
-    (`planner._core.records.tuned_values_identical`). The selection among them is arbitrary: the arm was not
-    tuned, and its selected params are not what ran.
+    arms_identical: arm -> how many tuning trials with different params reported exactly the same
+    curves (`planner._core.records.tuned_values_identical`). The selection among them is arbitrary:
+    the arm was not tuned, and its selected params are not what ran.
     """
     said = [
-        f"{arms_identical[a]} tuning trials of {'the baseline' if a == baseline else 'arm'} {a} with different "
+        f"{arms_identical[a]} tuning trials of {'the baseline' if a == baseline else 'arm'} {a} "
+        f"with different "
         "params reported the same curves"
         for a in (baseline, arm)
         if a in arms_identical
@@ -718,9 +780,10 @@ _STATUS_PHRASES = {
 def latest_outcomes(
     rows: Iterable[tuple[str, Any, float | None, str]], arms: Sequence[str], planned: Sequence[int]
 ) -> dict[str, list[Outcome]]:
-    """arm -> the Outcomes the decision takes, from confirmation trials as (arm, seed, final value, status) in
-    the order they were logged: the last of an (arm, seed) (a re-run after a resume supersedes), planned seeds
-    of the given arms only. The one rule of the run's decision and of the report's confirmation table."""
+    """arm -> the Outcomes the decision takes, from confirmation trials as (arm, seed, final value,
+    status) in the order they were logged: the last of an (arm, seed) (a re-run after a resume
+    supersedes), planned seeds of the given arms only. The one rule of the run's decision and of
+    the report's confirmation table."""
     latest: dict[tuple[str, int], Outcome] = {}
     wanted, seeds = set(arms), set(planned)
     for arm, seed, value, status in rows:
@@ -769,7 +832,8 @@ def _collect(outcomes, planned: list[int], diverged_value):
             problems.append(f"seed {outcome.seed} reported no value")
         else:
             problems.append(
-                f"seed {outcome.seed} {_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}"
+                f"seed {outcome.seed} "
+                f"{_STATUS_PHRASES.get(outcome.status, 'ended as ' + outcome.status)}"
             )
     missing = [s for s in planned if s not in seen]
     if missing:
@@ -782,20 +846,30 @@ def _collect(outcomes, planned: list[int], diverged_value):
 
 def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Comparison:
     return compare(
-        list(base.values()), list(arm.values()), mode=mode, test=test, alpha=alpha,
-        baseline_seeds=list(base), arm_seeds=list(arm), rng_seed=rng_seed,
-    )  # fmt: skip
+        list(base.values()),
+        list(arm.values()),
+        mode=mode,
+        test=test,
+        alpha=alpha,
+        baseline_seeds=list(base),
+        arm_seeds=list(arm),
+        rng_seed=rng_seed,
+    )
 
 
 def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, diverged) -> str:
-    """The decision's sentence. names: baseline, arm, metric; diverged: side -> diverged seeds counted."""
+    """The decision's sentence. names: baseline, arm, metric; diverged: side -> diverged seeds
+    counted."""
     name, baseline, metric = names["arm"], names["baseline"], names["metric"]
     if c.degenerate:
         return (
             f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g}, but "
-            f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there is no noise "
-            "to weigh the effect against, and a CI of width zero is no evidence (degenerate spread). "
-            "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as accuracy on "
+            f"{_no_spread_said(c.no_spread, names, diverged)}: with no seed-to-seed spread there "
+            f"is no noise "
+            "to weigh the effect against, and a CI of width zero is no evidence (degenerate "
+            "spread). "
+            "Inconclusive: add seeds, or measure the metric more finely (a coarse metric, such as "
+            "accuracy on "
             "few examples, ties)."
         )
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
@@ -803,22 +877,30 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
     m = f"{min_effect:g}"
     if c.one_side_flat and decision != "reject":
         return (
-            f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's seed-to-seed noise "
-            "was never observed, and a CI drawn from the other side's noise alone cannot show an improvement "
-            "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a coarse "
+            f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's "
+            f"seed-to-seed noise "
+            "was never observed, and a CI drawn from the other side's noise alone cannot show an "
+            "improvement "
+            "(degenerate spread). Inconclusive: add seeds, or measure the metric more finely (a "
+            "coarse "
             "metric, such as accuracy on few examples, ties)."
         )
     if decision == "accept" and reaches(c.ci_low, min_effect):
-        return f"{said}: the CI's lower end reaches the minimum effect {m}, so an improvement of at least {m} is shown."
+        return (
+            f"{said}: the CI's lower end reaches the minimum effect {m}, so an improvement of "
+            f"at least {m} is shown."
+        )
     if decision == "accept":
         return (
-            f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the CI's lower end "
+            f"{said}: the CI is above 0 and the estimate reaches the minimum effect {m}, but the "
+            f"CI's lower end "
             f"is below {m}: an improvement is shown, one of at least {m} only estimated "
             "(acceptance.rule margin accepts only when the CI shows it)."
         )
     if decision == "reject" and c.one_side_flat:
         return (
-            f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on one side's "
+            f"{said}: even the CI's upper end is below the minimum effect {m}; the CI rests on "
+            f"one side's "
             f"noise, as {_no_spread_said(c.no_spread, names, diverged)}."
         )
     if decision == "reject":
@@ -829,15 +911,18 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
         and smallest_p_value(c.n_arm, c.n_baseline) > level
     ):
         return (
-            f"{said}: with {c.n_arm} + {c.n_baseline} seeds the bootstrap test cannot reach alpha {level:.4g} "
+            f"{said}: with {c.n_arm} + {c.n_baseline} seeds the bootstrap test cannot reach alpha "
+            f"{level:.4g} "
             "(its smallest p is {:.3g}); add seeds or use welch.".format(
                 smallest_p_value(c.n_arm, c.n_baseline)
             )
         )
     if c.ci_low > 0 and rule == "margin":
         return (
-            f"{said}: the CI is above 0 but its lower end is below the minimum effect {m}: an improvement is "
-            f"shown, one of at least {m} is not, and acceptance.rule margin accepts only that; more seeds "
+            f"{said}: the CI is above 0 but its lower end is below the minimum effect {m}: an "
+            f"improvement is "
+            f"shown, one of at least {m} is not, and acceptance.rule margin accepts only that; "
+            f"more seeds "
             "narrow the CI."
         )
     if c.ci_low > 0:
@@ -859,7 +944,8 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
         said = "every seed gave the same difference between the arms"
         if not d.equal:
             said += (
-                f" up to the float resolution of {names['metric']} at its magnitude (the differences' sd "
+                f" up to the float resolution of {names['metric']} at its magnitude (the "
+                f"differences' sd "
                 f"{d.sd:.2g} is below {d.resolution:.2g} at {d.magnitude:.4g})"
             )
         return said
@@ -871,7 +957,8 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
                 part += " (every one diverged and counts as failures.diverged_value)"
         else:
             part = (
-                f"the spread of {who[s.side]}'s values (sd {s.sd:.2g}) is below the float resolution of "
+                f"the spread of {who[s.side]}'s values (sd {s.sd:.2g}) is below the float "
+                f"resolution of "
                 f"{names['metric']} at its magnitude ({s.resolution:.2g} at {s.magnitude:.4g})"
             )
         parts.append(part)
@@ -881,12 +968,13 @@ def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:
 def mark_invalid(
     rows: list[dict[str, Any]], reasons: Mapping[str, str], rules: str | Mapping[str, list[str]]
 ) -> list[dict[str, Any]]:
-    """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw broke the
-    contract's data section, docs/data.md; the budget; seeds or tuned values that did not vary the run).
-    The measured effect and CI stay; `reason` says why they do not count ("<why> Measured: <the measured
-    reason>"), `invalid_reason` is the why alone and `invalid_rules` the names of the rules broken (`rules`:
-    one name for every arm, or arm -> names), for code to read: no reader parses the sentence (a row marked
-    twice keeps both: "<why> <earlier why>", the earlier rules after the new)."""
+    """decisions.json rows with `invalid` for each arm in `reasons` (arm -> why: the data it saw
+    broke the contract's data section, docs/data.md; the budget; seeds or tuned values that did not
+    vary the run). The measured effect and CI stay; `reason` says why they do not count ("<why>
+    Measured: <the measured reason>"), `invalid_reason` is the why alone and `invalid_rules` the
+    names of the rules broken (`rules`: one name for every arm, or arm -> names), for code to read:
+    no reader parses the sentence (a row marked twice keeps both: "<why> <earlier why>", the
+    earlier rules after the new)."""
     out = []
     for row in rows:
         if row.get("arm") in reasons:

@@ -18,7 +18,8 @@ def look_sizes(n_seeds: int, looks: int) -> list[int]:
             raise ValueError(f"a confirmation needs at least 2 seeds per arm, got {n_seeds}")
         fewer = next(k for k in range(looks - 1, 0, -1) if _sizes(n_seeds, k) is not None)
         raise ValueError(
-            f"{n_seeds} seeds cannot make {looks} looks: every look needs new seeds and the first at least 2; "
+            f"{n_seeds} seeds cannot make {looks} looks: every look needs new seeds and the first "
+            f"at least 2; "
             f"use at most {fewer} look{'s' if fewer > 1 else ''} or more seeds"
         )
     return sizes

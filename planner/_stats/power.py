@@ -94,7 +94,8 @@ def check_seeds(n: int, what: str = "n") -> None:
     """Seeds per arm: a whole number >= 2 (a spread needs two values)."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 2:
         raise ValueError(
-            f"{what} must be a whole number of seeds per arm >= 2 (a spread needs two values), got {n!r}"
+            f"{what} must be a whole number of seeds per arm >= 2 (a spread needs two values), "
+            f"got {n!r}"
         )
 
 
@@ -110,8 +111,8 @@ def comparison_alpha(alpha: float, n_arms: int = 1, correction: str = "holm") ->
 
 
 def margin_effect(effect: float, min_effect: float | None, rule: str) -> float:
-    """The effect whose detection (CI low > 0) is an accept under `rule`: margin accepts when CI low reaches
-    min_effect, which is detecting effect - min_effect; estimate: the effect itself."""
+    """The effect whose detection (CI low > 0) is an accept under `rule`: margin accepts when CI
+    low reaches min_effect, which is detecting effect - min_effect; estimate: the effect itself."""
     check_rule(rule)
     if rule == "estimate":
         return effect
@@ -153,9 +154,18 @@ def _level(n: int, alpha: float, test: str) -> float:
     return attainable_alpha(n, n, alpha) if test == "bootstrap" else alpha
 
 
-def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = "welch", *,
-          n_arms: int = 1, correction: str = "holm", rule: str = "estimate",
-          min_effect: float | None = None) -> float:  # fmt: skip
+def detection_power(
+    n: int,
+    effect: float,
+    sd: float,
+    alpha: float,
+    test: str = "welch",
+    *,
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: str = "estimate",
+    min_effect: float | None = None,
+) -> float:
     """P(CI low > 0) with n seeds per arm when the true improvement is `effect`; under rule
     margin, P(CI low >= min_effect), which is its accept.
 
@@ -191,10 +201,19 @@ def detection_power(n: int, effect: float, sd: float, alpha: float, test: str = 
     return float(weights @ sf)
 
 
-def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0.8,
-                    test: str = "welch", *, n_arms: int = 1, correction: str = "holm",
-                    rule: str = "estimate", effect: float | None = None,
-                    max_seeds: int = 100_000) -> int:  # fmt: skip
+def seeds_for_power(
+    sd: float,
+    min_effect: float,
+    alpha: float,
+    power: float = 0.8,
+    test: str = "welch",
+    *,
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: str = "estimate",
+    effect: float | None = None,
+    max_seeds: int = 100_000,
+) -> int:
     """The fewest seeds per arm with detection_power(n, effect, ...) >= power.
 
     estimate rule: power = P(CI low > 0) at a true effect of `effect` (default min_effect).
@@ -249,9 +268,18 @@ def seeds_for_power(sd: float, min_effect: float, alpha: float, power: float = 0
     return high
 
 
-def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
-                      test: str = "welch", *, n_arms: int = 1, correction: str = "holm",
-                      rule: str = "estimate", min_effect: float | None = None) -> float:  # fmt: skip
+def detectable_effect(
+    sd: float,
+    n: int,
+    alpha: float,
+    power: float = 0.8,
+    test: str = "welch",
+    *,
+    n_arms: int = 1,
+    correction: str = "holm",
+    rule: str = "estimate",
+    min_effect: float | None = None,
+) -> float:
     """The true improvement detected (CI low > 0) with probability `power` at n seeds per arm;
     under rule margin, accepted (CI low >= min_effect): min_effect more.
 
@@ -265,14 +293,27 @@ def detectable_effect(sd: float, n: int, alpha: float, power: float = 0.8,
     if n < 2 or _level(n, comparison_alpha(alpha, n_arms, correction), test) == 0:
         return math.inf
     se = _shape(n, sd, test)[1]
-    return shift + float(optimize.brentq(
-        lambda e: detection_power(n, e, sd, alpha, test, n_arms=n_arms, correction=correction) - power,
-        0.0, 100 * se,
-    ))  # fmt: skip
+    return shift + float(
+        optimize.brentq(
+            lambda e: (
+                detection_power(n, e, sd, alpha, test, n_arms=n_arms, correction=correction) - power
+            ),
+            0.0,
+            100 * se,
+        )
+    )
 
 
-def accept_probability(n: int, effect: float, sd: float, alpha: float, min_effect: float,
-                       test: str = "welch", *, rule: str = "estimate") -> float:  # fmt: skip
+def accept_probability(
+    n: int,
+    effect: float,
+    sd: float,
+    alpha: float,
+    min_effect: float,
+    test: str = "welch",
+    *,
+    rule: str = "estimate",
+) -> float:
     """P(accept) at the two-sided level `alpha`, normal errors.
 
     estimate rule: P(CI low > 0 and estimated effect >= min_effect). The
@@ -365,19 +406,36 @@ def draw(distribution: str, size, rng: np.random.Generator) -> np.ndarray:
 
 
 def quantize(values: np.ndarray, grid: float | None, level: float = 0.0) -> np.ndarray:
-    """`level + values` rounded to multiples of `grid` (a coarse metric: accuracy on 100 examples is grid 0.01);
-    no grid: the values as they are. The rounding is done as a metric is: to the nearest k * grid, in floats."""
+    """`level + values` rounded to multiples of `grid` (a coarse metric: accuracy on 100 examples
+    is grid 0.01); no grid: the values as they are. The rounding is done as a metric is: to the
+    nearest k * grid, in floats."""
     if grid is None:
         return values
     return np.round((level + values) / grid) * grid
 
 
-def simulate(test: str, n: int, effect: float, *, alpha: float, min_effect: float, sd: float = 1.0,
-             sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
-             rng_seed: int = 0, chunk: int = 500, permutations: int = RANDOM_PERMUTATIONS,
-             arm_sd_ratio: float = 1.0, grid: float | None = None, level: float = 0.9,
-             rule: str = "estimate", diverged: float = 0.0, diverged_value: float = 0.0,
-             offset: float = 0.0) -> SimulatedRates:  # fmt: skip
+def simulate(
+    test: str,
+    n: int,
+    effect: float,
+    *,
+    alpha: float,
+    min_effect: float,
+    sd: float = 1.0,
+    sims: int = 20_000,
+    distribution: str = "normal",
+    correlation: float = 0.0,
+    rng_seed: int = 0,
+    chunk: int = 500,
+    permutations: int = RANDOM_PERMUTATIONS,
+    arm_sd_ratio: float = 1.0,
+    grid: float | None = None,
+    level: float = 0.9,
+    rule: str = "estimate",
+    diverged: float = 0.0,
+    diverged_value: float = 0.0,
+    offset: float = 0.0,
+) -> SimulatedRates:
     """Run `sims` experiments of n seeds per arm through the deciding code.
 
     The arm's values are the baseline's noise distribution shifted by `effect`

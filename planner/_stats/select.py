@@ -33,9 +33,10 @@ class Selected:
 
 
 def metric_values(record: dict, metric: str) -> list[float]:
-    """The values of `metric` in a trial record's reports, in order (non-finite ones as float). A trial that
-    continued from its checkpoint counts the reports the checkpoint held first (`held_reports`): its record
-    reports only the steps it had left, and `mean_last_k` scored it on fewer values than the others."""
+    """The values of `metric` in a trial record's reports, in order (non-finite ones as float). A
+    trial that continued from its checkpoint counts the reports the checkpoint held first
+    (`held_reports`): its record reports only the steps it had left, and `mean_last_k` scored it on
+    fewer values than the others."""
     out = []
     for report in [*held_reports(record), *record.get("reports", [])]:
         if metric in report.get("metrics", {}):
@@ -97,7 +98,8 @@ def select_arm(
         why = (
             "no tuning trial of this arm ended"
             if not mine
-            else f"none of its {len(mine)} tuning trials completed the full exposure with a finite {metric}"
+            else f"none of its {len(mine)} tuning trials completed the full exposure with a "
+            f"finite {metric}"
         )
         return Selected(arm, None, {}, None, 0, len(mine), why)
     record = best[2]

@@ -97,8 +97,12 @@ def spent(fractions, alpha_one_sided: float, spending: Spending) -> np.ndarray:
     raise ValueError(f"unknown spending {spending!r}: use obrien_fleming or pocock")
 
 
-def boundaries(looks: int, alpha: float, spending: Spending = "obrien_fleming",
-               fractions: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+def boundaries(
+    looks: int,
+    alpha: float,
+    spending: Spending = "obrien_fleming",
+    fractions: Sequence[float] | None = None,
+) -> np.ndarray:
     """z-scale efficacy bounds for the one-sided alpha / 2 of a two-sided `alpha`.
 
     `fractions`: information fractions of the looks (default k / looks).
@@ -179,9 +183,16 @@ CALIBRATION_PATHS = 200_000
 CALIBRATION_SEED = 20261129
 
 
-def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "obrien_fleming",
-                futility: bool = False, futility_power: float = 0.10, test: str = "welch",
-                calibration: Literal["simulated", "t_quantile"] = "simulated") -> Design:  # fmt: skip
+def plan_design(
+    n_seeds: int,
+    looks: int,
+    alpha: float,
+    spending: Spending = "obrien_fleming",
+    futility: bool = False,
+    futility_power: float = 0.10,
+    test: str = "welch",
+    calibration: Literal["simulated", "t_quantile"] = "simulated",
+) -> Design:
     """The looks, z bounds and the per-look p thresholds the t statistics use.
 
     calibration "simulated" (the default): thresholds that make the t
@@ -201,8 +212,18 @@ def plan_design(n_seeds: int, looks: int, alpha: float, spending: Spending = "ob
         p = tuple(float(v) for v in stats.norm.sf(z))
     else:
         raise ValueError(f"unknown calibration {calibration!r}")
-    return Design(n_seeds, looks, alpha, spending, test, futility, futility_power, tuple(sizes),
-                  tuple(map(float, z)), p)  # fmt: skip
+    return Design(
+        n_seeds,
+        looks,
+        alpha,
+        spending,
+        test,
+        futility,
+        futility_power,
+        tuple(sizes),
+        tuple(map(float, z)),
+        p,
+    )
 
 
 def _check_design(n_seeds, looks, alpha, spending, futility, futility_power, test) -> None:
@@ -309,10 +330,17 @@ class SequentialStep:
             raise ValueError("the arm has not stopped: nothing to record yet")
         decision = cast(Verdict, self.decision)  # a stopped arm's is a verdict, never "pending"
         return Decision(
-            arm=arm, decision=decision, effect=self.effect, ci_low=self.ci_low, ci_high=self.ci_high,
-            p_value=math.nan, alpha_adjusted=self.alpha, n_baseline=self.n_baseline, n_arm=self.n_arm,
+            arm=arm,
+            decision=decision,
+            effect=self.effect,
+            ci_low=self.ci_low,
+            ci_high=self.ci_high,
+            p_value=math.nan,
+            alpha_adjusted=self.alpha,
+            n_baseline=self.n_baseline,
+            n_arm=self.n_arm,
             reason=self.reason,
-        )  # fmt: skip
+        )
 
 
 def _look_statistics(base, arm, test, nominal_p):
@@ -377,10 +405,17 @@ def _actions(k, design: Design, effect, se, statistic, bound, min_effect, *, fla
 _NAMES = np.array(["continue", "accept", "reject", "inconclusive", "stop_futility"])
 
 
-def sequential_decision(look: int, baseline_values: Sequence[float], arm_values: Sequence[float], *,
-                        design: Design, mode: str, min_effect: float,
-                        baseline_seeds: Sequence[int] | None = None,
-                        arm_seeds: Sequence[int] | None = None) -> SequentialStep:  # fmt: skip
+def sequential_decision(
+    look: int,
+    baseline_values: Sequence[float],
+    arm_values: Sequence[float],
+    *,
+    design: Design,
+    mode: str,
+    min_effect: float,
+    baseline_seeds: Sequence[int] | None = None,
+    arm_seeds: Sequence[int] | None = None,
+) -> SequentialStep:
     """What to do after look `look` (0-based), given every value so far of both arms."""
     if not isinstance(design, Design):
         raise ValueError(
@@ -411,13 +446,33 @@ def sequential_decision(look: int, baseline_values: Sequence[float], arm_values:
     else:
         decision = "pending" if action == "continue" else action
     return SequentialStep(
-        look=look, action=action, decision=decision, effect=float(effect[0]), ci_low=float(low[0]),
-        ci_high=float(high[0]), statistic=float(statistic[0]), t_bound=float(bound[0]),
-        conditional_power=float(cp[0]), n_baseline=len(base), n_arm=len(arm), alpha=design.alpha,
-        reason=_reason(look, design, action, decision, float(effect[0]), float(low[0]), float(high[0]),
-                       float(cp[0]), min_effect=min_effect,
-                       degenerate=bool(np.isnan(se[0]) or (flat[0] and action in ("continue", "inconclusive")))),
-    )  # fmt: skip
+        look=look,
+        action=action,
+        decision=decision,
+        effect=float(effect[0]),
+        ci_low=float(low[0]),
+        ci_high=float(high[0]),
+        statistic=float(statistic[0]),
+        t_bound=float(bound[0]),
+        conditional_power=float(cp[0]),
+        n_baseline=len(base),
+        n_arm=len(arm),
+        alpha=design.alpha,
+        reason=_reason(
+            look,
+            design,
+            action,
+            decision,
+            float(effect[0]),
+            float(low[0]),
+            float(high[0]),
+            float(cp[0]),
+            min_effect=min_effect,
+            degenerate=bool(
+                np.isnan(se[0]) or (flat[0] and action in ("continue", "inconclusive"))
+            ),
+        ),
+    )
 
 
 NO_STOP = "no stop possible at this look"
@@ -428,27 +483,43 @@ def _reason(
 ) -> str:
     if degenerate:
         said = (
-            f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show no spread "
+            f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, but the seeds so far show "
+            f"no spread "
             "(degenerate spread: a CI without the seed-to-seed noise of both sides is no evidence)"
         )
         if action == "continue":
             return f"{said}; run the next batch of seeds."
         return f"{said}: inconclusive; add seeds, or measure the metric more finely."
     if no_stop_possible(design.nominal_p[look]):
-        said = f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, {NO_STOP} (the spending function gives it no alpha)"
+        said = (
+            f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, {NO_STOP} (the spending "
+            f"function gives it no alpha)"
+        )
     else:
-        said = f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, repeated CI {low:.4g} to {high:.4g}"
+        said = (
+            f"Look {look + 1} of {design.looks}: effect {effect:+.4g}, repeated CI {low:.4g} "
+            f"to {high:.4g}"
+        )
     if action == "continue":
         return f"{said}; not yet decisive, run the next batch of seeds."
     early = look < design.looks - 1
     if action == "accept":
-        return f"{said}: above 0 and the effect reaches {min_effect:g}, accepted{' early' if early else ''}."
+        return (
+            f"{said}: above 0 and the effect reaches {min_effect:g}, "
+            f"accepted{' early' if early else ''}."
+        )
     if action == "inconclusive" and early:
-        return f"{said}: above 0 but the effect is below {min_effect:g}; stopped, the improvement is real but may not matter."
+        return (
+            f"{said}: above 0 but the effect is below {min_effect:g}; stopped, the improvement "
+            f"is real but may not matter."
+        )
     if action == "stop_futility":
         if decision == "reject":
             return f"{said}: the CI's upper end is below {min_effect:g}, stopped and rejected."
-        return f"{said}: even at a true effect of {min_effect:g} the chance to accept is {cp:.2f}, stopped for futility."
+        return (
+            f"{said}: even at a true effect of {min_effect:g} the chance to accept is "
+            f"{cp:.2f}, stopped for futility."
+        )
     return f"{said}: {decision}."
 
 
@@ -466,10 +537,20 @@ class SimulatedDesign:
     max_seeds: int
 
 
-def simulate_design(design: Design, effect: float, *, min_effect: float, sd: float = 1.0,
-                    sims: int = 20_000, distribution: str = "normal", correlation: float = 0.0,
-                    rng_seed: int = 0, z_only: bool = False, grid: float | None = None,
-                    level: float = 0.9) -> SimulatedDesign:  # fmt: skip
+def simulate_design(
+    design: Design,
+    effect: float,
+    *,
+    min_effect: float,
+    sd: float = 1.0,
+    sims: int = 20_000,
+    distribution: str = "normal",
+    correlation: float = 0.0,
+    rng_seed: int = 0,
+    z_only: bool = False,
+    grid: float | None = None,
+    level: float = 0.9,
+) -> SimulatedDesign:
     """Run `sims` sequential confirmations through the same vectorized code.
 
     grid, level: a quantized metric (planner._stats.power.quantize).
@@ -510,7 +591,11 @@ def simulate_design(design: Design, effect: float, *, min_effect: float, sd: flo
         detected[rows] = low > 0
         seeds[rows[codes != 0]] = size
     return SimulatedDesign(
-        sims=sims, accept=float((code == 1).mean()), detected=float(detected.mean()),
-        reject=float((code == 2).mean()), stopped_early=float((seeds < n).mean()),
-        expected_seeds=float(seeds.mean()), max_seeds=n,
-    )  # fmt: skip
+        sims=sims,
+        accept=float((code == 1).mean()),
+        detected=float(detected.mean()),
+        reject=float((code == 2).mean()),
+        stopped_early=float((seeds < n).mean()),
+        expected_seeds=float(seeds.mean()),
+        max_seeds=n,
+    )

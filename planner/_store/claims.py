@@ -1,11 +1,12 @@
 """What a run folder's files claim, checked against their own numbers.
 
-decisions.json says, per arm, a decision and the numbers it came from (the effect, the CI at the adjusted
-alpha, min_effect). A file edited by hand, or damaged, can say `accept` next to a CI that includes 0. The
-readers do not believe it: `decision_findings` recomputes each accept/reject/inconclusive with the
-contract's one rule (planner._stats.decide.verdict) and returns a finding for each that does not follow;
-`plan status` and `plan report` show them as warnings. `accepted` says whether a run folder shows an arm
-accepted, consistently (for `plan log`, which marks a promotion it does not support as unverified).
+decisions.json says, per arm, a decision and the numbers it came from (the effect, the CI at the
+adjusted alpha, min_effect). A file edited by hand, or damaged, can say `accept` next to a CI that
+includes 0. The readers do not believe it: `decision_findings` recomputes each
+accept/reject/inconclusive with the contract's one rule (planner._stats.decide.verdict) and returns
+a finding for each that does not follow; `plan status` and `plan report` show them as warnings.
+`accepted` says whether a run folder shows an arm accepted, consistently (for `plan log`, which
+marks a promotion it does not support as unverified).
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
                 "kind": "decision_does_not_follow",
                 "arm": row.get("arm"),
                 "message": (
-                    f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own numbers (effect {effect}, "
-                    f"CI [{low}, {high}], min_effect {_shown(min_effect)}) give {expected}: the file was edited or is "
+                    f"decisions.json says {row.get('arm')} {row.get('decision')}, but its own "
+                    f"numbers (effect {effect}, "
+                    f"CI [{low}, {high}], min_effect {_shown(min_effect)}) give {expected}: the "
+                    f"file was edited or is "
                     "damaged, so this decision is not the run's"
                 ),
             }
@@ -77,7 +80,8 @@ def _shown(value: Any) -> str:
 
 
 def accepted(doc: dict[str, Any] | None, arm: str) -> str | None:
-    """None when decisions.json `doc` shows `arm` accepted by its own numbers, else why not (a sentence)."""
+    """None when decisions.json `doc` shows `arm` accepted by its own numbers, else why not (a
+    sentence)."""
     rows = [
         r for r in (doc or {}).get("decisions") or [] if isinstance(r, dict) and r.get("arm") == arm
     ]

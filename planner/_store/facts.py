@@ -39,7 +39,8 @@ def contract_get(contract: dict[str, Any], dotted: str, default: Any = None) -> 
 
 
 def contract_decision_mode(contract: dict[str, Any]) -> str:
-    """The frozen contract's decision direction (`metric.heldout_mode` for a held-out metric, else `metric.mode`)."""
+    """The frozen contract's decision direction (`metric.heldout_mode` for a held-out metric, else
+    `metric.mode`)."""
     return decision_mode(
         str(contract_get(contract, "metric.mode", "max")),
         contract_get(contract, "metric.heldout"),
@@ -153,11 +154,12 @@ def slim_record(
     *,
     limits: tuple[Any, Any] | None = None,
 ) -> TrialRecord:
-    """A new record: `record` without its reports, unless they show a violation (kept for `violations`),
-    with the `summary` the facts need of them. `record` itself is left as it is.
+    """A new record: `record` without its reports, unless they show a violation (kept for
+    `violations`), with the `summary` the facts need of them. `record` itself is left as it is.
 
-    `names`: the metric names when the caller already has them. A run of 10k trials x 100 reports then
-    fits in little memory. `limits`: `report_limits(contract)`, when a caller slims many records.
+    `names`: the metric names when the caller already has them. A run of 10k trials x 100 reports
+    then fits in little memory. `limits`: `report_limits(contract)`, when a caller slims many
+    records.
     """
     summary = summarize_reports(record, names)
     slim: TrialRecord = {**record, "summary": summary}
@@ -172,9 +174,9 @@ def report_limits(contract: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def reports_kept(record: TrialRecord, summary: ReportSummary, limits: tuple[Any, Any]) -> bool:
-    """True when a slimmed record keeps its reports: they show a violation (a report past the budget's
-    exposure, the held-out metric reported while tuning), which `violations` reads them for.
-    `limits`: `report_limits(contract)`."""
+    """True when a slimmed record keeps its reports: they show a violation (a report past the
+    budget's exposure, the held-out metric reported while tuning), which `violations` reads them
+    for. `limits`: `report_limits(contract)`."""
     exposure, heldout = limits
     steps = [s for s in (record.get("exposure"), summary.last_step) if isinstance(s, int | float)]
     return (exposure is not None and any(s > exposure for s in steps)) or (
@@ -185,12 +187,12 @@ def reports_kept(record: TrialRecord, summary: ReportSummary, limits: tuple[Any,
 def kept_of_tuning(
     record: TrialRecord, contract: dict[str, Any], metric: str, k: int | None = None
 ) -> TrialRecord:
-    """What a running driver keeps of a tuning trial once its whole record is on disk (trials.jsonl):
-    `slim_record` (the `summary` the facts read; every report when the reports show a violation) with the
-    last `k` (default 1) reports that hold `metric`, the selection metric: all that selection reads of a
-    tuning trial (`_stats.select.score`: the final value, or the mean of the last k) and what the searcher
-    is told. A sweep of trials with 100 reports each then holds a few of each in the driver, not all.
-    A new record; `record` is left as it is."""
+    """What a running driver keeps of a tuning trial once its whole record is on disk
+    (trials.jsonl): `slim_record` (the `summary` the facts read; every report when the reports show
+    a violation) with the last `k` (default 1) reports that hold `metric`, the selection metric:
+    all that selection reads of a tuning trial (`_stats.select.score`: the final value, or the mean
+    of the last k) and what the searcher is told. A sweep of trials with 100 reports each then
+    holds a few of each in the driver, not all. A new record; `record` is left as it is."""
     slim = slim_record(record, contract)
     if not slim["reports"]:
         holding: list[Any] = [
@@ -217,7 +219,8 @@ def traceback_line(traceback: str | None) -> str:
 
 
 def failures(records: list[TrialRecord]) -> list[dict[str, Any]]:
-    """Trials that did not end well (UNUSABLE), and trials that needed retries, with their last error."""
+    """Trials that did not end well (UNUSABLE), and trials that needed retries, with their last
+    error."""
     out = []
     for r in records:
         errors = r.get("errors") or []
@@ -247,8 +250,8 @@ def failures(records: list[TrialRecord]) -> list[dict[str, Any]]:
 
 
 def _one_line(kind: str, message: str) -> str:
-    """ "Type: first line of the message", as `plan run`'s summary shows an error (the traceback and the last
-    lines of stderr stay in trials.jsonl and the trial's logs)."""
+    """ "Type: first line of the message", as `plan run`'s summary shows an error (the traceback
+    and the last lines of stderr stay in trials.jsonl and the trial's logs)."""
     line = first_line(message)
     return f"{kind}: {line}" if kind and line else kind or line
 
@@ -256,9 +259,10 @@ def _one_line(kind: str, message: str) -> str:
 def failure_groups(
     failures: list[dict[str, Any]], run_dir: str | None = None
 ) -> list[dict[str, Any]]:
-    """`failures` grouped by their one-line error as `plan run` groups them (planner._core.records.error_key),
-    in order of first occurrence: [{"error", "status", "where", "first", "trial_ids", "count"}]; with
-    `run_dir`, an error that does not say where its logs are says so (the first trial's folder)."""
+    """`failures` grouped by their one-line error as `plan run` groups them
+    (planner._core.records.error_key), in order of first occurrence: [{"error", "status", "where",
+    "first", "trial_ids", "count"}]; with `run_dir`, an error that does not say where its logs are
+    says so (the first trial's folder)."""
     groups: dict[tuple[str, Any], dict[str, Any]] = {}
     for f in failures:
         group = groups.setdefault(
@@ -395,13 +399,15 @@ def violations(records: list[TrialRecord], contract: dict[str, Any]) -> list[dic
     return out
 
 
-# ---------------------------------------------------------------- the held-out ledger and the budget
+# ---------------------------------------------------------------- the held-out ledger and the
+# budget
 
 
 def heldout_tuning_trials(records: list[TrialRecord], heldout: str | None) -> list[TrialRecord]:
-    """Tuning trials that reported the held-out metric (test exposure): one entry per trial, the last
-    record of a trial logged twice. Their reports show it, or (reports the driver rebuilt from what Tune
-    streamed, where the held-out metric is never sent) their logged `heldout_in_tuning` violation."""
+    """Tuning trials that reported the held-out metric (test exposure): one entry per trial, the
+    last record of a trial logged twice. Their reports show it, or (reports the driver rebuilt from
+    what Tune streamed, where the held-out metric is never sent) their logged `heldout_in_tuning`
+    violation."""
     if not heldout:
         return []
     latest = {r.get("trial_id"): r for r in records if r.get("phase") == "tune"}
@@ -478,7 +484,8 @@ def budget_used(
 ) -> dict[str, Any]:
     """Trials, steps of exposure and wall time used, against what was planned and allowed.
 
-    `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`, `reeval_steps`).
+    `plan reeval` trials are not part of the plan: they are counted apart (`reeval_trials`,
+    `reeval_steps`).
     """
     reeval = [r for r in records if r.get("phase") == "reeval"]
     records = [r for r in records if r.get("phase") != "reeval"]
@@ -505,9 +512,10 @@ def budget_used(
 
 
 def resumes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each time the run was resumed (events.jsonl's `run_resumed`, in order): when, the state it resumed
-    from, and how many trials started after it (until the next resume), of tuning among them. A resumed
-    run draws its tuning configurations as an uninterrupted one would (docs/running.md, "Resume")."""
+    """Each time the run was resumed (events.jsonl's `run_resumed`, in order): when, the state it
+    resumed from, and how many trials started after it (until the next resume), of tuning among
+    them. A resumed run draws its tuning configurations as an uninterrupted one would
+    (docs/running.md, "Resume")."""
     out: list[dict[str, Any]] = []
     for e in events:
         kind = e.get("event")
@@ -531,5 +539,6 @@ def resume_line(resume: dict[str, Any]) -> str:
     return (
         f"resumed {resume.get('at') or '?'} (from {resume.get('previous_state') or '?'}): "
         f"{resume.get('trials_after', 0)} trials started after it, "
-        f"{resume.get('tuning_trials_after', 0)} of them tuning, drawn as an uninterrupted run draws"
+        f"{resume.get('tuning_trials_after', 0)} of them tuning, drawn as an uninterrupted run "
+        f"draws"
     )

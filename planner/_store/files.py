@@ -54,8 +54,10 @@ def _refuse(path: Path, what: str, writing: bool = False) -> RunError:
             "destination, or remove it) and run again"
         )
     return RunError(
-        f"{path} is {what}, not a regular file inside the run folder: planner reads and writes only "
-        "plain files there and follows no link; replace it with the file the run wrote, or remove it"
+        f"{path} is {what}, not a regular file inside the run folder: planner reads and writes "
+        f"only "
+        "plain files there and follows no link; replace it with the file the run wrote, or remove "
+        "it"
     )
 
 
@@ -74,7 +76,8 @@ def _parts(root: Path, path: Path) -> tuple[Path, list[str]]:
 
 @contextmanager
 def _dir_fd(root: Path, parts: list[str], path: Path, create: bool = False):
-    """A descriptor of the folder holding `parts[-1]`, each folder below `root` opened without following a link."""
+    """A descriptor of the folder holding `parts[-1]`, each folder below `root` opened without
+    following a link."""
     fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     try:
         for name in parts[:-1]:
@@ -100,16 +103,18 @@ def _dir_fd(root: Path, parts: list[str], path: Path, create: bool = False):
 def open_inside(
     root: str | os.PathLike, path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 0o644
 ) -> int:
-    """A descriptor of the regular file `path` below the run folder `root`; no link followed, nothing special opened.
+    """A descriptor of the regular file `path` below the run folder `root`; no link followed,
+    nothing special opened.
 
-    Raises FileNotFoundError when it is missing (and `flags` has no O_CREAT), RunError naming the file when
-    it is a link, a FIFO, a device, a folder or anything but a plain file.
+    Raises FileNotFoundError when it is missing (and `flags` has no O_CREAT), RunError naming the
+    file when it is a link, a FIFO, a device, a folder or anything but a plain file.
     """
     root, parts = _parts(Path(root), Path(path))
     full = root.joinpath(*parts)
     with _dir_fd(root, parts, full, create=bool(flags & os.O_CREAT)) as dfd:
         try:
-            # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; cleared below for a regular file
+            # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; cleared below for
+            # a regular file
             fd = os.open(parts[-1], flags | _NOFOLLOW | _CLOEXEC | _NONBLOCK, mode, dir_fd=dfd)
         except OSError as error:
             writing = bool(flags & _WRITING)
@@ -139,7 +144,8 @@ def open_inside(
 
 
 def _reader(root: str | os.PathLike, path: str | os.PathLike) -> int | None:
-    """open_inside for reading: None when the file is missing, RunError (naming it) when it cannot be read."""
+    """open_inside for reading: None when the file is missing, RunError (naming it) when it cannot
+    be read."""
     try:
         return open_inside(root, path)
     except FileNotFoundError:
@@ -153,7 +159,8 @@ def _reader(root: str | os.PathLike, path: str | os.PathLike) -> int | None:
 def read_inside(
     root: str | os.PathLike, path: str | os.PathLike, cap: int = JSON_CAP
 ) -> bytes | None:
-    """The bytes of the regular file `path` below `root` (None when missing), refused past `cap` bytes."""
+    """The bytes of the regular file `path` below `root` (None when missing), refused past `cap`
+    bytes."""
     fd = _reader(root, path)
     if fd is None:
         return None
@@ -161,7 +168,8 @@ def read_inside(
         size = os.fstat(handle.fileno()).st_size
         if size > cap:
             raise RunError(
-                f"{path} is {size} bytes, past the {cap >> 20} MiB a run's file may hold: it is not "
+                f"{path} is {size} bytes, past the {cap >> 20} MiB a run's file may hold: it is "
+                f"not "
                 "a file a run wrote"
             )
         data = handle.read(cap + 1)
@@ -173,7 +181,8 @@ def read_inside(
 
 
 def open_stream(root: str | os.PathLike, path: str | os.PathLike, cap: int = JSONL_CAP):
-    """A binary reader of the regular file `path` below `root` (None when missing), refused past `cap`."""
+    """A binary reader of the regular file `path` below `root` (None when missing), refused past
+    `cap`."""
     fd = _reader(root, path)
     if fd is None:
         return None
@@ -195,13 +204,15 @@ def write_atomic(
     mode: int = 0o644,
     durable: bool = True,
 ) -> None:
-    """Replace `path` with `data` atomically: nothing half-written is ever seen, nothing is left behind on failure.
+    """Replace `path` with `data` atomically: nothing half-written is ever seen, nothing is left
+    behind on failure.
 
-    A temporary file in the target's folder (created exclusively, no link followed) is written and fsync'd,
-    renamed over the target (a link at the target is replaced, never followed), and the folder is fsync'd.
-    With `root` (a run folder), every folder between `root` and `path` is opened without following a link.
-    `durable=False` leaves out the two fsyncs: still atomic, and it outlives the process that wrote it, but
-    not a crash of the machine (for a file rewritten at every trial's start and end, whose loss costs little).
+    A temporary file in the target's folder (created exclusively, no link followed) is written and
+    fsync'd, renamed over the target (a link at the target is replaced, never followed), and the
+    folder is fsync'd. With `root` (a run folder), every folder between `root` and `path` is opened
+    without following a link. `durable=False` leaves out the two fsyncs: still atomic, and it
+    outlives the process that wrote it, but not a crash of the machine (for a file rewritten at
+    every trial's start and end, whose loss costs little).
     """
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -216,7 +227,8 @@ def write_atomic(
 def _replace_at(
     dfd: int, name: str, payload: bytes, mode: int, path: Path, durable: bool = True
 ) -> None:
-    """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename, fsync."""
+    """Replace the entry `name` of the folder `dfd` with `payload`: temporary file, fsync, rename,
+    fsync."""
     tmp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode, dir_fd=dfd)
     try:
@@ -248,15 +260,16 @@ def _replace_at(
 def rewrite_tree(
     root: str | os.PathLike, folder: str | os.PathLike, rewrite, cap: int = JSON_CAP
 ) -> int:
-    """Replace every UTF-8 text file under `folder` (below `root`, a run or trial folder) by `rewrite(text)` when
-    that differs; return how many were replaced.
+    """Replace every UTF-8 text file under `folder` (below `root`, a run or trial folder) by
+    `rewrite(text)` when that differs; return how many were replaced.
 
-    No link is followed, hard or symbolic: `folder` and every folder between `root` and it are opened with
-    O_NOFOLLOW (a link there is a `RunError`), the walk (os.fwalk, by descriptors) never enters a linked folder,
-    a symbolic link, FIFO or device below is skipped, and a file is replaced by rename (a hard link's other name,
-    maybe outside, keeps its bytes). Files past `cap` bytes or not UTF-8 are left as they are, and so are folders
-    more than `TREE_DEPTH` levels below `folder` (no tool writes its outputs that deep; a tree planted deeper
-    must not end the run in a RecursionError or use up the process's file descriptors).
+    No link is followed, hard or symbolic: `folder` and every folder between `root` and it are
+    opened with O_NOFOLLOW (a link there is a `RunError`), the walk (os.fwalk, by descriptors)
+    never enters a linked folder, a symbolic link, FIFO or device below is skipped, and a file is
+    replaced by rename (a hard link's other name, maybe outside, keeps its bytes). Files past `cap`
+    bytes or not UTF-8 are left as they are, and so are folders more than `TREE_DEPTH` levels below
+    `folder` (no tool writes its outputs that deep; a tree planted deeper must not end the run in a
+    RecursionError or use up the process's file descriptors).
     """
     root, parts = _parts(Path(root), Path(folder) / "_")
     try:
@@ -307,9 +320,10 @@ def _rewrite_below(top: int, folder: Path, rewrite, cap: int) -> int:
 
 
 def refuse_in_place(root: str | os.PathLike, names) -> None:
-    """A RunError naming the first of the files `names` (below the run folder `root`) that `write_atomic` could not
-    replace: a folder there (a link, a FIFO or a file with other names is replaced by rename, never written
-    through). Called before a run goes on, so a planted folder is refused before anything runs, not lost later."""
+    """A RunError naming the first of the files `names` (below the run folder `root`) that
+    `write_atomic` could not replace: a folder there (a link, a FIFO or a file with other names is
+    replaced by rename, never written through). Called before a run goes on, so a planted folder is
+    refused before anything runs, not lost later."""
     root = Path(root)
     for name in names:
         root_, parts = _parts(root, root / name)
@@ -332,7 +346,8 @@ def _lstat_mode(name: str, dfd: int) -> int:
 def unlink_inside(
     root: str | os.PathLike, path: str | os.PathLike, inode: int | None = None
 ) -> None:
-    """Remove the entry `path` below `root` (never what a link points to); with `inode`, only if it is that file."""
+    """Remove the entry `path` below `root` (never what a link points to); with `inode`, only if it
+    is that file."""
     root, parts = _parts(Path(root), Path(path))
     with _dir_fd(root, parts, Path(path)) as dfd:
         try:

@@ -71,8 +71,9 @@ def _strip_userinfo(address: str) -> str:
 
 
 def packages(extra: Iterable[str] = ()) -> dict[str, str | None]:
-    """`name -> version` of planner's own packages (PACKAGES, those installed) and of `extra` (the packages a
-    trainable used: `used_packages`), an `extra` one that is not installed as None (a reeval names it gone)."""
+    """`name -> version` of planner's own packages (PACKAGES, those installed) and of `extra` (the
+    packages a trainable used: `used_packages`), an `extra` one that is not installed as None (a
+    reeval names it gone)."""
     out: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
@@ -90,7 +91,8 @@ def packages(extra: Iterable[str] = ()) -> dict[str, str | None]:
 
 
 def canonical(name: str) -> str:
-    """A distribution's name as PEP 503 compares it: `PyYAML` -> `pyyaml`, `typing_extensions` -> `typing-extensions`."""
+    """A distribution's name as PEP 503 compares it: `PyYAML` -> `pyyaml`, `typing_extensions` ->
+    `typing-extensions`."""
     return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
@@ -100,15 +102,17 @@ MAX_SOURCE_FILES = (
 
 
 def imported_names(entry: Path, root: Path) -> set[str]:
-    """The top-level names a Python file imports (its `ast`), following the local modules it imports: a name
-    that is a module or package under `root` is read in turn, not recorded. Relative imports are local."""
+    """The top-level names a Python file imports (its `ast`), following the local modules it
+    imports: a name that is a module or package under `root` is read in turn, not recorded.
+    Relative imports are local."""
     return _import_walk(entry, root)[0]
 
 
 def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
-    """The local modules the trainable's file `entry` imports (`files`, as `_import_walk` followed them; the file
-    itself left out: its sha256 is `trainable_source_sha256`): path under `root` (else absolute) -> sha256.
-    A resumed run refuses when one of them changed, and a reeval names it (`code.local_sources.<path>`)."""
+    """The local modules the trainable's file `entry` imports (`files`, as `_import_walk` followed
+    them; the file itself left out: its sha256 is `trainable_source_sha256`): path under `root`
+    (else absolute) -> sha256. A resumed run refuses when one of them changed, and a reeval names
+    it (`code.local_sources.<path>`)."""
     out = {}
     start, top = entry.resolve(), root.resolve()
     for path in {
@@ -125,7 +129,8 @@ def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
 
 
 def _import_walk(entry: Path, root: Path) -> tuple[set[str], list[Path]]:
-    """(the top-level names imported, the local files read, `entry` among them), as `imported_names` says."""
+    """(the top-level names imported, the local files read, `entry` among them), as
+    `imported_names` says."""
     seen: set[Path] = set()
     names: set[str] = set()
     queue = [entry.resolve()]
@@ -164,8 +169,8 @@ def _import_walk(entry: Path, root: Path) -> tuple[set[str], list[Path]]:
 
 
 def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]:
-    """The files of a module `parts` under `base` (a module file or a package's __init__, and its `members`
-    that are modules of that package); [] when it is not there."""
+    """The files of a module `parts` under `base` (a module file or a package's __init__, and its
+    `members` that are modules of that package); [] when it is not there."""
     folder = base.joinpath(*parts) if parts else base
     out = []
     if parts and folder.with_suffix(".py").is_file():
@@ -179,21 +184,24 @@ def _local_files(base: Path, parts: list[str], members: list[str]) -> list[Path]
 
 def _providers() -> Mapping[str, list[str]]:
     """importlib.metadata.packages_distributions(), each folder of sys.path read again only when its
-    distributions changed: reading every installed distribution's file list takes about 0.1-0.2 s, and a
-    run asks at its start and at its end. A folder's key is the names of its `*.dist-info` / `*.egg-info`
-    entries (an install, an upgrade or a removal changes them). Not the folders' mtimes: a run writes into
-    folders on sys.path (the trainable's `__pycache__` beside it, the runs folder), which made the second
-    read a miss on nearly every first run. A folder that holds no distribution is left out: `plan run` puts
-    the contract's folder on sys.path between the two reads. Folder by folder, because importing Ray adds
-    one (its `thirdparty_files`, two distributions) between them: the whole map was read again for it
-    (0.07 s here, 0.2-0.5 s under load) before the result was printed; now that folder alone is."""
+    distributions changed: reading every installed distribution's file list takes about 0.1-0.2 s,
+    and a run asks at its start and at its end. A folder's key is the names of its `*.dist-info` /
+    `*.egg-info` entries (an install, an upgrade or a removal changes them). Not the folders'
+    mtimes: a run writes into folders on sys.path (the trainable's `__pycache__` beside it, the
+    runs folder), which made the second read a miss on nearly every first run. A folder that holds
+    no distribution is left out: `plan run` puts the contract's folder on sys.path between the two
+    reads. Folder by folder, because importing Ray adds one (its `thirdparty_files`, two
+    distributions) between them: the whole map was read again for it (0.07 s here, 0.2-0.5 s under
+    load) before the result was printed; now that folder alone is."""
     folders = ((path, _distributions_in(path)) for path in sys.path)
-    # an empty folder is left out; a zip or an egg file (None: not a folder) stays, importlib reads them too
+    # an empty folder is left out; a zip or an egg file (None: not a folder) stays, importlib reads
+    # them too
     return _providers_while(tuple((path, names) for path, names in folders if names != frozenset()))
 
 
-# packages_distributions() is these two rules over every distribution (Python 3.11-3.13): applied to one
-# folder's distributions at a time. A Python without them reads the whole map, as packages_distributions does.
+# packages_distributions() is these two rules over every distribution (Python 3.11-3.13): applied
+# to one folder's distributions at a time. A Python without them reads the whole map, as
+# packages_distributions does.
 _DECLARED = getattr(importlib.metadata, "_top_level_declared", None)
 _INFERRED = getattr(importlib.metadata, "_top_level_inferred", None)
 _BY_FOLDER = _DECLARED is not None and _INFERRED is not None
@@ -201,7 +209,8 @@ _BY_FOLDER = _DECLARED is not None and _INFERRED is not None
 
 @functools.cache
 def _folder_providers(path: str, _names: frozenset[str] | None) -> dict[str, list[str]]:
-    """packages_distributions() of the distributions in one folder of sys.path (`_names`: its entries)."""
+    """packages_distributions() of the distributions in one folder of sys.path (`_names`: its
+    entries)."""
     out: dict[str, list[str]] = {}
     assert _DECLARED is not None and _INFERRED is not None  # called only when _BY_FOLDER
     for dist in importlib.metadata.distributions(path=[path]):
@@ -212,8 +221,8 @@ def _folder_providers(path: str, _names: frozenset[str] | None) -> dict[str, lis
 
 @functools.lru_cache(maxsize=1)
 def _providers_while(folders: tuple) -> Mapping[str, list[str]]:
-    """The map for one state of sys.path's folders (`folders`: each folder with its distributions' entries),
-    from each folder's own map (read once per state of that folder)."""
+    """The map for one state of sys.path's folders (`folders`: each folder with its distributions'
+    entries), from each folder's own map (read once per state of that folder)."""
     if not _BY_FOLDER:
         return importlib.metadata.packages_distributions()
     merged: dict[str, list[str]] = {}
@@ -227,7 +236,8 @@ def _providers_while(folders: tuple) -> Mapping[str, list[str]]:
 
 
 def _distributions_in(path: str) -> frozenset[str] | None:
-    """The names of the distribution metadata entries in one folder of sys.path (None: not a folder)."""
+    """The names of the distribution metadata entries in one folder of sys.path (None: not a
+    folder)."""
     try:
         with os.scandir(path or ".") as entries:
             return frozenset(
@@ -241,9 +251,10 @@ def _distributions_in(path: str) -> frozenset[str] | None:
 
 
 def used_packages(names: Iterable[str]) -> list[str]:
-    """The installed distributions behind top-level import names (importlib.metadata.packages_distributions),
-    with every installed distribution they require, and so on: what importing them loads (lightning brings
-    torch and torchmetrics). The standard library and names no distribution provides are left out."""
+    """The installed distributions behind top-level import names
+    (importlib.metadata.packages_distributions), with every installed distribution they require,
+    and so on: what importing them loads (lightning brings torch and torchmetrics). The standard
+    library and names no distribution provides are left out."""
     providers = _providers()
     todo = [
         canonical(d)
@@ -270,11 +281,12 @@ _EXTRA_MARKER = re.compile(r"\bextra\s*==")
 
 
 def _required_name(requirement: str) -> str | None:
-    """The distribution a `Requires-Dist` line names, unless only an extra needs it (`; extra == "test"`) or
-    its marker excludes this platform (`colorama; platform_system == "Windows"`, tqdm's): such a
-    distribution may still be importable, from a folder another package puts on sys.path (Ray's own
-    `thirdparty_files` holds a colorama), so a run that had imported Ray recorded it and a reeval that had
-    not yet said it was gone. Markers are evaluated by `packaging` (Ray requires it)."""
+    """The distribution a `Requires-Dist` line names, unless only an extra needs it (`; extra ==
+    "test"`) or its marker excludes this platform (`colorama; platform_system == "Windows"`,
+    tqdm's): such a distribution may still be importable, from a folder another package puts on
+    sys.path (Ray's own `thirdparty_files` holds a colorama), so a run that had imported Ray
+    recorded it and a reeval that had not yet said it was gone. Markers are evaluated by
+    `packaging` (Ray requires it)."""
     name, _, marker = requirement.partition(";")
     match = _REQUIREMENT.match(name)
     if match is None or _EXTRA_MARKER.search(marker):
@@ -285,7 +297,8 @@ def _required_name(requirement: str) -> str | None:
 
 
 def _marker_holds(marker: str) -> bool:
-    """Whether an environment marker holds here (True when it cannot be read: the distribution is kept)."""
+    """Whether an environment marker holds here (True when it cannot be read: the distribution is
+    kept)."""
     try:
         from packaging.markers import InvalidMarker, Marker
     except ImportError:
@@ -300,8 +313,9 @@ _MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def record_modules(records: Iterable[dict[str, Any]]) -> set[str]:
-    """The top-level module names the trials' records say their workers loaded (a function trainable's
-    `modules`: what its first attempt imported, its function body's imports among them)."""
+    """The top-level module names the trials' records say their workers loaded (a function
+    trainable's `modules`: what its first attempt imported, its function body's imports among
+    them)."""
     out: set[str] = set()
     for record in records:
         names = record.get("modules") if isinstance(record, dict) else None
@@ -311,11 +325,11 @@ def record_modules(records: Iterable[dict[str, Any]]) -> set[str]:
 
 
 def add_used_packages(root: Path, records: Iterable[dict[str, Any]]) -> list[str]:
-    """Add to the run folder's identity.json the packages behind the modules its trials' workers loaded
-    (`record_modules`, mapped by `used_packages`) that it does not list yet, with today's versions: a
-    function trainable that imports torch inside its body records torch. Written atomically, never through
-    a link (planner._store.writer.write_json). Returns the names added; a folder whose identity.json is
-    missing or unreadable is left as it is (a reeval says so)."""
+    """Add to the run folder's identity.json the packages behind the modules its trials' workers
+    loaded (`record_modules`, mapped by `used_packages`) that it does not list yet, with today's
+    versions: a function trainable that imports torch inside its body records torch. Written
+    atomically, never through a link (planner._store.writer.write_json). Returns the names added; a
+    folder whose identity.json is missing or unreadable is left as it is (a reeval says so)."""
 
     def change(identity: dict[str, Any]) -> list[str]:
         found = identity.get("packages")
@@ -351,8 +365,8 @@ def _update_identity(root: Path, change: Callable[[dict[str, Any]], list[str]]) 
 def trainable_imports(
     contract, contract_dir: Path, search_path: list[str]
 ) -> tuple[list[str], dict[str, str], list[Path]]:
-    """(`trainable_packages`, `local_sources` of the trainable's file, the local files read), from one walk of
-    its imports."""
+    """(`trainable_packages`, `local_sources` of the trainable's file, the local files read), from
+    one walk of its imports."""
     entry, root = _trainable_entry(contract, contract_dir, search_path)
     if entry is None or root is None:
         return [], {}, []
@@ -361,18 +375,19 @@ def trainable_imports(
 
 
 def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
-    """The distributions the trainable uses, as the driver can tell from its source: the imports of the
-    trainable's module (a `command:`, of the script it names), local modules followed, and what those need.
-    (A function trainable's worker may import more at run time: its records' `modules`, added to
-    identity.json at the run's end by `add_used_packages`.)"""
+    """The distributions the trainable uses, as the driver can tell from its source: the imports of
+    the trainable's module (a `command:`, of the script it names), local modules followed, and what
+    those need. (A function trainable's worker may import more at run time: its records' `modules`,
+    added to identity.json at the run's end by `add_used_packages`.)"""
     return trainable_imports(contract, contract_dir, search_path)[0]
 
 
 def _trainable_entry(
     contract, contract_dir: Path, search_path: list[str]
 ) -> tuple[Path | None, Path | None]:
-    """(the trainable's file, the folder its imports are local to): a module trainable's file and its package
-    root; a `command:`'s script (or its `python -m` module) and the folder the command runs in."""
+    """(the trainable's file, the folder its imports are local to): a module trainable's file and
+    its package root; a `command:`'s script (or its `python -m` module) and the folder the command
+    runs in."""
     if contract.trainable:
         entry = _module_file(contract.trainable.partition(":")[0], search_path)
         return entry, None if entry is None else _import_root(
@@ -409,7 +424,8 @@ def _module_of_command(command_line: str) -> str | None:
 
 
 def trainable_search_path(contract_dir: Path) -> list[str]:
-    """Where a trainable module is found: the contract's folder, the working folder, planner's own parent."""
+    """Where a trainable module is found: the contract's folder, the working folder, planner's own
+    parent."""
     planner_parent = str(Path(__file__).resolve().parents[2])
     out = []
     for folder in (str(contract_dir), os.getcwd(), planner_parent):
@@ -430,10 +446,11 @@ def sha256_path(path: Path) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB blocks (the code identity, a checkpoint's record)."""
+    """The sha256 of a file's bytes, read in 1 MiB blocks (the code identity, a checkpoint's
+    record)."""
     digest = hashlib.sha256()
-    # O_NONBLOCK and a regular file only: a FIFO (or a device) where a file is expected is an OSError, never a
-    # read that waits for a writer or never ends
+    # O_NONBLOCK and a regular file only: a FIFO (or a device) where a file is expected is an
+    # OSError, never a read that waits for a writer or never ends
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     with open(fd, "rb") as handle:
         mode = os.fstat(fd).st_mode
@@ -456,7 +473,8 @@ def _git(args: list[str], cwd: Path) -> str | None:
 def code_identity(
     trainable: str, search_path: list[str], local_files: Sequence[Path] = ()
 ) -> dict[str, Any]:
-    """Git facts of the repository holding the trainable's module, and the module source's sha256."""
+    """Git facts of the repository holding the trainable's module, and the module source's
+    sha256."""
     module_name = trainable.partition(":")[0]
     source = _module_file(module_name, search_path)
     info: dict[str, Any] = {
@@ -480,10 +498,10 @@ def command_code_identity(
 ) -> dict[str, Any]:
     """The code identity of a `command:` trainable: its command line, and the script it names.
 
-    `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's folder, or
-    `command.cwd`). The script is the first word of the command line that is a file there: `python train.py --x 1` ->
-    train.py. Its sha256 and its repository's git facts are recorded under the
-    same keys as a module trainable's, so a reeval compares them the same way.
+    `contract_dir` is the folder the command runs in (`Contract.command_dir`: the contract's
+    folder, or `command.cwd`). The script is the first word of the command line that is a file
+    there: `python train.py --x 1` -> train.py. Its sha256 and its repository's git facts are
+    recorded under the same keys as a module trainable's, so a reeval compares them the same way.
     A command that names no file there records its command line alone.
     """
     info: dict[str, Any] = {
@@ -520,9 +538,10 @@ def command_script(command_line: str, contract_dir: Path) -> Path | None:
 
 
 def _git_facts(folder: Path, sources: Sequence[Path] = ()) -> dict[str, Any]:
-    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff HEAD`. One of
-    `sources` (the trainable's file, the local modules it imports) not tracked by git makes it dirty too: the
-    commit does not hold the code that ran (`git status --untracked-files=no` says nothing of them)."""
+    """The repository holding `folder`: its top, HEAD commit, dirty flag and the hash of `git diff
+    HEAD`. One of `sources` (the trainable's file, the local modules it imports) not tracked by git
+    makes it dirty too: the commit does not hold the code that ran (`git status
+    --untracked-files=no` says nothing of them)."""
     top = _git(["rev-parse", "--show-toplevel"], folder)
     if top is None:
         return {}
@@ -651,9 +670,7 @@ def file_fact(path: Path) -> FileFact:
 
 def files_read(log: Path, base: Path) -> dict[str, FileFact]:
     """The files a trial's processes read, from the lines its bootstrap wrote to `log`
-    (planner/_trial/bootstrap/sitecustomize.py): name (relative to `base`, the folder the trial runs
-    in) -> `file_fact`. A file any of them opened for writing is an output, not an input, and is
-    left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its source."""
+    (planner/_trial/bootstrap/sitecustomize.py), as `read_facts` names them."""
     try:
         text = log.read_text(encoding="utf-8", errors="surrogateescape")
     except OSError:
@@ -664,12 +681,63 @@ def files_read(log: Path, base: Path) -> dict[str, FileFact]:
         if kind == "w":
             written.add(path)
         elif kind in ("r", "x") and path:
-            read.add(_source_of(path))
+            read.add(path)
+    return read_facts(read, written, base)
+
+
+def read_facts(
+    read: Iterable[str],
+    written: Iterable[str],
+    base: Path,
+    known: dict[str, FileFact] | None = None,
+) -> dict[str, FileFact]:
+    """The files a trial read (absolute paths) as its record keeps them: name (relative to `base`,
+    the folder the trial runs in) -> `file_fact`. A file the trial opened for writing is an output,
+    not an input, and is left out; a cached module (`__pycache__/x.cpython-312.pyc`) stands for its
+    source. `known` (absolute path -> fact) keeps each file's fact as first looked at, so a trial
+    asked again looks only at the files it read since."""
+    inputs = {_source_of(path) for path in read} - {_source_of(path) for path in written}
+    known = {} if known is None else known
     out: dict[str, FileFact] = {}
-    for path in sorted(read - written):
-        if os.path.isfile(path):
-            out[os.path.relpath(path, base).replace(os.sep, "/")] = file_fact(Path(path))
+    for path in sorted(inputs):
+        if path not in known and os.path.isfile(path):
+            known[path] = file_fact(Path(path))
+        if path in known:
+            out[read_name(path, base)] = known[path]
     return out
+
+
+def read_name(path: str, base: Path) -> str:
+    """A file a trial read as its record names it: from `base`, with forward slashes."""
+    return os.path.relpath(path, base).replace(os.sep, "/")
+
+
+_SOURCES: dict[tuple[str, str], tuple[list[Path], tuple]] = {}  # the last walk of each trainable
+
+
+def trainable_sources(module_file: Path, module_name: str) -> list[Path]:
+    """The trainable's file and the local modules it imports (`_import_walk` from its package
+    root): what a function trial read even when they were loaded before it started. The walk is
+    kept for the next trial of this process while none of the files it read changed."""
+    key = (str(module_file), module_name)
+    kept = _SOURCES.get(key)
+    if kept is not None and _stamps(kept[0]) == kept[1]:
+        return kept[0]
+    files = _import_walk(module_file, _import_root(module_file, module_name))[1]
+    _SOURCES[key] = (files, _stamps(files))
+    return files
+
+
+def _stamps(files: list[Path]) -> tuple:
+    out: list[tuple[int, int] | None] = []
+    for path in files:
+        try:
+            info = path.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((info.st_size, info.st_mtime_ns))
+    return tuple(out)
 
 
 def _source_of(path: str) -> str:

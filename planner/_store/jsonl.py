@@ -25,7 +25,8 @@ from planner._store.files import open_inside
 
 
 def torn_tail(path: Path) -> tuple[int, bytes]:
-    """(offset just after the last newline, the bytes after it): a torn last line, or b"" when whole."""
+    """(offset just after the last newline, the bytes after it): a torn last line, or b"" when
+    whole."""
     try:
         fd = open_inside(
             path.parent, path
@@ -57,8 +58,8 @@ def torn_tail(path: Path) -> tuple[int, bytes]:
 def heal(path: Path) -> bytes:
     """Cut a torn last line off `path`; return the bytes cut (b"" when the file was whole).
 
-    The file is opened for writing first, torn or not: one that cannot be written in place (a link, hard or
-    symbolic, a FIFO) is refused here, before a resume writes anything (LinkedFileError)."""
+    The file is opened for writing first, torn or not: one that cannot be written in place (a link,
+    hard or symbolic, a FIFO) is refused here, before a resume writes anything (LinkedFileError)."""
     try:
         os.close(open_inside(path.parent, path, os.O_RDWR))
     except FileNotFoundError:
@@ -75,7 +76,8 @@ def heal(path: Path) -> bytes:
 
 
 class AppendFile:
-    """An O_APPEND file written with whole lines only (no Python buffer that could replay a failed write)."""
+    """An O_APPEND file written with whole lines only (no Python buffer that could replay a failed
+    write)."""
 
     def __init__(self, path: Path):
         heal(path)
@@ -118,7 +120,8 @@ LEDGER_LOCK_WAIT_S = (
 
 
 def _flock_within(fd: int, path: Path, wait_s: float) -> None:
-    """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path` after that)."""
+    """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path`
+    after that)."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -127,7 +130,8 @@ def _flock_within(fd: int, path: Path, wait_s: float) -> None:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 raise RunError(
-                    f"{path} has been locked by another process for {wait_s:g} s: a ledger append takes "
+                    f"{path} has been locked by another process for {wait_s:g} s: a ledger append "
+                    f"takes "
                     "milliseconds; find the process holding it (fuser) and stop it"
                 ) from None
             time.sleep(0.05)
@@ -142,8 +146,8 @@ def locked_append(path: Path, line: str) -> None:
     """
     if not line.endswith("\n"):
         line += "\n"
-    # opened as the run lock is (planner._store.lock): no link followed, a regular file of one name, and
-    # O_NONBLOCK, so a FIFO in its place is refused at once instead of hanging `plan run`
+    # opened as the run lock is (planner._store.lock): no link followed, a regular file of one
+    # name, and O_NONBLOCK, so a FIFO in its place is refused at once instead of hanging `plan run`
     lock_fd = open_inside(
         path.parent, path.with_name(path.name + ".lock"), os.O_WRONLY | os.O_CREAT
     )

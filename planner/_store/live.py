@@ -21,19 +21,31 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from planner._core.errors import RunError, UsageError
-from planner._core.text import utc_now
+from planner._core.text import shown_path, utc_now
 from planner._store.files import JSONL_CAP, open_inside, read_inside, write_atomic
 
 LIVE_REPORTS = "live/reports.jsonl"
 LIVE_PROGRESS = "live/progress.json"
 LATEST = "latest"
+# the arms' tuning studies: an Optuna journal file the driver writes, one study per arm
+STUDIES_FILE = "studies.log"
 RUN_ID_CAP = 200  # a run id is a timestamp and four hex digits; anything longer is not a pointer
+
+
+def dashboard_command(run_dir: str | os.PathLike) -> str | None:
+    """The command that opens a run's tuning studies in optuna-dashboard (it reads the journal file
+    while the run writes it), or None while the run has none."""
+    path = Path(run_dir) / STUDIES_FILE
+    if path.is_symlink() or not path.is_file():
+        return None
+    return f"optuna-dashboard {shlex.quote(shown_path(path))}"
 
 
 class LiveReport(msgspec.Struct, forbid_unknown_fields=False):

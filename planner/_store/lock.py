@@ -61,7 +61,8 @@ def pid_alive(pid: Any) -> TypeGuard[int]:
 
 
 def read_lock(path: Path) -> dict[str, Any] | None:
-    """The lock's content (None when missing or unreadable); a link or special file is refused (RunError)."""
+    """The lock's content (None when missing or unreadable); a link or special file is refused
+    (RunError)."""
     data = read_inside(
         path.parent, path, cap=1 << 20
     )  # a link, a FIFO, a huge file: RunError naming it
@@ -122,7 +123,8 @@ class RunLock:
 
 
 def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
-    """Take `run_dir/lock`, taking over a stale one; raise RunLockedError naming the holder otherwise."""
+    """Take `run_dir/lock`, taking over a stale one; raise RunLockedError naming the holder
+    otherwise."""
     path = Path(run_dir) / "lock"
     pid = os.getpid()
     info = {
@@ -160,12 +162,14 @@ def acquire(run_dir: str | os.PathLike, command: str = "plan run") -> RunLock:
             raise
         return RunLock(path, fd, info)
     raise RunLockedError(
-        f"could not take the lock {path}: it kept changing under us; is another `plan run` starting?"
+        f"could not take the lock {path}: it kept changing under us; is another `plan run` "
+        f"starting?"
     )
 
 
 def _take_over(path: Path, info: dict, payload: bytes) -> tuple[int, dict] | None:
-    """(fd, the stale lock's content) when the existing lock is stale and is now ours; raises when it is held."""
+    """(fd, the stale lock's content) when the existing lock is stale and is now ours; raises when
+    it is held."""
     try:
         fd = open_inside(
             path.parent, path, os.O_RDWR
@@ -223,13 +227,15 @@ def _refuse(path: Path, held: dict | None, why: str) -> None:
     here = socket.gethostname()
     if host not in ("?", here):
         advice = (
-            f"it was taken on another host; if no `plan run` is running there any more (or {host} was this "
+            f"it was taken on another host; if no `plan run` is running there any more (or {host} "
+            f"was this "
             f"machine before a restart), remove {path} and resume again"
         )
     else:
         advice = f"wait for it to end, or stop it (kill {pid}) and resume"
     raise RunLockedError(
-        f"{path.parent} is in use by `{held.get('command', 'plan run')}` (pid {pid} on host {host}, since "
+        f"{path.parent} is in use by `{held.get('command', 'plan run')}` (pid {pid} on host "
+        f"{host}, since "
         f"{held.get('started', '?')}); {advice}"
     ) from None
 

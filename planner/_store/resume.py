@@ -34,19 +34,22 @@ from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
-# the files of a run folder a resume replaces whole (write_atomic): a folder planted in place of one is refused
-# up front (files.refuse_in_place), never found at the end, when the decision could no longer be written
+# the files of a run folder a resume replaces whole (write_atomic): a folder planted in place of
+# one is refused up front (files.refuse_in_place), never found at the end, when the decision could
+# no longer be written
 REWRITTEN = ("state.json", "selection.json", "decisions.json", "identity.json", "lineage.json")
 
 
 def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
-    """The run folder to resume, or a RunError saying why RUN_DIR is not one this contract may resume."""
+    """The run folder to resume, or a RunError saying why RUN_DIR is not one this contract may
+    resume."""
     path = Path(resume)
     if not path.exists():
         raise RunError(f"--resume {resume}: no such folder")
     if path.is_symlink() or not path.is_dir():
         raise RunError(
-            f"--resume {resume}: not a run folder (a run folder is a plain directory, not a link or a file)"
+            f"--resume {resume}: not a run folder (a run folder is a plain directory, not a link "
+            f"or a file)"
         )
     root = path.resolve()
     info_path = root / "run.json"
@@ -97,10 +100,10 @@ def heal_files(root: Path) -> dict[str, int]:
 
 
 def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
-    """Trials that started under an earlier driver and have no record (they run again, or their worker's kept
-    record is recorded), in the order they first started, each with the tuned values it first started with
-    (its `trial_started` event's `params`; None when the event has none: a folder from before they were
-    logged, or one that was altered)."""
+    """Trials that started under an earlier driver and have no record (they run again, or their
+    worker's kept record is recorded), in the order they first started, each with the tuned values
+    it first started with (its `trial_started` event's `params`; None when the event has none: a
+    folder from before they were logged, or one that was altered)."""
     events = RunFolder(store.root).events().records
     out: dict[str, dict | None] = {}
     for event in events:

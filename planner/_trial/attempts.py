@@ -53,8 +53,10 @@ TERMINAL = (
     TrialStatus.OOM,
     TrialStatus.TIMEOUT,
 )  # ends a watchdog may reach by killing the process: never retried
-RAISED = "raised"  # an attempt's end that is no trial status: the trainable raised, and the attempt is retried
-# how an attempt ended when it did not end the trial: no end (cut short), a raise (retried), a stop at a report
+# an attempt's end that is no trial status: the trainable raised, and the attempt is retried
+RAISED = "raised"
+# how an attempt ended when it did not end the trial: no end (cut short), a raise (retried), a stop
+# at a report
 NOT_ENDED = (None, RAISED, TrialStatus.EARLY_STOPPED)
 
 
@@ -147,11 +149,12 @@ class Ledger:
         return len(self.mine())
 
     def cut_short_before(self) -> bool:
-        """True when the attempt before the latest one was cut short (its process died, its driver was
-        killed, it raised, or Tune stopped it at a report and it runs again, so with no record: the phase's
-        time budget) and ran the same tuned values: the trainable may continue from its checkpoint. An
-        earlier attempt that ran to an end (its record lost with a torn line), or ran other values (a ledger
-        written before attempts named theirs), is not continued: the trial starts over."""
+        """True when the attempt before the latest one was cut short (its process died, its driver
+        was killed, it raised, or Tune stopped it at a report and it runs again, so with no record:
+        the phase's time budget) and ran the same tuned values: the trainable may continue from its
+        checkpoint. An earlier attempt that ran to an end (its record lost with a torn line), or
+        ran other values (a ledger written before attempts named theirs), is not continued: the
+        trial starts over."""
         if len(self.attempts) < 2:
             return False
         before, latest = self.attempts[-2], self.attempts[-1]
@@ -173,7 +176,8 @@ class Ledger:
         return max((s for s in steps if isinstance(s, int) and not isinstance(s, bool)), default=0)
 
     def errors(self, died_message: str | None = None) -> list[dict[str, Any]]:
-        """One error per failed attempt of this session; an attempt with no end died with its worker."""
+        """One error per failed attempt of this session; an attempt with no end died with its
+        worker."""
         out = []
         for a in self.mine():
             if a.get("error"):
@@ -192,24 +196,27 @@ class Ledger:
         return out
 
     def kept(self) -> dict[str, Any] | None:
-        """The record this session's last attempt made as it ended the trial (`keep`), or None: when that
-        attempt did not end (cut short), raised, was stopped at a report, or kept no record (its worker died
-        before it could, or the record is on another node's disk), or the kept record is not of it."""
+        """The record this session's last attempt made as it ended the trial (`keep`), or None:
+        when that attempt did not end (cut short), raised, was stopped at a report, or kept no
+        record (its worker died before it could, or the record is on another node's disk), or the
+        kept record is not of it."""
         mine = self.mine()
         return self._kept_by(mine[-1]) if mine else None
 
     def kept_before(self) -> dict[str, Any] | None:
-        """The record an earlier driver session's attempt kept as it ended the trial, when that attempt is the
-        trial's last and the ledger says it ended so: the trial ended as that driver stopped, before the
-        driver wrote its record (`plan run --resume` records it instead of running the trial again). None
-        otherwise. The record is as the worker wrote it: the reader checks it before it is used."""
+        """The record an earlier driver session's attempt kept as it ended the trial, when that
+        attempt is the trial's last and the ledger says it ended so: the trial ended as that driver
+        stopped, before the driver wrote its record (`plan run --resume` records it instead of
+        running the trial again). None otherwise. The record is as the worker wrote it: the reader
+        checks it before it is used."""
         if not self.attempts or self.attempts[-1].get("session") == self.session:
             return None
         return self._kept_by(self.attempts[-1])
 
     def _kept_by(self, attempt: dict[str, Any]) -> dict[str, Any] | None:
-        """The kept record when `attempt` ended the trial and the kept file is that attempt's record, else None
-        (another session's, another attempt's, or not what the ledger says it ended as)."""
+        """The kept record when `attempt` ended the trial and the kept file is that attempt's
+        record, else None (another session's, another attempt's, or not what the ledger says it
+        ended as)."""
         if attempt.get("ended") in NOT_ENDED:
             return None
         try:
@@ -259,9 +266,10 @@ class Ledger:
         self._save()
 
     def keep(self, attempt: int, record: dict[str, Any]) -> bool:
-        """Keep `record`, the one `attempt` ended the trial with, beside the ledger (replaced atomically, before
-        the worker returns it: it must outlive the worker's death, which it does once renamed into place).
-        False when it could not be written: the trial's result then travels only with the worker's reply."""
+        """Keep `record`, the one `attempt` ended the trial with, beside the ledger (replaced
+        atomically, before the worker returns it: it must outlive the worker's death, which it does
+        once renamed into place). False when it could not be written: the trial's result then
+        travels only with the worker's reply."""
         try:
             text = json.dumps(
                 {"session": self.session, "attempt": attempt, "record": record}, default=str
@@ -292,7 +300,8 @@ class Ledger:
             return
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            # not fsync'd: it must outlive a worker's or the driver's death, which it does once renamed into place
+            # not fsync'd: it must outlive a worker's or the driver's death, which it does once
+            # renamed into place
             write_atomic(self.dir / LEDGER, text, durable=False)
         except OSError:
             pass  # a ledger that cannot be written costs only the retry count across a worker death

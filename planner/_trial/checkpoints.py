@@ -1,4 +1,5 @@
-"""A `command:` trial's checkpoints: found for a continuation, described for the record, pruned after.
+"""A `command:` trial's checkpoints: found for a continuation, described for the record, pruned
+after.
 
 `command.checkpoint: {file: GLOB, resume_key: KEY, keep: all|last|none}`
 (docs/command-trainables.md). GLOB is relative to an attempt's Hydra output
@@ -41,7 +42,8 @@ _HELD = (
 
 
 def matches(trial_dir: str | os.PathLike, pattern: str) -> list[Path]:
-    """Every match of `pattern` in the Hydra output folders of the trial's attempts, inside the trial's folder."""
+    """Every match of `pattern` in the Hydra output folders of the trial's attempts, inside the
+    trial's folder."""
     root = Path(trial_dir)
     if not root.is_dir() or root.is_symlink():
         return []
@@ -70,8 +72,8 @@ def output_folder_of(path: Path) -> Path:
 
 
 def _candidate(path: Path) -> bool:
-    """A regular file or a real folder: a link, a FIFO (opening it to hash it would wait forever), a device or
-    a socket planted where a checkpoint is looked for is never a checkpoint."""
+    """A regular file or a real folder: a link, a FIFO (opening it to hash it would wait forever),
+    a device or a socket planted where a checkpoint is looked for is never a checkpoint."""
     try:
         mode = path.lstat().st_mode
     except OSError:
@@ -80,7 +82,8 @@ def _candidate(path: Path) -> bool:
 
 
 def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
-    """{"path": inside the run folder, "sha256", "held": {"epoch" / "global_step": N} as far as known}."""
+    """{"path": inside the run folder, "sha256", "held": {"epoch" / "global_step": N} as far as
+    known}."""
     trial_dir = Path(trial_dir).resolve()
     root = trial_dir.parents[1] if trial_dir.parent.name == "trials" else trial_dir
     return {
@@ -91,7 +94,8 @@ def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
 
 
 def prune(trial_dir: str | os.PathLike, pattern: str, keep: str) -> list[Path]:
-    """Remove the matches `keep` does not keep (`last`: all but the newest; `none`: all); the removed paths.
+    """Remove the matches `keep` does not keep (`last`: all but the newest; `none`: all); the
+    removed paths.
 
     A match that is a link is removed as a link; what it points to is never touched."""
     if keep not in KEEP:
@@ -112,13 +116,14 @@ def prune(trial_dir: str | os.PathLike, pattern: str, keep: str) -> list[Path]:
     return removed
 
 
-KEPT_RECORD = ".planner-record.json"  # the trial's own record, kept after it is measured (planner._trial.attempts)
+# the trial's own record, kept after it is measured (planner._trial.attempts)
+KEPT_RECORD = ".planner-record.json"
 
 
 def disk_bytes(folder: str | os.PathLike) -> int | None:
-    """Bytes the folder's files take on disk (allocated blocks; a link counts as itself); None if it is not there.
-    The copy of the trial's record kept at its top (`KEPT_RECORD`) is not counted: it is written once the
-    record, which holds this number, is made."""
+    """Bytes the folder's files take on disk (allocated blocks; a link counts as itself); None if
+    it is not there. The copy of the trial's record kept at its top (`KEPT_RECORD`) is not counted:
+    it is written once the record, which holds this number, is made."""
     folder = Path(folder)
     if not folder.is_dir() or folder.is_symlink():
         return None
@@ -155,9 +160,10 @@ def _inside(root: Path, path: Path) -> bool:
 
 
 def _walk(top: Path):
-    """`os.walk(top, followlinks=False)`, top-down, without recursion (Python 3.11's os.walk recurses once a
-    level): a tree thousands of folders deep planted in a trial's folder is walked, not a RecursionError that
-    ends the run. A folder that cannot be listed (gone, unreadable, a path past PATH_MAX) is skipped."""
+    """`os.walk(top, followlinks=False)`, top-down, without recursion (Python 3.11's os.walk
+    recurses once a level): a tree thousands of folders deep planted in a trial's folder is walked,
+    not a RecursionError that ends the run. A folder that cannot be listed (gone, unreadable, a
+    path past PATH_MAX) is skipped."""
     stack = [str(top)]
     while stack:
         parent = stack.pop()
@@ -203,7 +209,8 @@ def _written(path: Path) -> tuple[int, str]:
 
 
 def _sha256(path: Path) -> str:
-    """Of a file's bytes; of a folder: of each file's name inside it and its bytes' sha256, in order."""
+    """Of a file's bytes; of a folder: of each file's name inside it and its bytes' sha256, in
+    order."""
     if not _real_dir(path):
         return file_sha256(path)
     digest = hashlib.sha256()
@@ -213,7 +220,8 @@ def _sha256(path: Path) -> str:
 
 
 def _held(path: Path) -> dict[str, int | float]:
-    """The step the checkpoint held, as it says: a Trainer folder's trainer_state.json, else its name."""
+    """The step the checkpoint held, as it says: a Trainer folder's trainer_state.json, else its
+    name."""
     state = path / "trainer_state.json"
     if path.is_dir() and state.is_file() and not state.is_symlink():
         try:

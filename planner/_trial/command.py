@@ -93,7 +93,8 @@ STDERR_TAIL_LINES = 50
 
 
 class CommandTrial(Protocol):
-    """What a run of a command needs of its trial (planner._trial.protocol.Trial, or a test's stand-in)."""
+    """What a run of a command needs of its trial (planner._trial.protocol.Trial, or a test's
+    stand-in)."""
 
     dir: str
     seed: int
@@ -308,7 +309,8 @@ class _Run:
         return Tee(self.stdout, printed), self.stderr
 
     def forward(self, lines: list[Line]) -> None:
-        """Pass reports to the trial (the config check first) and logged splits to its split summaries."""
+        """Pass reports to the trial (the config check first) and logged splits to its split
+        summaries."""
         for step, metrics in lines:
             self.config_check.run()
             if step is None:  # a planner.log_split line: (None, (name, summary))
@@ -355,10 +357,13 @@ class _Run:
             if limits.over_time(now - self.started):
                 self._stop_at_limit(processes)
                 if self._decided_by_now():
-                    # its training and evaluation are on the record: what kept the process alive is no result
+                    # its training and evaluation are on the record: what kept the process alive is
+                    # no result
                     self.lingered = (
-                        f"the script reported every step of its budget ({self.last_step}), then did "
-                        f"not exit within its time limit of {limits.timeout_s:g} s (a thread or child "
+                        f"the script reported every step of its budget ({self.last_step}), then "
+                        f"did "
+                        f"not exit within its time limit of {limits.timeout_s:g} s (a thread or "
+                        f"child "
                         "process that kept it alive) and was stopped: its reports stand"
                     )
                     return
@@ -383,8 +388,9 @@ class _Run:
                     )
 
     def _decided_by_now(self) -> bool:
-        """The script reported every step of its budget and the metric the decision reads (outside tuning the
-        held-out one, which a script often evaluates after its last step): nothing it could still do counts."""
+        """The script reported every step of its budget and the metric the decision reads (outside
+        tuning the held-out one, which a script often evaluates after its last step): nothing it
+        could still do counts."""
         trial = self.trial
         heldout = getattr(trial, "heldout", None)
         needed = (
@@ -404,7 +410,8 @@ class _Run:
         self.forward(self.reports.read_new())  # what finished before the limit is kept
 
     def verdict(self, processes: CommandProcesses) -> CommandResult:
-        """After the command exited: its last reports forwarded, then how it went (or why it failed)."""
+        """After the command exited: its last reports forwarded, then how it went (or why it
+        failed)."""
         processes.drain(2.0)  # what the process wrote before exiting
         processes.stop(self.limits.kill_grace_s)  # anything it left behind in its group
         self.forward(self.reports.read_new())
@@ -446,7 +453,8 @@ class _Run:
         if self.forwarded == 0:
             raise self.failure(
                 CommandNoReportError,
-                f"command exited 0 without reporting anything; call planner.report(step, metric=value) "
+                f"command exited 0 without reporting anything; call planner.report(step, "
+                f"metric=value) "
                 f"in the script (reports go to ${REPORT_FILE_ENV})",
                 returncode,
             )
@@ -478,9 +486,10 @@ class Tee:
 
 
 def scrub_files(folder: Path, redactor: Redactor) -> None:
-    """Rewrite every text file under `folder` (Hydra's outputs of one attempt, trials/<id>/attempt-N/hydra)
-    with its secrets cut; no link is followed (`_store.files.rewrite_tree`: a linked folder on the way is a
-    RunError, a linked file below is skipped, a hard link's other name keeps its bytes)."""
+    """Rewrite every text file under `folder` (Hydra's outputs of one attempt,
+    trials/<id>/attempt-N/hydra) with its secrets cut; no link is followed
+    (`_store.files.rewrite_tree`: a linked folder on the way is a RunError, a linked file below is
+    skipped, a hard link's other name keeps its bytes)."""
     rewrite_tree(folder.parent.parent, folder, redactor.text)
 
 
@@ -639,7 +648,8 @@ class CommandTrainable:
     def __call__(self, config: Mapping[str, Any], trial: CommandTrial) -> None:
         if trial.arm not in self.arm_overrides:
             raise PlannerError(
-                f"no arm named {trial.arm!r} in this contract; arms: {', '.join(self.arm_overrides)}"
+                f"no arm named {trial.arm!r} in this contract; arms: "
+                f"{', '.join(self.arm_overrides)}"
             )
         metrics = None
         if self.metrics:
@@ -829,9 +839,10 @@ def _attempt_dirs(trial_dir: Path) -> list[Path]:
 def _held_reports(
     earlier: list[Path], metrics: MetricsSpec | None, reports: Sequence[Mapping[str, Any]] | None
 ) -> list[dict[str, Any]]:
-    """The reports the earlier attempts made before the step this attempt continued at, as a record stores
-    them: each attempt's own, where a later attempt (itself a continuation) reported a step again from its
-    first step on; then only the steps before this attempt's first report (the checkpoint's)."""
+    """The reports the earlier attempts made before the step this attempt continued at, as a record
+    stores them: each attempt's own, where a later attempt (itself a continuation) reported a step
+    again from its first step on; then only the steps before this attempt's first report (the
+    checkpoint's)."""
     held: list[tuple[int, dict[str, float]]] = []
     for attempt in earlier:
         made = attempt_reports(attempt, metrics)
@@ -847,7 +858,8 @@ def _held_reports(
 
 
 def _usage_error(error: CommandFailedError) -> str | None:
-    """argparse's own last lines (`usage: ...` and `...: error: ...`) when the script exited 2 on them, else None."""
+    """argparse's own last lines (`usage: ...` and `...: error: ...`) when the script exited 2 on
+    them, else None."""
     if error.returncode != 2 or isinstance(error, CommandArgumentsError):
         return None
     lines = [line for line in (error.stderr_tail or "").splitlines() if line.strip()]
@@ -873,8 +885,9 @@ def command_trainable(
     the sampled values are read from `trial.params`. The time and memory limits
     come from `budget.max_trial_time` and `budget.max_trial_memory`; the seed
     and budget keys and the metrics file from `command:` in its mapping form
-    (`seed_key`/`budget_key` given here win). `script_options` is what the contract's check read of an
-    argparse script's options (`(options or None, why)`, kept by validation); without it they are read here.
+    (`seed_key`/`budget_key` given here win). `script_options` is what the contract's check read of
+    an argparse script's options (`(options or None, why)`, kept by validation); without it they
+    are read here.
     """
     spec = contract.command_spec
     if spec is None:

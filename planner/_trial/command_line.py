@@ -57,7 +57,8 @@ def format_override_value(value: Any) -> str:
         for key, item in value.items():
             if not (isinstance(key, str) and _PLAIN_STRING.match(key)):
                 raise ValueError(
-                    f"cannot write the mapping key {key!r} as a Hydra override; keys must be identifiers"
+                    f"cannot write the mapping key {key!r} as a Hydra override; keys must be "
+                    f"identifiers"
                 )
             items.append(f"{key}:{format_override_value(item)}")
         return "{" + ",".join(items) + "}"
@@ -65,8 +66,8 @@ def format_override_value(value: Any) -> str:
 
 
 def number_text(value: Any) -> str | None:
-    """A bool, int or float as both Hydra's grammar and argparse's `type=` read it back (`true`, `3`, `0.001`,
-    `nan`, `-inf`); None for anything else."""
+    """A bool, int or float as both Hydra's grammar and argparse's `type=` read it back (`true`,
+    `3`, `0.001`, `nan`, `-inf`); None for anything else."""
     if hasattr(value, "item") and not isinstance(value, str | bytes | list | tuple | dict):
         value = value.item()  # numpy scalars
     if isinstance(value, bool):
@@ -84,8 +85,9 @@ def number_text(value: Any) -> str | None:
 
 
 def _quote(text: str, keep: Sequence[tuple[int, int]] = ()) -> str:
-    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled; the spans in
-    # `keep` (Hydra's own `${hydra:...}` calls) stay interpolations, for the app's Hydra to resolve.
+    # OmegaConf: a literal `${` is written `\${`, and backslashes right before it doubled; the
+    # spans in `keep` (Hydra's own `${hydra:...}` calls) stay interpolations, for the app's Hydra
+    # to resolve.
     pieces, at = [], 0
     for start, end in keep:
         pieces += [_escape_interpolations(text[at:start]), text[start:end]]
@@ -134,8 +136,9 @@ def config_changes_as_overrides(
 
 
 def _changed_value(value: Any) -> str:
-    """A changed leaf as an override; a text holding `${hydra:...}` (`${hydra:runtime.output_dir}/s3`, a
-    key that interpolates Hydra's resolver and the seed) keeps those calls, as the composed config does."""
+    """A changed leaf as an override; a text holding `${hydra:...}`
+    (`${hydra:runtime.output_dir}/s3`, a key that interpolates Hydra's resolver and the seed) keeps
+    those calls, as the composed config does."""
     calls = hydra_calls(value) if isinstance(value, str) else None
     return _quote(value, calls) if calls else format_override_value(value)
 

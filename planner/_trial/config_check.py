@@ -49,6 +49,8 @@ class ConfigCheck:
             )
             more = f" (and {len(differences) - 5} more)" if len(differences) > 5 else ""
             raise CommandConfigMismatchError(
-                f"the script composed a different config from the contract's ({self.path}): {shown}{more}. "
-                "Point the contract's `config: {dir, name}` at the app's config folder and primary config"
+                f"the script composed a different config from the contract's ({self.path}): "
+                f"{shown}{more}. "
+                "Point the contract's `config: {dir, name}` at the app's config folder and "
+                "primary config"
             )

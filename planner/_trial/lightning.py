@@ -56,7 +56,8 @@ _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")
 
 
 class LightningCallback(pl.Callback):
-    """Reports a Trainer's epochs to a planner trial, and saves and restores its checkpoints in `trial.dir`."""
+    """Reports a Trainer's epochs to a planner trial, and saves and restores its checkpoints in
+    `trial.dir`."""
 
     def __init__(self, trial: Any, *, seed: bool = True, checkpoints: bool = True):
         super().__init__()
@@ -94,7 +95,8 @@ class LightningCallback(pl.Callback):
 
     @property
     def ckpt_path(self) -> str | None:
-        """The newest checkpoint in trial.dir when the previous attempt was cut short, else None (a fresh start)."""
+        """The newest checkpoint in trial.dir when the previous attempt was cut short, else None (a
+        fresh start)."""
         if not self._looked:
             self._looked = True
             if getattr(self.trial, "resumed", False) and self.checkpoints:
@@ -102,12 +104,14 @@ class LightningCallback(pl.Callback):
                 self._ckpt_path = str(newest) if newest is not None else None
         return self._ckpt_path
 
-    # -- Lightning's hooks --------------------------------------------------------------------------------
+    # -- Lightning's hooks
+    # --------------------------------------------------------------------------------
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.world_size > 1:
             raise TrialProtocolError(
-                f"LightningCallback runs one process a trial; this Trainer runs {trainer.world_size} "
+                f"LightningCallback runs one process a trial; this Trainer runs "
+                f"{trainer.world_size} "
                 "(devices=1, or one node and one device per trial)"
             )
         unit = getattr(self.trial, "unit", None)
@@ -164,9 +168,10 @@ class LightningCallback(pl.Callback):
         self._after_module = False
 
     def _follow_module_epoch_end(self, pl_module: pl.LightningModule) -> None:
-        """Report after the module's own on_train_epoch_end, where epoch metrics are often computed and logged
-        (a torchmetrics `compute()`): Lightning calls a callback's on_train_epoch_end before the module's (only
-        EarlyStopping and ModelCheckpoint after), which reported them one epoch late."""
+        """Report after the module's own on_train_epoch_end, where epoch metrics are often computed
+        and logged (a torchmetrics `compute()`): Lightning calls a callback's on_train_epoch_end
+        before the module's (only EarlyStopping and ModelCheckpoint after), which reported them one
+        epoch late."""
         own: Any = pl_module.on_train_epoch_end  # may be a wrapper of ours, with __wrapped__
         while getattr(
             own, "_planner_follows", False
@@ -201,11 +206,13 @@ class LightningCallback(pl.Callback):
             and every > 1
             and getattr(self.trial, "metric", None) not in metrics
         ):
-            return  # the first report waits for the first validation (Trial.report wants the metric in it)
+            # the first report waits for the first validation (Trial.report wants the metric in it)
+            return
         self._epoch_report(step, metrics)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """A continuation from the full budget's checkpoint trains no epoch: its restored last report is made again."""
+        """A continuation from the full budget's checkpoint trains no epoch: its restored last
+        report is made again."""
         last = self._last
         if not self._reported and last is not None and last["step"] == self.max_epochs:
             self._epoch_report(last["step"], dict(last["metrics"]))
@@ -230,8 +237,9 @@ class LightningCallback(pl.Callback):
         )
 
     def _held_reports(self) -> list[dict[str, Any]]:
-        """The reports the restored checkpoint's training made: its epochs before the last, then the last one's
-        (saved before its report was made), as a record stores them (non-finite values as "nan"/"inf")."""
+        """The reports the restored checkpoint's training made: its epochs before the last, then
+        the last one's (saved before its report was made), as a record stores them (non-finite
+        values as "nan"/"inf")."""
         last = self._last
         held = [r for r in self._history if last is None or r.get("step", 0) < last.get("step", 0)]
         held += [last] if last is not None else []
@@ -248,7 +256,8 @@ class LightningCallback(pl.Callback):
             if isinstance(r.get("step"), int)
         ]
 
-    # -- reporting and saving -------------------------------------------------------------------------------
+    # -- reporting and saving
+    # -------------------------------------------------------------------------------
 
     def _epoch_report(self, step: int, metrics: dict[str, float]) -> None:
         heldout = getattr(self.trial, "heldout", None)
@@ -275,7 +284,8 @@ class LightningCallback(pl.Callback):
         self.trial.report(step, **metrics)
 
     def _save(self, trainer: pl.Trainer, step: int, metrics: dict[str, float]) -> None:
-        """Lightning's full checkpoint of the epoch that ended, written aside and renamed; the older ones removed."""
+        """Lightning's full checkpoint of the epoch that ended, written aside and renamed; the
+        older ones removed."""
         folder = self.folder
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
             raise TrialProtocolError(
@@ -297,7 +307,8 @@ _WAITING = WAITING_FOR_TEST
 
 
 def scalars(metrics: Any) -> dict[str, float]:
-    """The one-number values of `trainer.callback_metrics` (tensors of one element, Python numbers) as floats."""
+    """The one-number values of `trainer.callback_metrics` (tensors of one element, Python numbers)
+    as floats."""
     out = {}
     for name, value in dict(metrics).items():
         if hasattr(value, "numel") and value.numel() == 1:
@@ -308,7 +319,8 @@ def scalars(metrics: Any) -> dict[str, float]:
 
 
 def newest_checkpoint(folder: Path) -> Path | None:
-    """The checkpoint of the latest epoch among `epoch=E-step=S.ckpt` in `folder` (regular files, no link)."""
+    """The checkpoint of the latest epoch among `epoch=E-step=S.ckpt` in `folder` (regular files,
+    no link)."""
     if not folder.is_dir() or folder.is_symlink():
         return None
     found = []
@@ -320,9 +332,10 @@ def newest_checkpoint(folder: Path) -> Path | None:
 
 
 def describe(path: Path, trial_dir: str | os.PathLike) -> dict[str, Any]:
-    """What a trial's record says of the checkpoint it continued from (`_trial.checkpoints.describe`: path in
-    the run folder, sha256), with `held` read from the name Lightning's ModelCheckpoint gives it: `step` is
-    planner's step (epochs completed: the last report it held), `epoch` and `global_step` as Lightning counts."""
+    """What a trial's record says of the checkpoint it continued from
+    (`_trial.checkpoints.describe`: path in the run folder, sha256), with `held` read from the name
+    Lightning's ModelCheckpoint gives it: `step` is planner's step (epochs completed: the last
+    report it held), `epoch` and `global_step` as Lightning counts."""
     described = checkpoints.describe(path, trial_dir)
     match = _NAME.match(path.name)
     if match:

@@ -168,8 +168,9 @@ class Watchdog:
 class CappedOutput:
     """A text stream that keeps the first `cap` bytes in a file and counts the rest.
 
-    `scrub` is a Redactor's `text` (or any str -> str). With a Redactor, text is held to the end of its
-    line and scrubbed whole, so a secret printed in pieces (or a character at a time) is still cut.
+    `scrub` is a Redactor's `text` (or any str -> str). With a Redactor, text is held to the end of
+    its line and scrubbed whole, so a secret printed in pieces (or a character at a time) is still
+    cut.
     """
 
     def __init__(
@@ -186,8 +187,8 @@ class CappedOutput:
         if path is None:  # a refused output.log: the prints are counted, kept nowhere
             self._handle = open(os.devnull, "a", encoding="utf-8")
             return
-        # an output.log planted in a downloaded run folder as a link (symbolic or hard), a FIFO or a device is
-        # refused (RunError) at once, never written through nor waited on
+        # an output.log planted in a downloaded run folder as a link (symbolic or hard), a FIFO or
+        # a device is refused (RunError) at once, never written through nor waited on
         fd = open_inside(os.path.dirname(path) or ".", path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._handle = open(fd, "a", encoding="utf-8", errors="replace")
 
@@ -250,7 +251,8 @@ class CappedOutput:
             try:
                 if self.dropped:
                     self._handle.write(
-                        f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more characters]\n"
+                        f"\n[planner: output past {self.cap} bytes not kept: {self.dropped} more "
+                        f"characters]\n"
                     )
                 self._handle.close()
             except OSError:

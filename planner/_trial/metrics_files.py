@@ -1,4 +1,5 @@
-"""Metrics read from the app's own log: a CSV, JSON lines, Hugging Face's trainer_state.json, TensorBoard events.
+"""Metrics read from the app's own log: a CSV, JSON lines, Hugging Face's trainer_state.json,
+TensorBoard events.
 
 A contract's `command: {run, metrics: {file, format, step, names, step_base}}`
 says where an unchanged training script already writes its metrics. The
@@ -52,7 +53,8 @@ from planner._core.errors import TrialProtocolError
 
 FORMATS = ("csv", "jsonl", "hf_trainer_state", "tensorboard", "stdout")
 MAX_FILE_BYTES = 256 * 1024 * 1024  # a metrics log larger than this is not a metrics log
-SETTLE_S = 0.2  # a parse error mid-run must survive a re-read this much later (a file caught mid-rewrite heals)
+# a parse error mid-run must survive a re-read this much later (a file caught mid-rewrite heals)
+SETTLE_S = 0.2
 
 Row = tuple[str, dict[str, Any]]  # (where: "line 3" / "log_history[2]", the row's non-empty cells)
 
@@ -130,7 +132,8 @@ class MetricsSpec:
 
 @dataclass
 class Table:
-    """Rows parsed from the file as it is now. `whole` is False when the content is torn (wait for more)."""
+    """Rows parsed from the file as it is now. `whole` is False when the content is torn (wait for
+    more)."""
 
     rows: list[Row] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
@@ -156,7 +159,8 @@ def _complete(data: bytes, final: bool) -> bytes:
 
 
 def csv_table(data: bytes, *, final: bool = False, where: str = "metrics file") -> Table:
-    """A CSV with a header line, one row per line, empty cells for absent values (Lightning's CSVLogger).
+    """A CSV with a header line, one row per line, empty cells for absent values (Lightning's
+    CSVLogger).
 
     An unterminated last line is left for later, or, when `final`, read if it has
     as many cells as the header (else skipped as torn). A row with more cells
@@ -215,7 +219,8 @@ def _csv_row(
 
 
 def jsonl_table(data: bytes, *, final: bool = False, where: str = "metrics file") -> Table:
-    """One JSON object per line. An unterminated last line is read when `final` and whole, else skipped."""
+    """One JSON object per line. An unterminated last line is read when `final` and whole, else
+    skipped."""
     complete = _complete(data, final=False)
     rows: list[Row] = []
     columns: dict[str, None] = {}
@@ -278,7 +283,8 @@ def trainer_state_table(
 
 
 def results_values(data: bytes, *, where: str = "results file") -> dict[str, Any]:
-    """A flat JSON object of names and values: what a Trainer's `save_metrics(split, metrics)` writes."""
+    """A flat JSON object of names and values: what a Trainer's `save_metrics(split, metrics)`
+    writes."""
     return {
         key: item
         for key, item in _json_object(data, where).items()
@@ -335,7 +341,8 @@ def _tensorboard():
 
 
 def _scalar(value: Any, make_ndarray: Any) -> float | None:
-    """A summary value's number when it is a scalar (EventFileLoader migrates simple_value to a tensor)."""
+    """A summary value's number when it is a scalar (EventFileLoader migrates simple_value to a
+    tensor)."""
     if value.HasField("tensor"):
         array = make_ndarray(value.tensor)
         if array.shape == () and array.dtype.kind in "fiu":
@@ -442,8 +449,8 @@ class MetricsReader:
 
     @property
     def furthest(self) -> int | None:
-        """The furthest step a row of named values held, the metric or not (training rows past the last
-        evaluation); the held-out metric's row is not counted."""
+        """The furthest step a row of named values held, the metric or not (training rows past the
+        last evaluation); the held-out metric's row is not counted."""
         return self.state.furthest
 
     def feed(
@@ -479,7 +486,8 @@ class MetricsReader:
                 raise TrialProtocolError(self._fewer(total))
             return []
         self.switched_from = None  # the newest match carries on the rows read so far
-        # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same way
+        # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same
+        # way
         state, out = copy.deepcopy(self.state), list[tuple[int, dict[str, float]]]()
         for where, row in table.rows[state.seen - table.first :]:
             self._row(state, where, row, out)
@@ -493,17 +501,23 @@ class MetricsReader:
         return out
 
     def _fewer(self, rows: int) -> str:
-        """Why the log holds fewer rows than were read: rows removed from it, or another, shorter log now newest."""
+        """Why the log holds fewer rows than were read: rows removed from it, or another, shorter
+        log now newest."""
         if self.switched_from is None or self.switched_from == self.where:
             return (
-                f"{self.where} now holds {rows} rows, fewer than the {self.state.seen} already read: the "
+                f"{self.where} now holds {rows} rows, fewer than the {self.state.seen} already "
+                f"read: the "
                 "script rewrote its metrics with rows removed"
             )
         return (
-            f"the newest match of metrics.file {self.spec.file!r} is now {self.where}, which holds {rows} rows, "
-            f"and no longer {self.switched_from}, which the {self.state.seen} rows read so far came from: the "
-            "script began a second log beside the first (a new logger or Trainer opens its own version_* "
-            "folder) and only the newest match is read. Log to one place, or point metrics.file at one log"
+            f"the newest match of metrics.file {self.spec.file!r} is now {self.where}, which "
+            f"holds {rows} rows, "
+            f"and no longer {self.switched_from}, which the {self.state.seen} rows read so far "
+            f"came from: the "
+            "script began a second log beside the first (a new logger or Trainer opens its own "
+            "version_* "
+            "folder) and only the newest match is read. Log to one place, or point metrics.file "
+            "at one log"
         )
 
     def _row(self, state: _State, where: str, row: dict[str, Any], out: list) -> None:
@@ -523,8 +537,9 @@ class MetricsReader:
             and raw.is_integer()
             and not (spec.heldout and spec.names.get(spec.heldout) in row)
         ):
-            # a row of named values (not the held-out one): what the script trained to. Lightning's test row
-            # after fit, named nothing while tuning, carries the epoch after the last one trained
+            # a row of named values (not the held-out one): what the script trained to. Lightning's
+            # test row after fit, named nothing while tuning, carries the epoch after the last one
+            # trained
             reached = int(raw) + 1 - spec.step_base
             state.furthest = reached if state.furthest is None else max(state.furthest, reached)
         if column in row:
@@ -534,7 +549,9 @@ class MetricsReader:
         elif spec.heldout and spec.names.get(spec.heldout) in row:
             self._held_out(state, where, cells, spec.names[spec.heldout])
         elif not cells and group is not None and (raw is None or raw < group.raw):
-            return  # nothing named, no later step: TensorBoardLogger's hp_metric at step 0 atop each event file
+            # nothing named, no later step: TensorBoardLogger's hp_metric at step 0 atop each event
+            # file
+            return
         else:
             self._flush(state, out)
             state.carried.update(cells)
@@ -568,7 +585,8 @@ class MetricsReader:
         state.carried = {}
 
     def _merge(self, state: _State, group: _Group, cells: dict) -> None:
-        """A row of the report's own step, after the row that opened it (Lightning's epoch-end train row)."""
+        """A row of the report's own step, after the row that opened it (Lightning's epoch-end
+        train row)."""
         if not cells:
             return
         state.late.update(key for key in cells if key not in group.cells)
@@ -576,7 +594,7 @@ class MetricsReader:
             group.cells.update(cells)
 
     def _held_out(self, state: _State, where: str, cells: dict, held: str) -> None:
-        """A row with the held-out metric (its column `held`) and not the decision metric: it belongs
+        """A row with the held-out metric (its column `held`), not the decision metric: it belongs
         to the report before it."""
         group = state.group
         if group is None or group.emitted:
@@ -593,7 +611,8 @@ class MetricsReader:
         group.cells.update(cells)
 
     def _late(self, state: _State, where: str, values: Mapping[str, Any]) -> None:
-        """Values read after the script ended (a results file) go to the last report, where it lacks them."""
+        """Values read after the script ended (a results file) go to the last report, where it
+        lacks them."""
         cells = {key: (value, where) for key, value in values.items() if key in self.wanted}
         state.present.update(cells)
         group = state.group
@@ -636,7 +655,8 @@ class MetricsReader:
         state.last_step, state.last_where = group.step, group.where
 
     def notes(self) -> list[str]:
-        """Protocol notes for the end of the trial: named columns no row held, values that were not read."""
+        """Protocol notes for the end of the trial: named columns no row held, values that were not
+        read."""
         out = list(self.state.notes)
         columns = ", ".join(self.columns) if self.columns else "none"
         for name, key in self.spec.names.items():
@@ -697,7 +717,8 @@ class MetricsFileTail:
         return [] if path is None else [path]
 
     def _source(self, files: list[Path]) -> Path:
-        """What identifies the log: its file, or for tensorboard its folder (a new event file there continues it)."""
+        """What identifies the log: its file, or for tensorboard its folder (a new event file there
+        continues it)."""
         return files[-1].parent if self.spec.format == "tensorboard" else files[-1]
 
     def _read(self, final: bool) -> list[tuple[int, dict[str, float]]]:
@@ -778,8 +799,9 @@ class MetricsFileTail:
         return out
 
     def _check_appended(self, counts: list[tuple[Path, int]]) -> None:
-        """The rows read so far from a folder's event files must begin its stream now: files only grow, and
-        only the last one read from (TensorBoard reads a folder's files one after another and never goes back)."""
+        """The rows read so far from a folder's event files must begin its stream now: files only
+        grow, and only the last one read from (TensorBoard reads a folder's files one after another
+        and never goes back)."""
         before = [(path, n) for path, n in self._counts if n]
         now = dict(counts)
         for path, n in before:
@@ -798,14 +820,18 @@ class MetricsFileTail:
         late = moved or next((path for path, n in before[:-1] if now[path] != n), None)
         if late is not None:
             raise TrialProtocolError(
-                f"{late} gained rows after {before[-1][0].name}, which comes after it in name order, was read: two "
-                f"writers wrote event files into {late.parent} at once. A folder's event files are read one after "
-                "another in name order, as TensorBoard reads them: close one SummaryWriter before the next opens "
+                f"{late} gained rows after {before[-1][0].name}, which comes after it in name "
+                f"order, was read: two "
+                f"writers wrote event files into {late.parent} at once. A folder's event files "
+                f"are read one after "
+                "another in name order, as TensorBoard reads them: close one SummaryWriter before "
+                "the next opens "
                 "there, or give each its own folder"
             )
 
     def rows(self) -> list[Row]:
-        """The log's rows as they are now, read afresh (a look before the first report); [] when unreadable."""
+        """The log's rows as they are now, read afresh (a look before the first report); [] when
+        unreadable."""
         if not self.files:
             return []
         try:
@@ -816,11 +842,15 @@ class MetricsFileTail:
     def described(self) -> str:
         """The log in words, for a message: its file, or a folder's event files."""
         if self.spec.format == "tensorboard" and self.files:
-            return f"the event files in {self.files[-1].parent} ({', '.join(path.name for path in self.files)})"
+            return (
+                f"the event files in {self.files[-1].parent} "
+                f"({', '.join(path.name for path in self.files)})"
+            )
         return f"the metrics file {self.path}"
 
     def _results(self) -> tuple[str, dict[str, Any]] | None:
-        """The `heldout_file` (a flat JSON object), read once the script has ended; None when absent."""
+        """The `heldout_file` (a flat JSON object), read once the script has ended; None when
+        absent."""
         if not self.spec.heldout_file:
             return None
         path = self._find(self.spec.heldout_file)
@@ -843,7 +873,8 @@ class MetricsFileTail:
         return self._read(final=True), None
 
     def notes(self) -> list[str]:
-        """Protocol notes for the end of the trial (after `finish`): names no row held, values not read."""
+        """Protocol notes for the end of the trial (after `finish`): names no row held, values not
+        read."""
         return self._notes + (self.reader.notes() if self.reader is not None else [])
 
     def nothing_read(self) -> str:
@@ -879,7 +910,8 @@ class MetricsFileTail:
         columns = self.reader.columns if self.reader else []
         return (
             f"{self.described()} never held {column!r} (for the metric {spec.require!r}); "
-            f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or `metrics.step`"
+            f"its columns: {', '.join(columns) if columns else 'none'}. Fix `metrics.names` or "
+            f"`metrics.step`"
         )
 
     def _in_workdir(self) -> Path | None:
@@ -912,7 +944,8 @@ def _newest(root: Path, pattern: str) -> Path | None:
 
 
 def _event_files(root: Path, pattern: str) -> list[Path]:
-    """The event files read as one log: those matching `pattern` in the newest match's folder, in name order.
+    """The event files read as one log: those matching `pattern` in the newest match's folder, in
+    name order.
 
     As TensorBoard reads a run's folder (its DirectoryWatcher): the files whose
     name holds `tfevents`, less the profiler's `.profile-empty` placeholders,
@@ -931,7 +964,8 @@ def _event_files(root: Path, pattern: str) -> list[Path]:
 
 
 def _recency(path: Path) -> tuple[int, int, str]:
-    """Newest first; on a tie of times (coarse clocks), the larger file: a later save holds more rows."""
+    """Newest first; on a tie of times (coarse clocks), the larger file: a later save holds more
+    rows."""
     try:
         stat = path.stat()
     except FileNotFoundError:

@@ -84,8 +84,8 @@ class Sink(Protocol):
 
 
 class CommandProcesses:
-    """The command under its supervisor (planner._core.supervisor): started, its pipes pumped into two
-    sinks, its whole process tree measured and stopped."""
+    """The command under its supervisor (planner._core.supervisor): started, its pipes pumped into
+    two sinks, its whole process tree measured and stopped."""
 
     def __init__(
         self,
@@ -120,7 +120,8 @@ class CommandProcesses:
         stderr: Sink,
         grace_s: float = 5.0,
     ) -> CommandProcesses:
-        """Start `argv` under a supervisor, in a session of its own; OSError when it cannot start."""
+        """Start `argv` under a supervisor, in a session of its own; OSError when it cannot
+        start."""
         read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
@@ -175,7 +176,8 @@ class CommandProcesses:
 
     @property
     def returncode(self) -> int | None:
-        """The command's exit status (negative: the signal that ended it), once the supervisor has ended."""
+        """The command's exit status (negative: the signal that ended it), once the supervisor has
+        ended."""
         if self.proc.returncode is None:
             return None
         return self._exit if self._exit is not None else self.proc.returncode
@@ -208,14 +210,16 @@ class CommandProcesses:
                 self._selector.unregister(key.fileobj)
 
     def drain(self, limit_s: float) -> None:
-        """Read the pipes to their end, for at most `limit_s` (a child left behind may hold them open)."""
+        """Read the pipes to their end, for at most `limit_s` (a child left behind may hold them
+        open)."""
         deadline = time.monotonic() + limit_s
         while self._selector.get_map() and time.monotonic() < deadline:
             self.pump(0.05)
 
     def memory_bytes(self) -> int:
         """Resident memory of the command and every process under it (re-parented ones included:
-        the supervisor is their subreaper); the supervisor's own is not counted. 0 when it is gone."""
+        the supervisor is their subreaper); the supervisor's own is not counted. 0 when it is
+        gone."""
         try:
             processes = psutil.Process(self.proc.pid).children(recursive=True)
         except psutil.Error:
@@ -231,8 +235,9 @@ class CommandProcesses:
         return total
 
     def stop(self, grace_s: float) -> None:
-        """End the whole tree: the supervisor SIGTERMs every descendant and SIGKILLs what is left after
-        `grace_s`; if it does not end in time, what is under it, and it, are killed from here."""
+        """End the whole tree: the supervisor SIGTERMs every descendant and SIGKILLs what is left
+        after `grace_s`; if it does not end in time, what is under it, and it, are killed from
+        here."""
         if self.proc.poll() is None:
             try:
                 self.proc.send_signal(signal.SIGTERM)
@@ -262,13 +267,14 @@ class CommandProcesses:
 
 @contextmanager
 def trial_processes_end(grace_s: float = CommandLimits.kill_grace_s) -> Iterator[None]:
-    """Every process a trial starts in this process (a Ray worker) ends with the trial: a function trainable's
-    child, its `setsid` daemon, its double-forked grandchild.
+    """Every process a trial starts in this process (a Ray worker) ends with the trial: a function
+    trainable's child, its `setsid` daemon, its double-forked grandchild.
 
-    This process becomes the child subreaper of what it starts (Linux), so a daemon that leaves its parent
-    behind is re-parented here, not to init; when the block ends (the trial returned, raised, was stopped),
-    each descendant that was not there when it began gets SIGTERM, SIGKILL after `grace_s`, and is reaped.
-    Where the call is not available, only what is still in the tree is ended."""
+    This process becomes the child subreaper of what it starts (Linux), so a daemon that leaves its
+    parent behind is re-parented here, not to init; when the block ends (the trial returned,
+    raised, was stopped), each descendant that was not there when it began gets SIGTERM, SIGKILL
+    after `grace_s`, and is reaped. Where the call is not available, only what is still in the tree
+    is ended."""
     supervisor.become_subreaper()
     had_children = supervisor.has_children()
     spare = (
@@ -382,7 +388,8 @@ class BoundedLog:
             kept = bytes(self.tail[-min(self.dropped, len(self.tail)) :])
             omitted = self.dropped - len(kept)
             self._file.write(
-                f"\n[planner: {omitted} bytes of output omitted here; the last {len(kept)} follow]\n".encode()
+                f"\n[planner: {omitted} bytes of output omitted here; the last {len(kept)} "
+                f"follow]\n".encode()
             )
             self._file.write(kept)
         self._file.close()

@@ -1,10 +1,11 @@
 """The trainable protocol, as the worker runs it.
 
 `train(config, trial)` receives a `Trial`: `trial.seed`, `trial.budget` (the
-exposure) and `trial.unit` (budget.unit), `trial.arm`, `trial.phase` (tune | confirm | reeval), `trial.id`,
-`trial.dir`, `trial.heldout` (metric.heldout's name, or None), `trial.resumed`, `trial.report(step, **metrics)`
-and `trial.log_split(name, ids, groups)` (docs/data.md). A trainable that continued from a checkpoint sets
-`trial.resumed_from` (path, sha256, what it held) for the record.
+exposure) and `trial.unit` (budget.unit), `trial.arm`, `trial.phase` (tune | confirm | reeval),
+`trial.id`, `trial.dir`, `trial.heldout` (metric.heldout's name, or None), `trial.resumed`,
+`trial.report(step, **metrics)` and `trial.log_split(name, ids, groups)` (docs/data.md). A
+trainable that continued from a checkpoint sets `trial.resumed_from` (path, sha256, what it held)
+for the record.
 
 `run_trial` runs one trial to its end and returns its record (the schema of
 docs/run-folder.md, minus what only the driver knows). It never raises for a
@@ -35,8 +36,9 @@ import traceback
 import types
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -54,10 +56,12 @@ from planner._core.status import FAILED, TrialStatus
 from planner._core.text import utc_now
 from planner._data.checks import missing_required, overlap_violations
 from planner._data.splits import SplitError, SplitLog
+from planner._store.identity import read_facts, trainable_sources
 from planner._trial import checkpoints
 from planner._trial.attempts import RAISED, Ledger
 from planner._trial.command import CommandTrainable
 from planner._trial.limits import OUTPUT_CAP, TrialLimit, Watchdog, captured_output
+from planner._trial.reads import Recorder, recording
 from planner._trial.reports import nearest_name
 from planner._trial.storage import TrialStorage, trial_storage
 
@@ -94,19 +98,22 @@ class TrialSpec:
 
     @property
     def decision_metric(self) -> str:
-        """The metric every trial must report: the tuning metric while tuning, else the held-out one if set."""
+        """The metric every trial must report: the tuning metric while tuning, else the held-out
+        one if set."""
         return self.heldout if self.heldout and self.phase != "tune" else self.metric
 
     @property
     def first_report_metrics(self) -> tuple[str, ...]:
-        """A trial's first report holds one of these (the selection metric; outside tuning, or the held-out one)."""
+        """A trial's first report holds one of these (the selection metric; outside tuning, or the
+        held-out one)."""
         if self.heldout and self.phase != "tune":
             return (self.metric, self.heldout)
         return (self.metric,)
 
     @property
     def divergence_metrics(self) -> tuple[str, ...]:
-        """Metrics whose NaN/inf makes the trial diverged: the selection metric, and the heldout one outside tuning."""
+        """Metrics whose NaN/inf makes the trial diverged: the selection metric, and the heldout
+        one outside tuning."""
         if self.heldout and self.phase != "tune":
             return (self.metric, self.heldout)
         return (self.metric,)
@@ -116,7 +123,8 @@ OUTPUT_LOG = "output.log"  # the trainable's prints, in trial.dir
 
 
 class _Stop(BaseException):
-    """Ends an attempt from inside `trial.report` (a BaseException, so `except Exception` in a trainable cannot swallow it)."""
+    """Ends an attempt from inside `trial.report` (a BaseException, so `except Exception` in a
+    trainable cannot swallow it)."""
 
     def __init__(self, status: TrialStatus, message: str):
         super().__init__(message)
@@ -125,7 +133,8 @@ class _Stop(BaseException):
 
 
 class _SessionExit(SystemExit):
-    """Ray Tune's own sys.exit from `tune.report` (the scheduler stopped the trial): never a trainable's raise."""
+    """Ray Tune's own sys.exit from `tune.report` (the scheduler stopped the trial): never a
+    trainable's raise."""
 
 
 class Trial:
@@ -164,12 +173,15 @@ class Trial:
         ] = {}  # name -> counts and fingerprints (planner._data.splits)
         self._split_log: Any = None
         self.attempt = 1  # this attempt's number (1 + retries used so far)
-        self.resumed = False  # the previous attempt was cut short (its worker died, the driver was killed, it raised):
+        # the previous attempt was cut short (its worker died, the driver was killed, it raised):
+        self.resumed = False
         # a trainable that saves checkpoints in trial.dir looks for one there and continues from it
         self.resumed_from: dict[str, Any] | None = (
             None  # the checkpoint a command continued from (checkpoints.describe)
         )
         self.inputs: dict[str, Any] | None = None  # a command's: {argv, files} (TrialInputs)
+        self._reads: _Reads | None = None  # a function trainable's: what its trial reads
+        self._sent_files: dict[str, Any] | None = None  # the files its last forward carried
         self.heldout = (
             spec.heldout
         )  # metric.heldout's name (None when unset): reported outside tuning only
@@ -203,7 +215,8 @@ class Trial:
             raise _Stop(
                 TrialStatus.PROTOCOL_ERROR,
                 f"trial.report: step {step} does not follow step {self.last_step} "
-                "(steps strictly increase; a second training loop in one trial, such as trainer.fit called "
+                "(steps strictly increase; a second training loop in one trial, such as "
+                "trainer.fit called "
                 "twice, starts its steps over)",
             )
         if not metrics:
@@ -220,7 +233,8 @@ class Trial:
         if spec.max_trial_time_s is not None and elapsed > spec.max_trial_time_s:
             raise _Stop(
                 TrialStatus.TIMEOUT,
-                f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of {spec.max_trial_time_s:g} s",
+                f"step {step} came after {elapsed:.1f} s, past budget.max_trial_time of "
+                f"{spec.max_trial_time_s:g} s",
             )
         self.reports.append(
             {
@@ -262,14 +276,13 @@ class Trial:
             }
             self._forwarded = step
             before = top_level_modules() if self.machinery is None else None
+            extra: dict[str, Any] = {"splits": dict(self.splits)} if self.splits else {}
+            files = self._reads.files() if self._reads is not None else None
+            if files is not None and files is not self._sent_files:  # sent when they change
+                extra["inputs"] = {"files": files}
+                self._sent_files = files
             try:
-                self._forward(
-                    step,
-                    forwarded,
-                    elapsed,
-                    self.violations,
-                    **({"splits": dict(self.splits)} if self.splits else {}),
-                )
+                self._forward(step, forwarded, elapsed, self.violations, **extra)
             except (
                 SystemExit
             ) as stop:  # Ray Tune ends a stopped trial's thread with sys.exit from tune.report
@@ -281,7 +294,8 @@ class Trial:
                     self.machinery = top_level_modules() - before
 
     def log_split(self, name: str, ids: Any, groups: Any = None) -> dict[str, Any]:
-        """Log the unit ids of split `name` in row order, and optional aligned `groups` ({"patient": [...]}).
+        """Log the unit ids of split `name` in row order, and optional aligned `groups`
+        ({"patient": [...]}).
 
         Only counts and fingerprints are kept (docs/data.md); overlaps with the
         splits logged before, and the contract's `data.independent` pairs, are
@@ -297,7 +311,8 @@ class Trial:
         return summary
 
     def add_split_summary(self, name: str, summary: dict[str, Any]) -> None:
-        """Take a split summary (from log_split, or a `command:` script's report line) and check it."""
+        """Take a split summary (from log_split, or a `command:` script's report line) and check
+        it."""
         self.splits[name] = summary
         found, problems = overlap_violations(self.splits, self._spec.extra.get("data"), only=name)
         if problems:
@@ -310,15 +325,16 @@ MACHINERY = frozenset(
 )  # planner's own and Ray's worker, never a trainable's package
 
 
-_LAST_LOOK: list = []  # (how many modules, the last one's name and object id, their top-level names) at the last look
+# (how many modules, the last one's name and object id, their top-level names) at the last look
+_LAST_LOOK: list = []
 
 
 def top_level_modules() -> frozenset[str]:
     """The top-level names of the modules loaded in this process (`torch` for `torch.nn`).
 
-    Asked four times a trial in a worker holding thousands of modules: while `sys.modules` has as many
-    entries as at the last look and the same module object last (a module loaded since would be last), the
-    names are the last look's."""
+    Asked four times a trial in a worker holding thousands of modules: while `sys.modules` has as
+    many entries as at the last look and the same module object last (a module loaded since would
+    be last), the names are the last look's."""
     modules = list(sys.modules)
     last = modules[-1] if modules else ""  # no module is named ""
     key = (len(modules), last, id(sys.modules.get(last)))  # a module loaded again is a new object
@@ -330,9 +346,10 @@ def top_level_modules() -> frozenset[str]:
 
 
 def new_modules(before: AbstractSet[str], machinery: AbstractSet[str] | None = None) -> list[str]:
-    """The top-level modules loaded since `before` (names only): not the standard library, planner's or
-    Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function trainable's record
-    keeps them (`modules`): the imports inside its function body, which its source does not show."""
+    """The top-level modules loaded since `before` (names only): not the standard library,
+    planner's or Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function
+    trainable's record keeps them (`modules`): the imports inside its function body, which its
+    source does not show."""
     skip = before | MACHINERY | (machinery or set())
     return sorted(
         name
@@ -353,7 +370,8 @@ def seed_everything(seed: int) -> None:
 
 
 def load_trainable(path: str, fresh: bool = True) -> Callable:
-    """`module.path:function` -> the function; `fresh` executes the module anew (its globals start over)."""
+    """`module.path:function` -> the function; `fresh` executes the module anew (its globals start
+    over)."""
     module_name, _, function = path.partition(":")
     if fresh and (module_name in sys.modules or module_name in _LET_GO):
         spec = importlib.util.find_spec(module_name)
@@ -377,8 +395,8 @@ def load_trainable(path: str, fresh: bool = True) -> Callable:
 
 
 def _bind_in_package(module_name: str, module: Any, *, was: Any = None) -> None:
-    """`package.module` is `module` (None: no attribute), as an import makes it; with `was`, only while the
-    attribute is `was` (what the package's own code put there is left)."""
+    """`package.module` is `module` (None: no attribute), as an import makes it; with `was`, only
+    while the attribute is `was` (what the package's own code put there is left)."""
     package, _, name = module_name.rpartition(".")
     holder = sys.modules.get(package)
     if holder is None or (was is not None and getattr(holder, name, None) is not was):
@@ -390,9 +408,10 @@ def _bind_in_package(module_name: str, module: Any, *, was: Any = None) -> None:
 
 
 def _with_submodules(module: Any) -> None:
-    """A package about to be executed anew gets the submodules that are still loaded as its attributes, as
-    their first import made them: `import pkg.sub` finds them loaded and sets nothing, so `pkg.sub.x` raised
-    AttributeError from the second trial on. What the package's own code then assigns wins."""
+    """A package about to be executed anew gets the submodules that are still loaded as its
+    attributes, as their first import made them: `import pkg.sub` finds them loaded and sets
+    nothing, so `pkg.sub.x` raised AttributeError from the second trial on. What the package's own
+    code then assigns wins."""
     if getattr(module, "__path__", None) is not None:
         prefix = module.__name__ + "."
         for name, loaded in list(sys.modules.items()):
@@ -428,6 +447,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         top_level_modules() if "command" not in spec.extra else None
     )  # a function trainable's imports
     modules: list[str] | None = None
+    reads = _Reads.of(spec)  # what a function trainable reads, all its attempts together
     storage = trial_storage(spec)
     while attempts < 1 + spec.retries:
         attempts += 1
@@ -437,6 +457,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         trial.attempt, trial.resumed = attempts, ledger.cut_short_before()
         resumed = trial.resumed
         trial.storage = storage
+        trial._reads = reads
         if storage is not None and trial.resumed:  # its checkpoint, from the node that ran it
             storage.pull()
         try:
@@ -469,7 +490,9 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
     )
     record["resumed"] = resumed
     record["resumed_from"] = trial.resumed_from if trial is not None else None
-    if trial is not None and trial.inputs is not None:  # a command's flags and the files it read
+    if reads is not None:
+        record["inputs"] = {"files": reads.files()}
+    elif trial is not None and trial.inputs is not None:  # a command's flags and the files it read
         record["inputs"] = trial.inputs
     if modules is not None:
         record["modules"] = modules
@@ -487,11 +510,12 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
 
 
 def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
-    """The record of `spec` that its worker kept as the trial ended in this driver session (the attempt
-    ledger's `kept`), or None: the trial had not ended (an attempt cut short, raised, stopped at a report),
-    its worker died before it kept the record, the record is on another node's disk, or it is not this
-    trial's (another trial id, phase, params or config). The one reader of a kept record, in the driver
-    after a worker death and in a worker Tune starts again for a trial that had ended."""
+    """The record of `spec` that its worker kept as the trial ended in this driver session (the
+    attempt ledger's `kept`), or None: the trial had not ended (an attempt cut short, raised,
+    stopped at a report), its worker died before it kept the record, the record is on another
+    node's disk, or it is not this trial's (another trial id, phase, params or config). The one
+    reader of a kept record, in the driver after a worker death and in a worker Tune starts again
+    for a trial that had ended."""
     record = Ledger.of(spec).kept()
     if record is None or any(
         record.get(key) != getattr(spec, key) for key in ("trial_id", "phase", "arm", "seed")
@@ -505,13 +529,14 @@ def kept_record(spec: TrialSpec) -> dict[str, Any] | None:
 
 
 def _canonical(value: Any) -> str:
-    """A value as JSON (keys sorted): a record read back from disk compares equal to the spec it was made of."""
+    """A value as JSON (keys sorted): a record read back from disk compares equal to the spec it
+    was made of."""
     return json.dumps(value, sort_keys=True, default=str)
 
 
 def _tidy(spec: TrialSpec) -> int | None:
-    """Once a trial has ended: remove the checkpoints `command.checkpoint.keep` does not keep; the bytes
-    its folder then holds (None when the folder is not on this machine's disk)."""
+    """Once a trial has ended: remove the checkpoints `command.checkpoint.keep` does not keep; the
+    bytes its folder then holds (None when the folder is not on this machine's disk)."""
     checkpoint = (spec.extra.get("command") or {}).get("checkpoint")
     if checkpoint and checkpoint.get("keep", "all") != "all":
         checkpoints.prune(spec.dir, checkpoint["file"], checkpoint["keep"])
@@ -528,10 +553,11 @@ def _enter(spec: TrialSpec) -> None:
         os.chdir(spec.cwd)
 
 
-# What ends an attempt without being the trainable's error: Tune stopping the trial at a report (its thread ends
-# as Tune intends), Ray cancelling the task or the worker's SIGINT (KeyboardInterrupt), a watchdog's limit (the
-# watchdog's own verdict is recorded). Any other BaseException a trainable raises is its error: a user's
-# BaseException subclass left to Ray kills a tuning run and cannot be deserialized by the driver (F7).
+# What ends an attempt without being the trainable's error: Tune stopping the trial at a report
+# (its thread ends as Tune intends), Ray cancelling the task or the worker's SIGINT
+# (KeyboardInterrupt), a watchdog's limit (the watchdog's own verdict is recorded). Any other
+# BaseException a trainable raises is its error: a user's BaseException subclass left to Ray kills
+# a tuning run and cannot be deserialized by the driver (F7).
 _PROPAGATE = (_SessionExit, KeyboardInterrupt, TrialLimit)
 
 _ERROR_TYPE = {
@@ -567,8 +593,9 @@ def _attempt(
             return final, _error(
                 n, type(exc).__name__, scrub(str(exc)), scrub(getattr(exc, "stderr_tail", ""))
             )
-        # a command's failure is the script's: its stderr's last lines, not planner's frames that ran it (a
-        # report's "where" read planner/_trial/command.py for a script that called sys.exit(3))
+        # a command's failure is the script's: its stderr's last lines, not planner's frames that
+        # ran it (a report's "where" read planner/_trial/command.py for a script that called
+        # sys.exit(3))
         trace = (exc.stderr_tail or "") if isinstance(exc, CommandError) else traceback.format_exc()
         return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(trace))
     if trial.last_step == spec.budget and (never := _never_reported(spec, trial)):
@@ -592,9 +619,62 @@ def _attempt(
     )
 
 
+class _Reads:
+    """What a function trainable's trial reads, all its attempts together: the recorder of its
+    audit events (`recorder`) and the files as its record names them (`files`), each file looked
+    at once a trial."""
+
+    def __init__(self, spec: TrialSpec, recorder: Recorder, module_file: Path | None):
+        self.spec, self.recorder, self.module_file = spec, recorder, module_file
+        self.known: dict[str, Any] = {}  # absolute path -> its FileFact, as first looked at
+        self.seen = -1  # how many files the recorder had noted when `last` was made
+        self.last: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, spec: TrialSpec) -> _Reads | None:
+        """Below the contract's folder (`extra["reads_base"]`: "." on a cluster, where the worker
+        runs in its copy) and the trainable module's, outside the run folder; None for a
+        `command:` (its bootstrap records them) or a spec that does not ask for it."""
+        base = spec.extra.get("reads_base")
+        if "command" in spec.extra or not base:
+            return None
+        module_file = _module_file(spec.trainable.partition(":")[0])
+        roots = [os.path.abspath(base)] + ([str(module_file.parent)] if module_file else [])
+        trial_dir = os.path.abspath(spec.dir)
+        parent = os.path.dirname(trial_dir)
+        run_folder = os.path.dirname(parent) if os.path.basename(parent) == "trials" else trial_dir
+        return cls(spec, Recorder(roots, [run_folder]), module_file)
+
+    def files(self) -> dict[str, Any]:
+        """The files read so far (`inputs.files`): what the hook saw, and the trainable's module
+        and the local modules it imports, which an earlier trial in this worker may have loaded
+        before this one started (no import then, no audit event)."""
+        if len(self.recorder.noted) == self.seen:
+            return self.last
+        self.seen = len(self.recorder.noted)
+        read, written = self.recorder.read()
+        if self.module_file is not None:
+            module_name = self.spec.trainable.partition(":")[0]
+            read |= {str(path) for path in trainable_sources(self.module_file, module_name)}
+        base = Path(self.recorder.roots[0])  # the first root: the folder the names start from
+        self.last = dict(read_facts(read, written, base, self.known))
+        return self.last
+
+
+def _module_file(module_name: str) -> Path | None:
+    """The file of the trainable's module as this worker imports it, or None."""
+    try:
+        found = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    origin = found.origin if found is not None else None
+    return Path(origin).resolve() if origin and os.path.isfile(origin) else None
+
+
 def _spent(trial: Trial) -> int | None:
-    """The furthest step the attempt trained: its last report, or further where a command's own metrics log
-    holds rows past it (a metric logged under another name: the script trained to its end, reporting nothing)."""
+    """The furthest step the attempt trained: its last report, or further where a command's own
+    metrics log holds rows past it (a metric logged under another name: the script trained to its
+    end, reporting nothing)."""
     steps = [
         s
         for s in (trial.last_step, trial.log_reached)
@@ -604,8 +684,9 @@ def _spent(trial: Trial) -> int | None:
 
 
 def _uses_lightning(trainable: str) -> bool:
-    """Whether the function trainable's module holds Lightning (`import lightning as L`, `from lightning.pytorch
-    import Trainer`): a name in its globals from `lightning` or `pytorch_lightning`."""
+    """Whether the function trainable's module holds Lightning (`import lightning as L`, `from
+    lightning.pytorch import Trainer`): a name in its globals from `lightning` or
+    `pytorch_lightning`."""
     module = sys.modules.get(trainable.partition(":")[0])
     for value in list(getattr(module, "__dict__", {}).values()):
         name = (
@@ -618,7 +699,8 @@ def _uses_lightning(trainable: str) -> bool:
     return False
 
 
-# planner.LightningCallback's note while the last epoch's report waits for trainer.test() (planner._trial.lightning)
+# planner.LightningCallback's note while the last epoch's report waits for trainer.test()
+# (planner._trial.lightning)
 WAITING_FOR_TEST = (
     "the last epoch's report waits for trainer.test() (metric.heldout is reported outside tuning): "
     "call trainer.test() after trainer.fit()"
@@ -657,15 +739,17 @@ def _why_short(
     *,
     steps: list[int] | None = None,
 ) -> str:
-    """What most often ends a trial short of its exposure, as a clause for the protocol error ('' if nothing).
-    `log_reached`: the furthest step a command's own metrics log held a row at, the metric or not; `notes`:
-    the trial's notes (LightningCallback's WAITING_FOR_TEST: the last report waited for a test that never
-    reached the callback)."""
+    """What most often ends a trial short of its exposure, as a clause for the protocol error (''
+    if nothing). `log_reached`: the furthest step a command's own metrics log held a row at, the
+    metric or not; `notes`: the trial's notes (LightningCallback's WAITING_FOR_TEST: the last
+    report waited for a test that never reached the callback)."""
     if notes and WAITING_FOR_TEST in notes:
         return (
-            "; its last epoch was trained, and its report waited for trainer.test() (metric.heldout is "
+            "; its last epoch was trained, and its report waited for trainer.test() "
+            "(metric.heldout is "
             "reported outside tuning), which never reached this trial's LightningCallback: call "
-            "trainer.test() on the Trainer that has the callback (a new Trainer without it reports nothing)"
+            "trainer.test() on the Trainer that has the callback (a new Trainer without it "
+            "reports nothing)"
         )
     metrics = (spec.extra.get("command") or {}).get("metrics") or {}
     if last_step is None and "command" not in spec.extra and _uses_lightning(spec.trainable):
@@ -676,10 +760,14 @@ def _why_short(
     if metrics and log_reached is not None and log_reached > (last_step or 0):
         column = (metrics.get("names") or {}).get(spec.metric, spec.metric)
         return (
-            f"; the script did train to step {log_reached} (its log holds rows there) but logged {column!r} "
-            f"{'never' if last_step is None else f'last at step {last_step}'}: the steps after were not "
-            "evaluated (Lightning's check_val_every_n_epoch, the Trainer's eval_steps or eval_strategy): "
-            "evaluate at the last step too, or make the budget a multiple of the evaluation interval"
+            f"; the script did train to step {log_reached} (its log holds rows there) but logged "
+            f"{column!r} "
+            f"{'never' if last_step is None else f'last at step {last_step}'}: the steps after "
+            f"were not "
+            "evaluated (Lightning's check_val_every_n_epoch, the Trainer's eval_steps or "
+            "eval_strategy): "
+            "evaluate at the last step too, or make the budget a multiple of the evaluation "
+            "interval"
         )
     if (
         metrics
@@ -688,15 +776,18 @@ def _why_short(
         and metrics.get("step_base", 1) == 1
     ):
         return (
-            f"; one step short: if the script's {metrics.get('step') or 'step'} column counts from 0 (Lightning's "
+            f"; one step short: if the script's {metrics.get('step') or 'step'} column counts "
+            f"from 0 (Lightning's "
             "epoch does), say so with command.metrics.step_base: 0"
         )
     if steps and (interval := _interval_short(spec.budget, steps)):
         return interval
     if last_step is not None and last_step < spec.budget:
         return (
-            "; a script that ends its training early by itself (Lightning's EarlyStopping, Hugging Face's "
-            "EarlyStoppingCallback, a patience loop) gives the arms unequal budgets: remove that, and let "
+            "; a script that ends its training early by itself (Lightning's EarlyStopping, "
+            "Hugging Face's "
+            "EarlyStoppingCallback, a patience loop) gives the arms unequal budgets: remove that, "
+            "and let "
             "tuning.early_stop stop trials by one rule for every arm"
         )
     return ""
@@ -721,14 +812,16 @@ def _call(spec: TrialSpec, trial: Trial, ledger: Ledger, scrub: Callable[[str], 
     try:
         with _worker_kept(spec), output, dog:
             try:
-                fn = trainable_for(spec)
-                seed_everything(spec.seed)  # the module body may have drawn from the RNGs
-                fn(spec.config, trial)
+                with recording(trial._reads.recorder) if trial._reads else nullcontext():
+                    fn = trainable_for(spec)
+                    seed_everything(spec.seed)  # the module body may have drawn from the RNGs
+                    fn(spec.config, trial)
             finally:
                 dog.stop()
     except TrialLimit as limit:  # raised in this thread by the watchdog, which holds the message
         raise _Stop(limit.status, dog.verdict[1] if dog.verdict else limit.status) from None
-    finally:  # after the trainable: a command trainable sets the notes of its metrics file while it runs
+    # after the trainable: a command trainable sets the notes of its metrics file while it runs
+    finally:
         if output.refused is not None and output.refused not in trial.notes:
             trial.notes.append(output.refused)
 
@@ -770,8 +863,10 @@ def _never_reported(spec: TrialSpec, trial: Trial) -> str | None:
         return None
     got = sorted({name for r in trial.reports for name in r["metrics"]})
     return (
-        f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} (the contract's "
-        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the names the "
+        f"metric {required} never reported; got {', '.join(got)}{nearest_name(required, got)} "
+        f"(the contract's "
+        f"{'metric.heldout' if required != spec.metric else 'metric.name'} must be one of the "
+        f"names the "
         "trainable reports)"
     )
 
@@ -803,20 +898,21 @@ _AT_MOST = (
 def _release_memory(trial_s: float, trainable_module: str | None = None) -> None:
     """Give freed memory back to the system, so a reused worker starts its next trial small.
 
-    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a worker), and
-    malloc_trim walks the C heap (about 1 ms), so each runs after a trial only when it costs at most a
-    twentieth of the trial's own time (`trial_s`); after a shorter trial the young generations are collected,
-    and the interpreter's own collections do the rest. A thousand trivial trials no longer spend most of
-    their workers' time in the collector.
+    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a
+    worker), and malloc_trim walks the C heap (about 1 ms), so each runs after a trial only when it
+    costs at most a twentieth of the trial's own time (`trial_s`); after a shorter trial the young
+    generations are collected, and the interpreter's own collections do the rest. A thousand
+    trivial trials no longer spend most of their workers' time in the collector.
 
-    In a Ray worker, what is still alive after its first trial's full collection (the modules it imported:
-    Ray, Tune, the trainable's torch or Lightning, and their caches) is moved out of the collector's sight
-    (`gc.freeze`), once: those objects live as long as the process, and every later full collection walks
-    only what trials made since (2 ms instead of 50-60 ms in a worker that imported Ray Tune, measured
-    here), so it runs after nearly every trial. Objects frozen are still freed when nothing refers to them;
-    only a cycle among them would stay: a module is one (its functions refer to its globals), so the
-    function trainable's module (`trainable_module`), which the next trial executes anew anyway, is let go
-    and collected first, its globals with it (a dataset it loaded at import), never frozen."""
+    In a Ray worker, what is still alive after its first trial's full collection (the modules it
+    imported: Ray, Tune, the trainable's torch or Lightning, and their caches) is moved out of the
+    collector's sight (`gc.freeze`), once: those objects live as long as the process, and every
+    later full collection walks only what trials made since (2 ms instead of 50-60 ms in a worker
+    that imported Ray Tune, measured here), so it runs after nearly every trial. Objects frozen are
+    still freed when nothing refers to them; only a cycle among them would stay: a module is one
+    (its functions refer to its globals), so the function trainable's module (`trainable_module`),
+    which the next trial executes anew anyway, is let go and collected first, its globals with it
+    (a dataset it loaded at import), never frozen."""
     if not _if_cheap(trial_s, _FULL_COLLECTION_S, gc.collect):
         gc.collect(1)
     elif not _FROZEN[0] and _in_ray_worker():
@@ -839,8 +935,8 @@ _LET_GO: set[str] = (
 
 
 def _let_go(module_name: str) -> bool:
-    """Forget the module `module_name` (sys.modules and its package's attribute): the next trial executes
-    it anew (`load_trainable`). True when it was there."""
+    """Forget the module `module_name` (sys.modules and its package's attribute): the next trial
+    executes it anew (`load_trainable`). True when it was there."""
     _LET_GO.add(module_name)
     module = sys.modules.pop(module_name, None)
     if module is not None:
@@ -849,13 +945,14 @@ def _let_go(module_name: str) -> bool:
 
 
 def _in_ray_worker() -> bool:
-    """True inside a Ray worker's task or actor (never the driver, a test or a user's own process)."""
+    """True inside a Ray worker's task or actor (never the driver, a test or a user's own
+    process)."""
     return ray_node_id() is not None
 
 
 def _if_cheap(trial_s: float, last_s: list[float], release: Callable[[], object]) -> bool:
-    """Run `release` when its last run (`last_s[0]`, CPU seconds of this thread) took at most 1/_AT_MOST of
-    `trial_s`, keeping what this run took; False when it was too dear to run."""
+    """Run `release` when its last run (`last_s[0]`, CPU seconds of this thread) took at most
+    1/_AT_MOST of `trial_s`, keeping what this run took; False when it was too dear to run."""
     if trial_s < _AT_MOST * last_s[0]:
         return False
     t0 = (
@@ -874,7 +971,8 @@ def _malloc_trim() -> None:
 
 
 def trainable_for(spec: TrialSpec) -> Callable:
-    """The function a trial calls: the contract's `module:function`, or its `command:` as a subprocess."""
+    """The function a trial calls: the contract's `module:function`, or its `command:` as a
+    subprocess."""
     if "command" in spec.extra:
         return CommandTrainable.from_dict(spec.extra["command"])
     return load_trainable(spec.trainable)
@@ -901,13 +999,15 @@ def _error(attempt: int, kind: str, message: str, trace: str) -> dict[str, Any]:
 
 
 def ray_node_id() -> str | None:
-    """The Ray node running this trial: several nodes can share a host. None outside a Ray task or actor."""
+    """The Ray node running this trial: several nodes can share a host. None outside a Ray task or
+    actor."""
     ray = sys.modules.get(
         "ray"
     )  # never imported here: only asked when the worker already runs in Ray
     if ray is None or not ray.is_initialized():
         return None
-    try:  # the driver (SCRIPT_MODE) has no task; asking it for one makes Ray log a warning on stderr
+    # the driver (SCRIPT_MODE) has no task; asking it for one makes Ray log a warning on stderr
+    try:
         context = ray.get_runtime_context()
         if context.worker.mode != ray.WORKER_MODE:
             return None
@@ -926,10 +1026,12 @@ def make_record(
     duration_s: float,
     reports: list | None = None,
 ) -> dict[str, Any]:
-    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of TrialStatus.
+    """A trial's record (docs/run-folder.md), minus what only the driver knows; its status one of
+    TrialStatus.
 
-    A record is made when the trial has ended (in the worker, or in the driver for a trial its scheduler
-    stopped): its folder is tidied first (`command.checkpoint.keep`), then measured (`disk_bytes`).
+    A record is made when the trial has ended (in the worker, or in the driver for a trial its
+    scheduler stopped): its folder is tidied first (`command.checkpoint.keep`), then measured
+    (`disk_bytes`).
     """
     reports = reports if reports is not None else (trial.reports if trial is not None else [])
     disk = _tidy(spec)

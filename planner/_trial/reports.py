@@ -26,13 +26,14 @@ from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
 from planner._trial.metrics_lines import PrintedMetricsTail, printed_reports
 
 MAX_REPORT_LINE_BYTES = 1024 * 1024
-# what frameworks put around a metric's name when they log an evaluation: `eval_accuracy` (the Trainer),
-# `val_acc_epoch` (Lightning's on_epoch), `val/acc`
+# what frameworks put around a metric's name when they log an evaluation: `eval_accuracy` (the
+# Trainer), `val_acc_epoch` (Lightning's on_epoch), `val/acc`
 EVALUATION_AFFIXES = ("eval", "val", "valid", "validation", "test", "epoch", "step")
 AFFIX_SEPARATORS = "_/-."
-# a column this close to the metric's (difflib's ratio: `valacc` and `val_acc` 0.92, `valid_acc` 0.88; not
-# `train_acc` 0.63 nor `val_accuracy` 0.74) that the log holds at two steps while it never holds the metric's
-# is the metric misspelt: one step could be a sibling logged a row before the metric, two are not
+# a column this close to the metric's (difflib's ratio: `valacc` and `val_acc` 0.92, `valid_acc`
+# 0.88; not `train_acc` 0.63 nor `val_accuracy` 0.74) that the log holds at two steps while it
+# never holds the metric's is the metric misspelt: one step could be a sibling logged a row before
+# the metric, two are not
 TYPO_CUTOFF = 0.8
 TYPO_STEPS = 2
 
@@ -72,9 +73,10 @@ def report_source(
 def attempt_reports(
     attempt_dir: Path, metrics: MetricsSpec | None
 ) -> list[tuple[int, dict[str, float]]]:
-    """What an attempt that has ended reported, read from its folder as it was read while it ran (its report
-    file, or with `metrics` its own log): (step, metrics) in order. A log that no longer reads (torn by the
-    kill that cut the attempt short, edited) gives the reports read before the fault."""
+    """What an attempt that has ended reported, read from its folder as it was read while it ran
+    (its report file, or with `metrics` its own log): (step, metrics) in order. A log that no
+    longer reads (torn by the kill that cut the attempt short, edited) gives the reports read
+    before the fault."""
     report_file = attempt_dir / "reports.jsonl"
     if not report_file.is_file() or report_file.is_symlink():
         return []
@@ -132,7 +134,8 @@ class ReportTail:
 
 
 class WithSplits:
-    """A script's own metrics log, plus the report file for its planner.log_split lines (docs/data.md)."""
+    """A script's own metrics log, plus the report file for its planner.log_split lines
+    (docs/data.md)."""
 
     def __init__(self, metrics: MetricsFileTail | PrintedMetricsTail, report_file: ReportTail):
         self.metrics, self.report_file = metrics, report_file
@@ -163,9 +166,10 @@ class WithSplits:
         return self.metrics if isinstance(self.metrics, PrintedMetricsTail) else None
 
     def misnamed(self) -> Misnamed | None:
-        """Before the first report: the file has no column for the metric but holds it under an evaluation
-        prefix or suffix (`eval_accuracy` for `accuracy`), at once, or under a near spelling (`val_acc` for
-        `valacc`) at `TYPO_STEPS` steps: the row that shows it, and what to say."""
+        """Before the first report: the file has no column for the metric but holds it under an
+        evaluation prefix or suffix (`eval_accuracy` for `accuracy`), at once, or under a near
+        spelling (`val_acc` for `valacc`) at `TYPO_STEPS` steps: the row that shows it, and what to
+        say."""
         tail, spec = self.metrics, self.metrics.spec
         reader, column = tail.reader, spec.names[spec.require]
         if reader is None or reader.reported or tail.path is None or column in reader.columns:
@@ -197,13 +201,15 @@ class WithSplits:
         held = f"it held `{near[0]}` at {steps} steps and never {column!r}; " if steps > 1 else ""
         return (
             f"{tail.described()} has no column {column!r} for the metric {spec.require!r}"
-            f"{nearest_name(column, near)} ({held}its columns: {', '.join(columns)}). Fix `metrics.names`"
+            f"{nearest_name(column, near)} ({held}its columns: {', '.join(columns)}). Fix "
+            f"`metrics.names`"
         )
 
 
 @dataclass(frozen=True)
 class Misnamed:
-    """A metric the script's log holds under another name: the row's step and values (what the trial spent)."""
+    """A metric the script's log holds under another name: the row's step and values (what the
+    trial spent)."""
 
     step: int | None
     metrics: dict[str, float]
@@ -211,7 +217,8 @@ class Misnamed:
 
 
 def evaluation_spellings(column: str, columns: Iterable[str]) -> list[str]:
-    """The columns that are `column` with an evaluation prefix or suffix: `eval_accuracy`, `val_acc_epoch`."""
+    """The columns that are `column` with an evaluation prefix or suffix: `eval_accuracy`,
+    `val_acc_epoch`."""
     spellings = {
         f"{affix}{sep}{column}" for affix in EVALUATION_AFFIXES for sep in AFFIX_SEPARATORS
     }
@@ -249,7 +256,8 @@ def _whole(value: Any, shift: int) -> int | None:
 
 def parse_report_line(line: bytes | str, where: str = "report") -> Line:
     """`{"step": 3, "metrics": {"val_acc": 0.9}}` -> (3, {"val_acc": 0.9}); a planner.log_split line
-    `{"split": "train", "data": {...}}` -> (None, ("train", {...})); TrialProtocolError otherwise."""
+    `{"split": "train", "data": {...}}` -> (None, ("train", {...})); TrialProtocolError
+    otherwise."""
     expected = 'expected {"step": <int>, "metrics": {"<name>": <number>, ...}}'
     try:
         record = json.loads(line)
@@ -273,7 +281,8 @@ def parse_report_line(line: bytes | str, where: str = "report") -> Line:
 
 
 def _split_line(record: dict, where: str) -> tuple[None, Any]:
-    """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is malformed."""
+    """A `planner.log_split` line -> (None, (name, summary)); TrialProtocolError when it is
+    malformed."""
     name, data = record["split"], record["data"]
     if (
         not isinstance(name, str)
@@ -284,7 +293,8 @@ def _split_line(record: dict, where: str) -> tuple[None, Any]:
     ):
         raise TrialProtocolError(
             f"{where}: a split line must be what planner.log_split writes: "
-            '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": ...}}'
+            '{"split": "<name>", "data": {"presentations": ..., "distinct": ..., "fingerprint": '
+            "...}}"
         )
     return None, (name, data)
 
@@ -295,6 +305,7 @@ def _short(line: bytes | str, limit: int = 200) -> str:
 
 
 def nearest_name(name: str, names: Iterable[str]) -> str:
-    """`; did you mean `eval_accuracy`?` when one of `names` is close to `name` (difflib), else ''."""
+    """`; did you mean `eval_accuracy`?` when one of `names` is close to `name` (difflib), else
+    ''."""
     close = difflib.get_close_matches(name, [n for n in names if n != name], n=1, cutoff=0.6)
     return f"; did you mean `{close[0]}`?" if close else ""

@@ -49,7 +49,8 @@ _SPLITS = None  # this process's SplitLog: the splits the script logged so far, 
 
 
 def log_split(name: str, ids, groups=None) -> dict:
-    """Log the unit ids of split `name` (rows in order) and optional aligned groups ({"patient": [...]}).
+    """Log the unit ids of split `name` (rows in order) and optional aligned groups ({"patient":
+    [...]}).
 
     The counts and fingerprints are computed here, in the script, with numpy
     (docs/data.md); the report file gets one JSON line with them and never the
@@ -88,7 +89,8 @@ def report_line(step: int, metrics: dict[str, float]) -> str:
                 " (call .item() on a one-element tensor or array)" if hasattr(value, "item") else ""
             )
             raise TypeError(
-                f"planner.report: metric {name!r} must be a real number, got {type(value).__name__} {value!r}{hint}"
+                f"planner.report: metric {name!r} must be a real number, got "
+                f"{type(value).__name__} {value!r}{hint}"
             )
         clean[name] = float(value)
     return json.dumps({"step": int(step), "metrics": clean}, separators=(",", ":")) + "\n"

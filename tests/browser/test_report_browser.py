@@ -10,41 +10,18 @@ text of the plots.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from planner._results.render import load_for_report, render
+from tests._browser import CHROMIUM, chromium
 from tests._runs import ROOT, hostile_names_run, synthetic_run
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 WIDTH = 1280
 PLOTS = ["forest", "seed-differences", "history", "params", "curves", "confirm-curves", "cost"]
-
-
-def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tmp_path / "profile"
-    profile.mkdir(exist_ok=True)
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--hide-scrollbars",
-        "--virtual-time-budget=20000",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,7 +37,7 @@ def _page(folder: Path, run: Path) -> Path:
 
 
 def _dom(tmp_path: Path, page: Path) -> str:
-    dom = _chromium(tmp_path, f"--window-size={WIDTH},3000", "--dump-dom", page.as_uri())
+    dom = chromium(tmp_path, f"--window-size={WIDTH},3000", "--dump-dom", page.as_uri())
     assert dom.returncode == 0, dom.stderr[-2000:]
     return dom.stdout
 
@@ -101,7 +78,7 @@ def test_the_screenshot_of_the_report(tmp_path):
 
     page = _page(tmp_path, synthetic_run(tmp_path / "runs", tune_trials=60, reports_per_trial=20))
     shot = tmp_path / "shot.png"
-    done = _chromium(tmp_path, f"--window-size={WIDTH},4200", f"--screenshot={shot}", page.as_uri())
+    done = chromium(tmp_path, f"--window-size={WIDTH},4200", f"--screenshot={shot}", page.as_uri())
     assert done.returncode == 0 and shot.is_file(), done.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (WIDTH, 4200)

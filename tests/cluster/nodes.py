@@ -23,6 +23,7 @@ own. `driver_env()` gives the environment a driver subprocess needs for both.
                        NodeSpec(resources={"worker_slot": 2})]) as cluster:
         subprocess.run([..., "--address", cluster.address], env=cluster.driver_env())
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -239,7 +240,11 @@ class LocalCluster:
         head = index == 0
         ports = free_ports(8)
         cmd = [
-            sys.executable, "-c", _RAY_START_ON_LOOPBACK, "start", "--block",
+            sys.executable,
+            "-c",
+            _RAY_START_ON_LOOPBACK,
+            "start",
+            "--block",
             f"--node-ip-address={LOOPBACK}",
             f"--num-cpus={spec.num_cpus}",
             f"--num-gpus={spec.num_gpus}",
@@ -253,26 +258,40 @@ class LocalCluster:
             f"--runtime-env-agent-port={ports[5]}",
             f"--metrics-export-port={ports[6]}",
             # 0/0: each worker binds a port the OS picks, so no range can collide.
-            "--min-worker-port=0", "--max-worker-port=0",
+            "--min-worker-port=0",
+            "--max-worker-port=0",
             "--disable-usage-stats",
             "--log-style=record",
             # Fewer Python processes racing to start on a small machine: no
             # autoscaler (the nodes are fixed) and no log streaming to drivers.
             "--no-monitor",
             "--include-log-monitor=false",
-        ]  # fmt: skip
+        ]
         if head:
             self.port = ports[0]
-            cmd += ["--head", f"--port={self.port}", "--include-dashboard=false",
-                    f"--dashboard-port={ports[7]}"]  # fmt: skip
+            cmd += [
+                "--head",
+                f"--port={self.port}",
+                "--include-dashboard=false",
+                f"--dashboard-port={ports[7]}",
+            ]
         else:
             cmd += [f"--address={self.address}"]
         if spec.private:  # exec'd in place: the node's process is still the session's leader
             mounts = " && ".join(
                 f"mount -t tmpfs -o size=256m tmpfs {shlex.quote(d)}" for d in spec.private
             )
-            cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                   f'{mounts} && exec "$@"', "node", *cmd]  # fmt: skip
+            cmd = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                f'{mounts} && exec "$@"',
+                "node",
+                *cmd,
+            ]
         log = self.root / f"n{index}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -327,14 +346,18 @@ class LocalCluster:
         expected = len(self.specs) if expected is None else expected
         result = subprocess.run(
             [sys.executable, "-c", _PROBE, self.address, str(expected), str(timeout)],
-            env=self.driver_env(), capture_output=True, text=True, timeout=timeout + 60,
-        )  # fmt: skip
+            env=self.driver_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout + 60,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"probing the cluster failed:\n{result.stderr[-3000:]}")
         line = next((x for x in result.stdout.splitlines() if x.startswith("NODES=")), None)
         if line is None:
             raise RuntimeError(
-                f"probing the cluster printed no nodes:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+                f"probing the cluster printed no "
+                f"nodes:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
             )
         return json.loads(line.removeprefix("NODES="))
 
@@ -354,7 +377,8 @@ class LocalCluster:
     # -- failure and teardown ---------------------------------------------
 
     def _own_processes(self, node: Node | None = None) -> list[psutil.Process]:
-        """Processes of one node (or all nodes): the session's members and anything naming its temp dir."""
+        """Processes of one node (or all nodes): the session's members and anything naming its temp
+        dir."""
         nodes = [node] if node is not None else self.nodes
         sessions = {n.process.pid for n in nodes}
         marks = [str(n.temp_dir) for n in nodes]
@@ -378,7 +402,8 @@ class LocalCluster:
         self._kill(self.nodes[index])
 
     def restart_node(self, index: int, timeout: float = 180.0) -> Node:
-        """Kill node `index` if it runs, start a fresh one with the same spec, wait until all are alive."""
+        """Kill node `index` if it runs, start a fresh one with the same spec, wait until all are
+        alive."""
         old = self.nodes[index]
         self._discard(old)
         self.nodes.remove(old)

@@ -5,10 +5,11 @@ shipment (runtime_env) and the address rules of planner._dispatch.cluster.
 
 The `cluster` tests start two real `ray start` nodes on 127.0.0.1 (tests/cluster.py):
 a head with {"CPU": 1, "head_only": 1, "trial_slot": 1} and a worker with
-{"CPU": 1, "worker_slot": 2, "trial_slot": 1}. Drivers run in subprocesses from a folder of their own, the
-way a user's `plan run` would, and the trainable's code lives in a folder no
+{"CPU": 1, "worker_slot": 2, "trial_slot": 1}. Drivers run in subprocesses from a folder of their
+own, the way a user's `plan run` would, and the trainable's code lives in a folder no
 node has on its path: it reaches the workers only if runtime_env ships it.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -126,8 +127,9 @@ def _project(tmp_path: Path) -> Path:
 
 def test_runtime_env_ships_the_contract_folder_without_runs_or_big_files(tmp_path):
     project = _project(tmp_path)
-    env = runtime_env_for(project, "pkg.train:train", cwd=project, runs_dir="out/runs",
-                          large_file_bytes=1024 * 1024)  # fmt: skip
+    env = runtime_env_for(
+        project, "pkg.train:train", cwd=project, runs_dir="out/runs", large_file_bytes=1024 * 1024
+    )
     assert env["working_dir"] == str(project.resolve())
     assert set(DEFAULT_EXCLUDES) <= set(env["excludes"])
     assert "/out/runs/" in env["excludes"]
@@ -340,8 +342,16 @@ def test_tasks_and_trials_land_on_both_nodes_with_the_shipped_code(two_nodes, tm
     project, mark = _trainable_folder(tmp_path)
     results = tmp_path / "results"
     results.mkdir()
-    out = _last_json(_driver(tmp_path, TASKS_DRIVER, str(project), str(results),
-                             env=_driver_env(two_nodes), timeout=540))  # fmt: skip
+    out = _last_json(
+        _driver(
+            tmp_path,
+            TASKS_DRIVER,
+            str(project),
+            str(results),
+            env=_driver_env(two_nodes),
+            timeout=540,
+        )
+    )
     head_id, worker_id = (node.node_id for node in two_nodes.nodes)
     tasks = {t["tag"]: t for t in out["tasks"]}
 
@@ -419,8 +429,14 @@ def _popen_driver(tmp_path: Path, body: str, *args: str, env: dict) -> subproces
     home.mkdir(exist_ok=True)
     script = home / "driver.py"
     script.write_text(textwrap.dedent(body))
-    return subprocess.Popen([sys.executable, str(script), *args], cwd=home, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(script), *args],
+        cwd=home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @cluster
@@ -541,8 +557,18 @@ def _plan_run(
     """`plan run CONTRACT --address ...` from a folder that is not the contract's."""
     home = tmp_path / "user_home"
     home.mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "planner", "run", str(contract), "--address", address,
-           "--runs-dir", str(runs), "--quiet"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "planner",
+        "run",
+        str(contract),
+        "--address",
+        address,
+        "--runs-dir",
+        str(runs),
+        "--quiet",
+    ]
     return subprocess.Popen(
         cmd, cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -633,8 +659,14 @@ def test_plan_run_survives_a_node_killed_mid_run(two_nodes, tmp_path):
     from tests.cluster.nodes import write_small_contract
 
     project = tmp_path / "experiment"
-    contract = write_small_contract(project, name="cluster-kill", exposure=6, step_s=1.0, retries=1,
-                                    resources={"cpu": 1, "gpu": 0})  # fmt: skip
+    contract = write_small_contract(
+        project,
+        name="cluster-kill",
+        exposure=6,
+        step_s=1.0,
+        retries=1,
+        resources={"cpu": 1, "gpu": 0},
+    )
     runs = tmp_path / "runs"
     worker_id = two_nodes.nodes[1].node_id
     proc = _plan_run(tmp_path, contract, runs, two_nodes.address, _driver_env(two_nodes))
@@ -676,10 +708,11 @@ def test_plan_run_survives_a_node_killed_mid_run(two_nodes, tmp_path):
 @cluster
 @pytest.mark.timeout(300)
 def test_plan_run_without_an_address_starts_its_own_ray_beside_a_users_cluster(tmp_path):
-    """A cluster the user started with `ray start --head` (its address in <temp>/ray/ray_current_cluster,
-    where ray.init() without an address looks): `plan run` without --address is an embedded run all the same.
-    ray.init() joined that cluster, or refused to with the embedded Ray's _system_config: three failed starts
-    and "could not start a local Ray". RAY_TMPDIR keeps this test's address file its own."""
+    """A cluster the user started with `ray start --head` (its address in
+    <temp>/ray/ray_current_cluster, where ray.init() without an address looks): `plan run` without
+    --address is an embedded run all the same. ray.init() joined that cluster, or refused to with
+    the embedded Ray's _system_config: three failed starts and "could not start a local Ray".
+    RAY_TMPDIR keeps this test's address file its own."""
     import shutil
     import signal
     import tempfile

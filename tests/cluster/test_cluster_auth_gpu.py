@@ -1,4 +1,5 @@
-"""Token authentication and fractional GPUs on a real loopback cluster (issue 20 item 8, issue 21 item 7).
+"""Token authentication and fractional GPUs on a real loopback cluster (issue 20 item 8, issue 21
+item 7).
 
 The pure tests check the sentence a failed connection becomes and that Ray's stderr goes to the run
 folder's ray.log while the driver connects. The `cluster` tests start two `ray start` nodes on
@@ -35,7 +36,8 @@ ADDRESS = "10.0.0.5:6379"
 # RuntimeError holding the AuthenticationError's formatted traceback as text.
 REFUSED = (
     "Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
-    "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or "
+    "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is "
+    "missing or "
     "incorrect. Note: RAY_AUTH_MODE is currently 'disabled' (not 'token')."
 )
 
@@ -103,7 +105,8 @@ def test_other_connection_failures_keep_rays_reason_and_point_at_ray_log(tmp_pat
 
 
 def test_no_sentence_is_cut_by_the_redactor():
-    """The CLI's redactor cuts `NAME=value` for credential-like names (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH)."""
+    """The CLI's redactor cuts `NAME=value` for credential-like names (RAY_AUTH_MODE,
+    RAY_AUTH_TOKEN_PATH)."""
     from planner._core.redact import Redactor
 
     for environ in (
@@ -115,7 +118,8 @@ def test_no_sentence_is_cut_by_the_redactor():
         assert Redactor.for_run(environ=environ).text(text) == text
 
 
-# ---------------------------------------------------------------- pure: Ray's stderr goes to ray.log
+# ---------------------------------------------------------------- pure: Ray's stderr goes to
+# ray.log
 
 
 def test_fd2_goes_to_ray_log_while_connecting_and_comes_back(tmp_path, capfd):
@@ -138,7 +142,8 @@ def test_a_ray_log_that_is_a_link_is_refused_not_written_through(tmp_path):
     assert target.read_text() == ""
 
 
-# ---------------------------------------------------------------- the token-auth cluster with a GPU node
+# ---------------------------------------------------------------- the token-auth cluster with a
+# GPU node
 
 cluster = pytest.mark.cluster
 
@@ -155,9 +160,24 @@ def gpu_cluster():
 def _plan_run(tmp_path: Path, contract: Path, runs: Path, address: str, env: dict, timeout: float):
     home = tmp_path / "user_home"  # `plan run` from a folder that is not the contract's
     home.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "planner", "run", str(contract), "--address", address,
-                           "--runs-dir", str(runs)], cwd=home, env=env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "planner",
+            "run",
+            str(contract),
+            "--address",
+            address,
+            "--runs-dir",
+            str(runs),
+        ],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _run_folder(runs: Path) -> Path:
@@ -174,8 +194,9 @@ RAY_MARKS = ("gcs_client", "InvalidAuthToken", "Traceback", "RPC error", "ray.ex
 def test_a_driver_the_cluster_refuses_gets_one_sentence_and_exit_3(gpu_cluster, tmp_path, case):
     from tests.cluster.nodes import write_small_contract
 
-    contract = write_small_contract(tmp_path / "experiment", trials_per_arm=0, seeds=(0, 1), exposure=1,
-                                    step_s=0.0)  # fmt: skip
+    contract = write_small_contract(
+        tmp_path / "experiment", trials_per_arm=0, seeds=(0, 1), exposure=1, step_s=0.0
+    )
     env = gpu_cluster.driver_env(PYTHONPATH=str(REPO))
     if case == "token without the mode":  # what docs/cluster.md used to say was enough
         env.pop("RAY_AUTH_MODE")
@@ -229,8 +250,15 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     from planner._store.writer import read_jsonl
     from tests.cluster.nodes import write_small_contract
 
-    contract = write_small_contract(tmp_path / "experiment", name="cluster-gpu", trials_per_arm=2, seeds=(0, 1),
-                                    exposure=3, step_s=1.0, resources={"cpu": 0.5, "gpu": 0.5})  # fmt: skip
+    contract = write_small_contract(
+        tmp_path / "experiment",
+        name="cluster-gpu",
+        trials_per_arm=2,
+        seeds=(0, 1),
+        exposure=3,
+        step_s=1.0,
+        resources={"cpu": 0.5, "gpu": 0.5},
+    )
     env = gpu_cluster.driver_env(PYTHONPATH=str(REPO))
     assert (
         env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN"]
@@ -259,11 +287,23 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     # 0.5 GPU a trial on a node with 1: two at a time, never more
     assert most_at_once([(f["start"], f["end"]) for f in facts]) == 2
 
-    report = subprocess.run([sys.executable, "-m", "planner", "report", str(run_dir), "--format", "json"],
-                            env=env, capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "planner", "report", str(run_dir), "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     cost = {c["arm"]: c for c in json.loads(report.stdout)["cost"]}
-    markdown = subprocess.run([sys.executable, "-m", "planner", "report", str(run_dir)], env=env,
-                              capture_output=True, text=True, timeout=120, check=True).stdout  # fmt: skip
+    markdown = subprocess.run(
+        [sys.executable, "-m", "planner", "report", str(run_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     rows = _cost_rows(markdown)
     for arm in ("base", "treat"):
         seconds = sum(r["duration_s"] for r in records if r["arm"] == arm)

@@ -85,9 +85,13 @@ def _contract(folder: Path, facts: Path, *, retries: int, exposure: int = 4) -> 
 def _plan_run(contract: Path, runs: Path, env: dict, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(runs), *extra]
     return subprocess.Popen(
-        cmd, cwd=contract.parent.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        cmd,
+        cwd=contract.parent.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
 
 
 def _run_folder(runs: Path) -> Path:
@@ -179,9 +183,12 @@ def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path
     embedded = tmp_path / "embedded"
     done = subprocess.run(
         [sys.executable, "-m", "planner", "run", str(contract), "--runs-dir", str(embedded)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
         timeout=600,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
     alone = json.loads((_run_folder(embedded) / "decisions.json").read_text())["decisions"]
@@ -201,8 +208,11 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
     assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     assert took < 45, f"the driver took {took:.0f} s to end after its head died"
     print(f"the driver ended {took:.1f} s after its head was killed")
-    assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)
-                and "Ray session was lost" not in line and "run state" not in line]  # fmt: skip
+    assert not [
+        line
+        for line in (stdout + stderr).splitlines()
+        if RAY_LINE.search(line) and "Ray session was lost" not in line and "run state" not in line
+    ]
     (line,) = [x for x in stdout.splitlines() if x.startswith("to resume:")]
     assert old not in line and "--resume" in line
     assert json.loads((_run_folder(runs) / "state.json").read_text())["state"] == "interrupted"
@@ -213,9 +223,13 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
     assert argv[:2] == ["plan", "run"]
     with LocalCluster([NodeSpec(num_cpus=2)]) as fresh:
         done = subprocess.run(
-            [sys.executable, "-m", "planner", "run", *argv[2:]], cwd=contract.parent.parent,
-            env=fresh.driver_env(PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [sys.executable, "-m", "planner", "run", *argv[2:]],
+            cwd=contract.parent.parent,
+            env=fresh.driver_env(PYTHONPATH=str(REPO)),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = _run_folder(runs)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
@@ -231,11 +245,18 @@ def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(
     server.start()
     try:
         host, port = server.get_host_and_port()
-        keys = {"AWS_ACCESS_KEY_ID": "planner", "AWS_SECRET_ACCESS_KEY": "planner-secret",
-                "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
-        s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
-                          aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-                          aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"])  # fmt: skip
+        keys = {
+            "AWS_ACCESS_KEY_ID": "planner",
+            "AWS_SECRET_ACCESS_KEY": "planner-secret",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=f"http://{host}:{port}",
+            region_name="us-east-1",
+            aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
+        )
         s3.create_bucket(Bucket="checkpoints")
         storage = f"s3://checkpoints/planner?endpoint_override={host}:{port}&scheme=http"
         runs, facts = _folders(tmp_path)

@@ -1,4 +1,5 @@
-"""A trainable that names LightningCallback in a comment and a string only (no P943); only imported."""
+"""A trainable that names LightningCallback in a comment and a string only (no P943); only
+imported."""
 
 # planner.LightningCallback would count epochs; this one reports steps itself.
 NOTE = "not a LightningCallback"

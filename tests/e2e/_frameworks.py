@@ -1,4 +1,5 @@
-"""What the framework examples' e2e tests share: the run, its records, and what every planned trial must show."""
+"""What the framework examples' e2e tests share: the run, its records, and what every planned trial
+must show."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ DECIDED = {"accept", "reject", "inconclusive"}
 
 
 def run_example(name: str, tmp_path: Path, *, copy: bool = True):
-    """`plan run` on examples/<name>/contract.yaml (a copy of the folder, for a command app); (result, records)."""
+    """`plan run` on examples/<name>/contract.yaml (a copy of the folder, for a command app);
+    (result, records)."""
     folder = REPO / "examples" / name
     if copy:
         folder = Path(
@@ -29,7 +31,8 @@ def run_example(name: str, tmp_path: Path, *, copy: bool = True):
 
 
 def check_every_planned_trial_recorded(result, records: list[dict], contract_path: Path) -> None:
-    """Each trial of the run's plan.json has one record, and the plan is what the contract asks for."""
+    """Each trial of the run's plan.json has one record, and the plan is what the contract asks
+    for."""
     assert result.state == "completed", result
     plan = json.loads((result.run_dir / "plan.json").read_text())
     planned = sorted(t["trial_id"] for phase in plan["phases"] for t in phase["trials"])

@@ -1,8 +1,9 @@
 """Every planned trial is accounted for (issue #20.1): a `command:` script that takes 3 s to exit on
 SIGTERM, tuned under ASHA with reused Tune actors, ends with a record for every planned trial.
 
-Before: Tune waits TUNE_FUNCTION_THREAD_TIMEOUT_S (2 s) for the stopped trial of a reused actor, then
-`Could not re-use actor ... requires reset_config()`, and the next trial vanished without a record.
+Before: Tune waits TUNE_FUNCTION_THREAD_TIMEOUT_S (2 s) for the stopped trial of a reused actor,
+then `Could not re-use actor ... requires reset_config()`, and the next trial vanished without a
+record.
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(
     captured = capsys.readouterr()
     err = captured.out + captured.err
     assert code == 3, err
-    # Either rule of fail fast may see it first: the first report without the metric ends each trial at once
-    # (a protocol error with the near name), so the same error in the first 3 trials usually stops the run.
+    # Either rule of fail fast may see it first: the first report without the metric ends each
+    # trial at once (a protocol error with the near name), so the same error in the first 3 trials
+    # usually stops the run.
     assert (
         "never reported the metric 'val_acc' in their first 2 reports (they report val_accuracy)"
         in err

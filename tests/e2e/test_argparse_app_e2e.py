@@ -1,6 +1,6 @@
-"""An argparse script, unchanged, under `plan run` (issue 24.4): the config goes as `--key value` flags
-(the seed, the budget and the tuned values included), the flags are the names its `--help` lists, and
-a script that refuses its flags shows argparse's own usage error."""
+"""An argparse script, unchanged, under `plan run` (issue 24.4): the config goes as `--key value`
+flags (the seed, the budget and the tuned values included), the flags are the names its `--help`
+lists, and a script that refuses its flags shows argparse's own usage error."""
 
 from __future__ import annotations
 
@@ -62,9 +62,10 @@ def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_p
 
 
 def test_plan_run_reads_the_scripts_help_once(ray_local, tmp_path):
-    """The flag check of validation reads the script's `--help`; the driver writes every trial's flags from
-    that same reading instead of running `--help` again (seconds each, for a script that imports torch
-    before it parses its arguments; twice the help timeout for one that answers too slowly)."""
+    """The flag check of validation reads the script's `--help`; the driver writes every trial's
+    flags from that same reading instead of running `--help` again (seconds each, for a script that
+    imports torch before it parses its arguments; twice the help timeout for one that answers too
+    slowly)."""
     contract = _app(tmp_path)
     script = contract.parent / "train.py"
     calls = tmp_path / "help-calls.log"
@@ -89,9 +90,10 @@ def test_plan_run_reads_the_scripts_help_once(ray_local, tmp_path):
 def test_a_named_column_the_log_never_holds_is_noted_on_every_record_tuning_ones_too(
     ray_local, tmp_path
 ):
-    """`metrics.names` maps `train_loss` to a column the script never writes: each trial's record says so in its
-    notes. A completed tuning trial's record is built by the driver from the reports it streamed; the notes,
-    which the reports do not carry, were lost there (seen only on the confirmation records)."""
+    """`metrics.names` maps `train_loss` to a column the script never writes: each trial's record
+    says so in its notes. A completed tuning trial's record is built by the driver from the reports
+    it streamed; the notes, which the reports do not carry, were lost there (seen only on the
+    confirmation records)."""
 
     def edit(contract: dict) -> None:
         contract["seeds"] = [3, 4]
@@ -180,7 +182,8 @@ def test_a_script_whose_help_is_slow_has_its_flags_checked_on_its_add_argument_c
     assert [(d.code, d.message) for d in result.diagnostics if d.severity == "error"] == [
         (
             "P530",
-            "config key 'optimiser.lr' would be passed as --optimiser.lr, which the add_argument calls in "
+            "config key 'optimiser.lr' would be passed as --optimiser.lr, which the add_argument "
+            "calls in "
             "train.py do not add; did you mean --optimizer.lr?",
         )
     ]

@@ -1,4 +1,5 @@
-"""`plan audit` on runs made for real: small contracts with a known pathology through `plan run` on the local Ray.
+"""`plan audit` on runs made for real: small contracts with a known pathology through `plan run` on
+the local Ray.
 
 Each contract runs the audit trainable (tests/trainables/audit.py) with one
 pathology; the audit must find its code with the right evidence, a healthy
@@ -37,6 +38,7 @@ def run_contract(tmp_path, data):
 
 
 def audit(run_dir, capsys, *extra):
+    capsys.readouterr()  # what the run printed before (its folder's line)
     assert main(["audit", str(run_dir), "--json", *extra]) == 0
     out = capsys.readouterr().out
     return json.loads(out[: out.rindex("}") + 1])
@@ -47,7 +49,8 @@ def found(doc, code, arm=None):
 
 
 def check_next(tmp_path, run_dir, doc, capsys, code, suffix):
-    """--next writes a contract that `plan validate` accepts and that differs in its one change only."""
+    """--next writes a contract that `plan validate` accepts and that differs in its one change
+    only."""
     assert doc["next"]["code"] == code and doc["next"]["name"].endswith(f"-{suffix}")
     target = tmp_path / "next.yaml"
     audit(run_dir, capsys, "--next", str(target))
@@ -80,7 +83,8 @@ def test_divergence_at_high_lr_test_exposure_and_the_winners_curse(
     ray_local, in_repo, tmp_path, capsys
 ):
     # the trainable also reports the held-out metric while tuning: test exposure
-    # and its tuning scores carry an offset per trial that confirmation does not repeat: the winner's curse
+    # and its tuning scores carry an offset per trial that confirmation does not repeat: the
+    # winner's curse
     data = contract_data(
         tuning={**TUNING, "trials_per_arm": 8},
         recipe={"diverge_above": 0.1, "leak": True, "tune_offset": 0.05},

@@ -1,15 +1,18 @@
-"""The run folder is a boundary, tried on real runs: `plan run` in a subprocess (real Ray, real Hydra).
+"""The run folder is a boundary, tried on real runs: `plan run` in a subprocess (real Ray, real
+Hydra).
 
-A contract cannot hold a credential (P230): `plan run` of one planted in config values, a URL's userinfo
-or an override is refused before anything starts, and prints none of it. Credentials reach a trainable
-through the environment: there they are planted (and printed whole, in two pieces, a character at a
-time, in an exception), for a function trainable and for a `command:` Hydra app; then every file of the
-run folder, every report format, `plan status`, the exported CSV and everything printed on the terminal
-are searched for them. Keys with credential words that are no credential (`token_dropout`, tuned, and a
-tokenizer's `pad_token: <pad>`) are recorded exactly and reach a resumed trial as they are.
-The planted links (lock, trials.jsonl, hard links) are tried with `plan reeval` and `plan run --resume`.
-Cases and verdicts: docs/reliability.md, "Hostile and careless run folders".
+A contract cannot hold a credential (P230): `plan run` of one planted in config values, a URL's
+userinfo or an override is refused before anything starts, and prints none of it. Credentials reach
+a trainable through the environment: there they are planted (and printed whole, in two pieces, a
+character at a time, in an exception), for a function trainable and for a `command:` Hydra app;
+then every file of the run folder, every report format, `plan status`, the exported CSV and
+everything printed on the terminal are searched for them. Keys with credential words that are no
+credential (`token_dropout`, tuned, and a tokenizer's `pad_token: <pad>`) are recorded exactly and
+reach a resumed trial as they are. The planted links (lock, trials.jsonl, hard links) are tried
+with `plan reeval` and `plan run --resume`. Cases and verdicts: docs/reliability.md, "Hostile and
+careless run folders".
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -106,7 +109,8 @@ def leaks(folder: Path) -> list[str]:
 def everything_printed(
     run_dir: Path, cwd: Path, env: dict[str, str], tmp_path: Path
 ) -> tuple[str, list[str]]:
-    """The terminal output of status, every report format and an export; and the written files that leak."""
+    """The terminal output of status, every report format and an export; and the written files that
+    leak."""
     printed = ""
     for args in (
         ["status", str(run_dir)],
@@ -168,7 +172,8 @@ def function_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def command_run(tmp_path_factory):
-    """A run of the example Hydra app (a `command:` trainable) with planted secrets in its config and output."""
+    """A run of the example Hydra app (a `command:` trainable) with planted secrets in its config
+    and output."""
     home = tmp_path_factory.mktemp("command") / "app"
     shutil.copytree(APP, home)
     config = yaml.safe_load((home / "conf" / "config.yaml").read_text())
@@ -254,8 +259,9 @@ def test_resume_refuses_a_symlinked_trials_jsonl_and_keeps_its_target(function_r
 
 
 def test_plan_run_refuses_a_credential_in_the_contract(tmp_path):
-    """Credentials in config values, a URL's userinfo and an override were redacted in the run folder (and
-    the trainable of a resumed run got `<redacted>`); now `plan run` refuses them and prints none of them."""
+    """Credentials in config values, a URL's userinfo and an override were redacted in the run
+    folder (and the trainable of a resumed run got `<redacted>`); now `plan run` refuses them and
+    prints none of them."""
     contract = json.loads(json.dumps(FUNCTION_CONTRACT))
     contract["config"]["values"].update(
         {
@@ -282,8 +288,9 @@ def _copy_run(run_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_tuned_values_are_recorded_exactly_and_a_resume_gets_them(function_run, tmp_path):
-    """`model.token_dropout` was logged as <redacted> (configs, selection.json, the frozen contract's uniform);
-    after a resume every confirmation trial got the string '<redacted>' for it."""
+    """`model.token_dropout` was logged as <redacted> (configs, selection.json, the frozen
+    contract's uniform); after a resume every confirmation trial got the string '<redacted>' for
+    it."""
     home, run_dir, env, _ = function_run
     frozen = yaml.safe_load((run_dir / "contract.yaml").read_text())
     assert frozen["tuning"]["space"]["model.token_dropout"]["uniform"] == [0.0, 0.5]
@@ -315,8 +322,9 @@ def test_tuned_values_are_recorded_exactly_and_a_resume_gets_them(function_run, 
 
 
 def test_resume_refuses_hardlinked_files_and_keeps_their_other_names(function_run, tmp_path):
-    """`cp -al` / `rsync --link-dest` snapshots: --resume appended records to a hard link's other name, cut its
-    last line, and wrote the lock's JSON into the file a planted lock was linked to."""
+    """`cp -al` / `rsync --link-dest` snapshots: --resume appended records to a hard link's other
+    name, cut its last line, and wrote the lock's JSON into the file a planted lock was linked
+    to."""
     home, run_dir, env, _ = function_run
     run = _copy_run(run_dir, tmp_path)
     snapshot = tmp_path / "snapshot"

@@ -1,4 +1,5 @@
-"""`plan validate` and `plan schema` through the CLI's entry point: exact exit codes and output lines."""
+"""`plan validate` and `plan schema` through the CLI's entry point: exact exit codes and output
+lines."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def test_invalid_contract_prints_one_line_per_diagnostic(tmp_path, monkeypatch, 
     out, err = capsys.readouterr()
     assert err == ""
     assert out.splitlines() == [
-        "bad.yaml:15:28: error P103: metric.mode: Input should be 'max' or 'min' (got 'least'). Use one of 'max' or 'min'.",
+        "bad.yaml:15:28: error P103: metric.mode: Input should be 'max' or 'min' (got 'least'). "
+        "Use one of 'max' or 'min'.",
         "bad.yaml:18:10: error P100: unknown key 'exposur' in budget. Did you mean `exposure`?",
         "bad.yaml: invalid (2 errors)",
     ]
@@ -133,7 +135,8 @@ def test_schema_prints_the_json_schema(capsys):
 
 
 def test_a_reader_that_closes_the_pipe_early_is_not_an_internal_error():
-    """`plan validate ... | head` must not end in 'internal error' (exit 70); `true` leaves at once."""
+    """`plan validate ... | head` must not end in 'internal error' (exit 70); `true` leaves at
+    once."""
     import subprocess
     import sys
     from pathlib import Path
@@ -154,8 +157,9 @@ def test_a_reader_that_closes_the_pipe_early_is_not_an_internal_error():
 
 
 def test_a_fifo_as_the_primary_config_is_refused_at_once_by_the_real_cli(tmp_path):
-    """`plan validate` as a user runs it, with the primary config a FIFO: an answer within seconds, exit 1, the
-    file named for what it is (Hydra said "Cannot find primary config"), no traceback."""
+    """`plan validate` as a user runs it, with the primary config a FIFO: an answer within seconds,
+    exit 1, the file named for what it is (Hydra said "Cannot find primary config"), no
+    traceback."""
     import os
     import shutil
     import subprocess

@@ -1,8 +1,10 @@
-"""A cut-short `command:` trial continues from its checkpoint (#21.4), and keeps only what `keep` says (#24.5).
+"""A cut-short `command:` trial continues from its checkpoint (#21.4), and keeps only what `keep`
+says (#24.5).
 
 A real Lightning app (tests/trainables/lightning_resume) saves a checkpoint every epoch and ends its
-process after epoch 3 of a fresh start, as a lost node would; the trial's retry gets `ckpt_path=<newest
-checkpoint>` and continues with epoch 3 (Lightning counts from 0), run by the planner's own trial loop.
+process after epoch 3 of a fresh start, as a lost node would; the trial's retry gets
+`ckpt_path=<newest checkpoint>` and continues with epoch 3 (Lightning counts from 0), run by the
+planner's own trial loop.
 """
 
 from __future__ import annotations
@@ -82,8 +84,8 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_epoch_3_on_its_retry(tmp
     assert first == [0, 1, 2]
     assert second[0] == 3 and second == [3, 4]  # continued, not started over
     assert [r["step"] for r in record["reports"]] == [4, 5]
-    # the epochs the first attempt trained are on the record, read from its own log, so that the selection
-    # (mean_last_k) counts them as it counts an uninterrupted trial's
+    # the epochs the first attempt trained are on the record, read from its own log, so that the
+    # selection (mean_last_k) counts them as it counts an uninterrupted trial's
     held = record["resumed_from"]["reports"]
     assert [r["step"] for r in held] == [1, 2, 3]
     assert [r["metrics"]["val_acc"] for r in held] == _values(trial, "attempt-1", "val_acc")
@@ -124,8 +126,9 @@ def test_a_fresh_trial_is_not_resumed_and_keep_none_leaves_no_checkpoint(tmp_pat
 
 @pytest.mark.slow
 def test_a_trial_whose_worker_was_killed_continues_in_the_next_session(tmp_path):
-    """The process running the trial (a Ray worker, under a driver that is killed) dies at epoch 3: the
-    supervisor ends the script, and the resumed run's attempt continues from the checkpoint of epoch 2."""
+    """The process running the trial (a Ray worker, under a driver that is killed) dies at epoch 3:
+    the supervisor ends the script, and the resumed run's attempt continues from the checkpoint of
+    epoch 2."""
     first = _spec(tmp_path, die_how="hang", session="session-1", retries=0)
     (tmp_path / "spec.pkl").write_bytes(pickle.dumps(first))
     root = Path(__file__).resolve().parents[2]
@@ -189,7 +192,8 @@ def _values(trial: Path, attempt: str, name: str) -> list[float]:
 
 
 def _script_ends(attempt: str, within_s: float) -> bool:
-    """No process has the attempt's folder on its command line (`hydra.run.dir=...`), within `within_s`."""
+    """No process has the attempt's folder on its command line (`hydra.run.dir=...`), within
+    `within_s`."""
     import psutil
 
     deadline = time.monotonic() + within_s

@@ -1,7 +1,7 @@
 """Every file a command trial's Python read is its identity: the bootstrap on the trial's PYTHONPATH
 records a config file named as an argument and exec'd, a local module, data by size and time, also
-for
-a script started through a wrapper shell script; files the trial wrote are outputs, not inputs."""
+for a script started through a wrapper shell script; files the trial wrote are outputs, not inputs,
+and an installed package's files (a virtualenv inside the project) are not either."""
 
 from __future__ import annotations
 
@@ -21,11 +21,16 @@ def project(tmp_path: Path) -> Path:
     (folder / "config" / "small.py").write_text("width = 8\n")
     (folder / "helper.py").write_text("SCALE = 2\n")
     (folder / "data" / "train.bin").write_bytes(b"\0" * 4096)
+    installed = folder / ".venv" / "lib" / "site-packages"  # a virtualenv inside the project
+    installed.mkdir(parents=True)
+    (installed / "vendored_dep.py").write_text("X = 1\n")
     (folder / "train.py").write_text(
         textwrap.dedent(
             """
             import json, os, sys
             import helper
+            sys.path.insert(0, ".venv/lib/site-packages")
+            import vendored_dep  # an installed package's module: identity.json's packages
             for arg in sys.argv[1:]:
                 if "=" not in arg:
                     exec(open(arg).read())
@@ -57,7 +62,7 @@ def test_a_trial_records_what_it_read_through_a_wrapper_script(tmp_path):
         hydra_run_dir=False,
         files_roots=[str(folder)],
     )
-    files = trial.inputs["files"]
+    files = trial.inputs["files"]  # the virtualenv's module is not among them
     assert set(files) == {"train.py", "helper.py", "config/small.py", "data/train.bin"}
     assert len(files["config/small.py"]["sha256"]) == 64
     assert files["data/train.bin"]["size"] == 4096 and "sha256" not in files["data/train.bin"]

@@ -5,6 +5,7 @@ Hydra folder did hold), it never holds the metric (the message lists its
 columns), steps that go back, and a script that also calls planner.report.
 Early stopping stops the script while it still runs.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ CSV = MetricsSpec(
 
 
 def _run(tmp_path: Path, body: str, spec: MetricsSpec = CSV, trial: TrialDouble | None = None):
-    """Run `body` as a script whose argv ends with hydra.run.dir=<attempt>/hydra (no Hydra needed)."""
+    """Run `body` as a script whose argv ends with hydra.run.dir=<attempt>/hydra (no Hydra
+    needed)."""
     script = tmp_path / "script.py"
     script.write_text(
         "import os, sys, time\nout = sys.argv[-1].split('=', 1)[1].strip(\"'\")\n"

@@ -2,8 +2,10 @@
 
 The script starts a `setsid` child and four double-forked children (re-parented away from it), each
 holding memory; the planner's supervisor (planner._core.supervisor), their child subreaper, counts
-them in `max_trial_memory` and ends every one when the run ends: it exits, is stopped, or its worker dies.
+them in `max_trial_memory` and ends every one when the run ends: it exits, is stopped, or its
+worker dies.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -187,7 +189,8 @@ def _children_started(tmp_path: Path, worker: subprocess.Popen, cleanup: list[in
 
 
 def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
-    """The process running the trial (a Ray worker) is SIGKILLed mid-run: the supervisor ends the tree."""
+    """The process running the trial (a Ray worker) is SIGKILLed mid-run: the supervisor ends the
+    tree."""
     script = _script(tmp_path)
     runner = tmp_path / "runner.py"
     runner.write_text(
@@ -211,9 +214,10 @@ def test_no_child_outlives_a_worker_that_dies(tmp_path, cleanup):
 
 
 def test_no_child_outlives_a_worker_that_kills_its_children_as_it_exits(tmp_path, cleanup):
-    """F9: a Ray worker that exits (its driver stopped: `plan run` got SIGTERM) SIGKILLs its direct children
-    (Ray's kill_child_processes_on_worker_exit). The worker's child is the supervisor's relay, never the
-    supervisor itself, which ends the tree: the script, its setsid child and its double-forked grandchildren."""
+    """F9: a Ray worker that exits (its driver stopped: `plan run` got SIGTERM) SIGKILLs its direct
+    children (Ray's kill_child_processes_on_worker_exit). The worker's child is the supervisor's
+    relay, never the supervisor itself, which ends the tree: the script, its setsid child and its
+    double-forked grandchildren."""
     script = _script(tmp_path)
     runner = tmp_path / "runner.py"
     runner.write_text(
@@ -273,8 +277,8 @@ time.sleep(60)
 def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(
     tmp_path, cleanup, monkeypatch, hang
 ):
-    """F9: `plan validate` runs `<command> --help`; what the script starts at its top level ends with it, when it
-    prints its usage and exits, and when it is killed for taking too long."""
+    """F9: `plan validate` runs `<command> --help`; what the script starts at its top level ends
+    with it, when it prints its usage and exits, and when it is killed for taking too long."""
     from planner._contract.command_help import read_help
 
     folder = tmp_path / "trial"  # where `cleanup` looks for pids
@@ -291,9 +295,10 @@ def test_no_daemon_outlives_the_help_probe_of_an_argparse_script(
 
 @pytest.mark.ray
 def test_no_daemon_of_a_function_trainable_outlives_its_trial(tmp_path, cleanup):
-    """F10: a function trainable leaves a `setsid` child, a plain child and a double-forked grandchild that
-    ignores SIGTERM; a real `plan run` (embedded Ray, tuning and confirmation): each ends with its trial, the
-    Ray worker being their subreaper. Before: they outlived the run, re-parented to init."""
+    """F10: a function trainable leaves a `setsid` child, a plain child and a double-forked
+    grandchild that ignores SIGTERM; a real `plan run` (embedded Ray, tuning and confirmation):
+    each ends with its trial, the Ray worker being their subreaper. Before: they outlived the run,
+    re-parented to init."""
     from tests._runs import end_plan_run, start_plan_run, synthetic_contract
 
     data = synthetic_contract(

@@ -1,4 +1,5 @@
 """Bring-your-own-script trainables: real subprocesses, real Hydra, a stand-in Trial."""
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -85,7 +86,8 @@ def _as_received(text: str):
         "path/to/file.txt",
         "-dash",
         "A\n",
-        "back\\\n",  # a final newline: `$` in a pattern matched before it (found by the property test)
+        # a final newline: `$` in a pattern matched before it (found by the property test)
+        "back\\\n",
         [1, 2.5, "x y"],
         [[64, 64], [128]],
         {"a": 1, "b": "c d"},
@@ -192,7 +194,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_reports_are_forwarded_while_the_script_runs(tmp_path):
-    """The script waits, after its first report, for a file only the trial's first report creates."""
+    """The script waits, after its first report, for a file only the trial's first report
+    creates."""
     gate = tmp_path / "gate"
 
     class GatedTrial(TrialDouble):
@@ -582,7 +585,8 @@ def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainabl
     assert trial.reports == []
 
 
-# ------------------------------------------ the script ends on its own (#24.2), a misnamed metric (#24.6)
+# ------------------------------------------ the script ends on its own (#24.2), a misnamed metric
+# (#24.6)
 
 
 def _command_spec(
@@ -674,7 +678,8 @@ def test_a_metric_missing_from_the_first_report_ends_the_trial_at_once_with_the_
 def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_its_first_evaluation(
     tmp_path,
 ):
-    """The Trainer logs `eval_accuracy`; the contract says `accuracy`: stopped at epoch 1 of 20, not after 20."""
+    """The Trainer logs `eval_accuracy`; the contract says `accuracy`: stopped at epoch 1 of 20,
+    not after 20."""
     from planner._trial.metrics_files import MetricsSpec
     from planner._trial.protocol import run_trial
 
@@ -712,14 +717,15 @@ def test_a_log_holding_the_metric_under_an_evaluation_prefix_ends_the_trial_at_i
     assert record["status"] == "protocol_error" and "did you mean `eval_accuracy`?" in message, (
         message
     )
-    # the fix is the column's name in metrics.names (metric.name: eval_accuracy would be a P525): the first
-    # report's own check, which names metric.name, spoke first
+    # the fix is the column's name in metrics.names (metric.name: eval_accuracy would be a P525):
+    # the first report's own check, which names metric.name, spoke first
     assert "Fix `metrics.names`" in message and "metric.name must be" not in message, message
     assert record["exposure"] == 1  # its first evaluation was spent, and counted
 
 
 def test_a_misspelt_column_ends_the_trial_at_its_second_evaluation(tmp_path):
-    """`valacc` in the contract, `val_acc` in the CSV: no evaluation affix, a typo. Stopped at epoch 2 of 20."""
+    """`valacc` in the contract, `val_acc` in the CSV: no evaluation affix, a typo. Stopped at
+    epoch 2 of 20."""
     from planner._trial.metrics_files import MetricsSpec
     from planner._trial.protocol import run_trial
 
@@ -763,10 +769,11 @@ def test_a_misspelt_column_ends_the_trial_at_its_second_evaluation(tmp_path):
 def test_a_last_step_trained_but_never_evaluated_is_named_as_such_not_as_early_stopping(
     tmp_path, epochs, every, said
 ):
-    """Lightning's check_val_every_n_epoch=2 with 5 epochs: epoch 4 (step 5) is trained, not validated. The
-    error said the script stopped early by itself; its log shows it trained to the end, and the error says so.
-    A script that did stop early (3 epochs of 5, each validated) still hears of EarlyStopping: the test row
-    after fit, which carries the epoch after the last one trained, counts for nothing."""
+    """Lightning's check_val_every_n_epoch=2 with 5 epochs: epoch 4 (step 5) is trained, not
+    validated. The error said the script stopped early by itself; its log shows it trained to the
+    end, and the error says so. A script that did stop early (3 epochs of 5, each validated) still
+    hears of EarlyStopping: the test row after fit, which carries the epoch after the last one
+    trained, counts for nothing."""
     from planner._trial.metrics_files import MetricsSpec
     from planner._trial.protocol import run_trial
 
@@ -813,8 +820,9 @@ def test_a_last_step_trained_but_never_evaluated_is_named_as_such_not_as_early_s
 
 
 def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_path):
-    """A new user's typo (cfg.model.hiden) showed only "command exited with status 1" on the terminal; the
-    cause was in stderr.log. The first line, which the progress and the run summary show, names it now."""
+    """A new user's typo (cfg.model.hiden) showed only "command exited with status 1" on the
+    terminal; the cause was in stderr.log. The first line, which the progress and the run summary
+    show, names it now."""
     from planner._core.records import first_line
 
     trial = TrialDouble(dir=str(tmp_path / "trial"))
@@ -831,8 +839,9 @@ def test_a_failing_scripts_own_last_word_is_in_the_first_line_of_its_error(tmp_p
 
 
 def test_a_failed_script_is_located_in_the_script_not_in_planner(tmp_path):
-    """A script that called sys.exit(3) was reported 'where: File .../planner/_trial/command.py, in verdict':
-    the record's traceback of a command's failure is the script's stderr, and the report's `where` reads it."""
+    """A script that called sys.exit(3) was reported 'where: File .../planner/_trial/command.py, in
+    verdict': the record's traceback of a command's failure is the script's stderr, and the
+    report's `where` reads it."""
     from planner._store.facts import failures
     from planner._trial.protocol import run_trial
 
@@ -854,8 +863,9 @@ def test_a_failed_script_is_located_in_the_script_not_in_planner(tmp_path):
 
 
 def test_a_script_that_reported_its_whole_budget_and_did_not_exit_keeps_its_reports(tmp_path):
-    """A leftover non-daemon thread kept a finished script alive past max_trial_time: the trial was a timeout
-    with its three reports, and the arm incomplete. Its training and evaluation are all on the record."""
+    """A leftover non-daemon thread kept a finished script alive past max_trial_time: the trial was
+    a timeout with its three reports, and the arm incomplete. Its training and evaluation are all
+    on the record."""
     from planner._trial.protocol import run_trial
 
     spec = _command_spec(
@@ -890,7 +900,8 @@ def test_a_script_that_reported_its_whole_budget_and_did_not_exit_keeps_its_repo
         short["status"] == "timeout"
         and "its last report was step 1 of 3" in short["errors"][-1]["message"]
     )
-    # every step reported, but not the held-out metric its test evaluation would add: that is what ran too long
+    # every step reported, but not the held-out metric its test evaluation would add: that is what
+    # ran too long
     untested = run_trial(
         dataclasses.replace(
             _command_spec(

@@ -1,4 +1,5 @@
-"""The contract's data section checked at run time (docs/data.md), on function and `command:` trainables.
+"""The contract's data section checked at run time (docs/data.md), on function and `command:`
+trainables.
 
 One clean run passes every check; one dirty run breaks all three (rows of a
 patient in train and test, an arm that shuffles with another seed, a test split
@@ -77,7 +78,8 @@ def test_a_clean_split_passes_every_check_and_the_report_shows_its_counts(
     assert all(not r["violations"] for r in records), [r["violations"] for r in records]
     splits = records[0]["splits"]
     assert set(splits) == {"train", "val", "test"}
-    # 400 rows of 100 patients: 20 test patients (80 rows), 16 val patients (64 rows), 256 train rows + 128 repeats
+    # 400 rows of 100 patients: 20 test patients (80 rows), 16 val patients (64 rows), 256 train
+    # rows + 128 repeats
     assert (
         splits["test"]["distinct"] == 80 and splits["test"]["groups"]["patient"]["distinct"] == 20
     )
@@ -94,12 +96,12 @@ def test_a_clean_split_passes_every_check_and_the_report_shows_its_counts(
     assert next(d for d in result.decisions if d["arm"] == "treat")["decision"] == "accept"
     report = render_markdown(load_run(result.run_dir))
     assert (
-        "- train: 384 presentations of 256 distinct rows from 64 patients (6 trials, 3 different sets, varying between seeds)"
-        in report
+        "- train: 384 presentations of 256 distinct rows from 64 patients (6 trials, 3 different "
+        "sets, varying between seeds)" in report
     )
     assert (
-        "- test: 80 presentations of 80 distinct rows from 20 patients (6 trials, the same set in every trial)"
-        in report
+        "- test: 80 presentations of 80 distinct rows from 20 patients (6 trials, the same set in "
+        "every trial)" in report
     )
     assert "data violations: none" in report
 

@@ -1,4 +1,5 @@
-"""plan estimate's ASHA figure against Ray Tune's own scheduler code (imports Ray, so not in the unit tier)."""
+"""plan estimate's ASHA figure against Ray Tune's own scheduler code (imports Ray, so not in the
+unit tier)."""
 
 from __future__ import annotations
 

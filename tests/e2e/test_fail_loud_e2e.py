@@ -1,4 +1,5 @@
-"""Issue 11 end to end: each route to a silently void decision, through `plan run` on a real local Ray.
+"""Issue 11 end to end: each route to a silently void decision, through `plan run` on a real local
+Ray.
 
 Tiny contracts (2 arms, 2-3 seeds, exposure 2-3, few tuning trials) with the trainables of
 tests/trainables/fail_loud.py.
@@ -81,7 +82,8 @@ def test_item1_tuned_values_reach_interpolated_keys_everywhere(ray_local, in_rep
 
     plan = prepare(result.run_dir, "treat", seeds=None, tolerance=1e-6)
     assert plan.config["sched"]["peak_lr"] == selection["treat"]["params"]["optim.lr"]
-    # without logged confirmation trials, reeval builds the config from configs/ and the selected params
+    # without logged confirmation trials, reeval builds the config from configs/ and the selected
+    # params
     from planner._reeval.rerun import _effective_config, _frozen_contract
     from planner._store.read import open_run
 
@@ -115,8 +117,8 @@ def test_item4_a_metric_never_reported_is_a_protocol_error_and_says_so(
     ray_local, in_repo, tmp_path
 ):
     stream = io.StringIO()
-    # keep_going: every trial runs to show its own message (fail fast would stop after the first few:
-    # tests/e2e/test_accounting_e2e.py)
+    # keep_going: every trial runs to show its own message (fail fast would stop after the first
+    # few: tests/e2e/test_accounting_e2e.py)
     result = run(
         write(tmp_path, trainable=f"{T}:misnamed", tuning=TUNING),
         runs_dir=tmp_path / "runs",
@@ -213,7 +215,8 @@ def test_item6_heldout_in_tuning_is_one_count_everywhere(ray_local, in_repo, tmp
 def test_item7_an_exception_while_deciding_keeps_the_final_bookkeeping(
     ray_local, in_repo, tmp_path, monkeypatch
 ):
-    """The decision raised (once: a non-finite diverged_value); state, run_ended and the lock were skipped."""
+    """The decision raised (once: a non-finite diverged_value); state, run_ended and the lock were
+    skipped."""
     import planner._stats.decide as decide_module
     from planner._core.errors import RunError
 

@@ -139,8 +139,9 @@ def fault_log(
 
 
 def lost_and_duplicated(run_dir: Path, before: dict[str, dict], skipped=()) -> tuple[int, int]:
-    """(trials lost, trials duplicated): records that ended before the fault and are gone or changed after
-    it, plus planned trials with no record at the end (but those the run skipped on purpose); ids twice."""
+    """(trials lost, trials duplicated): records that ended before the fault and are gone or
+    changed after it, plus planned trials with no record at the end (but those the run skipped on
+    purpose); ids twice."""
     after = by_id(run_dir)
     lost = sum(1 for k, r in before.items() if after.get(k) != r)
     lost += len(set(planned(run_dir)) - set(after) - set(before) - set(skipped))
@@ -200,7 +201,8 @@ TUNE_KINDS = ["raises", "non_numeric", "hangs_in_c", "allocates", "dies"]
 
 
 def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_repo, tmp_path):
-    """The same faults inside Ray Tune (a function trainable in a reused actor) rather than plain tasks."""
+    """The same faults inside Ray Tune (a function trainable in a reused actor) rather than plain
+    tasks."""
     arms = [{"name": kind, "overrides": [f"fault.kind={kind}"]} for kind in TUNE_KINDS]
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "lr": 0.01}}
     path = contract(
@@ -241,7 +243,8 @@ def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_r
     )
 
 
-# ------------------------------------------------------------------ a `plan run` subprocess we can SIGKILL
+# ------------------------------------------------------------------ a `plan run` subprocess we can
+# SIGKILL
 
 
 class Driver:
@@ -297,7 +300,8 @@ class Driver:
         raise AssertionError("the fault point was never reached:\n" + self.output())
 
     def kill(self) -> None:
-        """SIGKILL the driver alone (its Ray goes down by fate-sharing), then clean up what is left."""
+        """SIGKILL the driver alone (its Ray goes down by fate-sharing), then clean up what is
+        left."""
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.cleanup()
@@ -350,8 +354,9 @@ def _started(run_dir: Path) -> int:
 
 
 KILL_POINTS = {
-    # the first tuning trials running, none ended: on --resume each sweep has no finished trial and its cut-short
-    # ones run again with their values; the sampler once started over from the declared seed and drew them again
+    # the first tuning trials running, none ended: on --resume each sweep has no finished trial and
+    # its cut-short ones run again with their values; the sampler once started over from the
+    # declared seed and drew them again
     "before a tuning trial ended": lambda d: _started(d) >= 2 and _records(d, "tune") == 0,
     "during tuning": lambda d: 2 <= _records(d, "tune") < 8,
     "between phases": lambda d: _event(d, "selected"),
@@ -361,7 +366,8 @@ KILL_POINTS = {
 
 @pytest.fixture(scope="module")
 def reference(ray_local, tmp_path_factory):
-    """The unfaulted run of the kill tests' contract: its decisions are what every resumed run must give."""
+    """The unfaulted run of the kill tests' contract: its decisions are what every resumed run must
+    give."""
     os.chdir(REPO)
     tmp = tmp_path_factory.mktemp("reference")
     path = contract(
@@ -454,9 +460,10 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(
 
 
 def _same_decisions(got: list[dict], want: list[dict], exact: bool) -> bool:
-    """The decisions an unfaulted run gives. Killed during tuning, the resumed sweeps draw new params
-    (docs/reliability.md: the remaining suggestions can differ from an uninterrupted run's), so the tuned
-    values selected, and the effect's last digits with them, may differ: the decision and its counts may not."""
+    """The decisions an unfaulted run gives. Killed during tuning, the resumed sweeps draw new
+    params (docs/reliability.md: the remaining suggestions can differ from an uninterrupted run's),
+    so the tuned values selected, and the effect's last digits with them, may differ: the decision
+    and its counts may not."""
     if exact:
         return got == want
     keys = ("arm", "decision", "n_arm", "n_baseline")
@@ -469,8 +476,8 @@ def _same_decisions(got: list[dict], want: list[dict], exact: bool) -> bool:
 
 
 class WorkerKiller:
-    """Runs `run()` in a thread; kills (SIGKILL) each worker that writes `pid.<attempt>` in a trial.dir of
-    `arm`, once per attempt listed in `attempts`."""
+    """Runs `run()` in a thread; kills (SIGKILL) each worker that writes `pid.<attempt>` in a
+    trial.dir of `arm`, once per attempt listed in `attempts`."""
 
     def __init__(self, runs_dir: Path, arm: str, attempts=(1,)):
         self.runs_dir, self.arm, self.attempts = runs_dir, arm, set(attempts)
@@ -510,7 +517,8 @@ class WorkerKiller:
 def test_a_worker_killed_mid_trial_is_retried_against_failures_retries(
     ray_local, in_repo, tmp_path
 ):
-    """Tuning (Tune restarts the trial) and confirmation (the task is resubmitted): each kill uses one retry."""
+    """Tuning (Tune restarts the trial) and confirmation (the task is resubmitted): each kill uses
+    one retry."""
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0, "lr": 0.01}}
     tuning = {**TUNING, "trials_per_arm": 2}
     reference = run(
@@ -590,7 +598,8 @@ def test_a_worker_killed_on_every_attempt_fails_the_trial_and_the_run_goes_on(
     )
 
 
-# ------------------------------------------------------------------ two drivers on one run folder: the lock
+# ------------------------------------------------------------------ two drivers on one run folder:
+# the lock
 
 HOLD = (
     "import sys, time; from planner._store.lock import acquire; lock = acquire(sys.argv[1]); "
@@ -644,7 +653,8 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(
         )
         err = capsys.readouterr().err
         assert f"pid {holder.pid}" in err and "Traceback" not in err
-        # the holder dies by SIGKILL: its lock is stale, and the next driver takes it over with a note
+        # the holder dies by SIGKILL: its lock is stale, and the next driver takes it over with a
+        # note
         holder.kill()
         holder.wait()
     finally:
@@ -703,8 +713,9 @@ def test_locks_after_a_reboot_are_stale_and_a_lock_from_another_host_is_not(tmp_
 def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_worker_kept(
     ray_local, in_repo, tmp_path, capsys
 ):
-    """The trial had ended; only its line in trials.jsonl was torn: the record its worker kept in its folder is
-    written on --resume (a `trial_recovered` event), and the trial does not run a second time."""
+    """The trial had ended; only its line in trials.jsonl was torn: the record its worker kept in
+    its folder is written on --resume (a `trial_recovered` event), and the trial does not run a
+    second time."""
     from planner._cli.main import main
 
     path, run_dir = _finished_run(tmp_path)
@@ -826,7 +837,8 @@ SECRET_TOKEN = "tok-3f9a1c7e55d2"
 
 
 def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
-    """A password and a token in the environment (a contract cannot hold one: P230): grep the whole run folder."""
+    """A password and a token in the environment (a contract cannot hold one: P230): grep the whole
+    run folder."""
     values = {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}
     path = contract(
         tmp_path,
@@ -844,7 +856,8 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
     finally:
         del os.environ["API_TOKEN"], os.environ["DB_PASSWORD"]
     try:
-        # treat fails on every seed: the run completes with no usable value for it (exit 4, issue 11 item 5)
+        # treat fails on every seed: the run completes with no usable value for it (exit 4, issue
+        # 11 item 5)
         assert driver.proc.wait(timeout=600) == 4, driver.output()
         output = driver.output()
     finally:
@@ -976,7 +989,8 @@ def test_resume_refuses_what_is_not_this_contracts_run_folder(tmp_path, capsys, 
     assert not (fake / "lock").exists() and not (fake / "trials.jsonl").exists()
 
 
-# ------------------------------------------------------------------ the checkpoint convention, in the worker
+# ------------------------------------------------------------------ the checkpoint convention, in
+# the worker
 
 
 def _spec(tmp_path, session="now", **extra):

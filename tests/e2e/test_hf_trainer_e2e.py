@@ -1,4 +1,5 @@
-"""examples/hf_trainer (a Hugging Face Trainer script, a tiny BERT built from a config), run unchanged.
+"""examples/hf_trainer (a Hugging Face Trainer script, a tiny BERT built from a config), run
+unchanged.
 
 Real transformers trains it on the CPU; its metrics come from the Trainer's
 own trainer_state.json (the newest of each checkpoint's and save_state()'s),

@@ -1,4 +1,5 @@
-"""The run identity: code of the trainable's repository, packages, data, allow-listed environment."""
+"""The run identity: code of the trainable's repository, packages, data, allow-listed
+environment."""
 
 import subprocess
 import sys
@@ -51,8 +52,8 @@ def test_code_identity_is_the_trainables_repository_not_the_cwd(tmp_path, monkey
 
 
 def test_a_script_git_does_not_track_makes_its_repository_dirty(tmp_path):
-    """A new script beside a clean commit: `git status --untracked-files=no` is empty, so the run said
-    `dirty: false` for code that no commit holds."""
+    """A new script beside a clean commit: `git status --untracked-files=no` is empty, so the run
+    said `dirty: false` for code that no commit holds."""
     app = _committed(tmp_path / "app", {"README": "x\n"})
     (app / "train.py").write_text("print(1)\n")
     assert command_code_identity("python train.py", app)["dirty"] is True
@@ -73,8 +74,9 @@ def _committed(app, files: dict[str, str]):
 
 
 def test_an_untracked_local_module_makes_the_repository_dirty_and_is_named_once(tmp_path):
-    """train.py tracked, the helper.py it imports not: the run said dirty: false. Reached through a link to
-    the project, the helper keeps its own name (a resume through another path is not a changed module)."""
+    """train.py tracked, the helper.py it imports not: the run said dirty: false. Reached through a
+    link to the project, the helper keeps its own name (a resume through another path is not a
+    changed module)."""
     from planner._contract.model import Contract
     from planner._store.identity import run_identity
 
@@ -113,7 +115,8 @@ def test_a_trainable_outside_git_still_gets_its_source_hash(tmp_path):
 
 
 def test_a_command_trainable_records_the_script_it_names_so_a_reeval_sees_an_edit(tmp_path):
-    """`python train.py` -> train.py's sha256 and its repository's commit, compared like a module's."""
+    """`python train.py` -> train.py's sha256 and its repository's commit, compared like a
+    module's."""
     app = tmp_path / "app"
     app.mkdir()
     (app / "train.py").write_text("print(1)\n")

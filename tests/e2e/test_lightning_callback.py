@@ -1,4 +1,5 @@
-"""planner.LightningCallback: examples/lightning's model trained in-process (train_fn.py), with real Lightning.
+"""planner.LightningCallback: examples/lightning's model trained in-process (train_fn.py), with
+real Lightning.
 
 Through `plan run` (a real local Ray): ASHA stops Lightning trials in-process
 (the Trainer tears down and the worker runs the next trial); a trial that dies
@@ -36,7 +37,8 @@ TRAINABLES = "tests.trainables.lightning_callback"
 
 
 def _contract(tmp_path: Path, **changes) -> Path:
-    """contract_callback.yaml with `changes` (None drops a key), written beside the example's conf/."""
+    """contract_callback.yaml with `changes` (None drops a key), written beside the example's
+    conf/."""
     contract = yaml.safe_load(CONTRACT.read_text())
     for key, value in changes.items():
         if value is None:
@@ -200,7 +202,8 @@ def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, i
     assert decision["arm"] == "adam" and decision["decision"] in DECIDED, decision
 
 
-# ------------------------------------------------------------------ through the worker's protocol, no Ray
+# ------------------------------------------------------------------ through the worker's protocol,
+# no Ray
 
 
 def _spec(
@@ -250,7 +253,8 @@ def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo
 
 
 def test_a_budget_counted_in_steps_is_refused_by_the_callback_that_counts_epochs(tmp_path, in_repo):
-    """budget.unit: step (the default) with exposure 3 would train 3 epochs and call them 3 steps."""
+    """budget.unit: step (the default) with exposure 3 would train 3 epochs and call them 3
+    steps."""
     record = run_trial(_spec(tmp_path, "examples.lightning.train_fn:train", unit="step"))
     message = record["errors"][-1]["message"]
     assert record["status"] == "protocol_error" and record["reports"] == [], message
@@ -264,9 +268,9 @@ def test_a_budget_counted_in_steps_is_refused_by_the_callback_that_counts_epochs
 
 
 def test_what_the_module_logs_at_its_own_epoch_end_is_in_that_epochs_report(tmp_path, in_repo):
-    """Lightning calls a callback's on_train_epoch_end before the module's: the callback reported a value the
-    module logs there one epoch late (step k held epoch k - 1's), and a contract metric logged there was
-    'never reported' in the first report."""
+    """Lightning calls a callback's on_train_epoch_end before the module's: the callback reported a
+    value the module logs there one epoch late (step k held epoch k - 1's), and a contract metric
+    logged there was 'never reported' in the first report."""
     spec = _spec(tmp_path, f"{TRAINABLES}:logs_at_epoch_end", phase="tune", budget=3)
     record = run_trial(dataclasses.replace(spec, metric="epoch_marker"))
     assert record["status"] == "completed", record["errors"]
@@ -279,8 +283,9 @@ def test_what_the_module_logs_at_its_own_epoch_end_is_in_that_epochs_report(tmp_
 
 
 def test_an_epoch_that_did_not_validate_reports_no_stale_validation_metric(tmp_path, in_repo):
-    """check_val_every_n_epoch=2: Lightning keeps epoch 2's val_acc through epoch 3; the report of epoch 3 holds
-    only what epoch 3 logged, and the first report waits for the first validation (epoch 2)."""
+    """check_val_every_n_epoch=2: Lightning keeps epoch 2's val_acc through epoch 3; the report of
+    epoch 3 holds only what epoch 3 logged, and the first report waits for the first validation
+    (epoch 2)."""
     record = run_trial(
         _spec(tmp_path, f"{TRAINABLES}:validates_every_2_epochs", phase="tune", budget=4)
     )
@@ -311,14 +316,16 @@ def test_a_lightning_trainable_without_the_callback_is_told_of_it(tmp_path, in_r
 
 
 def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path, in_repo):
-    """The driver's process dies under the trial after epoch 3 (os._exit); `--resume`'s session continues it."""
+    """The driver's process dies under the trial after epoch 3 (os._exit); `--resume`'s session
+    continues it."""
     import subprocess
     import sys
 
     code = (
         "import sys\nfrom pathlib import Path\nfrom planner._trial.protocol import run_trial\n"
         "from tests.e2e.test_lightning_callback import TRAINABLES, _spec\n"
-        "run_trial(_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', budget=5, session='killed'))\n"
+        "run_trial(_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', budget=5, "
+        "session='killed'))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)],
@@ -339,7 +346,8 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
     assert (
         record["status"] == "completed" and record["resumed"] and record["errors"] == []
     )  # no retry used
-    # a new session numbers its attempts afresh: the killed process started epochs 1-3, this one 4 and 5
+    # a new session numbers its attempts afresh: the killed process started epochs 1-3, this one 4
+    # and 5
     assert [r["step"] for r in record["reports"]] == [4, 5] and _epochs(trial_dir, 1) == [
         1,
         2,
@@ -349,8 +357,8 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
     ]
     assert record["resumed_from"]["path"].startswith("trials/t1/checkpoints/epoch=2-")
     assert record["resumed_from"]["held"]["step"] == 3
-    # what the checkpoint's training reported (epochs 1-3) travels with it: mean_last_k scores the trial on its
-    # last 3 epochs, as it does every other trial, not on the 2 this session reported
+    # what the checkpoint's training reported (epochs 1-3) travels with it: mean_last_k scores the
+    # trial on its last 3 epochs, as it does every other trial, not on the 2 this session reported
     held = record["resumed_from"]["reports"]
     assert [r["step"] for r in held] == [1, 2, 3] and all(
         math.isfinite(r["metrics"]["val_acc"]) for r in held
@@ -377,7 +385,8 @@ def test_import_planner_loads_lightning_only_when_the_callback_is_used():
         "import json, sys\nimport planner\nnames = dir(planner) + list(planner.__all__)\n"
         "before = [m for m in ('torch', 'lightning') if m in sys.modules]\n"
         "callback = planner.LightningCallback\n"
-        "print(json.dumps([before, [m for m in ('torch', 'lightning') if m in sys.modules], callback.__module__,"
+        "print(json.dumps([before, [m for m in ('torch', 'lightning') if m in sys.modules], "
+        "callback.__module__,"
         " issubclass(callback, sys.modules['lightning'].pytorch.Callback)]))\n"
     )
     done = subprocess.run(

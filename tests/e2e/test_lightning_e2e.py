@@ -1,4 +1,5 @@
-"""examples/lightning (an ordinary Lightning app: CSVLogger, trainer.test()), run unchanged through `plan run`.
+"""examples/lightning (an ordinary Lightning app: CSVLogger, trainer.test()), run unchanged through
+`plan run`.
 
 Real torch and Lightning train it; its metrics come from CSVLogger's own
 metrics.csv, where Lightning writes train, validation and test rows apart.

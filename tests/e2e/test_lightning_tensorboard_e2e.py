@@ -1,4 +1,5 @@
-"""A Lightning script with Lightning's default TensorBoardLogger, trainer.fit() then trainer.test(), run unchanged.
+"""A Lightning script with Lightning's default TensorBoardLogger, trainer.fit() then
+trainer.test(), run unchanged.
 
 The most ordinary script: `logger=True` writes `lightning_logs/version_0/`,
 and `trainer.test()` after fit opens a second event file there (the logger
@@ -7,6 +8,7 @@ files as one log: every epoch's validation values from the first file, the
 held-out `test_acc` from the second. Two epochs of a tiny MLP on made-up
 data: the trial's time is the process importing torch and Lightning.
 """
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 

@@ -127,7 +127,8 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
     assert main(["validate", str(path), "--runs-dir", str(runs), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["baseline_from"]["promoted"] and summary["baseline_from"]["decision"] == "accept"
-    # the baseline is exactly what the promoted arm's confirmation trials received, tuned lr included
+    # the baseline is exactly what the promoted arm's confirmation trials received, tuned lr
+    # included
     confirmed = [
         r["config"]
         for r in read_jsonl(result.run_dir / "trials.jsonl")
@@ -156,8 +157,9 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
 def test_an_interrupted_run_resumed_to_completion_counts_its_test_again(
     ray_local, in_repo, tmp_path, capsys
 ):
-    """Before: the interrupt rewrote lineage.json to "this run tested nothing (state interrupted; ...)" and the
-    resumed run that completed kept saying so (lineage.json, the final `lineage:` line, the report)."""
+    """Before: the interrupt rewrote lineage.json to "this run tested nothing (state interrupted;
+    ...)" and the resumed run that completed kept saying so (lineage.json, the final `lineage:`
+    line, the report)."""
 
     runs = tmp_path / "runs"
     slow = {"values": {"recipe": {"name": "a", "level": 0.5, "lr": 0.01, "width": 1, "sleep": 0.4}}}

@@ -1,4 +1,5 @@
-"""Issue 20 item 6: `acceptance.rule: margin` decides a real run (validate, frozen contract, decide).
+"""Issue 20 item 6: `acceptance.rule: margin` decides a real run (validate, frozen contract,
+decide).
 
 The synthetic trainable's arm `treat` at level 0.7 improves the metric by about 0.2 over the
 baseline with a small seed-to-seed spread: the default rule accepts it at min_effect 0.05 and at

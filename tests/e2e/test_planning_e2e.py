@@ -52,7 +52,8 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     one = asha_expected_steps(9, 9, 1, 3)
     tolerance = 3 * one.spread * 6**0.5  # 3 sd of the sum of 6 independent sweeps
     assert len(tune) == 54 and phase["steps_expected"] == pytest.approx(6 * one.expected)
-    # the test can fail: the paper's synchronous figure and no early stopping are both outside the tolerance
+    # the test can fail: the paper's synchronous figure and no early stopping are both outside the
+    # tolerance
     assert abs(phase["steps_synchronous"] - phase["steps_expected"]) > tolerance
     assert abs(phase["steps_planned"] - phase["steps_expected"]) > tolerance
     assert abs(measured - phase["steps_expected"]) <= tolerance, (
@@ -62,7 +63,8 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     )
     print(
         f"ASHA 6 x 9 trials x 9 steps: measured {measured}, expected {phase['steps_expected']:.1f} "
-        f"(+- {tolerance:.1f}), synchronous {phase['steps_synchronous']:.0f}, full {phase['steps_planned']}"
+        f"(+- {tolerance:.1f}), synchronous {phase['steps_synchronous']:.0f}, full "
+        f"{phase['steps_planned']}"
     )
 
 

@@ -1,6 +1,7 @@
-"""Files planted in a finished run folder, then `plan run --resume` reruns one trial (real Ray, `plan` in a
-subprocess): ray.log as a symbolic link, output.log as a hard link and as a FIFO, a 1500-deep tree in the trial's
-folder, a folder in place of decisions.json. The parts one at a time: tests/unit/test_planted_files.py."""
+"""Files planted in a finished run folder, then `plan run --resume` reruns one trial (real Ray,
+`plan` in a subprocess): ray.log as a symbolic link, output.log as a hard link and as a FIFO, a
+1500-deep tree in the trial's folder, a folder in place of decisions.json. The parts one at a time:
+tests/unit/test_planted_files.py."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ def finished(tmp_path_factory):
 
 @pytest.fixture
 def resumable(finished, tmp_path):
-    """A copy of the finished run whose confirm-base-s0 was cut short (a resume runs it again), an outside file."""
+    """A copy of the finished run whose confirm-base-s0 was cut short (a resume runs it again), an
+    outside file."""
     home, run_dir = finished
     run = tmp_path / "runs" / "planted" / run_dir.name
     shutil.copytree(run_dir, run)
@@ -114,8 +116,8 @@ def test_a_symlinked_ray_log_is_refused_before_ray_starts(resumable):
 
 @pytest.mark.parametrize("kind", ["hardlink", "fifo"])
 def test_a_planted_output_log_is_not_written_and_the_trial_runs(resumable, kind):
-    """A hard link's other name got the trial's prints; a FIFO hung the resume forever (the trial, with
-    max_trial_time, was recorded `timeout`)."""
+    """A hard link's other name got the trial's prints; a FIFO hung the resume forever (the trial,
+    with max_trial_time, was recorded `timeout`)."""
     home, run, victim = resumable
     log = run / "trials" / AGAIN / "output.log"
     log.unlink()

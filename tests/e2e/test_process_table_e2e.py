@@ -1,4 +1,5 @@
-"""Real processes: the one pass over the process table that ends a trial's processes: parents, zombies, descendants."""
+"""Real processes: the one pass over the process table that ends a trial's processes: parents,
+zombies, descendants."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def _wait_until(predicate, timeout_s: float = 10.0) -> bool:
 
 
 def _in_a_fresh_process(code: str) -> str:
-    """What `code` prints, run in a fresh Python: this process may hold the tier's session Ray as children."""
+    """What `code` prints, run in a fresh Python: this process may hold the tier's session Ray as
+    children."""
     return subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -70,7 +72,8 @@ spared.kill()
 spared.wait()
 """
     out = _in_a_fresh_process(code)
-    # the ended child reaped by pid (gone from the table), the grandchild ended too, the spared one alive
+    # the ended child reaped by pid (gone from the table), the grandchild ended too, the spared one
+    # alive
     assert out.strip() == "[False, True, True]", out
 
 
@@ -90,5 +93,6 @@ seen.append(supervisor.has_children())
 print(seen)
 """
     out = _in_a_fresh_process(code)
-    # none at first; the living child; still a child once ended, not reaped by the look; none once waited for
+    # none at first; the living child; still a child once ended, not reaped by the look; none once
+    # waited for
     assert out.strip() == "[False, True, True, True, False]", out

@@ -1,4 +1,5 @@
-"""examples/pytorch (a plain PyTorch loop as a function trainable), really trained through `plan run`."""
+"""examples/pytorch (a plain PyTorch loop as a function trainable), really trained through `plan
+run`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""What tuning's start no longer imports: Tune's callback usage tag without the logger integrations, and
-SciPy's optimize and stats outside sequential looks (issue 23)."""
+"""What tuning's start no longer imports: Tune's callback usage tag without the logger
+integrations, and SciPy's optimize and stats outside sequential looks (issue 23)."""
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -81,10 +82,10 @@ print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys
 
 
 def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
-    """The Ray internals the start and the shutdown lean on are there (a Ray without them would only be
-    slower), the node wait is the polled one, the head starts only the GCS and the raylet (no autoscaler
-    monitor, log monitor or dashboard API server: issue 23; its dashboard agent minimal), and the shutdown
-    leaves none of Ray's processes."""
+    """The Ray internals the start and the shutdown lean on are there (a Ray without them would
+    only be slower), the node wait is the polled one, the head starts only the GCS and the raylet
+    (no autoscaler monitor, log monitor or dashboard API server: issue 23; its dashboard agent
+    minimal), and the shutdown leaves none of Ray's processes."""
     got = _fresh("""
 import inspect, json, os, sys
 import psutil, ray
@@ -122,7 +123,8 @@ print(json.dumps({"calls": len(calls), "kinds": kinds, "restored": restored, "an
     assert got["calls"] == 1 and got["kinds"] == ["gcs_server", "raylet"], got
     assert got["restored"] and got["answer"] == 42
     assert got["alive"] == [], got
-    # the raylet's dashboard agent runs minimal, and the driver never imported the dashboard's packages
+    # the raylet's dashboard agent runs minimal, and the driver never imported the dashboard's
+    # packages
     assert got["minimal"] and not got["dashboard_packages"], got
 
 
@@ -162,16 +164,18 @@ print(json.dumps(seen))
 
 
 def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_every_trial(tmp_path):
-    """Issue 23: the driver's memory per trial, and Tune's actors on an embedded Ray's own workers. An ended trial keeps nothing Tune would read again (its
-    config, last result and the numbers' summaries are gone; one resource request is shared); a cancelled
-    actor request leaves no queued task behind; Optuna's asked trials are let go once told; and the run
-    itself is whole: every planned trial has its record and the study was told of every tuning trial. The
-    trial actor class has no runtime_env, and every trial (tuning and confirmation) ran with the variable
-    Tune would have given its actors. Tune's registry reads the trainable from the GCS once."""
+    """Issue 23: the driver's memory per trial, and Tune's actors on an embedded Ray's own workers.
+    An ended trial keeps nothing Tune would read again (its config, last result and the numbers'
+    summaries are gone; one resource request is shared); a cancelled actor request leaves no queued
+    task behind; Optuna's asked trials are let go once told; and the run itself is whole: every
+    planned trial has its record and the study was told of every tuning trial. The trial actor
+    class has no runtime_env, and every trial (tuning and confirmation) ran with the variable Tune
+    would have given its actors. Tune's registry reads the trainable from the GCS once."""
     (tmp_path / "trivial.py").write_text(
         "import os\n"
         "def train(config, trial):\n"
-        "    assert os.environ.get('PL_DISABLE_FORK') == '1'  # Tune's actor variable, in every trial\n"
+        "    assert os.environ.get('PL_DISABLE_FORK') == '1'  # Tune's actor variable, in every "
+        "trial\n"
         "    for step in range(1, 4):\n"
         "        trial.report(step, score=config['lr'] * step + trial.seed * 1e-6)\n"
     )
@@ -220,7 +224,8 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
     assert got["unresolved"] == [False] * 24, got  # the name `forget` uses
     # the trainable is read from the GCS once, not three times a trial
     assert 1 <= got["registry_reads"] <= 3, got["registry_reads"]
-    # each ended trial's entry in Tune's snapshot is its id, status and folder (a few hundred bytes, not 4.4 KB)
+    # each ended trial's entry in Tune's snapshot is its id, status and folder (a few hundred
+    # bytes, not 4.4 KB)
     assert [state["status"] for state, _ in got["snapshot"]] == ["TERMINATED"] * 24, got[
         "snapshot"
     ][:2]
@@ -238,8 +243,9 @@ def test_tune_lets_go_of_what_an_ended_trial_held_and_the_run_still_records_ever
 
 
 def test_the_workers_environment_holds_what_tune_gives_its_trial_actors():
-    """Tune's actors drop their runtime_env only when the workers already have its variables: planner's
-    WORKER_ENV must carry Ray Tune's defaults (a Ray that adds one runs its actors as before, only slower)."""
+    """Tune's actors drop their runtime_env only when the workers already have its variables:
+    planner's WORKER_ENV must carry Ray Tune's defaults (a Ray that adds one runs its actors as
+    before, only slower)."""
     got = _fresh("""
 import json
 from ray.tune.execution import class_cache
@@ -250,9 +256,10 @@ print(json.dumps({"defaults": class_cache.DEFAULT_ENV_VARS, "held": {k: WORKER_E
 
 
 def test_an_embedded_rays_worker_warmed_while_the_cpus_are_held_serves_the_next_trial_task():
-    """Issue 23: the confirmation's warm-ups (no resources asked, sent while the tuning's actors hold every
-    CPU) leave idle workers that the confirmation's first tasks take, instead of each waiting for a new
-    worker process: an embedded Ray keeps them idle longer than its one second (EMBEDDED_SYSTEM_CONFIG)."""
+    """Issue 23: the confirmation's warm-ups (no resources asked, sent while the tuning's actors
+    hold every CPU) leave idle workers that the confirmation's first tasks take, instead of each
+    waiting for a new worker process: an embedded Ray keeps them idle longer than its one second
+    (EMBEDDED_SYSTEM_CONFIG)."""
     got = _fresh("""
 import json, os, time
 import ray
@@ -282,10 +289,10 @@ print(json.dumps({"warmed": sorted(warmed), "ran": sorted(ran)}))
 
 
 def test_an_embedded_rays_local_connections_are_retried_often_for_rays_own_ten_seconds():
-    """Issue 23: the raylet's first connection to its object store (started a moment before, in a thread) slept
-    Ray's whole one-second retry in about half the starts. The embedded Ray retries every 20 ms, for the same
-    ten seconds in all: the driver and the workers take those values (a Ray that renamed them would refuse
-    or ignore them, and this fails)."""
+    """Issue 23: the raylet's first connection to its object store (started a moment before, in a
+    thread) slept Ray's whole one-second retry in about half the starts. The embedded Ray retries
+    every 20 ms, for the same ten seconds in all: the driver and the workers take those values (a
+    Ray that renamed them would refuse or ignore them, and this fails)."""
     got = _fresh("""
 import json
 import ray

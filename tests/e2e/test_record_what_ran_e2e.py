@@ -1,6 +1,7 @@
-"""The record is what ran (issue 24.1, 21.6, 24.7): under `plan run`, every trial's recorded config is the
-config the Hydra app composed (its `.hydra/config.yaml`), with the seed, the budget and the tuned values
-planner sets, and the keys that interpolate them; `${hydra:runtime.output_dir}` is allowed and kept."""
+"""The record is what ran (issue 24.1, 21.6, 24.7): under `plan run`, every trial's recorded config
+is the config the Hydra app composed (its `.hydra/config.yaml`), with the seed, the budget and the
+tuned values planner sets, and the keys that interpolate them; `${hydra:runtime.output_dir}` is
+allowed and kept."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def _app(tmp_path: Path) -> Path:
     conf["trainer"]["max_epochs"] = 20  # the app's own default: the budget of 3 must win
     conf["data"]["split_seed"] = "${seed}"  # follows the trial's seed (21.6)
     conf["run_name"] = (
-        "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"  # a tuned value, the seed and the budget
+        # a tuned value, the seed and the budget
+        "lr${optimizer.lr}-s${seed}-e${trainer.max_epochs}"
     )
     conf["output_dir"] = "${hydra:runtime.output_dir}"  # the Trainer idiom (24.7)
     conf["ckpt_dir"] = (
@@ -63,7 +65,8 @@ def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):
     lineage = json.loads((result.run_dir / "lineage.json").read_text())
     assert lineage["baseline"]["config_sha256"] == config_sha256(configs["raw"])
 
-    # a reeval re-runs one config on each seed: the logged configs differ only where the seed reaches them
+    # a reeval re-runs one config on each seed: the logged configs differ only where the seed
+    # reaches them
     assert main(["reeval", str(result.run_dir), "--arm", "standardized", "--seeds", "3", "5"]) == 0
     reeval = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "reeval"]
     assert sorted(r["seed"] for r in reeval) == [3, 5]

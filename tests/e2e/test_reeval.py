@@ -1,4 +1,5 @@
-"""`plan reeval`: pure comparisons in milliseconds, then real runs re-evaluated through a real local Ray.
+"""`plan reeval`: pure comparisons in milliseconds, then real runs re-evaluated through a real
+local Ray.
 
 The end-to-end tests copy tests/trainables/reeval_deterministic.py into a
 temporary contract folder under a module name of their own, so that editing
@@ -184,8 +185,8 @@ def test_a_seed_with_another_status_differs_and_one_that_did_not_run_is_no_evide
 
 
 def test_a_logged_trial_that_continued_from_its_checkpoint_is_named_as_the_likely_cause():
-    """The logged seed 0 resumed from epoch 2's checkpoint after an interrupt (another data order for its later
-    epochs): the verdict blamed a package difference instead."""
+    """The logged seed 0 resumed from epoch 2's checkpoint after an interrupt (another data order
+    for its later epochs): the verdict blamed a package difference instead."""
     logged = {
         **record("completed", 0.5),
         "resumed": True,
@@ -277,7 +278,8 @@ def contract_data(module: str, *, seeds=(0, 1), cap=None, tuning=False) -> dict:
 
 
 def project(folder: Path, **options) -> tuple[Path, Path]:
-    """A contract folder with its own copy of the deterministic trainable: (contract path, trainable file)."""
+    """A contract folder with its own copy of the deterministic trainable: (contract path,
+    trainable file)."""
     module = f"reeval_det_{uuid.uuid4().hex[:10]}"
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{module}.py"
@@ -591,7 +593,8 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(
         r["reproduced"] is False and r["diff"] == pytest.approx(0.0125) for r in logged["rows"]
     )
 
-    # a trainable that now crashes: the trial failed to run (exit 3); it reported nothing, so the ledger stays at 6
+    # a trainable that now crashes: the trial failed to run (exit 3); it reported nothing, so the
+    # ledger stays at 6
     source.write_text(
         text.replace(
             "    rng = random.Random(trial.seed)\n", "    raise RuntimeError('broken today')\n"
@@ -726,7 +729,8 @@ def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local,
     new = [r for r in read_jsonl(root / "trials.jsonl") if r["phase"] == "reeval"]
     assert len(new) == 2 and all(r["config"]["optimizer"]["lr"] == selected for r in new)
     assert all(any((root / "trials" / r["trial_id"]).rglob("stdout.log")) for r in new)
-    # the command names train.py: an edit to it is an identity difference, not a silent "code matches"
+    # the command names train.py: an edit to it is an identity difference, not a silent "code
+    # matches"
     script = Path(json.loads((root / "identity.json").read_text())["code"]["trainable_file"])
     assert script.name == "train.py"
     script.write_text(script.read_text() + "\n# edited after the run\n")

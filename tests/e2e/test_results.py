@@ -245,7 +245,8 @@ def test_cli_errors_are_one_sentence_not_a_traceback(tmp_path, capsys):
     assert "Traceback" not in err
     assert (
         err.splitlines()[0]
-        == f"plan report: {tmp_path / 'missing'} does not exist: give the path of a run folder, like runs/<name>/<run id>"
+        == f"plan report: {tmp_path / 'missing'} does not exist: give the path of a run folder, "
+        f"like runs/<name>/<run id>"
     )
 
 
@@ -254,8 +255,10 @@ def test_report_status_and_export_never_import_ray(run_dir, tmp_path):
         "import sys\n"
         "from planner._cli.main import main\n"
         f"assert main(['status', {str(run_dir)!r}]) == 0\n"
-        f"assert main(['report', {str(run_dir)!r}, '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}]) == 0\n"
-        f"assert main(['report', {str(run_dir)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}]) == 0\n"
+        f"assert main(['report', {str(run_dir)!r}, '--format', 'json', '-o', "
+        f"{str(tmp_path / 'r.json')!r}]) == 0\n"
+        f"assert main(['report', {str(run_dir)!r}, '--format', 'html', '-o', "
+        f"{str(tmp_path / 'r.html')!r}]) == 0\n"
         f"assert main(['export', {str(run_dir)!r}, '-o', {str(tmp_path / 'export')!r}]) == 0\n"
         "bad = sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.'))\n"
         "assert not bad, bad\n"
@@ -346,7 +349,8 @@ def test_a_damaged_record_is_refused_naming_the_field_not_a_crash(tmp_path, run_
     )
     with open(copy / "trials.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
-    # one schema check for every reader (docs/run-folder.md): the first field of the wrong type, named, exit 3
+    # one schema check for every reader (docs/run-folder.md): the first field of the wrong type,
+    # named, exit 3
     with pytest.raises(
         RunError, match=r"line 40 of .*trials.jsonl: field `seed` is 'x', not a whole number"
     ):

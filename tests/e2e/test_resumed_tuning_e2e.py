@@ -1,8 +1,8 @@
-"""A run interrupted during tuning and resumed tunes as an uninterrupted run of the same contract: the
-configuration at each tuning index is the one the uninterrupted run drew, on the random and TPE samplers,
-and the arms draw the same values at each index (they share the sampler's seed). The run folder's
-studies.log holds one Optuna study per arm, continued by the resume, and the run's facts say it was
-resumed, when, and how many trials ran after it."""
+"""A run interrupted during tuning and resumed tunes as an uninterrupted run of the same contract:
+the configuration at each tuning index is the one the uninterrupted run drew, on the random and TPE
+samplers, and the arms draw the same values at each index (they share the sampler's seed). The run
+folder's studies.log holds one Optuna study per arm, continued by the resume, and the run's facts
+say it was resumed, when, and how many trials ran after it."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def _drawn(run_dir: Path) -> dict[tuple[str, int], dict]:
 
 
 def _interrupt_before(run_dir: Path, index: int) -> None:
-    """As if the driver had stopped before the tuning trials from `index` on started: their records, the
-    confirmation's, and every event naming them are gone (a trial that started is run again with the
-    values it started with: that would not test the draws)."""
+    """As if the driver had stopped before the tuning trials from `index` on started: their
+    records, the confirmation's, and every event naming them are gone (a trial that started is run
+    again with the values it started with: that would not test the draws)."""
     gone = {
         r["trial_id"]
         for r in read_jsonl(run_dir / "trials.jsonl")

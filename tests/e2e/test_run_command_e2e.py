@@ -83,8 +83,9 @@ main()
 def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoint(
     ray_local, tmp_path
 ):
-    """Through `plan run` (Ray Tune with ASHA, then confirmation): every script got past its last budget
-    step to its own end, no daemon it forgot outlives its trial, one checkpoint is left a trial."""
+    """Through `plan run` (Ray Tune with ASHA, then confirmation): every script got past its last
+    budget step to its own end, no daemon it forgot outlives its trial, one checkpoint is left a
+    trial."""
     import os
     import time
 

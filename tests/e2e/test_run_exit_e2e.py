@@ -1,8 +1,9 @@
-"""`plan run` prints its result before it shuts its embedded Ray down (issue #23.1), and exits only after:
-a real `plan run` subprocess with its own Ray. When the result's first line is on stdout, the run folder
-is already closed: state.json and run_ended say `completed`, the lock is gone. The process then exits
-0 with none of its Ray's processes left, also when SIGTERM and SIGINT arrive while Ray shuts down (they
-neither change the exit code nor put anything of Ray's on the terminal)."""
+"""`plan run` prints its result before it shuts its embedded Ray down (issue #23.1), and exits only
+after: a real `plan run` subprocess with its own Ray. When the result's first line is on stdout,
+the run folder is already closed: state.json and run_ended say `completed`, the lock is gone. The
+process then exits 0 with none of its Ray's processes left, also when SIGTERM and SIGINT arrive
+while Ray shuts down (they neither change the exit code nor put anything of Ray's on the
+terminal)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ pytestmark = pytest.mark.ray
 
 
 def _start(tmp_path):
-    """`plan run` of a small confirmation-only contract in a subprocess with its own embedded Ray."""
+    """`plan run` of a small confirmation-only contract in a subprocess with its own embedded
+    Ray."""
     return start_plan_run(
         tmp_path, synthetic_contract(name="exit", seeds=[0, 1], budget={"exposure": 2}), "rx"
     )
@@ -40,7 +42,8 @@ def _until_result(proc) -> list[str]:
 
 
 def _rest(proc) -> tuple[str, str]:
-    """The rest of stdout (what the line reader buffered included; communicate would skip it) and stderr."""
+    """The rest of stdout (what the line reader buffered included; communicate would skip it) and
+    stderr."""
     out, err = proc.stdout.read(), proc.stderr.read()
     proc.wait(timeout=120)
     return out, err

@@ -31,7 +31,8 @@ CONTRACT = synthetic_contract(
 )
 # planner's own lines: the progress display ("[0:00:12] ..."), the final summary
 PLANNER_LINE = re.compile(
-    r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: (accept|reject|inconclusive|incomplete) )"
+    r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: "
+    r"(accept|reject|inconclusive|incomplete) )"
 )
 RAY_WORDS = re.compile(
     r"[Tt]oken authentication|only available when the process is a worker|raylet|pid=\d+\)|"

@@ -1,7 +1,7 @@
-"""SIGTERM is an interruption (issue #22.5): a real `plan run` subprocess on an embedded Ray, sent SIGTERM
-mid-tuning, ends like Ctrl-C: state `interrupted`, exit 3, the `to resume:` line, nothing of Ray's on the
-terminal. Before: Ray's own handler (installed by ray.init) won: `failed | internal error: SystemExit: 1`,
-exit 1, Ray's `*** SIGTERM received` dump, no resume line."""
+"""SIGTERM is an interruption (issue #22.5): a real `plan run` subprocess on an embedded Ray, sent
+SIGTERM mid-tuning, ends like Ctrl-C: state `interrupted`, exit 3, the `to resume:` line, nothing
+of Ray's on the terminal. Before: Ray's own handler (installed by ray.init) won: `failed | internal
+error: SystemExit: 1`, exit 1, Ray's `*** SIGTERM received` dump, no resume line."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ TUNING = {
 
 
 def _start(tmp_path):
-    """`plan run` of a slow two-arm contract in a subprocess with its own embedded Ray; (proc, runs, ray_tmp)."""
+    """`plan run` of a slow two-arm contract in a subprocess with its own embedded Ray; (proc,
+    runs, ray_tmp)."""
     data = synthetic_contract(
         name="sigterm",
         trainable="tests.trainables.synthetic:slow",
@@ -73,7 +74,8 @@ def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
 
 
 def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp_path):
-    """Before: Ray's client ended the driver 60 s after the GCS died: exit 1, state `running`, no resume line."""
+    """Before: Ray's client ended the driver 60 s after the GCS died: exit 1, state `running`, no
+    resume line."""
     import psutil
 
     proc, runs, ray_tmp = _start(tmp_path)
@@ -105,10 +107,11 @@ def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp
 def test_sigterm_while_ray_init_connects_is_an_interruption_with_nothing_of_rays_on_the_terminal(
     tmp_path,
 ):
-    """F11: SIGTERM as soon as the driver's core worker has started (its python-core-driver-*_PID.log
-    appears), while ray.init still connects. Before: Ray's own handler, installed by ray.init, raised
-    SystemExit(15) inside it, the half-started core worker aborted the process (exit 134), Ray's C++
-    `*** SIGTERM received ... __recv` dump was on the terminal and the state `failed | internal error`."""
+    """F11: SIGTERM as soon as the driver's core worker has started (its
+    python-core-driver-*_PID.log appears), while ray.init still connects. Before: Ray's own
+    handler, installed by ray.init, raised SystemExit(15) inside it, the half-started core worker
+    aborted the process (exit 134), Ray's C++ `*** SIGTERM received ... __recv` dump was on the
+    terminal and the state `failed | internal error`."""
     proc, runs, ray_tmp = _start(tmp_path)
     try:
         deadline = time.monotonic() + 180
@@ -127,8 +130,9 @@ def test_sigterm_while_ray_init_connects_is_an_interruption_with_nothing_of_rays
         and "logging.cc" not in out + err
     ), err
     assert state["state"] != "failed" and "internal error" not in state["reason"], state
-    # Left (docs/reliability.md): a signal that lands while Ray's C++ core worker connects can still make that
-    # core abort the process (SIGABRT), before or after planner's bookkeeping. Every other ending is this:
+    # Left (docs/reliability.md): a signal that lands while Ray's C++ core worker connects can
+    # still make that core abort the process (SIGABRT), before or after planner's bookkeeping.
+    # Every other ending is this:
     if proc.returncode != -signal.SIGABRT:
         assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
         assert state["state"] == "interrupted", state

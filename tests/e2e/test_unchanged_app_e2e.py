@@ -48,7 +48,8 @@ def _check_seeds_and_cuts(
         assert len({tuple(sorted(m.items())) for m in finals}) == len(finals), (
             f"seeds gave equal results: {finals}"
         )
-    # ASHA cut tuning trials while the script ran: fewer steps reported and fewer printed than the budget
+    # ASHA cut tuning trials while the script ran: fewer steps reported and fewer printed than the
+    # budget
     cut = [r for r in trials if r["status"] == "early_stopped"]
     assert cut, [(r["trial_id"], r["status"], r["exposure"]) for r in trials]
     printed = {}
@@ -59,8 +60,9 @@ def _check_seeds_and_cuts(
                 lines_per_step, (_attempt(run_dir, r["trial_id"]) / "stdout.log").read_text()
             )
         )
-    # a fast script can reach its end between the rung's report and the stop (the scheduler's decision stands,
-    # the record keeps the reports up to the rung); at least one was stopped while it still ran
+    # a fast script can reach its end between the rung's report and the stop (the scheduler's
+    # decision stands, the record keeps the reports up to the rung); at least one was stopped while
+    # it still ran
     assert min(printed.values()) < exposure, (
         f"every cut trial ran to its end before it was stopped: {printed}"
     )
@@ -171,7 +173,8 @@ def test_json_lines_and_trainer_state_writers_under_asha(ray_local, tmp_path, sc
 
 
 def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_path):
-    """`plan run` in a terminal-like subprocess: SIGINT mid-tuning, then the printed command, run as printed."""
+    """`plan run` in a terminal-like subprocess: SIGINT mid-tuning, then the printed command, run
+    as printed."""
     import os
     import shlex
     import signal

@@ -1,4 +1,5 @@
-"""`plan validate` stays light: it never imports Ray, Optuna or pandas, and `import planner` is cheap."""
+"""`plan validate` stays light: it never imports Ray, Optuna or pandas, and `import planner` is
+cheap."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ def test_import_planner_is_cheap():
 
 
 def test_a_run_imports_scipy_only_for_its_decision():
-    """Issue 23: what `plan run` imports before Ray starts holds no SciPy (0.13-0.3 s of a small run's start);
-    a run without sequential looks imports it for the decision, while its confirmation runs."""
+    """Issue 23: what `plan run` imports before Ray starts holds no SciPy (0.13-0.3 s of a small
+    run's start); a run without sequential looks imports it for the decision, while its
+    confirmation runs."""
     found = _run(
-        "import json, sys\nimport planner._dispatch.driver\nimport planner._stats.decide as decide\n"
+        "import json, sys\nimport planner._dispatch.driver\nimport planner._stats.decide as "
+        "decide\n"
         "print(json.dumps({'scipy': 'scipy' in sys.modules, 'prefetched': decide.SCIPY,\n"
         "                  'decision': decide.special._lazy_name}))\n"
     )
@@ -61,8 +64,8 @@ def test_a_run_imports_scipy_only_for_its_decision():
 
 
 def test_the_html_report_draws_with_plotly_not_matplotlib(tmp_path):
-    """The report's plots are plotly figures; matplotlib's import and drawing were more than a second of
-    `plan report --format html` on a 10,000-trial run, and no stage imports it."""
+    """The report's plots are plotly figures; matplotlib's import and drawing were more than a
+    second of `plan report --format html` on a 10,000-trial run, and no stage imports it."""
     from bench.synthetic_run import make_run
 
     run = make_run(
@@ -72,7 +75,8 @@ def test_the_html_report_draws_with_plotly_not_matplotlib(tmp_path):
         "import contextlib, io, json, sys\n"
         "from planner._cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        f"    rc = main(['report', {str(run)!r}, '--format', 'html', '-o', {str(tmp_path / 'r.html')!r}])\n"
+        f"    rc = main(['report', {str(run)!r}, '--format', 'html', '-o', "
+        f"{str(tmp_path / 'r.html')!r}])\n"
         "print(json.dumps({'rc': rc, 'matplotlib': 'matplotlib' in sys.modules}))\n"
     )
     assert found == {"rc": 0, "matplotlib": False}

@@ -1,11 +1,13 @@
-"""A function trial whose Ray worker dies after the trial ended keeps its result (real local Ray, real Tune).
+"""A function trial whose Ray worker dies after the trial ended keeps its result (real local Ray,
+real Tune).
 
-The treatment arm's trainable (`tests.trainables.faulty:dies_after_completing`) reports the full exposure,
-returns, and its worker is SIGKILLed as planner's `run_trial` returns the record, before Ray delivers it:
-in tuning (Tune restarts the trial with `failures.retries: 1`, or gives up on it with 0) and in confirmation
-(a plain Ray task). The result existed: each such trial is recorded `completed` on its one attempt, with the
-reports and metrics an unfaulted run gives, no error, and a `worker_died_after_trial_ended` event; it never
-runs twice. A worker killed mid-trial is still a `WorkerDied` retry (tests/e2e/test_faults.py).
+The treatment arm's trainable (`tests.trainables.faulty:dies_after_completing`) reports the full
+exposure, returns, and its worker is SIGKILLed as planner's `run_trial` returns the record, before
+Ray delivers it: in tuning (Tune restarts the trial with `failures.retries: 1`, or gives up on it
+with 0) and in confirmation (a plain Ray task). The result existed: each such trial is recorded
+`completed` on its one attempt, with the reports and metrics an unfaulted run gives, no error, and
+a `worker_died_after_trial_ended` event; it never runs twice. A worker killed mid-trial is still a
+`WorkerDied` retry (tests/e2e/test_faults.py).
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
         assert not (folder / "pid.2").exists(), f"{trial_id} ran a second attempt"
         if _died(int(staged.suffix[1:])):
             died.add(trial_id)
-        # the record is the one an unfaulted run makes: its one attempt, its reports and metrics, no error
+        # the record is the one an unfaulted run makes: its one attempt, its reports and metrics,
+        # no error
         assert {k: record[k] for k in KEPT_ALIKE} == {
             k: expected[trial_id][k] for k in KEPT_ALIKE
         }, trial_id
@@ -123,9 +126,10 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
                 and kept[trial_id]["status"] == "completed"
                 and kept[trial_id]["reason"]
             ), trial_id
-    # The staged death is the trainable's own profile hook on run_trial's return; once in a CI run (2 cores under
-    # load) one confirmation trial's worker lived on and delivered its result as usual (then nothing was kept, and
-    # its record is the normal one, checked above). The mechanism is proved where the death happened: in both phases.
+    # The staged death is the trainable's own profile hook on run_trial's return; once in a CI run
+    # (2 cores under load) one confirmation trial's worker lived on and delivered its result as
+    # usual (then nothing was kept, and its record is the normal one, checked above). The mechanism
+    # is proved where the death happened: in both phases.
     assert {records[t]["phase"] for t in died} == {"tune", "confirm"}, (sorted(died), sorted(treat))
     assert set(kept) == died
     for trial_id, record in records.items():
@@ -141,8 +145,9 @@ def test_a_function_trial_whose_worker_dies_after_it_completed_keeps_its_result(
 def test_a_resumed_grid_sweep_runs_each_point_once_when_finished_trials_failed(
     ray_local, in_repo, tmp_path
 ):
-    """The trials of a grid sweep that failed (and those stopped early) are told to the resumed study, like the
-    completed ones: the resume runs the points no finished trial ran, never a point that has a record."""
+    """The trials of a grid sweep that failed (and those stopped early) are told to the resumed
+    study, like the completed ones: the resume runs the points no finished trial ran, never a point
+    that has a record."""
     tuning = {
         "trials_per_arm": 4,
         "seeds": [100],

@@ -1,5 +1,7 @@
-"""A reused Ray worker freezes what its first trial left alive, and still frees what later trials leave in
-a cycle (issue 23: a full collection after a trial walked all of Ray, Tune and the trainable's imports)."""
+"""A reused Ray worker freezes what its first trial left alive, and still frees what later trials
+leave in a cycle (issue 23: a full collection after a trial walked all of Ray, Tune and the
+trainable's imports)."""
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
 
@@ -65,24 +67,26 @@ def test_a_reused_worker_freezes_once_and_frees_each_later_trials_cycles(tmp_pat
 
 
 def test_the_trainables_module_of_the_first_trial_is_freed_not_frozen(tmp_path):
-    """Each trial executes the trainable's module anew; the first trial's copy (a cycle: its functions refer to
-    its globals) was alive when the worker froze what was left, and would have stayed for good (a dataset
-    loaded at import, held twice). Once the next trial has its own, each earlier copy is gone."""
+    """Each trial executes the trainable's module anew; the first trial's copy (a cycle: its
+    functions refer to its globals) was alive when the worker froze what was left, and would have
+    stayed for good (a dataset loaded at import, held twice). Once the next trial has its own, each
+    earlier copy is gone."""
     out = _trials(tmp_path, "tests.trainables.module_globals:train")
     assert [o["status"] for o in out] == ["completed"] * 3, out
     assert len({o["pid"] for o in out}) == 1, out
     assert out[0]["frozen"] > 1000, out
     assert [o["left"] for o in out] == [1, 2, 3], out
-    # after the first trial its module is let go (the next trial executes it anew); after a later one, its own
-    # module is the one alive (the next trial's replaces it), every earlier one is gone
+    # after the first trial its module is let go (the next trial executes it anew); after a later
+    # one, its own module is the one alive (the next trial's replaces it), every earlier one is gone
     assert [o["left_alive"] for o in out] == [0, 1, 1], out
 
 
-def test_a_trainable_in_a_package_reaches_its_submodules_in_every_trial_and_each_earlier_copy_is_freed(
+def test_a_trainable_in_a_package_reaches_its_submodules_in_every_trial_and_each_earlier_copy_is_freed(  # noqa: E501
     tmp_path,
 ):
-    """The package is let go after the first trial (before the freeze) and executed anew for each later one;
-    its submodule, still loaded, is its attribute again each time (`import pkg.sub; pkg.sub.x`)."""
+    """The package is let go after the first trial (before the freeze) and executed anew for each
+    later one; its submodule, still loaded, is its attribute again each time (`import pkg.sub;
+    pkg.sub.x`)."""
     out = _trials(tmp_path, "tests.trainables.pkg_trainable:train")
     assert [o["status"] for o in out] == ["completed"] * 3, out
     assert len({o["pid"] for o in out}) == 1, out

@@ -2,16 +2,16 @@
 
 recipe keys (config["recipe"]):
     level          the plateau the curve reaches (the arm's true score)
-    shape          plateau (rises in 2 steps, then flat), rising (linear to the end), flat, decline (peaks at 60 %, ends above its start)
-    noise          sd of the seed noise added at every report (default 0.005)
-    offset         sd of a noise drawn once per seed and added to every report (default 0)
-    lr, best_lr    the score drops by 0.05 per decade between lr and best_lr
+    shape          plateau (rises in 2 steps, then flat), rising (linear to the end), flat, decline
+    (peaks at 60 %, ends above its start) noise          sd of the seed noise added at every report
+    (default 0.005) offset         sd of a noise drawn once per seed and added to every report
+    (default 0) lr, best_lr    the score drops by 0.05 per decade between lr and best_lr
     diverge_above  lr above this reports NaN from step 2 on
     ignore_seed    every seed gives the same curve
     crash_seed     this seed raises
     leak           report the held-out metric while tuning too
-    tune_offset    sd of an offset drawn per tuning trial (tuning scores that confirmation does not repeat)
-    sleep          seconds each step takes
+    tune_offset    sd of an offset drawn per tuning trial (tuning scores that confirmation does not
+    repeat) sleep          seconds each step takes
 """
 
 import math

@@ -13,7 +13,8 @@ def misnamed(config, trial):
 
 
 def interpolated(config, trial):
-    """Scores by the key that interpolates the tuned one (`sched.peak_lr: ${optim.lr}`); reports what it got."""
+    """Scores by the key that interpolates the tuned one (`sched.peak_lr: ${optim.lr}`); reports
+    what it got."""
     rng = random.Random(trial.seed)
     peak = config["sched"]["peak_lr"]
     for step in range(1, trial.budget + 1):
@@ -37,7 +38,8 @@ def key_error(config, trial):
 
 
 def heldout_everywhere(config, trial):
-    """Reports the held-out metric while tuning too (test exposure); the level sets which trials ASHA stops."""
+    """Reports the held-out metric while tuning too (test exposure); the level sets which trials
+    ASHA stops."""
     rng = random.Random(trial.seed)
     x = float(config.get("x", 0.5))
     for step in range(1, trial.budget + 1):

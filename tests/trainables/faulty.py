@@ -20,8 +20,9 @@ import numpy as np
 def _value(config, seed, step):
     fault = config["fault"]
     rng = np.random.default_rng([seed, step])
-    # the tuned lr moves the curve a little, as a real one does: a trainable that ignored it would be `invalid`
-    # (the tuned values did not vary the run), and the faults tests compare decisions that measure something
+    # the tuned lr moves the curve a little, as a real one does: a trainable that ignored it would
+    # be `invalid` (the tuned values did not vary the run), and the faults tests compare decisions
+    # that measure something
     return (
         fault["level"]
         + 0.01 * float(fault.get("lr", 0.0))
@@ -59,8 +60,8 @@ def steady(config, trial):
 
 
 def waits_to_be_killed(config, trial):
-    """Writes its pid, then waits (up to 20 s) for the test to kill its worker; a retry runs normally
-    unless `fault.always` says every attempt waits."""
+    """Writes its pid, then waits (up to 20 s) for the test to kill its worker; a retry runs
+    normally unless `fault.always` says every attempt waits."""
     _write(os.path.join(trial.dir, f"pid.{trial.attempt}"), str(os.getpid()))
     if trial.attempt == 1 or config["fault"].get("always"):
         trial.report(1, val_acc=0.0)
@@ -135,9 +136,10 @@ def dies(config, trial):
 
 
 def dies_after_completing(config, trial):
-    """Runs like `steady`; then, on its first attempt, its worker dies (SIGKILL) once the trial has ended: as
-    planner's run_trial returns the record, before Ray has delivered it (a teardown, an atexit hook or a
-    daemon thread that kills the process). `died-after.<pid>` in trial.dir says the death was staged."""
+    """Runs like `steady`; then, on its first attempt, its worker dies (SIGKILL) once the trial has
+    ended: as planner's run_trial returns the record, before Ray has delivered it (a teardown, an
+    atexit hook or a daemon thread that kills the process). `died-after.<pid>` in trial.dir says
+    the death was staged."""
     steady(config, trial)
     if trial.attempt != 1:
         return
@@ -157,7 +159,8 @@ def dies_after_completing(config, trial):
 
 
 def fails_when(config, trial):
-    """Raises when `fault.fail` is set (a tuned value: some of a grid's points fail), else runs like `steady`."""
+    """Raises when `fault.fail` is set (a tuned value: some of a grid's points fail), else runs
+    like `steady`."""
     if config["fault"].get("fail"):
         trial.report(1, val_acc=0.1)
         raise ValueError("this grid point fails on purpose")
@@ -165,7 +168,8 @@ def fails_when(config, trial):
 
 
 def leaks_secret(config, trial):
-    """Raises with a password and a token of the environment in its message (a contract holds no credential)."""
+    """Raises with a password and a token of the environment in its message (a contract holds no
+    credential)."""
     token = os.environ.get("API_TOKEN", "")
     password = os.environ.get("DB_PASSWORD", "")
     print("logging in as admin with", password, "and", token)
@@ -186,7 +190,8 @@ def by_kind(config, trial):
 
 
 def fills_the_disk(config, trial):
-    """Runs like `steady`, then (once: a marker outside the disk remembers) fills trial.dir's disk."""
+    """Runs like `steady`, then (once: a marker outside the disk remembers) fills trial.dir's
+    disk."""
     steady(config, trial)
     marker = config["fault"]["marker"]
     if trial.seed == config["fault"]["fill_seed"] and not os.path.exists(marker):

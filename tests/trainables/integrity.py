@@ -1,19 +1,22 @@
-"""Tiny trainables for issue 20 (integrity): a failure whose message differs in every trial only by a path."""
+"""Tiny trainables for issue 20 (integrity): a failure whose message differs in every trial only by
+a path."""
 
 import os
 
 
 def opens_a_missing_file(config, trial):
-    """Fails on every trial, naming a file in that trial's own folder (a path that differs per trial)."""
+    """Fails on every trial, naming a file in that trial's own folder (a path that differs per
+    trial)."""
     with open(os.path.join(trial.dir, "data", "train.csv")) as f:
         return f.read()
 
 
 def split_arms(config, trial):
-    """Logs train/test splits by `data.kind` and reports `level` plus noise of its own per arm and seed.
+    """Logs train/test splits by `data.kind` and reports `level` plus noise of its own per arm and
+    seed.
 
-    clean and same: the baseline's split (patients kept apart); leaky: one patient's rows in train and
-    test; shifted: another train set than the baseline's at the same seed.
+    clean and same: the baseline's split (patients kept apart); leaky: one patient's rows in train
+    and test; shifted: another train set than the baseline's at the same seed.
     """
     import random
 

@@ -1,4 +1,5 @@
-"""examples/lightning/train_fn.py with a fault: the first attempt dies after its 3rd epoch (tests/e2e/test_lightning_callback.py).
+"""examples/lightning/train_fn.py with a fault: the first attempt dies after its 3rd epoch
+(tests/e2e/test_lightning_callback.py).
 
 `dies_after_epoch_3` raises (the attempt is retried in the same worker),
 `exits_after_epoch_3` calls os._exit (the worker vanishes, and Ray runs the
@@ -74,15 +75,16 @@ def _fit_alone(
 
 
 class _EpochMarker(DigitsMLP):
-    """Logs a value at its own epoch end, as a torchmetrics `compute()` there does: the epoch, counted from 1."""
+    """Logs a value at its own epoch end, as a torchmetrics `compute()` there does: the epoch,
+    counted from 1."""
 
     def on_train_epoch_end(self):
         self.log("epoch_marker", float(self.current_epoch + 1))
 
 
 def logs_at_epoch_end(config, trial):
-    """The module's on_train_epoch_end logs `epoch_marker`; trial.dir/hook says whether the module's own hook
-    was back as it was after fit."""
+    """The module's on_train_epoch_end logs `epoch_marker`; trial.dir/hook says whether the
+    module's own hook was back as it was after fit."""
     model = _fit_alone(config, trial, trial.budget, _EpochMarker)
     with open(os.path.join(trial.dir, "hook"), "w") as handle:
         handle.write("restored" if "on_train_epoch_end" not in vars(model) else "still wrapped")

@@ -1,4 +1,5 @@
-"""A tiny trainable for the lineage tests: val_acc is `recipe.level` (plus a bonus for `recipe.width`), with noise."""
+"""A tiny trainable for the lineage tests: val_acc is `recipe.level` (plus a bonus for
+`recipe.width`), with noise."""
 
 import random
 

@@ -1,5 +1,6 @@
-"""A trainable whose module holds state in a cycle (tests/e2e/test_worker_memory_e2e.py): planner executes the
-module anew for each trial, so each trial's copy must be freed once the next trial has its own."""
+"""A trainable whose module holds state in a cycle (tests/e2e/test_worker_memory_e2e.py): planner
+executes the module anew for each trial, so each trial's copy must be freed once the next trial has
+its own."""
 
 import time
 import weakref

@@ -13,7 +13,8 @@ def good(config, trial):
 
 
 def leaky(config, trial):
-    """Mutates a module global and draws from the global RNGs: must still be a function of the seed."""
+    """Mutates a module global and draws from the global RNGs: must still be a function of the
+    seed."""
     global CALLS
     CALLS += 1
     for step in range(1, trial.budget + 1):

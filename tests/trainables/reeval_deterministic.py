@@ -1,4 +1,5 @@
-"""A deterministic trainable for tests/test_reeval.py: its results are a function of config and seed.
+"""A deterministic trainable for tests/test_reeval.py: its results are a function of config and
+seed.
 
 The tests copy this file into a temporary contract folder under a module name of
 their own, run a contract on it, and may edit the copy before `plan reeval`.

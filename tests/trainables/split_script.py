@@ -1,4 +1,5 @@
-"""`splits.train` as a `command:` script: overrides `key=value` on argv, PLANNER_* in the environment."""
+"""`splits.train` as a `command:` script: overrides `key=value` on argv, PLANNER_* in the
+environment."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ matters through `recipe.best_lr`: the score drops with the log-distance to it.
 
 import math
 import random
+import time
 
 
 def train(config, trial):
@@ -13,6 +14,7 @@ def train(config, trial):
     rng = random.Random(trial.seed)
     target = recipe["level"] - 0.1 * abs(math.log10(recipe["lr"]) - math.log10(recipe["best_lr"]))
     for step in range(1, trial.budget + 1):
+        time.sleep(recipe.get("sleep", 0.0))  # a run slow enough to be watched while it goes
         value = target - 0.2 / step + rng.gauss(0, recipe.get("noise", 0.01))
         metrics = {"val_acc": value}
         if trial.phase != "tune":
@@ -47,8 +49,8 @@ def slow(config, trial):
 
 
 def ignores_lr(config, trial):
-    """Never reads recipe.lr (like a script that hard-codes its learning rate): every tuning trial of a
-    sweep reports the same curve, whatever lr it was given; the seeds still vary the run."""
+    """Never reads recipe.lr (like a script that hard-codes its learning rate): every tuning trial
+    of a sweep reports the same curve, whatever lr it was given; the seeds still vary the run."""
     recipe = config["recipe"]
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):
@@ -60,8 +62,8 @@ def ignores_lr(config, trial):
 
 
 def ties_at_the_end(config, trial):
-    """Uses recipe.lr on the way, but its last value is quantized to the same number for every lr: tuning
-    trials tie by chance on the final value with different curves."""
+    """Uses recipe.lr on the way, but its last value is quantized to the same number for every lr:
+    tuning trials tie by chance on the final value with different curves."""
     recipe = config["recipe"]
     rng = random.Random(trial.seed)
     for step in range(1, trial.budget + 1):

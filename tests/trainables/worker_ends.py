@@ -1,4 +1,5 @@
-"""Trainables for the worker's side of a trial's end: what it imported, how a stop or a failure ends it."""
+"""Trainables for the worker's side of a trial's end: what it imported, how a stop or a failure
+ends it."""
 
 import importlib
 
@@ -6,8 +7,9 @@ from tests.trainables.synthetic import train as synthetic_train
 
 
 def imports_inside(config, trial):
-    """The synthetic trainable, with a package imported in its body by a name no import statement spells:
-    only the worker's loaded modules show it (the source analysis of identity.json cannot)."""
+    """The synthetic trainable, with a package imported in its body by a name no import statement
+    spells: only the worker's loaded modules show it (the source analysis of identity.json
+    cannot)."""
     importlib.import_module("mp" + "math")
     synthetic_train(config, trial)
 
@@ -26,7 +28,8 @@ def three_steps(config, trial):
 
 
 class Unreachable(BaseException):  # noqa: N818 - a user's BaseException subclass, not an Exception
-    """What some libraries raise for a fatal condition: not an Exception, so `except Exception` misses it."""
+    """What some libraries raise for a fatal condition: not an Exception, so `except Exception`
+    misses it."""
 
 
 def raises_a_base_exception(config, trial):
@@ -43,8 +46,9 @@ def raises_keyboard_interrupt(config, trial):
 
 
 def leaves_daemons(config, trial):
-    """The synthetic trainable, after starting a `setsid` child, a plain child, and a double-forked grandchild
-    that ignores SIGTERM, none of which it waits for; their pids in the trial's folder (`<name>.pid`)."""
+    """The synthetic trainable, after starting a `setsid` child, a plain child, and a double-forked
+    grandchild that ignores SIGTERM, none of which it waits for; their pids in the trial's folder
+    (`<name>.pid`)."""
     import os
     import subprocess
 

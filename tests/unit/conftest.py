@@ -15,11 +15,12 @@ import pytest
 
 from tests._run_folders import OUTSIDE, pristine_run
 
-# platform.platform() (the host identity) asks `uname -p` once per process and caches the answer: ask it
-# here, before the guard, so a unit test that records a host identity does not depend on which test ran first.
+# platform.platform() (the host identity) asks `uname -p` once per process and caches the answer:
+# ask it here, before the guard, so a unit test that records a host identity does not depend on
+# which test ran first.
 platform.platform()
-# matplotlib (imported by Lightning) runs `fc-list` once per machine to build its font cache: build it here,
-# so that on a new machine the first unit test to import Lightning does not trip the guard.
+# matplotlib (imported by Lightning) runs `fc-list` once per machine to build its font cache: build
+# it here, so that on a new machine the first unit test to import Lightning does not trip the guard.
 try:
     import matplotlib.font_manager  # noqa: F401
 except ImportError:
@@ -39,7 +40,8 @@ def _no_subprocess_no_ray(monkeypatch):
         popen(self, args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", only_git)
-    # In `make test` the e2e tier's session Ray may already be up: only a Ray this test started counts.
+    # In `make test` the e2e tier's session Ray may already be up: only a Ray this test started
+    # counts.
     before = _ray_up()
     yield
     assert before or not _ray_up(), "a unit test started Ray: it belongs in tests/e2e"
@@ -52,7 +54,8 @@ def _ray_up() -> bool:
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory) -> Path:
-    """A completed run folder, written once per test module; tests copy it (`run`) before planting."""
+    """A completed run folder, written once per test module; tests copy it (`run`) before
+    planting."""
     return pristine_run(tmp_path_factory.mktemp("runs"))
 
 

@@ -1,5 +1,6 @@
-"""`plan audit` on run folders written with known pathologies (docs/run-folder.md): each code, its evidence,
-the healthy run's silence, and the next control's one change. Pure: no Ray, no subprocess."""
+"""`plan audit` on run folders written with known pathologies (docs/run-folder.md): each code, its
+evidence, the healthy run's silence, and the next control's one change. Pure: no Ray, no
+subprocess."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ def one(audit, code, arm=None):
 
 
 def check_next(tmp_path, audit, original: dict, code: str, name_suffix: str) -> dict:
-    """The next control answers `code`, validates, and differs from the frozen contract in its one change."""
+    """The next control answers `code`, validates, and differs from the frozen contract in its one
+    change."""
     n = audit.next
     assert n is not None and n["code"] == code, audit.next
     assert n["name"] == f"{original['name']}-{name_suffix}"
@@ -84,7 +86,8 @@ def check_next(tmp_path, audit, original: dict, code: str, name_suffix: str) -> 
 
 
 def _space_key(path: str) -> str:
-    """tuning.space.recipe.lr.log_uniform -> tuning.space.recipe.lr (the dimension, as change paths name it)."""
+    """tuning.space.recipe.lr.log_uniform -> tuning.space.recipe.lr (the dimension, as change paths
+    name it)."""
     return (
         path.rsplit(".", 1)[0]
         if path.startswith("tuning.") and path.endswith(("log_uniform", "uniform", "int"))
@@ -311,10 +314,11 @@ def test_selection_optimism_and_unequal_cost(tmp_path):
 
 
 def test_seeds_that_tie_give_no_inference_from_a_ci_of_width_zero(tmp_path):
-    """A quantized metric (accuracy on a small validation set) ties across seeds: every seed of treat ends at
-    0.7 after the same rise. `selection_optimism` and `still_improving` weighed a difference against a 95 % CI of
-    +-0 and inferred it; with no spread the CI says nothing, and three seeds that agree are too few for the
-    sign rule over seeds (chance gives it one time in eight)."""
+    """A quantized metric (accuracy on a small validation set) ties across seeds: every seed of
+    treat ends at 0.7 after the same rise. `selection_optimism` and `still_improving` weighed a
+    difference against a 95 % CI of +-0 and inferred it; with no spread the CI says nothing, and
+    three seeds that agree are too few for the sign rule over seeds (chance gives it one time in
+    eight)."""
     data = contract_data(tuning=TUNING)
     tune = [
         curve_trial(data, t["arm"], "tune", 1000, index=t["index"], params=t["params"])
@@ -472,8 +476,9 @@ def test_a_run_with_no_trial_yet_says_so(tmp_path):
 
 
 def test_what_ran_compares_a_recipe_with_the_baseline_like_for_like(tmp_path):
-    """Before: `treat ran, against the baseline's logged config: ..., seed=0`: the arm's first trial (seed 0)
-    was compared with the baseline's first trial to finish (seed 1), seed key included."""
+    """Before: `treat ran, against the baseline's logged config: ..., seed=0`: the arm's first
+    trial (seed 0) was compared with the baseline's first trial to finish (seed 1), seed key
+    included."""
     data = contract_data(seeds=[0, 1, 2])
     data["command"] = {"run": "python train.py", "seed_key": "seed", "budget_key": "epochs"}
     data.pop("trainable", None)
@@ -494,9 +499,10 @@ def test_what_ran_compares_a_recipe_with_the_baseline_like_for_like(tmp_path):
 
 
 def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
-    # Every seed of base reported the same curves, a metric stored as "nan" (a non-finite value) included: the
-    # run's own rule calls the seeds identical, and the audit reads the same records by the same rule (it used to
-    # compare its own float copies, where nan != nan, and said nothing).
+    # Every seed of base reported the same curves, a metric stored as "nan" (a non-finite value)
+    # included: the run's own rule calls the seeds identical, and the audit reads the same records
+    # by the same rule (it used to compare its own float copies, where nan != nan, and said
+    # nothing).
     data = contract_data(recipe={"ignore_seed": True})
     confirm = confirm_trials(
         data, params={"base": {"recipe.lr": 0.01}, "treat": {"recipe.lr": 0.01}}
@@ -513,8 +519,9 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
 
 
 def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_path):
-    """Six seeds that each rise by exactly the same amount over the last third have no spread for a CI, but
-    every seed agreeing is evidence: chance alone gives six gains of one sign once in 64 (one-sided)."""
+    """Six seeds that each rise by exactly the same amount over the last third have no spread for a
+    CI, but every seed agreeing is evidence: chance alone gives six gains of one sign once in 64
+    (one-sided)."""
     data = contract_data(seeds=[0, 1, 2, 3, 4, 5])
     confirm = [curve_trial(data, t["arm"], "confirm", t["seed"]) for t in confirm_trials(data)]
     for (
@@ -527,7 +534,8 @@ def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_p
     f = one(audit, "still_improving", "treat")
     assert f.evidence[0]["p_sign"] == pytest.approx(0.5**6)
     assert "every one of 6 seeds gains exactly that" in f.summary
-    # one seed that gains less breaks the tie: the CI decides again, here with a spread too small to matter
+    # one seed that gains less breaks the tie: the CI decides again, here with a spread too small
+    # to matter
     confirm[0]["reports"][-1]["metrics"]["test_acc"] -= 0.001
     (tmp_path / "spread").mkdir()
     audit = audit_run(write_run(tmp_path / "spread", data, confirm))
@@ -539,9 +547,10 @@ def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_p
 def test_an_under_explored_range_is_flagged_with_the_range_explored_and_more_draws_proposed(
     tmp_path,
 ):
-    """The nanoGPT case: five log-uniform draws of lr, all in 0.0021-0.0081 of a declared [3e-4, 3e-2];
-    both arms select their smallest. The value sits at 42 % of the declared range (no declared boundary),
-    but at the edge of what was explored, with 42 % of the range below it never tried."""
+    """The nanoGPT case: five log-uniform draws of lr, all in 0.0021-0.0081 of a declared [3e-4,
+    3e-2]; both arms select their smallest. The value sits at 42 % of the declared range (no
+    declared boundary), but at the edge of what was explored, with 42 % of the range below it never
+    tried."""
     tuning = {**TUNING, "trials_per_arm": 5, "space": {"recipe.lr": {"log_uniform": [3e-4, 3e-2]}}}
     data = contract_data(tuning=tuning, recipe={"best_lr": 0.0005})
     draws = [0.0021, 0.0034, 0.0047, 0.0063, 0.0081]

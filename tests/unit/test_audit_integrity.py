@@ -1,4 +1,5 @@
-"""The audit parts of issues 20 (item 7), 21 (item 2) and 24 (item 8): each test fails on the code before."""
+"""The audit parts of issues 20 (item 7), 21 (item 2) and 24 (item 8): each test fails on the code
+before."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def codes(audit, arm=None):
 
 
 def _workers(trials, firsts, startup_s=3.0):
-    """Each trial on its own worker in start order; the trials in `firsts` start their worker and pay a start-up."""
+    """Each trial on its own worker in start order; the trials in `firsts` start their worker and
+    pay a start-up."""
     for i, t in enumerate(trials):
         t["started"] = f"2026-11-30T10:{i // 60:02d}:{i % 60:02d}.000Z"
         t["pid"] = 100 + i
@@ -149,7 +151,8 @@ def test_training_loss_and_gradient_norm_come_from_what_was_declared_and_logged(
         in missing["no training-loss metric"]
     )
     assert "no gradient-norm or update-size metric" in missing
-    # the script's own log has a grad_norm column (the Trainer logs one), though planner read only what it maps
+    # the script's own log has a grad_norm column (the Trainer logs one), though planner read only
+    # what it maps
     hydra = run / "trials" / trials[-1]["trial_id"] / "attempt-1" / "hydra"
     hydra.mkdir(parents=True)
     (hydra / "metrics.csv").write_text("epoch,val_acc,grad_norm,train_loss\n1,0.5,,\n1,,2.5,0.7\n")
@@ -161,7 +164,7 @@ def test_training_loss_and_gradient_norm_come_from_what_was_declared_and_logged(
     assert "no gradient-norm or update-size metric" in _missing(audit_run(run))
 
 
-def test_an_arm_stopped_at_the_first_rung_at_the_other_arms_selected_value_is_reported_with_a_control(
+def test_an_arm_stopped_at_the_first_rung_at_the_other_arms_selected_value_is_reported_with_a_control(  # noqa: E501
     tmp_path,
 ):
     from planner._contract.model import Contract
@@ -230,7 +233,8 @@ def test_an_arm_stopped_at_the_first_rung_at_the_other_arms_selected_value_is_re
 
 
 def test_an_unbounded_ci_reads_none_not_pythons_None():
-    """A new user saw `CI [None, None]` in plan audit's What-ran rows (a degenerate spread has no CI)."""
+    """A new user saw `CI [None, None]` in plan audit's What-ran rows (a degenerate spread has no
+    CI)."""
     from planner._audit import findings
 
     assert findings._g(None) == "none" and findings._g(0.12345) == "0.1235"

@@ -1,9 +1,9 @@
 """The run folder is a boundary (docs/reliability.md, "Hostile and careless run folders").
 
 Each test plants one case a hostile or careless user could leave in a run folder, a contract or the
-environment, and checks what planner does: nothing read or written outside the folder, no secret stored
-or printed, no resolver called, a sentence and an exit code instead of a traceback. The run-level cases
-(a real run, Ray, subprocesses) are in tests/e2e/test_boundary_e2e.py.
+environment, and checks what planner does: nothing read or written outside the folder, no secret
+stored or printed, no resolver called, a sentence and an exit code instead of a traceback. The
+run-level cases (a real run, Ray, subprocesses) are in tests/e2e/test_boundary_e2e.py.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from planner._store.lock import acquire
 from tests._contract_helpers import FIXTURES, write_contract
 from tests._run_folders import OUTSIDE, cli, outside
 
-# ----------------------------------------------------------------------------- links and special files
+# ----------------------------------------------------------------------------- links and special
+# files
 
 
 def test_symlinked_lock_is_refused_and_its_target_kept(run):
-    """The lock code followed the link, called it stale, wrote its JSON into the target and deleted the link."""
+    """The lock code followed the link, called it stale, wrote its JSON into the target and deleted
+    the link."""
     (run / "lock").symlink_to(outside(run))
     with pytest.raises(RunError, match="lock is a symbolic link"):
         acquire(run, command="plan reeval")
@@ -180,7 +182,8 @@ def _plant(run: Path, name: str, value: dict) -> None:
 def test_a_wrongly_typed_file_gets_one_sentence_exit_3_in_every_reader(
     run, name, value, field, capsys, tmp_path
 ):
-    """status, report (md, json, html), export, audit and load_run give the same verdict: the file and the field."""
+    """status, report (md, json, html), export, audit and load_run give the same verdict: the file
+    and the field."""
     _plant(run, name, value)
     if (
         name == "events.jsonl"
@@ -224,11 +227,13 @@ def test_mlflow_reads_through_the_same_reader(run):
         read_run_folder(run)
 
 
-# ----------------------------------------------------------------------------- one JSON-lines policy
+# ----------------------------------------------------------------------------- one JSON-lines
+# policy
 
 
 def test_one_json_lines_policy_for_every_reader(run):
-    """A torn last line is skipped with a note; a torn line followed by a whole record keeps the record."""
+    """A torn last line is skipped with a note; a torn line followed by a whole record keeps the
+    record."""
     from planner._results.mlflow import read_run_folder
     from planner._store.writer import read_jsonl
 
@@ -298,7 +303,8 @@ def test_env_secrets_and_urls_in_env_are_cut():
 
 @pytest.mark.parametrize("pieces", [2, 1000], ids=["two-pieces", "char-by-char"])
 def test_a_secret_printed_in_pieces_is_cut(tmp_path, pieces):
-    """Scrubbing worked per write, so a secret printed in two pieces (or a character at a time) got through."""
+    """Scrubbing worked per write, so a secret printed in two pieces (or a character at a time) got
+    through."""
     from planner._trial.limits import CappedOutput
 
     secret = "sk-live-PLANTED1"
@@ -316,8 +322,8 @@ def test_a_secret_printed_in_pieces_is_cut(tmp_path, pieces):
 
 
 def test_output_past_the_cap_is_counted_not_scrubbed(tmp_path):
-    """A trial printing 20 MiB paid the scrubber for every line it then dropped (3 s past a trial's time limit
-    once the scrubber knew more token shapes): past the cap, text is only counted."""
+    """A trial printing 20 MiB paid the scrubber for every line it then dropped (3 s past a trial's
+    time limit once the scrubber knew more token shapes): past the cap, text is only counted."""
     from planner._trial.limits import CappedOutput
 
     scrubbed = []
@@ -449,7 +455,8 @@ def test_no_resolver_in_hydra_config_files(tmp_path, where, capsys, monkeypatch)
     assert code == 1 and "PLANTED4" not in out + err and "P205" in out
 
 
-# ----------------------------------------------------------------------------- numbers, imports, text
+# ----------------------------------------------------------------------------- numbers, imports,
+# text
 
 NON_FINITE = [
     ("min_effect: 0.01}", "min_effect: .inf}"),
@@ -519,7 +526,8 @@ ESC = "\x1b]0;PWNED\x07\x1b[2J"
 
 
 def test_audit_shows_escapes_from_the_run_folder_not_obeys_them(run, capsys):
-    """`plan audit` printed a record's arm, status, a params key, a violation and the state's reason raw."""
+    """`plan audit` printed a record's arm, status, a params key, a violation and the state's
+    reason raw."""
     state = json.loads((run / "state.json").read_text())
     (run / "state.json").write_text(json.dumps({**state, "reason": ESC}))
     with open(run / "trials.jsonl", "a") as f:
@@ -561,8 +569,8 @@ def test_plan_log_shows_escapes_from_the_ledger_not_obeys_them(run, capsys):
 
 
 def test_a_huge_finite_metric_is_drawn_in_the_html_report(run, tmp_path, capsys):
-    """A metric of 1.7e308 (finite, so the schema lets it through) crashed the curves (`arange: cannot compute
-    length`, exit 70)."""
+    """A metric of 1.7e308 (finite, so the schema lets it through) crashed the curves (`arange:
+    cannot compute length`, exit 70)."""
     lines = (run / "trials.jsonl").read_text().splitlines()
     for i, line in enumerate(
         lines
@@ -598,7 +606,8 @@ def test_markdown_escapes_names_from_the_run_folder(run, capsys):
     assert "**&lt;img src=x onerror=alert(1)&gt;**" in out
 
 
-# ----------------------------------------------------------------------------- -o targets and atomic writes
+# ----------------------------------------------------------------------------- -o targets and
+# atomic writes
 
 
 def test_report_o_does_not_overwrite_a_file_that_is_not_a_report(run, tmp_path, capsys):
@@ -644,7 +653,8 @@ def test_export_into_a_linked_export_folder_is_refused(run, tmp_path, capsys):
 
 
 def test_no_resolver_among_the_sampled_values(tmp_path, capsys):
-    """A `choice` value reaches the config and a command's Hydra app unresolved: one calling a resolver is refused."""
+    """A `choice` value reaches the config and a command's Hydra app unresolved: one calling a
+    resolver is refused."""
     text = (FIXTURES / "inline.yaml").read_text() + (
         "tuning:\n  trials_per_arm: 2\n  seeds: [100]\n  space:\n"
         "    optimizer.name: {choice: [sgd, '${${r}:HF_TOKEN}']}\n"
@@ -654,7 +664,8 @@ def test_no_resolver_among_the_sampled_values(tmp_path, capsys):
 
 
 def test_a_linked_output_log_or_trial_folder_is_never_written_through(run, tmp_path):
-    """A resumed trial writes its output.log in trials/<id>/: a link planted there (or as the folder) is refused."""
+    """A resumed trial writes its output.log in trials/<id>/: a link planted there (or as the
+    folder) is refused."""
     from planner._store.writer import RunStore
     from planner._trial.limits import captured_output
 

@@ -1,8 +1,10 @@
-"""The run folder is a boundary, round 2 (issue 22; docs/reliability.md, "Hostile and careless run folders").
+"""The run folder is a boundary, round 2 (issue 22; docs/reliability.md, "Hostile and careless run
+folders").
 
-Record exactly and refuse credentials; scrub every printed credential; never write through a link, hard
-or symbolic; damaged folders get a sentence; files that lie are not believed. Each test plants one case
-and failed before the change it guards. The run-level cases are in tests/e2e/test_boundary_e2e.py.
+Record exactly and refuse credentials; scrub every printed credential; never write through a link,
+hard or symbolic; damaged folders get a sentence; files that lie are not believed. Each test plants
+one case and failed before the change it guards. The run-level cases are in
+tests/e2e/test_boundary_e2e.py.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from tests._run_folders import OUTSIDE, cli, outside
 
 
 def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "") -> Path:
-    """The inline fixture contract with `values` added to config.values, `overrides` to config.overrides."""
+    """The inline fixture contract with `values` added to config.values, `overrides` to
+    config.overrides."""
     text = (FIXTURES / "inline.yaml").read_text()
     if values:
         text = text.replace("data: {batch_size: 32}", "data: {batch_size: 32}\n" + values)
@@ -41,7 +44,8 @@ def inline(tmp_path: Path, values: str = "", overrides: str = "", extra: str = "
     return write_contract(tmp_path, text + extra)
 
 
-# ----------------------------------------------------------------------------- 1. record exactly, refuse credentials
+# ----------------------------------------------------------------------------- 1. record exactly,
+# refuse credentials
 
 ORDINARY = (
     "    model2: {token_dropout: 0.1, max_token_length: 512, pad_token_id: 0, skip_pass: 3}\n"
@@ -50,14 +54,16 @@ ORDINARY = (
 
 
 def test_ordinary_keys_with_credential_words_are_valid(tmp_path, capsys):
-    """`token_dropout`, `max_token_length`, `pad_token_id`, `skip_pass` and a tokenizer's `pad_token: <pad>`."""
+    """`token_dropout`, `max_token_length`, `pad_token_id`, `skip_pass` and a tokenizer's
+    `pad_token: <pad>`."""
     code, out, err = cli(["validate", str(inline(tmp_path, ORDINARY))], capsys)
     assert code == 0, out + err
 
 
 def test_what_a_trainable_receives_is_recorded_exactly(tmp_path):
-    """model.token_dropout was logged as <redacted> in configs/, the frozen contract, selection.json and the
-    records; a resume then gave every confirmation trial the string '<redacted>'."""
+    """model.token_dropout was logged as <redacted> in configs/, the frozen contract,
+    selection.json and the records; a resume then gave every confirmation trial the string
+    '<redacted>'."""
     from planner._contract.validate import load_contract
     from planner._core.version import VERSION
     from planner._store.writer import RunStore
@@ -152,7 +158,8 @@ def test_a_credential_in_an_arm_override_or_a_tuning_choice_is_refused(tmp_path,
 
 
 def test_credential_flags_in_command_are_refused(tmp_path, capsys):
-    """`command: python t.py --hf-token X --db-password Y` was kept in contract.yaml, identity.json and reports."""
+    """`command: python t.py --hf-token X --db-password Y` was kept in contract.yaml, identity.json
+    and reports."""
     text = (
         (FIXTURES / "inline.yaml")
         .read_text()
@@ -178,7 +185,8 @@ def test_credential_flags_in_command_are_refused(tmp_path, capsys):
 def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(
     tmp_path, planted, capsys, monkeypatch
 ):
-    """`${oc.env:HF_TOKEN}` in a Hydra file's hydra: node passed validation, and the token became a log file name."""
+    """`${oc.env:HF_TOKEN}` in a Hydra file's hydra: node passed validation, and the token became a
+    log file name."""
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4tokenxyz")
     conf = tmp_path / "conf"
     shutil.copytree(FIXTURES / "conf", conf)
@@ -209,9 +217,10 @@ def test_hydra_files_hold_no_credential_and_their_hydra_node_no_resolver(
     "planted", ["linked primary file", "linked group folder", "link loop and a FIFO"]
 )
 def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, capsys, monkeypatch):
-    """conf/train.yaml a link to ../shared/train.yaml whose hydra: node reads $HF_TOKEN was not read by the check
-    (links were skipped) but Hydra follows it: P205 was skipped and the token became a log file's name. A link
-    loop ends, and a FIFO named like a YAML file does not stall validation."""
+    """conf/train.yaml a link to ../shared/train.yaml whose hydra: node reads $HF_TOKEN was not
+    read by the check (links were skipped) but Hydra follows it: P205 was skipped and the token
+    became a log file's name. A link loop ends, and a FIFO named like a YAML file does not stall
+    validation."""
     monkeypatch.setenv("HF_TOKEN", "hf_PLANTED4tokenxyz")
     conf, shared = tmp_path / "conf", tmp_path / "shared"
     shutil.copytree(FIXTURES / "conf", conf)
@@ -252,8 +261,9 @@ def test_linked_hydra_files_are_checked_as_hydra_reads_them(tmp_path, planted, c
 def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(
     tmp_path, planted, capsys, monkeypatch
 ):
-    """The walk of config.dir followed a linked folder in full (only its YAML files were counted): a link to /,
-    or to a data tree, was walked to its end. Now it stops at a bound and says so (P907, a warning)."""
+    """The walk of config.dir followed a linked folder in full (only its YAML files were counted):
+    a link to /, or to a data tree, was walked to its end. Now it stops at a bound and says so
+    (P907, a warning)."""
     from planner._contract import compose
 
     conf, big = tmp_path / "conf", tmp_path / "big"
@@ -303,8 +313,9 @@ def test_a_linked_folder_in_the_config_dir_is_walked_within_bounds(
     ],
 )
 def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, planted, capsys):
-    """Hydra passes over a config file that is not a regular file and says it is not found ("Cannot find primary
-    config 'train'", "no such option ... available: sgd") while the file is there: a FIFO or a device."""
+    """Hydra passes over a config file that is not a regular file and says it is not found ("Cannot
+    find primary config 'train'", "no such option ... available: sgd") while the file is there: a
+    FIFO or a device."""
     conf = tmp_path / "conf"
     shutil.copytree(FIXTURES / "conf", conf)
     file, what, where = {
@@ -336,7 +347,8 @@ def test_a_config_file_that_is_not_a_regular_file_is_named_as_such(tmp_path, pla
 
 
 def test_the_driver_redactor_changes_no_recorded_value():
-    """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params as they are."""
+    """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params
+    as they are."""
     config = {"model": {"token_dropout": 0.1, "pad_token": "<pad>"}, "note": "max_token_length=5"}
     redactor = Redactor.for_run(config, environ={"HF_TOKEN": "hf_PLANTED4tokenxyz"})
     record = {
@@ -350,10 +362,12 @@ def test_the_driver_redactor_changes_no_recorded_value():
     assert redactor.scrub(config) == config
 
 
-# ----------------------------------------------------------------------------- 2. scrub what is printed
+# ----------------------------------------------------------------------------- 2. scrub what is
+# printed
 
 PRINTED = {
-    "Authorization: Bearer <jwt>": "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJQTEFOVEVEIjoxfQ.c2lnPLANTED",
+    "Authorization: Bearer <jwt>": "Authorization: Bearer "
+    "eyJhbGciOiJIUzI1NiJ9.eyJQTEFOVEVEIjoxfQ.c2lnPLANTED",
     "Authorization: Basic <b64>": "Authorization: Basic dXNlcjpQTEFOVEVEcGFzcw==PLANTED",
     "Authorization: Token <x>": "authorization: Token PLANTEDabc123",
     "header in a dict repr": "{'Authorization': 'Digest PLANTED-abc'}",
@@ -376,7 +390,8 @@ def test_free_text_loses_every_credential(text):
 
 
 def test_a_repr_escaped_environment_secret_is_cut():
-    """A password with a quote or a backslash, printed through repr() or json.dumps, kept its escaped form."""
+    """A password with a quote or a backslash, printed through repr() or json.dumps, kept its
+    escaped form."""
     secret = "it's\\PLANTED-pw"
     redactor = Redactor.for_run(environ={"DB_SECRET": secret})
     for shown in (repr({"x": secret}), json.dumps({"x": secret}), repr(secret)):
@@ -384,16 +399,21 @@ def test_a_repr_escaped_environment_secret_is_cut():
 
 
 def test_ordinary_names_in_free_text_are_kept():
-    text = "max_tokens=5 pad_token_id: 0 model.token_dropout=0.1 skip_pass=3 pad_token: <pad> --token_dropout 0.2"
+    text = (
+        "max_tokens=5 pad_token_id: 0 model.token_dropout=0.1 skip_pass=3 pad_token: <pad> "
+        "--token_dropout 0.2"
+    )
     assert Redactor.for_run(environ={}).text(text) == text
 
 
-# ----------------------------------------------------------------------------- 3. never write through a link
+# ----------------------------------------------------------------------------- 3. never write
+# through a link
 
 
 @pytest.mark.parametrize("name", ["trials.jsonl", "events.jsonl"])
 def test_a_hardlinked_jsonl_file_is_refused_for_writing(run, name):
-    """`cp -al` snapshots: --resume appended 6 records to a hard link's other name and cut its last line."""
+    """`cp -al` snapshots: --resume appended 6 records to a hard link's other name and cut its last
+    line."""
     target = outside(run)
     target.write_text(OUTSIDE + "half a line")
     (run / name).unlink(missing_ok=True)
@@ -406,7 +426,8 @@ def test_a_hardlinked_jsonl_file_is_refused_for_writing(run, name):
 
 
 def test_a_hardlinked_lock_is_refused(run):
-    """A stale lock hardlinked to a file outside: taking it over wrote the lock's JSON into that file."""
+    """A stale lock hardlinked to a file outside: taking it over wrote the lock's JSON into that
+    file."""
     target = outside(run)
     target.write_text(json.dumps({"pid": 2**30, "host": os.uname().nodename, "started": "x"}))
     before = target.read_text()
@@ -417,7 +438,8 @@ def test_a_hardlinked_lock_is_refused(run):
 
 
 def test_the_ledger_and_its_lock_are_opened_as_the_run_lock(tmp_path):
-    """A link as runs/ledger.jsonl.lock created a file outside; a hardlinked ledger took the appends."""
+    """A link as runs/ledger.jsonl.lock created a file outside; a hardlinked ledger took the
+    appends."""
     from planner._lineage.ledger import append
 
     runs = tmp_path / "runs"
@@ -472,7 +494,8 @@ def _hydra_outputs(trial: Path) -> Path:
 
 
 def test_the_tree_rewrite_follows_no_link(tmp_path):
-    """The scrub of a trial's Hydra folder rewrote an outside .pypirc and a docker config.json through a link."""
+    """The scrub of a trial's Hydra folder rewrote an outside .pypirc and a docker config.json
+    through a link."""
     trial = tmp_path / "trials" / "t1"
     hydra = _hydra_outputs(trial)
     elsewhere = tmp_path / "elsewhere"
@@ -500,7 +523,8 @@ def test_the_tree_rewrite_refuses_a_linked_folder(tmp_path):
     assert "PLANTEDxyz" in (elsewhere / "config.json").read_text()
 
 
-# ----------------------------------------------------------------------------- 6. damaged folders get a sentence
+# ----------------------------------------------------------------------------- 6. damaged folders
+# get a sentence
 
 DEEP = "[" * 200_000 + "]" * 200_000
 
@@ -555,8 +579,8 @@ def test_a_non_finite_decision_number_gets_a_sentence(run, capsys):
 
 
 def test_names_are_drawn_as_written_and_escaped():
-    """A metric named `val_$\\sqrt{acc$` ended the html report in matplotlib's mathtext parser (exit 70); an arm
-    named `<b>&` must stay text in a plot, not markup."""
+    """A metric named `val_$\\sqrt{acc$` ended the html report in matplotlib's mathtext parser
+    (exit 70); an arm named `<b>&` must stay text in a plot, not markup."""
     from planner._results.plots import figure_html, forest_figure, label
 
     name, arm = "val_$\\sqrt{acc$", "<b>&a$b"
@@ -567,7 +591,8 @@ def test_names_are_drawn_as_written_and_escaped():
     assert "<b>" not in figure_html(fig, "plot-forest")
 
 
-# ----------------------------------------------------------------------------- 7. check what a file claims
+# ----------------------------------------------------------------------------- 7. check what a
+# file claims
 
 
 def _forge(run: Path, decision: str, low: float, high: float) -> None:
@@ -598,7 +623,8 @@ def test_a_consistent_decision_is_not_flagged(run, capsys):
 
 
 def test_plan_log_marks_a_promotion_its_run_folder_does_not_back(run, capsys):
-    """A ledger line promoting the never-tested baseline was shown by `plan log` as the baseline in force."""
+    """A ledger line promoting the never-tested baseline was shown by `plan log` as the baseline in
+    force."""
     from planner._lineage.ledger import append
 
     runs = run.parents[1]
@@ -621,7 +647,8 @@ def test_audit_next_does_not_replace_an_existing_file(run, tmp_path, capsys):
 
 
 def test_plan_promote_refuses_an_accept_its_numbers_do_not_give(run, capsys):
-    """A decisions.json forged to `accept` (its CI includes 0) was promoted into the ledger as it said."""
+    """A decisions.json forged to `accept` (its CI includes 0) was promoted into the ledger as it
+    said."""
     doc = json.loads((run / "decisions.json").read_text())
     arm = doc["decisions"][0]["arm"]
     selection = json.loads(
@@ -641,7 +668,8 @@ def test_plan_promote_refuses_an_accept_its_numbers_do_not_give(run, capsys):
 
 
 def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path, monkeypatch):
-    """`baseline: {from_run: ...}` believed a decisions.json forged to `accept` (its CI includes 0)."""
+    """`baseline: {from_run: ...}` believed a decisions.json forged to `accept` (its CI includes
+    0)."""
     from planner._lineage.resolve import validate
     from tests._lineage_runs import FIRST, REPO, codes, fake_run, second, write
 
@@ -664,8 +692,9 @@ def test_a_baseline_from_a_run_whose_accept_does_not_follow_is_flagged(tmp_path,
 
 
 def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(tmp_path):
-    """Issue 22 case 1: trials/<id>/attempt-1/hydra replaced by a link to an outside folder; the scrub that
-    --resume runs (a killed attempt's Hydra files) rewrote the outside .pypirc and docker config.json."""
+    """Issue 22 case 1: trials/<id>/attempt-1/hydra replaced by a link to an outside folder; the
+    scrub that --resume runs (a killed attempt's Hydra files) rewrote the outside .pypirc and
+    docker config.json."""
     from planner._trial.command import scrub_files
 
     trial = tmp_path / "trials" / "t1"
@@ -684,8 +713,8 @@ def test_a_command_attempts_scrub_writes_nothing_through_a_linked_hydra_folder(t
 
 
 def test_the_credential_refusals_hint_survives_the_terminals_scrubber():
-    """A new user saw the hint as "say `export HF_TOKEN=<redacted> read with ...": planner's own advice was
-    scrubbed as if it held a credential, and its backtick never closed."""
+    """A new user saw the hint as "say `export HF_TOKEN=<redacted> read with ...": planner's own
+    advice was scrubbed as if it held a credential, and its backtick never closed."""
     from planner._contract.credentials import HINT
 
     assert Redactor.for_run(environ={}).text(HINT) == HINT
@@ -694,8 +723,9 @@ def test_the_credential_refusals_hint_survives_the_terminals_scrubber():
 @pytest.mark.parametrize("depth", [62, 63, 64, 65, 66])
 @pytest.mark.parametrize("where", ["config", "errors", "top", "reports"])
 def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
-    """`quick_ok` skips the walk only where `check_value` would pass: a value nested to the limit, in a trial
-    record with a hundred reports (most of its brackets) or in a small record, at every depth around it."""
+    """`quick_ok` skips the walk only where `check_value` would pass: a value nested to the limit,
+    in a trial record with a hundred reports (most of its brackets) or in a small record, at every
+    depth around it."""
     from planner._store.bounds import check_value, quick_ok
 
     deep = json.loads("[" * depth + "[1]" + "]" * depth)

@@ -240,7 +240,8 @@ FAILING = [
         [
             (
                 "  early_stop:",
-                "  arm_space:\n    adamm: {optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}}\n  early_stop:",
+                "  arm_space:\n    adamm: {optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}}\n  "
+                "early_stop:",
             )
         ],
         "P403",
@@ -497,7 +498,8 @@ PASSING = [
         [
             (
                 "  early_stop:",
-                "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}}\n  early_stop:",
+                "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-5, 1.0e-2]}}\n  "
+                "early_stop:",
             )
         ],
     ),
@@ -507,7 +509,8 @@ PASSING = [
         [
             (
                 "  early_stop:",
-                "  arm_space:\n    sgd: {optimizer.momentum: {uniform: [0.5, 0.99]}}\n  early_stop:",
+                "  arm_space:\n    sgd: {optimizer.momentum: {uniform: [0.5, 0.99]}}\n  "
+                "early_stop:",
             )
         ],
     ),
@@ -519,7 +522,8 @@ PASSING = [
             ("[optimizer=adam]", "[optimizer.lr=0.01]"),
             (
                 "  early_stop:",
-                "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-3, 1.0e-1]}}\n  early_stop:",
+                "  arm_space:\n    adam: {optimizer.lr: {log_uniform: [1.0e-3, 1.0e-1]}}\n  "
+                "early_stop:",
             ),
         ],
     ),
@@ -599,7 +603,8 @@ PASSING = [
         [
             (
                 "    overrides: [optimizer=adam]",
-                "    overrides: [optimizer=adam]\n  - name: fast-sgd\n    overrides: [optimizer.momentum=0.5]",
+                "    overrides: [optimizer=adam]\n  - name: fast-sgd\n    overrides: "
+                "[optimizer.momentum=0.5]",
             ),
             ("max_trials: 100", "max_trials: 27"),
         ],
@@ -662,7 +667,8 @@ def test_a_contract_that_keeps_the_rules_is_valid(tmp_path, fixture, edits):
     [("optimizer.learning_rate", "optimizer.lr"), ("optimizer.llr", "optimizer.lr")],
 )
 def test_a_misspelt_tuning_key_gets_the_did_you_mean_overrides_get(tmp_path, key, near):
-    """P405 suggests the config's near key by P204's rule (near_path): a typo, or a name and its initials."""
+    """P405 suggests the config's near key by P204's rule (near_path): a typo, or a name and its
+    initials."""
     path = write_contract(tmp_path, edited("hydra.yaml", [("    optimizer.lr:", f"    {key}:")]))
     found = [d for d in validate(path).diagnostics if d.code == "P405"]
     assert found and f"Did you mean `{near}`?" in found[0].format(), [d.format() for d in found]

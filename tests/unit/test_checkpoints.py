@@ -1,5 +1,5 @@
-"""A command trial's checkpoints (planner._trial.checkpoints): the newest, what the record says of it,
-what `keep` removes, and that no link leads any of it out of the trial's folder."""
+"""A command trial's checkpoints (planner._trial.checkpoints): the newest, what the record says of
+it, what `keep` removes, and that no link leads any of it out of the trial's folder."""
 
 from __future__ import annotations
 
@@ -122,9 +122,9 @@ def _attempt(trial: Path, n: int, steps: list[int], torn: bool = False) -> Path:
 
 
 def test_a_continuation_holds_what_each_earlier_attempt_reported_before_it_continued(tmp_path):
-    """Attempt 1 reported steps 1-5 and its checkpoint held step 2; attempt 2 continued at 3 and reported 3-4
-    before a kill tore its log; this attempt continues at step 4: steps 1-3 are held, step 3 as attempt 2
-    reported it, non-finite values as a record stores them."""
+    """Attempt 1 reported steps 1-5 and its checkpoint held step 2; attempt 2 continued at 3 and
+    reported 3-4 before a kill tore its log; this attempt continues at step 4: steps 1-3 are held,
+    step 3 as attempt 2 reported it, non-finite values as a record stores them."""
     from planner._trial.command import _attempt_dirs, _held_reports
 
     trial = tmp_path / "trial"

@@ -1,5 +1,6 @@
-"""A config as argparse flags (issue 24.4): what argparse and HfArgumentParser parse from the flags planner
-writes is the config, read from the script's own `--help`; the names are checked by `plan validate`."""
+"""A config as argparse flags (issue 24.4): what argparse and HfArgumentParser parse from the flags
+planner writes is the config, read from the script's own `--help`; the names are checked by `plan
+validate`."""
 
 from __future__ import annotations
 

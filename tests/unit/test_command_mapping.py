@@ -181,8 +181,8 @@ def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
     text = format_result(result)
     assert "  command  python train.py (seed -> seed, exposure -> trainer.max_epochs)" in text
     assert (
-        "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- val_loss)"
-        in text
+        "metrics from metrics.csv (csv; step epoch, from 0; val_acc <- val_acc, val_loss <- "
+        "val_loss)" in text
     )
     assert result.summary["command"]["metrics"]["step_base"] == 0
 
@@ -252,8 +252,8 @@ def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
 
 
 def test_a_metric_name_metrics_names_lacks_gets_the_near_name_it_has(tmp_path):
-    """metric.name val_accuracy, metrics.names {val_acc: ...}: the typo is metric.name's; P525 said only to add
-    `val_accuracy: ...` to metrics.names."""
+    """metric.name val_accuracy, metrics.names {val_acc: ...}: the typo is metric.name's; P525 said
+    only to add `val_accuracy: ...` to metrics.names."""
 
     def edit(data):
         data["metric"]["name"] = "val_accuracy"
@@ -265,8 +265,9 @@ def test_a_metric_name_metrics_names_lacks_gets_the_near_name_it_has(tmp_path):
 
 
 def test_the_config_check_leaves_out_interpolations_in_lists_as_in_mappings(tmp_path):
-    """`lrs: ["${lr}", 0.01]` is derived like `warmup_lr: ${lr}`: config_diff names list items (`lrs.0`),
-    so the derived paths must too, or the check compared what the app resolved with the contract's value."""
+    """`lrs: ["${lr}", 0.01]` is derived like `warmup_lr: ${lr}`: config_diff names list items
+    (`lrs.0`), so the derived paths must too, or the check compared what the app resolved with the
+    contract's value."""
     from planner._core.errors import CommandConfigMismatchError
     from planner._trial.config_check import ConfigCheck
 

@@ -1,5 +1,6 @@
-"""An argparse script's options read from its source when its `--help` cannot be read in time (P941's
-fallback): only literal `add_argument` calls on the one parser the file builds, every other use refused."""
+"""An argparse script's options read from its source when its `--help` cannot be read in time
+(P941's fallback): only literal `add_argument` calls on the one parser the file builds, every other
+use refused."""
 
 from __future__ import annotations
 
@@ -76,15 +77,19 @@ def test_the_options_of_literal_add_argument_calls_are_read_with_their_kinds(tmp
             "its parser is a HfArgumentParser, not argparse's own (line 2)",
         ),
         (
-            "import argparse\nfrom lightning import Trainer\np = argparse.ArgumentParser()\np = Trainer.add_argparse_args(p)\n",
-            "its parser is handed to Trainer.add_argparse_args(), which could add options unseen (line 4)",
+            "import argparse\nfrom lightning import Trainer\np = argparse.ArgumentParser()\np = "
+            "Trainer.add_argparse_args(p)\n",
+            "its parser is handed to Trainer.add_argparse_args(), which could add options unseen "
+            "(line 4)",
         ),
         (
-            "import argparse\ndef build():\n    p = argparse.ArgumentParser()\n    return p\nparser = build()\nlib.more(parser)\n",
+            "import argparse\ndef build():\n    p = argparse.ArgumentParser()\n    return "
+            "p\nparser = build()\nlib.more(parser)\n",
             "its parser is handed to lib.more(), which could add options unseen (line 6)",
         ),
         (
-            "import argparse\np = argparse.ArgumentParser()\nfor n in 'ab':\n    p.add_argument(f'--{n}')\n",
+            "import argparse\np = argparse.ArgumentParser()\nfor n in 'ab':\n    "
+            "p.add_argument(f'--{n}')\n",
             "an add_argument call names an option that is not a literal string (line 4)",
         ),
         (
@@ -92,7 +97,8 @@ def test_the_options_of_literal_add_argument_calls_are_read_with_their_kinds(tmp
             "an add_argument call takes *args or **kwargs (line 3)",
         ),
         (
-            "import argparse\np = argparse.ArgumentParser()\np.add_argument('--x', action=Custom)\n",
+            "import argparse\np = argparse.ArgumentParser()\np.add_argument('--x', "
+            "action=Custom)\n",
             "an add_argument call has an action of its own (line 3)",
         ),
         (
@@ -150,7 +156,8 @@ def test_the_source_is_read_only_when_the_help_cannot_be_and_the_reason_stays(
     assert script_options([sys.executable, "train.py"], tmp_path) == (
         None,
         (
-            f"{slow}, and its options cannot be read from train.py: its parser is a HfArgumentParser, not "
+            f"{slow}, and its options cannot be read from train.py: its parser is a "
+            f"HfArgumentParser, not "
             "argparse's own (line 2)"
         ),
     )

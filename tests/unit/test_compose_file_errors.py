@@ -1,4 +1,5 @@
-"""A broken YAML file in the config tree: P206 names that file and its line, not only the contract."""
+"""A broken YAML file in the config tree: P206 names that file and its line, not only the
+contract."""
 
 from __future__ import annotations
 

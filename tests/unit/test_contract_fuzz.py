@@ -1,4 +1,5 @@
-"""Property: however a valid contract is mangled, `validate` answers with Diagnostics, never a traceback."""
+"""Property: however a valid contract is mangled, `validate` answers with Diagnostics, never a
+traceback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The contract's data section: its rules (P600-P605, P920, P921), each failing at its line and passing."""
+"""The contract's data section: its rules (P600-P605, P920, P921), each failing at its line and
+passing."""
 
 from __future__ import annotations
 

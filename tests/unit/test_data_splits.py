@@ -1,5 +1,5 @@
-"""The pure data functions (docs/data.md): ids, fingerprints, overlaps, the checks within and across trials,
-the `invalid` reasons, the Data section's lines; and the contract's data rules."""
+"""The pure data functions (docs/data.md): ids, fingerprints, overlaps, the checks within and
+across trials, the `invalid` reasons, the Data section's lines; and the contract's data rules."""
 
 from __future__ import annotations
 
@@ -112,7 +112,8 @@ def test_a_million_row_split_with_a_group_is_logged_and_the_cost_grows_linearly(
     train, test = _grouped_split(1_000_000)
     assert train["presentations"] == 800_000 and test["distinct"] == 200_000
     assert test["overlap"]["train"]["unit"] == 0 and test["overlap"]["train"]["patient"] > 0
-    # sorting makes it n log n: about 4.5x from 100,000 rows to 400,000; a pairwise overlap would be 16x
+    # sorting makes it n log n: about 4.5x from 100,000 rows to 400,000; a pairwise overlap would
+    # be 16x
     grows = growth(lambda n: lambda: _grouped_split(n), 100_000)
     assert grows < 8, f"4x the rows took {grows:.0f}x the time"
 
@@ -306,7 +307,8 @@ def test_the_data_summary_over_trials():
 
 
 def test_the_data_summary_says_what_the_sets_varied_with_seeds_or_arms():
-    """3 seeds, 2 arms: the test set differs between the arms (not the seeds); train differs by seed only."""
+    """3 seeds, 2 arms: the test set differs between the arms (not the seeds); train differs by
+    seed only."""
 
     def rec(arm, seed):
         return _record(

@@ -49,8 +49,15 @@ def test_min_mode_turns_the_effect_around():
 
 
 def test_paired_pairs_by_seed_and_reports_dropped_seeds():
-    c = compare(BASE, ARM[:4] + [9.0], mode="max", test="paired", alpha=0.05,
-                baseline_seeds=[0, 1, 2, 3, 4], arm_seeds=[3, 2, 1, 0, 7])  # fmt: skip
+    c = compare(
+        BASE,
+        ARM[:4] + [9.0],
+        mode="max",
+        test="paired",
+        alpha=0.05,
+        baseline_seeds=[0, 1, 2, 3, 4],
+        arm_seeds=[3, 2, 1, 0, 7],
+    )
     # arm seeds 3,2,1,0 carry ARM[0..3]: pairs (BASE[0], ARM[3]), (BASE[1], ARM[2]), ...
     ref = stats.ttest_rel([ARM[3], ARM[2], ARM[1], ARM[0]], BASE[:4])
     assert c.p_value == pytest.approx(ref.pvalue)
@@ -60,9 +67,12 @@ def test_paired_pairs_by_seed_and_reports_dropped_seeds():
 def test_bootstrap_p_is_the_exact_permutation_p():
     c = compare(BASE, ARM, mode="max", test="bootstrap", alpha=0.05)
     ref = stats.permutation_test(
-        (ARM, BASE), lambda x, y, axis: x.mean(axis) - y.mean(axis),
-        permutation_type="independent", n_resamples=np.inf, vectorized=True,
-    )  # fmt: skip
+        (ARM, BASE),
+        lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type="independent",
+        n_resamples=np.inf,
+        vectorized=True,
+    )
     assert c.p_value == pytest.approx(ref.pvalue)
 
 
@@ -73,9 +83,12 @@ def test_bootstrap_counts_ties_despite_rounding():
     )  # many sums tie, up to float error
     c = compare(base, arm, mode="max", test="bootstrap", alpha=0.05)
     ref = stats.permutation_test(
-        (arm, base), lambda x, y, axis: x.mean(axis) - y.mean(axis),
-        permutation_type="independent", n_resamples=np.inf, vectorized=True,
-    )  # fmt: skip
+        (arm, base),
+        lambda x, y, axis: x.mean(axis) - y.mean(axis),
+        permutation_type="independent",
+        n_resamples=np.inf,
+        vectorized=True,
+    )
     assert c.p_value == pytest.approx(ref.pvalue)
     mirrored = compare(arm, base, mode="max", test="bootstrap", alpha=0.05)
     assert mirrored.p_value == pytest.approx(c.p_value)
@@ -87,9 +100,13 @@ def test_bootstrap_ci_is_the_set_of_shifts_the_permutation_test_keeps():
 
     def p_upper(delta):  # one-sided p of "arm - delta better than base"
         return stats.permutation_test(
-            (np.array(ARM) - delta, BASE), lambda x, y, axis: x.mean(axis) - y.mean(axis),
-            permutation_type="independent", n_resamples=np.inf, vectorized=True, alternative="greater",
-        ).pvalue  # fmt: skip
+            (np.array(ARM) - delta, BASE),
+            lambda x, y, axis: x.mean(axis) - y.mean(axis),
+            permutation_type="independent",
+            n_resamples=np.inf,
+            vectorized=True,
+            alternative="greater",
+        ).pvalue
 
     assert p_upper(c.ci_low - 1e-9) <= alpha / 2 < p_upper(c.ci_low + 1e-9)
 
@@ -98,9 +115,13 @@ def test_bootstrap_at_three_seeds_cannot_reach_005_and_says_so():
     assert smallest_p_value(3, 3) == pytest.approx(0.1)
     c = compare([0.0, 0.1, 0.2], [5.0, 5.1, 5.2], mode="max", test="bootstrap", alpha=0.05)
     assert c.ci_low == -math.inf and c.ci_high == math.inf
-    (d,) = decide(Acceptance(min_effect=1, test="bootstrap"), "max",
-                  {"b": [(0, 0.0), (1, 0.1), (2, 0.2)], "a": [(0, 5.0), (1, 5.1), (2, 5.2)]},
-                  "b", planned_seeds=[0, 1, 2])  # fmt: skip
+    (d,) = decide(
+        Acceptance(min_effect=1, test="bootstrap"),
+        "max",
+        {"b": [(0, 0.0), (1, 0.1), (2, 0.2)], "a": [(0, 5.0), (1, 5.1), (2, 5.2)]},
+        "b",
+        planned_seeds=[0, 1, 2],
+    )
     assert d.decision == "inconclusive" and "cannot reach alpha" in d.reason
     assert json.loads(json.dumps(d.as_dict(), allow_nan=False))["ci_low"] is None
 
@@ -113,7 +134,8 @@ def test_random_permutations_are_reproducible_and_include_the_observed_split():
 
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_zero_variance_is_no_evidence_not_certainty(test):
-    """Issue 11 item 3: a spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0, 0] (reject)."""
+    """Issue 11 item 3: a spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0,
+    0] (reject)."""
     for base, arm in (([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), ([1.0, 1.0], [1.0, 1.0])):
         c = compare(base, arm, mode="max", test=test, alpha=0.05)
         assert (
@@ -175,8 +197,14 @@ def test_holm_ci_excludes_zero_exactly_when_holm_rejects():
 def test_decide_accepts_rejects_and_writes_json():
     acc = Acceptance(min_effect=0.03, alpha=0.05, test="welch", correction="holm")
     good = [v + 0.06 for v in reversed(BASE)]
-    ds = decide(acc, "max", results(good=good, same=[v + 0.001 for v in reversed(BASE)]), "base",
-                planned_seeds=SEEDS, metric="val_acc")  # fmt: skip
+    ds = decide(
+        acc,
+        "max",
+        results(good=good, same=[v + 0.001 for v in reversed(BASE)]),
+        "base",
+        planned_seeds=SEEDS,
+        metric="val_acc",
+    )
     by = {d.arm: d for d in ds}
     assert by["good"].decision == "accept" and by["good"].alpha_adjusted == pytest.approx(0.025)
     assert by["same"].decision == "reject" and by["same"].alpha_adjusted == pytest.approx(0.05)

@@ -1,4 +1,5 @@
-"""The one Dispatch the driver and reeval share: every trial's spec carries the same limits (no Ray needed)."""
+"""The one Dispatch the driver and reeval share: every trial's spec carries the same limits (no Ray
+needed)."""
 
 from __future__ import annotations
 

@@ -212,8 +212,8 @@ def test_bad_pilots_are_sentences(tmp_path, capsys):
 
 
 def test_a_spread_no_practical_number_of_seeds_overcomes_is_said_in_words_not_as_none():
-    """min_effect in the wrong units (0.02 against an sd of 1): no n up to 100,000 reaches 80 % power, and the
-    summary said "use at least None seeds per arm"."""
+    """min_effect in the wrong units (0.02 against an sd of 1): no n up to 100,000 reaches 80 %
+    power, and the summary said "use at least None seeds per arm"."""
     s = power_summary(contract(tuning=None), 5.0)
     assert s["underpowered"] and s["needed"]["80"]["seeds"] is None
     text = format_power(s)

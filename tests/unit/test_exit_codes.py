@@ -1,4 +1,5 @@
-"""One table of exit codes (planner/_core/errors.py), the one docs/commands.md shows, and the error tree."""
+"""One table of exit codes (planner/_core/errors.py), the one docs/commands.md shows, and the error
+tree."""
 
 from __future__ import annotations
 
@@ -44,5 +45,6 @@ def test_every_planner_error_subclass_lives_in_the_one_module():
             if isinstance(node, ast.ClassDef):
                 bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
                 assert not bases & names, (
-                    f"{path}: class {node.name} subclasses {bases & names}; define it in _core/errors.py"
+                    f"{path}: class {node.name} subclasses {bases & names}; define it in "
+                    f"_core/errors.py"
                 )

@@ -1,6 +1,7 @@
-"""The facts of a run's records (planner._store.facts) are functions of them: they return values and leave the
-records as they were; a slimmed record gives the same facts as the full one. The trainable rules are checks of a
-probe's result, and a deferred import (planner._core.lazy) happens on first use only."""
+"""The facts of a run's records (planner._store.facts) are functions of them: they return values
+and leave the records as they were; a slimmed record gives the same facts as the full one. The
+trainable rules are checks of a probe's result, and a deferred import (planner._core.lazy) happens
+on first use only."""
 
 from __future__ import annotations
 
@@ -106,9 +107,10 @@ def test_a_slimmed_record_gives_the_same_facts_as_the_full_one():
 
 
 def test_what_the_driver_keeps_of_a_tuning_trial_selects_and_gives_the_facts_as_the_whole_record():
-    """Issue 23: a running driver keeps of a tuning trial the selection metric's last k reports and the
-    summary: the same score (final and mean of the last k, with reports that lack the metric in between),
-    the same facts; reports that show a violation are kept whole; the record itself is left as it is."""
+    """Issue 23: a running driver keeps of a tuning trial the selection metric's last k reports and
+    the summary: the same score (final and mean of the last k, with reports that lack the metric in
+    between), the same facts; reports that show a violation are kept whole; the record itself is
+    left as it is."""
     from planner._stats.select import score
 
     irregular = _record("tune-base-s1-t001", "tune", "base", "completed", list(range(1, 11)))

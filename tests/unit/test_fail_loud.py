@@ -21,7 +21,8 @@ from tests._contract_helpers import edited, write_contract
 REPO = str(__import__("pathlib").Path(__file__).resolve().parents[2])
 
 
-# ---------------------------------------------------------------- item 1: tuned values before interpolation
+# ---------------------------------------------------------------- item 1: tuned values before
+# interpolation
 
 
 def _inline(values: dict, space_key: str = "optim.lr") -> Contract:
@@ -75,7 +76,8 @@ def test_a_tuned_value_reaches_the_keys_that_interpolate_it(tmp_path):
     )
 
 
-# ---------------------------------------------------------------- item 2: the seeds did not vary the run
+# ---------------------------------------------------------------- item 2: the seeds did not vary
+# the run
 
 
 def _record(arm, seed, values, status="completed", metric="acc", phase="confirm", **extra):
@@ -113,7 +115,8 @@ def test_identical_curves_across_seeds_are_found_and_make_the_decision_invalid()
     assert plain.decision == "inconclusive" and "degenerate spread" in plain.reason
 
 
-# ---------------------------------------------------------------- items 3 and 9: the decision rule's edges
+# ---------------------------------------------------------------- items 3 and 9: the decision
+# rule's edges
 
 
 def test_permutation_tie_tolerance_is_scale_free():
@@ -218,7 +221,8 @@ def test_a_metric_never_reported_is_a_protocol_error_naming_what_was_reported(tm
     )
 
 
-# ---------------------------------------------------------------- item 5: errors named once, with a count
+# ---------------------------------------------------------------- item 5: errors named once, with
+# a count
 
 
 def test_failed_trials_are_grouped_by_error_in_order_of_first_occurrence():
@@ -272,7 +276,8 @@ def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
     assert "arms base, arm ended with no usable confirmation value" in text
 
 
-# ---------------------------------------------------------------- item 6: held-out exposure, one per trial
+# ---------------------------------------------------------------- item 6: held-out exposure, one
+# per trial
 
 
 def test_heldout_in_tuning_is_counted_once_per_trial_everywhere():
@@ -354,7 +359,8 @@ def test_a_bootstrap_design_that_can_never_accept_is_flagged(tmp_path, seeds, ar
         assert strict[0].severity == "error"
 
 
-# ---------------------------------------------------------------- item 10: hints that lead somewhere
+# ---------------------------------------------------------------- item 10: hints that lead
+# somewhere
 
 
 def test_an_override_typo_names_the_near_key_not_the_add_form(tmp_path):
@@ -435,9 +441,10 @@ def _by_id(records):
     return [{**r, "trial_id": confirm_trial_id(r["arm"], r["seed"])} for r in records]
 
 
-def test_a_declared_metric_no_row_held_is_a_warning_at_the_end_of_the_run_and_a_degenerate_decision_says_why():
-    """A new user's `train_loss: train_los_epoch` typo ended exit 0 with nothing on the terminal (the note sat
-    in trials.jsonl); and `wd: inconclusive effect +0 CI [none, none]` printed without its reason."""
+def test_a_declared_metric_no_row_held_is_a_warning_at_the_end_of_the_run_and_a_degenerate_decision_says_why():  # noqa: E501
+    """A new user's `train_loss: train_los_epoch` typo ended exit 0 with nothing on the terminal
+    (the note sat in trials.jsonl); and `wd: inconclusive effect +0 CI [none, none]` printed
+    without its reason."""
     from pathlib import Path
 
     from planner._core.records import note_groups

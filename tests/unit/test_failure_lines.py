@@ -1,5 +1,6 @@
-"""A failed trial's error is one line in `plan status`, `plan report` and `plan audit`, grouped as `plan run`
-groups them, pointing to the trial's logs; the traceback and the stderr tail stay in trials.jsonl."""
+"""A failed trial's error is one line in `plan status`, `plan report` and `plan audit`, grouped as
+`plan run` groups them, pointing to the trial's logs; the traceback and the stderr tail stay in
+trials.jsonl."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from planner._cli.main import main
 
 TAIL = (
     "--- last lines of stderr ---\nSeed set to 100\nTraceback (most recent call last):\n"
-    "  File \"train.py\", line 84, in <module>\n    main()\nTypeError: 'float' object is not subscriptable"
+    "  File \"train.py\", line 84, in <module>\n    main()\nTypeError: 'float' object is not "
+    "subscriptable"
 )
 
 

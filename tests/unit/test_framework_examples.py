@@ -1,4 +1,5 @@
-"""The framework examples' contracts (Lightning, PyTorch, Hugging Face Trainer) are valid and plan what CI can train."""
+"""The framework examples' contracts (Lightning, PyTorch, Hugging Face Trainer) are valid and plan
+what CI can train."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Hostile or broken files: each a clear, coded error, quickly, with no traceback and nothing executed."""
+"""Hostile or broken files: each a clear, coded error, quickly, with no traceback and nothing
+executed."""
 
 from __future__ import annotations
 

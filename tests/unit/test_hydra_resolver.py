@@ -1,5 +1,6 @@
-"""`${hydra:...}` in a `command:` contract's configs (issue 24.7): Hydra's own resolver is let through, kept as
-written in the composed config; every other resolver, and `hydra` anywhere but plainly in a value, stays P205."""
+"""`${hydra:...}` in a `command:` contract's configs (issue 24.7): Hydra's own resolver is let
+through, kept as written in the composed config; every other resolver, and `hydra` anywhere but
+plainly in a value, stays P205."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 20/21/24, the integrity parts of _core, _data, _audit, _contract and _store: each test fails on the
-code before it and passes after."""
+"""Issue 20/21/24, the integrity parts of _core, _data, _audit, _contract and _store: each test
+fails on the code before it and passes after."""
 
 from pathlib import Path
 
@@ -9,7 +9,8 @@ from planner._trial.protocol import TrialSpec, run_trial
 REPO = str(Path(__file__).resolve().parents[2])
 
 
-# ---------------------------------------------------------------- #20.5: errors named once, with a count
+# ---------------------------------------------------------------- #20.5: errors named once, with a
+# count
 
 
 def test_five_failures_that_differ_only_by_a_path_are_one_group_with_a_count(tmp_path):
@@ -81,7 +82,8 @@ def test_grouped_errors_keep_their_type_apart_and_their_order_of_first_occurrenc
     ]
 
 
-# ---------------------------------------------------------------- #20.3: data checks compare like with like
+# ---------------------------------------------------------------- #20.3: data checks compare like
+# with like
 
 
 def _split_record(trial_id, arm, seed, splits, phase="confirm"):
@@ -107,7 +109,8 @@ DATA = {
 
 
 def _arm_splits(kind: str, seed: int) -> dict:
-    """clean: patients 0-7 train, 8-9 test; leaky: patient 7's rows in both; shifted: another train set."""
+    """clean: patients 0-7 train, 8-9 test; leaky: patient 7's rows in both; shifted: another train
+    set."""
     patient = lambda rows: [f"p{r // 2}" for r in rows]  # noqa: E731 (two rows a patient)
     train, test = list(range(16)), [16, 17, 18, 19]
     if kind == "leaky":
@@ -169,7 +172,8 @@ def test_a_fixed_split_varies_within_an_arm_not_against_another_arm():
 
     shifted = _split_record("confirm-shifted-s0", "shifted", 0, {"test": ([30, 31], None)})
     base1 = _split_record("confirm-clean-s1", "clean", 1, {"test": ([1, 2], None)})
-    # the baseline's fixed test split is not "varying" because another arm logged another one at seed 0
+    # the baseline's fixed test split is not "varying" because another arm logged another one at
+    # seed 0
     assert [
         v["kind"] for v in cross_trial_violations(base1, [shifted], DATA, baseline="clean")
     ] == []
@@ -182,7 +186,8 @@ def test_a_fixed_split_varies_within_an_arm_not_against_another_arm():
     )
 
 
-# ---------------------------------------------------------------- #20.7: P934 counts only completed tests of the trainable
+# ---------------------------------------------------------------- #20.7: P934 counts only
+# completed tests of the trainable
 
 
 def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainable(tmp_path):
@@ -237,10 +242,11 @@ def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainabl
     ] == ["a-command"]
 
 
-# ---------------------------------------------------------------- #20.7: the folder a command runs in
+# ---------------------------------------------------------------- #20.7: the folder a command runs
+# in
 
 
-def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_frozen_copy_when_unset(
+def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_frozen_copy_when_unset(  # noqa: E501
     tmp_path,
 ):
     from planner._contract.model import Contract
@@ -272,7 +278,8 @@ def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_fr
     )
 
 
-# ---------------------------------------------------------------- #24.8: tuning that says when it is weak
+# ---------------------------------------------------------------- #24.8: tuning that says when it
+# is weak
 
 
 def _tuned(
@@ -345,7 +352,8 @@ def test_a_grace_below_the_warmup_the_factor_changes_is_warned(tmp_path):
     )
 
 
-# ---------------------------------------------------------------- #21.5: the packages the trainable used
+# ---------------------------------------------------------------- #21.5: the packages the
+# trainable used
 
 
 def _identity_contract(**how):

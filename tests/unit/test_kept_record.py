@@ -1,7 +1,7 @@
-"""A trial's record kept in trial.dir before its worker returns it (the attempt ledger's `keep`/`kept`), and the
-one reader that says whether it is the trial's (`kept_record`): what lets a trial whose worker died after the
-trial ended keep its result (docs/reliability.md). The runs against a real Ray are in
-tests/e2e/test_worker_dies_after_trial_e2e.py."""
+"""A trial's record kept in trial.dir before its worker returns it (the attempt ledger's
+`keep`/`kept`), and the one reader that says whether it is the trial's (`kept_record`): what lets a
+trial whose worker died after the trial ended keep its result (docs/reliability.md). The runs
+against a real Ray are in tests/e2e/test_worker_dies_after_trial_e2e.py."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def test_a_record_is_kept_for_every_end_of_the_trial_but_a_raise(tmp_path):
 
 
 def test_an_attempt_started_after_the_kept_one_has_no_kept_record(tmp_path):
-    """A worker that dies mid-trial in a later attempt is a death, whatever an earlier attempt kept."""
+    """A worker that dies mid-trial in a later attempt is a death, whatever an earlier attempt
+    kept."""
     s = spec(tmp_path)
     run_trial(s)
     book = Ledger.load(s.dir, "s1")

@@ -46,9 +46,10 @@ BOUNDARIES = {
     "mlflow": {"_results"},
     "rich": {"_dispatch"},
 }
-# Libraries bound to named modules, not whole stages: SciPy to the statistics and the few planning and audit
-# modules that call it, Hydra and OmegaConf to composing configs (and the command trainable's config check),
-# pydantic to the contract model and the code that checks data against it.
+# Libraries bound to named modules, not whole stages: SciPy to the statistics and the few planning
+# and audit modules that call it, Hydra and OmegaConf to composing configs (and the command
+# trainable's config check), pydantic to the contract model and the code that checks data against
+# it.
 MODULE_BOUNDARIES = {
     "scipy": {
         "planner._stats.decide",
@@ -86,7 +87,8 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
-    """(module imported, names imported from it, line) for every import, local and deferred ones included."""
+    """(module imported, names imported from it, line) for every import, local and deferred ones
+    included."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):
@@ -186,7 +188,8 @@ def test_no_import_cycle():
 
 
 def _outside(boundaries: dict[str, set[str]], place) -> list[str]:
-    """Imports of a bound library from a module whose `place(module)` (its stage, or its name) is not allowed."""
+    """Imports of a bound library from a module whose `place(module)` (its stage, or its name) is
+    not allowed."""
     problems = []
     for module, path in MODULES.items():
         for target, _, line in _imports(path):
@@ -209,7 +212,8 @@ def test_scipy_hydra_and_pydantic_only_in_their_modules():
 
 
 def test_a_deferred_import_is_seen_as_an_import():
-    """The boundary tests above read `lazy_import("...")`: a deferred import cannot slip past them."""
+    """The boundary tests above read `lazy_import("...")`: a deferred import cannot slip past
+    them."""
     source = (ROOT / "_cli" / "main.py").read_text()
     assert (
         "import planner._dispatch" not in source and "from planner._dispatch" not in source

@@ -1,4 +1,5 @@
-"""Lineage (docs/lineage.md): promotion, baselines from runs and lines, the ledger, plan log, forking paths.
+"""Lineage (docs/lineage.md): promotion, baselines from runs and lines, the ledger, plan log,
+forking paths.
 
 Run folders are written here in the documented format (docs/run-folder.md) through the run
 folder's own writer, and the ledger through the same calls `plan run` makes; no Ray.
@@ -127,8 +128,9 @@ def test_a_withdrawal_needs_a_note_and_the_line_falls_back(project, tmp_path):
 def test_the_ledger_and_lineage_json_hold_no_secret_of_the_free_text_they_are_given(
     tmp_path, monkeypatch
 ):
-    """A run's end reason (an exception's message, `--address ray://user:PASS@...`) and a decision's reason
-    are free text: the ledger gets them scrubbed, as state.json and the terminal do; params stay exact."""
+    """A run's end reason (an exception's message, `--address ray://user:PASS@...`) and a
+    decision's reason are free text: the ledger gets them scrubbed, as state.json and the terminal
+    do; params stay exact."""
     monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
     runs = tmp_path / "runs"
     run = fake_run(
@@ -138,7 +140,8 @@ def test_the_ledger_and_lineage_json_hold_no_secret_of_the_free_text_they_are_gi
         params={"base": {"recipe.lr": 0.02}, "high": {"recipe.lr": 0.0125}},
     )
     reason = (
-        "cannot connect to the Ray cluster at ray://admin:S3cretLEAKMARK@127.0.0.1:1; Boom: the db said "
+        "cannot connect to the Ray cluster at ray://admin:S3cretLEAKMARK@127.0.0.1:1; Boom: the "
+        "db said "
         "hunter2-LEAKMARK-9f3 was wrong"
     )
     record.run_ended(
@@ -180,7 +183,8 @@ def _loaded(path: Path, runs: Path):
     ],
 )
 def test_a_note_holding_a_credential_is_refused_at_the_door(project, note, monkeypatch, capsys):
-    """`plan promote --note` keeps the note as typed, so a credential in it is refused (exit 2), never printed."""
+    """`plan promote --note` keeps the note as typed, so a credential in it is refused (exit 2),
+    never printed."""
     monkeypatch.setenv("DB_PASSWORD", "hunter2-LEAKMARK-9f3")
     _, runs, first = project
     assert main(["promote", str(first), "--arm", "high", "--note", note]) == 2
@@ -225,7 +229,8 @@ def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(
 
 
 def test_confirming_a_tuned_baseline_on_the_seeds_it_was_tuned_on_warns(project):
-    """P402 across runs: run 1 selected the arm's lr on tuning seed 1000; confirming it on 1000 flatters it."""
+    """P402 across runs: run 1 selected the arm's lr on tuning seed 1000; confirming it on 1000
+    flatters it."""
     tmp_path, runs, first = project
     promote(first, "high")
     data = second(first)
@@ -340,8 +345,9 @@ def test_bad_references_are_errors_with_a_code(project):
 
 
 def test_redacted_values_in_the_logged_config_are_refused(tmp_path):
-    # a run folder of an older planner, which logged a credential's value as <redacted> (a contract cannot
-    # hold a credential now: P230; `<redacted>` itself is no credential, so it gets to the run folder as is)
+    # a run folder of an older planner, which logged a credential's value as <redacted> (a contract
+    # cannot hold a credential now: P230; `<redacted>` itself is no credential, so it gets to the
+    # run folder as is)
     data = dict(
         FIRST,
         config={
@@ -379,7 +385,8 @@ def test_the_model_keeps_its_schema_codes_for_the_new_forms(tmp_path):
     assert "P104" in codes(validate(write(tmp_path / "c", no_config), runs_dir=tmp_path))
 
 
-# ---------------------------------------------------------------- the ledger, plan log, forking paths
+# ---------------------------------------------------------------- the ledger, plan log, forking
+# paths
 
 
 def test_plan_log_json_shows_the_chain(project, capsys):
@@ -490,7 +497,8 @@ def test_a_contract_edited_under_the_same_name_after_decisions_warns(project):
 
 
 def test_a_contract_mended_after_a_run_whose_decisions_were_all_incomplete_is_no_edit(tmp_path):
-    # the earlier run of the name failed (every decision incomplete): it showed no result to tune the recipe to
+    # the earlier run of the name failed (every decision incomplete): it showed no result to tune
+    # the recipe to
     runs = tmp_path / "runs"
     fake_run(
         write(tmp_path / "c", FIRST),
@@ -544,8 +552,9 @@ def test_runs_from_before_the_ledger_get_their_line_from_their_frozen_contracts(
 
 
 def test_a_run_that_tested_nothing_does_not_count_itself_among_the_repeated_tests(project):
-    """A new user's crash run (every arm incomplete), interrupted run and invalid run each printed "factor
-    warmup was tested 2 times ... (this test included)": they tested nothing (P934's own rule)."""
+    """A new user's crash run (every arm incomplete), interrupted run and invalid run each printed
+    "factor warmup was tested 2 times ... (this test included)": they tested nothing (P934's own
+    rule)."""
     tmp_path, runs, first = project
     promote(first, "high")
     one = fake_run(write(tmp_path / "c2", second(first)), runs, {"wide": "inconclusive"})

@@ -1,5 +1,5 @@
-"""plan log's count of repeated tests: the same factor on the same trainable only, and a run that repeats
-another bit for bit is a replication, named as such and not counted as a second test."""
+"""plan log's count of repeated tests: the same factor on the same trainable only, and a run that
+repeats another bit for bit is a replication, named as such and not counted as a second test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The modules a function trainable loaded: each look at sys.modules sees what was loaded since the last."""
+"""The modules a function trainable loaded: each look at sys.modules sees what was loaded since the
+last."""
 
 from __future__ import annotations
 

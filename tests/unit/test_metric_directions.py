@@ -1,6 +1,7 @@
-"""The directions the tuning and the decision read their metrics in: `metric.mode` for the tuning metric,
-`metric.heldout_mode` (default: mode) for a held-out decision metric, and validate's P416/P417/P935, which stop
-a contract whose decision would read a metric backwards (tune on val_loss, min; decide on test_acc)."""
+"""The directions the tuning and the decision read their metrics in: `metric.mode` for the tuning
+metric, `metric.heldout_mode` (default: mode) for a held-out decision metric, and validate's
+P416/P417/P935, which stop a contract whose decision would read a metric backwards (tune on
+val_loss, min; decide on test_acc)."""
 
 from __future__ import annotations
 

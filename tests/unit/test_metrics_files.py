@@ -29,7 +29,8 @@ from planner._trial.metrics_files import (
 
 
 class LightningCsvWriter:
-    """Lightning's _ExperimentWriter.log_metrics/save, on bytes in memory (same algorithm, no fsspec)."""
+    """Lightning's _ExperimentWriter.log_metrics/save, on bytes in memory (same algorithm, no
+    fsspec)."""
 
     def __init__(self):
         self.metrics: list[dict] = []
@@ -99,8 +100,8 @@ def test_lightning_layout_sparse_rows_give_one_report_per_validation_epoch():
 
 
 def test_a_csv_that_pandas_wrote_with_its_index_is_read():
-    """`pd.DataFrame(rows).to_csv(path)` (index=True, the default) writes a first column with no name; every
-    trial of a new user's script failed on 'an empty or repeated column name'."""
+    """`pd.DataFrame(rows).to_csv(path)` (index=True, the default) writes a first column with no
+    name; every trial of a new user's script failed on 'an empty or repeated column name'."""
     import pandas as pd
 
     data = (
@@ -224,7 +225,8 @@ def test_jsonl_line_that_is_not_an_object_is_an_error():
 
 
 def trainer_state(history: list[dict]) -> bytes:
-    """What transformers' TrainerState.save_to_json writes: the dataclass as JSON, indent 2, sorted keys."""
+    """What transformers' TrainerState.save_to_json writes: the dataclass as JSON, indent 2, sorted
+    keys."""
     state = {
         "best_metric": None,
         "epoch": history[-1]["epoch"] if history else 0,
@@ -345,7 +347,8 @@ def test_a_failing_feed_changes_nothing_so_the_next_read_fails_the_same_way():
     assert reader.seen == 0 and reader.last_step is None
 
 
-# ------------------------------------------------------------------ frameworks' own logs, as they write them
+# ------------------------------------------------------------------ frameworks' own logs, as they
+# write them
 
 DATA = __import__("pathlib").Path(__file__).parent / "data"
 LIGHTNING_CSV = (
@@ -400,7 +403,8 @@ def test_lightning_csv_read_as_it_grows_gives_the_same_reports_without_waiting_f
     epoch_end = [
         i + 2 for i, r in enumerate(rows) if r["train_loss_epoch"]
     ]  # file lines of the epoch-end train rows
-    # each epoch's report is handed on as soon as its epoch-end train row is read (an early-stopping rule sees it then)
+    # each epoch's report is handed on as soon as its epoch-end train row is read (an
+    # early-stopping rule sees it then)
     assert [n for n, _ in grown[:-1]] == epoch_end
 
 
@@ -601,7 +605,8 @@ def test_results_file_must_be_a_json_object():
 
 
 def _tensorboard_events(folder, with_test: bool = True) -> None:
-    """What Lightning's TensorBoardLogger writes: one add_scalar per logged value, step = global step."""
+    """What Lightning's TensorBoardLogger writes: one add_scalar per logged value, step = global
+    step."""
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -673,7 +678,8 @@ def test_a_file_that_is_not_an_event_file_yields_no_rows_and_the_tail_says_so(tm
     )
 
 
-# ------------------------------------------------------------------ a folder of event files, read as one log
+# ------------------------------------------------------------------ a folder of event files, read
+# as one log
 
 FIT = [(0, "hp_metric", -1.0)] + [
     row
@@ -702,7 +708,8 @@ FIT_FILE, TEST_FILE = (
 
 
 def _event_bytes(tmp_path, scalars) -> bytes:
-    """An event file as TensorBoardLogger's SummaryWriter writes it: one add_scalar per (step, tag, value)."""
+    """An event file as TensorBoardLogger's SummaryWriter writes it: one add_scalar per (step, tag,
+    value)."""
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
 
@@ -716,7 +723,8 @@ def _event_bytes(tmp_path, scalars) -> bytes:
 
 
 def _place(path, data: bytes, mtime: int | None = None) -> None:
-    """Write `data` at `path` (the writer's name chosen here: the order does not hang on the clock)."""
+    """Write `data` at `path` (the writer's name chosen here: the order does not hang on the
+    clock)."""
     import os
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -739,7 +747,8 @@ def tb_spec(heldout: bool = True, **kw) -> MetricsSpec:
 
 
 def test_fit_then_test_event_files_of_one_folder_are_read_as_one_log(tmp_path):
-    """trainer.fit() then trainer.test(): Lightning's logger closes its writer after fit and opens a second file."""
+    """trainer.fit() then trainer.test(): Lightning's logger closes its writer after fit and opens
+    a second file."""
     fit, test = _event_bytes(tmp_path, FIT), _event_bytes(tmp_path, TEST)
     folder = tmp_path / "lightning_logs" / "version_0"
     tail = MetricsFileTail(tmp_path, tb_spec())
@@ -899,7 +908,8 @@ def test_a_spec_with_a_held_out_source_crosses_to_a_worker_and_without_one_reads
 
 
 def _misnamed_after_each_epoch(tmp_path, names: dict[str, str], epochs: int, **kw):
-    """misnamed() looked at after each epoch a Lightning CSV log grows by: the epoch it first named the metric."""
+    """misnamed() looked at after each epoch a Lightning CSV log grows by: the epoch it first named
+    the metric."""
     from planner._trial.reports import ReportTail, WithSplits
 
     writer, found = LightningCsvWriter(), []
@@ -920,8 +930,8 @@ def _misnamed_after_each_epoch(tmp_path, names: dict[str, str], epochs: int, **k
 
 
 def test_a_misspelt_column_is_named_once_the_log_held_its_near_spelling_at_two_steps(tmp_path):
-    """`valacc` for Lightning's `val_acc`: no evaluation affix, a typo. Named at the second validated epoch,
-    with that epoch spent, rather than after every epoch of the budget."""
+    """`valacc` for Lightning's `val_acc`: no evaluation affix, a typo. Named at the second
+    validated epoch, with that epoch spent, rather than after every epoch of the budget."""
     found = _misnamed_after_each_epoch(tmp_path, {"val_acc": "valacc"}, epochs=6)
     (epoch, misnamed), *_ = found
     assert epoch == 1 and misnamed.step == 2  # epochs 0 and 1 (step_base 0) held val_acc
@@ -935,5 +945,6 @@ def test_a_misspelt_column_is_named_once_the_log_held_its_near_spelling_at_two_s
 
 @pytest.mark.parametrize("column", ["train_acc", "val_accuracy_top5", "val_f1"])
 def test_a_column_only_loosely_like_the_metric_never_ends_the_trial(tmp_path, column):
-    """The metric logged late (at the end only, say) beside others of a related name is not misspelt."""
+    """The metric logged late (at the end only, say) beside others of a related name is not
+    misspelt."""
     assert _misnamed_after_each_epoch(tmp_path, {"val_acc": column}, epochs=4) == []

@@ -1,4 +1,5 @@
-"""MLflow tracking against real local stores, from a run folder written by hand to docs/run-folder.md."""
+"""MLflow tracking against real local stores, from a run folder written by hand to
+docs/run-folder.md."""
 
 from __future__ import annotations
 

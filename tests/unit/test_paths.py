@@ -1,4 +1,5 @@
-"""The one flatten and the one config diff (planner/_contract/paths.py): the policy every caller shares."""
+"""The one flatten and the one config diff (planner/_contract/paths.py): the policy every caller
+shares."""
 
 from __future__ import annotations
 

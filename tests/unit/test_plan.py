@@ -124,7 +124,8 @@ def test_samplers_are_the_declared_ones_with_the_declared_seed_and_draw_by_index
     assert draws(other) != draws(tpe)
     random_decl = tpe.model_copy(update={"name": "random"})
     assert draws(random_decl) == draws(random_decl)
-    # the draw at an index does not depend on what was asked before it (a resumed sweep starts later)
+    # the draw at an index does not depend on what was asked before it (a resumed sweep starts
+    # later)
     assert draws(random_decl, (2,)) == draws(random_decl)[2:]
     assert len(set(draws(random_decl))) == 3
 

@@ -1,7 +1,8 @@
-"""Files planted in a run folder (links, hard links, FIFOs, deep trees, folders in place of files), tried on the
-parts that met them: ray.log's handler, a trial's output.log, a command trial's checkpoints, the walks of a trial's
-folder, `plan export -o`, and a resume's files replaced whole. Real files, real links, real FIFOs; no Ray.
-The same cases on real runs: tests/e2e/test_planted_files_e2e.py."""
+"""Files planted in a run folder (links, hard links, FIFOs, deep trees, folders in place of files),
+tried on the parts that met them: ray.log's handler, a trial's output.log, a command trial's
+checkpoints, the walks of a trial's folder, `plan export -o`, and a resume's files replaced whole.
+Real files, real links, real FIFOs; no Ray. The same cases on real runs:
+tests/e2e/test_planted_files_e2e.py."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _plant(kind: str, path: Path, victim: Path) -> None:
 
 
 def _release(fifo: Path) -> None:
-    """Free a thread waiting on the FIFO (in an open for writing, or an open or read for reading)."""
+    """Free a thread waiting on the FIFO (in an open for writing, or an open or read for
+    reading)."""
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     try:
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
@@ -46,8 +48,9 @@ def _release(fifo: Path) -> None:
 
 
 def _in_thread(call, timeout_s: float = 20.0, fifo: Path | None = None):
-    """Run `call` in a thread; what it raised (or None); a call still blocked after `timeout_s` fails the test
-    (the FIFO it waits on is released first, so that a regression fails this test, not the ones after it)."""
+    """Run `call` in a thread; what it raised (or None); a call still blocked after `timeout_s`
+    fails the test (the FIFO it waits on is released first, so that a regression fails this test,
+    not the ones after it)."""
     out: list[BaseException | None] = []
 
     def body():
@@ -70,8 +73,9 @@ def _in_thread(call, timeout_s: float = 20.0, fifo: Path | None = None):
 
 @pytest.mark.parametrize("kind", ["symlink", "dangling", "hardlink", "fifo"])
 def test_a_planted_ray_log_is_refused_before_ray_starts(run, kind):
-    """ray.log was opened by logging.FileHandler (a plain open): Ray's lines went through a symbolic or hard
-    link, a dangling link created the outside file, and the refusal came as a logging traceback at first emit."""
+    """ray.log was opened by logging.FileHandler (a plain open): Ray's lines went through a
+    symbolic or hard link, a dangling link created the outside file, and the refusal came as a
+    logging traceback at first emit."""
     victim = outside(run)
     (run / "ray.log").unlink(missing_ok=True)
     _plant(kind, run / "ray.log", victim)
@@ -104,13 +108,14 @@ def test_ray_log_is_written_when_it_is_a_plain_file(run):
         ray_logger.setLevel(before[2])
 
 
-# ----------------------------------------------------------------------------- F2, F3: a trial's output.log
+# ----------------------------------------------------------------------------- F2, F3: a trial's
+# output.log
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "fifo"])
 def test_a_planted_output_log_is_neither_written_through_nor_waited_on(tmp_path, kind):
-    """output.log was opened with O_NOFOLLOW only: a hard link got the trial's prints, and a FIFO blocked the open
-    (for writing, before the watchdog started) forever."""
+    """output.log was opened with O_NOFOLLOW only: a hard link got the trial's prints, and a FIFO
+    blocked the open (for writing, before the watchdog started) forever."""
     victim = tmp_path / "outside.txt"
     victim.write_text(OUTSIDE)
     trial = tmp_path / "trials" / "t1"
@@ -135,8 +140,8 @@ def test_a_planted_output_log_is_neither_written_through_nor_waited_on(tmp_path,
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo"])
 def test_a_trial_whose_output_log_was_refused_says_so_in_its_record(tmp_path, kind):
-    """Nothing was written to a planted output.log (right), but the record did not say the prints were kept
-    nowhere: a reader took the empty log for a trial that printed nothing."""
+    """Nothing was written to a planted output.log (right), but the record did not say the prints
+    were kept nowhere: a reader took the empty log for a trial that printed nothing."""
     from planner._trial.protocol import run_trial
     from tests._trial_specs import spec
 
@@ -166,8 +171,8 @@ def test_a_plain_output_log_keeps_the_prints(tmp_path):
 
 
 def test_only_regular_files_and_folders_are_checkpoint_candidates(tmp_path):
-    """newest() skipped links only: a FIFO matching the glob was the newest checkpoint, and hashing it (describe)
-    waited forever for a writer."""
+    """newest() skipped links only: a FIFO matching the glob was the newest checkpoint, and hashing
+    it (describe) waited forever for a writer."""
     trial = tmp_path / "run" / "trials" / "confirm-a-s0"
     ckpt = trial / "attempt-1" / "hydra" / "ckpt"
     ckpt.mkdir(parents=True)
@@ -197,7 +202,8 @@ def test_hashing_a_fifo_is_refused_at_once(tmp_path):
 
 
 def _deep(folder: Path, depth: int, leaf: str = "") -> Path:
-    """`depth` nested folders `d` below `folder` (made by descriptors: os.makedirs recurses too), a leaf file."""
+    """`depth` nested folders `d` below `folder` (made by descriptors: os.makedirs recurses too), a
+    leaf file."""
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
     for _ in range(depth):
@@ -238,8 +244,9 @@ def test_a_deep_tree_is_not_a_recursion_error_for_the_scrub(tmp_path, deep_trees
 
 
 def _remove_deep(folder: Path) -> None:
-    """Remove the chain `folder/d/d/...` without recursion (shutil.rmtree, and so pytest's tmp_path clean-up,
-    recurses a level a frame): each step lifts the next level up to `folder` and removes the one above it."""
+    """Remove the chain `folder/d/d/...` without recursion (shutil.rmtree, and so pytest's tmp_path
+    clean-up, recurses a level a frame): each step lifts the next level up to `folder` and removes
+    the one above it."""
     here, lifted = folder / "d", folder / "d.next"
     while here.exists():
         for entry in os.scandir(here):
@@ -255,7 +262,8 @@ def _remove_deep(folder: Path) -> None:
 
 @pytest.fixture
 def deep_trees():
-    """The folders whose deep chains a test made; removed after it, before pytest's recursive clean-up."""
+    """The folders whose deep chains a test made; removed after it, before pytest's recursive
+    clean-up."""
     made: list[Path] = []
     yield made
     for folder in made:
@@ -278,7 +286,8 @@ def _read_deep(path: Path) -> str:
 def test_export_refuses_a_linked_export_folder_in_every_spelling(
     run, spelling, capsys, tmp_path, monkeypatch
 ):
-    """`-o $PWD/RUN/export` (or `RUN/../RUN/export`) was not seen as inside the run folder and wrote through."""
+    """`-o $PWD/RUN/export` (or `RUN/../RUN/export`) was not seen as inside the run folder and
+    wrote through."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (run / "export").symlink_to(elsewhere)
@@ -312,7 +321,8 @@ def test_export_into_a_plain_folder_of_the_run_is_written(run, capsys, monkeypat
     ]
 
 
-# ----------------------------------------------------------------------------- F15a: a folder in place of a file
+# ----------------------------------------------------------------------------- F15a: a folder in
+# place of a file
 
 
 @pytest.mark.parametrize("name", REWRITTEN)

@@ -118,7 +118,8 @@ def test_pilot_sd_pools_arms_and_skips_non_finite_values():
     ) == pytest.approx(1.0)
 
 
-# ------------------------------------------------------------------ plan power under acceptance.rule margin
+# ------------------------------------------------------------------ plan power under
+# acceptance.rule margin
 
 
 def _margin_contract(tmp_path, rule: str):

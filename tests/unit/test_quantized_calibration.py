@@ -35,7 +35,8 @@ def test_quantized_aa_false_accept_stays_within_half_alpha(test, n, sequential):
 
 
 def test_the_documented_sequential_design_of_the_issue():
-    """Paired, 6 seeds in 3 looks: measured 0.074 before the rule (the first look of 2 seeds accepted on ties)."""
+    """Paired, 6 seeds in 3 looks: measured 0.074 before the rule (the first look of 2 seeds
+    accepted on ties)."""
     from planner._stats.sequential import simulate_design
 
     design = plan_design(6, 3, ALPHA, test="paired")
@@ -51,7 +52,8 @@ def test_sequential_looks_per_n():
 
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_float_noise_is_no_spread(test):
-    """Equal decimal differences (0.91 - 0.90, 0.81 - 0.80, ...) have an sd near 1e-17, not 0: still degenerate."""
+    """Equal decimal differences (0.91 - 0.90, 0.81 - 0.80, ...) have an sd near 1e-17, not 0:
+    still degenerate."""
     base, arm = [0.90, 0.80, 0.70, 0.60], [0.91, 0.81, 0.71, 0.61]
     c = compare(base, arm, mode="max", test=test, alpha=ALPHA)
     if test == "paired":
@@ -69,7 +71,8 @@ def test_float_noise_is_no_spread(test):
 
 
 def test_a_degenerate_first_look_does_not_stop():
-    """Before: se = 0 at the first look made the repeated CI a point, accepted early without its boundary."""
+    """Before: se = 0 at the first look made the repeated CI a point, accepted early without its
+    boundary."""
     design = plan_design(6, 3, ALPHA, test="paired")
     step = sequential_decision(
         0,

@@ -1,4 +1,5 @@
 """What counts as a secret: credential-like names are, the shell's working folder is not."""
+# ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from planner._core.redact import Redactor, looks_secret
 from tests._scaling import growth
@@ -16,7 +17,8 @@ def test_credential_names_look_secret():
 
 
 def test_the_working_folder_is_not_a_secret():
-    """PWD matched the 'pwd' abbreviation of password, and every path in identity.json became <redacted>."""
+    """PWD matched the 'pwd' abbreviation of password, and every path in identity.json became
+    <redacted>."""
     assert not looks_secret("PWD") and not looks_secret("OLDPWD")
     redactor = Redactor.for_run(environ={"PWD": "/home/me/project", "API_TOKEN": "s3cr3t-value"})
     assert redactor.text("/home/me/project/train.py") == "/home/me/project/train.py"
@@ -38,9 +40,11 @@ MISSED = {
     "sshpass -p": "sshpass -p Hunter2LEAKMARK ssh host",
     "password => X": "password => Hunter2LEAKMARK",
 }
-# The forms an attacker-style probe found still missed (each one rule of planner/_core/redact.py, both read).
+# The forms an attacker-style probe found still missed (each one rule of planner/_core/redact.py,
+# both read).
 MISSED_PROBE = {
-    "URL with JSON-escaped slashes": '{"url": "https:\\/\\/user:s3cretLEAKMARK@db.example.com\\/x"}',
+    "URL with JSON-escaped slashes": '{"url": '
+    '"https:\\/\\/user:s3cretLEAKMARK@db.example.com\\/x"}',
     "URL with JSON-escaped slashes, repr'd": "'https:\\\\/\\\\/user:s3cretLEAKMARK@db.example.com'",
     "URL before an escaped quote": '{\\"url\\": \\"https://user:s3cretLEAKMARK@db.example.com\\"}',
     "URL with a JSON-escaped @": '{"url": "https://user:s3cretLEAKMARK\\u0040db.example.com/x"}',
@@ -51,12 +55,17 @@ MISSED_PROBE = {
     "MySQL SET PASSWORD = PASSWORD()": "SET PASSWORD FOR app = PASSWORD('Hunter2LEAKMARK')",
     "Postgres PASSWORD $$pw$$": "ALTER ROLE app WITH LOGIN PASSWORD $$Hun'ter2LEAKMARK$$;",
     'SQL IDENTIFIED BY "pw"': 'ALTER USER app IDENTIFIED BY "Hun\'ter2 LEAKMARK";',
-    "SQL IDENTIFIED WITH plugin BY 'pw'": "ALTER USER 'app'@'h' IDENTIFIED WITH caching_sha2_password BY 'it''sLEAKMARK'",
+    "SQL IDENTIFIED WITH plugin BY 'pw'": "ALTER USER 'app'@'h' IDENTIFIED WITH "
+    "caching_sha2_password BY 'it''sLEAKMARK'",
     "SQL GRANT ... IDENTIFIED BY": "GRANT ALL ON db.* TO 'app'@'h' IDENTIFIED BY 'Hunter2LEAKMARK'",
-    "SQL IDENTIFIED BY PASSWORD 'hash'": "IDENTIFIED BY PASSWORD '*94BDCEBE19083CE2A1F959FD02F964C7AFLEAKMARK'",
-    "Oracle IDENTIFIED BY pw": "create user scott identified by Tiger2LEAKMARK default tablespace users",
-    "Oracle CONNECT TO ... IDENTIFIED BY pw": "CREATE DATABASE LINK l CONNECT TO scott IDENTIFIED BY Tiger2LEAKMARK USING 'x'",
-    "Postgres PASSWORD 'pw'": "CREATE ROLE app WITH LOGIN PASSWORD 'Hunter2LEAKMARK' VALID UNTIL 'infinity';",
+    "SQL IDENTIFIED BY PASSWORD 'hash'": "IDENTIFIED BY PASSWORD "
+    "'*94BDCEBE19083CE2A1F959FD02F964C7AFLEAKMARK'",
+    "Oracle IDENTIFIED BY pw": "create user scott identified by Tiger2LEAKMARK default tablespace "
+    "users",
+    "Oracle CONNECT TO ... IDENTIFIED BY pw": "CREATE DATABASE LINK l CONNECT TO scott IDENTIFIED "
+    "BY Tiger2LEAKMARK USING 'x'",
+    "Postgres PASSWORD 'pw'": "CREATE ROLE app WITH LOGIN PASSWORD 'Hunter2LEAKMARK' VALID UNTIL "
+    "'infinity';",
     "Postgres ENCRYPTED PASSWORD": "alter user app with encrypted password 'md5LEAKMARK0123'",
     "netrc line": "machine api.example.com login bob password Hunter2LEAKMARK",
     "netrc line, password first": "machine localhost password Hunter2LEAKMARK login bob",
@@ -153,8 +162,9 @@ def test_ordinary_ml_text_is_no_credential():
 
 
 def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
-    """The scrubber searches a rule only where one of its needles occurs: a needle a pattern can match without
-    would let that credential through. Random texts built from the rules' own pieces, and each kind's sample."""
+    """The scrubber searches a rule only where one of its needles occurs: a needle a pattern can
+    match without would let that credential through. Random texts built from the rules' own pieces,
+    and each kind's sample."""
     import random
 
     from planner._core import redact
@@ -289,8 +299,8 @@ def test_every_rule_has_needles_and_a_text_a_rule_matches_holds_one():
 
 
 def test_letters_that_ignorecase_folds_to_i_and_s_do_not_hide_a_credential():
-    """re.IGNORECASE matches ı and İ to i and ſ to s, which str.lower() does not: a folded rule's needles
-    are not looked for in a text that is not ASCII (review of the needles)."""
+    """re.IGNORECASE matches ı and İ to i and ſ to s, which str.lower() does not: a folded rule's
+    needles are not looked for in a text that is not ASCII (review of the needles)."""
     from planner._core.redact import credential_in_text
 
     for text in (
@@ -314,9 +324,10 @@ def test_a_long_word_before_a_colon_is_scrubbed_in_linear_time():
 
 
 def test_encoded_copies_of_an_environment_secret_are_cut():
-    """A trial printing base64.b64encode(secret) or secret.encode().hex() printed the secret: only its own
-    spellings (and repr/JSON) were searched. Now its base64 (standard, URL-safe, with and without padding, also
-    inside a longer encoded text such as a Basic credential's user:secret) and hex (both cases) are cut too."""
+    """A trial printing base64.b64encode(secret) or secret.encode().hex() printed the secret: only
+    its own spellings (and repr/JSON) were searched. Now its base64 (standard, URL-safe, with and
+    without padding, also inside a longer encoded text such as a Basic credential's user:secret)
+    and hex (both cases) are cut too."""
     import base64
 
     from planner._core.redact import MIN_SECRET_LEN
@@ -365,8 +376,8 @@ def test_encoded_copies_of_an_environment_secret_are_cut():
 
 
 def test_the_secrets_pattern_takes_the_longest_spelling_as_the_alternation_did():
-    """The secrets' spellings are searched as one trie-shaped pattern (faster than `a|b|...` with 40 of them): it
-    must cut what the alternation of them, longest first, cut."""
+    """The secrets' spellings are searched as one trie-shaped pattern (faster than `a|b|...` with
+    40 of them): it must cut what the alternation of them, longest first, cut."""
     import random
     import re
 
@@ -388,8 +399,8 @@ def test_the_secrets_pattern_takes_the_longest_spelling_as_the_alternation_did()
 
 
 def test_a_short_basic_credential_is_cut_and_basic_words_are_not():
-    """`Basic <base64 of user:password>` was cut only from 16 characters on (user:password of 12 bytes); a shorter
-    one is cut when it decodes to a printable user:password."""
+    """`Basic <base64 of user:password>` was cut only from 16 characters on (user:password of 12
+    bytes); a shorter one is cut when it decodes to a printable user:password."""
     import base64
 
     from planner._core.redact import credential_in_text
@@ -414,8 +425,9 @@ def test_a_short_basic_credential_is_cut_and_basic_words_are_not():
 
 
 def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
-    """A .netrc of a line each (`machine h` / `login u` / `password X`) printed by a trial: the password's line
-    reaches the scrubber alone, so a line that is only `password X` (or `login u password X`) is cut."""
+    """A .netrc of a line each (`machine h` / `login u` / `password X`) printed by a trial: the
+    password's line reaches the scrubber alone, so a line that is only `password X` (or `login u
+    password X`) is cut."""
     netrc = (
         "machine api.example.com\n  login bob\n  password Hunter2LEAKMARK\n"
         "machine h2.example.com\n  login alice password 'Quoted LEAKMARK'\r\n"
@@ -435,7 +447,10 @@ def test_a_netrc_file_printed_line_by_line_loses_its_passwords():
 def test_sql_credentials_are_cut_and_refused_but_prose_identified_by_is_not():
     from planner._core.redact import credential_in_text
 
-    sql = "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK', 'b'@'%' IDENTIFIED BY 'x2LEAKMARK';"
+    sql = (
+        "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY 'Hunter2LEAKMARK', 'b'@'%' "
+        "IDENTIFIED BY 'x2LEAKMARK';"
+    )
     assert (
         Redactor().text(sql)
         == "CREATE USER IF NOT EXISTS 'app'@'%' IDENTIFIED BY '<redacted>', 'b'@'%' "
@@ -456,7 +471,8 @@ def test_sql_credentials_are_cut_and_refused_but_prose_identified_by_is_not():
 
 
 def test_the_statement_and_netrc_rules_scrub_a_long_line_in_linear_time():
-    """`create user ` repeated before one `identified`: each start scanned the rest of the line for it."""
+    """`create user ` repeated before one `identified`: each start scanned the rest of the line for
+    it."""
     for unit, tail, n in (
         ("create user ", "identified", 5000),
         ("machine ", "password", 8000),
@@ -470,10 +486,11 @@ def test_the_statement_and_netrc_rules_scrub_a_long_line_in_linear_time():
 
 
 def test_lines_of_repeated_pairs_urls_and_commands_are_scrubbed_in_linear_time():
-    """Each `https:` of `https://https://...` (and each `a:` of `a:a:a:...`) is a name=value pair whose value ran
-    to the end of the line, read again from each; the URL rule scanned to the line's end for an `@` from each
-    scheme, and `mysql` for ` -p`: minutes for a 60 KiB line a trial printed. Values are read only under a
-    credential's name now, and a URL's user info or a command's arguments are at most 512 characters."""
+    """Each `https:` of `https://https://...` (and each `a:` of `a:a:a:...`) is a name=value pair
+    whose value ran to the end of the line, read again from each; the URL rule scanned to the
+    line's end for an `@` from each scheme, and `mysql` for ` -p`: minutes for a 60 KiB line a
+    trial printed. Values are read only under a credential's name now, and a URL's user info or a
+    command's arguments are at most 512 characters."""
     for unit, tail, n in (
         ("https://", "@", 1875),
         ("a:", "", 7500),

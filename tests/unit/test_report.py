@@ -83,8 +83,8 @@ def test_markdown_shows_every_section(results):
         assert heading in md, heading
     first = json.loads((results.run_dir / "decisions.json").read_text())["decisions"][0]
     assert (
-        f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | {first['ci_high']:.4g} |"
-        in md
+        f"| adam | {first['decision']} | {first['effect']:.4g} | {first['ci_low']:.4g} | "
+        f"{first['ci_high']:.4g} |" in md
     )
     assert "`optimizer.name`: 'sgd' → 'adam'" in md  # YAML-style, as plan validate prints it
     assert "| tune-adam-s1000-t004 | failed | 2 | RuntimeError: CUDA error" in md
@@ -95,8 +95,9 @@ def test_markdown_shows_every_section(results):
 
 
 def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path):
-    """With failures.diverged_value, the decision counts a diverged seed at that value; the report's table
-    left it out of the arm's mean (the arm looked better than the decision's effect said)."""
+    """With failures.diverged_value, the decision counts a diverged seed at that value; the
+    report's table left it out of the arm's mean (the arm looked better than the decision's effect
+    said)."""
     run = make_run(tmp_path / "run", arms=ARMS, seeds=3, tune_trials=4, reports_per_trial=5)
     contract = yaml.safe_load((run / "contract.yaml").read_text())
     contract["failures"] = {**(contract.get("failures") or {}), "diverged_value": 0.0}
@@ -118,8 +119,9 @@ def test_the_per_seed_means_count_a_diverged_seed_as_the_decision_does(tmp_path)
         sum(others) / 3
     )  # the diverged seed counts, at 0.0
     assert "| 1 | " in render(load_run(run), "md") and "0 (diverged)" in render(load_run(run), "md")
-    # a confirmation trial run again after a resume (a second record of the seed): the later one is taken, as
-    # the decision takes it; the table said "seed 1 has two outcomes" and the report ended in a traceback
+    # a confirmation trial run again after a resume (a second record of the seed): the later one is
+    # taken, as the decision takes it; the table said "seed 1 has two outcomes" and the report
+    # ended in a traceback
     again = {**target, "trial_id": target["trial_id"] + "-again", "status": "completed"}
     again["reports"] = [dict(r, metrics=dict(r["metrics"])) for r in target["reports"]]
     again["reports"][-1]["metrics"][metric] = 0.5
@@ -252,7 +254,8 @@ def test_a_reeval_counts_in_the_ledger_and_gets_its_own_curve(tmp_path, run_dir)
 
 
 def test_the_cost_section_per_arm_apart_from_the_decision(results, run_dir):
-    """Cost per arm from the trial records: trials, trial-seconds, median s/step, cpu- and gpu-seconds."""
+    """Cost per arm from the trial records: trials, trial-seconds, median s/step, cpu- and
+    gpu-seconds."""
     records = [
         json.loads(line)
         for line in (run_dir / "trials.jsonl").read_text().splitlines()
@@ -304,7 +307,8 @@ def _doc_top_keys(block: str) -> list[str]:
 
 
 def test_docs_json_report_example_lists_the_real_keys_in_their_order(results):
-    """docs/reports.md's `--format json` example: the report's own top-level keys, in the report's order."""
+    """docs/reports.md's `--format json` example: the report's own top-level keys, in the report's
+    order."""
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
@@ -317,8 +321,8 @@ def test_docs_json_report_example_lists_the_real_keys_in_their_order(results):
 
 
 def test_reading_and_reporting_leave_the_cyclic_collector_as_they_found_it(run_dir, tmp_path):
-    """load_run pauses the collector and `plan report` freezes what is alive while it renders (both for
-    speed, docs/speed.md): each is undone at its end, so a caller keeps an ordinary heap."""
+    """load_run pauses the collector and `plan report` freezes what is alive while it renders (both
+    for speed, docs/speed.md): each is undone at its end, so a caller keeps an ordinary heap."""
     import gc
 
     assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -1,8 +1,8 @@
-"""A sweep's study draws the configuration of tuning index i from (sampler seed, i), and a resumed sweep's
-study learns every trial that ended before, in index order, whatever its status (docs/running.md,
-"Resume"): a run interrupted anywhere and resumed draws, index by index, what an uninterrupted run drew,
-and the arms draw alike where the sampler allows. The studies live in the run folder's Optuna journal.
-Without Ray running (Tune's searcher is asked and told directly)."""
+"""A sweep's study draws the configuration of tuning index i from (sampler seed, i), and a resumed
+sweep's study learns every trial that ended before, in index order, whatever its status
+(docs/running.md, "Resume"): a run interrupted anywhere and resumed draws, index by index, what an
+uninterrupted run drew, and the arms draw alike where the sampler allows. The studies live in the
+run folder's Optuna journal. Without Ray running (Tune's searcher is asked and told directly)."""
 
 from __future__ import annotations
 
@@ -88,7 +88,8 @@ def _spec(arm, i):
 
 
 def _score(params):
-    """A deterministic objective: the sampler's history, and so TPE's next draw, depend only on it."""
+    """A deterministic objective: the sampler's history, and so TPE's next draw, depend only on
+    it."""
     return -abs(math.log10(params.get("opt.lr", 0.01)) + 2) + float(params.get("opt.wd", 0.0))
 
 
@@ -104,7 +105,8 @@ def _record(spec, params, status="completed"):
 
 
 def _search(arms, space, sampler, n, storage=None, finished=None, again=None, at=None):
-    """The searcher of `arms`' sweeps, each with `n` trials less those `finished` (arm -> records)."""
+    """The searcher of `arms`' sweeps, each with `n` trials less those `finished` (arm ->
+    records)."""
     finished, again = finished or {}, again or {}
     sweeps = []
     for arm in arms:
@@ -118,7 +120,8 @@ def _search(arms, space, sampler, n, storage=None, finished=None, again=None, at
 
 
 def _drive(state, search, stop_after=None):
-    """Tune's loop, one trial at a time: ask, run, tell. (drawn index -> params per arm, records, asked)."""
+    """Tune's loop, one trial at a time: ask, run, tell. (drawn index -> params per arm, records,
+    asked)."""
     drawn, records, asked = {}, {}, {}
     count = 0
     while (out := search.suggest(f"tune_{count}")) != SweepSearch.FINISHED:
@@ -139,10 +142,10 @@ def _drive(state, search, stop_after=None):
 def test_a_run_interrupted_anywhere_and_resumed_draws_what_an_uninterrupted_run_drew(
     tmp_path, name
 ):
-    """TPE past its random start-up (14 trials an arm) reads the finished trials, so its draws at the
-    later indices test the replay; random and grid draw by (seed, index) alone. A trial cut short runs
-    again with the values it started with. The arms draw alike at every index where the sampler allows
-    it (random, grid, and TPE's start-up)."""
+    """TPE past its random start-up (14 trials an arm) reads the finished trials, so its draws at
+    the later indices test the replay; random and grid draw by (seed, index) alone. A trial cut
+    short runs again with the values it started with. The arms draw alike at every index where the
+    sampler allows it (random, grid, and TPE's start-up)."""
     space, n = (SPACE, 6) if name == "grid" else (LR, 14)
     sampler = Sampler(name=name, seed=7)
     whole, _, _ = _drive(*_search(["a", "b"], space, sampler, n))
@@ -175,7 +178,8 @@ def test_a_run_interrupted_anywhere_and_resumed_draws_what_an_uninterrupted_run_
 
 
 def test_a_trial_run_again_with_values_not_of_the_space_draws_anew():
-    """Values that are not the space's (an altered events.jsonl) are drawn anew, at their own index."""
+    """Values that are not the space's (an altered events.jsonl) are drawn anew, at their own
+    index."""
     sampler = Sampler(name="random", seed=0)
     whole, _, _ = _drive(*_search(["a"], SPACE, sampler, 3))
     for altered in ({"opt.lr": 7.0, "opt.name": "sgd"}, {"opt.lr": 0.1}, "0.1"):
@@ -184,13 +188,15 @@ def test_a_trial_run_again_with_values_not_of_the_space_draws_anew():
 
 
 def test_optuna_dashboard_lists_the_run_folders_studies(tmp_path):
-    """`optuna-dashboard <run folder>/studies.log` opens the journal the driver writes: its app lists one
-    study per arm, each with its trials (asked through the dashboard's own WSGI app, no server)."""
+    """`optuna-dashboard <run folder>/studies.log` opens the journal the driver writes: its app
+    lists one study per arm, each with its trials (asked through the dashboard's own WSGI app, no
+    server)."""
     import io
     import json
     import wsgiref.util
 
-    import optuna_dashboard
+    # an optional extra (planner[dashboard]): the lowest-versions venv of CI runs without it
+    optuna_dashboard = pytest.importorskip("optuna_dashboard")
 
     path = tmp_path / "studies.log"
     _drive(*_search(["base", "treat"], LR, Sampler(name="random", seed=1), 3, run_studies(path)))

@@ -1,5 +1,5 @@
-"""The run folder's one schema: what the writer appends reads back whole, what it does not describe is
-stopped at the writer, non-finite metric values read in one pass, and a bad field is named."""
+"""The run folder's one schema: what the writer appends reads back whole, what it does not describe
+is stopped at the writer, non-finite metric values read in one pass, and a bad field is named."""
 
 import json
 import math

@@ -1,4 +1,5 @@
-"""Live progress: counts per arm and phase, best so far, failures; plain lines when not a terminal."""
+"""Live progress: counts per arm and phase, best so far, failures; plain lines when not a
+terminal."""
 
 import io
 

@@ -1,4 +1,5 @@
-"""The lines `plan run` ends with (format_result): what an `invalid` decision broke, the resume line last."""
+"""The lines `plan run` ends with (format_result): what an `invalid` decision broke, the resume
+line last."""
 
 from __future__ import annotations
 
@@ -30,16 +31,19 @@ def _row(arm: str, why: str, rule: str) -> dict:
 
 
 SEEDS = (
-    "Invalid: the seeds did not vary the run: 3 seeds of base and 3 seeds of adam reported identical curves "
+    "Invalid: the seeds did not vary the run: 3 seeds of base and 3 seeds of adam reported "
+    "identical curves "
     "of val_acc. The trainable ignores its seed."
 )
 DATA = (
-    "Invalid: split_overlap in confirm-adam-s1: train and val share 4 units. The data the arms saw break the "
+    "Invalid: split_overlap in confirm-adam-s1: train and val share 4 units. The data the arms "
+    "saw break the "
     "contract's data section."
 )
 BUDGET = "tuning budget not matched: lion 5 of 6 trials."
 TUNED = (
-    "Invalid: the tuned values did not vary the run: 4 tuning trials of arm cos with different params reported "
+    "Invalid: the tuned values did not vary the run: 4 tuning trials of arm cos with different "
+    "params reported "
     "the same curves; check that the trainable uses them."
 )
 
@@ -83,7 +87,8 @@ def test_the_resume_line_is_the_last_line_with_lineage_history(tmp_path):
                 "line": "demo",
                 "baseline": {"arm": "base", "from": None},
                 "repetition": {
-                    "sentence": "factor optim was tested 2 times against this baseline (this test included)"
+                    "sentence": "factor optim was tested 2 times against this baseline (this test "
+                    "included)"
                 },
             }
         )
@@ -118,3 +123,13 @@ def test_an_incomplete_decision_has_its_line_and_exit_4(tmp_path):
         tmp_path, "completed", "all planned trials ended", [row], 1.0, 12, no_value_arms=["adam"]
     )
     assert not any(x.startswith("incomplete:") for x in format_result(said).splitlines())
+
+
+def test_the_studies_line_names_the_optuna_dashboard_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = RunResult(tmp_path / "run", "completed", "all planned trials ended", [], 1.0, 12)
+    (tmp_path / "run").mkdir()
+    assert not any(x.startswith("studies:") for x in format_result(result).splitlines())
+    (tmp_path / "run" / "studies.log").write_text("")
+    lines = format_result(result).splitlines()
+    assert "studies:    optuna-dashboard run/studies.log" in lines

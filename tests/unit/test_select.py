@@ -1,4 +1,5 @@
-"""Selection: complete full-exposure trials only, final or mean_last_k, ties to the earlier trial."""
+"""Selection: complete full-exposure trials only, final or mean_last_k, ties to the earlier
+trial."""
 
 from planner._stats.select import score, select_arm
 
@@ -85,7 +86,8 @@ def test_other_arms_records_are_ignored():
 
 
 def test_a_continued_trial_is_scored_on_the_reports_its_checkpoint_held_too():
-    """mean_last_k of 3: the continued trial's record reports steps 4-5 only; its checkpoint held 1-3."""
+    """mean_last_k of 3: the continued trial's record reports steps 4-5 only; its checkpoint held
+    1-3."""
     import pytest
 
     def rep(step, value):
@@ -101,7 +103,8 @@ def test_a_continued_trial_is_scored_on_the_reports_its_checkpoint_held_too():
         == score(whole, "acc", "mean_last_k", 3)
         == pytest.approx(0.4)
     )
-    # a run folder is untrusted: held reports that overlap the record's own, go back, or are malformed are left out
+    # a run folder is untrusted: held reports that overlap the record's own, go back, or are
+    # malformed are left out
     odd = {
         "reports": [rep(4, 0.4), rep(5, 0.5)],
         "resumed_from": {

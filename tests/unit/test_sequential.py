@@ -1,4 +1,5 @@
-"""Group-sequential confirmation: boundaries, the per-look decision, and simulations against fixed n."""
+"""Group-sequential confirmation: boundaries, the per-look decision, and simulations against fixed
+n."""
 
 import math
 
@@ -29,7 +30,8 @@ def upper_bound(rate: float, sims: int, tail: float = 1e-3) -> float:
 
 
 def test_obrien_fleming_bounds_match_published_lan_demets_values():
-    # Lan-DeMets O'Brien-Fleming-type, 4 equal looks, one-sided 0.025 (as gsDesign's sfLDOF tabulates)
+    # Lan-DeMets O'Brien-Fleming-type, 4 equal looks, one-sided 0.025 (as gsDesign's sfLDOF
+    # tabulates)
     assert boundaries(4, ALPHA, "obrien_fleming") == pytest.approx(
         [4.3326, 2.9631, 2.3590, 2.0141], abs=2e-4
     )
@@ -120,8 +122,14 @@ def test_a_look_without_enough_seeds_is_refused():
 @pytest.mark.parametrize("test", ["welch", "paired"])
 def test_a_a_false_accept_rate_is_at_most_half_alpha(test, n_seeds, looks, spending):
     design = plan_design(n_seeds, looks, ALPHA, spending, futility=True, test=test)
-    rates = simulate_design(design, 0.0, min_effect=1e-9, sims=SIMS, rng_seed=looks,
-                            correlation=0.5 if test == "paired" else 0.0)  # fmt: skip
+    rates = simulate_design(
+        design,
+        0.0,
+        min_effect=1e-9,
+        sims=SIMS,
+        rng_seed=looks,
+        correlation=0.5 if test == "paired" else 0.0,
+    )
     assert rates.detected <= upper_bound(ALPHA / 2, SIMS)
 
 

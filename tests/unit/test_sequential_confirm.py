@@ -1,4 +1,5 @@
-"""Sequential confirmation in `plan run`: the runner-side looks (pure), and the look sizes `plan validate` checks."""
+"""Sequential confirmation in `plan run`: the runner-side looks (pure), and the look sizes `plan
+validate` checks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The session `plan run` and `plan reeval` share: the lock, the stop signals, the end's bookkeeping (no Ray)."""
+"""The session `plan run` and `plan reeval` share: the lock, the stop signals, the end's
+bookkeeping (no Ray)."""
 
 from __future__ import annotations
 
@@ -117,12 +118,12 @@ def test_tunes_variables_keep_a_value_the_user_set_and_are_unset_after(monkeypat
     )
 
 
-def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is_raised_where_it_is_used(
+def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is_raised_where_it_is_used(  # noqa: E501
     tmp_path, monkeypatch
 ):
-    """Issue 23: Ray Tune is imported in a thread while an embedded Ray starts. After the block the module
-    is imported (by that thread, not the main one); a module whose import fails leaves nothing swallowed:
-    importing it where it is needed raises its own error."""
+    """Issue 23: Ray Tune is imported in a thread while an embedded Ray starts. After the block the
+    module is imported (by that thread, not the main one); a module whose import fails leaves
+    nothing swallowed: importing it where it is needed raises its own error."""
     import importlib
     import threading
 

@@ -1,7 +1,9 @@
-"""The shape of planner's functions, enforced on the source: none over 100 lines, none with more than 8
-positional parameters (keyword-only options, after `*`, are fine; `self` and `cls` are not counted).
+"""The shape of planner's functions, enforced on the source: none over 100 lines, none with more
+than 8 positional parameters (keyword-only options, after `*`, are fine; `self` and `cls` are not
+counted).
 
-A function is counted from its `def` (decorators excluded) to its last line, docstring and comments included.
+A function is counted from its `def` (decorators excluded) to its last line, docstring and comments
+included.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ ROOT = Path(planner.__file__).parent
 MAX_LINES = 100
 MAX_POSITIONAL = 8
 
-# Wrapped to 100 columns by `ruff format`, these went over the limit; each goes as its stage is split.
-# The list only shrinks: a function that now fits is refused here too, so its entry has to go.
+# Wrapped to 100 columns by `ruff format`, these went over the limit; each goes as its stage is
+# split. The list only shrinks: a function that now fits is refused here too, so its entry has to
+# go.
 ALLOWED: set[str] = {
     "_contract/compose.py:_compose_one",
     "_contract/load.py:read_text",
@@ -32,7 +35,8 @@ ALLOWED: set[str] = {
 
 
 def _measure(source: str, rel: str) -> list[tuple[str, int, int]]:
-    """(file:function, lines, positional parameters) for every function and method of one source file."""
+    """(file:function, lines, positional parameters) for every function and method of one source
+    file."""
     out = []
     for node in ast.walk(ast.parse(source, filename=rel)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):

@@ -24,8 +24,9 @@ BOUND_TAIL = 1e-3
 def percentile_bootstrap(
     base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int
 ):
-    """Plain percentile bootstrap CI of the difference of means (rows = experiments). NOT calibrated at
-    small n: the counter-example these tests must catch (bench/bench_statistics.py prints its rates too)."""
+    """Plain percentile bootstrap CI of the difference of means (rows = experiments). NOT
+    calibrated at small n: the counter-example these tests must catch (bench/bench_statistics.py
+    prints its rates too)."""
     rng = np.random.default_rng(rng_seed)
     rows, n_b = base.shape
     n_a = arm.shape[1]
@@ -54,9 +55,17 @@ def a_a(test, n, distribution, sims=None, seed=0):
     them all (10 + 10 seeds) instead of 9,999: as valid, five times cheaper.
     """
     return simulate(
-        test, n, 0.0, alpha=ALPHA, min_effect=1e-9, sims=sims or SIMS[test], distribution=distribution,
-        correlation=0.5 if test == "paired" else 0.0, rng_seed=seed, permutations=1_999,
-    )  # fmt: skip
+        test,
+        n,
+        0.0,
+        alpha=ALPHA,
+        min_effect=1e-9,
+        sims=sims or SIMS[test],
+        distribution=distribution,
+        correlation=0.5 if test == "paired" else 0.0,
+        rng_seed=seed,
+        permutations=1_999,
+    )
 
 
 @pytest.mark.parametrize("distribution", ["normal", "lognormal"])
@@ -153,7 +162,10 @@ def test_holm_keeps_the_family_false_accept_rate_with_a_shared_baseline():
     arms = [rng.standard_normal((sims, n)) for _ in range(m)]
     p = np.column_stack([_welch_t(base, arm, ALPHA)[3] for arm in arms])
     levels = np.array([adjusted_alphas(row, ALPHA, "holm") for row in p])
-    accepted = np.column_stack([
-        verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept" for j, arm in enumerate(arms)
-    ])  # fmt: skip
+    accepted = np.column_stack(
+        [
+            verdict(*_welch_t(base, arm, levels[:, j])[:3], min_effect=1e-9) == "accept"
+            for j, arm in enumerate(arms)
+        ]
+    )
     assert accepted.any(axis=1).mean() <= upper_bound(ALPHA / 2, sims)

@@ -1,15 +1,17 @@
 """Issue 20 item 6: the statistics at their edges.
 
 - a zero spread on either side is degenerate: an all-diverged or constant baseline (or arm) never
-  yields a confident accept (A/A with diverged seeds at 2 seeds was 0.047 at 30 % and 0.066 at 50 %);
+  yields a confident accept (A/A with diverged seeds at 2 seeds was 0.047 at 30 % and 0.066 at 50
+  %);
 - mappings pair by seed whatever their order;
 - a real spread far from 0 is no degenerate spread, and the sentence says what is true;
 - every bad input is a ValueError with one sentence;
-- `acceptance.rule: margin` and its power; the default rule's accept says whether the CI showed min_effect;
+- `acceptance.rule: margin` and its power; the default rule's accept says whether the CI showed
+  min_effect;
 - `mark_invalid` carries `invalid_reason`.
 
-Each table cell of bench/bench_statistics.py is checked here with fewer experiments and a Monte Carlo
-bound; the bench prints the figures docs/statistics.md shows.
+Each table cell of bench/bench_statistics.py is checked here with fewer experiments and a Monte
+Carlo bound; the bench prints the figures docs/statistics.md shows.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def mc_bound(rate: float, sims: int, z: float = 4.0) -> float:
     return z * math.sqrt(max(rate * (1 - rate), 1 / sims) / sims)
 
 
-# --------------------------------------------------------------------------- zero spread on either side
+# --------------------------------------------------------------------------- zero spread on either
+# side
 
 
 def test_an_all_diverged_baseline_is_no_evidence():
@@ -87,8 +90,9 @@ def test_the_reason_names_diverged_seeds():
     assert "the baseline b gave the same value on all 2 seeds (every one diverged" in d.reason
 
 
-# The t tests assume roughly normal noise; a metric that is 0.0 on a third or half of the seeds is not, and
-# at 8-10 seeds they run a little above alpha / 2 there (docs/statistics.md, "At the edges"): held to alpha.
+# The t tests assume roughly normal noise; a metric that is 0.0 on a third or half of the seeds is
+# not, and at 8-10 seeds they run a little above alpha / 2 there (docs/statistics.md, "At the
+# edges"): held to alpha.
 LIBERAL = {
     (case, test, n)
     for case in EDGES
@@ -130,7 +134,8 @@ def test_two_seed_divergence_of_the_issue(test, diverged):
 
 
 def test_the_simulation_decides_as_decide_does_on_diverged_seeds():
-    """The vectorized simulation of the diverged cells is the decision `decide` makes on the same values."""
+    """The vectorized simulation of the diverged cells is the decision `decide` makes on the same
+    values."""
     rng = np.random.default_rng(3)
     rows, n = 300, 3
     base = np.where(rng.random((rows, n)) < 0.4, 0.0, 0.9 + 0.01 * rng.standard_normal((rows, n)))
@@ -176,10 +181,12 @@ def test_lists_and_mappings_are_not_mixed():
 @pytest.mark.parametrize("n", [2, 3, 5])
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_a_real_spread_far_from_zero_is_not_degenerate(test, n):
-    """Values near 1e10 with sd 1e-3 (about 500 float steps): before, the rule's 1024 steps (2.3e-3 at 1e10)
-    made nearly every experiment degenerate, and the accepts at an effect of 2 sd vanished."""
+    """Values near 1e10 with sd 1e-3 (about 500 float steps): before, the rule's 1024 steps (2.3e-3
+    at 1e10) made nearly every experiment degenerate, and the accepts at an effect of 2 sd
+    vanished."""
     c = offset_check(test, n, effect=2 * OFFSET_SD, alpha=ALPHA, sims=SIMS, rng_seed=n)
-    # with 2 seeds the drawn spread itself falls within 2 float steps of 1e10 for about 1 % of the pairs
+    # with 2 seeds the drawn spread itself falls within 2 float steps of 1e10 for about 1 % of the
+    # pairs
     assert c.degenerate_at_offset <= (0.02 if n == 2 else 0.002) * SIMS
     assert c.changed <= (0.015 if n == 2 else 0.003) * SIMS
     assert abs(c.accept_at_offset - c.accept_at_0) <= 0.01
@@ -200,7 +207,8 @@ def test_the_degenerate_sentence_says_what_is_true():
     assert "degenerate" not in d.reason and d.decision == "accept"
 
 
-# --------------------------------------------------------------------------- bad input: one sentence
+# --------------------------------------------------------------------------- bad input: one
+# sentence
 
 
 DESIGN = ps.looks(12, 3)
@@ -319,8 +327,8 @@ def test_the_accept_sentence_says_whether_the_ci_showed_min_effect():
     (shown,) = ps.decide(sgd, {"adam": adam}, min_effect=0.01)
     assert shown.decision == "accept" and shown.ci_low >= 0.01
     assert (
-        "the CI's lower end reaches the minimum effect 0.01, so an improvement of at least 0.01 is shown"
-        in shown.reason
+        "the CI's lower end reaches the minimum effect 0.01, so an improvement of at least 0.01 "
+        "is shown" in shown.reason
     )
     (estimated,) = ps.decide(sgd, {"adam": adam}, min_effect=0.015)
     assert estimated.decision == "accept" and 0 < estimated.ci_low < 0.015
@@ -434,7 +442,8 @@ def test_margin_with_looks_is_refused_before_any_compute(tmp_path):
     result = validate(write_contract(tmp_path, plain))
     assert result.valid and result.loaded.contract.acceptance.rule == "margin"
     assert Acceptance(min_effect=0.01).rule == "estimate"
-    # the default stays out of the frozen copy (contract hashes of earlier runs hold); margin is written
+    # the default stays out of the frozen copy (contract hashes of earlier runs hold); margin is
+    # written
     assert "rule" not in Acceptance(min_effect=0.01).model_dump(mode="json")
     assert result.loaded.contract.frozen()["acceptance"]["rule"] == "margin"
     result = validate(

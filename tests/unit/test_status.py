@@ -114,7 +114,8 @@ def test_cli_status_prints_the_formatted_status(completed, capsys):
 
 
 def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
-    """One rule with the lock: a reused pid or a dead one is not a live holder; another host cannot be told."""
+    """One rule with the lock: a reused pid or a dead one is not a live holder; another host cannot
+    be told."""
     import os
 
     from planner._results.status import _lock_alive
@@ -130,3 +131,15 @@ def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
         assert _lock_alive({**here, "pid_started": here["pid_started"] - 3600}) is False
     assert _lock_alive({**here, "pid": 2**22 + 12345, "pid_started": None}) is False
     assert _lock_alive({**here, "host": "another-host"}) is None
+
+
+def test_status_names_the_optuna_dashboard_command_once_the_run_has_studies(tmp_path, monkeypatch):
+    run = make_run(tmp_path / "runs", arms=ARMS, seeds=2, tune_trials=2, reports_per_trial=3)
+    monkeypatch.chdir(tmp_path)
+    assert read_status(run)["dashboard"] is None
+    assert "tuning studies" not in format_status(read_status(run))
+    (run / "studies.log").write_text("")
+    shown = f"optuna-dashboard {(run / 'studies.log').relative_to(tmp_path)}"
+    status = read_status(run)
+    assert status["dashboard"] == shown
+    assert f"\ntuning studies: {shown}\n" in format_status(status)

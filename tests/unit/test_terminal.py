@@ -39,8 +39,8 @@ def test_an_interrupted_run_prints_how_to_resume_and_a_resumed_one_what_it_kept(
     text = format_result(result)
     assert text.splitlines()[-1] == "to resume:  plan run c.yaml --resume runs/x/1"
     assert (
-        "resumed: 5 trials kept, 1 trial run again (cut short when the run stopped), 6 trials not started yet"
-        in text
+        "resumed: 5 trials kept, 1 trial run again (cut short when the run stopped), 6 trials not "
+        "started yet" in text
     )
 
 
@@ -73,7 +73,8 @@ def test_the_closing_summary_counts_in_words_one_trial_or_several():
 
 
 def test_the_run_folder_prints_the_same_way_for_a_first_run_and_a_resume(tmp_path, monkeypatch):
-    """A first run's folder is relative (runs/...), a resumed one resolved: both print relative to the cwd."""
+    """A first run's folder is relative (runs/...), a resumed one resolved: both print relative to
+    the cwd."""
     from planner._core.text import shown_path
 
     monkeypatch.chdir(tmp_path)

@@ -93,13 +93,14 @@ def test_state_does_not_leak_between_trials_in_one_process(tmp_path):
 
 
 def test_a_trial_that_stops_short_is_told_what_most_often_causes_it(tmp_path):
-    # a function trainable ended two steps short: the early-stopping clause, never a command's step_base
+    # a function trainable ended two steps short: the early-stopping clause, never a command's
+    # step_base
     message = run_trial(spec("stops_short", tmp_path))["errors"][-1]["message"]
     assert (
         "EarlyStopping" in message and "tuning.early_stop" in message and "step_base" not in message
     )
-    # a command reading a CSV's epoch column one step short: the step_base clause (the clause alone: a command's
-    # trial runs a subprocess, which this tier does not)
+    # a command reading a CSV's epoch column one step short: the step_base clause (the clause
+    # alone: a command's trial runs a subprocess, which this tier does not)
     one_short = spec("stops_short", tmp_path, budget=2, tid="u")
     one_short.extra["command"] = {
         "metrics": {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 1}

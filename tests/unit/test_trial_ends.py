@@ -1,5 +1,5 @@
-"""The worker's side of a trial's end (issues #21 item 5, #24): the modules a function trainable loaded,
-the attempt ledger closed when Tune stops a trial, the exposure a failed trial spent."""
+"""The worker's side of a trial's end (issues #21 item 5, #24): the modules a function trainable
+loaded, the attempt ledger closed when Tune stops a trial, the exposure a failed trial spent."""
 
 import json
 import sys
@@ -81,7 +81,8 @@ def test_a_trial_tune_stops_at_a_report_closes_its_attempt_as_early_stopped(tmp_
         run_trial(spec(tmp_path, "tests.trainables.worker_ends:three_steps"), forward)
     (attempt,) = ledger(tmp_path)
     assert attempt["ended"] == "early_stopped" and attempt["step"] == 2 and attempt["ended_at"]
-    # such a trial runs again only when it was left without a record (the phase's time budget): it continues
+    # such a trial runs again only when it was left without a record (the phase's time budget): it
+    # continues
     rerun = Ledger.load(tmp_path / "t", "s2")
     rerun.start(1)
     assert rerun.cut_short_before()
@@ -148,12 +149,13 @@ def test_identity_json_is_never_written_through_a_link(tmp_path):
     assert json.loads(target.read_text()) == {"packages": {}}
 
 
-def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_not_when_a_run_writes(
+def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_not_when_a_run_writes(  # noqa: E501
     tmp_path, monkeypatch
 ):
-    """Issue 23: `used_packages` reads every distribution's file list (about 0.2 s) at a run's start and
-    end; the second read is skipped unless a distribution appeared or went on sys.path. A run writing into
-    a folder on sys.path (a `__pycache__`, the runs folder) is no such change; a new `*.dist-info` is."""
+    """Issue 23: `used_packages` reads every distribution's file list (about 0.2 s) at a run's
+    start and end; the second read is skipped unless a distribution appeared or went on sys.path. A
+    run writing into a folder on sys.path (a `__pycache__`, the runs folder) is no such change; a
+    new `*.dist-info` is."""
     from planner._store import identity
 
     folder = tmp_path / "site"
@@ -193,8 +195,9 @@ def test_the_map_of_installed_distributions_is_read_again_when_one_is_installed_
 def test_a_base_exception_the_trainable_raises_is_its_error_retried_then_failed_and_redacted(
     tmp_path, monkeypatch
 ):
-    """F7: a BaseException subclass (not an Exception) from user code is recorded as the trial's error, like
-    any exception, its message scrubbed; it no longer escapes to Ray (which killed a tuning run with it)."""
+    """F7: a BaseException subclass (not an Exception) from user code is recorded as the trial's
+    error, like any exception, its message scrubbed; it no longer escapes to Ray (which killed a
+    tuning run with it)."""
     secret = "hunter2-LEAKMARK-9f3"
     monkeypatch.setenv("DB_PASSWORD", secret)
     record = run_trial(
@@ -208,7 +211,8 @@ def test_a_base_exception_the_trainable_raises_is_its_error_retried_then_failed_
 
 
 def test_a_keyboard_interrupt_in_a_trial_still_ends_the_worker_s_task(tmp_path):
-    """Ray cancels a task (and a worker's SIGINT lands) as a KeyboardInterrupt: it is not the trainable's error."""
+    """Ray cancels a task (and a worker's SIGINT lands) as a KeyboardInterrupt: it is not the
+    trainable's error."""
     with pytest.raises(KeyboardInterrupt):
         run_trial(spec(tmp_path, "tests.trainables.worker_ends:raises_keyboard_interrupt"))
 
@@ -216,8 +220,9 @@ def test_a_keyboard_interrupt_in_a_trial_still_ends_the_worker_s_task(tmp_path):
 def test_a_folder_added_to_sys_path_is_read_alone_and_the_map_is_what_importlib_gives(
     tmp_path, monkeypatch
 ):
-    """Issue 23: importing Ray adds a folder with two distributions to sys.path between a run's two reads of
-    the map; only that folder's distributions are read then, and the map equals packages_distributions()."""
+    """Issue 23: importing Ray adds a folder with two distributions to sys.path between a run's two
+    reads of the map; only that folder's distributions are read then, and the map equals
+    packages_distributions()."""
     import importlib.metadata
 
     from planner._store import identity
@@ -245,9 +250,10 @@ def test_a_folder_added_to_sys_path_is_read_alone_and_the_map_is_what_importlib_
 
 
 def test_an_attempt_cut_short_is_continued_only_by_one_running_the_same_tuned_values(tmp_path):
-    """A trial's next attempt continues from the checkpoint of one cut short only when it runs the tuned values
-    that attempt ran: a checkpoint trained with other values would make one result of two configs. A ledger
-    entry that names no values (written before attempts named theirs) is continued only with none."""
+    """A trial's next attempt continues from the checkpoint of one cut short only when it runs the
+    tuned values that attempt ran: a checkpoint trained with other values would make one result of
+    two configs. A ledger entry that names no values (written before attempts named theirs) is
+    continued only with none."""
     before = Ledger.load(tmp_path / "t", "s1")
     before.start(1, {"optim.lr": 0.0269})  # its driver was killed: no end
     same = Ledger.load(tmp_path / "t", "s2")
@@ -274,8 +280,9 @@ def test_an_attempt_cut_short_is_continued_only_by_one_running_the_same_tuned_va
 def test_the_record_an_earlier_drivers_attempt_kept_as_it_ended_the_trial_is_found_and_nothing_else(
     tmp_path,
 ):
-    """`plan run --resume` records a trial that had ended as its driver stopped from the record its worker kept
-    (Ledger.kept_before): only when that attempt is the trial's last, ended it, and kept that very record."""
+    """`plan run --resume` records a trial that had ended as its driver stopped from the record its
+    worker kept (Ledger.kept_before): only when that attempt is the trial's last, ended it, and
+    kept that very record."""
     record = {"trial_id": "t", "status": "completed", "params": {"optim.lr": 0.0269}}
     earlier = Ledger.load(tmp_path / "t", "s1")
     earlier.start(1, record["params"])
@@ -304,9 +311,10 @@ def test_the_record_an_earlier_drivers_attempt_kept_as_it_ended_the_trial_is_fou
 
 
 def test_a_requirement_whose_marker_excludes_this_platform_is_not_a_used_package():
-    """tqdm requires `colorama; platform_system == "Windows"`. Not installed here, but importable once Ray is
-    (its thirdparty_files folder on sys.path): a run that had imported Ray recorded colorama 0.4.6, and
-    plan reeval, before Ray, said `packages.colorama: 0.4.6 (logged) -> <absent> (today)` for every run."""
+    """tqdm requires `colorama; platform_system == "Windows"`. Not installed here, but importable
+    once Ray is (its thirdparty_files folder on sys.path): a run that had imported Ray recorded
+    colorama 0.4.6, and plan reeval, before Ray, said `packages.colorama: 0.4.6 (logged) ->
+    <absent> (today)` for every run."""
     import platform
 
     from planner._store.identity import _required_name, used_packages

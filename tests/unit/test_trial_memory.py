@@ -1,5 +1,5 @@
-"""What a trial leaves in a cycle is freed when it ends, whether its worker then runs a full collection
-(a trial long beside one) or only the young generations (a trivial one)."""
+"""What a trial leaves in a cycle is freed when it ends, whether its worker then runs a full
+collection (a trial long beside one) or only the young generations (a trivial one)."""
 
 from __future__ import annotations
 
@@ -77,12 +77,13 @@ def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(
 
 
 @pytest.mark.parametrize("in_worker", [True, False])
-def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_its_collections_afresh(
+def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_its_collections_afresh(  # noqa: E501
     monkeypatch, in_worker
 ):
-    """Issue 23: after a worker's first full collection, what is still alive (its imports) leaves the collector's
-    sight, once, so that later full collections walk only what trials made; the driver, a test or a user's own
-    process never freezes (the real freeze, in a Ray worker: tests/e2e/test_worker_memory_e2e.py)."""
+    """Issue 23: after a worker's first full collection, what is still alive (its imports) leaves
+    the collector's sight, once, so that later full collections walk only what trials made; the
+    driver, a test or a user's own process never freezes (the real freeze, in a Ray worker:
+    tests/e2e/test_worker_memory_e2e.py)."""
     frozen = []
     monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [0.0])
     monkeypatch.setattr(protocol, "_FROZEN", [False])
@@ -99,8 +100,8 @@ def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_it
 
 
 def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_copy_is_freed():
-    """`load_trainable` executes the module anew for each trial; the package's attribute kept the first copy
-    (and its globals, a dataset loaded at import) alive for the worker's life."""
+    """`load_trainable` executes the module anew for each trial; the package's attribute kept the
+    first copy (and its globals, a dataset loaded at import) alive for the worker's life."""
     import sys
     import weakref
 
@@ -118,8 +119,9 @@ def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_cop
 def test_a_trainable_in_a_package_executed_anew_still_reaches_its_submodules_as_attributes(
     tmp_path,
 ):
-    """A package's __init__ executed anew for the second trial lacked the attributes its still-loaded
-    submodules had given it: `import pkg.sub; pkg.sub.x` raised AttributeError from the second trial on."""
+    """A package's __init__ executed anew for the second trial lacked the attributes its
+    still-loaded submodules had given it: `import pkg.sub; pkg.sub.x` raised AttributeError from
+    the second trial on."""
     spec = TrialSpec(
         trial_id="p0",
         phase="confirm",

@@ -1,5 +1,6 @@
-"""The tuned values did not vary the run: tuning trials with different params that reported the same curves
-(planner._core.records.tuned_values_identical), read from records the test trainables really report."""
+"""The tuned values did not vary the run: tuning trials with different params that reported the
+same curves (planner._core.records.tuned_values_identical), read from records the test trainables
+really report."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ LRS = [0.001, 0.01, 0.1, 0.3]
 
 
 def tuning_records(trainable, arm="treat", seed=100, lrs=LRS, status="completed"):
-    """The records of one sweep: `trainable` really called once per lr, its reports kept as a run keeps them."""
+    """The records of one sweep: `trainable` really called once per lr, its reports kept as a run
+    keeps them."""
     out = []
     for i, lr in enumerate(lrs):
         reports = []
@@ -42,8 +44,10 @@ def test_a_trainable_that_ignores_the_tuned_value_is_found():
     assert tuned_values_identical(tuning_records(synthetic.ignores_lr), "val_acc") == {"treat": 4}
     why = tuned_values_did_not_vary("treat", {"treat": 4}, "base")
     assert why == (
-        "Invalid: the tuned values did not vary the run: 4 tuning trials of arm treat with different "
-        "params reported the same curves; check that the trainable uses them (the tuned keys of its "
+        "Invalid: the tuned values did not vary the run: 4 tuning trials of arm treat with "
+        "different "
+        "params reported the same curves; check that the trainable uses them (the tuned keys of "
+        "its "
         "config or command line)."
     )
     assert "the baseline base" in tuned_values_did_not_vary("treat", {"base": 4}, "base")
@@ -98,8 +102,9 @@ def test_a_trial_resumed_from_its_checkpoint_counts_but_its_partial_curve_is_not
 
 
 def test_identical_curves_of_a_diverged_training_name_the_divergence_not_an_ignored_value():
-    """SGD at lr 1e3-1e5: every trial's losses went NaN and its val_acc sat at chance, the same in all. The
-    verdict said the trainable ignores its tuned values, and its seed; the values reached the model."""
+    """SGD at lr 1e3-1e5: every trial's losses went NaN and its val_acc sat at chance, the same in
+    all. The verdict said the trainable ignores its tuned values, and its seed; the values reached
+    the model."""
     from planner._core.records import non_finite_metrics
     from planner._stats.decide import seeds_did_not_vary
 
@@ -128,15 +133,16 @@ def test_identical_curves_of_a_diverged_training_name_the_divergence_not_an_igno
 
 
 def _saturated(config, trial):
-    """Uses its lr and its seed, on a task so easy that val_acc is 1.0 at every epoch (its loss, not named in
-    the contract's metrics, is what varies)."""
+    """Uses its lr and its seed, on a task so easy that val_acc is 1.0 at every epoch (its loss,
+    not named in the contract's metrics, is what varies)."""
     for step in range(1, trial.budget + 1):
         trial.report(step, val_acc=1.0)
 
 
 def test_a_saturated_metric_is_not_read_as_values_or_seeds_that_did_not_vary():
-    """val_acc 1.0 at every step in every trial: identical curves, but a curve that never moves tells nothing
-    of the tuned values or of the seed. The arm was `invalid` with 'the trainable ignores its seed'."""
+    """val_acc 1.0 at every step in every trial: identical curves, but a curve that never moves
+    tells nothing of the tuned values or of the seed. The arm was `invalid` with 'the trainable
+    ignores its seed'."""
     from planner._core.records import seeds_identical
 
     assert tuned_values_identical(tuning_records(_saturated), "val_acc") == {}
@@ -156,9 +162,9 @@ def test_a_saturated_metric_is_not_read_as_values_or_seeds_that_did_not_vary():
 
 
 def test_one_report_is_no_flat_curve_and_one_flat_trial_does_not_hide_a_sweep_that_varied():
-    """A script that reports once at its end: the same value on every seed or param set is the seed (or the
-    values) ignored, as before the flat-curve exception; and a sweep whose curves differ, one of them flat
-    (an lr stuck at chance), still shows that the values reach the run."""
+    """A script that reports once at its end: the same value on every seed or param set is the seed
+    (or the values) ignored, as before the flat-curve exception; and a sweep whose curves differ,
+    one of them flat (an lr stuck at chance), still shows that the values reach the run."""
     from planner._core.records import seeds_identical
 
     def once(config, trial):

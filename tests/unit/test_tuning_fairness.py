@@ -1,9 +1,11 @@
-"""Tuning that leaves the arms unlike or alike where the factor is: found at validate, before any compute.
+"""Tuning that leaves the arms unlike or alike where the factor is: found at validate, before any
+compute.
 
-- P412 with arm_space: the arms' ranges of the factor are the same (or the arm's holds only the baseline's
-  value), so once tuned the arm is the baseline's experiment;
-- P418: a tuned key reaches a factor key through an interpolation in one arm's config and not in another's
-  (sgd's `lr: ${train.lr}`, adam's fixed `lr: 0.001`): only sgd's learning rate would be tuned.
+- P412 with arm_space: the arms' ranges of the factor are the same (or the arm's holds only the
+  baseline's value), so once tuned the arm is the baseline's experiment;
+- P418: a tuned key reaches a factor key through an interpolation in one arm's config and not in
+  another's (sgd's `lr: ${train.lr}`, adam's fixed `lr: 0.001`): only sgd's learning rate would be
+  tuned.
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ def test_one_compose_per_distinct_group_choice(tmp_path):
         [
             (
                 "    overrides: [optimizer=adam]",
-                "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, optimizer.momentum=0.5]}",
+                "    overrides: [optimizer=adam]\n  - {name: fast-sgd, overrides: [optimizer=sgd, "
+                "optimizer.momentum=0.5]}",
             ),
             ("max_trials: 100", "max_trials: 30"),
         ],

@@ -1,4 +1,5 @@
-"""The example contracts (examples/contracts) give their stated verdicts, for the stated reason, at the right line."""
+"""The example contracts (examples/contracts) give their stated verdicts, for the stated reason, at
+the right line."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _files(kind: str) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _run_where_toy_imports(monkeypatch):
-    # The examples name `toy:train`; toy.py sits in examples/contracts, which is where one runs them from.
+    # The examples name `toy:train`; toy.py sits in examples/contracts, which is where one runs
+    # them from.
     monkeypatch.chdir(EXAMPLES)
 
 
@@ -115,7 +117,8 @@ def test_the_readme_says_to_run_from_the_folder_these_tests_run_from():
 
 
 def test_no_example_suggests_an_mlflow_file_store():
-    """MLflow 3 refuses `file:` tracking stores (docs/mlflow.md): no example, even commented out, names one."""
+    """MLflow 3 refuses `file:` tracking stores (docs/mlflow.md): no example, even commented out,
+    names one."""
     root = EXAMPLES.parent
     offenders = [
         str(p.relative_to(root))

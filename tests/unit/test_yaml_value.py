@@ -1,4 +1,5 @@
-"""Config and contract values print as YAML writes them (true, null), not as Python does (True, None)."""
+"""Config and contract values print as YAML writes them (true, null), not as Python does (True,
+None)."""
 
 import math
 

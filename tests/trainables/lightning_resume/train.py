@@ -1,8 +1,10 @@
-"""A Lightning app that continues from its checkpoint: a linear model on sklearn's digits, Hydra, CSVLogger.
+"""A Lightning app that continues from its checkpoint: a linear model on sklearn's digits, Hydra,
+CSVLogger.
 
 Unchanged Lightning idiom: `ModelCheckpoint` saves every epoch in the Hydra output folder and
-`trainer.fit(..., ckpt_path=cfg.ckpt_path)` continues from the checkpoint it is given. To play a lost
-node, a fresh start (`ckpt_path` null) ends its process without a word once `die_after` epochs are done.
+`trainer.fit(..., ckpt_path=cfg.ckpt_path)` continues from the checkpoint it is given. To play a
+lost node, a fresh start (`ckpt_path` null) ends its process without a word once `die_after` epochs
+are done.
 """
 
 import os

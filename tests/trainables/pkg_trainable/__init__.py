@@ -1,6 +1,6 @@
 """A trainable in a package's __init__ that reaches its submodule as an attribute in the trial
-(tests/unit/test_trial_memory.py, tests/e2e/test_worker_memory_e2e.py): planner executes the package anew for
-each trial, its submodule stays loaded."""
+(tests/unit/test_trial_memory.py, tests/e2e/test_worker_memory_e2e.py): planner executes the
+package anew for each trial, its submodule stays loaded."""
 
 import time
 import weakref

@@ -1,0 +1,34 @@
+"""Headless Chromium as the browser tier drives it: a fresh profile, nothing fetched beside the
+page."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium(tmp_path: Path, *args: str, budget_ms: int = 20000) -> subprocess.CompletedProcess:
+    """Chromium run headless on `args` (a page, --dump-dom or --screenshot=...), with a profile
+    under `tmp_path`, letting the page's scripts run for `budget_ms` of virtual time."""
+    assert CHROMIUM is not None  # a test module skips when it is missing
+    profile = tmp_path / "profile"
+    profile.mkdir(exist_ok=True)
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--hide-scrollbars",
+        f"--virtual-time-budget={budget_ms}",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
