@@ -134,7 +134,7 @@ class SequentialConfirmation:
         }
 
     def _outcomes(
-        self, records: dict[str, dict], arm: str, seeds: list[int]
+        self, records: Mapping[str, dict], arm: str, seeds: list[int]
     ) -> list[Outcome] | None:
         """Outcomes of `arm` at `seeds`, or None when one has no record yet."""
         metric = self.contract.metric.decision_metric
