@@ -561,6 +561,15 @@ def adjusted_alphas(p_values: Sequence[float], alpha: float, correction: Correct
     return levels
 
 
+def _check_acceptance(acceptance: Any, rule: str) -> None:
+    """Each part of the acceptance checked, in turn: a ValueError that names the bad one."""
+    check_test(acceptance.test)
+    check_alpha(acceptance.alpha)
+    check_min_effect(acceptance.min_effect)
+    check_rule(rule)
+    check_correction(acceptance.correction)
+
+
 def decide(
     acceptance: Any,
     mode: Mode,
@@ -587,11 +596,7 @@ def decide(
     test, alpha, min_effect = acceptance.test, acceptance.alpha, acceptance.min_effect
     # checked by check_rule below: any other word stops the decision
     rule = cast(Rule, getattr(acceptance, "rule", "estimate"))
-    check_test(test)
-    check_alpha(alpha)
-    check_min_effect(min_effect)
-    check_rule(rule)
-    check_correction(acceptance.correction)
+    _check_acceptance(acceptance, rule)
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
     if diverged_value is not None and not (
