@@ -137,7 +137,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     notes: list[str] = []
     records, finals = _slim_with_finals(folder, contract, notes)
     planned = facts.plan_entries(plan)
-    arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
+    arm_order: dict[str | None, int] = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
     events = folder.events().records
     not_needed = {
