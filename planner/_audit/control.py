@@ -59,7 +59,7 @@ def candidates(findings: list[Finding]) -> list[Finding]:
     for code in PRIORITY:
         found = [f for f in findings if f.code == code and f.recipe]
         if code == "selected_at_boundary":  # the value nearest its bound first
-            found.sort(key=lambda f: min(f.recipe["position"], 1 - f.recipe["position"]))
+            found.sort(key=lambda f: min(p := (f.recipe or {})["position"], 1 - p))
         out += found
     return out
 
@@ -90,7 +90,9 @@ def _get(data: dict[str, Any], path: tuple[Any, ...]) -> Any:
 def _space_paths(data: dict[str, Any], key: str) -> list[tuple[Any, ...]]:
     """Every place the key's range is written: tuning.space and each arm_space entry."""
     tuning = data.get("tuning") or {}
-    paths = [("tuning", "space", key)] if key in (tuning.get("space") or {}) else []
+    paths: list[tuple[Any, ...]] = (
+        [("tuning", "space", key)] if key in (tuning.get("space") or {}) else []
+    )
     paths += [
         ("tuning", "arm_space", arm, key)
         for arm, space in (tuning.get("arm_space") or {}).items()
@@ -339,9 +341,11 @@ def next_control(ev: Evidence, findings: list[Finding], notes: list[str]) -> dic
 
 
 def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
+    recipe = f.recipe
+    assert recipe is not None  # the caller picks the findings with a recipe
     old = copy.deepcopy(ev.contract)  # the frozen contract: every default written out
     data = copy.deepcopy(old)
-    kind = f.recipe["change"]
+    kind = recipe["change"]
     if kind in ("widen", "narrow"):
         made = _space_change(data, f, widen=kind == "widen")
         if made is None:
@@ -372,16 +376,14 @@ def _control_for(ev: Evidence, f: Finding) -> dict[str, Any] | None:
         ]
         suffix = "no-early-stop"
     else:
-        changes, suffix = _seeds_change(data, int(f.recipe["seeds"]))
+        changes, suffix = _seeds_change(data, int(recipe["seeds"]))
     for c in changes:
         _set(data, c["_set"], c["to"])
     budget = _budget_follows(old, data)
     for c in budget:
         _set(data, c["_set"], c["to"])
     key = (f.recipe or {}).get("key", "")
-    falsifier, expected = (
-        t.format(key=key, arm=f.arm, n=f.recipe.get("seeds")) for t in _TEXT[kind]
-    )
+    falsifier, expected = (t.format(key=key, arm=f.arm, n=recipe.get("seeds")) for t in _TEXT[kind])
     what = "; ".join(f"{c['path']}: {_show(c['from'])} -> {_show(c['to'])}" for c in changes)
     raised = "; ".join(f"{c['path']}: {_g(c['from'])} -> {_g(c['to'])}" for c in budget)
     data["name"] = _name(str(old["name"]), suffix)

@@ -14,9 +14,10 @@ import gc
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from planner._core.errors import RunError
+from planner._core.records import TrialError, TrialRecord
 from planner._core.records import curve as record_curve
 from planner._core.status import TrialStatus
 from planner._store import facts
@@ -36,7 +37,7 @@ def number(value: Any) -> float:
     return math.nan
 
 
-def finite(value: Any) -> bool:
+def finite(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -55,7 +56,7 @@ class Trial:
     duration_s: float | None
     s_per_step: float | None
     attempts: int
-    errors: list[dict[str, Any]]
+    errors: list[TrialError]
     violations: list[dict[str, Any]]
     metric_names: set[str]
     worker: str | None = (
@@ -90,9 +91,8 @@ class Evidence:
     selection: dict[str, Any] | None
     decisions: dict[str, Any] | None
     trials: list[Trial]
-    records: list[
-        dict[str, Any]
-    ]  # slim records (no reports), for the shared facts of planner._store.read
+    # slim records (no reports), for the shared facts of planner._store.read
+    records: list[TrialRecord]
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -166,7 +166,7 @@ def read_evidence(run_dir: str | os.PathLike) -> Evidence:
     ]
     notes: list[str] = []
     trials: list[Trial] = []
-    records: list[dict[str, Any]] = []
+    records: list[TrialRecord] = []
     collecting = gc.isenabled()
     # the records read only grow: a cyclic collection every few thousand objects is wasted time
     gc.disable()
@@ -197,7 +197,7 @@ def _read_trials(
     watched: list[str],
     notes: list[str],
     trials: list[Trial],
-    records: list[dict[str, Any]],
+    records: list[TrialRecord],
 ) -> None:
     by_id: dict[str, int] = {}
     tuned_config_arms: set[str] = set()
@@ -219,7 +219,7 @@ def _read_trials(
             trials.append(trial)
 
 
-def _trial(r: dict[str, Any], watched: list[str], tuned_config_arms: set[str]) -> Trial:
+def _trial(r: TrialRecord, watched: list[str], tuned_config_arms: set[str]) -> Trial:
     """The audit's view of one record (the record itself is left as it is).
 
     A tuning trial's reports are read at their ends only, and, for a trial

@@ -118,7 +118,7 @@ def arm_space(ev: Evidence, arm: str) -> dict[str, dict[str, Any]]:
     return space
 
 
-def dimension(dim: dict[str, Any]) -> tuple[str, Any] | None:
+def dimension(dim: object) -> tuple[str, Any] | None:
     """(kind, bounds) of a dimension written as plain data; None when unreadable."""
     if not isinstance(dim, dict):
         return None
@@ -355,8 +355,8 @@ def _shared_params(trials: list[Trial]) -> dict[str, Any]:
         values = [t.params.get(key) for t in trials]
         if all(v == values[0] for v in values):
             out[key] = {"value": values[0]}
-        elif all(finite(v) for v in values):
-            out[key] = {"min": min(values), "max": max(values)}
+        elif len(numbers := [v for v in values if finite(v)]) == len(values):
+            out[key] = {"min": min(numbers), "max": max(numbers)}
     return out
 
 
@@ -691,7 +691,7 @@ def _power(ev: Evidence) -> dict[str, Any]:
     metric = ev.decision_metric
     values: dict[str, dict[int, float]] = {}
     for t in ev.of(phase="confirm"):
-        v = t.final.get(metric)
+        v = t.final.get(metric) if metric is not None else None
         if (
             t.status == TrialStatus.COMPLETED
             and v is not None
@@ -709,13 +709,13 @@ def _power(ev: Evidence) -> dict[str, Any]:
         acceptance["alpha"] or 0.05,
         acceptance["min_effect"],
     )
-    common = {
-        "n_arms": len(ev.contract.get("arms") or []) or 1,
-        "correction": acceptance["correction"] or "holm",
-    }
+    n_arms = len(ev.contract.get("arms") or []) or 1
+    correction = acceptance["correction"] or "holm"
     try:
         sd, source = spread_from_pilot(pilot, test)
-        need = seeds_for_power(sd, min_effect, alpha, 0.8, test, **common)
+        need = seeds_for_power(
+            sd, min_effect, alpha, 0.8, test, n_arms=n_arms, correction=correction
+        )
     except (PlannerError, ValueError) as error:
         return {"seeds_declared": declared, "why": str(error)}
     return {
@@ -723,7 +723,9 @@ def _power(ev: Evidence) -> dict[str, Any]:
         "sd_source": source,
         "seeds_declared": declared,
         "seeds_80": need,
-        "power_declared": detection_power(declared, min_effect, sd, alpha, test, **common),
+        "power_declared": detection_power(
+            declared, min_effect, sd, alpha, test, n_arms=n_arms, correction=correction
+        ),
     }
 
 
@@ -770,7 +772,7 @@ def per_trial_cost(ev: Evidence, arm: str, excluded: set[str]) -> dict[str, Any]
     kept = [t for t in full if t.trial_id not in excluded] or full
     if not kept:
         return None
-    seconds = statistics.median(t.duration_s for t in kept)
+    seconds = statistics.median(t.duration_s for t in kept if t.duration_s is not None)
     cpu = facts.contract_get(ev.contract, "budget.resources.cpu", 1.0) or 0.0
     gpu = facts.contract_get(ev.contract, "budget.resources.gpu", 0.0) or 0.0
     return {
@@ -867,7 +869,7 @@ def unequal_cost(ev: Evidence, cost: list[dict[str, Any]]) -> Finding | None:
 
 def heldout_exposure(ev: Evidence, found: list[dict[str, Any]]) -> list[Finding]:
     out = []
-    seen = {}
+    seen: dict[str, list[dict[str, Any]]] = {}
     for v in found:
         if v["kind"] == "heldout_in_tuning":
             seen.setdefault(v["arm"], []).append(
@@ -1084,6 +1086,6 @@ def find_all(ev: Evidence, cost: list[dict[str, Any]]) -> list[Finding]:
     violations = facts.violations(ev.records, ev.contract)
     found += heldout_exposure(ev, violations) + failures(ev) + other_violations(violations)
     order = {c: i for i, c in enumerate(CODES)}
-    arms = {a: i for i, a in enumerate(ev.arms)}
+    arms: dict[str | None, int] = {a: i for i, a in enumerate(ev.arms)}
     found.sort(key=lambda f: (order.get(f.code, 99), arms.get(f.arm, -1 if f.arm is None else 98)))
     return found

@@ -47,7 +47,7 @@ def _row(
     first = next((t for t in trials if t.config), None)
     differs = {}
     base_config = base.like(first) if base is not None and first is not None else None
-    if first is not None and base_config is not None:
+    if first is not None and base is not None and base_config is not None:
         differs = {
             path: "<absent>" if value is MISSING else value
             for path, _, value in config_diff(base_config, first.config)

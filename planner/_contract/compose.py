@@ -42,6 +42,7 @@ import hydra
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
@@ -265,7 +266,8 @@ def _compose_one(
     if problems:
         return None, problems
 
-    group, value = [], []
+    group: list[tuple[_Override, Override]] = []
+    values: list[tuple[_Override, Override]] = []
     for ov, item in parsed:
         is_group = base_dir is not None and (
             item.package is not None or (base_dir / item.key_or_group.replace(".", "/")).is_dir()
@@ -288,7 +290,7 @@ def _compose_one(
                 )
             )
             continue
-        (group if is_group else value).append((ov, item))
+        (group if is_group else values).append((ov, item))
     if problems:
         return None, problems
 
@@ -299,7 +301,7 @@ def _compose_one(
     if isinstance(composed, list):  # problems
         return None, [ComposeProblem(p.kind, p.message, arm, p.source, p.index) for p in composed]
 
-    if value or base_dir is None:
+    if values or base_dir is None:
         try:
             cfg = OmegaConf.create(copy.deepcopy(composed))
         except (
@@ -313,7 +315,7 @@ def _compose_one(
                     "config",
                 )
             ]
-        for ov, item in value:
+        for ov, item in values:
             problem = _apply_value_override(cfg, ov, item, arm)
             if problem:
                 problems.append(problem)
@@ -497,7 +499,7 @@ def not_a_config_file(config_dir: Path, name: str) -> str | None:
     )
 
 
-def yaml_file_error(error: BaseException) -> str | None:
+def yaml_file_error(error: BaseException | None) -> str | None:
     """`file:line:column: problem (context)` for a YAML syntax error in a config file, None for
     other errors.
 

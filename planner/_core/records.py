@@ -351,7 +351,7 @@ def note_groups(records: list[TrialRecord]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def curve(record: dict[str, Any]) -> tuple:
+def curve(record: Mapping[str, Any]) -> tuple:
     """Everything a trial reported, as a comparable value: (step, sorted metrics) per report."""
     reports = record.get("reports")
     return tuple(

@@ -134,7 +134,7 @@ class SequentialConfirmation:
         }
 
     def _outcomes(
-        self, records: dict[str, dict], arm: str, seeds: list[int]
+        self, records: Mapping[str, dict], arm: str, seeds: list[int]
     ) -> list[Outcome] | None:
         """Outcomes of `arm` at `seeds`, or None when one has no record yet."""
         metric = self.contract.metric.decision_metric
@@ -148,7 +148,7 @@ class SequentialConfirmation:
             )
         return out
 
-    def evaluate(self, records: dict[str, dict]) -> LookState:
+    def evaluate(self, records: Mapping[str, dict]) -> LookState:
         """Walk the looks on the records so far: each arm's steps, and the trials still needed."""
         c = self.contract
         diverged = c.failures.diverged_value
@@ -192,6 +192,7 @@ class SequentialConfirmation:
         needed: list[tuple[str, int]] = []
         waiting = [s for s in arms.values() if not s.stopped and s.waiting is not None]
         for state in waiting:
+            assert state.waiting is not None  # `waiting` holds the arms waiting at a look
             seeds = [s for batch in self.batches[: state.waiting + 1] for s in batch]
             for arm in (self.baseline, state.arm):
                 needed += [

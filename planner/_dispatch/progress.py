@@ -295,11 +295,8 @@ class LiveDisplay(QuietDisplay):
         return False
 
     def update(self, record: dict | None = None) -> None:
-        if (
-            record is not None
-            and error_of(record) is not None
-            and self.progress.errors.get(error_of(record)) == 1
-        ):
+        error = error_of(record) if record is not None else None
+        if record is not None and error is not None and self.progress.errors.get(error) == 1:
             self.note(
                 f"{record['trial_id']} {record['status']}{failure_text(self.progress, record)}"
             )

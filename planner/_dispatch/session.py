@@ -189,11 +189,11 @@ def environ(values: dict[str, str], *, override: bool = True):
     try:
         yield
     finally:
-        for name, value in before.items():
-            if value is None:
+        for name, was in before.items():
+            if was is None:
                 os.environ.pop(name, None)
             else:
-                os.environ[name] = value
+                os.environ[name] = was
 
 
 # How Ray words a connection its GCS refused for the token: the ConnectionError ray.init raises

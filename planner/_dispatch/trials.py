@@ -21,7 +21,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from planner._contract.paths import (
     MISSING,
@@ -32,7 +32,7 @@ from planner._contract.paths import (
     is_interpolation,
 )
 from planner._core.errors import PlannerError, RunError
-from planner._core.records import metric_curve
+from planner._core.records import TrialRecord, metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
@@ -296,7 +296,10 @@ class Dispatch:
             self._frozen = self.contract.frozen()
         selection = self.contract.tuning.selection if self.contract.tuning is not None else None
         metric = self.contract.metric.name
-        kept = kept_of_tuning(record, self._frozen, metric, selection.k if selection else None)
+        # the record as the writer built it: a StoredTrial's keys
+        kept = kept_of_tuning(
+            cast(TrialRecord, record), self._frozen, metric, selection.k if selection else None
+        )
         record["metric_curve"] = metric_curve(
             record, metric
         )  # the tuned-values check compares whole curves

@@ -707,6 +707,9 @@ def run_reeval(plan: ReevalPlan, *, address: str | None = None) -> ReevalResult:
         if outcome.stopped == StopReason.INTERRUPTED:
             raise KeyboardInterrupt
         return result
+    # not reached: a session swallows an error only when an `on_end` bookkeeping says it handled it,
+    # and a reeval gives none
+    raise AssertionError("plan reeval's session swallowed an error")
 
 
 def _recheck_under_lock(plan: ReevalPlan) -> None:

@@ -22,7 +22,8 @@ from planner._store.claims import decision_findings
 from planner._store.live import dashboard_command, read_live_progress, read_live_reports
 from planner._store.lock import stale_reason
 
-PHASE_ORDER = {"tune": 0, "confirm": 1, "reeval": 2}
+# keyed by a record's phase, which a damaged record lacks (None sorts last)
+PHASE_ORDER: dict[str | None, int] = {"tune": 0, "confirm": 1, "reeval": 2}
 
 
 def _lock_alive(lock: dict[str, Any] | None) -> bool | None:
@@ -136,7 +137,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     notes: list[str] = []
     records, finals = _slim_with_finals(folder, contract, notes)
     planned = facts.plan_entries(plan)
-    arm_order = {a: i for i, a in enumerate(facts.arm_names(contract))}
+    arm_order: dict[str | None, int] = {a: i for i, a in enumerate(facts.arm_names(contract))}
 
     events = folder.events().records
     not_needed = {
@@ -182,7 +183,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         for k in keys
     ]
 
-    ended_ids = {r.get("trial_id") for r in records}
+    ended_ids: set[str | None] = {r.get("trial_id") for r in records}
     started: dict[Any, None] = {}
     for e in events:
         kind, tid = e.get("event"), e.get("trial_id")
@@ -193,6 +194,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     running = [tid for tid in started if tid not in ended_ids]
     decisions = folder.decisions() or {}
     lock = folder.lock()
+    planned_total = facts.planned_count(plan)
     return {
         "run_id": info.get("run_id"),
         "name": info.get("name") or contract.get("name"),
@@ -205,9 +207,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
         "lock_alive": _lock_alive(lock),
         "trials": rows,
         "trials_ended": sum(r.get("phase") != "reeval" for r in records),
-        "trials_planned": None
-        if facts.planned_count(plan) is None
-        else facts.planned_count(plan) - len(not_needed),
+        "trials_planned": None if planned_total is None else planned_total - len(not_needed),
         "not_needed": len(not_needed),
         "running": running,
         "running_trials": _running_trials(folder, running, planned, metric),

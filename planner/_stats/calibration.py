@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
@@ -109,7 +110,21 @@ OFFSET, OFFSET_SD = (
     1e10,
     1e-3,
 )  # a metric far from 0 with a real spread: about 500 float steps at 1e10
-EDGES = {
+
+
+class EdgeCase(TypedDict, total=False):
+    """What an edge case sets of `simulate`'s keywords."""
+
+    diverged: float
+    diverged_value: float
+    grid: float
+    offset: float
+    sd: float
+    min_effect: float
+    level: float
+
+
+EDGES: dict[str, EdgeCase] = {
     "diverged 30 %": {"diverged": 0.3, "diverged_value": 0.0},
     "diverged 50 %": {"diverged": 0.5, "diverged_value": 0.0},
     "ties (grid 0.03)": {"grid": 0.03},
@@ -124,7 +139,7 @@ def edge_false_accept(
     (EDGES)."""
     from planner._stats.power import simulate
 
-    kwargs = {"sd": SD, "min_effect": MIN_EFFECT, "level": LEVEL, **EDGES[case]}
+    kwargs: EdgeCase = {"sd": SD, "min_effect": MIN_EFFECT, "level": LEVEL, **EDGES[case]}
     rate = simulate(
         test, n, 0.0, alpha=alpha, sims=sims, rng_seed=rng_seed, permutations=999, **kwargs
     ).accept

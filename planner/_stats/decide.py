@@ -51,7 +51,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -278,7 +278,7 @@ def check_correction(correction: str) -> None:
         raise ValueError(f"unknown correction {correction!r}: use one of {', '.join(CORRECTIONS)}")
 
 
-def _oriented(values: Sequence[float], mode: Mode) -> np.ndarray:
+def _oriented(values: Sequence[float], mode: str) -> np.ndarray:
     """Values turned so that larger is better."""
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
@@ -369,7 +369,7 @@ def welch_df(se2_arm, se2_base, n_arm, n_base):
         return 1 / (share_arm**2 / (n_arm - 1) + (1 - share_arm) ** 2 / (n_base - 1))
 
 
-def _welch_parts(base: np.ndarray, arm: np.ndarray):
+def _welch_parts(base: np.ndarray, arm: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(effect, se, df) of Welch's t per row."""
     n_b, n_a = base.shape[-1], arm.shape[-1]
     se2_b = base.var(axis=-1, ddof=1) / n_b
@@ -378,7 +378,7 @@ def _welch_parts(base: np.ndarray, arm: np.ndarray):
     return effect, np.sqrt(se2_a + se2_b), welch_df(se2_a, se2_b, n_a, n_b)
 
 
-def _paired_parts(base: np.ndarray, arm: np.ndarray):
+def _paired_parts(base: np.ndarray, arm: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(effect, se, df) of the paired t per row; columns are paired seeds."""
     diff = arm - base
     n = diff.shape[-1]
@@ -402,7 +402,10 @@ def flat_rows(base: np.ndarray, arm: np.ndarray) -> np.ndarray:
 def sides_without_spread(base: np.ndarray, arm: np.ndarray, test: str) -> tuple[NoSpread, ...]:
     """The sides of one comparison (1-D oriented values) that `flat_rows` (baseline, arm) and,
     paired, `degenerate_rows` (differences) find without spread."""
-    sides = [("baseline", base, (base,)), ("arm", arm, (arm,))]
+    sides: list[tuple[str, np.ndarray, tuple[np.ndarray, ...]]] = [
+        ("baseline", base, (base,)),
+        ("arm", arm, (arm,)),
+    ]
     if test == "paired":
         sides.append(("differences", arm - base, (base, arm)))
     out = []
@@ -558,6 +561,15 @@ def adjusted_alphas(p_values: Sequence[float], alpha: float, correction: Correct
     return levels
 
 
+def _check_acceptance(acceptance: Any, rule: str) -> None:
+    """Each part of the acceptance checked, in turn: a ValueError that names the bad one."""
+    check_test(acceptance.test)
+    check_alpha(acceptance.alpha)
+    check_min_effect(acceptance.min_effect)
+    check_rule(rule)
+    check_correction(acceptance.correction)
+
+
 def decide(
     acceptance: Any,
     mode: Mode,
@@ -582,9 +594,9 @@ def decide(
         every arm completed, so a failure cannot loosen the others' alpha.
     """
     test, alpha, min_effect = acceptance.test, acceptance.alpha, acceptance.min_effect
-    rule = getattr(acceptance, "rule", "estimate")
-    check_test(test), check_alpha(alpha), check_min_effect(min_effect), check_rule(rule)
-    check_correction(acceptance.correction)
+    # checked by check_rule below: any other word stops the decision
+    rule = cast(Rule, getattr(acceptance, "rule", "estimate"))
+    _check_acceptance(acceptance, rule)
     if mode not in ("max", "min"):
         raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
     if diverged_value is not None and not (
@@ -643,8 +655,10 @@ def decide(
             if level == alpha
             else _compare_collected(base_values, values, mode, test, level, rng_seed)
         )
-        decision = str(
-            verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat)
+        # verdict's array holds one of its three words
+        decision = cast(
+            Verdict,
+            str(verdict(c.effect, c.ci_low, c.ci_high, min_effect, rule, flat=c.one_side_flat)),
         )
         names = {"baseline": baseline, "arm": name, "metric": metric}
         decisions.append(

@@ -29,12 +29,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from scipy import special  # stats, optimize: imported where used (plan audit)
 
 from planner._stats.decide import (
     RANDOM_PERMUTATIONS,
+    Rule,
     _paired_t,
     _permutation,
     _welch_t,
@@ -64,7 +66,8 @@ def check_plan(
         check_alpha(alpha)
     if test is not None:
         check_test(test)
-    check_correction(correction), check_rule(rule)
+    check_correction(correction)
+    check_rule(rule)
     if isinstance(n_arms, bool) or not isinstance(n_arms, int) or n_arms < 1:
         raise ValueError(
             f"n_arms must be a whole number >= 1 (the treatment arms, the baseline not counted), "
@@ -219,7 +222,8 @@ def seeds_for_power(
     the time, whatever the seeds).
     """
     check_plan(alpha=alpha, test=test, n_arms=n_arms, correction=correction, sd=sd, rule=rule)
-    check_min_effect(min_effect), check_power(power)
+    check_min_effect(min_effect)
+    check_power(power)
     if effect is None and rule == "margin":
         raise ValueError(
             "under the margin rule accept needs the CI's lower end to reach min_effect, which at a "
@@ -321,7 +325,8 @@ def accept_probability(
     from scipy import stats
 
     check_plan(alpha=alpha, test=test, sd=sd, rule=rule)
-    check_number(effect, "effect"), check_min_effect(min_effect)
+    check_number(effect, "effect")
+    check_min_effect(min_effect)
     if rule == "margin":
         return detection_power(
             n, effect, sd, alpha, test, correction="none", rule=rule, min_effect=min_effect
@@ -447,6 +452,7 @@ def simulate(
     to every value (a metric far from 0). `rule`: the acceptance rule.
     """
     check_rule(rule)
+    known_rule = cast(Rule, rule)  # check_rule refused any other word
     rng = np.random.default_rng(rng_seed)
     splits = permutation_splits(n, n, rng_seed, permutations) if test == "bootstrap" else None
     counts = np.zeros(3)
@@ -467,8 +473,9 @@ def simulate(
         elif test == "paired":
             est, low, high, _ = _paired_t(base, arm, alpha)
         else:
+            assert splits is not None  # drawn above for the bootstrap test
             est, low, high, _ = _permutation(base, arm, alpha, splits)
-        v = verdict(est, low, high, min_effect, rule, flat=flat_rows(base, arm))
+        v = verdict(est, low, high, min_effect, known_rule, flat=flat_rows(base, arm))
         counts += [(v == "accept").sum(), (low > 0).sum(), (v == "reject").sum()]
     accept, detected, reject = counts / sims
     return SimulatedRates(sims, accept, detected, reject)

@@ -53,7 +53,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from scipy import special
@@ -61,6 +61,7 @@ from scipy import special
 from planner._core.lazy import lazy_import
 from planner._stats.decide import (
     Decision,
+    Verdict,
     _oriented,
     _pair,
     _paired_parts,
@@ -327,9 +328,10 @@ class SequentialStep:
         """
         if self.action == "continue":
             raise ValueError("the arm has not stopped: nothing to record yet")
+        decision = cast(Verdict, self.decision)  # a stopped arm's is a verdict, never "pending"
         return Decision(
             arm=arm,
-            decision=self.decision,
+            decision=decision,
             effect=self.effect,
             ci_low=self.ci_low,
             ci_high=self.ci_high,
@@ -438,7 +440,7 @@ def sequential_decision(
     code, low, high, cp = _actions(
         look, design, effect, se, statistic, bound, min_effect, flat=flat
     )
-    action = str(_NAMES[code[0]])
+    action = cast(Action, str(_NAMES[code[0]]))  # _NAMES holds the Action words
     if action == "stop_futility":
         decision = str(verdict(effect[0], low[0], high[0], min_effect, flat=flat[0]))
     else:

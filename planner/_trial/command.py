@@ -104,6 +104,10 @@ class CommandTrial(Protocol):
     id: str
     notes: list[str]
     log_reached: int | None  # set: the furthest step the script's own metrics log held a row at
+    resumed_from: dict[str, Any] | None  # set: the checkpoint a cut-short trial continues from
+
+    @property
+    def last_step(self) -> int | None: ...
 
     def report(self, step: int, **metrics: float) -> None: ...
 

@@ -488,7 +488,7 @@ class MetricsReader:
         self.switched_from = None  # the newest match carries on the rows read so far
         # all or nothing: a row that fails leaves the reader as it was, so a re-read fails the same
         # way
-        state, out = copy.deepcopy(self.state), []
+        state, out = copy.deepcopy(self.state), list[tuple[int, dict[str, float]]]()
         for where, row in table.rows[state.seen - table.first :]:
             self._row(state, where, row, out)
         state.seen = total
@@ -547,7 +547,7 @@ class MetricsReader:
         elif group is not None and raw is not None and raw == group.raw:
             self._merge(state, group, cells)
         elif spec.heldout and spec.names.get(spec.heldout) in row:
-            self._held_out(state, where, cells)
+            self._held_out(state, where, cells, spec.names[spec.heldout])
         elif not cells and group is not None and (raw is None or raw < group.raw):
             # nothing named, no later step: TensorBoardLogger's hp_metric at step 0 atop each event
             # file
@@ -593,12 +593,11 @@ class MetricsReader:
         if not group.emitted:
             group.cells.update(cells)
 
-    def _held_out(self, state: _State, where: str, cells: dict) -> None:
-        """A row with the held-out metric and not the decision metric: it belongs to the report
-        before it."""
+    def _held_out(self, state: _State, where: str, cells: dict, held: str) -> None:
+        """A row with the held-out metric (its column `held`), not the decision metric: it belongs
+        to the report before it."""
         group = state.group
         if group is None or group.emitted:
-            held = self.spec.names[self.spec.heldout]
             before = (
                 "no report came before it"
                 if group is None
@@ -701,12 +700,19 @@ class MetricsFileTail:
         self._pending: tuple[tuple, float, TrialProtocolError] | None = None
         self._notes: list[str] = []
 
+    @property
+    def _file(self) -> str:
+        """The log's path or glob: a tail is made only for a spec that names a file."""
+        if self.spec.file is None:
+            raise TypeError("a metrics file tail needs metrics.file (stdout is read as printed)")
+        return self.spec.file
+
     def _find(self, pattern: str | None = None) -> Path | None:
-        return _newest(self.root, pattern or self.spec.file)
+        return _newest(self.root, pattern or self._file)
 
     def _log(self) -> list[Path]:
         if self.spec.format == "tensorboard":
-            return _event_files(self.root, self.spec.file)
+            return _event_files(self.root, self._file)
         path = self._find()
         return [] if path is None else [path]
 

@@ -35,10 +35,11 @@ import time
 import traceback
 import types
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -335,7 +336,7 @@ def top_level_modules() -> frozenset[str]:
     many entries as at the last look and the same module object last (a module loaded since would
     be last), the names are the last look's."""
     modules = list(sys.modules)
-    last = modules[-1] if modules else None
+    last = modules[-1] if modules else ""  # no module is named ""
     key = (len(modules), last, id(sys.modules.get(last)))  # a module loaded again is a new object
     if _LAST_LOOK and _LAST_LOOK[0][:3] == key:
         return _LAST_LOOK[0][3]
@@ -344,7 +345,7 @@ def top_level_modules() -> frozenset[str]:
     return names
 
 
-def new_modules(before: set[str], machinery: set[str] | None = None) -> list[str]:
+def new_modules(before: AbstractSet[str], machinery: AbstractSet[str] | None = None) -> list[str]:
     """The top-level modules loaded since `before` (names only): not the standard library,
     planner's or Ray's own, nor what Ray Tune loaded for the first report (`machinery`). A function
     trainable's record keeps them (`modules`): the imports inside its function body, which its
@@ -477,7 +478,7 @@ def run_trial(spec: TrialSpec, forward: Callable[..., None] | None = None) -> di
         if before is not None and modules is None:  # once per trial: what its first attempt loaded
             modules = new_modules(before, trial.machinery)
         if how != RAISED:
-            status = how
+            status = cast(TrialStatus, how)  # any end but RAISED is a trial status
             break
         forwarded = trial._forwarded  # a retry forwards only the steps past what was forwarded
         status = TrialStatus.FAILED
