@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 # called through its module (tests swap the rule there)
 import planner._stats.decide as decision_rule
@@ -41,6 +41,7 @@ from planner._core.errors import (
 )
 from planner._core.lazy import lazy_import
 from planner._core.records import (
+    TrialRecord,
     error_groups,
     final_value,
     non_finite_metrics,
@@ -199,10 +200,10 @@ def _decide_arms(contract, confirm_records: list[dict]) -> list[dict]:
     confirm = latest_outcomes(
         (
             (
-                r.get("arm"),
+                cast(str, r.get("arm")),
                 r.get("seed"),
                 final_value(r, metric),
-                r.get("status", TrialStatus.FAILED),
+                cast(str, r.get("status", TrialStatus.FAILED)),
             )
             for r in confirm_records
             if r.get("phase") == "confirm"
@@ -864,7 +865,7 @@ class Runner:
     def decide(self, state: str) -> list[dict]:
         """The decision per arm from the records so far; writes decisions.json."""
         c = self.contract
-        extra = {}
+        extra: dict[str, Any] = {}
         confirm_records = [r for r in self.records.values() if r["phase"] == "confirm"]
         if c.confirmation.looks > 1:  # the decisions come from the looks (planner._dispatch.looks)
             sequential = self.sequential or SequentialConfirmation(c)
@@ -1126,7 +1127,7 @@ def _resume_folder(
     took_over: dict | None,
     contract,
     configs: dict[str, dict],
-    now_code: dict[str, Any],
+    now_code: dict[str, Any] | None,
 ) -> float:
     """Heal the (locked) run folder and log the resume; the wall time the run had used before.
     `now_code`: today's code identity, which `_check_trainable_unchanged` compared with the logged
@@ -1139,6 +1140,7 @@ def _resume_folder(
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
     logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
     logged_code = logged_code if isinstance(logged_code, dict) else {}
+    now_code = now_code or {}
     changed = logged_code.get("trainable_source_sha256") != now_code.get("trainable_source_sha256")
     store.event(
         "run_resumed",
@@ -1169,8 +1171,9 @@ def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, i
     recovered = {trial_id for trial_id in started if runner.recover(trial_id)}
     again = [trial_id for trial_id in started if trial_id not in recovered]
     for trial_id in again:
-        if started[trial_id] is not None:
-            runner.dispatch.started_params.setdefault(trial_id, started[trial_id])
+        params = started[trial_id]
+        if params is not None:
+            runner.dispatch.started_params.setdefault(trial_id, params)
     if again:
         store.event(
             "trials_rerun",
@@ -1287,7 +1290,7 @@ class _End:
             instead = HANDLED if error is not None else None
         if error is None and self.state == RunState.COMPLETED:
             self.reason = _completed_reason(runner)
-        decide_error = None
+        decide_error: Exception | None = None
         try:
             self.decisions = runner.decide(self.state)
         # a full disk: the steps below may fail too; the lock is released and Ray stopped
@@ -1418,7 +1421,7 @@ def _result(
         heldout_exposures=_heldout_exposures(contract, records),
         heldout=contract.metric.heldout,
         findings=list(runner.findings),
-        notes=note_groups(records),
+        notes=note_groups(cast(list[TrialRecord], records)),
         tuning=runner.tuning_said,
     )
 
@@ -1464,7 +1467,7 @@ def arms_without_value(contract, records: list[dict]) -> list[str]:
 def _heldout_exposures(contract, records: list[dict]) -> int:
     """Tuning trials that reported metric.heldout: one per trial (the ledger's
     `tuning_exposures`)."""
-    return len(heldout_tuning_trials(records, contract.metric.heldout))
+    return len(heldout_tuning_trials(cast(list[TrialRecord], records), contract.metric.heldout))
 
 
 def resume_counts(plan: Plan, records: dict[str, dict], again: list[str]) -> dict[str, int]:

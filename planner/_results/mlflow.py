@@ -399,7 +399,7 @@ class MlflowRun:
     identity: dict[str, Any]
     baseline: str | None
     decisions: dict[str, dict[str, Any]]
-    trials: list[dict[str, Any]]
+    trials: list[Mapping[str, Any]]
     lines_skipped: int
     contract: dict[str, Any]  # the frozen contract
     decisions_file: dict[str, Any] | None  # decisions.json as written
@@ -450,7 +450,7 @@ class MlflowRun:
         if arm == self.baseline:
             decision = "baseline"
         else:
-            decision = (self.decisions.get(arm) or {}).get("decision") or "none"
+            decision = (self.decisions.get(str(arm)) or {}).get("decision") or "none"
         tags = {
             "kind": KIND_TRIAL,
             "run_id": self.run_id,
@@ -496,7 +496,7 @@ def read_run_folder(run_dir: str | Path) -> MlflowRun:
         if isinstance(d, dict) and "arm" in d
     }
     read = folder.trials()
-    by_id: dict[str, dict[str, Any]] = {}
+    by_id: dict[str, Mapping[str, Any]] = {}
     for record in read.records:
         by_id[record["trial_id"]] = (
             record  # a trial logged twice: the last record counts (docs/run-folder.md)
@@ -559,8 +559,9 @@ def _ms(timestamp: str | None) -> int | None:
 
 
 def _parent_status(state: str) -> str:
-    return {
+    statuses: dict[str, str] = {
         RunState.COMPLETED: "FINISHED",
         RunState.INTERRUPTED: "KILLED",
         RunState.BUDGET_EXHAUSTED: "FINISHED",
-    }.get(state, "FAILED")
+    }
+    return statuses.get(state, "FAILED")

@@ -426,6 +426,8 @@ class _Run:
         if self.lingered:
             self.trial.notes.append(self.lingered)
         returncode = processes.returncode
+        if returncode is None:  # the supervisor has ended; its status is always known by now
+            raise self.failure(CommandFailedError, "the command ended without an exit status", -1)
         if returncode != 0 and not self.lingered:
             raise self.failure(
                 CommandFailedError, f"command exited with {describe_exit(returncode)}", returncode
@@ -434,7 +436,8 @@ class _Run:
             raise self.failure(
                 CommandMetricsError,
                 f"the script called planner.report and the contract reads its metrics from "
-                f"{self.metrics.described}: use one or the other (remove `metrics:` from the "
+                f"{self.metrics.described if self.metrics else 'a file'}: use one or the other "
+                f"(remove `metrics:` from the "
                 "command, "
                 "or the planner.report calls)",
             )
@@ -907,7 +910,7 @@ def command_trainable(
             pattern=m.pattern,
             stream=m.stream,
         ).to_dict()
-    base = list(contract.config.overrides)
+    base = list(contract.config.overrides) if contract.config is not None else []
     script_help = None
     if spec.args == "argparse":  # read once, in the driver: every trial's flags are written from it
         if script_options is None:
@@ -925,7 +928,9 @@ def command_trainable(
         max_memory_bytes=contract.budget.max_trial_memory_bytes,
         seed_key=seed_key or spec.seed_key,
         budget_key=budget_key or spec.budget_key,
-        check_config=contract.config.dir is not None and spec.args == "hydra",
+        check_config=contract.config is not None
+        and contract.config.dir is not None
+        and spec.args == "hydra",
         metrics=metrics,
         heldout=contract.metric.heldout,
         args=spec.args,
