@@ -114,7 +114,9 @@ def _log_app_contract(folder: Path, script: str, metrics: dict) -> Path:
         "baseline": {"name": "plain", "overrides": ["model.better=false"]},
         "arms": [{"name": "better", "overrides": ["model.better=true"]}],
         "metric": {"name": "acc", "mode": "max"},
-        "acceptance": {"min_effect": 0.05},
+        # welch: two seeds leave the paired test one degree of freedom, where the apps' exact effect
+        # needs none
+        "acceptance": {"min_effect": 0.05, "test": "welch"},
         "seeds": [0, 1],
         "budget": {"unit": "step", "exposure": 4, "max_trial_time": "2m"},
         "tuning": {
