@@ -702,8 +702,11 @@ def read_facts(
     for path in sorted(inputs):
         if path not in known and os.path.isfile(path):
             known[path] = file_fact(Path(path))
-        if path in known:
-            out[read_name(path, base)] = known[path]
+        name = read_name(path, base)
+        # outside the folder the trial ran from (a module Ray shipped beside it, say), a name
+        # would differ between the worker and the driver that checks it: code identity covers those
+        if path in known and not name.startswith("../"):
+            out[name] = known[path]
     return out
 
 

@@ -145,6 +145,7 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
     given = {r["config"]["recipe"]["lr"] for r in read_jsonl(later.run_dir / "trials.jsonl")}
     assert given == {tuned}
 
+    capsys.readouterr()  # the runs' own lines (their folders)
     assert main(["log", "--json", "--runs-dir", str(runs)]) == 0
     (line,) = json.loads(capsys.readouterr().out)["lines"]
     assert [b["arm"] for b in line["baselines"]] == ["base", "high"]
