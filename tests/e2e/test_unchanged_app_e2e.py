@@ -123,7 +123,7 @@ def _log_app_contract(folder: Path, script: str, metrics: dict) -> Path:
             "trials_per_arm": 4,
             "seeds": [100],
             "sampler": {"name": "random", "seed": 3},
-            "space": {"optimizer.lr": {"log_uniform": [0.0001, 10.0]}},
+            "space": {"optimizer.lr": {"log_uniform": [0.003, 0.3]}},  # where lr moves the score
             "early_stop": {"rule": "asha", "grace": 1, "reduction_factor": 2},
         },
     }
