@@ -34,7 +34,8 @@ def _until_result(proc) -> list[str]:
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if line.startswith("run folder:"):
+        # the result's first line; the run's own first line names the folder to follow it by
+        if line.startswith("run folder:") and "(follow it" not in line:
             return lines
     raise AssertionError(
         ("no result printed", proc.wait(timeout=60), "".join(lines), proc.stderr.read()[-3000:])
