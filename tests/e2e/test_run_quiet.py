@@ -31,7 +31,8 @@ CONTRACT = synthetic_contract(
 )
 # planner's own lines: the progress display ("[0:00:12] ..."), the final summary
 PLANNER_LINE = re.compile(
-    r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |decisions:$|  \w+: "
+    r"^(\[\d+:\d\d:\d\d\] |run folder: |run state: |studies: +optuna-dashboard |tuning: +tuned "
+    r"|decisions:$|  \w+: "
     r"(accept|reject|inconclusive|incomplete) )"
 )
 RAY_WORDS = re.compile(
