@@ -44,8 +44,8 @@ def _end(self, *a, **k):
         gc.collect()
         by = {"ray": 0, "planner": 0, "other": 0}
         for d in tracemalloc.take_snapshot().compare_to(snaps["first"], "traceback"):
-            frames = [f.filename for f in d.traceback]
-            who = ("planner" if any("/planner/" in f for f in frames[-3:])
+            frames = [f.filename for f in d.traceback] who = ("planner" if any("/planner/" in f for
+            f in frames[-3:])
                    else "ray" if any("/ray/" in f for f in frames) else "other")
             by[who] += d.size_diff
         n = self.total - 2

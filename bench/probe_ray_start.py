@@ -38,9 +38,8 @@ up = time.perf_counter() - t
 logs = ray._private.worker._global_node.get_session_dir_path() + "/logs/raylet.out"
 session._shutdown()
 stamp = lambda line: datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-lines = open(logs).read().splitlines()
-store = next(stamp(l) for l in lines if "Plasma store debug dump" in l)
-manager = next(stamp(l) for l in lines if "ObjectManager server started" in l)
+lines = open(logs).read().splitlines() store = next(stamp(l) for l in lines if "Plasma store debug
+dump" in l) manager = next(stamp(l) for l in lines if "ObjectManager server started" in l)
 print(json.dumps({"init_s": up, "connect_s": manager - store}))
 """
 

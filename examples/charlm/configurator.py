@@ -1,9 +1,8 @@
 # Read the command line the way nanoGPT's configurator does (exec'd by train.py, into its globals):
 #   python train.py config/small.py --dropout=0.1 --compile=False
 # A word without "=" names a config file, which is exec'd too; each --key=value overrides a global
-# of train.py, its value read with ast.literal_eval (a bare word stays text) and checked to be of
-# the
-# global's own type.
+# of train.py, its value read with ast.literal_eval (a bare word stays text) and checked to be
+# of the global's own type.
 import sys
 from ast import literal_eval
 

@@ -3,12 +3,11 @@
 Pure. The change answers the strongest finding that has a recipe, in this
 order (what the comparison measures before how precisely it measures it):
 
-    diverged_region       a lower (or higher) range for the diverging key      `<name>-lower-<key>`
-    selected_at_boundary  the boundary key's range widened for every arm alike  `<name>-wider-<key>`
-    stopped_early_at_selected  tuning without early stopping
-    `<name>-no-early-stop` still_improving       the exposure doubled
-    `<name>-exposure-x2` seed_spread           the seeds `plan power` asks for
-    `<name>-seeds-<n>`
+    diverged_region            a lower (or higher) range for the key    `<name>-lower-<key>`
+    selected_at_boundary       the key's range widened for every arm    `<name>-wider-<key>`
+    stopped_early_at_selected  tuning without early stopping            `<name>-no-early-stop`
+    still_improving            the exposure doubled                     `<name>-exposure-x2`
+    seed_spread                the seeds `plan power` asks for          `<name>-seeds-<n>`
 
 The factor, the arms, the metric and the acceptance never change. A budget
 cap the change would break (`budget.max_trials`, `budget.max_heldout_evaluations`)

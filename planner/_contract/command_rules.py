@@ -252,9 +252,9 @@ def _check_flags(
     report: _Report, contract, configs: dict[str, dict], command_dir: Path
 ) -> tuple[str, tuple[ScriptHelp | None, str]]:
     """Every config key a trial passes is a value a flag can carry (P531), and one of the script's
-    options (P530), read from its `--help`, else from its source
-    (planner._contract.command_source); else a note (P941). Returns how the names were checked, and
-    the options read (or None) with why."""
+    options (P530), read from its `--help`, else from its source (planner._contract.command_source);
+    else a note (P941). Returns how the names were checked, and the options read (or None) with
+    why."""
     where = ("command", "args")
     keys: dict[str, Any] = {}
     for arm, config in configs.items():

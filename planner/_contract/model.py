@@ -483,8 +483,7 @@ class Checkpoint(_Model):
     )
     keep: Literal["all", "last", "none"] = "all"  # what stays once the trial has ended
     # continuation by flags: the key of the folder the script saves to (set to the output folder of
-    # the
-    # attempt that saved the newest checkpoint), and the settings that make it resume from there
+    # the attempt that saved the newest checkpoint), and the settings that make it resume from there
     folder_key: DottedKey | None = Field(default=None, exclude_if=lambda key: key is None)
     resume_flags: dict[DottedKey, Any] | None = Field(
         default=None, exclude_if=lambda flags: flags is None

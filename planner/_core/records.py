@@ -15,9 +15,9 @@ pilot, reeval and its comparison:
 `StoredTrial` is the shape of a record at the store boundary (docs/run-folder.md), described once:
 planner._store.schema decodes every line of trials.jsonl into it and holds what the writer appends
 to it. A record read from disk is a plain dict of that shape; `TrialRecord` adds what is never on
-disk: `summary`: the reader sets it on a slimmed record
-(reports dropped to save memory), and so does a running driver on a tuning record once it is on disk
-(`planner._store.facts.kept_of_tuning`), to keep what the facts need of them.
+disk: `summary`: the reader sets it on a slimmed record (reports dropped to save memory), and so
+does a running driver on a tuning record once it is on disk (`planner._store.facts.kept_of_tuning`),
+to keep what the facts need of them.
 
 A leaf: imports only `_core.status` (and msgspec's `Meta`, which bounds the numbers).
 """

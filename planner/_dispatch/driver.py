@@ -1013,14 +1013,16 @@ def expected_steps(contract) -> float | None:
 
 def _announce(root: Path, stream) -> None:
     """Point runs/<name>/latest at this run and print its folder, before Ray starts: a second
-    terminal
-    can follow it at once. A `latest` that cannot be written (a folder there) is a note, not a
-    stop."""
+    terminal can follow it at once. A `latest` that cannot be written (a folder there) is a note,
+    not a stop; a disk that cannot take it (full, read-only) cannot take the run either, and stops
+    it with the disk's one sentence."""
     shown = shown_path(root)
     try:
         write_latest(root.parent.parent, root.parent.name, root.name)
         follow = shown_path(root.parent / "latest")
     except (OSError, RunError) as error:
+        if disk_error(error):
+            raise
         note = f"note: {shown_path(root.parent / 'latest')} not written: {error}"
         print(terminal_safe(note), file=sys.stderr)
         follow = shown

@@ -23,8 +23,7 @@ class Hooks:
     trial_ended: Callable[[dict], None]
     trial_cancelled: Callable[[TrialSpec, str], None]
     # why the phase must stop now (None: it need not; planner._dispatch.failfast), and a tuning
-    # report
-    # seen as it arrives: (trial id, metrics, step, seconds since the trial started)
+    # report seen as it arrives: (trial id, metrics, step, seconds since the trial started)
     should_stop: Callable[[], str | None] = lambda: None
     trial_reported: Callable[[str, dict, int, float], None] = lambda *report: None
     # a trial's worker died after the trial had ended, and the record it kept is the trial's (Ray's

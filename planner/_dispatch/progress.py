@@ -85,10 +85,8 @@ class Progress:
 
     def eta_s(self) -> float | None:
         """Seconds left: the steps the estimate model still expects at the seconds per step
-        measured so
-        far in this process (from its first trial's start, so Ray's start is not counted); None
-        before
-        the first step, or without an estimate."""
+        measured so far in this process (from its first trial's start, so Ray's start is not
+        counted); None before the first step, or without an estimate."""
         done_here = self.steps_ended + sum(self.steps_running.values())
         if self.steps_expected is None or self.first_started is None or done_here <= 0:
             return None
@@ -357,8 +355,8 @@ def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = Non
 
 def follow(snapshot: Callable[[], tuple[str, bool]], interval_s: float) -> None:
     """Redraw `snapshot()`'s text in place (rich's Live) every `interval_s` seconds while it says
-    the
-    run goes on (`plan status --watch`); its text is shown as it is, never read as rich markup."""
+    the run goes on (`plan status --watch`); its text is shown as it is, never read as rich
+    markup."""
     text, going = snapshot()
     with rich_live.Live(auto_refresh=False) as live:
         while True:

@@ -382,8 +382,7 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
     record no handler takes is printed on stderr by Python's last-resort handler. So
     during start-up the file handler sits on the logger Ray's start-up code logs on
     (`compat.RAY_STARTUP_LOGGER`); afterwards on `ray` itself, which does not propagate to the
-    root logger.
-    The file starts with where Ray's session folder (raylet and worker logs) is.
+    root logger. The file starts with where Ray's session folder (raylet and worker logs) is.
     """
     global _ray_log_handler
     if log_dir is None:
@@ -409,6 +408,10 @@ def _ray_logs_to_run_folder(log_dir: Path | None):
 
 
 def _note_session_dir(logger: logging.Logger) -> None:
+    # after a failed start there is no session to name, and asking Ray for its context would start
+    # one (Ray's auto-init), on the disk that just refused it
+    if not ray.is_initialized():
+        return
     try:  # a Ray without these (older than the public session name) just leaves the line out
         context = ray.get_runtime_context()
         session = os.path.join(context.get_temp_dir(), context.get_session_name())
@@ -499,12 +502,27 @@ def claim_stop_signals():
         return None
 
     def handler(signum, frame):
+        _note_trial_processes()
         raise KeyboardInterrupt
 
     return {
         signal.SIGTERM: signal.signal(signal.SIGTERM, handler),
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGINT: signal.signal(signal.SIGINT, handler),
     }
+
+
+# What the embedded Ray's workers had started when a stop signal came. Tune ends the trials'
+# actors before Ray shuts down, and a command's supervisor and a trainer ignoring SIGTERM are then
+# re-parented to PID 1, out of reach of the sweep at shutdown: they are taken here, while their
+# workers still hold them.
+_trees_at_stop: list = []
+
+
+def _note_trial_processes() -> None:
+    try:
+        _trees_at_stop.extend(_trial_processes(compat.embedded_process_pids()))
+    except Exception:  # noqa: BLE001 - the stop itself must not fail: the sweep is a courtesy
+        pass
 
 
 @contextmanager
@@ -809,6 +827,8 @@ def _shutdown() -> None:
     global _embedded_environ
     _embedded_environ = None
     ray.shutdown()
+    trees += _trees_at_stop
+    _trees_at_stop.clear()
     _end_left_behind(trees)
 
 
@@ -853,12 +873,11 @@ def _end_left_behind(procs: list) -> None:
 class RunSession:
     """One command's hold on a run folder and on Ray, as a context manager.
 
-        with RunSession(store, command="plan run") as session:   # takes the lock
-        (session.took_over)
-            ...                                                  # a refusal here only unlocks
+        with RunSession(store, command="plan run") as session:  # the lock (session.took_over)
+            ...                                                 # a refusal here only unlocks
             session.stop_on_signals()
-            session.on_end(bookkeeping)                          # bookkeeping(error) before the
-            unlock session.start_ray(address, search_path, runs_dir, ...)
+            session.on_end(bookkeeping)                         # bookkeeping(error), then unlock
+            session.start_ray(address, search_path, runs_dir, ...)
             ...
 
     On the way out, whatever happened: `bookkeeping(error)` (the error the body raised, or None),

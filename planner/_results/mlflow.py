@@ -18,10 +18,9 @@ their `planner.trial_id` tag) and refreshes the tags that can change: the run
 state and the decisions. A trial whose logging was cut short is logged again.
 
 While `plan run` goes, `LiveMlflow` logs each trial as it ends (the parent run first, with the
-contract's
-params); at the end `log_run_to_mlflow` adds what is left: the decisions, and the HTML report and
-decisions.json as the parent run's artifacts. The experiment is tagged a classic (model-training)
-experiment, so that MLflow 3 opens it in its runs view, not its GenAI view.
+contract's params); at the end `log_run_to_mlflow` adds what is left: the decisions, and the HTML
+report and decisions.json as the parent run's artifacts. The experiment is tagged a classic
+(model-training) experiment, so that MLflow 3 opens it in its runs view, not its GenAI view.
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ TAG_PREFIX = "planner."
 KIND_RUN, KIND_TRIAL = "run", "trial"
 _COMPLETE = "complete"
 # MLflow 3's experiment tag that says which view its UI opens: a model-training experiment's runs,
-# not
-# the traces of a GenAI one (MLflow sets it itself on the experiments it makes for either kind).
+# not the traces of a GenAI one (MLflow sets it itself on the experiments it makes for either kind).
 EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 
 # planner trial status -> MLflow run status
@@ -222,8 +220,7 @@ def _log_artifacts(client, parent_id: str, run: MlflowRun) -> tuple[str, ...]:
 
 class LiveMlflow:
     """Each trial logged to MLflow as it ends, while `plan run` goes (`trial_ended`); what the end
-    adds
-    (decisions, artifacts) is `log_run_to_mlflow`'s, which finds these trials by their tags."""
+    adds (decisions, artifacts) is `log_run_to_mlflow`'s, which finds these trials by their tags."""
 
     def __init__(self, run_dir: str | Path, tracking_uri: str | None, experiment: str | None):
         self.mlflow = _import_mlflow()
@@ -349,8 +346,7 @@ def _experiment_id(client, name: str) -> str:
 
 def _artifact_location(tracking_uri: str | None) -> str | None:
     """Beside a sqlite store's file, `mlartifacts/` (as `mlflow server` keeps them): MLflow's own
-    default
-    for a sqlite store is ./mlruns of whatever folder the process runs in. None: MLflow's
+    default for a sqlite store is ./mlruns of whatever folder the process runs in. None: MLflow's
     default."""
     if not tracking_uri or not tracking_uri.startswith("sqlite:///"):
         return None

@@ -64,10 +64,8 @@ def _slim_with_finals(
     folder: rf.RunFolder, contract: dict[str, Any], notes: list[str]
 ) -> tuple[list[TrialRecord], dict[str, float]]:
     """The trial records slimmed (planner._store.facts.slim_record: memory stays flat), and trial
-    id ->
-    the finite final value of a completed trial's metric (the tuning metric while tuning, the
-    decision
-    metric after), taken from its reports before they are dropped."""
+    id -> the finite final value of a completed trial's metric (the tuning metric while tuning, the
+    decision metric after), taken from its reports before they are dropped."""
     metric = facts.contract_get(contract, "metric.name")
     decision_metric = facts.contract_get(contract, "metric.decision_metric") or metric
     limits = facts.report_limits(contract)
@@ -161,8 +159,7 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
 
     def _value_of(rows: list[TrialRecord], phase: Any) -> dict[str, Any]:
         """While tuning the best value so far (what selection picks); in confirmation the mean
-        (what the
-        decision compares), as the live table of `plan run` shows them."""
+        (what the decision compares), as the live table of `plan run` shows them."""
         values = [finals[t] for r in rows if (t := str(r.get("trial_id"))) in finals]
         if phase == "tune":
             mode = facts.contract_get(contract, "metric.mode", "max")

@@ -621,10 +621,9 @@ def run_identity(contract, contract_dir: Path, search_path: list[str]) -> dict[s
 # ------------------------------------------------------------------ the files a trial read
 
 # A file a trial read is code or config (hashed whole: its sha256) when its name ends with one of
-# these and
-# it holds at most HASHED_BYTES; any other file is data, identified by its size and modification
-# time (never
-# read whole: a data set may be gigabytes). A YAML, JSON or text file larger than that is data too.
+# these and it holds at most HASHED_BYTES; any other file is data, identified by its size and
+# modification time (never read whole: a data set may be gigabytes). A YAML, JSON or text file
+# larger than that is data too.
 CODE_SUFFIXES = frozenset(
     {
         ".py",

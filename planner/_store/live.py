@@ -1,20 +1,15 @@
 """What a running `plan run` shows before its trials end: the live reports, its progress, `latest`.
 
 A trial's record (trials.jsonl) is written when the trial ends; until then its reports exist only
-in the
-driver. So the driver appends each report as Tune hands it over to `live/reports.jsonl` (one
-`LiveReport`
-a line, flushed, not fsync'd: a trial's record supersedes them at its end, and a lost line costs a
-point
-of a live curve), and rewrites `live/progress.json` (`LiveProgress`: the phase, the steps done and
-expected, the ETA) as trials start, report and end. `plan status` and `plan report` read both for
-the
-trials that have no record yet. Every file is opened through planner._store.files (no link
-followed).
+in the driver. So the driver appends each report as Tune hands it over to `live/reports.jsonl` (one
+`LiveReport` a line, flushed, not fsync'd: a trial's record supersedes them at its end, and a lost
+line costs a point of a live curve), and rewrites `live/progress.json` (`LiveProgress`: the phase,
+the steps done and expected, the ETA) as trials start, report and end. `plan status` and `plan
+report` read both for the trials that have no record yet. Every file is opened through
+planner._store.files (no link followed).
 
 `runs/<contract name>/latest` is a small file (never a link) holding the id of the run that started
-last
-there; `resolve_run_dir` turns it, or a run folder, into the run folder every command reads.
+last there; `resolve_run_dir` turns it, or a run folder, into the run folder every command reads.
 """
 
 from __future__ import annotations
@@ -147,8 +142,7 @@ def running_records(
 ) -> list[dict[str, Any]]:
     """A record-shaped dict for each trial with live reports and no record among `ended`: its plan
     entry's trial_id, phase, arm and seed, status `running`, exposure its latest step, its reports
-    so
-    far. Only for readers that show a running run (a curve); never written, never a fact of the
+    so far. Only for readers that show a running run (a curve); never written, never a fact of the
     run."""
     by_id = {p.get("trial_id"): p for p in planned}
     out: list[dict[str, Any]] = []
@@ -194,9 +188,8 @@ def resolve_run_dir(run_dir: str | os.PathLike) -> Path:
     """The run folder a command reads: `run_dir` itself, or the run a `latest` pointer file names.
 
     A `latest` that is a plain file holds a run id: the folder of that name beside it. Anything
-    else in it
-    is refused with a sentence; a folder (or any other path) is returned as it is, for the reader
-    to check."""
+    else in it is refused with a sentence; a folder (or any other path) is returned as it is, for
+    the reader to check."""
     path = Path(run_dir)
     if path.name != LATEST or path.is_symlink() or not path.is_file():
         return path

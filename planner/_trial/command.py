@@ -147,14 +147,12 @@ def run_command(
     follow it on the command line; given as a function, it is called with the
     attempt's output folder (`<attempt>/hydra`) and returns them (argparse flags
     that name that folder: planner._trial.command_args). `limits` bounds the run (its time, memory,
-    logs, the grace before SIGKILL); a field of it given by name
-    (`timeout_s=60`) replaces that field. `env` replaces the inherited
-    environment when given; the PLANNER_* variables are always set. With
-    `expected_config`, the config the Hydra app composed (`.hydra/config.yaml`)
-    must equal it, or the trial fails with CommandConfigMismatchError before any
-    report is forwarded. With `metrics`, the reports come from the script's own
-    log in its Hydra output folder (planner._trial.metrics_files) instead of
-    $PLANNER_REPORT_FILE.
+    logs, the grace before SIGKILL); a field of it given by name (`timeout_s=60`) replaces that
+    field. `env` replaces the inherited environment when given; the PLANNER_* variables are always
+    set. With `expected_config`, the config the Hydra app composed (`.hydra/config.yaml`) must equal
+    it, or the trial fails with CommandConfigMismatchError before any report is forwarded. With
+    `metrics`, the reports come from the script's own log in its Hydra output folder
+    (planner._trial.metrics_files) instead of $PLANNER_REPORT_FILE.
 
     Raises CommandFailedError (non-zero exit, or the command cannot start),
     CommandTimeoutError, CommandMemoryError, TrialProtocolError (a malformed
@@ -210,8 +208,7 @@ def run_command(
         if redactor is not None:
             scrub_files(attempt_dir / "hydra", redactor)
         # what the trial read (its config file, an exec'd configurator, a local module) and the
-        # flags
-        # it was given, for its record
+        # flags it was given, for its record
         trial.inputs = {  # type: ignore[attr-defined]
             "argv": argv[len(command_argv(command)) :],
             "files": files_read(files_log, cwd.resolve()) if files_roots else {},

@@ -2,8 +2,8 @@
 trial's values in Hydra's override grammar.
 
 - `command_argv` (from planner._contract.command_help, which `plan validate` shares):
-  `shlex.split(command)` (no shell); a leading `python`/`python3`
-  is the interpreter running the planner.
+  `shlex.split(command)` (no shell); a leading `python`/`python3` is the interpreter running the
+  planner.
 - `overrides_for`: the arm's overrides as written in the contract, then sampled
   values as `key=value`; `config_changes_as_overrides`: the overrides that turn
   an arm's composed config into a trial's (`+key=value` for a new leaf, `~key`

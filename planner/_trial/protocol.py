@@ -713,9 +713,8 @@ def _steps(trial: Trial) -> list[int]:
 
 def _interval_short(budget: int, steps: list[int]) -> str:
     """When the reports came at one interval and the next would have passed the budget: the clause
-    that
-    says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends at
-    150."""
+    that says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends
+    at 150."""
     gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
     if len(steps) < 2 or len(gaps) != 1:
         return ""

@@ -211,7 +211,10 @@ def test_a_driver_the_cluster_refuses_gets_one_sentence_and_exit_3(gpu_cluster, 
         proc.stderr[-3000:],
     )
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, f"more than planner's sentence on stderr:\n{proc.stderr[-3000:]}"
+    assert len(lines) == 1, (
+        f"more than planner's sentence on stderr:\n{proc.stderr[-3000:]}\n"
+        f"stdout:\n{proc.stdout[-3000:]}"
+    )
     assert lines[0].startswith(
         f"plan run: the Ray cluster at {gpu_cluster.address} refused the connection: "
         "authentication failed, because "

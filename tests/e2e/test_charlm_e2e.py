@@ -1,8 +1,7 @@
 """examples/charlm, unchanged, under `plan run`: a nanoGPT-style script (a config file named as an
 argument and exec'd, `--key=value` read with literal_eval, metrics only printed) decides with
 `format: stdout` and `args: literal`; its identity lists the config file it was given, and
-`--resume`
-refuses once that file is edited."""
+`--resume` refuses once that file is edited."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """A configurator-style script (nanoGPT's) run by CommandTrainable with `args: literal`: the flags
-it
-parses are the config's values, and a script without a seed setting gets the two ways out."""
+it parses are the config's values, and a script without a seed setting gets the two ways out."""
 
 from __future__ import annotations
 

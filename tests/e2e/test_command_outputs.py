@@ -1,6 +1,5 @@
 """P945: a script whose output folder defaults to a relative path the contract does not set, so
-every
-trial would share one folder: nanoGPT's `out_dir = 'out'`, a Hugging Face example's
+every trial would share one folder: nanoGPT's `out_dir = 'out'`, a Hugging Face example's
 `--output_dir`."""
 
 from __future__ import annotations

@@ -817,7 +817,7 @@ def test_a_full_disk_fails_the_run_cleanly_and_resume_finishes_it(
     code = main(["run", str(path), "--runs-dir", str(tiny_disk), "--quiet"])
     err = capsys.readouterr().err
     assert code == 3 and "Traceback" not in err and "No space left" in err, err
-    run_dir = next(tiny_disk.glob("faults/*"))
+    run_dir = next(p for p in tiny_disk.glob("faults/*") if p.is_dir())
     before = by_id(run_dir)
     assert 0 < len(before) < 6
     assert all(line.endswith("}") for line in (run_dir / "trials.jsonl").read_text().splitlines())
@@ -866,7 +866,7 @@ def test_no_secret_reaches_the_run_folder_or_the_terminal(tmp_path):
         "error:      RuntimeError: could not log in with <redacted> / <redacted> (in 2 trials"
         in output
     )
-    run_dir = next((tmp_path / "runs").glob("faults/*"))
+    run_dir = next(p for p in (tmp_path / "runs").glob("faults/*") if p.is_dir())
     failed = by_id(run_dir)["confirm-treat-s0"]
     assert failed["status"] == "failed" and "<redacted>" in failed["errors"][0]["message"]
     assert failed["config"]["fault"]["kind"] == "leaks_secret" and "<redacted>" not in json.dumps(

@@ -139,15 +139,16 @@ def on_experiment_end(self, trials, **info):
     manager = controller._actor_manager
     queued = [a for a in manager._pending_actors_to_enqueued_actor_tasks if a not in manager._pending_actors_to_attrs]
     ended = [t for t in trials if t.is_finished()]
-    searchers = controller._search_alg.searcher.searchers
+    search = controller._search_alg.searcher
     actor_envs = [cls._default_options.get("runtime_env") for cls in controller._class_cache._cache.values()]
     seen.update(trials=len(trials), ended=len(ended),
                 with_config=sum(1 for t in ended if t.config or t.evaluated_params),
                 with_result=sum(1 for t in ended if t.run_metadata.last_result or t.run_metadata.metric_analysis),
                 requests=len({id(t.placement_group_factory) for t in ended}),
                 last_results=[t.last_result for t in ended[:3]],
-                queued_for_cancelled=len(queued), asked_left=sum(len(s._ot_trials) for s in searchers),
-                told=sum(len(s._ot_study.trials) for s in searchers), actor_envs=actor_envs,
+                queued_for_cancelled=len(queued),
+                asked_left=len(search.asked) + sum(len(s.running) + len(s.reported) for s in search.studies),
+                told=sum(len(s.study.trials) for s in search.studies), actor_envs=actor_envs,
                 unresolved=[bool(t._Trial__unresolved_config) for t in ended if hasattr(t, "_Trial__unresolved_config")],
                 snapshot=[list(map(json.loads, t.get_json_state())) for t in ended])
 

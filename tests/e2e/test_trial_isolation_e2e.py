@@ -49,7 +49,7 @@ def test_what_a_trainable_does_to_its_folder_and_fds_is_undone(tmp_path):
         timeout=600,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    (run,) = (tmp_path / "runs" / "inline").iterdir()
+    (run,) = [p for p in (tmp_path / "runs" / "inline").iterdir() if p.is_dir()]
     records = [json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()]
     assert len(records) == 10
     assert {r["status"] for r in records} == {"completed"}, [r.get("errors") for r in records]
