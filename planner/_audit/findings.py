@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from planner._audit.evidence import Evidence, Trial, finite
 from planner._core.errors import PlannerError
 from planner._core.records import first_line, same_curve_every_seed
 from planner._core.status import FAILED, TrialStatus
+from planner._core.text import number
 from planner._plan.explored import BOUNDARY, KeyReach, arm_reach
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
@@ -94,14 +96,8 @@ class Finding:
         }
 
 
-def _g(x: Any) -> str:
-    """A number for a sentence (None, an unbounded CI end or a missing figure, reads "none" as in
-    plan run)."""
-    if x is None:
-        return "none"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
+# None (an unbounded CI end or a missing figure) reads "none", as in plan run's sentences
+_g = partial(number, none="none")
 
 
 def orient(ev: Evidence, metric: str | None = None) -> float:

@@ -30,6 +30,7 @@ from planner._contract.schema_errors import schema_diagnostics
 from planner._core.diagnostics import Diagnostic, errors
 from planner._core.errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, ContractError, ContractFileError
 from planner._core.lazy import lazy_import
+from planner._core.text import number
 
 # the rules of a `command:` trainable (its keys, metrics file, checkpoints, argparse flags) and
 # what they read a script's --help with: a `trainable:` contract has no command to check and never
@@ -410,11 +411,7 @@ def format_result(result: ValidationResult) -> str:
     resources = budget["resources"]
     lines.append(
         f"  budget   {budget['exposure']} {budget['unit']} per trial, {budget['planned_exposure']} "
-        f"{budget['unit']} in all; cpu {_num(resources['cpu'])}, gpu {_num(resources['gpu'])} per "
-        f"trial" + "".join(f"; {e}" for e in extra)
+        f"{budget['unit']} in all; cpu {number(resources['cpu'], None)}, "
+        f"gpu {number(resources['gpu'], None)} per trial" + "".join(f"; {e}" for e in extra)
     )
     return "\n".join(lines)
-
-
-def _num(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)

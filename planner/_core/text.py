@@ -8,10 +8,11 @@ Durations print as seconds below two minutes, minutes below two hours, then hour
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
 A duration a contract gives (`budget.max_wall_time: 20m`) reads with `parse_duration`, the one
 parser of '90', '90s', '20m', '2h', '1d' (the contract model and the run folder's reader both use
-it). Counts print in words (`noun`: 1 trial, 2 trials); paths relative to the current folder
-when below it (`shown_path`); a file that is not a regular one by what it is (`file_kind`). A
-config or contract value prints as YAML writes it (`yaml_value`: true, false, null, 'text', [1,
-2]), the way the user wrote it.
+it). A number prints with `number`: four significant digits unless told, a placeholder for
+none, yes or no for a flag. Counts print in words (`noun`: 1 trial, 2 trials); paths relative to
+the current folder when below it (`shown_path`); a file that is not a regular one by what it is
+(`file_kind`). A config or contract value prints as YAML writes it (`yaml_value`: true, false,
+null, 'text', [1, 2]), the way the user wrote it.
 """
 
 from __future__ import annotations
@@ -143,6 +144,22 @@ def spreadsheet_safe(value: object) -> object:
     ):
         return "'" + value
     return value
+
+
+def number(value: object, digits: int | None = 4, *, none: str = "-", sign: bool = False) -> str:
+    """A value as planner prints it in a sentence or a table cell: a float with `digits`
+    significant digits (all of them, integers without `.0`, when `digits` is None), `none` for
+    None, yes or no for a flag, anything else as `str` writes it; `sign` puts `+` before a
+    positive float."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, float):
+        return str(value)
+    if digits is None:
+        return str(int(value)) if value.is_integer() else repr(value)
+    return f"{value:{'+' if sign else ''}.{digits}g}"
 
 
 def noun(word: str, count: int) -> str:

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from planner._core.lazy import lazy_import
 from planner._core.records import error_key, error_of, finite_final_value
 from planner._core.status import FAILED, TrialStatus
-from planner._core.text import clock, terminal_safe
+from planner._core.text import clock, number, terminal_safe
 
 # rich draws the live table on a terminal only: a piped or --quiet run never loads it
 rich_console = lazy_import("rich.console")
@@ -174,10 +174,6 @@ def failure_text(progress: Progress, record: dict) -> str:
     return f": {error}" + (f" [{count} trials so far]" if count > 1 else " [first occurrence]")
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
-
-
 HEADERS = ("arm", "phase", "ended", "running", "failed", "diverged", "early", "value")
 ARM_WIDTH = 16  # longer arm names are cut with an ellipsis, never the headers
 MIN_WIDTH = {
@@ -194,8 +190,8 @@ def summary_value(phase: str, cell: Cell) -> str:
     if not cell.values:
         return "-"
     if phase == "tune":
-        return f"best {_fmt(cell.best)}"
-    return f"mean {_fmt(sum(cell.values) / len(cell.values))}"
+        return f"best {number(cell.best)}"
+    return f"mean {number(sum(cell.values) / len(cell.values))}"
 
 
 def table_rows(progress: Progress) -> list[tuple[str, ...]]:
@@ -251,7 +247,7 @@ class LineDisplay(QuietDisplay):
         metric = p.metric if record["phase"] == "tune" else p.decision_metric
         value = last_value(record, metric)
         ended, planned = p.totals()
-        shown = f" {metric}={_fmt(value)}" if value is not None else ""
+        shown = f" {metric}={number(value)}" if value is not None else ""
         eta = p.eta_s()
         left = "" if eta is None else f", about {clock(eta)} left"
         line = (

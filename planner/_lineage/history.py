@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import PlannerError
+from planner._core.text import number
 from planner._lineage.ledger import Ledger, RunEntry, read, run_key, runs_dir_of
 from planner._store.read import open_run
 
@@ -167,8 +168,8 @@ def repetition(
     earlier_words = "; ".join(f"{e.key}: {decisions_text(e)}" for e in earlier)
     sentence = (
         f"factor {factor} was tested {count} times against this baseline (this test included); the "
-        f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {_num(alpha)} imply a "
-        f"family-wise "
+        f"earlier {len(earlier)}: {earlier_words}. {count} tests at alpha {number(alpha, 6)} "
+        f"imply a family-wise "
         f"alpha of {fwer:.3f}: the chance that at least one accepts when nothing is there"
     )
     if replications:
@@ -186,10 +187,6 @@ def repetition(
         "replications": [e.key for e in replications or []],
         "sentence": sentence,
     }
-
-
-def _num(value: float) -> str:
-    return f"{value:g}"
 
 
 def line_of(ledger: Ledger, run_dir: str | os.PathLike, depth: int = 0) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from planner._core.text import number
 from planner._plan.space import Dimensional
 
 BOUNDARY = 0.10  # a selected value in the outer 10 % of its declared range is at the range's edge
@@ -150,10 +151,6 @@ def arm_reach(
 # ---------------------------------------------------------------- the sentence
 
 
-def _g(x: Any) -> str:
-    return f"{x:.4g}" if isinstance(x, float) else str(x)
-
-
 def _pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
@@ -179,11 +176,11 @@ def _explored_said(k: KeyReach) -> str | None:
     if k.low is None:
         return None
     scale = " on its log scale" if k.kind == "log_uniform" else ""
-    declared = f"[{_g(k.bounds[0])}, {_g(k.bounds[1])}]"
+    declared = f"[{number(k.bounds[0])}, {number(k.bounds[1])}]"
     if k.distinct == 1:
-        return f"drew one value, {_g(k.low)}, of {declared}"
+        return f"drew one value, {number(k.low)}, of {declared}"
     share = "" if k.share is None else f"{_pct(k.share)} of "
-    return f"explored {_g(k.low)}-{_g(k.high)} ({share}{declared}{scale})"
+    return f"explored {number(k.low)}-{number(k.high)} ({share}{declared}{scale})"
 
 
 def _keys_said(reaches: Sequence[ArmReach]) -> list[str]:
@@ -210,9 +207,9 @@ def _edges_said(reaches: Sequence[ArmReach]) -> list[str]:
         for k in r.keys:
             if k.edge is not None:
                 beyond = _pct(k.beyond) if k.beyond is not None else ""
-                groups.setdefault((k.key, k.edge, k.edge_of, _g(k.selected), beyond), []).append(
-                    r.arm
-                )
+                groups.setdefault(
+                    (k.key, k.edge, k.edge_of, number(k.selected), beyond), []
+                ).append(r.arm)
     out = []
     for (key, side, of, value, beyond), arms in groups.items():
         whose = "its" if len(arms) == 1 else "their"

@@ -48,7 +48,7 @@ from planner._core.errors import (
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, StopReason, TrialStatus
-from planner._core.text import utc_now
+from planner._core.text import number, utc_now
 from planner._core.version import VERSION
 from planner._data.checks import fingerprint_differences
 from planner._dispatch.cluster import resolve_address
@@ -788,10 +788,6 @@ def _jsonable(value: Any) -> Any:
 # these)
 
 
-def _num(value: float | None, spec: str = ".10g") -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def format_plan(plan: ReevalPlan) -> str:
     """What is about to run, and how today's identity differs from the log's."""
     seeds = ", ".join(f"{s}{' (new)' if s in plan.new_seeds else ''}" for s in plan.seeds)
@@ -846,10 +842,12 @@ def format_table(rows: list[SeedRow]) -> str:
             if r.continued and not r.reproduced:
                 result += " (logged: continued from its checkpoint)"
         logged = (
-            "-" if r.is_new else (_num(r.logged) if r.logged is not None else str(r.logged_status))
+            "-"
+            if r.is_new
+            else (number(r.logged, 10) if r.logged is not None else str(r.logged_status))
         )
-        new = _num(r.new) if r.new is not None else r.new_status
-        body.append([str(r.seed), logged, new, _num(r.diff, "+.3g"), result])
+        new = number(r.new, 10) if r.new is not None else r.new_status
+        body.append([str(r.seed), logged, new, number(r.diff, 3, sign=True), result])
     widths = [max(len(x) for x in col) for col in zip(header, *body, strict=False)]
     fmt = "  ".join(f"{{:>{w}}}" if i < 4 else "{}" for i, w in enumerate(widths))
     return "\n".join(fmt.format(*line).rstrip() for line in [header, *body])

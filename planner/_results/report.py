@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ import pandas as pd
 
 from planner._contract.paths import diff_rows, shown_side
 from planner._core.status import UNUSABLE, RunState, TrialStatus
-from planner._core.text import format_duration, terminal_safe
+from planner._core.text import format_duration, number, terminal_safe
 from planner._data.checks import summary_lines
 from planner._lineage.record import lineage_lines
 from planner._plan.explored import ArmReach, arm_reach, reach_said
@@ -436,14 +437,8 @@ def render_json(results: RunResults) -> str:
 # ---------------------------------------------------------------- markdown
 
 
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3g}"
-    return str(value)
+# a missing figure is a dash in a table cell
+_fmt = partial(number, none="–")
 
 
 _MD_SPECIAL = str.maketrans(

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from planner._core.status import UNUSABLE, TrialStatus
+from planner._core.text import number
 from planner._results.plots import (
     Figure,
     add_note,
@@ -81,7 +82,7 @@ def _hover_of(frame: pd.DataFrame, hover: Mapping[str, str]) -> np.ndarray:
 def _shown(value: Any) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:.4g}" if isinstance(value, float) else label(value)
+    return number(value) if isinstance(value, float) else label(value)
 
 
 # ---------------------------------------------------------------- optimization history

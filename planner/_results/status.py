@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import socket
 from collections import Counter
+from functools import partial
 from typing import Any, TypedDict
 
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import RunState, TrialStatus
-from planner._core.text import clock, format_duration, terminal_safe
+from planner._core.text import clock, format_duration, number, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
@@ -225,8 +226,8 @@ def read_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     }
 
 
-def _n(value: Any) -> str:
-    return "?" if value is None else str(value)
+# what the lock or the plan does not say is unknown
+_n = partial(number, none="?")
 
 
 def failure_line(group: dict[str, Any]) -> str:
@@ -246,9 +247,9 @@ def failure_line(group: dict[str, Any]) -> str:
 
 def _row_value(row: dict[str, Any]) -> str:
     if row.get("best") is not None:
-        return f"; best {row['metric']} {row['best']:.4g}"
+        return f"; best {row['metric']} {number(row['best'])}"
     if row.get("mean") is not None:
-        return f"; mean {row['metric']} {row['mean']:.4g}"
+        return f"; mean {row['metric']} {number(row['mean'])}"
     return ""
 
 
@@ -311,7 +312,7 @@ def format_status(status: dict[str, Any]) -> str:
         )
     for r in s.get("running_trials") or []:
         if r["step"] is not None:
-            shown = "-" if r["value"] is None else f"{r['value']:.4g}"
+            shown = number(r["value"])
             out.append(
                 f"  running {r['trial_id']} ({r['arm']}): step {r['step']}, {r['metric']} {shown}"
             )

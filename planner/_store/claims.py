@@ -15,6 +15,7 @@ import math
 from typing import Any
 
 from planner._core.lazy import lazy_import
+from planner._core.text import number
 
 decide = lazy_import(
     "planner._stats.decide"
@@ -75,8 +76,7 @@ def decision_findings(doc: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _shown(value: Any) -> str:
-    number = _number(value)
-    return "none" if number is None else f"{number:.4g}"
+    return number(_number(value), none="none")
 
 
 def accepted(doc: dict[str, Any] | None, arm: str) -> str | None:
