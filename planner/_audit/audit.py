@@ -21,6 +21,7 @@ from planner._audit import control as _control
 from planner._audit.evidence import Evidence, read_evidence
 from planner._audit.findings import SYMPTOMS, Finding, _g, find_all
 from planner._audit.recipes import missing_evidence, what_ran
+from planner._core.tables import text_table
 from planner._core.text import terminal_safe
 from planner._results.cost import cost_by_arm
 
@@ -201,15 +202,9 @@ def format_audit(audit: Audit, max_evidence: int = 5) -> str:
                 _g(r["s_per_step"]) if r["s_per_step"] is not None else "–",
             ]
         )
-    widths = [
-        max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
-        for i, h in enumerate(header)
-    ]
-    for row in [header, *rows] if rows else []:
-        lines.append(
-            "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        )
-    if not rows:
+    if rows:
+        lines.extend(text_table(rows, header=header))
+    else:
         lines.append("  no trial ended yet")
     for r in audit.recipes:
         if r["config_vs_baseline"] and r["phase"] != "tune":

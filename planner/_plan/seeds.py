@@ -26,6 +26,7 @@ from scipy import optimize
 
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import UsageError
+from planner._core.tables import text_table
 from planner._plan.pilot import read_pilot
 from planner._stats.power import (
     accept_probability,
@@ -309,8 +310,8 @@ def format_power(s: dict[str, Any]) -> str:
             "accept also needs the estimate >= min_effect"
         ),
         "",
-        f"  {'':<22}{'seeds/arm':>10}{'trials':>8}{'power':>8}{'P(accept)':>11}",
     ]
+    rows: list[list[object]] = []
     for key, label in (
         ("80", "for 80 % power"),
         ("90", "for 90 % power"),
@@ -318,12 +319,14 @@ def format_power(s: dict[str, Any]) -> str:
     ):
         r = s["declared"] if key is None else s["needed"][key]
         if r["seeds"] is None:
-            lines.append(f"  {label:<22}{'> 100000':>10}")
+            rows.append([label, "> 100000", "", "", ""])
             continue
-        lines.append(
-            f"  "
-            f"{label:<22}{r['seeds']:>10}{r['trials']:>8}{_pct(r['power']):>8}{_pct(r['accept_probability']):>11}"
+        rows.append(
+            [label, r["seeds"], r["trials"], _pct(r["power"]), _pct(r["accept_probability"])]
         )
+    lines += text_table(
+        rows, header=["", "seeds/arm", "trials", "power", "P(accept)"], right=range(1, 5)
+    )
     d = s["declared"]
     lines.append("")
     if d["detectable_effect_80"] is None:

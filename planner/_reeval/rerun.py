@@ -48,6 +48,7 @@ from planner._core.errors import (
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, StopReason, TrialStatus
+from planner._core.tables import text_table
 from planner._core.text import number, utc_now
 from planner._core.version import VERSION
 from planner._data.checks import fingerprint_differences
@@ -848,9 +849,7 @@ def format_table(rows: list[SeedRow]) -> str:
         )
         new = number(r.new, 10) if r.new is not None else r.new_status
         body.append([str(r.seed), logged, new, number(r.diff, 3, sign=True), result])
-    widths = [max(len(x) for x in col) for col in zip(header, *body, strict=False)]
-    fmt = "  ".join(f"{{:>{w}}}" if i < 4 else "{}" for i, w in enumerate(widths))
-    return "\n".join(fmt.format(*line).rstrip() for line in [header, *body])
+    return "\n".join(text_table(body, header=header, right=range(4), indent=0))
 
 
 def format_result(result: ReevalResult) -> str:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import RunState, TrialStatus
+from planner._core.tables import text_table
 from planner._core.text import clock, format_duration, number, terminal_safe
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
@@ -285,18 +286,13 @@ def format_status(status: dict[str, Any]) -> str:
         )
         + (f" (and {reevals} in re-evaluation, not planned)" if reevals else "")
     )
-    if s["trials"]:
-        width = max(len(str(t["arm"])) for t in s["trials"])
-        for t in s["trials"]:
-            statuses = (
-                ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
-            )
-            planned = "-" if t["phase"] == "reeval" else _n(t["planned"])
-            value = _row_value(t)
-            out.append(
-                f"  {str(t['phase']):<8}{str(t['arm']):<{width + 2}}{t['ended']:>5} / "
-                f"{planned:<5} {statuses}{value}"
-            )
+    rows = []
+    for t in s["trials"]:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(t["statuses"].items())) or "none ended"
+        planned = "-" if t["phase"] == "reeval" else _n(t["planned"])
+        rows.append([t["phase"], t["arm"], t["ended"], f"/ {planned}", statuses + _row_value(t)])
+    if rows:
+        out.extend(text_table(rows, right=[2]))
     live = s.get("live") or {}
     if s["state"] == RunState.RUNNING and live.get("phase"):
         eta = live.get("eta_s")

@@ -31,7 +31,6 @@ ALLOWED: set[str] = {
     "_reeval/rerun.py:prepare",
     "_results/report.py:render_markdown",
     "_results/status.py:format_status",
-    "_audit/audit.py:format_audit",
     "_audit/recipes.py:missing_evidence",
     "_plan/estimate.py:estimate",
     "_stats/decide.py:decide",
