@@ -87,7 +87,11 @@ def has_children() -> bool:
 
 def process_table() -> dict[int, tuple[int, bool]]:
     """Every process this one can see: pid -> (parent pid, whether it is a zombie), in one pass
-    over Linux's /proc (each `stat` file read once); elsewhere psutil's view of the same."""
+    over Linux's /proc (each `stat` file read once); elsewhere psutil's view of the same.
+
+    Not `psutil.process_iter` on Linux: it builds an object and reads more than `stat` for each
+    process, several times this pass's cost (docs/speed.md), and ending a trial's tree reads the
+    table once a look."""
     if not os.path.isdir("/proc/self"):
         return {
             p.pid: (p.info["ppid"] or 0, p.info["status"] == psutil.STATUS_ZOMBIE)

@@ -121,7 +121,11 @@ LEDGER_LOCK_WAIT_S = (
 
 def _flock_within(fd: int, path: Path, wait_s: float) -> None:
     """An exclusive flock on `fd`, waited for at most `wait_s` seconds (RunError naming `path`
-    after that)."""
+    after that).
+
+    Not `filelock.FileLock(timeout=...)`: that opens the path itself, and this lock must be taken on
+    the descriptor `open_inside` opened, the one that refused a link, a FIFO or a hard link with
+    its precise sentence."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
