@@ -21,8 +21,8 @@ from planner._audit import control as _control
 from planner._audit.evidence import Evidence, read_evidence
 from planner._audit.findings import SYMPTOMS, Finding, _g, find_all
 from planner._audit.recipes import missing_evidence, what_ran
-from planner._core.tables import text_table
 from planner._core.text import terminal_safe
+from planner._core.text_tables import text_table
 from planner._results.cost import cost_by_arm
 
 

@@ -6,7 +6,7 @@
       tune         every sweep through one Ray Tune Tuner (planner._dispatch.tune)
       select       each arm's confirmation config; selection.json
       confirm      fixed-config Ray tasks (planner._dispatch.fixed), in looks when
-                   confirmation.looks > 1 (planner._dispatch.looks)
+                   confirmation.looks > 1 (planner._dispatch.sequential_confirm)
       decide       decisions.json, on the way out, whatever stopped the run
       finish       state.json, run_ended, the lineage; the RunResult
 
@@ -57,8 +57,8 @@ from planner._core.version import VERSION
 from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
-from planner._dispatch.looks import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.progress import Progress, make_display
+from planner._dispatch.sequential_confirm import SequentialConfirmation, confirm_in_looks
 from planner._dispatch.session import (
     HANDLED,
     RAY_LOST,
@@ -69,7 +69,7 @@ from planner._dispatch.session import (
     ray_shutdown_deferred,  # noqa: F401 - the CLI's name for it (it imports only the driver)
     trainable_search_path,
 )
-from planner._dispatch.trials import Dispatch, at_budget
+from planner._dispatch.specs import Dispatch, at_budget
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
 from planner._lineage.resolve import ProjectLineage
@@ -867,7 +867,9 @@ class Runner:
         c = self.contract
         extra: dict[str, Any] = {}
         confirm_records = [r for r in self.records.values() if r["phase"] == "confirm"]
-        if c.confirmation.looks > 1:  # the decisions come from the looks (planner._dispatch.looks)
+        if (
+            c.confirmation.looks > 1
+        ):  # the decisions come from the looks (planner._dispatch.sequential_confirm)
             sequential = self.sequential or SequentialConfirmation(c)
             rows = sequential.decisions(sequential.evaluate(self.records))
             extra = {"sequential": sequential.describe()}

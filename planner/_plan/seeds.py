@@ -26,7 +26,7 @@ from scipy import optimize
 
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import UsageError
-from planner._core.tables import text_table
+from planner._core.text_tables import text_table
 from planner._plan.pilot import read_pilot
 from planner._stats.power import (
     accept_probability,

@@ -48,13 +48,13 @@ from planner._core.errors import (
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.redact import Redactor
 from planner._core.status import FAILED, StopReason, TrialStatus
-from planner._core.tables import text_table
 from planner._core.text import number, utc_now
+from planner._core.text_tables import text_table
 from planner._core.version import VERSION
 from planner._data.checks import fingerprint_differences
 from planner._dispatch.cluster import resolve_address
 from planner._dispatch.session import RunSession, trainable_search_path
-from planner._dispatch.trials import Dispatch
+from planner._dispatch.specs import Dispatch
 from planner._plan.trials import PlannedTrial
 from planner._stats.decide import compare
 from planner._store import facts

@@ -17,7 +17,7 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import run
 from planner._results.report import render_markdown
-from planner._results.status import format_status, read_status
+from planner._results.run_status import format_status, read_status
 from planner._results.tables import load_run
 from planner._store.writer import read_jsonl
 from tests.trainables.splits import DEFAULTS

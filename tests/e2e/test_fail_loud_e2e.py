@@ -52,7 +52,7 @@ write = contract_writer(BASE)
 
 
 def status_text(run_dir):
-    from planner._results.status import format_status, read_status
+    from planner._results.run_status import format_status, read_status
 
     return format_status(read_status(run_dir))
 

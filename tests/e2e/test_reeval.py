@@ -481,7 +481,7 @@ def test_a_deterministic_arm_reproduces_exactly_and_the_reeval_is_logged(finishe
 @pytest.mark.ray
 def test_status_report_and_load_run_count_reeval_trials_apart_from_confirmation(finished_run):
     from planner._results.render import load_for_report, render
-    from planner._results.status import format_status, read_status
+    from planner._results.run_status import format_status, read_status
     from planner._results.tables import load_run
 
     root = finished_run
@@ -663,7 +663,7 @@ def test_a_reeval_holding_the_lock_is_named_as_such(tmp_path):
 
 
 def test_status_names_a_reeval_that_holds_the_lock_without_calling_it_stale(tmp_path):
-    from planner._results.status import format_status, read_status
+    from planner._results.run_status import format_status, read_status
     from planner._store.writer import RunStore
 
     root = synthetic_run(tmp_path)

@@ -14,7 +14,7 @@ import pytest
 
 from planner._dispatch.driver import run
 from planner._results.render import load_for_report, render
-from planner._results.status import format_status, read_status
+from planner._results.run_status import format_status, read_status
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, cut_short, synthetic_contract
 

@@ -4,7 +4,7 @@ needed)."""
 from __future__ import annotations
 
 from planner._contract.model import Contract
-from planner._dispatch.trials import Dispatch
+from planner._dispatch.specs import Dispatch
 from planner._plan.trials import PlannedTrial
 from planner._store.writer import RunStore
 from tests._runs import synthetic_contract

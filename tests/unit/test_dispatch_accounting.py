@@ -11,7 +11,7 @@ from planner._contract.model import Contract
 from planner._dispatch.driver import NEVER_RAN, RunResult, _budget_not_matched
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.fixed import after_worker_death, completed_reports
-from planner._dispatch.trials import Dispatch
+from planner._dispatch.specs import Dispatch
 from planner._plan.trials import PlannedTrial, make_plan
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger

@@ -151,7 +151,7 @@ def test_min_effect_is_compared_as_it_prints():
 
 
 def test_a_look_without_alpha_says_no_stop_is_possible():
-    from planner._dispatch.looks import _look_json
+    from planner._dispatch.sequential_confirm import _look_json
     from planner._stats.sequential import (
         NO_STOP,
         no_stop_possible,
@@ -400,7 +400,7 @@ def test_a_pilot_without_spread_says_what_it_showed():
 
 def test_one_final_value_nan_is_kept_and_reaches_the_diverged_value_rule_with_and_without_looks():
     from planner._dispatch.driver import _decide_arms
-    from planner._dispatch.looks import SequentialConfirmation
+    from planner._dispatch.sequential_confirm import SequentialConfirmation
 
     record = _record("b", 0, [0.5, "nan"])
     assert math.isnan(final_value(record, "acc")) and final_value(record, "other") is None

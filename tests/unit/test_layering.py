@@ -59,7 +59,7 @@ MODULE_BOUNDARIES = {
     },
     "hydra": {"planner._contract.compose"},
     # rich lays out the text tables (one helper) and draws the live table of a run
-    "rich": {"planner._core.tables", "planner._dispatch.progress"},
+    "rich": {"planner._core.text_tables", "planner._dispatch.progress"},
     "lightning": {"planner._trial.lightning"},  # planner.LightningCallback, loaded on first use
     "omegaconf": {
         "planner._contract.compose",

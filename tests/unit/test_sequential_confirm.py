@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from planner._contract.model import Contract
-from planner._dispatch.looks import SequentialConfirmation, comparison_alpha
+from planner._dispatch.sequential_confirm import SequentialConfirmation, comparison_alpha
 from planner._plan.trials import confirm_trial_id
 from planner._stats.looks import look_batches
 

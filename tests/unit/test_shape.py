@@ -30,7 +30,7 @@ ALLOWED: set[str] = {
     "_lineage/resolve.py:_describe",
     "_reeval/rerun.py:prepare",
     "_results/report.py:render_markdown",
-    "_results/status.py:format_status",
+    "_results/run_status.py:format_status",
     "_audit/recipes.py:missing_evidence",
     "_plan/estimate.py:estimate",
     "_stats/decide.py:decide",

@@ -10,7 +10,7 @@ import pytest
 
 from bench.synthetic_run import make_run
 from planner._cli.main import main
-from planner._results.status import format_status, read_status
+from planner._results.run_status import format_status, read_status
 
 ARMS = ("sgd", "adam")
 
@@ -118,7 +118,7 @@ def test_status_tells_a_live_lock_by_the_lock_s_own_rule():
     be told."""
     import os
 
-    from planner._results.status import _lock_alive
+    from planner._results.run_status import _lock_alive
     from planner._store.lock import process_started
 
     here = {

@@ -1,7 +1,7 @@
 """The one text-table helper: aligned columns, cells drawn as plain text (no markup, escapes
 shown), and no style codes on a stream that is not a terminal."""
 
-from planner._core.tables import text_table
+from planner._core.text_tables import text_table
 
 
 def test_columns_align_and_right_columns_align_right():

@@ -15,8 +15,8 @@ from typing import Any, TypedDict
 
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import RunState, TrialStatus
-from planner._core.tables import text_table
 from planner._core.text import clock, format_duration, number, terminal_safe
+from planner._core.text_tables import text_table
 from planner._data.checks import data_summary, summary_lines
 from planner._store import facts
 from planner._store import read as rf
