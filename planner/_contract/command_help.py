@@ -255,15 +255,6 @@ def _literal(value: Any) -> str:
     raise ValueError(f"{value!r} has no Python literal a script's ast.literal_eval reads")
 
 
-def read_literal(text: str) -> Any:
-    """What a configurator makes of a flag's value: `ast.literal_eval`, or the text when it is
-    none."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return text
-
-
 def flatten_leaves(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Every leaf of `config` by dotted path, nulls and empty lists included (a literal carries
     them)."""

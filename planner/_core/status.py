@@ -4,15 +4,12 @@ A trial record's `status` (trials.jsonl) is one `TrialStatus`. The enum is a
 `str`, so records keep writing and comparing the plain words of docs/run-folder.md
 (`record["status"] == TrialStatus.COMPLETED` holds for a record read back from disk).
 
-The named sets below are the only definitions of "failed", "ended" and the rest:
+The named sets below are the only definitions of "failed" and "unusable":
 
     FAILED     the trial ran and ended in an error of its own or of a limit
                (failed, protocol_error, timeout, oom): it counts in "failures"
     UNUSABLE   FAILED and diverged: no usable value of the metric (the reader's,
                the report's and the audit's "did not give a number")
-    ENDED      every status a trial can end with (a record is written)
-    DECIDABLE  a confirmation trial whose final value enters a decision as it is
-               (completed; diverged enters as failures.diverged_value)
 
 `StopReason` is why a phase (or a run) stopped before every planned trial ended.
 
@@ -40,8 +37,6 @@ FAILED: frozenset[TrialStatus] = frozenset(
     {TrialStatus.FAILED, TrialStatus.PROTOCOL_ERROR, TrialStatus.TIMEOUT, TrialStatus.OOM}
 )
 UNUSABLE: frozenset[TrialStatus] = FAILED | {TrialStatus.DIVERGED}
-ENDED: frozenset[TrialStatus] = frozenset(TrialStatus) - {TrialStatus.NOT_RUN}
-DECIDABLE: frozenset[TrialStatus] = frozenset({TrialStatus.COMPLETED, TrialStatus.DIVERGED})
 
 
 class StopReason(StrEnum):

@@ -1,8 +1,7 @@
 """Timestamps and durations as planner writes and prints them: one policy each.
 
 Timestamps are UTC ISO-8601 with milliseconds and a `Z` (`2026-11-30T15:05:35.123Z`),
-everywhere: trial records, events, the lock, the attempt ledger. `parse_timestamp`
-reads them back (and any ISO-8601 text with an offset) as seconds since the epoch.
+everywhere: trial records, events, the lock, the attempt ledger.
 
 Durations print as seconds below two minutes, minutes below two hours, then hours:
 `45 s`, `12.5 min`, `3.20 h`. `clock` is the live table's `h:mm:ss`. Unknown is `?`.
@@ -55,19 +54,6 @@ def parse_duration(text: str | int | float) -> float:
 def utc_now() -> str:
     """Now, as planner writes every timestamp."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_timestamp(text: Any) -> float | None:
-    """Seconds since the epoch for an ISO-8601 timestamp; None for anything else."""
-    if not isinstance(text, str):
-        return None
-    try:
-        stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
 
 
 def format_duration(seconds: Any) -> str:

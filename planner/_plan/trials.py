@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from planner._contract.load import LoadedYaml
-from planner._contract.rules import check_bounds, max_trials_problem, planned_trials
+from planner._contract.rules import check_bounds, planned_trials
 from planner._core.errors import ContractError
 
 
@@ -65,10 +65,6 @@ class Plan:
     def counts(self) -> dict[str, int]:
         """{"tune", "confirm", "total"}: the shape `planned_trials` gives."""
         return {"tune": len(self.tune), "confirm": len(self.confirm), "total": self.planned_count}
-
-    def budget_problem(self) -> str | None:
-        """Why the plan does not fit `budget.max_trials` (the P409 rule), or None when it does."""
-        return max_trials_problem(self.counts, self.max_trials)
 
     def as_dict(self) -> dict:
         return {

@@ -104,19 +104,6 @@ def format_summary(summary: MlflowLogSummary) -> str:
     return line
 
 
-def mlflow_missing_reason() -> str | None:
-    """Why MLflow tracking cannot work here, or None; cheap (mlflow is not imported). For `plan
-    validate`."""
-    import importlib.util
-
-    if importlib.util.find_spec("mlflow") is None:
-        return (
-            "the contract asks for MLflow tracking (tracking.mlflow), but mlflow is not installed; "
-            "install it with: pip install 'planner[mlflow]'"
-        )
-    return None
-
-
 def check_mlflow_tracking(tracking_uri: str | None, experiment: str) -> str:
     """Open the store and get or create the experiment, before any trial runs; returns its id.
 

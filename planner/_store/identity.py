@@ -101,13 +101,6 @@ MAX_SOURCE_FILES = (
 )
 
 
-def imported_names(entry: Path, root: Path) -> set[str]:
-    """The top-level names a Python file imports (its `ast`), following the local modules it
-    imports: a name that is a module or package under `root` is read in turn, not recorded.
-    Relative imports are local."""
-    return _import_walk(entry, root)[0]
-
-
 def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
     """The local modules the trainable's file `entry` imports (`files`, as `_import_walk` followed
     them; the file itself left out: its sha256 is `trainable_source_sha256`): path under `root`
@@ -129,8 +122,9 @@ def local_sources(entry: Path, root: Path, files: list[Path]) -> dict[str, str]:
 
 
 def _import_walk(entry: Path, root: Path) -> tuple[set[str], list[Path]]:
-    """(the top-level names imported, the local files read, `entry` among them), as
-    `imported_names` says."""
+    """(the top-level names a Python file imports (its `ast`), the local files read, `entry` among
+    them), following the local modules it imports: a name that is a module or package under `root`
+    is read in turn, not recorded. Relative imports are local."""
     seen: set[Path] = set()
     names: set[str] = set()
     queue = [entry.resolve()]
@@ -365,21 +359,18 @@ def _update_identity(root: Path, change: Callable[[dict[str, Any]], list[str]]) 
 def trainable_imports(
     contract, contract_dir: Path, search_path: list[str]
 ) -> tuple[list[str], dict[str, str], list[Path]]:
-    """(`trainable_packages`, `local_sources` of the trainable's file, the local files read), from
-    one walk of its imports."""
+    """(the distributions the trainable uses, `local_sources` of the trainable's file, the local
+    files read), from one walk of its imports.
+
+    The distributions are what the driver can tell from the source: the imports of the trainable's
+    module (a `command:`, of the script it names), local modules followed, and what those need. (A
+    function trainable's worker may import more at run time: its records' `modules`, added to
+    identity.json at the run's end by `add_used_packages`.)"""
     entry, root = _trainable_entry(contract, contract_dir, search_path)
     if entry is None or root is None:
         return [], {}, []
     names, files = _import_walk(entry, root)
     return used_packages(names), local_sources(entry, root, files), files
-
-
-def trainable_packages(contract, contract_dir: Path, search_path: list[str]) -> list[str]:
-    """The distributions the trainable uses, as the driver can tell from its source: the imports of
-    the trainable's module (a `command:`, of the script it names), local modules followed, and what
-    those need. (A function trainable's worker may import more at run time: its records' `modules`,
-    added to identity.json at the run's end by `add_used_packages`.)"""
-    return trainable_imports(contract, contract_dir, search_path)[0]
 
 
 def _trainable_entry(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Required, TypedDict
 
 import msgspec
@@ -412,11 +412,3 @@ def _wanted(message: str, found: Any) -> str:
     return (
         f"{words} {bound}".replace("<=", "up to").replace(">=", "of at least") if bound else words
     )
-
-
-def checker(name: str) -> Callable[[bytes, str], Any] | None:
-    """The decoder of a file named `name` as `decode(data, where)`, or None when that file has no
-    schema."""
-    if name not in SCHEMAS:
-        return None
-    return lambda data, where: decode(name, data, where)

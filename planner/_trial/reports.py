@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from planner._core.errors import TrialProtocolError
 from planner._trial.metrics_files import MetricsFileTail, MetricsSpec
@@ -38,14 +38,6 @@ TYPO_CUTOFF = 0.8
 TYPO_STEPS = 2
 
 Line = tuple[int | None, Any]  # (step, {name: value}) or (None, (split name, summary))
-
-
-class ReportSource(Protocol):
-    def read_new(self) -> list[Line]: ...
-
-    def finish(self) -> tuple[list[Line], str | None]: ...
-
-    def close(self) -> None: ...
 
 
 def report_source(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from planner._contract.command_help import literal_text, read_literal
+from planner._contract.command_help import literal_text
 from planner._trial.command_args import literal_flags
 
 SCALARS = (
@@ -28,6 +29,15 @@ VALUES = st.recursive(
     ),
     max_leaves=10,
 )
+
+
+def read_literal(text: str):
+    """What a configurator (nanoGPT's) makes of a flag's value: `ast.literal_eval`, or the text
+    when it is none."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 def same(a, b) -> bool:

@@ -380,7 +380,7 @@ def _identity_contract(**how):
 def test_identity_records_the_packages_a_command_script_and_its_local_modules_import(tmp_path):
     import importlib.metadata
 
-    from planner._store.identity import packages, trainable_packages
+    from planner._store.identity import packages, trainable_imports
 
     (tmp_path / "train.py").write_text(
         "import os\nimport lightning as L\nfrom models.net import Net\n"
@@ -391,7 +391,8 @@ def test_identity_records_the_packages_a_command_script_and_its_local_modules_im
     (tmp_path / "models" / "parts.py").write_text(
         "import torchmetrics\nfrom sklearn import datasets\n"
     )
-    used = trainable_packages(_identity_contract(command="python train.py --fast"), tmp_path, [])
+    contract = _identity_contract(command="python train.py --fast")
+    used = trainable_imports(contract, tmp_path, [])[0]
     assert {"lightning", "torchmetrics", "torch", "scikit-learn"} <= set(
         used
     )  # torch: what lightning requires
@@ -403,12 +404,12 @@ def test_identity_records_the_packages_a_command_script_and_its_local_modules_im
 
 
 def test_identity_records_the_packages_a_function_trainables_module_imports(tmp_path):
-    from planner._store.identity import trainable_packages
+    from planner._store.identity import trainable_imports
 
     (tmp_path / "lit_train.py").write_text("def train(config, trial):\n    import torchmetrics\n")
-    used = trainable_packages(
+    used = trainable_imports(
         _identity_contract(trainable="lit_train:train"), tmp_path, [str(tmp_path)]
-    )
+    )[0]
     assert {"torchmetrics", "torch"} <= set(used) and "lightning" not in used
 
 
@@ -440,10 +441,12 @@ def test_reeval_names_a_changed_or_removed_package_the_run_used():
 
 
 def test_a_submodule_imported_by_name_from_a_local_package_is_followed(tmp_path):
-    from planner._store.identity import imported_names
+    from planner._store.identity import trainable_imports
 
     (tmp_path / "train.py").write_text("from models import net\n")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "__init__.py").write_text("")
     (tmp_path / "models" / "net.py").write_text("import torchmetrics\n")
-    assert imported_names(tmp_path / "train.py", tmp_path) == {"torchmetrics"}
+    used, _, files = trainable_imports(_identity_contract(command="python train.py"), tmp_path, [])
+    assert "torchmetrics" in used and "models" not in used
+    assert (tmp_path / "models" / "net.py").resolve() in {f.resolve() for f in files}

@@ -60,10 +60,13 @@ def test_plan_without_tuning_has_only_confirmation():
 
 
 def test_budget_max_trials_names_both_numbers():
+    from planner._contract.rules import max_trials_problem
+
     plan = make_plan(contract(budget={"exposure": 5, "max_trials": 20}))
-    problem = plan.budget_problem()
-    assert "33" in problem and "20" in problem
-    assert make_plan(contract()).budget_problem() is None
+    problem = max_trials_problem(plan.counts, plan.max_trials)
+    assert problem is not None and "33" in problem and "20" in problem
+    plan = make_plan(contract())
+    assert max_trials_problem(plan.counts, plan.max_trials) is None
 
 
 def test_plan_as_dict_lists_every_trial():
@@ -148,10 +151,8 @@ def test_the_plan_lists_as_many_trials_as_planned_trials_counts():
         assert estimate(c)["trials_planned"] == counts["total"]
 
 
-def test_the_plan_and_p409_share_one_max_trials_sentence():
-    from planner._contract.rules import max_trials_problem, planned_trials
+def test_max_trials_holds_at_the_limit_and_without_one():
+    from planner._contract.rules import max_trials_problem
 
-    c = contract(budget={"exposure": 5, "max_trials": 20})
-    assert make_plan(c).budget_problem() == max_trials_problem(planned_trials(c), 20)
     assert max_trials_problem({"tune": 3, "confirm": 2, "total": 5}, 5) is None
     assert max_trials_problem({"tune": 3, "confirm": 2, "total": 5}, None) is None
