@@ -32,7 +32,7 @@ from planner._core.errors import CommandFailedError
 from planner._core.lazy import lazy_import
 
 # only `read_help` runs a script: `plan validate` of a contract without `command.args: argparse`
-# never loads the supervisor (psutil, ctypes) or subprocess (12-15 ms of its start-up)
+# never loads the supervisor (psutil, ctypes) or subprocess, which would slow its start-up
 subprocess = lazy_import("subprocess")
 supervisor = lazy_import("planner._core.supervisor")
 shlex = lazy_import("shlex")  # a `command:` line's words: a `trainable:` contract has none

@@ -61,7 +61,7 @@ MAX_CONFIG_ENTRIES = (
 MAX_CONFIG_DEPTH = 32  # folders below config.dir (Hydra's groups nest a few deep)
 MAX_CONFIG_BYTES = (
     1 << 20
-)  # of YAML files, in all: each check parses them, at some 5 s a MiB (a config dir is kilobytes)
+)  # of YAML files, in all: each check parses them, slowly (a config dir is kilobytes)
 
 
 def calls_resolver(text: str, *, hydra: bool = True) -> bool:

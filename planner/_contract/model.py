@@ -7,7 +7,7 @@ Every model forbids unknown keys.
 """
 
 # No `from __future__ import annotations` here: with it pydantic evaluates every field's annotation
-# from its text as the classes are made (about 3 ms of `plan validate`); the return annotations
+# from its text as the classes are made, a cost on every `plan validate`; the return annotations
 # that name their own class, not made yet, are quoted.
 import hashlib
 import json
@@ -94,7 +94,7 @@ class _Model(BaseModel):
     # faster). For the same reason a nested model's default is `Field(default_factory=dict,
     # validate_default=True)`: the parent's validator makes it from `{}` (the same value as calling
     # the class, and the same JSON Schema), where calling the class would compile that model's own
-    # validator apart (2-3 ms for the contract's four defaults)
+    # validator apart
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 

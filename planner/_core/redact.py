@@ -201,7 +201,7 @@ SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
 )
 # What each shape cannot match without: a text that holds none of a shape's needles is not searched
-# for it (`in` scans a KiB in well under a microsecond; each pattern's search, 15-40 us). Folded:
+# for it (`in` costs a small part of a pattern's search). Folded:
 # looked for in the lowercased text (the pattern ignores case, or spells out the cases it takes).
 # tests/unit/test_redact.py checks every rule below has needles and that a text a pattern matches
 # always holds one.
@@ -354,8 +354,8 @@ _FLAG = re.compile(
 )
 # name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its
 # closing quote. No match starts right after a letter or `_`: one starting a letter earlier would
-# be found first anyway, and each start inside a long word scanned the rest of it (a 1 KiB word
-# before a `:` took 30 ms, 64 KiB minutes).
+# be found first anyway, and each start inside a long word scanned the rest of it: quadratic in
+# the word's length.
 _ASSIGNED_HEAD = r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)"
 _ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'{\[(]\S*)")
 

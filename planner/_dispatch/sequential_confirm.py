@@ -42,7 +42,7 @@ from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
 from planner._trial.protocol import TrialSpec
 
-# SciPy (0.13 s) only for a sequential confirmation: a run without looks imports it at its
+# SciPy, slow to import, only for a sequential confirmation: a run without looks imports it at its
 # decision, while its confirmation runs (Runner.confirm), not before Ray starts
 _sequential = lazy_import("planner._stats.sequential")
 

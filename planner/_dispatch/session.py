@@ -115,16 +115,15 @@ def start_ray(
 # An embedded Ray keeps an idle worker a minute, not a second, before it ends it as one too many
 # (Ray ends idle workers beyond one per CPU): the workers warmed for the confirmation during the
 # tuning's tail (the tuning's actors hold the CPUs meanwhile) are still there when its first trials
-# are sent, instead of each first trial waiting for a new worker process (1-2.5 s here). Idle
+# are sent, instead of each first trial waiting for a new worker process to start. Idle
 # workers hold memory only; Ray's shutdown ends them.
 #
 # Its local sockets are tried every 20 ms, not every second, as often as it takes for the same ten
 # seconds Ray allows (RAY_CONNECT_WAIT_MS): the raylet connects to its object store, which it has
 # just started in a thread of its own, and when the store is not yet listening Ray's client sleeps
-# a whole second before it tries again. Measured here: the raylet lost that second in 2 of 8 bare
-# starts of an embedded Ray and in 5 of 9 starts within `plan run` (1.1-1.2 s, or 2.2-2.3 s with
-# it); none in 8 with this. The workers' and the driver's connections to the raylet go through the
-# same client, with the same ten seconds.
+# a whole second before it tries again, a loss common enough at an embedded Ray's start to be
+# worth the tighter loop (docs/speed.md). The workers' and the driver's connections to the raylet
+# go through the same client, with the same ten seconds.
 RAY_CONNECT_WAIT_MS = (
     10 * 1000
 )  # Ray's own: raylet_client_num_connect_attempts 10 x ..._timeout_milliseconds 1000

@@ -24,7 +24,7 @@ ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in th
 # trial stopped early (ASHA) ends when its command's process group has gone: SIGTERM, then SIGKILL
 # after CommandLimits.kill_grace_s. Ray's 2 s is shorter than many teardowns (Lightning's):
 # reset_config then fails, and Tune drops the next trial with "Could not re-use actor" and no
-# record (#20.1). Long enough for the grace and the reaping, so a reused actor always ends its
+# record. Long enough for the grace and the reaping, so a reused actor always ends its
 # trial first.
 REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
 

@@ -342,7 +342,7 @@ def _code_findings(
     if contract.trainable is None:
         return []
     # deferred: identity brings psutil, subprocess and importlib.metadata, which `plan validate` of
-    # a contract without a baseline from a run does not need (about 20 ms of its start-up)
+    # a contract without a baseline from a run does not need, and they slow its start-up
     from planner._store.identity import code_identity, trainable_search_path
 
     now = code_identity(contract.trainable, trainable_search_path(Path(contract_dir)))

@@ -135,8 +135,7 @@ def load_run(
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
     # Python's cyclic collector stays paused through the whole read: what is built here lives to
     # the end, so a collection on the way frees nothing, and the first after a pause walks all of
-    # it (0.08 s, then a gen-1 walk as much, on 10,000 trials). The records and the collector are
-    # dropped before it resumes.
+    # it. The records and the collector are dropped before it resumes.
     with rf.paused_gc():
         for record in folder.iter_trials(notes):
             collector.add(record)
@@ -396,8 +395,7 @@ class _Collector:
                 "time_s": np.frombuffer(self.times, dtype=np.float64),
             },
             copy=False,
-            # the columns are this frame's alone: no copy, no consolidated block (the peak 25 MiB
-            # lower)
+            # the columns are this frame's alone: no copy, no consolidated block, a lower peak
         )
 
 
