@@ -385,6 +385,7 @@ def format_result(result: ValidationResult) -> str:
     if summary.get("command"):
         lines.extend(_command_lines(summary["command"]))
     lines.append("  arms")
+    # padded here, not through text_table: `plan validate` never loads rich (its start-up)
     width = max(len(arm["name"]) for arm in summary["arms"])
     for arm in summary["arms"]:
         if arm["baseline"]:
