@@ -41,10 +41,10 @@ _LAZY = {
     "RunResults": ("planner._results.tables", "RunResults"),
     # re-evaluating an arm
     "reeval": ("planner._reeval.rerun", "reeval"),
-    "prepare_reeval": ("planner._reeval.rerun", "prepare"),
+    "prepare_reeval": ("planner._reeval.prepare", "prepare"),
     "run_reeval": ("planner._reeval.rerun", "run_reeval"),
-    "ReevalPlan": ("planner._reeval.rerun", "ReevalPlan"),
-    "ReevalResult": ("planner._reeval.rerun", "ReevalResult"),
+    "ReevalPlan": ("planner._reeval.prepare", "ReevalPlan"),
+    "ReevalResult": ("planner._reeval.comparison", "ReevalResult"),
     # MLflow
     "log_run_to_mlflow": ("planner._results.mlflow", "log_run_to_mlflow"),
     "MlflowLogSummary": ("planner._results.mlflow", "MlflowLogSummary"),
@@ -109,8 +109,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from planner._core.diagnostics import Diagnostic
     from planner._dispatch.driver import RunResult, run
     from planner._lineage.resolve import load_contract, validate
-    from planner._reeval.rerun import ReevalPlan, ReevalResult, reeval, run_reeval
-    from planner._reeval.rerun import prepare as prepare_reeval
+    from planner._reeval.comparison import ReevalResult
+    from planner._reeval.prepare import ReevalPlan
+    from planner._reeval.prepare import prepare as prepare_reeval
+    from planner._reeval.rerun import reeval, run_reeval
     from planner._results.mlflow import MlflowLogSummary, MlflowTrackingError, log_run_to_mlflow
     from planner._results.tables import RunResults, load_run
     from planner._trial.command import CommandTrainable, command_trainable

@@ -52,6 +52,8 @@ resolve = lazy_import("planner._lineage.resolve")
 plan_estimate = lazy_import("planner._plan.estimate")
 plan_pilot = lazy_import("planner._plan.pilot")
 plan_seeds = lazy_import("planner._plan.seeds")
+reeval_prepare = lazy_import("planner._reeval.prepare")
+reeval_text = lazy_import("planner._cli.reeval_text")
 rerun = lazy_import("planner._reeval.rerun")
 results_mlflow = lazy_import("planner._results.mlflow")
 results_render = lazy_import("planner._results.render")
@@ -353,14 +355,16 @@ def _resume_argv(args: argparse.Namespace) -> list[str]:
 
 
 def _cmd_reeval(args: argparse.Namespace) -> int:
-    plan = rerun.prepare(args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance)
+    plan = reeval_prepare.prepare(
+        args.run_dir, args.arm, seeds=args.seeds, tolerance=args.tolerance
+    )
     out = sys.stderr if args.json else sys.stdout
-    print(terminal_safe(rerun.format_plan(plan)), file=out, flush=True)
+    print(terminal_safe(reeval_text.format_plan(plan)), file=out, flush=True)
     result = rerun.run_reeval(plan, address=args.address)
     if args.json:
         _print_json(_reeval_json(result))
     else:
-        print(terminal_safe(rerun.format_result(result)))
+        print(terminal_safe(reeval_text.format_result(result)))
     return result.exit_code
 
 

@@ -78,13 +78,13 @@ def test_item1_tuned_values_reach_interpolated_keys_everywhere(ray_local, in_rep
     selection = json.loads((result.run_dir / "selection.json").read_text())["arms"]
     for t in (t for t in trials if t["phase"] == "confirm"):
         assert t["config"]["sched"]["peak_lr"] == selection[t["arm"]]["params"]["optim.lr"]
-    from planner._reeval.rerun import prepare
+    from planner._reeval.prepare import prepare
 
     plan = prepare(result.run_dir, "treat", seeds=None, tolerance=1e-6)
     assert plan.config["sched"]["peak_lr"] == selection["treat"]["params"]["optim.lr"]
     # without logged confirmation trials, reeval builds the config from configs/ and the selected
     # params
-    from planner._reeval.rerun import _effective_config, _frozen_contract
+    from planner._reeval.prepare import _effective_config, _frozen_contract
     from planner._store.read import open_run
 
     assert (result.run_dir / "configs" / "unresolved" / "treat.yaml").is_file()

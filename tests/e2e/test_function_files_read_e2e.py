@@ -10,7 +10,8 @@ import pytest
 
 from planner._core.errors import RunError
 from planner._dispatch.driver import run
-from planner._reeval.rerun import files_read_differences, prepare
+from planner._reeval.differences import files_read_differences
+from planner._reeval.prepare import prepare
 from planner._store.read import RunFolder
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract

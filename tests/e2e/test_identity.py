@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from planner._reeval.rerun import compare_identity
+from planner._reeval.differences import compare_identity
 from planner._store.identity import (
     code_identity,
     command_code_identity,

@@ -17,18 +17,11 @@ import pytest
 import yaml
 
 from planner._cli.main import main
+from planner._cli.reeval_text import format_table
 from planner._core.errors import RunError, UsageError
-from planner._reeval.rerun import (
-    Difference,
-    SeedRow,
-    compare_identity,
-    compare_seed,
-    format_table,
-    heldout_refusal,
-    next_reeval_number,
-    prepare,
-    verdict,
-)
+from planner._reeval.comparison import SeedRow, compare_seed, verdict
+from planner._reeval.differences import Difference, compare_identity
+from planner._reeval.prepare import heldout_refusal, next_reeval_number, prepare
 from planner._store.writer import read_jsonl
 from tests._runs import hydra_app, synthetic_contract
 
@@ -620,7 +613,7 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(
 
 def test_new_seeds_are_compared_with_the_logged_baseline_by_the_contracts_test():
     from planner._contract.model import Contract
-    from planner._reeval.rerun import compare_new, estimate
+    from planner._reeval.comparison import compare_new, estimate
 
     data = contract_data("m", seeds=(0, 1, 2))
     welch = Contract.model_validate(data)

@@ -19,7 +19,7 @@ def _plan(trainable, code):
     from pathlib import Path
     from types import SimpleNamespace
 
-    from planner._reeval.rerun import ReevalPlan
+    from planner._reeval.prepare import ReevalPlan
 
     return ReevalPlan(
         run_dir=Path("runs/x/1"),
@@ -48,7 +48,7 @@ def _plan(trainable, code):
 
 
 def test_a_reeval_of_a_command_without_a_script_does_not_claim_the_code_matches():
-    from planner._reeval.rerun import format_plan
+    from planner._cli.reeval_text import format_plan
 
     bare = format_plan(
         _plan(None, {"trainable": "command: ./run_it", "trainable_source_sha256": None})

@@ -414,7 +414,7 @@ def test_identity_records_the_packages_a_function_trainables_module_imports(tmp_
 
 
 def test_reeval_names_a_changed_or_removed_package_the_run_used():
-    from planner._reeval.rerun import compare_identity, current_identity
+    from planner._reeval.differences import compare_identity, current_identity
 
     today = current_identity(
         "command: python -c pass",

@@ -71,7 +71,7 @@ MODULE_BOUNDARIES = {
         "planner._contract.schema_errors",
         "planner._contract.validate",
         "planner._audit.control",  # the next control's contract, checked by the model
-        "planner._reeval.rerun",
+        "planner._reeval.prepare",
     },  # the frozen contract, loaded back by the model
 }
 

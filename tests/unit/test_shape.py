@@ -28,7 +28,6 @@ ALLOWED: set[str] = {
     "_contract/rules.py:check_matching",
     "_dispatch/driver.py:format_result",
     "_lineage/resolve.py:_describe",
-    "_reeval/rerun.py:prepare",
     "_results/report.py:render_markdown",
     "_results/run_status.py:format_status",
     "_audit/recipes.py:missing_evidence",
