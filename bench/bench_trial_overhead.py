@@ -60,7 +60,7 @@ print((time.perf_counter() - t) / n * 1e3)
 MODULES = """
 import sys, time
 import ray.tune
-from planner._trial.protocol import top_level_modules
+from planner._trial.loading import top_level_modules
 n = int(sys.argv[1])
 t = time.perf_counter()
 for _ in range(n): top_level_modules()

@@ -3,9 +3,9 @@
 
 A worker imports Ray, Ray Tune and planner's worker module (what a tuning trial's actor holds); a
 full collection then walks every object of the process. planner freezes what a worker's first trial
-leaves alive (planner._trial.protocol._release_memory), so later collections walk only what trials
-made. Printed: the milliseconds of three full collections before the freeze, and of three after it
-with 20,000 new objects.
+leaves alive (planner._trial.worker_process.release_memory), so later collections walk only what
+trials made. Printed: the milliseconds of three full collections before the freeze, and of three
+after it with 20,000 new objects.
 
     PYTHONPATH=. python bench/probe_worker_gc.py
 """

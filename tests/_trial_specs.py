@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 REPO = str(Path(__file__).resolve().parents[1])
 

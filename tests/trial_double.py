@@ -1,4 +1,4 @@
-"""A stand-in for planner's Trial (planner/_trial/protocol.py) with the same interface.
+"""A stand-in for planner's Trial (planner/_trial/trial.py) with the same interface.
 
 It records every report and enforces the reporting rules the real Trial does:
 steps strictly increasing and at most the budget. `stop_after` makes `report`

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner._core.status import StopReason
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 
 @dataclass

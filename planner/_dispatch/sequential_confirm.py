@@ -40,7 +40,7 @@ from planner._dispatch.hooks import Outcome as PhaseOutcome
 from planner._plan.trials import Plan, confirm_trial_id
 from planner._stats.decide import Decision, Outcome, collect
 from planner._stats.looks import look_batches
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 # SciPy, slow to import, only for a sequential confirmation: a run without looks imports it at its
 # decision, while its confirmation runs (Runner.confirm), not before Ray starts

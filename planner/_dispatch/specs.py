@@ -42,7 +42,7 @@ from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
 from planner._store.resume import failed_for_a_full_disk
 from planner._trial.command import command_trainable
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 
 def at_budget(

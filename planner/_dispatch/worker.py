@@ -14,8 +14,11 @@ import sys
 from planner._core.lazy import lazy_import
 from planner._core.status import TrialStatus
 from planner._core.text import utc_now
+from planner._trial.loading import load_trainable
 from planner._trial.processes import CommandLimits, trial_processes_end
-from planner._trial.protocol import TrialSpec, kept_record, load_trainable, ray_node_id, run_trial
+from planner._trial.protocol import kept_record, run_trial
+from planner._trial.spec import TrialSpec
+from planner._trial.worker_process import ray_node_id
 
 ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in the worker
 

@@ -93,7 +93,7 @@ STDERR_TAIL_LINES = 50
 
 
 class CommandTrial(Protocol):
-    """What a run of a command needs of its trial (planner._trial.protocol.Trial, or a test's
+    """What a run of a command needs of its trial (planner._trial.trial.Trial, or a test's
     stand-in)."""
 
     dir: str

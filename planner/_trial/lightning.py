@@ -49,7 +49,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from planner._core.errors import TrialProtocolError
 from planner._core.records import EPOCH_UNITS, stored_metric
 from planner._trial import checkpoints
-from planner._trial.protocol import WAITING_FOR_TEST
+from planner._trial.shortfall import WAITING_FOR_TEST
 
 FOLDER = "checkpoints"  # inside trial.dir
 _NAME = re.compile(r"^epoch=(\d+)-step=(\d+)\.ckpt$")

@@ -26,7 +26,8 @@ from planner._contract.compose import compose_arms
 from planner._contract.model import Contract
 from planner._trial import checkpoints
 from planner._trial.command import command_trainable
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 
 APP = Path(__file__).resolve().parents[1] / "trainables" / "lightning_resume"
 

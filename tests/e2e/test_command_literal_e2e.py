@@ -108,7 +108,8 @@ while step < max_iters:
 
 
 def test_a_cut_short_trial_continues_by_its_folder_and_resume_flags(tmp_path):
-    from planner._trial.protocol import TrialSpec, run_trial
+    from planner._trial.protocol import run_trial
+    from planner._trial.spec import TrialSpec
 
     (tmp_path / "train.py").write_text(textwrap.dedent(RESUMING))
     command = CommandTrainable(

@@ -602,7 +602,7 @@ def _command_spec(
     tid="trial",
 ):
     from planner._trial.command import CommandTrainable
-    from planner._trial.protocol import TrialSpec
+    from planner._trial.spec import TrialSpec
 
     command = CommandTrainable(
         command=_script(tmp_path, body),

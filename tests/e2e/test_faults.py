@@ -994,7 +994,7 @@ def test_resume_refuses_what_is_not_this_contracts_run_folder(tmp_path, capsys, 
 
 
 def _spec(tmp_path, session="now", **extra):
-    from planner._trial.protocol import TrialSpec
+    from planner._trial.spec import TrialSpec
 
     return TrialSpec(
         trial_id="confirm-base-s0",

@@ -22,7 +22,8 @@ import yaml
 
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 from tests.e2e._frameworks import (
     DECIDED,
     REPO,

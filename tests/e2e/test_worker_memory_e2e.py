@@ -17,7 +17,7 @@ import gc, json, os, sys
 import ray
 from planner._dispatch import session
 from planner._dispatch.worker import confirm_task
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 def spec(tid):
     return TrialSpec(trial_id=tid, phase="confirm", arm="a", seed=1, index=0, params={}, config={"sleep": 0.5},
@@ -28,9 +28,9 @@ def spec(tid):
 def trial(s):
     record = confirm_task(s)
     from tests.trainables.cycles_left import LEFT
-    from planner._trial import protocol
+    from planner._trial import worker_process
     return {"status": record["status"], "pid": os.getpid(), "frozen": gc.get_freeze_count(),
-            "collection_s": protocol._FULL_COLLECTION_S[0],
+            "collection_s": worker_process._FULL_COLLECTION_S[0],
             "left_alive": sum(ref() is not None for ref in LEFT), "left": len(LEFT)}
 
 session.start_local_ray(num_cpus=1, _system_config=session.EMBEDDED_SYSTEM_CONFIG)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 from tests.trainables.splits import DEFAULTS
 
 REPO = str(Path(__file__).resolve().parents[2])

@@ -15,7 +15,8 @@ from planner._contract.paths import apply_params
 from planner._contract.validate import validate
 from planner._core.records import error_groups, final_value, seeds_identical
 from planner._stats.decide import compare, decide, seeds_did_not_vary
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 from tests._contract_helpers import edited, write_contract
 
 REPO = str(__import__("pathlib").Path(__file__).resolve().parents[2])

@@ -4,7 +4,8 @@ fails on the code before it and passes after."""
 from pathlib import Path
 
 from planner._core.records import error_groups, error_key
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 
 REPO = str(Path(__file__).resolve().parents[2])
 

@@ -11,7 +11,8 @@ from dataclasses import asdict, replace
 from planner._dispatch import fixed, worker
 from planner._dispatch.hooks import Hooks
 from planner._trial.attempts import KEPT, Ledger
-from planner._trial.protocol import TrialSpec, kept_record, run_trial
+from planner._trial.protocol import kept_record, run_trial
+from planner._trial.spec import TrialSpec
 
 
 def spec(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import types
 
-from planner._trial.protocol import new_modules, top_level_modules
+from planner._trial.loading import new_modules, top_level_modules
 
 
 def test_a_module_loaded_or_swapped_since_the_last_look_is_seen(monkeypatch):

@@ -17,7 +17,7 @@ from planner._dispatch.hooks import Hooks
 from planner._dispatch.search import finished_trial, run_studies
 from planner._dispatch.tune import Sweep, SweepSearch, TuneState
 from planner._plan.space import to_optuna
-from planner._trial.protocol import TrialSpec
+from planner._trial.spec import TrialSpec
 
 LR = {"opt.lr": Dimension(log_uniform=[1e-4, 1.0]), "opt.wd": Dimension(uniform=[0.0, 0.1])}
 SPACE = {

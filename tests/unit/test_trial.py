@@ -2,7 +2,8 @@
 
 import pytest
 
-from planner._trial.protocol import _why_short, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.shortfall import why_short
 from tests._trial_specs import spec
 
 
@@ -105,13 +106,13 @@ def test_a_trial_that_stops_short_is_told_what_most_often_causes_it(tmp_path):
     one_short.extra["command"] = {
         "metrics": {"file": "metrics.csv", "format": "csv", "step": "epoch", "step_base": 1}
     }
-    clause = _why_short(one_short, 1)
+    clause = why_short(one_short, 1)
     assert "one step short" in clause and "step_base: 0" in clause and "epoch column" in clause
     one_short.extra["command"]["metrics"]["step_base"] = (
         0  # said already: the early-stopping clause
     )
-    assert "EarlyStopping" in _why_short(one_short, 1)
-    assert _why_short(one_short, 2) == ""
+    assert "EarlyStopping" in why_short(one_short, 1)
+    assert why_short(one_short, 2) == ""
 
 
 def test_a_last_report_short_of_the_budget_names_the_interval_the_budget_is_no_multiple_of(
@@ -119,9 +120,9 @@ def test_a_last_report_short_of_the_budget_names_the_interval_the_budget_is_no_m
 ):
     # nanoGPT's eval_interval 75 and a budget of 200: evaluations at 0, 75, 150, the next at 225
     short = spec("stops_short", tmp_path, budget=200, tid="i")
-    clause = _why_short(short, 150, steps=[0, 75, 150])
+    clause = why_short(short, 150, steps=[0, 75, 150])
     assert "reported every 75 steps (at 0, 75, 150)" in clause
     assert "budget of 200 is not a multiple of 75" in clause and "225" in clause
     assert "EarlyStopping" not in clause
     # reports that stopped at an interval that would still have fit: the script stopped itself
-    assert "EarlyStopping" in _why_short(short, 100, steps=[50, 100])
+    assert "EarlyStopping" in why_short(short, 100, steps=[50, 100])

@@ -11,7 +11,8 @@ import pytest
 from planner._store import facts
 from planner._store.identity import add_used_packages, packages, record_modules
 from planner._trial.attempts import LEDGER, Ledger
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 
 REPO = str(Path(__file__).resolve().parents[2])
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from planner._trial import protocol
-from planner._trial.protocol import TrialSpec, run_trial
+from planner._trial import worker_process
+from planner._trial.loading import load_trainable
+from planner._trial.protocol import run_trial
+from planner._trial.spec import TrialSpec
 from tests.trainables.cycles_left import LEFT
 
 REPO = str(Path(__file__).resolve().parents[2])
@@ -44,11 +46,11 @@ def no_automatic_collection(monkeypatch):
 def test_a_trials_cyclic_garbage_is_freed_when_it_ends(
     tmp_path, monkeypatch, no_automatic_collection, full_collection_s, expect_full
 ):
-    monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [full_collection_s])
+    monkeypatch.setattr(worker_process, "_FULL_COLLECTION_S", [full_collection_s])
     collected = []
     real = gc.collect
     monkeypatch.setattr(
-        protocol.gc,
+        worker_process.gc,
         "collect",
         lambda *generation: collected.append(generation) or real(*generation),
     )
@@ -57,7 +59,7 @@ def test_a_trials_cyclic_garbage_is_freed_when_it_ends(
     assert LEFT[-1]() is None  # the 1 MiB cycle is gone
     assert collected == ([()] if expect_full else [(1,)])
     if expect_full:  # what the full collection took is what the next trial's choice weighs
-        assert protocol._FULL_COLLECTION_S[0] > 0
+        assert worker_process._FULL_COLLECTION_S[0] > 0
 
 
 @pytest.mark.parametrize("trim_s, expect_trim", [(0.0, True), (10.0, False)])
@@ -70,9 +72,9 @@ def test_the_c_heap_is_trimmed_after_a_trial_only_when_that_is_cheap_beside_it(
         def malloc_trim(self, pad):
             trimmed.append(pad)
 
-    monkeypatch.setattr(protocol, "_TRIM_S", [trim_s])
-    monkeypatch.setattr(protocol.supervisor, "libc", lambda: Libc())
-    protocol._release_memory(0.5)
+    monkeypatch.setattr(worker_process, "_TRIM_S", [trim_s])
+    monkeypatch.setattr(worker_process.supervisor, "libc", lambda: Libc())
+    worker_process.release_memory(0.5)
     assert trimmed == ([0] if expect_trim else [])
 
 
@@ -85,17 +87,17 @@ def test_a_ray_worker_freezes_what_its_first_trial_left_alive_once_and_weighs_it
     driver, a test or a user's own process never freezes (the real freeze, in a Ray worker:
     tests/e2e/test_worker_memory_e2e.py)."""
     frozen = []
-    monkeypatch.setattr(protocol, "_FULL_COLLECTION_S", [0.0])
-    monkeypatch.setattr(protocol, "_FROZEN", [False])
-    monkeypatch.setattr(protocol, "_in_ray_worker", lambda: in_worker)
-    monkeypatch.setattr(protocol.gc, "freeze", lambda: frozen.append(True))
-    protocol._release_memory(5.0)
+    monkeypatch.setattr(worker_process, "_FULL_COLLECTION_S", [0.0])
+    monkeypatch.setattr(worker_process, "_FROZEN", [False])
+    monkeypatch.setattr(worker_process, "_in_ray_worker", lambda: in_worker)
+    monkeypatch.setattr(worker_process.gc, "freeze", lambda: frozen.append(True))
+    worker_process.release_memory(5.0)
     assert frozen == ([True] if in_worker else [])
     assert (
-        protocol._FULL_COLLECTION_S[0] == 0.0
+        worker_process._FULL_COLLECTION_S[0] == 0.0
     ) is in_worker  # the next one measures what it walks now
-    protocol._release_memory(5.0)
-    protocol._release_memory(5.0)
+    worker_process.release_memory(5.0)
+    worker_process.release_memory(5.0)
     assert frozen == ([True] if in_worker else [])  # once a process
 
 
@@ -107,10 +109,10 @@ def test_a_trainable_executed_anew_is_its_packages_module_too_so_the_earlier_cop
 
     import tests.trainables as package
 
-    first = protocol.load_trainable("tests.trainables.module_globals:train")
+    first = load_trainable("tests.trainables.module_globals:train")
     copy = weakref.ref(sys.modules["tests.trainables.module_globals"].HELD)
     del first
-    protocol.load_trainable("tests.trainables.module_globals:train")
+    load_trainable("tests.trainables.module_globals:train")
     assert package.module_globals is sys.modules["tests.trainables.module_globals"]
     gc.collect()
     assert copy() is None
