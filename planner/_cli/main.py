@@ -53,7 +53,6 @@ plan_estimate = lazy_import("planner._plan.estimate")
 plan_pilot = lazy_import("planner._plan.pilot")
 plan_seeds = lazy_import("planner._plan.seeds")
 reeval_prepare = lazy_import("planner._reeval.prepare")
-reeval_text = lazy_import("planner._cli.reeval_text")
 rerun = lazy_import("planner._reeval.rerun")
 results_mlflow = lazy_import("planner._results.mlflow")
 results_render = lazy_import("planner._results.render")
@@ -62,6 +61,12 @@ results_status = lazy_import("planner._results.run_status")
 results_tables = lazy_import("planner._results.tables")
 store_live = lazy_import("planner._store.live")
 progress = lazy_import("planner._dispatch.progress")
+# the text each command prints, beside the command's own modules
+estimate_text = lazy_import("planner._cli.estimate_text")
+lineage_text = lazy_import("planner._cli.lineage_text")
+power_text = lazy_import("planner._cli.power_text")
+reeval_text = lazy_import("planner._cli.reeval_text")
+validate_text = lazy_import("planner._cli.validate_text")
 
 RUN_DIR_HELP = "a run folder (runs/<name>/<run id>), or runs/<name>/latest for the last run started"
 
@@ -304,7 +309,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
         print(
-            contract_validate.format_result(result),
+            validate_text.format_result(result),
             file=sys.stderr if result.unreadable else sys.stdout,
         )
     return result.exit_code
@@ -402,7 +407,7 @@ def _cmd_power(args: argparse.Namespace) -> int:
     summary = plan_seeds.power_summary(
         contract, sd, sd_source=source, effect=args.effect, other=other
     )
-    _print_json(summary) if args.json else print(plan_seeds.format_power(summary))
+    _print_json(summary) if args.json else print(power_text.format_power(summary))
     return EXIT_OK
 
 
@@ -416,7 +421,7 @@ def _cmd_estimate(args: argparse.Namespace) -> int:
     summary = plan_estimate.estimate(
         contract, timing, args.slots or plan_estimate.default_slots(contract)
     )
-    _print_json(summary) if args.json else print(plan_estimate.format_estimate(summary))
+    _print_json(summary) if args.json else print(estimate_text.format_estimate(summary))
     return EXIT_OK
 
 
@@ -619,13 +624,13 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         record = lineage_promote.withdraw(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
     else:
         record = lineage_promote.promote(args.run_dir, args.arm, args.note, runs_dir=args.runs_dir)
-    print(terminal_safe(lineage_promote.format_promotion(record)))
+    print(terminal_safe(lineage_text.format_promotion(record)))
     return 0
 
 
 def _cmd_log(args: argparse.Namespace) -> int:
     log = lineage_log.build_log(args.runs_dir)
-    _print_json(log) if args.json else print(lineage_log.format_log(log))
+    _print_json(log) if args.json else print(lineage_text.format_log(log))
     return 0
 
 

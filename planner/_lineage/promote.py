@@ -163,24 +163,3 @@ def withdraw(
         **record,
         "in_force": None if now is None else {"run": now.get("run"), "arm": now.get("arm")},
     }
-
-
-def format_promotion(record: dict[str, Any]) -> str:
-    if record["event"] == "withdrawn":
-        now = record.get("in_force")
-        after = (
-            f"arm {now['arm']!r} of {now['run']}"
-            if now
-            else "none promoted (the contract baseline of the line's first run)"
-        )
-        return (
-            f"withdrawn: arm {record['arm']!r} of {record['run']} (line {record['line']!r})\n"
-            f"baseline in force now: {after}"
-        )
-    before = record.get("replaces")
-    return (
-        f"promoted: arm {record['arm']!r} of {record['run']} is the baseline of line "
-        f"{record['line']!r}"
-        + (f" (it replaces arm {before['arm']!r} of {before['run']})" if before else "")
-        + f"\nstart a contract from it with  baseline: {{line: {record['line']}}}"
-    )

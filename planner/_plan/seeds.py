@@ -4,7 +4,6 @@ Pure functions; the CLI prints.
 
     spread_from_pilot(pilot, test)             -> (sd, how it was measured)
     power_summary(contract, sd, sd_source=...) -> dict
-    format_power(summary)                      -> str
     underpowered_warning(loaded, summary)      -> Diagnostic P903 or None
 
 "Power" is the chance that the improvement is detected, P(CI low > 0),
@@ -26,7 +25,6 @@ from scipy import optimize
 
 from planner._core.diagnostics import Diagnostic
 from planner._core.errors import UsageError
-from planner._core.text_tables import text_table
 from planner._plan.pilot import read_pilot
 from planner._stats.power import (
     accept_probability,
@@ -285,89 +283,11 @@ def _effect_for_accept(
     return math.inf
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
     return f"{100 * x:.0f} %"
 
 
-def format_power(s: dict[str, Any]) -> str:
-    """The text `plan power` prints."""
-    alpha = f"alpha {s['alpha']:g}"
-    if s["comparison_alpha"] != s["alpha"]:
-        alpha += (
-            f" ({s['correction']} across {s['arms']} arms: {s['comparison_alpha']:.4g} per "
-            f"comparison)"
-        )
-    lines = [
-        f"power for {s['name']!r}: {s['test']} test on {s['metric']} ({s['mode']}), min_effect "
-        f"{s['min_effect']:g}, {alpha}",
-        f"  sd {s['sd']:.4g}: {s['sd_source']}",
-        (
-            f"  rule margin: power = P(accept) = P(CI low >= min_effect) when the true "
-            f"improvement is {s['effect']:g}"
-            if s.get("rule") == "margin"
-            else f"  power = P(CI low > 0) when the true improvement is "
-            f"{_effect_named(s)}; "
-            "accept also needs the estimate >= min_effect"
-        ),
-        "",
-    ]
-    rows: list[list[object]] = []
-    for key, label in (
-        ("80", "for 80 % power"),
-        ("90", "for 90 % power"),
-        (None, "declared seeds"),
-    ):
-        r = s["declared"] if key is None else s["needed"][key]
-        if r["seeds"] is None:
-            rows.append([label, "> 100000", "", "", ""])
-            continue
-        rows.append(
-            [label, r["seeds"], r["trials"], _pct(r["power"]), _pct(r["accept_probability"])]
-        )
-    lines += text_table(
-        rows, header=["", "seeds/arm", "trials", "power", "P(accept)"], right=range(1, 5)
-    )
-    d = s["declared"]
-    lines.append("")
-    if d["detectable_effect_80"] is None:
-        lines.append(
-            f"  with the declared {d['seeds']} seeds the {s['test']} test cannot reach the level: "
-            f"add seeds"
-        )
-    else:
-        lines.append(
-            f"  smallest effect the declared {d['seeds']} seeds detect with 80 % power: "
-            f"{d['detectable_effect_80']:.4g}"
-            f" ({d['detectable_effect_80'] / s['min_effect']:.3g} x min_effect)"
-        )
-        if d["accept_80_at_effect"] is not None:
-            lines.append(
-                f"  true effect at which accept is 80 % likely with them: "
-                f"{d['accept_80_at_effect']:.4g}"
-            )
-    o = s.get("other_test")
-    if o:
-        lines.append(
-            f"  the {o['test']} test would need "
-            + (
-                f"{o['seeds_80']} seeds per arm"
-                if o["seeds_80"]
-                else "more than 100000 seeds per arm"
-            )
-            + f" for 80 % power (sd {o['sd']:.4g}: {o['sd_source']})"
-        )
-    if s["underpowered"]:
-        need = s["needed"]["80"]["seeds"]
-        at = (
-            "min_effect"
-            if s.get("effect", s["min_effect"]) == s["min_effect"]
-            else f"an effect of {s['effect']:g}"
-        )
-        lines.append(f"  UNDERPOWERED: {_pct(d['power'])} power at {at}; {_more_seeds(need)}")
-    return "\n".join(lines)
-
-
-def _more_seeds(need: int | None) -> str:
+def more_seeds(need: int | None) -> str:
     """What to do about too few seeds: `need` seeds per arm reach 80 % power; None: none up to
     100,000 do."""
     if need is None:
@@ -386,7 +306,7 @@ def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
         return None
     d, need = summary["declared"], summary["needed"]["80"]["seeds"]
     line, column = loaded.positions.position(("seeds",))
-    more = f"For 80 % power {_more_seeds(need)}" if need else _more_seeds(need).capitalize()
+    more = f"For 80 % power {more_seeds(need)}" if need else more_seeds(need).capitalize()
     return Diagnostic(
         code="P903",
         severity="warning",
@@ -395,7 +315,7 @@ def underpowered_warning(loaded, summary: dict[str, Any], pilot_dir: str):
         line=line,
         column=column,
         message=(
-            f"the {d['seeds']} declared seeds have {_pct(d['power'])} power to detect min_effect "
+            f"the {d['seeds']} declared seeds have {pct(d['power'])} power to detect min_effect "
             f"{summary['min_effect']:g} (sd {summary['sd']:.4g} from the pilot {pilot_dir}); "
             f"the smallest effect they detect with 80 % power is "
             f"{_detectable(d)}"
@@ -443,12 +363,6 @@ def with_pilot_power(result, pilot_dir: str, strict: bool = False):
     else:
         loaded.warnings = [*loaded.warnings, warning]
     return result
-
-
-def _effect_named(s: Mapping[str, Any]) -> str:
-    """The effect a power summary plans for: min_effect by name, else its value."""
-    same = s.get("effect", s["min_effect"]) == s["min_effect"]
-    return "min_effect" if same else format(s["effect"], "g")
 
 
 def _detectable(d: Mapping[str, Any]) -> str:

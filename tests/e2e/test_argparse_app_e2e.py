@@ -155,7 +155,7 @@ def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
         d.code for d in result.diagnostics if d.severity == "error"
     ] == []  # nothing to check the names on
     assert any(d.code == "P941" and "exited with status 1" in d.message for d in result.diagnostics)
-    from planner._contract.validate import format_result
+    from planner._cli.validate_text import format_result
 
     assert (
         "the config as argparse flags (--key=value), not checked against its --help (P941)"
@@ -166,8 +166,8 @@ def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
 def test_a_script_whose_help_is_slow_has_its_flags_checked_on_its_add_argument_calls(
     tmp_path, monkeypatch
 ):
+    from planner._cli.validate_text import format_result
     from planner._contract import command_help
-    from planner._contract.validate import format_result
     from planner._trial.command import command_trainable
 
     monkeypatch.setattr(

@@ -175,7 +175,7 @@ def test_the_trainable_passes_seed_and_budget_as_overrides_and_reads_the_metrics
 
 
 def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
-    from planner._contract.validate import format_result
+    from planner._cli.validate_text import format_result
 
     result = validate(app_contract(tmp_path))
     text = format_result(result)
@@ -227,7 +227,7 @@ def test_checkpoint_alone_is_valid_and_reaches_the_trainable(tmp_path):
 
 
 def test_validate_shows_where_checkpoints_are_and_what_is_kept(tmp_path):
-    from planner._contract.validate import format_result
+    from planner._cli.validate_text import format_result
 
     text = format_result(
         validate(
@@ -280,7 +280,7 @@ def test_the_config_check_leaves_out_interpolations_in_lists_as_in_mappings(tmp_
 
 
 def test_a_stdout_pattern_is_valid_and_shown(tmp_path):
-    from planner._contract.validate import format_result
+    from planner._cli.validate_text import format_result
 
     pattern = r"^epoch (?P<step>\d+) val_acc (?P<val_acc>\S+) val_loss (?P<val_loss>\S+)$"
     edit = set_command(metrics={"format": "stdout", "pattern": pattern, "step_base": 0})

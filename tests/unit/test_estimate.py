@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner._cli.estimate_text import format_estimate
 from planner._cli.main import main
+from planner._cli.power_text import format_power
 from planner._plan.estimate import (
     asha_milestones,
     estimate,
-    format_estimate,
     median_rule_range,
 )
 from planner._plan.pilot import read_pilot
-from planner._plan.seeds import format_power, power_summary
+from planner._plan.seeds import power_summary
 from planner._stats.power import detection_power, pilot_sd, seeds_for_power
 from tests._estimate_contracts import TUNED, contract
 

@@ -223,7 +223,7 @@ def test_a_from_run_contract_composes_exactly_the_promoted_config_and_validates(
     assert source["promoted"] and source["params"] == {"recipe.lr": 0.0125}
     wide = next(a for a in result.summary["arms"] if a["name"] == "wide")
     assert wide["diff"] == [{"path": "recipe.width", "baseline": 1, "arm": 2, "change": "changed"}]
-    from planner._contract.validate import format_result
+    from planner._cli.validate_text import format_result
 
     assert "baseline arm 'high' of run levels/" in format_result(result)
 

@@ -3,8 +3,9 @@ repeats another bit for bit is a replication, named as such and not counted as a
 
 from __future__ import annotations
 
+from planner._cli.lineage_text import format_log
 from planner._lineage.ledger import append
-from planner._lineage.log import build_log, format_log
+from planner._lineage.log import build_log
 
 SHA = "sha-of-the-baseline"
 

@@ -3,8 +3,8 @@ None)."""
 
 import math
 
+from planner._cli.validate_text import format_result
 from planner._contract.paths import diff_rows, shown_side
-from planner._contract.validate import format_result
 from planner._core.diagnostics import short_repr
 from planner._core.text import yaml_value
 
