@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 KEYS = {
-    "AWS_ACCESS_KEY_ID": "planner",
-    "AWS_SECRET_ACCESS_KEY": "planner-secret",
+    "AWS_ACCESS_KEY_ID": "moto-test-id",
+    "AWS_SECRET_ACCESS_KEY": "moto-test-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 

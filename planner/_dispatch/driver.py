@@ -1155,7 +1155,7 @@ def _resume_folder(
         store.root, REWRITTEN
     )  # a folder where a file is replaced: refused before anything runs
     cut = heal_files(store.root)
-    _check_same_storage(store.root, storage)
+    _check_same_storage(store, storage)
     state = read_state(store.root)
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
     logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
@@ -1192,12 +1192,13 @@ def run_storage(run_dir: Path) -> str | None:
     return chosen[-1].get("storage") if chosen else None
 
 
-def _check_same_storage(run_dir: Path, storage: str | None) -> None:
+def _check_same_storage(store: RunStore, storage: str | None) -> None:
     """A --resume keeps the storage its run used: another one (or none) would leave the checkpoints
     of the trials cut short behind, so it is refused (UsageError, exit 2). A run that had none may
-    take one: nothing was kept in a storage that could be lost."""
-    before = run_storage(run_dir)
-    if before is None or storage == before:
+    take one: nothing was kept in a storage that could be lost. The run folder holds the URI as its
+    redactor wrote it (a part that is the value of a secret variable cut out)."""
+    before = run_storage(store.root)
+    if before is None or storage is not None and before in (storage, store.redactor_said(storage)):
         return
     now = f"--storage {storage}" if storage is not None else "no storage"
     raise UsageError(
