@@ -64,10 +64,15 @@ def train(config, trial):
 
 
 def _contract(
-    folder: Path, facts: Path, *, retries: int, exposure: int = 4, tuned: int = 0
+    folder: Path,
+    facts: Path,
+    *,
+    retries: int,
+    exposure: int = 4,
+    tuned: int = 0,
+    step_s: float = 0.6,
 ) -> Path:
-    """The contract; `tuned`: tuning trials per arm (over `recipe.lr`, which the trainable reads
-    not), none by default."""
+    """The contract; `tuned`: tuning trials per arm (over `recipe.lr`), none by default."""
     import yaml
 
     from tests._runs import synthetic_contract
@@ -79,7 +84,7 @@ def _contract(
         name="no-shared-disk",
         hypothesis="The treatment recipe raises val_acc by more than 0.05.",
         trainable="spread_trainable:train",
-        config={"values": {"recipe": recipe, "step_s": 0.6, "facts": str(facts)}},
+        config={"values": {"recipe": recipe, "step_s": step_s, "facts": str(facts)}},
         seeds=[0, 1, 2],
         budget={"exposure": exposure, "resources": {"cpu": 1, "gpu": 0}},
         failures={"retries": retries},
@@ -297,7 +302,9 @@ def test_a_node_that_cannot_import_the_trainable_is_named_and_no_trial_runs_ther
     # refused node is held for the whole run
     runs, facts = _folders(tmp_path)
     site = _site_with_nodepkg(tmp_path)
-    contract = _contract(tmp_path / "experiment", facts, retries=0, exposure=3, tuned=3)
+    # trials long enough that Tune starts a second trial process while the first runs (a short
+    # one's process is reused for every trial): that one would go to the free node
+    contract = _contract(tmp_path / "experiment", facts, retries=0, exposure=2, tuned=3, step_s=3.0)
     _needing_nodepkg(contract)
     with LocalCluster(
         [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=2)]
