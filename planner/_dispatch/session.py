@@ -29,7 +29,6 @@ import socket
 import sys
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,7 +48,6 @@ ray = lazy_import("ray")  # imported when a command starts or joins Ray
 compat = lazy_import("planner._dispatch.compat")
 
 RAY_LOG = "ray.log"
-OPTUNA_STEP_AGAIN = r"The reported value is ignored because this step"
 
 
 def start_ray(
@@ -942,10 +940,6 @@ class RunSession:
             if self._claimed:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
-        # A trial Tune runs again after its node died reports its first steps again; the study holds
-        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the
-        # user's.
-        warnings.filterwarnings("ignore", message=OPTUNA_STEP_AGAIN, category=UserWarning)
         if options.get("log_dir") is not None and resolve_address(address) is not None:
             self._quiet = _RayLinesOff(Path(options["log_dir"]))
         if keeper_session is not None and resolve_address(address) is not None:
