@@ -133,8 +133,10 @@ def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(
     assert "max_trial_time" in records["confirm-hangs_in_c-s0"]["errors"][0]["message"]
     assert records["confirm-dies-s0"]["errors"][0]["type"] == "WorkerDied"
     assert records["confirm-exits-s0"]["errors"][0]["type"] == "SystemExit"
-    # the hang in C was killed by the watchdog soon after the limit, not by the driver's backstop
-    assert records["confirm-hangs_in_c-s0"]["duration_s"] < 3 + 5
+    # the hang in C was killed by the worker's watchdog (its words), not by the driver's backstop
+    # (which says only "stopped after budget.max_trial_time")
+    hang = records["confirm-hangs_in_c-s0"]["errors"][0]["message"]
+    assert "did not stop when asked, so its process was killed" in hang, hang
     # output: capped in trial.dir, never on the driver
     log = result.run_dir / "trials" / "confirm-prints_megabytes-s0" / "output.log"
     assert 1 << 20 <= log.stat().st_size < (1 << 20) + 4096
