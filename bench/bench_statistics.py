@@ -36,7 +36,7 @@ from planner._stats.power import (  # noqa: E402
     simulate,
 )
 from planner._stats.sequential import plan_design, simulate_design  # noqa: E402
-from tests.unit.test_statistics_calibration import percentile_bootstrap  # noqa: E402  (the counter-example)
+from tests._percentile_bootstrap import percentile_bootstrap  # noqa: E402  (the counter-example)
 
 ALPHA = 0.05
 DOC = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"

@@ -2,7 +2,8 @@
 
 - `synthetic_contract(**patch)`: the two-arm contract on `tests.trainables.synthetic`
   (a recipe factor, baseline `base`, arm `treat`), as data; `patch` replaces
-  top-level keys. `write_contract_data(folder, data)` writes one as YAML; `contract_writer(base)`
+  top-level keys; `RUN_CONTRACT` is it as the run tests run it. `write_contract_data(folder, data)`
+  writes one as YAML; `contract_writer(base)`
   is the `write(folder, **patch)` of a test module (a patched copy of `base`, written);
   `write_yaml(path, data)` is the one writer of a test's YAML file under all of them.
 - `lineage_contract(**patch)`: the two-arm contract on `tests.trainables.lineage` the lineage tests
@@ -71,6 +72,12 @@ def synthetic_contract(**patch: Any) -> dict[str, Any]:
     if isinstance(data.get("acceptance"), dict):
         data["acceptance"].setdefault("test", "welch")
     return data
+
+
+# The synthetic contract as the run tests run it (named e2e): its factor moves recipe.best_lr too.
+RUN_CONTRACT = synthetic_contract(
+    name="e2e", factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]}
+)
 
 
 def write_yaml(path: Path, data: Any, *, sort_keys: bool = True) -> Path:

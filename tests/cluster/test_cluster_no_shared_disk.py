@@ -148,19 +148,17 @@ def _folders(tmp_path: Path) -> tuple[Path, Path]:
 
 def _kill_when_started(
     cluster: LocalCluster, proc: subprocess.Popen, facts: Path, index: int, *, step: int = 0
-) -> tuple[dict, str, str, float]:
+) -> tuple[dict, str, str]:
     """Kill node `index` once a confirmation trial reached `step` there; (that trial's fact, the
-    driver's stdout and stderr, seconds from the kill to the driver's end). The driver never
-    outlives it."""
+    driver's stdout and stderr). The driver never outlives it."""
     try:
         victim = _wait_for_fact(
             facts, proc, node_id=str(cluster.nodes[index].node_id), phase="confirm", step=step
         )
         time.sleep(1.0)  # into its steps
-        killed = time.monotonic()
         cluster.kill_node(index)
         stdout, stderr = proc.communicate(timeout=900)
-        return victim, stdout, stderr, time.monotonic() - killed
+        return victim, stdout, stderr
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -180,7 +178,7 @@ def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path
         worker = cluster.nodes[1].node_id
         env = cluster.driver_env(PYTHONPATH=str(REPO))
         proc = _plan_run(contract, runs, env, "--address", cluster.address)
-        victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1)
+        victim, stdout, stderr = _kill_when_started(cluster, proc, facts, 1)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     run_dir = _run_folder(runs)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
@@ -223,10 +221,10 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
     with LocalCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]) as cluster:
         old = cluster.address
         proc = _plan_run(contract, runs, cluster.driver_env(PYTHONPATH=str(REPO)), "--address", old)
-        _, stdout, stderr, took = _kill_when_started(cluster, proc, facts, 0)
+        _, stdout, stderr = _kill_when_started(cluster, proc, facts, 0)
+    # Ray's own client ends a driver 60 s after its head died, with exit 1 and the state left
+    # `running`: exit 3 and `interrupted` (below) are planner's watch of the head
     assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
-    assert took < 45, f"the driver took {took:.0f} s to end after its head died"
-    print(f"the driver ended {took:.1f} s after its head was killed")
     assert not [
         line
         for line in (stdout + stderr).splitlines()
@@ -267,7 +265,7 @@ def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(
             proc = _plan_run(
                 contract, runs, env, "--address", cluster.address, "--storage", s3.uri("planner")
             )
-            victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1, step=2)
+            victim, stdout, stderr = _kill_when_started(cluster, proc, facts, 1, step=2)
         stored = s3.stored("planner/")
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     run_dir = _run_folder(runs)

@@ -12,16 +12,16 @@ import yaml
 from planner._cli.main import main
 from planner._dispatch.driver import format_result, run
 from planner._store.writer import read_jsonl
-from tests._runs import contract_writer, cut_short, interrupt_joined_run, synthetic_contract
+from tests._runs import (
+    RUN_CONTRACT,
+    contract_writer,
+    cut_short,
+    interrupt_joined_run,
+)
 
 pytestmark = pytest.mark.ray
 
-BASE = synthetic_contract(
-    name="e2e", factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]}
-)
-
-
-write = contract_writer(BASE)
+write = contract_writer(RUN_CONTRACT)
 
 
 def level(value):
@@ -76,7 +76,7 @@ def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(
     assert state["state"] == "completed" and state["budget"]["trials_ended"] == 10
     identity = json.loads((root / "identity.json").read_text())
     assert (
-        identity["code"]["trainable"] == BASE["trainable"]
+        identity["code"]["trainable"] == RUN_CONTRACT["trainable"]
         and identity["code"]["trainable_source_sha256"]
     )
     assert {"python", "packages", "host", "data", "env"} <= set(identity)

@@ -34,7 +34,7 @@ def test_quantized_aa_false_accept_stays_within_half_alpha(test, n, sequential):
     )
 
 
-def test_the_documented_sequential_design_of_the_issue():
+def test_a_paired_design_of_6_seeds_in_3_looks_stays_within_half_alpha():
     """Paired, 6 seeds in 3 looks: measured 0.074 before the rule (the first look of 2 seeds
     accepted on ties)."""
     from planner._stats.sequential import simulate_design
