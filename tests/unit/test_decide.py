@@ -152,7 +152,10 @@ def paired(min_effect=0.01, alpha=0.05, rule="estimate"):
 def shifted(n, shift):
     seeds = list(range(n))
     base = [0.80 + 0.013 * s for s in seeds]
-    return seeds, {"b": list(zip(seeds, base)), "a": [(s, v + shift) for s, v in zip(seeds, base)]}
+    return seeds, {
+        "b": list(zip(seeds, base, strict=True)),
+        "a": [(s, v + shift) for s, v in zip(seeds, base, strict=True)],
+    }
 
 
 def test_an_exact_shift_on_enough_seeds_is_accepted_by_the_sign_rule():
@@ -198,7 +201,9 @@ def test_a_diverged_seed_is_decided_by_the_exact_sign_flip_test():
     seeds = list(range(10))
     small = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002]
     base = [(s, math.nan, "diverged") for s in seeds[:4]] + [(s, 0.9) for s in seeds[4:]]
-    arm = [(s, 0.9) for s in seeds[:4]] + [(s, 0.9 + e) for s, e in zip(seeds[4:], small)]
+    arm = [(s, 0.9) for s in seeds[:4]] + [
+        (s, 0.9 + e) for s, e in zip(seeds[4:], small, strict=True)
+    ]
     res = {"b": base, "a": arm}
     (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds, diverged_value=0.0)
     t = stats.ttest_1samp([0.9] * 4 + small, 0.0, alternative="greater").pvalue
