@@ -239,12 +239,21 @@ def seeds_needed(
     """
     if min_effect is None:
         raise ValueError("give min_effect, the smallest improvement that matters")
-    common = dict(n_arms=n_arms, correction=correction, rule=rule, effect=effect)
 
     def welch_would_need() -> str:
         assert sd is not None  # _plan_sd asks only when sd was given
         try:
-            n = _power.seeds_for_power(sd, min_effect, alpha, power, "welch", **common)
+            n = _power.seeds_for_power(
+                sd,
+                min_effect,
+                alpha,
+                power,
+                "welch",
+                n_arms=n_arms,
+                correction=correction,
+                rule=rule,
+                effect=effect,
+            )
         except ValueError:
             return ""
         return f"; from that per-arm sd, test='welch' would need {n} seeds per arm"

@@ -13,6 +13,13 @@ Tests:
     welch      Welch t, Welch-Satterthwaite df. p: two-sided, H0 effect = 0.
     paired     one-sample t on the per-seed differences (seeds both arms have;
                the others are dropped and counted). p: two-sided, H0 effect = 0.
+               Two cases the t cannot read are decided exactly: every seed the
+               same difference (an exact shift) by the sign rule over seeds
+               (`sign_rule`: n seeds agreeing by chance with p = 0.5 ** n one-sided);
+               a diverged seed in either arm (compare's `diverged`) by the
+               sign-flip test, exact whatever the distribution, as a difference
+               at a diverged seed is a jump of the metric's whole range the t
+               misreads (docs/statistics.md).
     bootstrap  a resampling test calibrated at small n: the permutation
                (randomization) distribution of the difference of means, inverted
                into a CI for the shift. p: two-sided permutation p-value,
@@ -27,10 +34,10 @@ Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 Degenerate spread: a side shows no seed-to-seed spread when it gives the same
 value on every seed (say every seed diverged to failures.diverged_value), up
 to the float resolution of the values at their magnitude.
-- Both sides (welch, bootstrap), or every seed the same difference (paired):
-  there is no noise at all to weigh the effect against. A CI of width zero
-  and p = 0 would read as certainty; instead the test returns an unbounded
-  CI and p = NaN, so the decision is neither accept nor reject.
+- Both sides (welch, bootstrap): there is no noise at all to weigh the effect
+  against. A CI of width zero and p = 0 would read as certainty; instead the
+  test returns an unbounded CI and p = NaN, so the decision is neither accept
+  nor reject. Paired, every seed the same difference is the sign rule's case.
 - One side: its noise was never observed, and the CI is drawn from the other
   side's noise alone, too narrow to show an improvement: such a comparison
   is never accepted (`verdict(..., flat=...)`); it can still be rejected, as
