@@ -37,7 +37,8 @@ to the float resolution of the values at their magnitude.
 - Both sides (welch, bootstrap): there is no noise at all to weigh the effect
   against. A CI of width zero and p = 0 would read as certainty; instead the
   test returns an unbounded CI and p = NaN, so the decision is neither accept
-  nor reject. Paired, every seed the same difference is the sign rule's case.
+  nor reject. Paired, every seed the same difference while the arms vary is the
+  sign rule's case; arms that do not vary either stay without a CI.
 - One side: its noise was never observed, and the CI is drawn from the other
   side's noise alone, too narrow to show an improvement: such a comparison
   is never accepted (`verdict(..., flat=...)`); it can still be rejected, as
@@ -449,7 +450,8 @@ def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
 
 def _paired_t(base: np.ndarray, arm: np.ndarray, alpha, exact=None):
     """The paired test per row: the t on the differences; the sign rule where they show no spread
-    (`sign_rule`); the exact sign-flip test on the rows of `exact` (a diverged seed: module doc)."""
+    but the arms do (`sign_rule`; arms without spread are seeds that did not vary the run, no
+    evidence); the exact sign-flip test on the rows of `exact` (a diverged seed: module doc)."""
     degenerate = degenerate_rows(base, arm, "paired")
     effect, low, high, p = _t_interval(*_paired_parts(base, arm), alpha, degenerate)
     diff = arm - base
@@ -458,10 +460,11 @@ def _paired_t(base: np.ndarray, arm: np.ndarray, alpha, exact=None):
         level = np.broadcast_to(np.asarray(alpha, dtype=float), effect.shape)[rows]
         flips = sign_flips(diff.shape[-1])
         _, low[rows], high[rows], p[rows] = _sign_flip(diff[rows], level, flips)
-    if np.any(degenerate):
-        level = np.broadcast_to(np.asarray(alpha, dtype=float), effect.shape)[degenerate]
-        _, low[degenerate], high[degenerate], p[degenerate] = _sign_rule_interval(
-            diff[degenerate], level, base[degenerate], arm[degenerate]
+    shift = degenerate & ~flat_rows(base, arm)
+    if np.any(shift):
+        level = np.broadcast_to(np.asarray(alpha, dtype=float), effect.shape)[shift]
+        _, low[shift], high[shift], p[shift] = _sign_rule_interval(
+            diff[shift], level, base[shift], arm[shift]
         )
     return effect, low, high, p
 

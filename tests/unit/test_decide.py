@@ -135,14 +135,19 @@ def test_random_permutations_are_reproducible_and_include_the_observed_split():
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_zero_variance_is_no_evidence_not_certainty(test):
     """A spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0, 0] (reject).
-    Paired: 2 or 3 seeds with the same difference are only the sign rule's 0.5 ** n, no CI."""
+    Paired, arms that vary with every seed the same difference are the sign rule's: at 3 seeds
+    only 0.5 ** 3, no CI."""
     for base, arm in (([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), ([1.0, 1.0], [1.0, 1.0])):
         c = compare(base, arm, mode="max", test=test, alpha=0.05)
+        assert (
+            c.degenerate
+            and (c.ci_low, c.ci_high) == (-math.inf, math.inf)
+            and math.isnan(c.p_value)
+        )
+    if test == "paired":
+        c = compare([1.0, 1.5, 1.2], [2.0, 2.5, 2.2], mode="max", test=test, alpha=0.05)
+        assert c.exact_shift and c.p_value == 2 * 0.5**3
         assert (c.ci_low, c.ci_high) == (-math.inf, math.inf)
-        if test == "paired":
-            assert c.exact_shift and c.p_value == (2 * 0.5**3 if arm[0] == 2.0 else 1.0)
-        else:
-            assert c.degenerate and math.isnan(c.p_value)
 
 
 def paired(min_effect=0.01, alpha=0.05, rule="estimate"):
