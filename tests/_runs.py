@@ -248,10 +248,10 @@ def interrupt_joined_run(
         if trials and len(trials[0].read_text().splitlines()) >= records:
             break
         time.sleep(poll_s)
-    assert proc.poll() is None, proc.communicate()
+    assert proc.poll() is None, ("ended before the signal", proc.returncode, proc.communicate())
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (out, err)
+    assert proc.returncode == 3, (proc.returncode, out, err)
     return trials[0].parent, out, err
 
 
