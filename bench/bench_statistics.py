@@ -12,6 +12,7 @@ a minute or two on 2 cores.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import sys
@@ -36,7 +37,7 @@ from planner._stats.power import (  # noqa: E402
     simulate,
 )
 from planner._stats.sequential import plan_design, simulate_design  # noqa: E402
-from tests.unit.test_statistics_calibration import percentile_bootstrap  # noqa: E402  (the counter-example)
+from tests._percentile_bootstrap import percentile_bootstrap  # noqa: E402  (the counter-example)
 
 ALPHA = 0.05
 DOC = Path(__file__).resolve().parent.parent / "docs" / "statistics.md"
@@ -109,7 +110,7 @@ def worked_example() -> str:
 
 
 def a_a_table() -> str:
-    sims = {"welch": 20_000, "paired": 20_000, "bootstrap": 4_000}
+    sims = {"welch": 100_000, "paired": 100_000, "bootstrap": 4_000}
     rows = []
     for test in ("welch", "paired", "bootstrap"):
         for distribution in ("normal", "lognormal"):
@@ -260,7 +261,7 @@ def paired_against_welch_table() -> str:
     for 80 % power at min_effect = sd (the seeds' own sd 1) at seed correlations 0, 0.5 and 0.9,
     and the A/A false-accept rate of each test at those seeds, measured through the deciding
     code."""
-    sims, effect, rows = 20_000, 1.0, []
+    sims, effect, rows = 40_000, 1.0, []
     for rho in (0.0, 0.5, 0.9):
         for test in ("paired", "welch"):
             sd = math.sqrt(2 * (1 - rho)) if test == "paired" else 1.0
@@ -295,6 +296,7 @@ def paired_against_welch_table() -> str:
                     f"{null.detected:.4f} ± {math.sqrt(0.025 * 0.975 / sims):.4f}",
                 ]
             )
+    rows += digits_rows(sims)
     note = (
         "Confirmation runs every arm on the same seeds; the seed correlation is the share of the "
         "seed-to-seed "
@@ -313,7 +315,12 @@ def paired_against_welch_table() -> str:
         "and an A/A rate below the target. ± is one Monte Carlo standard error at 0.025. Target "
         "for the A/A "
         "rate: at most 0.025 (bound for "
-        f"{sims} experiments {binomial_bound(ALPHA / 2, sims):.4f})."
+        f"{sims} experiments {binomial_bound(ALPHA / 2, sims):.4f}). "
+        "The examples/digits rows plan from a run of `plan run examples/digits/contract.yaml` "
+        f"(read from {DIGITS_RUN}, or the run given with --digits-run): the sd of its per-seed "
+        "differences of the decision metric (paired) against its pooled per-arm sd (welch) at the "
+        "contract's min_effect, the seed correlation they imply, 1 - sd_diff^2 / (2 sd^2), and "
+        "each test's A/A rate simulated at that sd and correlation (normal noise)."
     )
     header = [
         "seed correlation",
@@ -324,6 +331,58 @@ def paired_against_welch_table() -> str:
         "A/A false-accept rate at those seeds",
     ]
     return note + "\n\n" + table(header, rows)
+
+
+DIGITS_RUN = Path("runs/digits-adamw-vs-sgd/latest")
+DIGITS = {"run": DIGITS_RUN}  # --digits-run replaces it
+
+
+def digits_rows(sims: int) -> list[list]:
+    """Seeds per arm for 80 % power on examples/digits, paired (the sd of the per-seed
+    differences of a run's confirmation) against welch (the pooled per-arm sd), with each test's
+    A/A rate at those seeds."""
+    from planner._plan.pilot import read_pilot
+    from planner._plan.seeds import spread_from_pilot
+
+    run = Path(DIGITS["run"])
+    if not run.exists():
+        return [["examples/digits", "no run at hand", f"run `plan run {run}` first", "", "", ""]]
+    run = run.resolve() if run.is_dir() else run.parent / run.read_text().strip()
+    decided = json.loads((run / "decisions.json").read_text())
+    pilot = read_pilot(run, decided["metric"])
+    sd_diff, sd = spread_from_pilot(pilot, "paired")[0], spread_from_pilot(pilot, "welch")[0]
+    rho = 1 - sd_diff**2 / (2 * sd**2)
+    seeds = min(len(v) for v in pilot.values.values())
+    label = (
+        f"examples/digits: {rho:.2f} ({decided['metric']}, {seeds} seeds; sd of differences "
+        f"{sd_diff:.4g}, per-arm sd {sd:.4g}, min_effect {decided['min_effect']:g})"
+    )
+    rows = []
+    for test, plan_sd in (("paired", sd_diff), ("welch", sd)):
+        n = seeds_for_power(plan_sd, decided["min_effect"], ALPHA, 0.8, test)
+        null = simulate(
+            test,
+            n,
+            0.0,
+            alpha=ALPHA,
+            min_effect=1e-9,
+            sd=sd,
+            correlation=min(max(rho, 0.0), 1.0),
+            sims=sims,
+            rng_seed=80 + n,
+        )
+        power = detection_power(n, decided["min_effect"], plan_sd, ALPHA, test)
+        rows.append(
+            [
+                label,
+                test,
+                n,
+                2 * n,
+                f"{power:.3f} (planned)",
+                f"{null.detected:.4f} ± {math.sqrt(0.025 * 0.975 / sims):.4f}",
+            ]
+        )
+    return rows
 
 
 def holm_table() -> str:
@@ -516,7 +575,7 @@ def edges_a_a_table() -> str:
         edge_false_accept,
     )
 
-    sims = 20_000
+    sims = 40_000
     rows = []
     for case in EDGES:
         for test in ("welch", "paired", "bootstrap"):
@@ -537,11 +596,12 @@ def edges_a_a_table() -> str:
         "2-seed A/A rate was "
         "0.047 at 30 % and 0.066 at 50 %. Ties: the metric on a grid of 0.03 (accuracy on about "
         "33 examples), "
-        "so most seeds tie. The t tests assume roughly normal noise, and a metric that is 0.0 on "
-        "a third or half "
-        "of the seeds is far from it: some diverged cells at 8-10 seeds are above the bound (the "
-        "bootstrap test, "
-        "exact under no effect, is not)."
+        "so most seeds tie. Welch's t assumes roughly normal noise, and a metric that is 0.0 on "
+        "a third or half of the seeds is far from it: its diverged cells at 8-10 seeds are above "
+        "the bound. The paired test (the default) decides a confirmation with a diverged seed by "
+        "the exact sign-flip test, and an exact shift by the sign rule over seeds; the bootstrap "
+        "(permutation) test is exact under no effect too. Before the sign-flip test, paired was "
+        "0.0274 at 30 % and 0.0275 at 50 % divergence with 10 seeds."
     )
     return (
         note + "\n\n" + table(["case", "test", "n = 2", "n = 3", "n = 5", "n = 8", "n = 10"], rows)
@@ -721,7 +781,14 @@ def main() -> None:
     parser.add_argument(
         "--stdout", action="store_true", help="print the tables instead of updating the doc"
     )
+    parser.add_argument(
+        "--digits-run",
+        type=Path,
+        default=DIGITS_RUN,
+        help="a run folder of examples/digits/contract.yaml to plan its rows from",
+    )
     args = parser.parse_args()
+    DIGITS["run"] = args.digits_run
     block = render()
     if args.stdout:
         print(block)

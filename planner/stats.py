@@ -10,8 +10,8 @@ from a notebook on values from anywhere:
     0.0182
     >>> [d.decision for d in ps.decide(sgd, {"adam": adam}, min_effect=0.01)]
     ['accept']
-    >>> ps.seeds_needed(sd=0.004, min_effect=0.005)         # seeds per arm for 80 % power
-    12
+    >>> ps.seeds_needed(sd_of_differences=0.004, min_effect=0.005)  # seeds per arm, 80 % power
+    8
     >>> design = ps.looks(12, 3)                            # 3 looks over 12 seeds
     >>> design.look_sizes
     (4, 8, 12)
@@ -46,6 +46,7 @@ __all__ = [
     "detectable_effect",
     "looks",
     "pilot_sd",
+    "pilot_sd_of_differences",
     "power",
     "seeds_needed",
     "sequential_decision",
@@ -172,10 +173,11 @@ def decide(
 def power(
     n: int,
     effect: float,
-    sd: float,
+    sd: float | None = None,
     *,
+    sd_of_differences: float | None = None,
     alpha: float = 0.05,
-    test: Test = "welch",
+    test: Test = "paired",
     n_arms: int = 1,
     correction: str = "holm",
     rule: Literal["estimate", "margin"] = "estimate",
@@ -183,19 +185,22 @@ def power(
 ) -> float:
     """The chance that `n` seeds per arm detect a true improvement `effect` (P(CI low > 0)).
 
-    `sd` is the seed-to-seed standard deviation of the metric within an arm
-    (welch, bootstrap) or of the per-seed differences (paired). With
-    `n_arms` > 1 the level is the first step of the correction, alpha / n_arms.
-    `rule="margin"` (give `min_effect`): the chance of its accept, P(CI low >= min_effect).
+    The paired test (the default, as in a contract) plans with `sd_of_differences`, the sd of the
+    per-seed differences arm - baseline (`pilot_sd_of_differences`); welch and bootstrap with
+    `sd`, the seed-to-seed sd of the metric within an arm (`pilot_sd`). With `n_arms` > 1 the
+    level is the first step of the correction, alpha / n_arms. `rule="margin"` (give
+    `min_effect`): the chance of its accept, P(CI low >= min_effect).
 
-        >>> round(power(10, effect=0.01, sd=0.005), 2)
+        >>> round(power(10, effect=0.01, sd_of_differences=0.01), 2)
+        0.8
+        >>> round(power(10, effect=0.01, sd=0.005, test="welch"), 2)
         0.99
     """
     _power.check_seeds(n)
     return _power.detection_power(
         n,
         effect,
-        sd,
+        _plan_sd(test, sd, sd_of_differences),
         alpha,
         test,
         n_arms=n_arms,
@@ -206,12 +211,13 @@ def power(
 
 
 def seeds_needed(
-    sd: float,
-    min_effect: float,
+    sd: float | None = None,
+    min_effect: float | None = None,
     *,
+    sd_of_differences: float | None = None,
     power: float = 0.8,
     alpha: float = 0.05,
-    test: Test = "welch",
+    test: Test = "paired",
     n_arms: int = 1,
     correction: str = "holm",
     rule: Literal["estimate", "margin"] = "estimate",
@@ -220,11 +226,40 @@ def seeds_needed(
     """The fewest seeds per arm that detect `min_effect` with probability `power` (what `plan
     power` prints).
 
+    The paired test (the default) plans with `sd_of_differences`, the sd of the per-seed
+    differences; welch and bootstrap with `sd`, the per-arm seed-to-seed sd (see `power`). Given
+    only `sd` for a paired plan it refuses, and its sentence says what welch would need.
     `rule="margin"`: the fewest seeds with which accept (CI low >= min_effect) has probability
     `power` at a true improvement `effect`, which must be given and above min_effect.
+
+        >>> seeds_needed(sd_of_differences=0.004, min_effect=0.005)
+        8
+        >>> seeds_needed(sd=0.004, min_effect=0.005, test="welch")
+        12
     """
+    if min_effect is None:
+        raise ValueError("give min_effect, the smallest improvement that matters")
+
+    def welch_would_need() -> str:
+        assert sd is not None  # _plan_sd asks only when sd was given
+        try:
+            n = _power.seeds_for_power(
+                sd,
+                min_effect,
+                alpha,
+                power,
+                "welch",
+                n_arms=n_arms,
+                correction=correction,
+                rule=rule,
+                effect=effect,
+            )
+        except ValueError:
+            return ""
+        return f"; from that per-arm sd, test='welch' would need {n} seeds per arm"
+
     return _power.seeds_for_power(
-        sd,
+        _plan_sd(test, sd, sd_of_differences, welch_would_need),
         min_effect,
         alpha,
         power,
@@ -237,22 +272,26 @@ def seeds_needed(
 
 
 def detectable_effect(
-    sd: float,
-    n: int,
+    sd: float | None = None,
+    n: int | None = None,
     *,
+    sd_of_differences: float | None = None,
     power: float = 0.8,
     alpha: float = 0.05,
-    test: Test = "welch",
+    test: Test = "paired",
     n_arms: int = 1,
     correction: str = "holm",
     rule: Literal["estimate", "margin"] = "estimate",
     min_effect: float | None = None,
 ) -> float:
     """The smallest true improvement `n` seeds per arm detect with probability `power` (inf if
-    none); `rule="margin"` (give `min_effect`): accept with that probability."""
+    none); `rule="margin"` (give `min_effect`): accept with that probability. `sd` and
+    `sd_of_differences` as in `power` (paired, the default: the sd of the per-seed differences)."""
+    if n is None:
+        raise ValueError("give n, the seeds per arm")
     _power.check_seeds(n)
     return _power.detectable_effect(
-        sd,
+        _plan_sd(test, sd, sd_of_differences),
         n,
         alpha,
         power,
@@ -267,24 +306,81 @@ def detectable_effect(
 def accept_probability(
     n: int,
     effect: float,
-    sd: float,
+    sd: float | None = None,
     *,
     min_effect: float,
+    sd_of_differences: float | None = None,
     alpha: float = 0.05,
-    test: Test = "welch",
+    test: Test = "paired",
     rule: Literal["estimate", "margin"] = "estimate",
 ) -> float:
     """The chance of `accept` at a true improvement `effect`: CI low > 0 and estimated effect >=
-    min_effect (rule estimate), or CI low >= min_effect (rule margin)."""
+    min_effect (rule estimate), or CI low >= min_effect (rule margin). `sd` and
+    `sd_of_differences` as in `power` (paired, the default: the sd of the per-seed differences)."""
     _power.check_seeds(n)
-    return _power.accept_probability(n, effect, sd, alpha, min_effect, test, rule=rule)
+    plan_sd = _plan_sd(test, sd, sd_of_differences)
+    return _power.accept_probability(n, effect, plan_sd, alpha, min_effect, test, rule=rule)
 
 
 def pilot_sd(values_by_arm: Mapping[str, Sequence[float]] | Sequence[Sequence[float]]) -> float:
-    """The pooled seed-to-seed standard deviation of a pilot's arms (non-finite values ignored)."""
+    """The pooled seed-to-seed standard deviation of a pilot's arms (non-finite values ignored):
+    the `sd` welch and bootstrap plan with."""
     if not isinstance(values_by_arm, Mapping):
         values_by_arm = {str(i): values for i, values in enumerate(values_by_arm)}
     return _power.pilot_sd(values_by_arm)
+
+
+def pilot_sd_of_differences(baseline: Values, arm: Values) -> float:
+    """The sd of a pilot's per-seed differences arm - baseline (mappings pair by seed, lists by
+    position; non-finite differences ignored): the `sd_of_differences` the paired test plans
+    with."""
+    base_values, base_seeds = _split(baseline, "baseline")
+    arm_values, arm_seeds = _split(arm, "arm")
+    if (base_seeds is None) != (arm_seeds is None):
+        raise ValueError(
+            "pair the pilot's values alike: both as mappings seed -> value, or both as lists"
+        )
+    if base_seeds is None or arm_seeds is None:
+        if len(base_values) != len(arm_values):
+            raise ValueError("lists pair by position and need equal lengths")
+        base_seeds = arm_seeds = list(range(len(base_values)))
+    return _power.pilot_sd_of_differences(
+        dict(zip(base_seeds, base_values, strict=True)),
+        dict(zip(arm_seeds, arm_values, strict=True)),
+    )
+
+
+def _plan_sd(test: str, sd: float | None, sd_of_differences: float | None, other=None) -> float:
+    """The sd a plan under `test` takes: paired, the sd of the per-seed differences; welch and
+    bootstrap, the per-arm sd. Given the other one only, a ValueError that says which to give
+    (`other()`: what welch would need from the per-arm sd, for the sentence)."""
+    _decide.check_test(test)
+    if test == "paired":
+        if sd_of_differences is not None:
+            return sd_of_differences
+        if sd is None:
+            raise ValueError(
+                "give sd_of_differences, the sd of the per-seed differences arm - baseline that "
+                "the paired test (the default) plans with (pilot_sd_of_differences)"
+            )
+        return _refuse_per_arm_sd(sd, other)
+    if sd_of_differences is not None:
+        raise ValueError(
+            f"the {test} test plans with sd, the per-arm seed-to-seed sd (pilot_sd); "
+            "sd_of_differences is the paired test's"
+        )
+    if sd is None:
+        raise ValueError(f"give sd, the per-arm seed-to-seed sd the {test} test plans with")
+    return sd
+
+
+def _refuse_per_arm_sd(sd: float, other) -> float:
+    said = other() if other is not None else ""
+    raise ValueError(
+        f"the paired test (the default) plans with the sd of the per-seed differences arm - "
+        f"baseline, not a per-arm sd ({sd!r}): give sd_of_differences "
+        f"(pilot_sd_of_differences), or test='welch' to plan with the per-arm sd{said}"
+    )
 
 
 def looks(

@@ -1,8 +1,8 @@
 """A finished run folder to plant hostile or careless files in, and what must stay untouched
 outside it.
 
-The fixtures `pristine` (one synthetic run per module) and `run` (a fresh copy for each test) are in
-tests/unit/conftest.py; they build on these.
+The fixtures `pristine` (one synthetic run per test process) and `run` (a fresh copy for each
+test) are in tests/unit/conftest.py; they build on these.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 - `synthetic_contract(**patch)`: the two-arm contract on `tests.trainables.synthetic`
   (a recipe factor, baseline `base`, arm `treat`), as data; `patch` replaces
-  top-level keys. `write_contract_data(folder, data)` writes one as YAML; `contract_writer(base)`
+  top-level keys; `RUN_CONTRACT` is it as the run tests run it. `write_contract_data(folder, data)`
+  writes one as YAML; `contract_writer(base)`
   is the `write(folder, **patch)` of a test module (a patched copy of `base`, written);
   `write_yaml(path, data)` is the one writer of a test's YAML file under all of them.
 - `lineage_contract(**patch)`: the two-arm contract on `tests.trainables.lineage` the lineage tests
@@ -55,8 +56,8 @@ SYNTHETIC_CONTRACT: dict[str, Any] = {
     "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
     "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
     # welch: the synthetic trainable draws a seed's noise alike in every arm and its effect is
-    # exact, so the per-seed differences show no spread and the paired test (the default) sees no
-    # evidence in them
+    # exact, so the per-seed differences show no spread; the paired test (the default) then decides
+    # by the sign rule over seeds, which needs 6 seeds at alpha 0.05, and this contract has 5
     "acceptance": {"min_effect": 0.05, "test": "welch"},
     "seeds": [0, 1, 2, 3, 4],
     "budget": {"exposure": 3},
@@ -71,6 +72,12 @@ def synthetic_contract(**patch: Any) -> dict[str, Any]:
     if isinstance(data.get("acceptance"), dict):
         data["acceptance"].setdefault("test", "welch")
     return data
+
+
+# The synthetic contract as the run tests run it (named e2e): its factor moves recipe.best_lr too.
+RUN_CONTRACT = synthetic_contract(
+    name="e2e", factor={"name": "recipe", "keys": ["recipe.name", "recipe.level", "recipe.best_lr"]}
+)
 
 
 def write_yaml(path: Path, data: Any, *, sort_keys: bool = True) -> Path:
@@ -107,8 +114,8 @@ LINEAGE_CONTRACT: dict[str, Any] = {
     "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
     "arms": [{"name": "high", "overrides": ["recipe.name=b", "recipe.level=0.7"]}],
     "metric": {"name": "val_acc", "mode": "max"},
-    # welch: the trainable's noise is the seed's alone, so the arms differ by an exact shift (see
-    # SYNTHETIC_CONTRACT's note)
+    # welch: the trainable's noise is the seed's alone, so the arms differ by an exact shift, which
+    # the paired test's sign rule shows only from 6 seeds (see SYNTHETIC_CONTRACT's note)
     "acceptance": {"min_effect": 0.05, "test": "welch"},
     "seeds": [0, 1, 2],
     "budget": {"exposure": 2},
@@ -241,10 +248,10 @@ def interrupt_joined_run(
         if trials and len(trials[0].read_text().splitlines()) >= records:
             break
         time.sleep(poll_s)
-    assert proc.poll() is None, proc.communicate()
+    assert proc.poll() is None, ("ended before the signal", proc.returncode, proc.communicate())
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (out, err)
+    assert proc.returncode == 3, (proc.returncode, out, err)
     return trials[0].parent, out, err
 
 

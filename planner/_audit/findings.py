@@ -34,7 +34,7 @@ from planner._plan.explored import BOUNDARY, KeyReach, arm_reach
 from planner._plan.pilot import Pilot
 from planner._plan.seeds import spread_from_pilot
 from planner._plan.space import frozen_space
-from planner._stats.decide import no_spread
+from planner._stats.decide import no_spread, sign_rule
 from planner._stats.power import detection_power, seeds_for_power
 from planner._store import facts
 
@@ -212,6 +212,12 @@ def _change(c: Curves, a: int, b: int, sign: float) -> tuple[float, float, bool]
     )
 
 
+def _sign_p(c: Curves, a: int, b: int, sign: float) -> float:
+    """The one-sided p of the sign rule over seeds for changes from step a to step b that show no
+    spread (decide's own rule for an exact shift)."""
+    return float(sign_rule(np.asarray([[sign * (row[b] - row[a]) for row in c.values]]))[0])
+
+
 def _tied(values: list[float]) -> bool:
     """No seed-to-seed spread in `values` (decide's degenerate-spread rule): a CI of width zero is
     no evidence, so nothing is inferred beyond it (a quantized metric, accuracy on few examples,
@@ -255,7 +261,7 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
         gain, half, tied = _change(c, a, last, sign)
         # seeds that all show the same gain have no spread for a CI: the sign rule over seeds reads
         # them
-        p_sign = 0.5 ** len(c.seeds) if tied and gain > 0 else None
+        p_sign = _sign_p(c, a, last, sign) if tied and gain > 0 else None
         if gain >= floor and (
             (not tied and gain - half > 0) or (p_sign is not None and p_sign <= SIGN_LEVEL)
         ):

@@ -141,7 +141,8 @@ def _add_run(sub) -> None:
         metavar="URI",
         default=None,
         help="where trials keep their files for every node (s3://, gs://, a shared path): a "
-        "checkpoint saved on one node continues the trial on another (docs/cluster.md)",
+        "checkpoint saved on one node continues the trial on another; overrides the contract's "
+        "`storage:`, and a --resume must keep the run's storage (docs/cluster.md)",
     )
     p.add_argument("--quiet", action="store_true", help="no live progress, only the result")
     p.add_argument(

@@ -62,6 +62,40 @@ DottedKey = Annotated[
 ]
 
 
+# The URI schemes pyarrow's `FileSystem.from_uri` opens; a plain absolute path is a local one (a
+# mount every node has).
+STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
+_CREDENTIAL_KEYS = ("access_key", "secret_key", "session_token")
+
+
+def storage_problem(uri: str) -> str | None:
+    """What is wrong with a trials' storage URI (the contract's `storage:` or `plan run
+    --storage`), or None: a scheme pyarrow opens (or an absolute path), a bucket or path after it,
+    and no credentials in it (those come from each node's environment, never from a file that is
+    kept in the run folder)."""
+    text = uri.strip()
+    if "://" not in text:
+        if not text.startswith("/"):
+            return (
+                f"{text!r} is neither a URI ({', '.join(s + '://' for s in STORAGE_SCHEMES[:3])}"
+                "...) nor an absolute path: a relative path is another folder on every node"
+            )
+        return None
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() not in STORAGE_SCHEMES:
+        return f"{scheme}:// is not a storage pyarrow opens ({', '.join(STORAGE_SCHEMES)})"
+    where, _, query = rest.partition("?")
+    if ":" in where.split("/", 1)[0].rpartition("@")[0]:
+        return "the URI holds credentials (user:secret@): give them in each node's environment"
+    keys = {part.split("=", 1)[0].lower() for part in query.split("&") if part}
+    if keys & set(_CREDENTIAL_KEYS):
+        found = sorted(keys & set(_CREDENTIAL_KEYS))[0]
+        return f"the URI holds credentials ({found}=): give them in each node's environment"
+    if not where.strip("/") and scheme.lower() != "file":
+        return f"{scheme}:// names no bucket or folder"
+    return None
+
+
 def _no_items() -> list[Any]:
     """An empty list: `default_factory=list` as a Python function. pydantic reads the signature of
     each default factory when it compiles a model, and the builtin `list`'s is parsed from its text
@@ -558,6 +592,18 @@ class Contract(_Model):
     data: Data = Field(default_factory=dict, validate_default=True)
     confirmation: Confirmation = Field(default_factory=dict, validate_default=True)
     tracking: Tracking = Field(default_factory=dict, validate_default=True)
+    # where the trials keep their files for every node (docs/cluster.md); `plan run --storage`
+    # overrides it. Left out of the frozen copy when unset, so a contract without it keeps its hash.
+    storage: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] | None = Field(
+        default=None, exclude_if=lambda uri: uri is None
+    )
+
+    @field_validator("storage")
+    @classmethod
+    def _storage_uri(cls, value: str | None) -> str | None:
+        if value is not None and (problem := storage_problem(value)) is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("baseline", mode="before")
     @classmethod

@@ -479,10 +479,14 @@ class Runner:
         )
 
     def node_refused(self, node_id: str, problem: str) -> None:
-        """A node that cannot import the trainable: said once, and its trials go to the others."""
+        """A node that cannot import the trainable: said once, and held for the rest of the run
+        (planner._dispatch.nodes), so that no tuning or confirmation trial runs there."""
         self.store.event("node_refused", sync=False, node_id=node_id, problem=problem)
+        guard = self.dispatch.nodes
+        here = guard is not None and guard.here == node_id
+        mine = " (the node this driver runs on)" if here else ""
         self.display.note(
-            f"node {node_id[:12]} cannot import the trainable ({problem}): "
+            f"node {node_id[:12]}{mine} cannot import the trainable ({problem}): "
             "no trial is sent there; the run goes on on the other nodes"
         )
 
@@ -639,6 +643,7 @@ class Runner:
             studies=str(self.store.root / STUDIES_FILE),
             resumed_at=self.resumed_at,
             prestart=True,
+            guard=self.dispatch.nodes,
         )
         self.store.event("phase_ended", phase="tune", ended=outcome.ended, stopped=outcome.stopped)
         return outcome.stopped, outcome.unrecorded
@@ -931,8 +936,11 @@ def run(
         contract_path, lineage
     )
     _check_tracking(contract)
-    if storage is not None:
+    if storage is not None:  # --storage overrides the contract's `storage:`
         check_storage(storage)
+    elif contract.storage is not None:
+        storage = contract.storage
+        check_storage(storage, "the contract's storage")
     remote = (
         resolve_address(address) is not None
     )  # a malformed --address is refused before the run folder
@@ -942,11 +950,15 @@ def run(
     _announce(store.root, stream or sys.stdout)
     with RunSession(store) as session:
         if resume is not None:
-            previous_wall = _resume_folder(store, session.took_over, contract, configs, code)
+            previous_wall = _resume_folder(
+                store, session.took_over, contract, configs, code, storage=storage
+            )
         else:
             _create_folder(
                 store, contract, contract_path, contract_dir, configs, plan, raw_configs, lineage
             )
+            if storage is not None:
+                store.event("storage_chosen", storage=storage)
             previous_wall = 0.0
         runner = Runner(
             contract,
@@ -979,8 +991,11 @@ def run(
         with runner.display:
             end.stopped = _spent_before(runner, resumed)
             if end.stopped is None:
-                _connect(session, runner, address, Path(runs_dir), resumed)
+                if _connect(session, runner, address, Path(runs_dir), resumed):
+                    runner.dispatch.guard_nodes()  # every node checked before the first trial
                 end.stopped = _tune_select_confirm(runner)
+                if end.stopped != StopReason.INTERRUPTED:  # else the job's end lets them go
+                    runner.dispatch.release_nodes()
         runner.write_live()
         runner.live.close()
     if contract.tracking.mlflow is not None:
@@ -1132,14 +1147,17 @@ def _resume_folder(
     contract,
     configs: dict[str, dict],
     now_code: dict[str, Any] | None,
+    *,
+    storage: str | None = None,
 ) -> float:
     """Heal the (locked) run folder and log the resume; the wall time the run had used before.
     `now_code`: today's code identity, which `_check_trainable_unchanged` compared with the logged
-    one."""
+    one; `storage`: the trials' storage of this session (refused when it is not the run's)."""
     refuse_in_place(
         store.root, REWRITTEN
     )  # a folder where a file is replaced: refused before anything runs
     cut = heal_files(store.root)
+    _check_same_storage(store, storage)
     state = read_state(store.root)
     previous_wall = float(state.get("budget", {}).get("wall_time_s", 0.0))
     logged_code = (RunFolder(store.root).identity() or {}).get("code", {})
@@ -1163,8 +1181,33 @@ def _resume_folder(
         )
     for name, size in cut.items():
         store.event("torn_record_dropped", file=name, bytes=size)
+    if storage is not None:
+        store.event("storage_chosen", storage=storage)
     lineage_record.run_started(store.root, contract, configs, None, resumed=True)
     return previous_wall
+
+
+def run_storage(run_dir: Path) -> str | None:
+    """The trials' storage the run's last session used (its last `storage_chosen` event), or None:
+    where its trials' checkpoints are."""
+    chosen = [e for e in RunFolder(run_dir).events().records if e["event"] == "storage_chosen"]
+    return chosen[-1].get("storage") if chosen else None
+
+
+def _check_same_storage(store: RunStore, storage: str | None) -> None:
+    """A --resume keeps the storage its run used: another one (or none) would leave the checkpoints
+    of the trials cut short behind, so it is refused (UsageError, exit 2). A run that had none may
+    take one: nothing was kept in a storage that could be lost. The run folder holds the URI as its
+    redactor wrote it (a part that is the value of a secret variable cut out)."""
+    before = run_storage(store.root)
+    if before is None or storage is not None and before in (storage, store.redactor_said(storage)):
+        return
+    now = f"--storage {storage}" if storage is not None else "no storage"
+    raise UsageError(
+        f"this run keeps its trials' files in the storage {before}; resume it with the same "
+        f"storage (--storage {before}, or the contract's `storage:`): with {now} the checkpoints "
+        "of the trials cut short would not be found"
+    )
 
 
 def _rerun_cut_short(store: RunStore, plan: Plan, runner: Runner) -> dict[str, int]:
@@ -1193,13 +1236,13 @@ def _connect(
     address: str | None,
     runs_dir: Path,
     resumed: dict[str, int] | None,
-) -> None:
-    """Join the cluster or start an embedded Ray, saying which and how long it took; on a --resume
-    where every planned trial has its record already (a finished run resumed), neither: nothing is
-    left to run, and the run decides again from its records without Ray."""
+) -> bool:
+    """Join the cluster or start an embedded Ray, saying which and how long it took (True); on a
+    --resume where every planned trial has its record already (a finished run resumed), neither
+    (False): nothing is left to run, and the run decides again from its records without Ray."""
     if resumed is not None and resumed["rerun"] == 0 and resumed["not_started"] == 0:
         runner.display.note(format_resumed(resumed) + ": nothing left to run, Ray not started")
-        return
+        return False
     target = address or os.environ.get("RAY_ADDRESS")
     runner.display.note(
         f"connecting to Ray at {target}" if target else "starting an embedded local Ray"
@@ -1223,6 +1266,7 @@ def _connect(
     runner.display.note(f"Ray ready in {time.monotonic() - t_ray:.1f} s")
     if resumed is not None:
         runner.display.note(format_resumed(resumed))
+    return True
 
 
 def _spent_before(runner: Runner, resumed: dict[str, int] | None) -> StopReason | None:

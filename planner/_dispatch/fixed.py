@@ -24,7 +24,8 @@ from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for, task_options
 from planner._dispatch.hooks import Hooks, Outcome
-from planner._dispatch.worker import check_node, confirm_task, warm_task
+from planner._dispatch.nodes import NodeGuard, short_node
+from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import TrialSpec, kept_record, make_record
 from planner._trial.reports import parse_report_line
@@ -134,92 +135,35 @@ def after_worker_death(
     return TrialStatus.FAILED, errors, used
 
 
-NODE_LOOK_S = 2.0  # how often the driver looks for nodes that joined (each is checked once)
-
-
-def trials_held(need: Mapping[str, float], have: Mapping[str, float]) -> int:
-    """How many trials asking `need` (Ray's resource names) a node offering `have` holds at once."""
-    counts = [int(have.get(name, 0.0) // amount) for name, amount in need.items() if amount > 0]
-    return min(counts) if counts else 1
-
-
-def short_node(node_id: str) -> str:
-    return node_id[:12]
-
-
 class _Nodes:
-    """The cluster's nodes as fixed-config trials see them: each checked once as it joins (a task
-    pinned to it imports the trainable), the trials each holds, the ones refused and why.
+    """The cluster's nodes as fixed-config trials see them: the run's `NodeGuard` (each node
+    checked before it takes a trial, a refused one held), and the trials of this batch on each.
 
     A trial is sent to one checked node (Ray's node affinity) with a slot free, the least busy
     first, and never to a node where that trial failed for a reason of the node (its worker died
     there), while another checked node can hold it."""
 
-    def __init__(self, template: TrialSpec, resources: Resources, hooks: Hooks):
-        self.need = resources_for(resources)
-        self.template, self.hooks = template, hooks
-        self.check = ray.remote(check_node)
-        self.slots: dict[str, int] = {}  # checked node -> trials it holds at once
-        self.refused: dict[str, str] = {}  # node -> what failed there
-        self.pending: dict[Any, str] = {}  # check task -> its node
+    def __init__(self, guard: NodeGuard):
+        self.guard = guard
         self.busy: dict[str, int] = {}  # node -> trials of this batch running there
-        self.alive: set[str] = set()
-        self.looked = -NODE_LOOK_S
 
     def look(self) -> None:
-        """Check the nodes that joined since the last look; take the checks that answered."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        if time.monotonic() - self.looked >= NODE_LOOK_S:
-            self.looked = time.monotonic()
-            nodes = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}
-            self.alive = set(nodes)
-            for node_id, node in nodes.items():
-                held = trials_held(self.need, node.get("Resources", {}))
-                if not held or node_id in self.slots or node_id in self.refused:
-                    continue
-                if node_id not in self.pending.values():
-                    strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
-                    ref = self.check.options(
-                        num_cpus=0, max_retries=0, scheduling_strategy=strategy
-                    ).remote(self.template.trainable, self.template.path)
-                    self.pending[ref] = node_id
-        wait = 30.0 if not self.slots and self.pending else 0  # the first node is worth waiting for
-        done, _ = ray.wait(list(self.pending), num_returns=len(self.pending) or 1, timeout=wait)
-        for ref in done:
-            node_id = self.pending.pop(ref)
-            try:
-                problem = ray.get(ref)
-            except Exception:  # the node went while it was checked: looked at again if it is back
-                continue
-            if problem is None:
-                have: dict[str, float] = next(
-                    (n.get("Resources", {}) for n in ray.nodes() if n["NodeID"] == node_id), {}
-                )
-                self.slots[node_id] = trials_held(self.need, have)
-            else:
-                self.refused[node_id] = problem
-                self.hooks.node_refused(node_id, problem)
+        """Check the nodes that joined since the last look; the first node is worth waiting for."""
+        self.guard.look(wait_s=30.0 if not self.guard.usable() and self.guard.pending else 0)
 
     def place(self, avoid: set[str]) -> str | None:
         """The checked, alive node with a slot free for a trial, least busy first, outside `avoid`
         when another can hold it; None when none is free now."""
-        usable = [n for n in self.slots if n in self.alive]
-        usable = [n for n in usable if n not in avoid] or usable  # avoided only while others exist
-        free = [(self.busy.get(n, 0), n) for n in usable if self.busy.get(n, 0) < self.slots[n]]
+        slots = self.guard.usable()
+        usable = [n for n in slots if n not in avoid] or list(slots)  # avoided only while others
+        free = [(self.busy.get(n, 0), n) for n in usable if self.busy.get(n, 0) < slots[n]]
         return min(free)[1] if free else None
 
     def gone(self, node_id: str) -> None:
-        """`node_id` died: no trial is sent there (it is checked again should it come back)."""
-        self.slots.pop(node_id, None)
-        self.alive.discard(node_id)
+        self.guard.gone(node_id)
 
     def none_can_run(self) -> str | None:
-        """Why no node can run a trial (every alive node that could hold one refused), or None."""
-        if self.slots or self.pending or not self.refused or not (self.alive <= set(self.refused)):
-            return None
-        said = "; ".join(f"node {short_node(n)}: {why}" for n, why in sorted(self.refused.items()))
-        return f"no node of the Ray cluster can run the trainable ({said})"
+        return self.guard.none_can_run()
 
 
 class _FixedBatch:
@@ -232,6 +176,7 @@ class _FixedBatch:
         resources: Resources,
         hooks: Hooks,
         max_trial_time_s: float | None,
+        guard: NodeGuard | None = None,
     ):
         self.options = {**task_options(resources), "max_retries": 0, "retry_exceptions": False}
         self.task = ray.remote(confirm_task).options(**self.options)
@@ -243,7 +188,10 @@ class _FixedBatch:
             Any, tuple[TrialSpec, float, str]
         ] = {}  # ref -> (spec, submitted at, started)
         self.outcome = Outcome()
-        self.nodes = _Nodes(specs[0], resources, hooks) if _on_cluster(specs[0]) else None
+        self.own_guard: NodeGuard | None = None
+        if guard is None and on_cluster(specs[0]):  # a batch of its own (plan reeval)
+            guard = self.own_guard = guard_for(specs[0], resources, hooks)
+        self.nodes = _Nodes(guard) if guard is not None else None
         self.where: dict[Any, str] = {}  # ref -> the node it was sent to (on a cluster)
         self.avoid: dict[str, set[str]] = {}  # trial_id -> nodes where its worker died
 
@@ -378,10 +326,17 @@ class _FixedBatch:
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
 
 
-def _on_cluster(spec: TrialSpec) -> bool:
+def on_cluster(spec: TrialSpec) -> bool:
     """A cluster run of a function trainable: its nodes are checked and chosen (a command's script
     is checked by its own first trial)."""
     return bool(spec.extra.get("keeper")) and "command" not in spec.extra
+
+
+def guard_for(template: TrialSpec, resources: Resources, hooks: Hooks) -> NodeGuard:
+    """The NodeGuard of a cluster run whose trials are like `template`."""
+    return NodeGuard(
+        template.trainable, template.path, resources_for(resources), hooks.node_refused
+    )
 
 
 def run_fixed(
@@ -391,12 +346,16 @@ def run_fixed(
     hooks: Hooks,
     max_trial_time_s: float | None,
     deadline: float | None,
+    guard: NodeGuard | None = None,
 ) -> Outcome:
     """Run fixed-config trials as plain Ray tasks, one per free slot; a dead worker is retried like
-    a raise."""
+    a raise. On a cluster they go to the nodes `guard` (the run's NodeGuard) checked; without one,
+    the batch checks the nodes itself and lets the refused ones go at its end."""
     if not specs:
         return Outcome()
-    batch = _FixedBatch(specs, resources=resources, hooks=hooks, max_trial_time_s=max_trial_time_s)
+    batch = _FixedBatch(
+        specs, resources=resources, hooks=hooks, max_trial_time_s=max_trial_time_s, guard=guard
+    )
     try:
         while batch.queue or batch.running:
             if deadline is not None and time.monotonic() >= deadline:
@@ -415,4 +374,6 @@ def run_fixed(
         batch.outcome.stopped = StopReason.INTERRUPTED
     finally:
         batch.cancel_running()
+    if batch.own_guard is not None and batch.outcome.stopped != StopReason.INTERRUPTED:
+        batch.own_guard.release()  # else the job's end does (an interrupted head may be gone)
     return batch.outcome

@@ -29,7 +29,6 @@ import socket
 import sys
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,7 +48,6 @@ ray = lazy_import("ray")  # imported when a command starts or joins Ray
 compat = lazy_import("planner._dispatch.compat")
 
 RAY_LOG = "ray.log"
-OPTUNA_STEP_AGAIN = r"The reported value is ignored because this step"
 
 
 def start_ray(
@@ -424,14 +422,16 @@ def token_outside_home() -> dict[str, str]:
     in HOME (`~/.ray/auth_token`): a read-only or missing HOME, common in containers and clusters.
 
     Ray (its token authentication on by default) writes a new token there before it starts, and a
-    HOME it cannot write failed every start; nothing of a run belongs in HOME. Ray's own variables
-    (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`, `RAY_AUTH_MODE`) and a token already in HOME are
-    left to Ray; the token given here lives only in the environment of the embedded Ray's
+    HOME it cannot write failed every start; nothing of a run belongs in HOME. A token the user
+    gives (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`), a mode other than `token` and a token already
+    in HOME are left to Ray; the token given here lives only in the environment of the embedded Ray's
     processes, never in a file (a variable of a credential's name: identity.json leaves it out, a
     worker's redactor cuts it from a trial's output)."""
-    if any(
-        name in os.environ for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
-    ):
+    # A token of the user's is left to Ray, and so is a mode without tokens; RAY_AUTH_MODE=token
+    # alone (which ray.init itself sets in its process) still has Ray write a new token to HOME.
+    if "RAY_AUTH_TOKEN" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return {}
+    if os.environ.get("RAY_AUTH_MODE", "token") != "token":
         return {}
     try:
         folder = Path.home() / ".ray"
@@ -942,10 +942,6 @@ class RunSession:
             if self._claimed:
                 claim_stop_signals()
         self._gcs = watch_gcs(self._lost)
-        # A trial Tune runs again after its node died reports its first steps again; the study holds
-        # them from the lost attempt, and the values are the same trial's: Optuna's note is not the
-        # user's.
-        warnings.filterwarnings("ignore", message=OPTUNA_STEP_AGAIN, category=UserWarning)
         if options.get("log_dir") is not None and resolve_address(address) is not None:
             self._quiet = _RayLinesOff(Path(options["log_dir"]))
         if keeper_session is not None and resolve_address(address) is not None:

@@ -34,9 +34,11 @@ from planner._contract.paths import (
 from planner._core.errors import PlannerError, RunError
 from planner._core.records import TrialRecord, metric_curve
 from planner._data.checks import cross_trial_violations, data_violations
+from planner._dispatch.cluster import resources_for
 from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.keeper import keeper_name
+from planner._dispatch.nodes import FIRST_CHECK_S, NodeGuard
 from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
@@ -99,6 +101,7 @@ class Dispatch:
     _frozen: dict | None = field(
         default=None, repr=False
     )  # the contract as plain data (what the facts read)
+    nodes: NodeGuard | None = None  # a cluster run's nodes, checked and held (guard_nodes)
 
     @classmethod
     def open(
@@ -376,6 +379,26 @@ class Dispatch:
             node_refused=getattr(listener, "node_refused", lambda node_id, problem: None),
         )
 
+    def guard_nodes(self) -> NodeGuard | None:
+        """On a cluster, for a function trainable: the run's NodeGuard, once every node's check has
+        answered (or FIRST_CHECK_S passed: a node still checked stays held). None elsewhere: an
+        embedded Ray is the driver's own machine, whose Python imported the trainable already. A
+        run whose every node is refused stops here (RunError), before any trial."""
+        if not self.remote or self.command is not None or not self.contract.trainable:
+            return None
+        if self.nodes is None:
+            need = resources_for(self.contract.budget.resources)
+            self.nodes = NodeGuard(self.contract.trainable, (), need, self.hooks().node_refused)
+            self.nodes.look(wait_s=FIRST_CHECK_S)
+            if (why := self.nodes.none_can_run()) is not None:
+                raise RunError(why)
+        return self.nodes
+
+    def release_nodes(self) -> None:
+        """The run's end: the refused nodes held by guard_nodes are let go."""
+        if self.nodes is not None:
+            self.nodes.release()
+
     def run_fixed(self, specs: list[TrialSpec], remaining_s: float | None = None) -> Outcome:
         """Run fixed-config trials as Ray tasks within `remaining_s` seconds (None: no limit); the
         Outcome."""
@@ -385,4 +408,5 @@ class Dispatch:
             hooks=self.hooks(),
             max_trial_time_s=self.contract.budget.max_trial_time_s,
             deadline=None if remaining_s is None else time.monotonic() + remaining_s,
+            guard=self.nodes,
         )

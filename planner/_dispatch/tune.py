@@ -47,6 +47,7 @@ from ray.tune.search import Searcher
 
 from planner._contract.model import Resources
 from planner._contract.paths import apply_params
+from planner._core.errors import RunError
 from planner._core.records import finite_final_value
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now, without_colours
@@ -59,6 +60,7 @@ from planner._dispatch.fixed import (
     slots_for,
 )
 from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.nodes import NodeGuard
 from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
 from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
@@ -371,9 +373,14 @@ class Recorder(tune.Callback):
     """Turns Tune's trial events into planner records, as they happen."""
 
     def __init__(
-        self, state: TuneState, *, prestart: bool = False, resources: Resources | None = None
+        self,
+        state: TuneState,
+        *,
+        prestart: bool = False,
+        resources: Resources | None = None,
+        guard: NodeGuard | None = None,
     ):
-        self.state = state
+        self.state, self.guard = state, guard
         self.started: set[str] = (
             set()
         )  # trial ids started (a restart after a dead worker is not a new trial)
@@ -388,6 +395,12 @@ class Recorder(tune.Callback):
             deque()
         )  # trials that ended, in order, until Tune has let go of them (`forget`)
         self.requests: dict = {}  # one copy of each resource request, for the trials forgotten
+
+    def on_step_begin(self, iteration, trials, **info):
+        """Each step of Tune's loop: a node that joined is held and checked before Tune can place a
+        trial there (NodeGuard)."""
+        if self.guard is not None:
+            self.guard.look()
 
     def on_trial_start(self, iteration, trials, trial, **info):
         entry = self.state.of_trial.get(trial.trial_id)
@@ -691,8 +704,9 @@ def run_tuning(sweeps: list[Sweep], **options) -> Outcome:
 
     Options: metric, mode, exposure, early_stop, resources, hooks, time_budget_s, storage_dir,
     studies (the journal file of the sweeps' Optuna studies; None: in memory), resumed_at (when the
-    run was resumed, for a sweep that ran before), and prestart (warm one worker per slot for the
-    confirmation that follows, during the tuning tail).
+    run was resumed, for a sweep that ran before), prestart (warm one worker per slot for the
+    confirmation that follows, during the tuning tail), and guard (a cluster run's NodeGuard, which
+    holds every node until its check passed, and a refused one for good).
     """
     # Tune reads these while it runs (the user's own values win); the process is left as it was.
     # Tune lets a custom searcher keep one trial pending; one per slot keeps every slot fed.
@@ -715,6 +729,7 @@ def _fit(
     studies: str | None = None,
     resumed_at: str | None = None,
     prestart: bool = False,
+    guard: NodeGuard | None = None,
 ) -> Outcome:
     """One Tuner over the sweeps, with the three pieces sharing one TuneState."""
     state = TuneState(sweeps, metric, mode, exposure, hooks)
@@ -739,8 +754,8 @@ def _fit(
             name="tune",
             storage_path=storage,
             verbose=0,
-            callbacks=[Recorder(state, prestart=prestart, resources=resources)],
-            stop=_StopAll(hooks),  # fail fast (planner._dispatch.failfast)
+            callbacks=[Recorder(state, prestart=prestart, resources=resources, guard=guard)],
+            stop=_StopAll(hooks, guard),  # fail fast (planner._dispatch.failfast), no node left
             log_to_file=False,
             # A raise is retried inside the trial (run_trial); Tune's retries
             # only see a worker that died, e.g. on a node that was lost.
@@ -761,6 +776,8 @@ def _fit(
     finally:
         if own_storage:
             shutil.rmtree(storage, ignore_errors=True)
+    if guard is not None and (why := guard.none_can_run()) is not None:
+        raise RunError(why)
     if (
         state.outcome.ended < total
         and time_budget_s is not None
@@ -774,14 +791,16 @@ class _StopAll(tune.Stopper):
     """Stops the whole tuning when the driver says it must (hooks.should_stop: the run fails
     fast)."""
 
-    def __init__(self, hooks: Hooks):
-        self.hooks = hooks
+    def __init__(self, hooks: Hooks, guard: NodeGuard | None = None):
+        self.hooks, self.guard = hooks, guard
 
     def __call__(self, trial_id, result) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        return bool(self.hooks.should_stop())
+        return bool(self.hooks.should_stop()) or (
+            self.guard is not None and self.guard.none_can_run() is not None
+        )
 
 
 def _note_unrecorded(state: TuneState, grid) -> None:

@@ -13,6 +13,13 @@ Tests:
     welch      Welch t, Welch-Satterthwaite df. p: two-sided, H0 effect = 0.
     paired     one-sample t on the per-seed differences (seeds both arms have;
                the others are dropped and counted). p: two-sided, H0 effect = 0.
+               Two cases the t cannot read are decided exactly: every seed the
+               same difference (an exact shift) by the sign rule over seeds
+               (`sign_rule`: n seeds agreeing by chance with p = 0.5 ** n one-sided);
+               a diverged seed in either arm (compare's `diverged`) by the
+               sign-flip test, exact whatever the distribution, as a difference
+               at a diverged seed is a jump of the metric's whole range the t
+               misreads (docs/statistics.md).
     bootstrap  a resampling test calibrated at small n: the permutation
                (randomization) distribution of the difference of means, inverted
                into a CI for the shift. p: two-sided permutation p-value,
@@ -27,10 +34,11 @@ Every test's CI and p agree: the CI excludes 0 exactly when p <= alpha, and
 Degenerate spread: a side shows no seed-to-seed spread when it gives the same
 value on every seed (say every seed diverged to failures.diverged_value), up
 to the float resolution of the values at their magnitude.
-- Both sides (welch, bootstrap), or every seed the same difference (paired):
-  there is no noise at all to weigh the effect against. A CI of width zero
-  and p = 0 would read as certainty; instead the test returns an unbounded
-  CI and p = NaN, so the decision is neither accept nor reject.
+- Both sides (welch, bootstrap): there is no noise at all to weigh the effect
+  against. A CI of width zero and p = 0 would read as certainty; instead the
+  test returns an unbounded CI and p = NaN, so the decision is neither accept
+  nor reject. Paired, every seed the same difference while the arms vary is the
+  sign rule's case; arms that do not vary either stay without a CI.
 - One side: its noise was never observed, and the CI is drawn from the other
   side's noise alone, too narrow to show an improvement: such a comparison
   is never accepted (`verdict(..., flat=...)`); it can still be rejected, as
@@ -50,6 +58,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 from typing import Any, Literal, cast
 
@@ -130,6 +139,7 @@ class Comparison:
     n_arm: int
     n_unpaired: int = 0  # paired test: seeds only one side had, dropped
     no_spread: tuple[NoSpread, ...] = ()  # the sides without spread (module doc)
+    sign_flip: bool = False  # paired with a diverged seed: the exact sign-flip test decided
 
     @property
     def degenerate(self) -> bool:
@@ -139,9 +149,14 @@ class Comparison:
 
     @property
     def one_side_flat(self) -> bool:
-        """A side without spread (module doc): whatever the CI says, the comparison is never
-        accepted."""
-        return bool(self.no_spread)
+        """The baseline or the arm without spread (module doc): whatever the CI says, the
+        comparison is never accepted."""
+        return any(s.side != "differences" for s in self.no_spread)
+
+    @property
+    def exact_shift(self) -> bool:
+        """Paired, every seed the same difference: the sign rule over the seeds decided."""
+        return any(s.side == "differences" for s in self.no_spread) and not self.degenerate
 
 
 @dataclass(frozen=True)
@@ -200,13 +215,16 @@ def compare(
     baseline_seeds: Sequence[int] | None = None,
     arm_seeds: Sequence[int] | None = None,
     rng_seed: int = 0,
+    diverged: bool = False,
 ) -> Comparison:
     """Effect, two-sided (1 - alpha) CI and p-value of `arm` against `baseline`.
 
     Values must be finite. `paired` pairs by seed when both seed lists are
     given, else by position (equal lengths required). `rng_seed` fixes the
     random permutations the bootstrap test draws when there are too many
-    splits to enumerate, so a decision is reproducible.
+    splits to enumerate, so a decision is reproducible. `diverged`: a seed of
+    either side is a diverged trial counted as failures.diverged_value; the
+    paired test then decides by the exact sign-flip test (module doc).
     """
     check_test(test)
     check_alpha(alpha)
@@ -218,7 +236,7 @@ def compare(
             raise ValueError(
                 f"the paired test needs at least 2 seeds both arms have, got {len(base)}"
             )
-        effect, low, high, p = _paired_t(base[None], treated[None], alpha)
+        effect, low, high, p = _paired_t(base[None], treated[None], alpha, exact=diverged)
     else:
         n_unpaired = 0
         if len(base) < 2 or len(treated) < 2:
@@ -242,6 +260,7 @@ def compare(
         n_arm=len(treated),
         n_unpaired=n_unpaired,
         no_spread=sides_without_spread(base, treated, test),
+        sign_flip=test == "paired" and diverged,
     )
 
 
@@ -429,8 +448,104 @@ def _welch_t(base: np.ndarray, arm: np.ndarray, alpha):
     return _t_interval(*_welch_parts(base, arm), alpha, degenerate_rows(base, arm, "welch"))
 
 
-def _paired_t(base: np.ndarray, arm: np.ndarray, alpha):
-    return _t_interval(*_paired_parts(base, arm), alpha, degenerate_rows(base, arm, "paired"))
+def _paired_t(base: np.ndarray, arm: np.ndarray, alpha, exact=None):
+    """The paired test per row: the t on the differences; the sign rule where they show no spread
+    but the arms do (`sign_rule`; arms without spread are seeds that did not vary the run, no
+    evidence); the exact sign-flip test on the rows of `exact` (a diverged seed: module doc)."""
+    degenerate = degenerate_rows(base, arm, "paired")
+    effect, low, high, p = _t_interval(*_paired_parts(base, arm), alpha, degenerate)
+    diff = arm - base
+    if exact is not None and np.any(exact):
+        rows = np.broadcast_to(np.asarray(exact, dtype=bool), effect.shape) & ~degenerate
+        level = np.broadcast_to(np.asarray(alpha, dtype=float), effect.shape)[rows]
+        flips = sign_flips(diff.shape[-1])
+        _, low[rows], high[rows], p[rows] = _sign_flip(diff[rows], level, flips)
+    shift = degenerate & ~flat_rows(base, arm)
+    if np.any(shift):
+        level = np.broadcast_to(np.asarray(alpha, dtype=float), effect.shape)[shift]
+        _, low[shift], high[shift], p[shift] = _sign_rule_interval(
+            diff[shift], level, base[shift], arm[shift]
+        )
+    return effect, low, high, p
+
+
+def sign_rule(differences: np.ndarray, *scale_of) -> np.ndarray:
+    """Per row: the one-sided p of the sign rule over seeds, 0.5 ** n, where the n per-seed
+    differences show no spread (`no_spread`: an exact shift, every seed the same difference);
+    NaN where they spread (a t or a CI reads those).
+
+    Chance alone puts all n of a difference symmetric about any value on one side of it with
+    probability 0.5 ** n, so n seeds agreeing exactly are that much evidence, for the decision's
+    paired test and the audit's curves alike; they are no evidence of the size beyond their range.
+    """
+    differences = np.asarray(differences, dtype=float)
+    flat = no_spread(differences, *(scale_of or (differences,)))
+    return np.where(flat, 0.5 ** differences.shape[-1], np.nan)
+
+
+def _sign_rule_interval(diff: np.ndarray, alpha, base: np.ndarray, arm: np.ndarray):
+    """Effect, CI and two-sided p of rows whose differences show no spread, by the sign rule: every
+    value outside [min, max] of the differences is refused at the one-sided 0.5 ** n (the
+    sign-flip test's inversion), so the CI is that range when 0.5 ** n <= alpha / 2, else
+    unbounded; p is 2 * 0.5 ** n when the range excludes 0, else 1."""
+    one_sided = sign_rule(diff, base, arm)
+    low, high = diff.min(axis=-1), diff.max(axis=-1)
+    shown = one_sided <= np.asarray(alpha) / 2
+    excludes_0 = (low > 0) | (high < 0)
+    p = np.where(excludes_0, np.minimum(1.0, 2 * one_sided), 1.0)
+    return (
+        diff.mean(axis=-1),
+        np.where(shown, low, -np.inf),
+        np.where(shown, high, np.inf),
+        p,
+    )
+
+
+@lru_cache(maxsize=32)
+def sign_flips(n: int, rng_seed: int = 0, n_random: int = RANDOM_PERMUTATIONS) -> np.ndarray:
+    """Boolean matrix (flips, n): True where a seed's difference changes sign. Row 0 is the
+    observed differences (no flip). Every flip is listed when there are at most
+    MAX_ENUMERATED_SPLITS (up to 14 seeds), else `n_random` random ones follow row 0: both give
+    valid p-values, as `permutation_splits`."""
+    if 2**n <= MAX_ENUMERATED_SPLITS:
+        flips = ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+    else:
+        rng = np.random.default_rng(rng_seed)
+        flips = np.vstack([np.zeros((1, n), dtype=bool), rng.random((n_random, n)) < 0.5])
+    flips.setflags(write=False)
+    return flips
+
+
+def _sign_flip(diff: np.ndarray, alpha, flips: np.ndarray):
+    """The sign-flip (randomization) test of the mean of paired differences, inverted into a CI.
+
+    Under no effect a seed's two arms are exchangeable, so each difference is as likely with
+    either sign: exact whatever the distribution. Flipping the set S against a shift delta gives
+    a statistic at least the observed one exactly when mean(diff over S) <= delta, so the
+    one-sided p's count subset means, and the CI's bounds are order statistics of them
+    (Hartigan's subset means). alpha: a scalar or one level per row.
+    """
+    sizes = flips.sum(axis=1)
+    same = sizes == 0  # the observed differences (and a random draw that flips nothing)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = (diff @ flips.T.astype(float)) / np.where(same, 1, sizes)
+    # a subset mean at 0 up to rounding is a tie (both arms diverged at a seed: a difference of 0)
+    tie = 1e-9 * np.abs(diff).max(axis=-1, keepdims=True)
+    means = np.where(np.abs(means) <= tie, 0.0, means)
+    n_flips, n_same = len(flips), int(same.sum())
+    low_side = np.sort(np.where(same, np.inf, means), axis=1)
+    high_side = -np.sort(-np.where(same, -np.inf, means), axis=1)
+    p_upper = (n_same + (low_side <= 0).sum(axis=1)) / n_flips
+    p_lower = (n_same + (high_side >= 0).sum(axis=1)) / n_flips
+    # smallest count j of subset means with (n_same + j) / n_flips > alpha / 2
+    j = np.floor(np.asarray(alpha) / 2 * n_flips - n_same + 1e-9).astype(int) + 1
+    j = np.broadcast_to(j, p_upper.shape)
+    index = np.clip(j - 1, 0, n_flips - 1)[:, None]
+    low = np.where(j > 0, np.take_along_axis(low_side, index, axis=1)[:, 0], -np.inf)
+    high = np.where(j > 0, np.take_along_axis(high_side, index, axis=1)[:, 0], np.inf)
+    effect = diff.mean(axis=-1)
+    low, high = np.minimum(low, effect), np.maximum(high, effect)
+    return effect, low, high, np.minimum(1.0, 2 * np.minimum(p_upper, p_lower))
 
 
 def permutation_splits(
@@ -617,9 +732,11 @@ def decide(
 
     first = {}
     for name in arms:
-        values, problem, _ = collected[name]
+        values, problem, diverged = collected[name]
         if base_problem is None and problem is None:
-            first[name] = _compare_collected(base_values, values, mode, test, alpha, rng_seed)
+            first[name] = _compare_collected(
+                base_values, values, mode, test, alpha, rng_seed, bool(base_diverged or diverged)
+            )
     # an arm with a side without spread counts as p = 1 in Holm's order: its p rests on one side's
     # noise
     p_values = [
@@ -653,7 +770,9 @@ def decide(
         c = (
             first[name]
             if level == alpha
-            else _compare_collected(base_values, values, mode, test, level, rng_seed)
+            else _compare_collected(
+                base_values, values, mode, test, level, rng_seed, bool(base_diverged or diverged)
+            )
         )
         # verdict's array holds one of its three words
         decision = cast(
@@ -849,7 +968,9 @@ def _collect(outcomes, planned: list[int], diverged_value):
     return ordered, ("; ".join(problems) if problems else None), n_diverged
 
 
-def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Comparison:
+def _compare_collected(
+    base: dict, arm: dict, mode, test, alpha, rng_seed, diverged: bool = False
+) -> Comparison:
     return compare(
         list(base.values()),
         list(arm.values()),
@@ -859,6 +980,7 @@ def _compare_collected(base: dict, arm: dict, mode, test, alpha, rng_seed) -> Co
         baseline_seeds=list(base),
         arm_seeds=list(arm),
         rng_seed=rng_seed,
+        diverged=diverged,
     )
 
 
@@ -880,6 +1002,18 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
     ci = f"{100 * (1 - level):.4g}% CI {c.ci_low:.4g} to {c.ci_high:.4g}"
     said = f"Improvement of {name} over {baseline} in {metric}: {c.effect:+.4g} ({ci})"
     m = f"{min_effect:g}"
+    if c.exact_shift:
+        return _exact_shift_said(c, decision, level=level, min_effect=min_effect, names=names)
+    if c.sign_flip:
+        said += (
+            " by the exact sign-flip test over the seeds, as a diverged seed counts as "
+            "failures.diverged_value, far from the normal noise the t test assumes"
+        )
+        if not math.isfinite(c.ci_low) and 2 * 0.5**c.n_arm > level:
+            return (
+                f"{said}: with {c.n_arm} seeds its smallest p is {2 * 0.5**c.n_arm:.3g}, above "
+                f"alpha {level:.4g}. Inconclusive: add seeds."
+            )
     if c.one_side_flat and decision != "reject":
         return (
             f"{said}, but {_no_spread_said(c.no_spread, names, diverged)}: that side's "
@@ -933,6 +1067,39 @@ def _reason(c: Comparison, decision: str, *, level, min_effect, rule, names, div
     if c.ci_low > 0:
         return f"{said}: the CI is above 0 but the effect is below the minimum {m}."
     return f"{said}: the CI includes 0 and reaches the minimum effect {m}, so the data cannot tell."
+
+
+def _exact_shift_said(c: Comparison, decision: str, *, level, min_effect, names) -> str:
+    """The decision's sentence when every seed gave the same difference (the sign rule)."""
+    n, one_sided = c.n_arm, 0.5**c.n_arm
+    said = (
+        f"Improvement of {names['arm']} over {names['baseline']} in {names['metric']}: "
+        f"{c.effect:+.4g} on every one of the {n} seeds (no spread: an exact shift). By the sign "
+        f"rule over seeds, chance alone makes {n} seeds agree with p = 0.5^{n} = {one_sided:.2g} "
+        "one-sided"
+    )
+    if not math.isfinite(c.ci_low):
+        needed = math.ceil(math.log2(2 / level) - 1e-9)
+        return (
+            f"{said}, above the {level / 2:.4g} an accept needs at alpha {level:.4g}. "
+            f"Inconclusive: an exact shift is shown by {needed} seeds or more."
+        )
+    m = f"{min_effect:g}"
+    said += f", within {level / 2:.4g}: the {100 * (1 - level):.4g}% CI is that difference"
+    if decision == "accept" and reaches(c.ci_low, min_effect):
+        return f"{said}, and it reaches the minimum effect {m}: an improvement of {m} is shown."
+    if decision == "accept":
+        return f"{said}, above 0 and reaching the minimum effect {m}: an improvement is shown."
+    if decision == "reject":
+        return f"{said}, below the minimum effect {m}: any improvement is too small to matter."
+    sides = [s for s in c.no_spread if s.side != "differences"]
+    if sides:
+        return (
+            f"{said}, but {_no_spread_said(sides, names, {})}: that side's seed-to-seed "
+            "noise was never observed (degenerate spread). Inconclusive: add seeds, or measure "
+            "the metric more finely."
+        )
+    return f"{said}, which only in part reaches the minimum effect {m}: inconclusive."
 
 
 def _no_spread_said(sides: Sequence[NoSpread], names, diverged) -> str:

@@ -463,15 +463,19 @@ def simulate(
         base = sd * (shared + own * draw(distribution, (rows, n), rng))
         arm = effect + sd * arm_sd_ratio * (shared + own * draw(distribution, (rows, n), rng))
         base, arm = quantize(base, grid, level), quantize(arm, grid, level)
+        exact = None  # the rows with a diverged seed: the paired test decides them exactly
         if diverged:  # around `level` (quantize has put them there already)
             centre = level if grid is None else 0.0
-            base = np.where(rng.random(base.shape) < diverged, diverged_value, centre + base)
-            arm = np.where(rng.random(arm.shape) < diverged, diverged_value, centre + arm)
+            base_diverged = rng.random(base.shape) < diverged
+            arm_diverged = rng.random(arm.shape) < diverged
+            base = np.where(base_diverged, diverged_value, centre + base)
+            arm = np.where(arm_diverged, diverged_value, centre + arm)
+            exact = (base_diverged | arm_diverged).any(axis=-1)
         base, arm = base + offset, arm + offset
         if test == "welch":
             est, low, high, _ = _welch_t(base, arm, alpha)
         elif test == "paired":
-            est, low, high, _ = _paired_t(base, arm, alpha)
+            est, low, high, _ = _paired_t(base, arm, alpha, exact=exact)
         else:
             assert splits is not None  # drawn above for the bootstrap test
             est, low, high, _ = _permutation(base, arm, alpha, splits)

@@ -210,6 +210,10 @@ class RunStore:
     def _scrub(self, value):
         return value if self.redactor is None else self.redactor.scrub(value)
 
+    def redactor_said(self, value: str) -> str:
+        """`value` as this store writes it into the run folder (secrets cut out)."""
+        return str(self._scrub(value))
+
     def trial_dir(self, trial_id: str) -> str:
         """The trial's own folder (created here); a link in its place, or as `trials/`, is
         refused (RunError)."""

@@ -99,14 +99,20 @@ class TrialStorage:
         return copied
 
 
-def check_storage(uri: str) -> None:
-    """Refuse a storage that cannot be opened here, before anything runs (a UsageError)."""
+def check_storage(uri: str, source: str = "--storage") -> None:
+    """Refuse a storage whose URI is malformed (the contract's rule, `storage_problem`) or that
+    cannot be opened here, before anything runs (a UsageError naming `source`: `--storage` or the
+    contract's `storage`)."""
+    from planner._contract.model import storage_problem
     from planner._core.errors import UsageError
 
+    problem = storage_problem(uri)
+    if problem is not None:
+        raise UsageError(f"{source}: {problem}")
     try:
         _filesystem(uri)
     except RunError as error:
-        raise UsageError(f"--storage: {error}") from None
+        raise UsageError(f"{source}: {error}") from None
 
 
 def trial_storage(spec: Any) -> TrialStorage | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._s3 import s3_server
 from tests.cluster.nodes import LocalCluster, NodeSpec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,34 +50,52 @@ def train(config, trial):
     facts = os.path.join(config["facts"], f"{trial.id}-{trial.attempt}-{os.getpid()}.json")
     fact = {"node_id": node, "phase": trial.phase, "trial_id": trial.id, "first": first, "step": 0}
     _write(facts, fact)
-    level = config["recipe"]["level"] + 0.001 * trial.seed
+    level = config["recipe"]["level"] + 0.001 * trial.seed + 0.01 * config["recipe"]["lr"]
     for step in range(first, trial.budget + 1):
         time.sleep(config["step_s"])
         print(f"step {step} on {node}", flush=True)
         _write(checkpoint, {"step": step})
-        trial.report(step, val_acc=level + 0.01 * step, test_acc=level + 0.01 * step)
+        metrics = {"val_acc": level + 0.01 * step}
+        if trial.phase != "tune":  # the held-out metric never in tuning
+            metrics["test_acc"] = metrics["val_acc"]
+        trial.report(step, **metrics)
         _write(facts, dict(fact, step=step))
 """
 
 
-def _contract(folder: Path, facts: Path, *, retries: int, exposure: int = 4) -> Path:
+def _contract(
+    folder: Path,
+    facts: Path,
+    *,
+    retries: int,
+    exposure: int = 4,
+    tuned: int = 0,
+    step_s: float = 0.6,
+) -> Path:
+    """The contract; `tuned`: tuning trials per arm (over `recipe.lr`), none by default."""
     import yaml
 
     from tests._runs import synthetic_contract
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spread_trainable.py").write_text(TRAINABLE)
+    recipe = {"name": "a", "level": 0.5, "lr": 0.01}
     contract = synthetic_contract(
         name="no-shared-disk",
         hypothesis="The treatment recipe raises val_acc by more than 0.05.",
         trainable="spread_trainable:train",
-        config={
-            "values": {"recipe": {"name": "a", "level": 0.5}, "step_s": 0.6, "facts": str(facts)}
-        },
+        config={"values": {"recipe": recipe, "step_s": step_s, "facts": str(facts)}},
         seeds=[0, 1, 2],
         budget={"exposure": exposure, "resources": {"cpu": 1, "gpu": 0}},
         failures={"retries": retries},
     )
+    if tuned:
+        contract["tuning"] = {
+            "trials_per_arm": tuned,
+            "seeds": [1000],
+            "sampler": {"name": "random", "seed": 0},
+            "space": {"recipe.lr": {"log_uniform": [1.0e-4, 1.0]}},
+        }
     path = folder / "contract.yaml"
     path.write_text(yaml.safe_dump(contract, sort_keys=False))
     return path
@@ -129,19 +148,17 @@ def _folders(tmp_path: Path) -> tuple[Path, Path]:
 
 def _kill_when_started(
     cluster: LocalCluster, proc: subprocess.Popen, facts: Path, index: int, *, step: int = 0
-) -> tuple[dict, str, str, float]:
+) -> tuple[dict, str, str]:
     """Kill node `index` once a confirmation trial reached `step` there; (that trial's fact, the
-    driver's stdout and stderr, seconds from the kill to the driver's end). The driver never
-    outlives it."""
+    driver's stdout and stderr). The driver never outlives it."""
     try:
         victim = _wait_for_fact(
             facts, proc, node_id=str(cluster.nodes[index].node_id), phase="confirm", step=step
         )
         time.sleep(1.0)  # into its steps
-        killed = time.monotonic()
         cluster.kill_node(index)
         stdout, stderr = proc.communicate(timeout=900)
-        return victim, stdout, stderr, time.monotonic() - killed
+        return victim, stdout, stderr
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -161,7 +178,7 @@ def test_a_worker_lost_in_confirmation_is_retried_without_a_shared_disk(tmp_path
         worker = cluster.nodes[1].node_id
         env = cluster.driver_env(PYTHONPATH=str(REPO))
         proc = _plan_run(contract, runs, env, "--address", cluster.address)
-        victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1)
+        victim, stdout, stderr = _kill_when_started(cluster, proc, facts, 1)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     run_dir = _run_folder(runs)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
@@ -204,10 +221,10 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
     with LocalCluster([NodeSpec(num_cpus=1), NodeSpec(num_cpus=1)]) as cluster:
         old = cluster.address
         proc = _plan_run(contract, runs, cluster.driver_env(PYTHONPATH=str(REPO)), "--address", old)
-        _, stdout, stderr, took = _kill_when_started(cluster, proc, facts, 0)
+        _, stdout, stderr = _kill_when_started(cluster, proc, facts, 0)
+    # Ray's own client ends a driver 60 s after its head died, with exit 1 and the state left
+    # `running`: exit 3 and `interrupted` (below) are planner's watch of the head
     assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
-    assert took < 45, f"the driver took {took:.0f} s to end after its head died"
-    print(f"the driver ended {took:.1f} s after its head was killed")
     assert not [
         line
         for line in (stdout + stderr).splitlines()
@@ -238,41 +255,18 @@ def test_a_lost_head_ends_the_driver_with_exit_3_and_a_resume_that_works_on_a_ne
 
 @pytest.mark.timeout(1500)
 def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(tmp_path):
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        keys = {
-            "AWS_ACCESS_KEY_ID": "planner",
-            "AWS_SECRET_ACCESS_KEY": "planner-secret",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=f"http://{host}:{port}",
-            region_name="us-east-1",
-            aws_access_key_id=keys["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=keys["AWS_SECRET_ACCESS_KEY"],
-        )
-        s3.create_bucket(Bucket="checkpoints")
-        storage = f"s3://checkpoints/planner?endpoint_override={host}:{port}&scheme=http"
+    with s3_server("checkpoints") as s3:
         runs, facts = _folders(tmp_path)
         contract = _contract(tmp_path / "experiment", facts, retries=1, exposure=6)
         nodes = [NodeSpec(num_cpus=1), NodeSpec(num_cpus=1, private=(str(runs),))]
-        with LocalCluster(nodes, env=keys) as cluster:
+        with LocalCluster(nodes, env=s3.keys) as cluster:
             worker = cluster.nodes[1].node_id
-            env = cluster.driver_env(PYTHONPATH=str(REPO), **keys)
+            env = cluster.driver_env(PYTHONPATH=str(REPO), **s3.keys)
             proc = _plan_run(
-                contract, runs, env, "--address", cluster.address, "--storage", storage
+                contract, runs, env, "--address", cluster.address, "--storage", s3.uri("planner")
             )
-            victim, stdout, stderr, _ = _kill_when_started(cluster, proc, facts, 1, step=2)
-        listed = s3.list_objects_v2(Bucket="checkpoints", Prefix="planner/")
-        stored = [o["Key"] for o in listed.get("Contents", [])]
-    finally:
-        server.stop()
+            victim, stdout, stderr = _kill_when_started(cluster, proc, facts, 1, step=2)
+        stored = s3.stored("planner/")
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     run_dir = _run_folder(runs)
     record = {r["trial_id"]: r for r in _records(run_dir)}[victim["trial_id"]]
@@ -287,18 +281,31 @@ def test_a_trial_cut_short_on_one_node_continues_from_its_checkpoint_on_another(
     assert f"planner/{rel}" in stored, stored
 
 
-@pytest.mark.timeout(1500)
-def test_a_node_that_cannot_import_the_trainable_is_named_and_left_out(tmp_path):
-    # a package only some nodes have: on the driver's and the head's path, not the second node's
-    runs, facts = _folders(tmp_path)
+def _site_with_nodepkg(tmp_path: Path) -> Path:
+    """A package only some nodes have: on the driver's path, and the nodes' given it."""
     site = tmp_path / "site"
     (site / "nodepkg").mkdir(parents=True)
     (site / "nodepkg" / "__init__.py").write_text("GAIN = 0.0\n")
-    contract = _contract(tmp_path / "experiment", facts, retries=0)
+    return site
+
+
+def _needing_nodepkg(contract: Path) -> None:
     trainable = contract.parent / "spread_trainable.py"
     trainable.write_text("import nodepkg  # noqa: F401\n" + trainable.read_text())
+
+
+@pytest.mark.timeout(1500)
+def test_a_node_that_cannot_import_the_trainable_is_named_and_no_trial_runs_there(tmp_path):
+    # tuning trials (placed by Ray Tune) and confirmation trials (placed by planner) alike: the
+    # refused node is held for the whole run
+    runs, facts = _folders(tmp_path)
+    site = _site_with_nodepkg(tmp_path)
+    # trials long enough that Tune starts a second trial process while the first runs (a short
+    # one's process is reused for every trial): that one would go to the free node
+    contract = _contract(tmp_path / "experiment", facts, retries=0, exposure=2, tuned=3, step_s=3.0)
+    _needing_nodepkg(contract)
     with LocalCluster(
-        [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=1)]
+        [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=2)]
     ) as cluster:
         env = cluster.driver_env(PYTHONPATH=f"{REPO}{os.pathsep}{site}")
         proc = _plan_run(contract, runs, env, "--address", cluster.address)
@@ -307,7 +314,42 @@ def test_a_node_that_cannot_import_the_trainable_is_named_and_left_out(tmp_path)
     assert proc.returncode == 0, f"{stdout[-3000:]}\n{stderr[-3000:]}"
     named = [line for line in stdout.splitlines() if broken[:12] in line]
     assert len(named) == 1 and "No module named 'nodepkg'" in named[0], stdout
-    records = _records(_run_folder(runs))
-    assert records and all(r["status"] == "completed" for r in records)
+    run_dir = _run_folder(runs)
+    records = _records(run_dir)
+    phases = {r["phase"] for r in records}
+    assert phases == {"tune", "confirm"}, phases
+    assert len([r for r in records if r["phase"] == "tune"]) == 6
+    assert all(r["status"] == "completed" for r in records), records
+    # every record keeps the node it ran on: the head, never the refused node with its 2 CPUs
     assert {r["node_id"] for r in records} == {head}
+    ran = [json.loads(p.read_text())["node_id"] for p in facts.glob("*.json")]
+    assert ran and set(ran) == {head}
+    decided = json.loads((run_dir / "decisions.json").read_text())["decisions"]
+    assert [d["decision"] for d in decided] == ["accept"], decided
+    events = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    refusals = [e for e in events if e["event"] == "node_refused"]
+    assert [e["node_id"] for e in refusals] == [broken]
+    assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)]
+
+
+@pytest.mark.timeout(900)
+def test_a_cluster_whose_every_node_is_refused_stops_before_any_trial(tmp_path):
+    runs, facts = _folders(tmp_path)
+    site = _site_with_nodepkg(tmp_path)
+    contract = _contract(tmp_path / "experiment", facts, retries=0, exposure=2, tuned=2)
+    _needing_nodepkg(contract)
+    with LocalCluster([NodeSpec(num_cpus=1)]) as cluster:  # the driver's own node lacks it too
+        env = cluster.driver_env(PYTHONPATH=f"{REPO}{os.pathsep}{site}")
+        proc = _plan_run(contract, runs, env, "--address", cluster.address)
+        stdout, stderr = proc.communicate(timeout=600)
+        (head,) = (node.node_id for node in cluster.nodes)
+    assert proc.returncode == 3, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    said = [line for line in stderr.splitlines() if "no node of the Ray cluster" in line]
+    assert len(said) == 1, stderr
+    assert head[:12] in said[0] and "(the one the driver runs on)" in said[0]
+    assert "No module named 'nodepkg'" in said[0]
+    run_dir = _run_folder(runs)
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "failed"
+    assert not (run_dir / "trials.jsonl").exists() or not _records(run_dir)
+    assert not list(facts.glob("*.json"))  # no trial started anywhere
     assert not [line for line in (stdout + stderr).splitlines() if RAY_LINE.search(line)]

@@ -9,7 +9,6 @@ record.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import yaml
@@ -56,9 +55,7 @@ def slow_exit_app(tmp_path, *, trials_per_arm: int, exposure: int = 6):
 
 def test_a_slow_exiting_command_under_asha_loses_no_tuning_trial(ray_local, tmp_path):
     path = slow_exit_app(tmp_path, trials_per_arm=8)
-    t0 = time.monotonic()
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    wall = time.monotonic() - t0
     records = read_jsonl(result.run_dir / "trials.jsonl")
     planned = {
         t["trial_id"] for t in plan_entries(json.loads((result.run_dir / "plan.json").read_text()))
@@ -81,7 +78,6 @@ def test_a_slow_exiting_command_under_asha_loses_no_tuning_trial(ray_local, tmp_
         (result.run_dir / "ray.log").read_text() if (result.run_dir / "ray.log").exists() else ""
     )
     assert "Could not re-use actor" not in ray_log
-    print(f"slow-exit repro: {len(tuned)} tuning trials, wall {wall:.1f} s")
 
 
 TUNING = {
@@ -194,9 +190,7 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(
     path = fail_fast_contract(
         tmp_path, "misnamed_metric", metric={"name": "val_acc", "mode": "max"}
     )
-    t0 = time.monotonic()
     code = main(["run", str(path), "--runs-dir", str(tmp_path / "runs"), "--quiet"])
-    wall = time.monotonic() - t0
     captured = capsys.readouterr()
     err = captured.out + captured.err
     assert code == 3, err
@@ -213,8 +207,9 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(
     ), err
     run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
     records = read_jsonl(run_dir / "trials.jsonl")
+    # each trial ended at its first reports, and the run before its 12 tuning trials had all run
     assert all(r["exposure"] < 10 for r in records), [
         (r["trial_id"], r["exposure"]) for r in records
     ]
+    assert len(records) < 12, len(records)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "failed"
-    assert wall < 12 * 10 * 0.3 / 2, wall  # less than the tuning's own time on two slots

@@ -19,13 +19,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests._plan_process import plan
 from tests._runs import cut_short
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,19 +74,6 @@ APP_LINES = """
     if seed == 1 and cfg.optimizer.momentum > 0:
         raise SystemExit(f"cannot connect to {os.environ['DATABASE_URL']}")
 """
-
-
-def plan(
-    *args: str, cwd: Path, env: dict[str, str], timeout: float = 900
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "planner", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def environment() -> dict[str, str]:

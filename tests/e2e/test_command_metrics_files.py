@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -84,7 +83,6 @@ def test_a_file_that_never_holds_the_metric_names_its_columns(tmp_path):
 
 
 def test_steps_that_go_back_stop_the_script(tmp_path):
-    started = time.monotonic()
     with pytest.raises(TrialProtocolError, match="step 1 does not follow step 2"):
         _run(
             tmp_path,
@@ -92,10 +90,11 @@ def test_steps_that_go_back_stop_the_script(tmp_path):
             os.makedirs(out + '/logs')
             with open(out + '/logs/m.csv', 'w') as f:
                 f.write('epoch,val_acc\\n1,0.5\\n0,0.6\\n')
-            time.sleep(60)
+            time.sleep(30)
+            open('survived', 'w').close()
         """,
         )
-    assert time.monotonic() - started < 30  # stopped, not waited for
+    assert not (tmp_path / "survived").exists()  # stopped, not waited for
 
 
 def test_metrics_file_and_planner_report_together_are_refused(tmp_path):
@@ -113,7 +112,6 @@ def test_metrics_file_and_planner_report_together_are_refused(tmp_path):
 
 def test_early_stopping_stops_the_script_mid_run(tmp_path):
     trial = TrialDouble(dir=str(tmp_path / "trial"), budget=50, stop_after=2)
-    started = time.monotonic()
     with pytest.raises(StopTrial):
         _run(
             tmp_path,
@@ -125,13 +123,16 @@ def test_early_stopping_stops_the_script_mid_run(tmp_path):
                     f.write(f'{epoch},0.5\\n')
                     f.flush()
                     print('epoch', epoch, flush=True)
-                    time.sleep(0.2)
+                    time.sleep(0.6)
+            print('finished', flush=True)
         """,
             trial=trial,
         )
-    assert trial.steps == [1, 2] and time.monotonic() - started < 8
+    assert trial.steps == [1, 2]
     (stdout,) = (tmp_path / "trial").glob("attempt-*/stdout.log")
-    assert stdout.read_text().count("epoch") < 10  # it was stopped long before its 50 epochs
+    printed = stdout.read_text()
+    # stopped mid-run: its 50 epochs would take 30 s
+    assert "finished" not in printed and printed.count("epoch") < 50, printed
 
 
 def test_jsonl_and_trainer_state_through_the_runner(tmp_path):

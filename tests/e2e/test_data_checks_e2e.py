@@ -42,7 +42,8 @@ def contract(tmp_path, kind: str, *, config_overrides=(), treat=(), data=None, t
         "baseline": {"name": "base", "overrides": ["recipe.name=a"]},
         "arms": [{"name": "treat", "overrides": ["recipe.name=b", "recipe.level=0.7", *treat]}],
         "metric": {"name": "val_acc", "mode": "max"},
-        # welch: the trainable's noise is the seed's alone, so the arms differ by an exact shift
+        # welch: the trainable's noise is the seed's alone, so the arms differ by an exact shift,
+        # which the paired test's sign rule shows only from 6 seeds
         "acceptance": {"min_effect": 0.05, "test": "welch"},
         "seeds": [0, 1, 2],
         "budget": {"exposure": 2},

@@ -13,7 +13,6 @@ local Ray (tests/conftest.py).
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -24,10 +23,18 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
+from tests._fault_runs import (
+    TUNING,
+    assert_each_planned_trial_once,
+    by_id,
+    contract,
+    decisions,
+    ids,
+    planned,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [
@@ -61,59 +68,6 @@ EXPECTED = {
     "exits": "failed",
     "dies": "failed",
 }
-
-BASE = {
-    "version": 1,
-    "name": "faults",
-    "hypothesis": "The treatment raises val_acc.",
-    "trainable": "tests.trainables.faulty:steady",
-    "config": {"values": {"fault": {"kind": "steady", "level": 0.5, "sleep": 0.0}}},
-    "factor": {"name": "fault", "keys": ["fault.kind", "fault.level"]},
-    "baseline": {"name": "base", "overrides": []},
-    "arms": [{"name": "treat", "overrides": ["fault.level=0.7"]}],
-    "metric": {"name": "val_acc", "mode": "max", "heldout": "test_acc"},
-    "acceptance": {"min_effect": 0.05},
-    "seeds": [0, 1, 2],
-    "budget": {"exposure": 4},
-}
-TUNING = {
-    "trials_per_arm": 4,
-    "seeds": [100],
-    "sampler": {"name": "random", "seed": 3},
-    "space": {"fault.lr": {"log_uniform": [1.0e-4, 1.0]}},
-}
-
-
-def contract(tmp_path, file="contract.yaml", **patch) -> Path:
-    data = copy.deepcopy(BASE)
-    data.update(copy.deepcopy(patch))
-    path = tmp_path / file
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
-
-
-def ids(run_dir: Path) -> list[str]:
-    return [r["trial_id"] for r in read_jsonl(Path(run_dir) / "trials.jsonl")]
-
-
-def planned(run_dir: Path) -> list[str]:
-    plan = json.loads((Path(run_dir) / "plan.json").read_text())
-    return [t["trial_id"] for phase in plan["phases"] for t in phase["trials"]]
-
-
-def assert_each_planned_trial_once(run_dir: Path) -> None:
-    ended = ids(run_dir)
-    assert len(ended) == len(set(ended)), f"a trial ran twice: {sorted(ended)}"
-    assert sorted(ended) == sorted(planned(run_dir))
-
-
-def decisions(run_dir: Path) -> list[dict]:
-    """decisions.json's rows without what legitimately differs between runs (nothing, today)."""
-    return json.loads((Path(run_dir) / "decisions.json").read_text())["decisions"]
-
-
-def by_id(run_dir: Path) -> dict[str, dict]:
-    return {r["trial_id"]: r for r in read_jsonl(Path(run_dir) / "trials.jsonl")}
 
 
 def fault_log(
@@ -179,8 +133,10 @@ def test_every_misbehaving_trainable_ends_as_a_logged_status_not_a_crashed_run(
     assert "max_trial_time" in records["confirm-hangs_in_c-s0"]["errors"][0]["message"]
     assert records["confirm-dies-s0"]["errors"][0]["type"] == "WorkerDied"
     assert records["confirm-exits-s0"]["errors"][0]["type"] == "SystemExit"
-    # the hang in C was killed by the watchdog soon after the limit, not by the driver's backstop
-    assert records["confirm-hangs_in_c-s0"]["duration_s"] < 3 + 5
+    # the hang in C was killed by the worker's watchdog (its words), not by the driver's backstop
+    # (which says only "stopped after budget.max_trial_time")
+    hang = records["confirm-hangs_in_c-s0"]["errors"][0]["message"]
+    assert "did not stop when asked, so its process was killed" in hang, hang
     # output: capped in trial.dir, never on the driver
     log = result.run_dir / "trials" / "confirm-prints_megabytes-s0" / "output.log"
     assert 1 << 20 <= log.stat().st_size < (1 << 20) + 4096

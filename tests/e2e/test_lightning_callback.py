@@ -23,7 +23,7 @@ import yaml
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from planner._trial.protocol import run_trial
-from planner._trial.spec import TrialSpec
+from tests._lightning_trials import CALLBACK_CONTRACT, TRAINABLES, callback_spec
 from tests.e2e._frameworks import (
     DECIDED,
     REPO,
@@ -33,20 +33,17 @@ from tests.e2e._frameworks import (
 
 pytest.importorskip("lightning")
 
-CONTRACT = REPO / "examples" / "lightning" / "contract_callback.yaml"
-TRAINABLES = "tests.trainables.lightning_callback"
-
 
 def _contract(tmp_path: Path, **changes) -> Path:
     """contract_callback.yaml with `changes` (None drops a key), written beside the example's
     conf/."""
-    contract = yaml.safe_load(CONTRACT.read_text())
+    contract = yaml.safe_load(CALLBACK_CONTRACT.read_text())
     for key, value in changes.items():
         if value is None:
             contract.pop(key, None)
         else:
             contract[key] = value
-    contract["config"]["dir"] = str(CONTRACT.parent / "conf")
+    contract["config"]["dir"] = str(CALLBACK_CONTRACT.parent / "conf")
     path = tmp_path / "contract.yaml"
     path.write_text(yaml.safe_dump(contract, sort_keys=False))
     return path
@@ -162,10 +159,10 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(
 
 @pytest.mark.ray
 def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, in_repo, tmp_path):
-    result = run(CONTRACT, runs_dir=tmp_path / "runs", quiet=True)
+    result = run(CALLBACK_CONTRACT, runs_dir=tmp_path / "runs", quiet=True)
 
     check_every_planned_trial_recorded(
-        result, read_jsonl(result.run_dir / "trials.jsonl"), CONTRACT
+        result, read_jsonl(result.run_dir / "trials.jsonl"), CALLBACK_CONTRACT
     )
     records = read_jsonl(result.run_dir / "trials.jsonl")
     assert not heldout_never_read(records, "test_acc")
@@ -207,47 +204,13 @@ def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, i
 # no Ray
 
 
-def _spec(
-    tmp_path: Path,
-    trainable: str,
-    *,
-    phase: str = "confirm",
-    budget: int = 3,
-    overrides=(),
-    session: str = "",
-    unit: str | None = None,
-) -> TrialSpec:
-    from planner._contract.validate import load_contract
-
-    config = load_contract(CONTRACT).configs["adam"]
-    for override in overrides:
-        key, _, value = override.partition("=")
-        config = {**config, key: yaml.safe_load(value)}
-    trial_dir = tmp_path / "run" / "trials" / "t1"
-    return TrialSpec(
-        trial_id="t1",
-        phase=phase,
-        arm="adam",
-        seed=3,
-        index=0,
-        params={},
-        config=config,
-        budget=budget,
-        dir=str(trial_dir),
-        trainable=trainable,
-        metric="val_acc",
-        heldout="test_acc",
-        retries=1,
-        unit=unit,
-        extra={"session": session} if session else {},
-    )
-
-
 def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo):
-    record = run_trial(_spec(tmp_path, "examples.lightning.train_fn:train"))
+    record = run_trial(callback_spec(tmp_path, "examples.lightning.train_fn:train"))
     assert record["status"] == "completed" and [r["step"] for r in record["reports"]] == [1, 2, 3]
     assert "test_acc" in record["reports"][-1]["metrics"] and not record.get("notes")
-    tuned = run_trial(_spec(tmp_path / "tune", "examples.lightning.train_fn:train", phase="tune"))
+    tuned = run_trial(
+        callback_spec(tmp_path / "tune", "examples.lightning.train_fn:train", phase="tune")
+    )
     assert tuned["status"] == "completed" and not any(
         "test_acc" in r["metrics"] for r in tuned["reports"]
     )
@@ -256,14 +219,14 @@ def test_outside_tuning_the_last_report_waits_for_trainer_test(tmp_path, in_repo
 def test_a_budget_counted_in_steps_is_refused_by_the_callback_that_counts_epochs(tmp_path, in_repo):
     """budget.unit: step (the default) with exposure 3 would train 3 epochs and call them 3
     steps."""
-    record = run_trial(_spec(tmp_path, "examples.lightning.train_fn:train", unit="step"))
+    record = run_trial(callback_spec(tmp_path, "examples.lightning.train_fn:train", unit="step"))
     message = record["errors"][-1]["message"]
     assert record["status"] == "protocol_error" and record["reports"] == [], message
     assert "budget.unit is 'step'" in message and "budget.unit: epoch" in message, message
     assert (
-        run_trial(_spec(tmp_path / "epochs", "examples.lightning.train_fn:train", unit="Epochs"))[
-            "status"
-        ]
+        run_trial(
+            callback_spec(tmp_path / "epochs", "examples.lightning.train_fn:train", unit="Epochs")
+        )["status"]
         == "completed"
     )
 
@@ -272,7 +235,7 @@ def test_what_the_module_logs_at_its_own_epoch_end_is_in_that_epochs_report(tmp_
     """Lightning calls a callback's on_train_epoch_end before the module's: the callback reported a
     value the module logs there one epoch late (step k held epoch k - 1's), and a contract metric
     logged there was 'never reported' in the first report."""
-    spec = _spec(tmp_path, f"{TRAINABLES}:logs_at_epoch_end", phase="tune", budget=3)
+    spec = callback_spec(tmp_path, f"{TRAINABLES}:logs_at_epoch_end", phase="tune", budget=3)
     record = run_trial(dataclasses.replace(spec, metric="epoch_marker"))
     assert record["status"] == "completed", record["errors"]
     assert [(r["step"], r["metrics"].get("epoch_marker")) for r in record["reports"]] == [
@@ -288,7 +251,7 @@ def test_an_epoch_that_did_not_validate_reports_no_stale_validation_metric(tmp_p
     epoch 3 holds only what epoch 3 logged, and the first report waits for the first validation
     (epoch 2)."""
     record = run_trial(
-        _spec(tmp_path, f"{TRAINABLES}:validates_every_2_epochs", phase="tune", budget=4)
+        callback_spec(tmp_path, f"{TRAINABLES}:validates_every_2_epochs", phase="tune", budget=4)
     )
     assert record["status"] == "completed", record["errors"]
     reports = {r["step"]: r["metrics"] for r in record["reports"]}
@@ -300,7 +263,7 @@ def test_an_epoch_that_did_not_validate_reports_no_stale_validation_metric(tmp_p
 
 
 def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path, in_repo):
-    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:never_tests"))
+    record = run_trial(callback_spec(tmp_path, "tests.trainables.lightning_callback:never_tests"))
     assert record["status"] == "protocol_error" and [r["step"] for r in record["reports"]] == [1, 2]
     assert any("waits for trainer.test()" in note for note in record["notes"]), record.get("notes")
     message = record["errors"][-1]["message"]  # the cause, not Lightning's EarlyStopping
@@ -310,7 +273,9 @@ def test_a_trainable_that_never_tests_says_why_its_last_step_is_missing(tmp_path
 
 
 def test_a_lightning_trainable_without_the_callback_is_told_of_it(tmp_path, in_repo):
-    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:forgets_the_callback"))
+    record = run_trial(
+        callback_spec(tmp_path, "tests.trainables.lightning_callback:forgets_the_callback")
+    )
     message = record["errors"][-1]["message"]
     assert record["status"] == "protocol_error" and "no report at all" in message
     assert "planner.LightningCallback(trial)" in message, message
@@ -324,9 +289,9 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
 
     code = (
         "import sys\nfrom pathlib import Path\nfrom planner._trial.protocol import run_trial\n"
-        "from tests.e2e.test_lightning_callback import TRAINABLES, _spec\n"
-        "run_trial(_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', budget=5, "
-        "session='killed'))\n"
+        "from tests._lightning_trials import TRAINABLES, callback_spec\n"
+        "run_trial(callback_spec(Path(sys.argv[1]), f'{TRAINABLES}:exits_after_epoch_3', "
+        "budget=5, session='killed'))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path)],
@@ -340,7 +305,7 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
         -2000:
     ]  # os._exit(1) after epoch 3: no record was made
     record = run_trial(
-        _spec(tmp_path, f"{TRAINABLES}:exits_after_epoch_3", budget=5, session="resumed")
+        callback_spec(tmp_path, f"{TRAINABLES}:exits_after_epoch_3", budget=5, session="resumed")
     )
 
     trial_dir = tmp_path / "run" / "trials" / "t1"
@@ -372,7 +337,7 @@ def test_a_trial_whose_process_was_killed_continues_in_the_next_session(tmp_path
 
 
 def test_a_trainer_that_ignores_the_budget_is_a_protocol_error(tmp_path, in_repo):
-    record = run_trial(_spec(tmp_path, "tests.trainables.lightning_callback:own_epochs"))
+    record = run_trial(callback_spec(tmp_path, "tests.trainables.lightning_callback:own_epochs"))
     assert record["status"] == "protocol_error" and record["attempts"] == 1
     assert "max_epochs=callback.max_epochs" in record["errors"][0]["message"], record["errors"]
 

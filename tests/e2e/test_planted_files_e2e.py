@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests._deep_trees import deep_tree, remove_deep
+from tests._plan_process import plan
 from tests._runs import cut_short
-from tests.e2e.test_boundary_e2e import plan
-from tests.unit.test_planted_files import _remove_deep
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAINABLE = """
@@ -141,20 +141,14 @@ def test_a_planted_output_log_is_not_written_and_the_trial_runs(resumable, kind)
 def test_a_deep_tree_in_the_trial_folder_does_not_end_the_run(resumable):
     """1500 nested folders: `internal error: RecursionError`, exit 70, state failed, no record."""
     home, run, _ = resumable
-    fd = os.open(run / "trials" / AGAIN, os.O_RDONLY)
-    for _ in range(1500):
-        os.mkdir("d", dir_fd=fd)
-        below = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = below
-    os.close(fd)
+    deep_tree(run / "trials" / AGAIN, 1500)
     try:
         done = _resume(home, run)
         assert done.returncode == 0, done.stdout + done.stderr
         assert _record(run)["status"] == "completed"
         assert json.loads((run / "state.json").read_text())["state"] == "completed"
     finally:
-        _remove_deep(
+        remove_deep(
             run / "trials" / AGAIN
         )  # shutil.rmtree (pytest's clean-up) recurses a level a frame
 

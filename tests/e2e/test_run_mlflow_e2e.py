@@ -9,7 +9,7 @@ import yaml
 
 from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
-from tests.e2e.test_run_e2e import BASE
+from tests._runs import RUN_CONTRACT
 
 pytestmark = pytest.mark.ray
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra is not installed")
@@ -19,7 +19,7 @@ def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(
     ray_local, in_repo, tmp_path
 ):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    contract = copy.deepcopy(BASE)
+    contract = copy.deepcopy(RUN_CONTRACT)
     contract["seeds"] = [0, 1, 2]
     contract["tracking"] = {"mlflow": {"tracking_uri": uri, "experiment": "e2e-mlflow"}}
     path = tmp_path / "contract.yaml"
@@ -53,7 +53,7 @@ def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(
 
 
 def test_a_store_mlflow_refuses_stops_the_run_before_any_trial(in_repo, tmp_path):
-    contract = copy.deepcopy(BASE)
+    contract = copy.deepcopy(RUN_CONTRACT)
     contract["tracking"] = {"mlflow": {"tracking_uri": "bogus-scheme://nowhere", "experiment": "x"}}
     path = tmp_path / "contract.yaml"
     path.write_text(yaml.safe_dump(contract))

@@ -90,13 +90,12 @@ def test_a_lost_gcs_ends_the_run_interrupted_with_exit_3_and_the_resume_line(tmp
         assert gcs, "no GCS of this test's Ray"
         for p in gcs:
             p.kill()
-        t0 = time.monotonic()
         out, err = proc.communicate(timeout=120)
-        waited = time.monotonic() - t0
     finally:
         end_plan_run(proc, ray_tmp)
+    # Ray's own client would have ended the driver 60 s after the GCS died, with exit 1 and the
+    # state left `running`: exit 3 and `interrupted` are planner's watch of the GCS
     assert proc.returncode == 3, (proc.returncode, out[-2000:], err[-2000:])
-    assert waited < 45, waited  # well before Ray's own 60 s
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted" and "the Ray session was lost" in state["reason"], state
     assert "to resume:  plan run" in out and "--resume" in out, out[-2000:]

@@ -52,10 +52,10 @@ def _ray_up() -> bool:
     return ray is not None and ray.is_initialized()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pristine(tmp_path_factory) -> Path:
-    """A completed run folder, written once per test module; tests copy it (`run`) before
-    planting."""
+    """A completed run folder, written once per test process (no test writes to it: each copies it,
+    `run`, before planting)."""
     return pristine_run(tmp_path_factory.mktemp("runs"))
 
 

@@ -25,6 +25,7 @@ from tests._audit_runs import (
     tuning_trials,
     write_run,
 )
+from tests._run_folders import cli
 
 MIDDLE = [
     0.004,
@@ -577,3 +578,13 @@ def test_an_under_explored_range_is_flagged_with_the_range_explored_and_more_dra
         assert "smallest of its 5 draws, which explored 0.0021-0.0081" in f.summary
     new = check_next(tmp_path, audit, data, "selected_at_boundary", "draws-x2")
     assert new["tuning"]["trials_per_arm"] == 10
+
+
+def test_audit_next_does_not_replace_an_existing_file(run, tmp_path, capsys):
+    """`plan audit RUN --next contract.yaml` replaced the user's contract without a word."""
+    mine = tmp_path / "contract.yaml"
+    mine.write_text("my contract\n")
+    code, _, err = cli(["audit", str(run), "--next", str(mine)], capsys)
+    assert code == 2 and "--force" in err and mine.read_text() == "my contract\n"
+    code, _, err = cli(["audit", str(run), "--next", str(mine), "--force"], capsys)
+    assert code == 0, err

@@ -128,3 +128,43 @@ def test_the_largest_seed_numpy_takes_is_a_seed_and_an_integer_is_a_number(tmp_p
         )
     )
     assert not [d.format() for d in validate(path).diagnostics if d.severity == "error"]
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://bucket/planner",
+        "s3://checkpoints/planner?endpoint_override=127.0.0.1:9000&scheme=http",
+        "gs://bucket/prefix",
+        "/mnt/nfs/planner",
+        "hdfs://namenode@host:8020/planner",
+    ],
+)
+def test_storage_takes_a_uri_pyarrow_opens_or_an_absolute_path(uri):
+    c = Contract.model_validate({**yaml.safe_load(MINIMAL), "storage": uri})
+    assert c.storage == uri and c.frozen()["storage"] == uri
+    assert Contract.model_validate(c.frozen()) == c
+
+
+@pytest.mark.parametrize(
+    ("uri", "said"),
+    [
+        ("runs/storage", "absolute path"),
+        ("ftp://host/x", "not a storage pyarrow opens"),
+        ("s3://AKIA:secret@bucket/x", "credentials"),
+        ("s3://bucket/x?region=us-east-1&secret_key=abc", "credentials (secret_key=)"),
+        ("s3://", "names no bucket"),
+        ("", "at least 1 character"),
+    ],
+)
+def test_storage_refuses_what_is_not_one_place_for_every_node(uri, said):
+    with pytest.raises(ValidationError, match="storage") as error:
+        Contract.model_validate({**yaml.safe_load(MINIMAL), "storage": uri})
+    assert said in str(error.value)
+
+
+def test_a_contract_without_storage_keeps_its_hash():
+    c = Contract.model_validate(yaml.safe_load(MINIMAL))
+    assert c.storage is None and "storage" not in c.frozen()
+    stored = Contract.model_validate({**yaml.safe_load(MINIMAL), "storage": "s3://b/p"})
+    assert stored.sha256() != c.sha256()

@@ -134,8 +134,9 @@ def test_random_permutations_are_reproducible_and_include_the_observed_split():
 
 @pytest.mark.parametrize("test", ["welch", "paired", "bootstrap"])
 def test_zero_variance_is_no_evidence_not_certainty(test):
-    """Issue 11 item 3: a spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0,
-    0] (reject)."""
+    """A spread of zero once gave a CI of width zero and p = 0 (accept) or CI [0, 0] (reject).
+    Paired, arms that vary with every seed the same difference are the sign rule's: at 3 seeds
+    only 0.5 ** 3, no CI."""
     for base, arm in (([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]), ([1.0, 1.0], [1.0, 1.0])):
         c = compare(base, arm, mode="max", test=test, alpha=0.05)
         assert (
@@ -143,6 +144,77 @@ def test_zero_variance_is_no_evidence_not_certainty(test):
             and (c.ci_low, c.ci_high) == (-math.inf, math.inf)
             and math.isnan(c.p_value)
         )
+    if test == "paired":
+        c = compare([1.0, 1.5, 1.2], [2.0, 2.5, 2.2], mode="max", test=test, alpha=0.05)
+        assert c.exact_shift and c.p_value == 2 * 0.5**3
+        assert (c.ci_low, c.ci_high) == (-math.inf, math.inf)
+
+
+def paired(min_effect=0.01, alpha=0.05, rule="estimate"):
+    return Acceptance(min_effect=min_effect, alpha=alpha, test="paired", rule=rule)
+
+
+def shifted(n, shift):
+    seeds = list(range(n))
+    base = [0.80 + 0.013 * s for s in seeds]
+    return seeds, {
+        "b": list(zip(seeds, base, strict=True)),
+        "a": [(s, v + shift) for s, v in zip(seeds, base, strict=True)],
+    }
+
+
+def test_an_exact_shift_on_enough_seeds_is_accepted_by_the_sign_rule():
+    """Every seed the same difference: no spread for a t, but 6 seeds agreeing happen by chance
+    with p = 0.5 ** 6 = 0.016 one-sided, within the 0.025 an accept needs."""
+    seeds, res = shifted(6, 0.02)
+    (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds)
+    assert d.decision == "accept" and d.ci_low == pytest.approx(0.02)
+    assert d.p_value == pytest.approx(2 * 0.5**6)
+    assert "sign rule" in d.reason and "0.5^6 = 0.016" in d.reason
+    (d,) = decide(paired(rule="margin"), "max", res, "b", planned_seeds=seeds)
+    assert d.decision == "accept"
+
+
+def test_an_exact_shift_on_too_few_seeds_is_inconclusive():
+    seeds, res = shifted(5, 0.02)
+    (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds)
+    assert d.decision == "inconclusive" and math.isinf(d.ci_low) and math.isinf(d.ci_high)
+    assert "0.5^5 = 0.031" in d.reason and "6 seeds or more" in d.reason
+    # Holm at 2 arms tests the first at alpha / 2: the sign rule then needs 7 seeds
+    seeds, res = shifted(6, 0.02)
+    res["c"] = res["a"]
+    first = decide(paired(), "max", res, "b", planned_seeds=seeds)[0]
+    assert first.alpha_adjusted == 0.025 and first.decision == "inconclusive"
+    assert "7 seeds or more" in first.reason
+
+
+def test_an_exact_shift_below_min_effect_or_worse_is_rejected():
+    seeds, res = shifted(6, 0.005)
+    (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds)
+    assert d.decision == "reject" and "too small to matter" in d.reason
+    seeds, res = shifted(6, -0.02)
+    (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds)
+    assert d.decision == "reject" and d.ci_high == pytest.approx(-0.02)
+    seeds, res = shifted(6, 0.02)
+    (d,) = decide(paired(), "min", res, "b", planned_seeds=seeds)  # lower is better: worse
+    assert d.decision == "reject"
+
+
+def test_a_diverged_seed_is_decided_by_the_exact_sign_flip_test():
+    """4 of 4 diverged seeds on one side with 6 small differences: the t (9 df) read it as p near
+    0.03, the sign-flip test as the 1/16 chance it is; it cannot accept."""
+    seeds = list(range(10))
+    small = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002]
+    base = [(s, math.nan, "diverged") for s in seeds[:4]] + [(s, 0.9) for s in seeds[4:]]
+    arm = [(s, 0.9) for s in seeds[:4]] + [
+        (s, 0.9 + e) for s, e in zip(seeds[4:], small, strict=True)
+    ]
+    res = {"b": base, "a": arm}
+    (d,) = decide(paired(), "max", res, "b", planned_seeds=seeds, diverged_value=0.0)
+    t = stats.ttest_1samp([0.9] * 4 + small, 0.0, alternative="greater").pvalue
+    assert t < 0.025  # the t alone would have accepted
+    assert d.decision == "inconclusive" and "exact sign-flip test" in d.reason
+    assert d.p_value > 0.05
 
 
 @pytest.mark.parametrize(

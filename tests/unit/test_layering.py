@@ -11,6 +11,7 @@ counts as an import of x.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import planner
@@ -87,9 +88,10 @@ def _modules() -> dict[str, Path]:
     return out
 
 
+@functools.cache
 def _imports(path: Path) -> list[tuple[str, list[str], int]]:
     """(module imported, names imported from it, line) for every import, local and deferred ones
-    included."""
+    included (each file parsed once: several tests read them)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     found = []
     for node in ast.walk(tree):

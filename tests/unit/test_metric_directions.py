@@ -90,13 +90,14 @@ def _confirm(arm: str, seed: int, test_acc: float) -> dict:
 def test_the_decision_reads_the_heldout_metric_in_its_own_direction():
     data = synthetic_contract(
         metric={"name": "val_loss", "mode": "min", "heldout": "test_acc", "heldout_mode": "max"},
-        seeds=[0, 1, 2, 3, 4],
-        acceptance={"min_effect": 0.01, "test": "welch"},  # an exact shift: no paired spread
+        seeds=[0, 1, 2, 3, 4, 5],
+        # an exact shift: the paired test (the default) decides it by the sign rule over 6 seeds
+        acceptance={"min_effect": 0.01},
     )
     contract = Contract.model_validate(data)
     assert contract.metric.decision_mode == "max" and contract.metric.mode == "min"
-    records = [_confirm("base", s, 0.80 + 0.002 * s) for s in range(5)]
-    records += [_confirm("treat", s, 0.90 + 0.002 * s) for s in range(5)]
+    records = [_confirm("base", s, 0.80 + 0.002 * s) for s in range(6)]
+    records += [_confirm("treat", s, 0.90 + 0.002 * s) for s in range(6)]
     (row,) = _decide_arms(contract, records)
     assert row["effect"] == pytest.approx(0.10) and row["decision"] == "accept", (
         row

@@ -20,6 +20,7 @@ from planner._store.files import TREE_DEPTH, refuse_in_place, rewrite_tree
 from planner._store.resume import REWRITTEN
 from planner._trial import checkpoints
 from planner._trial.limits import captured_output
+from tests._deep_trees import deep_tree, read_deep, remove_deep
 from tests._run_folders import OUTSIDE, cli, outside
 
 # ----------------------------------------------------------------------------- F1: ray.log
@@ -201,30 +202,12 @@ def test_hashing_a_fifo_is_refused_at_once(tmp_path):
 # ----------------------------------------------------------------------------- F5: deep trees
 
 
-def _deep(folder: Path, depth: int, leaf: str = "") -> Path:
-    """`depth` nested folders `d` below `folder` (made by descriptors: os.makedirs recurses too), a
-    leaf file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
-    for _ in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        below = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = below
-    if leaf:
-        out = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-        os.write(out, leaf.encode())
-        os.close(out)
-    os.close(fd)
-    return folder.joinpath(*["d"] * depth)
-
-
 def test_a_deep_tree_in_a_trial_folder_is_measured_not_a_recursion_error(tmp_path, deep_trees):
     """disk_bytes used os.walk, which recurses a level a frame: 1500 nested folders ended the run in
     RecursionError (exit 70, state failed)."""
     trial = tmp_path / "trials" / "t1"
     deep_trees.append(trial)
-    _deep(trial, 1500, leaf="x" * 10_000)
+    deep_tree(trial, 1500, leaf="x" * 10_000)
     assert checkpoints.disk_bytes(trial) >= 10_000
     assert [p.name for p in checkpoints._files(trial)] == ["leaf.txt"]
 
@@ -234,30 +217,13 @@ def test_a_deep_tree_is_not_a_recursion_error_for_the_scrub(tmp_path, deep_trees
     trial = tmp_path / "trials" / "t1"
     hydra = trial / "attempt-1" / "hydra"
     deep_trees.append(hydra / "planted")
-    shallow = _deep(hydra, 3, leaf="password: hunter2-PLANTED\n")
-    deep = _deep(hydra / "planted", 1500, leaf="password: hunter2-PLANTED\n")
+    shallow = deep_tree(hydra, 3, leaf="password: hunter2-PLANTED\n")
+    deep = deep_tree(hydra / "planted", 1500, leaf="password: hunter2-PLANTED\n")
     assert (
         rewrite_tree(trial, hydra, Redactor.for_run(environ={}).text) == 1
     )  # the folders within TREE_DEPTH
     assert "PLANTED" not in (shallow / "leaf.txt").read_text()
-    assert "PLANTED" in _read_deep(deep / "leaf.txt") and TREE_DEPTH < 1500
-
-
-def _remove_deep(folder: Path) -> None:
-    """Remove the chain `folder/d/d/...` without recursion (shutil.rmtree, and so pytest's tmp_path
-    clean-up, recurses a level a frame): each step lifts the next level up to `folder` and removes
-    the one above it."""
-    here, lifted = folder / "d", folder / "d.next"
-    while here.exists():
-        for entry in os.scandir(here):
-            if entry.name != "d":
-                os.unlink(entry.path)
-        if (here / "d").exists():
-            os.rename(here / "d", lifted)
-            os.rmdir(here)
-            os.rename(lifted, here)
-        else:
-            os.rmdir(here)
+    assert "PLANTED" in read_deep(deep / "leaf.txt") and TREE_DEPTH < 1500
 
 
 @pytest.fixture
@@ -267,16 +233,7 @@ def deep_trees():
     made: list[Path] = []
     yield made
     for folder in made:
-        _remove_deep(folder)
-
-
-def _read_deep(path: Path) -> str:
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        with open(os.open(path.name, os.O_RDONLY, dir_fd=fd)) as handle:
-            return handle.read()
-    finally:
-        os.close(fd)
+        remove_deep(folder)
 
 
 # ----------------------------------------------------------------------------- F13: plan export -o

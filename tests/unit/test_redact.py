@@ -1,6 +1,10 @@
 """What counts as a secret: credential-like names are, the shell's working folder is not."""
 # ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
+import json
+
+import pytest
+
 from planner._core.redact import Redactor, looks_secret
 from tests._scaling import growth
 
@@ -504,3 +508,68 @@ def test_lines_of_repeated_pairs_urls_and_commands_are_scrubbed_in_linear_time()
     assert Redactor().text("url: https://https://x:secretpw@h.com/ password: hunter2xyz") == (
         "url: https://<redacted>@h.com/ password: <redacted>"
     )
+
+
+def test_the_driver_redactor_changes_no_recorded_value():
+    """Redactor.for_run(frozen, *configs) as the driver builds it: `scrub` keeps config and params
+    as they are."""
+    config = {"model": {"token_dropout": 0.1, "pad_token": "<pad>"}, "note": "max_token_length=5"}
+    redactor = Redactor.for_run(config, environ={"HF_TOKEN": "hf_PLANTED4tokenxyz"})
+    record = {
+        "config": config,
+        "params": {"model.token_dropout": 0.2},
+        "errors": [{"message": "login as token=hf_PLANTED4tokenxyz failed"}],
+    }
+    scrubbed = redactor.scrub(record)
+    assert scrubbed["config"] == config and scrubbed["params"] == record["params"]
+    assert "PLANTED" not in json.dumps(scrubbed["errors"])
+    assert redactor.scrub(config) == config
+
+
+PRINTED = {
+    "Authorization: Bearer <jwt>": "Authorization: Bearer "
+    "eyJhbGciOiJIUzI1NiJ9.eyJQTEFOVEVEIjoxfQ.c2lnPLANTED",
+    "Authorization: Basic <b64>": "Authorization: Basic dXNlcjpQTEFOVEVEcGFzcw==PLANTED",
+    "Authorization: Token <x>": "authorization: Token PLANTEDabc123",
+    "header in a dict repr": "{'Authorization': 'Digest PLANTED-abc'}",
+    "--password V --token V": "run.py --password PLANTEDpw --token PLANTEDtok --api-key=PLANTEDkey",
+    "--hf-token X --db-password Y": "python t.py --hf-token PLANTEDx --db-password PLANTEDy",
+    "password=ab,CDEF": "password=ab,CDEF-PLANTED next",
+    "name: value with punctuation": "db_password: 'ab;c}d PLANTED'",
+    "a URL password holding @ and /": "postgres://svc:p@ss/w0rd-PLANTED@db.example/x",
+    "ghp_ under an unknown name": "using ghp_PLANTEDabcdefghijklmnop now",
+    "sk- under an unknown name": "key is sk-PLANTEDabcdefghijk",
+    "hf_ under an unknown name": "hf_PLANTEDtokenabcdef",
+    "AKIA under an unknown name": "id AKIAPLANTED123456789",
+    "a Slack webhook": "posting to https://hooks.slack.com/services/T000/B000/PLANTEDxyz",
+}
+
+
+@pytest.mark.parametrize("text", list(PRINTED.values()), ids=list(PRINTED))
+def test_free_text_loses_every_credential(text):
+    assert "PLANTED" not in Redactor.for_run(environ={}).text(text)
+
+
+def test_a_repr_escaped_environment_secret_is_cut():
+    """A password with a quote or a backslash, printed through repr() or json.dumps, kept its
+    escaped form."""
+    secret = "it's\\PLANTED-pw"
+    redactor = Redactor.for_run(environ={"DB_SECRET": secret})
+    for shown in (repr({"x": secret}), json.dumps({"x": secret}), repr(secret)):
+        assert "PLANTED" not in redactor.text(shown), shown
+
+
+def test_ordinary_names_in_free_text_are_kept():
+    text = (
+        "max_tokens=5 pad_token_id: 0 model.token_dropout=0.1 skip_pass=3 pad_token: <pad> "
+        "--token_dropout 0.2"
+    )
+    assert Redactor.for_run(environ={}).text(text) == text
+
+
+def test_the_credential_refusals_hint_survives_the_terminals_scrubber():
+    """A new user saw the hint as "say `export HF_TOKEN=<redacted> read with ...": planner's own
+    advice was scrubbed as if it held a credential, and its backtick never closed."""
+    from planner._contract.credentials import HINT
+
+    assert Redactor.for_run(environ={}).text(HINT) == HINT

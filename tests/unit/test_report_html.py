@@ -277,3 +277,16 @@ def test_html_tags_are_balanced(page):
     parser = Balance()
     parser.feed(page)
     assert parser.errors == [] and parser.stack == []
+
+
+def test_names_are_drawn_as_written_and_escaped():
+    """A metric named `val_$\\sqrt{acc$` ended the html report in matplotlib's mathtext parser
+    (exit 70); an arm named `<b>&` must stay text in a plot, not markup."""
+    from planner._results.plots import figure_html, forest_figure, label
+
+    name, arm = "val_$\\sqrt{acc$", "<b>&a$b"
+    rows = [{"arm": arm, "decision": "accept", "effect": 0.1, "ci_low": 0.05, "ci_high": 0.15}]
+    fig = forest_figure(rows, 0.01, name)
+    assert tuple(fig.data[0]["y"]) == ("&lt;b&gt;&amp;a$b",) and label(arm) == "&lt;b&gt;&amp;a$b"
+    assert name in fig.layout["xaxis"]["title"]["text"]
+    assert "<b>" not in figure_html(fig, "plot-forest")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import optuna
 import pytest
@@ -215,3 +216,38 @@ def test_optuna_dashboard_lists_the_run_folders_studies(tmp_path):
     detail = get(f"/api/studies/{studies['treat']['study_id']}")
     assert len(detail["trials"]) == 3, detail.keys()
     assert {"key": "trial_id", "value": "tune-treat-s0-t000"} in detail["trials"][0]["user_attrs"]
+
+
+def test_a_restarted_trial_reporting_its_steps_again_makes_optuna_warn_nothing(tmp_path):
+    """Tune runs a trial again from its first step after its worker died (its node was lost): the
+    searcher hears steps 1 and 2 twice, then the trial's end. Each step reaches the study once, so
+    Optuna's `The reported value is ignored because this step=... is already reported` is never
+    emitted (any warning fails here)."""
+    storage = run_studies(tmp_path / "studies.log")
+    state, search = _search(["a"], LR, Sampler(name="random", seed=0), 1, storage)
+    spec = search.suggest("tune_0")["planner_spec"]
+
+    def result(step, value):
+        return {"planner/step": step, "planner/metrics/acc": value}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for attempt_values in ((0.1, 0.2), (0.15, 0.25)):  # the lost attempt, then the restart
+            for step, value in enumerate(attempt_values, 1):
+                search.on_trial_result("tune_0", result(step, value))
+        reports = [
+            {"step": step, "metrics": {"acc": value}, "time_s": 0.0}
+            for step, value in ((1, 0.15), (2, 0.25))
+        ]
+        state.records["tune_0"] = {**_record(spec, spec["params"]), "reports": reports}
+        search.on_trial_complete("tune_0")
+    (trial,) = optuna.load_study(study_name="a", storage=storage).trials
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == 0.25
+    assert trial.intermediate_values == {1: 0.1, 2: 0.2}  # each step as the study first heard it
+    # the same steps given to Optuna's trial directly do warn: what the block above would catch
+    study = optuna.create_study(direction="maximize")
+    again = study.ask()
+    again.report(0.1, 1)
+    with pytest.raises(UserWarning, match="already reported"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again.report(0.1, 1)

@@ -14,29 +14,12 @@ from scipy import stats
 
 from planner._stats.decide import _welch_t, adjusted_alphas, verdict
 from planner._stats.power import accept_probability, detection_power, seeds_for_power, simulate
+from tests._percentile_bootstrap import percentile_bootstrap
 
 ALPHA = 0.05
 SIMS = {"welch": 20_000, "paired": 20_000, "bootstrap": 4_000}
 # A calibrated method exceeds its bound with this probability only.
 BOUND_TAIL = 1e-3
-
-
-def percentile_bootstrap(
-    base: np.ndarray, arm: np.ndarray, alpha: float, n_boot: int, rng_seed: int
-):
-    """Plain percentile bootstrap CI of the difference of means (rows = experiments). NOT
-    calibrated at small n: the counter-example these tests must catch (bench/bench_statistics.py
-    prints its rates too)."""
-    rng = np.random.default_rng(rng_seed)
-    rows, n_b = base.shape
-    n_a = arm.shape[1]
-    pick_b = rng.integers(0, n_b, size=(n_boot, n_b))
-    pick_a = rng.integers(0, n_a, size=(n_boot, n_a))
-    counts_b = (pick_b[:, :, None] == np.arange(n_b)).sum(axis=1) / n_b  # (boot, n_b) weights
-    counts_a = (pick_a[:, :, None] == np.arange(n_a)).sum(axis=1) / n_a
-    diffs = arm @ counts_a.T - base @ counts_b.T  # (rows, boot)
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2], axis=1)
-    return arm.mean(axis=1) - base.mean(axis=1), low, high
 
 
 def upper_bound(rate: float, sims: int) -> float:
