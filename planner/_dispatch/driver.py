@@ -105,7 +105,8 @@ from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run
 from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
-from planner._trial.protocol import TrialSpec, make_record
+from planner._trial.protocol import make_record
+from planner._trial.spec import TrialSpec
 from planner._trial.storage import check_storage
 
 NEVER_RAN = "NotRun"  # the error type of a planned trial Ray ended twice without running it

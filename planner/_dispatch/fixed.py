@@ -27,8 +27,9 @@ from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.nodes import NodeGuard, short_node
 from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
-from planner._trial.protocol import TrialSpec, kept_record, make_record
+from planner._trial.protocol import kept_record, make_record
 from planner._trial.reports import parse_report_line
+from planner._trial.spec import TrialSpec
 
 ray = lazy_import(
     "ray"

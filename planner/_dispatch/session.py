@@ -424,9 +424,9 @@ def token_outside_home() -> dict[str, str]:
     Ray (its token authentication on by default) writes a new token there before it starts, and a
     HOME it cannot write failed every start; nothing of a run belongs in HOME. A token the user
     gives (`RAY_AUTH_TOKEN`, `RAY_AUTH_TOKEN_PATH`), a mode other than `token` and a token already
-    in HOME are left to Ray; the token given here lives only in the environment of the embedded Ray's
-    processes, never in a file (a variable of a credential's name: identity.json leaves it out, a
-    worker's redactor cuts it from a trial's output)."""
+    in HOME are left to Ray; the token given here lives only in the environment of the embedded
+    Ray's processes, never in a file (a variable of a credential's name: identity.json leaves it
+    out, a worker's redactor cuts it from a trial's output)."""
     # A token of the user's is left to Ray, and so is a mode without tokens; RAY_AUTH_MODE=token
     # alone (which ray.init itself sets in its process) still has Ray write a new token to HOME.
     if "RAY_AUTH_TOKEN" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
