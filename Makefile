@@ -36,11 +36,14 @@ demo: $(STAMP)
 	@echo "make: plan report runs/digits-adamw-vs-sgd/latest"
 	@$(BIN)/plan report runs/digits-adamw-vs-sgd/latest --format md
 
-# The unit tier on both cores (pytest-xdist: its tests share nothing), then the tiers that start Ray,
-# processes and browsers, one test at a time.
+# The unit tier on both cores (pytest-xdist: its tests share nothing); the e2e and browser tiers on
+# both cores too, a module to a worker (`--dist loadfile`: a module's shared runs are made once, and
+# each test's Ray, folders and processes are its own); the cluster tier, whose nodes are real
+# `ray start` processes on loopback ports, one test at a time.
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -q tests/e2e tests/cluster tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q tests/cluster $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)

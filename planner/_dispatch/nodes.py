@@ -49,6 +49,16 @@ def holdable(resources: Mapping[str, float]) -> dict[str, float]:
     }
 
 
+def can_pin_placement_groups() -> bool:
+    """Whether the installed Ray's placement groups take `bundle_label_selector` (what pins a holder
+    to one node); without it a refused node is named and confirmation avoids it, Tune may not."""
+    import inspect
+
+    from ray.util.placement_group import placement_group
+
+    return "bundle_label_selector" in inspect.signature(placement_group).parameters
+
+
 def _ignore(node_id: str, problem: str) -> None:
     return None
 
@@ -139,6 +149,12 @@ class NodeGuard:
             self._free(node_id)
             self.checked.add(node_id)
         else:
+            if not can_pin_placement_groups():
+                problem += (
+                    f"; Ray {ray.__version__} cannot pin a placement group to a node (its "
+                    "bundle_label_selector came later), so tuning trials may still be placed "
+                    "there: remove the node, or use a newer Ray"
+                )
             self.refused[node_id] = problem
             self.on_refused(node_id, problem)
 
@@ -147,7 +163,7 @@ class NodeGuard:
         from ray.util.placement_group import placement_group
 
         bundle = holdable(self.offers.get(node_id, {}))
-        if bundle and node_id not in self.held:
+        if bundle and node_id not in self.held and can_pin_placement_groups():
             self.held[node_id] = placement_group(
                 [bundle], strategy="STRICT_PACK", bundle_label_selector=[{NODE_ID_LABEL: node_id}]
             )
