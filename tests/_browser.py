@@ -3,11 +3,22 @@ page."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "img"
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """Where a screenshot is saved: docs/img/`name` when PLANNER_UPDATE_SCREENSHOTS=1 (refreshing
+    the docs' images is a deliberate act), else beside the test's other files, so that a test run
+    leaves the repository as it found it."""
+    if os.environ.get("PLANNER_UPDATE_SCREENSHOTS") == "1":
+        return DOCS_IMAGES / name
+    return tmp_path / name
 
 
 def chromium(tmp_path: Path, *args: str, budget_ms: int = 20000) -> subprocess.CompletedProcess:

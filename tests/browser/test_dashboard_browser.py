@@ -1,7 +1,7 @@
 """optuna-dashboard on a running run: its server, started on loopback against the run folder's
 studies.log while `plan run` still tunes, answers with one study per arm, their trials' params,
 states and intermediate values, and its page in headless Chromium lists the arms' studies (its
-screenshot is docs/img/dashboard.png).
+screenshot is docs/img/dashboard.png, refreshed with PLANNER_UPDATE_SCREENSHOTS=1).
 
 The command is the one `plan status` prints: `optuna-dashboard RUN_DIR/studies.log`.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import planner
-from tests._browser import CHROMIUM, chromium
+from tests._browser import CHROMIUM, chromium, screenshot_path
 from tests._runs import ROOT, end_plan_run, start_plan_run, synthetic_contract
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray]
@@ -207,7 +207,7 @@ def test_optuna_dashboard_follows_a_running_run(tmp_path):
         image = Image.open(shot).convert("RGB")
         colors = image.resize((WIDTH // 8, 1000 // 8)).getcolors(maxcolors=1 << 16)
         assert colors is not None and len(colors) > 50, "the page looks blank"
-        image.save(ROOT / "docs" / "img" / "dashboard.png", optimize=True)
+        image.save(screenshot_path(tmp_path, "dashboard.png"), optimize=True)
     finally:
         if server is not None and server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from planner._results.render import load_for_report, render
-from tests._browser import CHROMIUM, chromium
-from tests._runs import ROOT, hostile_names_run, synthetic_run
+from tests._browser import CHROMIUM, chromium, screenshot_path
+from tests._runs import hostile_names_run, synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -84,5 +84,5 @@ def test_the_screenshot_of_the_report(tmp_path):
     assert image.size == (WIDTH, 4200)
     colors = image.resize((WIDTH // 8, 4200 // 8)).getcolors(maxcolors=1 << 16)
     assert colors is not None and len(colors) > 50, "the page looks blank"
-    out = ROOT / "docs" / "img" / "report.png"
+    out = screenshot_path(tmp_path, "report.png")
     image.save(out, optimize=True)
