@@ -322,8 +322,12 @@ def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in
         and "Ray not started" in shown.getvalue()
     )
     assert "Ray ready" not in shown.getvalue() and "tuning:" not in shown.getvalue()
-    assert records(again) == before  # nothing ran
-    new = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")[events:]]
+    # nothing ran: every record is the first run's, one that trial ended as that run stopped
+    # included (its kept record, taken in by the resume, on a machine slow enough to stop mid-trial)
+    logged = read_jsonl(first.run_dir / "events.jsonl")
+    started = {e.get("trial_id") for e in logged[:events] if e["event"] == "trial_started"}
+    assert all(r in before or r["trial_id"] in started for r in records(again)), records(again)
+    new = [e["event"] for e in logged[events:]]
     assert "phase_started" not in new and "trial_started" not in new, new
     assert decision(again)["decision"] == "incomplete"
 
