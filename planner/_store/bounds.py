@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec.inspect as mi
+
 from planner._core.errors import RunError
+from planner._core.records import StoredTrial
 
 MAX_DEPTH = 64  # levels of lists and mappings in one JSON value (a trial record uses about 6)
 INT_LIMIT = 2**63  # integers of a run folder are 64-bit: counts, steps, seeds, pids
@@ -47,6 +50,36 @@ def field_name(path: list[Any]) -> str:
 # (planner._store.schema: bounded steps and numbers only, a fixed depth): nothing there is left for
 # these limits.
 SCHEMA_CHECKED = frozenset({"reports"})
+
+
+def _admits_any(kind: mi.Type) -> bool:
+    """True when `kind` (msgspec's view of a type) leaves some part of a value free: `Any` in it at
+    any depth, where neither a shape nor a bound holds."""
+    if isinstance(kind, mi.AnyType):
+        return True
+    if isinstance(kind, mi.UnionType):
+        return any(_admits_any(k) for k in kind.types)
+    if isinstance(kind, mi.ListType | mi.SetType | mi.FrozenSetType | mi.VarTupleType):
+        return _admits_any(kind.item_type)
+    if isinstance(kind, mi.TupleType):
+        return any(_admits_any(k) for k in kind.item_types)
+    if isinstance(kind, mi.DictType):
+        return _admits_any(kind.key_type) or _admits_any(kind.value_type)
+    if isinstance(kind, mi.TypedDictType | mi.StructType | mi.DataclassType):
+        return any(_admits_any(f.type) for f in kind.fields)
+    return False
+
+
+def open_fields(schema: Any) -> frozenset[str]:
+    """The fields of the TypedDict `schema` whose type leaves a part free (`config`, `params`):
+    once a value is decoded into `schema`, the only fields these limits still have to walk (the
+    others have a fixed depth and bounded integers)."""
+    info = mi.type_info(schema)
+    assert isinstance(info, mi.TypedDictType)
+    return frozenset(f.encode_name for f in info.fields if _admits_any(f.type))
+
+
+TRIAL_OPEN = open_fields(StoredTrial)
 
 
 def check_value(value: Any, where: str) -> None:
@@ -84,24 +117,25 @@ def quick_ok(data: bytes, value: Any = None) -> bool:
     """True when the JSON text `data` (parsed: `value`) cannot break a limit, so `check_value` need
     not walk it.
 
-    A trial record (its `reports` typed by its schema): no part outside them nested past MAX_DEPTH
-    or holding an integer past 64 bits, in one walk. Any other value: no run of 19 digits (so every
-    integer fits in 64 bits) and few brackets, or no part nested past MAX_DEPTH.
+    A trial record decoded into its schema (`StoredTrial`): no part of a field the schema leaves
+    free (`TRIAL_OPEN`) nested past MAX_DEPTH or holding an integer past 64 bits, in one walk.
+    Any other value: no run of 19 digits (so every integer fits in 64 bits) and few brackets, or
+    no part nested past MAX_DEPTH.
     """
     if type(value) is dict and "reports" in value:
-        return _fits(value, 0, skip=SCHEMA_CHECKED)
+        return _fits({k: v for k, v in value.items() if k in TRIAL_OPEN}, 0)
     if long_digits(data):
         return False
     return data.count(b"[") + data.count(b"{") <= MAX_DEPTH or _fits(value, 0)
 
 
-def _fits(node: Any, depth: int, skip: frozenset[str] = frozenset()) -> bool:
+def _fits(node: Any, depth: int) -> bool:
     """True when no non-empty list or mapping inside `node` (a list or mapping `depth` levels
-    down; its keys in `skip` left out) lies MAX_DEPTH levels down and no integer in it is past 64
-    bits: `check_value`'s rules, in a recursion that stops there (JSON values: exact types)."""
+    down) lies MAX_DEPTH levels down and no integer in it is past 64 bits: `check_value`'s rules,
+    in a recursion that stops there (JSON values: exact types)."""
     kind = type(node)
     if kind is dict:
-        children = node.values() if not skip else [v for k, v in node.items() if k not in skip]
+        children = node.values()
     elif kind is list:
         children = node
     else:

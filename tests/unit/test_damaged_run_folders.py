@@ -65,11 +65,11 @@ def test_a_non_finite_decision_number_gets_a_sentence(run, capsys):
 
 
 @pytest.mark.parametrize("depth", [62, 63, 64, 65, 66])
-@pytest.mark.parametrize("where", ["config", "errors", "top", "reports"])
+@pytest.mark.parametrize("where", ["config", "inputs", "top", "reports"])
 def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
     """`quick_ok` skips the walk only where `check_value` would pass: a value nested to the limit,
-    in a trial record with a hundred reports (most of its brackets) or in a small record, at every
-    depth around it."""
+    in a field the trial schema leaves free (`config`, `inputs.files`) of a record with a hundred
+    reports (most of its brackets) or in a small record, at every depth around it."""
     from planner._store.bounds import check_value, quick_ok
 
     deep = json.loads("[" * depth + "[1]" + "]" * depth)
@@ -78,7 +78,7 @@ def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
     value = {
         "top": deep,
         "config": {"trial_id": "t", "status": "completed", "config": {"x": deep}, "reports": []},
-        "errors": {**record, "errors": [{"type": "E", "message": "m", "traceback": deep}]},
+        "inputs": {**record, "inputs": {"argv": [], "files": {"data.csv": {"x": deep}}}},
         "reports": {**record, "reports": [*reports, {"step": 1, "metrics": {"x": deep}}]},
     }[where]
     try:
@@ -87,3 +87,21 @@ def test_the_quick_bounds_check_gives_the_walks_verdict(depth, where):
     except RunError:
         walked = False
     assert quick_ok(json.dumps(value).encode(), value) is walked
+
+
+@pytest.mark.parametrize("depth", [62, 66, 5000])
+def test_a_deep_value_where_the_trial_schema_has_a_shape_is_refused_by_the_schema(depth):
+    """The limits walk only the fields the schema leaves free; a deep value in a typed field
+    (`errors[0].traceback`, a string) is the schema's refusal, naming that field."""
+    from planner._store.schema import decode
+
+    deep = "[" * depth + "[1]" + "]" * depth
+    line = (
+        '{"trial_id": "t", "status": "failed", "reports": [], '
+        f'"errors": [{{"type": "E", "message": "m", "traceback": {deep}}}]}}'
+    ).encode()
+    with pytest.raises(RunError) as refused:
+        decode("trials.jsonl", line, "line 1 of trials.jsonl")
+    message = str(refused.value)
+    assert "line 1 of trials.jsonl" in message
+    assert "errors[0].traceback" in message or "deeper than" in message, message
