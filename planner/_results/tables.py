@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import math
 import os
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, cast
 
@@ -78,7 +79,6 @@ class RunResults:
     data: dict[str, Any] = field(
         default_factory=dict
     )  # the splits trials logged (planner._data.checks.data_summary)
-    events: list[dict[str, Any]] = field(default_factory=list)  # events.jsonl, in order
     looks: list[dict[str, Any]] = field(
         default_factory=list
     )  # sequential confirmation: one per arm and look
@@ -86,6 +86,15 @@ class RunResults:
         default_factory=list
     )  # reevals.jsonl: one per `plan reeval`
     lineage: dict[str, Any] | None = None  # lineage.json (docs/lineage.md)
+    # events.jsonl is read when `events` is first asked for: a reader of the tables alone does not
+    # pay for a log of every trial's start and end
+    _read_events: Callable[[], list[dict[str, Any]]] = field(default=list, repr=False)
+
+    @cached_property
+    def events(self) -> list[dict[str, Any]]:
+        """events.jsonl's records, in order (read on first use: RunError if the file is
+        damaged)."""
+        return self._read_events()
 
     @property
     def run_state(self) -> str:
@@ -149,7 +158,6 @@ def load_run(
         records = [
             r for r in records if r.get("status") != RUNNING
         ]  # the facts are of ended trials
-        events = folder.events().records
         notes += collector.notes
         plan = folder.plan()
         decision_doc = folder.decisions() or {}
@@ -175,7 +183,7 @@ def load_run(
             notes=notes,
             data=data_summary(records, facts.contract_get(contract, "data")),
             cost=cost_by_arm(records, contract),
-            events=events,
+            _read_events=lambda: folder.events().records,
             looks=_looks(decision_doc),
             reevals=folder.reevals().records,
             lineage=folder.json("lineage.json"),
@@ -208,21 +216,27 @@ def _float_array(values: Sequence[Any]) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
-def _int_array(values: Sequence[Any]) -> np.ndarray:
-    """Steps the schema typed (whole or fractional numbers up to 2**53, None) as int64: None as -1
-    (its report broke the protocol)."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except TypeError:
-        return np.array([-1 if v is None else v for v in values], dtype=np.int64)
+def _steps(parts: list[np.ndarray]) -> np.ndarray:
+    """The step column from its parts, held as float64 (the schema bounds a step to 2**53, which a
+    double holds exactly): int64, a fractional step cut to its whole part as numpy casts it, a
+    missing step (None, read as NaN) as -1, its report having broken the protocol."""
+    steps = np.concatenate(parts) if parts else np.array([], dtype=np.float64)
+    missing = np.isnan(steps)
+    if missing.any():
+        steps[missing] = -1
+    return steps.astype(np.int64)
+
+
+_STEP, _TIME, _METRICS = itemgetter("step"), itemgetter("time_s"), itemgetter("metrics")
 
 
 class _Collector:
     """Columns of the reports table, gathered one trial record at a time.
 
-    Reports go straight into typed buffers (8 bytes a value) and the record is
-    slimmed (its reports dropped) before the next one is read, so memory holds
-    columns, never a million report dicts.
+    A record's reports become one float64 block (its steps, times and each metric's values, one
+    conversion in numpy) and the record is slimmed (its reports dropped) before the next one is
+    read, so memory holds 8 bytes a value, never a million report dicts. The columns are the
+    blocks' rows, joined once at the end.
     """
 
     def __init__(
@@ -232,11 +246,9 @@ class _Collector:
         self.want = want_reports
         self.metrics = None if metrics is None else set(metrics)
         self.records: list[TrialRecord] = []
-        self.steps = array(
-            "q"
-        )  # typed buffers: 8 bytes a value, read by numpy without a copy at the end
-        self.times = array("d")
-        self.values = array("d")
+        self.steps: list[np.ndarray] = []  # one part a run: a metric's reports in one record
+        self.times: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
         self.run_trial: list[int] = []
         self.run_metric: list[int] = []
         self.run_length: list[int] = []
@@ -263,30 +275,35 @@ class _Collector:
         self.records.append(facts.slim_record(r, self.contract, names, limits=self.limits))
 
     def _add_regular(self, i: int, reps: list[Any]) -> set[str] | None:
-        """The common case, in tight comprehensions: every report has step, time_s and the same
-        metrics.
+        """The common case: every report has step, time_s and the same metrics.
 
-        Everything is computed before anything is stored, so a KeyError or TypeError
-        (an irregular report) leaves no trace and the general path takes over (None). The metric
-        names.
+        Everything is taken before anything is stored, so a KeyError or TypeError (an irregular
+        report) leaves no trace and the general path takes over (None). The metric names.
         """
         try:
-            mets = [p["metrics"] for p in reps]
+            mets = list(map(_METRICS, reps))
             names = sorted(set().union(*mets))
             last = mets[-1]
             finals = [last[n] for n in names]
-            columns = []
+            wanted: list[str] = []
+            block = None
             if self.want:
-                steps = _int_array([p["step"] for p in reps]).data.cast("B")
-                times = _float_array([p["time_s"] for p in reps]).data.cast("B")
                 wanted = [n for n in names if self.metrics is None or n in self.metrics]
-                columns = [(n, [m[n] for m in mets]) for n in wanted]
+                if wanted:
+                    block = _float_array(
+                        [
+                            list(map(_STEP, reps)),
+                            list(map(_TIME, reps)),
+                            *[list(map(itemgetter(n), mets)) for n in wanted],
+                        ]
+                    )
         except (KeyError, TypeError):
             return None
         for name, value in zip(names, finals, strict=True):
             self._final(name, i, value)
-        for name, vals in columns:  # the steps and times converted once, shared by the metrics
-            self._append(name, i, len(vals), _float_array(vals).data.cast("B"), steps, times)
+        if block is not None:  # the steps and times shared by the metrics' runs
+            for j, name in enumerate(wanted, start=2):
+                self._append(name, i, block[j], block[0], block[1])
         return set(names)
 
     def _add_irregular(self, i: int, reps: list[Any]) -> set[str]:
@@ -306,35 +323,22 @@ class _Collector:
                 s_i, t_i = [step_i[j] for j in keep], [time_i[j] for j in keep]
             self._final(name, i, vals[-1])
             if self.want and (self.metrics is None or name in self.metrics):
-                self._extend(name, i, vals, s_i, t_i)
+                self._append(name, i, _float_array(vals), _float_array(s_i), _float_array(t_i))
         return names
 
     def _final(self, name: str, i: int, last: Any) -> None:
         self.finals.setdefault(name, []).append((i, math.nan if last is None else float(last)))
 
-    def _extend(
-        self, name: str, i: int, vals: Sequence[Any], steps: Sequence[Any], times: Sequence[Any]
+    def _append(
+        self, name: str, i: int, values: np.ndarray, steps: np.ndarray, times: np.ndarray
     ) -> None:
-        # numpy converts a list in C, several times faster than array.extend; frombytes is then a
-        # copy
-        self._append(
-            name,
-            i,
-            len(vals),
-            (vals if isinstance(vals, np.ndarray) else _float_array(vals)).data.cast("B"),
-            (steps if isinstance(steps, np.ndarray) else _int_array(steps)).data.cast("B"),
-            (times if isinstance(times, np.ndarray) else _float_array(times)).data.cast("B"),
-        )
-
-    def _append(self, name: str, i: int, n: int, values: Any, steps: Any, times: Any) -> None:
-        """One run of `n` reports of metric `name` of record `i`: values and times as float64 bytes,
-        steps as int64 bytes."""
-        self.values.frombytes(values)
-        self.times.frombytes(times)
-        self.steps.frombytes(steps)
+        """One run of reports of metric `name` of record `i`: values, steps and times as float64."""
+        self.values.append(values)
+        self.times.append(times)
+        self.steps.append(steps)
         self.run_trial.append(i)
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
-        self.run_length.append(n)
+        self.run_length.append(len(values))
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[TrialRecord]]:
         """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
@@ -386,13 +390,13 @@ class _Collector:
                 ),
                 "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
                 "seed": _taken(trials["seed"].array, trial_idx),
-                "step": np.frombuffer(self.steps, dtype=np.int64),
+                "step": _steps(self.steps),
                 "metric": pd.Categorical.from_codes(
                     np.repeat(np.asarray(self.run_metric, dtype=_code_kind(metric_names)), lengths),
                     categories=metric_names,
                 ),
-                "value": np.frombuffer(self.values, dtype=np.float64),
-                "time_s": np.frombuffer(self.times, dtype=np.float64),
+                "value": np.concatenate(self.values),
+                "time_s": np.concatenate(self.times),
             },
             copy=False,
             # the columns are this frame's alone: no copy, no consolidated block, a lower peak
