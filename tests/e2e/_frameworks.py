@@ -16,9 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 DECIDED = {"accept", "reject", "inconclusive"}
 
 
-def run_example(name: str, tmp_path: Path, *, copy: bool = True):
+def run_example(name: str, tmp_path: Path, *, copy: bool = True, trials_per_arm: int | None = None):
     """`plan run` on examples/<name>/contract.yaml (a copy of the folder, for a command app);
-    (result, records)."""
+    (result, records). `trials_per_arm` tunes each arm with that many trials instead of the
+    example's (in the copy): each trial of a command app starts a Python process that imports its
+    framework, and what a test reads in every trial's reports does not need several per arm."""
     folder = REPO / "examples" / name
     if copy:
         folder = Path(
@@ -26,6 +28,11 @@ def run_example(name: str, tmp_path: Path, *, copy: bool = True):
                 folder, tmp_path / name, ignore=shutil.ignore_patterns("outputs", "runs")
             )
         )
+    if trials_per_arm is not None:
+        assert copy, "trials_per_arm changes the copy's contract, never the example's"
+        contract = yaml.safe_load((folder / "contract.yaml").read_text())
+        contract["tuning"]["trials_per_arm"] = trials_per_arm
+        (folder / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
     result = run(folder / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
     return result, read_jsonl(result.run_dir / "trials.jsonl")
 

@@ -29,7 +29,7 @@ def test_the_trainer_script_runs_unchanged_and_its_test_evaluation_is_the_held_o
 ):
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")  # the Trainer needs it with PyTorch
-    result, records = run_example("hf_trainer", tmp_path)
+    result, records = run_example("hf_trainer", tmp_path, trials_per_arm=1)
 
     check_every_planned_trial_recorded(result, records, tmp_path / "hf_trainer" / "contract.yaml")
     for (

@@ -31,7 +31,7 @@ def _metrics_csv(run_dir: Path, trial_id: str) -> list[dict]:
 
 def test_the_lightning_app_runs_unchanged_with_every_logged_name_read(ray_local, tmp_path):
     pytest.importorskip("lightning")
-    result, records = run_example("lightning", tmp_path)
+    result, records = run_example("lightning", tmp_path, trials_per_arm=1)
 
     check_every_planned_trial_recorded(result, records, tmp_path / "lightning" / "contract.yaml")
     # train_loss comes from Lightning's own epoch-end train rows: in every report of every trial
