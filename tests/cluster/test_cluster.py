@@ -659,9 +659,13 @@ def test_plan_run_survives_a_node_killed_mid_run(two_nodes, tmp_path):
     from tests.cluster.nodes import write_small_contract
 
     project = tmp_path / "experiment"
+    # one tuning trial an arm and two seeds: once the worker node is killed, every trial left runs
+    # on the head's one CPU, one after another, and a trial lost and retried needs no more of them
     contract = write_small_contract(
         project,
         name="cluster-kill",
+        trials_per_arm=1,
+        seeds=(0, 1),
         exposure=6,
         step_s=1.0,
         retries=1,
