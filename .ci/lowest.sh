@@ -3,14 +3,22 @@
 # pydantic, in a venv of its own (.venv-lowest), so that pyproject's lower bounds are versions CI ran.
 # The bounds are read from pyproject.toml itself: raising one there is the whole change.
 #
-#     bash .ci/lowest.sh            # called by .ci/run after `make test`
+#     bash .ci/lowest.sh            # the install, then the smoke
+#     bash .ci/lowest.sh install    # .ci/run: the install only, beside `make lint`'s own
+#     bash .ci/lowest.sh smoke      # .ci/run: the smoke only, after `make test`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-lowest
 PYTHON=${PYTHON:-python3}
 TORCH_VERSION=$(sed -n 's/^TORCH_VERSION := //p' Makefile)
+STEP=${1:-all}
+case "$STEP" in
+  all | install | smoke) ;;
+  *) echo "lowest.sh: no step $STEP (all, install or smoke)" >&2; exit 2 ;;
+esac
 start=$(date +%s)
 
+if [ "$STEP" != smoke ]; then
 rm -rf "$VENV"
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip uv
@@ -47,6 +55,8 @@ echo "lowest: $pins"
 "$VENV/bin/python" -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$TORCH_VERSION' else 'torch ' + torch.__version__ + ' was installed, not $TORCH_VERSION')"
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(ray|optuna|hydra-core|omegaconf|pandas|pydantic|numpy|torch) '
 echo "lowest: installed in $(($(date +%s) - start)) s"
+fi
+[ "$STEP" != install ] || exit 0
 
 # The smoke: the private names' check, a resumed sweep's study (OptunaSearch), validate's composing
 # (Hydra, pydantic) and plan run end to end (Ray Tune, Optuna, pandas): tuning with each sampler and
