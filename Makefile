@@ -38,12 +38,13 @@ demo: $(STAMP)
 
 # The unit tier on both cores (pytest-xdist: its tests share nothing); the e2e and browser tiers on
 # both cores too, a module to a worker (`--dist loadfile`: a module's shared runs are made once, and
-# each test's Ray, folders and processes are its own); the cluster tier, whose nodes are real
-# `ray start` processes on loopback ports, one test at a time.
+# each test's Ray, folders and processes are its own); the cluster tier the same way, a module to a
+# worker (its nodes are real `ray start` processes on ports the OS picks, in temp folders of their
+# own, and its trials mostly wait, so two clusters at once share the two cores).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -q tests/cluster $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/cluster $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)
