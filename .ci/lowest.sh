@@ -51,7 +51,7 @@ EOF
 )
 echo "lowest: $pins"
 # shellcheck disable=SC2086 # one argument a pin
-"$VENV/bin/uv" pip install --python "$VENV/bin/python" -q $pins -e . "pytest>=8" "pytest-timeout>=2.3"
+"$VENV/bin/uv" pip install --python "$VENV/bin/python" -q $pins -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
 "$VENV/bin/python" -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$TORCH_VERSION' else 'torch ' + torch.__version__ + ' was installed, not $TORCH_VERSION')"
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(ray|optuna|hydra-core|omegaconf|pandas|pydantic|numpy|torch) '
 echo "lowest: installed in $(($(date +%s) - start)) s"
@@ -61,7 +61,9 @@ fi
 # The smoke: the private names' check, a resumed sweep's study (OptunaSearch), validate's composing
 # (Hydra, pydantic) and plan run end to end (Ray Tune, Optuna, pandas): tuning with each sampler and
 # early-stopping rule, a decision, a resumed sweep.
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+# On both cores: these tests share no run (each makes its own folder), so each may go to either
+# worker, and a worker's Ray serves every test it gets.
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
   tests/unit/test_compat.py tests/unit/test_resumed_study.py tests/e2e/test_cli_validate.py \
   tests/e2e/test_run_e2e.py -k "test_compat or test_resumed_study or test_cli_validate \
       or strong_effect or matched_budget or grid_sampler or partial_tuning_sweep or resumed_sweep_draws"
