@@ -637,6 +637,26 @@ def _command_spec(
     )
 
 
+@pytest.mark.parametrize(("code", "reruns"), [(28, True), (13, False)])
+def test_a_script_that_died_of_an_oserror_records_its_errno(tmp_path, code, reruns):
+    """A full disk (errno 28) in the script is the machine's, so the trial runs again on resume; a
+    permission refused (errno 13) is the script's own failure, recorded."""
+    from planner._store.resume import failed_for_the_disk
+    from planner._trial.protocol import run_trial
+
+    record = run_trial(
+        _command_spec(
+            tmp_path,
+            f"""
+        planner.report(1, val_acc=0.5)
+        raise OSError({code}, os.strerror({code}), "checkpoint.bin")
+    """,
+        )
+    )
+    assert record["status"] == "failed" and record["errors"][-1]["errno"] == code
+    assert (failed_for_the_disk(record) is not None) is reruns
+
+
 def test_the_script_is_not_stopped_at_its_last_budget_step(tmp_path):
     """After its last report the script evaluates and saves; it is awaited, not stopped."""
     from planner._trial.protocol import run_trial
