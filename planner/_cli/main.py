@@ -85,9 +85,9 @@ _finite.__name__ = "finite number"
 
 def _run_folder(text: str) -> str:
     """A run folder argument: the folder, or the run a `latest` pointer names (the one resolver,
-    planner._store.live.resolve_run_dir); a bad pointer is a usage error with its sentence."""
+    planner._store.live.follow_latest); a bad pointer is a usage error with its sentence."""
     try:
-        return str(store_live.resolve_run_dir(text))
+        return str(store_live.follow_latest(text))
     except PlannerError as error:
         raise argparse.ArgumentTypeError(terminal_safe(str(error))) from None
 

@@ -102,7 +102,7 @@ from planner._store.live import (
     write_latest,
 )
 from planner._store.read import RunFolder, read_yaml
-from planner._store.resume import REWRITTEN, heal_files, resolve_run_dir, unfinished
+from planner._store.resume import REWRITTEN, heal_files, resumable_run_dir, unfinished
 from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
@@ -1072,7 +1072,7 @@ def _open_store(
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
         return store, None
-    store = RunStore.open(resolve_run_dir(resume, contract))
+    store = RunStore.open(resumable_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store, _check_trainable_unchanged(store.root, contract, contract_dir)

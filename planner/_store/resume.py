@@ -37,7 +37,7 @@ from planner._store.read import RunFolder, read_json
 REWRITTEN = ("state.json", "selection.json", "decisions.json", "identity.json", "lineage.json")
 
 
-def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
+def resumable_run_dir(resume: str | os.PathLike, contract) -> Path:
     """The run folder to resume, or a RunError saying why RUN_DIR is not one this contract may
     resume."""
     path = Path(resume)
