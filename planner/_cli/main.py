@@ -637,8 +637,8 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `plan` parser. With `command`, only that subcommand is built when its `_add_<command>`
-    exists (argparse spends about a millisecond a subcommand: a tenth of `plan validate`'s margin
-    over its imports); anything else gets every subcommand, for help and errors."""
+    exists (argparse's cost grows with each subcommand built, and every command pays it:
+    docs/speed.md); anything else gets every subcommand, for help and errors."""
     parser = argparse.ArgumentParser(
         prog="plan", description="Plan and run controlled ML training experiments."
     )

@@ -185,7 +185,7 @@ def _enter(spec: TrialSpec) -> None:
 # (its thread ends as Tune intends), Ray cancelling the task or the worker's SIGINT
 # (KeyboardInterrupt), a watchdog's limit (the watchdog's own verdict is recorded). Any other
 # BaseException a trainable raises is its error: a user's BaseException subclass left to Ray kills
-# a tuning run and cannot be deserialized by the driver (F7).
+# a tuning run and cannot be deserialized by the driver.
 _PROPAGATE = (SessionExit, KeyboardInterrupt, TrialLimit)
 
 _ERROR_TYPE = {

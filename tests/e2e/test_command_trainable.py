@@ -591,8 +591,7 @@ def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainabl
     assert trial.reports == []
 
 
-# ------------------------------------------ the script ends on its own (#24.2), a misnamed metric
-# (#24.6)
+# ------------------------------------------ the script ends on its own, a misnamed metric
 
 
 def _command_spec(
