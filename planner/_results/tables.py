@@ -68,17 +68,7 @@ class RunResults:
     selection: dict[str, Any] | None = None
     configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     lock: dict[str, Any] | None = None
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    violations: list[dict[str, Any]] = field(default_factory=list)
-    heldout: dict[str, Any] = field(default_factory=dict)
-    budget: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    cost: list[dict[str, Any]] = field(
-        default_factory=list
-    )  # per arm, apart from the decision (cost.py)
-    data: dict[str, Any] = field(
-        default_factory=dict
-    )  # the splits trials logged (planner._data.checks.data_summary)
     looks: list[dict[str, Any]] = field(
         default_factory=list
     )  # sequential confirmation: one per arm and look
@@ -86,8 +76,10 @@ class RunResults:
         default_factory=list
     )  # reevals.jsonl: one per `plan reeval`
     lineage: dict[str, Any] | None = None  # lineage.json (docs/lineage.md)
-    # events.jsonl is read when `events` is first asked for: a reader of the tables alone does not
-    # pay for a log of every trial's start and end
+    # What a report needs beyond the tables is worked out when first asked for, so a reader of
+    # the tables alone does not pay for it: the ended trials' slim records (reports dropped) the
+    # facts below are drawn from, and events.jsonl, a log of every trial's start and end.
+    _records: list[TrialRecord] = field(default_factory=list, repr=False)
     _read_events: Callable[[], list[dict[str, Any]]] = field(default=list, repr=False)
 
     @cached_property
@@ -95,6 +87,36 @@ class RunResults:
         """events.jsonl's records, in order (read on first use: RunError if the file is
         damaged)."""
         return self._read_events()
+
+    @cached_property
+    def failures(self) -> list[dict[str, Any]]:
+        """The trials that did not complete, with their last error (planner's facts)."""
+        return facts.failures(self._records)
+
+    @cached_property
+    def violations(self) -> list[dict[str, Any]]:
+        """Every protocol violation the trials logged or their reports show."""
+        return facts.violations(self._records, self.contract)
+
+    @cached_property
+    def heldout(self) -> dict[str, Any]:
+        """The held-out metric's ledger: which trials saw it, in which phase."""
+        return facts.heldout_ledger(self._records, self.contract)
+
+    @cached_property
+    def budget(self) -> dict[str, Any]:
+        """The budget used against the contract's."""
+        return facts.budget_used(self._records, self.contract, self.state, self.plan)
+
+    @cached_property
+    def cost(self) -> list[dict[str, Any]]:
+        """Per arm, what it cost, apart from the decision (trials, trial-seconds, ...)."""
+        return cost_by_arm(self._records, self.contract)
+
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        """The data splits the trials logged (counts and fingerprints, never ids)."""
+        return data_summary(self._records, facts.contract_get(self.contract, "data"))
 
     @property
     def run_state(self) -> str:
@@ -144,7 +166,7 @@ def load_run(
     collector = _Collector(contract, want_reports=reports, metrics=metrics)
     # Python's cyclic collector stays paused through the whole read: what is built here lives to
     # the end, so a collection on the way frees nothing, and the first after a pause walks all of
-    # it. The records and the collector are dropped before it resumes.
+    # it. The collector (its column parts) is dropped before it resumes.
     with rf.paused_gc():
         for record in folder.iter_trials(notes):
             collector.add(record)
@@ -176,19 +198,14 @@ def load_run(
             selection=folder.selection(),
             configs=folder.configs(),
             lock=folder.lock(),
-            failures=facts.failures(records),
-            violations=facts.violations(records, contract),
-            heldout=facts.heldout_ledger(records, contract),
-            budget=facts.budget_used(records, contract, state, plan),
             notes=notes,
-            data=data_summary(records, facts.contract_get(contract, "data")),
-            cost=cost_by_arm(records, contract),
+            _records=records,
             _read_events=lambda: folder.events().records,
             looks=_looks(decision_doc),
             reevals=folder.reevals().records,
             lineage=folder.json("lineage.json"),
         )
-        del records, collector
+        del collector
     return results
 
 
