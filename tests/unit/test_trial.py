@@ -67,7 +67,7 @@ def test_a_retry_that_succeeds_completes_and_keeps_the_first_error(tmp_path):
 def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
     record = run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"))
     assert record["status"] == "completed"
-    # issue 11 item 6: one violation per trial, at its first step (was one per step: 3)
+    # one violation per trial, at its first step, not one per step
     assert [(v["kind"], v["step"]) for v in record["violations"]] == [("heldout_in_tuning", 1)]
     confirm = run_trial(
         spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c")
