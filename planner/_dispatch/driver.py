@@ -38,6 +38,7 @@ from planner._core.errors import (
     MlflowTrackingError,
     RunError,
     UsageError,
+    disk_failed,
 )
 from planner._core.lazy import lazy_import
 from planner._core.records import (
@@ -101,7 +102,7 @@ from planner._store.live import (
     write_latest,
 )
 from planner._store.read import RunFolder, read_yaml
-from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
+from planner._store.resume import REWRITTEN, heal_files, resumable_run_dir, unfinished
 from planner._store.schema import check_trial
 from planner._store.writer import RunStore
 from planner._trial.attempts import Ledger
@@ -1039,7 +1040,7 @@ def _announce(root: Path, stream) -> None:
         write_latest(root.parent.parent, root.parent.name, root.name)
         follow = shown_path(root.parent / "latest")
     except (OSError, RunError) as error:
-        if disk_error(error):
+        if disk_failed(error):
             raise
         note = f"note: {shown_path(root.parent / 'latest')} not written: {error}"
         print(terminal_safe(note), file=sys.stderr)
@@ -1071,7 +1072,7 @@ def _open_store(
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
         return store, None
-    store = RunStore.open(resolve_run_dir(resume, contract))
+    store = RunStore.open(resumable_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store, _check_trainable_unchanged(store.root, contract, contract_dir)
@@ -1344,9 +1345,8 @@ class _End:
             self.decisions = runner.decide(self.state)
         # a full disk: the steps below may fail too; the lock is released and Ray stopped
         except OSError as failure:
-            if not disk_error(
-                failure
-            ):  # anything else that kept decisions.json from being written is said
+            # anything else that kept decisions.json from being written is said
+            if not disk_failed(failure):
                 decide_error = failure
                 self.state, self.reason = (
                     RunState.FAILED,

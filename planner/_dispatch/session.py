@@ -33,7 +33,13 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    PlannerError,
+    RunError,
+    disk_error,
+    disk_failed,
+)
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
@@ -41,7 +47,6 @@ from planner._dispatch.keeper import start_trial_files
 from planner._dispatch.worker import WORKER_ENV
 from planner._store.files import open_inside
 from planner._store.identity import trainable_search_path  # noqa: F401 - the driver's and reeval's name for it
-from planner._store.resume import disk_error
 
 ray = lazy_import("ray")  # imported when a command starts or joins Ray
 # Ray's private names, checked against the installed Ray when first used (as Ray starts)
@@ -471,8 +476,8 @@ def start_local_ray(attempts: int = 3, **options) -> None:
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
-            certain = disk_error(error) or isinstance(error, PermissionError)
-            if certain:  # a disk that cannot be written fails every attempt alike: said at once
+            # a disk that cannot be written (or may not be) fails every attempt alike: said at once
+            if isinstance(error, OSError) and disk_error(error) is not None:
                 raise RunError(
                     f"could not start a local Ray: {error}; Ray writes its session under "
                     f"{_ray_temp_root()} (set RAY_TMPDIR to move it): give it a disk it can write"
@@ -654,10 +659,10 @@ def final_state(
         return RunState.COMPLETED, "all planned trials ended", None
     if isinstance(error, KeyboardInterrupt):
         return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", HANDLED
-    if isinstance(error, OSError) and disk_error(error):
+    if disk_failed(error):
         reason = (
             f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
-            f"kept; free space and resume with --resume {run_dir}"
+            f"kept; free space (or mend the disk) and resume with --resume {run_dir}"
         )
         return RunState.FAILED, reason, raised_from(RunError(reason))
     if isinstance(error, PlannerError):

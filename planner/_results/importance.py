@@ -34,7 +34,7 @@ MIN_TRIALS = (
 )
 # trials told to the study at most: past it, an even spread of them (PED-ANOVA's ranking of a
 # few parameters settles well before; its cost grows with the trials)
-MAX_TRIALS = 300
+MAX_TRIALS = 200
 
 
 @dataclass(frozen=True)

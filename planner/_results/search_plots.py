@@ -65,10 +65,14 @@ def _values(frame: pd.DataFrame, metric: str) -> np.ndarray:
 def trial_hover(frame: pd.DataFrame, keys: Sequence[str]) -> list[str]:
     """Per trial of `frame`: its id and tuned values, as plotly hover text."""
     ids = frame["trial_id"].astype(str).tolist()
-    columns = [(key, frame[f"param.{key}"].tolist()) for key in keys if f"param.{key}" in frame]
+    columns = [
+        (f"{label(key)} = ", frame[f"param.{key}"].tolist())
+        for key in keys
+        if f"param.{key}" in frame
+    ]
     out = []
     for i, tid in enumerate(ids):
-        values = ", ".join(f"{label(key)} = {_shown(col[i])}" for key, col in columns)
+        values = ", ".join(name + _shown(col[i]) for name, col in columns)
         out.append(label(tid) + (f"<br>{values}" if values else ""))
     return out
 

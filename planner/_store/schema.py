@@ -191,6 +191,7 @@ SCHEMAS: dict[str, Any] = {
 # ---------------------------------------------------------------- decoding
 
 _TRIAL = msgspec.json.Decoder(StoredTrial)
+_TYPED = {name: msgspec.json.Decoder(schema) for name, schema in SCHEMAS.items()}
 _ANY = msgspec.json.Decoder()
 _DAMAGED = "this is not a file a run wrote (the folder is damaged or was edited)"
 
@@ -238,6 +239,16 @@ def decode(name: str, data: bytes, where: str) -> Any:
         check_bounds(value, data, where)
         _violations(value, where)
         return value
+    typed = _TYPED.get(name)
+    if typed is not None:  # the common case: the text decoded straight into its type checks it
+        try:
+            typed.decode(data)
+        except (msgspec.DecodeError, RecursionError):
+            pass  # not an object of that shape, or NaN tokens: the general path says which
+        else:
+            value = _ANY.decode(data)  # the value as written (the typed one drops undescribed keys)
+            check_bounds(value, data, where)
+            return value
     value = _untyped(data, where)
     check_bounds(value, data, where)
     schema = SCHEMAS.get(name)
