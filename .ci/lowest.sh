@@ -51,12 +51,16 @@ EOF
 )
 echo "lowest: $pins"
 # shellcheck disable=SC2086 # one argument a pin
-"$VENV/bin/uv" pip install --python "$VENV/bin/python" -q $pins -e . "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
+# planner's dependencies only (read from pyproject.toml, nothing built): the install may run beside
+# `make`'s, whose editable install of planner writes planner.egg-info in this tree; the smoke step
+# installs planner itself, alone.
+"$VENV/bin/uv" pip install --python "$VENV/bin/python" -q $pins -r pyproject.toml "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5"
 "$VENV/bin/python" -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$TORCH_VERSION' else 'torch ' + torch.__version__ + ' was installed, not $TORCH_VERSION')"
 "$VENV/bin/python" -m pip list 2>/dev/null | grep -iE '^(ray|optuna|hydra-core|omegaconf|pandas|pydantic|numpy|torch) '
 echo "lowest: installed in $(($(date +%s) - start)) s"
 fi
 [ "$STEP" != install ] || exit 0
+"$VENV/bin/uv" pip install --python "$VENV/bin/python" -q --no-deps -e .
 
 # The smoke: the private names' check, a resumed sweep's study (OptunaSearch), validate's composing
 # (Hydra, pydantic) and plan run end to end (Ray Tune, Optuna, pandas): tuning with each sampler and
