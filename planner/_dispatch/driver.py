@@ -58,17 +58,12 @@ from planner._data.checks import data_violations, invalid_reasons
 from planner._dispatch.cluster import resolve_address
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.progress import Progress, make_display
-from planner._dispatch.sequential_confirm import SequentialConfirmation, confirm_in_looks
-from planner._dispatch.session import (
-    HANDLED,
-    RAY_LOST,
-    RunSession,
-    final_state,
-    importing_meanwhile,
-    raised_from,
+from planner._dispatch.ray_shutdown import (
     ray_shutdown_deferred,  # noqa: F401 - the CLI's name for it (it imports only the driver)
-    trainable_search_path,
 )
+from planner._dispatch.ray_start import importing_meanwhile
+from planner._dispatch.sequential_confirm import SequentialConfirmation, confirm_in_looks
+from planner._dispatch.session import HANDLED, RAY_LOST, RunSession, final_state, raised_from
 from planner._dispatch.specs import Dispatch, at_budget
 from planner._lineage import record as lineage_record
 from planner._lineage.record import forking_lines
@@ -92,6 +87,7 @@ from planner._store.identity import (
     add_used_packages,
     files_read_refusal,
     run_identity,
+    trainable_search_path,
 )
 from planner._store.live import (
     STUDIES_FILE,
