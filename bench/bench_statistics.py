@@ -526,7 +526,7 @@ def sequential_power_table() -> str:
 
 def quantized_a_a_table() -> str:
     """Issue 11 item 3: A/A false accepts on a coarse metric, every test, fixed and sequential."""
-    from planner._stats.calibration import GRID, MIN_EFFECT, SD, quantized_false_accept
+    from tests._calibration import GRID, MIN_EFFECT, SD, quantized_false_accept
 
     sims = 20_000
     rows = []
@@ -566,7 +566,7 @@ def quantized_a_a_table() -> str:
 def edges_a_a_table() -> str:
     """Issue 20 item 6: A/A false accepts with diverged seeds, ties and a large offset, every test,
     fixed."""
-    from planner._stats.calibration import (
+    from tests._calibration import (
         EDGES,
         LEVEL,
         MIN_EFFECT,
@@ -611,7 +611,7 @@ def edges_a_a_table() -> str:
 def offset_table() -> str:
     """Issue 20 item 6: a real spread far from 0 is no degenerate spread; the same data at offset 0
     and 1e10."""
-    from planner._stats.calibration import OFFSET, OFFSET_SD, offset_check
+    from tests._calibration import OFFSET, OFFSET_SD, offset_check
 
     sims = 20_000
     rows = []

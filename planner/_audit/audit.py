@@ -19,7 +19,7 @@ from typing import Any
 
 from planner._audit import control as _control
 from planner._audit.evidence import Evidence, read_evidence
-from planner._audit.findings import SYMPTOMS, Finding, _g, find_all
+from planner._audit.findings import Finding, _g, find_all
 from planner._audit.recipes import missing_evidence, what_ran
 from planner._core.text import terminal_safe
 from planner._core.text_tables import text_table
@@ -35,10 +35,6 @@ class Audit:
     next: dict[str, Any] | None
     cost: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def symptoms(self) -> list[Finding]:
-        return [f for f in self.findings if f.code in SYMPTOMS]
 
 
 def audit_run(run_dir: str | os.PathLike) -> Audit:

@@ -86,9 +86,9 @@ _finite.__name__ = "finite number"
 
 def _run_folder(text: str) -> str:
     """A run folder argument: the folder, or the run a `latest` pointer names (the one resolver,
-    planner._store.live.resolve_run_dir); a bad pointer is a usage error with its sentence."""
+    planner._store.live.follow_latest); a bad pointer is a usage error with its sentence."""
     try:
-        return str(store_live.resolve_run_dir(text))
+        return str(store_live.follow_latest(text))
     except PlannerError as error:
         raise argparse.ArgumentTypeError(terminal_safe(str(error))) from None
 
@@ -638,8 +638,8 @@ def _cmd_log(args: argparse.Namespace) -> int:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The `plan` parser. With `command`, only that subcommand is built when its `_add_<command>`
-    exists (argparse spends about a millisecond a subcommand: a tenth of `plan validate`'s margin
-    over its imports); anything else gets every subcommand, for help and errors."""
+    exists (argparse's cost grows with each subcommand built, and every command pays it:
+    docs/speed.md); anything else gets every subcommand, for help and errors."""
     parser = argparse.ArgumentParser(
         prog="plan", description="Plan and run controlled ML training experiments."
     )

@@ -1,7 +1,7 @@
 """Compose each arm's effective config: base + config.overrides + the arm's overrides.
 
 Hydra does the composing (its config directory, defaults lists and override
-grammar). A compose costs tens of milliseconds, so we compose once per distinct
+grammar). A compose reads and merges the config folder, so we compose once per distinct
 set of *group* overrides (`optimizer=adam`) and apply plain value overrides
 (`optimizer.lr=0.1`, `+x=1`, `~x`) with OmegaConf, which is what Hydra itself
 does after composition. Arms that differ only in values cost one compose in all.

@@ -99,8 +99,8 @@ def storage_problem(uri: str) -> str | None:
 def _no_items() -> list[Any]:
     """An empty list: `default_factory=list` as a Python function. pydantic reads the signature of
     each default factory when it compiles a model, and the builtin `list`'s is parsed from its text
-    signature with `tokenize` (its first use compiles tokenize's patterns: 2-3 ms of `plan
-    validate`'s first contract)."""
+    signature with `tokenize`, whose first use compiles tokenize's patterns, on every `plan
+    validate` (docs/speed.md)."""
     return []
 
 

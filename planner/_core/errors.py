@@ -1,25 +1,22 @@
 """One exception tree for the whole planner, and the one table of exit codes.
 
-    PlannerError                      every error the planner raises on purpose (exit 1)
-     +-- UsageError                   bad command line, unreadable file (exit 2)
-     +-- ContractError                the contract is invalid; carries Diagnostics (exit 1)
-     |    +-- ContractFileError       the contract file cannot be read at all (also a UsageError:
-     exit 2) +-- RunError                     a run cannot start or go on (lock held, hash changed,
-     ...) (exit 3)
-     |    +-- RunLockedError          another `plan run` holds the run folder
-     |    +-- LinkedFileError         a file of a run folder to be written is a link (hard or
-     symbolic) or special
-     |    +-- DiskError               the disk planner writes to is full, read-only or refuses it
-     +-- TrialProtocolError           a trainable broke the reporting protocol (fails that trial)
+    PlannerError                  every error the planner raises on purpose (exit 1)
+     +-- UsageError               bad command line, unreadable file (exit 2)
+     +-- ContractError            the contract is invalid; carries Diagnostics (exit 1)
+     |    +-- ContractFileError   the contract file cannot be read (also a UsageError: exit 2)
+     +-- RunError                 a run cannot start or go on (lock held, hash changed...) (exit 3)
+     |    +-- RunLockedError      another `plan run` holds the run folder
+     |    +-- LinkedFileError     a file of a run folder to be written is a link or special
+     |    +-- DiskError           the disk planner writes to is full, read-only or refuses it
+     +-- TrialProtocolError       a trainable broke the reporting protocol (fails that trial)
      |    +-- CommandConfigMismatchError   a script composed another config than the contract's
-     +-- CommandError                 a `command:` trainable did not end well (fails the attempt)
+     +-- CommandError             a `command:` trainable did not end well (fails the attempt)
      |    +-- CommandFailedError      non-zero exit, or could not start
      |    +-- CommandTimeoutError     past its time limit (also a TimeoutError)
      |    +-- CommandMemoryError      past its memory limit (also a MemoryError)
      |    +-- CommandNoReportError    exited 0 without a report (also a TrialProtocolError)
-     +-- MlflowTrackingError          MLflow missing or refusing, or a run folder it cannot read
-     +-- LineageError                 a baseline from a run that cannot be read, a refused
-     promotion (code P7xx, exit 1)
+     +-- MlflowTrackingError      MLflow missing or refusing, or a run folder it cannot read
+     +-- LineageError             an unreadable baseline run, a refused promotion (P7xx, exit 1)
 
 The CLI prints `str(error)` for any PlannerError and returns its `exit_code`,
 never a traceback; anything else is an internal bug (EXIT_INTERNAL) and gets a
@@ -31,6 +28,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Sequence
+from typing import TypeGuard
 
 EXIT_OK = 0
 EXIT_INVALID = 1
@@ -118,19 +116,32 @@ class DiskError(RunError):
     the machine, said in a sentence (`disk_error`), never an internal error."""
 
 
-# What the machine says when a disk cannot take a write, and what to do about it
+# What the machine says when a disk refuses planner (or a trainable) a file, and what to do about
+# it: the one table of the errnos read as the machine's refusal, never as a bug of planner's.
 _DISK_ERRNOS = {
     errno.ENOSPC: ("cannot write", "free space on that disk, then run the command again"),
     errno.EDQUOT: ("cannot write", "free space within your quota, then run the command again"),
     errno.EROFS: ("cannot write", "give a folder on a disk that can be written"),
+    errno.EIO: ("cannot use", "check that disk (the system log says what failed), then run again"),
     errno.EACCES: ("cannot use", "give a path you may read and write, or fix its permissions"),
     errno.EPERM: ("cannot use", "give a path you may read and write, or fix its permissions"),
 }
+# Of those, the ones that say the disk itself failed, for whoever writes to it and wherever: full,
+# over quota, read-only, failing. A permission error refuses one path to one user; these refuse
+# every write, so a run whose own writes meet one stops, resumable once the disk is back.
+DISK_FAILED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO})
+# Of those, the ones that fail a trial without being its result (it is not recorded, and runs
+# again on `--resume`): no space, and a failing disk, which the machine's owner mends. Not a
+# read-only disk: the run's own disk gone read-only refuses the driver's writes too (the trial keeps
+# no record and runs again anyway), so a trial that met one wrote to a read-only path of its own
+# choosing, and would meet it again at every resume. Not a permission error, for the same reason:
+# a file the trainable may not open is its own bug, recorded as its failure.
+TRIAL_RERUN = DISK_FAILED - {errno.EROFS}
 
 
 def disk_error(error: OSError, where: str | None = None) -> DiskError | None:
     """A DiskError with its sentence for an OSError a disk raised (full, over quota, read-only,
-    not permitted), naming the file or `where`; None for any other OSError."""
+    failing, not permitted), naming the file or `where`; None for any other OSError."""
     said = _DISK_ERRNOS.get(error.errno or 0)
     if said is None:
         return None
@@ -140,12 +151,19 @@ def disk_error(error: OSError, where: str | None = None) -> DiskError | None:
     return DiskError(f"{verb}{place}: {error.strerror or error}; {advice}")
 
 
+def disk_failed(error: BaseException) -> TypeGuard[OSError]:
+    """True for an OSError that says the disk itself failed (`DISK_FAILED`): a run that meets one
+    in its own writes stops, and is resumed once the disk is back."""
+    return isinstance(error, OSError) and error.errno in DISK_FAILED
+
+
 class TrialProtocolError(PlannerError):
     """A trainable broke the reporting protocol: the trial fails, it is not retried."""
 
 
 class CommandError(PlannerError):
-    """The command did not end well. `stderr_tail` holds its last lines of stderr."""
+    """The command did not end well. `stderr_tail` holds its last lines of stderr; `errno`, the
+    errno of the OSError a Python script died of (its last line of stderr), or None."""
 
     def __init__(
         self,
@@ -155,11 +173,13 @@ class CommandError(PlannerError):
         returncode: int | None = None,
         stderr_tail: str = "",
         attempt_dir: str | None = None,
+        errno: int | None = None,
     ):
         self.argv = list(argv)
         self.returncode = returncode
         self.stderr_tail = stderr_tail
         self.attempt_dir = attempt_dir
+        self.errno = errno
         text = message
         if attempt_dir:
             text += f" (logs in {attempt_dir})"

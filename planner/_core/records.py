@@ -69,6 +69,7 @@ class TrialError(TypedDict, total=False):
     message: str | None
     traceback: str | None
     status: str | None
+    errno: Whole | None  # the OSError's errno, when the attempt died of one
 
 
 class Violation(TypedDict, total=False):

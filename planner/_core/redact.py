@@ -595,7 +595,8 @@ def _spellings(value: str) -> list[str]:
 def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
     """One pattern for any of `words` that takes the longest of those starting at one place, as
     `a|b|...` longest first does, written as a trie: a search tries each first character once a
-    place, not each word (the spellings of five secrets, about 40: 13 us a KiB of text, not 26)."""
+    place, not each word, so the cost of a scrub grows with the text, not with the number of
+    spellings the secrets have."""
     trie: dict[str, dict] = {}
     for word in words:
         node = trie

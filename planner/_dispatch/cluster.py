@@ -19,8 +19,8 @@ them as plain values that dispatch passes to Ray:
   node id and IP (one machine can hold several nodes, so the hostname is not
   enough), and `trials_per_node()` counts records by it.
 
-Everything here is pure except `node_facts()` and `cluster_nodes()`, which
-need a connected Ray; Ray is imported only inside them.
+Everything here is pure except `node_facts()`, which reads the connected Ray
+when there is one; Ray is imported only inside it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from planner._contract.model import Budget, Resources
 from planner._core.errors import UsageError
 from planner._core.lazy import lazy_import
 
-ray = lazy_import("ray")  # only node_facts and cluster_nodes call Ray, once it is connected
+ray = lazy_import("ray")  # only node_facts calls Ray, once it is connected
 
 # Never shipped from the contract's folder: run folders, VCS data, environments, caches.
 # Ray reads these like .gitignore lines, relative to the folder shipped.
@@ -142,11 +142,6 @@ def unfit_reason(request: Mapping[str, float], nodes: Iterable[Mapping[str, Any]
         f"no node of the Ray cluster can hold one trial of budget.resources ({wanted}); "
         f"the nodes offer: {offered}. Lower budget.resources or add a node that has them"
     )
-
-
-def cluster_nodes() -> list[dict[str, Any]]:
-    """`ray.nodes()` of the connected cluster (needs `ray.init` first)."""
-    return list(ray.nodes())
 
 
 # ---------------------------------------------------------------- code

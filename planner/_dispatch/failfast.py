@@ -1,5 +1,4 @@
-"""Fail fast: stop a run whose first trials can only fail, instead of spending its budget (issue
-#20.5).
+"""Fail fast: stop a run whose first trials can only fail, instead of spending its budget.
 
 Two signs, each over the first trials of the run (`FAIL_FAST_K` of them, docs/running.md):
 

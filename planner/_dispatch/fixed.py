@@ -83,7 +83,7 @@ def running_for(spec: TrialSpec, submitted_at: float) -> float:
 def completed_reports(spec: TrialSpec) -> list[dict] | None:
     """The reports of a trial whose last attempt of this session ended `completed` in its attempt
     ledger and whose reports are on disk (a command's `attempt-<n>/reports.jsonl`) up to the full
-    exposure: its result exists, whatever happened to its worker afterwards (#20.2). None when not
+    exposure: its result exists, whatever happened to its worker afterwards. None when not
     so. Asked only when the worker kept no record (`kept_record`): it died between the attempt's
     end and its record."""
     mine = Ledger.of(spec).mine()

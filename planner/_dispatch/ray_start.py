@@ -14,12 +14,11 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from planner._core.errors import RunError
+from planner._core.errors import RunError, disk_error
 from planner._core.lazy import lazy_import
 from planner._dispatch.cluster import resolve_address, resources_for, runtime_env_for, unfit_reason
 from planner._dispatch.ray_logs import RAY_LOG, ray_logs_to_run_folder, stderr_to_ray_log
 from planner._dispatch.worker import WORKER_ENV
-from planner._store.resume import disk_error
 
 ray = lazy_import("ray")  # imported when a command starts or joins Ray
 # Ray's private names, checked against the installed Ray when first used (as Ray starts)
@@ -308,8 +307,8 @@ def start_local_ray(attempts: int = 3, **options) -> None:
             return
         except Exception as error:  # Ray raises a bare Exception for a start-up timeout
             ray.shutdown()
-            certain = disk_error(error) or isinstance(error, PermissionError)
-            if certain:  # a disk that cannot be written fails every attempt alike: said at once
+            # a disk that cannot be written (or may not be) fails every attempt alike: said at once
+            if isinstance(error, OSError) and disk_error(error) is not None:
                 raise RunError(
                     f"could not start a local Ray: {error}; Ray writes its session under "
                     f"{_ray_temp_root()} (set RAY_TMPDIR to move it): give it a disk it can write"

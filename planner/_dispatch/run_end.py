@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from planner._core.errors import EXIT_INCOMPLETE, EXIT_NO_VALUE, EXIT_OK, FailedFast, RunError
+from planner._core.errors import (
+    EXIT_INCOMPLETE,
+    EXIT_NO_VALUE,
+    EXIT_OK,
+    FailedFast,
+    RunError,
+    disk_failed,
+)
 from planner._core.records import TrialRecord, error_groups, final_value, note_groups
 from planner._core.status import FAILED, RunState, StopReason, TrialStatus
 from planner._core.text import noun, shown_path
@@ -18,7 +25,6 @@ from planner._dispatch.session import HANDLED, RAY_LOST, final_state, raised_fro
 from planner._lineage import record as lineage_record
 from planner._store.facts import heldout_tuning_trials
 from planner._store.identity import add_files_read, add_used_packages
-from planner._store.resume import disk_error
 
 # decisions that test nothing: the run exits 4 even when it completed (docs/running.md, exit codes)
 UNDECIDED = ("invalid", "incomplete")
@@ -110,9 +116,8 @@ class RunEnd:
             self.decisions = runner.decide(self.state)
         # a full disk: the steps below may fail too; the lock is released and Ray stopped
         except OSError as failure:
-            if not disk_error(
-                failure
-            ):  # anything else that kept decisions.json from being written is said
+            # anything else that kept decisions.json from being written is said
+            if not disk_failed(failure):
                 decide_error = failure
                 self.state, self.reason = (
                     RunState.FAILED,

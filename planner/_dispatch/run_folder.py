@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._contract.paths import config_diff
-from planner._core.errors import RunError, UsageError
+from planner._core.errors import RunError, UsageError, disk_failed
 from planner._core.redact import Redactor
 from planner._core.text import shown_path, terminal_safe, yaml_value
 from planner._core.version import VERSION
@@ -23,7 +23,7 @@ from planner._store.files import refuse_in_place
 from planner._store.identity import files_read_refusal, run_identity, trainable_search_path
 from planner._store.live import write_latest
 from planner._store.read import RunFolder, read_yaml
-from planner._store.resume import REWRITTEN, disk_error, heal_files, resolve_run_dir, unfinished
+from planner._store.resume import REWRITTEN, heal_files, resumable_run_dir, unfinished
 from planner._store.writer import RunStore
 
 
@@ -37,7 +37,7 @@ def announce(root: Path, stream) -> None:
         write_latest(root.parent.parent, root.parent.name, root.name)
         follow = shown_path(root.parent / "latest")
     except (OSError, RunError) as error:
-        if disk_error(error):
+        if disk_failed(error):
             raise
         note = f"note: {shown_path(root.parent / 'latest')} not written: {error}"
         print(terminal_safe(note), file=sys.stderr)
@@ -62,7 +62,7 @@ def open_store(
         store = RunStore.create(runs_dir, contract.name)
         store.redactor = redactor
         return store, None
-    store = RunStore.open(resolve_run_dir(resume, contract))
+    store = RunStore.open(resumable_run_dir(resume, contract))
     store.redactor = redactor
     _check_logged_configs(store.root, configs)  # configs are recorded exactly (never scrubbed)
     return store, _check_trainable_unchanged(store.root, contract, contract_dir)

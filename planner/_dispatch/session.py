@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError
+from planner._core.errors import EXIT_INCOMPLETE, PlannerError, RunError, disk_failed
 from planner._core.lazy import lazy_import
 from planner._core.status import RunState, StopReason
 from planner._dispatch.cluster import resolve_address
@@ -32,7 +32,6 @@ from planner._dispatch.stop_signals import (
     restore_stop_signals,
     stops_deferred_while_ray_starts,
 )
-from planner._store.resume import disk_error
 
 ray = lazy_import("ray")  # imported when a command starts or joins Ray
 
@@ -135,10 +134,10 @@ def final_state(
         return RunState.COMPLETED, "all planned trials ended", None
     if isinstance(error, KeyboardInterrupt):
         return RunState.INTERRUPTED, "stopped by the user (Ctrl-C or SIGTERM)", HANDLED
-    if isinstance(error, OSError) and disk_error(error):
+    if disk_failed(error):
         reason = (
             f"cannot write the run folder {run_dir}: {error.strerror}; what ended is "
-            f"kept; free space and resume with --resume {run_dir}"
+            f"kept; free space (or mend the disk) and resume with --resume {run_dir}"
         )
         return RunState.FAILED, reason, raised_from(RunError(reason))
     if isinstance(error, PlannerError):

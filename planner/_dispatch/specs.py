@@ -42,7 +42,7 @@ from planner._dispatch.nodes import FIRST_CHECK_S, NodeGuard
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
 from planner._store.identity import trainable_search_path
-from planner._store.resume import failed_for_a_full_disk
+from planner._store.resume import failed_for_the_disk
 from planner._trial.command import command_trainable
 from planner._trial.spec import TrialSpec
 
@@ -266,12 +266,12 @@ class Dispatch:
         """A trial's record: checked across trials, written, kept; the listener hears of it when
         `heard`."""
         self.started_params.pop(record["trial_id"], None)
-        full = failed_for_a_full_disk(record)
-        if full is not None:  # the machine's failure, not the trial's result: it runs again
+        disk = failed_for_the_disk(record)
+        if disk is not None:  # the machine's failure, not the trial's result: it runs again
             raise RunError(
-                f"trial {record['trial_id']} failed on a full disk ({full}); that is not its "
-                f"result, so it is not recorded: free space, then resume with --resume "
-                f"{self.store.root}, which runs it again"
+                f"trial {record['trial_id']} failed on a full or failing disk ({disk}); that is "
+                f"not its result, so it is not recorded: free space (or mend the disk), then "
+                f"resume with --resume {self.store.root}, which runs it again"
             )
         self._check_data(record)
         self.store.record_trial(record)

@@ -12,6 +12,7 @@ trials.jsonl is skipped and listed in `run.notes`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -30,8 +31,9 @@ from planner._core.status import RunState
 from planner._core.text import spreadsheet_safe
 from planner._data.checks import data_summary
 from planner._results.cost import cost_by_arm
-from planner._store import facts
+from planner._store import cache, facts
 from planner._store import read as rf
+from planner._store.cache import Gathered
 from planner._store.files import write_atomic
 from planner._store.live import RUNNING, running_records
 
@@ -163,24 +165,24 @@ def load_run(
     contract = folder.contract()
     info = folder.run_info()
     notes: list[str] = []
-    collector = _Collector(contract, want_reports=reports, metrics=metrics)
+    state = folder.state() or {}
+    running = state.get("state") == RunState.RUNNING
     # Python's cyclic collector stays paused through the whole read: what is built here lives to
     # the end, so a collection on the way frees nothing, and the first after a pause walks all of
-    # it. The collector (its column parts) is dropped before it resumes.
+    # it.
     with rf.paused_gc():
-        for record in folder.iter_trials(notes):
-            collector.add(record)
-        state = folder.state() or {}
-        if state.get("state") == RunState.RUNNING:  # trials still running: their curves so far
-            ended = {str(r.get("trial_id")) for r in collector.records}
-            planned = facts.plan_entries(folder.plan())
-            for live in running_records(folder.path, planned, ended):
-                collector.add(cast(TrialRecord, live))  # record-shaped (running_records)
-        trials, report_frame, records = collector.frames()
+        # A large journal of a run that is not running is read once: what the read gathers is
+        # kept in the user's cache under its bytes' SHA-256 (planner._store.cache).
+        digest = None if running else folder.trials_digest()
+        if digest is None:
+            gathered = _read(folder, contract, running, notes, reports, metrics)
+        else:
+            gathered = _only(_read_cached(folder, contract, digest, notes), reports, metrics)
+        trials, report_frame, records = _frames(gathered, contract, notes)
+        del gathered
         records = [
             r for r in records if r.get("status") != RUNNING
         ]  # the facts are of ended trials
-        notes += collector.notes
         plan = folder.plan()
         decision_doc = folder.decisions() or {}
         results = RunResults(
@@ -205,8 +207,70 @@ def load_run(
             reevals=folder.reevals().records,
             lineage=folder.json("lineage.json"),
         )
-        del collector
     return results
+
+
+def _read(
+    folder: rf.RunFolder,
+    contract: dict[str, Any],
+    running: bool,
+    notes: list[str],
+    reports: bool = True,
+    metrics: list[str] | None = None,
+) -> Gathered:
+    """trials.jsonl read and gathered (and, while the run runs, the curves of its running trials
+    so far)."""
+    collector = _Collector(contract, want_reports=reports, metrics=metrics)
+    for record in folder.iter_trials(notes):
+        collector.add(record)
+    if running:
+        ended = {str(r.get("trial_id")) for r in collector.records}
+        planned = facts.plan_entries(folder.plan())
+        for live in running_records(folder.path, planned, ended):
+            collector.add(cast(TrialRecord, live))  # record-shaped (running_records)
+    return collector.gathered()
+
+
+def _read_cached(
+    folder: rf.RunFolder, contract: dict[str, Any], digest: str, notes: list[str]
+) -> Gathered:
+    """What reading the journal whose bytes hash to `digest` gathers: from the cache, or read
+    (every report of every metric, so that the entry serves every reader) and then kept there
+    when the journal did not change while it was read."""
+    name = cache.key(digest, facts.report_limits(contract))
+    gathered = cache.load(name)
+    if gathered is None:
+        read_notes: list[str] = []
+        gathered = _read(folder, contract, False, read_notes)
+        gathered.notes = read_notes
+        if folder.trials_digest() == digest:
+            cache.store(name, gathered)
+    notes += gathered.notes
+    return gathered
+
+
+def _only(gathered: Gathered, reports: bool, metrics: list[str] | None) -> Gathered:
+    """`gathered` with only the reports a reader asked for: none, or those of `metrics` (the
+    metric codes renumbered in the order they were first met, as a read that gathered only
+    them numbers them)."""
+    if reports and metrics is None:
+        return gathered
+    names = gathered.metric_names
+    kept = [code for code, name in enumerate(names) if reports and name in set(metrics or ())]
+    renumber = np.full(max(len(names), 1), -1, dtype=np.int64)
+    renumber[kept] = np.arange(len(kept))
+    runs = renumber[gathered.run_metric] >= 0 if len(names) else np.zeros(0, dtype=bool)
+    rows = np.repeat(runs, gathered.run_length)
+    return dataclasses.replace(
+        gathered,
+        metric_names=[names[code] for code in kept],
+        run_trial=gathered.run_trial[runs],
+        run_metric=renumber[gathered.run_metric[runs]],
+        run_length=gathered.run_length[runs],
+        steps=gathered.steps[rows],
+        times=gathered.times[rows],
+        values=gathered.values[rows],
+    )
 
 
 def _looks(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -272,7 +336,6 @@ class _Collector:
         self.metric_code: dict[str, int] = {}
         self.finals: dict[str, list[tuple[int, float]]] = {}
         self.n_reports: list[int] = []
-        self.notes: list[str] = []
         self.limits = facts.report_limits(contract)
 
     def add(self, r: TrialRecord) -> None:
@@ -357,67 +420,85 @@ class _Collector:
         self.run_metric.append(self.metric_code.setdefault(name, len(self.metric_code)))
         self.run_length.append(len(values))
 
-    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame, list[TrialRecord]]:
-        """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
-        records = self.records
-        last: dict[Any, int] = {}
-        for i, r in enumerate(records):
-            last[r["trial_id"]] = i
-        keep = None
-        if len(last) < len(records):
-            keep = np.zeros(len(records), dtype=bool)
-            keep[list(last.values())] = True
-            self.notes.append(
-                f"{len(records) - len(last)} trial(s) were logged twice; "
-                "the last record of each is used"
-            )
-        trials = _trial_frame(records, self.n_reports, self.finals, facts.arm_names(self.contract))
-        reports = self._report_frame(trials, len(records))
-        if keep is not None:
-            trials = trials[keep].reset_index(drop=True)
-            if len(reports):
-                rows = keep[self._trial_index()]
-                reports = reports[rows].reset_index(drop=True)
-            records = [r for r, k in zip(records, keep, strict=True) if k]
-        return trials, reports, records
-
-    def _trial_index(self) -> np.ndarray:
-        """The trial of every report row (int32 below 2**31 trials: half the memory of a million
-        int64)."""
-        lengths = np.asarray(self.run_length, dtype=np.int64)
-        kind = np.int32 if len(self.records) < 2**31 else np.int64
-        return np.repeat(np.asarray(self.run_trial, dtype=kind), lengths)
-
-    def _report_frame(self, trials: pd.DataFrame, n: int) -> pd.DataFrame:
-        phase_cat, arm_cat = trials["phase"].array, trials["arm"].array
-        if not self.want or not self.run_length:
-            return _empty_reports(phase_cat, arm_cat)
-        trial_idx = self._trial_index()
-        lengths = np.asarray(self.run_length, dtype=np.int64)
-        metric_names = sorted(self.metric_code, key=self.metric_code.__getitem__)
-        ids = trials["trial_id"].to_numpy(dtype=object)
-        id_cat = pd.Categorical(
-            ids
-        )  # ids may repeat (a trial logged twice): categories stay unique
-        return pd.DataFrame(
-            {
-                "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
-                "phase": pd.Categorical.from_codes(
-                    phase_cat.codes[trial_idx], dtype=phase_cat.dtype
-                ),
-                "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
-                "seed": _taken(trials["seed"].array, trial_idx),
-                "step": _steps(self.steps),
-                "metric": pd.Categorical.from_codes(
-                    np.repeat(np.asarray(self.run_metric, dtype=_code_kind(metric_names)), lengths),
-                    categories=metric_names,
-                ),
-                "value": np.concatenate(self.values),
-                "time_s": np.concatenate(self.times),
-            },
-            copy=False,
-            # the columns are this frame's alone: no copy, no consolidated block, a lower peak
+    def gathered(self) -> Gathered:
+        """What was gathered, the parts of each column joined."""
+        return Gathered(
+            records=self.records,
+            n_reports=self.n_reports,
+            finals=self.finals,
+            metric_names=sorted(self.metric_code, key=self.metric_code.__getitem__),
+            run_trial=np.asarray(self.run_trial, dtype=np.int64),
+            run_metric=np.asarray(self.run_metric, dtype=np.int64),
+            run_length=np.asarray(self.run_length, dtype=np.int64),
+            steps=_steps(self.steps),
+            times=_joined(self.times),
+            values=_joined(self.values),
+            notes=[],
         )
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.array([], dtype=np.float64)
+
+
+def _frames(
+    g: Gathered, contract: dict[str, Any], notes: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, list[TrialRecord]]:
+    """(trials, reports, the slim records kept); a trial logged twice keeps its last record."""
+    records = g.records
+    last: dict[Any, int] = {}
+    for i, r in enumerate(records):
+        last[r["trial_id"]] = i
+    keep = None
+    if len(last) < len(records):
+        keep = np.zeros(len(records), dtype=bool)
+        keep[list(last.values())] = True
+        notes.append(
+            f"{len(records) - len(last)} trial(s) were logged twice; "
+            "the last record of each is used"
+        )
+    trials = _trial_frame(records, g.n_reports, g.finals, facts.arm_names(contract))
+    reports = _report_frame(trials, g)
+    if keep is not None:
+        trials = trials[keep].reset_index(drop=True)
+        if len(reports):
+            rows = keep[_trial_index(g)]
+            reports = reports[rows].reset_index(drop=True)
+        records = [r for r, k in zip(records, keep, strict=True) if k]
+    return trials, reports, records
+
+
+def _trial_index(g: Gathered) -> np.ndarray:
+    """The trial of every report row (int32 below 2**31 trials: half the memory of a million
+    int64)."""
+    kind = np.int32 if len(g.records) < 2**31 else np.int64
+    return np.repeat(g.run_trial.astype(kind), g.run_length)
+
+
+def _report_frame(trials: pd.DataFrame, g: Gathered) -> pd.DataFrame:
+    phase_cat, arm_cat = trials["phase"].array, trials["arm"].array
+    if not len(g.run_length):
+        return _empty_reports(phase_cat, arm_cat)
+    trial_idx = _trial_index(g)
+    ids = trials["trial_id"].to_numpy(dtype=object)
+    id_cat = pd.Categorical(ids)  # ids may repeat (a trial logged twice): categories stay unique
+    return pd.DataFrame(
+        {
+            "trial_id": pd.Categorical.from_codes(id_cat.codes[trial_idx], dtype=id_cat.dtype),
+            "phase": pd.Categorical.from_codes(phase_cat.codes[trial_idx], dtype=phase_cat.dtype),
+            "arm": pd.Categorical.from_codes(arm_cat.codes[trial_idx], dtype=arm_cat.dtype),
+            "seed": _taken(trials["seed"].array, trial_idx),
+            "step": g.steps,
+            "metric": pd.Categorical.from_codes(
+                np.repeat(g.run_metric.astype(_code_kind(g.metric_names)), g.run_length),
+                categories=g.metric_names,
+            ),
+            "value": g.values,
+            "time_s": g.times,
+        },
+        copy=False,
+        # the columns are this frame's alone: no copy, no consolidated block, a lower peak
+    )
 
 
 def _taken(column: Any, rows: np.ndarray) -> Any:

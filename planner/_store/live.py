@@ -9,7 +9,7 @@ report` read both for the trials that have no record yet. Every file is opened t
 planner._store.files (no link followed).
 
 `runs/<contract name>/latest` is a small file (never a link) holding the id of the run that started
-last there; `resolve_run_dir` turns it, or a run folder, into the run folder every command reads.
+last there; `follow_latest` turns it, or a run folder, into the run folder every command reads.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def write_latest(runs_dir: str | os.PathLike, name: str, run_id: str) -> None:
     write_atomic(base / LATEST, run_id + "\n", root=base, durable=False)
 
 
-def resolve_run_dir(run_dir: str | os.PathLike) -> Path:
+def follow_latest(run_dir: str | os.PathLike) -> Path:
     """The run folder a command reads: `run_dir` itself, or the run a `latest` pointer file names.
 
     A `latest` that is a plain file holds a run id: the folder of that name beside it. Anything

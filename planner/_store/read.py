@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import yaml
 
 from planner._core.errors import RunError, UsageError
 from planner._core.records import TrialRecord
+from planner._store import cache
 from planner._store.bounds import too_deep
 from planner._store.facts import slim_record
 from planner._store.files import LINE_CAP, open_stream, read_inside
@@ -270,6 +272,17 @@ class RunFolder:
     def iter_trials(self, notes: list[str]) -> Iterator[TrialRecord]:
         """trials.jsonl streamed, each record decoded and checked (memory stays flat)."""
         return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path)
+
+    def trials_digest(self) -> str | None:
+        """The SHA-256 of trials.jsonl's bytes when the file is large enough for the read cache
+        (planner._store.cache.MIN_BYTES), else None; opened as every read of it is."""
+        handle = open_stream(self.path, self.file("trials.jsonl"))
+        if handle is None:
+            return None
+        with handle:
+            if os.fstat(handle.fileno()).st_size < cache.MIN_BYTES:
+                return None
+            return hashlib.file_digest(handle, "sha256").hexdigest()
 
     def events(self) -> JsonLines[dict[str, Any]]:
         return read_jsonl(self.file("events.jsonl"), root=self.path)

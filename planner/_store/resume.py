@@ -22,25 +22,22 @@
 
 from __future__ import annotations
 
-import errno
 import os
-import re
 from pathlib import Path
 from typing import Any
 
-from planner._core.errors import RunError
+from planner._core.errors import TRIAL_RERUN, RunError
 from planner._core.records import error_of
 from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
-DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 # the files of a run folder a resume replaces whole (write_atomic): a folder planted in place of
 # one is refused up front (files.refuse_in_place), never found at the end, when the decision could
 # no longer be written
 REWRITTEN = ("state.json", "selection.json", "decisions.json", "identity.json", "lineage.json")
 
 
-def resolve_run_dir(resume: str | os.PathLike, contract) -> Path:
+def resumable_run_dir(resume: str | os.PathLike, contract) -> Path:
     """The run folder to resume, or a RunError saying why RUN_DIR is not one this contract may
     resume."""
     path = Path(resume)
@@ -120,17 +117,13 @@ def unfinished(store, records: dict[str, dict]) -> dict[str, dict | None]:
     return out
 
 
-_FULL_DISK = re.compile(rf"\[Errno ({errno.ENOSPC}|{errno.EDQUOT})\]")
-
-
-def failed_for_a_full_disk(record: dict[str, Any]) -> str | None:
-    """The error of a trial that failed because a disk was full or over quota (a checkpoint written
-    into trial.dir on the run's full disk), or None. Such a failure is the machine's, not the
-    trial's result: the driver does not record it, it stops the run, and `--resume` runs the trial
-    again once there is room."""
-    said = error_of(record)
-    return said if said is not None and _FULL_DISK.search(said) else None
-
-
-def disk_error(error: BaseException) -> bool:
-    return isinstance(error, OSError) and error.errno in DISK_ERRNOS
+def failed_for_the_disk(record: dict[str, Any]) -> str | None:
+    """The error of a trial that failed because a disk was full, over quota or failing (a
+    checkpoint written into trial.dir on the run's full disk): its last error's `errno` is one of
+    `TRIAL_RERUN`. None for any other trial. Such a failure is the machine's, not the trial's
+    result: the driver does not record it, it stops the run, and `--resume` runs the trial again
+    once the disk is mended."""
+    errors = record.get("errors") or []
+    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+    code = last.get("errno")
+    return error_of(record) if isinstance(code, int) and code in TRIAL_RERUN else None

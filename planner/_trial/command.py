@@ -90,6 +90,8 @@ ENV_TRIAL_ID = "PLANNER_TRIAL_ID"
 ENV_TRIAL_DIR = "PLANNER_TRIAL_DIR"
 
 STDERR_TAIL_LINES = 50
+# The last line of a Python script that died of an uncaught OSError ("OSError: [Errno N] ...")
+_OSERROR_LINE = re.compile(r"(?:[\w.]+\.)?\w*Error: \[Errno (\d{1,5})\] ")
 
 
 class CommandTrial(Protocol):
@@ -262,18 +264,20 @@ class _Run:
         self, cls: type[CommandError], message: str, returncode: int | None = None
     ) -> CommandError:
         tail = self.stderr.tail_text(STDERR_TAIL_LINES)
-        if (
-            returncode
-        ):  # the script's own last word (its exception's line) in the message's first line
+        died_of = None
+        if returncode:  # the script's own last word (its exception's line) in the message
             last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
             if last and last not in message:
                 message = f"{message}: {last[:300]}"
+            # a Python script that died of an OSError says its errno only in that line
+            died_of = _OSERROR_LINE.match(last)
         return cls(
             message,
             argv=self.argv,
             returncode=returncode,
             stderr_tail=tail,
             attempt_dir=str(self.attempt_dir),
+            errno=int(died_of.group(1)) if died_of else None,
         )
 
     def start(self, cwd: Path, env: Mapping[str, str]) -> CommandProcesses:

@@ -185,7 +185,7 @@ def _enter(spec: TrialSpec) -> None:
 # (its thread ends as Tune intends), Ray cancelling the task or the worker's SIGINT
 # (KeyboardInterrupt), a watchdog's limit (the watchdog's own verdict is recorded). Any other
 # BaseException a trainable raises is its error: a user's BaseException subclass left to Ray kills
-# a tuning run and cannot be deserialized by the driver (F7).
+# a tuning run and cannot be deserialized by the driver.
 _PROPAGATE = (SessionExit, KeyboardInterrupt, TrialLimit)
 
 _ERROR_TYPE = {
@@ -225,7 +225,11 @@ def _attempt(
         # ran it (a report's "where" read planner/_trial/command.py for a script that called
         # sys.exit(3))
         trace = (exc.stderr_tail or "") if isinstance(exc, CommandError) else traceback.format_exc()
-        return RAISED, _error(n, type(exc).__name__, scrub(str(exc)), scrub(trace))
+        error = _error(n, type(exc).__name__, scrub(str(exc)), scrub(trace))
+        code = exc.errno if isinstance(exc, (OSError, CommandError)) else None
+        if isinstance(code, int):  # the driver reads it: a full disk is not the trial's result
+            error["errno"] = code
+        return RAISED, error
     if trial.last_step == spec.budget and (never := never_reported(spec, trial)):
         return TrialStatus.PROTOCOL_ERROR, _error(n, "TrialProtocolError", never, "")
     missing = missing_splits(spec, trial)

@@ -60,6 +60,37 @@ def _interval_short(budget: int, steps: list[int]) -> str:
     )
 
 
+def _last_evaluation_missed(spec: TrialSpec, steps: list[int]) -> str:
+    """When the reports came at one interval (a single report: at its own step from 0) and the next
+    would have been at the budget itself: the clause that says the script stopped before its last
+    evaluation ('' otherwise). A loop over range(N) steps ends at step N-1 and never reaches its
+    evaluation at step N (makemore's `step % 500 == 0` before `step += 1`)."""
+    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
+    if len(steps) >= 2 and len(gaps) == 1:
+        (every,) = gaps
+    elif len(steps) == 1 and steps[0] > 0:
+        every = steps[0]
+    else:
+        return ""
+    budget = spec.budget
+    if every <= 0 or steps[-1] + every != budget:
+        return ""
+    command = spec.extra.get("command") or {}
+    key = command.get("budget_key")
+    way_out = (
+        f"or leave {key} out of command.budget_key and set it in config.values one past the "
+        f"budget ({key}: {budget + 1}), so that its last evaluation is at step {budget}"
+        if key
+        else f"or have it train one step past the budget, so that it evaluates at step {budget}"
+    )
+    return (
+        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}) and "
+        f"stopped one interval short: its next evaluation would have been at step {budget}, the "
+        "budget itself. A loop over range(N) steps ends at step N-1 and never reaches its "
+        f"evaluation at step N: have the script evaluate after its last step too, {way_out}"
+    )
+
+
 def why_short(
     spec: TrialSpec,
     last_step: int | None,
@@ -111,6 +142,8 @@ def why_short(
         )
     if steps and (interval := _interval_short(spec.budget, steps)):
         return interval
+    if steps and (missed := _last_evaluation_missed(spec, steps)):
+        return missed
     if last_step is not None and last_step < spec.budget:
         return (
             "; a script that ends its training early by itself (Lightning's EarlyStopping, "

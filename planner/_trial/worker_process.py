@@ -21,21 +21,21 @@ _AT_MOST = (
 def release_memory(trial_s: float, trainable_module: str | None = None) -> None:
     """Give freed memory back to the system, so a reused worker starts its next trial small.
 
-    A full collection walks every object of the process (Ray, Tune, torch...: 40-100 ms in a
-    worker), and malloc_trim walks the C heap (about 1 ms), so each runs after a trial only when it
-    costs at most a twentieth of the trial's own time (`trial_s`); after a shorter trial the young
-    generations are collected, and the interpreter's own collections do the rest. A thousand
-    trivial trials no longer spend most of their workers' time in the collector.
+    A full collection walks every object of the process (Ray, Tune, torch...), and malloc_trim
+    walks the C heap, so each runs after a trial only when it costs at most a twentieth of the
+    trial's own time (`trial_s`); after a shorter trial the young generations are collected, and
+    the interpreter's own collections do the rest. A thousand trivial trials no longer spend most
+    of their workers' time in the collector.
 
     In a Ray worker, what is still alive after its first trial's full collection (the modules it
     imported: Ray, Tune, the trainable's torch or Lightning, and their caches) is moved out of the
     collector's sight (`gc.freeze`), once: those objects live as long as the process, and every
-    later full collection walks only what trials made since (2 ms instead of 50-60 ms in a worker
-    that imported Ray Tune, measured here), so it runs after nearly every trial. Objects frozen are
-    still freed when nothing refers to them; only a cycle among them would stay: a module is one
-    (its functions refer to its globals), so the function trainable's module (`trainable_module`),
-    which the next trial executes anew anyway, is let go and collected first, its globals with it
-    (a dataset it loaded at import), never frozen."""
+    later full collection walks only what trials made since (docs/speed.md measures it), so it runs
+    after nearly every trial. Objects frozen are still freed when nothing refers to them; only a
+    cycle among them would stay: a module is one (its functions refer to its globals), so the
+    function trainable's module (`trainable_module`), which the next trial executes anew anyway,
+    is let go and collected first, its globals with it (a dataset it loaded at import), never
+    frozen."""
     if not _if_cheap(trial_s, _FULL_COLLECTION_S, gc.collect):
         gc.collect(1)
     elif not _FROZEN[0] and _in_ray_worker():

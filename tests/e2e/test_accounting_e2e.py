@@ -1,4 +1,4 @@
-"""Every planned trial is accounted for (issue #20.1): a `command:` script that takes 3 s to exit on
+"""Every planned trial is accounted for: a `command:` script that takes 3 s to exit on
 SIGTERM, tuned under ASHA with reused Tune actors, ends with a record for every planned trial.
 
 Before: Tune waits TUNE_FUNCTION_THREAD_TIMEOUT_S (2 s) for the stopped trial of a reused actor,
@@ -126,7 +126,7 @@ def test_a_trial_ray_drops_runs_again_or_is_recorded_with_rays_reason_and_the_ar
             assert "tuning budget not matched" not in d["reason"]
 
 
-# ------------------------------------------------------------------ fail fast (#20.5)
+# ------------------------------------------------------------------ fail fast
 
 FAST = {
     "trials_per_arm": 6,

@@ -1,4 +1,4 @@
-"""An argparse script, unchanged, under `plan run` (issue 24.4): the config goes as `--key value`
+"""An argparse script, unchanged, under `plan run`: the config goes as `--key value`
 flags (the seed, the budget and the tuned values included), the flags are the names its `--help`
 lists, and a script that refuses its flags shows argparse's own usage error."""
 

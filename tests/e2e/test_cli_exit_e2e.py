@@ -1,5 +1,5 @@
 """How `plan` ends its process (planner._cli.main._exit_now): as Python's own exit does, less the
-teardown of every module (issue 23). What a normal exit guarantees still holds: the exit code is
+teardown of every module. What a normal exit guarantees still holds: the exit code is
 the command's, every exit handler runs, every byte printed reaches a pipe, a thread that is not a
 daemon is waited for."""
 

@@ -1,5 +1,5 @@
-"""A cut-short `command:` trial continues from its checkpoint (#21.4), and keeps only what `keep`
-says (#24.5).
+"""A cut-short `command:` trial continues from its checkpoint, and keeps only what `keep`
+says.
 
 A real Lightning app (tests/trainables/lightning_resume) saves a checkpoint every epoch and ends its
 process after epoch 3 of a fresh start, as a lost node would; the trial's retry gets

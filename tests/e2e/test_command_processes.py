@@ -1,4 +1,4 @@
-"""A trial's processes end with it (#22.4): real scripts whose children try to outlive them.
+"""A trial's processes end with it: real scripts whose children try to outlive them.
 
 The script starts a `setsid` child and four double-forked children (re-parented away from it), each
 holding memory; the planner's supervisor (planner._core.supervisor), their child subreaper, counts

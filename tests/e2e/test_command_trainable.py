@@ -591,8 +591,7 @@ def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainabl
     assert trial.reports == []
 
 
-# ------------------------------------------ the script ends on its own (#24.2), a misnamed metric
-# (#24.6)
+# ------------------------------------------ the script ends on its own, a misnamed metric
 
 
 def _command_spec(
@@ -635,6 +634,26 @@ def _command_spec(
         retries=retries,
         extra={"command": command.to_dict()},
     )
+
+
+@pytest.mark.parametrize(("code", "reruns"), [(28, True), (13, False)])
+def test_a_script_that_died_of_an_oserror_records_its_errno(tmp_path, code, reruns):
+    """A full disk (errno 28) in the script is the machine's, so the trial runs again on resume; a
+    permission refused (errno 13) is the script's own failure, recorded."""
+    from planner._store.resume import failed_for_the_disk
+    from planner._trial.protocol import run_trial
+
+    record = run_trial(
+        _command_spec(
+            tmp_path,
+            f"""
+        planner.report(1, val_acc=0.5)
+        raise OSError({code}, os.strerror({code}), "checkpoint.bin")
+    """,
+        )
+    )
+    assert record["status"] == "failed" and record["errors"][-1]["errno"] == code
+    assert (failed_for_the_disk(record) is not None) is reruns
 
 
 def test_the_script_is_not_stopped_at_its_last_budget_step(tmp_path):

@@ -1,4 +1,4 @@
-"""Fault injection against a real local Ray: every fault of issue #5, and what the run folder keeps.
+"""Fault injection against a real local Ray: the faults a run meets, and what the run folder keeps.
 
 Each test injects a real fault (a SIGKILLed driver or worker, a trainable that
 raises, hangs, allocates or prints without end, a torn file, a second driver, a

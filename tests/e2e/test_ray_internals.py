@@ -1,5 +1,5 @@
 """What tuning's start no longer imports: Tune's callback usage tag without the logger
-integrations, and SciPy's optimize and stats outside sequential looks (issue 23)."""
+integrations, and SciPy's optimize and stats outside sequential looks."""
 # ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 
 from __future__ import annotations
@@ -84,8 +84,7 @@ print(json.dumps(sorted(m for m in ("scipy.optimize", "scipy.stats") if m in sys
 def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process_when_shut_down():
     """The Ray internals the start and the shutdown lean on are there (a Ray without them would
     only be slower), the node wait is the polled one, the head starts only the GCS and the raylet
-    (no autoscaler monitor, log monitor or dashboard API server: issue 23; its dashboard agent
-    minimal), and the shutdown leaves none of Ray's processes."""
+    (no autoscaler monitor, log monitor or dashboard API server; its dashboard agent minimal), and the shutdown leaves none of Ray's processes."""
     got = _fresh("""
 import inspect, json, os, sys
 import psutil, ray

@@ -1,4 +1,4 @@
-"""The record is what ran (issue 24.1, 21.6, 24.7): under `plan run`, every trial's recorded config
+"""The record is what ran: under `plan run`, every trial's recorded config
 is the config the Hydra app composed (its `.hydra/config.yaml`), with the seed, the budget and the
 tuned values planner sets, and the keys that interpolate them; `${hydra:runtime.output_dir}` is
 allowed and kept."""

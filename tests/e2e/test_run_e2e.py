@@ -153,8 +153,7 @@ def test_a_crashing_arm_is_incomplete_with_its_traceback_in_the_run_folder(
 ):
     path = write(tmp_path, trainable="tests.trainables.synthetic:crash", failures={"retries": 1})
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    # the run ended (completed), but an arm has no usable confirmation value: exit 4 (issue 11 item
-    # 5), not 0
+    # the run ended (completed), but an arm has no usable confirmation value: exit 4, not 0
     assert result.state == "completed" and result.exit_code == 4
     assert decision(result)["decision"] == "incomplete"
     crashed = [r for r in records(result) if r["arm"] == "treat"]

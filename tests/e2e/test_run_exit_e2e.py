@@ -1,4 +1,4 @@
-"""`plan run` prints its result before it shuts its embedded Ray down (issue #23.1), and exits only
+"""`plan run` prints its result before it shuts its embedded Ray down, and exits only
 after: a real `plan run` subprocess with its own Ray. When the result's first line is on stdout,
 the run folder is already closed: state.json and run_ended say `completed`, the lock is gone. The
 process then exits 0 with none of its Ray's processes left, also when SIGTERM and SIGINT arrive

@@ -1,4 +1,4 @@
-"""SIGTERM is an interruption (issue #22.5): a real `plan run` subprocess on an embedded Ray, sent
+"""SIGTERM is an interruption: a real `plan run` subprocess on an embedded Ray, sent
 SIGTERM mid-tuning, ends like Ctrl-C: state `interrupted`, exit 3, the `to resume:` line, nothing
 of Ray's on the terminal. Before: Ray's own handler (installed by ray.init) won: `failed | internal
 error: SystemExit: 1`, exit 1, Ray's `*** SIGTERM received` dump, no resume line."""

@@ -1,4 +1,4 @@
-"""Apps that do not know about the planner, under `plan run` with ASHA (issue 16).
+"""Apps that do not know about the planner, under `plan run` with ASHA.
 
 examples/unchanged_app (a CSV in Lightning's CSVLogger layout), and two log
 writers of tests/trainables/log_apps (JSON lines; a Trainer-style

@@ -1,4 +1,4 @@
-"""A real run through Ray Tune with ASHA (issues #21 item 5, #24): identity.json names the package a
+"""A real run through Ray Tune with ASHA: identity.json names the package a
 function trainable imported in its body, a reeval names a changed version of it, and no attempt
 ledger of a trial ASHA stopped is left open."""
 

@@ -1,5 +1,5 @@
 """A reused Ray worker freezes what its first trial left alive, and still frees what later trials
-leave in a cycle (issue 23: a full collection after a trial walked all of Ray, Tune and the
+leave in a cycle (a full collection after each trial would walk all of Ray, Tune and the
 trainable's imports)."""
 # ruff: noqa: E501 (the scripts and data these tests write keep their own long lines)
 

@@ -4,7 +4,7 @@ trial.
 Ray's reset_config waits TUNE_FUNCTION_THREAD_TIMEOUT_S for the stopped trial's thread; this
 trainable sets it to 1 s in its own worker process and takes 2.5 s to stop, so every reuse of its
 actor fails with `Could not re-use actor` and the trial Tune meant to start there ends with no
-record (issue #20.1). The driver must account for each one: run it again, or record it with Ray's
+record. The driver must account for each one: run it again, or record it with Ray's
 reason.
 """
 

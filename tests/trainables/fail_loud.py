@@ -1,4 +1,4 @@
-"""Tiny trainables for issue 11 (fail loud): each shows one route to a silently void decision."""
+"""Tiny trainables that fail loud: each shows one route to a silently void decision."""
 
 import random
 

@@ -1,4 +1,4 @@
-"""Tiny trainables for issue 20 (integrity): a failure whose message differs in every trial only by
+"""Tiny trainables for the integrity checks: a failure whose message differs in every trial only by
 a path."""
 
 import os

@@ -73,6 +73,18 @@ def raises(config, trial):
     raise ValueError("boom in the trainable")
 
 
+def os_error(config, trial):
+    """Writes a checkpoint the machine refuses with `config["errno"]` (an OSError, as open() and
+    write() raise one), or raises a ValueError that only quotes an errno in its message."""
+    import os
+
+    trial.report(1, acc=0.5)
+    code = config["errno"]
+    if config.get("quoted"):
+        raise ValueError(f"[Errno {code}] {os.strerror(code)}")
+    raise OSError(code, os.strerror(code), os.path.join(trial.dir, "checkpoint.bin"))
+
+
 FLAKY = {"left": 0}
 
 

@@ -1,4 +1,4 @@
-"""A config as argparse flags (issue 24.4): what argparse and HfArgumentParser parse from the flags
+"""A config as argparse flags: what argparse and HfArgumentParser parse from the flags
 planner writes is the config, read from the script's own `--help`; the names are checked by `plan
 validate`."""
 

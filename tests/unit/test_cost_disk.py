@@ -1,5 +1,5 @@
-"""The report's Cost section gives the disk each arm's trials used (issue 24: checkpoints pile up,
-and nothing reported the disk a run used)."""
+"""The report's Cost section gives the disk each arm's trials used (checkpoints pile up, and
+without it nothing said how much disk a run used)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue #20 in the driver, without Ray: a completed attempt keeps its result, a failed record says
-why, fail fast, the tuning budget matched, exit 4 for an invalid decision, a summary that never
-guesses."""
+"""Every trial accounted for by the driver, without Ray: a completed attempt keeps its result, a
+failed record says why, fail fast, the tuning budget matched, exit 4 for an invalid decision, a
+summary that never guesses."""
 
 from __future__ import annotations
 

@@ -73,16 +73,16 @@ def test_a_moved_run_folder_is_told_where_it_belongs(tmp_path):
     from bench.synthetic_run import make_run
     from planner._contract.model import Contract
     from planner._core.errors import RunError
-    from planner._store.resume import resolve_run_dir
+    from planner._store.resume import resumable_run_dir
 
     run = make_run(tmp_path / "runs" / "optimizer-compare" / "20261130-120000-abcd", tune_trials=2)
     contract = Contract.model_validate(yaml.safe_load((run / "contract.yaml").read_text()))
-    assert resolve_run_dir(run, contract) == run.resolve()
+    assert resumable_run_dir(run, contract) == run.resolve()
     moved = tmp_path / "Downloads" / run.name
     moved.parent.mkdir()
     run.rename(moved)
     with pytest.raises(RunError) as refused:
-        resolve_run_dir(moved, contract)
+        resumable_run_dir(moved, contract)
     said = str(refused.value)
     assert f"lives at RUNS/{contract.name}/{run.name}" in said, said
     assert "in a folder named 'Downloads'" in said and "not of" not in said, said

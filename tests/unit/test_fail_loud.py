@@ -397,7 +397,7 @@ def test_a_pilot_without_spread_says_what_it_showed():
         ) and "positive number" not in str(caught.value)
 
 
-# ---------------------------------------------------------------- issue 10 part 2: one final value
+# ---------------------------------------------------------------- one final value
 
 
 def test_one_final_value_nan_is_kept_and_reaches_the_diverged_value_rule_with_and_without_looks():

@@ -1,4 +1,4 @@
-"""`${hydra:...}` in a `command:` contract's configs (issue 24.7): Hydra's own resolver is let
+"""`${hydra:...}` in a `command:` contract's configs: Hydra's own resolver is let
 through, kept as written in the composed config; every other resolver, and `hydra` anywhere but
 plainly in a value, stays P205."""
 

@@ -10,8 +10,7 @@ from planner._trial.spec import TrialSpec
 REPO = str(Path(__file__).resolve().parents[2])
 
 
-# ---------------------------------------------------------------- #20.5: errors named once, with a
-# count
+# ---------------------------------------------------------------- errors named once, with a count
 
 
 def test_five_failures_that_differ_only_by_a_path_are_one_group_with_a_count(tmp_path):
@@ -83,8 +82,7 @@ def test_grouped_errors_keep_their_type_apart_and_their_order_of_first_occurrenc
     ]
 
 
-# ---------------------------------------------------------------- #20.3: data checks compare like
-# with like
+# -------------------------------------------------------------- data checks compare like with like
 
 
 def _split_record(trial_id, arm, seed, splits, phase="confirm"):
@@ -187,8 +185,7 @@ def test_a_fixed_split_varies_within_an_arm_not_against_another_arm():
     )
 
 
-# ---------------------------------------------------------------- #20.7: P934 counts only
-# completed tests of the trainable
+# ------------------------------------- P934 counts only completed tests of the trainable
 
 
 def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainable(tmp_path):
@@ -243,8 +240,7 @@ def test_a_repeated_test_counts_only_completed_decided_runs_of_the_same_trainabl
     ] == ["a-command"]
 
 
-# ---------------------------------------------------------------- #20.7: the folder a command runs
-# in
+# ---------------------------------------------------------------- the folder a command runs in
 
 
 def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_frozen_copy_when_unset(  # noqa: E501
@@ -279,8 +275,7 @@ def test_command_cwd_is_resolved_from_the_contract_folder_and_absent_from_the_fr
     )
 
 
-# ---------------------------------------------------------------- #24.8: tuning that says when it
-# is weak
+# ---------------------------------------------------------------- tuning that says when it is weak
 
 
 def _tuned(
@@ -353,8 +348,7 @@ def test_a_grace_below_the_warmup_the_factor_changes_is_warned(tmp_path):
     )
 
 
-# ---------------------------------------------------------------- #21.5: the packages the
-# trainable used
+# ---------------------------------------------------------------- the packages the trainable used
 
 
 def _identity_contract(**how):

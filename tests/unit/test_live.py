@@ -11,10 +11,10 @@ from planner._core.errors import RunError, UsageError
 from planner._dispatch.progress import Progress
 from planner._store.live import (
     LiveWriter,
+    follow_latest,
     new_progress,
     read_live_progress,
     read_live_reports,
-    resolve_run_dir,
     write_latest,
 )
 
@@ -25,8 +25,8 @@ def test_latest_names_the_run_beside_it_and_a_folder_is_returned_as_given(tmp_pa
     write_latest(tmp_path / "runs", "exp", run.name)
     pointer = tmp_path / "runs" / "exp" / "latest"
     assert pointer.is_file() and not pointer.is_symlink()
-    assert resolve_run_dir(pointer) == run
-    assert resolve_run_dir(run) == run
+    assert follow_latest(pointer) == run
+    assert follow_latest(run) == run
 
 
 @pytest.mark.parametrize("content", ["", "../../etc", "a/b", "\x1b[31m"])
@@ -34,13 +34,13 @@ def test_a_latest_with_bad_content_is_a_sentence(tmp_path, content):
     pointer = tmp_path / "latest"
     pointer.write_text(content)
     with pytest.raises(UsageError, match="should hold the id of a run"):
-        resolve_run_dir(pointer)
+        follow_latest(pointer)
 
 
 def test_a_latest_naming_a_run_that_is_gone_says_so(tmp_path):
     (tmp_path / "latest").write_text("20260101-000000-abcd\n")
     with pytest.raises(UsageError, match="moved or removed"):
-        resolve_run_dir(tmp_path / "latest")
+        follow_latest(tmp_path / "latest")
 
 
 def test_live_reports_read_back_by_trial_a_torn_last_line_left_out(tmp_path):

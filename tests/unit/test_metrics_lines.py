@@ -56,6 +56,18 @@ KERAS_LINES = (
 PLAIN = r"^epoch (?P<step>\d+) val_acc (?P<val_acc>\S+)$"
 PLAIN_LINES = b"epoch 0 val_acc 0.61\nepoch 1 val_acc 0.7\nepoch 2 val_acc nan\n"
 
+# karpathy/makemore's makemore.py, as it prints (its loss line every 10 steps shares the prefix)
+MAKEMORE = (
+    r"^step (?P<step>\d+) train loss: (?P<train_loss>[\d.]+) test loss: (?P<test_loss>[\d.]+)"
+)
+MAKEMORE_LINES = b"""step 490 | loss 2.4119 | step time 3.48ms
+step 500 | loss 2.2403 | step time 3.42ms
+step 500 train loss: 2.2813141345977783 test loss: 2.2922134399414062
+test loss 2.2922134399414062 is the best so far, saving model to out/model.pt
+step 1000 | loss 2.1975 | step time 3.98ms
+step 1000 train loss: 2.2666871547698975 test loss: 2.259737491607666
+"""
+
 
 def spec(pattern: str, names: dict[str, str], require: str, step_base: int = 1) -> MetricsSpec:
     return MetricsSpec(
@@ -78,7 +90,7 @@ def read_in_pieces(tail: PrintedMetricsTail, data: bytes, size: int) -> list:
     return out + tail.finish()[0]
 
 
-@pytest.mark.parametrize("pattern", [NANOGPT, KERAS, PLAIN])
+@pytest.mark.parametrize("pattern", [NANOGPT, KERAS, PLAIN, MAKEMORE])
 def test_the_docs_show_each_tested_pattern(pattern):
     assert pattern in DOCS.read_text().replace("\\|", "|")  # a table cell escapes its |
 
@@ -104,6 +116,17 @@ def test_a_keras_epoch_line_takes_the_step_of_the_epoch_line_above_it(size):
         (1, {"val_acc": 0.9588, "val_loss": 0.1381}),
         (2, {"val_acc": 0.9681, "val_loss": 0.1047}),
         (3, {"val_acc": 0.9717, "val_loss": 0.0931}),
+    ]
+
+
+@pytest.mark.parametrize("size", [5, 4096])
+def test_makemore_evaluation_lines_are_reports_and_its_loss_lines_are_not(size):
+    tail = PrintedMetricsTail(
+        spec(MAKEMORE, {"test_loss": "test_loss", "train_loss": "train_loss"}, "test_loss")
+    )
+    assert read_in_pieces(tail, MAKEMORE_LINES, size) == [
+        (500, {"test_loss": 2.2922134399414062, "train_loss": 2.2813141345977783}),
+        (1000, {"test_loss": 2.259737491607666, "train_loss": 2.2666871547698975}),
     ]
 
 

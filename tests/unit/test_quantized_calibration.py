@@ -14,9 +14,9 @@ import math
 
 import pytest
 
-from planner._stats.calibration import quantized_false_accept, sequential_looks
 from planner._stats.decide import compare, decide
 from planner._stats.sequential import plan_design, sequential_decision
+from tests._calibration import quantized_false_accept, sequential_looks
 
 ALPHA = 0.05
 SIMS = 2000

@@ -61,7 +61,7 @@ def test_the_bookkeeping_runs_before_the_unlock_and_handles_an_interrupt(tmp_pat
 def test_a_full_disk_becomes_one_sentence_and_other_errors_stay_what_they_are(tmp_path):
     store = _store(tmp_path)
     with (
-        pytest.raises(RunError, match="free space and resume with --resume") as raised,
+        pytest.raises(RunError, match=r"\(or mend the disk\) and resume with --resume") as raised,
         RunSession(store) as session,
     ):
         session.on_end(lambda error: final_state(error, run_dir=store.root)[2])

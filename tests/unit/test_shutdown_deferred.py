@@ -1,4 +1,4 @@
-"""`plan run`'s Ray shutdown after its result (issue #23.1): from the run's end until Ray is down,
+"""`plan run`'s Ray shutdown after its result: from the run's end until Ray is down,
 SIGINT and SIGTERM are held off (they change neither the exit code nor the terminal), and given
 back afterwards unless the process exits right after; a block that was left no Ray to shut down
 changes no handler."""

@@ -26,9 +26,9 @@ from scipy import stats
 import planner.stats as ps
 from planner._contract.model import Acceptance
 from planner._contract.validate import validate
-from planner._stats.calibration import EDGES, OFFSET, OFFSET_SD, edge_false_accept, offset_check
 from planner._stats.decide import _welch_t, decide, flat_rows, mark_invalid, verdict
 from planner._stats.power import accept_probability, detection_power, seeds_for_power, simulate
+from tests._calibration import EDGES, OFFSET, OFFSET_SD, edge_false_accept, offset_check
 from tests._contract_helpers import edited, line_of, write_contract
 
 ALPHA = 0.05

@@ -67,7 +67,7 @@ def test_a_retry_that_succeeds_completes_and_keeps_the_first_error(tmp_path):
 def test_heldout_reported_in_tuning_is_a_violation_not_a_failure(tmp_path):
     record = run_trial(spec("heldout_in_tuning", tmp_path, phase="tune", heldout="test_acc"))
     assert record["status"] == "completed"
-    # issue 11 item 6: one violation per trial, at its first step (was one per step: 3)
+    # one violation per trial, at its first step, not one per step
     assert [(v["kind"], v["step"]) for v in record["violations"]] == [("heldout_in_tuning", 1)]
     confirm = run_trial(
         spec("heldout_in_tuning", tmp_path, phase="confirm", heldout="test_acc", tid="c")
@@ -126,3 +126,22 @@ def test_a_last_report_short_of_the_budget_names_the_interval_the_budget_is_no_m
     assert "EarlyStopping" not in clause
     # reports that stopped at an interval that would still have fit: the script stopped itself
     assert "EarlyStopping" in why_short(short, 100, steps=[50, 100])
+
+
+def test_a_script_that_stops_one_interval_before_the_budget_is_told_it_missed_its_last_evaluation(
+    tmp_path,
+):
+    # makemore: `--max-steps 1000` trains steps 0..999 and evaluates at multiples of 500 before
+    # its `step += 1`, so its evaluation at 1000 is never reached; one report, at 500
+    short = spec("stops_short", tmp_path, budget=1000, tid="m")
+    short.extra["command"] = {"budget_key": "max-steps", "metrics": {"format": "stdout"}}
+    for steps in ([500], [250, 500, 750]):
+        clause = why_short(short, steps[-1], steps=steps)
+        assert "stopped one interval short" in clause and "step 1000, the budget" in clause
+        assert "max-steps: 1001" in clause and "EarlyStopping" not in clause
+    # a function trainable: the same cause, without the command's way out
+    function = spec("stops_short", tmp_path, budget=1000, tid="f")
+    clause = why_short(function, 500, steps=[500])
+    assert "one step past the budget" in clause and "budget_key" not in clause
+    # two intervals short is a script that stopped itself
+    assert "EarlyStopping" in why_short(short, 500, steps=[250, 500])

@@ -1,4 +1,4 @@
-"""The worker's side of a trial's end (issues #21 item 5, #24): the modules a function trainable
+"""The worker's side of a trial's end: the modules a function trainable
 loaded, the attempt ledger closed when Tune stops a trial, the exposure a failed trial spent."""
 
 import json

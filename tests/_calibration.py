@@ -9,7 +9,8 @@ the rule buys, through the same vectorized code that decides: the statistics
 tests (tests/unit/test_quantized_calibration.py, test_statistics_edges.py)
 check each rate against alpha / 2 plus its Monte Carlo error with few
 experiments, and bench/bench_statistics.py prints the tables
-docs/statistics.md shows.
+docs/statistics.md shows. Only they use it, so it lives beside them, not in
+planner.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ import numpy as np
 
 from planner._stats.looks import _sizes
 
-# The setting of the issue that found the defect: accuracy on 100 examples, seed sd 0.01,
-# min_effect 0.01.
+# A coarse metric where ties are common: accuracy on 100 examples, seed sd 0.01, min_effect 0.01.
 GRID, SD, MIN_EFFECT, LEVEL = 0.01, 0.01, 0.01, 0.9
 
 
@@ -105,7 +105,8 @@ def quantized_false_accept(
     )
 
 
-# The edge cases of issue 20: (simulate keywords); values around LEVEL with seed sd SD unless said.
+# The edge cases the degenerate-spread rule must get right (simulate's keywords); values around
+# LEVEL with seed sd SD unless said.
 OFFSET, OFFSET_SD = (
     1e10,
     1e-3,
