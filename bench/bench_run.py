@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     from planner._dispatch.tune import WORKER_ENV
 
     t0 = time.perf_counter()
-    from planner._dispatch.session import start_local_ray
+    from planner._dispatch.ray_start import start_local_ray
 
     start_local_ray(
         num_cpus=slots,

@@ -4,7 +4,7 @@ object store.
 The raylet starts its object store in a thread and connects to it at once; when the store is not
 listening yet, Ray's client sleeps `raylet_client_connect_timeout_milliseconds` (1000 ms by
 default) before it tries again. planner's embedded Ray retries every 20 ms for the same ten seconds
-(planner._dispatch.session: EMBEDDED_SYSTEM_CONFIG). Each start runs in a fresh child process,
+(planner._dispatch.ray_start: EMBEDDED_SYSTEM_CONFIG). Each start runs in a fresh child process,
 alternately with Ray's default retry ("ray") and with planner's ("planner"); printed: ray.init's
 seconds and the gap in the raylet's log between "Plasma store debug dump" and "ObjectManager server
 started" (about 1.0 s when the second was lost).
@@ -27,16 +27,16 @@ CHILD = """
 import json, sys, time
 from datetime import datetime
 import ray
-from planner._dispatch import session
-config = dict(session.EMBEDDED_SYSTEM_CONFIG)
+from planner._dispatch import ray_shutdown, ray_start
+config = dict(ray_start.EMBEDDED_SYSTEM_CONFIG)
 if sys.argv[1] == "ray":
     config.pop("raylet_client_connect_timeout_milliseconds")
     config.pop("raylet_client_num_connect_attempts")
 t = time.perf_counter()
-session.start_local_ray(_system_config=config)
+ray_start.start_local_ray(_system_config=config)
 up = time.perf_counter() - t
 logs = ray._private.worker._global_node.get_session_dir_path() + "/logs/raylet.out"
-session._shutdown()
+ray_shutdown._shutdown()
 stamp = lambda line: datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
 lines = open(logs).read().splitlines() store = next(stamp(l) for l in lines if "Plasma store debug
 dump" in l) manager = next(stamp(l) for l in lines if "ObjectManager server started" in l)

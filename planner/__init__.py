@@ -35,7 +35,7 @@ _LAZY = {
     "Diagnostic": ("planner._core.diagnostics", "Diagnostic"),
     # a run
     "run": ("planner._dispatch.driver", "run"),
-    "RunResult": ("planner._dispatch.driver", "RunResult"),
+    "RunResult": ("planner._dispatch.run_end", "RunResult"),
     # reading a run
     "load_run": ("planner._results.tables", "load_run"),
     "RunResults": ("planner._results.tables", "RunResults"),
@@ -107,7 +107,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from planner import stats
     from planner._contract.validate import LoadedContract, ValidationResult, planned_trials
     from planner._core.diagnostics import Diagnostic
-    from planner._dispatch.driver import RunResult, run
+    from planner._dispatch.driver import run
+    from planner._dispatch.run_end import RunResult
     from planner._lineage.resolve import load_contract, validate
     from planner._reeval.comparison import ReevalResult
     from planner._reeval.prepare import ReevalPlan

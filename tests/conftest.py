@@ -32,7 +32,7 @@ def ray_local():
     pythonpath = os.pathsep.join(
         [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     )
-    from planner._dispatch.session import start_local_ray
+    from planner._dispatch.ray_start import start_local_ray
 
     start_local_ray(
         num_cpus=2,

@@ -66,6 +66,7 @@ estimate_text = lazy_import("planner._cli.estimate_text")
 lineage_text = lazy_import("planner._cli.lineage_text")
 power_text = lazy_import("planner._cli.power_text")
 reeval_text = lazy_import("planner._cli.reeval_text")
+run_text = lazy_import("planner._cli.run_text")
 validate_text = lazy_import("planner._cli.validate_text")
 
 RUN_DIR_HELP = "a run folder (runs/<name>/<run id>), or runs/<name>/latest for the last run started"
@@ -341,7 +342,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(dataclasses.asdict(result))
         else:
-            print(driver.format_result(result), flush=True)
+            print(run_text.format_result(result), flush=True)
         return result.exit_code
 
 

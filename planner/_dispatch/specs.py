@@ -39,9 +39,9 @@ from planner._dispatch.fixed import run_fixed
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.keeper import keeper_name
 from planner._dispatch.nodes import FIRST_CHECK_S, NodeGuard
-from planner._dispatch.session import trainable_search_path
 from planner._plan.space import arm_space
 from planner._store.facts import kept_of_tuning
+from planner._store.identity import trainable_search_path
 from planner._store.resume import failed_for_the_disk
 from planner._trial.command import command_trainable
 from planner._trial.spec import TrialSpec

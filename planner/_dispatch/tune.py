@@ -61,8 +61,8 @@ from planner._dispatch.fixed import (
 )
 from planner._dispatch.hooks import Hooks, Outcome
 from planner._dispatch.nodes import NodeGuard
+from planner._dispatch.ray_start import embedded_worker_environ, environ
 from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
-from planner._dispatch.session import embedded_worker_environ, environ
 from planner._dispatch.worker import WORKER_ENV, tune_trainable
 from planner._trial.protocol import kept_record, make_record
 from planner._trial.spec import TrialSpec

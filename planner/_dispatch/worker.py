@@ -32,7 +32,7 @@ ray_tune = lazy_import("ray.tune")  # imported by the first tuning report, in th
 REUSE_WAIT_S = int(CommandLimits.kill_grace_s) + 25
 
 # The workers' environment (an embedded Ray's workers inherit it, a cluster's get it through
-# runtime_env: planner._dispatch.session). PL_DISABLE_FORK is what Ray Tune gives its own trial
+# runtime_env: planner._dispatch.ray_start). PL_DISABLE_FORK is what Ray Tune gives its own trial
 # actors (ray.tune.execution.class_cache.DEFAULT_ENV_VARS: Lightning's fork-based strategies do not
 # work in a Ray worker, ray-project/ray#28197); here every trial has it, tuning and confirmation
 # alike, and Tune's actors need no runtime_env of their own on an embedded Ray

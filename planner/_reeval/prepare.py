@@ -20,7 +20,6 @@ from planner._contract.paths import apply_params, config_diff, interpolated_path
 from planner._core.errors import RunError, UsageError
 from planner._core.records import TrialRecord, finite_final_value
 from planner._core.status import TrialStatus
-from planner._dispatch.session import trainable_search_path
 from planner._reeval.differences import (
     Difference,
     compare_identity,
@@ -29,7 +28,7 @@ from planner._reeval.differences import (
 )
 from planner._store import facts
 from planner._store import read as rf
-from planner._store.identity import read_name, trainable_imports
+from planner._store.identity import read_name, trainable_imports, trainable_search_path
 
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
 

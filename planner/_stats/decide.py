@@ -75,7 +75,7 @@ from planner._stats.attainable import (
 
 # the t test's quantiles: a report that checks a rule never loads SciPy; a run imports it
 SCIPY = "scipy.special"
-special = lazy_import(SCIPY)  # while its confirmation runs (planner._dispatch.driver)
+special = lazy_import(SCIPY)  # while its confirmation runs (planner._dispatch.runner)
 
 Mode = Literal["max", "min"]
 Test = Literal["welch", "paired", "bootstrap"]

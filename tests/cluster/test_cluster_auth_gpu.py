@@ -27,7 +27,8 @@ from ray.exceptions import AuthenticationError
 
 from bench.gpu_check import most_at_once
 from planner._core.errors import EXIT_INCOMPLETE, RunError
-from planner._dispatch.session import RAY_LOG, _stderr_to_ray_log, connect_failure
+from planner._dispatch.ray_logs import RAY_LOG, stderr_to_ray_log
+from planner._dispatch.ray_start import connect_failure
 
 REPO = Path(__file__).resolve().parents[2]
 ADDRESS = "10.0.0.5:6379"
@@ -123,7 +124,7 @@ def test_no_sentence_is_cut_by_the_redactor():
 
 
 def test_fd2_goes_to_ray_log_while_connecting_and_comes_back(tmp_path, capfd):
-    with _stderr_to_ray_log(tmp_path):
+    with stderr_to_ray_log(tmp_path):
         os.write(2, b"[W gcs_client.cc:210] from C++\n")  # how Ray's core writes: to fd 2 itself
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
@@ -137,7 +138,7 @@ def test_a_ray_log_that_is_a_link_is_refused_not_written_through(tmp_path):
     run.mkdir()
     (run / RAY_LOG).symlink_to(target)
     with pytest.raises(RunError, match="symbolic link"):
-        with _stderr_to_ray_log(run):
+        with stderr_to_ray_log(run):
             pass
     assert target.read_text() == ""
 

@@ -89,15 +89,15 @@ def test_an_embedded_ray_started_with_the_polled_wait_runs_and_leaves_no_process
 import inspect, json, os, sys
 import psutil, ray
 import ray._private.services as services
-from planner._dispatch import compat, session
+from planner._dispatch import compat, ray_shutdown, ray_start
 assert list(inspect.signature(services.get_node).parameters) == ["gcs_address", "node_id"]
 calls = []
 original = compat.node_registration_polled
 def counted(*a, **k):
     calls.append(1)
     return original(*a, **k)
-compat.node_registration_polled = counted  # before session's first use of compat reads it
-session.start_local_ray()
+compat.node_registration_polled = counted  # before ray_start's first use of compat reads it
+ray_start.start_local_ray()
 node = ray._private.worker._global_node
 kinds = sorted(node.all_processes)
 pids = [info.process.pid for infos in node.all_processes.values() for info in infos]
@@ -109,7 +109,7 @@ restored = (ray._private.utils.get_dashboard_dependency_error.__module__ == "ray
             and ray._private.parameter.RayParams.__module__ == "ray._private.parameter"
             and ray._private.node.Node.start_api_server.__module__ == "ray._private.node")
 answer = ray.get(ray.remote(lambda: 41 + 1).remote())
-session._shutdown()
+ray_shutdown._shutdown()
 def running(pid):
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -263,8 +263,8 @@ def test_an_embedded_rays_worker_warmed_while_the_cpus_are_held_serves_the_next_
     got = _fresh("""
 import json, os, time
 import ray
-from planner._dispatch import session
-session.start_local_ray(_system_config=session.EMBEDDED_SYSTEM_CONFIG)
+from planner._dispatch import ray_shutdown, ray_start
+ray_start.start_local_ray(_system_config=ray_start.EMBEDDED_SYSTEM_CONFIG)
 cpus = int(ray.cluster_resources()["CPU"])
 @ray.remote(num_cpus=1)
 class Holder:
@@ -282,7 +282,7 @@ time.sleep(2.5)  # idle past Ray's own one second
 for h in holders:
     ray.kill(h)
 ran = ray.get([trial.remote() for _ in range(cpus)])
-session._shutdown()
+ray_shutdown._shutdown()
 print(json.dumps({"warmed": sorted(warmed), "ran": sorted(ran)}))
 """)
     assert got["ran"] == got["warmed"], got
@@ -296,16 +296,16 @@ def test_an_embedded_rays_local_connections_are_retried_often_for_rays_own_ten_s
     got = _fresh("""
 import json
 import ray
-from planner._dispatch import session
-session.start_local_ray(_system_config=session.EMBEDDED_SYSTEM_CONFIG)
+from planner._dispatch import ray_shutdown, ray_start
+ray_start.start_local_ray(_system_config=ray_start.EMBEDDED_SYSTEM_CONFIG)
 def values():
     c = ray._config
     return [c.raylet_client_connect_timeout_milliseconds(), c.raylet_client_num_connect_attempts()]
 worker = ray.get(ray.remote(values).remote())
 driver = values()
-session._shutdown()
-print(json.dumps({"driver": driver, "worker": worker, "every": session.CONNECT_EVERY_MS,
-                  "wait": session.RAY_CONNECT_WAIT_MS}))
+ray_shutdown._shutdown()
+print(json.dumps({"driver": driver, "worker": worker, "every": ray_start.CONNECT_EVERY_MS,
+                  "wait": ray_start.RAY_CONNECT_WAIT_MS}))
 """)
     assert got["driver"] == got["worker"] == [got["every"], got["wait"] // got["every"]], got
     assert got["every"] < 1000 and got["wait"] >= 10_000, got

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from planner._cli.main import main
-from planner._dispatch.driver import format_result, run
+from planner._cli.run_text import format_result
+from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from tests._runs import (
     RUN_CONTRACT,
@@ -615,7 +616,7 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
     sweep of long trials would hold every report otherwise). Selected by the mean of the last 3 of
     12 reports, each arm's choice and score are those that the whole records on disk give; the
     confirmation's records stay whole."""
-    import planner._dispatch.driver as driver
+    import planner._dispatch.runner as runner
     from planner._contract.validate import load_contract
     from planner._stats.select import select
 
@@ -625,7 +626,7 @@ def test_the_driver_keeps_a_tuning_trials_last_reports_and_selects_as_the_whole_
         seen.append([dict(r) for r in tune_records])
         return select(contract, tune_records)
 
-    monkeypatch.setattr(driver, "select", selecting)
+    monkeypatch.setattr(runner, "select", selecting)
     tuning = {
         "trials_per_arm": 4,
         "seeds": [100],

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import gc, json, os, sys
 import ray
-from planner._dispatch import session
+from planner._dispatch import ray_shutdown, ray_start
 from planner._dispatch.worker import confirm_task
 from planner._trial.spec import TrialSpec
 
@@ -33,9 +33,9 @@ def trial(s):
             "collection_s": worker_process._FULL_COLLECTION_S[0],
             "left_alive": sum(ref() is not None for ref in LEFT), "left": len(LEFT)}
 
-session.start_local_ray(num_cpus=1, _system_config=session.EMBEDDED_SYSTEM_CONFIG)
+ray_start.start_local_ray(num_cpus=1, _system_config=ray_start.EMBEDDED_SYSTEM_CONFIG)
 out = [ray.get(trial.remote(spec(f"t{i}"))) for i in range(3)]
-session._shutdown()
+ray_shutdown._shutdown()
 print(json.dumps(out))
 """
 

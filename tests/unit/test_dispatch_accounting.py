@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 from planner._contract.model import Contract
-from planner._dispatch.driver import NEVER_RAN, RunResult, _budget_not_matched
+from planner._dispatch.decision import NEVER_RAN, budget_not_matched
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.fixed import after_worker_death, completed_reports
+from planner._dispatch.run_end import RunResult
 from planner._dispatch.specs import Dispatch
 from planner._plan.trials import PlannedTrial, make_plan
 from planner._store.writer import RunStore
@@ -153,11 +154,11 @@ def test_an_arm_short_of_tuning_trials_is_not_matched_and_the_baselines_shortfal
     never = {"status": "failed", "errors": [{"type": NEVER_RAN, "message": "reset_config"}]}
     records = {t.trial_id: {"status": "completed", "errors": []} for t in plan.tune}
     records["tune-cosine-s100-t002"] = never
-    assert _budget_not_matched(contract, plan, records) == {
+    assert budget_not_matched(contract, plan, records) == {
         "cosine": "tuning budget not matched: cosine 2 of 3 trials."
     }
     records["tune-base-s100-t001"] = never
-    reasons = _budget_not_matched(contract, plan, records)
+    reasons = budget_not_matched(contract, plan, records)
     assert reasons["treat"] == "tuning budget not matched: base 2 of 3 trials."
     assert reasons["cosine"].startswith("tuning budget not matched: cosine 2 of 3 trials.")
 
@@ -190,7 +191,7 @@ def test_a_completed_run_with_an_invalid_decision_exits_4():
 def test_a_lost_ray_session_ends_failed_resumable_not_an_internal_error(tmp_path):
     import ray.exceptions
 
-    from planner._dispatch.driver import _resume_command
+    from planner._dispatch.run_end import resume_command
     from planner._dispatch.session import HANDLED, RAY_LOST, final_state
 
     for error in (
@@ -200,10 +201,10 @@ def test_a_lost_ray_session_ends_failed_resumable_not_an_internal_error(tmp_path
         state, reason, instead = final_state(error)
         assert (state, instead) == ("failed", HANDLED) and reason.startswith(RAY_LOST), reason
         assert "internal error" not in reason
-        line = _resume_command(state, "c.yaml", None, tmp_path / "runs" / "x", reason)
+        line = resume_command(state, "c.yaml", None, tmp_path / "runs" / "x", reason)
         assert line is not None and line.startswith("plan run c.yaml --resume ")
     assert final_state(ValueError("a bug"))[1].startswith("internal error")
     assert (
-        _resume_command("failed", "c.yaml", None, tmp_path, "internal error: ValueError: a bug")
+        resume_command("failed", "c.yaml", None, tmp_path, "internal error: ValueError: a bug")
         is None
     )

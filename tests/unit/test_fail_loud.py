@@ -258,8 +258,9 @@ def test_failed_trials_are_grouped_by_error_in_order_of_first_occurrence():
 
 
 def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
+    from planner._cli.run_text import format_result
     from planner._core.errors import EXIT_NO_VALUE
-    from planner._dispatch.driver import RunResult, format_result
+    from planner._dispatch.run_end import RunResult
 
     result = RunResult(
         run_dir=__import__("pathlib").Path("runs/x"),
@@ -400,7 +401,7 @@ def test_a_pilot_without_spread_says_what_it_showed():
 
 
 def test_one_final_value_nan_is_kept_and_reaches_the_diverged_value_rule_with_and_without_looks():
-    from planner._dispatch.driver import _decide_arms
+    from planner._dispatch.decision import decide_arms
     from planner._dispatch.sequential_confirm import SequentialConfirmation
 
     record = _record("b", 0, [0.5, "nan"])
@@ -424,7 +425,7 @@ def test_one_final_value_nan_is_kept_and_reaches_the_diverged_value_rule_with_an
     records += [_record("b", 0, [0.5, "nan"])] + [
         _record("b", s, [0.5, 0.6 + 0.01 * s]) for s in range(1, 4)
     ]
-    fixed = _decide_arms(Contract.model_validate(data), records)[0]
+    fixed = decide_arms(Contract.model_validate(data), records)[0]
     seq_contract = Contract.model_validate({**data, "confirmation": {"looks": 2}})
     seq = SequentialConfirmation(seq_contract)
     looks = seq.decisions(seq.evaluate({r["trial_id"]: r for r in _by_id(records)}))[0]
@@ -448,8 +449,9 @@ def test_a_declared_metric_no_row_held_is_a_warning_at_the_end_of_the_run_and_a_
     without its reason."""
     from pathlib import Path
 
+    from planner._cli.run_text import format_result
     from planner._core.records import note_groups
-    from planner._dispatch.driver import RunResult, format_result
+    from planner._dispatch.run_end import RunResult
 
     note = "metrics.names maps 'train_loss' to 'train_los_epoch', which no row of {} holds"
     records = [

@@ -10,7 +10,7 @@ import pytest
 from planner._contract.decidable import direction_of
 from planner._contract.model import Contract
 from planner._contract.validate import validate
-from planner._dispatch.driver import _decide_arms
+from planner._dispatch.decision import decide_arms
 from tests._contract_helpers import edited, write_contract
 from tests._runs import synthetic_contract
 
@@ -98,12 +98,12 @@ def test_the_decision_reads_the_heldout_metric_in_its_own_direction():
     assert contract.metric.decision_mode == "max" and contract.metric.mode == "min"
     records = [_confirm("base", s, 0.80 + 0.002 * s) for s in range(6)]
     records += [_confirm("treat", s, 0.90 + 0.002 * s) for s in range(6)]
-    (row,) = _decide_arms(contract, records)
+    (row,) = decide_arms(contract, records)
     assert row["effect"] == pytest.approx(0.10) and row["decision"] == "accept", (
         row
     )  # a higher test_acc is better
     data["metric"].pop(
         "heldout_mode"
     )  # read in mode's direction (what P417 now refuses): the sign flips
-    (row,) = _decide_arms(Contract.model_validate(data), records)
+    (row,) = decide_arms(Contract.model_validate(data), records)
     assert row["effect"] == pytest.approx(-0.10) and row["decision"] != "accept", row

@@ -15,7 +15,7 @@ import pytest
 
 from planner._core.errors import LinkedFileError, RunError
 from planner._core.redact import Redactor
-from planner._dispatch import session
+from planner._dispatch import ray_logs
 from planner._store.files import TREE_DEPTH, refuse_in_place, rewrite_tree
 from planner._store.resume import REWRITTEN
 from planner._trial import checkpoints
@@ -82,14 +82,14 @@ def test_a_planted_ray_log_is_refused_before_ray_starts(run, kind):
     _plant(kind, run / "ray.log", victim)
 
     def enter():
-        with session._ray_logs_to_run_folder(run):
+        with ray_logs.ray_logs_to_run_folder(run):
             logging.getLogger("ray._private").warning("a line Ray would log")
 
     error = _in_thread(enter, fifo=run / "ray.log" if kind == "fifo" else None)
     assert isinstance(error, LinkedFileError) and "ray.log is a" in str(error)
     assert victim.read_text() == OUTSIDE and not (victim.parent / "created-by-planner.txt").exists()
     assert not any(
-        isinstance(h, session._RunFolderLog) for h in logging.getLogger("ray._private").handlers
+        isinstance(h, ray_logs._RunFolderLog) for h in logging.getLogger("ray._private").handlers
     )
 
 
@@ -97,14 +97,14 @@ def test_ray_log_is_written_when_it_is_a_plain_file(run):
     ray_logger = logging.getLogger("ray")
     before = list(ray_logger.handlers), ray_logger.propagate, ray_logger.level
     try:
-        with session._ray_logs_to_run_folder(run):
+        with ray_logs.ray_logs_to_run_folder(run):
             logging.getLogger("ray._private").warning("a line Ray would log")
-        session._ray_log_handler.flush()
+        ray_logs._ray_log_handler.flush()
         assert "a line Ray would log" in (run / "ray.log").read_text()
     finally:
-        ray_logger.removeHandler(session._ray_log_handler)
-        session._ray_log_handler.close()
-        session._ray_log_handler = None
+        ray_logger.removeHandler(ray_logs._ray_log_handler)
+        ray_logs._ray_log_handler.close()
+        ray_logs._ray_log_handler = None
         ray_logger.handlers[:], ray_logger.propagate = before[0], before[1]
         ray_logger.setLevel(before[2])
 

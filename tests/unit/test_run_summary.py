@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from planner._dispatch.driver import RunResult, format_result
+from planner._cli.run_text import format_result
+from planner._dispatch.run_end import RunResult
 from planner._stats.decide import mark_invalid
 
 

@@ -88,7 +88,7 @@ def test_a_phase_that_stopped_early_gives_the_run_state():
 
 
 def test_the_workers_environment_is_set_only_while_ray_starts(monkeypatch):
-    from planner._dispatch.session import environ
+    from planner._dispatch.ray_start import environ
 
     monkeypatch.setenv("PYTHONPATH", "/before")
     monkeypatch.delenv("RAY_CHDIR_TO_TRIAL_DIR", raising=False)
@@ -101,7 +101,7 @@ def test_the_workers_environment_is_set_only_while_ray_starts(monkeypatch):
 
 
 def test_tunes_variables_keep_a_value_the_user_set_and_are_unset_after(monkeypatch):
-    from planner._dispatch.session import environ
+    from planner._dispatch.ray_start import environ
 
     monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "7")
     monkeypatch.delenv("TUNE_GLOBAL_CHECKPOINT_S", raising=False)
@@ -127,7 +127,7 @@ def test_a_module_imported_beside_the_block_is_ready_after_it_and_its_failure_is
     import importlib
     import threading
 
-    from planner._dispatch.session import importing_meanwhile
+    from planner._dispatch.ray_start import importing_meanwhile
 
     (tmp_path / "beside_ok.py").write_text(
         "import threading\nIMPORTED_BY = threading.current_thread().name\n"

@@ -27,7 +27,6 @@ ALLOWED: set[str] = {
     "_contract/load.py:parse_yaml",
     "_contract/rules.py:check_static",
     "_contract/rules.py:check_matching",
-    "_dispatch/driver.py:format_result",
     "_lineage/resolve.py:_describe",
     "_results/report.py:render_markdown",
     "_results/run_status.py:format_status",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 
-from planner._dispatch import session
+from planner._dispatch import ray_shutdown
 
 
 def _handlers():
@@ -17,8 +17,8 @@ def _handlers():
 
 def test_signals_are_held_off_from_the_first_shutdown_left_and_restored_after():
     before, ran = _handlers(), []
-    with session.ray_shutdown_deferred():
-        session._deferred.add(
+    with ray_shutdown.ray_shutdown_deferred():
+        ray_shutdown._deferred.add(
             lambda: ran.append(_handlers())
         )  # what RunSession leaves it, as its end
         os.kill(os.getpid(), signal.SIGINT)  # would raise KeyboardInterrupt without the hold
@@ -32,8 +32,8 @@ def test_signals_are_held_off_from_the_first_shutdown_left_and_restored_after():
 def test_signals_stay_held_off_to_the_exit_when_asked():
     before = _handlers()
     try:
-        with session.ray_shutdown_deferred(hold_signals_to_exit=True):
-            session._deferred.add(lambda: None)
+        with ray_shutdown.ray_shutdown_deferred(hold_signals_to_exit=True):
+            ray_shutdown._deferred.add(lambda: None)
         os.kill(os.getpid(), signal.SIGINT)
         assert _handlers() != before
     finally:
@@ -43,7 +43,7 @@ def test_signals_stay_held_off_to_the_exit_when_asked():
 
 def test_a_block_with_nothing_to_shut_down_changes_no_handler():
     before = _handlers()
-    with session.ray_shutdown_deferred(hold_signals_to_exit=True):
-        assert session._deferred.shutdowns == []
-    assert session._deferred is None
+    with ray_shutdown.ray_shutdown_deferred(hold_signals_to_exit=True):
+        assert ray_shutdown._deferred.shutdowns == []
+    assert ray_shutdown._deferred is None
     assert _handlers() == before

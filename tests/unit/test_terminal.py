@@ -8,8 +8,10 @@ from types import SimpleNamespace
 import pytest
 
 from planner._cli.main import _resume_argv, main
+from planner._cli.run_text import format_result
 from planner._core.version import VERSION
-from planner._dispatch.driver import RunResult, format_result, resume_counts
+from planner._dispatch.run_end import RunResult
+from planner._dispatch.run_folder import resume_counts
 
 
 def test_plan_version(capsys):
