@@ -274,8 +274,11 @@ class RunFolder:
         return iter_jsonl(self.file("trials.jsonl"), notes, root=self.path)
 
     def trials_digest(self) -> str | None:
-        """The SHA-256 of trials.jsonl's bytes when the file is large enough for the read cache
-        (planner._store.cache.MIN_BYTES), else None; opened as every read of it is."""
+        """The SHA-256 of trials.jsonl's bytes when the read cache is on and the file is large
+        enough for it (planner._store.cache.MIN_BYTES), else None; opened as every read of it
+        is."""
+        if cache.folder() is None:  # the cache is off: nothing to look up
+            return None
         handle = open_stream(self.path, self.file("trials.jsonl"))
         if handle is None:
             return None
