@@ -1,5 +1,5 @@
-"""Token authentication and fractional GPUs on a real loopback cluster (issue 20 item 8, issue 21
-item 7).
+"""Token authentication and fractional GPUs on a real loopback cluster: a driver the cluster
+refuses gets one sentence, and trials that ask for part of a GPU share the GPU node.
 
 The pure tests check the sentence a failed connection becomes and that Ray's stderr goes to the run
 folder's ray.log while the driver connects. The `cluster` tests start two `ray start` nodes on

@@ -1,5 +1,5 @@
 """The unchanged Hydra app (examples/unchanged_app) through `plan run --address` on the loopback
-cluster of tests/cluster/nodes.py (issue 16): its seed and epochs set by the contract, its
+cluster of tests/cluster/nodes.py: its seed and epochs set by the contract, its
 metrics read from its own CSV while it runs, under ASHA, on both nodes."""
 
 from __future__ import annotations
