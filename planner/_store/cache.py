@@ -26,7 +26,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from planner._core.errors import RunError
 from planner._core.records import ReportSummary, TrialRecord
+from planner._store.files import write_atomic
 
 # Below this size a journal is read in well under a second: not worth an entry.
 MIN_BYTES = 16 << 20
@@ -159,16 +161,13 @@ def store(name: str, gathered: Gathered) -> None:
             for field, kind in _ARRAYS
         ],
     )
-    temporary = where / f".{name}.{os.getpid()}.tmp"
     try:
-        data = msgspec.msgpack.encode(entry)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, where / name)
+        # the store's one atomic writer (a temporary file named ".*", as _evict leaves alone); no
+        # fsync: an entry lost in a crash is only a miss
+        write_atomic(where / name, msgspec.msgpack.encode(entry), mode=0o600, durable=False)
         _evict(where)
-    except (OSError, TypeError, ValueError, OverflowError):
-        temporary.unlink(missing_ok=True)
+    except (OSError, RunError, TypeError, ValueError, OverflowError):
+        return
 
 
 def _record(plain: dict[str, Any]) -> TrialRecord:
