@@ -41,18 +41,26 @@ def report_steps(trial: Trial) -> list[int]:
     return [r["step"] for r in trial.reports if isinstance(r.get("step"), int)]
 
 
+def _one_interval(steps: list[int]) -> int | None:
+    """The interval the reports came at, when two or more came at one positive interval."""
+    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
+    every = gaps.pop() if len(steps) >= 2 and len(gaps) == 1 else None
+    return every if every is not None and every > 0 else None
+
+
+def _reported(every: int, steps: list[int]) -> str:
+    return f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))})"
+
+
 def _interval_short(budget: int, steps: list[int]) -> str:
     """When the reports came at one interval and the next would have passed the budget: the clause
     that says so ('' otherwise). nanoGPT evaluates at multiples of eval_interval: 75 into 200 ends
     at 150."""
-    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
-    if len(steps) < 2 or len(gaps) != 1:
-        return ""
-    (every,) = gaps
-    if every <= 0 or steps[-1] + every <= budget:
+    every = _one_interval(steps)
+    if every is None or steps[-1] + every <= budget:
         return ""
     return (
-        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}), and "
+        f"{_reported(every, steps)}, and "
         f"the budget of {budget} is not a multiple of {every}: its next evaluation would have been "
         "at step "
         f"{steps[-1] + every}, past the budget. Make budget.exposure a multiple of the evaluation "
@@ -65,15 +73,9 @@ def _last_evaluation_missed(spec: TrialSpec, steps: list[int]) -> str:
     would have been at the budget itself: the clause that says the script stopped before its last
     evaluation ('' otherwise). A loop over range(N) steps ends at step N-1 and never reaches its
     evaluation at step N (makemore's `step % 500 == 0` before `step += 1`)."""
-    gaps = {b - a for a, b in zip(steps, steps[1:], strict=False)}
-    if len(steps) >= 2 and len(gaps) == 1:
-        (every,) = gaps
-    elif len(steps) == 1 and steps[0] > 0:
-        every = steps[0]
-    else:
-        return ""
+    every = _one_interval(steps) or (steps[0] if len(steps) == 1 and steps[0] > 0 else None)
     budget = spec.budget
-    if every <= 0 or steps[-1] + every != budget:
+    if every is None or steps[-1] + every != budget:
         return ""
     command = spec.extra.get("command") or {}
     key = command.get("budget_key")
@@ -84,10 +86,10 @@ def _last_evaluation_missed(spec: TrialSpec, steps: list[int]) -> str:
         else f"or have it train one step past the budget, so that it evaluates at step {budget}"
     )
     return (
-        f"; the script reported every {every} steps (at {', '.join(map(str, steps[-3:]))}) and "
-        f"stopped one interval short: its next evaluation would have been at step {budget}, the "
-        "budget itself. A loop over range(N) steps ends at step N-1 and never reaches its "
-        f"evaluation at step N: have the script evaluate after its last step too, {way_out}"
+        f"{_reported(every, steps)} and stopped one interval short: its next evaluation would "
+        f"have been at step {budget}, the budget itself. A loop over range(N) steps ends at step "
+        "N-1 and never reaches its evaluation at step N: have the script evaluate after its last "
+        f"step too, {way_out}"
     )
 
 
