@@ -261,12 +261,17 @@ def first_line(text: str) -> str:
     return lines[0].strip() if lines else ""
 
 
+def last_error(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The last entry of the record's `errors` ({} without one, or where it is not a mapping)."""
+    errors = record.get("errors") or []
+    return errors[-1] if errors and isinstance(errors[-1], dict) else {}
+
+
 def error_of(record: dict[str, Any]) -> str | None:
     """ "Type: message" of the last error of a trial that failed (None for any other trial)."""
     if record.get("status") not in FAILED_STATUSES:
         return None
-    errors = record.get("errors") or []
-    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
+    last = last_error(record)
     kind, message = (
         str(last.get("type") or record.get("status")),
         first_line(last.get("message") or ""),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from planner._core.errors import TRIAL_RERUN, RunError
-from planner._core.records import error_of
+from planner._core.records import error_of, last_error
 from planner._store.jsonl import heal
 from planner._store.read import RunFolder, read_json
 
@@ -123,7 +123,5 @@ def failed_for_the_disk(record: dict[str, Any]) -> str | None:
     `TRIAL_RERUN`. None for any other trial. Such a failure is the machine's, not the trial's
     result: the driver does not record it, it stops the run, and `--resume` runs the trial again
     once the disk is mended."""
-    errors = record.get("errors") or []
-    last = errors[-1] if errors and isinstance(errors[-1], dict) else {}
-    code = last.get("errno")
+    code = last_error(record).get("errno")
     return error_of(record) if isinstance(code, int) and code in TRIAL_RERUN else None
