@@ -251,8 +251,21 @@ def interrupt_joined_run(
     assert proc.poll() is None, ("ended before the signal", proc.returncode, proc.communicate())
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (proc.returncode, out, err)
+    assert proc.returncode == 3, (proc.returncode, out, err, *_ray_side(trials[0].parent, proc.pid))
     return trials[0].parent, out, err
+
+
+def _ray_side(run_dir: Path, pid: int) -> list[str]:
+    """What Ray's side wrote about the driver `pid` of the run in `run_dir`, for a failed assert:
+    the run folder's ray.log and state.json (Ray's C++ core writes to them, not the terminal, once
+    the run holds a cluster's Ray) and the tail of Ray's own log of that driver."""
+    found = []
+    for name in ("ray.log", "state.json"):
+        path = run_dir / name
+        found.append(f"{name}: {path.read_text()[-3000:] if path.exists() else '<absent>'}")
+    for log in Path(tempfile.gettempdir(), "ray", "session_latest", "logs").glob(f"*{pid}*"):
+        found.append(f"{log.name}: {log.read_text(errors='replace')[-3000:]}")
+    return found
 
 
 def ray_processes(ray_tmp: str) -> list:
