@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from planner._core.records import decision_mode
+from planner._core.contract_terms import decision_mode
 from planner._core.text import parse_duration
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
