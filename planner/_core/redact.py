@@ -654,6 +654,9 @@ def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
     return re.compile(written(trie))
 
 
+_MEMO_LEN, _MEMO_SIZE = 256, 4096  # the texts `Redactor.scrub` remembers: how long, how many
+
+
 class Redactor:
     """Cuts credentials out of free text (`text`), and out of the free text in records (`scrub`)."""
 
@@ -664,6 +667,9 @@ class Redactor:
         found = {s for v in values if len(v) >= MIN_SECRET_LEN for s in _spellings(v)}
         self.values = sorted(found, key=len, reverse=True)
         self._pattern = _literal_union(self.values) if self.values else None
+        # a record's short texts (arm names, states, hashes, hosts) recur in every record: each is
+        # cut once; bounded, since a run may write any number of distinct ones
+        self._scrubbed: dict[str, str] = {}
 
     @classmethod
     def for_run(cls, *configs: Any, environ: Mapping[str, str] | None = None) -> Redactor:
@@ -734,8 +740,16 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.scrub(v) for v in value]
         if isinstance(value, str):
-            return self.text(value)
+            return self._short_text(value) if len(value) <= _MEMO_LEN else self.text(value)
         return value
+
+    def _short_text(self, value: str) -> str:
+        out = self._scrubbed.get(value)
+        if out is None:
+            if len(self._scrubbed) >= _MEMO_SIZE:
+                self._scrubbed.clear()
+            out = self._scrubbed[value] = self.text(value)
+        return out
 
 
 class StreamScrubber:
