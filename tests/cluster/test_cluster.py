@@ -33,7 +33,6 @@ from planner._dispatch.cluster import (
     resources_for,
     runtime_env_for,
     task_options,
-    trials_per_node,
     unfit_reason,
 )
 
@@ -159,12 +158,6 @@ def test_large_files_skips_runs_and_vcs_folders(tmp_path):
         with open(tmp_path / folder / "blob", "wb") as f:
             f.truncate(4096)
     assert large_files(tmp_path, limit=1024) == ["/keep/blob"]
-
-
-def test_trials_per_node_counts_records_by_node():
-    records = [{"node_id": "a"}, {"node_id": "b"}, {"node_id": "a"}, {"host": "h"}]
-    assert trials_per_node(records) == {"a": 2, "b": 1}
-    assert trials_per_node(records, key="host") == {"h": 1}
 
 
 # ---------------------------------------------------------------- the two-node cluster
@@ -302,9 +295,14 @@ TASKS_DRIVER = """
     def probe(tag, results):
         import planner
         import shipped_trainable
-        from planner._dispatch.cluster import node_facts
+        import socket
 
-        facts = node_facts()
+        facts = {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+        }
         facts.update(tag=tag, mark=shipped_trainable.MARK, cwd=os.getcwd(),
                      planner_file=planner.__file__, module_file=shipped_trainable.__file__)
         with open(os.path.join(results, f"{tag}.json"), "w") as f:  # storage both nodes see
@@ -386,9 +384,14 @@ KILL_TASKS_DRIVER = """
     @ray.remote(max_retries=3)
     def long_trial(i, results):
         import shipped_trainable
-        from planner._dispatch.cluster import node_facts
+        import socket
 
-        facts = node_facts()
+        facts = {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+        }
         marker = os.path.join(results, f"start-{i}-{facts['pid']}.json")
         with open(marker, "w") as f:
             json.dump(facts, f)
@@ -491,9 +494,14 @@ KILL_TUNE_DRIVER = """
 
     def trial(config):
         import shipped_trainable
-        from planner._dispatch.cluster import node_facts
+        import socket
 
-        facts = node_facts()
+        facts = {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+        }
         with open(os.path.join(results, f"start-{config['i']}-{facts['pid']}.json"), "w") as f:
             json.dump(facts, f)
         for step in range(1, 7):
