@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e._frameworks import DECIDED, check_every_planned_trial_recorded, run_example
+from tests.e2e._frameworks import DECIDED, REPO, check_every_planned_trial_recorded, run_example
 
 pytestmark = pytest.mark.ray
+
+CONTRACT = REPO / "examples" / "pytorch" / "contract.yaml"
 
 
 def test_the_pytorch_example_trains_and_decides(ray_local, in_repo, tmp_path):
     pytest.importorskip("torch")
-    # one tuning trial per arm: what is checked here is in every trial's reports, and the
-    # confirmation seeds are the example's own
-    result, records = run_example("pytorch", tmp_path, trials_per_arm=1)
+    result, records = run_example("pytorch", tmp_path, copy=False)
 
-    check_every_planned_trial_recorded(result, records, tmp_path / "pytorch" / "contract.yaml")
+    check_every_planned_trial_recorded(result, records, CONTRACT)
     confirm = [r for r in records if r["phase"] == "confirm"]
     assert all(r["status"] == "completed" for r in confirm), [
         (r["trial_id"], r["status"], r["errors"][:1]) for r in confirm
