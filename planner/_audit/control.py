@@ -443,7 +443,7 @@ def _public(change: dict[str, Any]) -> dict[str, Any]:
 def check(data: dict[str, Any]) -> None:
     """The derived contract must load with the contract model (plan validate checks the rest)."""
     try:
-        contract_model.Contract.model_validate(data)
+        contract_model.contract_from(data)
     except pydantic.ValidationError as error:
         first = error.errors()[0]
         raise RunError(

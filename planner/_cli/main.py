@@ -304,6 +304,12 @@ def _add_estimate(sub) -> None:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
+    if args.exits_after and not args.pilot:
+        # A process that only validates: what it allocates is a few parsed files, Hydra's composes
+        # and the modules it imports (all alive to the end), and it exits without a teardown
+        # (`_exit_now`). The cyclic collector's passes over those imports, as they come, would
+        # find nothing to free before the exit does. (A pilot's run folder is read with it on.)
+        gc.disable()
     result = resolve.validate(args.contract, strict=args.strict, runs_dir=args.runs_dir)
     if args.pilot:
         result = plan_seeds.with_pilot_power(result, args.pilot, strict=args.strict)

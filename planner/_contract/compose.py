@@ -774,6 +774,19 @@ def read_config_file(path: Path, max_bytes: int | None = None) -> str | None:
         return None if max_bytes is not None and len(data) > max_bytes else data.decode("utf-8")
 
 
+def load_config_text(text: str) -> Any:
+    """`yaml.safe_load(text)` for a config file planner checks itself (credentials, resolver
+    calls), parsed by libyaml where PyYAML has it: the same safe constructor and resolver over a
+    parser in C, several times faster. A text libyaml refuses is parsed again in Python, so a file
+    is passed over only where `yaml.safe_load` refuses it too."""
+    if yaml.__with_libyaml__:
+        try:
+            return yaml.load(text, Loader=yaml.CSafeLoader)
+        except yaml.YAMLError:
+            pass
+    return yaml.safe_load(text)
+
+
 def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
     """(file, entry) of every defaults-list entry under `config_dir` that calls a resolver.
 
@@ -786,7 +799,7 @@ def defaults_resolver_calls(config_dir: Path) -> list[tuple[str, str]]:
             text = read_config_file(path)
             if text is None or "${" not in text:
                 continue
-            data = yaml.safe_load(text)
+            data = load_config_text(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra will say what is wrong with it, if it is used
         if isinstance(data, dict) and "defaults" in data:

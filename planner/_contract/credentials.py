@@ -131,7 +131,12 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
     stopped short (P907)."""
     import yaml
 
-    from planner._contract.compose import calls_resolver, config_files, read_config_file
+    from planner._contract.compose import (
+        calls_resolver,
+        config_files,
+        load_config_text,
+        read_config_file,
+    )
     from planner._contract.paths import flatten
 
     found = []
@@ -141,7 +146,7 @@ def hydra_file_findings(base: Path) -> list[tuple[str, str, str, str]]:
             text = read_config_file(path)
             if text is None:
                 continue
-            data = yaml.safe_load(text)
+            data = load_config_text(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
             continue  # Hydra says what is wrong with it, if it is used
         name = str(path.relative_to(base))

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from planner._core.records import decision_mode
+from planner._core.contract_terms import decision_mode
 from planner._core.text import parse_duration
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -668,6 +668,31 @@ class Contract(_Model):
         """Hash of the normalized contract: comments and key order do not change it."""
         canonical = json.dumps(self.frozen(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def contract_from(data: Any) -> Contract:
+    """`Contract.model_validate(data)` (raises pydantic's ValidationError), the contract's validator
+    compiled on the first call without pydantic's plugin discovery.
+
+    pydantic looks for plugins (its `pydantic` entry points, over every installed distribution's
+    metadata) the first time it compiles a validator in a process, whatever the model. The
+    contract's validator is planner's own, and nothing is meant to watch it: it is compiled with
+    `PYDANTIC_DISABLE_PLUGINS` set for that call only (pydantic reads it there, and caches nothing
+    when it is set), so a model of the user's compiled later still finds its plugins."""
+    if not Contract.__pydantic_complete__:
+        saved = os.environ.get(_NO_PLUGINS)
+        os.environ[_NO_PLUGINS] = "__all__"
+        try:
+            Contract.model_rebuild()
+        finally:
+            if saved is None:
+                os.environ.pop(_NO_PLUGINS, None)
+            else:
+                os.environ[_NO_PLUGINS] = saved
+    return Contract.model_validate(data)
+
+
+_NO_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
 
 
 def json_schema() -> dict[str, Any]:

@@ -140,6 +140,9 @@ def apply_params(
     too. Setting a key that is itself an interpolation replaces the interpolation. Without `raw` (a
     config that has no interpolations), the values are set on `config` as it is.
     """
+    plain = _set_plainly(raw, params) if raw is not None and params else None
+    if plain is not None:
+        return plain
     if raw is not None and params:
         cfg = omegaconf.OmegaConf.create(_hydra_calls_escaped(copy.deepcopy(raw)))
         for path, value in params.items():
@@ -151,6 +154,35 @@ def apply_params(
         *parents, leaf = path.split(".")
         for part in parents:
             node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _set_plainly(raw: dict[str, Any], params: dict[str, Any]) -> dict[str, Any] | None:
+    """`raw` with `params` set as plain items, when that gives what OmegaConf's update and resolve
+    give (no OmegaConf config built for every trial): no interpolation and no `???` anywhere,
+    string keys only, and every path through mappings or keys not there yet; else None."""
+    stack: list[Any] = [raw]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if not all(isinstance(key, str) for key in node):
+                return None
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str) and ("${" in node or node == omegaconf.MISSING):
+            return None
+    out = copy.deepcopy(raw)
+    for path, value in params.items():
+        if "[" in path:
+            return None
+        node = out
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                return None
         node[leaf] = value
     return out
 

@@ -27,9 +27,9 @@ from planner._contract.compose import (
 from planner._contract.load import LoadedYaml, format_path
 from planner._contract.paths import MISSING, config_diff, flatten, get_path
 from planner._contract.probe import TrainableProbe
+from planner._core.contract_terms import EPOCH_UNITS
 from planner._core.diagnostics import Diagnostic, Severity, short_repr
 from planner._core.lazy import lazy_import
-from planner._core.records import EPOCH_UNITS
 from planner._stats.looks import look_sizes
 
 if TYPE_CHECKING:

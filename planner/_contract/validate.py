@@ -22,7 +22,7 @@ from planner._contract.compose import compose_arms
 from planner._contract.data_rules import check_data, check_fingerprint_files
 from planner._contract.decidable import check_decidable
 from planner._contract.load import LoadedYaml, load_yaml
-from planner._contract.model import Contract
+from planner._contract.model import contract_from
 from planner._contract.paths import diff_rows
 from planner._contract.probe import probe_trainable
 from planner._contract.rules import planned_trials
@@ -150,7 +150,7 @@ def _check_loaded(
 ) -> tuple[list[Diagnostic], LoadedContract | None]:
 
     try:
-        contract = Contract.model_validate(loaded.data)
+        contract = contract_from(loaded.data)
     except ValidationError as error:
         return schema_diagnostics(error.errors(include_url=False), loaded), None
     contract_dir = path.parent
@@ -270,7 +270,8 @@ def summarize(loaded: LoadedContract) -> dict[str, Any]:
             "planned_exposure": planned["total"] * budget.exposure,
             "max_wall_time": budget.max_wall_time,
             "max_trial_time": budget.max_trial_time,
-            "resources": budget.resources.model_dump(),
+            # the fields as they are: Resources' own serializer is never compiled for a summary
+            "resources": {**dict(budget.resources), "custom": dict(budget.resources.custom)},
         },
         "seeds": list(contract.seeds),
         "tuning_seeds": list(contract.tuning.seeds) if contract.tuning else [],

@@ -158,10 +158,6 @@ class TrialRecord(StoredTrial, total=False):
     metric_curve: str
 
 
-EPOCH_UNITS = (
-    "epoch",
-    "epochs",
-)  # the budget.unit spellings of a budget in epochs (what LightningCallback counts)
 NON_FINITE = (
     "nan",
     "inf",
@@ -175,12 +171,6 @@ def stored_metric(value: float) -> float | str:
     if math.isfinite(value):
         return value
     return NON_FINITE[0] if math.isnan(value) else NON_FINITE[1 if value > 0 else 2]
-
-
-def decision_mode(mode: str, heldout: str | None, heldout_mode: str | None) -> str:
-    """The direction the decision reads its metric in (a contract's `metric`): a held-out metric's
-    own `heldout_mode` when it has one, else `mode`, which also directs the tuning."""
-    return (heldout_mode or mode) if heldout else mode
 
 
 def held_reports(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from planner._core.text import terminal_safe
@@ -120,11 +120,46 @@ def looks_secret(name: str) -> bool:
     return last not in _STEM_EXCEPT and any(last.endswith(stem) for stem in STEMS)
 
 
-_SPECIAL_TOKEN = re.compile(r"^(<[^<>\s]{1,24}>|\[[A-Za-z_]{1,24}\]|<\|[^|\s]{1,24}\|>|\?\?\?)$")
+class _Lazy:
+    """A regular expression compiled when it is first used. A scrub searches a rule only in a text
+    that holds one of the rule's needles (`may_hold`), so a command that prints a few plain lines
+    compiles few of the rules below; compiling all of them was most of this module's import."""
+
+    __slots__ = ("_compiled", "_flags", "pattern")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern = pattern
+        self._flags = flags
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self._flags)
+        return self._compiled
+
+    @property
+    def flags(self) -> int:
+        return self.compiled.flags
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.compiled.search(text, pos)
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        return self.compiled.match(text, pos)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled.finditer(text)
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], text: str) -> str:
+        return self.compiled.sub(repl, text)
+
+
+_SPECIAL_TOKEN = _Lazy(r"^(<[^<>\s]{1,24}>|\[[A-Za-z_]{1,24}\]|<\|[^|\s]{1,24}\|>|\?\?\?)$")
 _NOT_CREDENTIALS = frozenset({"", "none", "null", "true", "false", "yes", "no", REDACTED})
 
 
-_NUMBER = re.compile(
+_NUMBER = _Lazy(
     r"^[-+]?(\d[\d_]*\.?\d*(e[-+]?\d+)?|\.\d+(e[-+]?\d+)?|\.?inf|\.?nan)$", re.IGNORECASE
 )
 
@@ -147,54 +182,54 @@ def could_be_credential(value: Any, numbers: bool = False) -> bool:
 
 # The credential shapes, by kind: a value of one of these is a credential wherever it is.
 _B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
-SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
+SHAPES: tuple[tuple[str, _Lazy], ...] = (
     (
         "a PEM private key",
-        re.compile(
+        _Lazy(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE "
             r"KEY-----|[\s\S]*)"
         ),
     ),
     (
         "a Slack webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"),
+        _Lazy(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]+"),
     ),
     (
         "a JSON web token",
-        re.compile(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
+        _Lazy(_B + r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}"),
     ),
-    ("a Hugging Face token", re.compile(_B + r"hf_[A-Za-z0-9]{12,}")),
-    ("an API key (sk-...)", re.compile(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
+    ("a Hugging Face token", _Lazy(_B + r"hf_[A-Za-z0-9]{12,}")),
+    ("an API key (sk-...)", _Lazy(_B + r"sk[-_][A-Za-z0-9][A-Za-z0-9_-]{11,}")),
     (
         "a GitHub token",
-        re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
+        _Lazy(_B + r"(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
     ),
     # also lowercased (a lowercased log, a host name): then only of the key ids' own alphabet
     # (base32: a-z, 2-7), with a digit, as one word (not `asiancuisinedatasets`, not
     # `asiasoutheast1bucket`)
     (
         "an AWS access key id",
-        re.compile(
+        _Lazy(
             r"(?<![A-Z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}(?![A-Z0-9])|"
             r"(?<![A-Za-z0-9])(?:akia|asia|agpa|aida|aroa)(?=[a-z]{0,15}[2-7])"
             r"[a-z2-7]{16}(?![A-Za-z0-9])"
         ),
     ),
-    ("a Slack token", re.compile(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("a GitLab token", re.compile(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
-    ("a PyPI token", re.compile(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
-    ("an npm token", re.compile(_B + r"npm_[A-Za-z0-9]{30,}")),
-    ("a Google API key", re.compile(_B + r"AIza[0-9A-Za-z_-]{30,}")),
+    ("a Slack token", _Lazy(_B + r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a GitLab token", _Lazy(_B + r"gl(?:pat|dt|rt|ptt)-[A-Za-z0-9_-]{16,}")),
+    ("a PyPI token", _Lazy(_B + r"pypi-AgE[A-Za-z0-9_-]{16,}")),
+    ("an npm token", _Lazy(_B + r"npm_[A-Za-z0-9]{30,}")),
+    ("a Google API key", _Lazy(_B + r"AIza[0-9A-Za-z_-]{30,}")),
     (
         "an Azure account key",
-        re.compile(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}"),
+        _Lazy(r"(?i)(?:(?<=accountkey=)|(?<=sharedaccesskey=))[A-Za-z0-9+/%]{16,}={0,2}"),
     ),
-    ("an Azure SAS signature", re.compile(r"(?i)(?<=[?&;]sig=)[A-Za-z0-9+/%=]{16,}")),
+    ("an Azure SAS signature", _Lazy(r"(?i)(?<=[?&;]sig=)[A-Za-z0-9+/%=]{16,}")),
     # user:password@host without a scheme (`svc:pw@db.internal:5432`); not an image digest
     # (`name:1.0@sha256:...`)
     (
         "a user:password@host",
-        re.compile(
+        _Lazy(
             r"(?<![\w/:.@%+~-])[A-Za-z][A-Za-z0-9._~%+-]*:[^\s:@/\"'<>]+(?=@(?!sha\d)"
             r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
         ),
@@ -241,7 +276,7 @@ def may_hold(rule: str, text: str) -> bool:
     needles, folded = NEEDLES[rule]
     if folded:
         if (
-            rule in _UNICODE_FOLDED and not text.isascii()
+            not text.isascii() and rule in _unicode_folded()
         ):  # IGNORECASE also takes ı, İ and ſ for i and s: search it
             return True
         text = _lowered(text)
@@ -262,7 +297,7 @@ def _lowered(text: str) -> str:
     return lowered
 
 
-def _shapes_in(text: str) -> Iterator[tuple[str, re.Pattern[str]]]:
+def _shapes_in(text: str) -> Iterator[tuple[str, _Lazy]]:
     return ((kind, pattern) for kind, pattern in SHAPES if may_hold(kind, text))
 
 
@@ -281,16 +316,16 @@ _DOLLAR_QUOTED = r"(?<=\$\$)(?:(?!\$\$)[^\n])+(?=\$\$)"
 # with a `.` or `:` or `localhost`, where no `login` follows it: not "machine learning password
 # policy"), and in its form of a line each, a line that is only `password PASS` or `login USER
 # password PASS` (not "password reset required").
-COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("mysql -p", re.compile(r"(\bmysql(?:dump|admin)?\b[^\n|;&]{0,512}?\s-p)([^\s'\"]+)")),
+COMMAND_PASSWORDS: tuple[tuple[str, _Lazy], ...] = (
+    ("mysql -p", _Lazy(r"(\bmysql(?:dump|admin)?\b[^\n|;&]{0,512}?\s-p)([^\s'\"]+)")),
     (
         "curl -u",
-        re.compile(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
+        _Lazy(r"(\bcurl\b[^\n|;&]*?\s(?:-u|--user)(?:\s+|=)['\"]?[^\s:'\"]+:)([^\s'\"]+)"),
     ),
-    ("sshpass -p", re.compile(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
+    ("sshpass -p", _Lazy(r"(\bsshpass\s+(?:-[A-Za-z]\s+)*-p\s*)([^\s'\"]+)")),
     (
         "SQL IDENTIFIED BY",
-        re.compile(
+        _Lazy(
             r"(?ai)(\bidentified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+|values\s+)?['\"])("
             + _SQL_QUOTED
             + r")"
@@ -298,25 +333,25 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     (
         "SQL IDENTIFIED BY pw",
-        re.compile(
+        _Lazy(
             r"(?ai)(\b(?:(?:create|alter)\s+user|connect\s+to)\s[^;\n]{0,200}?\bidentified\s+"
             r"by\s+)(?!(?:password|values|random)\b)([^\s'\";,()]+)"
         ),
     ),
     (
         "SQL PASSWORD",
-        re.compile(r"(?ai)(\bpassword\s+(?:'|\$\$))(" + _SQL_QUOTED + "|" + _DOLLAR_QUOTED + r")"),
+        _Lazy(r"(?ai)(\bpassword\s+(?:'|\$\$))(" + _SQL_QUOTED + "|" + _DOLLAR_QUOTED + r")"),
     ),
     (
         "SQL SET PASSWORD",
-        re.compile(
+        _Lazy(
             r"(?ai)(\bset\s+password\s+(?:for\s+[^=;\n]{1,200}?\s*)?=\s*(?:password\s*\(\s*)?"
             r"['\"])(" + _SQL_QUOTED + r")"
         ),
     ),
     (
         "netrc password",
-        re.compile(
+        _Lazy(
             r"(?m)((?:\bmachine[ \t]+(?:\S+(?=[ \t]+(?:login|account|port)[ \t])|\S*[.:]\S*|"
             r"localhost)|\bdefault(?=[ \t]+(?:login|account)[ \t]))"
             r"(?:[ \t]+(?:login|account|port)[ \t]+\S+)*[ \t]+password[ \t]+|"
@@ -330,51 +365,52 @@ COMMAND_PASSWORDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # (`https:\/\/u:p@h\/x`, as PHP, Java and some loggers write it) or a repr() escaped those again,
 # before an escaped quote (`h\"`), and where JSON escaped the `@` itself (`u:p\u0040h`, as an
 # ASCII-only encoder may).
-URL_USERINFO = re.compile(
+URL_USERINFO = _Lazy(
     r"(?i)\b([a-z][a-z0-9+.-]*:(?://|\\/\\/|\\\\/\\\\/))([^\s\"'<>]{0,512})(@|\\u0040)"
     r"(?=[A-Za-z0-9\[]"
     r"[A-Za-z0-9.:\[\]-]*(?:[/?#\s\"'<>,;)\\|}`]|$))"
 )
-_AUTH_HEADER = re.compile(
+_AUTH_HEADER = _Lazy(
     r"(?i)(\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?)((?:[A-Za-z][\w.-]*\s+)?"
     r"[^\s\"']+)"
 )
 # `Bearer <token>`: 16 characters or more, one of them a digit, +, / or =; also a shorter `Basic`
 # credential (a word of base64's shape after `Basic` alone), but only one that decodes to a
 # printable `user:password` (`_is_bearer_token`): not "basic test", not "Basic QUJD".
-_BEARER = re.compile(
+_BEARER = _Lazy(
     r"(?i)(\b(?:bearer|token|digest|(?P<basic>basic))\s+)(?P<value>(?P<long>(?=[^\s]*[0-9+/=])"
     r"[A-Za-z0-9._~+/=-]{16,})|(?(basic)(?:[A-Za-z0-9+/]{4})+(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
     r"(?![\w+/=.~-])|(?!)))"
 )
 # --password VALUE, --hf-token=VALUE
 _FLAG_HEAD = r"(?<![\w-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?P<sep>=|\s+)"
-_FLAG = re.compile(
-    _FLAG_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)"
-)
+_FLAG = _Lazy(_FLAG_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'-][^\s\"']*|-[^\s\"'-][^\s\"']*)")
 # name=value, name: value, "name": "value", 'name' = 'value': the value up to white space, or its
 # closing quote. No match starts right after a letter or `_`: one starting a letter earlier would
 # be found first anyway, and each start inside a long word scanned the rest of it: quadratic in
 # the word's length.
 _ASSIGNED_HEAD = r"(?<![A-Za-z_])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>['\"]?\s*(?:=>|[=:])\s*)"
-_ASSIGNED = re.compile(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'{\[(]\S*)")
+_ASSIGNED = _Lazy(_ASSIGNED_HEAD + r"(?P<value>" + _QUOTED + r"|[^\s\"'{\[(]\S*)")
 
 
-# The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII): `may_hold`
-# searches them in any text that is not ASCII. For a pattern that folds ASCII letters only
-# (`(?ai)`), or spells out the cases it takes (the AWS key id's), its needles in the lowercased
-# text are enough.
-_UNICODE_FOLDED = frozenset(
-    name
-    for name, pattern in (
-        *SHAPES,
-        *COMMAND_PASSWORDS,
-        ("an Authorization header", _AUTH_HEADER),
-        ("a bearer token", _BEARER),
-        ("a URL's userinfo", URL_USERINFO),
+@functools.cache
+def _unicode_folded() -> frozenset[str]:
+    """The folded rules whose pattern folds case as Unicode does (IGNORECASE without ASCII):
+    `may_hold` searches them in any text that is not ASCII. For a pattern that folds ASCII letters
+    only (`(?ai)`), or spells out the cases it takes (the AWS key id's), its needles in the
+    lowercased text are enough. Read from the compiled patterns, when a text that is not ASCII first
+    asks."""
+    return frozenset(
+        name
+        for name, pattern in (
+            *SHAPES,
+            *COMMAND_PASSWORDS,
+            ("an Authorization header", _AUTH_HEADER),
+            ("a bearer token", _BEARER),
+            ("a URL's userinfo", URL_USERINFO),
+        )
+        if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII
     )
-    if NEEDLES[name][1] and pattern.flags & re.IGNORECASE and not pattern.flags & re.ASCII
-)
 
 
 def _is_basic_credential(value: str) -> bool:
@@ -419,7 +455,7 @@ def _unquoted(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
 
 
-def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
+def _named(pattern: _Lazy, text: str) -> Iterator[re.Match]:
     """The matches of `_FLAG` or `_ASSIGNED` in `text` whose name is a credential's and whose value
     could be one. A pair under another name does not swallow what follows it: the search goes on
     from its value, so `printed: password => X` and `Protocol=https;AccountKey=X` find the
@@ -441,7 +477,7 @@ def _named(pattern: re.Pattern[str], text: str) -> Iterator[re.Match]:
             pos = match.end()
 
 
-_HEADS = {_FLAG: re.compile(_FLAG_HEAD), _ASSIGNED: re.compile(_ASSIGNED_HEAD)}
+_HEADS = {_FLAG: _Lazy(_FLAG_HEAD), _ASSIGNED: _Lazy(_ASSIGNED_HEAD)}
 
 
 def url_secrets(text: str) -> list[str]:
@@ -618,6 +654,9 @@ def _literal_union(words: Iterable[str]) -> re.Pattern[str]:
     return re.compile(written(trie))
 
 
+_MEMO_LEN, _MEMO_SIZE = 256, 4096  # the texts `Redactor.scrub` remembers: how long, how many
+
+
 class Redactor:
     """Cuts credentials out of free text (`text`), and out of the free text in records (`scrub`)."""
 
@@ -628,6 +667,9 @@ class Redactor:
         found = {s for v in values if len(v) >= MIN_SECRET_LEN for s in _spellings(v)}
         self.values = sorted(found, key=len, reverse=True)
         self._pattern = _literal_union(self.values) if self.values else None
+        # a record's short texts (arm names, states, hashes, hosts) recur in every record: each is
+        # cut once; bounded, since a run may write any number of distinct ones
+        self._scrubbed: dict[str, str] = {}
 
     @classmethod
     def for_run(cls, *configs: Any, environ: Mapping[str, str] | None = None) -> Redactor:
@@ -672,7 +714,7 @@ class Redactor:
         return value
 
     @staticmethod
-    def _cut_named(pattern: re.Pattern[str], text: str) -> str:
+    def _cut_named(pattern: _Lazy, text: str) -> str:
         """`text` with the value of every credential's pair or flag (`_named`) cut, its quotes
         kept."""
         out, last = [], 0
@@ -698,8 +740,16 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.scrub(v) for v in value]
         if isinstance(value, str):
-            return self.text(value)
+            return self._short_text(value) if len(value) <= _MEMO_LEN else self.text(value)
         return value
+
+    def _short_text(self, value: str) -> str:
+        out = self._scrubbed.get(value)
+        if out is None:
+            if len(self._scrubbed) >= _MEMO_SIZE:
+                self._scrubbed.clear()
+            out = self._scrubbed[value] = self.text(value)
+        return out
 
 
 class StreamScrubber:

@@ -1,7 +1,7 @@
 """Running on a Ray cluster: what ships to the workers, what a trial asks for, where it ran.
 
 On a cluster the driver (`plan run`) and the trials are on different machines.
-Three things must reach the workers or be true there, and this module builds
+Two things must reach the workers or be true there, and this module builds
 them as plain values that dispatch passes to Ray:
 
 - **the code**: `runtime_env_for()` ships the contract's folder as the
@@ -14,31 +14,22 @@ them as plain values that dispatch passes to Ray:
   groups) and `task_options()` (`ray.remote(...).options(...)`) turn the
   contract's `budget.resources` {cpu, gpu, custom} into Ray's two spellings,
   and `unfit_reason()` says, before anything is launched, when no node of the
-  cluster could ever hold one trial (Ray would otherwise wait forever);
-- **where a trial ran**: `node_facts()`, called inside a trial, gives the Ray
-  node id and IP (one machine can hold several nodes, so the hostname is not
-  enough), and `trials_per_node()` counts records by it.
+  cluster could ever hold one trial (Ray would otherwise wait forever).
 
-Everything here is pure except `node_facts()`, which reads the connected Ray
-when there is one; Ray is imported only inside it.
+Everything here is pure: Ray is not imported.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import sys
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from planner._contract.model import Budget, Resources
 from planner._core.errors import UsageError
-from planner._core.lazy import lazy_import
-
-ray = lazy_import("ray")  # only node_facts calls Ray, once it is connected
 
 # Never shipped from the contract's folder: run folders, VCS data, environments, caches.
 # Ray reads these like .gitignore lines, relative to the folder shipped.
@@ -265,34 +256,3 @@ def runtime_env_for(
     if env_vars:
         runtime_env["env_vars"] = dict(env_vars)
     return runtime_env
-
-
-# ---------------------------------------------------------------- where trials ran
-
-
-def node_facts() -> dict[str, Any]:
-    """Where the calling process runs: Ray node id and IP, hostname, pid.
-
-    Inside a Ray task or Tune trial; outside Ray, node_id and node_ip are None.
-    Several Ray nodes can share a host (and a hostname), so the node id is the
-    field that tells them apart.
-    """
-    facts: dict[str, Any] = {
-        "node_id": None,
-        "node_ip": None,
-        "hostname": socket.gethostname(),
-        "pid": os.getpid(),
-    }
-    if (
-        "ray" in sys.modules
-    ):  # a trial in a Ray worker (never imports Ray for a trial run without it)
-        if ray.is_initialized():
-            facts["node_id"] = ray.get_runtime_context().get_node_id()
-            facts["node_ip"] = ray.util.get_node_ip_address()
-    return facts
-
-
-def trials_per_node(records: Iterable[Mapping[str, Any]], key: str = "node_id") -> dict[str, int]:
-    """How many trial records name each node (by `key`: node_id, node_ip or host)."""
-    counts = Counter(str(r.get(key)) for r in records if r.get(key) is not None)
-    return dict(sorted(counts.items()))

@@ -35,10 +35,28 @@ def run_studies(path: str | Path | None) -> Any:
     file_backend: Any = optuna.storages.journal.JournalFileBackend
 
     class RunJournal(file_backend):
+        # The storage reads the journal back after each of its own writes: the lines this
+        # process wrote since that read are handed back as the file would give them (each line
+        # decoded again), without opening and reading the file for every operation.
+        def __init__(self, path: str):
+            super().__init__(path)
+            self._own: list[dict[str, Any]] = []
+            self._read_to: int | None = None  # where the storage's last read ended
+
+        def read_logs(self, log_number_from: int) -> list[dict[str, Any]]:
+            if log_number_from == self._read_to:
+                logs = self._own
+            else:
+                logs = list(super().read_logs(log_number_from))
+            self._own, self._read_to = [], log_number_from + len(logs)
+            return logs
+
         def append_logs(self, logs: list[dict[str, Any]]) -> None:
-            text = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs)
+            lines = [json.dumps(log, separators=(",", ":")) for log in logs]
             with open(file, "ab") as f:  # one write of whole lines: a reader never sees half of one
-                f.write(text.encode("utf-8"))
+                f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+            if self._read_to is not None:
+                self._own.extend(json.loads(line) for line in lines)
 
     return optuna.storages.JournalStorage(RunJournal(file))
 

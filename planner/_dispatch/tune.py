@@ -35,7 +35,7 @@ import shutil
 import tempfile
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import optuna
@@ -864,7 +864,4 @@ def _plain(value: Any) -> Any:
 def _with_params(
     template: TrialSpec, params: dict[str, Any], raw: dict[str, Any] | None = None
 ) -> TrialSpec:
-    data = asdict(template)
-    data["params"] = params
-    data["config"] = apply_params(template.config, params, raw)
-    return TrialSpec(**data)
+    return replace(template, params=params, config=apply_params(template.config, params, raw))

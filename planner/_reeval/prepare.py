@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from planner._contract.model import SEED_MAX, SEED_RANGE, Contract
+from planner._contract.model import SEED_MAX, SEED_RANGE, Contract, contract_from
 from planner._contract.paths import apply_params, config_diff, interpolated_paths
 from planner._core.errors import RunError, UsageError
 from planner._core.records import TrialRecord, finite_final_value
@@ -276,7 +276,7 @@ def _frozen_contract(folder):
     if not data:
         raise RunError(f"{folder.path} has no frozen contract.yaml: nothing to re-run")
     try:
-        return Contract.model_validate(data)
+        return contract_from(data)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

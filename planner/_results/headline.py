@@ -113,7 +113,7 @@ def seeds_needed(results: RunResults) -> SeedsNeeded:
     """The seeds `plan power` asks for with this run as the pilot (80 % and 90 % power at
     min_effect)."""
     try:
-        contract = model.Contract.model_validate(results.contract)
+        contract = model.contract_from(results.contract)
     except ValueError:
         return SeedsNeeded(
             reason="the run's frozen contract does not load with this planner version"

@@ -19,10 +19,10 @@ import re
 from typing import Any
 
 from planner._contract.paths import get_path
+from planner._core.contract_terms import decision_mode
 from planner._core.records import (
     ReportSummary,
     TrialRecord,
-    decision_mode,
     error_key,
     first_line,
 )

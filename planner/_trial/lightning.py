@@ -46,8 +46,9 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
+from planner._core.contract_terms import EPOCH_UNITS
 from planner._core.errors import TrialProtocolError
-from planner._core.records import EPOCH_UNITS, stored_metric
+from planner._core.records import stored_metric
 from planner._trial import checkpoints
 from planner._trial.shortfall import WAITING_FOR_TEST
 

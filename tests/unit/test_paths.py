@@ -3,6 +3,11 @@ shares."""
 
 from __future__ import annotations
 
+import copy
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from planner._contract.paths import MISSING, apply_params, config_diff, diff_rows, flatten, get_path
 
 
@@ -68,3 +73,54 @@ def test_get_and_apply_params_use_the_same_dotted_paths():
 def test_flatten_into_lists_reaches_every_scalar():
     config = {"a": [{"b": "x"}, 2], "c": [], "d": {}}
     assert flatten(config, into_lists=True) == {"a.0.b": "x", "a.1": 2, "c": [], "d": {}}
+
+
+_KEYS = st.sampled_from(["a", "b", "lr", "model", "width"])
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+    st.just("???"),  # OmegaConf's mandatory value
+)
+_CONFIGS = st.recursive(
+    _LEAVES, lambda inner: st.dictionaries(_KEYS, inner, max_size=3) | st.lists(inner, max_size=2)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    config=st.dictionaries(_KEYS, _CONFIGS, max_size=4),
+    params=st.dictionaries(
+        st.lists(_KEYS, min_size=1, max_size=3).map(".".join),
+        st.one_of(st.floats(allow_nan=False), st.integers(), st.text(max_size=6), st.none()),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_tuned_values_set_without_omegaconf_are_what_omegaconf_sets(config, params):
+    """A config with no interpolation takes its tuned values as plain items (no OmegaConf config a
+    trial): the result is OmegaConf's update and resolve of the same values, or the OmegaConf path
+    is taken."""
+    import omegaconf
+
+    def by_omegaconf():
+        cfg = omegaconf.OmegaConf.create(copy.deepcopy(config))
+        for path, value in params.items():
+            text = value.replace("${", "\\${") if isinstance(value, str) else value
+            omegaconf.OmegaConf.update(cfg, path, text, merge=False, force_add=True)
+        return omegaconf.OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+
+    try:
+        expected: object = by_omegaconf()
+    except Exception as error:  # noqa: BLE001 - the same refusal is expected of apply_params
+        expected = type(error)
+    try:
+        got: object = apply_params(copy.deepcopy(config), params, copy.deepcopy(config))
+    except Exception as error:  # noqa: BLE001
+        got = type(error)
+    if expected != got and not isinstance(expected, type):
+        raise AssertionError((config, params, expected, got))
+    if isinstance(expected, type):
+        assert isinstance(got, type), (config, params, got)

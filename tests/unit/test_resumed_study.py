@@ -251,3 +251,35 @@ def test_a_restarted_trial_reporting_its_steps_again_makes_optuna_warn_nothing(t
     with pytest.raises(UserWarning, match="already reported"), warnings.catch_warnings():
         warnings.simplefilter("error")
         again.report(0.1, 1)
+
+
+def test_the_studies_the_driver_holds_are_what_optunas_own_reader_reads_from_the_journal(tmp_path):
+    """The driver's storage hands its own writes back without reading the file again: every trial
+    (params, values, steps, attributes, state) is what Optuna's file backend reads from the same
+    journal, resumed studies included."""
+    path = tmp_path / "studies.log"
+    sampler = Sampler(name="tpe", seed=3)
+    _, records, _ = _drive(*_search(["a", "b"], LR, sampler, 12, run_studies(path)), stop_after=9)
+    storage = run_studies(path)
+    _drive(*_search(["a", "b"], LR, sampler, 12, storage, records, at="2026-01-01T00:00Z"))
+    fresh = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+
+    def seen(store):
+        studies = {
+            s.study_name: optuna.load_study(study_name=s.study_name, storage=store)
+            for s in optuna.get_all_study_summaries(store)
+        }
+        return {
+            name: (
+                study.user_attrs,
+                [
+                    (t.number, t.state, t.params, t.values, t.intermediate_values, t.user_attrs)
+                    for t in study.trials
+                ],
+            )
+            for name, study in studies.items()
+        }
+
+    held = seen(storage)
+    assert held == seen(fresh)
+    assert set(held) == {"a", "b"} and all(len(trials) == 12 for _, trials in held.values())
