@@ -43,12 +43,7 @@ demo: $(STAMP)
 # folders of their own, and its trials mostly wait, so it shares the two cores and ends well
 # before the e2e tier does. Its output is kept in a file and printed after the e2e tier's; the
 # target fails when either failed.
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
-	@$(MAKE) --no-print-directory test-ray
-
-test-ray: $(STAMP)
-	@cluster_log=$$(mktemp); \
+RAY_TIERS = cluster_log=$$(mktemp); \
 	$(BIN)/python -m pytest -q -n 1 --dist loadfile tests/cluster $(PYTEST_ARGS) \
 	  >"$$cluster_log" 2>&1 & cluster=$$!; \
 	trap 'kill $$cluster 2>/dev/null; rm -f "$$cluster_log"' EXIT; \
@@ -60,6 +55,14 @@ test-ray: $(STAMP)
 	echo "make: the cluster tier (exit $$clusters):"; \
 	cat "$$cluster_log"; \
 	[ $$e2e -eq 0 ] && [ $$clusters -eq 0 ]
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
+	@$(RAY_TIERS)
+
+# The e2e, browser and cluster tiers as `make test` runs them, without the unit tier.
+test-ray: $(STAMP)
+	@$(RAY_TIERS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)
