@@ -51,8 +51,9 @@ def train(config, trial):
     fact = {"node_id": node, "phase": trial.phase, "trial_id": trial.id, "first": first, "step": 0}
     _write(facts, fact)
     level = config["recipe"]["level"] + 0.001 * trial.seed + 0.01 * config["recipe"]["lr"]
+    step_s = config["tune_step_s"] if trial.phase == "tune" else config["step_s"]
     for step in range(first, trial.budget + 1):
-        time.sleep(config["step_s"])
+        time.sleep(step_s)
         print(f"step {step} on {node}", flush=True)
         _write(checkpoint, {"step": step})
         metrics = {"val_acc": level + 0.01 * step}
@@ -71,8 +72,10 @@ def _contract(
     exposure: int = 4,
     tuned: int = 0,
     step_s: float = 0.6,
+    tune_step_s: float | None = None,
 ) -> Path:
-    """The contract; `tuned`: tuning trials per arm (over `recipe.lr`), none by default."""
+    """The contract; `tuned`: tuning trials per arm (over `recipe.lr`), none by default; a step
+    lasts `step_s`, in tuning `tune_step_s` when given."""
     import yaml
 
     from tests._runs import synthetic_contract
@@ -84,7 +87,14 @@ def _contract(
         name="no-shared-disk",
         hypothesis="The treatment recipe raises val_acc by more than 0.05.",
         trainable="spread_trainable:train",
-        config={"values": {"recipe": recipe, "step_s": step_s, "facts": str(facts)}},
+        config={
+            "values": {
+                "recipe": recipe,
+                "step_s": step_s,
+                "tune_step_s": step_s if tune_step_s is None else tune_step_s,
+                "facts": str(facts),
+            }
+        },
         seeds=[0, 1, 2],
         budget={"exposure": exposure, "resources": {"cpu": 1, "gpu": 0}},
         failures={"retries": retries},
@@ -300,9 +310,12 @@ def test_a_node_that_cannot_import_the_trainable_is_named_and_no_trial_runs_ther
     # refused node is held for the whole run
     runs, facts = _folders(tmp_path)
     site = _site_with_nodepkg(tmp_path)
-    # trials long enough that Tune starts a second trial process while the first runs (a short
-    # one's process is reused for every trial): that one would go to the free node
-    contract = _contract(tmp_path / "experiment", facts, retries=0, exposure=2, tuned=2, step_s=3.0)
+    # tuning trials long enough that Tune starts a second trial process while the first runs (a
+    # short one's process is reused for every trial): that one would go to the free node. The six
+    # confirmation trials queue for the head's one CPU however short they are.
+    contract = _contract(
+        tmp_path / "experiment", facts, retries=0, exposure=2, tuned=2, tune_step_s=3.0
+    )
     _needing_nodepkg(contract)
     with LocalCluster(
         [NodeSpec(num_cpus=1, env={"PYTHONPATH": str(site)}), NodeSpec(num_cpus=2)]
