@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
 
-.PHONY: venv demo test test-ray test-fast lint bench clean
+.PHONY: venv demo test test-fast lint bench clean
 
 # The install, one echo a step (it takes minutes). torch goes first, with pip: on these machines
 # torch==$(TORCH_VERSION) (the CPU build) lies on local disk and pip takes it from there; any other
@@ -36,33 +36,15 @@ demo: $(STAMP)
 	@echo "make: plan report runs/digits-adamw-vs-sgd/latest"
 	@$(BIN)/plan report runs/digits-adamw-vs-sgd/latest --format md
 
-# The unit tier on both cores (pytest-xdist: its tests share nothing); then the e2e and browser
-# tiers on both cores too, a module to a worker (`--dist loadfile`: a module's shared runs are made
-# once, and each test's Ray, folders and processes are its own), with the cluster tier beside them,
-# one module at a time: its nodes are real `ray start` processes on ports the OS picks, in temp
-# folders of their own, and its trials mostly wait, so it shares the two cores and ends well
-# before the e2e tier does. Its output is kept in a file and printed after the e2e tier's; the
-# target fails when either failed.
-RAY_TIERS = cluster_log=$$(mktemp); \
-	$(BIN)/python -m pytest -q -n 1 --dist loadfile tests/cluster $(PYTEST_ARGS) \
-	  >"$$cluster_log" 2>&1 & cluster=$$!; \
-	trap 'kill $$cluster 2>/dev/null; rm -f "$$cluster_log"' EXIT; \
-	trap 'exit 130' INT TERM; \
-	echo "make: the cluster tier runs beside the e2e and browser tiers (its output follows theirs)"; \
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS); \
-	e2e=$$?; \
-	wait $$cluster; clusters=$$?; \
-	echo "make: the cluster tier (exit $$clusters):"; \
-	cat "$$cluster_log"; \
-	[ $$e2e -eq 0 ] && [ $$clusters -eq 0 ]
-
+# The unit tier on both cores (pytest-xdist: its tests share nothing); the e2e and browser tiers on
+# both cores too, a module to a worker (`--dist loadfile`: a module's shared runs are made once, and
+# each test's Ray, folders and processes are its own); the cluster tier the same way, a module to a
+# worker (its nodes are real `ray start` processes on ports the OS picks, in temp folders of their
+# own, and its trials mostly wait, so two clusters at once share the two cores).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
-	@$(RAY_TIERS)
-
-# The e2e, browser and cluster tiers as `make test` runs them, without the unit tier.
-test-ray: $(STAMP)
-	@$(RAY_TIERS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/cluster $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)
