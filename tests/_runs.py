@@ -256,14 +256,15 @@ def interrupt_joined_run(
 
 
 def _ray_side(run_dir: Path, pid: int) -> list[str]:
-    """What Ray's side wrote about the driver `pid` of the run in `run_dir`, for a failed assert:
-    the run folder's ray.log and state.json (Ray's C++ core writes to them, not the terminal, once
-    the run holds a cluster's Ray) and the tail of Ray's own log of that driver."""
+    """What was left about the driver `pid` of the run in `run_dir`, for a failed assert: the run
+    folder's state.json and ray.log (where Ray's C++ core writes, not the terminal, once the run
+    holds a cluster's Ray) and the tail of Ray's own logs of that driver."""
     found = []
     for name in ("ray.log", "state.json"):
         path = run_dir / name
         found.append(f"{name}: {path.read_text()[-3000:] if path.exists() else '<absent>'}")
-    for log in Path(tempfile.gettempdir(), "ray", "session_latest", "logs").glob(f"*{pid}*"):
+    ray_tmp = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+    for log in Path(ray_tmp, "ray", "session_latest", "logs").glob(f"*{pid}*"):
         found.append(f"{log.name}: {log.read_text(errors='replace')[-3000:]}")
     return found
 

@@ -1,4 +1,4 @@
-"""Running on a Ray cluster: what ships to the workers, what a trial asks for, where it ran.
+"""Running on a Ray cluster: what ships to the workers and what a trial asks for.
 
 On a cluster the driver (`plan run`) and the trials are on different machines.
 Two things must reach the workers or be true there, and this module builds
