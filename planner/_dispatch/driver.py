@@ -112,7 +112,6 @@ def run(
     store, code = open_store(
         contract, configs, runs_dir=runs_dir, resume=resume, contract_dir=contract_dir
     )
-    announce(store.root, stream or sys.stdout)
     with RunSession(store) as session:
         if resume is not None:
             previous_wall = resume_folder(
@@ -125,6 +124,8 @@ def run(
             if storage is not None:
                 store.event("storage_chosen", storage=storage)
             previous_wall = 0.0
+        # once the folder holds its run (run.json): a `plan status` of what this prints reads it
+        announce(store.root, stream or sys.stdout)
         runner = Runner(
             contract,
             contract_dir,
