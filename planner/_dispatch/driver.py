@@ -242,11 +242,14 @@ def _tune_select_confirm(runner: Runner) -> StopReason | None:
     still selects (selection.json says what the trials so far would give) and confirms nothing."""
     if runner.contract.tuning is None:
         return runner.confirm(runner.select())
-    stopped = runner.tune()
-    if stopped is None:
-        return runner.confirm(runner.select())
-    runner.select()
-    return stopped
+    try:
+        stopped = runner.tune()
+        if stopped is None:
+            return runner.confirm(runner.select())
+        runner.select()
+        return stopped
+    finally:
+        runner.tidy_stopped()
 
 
 def _live_mlflow(run_dir: Path, tracking) -> LiveMlflow | None:

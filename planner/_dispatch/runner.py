@@ -3,6 +3,7 @@ trials end, and the phases it runs: tune, select, confirm, decide."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import KW_ONLY, dataclass, field
@@ -41,6 +42,7 @@ from planner._stats.select import select
 from planner._store.live import STUDIES_FILE, LiveWriter, new_progress
 from planner._store.schema import check_trial
 from planner._store.writer import RunStore
+from planner._trial import checkpoints
 from planner._trial.attempts import Ledger
 from planner._trial.protocol import make_record
 from planner._trial.spec import TrialSpec
@@ -309,6 +311,23 @@ class Runner:
         if stopped is None:
             self._record_never_ran("tune", unrecorded)
         return stopped
+
+    def tidy_stopped(self) -> None:
+        """The checkpoints of the tuning trials the scheduler stopped, tidied once more as the run
+        ends (`command.checkpoint.keep`). Each was tidied when Tune stopped it, but Tune does not
+        wait for the trial's worker, and its script, until the worker ends it, could still save one
+        more. On another node's disk nothing is found here, and nothing is removed."""
+        checkpoint = (self.dispatch.command or {}).get("checkpoint")
+        if not checkpoint or checkpoint.get("keep", "all") == "all":
+            return
+        for record in self.records.values():
+            if record["phase"] == "tune" and record["status"] == TrialStatus.EARLY_STOPPED:
+                with contextlib.suppress(OSError):  # housekeeping: the records stand either way
+                    checkpoints.prune(
+                        self.store.trial_dir(record["trial_id"]),
+                        checkpoint["file"],
+                        checkpoint["keep"],
+                    )
 
     def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
         """The planned trials of `phase` with no record after it (`wanted`: only those trials);

@@ -46,7 +46,7 @@ def test_a_command_contract_runs_tunes_and_decides_through_ray(ray_local, tmp_pa
 
 
 APP = """
-import os, subprocess, sys, time
+import os, signal, subprocess, sys, time
 import hydra
 from hydra.core.hydra_config import HydraConfig
 import planner
@@ -67,6 +67,12 @@ def main(cfg):
         os._exit(0)
     os.wait()
     os.makedirs(os.path.join(out, "ckpt"), exist_ok=True)
+
+    def save_as_stopped(signum, frame):  # a script that saves once more when it is stopped
+        open(os.path.join(out, "ckpt", "stopped.ckpt"), "wb").write(os.urandom(20000))
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, save_as_stopped)
     budget = int(os.environ["PLANNER_BUDGET"])
     for epoch in range(1, budget + 1):
         open(os.path.join(out, "ckpt", f"epoch={epoch}.ckpt"), "wb").write(os.urandom(20000))
@@ -85,7 +91,8 @@ def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoin
 ):
     """Through `plan run` (Ray Tune with ASHA, then confirmation): every script got past its last
     budget step to its own end, no daemon it forgot outlives its trial, one checkpoint is left a
-    trial."""
+    trial, also for a script that saves once more as it is stopped (after the scheduler's stop,
+    which Tune does not wait for)."""
     import os
     import time
 
