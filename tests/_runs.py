@@ -251,22 +251,29 @@ def interrupt_joined_run(
     assert proc.poll() is None, ("ended before the signal", proc.returncode, proc.communicate())
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 3, (proc.returncode, out, err, *_ray_side(trials[0].parent, proc.pid))
+    assert proc.returncode == 3, (
+        f"exit {proc.returncode}, stderr {err[-600:]!r}, stdout {out[-300:]!r}\n"
+        + _ray_side(trials[0].parent, proc.pid)
+    )
     return trials[0].parent, out, err
 
 
-def _ray_side(run_dir: Path, pid: int) -> list[str]:
-    """What was left about the driver `pid` of the run in `run_dir`, for a failed assert: the run
-    folder's state.json and ray.log (where Ray's C++ core writes, not the terminal, once the run
-    holds a cluster's Ray) and the tail of Ray's own logs of that driver."""
-    found = []
-    for name in ("ray.log", "state.json"):
-        path = run_dir / name
-        found.append(f"{name}: {path.read_text()[-3000:] if path.exists() else '<absent>'}")
+def _ray_side(run_dir: Path, pid: int) -> str:
+    """What was left about the driver `pid` of the run in `run_dir`, for a failed assert, shortest
+    first (CI shows the head of a failure): the run's state, the ends of the run folder's ray.log
+    (where Ray's C++ core writes once the run holds a cluster's Ray, not the terminal) and of Ray's
+    own log of that driver, found in any Ray session under RAY_TMPDIR (with several test workers,
+    session_latest may be another worker's Ray)."""
+    state = run_dir / "state.json"
+    found = [f"state.json: {state.read_text()[:300] if state.exists() else '<absent>'}"]
+    ray_log = run_dir / "ray.log"
+    found.append(f"ray.log: ...{ray_log.read_text()[-1200:] if ray_log.exists() else '<absent>'}")
     ray_tmp = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
-    for log in Path(ray_tmp, "ray", "session_latest", "logs").glob(f"*{pid}*"):
-        found.append(f"{log.name}: {log.read_text(errors='replace')[-3000:]}")
-    return found
+    for log in Path(ray_tmp, "ray").glob(f"session_2*/logs/python-core-driver-*_{pid}.log"):
+        found.append(
+            f"{log.parent.parent.name}/{log.name}: ...{log.read_text(errors='replace')[-2000:]}"
+        )
+    return "\n".join(found)
 
 
 def ray_processes(ray_tmp: str) -> list:
