@@ -416,7 +416,7 @@ def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_pa
         budget={"exposure": 2},
     )
     run_dir, out, _ = interrupt_joined_run(
-        path, tmp_path / "runs", address, "e2e/*/trials.jsonl", 2
+        path, tmp_path / "runs", address, "e2e/*/trials.jsonl", 2, again_if_died=True
     )
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted"
