@@ -229,13 +229,26 @@ def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
         fixed[contract.command_spec.seed_key] = int(seeds[0])
     if contract.command_spec.budget_key:
         fixed[contract.command_spec.budget_key] = int(contract.budget.exposure)
-    config = apply_params(dict(configs[arm]), fixed)
+    tuned = {}
+    if contract.tuning is not None:
+        tuned = {key: _low_end(dim) for key, dim in contract.tuning.space_for(arm).items()}
+    config = apply_params(dict(configs[arm]), {**fixed, **tuned})
     flags = [f"--{key}={literal_text(_shown(value))}" for key, value in flatten_leaves(config)]
-    tuned = " (the tuned keys at their drawn values)" if contract.tuning is not None else ""
+    said = " (a tuned key at the low end of its space: each trial draws its own)" if tuned else ""
     return (
-        f"written as Python literals (--key=value); the first trial{tuned} runs:\n"
+        f"written as Python literals (--key=value); the first trial runs{said}:\n"
         f"             {shlex.join([*command_argv(contract.command_line), *flags])}"
     )
+
+
+def _low_end(dimension) -> Any:
+    """A value of a tuned key's space, as a trial would receive one (a float for a float range):
+    the low end of a range, the first option of a choice. The draws themselves are the sampler's,
+    made as the run goes."""
+    if dimension.kind == "choice":
+        return dimension.bounds[0]
+    low = dimension.bounds[0]
+    return int(low) if dimension.kind == "int" else float(low)
 
 
 def _shown(value: Any) -> Any:

@@ -100,3 +100,69 @@ def test_every_leaf_is_one_flag_in_the_configs_order(tmp_path: Path):
         "--wandb_run_name=None",
         f"--out_dir={tmp_path}",
     ]
+
+
+CONFIGURATOR = """
+import sys
+from ast import literal_eval
+lr = 0.0005
+seed = 0
+max_iters = 10
+width = 1
+act = "relu"
+for arg in sys.argv[1:]:
+    key, val = arg[2:].split("=", 1)
+    globals()[key] = literal_eval(val)
+print("step 1: val loss 2.5")
+"""
+
+
+def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space(tmp_path: Path):
+    """The first trial's command line `plan validate` prints never shows a tuned key at its base
+    value, which may lie outside the space the trials draw from (0.0005 for [0.001, 0.01])."""
+    import yaml
+
+    import planner
+
+    (tmp_path / "train.py").write_text(CONFIGURATOR)
+    contract = {
+        "version": 1,
+        "name": "literal-tuned",
+        "hypothesis": "A wider model is better.",
+        "command": {
+            "run": "python train.py",
+            "args": "literal",
+            "seed_key": "seed",
+            "budget_key": "max_iters",
+            "metrics": {"format": "stdout", "pattern": r"step (?P<step>\d+): val loss (?P<v>\S+)"},
+        },
+        "config": {"values": {"lr": 0.0005, "width": 1, "act": "relu", "seed": 0, "max_iters": 1}},
+        "factor": {"name": "width", "keys": ["width"]},
+        "baseline": {"name": "one", "overrides": ["width=1"]},
+        "arms": [{"name": "two", "overrides": ["width=2"]}],
+        "metric": {"name": "v", "mode": "min"},
+        "acceptance": {"min_effect": 0.01},
+        "seeds": [0, 1],
+        "budget": {"exposure": 10},
+        "tuning": {
+            "trials_per_arm": 2,
+            "seeds": [100],
+            "sampler": {"name": "random"},
+            "space": {"lr": {"log_uniform": [0.001, 0.01]}, "act": {"choice": ["gelu", "relu"]}},
+        },
+    }
+    (tmp_path / "contract.yaml").write_text(yaml.safe_dump(contract))
+
+    result = planner.validate(tmp_path / "contract.yaml")
+
+    assert result.valid, result.diagnostics
+    said, line = result.summary["command"]["flags"].split("\n")
+    assert "a tuned key at the low end of its space" in said
+    assert line.split()[1:] == [
+        "train.py",
+        "--act=gelu",  # the config's order (safe_dump sorted its keys)
+        "--lr=0.001",
+        "--max_iters=10",
+        "--seed=100",
+        "--width=1",
+    ]
