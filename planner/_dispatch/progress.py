@@ -352,8 +352,19 @@ def make_display(progress: Progress, *, quiet: bool, stream: TextIO | None = Non
 def follow(snapshot: Callable[[], tuple[str, bool]], interval_s: float) -> None:
     """Redraw `snapshot()`'s text in place (rich's Live) every `interval_s` seconds while it says
     the run goes on (`plan status --watch`); its text is shown as it is, never read as rich
-    markup."""
+    markup. Written to a file or a pipe (`| tee`), where nothing can be redrawn and rich's Live
+    would print only at the end, each snapshot that differs from the last is appended at once."""
     text, going = snapshot()
+    if not sys.stdout.isatty():
+        last = None
+        while True:
+            if text != last:
+                print(("\n" if last is not None else "") + text.rstrip("\n"), flush=True)
+                last = text
+            if not going:
+                return
+            threading.Event().wait(interval_s)
+            text, going = snapshot()
     with rich_live.Live(auto_refresh=False) as live:
         while True:
             live.update(rich_text.Text(text), refresh=True)

@@ -4,6 +4,7 @@ the ETA."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -82,8 +83,10 @@ def test_the_eta_is_the_expected_steps_left_at_the_measured_seconds_per_step():
     assert p.steps_done == 10 and "left" in p.header()
 
 
-def test_follow_redraws_until_the_run_is_no_longer_running(capsys):
+def test_follow_redraws_until_the_run_is_no_longer_running(capsys, monkeypatch):
     from planner._dispatch.progress import follow
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # a terminal: rich's Live redraws
 
     states = iter([("running 1", True), ("running 2", True), ("completed", False)])
     calls = []
@@ -95,3 +98,22 @@ def test_follow_redraws_until_the_run_is_no_longer_running(capsys):
     follow(snapshot, 0.01)
     assert len(calls) == 3  # read until the state said the run ended, and no more
     assert "completed" in capsys.readouterr().out
+
+
+def test_follow_into_a_file_appends_each_new_snapshot_as_it_comes(capsys):
+    """`plan status --watch > file` (or `| tee`): rich's Live cannot redraw there and printed
+    nothing until the run ended; each snapshot that changed is appended at once instead."""
+    from planner._dispatch.progress import follow
+
+    states = iter(
+        [("running 1\n", True), ("running 1\n", True), ("running 2\n", True), ("done\n", False)]
+    )
+    seen = []
+
+    def snapshot() -> tuple[str, bool]:
+        seen.append(capsys.readouterr().out)  # what was written before this read
+        return next(states)
+
+    follow(snapshot, 0.01)
+    seen.append(capsys.readouterr().out)
+    assert seen == ["", "running 1\n", "", "\nrunning 2\n", "\ndone\n"]
