@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner._core.text import number
+from planner._core.text import noun, number
 from planner._core.text_tables import text_table
 from planner._reeval.comparison import DID_NOT_RUN, ReevalResult, SeedRow
 from planner._reeval.prepare import ReevalPlan
@@ -34,11 +34,17 @@ def format_plan(plan: ReevalPlan) -> str:
     elif plan.contract.trainable is None and not (plan.identity.get("code") or {}).get(
         "trainable_source_sha256"
     ):
-        lines.append(
-            "identity: python, packages and data match the log; code: not recorded for a command "
-            "that "
-            "names no script in the contract's folder (only its command line)"
-        )
+        if plan.files_checked:  # `python -m pkg.mod`, a wrapper: what the trials read was logged
+            lines.append(
+                f"identity: code (the {noun('file', plan.files_checked)} its trials read), "
+                "python, packages and data match the log"
+            )
+        else:
+            lines.append(
+                "identity: python, packages and data match the log; code: not recorded for a "
+                "command that names no script in the contract's folder and logged no file it read "
+                "(only its command line)"
+            )
     else:
         lines.append("identity: code, python, packages and data match the log")
     lines += [f"note: {n}" for n in plan.notes]

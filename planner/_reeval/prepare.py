@@ -28,7 +28,12 @@ from planner._reeval.differences import (
 )
 from planner._store import facts
 from planner._store import read as rf
-from planner._store.identity import read_name, trainable_imports, trainable_search_path
+from planner._store.identity import (
+    logged_files_read,
+    read_name,
+    trainable_imports,
+    trainable_search_path,
+)
 
 _REEVAL_ID = re.compile(r"^reeval-.+-s-?\d+-(\d+)$")
 
@@ -105,6 +110,7 @@ class ReevalPlan:
         default_factory=dict
     )  # configs/<arm>.yaml (a command trainable needs them)
     notes: list[str] = field(default_factory=list)
+    files_checked: int = 0  # the logged files the trials read, each compared with today's
 
     def trial_id(self, seed: int) -> str:
         return reeval_trial_id(self.arm, seed, self.reeval_number)
@@ -197,6 +203,7 @@ def prepare(
         ledger=ledger,
         arm_configs=folder.configs(),
         notes=notes,
+        files_checked=len(logged_files_read(run_dir)),
     )
 
 

@@ -58,3 +58,16 @@ def test_a_reeval_of_a_command_without_a_script_does_not_claim_the_code_matches(
         _plan(None, {"trainable": "command: python train.py", "trainable_source_sha256": "ab" * 32})
     )
     assert "identity: code, python, packages and data match the log" in scripted
+
+
+def test_a_reeval_of_a_command_whose_trials_logged_the_files_they_read_says_those_matched():
+    """`python -m projects.adder.adder` names no script in the contract's folder, but its trials
+    logged every file they read, each compared with today's: the code was checked after all."""
+    import dataclasses
+
+    from planner._cli.reeval_text import format_plan
+
+    plan = _plan(None, {"trainable": "command: python -m pkg.mod", "trainable_source_sha256": None})
+    said = format_plan(dataclasses.replace(plan, files_checked=5))
+    assert "identity: code (the 5 files its trials read), python, packages and data" in said
+    assert "not recorded" not in said
