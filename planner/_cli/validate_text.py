@@ -11,11 +11,13 @@ from planner._core.text import number
 
 
 def _command_lines(command: dict[str, Any]) -> list[str]:
-    seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed from PLANNER_SEED"
+    # Without a key the value reaches the script only in the environment: say so, since nothing
+    # here can tell whether the script reads it (a config that sets its own length does not).
+    seed = f"seed -> {command['seed_key']}" if command["seed_key"] else "seed in $PLANNER_SEED only"
     budget = (
         f"exposure -> {command['budget_key']}"
         if command["budget_key"]
-        else "exposure from PLANNER_BUDGET"
+        else "exposure in $PLANNER_BUDGET only"
     )
     lines = [f"  command  {command['run']} ({seed}, {budget})"]
     if command.get("args") == "literal":

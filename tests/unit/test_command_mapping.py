@@ -191,7 +191,7 @@ def test_validate_shows_how_seed_budget_and_metrics_reach_the_app(tmp_path):
 
     text = format_result(validate(app_contract(tmp_path / "string", edit)))
     assert (
-        "(seed from PLANNER_SEED, exposure from PLANNER_BUDGET)" in text
+        "(seed in $PLANNER_SEED only, exposure in $PLANNER_BUDGET only)" in text
         and "from planner.report" in text
     )
 
