@@ -422,8 +422,7 @@ class _Run:
             self.reports, WithSplits
         ):  # a declared name no row held: said on the record, never dropped
             self.trial.notes[:] = self.reports.metrics.notes()
-            reader = self.reports.metrics.reader
-            self.trial.log_reached = reader.furthest if reader is not None else None
+            self.trial.log_reached = self.reports.metrics.reached
         if self.lingered:
             self.trial.notes.append(self.lingered)
         returncode = processes.returncode

@@ -877,6 +877,11 @@ class MetricsFileTail:
         read."""
         return self._notes + (self.reader.notes() if self.reader is not None else [])
 
+    @property
+    def reached(self) -> int | None:
+        """The furthest step the log showed the script trained to (`MetricsReader.furthest`)."""
+        return self.reader.furthest if self.reader is not None else None
+
     def nothing_read(self) -> str:
         """Why no report came from the file: it never appeared, or it never held the metric."""
         spec = self.spec

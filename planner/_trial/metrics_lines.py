@@ -58,6 +58,7 @@ class PrintedMetricsTail:
         self._lines = 0
         self._matched = 0
         self._step: str | None = None  # the step of the last matched line that held it alone
+        self._step_reached: int | None = None  # the furthest step a line held alone
         self._last: deque[str] = deque(maxlen=LAST_LINES)
 
     def write(self, data: bytes) -> None:
@@ -83,6 +84,7 @@ class PrintedMetricsTail:
             # evaluation) stays apart
             if set(row) == {self.spec.step}:
                 self._step = row[self.spec.step]
+                self._printed_step(self._step)
             elif self.spec.step in row:
                 self._step = None
             elif self._step is not None:
@@ -105,6 +107,25 @@ class PrintedMetricsTail:
         if rest:
             self._line(rest)
         return self._feed(final=True), None
+
+    def _printed_step(self, text: str) -> None:
+        """A line that holds the step alone (`iter 490:`, `Epoch 3/10`) says the script got that
+        far, evaluated there or not."""
+        try:
+            step = float(text)
+        except ValueError:  # the reader names a step that is not a number, where a row holds it
+            return
+        if step.is_integer():
+            reached = int(step) + 1 - self.spec.step_base
+            self._step_reached = max(reached, self._step_reached or reached)
+
+    @property
+    def reached(self) -> int | None:
+        """The furthest step the script's lines showed it trained to: a row of named values
+        (`MetricsReader.furthest`) or a line of the step alone."""
+        furthest = self.reader.furthest if self.reader is not None else None
+        found = [r for r in (furthest, self._step_reached) if r is not None]
+        return max(found, default=None)
 
     def rows(self) -> list[Row]:
         return []  # the rows are handed on once, as they come: nothing to look at again

@@ -182,3 +182,29 @@ def test_an_ended_attempt_is_read_from_its_log(tmp_path):
     log.write_bytes(NANOGPT_LINES)
     tail = printed_reports(log, spec(NANOGPT, {"val_loss": "val_loss"}, "val_loss"))
     assert [step for step, _ in tail.read_new() + tail.finish()[0]] == [0, 250, 500]
+
+
+# karpathy/minGPT's projects/adder: a step line every 10 iterations, both scores every 500 (from
+# iteration 0), and a loop that ends at max_iters - 1: with max_iters 500 the only scores are at 0
+MINGPT_ADDER = (
+    r"^iter_dt [\d.]+ms; iter (?P<step>\d+): train loss [\d.]+$"
+    r"|^test final score: \d+/\d+ = (?P<test_acc>[\d.]+)% correct"
+)
+MINGPT_ADDER_LINES = b"iter_dt 0.00ms; iter 0: train loss 2.30047\n" + (
+    b"train final score: 3/4000 = 0.07% correct\ntest final score: 1/1000 = 0.10% correct\n"
+    + b"".join(
+        b"iter_dt 31.20ms; iter %d: train loss 1.%05d\n" % (i, 99999 - i)
+        for i in range(10, 500, 10)
+    )
+)
+
+
+def test_a_line_of_the_step_alone_says_how_far_the_script_trained():
+    """The furthest step printed, evaluated there or not: a trial whose scores stopped at step 0
+    is told the script trained on to 490 and its evaluations did not follow."""
+    tail = PrintedMetricsTail(spec(MINGPT_ADDER, {"test_acc": "test_acc"}, "test_acc"))
+    assert read_in_pieces(tail, MINGPT_ADDER_LINES, 7) == [(0, {"test_acc": 0.1})]
+    assert tail.reached == 490
+    evaluated_only = PrintedMetricsTail(spec(NANOGPT, {"val_loss": "val_loss"}, "val_loss"))
+    read_in_pieces(evaluated_only, NANOGPT_LINES, 4096)
+    assert evaluated_only.reached == 500  # nanoGPT's `iter N:` lines match nothing here

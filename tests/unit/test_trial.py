@@ -145,3 +145,18 @@ def test_a_script_that_stops_one_interval_before_the_budget_is_told_it_missed_it
     assert "one step past the budget" in clause and "budget_key" not in clause
     # two intervals short is a script that stopped itself
     assert "EarlyStopping" in why_short(short, 500, steps=[250, 500])
+
+
+def test_a_printed_script_that_trained_past_its_last_evaluation_is_told_so(tmp_path):
+    """Its step lines (`iter 490:`) show the script trained on; the clause says so, and where its
+    evaluations came at one interval and stopped one short, that clause's way out comes first."""
+    short = spec("stops_short", tmp_path, budget=500, tid="p")
+    metrics = {"format": "stdout", "names": {"acc": "test_acc"}}
+    short.extra["command"] = {"budget_key": "trainer.max_iters", "metrics": metrics}
+    clause = why_short(short, 0, 490, steps=[0])
+    assert "did train to step 490" in clause and "'test_acc' last at step 0" in clause
+    assert "EarlyStopping" not in clause
+    longer = spec("stops_short", tmp_path, budget=1000, tid="q")
+    longer.extra["command"] = short.extra["command"]
+    clause = why_short(longer, 500, 990, steps=[0, 500])
+    assert "stopped one interval short" in clause and "trainer.max_iters: 1001" in clause
