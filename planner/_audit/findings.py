@@ -271,12 +271,14 @@ def curve_findings(ev: Evidence, arm: str, c: Curves) -> list[Finding]:
                 if p_sign is not None
                 else f"95 % CI ± {_g(half)} over {len(c.seeds)} seeds"
             )
+            # with reports too sparse for a last third, the span is the whole curve: said so
+            span = "the last third" if a > first else "its only reports, too few for a last third"
             out.append(
                 Finding(
                     "still_improving",
                     arm,
                     "inference",
-                    f"{arm}'s {c.metric} still improves by {_g(gain)} over the last third (step "
+                    f"{arm}'s {c.metric} still improves by {_g(gain)} over {span} (step "
                     f"{c.steps[a]} to "
                     f"{c.steps[last]}; {how}): the comparison at this exposure "
                     "may be premature, and a slower learner's early score does not establish "

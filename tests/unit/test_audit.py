@@ -519,6 +519,19 @@ def test_the_audit_and_the_run_judge_identical_seeds_by_one_rule(tmp_path):
     )
 
 
+def test_a_curve_of_two_reports_is_not_said_to_rise_over_its_last_third(tmp_path):
+    """A script that evaluates at its first and last step only: the rise is over the whole curve,
+    and the sentence says that, not 'the last third'."""
+    data = contract_data(recipe={"shape": "rising"})
+    confirm = confirm_trials(data)
+    for trial in confirm:
+        trial["reports"] = [trial["reports"][0], trial["reports"][-1]]
+    audit = audit_run(write_run(tmp_path, data, confirm))
+    f = one(audit, "still_improving", "base")
+    assert "over its only reports, too few for a last third (step 1 to " in f.summary
+    assert "over the last third" not in f.summary
+
+
 def test_a_gain_every_seed_shows_alike_is_still_improving_by_the_sign_rule(tmp_path):
     """Six seeds that each rise by exactly the same amount over the last third have no spread for a
     CI, but every seed agreeing is evidence: chance alone gives six gains of one sign once in 64
