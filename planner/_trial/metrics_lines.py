@@ -117,7 +117,8 @@ class PrintedMetricsTail:
             return
         if step.is_integer():
             reached = int(step) + 1 - self.spec.step_base
-            self._step_reached = max(reached, self._step_reached or reached)
+            if self._step_reached is None or reached > self._step_reached:
+                self._step_reached = reached
 
     @property
     def reached(self) -> int | None:

@@ -119,11 +119,11 @@ def why_short(
             "; the trainable runs Lightning: a Trainer reports its epochs to the trial through "
             "planner.LightningCallback(trial) in its callbacks (docs/lightning.md)"
         )
-    # ahead of what the log shows: a script whose evaluations came at one interval and stopped one
-    # interval short prints its training steps past the last one, and this names the way out
-    if steps and (missed := _last_evaluation_missed(spec, steps)):
-        return missed
     if metrics and log_reached is not None and log_reached > (last_step or 0):
+        # a script whose evaluations came at one interval and stopped one interval short printed
+        # its training steps past the last one too: that clause names the way out
+        if steps and (missed := _last_evaluation_missed(spec, steps)):
+            return missed
         column = (metrics.get("names") or {}).get(spec.metric, spec.metric)
         return (
             f"; the script did train to step {log_reached} (its log holds rows there) but logged "
@@ -148,6 +148,8 @@ def why_short(
         )
     if steps and (interval := _interval_short(spec.budget, steps)):
         return interval
+    if steps and (missed := _last_evaluation_missed(spec, steps)):
+        return missed
     if last_step is not None and last_step < spec.budget:
         return (
             "; a script that ends its training early by itself (Lightning's EarlyStopping, "
