@@ -205,8 +205,16 @@ def check_flags(
 def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
     """`args: literal`: every value has a Python literal (P531), and the first trial's command line
     as it will run (its flags written as the trial writes them), for the summary."""
+    options = [  # a tuned key's every option may be drawn, and is then a flag too
+        (f"tuning key {key!r}", arm, option)
+        for arm in configs
+        for key, dim in (contract.tuning.space_for(arm) if contract.tuning else {}).items()
+        if dim.kind == "choice"
+        for option in dim.bounds
+    ]
     for arm, config in configs.items():
-        for key, value in flatten_leaves(config):
+        values = [(f"config key {key!r}", arm, value) for key, value in flatten_leaves(config)]
+        for what, _, value in values + [o for o in options if o[1] == arm]:
             why = unfit_for_flags(value)
             if why is None:
                 try:
@@ -217,9 +225,10 @@ def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
                 report.add(
                     "P531",
                     ("command", "args"),
-                    f"config key {key!r} of arm {arm!r} cannot be passed as a flag: {why}",
+                    f"{what} of arm {arm!r} cannot be passed as a flag: {why}",
                     "Give the key a value Python's ast.literal_eval reads (a number, a string, "
-                    "true/false, null, a list), or remove it from the contract's config.",
+                    "true/false, null, a list), or remove it from the contract's config (or its "
+                    "options from tuning.space).",
                 )
                 return "written as Python literals (--key=value)"
     arm = contract.baseline.name if contract.baseline.name in configs else next(iter(configs))

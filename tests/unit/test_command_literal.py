@@ -166,3 +166,42 @@ def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space
         "--seed=100",
         "--width=1",
     ]
+
+
+def test_a_tuned_option_without_a_literal_is_refused_like_a_config_value(tmp_path: Path):
+    """Any option of a choice may be drawn and written as a flag: NaN there gets P531, not a
+    crash of the first trial's command line."""
+    import yaml
+
+    import planner
+
+    (tmp_path / "train.py").write_text(CONFIGURATOR)
+    contract = {
+        "version": 1,
+        "name": "literal-nan",
+        "hypothesis": "A wider model is better.",
+        "command": {
+            "run": "python train.py",
+            "args": "literal",
+            "metrics": {"format": "stdout", "pattern": r"step (?P<step>\d+): val loss (?P<v>\S+)"},
+        },
+        "config": {"values": {"lr": 0.0005, "width": 1, "act": "relu"}},
+        "factor": {"name": "width", "keys": ["width"]},
+        "baseline": {"name": "one", "overrides": ["width=1"]},
+        "arms": [{"name": "two", "overrides": ["width=2"]}],
+        "metric": {"name": "v", "mode": "min"},
+        "acceptance": {"min_effect": 0.01},
+        "seeds": [0, 1],
+        "budget": {"exposure": 10},
+        "tuning": {
+            "trials_per_arm": 2,
+            "seeds": [100],
+            "space": {"act": {"choice": ["relu", "nan"]}},
+        },
+    }
+    (tmp_path / "contract.yaml").write_text(
+        yaml.safe_dump(contract).replace("- nan", "- .nan")  # YAML's NaN
+    )
+    result = planner.validate(tmp_path / "contract.yaml")
+    (error,) = [d for d in result.diagnostics if d.code == "P531"]
+    assert "tuning key 'act'" in error.message and "NaN" in error.message
