@@ -215,30 +215,12 @@ def start_plan_run(
 
 
 def interrupt_joined_run(
-    path: Path,
-    runs: Path,
-    address: str,
-    pattern: str,
-    records: int,
-    poll_s: float = 0.2,
-    *,
-    again_if_died: bool = False,
+    path: Path, runs: Path, address: str, pattern: str, records: int, poll_s: float = 0.2
 ) -> tuple[Path, str, str]:
     """`plan run path --quiet` joined to the Ray at `address` in a subprocess, sent SIGINT once the
     first trials.jsonl under `runs` matching `pattern` holds `records` lines; it must end with exit
-    3. (the run folder, its stdout, its stderr).
-
-    With `again_if_died`, a process that died without printing its result (no `run state:` line: a
-    fresh-clone CI run saw exit 1 with nothing printed, never reproduced here) is run once more in a
-    runs folder of its own, and what the first one left is printed (the test's captured output).
-    Any result it printed is held to the same checks, at once."""
-    first = _interrupted(path, runs, address, pattern, records, poll_s)
-    proc, out, err, run_dir = first
-    if proc.returncode != 3 and again_if_died and "run state:" not in out:
-        print(f"first attempt died: {_exit_said(proc, out, err, run_dir)}")
-        proc, out, err, run_dir = _interrupted(
-            path, runs.with_name(runs.name + "-again"), address, pattern, records, poll_s
-        )
+    3. (the run folder, its stdout, its stderr)."""
+    proc, out, err, run_dir = _interrupted(path, runs, address, pattern, records, poll_s)
     assert proc.returncode == 3, _exit_said(proc, out, err, run_dir)
     return run_dir, out, err
 

@@ -322,9 +322,21 @@ class _FixedBatch:
                 )
 
     def cancel_running(self) -> None:
+        """Cancel the running trials, once the youngest is CANCEL_SETTLE_S old."""
+        if self.running:
+            youngest = max(started_at for _, started_at, _ in self.running.values())
+            time.sleep(max(0.0, CANCEL_SETTLE_S - (time.monotonic() - youngest)))
         for ref, (spec, _, _) in self.running.items():
             ray.cancel(ref, force=True)
             self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
+
+
+# A task cancelled in the moment after it was submitted, before Ray's core worker has queued it,
+# is failed at once, and the reply of the worker that still ran it then ends the driver (Ray's
+# TaskManager: "Check failed: ... Tried to complete task that was not pending", exit 1). A Ctrl-C
+# often lands just there: as a trial ends, the next is submitted. A trial is cancelled only once it
+# is this old.
+CANCEL_SETTLE_S = 1.0
 
 
 def on_cluster(spec: TrialSpec) -> bool:
