@@ -102,13 +102,16 @@ def current_identity(
     }
 
 
-def files_read_differences(run_dir: Path, base: Path) -> list[Difference]:
-    """The files the run's trials read (identity.json's `files_read`, the records' `inputs.files`)
-    that are not today what was logged, each named once; a file that did not change is never named.
-    """
+def files_read_differences(
+    run_dir: Path, base: Path, logged: dict[str, Any] | None = None
+) -> list[Difference]:
+    """The files the run's trials read (identity.json's `files_read`, the records' `inputs.files`;
+    `logged`: those, already read) that are not today what was logged, each named once; a file
+    that did not change is never named."""
+    logged = logged_files_read(run_dir) if logged is None else logged
     return [
         Difference(f"files_read.{name}", describe_fact(then), describe_fact(now))
-        for name, then, now in changed_files(logged_files_read(run_dir), base)
+        for name, then, now in changed_files(logged, base)
     ]
 
 

@@ -168,7 +168,10 @@ def prepare(
             f"them, "
             "so their estimate is optimistic"
         )
-    identity, differences = _identity_today(folder, contract, contract_dir, search_path, info)
+    logged_read = logged_files_read(run_dir)
+    identity, differences = _identity_today(
+        folder, contract, contract_dir, search_path, info, logged_read
+    )
     ledger = facts.heldout_ledger(folder.trials(slim=folder.contract()).records, folder.contract())
     refusal = heldout_refusal(ledger, len(seeds))
     if refusal:
@@ -203,7 +206,7 @@ def prepare(
         ledger=ledger,
         arm_configs=folder.configs(),
         notes=notes,
-        files_checked=len(logged_files_read(run_dir)),
+        files_checked=len(logged_read),
     )
 
 
@@ -225,9 +228,11 @@ def _identity_today(
     contract_dir: Path,
     search_path: list[str],
     info: Mapping[str, Any],
+    logged_read: dict[str, Any],
 ) -> tuple[dict[str, Any], list[Difference]]:
     """Today's identity of the run's trainable, and how it differs from the logged one (the
-    contract's hash first, when that changed)."""
+    contract's hash first, when that changed); `logged_read`: the files the trials read, as
+    logged (`logged_files_read`)."""
     run_dir = folder.path.resolve()
     used_today, local_today, _ = trainable_imports(contract, contract_dir, search_path)
     used = set((folder.identity() or {}).get("packages") or {}) | set(used_today)
@@ -254,7 +259,7 @@ def _identity_today(
         named.add(read_name(trainable_file, contract.command_dir(contract_dir)))
     differences += [  # a file the code comparison named already is named once
         d
-        for d in files_read_differences(run_dir, contract.command_dir(contract_dir))
+        for d in files_read_differences(run_dir, contract.command_dir(contract_dir), logged_read)
         if d.what.removeprefix("files_read.") not in named
     ]
     if info.get("contract_sha256") and info["contract_sha256"] != contract.sha256():
