@@ -318,16 +318,10 @@ class Runner:
         wait for the trial's worker, and its script, until the worker ends it, could still save one
         more. On another node's disk nothing is found here, and nothing is removed."""
         checkpoint = (self.dispatch.command or {}).get("checkpoint")
-        if not checkpoint or checkpoint.get("keep", "all") == "all":
-            return
         for record in self.records.values():
             if record["phase"] == "tune" and record["status"] == TrialStatus.EARLY_STOPPED:
                 with contextlib.suppress(OSError):  # housekeeping: the records stand either way
-                    checkpoints.prune(
-                        self.store.trial_dir(record["trial_id"]),
-                        checkpoint["file"],
-                        checkpoint["keep"],
-                    )
+                    checkpoints.tidy(self.store.trial_dir(record["trial_id"]), checkpoint)
 
     def _unrecorded(self, phase: str, reasons: dict[str, str], wanted=None) -> list[str]:
         """The planned trials of `phase` with no record after it (`wanted`: only those trials);

@@ -116,6 +116,14 @@ def prune(trial_dir: str | os.PathLike, pattern: str, keep: str) -> list[Path]:
     return removed
 
 
+def tidy(trial_dir: str | os.PathLike, checkpoint: dict[str, Any] | None) -> list[Path]:
+    """`command.checkpoint` (None: none) applied to a trial that has ended: `prune` by its `keep`
+    (`all` by default: nothing removed). The removed paths."""
+    if not checkpoint:
+        return []
+    return prune(trial_dir, checkpoint["file"], checkpoint.get("keep", "all"))
+
+
 # the trial's own record, kept after it is measured (planner._trial.attempts)
 KEPT_RECORD = ".planner-record.json"
 

@@ -165,9 +165,7 @@ def _canonical(value: Any) -> str:
 def _tidy(spec: TrialSpec) -> int | None:
     """Once a trial has ended: remove the checkpoints `command.checkpoint.keep` does not keep; the
     bytes its folder then holds (None when the folder is not on this machine's disk)."""
-    checkpoint = (spec.extra.get("command") or {}).get("checkpoint")
-    if checkpoint and checkpoint.get("keep", "all") != "all":
-        checkpoints.prune(spec.dir, checkpoint["file"], checkpoint["keep"])
+    checkpoints.tidy(spec.dir, (spec.extra.get("command") or {}).get("checkpoint"))
     return checkpoints.disk_bytes(spec.dir)
 
 
