@@ -205,16 +205,16 @@ def check_flags(
 def _literal_line(report: _Report, contract, configs: dict[str, dict]) -> str:
     """`args: literal`: every value has a Python literal (P531), and the first trial's command line
     as it will run (its flags written as the trial writes them), for the summary."""
-    options = [  # a tuned key's every option may be drawn, and is then a flag too
-        (f"tuning key {key!r}", arm, option)
-        for arm in configs
-        for key, dim in (contract.tuning.space_for(arm) if contract.tuning else {}).items()
-        if dim.kind == "choice"
-        for option in dim.bounds
-    ]
     for arm, config in configs.items():
-        values = [(f"config key {key!r}", arm, value) for key, value in flatten_leaves(config)]
-        for what, _, value in values + [o for o in options if o[1] == arm]:
+        values = [(f"config key {key!r}", value) for key, value in flatten_leaves(config)]
+        space = contract.tuning.space_for(arm) if contract.tuning is not None else {}
+        values += [  # every option of a tuned choice may be drawn, and is then a flag too
+            (f"tuning key {key!r}", option)
+            for key, dim in space.items()
+            if dim.kind == "choice"
+            for option in dim.bounds
+        ]
+        for what, value in values:
             why = unfit_for_flags(value)
             if why is None:
                 try:

@@ -117,14 +117,13 @@ print("step 1: val loss 2.5")
 """
 
 
-def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space(tmp_path: Path):
-    """The first trial's command line `plan validate` prints never shows a tuned key at its base
-    value, which may lie outside the space the trials draw from (0.0005 for [0.001, 0.01])."""
+def literal_contract(tmp_path: Path, command: dict, config: dict, space: dict) -> Path:
+    """A two-arm `args: literal` contract of CONFIGURATOR (written beside it) that tunes `space`,
+    its `command` entries and config `values` as given."""
     import yaml
 
-    import planner
-
     (tmp_path / "train.py").write_text(CONFIGURATOR)
+    pattern = r"step (?P<step>\d+): val loss (?P<v>\S+)"
     contract = {
         "version": 1,
         "name": "literal-tuned",
@@ -132,11 +131,10 @@ def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space
         "command": {
             "run": "python train.py",
             "args": "literal",
-            "seed_key": "seed",
-            "budget_key": "max_iters",
-            "metrics": {"format": "stdout", "pattern": r"step (?P<step>\d+): val loss (?P<v>\S+)"},
+            "metrics": {"format": "stdout", "pattern": pattern},
+            **command,
         },
-        "config": {"values": {"lr": 0.0005, "width": 1, "act": "relu", "seed": 0, "max_iters": 1}},
+        "config": {"values": config},
         "factor": {"name": "width", "keys": ["width"]},
         "baseline": {"name": "one", "overrides": ["width=1"]},
         "arms": [{"name": "two", "overrides": ["width=2"]}],
@@ -148,12 +146,27 @@ def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space
             "trials_per_arm": 2,
             "seeds": [100],
             "sampler": {"name": "random"},
-            "space": {"lr": {"log_uniform": [0.001, 0.01]}, "act": {"choice": ["gelu", "relu"]}},
+            "space": space,
         },
     }
-    (tmp_path / "contract.yaml").write_text(yaml.safe_dump(contract))
+    path = tmp_path / "contract.yaml"
+    path.write_text(yaml.safe_dump(contract).replace("- nan", "- .nan"))  # YAML's NaN
+    return path
 
-    result = planner.validate(tmp_path / "contract.yaml")
+
+def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space(tmp_path: Path):
+    """The first trial's command line `plan validate` prints never shows a tuned key at its base
+    value, which may lie outside the space the trials draw from (0.0005 for [0.001, 0.01])."""
+    import planner
+
+    path = literal_contract(
+        tmp_path,
+        {"seed_key": "seed", "budget_key": "max_iters"},
+        {"lr": 0.0005, "width": 1, "act": "relu", "seed": 0, "max_iters": 1},
+        {"lr": {"log_uniform": [0.001, 0.01]}, "act": {"choice": ["gelu", "relu"]}},
+    )
+
+    result = planner.validate(path)
 
     assert result.valid, result.diagnostics
     said, line = result.summary["command"]["flags"].split("\n")
@@ -171,37 +184,14 @@ def test_validate_shows_the_first_trials_flags_with_a_tuned_key_inside_its_space
 def test_a_tuned_option_without_a_literal_is_refused_like_a_config_value(tmp_path: Path):
     """Any option of a choice may be drawn and written as a flag: NaN there gets P531, not a
     crash of the first trial's command line."""
-    import yaml
-
     import planner
 
-    (tmp_path / "train.py").write_text(CONFIGURATOR)
-    contract = {
-        "version": 1,
-        "name": "literal-nan",
-        "hypothesis": "A wider model is better.",
-        "command": {
-            "run": "python train.py",
-            "args": "literal",
-            "metrics": {"format": "stdout", "pattern": r"step (?P<step>\d+): val loss (?P<v>\S+)"},
-        },
-        "config": {"values": {"lr": 0.0005, "width": 1, "act": "relu"}},
-        "factor": {"name": "width", "keys": ["width"]},
-        "baseline": {"name": "one", "overrides": ["width=1"]},
-        "arms": [{"name": "two", "overrides": ["width=2"]}],
-        "metric": {"name": "v", "mode": "min"},
-        "acceptance": {"min_effect": 0.01},
-        "seeds": [0, 1],
-        "budget": {"exposure": 10},
-        "tuning": {
-            "trials_per_arm": 2,
-            "seeds": [100],
-            "space": {"act": {"choice": ["relu", "nan"]}},
-        },
-    }
-    (tmp_path / "contract.yaml").write_text(
-        yaml.safe_dump(contract).replace("- nan", "- .nan")  # YAML's NaN
+    path = literal_contract(
+        tmp_path,
+        {},
+        {"lr": 0.0005, "width": 1, "act": "relu"},
+        {"act": {"choice": ["relu", "nan"]}},
     )
-    result = planner.validate(tmp_path / "contract.yaml")
+    result = planner.validate(path)
     (error,) = [d for d in result.diagnostics if d.code == "P531"]
     assert "tuning key 'act'" in error.message and "NaN" in error.message
