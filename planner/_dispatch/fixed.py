@@ -23,7 +23,7 @@ from planner._core.lazy import lazy_import
 from planner._core.status import StopReason, TrialStatus
 from planner._core.text import utc_now, without_colours
 from planner._dispatch.cluster import resources_for, task_options
-from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.hooks import CANCELLED, Hooks, Outcome
 from planner._dispatch.nodes import NodeGuard, short_node
 from planner._dispatch.worker import confirm_task, warm_task
 from planner._trial.attempts import Ledger
@@ -328,7 +328,7 @@ class _FixedBatch:
             time.sleep(max(0.0, CANCEL_SETTLE_S - (time.monotonic() - youngest)))
         for ref, (spec, _, _) in self.running.items():
             ray.cancel(ref, force=True)
-            self.hooks.trial_cancelled(spec, "stopped before it ended (budget or interruption)")
+            self.hooks.trial_cancelled(spec, CANCELLED)
 
 
 # A task cancelled in the moment after it was submitted, before Ray's core worker has queued it,

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from planner._core.status import StopReason
 from planner._trial.spec import TrialSpec
 
+# why a trial still running when its phase stopped has no record (`Hooks.trial_cancelled`)
+CANCELLED = "stopped before it ended (budget or interruption)"
+
 
 @dataclass
 class Hooks:

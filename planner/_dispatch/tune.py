@@ -59,7 +59,7 @@ from planner._dispatch.fixed import (
     prestart_workers,
     slots_for,
 )
-from planner._dispatch.hooks import Hooks, Outcome
+from planner._dispatch.hooks import CANCELLED, Hooks, Outcome
 from planner._dispatch.nodes import NodeGuard
 from planner._dispatch.ray_start import embedded_worker_environ, environ
 from planner._dispatch.search import SweepStudy, metric_steps, run_studies, study_name
@@ -80,7 +80,6 @@ TUNE_ENV = {
     "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
     "RAY_AIR_NEW_OUTPUT": "0",
 }
-CANCELLED = "stopped before it ended (budget or interruption)"
 
 
 @dataclass
