@@ -54,7 +54,7 @@ class _Deferred:
     """The shutdowns an open ray_shutdown_deferred block was left, and the signal handlers held off
     since the first."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.shutdowns: list[Callable[[], None]] = []
         self.previous: dict | None = None
         self.lost = False  # a session in the block lost its Ray (the head died)
