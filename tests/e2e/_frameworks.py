@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]

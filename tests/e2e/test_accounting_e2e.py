@@ -13,9 +13,9 @@ import json
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
 from planner._core.text import shown_path
-from planner._dispatch.driver import run
 from planner._store.facts import plan_entries
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, hydra_app, synthetic_contract, write_contract_data

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from planner import run
 from planner._contract.command_help import SWITCH, VALUE, read_help
 from planner._contract.paths import flatten
 from planner._contract.validate import validate
-from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from tests._runs import example_app
 

@@ -14,9 +14,9 @@ import json
 import pytest
 import yaml
 
+from planner import run
 from planner._audit.findings import SYMPTOMS
 from planner._cli.main import main
-from planner._dispatch.driver import run
 from tests._audit_runs import contract_data, differences
 
 pytestmark = pytest.mark.ray

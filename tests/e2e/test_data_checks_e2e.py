@@ -14,8 +14,8 @@ import json
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
-from planner._dispatch.driver import run
 from planner._results.report import render_markdown
 from planner._results.run_status import format_status, read_status
 from planner._results.tables import load_run

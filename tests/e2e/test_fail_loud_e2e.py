@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from planner import run
 from planner._cli.run_text import format_result
-from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer
 

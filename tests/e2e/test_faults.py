@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 from tests._fault_runs import (
     TUNING,

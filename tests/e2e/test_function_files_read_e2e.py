@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from planner import run
 from planner._core.errors import RunError
-from planner._dispatch.driver import run
 from planner._reeval.differences import files_read_differences
 from planner._reeval.prepare import prepare
 from planner._store.read import RunFolder

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 
 pytestmark = pytest.mark.ray

@@ -13,6 +13,7 @@ Trainer does not take.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import math
 import re
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 from planner._trial.protocol import run_trial
 from tests._lightning_trials import CALLBACK_CONTRACT, TRAINABLES, callback_spec
@@ -31,7 +32,11 @@ from tests.e2e._frameworks import (
     heldout_never_read,
 )
 
-pytest.importorskip("lightning")
+# Skipped without Lightning, found without importing it: collecting this file in every xdist worker
+# would otherwise import torch and Lightning there, seconds each, where none of its tests may run.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("lightning") is None, reason="lightning is not installed"
+)
 
 
 def _contract(tmp_path: Path, **changes) -> Path:

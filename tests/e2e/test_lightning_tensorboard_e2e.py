@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 from tests.e2e._frameworks import DECIDED, heldout_never_read, last_hydra_folder
 

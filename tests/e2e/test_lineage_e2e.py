@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
-from planner._dispatch.driver import run
 from planner._lineage.ledger import read
 from planner._store.writer import read_jsonl
 from tests._runs import interrupt_joined_run, lineage_contract, write_yaml

@@ -14,7 +14,7 @@ import copy
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from tests._runs import synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray

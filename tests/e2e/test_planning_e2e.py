@@ -8,10 +8,10 @@ import json
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
 from planner._cli.run_text import format_result
 from planner._contract.model import Contract
-from planner._dispatch.driver import run
 from planner._plan.estimate import asha_expected_steps, estimate
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
 from planner._contract.paths import resolve
-from planner._dispatch.driver import run
 from planner._lineage.ledger import config_sha256
 from planner._store.writer import read_jsonl
 from tests._runs import example_app

@@ -371,7 +371,7 @@ def test_the_cli_says_what_is_wrong_with_the_folder_and_the_arm(tmp_path, capsys
 
 
 def run_contract(path: Path, runs: Path) -> Path:
-    from planner._dispatch.driver import run
+    from planner import run
 
     result = run(path, runs_dir=runs, quiet=True)
     assert result.state == "completed" and all(d["decision"] == "accept" for d in result.decisions)
@@ -538,7 +538,7 @@ def test_new_seeds_report_a_new_estimate_beside_the_logged_one(finished_run, cap
 
 @pytest.mark.ray
 def test_a_resumed_run_leaves_reeval_trials_out_of_its_counts_and_decisions(finished_run):
-    from planner._dispatch.driver import run
+    from planner import run
 
     root = finished_run
     if not reevals(root):
@@ -706,7 +706,7 @@ def test_under_the_lock_the_ledger_is_counted_again_and_the_reeval_renumbered(tm
 @pytest.mark.ray
 def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local, capsys):
     contract = hydra_app(tmp_path, seeds=[0, 1], exposure=3, trials_per_arm=1)
-    from planner._dispatch.driver import run
+    from planner import run
 
     result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"

@@ -12,7 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._results.render import load_for_report, render
 from planner._results.run_status import format_status, read_status
 from planner._store.writer import read_jsonl

@@ -9,9 +9,9 @@ import math
 import pytest
 import yaml
 
+from planner import run
 from planner._cli.main import main
 from planner._cli.run_text import format_result
-from planner._dispatch.driver import run
 from planner._store.writer import read_jsonl
 from tests._runs import (
     RUN_CONTRACT,

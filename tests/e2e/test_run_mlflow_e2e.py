@@ -7,7 +7,7 @@ import copy
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 from tests._runs import RUN_CONTRACT
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._store.writer import read_jsonl
 from tests._runs import example_app
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from planner._dispatch.driver import run
+from planner import run
 from tests._fault_runs import TUNING, assert_each_planned_trial_once, by_id, contract, decisions
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from planner._dispatch.driver import run
+from planner import run
 from planner._reeval.prepare import prepare
 from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract
