@@ -36,14 +36,15 @@ demo: $(STAMP)
 	@echo "make: plan report runs/digits-adamw-vs-sgd/latest"
 	@$(BIN)/plan report runs/digits-adamw-vs-sgd/latest --format md
 
-# The cluster tier first, a module to a worker on four workers (`--dist loadfile`: a module's nodes
-# are made once; they are real `ray start` processes on ports the OS picks, in temp folders of their
-# own): its tests mostly wait on nodes starting and dying, so four share the two cores, and CI runs
-# its lowest-versions smoke beside it (.ci/run). Then the unit tier on both cores (pytest-xdist: its
-# tests share nothing); then the e2e and browser tiers on both cores, a module to a worker (a
-# module's shared runs are made once, and each test's Ray, folders and processes are its own).
+# The cluster tier first, on four workers: its nodes are real `ray start` processes on ports the OS
+# picks, in temp folders of their own, and its tests mostly wait on nodes starting and dying, so
+# four share the two cores, and CI runs its lowest-versions smoke beside it (.ci/run). Tests that
+# share a cluster carry one `xdist_group` (`--dist loadgroup`); the others go one at a time.
+# Then the unit tier on both cores (pytest-xdist: its tests share nothing); then the e2e and
+# browser tiers on both cores, a module to a worker (a module's shared runs are made once, and
+# each test's Ray, folders and processes are its own).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 4 --dist loadfile tests/cluster $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup tests/cluster $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS)
 

@@ -163,6 +163,11 @@ def test_large_files_skips_runs_and_vcs_folders(tmp_path):
 # ---------------------------------------------------------------- the two-node cluster
 
 cluster = pytest.mark.cluster
+# The tests on `two_nodes` in two xdist groups (`make test` runs this tier with `--dist loadgroup`):
+# each group's worker starts a two-node cluster of its own, and the two halves, about 90 s each of
+# mostly waiting, run at once. A test that kills a node starts it again before it ends.
+nodes_a = pytest.mark.xdist_group("two_nodes_a")
+nodes_b = pytest.mark.xdist_group("two_nodes_b")
 
 
 @pytest.fixture(scope="module")
@@ -221,6 +226,7 @@ def _last_json(result: subprocess.CompletedProcess) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@nodes_a
 @cluster
 @pytest.mark.timeout(240)
 def test_the_nodes_are_alive_on_loopback_with_resources_of_their_own(two_nodes):
@@ -334,6 +340,7 @@ TASKS_DRIVER = """
 """
 
 
+@nodes_b
 @cluster
 @pytest.mark.timeout(600)
 def test_tasks_and_trials_land_on_both_nodes_with_the_shipped_code(two_nodes, tmp_path):
@@ -442,6 +449,7 @@ def _popen_driver(tmp_path: Path, body: str, *args: str, env: dict) -> subproces
     )
 
 
+@nodes_a
 @cluster
 @pytest.mark.timeout(600)
 def test_a_node_killed_mid_run_leads_to_retried_tasks_not_a_lost_run(two_nodes, tmp_path):
@@ -521,6 +529,7 @@ KILL_TUNE_DRIVER = """
 """
 
 
+@nodes_b
 @cluster
 @pytest.mark.timeout(600)
 def test_a_node_killed_mid_run_leads_to_retried_tune_trials(two_nodes, tmp_path):
@@ -617,6 +626,7 @@ def _planned(run_dir: Path) -> int:
     return len(plan["trials"])
 
 
+@nodes_b
 @cluster
 @pytest.mark.timeout(900)
 def test_plan_run_on_two_node_cluster(two_nodes, tmp_path):
@@ -661,6 +671,7 @@ def test_plan_run_on_two_node_cluster(two_nodes, tmp_path):
         assert {r["node_id"] for r in records} == {head_id, worker_id}
 
 
+@nodes_a
 @cluster
 @pytest.mark.timeout(900)
 def test_plan_run_survives_a_node_killed_mid_run(two_nodes, tmp_path):

@@ -147,6 +147,8 @@ def test_a_ray_log_that_is_a_link_is_refused_not_written_through(tmp_path):
 # GPU node
 
 cluster = pytest.mark.cluster
+# The tests on `gpu_cluster` on one xdist worker (`--dist loadgroup`): it starts the cluster once.
+on_gpu_cluster = pytest.mark.xdist_group("gpu_cluster")
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,7 @@ def _run_folder(runs: Path) -> Path:
 RAY_MARKS = ("gcs_client", "InvalidAuthToken", "Traceback", "RPC error", "ray.exceptions", "[20")
 
 
+@on_gpu_cluster
 @cluster
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("case", ["token without the mode", "a wrong token"])
@@ -247,6 +250,7 @@ def _cost_rows(markdown: str) -> dict[str, list[str]]:
     return {row[0]: row for row in rows[2:]}
 
 
+@on_gpu_cluster
 @cluster
 @pytest.mark.timeout(900)
 def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp_path):
