@@ -42,12 +42,11 @@ demo: $(STAMP)
 # share a cluster carry one `xdist_group` (`--dist loadgroup`); the others go one at a time.
 # Then the unit tier on both cores (pytest-xdist: its tests share nothing); then the e2e and
 # browser tiers on both cores, a module to a worker (a module's shared runs are made once, and
-# each test's Ray, folders and processes are its own), the longest modules first
-# (tests/conftest.py's SLOW_FIRST, kept in that order by --no-loadscope-reorder).
+# each test's Ray, folders and processes are its own).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 4 --dist loadgroup tests/cluster $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -q -n 2 tests/unit $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests/e2e tests/browser $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests/e2e tests/browser $(PYTEST_ARGS)
 
 # The unit tier: no Ray, no subprocess, no browser (under a minute).
 test-fast: $(STAMP)

@@ -58,42 +58,12 @@ def in_repo(monkeypatch):
 TIERS = {"unit": (), "e2e": ("e2e",), "cluster": ("cluster", "ray"), "browser": ("browser",)}
 
 
-# The e2e modules that take longest (pytest --durations, 2026-12-05), collected first. `make test`
-# hands the e2e tier out a module at a time (`--dist loadfile --no-loadscope-reorder`), in this
-# order: with the longest first, the two workers end together. Sorted by their number of tests
-# (xdist's default), the one-test framework modules (a minute or more each) came last, and one
-# worker ran them alone. A module missing from the list only goes after these.
-SLOW_FIRST = (
-    "e2e/test_faults.py",
-    "e2e/test_lightning_callback.py",
-    "e2e/test_unchanged_app_e2e.py",
-    "e2e/test_run_e2e.py",
-    "e2e/test_hf_trainer_e2e.py",
-    "e2e/test_accounting_e2e.py",
-    "e2e/test_lightning_e2e.py",
-    "e2e/test_command_checkpoints.py",
-    "e2e/test_resumed_tuning_e2e.py",
-    "e2e/test_boundary_e2e.py",
-    "e2e/test_worker_dies_after_trial_e2e.py",
-    "e2e/test_argparse_app_e2e.py",
-    "e2e/test_ray_internals.py",
-    "e2e/test_pytorch_e2e.py",
-    "e2e/test_command_processes.py",
-    "e2e/test_lightning_tensorboard_e2e.py",
-)
-
-
 def pytest_collection_modifyitems(config, items):
     tests_dir = Path(__file__).resolve().parent
-    where = {}
     for item in items:
         try:
-            where[item] = Path(str(item.fspath)).resolve().relative_to(tests_dir)
+            tier = Path(str(item.fspath)).resolve().relative_to(tests_dir).parts[0]
         except ValueError:
             continue
-        for marker in TIERS.get(where[item].parts[0], ()):
+        for marker in TIERS.get(tier, ()):
             item.add_marker(marker)
-    rank = {module: index for index, module in enumerate(SLOW_FIRST)}
-    items.sort(
-        key=lambda item: rank.get(where[item].as_posix(), len(rank)) if item in where else len(rank)
-    )
