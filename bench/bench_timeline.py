@@ -50,7 +50,8 @@ def timeline(pythonpath: Path, folder: Path, args: argparse.Namespace) -> list[t
     )
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     start = time.time()
-    printed = None  # when the result's first line ("run folder: ...") reached stdout
+    printed = None  # when the result's "run state:" line reached stdout (the first line of all,
+    # "run folder: ...", is printed as the run starts)
     with subprocess.Popen(
         [
             sys.executable,
@@ -69,11 +70,12 @@ def timeline(pythonpath: Path, folder: Path, args: argparse.Namespace) -> list[t
         text=True,
     ) as child:
         for line in child.stdout:
-            if printed is None and line.startswith("run folder:"):
+            if printed is None and line.startswith("run state:"):
                 printed = time.time()
     end = time.time()
     printed = end if printed is None else printed
-    (run_dir,) = (folder / "runs" / "ablation").iterdir()
+    # the run's own folder (`latest` beside it is a file that names it)
+    (run_dir,) = (p for p in (folder / "runs" / "ablation").iterdir() if p.is_dir())
     events = [json.loads(line) for line in open(run_dir / "events.jsonl")]
     first = {}
     for e in events:
