@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from planner._store.writer import read_jsonl
+from planner import load_run
 from tests._runs import contract_writer
 
 FAULT_CONTRACT: dict[str, Any] = {
@@ -37,7 +37,7 @@ contract = contract_writer(FAULT_CONTRACT)
 
 
 def ids(run_dir: Path) -> list[str]:
-    return [r["trial_id"] for r in read_jsonl(Path(run_dir) / "trials.jsonl")]
+    return [r["trial_id"] for r in load_run(run_dir).records]
 
 
 def planned(run_dir: Path) -> list[str]:
@@ -57,4 +57,4 @@ def decisions(run_dir: Path) -> list[dict]:
 
 
 def by_id(run_dir: Path) -> dict[str, dict]:
-    return {r["trial_id"]: r for r in read_jsonl(Path(run_dir) / "trials.jsonl")}
+    return {r["trial_id"]: r for r in load_run(run_dir).records}

@@ -82,7 +82,15 @@ class RunResults:
     # the tables alone does not pay for it: the ended trials' slim records (reports dropped) the
     # facts below are drawn from, and events.jsonl, a log of every trial's start and end.
     _records: list[TrialRecord] = field(default_factory=list, repr=False)
+    _read_records: Callable[[], list[TrialRecord]] = field(default=list, repr=False)
     _read_events: Callable[[], list[dict[str, Any]]] = field(default=list, repr=False)
+
+    @cached_property
+    def records(self) -> list[TrialRecord]:
+        """trials.jsonl's records as the run wrote them, every report included, in order (read on
+        first use, by the same reader and checks as the tables: RunError if the file is
+        damaged)."""
+        return self._read_records()
 
     @cached_property
     def events(self) -> list[dict[str, Any]]:
@@ -202,6 +210,7 @@ def load_run(
             lock=folder.lock(),
             notes=notes,
             _records=records,
+            _read_records=lambda: folder.trials().records,
             _read_events=lambda: folder.events().records,
             looks=_looks(decision_doc),
             reevals=folder.reevals().records,

@@ -26,6 +26,7 @@ import pytest
 from ray.exceptions import AuthenticationError
 
 from bench.gpu_check import most_at_once
+from planner import load_run
 from planner._core.errors import EXIT_INCOMPLETE, RunError
 from planner._dispatch.ray_logs import RAY_LOG, stderr_to_ray_log
 from planner._dispatch.ray_start import connect_failure
@@ -255,7 +256,6 @@ def _cost_rows(markdown: str) -> dict[str, list[str]]:
 @pytest.mark.timeout(900)
 def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp_path):
     from planner._results.report import _fmt
-    from planner._store.writer import read_jsonl
     from tests.cluster.nodes import write_small_contract
 
     contract = write_small_contract(
@@ -277,7 +277,7 @@ def test_fractional_gpus_put_two_trials_at_once_on_the_gpu_node(gpu_cluster, tmp
     assert not any(mark in proc.stderr for mark in RAY_MARKS), proc.stderr
 
     run_dir = _run_folder(runs)
-    records = read_jsonl(run_dir / "trials.jsonl")
+    records = load_run(run_dir).records
     assert len(records) == 2 * 2 + 2 * 2 and all(r["status"] == "completed" for r in records), [
         (r["trial_id"], r["status"], r["errors"][:1]) for r in records
     ]

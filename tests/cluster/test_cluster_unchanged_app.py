@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner._store.writer import read_jsonl
+from planner import load_run
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "examples" / "unchanged_app"
@@ -66,7 +66,7 @@ def test_the_unchanged_app_runs_on_the_loopback_cluster_under_asha(two_nodes, tm
     assert proc.returncode == 0, f"plan run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
 
     (run_dir,) = [p for p in (tmp_path / "runs").glob("*/*") if (p / "run.json").is_file()]
-    records = read_jsonl(run_dir / "trials.jsonl")
+    records = load_run(run_dir).records
     assert len(records) == 12 + 6
     head_id, worker_id = (node.node_id for node in two_nodes.nodes)
     assert {r["node_id"] for r in records} == {head_id, worker_id}, (

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 
 REPO = Path(__file__).resolve().parents[2]
 DECIDED = {"accept", "reject", "inconclusive"}
@@ -34,7 +33,7 @@ def run_example(name: str, tmp_path: Path, *, copy: bool = True, trials_per_arm:
         contract["tuning"]["trials_per_arm"] = trials_per_arm
         (folder / "contract.yaml").write_text(yaml.safe_dump(contract, sort_keys=False))
     result = run(folder / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
-    return result, read_jsonl(result.run_dir / "trials.jsonl")
+    return result, load_run(result.run_dir).records
 
 
 def check_every_planned_trial_recorded(result, records: list[dict], contract_path: Path) -> None:

@@ -13,11 +13,10 @@ import json
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._core.text import shown_path
 from planner._store.facts import plan_entries
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, hydra_app, synthetic_contract, write_contract_data
 
 pytestmark = pytest.mark.ray
@@ -58,7 +57,7 @@ def test_a_slow_exiting_command_under_asha_loses_no_tuning_trial(ray_local, tmp_
     # their first rung: the trial after a stopped one meets the slow exit in its actor
     path = slow_exit_app(tmp_path, trials_per_arm=4)
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     planned = {
         t["trial_id"] for t in plan_entries(json.loads((result.run_dir / "plan.json").read_text()))
     }
@@ -105,12 +104,12 @@ def test_a_trial_ray_drops_runs_again_or_is_recorded_with_rays_reason_and_the_ar
 ):
     """Whatever the cause: the driver compares the plan with the records after each phase."""
     result = run(write(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     planned = {
         t["trial_id"] for t in plan_entries(json.loads((result.run_dir / "plan.json").read_text()))
     }
     assert planned == {r["trial_id"] for r in records}, "a planned trial has no record"
-    events = read_jsonl(result.run_dir / "events.jsonl")
+    events = load_run(result.run_dir).events
     rerun = [e for e in events if e["event"] == "trials_rerun"]
     assert rerun, "Tune dropped no trial: the repro did not reproduce"
     assert "Could not re-use actor" not in result.reason and "did not run" not in result.reason
@@ -159,7 +158,7 @@ def test_a_trainable_that_fails_every_trial_stops_after_the_first_few_with_the_e
     err = captured.out + captured.err
     assert code == 3, err
     run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
-    records = read_jsonl(run_dir / "trials.jsonl")
+    records = load_run(run_dir).records
     assert 3 <= len(records) < 12, len(records)  # stopped early; what ended is kept
     # it ends as every run ends (the folder, the state), not as an error of the command
     assert (
@@ -182,7 +181,7 @@ def test_keep_going_runs_every_trial_of_a_trainable_that_fails_every_trial(
     out = capsys.readouterr().out
     assert code == 4, out  # completed, nothing to decide on
     run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
-    assert sum(1 for r in read_jsonl(run_dir / "trials.jsonl") if r["phase"] == "tune") == 6
+    assert sum(1 for r in load_run(run_dir).records if r["phase"] == "tune") == 6
     assert "error:      FileNotFoundError" in out and "(in 6 trials" in out, out
 
 
@@ -208,7 +207,7 @@ def test_a_metric_reported_under_another_name_stops_the_run_early(
         )
     ), err
     run_dir = next((tmp_path / "runs" / "failfast").glob("*/"))
-    records = read_jsonl(run_dir / "trials.jsonl")
+    records = load_run(run_dir).records
     # each trial ended at its first reports, and the run before its 12 tuning trials had all run
     assert all(r["exposure"] < 10 for r in records), [
         (r["trial_id"], r["exposure"]) for r in records

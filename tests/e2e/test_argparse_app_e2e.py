@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._contract.command_help import SWITCH, VALUE, read_help
 from planner._contract.paths import flatten
 from planner._contract.validate import validate
-from planner._store.writer import read_jsonl
 from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
@@ -38,7 +37,7 @@ def test_an_argparse_script_gets_its_config_as_flags_and_the_record_is_what_it_p
     result = run(_app(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert len(trials) == 8 and all(
         r["status"] == "completed" and r["exposure"] == 3 for r in trials
     ), [(r["trial_id"], r["status"], r["errors"][:1]) for r in trials]
@@ -83,7 +82,7 @@ def test_plan_run_reads_the_scripts_help_once(ray_local, tmp_path):
 
     assert result.state == "completed", result
     assert calls.read_text().splitlines() == ["help"]  # validation's; the driver ran none
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert len(trials) == 8 and all(r["status"] == "completed" for r in trials)
 
 
@@ -105,7 +104,7 @@ def test_a_named_column_the_log_never_holds_is_noted_on_every_record_tuning_ones
     result = run(
         example_app("argparse_app", tmp_path, edit), runs_dir=tmp_path / "runs", quiet=True
     )
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert sorted(r["phase"] for r in trials) == ["confirm"] * 4 + ["tune"] * 4
     for r in trials:
         assert r["status"] == "completed", (r["trial_id"], r["errors"][:1])
@@ -122,7 +121,7 @@ def test_a_flag_the_script_refuses_shows_its_usage_error_and_is_not_retried(ray_
         contract, runs_dir=tmp_path / "runs", stream=shown, keep_going=True
     )  # every trial, not fail fast
 
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert trials and all(r["status"] == "protocol_error" and r["attempts"] == 1 for r in trials)
     message = trials[0]["errors"][0]["message"]
     assert message.startswith("the script refused its flags (exit status 2): usage: train.py")

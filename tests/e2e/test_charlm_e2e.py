@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._core.errors import RunError
 from planner._reeval.differences import files_read_differences
 from planner._reeval.prepare import prepare
 from planner._store.read import RunFolder
-from planner._store.writer import read_jsonl
 from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
@@ -34,7 +33,7 @@ def test_the_example_decides_and_its_identity_is_every_file_it_read(ray_local, t
     result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert all(r["status"] == "completed" for r in trials), [
         (r["trial_id"], r["status"], r["errors"][:1]) for r in trials
     ]

@@ -14,12 +14,10 @@ import json
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._results.report import render_markdown
 from planner._results.run_status import format_status, read_status
-from planner._results.tables import load_run
-from planner._store.writer import read_jsonl
 from tests.trainables.splits import DEFAULTS
 
 pytestmark = pytest.mark.ray
@@ -63,7 +61,7 @@ def contract(tmp_path, kind: str, *, config_overrides=(), treat=(), data=None, t
 def violations(run_dir, kind):
     return [
         (r["trial_id"], r["arm"], r["seed"], v)
-        for r in read_jsonl(run_dir / "trials.jsonl")
+        for r in load_run(run_dir).records
         for v in r.get("violations") or []
         if v["kind"] == kind
     ]
@@ -75,7 +73,7 @@ def test_a_clean_split_passes_every_check_and_the_report_shows_its_counts(
 ):
     result = run(contract(tmp_path, kind), runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed", result
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     assert len(records) == 6 and all(r["status"] == "completed" for r in records), records
     assert all(not r["violations"] for r in records), [r["violations"] for r in records]
     splits = records[0]["splits"]
@@ -150,7 +148,7 @@ def test_a_leaky_unmatched_varying_split_is_caught_and_the_arm_is_invalid(
         v["split"] == "test" and v["seeds"][0] != v["seeds"][1] for *_, v in varies
     )
 
-    events = [e for e in read_jsonl(root / "events.jsonl") if e["event"] == "data_violation"]
+    events = [e for e in load_run(root).events if e["event"] == "data_violation"]
     assert len(events) == len(overlap) + len(unmatched) + len(varies)
 
     decisions = json.loads((root / "decisions.json").read_text())["decisions"]
@@ -181,7 +179,7 @@ def test_a_required_split_left_unlogged_is_a_protocol_error(ray_local, in_repo, 
         quiet=True,
         keep_going=True,
     )  # every trial says it (not fail fast)
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     assert records and all(r["status"] == "protocol_error" for r in records)
     message = records[0]["errors"][-1]["message"]
     assert "logged no split test, which data.require needs" in message
@@ -199,7 +197,7 @@ def test_a_reeval_on_different_data_is_not_a_reproduction(ray_local, in_repo, tm
     assert main(["reeval", str(result.run_dir), "--arm", "treat"]) == 1
     out = capsys.readouterr().out
     assert "DIFFERS (different data: split test differs (unit fingerprint" in out, out
-    row = read_jsonl(result.run_dir / "reevals.jsonl")[-1]["rows"][0]
+    row = load_run(result.run_dir).reevals[-1]["rows"][0]
     assert (
         row["reproduced"] is False and row["diff"] == 0.0 and row["data"]
     )  # the metric alone reproduced
@@ -216,7 +214,7 @@ def test_tuning_trials_carry_their_splits_when_the_driver_builds_their_records_f
     }
     path = contract(tmp_path, "function", treat=["data.shuffle=1"], tuning=tuning)
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
-    tuned = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
+    tuned = [r for r in load_run(result.run_dir).records if r["phase"] == "tune"]
     assert len(tuned) == 6 and all(
         set(r.get("splits") or {}) == {"train", "val", "test"} for r in tuned
     ), [(r["trial_id"], r["status"], list(r.get("splits") or {})) for r in tuned]

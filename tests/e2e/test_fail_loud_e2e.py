@@ -12,9 +12,8 @@ import json
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._cli.run_text import format_result
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer
 
 pytestmark = pytest.mark.ray
@@ -64,7 +63,7 @@ def test_item1_tuned_values_reach_interpolated_keys_everywhere(ray_local, in_rep
         runs_dir=tmp_path / "runs",
         quiet=True,
     )
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert len(trials) == 8 and all(t["status"] == "completed" for t in trials)
     for t in trials:  # what the trainable got (its reports) is what trials.jsonl shows
         last = t["reports"][-1]["metrics"]
@@ -109,7 +108,6 @@ def test_item2_a_trainable_that_ignores_its_seed_is_invalid_not_rejected(
     said = "every confirmation seed of base (3 seeds) reported exactly the same curves"
     assert said in format_result(result) and said in status_text(result.run_dir)
     from planner._results.report import render_markdown
-    from planner._results.tables import load_run
 
     assert said in render_markdown(load_run(result.run_dir))
 
@@ -126,7 +124,7 @@ def test_item4_a_metric_never_reported_is_a_protocol_error_and_says_so(
         stream=stream,
         keep_going=True,
     )
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert {t["status"] for t in trials} == {"protocol_error"} and len(trials) == 4
     said = "metric val_acc never reported; got train_loss, val_accuracy"
     assert said in stream.getvalue()  # at once, on the progress line of the first trial
@@ -194,7 +192,7 @@ def test_item6_heldout_in_tuning_is_one_count_everywhere(ray_local, in_repo, tmp
         "reported the held-out metric test_acc at step 1 while tuning: test exposure"
         in stream.getvalue()
     )
-    tune = [t for t in read_jsonl(result.run_dir / "trials.jsonl") if t["phase"] == "tune"]
+    tune = [t for t in load_run(result.run_dir).records if t["phase"] == "tune"]
     assert len(tune) == 8 and all(len(t["violations"]) == 1 for t in tune)  # early-stopped ones too
     assert (
         result.heldout_exposures == 8
@@ -206,7 +204,6 @@ def test_item6_heldout_in_tuning_is_one_count_everywhere(ray_local, in_repo, tmp
         and "8 tuning trial(s) reported it" in text
     )
     from planner._results.report import summarize
-    from planner._results.tables import load_run
 
     results = load_run(result.run_dir)
     s = summarize(results)
@@ -238,6 +235,6 @@ def test_item7_an_exception_while_deciding_keeps_the_final_bookkeeping(
     state = json.loads((root / "state.json").read_text())
     assert state["state"] == "failed" and "the decision could not be made" in state["reason"]
     assert state["budget"]["trials_ended"] == 4
-    events = read_jsonl(root / "events.jsonl")
+    events = load_run(root).events
     assert events[-1]["event"] == "run_ended" and events[-1]["state"] == "failed"
     assert not (root / "lock").exists()

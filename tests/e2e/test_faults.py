@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._store.writer import read_jsonl
 from tests._fault_runs import (
     TUNING,
@@ -184,9 +184,7 @@ def test_misbehaving_trainables_in_tuning_end_as_logged_statuses(ray_local, in_r
         )  # nothing completed in tuning: nothing to confirm
     assert records["tune-base-s100-t000"]["status"] == "completed"
     assert {records[f"confirm-base-s{s}"]["status"] for s in (0, 1)} == {"completed"}
-    skipped = [
-        e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"
-    ]
+    skipped = [e for e in load_run(result.run_dir).events if e["event"] == "trials_skipped"]
     assert sorted(skipped[0]["trial_ids"]) == sorted(
         f"confirm-{k}-s{s}" for k in TUNE_KINDS for s in (0, 1)
     )
@@ -297,6 +295,8 @@ class Driver:
         return (Path(self.tmp) / "driver.out").read_text()[-3000:]
 
 
+# The fault points poll a live run every 20 ms with the store's own reader of one file: load_run
+# would build every table at each poll, on the cores the driver and its trials are running on.
 def _records(run_dir: Path, phase: str) -> int:
     return sum(1 for r in read_jsonl(run_dir / "trials.jsonl") if r["phase"] == phase)
 
@@ -361,7 +361,7 @@ def test_a_driver_killed_at_any_point_resumes_to_the_same_decision(
     assert_each_planned_trial_once(run_dir)
     lost, duplicated = lost_and_duplicated(run_dir, before)
     assert lost == 0 and duplicated == 0
-    events = read_jsonl(run_dir / "events.jsonl")
+    events = load_run(run_dir).events
     takeover = [e for e in events if e["event"] == "stale_lock_taken_over"]
     assert takeover and takeover[0]["pid"] == driver.proc.pid and "gone" in takeover[0]["reason"]
     records = by_id(run_dir)
@@ -620,9 +620,7 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(
     assert (run_dir / "trials.jsonl").read_bytes() == before  # the refused drivers wrote nothing
     result = run(path, runs_dir=tmp_path / "runs", resume=run_dir, quiet=True)
     assert result.state == "completed"
-    taken = [
-        e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "stale_lock_taken_over"
-    ]
+    taken = [e for e in load_run(run_dir).events if e["event"] == "stale_lock_taken_over"]
     assert taken[-1]["pid"] == holder.pid
     assert not (run_dir / "lock").exists()
     fault_log(
@@ -689,7 +687,7 @@ def test_a_torn_last_record_is_tolerated_and_its_trial_recorded_from_what_its_wo
     assert_each_planned_trial_once(run_dir)
     assert lost_and_duplicated(run_dir, before) == (0, 0)
     assert (run_dir / "trials.jsonl").read_bytes().endswith(b"\n")
-    events = read_jsonl(run_dir / "events.jsonl")
+    events = load_run(run_dir).events
     torn = [e for e in events if e["event"] == "torn_record_dropped"]
     assert torn and torn[0]["file"] == "trials.jsonl"
     assert [e["trial_id"] for e in events if e["event"] == "trial_recovered"] == [torn_id]

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._core.errors import RunError
 from planner._reeval.differences import files_read_differences
 from planner._reeval.prepare import prepare
 from planner._store.read import RunFolder
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -52,7 +51,7 @@ def test_a_function_trainables_reads_are_its_identity_and_a_changed_one_is_refus
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert first.state == "completed", first
 
-    trials = read_jsonl(first.run_dir / "trials.jsonl")
+    trials = load_run(first.run_dir).records
     assert {r["phase"] for r in trials} >= {"tune", "confirm"}
     for record in trials:  # each trial's own list, however its worker had been used before
         files = record["inputs"]["files"]

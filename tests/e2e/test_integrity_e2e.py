@@ -9,8 +9,7 @@ import json
 import pytest
 import yaml
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 
 pytestmark = pytest.mark.ray
 
@@ -55,7 +54,7 @@ def test_leaky_shifted_and_same_arms_are_invalid_invalid_and_accept(ray_local, i
         "unmatched_data" in decisions["shifted"]["reason"]
         and "clean" in decisions["shifted"]["reason"]
     )
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     unmatched = [
         v for r in records for v in r.get("violations") or [] if v["kind"] == "unmatched_data"
     ]
@@ -114,7 +113,7 @@ def test_a_next_control_written_in_another_folder_runs_there(ray_local, in_repo,
     written = yaml.safe_load(target.read_text())
     assert written["command"]["cwd"] == "../../project" and written["budget"]["exposure"] == 6
     second = run(target, runs_dir=tmp_path / "runs", quiet=True)
-    records = read_jsonl(second.run_dir / "trials.jsonl")
+    records = load_run(second.run_dir).records
     assert (
         second.state == "completed" and records and all(r["status"] == "completed" for r in records)
     ), [(r["trial_id"], r["status"], r.get("errors")) for r in records]

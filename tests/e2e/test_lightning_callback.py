@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 from planner._trial.protocol import run_trial
 from tests._lightning_trials import CALLBACK_CONTRACT, TRAINABLES, callback_spec
 from tests.e2e._frameworks import (
@@ -84,7 +83,7 @@ def test_asha_stops_lightning_trials_in_process(ray_local, in_repo, tmp_path):
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     stopped = [r for r in records if r["status"] == "early_stopped"]
     assert stopped, [(r["trial_id"], r["status"], r["exposure"]) for r in records]
     for r in stopped:  # the Trainer stopped at the report ASHA cut: it trained no epoch past it
@@ -129,7 +128,7 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     assert {r["phase"] for r in records} == {"confirm"} and len(records) == 4
     for r in records:
         trial_dir = result.run_dir / "trials" / r["trial_id"]
@@ -166,10 +165,8 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(
 def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, in_repo, tmp_path):
     result = run(CALLBACK_CONTRACT, runs_dir=tmp_path / "runs", quiet=True)
 
-    check_every_planned_trial_recorded(
-        result, read_jsonl(result.run_dir / "trials.jsonl"), CALLBACK_CONTRACT
-    )
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    check_every_planned_trial_recorded(result, load_run(result.run_dir).records, CALLBACK_CONTRACT)
+    records = load_run(result.run_dir).records
     assert not heldout_never_read(records, "test_acc")
     confirm = [r for r in records if r["phase"] == "confirm"]
     assert all(r["status"] == "completed" and r["exposure"] == 6 for r in confirm), [

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 from tests.e2e._frameworks import DECIDED, heldout_never_read, last_hydra_folder
 
 pytestmark = pytest.mark.ray
@@ -149,7 +148,7 @@ def test_fit_then_test_with_the_default_tensorboard_logger_reads_every_epoch_and
 
     result = run(app / "contract.yaml", runs_dir=tmp_path / "runs", quiet=True)
 
-    records = read_jsonl(result.run_dir / "trials.jsonl")
+    records = load_run(result.run_dir).records
     assert len(records) == 4 and all(r["status"] == "completed" for r in records), [
         (r["trial_id"], r["status"], r["errors"][:1]) for r in records
     ]

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._lineage.ledger import read
-from planner._store.writer import read_jsonl
 from tests._runs import interrupt_joined_run, lineage_contract, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,7 +130,7 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
     # included
     confirmed = [
         r["config"]
-        for r in read_jsonl(result.run_dir / "trials.jsonl")
+        for r in load_run(result.run_dir).records
         if r["phase"] == "confirm" and r["arm"] == "high"
     ]
     tuned = json.loads((result.run_dir / "selection.json").read_text())["arms"]["high"]["params"][
@@ -142,7 +141,7 @@ def test_run_promote_and_start_from_the_promoted_arm(ray_local, in_repo, tmp_pat
     later = run(path, runs_dir=runs, quiet=True)
     assert later.state == "completed" and later.decisions[0]["decision"] == "accept"
     assert yaml.safe_load((later.run_dir / "configs" / "high.yaml").read_text()) == confirmed[0]
-    given = {r["config"]["recipe"]["lr"] for r in read_jsonl(later.run_dir / "trials.jsonl")}
+    given = {r["config"]["recipe"]["lr"] for r in load_run(later.run_dir).records}
     assert given == {tuned}
 
     capsys.readouterr()  # the runs' own lines (their folders)

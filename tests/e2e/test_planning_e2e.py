@@ -8,12 +8,11 @@ import json
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._cli.run_text import format_result
 from planner._contract.model import Contract
 from planner._plan.estimate import asha_expected_steps, estimate
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -46,7 +45,7 @@ def test_asha_expected_steps_match_a_real_tuning_run(ray_local, in_repo, tmp_pat
     )
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert result.state == "completed"
-    tune = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "tune"]
+    tune = [r for r in load_run(result.run_dir).records if r["phase"] == "tune"]
     measured = sum(r["exposure"] for r in tune)
     summary = estimate(Contract.model_validate(yaml.safe_load(path.read_text())))
     phase = summary["phases"][0]
@@ -88,11 +87,9 @@ def test_a_strong_effect_stops_early_and_the_skipped_seeds_are_not_needed(
         row["looks"][-1]["action"] == "accept" and row["n_arm"] == [2, 4, 6][len(row["looks"]) - 1]
     )
     assert decisions["sequential"]["look_sizes"] == [2, 4, 6]
-    confirm = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "confirm"]
+    confirm = [r for r in load_run(result.run_dir).records if r["phase"] == "confirm"]
     assert len(confirm) == 2 * row["n_arm"] < 12
-    skipped = [
-        e for e in read_jsonl(result.run_dir / "events.jsonl") if e["event"] == "trials_skipped"
-    ]
+    skipped = [e for e in load_run(result.run_dir).events if e["event"] == "trials_skipped"]
     assert (
         len(skipped) == 1
         and skipped[0]["by_design"]

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._contract.paths import resolve
 from planner._lineage.ledger import config_sha256
-from planner._store.writer import read_jsonl
 from tests._runs import example_app
 
 pytestmark = pytest.mark.ray
@@ -49,7 +48,7 @@ def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):
     result = run(_app(tmp_path), runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert len(trials) == 8 and all(r["status"] == "completed" for r in trials), [
         (r["trial_id"], r["status"], r["errors"][:1]) for r in trials
     ]
@@ -68,7 +67,7 @@ def test_every_record_holds_the_config_the_script_received(ray_local, tmp_path):
     # a reeval re-runs one config on each seed: the logged configs differ only where the seed
     # reaches them
     assert main(["reeval", str(result.run_dir), "--arm", "standardized", "--seeds", "3", "5"]) == 0
-    reeval = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "reeval"]
+    reeval = [r for r in load_run(result.run_dir).records if r["phase"] == "reeval"]
     assert sorted(r["seed"] for r in reeval) == [3, 5]
     _check_records(result.run_dir, reeval)
 

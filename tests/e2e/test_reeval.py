@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner import load_run
 from planner._cli.main import main
 from planner._cli.reeval_text import format_table
 from planner._core.errors import RunError, UsageError
 from planner._reeval.comparison import SeedRow, compare_seed, verdict
 from planner._reeval.differences import Difference, compare_identity
 from planner._reeval.prepare import heldout_refusal, next_reeval_number, prepare
-from planner._store.writer import read_jsonl
 from tests._runs import hydra_app, synthetic_contract
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "trainables" / "reeval_deterministic.py"
@@ -387,7 +387,7 @@ def finished_run(tmp_path_factory, ray_local):
 
 
 def reevals(root: Path) -> list[dict]:
-    return read_jsonl(root / "reevals.jsonl")
+    return load_run(root).reevals
 
 
 def header(out: list[str]) -> int:
@@ -407,7 +407,7 @@ def test_a_deterministic_arm_reproduces_exactly_and_the_reeval_is_logged(finishe
     root = finished_run
     confirm = {
         r["seed"]: r
-        for r in read_jsonl(root / "trials.jsonl")
+        for r in load_run(root).records
         if r["phase"] == "confirm" and r["arm"] == "treat"
     }
     decisions_before = (root / "decisions.json").read_text()
@@ -431,7 +431,7 @@ def test_a_deterministic_arm_reproduces_exactly_and_the_reeval_is_logged(finishe
 
     new = [
         r
-        for r in read_jsonl(root / "trials.jsonl")
+        for r in load_run(root).records
         if r["phase"] == "reeval" and r["trial_id"].endswith(f"-{n}")
     ]
     assert sorted(r["trial_id"] for r in new) == [f"reeval-treat-s{s}-{n}" for s in (0, 1, 2)]
@@ -467,7 +467,7 @@ def test_a_deterministic_arm_reproduces_exactly_and_the_reeval_is_logged(finishe
         and logged["identity"]["code"]["trainable_source_sha256"]
     )
     assert (root / "decisions.json").read_text() == decisions_before
-    events = [e["event"] for e in read_jsonl(root / "events.jsonl")]
+    events = [e["event"] for e in load_run(root).events]
     assert events[-1] == "reeval_ended" and "reeval_started" in events
 
 
@@ -475,12 +475,11 @@ def test_a_deterministic_arm_reproduces_exactly_and_the_reeval_is_logged(finishe
 def test_status_report_and_load_run_count_reeval_trials_apart_from_confirmation(finished_run):
     from planner._results.render import load_for_report, render
     from planner._results.run_status import format_status, read_status
-    from planner._results.tables import load_run
 
     root = finished_run
     if not reevals(root):
         assert main(["reeval", str(root), "--arm", "treat"]) == 0
-    n_reeval = sum(r["phase"] == "reeval" for r in read_jsonl(root / "trials.jsonl"))
+    n_reeval = sum(r["phase"] == "reeval" for r in load_run(root).records)
     status = read_status(root)
     assert status["trials_ended"] == status["trials_planned"] == 6
     assert status["heldout"]["confirm"] == 6 and status["heldout"]["reeval"] == n_reeval
@@ -599,7 +598,7 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(
     assert reevals(root)[-1]["verdict"] == "failed"
 
     # the held-out cap: 4 confirmation + 2 reeval evaluations used of 7
-    before = len(read_jsonl(root / "trials.jsonl"))
+    before = len(load_run(root).records)
     assert main(["reeval", str(root), "--arm", "treat", "--seeds", "0", "1"]) == 2
     err = capsys.readouterr().err
     assert "test_acc has been evaluated 6 time(s) in this run (confirm 4, reeval 2)" in err
@@ -608,7 +607,7 @@ def test_after_the_code_changed_its_results_reeval_does_not_claim_reproduction(
         and "at most 1 seed(s)" in err
     )
     assert "Traceback" not in err
-    assert len(read_jsonl(root / "trials.jsonl")) == before and len(reevals(root)) == 2
+    assert len(load_run(root).records) == before and len(reevals(root)) == 2
 
 
 def test_new_seeds_are_compared_with_the_logged_baseline_by_the_contracts_test():
@@ -719,7 +718,7 @@ def test_a_command_trainable_reproduces_its_selected_config(tmp_path, ray_local,
     out = lines_of(capsys.readouterr().out)
     assert "identity: code, python, packages and data match the log" in out
     assert "verdict: reproduced: 2 of 2 logged seeds exactly" in out
-    new = [r for r in read_jsonl(root / "trials.jsonl") if r["phase"] == "reeval"]
+    new = [r for r in load_run(root).records if r["phase"] == "reeval"]
     assert len(new) == 2 and all(r["config"]["optimizer"]["lr"] == selected for r in new)
     assert all(any((root / "trials" / r["trial_id"]).rglob("stdout.log")) for r in new)
     # the command names train.py: an edit to it is an identity difference, not a silent "code

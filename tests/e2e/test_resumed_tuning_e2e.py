@@ -12,10 +12,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._results.render import load_for_report, render
 from planner._results.run_status import format_status, read_status
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, cut_short, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -30,7 +29,7 @@ write = contract_writer(
 def _drawn(run_dir: Path) -> dict[tuple[str, int], dict]:
     return {
         (r["arm"], r["index"]): r["params"]
-        for r in read_jsonl(run_dir / "trials.jsonl")
+        for r in load_run(run_dir).records
         if r["phase"] == "tune"
     }
 
@@ -41,7 +40,7 @@ def _interrupt_before(run_dir: Path, index: int) -> None:
     again with the values it started with: that would not test the draws)."""
     gone = {
         r["trial_id"]
-        for r in read_jsonl(run_dir / "trials.jsonl")
+        for r in load_run(run_dir).records
         if r["phase"] != "tune" or r["index"] >= index
     }
     cut_short(run_dir, gone)

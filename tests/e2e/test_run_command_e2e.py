@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 from tests._runs import hydra_app
 
 pytestmark = pytest.mark.ray
@@ -20,7 +19,7 @@ def test_a_command_contract_runs_tunes_and_decides_through_ray(ray_local, tmp_pa
     result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert sorted(r["phase"] for r in trials) == ["confirm"] * 4 + ["tune"] * 4
     assert all(r["status"] == "completed" and r["exposure"] == 3 for r in trials), trials
     # the arm's group choice reached the app: sgd and momentum give different curves at one seed
@@ -131,7 +130,7 @@ def test_scripts_end_on_their_own_leave_no_process_and_keep_their_last_checkpoin
 
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert len(trials) == 10, [t["trial_id"] for t in trials]
     by_id = {t["trial_id"]: t for t in trials}
     for trial_id, record in by_id.items():

@@ -9,10 +9,9 @@ import math
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._cli.main import main
 from planner._cli.run_text import format_result
-from planner._store.writer import read_jsonl
 from tests._runs import (
     RUN_CONTRACT,
     contract_writer,
@@ -34,7 +33,7 @@ def decision(result, arm="treat"):
 
 
 def records(result):
-    return read_jsonl(result.run_dir / "trials.jsonl")
+    return load_run(result.run_dir).records
 
 
 def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(
@@ -113,7 +112,7 @@ def test_a_strong_effect_is_accepted_and_the_run_folder_holds_what_it_promises(
         assert keys <= set(r) and r["status"] == "completed" and r["exposure"] == 3
         assert r["contract_sha256"] == info["contract_sha256"]
         assert (root / "trials" / r["trial_id"]).is_dir()
-    events = [e["event"] for e in read_jsonl(root / "events.jsonl")]
+    events = [e["event"] for e in load_run(root).events]
     assert (
         events[0] == "run_started"
         and events[-1] == "run_ended"
@@ -313,7 +312,7 @@ def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)
     assert first.state == "budget_exhausted"
     before = records(first)
-    events = len(read_jsonl(first.run_dir / "events.jsonl"))
+    events = len(load_run(first.run_dir).events)
     shown = io.StringIO()
     again = run(path, runs_dir=tmp_path / "runs", resume=first.run_dir, stream=shown)
     assert again.state == "budget_exhausted" and again.exit_code == 3, shown.getvalue()
@@ -324,7 +323,7 @@ def test_a_resume_of_a_run_whose_wall_time_is_spent_starts_nothing(ray_local, in
     assert "Ray ready" not in shown.getvalue() and "tuning:" not in shown.getvalue()
     # nothing ran: every record is the first run's, one that trial ended as that run stopped
     # included (its kept record, taken in by the resume, on a machine slow enough to stop mid-trial)
-    logged = read_jsonl(first.run_dir / "events.jsonl")
+    logged = load_run(first.run_dir).events
     started = {e.get("trial_id") for e in logged[:events] if e["event"] == "trial_started"}
     assert all(r in before or r["trial_id"] in started for r in records(again)), records(again)
     new = [e["event"] for e in logged[events:]]
@@ -421,7 +420,7 @@ def test_ctrl_c_interrupts_cleanly_through_an_address(ray_local, in_repo, tmp_pa
     )
     state = json.loads((run_dir / "state.json").read_text())
     assert state["state"] == "interrupted"
-    kept = read_jsonl(run_dir / "trials.jsonl")
+    kept = load_run(run_dir).records
     assert 2 <= len(kept) < 16 and {r["status"] for r in kept} == {"completed"}
     assert not (run_dir / "lock").exists()
     assert json.loads((run_dir / "decisions.json").read_text())["run_state"] == "interrupted"
@@ -485,7 +484,7 @@ def test_resume_continues_a_partial_tuning_sweep(ray_local, in_repo, tmp_path):
     assert len(rerun) == 2 and all(r["status"] == "completed" for r in rerun)
     untouched = {r["trial_id"]: r for r in kept}
     assert all(untouched[r["trial_id"]] == r for r in after if r["trial_id"] in untouched)
-    events = [e["event"] for e in read_jsonl(first.run_dir / "events.jsonl")]
+    events = [e["event"] for e in load_run(first.run_dir).events]
     assert events.count("run_started") == 1 and events.count("run_resumed") == 1
 
 

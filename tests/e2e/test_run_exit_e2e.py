@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from planner._store.writer import read_jsonl
+from planner import load_run
 from tests._runs import end_plan_run, ray_processes, start_plan_run, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -53,7 +53,7 @@ def _rest(proc) -> tuple[str, str]:
 def _folder_closed_at_print(runs: Path) -> None:
     (run_dir,) = runs.glob("*/*/")
     assert json.loads((run_dir / "state.json").read_text())["state"] == "completed"
-    assert read_jsonl(run_dir / "events.jsonl")[-1]["event"] == "run_ended"
+    assert load_run(run_dir).events[-1]["event"] == "run_ended"
     assert not (run_dir / "lock").exists()
 
 

@@ -7,8 +7,7 @@ import copy
 import pytest
 import yaml
 
-from planner import run
-from planner._store.writer import read_jsonl
+from planner import load_run, run
 from tests._runs import RUN_CONTRACT
 
 pytestmark = pytest.mark.ray
@@ -28,7 +27,7 @@ def test_a_run_with_mlflow_tracking_logs_every_trial_with_its_decision(
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed"
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     client = mlflow.MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("e2e-mlflow")
     runs = client.search_runs([experiment.experiment_id])

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from planner import load_run
 from planner._store.writer import read_jsonl
 from tests._runs import end_plan_run, start_plan_run, synthetic_contract
 
@@ -68,7 +69,7 @@ def test_sigterm_mid_tuning_is_an_interruption_with_the_resume_line(tmp_path):
     assert not any(
         line.startswith(("(raylet)", "***", "[20")) or "ray." in line for line in err.splitlines()
     ), err
-    ended = [e for e in read_jsonl(run_dir / "events.jsonl") if e["event"] == "run_ended"]
+    ended = [e for e in load_run(run_dir).events if e["event"] == "run_ended"]
     assert ended and ended[-1]["state"] == "interrupted"
     assert not (run_dir / "lock").exists()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import run
+from planner import load_run, run
 from planner._store.writer import read_jsonl
 from tests._runs import example_app
 
@@ -77,7 +77,7 @@ def test_the_unchanged_example_app_runs_under_asha_and_finds_the_effect(ray_loca
     result = run(path, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     assert sorted(r["phase"] for r in trials) == ["confirm"] * 6 + ["tune"] * 12
     _check_seeds_and_cuts(result.run_dir, trials, 8, r"(?m)^epoch \d+:")
     # the reports are the CSV's validation rows: epochs 0..7 read as steps 1..8, both named columns
@@ -161,7 +161,7 @@ def test_json_lines_and_trainer_state_writers_under_asha(ray_local, tmp_path, sc
     result = run(contract, runs_dir=tmp_path / "runs", quiet=True)
 
     assert result.state == "completed", result
-    trials = read_jsonl(result.run_dir / "trials.jsonl")
+    trials = load_run(result.run_dir).records
     _check_seeds_and_cuts(result.run_dir, trials, 4, r"(?m)^step \d+$")
     done = next(r for r in trials if r["phase"] == "confirm")
     assert [rep["step"] for rep in done["reports"]] == [
@@ -222,7 +222,7 @@ def test_ctrl_c_prints_the_resume_command_and_resume_counts_what_it_keeps(tmp_pa
             first.communicate()
     assert first.returncode == 3, output
     run_dir = found[0].parent
-    kept = len({r["trial_id"] for r in read_jsonl(run_dir / "trials.jsonl")})
+    kept = len({r["trial_id"] for r in load_run(run_dir).records})
     (line,) = [ln for ln in output.splitlines() if ln.startswith("to resume:")]
     command = shlex.split(line.removeprefix("to resume:"))
     assert command == [
@@ -266,5 +266,5 @@ def test_plan_reeval_reproduces_the_unchanged_apps_confirmation(ray_local, tmp_p
 
     assert main(["reeval", str(result.run_dir), "--arm", "standardized"]) == 0
     assert "verdict: reproduced: 2 of 2 logged seeds exactly" in capsys.readouterr().out
-    new = [r for r in read_jsonl(result.run_dir / "trials.jsonl") if r["phase"] == "reeval"]
+    new = [r for r in load_run(result.run_dir).records if r["phase"] == "reeval"]
     assert sorted(_seed_in_hydra_config(result.run_dir, r["trial_id"]) for r in new) == [0, 1]

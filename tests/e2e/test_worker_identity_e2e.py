@@ -8,9 +8,8 @@ import json
 
 import pytest
 
-from planner import run
+from planner import load_run, run
 from planner._reeval.prepare import prepare
-from planner._store.writer import read_jsonl
 from tests._runs import contract_writer, synthetic_contract
 
 pytestmark = pytest.mark.ray
@@ -37,7 +36,7 @@ def test_a_body_import_reaches_identity_json_and_asha_stops_close_their_ledgers(
     )
     assert result.state == "completed"
     root = result.run_dir
-    records = read_jsonl(root / "trials.jsonl")
+    records = load_run(root).records
     assert any("mpmath" in (r.get("modules") or []) for r in records)
     identity = json.loads((root / "identity.json").read_text())
     assert identity["packages"].get(

@@ -4,6 +4,7 @@ foreign entry, or a cache folder others may write, as a miss, never as data or a
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -131,3 +132,28 @@ def test_a_damaged_journal_is_refused_every_time_and_never_kept(run):
         with pytest.raises(RunError, match="status"):
             planner.load_run(run)
     assert entries(run) == []
+
+
+def test_the_records_are_the_journals_own_whether_the_tables_came_from_the_cache_or_not(
+    run, monkeypatch
+):
+    """`RunResults.records` reads the journal itself, every report included: the cache holds the
+    tables, never the records."""
+    journal = [
+        json.loads(line) for line in (run / "trials.jsonl").read_text().splitlines()[:-1]
+    ]  # the last line is torn
+    for results in (planner.load_run(run), planner.load_run(run), uncached(run, monkeypatch)):
+        assert [r["trial_id"] for r in results.records] == [r["trial_id"] for r in journal]
+        assert [len(r["reports"]) for r in results.records] == [len(r["reports"]) for r in journal]
+        assert set(results.trials["trial_id"]) == {r["trial_id"] for r in journal}
+    assert len(entries(run)) == 1
+
+
+def test_a_damaged_record_is_refused_when_the_records_are_asked_for(run, monkeypatch):
+    journal = run / "trials.jsonl"
+    lines = journal.read_text().splitlines(keepends=True)
+    results = uncached(run, monkeypatch)
+    lines[1] = lines[1].replace('"status": "', '"status": 5, "x": "', 1)
+    journal.write_text("".join(lines))
+    with pytest.raises(RunError, match="status"):
+        _ = results.records
