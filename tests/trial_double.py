@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner._core.errors import TrialProtocolError
+from planner import TrialProtocolError
 
 
 class StopTrial(Exception):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from planner import UsageError
 from planner._contract.model import Budget, Resources
-from planner._core.errors import UsageError
 from planner._dispatch.cluster import (
     DEFAULT_EXCLUDES,
     large_files,

@@ -26,8 +26,8 @@ import pytest
 from ray.exceptions import AuthenticationError
 
 from bench.gpu_check import most_at_once
-from planner import load_run
-from planner._core.errors import EXIT_INCOMPLETE, RunError
+from planner import RunError, load_run
+from planner._core.errors import EXIT_INCOMPLETE
 from planner._dispatch.ray_logs import RAY_LOG, stderr_to_ray_log
 from planner._dispatch.ray_start import connect_failure
 

@@ -165,9 +165,9 @@ def test_plan_validate_checks_the_flag_names_against_the_scripts_help(tmp_path):
 def test_a_script_whose_help_is_slow_has_its_flags_checked_on_its_add_argument_calls(
     tmp_path, monkeypatch
 ):
+    from planner import command_trainable
     from planner._cli.validate_text import format_result
     from planner._contract import command_help
-    from planner._trial.command import command_trainable
 
     monkeypatch.setattr(
         command_help, "HELP_TIMEOUT_S", 1.0

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from planner import command_trainable
 from planner._contract.compose import compose_arms
 from planner._contract.model import Contract
 from planner._trial import checkpoints
-from planner._trial.command import command_trainable
 from planner._trial.protocol import run_trial
 from planner._trial.spec import TrialSpec
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from planner import CommandTrainable
 from planner._core.errors import CommandArgumentsError
-from planner._trial.command import CommandTrainable
 from tests.trial_double import TrialDouble
 
 SCRIPT = """

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from planner._core.errors import CommandMetricsError, TrialProtocolError
+from planner import TrialProtocolError
+from planner._core.errors import CommandMetricsError
 from planner._trial.command import run_command
 from planner._trial.metrics_files import MetricsSpec
 from tests.trial_double import StopTrial, TrialDouble

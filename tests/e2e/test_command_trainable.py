@@ -16,6 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from planner import command_trainable
 from planner._contract.compose import compose_arms
 from planner._contract.model import Contract
 from planner._core.errors import (
@@ -26,7 +27,7 @@ from planner._core.errors import (
     CommandTimeoutError,
     TrialProtocolError,
 )
-from planner._trial.command import command_trainable, run_command
+from planner._trial.command import run_command
 from planner._trial.command_line import (
     command_argv,
     config_changes_as_overrides,
@@ -555,7 +556,7 @@ def test_interpolated_keys_are_not_a_mismatch_and_a_relative_trial_dir_works(tmp
 def test_the_trainable_travels_as_plain_data_and_can_take_params_from_the_trial(
     app_trainable, tmp_path
 ):
-    from planner._trial.command import CommandTrainable
+    from planner import CommandTrainable
 
     train, configs = app_trainable
     plain = json.loads(json.dumps(train.to_dict()))
@@ -575,7 +576,7 @@ def test_the_trainable_travels_as_plain_data_and_can_take_params_from_the_trial(
 
 
 def test_a_sampled_value_that_did_not_reach_the_app_fails_the_trial(app_trainable, tmp_path):
-    from planner._trial.command import CommandTrainable
+    from planner import CommandTrainable
 
     train, configs = app_trainable
     blind = CommandTrainable.from_dict(
@@ -606,7 +607,7 @@ def _command_spec(
     metrics=None,
     tid="trial",
 ):
-    from planner._trial.command import CommandTrainable
+    from planner import CommandTrainable
     from planner._trial.spec import TrialSpec
 
     command = CommandTrainable(

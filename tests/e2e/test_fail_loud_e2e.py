@@ -216,7 +216,7 @@ def test_item7_an_exception_while_deciding_keeps_the_final_bookkeeping(
     """The decision raised (once: a non-finite diverged_value); state, run_ended and the lock were
     skipped."""
     import planner._stats.decide as decide_module
-    from planner._core.errors import RunError
+    from planner import RunError
 
     def boom(*args, **kwargs):
         raise ValueError("values must be a flat sequence of finite numbers")

@@ -575,8 +575,8 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(
 ):
     import socket
 
+    from planner import RunLockedError
     from planner._cli.main import main
-    from planner._core.errors import RunLockedError
 
     path, run_dir = _finished_run(tmp_path)
     before = (run_dir / "trials.jsonl").read_bytes()
@@ -633,7 +633,7 @@ def test_a_second_driver_is_refused_by_the_lock_naming_pid_and_host(
 
 
 def test_locks_after_a_reboot_are_stale_and_a_lock_from_another_host_is_not(tmp_path):
-    from planner._core.errors import RunLockedError
+    from planner import RunLockedError
     from planner._store.lock import acquire
 
     (tmp_path / "lock").write_text(

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner import load_run, run
-from planner._core.errors import RunError
+from planner import RunError, load_run, run
 from planner._reeval.differences import files_read_differences
 from planner._reeval.prepare import prepare
 from planner._store.read import RunFolder

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from planner import load_run
+from planner import RunError, UsageError, load_run
 from planner._cli.main import main
 from planner._cli.reeval_text import format_table
-from planner._core.errors import RunError, UsageError
 from planner._reeval.comparison import SeedRow, compare_seed, verdict
 from planner._reeval.differences import Difference, compare_identity
 from planner._reeval.prepare import heldout_refusal, next_reeval_number, prepare
@@ -640,7 +639,7 @@ def test_new_seeds_are_compared_with_the_logged_baseline_by_the_contracts_test()
 
 
 def test_a_reeval_holding_the_lock_is_named_as_such(tmp_path):
-    from planner._core.errors import RunLockedError
+    from planner import RunLockedError
     from planner._store.writer import RunStore
 
     root = synthetic_run(tmp_path)

@@ -357,7 +357,7 @@ def test_resume_skips_finished_trials_and_refuses_a_changed_contract(ray_local, 
     assert len(ids) == len(set(ids)) == 10
     assert decision(resumed)["decision"] == "accept"
 
-    from planner._core.errors import RunError
+    from planner import RunError
 
     changed = write(tmp_path, file="changed.yaml", seeds=[0, 1, 2, 3, 5])
     with pytest.raises(RunError, match="another contract"):
@@ -519,7 +519,7 @@ def test_resume_refuses_a_trainable_whose_source_changed(ray_local, in_repo, tmp
     and only events.jsonl said `trainable_changed`."""
     import shutil
 
-    from planner._core.errors import RunError
+    from planner import RunError
 
     shutil.copy(in_repo / "tests" / "trainables" / "synthetic.py", tmp_path / "edited_synthetic.py")
     path = write(tmp_path, trainable="edited_synthetic:train", seeds=[0, 1])
@@ -559,7 +559,7 @@ def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(
     """A new user's resume after editing `helper.py` (imported by the trainable, itself unchanged)
     ran the new code beside the old trials and decided on the mixture; reeval said the code matched
     the log."""
-    from planner._core.errors import RunError
+    from planner import RunError
 
     (tmp_path / "local_gain.py").write_text("GAIN = 0.05\n")
     (tmp_path / "uses_helper.py").write_text(
@@ -596,7 +596,7 @@ def test_resume_refuses_a_local_module_the_trainable_imports_that_changed(
 
 
 def test_resume_refuses_config_files_that_compose_differently(ray_local, in_repo, tmp_path):
-    from planner._core.errors import RunError
+    from planner import RunError
 
     path = write(tmp_path, seeds=[0, 1])
     first = run(path, runs_dir=tmp_path / "runs", quiet=True)

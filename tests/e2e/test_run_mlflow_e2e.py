@@ -56,7 +56,7 @@ def test_a_store_mlflow_refuses_stops_the_run_before_any_trial(in_repo, tmp_path
     contract["tracking"] = {"mlflow": {"tracking_uri": "bogus-scheme://nowhere", "experiment": "x"}}
     path = tmp_path / "contract.yaml"
     path.write_text(yaml.safe_dump(contract))
-    from planner._core.errors import PlannerError
+    from planner import PlannerError
 
     with pytest.raises(PlannerError):
         run(path, runs_dir=tmp_path / "runs", quiet=True)

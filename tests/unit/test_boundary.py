@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from planner import RunError
 from planner._cli.main import main
-from planner._core.errors import RunError
 from planner._core.redact import Redactor, looks_secret
 from planner._store import read as rf
 from planner._store.files import write_atomic

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from planner import command_trainable
 from planner._contract.validate import load_contract, validate
-from planner._trial.command import command_trainable
 
 APP = Path(__file__).resolve().parents[2] / "examples" / "unchanged_app"
 

@@ -8,7 +8,7 @@ import importlib.metadata
 
 import pytest
 
-from planner._core.errors import RunError
+from planner import RunError
 from planner._dispatch import compat
 from planner._dispatch.compat import NEEDED, PrivateName
 

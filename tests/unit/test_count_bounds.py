@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from planner import ContractError
 from planner._cli.main import main
 from planner._contract.validate import validate
-from planner._core.errors import ContractError
 from tests._contract_helpers import write_contract
 
 BASE = """\

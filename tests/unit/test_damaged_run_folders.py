@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from planner._core.errors import RunError
+from planner import RunError
 from tests._run_folders import cli
 
 DEEP = "[" * 200_000 + "]" * 200_000

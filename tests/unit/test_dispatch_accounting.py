@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from planner import RunResult
 from planner._contract.model import Contract
 from planner._dispatch.decision import NEVER_RAN, budget_not_matched
 from planner._dispatch.failfast import FailFast
 from planner._dispatch.fixed import after_worker_death, completed_reports
-from planner._dispatch.run_end import RunResult
 from planner._dispatch.specs import Dispatch
 from planner._plan.trials import PlannedTrial, make_plan
 from planner._store.writer import RunStore

@@ -71,8 +71,8 @@ def test_a_moved_run_folder_is_told_where_it_belongs(tmp_path):
     import yaml
 
     from bench.synthetic_run import make_run
+    from planner import RunError
     from planner._contract.model import Contract
-    from planner._core.errors import RunError
     from planner._store.resume import resumable_run_dir
 
     run = make_run(tmp_path / "runs" / "optimizer-compare" / "20261130-120000-abcd", tune_trials=2)

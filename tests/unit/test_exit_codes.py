@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 
 import planner
+from planner import PlannerError
 from planner._core import errors
-from planner._core.errors import EXIT_CODES, PlannerError
+from planner._core.errors import EXIT_CODES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "commands.md"
 ROOT = Path(planner.__file__).parent

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from planner import load_run
+from planner import RunResult, load_run
 from planner._cli.main import main
 from planner._cli.run_text import format_result
 from planner._contract.model import Contract
 from planner._dispatch.decision import tuning_reach
-from planner._dispatch.run_end import RunResult
 from planner._plan.explored import BOUNDARY, arm_reach, reach_said
 from planner._plan.space import frozen_space
 from planner._results.render import render

@@ -258,9 +258,9 @@ def test_failed_trials_are_grouped_by_error_in_order_of_first_occurrence():
 
 
 def test_a_run_with_an_arm_without_value_exits_4_and_names_the_error():
+    from planner import RunResult
     from planner._cli.run_text import format_result
     from planner._core.errors import EXIT_NO_VALUE
-    from planner._dispatch.run_end import RunResult
 
     result = RunResult(
         run_dir=__import__("pathlib").Path("runs/x"),
@@ -378,7 +378,7 @@ def test_an_override_typo_names_the_near_key_not_the_add_form(tmp_path):
 
 
 def test_a_pilot_without_spread_says_what_it_showed():
-    from planner._core.errors import UsageError
+    from planner import UsageError
     from planner._plan.pilot import Pilot
     from planner._plan.seeds import spread_from_pilot
 
@@ -449,9 +449,9 @@ def test_a_declared_metric_no_row_held_is_a_warning_at_the_end_of_the_run_and_a_
     without its reason."""
     from pathlib import Path
 
+    from planner import RunResult
     from planner._cli.run_text import format_result
     from planner._core.records import note_groups
-    from planner._dispatch.run_end import RunResult
 
     note = "metrics.names maps 'train_loss' to 'train_los_epoch', which no row of {} holds"
     records = [

@@ -468,8 +468,8 @@ def test_a_repeated_test_is_counted_with_its_family_wise_alpha(project, capsys):
 
     assert "factor width was tested 3 times" in render(load_for_report(three, "md"), "md")
     assert "<h2>Lineage</h2>" in render(load_for_report(three, "html"), "html")
+    from planner import RunResult
     from planner._cli.run_text import format_result  # what `plan run` prints at its end
-    from planner._dispatch.run_end import RunResult
 
     end = format_result(RunResult(three, "completed", "", [], 1.0, 10))
     assert "lineage:    Forking paths: factor width was tested 3 times" in end

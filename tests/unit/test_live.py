@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from planner._core.errors import RunError, UsageError
+from planner import RunError, UsageError
 from planner._dispatch.progress import Progress
 from planner._store.live import (
     LiveWriter,

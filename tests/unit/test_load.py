@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from planner import ContractError, UsageError
 from planner._contract.load import format_path, load_yaml, parse_yaml
-from planner._core.errors import ContractError, ContractFileError, UsageError
+from planner._core.errors import ContractFileError
 
 TEXT = """\
 # a comment

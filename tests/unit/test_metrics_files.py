@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from planner._core.errors import TrialProtocolError
+from planner import TrialProtocolError
 from planner._trial.metrics_files import (
     MetricsFileTail,
     MetricsReader,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from planner._core.errors import TrialProtocolError
+from planner import TrialProtocolError
 from planner._trial.metrics_files import MetricsSpec
 from planner._trial.metrics_lines import PrintedMetricsTail, line_row, printed_reports
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from planner._core.errors import LinkedFileError, RunError
+from planner import RunError
+from planner._core.errors import LinkedFileError
 from planner._core.redact import Redactor
 from planner._dispatch import ray_logs
 from planner._store.files import TREE_DEPTH, refuse_in_place, rewrite_tree

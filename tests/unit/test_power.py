@@ -131,8 +131,8 @@ def _margin_contract(tmp_path, rule: str):
 def test_plan_power_plans_the_margin_rule_at_the_given_effect(tmp_path):
     import pytest
 
+    from planner import UsageError
     from planner._cli.power_text import format_power
-    from planner._core.errors import UsageError
     from planner._plan.seeds import power_summary
     from planner._stats.power import detection_power
 

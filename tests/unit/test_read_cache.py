@@ -13,7 +13,7 @@ import pytest
 
 import planner
 from bench.synthetic_run import make_run
-from planner._core.errors import RunError
+from planner import RunError
 from planner._store import cache
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from planner import UsageError
 from planner._contract.model import Budget, Resources
-from planner._core.errors import UsageError
 from planner._dispatch.cluster import resources_for, task_options
 
 

@@ -8,7 +8,7 @@ import re
 import pytest
 
 import planner
-from planner._core.errors import RunError
+from planner import RunError
 from planner._core.records import StoredTrial
 from planner._store.read import open_run
 from planner._store.writer import RunStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from planner import RunResult
 from planner._cli.run_text import format_result
-from planner._dispatch.run_end import RunResult
 from planner._stats.decide import mark_invalid
 
 

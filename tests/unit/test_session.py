@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from planner._core.errors import RunError, UsageError
+from planner import RunError, UsageError
 from planner._core.status import RunState, StopReason
 from planner._dispatch.session import HANDLED, RunSession, final_state
 from planner._store.lock import acquire

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from planner._core.errors import RunLockedError
+from planner import RunLockedError
 from planner._store.writer import RunStore, new_run_id, read_jsonl
 
 

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from planner import RunResult
 from planner._cli.main import _resume_argv, main
 from planner._cli.run_text import format_result
 from planner._core.version import VERSION
-from planner._dispatch.run_end import RunResult
 from planner._dispatch.run_folder import resume_counts
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from planner._core.errors import LinkedFileError, RunError
+from planner import RunError
+from planner._core.errors import LinkedFileError
 from planner._core.redact import Redactor
 from planner._store.files import rewrite_tree
 from planner._store.jsonl import AppendFile, heal
