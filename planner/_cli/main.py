@@ -62,6 +62,7 @@ results_tables = lazy_import("planner._results.tables")
 store_live = lazy_import("planner._store.live")
 progress = lazy_import("planner._dispatch.progress")
 # the text each command prints, beside the command's own modules
+audit_text = lazy_import("planner._cli.audit_text")
 estimate_text = lazy_import("planner._cli.estimate_text")
 lineage_text = lazy_import("planner._cli.lineage_text")
 power_text = lazy_import("planner._cli.power_text")
@@ -567,7 +568,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
             "name for --next, or pass --force to replace it"
         )
     found = audit.audit_run(args.run_dir)
-    print(audit.render_json(found) if args.json else audit.format_audit(found), end="")
+    print(audit.render_json(found) if args.json else audit_text.format_audit(found), end="")
     if args.next:
         if found.next is None:
             print(f"plan audit: no next control, so {args.next} is not written", file=sys.stderr)

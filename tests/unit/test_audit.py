@@ -10,8 +10,9 @@ import math
 import pytest
 import yaml
 
-from planner._audit.audit import audit_json, audit_run, contract_text, format_audit
+from planner._audit.audit import audit_json, audit_run, contract_text
 from planner._audit.findings import SYMPTOMS
+from planner._cli.audit_text import format_audit
 from planner._cli.main import main
 from planner._contract.validate import validate
 from planner._core.records import seeds_identical
