@@ -11,6 +11,9 @@ TORCH_VERSION := 2.13.0
 # torch==$(TORCH_VERSION) (the CPU build) lies on local disk and pip takes it from there; any other
 # spec, or a package that pulls torch in first, downloads a CUDA build. Then the frameworks the
 # examples train with, with pip so that they keep that torch; then planner itself, editable, with uv.
+# Its own sources are byte-compiled once, as an install compiles site-packages: where
+# PYTHONDONTWRITEBYTECODE is set (CI's machines), every Ray worker would compile the planner modules
+# and trainables it imports, and keep nothing.
 $(STAMP): pyproject.toml
 	@echo "make: creating the virtual environment $(VENV)"
 	@$(PYTHON) -m venv $(VENV)
@@ -22,6 +25,8 @@ $(STAMP): pyproject.toml
 	@$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)" lightning transformers accelerate tensorboard
 	@echo "make: installing planner with its dev, examples and mlflow extras"
 	@$(BIN)/uv pip install --python $(BIN)/python --compile-bytecode -q -e ".[dev,examples,mlflow]"
+	@echo "make: byte-compiling planner, tests and examples (an editable install leaves them to each process)"
+	@$(BIN)/python -m compileall -q planner tests examples
 	@$(BIN)/python -c "import torch, sys; v = torch.__version__.split('+')[0]; sys.exit(0 if v == '$(TORCH_VERSION)' else 'torch ' + torch.__version__ + ' was installed, not $(TORCH_VERSION)')"
 	@touch $(STAMP)
 

@@ -24,8 +24,8 @@ rm -rf "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip uv
 # torch first, with pip, as the Makefile installs it: torch==$TORCH_VERSION (the CPU build) lies on local
 # disk and pip takes it from there; any other spec, or a package that pulls torch in first, downloads a
-# CUDA build. Not byte-compiled here (most of the install's time): what the smoke imports compiles as
-# it is imported.
+# CUDA build. Not byte-compiled here (most of the install's time): the smoke compiles what it imports,
+# once (below).
 "$VENV/bin/python" -m pip install -q --no-compile "torch==$TORCH_VERSION"
 
 # `name==lower bound` for each package of the five, from pyproject's dependencies.
@@ -67,6 +67,10 @@ fi
 # early-stopping rule, a decision, a resumed sweep.
 # On both cores: these tests share no run (each makes its own folder), so each may go to either
 # worker, and a worker's Ray serves every test it gets.
+# Bytecode is written as it is first compiled, whatever the environment asks: with
+# PYTHONDONTWRITEBYTECODE set (as on CI's machines), every Ray worker compiled Ray, pandas and Optuna
+# from source again, twice the smoke's CPU.
+unset PYTHONDONTWRITEBYTECODE
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
   tests/unit/test_compat.py tests/unit/test_resumed_study.py tests/e2e/test_cli_validate.py \
   tests/e2e/test_run_e2e.py -k "test_compat or test_resumed_study or test_cli_validate \
