@@ -3,12 +3,14 @@ and the next control (planner._audit.audit computes them)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from planner._audit.audit import Audit, no_control_sentence
-from planner._audit.findings import _g
-from planner._core.text import terminal_safe
+from planner._core.text import number, terminal_safe
 from planner._core.text_tables import text_table
+
+_g = partial(number, none="none")  # as the findings' sentences write a number
 
 
 def _params(params: dict[str, Any]) -> str:
