@@ -1,7 +1,6 @@
 """`plan audit RUN_DIR`: from a run's evidence to findings, missing evidence and the next control.
 
-    audit = audit_run(run_dir)       read the folder (no Ray, no trainable import), compute
-                                     everything
+    audit = audit_run(run_dir)       read the folder (no Ray, no trainable import), compute all
     audit_json(audit)                the `--json` object
     contract_text(audit, path)       the next control as YAML for `--next FILE`
     (planner._audit.control)
