@@ -80,23 +80,23 @@ class RunResults:
     lineage: dict[str, Any] | None = None  # lineage.json (docs/lineage.md)
     # What a report needs beyond the tables is worked out when first asked for, so a reader of
     # the tables alone does not pay for it: the ended trials' slim records (reports dropped) the
-    # facts below are drawn from, and events.jsonl, a log of every trial's start and end.
+    # facts below are drawn from, and the folder, whose whole records and events.jsonl (a log of
+    # every trial's start and end) are read from it on first use.
     _records: list[TrialRecord] = field(default_factory=list, repr=False)
-    _read_records: Callable[[], list[TrialRecord]] = field(default=list, repr=False)
-    _read_events: Callable[[], list[dict[str, Any]]] = field(default=list, repr=False)
+    _folder: rf.RunFolder | None = field(default=None, repr=False)
 
     @cached_property
     def records(self) -> list[TrialRecord]:
         """trials.jsonl's records as the run wrote them, every report included, in order (read on
         first use, by the same reader and checks as the tables: RunError if the file is
         damaged)."""
-        return self._read_records()
+        return self._folder.trials().records if self._folder is not None else []
 
     @cached_property
     def events(self) -> list[dict[str, Any]]:
         """events.jsonl's records, in order (read on first use: RunError if the file is
         damaged)."""
-        return self._read_events()
+        return self._folder.events().records if self._folder is not None else []
 
     @cached_property
     def failures(self) -> list[dict[str, Any]]:
@@ -210,8 +210,7 @@ def load_run(
             lock=folder.lock(),
             notes=notes,
             _records=records,
-            _read_records=lambda: folder.trials().records,
-            _read_events=lambda: folder.events().records,
+            _folder=folder,
             looks=_looks(decision_doc),
             reevals=folder.reevals().records,
             lineage=folder.json("lineage.json"),
