@@ -165,8 +165,8 @@ def test_a_trial_that_dies_after_epoch_3_continues_from_its_checkpoint(
 def test_the_callback_contract_runs_every_planned_trial_and_decides(ray_local, in_repo, tmp_path):
     result = run(CALLBACK_CONTRACT, runs_dir=tmp_path / "runs", quiet=True)
 
-    check_every_planned_trial_recorded(result, load_run(result.run_dir).records, CALLBACK_CONTRACT)
     records = load_run(result.run_dir).records
+    check_every_planned_trial_recorded(result, records, CALLBACK_CONTRACT)
     assert not heldout_never_read(records, "test_acc")
     confirm = [r for r in records if r["phase"] == "confirm"]
     assert all(r["status"] == "completed" and r["exposure"] == 6 for r in confirm), [
